@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import hashlib
+import shutil
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import trajlens
+from trajlens.errors import InputError, SchemaError, StoreError
+from trajlens.store.handle import QueryError
+
+
+def _tree_digest(root):
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix == ".parquet"):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_round_trip_keeps_every_row(tmp_path, tiny, tiny_run_dir):
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    for name in ("runs", "trajectories", "tool_calls", "tokens", "step_metrics"):
+        expected = pl.from_arrow(tiny.table(name)).sort(pl.all())
+        got = store.table(name).collect().sort(pl.all())
+        assert got.equals(expected), name
+
+
+def test_sql_binds_parameters_and_lazy_frames_agree(tmp_path, tiny_run_dir):
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    by_sql = store.sql("SELECT count(*) AS n FROM trajectories WHERE step = $step AND reward > $r", {"step": 2, "r": 0.5})
+    assert by_sql["n"].to_list() == [2]
+    lazy = store.trajectories.filter((pl.col("step") == 2) & (pl.col("reward") > 0.5)).collect()
+    assert lazy.height == 2
+    hostile = store.sql("SELECT count(*) AS n FROM runs WHERE run_id = $id", {"id": "x' OR '1'='1"})
+    assert hostile["n"].to_list() == [0]
+
+
+def test_database_file_has_views(tmp_path, tiny_run_dir):
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    connection = duckdb.connect(str(tmp_path / "store" / "trajlens.duckdb"), read_only=True)
+    assert connection.execute("SELECT count(*) FROM tool_calls").fetchone() == (16,)
+    assert connection.execute("SELECT count(*) FROM step_metrics").fetchone() == (2,)
+
+
+def test_ingesting_twice_changes_nothing(tmp_path, tiny_run_dir):
+    store = tmp_path / "store"
+    trajlens.ingest([tiny_run_dir], store)
+    first = _tree_digest(store)
+    trajlens.ingest([tiny_run_dir], store)
+    assert _tree_digest(store) == first
+    assert trajlens.open(store).sql("SELECT count(*) AS n FROM trajectories")["n"].to_list() == [8]
+
+
+def test_input_files_are_not_modified(tmp_path, tiny_run_dir):
+    before = _tree_digest(tiny_run_dir)
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    assert _tree_digest(tiny_run_dir) == before
+
+
+def _first_file(run_dir, table):
+    return sorted((run_dir / table).rglob("*.parquet"))[0]
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("truncate", "not a readable Parquet file"),
+        ("drop_column", "field 'reward'"),
+        ("extra_column", "field 'surprise'"),
+        ("mistype", "field 'num_turns'"),
+        ("nan_reward", "field 'reward': expected a finite number, found nan"),
+        ("duplicate_id", "field 'trajectory_id'"),
+    ],
+)
+def test_bad_parquet_leaves_store_untouched(tmp_path, tiny_run_dir, damage, message):
+    path = _first_file(tiny_run_dir, "trajectories")
+    table = pq.read_table(path)
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[:50])
+    elif damage == "drop_column":
+        pq.write_table(table.drop_columns(["reward"]), path)
+    elif damage == "extra_column":
+        pq.write_table(table.append_column("surprise", pa.array([1] * table.num_rows)), path)
+    elif damage == "mistype":
+        pq.write_table(table.set_column(table.schema.get_field_index("num_turns"), "num_turns",
+                                        pa.array(["many"] * table.num_rows)), path)
+    elif damage == "nan_reward":
+        rewards = [float("nan")] + table.column("reward").to_pylist()[1:]
+        pq.write_table(table.set_column(table.schema.get_field_index("reward"), "reward", pa.array(rewards)), path)
+    elif damage == "duplicate_id":
+        shutil.copy(path, path.with_name("part-1.parquet"))
+    store = tmp_path / "store"
+    with pytest.raises(InputError, match=message) as caught:
+        trajlens.ingest([tiny_run_dir], store)
+    assert str(path.parent) in str(caught.value) or str(tiny_run_dir) in str(caught.value)
+    assert not (store / "runs").exists() or not any((store / "runs").iterdir())
+    assert not (store / ".staging").exists()
+
+
+def test_token_arrays_of_different_lengths_are_refused(tmp_path, tiny_run_dir):
+    path = _first_file(tiny_run_dir, "tokens")
+    table = pq.read_table(path)
+    values = table.column("values").to_pylist()
+    values[0] = values[0][:-1]
+    pq.write_table(table.set_column(table.schema.get_field_index("values"), "values",
+                                    pa.array(values, pa.list_(pa.float32()))), path)
+    with pytest.raises(InputError, match="field 'values': expected 7 values"):
+        trajlens.ingest([tiny_run_dir], tmp_path / "store")
+
+
+def test_failed_reingest_keeps_the_previous_run(tmp_path, tiny_run_dir):
+    store = tmp_path / "store"
+    trajlens.ingest([tiny_run_dir], store)
+    path = _first_file(tiny_run_dir, "tool_calls")
+    path.write_bytes(b"garbage")
+    with pytest.raises(InputError):
+        trajlens.ingest([tiny_run_dir], store)
+    assert trajlens.open(store).sql("SELECT count(*) AS n FROM tool_calls")["n"].to_list() == [16]
+
+
+def test_missing_source_and_missing_store(tmp_path):
+    with pytest.raises(InputError, match="no such file or directory"):
+        trajlens.ingest([tmp_path / "nope"], tmp_path / "store")
+    with pytest.raises(StoreError, match="no such store"):
+        trajlens.open(tmp_path / "nope")
+
+
+def test_bad_sql_is_a_one_line_error(tmp_path, tiny_run_dir):
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    with pytest.raises(QueryError) as caught:
+        trajlens.open(tmp_path / "store").sql("SELECT nope FROM trajectories")
+    assert "\n" not in str(caught.value)
+
+
+def test_schema_error_is_an_input_error():
+    assert issubclass(SchemaError, InputError) and issubclass(SchemaError, ValueError)

@@ -1,0 +1,53 @@
+"""trajlens: see why an RL training run of a coding agent drifted.
+
+Load trajectory logs into a store, classify every tool call, measure each training stage,
+and recompute the advantages each estimator would have given::
+
+    import trajlens
+    trajlens.ingest(["sample_data/sao-r6"], "store")
+    store = trajlens.open("store")
+    store.sql("SELECT step, count(*) AS n FROM trajectories GROUP BY step ORDER BY step")
+    report = trajlens.stage_report(store, run_id="sao-r6")
+
+Names are imported on first use, so ``import trajlens`` stays fast and never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "open": "trajlens.store.handle:open_store",
+    "Store": "trajlens.store.handle:Store",
+    "ingest": "trajlens.ingest:ingest",
+    "load": "trajlens.ingest:load",
+    "RunData": "trajlens.model:RunData",
+    "TrajlensError": "trajlens.errors:TrajlensError",
+    "InputError": "trajlens.errors:InputError",
+    "SchemaError": "trajlens.errors:SchemaError",
+    "StoreError": "trajlens.errors:StoreError",
+    "classify_calls": "trajlens.classify:classify_calls",
+    "trajectory_measures": "trajlens.classify:trajectory_measures",
+    "stage_report": "trajlens.classify:stage_report",
+    "SCHEMAS": "trajlens.schema:SCHEMAS",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    target = _EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'trajlens' has no attribute {name!r}")
+    module_name, attribute = target.split(":")
+    value = getattr(importlib.import_module(module_name), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

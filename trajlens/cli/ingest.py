@@ -1,0 +1,35 @@
+"""``trajlens ingest``: load logs into a store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trajlens.cli._app import app
+from trajlens.cli._progress import progress_bar
+
+
+@app.command()
+def ingest(
+    sources: Annotated[list[Path], typer.Argument(help="Log files or folders: Parquet run folders, verl dumps, agent logs, metrics JSONL/CSV.")],
+    store: Annotated[Path, typer.Option("--store", "-s", help="Store directory to write (created if missing).")],
+    lenient: Annotated[bool, typer.Option("--lenient", help="Skip bad records and list them, instead of stopping at the first.")] = False,
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id for a single source (default: from its name).")] = None,
+) -> None:
+    """Load trajectory logs into a store (Parquet + a DuckDB database of views).
+
+    Ingesting the same source again replaces its run with identical data; on any error the
+    store is left as it was. Input files are never modified.
+
+    Example: trajlens ingest sample_data/sao-r6 metrics.jsonl --store store
+    """
+    from trajlens.ingest import ingest as ingest_sources
+
+    with progress_bar("ingesting") as tick:
+        result = ingest_sources(sources, store, strict=not lenient, run_id=run_id, progress=tick)
+    for problem in result.problems:
+        typer.echo(f"skipped: {problem.message}", err=True)
+    skipped = f", skipped {len(result.problems)} bad records" if result.problems else ""
+    typer.echo(f"ingested {len(result.run_ids)} run(s) into {store}: {', '.join(result.run_ids)}{skipped}")

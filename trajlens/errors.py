@@ -1,0 +1,102 @@
+"""The trajlens exception hierarchy.
+
+Every error a user can act on derives from :class:`TrajlensError`. The CLI prints
+``str(error)`` as one line and exits non-zero; anything else is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class TrajlensError(Exception):
+    """Base class of every error trajlens raises on purpose."""
+
+
+class InputError(TrajlensError, ValueError):
+    """A source file or record that cannot be read as what it claims to be.
+
+    The message names the file, the record, the field, what was expected and what was found.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        message: str | None = None,
+        *,
+        record: str | int | None = None,
+        field: str | None = None,
+        expected: str | None = None,
+        found: str | None = None,
+    ) -> None:
+        self.file = str(file)
+        self.record = record
+        self.field = field
+        self.expected = expected
+        self.found = found
+        self.detail = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [self.file]
+        if self.record is not None:
+            parts.append(f"record {self.record}")
+        if self.field is not None:
+            parts.append(f"field '{self.field}'")
+        head = ": ".join(parts)
+        body = []
+        if self.detail:
+            body.append(self.detail)
+        if self.expected is not None:
+            body.append(f"expected {self.expected}")
+        if self.found is not None:
+            body.append(f"found {_short(self.found)}")
+        return head + ": " + ", ".join(body) if body else head
+
+    def as_problem(self) -> "Problem":
+        return Problem(
+            file=self.file,
+            record=None if self.record is None else str(self.record),
+            field=self.field,
+            message=str(self),
+        )
+
+
+class SchemaError(InputError):
+    """A table whose columns or types do not match the trajlens schema."""
+
+
+class StoreError(TrajlensError, OSError):
+    """A store directory that is missing, unreadable or inconsistent."""
+
+
+class ConfigError(TrajlensError, ValueError):
+    """Invalid options; collects every problem and reports them together."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class MissingDependencyError(TrajlensError, ImportError):
+    """An optional dependency is not installed; the message gives the install command."""
+
+    def __init__(self, package: str, purpose: str) -> None:
+        super().__init__(f"{purpose} needs {package}: install it with `pip install {package}`")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A record that lenient loading skipped, and why."""
+
+    file: str
+    record: str | None
+    field: str | None
+    message: str
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,97 @@
+"""Runs already in the canonical Parquet layout (see :mod:`trajlens.store.layout`).
+
+``scan_run`` reads a run directory lazily as Polars LazyFrames. ``copy_run`` streams it into
+a store one file at a time, checking each file against the schema and the whole run for
+duplicate ids, so a run larger than memory ingests in bounded memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from trajlens.errors import InputError
+from trajlens.model import check_values
+from trajlens.schema import SCHEMAS, TABLES, conform
+from trajlens.store.layout import is_run_dir, table_files
+from trajlens.store.writer import StoreWriter
+
+FORMAT = "parquet"
+
+
+def detect(path: Path) -> bool:
+    return is_run_dir(path)
+
+
+def scan_run(run_dir: Path | str) -> dict[str, pl.LazyFrame]:
+    """The five tables of a run directory as LazyFrames (nothing is read until collected)."""
+    run_dir = Path(run_dir)
+    if not is_run_dir(run_dir):
+        raise InputError(str(run_dir), expected="a run directory with runs/ and trajectories/", found="neither")
+    return {
+        name: pl.scan_parquet(str(run_dir / name / "**" / "*.parquet"), hive_partitioning=False)
+        for name in TABLES
+    }
+
+
+def read_table_file(path: Path, name: str) -> pa.Table:
+    """Read and conform one Parquet file of table ``name``; a clear error if it cannot."""
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason) from None
+    table = conform(table, name, str(path))
+    check_values(name, table, str(path))
+    return table
+
+
+def copy_run(
+    run_dir: Path,
+    writer: StoreWriter,
+    *,
+    on_file: Callable[[Path], None] | None = None,
+) -> str:
+    """Stream a canonical run directory into ``writer``; returns the run id."""
+    runs = read_table_file(_single(run_dir, "runs"), "runs")
+    if runs.num_rows != 1:
+        raise InputError(str(run_dir / "runs"), expected="exactly one run row", found=f"{runs.num_rows} rows")
+    run_id = runs.column("run_id")[0].as_py()
+    with writer.stage(run_id, runs, str(run_dir)) as stage:
+        for name in TABLES[1:]:
+            for path in table_files(run_dir, name):
+                table = read_table_file(path, name)
+                _check_run_id(table, run_id, path)
+                stage.write_step(name, table)
+                if on_file is not None:
+                    on_file(path)
+    return run_id
+
+
+def count_files(run_dir: Path) -> int:
+    return sum(len(table_files(run_dir, name)) for name in TABLES[1:])
+
+
+def _single(run_dir: Path, name: str) -> Path:
+    files = table_files(run_dir, name)
+    if len(files) != 1:
+        raise InputError(str(run_dir / name), expected="one Parquet file", found=f"{len(files)} files")
+    return files[0]
+
+
+def _check_run_id(table: pa.Table, run_id: str, path: Path) -> None:
+    if table.num_rows == 0:
+        return
+    other = pc.not_equal(table.column("run_id"), run_id)
+    if pc.any(other).as_py():
+        row = int(pc.index(other, True).as_py())
+        raise InputError(str(path), record=row, field="run_id", expected=repr(run_id),
+                         found=repr(table.column("run_id")[row].as_py()))
+
+
+__all__ = ["FORMAT", "copy_run", "count_files", "detect", "read_table_file", "scan_run", "SCHEMAS"]

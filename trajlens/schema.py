@@ -1,0 +1,172 @@
+"""The trajlens data model, declared as Arrow schemas.
+
+Five tables describe a run (see ``docs/schema.md`` for the prose version):
+
+``runs``
+    One row per run: id, name, estimator, logged configuration (JSON), source format.
+``trajectories``
+    One row per rollout: step, ids, split, reward channels, outcome, token counts.
+``tool_calls``
+    One row per tool call, in order, with the command, observation and token span.
+``tokens``
+    Optional per-token arrays of a trajectory: response mask, critic values, token rewards,
+    log-probs. All arrays of a row have the same length.
+``step_metrics``
+    Per-step training scalars in long format (``critic/vf_explained_var`` and so on).
+
+Every table carries ``run_id``; all but ``runs`` and ``step_metrics`` are keyed by
+``(run_id, trajectory_id)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from trajlens.errors import SchemaError
+
+REWARD_CHANNEL = pa.struct([("name", pa.string()), ("value", pa.float64())])
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a trajlens table."""
+
+    name: str
+    type: pa.DataType
+    nullable: bool
+    doc: str
+
+    def field(self) -> pa.Field:
+        return pa.field(self.name, self.type, nullable=self.nullable)
+
+
+RUN_COLUMNS: tuple[Column, ...] = (
+    Column("run_id", pa.string(), False, "Stable id of the run (a slug)."),
+    Column("name", pa.string(), False, "Human-readable run name."),
+    Column("estimator", pa.string(), True, "Advantage estimator the run trained with (gae, grpo, gdpo, ...), if known."),
+    Column("config", pa.string(), False, "The logged configuration as a JSON object ('{}' when none)."),
+    Column("source_format", pa.string(), False, "Loader that produced the run (parquet, verl, mini-swe-agent-v1, ...)."),
+    Column("source", pa.string(), False, "Path(s) the run was read from."),
+)
+
+TRAJECTORY_COLUMNS: tuple[Column, ...] = (
+    Column("run_id", pa.string(), False, "Run the trajectory belongs to."),
+    Column("step", pa.int64(), False, "Training step that produced the rollout (0 for agent logs without steps)."),
+    Column("trajectory_id", pa.string(), False, "Unique id of the trajectory within the run."),
+    Column("group_id", pa.string(), False, "Rollout group: trajectories of the same prompt at the same step."),
+    Column("task_id", pa.string(), False, "Task or prompt id."),
+    Column("split", pa.string(), False, "'train' or 'val'."),
+    Column("reward", pa.float64(), True, "Scalar reward the trainer used."),
+    Column("reward_channels", pa.list_(REWARD_CHANNEL), False, "Every reward channel by name (empty list when only the scalar is known)."),
+    Column("resolved", pa.bool_(), True, "Whether the task was solved, per the harness verdict."),
+    Column("exit_status", pa.string(), True, "How the episode ended (submitted, timeout, format_error, ...)."),
+    Column("num_turns", pa.int32(), False, "Assistant turns in the trajectory."),
+    Column("model_tokens", pa.int64(), True, "Tokens the model generated."),
+    Column("observation_tokens", pa.int64(), True, "Tokens of tool output fed back to the model."),
+    Column("reasoning_tokens", pa.int64(), True, "Reasoning (thinking) tokens, where logged."),
+    Column("source", pa.string(), True, "File (and record) the trajectory was read from."),
+)
+
+TOOL_CALL_COLUMNS: tuple[Column, ...] = (
+    Column("run_id", pa.string(), False, "Run the call belongs to."),
+    Column("step", pa.int64(), False, "Training step of the trajectory."),
+    Column("trajectory_id", pa.string(), False, "Trajectory the call belongs to."),
+    Column("call_index", pa.int32(), False, "Order of the call within the trajectory, from 0."),
+    Column("turn", pa.int32(), False, "Assistant turn that issued the call, from 0."),
+    Column("tool_name", pa.string(), False, "Tool name as the agent called it (bash, str_replace_editor, think, ...)."),
+    Column("arguments", pa.string(), False, "Call arguments as a JSON object."),
+    Column("command", pa.string(), True, "The shell command, for shell tools."),
+    Column("observation", pa.string(), True, "Tool output returned to the model, where logged."),
+    Column("return_code", pa.int32(), True, "Exit code of the command, where logged."),
+    Column("token_start", pa.int64(), True, "Offset of the first model token of the call in the token arrays."),
+    Column("token_end", pa.int64(), True, "Offset one past the last model token of the call."),
+    Column("format_error", pa.bool_(), False, "True when the harness rejected the turn as malformed: kept, never executed."),
+)
+
+TOKEN_COLUMNS: tuple[Column, ...] = (
+    Column("run_id", pa.string(), False, "Run of the trajectory."),
+    Column("step", pa.int64(), False, "Training step of the trajectory."),
+    Column("trajectory_id", pa.string(), False, "Trajectory the arrays belong to."),
+    Column("response_mask", pa.list_(pa.bool_()), False, "True for model tokens, false for tool output and padding."),
+    Column("values", pa.list_(pa.float32()), True, "Critic value estimate per token."),
+    Column("token_rewards", pa.list_(pa.float32()), True, "Reward per token (usually all on the last model token)."),
+    Column("log_probs", pa.list_(pa.float32()), True, "Log-probability of each token under the behaviour policy."),
+)
+
+STEP_METRIC_COLUMNS: tuple[Column, ...] = (
+    Column("run_id", pa.string(), False, "Run the scalar belongs to."),
+    Column("step", pa.int64(), False, "Training step."),
+    Column("name", pa.string(), False, "Metric name as logged (critic/vf_explained_var, actor/lr, val/score, ...)."),
+    Column("value", pa.float64(), True, "Metric value."),
+)
+
+TABLE_COLUMNS: dict[str, tuple[Column, ...]] = {
+    "runs": RUN_COLUMNS,
+    "trajectories": TRAJECTORY_COLUMNS,
+    "tool_calls": TOOL_CALL_COLUMNS,
+    "tokens": TOKEN_COLUMNS,
+    "step_metrics": STEP_METRIC_COLUMNS,
+}
+
+TABLES: tuple[str, ...] = tuple(TABLE_COLUMNS)
+
+SCHEMAS: dict[str, pa.Schema] = {
+    table: pa.schema([column.field() for column in columns]) for table, columns in TABLE_COLUMNS.items()
+}
+
+# Keys that must be unique within a run.
+PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id",),
+    "trajectories": ("run_id", "trajectory_id"),
+    "tool_calls": ("run_id", "trajectory_id", "call_index"),
+    "tokens": ("run_id", "trajectory_id"),
+    "step_metrics": ("run_id", "step", "name"),
+}
+
+TOKEN_ARRAYS: tuple[str, ...] = ("response_mask", "values", "token_rewards", "log_probs")
+
+
+def conform(table: pa.Table, name: str, source: str) -> pa.Table:
+    """Return ``table`` in the exact schema of trajlens table ``name``.
+
+    Columns are reordered and safely cast (int32 to int64, large_string to string, ...).
+    Raises :class:`SchemaError` naming ``source`` on a missing, extra or mistyped column,
+    or a null in a non-nullable column.
+    """
+    schema = SCHEMAS[name]
+    present = set(table.column_names)
+    expected = set(schema.names)
+    missing = [n for n in schema.names if n not in present]
+    if missing:
+        raise SchemaError(source, field=missing[0], expected="a column", found="no such column")
+    extra = [n for n in table.column_names if n not in expected]
+    if extra:
+        raise SchemaError(source, field=extra[0], expected=f"only the {name} columns", found="an extra column")
+    columns = []
+    for field in schema:
+        column = table.column(field.name)
+        if not column.type.equals(field.type):
+            try:
+                column = column.cast(field.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise SchemaError(
+                    source, field=field.name, expected=str(field.type), found=str(column.type)
+                ) from None
+        if not field.nullable and column.null_count:
+            row = _first_null(column)
+            raise SchemaError(source, record=row, field=field.name, expected="a value", found="null")
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def empty(name: str) -> pa.Table:
+    """An empty table with the schema of ``name``."""
+    return SCHEMAS[name].empty_table()
+
+
+def _first_null(column: pa.ChunkedArray) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.index(pc.is_null(column), True).as_py())

@@ -1,0 +1,67 @@
+"""DuckDB views over a store's Parquet files.
+
+The views read every run's files through a glob, so a new run needs no change to the
+database; ``refresh_database`` only rewrites it when the store moved or the file is new.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from trajlens.schema import SCHEMAS, TABLES
+
+DATABASE_FILE = "trajlens.duckdb"
+# Tables written by analyses (stage reports, advantages) live beside the runs.
+DERIVED_DIR = "derived"
+
+
+def table_glob(store: Path, name: str) -> str:
+    return str(store.resolve() / "runs" / "*" / name / "**" / "*.parquet")
+
+
+def view_statements(store: Path) -> list[str]:
+    """CREATE VIEW statements for the five tables; paths are the store's, never user text."""
+    statements = []
+    for name in TABLES:
+        # The glob is built from the store path, which DuckDB cannot take as a bound parameter
+        # in a view definition; quote it as a SQL string literal.
+        literal = "'" + table_glob(store, name).replace("'", "''") + "'"
+        statements.append(
+            f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({literal}, hive_partitioning = false, union_by_name = true)"
+        )
+    return statements
+
+
+def derived_statements(store: Path) -> list[str]:
+    statements = []
+    derived = store.resolve() / DERIVED_DIR
+    if derived.is_dir():
+        for path in sorted(derived.glob("*.parquet")):
+            literal = "'" + str(path).replace("'", "''") + "'"
+            statements.append(f'CREATE OR REPLACE VIEW "{path.stem}" AS SELECT * FROM read_parquet({literal})')
+    return statements
+
+
+def attach_views(connection: duckdb.DuckDBPyConnection, store: Path) -> None:
+    for statement in view_statements(store) + derived_statements(store):
+        connection.execute(statement)
+
+
+def refresh_database(store: Path) -> Path:
+    """Create or update ``STORE/trajlens.duckdb`` so its views point at this store."""
+    path = store / DATABASE_FILE
+    connection = duckdb.connect(str(path))
+    try:
+        attach_views(connection, store)
+    finally:
+        connection.close()
+    return path
+
+
+def has_runs(store: Path) -> bool:
+    return any((store / "runs").glob(f"*/{TABLES[0]}")) if (store / "runs").is_dir() else False
+
+
+__all__ = ["DATABASE_FILE", "SCHEMAS", "attach_views", "refresh_database", "table_glob"]
