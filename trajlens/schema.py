@@ -170,3 +170,20 @@ def _first_null(column: pa.ChunkedArray) -> int:
     import pyarrow.compute as pc
 
     return int(pc.index(pc.is_null(column), True).as_py())
+
+
+def render_markdown() -> str:
+    """The column tables of ``docs/schema.md``, generated from the declarations above."""
+    lines = []
+    for table, columns in TABLE_COLUMNS.items():
+        lines += [f"### `{table}`", "", "| column | type | nullable | meaning |", "|---|---|---|---|"]
+        for column in columns:
+            nullable = "yes" if column.nullable else "no"
+            lines.append(f"| `{column.name}` | `{column.type}` | {nullable} | {column.doc} |")
+        keys = ", ".join(PRIMARY_KEYS[table])
+        lines += ["", f"Unique key: ({keys}).", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_markdown())

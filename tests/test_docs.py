@@ -1,0 +1,54 @@
+"""Documentation that must not drift: the schema doc, help text on every command and export."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import trajlens
+from trajlens.cli._app import _register, app
+from trajlens.schema import render_markdown
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_schema_doc_matches_the_declarations():
+    doc = (REPO / "docs" / "schema.md").read_text()
+    assert render_markdown().strip() in doc, "regenerate the tables with `python -m trajlens.schema`"
+
+
+def _commands():
+    _register()
+    return sorted(command.name or command.callback.__name__ for command in app.registered_commands)
+
+
+def test_every_command_has_help_with_an_example():
+    names = _commands()
+    assert {"ingest", "sql"} <= set(names)
+    runner = CliRunner()
+    for name in names:
+        result = runner.invoke(app, [name, "--help"])
+        assert result.exit_code == 0, name
+        assert "Example: trajlens " + name in " ".join(result.output.split()), f"`trajlens {name} --help` lacks an example"
+
+
+def test_every_public_name_is_documented():
+    for name in trajlens.__all__:
+        if name.startswith("__"):
+            continue
+        value = getattr(trajlens, name)
+        if inspect.isfunction(value) or inspect.isclass(value):
+            assert inspect.getdoc(value), f"trajlens.{name} has no docstring"
+
+
+def test_import_does_not_pull_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, trajlens; trajlens.open; trajlens.ingest; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

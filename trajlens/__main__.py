@@ -1,0 +1,3 @@
+from trajlens.cli._app import run
+
+run()
