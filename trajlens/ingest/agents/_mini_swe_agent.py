@@ -1,0 +1,195 @@
+"""What mini-swe-agent v1 and v2 share: recognising the file, the folder layout, the verdicts.
+
+Layout. ``mini-extra swebench`` writes ``<run>/<instance_id>/<instance_id>.traj.json``; the
+folder above the task folders names the run. Trajectory ids are ``<run>/<instance_id>``, so
+several runs of the same tasks loaded together stay apart while sharing a group per task.
+
+Verdicts. The SWE-bench harness leaves its verdict in one of two places, searched in the
+folders above the trajectory (up to three levels):
+
+* ``logs/<instance_id>/report.json`` (also ``logs/run_evaluation/<run>/<model>/<instance_id>/
+  report.json``), holding ``resolved`` either at the top or under the instance id;
+* a run summary ``<model>.<run>.json`` with ``resolved_ids``; an id listed among
+  ``unresolved_ids``, ``empty_patch_ids`` or ``error_ids`` counts as not resolved.
+
+``resolved`` is ``None`` when neither mentions the task; the reward is 1.0 or 0.0 when the
+verdict is known and ``None`` otherwise.
+
+Folder of runs. When a directory holding several run folders is loaded and only some of them
+have harness verdicts, the ones without are left out (and noted as problems): they are not
+comparable rollouts of the scored task set. Name such a run folder directly to load it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+from trajlens.errors import InputError
+from trajlens.ingest.agents._common import TokenTally, read_json, require, sniff, strip_suffix, type_name
+
+FORMAT_RE = re.compile(r'"trajectory_format"\s*:\s*"(mini-swe-agent-[^"]*)"')
+
+# The sentinel a command prints first to end the episode and submit its output.
+SUBMIT_SENTINELS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
+
+VERDICT_SEARCH_DEPTH = 3
+
+
+def trajectory_format(path: Path) -> str | None:
+    """The ``trajectory_format`` string of a mini-swe-agent file, read from its two ends."""
+    if path.suffix != ".json":
+        return None
+    head, tail = sniff(path)
+    match = FORMAT_RE.search(tail) or FORMAT_RE.search(head)
+    return match.group(1) if match else None
+
+
+def load_document(path: Path, expected_format: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The parsed file and its ``messages``, checked to be a non-empty list of role-tagged dicts."""
+    file = str(path)
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise InputError(file, expected="a JSON object with 'messages'", found=type_name(data))
+    found_format = data.get("trajectory_format")
+    if found_format is not None and found_format != expected_format:
+        raise InputError(file, field="trajectory_format", expected=repr(expected_format), found=repr(found_format))
+    messages = require(data, "messages", list, file, "a list of chat messages")
+    if not messages:
+        raise InputError(file, field="messages", expected="at least the system and task messages", found="an empty list")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InputError(file, record=f"message {index}", field="role", expected="a message with a role",
+                             found=type_name(message))
+    info = data.get("info")
+    if info is not None and not isinstance(info, dict):
+        raise InputError(file, field="info", expected="an object", found=type_name(info))
+    return data, messages
+
+
+def instance_id(data: dict[str, Any], path: Path) -> str:
+    value = data.get("instance_id")
+    return value if isinstance(value, str) and value else strip_suffix(path.name)
+
+
+def run_folder(path: Path) -> Path:
+    """The folder naming the run: above the task folder when the file sits in one."""
+    task = strip_suffix(path.name)
+    return path.parent.parent if path.parent.name == task else path.parent
+
+
+def is_submit(command: str | None) -> bool:
+    if not command:
+        return False
+    first = command.strip().split("\n", 1)[0]
+    return any(first.startswith(f"echo {sentinel}") for sentinel in SUBMIT_SENTINELS)
+
+
+def trajectory_row(data: dict[str, Any], path: Path, messages: list[dict[str, Any]], num_turns: int) -> dict[str, Any]:
+    """Trajectory columns both versions fill the same way."""
+    task = instance_id(data, path)
+    info = data.get("info") or {}
+    tally = TokenTally()
+    for message in messages:
+        if message.get("role") == "assistant":
+            extra = message.get("extra")
+            response = extra.get("response") if isinstance(extra, dict) else None
+            tally.add(response.get("usage") if isinstance(response, dict) else None)
+    resolved = verdict(path, task)
+    exit_status = info.get("exit_status")
+    return {
+        "task_id": task,
+        "group_id": task,
+        "reward": None if resolved is None else float(resolved),
+        "resolved": resolved,
+        "exit_status": exit_status if isinstance(exit_status, str) else None,
+        "num_turns": num_turns,
+        **tally.columns(),
+    }
+
+
+def model_name(data: dict[str, Any]) -> str | None:
+    config = (data.get("info") or {}).get("config")
+    model = config.get("model") if isinstance(config, dict) else None
+    name = model.get("model_name") if isinstance(model, dict) else None
+    return name if isinstance(name, str) else None
+
+
+# -- verdicts ------------------------------------------------------------------------------
+
+
+def verdict(path: Path, task: str) -> bool | None:
+    """Whether the SWE-bench harness resolved ``task``, from files near ``path``; None if unknown."""
+    run = run_folder(path).name
+    folders = [path.parent, *path.parent.parents][: VERDICT_SEARCH_DEPTH + 1]
+    for folder in folders:
+        for report in (folder / "logs" / task / "report.json",
+                       *sorted((folder / "logs" / "run_evaluation" / run).glob(f"*/{task}/report.json"))):
+            if report.is_file():
+                return _report_verdict(report, task)
+    for folder in folders:
+        for summary in sorted(folder.glob(f"*.{run}.json")):
+            found = _summary_verdicts(summary).get(task)
+            if found is not None:
+                return found
+    return None
+
+
+def has_summary(run: Path) -> bool:
+    folders = [run, *run.parents][: VERDICT_SEARCH_DEPTH]
+    return any(_summary_verdicts(s) for folder in folders for s in folder.glob(f"*.{run.name}.json"))
+
+
+def _report_verdict(report: Path, task: str) -> bool:
+    data = read_json(report)
+    entry = data.get(task, data) if isinstance(data, dict) else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("resolved"), bool):
+        raise InputError(str(report), field="resolved", expected="a SWE-bench report with a boolean 'resolved'",
+                         found="no such key" if isinstance(entry, dict) else type_name(entry))
+    return entry["resolved"]
+
+
+@functools.lru_cache(maxsize=256)
+def _summary_verdicts_cached(summary: str, mtime_ns: int) -> dict[str, bool]:
+    data = read_json(Path(summary))
+    if not isinstance(data, dict) or not isinstance(data.get("resolved_ids"), list):
+        return {}
+    verdicts: dict[str, bool] = {}
+    for key in ("unresolved_ids", "empty_patch_ids", "error_ids"):
+        for task in data.get(key) or []:
+            verdicts[str(task)] = False
+    for task in data["resolved_ids"]:
+        verdicts[str(task)] = True
+    return verdicts
+
+
+def _summary_verdicts(summary: Path) -> dict[str, bool]:
+    return _summary_verdicts_cached(str(summary), summary.stat().st_mtime_ns)
+
+
+# -- folders of runs -----------------------------------------------------------------------
+
+
+def select_scored_runs(directory: Path, files: list[Path]) -> tuple[list[Path], list[InputError]]:
+    """Drop run folders without verdicts when others under ``directory`` have them."""
+    by_run: dict[Path, list[Path]] = {}
+    for file in files:
+        by_run.setdefault(run_folder(file), []).append(file)
+    if len(by_run) < 2:
+        return files, []
+    scored = {run for run in by_run if has_summary(run)}
+    if not scored or scored == set(by_run):
+        return files, []
+    notes = [
+        InputError(str(run), "run folder left out: it has no harness summary while the other runs here do; "
+                   "load it on its own", expected=f"a summary '*.{run.name}.json'", found="none")
+        for run in by_run if run not in scored
+    ]
+    return [f for f in files if run_folder(f) in scored], notes
+
+
+def run_task_ids(files: list[Path], root: Path) -> dict[Path, str]:
+    """``<run folder>/<task>`` for each file."""
+    return {f: f"{run_folder(f).name}/{strip_suffix(f.name)}" for f in files}

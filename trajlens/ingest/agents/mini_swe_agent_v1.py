@@ -1,0 +1,98 @@
+"""mini-swe-agent v1 trajectories (``*.traj.json``, ``trajectory_format: "mini-swe-agent-1"``).
+
+The agent speaks plain text: each assistant message holds a THOUGHT and, when well formed,
+exactly one fenced bash block, which is the action. The harness answers with the next
+``user`` message: ``<returncode>N</returncode>`` and the ``<output>`` for an executed
+command, a timeout notice, the format-error template when the message held no bash block
+or several, or the submission (``git diff``) after the submit command.
+
+How the harness is matched (``minisweagent.agents.default.DefaultAgent.parse_action``):
+
+* actions are ``re.findall(action_regex, content, re.DOTALL)`` with the logged
+  ``info.config.agent.action_regex`` or the default ``r"```bash\\s*\\n(.*?)\\n```"``;
+* exactly one match is executed, stripped; any other count raises ``FormatError``.
+
+Each assistant message is one turn and yields one tool call named ``bash``: the executed
+command, or, for a rejected message, a call with ``format_error=True`` whose command is the
+raw first block (``None`` when there was none). Rejected calls were never executed.
+
+``observation`` is the harness's reply verbatim (tags included), ``return_code`` the number
+in ``<returncode>`` where there is one. ``model_tokens`` sums ``completion_tokens`` of the
+per-call ``extra.response.usage`` and ``reasoning_tokens`` its ``reasoning_tokens`` where
+logged; both are ``None`` when no call logged usage. Verdicts: see
+:mod:`trajlens.ingest.agents._mini_swe_agent`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+from trajlens.errors import InputError
+from trajlens.ingest.agents import _mini_swe_agent as mini
+from trajlens.ingest.agents._common import FileContext, Record, dumps, load_run, message_text
+from trajlens.model import RunData
+
+FORMAT = "mini-swe-agent-v1"
+TRAJECTORY_FORMAT = "mini-swe-agent-1"
+DEFAULT_ACTION_REGEX = r"```bash\s*\n(.*?)\n```"
+RETURN_CODE_RE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+
+
+def detect(path: Path) -> str | None:
+    """``'mini-swe-agent-v1'`` for a file whose ``trajectory_format`` is ``mini-swe-agent-1``."""
+    return FORMAT if mini.trajectory_format(Path(path)) == TRAJECTORY_FORMAT else None
+
+
+def load_mini_swe_agent_v1(paths: Any, *, run_id: str | None = None, strict: bool = True) -> RunData:
+    """Load mini-swe-agent v1 trajectory files, or folders of them, as one run."""
+    return load_run(
+        paths, fmt=FORMAT, detect=detect, parse=parse_file, run_id=run_id, strict=strict,
+        select=mini.select_scored_runs, trajectory_ids=mini.run_task_ids,
+    )
+
+
+def parse_file(context: FileContext) -> Iterator[Record | InputError]:
+    path = context.path
+    data, messages = mini.load_document(path, TRAJECTORY_FORMAT)
+    action_regex = re.compile(_action_regex(data), re.DOTALL)
+    calls: list[dict[str, Any]] = []
+    turn = -1
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        turn += 1
+        content = message_text(message.get("content")) or ""
+        blocks = action_regex.findall(content)
+        reply = messages[index + 1] if index + 1 < len(messages) else None
+        observation = message_text(reply.get("content")) if reply and reply["role"] == "user" else None
+        if len(blocks) == 1:
+            command = blocks[0].strip()
+            match = RETURN_CODE_RE.match(observation.lstrip()) if observation else None
+            calls.append(_call(turn, command, observation, int(match.group(1)) if match else None, False))
+        else:
+            command = blocks[0] if blocks else None
+            calls.append(_call(turn, command, observation, None, True))
+    row = mini.trajectory_row(data, path, messages, num_turns=turn + 1)
+    yield Record(row, calls, where=str(path), model=mini.model_name(data))
+
+
+def _call(turn: int, command: str | None, observation: str | None, return_code: int | None,
+          format_error: bool) -> dict[str, Any]:
+    return {
+        "turn": turn,
+        "tool_name": "bash",
+        "arguments": dumps({} if command is None else {"command": command}),
+        "command": command,
+        "observation": observation,
+        "return_code": return_code,
+        "format_error": format_error,
+    }
+
+
+def _action_regex(data: dict[str, Any]) -> str:
+    config = (data.get("info") or {}).get("config")
+    agent = config.get("agent") if isinstance(config, dict) else None
+    regex = agent.get("action_regex") if isinstance(agent, dict) else None
+    return regex if isinstance(regex, str) and regex else DEFAULT_ACTION_REGEX
