@@ -1,0 +1,327 @@
+"""Loader of verl rollout dumps (``trainer.rollout_data_dir`` / ``validation_data_dir``).
+
+verl's ``RayPPOTrainer._dump_generations`` writes one ``<step>.jsonl`` per training step; each
+line is one rollout::
+
+    {"input": <decoded prompt>, "output": <decoded response>, "gts": <ground truth>,
+     "score": <float>, "step": <int>, <key>: <value>, ...}
+
+``score`` is the sequence reward (``token_level_scores.sum(-1)``), and the extra keys are the
+reward function's ``reward_extra_info`` lists, one value per rollout (``acc``, ``format``,
+``pred``, ``request_id``; validation dumps add ``reward``). Prompt and response are decoded
+with ``skip_special_tokens=True``; :mod:`trajlens.ingest._chat_template` reads the turns and
+Hermes tool calls back out of the text.
+
+Mapping to the trajectories table:
+
+* ``step``: the record's ``step`` (the file name's step when the record has none); when the
+  file is named ``<int>.jsonl`` the two must agree.
+* ``task_id``: first 12 hex digits of the SHA-1 of ``input``, so the rollouts of one prompt share
+  it; ``group_id`` is ``"{step}:{task_id}"`` (``"val:{step}:{task_id}"`` for validation).
+* ``trajectory_id``: ``"{step}-{line}"`` with the 0-based line index in the file
+  (``"val-{step}-{line}"`` for validation, which verl numbers with the same steps).
+* ``split``: ``'val'`` for files in a ``val`` or ``validation`` directory, or for a record whose
+  ``split`` key is ``val``, ``validation``, ``test`` or ``eval``; otherwise ``'train'``.
+* ``reward``: ``score``. ``reward_channels``: every other numeric (or boolean, as 0/1) extra
+  key, in record order; when there is none, the single channel ``score``, so a consumer of
+  channels always finds the reward there. Non-numeric extras (``pred``, ``data_source``) and
+  ``gts`` are not kept.
+* ``resolved``: the ``acc`` key when it is a boolean or exactly 0/1, else null.
+* ``num_turns`` and tool calls: parsed from ``output``. Shell tools (:data:`SHELL_TOOLS`) get
+  ``command`` from ``arguments["command"]`` or ``arguments["cmd"]``. Token counts, reasoning
+  tokens and exit status are not in the dump and stay null.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import shlex
+from pathlib import Path
+from typing import Any, Iterator, NamedTuple, Sequence
+
+from trajlens.errors import InputError
+from trajlens.ingest._chat_template import ParsedToolCall, parse_response
+from trajlens.model import RunBuilder, RunData
+from trajlens.store.writer import slug
+
+SOURCE_FORMAT = "verl"
+
+SHELL_TOOLS: frozenset[str] = frozenset({"bash", "execute_bash", "shell", "run", "terminal"})
+"""Tool names whose ``command`` argument is a shell command line."""
+
+VALIDATION_DIRS: frozenset[str] = frozenset({"val", "validation"})
+"""Directory names whose dumps are validation rollouts."""
+
+VALIDATION_SPLITS: frozenset[str] = frozenset({"val", "validation", "test", "eval"})
+"""Values of a record's ``split`` key that mean validation."""
+
+REQUIRED_KEYS: tuple[str, ...] = ("input", "output", "score")
+"""Keys every dumped rollout has."""
+
+STANDARD_KEYS: frozenset[str] = frozenset({"input", "output", "gts", "score", "step", "split"})
+"""Keys ``_dump_generations`` writes itself; every other key is a reward extra."""
+
+TASK_ID_DIGITS = 12
+"""Hex digits of the prompt's SHA-1 kept as ``task_id``."""
+
+
+class _Rollout(NamedTuple):
+    trajectory: dict[str, Any]
+    tool_calls: list[dict[str, Any]]
+
+
+def detect(path: Path | str) -> bool:
+    """True when ``path`` is a verl dump file, or a directory holding ``<step>.jsonl`` dumps."""
+    path = Path(path)
+    if path.is_dir():
+        files = _dump_files(path)
+        return bool(files) and _looks_like_dump(files[0])
+    return path.is_file() and path.suffix == ".jsonl" and _looks_like_dump(path)
+
+
+def load_verl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None, strict: bool = True) -> RunData:
+    """Load verl rollout dumps into a :class:`RunData`.
+
+    ``paths`` are dump directories (their ``*.jsonl`` files and those of ``val``/``validation``
+    sub-directories) or dump files. ``run_id`` defaults to the dump directory's
+    name. In strict mode the first bad record raises :class:`InputError` naming file, line,
+    field, what was expected and what was found; otherwise bad records are skipped and listed
+    in ``RunData.problems``.
+    """
+    roots = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    if not roots:
+        raise InputError("verl dump", "no paths given", expected="a dump directory or <step>.jsonl files")
+    files: list[Path] = []
+    for root in roots:
+        if root.is_dir():
+            found = _dump_files(root)
+            if not found:
+                raise InputError(str(root), "no dump files", expected="<step>.jsonl files", found="none")
+            files.extend(found)
+        elif root.is_file():
+            files.append(root)
+        else:
+            raise InputError(str(root), "cannot read", expected="a dump directory or file", found="no such path")
+    builder = RunBuilder(
+        run_id or _default_run_id(roots[0]),
+        source_format=SOURCE_FORMAT,
+        source=", ".join(str(root) for root in roots),
+    )
+    loaded: dict[str, Path] = {}
+    for file in files:
+        _load_file(file, builder, loaded, strict=strict)
+    return builder.build()
+
+
+def _load_file(file: Path, builder: RunBuilder, loaded: dict[str, Path], *, strict: bool) -> None:
+    """Add the rollouts of one dump file; ``loaded`` maps trajectory ids to their file."""
+    file_step = _file_step(file)
+    in_validation_dir = file.parent.name.lower() in VALIDATION_DIRS
+    records = 0
+    for line_index, line in _lines(file):
+        records += 1
+        where = f"{file}:{line_index + 1}"
+        try:
+            record = _read_record(file, line_index, line)
+            rollout = _rollout(record, file, line_index, file_step, in_validation_dir)
+            trajectory_id = rollout.trajectory["trajectory_id"]
+            if trajectory_id in loaded:
+                raise InputError(
+                    str(file), f"step {rollout.trajectory['step']} was already loaded from {loaded[trajectory_id]}",
+                    record=line_index + 1, field="step", expected="each step in one file",
+                    found=f"a second {trajectory_id!r}",
+                )
+            builder.add_trajectory(rollout.trajectory, rollout.tool_calls, where=where)
+            loaded[trajectory_id] = file
+        except InputError as error:
+            if strict:
+                raise
+            builder.skip(error)
+    if records == 0:
+        error = InputError(str(file), "no records", expected="one JSON object per line", found="an empty file")
+        if strict:
+            raise error
+        builder.skip(error)
+
+
+def _rollout(
+    record: dict[str, Any], file: Path, line_index: int, file_step: int | None, in_validation_dir: bool
+) -> _Rollout:
+    line_no = line_index + 1
+
+    def bad(field: str, expected: str, found: object, message: str | None = None) -> InputError:
+        return InputError(str(file), message, record=line_no, field=field, expected=expected, found=found)
+
+    for key in REQUIRED_KEYS:
+        if key not in record:
+            raise bad(key, "a value", "no such key", "missing key")
+    for key in ("input", "output"):
+        if not isinstance(record[key], str):
+            raise bad(key, "a string", _json(record[key]))
+    score = record["score"]
+    if not _is_number(score):
+        raise bad("score", "a number", _json(score))
+    if not math.isfinite(score):
+        raise bad("score", "a finite number", _json(score))
+
+    if "step" in record:
+        step = record["step"]
+        if not isinstance(step, int) or isinstance(step, bool):
+            raise bad("step", "an integer", _json(step))
+    elif file_step is not None:
+        step = file_step
+    else:
+        raise bad("step", "an integer step (or a file named <step>.jsonl)", "no such key", "missing key")
+    if file_step is not None and step != file_step:
+        raise bad("step", f"{file_step} (the step in the file name)", str(step))
+
+    split = "val" if in_validation_dir else "train"
+    if "split" in record:
+        value = record["split"]
+        if not isinstance(value, str) or value.lower() not in VALIDATION_SPLITS | {"train"}:
+            raise bad("split", "'train' or one of " + ", ".join(sorted(VALIDATION_SPLITS)), _json(value))
+        split = "train" if value.lower() == "train" else "val"
+
+    channels = []
+    for key, value in record.items():
+        if key in STANDARD_KEYS or not _is_number(value, allow_bool=True):
+            continue
+        if not math.isfinite(value):
+            raise bad(key, "a finite number", _json(value))
+        channels.append({"name": key, "value": float(value)})
+    if not channels:
+        channels = [{"name": "score", "value": float(score)}]
+
+    task_id = hashlib.sha1(record["input"].encode("utf-8")).hexdigest()[:TASK_ID_DIGITS]
+    prefix = "val-" if split == "val" else ""
+    parsed = parse_response(record["output"])
+    trajectory = {
+        "step": step,
+        "trajectory_id": f"{prefix}{step}-{line_index}",
+        "group_id": f"{'val:' if split == 'val' else ''}{step}:{task_id}",
+        "task_id": task_id,
+        "split": split,
+        "reward": float(score),
+        "reward_channels": channels,
+        "resolved": _resolved(record.get("acc")),
+        "exit_status": None,
+        "num_turns": parsed.num_turns,
+        "model_tokens": None,
+        "observation_tokens": None,
+        "reasoning_tokens": None,
+        "source": f"{file}:{line_no}",
+    }
+    return _Rollout(trajectory, [_call_row(call) for call in parsed.tool_calls])
+
+
+def _call_row(call: ParsedToolCall) -> dict[str, Any]:
+    return {
+        "turn": call.turn,
+        "tool_name": call.tool_name,
+        "arguments": call.arguments,
+        "command": _command(call),
+        "observation": call.observation,
+        "return_code": None,
+        "token_start": None,
+        "token_end": None,
+        "format_error": call.format_error,
+    }
+
+
+def _command(call: ParsedToolCall) -> str | None:
+    if call.tool_name not in SHELL_TOOLS or call.arguments_object is None:
+        return None
+    for key in ("command", "cmd"):
+        value = call.arguments_object.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(part, str) for part in value):
+            return shlex.join(value)
+    return None
+
+
+def _resolved(acc: object) -> bool | None:
+    if isinstance(acc, bool):
+        return acc
+    if _is_number(acc) and acc in (0, 1):
+        return bool(acc)
+    return None
+
+
+def _is_number(value: object, *, allow_bool: bool = False) -> bool:
+    if isinstance(value, bool):
+        return allow_bool
+    return isinstance(value, (int, float))
+
+
+def _json(value: object) -> str:
+    if isinstance(value, float):
+        return str(value)  # nan, inf: what Python's json reads NaN and Infinity as
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _read_record(file: Path, line_index: int, line: bytes) -> dict[str, Any]:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(str(file), record=line_index + 1, expected="UTF-8 text", found=f"byte {error.start}") from None
+    try:
+        record = json.loads(text)
+    except ValueError as error:
+        raise InputError(str(file), f"not JSON ({error.msg})", record=line_index + 1,
+                         expected="a JSON object", found=text.strip()) from None
+    if not isinstance(record, dict):
+        raise InputError(str(file), record=line_index + 1, expected="a JSON object", found=type(record).__name__)
+    return record
+
+
+def _lines(file: Path) -> Iterator[tuple[int, bytes]]:
+    """Non-blank lines of ``file`` with their 0-based line index."""
+    with open(file, "rb") as handle:
+        for index, line in enumerate(handle):
+            if line.strip():
+                yield index, line
+
+
+def _dump_files(directory: Path) -> list[Path]:
+    files = list(directory.glob("*.jsonl"))
+    for child in directory.iterdir():
+        if child.is_dir() and child.name.lower() in VALIDATION_DIRS:
+            files.extend(child.glob("*.jsonl"))
+    return sorted(files, key=_file_order)
+
+
+def _file_order(file: Path) -> tuple[bool, int, str, str]:
+    step = _file_step(file)
+    return (file.parent.name.lower() in VALIDATION_DIRS, -1 if step is None else step, file.name, str(file))
+
+
+def _file_step(file: Path) -> int | None:
+    return int(file.stem) if re.fullmatch(r"[0-9]+", file.stem) else None
+
+
+def _looks_like_dump(file: Path) -> bool:
+    try:
+        with open(file, "rb") as handle:
+            for line in handle:
+                if line.strip():
+                    record = json.loads(line)
+                    return (
+                        isinstance(record, dict)
+                        and all(key in record for key in REQUIRED_KEYS)
+                        and isinstance(record["output"], str)
+                    )
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def _default_run_id(root: Path) -> str:
+    directory = root if root.is_dir() else root.parent
+    directory = directory.resolve()
+    if directory.name.lower() in VALIDATION_DIRS:
+        directory = directory.parent
+    return slug(directory.name)
