@@ -1,0 +1,334 @@
+"""Loader of per-step training scalars: wandb history exports as JSONL, or CSV.
+
+One record per logged step, one key or column per metric::
+
+    {"_step": 12, "_runtime": 301.5, "critic/vf_explained_var": 0.1, "actor/lr": 1e-06}
+
+    _step,critic/vf_explained_var,actor/lr
+    12,0.1,1e-06
+
+becomes rows of the ``step_metrics`` table (``run_id, step, name, value``), sorted by step and
+name. Reading rules:
+
+* The step is the first non-missing of :data:`STEP_KEYS` in the record (``_step`` first);
+  it must be an integer (``12.0`` is read as 12). A record without one is an error.
+* The step keys and wandb's own keys (names starting with ``_``: ``_runtime``, ``_timestamp``,
+  ``_wandb``) are not metrics. Neither are wandb media summaries (objects with a ``_type``
+  key, e.g. the ``val/generations`` table), which are skipped.
+* Missing values (JSON ``null``, an absent key, an empty CSV cell) are skipped.
+* A value that is not a number (a string, a boolean, a list) is an error; so is NaN or
+  infinity, and a second value for the same step and metric ("duplicate step 12 for metric
+  actor/lr"). CSV cells are numbers as Python's ``float`` reads them, less ``_`` separators.
+* CSV rows shorter than the header just miss their last cells; longer ones are errors.
+
+Errors name the file, the record (its 1-based line number), the field, what was expected and
+what was found. In strict mode the first one raises :class:`InputError`; in lenient mode the
+bad value (or, for a bad step or line, the whole record) is skipped and reported in
+``problems``.
+
+Clean files are read with polars. When polars refuses a file or a check fails, the file is
+read again by a line-by-line reader (:func:`_read_jsonl_records` / :func:`_read_csv_records`),
+which is the reference for the rules above and the one that locates the bad record.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterator, NamedTuple
+
+import polars as pl
+import pyarrow as pa
+
+from trajlens.errors import InputError, Problem
+from trajlens.schema import conform
+
+STEP_KEYS: tuple[str, ...] = ("_step", "step", "global_step", "trainer/global_step", "training/global_step")
+"""Keys that hold the training step, in order of preference."""
+
+KNOWN_METRIC_NAMES: frozenset[str] = frozenset({"loss", "lr", "learning_rate", "grad_norm", "epoch"})
+"""Metric names without a ``/`` that :func:`detect` still takes as training scalars."""
+
+SUFFIXES: frozenset[str] = frozenset({".jsonl", ".ndjson", ".csv"})
+
+
+class MetricsLoad(NamedTuple):
+    """Result of :func:`load_metrics`."""
+
+    table: pa.Table
+    """Rows in the ``step_metrics`` schema."""
+    problems: list[Problem]
+    """What lenient mode skipped (empty in strict mode)."""
+
+
+class _Value(NamedTuple):
+    step: int
+    name: str
+    value: float
+
+
+class _Reading(NamedTuple):
+    values: list[_Value]
+    problems: list[Problem]
+
+
+def detect(path: Path | str) -> bool:
+    """True when ``path`` is a JSONL or CSV file whose first record looks like training scalars.
+
+    The first record must have a step key and a numeric metric whose name contains ``/`` or is
+    in :data:`KNOWN_METRIC_NAMES`.
+    """
+    path = Path(path)
+    if not path.is_file() or path.suffix.lower() not in SUFFIXES:
+        return False
+    try:
+        record = _first_record(path)
+    except (OSError, ValueError, csv.Error):
+        return False
+    if not isinstance(record, dict) or not any(record.get(key) not in (None, "") for key in STEP_KEYS):
+        return False
+    for name, value in record.items():
+        if name in STEP_KEYS or name.startswith("_") or ("/" not in name and name not in KNOWN_METRIC_NAMES):
+            continue
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+    return False
+
+
+def load_metrics(path: Path | str, *, run_id: str, strict: bool = True) -> MetricsLoad:
+    """Read the training scalars in ``path`` (JSONL or CSV) as ``step_metrics`` rows of ``run_id``."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(str(path), "cannot read", expected="a JSONL or CSV file", found="no such file")
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise InputError(str(path), expected="a .jsonl or .csv file", found=f"a {suffix or 'suffix-less'} file")
+    is_csv = suffix == ".csv"
+    table = _fast_csv(path) if is_csv else _fast_jsonl(path)
+    problems: list[Problem] = []
+    if table is None:
+        read = _read_csv_records if is_csv else _read_jsonl_records
+        try:
+            reading = _collect(path, read(path), strict=strict)
+        except UnicodeDecodeError as error:
+            raise InputError(str(path), expected="UTF-8 text", found=f"byte {error.start}: {error.reason}") from None
+        table, problems = _to_table(reading.values), reading.problems
+    table = table.with_columns(pl.lit(run_id).alias("run_id")).select("run_id", "step", "name", "value")
+    return MetricsLoad(conform(table.to_arrow(), "step_metrics", str(path)), problems)
+
+
+# --- the reference reader --------------------------------------------------------------------
+
+Pairs = list[tuple[str, Any]]
+"""One record as (key, value) pairs, keeping repeated CSV columns."""
+
+
+def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, strict: bool) -> _Reading:
+    """Apply the reading rules to ``(line number, record)`` pairs."""
+    values: list[_Value] = []
+    problems: list[Problem] = []
+    seen: set[tuple[int, str]] = set()
+
+    def fail(error: InputError) -> None:
+        if strict:
+            raise error
+        problems.append(error.as_problem())
+
+    any_record = False
+    for line_no, record in records:
+        any_record = True
+        if isinstance(record, InputError):
+            fail(record)
+            continue
+        step = _record_step(path, line_no, record)
+        if isinstance(step, InputError):
+            fail(step)
+            continue
+        for name, raw in record:
+            if name in STEP_KEYS or name.startswith("_") or raw is None:
+                continue
+            if isinstance(raw, dict) and "_type" in raw:
+                continue  # a wandb media summary (table, histogram), not a scalar
+            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+                fail(InputError(str(path), record=line_no, field=name, expected="a number", found=_text(raw)))
+                continue
+            if not math.isfinite(raw):
+                fail(InputError(str(path), record=line_no, field=name, expected="a finite number", found=_text(raw)))
+                continue
+            if (step, name) in seen:
+                fail(InputError(str(path), f"duplicate step {step} for metric {name}", record=line_no, field=name,
+                                expected="one value per step and metric", found=_text(raw)))
+                continue
+            seen.add((step, name))
+            values.append(_Value(step, name, float(raw)))
+    if not any_record:
+        fail(InputError(str(path), "no records", expected="at least one logged step", found="an empty file"))
+    return _Reading(values, problems)
+
+
+def _record_step(path: Path, line_no: int, record: Pairs) -> int | InputError:
+    first: dict[str, Any] = {}
+    for name, raw in record:
+        first.setdefault(name, raw)
+    for key in STEP_KEYS:
+        raw = first.get(key)
+        if raw is None:
+            continue
+        step = int(raw) if isinstance(raw, float) and raw.is_integer() else raw
+        if isinstance(step, bool) or not isinstance(step, int):
+            return InputError(str(path), record=line_no, field=key, expected="an integer step", found=_text(raw))
+        return step
+    return InputError(str(path), "no step", record=line_no, field=STEP_KEYS[0],
+                      expected="a step under one of " + ", ".join(STEP_KEYS), found="none")
+
+
+def _text(raw: object) -> str:
+    if isinstance(raw, float):
+        return str(raw)
+    return json.dumps(raw, ensure_ascii=False)
+
+
+def _read_jsonl_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
+    with open(path, "rb") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as error:
+                message = f"not JSON ({error.msg})" if isinstance(error, json.JSONDecodeError) else "not UTF-8 text"
+                yield line_no, InputError(str(path), message, record=line_no, expected="a JSON object",
+                                          found=line.decode("utf-8", "replace").strip())
+                continue
+            if not isinstance(record, dict):
+                yield line_no, InputError(str(path), record=line_no, expected="a JSON object",
+                                          found=type(record).__name__)
+                continue
+            yield line_no, list(record.items())
+
+
+def _read_csv_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None:
+            return
+        header = [name.strip() for name in header]
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) > len(header):
+                yield reader.line_num, InputError(
+                    str(path), record=reader.line_num, expected=f"at most {len(header)} cells (the header's)",
+                    found=f"{len(row)} cells",
+                )
+                continue
+            yield reader.line_num, [(name, _cell(cell)) for name, cell in zip(header, row)]
+
+
+def _cell(cell: str) -> float | str | None:
+    """A CSV cell as a number, None when empty, or its text when it is not a number."""
+    text = cell.strip()
+    if not text:
+        return None
+    if "_" in text:  # float() accepts "1_000"; polars, and most readers, do not
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _to_table(values: list[_Value]) -> pl.DataFrame:
+    frame = pl.DataFrame(
+        {"step": [v.step for v in values], "name": [v.name for v in values], "value": [v.value for v in values]},
+        schema={"step": pl.Int64, "name": pl.String, "value": pl.Float64},
+    )
+    return frame.sort("step", "name")
+
+
+# --- the fast path ---------------------------------------------------------------------------
+
+
+def _fast_jsonl(path: Path) -> pl.DataFrame | None:
+    """The metrics of a clean JSONL file, or None when the reference reader must look."""
+    try:
+        frame = pl.read_ndjson(path, infer_schema_length=None)
+    except Exception:  # polars raises several error types for malformed input
+        return None
+    metrics = []
+    for name, dtype in frame.schema.items():
+        if name.startswith("_") or dtype == pl.Null:
+            continue
+        if not dtype.is_numeric():
+            if name not in STEP_KEYS and isinstance(dtype, pl.Struct) and "_type" in [f.name for f in dtype.fields]:
+                continue
+            return None
+        if name not in STEP_KEYS:
+            metrics.append(name)
+    return _long(frame, metrics)
+
+
+def _fast_csv(path: Path) -> pl.DataFrame | None:
+    """The metrics of a clean CSV file, or None when the reference reader must look."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            header = [name.strip() for name in next(csv.reader(handle), [])]
+        if not header or len(set(header)) != len(header):
+            return None
+        frame = pl.read_csv(path, infer_schema=False, new_columns=header)
+    except Exception:  # polars raises several error types for malformed input
+        return None
+    cells = frame.select(pl.all().str.strip_chars().replace("", None))
+    numbers = cells.select(pl.all().cast(pl.Float64, strict=False))
+    if cells.null_count().row(0) != numbers.null_count().row(0):
+        return None  # a cell that is not a number
+    if cells.select(pl.any_horizontal(pl.all().str.contains("_", literal=True)).any()).item():
+        return None
+    metrics = [name for name in frame.columns if name not in STEP_KEYS and not name.startswith("_")]
+    return _long(numbers, metrics)
+
+
+def _long(frame: pl.DataFrame, metrics: list[str]) -> pl.DataFrame | None:
+    """Long rows of ``metrics`` from a frame of numeric columns, or None if any rule is broken."""
+    steps = [key for key in STEP_KEYS if key in frame.columns]
+    if frame.height == 0 or not steps:
+        return None
+    step = frame.select(pl.coalesce([pl.col(key).cast(pl.Float64) for key in steps])).to_series()
+    if step.null_count() or not (step == step.floor()).all():
+        return None
+    if not metrics:
+        return _to_table([])
+    long = (
+        frame.select(step.cast(pl.Int64).alias("step"), *[pl.col(m).cast(pl.Float64) for m in metrics])
+        .unpivot(index="step", variable_name="name", value_name="value")
+        .drop_nulls("value")
+    )
+    if not long.get_column("value").is_finite().all():
+        return None
+    if long.select(pl.struct("step", "name").is_duplicated().any()).item():
+        return None
+    return long.sort("step", "name")
+
+
+def _first_record(path: Path) -> dict[str, Any] | None:
+    if path.suffix.lower() == ".csv":
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            row = next(reader, None)
+        if header is None or row is None:
+            return None
+        return dict(zip((name.strip() for name in header), row))
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.strip():
+                return json.loads(line)
+    return None
