@@ -59,7 +59,7 @@ TRAJECTORY_COLUMNS: tuple[Column, ...] = (
     Column("task_id", pa.string(), False, "Task or prompt id."),
     Column("split", pa.string(), False, "'train' or 'val'."),
     Column("reward", pa.float64(), True, "Scalar reward the trainer used."),
-    Column("reward_channels", pa.list_(REWARD_CHANNEL), False, "Every reward channel by name (empty list when only the scalar is known)."),
+    Column("reward_channels", pa.list_(REWARD_CHANNEL), False, "Every reward channel by name, as logged (may be empty when only the scalar reward is known)."),
     Column("resolved", pa.bool_(), True, "Whether the task was solved, per the harness verdict."),
     Column("exit_status", pa.string(), True, "How the episode ended (submitted, timeout, format_error, ...)."),
     Column("num_turns", pa.int32(), False, "Assistant turns in the trajectory."),
