@@ -66,7 +66,7 @@ _PREFIXES = ("state_", "traj_")
 
 
 def detect(path: Path) -> str | None:
-    """``'openhands-v1'`` for a ``.json`` file of SDK events (or a state file with none)."""
+    """``'openhands-v1'`` for a ``.json`` file of SDK events (or a state/traj file with none)."""
     path = Path(path)
     if path.suffix != ".json":
         return None
@@ -75,6 +75,8 @@ def detect(path: Path) -> str | None:
         return FORMAT
     if head.lstrip().startswith("{") and _EMPTY_STATE_RE.search(head) and '"num_events"' in head:
         return FORMAT
+    if path.name.startswith("traj_") and re.fullmatch(r"\s*\[\s*\]\s*", head):
+        return FORMAT  # the events export of a conversation with no events
     return None
 
 
