@@ -32,9 +32,6 @@ from trajlens.ingest.agents._common import TokenTally, read_json, require, sniff
 
 FORMAT_RE = re.compile(r'"trajectory_format"\s*:\s*"(mini-swe-agent-[^"]*)"')
 
-# The sentinel a command prints first to end the episode and submit its output.
-SUBMIT_SENTINELS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
-
 VERDICT_SEARCH_DEPTH = 3
 
 
@@ -78,13 +75,6 @@ def run_folder(path: Path) -> Path:
     """The folder naming the run: above the task folder when the file sits in one."""
     task = strip_suffix(path.name)
     return path.parent.parent if path.parent.name == task else path.parent
-
-
-def is_submit(command: str | None) -> bool:
-    if not command:
-        return False
-    first = command.strip().split("\n", 1)[0]
-    return any(first.startswith(f"echo {sentinel}") for sentinel in SUBMIT_SENTINELS)
 
 
 def trajectory_row(data: dict[str, Any], path: Path, messages: list[dict[str, Any]], num_turns: int) -> dict[str, Any]:

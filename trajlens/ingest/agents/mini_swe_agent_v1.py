@@ -54,6 +54,7 @@ def load_mini_swe_agent_v1(paths: Any, *, run_id: str | None = None, strict: boo
 
 
 def parse_file(context: FileContext) -> Iterator[Record | InputError]:
+    """One record per file: the trajectory and one call per assistant message."""
     path = context.path
     data, messages = mini.load_document(path, TRAJECTORY_FORMAT)
     action_regex = re.compile(_action_regex(data), re.DOTALL)

@@ -59,6 +59,7 @@ def load_mini_swe_agent_v2(paths: Any, *, run_id: str | None = None, strict: boo
 
 
 def parse_file(context: FileContext) -> Iterator[Record | InputError]:
+    """One record per file: the trajectory and its tool calls, turn by turn."""
     path = context.path
     file = str(path)
     data, messages = mini.load_document(path, TRAJECTORY_FORMAT)

@@ -91,6 +91,7 @@ def load_openai_chat(paths: Any, *, run_id: str | None = None, strict: bool = Tr
 
 
 def parse_file(context: FileContext) -> Iterator[Record | InputError]:
+    """One record per conversation; in JSONL, a bad line is yielded as an error and skipped."""
     path = context.path
     file = str(path)
     text = read_text(path)

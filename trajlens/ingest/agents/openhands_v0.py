@@ -79,6 +79,7 @@ def load_openhands_v0(paths: Any, *, run_id: str | None = None, strict: bool = T
 
 
 def parse_file(context: FileContext) -> Iterator[Record | InputError]:
+    """One record per file: the agent's tool-call actions with their paired observations."""
     path = context.path
     file = str(path)
     events = read_json(path)

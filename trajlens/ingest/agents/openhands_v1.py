@@ -89,6 +89,7 @@ def load_openhands_v1(paths: Any, *, run_id: str | None = None, strict: bool = T
 
 
 def task_name(path: Path) -> str:
+    """The task a file is about: its name without ``state_``/``traj_`` and suffix."""
     stem = path.stem
     for prefix in _PREFIXES:
         if stem.startswith(prefix):
@@ -97,6 +98,7 @@ def task_name(path: Path) -> str:
 
 
 def parse_file(context: FileContext) -> Iterator[Record | InputError]:
+    """One record per file: the action events with their observations, and the grader's score."""
     path = context.path
     file = str(path)
     data = read_json(path)

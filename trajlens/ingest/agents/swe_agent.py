@@ -76,11 +76,13 @@ def load_swe_agent(paths: Any, *, run_id: str | None = None, strict: bool = True
 
 
 def tool_name(action: str) -> str:
+    """The SWE-agent command an action starts with, or ``bash`` for a plain shell line."""
     word = first_word(action)
     return word if word in SWE_AGENT_TOOLS else "bash"
 
 
 def parse_file(context: FileContext) -> Iterator[Record | InputError]:
+    """One record per file, from ``trajectory`` steps or, failing that, from ``history``."""
     path = context.path
     file = str(path)
     data = read_json(path)
