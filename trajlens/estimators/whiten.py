@@ -1,0 +1,88 @@
+"""Masked whitening of advantages over all model tokens of a batch.
+
+Matches verl ``masked_whiten`` (``verl/utils/torch_functional.py``, with ``masked_mean``
+dividing by ``count + 1e-8`` and ``masked_var`` unbiased), operation for operation, so float32
+results are bit-identical::
+
+    mean = sum(mask * A) / (count + 1e-8)
+    var  = sum(mask * (A - mean)^2) / (count + 1e-8) * count / (count - 1)     (Bessel)
+    A'   = (A - mean) * rsqrt(var + 1e-8)
+
+Like verl, every position is transformed (observation tokens too) but only model tokens enter
+the statistics, and NaN at an observation token cannot leak into them. Departure: verl raises a
+bare ``ValueError`` for fewer than two model tokens; here the error names the argument and shape.
+
+Shapes: B trajectories, T token positions.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from trajlens.estimators import _validate as check
+
+WHITEN_EPS = 1e-8
+
+
+class WhitenResult(NamedTuple):
+    """Whitened advantages and the statistics that produced them."""
+
+    advantages: torch.Tensor
+    """(B, T) whitened values (every position; use the mask to read model tokens)."""
+    mean: torch.Tensor
+    """() masked mean that was subtracted (added back when ``shift_mean`` is False)."""
+    var: torch.Tensor
+    """() unbiased masked variance."""
+    count: int
+    """Number of model tokens in the statistics."""
+    normalisation: str
+    """``"batch_whiten"``, or ``"batch_whiten_keep_mean"`` when ``shift_mean`` is False."""
+
+
+def masked_whiten(
+    advantages: torch.Tensor, response_mask: torch.Tensor, shift_mean: bool = True
+) -> WhitenResult:
+    """Whiten ``advantages`` with one mean and variance over the model tokens of the batch.
+
+    Args:
+        advantages: (B, T) float, or any shape matching ``response_mask``.
+        response_mask: bool of the same shape, True for model tokens; two or more needed.
+        shift_mean: False adds the mean back after scaling (verl's ``shift_mean=False``).
+
+    Returns:
+        :class:`WhitenResult`; ``advantages`` has the input's shape and dtype.
+
+    Matches verl ``masked_whiten`` (see module docstring).
+    """
+    fn = "masked_whiten"
+    advantages = check.float_tensor(fn, "advantages", advantages)
+    response_mask = check.bool_mask(fn, "response_mask", response_mask, ndim=advantages.dim())
+    check.same_shape(fn, advantages=advantages, response_mask=response_mask)
+    check.same_device(fn, advantages=advantages, response_mask=response_mask)
+    check.nonempty_batch(fn, "advantages", advantages)
+    count = int(response_mask.sum())
+    if count < 2:
+        raise check.EstimatorInputError(
+            f"{fn}: response_mask of shape {check.shape_of(response_mask)} has {count} model token"
+            f"{'s' if count != 1 else ''}; whitening needs at least two"
+        )
+    mean = masked_mean(advantages, response_mask)
+    centred = advantages - mean
+    var = masked_mean(centred**2, response_mask)
+    mask_sum = response_mask.sum()
+    var = var * (mask_sum / (mask_sum - 1))  # Bessel: n / (n - 1)
+    whitened = (advantages - mean) * torch.rsqrt(var + WHITEN_EPS)  # A' = (A - mean) / sqrt(var + eps)
+    if not shift_mean:
+        whitened += mean
+    label = "batch_whiten" if shift_mean else "batch_whiten_keep_mean"
+    return WhitenResult(whitened, mean, var, count, label)
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """sum(mask * values) / (count + 1e-8), with masked entries replaced by 0 first (verl)."""
+    valid = torch.where(mask, values, 0.0)  # NaN on a masked position cannot leak
+    total = (valid * mask).sum() if dim is None else (valid * mask).sum(dim=dim)
+    count = mask.sum() if dim is None else mask.sum(dim=dim)
+    return total / (count + WHITEN_EPS)
