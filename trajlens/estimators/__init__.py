@@ -28,18 +28,41 @@ This package imports torch; ``import trajlens`` does not.
 from __future__ import annotations
 
 from trajlens.estimators._validate import EstimatorInputError
+from trajlens.estimators.dynamic import (
+    DynamicGDPOResult,
+    DynamicWeightConfig,
+    DynamicWeights,
+    dynamic_weights,
+    gdpo_dynamic,
+)
 from trajlens.estimators.gae import GAEResult, discounted_returns, gae
+from trajlens.estimators.gdpo import GDPOResult, gdpo_trl, gdpo_verl, sum_then_normalize
+from trajlens.estimators.grpo import OutcomeResult, dr_grpo, grpo, grpo_batch_std, rloo
 from trajlens.estimators.reinforce import ReinforceResult, reinforce
 from trajlens.estimators.whiten import WhitenResult, masked_mean, masked_whiten
 
 __all__ = [
+    "DynamicGDPOResult",
+    "DynamicWeightConfig",
+    "DynamicWeights",
     "EstimatorInputError",
     "GAEResult",
+    "GDPOResult",
+    "OutcomeResult",
     "ReinforceResult",
     "WhitenResult",
     "discounted_returns",
+    "dr_grpo",
+    "dynamic_weights",
     "gae",
+    "gdpo_dynamic",
+    "gdpo_trl",
+    "gdpo_verl",
+    "grpo",
+    "grpo_batch_std",
     "masked_mean",
     "masked_whiten",
     "reinforce",
+    "rloo",
+    "sum_then_normalize",
 ]

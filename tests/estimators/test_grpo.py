@@ -1,0 +1,147 @@
+"""GRPO, Dr.GRPO, batch-std GRPO and RLOO: hand cases, references, group invariants."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import torch
+from estimator_reference import grpo_loop, rloo_loop, trl_sum_then_normalize
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.testing import assert_close
+
+from trajlens.estimators import dr_grpo, grpo, grpo_batch_std, rloo
+
+# Six trajectories in three non-contiguous groups; the score sits on the last token.
+GROUPS = ["p", "q", "p", "q", "p", "r"]
+SCORES = [1.0, 2.0, 0.0, 2.0, 0.0, 3.0]  # p: 1, 0, 0   q: 2, 2 (equal)   r: 3 (alone)
+
+
+def _batch(scores=SCORES, length=3):
+    rewards = torch.zeros(len(scores), length)
+    rewards[:, -1] = torch.tensor(scores)
+    return rewards, torch.ones(len(scores), length, dtype=torch.bool)
+
+
+def test_grpo_by_hand():
+    rewards, mask = _batch()
+    result = grpo(rewards, mask, GROUPS)
+    # p: mean 1/3, unbiased std sqrt(((2/3)^2 + 2 (1/3)^2) / 2) = sqrt(1/3) = 0.57735
+    #    A = (1 - 1/3) / (0.57735 + 1e-6), (0 - 1/3) / (0.57735 + 1e-6)
+    # q: equal rewards, std 0: A = 0 / (0 + 1e-6) = 0
+    # r: alone, mean 0 and std 1 (verl): A = 3 / (1 + 1e-6)
+    s = math.sqrt(1 / 3) + 1e-6
+    expected = torch.tensor([(2 / 3) / s, 0.0, (-1 / 3) / s, 0.0, (-1 / 3) / s, 3 / (1 + 1e-6)])
+    assert_close(result.sequence_advantages, expected)
+    assert_close(result.advantages, expected[:, None].expand(6, 3))
+    assert_close(result.scores, torch.tensor(SCORES))
+    assert result.normalisation == "group_std"
+
+
+def test_grpo_group_of_one_can_be_zero():
+    rewards, mask = _batch()
+    assert float(grpo(rewards, mask, GROUPS, singleton="zero").sequence_advantages[5]) == 0.0
+
+
+def test_dr_grpo_by_hand():
+    rewards, mask = _batch()
+    # A = score - group mean: p: 2/3, -1/3, -1/3   q: 0, 0   r: 3 - 0 (verl: mean 0 alone)
+    expected = torch.tensor([2 / 3, 0.0, -1 / 3, 0.0, -1 / 3, 3.0])
+    assert_close(dr_grpo(rewards, mask, GROUPS).sequence_advantages, expected)
+
+
+def test_rloo_by_hand():
+    rewards, mask = _batch()
+    # A = score - mean of the others: p: 1 - 0, 0 - (1 + 0)/2, 0 - (1 + 0)/2   q: 0, 0   r: raw 3
+    expected = torch.tensor([1.0, 0.0, -0.5, 0.0, -0.5, 3.0])
+    assert_close(rloo(rewards, mask, GROUPS).sequence_advantages, expected)
+    assert float(rloo(rewards, mask, GROUPS, singleton="zero").sequence_advantages[5]) == 0.0
+
+
+def test_batch_std_by_hand():
+    rewards, mask = _batch()
+    # group means p 1/3, q 2, r 3 (TRL: a group of one is its own mean)
+    # batch: mean 8/6, unbiased std sqrt(sum((s - 4/3)^2) / 5) = sqrt(7.3333 / 5) = 1.21106
+    batch_std = math.sqrt(sum((s - 8 / 6) ** 2 for s in SCORES) / 5) + 1e-4
+    expected = torch.tensor([(2 / 3) / batch_std, 0.0, (-1 / 3) / batch_std, 0.0, (-1 / 3) / batch_std, 0.0])
+    assert_close(grpo_batch_std(rewards, mask, GROUPS).sequence_advantages, expected)
+
+
+def test_rewards_on_masked_tokens_are_summed_like_verl_or_dropped_on_request():
+    rewards = torch.tensor([[0.0, 5.0, 1.0], [0.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, False, True], [True, True, True]])
+    groups = [0, 0]
+    # keep (verl sums every position): scores 6, 0 -> Dr.GRPO +3, -3
+    assert_close(dr_grpo(rewards, mask, groups).sequence_advantages, torch.tensor([3.0, -3.0]))
+    # drop: scores 1, 0 -> +0.5, -0.5
+    assert_close(dr_grpo(rewards, mask, groups, masked_rewards="drop").sequence_advantages, torch.tensor([0.5, -0.5]))
+    # the advantage is written on model tokens only
+    assert_close(dr_grpo(rewards, mask, groups).advantages, torch.tensor([[3.0, 0.0, 3.0], [-3.0, -3.0, -3.0]]))
+
+
+def test_equal_rewards_give_zero_when_exactly_representable():
+    rewards, mask = _batch([0.5] * 4)
+    assert torch.equal(grpo(rewards, mask, [0] * 4).sequence_advantages, torch.zeros(4))
+
+
+def test_equal_rewards_reproduce_verls_float32_rounding():
+    # 8 x 0.1 in float32: torch.mean is 1 ulp off 0.1, torch.std ~8e-9, so verl's advantage is
+    # about -7.45e-9 / (7.97e-9 + 1e-6) = -0.0074, not 0. The recomputation matches verl exactly.
+    rewards, mask = _batch([0.1] * 8)
+    ours = grpo(rewards, mask, [0] * 8).advantages
+    assert torch.equal(ours, grpo_loop(rewards.clone(), mask, [0] * 8))
+
+
+def test_bit_identical_to_verl_loops():
+    torch.manual_seed(0)
+    rewards = torch.randn(40, 6)
+    mask = torch.rand(40, 6) > 0.2
+    mask[:, 0] = True
+    ids = [int(i) for i in torch.randint(0, 9, (40,))]
+    assert torch.equal(grpo(rewards, mask, ids).advantages, grpo_loop(rewards.clone(), mask, ids))
+    assert torch.equal(
+        dr_grpo(rewards, mask, ids).advantages, grpo_loop(rewards.clone(), mask, ids, norm_adv_by_std_in_grpo=False)
+    )
+    assert torch.equal(rloo(rewards, mask, ids).advantages, rloo_loop(rewards.clone(), mask, ids))
+
+
+def test_batch_std_bit_identical_to_trl():
+    torch.manual_seed(1)
+    scores = torch.rand(24)
+    rewards = torch.zeros(24, 2)
+    rewards[:, 1] = scores
+    mask = torch.ones(24, 2, dtype=torch.bool)
+    ids = [i // 4 for i in range(24)]
+    expected = trl_sum_then_normalize(scores[:, None], 4, torch.ones(1), scale_rewards="batch")
+    assert torch.equal(grpo_batch_std(rewards, mask, ids).sequence_advantages, expected)
+
+
+def test_group_ids_from_strings_numpy_polars_and_tensors_agree():
+    rewards, mask = _batch()
+    expected = grpo(rewards, mask, GROUPS).advantages
+    codes = torch.tensor([7, 3, 7, 3, 7, -1])
+    for ids in (np.array(GROUPS), pl.Series(GROUPS), tuple(GROUPS), codes):
+        assert torch.equal(grpo(rewards, mask, ids).advantages, expected)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    sizes=st.lists(st.integers(2, 6), min_size=1, max_size=6),
+    seed=st.integers(0, 2**16),
+    discrete=st.booleans(),
+)
+def test_group_advantages_sum_to_zero(sizes, seed, discrete):
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    ids = ids[torch.randperm(ids.numel(), generator=generator)]  # groups need not be contiguous
+    batch = ids.numel()
+    rewards = torch.zeros(batch, 4, dtype=torch.float64)
+    scores = torch.randint(0, 2, (batch,), generator=generator) if discrete else torch.randn(batch, generator=generator)
+    rewards[:, -1] = scores.double()
+    mask = torch.ones(batch, 4, dtype=torch.bool)
+    for estimator in (grpo, dr_grpo, rloo):
+        sequence = estimator(rewards, mask, ids).sequence_advantages
+        per_group = torch.zeros(len(sizes), dtype=torch.float64).index_add_(0, ids, sequence)
+        assert_close(per_group, torch.zeros_like(per_group), atol=1e-9, rtol=0)

@@ -1,0 +1,204 @@
+"""GDPO: normalise each reward channel in its group, fuse, then normalise over the batch.
+
+GDPO (arXiv 2601.05242) replaces GRPO's sum-then-normalise on several reward channels::
+
+    A^k_i = (r^k_i - mean_g(r^k)) / (std_g(r^k) + eps)      per channel k, within group g
+    F_i   = sum_k w_k A^k_i                                  weighted fusion
+    A_i   = batch normalisation of F                         over the whole batch
+
+The two published implementations differ in every constant, so both are offered, each matched
+operation for operation (float32 results bit-identical):
+
+* :func:`gdpo_verl`, the NVlabs verl fork (``compute_advantage``, ``adv_estimator == "gdpo"``)
+  and verl's ``compute_gdpo_outcome_advantage``: per channel verl's GRPO (eps 1e-6 on the
+  unbiased std, a group of one gets mean 0 and std 1), weighted sum, ``masked_whiten`` over
+  every model token of the batch (so long trajectories weigh more in the statistics), times
+  the mask.
+* :func:`gdpo_trl`, TRL ``GRPOTrainer`` with ``multi_objective_aggregation="normalize_then_sum"``:
+  NaN-aware per-channel group z-score (``nanmean``, Bessel ``nanstd``, eps 1e-4; a value that
+  is NaN, or alone in its group, contributes nothing), weighted ``nansum``, then a z-score over
+  the B sequences (unbiased std, eps 1e-4).
+
+:func:`sum_then_normalize` is GRPO on the weighted sum of the channels (TRL's default
+``"sum_then_normalize"``), kept to show the collapse GDPO fixes: channels with different scales
+and variances are mixed before normalising, so distinct reward combinations get equal
+advantages and one channel's variance swamps the others.
+
+Departures: verl propagates a NaN channel value to the whole batch; :func:`gdpo_verl` refuses it
+and names the trajectory and channel (use :func:`gdpo_trl` for missing channel values). TRL needs
+contiguous groups of equal size; here groups come from any id column.
+
+Shapes: B trajectories, T token positions, G groups, K reward channels.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple
+
+import torch
+
+from trajlens.estimators import _validate as check
+from trajlens.estimators._groups import GroupIndex, group_index, group_mean_std
+from trajlens.estimators.grpo import GRPO_EPS, TRL_EPS, group_normalise
+from trajlens.estimators.whiten import masked_whiten
+
+
+class GDPOResult(NamedTuple):
+    """Advantages of a multi-channel estimator and its intermediate quantities."""
+
+    advantages: torch.Tensor | None
+    """(B, T) the sequence advantage on model tokens, 0 elsewhere; None without a mask."""
+    sequence_advantages: torch.Tensor
+    """(B,) one advantage per trajectory."""
+    fused: torch.Tensor
+    """(B,) what the final normalisation saw: sum_k w_k A^k (GDPO) or sum_k w_k r^k (sum first)."""
+    channel_advantages: torch.Tensor | None
+    """(B, K) per-channel group-normalised advantages A^k (None for sum-then-normalise)."""
+    weights: torch.Tensor
+    """(K,) channel weights used."""
+    normalisation: str
+    """How the advantages were normalised, e.g. ``"group_per_channel+token_whiten"``."""
+
+
+def gdpo_verl(
+    channel_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: Any,
+    weights: Any = None,
+    epsilon: float = GRPO_EPS,
+) -> GDPOResult:
+    """GDPO as verl computes it: per-channel GRPO, weighted sum, token-level masked whitening.
+
+    Args:
+        channel_rewards: (B, K) float, one score per trajectory and channel; no NaN.
+        response_mask: (B, T) bool, True for model tokens.
+        group_ids: (B,) group of each trajectory.
+        weights: (K,) channel weights, ones by default (verl ``gdpo_reward_weights``).
+        epsilon: added to each channel's group std (verl 1e-6).
+    """
+    fn = "gdpo_verl"
+    channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
+    response_mask = _mask(fn, response_mask, channel_rewards)
+    bad = torch.isnan(channel_rewards).nonzero()
+    if bad.numel():
+        row, channel = (int(i) for i in bad[0])
+        raise check.EstimatorInputError(
+            f"{fn}: channel_rewards of shape {check.shape_of(channel_rewards)} is NaN at trajectory {row}, "
+            f"channel {channel}; verl would turn the whole batch into NaN. Use gdpo_trl, which skips missing values"
+        )
+    check.rows_have_tokens(fn, "response_mask", response_mask)
+    channel_advantages = torch.stack(
+        [group_normalise(channel_rewards[:, k], groups, epsilon)[0] for k in range(channel_rewards.shape[1])], dim=1
+    )  # A^k_i = (r^k_i - mu^k_g) / (sigma^k_g + eps)
+    fused = w[0] * channel_advantages[:, 0]
+    for k in range(1, channel_rewards.shape[1]):
+        fused = fused + w[k] * channel_advantages[:, k]  # F_i = sum_k w_k A^k_i, in verl's order
+    fused_tokens = fused[:, None] * response_mask
+    advantages = masked_whiten(fused_tokens, response_mask).advantages * response_mask
+    sequence = _sequence_values(advantages, response_mask)
+    return GDPOResult(advantages, sequence, fused, channel_advantages, w, "group_per_channel+token_whiten")
+
+
+def gdpo_trl(
+    channel_rewards: torch.Tensor,
+    group_ids: Any,
+    weights: Any = None,
+    response_mask: torch.Tensor | None = None,
+    epsilon: float = TRL_EPS,
+) -> GDPOResult:
+    """GDPO as TRL computes it (``multi_objective_aggregation="normalize_then_sum"``).
+
+    Args:
+        channel_rewards: (B, K) float; NaN marks a channel that does not apply to a trajectory.
+        group_ids: (B,) group of each trajectory.
+        weights: (K,) channel weights (TRL ``reward_weights``), ones by default.
+        response_mask: optional (B, T) bool, to broadcast the advantages over model tokens.
+        epsilon: added to every std (TRL 1e-4).
+    """
+    fn = "gdpo_trl"
+    channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
+    mask = None if response_mask is None else _mask(fn, response_mask, channel_rewards)
+    channel_advantages = torch.empty_like(channel_rewards)
+    for bucket in groups.buckets:
+        grouped = channel_rewards[bucket.members]  # (G_n, n, K) as TRL's view(-1, n, K)
+        mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
+        if bucket.size > 1:
+            std_k = _trl_nanstd(grouped)
+        else:
+            std_k = torch.zeros_like(mean_k)  # TRL: num_generations == 1
+        channel_advantages[bucket.members] = (grouped - mean_k) / (std_k + epsilon)  # z-score per channel
+    fused = (channel_advantages * w[None, :]).nansum(dim=1)  # F_i = nansum_k w_k A^k_i
+    if fused.numel() > 1:
+        spread = fused.std()
+    else:
+        spread = torch.zeros((), dtype=fused.dtype, device=fused.device)
+    sequence = (fused - fused.mean()) / (spread + epsilon)  # A_i = (F_i - mean F) / (std F + eps)
+    advantages = None if mask is None else sequence[:, None] * mask
+    return GDPOResult(advantages, sequence, fused, channel_advantages, w, "group_per_channel+sequence_zscore")
+
+
+def sum_then_normalize(
+    channel_rewards: torch.Tensor,
+    group_ids: Any,
+    weights: Any = None,
+    response_mask: torch.Tensor | None = None,
+    convention: Literal["trl", "verl"] = "trl",
+) -> GDPOResult:
+    """GRPO on the weighted sum of the channels: ``R_i = nansum_k w_k r^k_i``, then group-normalise.
+
+    ``convention="trl"`` matches TRL's default ``multi_objective_aggregation="sum_then_normalize"``
+    with ``scale_rewards="group"`` (``view(-1, n).std(dim=1)``, eps 1e-4, a group of one gets 0);
+    ``"verl"`` applies verl's GRPO (eps 1e-6, a group of one gets mean 0 and std 1).
+    """
+    fn = "sum_then_normalize"
+    check.choice(fn, "convention", convention, ("trl", "verl"))
+    channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
+    mask = None if response_mask is None else _mask(fn, response_mask, channel_rewards)
+    summed = (channel_rewards * w[None, :]).nansum(dim=1)  # R_i = sum_k w_k r^k_i
+    if convention == "verl":
+        sequence = group_normalise(summed, groups, GRPO_EPS)[0]
+    else:
+        mean, std = group_mean_std(summed, groups, std="dim")
+        std = torch.where(torch.isnan(std), torch.zeros_like(std), std)  # TRL: one member -> std 0
+        sequence = (summed - mean) / (std + TRL_EPS)  # A_i = (R_i - mu_g) / (sigma_g + eps)
+    advantages = None if mask is None else sequence[:, None] * mask
+    return GDPOResult(advantages, sequence, summed, None, w, f"sum_then_group_std({convention})")
+
+
+def _trl_nanstd(grouped: torch.Tensor) -> torch.Tensor:
+    """TRL ``nanstd(grouped, dim=1, keepdim=True)``: Bessel-corrected, NaN with fewer than two values."""
+    mean = torch.nanmean(grouped, dim=1, keepdim=True)
+    variance = torch.nanmean((grouped - mean) ** 2, dim=1, keepdim=True)
+    count = torch.sum(~torch.isnan(grouped), dim=1, keepdim=True)
+    correction = count / (count - 1)
+    correction = torch.where(count > 1, correction, torch.full_like(correction, float("nan")))
+    variance *= correction
+    return torch.sqrt(variance)
+
+
+def _channels(fn: str, channel_rewards: torch.Tensor, group_ids: Any, weights: Any) -> tuple[torch.Tensor, GroupIndex, torch.Tensor]:
+    channel_rewards = check.float_tensor(fn, "channel_rewards", channel_rewards, ndim=2)
+    if channel_rewards.shape[0] == 0 or channel_rewards.shape[1] == 0:
+        raise check.EstimatorInputError(
+            f"{fn}: empty batch: channel_rewards has shape {check.shape_of(channel_rewards)} (B trajectories, K channels)"
+        )
+    groups = group_index(fn, group_ids, channel_rewards.shape[0], channel_rewards.device)
+    w = check.weights_vector(fn, weights, channel_rewards.shape[1], channel_rewards)
+    return channel_rewards, groups, w
+
+
+def _mask(fn: str, response_mask: torch.Tensor, channel_rewards: torch.Tensor) -> torch.Tensor:
+    response_mask = check.bool_mask(fn, "response_mask", response_mask)
+    if response_mask.shape[0] != channel_rewards.shape[0]:
+        raise check.EstimatorInputError(
+            f"{fn}: response_mask has shape {check.shape_of(response_mask)} but channel_rewards has shape "
+            f"{check.shape_of(channel_rewards)}; both need one row per trajectory"
+        )
+    check.same_device(fn, channel_rewards=channel_rewards, response_mask=response_mask)
+    return response_mask
+
+
+def _sequence_values(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """The (constant) value of each row on its model tokens, (B,)."""
+    first = response_mask.int().argmax(dim=1)
+    return advantages.gather(1, first[:, None]).squeeze(1)

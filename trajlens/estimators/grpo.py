@@ -1,0 +1,202 @@
+"""Critic-free outcome estimators with a group baseline: GRPO, Dr.GRPO, batch-std GRPO, RLOO.
+
+Each trajectory gets one score, the sum of its token rewards, compared with the other members of
+its group (same prompt, same step). Groups come from any id column and need not be contiguous.
+The sequence advantage is broadcast over the response mask.
+
+References, matched operation for operation so float32 results are bit-identical:
+
+* :func:`grpo` and :func:`dr_grpo`: verl ``compute_grpo_outcome_advantage`` (the loop version):
+  ``(score - mean_g) / (std_g + eps)``, ``std_g`` unbiased (``torch.std``), eps 1e-6 added to
+  the std; a group of one gets mean 0 and std 1, so its advantage is ``score / (1 + eps)``.
+  Dr.GRPO (``norm_adv_by_std_in_grpo=False``) skips the division.
+* :func:`grpo_batch_std`: TRL ``GRPOTrainer`` with ``scale_rewards="batch"``: group mean, the
+  unbiased std of all scores in the batch, eps 1e-4.
+* :func:`rloo`: verl ``compute_rloo_outcome_advantage``:
+  ``score * n / (n - 1) - mean_g * n / (n - 1)``, which equals ``score - mean of the others``;
+  a group of one keeps its raw score (verl's documented choice, no baseline available).
+
+Departures: ``singleton="zero"`` gives groups of one an advantage of 0 instead (a baseline of
+itself); ``masked_rewards="drop"`` sums only rewards on model tokens. verl sums every position of
+``token_level_rewards`` (its rewards sit on the last model token), and so does the default here.
+verl's vectorised GRPO variant floors the group variance at eps; this module follows the loop
+version, which is the one the issue text and verl's docs describe.
+
+Shapes: B trajectories, T token positions, G groups.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple
+
+import torch
+
+from trajlens.estimators import _validate as check
+from trajlens.estimators._groups import GroupIndex, group_index, group_mean_std, group_sizes
+
+GRPO_EPS = 1e-6
+TRL_EPS = 1e-4
+
+Singleton = Literal["raw", "zero"]
+MaskedRewards = Literal["keep", "drop"]
+
+
+class OutcomeResult(NamedTuple):
+    """Advantages of an outcome estimator, per token and per trajectory."""
+
+    advantages: torch.Tensor
+    """(B, T) the sequence advantage on model tokens, 0 elsewhere."""
+    sequence_advantages: torch.Tensor
+    """(B,) one advantage per trajectory."""
+    scores: torch.Tensor
+    """(B,) the score each trajectory was judged by (sum of its token rewards)."""
+    baseline: torch.Tensor
+    """(B,) what was subtracted: the group mean (GRPO) or the leave-one-out mean (RLOO)."""
+    scale: torch.Tensor
+    """(B,) what the difference was divided by (std + eps), 1 where nothing was."""
+    normalisation: str
+    """Which normalisation produced the advantages, e.g. ``"group_std"``."""
+
+
+def grpo(
+    token_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: Any,
+    epsilon: float = GRPO_EPS,
+    singleton: Singleton = "raw",
+    masked_rewards: MaskedRewards = "keep",
+) -> OutcomeResult:
+    """GRPO: ``A_i = (score_i - mean_g) / (std_g + epsilon)`` broadcast over the mask.
+
+    Args:
+        token_rewards: (B, T) float rewards; the score is their sum.
+        response_mask: (B, T) bool, True for model tokens.
+        group_ids: (B,) group of each trajectory: int tensor, or any sequence of hashable ids.
+        epsilon: added to the unbiased group std (verl 1e-6).
+        singleton: ``"raw"`` (verl: mean 0, std 1) or ``"zero"`` for groups of one.
+        masked_rewards: ``"keep"`` (verl: sum every position) or ``"drop"`` rewards on masked tokens.
+
+    Matches verl ``compute_grpo_outcome_advantage`` with ``norm_adv_by_std_in_grpo=True``.
+    """
+    return _group_baseline("grpo", token_rewards, response_mask, group_ids, epsilon, True, singleton, masked_rewards)
+
+
+def dr_grpo(
+    token_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: Any,
+    singleton: Singleton = "raw",
+    masked_rewards: MaskedRewards = "keep",
+) -> OutcomeResult:
+    """Dr.GRPO: ``A_i = score_i - mean_g``, no division by the std.
+
+    Matches verl ``compute_grpo_outcome_advantage`` with ``norm_adv_by_std_in_grpo=False``
+    (a group of one keeps its raw score, mean 0). Arguments as :func:`grpo`.
+    """
+    return _group_baseline("dr_grpo", token_rewards, response_mask, group_ids, 0.0, False, singleton, masked_rewards)
+
+
+def grpo_batch_std(
+    token_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: Any,
+    epsilon: float = TRL_EPS,
+    masked_rewards: MaskedRewards = "keep",
+) -> OutcomeResult:
+    """GRPO with the group mean and the batch std: ``A_i = (score_i - mean_g) / (std_batch + epsilon)``.
+
+    Matches TRL ``GRPOTrainer`` with ``scale_rewards="batch"`` (std over all B scores, unbiased,
+    eps 1e-4). A group of one has mean equal to its score (TRL), so advantage 0.
+    """
+    fn = "grpo_batch_std"
+    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
+    mean, _ = group_mean_std(scores, groups, std="dim")
+    batch_std = scores.std() if scores.numel() > 1 else torch.zeros((), dtype=scores.dtype, device=scores.device)
+    scale = (batch_std + epsilon).expand_as(scores)
+    sequence = (scores - mean) / scale  # A_i = (r_i - mu_g) / (sigma_batch + eps)
+    return OutcomeResult(sequence[:, None] * mask, sequence, scores, mean, scale, "batch_std")
+
+
+def rloo(
+    token_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: Any,
+    singleton: Singleton = "raw",
+    masked_rewards: MaskedRewards = "keep",
+) -> OutcomeResult:
+    """RLOO: ``A_i = score_i - mean of the other members`` of the group.
+
+    Computed as verl does, ``score * n / (n - 1) - mean_g * n / (n - 1)``. A group of one has
+    no other member: ``singleton="raw"`` keeps its score (verl), ``"zero"`` gives 0.
+    """
+    fn = "rloo"
+    check.choice(fn, "singleton", singleton, ("raw", "zero"))
+    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
+    mean, _ = group_mean_std(scores, groups)
+    n = group_sizes(groups).to(scores.dtype)
+    several = n > 1
+    # A_i = r_i n/(n-1) - mu_g n/(n-1) = r_i - (sum_g - r_i)/(n-1)
+    loo = scores * n / (n - 1) - mean * n / (n - 1)
+    single = scores if singleton == "raw" else torch.zeros_like(scores)
+    sequence = torch.where(several, loo, single)
+    baseline = torch.where(several, scores - sequence, torch.zeros_like(scores))
+    return OutcomeResult(sequence[:, None] * mask, sequence, scores, baseline, torch.ones_like(scores), "leave_one_out")
+
+
+def _group_baseline(
+    fn: str,
+    token_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: Any,
+    epsilon: float,
+    divide: bool,
+    singleton: str,
+    masked_rewards: str,
+) -> OutcomeResult:
+    check.choice(fn, "singleton", singleton, ("raw", "zero"))
+    check.positive(fn, "epsilon", epsilon, allow_zero=True)
+    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
+    sequence, mean, scale = group_normalise(scores, groups, epsilon, divide, singleton)
+    label = "group_std" if divide else "group_mean_only"
+    return OutcomeResult(sequence[:, None] * mask, sequence, scores, mean, scale, label)
+
+
+def group_normalise(
+    scores: torch.Tensor, groups: GroupIndex, epsilon: float, divide: bool = True, singleton: str = "raw"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """verl's per-group normalisation of (B,) scores: (advantage, mean, std + eps), each (B,)."""
+    mean, std = group_mean_std(scores, groups)
+    alone = group_sizes(groups) == 1
+    if singleton == "raw":
+        mean = torch.where(alone, torch.zeros_like(mean), mean)  # verl: mean 0, std 1 for a group of one
+        std = torch.where(alone, torch.ones_like(std), std)
+    else:
+        std = torch.where(alone, torch.ones_like(std), std)
+    if divide:
+        scale = std + epsilon
+        advantage = (scores - mean) / scale  # A_i = (r_i - mu_g) / (sigma_g + eps)
+    else:
+        scale = torch.ones_like(scores)
+        advantage = scores - mean  # Dr.GRPO: A_i = r_i - mu_g
+    if singleton == "zero":
+        advantage = torch.where(alone, torch.zeros_like(advantage), advantage)
+    return advantage, mean, scale
+
+
+def _scores(
+    fn: str, token_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: Any, masked_rewards: str
+) -> tuple[torch.Tensor, torch.Tensor, GroupIndex]:
+    """Validated scores (B,), mask (B, T) and groups of an outcome estimator."""
+    token_rewards = check.float_tensor(fn, "token_rewards", token_rewards, ndim=2)
+    response_mask = check.bool_mask(fn, "response_mask", response_mask)
+    check.same_shape(fn, token_rewards=token_rewards, response_mask=response_mask)
+    check.same_device(fn, token_rewards=token_rewards, response_mask=response_mask)
+    check.nonempty_batch(fn, "token_rewards", token_rewards)
+    check.rows_have_tokens(fn, "response_mask", response_mask)
+    check.choice(fn, "masked_rewards", masked_rewards, ("keep", "drop"))
+    if masked_rewards == "drop":
+        token_rewards = torch.where(response_mask, token_rewards, 0.0)
+    scores = token_rewards.sum(dim=-1)  # score_i = sum_t r_{i,t}
+    check.finite_where(fn, "scores (sum of token_rewards)", scores)
+    groups = group_index(fn, group_ids, scores.shape[0], scores.device)
+    return scores, response_mask, groups
