@@ -28,6 +28,20 @@ This package imports torch; ``import trajlens`` does not.
 from __future__ import annotations
 
 from trajlens.estimators._validate import EstimatorInputError
+from trajlens.estimators.aggregation import AGGREGATION_MODES, AggregationWeights, aggregation_weights
+from trajlens.estimators.channels import ChannelDiagnostics, channel_diagnostics
+from trajlens.estimators.diagnostics import (
+    AdvantageStats,
+    GradClipReport,
+    Outliers,
+    SignStreaks,
+    advantage_outliers,
+    advantage_stats,
+    clip_share,
+    critic_grad_clip,
+    explained_variance,
+    sign_streaks,
+)
 from trajlens.estimators.dynamic import (
     DynamicGDPOResult,
     DynamicWeightConfig,
@@ -42,18 +56,32 @@ from trajlens.estimators.reinforce import ReinforceResult, reinforce
 from trajlens.estimators.whiten import WhitenResult, masked_mean, masked_whiten
 
 __all__ = [
+    "AGGREGATION_MODES",
+    "AdvantageStats",
+    "AggregationWeights",
+    "ChannelDiagnostics",
     "DynamicGDPOResult",
     "DynamicWeightConfig",
     "DynamicWeights",
     "EstimatorInputError",
     "GAEResult",
     "GDPOResult",
+    "GradClipReport",
     "OutcomeResult",
+    "Outliers",
     "ReinforceResult",
+    "SignStreaks",
     "WhitenResult",
+    "advantage_outliers",
+    "advantage_stats",
+    "aggregation_weights",
+    "channel_diagnostics",
+    "clip_share",
+    "critic_grad_clip",
     "discounted_returns",
     "dr_grpo",
     "dynamic_weights",
+    "explained_variance",
     "gae",
     "gdpo_dynamic",
     "gdpo_trl",
@@ -64,5 +92,6 @@ __all__ = [
     "masked_whiten",
     "reinforce",
     "rloo",
+    "sign_streaks",
     "sum_then_normalize",
 ]

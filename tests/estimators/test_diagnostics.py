@@ -1,0 +1,132 @@
+"""Diagnostics: explained variance, batch shape, streaks, outliers, clips, channels."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from trajlens.estimators import (
+    EstimatorInputError,
+    advantage_outliers,
+    advantage_stats,
+    channel_diagnostics,
+    clip_share,
+    critic_grad_clip,
+    explained_variance,
+    sign_streaks,
+)
+
+
+def test_explained_variance_by_hand():
+    returns = torch.tensor([[1.0, 2.0, 3.0, 50.0]])
+    values = torch.tensor([[0.5, 1.0, 1.5, -9.0]])
+    mask = torch.tensor([[True, True, True, False]])
+    # R - V = [0.5, 1, 1.5]: unbiased var 0.25;  var(R) = var([1, 2, 3]) = 1;  1 - 0.25 / (1 + 1e-5)
+    assert explained_variance(returns, values, mask) == pytest.approx(1 - 0.25 / (1 + 1e-5), rel=1e-6)
+    # a perfect critic explains everything
+    assert explained_variance(returns, returns, mask) == pytest.approx(1.0)
+
+
+def test_advantage_stats_by_hand():
+    advantages = torch.tensor([[1.0, -1.0, 2.0, 99.0], [-2.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, True, False], [True, True, False, False]])
+    stats = advantage_stats(advantages, mask)
+    # values 1, -1, 2, -2, 0: mean 0, m2 = 10/5 = 2, m3 = 0, m4 = (1 + 1 + 16 + 16) / 5 = 6.8
+    assert stats.count == 5
+    assert stats.mean == pytest.approx(0.0)
+    assert stats.std == pytest.approx(math.sqrt(10 / 4))
+    assert stats.skew == pytest.approx(0.0)
+    assert stats.kurtosis == pytest.approx(6.8 / 4 - 3)
+    n = 5
+    assert stats.bimodality == pytest.approx(1 / (6.8 / 4 - 3 + 3 * (n - 1) ** 2 / ((n - 2) * (n - 3))))
+    assert stats.positive_share == pytest.approx(2 / 5)
+    assert stats.negative_share == pytest.approx(2 / 5)
+    assert not stats.all_negative and not stats.all_positive
+
+
+def test_an_all_negative_batch():
+    stats = advantage_stats(torch.tensor([[-0.2, -0.3], [-0.1, 5.0]]), torch.tensor([[True, True], [True, False]]))
+    assert stats.all_negative and stats.positive_share == 0.0
+
+
+def test_a_two_point_distribution_reads_bimodal():
+    values = torch.tensor([-1.0] * 50 + [1.0] * 50)
+    assert advantage_stats(values).bimodal
+
+
+def test_sign_streaks():
+    steps = [123, 118, 119, 120, 121, 122]
+    negative = [True, False, True, True, True, False]
+    positive = [False, True, False, False, False, False]
+    streaks = sign_streaks(steps, negative, positive)
+    assert streaks.negative_steps == (119, 120, 121, 123)
+    assert streaks.negative_streaks == ((119, 121), (123, 123))
+    assert streaks.longest_negative == 3
+    assert streaks.positive_streaks == ((118, 118),)
+    assert streaks.longest_positive == 1
+
+
+def test_outliers():
+    values = torch.zeros(100)
+    values[7] = 10.0
+    # mean 0.1, unbiased std sqrt((99 * 0.01 + 9.9^2) / 99) = 1.0; z = 9.9 / 1.0
+    found = advantage_outliers(values, k=3.0)
+    assert found.count == 1
+    assert found.share == pytest.approx(0.01)
+    assert found.max_abs_z == pytest.approx(9.9 / math.sqrt((99 * 0.01 + 9.9**2) / 99))
+    assert bool(found.mask[7]) and found.per_trajectory is None
+
+
+def test_outliers_ignore_masked_tokens_and_count_per_trajectory():
+    advantages = torch.tensor([[0.0] * 10 + [1000.0], [0.0] * 9 + [20.0, 0.0]])
+    mask = torch.ones(2, 11, dtype=torch.bool)
+    mask[0, 10] = False
+    found = advantage_outliers(advantages, mask, k=3.0)
+    assert found.per_trajectory.tolist() == [0, 1]
+
+
+def test_clip_share():
+    advantages = torch.tensor([[-3.0, -2.0, 0.5, 2.5], [9.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, True, True], [False, True, True, True]])
+    # |A| > 2 on model tokens: -3.0 and 2.5 of 7 (2.0 exactly is not changed by the clip)
+    assert clip_share(advantages, 2.0, mask) == pytest.approx(2 / 7)
+
+
+def test_critic_grad_clip():
+    report = critic_grad_clip([7.0, 68.0, 0.5, 31.0, 35.0, 40.0], clip=1.0, alarm_above=30.0)
+    assert_close(report.ratio, torch.tensor([7.0, 68.0, 0.5, 31.0, 35.0, 40.0], dtype=torch.float64))
+    assert_close(report.shrink, torch.tensor([7.0, 68.0, 1.0, 31.0, 35.0, 40.0], dtype=torch.float64))
+    assert report.clipped_share == pytest.approx(5 / 6)
+    assert report.alarm_runs == ((3, 5),)  # three consecutive steps above 30
+    assert critic_grad_clip([9.0, 11.0], clip=10.0).shrink.tolist() == [1.0, 1.1]
+
+
+def test_channel_diagnostics_by_hand():
+    nan = float("nan")
+    # groups: g0 rows 0, 1; g1 rows 2, 3
+    rewards = torch.tensor([[1.0, 0.0, 1.0], [1.0, 1.0, 3.0], [0.0, 1.0, 3.0], [1.0, nan, 3.0]])
+    diagnostics = channel_diagnostics(rewards, ["g0", "g0", "g1", "g1"], names=["format", "correct", "style"])
+    # rel_gain = mean over groups of (max - min): format (0 + 1) / 2, correct (1 + 0) / 2 (g1 has one
+    # value), style (2 + 0) / 2
+    assert_close(diagnostics.rel_gain, torch.tensor([0.5, 0.5, 1.0], dtype=torch.float64))
+    assert_close(diagnostics.mean, torch.tensor([0.75, 2 / 3, 2.5], dtype=torch.float64))
+    assert len(diagnostics.collinear_pairs) == 1
+    # style = 2 * correct + 1 where both are present: collinear
+    assert diagnostics.collinear_pairs[0][:2] == ("correct", "style")
+    assert diagnostics.collinear_pairs[0][2] == pytest.approx(1.0)
+    assert "collinear" in diagnostics.warnings[0]
+    assert int(diagnostics.dominant_counts.sum()) == 4
+
+
+def test_dominant_channel_counts_from_given_advantages():
+    advantages = torch.tensor([[0.1, 2.0], [1.5, -1.0], [0.3, 0.2]])
+    diagnostics = channel_diagnostics(torch.rand(3, 2), [0, 0, 0], channel_advantages=advantages)
+    assert diagnostics.dominant_counts.tolist() == [2, 1]
+
+
+def test_explained_variance_needs_two_tokens():
+    with pytest.raises(EstimatorInputError, match=r"explained_variance: response_mask of shape \(1, 2\) has 1 model tokens"):
+        explained_variance(torch.ones(1, 2), torch.ones(1, 2), torch.tensor([[True, False]]))
