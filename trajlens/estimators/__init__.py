@@ -49,11 +49,13 @@ from trajlens.estimators.dynamic import (
     dynamic_weights,
     gdpo_dynamic,
 )
+from trajlens.estimators.frame import ESTIMATORS, recompute
 from trajlens.estimators.gae import GAEResult, discounted_returns, gae
 from trajlens.estimators.gdpo import GDPOResult, gdpo_trl, gdpo_verl, sum_then_normalize
 from trajlens.estimators.grpo import OutcomeResult, dr_grpo, grpo, grpo_batch_std, rloo
 from trajlens.estimators.reinforce import ReinforceResult, reinforce
 from trajlens.estimators.whiten import WhitenResult, masked_mean, masked_whiten
+
 
 __all__ = [
     "AGGREGATION_MODES",
@@ -63,6 +65,7 @@ __all__ = [
     "DynamicGDPOResult",
     "DynamicWeightConfig",
     "DynamicWeights",
+    "ESTIMATORS",
     "EstimatorInputError",
     "GAEResult",
     "GDPOResult",
@@ -90,6 +93,7 @@ __all__ = [
     "grpo_batch_std",
     "masked_mean",
     "masked_whiten",
+    "recompute",
     "reinforce",
     "rloo",
     "sign_streaks",

@@ -1,0 +1,340 @@
+"""Recompute an estimator's advantages from trajlens tables (Polars frames).
+
+A thin bridge from the ``trajectories`` and ``tokens`` tables (see :mod:`trajlens.schema`) to the
+tensor functions of this package. Statistics follow the trainers' batching: group statistics per
+``(run_id, step, group_id)``, batch statistics (whitening, batch std, GDPO's final
+normalisation) per ``(run_id, step)``. Token arrays are padded into tensors through numpy, with
+no loop over rows; the only Python loop is over steps.
+
+Estimators and the columns they add besides ``advantage`` (one float per trajectory):
+
+``gae`` and ``reinforce``
+    Need ``tokens``. ``advantage`` is the mean over model tokens; also ``advantage_first``,
+    ``advantage_last`` (first and last model token), ``token_advantages`` and ``token_returns``
+    (list<float32>, every position, as the tensor functions return them). ``token_rewards``
+    null in a row means the trajectory's ``reward`` on its last model token (how verl places an
+    outcome reward). Options: ``gamma``, ``lam`` (gae), ``whiten`` (default True for gae, as
+    verl's estimator does, False for reinforce).
+``grpo``, ``dr_grpo``, ``grpo_batch_std``, ``rloo``
+    Score from ``reward`` (``score="reward"``, default) or the sum of ``token_rewards``
+    (``score="token_rewards"``). Options as the tensor functions (``epsilon``, ``singleton``...).
+``gdpo_verl``, ``gdpo_trl``, ``sum_then_normalize``, ``gdpo_dynamic``
+    Channels from ``reward_channels`` (``channels=[names]`` to choose and order them; a missing
+    channel is NaN), ``weights`` as a list or a {name: weight} dict. ``gdpo_verl`` whitens over
+    model tokens, whose counts come from ``tokens`` or else the ``model_tokens`` column.
+    ``gdpo_dynamic`` carries its EMA from step to step (``config=DynamicWeightConfig(...)``)
+    and adds ``channel_weights``.
+
+Every output row keeps ``run_id``, ``step``, ``trajectory_id``, ``group_id``, in the input order,
+with ``estimator`` and ``normalisation``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import torch
+
+from trajlens.estimators import _validate as check
+from trajlens.estimators.dynamic import DynamicWeightConfig, gdpo_dynamic
+from trajlens.estimators.gae import gae
+from trajlens.estimators.gdpo import gdpo_trl, gdpo_verl, sum_then_normalize
+from trajlens.estimators.grpo import dr_grpo, grpo, grpo_batch_std, rloo
+from trajlens.estimators.reinforce import reinforce
+from trajlens.estimators.whiten import masked_whiten
+
+TOKEN_ESTIMATORS: tuple[str, ...] = ("gae", "reinforce")
+OUTCOME_ESTIMATORS: tuple[str, ...] = ("grpo", "dr_grpo", "grpo_batch_std", "rloo")
+CHANNEL_ESTIMATORS: tuple[str, ...] = ("gdpo_verl", "gdpo_trl", "sum_then_normalize", "gdpo_dynamic")
+ESTIMATORS: tuple[str, ...] = TOKEN_ESTIMATORS + OUTCOME_ESTIMATORS + CHANNEL_ESTIMATORS
+
+KEY_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "group_id")
+_ROW = "__row"
+_OUTCOME = {"grpo": grpo, "dr_grpo": dr_grpo, "grpo_batch_std": grpo_batch_std, "rloo": rloo}
+
+
+def recompute(
+    trajectories: pl.DataFrame, tokens: pl.DataFrame | None = None, estimator: str = "grpo", **options: Any
+) -> pl.DataFrame:
+    """Advantages ``estimator`` would have given each trajectory, one row per trajectory.
+
+    Args:
+        trajectories: frame with at least the key columns and ``reward`` / ``reward_channels``
+            (and ``model_tokens`` for ``gdpo_verl`` without ``tokens``).
+        tokens: the ``tokens`` frame, needed by ``gae`` and ``reinforce``.
+        estimator: one of :data:`ESTIMATORS`.
+        **options: passed on; see the module docstring.
+    """
+    fn = "recompute"
+    check.choice(fn, "estimator", estimator, ESTIMATORS)
+    missing = [c for c in KEY_COLUMNS if c not in trajectories.columns]
+    if missing:
+        raise check.EstimatorInputError(f"{fn}: trajectories lacks column(s) {', '.join(missing)}")
+    if trajectories.height == 0:
+        raise check.EstimatorInputError(f"{fn}: empty batch: trajectories has no rows")
+    frame = trajectories.with_row_index(_ROW)
+    if estimator in TOKEN_ESTIMATORS or tokens is not None:
+        frame = _join_tokens(fn, frame, tokens, required=estimator in TOKEN_ESTIMATORS)
+    channel_names: list[str] = []
+    if estimator in CHANNEL_ESTIMATORS:
+        frame, channel_names = _channel_columns(fn, frame, options.pop("channels", None))
+    options = dict(options)
+    state: dict[str, torch.Tensor | None] = {}
+    parts = []
+    for batch in frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True):
+        batch = batch.sort(_ROW)
+        if estimator in TOKEN_ESTIMATORS:
+            parts.append(_token_estimator(fn, batch, estimator, options))
+        elif estimator in OUTCOME_ESTIMATORS:
+            parts.append(_outcome_estimator(fn, batch, estimator, options))
+        else:
+            parts.append(_channel_estimator(fn, batch, estimator, channel_names, options, state))
+    out = pl.concat(parts, how="diagonal_relaxed").sort(_ROW)
+    keys = frame.select(_ROW, *KEY_COLUMNS)
+    return keys.join(out, on=_ROW, how="left").sort(_ROW).drop(_ROW).with_columns(pl.lit(estimator).alias("estimator"))
+
+
+def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, required: bool) -> pl.DataFrame:
+    if tokens is None:
+        raise check.EstimatorInputError(f"{fn}: this estimator needs the tokens frame (response_mask, values, token_rewards)")
+    need = ["run_id", "trajectory_id", "response_mask"]
+    absent = [c for c in need if c not in tokens.columns]
+    if absent:
+        raise check.EstimatorInputError(f"{fn}: tokens lacks column(s) {', '.join(absent)}")
+    keep = [c for c in ("run_id", "trajectory_id", "response_mask", "values", "token_rewards") if c in tokens.columns]
+    joined = frame.join(tokens.select(keep), on=["run_id", "trajectory_id"], how="left")
+    if required:
+        lacking = joined.filter(pl.col("response_mask").is_null())
+        if lacking.height:
+            raise check.EstimatorInputError(
+                f"{fn}: trajectory {lacking['trajectory_id'][0]!r} (run {lacking['run_id'][0]!r}) has no row in tokens"
+            )
+    return joined
+
+
+def _padded(series: pl.Series, dtype: Any, fill: Any, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A list column as a (B, width) array padded with ``fill`` (width L_max by default), and each row's length.
+
+    A null list counts as empty; entries past ``width`` are cut (callers compare the lengths).
+    """
+    array = series.to_arrow()
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    lengths = array.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = array.flatten()
+    if flat.null_count:
+        flat = flat.fill_null(fill)
+    values = flat.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    if width is None:
+        width = max(int(lengths.max()) if lengths.size else 0, 1)
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    position = np.arange(values.shape[0]) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    keep = position < width
+    out = np.full((len(lengths), width), fill, dtype=dtype)
+    out[rows[keep], position[keep]] = values[keep]
+    return out, lengths
+
+
+def _list_column(name: str, padded: np.ndarray, lengths: np.ndarray) -> pl.Series:
+    """Rows of ``padded`` cut to ``lengths``, as a list<float32> column."""
+    keep = np.arange(padded.shape[1])[None, :] < lengths[:, None]
+    flat = pa.array(padded[keep].astype(np.float32))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    return pl.Series(name, pa.ListArray.from_arrays(offsets, flat))
+
+
+def _token_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict[str, Any]) -> pl.DataFrame:
+    ids = batch["trajectory_id"]
+    mask_np, lengths = _padded(batch["response_mask"], np.bool_, False)
+    width = mask_np.shape[1]
+    empty = np.nonzero(~mask_np.any(axis=1))[0]
+    if empty.size:
+        raise check.EstimatorInputError(
+            f"{fn}: trajectory {ids[int(empty[0])]!r} has no model tokens in its response_mask "
+            f"(step {batch['step'][0]}); drop it first"
+        )
+    if "token_rewards" in batch.columns:
+        rewards_np, reward_lengths = _padded(batch["token_rewards"], np.float32, 0.0, width)
+        has_token_rewards = batch["token_rewards"].is_not_null().to_numpy()
+    else:
+        rewards_np, reward_lengths = np.zeros_like(mask_np, dtype=np.float32), lengths
+        has_token_rewards = np.zeros(batch.height, dtype=bool)
+    _same_lengths(fn, ids, "token_rewards", lengths, reward_lengths, has_token_rewards)
+    mask = torch.from_numpy(mask_np)
+    rewards = torch.from_numpy(rewards_np)
+    if not has_token_rewards.all():
+        rewards = _outcome_on_last_token(fn, batch, rewards, mask, torch.from_numpy(~has_token_rewards))
+    if estimator == "gae":
+        if "values" not in batch.columns or batch["values"].null_count():
+            row = batch.filter(pl.col("values").is_null()) if "values" in batch.columns else batch
+            raise check.EstimatorInputError(f"{fn}: gae needs critic values; trajectory {row['trajectory_id'][0]!r} has none")
+        values_np, value_lengths = _padded(batch["values"], np.float32, 0.0, width)
+        _same_lengths(fn, ids, "values", lengths, value_lengths, np.ones(batch.height, dtype=bool))
+        values = torch.from_numpy(values_np)
+        result = gae(rewards, values, mask, gamma=options.get("gamma", 1.0), lam=options.get("lam", 1.0))
+        advantages, returns = result.advantages, result.returns
+        whiten = options.get("whiten", True)
+    else:
+        result = reinforce(rewards, mask, gamma=options.get("gamma", 1.0))
+        advantages, returns = result.advantages, result.returns
+        whiten = options.get("whiten", False)
+    label = "none"
+    if whiten:
+        whitened = masked_whiten(advantages, mask)
+        advantages, label = whitened.advantages, whitened.normalisation
+    masked = torch.where(mask, advantages, 0.0)
+    counts = mask.sum(dim=1)
+    first = mask.int().argmax(dim=1)
+    last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
+    mean = masked.double().sum(dim=1) / counts
+    return pl.DataFrame(
+        {
+            _ROW: batch[_ROW],
+            "advantage": mean.numpy(),
+            "advantage_first": advantages.gather(1, first[:, None]).squeeze(1).double().numpy(),
+            "advantage_last": advantages.gather(1, last[:, None]).squeeze(1).double().numpy(),
+            "normalisation": [label] * batch.height,
+        }
+    ).with_columns(
+        _list_column("token_advantages", advantages.numpy(), lengths),
+        _list_column("token_returns", returns.numpy(), lengths),
+    )
+
+
+def _same_lengths(fn: str, ids: pl.Series, name: str, lengths: np.ndarray, other: np.ndarray, present: np.ndarray) -> None:
+    bad = np.nonzero(present & (other != lengths))[0]
+    if bad.size:
+        i = int(bad[0])
+        raise check.EstimatorInputError(
+            f"{fn}: trajectory {ids[i]!r}: {name} has {int(other[i])} entries but response_mask has {int(lengths[i])}"
+        )
+
+
+def _outcome_on_last_token(
+    fn: str, batch: pl.DataFrame, rewards: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor
+) -> torch.Tensor:
+    """Put the trajectory ``reward`` on the last model token of rows without token rewards."""
+    reward = torch.tensor(batch["reward"].fill_null(float("nan")).to_numpy(), dtype=rewards.dtype)
+    missing = rows & torch.isnan(reward)
+    if bool(missing.any()):
+        i = int(missing.nonzero()[0])
+        raise check.EstimatorInputError(
+            f"{fn}: trajectory {batch['trajectory_id'][i]!r} has neither token_rewards nor a reward"
+        )
+    last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
+    rewards = rewards.clone()
+    target = rows.nonzero().flatten()
+    rewards[target, last[target]] = reward[target]
+    return rewards
+
+
+def _scores(fn: str, batch: pl.DataFrame, source: str) -> torch.Tensor:
+    """(B, 1) scores of an outcome estimator: ``reward``, or the sum of ``token_rewards``."""
+    check.choice(fn, "score", source, ("reward", "token_rewards"))
+    if source == "reward":
+        nulls = batch.filter(pl.col("reward").is_null())
+        if nulls.height:
+            raise check.EstimatorInputError(f"{fn}: trajectory {nulls['trajectory_id'][0]!r} has no reward")
+        return torch.tensor(batch["reward"].to_numpy(), dtype=torch.float32)[:, None]
+    if "token_rewards" not in batch.columns:
+        raise check.EstimatorInputError(f"{fn}: score='token_rewards' needs the tokens frame")
+    rewards_np, _ = _padded(batch["token_rewards"], np.float32, 0.0)
+    return torch.from_numpy(rewards_np)
+
+
+def _outcome_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict[str, Any]) -> pl.DataFrame:
+    opts = dict(options)
+    scores = _scores(fn, batch, opts.pop("score", "reward"))
+    mask = torch.ones_like(scores, dtype=torch.bool)
+    result = _OUTCOME[estimator](scores, mask, batch["group_id"], **opts)
+    return pl.DataFrame(
+        {
+            _ROW: batch[_ROW],
+            "advantage": result.sequence_advantages.double().numpy(),
+            "normalisation": [result.normalisation] * batch.height,
+        }
+    )
+
+
+def _channel_columns(fn: str, frame: pl.DataFrame, channels: list[str] | None) -> tuple[pl.DataFrame, list[str]]:
+    """Pivot ``reward_channels`` to one float column per channel (NaN where missing)."""
+    if "reward_channels" not in frame.columns:
+        raise check.EstimatorInputError(f"{fn}: trajectories lacks column reward_channels")
+    long = (
+        frame.select(_ROW, "reward_channels")
+        .explode("reward_channels")
+        .filter(pl.col("reward_channels").is_not_null())
+        .select(
+            _ROW,
+            pl.col("reward_channels").struct.field("name").alias("name"),
+            pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value"),
+        )
+    )
+    seen = long["name"].unique(maintain_order=True).to_list()
+    names = list(channels) if channels is not None else seen
+    if not names:
+        raise check.EstimatorInputError(f"{fn}: no reward channels found; pass channels=[...] or fill reward_channels")
+    unknown = [n for n in names if n not in seen]
+    if unknown:
+        raise check.EstimatorInputError(f"{fn}: channel(s) {', '.join(unknown)} appear in no trajectory; known: {seen}")
+    wide = long.filter(pl.col("name").is_in(names)).pivot(on="name", index=_ROW, values="value", aggregate_function="first")
+    columns = [f"__channel_{i}" for i in range(len(names))]
+    wide = wide.select(_ROW, *[pl.col(n).alias(c) for n, c in zip(names, columns)])
+    frame = frame.join(wide, on=_ROW, how="left").with_columns(
+        [pl.col(c).fill_null(float("nan")) for c in columns]
+    )
+    return frame, names
+
+
+def _channel_estimator(
+    fn: str,
+    batch: pl.DataFrame,
+    estimator: str,
+    names: list[str],
+    options: dict[str, Any],
+    state: dict[str, torch.Tensor | None],
+) -> pl.DataFrame:
+    columns = [f"__channel_{i}" for i in range(len(names))]
+    channels = torch.tensor(batch.select(columns).to_numpy(), dtype=torch.float32)
+    opts = dict(options)
+    weights = opts.pop("weights", None)
+    if isinstance(weights, dict):
+        weights = [float(weights.get(n, 1.0)) for n in names]
+    groups = batch["group_id"]
+    extra: dict[str, Any] = {}
+    if estimator == "gdpo_verl":
+        result = gdpo_verl(channels, _count_mask(fn, batch), groups, weights=weights, **opts)
+        sequence, label = result.sequence_advantages, result.normalisation
+    elif estimator == "gdpo_trl":
+        result = gdpo_trl(channels, groups, weights=weights, **opts)
+        sequence, label = result.sequence_advantages, result.normalisation
+    elif estimator == "sum_then_normalize":
+        result = sum_then_normalize(channels, groups, weights=weights, **opts)
+        sequence, label = result.sequence_advantages, result.normalisation
+    else:
+        config = opts.pop("config", DynamicWeightConfig())
+        key = str(batch["run_id"][0])
+        mask = _count_mask(fn, batch) if config.batch_normalisation == "token" else None
+        step = gdpo_dynamic(channels, groups, mask, previous_ema=state.get(key), config=config, **opts)
+        state[key] = step.weights.ema_std
+        sequence, label = step.sequence_advantages, step.normalisation
+        extra["channel_weights"] = [step.weights.weights.double().tolist()] * batch.height
+    return pl.DataFrame(
+        {_ROW: batch[_ROW], "advantage": sequence.double().numpy(), "normalisation": [label] * batch.height, **extra}
+    )
+
+
+def _count_mask(fn: str, batch: pl.DataFrame) -> torch.Tensor:
+    """(B, L) response mask with each trajectory's model-token count (only counts matter here)."""
+    if "response_mask" in batch.columns and batch["response_mask"].null_count() == 0:
+        mask_np, _ = _padded(batch["response_mask"], np.bool_, False)
+        return torch.from_numpy(mask_np)
+    if "model_tokens" not in batch.columns or batch["model_tokens"].null_count():
+        raise check.EstimatorInputError(
+            f"{fn}: token-level whitening needs each trajectory's model-token count: pass tokens or fill model_tokens"
+        )
+    counts = torch.tensor(batch["model_tokens"].to_numpy(), dtype=torch.int64)
+    return torch.arange(int(counts.max()))[None, :] < counts[:, None]
