@@ -1,0 +1,259 @@
+"""The vectorised shell classifier: whole columns of commands in, actions and classes out.
+
+Every step is a Polars expression over a column (regex rewrites, splits and explodes, a
+``when/then`` chain built from :data:`~trajlens.classify.rules.SHELL_RULES`); no Python code
+runs per row. The one step that regular expressions without back-references cannot do in a
+single pass, cutting out a heredoc whose terminator repeats its delimiter, is done in two:
+extract the delimiter word of each row, then match with a pattern built per row from it.
+
+:func:`trajlens.classify.reference.classify_command_slow` is the per-row reference this module
+must agree with; both read their patterns from :mod:`trajlens.classify._syntax`.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Callable
+
+import polars as pl
+
+from trajlens.classify import _syntax as sx
+from trajlens.classify.rules import NOT_ACTIONS, PIPE_FILTERS, PRIORITY, SHELL_RULES, WRAPPER_PATTERN, Rule
+
+_EDIT_PRIORITY = PRIORITY["edit"]
+
+
+def _sub(expr: pl.Expr, rewrite: tuple[str, str], *, all_matches: bool = True) -> pl.Expr:
+    pattern, replacement = rewrite
+    return expr.str.replace_all(pattern, replacement) if all_matches else expr.str.replace(pattern, replacement)
+
+
+def _chain(expr: pl.Expr, *rewrites: tuple[str, str]) -> pl.Expr:
+    return reduce(lambda e, r: _sub(e, r), rewrites, expr)
+
+
+def normalise_commands(frame: pl.DataFrame, column: str = "text") -> pl.DataFrame:
+    """Rewrite whole commands: SWE-agent blocks, comments, ``bash -c`` wrappers, heredocs,
+    quotes and separators. Returns ``column`` with chain separators and pipes as markers."""
+    text = pl.col(column).str.replace_all("\r\n", "\n", literal=True).str.strip_chars()
+    text = _sub(text, sx.SWE_AGENT_BLOCK, all_matches=False)
+    text = _chain(text, sx.COMMENT_LINES, sx.CONTINUATIONS)
+    text = _sub(_sub(text, sx.UNWRAP_SINGLE), sx.UNWRAP_DOUBLE)
+    text = _sub(text, sx.HERESTRING)
+    frame = frame.with_columns(text.alias(column))
+    frame = _hide_heredocs(frame, column)
+    text = _chain(pl.col(column), sx.COMMAND_SUBSTITUTION, sx.PLAIN_QUOTED, sx.QUOTED, sx.TRAILING_COMMENT)
+    text = _chain(text, sx.CHAIN_SEPARATORS, sx.PIPES, *sx.REDIRECT_AMPERSANDS, sx.BACKGROUND)
+    return frame.with_columns(text.str.replace_all(sx.AMP, "&", literal=True).alias(column))
+
+
+def _hide_heredocs(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+    """Replace each heredoc (operator and body) by the heredoc marker, up to HEREDOC_PASSES.
+
+    The pattern that finds a heredoc's end depends on its delimiter word, so rows are grouped
+    by delimiter and each group is matched with one pattern; the rare delimiters left over
+    (fewer than ``_COMMON_DELIMITER`` rows each) are matched with a pattern built per row.
+    """
+    frame = frame.with_row_index("__order")
+    has = pl.col(column).str.contains(sx.HEREDOC_DELIMITER)
+    done = [frame.filter(~has)]
+    todo = frame.filter(has)
+    for _ in range(sx.HEREDOC_PASSES):
+        if todo.height == 0:
+            break
+        todo = todo.with_columns(pl.col(column).str.extract(sx.HEREDOC_DELIMITER, 1).alias("__delimiter"))
+        counts = todo.group_by("__delimiter").len()
+        common = counts.filter(pl.col("len") >= _COMMON_DELIMITER)["__delimiter"].to_list()
+        parts = [_cut_heredoc(todo.filter(pl.col("__delimiter") == d), column, d) for d in common]
+        parts.append(_cut_heredoc(todo.filter(~pl.col("__delimiter").is_in(common)), column, None))
+        todo = pl.concat(parts).drop("__delimiter")
+        again = pl.col(column).str.contains(sx.HEREDOC_DELIMITER)
+        done.append(todo.filter(~again))
+        todo = todo.filter(again)
+    return pl.concat([*done, todo]).sort("__order").drop("__order")
+
+
+_COMMON_DELIMITER = 8
+
+
+def _cut_heredoc(rows: pl.DataFrame, column: str, delimiter: str | None) -> pl.DataFrame:
+    """Cut the first heredoc of each row: all rows share ``delimiter``, or (None) each row's
+    ``__delimiter`` column gives its own."""
+    text = pl.col(column)
+    if delimiter is not None:
+        groups = text.str.extract_groups(sx.heredoc_pattern(delimiter))
+        before, line_rest, after = (groups.struct.field(name) for name in ("1", "2", "3"))
+    else:
+        start, middle, end = sx.heredoc_pattern("\x00").split("\x00")
+        word = pl.col("__delimiter")
+        per_row = pl.concat_str([pl.lit(start), word, pl.lit(middle), word, pl.lit(end)])
+        before, line_rest, after = (text.str.extract(per_row, group) for group in (1, 2, 3))
+    terminated = pl.concat_str([before, pl.lit(f" {sx.HEREDOC_MARK} "), line_rest, pl.lit("\n"), after.fill_null("")])
+    unterminated = _sub(text, sx.HEREDOC_UNTERMINATED, all_matches=False)
+    return rows.with_columns(pl.when(before.is_not_null()).then(terminated).otherwise(unterminated).alias(column))
+
+
+def split_actions(frame: pl.DataFrame, column: str = "text") -> pl.DataFrame:
+    """One row per pipeline stage: ``segment`` and ``stage`` number each within its command,
+    ``__action`` numbers the rows in command order."""
+    segments = pl.col(column).str.split(sx.SEGMENT)
+    frame = frame.with_columns(segments.alias("__segments"), pl.int_ranges(0, segments.list.len()).alias("segment"))
+    frame = frame.drop(column).explode(["__segments", "segment"])
+    stages = pl.col("__segments").str.split(sx.PIPE)
+    frame = frame.with_columns(stages.alias("__stages"), pl.int_ranges(0, stages.list.len()).alias("stage"))
+    frame = frame.drop("__segments").explode(["__stages", "stage"]).rename({"__stages": "action"})
+    return frame.with_row_index("__action")
+
+
+def _where(
+    frame: pl.DataFrame, mask: pl.Expr, transform: Callable[[pl.DataFrame], pl.DataFrame], **defaults: pl.Expr
+) -> pl.DataFrame:
+    """Apply ``transform`` only to the rows where ``mask`` holds; the others get ``defaults``.
+
+    Row order is not kept (callers sort by ``__action`` at the end). Expensive rewrites that
+    only a few rows need (wrappers, redirections) run on those rows alone.
+    """
+    selected = frame.filter(mask)
+    rest = frame.filter(~mask)
+    if defaults:
+        rest = rest.with_columns(**defaults)
+    return pl.concat([transform(selected), rest], how="vertical")
+
+
+_WRAPPED = "|".join(
+    f"(?:{p})" for p in (sx.GENERIC_BIN[0], sx.VENV_BIN[0], WRAPPER_PATTERN, sx.XARGS, sx.COVERAGE_RUN[0])
+)
+
+
+def normalise_actions(frame: pl.DataFrame) -> pl.DataFrame:
+    """Normalise each stage's text (see the module docstring of :mod:`trajlens.classify.rules`).
+
+    Adds ``writes`` (file targets of output redirections), ``via_xargs`` and ``head``.
+    """
+    action = _chain(pl.col("action").str.strip_chars(), sx.LEADING_SYNTAX, sx.TRAILING_SYNTAX)
+    frame = frame.with_columns(action.alias("action"))
+    frame = _where(
+        frame, pl.col("action").str.contains("[<>]"), _redirections, writes=pl.lit([], dtype=pl.List(pl.String))
+    )
+    frame = _where(frame, pl.col("action").str.contains(_WRAPPED), _unwrap, via_xargs=pl.lit(False))
+    action = _chain(pl.col("action"), sx.INTERPRETER, sx.PYTEST_ALIAS, sx.WHITESPACE).str.strip_chars()
+    return frame.with_columns(action.alias("action")).with_columns(
+        pl.col("action").str.extract(r"^(\S+)", 1).alias("head")
+    )
+
+
+def _redirections(frame: pl.DataFrame) -> pl.DataFrame:
+    """Record the files output redirections write, then remove every redirection."""
+    action = _chain(pl.col("action"), sx.FD_DUPLICATION, sx.DEVICE_REDIRECT)
+    frame = frame.with_columns(action.alias("action"))
+    writes = pl.col("action").str.extract_all(sx.FILE_REDIRECT).list.eval(_sub(pl.element(), sx.FILE_REDIRECT_TARGET))
+    action = _sub(pl.col("action").str.replace_all(sx.FILE_REDIRECT, ""), sx.INPUT_REDIRECT).str.strip_chars()
+    return frame.with_columns(writes.alias("writes"), action.alias("action"))
+
+
+def _strip_wrappers(action: pl.Expr) -> pl.Expr:
+    for _ in range(sx.WRAPPER_PASSES):
+        action = _chain(action, sx.GENERIC_BIN, sx.VENV_BIN).str.replace(WRAPPER_PATTERN, "")
+    return action
+
+
+def _unwrap(frame: pl.DataFrame) -> pl.DataFrame:
+    """Drop wrappers and assignments in front of the command, and an ``xargs`` prefix."""
+    frame = frame.with_columns(_strip_wrappers(pl.col("action")).alias("action"))
+    frame = frame.with_columns(
+        pl.col("action").str.contains(sx.XARGS).alias("via_xargs"),
+        pl.col("action").str.replace(sx.XARGS, "").alias("action"),
+    )
+    return frame.with_columns(_sub(_strip_wrappers(pl.col("action")), sx.COVERAGE_RUN).alias("action"))
+
+
+def first_rule(rules: tuple[Rule, ...] = SHELL_RULES) -> pl.Expr:
+    """Index of the first rule whose pattern matches the action; null where none does.
+
+    All patterns are searched at once (each a column of booleans), then the smallest matching
+    index is taken across them: the same answer as trying the rules in order.
+    """
+    stripped: dict[str, pl.Expr] = {}
+    hits = []
+    for index, rule in enumerate(rules):
+        text = pl.col("action")
+        if rule.strip is not None:
+            text = stripped.setdefault(rule.strip, pl.col("action").str.replace_all(rule.strip, " "))
+        hits.append(pl.when(text.str.contains(rule.pattern)).then(pl.lit(index, dtype=pl.Int16)))
+    return pl.min_horizontal(hits)
+
+
+def classify_actions(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES) -> pl.DataFrame:
+    """Give each stage its class (``klass``) and the class its command alone has
+    (``rule_class``, before a redirection makes it an edit); null for stages that are not
+    actions, which are dropped."""
+    head = pl.col("head")
+    writes_file = pl.col("writes").list.len() > 0
+    not_action = (
+        head.is_null()
+        | head.is_in(sorted(NOT_ACTIONS))
+        | pl.col("action").str.contains(sx.ASSIGNMENT_ONLY)
+        | ((pl.col("stage") > 0) & ~pl.col("via_xargs") & head.is_in(sorted(PIPE_FILTERS)) & ~writes_file)
+    )
+    frame = frame.filter(~not_action)
+    classes = {index: rule.klass for index, rule in enumerate(rules)}
+    rule_class = first_rule(rules).replace_strict(classes, default="other", return_dtype=pl.String)
+    frame = frame.with_columns(rule_class.alias("rule_class"))
+    priority = pl.col("rule_class").replace_strict(PRIORITY, return_dtype=pl.Int8)
+    # An action that writes a file through a redirection is at least an edit.
+    klass = pl.when(writes_file & (priority > _EDIT_PRIORITY)).then(pl.lit("edit")).otherwise(pl.col("rule_class"))
+    return frame.with_columns(klass.alias("klass"))
+
+
+def action_paths(frame: pl.DataFrame) -> pl.DataFrame:
+    """The file paths each action names (its positional words that look like paths), plus the
+    files its redirections write."""
+    # Words are paths only for actions whose own command takes files (not for `git diff > f`,
+    # whose class comes from the redirection) and never for SWE-agent's text-taking commands.
+    takes_files = pl.col("rule_class").is_in(list(sx.PATH_CLASSES)) & ~pl.col("action").str.contains(sx.NO_PATH_HEADS)
+    return _where(
+        frame,
+        takes_files | (pl.col("writes").list.len() > 0),
+        lambda rows: rows.with_columns(_paths(takes_files).alias("paths")),
+        paths=pl.lit([], dtype=pl.List(pl.String)),
+    )
+
+
+def _paths(takes_files: pl.Expr) -> pl.Expr:
+    words = _sub(_sub(pl.col("action"), sx.PATH_HEAD, all_matches=False), sx.PATTERN_OPTION_VALUES)
+    words = (
+        pl.when(pl.col("action").str.contains(sx.PATTERN_FIRST_HEADS))
+        .then(_sub(words, sx.FIRST_POSITIONAL, all_matches=False))
+        .when(pl.col("head") == "find")
+        .then(_sub(words, sx.FIND_EXPRESSION, all_matches=False))
+        .otherwise(words)
+    )
+    words = _chain(words, sx.OPTIONS, sx.NODE_ID, sx.MARKS)
+    candidates = pl.when(takes_files).then(words.str.extract_all(r"\S+")).otherwise(pl.lit([], dtype=pl.List(pl.String)))
+    return pl.concat_list([candidates, pl.col("writes")]).list.eval(
+        pl.element()
+        .filter(pl.element().str.contains(sx.PATH_LIKE) & ~pl.element().str.contains(sx.NOT_A_PATH))
+        .str.replace(*sx.LEADING_DOT_SLASH)
+    )
+
+
+def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_id") -> pl.DataFrame:
+    """Classify a frame of shell commands (``key``, ``column``).
+
+    Returns one row per input row with ``action_classes`` (list, in command order), ``priority``
+    (of the primary class; null when the command has no action) and ``paths``.
+    """
+    frame = normalise_commands(texts.select(key, column), column)
+    frame = split_actions(frame, column)
+    frame = normalise_actions(frame)
+    frame = classify_actions(frame)
+    frame = action_paths(frame).sort("__action")
+    grouped = frame.group_by(key, maintain_order=True).agg(
+        pl.col("klass").alias("action_classes"),
+        pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8).min().alias("priority"),
+        pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True).alias("paths"),
+    )
+    return texts.select(key).join(grouped, on=key, how="left", maintain_order="left").with_columns(
+        pl.col("action_classes").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        pl.col("paths").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+    )

@@ -1,0 +1,144 @@
+"""Shell-syntax patterns shared by the vectorised classifier and its per-row reference.
+
+Each constant is one rewrite of the command text, applied in the order the engines list them.
+They use only the subset of regular-expression syntax that Rust's ``regex`` (Polars) and
+Python's ``re`` read the same way: no look-around, no back-references. Replacement strings are
+given once in ``${1}`` form; :func:`python_replacement` turns them into ``\\g<1>`` for ``re``.
+
+Control characters mark what the rewrites found: ``SEGMENT`` between the actions of a chain,
+``PIPE`` between the stages of a pipeline, ``AMP`` for an ``&`` that belongs to a redirection.
+"""
+
+from __future__ import annotations
+
+import re
+
+SEGMENT = "\x00"
+PIPE = "\x01"
+AMP = "\x02"
+
+QUOTED_MARK = "__Q__"
+SUBST_MARK = "__S__"
+HEREDOC_MARK = "__HEREDOC__"
+HERESTRING_MARK = "__HERESTRING__"
+MARKS_PATTERN = r"__(?:Q|S|HEREDOC|HERESTRING)__"
+
+# -- whole-command rewrites, in order ----------------------------------------------------------
+
+SWE_AGENT_BLOCK = (r"(?s)^((?:edit|insert|append)\b[^\n]*)\n.*$", "${1}")
+"""SWE-agent's multi-line ``edit 10:12 ... end_of_edit`` is one action: keep its first line."""
+
+COMMENT_LINES = (r"(?m)^[ \t]*#[^\n]*", "")
+"""Whole-line shell comments (agents narrate in them, with unbalanced apostrophes)."""
+
+CONTINUATIONS = (r"\\\n", " ")
+
+UNWRAP_SINGLE = (r"(^|\s)(?:\S*/)?(?:ba|z)?sh(?:\s+-[a-zA-Z]+)*?\s+-[a-zA-Z]*c\s+'([^']*)'", "${1}${2}")
+"""``bash -lc 'cmd'`` -> ``cmd``."""
+
+UNWRAP_DOUBLE = (r"(^|\s)(?:\S*/)?(?:ba|z)?sh(?:\s+-[a-zA-Z]+)*?\s+-[a-zA-Z]*c\s+\"((?:[^\"\\]|\\.)*)\"", "${1}${2}")
+"""``bash -c "cmd"`` -> ``cmd`` (escaped quotes inside stay escaped and later hide as quotes)."""
+
+HERESTRING = (r"<<<", f" {HERESTRING_MARK} ")
+
+HEREDOC_DELIMITER = r"(?:^|\s)<<-?[ \t]*['\"]?([A-Za-z_]\w*)"
+"""Finds the delimiter word of the first heredoc (``<<'EOF'``, ``<<-END``, ``<< PY``)."""
+
+
+def heredoc_pattern(delimiter: str) -> str:
+    """The pattern that splits a command around its heredoc whose delimiter is ``delimiter``.
+
+    Groups: 1 the text before ``<<``, 2 the rest of the ``<<`` line (``> f.py``, ``| python``),
+    3 the text after the terminating line (absent when the heredoc ends the command).
+    """
+    return (
+        r"(?s)^(.*?\s|)<<-?[ \t]*['\"]?" + delimiter + r"['\"]?([^\n]*)\n(?:.*?\n)?[ \t]*"
+        + delimiter + r"[ \t]*(?:\n(.*))?$"
+    )
+
+
+HEREDOC_UNTERMINATED = (r"(?s)(^|\s)<<-?[ \t]*['\"]?[A-Za-z_]\w*['\"]?([^\n]*).*$", f"${{1}} {HEREDOC_MARK} ${{2}}")
+"""A heredoc whose terminator is missing (a truncated log): its body runs to the end."""
+
+HEREDOC_PASSES = 3
+"""Heredocs hidden per command; a fourth in one command is left as text."""
+
+COMMAND_SUBSTITUTION = (r"\$\([^()]*\)|`[^`]*`", SUBST_MARK)
+
+PLAIN_QUOTED = (r"'([\w./+:@,=~*%{}\[\]-]*)'|\"([\w./+:@,=~*%{}\[\]-]*)\"", "${1}${2}")
+"""A quoted single plain word is unquoted (``"tests/x.py"`` -> ``tests/x.py``)."""
+
+QUOTED = (r"\\.|'[^']*'|\"(?:[^\"\\]|\\.)*\"", QUOTED_MARK)
+"""Every other quoted string (and backslash escape) hides behind ``__Q__``."""
+
+TRAILING_COMMENT = (r"(^|\s)#[^\n]*", "${1}")
+
+CHAIN_SEPARATORS = (r"&&|\|\||;;|;|\n", SEGMENT)
+PIPES = (r"\|&?", PIPE)
+REDIRECT_AMPERSANDS = ((r"&>", AMP + ">"), (r">&", ">" + AMP))
+BACKGROUND = (r"&", SEGMENT)
+
+# -- per-action rewrites, in order -------------------------------------------------------------
+
+LEADING_SYNTAX = (r"^(?:\(\s*|\{\s+|!\s+|(?:then|do|else|elif|if|while|until)\s+)+", "")
+TRAILING_SYNTAX = (r"(?:\s*\)|\s+\})+$", "")
+
+FD_DUPLICATION = (r"\d*[<>]&\d*-?", "")
+DEVICE_REDIRECT = (r"(?:\d|&)?>>?\|?\s*/dev/(?:null|stdout|stderr|tty)\b", "")
+FILE_REDIRECT = r"(?:\d|&)?>>?\|?\s*[^\s<>|&;]+"
+"""An output redirection into a file; after the two rewrites above, every ``>`` left is one."""
+FILE_REDIRECT_TARGET = (r"^(?:\d|&)?>>?\|?\s*", "")
+INPUT_REDIRECT = (r"\d*<\s*[^\s<>]+", "")
+
+GENERIC_BIN = (r"^(?:/usr)?(?:/local)?/s?bin/", "")
+VENV_BIN = (
+    r"^\S*/bin/((?:python|pypy)[\d.]*|ipython3?|pip[\d.]*|pytest|py\.test|tox|nox|coverage)(\s|$)",
+    "${1}${2}",
+)
+XARGS = r"^xargs(?:\s+-[IdLnPsE]\s*\S+|\s+-\S+)*\s+"
+INTERPRETER = (
+    r"^(?:(?:python|pypy)[\d.]*|ipython3?)(?:\s+(?:-[WX]\s*\S+|-[bBdEiIOqsSuvR]+))*(\s|$)",
+    "python${1}",
+)
+COVERAGE_RUN = (r"^coverage\s+run(?:\s+--[\w-]+(?:=\S+)?)*\s+", "python ")
+PYTEST_ALIAS = (r"^py\.test(\s|$)", "pytest${1}")
+WHITESPACE = (r"\s+", " ")
+WRAPPER_PASSES = 3
+
+ASSIGNMENT_ONLY = r"^[A-Za-z_]\w*=\S*$"
+
+# -- paths -------------------------------------------------------------------------------------
+
+PATH_HEAD = (r"^(?:python -m \S+|python -c|git \S+|str_replace_editor \S+|\S+)", "")
+PATTERN_FIRST_HEADS = r"^(?:grep|egrep|fgrep|rg|ag|ack|sed|awk|gawk|jq|perl)(?:\s|$)"
+"""Commands whose first positional word is a pattern or script, not a file."""
+PATTERN_OPTION_VALUES = (r"\s-[ABCm]\s+\d+|\s-[nc]\s+[+-]?\d+|\s-[Fv]\s+\S+", "")
+FIRST_POSITIONAL = (r"^((?:\s+-\S+)*)\s+[^\s-]\S*", "${1}")
+FIND_EXPRESSION = (r"\s[-(!].*$", "")
+"""``find DIR -name x ...``: only the starting points before the expression are paths."""
+NO_PATH_HEADS = r"^(?:edit|insert|append|goto|scroll_up|scroll_down|submit)(?:\s|$)"
+"""SWE-agent commands whose words are text or line numbers, never paths."""
+OPTIONS = (r"(^|\s)-\S*", "${1}")
+NODE_ID = (r"::\S*", "")
+MARKS = (MARKS_PATTERN, "")
+PATH_LIKE = r"^[\w.~/][\w.~/+@%,=-]*$"
+NOT_A_PATH = r"^(?:\.{1,2}/?|/|[\d.,:]+[a-z]?|[\w-]+)$"
+"""Dot directories, numbers and ranges, and bare words (no ``/`` or ``.``) are not paths."""
+LEADING_DOT_SLASH = (r"^(?:\./)+", "")
+
+PATH_CLASSES: tuple[str, ...] = ("edit", "view", "search", "run_script", "test_suite", "test_targeted")
+"""Actions whose arguments are read as paths (an ``other`` action's words are not)."""
+
+EDITOR_ACTION_TEXT = r"^\s*\S+\s+(\w+)(?:\s+(\S+))?"
+"""``str_replace_editor <sub-command> <path> ...``, as SWE-agent logs an editor call."""
+
+SWE_AGENT_FILE_OPENERS: frozenset[str] = frozenset({"open", "create"})
+SWE_AGENT_CURRENT_FILE_USERS: frozenset[str] = frozenset(
+    {"edit", "insert", "append", "goto", "scroll_up", "scroll_down"}
+)
+"""SWE-agent commands that act on the file last opened when they name none."""
+
+
+def python_replacement(replacement: str) -> str:
+    """``${1}`` -> ``\\g<1>``: the same replacement for ``re.sub``."""
+    return re.sub(r"\$\{(\d+)\}", r"\\g<\1>", replacement)

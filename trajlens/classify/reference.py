@@ -1,0 +1,194 @@
+"""A per-row reference classifier, slow and easy to follow.
+
+:func:`classify_command_slow` classifies one call with plain Python ``re`` and loops, one
+rewrite after another, in the order :mod:`trajlens.classify._engine` applies them to whole
+columns. It exists to check the vectorised classifier (tests and ``benchmarks/bench_classify.py``
+assert identical labels) and to time it against; never call it on a whole table.
+
+Where it departs from a real shell parser (both classifiers share these departures): quotes
+are matched left to right without tracking nesting inside ``$(...)``; a heredoc is recognised
+only when ``<<`` starts a word and its delimiter starts with a letter; at most three heredocs
+per command are cut out; ``if``/``for``/``while`` bodies are read as plain segments.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from trajlens.classify import _syntax as sx
+from trajlens.classify.rules import (
+    EDITOR_SUBCOMMANDS,
+    EDITOR_TOOLS,
+    INLINE_CODE_TOOLS,
+    NOT_ACTIONS,
+    PIPE_FILTERS,
+    PRIORITY,
+    SHELL_ARGUMENT_KEYS,
+    SHELL_RULES,
+    TOOL_CLASSES,
+    WRAPPER_PATTERN,
+)
+
+
+@lru_cache(maxsize=None)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _sub(text: str, rewrite: tuple[str, str], count: int = 0) -> str:
+    pattern, replacement = rewrite
+    return _compiled(pattern).sub(sx.python_replacement(replacement), text, count=count)
+
+
+def _json_string(arguments: str | None, key: str) -> str | None:
+    try:
+        value = json.loads(arguments) if arguments else None
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(value, dict) or value.get(key) is None:
+        return None
+    found = value[key]
+    return found if isinstance(found, str) else json.dumps(found, separators=(",", ":"))
+
+
+def classify_command_slow(tool_name: str | None, arguments: str | None, command: str | None) -> str:
+    """The primary behaviour class of one tool call (format errors are the caller's concern)."""
+    tool = (tool_name or "").lower()
+    if tool in TOOL_CLASSES:
+        return TOOL_CLASSES[tool]
+    text = command
+    if tool in EDITOR_TOOLS:
+        subcommand = _json_string(arguments, "command")
+        if subcommand is None and text is not None:
+            found = re.search(sx.EDITOR_ACTION_TEXT, text)
+            subcommand = found.group(1) if found else None
+        if subcommand is not None:
+            return EDITOR_SUBCOMMANDS.get(subcommand, "other")
+    elif text is None:
+        for key in SHELL_ARGUMENT_KEYS:
+            text = _json_string(arguments, key)
+            if text is not None:
+                break
+    if text is not None:
+        classes = shell_action_classes(text)
+        return min(classes, key=PRIORITY.__getitem__) if classes else "other"
+    if tool in INLINE_CODE_TOOLS:
+        return "quick_check"
+    return "other"
+
+
+def shell_action_classes(command: str) -> list[str]:
+    """The class of each action of a shell command, in order."""
+    return [klass for klass in (classify_action(stage, index) for stage, index in split_actions(command)) if klass]
+
+
+def normalise_command(command: str) -> str:
+    """Whole-command rewrites: blocks, comments, wrappers, heredocs, quotes, separators."""
+    text = command.replace("\r\n", "\n").strip()
+    text = _sub(text, sx.SWE_AGENT_BLOCK, count=1)
+    text = _sub(_sub(text, sx.COMMENT_LINES), sx.CONTINUATIONS)
+    text = _sub(_sub(text, sx.UNWRAP_SINGLE), sx.UNWRAP_DOUBLE)
+    text = _sub(text, sx.HERESTRING)
+    for _ in range(sx.HEREDOC_PASSES):
+        found = _compiled(sx.HEREDOC_DELIMITER).search(text)
+        if found is None:
+            break
+        whole = _compiled(sx.heredoc_pattern(found.group(1))).search(text)
+        if whole is None:
+            text = _sub(text, sx.HEREDOC_UNTERMINATED, count=1)
+        else:
+            text = f"{whole.group(1)} {sx.HEREDOC_MARK} {whole.group(2)}\n{whole.group(3) or ''}"
+    for rewrite in (sx.COMMAND_SUBSTITUTION, sx.PLAIN_QUOTED, sx.QUOTED, sx.TRAILING_COMMENT):
+        text = _sub(text, rewrite)
+    for rewrite in (sx.CHAIN_SEPARATORS, sx.PIPES, *sx.REDIRECT_AMPERSANDS, sx.BACKGROUND):
+        text = _sub(text, rewrite)
+    return text.replace(sx.AMP, "&")
+
+
+def split_actions(command: str) -> list[tuple[str, int]]:
+    """(stage text, stage number within its pipeline) for every stage of every segment."""
+    stages = []
+    for segment in normalise_command(command).split(sx.SEGMENT):
+        stages.extend((stage, index) for index, stage in enumerate(segment.split(sx.PIPE)))
+    return stages
+
+
+def normalise_action(stage: str) -> tuple[str, list[str], bool]:
+    """(normalised text, redirection targets, run through xargs) of one stage."""
+    action = _sub(_sub(stage.strip(), sx.LEADING_SYNTAX), sx.TRAILING_SYNTAX)
+    action = _sub(_sub(action, sx.FD_DUPLICATION), sx.DEVICE_REDIRECT)
+    writes = [_sub(target, sx.FILE_REDIRECT_TARGET) for target in _compiled(sx.FILE_REDIRECT).findall(action)]
+    action = _compiled(sx.FILE_REDIRECT).sub("", action)
+    action = _sub(action, sx.INPUT_REDIRECT).strip()
+    for _ in range(sx.WRAPPER_PASSES):
+        action = _sub(_sub(action, sx.GENERIC_BIN), sx.VENV_BIN)
+        action = _compiled(WRAPPER_PATTERN).sub("", action, count=1)
+    via_xargs = _compiled(sx.XARGS).search(action) is not None
+    action = _compiled(sx.XARGS).sub("", action, count=1)
+    for _ in range(sx.WRAPPER_PASSES):
+        action = _sub(_sub(action, sx.GENERIC_BIN), sx.VENV_BIN)
+        action = _compiled(WRAPPER_PATTERN).sub("", action, count=1)
+    for rewrite in (sx.COVERAGE_RUN, sx.INTERPRETER, sx.PYTEST_ALIAS, sx.WHITESPACE):
+        action = _sub(action, rewrite)
+    return action.strip(), writes, via_xargs
+
+
+def classify_action(stage: str, index: int) -> str | None:
+    """The class of one pipeline stage; None when it is not an action."""
+    return explain_action(stage, index).klass
+
+
+@dataclass(frozen=True)
+class ActionExplanation:
+    """Why one pipeline stage got its class."""
+
+    stage: str
+    """The stage as split from the command (after quotes and heredocs were hidden)."""
+    normalised: str
+    """The text the rules were matched against."""
+    klass: str | None
+    """Its class; None when the stage is not an action."""
+    reason: str
+    """The rule that matched, or why the stage is not an action."""
+
+
+def explain_action(stage: str, index: int) -> ActionExplanation:
+    """Classify one pipeline stage and say which rule decided."""
+    action, writes, via_xargs = normalise_action(stage)
+    head = action.split(" ", 1)[0] if action else None
+    if not head or head in NOT_ACTIONS or _compiled(sx.ASSIGNMENT_ONLY).search(action):
+        return ActionExplanation(stage, action, None, "not an action (shell state or syntax)")
+    if index > 0 and not via_xargs and head in PIPE_FILTERS and not writes:
+        return ActionExplanation(stage, action, None, "not an action (filters piped input)")
+    klass, reason = "other", "no rule matched"
+    for rule in SHELL_RULES:
+        text = _compiled(rule.strip).sub(" ", action) if rule.strip else action
+        if _compiled(rule.pattern).search(text):
+            klass, reason = rule.klass, f"rule {rule.name}"
+            break
+    if writes and PRIORITY[klass] > PRIORITY["edit"]:
+        klass, reason = "edit", f"{reason}; output redirected into {', '.join(writes)}"
+    return ActionExplanation(stage, action, klass, reason)
+
+
+def explain_command(command: str) -> list[ActionExplanation]:
+    """Every stage of a shell command with its class and the rule behind it::
+
+        >>> [(e.normalised, e.klass) for e in explain_command("cd /x && pytest -k foo | tail")]
+        [('cd /x', None), ('pytest -k foo', 'test_targeted'), ('tail', None)]
+    """
+    return [explain_action(stage, index) for stage, index in split_actions(command)]
+
+
+def classify_rows_slow(rows: Any) -> list[str | None]:
+    """Primary classes of an iterable of dicts with tool_name, arguments, command and
+    (optionally) format_error: the reference for :func:`trajlens.classify.classify_calls`."""
+    return [
+        None if row.get("format_error") else classify_command_slow(row["tool_name"], row["arguments"], row["command"])
+        for row in rows
+    ]
+
