@@ -297,8 +297,8 @@ SHELL_RULES: tuple[Rule, ...] = (
          doc="python -m pkg.tests.test_x"),
     # -- inline interpreter code
     Rule("python-inline", "quick_check", r"^python\s+-c(?:\s|$)", doc='python -c "..."'),
-    Rule("python-stdin", "quick_check", r"^python(?:\s+-)?(?:\s+__HERE(?:DOC|STRING)__(?:\s|$)|$)",
-         doc="python3 - <<'EOF', python3 <<EOF, ... | python"),
+    Rule("python-stdin", "quick_check", r"^python(?:$|\s+-(?:\s|$)|\s+__HERE(?:DOC|STRING)__(?:\s|$))",
+         doc="python3 - <<'EOF', python3 <<EOF, python - arg <<EOF, ... | python"),
     Rule("perl-in-place", "edit", r"^perl\s(?:.*\s)?-[a-zA-Z]*i", doc="perl -pi -e 's/a/b/' f"),
     Rule("other-inline", "quick_check", r"^(?:node|ruby|perl|php)(?:\s+-\S+)*\s+-[a-zA-Z]*[eEr](?:\s|$)",
          doc="node -e, ruby -e, perl -lpe"),
