@@ -1,0 +1,181 @@
+"""Per-trajectory behaviour measures: :func:`trajectory_measures`.
+
+Every measure is computed over *behaviour calls*: tool calls with a class, that is, all calls
+except those the harness rejected as malformed (``format_error``), which were never executed.
+Shares are of behaviour calls; ordinals ("the next three calls", "the first verification")
+count behaviour calls in ``call_index`` order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from trajlens.classify.calls import as_frame, classify_calls
+from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
+
+KEYS: tuple[str, ...] = ("run_id", "trajectory_id")
+READBACK_WINDOW = 3
+"""An edit is read back when one of the next this-many behaviour calls views the same file."""
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One column of the :func:`trajectory_measures` table."""
+
+    name: str
+    doc: str
+
+
+MEASURES: tuple[Measure, ...] = (
+    Measure("run_id", "Run of the trajectory."),
+    Measure("step", "Training step of the trajectory."),
+    Measure("trajectory_id", "Trajectory id."),
+    Measure("n_calls", "Behaviour calls: tool calls that were executed (format errors excluded)."),
+    Measure("n_format_errors", "Calls the harness rejected as malformed; in no count or share."),
+    *(Measure(f"count_{c}", f"Behaviour calls whose primary class is {c}.") for c in BEHAVIOUR_CLASSES),
+    *(Measure(f"share_{c}", f"count_{c} / n_calls (null without calls).") for c in BEHAVIOUR_CLASSES),
+    Measure("think_share", "Share of behaviour calls that are think calls (the r6 collapse signal)."),
+    Measure("think_longest_run", "Longest run of consecutive think calls with no environment action between."),
+    Measure("think_runs", "Number of runs of two or more consecutive think calls."),
+    Measure("n_verification", "Calls whose primary class is a verification class (suite, targeted, quick check, script)."),
+    Measure("suite_share", "test_suite calls / n_verification (null without verification)."),
+    Measure("targeted_share", "test_targeted calls / n_verification."),
+    Measure("quick_check_share", "quick_check calls / n_verification."),
+    Measure("run_script_share", "run_script calls / n_verification."),
+    Measure("ran_suite", "Whether any action of the trajectory ran the whole test suite."),
+    Measure("n_edits", "Calls with at least one edit action (is_edit)."),
+    Measure("edits_per_turn", "n_edits / num_turns (null when num_turns is 0)."),
+    Measure("edits_per_1k_tokens", "n_edits per 1,000 model tokens (null when model_tokens is unknown or 0)."),
+    Measure("readback_share", "Share of edit calls followed, within the next 3 behaviour calls, by a call that "
+                              "views a file of the same name (null without edits)."),
+    Measure("num_turns", "Assistant turns (from the trajectories table)."),
+    Measure("model_tokens", "Tokens the model generated (from the trajectories table)."),
+    Measure("reasoning_tokens", "Reasoning tokens, where logged (from the trajectories table)."),
+    Measure("first_verification_call", "call_index of the first verification call (null if none)."),
+    Measure("first_verification_position", "Ordinal of the first verification call / n_calls: 0 at the start, "
+                                           "near 1 at the end (null if none)."),
+)
+"""The columns of :func:`trajectory_measures`, in order, with what each means."""
+
+
+def trajectory_measures(classified_calls: Any, trajectories: Any = None) -> pl.DataFrame:
+    """One row of behaviour measures per trajectory (:data:`MEASURES`).
+
+    ``classified_calls`` is the output of :func:`classify_calls` (a raw ``tool_calls`` table is
+    classified first). ``trajectories`` (the ``trajectories`` table) supplies every trajectory,
+    including those without calls, and the turn and token counts; without it the trajectories
+    are those that have calls and turns and tokens are null.
+    """
+    calls = as_frame(classified_calls, "classified_calls")
+    if "primary_class" not in calls.columns:
+        calls = classify_calls(calls)
+    base = _trajectory_base(calls, trajectories)
+    behaviour = calls.filter(pl.col("primary_class").is_not_null()).sort([*KEYS, "call_index"])
+    behaviour = behaviour.with_columns(pl.int_range(pl.len()).over(list(KEYS)).alias("ordinal"))
+    counts = _class_counts(calls, behaviour)
+    table = (
+        base.join(counts, on=list(KEYS), how="left")
+        .join(_think_runs(behaviour), on=list(KEYS), how="left")
+        .join(_readback(behaviour), on=list(KEYS), how="left")
+        .join(_first_verification(behaviour), on=list(KEYS), how="left")
+    )
+    zero_filled = ["n_calls", "n_format_errors", "n_verification", "n_edits", "think_longest_run", "think_runs",
+                   *(f"count_{c}" for c in BEHAVIOUR_CLASSES)]
+    table = table.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in zero_filled])
+    table = table.with_columns(pl.col("ran_suite").fill_null(False))
+    n_calls = pl.col("n_calls")
+    n_verification = pl.col("n_verification")
+    table = table.with_columns(
+        *[_ratio(pl.col(f"count_{c}"), n_calls).alias(f"share_{c}") for c in BEHAVIOUR_CLASSES],
+        _ratio(pl.col("count_think"), n_calls).alias("think_share"),
+        _ratio(pl.col("count_test_suite"), n_verification).alias("suite_share"),
+        _ratio(pl.col("count_test_targeted"), n_verification).alias("targeted_share"),
+        _ratio(pl.col("count_quick_check"), n_verification).alias("quick_check_share"),
+        _ratio(pl.col("count_run_script"), n_verification).alias("run_script_share"),
+        _ratio(pl.col("n_edits"), pl.col("num_turns")).alias("edits_per_turn"),
+        (_ratio(pl.col("n_edits"), pl.col("model_tokens")) * 1000).alias("edits_per_1k_tokens"),
+        _ratio(pl.col("n_readback").fill_null(0), pl.col("n_edits")).alias("readback_share"),
+        _ratio(pl.col("first_verification_ordinal"), n_calls).alias("first_verification_position"),
+    )
+    return table.select([m.name for m in MEASURES]).sort([*KEYS])
+
+
+def _ratio(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:
+    return pl.when(denominator > 0).then(numerator.cast(pl.Float64) / denominator).otherwise(None)
+
+
+def _trajectory_base(calls: pl.DataFrame, trajectories: Any) -> pl.DataFrame:
+    if trajectories is None:
+        return calls.group_by(list(KEYS)).agg(pl.col("step").first()).with_columns(
+            pl.lit(None, dtype=pl.Int64).alias("num_turns"),
+            pl.lit(None, dtype=pl.Int64).alias("model_tokens"),
+            pl.lit(None, dtype=pl.Int64).alias("reasoning_tokens"),
+        )
+    frame = as_frame(trajectories, "trajectories")
+    return frame.select(
+        *KEYS,
+        "step",
+        pl.col("num_turns").cast(pl.Int64),
+        pl.col("model_tokens").cast(pl.Int64),
+        pl.col("reasoning_tokens").cast(pl.Int64),
+    )
+
+
+def _class_counts(calls: pl.DataFrame, behaviour: pl.DataFrame) -> pl.DataFrame:
+    primary = pl.col("primary_class")
+    counts = behaviour.group_by(list(KEYS)).agg(
+        pl.len().alias("n_calls"),
+        *[(primary == c).sum().alias(f"count_{c}") for c in BEHAVIOUR_CLASSES],
+        primary.is_in(list(VERIFICATION_CLASSES)).sum().alias("n_verification"),
+        pl.col("action_classes").list.contains("test_suite").any().alias("ran_suite"),
+        pl.col("is_edit").sum().alias("n_edits"),
+    )
+    rejected = calls.group_by(list(KEYS)).agg(pl.col("primary_class").is_null().sum().alias("n_format_errors"))
+    return rejected.join(counts, on=list(KEYS), how="left")
+
+
+def _think_runs(behaviour: pl.DataFrame) -> pl.DataFrame:
+    """Longest run of consecutive think calls, and how many runs have two or more."""
+    is_think = pl.col("primary_class") == "think"
+    runs = behaviour.with_columns(
+        is_think.alias("is_think"),
+        (is_think != is_think.shift(1).over(list(KEYS))).fill_null(True).cum_sum().over(list(KEYS)).alias("run"),
+    )
+    lengths = runs.filter(pl.col("is_think")).group_by([*KEYS, "run"]).len()
+    return lengths.group_by(list(KEYS)).agg(
+        pl.col("len").max().alias("think_longest_run"),
+        (pl.col("len") >= 2).sum().alias("think_runs"),
+    )
+
+
+def _path_key(paths: pl.Expr) -> pl.Expr:
+    """Files are matched by name: an edit of ``/testbed/pkg/a.py`` is read back by ``cat a.py``."""
+    return paths.str.replace(r"^.*/", "")
+
+
+def _readback(behaviour: pl.DataFrame) -> pl.DataFrame:
+    """Edit calls followed within READBACK_WINDOW calls by a view of a file of the same name."""
+    def exploded(rows: pl.DataFrame) -> pl.DataFrame:
+        return (
+            rows.select(*KEYS, "ordinal", "paths").explode("paths")
+            .filter(pl.col("paths").is_not_null())
+            .select(*KEYS, "ordinal", _path_key(pl.col("paths")).alias("file"))
+            .unique()
+        )
+
+    edits = exploded(behaviour.filter(pl.col("is_edit")))
+    views = exploded(behaviour.filter(pl.col("action_classes").list.contains("view"))).rename({"ordinal": "view_ordinal"})
+    gap = pl.col("view_ordinal") - pl.col("ordinal")
+    read = edits.join(views, on=[*KEYS, "file"]).filter((gap >= 1) & (gap <= READBACK_WINDOW))
+    return read.select(*KEYS, "ordinal").unique().group_by(list(KEYS)).len(name="n_readback")
+
+
+def _first_verification(behaviour: pl.DataFrame) -> pl.DataFrame:
+    first = behaviour.filter(pl.col("primary_class").is_in(list(VERIFICATION_CLASSES)))
+    return first.group_by(list(KEYS)).agg(
+        pl.col("call_index").first().cast(pl.Int64).alias("first_verification_call"),
+        pl.col("ordinal").first().alias("first_verification_ordinal"),
+    )
