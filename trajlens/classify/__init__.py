@@ -1,0 +1,46 @@
+"""Behaviour classes of tool calls, and the measures built on them.
+
+Tool calls become behaviour (:func:`classify_calls`), trajectories become numbers
+(:func:`trajectory_measures`), and training stages become a sampled report with intervals
+beside the full population (:func:`stage_report`)::
+
+    from trajlens.classify import classify_calls, trajectory_measures, stage_report
+    calls = classify_calls(store.tool_calls)
+    measures = trajectory_measures(calls, store.trajectories)
+    report = stage_report(store, run_id="sao-r6", n=80)
+    print(report.to_markdown())
+
+The taxonomy and its rules are data in :mod:`trajlens.classify.rules` (versioned by
+:data:`RULES_VERSION`); :func:`classify_command_slow` is the per-row reference the vectorised
+classifier is checked against.
+"""
+
+from __future__ import annotations
+
+from trajlens.classify.calls import classify_calls
+from trajlens.classify.measures import trajectory_measures
+from trajlens.classify.reference import classify_command_slow
+from trajlens.classify.rules import (
+    BEHAVIOUR_CLASSES,
+    RULES_VERSION,
+    SHELL_RULES,
+    TEST_RUNNER_CLASSES,
+    VERIFICATION_CLASSES,
+    Rule,
+)
+from trajlens.classify.stages import StageReport, assign_stages, stage_report
+
+__all__ = [
+    "RULES_VERSION",
+    "BEHAVIOUR_CLASSES",
+    "VERIFICATION_CLASSES",
+    "TEST_RUNNER_CLASSES",
+    "SHELL_RULES",
+    "Rule",
+    "classify_calls",
+    "classify_command_slow",
+    "trajectory_measures",
+    "assign_stages",
+    "stage_report",
+    "StageReport",
+]

@@ -1,0 +1,81 @@
+"""Markdown rendering of a :class:`~trajlens.classify.stages.StageReport`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+if TYPE_CHECKING:
+    from trajlens.classify.stages import StageReport
+
+
+def _number(value: float | None, kind: str) -> str:
+    if value is None:
+        return "–"
+    if kind == "mean":
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return f"{100 * value:.1f}%"
+
+
+def _cell(row: dict, kind: str) -> str:
+    value = _number(row["value"], kind)
+    low, high = _number(row["ci_low"], kind), _number(row["ci_high"], kind)
+    population = _number(row["population_value"], kind)
+    flag = "" if row["population_in_ci"] in (True, None) else " ⚠"
+    return f"{value} [{low}, {high}] · pop {population}{flag}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def render(report: "StageReport") -> str:
+    """Stages, then one rates table per run (metrics down, stages across), then changes."""
+    lines = [
+        "# Stage report",
+        "",
+        f"{report.n} trajectories sampled per stage (seed {report.seed}, without replacement; all of a stage "
+        f"when it has fewer), classification rules v{report.rules_version}. Each cell is the sample value with "
+        "its 95% interval, then the value on the whole stage (pop); ⚠ marks a population value outside the "
+        "sample's interval.",
+        "",
+        "## Stages",
+        "",
+    ]
+    stage_rows = [
+        [r["run_id"], r["stage"], f"{r['first_step']}–{r['last_step']}", str(r["n_population"]), str(r["n_sampled"])]
+        for r in report.stages.iter_rows(named=True)
+    ]
+    lines += _table(["run", "stage", "steps", "trajectories", "sampled"], stage_rows)
+    for (run_id,), rates in report.rates.group_by("run_id", maintain_order=True):
+        stages = rates.select("stage", "stage_index").unique().sort("stage_index")["stage"].to_list()
+        lines += ["", f"## Rates: {run_id}", ""]
+        rows = []
+        for (metric,), part in rates.group_by("metric", maintain_order=True):
+            by_stage = {r["stage"]: r for r in part.iter_rows(named=True)}
+            kind = part["kind"][0]
+            rows.append([f"`{metric}`", *(_cell(by_stage[s], kind) if s in by_stage else "–" for s in stages)])
+        lines += _table(["metric", *stages], rows)
+    changes = report.changes.filter(pl.col("comparison") == "first_to_last")
+    if changes.height:
+        lines += [
+            "",
+            "## First stage to last",
+            "",
+            "Two-proportion z test on the samples (p-values not adjusted for the number of metrics); "
+            "Cohen's h: 0.2 small, 0.5 medium, 0.8 large.",
+            "",
+        ]
+        rows = [
+            [r["run_id"], f"`{r['metric']}`", f"{r['from_stage']} → {r['to_stage']}",
+             f"{100 * r['difference']:+.1f} pts" if r["difference"] is not None else "–",
+             "–" if r["z"] is None else f"{r['z']:.2f}", "–" if r["p_value"] is None else f"{r['p_value']:.3g}",
+             "–" if r["cohens_h"] is None else f"{r['cohens_h']:+.2f}",
+             f"{100 * r['population_difference']:+.1f} pts" if r["population_difference"] is not None else "–"]
+            for r in changes.iter_rows(named=True)
+        ]
+        lines += _table(["run", "metric", "stages", "change (sample)", "z", "p", "h", "change (population)"], rows)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,384 @@
+"""Training stages and the stage-sampled behaviour report: :func:`assign_stages`, :func:`stage_report`.
+
+The report answers "did behaviour change between early and late training, and would a sample
+of N trajectories per stage have shown it?". For each stage it draws ``n`` trajectories
+(seeded, without replacement, all of them when the stage has fewer), computes each metric on
+the sample with a 95% interval, and puts the same metric on the whole stage beside it.
+
+Metrics (``metric`` column; ``kind`` says which formula applies):
+
+``uses:<class>`` (trajectory_rate)
+    Share of trajectories with at least one call of that primary class. Wilson interval.
+``ran_suite`` (trajectory_rate)
+    Share of trajectories that ran the whole test suite at least once. Wilson interval.
+``share:<class>``, ``verification:<class>`` (call_share)
+    Calls of a class over all behaviour calls (``share:think`` is the think share of all tool
+    calls), or over verification calls (the verification mix), pooled over the trajectories.
+    Wilson interval on the design-effect sample size (see :mod:`trajlens.classify._stats`).
+``mean:<measure>`` (mean)
+    Mean of a per-trajectory measure (turns, tokens, edits per turn, read-back share, think
+    runs, position of the first verification). Normal interval.
+
+Changes between consecutive stages, and from the first stage to the last, are tested for the
+proportion metrics with a two-proportion z test (unadjusted for the number of metrics) and
+sized with Cohen's h.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import polars as pl
+
+from trajlens.classify import _stats
+from trajlens.classify.calls import as_frame, classify_calls
+from trajlens.classify.measures import trajectory_measures
+from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
+from trajlens.errors import ConfigError
+
+StageSpec = Any
+"""``"quartiles"``, ``"early_late"``, or a sequence of ``(name, first_step, last_step)``."""
+
+NAMED_STAGINGS: dict[str, tuple[str, ...]] = {
+    "quartiles": ("Q1", "Q2", "Q3", "Q4"),
+    "early_late": ("early", "late"),
+}
+"""Stagings by name: the distinct steps of each run, in order, cut into equal-sized parts."""
+
+MEAN_MEASURES: tuple[str, ...] = (
+    "n_calls",
+    "num_turns",
+    "model_tokens",
+    "think_longest_run",
+    "think_runs",
+    "edits_per_turn",
+    "edits_per_1k_tokens",
+    "readback_share",
+    "first_verification_position",
+)
+"""Per-trajectory measures reported as stage means."""
+
+PROPORTION_KINDS: tuple[str, ...] = ("trajectory_rate", "call_share")
+
+
+def assign_stages(trajectories: Any, stages: StageSpec = "quartiles") -> pl.DataFrame:
+    """The trajectories table with ``stage`` (name) and ``stage_index`` (order) added.
+
+    ``"quartiles"`` cuts each run's distinct steps, in order, into four equal-sized groups
+    (Q1..Q4; fewer when a run has fewer than four steps); ``"early_late"`` into two.
+    Explicit ranges ``[(name, first_step, last_step), ...]`` are inclusive at both ends and
+    must not overlap; trajectories outside every range get a null stage.
+    """
+    frame = as_frame(trajectories, "trajectories")
+    if isinstance(stages, str):
+        if stages not in NAMED_STAGINGS:
+            raise ConfigError([f"stages: expected one of {', '.join(NAMED_STAGINGS)} or a list of "
+                               f"(name, first_step, last_step), found {stages!r}"])
+        names = NAMED_STAGINGS[stages]
+        steps = frame.select("run_id", "step").unique().with_columns(
+            pl.col("step").rank("dense").over("run_id").sub(1).alias("__rank"),
+            pl.col("step").n_unique().over("run_id").alias("__count"),
+        )
+        index = (pl.col("__rank") * len(names) // pl.col("__count")).cast(pl.Int32)
+        steps = steps.select("run_id", "step", index.alias("stage_index"))
+        frame = frame.join(steps, on=["run_id", "step"], how="left", maintain_order="left")
+        return frame.with_columns(
+            pl.col("stage_index").replace_strict(dict(enumerate(names)), return_dtype=pl.String).alias("stage")
+        )
+    ranges = _check_ranges(stages)
+    stage = pl.lit(None, dtype=pl.String)
+    index = pl.lit(None, dtype=pl.Int32)
+    for position, (name, low, high) in reversed(list(enumerate(ranges))):
+        inside = pl.col("step").is_between(low, high)
+        stage = pl.when(inside).then(pl.lit(name)).otherwise(stage)
+        index = pl.when(inside).then(pl.lit(position, dtype=pl.Int32)).otherwise(index)
+    return frame.with_columns(stage.alias("stage"), index.alias("stage_index"))
+
+
+def _check_ranges(stages: Any) -> list[tuple[str, int, int]]:
+    problems: list[str] = []
+    ranges: list[tuple[str, int, int]] = []
+    try:
+        items = list(stages)
+    except TypeError:
+        raise ConfigError([f"stages: expected a name or a list of (name, first_step, last_step), found {stages!r}"]) from None
+    for item in items:
+        try:
+            name, low, high = item
+            ranges.append((str(name), int(low), int(high)))
+        except (TypeError, ValueError):
+            problems.append(f"stages: {item!r} is not (name, first_step, last_step)")
+    names = [r[0] for r in ranges]
+    problems += [f"stages: {name!r} is named twice" for name in sorted({n for n in names if names.count(n) > 1})]
+    problems += [f"stages: {name!r} ends (step {high}) before it starts (step {low})" for name, low, high in ranges if high < low]
+    ordered = sorted(ranges, key=lambda r: r[1])
+    problems += [
+        f"stages: {a[0]!r} (steps {a[1]}-{a[2]}) overlaps {b[0]!r} (steps {b[1]}-{b[2]})"
+        for a, b in zip(ordered, ordered[1:])
+        if b[1] <= a[2]
+    ]
+    if not ranges and not problems:
+        problems.append("stages: no stage given")
+    if problems:
+        raise ConfigError(problems)
+    return ranges
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """A stage-sampled behaviour report; every table is a Polars DataFrame."""
+
+    rates: pl.DataFrame
+    """One row per run, stage and metric: the sample value with its 95% interval, and the
+    same metric on the whole stage (``population_value``) beside it."""
+    changes: pl.DataFrame
+    """Proportion metrics compared between consecutive stages and first to last stage:
+    difference, two-proportion z, p-value, Cohen's h, and the population difference."""
+    stages: pl.DataFrame
+    """The stages: step range, trajectories in the population and in the sample."""
+    sample: pl.DataFrame
+    """The sampled trajectories (run_id, stage, trajectory_id)."""
+    n: int
+    """Trajectories drawn per stage."""
+    seed: int
+    """Seed of the draw."""
+    rules_version: str = RULES_VERSION
+    """Version of the classification rules behind the numbers."""
+    measures: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
+    """Per-trajectory measures of the whole population, with stage and ``sampled`` columns."""
+
+    def to_markdown(self) -> str:
+        """The report as Markdown: stages, rates (sample beside population) and changes."""
+        from trajlens.classify._markdown import render
+
+        return render(self)
+
+
+def stage_report(
+    store_or_frames: Any,
+    run_id: str | None = None,
+    n: int = 80,
+    seed: int = 0,
+    stages: StageSpec = "quartiles",
+    split: str | None = "train",
+) -> StageReport:
+    """Sample ``n`` trajectories per training stage and report behaviour rates with intervals.
+
+    ``store_or_frames`` is a store (anything with ``trajectories`` and ``tool_calls`` tables,
+    such as ``trajlens.open(DIR)``) or a pair ``(trajectories, tool_calls)`` of Polars or
+    Arrow tables. ``run_id`` restricts the report to one run (each run is staged and sampled
+    on its own either way); ``split`` keeps only trajectories of that split (None: all).
+    """
+    problems = []
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        problems.append(f"n: expected a positive number of trajectories per stage, found {n!r}")
+    if not isinstance(seed, (int, np.integer)):
+        problems.append(f"seed: expected an integer, found {seed!r}")
+    if problems:
+        raise ConfigError(problems)
+    trajectories, tool_calls = _frames(store_or_frames, run_id, split)
+    calls = classify_calls(tool_calls)
+    measures = trajectory_measures(calls, trajectories)
+    staged = assign_stages(trajectories.select("run_id", "trajectory_id", "step"), stages)
+    measures = measures.join(staged.select("run_id", "trajectory_id", "stage", "stage_index"),
+                             on=["run_id", "trajectory_id"]).filter(pl.col("stage").is_not_null())
+    measures = _draw(measures, int(n), int(seed))
+    population = _metrics(measures)
+    drawn = _metrics(measures.filter(pl.col("sampled")))
+    rates = _rates(drawn, population)
+    return StageReport(
+        rates=rates,
+        changes=_changes(rates),
+        stages=_stage_table(measures),
+        sample=measures.filter(pl.col("sampled")).select("run_id", "stage", "trajectory_id").sort(
+            "run_id", "stage", "trajectory_id"),
+        n=int(n),
+        seed=int(seed),
+        measures=measures,
+    )
+
+
+def _frames(source: Any, run_id: str | None, split: str | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    if hasattr(source, "trajectories") and hasattr(source, "tool_calls"):
+        trajectories, tool_calls = source.trajectories, source.tool_calls
+    elif isinstance(source, Sequence) and not isinstance(source, str) and len(source) == 2:
+        trajectories, tool_calls = source
+    else:
+        raise TypeError(
+            "stage_report: expected a store (with .trajectories and .tool_calls) or a pair "
+            f"(trajectories, tool_calls), got {type(source).__name__}"
+        )
+    trajectories = _lazy(trajectories)
+    tool_calls = _lazy(tool_calls)
+    if run_id is not None:
+        trajectories = trajectories.filter(pl.col("run_id") == run_id)
+        tool_calls = tool_calls.filter(pl.col("run_id") == run_id)
+    if split is not None:
+        trajectories = trajectories.filter(pl.col("split") == split)
+    trajectory_frame = trajectories.collect()
+    call_frame = tool_calls.join(trajectories.select("run_id", "trajectory_id"), on=["run_id", "trajectory_id"],
+                                 how="semi").collect()
+    if trajectory_frame.height == 0:
+        wanted = " and ".join(x for x in (run_id and f"run {run_id!r}", split and f"split {split!r}") if x)
+        raise ConfigError([f"stage_report: no trajectories{' for ' + wanted if wanted else ''}"])
+    return trajectory_frame, call_frame
+
+
+def _lazy(table: Any) -> pl.LazyFrame:
+    return table if isinstance(table, pl.LazyFrame) else as_frame(table, "table").lazy()
+
+
+def _draw(measures: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
+    """Mark ``n`` trajectories per (run, stage) as sampled.
+
+    Each trajectory gets a uniform key from a generator seeded with ``seed``, in (run_id,
+    trajectory_id) order; the ``n`` smallest keys of a stage are its sample. The draw is
+    reproducible and without replacement, and does not depend on the input's row order.
+    """
+    measures = measures.sort("run_id", "trajectory_id")
+    keys = np.random.default_rng(seed).random(measures.height)
+    measures = measures.with_columns(pl.Series("__key", keys))
+    rank = pl.col("__key").rank("ordinal").over("run_id", "stage")
+    return measures.with_columns((rank <= n).alias("sampled")).drop("__key")
+
+
+_GROUP = ("run_id", "stage", "stage_index")
+
+
+def _metrics(measures: pl.DataFrame) -> pl.DataFrame:
+    """Long table (run_id, stage, stage_index, metric, kind, value, low, high, interval,
+    n_trajectories, n_units, n_effective) of every metric over the given trajectories."""
+    return pl.concat([_trajectory_rates(measures), _call_shares(measures), _means(measures)], how="diagonal_relaxed")
+
+
+def _trajectory_rates(measures: pl.DataFrame) -> pl.DataFrame:
+    indicators = [(pl.col(f"count_{c}") > 0).alias(f"uses:{c}") for c in BEHAVIOUR_CLASSES]
+    indicators.append(pl.col("ran_suite").alias("ran_suite"))
+    long = measures.select(*_GROUP, *indicators).unpivot(index=list(_GROUP), variable_name="metric", value_name="hit")
+    table = long.group_by(*_GROUP, "metric").agg(pl.col("hit").sum().alias("x"), pl.len().alias("n"))
+    low, high = _stats.wilson(pl.col("x"), pl.col("n"))
+    return table.select(
+        *_GROUP, "metric", pl.lit("trajectory_rate").alias("kind"),
+        (pl.col("x") / pl.col("n")).alias("value"), low.alias("low"), high.alias("high"),
+        pl.lit("wilson").alias("interval"), pl.col("n").alias("n_trajectories"), pl.col("n").alias("n_units"),
+        pl.col("n").cast(pl.Float64).alias("n_effective"),
+    )
+
+
+def _call_shares(measures: pl.DataFrame) -> pl.DataFrame:
+    parts = [
+        measures.select(*_GROUP, pl.lit(f"share:{c}").alias("metric"), pl.col(f"count_{c}").alias("x_i"),
+                        pl.col("n_calls").alias("n_i"))
+        for c in BEHAVIOUR_CLASSES
+    ] + [
+        measures.select(*_GROUP, pl.lit(f"verification:{c}").alias("metric"), pl.col(f"count_{c}").alias("x_i"),
+                        pl.col("n_verification").alias("n_i"))
+        for c in VERIFICATION_CLASSES
+    ]
+    long = pl.concat(parts)
+    groups = [*_GROUP, "metric"]
+    totals = long.group_by(groups).agg(
+        pl.col("x_i").sum().alias("x"), pl.col("n_i").sum().alias("n"), pl.len().alias("m")
+    )
+    p = pl.col("x") / pl.col("n")
+    long = long.join(totals.select(*groups, p.alias("p")), on=groups)
+    residual = long.group_by(groups).agg(((pl.col("x_i") - pl.col("p") * pl.col("n_i")) ** 2).sum().alias("ss"))
+    table = totals.join(residual, on=groups).with_columns(p.alias("value"))
+    variance = pl.col("m") / (pl.col("m") - 1) * pl.col("ss") / (pl.col("n").cast(pl.Float64) ** 2)
+    n_effective = (
+        pl.when(pl.col("m") < 2).then(pl.col("m").cast(pl.Float64))
+        .when(variance > 0).then(pl.min_horizontal(pl.col("value") * (1 - pl.col("value")) / variance, pl.col("n")))
+        .otherwise(pl.col("n").cast(pl.Float64))
+    )
+    table = table.with_columns(n_effective.alias("n_effective"))
+    low, high = _stats.wilson(pl.col("value") * pl.col("n_effective"), pl.col("n_effective"))
+    return table.select(
+        *_GROUP, "metric", pl.lit("call_share").alias("kind"),
+        pl.when(pl.col("n") > 0).then(pl.col("value")).alias("value"), low.alias("low"), high.alias("high"),
+        pl.lit("wilson, design effect").alias("interval"), pl.col("m").alias("n_trajectories"),
+        pl.col("n").alias("n_units"), "n_effective",
+    )
+
+
+def _means(measures: pl.DataFrame) -> pl.DataFrame:
+    long = measures.select(*_GROUP, *[pl.col(m).cast(pl.Float64) for m in MEAN_MEASURES]).unpivot(
+        index=list(_GROUP), variable_name="measure", value_name="v"
+    )
+    table = long.group_by(*_GROUP, "measure").agg(
+        pl.col("v").mean().alias("value"), pl.col("v").std().alias("sd"), pl.col("v").count().alias("n_units"),
+        pl.len().alias("n_trajectories"),
+    )
+    low, high = _stats.normal_mean_interval(pl.col("value"), pl.col("sd"), pl.col("n_units"))
+    return table.select(
+        *_GROUP, pl.concat_str(pl.lit("mean:"), "measure").alias("metric"), pl.lit("mean").alias("kind"),
+        "value", low.alias("low"), high.alias("high"), pl.lit("normal").alias("interval"),
+        "n_trajectories", "n_units", pl.col("n_units").cast(pl.Float64).alias("n_effective"),
+    )
+
+
+def _rates(drawn: pl.DataFrame, population: pl.DataFrame) -> pl.DataFrame:
+    keys = [*_GROUP, "metric", "kind"]
+    whole = population.select(*keys, pl.col("value").alias("population_value"),
+                              pl.col("n_trajectories").alias("n_population"))
+    table = whole.join(drawn, on=keys, how="left").with_columns(pl.col("n_trajectories").fill_null(0).alias("n_sampled"))
+    # A tolerance for rounding: Wilson's upper bound at p = 1 computes to 1 - 1e-16.
+    inside = (pl.col("population_value") >= pl.col("low") - 1e-9) & (pl.col("population_value") <= pl.col("high") + 1e-9)
+    order = {name: i for i, name in enumerate(_metric_order())}
+    return table.select(
+        "run_id", "stage", "stage_index", "metric", "kind",
+        pl.col("value"), pl.col("low").alias("ci_low"), pl.col("high").alias("ci_high"), "interval",
+        "population_value", inside.alias("population_in_ci"),
+        "n_sampled", "n_population", "n_units", "n_effective",
+    ).sort("run_id", pl.col("metric").replace_strict(order, default=len(order)), "stage_index")
+
+
+def _metric_order() -> list[str]:
+    return [
+        *(f"uses:{c}" for c in BEHAVIOUR_CLASSES), "ran_suite",
+        *(f"share:{c}" for c in BEHAVIOUR_CLASSES), *(f"verification:{c}" for c in VERIFICATION_CLASSES),
+        *(f"mean:{m}" for m in MEAN_MEASURES),
+    ]
+
+
+def _changes(rates: pl.DataFrame) -> pl.DataFrame:
+    """Proportion metrics between consecutive stages and from the first stage to the last."""
+    proportions = rates.filter(pl.col("kind").is_in(list(PROPORTION_KINDS)))
+    # Stages are compared by position among the stages present, so an empty stage is skipped.
+    present = proportions.select("run_id", "stage_index").unique().with_columns(
+        pl.col("stage_index").rank("dense").over("run_id").alias("position"),
+        pl.col("stage_index").n_unique().over("run_id").alias("count"),
+    )
+    pairs = present.join(present.select("run_id", "stage_index", "position"), on="run_id", suffix="_to").filter(
+        pl.col("position_to") > pl.col("position")
+    )
+    pairs = pairs.with_columns(
+        pl.when(pl.col("position_to") == pl.col("position") + 1).then(pl.lit("consecutive"))
+        .when((pl.col("position") == 1) & (pl.col("position_to") == pl.col("count")))
+        .then(pl.lit("first_to_last"))
+        .alias("comparison")
+    ).filter(pl.col("comparison").is_not_null())
+    columns = ["run_id", "stage_index", "stage", "metric", "kind", "value", "n_effective", "population_value"]
+    left = proportions.select(columns)
+    right = proportions.select(columns).rename({c: f"{c}_to" for c in columns if c not in ("run_id", "metric", "kind")})
+    table = pairs.select("run_id", "stage_index", "stage_index_to", "comparison").join(
+        left, on=["run_id", "stage_index"]).join(right, on=["run_id", "stage_index_to", "metric", "kind"])
+    p1, p2 = pl.col("value"), pl.col("value_to")
+    z = _stats.two_proportion_z(p1, pl.col("n_effective"), p2, pl.col("n_effective_to"))
+    table = table.with_columns(z.alias("z"))
+    return table.select(
+        "run_id", "metric", "kind", "comparison",
+        pl.col("stage").alias("from_stage"), pl.col("stage_to").alias("to_stage"),
+        p1.alias("value_from"), p2.alias("value_to"), (p2 - p1).alias("difference"),
+        "z", _stats.two_sided_p(pl.col("z")).alias("p_value"), _stats.cohens_h(p1, p2).alias("cohens_h"),
+        pl.col("n_effective").alias("n_from"), pl.col("n_effective_to").alias("n_to"),
+        (pl.col("population_value_to") - pl.col("population_value")).alias("population_difference"),
+    ).sort("run_id", "metric", "comparison", "from_stage")
+
+
+def _stage_table(measures: pl.DataFrame) -> pl.DataFrame:
+    return measures.group_by(*_GROUP).agg(
+        pl.col("step").min().alias("first_step"), pl.col("step").max().alias("last_step"),
+        pl.len().alias("n_population"), pl.col("sampled").sum().alias("n_sampled"),
+    ).sort("run_id", "stage_index")
