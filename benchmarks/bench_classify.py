@@ -1,0 +1,81 @@
+"""Benchmark: the vectorised tool-call classifier against the per-row reference.
+
+    python benchmarks/bench_classify.py [--calls 1000000] [--reference-calls 20000] [--check-all]
+
+Generates ``--calls`` realistic tool calls (chains, pipes, heredocs, test runners, editor and
+think tools; almost every command text distinct), classifies all of them with
+:func:`trajlens.classify.classify_calls`, and times the per-row Python reference
+(:func:`trajlens.classify.classify_command_slow`) on the first ``--reference-calls`` of them
+in the same run; the reference costs the same per call at any size, so its rate is measured
+on that subsample (``--check-all`` runs it on every call, taking minutes). Labels must be
+identical on every call the reference saw. Exits non-zero when they differ or when the
+vectorised classifier is less than 10x faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import polars as pl
+
+from trajlens.classify import classify_calls
+from trajlens.classify._synthetic import synthetic_tool_calls
+from trajlens.classify.reference import classify_rows_slow
+
+TARGET_SPEEDUP = 10.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1_000_000, help="generated tool calls to classify")
+    parser.add_argument("--reference-calls", type=int, default=20_000,
+                        help="calls the per-row reference classifies (a prefix of the generated calls)")
+    parser.add_argument("--check-all", action="store_true", help="run the reference on every call")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated calls")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    calls = synthetic_tool_calls(args.calls, seed=args.seed)
+    generated = time.perf_counter() - started
+    distinct = calls["command"].drop_nulls().n_unique()
+    with_command = calls["command"].is_not_null().sum()
+    print(f"generated {calls.height:,} tool calls in {generated:.1f} s "
+          f"({with_command:,} shell commands, {distinct / max(with_command, 1):.0%} of them distinct)")
+    print(f"polars {pl.__version__}, {pl.thread_pool_size()} threads")
+
+    classify_calls(calls.head(1000))  # compile the patterns once, as any session would
+    started = time.perf_counter()
+    labels = classify_calls(calls)["primary_class"]
+    fast_seconds = time.perf_counter() - started
+    fast_rate = calls.height / fast_seconds
+
+    reference_rows = calls if args.check_all else calls.head(args.reference_calls)
+    started = time.perf_counter()
+    reference = classify_rows_slow(reference_rows.iter_rows(named=True))
+    slow_seconds = time.perf_counter() - started
+    slow_rate = reference_rows.height / slow_seconds
+
+    compared = labels.head(reference_rows.height).to_list()
+    mismatches = [i for i, (a, b) in enumerate(zip(compared, reference)) if a != b]
+    speedup = fast_rate / slow_rate
+    scope = "all calls" if args.check_all else f"a {reference_rows.height:,}-call subsample"
+    print(f"vectorised: {calls.height:,} calls in {fast_seconds:.2f} s = {fast_rate:,.0f} calls/s")
+    print(f"reference (per-row Python regex, timed on {scope}): {reference_rows.height:,} calls in "
+          f"{slow_seconds:.2f} s = {slow_rate:,.0f} calls/s")
+    print(f"speed-up: {speedup:.1f}x (target {TARGET_SPEEDUP:.0f}x)")
+    print(f"labels identical on {len(compared) - len(mismatches):,} of {len(compared):,} calls")
+    counts = labels.value_counts(sort=True)
+    print("labels: " + ", ".join(f"{row['primary_class']} {row['count']:,}" for row in counts.iter_rows(named=True)))
+    for index in mismatches[:10]:
+        row = reference_rows.row(index, named=True)
+        print(f"  differs at row {index}: vectorised {compared[index]}, reference {reference[index]}: "
+              f"{row['tool_name']} {row['command']!r:.120}")
+    if mismatches:
+        return 1
+    return 0 if speedup >= TARGET_SPEEDUP else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
