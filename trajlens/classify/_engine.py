@@ -148,7 +148,8 @@ def _redirections(frame: pl.DataFrame) -> pl.DataFrame:
     frame = frame.with_columns(action.alias("action"))
     writes = pl.col("action").str.extract_all(sx.FILE_REDIRECT).list.eval(_sub(pl.element(), sx.FILE_REDIRECT_TARGET))
     action = _sub(pl.col("action").str.replace_all(sx.FILE_REDIRECT, ""), sx.INPUT_REDIRECT).str.strip_chars()
-    return frame.with_columns(writes.alias("writes"), action.alias("action"))
+    # `(cd x && pytest a.py) 2>&1`: the subshell's `)` is last only once the redirection is gone.
+    return frame.with_columns(writes.alias("writes"), _sub(action, sx.TRAILING_SYNTAX).alias("action"))
 
 
 def _strip_wrappers(action: pl.Expr) -> pl.Expr:

@@ -123,7 +123,7 @@ def normalise_action(stage: str) -> tuple[str, list[str], bool]:
     action = _sub(_sub(action, sx.FD_DUPLICATION), sx.DEVICE_REDIRECT)
     writes = [_sub(target, sx.FILE_REDIRECT_TARGET) for target in _compiled(sx.FILE_REDIRECT).findall(action)]
     action = _compiled(sx.FILE_REDIRECT).sub("", action)
-    action = _sub(action, sx.INPUT_REDIRECT).strip()
+    action = _sub(_sub(action, sx.INPUT_REDIRECT).strip(), sx.TRAILING_SYNTAX)
     for _ in range(sx.WRAPPER_PASSES):
         action = _sub(_sub(action, sx.GENERIC_BIN), sx.VENV_BIN)
         action = _compiled(WRAPPER_PATTERN).sub("", action, count=1)

@@ -273,7 +273,8 @@ SHELL_RULES: tuple[Rule, ...] = (
          r"^(?:(?:python\s+)?(?:\S*/)?manage\.py|django-admin|python -m django)\s+test(?:\s|$)",
          doc="python manage.py test"),
     # -- tox, nox, setup.py test and other ecosystems' runners
-    Rule("tox-files", "test_targeted", r"^tox(?:\s.*)?\s--\s.*(?:\.py\b|::)", doc="tox -e py39 -- tests/test_x.py"),
+    Rule("tox-files", "test_targeted", r"^tox(?:\s.*)?\s--\s(?:.*\.py\b|.*::|(?:.*\s)?-[km](?:\s|$))",
+         doc="tox -e py39 -- tests/test_x.py, tox -- -k name"),
     Rule("tox-nox-suite", "test_suite", r"^(?:tox|nox)(?:\s|$)", doc="tox, tox -e py39, nox -s tests"),
     Rule("setup-py-test", "test_suite", r"^python (?:\S*/)?setup\.py\s+test(?:\s|$)", doc="python setup.py test"),
     Rule("setup-py-build", "other", r"^python (?:\S*/)?setup\.py(?:\s|$)", doc="python setup.py build_ext --inplace"),
@@ -293,6 +294,7 @@ SHELL_RULES: tuple[Rule, ...] = (
     Rule("python-test-file", "test_targeted",
          r"^python\s+(?:\S*/)?tests?/(?:\S*/)?(?:test_\w+|\w+_tests?|tests)\.py(?:\s|$)",
          doc="python tests/test_x.py (a test module inside a tests/ folder)"),
+    Rule("doctest-file", "test_targeted", r"^python -m doctest(?:\s+-\S+)*\s+[^\s-]", doc="python -m doctest -v README.rst"),
     Rule("python-test-module", "test_targeted", r"^python -m (?:\w+\.)*tests?\.(?:\w+\.)*(?:test_\w+|\w+_tests?)(?:\s|$)",
          doc="python -m pkg.tests.test_x"),
     # -- inline interpreter code

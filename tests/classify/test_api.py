@@ -1,0 +1,26 @@
+"""The public surface of trajlens.classify: documented, versioned, ordered."""
+
+from __future__ import annotations
+
+import inspect
+
+import trajlens.classify as classify
+from trajlens.classify.rules import CLASS_DESCRIPTIONS, TOOL_CLASSES, rule_table
+
+
+def test_every_public_name_is_documented():
+    for name in classify.__all__:
+        value = getattr(classify, name)
+        if inspect.isfunction(value) or inspect.isclass(value):
+            assert inspect.getdoc(value), f"trajlens.classify.{name} has no docstring"
+
+
+def test_taxonomy_is_ordered_and_described():
+    assert classify.BEHAVIOUR_CLASSES == (
+        "submit", "test_suite", "test_targeted", "quick_check", "run_script", "edit", "view", "search", "think", "other",
+    )
+    assert set(CLASS_DESCRIPTIONS) == set(classify.BEHAVIOUR_CLASSES)
+    assert set(TOOL_CLASSES.values()) <= set(classify.BEHAVIOUR_CLASSES)
+    assert set(classify.VERIFICATION_CLASSES) == {"test_suite", "test_targeted", "quick_check", "run_script"}
+    assert isinstance(classify.RULES_VERSION, str) and classify.RULES_VERSION
+    assert len(rule_table()) == len(classify.SHELL_RULES)
