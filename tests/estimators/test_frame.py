@@ -52,7 +52,14 @@ def _tokens() -> pl.DataFrame:
             "run_id": ["r"] * 6,
             "step": [1, 1, 1, 2, 2, 2],
             "trajectory_id": ["t3", "t1", "t2", "t4", "t5", "t6"],  # any order: joined by id
-            "response_mask": [[True], [True, True, False, True], [True, True], [True, True], [True, True], [True, False, True, True]],
+            "response_mask": [
+                [True],
+                [True, True, False, True],
+                [True, True],
+                [True, True],
+                [True, True],
+                [True, False, True, True],
+            ],
             "values": [[0.1], [0.5, 0.5, 0.0, 1.0], [0.2, 0.4], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0, 0.0, 0.0]],
             # t1 has no token rewards: its reward 1.0 goes on its last model token
             "token_rewards": [[0.5], None, [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
@@ -74,9 +81,11 @@ def test_grpo_per_step_and_group():
 
 
 def test_rloo_from_token_rewards():
-    out = recompute(_trajectories(), _tokens().filter(pl.col("trajectory_id") != "t1"), "rloo", score="token_rewards")
+    out = recompute(_trajectories(), _tokens(), "rloo", score="token_rewards")
     # step 2, a: token sums 0, 0, 1 -> 0 - 1/2, 0 - 1/2, 1 - 0
     assert out.filter(pl.col("step") == 2)["advantage"].to_list() == pytest.approx([-0.5, -0.5, 1.0])
+    # step 1, a: t1 has no token rewards, so its reward 1.0 stands in; t2 sums to 0 -> +1, -1
+    assert out.filter(pl.col("step") == 1)["advantage"].to_list()[:2] == pytest.approx([1.0, -1.0])
 
 
 def test_gae_by_hand_without_whitening():
@@ -155,7 +164,8 @@ def test_errors_name_what_is_missing():
     with pytest.raises(EstimatorInputError, match="trajectory 't1' \\(run 'r'\\) has no row in tokens"):
         recompute(_trajectories(), _tokens().filter(pl.col("trajectory_id") != "t1"), "gae")
     with pytest.raises(EstimatorInputError, match="trajectory 't2' has no reward"):
-        recompute(_trajectories().with_columns(pl.when(pl.col("trajectory_id") == "t2").then(None).otherwise(pl.col("reward")).alias("reward")), estimator="grpo")
+        no_reward = pl.when(pl.col("trajectory_id") == "t2").then(None).otherwise(pl.col("reward")).alias("reward")
+        recompute(_trajectories().with_columns(no_reward), estimator="grpo")
     with pytest.raises(EstimatorInputError, match="estimator must be one of"):
         recompute(_trajectories(), estimator="ppo")
     with pytest.raises(EstimatorInputError, match="channel\\(s\\) style appear in no trajectory"):

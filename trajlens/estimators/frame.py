@@ -232,17 +232,29 @@ def _outcome_on_last_token(
 
 
 def _scores(fn: str, batch: pl.DataFrame, source: str) -> torch.Tensor:
-    """(B, 1) scores of an outcome estimator: ``reward``, or the sum of ``token_rewards``."""
+    """(B, L) rewards whose row sums are the scores: ``reward`` (L = 1), or ``token_rewards``.
+
+    With ``score="token_rewards"`` a row whose token rewards are null falls back to its ``reward``.
+    """
     check.choice(fn, "score", source, ("reward", "token_rewards"))
-    if source == "reward":
-        nulls = batch.filter(pl.col("reward").is_null())
-        if nulls.height:
-            raise check.EstimatorInputError(f"{fn}: trajectory {nulls['trajectory_id'][0]!r} has no reward")
-        return torch.tensor(batch["reward"].to_numpy(), dtype=torch.float32)[:, None]
-    if "token_rewards" not in batch.columns:
-        raise check.EstimatorInputError(f"{fn}: score='token_rewards' needs the tokens frame")
-    rewards_np, _ = _padded(batch["token_rewards"], np.float32, 0.0)
-    return torch.from_numpy(rewards_np)
+    reward = batch["reward"] if "reward" in batch.columns else pl.Series([None] * batch.height, dtype=pl.Float64)
+    if source == "token_rewards":
+        if "token_rewards" not in batch.columns:
+            raise check.EstimatorInputError(f"{fn}: score='token_rewards' needs the tokens frame")
+        rewards_np, _ = _padded(batch["token_rewards"], np.float32, 0.0)
+        has_tokens = batch["token_rewards"].is_not_null().to_numpy()
+        if has_tokens.all():
+            return torch.from_numpy(rewards_np)
+        rewards_np[~has_tokens] = 0.0
+        rewards_np[~has_tokens, 0] = reward.fill_null(float("nan")).to_numpy()[~has_tokens]
+        missing = ~has_tokens & np.isnan(rewards_np[:, 0])
+    else:
+        rewards_np = reward.fill_null(float("nan")).to_numpy().astype(np.float32)[:, None]
+        missing = np.isnan(rewards_np[:, 0])
+    if missing.any():
+        first = int(np.nonzero(missing)[0][0])
+        raise check.EstimatorInputError(f"{fn}: trajectory {batch['trajectory_id'][first]!r} has no reward")
+    return torch.from_numpy(np.ascontiguousarray(rewards_np))
 
 
 def _outcome_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict[str, Any]) -> pl.DataFrame:
