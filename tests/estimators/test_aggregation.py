@@ -40,7 +40,8 @@ def test_seq_mean_token_mean_gives_every_trajectory_the_same_total():
 
 
 def test_fixed_length_can_be_given():
-    assert_close(aggregation_weights(MASK, "dr-grpo", max_length=10).per_token_weight, torch.full((2,), 1 / 20, dtype=torch.float64))
+    weights = aggregation_weights(MASK, "dr-grpo", max_length=10)
+    assert_close(weights.per_token_weight, torch.full((2,), 1 / 20, dtype=torch.float64))
 
 
 def test_equal_lengths_have_no_elasticity():

@@ -90,7 +90,8 @@ def test_clip_share_and_clipped_channel_advantages():
 
 def test_invalid_config_lists_every_problem():
     with pytest.raises(EstimatorInputError, match="temperature must be > 0.*advantage_clip must be > 0"):
-        gdpo_dynamic(torch.rand(4, 2), [0, 0, 1, 1], config=DynamicWeightConfig(temperature=0.0, advantage_clip=-1.0, batch_normalisation="sequence"))
+        config = DynamicWeightConfig(temperature=0.0, advantage_clip=-1.0, batch_normalisation="sequence")
+        gdpo_dynamic(torch.rand(4, 2), [0, 0, 1, 1], config=config)
 
 
 def test_token_normalisation_needs_a_mask():

@@ -100,7 +100,8 @@ def test_gdpo_trl_a_lone_value_in_a_channel_contributes_nothing():
 
 def test_gdpo_verl_refuses_nan():
     channels = torch.tensor([[1.0, float("nan")], [0.0, 1.0]])
-    with pytest.raises(EstimatorInputError, match=r"gdpo_verl: channel_rewards of shape \(2, 2\) is NaN at trajectory 0, channel 1"):
+    message = r"gdpo_verl: channel_rewards of shape \(2, 2\) is NaN at trajectory 0, channel 1"
+    with pytest.raises(EstimatorInputError, match=message):
         gdpo_verl(channels, torch.ones(2, 3, dtype=torch.bool), [0, 0])
 
 

@@ -77,7 +77,8 @@ def test_out_of_range_discounts():
 def test_non_finite_value_on_a_model_token_is_located():
     values = VALUES.clone()
     values[1, 3] = float("nan")
-    with pytest.raises(EstimatorInputError, match=r"gae: values of shape \(2, 5\) has a non-finite value at model token \(1, 3\)"):
+    message = r"gae: values of shape \(2, 5\) has a non-finite value at model token \(1, 3\)"
+    with pytest.raises(EstimatorInputError, match=message):
         gae(REWARDS, values, MASK)
 
 

@@ -57,6 +57,6 @@ def reverse_discounted_scan(x: torch.Tensor, c: float, block: int = BLOCK) -> to
     starts = reverse_discounted_scan(local[:, :, 0].contiguous(), float(c**block), block)
     carried = F.pad(starts[:, 1:], (0, 1))  # y at the start of the next block (0 after the last)
     decay = powers[1:].flip(0)  # c^(block - i), i = 0..block-1
-    local.add_(carried[:, :, None] * decay)  # y_i = local_i + c^(block - i) * y_(next block start)
+    local.addcmul_(carried[:, :, None], decay)  # y_i = local_i + c^(block - i) * y_(next block start)
     out = local.view(rows, num_blocks * block)
     return out[:, :n] if pad else out

@@ -176,7 +176,9 @@ def _trl_nanstd(grouped: torch.Tensor) -> torch.Tensor:
     return torch.sqrt(variance)
 
 
-def _channels(fn: str, channel_rewards: torch.Tensor, group_ids: Any, weights: Any) -> tuple[torch.Tensor, GroupIndex, torch.Tensor]:
+def _channels(
+    fn: str, channel_rewards: torch.Tensor, group_ids: Any, weights: Any
+) -> tuple[torch.Tensor, GroupIndex, torch.Tensor]:
     channel_rewards = check.float_tensor(fn, "channel_rewards", channel_rewards, ndim=2)
     if channel_rewards.shape[0] == 0 or channel_rewards.shape[1] == 0:
         raise check.EstimatorInputError(
