@@ -170,6 +170,16 @@ def test_draw_is_seeded_without_replacement_and_order_free(frames):
     assert first.height == 28 and first["trajectory_id"].n_unique() == 28
 
 
+def test_draw_of_a_run_does_not_depend_on_other_runs(frames):
+    trajectories, calls = frames
+    other = (trajectories.with_columns(pl.lit("q").alias("run_id")), calls.with_columns(pl.lit("q").alias("run_id")))
+    both = (pl.concat([trajectories, other[0]]), pl.concat([calls, other[1]]))
+    alone = stage_report(frames, n=7, seed=3).sample
+    together = stage_report(both, n=7, seed=3).sample
+    assert together.filter(pl.col("run_id") == "r").equals(alone)
+    assert set(stage_report(both, n=7, seed=3).tables()) == {"stage_rates", "stage_changes", "stages", "stage_sample"}
+
+
 def test_changes_compare_consecutive_stages_and_first_to_last(frames):
     changes = stage_report(frames, n=20, seed=0).changes.filter(pl.col("metric") == "ran_suite")
     pairs = list(zip(changes["from_stage"], changes["to_stage"], changes["comparison"]))

@@ -26,6 +26,7 @@ sized with Cohen's h.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -149,6 +150,11 @@ class StageReport:
     measures: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
     """Per-trajectory measures of the whole population, with stage and ``sampled`` columns."""
 
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """The report's tables by the names a store keeps them under."""
+        return {"stage_rates": self.rates, "stage_changes": self.changes, "stages": self.stages,
+                "stage_sample": self.sample}
+
     def to_markdown(self) -> str:
         """The report as Markdown: stages, rates (sample beside population) and changes."""
         from trajlens.classify._markdown import render
@@ -233,15 +239,18 @@ def _lazy(table: Any) -> pl.LazyFrame:
 def _draw(measures: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
     """Mark ``n`` trajectories per (run, stage) as sampled.
 
-    Each trajectory gets a uniform key from a generator seeded with ``seed``, in (run_id,
-    trajectory_id) order; the ``n`` smallest keys of a stage are its sample. The draw is
-    reproducible and without replacement, and does not depend on the input's row order.
+    Each trajectory of a run gets a uniform key from a generator seeded with ``(seed, run)``,
+    in trajectory_id order; the ``n`` smallest keys of a stage are its sample. The draw is
+    reproducible and without replacement, and depends neither on the input's row order nor on
+    which other runs are in the report.
     """
-    measures = measures.sort("run_id", "trajectory_id")
-    keys = np.random.default_rng(seed).random(measures.height)
-    measures = measures.with_columns(pl.Series("__key", keys))
+    parts = []
+    for (run_id,), run in measures.sort("run_id", "trajectory_id").group_by("run_id", maintain_order=True):
+        generator = np.random.default_rng([seed, zlib.crc32(str(run_id).encode())])
+        parts.append(run.with_columns(pl.Series("__key", generator.random(run.height))))
+    keyed = pl.concat(parts)
     rank = pl.col("__key").rank("ordinal").over("run_id", "stage")
-    return measures.with_columns((rank <= n).alias("sampled")).drop("__key")
+    return keyed.with_columns((rank <= n).alias("sampled")).drop("__key")
 
 
 _GROUP = ("run_id", "stage", "stage_index")
