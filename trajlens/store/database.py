@@ -34,13 +34,23 @@ def view_statements(store: Path) -> list[str]:
     return statements
 
 
+def derived_tables(store: Path) -> dict[str, str]:
+    """Analysis tables of a store: name -> Parquet glob (one file per run under ``derived/NAME/``)."""
+    derived = store.resolve() / DERIVED_DIR
+    if not derived.is_dir():
+        return {}
+    return {
+        path.name: str(path / "*.parquet")
+        for path in sorted(derived.iterdir())
+        if path.is_dir() and any(path.glob("*.parquet"))
+    }
+
+
 def derived_statements(store: Path) -> list[str]:
     statements = []
-    derived = store.resolve() / DERIVED_DIR
-    if derived.is_dir():
-        for path in sorted(derived.glob("*.parquet")):
-            literal = "'" + str(path).replace("'", "''") + "'"
-            statements.append(f'CREATE OR REPLACE VIEW "{path.stem}" AS SELECT * FROM read_parquet({literal})')
+    for name, glob in derived_tables(store).items():
+        literal = "'" + glob.replace("'", "''") + "'"
+        statements.append(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM read_parquet({literal}, union_by_name = true)')
     return statements
 
 

@@ -10,7 +10,7 @@ import polars as pl
 
 from trajlens.errors import StoreError, TrajlensError
 from trajlens.schema import SCHEMAS, TABLES
-from trajlens.store.database import DERIVED_DIR, attach_views, table_glob
+from trajlens.store.database import DERIVED_DIR, attach_views, derived_tables, refresh_database, table_glob
 
 
 class QueryError(TrajlensError, ValueError):
@@ -54,28 +54,29 @@ class Store:
             return pl.scan_parquet(
                 table_glob(self.path, name), hive_partitioning=False, schema=pl.Schema(pl.from_arrow(SCHEMAS[name].empty_table()).schema)
             )
-        derived = self.path / DERIVED_DIR / f"{name}.parquet"
-        if derived.exists():
-            return pl.scan_parquet(derived)
+        derived = derived_tables(self.path)
+        if name in derived:
+            return pl.scan_parquet(derived[name])
         raise StoreError(f"{self.path}: no table {name!r} (tables: {', '.join(self.tables())})")
 
     def tables(self) -> list[str]:
-        derived = sorted(p.stem for p in (self.path / DERIVED_DIR).glob("*.parquet"))
-        return [*TABLES, *derived]
+        return [*TABLES, *derived_tables(self.path)]
 
     def run_ids(self) -> list[str]:
         return sorted(p.name for p in (self.path / "runs").iterdir() if p.is_dir())
 
-    def write_derived(self, name: str, frame: pl.DataFrame) -> Path:
-        """Save an analysis table (a stage report, recomputed advantages) as a view of the store."""
-        directory = self.path / DERIVED_DIR
-        directory.mkdir(exist_ok=True)
-        target = directory / f"{name}.parquet"
-        partial = directory / f".{name}.parquet.partial"
+    def write_derived(self, name: str, run_id: str, frame: pl.DataFrame) -> Path:
+        """Save one run's part of an analysis table (classes, stage reports, advantages).
+
+        The table becomes a view of the store named ``name``; writing the same run again
+        replaces its part.
+        """
+        directory = self.path / DERIVED_DIR / name
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / f"{run_id}.parquet"
+        partial = directory / f".{run_id}.parquet.partial"
         frame.write_parquet(partial)
         partial.replace(target)
-        from trajlens.store.database import refresh_database
-
         refresh_database(self.path)
         if self._connection is not None:
             attach_views(self._connection, self.path)

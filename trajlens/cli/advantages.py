@@ -1,0 +1,102 @@
+"""``trajlens advantages`` and ``trajlens report``: recomputed advantages and the full report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trajlens.cli._app import app
+from trajlens.cli._progress import progress_bar
+from trajlens.errors import ConfigError
+
+
+def parse_options(pairs: list[str]) -> dict:
+    """``name=value`` pairs; values are read as JSON (numbers, true/false, lists), else text."""
+    options, problems = {}, []
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            problems.append(f"--option {pair!r}: expected NAME=VALUE, such as gamma=0.99")
+            continue
+        try:
+            options[name] = json.loads(value)
+        except json.JSONDecodeError:
+            options[name] = value
+    if problems:
+        raise ConfigError(problems)
+    return options
+
+
+@app.command()
+def advantages(
+    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
+    estimator: Annotated[str, typer.Option("--estimator", "-e", help="gae, reinforce, grpo, dr_grpo, grpo_batch_std, rloo, gdpo_verl, gdpo_trl, sum_then_normalize, gdpo_dynamic.")],
+    option: Annotated[Optional[list[str]], typer.Option("--option", help="Estimator option NAME=VALUE (gamma=1.0, lam=0.95, whiten=false, ...).")] = None,
+    label: Annotated[Optional[str], typer.Option("--label", help="Name of this recomputation in the advantage_batches table (default: the estimator).")] = None,
+) -> None:
+    """Recompute the advantages an estimator would have given a run, and print per-step batch stats.
+
+    Saves the per-step statistics in the store table advantage_batches (one label per choice),
+    so estimators can be compared with SQL.
+
+    Example: trajlens advantages store --run sao-r6 --estimator gae --option whiten=false --label gae_raw
+    """
+    import polars as pl
+
+    import trajlens
+    from trajlens.estimators import sign_streaks
+    from trajlens.estimators.frame import TOKEN_ESTIMATORS
+    from trajlens.report.advantages import batch_diagnostics, recompute_run
+
+    handle = trajlens.open(store)
+    options = parse_options(option or [])
+    with progress_bar("recomputing") as tick:
+        recomputed = recompute_run(handle, run, estimator, **options)
+        tick(estimator)
+    tokens = None
+    if estimator in TOKEN_ESTIMATORS:
+        tokens = handle.tokens.filter(pl.col("run_id") == run).select("run_id", "trajectory_id", "response_mask").collect()
+    diagnostics = batch_diagnostics(recomputed, tokens).with_columns(pl.lit(label or estimator).alias("estimator"))
+    existing = handle.tables()
+    if "advantage_batches" in existing:
+        earlier = handle.table("advantage_batches").filter(
+            (pl.col("run_id") == run) & (pl.col("estimator") != (label or estimator))).collect()
+        diagnostics = pl.concat([earlier, diagnostics], how="diagonal_relaxed")
+    handle.write_derived("advantage_batches", run, diagnostics)
+    shown = diagnostics.filter(pl.col("estimator") == (label or estimator)).sort("step")
+    streaks = sign_streaks(shown["step"].to_list(), shown["all_negative"].to_list(), shown["all_positive"].to_list())
+    with pl.Config(tbl_rows=12, tbl_cols=-1, float_precision=4):
+        typer.echo(str(shown.drop("run_id", "estimator")))
+    typer.echo(f"all-negative batches: {list(streaks.negative_steps) or 'none'}; "
+               f"all-positive batches: {list(streaks.positive_steps) or 'none'}")
+
+
+@app.command()
+def report(
+    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    output: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports and figures.")],
+    run: Annotated[Optional[list[str]], typer.Option("--run", "-r", help="Run id (repeatable; default: every run).")] = None,
+    n: Annotated[int, typer.Option("--n", help="Trajectories drawn per stage.")] = 80,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the draw.")] = 0,
+) -> None:
+    """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.
+
+    Writes OUT/README.md (findings per run) and OUT/RUN/stage_report.md with PNG figures.
+
+    Example: trajlens report store --out out/report
+    """
+    import trajlens
+    from trajlens.cli.sample import _check_runs
+    from trajlens.report import report_store
+
+    handle = trajlens.open(store)
+    runs = run or handle.run_ids()
+    _check_runs(handle, runs)
+    with progress_bar("reporting", total=len(runs)) as tick:
+        written = report_store(handle, output, n=n, seed=seed, run_ids=runs, progress=tick)
+    typer.echo((output / "README.md").read_text())
+    typer.echo(f"wrote reports for {len(written)} run(s) under {output}")

@@ -1,0 +1,90 @@
+"""``trajlens classify`` and ``trajlens sample``: behaviour classes and the stage-sampled report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trajlens.cli._app import app
+from trajlens.errors import ConfigError
+
+
+def parse_stages(stages: str):
+    """``quartiles``, ``early_late``, or ``NAME:FIRST-LAST,...`` (inclusive step ranges)."""
+    if stages in ("quartiles", "early_late"):
+        return stages
+    ranges, problems = [], []
+    for part in stages.split(","):
+        name, _, span = part.partition(":")
+        first, _, last = span.partition("-")
+        if not (name and first.strip().lstrip("-").isdigit() and last.strip().lstrip("-").isdigit()):
+            problems.append(f"--stages {part!r}: expected NAME:FIRST-LAST, such as early:0-40")
+            continue
+        ranges.append((name, int(first), int(last)))
+    if problems:
+        raise ConfigError(problems)
+    return ranges
+
+
+@app.command()
+def classify(
+    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    run: Annotated[Optional[list[str]], typer.Option("--run", "-r", help="Run id (repeatable; default: every run).")] = None,
+) -> None:
+    """Classify every tool call and save the call_classes and trajectory_measures tables.
+
+    Both become SQL views of the store (see queries/think_share_by_step.sql).
+
+    Example: trajlens classify store --run sao-r6
+    """
+    import trajlens
+    from trajlens.report import classify_store
+
+    handle = trajlens.open(store)
+    runs = run or handle.run_ids()
+    _check_runs(handle, runs)
+    measured = classify_store(handle, runs)
+    total = sum(frame.height for frame in measured.values())
+    typer.echo(f"classified {len(measured)} run(s), {total} trajectories; tables call_classes and trajectory_measures")
+
+
+@app.command()
+def sample(
+    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
+    n: Annotated[int, typer.Option("--n", help="Trajectories drawn per stage (all when a stage has fewer).")] = 80,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the draw.")] = 0,
+    stages: Annotated[str, typer.Option("--stages", help="quartiles, early_late, or NAME:FIRST-LAST,... step ranges.")] = "quartiles",
+    output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the Markdown report to this file.")] = None,
+) -> None:
+    """Stage-sampled behaviour report: N trajectories per stage, Wilson intervals, population beside.
+
+    The rates and changes are also saved as the store tables stage_rates and stage_changes.
+
+    Example: trajlens sample store --run sao-r7 --n 80 --stages early:0-45,late:135-180 --out r7.md
+    """
+    import trajlens
+    from trajlens.classify import stage_report
+
+    handle = trajlens.open(store)
+    _check_runs(handle, [run])
+    report = stage_report(handle, run_id=run, n=n, seed=seed, stages=parse_stages(stages))
+    handle.write_derived("stage_rates", run, report.rates)
+    handle.write_derived("stage_changes", run, report.changes)
+    markdown = report.to_markdown()
+    if output is None:
+        typer.echo(markdown)
+        return
+    partial = output.with_name(output.name + ".partial")
+    partial.write_text(markdown)
+    partial.replace(output)
+    typer.echo(f"wrote {output}")
+
+
+def _check_runs(handle, runs: list[str]) -> None:
+    known = handle.run_ids()
+    missing = [r for r in runs if r not in known]
+    if missing:
+        raise ConfigError([f"--run {r}: not in the store (runs: {', '.join(known) or 'none'})" for r in missing])

@@ -1,0 +1,76 @@
+"""Recomputed advantages of a stored run, and their per-step batch diagnostics.
+
+:func:`recompute_run` reads a run's trajectories (and token arrays, for the token-level
+estimators) from a store and returns what :func:`trajlens.estimators.recompute` gives;
+:func:`batch_diagnostics` summarises each step's batch the way the trainer saw it: over model
+tokens for token-level estimators, over trajectories for outcome estimators.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from trajlens.errors import ConfigError
+
+DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
+    "count", "mean", "std", "skew", "kurtosis", "bimodality", "positive_share", "all_negative", "all_positive",
+)
+
+
+def recompute_run(store: Any, run_id: str, estimator: str, **options: Any) -> pl.DataFrame:
+    """Advantages ``estimator`` would have given the training trajectories of ``run_id``."""
+    from trajlens.estimators import recompute
+    from trajlens.estimators.frame import CHANNEL_ESTIMATORS, TOKEN_ESTIMATORS
+
+    _check_run(store, run_id)
+    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
+    tokens = None
+    if estimator in TOKEN_ESTIMATORS or estimator == "gdpo_verl":
+        tokens = store.tokens.filter(pl.col("run_id") == run_id).collect()
+        if tokens.is_empty() and estimator in TOKEN_ESTIMATORS:
+            raise ConfigError([f"estimator {estimator}: run {run_id!r} has no token arrays; "
+                               "use an outcome estimator (grpo, rloo, ...)"])
+        if tokens.is_empty():
+            tokens = None
+    if estimator in CHANNEL_ESTIMATORS and trajectories["reward_channels"].list.len().max() in (None, 0):
+        raise ConfigError([f"estimator {estimator}: run {run_id!r} logs no reward channels"])
+    return recompute(trajectories, tokens, estimator, **options)
+
+
+def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per (run_id, step): the shape of that step's advantage batch.
+
+    With ``token_advantages`` in ``recomputed`` and the run's ``tokens`` frame given, the
+    statistics run over model tokens (as the actor loss sees them); otherwise over the
+    per-trajectory ``advantage``.
+    """
+    import torch
+
+    from trajlens.estimators import advantage_stats
+
+    values = _token_values(recomputed, tokens) if tokens is not None and "token_advantages" in recomputed.columns \
+        else recomputed.select("run_id", "step", pl.col("advantage").alias("value"))
+    rows = []
+    for (run_id, step), part in values.partition_by(["run_id", "step"], as_dict=True, maintain_order=True).items():
+        stats = advantage_stats(torch.from_numpy(part["value"].to_numpy().astype("float64")))
+        rows.append({"run_id": run_id, "step": step, **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS}})
+    return pl.DataFrame(rows).sort("run_id", "step")
+
+
+def _token_values(recomputed: pl.DataFrame, tokens: pl.DataFrame) -> pl.DataFrame:
+    joined = recomputed.select("run_id", "step", "trajectory_id", "token_advantages").join(
+        tokens.select("run_id", "trajectory_id", "response_mask"), on=["run_id", "trajectory_id"], how="inner"
+    )
+    return (
+        joined.explode(["token_advantages", "response_mask"])
+        .filter(pl.col("response_mask"))
+        .select("run_id", "step", pl.col("token_advantages").cast(pl.Float64).alias("value"))
+    )
+
+
+def _check_run(store: Any, run_id: str) -> None:
+    known = store.run_ids()
+    if run_id not in known:
+        raise ConfigError([f"run {run_id!r} is not in the store (runs: {', '.join(known) or 'none'})"])
