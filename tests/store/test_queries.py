@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 import trajlens
+from trajlens.report import report_store
 
 QUERIES = sorted((Path(__file__).resolve().parents[2] / "queries").glob("*.sql"))
-SAMPLE_PARAMS = {"run_id": "tiny", "name": "critic/vf_explained_var", "stage": "q1", "class": "think"}
+SAMPLE_PARAMS = {"run_id": "tiny", "name": "critic/vf_explained_var", "metric": "share:think", "estimator": "grpo"}
 
 
 def declared_parameters(text: str) -> set[str]:
@@ -30,7 +31,9 @@ def store(tmp_path_factory):
     with RunDirWriter(root / "run", run.runs) as writer:
         writer.write_run(run)
     trajlens.ingest([root / "run"], root / "store")
-    return trajlens.open(root / "store")
+    store = trajlens.open(root / "store")
+    report_store(store, root / "report", n=2)
+    return store
 
 
 @pytest.mark.parametrize("path", QUERIES, ids=[p.stem for p in QUERIES])
@@ -40,4 +43,4 @@ def test_query_is_documented_and_runs(store, path):
     used = set(re.findall(r"\$(\w+)", "\n".join(l for l in text.splitlines() if not l.startswith("--"))))
     assert used == declared_parameters(text)
     frame = store.sql(text, {name: SAMPLE_PARAMS[name] for name in used})
-    assert frame.width > 0
+    assert frame.width > 0 and frame.height > 0 or "format_error" in text
