@@ -1,10 +1,12 @@
 """The vectorised shell classifier: whole columns of commands in, actions and classes out.
 
-Every step is a Polars expression over a column (regex rewrites, splits and explodes, a
-``when/then`` chain built from :data:`~trajlens.classify.rules.SHELL_RULES`); no Python code
-runs per row. The one step that regular expressions without back-references cannot do in a
-single pass, cutting out a heredoc whose terminator repeats its delimiter, is done in two:
-extract the delimiter word of each row, then match with a pattern built per row from it.
+Every step is a Polars expression over a column: regex rewrites, splits and explodes into one
+row per pipeline stage, and one boolean column per rule of
+:data:`~trajlens.classify.rules.SHELL_RULES`, of which the first true one gives the class. No
+Python code runs per row. Rewrites that only some rows need (wrappers, redirections, paths)
+run on those rows alone. The one step that regular expressions without back-references cannot
+do in a single pass, cutting out a heredoc whose terminator repeats its delimiter, is done per
+delimiter word: rows are grouped by the word, and each group is cut with one pattern.
 
 :func:`trajlens.classify.reference.classify_command_slow` is the per-row reference this module
 must agree with; both read their patterns from :mod:`trajlens.classify._syntax`.

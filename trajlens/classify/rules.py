@@ -284,7 +284,8 @@ SHELL_RULES: tuple[Rule, ...] = (
     Rule("go-test-run", "test_targeted", r"^go\s+test\s.*-run(?:\s|=)", doc="go test -run TestX ./..."),
     Rule("cargo-test-named", "test_targeted", r"^cargo\s+test(?:\s+-\S+)*\s+[^\s-]", doc="cargo test name"),
     Rule("js-runner-files", "test_targeted",
-         r"^(?:(?:npx\s+)?(?:jest|mocha|vitest)|(?:npm|yarn|pnpm)\s+(?:run\s+)?test(?:\s.*)?\s--)(?:\s.*)?\s(?:\S*\.[jt]sx?\b|-t\s|--grep\s)",
+         r"^(?:(?:npx\s+)?(?:jest|mocha|vitest)|(?:npm|yarn|pnpm)\s+(?:run\s+)?test(?:\s.*)?\s--)"
+         r"(?:\s.*)?\s(?:\S*\.[jt]sx?\b|-t\s|--grep\s)",
          doc="jest src/x.test.js, npm test -- x.test.js"),
     Rule("other-runner-suite", "test_suite",
          r"^(?:go\s+test|cargo\s+test|(?:npx\s+)?(?:jest|mocha|vitest)|(?:npm|yarn|pnpm)\s+(?:run\s+)?test"
