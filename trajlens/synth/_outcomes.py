@@ -66,7 +66,7 @@ def sample_outcomes(scenario: Scenario, params: StepParams, pool: TaskPool, batc
     group = np.repeat(np.arange(groups), group_size)
 
     total_mean = params.useful_calls / max(1.0 - params.think_share, 0.05)
-    calls = np.clip(np.rint(total_mean * rng.lognormal(0.0, 0.25, batch)), 3, max_calls).astype(np.int64)
+    calls = np.clip(np.rint(total_mean * rng.lognormal(0.0, params.turn_spread, batch)), 3, max_calls).astype(np.int64)
     timeout = (calls >= max_calls) | (rng.random(batch) < scenario.outcome.timeout_rate)
     premature = np.zeros(batch, dtype=bool)
     shell = np.zeros(batch, dtype=bool)

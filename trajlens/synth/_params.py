@@ -43,6 +43,7 @@ class StepParams:
     reasoning: float
     call_tokens: float
     premature_submit: float
+    turn_spread: float
 
 
 def step_params(scenario: Scenario, step: int) -> StepParams:
@@ -63,6 +64,7 @@ def step_params(scenario: Scenario, step: int) -> StepParams:
         reasoning=b.reasoning.value(step),
         call_tokens=b.call_tokens.value(step),
         premature_submit=b.premature_submit.value(step),
+        turn_spread=b.turn_spread,
     )
 
 

@@ -40,6 +40,7 @@ def generate_resume(spec: Scenario, directory: Path, seed: int):
     current = history[-1]["config"]
     truth = TruthRecorder(_header(spec, seed, rid))
     records = []
+    update_noise = _unit_mean_noise(spec, seed)
     for step in range(1, spec.steps + 1):
         rng = step_rng(seed, spec.name, step)
         configured = _configured_lr(spec, step)
@@ -51,7 +52,7 @@ def generate_resume(spec: Scenario, directory: Path, seed: int):
             "actor/lr": resume.actor_lr,
             "critic/lr": logged,
             "critic/grad_norm": round(float(spec.critic.grad_norm.value(step) * rng.lognormal(0, spec.critic.grad_norm_spread)), 4),
-            "critic/update_norm": round(float(UPDATE_NORM * factor * rng.lognormal(0, 0.04)), 7),
+            "critic/update_norm": round(float(UPDATE_NORM * factor * update_noise[step - 1]), 7),
             "critic/vf_explained_var": round(float(spec.critic.explained_variance.value(step) + rng.normal(0, 0.05)), 4),
             "actor/grad_norm": round(float(spec.training.actor_grad_norm.value(step) * rng.lognormal(0, 0.3)), 4),
         }
@@ -85,6 +86,19 @@ def generate_resume(spec: Scenario, directory: Path, seed: int):
                "doc": "the resumed LR scheduler state overrode the configured critic LR"}]
     path = truth.write(run_dir, _curves(spec), events)
     return SynthResult(spec.name, rid, run_dir, path, spec.steps, 0, 0, 0, (metrics, config))
+
+
+def _unit_mean_noise(spec: Scenario, seed: int) -> np.ndarray:
+    """Log-normal noise (sigma 0.04) with mean exactly 1 within each LR period, so the update-norm
+    ratio between periods is exactly the scenario's ``weight_delta_ratio``."""
+    from trajlens.synth.generate import step_rng
+
+    noise = step_rng(seed, spec.name, 0).lognormal(0.0, 0.04, spec.steps)
+    steps = np.arange(1, spec.steps + 1)
+    for period in (steps < spec.resume.fixed_step, steps >= spec.resume.fixed_step):
+        if period.any():
+            noise[period] /= noise[period].mean()
+    return noise
 
 
 def _configured_lr(spec: Scenario, step: int) -> float:

@@ -263,7 +263,13 @@ def create_script(ctx: CallContext, harness: Harness, r: int) -> RenderedCall:
 
 
 def _view(ctx: CallContext, harness: Harness, r: int, empty: bool) -> RenderedCall:
-    path = ctx.module.test if (r >> 8) % 5 == 0 else ctx.module.path
+    choice = (r >> 8) % 5
+    if choice < 2:
+        path = ctx.module.test
+    elif choice < 4:
+        path = ctx.repo.modules[(r >> 11) % len(ctx.repo.modules)].path  # a neighbour (or the module itself)
+    else:
+        path = ctx.module.path
     return _view_path(path, ctx, harness, r)
 
 

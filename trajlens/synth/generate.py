@@ -149,7 +149,8 @@ def step_rng(seed: int, name: str, step: int) -> np.random.Generator:
 
 
 def run_id(name: str, seed: int) -> str:
-    return f"synth-{name}-seed{seed}"
+    """The scenario name for seed 0 (``sao-r6``), with the seed appended otherwise (``sao-r6-seed3``)."""
+    return name if seed == 0 else f"{name}-seed{seed}"
 
 
 def _generate(spec: Scenario, directory: Path, seed: int, first_step: int, on_step) -> SynthResult:

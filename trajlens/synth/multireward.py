@@ -8,6 +8,11 @@ every step of the run is scored under each of :data:`NORMALISATIONS`, all applie
 rewards, and the truth file keeps the statistics each one produces. Nothing here is tuned to
 hit the seed's numbers; the run's README says which of them each normalisation reproduces.
 
+The statistics are computed in float64 (:mod:`trajlens.synth._reference`). verl's float32 GRPO
+differs in one visible way: a group of equal rewards that float32 cannot hold exactly (1 + 2/3)
+gets advantages of about 0.1 instead of 0, because the float32 mean is an ulp off and the group
+std (about 1e-7) sits below the eps of 1e-6.
+
 Bounds worth knowing (n = 8 per group):
 
 * per-group z-score: every |A| <= (n - 1) / sqrt(n) = 2.47, and the batch std <= 1 (it is

@@ -119,6 +119,7 @@ SAO_R7 = Scenario(
     harness=SAO_HARNESS,
     behaviour=Behaviour(
         think_share=flat(0.07, "seed", "0.06-0.08 all run"),
+        turn_spread=0.12,
         think_run=flat(1.1, "chosen"),
         empty_think=flat(0.2, "chosen"),
         suite_rate=Curve(((0, 0.82), (50, 0.76), (100, 0.66), (150, 0.48), (200, 0.46)), "seed",
@@ -172,7 +173,8 @@ GRPO_LEG = Scenario(
     findings=(
         "num_turns/mean and response_length/mean rising over the run",
         "reasoning_tokens per trajectory about 1.3x higher at the end than at the start, per call",
-        "read-back rate rising from about 0.2 to 0.45; test-suite run rate from 0.5 to 0.75",
+        "read-back rate rising from about 0.15 to 0.5 (an edit read back at once; the classifier's "
+        "readback_share also counts coincidental reads within three calls); test-suite run rate from 0.5 to 0.75",
         "group-relative advantages (groups of 8) sum to zero in every group",
     ),
     steps=80,
@@ -188,7 +190,7 @@ GRPO_LEG = Scenario(
         useful_calls=Curve(((0, 1.0), (80, 1.5)), "seed", "turns grow (the size of the growth is chosen)"),
         call_tokens=Curve(((0, 1.0), (80, 1.1)), "chosen"),
         reasoning=Curve(((0, 1.0), (80, 1.3)), "seed", "chain of thought +30%"),
-        readback=Curve(((0, 0.2), (80, 0.45)), "seed", "read-back rises (the values are chosen)"),
+        readback=Curve(((0, 0.15), (80, 0.5)), "seed", "read-back rises (the values are chosen)"),
         suite_rate=Curve(((0, 0.5), (80, 0.75)), "seed", "suite run rate rises (the values are chosen)"),
         class_weights=_BASE_MIX,
     ),
@@ -211,7 +213,7 @@ MULTIREWARD = Scenario(
     ),
     findings=(
         "format rel_gain falling from about 0.9 to about 0.05 after step 200; correctness rel_gain about 0.5 throughout",
-        "see this run's README for which advantage statistics of the seed reproduce under which normalisation",
+        "the advantage statistics of the seed that do and do not reproduce, normalisation by normalisation (below)",
     ),
     steps=320,
     batch=48,

@@ -22,6 +22,8 @@ class Behaviour:
     """Expected share of all tool calls that are ``think`` calls."""
     useful_calls: Curve = flat(1.0, "chosen")
     """Multiplier on the number of non-think calls (1.0: ``tool_calls_per_trajectory`` in total at step 0)."""
+    turn_spread: float = 0.25
+    """Log-normal sigma of the number of calls of a trajectory around its mean."""
     think_run: Curve = flat(1.1, "chosen")
     """Mean length of a run of consecutive think calls."""
     empty_think: Curve = flat(0.2, "chosen")
