@@ -89,6 +89,7 @@ SHELL_CASES: list[tuple[str, str, list[str]]] = [
     ("pytest --version", "other", ["other"]),
     ("python3 --version", "other", ["other"]),
     ("python -m django --version", "other", ["other"]),
+    ("sqlfluff parse --help | head -30", "other", ["other"]),
     # -- quick checks: inline interpreter code
     ("python -c \"print('a; b && c')\"", "quick_check", ["quick_check"]),
     ("python3 -c 'import sys; print(sys.path)' 2>&1 | head -5", "quick_check", ["quick_check"]),
@@ -112,6 +113,8 @@ SHELL_CASES: list[tuple[str, str, list[str]]] = [
     ("python tests/missing_colon.py", "run_script", ["run_script"]),
     ("python test_fix.py", "run_script", ["run_script"]),
     ("python -m pylint --rcfile=x reproduce.py", "run_script", ["run_script"]),
+    ("sqlfluff lint test_l060.sql --rules L060", "run_script", ["run_script"]),
+    ("cd /tmp/proj && sphinx-build -b html . _build 2>&1 | tail", "run_script", ["run_script"]),
     ("python reproduce.py > out.txt 2>&1", "run_script", ["run_script"]),
     ("pip install -q numpy && python reproduce.py", "run_script", ["other", "run_script"]),
     ("python3 - arg <<EOF\nx\nEOF", "quick_check", ["quick_check"]),

@@ -187,6 +187,14 @@ WRAPPER_PATTERN = (
 )
 """A prefix that runs the rest of the line unchanged; stripped (repeatedly) before matching."""
 
+PROJECT_CLIS: tuple[str, ...] = (
+    "sqlfluff", "pylint", "pyreverse", "symilar", "epylint", "sphinx-build", "sphinx-quickstart",
+    "sphinx-apidoc", "sphinx-autogen", "fitsheader", "fitscheck", "fitsdiff", "flask", "isympy",
+)
+"""Command-line entry points of the projects agents work on (SWE-bench's pylint, sphinx,
+sqlfluff, astropy, flask, sympy): running one on an input reproduces or checks the work, as
+``python -m pylint x.py`` does, so it is run_script."""
+
 INTERPRETERS = r"python[\d.]*|pypy[\d.]*|ipython3?"
 """Python interpreters; an invocation is normalised to ``python`` with its flags dropped."""
 
@@ -239,8 +247,8 @@ SHELL_RULES: tuple[Rule, ...] = (
          doc="mini-swe-agent's submission line: echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"),
     Rule("submit-command", "submit", r"^submit(?:\s|$)", doc="SWE-agent's submit command"),
     # -- version and help queries run nothing
-    Rule("version-query", "other", r"^\S+(?:\s+-m\s+\S+)?\s+(?:--version|-V|--help)$",
-         doc="python --version, pytest --version, pip --help"),
+    Rule("version-query", "other", r"^\S+(?:\s+-m\s+\S+)?(?:\s+[a-z][\w-]*)?\s+(?:--version|-V|--help)$",
+         doc="python --version, pytest --version, sqlfluff parse --help"),
     # -- pytest
     Rule("pytest-selected", "test_targeted", _PYTEST_ARGUMENT + r"(?:-k|-m|--keyword)(?:\s|$)",
          strip=_PYTEST_VALUE_OPTIONS, doc="pytest -k foo, python -m pytest -m slow"),
@@ -318,6 +326,8 @@ SHELL_RULES: tuple[Rule, ...] = (
     Rule("shell-script", "run_script", r"^(?:bash|sh|zsh)(?:\s+-\S+)*\s+[^\s-]", doc="bash run.sh"),
     Rule("other-script", "run_script", r"^(?:node|ruby|perl|php|Rscript|julia|deno|ts-node|tsx)(?:\s+-\S+)*\s+[^\s-]",
          doc="node index.js"),
+    Rule("project-cli", "run_script", r"^(?:" + "|".join(PROJECT_CLIS) + r")(?:\s|$)",
+         doc="sqlfluff lint test.sql, sphinx-build -b html docs out: the code under work, run on an input"),
     Rule("path-program", "run_script", r"^(?:\.{0,2}/|[\w.-]+/)\S", doc="./run.sh, /workspace/tool, build/app"),
     # -- edits
     Rule("sed-in-place", "edit", r"^sed\s(?:.*\s)?(?:-[a-zA-Z]*i[a-zA-Z.]*|--in-place\S*)(?:\s|$)",
