@@ -137,3 +137,9 @@ def test_non_contiguous_groups_give_the_same_advantages_as_contiguous_ones():
     straight = gdpo_trl(channels, ids).sequence_advantages
     shuffled = gdpo_trl(channels[order], ids[order]).sequence_advantages
     assert_close(shuffled, straight[order])
+
+
+def test_gdpo_verl_without_std_division():
+    result = gdpo_verl(CHANNELS, MASK, GROUPS, divide_by_std=False)
+    # Dr.GRPO per channel: value - group mean = +-0.5 where the group differs
+    assert_close(result.channel_advantages, torch.tensor([[0.0, 0.5], [0.0, -0.5], [0.5, 0.5], [-0.5, -0.5]]))

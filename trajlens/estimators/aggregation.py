@@ -67,6 +67,9 @@ def aggregation_weights(
 
     ``max_length`` is L_max of the fixed-length modes, ``T`` by default (verl uses the padded
     response length; TRL ``max_completion_length``).
+
+    Reference: the normalisers of verl ``agg_loss`` and TRL ``GRPOTrainer`` loss types (see the
+    module docstring); verl's cross-GPU global token counts are not modelled.
     """
     fn = "aggregation_weights"
     response_mask = check.bool_mask(fn, "response_mask", response_mask)

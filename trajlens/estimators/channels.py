@@ -71,6 +71,8 @@ def channel_diagnostics(
         channel_advantages: (B, K) per-channel advantages (e.g. ``GDPOResult.channel_advantages``);
             by default verl's per-channel GRPO of ``channel_rewards`` (NaN stays NaN).
         names: K channel names, ``channel_0``... by default.
+
+    Reference: the GDPO digest's watch list; no trainer logs these.
     """
     fn = "channel_diagnostics"
     channel_rewards = check.float_tensor(fn, "channel_rewards", channel_rewards, ndim=2)

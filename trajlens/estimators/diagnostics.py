@@ -92,6 +92,9 @@ def advantage_stats(advantages: torch.Tensor, response_mask: torch.Tensor | None
     Args:
         advantages: (B, T) token advantages with ``response_mask``, or (N,) values without.
         response_mask: (B, T) bool, True for model tokens; None to use every value.
+
+    Reference: verl logs only mean, max and min of the advantages; the moments here are the
+    population ones (m3 / m2^1.5, m4 / m2^2 - 3) and the bimodality coefficient SAS's formula.
     """
     values = _selected("advantage_stats", advantages, response_mask).double()
     n = values.numel()

@@ -119,6 +119,9 @@ def dynamic_weights(
     Args:
         channel_std: (K,) this step's std of each channel's advantages.
         previous_ema: (K,) the previous step's ``ema_std``, or None on the first step.
+
+    Reference: the digest's description; see the module docstring for the softmax direction and
+    for how the bounds interact with the batch normalisation that follows.
     """
     fn = "dynamic_weights"
     _check_config(fn, config)
@@ -152,6 +155,11 @@ def gdpo_dynamic(
         response_mask: (B, T) bool; required with ``batch_normalisation="token"``.
         previous_ema: (K,) ``weights.ema_std`` of the previous step's result, None at the start.
         config: :class:`DynamicWeightConfig`.
+
+    Reference: none in code; follows the digest's recipe (EMA, softmax, bounds, clip) with the
+    weights increasing in each channel's advantage std, as its prose intends (its snippet used
+    1 / std). The per-channel normalisation is verl's GRPO; the final one verl's token-level
+    whitening or a sequence z-score.
     """
     fn = "gdpo_dynamic"
     _check_config(fn, config)

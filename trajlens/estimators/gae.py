@@ -85,7 +85,9 @@ def discounted_returns(
     """Discounted return-to-go over model tokens: ``G_t = r_t + gamma * G_next`` (B, T).
 
     ``next`` is the next model token; observation tokens carry the running return and their
-    rewards are dropped. This is GAE with V = 0 and lambda = 1.
+    rewards are dropped. This is GAE with V = 0 and lambda = 1 (verl's GAE loop with zero
+    values); verl's REINFORCE++ differs by resetting at every masked token, see
+    :mod:`trajlens.estimators.reinforce`.
     """
     return returns_to_go("discounted_returns", token_rewards, response_mask, gamma)
 

@@ -66,6 +66,7 @@ def gdpo_verl(
     group_ids: Any,
     weights: Any = None,
     epsilon: float = GRPO_EPS,
+    divide_by_std: bool = True,
 ) -> GDPOResult:
     """GDPO as verl computes it: per-channel GRPO, weighted sum, token-level masked whitening.
 
@@ -75,6 +76,7 @@ def gdpo_verl(
         group_ids: (B,) group of each trajectory.
         weights: (K,) channel weights, ones by default (verl ``gdpo_reward_weights``).
         epsilon: added to each channel's group std (verl 1e-6).
+        divide_by_std: False skips the per-channel division (verl ``norm_adv_by_std_in_grpo``).
     """
     fn = "gdpo_verl"
     channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
@@ -88,7 +90,11 @@ def gdpo_verl(
         )
     check.rows_have_tokens(fn, "response_mask", response_mask)
     channel_advantages = torch.stack(
-        [group_normalise(channel_rewards[:, k], groups, epsilon)[0] for k in range(channel_rewards.shape[1])], dim=1
+        [
+            group_normalise(channel_rewards[:, k], groups, epsilon, divide_by_std)[0]
+            for k in range(channel_rewards.shape[1])
+        ],
+        dim=1,
     )  # A^k_i = (r^k_i - mu^k_g) / (sigma^k_g + eps)
     fused = w[0] * channel_advantages[:, 0]
     for k in range(1, channel_rewards.shape[1]):

@@ -41,6 +41,9 @@ def reinforce(token_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: f
         token_rewards: (B, T) float; entries on observation tokens are dropped.
         response_mask: (B, T) bool, True for model tokens.
         gamma: discount in [0, 1].
+
+    Reference: the discounted sum of verl ``compute_reinforce_plus_plus_outcome_advantage``
+    without its whitening, and without its reset at masked tokens (see module docstring).
     """
     returns = returns_to_go("reinforce", token_rewards, response_mask, gamma)
     return ReinforceResult(returns, returns)
