@@ -52,3 +52,9 @@ def test_import_does_not_pull_torch():
     code = "import sys, trajlens; trajlens.open; trajlens.ingest; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_ingest_stays_a_function_after_its_subpackage_is_imported():
+    import trajlens.ingest.parquet  # noqa: F401
+
+    assert callable(trajlens.ingest) and trajlens.ingest.__module__ == "trajlens.ingest"

@@ -23,7 +23,6 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "open": "trajlens.store.handle:open_store",
     "Store": "trajlens.store.handle:Store",
-    "ingest": "trajlens.ingest:ingest",
     "load": "trajlens.ingest:load",
     "RunData": "trajlens.model:RunData",
     "TrajlensError": "trajlens.errors:TrajlensError",
@@ -36,7 +35,11 @@ _EXPORTS: dict[str, str] = {
     "SCHEMAS": "trajlens.schema:SCHEMAS",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+# Bound eagerly: the name is also a subpackage, and importing ``trajlens.ingest.<module>``
+# would otherwise leave the module, not the function, under ``trajlens.ingest``.
+from trajlens.ingest import ingest  # noqa: E402
+
+__all__ = ["__version__", "ingest", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:

@@ -23,7 +23,7 @@ def declared_parameters(text: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    from conftest import tiny_run
+    from tinyrun import tiny_run
     from trajlens.store.layout import RunDirWriter
 
     root = tmp_path_factory.mktemp("queries")

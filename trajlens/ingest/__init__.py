@@ -18,10 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from typing import TYPE_CHECKING
+
 from trajlens.errors import InputError, Problem
-from trajlens.model import RunData
-from trajlens.store.layout import is_run_dir
-from trajlens.store.writer import StoreWriter, slug
+
+if TYPE_CHECKING:
+    from trajlens.model import RunData
+
+# Heavy imports (pyarrow, duckdb) happen inside the functions: ``import trajlens`` binds
+# :func:`ingest` eagerly, and must stay fast.
 
 Progress = Callable[[str], None]
 
@@ -37,6 +42,8 @@ class IngestResult:
 
 def detect_source(path: Path) -> str:
     """Name the kind of source at ``path`` (see the module docstring)."""
+    from trajlens.store.layout import is_run_dir
+
     if not path.exists():
         raise InputError(str(path), "no such file or directory")
     if is_run_dir(path):
@@ -52,7 +59,7 @@ def detect_source(path: Path) -> str:
     return "agent"
 
 
-def load(path: Path | str, *, run_id: str | None = None, strict: bool = True) -> RunData:
+def load(path: Path | str, *, run_id: str | None = None, strict: bool = True) -> "RunData":
     """Load a non-Parquet source into memory as one run."""
     from trajlens.ingest import agents, verl
 
@@ -79,6 +86,8 @@ def ingest(
     same call when there is exactly one; otherwise they form a run of their own.
     """
     from trajlens.ingest import parquet
+    from trajlens.store.layout import is_run_dir
+    from trajlens.store.writer import StoreWriter, slug
 
     paths = [Path(source) for source in sources]
     if not paths:
@@ -92,7 +101,7 @@ def ingest(
         raise InputError("ingest", field="run_id", expected="a single run source with --run-id",
                          found=f"{len(others)} sources")
     with StoreWriter(store) as writer:
-        loaded: list[RunData] = []
+        loaded: list["RunData"] = []
         for path, kind in others:
             if kind == "parquet":
                 result.run_ids.append(parquet.copy_run(path, writer, on_file=lambda p: tick(str(p))))
@@ -132,7 +141,7 @@ def _concat(tables):
     return pa.concat_tables(tables)
 
 
-def _metrics_only_run(run_id: str, files: list[Path], tables) -> RunData:
+def _metrics_only_run(run_id: str, files: list[Path], tables) -> "RunData":
     from trajlens.model import RunBuilder
 
     builder = RunBuilder(run_id, source_format="metrics", source=", ".join(str(f) for f in files))
