@@ -135,6 +135,8 @@ def test_r7_verification_changes_form_at_flat_turns():
     assert windows["think"].max() < 0.15  # the monitor line never fires
     turns = windows.with_columns(pl.col("n") / 50)  # 10 steps x 5 trajectories
     assert 50 <= turns["n"].min() and turns["n"].max() <= 60
+    length = _metric(t, "response_length/mean")["value"]
+    assert abs(length.tail(20).mean() / length.head(20).mean() - 1) < 0.15
 
 
 def test_r7_critic_is_healthy_and_validation_matches_the_seed():

@@ -68,27 +68,39 @@ def step_params(scenario: Scenario, step: int) -> StepParams:
     )
 
 
-def token_scale(scenario: Scenario, tokens_per_trajectory: int) -> float:
-    """Factor from real token counts to this run's: a step-0 trajectory has about ``tokens_per_trajectory``."""
-    p = step_params(scenario, 0)
+def token_scale(scenario: Scenario, tokens_per_trajectory: int, step: int = 0) -> float:
+    """Factor from real token counts to this run's at ``step``.
+
+    A step-0 trajectory has about ``tokens_per_trajectory`` tokens. When the behaviour sets a
+    ``response_length`` curve, the factor is recomputed per step so the expected length follows
+    it whatever the mix of calls; otherwise it is the step-0 factor, and lengths move with the mix.
+    """
+    length = scenario.behaviour.response_length
+    if length is None:
+        return tokens_per_trajectory / expected_tokens(step_params(scenario, 0))
+    return tokens_per_trajectory * length.value(step) / expected_tokens(step_params(scenario, step))
+
+
+def expected_tokens(p: StepParams) -> float:
+    """Expected real tokens of a trajectory under the step's behaviour."""
     n = p.useful_calls / (1.0 - p.think_share)
     spread = np.exp(TOKEN_SIGMA**2 / 2)
 
     def call_total(klass: str) -> float:
         model, obs = CALL_TOKENS[klass]
-        return (model + obs) * spread
+        return (model + obs) * spread * p.call_tokens
 
     suite_calls = p.suite_rate * (1 + p.suite_repeats)
     rest = max(p.useful_calls - 1 - suite_calls, 0.0)
-    think_tokens = (1 - p.empty_think) * call_total(THINK) + p.empty_think * (EMPTY_THINK_TOKENS + CALL_TOKENS[THINK][1]) * spread
-    total = (
+    empty = (EMPTY_THINK_TOKENS + CALL_TOKENS[THINK][1]) * spread * p.call_tokens
+    think_tokens = (1 - p.empty_think) * call_total(THINK) + p.empty_think * empty
+    return (
         n * p.think_share * think_tokens
         + call_total(SUBMIT)
         + suite_calls * call_total(TEST_SUITE)
         + rest * sum(w * call_total(c) for c, w in zip(REST_CLASSES, p.weights))
         + p.useful_calls * REASONING_TOKENS * p.reasoning * spread
     )
-    return tokens_per_trajectory / total
 
 
 def _think0(scenario: Scenario) -> float:

@@ -155,7 +155,6 @@ def run_id(name: str, seed: int) -> str:
 
 def _generate(spec: Scenario, directory: Path, seed: int, first_step: int, on_step) -> SynthResult:
     pool = task_pool(step_rng(seed, spec.name, 0))
-    scale = token_scale(spec, spec.tokens_per_trajectory)
     rid = run_id(spec.name, seed)
     truth = TruthRecorder(_header(spec, seed, rid, first_step))
     metrics = MetricSource(spec)
@@ -165,6 +164,7 @@ def _generate(spec: Scenario, directory: Path, seed: int, first_step: int, on_st
             rng = step_rng(seed, spec.name, step)
             params = step_params(spec, step)
             outcomes = sample_outcomes(spec, params, pool, spec.batch, spec.max_calls, rng)
+            scale = token_scale(spec, spec.tokens_per_trajectory, step)
             calls = step_calls(outcomes, params, pool, spec.harness, scale, rng)
             tokens = _tokens.layout(calls, outcomes.reward, spec.log_probs, rng)
             row = _step_truth(spec, params, outcomes, calls)
@@ -216,7 +216,7 @@ def _step_truth(spec: Scenario, params, out: Outcomes, calls: StepCalls) -> dict
         "reward_mean": float(out.reward.mean()),
         "timeouts": int(sum(s == "timeout" for s in out.exit_status)),
     }
-    if spec.behaviour.premature_submit.anchors != ((0.0, 0.0),):
+    if spec.rewards is not None:
         row["premature_submits"] = int(out.premature.sum())
     return row
 

@@ -106,6 +106,8 @@ def _measured(directory: Path, truth: dict[str, Any]) -> list[str]:
             out.append(f"{klass} calls per trajectory: {np.nanmean(per[:20]):.1f} (steps 1-20) -> {np.nanmean(per[-20:]):.1f} (last 20)")
         turns = [window("num_turns_mean", s, s + 9) for s in range(1, int(step.max()) - 8, 10)]
         out.append(f"num_turns/mean over 10-step windows: {min(turns):.1f} to {max(turns):.1f}")
+        length = metrics["response_length/mean"]
+        out.append(f"response_length/mean {np.mean(length[:20]):.0f} (steps 1-20) -> {np.mean(length[-20:]):.0f} (last 20)")
         ev, grad = metrics["critic/vf_explained_var"], metrics["critic/grad_norm"]
         out.append(f"critic/vf_explained_var {ev.min():.2f} to {ev.max():.2f}; critic/grad_norm median {np.median(grad):.1f}, "
                    f"max {grad.max():.0f} at step {int(metrics['_step'][np.argmax(grad)])}; longest run above 30: {_longest(grad > 30)}")

@@ -120,6 +120,7 @@ SAO_R7 = Scenario(
     behaviour=Behaviour(
         think_share=flat(0.07, "seed", "0.06-0.08 all run"),
         turn_spread=0.12,
+        response_length=flat(1.0, "seed", "response length flat (about 60k tokens in the seed)"),
         think_run=flat(1.1, "chosen"),
         empty_think=flat(0.2, "chosen"),
         suite_rate=Curve(((0, 0.82), (50, 0.76), (100, 0.66), (150, 0.48), (200, 0.46)), "seed",

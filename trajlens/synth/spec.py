@@ -41,6 +41,9 @@ class Behaviour:
     """Multiplier on reasoning tokens per call."""
     call_tokens: Curve = flat(1.0, "chosen")
     """Multiplier on the tokens of every call and observation (response length)."""
+    response_length: Curve | None = None
+    """Multiplier on ``tokens_per_trajectory`` that the expected response length follows step by
+    step, whatever the mix of calls (None: lengths move with the mix)."""
     premature_submit: Curve = flat(0.0, "chosen")
     """Share of trajectories that submit after a couple of calls without a fix."""
 
