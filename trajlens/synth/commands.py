@@ -300,11 +300,18 @@ _SEARCH_COMMANDS = (
 
 def _search(ctx: CallContext, harness: Harness, r: int, empty: bool) -> RenderedCall:
     stem = ctx.module.path.rsplit("/", 1)[-1].removesuffix(".py")
-    command = _SEARCH_COMMANDS[_form(ctx, r, len(_SEARCH_COMMANDS))].format(
+    form = _form(ctx, r, len(_SEARCH_COMMANDS))
+    command = _SEARCH_COMMANDS[form].format(
         symbol=ctx.symbol, snake=_snake(ctx.symbol), package=ctx.repo.package_dir, stem=stem)
-    line = ctx.line
-    observation = (f"{ctx.module.path}:{line}:def {_snake(ctx.symbol)}(value, default=None, strict=False):\n"
-                   f"{ctx.module.test}:{12 + ctx.fix}:from {ctx.module.dotted} import {ctx.symbol}")
+    if command.startswith("grep"):
+        observation = (f"{ctx.module.path}:{ctx.line}:def {_snake(ctx.symbol)}(value, default=None, strict=False):\n"
+                       f"{ctx.module.test}:{12 + ctx.fix}:from {ctx.module.dotted} import {ctx.symbol}")
+    elif command.startswith("find"):
+        observation = "\n".join(f"./{m.path}" if "test_" not in command else f"./{m.test}" for m in ctx.repo.modules)
+    elif command == "ls -la":
+        observation = "total 96\ndrwxr-xr-x  9 root root 4096 .\n-rw-r--r--  1 root root 1862 README.md\n-rw-r--r--  1 root root 2301 pyproject.toml"
+    else:
+        observation = "  ".join(sorted({m.path[len(ctx.repo.package_dir) + 1:].split("/")[0] for m in ctx.repo.modules}))
     return RenderedCall("bash", _args(command=command), command, observation, 0)
 
 
