@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 
 from trajlens.synth import multireward
 from trajlens.synth.scenarios import SCENARIOS
-from trajlens.synth.truth import TRUTH_FILE
 
 REGENERATE = "python -m trajlens.synth.regenerate sample_data"
 
@@ -293,11 +292,3 @@ def _longest(flags: np.ndarray) -> int:
 
 def _num(x: float) -> str:
     return f"{x:g}"
-
-
-def readme_path(directory: Path) -> Path:
-    return directory / "README.md"
-
-
-def truth_path(directory: Path) -> Path:
-    return directory / TRUTH_FILE
