@@ -1,0 +1,34 @@
+"""Every notebook in notebooks/ runs top to bottom on the shipped sample data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+pytestmark = pytest.mark.slow
+
+# Something each notebook must print or write, checked beside "it ran".
+EXPECTED_OUTPUT = {
+    "01_tour": "early ┆ verification:quick_check",
+    "02_advantages": "unwhitened GAE, all-negative streaks: ((119, 121),)",
+}
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs(path, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAJLENS_OUT", str(tmp_path))
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    errors = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", []) if o.output_type == "error"]
+    assert not errors
+    assert (tmp_path / "store" / "trajlens.duckdb").exists()
+    printed = "\n".join(
+        str(output.get("text") or output.get("data", {}).get("text/plain", ""))
+        for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
+    )
+    assert EXPECTED_OUTPUT[path.stem] in printed
