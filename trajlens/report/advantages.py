@@ -26,6 +26,8 @@ def recompute_run(store: Any, run_id: str, estimator: str, **options: Any) -> pl
 
     _check_run(store, run_id)
     trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
+    if trajectories.is_empty():
+        raise ConfigError([f"run {run_id!r} has no trajectories of split 'train' to recompute"])
     tokens = None
     if estimator in TOKEN_ESTIMATORS or estimator == "gdpo_verl":
         tokens = store.tokens.filter(pl.col("run_id") == run_id).collect()

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import polars as pl
 
 from trajlens.report import plots
+from trajlens.report.scalars import channel_findings, scalar_findings
 
 CALL_CLASS_COLUMNS: tuple[str, ...] = (
     "run_id", "step", "trajectory_id", "call_index", "tool_name", "primary_class", "action_classes", "paths",
@@ -124,10 +125,15 @@ def report_store(
         directory = out / run_id
         directory.mkdir(parents=True, exist_ok=True)
         report = RunReport(run_id, directory / "stage_report.md")
+        report.findings += scalar_findings(store, run_id)
         if measures.height == 0:
-            report.findings.append("no trajectories")
+            report.findings.append("no trajectories: training scalars only")
+            report.markdown.write_text(f"# {run_id}\n\nNo trajectories: training scalars only.\n\n"
+                                       + "\n".join(f"- {f}" for f in report.findings) + "\n")
             reports.append(report)
+            tick(run_id)
             continue
+        report.findings += channel_findings(store, run_id)
         figures = report.figures
         figures.append(plots.class_shares_by_step(measures, directory / "class_shares_by_step.png",
                                                   f"{run_id}: behaviour classes per step"))

@@ -71,7 +71,7 @@ def stage_rates(rates: pl.DataFrame, metrics: list[str], path: Path, title: str)
         axis.scatter(x, rows["population_value"].to_numpy(), marker="x", color="black", s=18, zorder=3)
     axis.set_xticks(range(len(stages)), stages)
     axis.set(ylabel="rate (bars: sample with 95% CI; x: population)", title=title)
-    axis.legend(fontsize=8, frameon=False, loc="upper left")
+    axis.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return _save(figure, path)
 
 

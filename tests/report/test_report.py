@@ -1,0 +1,113 @@
+"""The main job on the shipped sample runs: what a user finds in the report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import trajlens
+from trajlens.report import report_store
+
+pytestmark = pytest.mark.slow
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def sample_store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sample")
+    trajlens.ingest([SAMPLE], root / "store")
+    return trajlens.open(root / "store")
+
+
+@pytest.fixture(scope="module")
+def reports(sample_store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    written = report_store(sample_store, out, run_ids=["sao-r6", "multireward", "resume-lr"])
+    return out, {report.run_id: report for report in written}
+
+
+def test_r6_report_finds_the_collapse_and_its_cause(reports):
+    out, by_run = reports
+    findings = "\n".join(by_run["sao-r6"].findings)
+    assert "gae_raw: all-negative batches at steps 119-121; all-positive at none" in findings
+    assert "gae_whitened" not in findings
+    assert "critic grad_norm / clip 1: median" in findings and "clipped on 100% of steps" in findings
+    think = next(f for f in by_run["sao-r6"].findings if f.startswith("think share"))
+    first = float(think.split(": ")[1].split(" in ")[0])
+    last = float(think.split("-> ")[1].split(" in ")[0])
+    assert first < 0.1 and last > 0.4
+    assert "all-negative batches at steps 119-121" in (out / "README.md").read_text()
+
+
+def test_multireward_report_flags_the_saturated_channel(reports):
+    _, by_run = reports
+    findings = "\n".join(by_run["multireward"].findings)
+    assert "reward channel format: rel_gain" in findings and "(saturated" in findings
+    correctness = next(f for f in by_run["multireward"].findings if "channel correctness" in f)
+    assert "saturated" not in correctness
+
+
+def test_resume_report_flags_the_doubled_learning_rate(reports):
+    _, by_run = reports
+    assert any(f.startswith("critic/lr logged at 2.00x") for f in by_run["resume-lr"].findings)
+
+
+def test_figures_are_real_pngs(reports):
+    _, by_run = reports
+    figures = by_run["sao-r6"].figures
+    assert {f.name for f in figures} == {"class_shares_by_step.png", "stage_rates.png", "advantage_batches.png"}
+    for figure in figures:
+        data = figure.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 20_000
+
+
+def test_analysis_tables_are_store_views(reports, sample_store):
+    think = sample_store.sql(Path(SAMPLE.parent / "queries" / "think_share_by_step.sql").read_text(), {"run_id": "sao-r6"})
+    by_step = dict(zip(think["step"], think["think_share"]))
+    assert by_step[10] < 0.12 and by_step[130] > 0.6
+    batches = sample_store.sql(
+        "SELECT step FROM advantage_batches WHERE run_id = $run AND estimator = 'gae_raw' AND all_negative ORDER BY step",
+        {"run": "sao-r6"})
+    assert batches["step"].to_list() == [119, 120, 121]
+    rates = sample_store.table("stage_rates").filter(pl.col("run_id") == "sao-r6").collect()
+    assert set(rates["stage"]) == {"Q1", "Q2", "Q3", "Q4"}
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "trajlens", *map(str, args)], capture_output=True, text=True)
+
+
+def test_sample_and_advantages_commands(sample_store, tmp_path):
+    markdown = tmp_path / "r7.md"
+    done = cli("sample", sample_store.path, "--run", "sao-r7", "--stages", "early:1-50,late:151-200", "--out", markdown)
+    assert done.returncode == 0, done.stderr
+    text = markdown.read_text()
+    assert "| sao-r7 | early | 1–50 |" in text and "`ran_suite`" in text
+    done = cli("advantages", sample_store.path, "--run", "sao-r6", "--estimator", "gae",
+               "--option", "whiten=false", "--label", "raw")
+    assert done.returncode == 0, done.stderr
+    assert "all-negative batches: [119, 120, 121]" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("sample", "{store}", "--run", "nope"), "--run nope: not in the store"),
+        (("sample", "{store}", "--run", "sao-r7", "--stages", "early"), "expected NAME:FIRST-LAST"),
+        (("advantages", "{store}", "--run", "resume-lr", "--estimator", "grpo"), "no trajectories"),
+        (("advantages", "{store}", "--run", "sao-r6", "--estimator", "ppo"), "estimator"),
+        (("advantages", "{store}", "--run", "grpo-leg", "--estimator", "gae"), "gae needs critic values"),
+    ],
+)
+def test_analysis_command_errors_are_one_line(sample_store, args, message):
+    done = cli(*(a.format(store=sample_store.path) for a in args))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr

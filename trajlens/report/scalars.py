@@ -1,0 +1,134 @@
+"""Findings from training scalars and reward channels: the engineering lessons of the seed runs.
+
+- a logged learning rate that disagrees with the configured one (a resume that restored the
+  scheduler and overrode a changed LR);
+- a critic whose gradient is shrunk by its clip on most steps (the starved r6 critic);
+- explained variance that never leaves a low band;
+- a reward channel whose rel_gain (mean over groups of max - min) collapses: saturation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+
+
+@dataclass(frozen=True)
+class LearningRate:
+    """A logged learning-rate metric and where its configured value sits in a verl-style config."""
+
+    metric: str
+    config_path: tuple[str, ...]
+
+
+LEARNING_RATES: tuple[LearningRate, ...] = (
+    LearningRate("actor/lr", ("actor_rollout_ref", "actor", "optim", "lr")),
+    LearningRate("critic/lr", ("critic", "optim", "lr")),
+)
+CRITIC_GRAD_CLIP_PATHS: tuple[tuple[str, ...], ...] = (("critic", "grad_clip"), ("critic", "optim", "clip_grad"))
+RATIO_TOLERANCE = 1e-3
+SATURATED_REL_GAIN = 0.1
+
+
+def _config(store: Any, run_id: str) -> dict:
+    frame = store.sql("SELECT config FROM runs WHERE run_id = $run", {"run": run_id})
+    return json.loads(frame["config"][0]) if frame.height else {}
+
+
+def _lookup(config: dict, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(config, dict) or key not in config:
+            return None
+        config = config[key]
+    return config
+
+
+def _metric(store: Any, run_id: str, name: str) -> pl.DataFrame:
+    return store.sql(
+        "SELECT step, value FROM step_metrics WHERE run_id = $run AND name = $name AND value IS NOT NULL ORDER BY step",
+        {"run": run_id, "name": name},
+    )
+
+
+def _spans(steps: list[int]) -> str:
+    spans, start, previous = [], None, None
+    for step in steps:
+        if start is None:
+            start = previous = step
+        elif step == previous + 1:
+            previous = step
+        else:
+            spans.append((start, previous))
+            start = previous = step
+    if start is not None:
+        spans.append((start, previous))
+    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans)
+
+
+def scalar_findings(store: Any, run_id: str) -> list[str]:
+    """Learning-rate mismatches, critic clipping and explained variance, as sentences."""
+    config = _config(store, run_id)
+    findings = []
+    for rate in LEARNING_RATES:
+        configured = _lookup(config, rate.config_path)
+        logged = _metric(store, run_id, rate.metric)
+        if not isinstance(configured, (int, float)) or configured <= 0 or logged.is_empty():
+            continue
+        warmup = _lookup(config, (*rate.config_path[:-1], "lr_warmup_steps"))
+        if isinstance(warmup, int) and warmup > 0:
+            logged = logged.filter(pl.col("step") > warmup)
+        ratio = logged.with_columns((pl.col("value") / configured).alias("ratio"))
+        off = ratio.filter((pl.col("ratio") - 1).abs() > RATIO_TOLERANCE)
+        if off.height:
+            findings.append(
+                f"{rate.metric} logged at {off['ratio'].median():.2f}x the run's configured {configured:g} on steps "
+                f"{_spans(off['step'].to_list())} ({off.height} of {ratio.height} logged steps)"
+            )
+    grad_norm = _metric(store, run_id, "critic/grad_norm")
+    clip = next((_lookup(config, p) for p in CRITIC_GRAD_CLIP_PATHS if _lookup(config, p) is not None), None)
+    if not grad_norm.is_empty() and isinstance(clip, (int, float)) and clip > 0:
+        from trajlens.estimators import critic_grad_clip
+
+        report = critic_grad_clip(grad_norm["value"].to_list(), float(clip), alarm_above=30.0)
+        findings.append(
+            f"critic grad_norm / clip {clip:g}: median {report.median_ratio:.1f}x, clipped on "
+            f"{report.clipped_share:.0%} of steps"
+            + (f"; 3+ steps in a row above 30 at {', '.join(f'{a}-{b}' for a, b in report.alarm_runs)}"
+               if report.alarm_runs else "")
+        )
+    explained = _metric(store, run_id, "critic/vf_explained_var")
+    if not explained.is_empty():
+        findings.append(
+            f"critic/vf_explained_var {explained['value'].min():.2f} to {explained['value'].max():.2f} "
+            f"(median {explained['value'].median():.2f})"
+        )
+    return findings
+
+
+def channel_findings(store: Any, run_id: str) -> list[str]:
+    """rel_gain of each reward channel in the first and last quarter of the run's steps."""
+    channels = (
+        store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train"))
+        .select("step", "group_id", "reward_channels").explode("reward_channels").unnest("reward_channels")
+        .drop_nulls("name")
+        .group_by("step", "group_id", pl.col("name").alias("channel"))
+        .agg((pl.col("value").max() - pl.col("value").min()).alias("gain"))
+        .group_by("step", "channel").agg(pl.col("gain").mean().alias("rel_gain"))
+        .collect()
+    )
+    if channels.is_empty() or channels["channel"].n_unique() < 2:
+        return []
+    steps = channels["step"].unique().sort()
+    quarter = max(len(steps) // 4, 1)
+    first, last = steps[:quarter], steps[-quarter:]
+    findings = []
+    for (channel,), part in channels.partition_by("channel", as_dict=True, maintain_order=True).items():
+        early = part.filter(pl.col("step").is_in(first.implode()))["rel_gain"].mean()
+        late = part.filter(pl.col("step").is_in(last.implode()))["rel_gain"].mean()
+        note = " (saturated: its group advantage carries no signal)" if late < SATURATED_REL_GAIN <= early else ""
+        findings.append(f"reward channel {channel}: rel_gain {early:.2f} in the first quarter -> {late:.2f} in the last{note}")
+    return findings
