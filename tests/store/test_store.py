@@ -141,3 +141,15 @@ def test_bad_sql_is_a_one_line_error(tmp_path, tiny_run_dir):
 
 def test_schema_error_is_an_input_error():
     assert issubclass(SchemaError, InputError) and issubclass(SchemaError, ValueError)
+
+
+def test_lenient_ingest_skips_a_bad_file_and_reports_it(tmp_path, tiny_run_dir):
+    victim = sorted((tiny_run_dir / "tool_calls").rglob("*.parquet"))[0]
+    victim.write_bytes(b"not parquet")
+    result = trajlens.ingest([tiny_run_dir], tmp_path / "store", strict=False)
+    assert len(result.problems) == 1
+    problem = result.problems[0]
+    assert problem.file == str(victim) and "not a readable Parquet file" in problem.message
+    store = trajlens.open(tmp_path / "store")
+    assert store.sql("SELECT count(*) AS n FROM tool_calls")["n"].to_list() == [8]
+    assert store.sql("SELECT count(*) AS n FROM trajectories")["n"].to_list() == [8]

@@ -104,10 +104,12 @@ def ingest(
         loaded: list["RunData"] = []
         for path, kind in others:
             if kind == "parquet":
-                result.run_ids.append(parquet.copy_run(path, writer, on_file=lambda p: tick(str(p))))
+                result.run_ids.append(parquet.copy_run(path, writer, strict=strict, problems=result.problems,
+                                                       on_file=lambda p: tick(str(p))))
             elif kind == "runs":
                 for child in sorted(p for p in path.iterdir() if is_run_dir(p)):
-                    result.run_ids.append(parquet.copy_run(child, writer, on_file=lambda p: tick(str(p))))
+                    result.run_ids.append(parquet.copy_run(child, writer, strict=strict, problems=result.problems,
+                                                           on_file=lambda p: tick(str(p))))
             else:
                 loaded.append(load(path, run_id=run_id, strict=strict))
                 tick(str(path))

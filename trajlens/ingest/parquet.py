@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from trajlens.errors import InputError
+from trajlens.errors import InputError, Problem
 from trajlens.model import check_values
 from trajlens.schema import SCHEMAS, TABLES, conform
 from trajlens.store.layout import is_run_dir, table_files
@@ -55,9 +55,15 @@ def copy_run(
     run_dir: Path,
     writer: StoreWriter,
     *,
+    strict: bool = True,
+    problems: list[Problem] | None = None,
     on_file: Callable[[Path], None] | None = None,
 ) -> str:
-    """Stream a canonical run directory into ``writer``; returns the run id."""
+    """Stream a canonical run directory into ``writer``; returns the run id.
+
+    Lenient (``strict=False``), a file that cannot be read or does not fit the schema is
+    skipped and reported in ``problems``; whole-run checks (duplicate ids) still raise.
+    """
     runs = read_table_file(_single(run_dir, "runs"), "runs")
     if runs.num_rows != 1:
         raise InputError(str(run_dir / "runs"), expected="exactly one run row", found=f"{runs.num_rows} rows")
@@ -65,8 +71,15 @@ def copy_run(
     with writer.stage(run_id, runs, str(run_dir)) as stage:
         for name in TABLES[1:]:
             for path in table_files(run_dir, name):
-                table = read_table_file(path, name)
-                _check_run_id(table, run_id, path)
+                try:
+                    table = read_table_file(path, name)
+                    _check_run_id(table, run_id, path)
+                except InputError as error:
+                    if strict:
+                        raise
+                    if problems is not None:
+                        problems.append(error.as_problem())
+                    continue
                 stage.write_step(name, table)
                 if on_file is not None:
                     on_file(path)
