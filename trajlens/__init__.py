@@ -32,6 +32,10 @@ _EXPORTS: dict[str, str] = {
     "classify_calls": "trajlens.classify:classify_calls",
     "trajectory_measures": "trajlens.classify:trajectory_measures",
     "stage_report": "trajlens.classify:stage_report",
+    "assign_stages": "trajlens.classify:assign_stages",
+    "recompute": "trajlens.estimators:recompute",
+    "report_store": "trajlens.report:report_store",
+    "classify_store": "trajlens.report:classify_store",
     "SCHEMAS": "trajlens.schema:SCHEMAS",
 }
 

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
 
 
@@ -45,7 +46,11 @@ def classify(
     handle = trajlens.open(store)
     runs = run or handle.run_ids()
     _check_runs(handle, runs)
-    measured = classify_store(handle, runs)
+    with progress_bar("classifying", total=len(runs)) as tick:
+        measured = {}
+        for run_id in runs:
+            measured.update(classify_store(handle, [run_id]))
+            tick(run_id)
     total = sum(frame.height for frame in measured.values())
     typer.echo(f"classified {len(measured)} run(s), {total} trajectories; tables call_classes and trajectory_measures")
 
@@ -70,7 +75,9 @@ def sample(
 
     handle = trajlens.open(store)
     _check_runs(handle, [run])
-    report = stage_report(handle, run_id=run, n=n, seed=seed, stages=parse_stages(stages))
+    with progress_bar("sampling") as tick:
+        report = stage_report(handle, run_id=run, n=n, seed=seed, stages=parse_stages(stages))
+        tick(run)
     handle.write_derived("stage_rates", run, report.rates)
     handle.write_derived("stage_changes", run, report.changes)
     markdown = report.to_markdown()
