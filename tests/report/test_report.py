@@ -111,3 +111,38 @@ def test_analysis_command_errors_are_one_line(sample_store, args, message):
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots"
+QUERY_PARAMS = {"run_id": "sao-r6", "name": "critic/grad_norm", "metric": "share:think", "estimator": "gae_raw"}
+QUERY_RUN = {"reward_channels_by_step": "multireward", "dead_groups_by_step": "multireward"}
+
+
+def check_snapshot(name: str, text: str) -> None:
+    """Compare with tests/snapshots/NAME; TRAJLENS_UPDATE_SNAPSHOTS=1 rewrites it instead."""
+    import os
+
+    path = SNAPSHOTS / name
+    if os.environ.get("TRAJLENS_UPDATE_SNAPSHOTS") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no snapshot {path}; create it with TRAJLENS_UPDATE_SNAPSHOTS=1"
+    assert text == path.read_text(), f"{name} differs from its snapshot"
+
+
+QUERY_FILES = sorted((SAMPLE.parent / "queries").glob("*.sql"))
+
+
+@pytest.mark.parametrize("path", QUERY_FILES, ids=[p.stem for p in QUERY_FILES])
+def test_query_results_match_their_snapshots(reports, sample_store, path):
+    text = path.read_text()
+    params = {k: v for k, v in QUERY_PARAMS.items() if f"${k}" in text}
+    if "run_id" in params:
+        params["run_id"] = QUERY_RUN.get(path.stem, "sao-r6")
+    frame = sample_store.sql(text, params)
+    check_snapshot(f"queries/{path.stem}.csv", frame.head(40).write_csv(float_precision=6))
+
+
+def test_stage_report_matches_its_snapshot(reports):
+    out, _ = reports
+    check_snapshot("reports/sao-r6_stage_report.md", (out / "sao-r6" / "stage_report.md").read_text())
