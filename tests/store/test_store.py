@@ -153,3 +153,53 @@ def test_lenient_ingest_skips_a_bad_file_and_reports_it(tmp_path, tiny_run_dir):
     store = trajlens.open(tmp_path / "store")
     assert store.sql("SELECT count(*) AS n FROM tool_calls")["n"].to_list() == [8]
     assert store.sql("SELECT count(*) AS n FROM trajectories")["n"].to_list() == [8]
+
+
+def test_parquet_run_can_be_stored_under_another_id(tmp_path, tiny_run_dir):
+    trajlens.ingest([tiny_run_dir], tmp_path / "store", run_id="renamed")
+    store = trajlens.open(tmp_path / "store")
+    assert store.run_ids() == ["renamed"]
+    ids = store.sql("SELECT DISTINCT run_id FROM tool_calls UNION SELECT DISTINCT run_id FROM tokens")
+    assert ids["run_id"].to_list() == ["renamed"]
+
+
+def test_metrics_file_joins_the_single_parquet_run(tmp_path, tiny_run_dir):
+    metrics = tmp_path / "export.jsonl"
+    metrics.write_text('{"_step": 3, "actor/lr": 1e-6}\n{"_step": 4, "actor/lr": 2e-6}\n')
+    result = trajlens.ingest([tiny_run_dir, metrics], tmp_path / "store")
+    assert result.run_ids == ["tiny"]
+    rows = trajlens.open(tmp_path / "store").sql("SELECT step, name FROM step_metrics ORDER BY step, name")
+    assert rows.rows() == [(1, "critic/vf_explained_var"), (2, "critic/vf_explained_var"), (3, "actor/lr"), (4, "actor/lr")]
+
+
+def test_metrics_that_repeat_the_runs_own_scalars_are_refused(tmp_path, tiny_run_dir):
+    metrics = tmp_path / "export.jsonl"
+    metrics.write_text('{"_step": 1, "critic/vf_explained_var": 0.5}\n')
+    with pytest.raises(InputError, match="step_metrics step 1: field 'critic/vf_explained_var': expected one value per step"):
+        trajlens.ingest([tiny_run_dir, metrics], tmp_path / "store")
+
+
+def test_scan_run_reads_lazily(tiny_run_dir):
+    from trajlens.ingest.parquet import scan_run
+
+    tables = scan_run(tiny_run_dir)
+    assert all(isinstance(frame, pl.LazyFrame) for frame in tables.values())
+    assert tables["tool_calls"].filter(pl.col("tool_name") == "think").select(pl.len()).collect().item() == 8
+
+
+def test_failed_ingest_into_a_new_store_leaves_no_folder(tmp_path, tiny_run_dir):
+    sorted((tiny_run_dir / "tokens").rglob("*.parquet"))[0].write_bytes(b"broken")
+    with pytest.raises(InputError):
+        trajlens.ingest([tiny_run_dir], tmp_path / "new-store")
+    assert not (tmp_path / "new-store").exists()
+
+
+def test_reingest_drops_analyses_of_the_replaced_run(tmp_path, tiny_run_dir):
+    from trajlens.report import classify_store
+
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    classify_store(store)
+    assert "call_classes" in store.tables()
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    assert "call_classes" not in trajlens.open(tmp_path / "store").tables()

@@ -50,10 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         typer.echo("aborted", err=True)
         return 1
-    except Exception as error:  # click usage errors come through here in non-standalone mode
-        import click
-
-        if isinstance(error, click.ClickException):
+    except Exception as error:
+        # Usage errors (a missing argument, a bad option value) come from the click that typer
+        # bundles; recognise them by their interface rather than by importing click.
+        if callable(getattr(error, "show", None)) and isinstance(getattr(error, "exit_code", None), int):
             error.show()
             return error.exit_code
         raise

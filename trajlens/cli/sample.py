@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._output import check_output, write_atomically
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
 
@@ -73,6 +74,8 @@ def sample(
     import trajlens
     from trajlens.classify import stage_report
 
+    if output is not None:
+        check_output(output)
     handle = trajlens.open(store)
     _check_runs(handle, [run])
     with progress_bar("sampling") as tick:
@@ -84,9 +87,7 @@ def sample(
     if output is None:
         typer.echo(markdown)
         return
-    partial = output.with_name(output.name + ".partial")
-    partial.write_text(markdown)
-    partial.replace(output)
+    write_atomically(output, lambda partial: partial.write_text(markdown))
     typer.echo(f"wrote {output}")
 
 

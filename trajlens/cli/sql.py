@@ -9,8 +9,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._output import check_output, write_atomically
 from trajlens.errors import ConfigError, InputError
 
+WRITERS: dict[str, str] = {".csv": "write_csv", ".parquet": "write_parquet", ".json": "write_json"}
 _INT = re.compile(r"^[+-]?\d+$")
 _FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
 
@@ -57,20 +59,13 @@ def sql(
 
     import trajlens
 
+    if output is not None:
+        check_output(output, tuple(WRITERS))
     frame = trajlens.open(store).sql(read_query(query), parse_params(param or []))
     if output is not None:
-        _write(frame, output)
+        write_atomically(output, lambda partial: getattr(frame, WRITERS[output.suffix.lower()])(partial))
         typer.echo(f"wrote {frame.height} rows to {output}")
         return
     with pl.Config(tbl_rows=rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=160):
         typer.echo(str(frame))
 
-
-def _write(frame, output: Path) -> None:
-    suffix = output.suffix.lower()
-    writers = {".csv": frame.write_csv, ".parquet": frame.write_parquet, ".json": frame.write_json}
-    if suffix not in writers:
-        raise ConfigError([f"--out {output}: expected a .csv, .parquet or .json file"])
-    partial = output.with_name(output.name + ".partial")
-    writers[suffix](partial)
-    partial.replace(output)

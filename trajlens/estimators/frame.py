@@ -82,6 +82,7 @@ def recompute(
     if estimator in CHANNEL_ESTIMATORS:
         frame, channel_names = _channel_columns(fn, frame, options.pop("channels", None))
     options = dict(options)
+    _check_options(fn, estimator, options)
     state: dict[str, torch.Tensor | None] = {}
     parts = []
     for batch in frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True):
@@ -95,6 +96,57 @@ def recompute(
     out = pl.concat(parts, how="diagonal_relaxed").sort(_ROW)
     keys = frame.select(_ROW, *KEY_COLUMNS)
     return keys.join(out, on=_ROW, how="left").sort(_ROW).drop(_ROW).with_columns(pl.lit(estimator).alias("estimator"))
+
+
+# Options every estimator of a kind takes besides its tensor function's keywords.
+_FRAME_OPTIONS: dict[str, dict[str, Any]] = {
+    "gae": {"gamma": 1.0, "lam": 1.0, "whiten": True},
+    "reinforce": {"gamma": 1.0, "whiten": False},
+    **{name: {"score": "reward"} for name in OUTCOME_ESTIMATORS},
+    **{name: {"weights": None} for name in CHANNEL_ESTIMATORS},
+}
+_TENSOR_ARGUMENTS = {"token_rewards", "response_mask", "group_ids", "channel_rewards", "previous_ema", "weights"}
+
+
+def estimator_options(estimator: str) -> dict[str, Any]:
+    """The options ``recompute`` accepts for ``estimator``, with their defaults."""
+    import inspect
+
+    functions = {**_OUTCOME, "gdpo_verl": gdpo_verl, "gdpo_trl": gdpo_trl,
+                 "sum_then_normalize": sum_then_normalize, "gdpo_dynamic": gdpo_dynamic}
+    options = dict(_FRAME_OPTIONS[estimator])
+    if estimator in functions:
+        for name, parameter in inspect.signature(functions[estimator]).parameters.items():
+            if name not in _TENSOR_ARGUMENTS and parameter.default is not inspect.Parameter.empty:
+                options[name] = parameter.default
+    if estimator == "gdpo_dynamic":
+        options["config"] = DynamicWeightConfig()
+    return options
+
+
+def _check_options(fn: str, estimator: str, options: dict[str, Any]) -> None:
+    """Refuse unknown option names and values of the wrong kind, all problems at once."""
+    accepted = estimator_options(estimator)
+    problems = []
+    for name, value in options.items():
+        if name == "channels" and estimator in CHANNEL_ESTIMATORS:
+            continue
+        if name not in accepted:
+            problems.append(f"{estimator} takes no option {name!r} (options: {', '.join(sorted(accepted))})")
+            continue
+        default = accepted[name]
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, (int, float)):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif isinstance(default, str):
+            ok = isinstance(value, str)
+        else:
+            ok = True
+        if not ok:
+            problems.append(f"{estimator} option {name!r}: expected {type(default).__name__}, found {value!r}")
+    if problems:
+        raise check.EstimatorInputError(f"{fn}: " + "; ".join(problems))
 
 
 def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, required: bool) -> pl.DataFrame:

@@ -100,34 +100,35 @@ def ingest(
     if run_id is not None and (len(others) > 1 or any(kind == "runs" for _, kind in others)):
         raise InputError("ingest", field="run_id", expected="a single run source with --run-id",
                          found=f"{len(others)} sources")
+    # Metrics files join the run of the call's only other source; otherwise they are a run.
+    owner = others[0] if len(others) == 1 and others[0][1] != "runs" else None
     with StoreWriter(store) as writer:
         loaded: list["RunData"] = []
         for path, kind in others:
-            if kind == "parquet":
-                result.run_ids.append(parquet.copy_run(path, writer, strict=strict, problems=result.problems,
-                                                       on_file=lambda p: tick(str(p))))
-            elif kind == "runs":
-                for child in sorted(p for p in path.iterdir() if is_run_dir(p)):
-                    result.run_ids.append(parquet.copy_run(child, writer, strict=strict, problems=result.problems,
-                                                           on_file=lambda p: tick(str(p))))
-            else:
+            if kind == "verl" or kind == "agent":
                 loaded.append(load(path, run_id=run_id, strict=strict))
                 tick(str(path))
         if metric_files:
-            owner = loaded[0] if len(loaded) == 1 and not result.run_ids else None
-            target = owner.run_id if owner else (run_id or slug(metric_files[0].stem))
-            from trajlens.ingest import metrics
-
-            tables = []
-            for path in metric_files:
-                metrics_load = metrics.load_metrics(path, run_id=target, strict=strict)
-                tables.append(metrics_load.table)
-                result.problems.extend(metrics_load.problems)
-                tick(str(path))
-            if owner is not None:
-                owner.step_metrics = _concat([owner.step_metrics, *tables])
+            if owner is None:
+                target = run_id or slug(metric_files[0].stem)
+            elif owner[1] == "parquet":
+                target = run_id or parquet.run_id_of(owner[0])
             else:
+                target = loaded[0].run_id
+            tables = _load_metrics(metric_files, target, strict, result, tick)
+            if owner is None:
                 loaded.append(_metrics_only_run(target, metric_files, tables))
+            elif owner[1] != "parquet":
+                loaded[0].step_metrics = _concat([loaded[0].step_metrics, *tables])
+        else:
+            tables = []
+        for path, kind in others:
+            children = [path] if kind == "parquet" else sorted(p for p in path.iterdir() if is_run_dir(p)) \
+                if kind == "runs" else []
+            for child in children:
+                result.run_ids.append(parquet.copy_run(
+                    child, writer, run_id=run_id, extra_metrics=tables if owner else (), strict=strict,
+                    problems=result.problems, on_file=lambda p: tick(str(p))))
         for run in loaded:
             run.validate(run.runs.column("source")[0].as_py())
             writer.add(run, run.runs.column("source")[0].as_py())
@@ -135,6 +136,18 @@ def ingest(
             result.problems.extend(run.problems)
         writer.publish()
     return result
+
+
+def _load_metrics(files: list[Path], run_id: str, strict: bool, result: IngestResult, tick: Progress):
+    from trajlens.ingest import metrics
+
+    tables = []
+    for path in files:
+        loaded = metrics.load_metrics(path, run_id=run_id, strict=strict)
+        tables.append(loaded.table)
+        result.problems.extend(loaded.problems)
+        tick(str(path))
+    return tables
 
 
 def _concat(tables):

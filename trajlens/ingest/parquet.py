@@ -8,7 +8,7 @@ duplicate ids, so a run larger than memory ingests in bounded memory.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import polars as pl
 import pyarrow as pa
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from trajlens.errors import InputError, Problem
 from trajlens.model import check_values
-from trajlens.schema import SCHEMAS, TABLES, conform
+from trajlens.schema import TABLES, conform
 from trajlens.store.layout import is_run_dir, table_files
 from trajlens.store.writer import StoreWriter
 
@@ -51,43 +51,59 @@ def read_table_file(path: Path, name: str) -> pa.Table:
     return table
 
 
+def run_id_of(run_dir: Path) -> str:
+    """The run id recorded in a run directory's ``runs`` table."""
+    runs = read_table_file(_single(run_dir, "runs"), "runs")
+    if runs.num_rows != 1:
+        raise InputError(str(run_dir / "runs"), expected="exactly one run row", found=f"{runs.num_rows} rows")
+    return runs.column("run_id")[0].as_py()
+
+
 def copy_run(
     run_dir: Path,
     writer: StoreWriter,
     *,
+    run_id: str | None = None,
+    extra_metrics: Sequence[pa.Table] = (),
     strict: bool = True,
     problems: list[Problem] | None = None,
     on_file: Callable[[Path], None] | None = None,
 ) -> str:
     """Stream a canonical run directory into ``writer``; returns the run id.
 
+    ``run_id`` stores the run under another id; ``extra_metrics`` (step_metrics tables, already
+    carrying the stored id) join the run's own training scalars.
+
     Lenient (``strict=False``), a file that cannot be read or does not fit the schema is
     skipped and reported in ``problems``; whole-run checks (duplicate ids) still raise.
     """
+    recorded = run_id_of(run_dir)
     runs = read_table_file(_single(run_dir, "runs"), "runs")
-    if runs.num_rows != 1:
-        raise InputError(str(run_dir / "runs"), expected="exactly one run row", found=f"{runs.num_rows} rows")
-    run_id = runs.column("run_id")[0].as_py()
-    with writer.stage(run_id, runs, str(run_dir)) as stage:
+    stored = run_id or recorded
+    with writer.stage(stored, _with_run_id(runs, stored), str(run_dir)) as stage:
         for name in TABLES[1:]:
             for path in table_files(run_dir, name):
                 try:
                     table = read_table_file(path, name)
-                    _check_run_id(table, run_id, path)
+                    _check_run_id(table, recorded, path)
                 except InputError as error:
                     if strict:
                         raise
                     if problems is not None:
                         problems.append(error.as_problem())
                     continue
-                stage.write_step(name, table)
+                stage.write_step(name, _with_run_id(table, stored))
                 if on_file is not None:
                     on_file(path)
-    return run_id
+        for table in extra_metrics:
+            stage.write_step("step_metrics", table)
+    return stored
 
 
-def count_files(run_dir: Path) -> int:
-    return sum(len(table_files(run_dir, name)) for name in TABLES[1:])
+def _with_run_id(table: pa.Table, run_id: str) -> pa.Table:
+    index = table.schema.get_field_index("run_id")
+    column = pa.array([run_id] * table.num_rows, pa.string())
+    return table.set_column(index, table.schema.field(index), column)
 
 
 def _single(run_dir: Path, name: str) -> Path:
@@ -107,4 +123,4 @@ def _check_run_id(table: pa.Table, run_id: str, path: Path) -> None:
                          found=repr(table.column("run_id")[row].as_py()))
 
 
-__all__ = ["FORMAT", "copy_run", "count_files", "detect", "read_table_file", "scan_run", "SCHEMAS"]
+__all__ = ["FORMAT", "copy_run", "detect", "read_table_file", "run_id_of", "scan_run"]

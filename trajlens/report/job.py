@@ -163,7 +163,8 @@ def report_store(
 def _behaviour_findings(rates: pl.DataFrame) -> list[str]:
     findings = []
     for metric, label in (("share:think", "think share"), ("ran_suite", "runs the full suite")):
-        rows = rates.filter(pl.col("metric") == metric).sort("stage_index")
+        rows = rates.filter(pl.col("metric") == metric).sort("stage_index").drop_nulls(
+            ["population_value", "value", "ci_low", "ci_high"])
         if rows.height >= 2:
             first, last = rows.row(0, named=True), rows.row(-1, named=True)
             findings.append(

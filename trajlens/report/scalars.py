@@ -36,7 +36,11 @@ SATURATED_REL_GAIN = 0.1
 
 def _config(store: Any, run_id: str) -> dict:
     frame = store.sql("SELECT config FROM runs WHERE run_id = $run", {"run": run_id})
-    return json.loads(frame["config"][0]) if frame.height else {}
+    try:
+        config = json.loads(frame["config"][0]) if frame.height else {}
+    except json.JSONDecodeError:
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
 def _lookup(config: dict, path: tuple[str, ...]) -> Any:
@@ -129,6 +133,8 @@ def channel_findings(store: Any, run_id: str) -> list[str]:
     for (channel,), part in channels.partition_by("channel", as_dict=True, maintain_order=True).items():
         early = part.filter(pl.col("step").is_in(first.implode()))["rel_gain"].mean()
         late = part.filter(pl.col("step").is_in(last.implode()))["rel_gain"].mean()
+        if early is None or late is None:
+            continue  # the channel is missing from the first or the last quarter
         note = " (saturated: its group advantage carries no signal)" if late < SATURATED_REL_GAIN <= early else ""
         findings.append(f"reward channel {channel}: rel_gain {early:.2f} in the first quarter -> {late:.2f} in the last{note}")
     return findings

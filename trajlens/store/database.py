@@ -1,7 +1,9 @@
 """DuckDB views over a store's Parquet files.
 
 The views read every run's files through a glob, so a new run needs no change to the
-database; ``refresh_database`` only rewrites it when the store moved or the file is new.
+database; ``refresh_database`` only rewrites it when its views would change (a new store, a
+store that moved, a new analysis table), which it tells from a small record of the view
+definitions kept beside it.
 """
 
 from __future__ import annotations
@@ -59,19 +61,35 @@ def attach_views(connection: duckdb.DuckDBPyConnection, store: Path) -> None:
         connection.execute(statement)
 
 
+VIEWS_RECORD = ".trajlens-views.sql"
+
+
 def refresh_database(store: Path) -> Path:
-    """Create or update ``STORE/trajlens.duckdb`` so its views point at this store."""
+    """Create or update ``STORE/trajlens.duckdb`` so its views point at this store.
+
+    Raises :class:`StoreError` when the file is locked by another DuckDB session.
+    """
+    from trajlens.errors import StoreError
+
     path = store / DATABASE_FILE
-    connection = duckdb.connect(str(path))
+    record = store / VIEWS_RECORD
+    statements = view_statements(store) + derived_statements(store)
+    wanted = ";\n".join(statements) + "\n"
+    if path.exists() and record.exists() and record.read_text() == wanted:
+        return path
     try:
-        attach_views(connection, store)
+        connection = duckdb.connect(str(path))
+    except duckdb.Error as error:
+        reason = str(error).strip().splitlines()[0]
+        raise StoreError(f"{path}: cannot update the database ({reason}); close other DuckDB sessions on it") from None
+    try:
+        for statement in statements:
+            connection.execute(statement)
     finally:
         connection.close()
+    record.write_text(wanted)
     return path
 
-
-def has_runs(store: Path) -> bool:
-    return any((store / "runs").glob(f"*/{TABLES[0]}")) if (store / "runs").is_dir() else False
 
 
 __all__ = ["DATABASE_FILE", "SCHEMAS", "attach_views", "refresh_database", "table_glob"]

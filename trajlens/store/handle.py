@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from trajlens.errors import StoreError, TrajlensError
 from trajlens.schema import SCHEMAS, TABLES
@@ -48,6 +49,9 @@ class Store:
         except duckdb.Error as error:
             first_line = str(error).strip().splitlines()[0]
             raise QueryError(f"query failed: {first_line}") from None
+        except (pl.exceptions.PolarsError, pa.ArrowException) as error:
+            first_line = str(error).strip().splitlines()[0]
+            raise QueryError(f"query result has a column Polars cannot hold: {first_line}") from None
 
     def table(self, name: str) -> pl.LazyFrame:
         if name in SCHEMAS:
@@ -75,9 +79,15 @@ class Store:
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"{run_id}.parquet"
         partial = directory / f".{run_id}.parquet.partial"
+        new_table = not any(directory.glob("*.parquet"))
         frame.write_parquet(partial)
         partial.replace(target)
-        refresh_database(self.path)
+        try:
+            refresh_database(self.path)
+        except StoreError:
+            if new_table:  # a table without its view would be invisible to SQL: take it back
+                target.unlink()
+            raise
         if self._connection is not None:
             attach_views(self._connection, self.path)
         return target

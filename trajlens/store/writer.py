@@ -24,7 +24,7 @@ import duckdb
 
 from trajlens.errors import InputError, StoreError
 from trajlens.model import RunData
-from trajlens.store.database import refresh_database
+from trajlens.store.database import DERIVED_DIR, refresh_database
 from trajlens.store.layout import RunDirWriter, table_files
 
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -49,6 +49,7 @@ class StoreWriter:
         self.store = Path(store)
         if self.store.exists() and not self.store.is_dir():
             raise StoreError(f"{self.store}: expected a store directory, found a file")
+        self._created = not self.store.exists()
         self._staging = self.store / ".staging" / uuid.uuid4().hex
         self._staged: dict[str, Path] = {}
 
@@ -70,17 +71,27 @@ class StoreWriter:
             writer.write_run(run)
 
     def publish(self) -> list[str]:
-        """Move every staged run into ``runs/`` and refresh the database views."""
+        """Move every staged run into ``runs/``; analyses of a replaced run are dropped.
+
+        In a store that already has runs, the database views are brought up to date first, so
+        that a database locked by another session fails the ingest before anything moved; they
+        read the runs through globs and need no change for new runs.
+        """
         runs_dir = self.store / "runs"
         runs_dir.mkdir(parents=True, exist_ok=True)
+        had_runs = any(runs_dir.iterdir())
+        if had_runs:  # views cannot be created over globs that match no file yet
+            refresh_database(self.store)
         for run_id, directory in self._staged.items():
             target = runs_dir / run_id
             if target.exists():
                 old = self._staging / f".old-{run_id}"
                 target.rename(old)
             directory.rename(target)
+            for stale in (self.store / DERIVED_DIR).glob(f"*/{run_id}.parquet"):
+                stale.unlink()
         self.discard()
-        refresh_database(self.store)
+        refresh_database(self.store)  # a no-op unless the analysis tables changed
         return list(self._staged)
 
     def discard(self) -> None:
@@ -88,6 +99,8 @@ class StoreWriter:
         staging_root = self._staging.parent
         if staging_root.exists() and not any(staging_root.iterdir()):
             staging_root.rmdir()
+        if self._created and self.store.exists() and not any(self.store.iterdir()):
+            self.store.rmdir()  # a failed ingest into a new store leaves no empty folder
 
     def __enter__(self) -> "StoreWriter":
         return self
@@ -99,7 +112,8 @@ class StoreWriter:
 
 def check_run_dir(directory: Path, source: str) -> None:
     """Whole-run checks that no single file can show: unique keys and known trajectory ids."""
-    files = {name: [str(f) for f in table_files(directory, name)] for name in ("trajectories", "tool_calls", "tokens")}
+    files = {name: [str(f) for f in table_files(directory, name)]
+             for name in ("trajectories", "tool_calls", "tokens", "step_metrics")}
     connection = duckdb.connect()
     try:
         duplicate = connection.execute(
@@ -107,15 +121,22 @@ def check_run_dir(directory: Path, source: str) -> None:
             {"files": files["trajectories"]},
         ).fetchone()
         if duplicate:
-            raise InputError(source, "trajectories", record=duplicate[0], field="trajectory_id",
+            raise InputError(source, record=f"trajectories {duplicate[0]}", field="trajectory_id",
                              expected="a unique id", found="a duplicate")
+        duplicate = connection.execute(
+            "SELECT step, name FROM read_parquet($files) GROUP BY step, name HAVING count(*) > 1 LIMIT 1",
+            {"files": files["step_metrics"]},
+        ).fetchone()
+        if duplicate:
+            raise InputError(source, record=f"step_metrics step {duplicate[0]}", field=duplicate[1],
+                             expected="one value per step and metric", found="two")
         for name, keys in (("tool_calls", "trajectory_id, call_index"), ("tokens", "trajectory_id")):
             duplicate = connection.execute(
                 f"SELECT trajectory_id FROM read_parquet($files) GROUP BY {keys} HAVING count(*) > 1 LIMIT 1",
                 {"files": files[name]},
             ).fetchone()
             if duplicate:
-                raise InputError(source, name, record=duplicate[0], field=keys.split(", ")[-1],
+                raise InputError(source, record=f"{name} {duplicate[0]}", field=keys.split(", ")[-1],
                                  expected="unique keys", found="a duplicate")
             stray = connection.execute(
                 "SELECT c.trajectory_id FROM read_parquet($calls) c ANTI JOIN read_parquet($trajectories) t "
@@ -123,7 +144,7 @@ def check_run_dir(directory: Path, source: str) -> None:
                 {"calls": files[name], "trajectories": files["trajectories"]},
             ).fetchone()
             if stray:
-                raise InputError(source, name, record=stray[0], field="trajectory_id",
+                raise InputError(source, record=f"{name} {stray[0]}", field="trajectory_id",
                                  expected="an id present in trajectories", found=stray[0])
     finally:
         connection.close()
