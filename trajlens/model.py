@@ -158,7 +158,10 @@ def concat_runs(parts: list[RunData]) -> RunData:
 
 def check_values(name: str, table: pa.Table, source: str) -> None:
     """Per-row value checks beyond the schema: finite rewards, consistent token arrays."""
-    if name == "tokens":
+    if name == "runs":
+        for row, config in enumerate(table.column("config").to_pylist()):
+            _check_config(config, table.column("run_id")[row].as_py(), source)
+    elif name == "tokens":
         _check_token_lengths(table, source)
     elif name == "trajectories" and table.num_rows:
         _check_finite_column(table, table.column("reward"), "reward", source)
@@ -167,6 +170,15 @@ def check_values(name: str, table: pa.Table, source: str) -> None:
             values = pc.struct_field(channels, "value")
             parents = pc.list_parent_indices(table.column("reward_channels"))
             _check_finite_column(table, values, "reward_channels.value", source, parents)
+
+
+def _check_config(config: str, run_id: str, source: str) -> None:
+    try:
+        parsed = json.loads(config)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise InputError(source, record=run_id, field="config", expected="a JSON object", found=config)
 
 
 def _check_finite_column(table: pa.Table, values, field: str, source: str, parents=None) -> None:

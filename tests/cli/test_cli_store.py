@@ -60,3 +60,9 @@ def test_corrupt_parquet_from_cli(tmp_path, tiny_run_dir):
     assert str(victim) in done.stderr and "not a readable Parquet file" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "store" / "runs").exists() or not any((tmp_path / "store" / "runs").iterdir())
+
+
+def test_usage_errors_show_usage_not_a_traceback():
+    done = trajlens("ingest")
+    assert done.returncode == 2
+    assert "Missing argument" in done.stderr and "Traceback" not in done.stderr

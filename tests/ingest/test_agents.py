@@ -508,3 +508,22 @@ def test_lenient_folder_returns_the_problems(tmp_path):
     run = load_mini_swe_agent_v1([tmp_path / "good.traj.json", tmp_path / "broken.traj.json"], strict=False)
     assert run.trajectories.num_rows == 1 and run.tool_calls.num_rows == 20
     assert len(run.problems) == 1 and run.problems[0].file.endswith("broken.traj.json")
+
+
+@pytest.mark.parametrize(
+    "pattern, outcome",
+    [("(", "field 'info.config.agent.action_regex': expected a regular expression"), (r"```(bash)\s*\n(.*?)\n```", None)],
+)
+def test_action_regex_from_the_log_is_checked(tmp_path, pattern, outcome):
+    from trajlens.ingest.agents import load_mini_swe_agent_v1
+
+    source = next(GEMINI.rglob("*.traj.json"))
+    data = json.loads(source.read_text())
+    data["info"]["config"]["agent"]["action_regex"] = pattern
+    path = tmp_path / source.name
+    path.write_text(json.dumps(data))
+    if outcome:
+        with pytest.raises(InputError, match=outcome):
+            load_mini_swe_agent_v1([path])
+    else:  # two groups: the first is the action, and loading still works
+        assert load_mini_swe_agent_v1([path]).tool_calls.num_rows > 0

@@ -283,3 +283,10 @@ def test_not_utf8(tmp_path):
     jsonl_path.write_bytes(b'{"_step": 1, "a/b": "\xff"}\n')
     with pytest.raises(InputError, match="record 1: not UTF-8 text"):
         load_metrics(jsonl_path, run_id="r")
+
+
+def test_csv_the_csv_module_cannot_parse_is_an_input_error(tmp_path):
+    path = tmp_path / "huge.csv"
+    path.write_text('step,loss\n1,0.5\n2,"' + "x" * 200_000 + "\n")
+    with pytest.raises(InputError, match="huge.csv: record .*expected a CSV row, found field larger than field limit"):
+        load_metrics(path, run_id="r", strict=True)

@@ -203,3 +203,11 @@ def test_reingest_drops_analyses_of_the_replaced_run(tmp_path, tiny_run_dir):
     assert "call_classes" in store.tables()
     trajlens.ingest([tiny_run_dir], tmp_path / "store")
     assert "call_classes" not in trajlens.open(tmp_path / "store").tables()
+
+
+def test_run_config_must_be_a_json_object(tmp_path, tiny_run_dir):
+    path = _first_file(tiny_run_dir, "runs")
+    table = pq.read_table(path)
+    pq.write_table(table.set_column(table.schema.get_field_index("config"), "config", pa.array(["not json"])), path)
+    with pytest.raises(InputError, match="record tiny: field 'config': expected a JSON object, found not json"):
+        trajlens.ingest([tiny_run_dir], tmp_path / "store")

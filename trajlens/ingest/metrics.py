@@ -217,11 +217,11 @@ def _read_jsonl_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
 def _read_csv_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
     with open(path, newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
-        header = next(reader, None)
+        header = _next_row(reader, path)
         if header is None:
             return
         header = [name.strip() for name in header]
-        for row in reader:
+        while (row := _next_row(reader, path)) is not None:
             if not any(cell.strip() for cell in row):
                 continue
             if len(row) > len(header):
@@ -231,6 +231,14 @@ def _read_csv_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
                 )
                 continue
             yield reader.line_num, [(name, _cell(cell)) for name, cell in zip(header, row)]
+
+
+def _next_row(reader, path: Path) -> list[str] | None:
+    """The next CSV row, None at the end; a row the csv module cannot parse is an InputError."""
+    try:
+        return next(reader, None)
+    except csv.Error as error:
+        raise InputError(str(path), record=reader.line_num, expected="a CSV row", found=str(error)) from None
 
 
 def _cell(cell: str) -> float | str | None:

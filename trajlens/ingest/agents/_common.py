@@ -13,13 +13,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from trajlens.errors import InputError
 from trajlens.model import RunBuilder, RunData
+from trajlens.store.writer import slug
 
 # Only files with these suffixes can be agent logs; everything else in a folder (YAML configs,
 # patches, READMEs, licences, CSV summaries) is never opened.
@@ -279,10 +279,6 @@ def default_trajectory_id(source: str) -> str:
     return "/".join(parts)
 
 
-def slug(text: str) -> str:
-    """A run id from a file or directory name (the rule the store uses)."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
-    return cleaned or "run"
 
 
 def default_run_id(paths: list[Path], root: Path) -> str:

@@ -57,7 +57,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     """One record per file: the trajectory and one call per assistant message."""
     path = context.path
     data, messages = mini.load_document(path, TRAJECTORY_FORMAT)
-    action_regex = re.compile(_action_regex(data), re.DOTALL)
+    action_regex = _compile_action_regex(path, _action_regex(data))
     calls: list[dict[str, Any]] = []
     turn = -1
     for index, message in enumerate(messages):
@@ -65,7 +65,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
             continue
         turn += 1
         content = message_text(message.get("content")) or ""
-        blocks = action_regex.findall(content)
+        blocks = [match.group(action_regex.groups and 1) for match in action_regex.finditer(content)]
         reply = messages[index + 1] if index + 1 < len(messages) else None
         observation = message_text(reply.get("content")) if reply and reply["role"] == "user" else None
         if len(blocks) == 1:
@@ -90,6 +90,15 @@ def _call(turn: int, command: str | None, observation: str | None, return_code: 
         "return_code": return_code,
         "format_error": format_error,
     }
+
+
+def _compile_action_regex(path, pattern: str) -> re.Pattern[str]:
+    """The harness's action pattern from the log; its first group (or whole match) is the action."""
+    try:
+        return re.compile(pattern, re.DOTALL)
+    except re.error as error:
+        raise InputError(str(path), field="info.config.agent.action_regex", expected="a regular expression",
+                         found=f"{pattern!r} ({error})") from None
 
 
 def _action_regex(data: dict[str, Any]) -> str:
