@@ -98,7 +98,7 @@ def test_sample_and_advantages_commands(sample_store, tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (("sample", "{store}", "--run", "nope"), "--run nope: not in the store"),
+        (("sample", "{store}", "--run", "nope"), "run 'nope' is not in the store"),
         (("sample", "{store}", "--run", "sao-r7", "--stages", "early"), "expected NAME:FIRST-LAST"),
         (("advantages", "{store}", "--run", "resume-lr", "--estimator", "grpo"), "no trajectories"),
         (("advantages", "{store}", "--run", "sao-r6", "--estimator", "ppo"), "estimator"),

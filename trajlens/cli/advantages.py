@@ -90,12 +90,11 @@ def report(
     Example: trajlens report store --out out/report
     """
     import trajlens
-    from trajlens.cli.sample import _check_runs
     from trajlens.report import report_store
 
     handle = trajlens.open(store)
     runs = run or handle.run_ids()
-    _check_runs(handle, runs)
+    handle.require_runs(runs)
     with progress_bar("reporting", total=len(runs)) as tick:
         written = report_store(handle, output, n=n, seed=seed, run_ids=runs, progress=tick)
     typer.echo((output / "README.md").read_text())

@@ -46,7 +46,7 @@ def classify(
 
     handle = trajlens.open(store)
     runs = run or handle.run_ids()
-    _check_runs(handle, runs)
+    handle.require_runs(runs)
     with progress_bar("classifying", total=len(runs)) as tick:
         measured = {}
         for run_id in runs:
@@ -77,7 +77,7 @@ def sample(
     if output is not None:
         check_output(output)
     handle = trajlens.open(store)
-    _check_runs(handle, [run])
+    handle.require_runs([run])
     with progress_bar("sampling") as tick:
         report = stage_report(handle, run_id=run, n=n, seed=seed, stages=parse_stages(stages))
         tick(run)
@@ -89,10 +89,3 @@ def sample(
         return
     write_atomically(output, lambda partial: partial.write_text(markdown))
     typer.echo(f"wrote {output}")
-
-
-def _check_runs(handle, runs: list[str]) -> None:
-    known = handle.run_ids()
-    missing = [r for r in runs if r not in known]
-    if missing:
-        raise ConfigError([f"--run {r}: not in the store (runs: {', '.join(known) or 'none'})" for r in missing])

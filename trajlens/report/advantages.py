@@ -24,7 +24,7 @@ def recompute_run(store: Any, run_id: str, estimator: str, **options: Any) -> pl
     from trajlens.estimators import recompute
     from trajlens.estimators.frame import CHANNEL_ESTIMATORS, TOKEN_ESTIMATORS
 
-    _check_run(store, run_id)
+    store.require_runs([run_id])
     trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
     if trajectories.is_empty():
         raise ConfigError([f"run {run_id!r} has no trajectories of split 'train' to recompute"])
@@ -70,9 +70,3 @@ def _token_values(recomputed: pl.DataFrame, tokens: pl.DataFrame) -> pl.DataFram
         .filter(pl.col("response_mask"))
         .select("run_id", "step", pl.col("token_advantages").cast(pl.Float64).alias("value"))
     )
-
-
-def _check_run(store: Any, run_id: str) -> None:
-    known = store.run_ids()
-    if run_id not in known:
-        raise ConfigError([f"run {run_id!r} is not in the store (runs: {', '.join(known) or 'none'})"])

@@ -9,7 +9,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from trajlens.errors import StoreError, TrajlensError
+from trajlens.errors import ConfigError, StoreError, TrajlensError
 from trajlens.schema import SCHEMAS, TABLES
 from trajlens.store.database import DERIVED_DIR, attach_views, derived_tables, refresh_database, table_glob
 
@@ -68,6 +68,14 @@ class Store:
 
     def run_ids(self) -> list[str]:
         return sorted(p.name for p in (self.path / "runs").iterdir() if p.is_dir())
+
+    def require_runs(self, run_ids: list[str]) -> None:
+        """Raise :class:`ConfigError` naming every id that is not a run of this store."""
+        known = self.run_ids()
+        missing = [run_id for run_id in run_ids if run_id not in known]
+        if missing:
+            raise ConfigError([f"run {run_id!r} is not in the store (runs: {', '.join(known) or 'none'})"
+                               for run_id in missing])
 
     def write_derived(self, name: str, run_id: str, frame: pl.DataFrame) -> Path:
         """Save one run's part of an analysis table (classes, stage reports, advantages).
