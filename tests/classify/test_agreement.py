@@ -21,6 +21,8 @@ WORDS = [
     "`ls`", "2>&1", "> out.txt", ">> log", "< in.txt", "2>/dev/null", "|", "&&", "||", ";", "&", "\n", "# note",
     "(", ")", "{", "}", "if", "then", "fi", "do", "done", "\\;", "<<EOF\nx = 1\nEOF\n", "<<'PY'\nimport os\nPY",
     "<<<", "'", "\"", "\\", "open f.py", "edit 1:2\nx\nend_of_edit", "str_replace_editor view /a.py", "submit",
+    "python -m tox", "nox", "run_tests.sh", "ed -s f.py", "ex", "apply_patch", "$f", "--pyargs", "pkg.tests.test_x",
+    "timeout -k 5 60", "-exec sed -i", "{} +", "git blame",
 ]
 
 
@@ -50,6 +52,19 @@ def test_agrees_on_random_word_salad(commands):
                 min_size=20, max_size=60))
 def test_agrees_on_random_shell_characters(commands):
     _agree(commands)
+
+
+def test_agrees_on_argv_commands():
+    argv = [["bash", "-lc", "cd /r && pytest -q"], ["rg", "-n", "it's \\ \"x\"", "src"], [], ["sh", "-c"],
+            ["python", "-c", "print('é')"], ["pytest", "tests/test a.py"], ["/bin/zsh", "-c", "cat f", "x"]]
+    frame = pl.DataFrame(
+        {"tool_name": ["shell"] * len(argv), "arguments": [json.dumps({"command": a}) for a in argv],
+         "command": [None] * len(argv)},
+        schema={"tool_name": pl.String, "arguments": pl.String, "command": pl.String},
+    )
+    fast = classify_calls(frame)["primary_class"].to_list()
+    assert fast == classify_rows_slow(frame.iter_rows(named=True))
+    assert fast[:2] == ["test_suite", "search"]
 
 
 def test_agrees_on_generated_tool_calls():

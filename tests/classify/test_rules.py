@@ -220,6 +220,22 @@ SHELL_CASES: list[tuple[str, str, list[str]]] = [
     ("cd /testbed && \\\n  python -m pytest \\\n  tests/test_x.py", "test_targeted", ["test_targeted"]),
     ("echo $(ls) && cat `which python`", "view", ["other", "view"]),
     ("xargs -I {} cat {} < files.txt", "view", ["view"]),
+    # -- forms found by the constructed set (tests/data/constructed_commands.jsonl)
+    ("python -m pytest --pyargs pkg.tests.test_io -q", "test_targeted", ["test_targeted"]),
+    ("pytest --pyargs pkg", "test_suite", ["test_suite"]),
+    ("for f in tests/test_a.py tests/test_b.py; do python -m pytest $f -q; done", "test_targeted", ["test_targeted"]),
+    ("timeout -k 10 300 python -m pytest tests/test_x.py -q", "test_targeted", ["test_targeted"]),
+    ("timeout -s KILL 60 pytest", "test_suite", ["test_suite"]),
+    ("python -m tox -e py310", "test_suite", ["test_suite"]),
+    ("python -m tox -e py310 -- tests/test_x.py", "test_targeted", ["test_targeted"]),
+    ("bash run_tests.sh", "test_suite", ["test_suite"]),
+    ("./run_tests.sh tests/test_x.py", "test_targeted", ["test_targeted"]),
+    ("ed -s src/x.py <<< $'/def foo/\\na\\n    pass\\n.\\nw\\nq'", "edit", ["edit"]),
+    ("ex -sc '%s/foo/bar/g|x' src/x.py", "edit", ["edit"]),
+    ("apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: src/x.py\n*** End Patch\nEOF", "edit", ["edit"]),
+    ("find src -name '*.py' -exec sed -i 's/a/b/g' {} +", "edit", ["edit"]),
+    ("find src -name '*.py' -exec grep -l foo {} \\;", "search", ["search"]),
+    ("git blame -L 10,30 src/x.py", "view", ["view"]),
 ]
 
 TOOL_CASES: list[tuple[str, dict, str | None, str]] = [
@@ -244,6 +260,11 @@ TOOL_CASES: list[tuple[str, dict, str | None, str]] = [
     ("execute_ipython_cell", {"code": "print(1)"}, None, "quick_check"),
     ("browser_click", {"index": 3}, None, "other"),
     ("chat_npc", {}, None, "other"),
+    ("task_tracker", {"command": "plan", "task_list": []}, None, "think"),
+    ("TodoWrite", {"todos": []}, None, "think"),
+    ("apply_patch", {"input": "*** Begin Patch\n*** End Patch"}, None, "edit"),
+    ("shell", {"command": ["bash", "-lc", "cd /repo && pytest -q"]}, None, "test_suite"),
+    ("shell", {"command": ["rg", "-n", "def parse", "src"]}, None, "search"),
 ]
 
 

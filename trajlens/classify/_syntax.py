@@ -107,6 +107,16 @@ WRAPPER_PASSES = 3
 
 ASSIGNMENT_ONLY = r"^[A-Za-z_]\w*=\S*$"
 
+# -- argv arrays -------------------------------------------------------------------------------
+
+ARGV_STRINGS = r'^\[\s*(?:"(?:[^"\\]|\\.)*"\s*(?:,\s*"(?:[^"\\]|\\.)*"\s*)*)?\]$'
+"""A JSON array of strings: a command logged as argv (``["bash", "-lc", "pytest -q"]``)."""
+ARGV_SHELL = r"^(?:\S*/)?(?:ba|z)?sh$"
+ARGV_SCRIPT_FLAG = r"^-[a-zA-Z]*c$"
+"""``[shell, -c/-lc, script]`` is the script itself."""
+ARGV_PLAIN_WORD = r"^[\w./+:@,=%-]+$"
+"""An argv word that needs no quoting when the words are joined into one command line."""
+
 # -- paths -------------------------------------------------------------------------------------
 
 PATH_HEAD = (r"^(?:python -m \S+|python -c|git \S+|str_replace_editor \S+|\S+)", "")

@@ -117,9 +117,34 @@ def _fill_text_from_arguments(work: pl.DataFrame) -> pl.DataFrame:
     if rows.height == 0:
         return work
     filled = rows.select("__row", _json_field(SHELL_ARGUMENT_KEYS).alias("__json_text"))
+    argv = pl.col("__json_text").str.contains(sx.ARGV_STRINGS).fill_null(False)
+    if filled.select(argv.any()).item():
+        filled = pl.concat([filled.filter(~argv), _argv_commands(filled.filter(argv))])
     return work.join(filled, on="__row", how="left", maintain_order="left").with_columns(
         pl.coalesce("__text", "__json_text").alias("__text")
     ).drop("__json_text")
+
+
+def _argv_commands(rows: pl.DataFrame) -> pl.DataFrame:
+    """Commands logged as argv arrays become one command line (as
+    :func:`trajlens.classify.reference.argv_command` builds it)."""
+    words = pl.col("__json_text").str.json_decode(pl.List(pl.String))
+    plain = pl.element().str.contains(sx.ARGV_PLAIN_WORD)
+    has_apostrophe = pl.element().str.contains("'", literal=True)
+    escaped = pl.element().str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
+    quoted = (
+        pl.when(plain).then(pl.element())
+        .when(~has_apostrophe).then(pl.concat_str([pl.lit("'"), pl.element(), pl.lit("'")]))
+        .otherwise(pl.concat_str([pl.lit('"'), escaped, pl.lit('"')]))
+    )
+    script = (
+        (words.list.len() == 3)
+        & words.list.get(0, null_on_oob=True).str.contains(sx.ARGV_SHELL)
+        & words.list.get(1, null_on_oob=True).str.contains(sx.ARGV_SCRIPT_FLAG)
+    )
+    joined = words.list.eval(quoted).list.join(" ")
+    text = pl.when(script).then(words.list.get(2, null_on_oob=True)).otherwise(joined)
+    return rows.with_columns(text.alias("__json_text"))
 
 
 def _editor_columns(work: pl.DataFrame) -> pl.DataFrame:

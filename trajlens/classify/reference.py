@@ -73,12 +73,31 @@ def classify_command_slow(tool_name: str | None, arguments: str | None, command:
             text = _json_string(arguments, key)
             if text is not None:
                 break
+        if text is not None and _compiled(sx.ARGV_STRINGS).search(text):
+            text = argv_command(json.loads(text))
     if text is not None:
         classes = shell_action_classes(text)
         return min(classes, key=PRIORITY.__getitem__) if classes else "other"
     if tool in INLINE_CODE_TOOLS:
         return "quick_check"
     return "other"
+
+
+def argv_command(argv: list[str]) -> str:
+    """One command line from a command logged as argv: ``[bash, -lc, script]`` is the script,
+    other words are joined, quoting those that are not plain words."""
+    if (len(argv) == 3 and _compiled(sx.ARGV_SHELL).search(argv[0])
+            and _compiled(sx.ARGV_SCRIPT_FLAG).search(argv[1])):
+        return argv[2]
+    return " ".join(_quote_word(word) for word in argv)
+
+
+def _quote_word(word: str) -> str:
+    if _compiled(sx.ARGV_PLAIN_WORD).search(word):
+        return word
+    if "'" not in word:
+        return f"'{word}'"
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def shell_action_classes(command: str) -> list[str]:

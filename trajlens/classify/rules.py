@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RULES_VERSION = "1.0"
+RULES_VERSION = "1.1"
 """Version of the taxonomy and rules; stored beside every classification."""
 
 BEHAVIOUR_CLASSES: tuple[str, ...] = (
@@ -71,7 +71,7 @@ CLASS_DESCRIPTIONS: dict[str, str] = {
     "edit": "creates or changes files (sed -i, cat > f <<EOF, editor create/str_replace, mv/cp/rm)",
     "view": "prints the contents of named files (cat f, sed -n '1,80p' f, editor view, open)",
     "search": "locates files or text (grep, rg, find, ls, tree, find_file, search_dir)",
-    "think": "a tool whose only effect is recording reasoning",
+    "think": "a tool whose only effect is recording reasoning or a plan (think, task_tracker)",
     "other": "anything else (pip install, git status, git diff, echo hi)",
 }
 
@@ -90,6 +90,11 @@ TOOL_CLASSES: dict[str, str] = {
     # reasoning-only tools
     "think": "think",
     "thinkaction": "think",
+    # planning tools only record a to-do list (OpenHands task_tracker, Claude TodoWrite, Codex update_plan)
+    "task_tracker": "think",
+    "todowrite": "think",
+    "todo_write": "think",
+    "update_plan": "think",
     # ending the episode
     "submit": "submit",
     "finish": "submit",
@@ -117,6 +122,7 @@ TOOL_CLASSES: dict[str, str] = {
     "write_file": "edit",
     "create_file": "edit",
     "multiedit": "edit",
+    "apply_patch": "edit",
     "grep": "search",
     "glob": "search",
     "ls": "search",
@@ -180,7 +186,7 @@ writes a file (``| grep x > out``) or edits in place (``| sed -i``) is still an 
 
 WRAPPER_PATTERN = (
     r"^(?:sudo(?:\s+-\S+)*|nohup|time|command|exec|builtin|nice(?:\s+-n\s*-?\d+|\s+-\d+)?"
-    r"|stdbuf(?:\s+-\S+)+|timeout(?:\s+-\S+)*\s+\d+(?:\.\d+)?[smhd]?|env(?:\s+-\S+)*"
+    r"|stdbuf(?:\s+-\S+)+|timeout(?:\s+-[ks]\s+\w+|\s+-\S+)*\s+\d+(?:\.\d+)?[smhd]?|env(?:\s+-\S+)*"
     r"|xvfb-run(?:\s+-\S+)*|(?:uv|poetry|pipenv|pdm|hatch|rye)\s+run"
     r"|conda\s+run(?:\s+(?:-n|--name|-p|--prefix)\s+\S+|\s+--\S+)*"
     r"|[A-Za-z_]\w*=\S*)\s+"
@@ -232,6 +238,8 @@ _PYTEST_VALUE_OPTIONS = (
     r"\s+\S+|\s--?[\w-]+=\S*"
 )
 _PYTEST = r"^(?:pytest|python -m pytest)(?:\s|$)"
+# `pytest --pyargs pkg.tests.test_x`: a dotted test module names a file.
+_PYARGS_TEST_MODULE = r"(?:\w+\.)+(?:test_\w+|\w+_tests?)(?:\.\w+)*"
 _PYTEST_ARGUMENT = r"^(?:pytest|python -m pytest)(?:\s.*)?\s"
 # Django's runtests.py and SymPy's bin/test take labels as positional words.
 _DJANGO_VALUE_OPTIONS = (
@@ -252,9 +260,13 @@ SHELL_RULES: tuple[Rule, ...] = (
     # -- pytest
     Rule("pytest-selected", "test_targeted", _PYTEST_ARGUMENT + r"(?:-k|-m|--keyword)(?:\s|$)",
          strip=_PYTEST_VALUE_OPTIONS, doc="pytest -k foo, python -m pytest -m slow"),
-    Rule("pytest-files", "test_targeted", _PYTEST_ARGUMENT + r"(?:\S*\.py(?:\s|$|::|\[)|\S*::\S|__Q__(?:\s|$))",
+    Rule("pytest-files", "test_targeted", _PYTEST_ARGUMENT + r"(?:\S*\.py(?:\s|$|::|\[)|\S*::\S|__Q__(?:\s|$)|\$\{?\w+\}?(?:\s|$))",
          strip=_PYTEST_VALUE_OPTIONS,
-         doc="pytest tests/test_x.py, pytest a.py::test_b (a quoted argument is a node id)"),
+         doc="pytest tests/test_x.py, pytest a.py::test_b, pytest $f (a quoted argument or a variable names tests)"),
+    Rule("pytest-pyargs", "test_targeted",
+         _PYTEST_ARGUMENT + r"(?:(?:.*\s)?--pyargs\s(?:.*\s)?" + _PYARGS_TEST_MODULE + r"|" + _PYARGS_TEST_MODULE
+         + r"\s(?:.*\s)?--pyargs)(?:\s|$)",
+         strip=_PYTEST_VALUE_OPTIONS, doc="pytest --pyargs pkg.tests.test_x"),
     Rule("pytest-suite", "test_suite", _PYTEST,
          doc="pytest, pytest -x -q, python -m pytest tests/ (directories alone are the suite)"),
     # -- unittest
@@ -281,9 +293,10 @@ SHELL_RULES: tuple[Rule, ...] = (
          r"^(?:(?:python\s+)?(?:\S*/)?manage\.py|django-admin|python -m django)\s+test(?:\s|$)",
          doc="python manage.py test"),
     # -- tox, nox, setup.py test and other ecosystems' runners
-    Rule("tox-files", "test_targeted", r"^tox(?:\s.*)?\s--\s(?:.*\.py\b|.*::|(?:.*\s)?-[km](?:\s|$))",
+    Rule("tox-files", "test_targeted", r"^(?:python -m )?tox(?:\s.*)?\s--\s(?:.*\.py\b|.*::|(?:.*\s)?-[km](?:\s|$))",
          doc="tox -e py39 -- tests/test_x.py, tox -- -k name"),
-    Rule("tox-nox-suite", "test_suite", r"^(?:tox|nox)(?:\s|$)", doc="tox, tox -e py39, nox -s tests"),
+    Rule("tox-nox-suite", "test_suite", r"^(?:python -m )?(?:tox|nox)(?:\s|$)",
+         doc="tox, tox -e py39, nox -s tests, python -m tox"),
     Rule("setup-py-test", "test_suite", r"^python (?:\S*/)?setup\.py\s+test(?:\s|$)", doc="python setup.py test"),
     Rule("setup-py-build", "other", r"^python (?:\S*/)?setup\.py(?:\s|$)", doc="python setup.py build_ext --inplace"),
     Rule("nose-named", "test_targeted", r"^(?:nosetests|python -m nose)(?:\s.*)?\s(?:\S*\.py\S*|\S*:\S+)(?:\s|$)",
@@ -299,6 +312,11 @@ SHELL_RULES: tuple[Rule, ...] = (
          r"^(?:go\s+test|cargo\s+test|(?:npx\s+)?(?:jest|mocha|vitest)|(?:npm|yarn|pnpm)\s+(?:run\s+)?test"
          r"|make\s+(?:test|check)|mvn\s+test|(?:\./)?gradlew?\s+test)(?:\s|$)",
          doc="go test ./..., cargo test, npm test, make test"),
+    Rule("test-script-named", "test_targeted",
+         r"^(?:(?:bash|sh)(?:\s+-\S+)*\s+)?(?:\S*/)?run_?tests?\.sh(?:\s+-\S+)*\s+[^\s-]",
+         doc="bash run_tests.sh tests/test_x.py (a repository's test script given tests)"),
+    Rule("test-script-suite", "test_suite", r"^(?:(?:bash|sh)(?:\s+-\S+)*\s+)?(?:\S*/)?run_?tests?\.sh(?:\s|$)",
+         doc="bash run_tests.sh, ./run_tests.sh (R2E-Gym's and many repositories' whole-suite script)"),
     # -- a test file or test module run directly
     Rule("python-test-file", "test_targeted",
          r"^python\s+(?:\S*/)?tests?/(?:\S*/)?(?:test_\w+|\w+_tests?|tests)\.py(?:\s|$)",
@@ -336,13 +354,17 @@ SHELL_RULES: tuple[Rule, ...] = (
     Rule("file-changing-command", "edit", r"^(?:cp|mv|rm|touch|truncate|ln|rmdir|unlink|install|dd|shred)(?:\s|$)",
          doc="mv a b, cp a b, rm f, touch f"),
     Rule("tee-file", "edit", r"^tee(?:\s+-\S+)*\s+[^\s-]", doc="... | tee f"),
-    Rule("patch", "edit", r"^patch(?:\s|$)", doc="patch -p1 < fix.patch"),
+    Rule("patch", "edit", r"^(?:patch|apply_?patch)(?:\s|$)",
+         doc="patch -p1 < fix.patch, apply_patch <<'EOF' *** Begin Patch ..."),
+    Rule("line-editor", "edit", r"^(?:ed|ex)(?:\s|$)", doc="ed -s f.py <<< $'...\\nw', ex -sc '%s/a/b/|x' f.py"),
     Rule("git-file-change", "edit",
          r"^git\s+(?:apply|am|restore|cherry-pick|revert|mv|rm|clean)(?:\s|$)"
          r"|^git\s+checkout\s+(?:.*\s)?(?:--(?:\s|$)|\S*[./]\S*)|^git\s+reset\s.*--hard"
          r"|^git\s+stash(?:\s+(?:push|pop|apply|drop|save|-\S+)|$)",
          doc="git apply, git checkout -- f, git checkout f.py, git stash, git reset --hard"),
-    Rule("find-delete", "edit", r"^find\s.*\s(?:-delete|-exec\s+rm)(?:\s|$)", doc="find . -name '*.pyc' -delete"),
+    Rule("find-delete", "edit",
+         r"^find\s.*\s(?:-delete|-exec(?:dir)?\s+rm)(?:\s|$)|^find\s.*\s-exec(?:dir)?\s+(?:sed|perl)\s(?:.*\s)?-[a-zA-Z]*i",
+         doc="find . -name '*.pyc' -delete, find src -name '*.py' -exec sed -i 's/a/b/' {} +"),
     Rule("swe-agent-edit", "edit", r"^(?:edit|insert|append|create)(?:\s|$)",
          doc="SWE-agent edit 10:12 / insert / create f"),
     Rule("editor-edit", "edit", r"^str_replace_editor\s+(?:create|str_replace|insert|undo_edit)(?:\s|$)",
@@ -362,6 +384,7 @@ SHELL_RULES: tuple[Rule, ...] = (
          doc="awk 'NR>=10 && NR<=20' f"),
     Rule("jq-print", "view", r"^jq(?:\s+-\S+)*\s+\S+\s+[^\s-]", doc="jq .name package.json"),
     Rule("git-show-file", "view", r"^git\s+show\s+\S*:\S", doc="git show HEAD:path/to/f.py"),
+    Rule("git-blame", "view", r"^git\s+blame(?:\s|$)", doc="git blame -L 10,30 f.py (prints the lines)"),
     # -- searches
     Rule("grep", "search", r"^(?:grep|egrep|fgrep|rg|ag|ack|ack-grep)(?:\s|$)", doc="grep -rn foo src/"),
     Rule("git-search", "search", r"^git\s+(?:grep|ls-files|ls-tree)(?:\s|$)", doc="git grep foo"),
