@@ -190,6 +190,9 @@ def stage_report(
     staged = assign_stages(trajectories.select("run_id", "trajectory_id", "step"), stages)
     measures = measures.join(staged.select("run_id", "trajectory_id", "stage", "stage_index"),
                              on=["run_id", "trajectory_id"]).filter(pl.col("stage").is_not_null())
+    if measures.is_empty():
+        steps = trajectories["step"]
+        raise ConfigError([f"stages: no trajectory falls in any stage (the run's steps are {steps.min()}-{steps.max()})"])
     measures = _draw(measures, int(n), int(seed))
     population = _metrics(measures)
     drawn = _metrics(measures.filter(pl.col("sampled")))
