@@ -147,3 +147,22 @@ def test_query_results_match_their_snapshots(reports, sample_store, path):
 def test_stage_report_matches_its_snapshot(reports):
     out, _ = reports
     check_snapshot("reports/sao-r6_stage_report.md", (out / "sao-r6" / "stage_report.md").read_text())
+
+
+REAL = SAMPLE.parent.parent / "shared" / "fixtures" / "real"
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="real fixture logs not present")
+def test_report_on_real_agent_logs(tmp_path):
+    """Agent logs have one step, some no rewards, and intervals at rates of exactly 0."""
+    for folder in ("mini-swe-agent-deepseek-pr816", "SWE-agent"):
+        trajlens.ingest([REAL / folder], tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    written = {r.run_id: r for r in report_store(store, tmp_path / "report")}
+    deepseek = written["mini-swe-agent-deepseek-pr816"]
+    assert "a single step: no training stages to compare (agent logs without steps)" in deepseek.findings
+    assert "## Recomputed advantages" in deepseek.markdown.read_text()  # groups of 3 with verdicts
+    assert "## Recomputed advantages" not in written["SWE-agent"].markdown.read_text()  # no rewards
+    grpo = store.sql("SELECT count(*) AS steps, any_value(mean) AS mean FROM advantage_batches "
+                     "WHERE run_id = 'mini-swe-agent-deepseek-pr816' AND estimator = 'grpo'")
+    assert grpo.row(0) == (1, pytest.approx(0.0, abs=1e-6))  # GRPO advantages sum to zero per group

@@ -47,8 +47,9 @@ def wilson(x: pl.Expr, n: pl.Expr, z: float = Z95) -> tuple[pl.Expr, pl.Expr]:
     centre = (p + z * z / (2 * n)) / denominator
     half = z * (p * (1 - p) / n + z * z / (4 * n * n)).sqrt() / denominator
     valid = n > 0
-    low = pl.when(valid).then((centre - half).clip(0.0, 1.0))
-    high = pl.when(valid).then((centre + half).clip(0.0, 1.0))
+    # The interval always holds p; at p = 0 or 1 rounding would otherwise leave it 1e-17 outside.
+    low = pl.when(valid).then(pl.min_horizontal(centre - half, p).clip(0.0, 1.0))
+    high = pl.when(valid).then(pl.max_horizontal(centre + half, p).clip(0.0, 1.0))
     return low, high
 
 

@@ -80,11 +80,17 @@ def available_estimators(store: Any, run_id: str) -> list[EstimatorChoice]:
             (SELECT count(*) FROM tokens WHERE run_id = $run AND "values" IS NOT NULL) AS with_values,
             (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM trajectories
                 WHERE run_id = $run GROUP BY step, group_id)) AS largest_group,
-            (SELECT coalesce(max(len(reward_channels)), 0) FROM trajectories WHERE run_id = $run) AS channels
+            (SELECT coalesce(max(len(reward_channels)), 0) FROM trajectories WHERE run_id = $run) AS channels,
+            (SELECT count(*) FILTER (WHERE reward IS NULL) FROM trajectories
+                WHERE run_id = $run AND split = 'train') AS without_reward
         """,
         {"run": run_id},
     ).row(0, named=True)
-    allowed = {"values": facts["with_values"] > 0, "groups": facts["largest_group"] > 1, "channels": facts["channels"] > 1}
+    allowed = {
+        "values": facts["with_values"] > 0,
+        "groups": facts["largest_group"] > 1 and facts["without_reward"] == 0,
+        "channels": facts["channels"] > 1,
+    }
     return [choice for choice in ESTIMATOR_CHOICES if allowed[choice.needs]]
 
 
@@ -143,6 +149,8 @@ def report_store(
         figures.append(plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS), directory / "stage_rates.png",
                                          f"{run_id}: N={n} per stage"))
         report.findings += _behaviour_findings(stage.rates)
+        if measures["step"].n_unique() == 1:
+            report.findings.append("a single step: no training stages to compare (agent logs without steps)")
         sections = [stage.to_markdown()]
         choices = available_estimators(store, run_id)
         if choices:

@@ -53,7 +53,7 @@ def class_shares_by_step(measures: pl.DataFrame, path: Path, title: str) -> Path
 def stage_rates(rates: pl.DataFrame, metrics: list[str], path: Path, title: str) -> Path:
     """Sample rates with 95% intervals per stage, population values as crosses."""
     plt = _pyplot()
-    chosen = rates.filter(pl.col("metric").is_in(metrics))
+    chosen = rates.filter(pl.col("metric").is_in(metrics)).drop_nulls(["value", "ci_low", "ci_high"])
     stages = chosen.select("stage", "stage_index").unique().sort("stage_index")["stage"].to_list()
     figure, axis = plt.subplots(figsize=(9, 4.2))
     width = 0.8 / max(len(metrics), 1)
@@ -63,8 +63,8 @@ def stage_rates(rates: pl.DataFrame, metrics: list[str], path: Path, title: str)
             continue
         x = [stages.index(s) + (i - (len(metrics) - 1) / 2) * width for s in rows["stage"]]
         value = rows["value"].to_numpy()
-        lower = value - rows["ci_low"].to_numpy()
-        upper = rows["ci_high"].to_numpy() - value
+        lower = (value - rows["ci_low"].to_numpy()).clip(min=0.0)
+        upper = (rows["ci_high"].to_numpy() - value).clip(min=0.0)
         klass = metric.split(":")[-1]
         axis.bar(x, value, width=width * 0.9, color=CLASS_COLOURS.get(klass, "#999999"), label=metric)
         axis.errorbar(x, value, yerr=[lower, upper], fmt="none", ecolor="black", capsize=2, linewidth=0.8)
