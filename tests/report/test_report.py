@@ -166,3 +166,12 @@ def test_report_on_real_agent_logs(tmp_path):
     grpo = store.sql("SELECT count(*) AS steps, any_value(mean) AS mean FROM advantage_batches "
                      "WHERE run_id = 'mini-swe-agent-deepseek-pr816' AND estimator = 'grpo'")
     assert grpo.row(0) == (1, pytest.approx(0.0, abs=1e-6))  # GRPO advantages sum to zero per group
+
+
+def test_report_on_a_verl_dump_without_token_counts(tmp_path):
+    trajlens.ingest([SAMPLE.parent / "tests" / "data" / "verl" / "grpo-sandbox"], tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    (report,) = report_store(store, tmp_path / "report")
+    assert any(f.startswith("reward channel format: rel_gain 0.50") and "saturated" in f for f in report.findings)
+    labels = set(store.sql("SELECT DISTINCT estimator FROM advantage_batches")["estimator"])
+    assert labels == {"grpo", "dr_grpo", "rloo", "sum_then_normalize"}  # gdpo_verl needs token counts

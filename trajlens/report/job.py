@@ -35,7 +35,9 @@ class EstimatorChoice:
     estimator: str
     options: dict[str, Any]
     needs: str
-    """'values' (token arrays with critic values), 'groups' (groups of two or more), or 'channels'."""
+    """'values' (token arrays with critic values), 'groups' (groups of two or more, every
+    trajectory rewarded), 'channels' (two or more reward channels), or 'channels_with_lengths'
+    (channels, and a model-token count for every trajectory, for token-level whitening)."""
 
 
 ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = (
@@ -45,7 +47,7 @@ ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = (
     EstimatorChoice("dr_grpo", "dr_grpo", {}, "groups"),
     EstimatorChoice("rloo", "rloo", {}, "groups"),
     EstimatorChoice("sum_then_normalize", "sum_then_normalize", {}, "channels"),
-    EstimatorChoice("gdpo_verl", "gdpo_verl", {}, "channels"),
+    EstimatorChoice("gdpo_verl", "gdpo_verl", {}, "channels_with_lengths"),
 )
 
 
@@ -82,7 +84,10 @@ def available_estimators(store: Any, run_id: str) -> list[EstimatorChoice]:
                 WHERE run_id = $run GROUP BY step, group_id)) AS largest_group,
             (SELECT coalesce(max(len(reward_channels)), 0) FROM trajectories WHERE run_id = $run) AS channels,
             (SELECT count(*) FILTER (WHERE reward IS NULL) FROM trajectories
-                WHERE run_id = $run AND split = 'train') AS without_reward
+                WHERE run_id = $run AND split = 'train') AS without_reward,
+            (SELECT count(*) FROM trajectories t WHERE t.run_id = $run AND t.split = 'train'
+                AND t.model_tokens IS NULL AND NOT EXISTS (SELECT 1 FROM tokens k
+                    WHERE k.run_id = t.run_id AND k.trajectory_id = t.trajectory_id)) AS without_length
         """,
         {"run": run_id},
     ).row(0, named=True)
@@ -90,6 +95,7 @@ def available_estimators(store: Any, run_id: str) -> list[EstimatorChoice]:
         "values": facts["with_values"] > 0,
         "groups": facts["largest_group"] > 1 and facts["without_reward"] == 0,
         "channels": facts["channels"] > 1,
+        "channels_with_lengths": facts["channels"] > 1 and facts["without_length"] == 0,
     }
     return [choice for choice in ESTIMATOR_CHOICES if allowed[choice.needs]]
 
