@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -74,7 +73,7 @@ def generate(directory: Path, trajectories: int, calls: int, steps: int = 100) -
             table = pa.Table.from_pydict(call_rows, schema=SCHEMAS["tool_calls"])
             writer.write_step("tool_calls", table)
             grouped = table.select(["command", "observation", "return_code"]).to_pylist()
-            for i, trajectory_id in enumerate(ids):
+            for i in range(len(ids)):
                 record = {key: (value[i].item() if hasattr(value[i], "item") else value[i])
                           for key, value in trajectory_rows.items() if key not in ("run_id",)}
                 record["tool_calls"] = grouped[i * calls:(i + 1) * calls]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 import trajlens

@@ -49,25 +49,15 @@ def advantages(
 
     import trajlens
     from trajlens.estimators import sign_streaks
-    from trajlens.estimators.frame import TOKEN_ESTIMATORS
-    from trajlens.report.advantages import batch_diagnostics, recompute_run
+    from trajlens.report.advantages import labelled_diagnostics, save_advantage_batches
 
     handle = trajlens.open(store)
     options = parse_options(option or [])
     with progress_bar("recomputing") as tick:
-        recomputed = recompute_run(handle, run, estimator, **options)
+        diagnostics = labelled_diagnostics(handle, run, estimator, label or estimator, **options)
         tick(estimator)
-    tokens = None
-    if estimator in TOKEN_ESTIMATORS:
-        tokens = handle.tokens.filter(pl.col("run_id") == run).select("run_id", "trajectory_id", "response_mask").collect()
-    diagnostics = batch_diagnostics(recomputed, tokens).with_columns(pl.lit(label or estimator).alias("estimator"))
-    existing = handle.tables()
-    if "advantage_batches" in existing:
-        earlier = handle.table("advantage_batches").filter(
-            (pl.col("run_id") == run) & (pl.col("estimator") != (label or estimator))).collect()
-        diagnostics = pl.concat([earlier, diagnostics], how="diagonal_relaxed")
-    handle.write_derived("advantage_batches", run, diagnostics)
-    shown = diagnostics.filter(pl.col("estimator") == (label or estimator)).sort("step")
+    save_advantage_batches(handle, run, diagnostics, keep_other_labels=True)
+    shown = diagnostics.sort("step")
     streaks = sign_streaks(shown["step"].to_list(), shown["all_negative"].to_list(), shown["all_positive"].to_list())
     with pl.Config(tbl_rows=12, tbl_cols=-1, float_precision=4):
         typer.echo(str(shown.drop("run_id", "estimator")))

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from trajlens.errors import InputError, Problem
 
@@ -85,6 +83,8 @@ def ingest(
     Training-scalar files (JSONL/CSV) join the run loaded from the other sources of the
     same call when there is exactly one; otherwise they form a run of their own.
     """
+    import pyarrow as pa
+
     from trajlens.ingest import parquet
     from trajlens.store.layout import is_run_dir
     from trajlens.store.writer import StoreWriter, slug
@@ -119,7 +119,7 @@ def ingest(
             if owner is None:
                 loaded.append(_metrics_only_run(target, metric_files, tables))
             elif owner[1] != "parquet":
-                loaded[0].step_metrics = _concat([loaded[0].step_metrics, *tables])
+                loaded[0].step_metrics = pa.concat_tables([loaded[0].step_metrics, *tables])
         else:
             tables = []
         for path, kind in others:
@@ -150,18 +150,14 @@ def _load_metrics(files: list[Path], run_id: str, strict: bool, result: IngestRe
     return tables
 
 
-def _concat(tables):
+def _metrics_only_run(run_id: str, files: list[Path], tables) -> "RunData":
     import pyarrow as pa
 
-    return pa.concat_tables(tables)
-
-
-def _metrics_only_run(run_id: str, files: list[Path], tables) -> "RunData":
     from trajlens.model import RunBuilder
 
     builder = RunBuilder(run_id, source_format="metrics", source=", ".join(str(f) for f in files))
     run = builder.build()
-    run.step_metrics = _concat(tables)
+    run.step_metrics = pa.concat_tables(tables)
     return run
 
 

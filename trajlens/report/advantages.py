@@ -8,6 +8,7 @@ tokens for token-level estimators, over trajectories for outcome estimators.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -19,26 +20,62 @@ DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
 )
 
 
-def recompute_run(store: Any, run_id: str, estimator: str, **options: Any) -> pl.DataFrame:
-    """Advantages ``estimator`` would have given the training trajectories of ``run_id``."""
-    from trajlens.estimators import recompute
-    from trajlens.estimators.frame import CHANNEL_ESTIMATORS, TOKEN_ESTIMATORS
+@dataclass(frozen=True)
+class RunFrames:
+    """A run's training trajectories and token arrays, read once and shared by estimators."""
 
+    run_id: str
+    trajectories: pl.DataFrame
+    tokens: pl.DataFrame | None
+
+
+def read_run(store: Any, run_id: str, *, tokens: bool = True) -> RunFrames:
+    """Read ``run_id``'s training trajectories (and, with ``tokens``, its token arrays)."""
     store.require_runs([run_id])
     trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
     if trajectories.is_empty():
         raise ConfigError([f"run {run_id!r} has no trajectories of split 'train' to recompute"])
-    tokens = None
-    if estimator in TOKEN_ESTIMATORS or estimator == "gdpo_verl":
-        tokens = store.tokens.filter(pl.col("run_id") == run_id).collect()
-        if tokens.is_empty() and estimator in TOKEN_ESTIMATORS:
-            raise ConfigError([f"estimator {estimator}: run {run_id!r} has no token arrays; "
-                               "use an outcome estimator (grpo, rloo, ...)"])
-        if tokens.is_empty():
-            tokens = None
-    if estimator in CHANNEL_ESTIMATORS and trajectories["reward_channels"].list.len().max() in (None, 0):
+    token_frame = store.tokens.filter(pl.col("run_id") == run_id).collect() if tokens else None
+    return RunFrames(run_id, trajectories, None if token_frame is None or token_frame.is_empty() else token_frame)
+
+
+def recompute_run(store: Any, run_id: str, estimator: str, *, frames: RunFrames | None = None,
+                  **options: Any) -> pl.DataFrame:
+    """Advantages ``estimator`` would have given the training trajectories of ``run_id``."""
+    from trajlens.estimators import recompute
+    from trajlens.estimators.frame import CHANNEL_ESTIMATORS, TOKEN_ESTIMATORS
+
+    needs_tokens = estimator in TOKEN_ESTIMATORS or estimator == "gdpo_verl"
+    if frames is None:
+        frames = read_run(store, run_id, tokens=needs_tokens)
+    if frames.tokens is None and estimator in TOKEN_ESTIMATORS:
+        raise ConfigError([f"estimator {estimator}: run {run_id!r} has no token arrays; "
+                           "use an outcome estimator (grpo, rloo, ...)"])
+    if estimator in CHANNEL_ESTIMATORS and frames.trajectories["reward_channels"].list.len().max() in (None, 0):
         raise ConfigError([f"estimator {estimator}: run {run_id!r} logs no reward channels"])
-    return recompute(trajectories, tokens, estimator, **options)
+    return recompute(frames.trajectories, frames.tokens if needs_tokens else None, estimator, **options)
+
+
+def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
+                         frames: RunFrames | None = None, **options: Any) -> pl.DataFrame:
+    """Per-step batch diagnostics of one recomputation, with ``estimator`` set to ``label``."""
+    from trajlens.estimators.frame import TOKEN_ESTIMATORS
+
+    if frames is None:
+        frames = read_run(store, run_id, tokens=estimator in TOKEN_ESTIMATORS or estimator == "gdpo_verl")
+    recomputed = recompute_run(store, run_id, estimator, frames=frames, **options)
+    tokens = frames.tokens if estimator in TOKEN_ESTIMATORS else None
+    return batch_diagnostics(recomputed, tokens).with_columns(pl.lit(label).alias("estimator"))
+
+
+def save_advantage_batches(store: Any, run_id: str, diagnostics: pl.DataFrame, *, keep_other_labels: bool) -> None:
+    """Write a run's part of ``advantage_batches``; optionally keep the rows of other labels."""
+    if keep_other_labels and "advantage_batches" in store.tables():
+        labels = diagnostics["estimator"].unique().implode()
+        earlier = store.table("advantage_batches").filter(
+            (pl.col("run_id") == run_id) & ~pl.col("estimator").is_in(labels)).collect()
+        diagnostics = pl.concat([earlier, diagnostics], how="diagonal_relaxed")
+    store.write_derived("advantage_batches", run_id, diagnostics)
 
 
 def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = None) -> pl.DataFrame:

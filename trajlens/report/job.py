@@ -102,17 +102,15 @@ def available_estimators(store: Any, run_id: str) -> list[EstimatorChoice]:
 
 def advantage_diagnostics(store: Any, run_id: str, choices: list[EstimatorChoice]) -> pl.DataFrame:
     """Per-step batch diagnostics of each estimator choice, stacked with an ``estimator`` column."""
-    from trajlens.report.advantages import batch_diagnostics, recompute_run
+    from trajlens.report.advantages import labelled_diagnostics, read_run
 
-    tokens = None
-    parts = []
-    for choice in choices:
-        recomputed = recompute_run(store, run_id, choice.estimator, **choice.options)
-        if choice.needs == "values" and tokens is None:
-            tokens = store.tokens.filter(pl.col("run_id") == run_id).select("run_id", "trajectory_id", "response_mask").collect()
-        diagnostics = batch_diagnostics(recomputed, tokens if choice.needs == "values" else None)
-        parts.append(diagnostics.with_columns(pl.lit(choice.label).alias("estimator")))
-    return pl.concat(parts) if parts else pl.DataFrame()
+    if not choices:
+        return pl.DataFrame()
+    frames = read_run(store, run_id, tokens=any(c.needs in ("values", "channels_with_lengths") for c in choices))
+    return pl.concat([
+        labelled_diagnostics(store, run_id, choice.estimator, choice.label, frames=frames, **choice.options)
+        for choice in choices
+    ])
 
 
 def report_store(
@@ -128,6 +126,7 @@ def report_store(
     """Write reports for every run (or ``run_ids``) under ``out``; returns what was written."""
     from trajlens.classify import stage_report
     from trajlens.estimators import sign_streaks
+    from trajlens.report.advantages import save_advantage_batches
 
     out = Path(out)
     tick = progress or (lambda _: None)
@@ -161,7 +160,7 @@ def report_store(
         choices = available_estimators(store, run_id)
         if choices:
             diagnostics = advantage_diagnostics(store, run_id, choices)
-            store.write_derived("advantage_batches", run_id, diagnostics)
+            save_advantage_batches(store, run_id, diagnostics, keep_other_labels=False)
             figures.append(plots.advantage_batches(diagnostics, directory / "advantage_batches.png",
                                                    f"{run_id}: recomputed advantages per batch"))
             sections.append(_advantage_markdown(diagnostics, sign_streaks))

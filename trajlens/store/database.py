@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from trajlens.schema import SCHEMAS, TABLES
+from trajlens.schema import TABLES
 
 DATABASE_FILE = "trajlens.duckdb"
 # Tables written by analyses (stage reports, advantages) live beside the runs.
@@ -92,4 +92,4 @@ def refresh_database(store: Path) -> Path:
 
 
 
-__all__ = ["DATABASE_FILE", "SCHEMAS", "attach_views", "refresh_database", "table_glob"]
+__all__ = ["DATABASE_FILE", "attach_views", "derived_tables", "refresh_database", "table_glob"]
