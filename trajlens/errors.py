@@ -64,11 +64,31 @@ class InputError(TrajlensError, ValueError):
 
 
 class SchemaError(InputError):
-    """A table whose columns or types do not match the trajlens schema."""
+    """A table read from a file whose columns or types do not match the trajlens schema.
+
+    A DataFrame passed to a function that lacks a column is a :class:`FrameError` instead.
+    """
 
 
 class StoreError(TrajlensError, OSError):
-    """A store directory that is missing, unreadable or inconsistent."""
+    """A store directory that is missing, unreadable, unwritable or inconsistent."""
+
+
+class RunConflictError(StoreError):
+    """A run id already held in the store by a different source; ``--replace`` overrides it."""
+
+
+class QueryError(TrajlensError, ValueError):
+    """A SQL query that DuckDB rejected, or one that would write or read outside the store."""
+
+
+class FrameError(TrajlensError, ValueError):
+    """A DataFrame handed to a library function lacks a column the function needs."""
+
+    def __init__(self, frame: str, function: str, column: str) -> None:
+        self.frame = frame
+        self.column = column
+        super().__init__(f"{function}: the {frame} frame has no column '{column}'")
 
 
 class ConfigError(TrajlensError, ValueError):
@@ -84,6 +104,20 @@ class MissingDependencyError(TrajlensError, ImportError):
 
     def __init__(self, package: str, purpose: str) -> None:
         super().__init__(f"{purpose} needs {package}: install it with `pip install {package}`")
+
+
+__all__ = [
+    "ConfigError",
+    "FrameError",
+    "InputError",
+    "MissingDependencyError",
+    "Problem",
+    "QueryError",
+    "RunConflictError",
+    "SchemaError",
+    "StoreError",
+    "TrajlensError",
+]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from trajlens.classify import classify_calls
-from trajlens.errors import SchemaError
+from trajlens.errors import FrameError
 
 
 def calls(*rows: tuple, trajectory: str = "t") -> pl.DataFrame:
@@ -124,8 +124,8 @@ def test_minimal_columns_and_reclassification():
     assert classify_calls(once).columns == once.columns
 
 
-def test_missing_column_is_a_schema_error():
-    with pytest.raises(SchemaError, match="field 'command'"):
+def test_missing_column_is_a_frame_error():
+    with pytest.raises(FrameError, match="no column 'command'"):
         classify_calls(pl.DataFrame({"tool_name": ["bash"], "arguments": ["{}"]}))
 
 

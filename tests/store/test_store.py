@@ -194,15 +194,37 @@ def test_failed_ingest_into_a_new_store_leaves_no_folder(tmp_path, tiny_run_dir)
     assert not (tmp_path / "new-store").exists()
 
 
-def test_reingest_drops_analyses_of_the_replaced_run(tmp_path, tiny_run_dir):
+def test_reingest_keeps_analyses_when_unchanged_and_drops_them_when_changed(tmp_path, tiny_run_dir):
     from trajlens.report import classify_store
 
     trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    classify_store(trajlens.open(tmp_path / "store"))
+    again = trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    assert again.notes == ["run tiny is unchanged: kept as it was, with its analyses"]
     store = trajlens.open(tmp_path / "store")
-    classify_store(store)
-    assert "call_classes" in store.tables()
-    trajlens.ingest([tiny_run_dir], tmp_path / "store")
-    assert "call_classes" not in trajlens.open(tmp_path / "store").tables()
+    assert store.sql("SELECT count(*) AS n FROM call_classes")["n"].to_list() == [16]
+
+    path = _first_file(tiny_run_dir, "trajectories")
+    table = pq.read_table(path)
+    pq.write_table(table.slice(0, table.num_rows - 1), path)
+    extra_calls = [p for p in (tiny_run_dir / "tool_calls").rglob("*.parquet")]
+    for call_file in extra_calls:  # keep tool calls consistent with the trajectories left
+        calls = pq.read_table(call_file)
+        kept = set(pq.read_table(path).column("trajectory_id").to_pylist()) | {
+            t for f in (tiny_run_dir / "trajectories").rglob("*.parquet") if f != path
+            for t in pq.read_table(f).column("trajectory_id").to_pylist()}
+        pq.write_table(calls.filter(pa.array([t in kept for t in calls.column("trajectory_id").to_pylist()])), call_file)
+    for token_file in (tiny_run_dir / "tokens").rglob("*.parquet"):
+        tokens = pq.read_table(token_file)
+        pq.write_table(tokens.filter(pa.array([t in kept for t in tokens.column("trajectory_id").to_pylist()])), token_file)
+    changed = trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    assert changed.notes == ["run tiny changed: dropped its analyses call_classes, trajectory_measures; "
+                             "run `trajlens classify` or `trajlens report` again"]
+    store = trajlens.open(tmp_path / "store")
+    assert "call_classes" not in store.tables()
+    assert store.sql("SELECT count(*) AS n FROM trajectories")["n"].to_list() == [7]
+    with pytest.raises(QueryError, match="table call_classes does not exist yet .*`trajlens classify STORE` creates it"):
+        store.sql("SELECT * FROM call_classes")
 
 
 def test_run_config_must_be_a_json_object(tmp_path, tiny_run_dir):

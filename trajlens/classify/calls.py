@@ -28,7 +28,7 @@ from trajlens.classify.rules import (
     TOOL_CLASSES,
     VERIFICATION_CLASSES,
 )
-from trajlens.errors import SchemaError
+from trajlens.errors import FrameError
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("tool_name", "arguments", "command")
 """Columns :func:`classify_calls` needs; ``format_error`` and the trajectory keys are optional."""
@@ -72,7 +72,7 @@ def classify_calls(tool_calls: Any) -> pl.DataFrame:
     frame = as_frame(tool_calls, "tool_calls")
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
-        raise SchemaError("tool_calls", "classify_calls", field=missing[0], expected="a column", found="no such column")
+        raise FrameError("tool_calls", "classify_calls", missing[0])
     clashing = [c for c in ADDED_COLUMNS if c in frame.columns]
     if clashing:
         frame = frame.drop(clashing)

@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._options import parse_options
 from trajlens.cli._progress import progress_bar
-from trajlens.errors import ConfigError
-
-
-def parse_options(pairs: list[str]) -> dict:
-    """``name=value`` pairs; values are read as JSON (numbers, true/false, lists), else text."""
-    options, problems = {}, []
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            problems.append(f"--option {pair!r}: expected NAME=VALUE, such as gamma=0.99")
-            continue
-        try:
-            options[name] = json.loads(value)
-        except json.JSONDecodeError:
-            options[name] = value
-    if problems:
-        raise ConfigError(problems)
-    return options
 
 
 @app.command()

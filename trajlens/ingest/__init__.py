@@ -36,6 +36,8 @@ class IngestResult:
     store: Path
     run_ids: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Runs kept unchanged, and analyses dropped because their run changed."""
 
 
 def detect_source(path: Path) -> str:
@@ -77,11 +79,13 @@ def ingest(
     strict: bool = True,
     run_id: str | None = None,
     progress: Progress | None = None,
+    replace: bool = False,
 ) -> IngestResult:
     """Write every source into ``store`` as a run; on any error, the store is unchanged.
 
     Training-scalar files (JSONL/CSV) join the run loaded from the other sources of the
-    same call when there is exactly one; otherwise they form a run of their own.
+    same call when there is exactly one; otherwise they form a run of their own. A run id the
+    store holds for a different source is refused unless ``replace``.
     """
     import pyarrow as pa
 
@@ -102,7 +106,7 @@ def ingest(
                          found=f"{len(others)} sources")
     # Metrics files join the run of the call's only other source; otherwise they are a run.
     owner = others[0] if len(others) == 1 and others[0][1] != "runs" else None
-    with StoreWriter(store) as writer:
+    with StoreWriter(store, sources=paths, replace=replace) as writer:
         loaded: list["RunData"] = []
         for path, kind in others:
             if kind == "verl" or kind == "agent":
@@ -135,6 +139,7 @@ def ingest(
             result.run_ids.append(run.run_id)
             result.problems.extend(run.problems)
         writer.publish()
+    result.notes.extend(writer.notes)
     return result
 
 

@@ -1,95 +1,192 @@
-"""DuckDB views over a store's Parquet files.
+"""The store's tables as DuckDB relations, over an explicit list of its Parquet files.
 
-The views read every run's files through a glob, so a new run needs no change to the
-database; ``refresh_database`` only rewrites it when its views would change (a new store, a
-store that moved, a new analysis table), which it tells from a small record of the view
-definitions kept beside it.
+Two consumers read them:
+
+- :class:`trajlens.store.Store` registers each table as a PyArrow dataset of the store's own
+  files on an in-memory DuckDB connection whose file system access is then switched off, so
+  a query reads the store's tables and nothing else.
+- ``STORE/trajlens.duckdb`` holds plain views for any DuckDB (the ``duckdb`` command-line tool
+  from 1.0 on: it is written in storage version v1.0.0). Each view lists the store's files by
+  absolute path, with glob characters escaped, so a store whose path holds ``[``, ``*``, ``?``,
+  quotes or braces reads exactly its own files. It is rebuilt whenever the files change and
+  when a store that was moved or copied is opened.
+
+Files are listed, never globbed: no path is matched against another store's files.
 """
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
-from trajlens.schema import TABLES
+from trajlens.schema import SCHEMAS, TABLES
+from trajlens.store.layout import table_files
 
 DATABASE_FILE = "trajlens.duckdb"
 # Tables written by analyses (stage reports, advantages) live beside the runs.
 DERIVED_DIR = "derived"
+RUNS_DIR = "runs"
+VIEWS_RECORD = ".trajlens-views.sql"
+# The oldest DuckDB storage format the file is written in; DuckDB 1.0 and later read it.
+STORAGE_VERSION = "v1.0.0"
+
+# Analysis table -> the command that creates it, for the error on a query that needs it early.
+ANALYSIS_TABLES: dict[str, str] = {
+    "call_classes": "trajlens classify STORE",
+    "trajectory_measures": "trajlens classify STORE",
+    "stage_rates": "trajlens sample STORE --run RUN (or trajlens report)",
+    "stage_changes": "trajlens sample STORE --run RUN (or trajlens report)",
+    "advantage_batches": "trajlens advantages STORE --run RUN --estimator NAME (or trajlens report)",
+}
 
 
-def table_glob(store: Path, name: str) -> str:
-    return str(store.resolve() / "runs" / "*" / name / "**" / "*.parquet")
+def run_dirs(store: Path) -> list[Path]:
+    runs = store / RUNS_DIR
+    if not runs.is_dir():
+        return []
+    return sorted(path for path in runs.iterdir() if path.is_dir() and not path.name.startswith("."))
+
+
+def store_files(store: Path, name: str) -> list[Path]:
+    """Every Parquet file of run table ``name`` in the store, run by run, in step order."""
+    return [path for run_dir in run_dirs(store) for path in table_files(run_dir, name)]
+
+
+def derived_files(store: Path) -> dict[str, list[Path]]:
+    """Analysis tables of a store: name -> its Parquet files (one per run, under ``derived/NAME/``)."""
+    derived = store / DERIVED_DIR
+    if not derived.is_dir():
+        return {}
+    tables = {}
+    for directory in sorted(derived.iterdir()):
+        if not directory.is_dir() or directory.name.startswith("."):
+            continue
+        files = sorted(p for p in directory.iterdir() if p.suffix == ".parquet" and not p.name.startswith("."))
+        if files:
+            tables[directory.name] = files
+    return tables
+
+
+def derived_tables(store: Path) -> dict[str, list[Path]]:
+    """Alias of :func:`derived_files`, kept for callers that name the tables."""
+    return derived_files(store)
+
+
+def escape_glob(path: str) -> str:
+    """``path`` with DuckDB's glob characters made literal (``[`` -> ``[[]``)."""
+    return "".join(f"[{char}]" if char in "[*?" else char for char in path)
+
+
+def sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def sql_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _file_list(files: list[Path]) -> str:
+    return "[" + ", ".join(sql_string(escape_glob(str(path.resolve()))) for path in files) + "]"
 
 
 def view_statements(store: Path) -> list[str]:
-    """CREATE VIEW statements for the five tables; paths are the store's, never user text."""
+    """CREATE VIEW statements for the run tables and the analysis tables present."""
     statements = []
     for name in TABLES:
-        # The glob is built from the store path, which DuckDB cannot take as a bound parameter
-        # in a view definition; quote it as a SQL string literal.
-        literal = "'" + table_glob(store, name).replace("'", "''") + "'"
-        statements.append(
-            f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({literal}, hive_partitioning = false, union_by_name = true)"
-        )
+        files = store_files(store, name)
+        if files:
+            statements.append(f"CREATE OR REPLACE VIEW {sql_identifier(name)} AS SELECT * FROM read_parquet("
+                              f"{_file_list(files)}, hive_partitioning = false, union_by_name = true)")
+    for name, files in derived_files(store).items():
+        statements.append(f"CREATE OR REPLACE VIEW {sql_identifier(name)} AS SELECT * FROM read_parquet("
+                          f"{_file_list(files)}, union_by_name = true)")
     return statements
 
 
-def derived_tables(store: Path) -> dict[str, str]:
-    """Analysis tables of a store: name -> Parquet glob (one file per run under ``derived/NAME/``)."""
-    derived = store.resolve() / DERIVED_DIR
-    if not derived.is_dir():
-        return {}
-    return {
-        path.name: str(path / "*.parquet")
-        for path in sorted(derived.iterdir())
-        if path.is_dir() and any(path.glob("*.parquet"))
-    }
+def rebuild_database(store: Path) -> Path:
+    """Write ``STORE/trajlens.duckdb`` afresh when its views would change; atomic (rename).
 
-
-def derived_statements(store: Path) -> list[str]:
-    statements = []
-    for name, glob in derived_tables(store).items():
-        literal = "'" + glob.replace("'", "''") + "'"
-        statements.append(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM read_parquet({literal}, union_by_name = true)')
-    return statements
-
-
-def attach_views(connection: duckdb.DuckDBPyConnection, store: Path) -> None:
-    for statement in view_statements(store) + derived_statements(store):
-        connection.execute(statement)
-
-
-VIEWS_RECORD = ".trajlens-views.sql"
-
-
-def refresh_database(store: Path) -> Path:
-    """Create or update ``STORE/trajlens.duckdb`` so its views point at this store.
-
-    Raises :class:`StoreError` when the file is locked by another DuckDB session.
+    A session that has the old file open keeps reading the old one; nothing waits on it.
     """
-    from trajlens.errors import StoreError
-
     path = store / DATABASE_FILE
     record = store / VIEWS_RECORD
-    statements = view_statements(store) + derived_statements(store)
-    wanted = ";\n".join(statements) + "\n"
+    statements = view_statements(store)
+    wanted = "".join(statement + ";\n" for statement in statements)
     if path.exists() and record.exists() and record.read_text() == wanted:
         return path
+    partial = store / f".{DATABASE_FILE}.{uuid.uuid4().hex[:8]}.partial"
     try:
-        connection = duckdb.connect(str(path))
-    except duckdb.Error as error:
-        reason = str(error).strip().splitlines()[0]
-        raise StoreError(f"{path}: cannot update the database ({reason}); close other DuckDB sessions on it") from None
-    try:
-        for statement in statements:
-            connection.execute(statement)
+        connection = duckdb.connect()
+        try:
+            connection.execute(f"ATTACH {sql_string(str(partial))} AS store (STORAGE_VERSION '{STORAGE_VERSION}')")
+            connection.execute("USE store")
+            for statement in statements:
+                connection.execute(statement)
+            connection.execute("USE memory")
+            connection.execute("DETACH store")
+        finally:
+            connection.close()
+        partial.rename(path)
+        record_partial = record.with_name(record.name + ".partial")
+        record_partial.write_text(wanted)
+        record_partial.rename(record)
     finally:
-        connection.close()
-    record.write_text(wanted)
+        for leftover in (partial, partial.with_name(partial.name + ".wal")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
     return path
 
 
+def database_is_current(store: Path) -> bool:
+    record = store / VIEWS_RECORD
+    wanted = "".join(statement + ";\n" for statement in view_statements(store))
+    return (store / DATABASE_FILE).exists() and record.exists() and record.read_text() == wanted
 
-__all__ = ["DATABASE_FILE", "attach_views", "derived_tables", "refresh_database", "table_glob"]
+
+def refresh_database(store: Path) -> Path:
+    """Bring ``STORE/trajlens.duckdb`` up to date with the files (see :func:`rebuild_database`)."""
+    return rebuild_database(store)
+
+
+def _dataset(files: list[Path], schema: pa.Schema | None) -> ds.Dataset:
+    if schema is None:
+        schema = pa.unify_schemas([pq.read_schema(path) for path in files], promote_options="permissive")
+    return ds.dataset([str(path) for path in files], format="parquet", schema=schema)
+
+
+def register_tables(connection: duckdb.DuckDBPyConnection, store: Path) -> list[str]:
+    """Register every table of the store on ``connection``; returns the table names."""
+    names = []
+    for name in TABLES:
+        files = store_files(store, name)
+        schema = SCHEMAS[name]
+        relation = _dataset(files, schema) if files else schema.empty_table()
+        connection.register(name, relation)
+        names.append(name)
+    for name, files in derived_files(store).items():
+        connection.register(name, _dataset(files, None))
+        names.append(name)
+    return names
+
+
+__all__ = [
+    "ANALYSIS_TABLES",
+    "DATABASE_FILE",
+    "DERIVED_DIR",
+    "database_is_current",
+    "derived_files",
+    "derived_tables",
+    "escape_glob",
+    "rebuild_database",
+    "refresh_database",
+    "register_tables",
+    "run_dirs",
+    "store_files",
+    "view_statements",
+]

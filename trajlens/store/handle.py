@@ -1,21 +1,41 @@
-"""Reading a store: SQL through DuckDB, tables as Polars LazyFrames."""
+"""Reading a store: read-only SQL through DuckDB, tables as Polars LazyFrames.
+
+A query reads the store's tables and nothing else. It runs on an in-memory DuckDB connection
+where each table is a PyArrow dataset of the store's own Parquet files, file system access is
+switched off (``enable_external_access = false``, then ``lock_configuration = true``) and only
+``SELECT`` (and ``EXPLAIN``) statements are accepted: ``COPY``, ``EXPORT``, ``ATTACH``,
+``INSTALL``, ``SET``, ``CREATE`` and the file-reading functions (``read_text``, ``glob``,
+``read_csv``, ...) are refused with a one-line error.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import duckdb
 import polars as pl
 import pyarrow as pa
 
-from trajlens.errors import ConfigError, StoreError, TrajlensError
+from trajlens.errors import ConfigError, QueryError, StoreError
 from trajlens.schema import SCHEMAS, TABLES
-from trajlens.store.database import DERIVED_DIR, attach_views, derived_tables, refresh_database, table_glob
+from trajlens.store.database import (
+    ANALYSIS_TABLES,
+    DERIVED_DIR,
+    RUNS_DIR,
+    database_is_current,
+    derived_files,
+    rebuild_database,
+    register_tables,
+    run_dirs,
+    store_files,
+)
+from trajlens.store.publish import JOURNAL_FILE, Publisher, StoreLock, describe_os_error, recover
 
-
-class QueryError(TrajlensError, ValueError):
-    """A SQL query that DuckDB rejected."""
+# Statement kinds a query may hold: they read, and write nothing.
+READ_ONLY_STATEMENTS: frozenset[str] = frozenset({"SELECT", "EXPLAIN"})
 
 
 class Store:
@@ -24,50 +44,103 @@ class Store:
     ``store.sql("SELECT ... WHERE run_id = $run", {"run": "r6"})`` returns a Polars
     DataFrame, with parameters bound by DuckDB. ``store.trajectories`` (and ``runs``,
     ``tool_calls``, ``tokens``, ``step_metrics``) are Polars LazyFrames over the same files.
+    Analysis tables are written with :meth:`write_derived`, inside :meth:`transaction` when
+    several must appear together or not at all.
     """
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"{self.path}: expected a store directory, found a file")
         if not self.path.is_dir():
             raise StoreError(f"{self.path}: no such store directory")
-        if not (self.path / "runs").is_dir():
+        if not (self.path / RUNS_DIR).is_dir():
             raise StoreError(f"{self.path}: not a trajlens store (no runs/ inside); create one with `trajlens ingest`")
         self._connection: duckdb.DuckDBPyConnection | None = None
+        self._transaction: Publisher | None = None
+        self._settle()
+
+    def _settle(self) -> None:
+        """Finish a publish a crash interrupted, and bring trajlens.duckdb up to date (a moved
+        or copied store); both only when the store is writable and no writer holds it."""
+        if not (self.path / JOURNAL_FILE).exists() and database_is_current(self.path):
+            return
+        lock = StoreLock(self.path)
+        try:
+            if not lock.acquire(wait=False):
+                return
+        except StoreError:
+            return  # a read-only store is read as it is
+        try:
+            recover(self.path, rebuild_database)
+            rebuild_database(self.path)
+        except OSError:
+            pass  # the convenience database file stays as it was; queries do not use it
+        finally:
+            lock.release()
 
     @property
     def connection(self) -> duckdb.DuckDBPyConnection:
+        """The read-only DuckDB connection queries run on (see the module docstring)."""
         if self._connection is None:
-            self._connection = duckdb.connect()
-            attach_views(self._connection, self.path)
+            connection = duckdb.connect()
+            register_tables(connection, self.path)
+            for setting in ("python_enable_replacements = false", "enable_external_access = false",
+                            "lock_configuration = true"):
+                connection.execute(f"SET {setting}")
+            self._connection = connection
         return self._connection
 
     def sql(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pl.DataFrame:
-        """Run a query with bound parameters (``$name`` with a mapping, ``?`` with a sequence)."""
+        """Run one read-only query with bound parameters (``$name`` with a mapping, ``?`` with a sequence)."""
+        try:
+            statements = duckdb.extract_statements(query)
+        except duckdb.Error as error:
+            raise QueryError(f"query failed: {_first_line(error)}") from None
+        if len(statements) != 1:
+            raise QueryError(f"expected one SQL statement, found {len(statements)}")
+        kind = statements[0].type.name
+        if kind not in READ_ONLY_STATEMENTS:
+            raise QueryError(f"query refused: a {kind} statement; a query may only read the store's tables "
+                             f"(SELECT), never write, attach or change settings")
         try:
             relation = self.connection.sql(query, params=params or None)
             return pl.DataFrame() if relation is None else relation.pl()
+        except duckdb.PermissionException:
+            raise QueryError("query refused: a query reads only the store's tables "
+                             f"({', '.join(self.tables())}), not files") from None
+        except duckdb.CatalogException as error:
+            raise QueryError(self._catalog_message(error)) from None
         except duckdb.Error as error:
-            first_line = str(error).strip().splitlines()[0]
-            raise QueryError(f"query failed: {first_line}") from None
+            raise QueryError(f"query failed: {_first_line(error)}") from None
         except (pl.exceptions.PolarsError, pa.ArrowException) as error:
-            first_line = str(error).strip().splitlines()[0]
-            raise QueryError(f"query result has a column Polars cannot hold: {first_line}") from None
+            raise QueryError(f"query result has a column Polars cannot hold: {_first_line(error)}") from None
+
+    def _catalog_message(self, error: duckdb.Error) -> str:
+        text = str(error)
+        for name, command in ANALYSIS_TABLES.items():
+            if f"with name {name} does not exist" in text and name not in self.tables():
+                return f"query failed: table {name} does not exist yet in {self.path}; `{command}` creates it"
+        return f"query failed: {_first_line(error)}"
 
     def table(self, name: str) -> pl.LazyFrame:
         if name in SCHEMAS:
-            return pl.scan_parquet(
-                table_glob(self.path, name), hive_partitioning=False, schema=pl.Schema(pl.from_arrow(SCHEMAS[name].empty_table()).schema)
-            )
-        derived = derived_tables(self.path)
+            schema = pl.Schema(pl.from_arrow(SCHEMAS[name].empty_table()).schema)
+            files = [str(path) for path in store_files(self.path, name)]
+            if not files:
+                return pl.LazyFrame(schema=schema)
+            return pl.scan_parquet(files, glob=False, hive_partitioning=False, schema=schema)
+        derived = derived_files(self.path)
         if name in derived:
-            return pl.scan_parquet(derived[name])
-        raise StoreError(f"{self.path}: no table {name!r} (tables: {', '.join(self.tables())})")
+            return pl.scan_parquet([str(path) for path in derived[name]], glob=False, missing_columns="insert")
+        hint = f"; `{ANALYSIS_TABLES[name]}` creates it" if name in ANALYSIS_TABLES else ""
+        raise StoreError(f"{self.path}: no table {name!r} (tables: {', '.join(self.tables())}){hint}")
 
     def tables(self) -> list[str]:
-        return [*TABLES, *derived_tables(self.path)]
+        return [*TABLES, *derived_files(self.path)]
 
     def run_ids(self) -> list[str]:
-        return sorted(p.name for p in (self.path / "runs").iterdir() if p.is_dir())
+        return [path.name for path in run_dirs(self.path)]
 
     def require_runs(self, run_ids: list[str]) -> None:
         """Raise :class:`ConfigError` naming every id that is not a run of this store."""
@@ -77,28 +150,64 @@ class Store:
             raise ConfigError([f"run {run_id!r} is not in the store (runs: {', '.join(known) or 'none'})"
                                for run_id in missing])
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Publish every :meth:`write_derived` in the block together, or none of them.
+
+        Holds the store lock; the tables written appear when the block ends without error.
+        Nested blocks join the outermost one.
+        """
+        if self._transaction is not None:
+            yield
+            return
+        lock = StoreLock(self.path)
+        lock.acquire()
+        try:
+            try:
+                recover(self.path, rebuild_database)
+            except OSError as error:
+                raise describe_os_error(self.path, error, "write to the store") from None
+            publisher = Publisher(self.path)
+            self._transaction = publisher
+            try:
+                yield
+            except BaseException:
+                publisher.discard()
+                raise
+            finally:
+                self._transaction = None
+            try:
+                publisher.publish(rebuild_database)
+            except OSError as error:
+                raise describe_os_error(self.path, error, "publish analysis tables") from None
+            self._forget_connection()
+        finally:
+            lock.release()
+
     def write_derived(self, name: str, run_id: str, frame: pl.DataFrame) -> Path:
         """Save one run's part of an analysis table (classes, stage reports, advantages).
 
         The table becomes a view of the store named ``name``; writing the same run again
-        replaces its part.
+        replaces its part. Outside :meth:`transaction` the write is published at once.
         """
-        directory = self.path / DERIVED_DIR / name
-        directory.mkdir(parents=True, exist_ok=True)
-        target = directory / f"{run_id}.parquet"
-        partial = directory / f".{run_id}.parquet.partial"
-        new_table = not any(directory.glob("*.parquet"))
-        frame.write_parquet(partial)
-        partial.replace(target)
+        if self._transaction is None:
+            with self.transaction():
+                return self.write_derived(name, run_id, frame)
+        target = f"{DERIVED_DIR}/{name}/{run_id}.parquet"
+        staged = self._transaction.stage_path(DERIVED_DIR, name, f"{run_id}.parquet")
         try:
-            refresh_database(self.path)
-        except StoreError:
-            if new_table:  # a table without its view would be invisible to SQL: take it back
-                target.unlink()
-            raise
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            frame.write_parquet(staged)
+        except OSError as error:
+            raise describe_os_error(self.path, error, f"write analysis table {name}") from None
+        self._transaction.replace(staged, target)
+        return self.path / target
+
+    def _forget_connection(self) -> None:
+        """Drop the query connection so the next query sees the tables now published."""
         if self._connection is not None:
-            attach_views(self._connection, self.path)
-        return target
+            self._connection.close()
+            self._connection = None
 
     runs = property(lambda self: self.table("runs"))
     trajectories = property(lambda self: self.table("trajectories"))
@@ -107,9 +216,7 @@ class Store:
     step_metrics = property(lambda self: self.table("step_metrics"))
 
     def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        self._forget_connection()
 
     def __enter__(self) -> "Store":
         return self
@@ -121,6 +228,32 @@ class Store:
         return f"Store({str(self.path)!r}, runs={self.run_ids()})"
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def open_store(path: Path | str) -> Store:
     """Open a store directory written by ``trajlens ingest``."""
     return Store(path)
+
+
+Function = TypeVar("Function", bound=Callable[..., Any])
+
+
+def in_transaction(function: Function) -> Function:
+    """Run ``function(store, ...)`` inside ``store.transaction()``: its analysis tables appear
+    together when it returns, and none of them when it raises."""
+
+    @functools.wraps(function)
+    def wrapper(store: Any, *args: Any, **kwargs: Any) -> Any:
+        transaction = getattr(store, "transaction", None)
+        if transaction is None:
+            return function(store, *args, **kwargs)
+        with transaction():
+            return function(store, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+__all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "open_store"]

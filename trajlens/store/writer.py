@@ -4,103 +4,239 @@ A store is a directory::
 
     STORE/
       trajlens.duckdb          views over the Parquet below (runs, trajectories, ...)
-      runs/<run_id>/...        one run directory each, in the canonical layout
+      runs/<run_id>/...        one run directory each, in the canonical layout, with
+                               ingest.json (the source it came from and a hash of its content)
+      derived/<table>/<run_id>.parquet   analysis tables (classes, stage reports, advantages)
 
-Each run is written into ``STORE/.staging/`` first, checked as a whole, and only then moved
-into ``runs/``; a failure removes the staging directory, so nothing half-written is ever
-visible. Re-ingesting a source replaces its run with identical files.
+Every run of an ingest is written into ``STORE/.staging/`` first and checked as a whole; only
+then are they published together (:mod:`trajlens.store.publish`), so an ingest that fails on
+its second run leaves the first where it was. Re-ingesting a source whose content is unchanged
+changes nothing and keeps the run's analyses; a changed run replaces the old one and drops its
+analyses, and says so. A run id that the store already holds for a different source is
+refused unless ``replace=True``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import re
-import shutil
-import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import duckdb
 
-from trajlens.errors import InputError, StoreError
+from trajlens.errors import InputError, RunConflictError, StoreError
 from trajlens.model import RunData
-from trajlens.store.database import DERIVED_DIR, refresh_database
+from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_files, rebuild_database
 from trajlens.store.layout import RunDirWriter, table_files
+from trajlens.store.publish import LOCK_FILE, Publisher, StoreLock, describe_os_error, recover
 
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# A run id names a folder: 1-128 characters, letters, digits, '.', '_' and '-', starting
+# with a letter or digit (so never '.', '..', empty, or a hidden name).
+MAX_RUN_ID_LENGTH = 128
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (MAX_RUN_ID_LENGTH - 1))
+RUN_RECORD = "ingest.json"
 
 
 def slug(text: str) -> str:
-    """A run id made from a file or directory name."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
+    """A run id made from a file or directory name; long names keep a hash of the full name."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")
+    if len(cleaned) > MAX_RUN_ID_LENGTH:
+        digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        cleaned = cleaned[: MAX_RUN_ID_LENGTH - 9].rstrip("-._") + "-" + digest
     return cleaned or "run"
 
 
-def check_run_id(run_id: str, source: str) -> str:
-    if not RUN_ID_PATTERN.match(run_id):
-        raise InputError(source, field="run_id", expected="letters, digits, '.', '_' or '-'", found=run_id)
+def check_run_id(run_id: object, source: str) -> str:
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
+        raise InputError(source, field="run_id", expected=f"1-{MAX_RUN_ID_LENGTH} letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit", found=repr(run_id))
     return run_id
 
 
-class StoreWriter:
-    """Stages runs and publishes them into a store directory together."""
+def source_identity(source: str) -> str:
+    """A source as the absolute paths it names, so ``./a`` and ``a`` are one source."""
+    parts = []
+    for part in source.split(", "):
+        path = Path(part)
+        parts.append(str(path.resolve()) if part and path.exists() else part)
+    return ", ".join(parts)
 
-    def __init__(self, store: Path | str) -> None:
+
+def check_outside_inputs(store: Path, sources: Iterable[Path | str]) -> None:
+    """Refuse a store that is, or lies inside, one of the inputs (or an input inside the store)."""
+    where = store.resolve()
+    for source in sources:
+        path = Path(source)
+        if not path.exists():
+            continue
+        resolved = path.resolve()
+        if where == resolved or resolved in where.parents:
+            raise StoreError(f"{store}: the store would be written inside the input {source}; choose a store folder "
+                             "outside every input")
+        if where in resolved.parents:
+            raise StoreError(f"{source}: the input lies inside the store {store}; ingest from outside the store")
+
+
+def content_hash(run_dir: Path) -> str:
+    """SHA-256 over a run directory's Parquet files (relative path and bytes)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in run_dir.rglob("*.parquet") if p.is_file()):
+        digest.update(str(path.relative_to(run_dir)).encode())
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What ``runs/<id>/ingest.json`` says: where the run came from and a hash of its files."""
+
+    source: str | None
+    content_hash: str
+
+    @classmethod
+    def read(cls, run_dir: Path) -> "RunRecord":
+        try:
+            data = json.loads((run_dir / RUN_RECORD).read_text())
+            return cls(str(data["source"]), str(data["content_hash"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return cls(None, content_hash(run_dir))  # a store written before records: source unknown
+
+    def write(self, run_dir: Path) -> None:
+        (run_dir / RUN_RECORD).write_text(json.dumps({"source": self.source, "content_hash": self.content_hash},
+                                                     indent=1) + "\n")
+
+
+@dataclass(frozen=True)
+class StagedRun:
+    directory: Path
+    record: RunRecord
+
+
+class StoreWriter:
+    """Stages runs and publishes them into a store directory together.
+
+    ``sources`` (the inputs of the ingest) are checked first: a store inside an input is
+    refused before anything is written. ``replace`` lets a run take the id of a run from a
+    different source. ``notes`` lists, after :meth:`publish`, the runs kept unchanged and the
+    analyses dropped because their run changed.
+    """
+
+    def __init__(self, store: Path | str, *, sources: Iterable[Path | str] = (), replace: bool = False) -> None:
         self.store = Path(store)
         if self.store.exists() and not self.store.is_dir():
             raise StoreError(f"{self.store}: expected a store directory, found a file")
+        check_outside_inputs(self.store, sources)
+        self.replace = replace
+        self.notes: list[str] = []
         self._created = not self.store.exists()
-        self._staging = self.store / ".staging" / uuid.uuid4().hex
-        self._staged: dict[str, Path] = {}
+        self._lock: StoreLock | None = None
+        self._publisher: Publisher | None = None
+        self._staged: dict[str, StagedRun] = {}
+
+    def _open(self) -> Publisher:
+        """Take the store lock, finish any crashed publish, clear stale staging (first write only)."""
+        if self._publisher is None:
+            try:
+                self.store.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise describe_os_error(self.store, error, "create the store") from None
+            lock = StoreLock(self.store)
+            lock.acquire()
+            self._lock = lock
+            try:
+                recover(self.store, rebuild_database)
+            except OSError as error:
+                raise describe_os_error(self.store, error, "write to the store") from None
+            self._publisher = Publisher(self.store)
+        return self._publisher
 
     @contextlib.contextmanager
     def stage(self, run_id: str, runs_table, source: str) -> Iterator[RunDirWriter]:
         """Open a :class:`RunDirWriter` for a new run in the staging area."""
         check_run_id(run_id, source)
+        check_outside_inputs(self.store, [part for part in source.split(", ") if part])
         if run_id in self._staged:
             raise InputError(source, field="run_id", expected="one source per run id in an ingest",
                              found=f"{run_id!r} twice")
-        directory = self._staging / run_id
-        with RunDirWriter(directory, runs_table) as writer:
-            yield writer
-        check_run_dir(directory, source)
-        self._staged[run_id] = directory
+        identity = source_identity(source)
+        publisher = self._open()
+        self._check_conflict(run_id, identity, source)
+        directory = publisher.stage_path(RUNS_DIR, run_id)
+        try:
+            with RunDirWriter(directory, runs_table) as writer:
+                yield writer
+            check_run_dir(directory, source)
+            record = RunRecord(identity, content_hash(directory))
+            record.write(directory)
+        except OSError as error:
+            if isinstance(error, StoreError):
+                raise
+            raise describe_os_error(self.store, error, f"stage run {run_id} from {source}") from None
+        self._staged[run_id] = StagedRun(directory, record)
+
+    def _check_conflict(self, run_id: str, identity: str, source: str) -> None:
+        existing = self.store / RUNS_DIR / run_id
+        if self.replace or not existing.is_dir():
+            return
+        held = RunRecord.read(existing).source
+        if held is not None and held != identity:
+            raise RunConflictError(f"{source}: run id {run_id!r} is already in {self.store} from another source "
+                                   f"({held}); choose another id with --run, or pass --replace to replace it")
 
     def add(self, run: RunData, source: str) -> None:
         with self.stage(run.run_id, run.runs, source) as writer:
             writer.write_run(run)
 
     def publish(self) -> list[str]:
-        """Move every staged run into ``runs/``; analyses of a replaced run are dropped.
-
-        In a store that already has runs, the database views are brought up to date first, so
-        that a database locked by another session fails the ingest before anything moved; they
-        read the runs through globs and need no change for new runs.
-        """
-        runs_dir = self.store / "runs"
-        runs_dir.mkdir(parents=True, exist_ok=True)
-        had_runs = any(runs_dir.iterdir())
-        if had_runs:  # views cannot be created over globs that match no file yet
-            refresh_database(self.store)
-        for run_id, directory in self._staged.items():
-            target = runs_dir / run_id
-            if target.exists():
-                old = self._staging / f".old-{run_id}"
-                target.rename(old)
-            directory.rename(target)
-            for stale in (self.store / DERIVED_DIR).glob(f"*/{run_id}.parquet"):
-                stale.unlink()
-        self.discard()
-        refresh_database(self.store)  # a no-op unless the analysis tables changed
+        """Publish every staged run together; analyses of a run whose content changed are dropped."""
+        publisher = self._open()
+        try:
+            for run_id, staged in self._staged.items():
+                existing = self.store / RUNS_DIR / run_id
+                if existing.is_dir():
+                    held = RunRecord.read(existing)
+                    if held == staged.record:
+                        self.notes.append(f"run {run_id} is unchanged: kept as it was, with its analyses")
+                        continue
+                    if held.content_hash != staged.record.content_hash:
+                        dropped = [name for name in derived_files(self.store)
+                                   if (self.store / DERIVED_DIR / name / f"{run_id}.parquet").exists()]
+                        for name in dropped:
+                            publisher.drop(f"{DERIVED_DIR}/{name}/{run_id}.parquet")
+                        if dropped:
+                            self.notes.append(f"run {run_id} changed: dropped its analyses {', '.join(dropped)}; "
+                                              "run `trajlens classify` or `trajlens report` again")
+                publisher.replace(staged.directory, f"{RUNS_DIR}/{run_id}")
+            publisher.publish(rebuild_database)
+        except OSError as error:
+            if isinstance(error, StoreError):
+                raise
+            raise describe_os_error(self.store, error, "publish the ingested runs") from None
+        finally:
+            self._release()
         return list(self._staged)
 
     def discard(self) -> None:
-        shutil.rmtree(self._staging, ignore_errors=True)
-        staging_root = self._staging.parent
-        if staging_root.exists() and not any(staging_root.iterdir()):
-            staging_root.rmdir()
-        if self._created and self.store.exists() and not any(self.store.iterdir()):
-            self.store.rmdir()  # a failed ingest into a new store leaves no empty folder
+        if self._publisher is not None:
+            self._publisher.discard()
+        self._release()
+        if self._created and self.store.is_dir():
+            # a failed ingest into a new store leaves no folder behind
+            with contextlib.suppress(OSError):
+                (self.store / LOCK_FILE).unlink()
+            with contextlib.suppress(OSError):
+                self.store.rmdir()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self) -> "StoreWriter":
         return self
@@ -108,6 +244,8 @@ class StoreWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.discard()
+        else:
+            self._release()
 
 
 def check_run_dir(directory: Path, source: str) -> None:
@@ -118,14 +256,14 @@ def check_run_dir(directory: Path, source: str) -> None:
     try:
         duplicate = connection.execute(
             "SELECT trajectory_id FROM read_parquet($files) GROUP BY trajectory_id HAVING count(*) > 1 LIMIT 1",
-            {"files": files["trajectories"]},
+            {"files": _literal_paths(files["trajectories"])},
         ).fetchone()
         if duplicate:
             raise InputError(source, record=f"trajectories {duplicate[0]}", field="trajectory_id",
                              expected="a unique id", found="a duplicate")
         duplicate = connection.execute(
             "SELECT step, name FROM read_parquet($files) GROUP BY step, name HAVING count(*) > 1 LIMIT 1",
-            {"files": files["step_metrics"]},
+            {"files": _literal_paths(files["step_metrics"])},
         ).fetchone()
         if duplicate:
             raise InputError(source, record=f"step_metrics step {duplicate[0]}", field=duplicate[1],
@@ -133,7 +271,7 @@ def check_run_dir(directory: Path, source: str) -> None:
         for name, keys in (("tool_calls", "trajectory_id, call_index"), ("tokens", "trajectory_id")):
             duplicate = connection.execute(
                 f"SELECT trajectory_id FROM read_parquet($files) GROUP BY {keys} HAVING count(*) > 1 LIMIT 1",
-                {"files": files[name]},
+                {"files": _literal_paths(files[name])},
             ).fetchone()
             if duplicate:
                 raise InputError(source, record=f"{name} {duplicate[0]}", field=keys.split(", ")[-1],
@@ -141,10 +279,20 @@ def check_run_dir(directory: Path, source: str) -> None:
             stray = connection.execute(
                 "SELECT c.trajectory_id FROM read_parquet($calls) c ANTI JOIN read_parquet($trajectories) t "
                 "USING (trajectory_id) LIMIT 1",
-                {"calls": files[name], "trajectories": files["trajectories"]},
+                {"calls": _literal_paths(files[name]), "trajectories": _literal_paths(files["trajectories"])},
             ).fetchone()
             if stray:
                 raise InputError(source, record=f"{name} {stray[0]}", field="trajectory_id",
                                  expected="an id present in trajectories", found=stray[0])
     finally:
         connection.close()
+
+
+def _literal_paths(paths: list[str]) -> list[str]:
+    from trajlens.store.database import escape_glob
+
+    return [escape_glob(path) for path in paths]
+
+
+__all__ = ["MAX_RUN_ID_LENGTH", "RUN_ID_PATTERN", "RunRecord", "StoreWriter", "check_outside_inputs", "check_run_id",
+           "content_hash", "slug", "source_identity"]

@@ -1,0 +1,94 @@
+"""``NAME=VALUE`` and ``NAME:TYPE=VALUE`` pairs, read the same way by every command.
+
+``--param`` (query parameters) reads an untyped value as text, so ``--param run_id=123``
+matches the run called "123"; ``--param n:int=3`` binds the number 3. ``--option`` (estimator
+options) reads an untyped value as JSON where it parses (``gamma=0.99``, ``whiten=false``,
+``channels=[0,1]``) and as text otherwise. Every malformed pair is reported at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Callable
+
+from trajlens.errors import ConfigError
+
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+BOOLEANS: dict[str, bool] = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() not in BOOLEANS:
+        raise ValueError(f"expected one of {', '.join(BOOLEANS)}")
+    return BOOLEANS[text.lower()]
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("expected a finite number")
+    return value
+
+
+def _json(text: str) -> Any:
+    return json.loads(text)
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+# TYPE in NAME:TYPE=VALUE -> how the value is read
+VALUE_TYPES: dict[str, Callable[[str], Any]] = {
+    "text": str,
+    "str": str,
+    "int": int,
+    "float": _finite_float,
+    "bool": _boolean,
+    "json": _json,
+}
+
+
+def parse_pairs(pairs: list[str], *, flag: str, untyped: Callable[[str], Any], example: str) -> dict[str, Any]:
+    """Read ``NAME=VALUE`` / ``NAME:TYPE=VALUE`` pairs; raise :class:`ConfigError` listing every bad one."""
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for pair in pairs:
+        head, sep, text = pair.partition("=")
+        name, _, type_name = head.partition(":")
+        if not sep or not NAME.fullmatch(name):
+            problems.append(f"{flag} {pair!r}: expected NAME=VALUE or NAME:TYPE=VALUE, such as {example}")
+            continue
+        if name in values:
+            problems.append(f"{flag} {pair!r}: {name} is given twice")
+            continue
+        if type_name and type_name not in VALUE_TYPES:
+            problems.append(f"{flag} {pair!r}: unknown type {type_name!r}; types: {', '.join(VALUE_TYPES)}")
+            continue
+        read = VALUE_TYPES[type_name] if type_name else untyped
+        try:
+            values[name] = read(text)
+        except ValueError as error:
+            reason = str(error).splitlines()[0] if str(error) else "unreadable"
+            problems.append(f"{flag} {pair!r}: not a {type_name or 'value'} ({reason})")
+    if problems:
+        raise ConfigError(problems)
+    return values
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """Query parameters: text unless typed (``run_id=123`` is the text "123"; ``n:int=3`` the number)."""
+    return parse_pairs(pairs, flag="--param", untyped=str, example="run_id=sao-r6 or n:int=3")
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """Estimator options: JSON where the value parses (numbers, true/false, lists), else text."""
+    return parse_pairs(pairs, flag="--option", untyped=_json_or_text, example="gamma=0.99")
+
+
+__all__ = ["VALUE_TYPES", "parse_options", "parse_pairs", "parse_params"]
