@@ -1,13 +1,20 @@
-"""The typer application and the error boundary shared by every command."""
+"""The typer application and the error boundary shared by every command.
+
+Exit statuses: 0 success; 1 a user error (:class:`trajlens.errors.TrajlensError`, an
+operating-system error such as a full disk or a read-only folder, a missing optional
+dependency), printed as one line on stderr without a traceback; 2 a usage error; 130 an
+interrupt (Ctrl-C), after which every store is as it was before the command.
+"""
 
 from __future__ import annotations
 
 import importlib
 import sys
+from typing import Annotated, Optional
 
 import typer
 
-from trajlens.errors import TrajlensError
+from trajlens.errors import MissingDependencyError, TrajlensError
 
 app = typer.Typer(
     name="trajlens",
@@ -18,30 +25,81 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Modules that register commands on ``app`` when imported.
+# Modules that register commands on ``app`` when imported; each is named after its command(s).
 COMMAND_MODULES: tuple[str, ...] = (
     "trajlens.cli.ingest",
     "trajlens.cli.sql",
     "trajlens.cli.sample",
     "trajlens.cli.synth",
     "trajlens.cli.advantages",
+    "trajlens.cli.shell",
 )
+
+# Import names whose distribution (the name to pip install) differs.
+DISTRIBUTIONS: dict[str, str] = {"sklearn": "scikit-learn", "yaml": "pyyaml"}
+INTERRUPTED = 130
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from trajlens import __version__
+
+        typer.echo(f"trajlens {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[Optional[bool], typer.Option("--version", help="Print the version and exit.",
+                                                    callback=_show_version, is_eager=True)] = None,
+) -> None:
+    """See why an RL run of a coding agent drifted: load trajectories, classify tool calls,
+    recompute advantages, and query runs with SQL."""
+
+
+class CommandImportError(RuntimeError):
+    """A command module that cannot be imported: a defect, reported with its cause."""
+
+
+_registered = False
 
 
 def _register() -> None:
+    """Import every command module; one that fails makes the CLI fail, naming it."""
+    global _registered
+    if _registered:
+        return
     for module in COMMAND_MODULES:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as error:
-            if error.name != module:
-                raise
+            missing = _missing_distribution(error)
+            if missing:
+                raise MissingDependencyError(missing, f"the trajlens command line ({module})") from None
+            raise CommandImportError(f"command module {module} failed to import: {error}") from error
+        except Exception as error:
+            raise CommandImportError(f"command module {module} failed to import: {error}") from error
+    _registered = True
+
+
+def _missing_distribution(error: ModuleNotFoundError) -> str | None:
+    """The pip name of a missing third-party package, or None for a missing trajlens module."""
+    top = (error.name or "").split(".")[0]
+    if not top or top == "trajlens":
+        return None
+    return DISTRIBUTIONS.get(top, top)
+
+
+def _command_name(argv: list[str] | None) -> str:
+    args = sys.argv[1:] if argv is None else argv
+    return next((arg for arg in args if not arg.startswith("-")), "trajlens")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; a :class:`TrajlensError` becomes one line on stderr and exit status 1."""
-    _register()
+    """Run the CLI and return its exit status (see the module docstring)."""
     try:
-        app(args=argv, standalone_mode=False)
+        _register()
+        status = app(args=argv, standalone_mode=False)
     except TrajlensError as error:
         typer.echo(f"error: {error}", err=True)
         return 1
@@ -50,6 +108,17 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         typer.echo("aborted", err=True)
         return 1
+    except KeyboardInterrupt:
+        status = INTERRUPTED
+    except ModuleNotFoundError as error:
+        missing = _missing_distribution(error)
+        if missing is None:
+            raise
+        typer.echo(f"error: {MissingDependencyError(missing, f'trajlens {_command_name(argv)}')}", err=True)
+        return 1
+    except OSError as error:
+        typer.echo(f"error: {_os_error_line(error)}", err=True)
+        return 1
     except Exception as error:
         # Usage errors (a missing argument, a bad option value) come from the click that typer
         # bundles; recognise them by their interface rather than by importing click.
@@ -57,7 +126,16 @@ def main(argv: list[str] | None = None) -> int:
             error.show()
             return error.exit_code
         raise
-    return 0
+    if status == INTERRUPTED:
+        typer.echo("interrupted", err=True)
+        return INTERRUPTED
+    return status if isinstance(status, int) else 0
+
+
+def _os_error_line(error: OSError) -> str:
+    text = str(error).strip()
+    reason = error.strerror or (text.splitlines()[0] if text else type(error).__name__)
+    return f"{error.filename}: {reason}" if error.filename else reason
 
 
 def run() -> None:

@@ -1,20 +1,60 @@
-"""Writing a command's output file: the folder is checked first, nothing partial is left."""
+"""Writing a command's ``--out`` file, in the format its extension names.
+
+Every command that writes a file takes ``--out PATH`` and reads the format from the suffix:
+``.csv``, ``.json``, ``.parquet``, ``.md`` or ``.html`` for a table, ``.md`` or ``.html`` for a
+document. The folder and suffix are checked before any work; the file is written to a partial
+name and renamed into place, so a failure leaves nothing behind.
+"""
 
 from __future__ import annotations
 
+import html
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from trajlens.errors import ConfigError
 
+if TYPE_CHECKING:
+    import polars as pl
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """A file format ``--out`` can write."""
+
+    suffix: str
+    description: str
+    tables: bool
+    """Whether a table (a DataFrame) can be written in it."""
+    documents: bool
+    """Whether a Markdown document (a report) can be written in it."""
+
+
+OUTPUT_FORMATS: dict[str, OutputFormat] = {
+    format.suffix: format
+    for format in (
+        OutputFormat(".csv", "CSV; nested cells (lists, structs) as JSON text", tables=True, documents=False),
+        OutputFormat(".json", "a JSON array of row objects", tables=True, documents=False),
+        OutputFormat(".parquet", "Parquet, nested columns kept", tables=True, documents=False),
+        OutputFormat(".md", "Markdown", tables=True, documents=True),
+        OutputFormat(".html", "a standalone HTML page", tables=True, documents=True),
+    )
+}
+TABLE_SUFFIXES: tuple[str, ...] = tuple(s for s, f in OUTPUT_FORMATS.items() if f.tables)
+DOCUMENT_SUFFIXES: tuple[str, ...] = tuple(s for s, f in OUTPUT_FORMATS.items() if f.documents)
+
 
 def check_output(path: Path, suffixes: tuple[str, ...] | None = None) -> None:
-    """Fail before any work when ``path`` cannot be written."""
+    """Fail before any work when ``path`` cannot be written, or its suffix is not one of ``suffixes``."""
     problems = []
-    if not path.parent.is_dir():
+    if path.is_dir():
+        problems.append(f"--out {path}: is a folder; expected a file name")
+    elif not path.parent.is_dir():
         problems.append(f"--out {path}: folder {path.parent} does not exist")
     if suffixes and path.suffix.lower() not in suffixes:
-        problems.append(f"--out {path}: expected a {', '.join(suffixes)} file")
+        problems.append(f"--out {path}: expected a file ending in {', '.join(suffixes)}")
     if problems:
         raise ConfigError(problems)
 
@@ -27,3 +67,79 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
         partial.replace(path)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def write_output(path: Path, *, frame: "pl.DataFrame | None" = None, document: str | None = None) -> None:
+    """Write a table (``frame``) or a Markdown ``document`` to ``path`` by its extension."""
+    suffix = path.suffix.lower()
+    check_output(path, TABLE_SUFFIXES if frame is not None else DOCUMENT_SUFFIXES)
+    if frame is not None:
+        write_atomically(path, lambda partial: _write_frame(frame, partial, suffix))
+    elif document is not None:
+        text = document if suffix == ".md" else _html_page(f"<pre>{html.escape(document)}</pre>")
+        write_atomically(path, lambda partial: partial.write_text(text, encoding="utf-8"))
+
+
+def _write_frame(frame: "pl.DataFrame", path: Path, suffix: str) -> None:
+    import polars as pl
+
+    try:
+        if suffix == ".parquet":
+            frame.write_parquet(path)
+        elif suffix == ".json":
+            path.write_text(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False) + "\n", encoding="utf-8")
+        elif suffix == ".csv":
+            flat_frame(frame).write_csv(path)
+        elif suffix == ".md":
+            path.write_text(_markdown_table(flat_frame(frame)), encoding="utf-8")
+        elif suffix == ".html":
+            path.write_text(_html_page(_html_table(flat_frame(frame))), encoding="utf-8")
+    except pl.exceptions.PolarsError as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ConfigError([f"--out {path.with_suffix(suffix).name}: cannot write the result ({reason})"]) from None
+
+
+def flat_frame(frame: "pl.DataFrame") -> "pl.DataFrame":
+    """``frame`` with every nested column (list, array, struct) as JSON text, for flat formats."""
+    import polars as pl
+
+    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested() or dtype == pl.Object]
+    if not nested:
+        return frame
+    return frame.with_columns(
+        pl.Series(name, [None if value is None else _json_cell(value) for value in frame[name].to_list()],
+                  dtype=pl.String)
+        for name in nested
+    )
+
+
+def _json_cell(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _cell_text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _markdown_table(frame: "pl.DataFrame") -> str:
+    def row(cells: list[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in cells) + " |"
+
+    lines = [row(frame.columns), row(["---"] * frame.width)]
+    lines.extend(row([_cell_text(value) for value in values]) for values in frame.iter_rows())
+    return "\n".join(lines) + "\n"
+
+
+def _html_table(frame: "pl.DataFrame") -> str:
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in frame.columns)
+    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(_cell_text(v))}</td>" for v in values) + "</tr>"
+                     for values in frame.iter_rows())
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+
+
+def _html_page(body: str) -> str:
+    return f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>trajlens</title></head>\n<body>\n{body}\n</body></html>\n'
+
+
+__all__ = ["DOCUMENT_SUFFIXES", "OUTPUT_FORMATS", "TABLE_SUFFIXES", "OutputFormat", "check_output", "flat_frame",
+           "write_atomically", "write_output"]

@@ -14,22 +14,28 @@ from trajlens.cli._progress import progress_bar
 @app.command()
 def ingest(
     sources: Annotated[list[Path], typer.Argument(help="Log files or folders: Parquet run folders, verl dumps, agent logs, metrics JSONL/CSV.")],
-    store: Annotated[Path, typer.Option("--store", "-s", help="Store directory to write (created if missing).")],
+    store: Annotated[Path, typer.Option("--store", "-s", help="Store directory to write (created if missing; never inside an input).")],
     lenient: Annotated[bool, typer.Option("--lenient", help="Skip bad records and list them, instead of stopping at the first.")] = False,
-    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id for a single source (default: from its name).")] = None,
+    run: Annotated[Optional[str], typer.Option("--run", "-r", help="Run id for a single source (default: from its name).")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Let a run replace a run of the same id that came from a different source.")] = False,
 ) -> None:
     """Load trajectory logs into a store (Parquet + a DuckDB database of views).
 
-    Ingesting the same source again replaces its run with identical data; on any error the
-    store is left as it was. Input files are never modified.
+    All runs of one call are published together or not at all; on any error, or Ctrl-C, the
+    store is left as it was. Ingesting an unchanged source again changes nothing and keeps its
+    analyses; a changed one replaces its run and drops its analyses, and says so. A run id the
+    store already holds for another source is refused unless --replace. Input files are never
+    modified.
 
     Example: trajlens ingest sample_data/sao-r6 metrics.jsonl --store store
     """
     from trajlens.ingest import ingest as ingest_sources
 
     with progress_bar("ingesting") as tick:
-        result = ingest_sources(sources, store, strict=not lenient, run_id=run_id, progress=tick)
+        result = ingest_sources(sources, store, strict=not lenient, run_id=run, progress=tick, replace=replace)
     for problem in result.problems:
         typer.echo(f"skipped: {problem.message}", err=True)
+    for note in result.notes:
+        typer.echo(note, err=True)
     skipped = f", skipped {len(result.problems)} bad records" if result.problems else ""
     typer.echo(f"ingested {len(result.run_ids)} run(s) into {store}: {', '.join(result.run_ids)}{skipped}")

@@ -1,71 +1,79 @@
-"""``trajlens sql``: run SQL, or a saved query from ``queries/``, over a store."""
+"""``trajlens sql``: run a read-only query, or a saved query, over a store."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import check_output, write_atomically
-from trajlens.errors import ConfigError, InputError
+from trajlens.cli._options import parse_params
+from trajlens.cli._output import TABLE_SUFFIXES, check_output, write_output
+from trajlens.errors import InputError
 
-WRITERS: dict[str, str] = {".csv": "write_csv", ".parquet": "write_parquet", ".json": "write_json"}
-_INT = re.compile(r"^[+-]?\d+$")
-_FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
+# Saved queries ship inside the package (trajlens/queries is the repository's queries/).
+SAVED_QUERIES = Path(__file__).resolve().parents[1] / "queries"
+MAX_QUERY_BYTES = 1 << 20
 
 
-def parse_params(pairs: list[str]) -> dict[str, Any]:
-    """``k=v`` pairs to bound parameters; numbers become numbers, the rest stay text."""
-    params: dict[str, Any] = {}
-    problems = []
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            problems.append(f"--param {pair!r}: expected NAME=VALUE")
-            continue
-        params[name] = int(value) if _INT.match(value) else float(value) if _FLOAT.match(value) else value
-    if problems:
-        raise ConfigError(problems)
-    return params
+def saved_queries() -> dict[str, Path]:
+    """Saved query name (file stem) -> file, from the installed package."""
+    if not SAVED_QUERIES.is_dir():
+        return {}
+    return {path.stem: path for path in sorted(SAVED_QUERIES.glob("*.sql"))}
 
 
 def read_query(query: str) -> str:
+    """SQL text: the query itself, a ``.sql`` file, or the name of a saved query."""
+    saved = saved_queries()
+    if query in saved:
+        return saved[query].read_text(encoding="utf-8")
+    if not query.endswith(".sql"):
+        return query
     path = Path(query)
-    if query.endswith(".sql"):
-        if not path.is_file():
-            raise InputError(query, "no such query file")
-        return path.read_text()
-    return query
+    if not path.is_file():
+        hint = f" (saved queries: {', '.join(saved)})" if saved else ""
+        raise InputError(query, "no such query file" + hint)
+    if path.stat().st_size > MAX_QUERY_BYTES:
+        raise InputError(query, expected=f"a query file under {MAX_QUERY_BYTES} bytes",
+                         found=f"{path.stat().st_size} bytes")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(query, expected="UTF-8 text", found=f"byte {error.start} is not UTF-8") from None
 
 
 @app.command()
 def sql(
     store: Annotated[Path, typer.Argument(help="Store directory written by `trajlens ingest`.")],
-    query: Annotated[str, typer.Argument(help="A SQL query, or a path to a .sql file such as queries/think_share_by_step.sql.")],
-    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Bind a parameter: NAME=VALUE (used as $NAME in the query).")] = None,
-    output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the result to a .csv, .parquet or .json file instead of printing it.")] = None,
+    query: Annotated[str, typer.Argument(help="A SELECT query, a .sql file, or a saved query's name such as think_share_by_step.")],
+    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Bind $NAME: NAME=VALUE binds text; NAME:TYPE=VALUE with TYPE int, float, bool, json or text.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the result to a .csv, .json, .parquet, .md or .html file instead of printing it.")] = None,
     rows: Annotated[int, typer.Option("--rows", help="Rows to print.")] = 40,
 ) -> None:
-    """Run SQL over a store's views: runs, trajectories, tool_calls, tokens, step_metrics.
+    """Run a read-only query over a store's tables: runs, trajectories, tool_calls, tokens,
+    step_metrics, and the analysis tables once computed.
 
-    Parameters are bound by DuckDB, never pasted into the query text.
+    A query reads the store and nothing else: only SELECT is accepted, and files outside the
+    tables cannot be read or written. Parameters are bound by DuckDB, never pasted into the text.
 
-    Example: trajlens sql store queries/think_share_by_step.sql --param run_id=sao-r6
+    Example: trajlens sql store think_share_by_step --param run_id=sao-r6
+
+    Example: trajlens sql store "SELECT * FROM trajectories WHERE step > $s" --param s:int=100 --out late.csv
     """
     import polars as pl
 
     import trajlens
 
     if output is not None:
-        check_output(output, tuple(WRITERS))
-    frame = trajlens.open(store).sql(read_query(query), parse_params(param or []))
+        check_output(output, TABLE_SUFFIXES)
+    text = read_query(query)
+    params = parse_params(param or [])
+    frame = trajlens.open(store).sql(text, params)
     if output is not None:
-        write_atomically(output, lambda partial: getattr(frame, WRITERS[output.suffix.lower()])(partial))
+        write_output(output, frame=frame)
         typer.echo(f"wrote {frame.height} rows to {output}")
         return
     with pl.Config(tbl_rows=rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=160):
         typer.echo(str(frame))
-

@@ -102,7 +102,7 @@ def ingest(
     metric_files = [path for path, kind in kinds if kind == "metrics"]
     others = [(path, kind) for path, kind in kinds if kind != "metrics"]
     if run_id is not None and (len(others) > 1 or any(kind == "runs" for _, kind in others)):
-        raise InputError("ingest", field="run_id", expected="a single run source with --run-id",
+        raise InputError("ingest", field="run_id", expected="a single run source with --run",
                          found=f"{len(others)} sources")
     # Metrics files join the run of the call's only other source; otherwise they are a run.
     owner = others[0] if len(others) == 1 and others[0][1] != "runs" else None

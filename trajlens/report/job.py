@@ -16,6 +16,7 @@ import polars as pl
 
 from trajlens.report import plots
 from trajlens.report.scalars import channel_findings, scalar_findings
+from trajlens.store.handle import in_transaction
 
 CALL_CLASS_COLUMNS: tuple[str, ...] = (
     "run_id", "step", "trajectory_id", "call_index", "tool_name", "primary_class", "action_classes", "paths",
@@ -59,6 +60,7 @@ class RunReport:
     findings: list[str] = field(default_factory=list)
 
 
+@in_transaction
 def classify_store(store: Any, run_ids: list[str] | None = None) -> dict[str, pl.DataFrame]:
     """Classify the tool calls of each run and save ``call_classes`` and ``trajectory_measures``."""
     from trajlens.classify import classify_calls, trajectory_measures
@@ -113,6 +115,7 @@ def advantage_diagnostics(store: Any, run_id: str, choices: list[EstimatorChoice
     ])
 
 
+@in_transaction
 def report_store(
     store: Any,
     out: Path | str,

@@ -32,7 +32,7 @@ from trajlens.store.database import (
     run_dirs,
     store_files,
 )
-from trajlens.store.publish import JOURNAL_FILE, Publisher, StoreLock, describe_os_error, recover
+from trajlens.store.publish import JOURNAL_FILE, Publisher, StoreLock, describe_os_error, generation, recover
 
 # Statement kinds a query may hold: they read, and write nothing.
 READ_ONLY_STATEMENTS: frozenset[str] = frozenset({"SELECT", "EXPLAIN"})
@@ -57,6 +57,7 @@ class Store:
         if not (self.path / RUNS_DIR).is_dir():
             raise StoreError(f"{self.path}: not a trajlens store (no runs/ inside); create one with `trajlens ingest`")
         self._connection: duckdb.DuckDBPyConnection | None = None
+        self._generation = ""
         self._transaction: Publisher | None = None
         self._settle()
 
@@ -81,8 +82,15 @@ class Store:
 
     @property
     def connection(self) -> duckdb.DuckDBPyConnection:
-        """The read-only DuckDB connection queries run on (see the module docstring)."""
+        """The read-only DuckDB connection queries run on (see the module docstring).
+
+        It is built again when another writer has published into the store since.
+        """
+        current = generation(self.path)
+        if self._connection is not None and current != self._generation:
+            self._forget_connection()
         if self._connection is None:
+            self._generation = current
             connection = duckdb.connect()
             register_tables(connection, self.path)
             for setting in ("python_enable_replacements = false", "enable_external_access = false",

@@ -39,6 +39,8 @@ except ImportError:  # pragma: no cover - platforms without flock publish withou
     fcntl = None  # type: ignore[assignment]
 
 LOCK_FILE = ".lock"
+# Rewritten by every publish, so an open Store can tell that the files changed under it.
+GENERATION_FILE = ".generation"
 JOURNAL_FILE = ".publish.json"
 STAGING_DIR = ".staging"
 
@@ -180,6 +182,7 @@ def _roll_forward(store: Path, journal: Journal, rebuild_database) -> None:
             fault_point(f"dropped {drop.target}")
     rebuild_database(store)
     fault_point("database")
+    write_durably(store / GENERATION_FILE, uuid.uuid4().hex)
 
 
 def _roll_back(store: Path, journal: Journal) -> None:
@@ -222,6 +225,14 @@ def recover(store: Path, rebuild_database) -> bool:
     return finished
 
 
+def generation(store: Path) -> str:
+    """A token that changes with every publish into ``store``."""
+    try:
+        return (store / GENERATION_FILE).read_text()
+    except OSError:
+        return ""
+
+
 def write_durably(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temporary file, fsync, rename)."""
     partial = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.partial")
@@ -258,5 +269,5 @@ def locked(store: Path) -> Iterator[None]:
         lock.release()
 
 
-__all__ = ["JOURNAL_FILE", "LOCK_FILE", "STAGING_DIR", "Publisher", "StoreLock", "fault_point", "locked", "recover",
+__all__ = ["GENERATION_FILE", "JOURNAL_FILE", "LOCK_FILE", "STAGING_DIR", "Publisher", "StoreLock", "fault_point", "generation", "locked", "recover",
            "write_durably"]

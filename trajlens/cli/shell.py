@@ -1,0 +1,124 @@
+"""``trajlens shell``: an interactive SQL prompt on a store, with the library's own DuckDB.
+
+It needs no DuckDB command-line tool (whose version may not read the store's database file)
+and queries exactly as ``trajlens sql`` does: read-only, the store's tables and nothing else.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Callable, Iterable, Iterator, Optional
+
+import typer
+
+from trajlens.cli._app import app
+from trajlens.errors import TrajlensError
+
+PROMPT = "trajlens> "
+CONTINUATION = "     ...> "
+HELP = ("End each statement with ';'. Dot commands: .tables (list the tables), .schema TABLE "
+        "(its columns), .help, .quit")
+
+
+def statements_from_lines(lines: Iterable[str], on_dot: Callable[[str], bool]) -> Iterator[str]:
+    """Group input lines into SQL statements ending in ';'; dot commands run as they come.
+
+    ``on_dot`` handles a dot command and returns False to stop (``.quit``).
+    """
+    buffer: list[str] = []
+    for line in lines:
+        if not buffer and line.strip().startswith("."):
+            if not on_dot(line.strip()):
+                return
+            continue
+        buffer.append(line)
+        if line.rstrip().endswith(";"):
+            text = "\n".join(buffer).strip()
+            buffer = []
+            if text.strip(";").strip():
+                yield text
+    if "".join(buffer).strip():
+        yield "\n".join(buffer).strip()
+
+
+def _interactive_lines() -> Iterator[str]:
+    try:
+        import readline  # noqa: F401  (line editing and history where available)
+    except ImportError:
+        pass
+    first = True
+    while True:
+        try:
+            yield input(PROMPT if first else CONTINUATION)
+        except EOFError:
+            typer.echo("", err=True)
+            return
+        except KeyboardInterrupt:  # Ctrl-C drops the statement being typed, as other shells do
+            typer.echo("", err=True)
+            first = True
+            continue
+        first = False
+
+
+@app.command()
+def shell(
+    store: Annotated[Path, typer.Argument(help="Store directory written by `trajlens ingest`.")],
+    command: Annotated[Optional[str], typer.Option("--command", "-c", help="Run this SQL and exit.")] = None,
+    rows: Annotated[int, typer.Option("--rows", help="Rows to print per result.")] = 40,
+) -> None:
+    """An SQL prompt on a store's tables, using the DuckDB that trajlens ships with.
+
+    Read-only, like `trajlens sql`. Statements end with ';'. Reads statements from standard
+    input when it is not a terminal, and exits 1 if any of them failed.
+
+    Example: trajlens shell out/store
+
+    Example: echo "SELECT run_id, count(*) FROM trajectories GROUP BY 1;" | trajlens shell out/store
+    """
+    import duckdb
+    import polars as pl
+
+    import trajlens
+
+    handle = trajlens.open(store)
+    failures = 0
+
+    def on_dot(line: str) -> bool:
+        name, _, argument = line.partition(" ")
+        if name in (".quit", ".exit"):
+            return False
+        if name == ".tables":
+            typer.echo("  ".join(handle.tables()))
+        elif name == ".schema" and argument.strip():
+            run(f"DESCRIBE {_identifier(argument.strip())}")
+        else:
+            typer.echo(HELP)
+        return True
+
+    def run(text: str) -> None:
+        nonlocal failures
+        try:
+            frame = handle.sql(text)
+        except TrajlensError as error:
+            failures += 1
+            typer.echo(f"error: {error}", err=True)
+            return
+        with pl.Config(tbl_rows=rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=160):
+            typer.echo(str(frame))
+
+    if command is not None:
+        lines: Iterable[str] = command.splitlines()
+    elif sys.stdin.isatty():
+        typer.echo(f"trajlens shell on {store} (DuckDB {duckdb.__version__}, read-only). {HELP}", err=True)
+        lines = _interactive_lines()
+    else:
+        lines = (line.rstrip("\n") for line in sys.stdin)
+    for statement in statements_from_lines(lines, on_dot):
+        run(statement)
+    if failures:
+        raise typer.Exit(1)
+
+
+def _identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
