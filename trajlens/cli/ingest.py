@@ -30,7 +30,10 @@ def ingest(
     Example: trajlens ingest sample_data/sao-r6 metrics.jsonl --store store
     """
     from trajlens.ingest import ingest as ingest_sources
+    from trajlens.store.writer import check_run_id
 
+    if run is not None:
+        check_run_id(run, "--run")
     with progress_bar("ingesting") as tick:
         result = ingest_sources(sources, store, strict=not lenient, run_id=run, progress=tick, replace=replace)
     for problem in result.problems:

@@ -17,6 +17,8 @@ Files are listed, never globbed: no path is matched against another store's file
 from __future__ import annotations
 
 import contextlib
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -122,24 +124,28 @@ def rebuild_database(store: Path) -> Path:
         return path
     partial = store / f".{DATABASE_FILE}.{uuid.uuid4().hex[:8]}.partial"
     try:
-        connection = duckdb.connect()
-        try:
-            connection.execute(f"ATTACH {sql_string(str(partial))} AS store (STORAGE_VERSION '{STORAGE_VERSION}')")
-            connection.execute("USE store")
-            for statement in statements:
-                connection.execute(statement)
-            connection.execute("USE memory")
-            connection.execute("DETACH store")
-        finally:
-            connection.close()
+        # DuckDB reads '?' and '\\' in an ATTACH path as URL syntax, so the file is built under a
+        # plain temporary name and copied into the store, then renamed into place.
+        with tempfile.TemporaryDirectory(prefix="trajlens-db-") as scratch:
+            built = Path(scratch) / DATABASE_FILE
+            connection = duckdb.connect()
+            try:
+                connection.execute(f"ATTACH {sql_string(str(built))} AS store (STORAGE_VERSION '{STORAGE_VERSION}')")
+                connection.execute("USE store")
+                for statement in statements:
+                    connection.execute(statement)
+                connection.execute("USE memory")
+                connection.execute("DETACH store")
+            finally:
+                connection.close()
+            shutil.copyfile(built, partial)
         partial.rename(path)
         record_partial = record.with_name(record.name + ".partial")
         record_partial.write_text(wanted)
         record_partial.rename(record)
     finally:
-        for leftover in (partial, partial.with_name(partial.name + ".wal")):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+        with contextlib.suppress(OSError):
+            partial.unlink()
     return path
 
 

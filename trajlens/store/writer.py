@@ -250,48 +250,40 @@ class StoreWriter:
 
 def check_run_dir(directory: Path, source: str) -> None:
     """Whole-run checks that no single file can show: unique keys and known trajectory ids."""
-    files = {name: [str(f) for f in table_files(directory, name)]
-             for name in ("trajectories", "tool_calls", "tokens", "step_metrics")}
+    import pyarrow.dataset as ds
+
+    from trajlens.schema import SCHEMAS
+
     connection = duckdb.connect()
     try:
+        for name in ("trajectories", "tool_calls", "tokens", "step_metrics"):
+            files = [str(path) for path in table_files(directory, name)]
+            # Registered as datasets of listed files: no path is parsed as a glob or a URL.
+            connection.register(name, ds.dataset(files, format="parquet", schema=SCHEMAS[name]))
         duplicate = connection.execute(
-            "SELECT trajectory_id FROM read_parquet($files) GROUP BY trajectory_id HAVING count(*) > 1 LIMIT 1",
-            {"files": _literal_paths(files["trajectories"])},
-        ).fetchone()
+            "SELECT trajectory_id FROM trajectories GROUP BY trajectory_id HAVING count(*) > 1 LIMIT 1").fetchone()
         if duplicate:
             raise InputError(source, record=f"trajectories {duplicate[0]}", field="trajectory_id",
                              expected="a unique id", found="a duplicate")
         duplicate = connection.execute(
-            "SELECT step, name FROM read_parquet($files) GROUP BY step, name HAVING count(*) > 1 LIMIT 1",
-            {"files": _literal_paths(files["step_metrics"])},
-        ).fetchone()
+            "SELECT step, name FROM step_metrics GROUP BY step, name HAVING count(*) > 1 LIMIT 1").fetchone()
         if duplicate:
             raise InputError(source, record=f"step_metrics step {duplicate[0]}", field=duplicate[1],
                              expected="one value per step and metric", found="two")
         for name, keys in (("tool_calls", "trajectory_id, call_index"), ("tokens", "trajectory_id")):
             duplicate = connection.execute(
-                f"SELECT trajectory_id FROM read_parquet($files) GROUP BY {keys} HAVING count(*) > 1 LIMIT 1",
-                {"files": _literal_paths(files[name])},
-            ).fetchone()
+                f"SELECT trajectory_id FROM {name} GROUP BY {keys} HAVING count(*) > 1 LIMIT 1").fetchone()
             if duplicate:
                 raise InputError(source, record=f"{name} {duplicate[0]}", field=keys.split(", ")[-1],
                                  expected="unique keys", found="a duplicate")
             stray = connection.execute(
-                "SELECT c.trajectory_id FROM read_parquet($calls) c ANTI JOIN read_parquet($trajectories) t "
-                "USING (trajectory_id) LIMIT 1",
-                {"calls": _literal_paths(files[name]), "trajectories": _literal_paths(files["trajectories"])},
+                f"SELECT c.trajectory_id FROM {name} c ANTI JOIN trajectories t USING (trajectory_id) LIMIT 1"
             ).fetchone()
             if stray:
                 raise InputError(source, record=f"{name} {stray[0]}", field="trajectory_id",
                                  expected="an id present in trajectories", found=stray[0])
     finally:
         connection.close()
-
-
-def _literal_paths(paths: list[str]) -> list[str]:
-    from trajlens.store.database import escape_glob
-
-    return [escape_glob(path) for path in paths]
 
 
 __all__ = ["MAX_RUN_ID_LENGTH", "RUN_ID_PATTERN", "RunRecord", "StoreWriter", "check_outside_inputs", "check_run_id",
