@@ -139,9 +139,10 @@ class Publisher:
             self.discard()
             return
         journal_path = self.store / JOURNAL_FILE
+        fault_point("staged")
         write_durably(journal_path, self.journal.dump())
-        fault_point("journal")
         try:
+            fault_point("journal")
             _roll_forward(self.store, self.journal, rebuild_database)
         except BaseException:
             _roll_back(self.store, self.journal)
