@@ -66,3 +66,72 @@ def test_usage_errors_show_usage_not_a_traceback():
     done = trajlens("ingest")
     assert done.returncode == 2
     assert "Missing argument" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_version():
+    import trajlens as package
+
+    done = trajlens("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"trajlens {package.__version__}"
+
+
+def test_shell_route_from_the_readme(tmp_path, tiny_run_dir):
+    """`trajlens shell STORE` opens the store with the library's DuckDB, whatever CLI is installed."""
+    trajlens("ingest", tiny_run_dir, "--store", tmp_path / "store")
+    done = subprocess.run([sys.executable, "-m", "trajlens", "shell", str(tmp_path / "store")],
+                          input="SELECT count(*) AS calls\nFROM tool_calls;\n.tables\n", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "│ 16    │" in done.stdout
+    assert "runs  trajectories  tool_calls  tokens  step_metrics" in done.stdout
+
+
+def test_database_file_opens_in_duckdb_from_1_0(tmp_path, tiny_run_dir):
+    """trajlens.duckdb is written in storage format v1.0.0 (version number 64 in its header)."""
+    import duckdb
+
+    trajlens("ingest", tiny_run_dir, "--store", tmp_path / "store")
+    header = (tmp_path / "store" / "trajlens.duckdb").read_bytes()[:16]
+    assert header[8:12] == b"DUCK" and int.from_bytes(header[12:16], "little") == 64
+    connection = duckdb.connect(str(tmp_path / "store" / "trajlens.duckdb"), read_only=True)
+    assert connection.execute("SELECT count(*) FROM trajectories").fetchone() == (8,)
+
+
+def test_ctrl_c_exits_130_and_leaves_the_store_as_it_was(tmp_path):
+    import signal
+    import time
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[2] / "sample_data" / "sao-r7"
+    process = subprocess.Popen([sys.executable, "-m", "trajlens", "ingest", str(source), "--store", str(tmp_path / "store")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3.0)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    if process.returncode == 0:
+        pytest.skip("the ingest finished before the interrupt")
+    assert process.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_command_module_that_fails_to_import_is_an_error(monkeypatch):
+    from trajlens.cli import _app
+
+    monkeypatch.setattr(_app, "_registered", False)
+    monkeypatch.setattr(_app, "COMMAND_MODULES", (*_app.COMMAND_MODULES, "trajlens.cli.no_such_command"))
+    with pytest.raises(_app.CommandImportError, match="trajlens.cli.no_such_command failed to import"):
+        _app.main(["--version"])
+
+
+def test_a_missing_dependency_names_the_install_command(monkeypatch, capsys):
+    from trajlens.cli import _app
+
+    def missing(name):
+        raise ModuleNotFoundError("No module named 'sklearn'", name="sklearn")
+
+    monkeypatch.setattr(_app, "_registered", False)
+    monkeypatch.setattr(_app, "COMMAND_MODULES", ("trajlens.cli.attribution",))
+    monkeypatch.setattr(_app.importlib, "import_module", missing)
+    assert _app.main(["--version"]) == 1
+    assert capsys.readouterr().err.strip() == ("error: the trajlens command line (trajlens.cli.attribution) needs "
+                                               "scikit-learn: install it with `pip install scikit-learn`")

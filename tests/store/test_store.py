@@ -233,3 +233,43 @@ def test_run_config_must_be_a_json_object(tmp_path, tiny_run_dir):
     pq.write_table(table.set_column(table.schema.get_field_index("config"), "config", pa.array(["not json"])), path)
     with pytest.raises(InputError, match="record tiny: field 'config': expected a JSON object, found not json"):
         trajlens.ingest([tiny_run_dir], tmp_path / "store")
+
+
+def test_a_moved_or_copied_store_reads_only_its_own_files(tmp_path, tiny_run_dir):
+    original = tmp_path / "original"
+    trajlens.ingest([tiny_run_dir], original)
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    moved = tmp_path / "moved"
+    shutil.copytree(original, moved)
+    # Empty the original's trajectories: a copy that still read them would now see no rows.
+    for path in (original / "runs" / "tiny" / "trajectories").rglob("*.parquet"):
+        pq.write_table(pq.read_table(path).slice(0, 0), path)
+    for store in (copy, moved):
+        opened = trajlens.open(store)
+        assert opened.sql("SELECT count(*) AS n FROM trajectories")["n"].to_list() == [8]
+        assert opened.trajectories.collect().height == 8
+        views = (store / ".trajlens-views.sql").read_text()
+        assert str(store) in views and str(original) + "/" not in views
+        connection = duckdb.connect(str(store / "trajlens.duckdb"), read_only=True)
+        assert connection.execute("SELECT count(*) FROM trajectories").fetchone() == (8,)
+        connection.close()
+
+
+def test_queries_cannot_touch_files_or_change_the_store(tmp_path, tiny_run_dir):
+    store = trajlens.open(trajlens.ingest([tiny_run_dir], tmp_path / "store").store)
+    for query in ("COPY runs TO 'x.csv'", "ATTACH 'x.duckdb'", "SET enable_external_access = true",
+                  "DROP VIEW trajectories", "SELECT * FROM read_text('/etc/passwd')", "SELECT * FROM glob('*')"):
+        with pytest.raises(QueryError, match="query refused"):
+            store.sql(query)
+    assert store.sql("SELECT count(*) AS n FROM trajectories")["n"].to_list() == [8]
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_long_names_slug_to_a_bounded_unique_id():
+    from trajlens.store.writer import MAX_RUN_ID_LENGTH, slug
+
+    first, second = slug("a" * 300), slug("a" * 299 + "b")
+    assert len(first) <= MAX_RUN_ID_LENGTH and len(second) <= MAX_RUN_ID_LENGTH and first != second
+    assert slug("a b") == slug("a-b") == "a-b"
+    assert slug("\n") == "run"
