@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "QueryError": "trajlens.errors:QueryError",
     "FrameError": "trajlens.errors:FrameError",
     "ConfigError": "trajlens.errors:ConfigError",
+    "CommandImportError": "trajlens.errors:CommandImportError",
     "MissingDependencyError": "trajlens.errors:MissingDependencyError",
     "Problem": "trajlens.errors:Problem",
     "classify_calls": "trajlens.classify:classify_calls",

@@ -99,6 +99,15 @@ class ConfigError(TrajlensError, ValueError):
         super().__init__("; ".join(self.problems))
 
 
+class CommandImportError(TrajlensError, ImportError):
+    """A command module of the command line that cannot be imported (a broken installation)."""
+
+    def __init__(self, module: str, cause: BaseException) -> None:
+        reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        super().__init__(f"command module {module} failed to import ({type(cause).__name__}: {reason}); "
+                         f"`python -c 'import {module}'` shows where")
+
+
 class MissingDependencyError(TrajlensError, ImportError):
     """An optional dependency is not installed; the message gives the install command."""
 
@@ -107,6 +116,7 @@ class MissingDependencyError(TrajlensError, ImportError):
 
 
 __all__ = [
+    "CommandImportError",
     "ConfigError",
     "FrameError",
     "InputError",

@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from trajlens.errors import MissingDependencyError, TrajlensError
+from trajlens.errors import CommandImportError, MissingDependencyError, TrajlensError
 
 app = typer.Typer(
     name="trajlens",
@@ -57,10 +57,6 @@ def _options(
     recompute advantages, and query runs with SQL."""
 
 
-class CommandImportError(RuntimeError):
-    """A command module that cannot be imported: a defect, reported with its cause."""
-
-
 _registered = False
 
 
@@ -76,9 +72,9 @@ def _register() -> None:
             missing = _missing_distribution(error)
             if missing:
                 raise MissingDependencyError(missing, f"the trajlens command line ({module})") from None
-            raise CommandImportError(f"command module {module} failed to import: {error}") from error
+            raise CommandImportError(module, error) from error
         except Exception as error:
-            raise CommandImportError(f"command module {module} failed to import: {error}") from error
+            raise CommandImportError(module, error) from error
     _registered = True
 
 
