@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -27,7 +28,15 @@ def test_jupyter_is_an_extra_not_a_runtime_dependency():
 
 @pytest.mark.slow
 def test_wheel_carries_the_saved_queries_and_package_data(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation",
+    # Built from a copy of what the build reads, so no build/ folder lands in the repository.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for name in ("trajlens", "queries"):
+        shutil.copytree(REPO / name, source / name, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
                            "--quiet", "--wheel-dir", str(tmp_path)],
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -5,7 +5,7 @@ them into place all or nothing, :mod:`~trajlens.store.database` lists the files 
 :mod:`~trajlens.store.handle` reads them with read-only SQL or Polars.
 """
 
-from trajlens.store.database import DATABASE_FILE, rebuild_database, refresh_database
+from trajlens.store.database import DATABASE_FILE, rebuild_database
 from trajlens.store.handle import QueryError, Store, in_transaction, open_store
 from trajlens.store.layout import RunDirWriter, is_run_dir, table_files
 from trajlens.store.writer import StoreWriter, slug
@@ -20,7 +20,6 @@ __all__ = [
     "is_run_dir",
     "open_store",
     "rebuild_database",
-    "refresh_database",
     "slug",
     "table_files",
 ]

@@ -75,11 +75,6 @@ def derived_files(store: Path) -> dict[str, list[Path]]:
     return tables
 
 
-def derived_tables(store: Path) -> dict[str, list[Path]]:
-    """Alias of :func:`derived_files`, kept for callers that name the tables."""
-    return derived_files(store)
-
-
 def escape_glob(path: str) -> str:
     """``path`` with DuckDB's glob characters made literal (``[`` -> ``[[]``)."""
     return "".join(f"[{char}]" if char in "[*?" else char for char in path)
@@ -155,11 +150,6 @@ def database_is_current(store: Path) -> bool:
     return (store / DATABASE_FILE).exists() and record.exists() and record.read_text() == wanted
 
 
-def refresh_database(store: Path) -> Path:
-    """Bring ``STORE/trajlens.duckdb`` up to date with the files (see :func:`rebuild_database`)."""
-    return rebuild_database(store)
-
-
 def _dataset(files: list[Path], schema: pa.Schema | None) -> ds.Dataset:
     if schema is None:
         schema = pa.unify_schemas([pq.read_schema(path) for path in files], promote_options="permissive")
@@ -187,10 +177,8 @@ __all__ = [
     "DERIVED_DIR",
     "database_is_current",
     "derived_files",
-    "derived_tables",
     "escape_glob",
     "rebuild_database",
-    "refresh_database",
     "register_tables",
     "run_dirs",
     "store_files",
