@@ -273,3 +273,13 @@ def test_long_names_slug_to_a_bounded_unique_id():
     assert len(first) <= MAX_RUN_ID_LENGTH and len(second) <= MAX_RUN_ID_LENGTH and first != second
     assert slug("a b") == slug("a-b") == "a-b"
     assert slug("\n") == "run"
+
+
+def test_a_view_dropped_with_another_duckdb_comes_back_on_open(tmp_path, tiny_run_dir):
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    connection = duckdb.connect(str(tmp_path / "store" / "trajlens.duckdb"))
+    connection.execute("DROP VIEW trajectories")
+    connection.close()
+    trajlens.open(tmp_path / "store")
+    connection = duckdb.connect(str(tmp_path / "store" / "trajlens.duckdb"), read_only=True)
+    assert connection.execute("SELECT count(*) FROM trajectories").fetchone() == (8,)

@@ -112,11 +112,10 @@ def rebuild_database(store: Path) -> Path:
     A session that has the old file open keeps reading the old one; nothing waits on it.
     """
     path = store / DATABASE_FILE
-    record = store / VIEWS_RECORD
     statements = view_statements(store)
-    wanted = "".join(statement + ";\n" for statement in statements)
-    if path.exists() and record.exists() and record.read_text() == wanted:
+    if _record_matches(store, statements):
         return path
+    record = store / VIEWS_RECORD
     partial = store / f".{DATABASE_FILE}.{uuid.uuid4().hex[:8]}.partial"
     try:
         # DuckDB reads '?' and '\\' in an ATTACH path as URL syntax, so the file is built under a
@@ -136,7 +135,7 @@ def rebuild_database(store: Path) -> Path:
             shutil.copyfile(built, partial)
         partial.rename(path)
         record_partial = record.with_name(record.name + ".partial")
-        record_partial.write_text(wanted)
+        record_partial.write_text(_record_text(statements, path))
         record_partial.rename(record)
     finally:
         with contextlib.suppress(OSError):
@@ -144,10 +143,24 @@ def rebuild_database(store: Path) -> Path:
     return path
 
 
+def _record_text(statements: list[str], database: Path) -> str:
+    """The views written, and the size and time of the file they went into: a file changed
+    since (a view dropped with another DuckDB) no longer matches, and is written again."""
+    stat = database.stat()
+    return "".join(statement + ";\n" for statement in statements) + f"-- {stat.st_size} {stat.st_mtime_ns}\n"
+
+
+def _record_matches(store: Path, statements: list[str]) -> bool:
+    database, record = store / DATABASE_FILE, store / VIEWS_RECORD
+    try:
+        return record.read_text() == _record_text(statements, database)
+    except OSError:
+        return False
+
+
 def database_is_current(store: Path) -> bool:
-    record = store / VIEWS_RECORD
-    wanted = "".join(statement + ";\n" for statement in view_statements(store))
-    return (store / DATABASE_FILE).exists() and record.exists() and record.read_text() == wanted
+    """Whether ``trajlens.duckdb`` holds the views of the files now in the store."""
+    return _record_matches(store, view_statements(store))
 
 
 def _dataset(files: list[Path], schema: pa.Schema | None) -> ds.Dataset:
