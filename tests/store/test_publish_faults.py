@@ -56,9 +56,24 @@ def state(store: Path) -> dict[str, object]:
                                                                        "tokens", "step_metrics"})}
 
 
+# Rebuilt from the files after a rolled-back publish: compared by what they read, not by bytes.
+DERIVED_FILES = (".lock", ".generation", "trajlens.duckdb", ".trajlens-views.sql")
+
+
 def content(store: Path) -> dict[str, bytes]:
+    """Every file of the store but the lock and the database rebuilt from the others."""
     return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*"))
-            if p.is_file() and p.name not in (".lock", ".generation")}
+            if p.is_file() and p.name not in DERIVED_FILES}
+
+
+def database_counts(store: Path) -> int:
+    import duckdb
+
+    connection = duckdb.connect(str(store / "trajlens.duckdb"), read_only=True)
+    try:
+        return connection.execute("SELECT count(*) FROM trajectories").fetchone()[0]
+    finally:
+        connection.close()
 
 
 @pytest.fixture
@@ -129,6 +144,7 @@ def test_error_at_each_publish_step_leaves_the_store_as_it_was(changed, step, mo
         trajlens.ingest([source], store)
     assert "\n" not in str(caught.value)
     assert content(store) == before
+    assert database_counts(store) == 8
     assert state(store) == OLD
 
 

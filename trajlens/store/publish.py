@@ -221,7 +221,7 @@ def recover(store: Path, rebuild_database) -> bool:
         for left_over in staging_root.iterdir():
             _remove(left_over)
         _remove_if_empty(staging_root)
-    for partial in store.glob(f"{JOURNAL_FILE}.*.partial"):
+    for partial in store.glob(".*.partial"):  # a journal, database or record cut short while written
         partial.unlink()
     return finished
 
