@@ -104,7 +104,9 @@ def test_ctrl_c_exits_130_and_leaves_the_store_as_it_was(tmp_path):
     source = Path(__file__).resolve().parents[2] / "sample_data" / "sao-r7"
     process = subprocess.Popen([sys.executable, "-m", "trajlens", "ingest", str(source), "--store", str(tmp_path / "store")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3.0)
+    deadline = time.monotonic() + 60
+    while process.poll() is None and time.monotonic() < deadline and not (tmp_path / "store" / ".staging").exists():
+        time.sleep(0.01)  # interrupt once it is writing the run
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     if process.returncode == 0:

@@ -302,6 +302,15 @@ def test_store_path_that_is_a_file(tmp_path):
     assert (tmp_path / "store").read_text() == "a file"
 
 
+def wait_until_writing(process: subprocess.Popen, store: Path, limit: float = 60.0) -> None:
+    """Return once the ingest has started writing into the store (or has ended)."""
+    deadline = time.monotonic() + limit
+    while process.poll() is None and time.monotonic() < deadline:
+        if (store / publish.STAGING_DIR).exists():
+            return
+        time.sleep(0.01)
+
+
 def _ingest_process(source: Path, store: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "trajlens", "ingest", str(source), "--store", str(store), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -333,10 +342,11 @@ def test_sigkill_at_random_moments_leaves_a_valid_store(tmp_path):
     store = tmp_path / "store"
     chance = random.Random(7)
     for attempt in range(5):
-        if attempt == 3:  # later attempts replace a changed run in a store that already holds it
+        if attempt == 3:  # later attempts re-ingest into a store that already holds the run
             trajlens.ingest([source], store)
         process = _ingest_process(source, store, "--replace")
-        time.sleep(chance.uniform(0.5, 6.0))
+        wait_until_writing(process, store)
+        time.sleep(chance.uniform(0.0, 1.5))
         process.send_signal(signal.SIGKILL)
         process.communicate()
         if (store / "runs").is_dir():
