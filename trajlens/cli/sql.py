@@ -60,7 +60,7 @@ def sql(
 
     Example: trajlens sql store think_share_by_step --param run_id=sao-r6
 
-    Example: trajlens sql store "SELECT * FROM trajectories WHERE step > $s" --param s:int=100 --out late.csv
+    Example: trajlens sql store 'SELECT * FROM trajectories WHERE step > $s' --param s:int=100 --out late.csv
     """
     import polars as pl
 
