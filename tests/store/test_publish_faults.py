@@ -57,7 +57,7 @@ def state(store: Path) -> dict[str, object]:
 
 
 # Rebuilt from the files after a rolled-back publish: compared by what they read, not by bytes.
-DERIVED_FILES = (".lock", ".generation", "trajlens.duckdb", ".trajlens-views.sql")
+DERIVED_FILES = (".lock", ".generation", "trajlens.duckdb", ".trajlens-views")
 
 
 def content(store: Path) -> dict[str, bytes]:

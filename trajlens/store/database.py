@@ -17,6 +17,7 @@ Files are listed, never globbed: no path is matched against another store's file
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import shutil
 import tempfile
 import uuid
@@ -34,7 +35,8 @@ DATABASE_FILE = "trajlens.duckdb"
 # Tables written by analyses (stage reports, advantages) live beside the runs.
 DERIVED_DIR = "derived"
 RUNS_DIR = "runs"
-VIEWS_RECORD = ".trajlens-views.sql"
+# A digest of the views last written into DATABASE_FILE, and that file's size and time.
+VIEWS_RECORD = ".trajlens-views"
 # The oldest DuckDB storage format the file is written in; DuckDB 1.0 and later read it.
 STORAGE_VERSION = "v1.0.0"
 
@@ -49,7 +51,8 @@ ANALYSIS_TABLES: dict[str, str] = {
 
 
 def run_dirs(store: Path) -> list[Path]:
-    runs = store / RUNS_DIR
+    """The store's run directories, by absolute path (the store is resolved once, not per file)."""
+    runs = store.resolve() / RUNS_DIR
     if not runs.is_dir():
         return []
     return sorted(path for path in runs.iterdir() if path.is_dir() and not path.name.startswith("."))
@@ -62,7 +65,7 @@ def store_files(store: Path, name: str) -> list[Path]:
 
 def derived_files(store: Path) -> dict[str, list[Path]]:
     """Analysis tables of a store: name -> its Parquet files (one per run, under ``derived/NAME/``)."""
-    derived = store / DERIVED_DIR
+    derived = store.resolve() / DERIVED_DIR
     if not derived.is_dir():
         return {}
     tables = {}
@@ -89,7 +92,7 @@ def sql_identifier(name: str) -> str:
 
 
 def _file_list(files: list[Path]) -> str:
-    return "[" + ", ".join(sql_string(escape_glob(str(path.resolve()))) for path in files) + "]"
+    return "[" + ", ".join(sql_string(escape_glob(str(path))) for path in files) + "]"
 
 
 def view_statements(store: Path) -> list[str]:
@@ -144,10 +147,11 @@ def rebuild_database(store: Path) -> Path:
 
 
 def _record_text(statements: list[str], database: Path) -> str:
-    """The views written, and the size and time of the file they went into: a file changed
-    since (a view dropped with another DuckDB) no longer matches, and is written again."""
+    """A digest of the views written, and the size and time of the file they went into: a file
+    changed since (a view dropped with another DuckDB) no longer matches, and is written again."""
     stat = database.stat()
-    return "".join(statement + ";\n" for statement in statements) + f"-- {stat.st_size} {stat.st_mtime_ns}\n"
+    digest = hashlib.sha256("".join(statement + ";\n" for statement in statements).encode()).hexdigest()
+    return f"views sha256 {digest}\ndatabase {stat.st_size} {stat.st_mtime_ns}\n"
 
 
 def _record_matches(store: Path, statements: list[str]) -> bool:
