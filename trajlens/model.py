@@ -127,8 +127,10 @@ def _value_problem(value: Any, kind: pa.DataType, max_bytes: int, text_problem, 
 
 
 TRAJECTORY = RowType("trajectories", filled=("run_id",),
-                     defaults={"step": 0, "split": "train", "reward_channels": [], "group_id": None, "num_turns": None})
-"""Trajectory rows; ``group_id`` defaults to ``task_id``, ``num_turns`` to the turns of the calls."""
+                     defaults={"step": 0, "split": "train", "reward_channels": [], "group_id": None, "num_turns": None,
+                               "trajectory_id": None})
+"""Trajectory rows; ``group_id`` defaults to ``task_id``, ``num_turns`` to the turns of the calls, and
+``trajectory_id`` is set by the loader's driver when the format has none of its own."""
 
 TOOL_CALL = RowType("tool_calls", filled=("run_id", "step", "trajectory_id", "call_index"),
                     defaults={"arguments": "{}", "format_error": False})

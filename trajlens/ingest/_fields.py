@@ -177,7 +177,7 @@ def parse_json(text: str | bytes, file: str, *, record: str | int | None = None)
         return json.loads(data)
     except json.JSONDecodeError as error:
         where = f"line {error.lineno}, column {error.colno}" if record is None else record
-        raise InputError(file, "not valid JSON", record=where, expected="JSON", found=error.msg) from None
+        raise InputError(file, f"not JSON ({error.msg})", record=where, expected="JSON") from None
     except UnicodeDecodeError as error:
         raise InputError(file, record=record, expected="UTF-8 text", found=f"an undecodable byte at offset {error.start}") from None
     except RecursionError:  # only reachable with a depth limit above the interpreter's
@@ -239,7 +239,7 @@ def decode_arguments(raw: Any, file: str, record: str | int | None) -> tuple[dic
         try:
             value = parse_json(raw, file, record=record)
         except InputError as error:
-            if "not valid JSON" not in str(error):
+            if "not JSON" not in (error.detail or ""):
                 raise  # past a limit: an error, not a malformed call
             return None, dumps({"raw": raw})
     if isinstance(value, dict):

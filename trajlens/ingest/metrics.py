@@ -43,6 +43,7 @@ import polars as pl
 import pyarrow as pa
 
 from trajlens.errors import InputError, Problem
+from trajlens.ingest._probe import Probe
 from trajlens.schema import conform
 
 STEP_KEYS: tuple[str, ...] = ("_step", "step", "global_step", "trainer/global_step", "training/global_step")
@@ -74,13 +75,13 @@ class _Reading(NamedTuple):
     problems: list[Problem]
 
 
-def detect(path: Path | str) -> bool:
+def detect(target: Probe | Path | str) -> bool:
     """True when ``path`` is a JSONL or CSV file whose first record looks like training scalars.
 
     The first record must have a step key and a numeric metric whose name contains ``/`` or is
     in :data:`KNOWN_METRIC_NAMES`.
     """
-    path = Path(path)
+    path = Probe.of(target).path
     if not path.is_file() or path.suffix.lower() not in SUFFIXES:
         return False
     try:
@@ -159,7 +160,7 @@ def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, s
             if isinstance(raw, bool) or not isinstance(raw, (int, float)):
                 fail(InputError(str(path), record=line_no, field=name, expected="a number", found=_text(raw)))
                 continue
-            if not math.isfinite(raw):
+            if not math.isfinite(_float(raw)):
                 fail(InputError(str(path), record=line_no, field=name, expected="a finite number", found=_text(raw)))
                 continue
             if (step, name) in seen:
@@ -167,7 +168,7 @@ def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, s
                                 expected="one value per step and metric", found=_text(raw)))
                 continue
             seen.add((step, name))
-            values.append(_Value(step, name, float(raw)))
+            values.append(_Value(step, name, _float(raw)))
     if not any_record:
         fail(InputError(str(path), "no records", expected="at least one logged step", found="an empty file"))
     return _Reading(values, problems)
@@ -184,34 +185,47 @@ def _record_step(path: Path, line_no: int, record: Pairs) -> int | InputError:
         step = int(raw) if isinstance(raw, float) and raw.is_integer() else raw
         if isinstance(step, bool) or not isinstance(step, int):
             return InputError(str(path), record=line_no, field=key, expected="an integer step", found=_text(raw))
+        if not 0 <= step < 2**63:
+            return InputError(str(path), record=line_no, field=key, expected="an integer step from 0 to 2**63-1",
+                              found=_text(raw))
         return step
     return InputError(str(path), "no step", record=line_no, field=STEP_KEYS[0],
                       expected="a step under one of " + ", ".join(STEP_KEYS), found="none")
 
 
+def _float(raw: int | float) -> float:
+    """A number as a float; an integer too large for one reads as infinity (then refused)."""
+    try:
+        return float(raw)
+    except OverflowError:
+        return math.inf
+
+
 def _text(raw: object) -> str:
     if isinstance(raw, float):
         return str(raw)
-    return json.dumps(raw, ensure_ascii=False)
+    if isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) >= 10**40:
+        return f"an integer of {len(str(abs(raw)))} digits"
+    text = json.dumps(raw)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _read_jsonl_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
-    with open(path, "rb") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as error:
-                message = f"not JSON ({error.msg})" if isinstance(error, json.JSONDecodeError) else "not UTF-8 text"
-                yield line_no, InputError(str(path), message, record=line_no, expected="a JSON object",
-                                          found=line.decode("utf-8", "replace").strip())
-                continue
-            if not isinstance(record, dict):
-                yield line_no, InputError(str(path), record=line_no, expected="a JSON object",
-                                          found=type(record).__name__)
-                continue
-            yield line_no, list(record.items())
+    from trajlens.ingest._fields import parse_json, read_lines
+
+    for line_no, line in read_lines(path):
+        if isinstance(line, InputError):
+            yield line_no, line
+            continue
+        try:
+            record = parse_json(line, str(path), record=line_no)
+        except InputError as error:
+            yield line_no, error
+            continue
+        if not isinstance(record, dict):
+            yield line_no, InputError(str(path), record=line_no, expected="a JSON object", found=type(record).__name__)
+            continue
+        yield line_no, list(record.items())
 
 
 def _read_csv_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
@@ -309,8 +323,10 @@ def _long(frame: pl.DataFrame, metrics: list[str]) -> pl.DataFrame | None:
     steps = [key for key in STEP_KEYS if key in frame.columns]
     if frame.height == 0 or not steps:
         return None
+    if not all(frame.schema[key].is_numeric() for key in steps):
+        return None  # a step given as text: the reference reader names it
     step = frame.select(pl.coalesce([pl.col(key).cast(pl.Float64) for key in steps])).to_series()
-    if step.null_count() or not (step == step.floor()).all():
+    if step.null_count() or not (step == step.floor()).all() or not ((step >= 0) & (step < 2.0**63)).all():
         return None
     if not metrics:
         return _to_table([])
@@ -335,8 +351,8 @@ def _first_record(path: Path) -> dict[str, Any] | None:
         if header is None or row is None:
             return None
         return dict(zip((name.strip() for name in header), row))
-    with open(path, "rb") as handle:
-        for line in handle:
-            if line.strip():
-                return json.loads(line)
-    return None
+    line = Probe(path).first_line()
+    try:
+        return json.loads(line) if line else None
+    except RecursionError:
+        return None
