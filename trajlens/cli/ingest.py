@@ -17,6 +17,7 @@ def ingest(
     store: Annotated[Path, typer.Option("--store", "-s", help="Store directory to write (created if missing).")],
     lenient: Annotated[bool, typer.Option("--lenient", help="Skip bad records and list them, instead of stopping at the first.")] = False,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id for a single source (default: from its name).")] = None,
+    limit: Annotated[Optional[list[str]], typer.Option("--limit", help="Raise or lower a reading limit, NAME=VALUE: depth, field_mb, record_mb, regex_seconds (see docs/limits.md).")] = None,
 ) -> None:
     """Load trajectory logs into a store (Parquet + a DuckDB database of views).
 
@@ -25,10 +26,12 @@ def ingest(
 
     Example: trajlens ingest sample_data/sao-r6 metrics.jsonl --store store
     """
+    from trajlens.ingest import Limits
     from trajlens.ingest import ingest as ingest_sources
 
+    limits = Limits.parse(limit or [])
     with progress_bar("ingesting") as tick:
-        result = ingest_sources(sources, store, strict=not lenient, run_id=run_id, progress=tick)
+        result = ingest_sources(sources, store, strict=not lenient, run_id=run_id, progress=tick, limits=limits)
     for problem in result.problems:
         typer.echo(f"skipped: {problem.message}", err=True)
     skipped = f", skipped {len(result.problems)} bad records" if result.problems else ""
