@@ -174,9 +174,11 @@ def _rollout(
     for key in REQUIRED_KEYS:
         if key not in record:
             raise bad(key, "a value", "no such key", "missing key")
+    read = Fields(file, line_no)
     for key in ("input", "output"):
         if not isinstance(record[key], str):
             raise bad(key, "a string", _json(record[key]))
+        read.text(record, key)
     score = record["score"]
     if not _is_number(score):
         raise bad("score", "a number", _json(score))
@@ -216,7 +218,6 @@ def _rollout(
     task_id = hashlib.sha1(record["input"].encode("utf-8")).hexdigest()[:TASK_ID_DIGITS]
     prefix = "val-" if split == "val" else ""
     parsed = parse_response(record["output"])
-    read = Fields(file, line_no)
     trajectory = TRAJECTORY(
         step=step,
         trajectory_id=f"{prefix}{step}-{line_index}",
