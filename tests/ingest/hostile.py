@@ -255,6 +255,8 @@ def nesting_and_size_cases() -> list[Case]:
         Case("deep JSONL line", _writer("deep.jsonl", '{"messages": ' + _deep(100_000) + "}\n"), must_fail=True),
         Case("deep verl line", _writer("9.jsonl", '{"input": "a", "output": "b", "score": 1, "x": '
                                        + _deep(50_000) + "}\n"), must_fail=True),
+        Case("deep tool call in a verl output", _writer("8.jsonl", json.dumps(_set(
+            VERL, "output", '<tool_call>{"name": "bash", "arguments": ' + _deep(100_000) + "}</tool_call>")) + "\n")),
         Case("deep metrics line", _writer("m.jsonl", json.dumps(METRICS) + "\n" + '{"_step": 2, "a/b": '
                                           + _deep(50_000) + "}\n"), must_fail=True),
         Case("a million tiny metrics records", _writer("many.jsonl", many_metrics)),
