@@ -169,7 +169,7 @@ def parse_json(text: str | bytes, file: str, *, record: str | int | None = None)
     if len(data) > limits.record_bytes:
         raise InputError(file, record=record, expected=f"a record of at most {limits.record_bytes:,} bytes "
                          "(raise it with --limit record_mb=...)", found=f"{len(data):,} bytes")
-    depth = _limits.json_depth(data)
+    depth = _limits.json_depth(data, limits.depth)
     if depth > limits.depth:
         raise InputError(file, record=record, expected=f"JSON nested at most {limits.depth} levels "
                          "(raise it with --limit depth=...)", found=f"{depth} levels")
