@@ -64,7 +64,7 @@ class Source(NamedTuple):
 
 
 def _registry() -> tuple[Format, ...]:
-    from trajlens.ingest import metrics, verl
+    from trajlens.ingest import metrics, trl, verl
     from trajlens.ingest.agents import (
         mini_swe_agent_v1,
         mini_swe_agent_v2,
@@ -77,6 +77,7 @@ def _registry() -> tuple[Format, ...]:
 
     return (
         Format("parquet", lambda probe: is_run_dir(probe.path), None, kind="parquet", folder=True),
+        Format("trl", trl.detect, trl.load_trl, folder=True),
         Format("verl", verl.detect, verl.load_verl, folder=True),
         Format("metrics", metrics.detect, None, kind="metrics", surveyed=False),
         Format("mini-swe-agent-v1", mini_swe_agent_v1.detect, mini_swe_agent_v1.load_mini_swe_agent_v1),

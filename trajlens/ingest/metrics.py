@@ -1,4 +1,5 @@
-"""Loader of per-step training scalars: wandb history exports as JSONL, or CSV.
+"""Loader of per-step training scalars: wandb history exports as JSONL, or CSV, verl's file
+logger, and TRL's ``trainer_state.json``.
 
 One record per logged step, one key or column per metric::
 
@@ -20,6 +21,14 @@ name. Reading rules:
   infinity, and a second value for the same step and metric ("duplicate step 12 for metric
   actor/lr"). CSV cells are numbers as Python's ``float`` reads them, less ``_`` separators.
 * CSV rows shorter than the header just miss their last cells; longer ones are errors.
+
+Two trainer files are read by the same rules:
+
+* verl's ``file`` tracking backend writes one ``{"step": N, "data": {<metric>: <value>}}`` per
+  line; ``data`` is read as the record's metrics.
+* TRL's (``transformers.Trainer``'s) ``trainer_state.json`` keeps every logged dict in
+  ``log_history``, each with its ``step``. Entries of the same step (a training log and an
+  evaluation log) are merged, the later value of a repeated key (``epoch``) winning.
 
 Errors name the file, the record (its 1-based line number), the field, what was expected and
 what was found. In strict mode the first one raises :class:`InputError`; in lenient mode the
@@ -54,6 +63,9 @@ KNOWN_METRIC_NAMES: frozenset[str] = frozenset({"loss", "lr", "learning_rate", "
 
 SUFFIXES: frozenset[str] = frozenset({".jsonl", ".ndjson", ".csv"})
 
+TRAINER_STATE = "trainer_state.json"
+"""The file name transformers' Trainer (and so TRL) keeps its ``log_history`` in."""
+
 
 class MetricsLoad(NamedTuple):
     """Result of :func:`load_metrics`."""
@@ -81,7 +93,10 @@ def detect(target: Probe | Path | str) -> bool:
     The first record must have a step key and a numeric metric whose name contains ``/`` or is
     in :data:`KNOWN_METRIC_NAMES`.
     """
-    path = Probe.of(target).path
+    probe = Probe.of(target)
+    path = probe.path
+    if path.name == TRAINER_STATE:
+        return probe.is_file and '"log_history"' in probe.head
     if not path.is_file() or path.suffix.lower() not in SUFFIXES:
         return False
     try:
@@ -109,6 +124,10 @@ def load_metrics(path: Path | str, *, run_id: str, strict: bool = True) -> Metri
     if not path.is_file():
         raise InputError(str(path), "cannot read", expected="a JSONL or CSV file", found="no such file")
     suffix = path.suffix.lower()
+    if path.name == TRAINER_STATE:
+        reading = _collect(path, _read_trainer_state(path), strict=strict)
+        table = _to_table(reading.values).with_columns(pl.lit(run_id).alias("run_id")).select("run_id", "step", "name", "value")
+        return MetricsLoad(conform(table.to_arrow(), "step_metrics", str(path)), reading.problems)
     if suffix not in SUFFIXES:
         raise InputError(str(path), expected="a .jsonl or .csv file", found=f"a {suffix or 'suffix-less'} file")
     is_csv = suffix == ".csv"
@@ -225,7 +244,36 @@ def _read_jsonl_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
         if not isinstance(record, dict):
             yield line_no, InputError(str(path), record=line_no, expected="a JSON object", found=type(record).__name__)
             continue
-        yield line_no, list(record.items())
+        yield line_no, list(_file_logger_record(record).items())
+
+
+def _file_logger_record(record: dict[str, Any]) -> dict[str, Any]:
+    """verl's file-logger line ``{"step": N, "data": {...}}`` as one flat record."""
+    if set(record) == {"step", "data"} and isinstance(record["data"], dict):
+        return {"step": record["step"], **record["data"]}
+    return record
+
+
+def _read_trainer_state(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
+    """``log_history`` entries merged by step; the record number is the first entry's index."""
+    from trajlens.ingest._fields import read_json_file
+
+    data = read_json_file(path)
+    history = data.get("log_history") if isinstance(data, dict) else None
+    if not isinstance(history, list):
+        raise InputError(str(path), field="log_history", expected="a list of logged dicts",
+                         found="no such key" if isinstance(data, dict) else type(data).__name__)
+    merged: dict[Any, tuple[int, dict[str, Any]]] = {}
+    for index, entry in enumerate(history):
+        if not isinstance(entry, dict):
+            yield index, InputError(str(path), record=index, expected="a JSON object", found=type(entry).__name__)
+            continue
+        step = entry.get("step")
+        key = step if isinstance(step, (int, float, str)) and not isinstance(step, bool) else ("entry", index)
+        first, values = merged.get(key, (index, {}))
+        merged[key] = (first, {**values, **entry})
+    for index, entry in sorted(merged.values(), key=lambda item: item[0]):
+        yield index, list(entry.items())
 
 
 def _read_csv_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
@@ -353,6 +401,7 @@ def _first_record(path: Path) -> dict[str, Any] | None:
         return dict(zip((name.strip() for name in header), row))
     line = Probe(path).first_line()
     try:
-        return json.loads(line) if line else None
+        record = json.loads(line) if line else None
     except RecursionError:
         return None
+    return _file_logger_record(record) if isinstance(record, dict) else record

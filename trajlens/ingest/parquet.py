@@ -46,13 +46,13 @@ def read_table_file(path: Path, name: str) -> pa.Table:
     except (pa.ArrowInvalid, OSError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason) from None
-    _check_text(table, path)
+    check_text(table, path)
     table = conform(table, name, str(path))
     check_values(name, table, str(path))
     return table
 
 
-def _check_text(table: pa.Table, path: Path) -> None:
+def check_text(table: pa.Table, path: Path) -> None:
     """Refuse string columns holding invalid UTF-8: Parquet readers do not check, and such text
     would break every later query on the column."""
     try:
