@@ -146,7 +146,16 @@ VERL_PATHS = ["score", "step", "acc", "input", "output", "advantage", "advantage
 METRICS = {"_step": 1, "actor/lr": 0.1, "critic/vf_explained_var": 0.5}
 METRICS_PATHS = ["_step", "actor/lr"]
 
+ATROPOS = {
+    "tokens": [[1, 2, 3], [1, 2, 4]], "masks": [[-100, 2, 3], [-100, 2, 4]], "scores": [1.0, 0.0],
+    "advantages": [[0.5, 0.5, 0.5], [-0.5, -0.5, -0.5]],
+    "messages": [[{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}],
+                 [{"role": "user", "content": "u"}, {"role": "assistant", "content": "b"}]],
+}
+ATROPOS_PATHS = ["scores.0", "masks.0.1", "tokens.1", "advantages.0.1", "messages.0.1.role", "messages.1"]
+
 FORMATS: dict[str, tuple[Any, list[str], str]] = {
+    "atropos": (ATROPOS, ATROPOS_PATHS, "groups.jsonl"),
     "openai-chat": (OPENAI_CHAT, OPENAI_CHAT_PATHS, "conversation.json"),
     "mini-swe-agent-v2": (MINI_V2, MINI_V2_PATHS, "task-1.traj.json"),
     "mini-swe-agent-v1": (MINI_V1, MINI_V1_PATHS, "task-1.traj.json"),
@@ -182,6 +191,10 @@ MUST_FAIL: dict[tuple[str, str, str], str] = {
     ("swe-agent", "info.model_stats.tokens_received", "int>64bit"): "tokens_received",
     ("verl", "step", "int>64bit"): "step",
     ("verl", "score", "int>float"): "score",
+    ("atropos", "scores.0", "list"): "scores",
+    ("atropos", "masks.0.1", "int>64bit"): "masks",
+    ("atropos", "advantages.0.1", "int>float"): "logged_advantages",
+    ("atropos", "messages.0.1.role", "object"): "role",
     ("metrics", "_step", "surrogate"): "_step",
     ("metrics", "_step", "int>64bit"): "_step",
 }
@@ -216,6 +229,8 @@ def _writer(name: str, text: str | bytes) -> Callable[[Path], Path]:
 
 def _document_text(fmt: str, document: Any) -> str:
     text = json.dumps(document)
+    if fmt == "atropos":
+        return text + "\n"
     if fmt in ("verl", "metrics"):
         other = json.dumps(FORMATS[fmt][0])
         return other + "\n" + text + "\n" if fmt == "metrics" else text + "\n"

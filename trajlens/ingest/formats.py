@@ -64,7 +64,7 @@ class Source(NamedTuple):
 
 
 def _registry() -> tuple[Format, ...]:
-    from trajlens.ingest import metrics, trl, verl
+    from trajlens.ingest import atropos, metrics, trl, verl
     from trajlens.ingest.agents import (
         mini_swe_agent_v1,
         mini_swe_agent_v2,
@@ -80,6 +80,7 @@ def _registry() -> tuple[Format, ...]:
         Format("trl", trl.detect, trl.load_trl, folder=True),
         Format("verl", verl.detect, verl.load_verl, folder=True),
         Format("metrics", metrics.detect, None, kind="metrics", surveyed=False),
+        Format("atropos", atropos.detect, atropos.load_atropos),
         Format("mini-swe-agent-v1", mini_swe_agent_v1.detect, mini_swe_agent_v1.load_mini_swe_agent_v1),
         Format("mini-swe-agent-v2", mini_swe_agent_v2.detect, mini_swe_agent_v2.load_mini_swe_agent_v2),
         Format("swe-agent", swe_agent.detect, swe_agent.load_swe_agent),

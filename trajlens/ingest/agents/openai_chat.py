@@ -97,15 +97,15 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         return
     data = read_json(path)
     if isinstance(data, dict):
-        yield _conversation(data, context, context.trajectory_id, file)
+        yield conversation(data, context, context.trajectory_id, file)
     elif isinstance(data, list) and data and all(isinstance(d, dict) and "messages" in d for d in data):
         for index, item in enumerate(data):
             try:
-                yield _conversation(item, context, f"{context.trajectory_id}:{index}", f"{file}: record {index}")
+                yield conversation(item, context, f"{context.trajectory_id}:{index}", f"{file}: record {index}")
             except InputError as error:
                 yield error
     elif isinstance(data, list):
-        yield _conversation({"messages": data}, context, context.trajectory_id, file)
+        yield conversation({"messages": data}, context, context.trajectory_id, file)
     else:
         raise InputError(file, expected="a list of messages or an object with 'messages'", found=type_name(data))
 
@@ -131,13 +131,13 @@ def _parse_lines(context: FileContext) -> Iterator[Record | InputError]:
                 _check_message(record, file, f"line {number}")
                 messages.append(record)
             else:
-                yield _conversation(record, context, f"{context.trajectory_id}:{number}", f"{file}: line {number}")
+                yield conversation(record, context, f"{context.trajectory_id}:{number}", f"{file}: line {number}")
         except InputError as error:
             yield error
     if not any_line:
         raise InputError(file, expected="JSON lines", found="an empty file")
     if per_message and messages:
-        yield _conversation({"messages": messages}, context, context.trajectory_id, file)
+        yield conversation({"messages": messages}, context, context.trajectory_id, file)
 
 
 def _check_message(message: Any, file: str, record: str) -> None:
@@ -150,7 +150,8 @@ def _check_message(message: Any, file: str, record: str) -> None:
     read.identifier(message, "tool_call_id")
 
 
-def _conversation(record: dict[str, Any], context: FileContext, default_id: str, where: str) -> Record:
+def conversation(record: dict[str, Any], context: FileContext, default_id: str, where: str) -> Record:
+    """One conversation (``{"messages": [...], ...}``) as a record: its row, tool calls and turns."""
     if "messages" not in record:
         raise InputError(where, field="messages", expected="a list of chat messages", found="no such key")
     messages = record["messages"]
