@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 import trajlens
 from trajlens.errors import InputError
-from trajlens.ingest import formats
+from trajlens.ingest import formats, load
 from trajlens.ingest._probe import Probe
 from trajlens.ingest.agents import load_mini_swe_agent_v1, load_openhands_v0, load_swe_agent
 
@@ -109,3 +110,24 @@ def test_a_file_of_no_known_format_says_so(tmp_path):
     path.write_text('{"hello": 1}')
     with pytest.raises(InputError, match="a file of no known format"):
         formats.plan(path)
+
+
+def test_a_verl_experiment_folder_is_one_run_with_validation_and_metrics(tmp_path):
+    dump = DATA / "verl" / "grpo-sandbox"
+    experiment = tmp_path / "exp"
+    shutil.copytree(dump, experiment / "rollout_data", ignore=shutil.ignore_patterns("val"))
+    shutil.copytree(dump / "val", experiment / "val_generations")
+    (experiment / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "data": {"critic/vf_explained_var": 0.5, "actor/lr": 1e-6}}) + "\n"
+                for s in (1, 2)))
+    planned = [(s.format.name, len(s.paths), s.run_id) for s in formats.plan(experiment)]
+    assert planned == [("verl", 2, "exp"), ("metrics", 1, None)]
+    result = trajlens.ingest([experiment], tmp_path / "store")
+    assert result.run_ids == ["exp"]
+    store = trajlens.open(tmp_path / "store")
+    splits = dict(store.sql("SELECT split, count(*) FROM trajectories GROUP BY 1").iter_rows())
+    alone = load(dump)  # the dump with its val/ folder, as verl writes it
+    expected = dict(zip(*[alone.trajectories.group_by("split").aggregate([([], "count_all")]).column(c).to_pylist()
+                          for c in ("split", "count_all")]))
+    assert splits == expected and set(splits) == {"train", "val"}
+    assert store.sql("SELECT count(*) FROM step_metrics").item() == 4

@@ -62,7 +62,7 @@ def load(path: Path | str, *, run_id: str | None = None, strict: bool = True,
 
     path = Path(path)
     with _limits.using(limits):
-        sources = plan(path)
+        sources = [source for source in plan(path) if source.format.kind != "metrics"]
         if len(sources) != 1 or sources[0].format.load is None:
             kind = sources[0].format.name if len(sources) == 1 else f"a folder of {len(sources)} runs"
             raise InputError(str(path), f"a {kind} source is ingested into a store, not loaded",
@@ -72,7 +72,7 @@ def load(path: Path | str, *, run_id: str | None = None, strict: bool = True,
 
 def _load_source(source: "Source", run_id: str | None, strict: bool) -> "RunData":
     assert source.format.load is not None  # only log sources are loaded
-    paths = source.paths if len(source.paths) > 1 else source.paths[0]
+    paths: "Path | list[Path]" = source.paths if len(source.paths) > 1 else source.paths[0]
     return source.format.load(paths, run_id=run_id or source.run_id, strict=strict)
 
 

@@ -146,9 +146,15 @@ def _plan_folder(directory: Path) -> list[Source]:
         return []
     if len(formats) == 1:
         (fmt,) = formats.values()
-        if fmt.kind == "parquet" or fmt.folder:
+        if fmt.kind == "parquet":
             return [Source(fmt, [entry]) for entry, _ in entries]
-        return [Source(fmt, [directory])]
+        if fmt.folder:  # a trainer's dump folders (rollouts, validation) are one run
+            from trajlens.store.writer import slug
+
+            folders = [entry for entry, _ in entries]
+            run_id = slug(directory.name) if len(folders) > 1 else None
+            return [Source(fmt, folders, run_id), *_metrics_beside(directory)]
+        return [Source(fmt, [directory]), *_metrics_beside(directory)]
     sources: list[Source] = []
     loose: dict[str, list[Path]] = {}
     for child in _children(directory):
@@ -165,6 +171,13 @@ def _plan_folder(directory: Path) -> list[Source]:
         run_id = slug(directory.name if len(loose) == 1 else f"{directory.name}-{name}")
         sources.append(Source(by_name(name), files, run_id))
     return sources
+
+
+def _metrics_beside(directory: Path) -> list[Source]:
+    """Training-scalar files directly in ``directory``: they join its one run."""
+    metrics = by_name("metrics")
+    return [Source(metrics, [child]) for child in _children(directory)
+            if child.is_file() and metrics.detect(Probe(child))]
 
 
 def survey(directory: Path) -> list[tuple[Path, Format]]:

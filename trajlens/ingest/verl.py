@@ -62,7 +62,8 @@ from trajlens.store.writer import slug
 SOURCE_FORMAT = "verl"
 
 VALIDATION_DIRS: frozenset[str] = frozenset({"val", "validation"})
-"""Directory names whose dumps are validation rollouts."""
+"""Directory names (or words of them: ``val_generations``, ``validation-data``) whose dumps are
+validation rollouts (``trainer.validation_data_dir``)."""
 
 VALIDATION_SPLITS: frozenset[str] = frozenset({"val", "validation", "test", "eval"})
 """Values of a record's ``split`` key that mean validation."""
@@ -132,7 +133,7 @@ def load_verl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = 
 def _load_file(file: Path, builder: RunBuilder, loaded: dict[str, Path], *, strict: bool) -> None:
     """Add the rollouts of one dump file; ``loaded`` maps trajectory ids to their file."""
     file_step = _file_step(file)
-    in_validation_dir = file.parent.name.lower() in VALIDATION_DIRS
+    in_validation_dir = is_validation_dir(file.parent)
     records = 0
     for line_no, line in read_lines(file):
         line_index = line_no - 1
@@ -303,14 +304,19 @@ def _read_record(file: Path, line_index: int, line: bytes) -> dict[str, Any]:
 def _dump_files(directory: Path) -> list[Path]:
     files = list(directory.glob("*.jsonl"))
     for child in directory.iterdir():
-        if child.is_dir() and child.name.lower() in VALIDATION_DIRS:
+        if child.is_dir() and is_validation_dir(child):
             files.extend(child.glob("*.jsonl"))
     return sorted(files, key=_file_order)
 
 
 def _file_order(file: Path) -> tuple[bool, int, str, str]:
     step = _file_step(file)
-    return (file.parent.name.lower() in VALIDATION_DIRS, -1 if step is None else step, file.name, str(file))
+    return (is_validation_dir(file.parent), -1 if step is None else step, file.name, str(file))
+
+
+def is_validation_dir(directory: Path) -> bool:
+    """Whether a dump folder holds validation rollouts, from its name."""
+    return any(word in VALIDATION_DIRS for word in re.split(r"[^a-z0-9]+", directory.name.lower()))
 
 
 def _file_step(file: Path) -> int | None:
@@ -332,6 +338,6 @@ def _looks_like_dump(file: Path) -> bool:
 def _default_run_id(root: Path) -> str:
     directory = root if root.is_dir() else root.parent
     directory = directory.resolve()
-    if directory.name.lower() in VALIDATION_DIRS:
+    if is_validation_dir(directory):
         directory = directory.parent
     return slug(directory.name)
