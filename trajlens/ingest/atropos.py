@@ -46,8 +46,11 @@ def load_atropos(paths: Sequence[Path | str] | Path | str, *, run_id: str | None
     """Load Atropos scored-group JSONL files as one run."""
     from trajlens.store.writer import slug
 
-    files = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
-    builder = RunBuilder(run_id or slug(files[0].stem), source_format=FORMAT,
+    from trajlens.ingest.formats import files_of
+
+    files = files_of(paths, detect)
+    name = Path(paths).stem if isinstance(paths, (str, Path)) else files[0].stem
+    builder = RunBuilder(run_id or slug(name), source_format=FORMAT,
                          source=", ".join(str(f) for f in files))
     for file in files:
         prefix = "" if len(files) == 1 else f"{file.stem}:"

@@ -23,7 +23,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._probe import Probe
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 # Only files with these suffixes are probed while surveying a folder; everything else (YAML
 # configs, patches, READMEs, licences) is never opened.
-SURVEY_SUFFIXES: frozenset[str] = frozenset({".json", ".jsonl", ".traj"})
+SURVEY_SUFFIXES: frozenset[str] = frozenset({".json", ".jsonl", ".traj", ".parquet"})
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class Source(NamedTuple):
 
 
 def _registry() -> tuple[Format, ...]:
-    from trajlens.ingest import atropos, metrics, trl, verl
+    from trajlens.ingest import atropos, metrics, swe_agent_dataset, trl, verl
     from trajlens.ingest.agents import (
         mini_swe_agent_v1,
         mini_swe_agent_v2,
@@ -81,6 +81,7 @@ def _registry() -> tuple[Format, ...]:
         Format("verl", verl.detect, verl.load_verl, folder=True),
         Format("metrics", metrics.detect, None, kind="metrics", surveyed=False),
         Format("atropos", atropos.detect, atropos.load_atropos),
+        Format("swe-agent-dataset", swe_agent_dataset.detect, swe_agent_dataset.load_swe_agent_dataset),
         Format("mini-swe-agent-v1", mini_swe_agent_v1.detect, mini_swe_agent_v1.load_mini_swe_agent_v1),
         Format("mini-swe-agent-v2", mini_swe_agent_v2.detect, mini_swe_agent_v2.load_mini_swe_agent_v2),
         Format("swe-agent", swe_agent.detect, swe_agent.load_swe_agent),
@@ -95,6 +96,22 @@ def _registry() -> tuple[Format, ...]:
 def registry() -> tuple[Format, ...]:
     """Every format, in detection order (built on first use: the loaders import pyarrow)."""
     return _registry()
+
+
+def files_of(paths: "Sequence[Path | str] | Path | str", detect: Callable[[Probe], bool]) -> list[Path]:
+    """The files a loader of row files reads: files named directly, and the files below named
+    folders that ``detect`` recognises (sorted); an InputError when a folder holds none."""
+    given = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    files: list[Path] = []
+    for path in given:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".") and detect(Probe(p)))
+            if not found:
+                raise InputError(str(path), "no files of this format in the directory", found="none")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
 
 
 def by_name(name: str) -> Format:
