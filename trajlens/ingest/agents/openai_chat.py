@@ -22,6 +22,21 @@ list), so ids stay unique across files. Other conversation keys read when presen
 ``model_tokens`` sums the ``completion_tokens`` of ``usage`` blocks on assistant messages,
 where there are any.
 
+* a ``.parquet`` file with a ``messages`` column: one conversation per row, as the dataset hub
+  serves chat-format trajectory datasets (SWE-Gym's OpenHands sampled trajectories, whose
+  assistant messages carry OpenAI ``tool_calls``, some parallel; SWE-smith's trajectories,
+  ``instance_id``/``messages``/``resolved`` rows).
+
+Function calls written as XML in the assistant text, as OpenHands' function-calling converter
+renders them for models without native tool calls (SWE-smith's trajectories)::
+
+    <function=execute_bash>
+    <parameter=command>ls -la</parameter>
+    </function>
+
+are read as tool calls (``think`` and ``finish`` included) when the message has no
+``tool_calls``; their observation is the next non-assistant message.
+
 Calls to a shell tool (:data:`~trajlens.ingest.tools.SHELL_TOOLS`) get their
 ``command`` (or ``cmd``) argument as ``command``. Arguments that are not a JSON object are
 kept as ``{"raw": ...}`` with ``format_error=True``.
@@ -62,8 +77,11 @@ _OTHER_FORMAT_RE = re.compile(r'"trajectory_format"\s*:|"kind"\s*:\s*"\w+Event"'
 
 
 def detect(target: Probe | Path | str) -> bool:
-    """A ``.json``/``.jsonl`` file of chat messages (and not another format)."""
+    """A ``.json``/``.jsonl`` file of chat messages (and not another format), or Parquet rows
+    with a ``messages`` column."""
     probe = Probe.of(target)
+    if probe.suffix == ".parquet":
+        return probe.is_file and "messages" in _parquet_columns(probe.path)
     if probe.suffix not in (".json", ".jsonl"):
         return False
     head, tail = probe.head, probe.tail
@@ -94,6 +112,9 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     file = str(path)
     if path.suffix == ".jsonl":
         yield from _parse_lines(context)
+        return
+    if path.suffix == ".parquet":
+        yield from _parse_rows(context)
         return
     data = read_json(path)
     if isinstance(data, dict):
@@ -138,6 +159,54 @@ def _parse_lines(context: FileContext) -> Iterator[Record | InputError]:
         raise InputError(file, expected="JSON lines", found="an empty file")
     if per_message and messages:
         yield conversation({"messages": messages}, context, context.trajectory_id, file)
+
+
+def _parquet_columns(path: Path) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_schema(path).names
+    except (pa.ArrowInvalid, OSError):
+        return []
+
+
+def _parse_rows(context: FileContext) -> Iterator[Record | InputError]:
+    """One conversation per Parquet row, read in batches (hub shards are large)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from trajlens.ingest.parquet import check_text
+
+    file = str(context.path)
+    try:
+        parquet = pq.ParquetFile(context.path)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise InputError(file, "not a readable Parquet file", expected="Parquet",
+                         found=str(error).splitlines()[0]) from None
+    index = 0
+    for batch in parquet.iter_batches(batch_size=256):
+        table = pa.Table.from_batches([batch])
+        check_text(table, context.path)
+        for row in table.to_pylist():
+            try:
+                yield conversation(row, context, f"{context.trajectory_id}:{index}", f"{file}: record {index}")
+            except InputError as error:
+                yield error
+            index += 1
+
+
+_XML_CALL = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.DOTALL)
+_XML_PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)</parameter>", re.DOTALL)
+
+
+def _xml_calls(text: str) -> list[dict[str, Any]]:
+    """Function calls written as OpenHands-style XML in assistant text, as ``function`` objects."""
+    calls = []
+    for name, body in _XML_CALL.findall(text):
+        arguments = {key: value.strip("\n") for key, value in _XML_PARAMETER.findall(body)}
+        calls.append({"name": name, "arguments": arguments})
+    return calls
 
 
 def _check_message(message: Any, file: str, record: str) -> None:
@@ -185,6 +254,12 @@ def conversation(record: dict[str, Any], context: FileContext, default_id: str, 
         legacy = read.mapping(message, "function_call")
         if legacy is not None:
             calls.append(_call(legacy, next(function_results, None), turn, read))
+        content = message_text(message.get("content"))
+        if not tool_calls and legacy is None and content and "<function=" in content:
+            reply = messages[index + 1] if index + 1 < len(messages) else None
+            answer = reply if isinstance(reply, dict) and reply.get("role") != "assistant" else None
+            for function in _xml_calls(content):
+                calls.append(_call(function, answer, turn, read))
 
     own_id = _text(record, where, "trajectory_id", "id")
     trajectory_id = default_id
