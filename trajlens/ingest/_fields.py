@@ -36,6 +36,15 @@ def type_name(value: Any) -> str:
     )
 
 
+def as_float(value: int | float) -> float:
+    """A JSON number as a float; an integer too large for one reads as infinity (then refused
+    as not finite, with the rest of the non-finite numbers)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
 def text_problem(value: str, max_bytes: int) -> str | None:
     """Why ``value`` cannot be stored as text (a lone surrogate, too long), or ``None``."""
     try:
@@ -252,5 +261,5 @@ def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-__all__ = ["Fields", "INT32", "INT64", "decode_arguments", "dumps", "parse_json", "read_json_file", "read_lines",
+__all__ = ["Fields", "as_float", "INT32", "INT64", "decode_arguments", "dumps", "parse_json", "read_json_file", "read_lines",
            "text_problem", "type_name"]

@@ -55,6 +55,8 @@ class Probe:
 
 
 def _ends(path: Path) -> tuple[str, str]:
+    if not path.is_file():  # a folder, a FIFO or a device is never read (a FIFO would block)
+        return "", ""
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size

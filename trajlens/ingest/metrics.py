@@ -52,6 +52,7 @@ import polars as pl
 import pyarrow as pa
 
 from trajlens.errors import InputError, Problem
+from trajlens.ingest._fields import as_float
 from trajlens.ingest._probe import Probe
 from trajlens.schema import conform
 
@@ -179,7 +180,7 @@ def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, s
             if isinstance(raw, bool) or not isinstance(raw, (int, float)):
                 fail(InputError(str(path), record=line_no, field=name, expected="a number", found=_text(raw)))
                 continue
-            if not math.isfinite(_float(raw)):
+            if not math.isfinite(as_float(raw)):
                 fail(InputError(str(path), record=line_no, field=name, expected="a finite number", found=_text(raw)))
                 continue
             if (step, name) in seen:
@@ -187,7 +188,7 @@ def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, s
                                 expected="one value per step and metric", found=_text(raw)))
                 continue
             seen.add((step, name))
-            values.append(_Value(step, name, _float(raw)))
+            values.append(_Value(step, name, as_float(raw)))
     if not any_record:
         fail(InputError(str(path), "no records", expected="at least one logged step", found="an empty file"))
     return _Reading(values, problems)
@@ -211,13 +212,6 @@ def _record_step(path: Path, line_no: int, record: Pairs) -> int | InputError:
     return InputError(str(path), "no step", record=line_no, field=STEP_KEYS[0],
                       expected="a step under one of " + ", ".join(STEP_KEYS), found="none")
 
-
-def _float(raw: int | float) -> float:
-    """A number as a float; an integer too large for one reads as infinity (then refused)."""
-    try:
-        return float(raw)
-    except OverflowError:
-        return math.inf
 
 
 def _text(raw: object) -> str:

@@ -53,7 +53,7 @@ from typing import Any, NamedTuple, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._chat_template import ParsedToolCall, parse_response
-from trajlens.ingest._fields import Fields, parse_json, read_lines
+from trajlens.ingest._fields import Fields, as_float, parse_json, read_lines
 from trajlens.ingest._probe import Probe
 from trajlens.ingest.tools import shell_command
 from trajlens.model import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
@@ -183,7 +183,7 @@ def _rollout(
     score = record["score"]
     if not _is_number(score):
         raise bad("score", "a number", _json(score))
-    if not math.isfinite(_float(score)):
+    if not math.isfinite(as_float(score)):
         raise bad("score", "a finite number", _json(score))
 
     if "step" in record:
@@ -210,9 +210,9 @@ def _rollout(
     for key, value in record.items():
         if key in STANDARD_KEYS or key in ADVANTAGE_KEYS or not _is_number(value, allow_bool=True):
             continue
-        if not isinstance(value, bool) and not math.isfinite(_float(value)):
+        if not isinstance(value, bool) and not math.isfinite(as_float(value)):
             raise bad(key, "a finite number", _json(value))
-        channels.append({"name": key, "value": _float(value)})
+        channels.append({"name": key, "value": as_float(value)})
     if not channels:
         channels = [{"name": "score", "value": float(score)}]
 
@@ -225,7 +225,7 @@ def _rollout(
         group_id=f"{'val:' if split == 'val' else ''}{step}:{task_id}",
         task_id=task_id,
         split=split,
-        reward=_float(score),
+        reward=as_float(score),
         reward_channels=channels,
         resolved=_resolved(record.get("acc")),
         num_turns=parsed.num_turns,
@@ -258,13 +258,6 @@ def _call_row(call: ParsedToolCall) -> dict[str, Any]:
         format_error=call.format_error,
     )
 
-
-def _float(value: int | float) -> float:
-    """A number as a float; an integer too large for one reads as infinity (then refused)."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf
 
 
 def _resolved(acc: object) -> bool | None:
