@@ -151,3 +151,30 @@ def test_hostile_input_through_the_cli(tmp_path, case: Case):
     if done.returncode == 1:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and str(path) in lines[0], done.stderr
+
+
+STORE_SAMPLE = [case for case in CASES if case.must_fail][::5]
+
+
+@pytest.mark.slow
+def test_a_failed_ingest_leaves_the_store_as_it_was(tmp_path, tiny_run_dir):
+    """Hostile inputs that must fail, ingested into a store that already holds a run."""
+    import hashlib
+
+    import trajlens
+
+    store = tmp_path / "store"
+    trajlens.ingest([tiny_run_dir], store)
+
+    def snapshot() -> dict[str, str]:
+        return {str(p.relative_to(store)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(store.rglob("*")) if p.is_file() and ".staging" not in p.parts}
+
+    before = snapshot()
+    assert len(STORE_SAMPLE) >= 10
+    for index, case in enumerate(STORE_SAMPLE):
+        path = case.write(tmp_path / f"case{index}")
+        with limits_module.using(limits_module.Limits(**case.limits) if case.limits else None):
+            with pytest.raises(InputError):
+                trajlens.ingest([path], store)
+        assert snapshot() == before, case.name
