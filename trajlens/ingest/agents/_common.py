@@ -115,15 +115,14 @@ class TokenTally:
     Prompt tokens are not summed: each call's prompt repeats the whole conversation so far.
     """
 
-    def __init__(self, fields: Fields) -> None:
-        self.fields = fields
+    def __init__(self) -> None:
         self.model_tokens: int | None = None
         self.reasoning_tokens: int | None = None
 
-    def add(self, usage: Any) -> None:
+    def add(self, usage: Any, read: Fields) -> None:
+        """Add one ``usage`` block; ``read`` names the record it came from in errors."""
         if usage is None:
             return
-        read = self.fields
         if not isinstance(usage, dict):
             raise read.error("usage", "an object", type_name(usage))
         completion = read.integer(usage, "completion_tokens", name="usage.completion_tokens", bounds=(0, INT64[1]))

@@ -93,14 +93,13 @@ def trajectory_row(data: dict[str, Any], path: Path, messages: list[dict[str, An
     task = instance_id(data, path)
     read = Fields(str(path))
     info = data.get("info") or {}
-    tally = TokenTally(read)
+    tally = TokenTally()
     for index, message in enumerate(messages):
         if message.get("role") == "assistant":
             at = read.at(f"message {index}")
             extra = at.mapping(message, "extra")
             response = None if extra is None else at.mapping(extra, "response", name="extra.response")
-            tally.fields = at
-            tally.add(None if response is None else response.get("usage"))
+            tally.add(None if response is None else response.get("usage"), at)
     resolved = verdict(path, task)
     return {
         "task_id": task,

@@ -235,15 +235,14 @@ def conversation(record: dict[str, Any], context: FileContext, default_id: str, 
     function_results = iter([m for m in messages if m["role"] == "function"])
     unmatched_tool_results = iter([m for m in messages if m["role"] == "tool" and not m.get("tool_call_id")])
     calls: list[dict[str, Any]] = []
-    tally = TokenTally(Fields(where))
+    tally = TokenTally()
     turn = -1
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
         turn += 1
         read = Fields(where, f"message {index}")
-        tally.fields = read
-        tally.add(message.get("usage"))
+        tally.add(message.get("usage"), read)
         tool_calls = read.items(message, "tool_calls") or []
         for position, tool_call in enumerate(tool_calls):
             call = read.at(f"message {index}, call {position}")

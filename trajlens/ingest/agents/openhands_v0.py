@@ -107,7 +107,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
                 answers[cause] = event
 
     calls: list[dict[str, Any]] = []
-    tally = TokenTally(read)
+    tally = TokenTally()
     turn_of_response: dict[str, int] = {}
     turn = -1
     finished = False
@@ -128,8 +128,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         if response_id not in turn_of_response:
             turn += 1
             turn_of_response[response_id] = turn
-            tally.fields = at
-            tally.add(response.get("usage"))
+            tally.add(response.get("usage"), at)
         if action_type in NON_TOOL_ACTIONS:
             continue
         finished = finished or action_type == "finish"
