@@ -154,8 +154,19 @@ ATROPOS = {
 }
 ATROPOS_PATHS = ["scores.0", "masks.0.1", "tokens.1", "advantages.0.1", "messages.0.1.role", "messages.1"]
 
+SWE_AGENT_ROW = {
+    "instance_id": "astropy__astropy-12907", "model_name": "m", "target": True,
+    "trajectory": [{"role": "system", "text": "s", "mask": False}, {"role": "user", "text": "task", "mask": False},
+                   {"role": "ai", "text": "DISCUSSION\n```\nfind_file x.py\n```", "mask": True},
+                   {"role": "user", "text": "Found 1 matches", "mask": False}],
+    "exit_status": "submitted",
+}
+SWE_AGENT_ROW_PATHS = ["instance_id", "target", "trajectory.2.role", "trajectory.2.text", "exit_status",
+                       "trajectory", "trajectory.3"]
+
 FORMATS: dict[str, tuple[Any, list[str], str]] = {
     "atropos": (ATROPOS, ATROPOS_PATHS, "groups.jsonl"),
+    "swe-agent-dataset": (SWE_AGENT_ROW, SWE_AGENT_ROW_PATHS, "rows.jsonl"),
     "openai-chat": (OPENAI_CHAT, OPENAI_CHAT_PATHS, "conversation.json"),
     "mini-swe-agent-v2": (MINI_V2, MINI_V2_PATHS, "task-1.traj.json"),
     "mini-swe-agent-v1": (MINI_V1, MINI_V1_PATHS, "task-1.traj.json"),
@@ -191,6 +202,10 @@ MUST_FAIL: dict[tuple[str, str, str], str] = {
     ("swe-agent", "info.model_stats.tokens_received", "int>64bit"): "tokens_received",
     ("verl", "step", "int>64bit"): "step",
     ("verl", "score", "int>float"): "score",
+    ("swe-agent-dataset", "target", "list"): "target",
+    ("swe-agent-dataset", "trajectory.2.role", "object"): "role",
+    ("swe-agent-dataset", "trajectory.2.text", "surrogate"): "text",
+    ("swe-agent-dataset", "trajectory", "object"): "trajectory",
     ("atropos", "scores.0", "list"): "scores",
     ("atropos", "masks.0.1", "int>64bit"): "masks",
     ("atropos", "advantages.0.1", "int>float"): "logged_advantages",
@@ -229,7 +244,7 @@ def _writer(name: str, text: str | bytes) -> Callable[[Path], Path]:
 
 def _document_text(fmt: str, document: Any) -> str:
     text = json.dumps(document)
-    if fmt == "atropos":
+    if fmt in ("atropos", "swe-agent-dataset"):
         return text + "\n"
     if fmt in ("verl", "metrics"):
         other = json.dumps(FORMATS[fmt][0])
@@ -274,7 +289,7 @@ def nesting_and_size_cases() -> list[Case]:
             VERL, "output", '<tool_call>{"name": "bash", "arguments": ' + _deep(100_000) + "}</tool_call>")) + "\n")),
         Case("deep metrics line", _writer("m.jsonl", json.dumps(METRICS) + "\n" + '{"_step": 2, "a/b": '
                                           + _deep(50_000) + "}\n"), must_fail=True),
-        Case("a million tiny metrics records", _writer("many.jsonl", many_metrics)),
+        Case("200,000 tiny metrics records", _writer("many.jsonl", many_metrics)),
         Case("thousands of chat records", _writer("many_chat.jsonl", many_chat)),
         Case("a line past the record limit", _writer("5.jsonl", long_line), must_fail=True,
              limits={"record_mb": 0.1}),
