@@ -1,9 +1,13 @@
-"""In-memory form of one run: five Arrow tables, plus a row builder for loaders.
+"""In-memory form of one run: five Arrow tables, plus typed row builders for loaders.
 
-Loaders of record-oriented formats (agent logs, verl dumps) append plain dicts to a
-:class:`RunBuilder`; loaders of columnar data build the Arrow tables directly. Either way the
-result is a :class:`RunData` whose tables have passed :func:`trajlens.schema.conform` and the
-checks in :meth:`RunData.validate`.
+Loaders of record-oriented formats (agent logs, verl dumps) make rows with the row types
+:data:`TRAJECTORY`, :data:`TOOL_CALL` and :data:`TOKENS` (keyword names checked against the
+schema's columns) and add them to a :class:`RunBuilder`, which checks every value against
+its column's type and range once (integers that fit, finite floats, storable text) and
+raises the standard :class:`InputError` naming the record and field. Loaders of columnar
+data build the Arrow tables directly. Either way the result is a :class:`RunData` whose
+tables have passed :func:`trajlens.schema.conform` and the checks in
+:meth:`RunData.validate`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,123 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from trajlens.errors import InputError, Problem
-from trajlens.schema import PRIMARY_KEYS, SCHEMAS, TABLES, TOKEN_ARRAYS, conform, empty
+from trajlens.schema import PRIMARY_KEYS, SCHEMAS, TABLE_COLUMNS, TABLES, TOKEN_ARRAYS, Column, conform, empty
+
+# Rows are turned into Arrow tables in chunks of this many, so a run of millions of small
+# records is held columnar rather than as millions of dicts.
+CHUNK_ROWS = 20_000
+
+_INTEGER_BOUNDS = {
+    pa.int32(): (-(2**31), 2**31 - 1),
+    pa.int64(): (-(2**63), 2**63 - 1),
+}
+
+
+class RowType:
+    """Rows of one table, made by keyword: names are the schema's columns, nothing else.
+
+    ``RowType("tool_calls", filled=...)`` makes dicts holding every column but the ``filled``
+    ones (which :class:`RunBuilder` sets: run id, step, ids, order); a nullable column left
+    out is ``None``, a non-nullable one takes its entry in ``defaults`` or must be given.
+    An unknown name is a programming error (``TypeError``); values are checked by
+    :meth:`check`.
+    """
+
+    def __init__(self, table: str, *, filled: tuple[str, ...], defaults: dict[str, Any] | None = None) -> None:
+        self.table = table
+        self.columns: dict[str, Column] = {c.name: c for c in TABLE_COLUMNS[table] if c.name not in filled}
+        self.defaults = dict(defaults or {})
+        self.required = [n for n, c in self.columns.items() if not c.nullable and n not in self.defaults]
+
+    def __call__(self, **values: Any) -> dict[str, Any]:
+        unknown = [name for name in values if name not in self.columns]
+        if unknown:
+            raise TypeError(f"{self.table} has no column {unknown[0]!r}")
+        missing = [name for name in self.required if name not in values]
+        if missing:
+            raise TypeError(f"{self.table} row needs {missing[0]!r}")
+        row = {name: None for name in self.columns}
+        row.update(self.defaults)
+        row.update(values)
+        return row
+
+    def check(self, row: dict[str, Any], where: str, record: str | None = None, field_prefix: str = "") -> None:
+        """Raise an InputError when a value does not fit its column (type, range, text)."""
+        from trajlens.ingest import limits
+        from trajlens.ingest._fields import text_problem, type_name
+
+        max_bytes = limits.current().field_bytes
+        for name, column in self.columns.items():
+            value = row.get(name)
+            if value is None:
+                continue
+            problem = _value_problem(value, column.type, max_bytes, text_problem, type_name)
+            if problem is not None:
+                expected, found = problem
+                raise InputError(where, record=record, field=field_prefix + name, expected=expected, found=found)
+
+
+def _value_problem(value: Any, kind: pa.DataType, max_bytes: int, text_problem, type_name) -> tuple[str, str] | None:
+    if pa.types.is_string(kind):
+        if not isinstance(value, str):
+            return "a string", type_name(value)
+        problem = text_problem(value, max_bytes)
+        return None if problem is None else ("UTF-8 text within the field limit", problem)
+    if pa.types.is_boolean(kind):
+        return None if isinstance(value, bool) else ("true or false", type_name(value))
+    if pa.types.is_integer(kind):
+        low, high = _INTEGER_BOUNDS[kind]
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"an integer ({kind})", type_name(value)
+        if not low <= value <= high:
+            digits = str(value)
+            return f"an integer from {low} to {high}", digits if len(digits) <= 40 else f"{len(digits)} digits"
+        return None
+    if pa.types.is_floating(kind):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "a number", type_name(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            return "a finite number", f"an integer of {len(str(value))} digits"
+        if not math.isfinite(number) or (kind == pa.float32() and abs(number) > 3.4e38):
+            return f"a finite number ({kind})", str(value)
+        return None
+    if pa.types.is_list(kind):
+        if not isinstance(value, list):
+            return "a list", type_name(value)
+        for index, item in enumerate(value):
+            if item is None:
+                continue
+            problem = _value_problem(item, kind.value_type, max_bytes, text_problem, type_name)
+            if problem is not None:
+                return f"{problem[0]} at [{index}]", problem[1]
+        return None
+    if pa.types.is_struct(kind):
+        if not isinstance(value, dict):
+            return "an object", type_name(value)
+        for field in kind:
+            item = value.get(field.name)
+            if item is not None:
+                problem = _value_problem(item, field.type, max_bytes, text_problem, type_name)
+                if problem is not None:
+                    return f"{problem[0]} in '{field.name}'", problem[1]
+        return None
+    return None
+
+
+TRAJECTORY = RowType("trajectories", filled=("run_id",),
+                     defaults={"step": 0, "split": "train", "reward_channels": [], "group_id": None, "num_turns": None,
+                               "trajectory_id": None})
+"""Trajectory rows; ``group_id`` defaults to ``task_id``, ``num_turns`` to the turns of the calls, and
+``trajectory_id`` is set by the loader's driver when the format has none of its own."""
+
+TOOL_CALL = RowType("tool_calls", filled=("run_id", "step", "trajectory_id", "call_index"),
+                    defaults={"arguments": "{}", "format_error": False})
+"""Tool-call rows, in call order; the builder numbers them and sets run, step and trajectory."""
+
+TOKENS = RowType("tokens", filled=("run_id", "step", "trajectory_id"))
+"""Token-array rows of one trajectory."""
 
 
 @dataclass
@@ -84,6 +204,7 @@ class RunBuilder:
             "source": source,
         }
         self._rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES if name != "runs"}
+        self._chunks: dict[str, list[pa.Table]] = {name: [] for name in TABLES if name != "runs"}
         self._ids: set[str] = set()
         self.problems: list[Problem] = []
 
@@ -95,39 +216,56 @@ class RunBuilder:
         *,
         where: str,
     ) -> None:
-        """Add one trajectory; ``where`` names file and record for error messages."""
-        row = {"run_id": self.run_id, "step": 0, "split": "train", "reward_channels": [], **trajectory}
+        """Add one trajectory, all or nothing; ``where`` names file and record for error messages.
+
+        Rows may be plain dicts (only schema columns) or made with :data:`TRAJECTORY`,
+        :data:`TOOL_CALL` and :data:`TOKENS`; every value is checked against its column.
+        """
+        row = {**TRAJECTORY.defaults, **trajectory}
+        row.setdefault("group_id", None)
+        if row["group_id"] is None:
+            row["group_id"] = row.get("task_id")
+        TRAJECTORY.check(row, where)
         trajectory_id = row.get("trajectory_id")
         if trajectory_id in self._ids:
             raise InputError(where, field="trajectory_id", expected="a unique id", found=f"duplicate {trajectory_id!r}")
-        row.setdefault("group_id", row.get("task_id"))
         _check_finite(row, ("reward", *(f"reward_channels.{c['name']}" for c in row["reward_channels"])), where)
         calls = []
         for index, call in enumerate(tool_calls):
-            calls.append({
-                "run_id": self.run_id,
-                "step": row["step"],
-                "trajectory_id": trajectory_id,
-                "call_index": index,
-                "format_error": False,
-                "arguments": "{}",
-                **call,
-            })
-        row.setdefault("num_turns", max((c["turn"] for c in calls), default=-1) + 1)
+            call_row = {**TOOL_CALL.defaults, **call}
+            TOOL_CALL.check(call_row, where, field_prefix=f"tool_calls[{index}].")
+            calls.append({"run_id": self.run_id, "step": row["step"], "trajectory_id": trajectory_id,
+                          "call_index": index, **call_row})
+        if row.get("num_turns") is None:
+            row["num_turns"] = max((c["turn"] for c in calls), default=-1) + 1
         token_row = None
         if tokens is not None:
+            TOKENS.check(tokens, where, field_prefix="tokens.")
             token_row = {"run_id": self.run_id, "step": row["step"], "trajectory_id": trajectory_id, **tokens}
             lengths = {k: len(v) for k, v in token_row.items() if k in TOKEN_ARRAYS and v is not None}
             if len(set(lengths.values())) > 1:
                 raise InputError(where, field="tokens", expected="token arrays of one length", found=str(lengths))
         self._ids.add(trajectory_id)
-        self._rows["trajectories"].append(row)
-        self._rows["tool_calls"].extend(calls)
+        self._append("trajectories", [{"run_id": self.run_id, **row}])
+        self._append("tool_calls", calls)
         if token_row is not None:
-            self._rows["tokens"].append(token_row)
+            self._append("tokens", [token_row])
+
+    def _append(self, name: str, rows: list[dict[str, Any]]) -> None:
+        pending = self._rows[name]
+        pending.extend(rows)
+        if len(pending) >= CHUNK_ROWS:
+            self._chunks[name].append(self._to_table(name, pending))
+            pending.clear()
+
+    def _to_table(self, name: str, rows: list[dict[str, Any]]) -> pa.Table:
+        try:
+            return pa.Table.from_pylist(rows, schema=SCHEMAS[name])
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise InputError(self.source, f"{name} rows do not fit the schema: {error}") from None
 
     def add_metric(self, step: int, name: str, value: float | None) -> None:
-        self._rows["step_metrics"].append({"run_id": self.run_id, "step": step, "name": name, "value": value})
+        self._append("step_metrics", [{"run_id": self.run_id, "step": step, "name": name, "value": value}])
 
     def skip(self, error: InputError) -> None:
         """Record a skipped record (lenient mode)."""
@@ -136,14 +274,11 @@ class RunBuilder:
     def build(self) -> RunData:
         tables = {"runs": pa.Table.from_pylist([self._run], schema=SCHEMAS["runs"])}
         for name, rows in self._rows.items():
-            if not rows:
+            parts = self._chunks[name] + ([self._to_table(name, rows)] if rows else [])
+            if not parts:
                 tables[name] = empty(name)
                 continue
-            try:
-                table = pa.Table.from_pylist(rows, schema=SCHEMAS[name])
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-                raise InputError(self.source, f"{name} rows do not fit the schema: {error}") from None
-            tables[name] = conform(table, name, self.source)
+            tables[name] = conform(pa.concat_tables(parts), name, self.source)
         return RunData(**tables, problems=list(self.problems)).validate(self.source)
 
 

@@ -37,6 +37,8 @@ class Column:
     type: pa.DataType
     nullable: bool
     doc: str
+    absent_as_null: bool = False
+    """Added after the first schema: input written without it (older runs) reads it as null."""
 
     def field(self) -> pa.Field:
         return pa.field(self.name, self.type, nullable=self.nullable)
@@ -67,6 +69,7 @@ TRAJECTORY_COLUMNS: tuple[Column, ...] = (
     Column("observation_tokens", pa.int64(), True, "Tokens of tool output fed back to the model."),
     Column("reasoning_tokens", pa.int64(), True, "Reasoning (thinking) tokens, where logged."),
     Column("source", pa.string(), True, "File (and record) the trajectory was read from."),
+    Column("logged_advantage", pa.float64(), True, "The advantage the trainer logged for the whole trajectory (TRL's `advantage` column), where it logged one.", absent_as_null=True),
 )
 
 TOOL_CALL_COLUMNS: tuple[Column, ...] = (
@@ -93,6 +96,7 @@ TOKEN_COLUMNS: tuple[Column, ...] = (
     Column("values", pa.list_(pa.float32()), True, "Critic value estimate per token."),
     Column("token_rewards", pa.list_(pa.float32()), True, "Reward per token (usually all on the last model token)."),
     Column("log_probs", pa.list_(pa.float32()), True, "Log-probability of each token under the behaviour policy."),
+    Column("logged_advantages", pa.list_(pa.float32()), True, "Advantage per token as the trainer logged it, where it did.", absent_as_null=True),
 )
 
 STEP_METRIC_COLUMNS: tuple[Column, ...] = (
@@ -125,17 +129,21 @@ PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "step_metrics": ("run_id", "step", "name"),
 }
 
-TOKEN_ARRAYS: tuple[str, ...] = ("response_mask", "values", "token_rewards", "log_probs")
+TOKEN_ARRAYS: tuple[str, ...] = ("response_mask", "values", "token_rewards", "log_probs", "logged_advantages")
 
 
 def conform(table: pa.Table, name: str, source: str) -> pa.Table:
     """Return ``table`` in the exact schema of trajlens table ``name``.
 
-    Columns are reordered and safely cast (int32 to int64, large_string to string, ...).
+    Columns are reordered and safely cast (int32 to int64, large_string to string, ...); a
+    column added to the schema later (``absent_as_null``) that the input lacks reads as nulls.
     Raises :class:`SchemaError` naming ``source`` on a missing, extra or mistyped column,
     or a null in a non-nullable column.
     """
     schema = SCHEMAS[name]
+    for column in TABLE_COLUMNS[name]:
+        if column.absent_as_null and column.name not in table.column_names:
+            table = table.append_column(column.field(), pa.nulls(table.num_rows, column.type))
     present = set(table.column_names)
     expected = set(schema.names)
     missing = [n for n in schema.names if n not in present]

@@ -511,19 +511,31 @@ def test_lenient_folder_returns_the_problems(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "pattern, outcome",
-    [("(", "field 'info.config.agent.action_regex': expected a regular expression"), (r"```(bash)\s*\n(.*?)\n```", None)],
+    "pattern, note",
+    [("(", "does not compile"), ("(a|aa)+$", "ran past"), (r"```(bash)\s*\n(.*?)\n```", None)],
 )
-def test_action_regex_from_the_log_is_checked(tmp_path, pattern, outcome):
+def test_action_regex_from_the_log_is_bounded(tmp_path, pattern, note):
+    """A logged pattern that does not compile, or backtracks without end, gives way to the harness
+    default with a note; a good one (two groups: the first is the action) is used as logged."""
+    import time
+
+    from trajlens.ingest import limits
     from trajlens.ingest.agents import load_mini_swe_agent_v1
 
     source = next(GEMINI.rglob("*.traj.json"))
     data = json.loads(source.read_text())
     data["info"]["config"]["agent"]["action_regex"] = pattern
+    data["messages"].insert(2, {"role": "assistant", "content": "a" * 40 + "!"})
     path = tmp_path / source.name
     path.write_text(json.dumps(data))
-    if outcome:
-        with pytest.raises(InputError, match=outcome):
-            load_mini_swe_agent_v1([path])
-    else:  # two groups: the first is the action, and loading still works
-        assert load_mini_swe_agent_v1([path]).tool_calls.num_rows > 0
+    expected = load_mini_swe_agent_v1([source]).tool_calls.num_rows + 1
+    started = time.monotonic()
+    with limits.using(limits.Limits(regex_seconds=0.2)):
+        run = load_mini_swe_agent_v1([path])
+    assert time.monotonic() - started < 5
+    assert run.tool_calls.num_rows == expected
+    if note:
+        assert len(run.problems) == 1 and note in run.problems[0].message
+        assert "default pattern" in run.problems[0].message
+    else:
+        assert run.problems == []

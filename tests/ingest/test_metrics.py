@@ -281,7 +281,7 @@ def test_not_utf8(tmp_path):
         load_metrics(csv_path, run_id="r")
     jsonl_path = tmp_path / "m.jsonl"
     jsonl_path.write_bytes(b'{"_step": 1, "a/b": "\xff"}\n')
-    with pytest.raises(InputError, match="record 1: not UTF-8 text"):
+    with pytest.raises(InputError, match="record 1: expected UTF-8 text"):
         load_metrics(jsonl_path, run_id="r")
 
 

@@ -18,6 +18,7 @@ def ingest(
     lenient: Annotated[bool, typer.Option("--lenient", help="Skip bad records and list them, instead of stopping at the first.")] = False,
     run: Annotated[Optional[str], typer.Option("--run", "-r", help="Run id for a single source (default: from its name).")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="Let a run replace a run of the same id that came from a different source.")] = False,
+    limit: Annotated[Optional[list[str]], typer.Option("--limit", help="Raise or lower a reading limit, NAME=VALUE: depth, field_mb, record_mb, regex_seconds (see docs/limits.md).")] = None,
 ) -> None:
     """Load trajectory logs into a store (Parquet + a DuckDB database of views).
 
@@ -29,13 +30,16 @@ def ingest(
 
     Example: trajlens ingest sample_data/sao-r6 metrics.jsonl --store store
     """
+    from trajlens.ingest import Limits
     from trajlens.ingest import ingest as ingest_sources
     from trajlens.store.writer import check_run_id
 
     if run is not None:
         check_run_id(run, "--run")
+    limits = Limits.parse(limit or [])
     with progress_bar("ingesting") as tick:
-        result = ingest_sources(sources, store, strict=not lenient, run_id=run, progress=tick, replace=replace)
+        result = ingest_sources(sources, store, strict=not lenient, run_id=run, progress=tick, replace=replace,
+                                limits=limits)
     for problem in result.problems:
         typer.echo(f"skipped: {problem.message}", err=True)
     for note in result.notes:

@@ -1,15 +1,20 @@
 """Getting trajectory logs into a store.
 
 :func:`ingest` takes any mix of sources and writes each as a run into a store, all or
-nothing. What a source is gets decided by :func:`detect_source`:
+nothing. What a source holds is decided by the format registry
+(:mod:`trajlens.ingest.formats`): one entry per format, each with one ``detect`` and one
+``load``. A folder that mixes formats becomes one run per sub-folder (and per format of its
+loose files).
 
 ========================  ==========================================================
-``parquet``               a run directory in the canonical layout
-``runs``                  a directory holding several run directories (``sample_data/``)
+``parquet``               a run directory in the canonical layout (a folder of them: each)
 ``verl``                  verl rollout dumps (``<step>.jsonl``)
 ``metrics``               training scalars exported as JSONL or CSV
 agent formats             mini-swe-agent v1/v2, SWE-agent, OpenHands V0/V1, OpenAI chat
 ========================  ==========================================================
+
+How much of a file a loader reads is bounded by :class:`~trajlens.ingest.limits.Limits`
+(nesting depth, field and record size, time for a log-supplied regex); see ``docs/limits.md``.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from trajlens.errors import InputError, Problem
+from trajlens.ingest.limits import Limits
 
 if TYPE_CHECKING:
+    from trajlens.ingest.formats import Source
     from trajlens.model import RunData
 
 # Heavy imports (pyarrow, duckdb) happen inside the functions: ``import trajlens`` binds
@@ -41,35 +48,34 @@ class IngestResult:
 
 
 def detect_source(path: Path) -> str:
-    """Name the kind of source at ``path`` (see the module docstring)."""
-    from trajlens.store.layout import is_run_dir
+    """Name the format of the source at ``path`` (``mixed`` for a folder of several)."""
+    from trajlens.ingest.formats import plan
 
-    if not path.exists():
-        raise InputError(str(path), "no such file or directory")
-    if is_run_dir(path):
-        return "parquet"
-    if path.is_dir() and any(is_run_dir(child) for child in path.iterdir()):
-        return "runs"
-    from trajlens.ingest import metrics, verl
-
-    if verl.detect(path):
-        return "verl"
-    if path.is_file() and metrics.detect(path):
-        return "metrics"
-    return "agent"
+    sources = plan(path)
+    names = {source.format.name for source in sources}
+    return names.pop() if len(names) == 1 else "mixed"
 
 
-def load(path: Path | str, *, run_id: str | None = None, strict: bool = True) -> "RunData":
+def load(path: Path | str, *, run_id: str | None = None, strict: bool = True,
+         limits: Limits | None = None) -> "RunData":
     """Load a non-Parquet source into memory as one run."""
-    from trajlens.ingest import agents, verl
+    from trajlens.ingest import limits as _limits
+    from trajlens.ingest.formats import plan
 
     path = Path(path)
-    kind = detect_source(path)
-    if kind == "verl":
-        return verl.load_verl([path], run_id=run_id, strict=strict)
-    if kind == "agent":
-        return agents.load_agent_logs([path], run_id=run_id, strict=strict)
-    raise InputError(str(path), f"a {kind} source is ingested into a store, not loaded", expected="a log file or folder")
+    with _limits.using(limits):
+        sources = [source for source in plan(path) if source.format.kind != "metrics"]
+        if len(sources) != 1 or sources[0].format.load is None:
+            kind = sources[0].format.name if len(sources) == 1 else f"a folder of {len(sources)} runs"
+            raise InputError(str(path), f"a {kind} source is ingested into a store, not loaded",
+                             expected="a log file or folder of one run")
+        return _load_source(sources[0], run_id, strict)
+
+
+def _load_source(source: "Source", run_id: str | None, strict: bool) -> "RunData":
+    assert source.format.load is not None  # only log sources are loaded
+    paths: "Path | list[Path]" = source.paths if len(source.paths) > 1 else source.paths[0]
+    return source.format.load(paths, run_id=run_id or source.run_id, strict=strict)
 
 
 def ingest(
@@ -79,60 +85,68 @@ def ingest(
     strict: bool = True,
     run_id: str | None = None,
     progress: Progress | None = None,
+    limits: Limits | None = None,
     replace: bool = False,
 ) -> IngestResult:
     """Write every source into ``store`` as a run; on any error, the store is unchanged.
 
     Training-scalar files (JSONL/CSV) join the run loaded from the other sources of the
-    same call when there is exactly one; otherwise they form a run of their own. A run id the
-    store holds for a different source is refused unless ``replace``.
+    same call when there is exactly one; otherwise they form a run of their own. ``limits``
+    bound what one log may make the loaders do (see :mod:`trajlens.ingest.limits`). A run id
+    the store holds for a different source is refused unless ``replace``.
     """
+    from trajlens.ingest import limits as _limits
+
+    with _limits.using(limits):
+        return _ingest(sources, store, strict=strict, run_id=run_id, progress=progress, replace=replace)
+
+
+def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResult:
     import pyarrow as pa
 
     from trajlens.ingest import parquet
-    from trajlens.store.layout import is_run_dir
+    from trajlens.ingest.formats import plan
     from trajlens.store.writer import StoreWriter, slug
 
     paths = [Path(source) for source in sources]
     if not paths:
         raise InputError("ingest", expected="at least one source", found="none")
-    kinds = [(path, detect_source(path)) for path in paths]
+    planned = [source for path in paths for source in plan(path)]
     result = IngestResult(store=Path(store))
     tick = progress or (lambda _: None)
-    metric_files = [path for path, kind in kinds if kind == "metrics"]
-    others = [(path, kind) for path, kind in kinds if kind != "metrics"]
-    if run_id is not None and (len(others) > 1 or any(kind == "runs" for _, kind in others)):
+    metric_files = [path for source in planned if source.format.kind == "metrics" for path in source.paths]
+    others = [source for source in planned if source.format.kind != "metrics"]
+    if run_id is not None and len(others) > 1:
         raise InputError("ingest", field="run_id", expected="a single run source with --run",
-                         found=f"{len(others)} sources")
+                         found=f"{len(others)} runs")
     # Metrics files join the run of the call's only other source; otherwise they are a run.
-    owner = others[0] if len(others) == 1 and others[0][1] != "runs" else None
+    owner = others[0] if len(others) == 1 else None
     with StoreWriter(store, sources=paths, replace=replace) as writer:
         loaded: list["RunData"] = []
-        for path, kind in others:
-            if kind == "verl" or kind == "agent":
-                loaded.append(load(path, run_id=run_id, strict=strict))
-                tick(str(path))
+        for source in others:
+            if source.format.kind == "log":
+                loaded.append(_load_source(source, run_id, strict))
+                tick(", ".join(str(p) for p in source.paths))
         if metric_files:
             if owner is None:
                 target = run_id or slug(metric_files[0].stem)
-            elif owner[1] == "parquet":
-                target = run_id or parquet.run_id_of(owner[0])
+            elif owner.format.kind == "parquet":
+                target = run_id or parquet.run_id_of(owner.paths[0])
             else:
                 target = loaded[0].run_id
             tables = _load_metrics(metric_files, target, strict, result, tick)
             if owner is None:
                 loaded.append(_metrics_only_run(target, metric_files, tables))
-            elif owner[1] != "parquet":
+            elif owner.format.kind != "parquet":
                 loaded[0].step_metrics = pa.concat_tables([loaded[0].step_metrics, *tables])
         else:
             tables = []
-        for path, kind in others:
-            children = [path] if kind == "parquet" else sorted(p for p in path.iterdir() if is_run_dir(p)) \
-                if kind == "runs" else []
-            for child in children:
-                result.run_ids.append(parquet.copy_run(
-                    child, writer, run_id=run_id, extra_metrics=tables if owner else (), strict=strict,
-                    problems=result.problems, on_file=lambda p: tick(str(p))))
+        for source in others:
+            if source.format.kind != "parquet":
+                continue
+            result.run_ids.append(parquet.copy_run(
+                source.paths[0], writer, run_id=run_id, extra_metrics=tables if owner else (), strict=strict,
+                problems=result.problems, on_file=lambda p: tick(str(p))))
         for run in loaded:
             run.validate(run.runs.column("source")[0].as_py())
             writer.add(run, run.runs.column("source")[0].as_py())
@@ -166,4 +180,4 @@ def _metrics_only_run(run_id: str, files: list[Path], tables) -> "RunData":
     return run
 
 
-__all__ = ["IngestResult", "detect_source", "ingest", "load"]
+__all__ = ["IngestResult", "Limits", "detect_source", "ingest", "load"]

@@ -147,7 +147,7 @@ def _read_call(body: str, *, terminated: bool) -> dict:
         return unparsed
     try:
         call = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past what the parser (verl's too) can read
         return unparsed
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
         return unparsed
@@ -158,7 +158,7 @@ def _read_call(body: str, *, terminated: bool) -> dict:
     if isinstance(arguments, str):
         try:
             decoded = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             decoded = None
         arguments = decoded if isinstance(decoded, dict) else arguments
     if not isinstance(arguments, dict):

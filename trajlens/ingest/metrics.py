@@ -1,4 +1,5 @@
-"""Loader of per-step training scalars: wandb history exports as JSONL, or CSV.
+"""Loader of per-step training scalars: wandb history exports as JSONL, or CSV, verl's file
+logger, and TRL's ``trainer_state.json``.
 
 One record per logged step, one key or column per metric::
 
@@ -20,6 +21,14 @@ name. Reading rules:
   infinity, and a second value for the same step and metric ("duplicate step 12 for metric
   actor/lr"). CSV cells are numbers as Python's ``float`` reads them, less ``_`` separators.
 * CSV rows shorter than the header just miss their last cells; longer ones are errors.
+
+Two trainer files are read by the same rules:
+
+* verl's ``file`` tracking backend writes one ``{"step": N, "data": {<metric>: <value>}}`` per
+  line; ``data`` is read as the record's metrics.
+* TRL's (``transformers.Trainer``'s) ``trainer_state.json`` keeps every logged dict in
+  ``log_history``, each with its ``step``. Entries of the same step (a training log and an
+  evaluation log) are merged, the later value of a repeated key (``epoch``) winning.
 
 Errors name the file, the record (its 1-based line number), the field, what was expected and
 what was found. In strict mode the first one raises :class:`InputError`; in lenient mode the
@@ -43,6 +52,8 @@ import polars as pl
 import pyarrow as pa
 
 from trajlens.errors import InputError, Problem
+from trajlens.ingest._fields import as_float
+from trajlens.ingest._probe import Probe
 from trajlens.schema import conform
 
 STEP_KEYS: tuple[str, ...] = ("_step", "step", "global_step", "trainer/global_step", "training/global_step")
@@ -52,6 +63,9 @@ KNOWN_METRIC_NAMES: frozenset[str] = frozenset({"loss", "lr", "learning_rate", "
 """Metric names without a ``/`` that :func:`detect` still takes as training scalars."""
 
 SUFFIXES: frozenset[str] = frozenset({".jsonl", ".ndjson", ".csv"})
+
+TRAINER_STATE = "trainer_state.json"
+"""The file name transformers' Trainer (and so TRL) keeps its ``log_history`` in."""
 
 
 class MetricsLoad(NamedTuple):
@@ -74,13 +88,16 @@ class _Reading(NamedTuple):
     problems: list[Problem]
 
 
-def detect(path: Path | str) -> bool:
+def detect(target: Probe | Path | str) -> bool:
     """True when ``path`` is a JSONL or CSV file whose first record looks like training scalars.
 
     The first record must have a step key and a numeric metric whose name contains ``/`` or is
     in :data:`KNOWN_METRIC_NAMES`.
     """
-    path = Path(path)
+    probe = Probe.of(target)
+    path = probe.path
+    if path.name == TRAINER_STATE:
+        return probe.is_file and '"log_history"' in probe.head
     if not path.is_file() or path.suffix.lower() not in SUFFIXES:
         return False
     try:
@@ -108,6 +125,10 @@ def load_metrics(path: Path | str, *, run_id: str, strict: bool = True) -> Metri
     if not path.is_file():
         raise InputError(str(path), "cannot read", expected="a JSONL or CSV file", found="no such file")
     suffix = path.suffix.lower()
+    if path.name == TRAINER_STATE:
+        reading = _collect(path, _read_trainer_state(path), strict=strict)
+        table = _to_table(reading.values).with_columns(pl.lit(run_id).alias("run_id")).select("run_id", "step", "name", "value")
+        return MetricsLoad(conform(table.to_arrow(), "step_metrics", str(path)), reading.problems)
     if suffix not in SUFFIXES:
         raise InputError(str(path), expected="a .jsonl or .csv file", found=f"a {suffix or 'suffix-less'} file")
     is_csv = suffix == ".csv"
@@ -159,7 +180,7 @@ def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, s
             if isinstance(raw, bool) or not isinstance(raw, (int, float)):
                 fail(InputError(str(path), record=line_no, field=name, expected="a number", found=_text(raw)))
                 continue
-            if not math.isfinite(raw):
+            if not math.isfinite(as_float(raw)):
                 fail(InputError(str(path), record=line_no, field=name, expected="a finite number", found=_text(raw)))
                 continue
             if (step, name) in seen:
@@ -167,7 +188,7 @@ def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, s
                                 expected="one value per step and metric", found=_text(raw)))
                 continue
             seen.add((step, name))
-            values.append(_Value(step, name, float(raw)))
+            values.append(_Value(step, name, as_float(raw)))
     if not any_record:
         fail(InputError(str(path), "no records", expected="at least one logged step", found="an empty file"))
     return _Reading(values, problems)
@@ -184,34 +205,69 @@ def _record_step(path: Path, line_no: int, record: Pairs) -> int | InputError:
         step = int(raw) if isinstance(raw, float) and raw.is_integer() else raw
         if isinstance(step, bool) or not isinstance(step, int):
             return InputError(str(path), record=line_no, field=key, expected="an integer step", found=_text(raw))
+        if not 0 <= step < 2**63:
+            return InputError(str(path), record=line_no, field=key, expected="an integer step from 0 to 2**63-1",
+                              found=_text(raw))
         return step
     return InputError(str(path), "no step", record=line_no, field=STEP_KEYS[0],
                       expected="a step under one of " + ", ".join(STEP_KEYS), found="none")
 
 
+
 def _text(raw: object) -> str:
     if isinstance(raw, float):
         return str(raw)
-    return json.dumps(raw, ensure_ascii=False)
+    if isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) >= 10**40:
+        return f"an integer of {len(str(abs(raw)))} digits"
+    text = json.dumps(raw)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _read_jsonl_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
-    with open(path, "rb") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as error:
-                message = f"not JSON ({error.msg})" if isinstance(error, json.JSONDecodeError) else "not UTF-8 text"
-                yield line_no, InputError(str(path), message, record=line_no, expected="a JSON object",
-                                          found=line.decode("utf-8", "replace").strip())
-                continue
-            if not isinstance(record, dict):
-                yield line_no, InputError(str(path), record=line_no, expected="a JSON object",
-                                          found=type(record).__name__)
-                continue
-            yield line_no, list(record.items())
+    from trajlens.ingest._fields import parse_json, read_lines
+
+    for line_no, line in read_lines(path):
+        if isinstance(line, InputError):
+            yield line_no, line
+            continue
+        try:
+            record = parse_json(line, str(path), record=line_no)
+        except InputError as error:
+            yield line_no, error
+            continue
+        if not isinstance(record, dict):
+            yield line_no, InputError(str(path), record=line_no, expected="a JSON object", found=type(record).__name__)
+            continue
+        yield line_no, list(_file_logger_record(record).items())
+
+
+def _file_logger_record(record: dict[str, Any]) -> dict[str, Any]:
+    """verl's file-logger line ``{"step": N, "data": {...}}`` as one flat record."""
+    if set(record) == {"step", "data"} and isinstance(record["data"], dict):
+        return {"step": record["step"], **record["data"]}
+    return record
+
+
+def _read_trainer_state(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
+    """``log_history`` entries merged by step; the record number is the first entry's index."""
+    from trajlens.ingest._fields import read_json_file
+
+    data = read_json_file(path)
+    history = data.get("log_history") if isinstance(data, dict) else None
+    if not isinstance(history, list):
+        raise InputError(str(path), field="log_history", expected="a list of logged dicts",
+                         found="no such key" if isinstance(data, dict) else type(data).__name__)
+    merged: dict[Any, tuple[int, dict[str, Any]]] = {}
+    for index, entry in enumerate(history):
+        if not isinstance(entry, dict):
+            yield index, InputError(str(path), record=index, expected="a JSON object", found=type(entry).__name__)
+            continue
+        step = entry.get("step")
+        key = step if isinstance(step, (int, float, str)) and not isinstance(step, bool) else ("entry", index)
+        first, values = merged.get(key, (index, {}))
+        merged[key] = (first, {**values, **entry})
+    for index, entry in sorted(merged.values(), key=lambda item: item[0]):
+        yield index, list(entry.items())
 
 
 def _read_csv_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
@@ -309,8 +365,10 @@ def _long(frame: pl.DataFrame, metrics: list[str]) -> pl.DataFrame | None:
     steps = [key for key in STEP_KEYS if key in frame.columns]
     if frame.height == 0 or not steps:
         return None
+    if not all(frame.schema[key].is_numeric() for key in steps):
+        return None  # a step given as text: the reference reader names it
     step = frame.select(pl.coalesce([pl.col(key).cast(pl.Float64) for key in steps])).to_series()
-    if step.null_count() or not (step == step.floor()).all():
+    if step.null_count() or not (step == step.floor()).all() or not ((step >= 0) & (step < 2.0**63)).all():
         return None
     if not metrics:
         return _to_table([])
@@ -335,8 +393,9 @@ def _first_record(path: Path) -> dict[str, Any] | None:
         if header is None or row is None:
             return None
         return dict(zip((name.strip() for name in header), row))
-    with open(path, "rb") as handle:
-        for line in handle:
-            if line.strip():
-                return json.loads(line)
-    return None
+    line = Probe(path).first_line()
+    try:
+        record = json.loads(line) if line else None
+    except RecursionError:
+        return None
+    return _file_logger_record(record) if isinstance(record, dict) else record

@@ -46,9 +46,46 @@ def read_table_file(path: Path, name: str) -> pa.Table:
     except (pa.ArrowInvalid, OSError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason) from None
+    check_text(table, path)
     table = conform(table, name, str(path))
     check_values(name, table, str(path))
     return table
+
+
+def check_text(table: pa.Table, path: Path) -> None:
+    """Refuse string columns holding invalid UTF-8: Parquet readers do not check, and such text
+    would break every later query on the column."""
+    try:
+        table.validate(full=True)
+        return
+    except pa.ArrowInvalid:
+        pass
+    for name in table.column_names:
+        column = table.column(name)
+        try:
+            column.validate(full=True)
+            continue
+        except pa.ArrowInvalid as error:
+            reason = str(error).splitlines()[0]
+        row = _first_invalid_row(column)
+        found = "an invalid UTF-8 sequence" if row is not None else reason
+        raise InputError(str(path), record=row, field=name, expected="UTF-8 text", found=found)
+    raise InputError(str(path), expected="a valid Parquet table", found="invalid data")
+
+
+def _first_invalid_row(column: pa.ChunkedArray) -> int | None:
+    if not pa.types.is_string(column.type) and not pa.types.is_large_string(column.type):
+        return None
+    offset = 0
+    for chunk in column.chunks:
+        for index, value in enumerate(chunk.cast(pa.binary()).to_pylist()):
+            if value is not None:
+                try:
+                    value.decode("utf-8")
+                except UnicodeDecodeError:
+                    return offset + index
+        offset += len(chunk)
+    return None
 
 
 def run_id_of(run_dir: Path) -> str:

@@ -27,9 +27,19 @@ Mapping to the trajectories table:
   channels always finds the reward there. Non-numeric extras (``pred``, ``data_source``) and
   ``gts`` are not kept.
 * ``resolved``: the ``acc`` key when it is a boolean or exactly 0/1, else null.
-* ``num_turns`` and tool calls: parsed from ``output``. Shell tools (:data:`SHELL_TOOLS`) get
-  ``command`` from ``arguments["command"]`` or ``arguments["cmd"]``. Token counts, reasoning
-  tokens and exit status are not in the dump and stay null.
+* ``num_turns`` and tool calls: parsed from ``output``. Shell tools
+  (:data:`~trajlens.ingest.tools.SHELL_TOOLS`) get ``command`` from ``arguments["command"]`` or
+  ``arguments["cmd"]``. Token counts, reasoning tokens and exit status are not in the dump and
+  stay null.
+
+Logged advantages. verl's own dump (``RayPPOTrainer._log_rollout_data`` and
+``_dump_generations`` in volcengine/verl, read at v0.5-v0.6 and main of late 2025) writes no
+advantage: only the keys above, the ``reward_extra_info`` lists and ``request_id``. Trainers
+built on verl add them through ``reward_extra_info`` or a patched dump; trajlens keeps them
+when present: ``advantage`` (a number) as ``logged_advantage``, and ``advantages`` (a list of
+numbers, one per response token, with ``response_mask`` beside it when logged, else every
+token counted as a model token) as the token row's ``logged_advantages``. Neither is a reward
+channel.
 """
 
 from __future__ import annotations
@@ -38,22 +48,22 @@ import hashlib
 import json
 import math
 import re
-import shlex
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._chat_template import ParsedToolCall, parse_response
-from trajlens.model import RunBuilder, RunData
+from trajlens.ingest._fields import Fields, as_float, parse_json, read_lines
+from trajlens.ingest._probe import Probe
+from trajlens.ingest.tools import shell_command
+from trajlens.model import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 from trajlens.store.writer import slug
 
 SOURCE_FORMAT = "verl"
 
-SHELL_TOOLS: frozenset[str] = frozenset({"bash", "execute_bash", "shell", "run", "terminal"})
-"""Tool names whose ``command`` argument is a shell command line."""
-
 VALIDATION_DIRS: frozenset[str] = frozenset({"val", "validation"})
-"""Directory names whose dumps are validation rollouts."""
+"""Directory names (or words of them: ``val_generations``, ``validation-data``) whose dumps are
+validation rollouts (``trainer.validation_data_dir``)."""
 
 VALIDATION_SPLITS: frozenset[str] = frozenset({"val", "validation", "test", "eval"})
 """Values of a record's ``split`` key that mean validation."""
@@ -64,6 +74,9 @@ REQUIRED_KEYS: tuple[str, ...] = ("input", "output", "score")
 STANDARD_KEYS: frozenset[str] = frozenset({"input", "output", "gts", "score", "step", "split"})
 """Keys ``_dump_generations`` writes itself; every other key is a reward extra."""
 
+ADVANTAGE_KEYS: frozenset[str] = frozenset({"advantage", "advantages", "response_mask"})
+"""Keys holding what the trainer logged of its advantages (never reward channels)."""
+
 TASK_ID_DIGITS = 12
 """Hex digits of the prompt's SHA-1 kept as ``task_id``."""
 
@@ -71,11 +84,12 @@ TASK_ID_DIGITS = 12
 class _Rollout(NamedTuple):
     trajectory: dict[str, Any]
     tool_calls: list[dict[str, Any]]
+    tokens: dict[str, Any] | None
 
 
-def detect(path: Path | str) -> bool:
+def detect(target: Probe | Path | str) -> bool:
     """True when ``path`` is a verl dump file, or a directory holding ``<step>.jsonl`` dumps."""
-    path = Path(path)
+    path = Probe.of(target).path
     if path.is_dir():
         files = _dump_files(path)
         return bool(files) and _looks_like_dump(files[0])
@@ -119,12 +133,15 @@ def load_verl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = 
 def _load_file(file: Path, builder: RunBuilder, loaded: dict[str, Path], *, strict: bool) -> None:
     """Add the rollouts of one dump file; ``loaded`` maps trajectory ids to their file."""
     file_step = _file_step(file)
-    in_validation_dir = file.parent.name.lower() in VALIDATION_DIRS
+    in_validation_dir = is_validation_dir(file.parent)
     records = 0
-    for line_index, line in _lines(file):
+    for line_no, line in read_lines(file):
+        line_index = line_no - 1
         records += 1
-        where = f"{file}:{line_index + 1}"
+        where = f"{file}:{line_no}"
         try:
+            if isinstance(line, InputError):
+                raise line
             record = _read_record(file, line_index, line)
             rollout = _rollout(record, file, line_index, file_step, in_validation_dir)
             trajectory_id = rollout.trajectory["trajectory_id"]
@@ -134,7 +151,7 @@ def _load_file(file: Path, builder: RunBuilder, loaded: dict[str, Path], *, stri
                     record=line_index + 1, field="step", expected="each step in one file",
                     found=f"a second {trajectory_id!r}",
                 )
-            builder.add_trajectory(rollout.trajectory, rollout.tool_calls, where=where)
+            builder.add_trajectory(rollout.trajectory, rollout.tool_calls, rollout.tokens, where=where)
             loaded[trajectory_id] = file
         except InputError as error:
             if strict:
@@ -158,19 +175,23 @@ def _rollout(
     for key in REQUIRED_KEYS:
         if key not in record:
             raise bad(key, "a value", "no such key", "missing key")
+    read = Fields(file, line_no)
     for key in ("input", "output"):
         if not isinstance(record[key], str):
             raise bad(key, "a string", _json(record[key]))
+        read.text(record, key)
     score = record["score"]
     if not _is_number(score):
         raise bad("score", "a number", _json(score))
-    if not math.isfinite(score):
+    if not math.isfinite(as_float(score)):
         raise bad("score", "a finite number", _json(score))
 
     if "step" in record:
         step = record["step"]
         if not isinstance(step, int) or isinstance(step, bool):
             raise bad("step", "an integer", _json(step))
+        if not 0 <= step < 2**63:
+            raise bad("step", "an integer from 0 to 2**63-1", _json(step))
     elif file_step is not None:
         step = file_step
     else:
@@ -187,60 +208,56 @@ def _rollout(
 
     channels = []
     for key, value in record.items():
-        if key in STANDARD_KEYS or not _is_number(value, allow_bool=True):
+        if key in STANDARD_KEYS or key in ADVANTAGE_KEYS or not _is_number(value, allow_bool=True):
             continue
-        if not math.isfinite(value):
+        if not isinstance(value, bool) and not math.isfinite(as_float(value)):
             raise bad(key, "a finite number", _json(value))
-        channels.append({"name": key, "value": float(value)})
+        channels.append({"name": key, "value": as_float(value)})
     if not channels:
         channels = [{"name": "score", "value": float(score)}]
 
     task_id = hashlib.sha1(record["input"].encode("utf-8")).hexdigest()[:TASK_ID_DIGITS]
     prefix = "val-" if split == "val" else ""
     parsed = parse_response(record["output"])
-    trajectory = {
-        "step": step,
-        "trajectory_id": f"{prefix}{step}-{line_index}",
-        "group_id": f"{'val:' if split == 'val' else ''}{step}:{task_id}",
-        "task_id": task_id,
-        "split": split,
-        "reward": float(score),
-        "reward_channels": channels,
-        "resolved": _resolved(record.get("acc")),
-        "exit_status": None,
-        "num_turns": parsed.num_turns,
-        "model_tokens": None,
-        "observation_tokens": None,
-        "reasoning_tokens": None,
-        "source": f"{file}:{line_no}",
-    }
-    return _Rollout(trajectory, [_call_row(call) for call in parsed.tool_calls])
+    trajectory = TRAJECTORY(
+        step=step,
+        trajectory_id=f"{prefix}{step}-{line_index}",
+        group_id=f"{'val:' if split == 'val' else ''}{step}:{task_id}",
+        task_id=task_id,
+        split=split,
+        reward=as_float(score),
+        reward_channels=channels,
+        resolved=_resolved(record.get("acc")),
+        num_turns=parsed.num_turns,
+        source=f"{file}:{line_no}",
+        logged_advantage=read.number(record, "advantage"),
+    )
+    return _Rollout(trajectory, [_call_row(call) for call in parsed.tool_calls], _advantages(record, read))
+
+
+def _advantages(record: dict[str, Any], read: Fields) -> dict[str, Any] | None:
+    """The token row of a record that logged per-token advantages, else None."""
+    advantages = read.items(record, "advantages")
+    if advantages is None:
+        return None
+    mask = read.items(record, "response_mask")
+    if mask is None:
+        mask = [True] * len(advantages)
+    elif len(mask) != len(advantages):
+        raise read.error("response_mask", f"{len(advantages)} values (one per advantage)", f"{len(mask)}")
+    return {"response_mask": [bool(m) for m in mask], "logged_advantages": advantages}
 
 
 def _call_row(call: ParsedToolCall) -> dict[str, Any]:
-    return {
-        "turn": call.turn,
-        "tool_name": call.tool_name,
-        "arguments": call.arguments,
-        "command": _command(call),
-        "observation": call.observation,
-        "return_code": None,
-        "token_start": None,
-        "token_end": None,
-        "format_error": call.format_error,
-    }
+    return TOOL_CALL(
+        turn=call.turn,
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        command=shell_command(call.tool_name, call.arguments_object),
+        observation=call.observation,
+        format_error=call.format_error,
+    )
 
-
-def _command(call: ParsedToolCall) -> str | None:
-    if call.tool_name not in SHELL_TOOLS or call.arguments_object is None:
-        return None
-    for key in ("command", "cmd"):
-        value = call.arguments_object.get(key)
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list) and all(isinstance(part, str) for part in value):
-            return shlex.join(value)
-    return None
 
 
 def _resolved(acc: object) -> bool | None:
@@ -260,43 +277,39 @@ def _is_number(value: object, *, allow_bool: bool = False) -> bool:
 def _json(value: object) -> str:
     if isinstance(value, float):
         return str(value)  # nan, inf: what Python's json reads NaN and Infinity as
-    return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = json.dumps(value)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _read_record(file: Path, line_index: int, line: bytes) -> dict[str, Any]:
     try:
-        text = line.decode("utf-8")
+        line.decode("utf-8")
     except UnicodeDecodeError as error:
         raise InputError(str(file), record=line_index + 1, expected="UTF-8 text", found=f"byte {error.start}") from None
-    try:
-        record = json.loads(text)
-    except ValueError as error:
-        raise InputError(str(file), f"not JSON ({error.msg})", record=line_index + 1,
-                         expected="a JSON object", found=text.strip()) from None
+    record = parse_json(line, str(file), record=line_index + 1)
     if not isinstance(record, dict):
         raise InputError(str(file), record=line_index + 1, expected="a JSON object", found=type(record).__name__)
     return record
 
 
-def _lines(file: Path) -> Iterator[tuple[int, bytes]]:
-    """Non-blank lines of ``file`` with their 0-based line index."""
-    with open(file, "rb") as handle:
-        for index, line in enumerate(handle):
-            if line.strip():
-                yield index, line
-
-
 def _dump_files(directory: Path) -> list[Path]:
     files = list(directory.glob("*.jsonl"))
     for child in directory.iterdir():
-        if child.is_dir() and child.name.lower() in VALIDATION_DIRS:
+        if child.is_dir() and is_validation_dir(child):
             files.extend(child.glob("*.jsonl"))
     return sorted(files, key=_file_order)
 
 
 def _file_order(file: Path) -> tuple[bool, int, str, str]:
     step = _file_step(file)
-    return (file.parent.name.lower() in VALIDATION_DIRS, -1 if step is None else step, file.name, str(file))
+    return (is_validation_dir(file.parent), -1 if step is None else step, file.name, str(file))
+
+
+def is_validation_dir(directory: Path) -> bool:
+    """Whether a dump folder holds validation rollouts, from its name."""
+    return any(word in VALIDATION_DIRS for word in re.split(r"[^a-z0-9]+", directory.name.lower()))
 
 
 def _file_step(file: Path) -> int | None:
@@ -304,24 +317,20 @@ def _file_step(file: Path) -> int | None:
 
 
 def _looks_like_dump(file: Path) -> bool:
-    try:
-        with open(file, "rb") as handle:
-            for line in handle:
-                if line.strip():
-                    record = json.loads(line)
-                    return (
-                        isinstance(record, dict)
-                        and all(key in record for key in REQUIRED_KEYS)
-                        and isinstance(record["output"], str)
-                    )
-    except (OSError, ValueError):
+    head = Probe(file).first_line()
+    if not head.lstrip().startswith("{") or '"input"' not in head and '"output"' not in head:
         return False
-    return False
+    try:
+        first = next(iter(read_lines(file)), None)
+        record = parse_json(first[1], str(file)) if first and not isinstance(first[1], InputError) else None
+    except InputError:
+        return False
+    return isinstance(record, dict) and all(key in record for key in REQUIRED_KEYS) and isinstance(record["output"], str)
 
 
 def _default_run_id(root: Path) -> str:
     directory = root if root.is_dir() else root.parent
     directory = directory.resolve()
-    if directory.name.lower() in VALIDATION_DIRS:
+    if is_validation_dir(directory):
         directory = directory.parent
     return slug(directory.name)

@@ -15,25 +15,17 @@ whose id defaults to a slug of the file or directory name. Strict mode raises th
 :class:`~trajlens.errors.InputError`; lenient mode skips the bad file (or JSONL line) and
 returns it in ``RunData.problems``.
 
-:data:`FORMATS` maps each format name to its ``(detect, load)`` pair; ``detect(path)``
-returns the name when it recognises the file from its name and first bytes, else ``None``.
+:data:`FORMATS` maps each agent-log format name to its entry of the format registry
+(:mod:`trajlens.ingest.formats`): ``detect(probe) -> bool`` and ``load``.
 :func:`load_agent_logs` picks the format itself.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any
 
 from trajlens.errors import ConfigError, InputError
-from trajlens.ingest.agents import (
-    mini_swe_agent_v1,
-    mini_swe_agent_v2,
-    openai_chat,
-    openhands_v0,
-    openhands_v1,
-    swe_agent,
-)
 from trajlens.ingest.agents._common import as_paths, walk
 from trajlens.ingest.agents.mini_swe_agent_v1 import load_mini_swe_agent_v1
 from trajlens.ingest.agents.mini_swe_agent_v2 import load_mini_swe_agent_v2
@@ -44,31 +36,29 @@ from trajlens.ingest.agents.swe_agent import load_swe_agent
 from trajlens.model import RunData
 
 
-class AgentFormat(NamedTuple):
-    """How to recognise one log format and how to load it."""
+def agent_formats() -> dict:
+    """The agent-log formats of the registry, by name, in detection order."""
+    from trajlens.ingest.formats import registry
 
-    detect: Callable[[Path], "str | None"]
-    load: Callable[..., RunData]
+    agent_loaders = {load_mini_swe_agent_v1, load_mini_swe_agent_v2, load_swe_agent, load_openhands_v0,
+                     load_openhands_v1, load_openai_chat}
+    return {fmt.name: fmt for fmt in registry() if fmt.load in agent_loaders}
 
 
-# In detection order: the most specific first (openai-chat also matches what the others hold).
-FORMATS: dict[str, AgentFormat] = {
-    "mini-swe-agent-v1": AgentFormat(mini_swe_agent_v1.detect, load_mini_swe_agent_v1),
-    "mini-swe-agent-v2": AgentFormat(mini_swe_agent_v2.detect, load_mini_swe_agent_v2),
-    "swe-agent": AgentFormat(swe_agent.detect, load_swe_agent),
-    "openhands-v0": AgentFormat(openhands_v0.detect, load_openhands_v0),
-    "openhands-v1": AgentFormat(openhands_v1.detect, load_openhands_v1),
-    "openai-chat": AgentFormat(openai_chat.detect, load_openai_chat),
-}
+def __getattr__(name: str) -> Any:
+    if name == "FORMATS":
+        return agent_formats()
+    raise AttributeError(name)
 
 
 def detect_format(path: Path | str) -> str | None:
     """The agent-log format of the file at ``path``, or ``None`` when it is not one."""
-    path = Path(path)
-    for agent_format in FORMATS.values():
-        name = agent_format.detect(path)
-        if name is not None:
-            return name
+    from trajlens.ingest._probe import Probe
+
+    probe = Probe(path)
+    for agent_format in agent_formats().values():
+        if agent_format.detect(probe):
+            return agent_format.name
     return None
 
 
@@ -82,12 +72,14 @@ def load_agent_logs(
 
     Directories are walked; files that are not agent logs (configs, reports, patches,
     licences) are ignored. All recognised files must share one format: a mix raises an
-    :class:`InputError` naming both formats and a file of each.
+    :class:`InputError` naming both formats and a file of each (``trajlens.ingest`` loads
+    such a folder as one run per format instead).
     """
+    formats = agent_formats()
     if format is not None:
-        if format not in FORMATS:
-            raise ConfigError([f"unknown agent-log format {format!r}; known: {', '.join(FORMATS)}"])
-        return FORMATS[format].load(paths, run_id=run_id, strict=strict)
+        if format not in formats:
+            raise ConfigError([f"unknown agent-log format {format!r}; known: {', '.join(formats)}"])
+        return formats[format].load(paths, run_id=run_id, strict=strict)
     given = as_paths(paths)
     seen: dict[str, Path] = {}
     for path in given:
@@ -96,11 +88,11 @@ def load_agent_logs(
             found = [(f, name) for f, name in found if name is not None]
             if not found:
                 raise InputError(str(path), "no agent logs in this directory",
-                                 expected="one of " + ", ".join(FORMATS), found="none")
+                                 expected="one of " + ", ".join(formats), found="none")
         elif path.is_file():
             name = detect_format(path)
             if name is None:
-                raise InputError(str(path), expected="an agent log (" + ", ".join(FORMATS) + ")",
+                raise InputError(str(path), expected="an agent log (" + ", ".join(formats) + ")",
                                  found="a file of no known agent-log format")
             found = [(path, name)]
         else:
@@ -112,12 +104,12 @@ def load_agent_logs(
         raise InputError(str(given[0]), f"mixes agent-log formats: {first} ({first_file}) and {second} "
                          f"({second_file})", expected="one format per run")
     (name,) = seen
-    return FORMATS[name].load(given, run_id=run_id, strict=strict)
+    return formats[name].load(given, run_id=run_id, strict=strict)
 
 
 __all__ = [
     "FORMATS",
-    "AgentFormat",
+    "agent_formats",
     "detect_format",
     "load_agent_logs",
     "load_mini_swe_agent_v1",

@@ -10,30 +10,29 @@ Strict mode raises the first :class:`InputError`; lenient mode records it with
 
 from __future__ import annotations
 
-import functools
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from trajlens.errors import InputError
-from trajlens.model import RunBuilder, RunData
+from trajlens.ingest._fields import INT64, Fields, decode_arguments, dumps, parse_json, read_json_file, type_name
+from trajlens.ingest._probe import Probe
+from trajlens.ingest.tools import SHELL_TOOLS, shell_command
+from trajlens.model import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 from trajlens.store.writer import slug
+
+__all__ = [
+    "SHELL_TOOLS", "TOOL_CALL", "TRAJECTORY", "Fields", "FileContext", "Probe", "Record", "TokenTally",
+    "decode_arguments", "dumps", "load_run", "message_text", "parse_json", "read_json", "read_text",
+    "shell_command", "type_name",
+]
 
 # Only files with these suffixes can be agent logs; everything else in a folder (YAML configs,
 # patches, READMEs, licences, CSV summaries) is never opened.
 CANDIDATE_SUFFIXES: frozenset[str] = frozenset({".json", ".jsonl", ".traj"})
 
-# Tool names whose ``command`` argument is a shell command line.
-SHELL_TOOLS: frozenset[str] = frozenset(
-    {"bash", "execute_bash", "shell", "run_shell_command", "terminal", "execute_command", "run_command"}
-)
-
-# How much of a file ``sniff`` reads from each end to recognise a format.
-SNIFF_BYTES = 65536
-
-Detect = Callable[[Path], "str | None"]
+Detect = Callable[[Probe], bool]
 
 
 @dataclass
@@ -44,6 +43,8 @@ class Record:
     tool_calls: list[dict[str, Any]]
     where: str
     model: str | None = None
+    notes: list[InputError] = field(default_factory=list)
+    """What the loader worked around in this record (kept as problems in either mode)."""
 
 
 @dataclass(frozen=True)
@@ -74,72 +75,28 @@ class Found:
 
 
 def read_text(path: Path) -> str:
+    """A whole file as UTF-8 text, within the record size limit."""
+    from trajlens.ingest import limits
+
+    file = str(path)
     try:
+        size = path.stat().st_size
+        if size > limits.current().record_bytes:
+            raise InputError(file, expected=f"a file of at most {limits.current().record_bytes:,} bytes "
+                             "(raise it with --limit record_mb=...)", found=f"{size:,} bytes")
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(str(path), expected="an existing file", found="no such file") from None
+        raise InputError(file, expected="an existing file", found="no such file") from None
     except IsADirectoryError:
-        raise InputError(str(path), expected="a file", found="a directory") from None
+        raise InputError(file, expected="a file", found="a directory") from None
     except UnicodeDecodeError as error:
-        raise InputError(str(path), expected="UTF-8 text", found=f"an undecodable byte at offset {error.start}") from None
+        raise InputError(file, expected="UTF-8 text", found=f"an undecodable byte at offset {error.start}") from None
     except OSError as error:
-        raise InputError(str(path), expected="a readable file", found=error.strerror or str(error)) from None
-
-
-def parse_json(text: str, file: str, *, record: str | None = None) -> Any:
-    """``json.loads`` with errors turned into an :class:`InputError` naming file and position."""
-    if not text.strip():
-        raise InputError(file, record=record, expected="JSON", found="an empty line" if record else "an empty file")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        where = f"line {error.lineno}, column {error.colno}" if record is None else record
-        raise InputError(file, "not valid JSON", record=where, expected="JSON", found=error.msg) from None
+        raise InputError(file, expected="a readable file", found=error.strerror or str(error)) from None
 
 
 def read_json(path: Path) -> Any:
-    return parse_json(read_text(path), str(path))
-
-
-def sniff(path: Path) -> tuple[str, str]:
-    """The first and last :data:`SNIFF_BYTES` of a file as text ('' when unreadable)."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return "", ""
-    return _sniff(str(path), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=4096)
-def _sniff(path: str, mtime_ns: int, size: int) -> tuple[str, str]:
-    try:
-        with open(path, "rb") as handle:
-            if size <= 2 * SNIFF_BYTES:
-                data = handle.read()
-                head, tail = data[:SNIFF_BYTES], data[-SNIFF_BYTES:]
-            else:
-                head = handle.read(SNIFF_BYTES)
-                handle.seek(size - SNIFF_BYTES)
-                tail = handle.read(SNIFF_BYTES)
-    except OSError:
-        return "", ""
-    return head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
-
-
-def require(data: dict[str, Any], key: str, kind: type, file: str, expected: str, *, record: str | None = None) -> Any:
-    """``data[key]``, checked to be of ``kind``; an :class:`InputError` otherwise."""
-    if key not in data:
-        raise InputError(file, record=record, field=key, expected=expected, found="no such key")
-    value = data[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise InputError(file, record=record, field=key, expected=expected, found=type_name(value))
-    return value
-
-
-def type_name(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", type(None): "null", bool: "a boolean"}.get(
-        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
-    )
+    return read_json_file(path)
 
 
 def message_text(content: Any) -> str | None:
@@ -149,34 +106,7 @@ def message_text(content: Any) -> str | None:
     if isinstance(content, list):
         parts = [part.get("text") if isinstance(part, dict) else part for part in content]
         return "\n".join(p for p in parts if isinstance(p, str))
-    return json.dumps(content, sort_keys=True)
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
-
-
-def call_arguments(raw: Any) -> tuple[dict[str, Any] | None, str]:
-    """Decode a tool call's ``arguments`` (a JSON string or an object).
-
-    Returns the arguments as a dict (``None`` when they are not a JSON object) and the JSON
-    text to store: the sorted object, or ``{"raw": ...}`` holding what the model wrote.
-    """
-    if raw is None or raw == "":
-        return {}, "{}"
-    value = raw
-    if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            return None, dumps({"raw": raw})
-    if isinstance(value, dict):
-        return value, dumps(value)
-    return None, dumps({"raw": raw})
-
-
-def int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return dumps(content)
 
 
 class TokenTally:
@@ -189,14 +119,18 @@ class TokenTally:
         self.model_tokens: int | None = None
         self.reasoning_tokens: int | None = None
 
-    def add(self, usage: Any) -> None:
-        if not isinstance(usage, dict):
+    def add(self, usage: Any, read: Fields) -> None:
+        """Add one ``usage`` block; ``read`` names the record it came from in errors."""
+        if usage is None:
             return
-        completion = int_or_none(usage.get("completion_tokens"))
+        if not isinstance(usage, dict):
+            raise read.error("usage", "an object", type_name(usage))
+        completion = read.integer(usage, "completion_tokens", name="usage.completion_tokens", bounds=(0, INT64[1]))
         if completion is not None:
             self.model_tokens = (self.model_tokens or 0) + completion
-        details = usage.get("completion_tokens_details")
-        reasoning = int_or_none(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+        details = read.mapping(usage, "completion_tokens_details", name="usage.completion_tokens_details")
+        reasoning = None if details is None else read.integer(
+            details, "reasoning_tokens", name="usage.completion_tokens_details.reasoning_tokens", bounds=(0, INT64[1]))
         if reasoning is not None:
             self.reasoning_tokens = (self.reasoning_tokens or 0) + reasoning
 
@@ -238,7 +172,7 @@ def collect(paths: Any, detect: Detect, fmt: str) -> Found:
     anchors: list[Path] = []
     for path in as_paths(paths):
         if path.is_dir():
-            inside = [f for f in walk(path) if detect(f) == fmt]
+            inside = [f for f in walk(path) if detect(Probe(f))]
             if not inside:
                 raise InputError(str(path), f"no {fmt} trajectory files in this directory",
                                  expected=f"{fmt} logs", found="none")
@@ -333,7 +267,8 @@ def load_run(
         try:
             for item in parse(context):
                 if isinstance(item, Record):
-                    item.row = {"trajectory_id": context.trajectory_id, "source": context.source, **item.row}
+                    item.row = {**item.row, "trajectory_id": item.row.get("trajectory_id") or context.trajectory_id,
+                                "source": item.row.get("source") or context.source}
                 elif strict:
                     raise item
                 items.append(item)
@@ -355,6 +290,8 @@ def load_run(
         try:
             if isinstance(item, InputError):
                 raise item
+            for note in item.notes:
+                builder.skip(note)
             builder.add_trajectory(item.row, item.tool_calls, where=item.where)
         except InputError as error:
             if strict:

@@ -15,6 +15,10 @@ folders above the trajectory (up to three levels):
 ``resolved`` is ``None`` when neither mentions the task; the reward is 1.0 or 0.0 when the
 verdict is known and ``None`` otherwise.
 
+Paths. The ``instance_id`` a log carries is data: it names the verdict files only when it is a
+plain file name (no separators, no ``..``, no glob characters); otherwise no verdict is looked
+up and the task keeps the id as text.
+
 Folder of runs. When a directory holding several run folders is loaded and only some of them
 have harness verdicts, the ones without are left out (and noted as problems): they are not
 comparable rollouts of the scored task set. Name such a run folder directly to load it.
@@ -23,52 +27,59 @@ comparable rollouts of the scored task set. Name such a run folder directly to l
 from __future__ import annotations
 
 import functools
+import glob
 import re
 from pathlib import Path
 from typing import Any
 
 from trajlens.errors import InputError
-from trajlens.ingest.agents._common import TokenTally, read_json, require, sniff, strip_suffix, type_name
+from trajlens.ingest.agents._common import Fields, Probe, TokenTally, read_json, strip_suffix, type_name
 
 FORMAT_RE = re.compile(r'"trajectory_format"\s*:\s*"(mini-swe-agent-[^"]*)"')
 
 VERDICT_SEARCH_DEPTH = 3
 
 
-def trajectory_format(path: Path) -> str | None:
+# A task id usable as one file name: no separators, no parent reference, no glob characters.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_.+@=,-]{1,200}")
+
+
+def trajectory_format(probe: Probe) -> str | None:
     """The ``trajectory_format`` string of a mini-swe-agent file, read from its two ends."""
-    if path.suffix != ".json":
+    if probe.suffix != ".json":
         return None
-    head, tail = sniff(path)
-    match = FORMAT_RE.search(tail) or FORMAT_RE.search(head)
+    match = FORMAT_RE.search(probe.tail) or FORMAT_RE.search(probe.head)
     return match.group(1) if match else None
 
 
 def load_document(path: Path, expected_format: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The parsed file and its ``messages``, checked to be a non-empty list of role-tagged dicts."""
     file = str(path)
+    read = Fields(file)
     data = read_json(path)
     if not isinstance(data, dict):
         raise InputError(file, expected="a JSON object with 'messages'", found=type_name(data))
-    found_format = data.get("trajectory_format")
+    found_format = read.text(data, "trajectory_format")
     if found_format is not None and found_format != expected_format:
         raise InputError(file, field="trajectory_format", expected=repr(expected_format), found=repr(found_format))
-    messages = require(data, "messages", list, file, "a list of chat messages")
+    messages = read.items(data, "messages", required=True)
     if not messages:
         raise InputError(file, field="messages", expected="at least the system and task messages", found="an empty list")
     for index, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise InputError(file, record=f"message {index}", field="role", expected="a message with a role",
-                             found=type_name(message))
-    info = data.get("info")
-    if info is not None and not isinstance(info, dict):
-        raise InputError(file, field="info", expected="an object", found=type_name(info))
+        read.at(f"message {index}").text(message, "role", required=True)
+    read.mapping(data, "info")
+    read.text(data, "instance_id")
     return data, messages
 
 
 def instance_id(data: dict[str, Any], path: Path) -> str:
     value = data.get("instance_id")
     return value if isinstance(value, str) and value else strip_suffix(path.name)
+
+
+def is_safe_name(task: str) -> bool:
+    """Whether ``task`` can name a file or folder without leaving the folder it is joined to."""
+    return bool(_SAFE_NAME.fullmatch(task)) and task not in (".", "..")
 
 
 def run_folder(path: Path) -> Path:
@@ -80,21 +91,22 @@ def run_folder(path: Path) -> Path:
 def trajectory_row(data: dict[str, Any], path: Path, messages: list[dict[str, Any]], num_turns: int) -> dict[str, Any]:
     """Trajectory columns both versions fill the same way."""
     task = instance_id(data, path)
+    read = Fields(str(path))
     info = data.get("info") or {}
     tally = TokenTally()
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.get("role") == "assistant":
-            extra = message.get("extra")
-            response = extra.get("response") if isinstance(extra, dict) else None
-            tally.add(response.get("usage") if isinstance(response, dict) else None)
+            at = read.at(f"message {index}")
+            extra = at.mapping(message, "extra")
+            response = None if extra is None else at.mapping(extra, "response", name="extra.response")
+            tally.add(None if response is None else response.get("usage"), at)
     resolved = verdict(path, task)
-    exit_status = info.get("exit_status")
     return {
         "task_id": task,
         "group_id": task,
         "reward": None if resolved is None else float(resolved),
         "resolved": resolved,
-        "exit_status": exit_status if isinstance(exit_status, str) else None,
+        "exit_status": read.text(info, "exit_status", name="info.exit_status"),
         "num_turns": num_turns,
         **tally.columns(),
     }
@@ -112,15 +124,17 @@ def model_name(data: dict[str, Any]) -> str | None:
 
 def verdict(path: Path, task: str) -> bool | None:
     """Whether the SWE-bench harness resolved ``task``, from files near ``path``; None if unknown."""
+    if not is_safe_name(task):
+        return None  # a task id from the log never becomes a path outside the log's folders
     run = run_folder(path).name
     folders = [path.parent, *path.parent.parents][: VERDICT_SEARCH_DEPTH + 1]
     for folder in folders:
         for report in (folder / "logs" / task / "report.json",
-                       *sorted((folder / "logs" / "run_evaluation" / run).glob(f"*/{task}/report.json"))):
+                       *sorted((folder / "logs" / "run_evaluation" / run).glob(f"*/{glob.escape(task)}/report.json"))):
             if report.is_file():
                 return _report_verdict(report, task)
     for folder in folders:
-        for summary in sorted(folder.glob(f"*.{run}.json")):
+        for summary in sorted(folder.glob(f"*.{glob.escape(run)}.json")):
             found = _summary_verdicts(summary).get(task)
             if found is not None:
                 return found
@@ -129,7 +143,7 @@ def verdict(path: Path, task: str) -> bool | None:
 
 def has_summary(run: Path) -> bool:
     folders = [run, *run.parents][: VERDICT_SEARCH_DEPTH]
-    return any(_summary_verdicts(s) for folder in folders for s in folder.glob(f"*.{run.name}.json"))
+    return any(_summary_verdicts(s) for folder in folders for s in folder.glob(f"*.{glob.escape(run.name)}.json"))
 
 
 def _report_verdict(report: Path, task: str) -> bool:
@@ -141,17 +155,18 @@ def _report_verdict(report: Path, task: str) -> bool:
     return entry["resolved"]
 
 
-@functools.lru_cache(maxsize=256)
+# Small and bounded: consecutive trajectories of one run read the same summary.
+@functools.lru_cache(maxsize=8)
 def _summary_verdicts_cached(summary: str, mtime_ns: int) -> dict[str, bool]:
     data = read_json(Path(summary))
     if not isinstance(data, dict) or not isinstance(data.get("resolved_ids"), list):
         return {}
     verdicts: dict[str, bool] = {}
-    for key in ("unresolved_ids", "empty_patch_ids", "error_ids"):
-        for task in data.get(key) or []:
-            verdicts[str(task)] = False
-    for task in data["resolved_ids"]:
-        verdicts[str(task)] = True
+    for key in ("unresolved_ids", "empty_patch_ids", "error_ids", "resolved_ids"):
+        tasks = data.get(key)
+        for task in tasks if isinstance(tasks, list) else []:
+            if isinstance(task, (str, int)) and not isinstance(task, bool):
+                verdicts[str(task)] = key == "resolved_ids"
     return verdicts
 
 

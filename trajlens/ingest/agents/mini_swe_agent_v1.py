@@ -10,6 +10,9 @@ How the harness is matched (``minisweagent.agents.default.DefaultAgent.parse_act
 
 * actions are ``re.findall(action_regex, content, re.DOTALL)`` with the logged
   ``info.config.agent.action_regex`` or the default ``r"```bash\\s*\\n(.*?)\\n```"``;
+  the logged pattern is data, so it runs under the ``regex`` package's timeout
+  (:attr:`~trajlens.ingest.limits.Limits.regex_seconds` per message); a pattern that does not
+  compile or runs out of time is replaced by the default one, and the file's problems say so;
 * exactly one match is executed, stripped; any other count raises ``FormatError``.
 
 Each assistant message is one turn and yields one tool call named ``bash``: the executed
@@ -29,20 +32,23 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+import regex
+
 from trajlens.errors import InputError
+from trajlens.ingest import limits
 from trajlens.ingest.agents import _mini_swe_agent as mini
-from trajlens.ingest.agents._common import FileContext, Record, dumps, load_run, message_text
+from trajlens.ingest.agents._common import TOOL_CALL, FileContext, Probe, Record, dumps, load_run, message_text
 from trajlens.model import RunData
 
 FORMAT = "mini-swe-agent-v1"
 TRAJECTORY_FORMAT = "mini-swe-agent-1"
 DEFAULT_ACTION_REGEX = r"```bash\s*\n(.*?)\n```"
-RETURN_CODE_RE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+RETURN_CODE_RE = re.compile(r"<returncode>\s*(-?\d{1,12})\s*</returncode>")
 
 
-def detect(path: Path) -> str | None:
-    """``'mini-swe-agent-v1'`` for a file whose ``trajectory_format`` is ``mini-swe-agent-1``."""
-    return FORMAT if mini.trajectory_format(Path(path)) == TRAJECTORY_FORMAT else None
+def detect(target: Probe | Path | str) -> bool:
+    """A file whose ``trajectory_format`` is ``mini-swe-agent-1``."""
+    return mini.trajectory_format(Probe.of(target)) == TRAJECTORY_FORMAT
 
 
 def load_mini_swe_agent_v1(paths: Any, *, run_id: str | None = None, strict: bool = True) -> RunData:
@@ -57,7 +63,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     """One record per file: the trajectory and one call per assistant message."""
     path = context.path
     data, messages = mini.load_document(path, TRAJECTORY_FORMAT)
-    action_regex = _compile_action_regex(path, _action_regex(data))
+    actions = ActionPattern(_action_regex(data), str(path))
     calls: list[dict[str, Any]] = []
     turn = -1
     for index, message in enumerate(messages):
@@ -65,7 +71,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
             continue
         turn += 1
         content = message_text(message.get("content")) or ""
-        blocks = [match.group(action_regex.groups and 1) for match in action_regex.finditer(content)]
+        blocks = actions.find(content)
         reply = messages[index + 1] if index + 1 < len(messages) else None
         observation = message_text(reply.get("content")) if reply and reply["role"] == "user" else None
         if len(blocks) == 1:
@@ -76,29 +82,60 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
             command = blocks[0] if blocks else None
             calls.append(_call(turn, command, observation, None, True))
     row = mini.trajectory_row(data, path, messages, num_turns=turn + 1)
-    yield Record(row, calls, where=str(path), model=mini.model_name(data))
+    notes = [actions.fallback] if actions.fallback is not None else []
+    yield Record(row, calls, where=str(path), model=mini.model_name(data), notes=notes)
 
 
 def _call(turn: int, command: str | None, observation: str | None, return_code: int | None,
           format_error: bool) -> dict[str, Any]:
-    return {
-        "turn": turn,
-        "tool_name": "bash",
-        "arguments": dumps({} if command is None else {"command": command}),
-        "command": command,
-        "observation": observation,
-        "return_code": return_code,
-        "format_error": format_error,
-    }
+    return TOOL_CALL(
+        turn=turn,
+        tool_name="bash",
+        arguments=dumps({} if command is None else {"command": command}),
+        command=command,
+        observation=observation,
+        return_code=_return_code(return_code),
+        format_error=format_error,
+    )
 
 
-def _compile_action_regex(path, pattern: str) -> re.Pattern[str]:
-    """The harness's action pattern from the log; its first group (or whole match) is the action."""
-    try:
-        return re.compile(pattern, re.DOTALL)
-    except re.error as error:
-        raise InputError(str(path), field="info.config.agent.action_regex", expected="a regular expression",
-                         found=f"{pattern!r} ({error})") from None
+def _return_code(value: int | None) -> int | None:
+    """A return code that fits the column; a longer digit string is not an exit status."""
+    return value if value is None or -(2**31) <= value < 2**31 else None
+
+
+class ActionPattern:
+    """The harness's action pattern from the log, applied with a time limit.
+
+    Its first group (or the whole match) is the action. When the logged pattern does not
+    compile or runs out of time on a message, the harness's default pattern takes over for the
+    rest of the file and :attr:`fallback` holds the note that says so.
+    """
+
+    def __init__(self, pattern: str, file: str) -> None:
+        self.file = file
+        self.fallback: InputError | None = None
+        self.timeout = limits.current().regex_seconds
+        try:
+            self.pattern = regex.compile(pattern, regex.DOTALL)
+        except (regex.error, RecursionError, OverflowError, ValueError) as error:
+            self._fall_back(pattern, f"does not compile ({error})")
+
+    def find(self, content: str) -> list[str]:
+        try:
+            return self._find(content)
+        except TimeoutError:
+            self._fall_back(self.pattern.pattern, f"ran past {self.timeout:g} s on one message")
+            return self._find(content)
+
+    def _find(self, content: str) -> list[str]:
+        group = 1 if self.pattern.groups else 0
+        return [match.group(group) for match in self.pattern.finditer(content, timeout=self.timeout)]
+
+    def _fall_back(self, pattern: str, why: str) -> None:
+        self.fallback = InputError(self.file, f"the logged action_regex {why}; read with the default pattern instead",
+                                   field="info.config.agent.action_regex", found=pattern)
+        self.pattern = regex.compile(DEFAULT_ACTION_REGEX, regex.DOTALL)
 
 
 def _action_regex(data: dict[str, Any]) -> str:

@@ -23,17 +23,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from trajlens.errors import InputError
+from trajlens.ingest._fields import INT32
 from trajlens.ingest.agents import _mini_swe_agent as mini
 from trajlens.ingest.agents._common import (
-    SHELL_TOOLS,
+    TOOL_CALL,
+    Fields,
     FileContext,
+    Probe,
     Record,
-    call_arguments,
-    int_or_none,
+    decode_arguments,
     load_run,
     message_text,
-    type_name,
+    shell_command,
 )
 from trajlens.model import RunData
 
@@ -41,9 +42,9 @@ FORMAT = "mini-swe-agent-v2"
 TRAJECTORY_FORMAT = "mini-swe-agent-1.1"
 
 
-def detect(path: Path) -> str | None:
-    """``'mini-swe-agent-v2'`` for a file whose ``trajectory_format`` is ``mini-swe-agent-1.1``."""
-    return FORMAT if mini.trajectory_format(Path(path)) == TRAJECTORY_FORMAT else None
+def detect(target: Probe | Path | str) -> bool:
+    """A file whose ``trajectory_format`` is ``mini-swe-agent-1.1``."""
+    return mini.trajectory_format(Probe.of(target)) == TRAJECTORY_FORMAT
 
 
 def load_mini_swe_agent_v2(paths: Any, *, run_id: str | None = None, strict: bool = True) -> RunData:
@@ -63,7 +64,12 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     path = context.path
     file = str(path)
     data, messages = mini.load_document(path, TRAJECTORY_FORMAT)
-    results = {m.get("tool_call_id"): m for m in messages if m["role"] == "tool" and m.get("tool_call_id")}
+    read = Fields(file)
+    results = {}
+    for index, message in enumerate(messages):
+        call_id = read.at(f"message {index}").identifier(message, "tool_call_id")
+        if message["role"] == "tool" and call_id:
+            results[call_id] = message
     calls: list[dict[str, Any]] = []
     turn = -1
     for index, message in enumerate(messages):
@@ -72,47 +78,42 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         turn += 1
         following = messages[index + 1] if index + 1 < len(messages) else None
         rejected = following is not None and following["role"] == "user"
-        tool_calls = message.get("tool_calls") or []
-        if not isinstance(tool_calls, list):
-            raise InputError(file, record=f"message {index}", field="tool_calls", expected="a list",
-                             found=type_name(tool_calls))
+        tool_calls = read.at(f"message {index}").items(message, "tool_calls") or []
         if not tool_calls:
-            calls.append({
-                "turn": turn, "tool_name": "bash", "arguments": "{}", "command": None,
-                "observation": message_text(following.get("content")) if rejected else None,
-                "return_code": None, "format_error": True,
-            })
+            calls.append(TOOL_CALL(
+                turn=turn, tool_name="bash", format_error=True,
+                observation=message_text(following.get("content")) if rejected else None,
+            ))
             continue
         for position, tool_call in enumerate(tool_calls):
-            calls.append(_call(tool_call, turn, results, following, rejected, file, f"message {index}, call {position}"))
+            calls.append(_call(tool_call, turn, results, following, rejected,
+                               read.at(f"message {index}, call {position}")))
     row = mini.trajectory_row(data, path, messages, num_turns=turn + 1)
     yield Record(row, calls, where=file, model=mini.model_name(data))
 
 
 def _call(tool_call: Any, turn: int, results: dict[Any, dict[str, Any]], following: dict[str, Any] | None,
-          rejected: bool, file: str, record: str) -> dict[str, Any]:
-    function = tool_call.get("function") if isinstance(tool_call, dict) else None
-    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-        raise InputError(file, record=record, field="function.name", expected="a tool call with a function name",
-                         found="none")
-    name = function["name"]
-    arguments, arguments_json = call_arguments(function.get("arguments"))
-    command = arguments.get("command") if arguments is not None and name in SHELL_TOOLS else None
-    result = results.get(tool_call.get("id"))
+          rejected: bool, read: Fields) -> dict[str, Any]:
+    function = read.mapping(tool_call, "function", required=True)
+    name = read.text(function, "name", required=True, name="function.name")
+    arguments, arguments_json = decode_arguments(function.get("arguments"), read.file, read.record)
+    result = results.get(read.identifier(tool_call, "id"))
+    return_code = None
     if result is not None:
         observation = message_text(result.get("content"))
-        extra = result.get("extra")
-        return_code = int_or_none(extra.get("returncode")) if isinstance(extra, dict) else None
+        extra = read.mapping(result, "extra", name="tool result extra")
+        if extra is not None:
+            return_code = read.integer(extra, "returncode", name="extra.returncode", bounds=INT32)
     elif following is not None and following["role"] in ("exit", "user"):
-        observation, return_code = message_text(following.get("content")), None
+        observation = message_text(following.get("content"))
     else:
-        observation, return_code = None, None
-    return {
-        "turn": turn,
-        "tool_name": name,
-        "arguments": arguments_json,
-        "command": command if isinstance(command, str) else None,
-        "observation": observation,
-        "return_code": return_code,
-        "format_error": arguments is None or (result is None and rejected),
-    }
+        observation = None
+    return TOOL_CALL(
+        turn=turn,
+        tool_name=name,
+        arguments=arguments_json,
+        command=shell_command(name, arguments),
+        observation=observation,
+        return_code=return_code,
+        format_error=arguments is None or (result is None and rejected),
+    )

@@ -22,7 +22,22 @@ list), so ids stay unique across files. Other conversation keys read when presen
 ``model_tokens`` sums the ``completion_tokens`` of ``usage`` blocks on assistant messages,
 where there are any.
 
-Calls to a shell tool (:data:`~trajlens.ingest.agents._common.SHELL_TOOLS`) get their
+* a ``.parquet`` file with a ``messages`` column: one conversation per row, as the dataset hub
+  serves chat-format trajectory datasets (SWE-Gym's OpenHands sampled trajectories, whose
+  assistant messages carry OpenAI ``tool_calls``, some parallel; SWE-smith's trajectories,
+  ``instance_id``/``messages``/``resolved`` rows).
+
+Function calls written as XML in the assistant text, as OpenHands' function-calling converter
+renders them for models without native tool calls (SWE-smith's trajectories)::
+
+    <function=execute_bash>
+    <parameter=command>ls -la</parameter>
+    </function>
+
+are read as tool calls (``think`` and ``finish`` included) when the message has no
+``tool_calls``; their observation is the next non-assistant message.
+
+Calls to a shell tool (:data:`~trajlens.ingest.tools.SHELL_TOOLS`) get their
 ``command`` (or ``cmd``) argument as ``command``. Arguments that are not a JSON object are
 kept as ``{"raw": ...}`` with ``format_error=True``.
 """
@@ -30,24 +45,25 @@ kept as ``{"raw": ...}`` with ``format_error=True``.
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
 from trajlens.errors import InputError
+from trajlens.ingest._fields import INT32, read_lines
 from trajlens.ingest.agents._common import (
-    SHELL_TOOLS,
+    TOOL_CALL,
+    TRAJECTORY,
+    Fields,
     FileContext,
+    Probe,
     Record,
     TokenTally,
-    call_arguments,
-    int_or_none,
+    decode_arguments,
     load_run,
     message_text,
-    parse_json,
-    read_text,
-    sniff,
+    read_json,
+    shell_command,
     type_name,
 )
 from trajlens.model import RunData
@@ -60,29 +76,29 @@ _MESSAGES_RE = re.compile(r'"messages"\s*:\s*\[')
 _OTHER_FORMAT_RE = re.compile(r'"trajectory_format"\s*:|"kind"\s*:\s*"\w+Event"')
 
 
-def detect(path: Path) -> str | None:
-    """``'openai-chat'`` for a ``.json``/``.jsonl`` file of chat messages (and not another format)."""
-    path = Path(path)
-    if path.suffix not in (".json", ".jsonl"):
-        return None
-    head, tail = sniff(path)
+def detect(target: Probe | Path | str) -> bool:
+    """A ``.json``/``.jsonl`` file of chat messages (and not another format), or Parquet rows
+    with a ``messages`` column."""
+    probe = Probe.of(target)
+    if probe.suffix == ".parquet":
+        return probe.is_file and "messages" in _parquet_columns(probe.path)
+    if probe.suffix not in (".json", ".jsonl"):
+        return False
+    head, tail = probe.head, probe.tail
     if _OTHER_FORMAT_RE.search(head) or _OTHER_FORMAT_RE.search(tail):
-        return None
-    if path.suffix == ".jsonl":
-        first = next((line for line in head.splitlines() if line.strip()), "")
+        return False
+    if probe.suffix == ".jsonl":
         try:
-            record = json.loads(first)
-        except json.JSONDecodeError:
-            return None
-        if isinstance(record, dict) and (isinstance(record.get("messages"), list) or record.get("role") in ROLES):
-            return FORMAT
-        return None
+            record = json.loads(probe.first_line())
+        except (ValueError, RecursionError):
+            return False
+        role = record.get("role") if isinstance(record, dict) else None
+        return isinstance(record, dict) and (isinstance(record.get("messages"), list)
+                                             or (isinstance(role, str) and role in ROLES))
     start = head.lstrip()[:1]
     if not _ROLE_RE.search(head):
-        return None
-    if start == "[" or (start == "{" and _MESSAGES_RE.search(head)):
-        return FORMAT
-    return None
+        return False
+    return start == "[" or (start == "{" and bool(_MESSAGES_RE.search(head)))
 
 
 def load_openai_chat(paths: Any, *, run_id: str | None = None, strict: bool = True) -> RunData:
@@ -94,34 +110,39 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     """One record per conversation; in JSONL, a bad line is yielded as an error and skipped."""
     path = context.path
     file = str(path)
-    text = read_text(path)
     if path.suffix == ".jsonl":
-        yield from _parse_lines(text, context)
+        yield from _parse_lines(context)
         return
-    data = parse_json(text, file)
+    if path.suffix == ".parquet":
+        yield from _parse_rows(context)
+        return
+    data = read_json(path)
     if isinstance(data, dict):
-        yield _conversation(data, context, context.trajectory_id, file)
+        yield conversation(data, context, context.trajectory_id, file)
     elif isinstance(data, list) and data and all(isinstance(d, dict) and "messages" in d for d in data):
         for index, item in enumerate(data):
             try:
-                yield _conversation(item, context, f"{context.trajectory_id}:{index}", f"{file}: record {index}")
+                yield conversation(item, context, f"{context.trajectory_id}:{index}", f"{file}: record {index}")
             except InputError as error:
                 yield error
     elif isinstance(data, list):
-        yield _conversation({"messages": data}, context, context.trajectory_id, file)
+        yield conversation({"messages": data}, context, context.trajectory_id, file)
     else:
         raise InputError(file, expected="a list of messages or an object with 'messages'", found=type_name(data))
 
 
-def _parse_lines(text: str, context: FileContext) -> Iterator[Record | InputError]:
+def _parse_lines(context: FileContext) -> Iterator[Record | InputError]:
+    from trajlens.ingest._fields import parse_json
+
     file = str(context.path)
-    lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    if not lines:
-        raise InputError(file, expected="JSON lines", found="an empty file")
     messages: list[Any] = []
     per_message = None
-    for number, line in lines:
+    any_line = False
+    for number, line in read_lines(context.path):
+        any_line = True
         try:
+            if isinstance(line, InputError):
+                raise line
             record = parse_json(line, file, record=f"line {number}")
             if not isinstance(record, dict):
                 raise InputError(file, record=f"line {number}", expected="a JSON object", found=type_name(record))
@@ -131,22 +152,75 @@ def _parse_lines(text: str, context: FileContext) -> Iterator[Record | InputErro
                 _check_message(record, file, f"line {number}")
                 messages.append(record)
             else:
-                yield _conversation(record, context, f"{context.trajectory_id}:{number}", f"{file}: line {number}")
+                yield conversation(record, context, f"{context.trajectory_id}:{number}", f"{file}: line {number}")
         except InputError as error:
             yield error
+    if not any_line:
+        raise InputError(file, expected="JSON lines", found="an empty file")
     if per_message and messages:
-        yield _conversation({"messages": messages}, context, context.trajectory_id, file)
+        yield conversation({"messages": messages}, context, context.trajectory_id, file)
+
+
+def _parquet_columns(path: Path) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_schema(path).names
+    except (pa.ArrowInvalid, OSError):
+        return []
+
+
+def _parse_rows(context: FileContext) -> Iterator[Record | InputError]:
+    """One conversation per Parquet row, read in batches (hub shards are large)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from trajlens.ingest.parquet import check_text
+
+    file = str(context.path)
+    try:
+        parquet = pq.ParquetFile(context.path)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise InputError(file, "not a readable Parquet file", expected="Parquet",
+                         found=str(error).splitlines()[0]) from None
+    index = 0
+    for batch in parquet.iter_batches(batch_size=256):
+        table = pa.Table.from_batches([batch])
+        check_text(table, context.path)
+        for row in table.to_pylist():
+            try:
+                yield conversation(row, context, f"{context.trajectory_id}:{index}", f"{file}: record {index}")
+            except InputError as error:
+                yield error
+            index += 1
+
+
+_XML_CALL = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.DOTALL)
+_XML_PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)</parameter>", re.DOTALL)
+
+
+def _xml_calls(text: str) -> list[dict[str, Any]]:
+    """Function calls written as OpenHands-style XML in assistant text, as ``function`` objects."""
+    calls = []
+    for name, body in _XML_CALL.findall(text):
+        arguments = {key: value.strip("\n") for key, value in _XML_PARAMETER.findall(body)}
+        calls.append({"name": name, "arguments": arguments})
+    return calls
 
 
 def _check_message(message: Any, file: str, record: str) -> None:
+    read = Fields(file, record)
     if not isinstance(message, dict):
-        raise InputError(file, record=record, expected="a message object", found=type_name(message))
-    if message.get("role") not in ROLES:
-        raise InputError(file, record=record, field="role", expected="one of " + ", ".join(sorted(ROLES)),
-                         found="no such key" if "role" not in message else repr(message.get("role")))
+        raise read.error(None, "a message object", type_name(message))
+    role = read.text(message, "role", required=True)
+    if role not in ROLES:
+        raise read.error("role", "one of " + ", ".join(sorted(ROLES)), repr(role))
+    read.identifier(message, "tool_call_id")
 
 
-def _conversation(record: dict[str, Any], context: FileContext, default_id: str, where: str) -> Record:
+def conversation(record: dict[str, Any], context: FileContext, default_id: str, where: str) -> Record:
+    """One conversation (``{"messages": [...], ...}``) as a record: its row, tool calls and turns."""
     if "messages" not in record:
         raise InputError(where, field="messages", expected="a list of chat messages", found="no such key")
     messages = record["messages"]
@@ -167,80 +241,70 @@ def _conversation(record: dict[str, Any], context: FileContext, default_id: str,
         if message["role"] != "assistant":
             continue
         turn += 1
-        tally.add(message.get("usage"))
-        tool_calls = message.get("tool_calls") or []
-        if not isinstance(tool_calls, list):
-            raise InputError(where, record=f"message {index}", field="tool_calls", expected="a list",
-                             found=type_name(tool_calls))
+        read = Fields(where, f"message {index}")
+        tally.add(message.get("usage"), read)
+        tool_calls = read.items(message, "tool_calls") or []
         for position, tool_call in enumerate(tool_calls):
-            function = tool_call.get("function") if isinstance(tool_call, dict) else None
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise InputError(where, record=f"message {index}, call {position}", field="function.name",
-                                 expected="a tool call with a function name", found="none")
-            call_id = tool_call.get("id")
+            call = read.at(f"message {index}, call {position}")
+            function = call.mapping(tool_call, "function", required=True)
+            call_id = call.identifier(tool_call, "id")
             result = results.get(call_id) if call_id else next(unmatched_tool_results, None)
-            calls.append(_call(function, result, turn))
-        legacy = message.get("function_call")
-        if isinstance(legacy, dict) and isinstance(legacy.get("name"), str):
-            calls.append(_call(legacy, next(function_results, None), turn))
+            calls.append(_call(function, result, turn, call))
+        legacy = read.mapping(message, "function_call")
+        if legacy is not None:
+            calls.append(_call(legacy, next(function_results, None), turn, read))
+        content = message_text(message.get("content"))
+        if not tool_calls and legacy is None and content and "<function=" in content:
+            reply = messages[index + 1] if index + 1 < len(messages) else None
+            answer = reply if isinstance(reply, dict) and reply.get("role") != "assistant" else None
+            for function in _xml_calls(content):
+                calls.append(_call(function, answer, turn, read))
 
-    own_id = _text(record, "trajectory_id", "id")
+    own_id = _text(record, where, "trajectory_id", "id")
     trajectory_id = default_id
     if own_id and default_id != context.trajectory_id:
         trajectory_id = f"{context.trajectory_id}:{own_id}"
-    task_id = _text(record, "task_id", "instance_id", "prompt_id") or trajectory_id
-    row = {
-        "trajectory_id": trajectory_id,
-        "task_id": task_id,
-        "group_id": _text(record, "group_id") or task_id,
-        "reward": _reward(record, where),
-        "resolved": record.get("resolved") if isinstance(record.get("resolved"), bool) else None,
-        "exit_status": _text(record, "exit_status"),
-        "num_turns": turn + 1,
+    task_id = _text(record, where, "task_id", "instance_id", "prompt_id") or trajectory_id
+    read = Fields(where)
+    row = TRAJECTORY(
+        trajectory_id=trajectory_id,
+        task_id=task_id,
+        group_id=_text(record, where, "group_id") or task_id,
+        reward=read.number(record, "reward"),
+        resolved=read.boolean(record, "resolved"),
+        exit_status=read.text(record, "exit_status"),
+        num_turns=turn + 1,
         **tally.columns(),
-    }
+    )
     if default_id != context.trajectory_id:
         row["source"] = f"{context.source}:{default_id.rsplit(':', 1)[1]}"
-    return Record(row, calls, where=where, model=_text(record, "model"))
+    return Record(row, calls, where=where, model=read.text(record, "model"))
 
 
-def _call(function: dict[str, Any], result: dict[str, Any] | None, turn: int) -> dict[str, Any]:
-    name = function["name"]
-    arguments, arguments_json = call_arguments(function.get("arguments"))
-    command = None
-    if arguments is not None and name in SHELL_TOOLS:
-        value = arguments.get("command", arguments.get("cmd"))
-        command = value if isinstance(value, str) else None
+def _call(function: dict[str, Any], result: dict[str, Any] | None, turn: int, read: Fields) -> dict[str, Any]:
+    name = read.text(function, "name", required=True, name="function.name")
+    arguments, arguments_json = decode_arguments(function.get("arguments"), read.file, read.record)
     return_code = None
     if result is not None:
-        return_code = int_or_none(result.get("return_code"))
+        return_code = read.integer(result, "return_code", name="tool result return_code", bounds=INT32)
         if return_code is None:
-            return_code = int_or_none(result.get("exit_code"))
-    return {
-        "turn": turn,
-        "tool_name": name,
-        "arguments": arguments_json,
-        "command": command,
-        "observation": message_text(result.get("content")) if result is not None else None,
-        "return_code": return_code,
-        "format_error": arguments is None,
-    }
+            return_code = read.integer(result, "exit_code", name="tool result exit_code", bounds=INT32)
+    return TOOL_CALL(
+        turn=turn,
+        tool_name=name,
+        arguments=arguments_json,
+        command=shell_command(name, arguments),
+        observation=message_text(result.get("content")) if result is not None else None,
+        return_code=return_code,
+        format_error=arguments is None,
+    )
 
 
-def _text(record: dict[str, Any], *keys: str) -> str | None:
+def _text(record: dict[str, Any], where: str, *keys: str) -> str | None:
+    """The first of ``keys`` holding a non-empty string or an integer (as text)."""
+    read = Fields(where)
     for key in keys:
-        value = record.get(key)
-        if isinstance(value, str) and value:
-            return value
-        if isinstance(value, int) and not isinstance(value, bool):
+        value = read.identifier(record, key)
+        if value is not None and value != "":
             return str(value)
     return None
-
-
-def _reward(record: dict[str, Any], where: str) -> float | None:
-    value = record.get("reward")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(where, field="reward", expected="a finite number", found=repr(value))
-    return float(value)

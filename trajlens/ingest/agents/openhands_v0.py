@@ -28,16 +28,19 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from trajlens.errors import InputError
+from trajlens.ingest._fields import INT32
 from trajlens.ingest.agents._common import (
+    TOOL_CALL,
+    TRAJECTORY,
+    Fields,
     FileContext,
+    Probe,
     Record,
     TokenTally,
-    call_arguments,
+    decode_arguments,
     dumps,
-    int_or_none,
     load_run,
     read_json,
-    sniff,
     strip_suffix,
     type_name,
 )
@@ -62,15 +65,15 @@ _SOURCE_RE = re.compile(r'"source"\s*:\s*"(agent|user|environment)"')
 _V1_KIND_RE = re.compile(r'"kind"\s*:\s*"\w+Event"')
 
 
-def detect(path: Path) -> str | None:
-    """``'openhands-v0'`` for a ``.json`` file holding a list of action/observation events."""
-    path = Path(path)
-    if path.suffix != ".json":
-        return None
-    head, _ = sniff(path)
+def detect(target: Probe | Path | str) -> bool:
+    """A ``.json`` file holding a list of action/observation events."""
+    probe = Probe.of(target)
+    if probe.suffix != ".json":
+        return False
+    head = probe.head
     if not head.lstrip().startswith("[") or _V1_KIND_RE.search(head):
-        return None
-    return FORMAT if _EVENT_RE.search(head) and _SOURCE_RE.search(head) else None
+        return False
+    return bool(_EVENT_RE.search(head) and _SOURCE_RE.search(head))
 
 
 def load_openhands_v0(paths: Any, *, run_id: str | None = None, strict: bool = True) -> RunData:
@@ -85,15 +88,23 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     events = read_json(path)
     if not isinstance(events, list):
         raise InputError(file, expected="a JSON list of OpenHands events", found=type_name(events))
+    read = Fields(file)
+    answers: dict[Any, dict[str, Any]] = {}
     for index, event in enumerate(events):
+        at = read.at(f"event {index}")
         if not isinstance(event, dict):
-            raise InputError(file, record=f"event {index}", expected="an event object", found=type_name(event))
+            raise at.error(None, "an event object", type_name(event))
         if "action" not in event and "observation" not in event:
-            raise InputError(file, record=f"event {index}", field="action", expected="an action or observation event",
-                             found="neither key")
-        if "id" not in event:
-            raise InputError(file, record=f"event {index}", field="id", expected="an event id", found="no such key")
-    answers = {e["cause"]: e for e in events if "observation" in e and e.get("cause") is not None}
+            raise at.error("action", "an action or observation event", "neither key")
+        at.identifier(event, "id", required=True)
+        at.text(event, "action" if "action" in event else "observation", required=True)
+        at.text(event, "source")
+        for key in ("args", "extras", "tool_call_metadata"):
+            at.mapping(event, key)
+        if "observation" in event:
+            cause = at.identifier(event, "cause")
+            if cause is not None:
+                answers[cause] = event
 
     calls: list[dict[str, Any]] = []
     tally = TokenTally()
@@ -101,74 +112,76 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     turn = -1
     finished = False
     agent_state = None
-    for event in events:
+    for index, event in enumerate(events):
+        at = read.at(f"event {index}")
         if event.get("observation") == "agent_state_changed":
-            state = (event.get("extras") or {}).get("agent_state")
-            agent_state = state if isinstance(state, str) else agent_state
+            state = at.text(event.get("extras") or {}, "agent_state", name="extras.agent_state")
+            agent_state = state or agent_state
         if "action" not in event or event.get("source") != "agent":
             continue
         action_type = event["action"]
-        metadata = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else {}
-        response = metadata.get("model_response") if isinstance(metadata.get("model_response"), dict) else {}
+        metadata = event.get("tool_call_metadata") or {}
+        response = at.mapping(metadata, "model_response", name="tool_call_metadata.model_response") or {}
         if action_type in NON_TOOL_ACTIONS and action_type != "message" and not metadata:
             continue
-        response_id = response.get("id") if isinstance(response.get("id"), str) else f"event {event['id']}"
+        response_id = at.text(response, "id", name="model_response.id") or f"event {event['id']}"
         if response_id not in turn_of_response:
             turn += 1
             turn_of_response[response_id] = turn
-            tally.add(response.get("usage"))
+            tally.add(response.get("usage"), at)
         if action_type in NON_TOOL_ACTIONS:
             continue
         finished = finished or action_type == "finish"
         calls.append(_call(event, action_type, metadata, response, answers.get(event["id"]),
-                           turn_of_response[response_id]))
-    row = {
-        "task_id": strip_suffix(path.name),
-        "reward": None,
-        "resolved": None,
-        "exit_status": agent_state or ("finished" if finished else None),
-        "num_turns": turn + 1,
+                           turn_of_response[response_id], at))
+    row = TRAJECTORY(
+        task_id=strip_suffix(path.name),
+        exit_status=agent_state or ("finished" if finished else None),
+        num_turns=turn + 1,
         **tally.columns(),
-    }
+    )
     yield Record(row, calls, where=file, model=_model(events))
 
 
 def _call(event: dict[str, Any], action_type: str, metadata: dict[str, Any], response: dict[str, Any],
-          answer: dict[str, Any] | None, turn: int) -> dict[str, Any]:
-    args = event.get("args") if isinstance(event.get("args"), dict) else {}
-    name = ACTION_TOOL_NAMES.get(action_type) or metadata.get("function_name") or action_type
-    raw = _raw_arguments(response, metadata.get("tool_call_id"))
+          answer: dict[str, Any] | None, turn: int, read: Fields) -> dict[str, Any]:
+    args = event.get("args") or {}
+    function_name = read.text(metadata, "function_name", name="tool_call_metadata.function_name")
+    name = ACTION_TOOL_NAMES.get(action_type) or function_name or action_type
+    raw = _raw_arguments(response, read.identifier(metadata, "tool_call_id", name="tool_call_metadata.tool_call_id"),
+                         read)
     if raw is None:
         arguments_json = dumps({k: v for k, v in args.items() if k not in BOOKKEEPING_ARGS})
         well_formed = True
     else:
-        decoded, arguments_json = call_arguments(raw)
+        decoded, arguments_json = decode_arguments(raw, read.file, read.record)
         well_formed = decoded is not None
-    command = args.get("command") if action_type == "run" and isinstance(args.get("command"), str) else None
+    command = read.text(args, "command", name="args.command") if action_type == "run" else None
     observation = return_code = None
     if answer is not None:
         content = answer.get("content")
         observation = content if isinstance(content, str) else None
-        extras = answer.get("extras") if isinstance(answer.get("extras"), dict) else {}
-        meta = extras.get("metadata") if isinstance(extras.get("metadata"), dict) else {}
-        return_code = int_or_none(meta.get("exit_code"))
-    return {
-        "turn": turn,
-        "tool_name": name,
-        "arguments": arguments_json,
-        "command": command,
-        "observation": observation,
-        "return_code": return_code,
-        "format_error": not well_formed,
-    }
+        extras = answer.get("extras") or {}
+        meta = read.mapping(extras, "metadata", name="observation extras.metadata") or {}
+        return_code = read.integer(meta, "exit_code", name="extras.metadata.exit_code", bounds=INT32)
+    return TOOL_CALL(
+        turn=turn,
+        tool_name=name,
+        arguments=arguments_json,
+        command=command,
+        observation=observation,
+        return_code=return_code,
+        format_error=not well_formed,
+    )
 
 
-def _raw_arguments(response: dict[str, Any], tool_call_id: Any) -> Any:
-    for choice in response.get("choices") or []:
+def _raw_arguments(response: dict[str, Any], tool_call_id: Any, read: Fields) -> Any:
+    for choice in read.items(response, "choices", name="model_response.choices") or []:
         message = choice.get("message") if isinstance(choice, dict) else None
-        for tool_call in (message or {}).get("tool_calls") or []:
+        tool_calls = read.items(message, "tool_calls", name="choices.message.tool_calls") if isinstance(message, dict) else None
+        for tool_call in tool_calls or []:
             if isinstance(tool_call, dict) and tool_call.get("id") == tool_call_id:
-                function = tool_call.get("function") or {}
+                function = read.mapping(tool_call, "function", name="tool_calls.function") or {}
                 return function.get("arguments")
     return None
 

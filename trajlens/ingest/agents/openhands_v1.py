@@ -38,17 +38,20 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from trajlens.errors import InputError
+from trajlens.ingest._fields import INT32
 from trajlens.ingest.agents._common import (
     SHELL_TOOLS,
+    TOOL_CALL,
+    TRAJECTORY,
+    Fields,
     FileContext,
+    Probe,
     Record,
-    call_arguments,
+    decode_arguments,
     dumps,
-    int_or_none,
     load_run,
     message_text,
     read_json,
-    sniff,
     type_name,
 )
 from trajlens.model import RunData
@@ -65,19 +68,18 @@ _EMPTY_STATE_RE = re.compile(r'"history"\s*:\s*\[\s*\]')
 _PREFIXES = ("state_", "traj_")
 
 
-def detect(path: Path) -> str | None:
-    """``'openhands-v1'`` for a ``.json`` file of SDK events (or a state/traj file with none)."""
-    path = Path(path)
-    if path.suffix != ".json":
-        return None
-    head, _ = sniff(path)
+def detect(target: Probe | Path | str) -> bool:
+    """A ``.json`` file of SDK events (or a state/traj file with none)."""
+    probe = Probe.of(target)
+    if probe.suffix != ".json":
+        return False
+    head = probe.head
     if _KIND_RE.search(head):
-        return FORMAT
+        return True
     if head.lstrip().startswith("{") and _EMPTY_STATE_RE.search(head) and '"num_events"' in head:
-        return FORMAT
-    if path.name.startswith("traj_") and re.fullmatch(r"\s*\[\s*\]\s*", head):
-        return FORMAT  # the events export of a conversation with no events
-    return None
+        return True
+    # The events export of a conversation with no events.
+    return probe.path.name.startswith("traj_") and bool(re.fullmatch(r"\s*\[\s*\]\s*", head))
 
 
 def load_openhands_v1(paths: Any, *, run_id: str | None = None, strict: bool = True) -> RunData:
@@ -102,31 +104,33 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     path = context.path
     file = str(path)
     data = read_json(path)
+    read = Fields(file)
     task = task_name(path)
     if isinstance(data, dict):
-        if "history" not in data:
-            raise InputError(file, field="history", expected="a list of events", found="no such key")
-        events = data["history"]
-        if not isinstance(events, list):
-            raise InputError(file, field="history", expected="a list of events", found=type_name(events))
-        declared = data.get("num_events")
-        if isinstance(declared, int) and declared != len(events):
+        events = read.items(data, "history", required=True)
+        declared = read.integer(data, "num_events")
+        if declared is not None and declared != len(events):
             raise InputError(file, field="num_events", expected=f"{len(events)} (the events in 'history')",
                              found=str(declared))
-        if isinstance(data.get("instance_id"), str) and data["instance_id"]:
-            task = data["instance_id"]
+        task = read.text(data, "instance_id") or task
     elif isinstance(data, list):
         events = data
     else:
         raise InputError(file, expected="a list of events or an object with 'history'", found=type_name(data))
-    _check_events(events, file)
+    _check_events(events, read)
 
-    answers: dict[str, dict[str, Any]] = {}
-    for event in events:
-        if event["kind"] == "ObservationEvent" and isinstance(event.get("action_id"), str):
-            answers[event["action_id"]] = event
-        elif event["kind"].endswith("ErrorEvent") and isinstance(event.get("tool_call_id"), str):
-            answers.setdefault(event["tool_call_id"], event)
+    answers: dict[Any, dict[str, Any]] = {}
+    for index, event in enumerate(events):
+        at = read.at(f"event {index}")
+        action_id = at.identifier(event, "action_id")
+        tool_call_id = at.identifier(event, "tool_call_id")
+        at.identifier(event, "id")
+        at.identifier(event, "llm_response_id")
+        at.text(event, "source")
+        if event["kind"] == "ObservationEvent" and action_id is not None:
+            answers[action_id] = event
+        elif event["kind"].endswith("ErrorEvent") and tool_call_id is not None:
+            answers.setdefault(tool_call_id, event)
 
     calls: list[dict[str, Any]] = []
     turn_of_response: dict[str, int] = {}
@@ -143,64 +147,65 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
                 turn += 1
                 turn_of_response[key] = turn
             answer = answers.get(event.get("id")) or answers.get(event.get("tool_call_id"))
-            calls.append(_call(event, answer, turn_of_response[key]))
+            calls.append(_call(event, answer, turn_of_response[key], read.at(f"event {index}")))
             last = "finish" if event["action"].get("kind") == "FinishAction" else last
         elif kind == "MessageEvent":
             turn += 1
             last = last if last == "finish" else "message"
         elif kind.endswith("ErrorEvent"):
             last = "error"
-    row = {
-        "task_id": task,
-        "reward": None,
-        "reward_channels": _score(path.parent / f"eval_{task_name(path)}.json"),
-        "resolved": None,
-        "exit_status": last,
-        "num_turns": turn + 1,
-        "model_tokens": None,
-        "observation_tokens": None,
-        "reasoning_tokens": None,
-    }
+    row = TRAJECTORY(
+        task_id=task,
+        reward_channels=_score(path.parent / f"eval_{task_name(path)}.json"),
+        exit_status=last,
+        num_turns=turn + 1,
+    )
     yield Record(row, calls, where=file)
 
 
-def _check_events(events: list[Any], file: str) -> None:
+def _check_events(events: list[Any], read: Fields) -> None:
     for index, event in enumerate(events):
-        if not isinstance(event, dict) or not isinstance(event.get("kind"), str):
-            raise InputError(file, record=f"event {index}", field="kind", expected="an event object with a kind",
-                             found=type_name(event) if not isinstance(event, dict) else "no kind")
+        at = read.at(f"event {index}")
+        if not isinstance(event, dict):
+            raise at.error("kind", "an event object with a kind", type_name(event))
+        at.text(event, "kind", required=True)
         for key in ("action", "observation"):
             if key in event and isinstance(event[key], str):
-                raise InputError(file, REPR_MESSAGE, record=f"event {index}", field=key)
-        if event["kind"] == "ActionEvent" and not isinstance(event.get("action"), dict):
-            raise InputError(file, record=f"event {index}", field="action", expected="an action object",
-                             found="no such key" if "action" not in event else type_name(event.get("action")))
+                raise InputError(read.file, REPR_MESSAGE, record=f"event {index}", field=key)
+            at.mapping(event, key)
+        if event["kind"] == "ActionEvent":
+            at.mapping(event, "action", required=True)
+            at.text(event["action"], "kind", name="action.kind")
+            at.text(event, "tool_name")
+            at.mapping(event, "tool_call")
 
 
-def _call(event: dict[str, Any], answer: dict[str, Any] | None, turn: int) -> dict[str, Any]:
+def _call(event: dict[str, Any], answer: dict[str, Any] | None, turn: int, read: Fields) -> dict[str, Any]:
     action = event["action"]
     kind = action.get("kind")
-    tool_call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
-    name = FIXED_TOOL_NAMES.get(kind) or event.get("tool_name") or tool_call.get("name") or kind
+    tool_call = event.get("tool_call") or {}
+    name = (FIXED_TOOL_NAMES.get(kind) or event.get("tool_name")
+            or read.text(tool_call, "name", name="tool_call.name") or kind or "<unnamed>")
     if "arguments" in tool_call:
-        decoded, arguments_json = call_arguments(tool_call["arguments"])
+        decoded, arguments_json = decode_arguments(tool_call["arguments"], read.file, read.record)
     else:
         decoded = {k: v for k, v in action.items() if k != "kind" and v is not None}
         arguments_json = dumps(decoded)
-    command = action.get("command") if kind in SHELL_ACTIONS or name in SHELL_TOOLS else None
-    observation, return_code = _observation(answer)
-    return {
-        "turn": turn,
-        "tool_name": name,
-        "arguments": arguments_json,
-        "command": command if isinstance(command, str) else None,
-        "observation": observation,
-        "return_code": return_code,
-        "format_error": decoded is None,
-    }
+    shell = kind in SHELL_ACTIONS or name in SHELL_TOOLS
+    command = read.text(action, "command", name="action.command") if shell else None
+    observation, return_code = _observation(answer, read)
+    return TOOL_CALL(
+        turn=turn,
+        tool_name=name,
+        arguments=arguments_json,
+        command=command,
+        observation=observation,
+        return_code=return_code,
+        format_error=decoded is None,
+    )
 
 
-def _observation(answer: dict[str, Any] | None) -> tuple[str | None, int | None]:
+def _observation(answer: dict[str, Any] | None, read: Fields) -> tuple[str | None, int | None]:
     if answer is None:
         return None, None
     if answer["kind"].endswith("ErrorEvent"):
@@ -215,10 +220,10 @@ def _observation(answer: dict[str, Any] | None) -> tuple[str | None, int | None]
     error = observation.get("error")
     if isinstance(error, str) and error:
         text = f"{text}\n{error}" if text else error
-    metadata = observation.get("metadata") if isinstance(observation.get("metadata"), dict) else {}
-    return_code = int_or_none(observation.get("exit_code"))
+    metadata = read.mapping(observation, "metadata", name="observation.metadata") or {}
+    return_code = read.integer(observation, "exit_code", name="observation.exit_code", bounds=INT32)
     if return_code is None:
-        return_code = int_or_none(metadata.get("exit_code"))
+        return_code = read.integer(metadata, "exit_code", name="observation.metadata.exit_code", bounds=INT32)
     return text, return_code
 
 
@@ -229,10 +234,12 @@ def _score(eval_file: Path) -> list[dict[str, Any]]:
     final = data.get("final_score") if isinstance(data, dict) else None
     if not isinstance(final, dict):
         return []  # the grader failed ({"error": ...}): no score
-    result, total = final.get("result"), final.get("total")
-    if not isinstance(result, (int, float)) or not isinstance(total, (int, float)) or total <= 0:
+    read = Fields(str(eval_file))
+    result = read.number(final, "result", name="final_score.result")
+    total = read.number(final, "total", name="final_score.total")
+    if result is None or total is None or total <= 0:
         return []
-    return [{"name": "checkpoint_score", "value": float(result) / float(total)}]
+    return [{"name": "checkpoint_score", "value": result / total}]
 
 
 def _skip_duplicate_exports(directory: Path, files: list[Path]) -> tuple[list[Path], list[InputError]]:

@@ -30,18 +30,21 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from trajlens.errors import InputError
+from trajlens.ingest._fields import INT64
 from trajlens.ingest.agents._common import (
-    SHELL_TOOLS,
+    TOOL_CALL,
+    TRAJECTORY,
+    Fields,
     FileContext,
+    Probe,
     Record,
-    call_arguments,
+    decode_arguments,
     dumps,
     first_word,
-    int_or_none,
     load_run,
     message_text,
     read_json,
-    sniff,
+    shell_command,
     strip_suffix,
     type_name,
 )
@@ -61,13 +64,10 @@ SWE_AGENT_TOOLS: frozenset[str] = frozenset({
 })
 
 
-def detect(path: Path) -> str | None:
-    """``'swe-agent'`` for a ``.traj`` file holding a JSON object."""
-    path = Path(path)
-    if path.suffix != ".traj":
-        return None
-    head, _ = sniff(path)
-    return FORMAT if head.lstrip().startswith("{") else None
+def detect(target: Probe | Path | str) -> bool:
+    """A ``.traj`` file holding a JSON object."""
+    probe = Probe.of(target)
+    return probe.suffix == ".traj" and probe.head.lstrip().startswith("{")
 
 
 def load_swe_agent(paths: Any, *, run_id: str | None = None, strict: bool = True) -> RunData:
@@ -88,105 +88,89 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     data = read_json(path)
     if not isinstance(data, dict):
         raise InputError(file, expected="a JSON object with 'trajectory' or 'history'", found=type_name(data))
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
+    read = Fields(file)
+    info = read.mapping(data, "info") or {}
     if "trajectory" in data:
-        steps = data["trajectory"]
-        if not isinstance(steps, list):
-            raise InputError(file, field="trajectory", expected="a list of steps", found=type_name(steps))
-        calls, num_turns = _calls_from_steps(steps, file)
+        steps = read.items(data, "trajectory", required=True)
+        calls, num_turns = _calls_from_steps(steps, read)
     elif isinstance(data.get("history"), list):
-        calls, num_turns = _calls_from_history(data["history"], file)
+        calls, num_turns = _calls_from_history(data["history"], read)
     else:
         raise InputError(file, field="trajectory", expected="a list of steps (or a 'history' list)",
                          found="no such key")
-    exit_status = info.get("exit_status")
-    row = {
-        "task_id": strip_suffix(path.name),
-        "reward": None,
-        "resolved": None,
-        "exit_status": exit_status if isinstance(exit_status, str) else None,
-        "num_turns": num_turns,
-        "model_tokens": _model_tokens(info, calls),
-        "observation_tokens": None,
-        "reasoning_tokens": None,
-    }
+    row = TRAJECTORY(
+        task_id=strip_suffix(path.name),
+        exit_status=read.text(info, "exit_status", name="info.exit_status"),
+        num_turns=num_turns,
+        model_tokens=_model_tokens(info, calls, read),
+    )
     yield Record(row, calls, where=file)
 
 
-def _calls_from_steps(steps: list[Any], file: str) -> tuple[list[dict[str, Any]], int]:
+def _calls_from_steps(steps: list[Any], read: Fields) -> tuple[list[dict[str, Any]], int]:
     calls = []
     for turn, step in enumerate(steps):
+        at = read.at(f"step {turn}")
         if not isinstance(step, dict):
-            raise InputError(file, record=f"step {turn}", expected="an object", found=type_name(step))
-        action = step.get("action")
-        if not isinstance(action, str):
-            raise InputError(file, record=f"step {turn}", field="action", expected="a string",
-                             found="no such key" if "action" not in step else type_name(action))
+            raise at.error(None, "an object", type_name(step))
+        action = at.text(step, "action", required=True)
         if not action.strip():
             continue
-        observation = step.get("observation")
-        calls.append({
-            "turn": turn,
-            "tool_name": tool_name(action),
-            "arguments": dumps({"action": action}),
-            "command": action,
-            "observation": observation if isinstance(observation, str) else None,
-            "return_code": None,
-        })
+        calls.append(_action_call(turn, action, at.text(step, "observation")))
     return calls, len(steps)
 
 
-def _calls_from_history(history: list[Any], file: str) -> tuple[list[dict[str, Any]], int]:
-    results: dict[str, str | None] = {}
-    for message in history:
-        if isinstance(message, dict) and message.get("role") == "tool":
-            for call_id in message.get("tool_call_ids") or [message.get("tool_call_id")]:
-                if isinstance(call_id, str):
-                    results[call_id] = message_text(message.get("content"))
+def _action_call(turn: int, action: str, observation: str | None) -> dict[str, Any]:
+    return TOOL_CALL(turn=turn, tool_name=tool_name(action), arguments=dumps({"action": action}), command=action,
+                     observation=observation)
+
+
+def _calls_from_history(history: list[Any], read: Fields) -> tuple[list[dict[str, Any]], int]:
+    results: dict[Any, str | None] = {}
+    for index, message in enumerate(history):
+        at = read.at(f"history {index}")
+        if not isinstance(message, dict):
+            raise at.error(None, "a message object", type_name(message))
+        if at.text(message, "role") == "tool":
+            ids = at.items(message, "tool_call_ids") or [at.identifier(message, "tool_call_id")]
+            for position, call_id in enumerate(ids):
+                if call_id is not None:
+                    key = at.identifier({"id": call_id}, "id", name=f"tool_call_ids[{position}]")
+                    results[key] = message_text(message.get("content"))
     calls = []
     turn = -1
     for index, message in enumerate(history):
-        if not isinstance(message, dict):
-            raise InputError(file, record=f"history {index}", expected="a message object", found=type_name(message))
+        at = read.at(f"history {index}")
         if message.get("role") != "assistant":
             continue
         turn += 1
-        action = message.get("action") if isinstance(message.get("action"), str) else None
-        tool_calls = message.get("tool_calls") or []
+        action = at.text(message, "action")
+        tool_calls = at.items(message, "tool_calls") or []
         for position, tool_call in enumerate(tool_calls):
-            function = tool_call.get("function") if isinstance(tool_call, dict) else None
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise InputError(file, record=f"history {index}, call {position}", field="function.name",
-                                 expected="a tool call with a function name", found="none")
-            arguments, arguments_json = call_arguments(function.get("arguments"))
+            call = at.at(f"history {index}, call {position}")
+            function = call.mapping(tool_call, "function", required=True)
+            name = call.text(function, "name", required=True, name="function.name")
+            arguments, arguments_json = decode_arguments(function.get("arguments"), call.file, call.record)
             command = action if len(tool_calls) == 1 else None
-            if command is None and arguments is not None and function["name"] in SHELL_TOOLS:
-                command = arguments.get("command") if isinstance(arguments.get("command"), str) else None
-            calls.append({
-                "turn": turn,
-                "tool_name": function["name"],
-                "arguments": arguments_json,
-                "command": command,
-                "observation": results.get(tool_call.get("id")),
-                "return_code": None,
-                "format_error": arguments is None,
-            })
+            calls.append(TOOL_CALL(
+                turn=turn,
+                tool_name=name,
+                arguments=arguments_json,
+                command=command if command is not None else shell_command(name, arguments),
+                observation=results.get(call.identifier(tool_call, "id")),
+                format_error=arguments is None,
+            ))
         if not tool_calls and action and action.strip():
             reply = history[index + 1] if index + 1 < len(history) else None
-            calls.append({
-                "turn": turn,
-                "tool_name": tool_name(action),
-                "arguments": dumps({"action": action}),
-                "command": action,
-                "observation": message_text(reply.get("content")) if isinstance(reply, dict) else None,
-                "return_code": None,
-            })
+            observation = message_text(reply.get("content")) if isinstance(reply, dict) else None
+            calls.append(_action_call(turn, action, observation))
     return calls, turn + 1
 
 
-def _model_tokens(info: dict[str, Any], calls: list[dict[str, Any]]) -> int | None:
-    stats = info.get("model_stats")
-    received = int_or_none(stats.get("tokens_received")) if isinstance(stats, dict) else None
+def _model_tokens(info: dict[str, Any], calls: list[dict[str, Any]], read: Fields) -> int | None:
+    stats = read.mapping(info, "model_stats", name="info.model_stats")
+    received = None if stats is None else read.integer(stats, "tokens_received", name="info.model_stats.tokens_received",
+                                                        bounds=(0, INT64[1]))
     if received is None or (received == 0 and calls):
         return None
     return received

@@ -1,0 +1,133 @@
+"""The format registry: one detection contract, and a folder of mixed formats in one call."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import trajlens
+from trajlens.errors import InputError
+from trajlens.ingest import formats, load
+from trajlens.ingest._probe import Probe
+from trajlens.ingest.agents import load_mini_swe_agent_v1, load_openhands_v0, load_swe_agent
+
+REPO = Path(__file__).resolve().parents[2]
+REAL = next((p / "shared" / "fixtures" / "real" for p in REPO.parents if (p / "shared" / "fixtures" / "real").is_dir()),
+            REPO.parent / "shared" / "fixtures" / "real")
+DATA = REPO / "tests" / "data"
+GEMINI = REAL / "mini-swe-agent-gemini3pro" / "swebench_results" / "20251118_gemini-3-pro-74pct"
+DEMOS = REAL / "SWE-agent" / "trajectories" / "demonstrations"
+OPENHANDS = REAL / "OpenHands" / "tests" / "runtime" / "trajs"
+
+needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="real fixture logs not present")
+
+
+def test_every_format_has_one_detect_and_a_unique_name():
+    names = [fmt.name for fmt in formats.registry()]
+    assert len(names) == len(set(names))
+    assert names[-1] == "openai-chat"  # the catch-all of chat logs is tried last
+    for fmt in formats.registry():
+        assert fmt.detect(Probe(DATA / "labelled_commands.jsonl")) is False or fmt.name == "openai-chat"
+
+
+def test_a_probe_reads_each_file_once(tmp_path, monkeypatch):
+    path = tmp_path / "a.json"
+    path.write_text('[{"role": "user", "content": "hi"}]')
+    opened = []
+    real_open = open
+
+    def counting_open(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    probe_module = importlib.import_module("trajlens.ingest._probe")
+    monkeypatch.setattr(probe_module, "open", counting_open, raising=False)
+    probe = Probe(path)
+    found = [fmt.name for fmt in formats.registry() if not fmt.folder and fmt.name != "metrics" and fmt.detect(probe)]
+    assert found == ["openai-chat"]
+    assert opened.count(str(path)) == 1
+
+
+def _mixed_folder(root: Path) -> Path:
+    mixed = root / "mixed"
+    shutil.copytree(GEMINI, mixed / "mini")
+    (mixed / "swe").mkdir(parents=True)
+    demos = sorted(DEMOS.glob("*.traj"))[:2]
+    for demo in demos:
+        shutil.copy(demo, mixed / "swe" / demo.name)
+    shutil.copytree(OPENHANDS, mixed / "openhands")
+    shutil.copy(DATA / "openai_chat" / "conversation.json", mixed / "chat.json")
+    shutil.copy(demos[0], mixed / "loose.traj")
+    (mixed / "notes.md").write_text("not a log")
+    return mixed
+
+
+@needs_real
+def test_a_folder_of_mixed_formats_ingests_each_subfolder_by_its_own_format(tmp_path):
+    mixed = _mixed_folder(tmp_path)
+    planned = {(source.format.name, source.run_id) for source in formats.plan(mixed)}
+    assert planned == {("mini-swe-agent-v1", None), ("swe-agent", None), ("openhands-v0", None),
+                       ("openai-chat", "mixed-openai-chat"), ("swe-agent", "mixed-swe-agent")}
+
+    result = trajlens.ingest([mixed], tmp_path / "store")
+    assert sorted(result.run_ids) == ["mini", "mixed-openai-chat", "mixed-swe-agent", "openhands", "swe"]
+    store = trajlens.open(tmp_path / "store")
+    formats_by_run = dict(store.sql("SELECT run_id, source_format FROM runs").iter_rows())
+    assert formats_by_run == {"mini": "mini-swe-agent-v1", "swe": "swe-agent", "openhands": "openhands-v0",
+                              "mixed-openai-chat": "openai-chat", "mixed-swe-agent": "swe-agent"}
+    # Each run holds exactly what its folder loads on its own.
+    counts = dict(store.sql("SELECT run_id, count(*) FROM tool_calls GROUP BY 1").iter_rows())
+    assert counts["mini"] == load_mini_swe_agent_v1(mixed / "mini").tool_calls.num_rows
+    assert counts["swe"] == load_swe_agent(mixed / "swe").tool_calls.num_rows
+    assert counts["openhands"] == load_openhands_v0(mixed / "openhands").tool_calls.num_rows
+    assert counts["mixed-swe-agent"] == load_swe_agent(mixed / "loose.traj").tool_calls.num_rows
+
+
+@needs_real
+@pytest.mark.slow
+def test_the_cli_ingests_a_mixed_folder_in_one_call(tmp_path):
+    mixed = _mixed_folder(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "trajlens", "ingest", str(mixed), "--store", str(tmp_path / "s")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "ingested 5 run(s)" in done.stdout
+
+
+def test_a_folder_with_no_logs_says_so(tmp_path):
+    (tmp_path / "README.md").write_text("nothing here")
+    with pytest.raises(InputError, match="no logs in this directory"):
+        formats.plan(tmp_path)
+
+
+def test_a_file_of_no_known_format_says_so(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text('{"hello": 1}')
+    with pytest.raises(InputError, match="a file of no known format"):
+        formats.plan(path)
+
+
+def test_a_verl_experiment_folder_is_one_run_with_validation_and_metrics(tmp_path):
+    dump = DATA / "verl" / "grpo-sandbox"
+    experiment = tmp_path / "exp"
+    shutil.copytree(dump, experiment / "rollout_data", ignore=shutil.ignore_patterns("val"))
+    shutil.copytree(dump / "val", experiment / "val_generations")
+    (experiment / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "data": {"critic/vf_explained_var": 0.5, "actor/lr": 1e-6}}) + "\n"
+                for s in (1, 2)))
+    planned = [(s.format.name, len(s.paths), s.run_id) for s in formats.plan(experiment)]
+    assert planned == [("verl", 2, "exp"), ("metrics", 1, None)]
+    result = trajlens.ingest([experiment], tmp_path / "store")
+    assert result.run_ids == ["exp"]
+    store = trajlens.open(tmp_path / "store")
+    splits = dict(store.sql("SELECT split, count(*) FROM trajectories GROUP BY 1").iter_rows())
+    alone = load(dump)  # the dump with its val/ folder, as verl writes it
+    expected = dict(zip(*[alone.trajectories.group_by("split").aggregate([([], "count_all")]).column(c).to_pylist()
+                          for c in ("split", "count_all")]))
+    assert splits == expected and set(splits) == {"train", "val"}
+    assert store.sql("SELECT count(*) FROM step_metrics").item() == 4

@@ -1,0 +1,226 @@
+"""The registry of source formats: one entry per format, one detection contract.
+
+Every format is a :class:`Format`: a name, a ``detect(probe) -> bool`` that looks at a path
+(a :class:`~trajlens.ingest._probe.Probe`: the path and the two ends of a file, read once)
+and a ``load(paths, *, run_id=None, strict=True) -> RunData``. Adding a format is one module
+with those two functions plus one line in :data:`REGISTRY`.
+
+:func:`plan` turns what the user named into sources, one per run:
+
+* a file is taken by the first format (in registry order) that detects it;
+* a folder is taken whole by a folder format (a Parquet run directory, a verl dump folder);
+* any other folder is surveyed: every candidate file below it, and every sub-folder a folder
+  format takes. When all of it is one format, the folder is one source of that format (a
+  folder of several run folders of mini-swe-agent, say, is one run whose groups are tasks;
+  a folder of Parquet run directories is one source per run). When it mixes formats, each
+  sub-folder is planned on its own, and loose files form one source per format, so a folder
+  holding SWE-agent, OpenHands and mini-swe-agent logs side by side ingests in one call.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
+
+from trajlens.errors import InputError
+from trajlens.ingest._probe import Probe
+
+if TYPE_CHECKING:
+    from trajlens.model import RunData
+
+
+# Only files with these suffixes are probed while surveying a folder; everything else (YAML
+# configs, patches, READMEs, licences) is never opened.
+SURVEY_SUFFIXES: frozenset[str] = frozenset({".json", ".jsonl", ".traj", ".parquet"})
+
+
+@dataclass(frozen=True)
+class Format:
+    """One source format."""
+
+    name: str
+    detect: Callable[[Probe], bool]
+    """Whether a path is in this format, from the path and the two ends of a file."""
+    load: Callable[..., "RunData"] | None
+    """``load(paths, *, run_id=None, strict=True)``; ``None`` for sources the store copies as they
+    are (Parquet run directories) or joins to another run (training scalars)."""
+    kind: str = "log"
+    """``log`` (loaded into a run), ``parquet`` (copied, streaming) or ``metrics`` (step scalars)."""
+    folder: bool = False
+    """Whether ``detect`` recognises whole folders (checked before a folder is surveyed)."""
+    surveyed: bool = True
+    """Whether files found while surveying a folder may be of this format."""
+
+
+class Source(NamedTuple):
+    """One run to load: its format, the paths that make it, and a run id when the plan names one."""
+
+    format: Format
+    paths: list[Path]
+    run_id: str | None = None
+
+
+def _registry() -> tuple[Format, ...]:
+    from trajlens.ingest import atropos, metrics, swe_agent_dataset, trl, verl
+    from trajlens.ingest.agents import (
+        mini_swe_agent_v1,
+        mini_swe_agent_v2,
+        openai_chat,
+        openhands_v0,
+        openhands_v1,
+        swe_agent,
+    )
+    from trajlens.store.layout import is_run_dir
+
+    return (
+        Format("parquet", lambda probe: is_run_dir(probe.path), None, kind="parquet", folder=True),
+        Format("trl", trl.detect, trl.load_trl, folder=True),
+        Format("verl", verl.detect, verl.load_verl, folder=True),
+        Format("metrics", metrics.detect, None, kind="metrics", surveyed=False),
+        Format("atropos", atropos.detect, atropos.load_atropos),
+        Format("swe-agent-dataset", swe_agent_dataset.detect, swe_agent_dataset.load_swe_agent_dataset),
+        Format("mini-swe-agent-v1", mini_swe_agent_v1.detect, mini_swe_agent_v1.load_mini_swe_agent_v1),
+        Format("mini-swe-agent-v2", mini_swe_agent_v2.detect, mini_swe_agent_v2.load_mini_swe_agent_v2),
+        Format("swe-agent", swe_agent.detect, swe_agent.load_swe_agent),
+        Format("openhands-v0", openhands_v0.detect, openhands_v0.load_openhands_v0),
+        Format("openhands-v1", openhands_v1.detect, openhands_v1.load_openhands_v1),
+        # Last: a chat log is what several of the formats above also hold.
+        Format("openai-chat", openai_chat.detect, openai_chat.load_openai_chat),
+    )
+
+
+@functools.cache
+def registry() -> tuple[Format, ...]:
+    """Every format, in detection order (built on first use: the loaders import pyarrow)."""
+    return _registry()
+
+
+def files_of(paths: "Sequence[Path | str] | Path | str", detect: Callable[[Probe], bool]) -> list[Path]:
+    """The files a loader of row files reads: files named directly, and the files below named
+    folders that ``detect`` recognises (sorted); an InputError when a folder holds none."""
+    given = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    files: list[Path] = []
+    for path in given:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".") and detect(Probe(p)))
+            if not found:
+                raise InputError(str(path), "no files of this format in the directory", found="none")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
+def by_name(name: str) -> Format:
+    for fmt in registry():
+        if fmt.name == name:
+            return fmt
+    raise KeyError(name)
+
+
+def detect(path: Path | str, *, folders: bool = True, surveyed_only: bool = False) -> Format | None:
+    """The first format that recognises ``path``, or ``None``."""
+    probe = Probe(path)
+    is_dir = probe.is_dir
+    for fmt in registry():
+        if is_dir and not fmt.folder:
+            continue
+        if fmt.folder and is_dir and not folders:
+            continue
+        if surveyed_only and not fmt.surveyed:
+            continue
+        if fmt.detect(probe):
+            return fmt
+    return None
+
+
+def plan(path: Path | str) -> list[Source]:
+    """The sources (one per run) that ``path`` holds; an InputError when it holds none."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(str(path), "no such file or directory")
+    found = detect(path)
+    if found is not None:
+        return [Source(found, [path])]
+    if path.is_file():
+        names = ", ".join(f.name for f in registry())
+        raise InputError(str(path), expected=f"a log of a known format ({names})", found="a file of no known format")
+    sources = _plan_folder(path)
+    if not sources:
+        names = ", ".join(f.name for f in registry())
+        raise InputError(str(path), "no logs in this directory", expected=f"files of a known format ({names})",
+                         found="none")
+    return sources
+
+
+def _plan_folder(directory: Path) -> list[Source]:
+    entries = survey(directory)
+    formats = {fmt.name: fmt for _, fmt in entries}
+    if not formats:
+        return []
+    if len(formats) == 1:
+        (fmt,) = formats.values()
+        if fmt.kind == "parquet":
+            return [Source(fmt, [entry]) for entry, _ in entries]
+        if fmt.folder:  # a trainer's dump folders (rollouts, validation) are one run
+            from trajlens.store.writer import slug
+
+            folders = [entry for entry, _ in entries]
+            run_id = slug(directory.name) if len(folders) > 1 else None
+            return [Source(fmt, folders, run_id), *_metrics_beside(directory)]
+        return [Source(fmt, [directory]), *_metrics_beside(directory)]
+    sources: list[Source] = []
+    loose: dict[str, list[Path]] = {}
+    for child in _children(directory):
+        if child.is_dir():
+            found = detect(child)
+            sources.extend([Source(found, [child])] if found is not None else _plan_folder(child))
+        elif child.suffix in SURVEY_SUFFIXES:
+            fmt = detect(child, surveyed_only=True)
+            if fmt is not None:
+                loose.setdefault(fmt.name, []).append(child)
+    from trajlens.store.writer import slug
+
+    for name, files in loose.items():
+        run_id = slug(directory.name if len(loose) == 1 else f"{directory.name}-{name}")
+        sources.append(Source(by_name(name), files, run_id))
+    return sources
+
+
+def _metrics_beside(directory: Path) -> list[Source]:
+    """Training-scalar files directly in ``directory``: they join its one run."""
+    metrics = by_name("metrics")
+    return [Source(metrics, [child]) for child in _children(directory)
+            if child.is_file() and metrics.detect(Probe(child))]
+
+
+def survey(directory: Path) -> list[tuple[Path, Format]]:
+    """Every log below ``directory`` with its format: whole folders a folder format takes, and
+    candidate files otherwise. Hidden entries and symbolic links to folders are skipped."""
+    found: list[tuple[Path, Format]] = []
+    for child in _children(directory):
+        if child.is_dir():
+            fmt = detect(child)
+            if fmt is not None and fmt.folder:
+                found.append((child, fmt))
+            elif not child.is_symlink():
+                found.extend(survey(child))
+        elif child.suffix in SURVEY_SUFFIXES:
+            fmt = detect(child, surveyed_only=True)
+            if fmt is not None:
+                found.append((child, fmt))
+    return found
+
+
+def _children(directory: Path) -> list[Path]:
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as error:
+        raise InputError(str(directory), expected="a readable directory", found=error.strerror or str(error)) from None
+    return [directory / name for name in names if not name.startswith(".")]
+
+
+__all__ = ["Format", "Source", "by_name", "detect", "plan", "registry", "survey"]

@@ -1,0 +1,31 @@
+"""Which tools run shell commands, and how their command line is read from the arguments."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+SHELL_TOOLS: frozenset[str] = frozenset({
+    "bash", "execute_bash", "shell", "run", "run_shell_command", "terminal", "execute_command", "run_command",
+})
+"""Tool names whose ``command`` (or ``cmd``) argument is a shell command line, across harnesses
+(SWE-agent and mini-swe-agent ``bash``, OpenHands ``execute_bash``, Codex ``shell``, Gemini CLI
+``run_shell_command``, verl tool agents ``run``/``terminal``)."""
+
+COMMAND_KEYS: tuple[str, ...] = ("command", "cmd")
+
+
+def shell_command(tool_name: str, arguments: dict[str, Any] | None) -> str | None:
+    """The command line of a shell-tool call (an argv list is joined), else ``None``."""
+    if tool_name not in SHELL_TOOLS or not isinstance(arguments, dict):
+        return None
+    for key in COMMAND_KEYS:
+        value = arguments.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and value and all(isinstance(part, str) for part in value):
+            return shlex.join(value)
+    return None
+
+
+__all__ = ["COMMAND_KEYS", "SHELL_TOOLS", "shell_command"]
