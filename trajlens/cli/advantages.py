@@ -11,6 +11,13 @@ import typer
 from trajlens.cli._app import app
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY
+
+_ESTIMATOR_HELP = "One of: " + ", ".join(ESTIMATOR_REGISTRY) + " (options and references: docs/estimators.md)."
+_OPTION_HELP = "Estimator option NAME=VALUE, repeatable; values read as JSON. " + "; ".join(
+    f"{spec.name}: {', '.join(option.name for option in spec.options)}"
+    for spec in ESTIMATOR_REGISTRY.values() if spec.options
+) + "."
 
 
 def parse_options(pairs: list[str]) -> dict:
@@ -34,8 +41,8 @@ def parse_options(pairs: list[str]) -> dict:
 def advantages(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
-    estimator: Annotated[str, typer.Option("--estimator", "-e", help="gae, reinforce, grpo, dr_grpo, grpo_batch_std, rloo, gdpo_verl, gdpo_trl, sum_then_normalize, gdpo_dynamic.")],
-    option: Annotated[Optional[list[str]], typer.Option("--option", help="Estimator option NAME=VALUE (gamma=1.0, lam=0.95, whiten=false, ...).")] = None,
+    estimator: Annotated[str, typer.Option("--estimator", "-e", help=_ESTIMATOR_HELP)],
+    option: Annotated[Optional[list[str]], typer.Option("--option", help=_OPTION_HELP)] = None,
     label: Annotated[Optional[str], typer.Option("--label", help="Name of this recomputation in the advantage_batches table (default: the estimator).")] = None,
 ) -> None:
     """Recompute the advantages an estimator would have given a run, and print per-step batch stats.

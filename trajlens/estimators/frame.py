@@ -42,18 +42,17 @@ from trajlens.estimators import _validate as check
 from trajlens.estimators.dynamic import DynamicWeightConfig, gdpo_dynamic
 from trajlens.estimators.gae import gae
 from trajlens.estimators.gdpo import gdpo_trl, gdpo_verl, sum_then_normalize
-from trajlens.estimators.grpo import dr_grpo, grpo, grpo_batch_std, rloo
+from trajlens.estimators.registry import ESTIMATOR_NAMES, ESTIMATOR_REGISTRY, EstimatorSpec, Input, Kind, estimator_spec
 from trajlens.estimators.reinforce import reinforce
 from trajlens.estimators.whiten import masked_whiten
 
-TOKEN_ESTIMATORS: tuple[str, ...] = ("gae", "reinforce")
-OUTCOME_ESTIMATORS: tuple[str, ...] = ("grpo", "dr_grpo", "grpo_batch_std", "rloo")
-CHANNEL_ESTIMATORS: tuple[str, ...] = ("gdpo_verl", "gdpo_trl", "sum_then_normalize", "gdpo_dynamic")
-ESTIMATORS: tuple[str, ...] = TOKEN_ESTIMATORS + OUTCOME_ESTIMATORS + CHANNEL_ESTIMATORS
+ESTIMATORS: tuple[str, ...] = ESTIMATOR_NAMES
+TOKEN_ESTIMATORS: tuple[str, ...] = tuple(n for n, s in ESTIMATOR_REGISTRY.items() if s.kind is Kind.TOKEN)
+OUTCOME_ESTIMATORS: tuple[str, ...] = tuple(n for n, s in ESTIMATOR_REGISTRY.items() if s.kind is Kind.OUTCOME)
+CHANNEL_ESTIMATORS: tuple[str, ...] = tuple(n for n, s in ESTIMATOR_REGISTRY.items() if s.kind is Kind.CHANNEL)
 
 KEY_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "group_id")
 _ROW = "__row"
-_OUTCOME = {"grpo": grpo, "dr_grpo": dr_grpo, "grpo_batch_std": grpo_batch_std, "rloo": rloo}
 
 
 def recompute(
@@ -63,90 +62,43 @@ def recompute(
 
     Args:
         trajectories: frame with at least the key columns and ``reward`` / ``reward_channels``
-            (and ``model_tokens`` for ``gdpo_verl`` without ``tokens``).
-        tokens: the ``tokens`` frame, needed by ``gae`` and ``reinforce``.
-        estimator: one of :data:`ESTIMATORS`.
-        **options: passed on; see the module docstring.
+            (and ``model_tokens`` for estimators that need token counts without ``tokens``).
+        tokens: the ``tokens`` frame, needed by the token-level estimators.
+        estimator: a name of :data:`~trajlens.estimators.registry.ESTIMATOR_REGISTRY`.
+        **options: the estimator's options (its registry entry lists them); problems with
+            several options are reported together.
     """
     fn = "recompute"
-    check.choice(fn, "estimator", estimator, ESTIMATORS)
+    spec = estimator_spec(estimator)
     missing = [c for c in KEY_COLUMNS if c not in trajectories.columns]
     if missing:
         raise check.EstimatorInputError(f"{fn}: trajectories lacks column(s) {', '.join(missing)}")
     if trajectories.height == 0:
         raise check.EstimatorInputError(f"{fn}: empty batch: trajectories has no rows")
-    frame = trajectories.with_row_index(_ROW)
-    if estimator in TOKEN_ESTIMATORS or tokens is not None:
-        frame = _join_tokens(fn, frame, tokens, required=estimator in TOKEN_ESTIMATORS)
-    channel_names: list[str] = []
-    if estimator in CHANNEL_ESTIMATORS:
-        frame, channel_names = _channel_columns(fn, frame, options.pop("channels", None))
+    problems = spec.option_problems(options)
+    if problems:
+        raise check.EstimatorInputError(f"{fn}: " + "; ".join(problems))
     options = dict(options)
-    _check_options(fn, estimator, options)
+    frame = trajectories.with_row_index(_ROW)
+    needs_tokens = bool(spec.inputs & Input.TOKEN_ARRAYS)
+    if needs_tokens or tokens is not None:
+        frame = _join_tokens(fn, frame, tokens, required=needs_tokens)
+    channel_names: list[str] = []
+    if spec.kind is Kind.CHANNEL:
+        frame, channel_names = _channel_columns(fn, frame, options.pop("channels", None))
     state: dict[str, torch.Tensor | None] = {}
     parts = []
     for batch in frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True):
         batch = batch.sort(_ROW)
-        if estimator in TOKEN_ESTIMATORS:
+        if spec.kind is Kind.TOKEN:
             parts.append(_token_estimator(fn, batch, estimator, options))
-        elif estimator in OUTCOME_ESTIMATORS:
-            parts.append(_outcome_estimator(fn, batch, estimator, options))
+        elif spec.kind is Kind.OUTCOME:
+            parts.append(_outcome_estimator(fn, batch, spec, options))
         else:
             parts.append(_channel_estimator(fn, batch, estimator, channel_names, options, state))
     out = pl.concat(parts, how="diagonal_relaxed").sort(_ROW)
     keys = frame.select(_ROW, *KEY_COLUMNS)
     return keys.join(out, on=_ROW, how="left").sort(_ROW).drop(_ROW).with_columns(pl.lit(estimator).alias("estimator"))
-
-
-# Options every estimator of a kind takes besides its tensor function's keywords.
-_FRAME_OPTIONS: dict[str, dict[str, Any]] = {
-    "gae": {"gamma": 1.0, "lam": 1.0, "whiten": True},
-    "reinforce": {"gamma": 1.0, "whiten": False},
-    **{name: {"score": "reward"} for name in OUTCOME_ESTIMATORS},
-    **{name: {"weights": None} for name in CHANNEL_ESTIMATORS},
-}
-_TENSOR_ARGUMENTS = {"token_rewards", "response_mask", "group_ids", "channel_rewards", "previous_ema", "weights"}
-
-
-def estimator_options(estimator: str) -> dict[str, Any]:
-    """The options ``recompute`` accepts for ``estimator``, with their defaults."""
-    import inspect
-
-    functions = {**_OUTCOME, "gdpo_verl": gdpo_verl, "gdpo_trl": gdpo_trl,
-                 "sum_then_normalize": sum_then_normalize, "gdpo_dynamic": gdpo_dynamic}
-    options = dict(_FRAME_OPTIONS[estimator])
-    if estimator in functions:
-        for name, parameter in inspect.signature(functions[estimator]).parameters.items():
-            if name not in _TENSOR_ARGUMENTS and parameter.default is not inspect.Parameter.empty:
-                options[name] = parameter.default
-    if estimator == "gdpo_dynamic":
-        options["config"] = DynamicWeightConfig()
-    return options
-
-
-def _check_options(fn: str, estimator: str, options: dict[str, Any]) -> None:
-    """Refuse unknown option names and values of the wrong kind, all problems at once."""
-    accepted = estimator_options(estimator)
-    problems = []
-    for name, value in options.items():
-        if name == "channels" and estimator in CHANNEL_ESTIMATORS:
-            continue
-        if name not in accepted:
-            problems.append(f"{estimator} takes no option {name!r} (options: {', '.join(sorted(accepted))})")
-            continue
-        default = accepted[name]
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, (int, float)):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif isinstance(default, str):
-            ok = isinstance(value, str)
-        else:
-            ok = True
-        if not ok:
-            problems.append(f"{estimator} option {name!r}: expected {type(default).__name__}, found {value!r}")
-    if problems:
-        raise check.EstimatorInputError(f"{fn}: " + "; ".join(problems))
 
 
 def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, required: bool) -> pl.DataFrame:
@@ -309,11 +261,11 @@ def _scores(fn: str, batch: pl.DataFrame, source: str) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(rewards_np))
 
 
-def _outcome_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict[str, Any]) -> pl.DataFrame:
+def _outcome_estimator(fn: str, batch: pl.DataFrame, spec: EstimatorSpec, options: dict[str, Any]) -> pl.DataFrame:
     opts = dict(options)
     scores = _scores(fn, batch, opts.pop("score", "reward"))
     mask = torch.ones_like(scores, dtype=torch.bool)
-    result = _OUTCOME[estimator](scores, mask, batch["group_id"], **opts)
+    result = spec.tensor_function()(scores, mask, batch["group_id"], **opts)
     return pl.DataFrame(
         {
             _ROW: batch[_ROW],
@@ -370,7 +322,9 @@ def _channel_estimator(
     groups = batch["group_id"]
     extra: dict[str, Any] = {}
     if estimator == "gdpo_verl":
-        result = gdpo_verl(channels, _count_mask(fn, batch), groups, weights=weights, **opts)
+        mask = _count_mask(fn, batch)
+        extra["model_tokens"] = mask.sum(dim=1).numpy()
+        result = gdpo_verl(channels, mask, groups, weights=weights, **opts)
         sequence, label = result.sequence_advantages, result.normalisation
     elif estimator == "gdpo_trl":
         result = gdpo_trl(channels, groups, weights=weights, **opts)
@@ -379,9 +333,13 @@ def _channel_estimator(
         result = sum_then_normalize(channels, groups, weights=weights, **opts)
         sequence, label = result.sequence_advantages, result.normalisation
     else:
-        config = opts.pop("config", DynamicWeightConfig())
+        config = opts.pop("config", None) or DynamicWeightConfig()
+        if isinstance(config, dict):
+            config = DynamicWeightConfig(**config)
         key = str(batch["run_id"][0])
         mask = _count_mask(fn, batch) if config.batch_normalisation == "token" else None
+        if mask is not None:
+            extra["model_tokens"] = mask.sum(dim=1).numpy()
         step = gdpo_dynamic(channels, groups, mask, previous_ema=state.get(key), config=config, **opts)
         state[key] = step.weights.ema_std
         sequence, label = step.sequence_advantages, step.normalisation

@@ -1,0 +1,488 @@
+"""The estimator registry: one declarative entry per advantage estimator.
+
+Everything trajlens knows about an estimator is written here once, as data, and read by
+:func:`trajlens.estimators.recompute` (which inputs to join, which options to accept), the
+``trajlens advantages`` command (choices and help), the report (which estimators a run allows,
+under which labels, and how their statistics are summarised) and ``docs/estimators.md``
+(rendered by :func:`render_markdown`; regenerate with ``python -m trajlens.estimators.registry``).
+
+The public surface is small:
+
+* :data:`ESTIMATOR_REGISTRY` — name -> :class:`EstimatorSpec`, in display order;
+* :func:`estimator_spec` — the spec of one name, with a one-line error for an unknown one;
+* :class:`RunFacts` and :func:`run_facts` — what a run's frames hold, for :meth:`EstimatorSpec.applies`;
+* :func:`declared_estimators` — the estimators a run's logged config says it trained with.
+
+This module imports neither torch nor the tensor functions: an entry names its function by
+``"module:attribute"`` and :meth:`EstimatorSpec.tensor_function` imports it on demand, so the
+CLI and the docs can read the registry without loading torch.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trajlens.estimators._errors import EstimatorInputError
+
+
+class Input(enum.Flag):
+    """What an estimator reads from a run, beyond trajectory keys."""
+
+    NONE = 0
+    TOKEN_ARRAYS = enum.auto()
+    """A ``response_mask`` per trajectory (the ``tokens`` table)."""
+    CRITIC_VALUES = enum.auto()
+    """Critic ``values`` per token."""
+    TOKEN_COUNTS = enum.auto()
+    """Each trajectory's model-token count (``tokens`` or the ``model_tokens`` column)."""
+    GROUPS = enum.auto()
+    """Groups (same prompt, same step) with two or more members somewhere in the run."""
+    FULL_GROUPS = enum.auto()
+    """Every group has two or more members."""
+    REWARDS = enum.auto()
+    """A scalar ``reward`` on every trajectory."""
+    CHANNELS = enum.auto()
+    """Two or more named reward channels (``reward_channels``)."""
+    LOG_PROBS = enum.auto()
+    """Behaviour ``log_probs`` per token."""
+    SUM_PI_SQUARED = enum.auto()
+    """Per-token sum of squared vocabulary probabilities, a ``sum_pi_squared`` list column of
+    ``tokens`` (verl ``actor.calculate_sum_pi_squared``); not part of the trajlens schema."""
+    BASELINE_REWARDS = enum.auto()
+    """The greedy baseline response's reward, a ``reward_baseline`` column of ``trajectories``
+    (verl ReMax ``reward_baselines``); not part of the trajlens schema."""
+
+
+class Statistics(enum.Enum):
+    """Over what an estimator's per-step batch statistics are taken, as its loss sees them."""
+
+    MODEL_TOKENS = "model tokens"
+    """Every model token counts once: token-level advantages, or a whitening over tokens."""
+    TRAJECTORIES = "trajectories"
+    """Every trajectory counts once: one advantage per trajectory, normalised per trajectory."""
+
+
+class Kind(enum.Enum):
+    """How :func:`~trajlens.estimators.recompute` feeds the tensor function."""
+
+    TOKEN = "token"
+    """Token arrays in, (B, T) advantages out."""
+    OUTCOME = "outcome"
+    """One score per trajectory and its group in, one advantage per trajectory out."""
+    CHANNEL = "channel"
+    """One value per trajectory and reward channel in, one advantage per trajectory out."""
+
+
+class InReport(enum.Enum):
+    """Whether the report recomputes an estimator on a run that allows it."""
+
+    ALWAYS = "always"
+    WHEN_DECLARED = "when the run's config declares it"
+    NEVER = "never"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of an estimator, as ``recompute(..., name=value)`` or ``--option name=value``."""
+
+    name: str
+    type: str
+    """``bool``, ``int``, ``float``, ``str``, ``list``, ``list|dict`` or ``config``."""
+    default: Any
+    doc: str
+    choices: tuple[str, ...] = ()
+    """The values a ``str`` option accepts (empty: any)."""
+
+    def problem(self, estimator: str, value: Any) -> str | None:
+        """Why ``value`` is no good for this option, or None."""
+        kinds: dict[str, Callable[[Any], bool]] = {
+            "bool": lambda v: isinstance(v, bool),
+            "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+            "str": lambda v: isinstance(v, str),
+            "list": lambda v: isinstance(v, (list, tuple)),
+            "list|dict": lambda v: isinstance(v, (list, tuple, dict)),
+            "config": lambda v: isinstance(v, dict) or type(v).__name__ == "DynamicWeightConfig",
+        }
+        if value is None and self.default is None:
+            return None
+        if not kinds[self.type](value):
+            return f"{estimator} option {self.name!r}: expected {self.type}, found {value!r}"
+        if self.choices and value not in self.choices:
+            return f"{estimator} option {self.name!r}: expected one of {', '.join(self.choices)}, found {value!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class ReportVariant:
+    """One recomputation the report makes of an estimator, under its own label."""
+
+    label: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run's training data holds, as :meth:`EstimatorSpec.applies` needs it."""
+
+    trajectories: int = 0
+    token_arrays: bool = False
+    """Every training trajectory has a row in ``tokens``."""
+    critic_values: bool = False
+    """Some token row carries critic values."""
+    token_counts: bool = False
+    """Every trajectory has a model-token count (token arrays or ``model_tokens``)."""
+    largest_group: int = 0
+    smallest_group: int = 0
+    all_rewarded: bool = False
+    channels: int = 0
+    log_probs: bool = False
+    sum_pi_squared: bool = False
+    baseline_rewards: bool = False
+    declared: frozenset[str] = frozenset()
+    """Registry names the run's logged config declares (see :func:`declared_estimators`)."""
+
+
+# Input -> (is it there?, what to say when it is not), read by EstimatorSpec.missing
+_INPUT_CHECKS: tuple[tuple[Input, Callable[[RunFacts], bool], str], ...] = (
+    (Input.TOKEN_ARRAYS, lambda f: f.token_arrays, "token arrays for every trajectory"),
+    (Input.CRITIC_VALUES, lambda f: f.critic_values, "critic values"),
+    (Input.TOKEN_COUNTS, lambda f: f.token_counts, "a model-token count for every trajectory"),
+    (Input.GROUPS, lambda f: f.largest_group > 1, "groups of two or more"),
+    (Input.FULL_GROUPS, lambda f: f.smallest_group > 1, "two or more trajectories in every group"),
+    (Input.REWARDS, lambda f: f.all_rewarded, "a reward for every trajectory"),
+    (Input.CHANNELS, lambda f: f.channels > 1, "two or more reward channels"),
+    (Input.LOG_PROBS, lambda f: f.log_probs, "behaviour log-probs per token"),
+    (Input.SUM_PI_SQUARED, lambda f: f.sum_pi_squared, "per-token sum_pi_squared (not in the trajlens schema)"),
+    (Input.BASELINE_REWARDS, lambda f: f.baseline_rewards, "the greedy baseline's reward (column reward_baseline)"),
+)
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """One advantage estimator: what it is, what it needs, its options and its reference."""
+
+    name: str
+    summary: str
+    """One line: what the estimator computes."""
+    function: str
+    """The tensor function, as ``"module:attribute"``."""
+    kind: Kind
+    inputs: Input
+    options: tuple[Option, ...]
+    reference: str
+    """The code it reproduces (function and file)."""
+    reference_version: str
+    """The release or commit of that code that was read."""
+    statistics: Statistics
+    report: InReport = InReport.ALWAYS
+    report_variants: tuple[ReportVariant, ...] = ()
+    """Labels and options the report recomputes it under; one variant named after it by default."""
+    declared_by: tuple[tuple[str, str], ...] = ()
+    """(dotted config key, value) pairs that say a run trained with this estimator."""
+
+    def tensor_function(self) -> Callable[..., Any]:
+        """The tensor function itself (imports torch)."""
+        module, attribute = self.function.split(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def defaults(self) -> dict[str, Any]:
+        """Option name -> default."""
+        return {option.name: option.default for option in self.options}
+
+    def option_problems(self, options: Mapping[str, Any]) -> list[str]:
+        """Every unknown option name and every value of the wrong kind."""
+        known = {option.name: option for option in self.options}
+        problems = []
+        for name, value in options.items():
+            option = known.get(name)
+            if option is None:
+                problems.append(f"{self.name} takes no option {name!r} (options: {', '.join(sorted(known)) or 'none'})")
+                continue
+            problem = option.problem(self.name, value)
+            if problem:
+                problems.append(problem)
+        return problems
+
+    def missing(self, facts: RunFacts) -> list[str]:
+        """What the run lacks for this estimator (empty when it applies)."""
+        return [what for flag, present, what in _INPUT_CHECKS if flag in self.inputs and not present(facts)]
+
+    def applies(self, facts: RunFacts) -> bool:
+        """Whether the run's data allows this estimator."""
+        return not self.missing(facts)
+
+    def in_report(self, facts: RunFacts) -> bool:
+        """Whether the report recomputes this estimator on a run with ``facts``."""
+        if self.report is InReport.NEVER or not self.applies(facts):
+            return False
+        return self.report is InReport.ALWAYS or self.name in facts.declared
+
+    def variants(self) -> tuple[ReportVariant, ...]:
+        return self.report_variants or (ReportVariant(self.name),)
+
+
+# Options shared by several estimators.
+_SCORE = Option("score", "str", "reward", "Judge each trajectory by its `reward`, or by the sum of its `token_rewards`.",
+                ("reward", "token_rewards"))
+_MASKED = Option("masked_rewards", "str", "keep",
+                 "`keep` sums every position of the token rewards (verl); `drop` only model tokens.", ("keep", "drop"))
+_SINGLETON = Option("singleton", "str", "raw",
+                    "A group of one: `raw` keeps verl's rule (mean 0, std 1); `zero` gives advantage 0.", ("raw", "zero"))
+_CHANNELS = Option("channels", "list", None, "Reward channels to use, in order (default: every channel seen).")
+_WEIGHTS = Option("weights", "list|dict", None, "Channel weights, a list in channel order or {name: weight}; ones by default.")
+_GAMMA = Option("gamma", "float", 1.0, "Discount in [0, 1].")
+_VERL = "verl-project/verl@018f23b (verl/trainer/ppo/core_algos.py)"
+_TRL_GRPO = "TRL GRPOTrainer, v1.6 unscorable-completion handling (trl/trainer/grpo_trainer.py)"
+
+_SPECS: tuple[EstimatorSpec, ...] = (
+    EstimatorSpec(
+        name="gae",
+        summary="Generalised advantage estimation with the critic, observation tokens skipped; optionally whitened.",
+        function="trajlens.estimators.gae:gae",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS | Input.CRITIC_VALUES,
+        options=(
+            _GAMMA,
+            Option("lam", "float", 1.0, "GAE lambda in [0, 1]."),
+            Option("whiten", "bool", True, "Whiten over the batch's model tokens afterwards, as verl's estimator does."),
+        ),
+        reference="verl `compute_gae_advantage_return` (+ `masked_whiten`)",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report_variants=(ReportVariant("gae_raw", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
+                         ReportVariant("gae_whitened", {"gamma": 1.0, "lam": 1.0, "whiten": True})),
+        declared_by=(("algorithm.adv_estimator", "gae"),),
+    ),
+    EstimatorSpec(
+        name="reinforce",
+        summary="Discounted return-to-go over model tokens, no baseline; raw unless whitened.",
+        function="trajlens.estimators.reinforce:reinforce",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS,
+        options=(
+            _GAMMA,
+            Option("whiten", "bool", False, "Whiten over the batch's model tokens afterwards."),
+        ),
+        reference="the discounted sum of verl `compute_reinforce_plus_plus_outcome_advantage`, not whitened",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.NEVER,
+    ),
+    EstimatorSpec(
+        name="grpo",
+        summary="Group-relative: (score - group mean) / (group std + eps).",
+        function="trajlens.estimators.grpo:grpo",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS,
+        options=(_SCORE, Option("epsilon", "float", 1e-6, "Added to the unbiased group std (verl 1e-6)."), _SINGLETON, _MASKED),
+        reference="verl `compute_grpo_outcome_advantage` (loop version)",
+        reference_version=_VERL,
+        statistics=Statistics.TRAJECTORIES,
+        declared_by=(("algorithm.adv_estimator", "grpo"),),
+    ),
+    EstimatorSpec(
+        name="dr_grpo",
+        summary="Dr.GRPO: score - group mean, no division by the std.",
+        function="trajlens.estimators.grpo:dr_grpo",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS,
+        options=(_SCORE, _SINGLETON, _MASKED),
+        reference="verl `compute_grpo_outcome_advantage` with `norm_adv_by_std_in_grpo=False`",
+        reference_version=_VERL,
+        statistics=Statistics.TRAJECTORIES,
+        declared_by=(("algorithm.norm_adv_by_std_in_grpo", "false"), ("scale_rewards", "none")),
+    ),
+    EstimatorSpec(
+        name="grpo_batch_std",
+        summary="Group mean, batch std: (score - group mean) / (std of all scores + eps).",
+        function="trajlens.estimators.grpo:grpo_batch_std",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS,
+        options=(_SCORE, Option("epsilon", "float", 1e-4, "Added to the batch std (TRL 1e-4)."), _MASKED),
+        reference='TRL GRPOTrainer `scale_rewards="batch"`',
+        reference_version=_TRL_GRPO,
+        statistics=Statistics.TRAJECTORIES,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.norm_adv", "batch_std"), ("scale_rewards", "batch"), ("algorithm.scale_rewards", "batch")),
+    ),
+    EstimatorSpec(
+        name="rloo",
+        summary="Leave-one-out: score - mean of the other members of the group.",
+        function="trajlens.estimators.grpo:rloo",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS,
+        options=(_SCORE, _SINGLETON, _MASKED),
+        reference="verl `compute_rloo_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.TRAJECTORIES,
+        declared_by=(("algorithm.adv_estimator", "rloo"),),
+    ),
+    EstimatorSpec(
+        name="gdpo_verl",
+        summary="GDPO as verl: per-channel GRPO, weighted sum, whitened over the batch's model tokens.",
+        function="trajlens.estimators.gdpo:gdpo_verl",
+        kind=Kind.CHANNEL,
+        inputs=Input.CHANNELS | Input.TOKEN_COUNTS,
+        options=(_CHANNELS, _WEIGHTS, Option("epsilon", "float", 1e-6, "Added to each channel's group std."),
+                 Option("divide_by_std", "bool", True, "False skips the per-channel division (`norm_adv_by_std_in_grpo`).")),
+        reference="verl `compute_gdpo_outcome_advantage` (and the NVlabs GDPO fork)",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        declared_by=(("algorithm.adv_estimator", "gdpo"),),
+    ),
+    EstimatorSpec(
+        name="gdpo_trl",
+        summary="GDPO as TRL: NaN-aware per-channel z-score, weighted nansum, z-score over trajectories.",
+        function="trajlens.estimators.gdpo:gdpo_trl",
+        kind=Kind.CHANNEL,
+        inputs=Input.CHANNELS,
+        options=(_CHANNELS, _WEIGHTS, Option("epsilon", "float", 1e-4, "Added to every std (TRL 1e-4).")),
+        reference='TRL GRPOTrainer `multi_objective_aggregation="normalize_then_sum"`',
+        reference_version=_TRL_GRPO,
+        statistics=Statistics.TRAJECTORIES,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("multi_objective_aggregation", "normalize_then_sum"),
+                     ("reward.aggregation", "normalize_then_sum")),
+    ),
+    EstimatorSpec(
+        name="sum_then_normalize",
+        summary="GRPO on the weighted sum of the channels (the collapse GDPO fixes).",
+        function="trajlens.estimators.gdpo:sum_then_normalize",
+        kind=Kind.CHANNEL,
+        inputs=Input.CHANNELS,
+        options=(_CHANNELS, _WEIGHTS,
+                 Option("convention", "str", "trl", "`trl` (TRL's default aggregation) or `verl` (verl GRPO on the sum).",
+                        ("trl", "verl"))),
+        reference='TRL GRPOTrainer `multi_objective_aggregation="sum_then_normalize"`',
+        reference_version=_TRL_GRPO,
+        statistics=Statistics.TRAJECTORIES,
+        declared_by=(("reward.aggregation", "sum_then_normalize"),),
+    ),
+    EstimatorSpec(
+        name="gdpo_dynamic",
+        summary="GDPO with EMA-softmax channel weights and a per-channel clip, the EMA carried step to step.",
+        function="trajlens.estimators.dynamic:gdpo_dynamic",
+        kind=Kind.CHANNEL,
+        inputs=Input.CHANNELS | Input.TOKEN_COUNTS,
+        options=(_CHANNELS, Option("config", "config", None,
+                                   "A `DynamicWeightConfig`, or a dict of its fields (defaults: the digest's config).")),
+        reference="no trainer ships it; the GDPO digest's recipe (EMA, softmax, bounds, clip)",
+        reference_version="trajlens",
+        statistics=Statistics.MODEL_TOKENS,
+    ),
+)
+
+ESTIMATOR_REGISTRY: Mapping[str, EstimatorSpec] = {spec.name: spec for spec in _SPECS}
+"""Every estimator trajlens can recompute, by name, in display order."""
+
+ESTIMATOR_NAMES: tuple[str, ...] = tuple(ESTIMATOR_REGISTRY)
+
+
+def estimator_spec(name: str) -> EstimatorSpec:
+    """The registry entry of ``name``; an unknown name is a one-line :class:`EstimatorInputError`."""
+    spec = ESTIMATOR_REGISTRY.get(name)
+    if spec is None:
+        raise EstimatorInputError(f"estimator must be one of {', '.join(map(repr, ESTIMATOR_NAMES))}, got {name!r}")
+    return spec
+
+
+def declared_estimators(config: Mapping[str, Any] | str | None) -> frozenset[str]:
+    """Registry names a run's logged config (a dict or its JSON) says it trained with.
+
+    Reads each entry's ``declared_by`` pairs: a dotted key (``algorithm.adv_estimator``) whose
+    value, as lower-case text, equals the given one.
+    """
+    if isinstance(config, str):
+        try:
+            config = json.loads(config or "{}")
+        except json.JSONDecodeError:
+            return frozenset()
+    if not isinstance(config, Mapping):
+        return frozenset()
+    found = set()
+    for spec in _SPECS:
+        for key, value in spec.declared_by:
+            node: Any = config
+            for part in key.split("."):
+                node = node.get(part) if isinstance(node, Mapping) else None
+            if node is not None and str(node).lower() == value:
+                found.add(spec.name)
+    return frozenset(found)
+
+
+def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] | str | None = None) -> RunFacts:
+    """The :class:`RunFacts` of a run's ``trajectories`` and ``tokens`` frames (Polars) and config."""
+    import polars as pl
+
+    height = trajectories.height
+    token_ids: set[Any] = set()
+    critic_values = log_probs = sum_pi_squared = False
+    if tokens is not None and tokens.height:
+        token_ids = set(tokens["trajectory_id"].to_list())
+        critic_values = "values" in tokens.columns and tokens["values"].null_count() < tokens.height
+        log_probs = "log_probs" in tokens.columns and tokens["log_probs"].null_count() == 0
+        sum_pi_squared = "sum_pi_squared" in tokens.columns and tokens["sum_pi_squared"].null_count() == 0
+    ids = trajectories["trajectory_id"].to_list()
+    token_arrays = height > 0 and all(i in token_ids for i in ids)
+    counted = trajectories["model_tokens"].is_not_null().to_list() if "model_tokens" in trajectories.columns else [False] * height
+    token_counts = height > 0 and all(c or i in token_ids for c, i in zip(counted, ids))
+    sizes = trajectories.group_by("step", "group_id").len()["len"] if height else pl.Series([], dtype=pl.UInt32)
+    channels = 0
+    if "reward_channels" in trajectories.columns and height:
+        names = trajectories.select(pl.col("reward_channels").list.eval(pl.element().struct.field("name")))
+        channels = names.to_series().explode().drop_nulls().n_unique()
+    return RunFacts(
+        trajectories=height,
+        token_arrays=token_arrays,
+        critic_values=critic_values,
+        token_counts=token_counts,
+        largest_group=int(sizes.max() or 0) if len(sizes) else 0,
+        smallest_group=int(sizes.min() or 0) if len(sizes) else 0,
+        all_rewarded=height > 0 and "reward" in trajectories.columns and trajectories["reward"].null_count() == 0,
+        channels=channels,
+        log_probs=log_probs,
+        sum_pi_squared=sum_pi_squared,
+        baseline_rewards="reward_baseline" in trajectories.columns and trajectories["reward_baseline"].null_count() == 0,
+        declared=declared_estimators(config),
+    )
+
+
+def render_markdown() -> str:
+    """The estimator tables of ``docs/estimators.md``, from the registry."""
+    lines = ["| estimator | what it computes | reference | version | statistics over | report |",
+             "|---|---|---|---|---|---|"]
+    for spec in _SPECS:
+        lines.append(f"| `{spec.name}` | {spec.summary} | {spec.reference} | {spec.reference_version} | "
+                     f"{spec.statistics.value} | {spec.report.value} |")
+    for spec in _SPECS:
+        needs = ", ".join(what for flag, _, what in _INPUT_CHECKS if flag in spec.inputs) or "nothing beyond keys"
+        lines += ["", f"### `{spec.name}`", "", spec.summary, "",
+                  f"- tensor function: `{spec.function.replace(':', '.')}`",
+                  f"- needs: {needs}",
+                  f"- reference: {spec.reference}, {spec.reference_version}",
+                  f"- statistics summarised over {spec.statistics.value}; in the report: {spec.report.value}"
+                  + (f" (labels {', '.join(v.label for v in spec.variants())})" if spec.report is not InReport.NEVER else "")]
+        if spec.declared_by:
+            lines.append("- declared by config: " + ", ".join(f"`{k}={v}`" for k, v in spec.declared_by))
+        if spec.options:
+            lines += ["", "| option | type | default | meaning |", "|---|---|---|---|"]
+            lines += [f"| `{o.name}` | {o.type} | `{o.default!r}` | {o.doc}"
+                      + (f" One of: {', '.join(o.choices)}." if o.choices else "") + " |" for o in spec.options]
+    return "\n".join(lines)
+
+
+def render_readme_table() -> str:
+    """The short estimator table of the README: name, reference and version."""
+    lines = ["| estimator | reference | version |", "|---|---|---|"]
+    lines += [f"| `{s.name}` | {s.reference} | {s.reference_version} |" for s in _SPECS]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_markdown())
