@@ -43,7 +43,8 @@ from trajlens.estimators.dynamic import DynamicWeightConfig, gdpo_dynamic
 from trajlens.estimators.gae import gae
 from trajlens.estimators.gdpo import gdpo_trl, gdpo_verl, sum_then_normalize
 from trajlens.estimators.registry import ESTIMATOR_NAMES, ESTIMATOR_REGISTRY, EstimatorSpec, Input, Kind, estimator_spec
-from trajlens.estimators.reinforce import reinforce
+from trajlens.estimators.reinforce import reinforce, reinforce_plus_plus
+from trajlens.estimators.token_baselines import optimal_token_baseline, remax, tir_optimal_token_baseline
 from trajlens.estimators.whiten import masked_whiten
 
 ESTIMATORS: tuple[str, ...] = ESTIMATOR_NAMES
@@ -108,7 +109,8 @@ def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, requ
     absent = [c for c in need if c not in tokens.columns]
     if absent:
         raise check.EstimatorInputError(f"{fn}: tokens lacks column(s) {', '.join(absent)}")
-    keep = [c for c in ("run_id", "trajectory_id", "response_mask", "values", "token_rewards") if c in tokens.columns]
+    keep = [c for c in ("run_id", "trajectory_id", "response_mask", "values", "token_rewards", "log_probs",
+                        "sum_pi_squared") if c in tokens.columns]
     joined = frame.join(tokens.select(keep), on=["run_id", "trajectory_id"], how="left")
     if required:
         lacking = joined.filter(pl.col("response_mask").is_null())
@@ -171,21 +173,36 @@ def _token_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict
     rewards = torch.from_numpy(rewards_np)
     if not has_token_rewards.all():
         rewards = _outcome_on_last_token(fn, batch, rewards, mask, torch.from_numpy(~has_token_rewards))
+    label = "none"
+    whiten = bool(options.get("whiten", False))
     if estimator == "gae":
-        if "values" not in batch.columns or batch["values"].null_count():
-            row = batch.filter(pl.col("values").is_null()) if "values" in batch.columns else batch
-            raise check.EstimatorInputError(f"{fn}: gae needs critic values; trajectory {row['trajectory_id'][0]!r} has none")
-        values_np, value_lengths = _padded(batch["values"], np.float32, 0.0, width)
-        _same_lengths(fn, ids, "values", lengths, value_lengths, np.ones(batch.height, dtype=bool))
-        values = torch.from_numpy(values_np)
+        values = _token_array(fn, batch, "values", "critic values", width, lengths)
         result = gae(rewards, values, mask, gamma=options.get("gamma", 1.0), lam=options.get("lam", 1.0))
         advantages, returns = result.advantages, result.returns
-        whiten = options.get("whiten", True)
-    else:
-        result = reinforce(rewards, mask, gamma=options.get("gamma", 1.0))
+        whiten = bool(options.get("whiten", True))
+    elif estimator == "reinforce":
+        result = reinforce(rewards, mask, gamma=options.get("gamma", 1.0), convention=options.get("convention", "carry"))
         advantages, returns = result.advantages, result.returns
-        whiten = options.get("whiten", False)
-    label = "none"
+    elif estimator == "reinforce_plus_plus":
+        result = reinforce_plus_plus(rewards, mask, gamma=options.get("gamma", 1.0),
+                                     convention=options.get("convention", "reset"))
+        advantages, returns, label = result.advantages, result.returns, result.normalisation
+    elif estimator == "remax":
+        if "reward_baseline" not in batch.columns or batch["reward_baseline"].null_count():
+            raise check.EstimatorInputError(
+                f"{fn}: remax needs the greedy baseline's reward (column reward_baseline of trajectories); "
+                "this log does not carry it, so ReMax cannot be recomputed")
+        baselines = torch.tensor(batch["reward_baseline"].to_numpy(), dtype=rewards.dtype)
+        token = remax(rewards, mask, baselines)
+        advantages, returns, label = token.advantages, token.returns, token.normalisation
+    else:
+        log_probs = _token_array(fn, batch, "log_probs", "behaviour log-probs", width, lengths)
+        sum_pi_squared = _token_array(fn, batch, "sum_pi_squared", "per-token sum_pi_squared (verl "
+                                      "actor.calculate_sum_pi_squared)", width, lengths)
+        function = optimal_token_baseline if estimator == "optimal_token_baseline" else tir_optimal_token_baseline
+        token = function(rewards, mask, batch["group_id"], log_probs, sum_pi_squared,
+                         handle_zero_tail=options.get("handle_zero_tail", True), epsilon=options.get("epsilon", 1e-8))
+        advantages, returns, label = token.advantages, token.returns, token.normalisation
     if whiten:
         whitened = masked_whiten(advantages, mask)
         advantages, label = whitened.advantages, whitened.normalisation
@@ -206,6 +223,18 @@ def _token_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict
         _list_column("token_advantages", advantages.numpy(), lengths),
         _list_column("token_returns", returns.numpy(), lengths),
     )
+
+
+def _token_array(fn: str, batch: pl.DataFrame, column: str, what: str, width: int, lengths: np.ndarray) -> torch.Tensor:
+    """The list column ``column`` of the tokens frame as a (B, T) float32 tensor; every row needs one."""
+    if column not in batch.columns or batch[column].null_count():
+        row = batch.filter(pl.col(column).is_null()) if column in batch.columns else batch
+        estimator = fn if fn != "recompute" else "this estimator"
+        raise check.EstimatorInputError(
+            f"{fn}: {estimator} needs {what} (tokens column {column}); trajectory {row['trajectory_id'][0]!r} has none")
+    padded, found = _padded(batch[column], np.float32, 0.0, width)
+    _same_lengths(fn, batch["trajectory_id"], column, lengths, found, np.ones(batch.height, dtype=bool))
+    return torch.from_numpy(padded)
 
 
 def _same_lengths(fn: str, ids: pl.Series, name: str, lengths: np.ndarray, other: np.ndarray, present: np.ndarray) -> None:
@@ -264,13 +293,23 @@ def _scores(fn: str, batch: pl.DataFrame, source: str) -> torch.Tensor:
 def _outcome_estimator(fn: str, batch: pl.DataFrame, spec: EstimatorSpec, options: dict[str, Any]) -> pl.DataFrame:
     opts = dict(options)
     scores = _scores(fn, batch, opts.pop("score", "reward"))
-    mask = torch.ones_like(scores, dtype=torch.bool)
+    extra: dict[str, Any] = {}
+    if spec.inputs & Input.TOKEN_COUNTS:
+        # the score on the first position of a mask with each trajectory's model-token count
+        mask = _count_mask(fn, batch)
+        placed = torch.zeros(mask.shape, dtype=scores.dtype)
+        placed[:, 0] = scores.sum(dim=1)
+        scores = placed
+        extra["model_tokens"] = mask.sum(dim=1).numpy()
+    else:
+        mask = torch.ones_like(scores, dtype=torch.bool)
     result = spec.tensor_function()(scores, mask, batch["group_id"], **opts)
     return pl.DataFrame(
         {
             _ROW: batch[_ROW],
             "advantage": result.sequence_advantages.double().numpy(),
             "normalisation": [result.normalisation] * batch.height,
+            **extra,
         }
     )
 

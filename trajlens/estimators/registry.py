@@ -24,7 +24,7 @@ import enum
 import importlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trajlens.estimators._errors import EstimatorInputError
@@ -237,6 +237,15 @@ _SINGLETON = Option("singleton", "str", "raw",
 _CHANNELS = Option("channels", "list", None, "Reward channels to use, in order (default: every channel seen).")
 _WEIGHTS = Option("weights", "list|dict", None, "Channel weights, a list in channel order or {name: weight}; ones by default.")
 _GAMMA = Option("gamma", "float", 1.0, "Discount in [0, 1].")
+_TRL_VERSION = Option("convention", "str", "trl",
+                      "`trl`: TRL v1.6 on (PR #5902), a trajectory whose every channel is NaN is left out of the "
+                      "statistics and gets 0; `trl-1.5`: earlier TRL, it sums to 0 and counts.", ("trl", "trl-1.5"))
+_OTB_OPTIONS = (Option("handle_zero_tail", "bool", True, "Zero the sole longest member's baseline past the "
+                       "second-longest length (verl's default)."),
+                Option("epsilon", "float", 1e-8, "Added to the baseline's denominator."))
+_RETURNS = Option("convention", "str", "reset",
+                   "`reset`: verl's loop, the running return reset at every mask-0 token (observation spans "
+                   "too); `carry`: carried across observation spans to the next model token.", ("reset", "carry"))
 _VERL = "verl-project/verl@018f23b (verl/trainer/ppo/core_algos.py)"
 _TRL_GRPO = "TRL GRPOTrainer, v1.6 unscorable-completion handling (trl/trainer/grpo_trainer.py)"
 
@@ -268,6 +277,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         options=(
             _GAMMA,
             Option("whiten", "bool", False, "Whiten over the batch's model tokens afterwards."),
+            replace(_RETURNS, default="carry"),
         ),
         reference="the discounted sum of verl `compute_reinforce_plus_plus_outcome_advantage`, not whitened",
         reference_version=_VERL,
@@ -317,11 +327,120 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         function="trajlens.estimators.grpo:rloo",
         kind=Kind.OUTCOME,
         inputs=Input.GROUPS | Input.REWARDS,
-        options=(_SCORE, _SINGLETON, _MASKED),
-        reference="verl `compute_rloo_outcome_advantage`",
+        options=(_SCORE, _SINGLETON, _MASKED,
+                 Option("convention", "str", "verl", "`verl` (a group of one keeps its score) or `trl` (RLOOTrainer: "
+                        "a group of one gets 0).", ("verl", "trl")),
+                 Option("normalize_advantages", "bool", False,
+                        "TRL `normalize_advantages`: z-score over the batch, eps 1e-4 (with convention `trl`).")),
+        reference="verl `compute_rloo_outcome_advantage`; TRL `RLOOTrainer` (convention `trl`)",
+        reference_version=_VERL + "; huggingface/trl@00313f2 (trl/trainer/rloo_trainer.py)",
+        statistics=Statistics.TRAJECTORIES,
+        declared_by=(("algorithm.adv_estimator", "rloo"), ("algorithm.adv_estimator", "rloo_vectorized")),
+    ),
+    EstimatorSpec(
+        name="reinforce_plus_plus",
+        summary="REINFORCE++: discounted returns whitened over the batch's model tokens.",
+        function="trajlens.estimators.reinforce:reinforce_plus_plus",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS,
+        options=(_GAMMA, _RETURNS),
+        reference="verl `compute_reinforce_plus_plus_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "reinforce_plus_plus"),),
+    ),
+    EstimatorSpec(
+        name="reinforce_plus_plus_baseline",
+        summary="REINFORCE++-baseline: score - group mean, whitened over the batch's model tokens.",
+        function="trajlens.estimators.group_variants:reinforce_plus_plus_baseline",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS | Input.TOKEN_COUNTS,
+        options=(_SCORE,),
+        reference="verl `compute_reinforce_plus_plus_baseline_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "reinforce_plus_plus_baseline"),),
+    ),
+    EstimatorSpec(
+        name="grpo_passk",
+        summary="GRPO pass@k: only each group's best member is credited, (r_max - r_second) / (std + eps).",
+        function="trajlens.estimators.group_variants:grpo_passk",
+        kind=Kind.OUTCOME,
+        inputs=Input.FULL_GROUPS | Input.REWARDS,
+        options=(_SCORE, Option("epsilon", "float", 1e-6, "Added to the group std."),
+                 Option("norm_adv_by_std_in_grpo", "bool", True, "Divide the gap by the group std."), _MASKED),
+        reference="verl `compute_grpo_passk_outcome_advantage`",
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
-        declared_by=(("algorithm.adv_estimator", "rloo"),),
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "grpo_passk"),),
+    ),
+    EstimatorSpec(
+        name="opo",
+        summary="OPO: score - the length-weighted group mean, sum L r / sum L.",
+        function="trajlens.estimators.group_variants:opo",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS | Input.TOKEN_COUNTS,
+        options=(_SCORE,),
+        reference="verl `compute_opo_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.TRAJECTORIES,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "opo"),),
+    ),
+    EstimatorSpec(
+        name="gpg",
+        summary="GPG: alpha (score - group mean) / f_norm, alpha = batch size / nonzero scores.",
+        function="trajlens.estimators.group_variants:gpg",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS,
+        options=(_SCORE, Option("f_norm", "float", 1.0, "Divisor of every advantage."), _MASKED),
+        reference="verl `compute_gpg_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.TRAJECTORIES,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "gpg"),),
+    ),
+    EstimatorSpec(
+        name="remax",
+        summary="ReMax: reward-to-go minus the greedy response's reward.",
+        function="trajlens.estimators.token_baselines:remax",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS | Input.BASELINE_REWARDS,
+        options=(),
+        reference="verl `compute_remax_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "remax"),),
+    ),
+    EstimatorSpec(
+        name="optimal_token_baseline",
+        summary="Optimal token baseline: per position, the group's path-variance-weighted mean return.",
+        function="trajlens.estimators.token_baselines:optimal_token_baseline",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS | Input.GROUPS | Input.LOG_PROBS | Input.SUM_PI_SQUARED,
+        options=_OTB_OPTIONS,
+        reference="verl `compute_optimal_token_baseline_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "optimal_token_baseline"),),
+    ),
+    EstimatorSpec(
+        name="tir_optimal_token_baseline",
+        summary="The optimal token baseline over compacted model tokens (multi-turn).",
+        function="trajlens.estimators.token_baselines:tir_optimal_token_baseline",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS | Input.GROUPS | Input.LOG_PROBS | Input.SUM_PI_SQUARED,
+        options=_OTB_OPTIONS,
+        reference="verl `compute_multi_turn_optimal_token_baseline_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "tir_optimal_token_baseline"),),
     ),
     EstimatorSpec(
         name="gdpo_verl",
@@ -342,7 +461,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         function="trajlens.estimators.gdpo:gdpo_trl",
         kind=Kind.CHANNEL,
         inputs=Input.CHANNELS,
-        options=(_CHANNELS, _WEIGHTS, Option("epsilon", "float", 1e-4, "Added to every std (TRL 1e-4).")),
+        options=(_CHANNELS, _WEIGHTS, Option("epsilon", "float", 1e-4, "Added to every std (TRL 1e-4)."), _TRL_VERSION),
         reference='TRL GRPOTrainer `multi_objective_aggregation="normalize_then_sum"`',
         reference_version=_TRL_GRPO,
         statistics=Statistics.TRAJECTORIES,
@@ -357,8 +476,10 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         kind=Kind.CHANNEL,
         inputs=Input.CHANNELS,
         options=(_CHANNELS, _WEIGHTS,
-                 Option("convention", "str", "trl", "`trl` (TRL's default aggregation) or `verl` (verl GRPO on the sum).",
-                        ("trl", "verl"))),
+                 Option("convention", "str", "trl", "`trl` (TRL v1.6 on), `trl-1.5` (earlier TRL: an all-NaN "
+                        "trajectory sums to 0 and counts) or `verl` (verl GRPO on the sum).", ("trl", "trl-1.5", "verl")),
+                 Option("scale_rewards", "str", "group", "TRL `scale_rewards`: divide by the group std, the batch std "
+                        "(TRL's batch-std variant for several reward functions) or nothing.", ("group", "batch", "none"))),
         reference='TRL GRPOTrainer `multi_objective_aggregation="sum_then_normalize"`',
         reference_version=_TRL_GRPO,
         statistics=Statistics.TRAJECTORIES,
