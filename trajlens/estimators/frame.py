@@ -6,24 +6,32 @@ tensor functions of this package. Statistics follow the trainers' batching: grou
 normalisation) per ``(run_id, step)``. Token arrays are padded into tensors through numpy, with
 no loop over rows; the only Python loop is over steps.
 
-Estimators and the columns they add besides ``advantage`` (one float per trajectory):
+Which estimators exist, which inputs each reads and which options it takes is the estimator
+registry (:mod:`trajlens.estimators.registry`, ``docs/estimators.md``); this module turns its
+entries into tensor calls by their kind. Columns added besides ``advantage`` (one float per
+trajectory):
 
-``gae`` and ``reinforce``
-    Need ``tokens``. ``advantage`` is the mean over model tokens; also ``advantage_first``,
-    ``advantage_last`` (first and last model token), ``token_advantages`` and ``token_returns``
-    (list<float32>, every position, as the tensor functions return them). ``token_rewards``
-    null in a row means the trajectory's ``reward`` on its last model token (how verl places an
-    outcome reward). Options: ``gamma``, ``lam`` (gae), ``whiten`` (default True for gae, as
-    verl's estimator does, False for reinforce).
-``grpo``, ``dr_grpo``, ``grpo_batch_std``, ``rloo``
+Token-level estimators (``gae``, ``reinforce``, ``reinforce_plus_plus``, ``remax``, the optimal
+token baselines)
+    ``advantage`` is the mean over model tokens; also ``advantage_first``, ``advantage_last``
+    (first and last model token), ``token_advantages`` and ``token_returns`` (list<float32>,
+    every position, as the tensor functions return them). ``token_rewards`` null in a row means
+    the trajectory's ``reward`` on its last model token (how verl places an outcome reward).
+    ``remax`` reads the greedy baseline's reward from a ``reward_baseline`` column of
+    ``trajectories``; the optimal token baselines read ``log_probs`` and a ``sum_pi_squared``
+    list column of ``tokens``. Without them the error says so.
+Outcome estimators (``grpo``, ``dr_grpo``, ``grpo_batch_std``, ``rloo``, ``grpo_passk``, ``opo``,
+``gpg``, ``reinforce_plus_plus_baseline``)
     Score from ``reward`` (``score="reward"``, default) or the sum of ``token_rewards``
-    (``score="token_rewards"``). Options as the tensor functions (``epsilon``, ``singleton``...).
-``gdpo_verl``, ``gdpo_trl``, ``sum_then_normalize``, ``gdpo_dynamic``
+    (``score="token_rewards"``). Those that need model-token counts (``opo``, the
+    REINFORCE++-baseline whitening) read them from ``tokens`` or ``model_tokens`` and add
+    ``model_tokens``.
+Channel estimators (``gdpo_verl``, ``gdpo_trl``, ``sum_then_normalize``, ``gdpo_dynamic``)
     Channels from ``reward_channels`` (``channels=[names]`` to choose and order them; a missing
-    channel is NaN), ``weights`` as a list or a {name: weight} dict. ``gdpo_verl`` whitens over
-    model tokens, whose counts come from ``tokens`` or else the ``model_tokens`` column.
-    ``gdpo_dynamic`` carries its EMA from step to step (``config=DynamicWeightConfig(...)``)
-    and adds ``channel_weights``.
+    channel is NaN), ``weights`` as a list or a {name: weight} dict. ``gdpo_verl`` and
+    ``gdpo_dynamic`` whiten over model tokens and add ``model_tokens``; ``gdpo_dynamic``
+    carries its EMA from step to step (``config=DynamicWeightConfig(...)`` or a dict of its
+    fields) and adds ``channel_weights``.
 
 Every output row keeps ``run_id``, ``step``, ``trajectory_id``, ``group_id``, in the input order,
 with ``estimator`` and ``normalisation``.
