@@ -20,7 +20,8 @@ Diagnostics:
     :func:`advantage_outliers`, :func:`clip_share`, :func:`critic_grad_clip`,
     :func:`channel_diagnostics`
 Tables:
-    :func:`recompute` (Polars frames in the trajlens schema)
+    :func:`recompute` (Polars frames in the trajlens schema), :func:`identify_advantages`
+    (which estimator and convention produced a run's logged advantages)
 The registry (what each estimator needs, its options, reference and version):
     :data:`ESTIMATOR_REGISTRY`, :func:`estimator_spec`, :class:`EstimatorSpec`, :class:`RunFacts`,
     :func:`run_facts`, :func:`declared_estimators`
@@ -75,6 +76,8 @@ _EXPORTS: dict[str, str] = {
     "rloo": "grpo",
     "ReinforceResult": "reinforce",
     "reinforce": "reinforce",
+    "Identification": "identify",
+    "identify_advantages": "identify",
     "ESTIMATOR_REGISTRY": "registry",
     "EstimatorSpec": "registry",
     "Input": "registry",
