@@ -208,7 +208,7 @@ def test_declared_estimators_read_the_config():
 
 def test_docs_match_the_registry():
     doc = (REPO / "docs" / "estimators.md").read_text()
-    assert render_markdown().strip() in doc, "regenerate with `python -m trajlens.estimators.registry`"
+    assert render_markdown().strip() in doc, "regenerate with `python -m trajlens.estimators.registry docs/estimators.md`"
     readme = (REPO / "README.md").read_text()
     assert render_readme_table().strip() in readme, "paste `render_readme_table()` into the README"
 

@@ -4,7 +4,8 @@ Everything trajlens knows about an estimator is written here once, as data, and 
 :func:`trajlens.estimators.recompute` (which inputs to join, which options to accept), the
 ``trajlens advantages`` command (choices and help), the report (which estimators a run allows,
 under which labels, and how their statistics are summarised) and ``docs/estimators.md``
-(rendered by :func:`render_markdown`; regenerate with ``python -m trajlens.estimators.registry``).
+(rendered by :func:`render_markdown`; regenerate with
+``python -m trajlens.estimators.registry docs/estimators.md``).
 
 The public surface is small:
 
@@ -423,5 +424,21 @@ def render_readme_table() -> str:
     return "\n".join(lines)
 
 
+def write_docs(path: str) -> None:
+    """Rewrite the generated part of ``path`` (everything after its first ``---`` line)."""
+    from pathlib import Path
+
+    text = Path(path).read_text()
+    head, rule, _ = text.partition("\n---\n")
+    if not rule:
+        raise EstimatorInputError(f"{path}: no '---' line to put the generated tables under")
+    Path(path).write_text(head + rule + "\n" + render_markdown() + "\n")
+
+
 if __name__ == "__main__":
-    print(render_markdown())
+    import sys
+
+    if len(sys.argv) > 1:
+        write_docs(sys.argv[1])
+    else:
+        print(render_markdown())
