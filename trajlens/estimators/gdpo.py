@@ -153,7 +153,7 @@ def gdpo_trl(
     fused = (channel_advantages * w[None, :]).nansum(dim=1)  # F_i = nansum_k w_k A^k_i
     if convention == "trl":
         fused[torch.isnan(channel_rewards).all(dim=1)] = float("nan")  # unscorable: out of the statistics
-        spread = _trl_nanstd(fused, dim=None) if fused.numel() > 1 else torch.zeros((), dtype=fused.dtype)
+        spread = _trl_nanstd(fused, dim=None) if fused.numel() > 1 else fused.new_zeros(())
         sequence = (fused - torch.nanmean(fused)) / (spread + epsilon)  # A_i = (F_i - mean F) / (std F + eps)
         sequence = torch.nan_to_num(sequence, nan=0.0)  # TRL: unscorable completions get advantage 0
     else:
@@ -202,7 +202,7 @@ def sum_then_normalize(
             if bucket.size > 1:
                 std[bucket.members] = _trl_nanstd(grouped, dim=1).expand_as(grouped)
         if scale_rewards == "batch":
-            std = (_trl_nanstd(summed, dim=None) if summed.numel() > 1 else torch.zeros(())).expand_as(summed)
+            std = (_trl_nanstd(summed, dim=None) if summed.numel() > 1 else summed.new_zeros(())).expand_as(summed)
         sequence = summed - mean
         if scale_rewards != "none":
             sequence = sequence / (std + TRL_EPS)  # A_i = (R_i - mu_g) / (sigma + eps)
@@ -211,7 +211,7 @@ def sum_then_normalize(
         mean, std = group_mean_std(summed, groups, std="dim")
         std = torch.where(torch.isnan(std), torch.zeros_like(std), std)  # TRL: one member -> std 0
         if scale_rewards == "batch":
-            std = (summed.std() if summed.numel() > 1 else torch.zeros(())).expand_as(summed)
+            std = (summed.std() if summed.numel() > 1 else summed.new_zeros(())).expand_as(summed)
         sequence = summed - mean
         if scale_rewards != "none":
             sequence = sequence / (std + TRL_EPS)  # A_i = (R_i - mu_g) / (sigma + eps)
