@@ -96,6 +96,9 @@ def test_unknown_estimator_and_bad_options_are_one_line_errors():
     assert "\n" not in message
     assert "grpo takes no option 'nope'" in message and "option 'epsilon': expected float" in message
     assert "option 'score': expected one of reward, token_rewards" in message
+    with pytest.raises(EstimatorInputError, match="gdpo_dynamic option 'config'.*'nope'"):
+        recompute(trajectories, tokens, "gdpo_dynamic", config={"nope": 1})
+    assert recompute(trajectories, tokens, "gdpo_dynamic", config={"ema_alpha": 0.2}).height == trajectories.height
 
 
 @pytest.mark.parametrize("name", NAMES)

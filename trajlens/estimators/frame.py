@@ -382,7 +382,10 @@ def _channel_estimator(
     else:
         config = opts.pop("config", None) or DynamicWeightConfig()
         if isinstance(config, dict):
-            config = DynamicWeightConfig(**config)
+            try:
+                config = DynamicWeightConfig(**config)
+            except TypeError as error:
+                raise check.EstimatorInputError(f"{fn}: gdpo_dynamic option 'config': {error}") from None
         key = str(batch["run_id"][0])
         mask = _count_mask(fn, batch) if config.batch_normalisation == "token" else None
         if mask is not None:
