@@ -31,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from trajlens.estimators import gae, grpo, masked_whiten, rloo  # noqa: E402
+from trajlens.estimators import gae, gdpo_verl, grpo, masked_whiten, rloo  # noqa: E402
 from trajlens.estimators.aggregation import aggregation_weights  # noqa: E402
 from trajlens.estimators.group_variants import gpg, grpo_passk, opo, reinforce_plus_plus_baseline  # noqa: E402
 from trajlens.estimators.reinforce import reinforce_plus_plus  # noqa: E402
@@ -53,6 +53,7 @@ class Case:
     baselines: torch.Tensor  # (B,)
     log_probs: torch.Tensor
     sum_pi_squared: torch.Tensor
+    channels: torch.Tensor  # (B, 2) reward channels, values in {0, 0.5, 1} times the scale
     full_groups: bool  # every group has two or more members
     label: str
 
@@ -84,6 +85,7 @@ def make_case(generator: torch.Generator, dtype: torch.dtype, kind: str) -> Case
         baselines=torch.rand(size, generator=generator, dtype=dtype) * scale,
         log_probs=probabilities.log(),
         sum_pi_squared=probabilities**2 + torch.rand(size, length, generator=generator, dtype=dtype) * 0.05,
+        channels=torch.randint(0, 3, (size, 2), generator=generator).to(dtype) / 2 * scale,
         full_groups=full,
         label=kind,
     )
@@ -143,6 +145,25 @@ PAIRS: dict[str, Pair] = {
             c.rewards, c.mask.to(c.rewards.dtype), c.ids, c.log_probs, c.sum_pi_squared)[0],
     ),
 }
+GDPO_WEIGHTS = [1.0, 0.5]
+
+
+def _verl_gdpo(core: Any, c: Case) -> torch.Tensor:
+    """verl's GDPO reads each channel from ``non_tensor_batch`` and puts it on the response's last token."""
+    ends = c.mask.flip(1).int().argmax(dim=1)
+    response = torch.arange(c.mask.shape[1])[None, :] <= (c.mask.shape[1] - 1 - ends)[:, None]
+    batch = {"prompts": torch.zeros(len(c.ids), 3, dtype=torch.long),
+             "attention_mask": torch.cat([torch.ones(len(c.ids), 3, dtype=torch.long), response.long()], dim=1)}
+    config = {"gdpo_reward_keys": ["first", "second"], "gdpo_reward_weights": GDPO_WEIGHTS}
+    channels = {"first": c.channels[:, 0].numpy(), "second": c.channels[:, 1].numpy()}
+    return core.compute_gdpo_outcome_advantage(c.rewards, c.mask.to(c.rewards.dtype), c.ids, config=config,
+                                               non_tensor_batch=channels, batch=batch)[0]
+
+
+PAIRS["gdpo"] = (
+    lambda c: gdpo_verl(c.channels, c.mask, c.ids, weights=GDPO_WEIGHTS).advantages,
+    _verl_gdpo,
+)
 for _mode in ("token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"):
     PAIRS[f"agg_loss:{_mode}"] = (
         lambda c, m=_mode: (aggregation_weights(c.mask, m).token_weights * c.values.double()).sum().reshape(1, 1),

@@ -33,7 +33,16 @@ def _transcribed_core() -> types.SimpleNamespace:
         return loops.grpo_passk_loop(token_level_rewards.clone(), response_mask, index,
                                      norm_adv_by_std_in_grpo=config.get("norm_adv_by_std_in_grpo", True)), None
 
+    def gdpo(token_level_rewards, response_mask, index, config=None, non_tensor_batch=None, batch=None, **_):
+        import torch
+
+        keys = config["gdpo_reward_keys"]
+        channels = torch.stack([torch.tensor(non_tensor_batch[k], dtype=torch.float32) for k in keys], dim=1)
+        weights = torch.tensor(config["gdpo_reward_weights"], dtype=torch.float32)
+        return loops.gdpo_verl_loop(channels, response_mask.bool(), index, weights), None
+
     return types.SimpleNamespace(
+        compute_gdpo_outcome_advantage=gdpo,
         compute_gae_advantage_return=gae,
         compute_grpo_outcome_advantage=lambda r, m, i, **_: (loops.grpo_loop(r.clone(), m, i), None),
         compute_rloo_outcome_advantage=lambda r, m, i, **_: (loops.rloo_loop(r.clone(), m, i), None),
