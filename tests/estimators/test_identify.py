@@ -236,3 +236,14 @@ def test_cli_identify_writes_the_verdict_as_json(tmp_path, capsys):
     payload = json.loads(out.read_text())
     assert payload["best"]["estimator"] == "grpo" and payload["best"]["n"] == 8
     assert payload["best"]["max_abs_diff"] < 1e-6 and payload["matched"] is True
+
+
+def test_every_candidate_is_a_valid_registry_call():
+    from trajlens.estimators.identify import CANDIDATES
+    from trajlens.estimators.registry import estimator_spec
+
+    labels = [c.label for c in CANDIDATES]
+    assert len(labels) == len(set(labels))
+    for candidate in CANDIDATES:
+        assert not estimator_spec(candidate.estimator).option_problems(candidate.options), candidate.label
+        assert candidate.description
