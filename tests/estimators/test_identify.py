@@ -186,6 +186,9 @@ def test_without_logged_advantages_it_says_so():
     trajectories, tokens = frames()
     with pytest.raises(EstimatorInputError, match="no logged advantages"):
         identify_advantages(trajectories, tokens)
+    short = tokens.with_columns(pl.lit([0.5], dtype=pl.List(pl.Float32)).alias("logged_advantages"))
+    with pytest.raises(EstimatorInputError, match="logged_advantages has 1 entries but response_mask has"):
+        identify_advantages(trajectories, short)
 
 
 def _tiny_store(tmp_path, logged: bool):

@@ -209,9 +209,16 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[pl
     """Long frame of logged values: run_id, step, trajectory_id, group_id, position (-1 per trajectory), logged."""
     keys = ["run_id", "step", "trajectory_id", "group_id"]
     if tokens is not None and "logged_advantages" in tokens.columns and tokens["logged_advantages"].null_count() < tokens.height:
+        present = tokens.select("run_id", "trajectory_id", "response_mask", "logged_advantages").filter(
+            pl.col("logged_advantages").is_not_null())
+        uneven = present.filter(pl.col("logged_advantages").list.len() != pl.col("response_mask").list.len())
+        if uneven.height:
+            row = uneven.row(0, named=True)
+            raise EstimatorInputError(
+                f"identify_advantages: trajectory {row['trajectory_id']!r}: logged_advantages has "
+                f"{len(row['logged_advantages'])} entries but response_mask has {len(row['response_mask'])}")
         rows = (
-            tokens.select("run_id", "trajectory_id", "response_mask", "logged_advantages")
-            .filter(pl.col("logged_advantages").is_not_null())
+            present
             .join(trajectories.select(keys), on=["run_id", "trajectory_id"], how="inner")
             .with_columns(pl.int_ranges(0, pl.col("response_mask").list.len()).alias("position"))
             .explode(["response_mask", "logged_advantages", "position"])
