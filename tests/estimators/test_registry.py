@@ -223,3 +223,12 @@ def test_registry_reads_without_torch():
             "import trajlens.cli.advantages; print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_token_rows_without_a_model_token_do_not_count_as_token_arrays():
+    trajectories, tokens = full_frames()
+    empty = tokens.with_columns(pl.col("response_mask").list.eval(pl.element() & pl.lit(False)).alias("response_mask"))
+    facts = run_facts(trajectories, empty)
+    assert not facts.token_arrays and not facts.critic_values
+    assert facts.token_counts  # the model_tokens column still counts them
+    assert not estimator_spec("gae").applies(facts) and estimator_spec("grpo").applies(facts)

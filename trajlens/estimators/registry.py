@@ -364,6 +364,8 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
     token_ids: set[Any] = set()
     critic_values = log_probs = sum_pi_squared = False
     if tokens is not None and tokens.height:
+        # a token row counts only when its response mask holds a model token
+        tokens = tokens.filter(pl.col("response_mask").list.any().fill_null(False))
         token_ids = set(tokens["trajectory_id"].to_list())
         critic_values = "values" in tokens.columns and tokens["values"].null_count() < tokens.height
         log_probs = "log_probs" in tokens.columns and tokens["log_probs"].null_count() == 0

@@ -35,6 +35,19 @@ class EstimatorChoice:
     estimator: str
     options: dict[str, Any]
 
+    @property
+    def needs(self) -> str:
+        """The input class in one word, from the registry: ``values`` (critic values),
+        ``channels_with_lengths``, ``channels``, ``tokens`` or ``groups``."""
+        from trajlens.estimators.registry import Input, estimator_spec
+
+        inputs = estimator_spec(self.estimator).inputs
+        if Input.CRITIC_VALUES in inputs:
+            return "values"
+        if Input.CHANNELS in inputs:
+            return "channels_with_lengths" if Input.TOKEN_COUNTS in inputs else "channels"
+        return "tokens" if inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS) else "groups"
+
 
 def _report_choices() -> tuple[EstimatorChoice, ...]:
     from trajlens.estimators.registry import ESTIMATOR_REGISTRY, InReport
