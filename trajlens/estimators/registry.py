@@ -14,9 +14,14 @@ The public surface is small:
 * :class:`RunFacts` and :func:`run_facts` — what a run's frames hold, for :meth:`EstimatorSpec.applies`;
 * :func:`declared_estimators` — the estimators a run's logged config says it trained with.
 
-The types live in :mod:`trajlens.estimators.spec`. This module imports neither torch nor the tensor functions: an entry names its function by
-``"module:attribute"`` and :meth:`EstimatorSpec.tensor_function` imports it on demand, so the
-CLI and the docs can read the registry without loading torch.
+The types live in :mod:`trajlens.estimators.spec`. Neither module imports torch or the tensor
+functions: an entry names its function by ``"module:attribute"`` and
+:meth:`EstimatorSpec.tensor_function` imports it on demand, so the CLI and the docs read the
+registry without loading torch.
+
+Adding an estimator: its tensor function (with its reference and version in the docstring, and
+a test against a loop transcribed from that reference), one entry here, and, when it reads
+inputs no existing kind feeds it, a branch in :mod:`trajlens.estimators.frame`.
 """
 
 from __future__ import annotations
