@@ -53,6 +53,18 @@ def test_multireward_report_flags_the_saturated_channel(reports):
     assert "saturated" not in correctness
 
 
+def test_multireward_report_follows_the_estimator_registry(reports, sample_store):
+    out, _ = reports
+    batches = sample_store.sql("SELECT estimator, max(abs(mean)) AS worst_mean FROM advantage_batches "
+                               "WHERE run_id = 'multireward' GROUP BY estimator")
+    worst = dict(zip(batches["estimator"], batches["worst_mean"]))
+    assert "grpo_batch_std" in worst  # the run's config declares norm_adv: batch_std
+    assert "gdpo_dynamic" in worst  # with token counts, as it whitens over model tokens
+    assert worst["gdpo_verl"] < 1e-6  # summarised over model tokens, as verl's GDPO whitens
+    text = (out / "multireward" / "stage_report.md").read_text()
+    assert "over model tokens for gdpo_verl, gdpo_dynamic; over trajectories for grpo" in text
+
+
 def test_resume_report_flags_the_doubled_learning_rate(reports):
     _, by_run = reports
     assert any(f.startswith("critic/lr logged at 2.00x") for f in by_run["resume-lr"].findings)

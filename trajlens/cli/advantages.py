@@ -1,4 +1,4 @@
-"""``trajlens advantages`` and ``trajlens report``: recomputed advantages and the full report."""
+"""``trajlens advantages`` and ``trajlens report``: recomputed (or identified) advantages and the full report."""
 
 from __future__ import annotations
 
@@ -10,23 +10,40 @@ import typer
 from trajlens.cli._app import app
 from trajlens.cli._options import parse_options
 from trajlens.cli._progress import progress_bar
+from trajlens.errors import ConfigError
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY
+
+_ESTIMATOR_HELP = "One of: " + ", ".join(ESTIMATOR_REGISTRY) + " (options and references: docs/estimators.md)."
+_OPTION_HELP = "Estimator option NAME=VALUE, repeatable; values read as JSON. " + "; ".join(
+    f"{spec.name}: {', '.join(option.name for option in spec.options)}"
+    for spec in ESTIMATOR_REGISTRY.values() if spec.options
+) + "."
 
 
 @app.command()
 def advantages(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
-    estimator: Annotated[str, typer.Option("--estimator", "-e", help="gae, reinforce, grpo, dr_grpo, grpo_batch_std, rloo, gdpo_verl, gdpo_trl, sum_then_normalize, gdpo_dynamic.")],
-    option: Annotated[Optional[list[str]], typer.Option("--option", help="Estimator option NAME=VALUE (gamma=1.0, lam=0.95, whiten=false, ...).")] = None,
+    estimator: Annotated[Optional[str], typer.Option("--estimator", "-e", help=_ESTIMATOR_HELP)] = None,
+    option: Annotated[Optional[list[str]], typer.Option("--option", help=_OPTION_HELP)] = None,
     label: Annotated[Optional[str], typer.Option("--label", help="Name of this recomputation in the advantage_batches table (default: the estimator).")] = None,
+    identify: Annotated[bool, typer.Option("--identify", help="Recompute the run's logged advantages under every estimator and convention, and name the one that produced them.")] = False,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="With --identify: write the verdict and every candidate's fit to this JSON file.")] = None,
 ) -> None:
     """Recompute the advantages an estimator would have given a run, and print per-step batch stats.
 
     Saves the per-step statistics in the store table advantage_batches (one label per choice),
-    so estimators can be compared with SQL.
+    so estimators can be compared with SQL. With --identify, compares the advantages the trainer
+    logged with every candidate estimator and convention instead, prints each one's max and
+    median absolute difference, and names the closest with a verdict.
 
     Example: trajlens advantages store --run sao-r6 --estimator gae --option whiten=false --label gae_raw
     """
+    if identify:
+        _identify(store, run, json_out)
+        return
+    if estimator is None:
+        raise ConfigError(["--estimator is required (or pass --identify)"])
     import polars as pl
 
     import trajlens
@@ -45,6 +62,32 @@ def advantages(
         typer.echo(str(shown.drop("run_id", "estimator")))
     typer.echo(f"all-negative batches: {list(streaks.negative_steps) or 'none'}; "
                f"all-positive batches: {list(streaks.positive_steps) or 'none'}")
+
+
+def _identify(store: Path, run: str, json_out: Path | None) -> None:
+    import polars as pl
+
+    import trajlens
+    from trajlens.estimators.identify import identify_advantages
+    from trajlens.report.advantages import read_run
+
+    handle = trajlens.open(store)
+    frames = read_run(handle, run)
+    config = handle.sql("SELECT config FROM runs WHERE run_id = $run", {"run": run})["config"][0]
+    with progress_bar("identifying") as tick:
+        found = identify_advantages(frames.trajectories, frames.tokens, config=config)
+        tick(run)
+    table = pl.DataFrame([
+        {"candidate": fit.candidate.label, "max_abs_diff": fit.max_abs_diff if fit.n else None,
+         "median_abs_diff": fit.median_abs_diff if fit.n else None, "n": fit.n, "note": fit.error or ""}
+        for fit in found.candidates
+    ])
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, float_precision=2, fmt_str_lengths=60, tbl_width_chars=140):
+        typer.echo(str(table))
+    typer.echo(("match: " if found.matched else "") + found.verdict)
+    if json_out is not None:
+        json_out.write_text(json.dumps(found.to_dict(), indent=2) + "\n")
+        typer.echo(f"wrote {json_out}")
 
 
 @app.command()

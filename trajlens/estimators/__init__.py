@@ -20,82 +20,105 @@ Diagnostics:
     :func:`advantage_outliers`, :func:`clip_share`, :func:`critic_grad_clip`,
     :func:`channel_diagnostics`
 Tables:
-    :func:`recompute` (Polars frames in the trajlens schema)
+    :func:`recompute` (Polars frames in the trajlens schema), :func:`identify_advantages`
+    (which estimator and convention produced a run's logged advantages)
+The registry (what each estimator needs, its options, reference and version):
+    :data:`ESTIMATOR_REGISTRY`, :func:`estimator_spec`, :class:`EstimatorSpec`, :class:`RunFacts`,
+    :func:`run_facts`, :func:`declared_estimators`
 
-This package imports torch; ``import trajlens`` does not.
+Names are imported on first use: the registry (``trajlens.estimators.registry``) reads without
+torch; every tensor function imports it. ``import trajlens`` imports neither.
 """
 
 from __future__ import annotations
 
-from trajlens.estimators._validate import EstimatorInputError
-from trajlens.estimators.aggregation import AGGREGATION_MODES, AggregationWeights, aggregation_weights
-from trajlens.estimators.channels import ChannelDiagnostics, channel_diagnostics
-from trajlens.estimators.diagnostics import (
-    AdvantageStats,
-    GradClipReport,
-    Outliers,
-    SignStreaks,
-    advantage_outliers,
-    advantage_stats,
-    clip_share,
-    critic_grad_clip,
-    explained_variance,
-    sign_streaks,
-)
-from trajlens.estimators.dynamic import (
-    DynamicGDPOResult,
-    DynamicWeightConfig,
-    DynamicWeights,
-    dynamic_weights,
-    gdpo_dynamic,
-)
-from trajlens.estimators.frame import ESTIMATORS, recompute
-from trajlens.estimators.gae import GAEResult, discounted_returns, gae
-from trajlens.estimators.gdpo import GDPOResult, gdpo_trl, gdpo_verl, sum_then_normalize
-from trajlens.estimators.grpo import OutcomeResult, dr_grpo, grpo, grpo_batch_std, rloo
-from trajlens.estimators.reinforce import ReinforceResult, reinforce
-from trajlens.estimators.whiten import WhitenResult, masked_mean, masked_whiten
+import importlib
+import sys
+import types
+from typing import Any
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "AGGREGATION_MODES": "aggregation",
+    "AggregationWeights": "aggregation",
+    "aggregation_weights": "aggregation",
+    "ChannelDiagnostics": "channels",
+    "channel_diagnostics": "channels",
+    "AdvantageStats": "diagnostics",
+    "GradClipReport": "diagnostics",
+    "Outliers": "diagnostics",
+    "SignStreaks": "diagnostics",
+    "advantage_outliers": "diagnostics",
+    "advantage_stats": "diagnostics",
+    "clip_share": "diagnostics",
+    "critic_grad_clip": "diagnostics",
+    "explained_variance": "diagnostics",
+    "sign_streaks": "diagnostics",
+    "DynamicGDPOResult": "dynamic",
+    "DynamicWeightConfig": "dynamic",
+    "DynamicWeights": "dynamic",
+    "dynamic_weights": "dynamic",
+    "gdpo_dynamic": "dynamic",
+    "EstimatorInputError": "_errors",
+    "ESTIMATORS": "frame",
+    "recompute": "frame",
+    "GAEResult": "gae",
+    "discounted_returns": "gae",
+    "gae": "gae",
+    "GDPOResult": "gdpo",
+    "gdpo_trl": "gdpo",
+    "gdpo_verl": "gdpo",
+    "sum_then_normalize": "gdpo",
+    "OutcomeResult": "grpo",
+    "dr_grpo": "grpo",
+    "grpo": "grpo",
+    "grpo_batch_std": "grpo",
+    "rloo": "grpo",
+    "ReinforceResult": "reinforce",
+    "reinforce": "reinforce",
+    "Identification": "identify",
+    "identify_advantages": "identify",
+    "ESTIMATOR_REGISTRY": "registry",
+    "EstimatorSpec": "registry",
+    "Input": "registry",
+    "Option": "registry",
+    "RunFacts": "registry",
+    "Statistics": "registry",
+    "declared_estimators": "registry",
+    "estimator_spec": "registry",
+    "run_facts": "registry",
+    "WhitenResult": "whiten",
+    "masked_mean": "whiten",
+    "masked_whiten": "whiten",
+}
+
+__all__ = sorted(_EXPORTS)
 
 
-__all__ = [
-    "AGGREGATION_MODES",
-    "AdvantageStats",
-    "AggregationWeights",
-    "ChannelDiagnostics",
-    "DynamicGDPOResult",
-    "DynamicWeightConfig",
-    "DynamicWeights",
-    "ESTIMATORS",
-    "EstimatorInputError",
-    "GAEResult",
-    "GDPOResult",
-    "GradClipReport",
-    "OutcomeResult",
-    "Outliers",
-    "ReinforceResult",
-    "SignStreaks",
-    "WhitenResult",
-    "advantage_outliers",
-    "advantage_stats",
-    "aggregation_weights",
-    "channel_diagnostics",
-    "clip_share",
-    "critic_grad_clip",
-    "discounted_returns",
-    "dr_grpo",
-    "dynamic_weights",
-    "explained_variance",
-    "gae",
-    "gdpo_dynamic",
-    "gdpo_trl",
-    "gdpo_verl",
-    "grpo",
-    "grpo_batch_std",
-    "masked_mean",
-    "masked_whiten",
-    "recompute",
-    "reinforce",
-    "rloo",
-    "sign_streaks",
-    "sum_then_normalize",
-]
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trajlens.estimators' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"trajlens.estimators.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+class _Package(types.ModuleType):
+    """Keeps a function bound where its submodule shares its name (``gae``, ``grpo``, ``reinforce``).
+
+    Importing a submodule binds it on the package; an exported function of the same name wins, as
+    it did when this package imported its names eagerly.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _EXPORTS.get(name) == name and hasattr(value, name):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

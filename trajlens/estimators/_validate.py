@@ -12,14 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from trajlens.errors import TrajlensError
-
-
-class EstimatorInputError(TrajlensError, ValueError):
-    """Estimator arguments of the wrong type, dtype or shape, or with values it cannot use.
-
-    The message names the function, the argument and the shapes involved.
-    """
+from trajlens.estimators._errors import EstimatorInputError  # noqa: F401  (re-exported)
 
 
 def shape_of(x: torch.Tensor) -> str:

@@ -3,14 +3,28 @@
 A policy loss is ``sum_{i,t} w_{i,t} * loss_{i,t}``; the aggregation mode fixes ``w``. With an
 outcome advantage A_i on every token of trajectory i, the trajectory's pull on the policy is
 ``A_i * sum_t w_{i,t}`` and each of its tokens is pushed by ``A_i * w_{i,t}``. Modes (names as
-verl's ``agg_loss``; L_i model tokens of trajectory i, B trajectories, L_max a fixed length)::
+verl's ``agg_loss``, plus TRL's ``dr-grpo`` and ``luspo``; L_i model tokens of trajectory i,
+B trajectories, L_max a fixed length)::
 
     token-mean               w = m / sum(m)            every token equal (verl default, TRL "dapo")
+    token-sum                w = m                     verl (PR #7197): the plain sum, no normaliser
     seq-mean-token-mean      w = m / (B * L_i)         GRPO as published (TRL "grpo"):
                                                        every trajectory equal, long ones diluted
     seq-mean-token-sum       w = m / B                 every token equal, per batch size
-    seq-mean-token-sum-norm  w = m / L_max             verl's Dr.GRPO mode (no division by B)
+    seq-mean-token-sum-norm  w = m / (B * L_max)       verl's Dr.GRPO mode, current (see below)
     dr-grpo                  w = m / (B * L_max)       TRL ``loss_type="dr_grpo"``
+    luspo                    w = m / B                 TRL ``loss_type="luspo"``: each sequence's
+                                                       loss times L_i, averaged over sequences
+
+Versions. verl's ``seq-mean-token-sum-norm`` divides the summed loss by the number of sequences
+and by ``loss_scale_factor`` (L_max by default) at verl-project/verl@018f23b
+(``verl/trainer/ppo/core_algos.py``, since verl PR #5417); before it divided by L_max only,
+``w = m / L_max``. ``convention="verl-pre-5417"`` gives that earlier weight; the default is the
+current one. TRL's ``luspo`` with sequence-level importance sampling (the setup it is meant
+for) multiplies each sequence's loss by its length L_i and averages over the B sequences, so a
+trajectory weighs L_i / B in total and each of its tokens 1 / B (as seq-mean-token-sum); older
+TRL releases without a mask in that line also averaged padding positions under token-level
+importance sampling, which is not modelled.
 
 Under seq-mean-token-mean a token of a long trajectory weighs 1/L_i: a wrong long answer is
 punished less per token than a wrong short one, which lets responses grow (the Dr.GRPO paper's
@@ -18,8 +32,8 @@ length bias; the digest's GRPO run grew while per-token GAE did not).
 :attr:`AggregationWeights.length_elasticity` measures it: the least-squares slope of
 log(per-token weight) on log(length), -1 for seq-mean-token-mean and 0 for the others.
 
-Matches verl ``agg_loss`` (``verl/trainer/ppo/core_algos.py``) and TRL ``GRPOTrainer`` loss
-normalisers; departure: verl's multi-GPU global token counts are not modelled (one batch).
+Departure: verl's multi-GPU global token and sequence counts (``dp_size``,
+``global_batch_size``) are not modelled (one batch).
 
 Shapes: B trajectories, T token positions.
 """
@@ -33,15 +47,19 @@ import torch
 from trajlens.estimators import _validate as check
 
 AggregationMode = Literal[
-    "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "dr-grpo"
+    "token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "dr-grpo",
+    "luspo",
 ]
 AGGREGATION_MODES: tuple[str, ...] = (
     "token-mean",
+    "token-sum",
     "seq-mean-token-mean",
     "seq-mean-token-sum",
     "seq-mean-token-sum-norm",
     "dr-grpo",
+    "luspo",
 )
+AGGREGATION_CONVENTIONS: tuple[str, ...] = ("verl", "verl-pre-5417")
 
 
 class AggregationWeights(NamedTuple):
@@ -61,21 +79,27 @@ class AggregationWeights(NamedTuple):
 
 
 def aggregation_weights(
-    response_mask: torch.Tensor, mode: AggregationMode = "token-mean", max_length: int | None = None
+    response_mask: torch.Tensor,
+    mode: AggregationMode = "token-mean",
+    max_length: int | None = None,
+    convention: str = "verl",
 ) -> AggregationWeights:
     """Per-token loss weights of ``mode`` for a batch with ``response_mask`` (B, T) bool.
 
     ``max_length`` is L_max of the fixed-length modes, ``T`` by default (verl uses the padded
-    response length; TRL ``max_completion_length``).
+    response length or ``loss_scale_factor``; TRL ``max_completion_length``). ``convention``
+    matters for ``seq-mean-token-sum-norm`` only: ``"verl"`` (current, 1 / (B L_max)) or
+    ``"verl-pre-5417"`` (1 / L_max).
 
-    Reference: the normalisers of verl ``agg_loss`` and TRL ``GRPOTrainer`` loss types (see the
-    module docstring); verl's cross-GPU global token counts are not modelled.
+    Reference: the normalisers of verl ``agg_loss`` (verl-project/verl@018f23b) and TRL
+    ``GRPOTrainer`` loss types (see the module docstring); cross-GPU counts are not modelled.
     """
     fn = "aggregation_weights"
     response_mask = check.bool_mask(fn, "response_mask", response_mask)
     check.nonempty_batch(fn, "response_mask", response_mask)
     check.rows_have_tokens(fn, "response_mask", response_mask)
     check.choice(fn, "mode", mode, AGGREGATION_MODES)
+    check.choice(fn, "convention", convention, AGGREGATION_CONVENTIONS)
     batch, length = response_mask.shape
     fixed = float(length if max_length is None else check.positive(fn, "max_length", max_length))
     mask = response_mask.to(torch.float64)
@@ -84,9 +108,11 @@ def aggregation_weights(
         per_token = torch.full_like(lengths, 1.0 / float(lengths.sum()))  # w = 1 / sum(m)
     elif mode == "seq-mean-token-mean":
         per_token = 1.0 / (batch * lengths)  # w = 1 / (B L_i)
-    elif mode == "seq-mean-token-sum":
-        per_token = torch.full_like(lengths, 1.0 / batch)  # w = 1 / B
-    elif mode == "seq-mean-token-sum-norm":
+    elif mode == "token-sum":
+        per_token = torch.ones_like(lengths)  # w = 1
+    elif mode in ("seq-mean-token-sum", "luspo"):
+        per_token = torch.full_like(lengths, 1.0 / batch)  # w = 1 / B (luspo: L_i / B per sequence)
+    elif mode == "seq-mean-token-sum-norm" and convention == "verl-pre-5417":
         per_token = torch.full_like(lengths, 1.0 / fixed)  # w = 1 / L_max
     else:
         per_token = torch.full_like(lengths, 1.0 / (batch * fixed))  # w = 1 / (B L_max)

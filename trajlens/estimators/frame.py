@@ -6,24 +6,32 @@ tensor functions of this package. Statistics follow the trainers' batching: grou
 normalisation) per ``(run_id, step)``. Token arrays are padded into tensors through numpy, with
 no loop over rows; the only Python loop is over steps.
 
-Estimators and the columns they add besides ``advantage`` (one float per trajectory):
+Which estimators exist, which inputs each reads and which options it takes is the estimator
+registry (:mod:`trajlens.estimators.registry`, ``docs/estimators.md``); this module turns its
+entries into tensor calls by their kind. Columns added besides ``advantage`` (one float per
+trajectory):
 
-``gae`` and ``reinforce``
-    Need ``tokens``. ``advantage`` is the mean over model tokens; also ``advantage_first``,
-    ``advantage_last`` (first and last model token), ``token_advantages`` and ``token_returns``
-    (list<float32>, every position, as the tensor functions return them). ``token_rewards``
-    null in a row means the trajectory's ``reward`` on its last model token (how verl places an
-    outcome reward). Options: ``gamma``, ``lam`` (gae), ``whiten`` (default True for gae, as
-    verl's estimator does, False for reinforce).
-``grpo``, ``dr_grpo``, ``grpo_batch_std``, ``rloo``
+Token-level estimators (``gae``, ``reinforce``, ``reinforce_plus_plus``, ``remax``, the optimal
+token baselines)
+    ``advantage`` is the mean over model tokens; also ``advantage_first``, ``advantage_last``
+    (first and last model token), ``token_advantages`` and ``token_returns`` (list<float32>,
+    every position, as the tensor functions return them). ``token_rewards`` null in a row means
+    the trajectory's ``reward`` on its last model token (how verl places an outcome reward).
+    ``remax`` reads the greedy baseline's reward from a ``reward_baseline`` column of
+    ``trajectories``; the optimal token baselines read ``log_probs`` and a ``sum_pi_squared``
+    list column of ``tokens``. Without them the error says so.
+Outcome estimators (``grpo``, ``dr_grpo``, ``grpo_batch_std``, ``rloo``, ``grpo_passk``, ``opo``,
+``gpg``, ``reinforce_plus_plus_baseline``)
     Score from ``reward`` (``score="reward"``, default) or the sum of ``token_rewards``
-    (``score="token_rewards"``). Options as the tensor functions (``epsilon``, ``singleton``...).
-``gdpo_verl``, ``gdpo_trl``, ``sum_then_normalize``, ``gdpo_dynamic``
+    (``score="token_rewards"``). Those that need model-token counts (``opo``, the
+    REINFORCE++-baseline whitening) read them from ``tokens`` or ``model_tokens`` and add
+    ``model_tokens``.
+Channel estimators (``gdpo_verl``, ``gdpo_trl``, ``sum_then_normalize``, ``gdpo_dynamic``)
     Channels from ``reward_channels`` (``channels=[names]`` to choose and order them; a missing
-    channel is NaN), ``weights`` as a list or a {name: weight} dict. ``gdpo_verl`` whitens over
-    model tokens, whose counts come from ``tokens`` or else the ``model_tokens`` column.
-    ``gdpo_dynamic`` carries its EMA from step to step (``config=DynamicWeightConfig(...)``)
-    and adds ``channel_weights``.
+    channel is NaN), ``weights`` as a list or a {name: weight} dict. ``gdpo_verl`` and
+    ``gdpo_dynamic`` whiten over model tokens and add ``model_tokens``; ``gdpo_dynamic``
+    carries its EMA from step to step (``config=DynamicWeightConfig(...)`` or a dict of its
+    fields) and adds ``channel_weights``.
 
 Every output row keeps ``run_id``, ``step``, ``trajectory_id``, ``group_id``, in the input order,
 with ``estimator`` and ``normalisation``.
@@ -42,18 +50,18 @@ from trajlens.estimators import _validate as check
 from trajlens.estimators.dynamic import DynamicWeightConfig, gdpo_dynamic
 from trajlens.estimators.gae import gae
 from trajlens.estimators.gdpo import gdpo_trl, gdpo_verl, sum_then_normalize
-from trajlens.estimators.grpo import dr_grpo, grpo, grpo_batch_std, rloo
-from trajlens.estimators.reinforce import reinforce
+from trajlens.estimators.registry import ESTIMATOR_NAMES, ESTIMATOR_REGISTRY, EstimatorSpec, Input, Kind, estimator_spec
+from trajlens.estimators.reinforce import reinforce, reinforce_plus_plus
+from trajlens.estimators.token_baselines import optimal_token_baseline, remax, tir_optimal_token_baseline
 from trajlens.estimators.whiten import masked_whiten
 
-TOKEN_ESTIMATORS: tuple[str, ...] = ("gae", "reinforce")
-OUTCOME_ESTIMATORS: tuple[str, ...] = ("grpo", "dr_grpo", "grpo_batch_std", "rloo")
-CHANNEL_ESTIMATORS: tuple[str, ...] = ("gdpo_verl", "gdpo_trl", "sum_then_normalize", "gdpo_dynamic")
-ESTIMATORS: tuple[str, ...] = TOKEN_ESTIMATORS + OUTCOME_ESTIMATORS + CHANNEL_ESTIMATORS
+ESTIMATORS: tuple[str, ...] = ESTIMATOR_NAMES
+TOKEN_ESTIMATORS: tuple[str, ...] = tuple(n for n, s in ESTIMATOR_REGISTRY.items() if s.kind is Kind.TOKEN)
+OUTCOME_ESTIMATORS: tuple[str, ...] = tuple(n for n, s in ESTIMATOR_REGISTRY.items() if s.kind is Kind.OUTCOME)
+CHANNEL_ESTIMATORS: tuple[str, ...] = tuple(n for n, s in ESTIMATOR_REGISTRY.items() if s.kind is Kind.CHANNEL)
 
 KEY_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "group_id")
 _ROW = "__row"
-_OUTCOME = {"grpo": grpo, "dr_grpo": dr_grpo, "grpo_batch_std": grpo_batch_std, "rloo": rloo}
 
 
 def recompute(
@@ -63,90 +71,43 @@ def recompute(
 
     Args:
         trajectories: frame with at least the key columns and ``reward`` / ``reward_channels``
-            (and ``model_tokens`` for ``gdpo_verl`` without ``tokens``).
-        tokens: the ``tokens`` frame, needed by ``gae`` and ``reinforce``.
-        estimator: one of :data:`ESTIMATORS`.
-        **options: passed on; see the module docstring.
+            (and ``model_tokens`` for estimators that need token counts without ``tokens``).
+        tokens: the ``tokens`` frame, needed by the token-level estimators.
+        estimator: a name of :data:`~trajlens.estimators.registry.ESTIMATOR_REGISTRY`.
+        **options: the estimator's options (its registry entry lists them); problems with
+            several options are reported together.
     """
     fn = "recompute"
-    check.choice(fn, "estimator", estimator, ESTIMATORS)
+    spec = estimator_spec(estimator)
     missing = [c for c in KEY_COLUMNS if c not in trajectories.columns]
     if missing:
         raise check.EstimatorInputError(f"{fn}: trajectories lacks column(s) {', '.join(missing)}")
     if trajectories.height == 0:
         raise check.EstimatorInputError(f"{fn}: empty batch: trajectories has no rows")
-    frame = trajectories.with_row_index(_ROW)
-    if estimator in TOKEN_ESTIMATORS or tokens is not None:
-        frame = _join_tokens(fn, frame, tokens, required=estimator in TOKEN_ESTIMATORS)
-    channel_names: list[str] = []
-    if estimator in CHANNEL_ESTIMATORS:
-        frame, channel_names = _channel_columns(fn, frame, options.pop("channels", None))
+    problems = spec.option_problems(options)
+    if problems:
+        raise check.EstimatorInputError(f"{fn}: " + "; ".join(problems))
     options = dict(options)
-    _check_options(fn, estimator, options)
+    frame = trajectories.with_row_index(_ROW)
+    needs_tokens = bool(spec.inputs & Input.TOKEN_ARRAYS)
+    if needs_tokens or tokens is not None:
+        frame = _join_tokens(fn, frame, tokens, required=needs_tokens)
+    channel_names: list[str] = []
+    if spec.kind is Kind.CHANNEL:
+        frame, channel_names = _channel_columns(fn, frame, options.pop("channels", None))
     state: dict[str, torch.Tensor | None] = {}
     parts = []
     for batch in frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True):
         batch = batch.sort(_ROW)
-        if estimator in TOKEN_ESTIMATORS:
+        if spec.kind is Kind.TOKEN:
             parts.append(_token_estimator(fn, batch, estimator, options))
-        elif estimator in OUTCOME_ESTIMATORS:
-            parts.append(_outcome_estimator(fn, batch, estimator, options))
+        elif spec.kind is Kind.OUTCOME:
+            parts.append(_outcome_estimator(fn, batch, spec, options))
         else:
             parts.append(_channel_estimator(fn, batch, estimator, channel_names, options, state))
     out = pl.concat(parts, how="diagonal_relaxed").sort(_ROW)
     keys = frame.select(_ROW, *KEY_COLUMNS)
     return keys.join(out, on=_ROW, how="left").sort(_ROW).drop(_ROW).with_columns(pl.lit(estimator).alias("estimator"))
-
-
-# Options every estimator of a kind takes besides its tensor function's keywords.
-_FRAME_OPTIONS: dict[str, dict[str, Any]] = {
-    "gae": {"gamma": 1.0, "lam": 1.0, "whiten": True},
-    "reinforce": {"gamma": 1.0, "whiten": False},
-    **{name: {"score": "reward"} for name in OUTCOME_ESTIMATORS},
-    **{name: {"weights": None} for name in CHANNEL_ESTIMATORS},
-}
-_TENSOR_ARGUMENTS = {"token_rewards", "response_mask", "group_ids", "channel_rewards", "previous_ema", "weights"}
-
-
-def estimator_options(estimator: str) -> dict[str, Any]:
-    """The options ``recompute`` accepts for ``estimator``, with their defaults."""
-    import inspect
-
-    functions = {**_OUTCOME, "gdpo_verl": gdpo_verl, "gdpo_trl": gdpo_trl,
-                 "sum_then_normalize": sum_then_normalize, "gdpo_dynamic": gdpo_dynamic}
-    options = dict(_FRAME_OPTIONS[estimator])
-    if estimator in functions:
-        for name, parameter in inspect.signature(functions[estimator]).parameters.items():
-            if name not in _TENSOR_ARGUMENTS and parameter.default is not inspect.Parameter.empty:
-                options[name] = parameter.default
-    if estimator == "gdpo_dynamic":
-        options["config"] = DynamicWeightConfig()
-    return options
-
-
-def _check_options(fn: str, estimator: str, options: dict[str, Any]) -> None:
-    """Refuse unknown option names and values of the wrong kind, all problems at once."""
-    accepted = estimator_options(estimator)
-    problems = []
-    for name, value in options.items():
-        if name == "channels" and estimator in CHANNEL_ESTIMATORS:
-            continue
-        if name not in accepted:
-            problems.append(f"{estimator} takes no option {name!r} (options: {', '.join(sorted(accepted))})")
-            continue
-        default = accepted[name]
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, (int, float)):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif isinstance(default, str):
-            ok = isinstance(value, str)
-        else:
-            ok = True
-        if not ok:
-            problems.append(f"{estimator} option {name!r}: expected {type(default).__name__}, found {value!r}")
-    if problems:
-        raise check.EstimatorInputError(f"{fn}: " + "; ".join(problems))
 
 
 def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, required: bool) -> pl.DataFrame:
@@ -156,7 +117,8 @@ def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, requ
     absent = [c for c in need if c not in tokens.columns]
     if absent:
         raise check.EstimatorInputError(f"{fn}: tokens lacks column(s) {', '.join(absent)}")
-    keep = [c for c in ("run_id", "trajectory_id", "response_mask", "values", "token_rewards") if c in tokens.columns]
+    keep = [c for c in ("run_id", "trajectory_id", "response_mask", "values", "token_rewards", "log_probs",
+                        "sum_pi_squared") if c in tokens.columns]
     joined = frame.join(tokens.select(keep), on=["run_id", "trajectory_id"], how="left")
     if required:
         lacking = joined.filter(pl.col("response_mask").is_null())
@@ -219,21 +181,36 @@ def _token_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict
     rewards = torch.from_numpy(rewards_np)
     if not has_token_rewards.all():
         rewards = _outcome_on_last_token(fn, batch, rewards, mask, torch.from_numpy(~has_token_rewards))
+    label = "none"
+    whiten = bool(options.get("whiten", False))
     if estimator == "gae":
-        if "values" not in batch.columns or batch["values"].null_count():
-            row = batch.filter(pl.col("values").is_null()) if "values" in batch.columns else batch
-            raise check.EstimatorInputError(f"{fn}: gae needs critic values; trajectory {row['trajectory_id'][0]!r} has none")
-        values_np, value_lengths = _padded(batch["values"], np.float32, 0.0, width)
-        _same_lengths(fn, ids, "values", lengths, value_lengths, np.ones(batch.height, dtype=bool))
-        values = torch.from_numpy(values_np)
+        values = _token_array(fn, batch, "values", "critic values", width, lengths)
         result = gae(rewards, values, mask, gamma=options.get("gamma", 1.0), lam=options.get("lam", 1.0))
         advantages, returns = result.advantages, result.returns
-        whiten = options.get("whiten", True)
-    else:
-        result = reinforce(rewards, mask, gamma=options.get("gamma", 1.0))
+        whiten = bool(options.get("whiten", True))
+    elif estimator == "reinforce":
+        result = reinforce(rewards, mask, gamma=options.get("gamma", 1.0), convention=options.get("convention", "carry"))
         advantages, returns = result.advantages, result.returns
-        whiten = options.get("whiten", False)
-    label = "none"
+    elif estimator == "reinforce_plus_plus":
+        result = reinforce_plus_plus(rewards, mask, gamma=options.get("gamma", 1.0),
+                                     convention=options.get("convention", "reset"))
+        advantages, returns, label = result.advantages, result.returns, result.normalisation
+    elif estimator == "remax":
+        if "reward_baseline" not in batch.columns or batch["reward_baseline"].null_count():
+            raise check.EstimatorInputError(
+                f"{fn}: remax needs the greedy baseline's reward (column reward_baseline of trajectories); "
+                "this log does not carry it, so ReMax cannot be recomputed")
+        baselines = torch.tensor(batch["reward_baseline"].to_numpy(), dtype=rewards.dtype)
+        token = remax(rewards, mask, baselines)
+        advantages, returns, label = token.advantages, token.returns, token.normalisation
+    else:
+        log_probs = _token_array(fn, batch, "log_probs", "behaviour log-probs", width, lengths)
+        sum_pi_squared = _token_array(fn, batch, "sum_pi_squared", "per-token sum_pi_squared (verl "
+                                      "actor.calculate_sum_pi_squared)", width, lengths)
+        function = optimal_token_baseline if estimator == "optimal_token_baseline" else tir_optimal_token_baseline
+        token = function(rewards, mask, batch["group_id"], log_probs, sum_pi_squared,
+                         handle_zero_tail=options.get("handle_zero_tail", True), epsilon=options.get("epsilon", 1e-8))
+        advantages, returns, label = token.advantages, token.returns, token.normalisation
     if whiten:
         whitened = masked_whiten(advantages, mask)
         advantages, label = whitened.advantages, whitened.normalisation
@@ -254,6 +231,18 @@ def _token_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict
         _list_column("token_advantages", advantages.numpy(), lengths),
         _list_column("token_returns", returns.numpy(), lengths),
     )
+
+
+def _token_array(fn: str, batch: pl.DataFrame, column: str, what: str, width: int, lengths: np.ndarray) -> torch.Tensor:
+    """The list column ``column`` of the tokens frame as a (B, T) float32 tensor; every row needs one."""
+    if column not in batch.columns or batch[column].null_count():
+        row = batch.filter(pl.col(column).is_null()) if column in batch.columns else batch
+        estimator = fn if fn != "recompute" else "this estimator"
+        raise check.EstimatorInputError(
+            f"{fn}: {estimator} needs {what} (tokens column {column}); trajectory {row['trajectory_id'][0]!r} has none")
+    padded, found = _padded(batch[column], np.float32, 0.0, width)
+    _same_lengths(fn, batch["trajectory_id"], column, lengths, found, np.ones(batch.height, dtype=bool))
+    return torch.from_numpy(padded)
 
 
 def _same_lengths(fn: str, ids: pl.Series, name: str, lengths: np.ndarray, other: np.ndarray, present: np.ndarray) -> None:
@@ -309,16 +298,26 @@ def _scores(fn: str, batch: pl.DataFrame, source: str) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(rewards_np))
 
 
-def _outcome_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict[str, Any]) -> pl.DataFrame:
+def _outcome_estimator(fn: str, batch: pl.DataFrame, spec: EstimatorSpec, options: dict[str, Any]) -> pl.DataFrame:
     opts = dict(options)
     scores = _scores(fn, batch, opts.pop("score", "reward"))
-    mask = torch.ones_like(scores, dtype=torch.bool)
-    result = _OUTCOME[estimator](scores, mask, batch["group_id"], **opts)
+    extra: dict[str, Any] = {}
+    if spec.inputs & Input.TOKEN_COUNTS:
+        # the score on the first position of a mask with each trajectory's model-token count
+        mask = _count_mask(fn, batch)
+        placed = torch.zeros(mask.shape, dtype=scores.dtype)
+        placed[:, 0] = scores.sum(dim=1)
+        scores = placed
+        extra["model_tokens"] = mask.sum(dim=1).numpy()
+    else:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+    result = spec.tensor_function()(scores, mask, batch["group_id"], **opts)
     return pl.DataFrame(
         {
             _ROW: batch[_ROW],
             "advantage": result.sequence_advantages.double().numpy(),
             "normalisation": [result.normalisation] * batch.height,
+            **extra,
         }
     )
 
@@ -370,7 +369,9 @@ def _channel_estimator(
     groups = batch["group_id"]
     extra: dict[str, Any] = {}
     if estimator == "gdpo_verl":
-        result = gdpo_verl(channels, _count_mask(fn, batch), groups, weights=weights, **opts)
+        mask = _count_mask(fn, batch)
+        extra["model_tokens"] = mask.sum(dim=1).numpy()
+        result = gdpo_verl(channels, mask, groups, weights=weights, **opts)
         sequence, label = result.sequence_advantages, result.normalisation
     elif estimator == "gdpo_trl":
         result = gdpo_trl(channels, groups, weights=weights, **opts)
@@ -379,9 +380,16 @@ def _channel_estimator(
         result = sum_then_normalize(channels, groups, weights=weights, **opts)
         sequence, label = result.sequence_advantages, result.normalisation
     else:
-        config = opts.pop("config", DynamicWeightConfig())
+        config = opts.pop("config", None) or DynamicWeightConfig()
+        if isinstance(config, dict):
+            try:
+                config = DynamicWeightConfig(**config)
+            except TypeError as error:
+                raise check.EstimatorInputError(f"{fn}: gdpo_dynamic option 'config': {error}") from None
         key = str(batch["run_id"][0])
         mask = _count_mask(fn, batch) if config.batch_normalisation == "token" else None
+        if mask is not None:
+            extra["model_tokens"] = mask.sum(dim=1).numpy()
         step = gdpo_dynamic(channels, groups, mask, previous_ema=state.get(key), config=config, **opts)
         state[key] = step.weights.ema_std
         sequence, label = step.sequence_advantages, step.normalisation

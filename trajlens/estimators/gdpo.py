@@ -9,8 +9,10 @@ GDPO (arXiv 2601.05242) replaces GRPO's sum-then-normalise on several reward cha
 The two published implementations differ in every constant, so both are offered, each matched
 operation for operation (float32 results bit-identical):
 
-* :func:`gdpo_verl`, the NVlabs verl fork (``compute_advantage``, ``adv_estimator == "gdpo"``)
-  and verl's ``compute_gdpo_outcome_advantage``: per channel verl's GRPO (eps 1e-6 on the
+* :func:`gdpo_verl`, verl's ``compute_gdpo_outcome_advantage`` (verl-project/verl@018f23b,
+  ``adv_estimator=gdpo``; channels named by ``algorithm.gdpo_reward_keys``, each placed on the
+  response's last token, weights ``gdpo_reward_weights`` as a float32 tensor) and the NVlabs
+  fork it came from: per channel verl's GRPO (eps 1e-6 on the
   unbiased std, a group of one gets mean 0 and std 1), weighted sum, ``masked_whiten`` over
   every model token of the batch (so long trajectories weigh more in the statistics), times
   the mask.
@@ -28,6 +30,14 @@ Departures: verl propagates a NaN channel value to the whole batch; :func:`gdpo_
 and names the trajectory and channel (use :func:`gdpo_trl` for missing channel values). TRL needs
 contiguous groups of equal size; here groups come from any id column.
 
+TRL versions: from v1.6 (``unscorable_mask`` in ``GRPOTrainer._generate_and_score_completions``)
+a completion whose every reward function returned None (NaN) is left out of the statistics and
+gets advantage 0; earlier versions summed it to 0 and counted it. ``convention="trl"`` (default)
+follows v1.6, ``"trl-1.5"`` the earlier code. TRL computes in float32 throughout (rewards,
+``reward_weights``, the ``nanstd`` Bessel factor ``count / (count - 1)``); the Bessel factor is
+float32 here too, but weights take the rewards' dtype, so float64 inputs with weights that are
+not exact in float32 (0.3, say) differ from what TRL would give at about 3e-8 relative.
+
 Shapes: B trajectories, T token positions, G groups, K reward channels.
 """
 
@@ -41,6 +51,8 @@ from trajlens.estimators import _validate as check
 from trajlens.estimators._groups import GroupIndex, group_index, group_mean_std
 from trajlens.estimators.grpo import GRPO_EPS, TRL_EPS, group_normalise
 from trajlens.estimators.whiten import masked_whiten
+
+TRLConvention = Literal["trl", "trl-1.5"]
 
 
 class GDPOResult(NamedTuple):
@@ -111,6 +123,7 @@ def gdpo_trl(
     weights: Any = None,
     response_mask: torch.Tensor | None = None,
     epsilon: float = TRL_EPS,
+    convention: TRLConvention = "trl",
 ) -> GDPOResult:
     """GDPO as TRL computes it (``multi_objective_aggregation="normalize_then_sum"``).
 
@@ -120,8 +133,12 @@ def gdpo_trl(
         weights: (K,) channel weights (TRL ``reward_weights``), ones by default.
         response_mask: optional (B, T) bool, to broadcast the advantages over model tokens.
         epsilon: added to every std (TRL 1e-4).
+        convention: ``"trl"`` (v1.6 on: a trajectory whose every channel is NaN is left out of
+            the batch statistics and gets advantage 0; batch ``nanmean``/``nanstd``) or
+            ``"trl-1.5"`` (such a trajectory's fused value is 0 and counts; plain ``mean``/``std``).
     """
     fn = "gdpo_trl"
+    check.choice(fn, "convention", convention, ("trl", "trl-1.5"))
     channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
     mask = None if response_mask is None else _mask(fn, response_mask, channel_rewards)
     channel_advantages = torch.empty_like(channel_rewards)
@@ -129,16 +146,19 @@ def gdpo_trl(
         grouped = channel_rewards[bucket.members]  # (G_n, n, K) as TRL's view(-1, n, K)
         mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
         if bucket.size > 1:
-            std_k = _trl_nanstd(grouped)
+            std_k = _trl_nanstd(grouped, dim=1)
         else:
             std_k = torch.zeros_like(mean_k)  # TRL: num_generations == 1
         channel_advantages[bucket.members] = (grouped - mean_k) / (std_k + epsilon)  # z-score per channel
     fused = (channel_advantages * w[None, :]).nansum(dim=1)  # F_i = nansum_k w_k A^k_i
-    if fused.numel() > 1:
-        spread = fused.std()
+    if convention == "trl":
+        fused[torch.isnan(channel_rewards).all(dim=1)] = float("nan")  # unscorable: out of the statistics
+        spread = _trl_nanstd(fused, dim=None) if fused.numel() > 1 else fused.new_zeros(())
+        sequence = (fused - torch.nanmean(fused)) / (spread + epsilon)  # A_i = (F_i - mean F) / (std F + eps)
+        sequence = torch.nan_to_num(sequence, nan=0.0)  # TRL: unscorable completions get advantage 0
     else:
-        spread = torch.zeros((), dtype=fused.dtype, device=fused.device)
-    sequence = (fused - fused.mean()) / (spread + epsilon)  # A_i = (F_i - mean F) / (std F + eps)
+        spread = fused.std() if fused.numel() > 1 else torch.zeros((), dtype=fused.dtype, device=fused.device)
+        sequence = (fused - fused.mean()) / (spread + epsilon)  # A_i = (F_i - mean F) / (std F + eps)
     advantages = None if mask is None else sequence[:, None] * mask
     return GDPOResult(advantages, sequence, fused, channel_advantages, w, "group_per_channel+sequence_zscore")
 
@@ -148,34 +168,69 @@ def sum_then_normalize(
     group_ids: Any,
     weights: Any = None,
     response_mask: torch.Tensor | None = None,
-    convention: Literal["trl", "verl"] = "trl",
+    convention: Literal["trl", "trl-1.5", "verl"] = "trl",
+    scale_rewards: Literal["group", "batch", "none"] = "group",
 ) -> GDPOResult:
     """GRPO on the weighted sum of the channels: ``R_i = nansum_k w_k r^k_i``, then group-normalise.
 
     ``convention="trl"`` matches TRL's default ``multi_objective_aggregation="sum_then_normalize"``
-    with ``scale_rewards="group"`` (``view(-1, n).std(dim=1)``, eps 1e-4, a group of one gets 0);
-    ``"verl"`` applies verl's GRPO (eps 1e-6, a group of one gets mean 0 and std 1).
+    from v1.6: a trajectory whose every channel is NaN is unscorable, left out of the group and
+    batch statistics (``nanmean``, ``nanstd``) and given advantage 0. ``"trl-1.5"`` is the earlier
+    TRL: such a trajectory sums to 0 and counts, statistics by ``mean``/``std``. Both divide by
+    the group std (``scale_rewards="group"``), the std of the whole batch (``"batch"``, TRL's
+    batch-std variant for several reward functions) or nothing (``"none"``), plus eps 1e-4; a
+    group of one gets 0. ``"verl"`` applies verl's GRPO (eps 1e-6, a group of one gets mean 0 and
+    std 1; ``scale_rewards`` must be ``"group"``).
     """
     fn = "sum_then_normalize"
-    check.choice(fn, "convention", convention, ("trl", "verl"))
+    check.choice(fn, "convention", convention, ("trl", "trl-1.5", "verl"))
+    check.choice(fn, "scale_rewards", scale_rewards, ("group", "batch", "none"))
     channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
     mask = None if response_mask is None else _mask(fn, response_mask, channel_rewards)
     summed = (channel_rewards * w[None, :]).nansum(dim=1)  # R_i = sum_k w_k r^k_i
     if convention == "verl":
+        if scale_rewards != "group":
+            raise check.EstimatorInputError(f"{fn}: scale_rewards={scale_rewards!r} is TRL's; verl's GRPO scales per group")
         sequence = group_normalise(summed, groups, GRPO_EPS)[0]
+    elif convention == "trl":
+        summed[torch.isnan(channel_rewards).all(dim=1)] = float("nan")  # unscorable: out of the statistics
+        mean = torch.empty_like(summed)
+        std = torch.zeros_like(summed)
+        for bucket in groups.buckets:
+            grouped = summed[bucket.members]  # (G_n, n) as TRL's view(-1, n)
+            mean[bucket.members] = torch.nanmean(grouped, dim=1, keepdim=True).expand_as(grouped)
+            if bucket.size > 1:
+                std[bucket.members] = _trl_nanstd(grouped, dim=1).expand_as(grouped)
+        if scale_rewards == "batch":
+            std = (_trl_nanstd(summed, dim=None) if summed.numel() > 1 else summed.new_zeros(())).expand_as(summed)
+        sequence = summed - mean
+        if scale_rewards != "none":
+            sequence = sequence / (std + TRL_EPS)  # A_i = (R_i - mu_g) / (sigma + eps)
+        sequence = torch.nan_to_num(sequence, nan=0.0)  # TRL: unscorable completions get advantage 0
     else:
         mean, std = group_mean_std(summed, groups, std="dim")
         std = torch.where(torch.isnan(std), torch.zeros_like(std), std)  # TRL: one member -> std 0
-        sequence = (summed - mean) / (std + TRL_EPS)  # A_i = (R_i - mu_g) / (sigma_g + eps)
+        if scale_rewards == "batch":
+            std = (summed.std() if summed.numel() > 1 else summed.new_zeros(())).expand_as(summed)
+        sequence = summed - mean
+        if scale_rewards != "none":
+            sequence = sequence / (std + TRL_EPS)  # A_i = (R_i - mu_g) / (sigma + eps)
     advantages = None if mask is None else sequence[:, None] * mask
-    return GDPOResult(advantages, sequence, summed, None, w, f"sum_then_group_std({convention})")
+    label = f"sum_then_{scale_rewards}_std({convention})" if scale_rewards != "none" else f"sum_then_group_mean({convention})"
+    return GDPOResult(advantages, sequence, summed, None, w, label)
 
 
-def _trl_nanstd(grouped: torch.Tensor) -> torch.Tensor:
-    """TRL ``nanstd(grouped, dim=1, keepdim=True)``: Bessel-corrected, NaN with fewer than two values."""
-    mean = torch.nanmean(grouped, dim=1, keepdim=True)
-    variance = torch.nanmean((grouped - mean) ** 2, dim=1, keepdim=True)
-    count = torch.sum(~torch.isnan(grouped), dim=1, keepdim=True)
+def _trl_nanstd(grouped: torch.Tensor, dim: int | None) -> torch.Tensor:
+    """TRL ``nanstd(x, dim, keepdim=True)`` (``dim=None``: over everything): Bessel-corrected, NaN
+    with fewer than two values. The correction ``count / (count - 1)`` is float32, as in TRL."""
+    if dim is None:
+        mean = torch.nanmean(grouped)
+        variance = torch.nanmean((grouped - mean) ** 2)
+        count = torch.sum(~torch.isnan(grouped))
+    else:
+        mean = torch.nanmean(grouped, dim=dim, keepdim=True)
+        variance = torch.nanmean((grouped - mean) ** 2, dim=dim, keepdim=True)
+        count = torch.sum(~torch.isnan(grouped), dim=dim, keepdim=True)
     correction = count / (count - 1)
     correction = torch.where(count > 1, correction, torch.full_like(correction, float("nan")))
     variance *= correction

@@ -4,7 +4,9 @@ Each trajectory gets one score, the sum of its token rewards, compared with the 
 its group (same prompt, same step). Groups come from any id column and need not be contiguous.
 The sequence advantage is broadcast over the response mask.
 
-References, matched operation for operation so float32 results are bit-identical:
+References, matched operation for operation so float32 results are bit-identical
+(verl-project/verl@018f23b, ``verl/trainer/ppo/core_algos.py``; TRL ``GRPOTrainer`` and
+``RLOOTrainer``, ``trl/trainer/rloo_trainer.py`` at huggingface/trl@00313f2):
 
 * :func:`grpo` and :func:`dr_grpo`: verl ``compute_grpo_outcome_advantage`` (the loop version):
   ``(score - mean_g) / (std_g + eps)``, ``std_g`` unbiased (``torch.std``), eps 1e-6 added to
@@ -15,12 +17,24 @@ References, matched operation for operation so float32 results are bit-identical
 * :func:`rloo`: verl ``compute_rloo_outcome_advantage``:
   ``score * n / (n - 1) - mean_g * n / (n - 1)``, which equals ``score - mean of the others``;
   a group of one keeps its raw score (verl's documented choice, no baseline available).
+  ``convention="trl"`` follows TRL ``RLOOTrainer``: ``score - (sum_g - score) / (n - 1)``, a
+  group of one gets 0, and ``normalize_advantages=True`` then z-scores over the batch
+  (``(A - mean) / (std + 1e-4)``, unbiased std).
+
+verl's vectorised variant (``grpo_vectorized``) computes the group statistics in float32 from
+sums and sums of squares (``verl.utils.group_mean_std``), ``std = sqrt(max(var, eps_var))``;
+verl passes ``eps_var = 0.0`` there, so there is no variance floor, only float32 rounding of the
+one-pass variance (relative differences near 1e-7 from the loop version for well-spread scores,
+larger when the scores' spread is small against their mean). This module follows the loop
+version.
+
+Dtypes: verl holds a group of one's std as a float32 ``torch.tensor(1.0)``, so with float64
+scores it divides by float32(1 + 1e-6) = 1.00000095367..., not 1.000001 (4.6e-8 relative). That
+is reproduced here: a group of one is divided by ``float32(1) + epsilon`` in every dtype.
 
 Departures: ``singleton="zero"`` gives groups of one an advantage of 0 instead (a baseline of
 itself); ``masked_rewards="drop"`` sums only rewards on model tokens. verl sums every position of
 ``token_level_rewards`` (its rewards sit on the last model token), and so does the default here.
-verl's vectorised GRPO variant floors the group variance at eps; this module follows the loop
-version, which is the one the issue text and verl's docs describe.
 
 Shapes: B trajectories, T token positions, G groups.
 """
@@ -123,15 +137,24 @@ def rloo(
     group_ids: Any,
     singleton: Singleton = "raw",
     masked_rewards: MaskedRewards = "keep",
+    convention: Literal["verl", "trl"] = "verl",
+    normalize_advantages: bool = False,
 ) -> OutcomeResult:
     """RLOO: ``A_i = score_i - mean of the other members`` of the group.
 
-    Computed as verl does, ``score * n / (n - 1) - mean_g * n / (n - 1)``. A group of one has
-    no other member: ``singleton="raw"`` keeps its score (verl), ``"zero"`` gives 0.
+    ``convention="verl"``: computed as verl does, ``score * n / (n - 1) - mean_g * n / (n - 1)``;
+    a group of one has no other member: ``singleton="raw"`` keeps its score (verl), ``"zero"``
+    gives 0. ``convention="trl"``: TRL ``RLOOTrainer``, ``score - (sum_g - score) / (n - 1)``, a
+    group of one 0, and with ``normalize_advantages`` a batch z-score ``(A - mean) / (std + 1e-4)``.
     """
     fn = "rloo"
     check.choice(fn, "singleton", singleton, ("raw", "zero"))
+    check.choice(fn, "convention", convention, ("verl", "trl"))
     scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
+    if convention == "trl":
+        return _rloo_trl(scores, mask, groups, normalize_advantages)
+    if normalize_advantages:
+        raise check.EstimatorInputError(f"{fn}: normalize_advantages is TRL's option; pass convention='trl' with it")
     mean, _ = group_mean_std(scores, groups)
     n = group_sizes(groups).to(scores.dtype)
     several = n > 1
@@ -141,6 +164,27 @@ def rloo(
     sequence = torch.where(several, loo, single)
     baseline = torch.where(several, scores - sequence, torch.zeros_like(scores))
     return OutcomeResult(sequence[:, None] * mask, sequence, scores, baseline, torch.ones_like(scores), "leave_one_out")
+
+
+def _rloo_trl(scores: torch.Tensor, mask: torch.Tensor, groups: GroupIndex, normalize: bool) -> OutcomeResult:
+    """TRL ``RLOOTrainer``: leave-one-out from the group sum, then an optional batch z-score."""
+    sequence = torch.zeros_like(scores)
+    baseline = torch.zeros_like(scores)
+    for bucket in groups.buckets:
+        if bucket.size == 1:
+            continue  # TRL: num_generations == 1 gives advantage 0
+        grouped = scores[bucket.members]  # (G_n, n) as TRL's view(-1, n)
+        others = (grouped.sum(dim=1, keepdim=True) - grouped) / (bucket.size - 1)  # (sum_g - r_i) / (n - 1)
+        baseline[bucket.members] = others
+        sequence[bucket.members] = grouped - others
+    scale = torch.ones_like(scores)
+    label = "leave_one_out(trl)"
+    if normalize:
+        spread = sequence.std() + TRL_EPS
+        sequence = (sequence - sequence.mean()) / spread  # A' = (A - mean A) / (std A + 1e-4)
+        scale = scale * spread
+        label += "+batch_zscore"
+    return OutcomeResult(sequence[:, None] * mask, sequence, scores, baseline, scale, label)
 
 
 def _group_baseline(
@@ -169,11 +213,11 @@ def group_normalise(
     alone = group_sizes(groups) == 1
     if singleton == "raw":
         mean = torch.where(alone, torch.zeros_like(mean), mean)  # verl: mean 0, std 1 for a group of one
-        std = torch.where(alone, torch.ones_like(std), std)
-    else:
-        std = torch.where(alone, torch.ones_like(std), std)
+    std = torch.where(alone, torch.ones_like(std), std)
     if divide:
-        scale = std + epsilon
+        # verl's group-of-one std is a float32 tensor(1.0): (1 + eps) is rounded in float32
+        one_plus_eps = (torch.ones((), dtype=torch.float32, device=scores.device) + epsilon).to(scores.dtype)
+        scale = torch.where(alone, one_plus_eps, std + epsilon)
         advantage = (scores - mean) / scale  # A_i = (r_i - mu_g) / (sigma_g + eps)
     else:
         scale = torch.ones_like(scores)

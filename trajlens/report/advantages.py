@@ -3,7 +3,7 @@
 :func:`recompute_run` reads a run's trajectories (and token arrays, for the token-level
 estimators) from a store and returns what :func:`trajlens.estimators.recompute` gives;
 :func:`batch_diagnostics` summarises each step's batch the way the trainer saw it: over model
-tokens for token-level estimators, over trajectories for outcome estimators.
+tokens or over trajectories, as the estimator's registry entry says its loss sees them.
 """
 
 from __future__ import annotations
@@ -39,33 +39,57 @@ def read_run(store: Any, run_id: str, *, tokens: bool = True) -> RunFrames:
     return RunFrames(run_id, trajectories, None if token_frame is None or token_frame.is_empty() else token_frame)
 
 
+def _reads_tokens(estimator: str) -> bool:
+    from trajlens.estimators.registry import Input, estimator_spec
+
+    return bool(estimator_spec(estimator).inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS))
+
+
 def recompute_run(store: Any, run_id: str, estimator: str, *, frames: RunFrames | None = None,
                   **options: Any) -> pl.DataFrame:
-    """Advantages ``estimator`` would have given the training trajectories of ``run_id``."""
-    from trajlens.estimators import recompute
-    from trajlens.estimators.frame import CHANNEL_ESTIMATORS, TOKEN_ESTIMATORS
+    """Advantages ``estimator`` would have given the training trajectories of ``run_id``.
 
-    needs_tokens = estimator in TOKEN_ESTIMATORS or estimator == "gdpo_verl"
+    The inputs joined are those the estimator's registry entry names; a run that lacks one is a
+    one-line :class:`ConfigError` saying what is missing.
+    """
+    from trajlens.estimators import recompute
+    from trajlens.estimators.registry import Input, estimator_spec, run_facts
+
+    spec = estimator_spec(estimator)
     if frames is None:
-        frames = read_run(store, run_id, tokens=needs_tokens)
-    if frames.tokens is None and estimator in TOKEN_ESTIMATORS:
-        raise ConfigError([f"estimator {estimator}: run {run_id!r} has no token arrays; "
-                           "use an outcome estimator (grpo, rloo, ...)"])
-    if estimator in CHANNEL_ESTIMATORS and frames.trajectories["reward_channels"].list.len().max() in (None, 0):
-        raise ConfigError([f"estimator {estimator}: run {run_id!r} logs no reward channels"])
-    return recompute(frames.trajectories, frames.tokens if needs_tokens else None, estimator, **options)
+        frames = read_run(store, run_id, tokens=_reads_tokens(estimator))
+    facts = run_facts(frames.trajectories, frames.tokens)
+    lacking = [what for what in spec.missing(facts)
+               if what not in ("groups of two or more", "a reward for every trajectory")]
+    if lacking:
+        hint = "; use an outcome estimator (grpo, rloo, ...)" if spec.inputs & Input.TOKEN_ARRAYS else ""
+        raise ConfigError([f"{estimator} needs {' and '.join(lacking)}; run {run_id!r} has none{hint}"])
+    tokens = frames.tokens if _reads_tokens(estimator) else None
+    return recompute(frames.trajectories, tokens, estimator, **options)
 
 
 def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
                          frames: RunFrames | None = None, **options: Any) -> pl.DataFrame:
-    """Per-step batch diagnostics of one recomputation, with ``estimator`` set to ``label``."""
-    from trajlens.estimators.frame import TOKEN_ESTIMATORS
+    """Per-step batch diagnostics of one recomputation, with ``estimator`` set to ``label``.
 
+    The statistics run over what the estimator's registry entry says its loss sees: model
+    tokens (token advantages, or each trajectory's advantage once per model token) or
+    trajectories.
+    """
+    from trajlens.estimators.registry import Statistics, estimator_spec
+
+    spec = estimator_spec(estimator)
     if frames is None:
-        frames = read_run(store, run_id, tokens=estimator in TOKEN_ESTIMATORS or estimator == "gdpo_verl")
+        frames = read_run(store, run_id, tokens=_reads_tokens(estimator))
     recomputed = recompute_run(store, run_id, estimator, frames=frames, **options)
-    tokens = frames.tokens if estimator in TOKEN_ESTIMATORS else None
-    return batch_diagnostics(recomputed, tokens).with_columns(pl.lit(label).alias("estimator"))
+    if spec.statistics is Statistics.MODEL_TOKENS and "token_advantages" in recomputed.columns:
+        diagnostics = batch_diagnostics(recomputed, frames.tokens)
+    elif spec.statistics is Statistics.MODEL_TOKENS and "model_tokens" in recomputed.columns:
+        per_token = recomputed.select("run_id", "step", pl.col("advantage").repeat_by("model_tokens")).explode("advantage")
+        diagnostics = batch_diagnostics(per_token)
+    else:
+        diagnostics = batch_diagnostics(recomputed)
+    return diagnostics.with_columns(pl.lit(label).alias("estimator"))
 
 
 def save_advantage_batches(store: Any, run_id: str, diagnostics: pl.DataFrame, *, keep_other_labels: bool) -> None:

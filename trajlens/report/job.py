@@ -30,26 +30,38 @@ STAGE_PLOT_METRICS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class EstimatorChoice:
-    """An estimator to recompute, with its options and when a run's data allows it."""
+    """One recomputation the report makes: a registry estimator under a label, with options."""
 
     label: str
     estimator: str
     options: dict[str, Any]
-    needs: str
-    """'values' (token arrays with critic values), 'groups' (groups of two or more, every
-    trajectory rewarded), 'channels' (two or more reward channels), or 'channels_with_lengths'
-    (channels, and a model-token count for every trajectory, for token-level whitening)."""
+
+    @property
+    def needs(self) -> str:
+        """The input class in one word, from the registry: ``values`` (critic values),
+        ``channels_with_lengths``, ``channels``, ``tokens`` or ``groups``."""
+        from trajlens.estimators.registry import Input, estimator_spec
+
+        inputs = estimator_spec(self.estimator).inputs
+        if Input.CRITIC_VALUES in inputs:
+            return "values"
+        if Input.CHANNELS in inputs:
+            return "channels_with_lengths" if Input.TOKEN_COUNTS in inputs else "channels"
+        return "tokens" if inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS) else "groups"
 
 
-ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = (
-    EstimatorChoice("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}, "values"),
-    EstimatorChoice("gae_whitened", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": True}, "values"),
-    EstimatorChoice("grpo", "grpo", {}, "groups"),
-    EstimatorChoice("dr_grpo", "dr_grpo", {}, "groups"),
-    EstimatorChoice("rloo", "rloo", {}, "groups"),
-    EstimatorChoice("sum_then_normalize", "sum_then_normalize", {}, "channels"),
-    EstimatorChoice("gdpo_verl", "gdpo_verl", {}, "channels_with_lengths"),
-)
+def _report_choices() -> tuple[EstimatorChoice, ...]:
+    from trajlens.estimators.registry import ESTIMATOR_REGISTRY, InReport
+
+    return tuple(
+        EstimatorChoice(variant.label, spec.name, dict(variant.options))
+        for spec in ESTIMATOR_REGISTRY.values() if spec.report is not InReport.NEVER
+        for variant in spec.variants()
+    )
+
+
+ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = _report_choices()
+"""Every recomputation the report can make, read from the estimator registry's report variants."""
 
 
 @dataclass
@@ -76,39 +88,33 @@ def classify_store(store: Any, run_ids: list[str] | None = None) -> dict[str, pl
     return measures_by_run
 
 
-def available_estimators(store: Any, run_id: str) -> list[EstimatorChoice]:
-    """The estimator choices a run's data supports."""
-    facts = store.sql(
-        """
-        SELECT
-            (SELECT count(*) FROM tokens WHERE run_id = $run AND "values" IS NOT NULL) AS with_values,
-            (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM trajectories
-                WHERE run_id = $run GROUP BY step, group_id)) AS largest_group,
-            (SELECT coalesce(max(len(reward_channels)), 0) FROM trajectories WHERE run_id = $run) AS channels,
-            (SELECT count(*) FILTER (WHERE reward IS NULL) FROM trajectories
-                WHERE run_id = $run AND split = 'train') AS without_reward,
-            (SELECT count(*) FROM trajectories t WHERE t.run_id = $run AND t.split = 'train'
-                AND t.model_tokens IS NULL AND NOT EXISTS (SELECT 1 FROM tokens k
-                    WHERE k.run_id = t.run_id AND k.trajectory_id = t.trajectory_id)) AS without_length
-        """,
-        {"run": run_id},
-    ).row(0, named=True)
-    allowed = {
-        "values": facts["with_values"] > 0,
-        "groups": facts["largest_group"] > 1 and facts["without_reward"] == 0,
-        "channels": facts["channels"] > 1,
-        "channels_with_lengths": facts["channels"] > 1 and facts["without_length"] == 0,
-    }
-    return [choice for choice in ESTIMATOR_CHOICES if allowed[choice.needs]]
+def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[EstimatorChoice]:
+    """The report's estimator choices that a run's data (and logged config) allows.
+
+    Each registry entry decides with :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report`:
+    its inputs present, and, for estimators reported only when declared, the run's config naming it.
+    """
+    from trajlens.errors import ConfigError
+    from trajlens.estimators.registry import estimator_spec, run_facts
+    from trajlens.report.advantages import read_run
+
+    if frames is None:
+        try:
+            frames = read_run(store, run_id)
+        except ConfigError:
+            return []
+    config = store.sql("SELECT config FROM runs WHERE run_id = $run", {"run": run_id})
+    facts = run_facts(frames.trajectories, frames.tokens, config["config"][0] if config.height else None)
+    return [choice for choice in ESTIMATOR_CHOICES if estimator_spec(choice.estimator).in_report(facts)]
 
 
-def advantage_diagnostics(store: Any, run_id: str, choices: list[EstimatorChoice]) -> pl.DataFrame:
+def advantage_diagnostics(store: Any, run_id: str, choices: list[EstimatorChoice], frames: Any = None) -> pl.DataFrame:
     """Per-step batch diagnostics of each estimator choice, stacked with an ``estimator`` column."""
     from trajlens.report.advantages import labelled_diagnostics, read_run
 
     if not choices:
         return pl.DataFrame()
-    frames = read_run(store, run_id, tokens=any(c.needs in ("values", "channels_with_lengths") for c in choices))
+    frames = frames if frames is not None else read_run(store, run_id)
     return pl.concat([
         labelled_diagnostics(store, run_id, choice.estimator, choice.label, frames=frames, **choice.options)
         for choice in choices
@@ -160,13 +166,14 @@ def report_store(
         if measures["step"].n_unique() == 1:
             report.findings.append("a single step: no training stages to compare (agent logs without steps)")
         sections = [stage.to_markdown()]
-        choices = available_estimators(store, run_id)
+        frames = _training_frames(store, run_id)
+        choices = available_estimators(store, run_id, frames) if frames is not None else []
         if choices:
-            diagnostics = advantage_diagnostics(store, run_id, choices)
+            diagnostics = advantage_diagnostics(store, run_id, choices, frames)
             save_advantage_batches(store, run_id, diagnostics, keep_other_labels=False)
             figures.append(plots.advantage_batches(diagnostics, directory / "advantage_batches.png",
                                                    f"{run_id}: recomputed advantages per batch"))
-            sections.append(_advantage_markdown(diagnostics, sign_streaks))
+            sections.append(_advantage_markdown(diagnostics, choices))
             report.findings += _advantage_findings(diagnostics, sign_streaks)
         sections.append("## Figures\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in figures))
         report.markdown.write_text("\n\n".join(sections) + "\n")
@@ -174,6 +181,17 @@ def report_store(
         tick(run_id)
     _write_index(out, reports)
     return reports
+
+
+def _training_frames(store: Any, run_id: str) -> Any:
+    """The run's training trajectories and token arrays, or None when it has no training split."""
+    from trajlens.errors import ConfigError
+    from trajlens.report.advantages import read_run
+
+    try:
+        return read_run(store, run_id)
+    except ConfigError:
+        return None
 
 
 def _behaviour_findings(rates: pl.DataFrame) -> list[str]:
@@ -208,7 +226,9 @@ def _advantage_findings(diagnostics: pl.DataFrame, sign_streaks) -> list[str]:
     return findings
 
 
-def _advantage_markdown(diagnostics: pl.DataFrame, sign_streaks) -> str:
+def _advantage_markdown(diagnostics: pl.DataFrame, choices: list[EstimatorChoice]) -> str:
+    from trajlens.estimators.registry import Statistics, estimator_spec
+
     summary = diagnostics.group_by("estimator", maintain_order=True).agg(
         pl.len().alias("steps"),
         pl.col("mean").abs().max().round(4).alias("max_abs_batch_mean"),
@@ -217,9 +237,19 @@ def _advantage_markdown(diagnostics: pl.DataFrame, sign_streaks) -> str:
         pl.col("all_negative").sum().alias("all_negative_batches"),
         pl.col("all_positive").sum().alias("all_positive_batches"),
     )
+    over = {choice.label: estimator_spec(choice.estimator).statistics for choice in choices}
+    summary = summary.with_columns(
+        pl.col("estimator").replace_strict({label: s.value for label, s in over.items()}, default=None).alias("over"))
+    by_tokens = [label for label, s in over.items() if s is Statistics.MODEL_TOKENS]
+    by_trajectories = [label for label, s in over.items() if s is Statistics.TRAJECTORIES]
+    parts = []
+    if by_tokens:
+        parts.append(f"over model tokens for {', '.join(by_tokens)}")
+    if by_trajectories:
+        parts.append(f"over trajectories for {', '.join(by_trajectories)}")
     lines = ["## Recomputed advantages", "",
              "Per-step batch statistics of the advantages each estimator would have given these "
-             "trajectories (token-level estimators over model tokens).", "",
+             f"trajectories, taken as each estimator's loss sees them: {'; '.join(parts)}.", "",
              _markdown_table(summary)]
     return "\n".join(lines)
 

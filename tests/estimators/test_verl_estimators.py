@@ -1,0 +1,152 @@
+"""verl's other estimators against loops transcribed from verl's own code (estimator_reference.py).
+
+Random batches with observation spans inside responses, groups of one, tied and equal rewards;
+float32 results must be bit-identical to the loop, float64 within rounding.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from estimator_reference import (
+    gpg_loop,
+    grpo_loop,
+    grpo_passk_loop,
+    opo_loop,
+    otb_loop,
+    reinforce_plus_plus_baseline_loop,
+    reinforce_plus_plus_loop,
+    remax_loop,
+    rloo_trl_loop,
+    tir_otb_loop,
+)
+from torch.testing import assert_close
+
+from trajlens.estimators import EstimatorInputError, grpo, reinforce, rloo
+from trajlens.estimators.group_variants import gpg, grpo_passk, opo, reinforce_plus_plus_baseline
+from trajlens.estimators.reinforce import reinforce_plus_plus
+from trajlens.estimators.token_baselines import optimal_token_baseline, remax, tir_optimal_token_baseline
+
+SEEDS = range(6)
+
+
+def batch(seed: int, groups_of_one: bool = True, dtype=torch.float32):
+    """(rewards on the last model token, mask with observation spans, group ids) for 12 trajectories."""
+    generator = torch.Generator().manual_seed(seed)
+    size, length = 12, 10
+    mask = torch.rand(size, length, generator=generator) > 0.3
+    mask[:, 0] = True
+    ends = torch.randint(3, length + 1, (size,), generator=generator)
+    mask &= torch.arange(length)[None, :] < ends[:, None]  # right padding after each response
+    last = length - 1 - mask.flip(1).int().argmax(dim=1)
+    rewards = torch.zeros(size, length, dtype=dtype)
+    rewards[torch.arange(size), last] = torch.randint(0, 3, (size,), generator=generator).to(dtype) / 2
+    rewards += torch.where(mask, torch.rand(size, length, generator=generator, dtype=dtype) * 0.1, 0.0)
+    ids = [0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3] if not groups_of_one else [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 4, 4]
+    return rewards, mask, ids
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_reinforce_plus_plus_reset_is_bit_identical(seed):
+    rewards, mask, _ = batch(seed)
+    expected, expected_returns = reinforce_plus_plus_loop(rewards.clone(), mask.float(), gamma=0.9)
+    result = reinforce_plus_plus(rewards, mask, gamma=0.9)
+    assert torch.equal(result.returns, expected_returns)
+    assert torch.equal(result.advantages, expected)
+
+
+def test_reinforce_conventions_differ_only_across_observation_spans():
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0]])
+    mask = torch.tensor([[True, False, True, True]])
+    carry = reinforce(rewards, mask, convention="carry").advantages
+    reset = reinforce(rewards, mask, convention="reset").advantages
+    assert_close(carry, torch.tensor([[1.0, 1.0, 1.0, 1.0]]))  # the outcome reaches the first turn
+    assert_close(reset, torch.tensor([[0.0, 1.0, 1.0, 1.0]]))  # cut at the observation token (verl)
+    single_turn = torch.tensor([[True, True, True, False]])  # one response, right padding
+    outcome = torch.tensor([[0.0, 0.0, 1.0, 0.0]])
+    carry = reinforce(outcome, single_turn, gamma=0.5, convention="carry").advantages
+    reset = reinforce(outcome, single_turn, gamma=0.5, convention="reset").advantages
+    assert torch.equal(carry[:, :3], reset[:, :3])
+    assert_close(reset[:, :3], torch.tensor([[0.25, 0.5, 1.0]]))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_reinforce_plus_plus_baseline_is_bit_identical(seed):
+    rewards, mask, ids = batch(seed)
+    expected = reinforce_plus_plus_baseline_loop(rewards.clone(), mask.float(), ids)
+    assert torch.equal(reinforce_plus_plus_baseline(rewards, mask, ids).advantages, expected)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("divide", [True, False])
+def test_grpo_passk_is_bit_identical(seed, divide):
+    rewards, mask, ids = batch(seed, groups_of_one=False)
+    expected = grpo_passk_loop(rewards.clone(), mask, ids, norm_adv_by_std_in_grpo=divide)
+    assert torch.equal(grpo_passk(rewards, mask, ids, norm_adv_by_std_in_grpo=divide).advantages, expected)
+
+
+def test_grpo_passk_refuses_a_group_of_one():
+    rewards, mask, ids = batch(0, groups_of_one=True)
+    with pytest.raises(EstimatorInputError, match="pass@k needs two or more trajectories per group"):
+        grpo_passk(rewards, mask, ids)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_opo_is_bit_identical(seed):
+    rewards, mask, ids = batch(seed)
+    assert torch.equal(opo(rewards, mask, ids).advantages, opo_loop(rewards.clone(), mask, ids))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_gpg_is_bit_identical(seed):
+    rewards, mask, ids = batch(seed)
+    rewards[0] = 0.0  # a zero score changes alpha
+    assert torch.equal(gpg(rewards, mask, ids, f_norm=2.0).advantages, gpg_loop(rewards.clone(), mask, ids, f_norm=2.0))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_remax_is_bit_identical(seed):
+    rewards, mask, _ = batch(seed)
+    baselines = torch.rand(12, generator=torch.Generator().manual_seed(seed))
+    expected, expected_returns = remax_loop(rewards, baselines, mask.float())
+    result = remax(rewards, mask, baselines)
+    assert torch.equal(result.advantages, expected) and torch.equal(result.returns, expected_returns)
+
+
+def _policy(seed: int, shape):
+    generator = torch.Generator().manual_seed(seed + 100)
+    probabilities = torch.rand(shape, generator=generator) * 0.9 + 0.05
+    return probabilities.log(), probabilities**2 + torch.rand(shape, generator=generator) * 0.05
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("zero_tail", [True, False])
+def test_optimal_token_baselines_are_bit_identical(seed, zero_tail):
+    rewards, mask, ids = batch(seed)
+    log_probs, sum_pi_squared = _policy(seed, rewards.shape)
+    fmask = mask.float()
+    expected = otb_loop(rewards, fmask, ids, log_probs, sum_pi_squared, handle_zero_tail=zero_tail)
+    got = optimal_token_baseline(rewards, mask, ids, log_probs, sum_pi_squared, handle_zero_tail=zero_tail)
+    assert torch.equal(got.advantages, expected)
+    expected = tir_otb_loop(rewards, fmask, ids, log_probs, sum_pi_squared, handle_zero_tail=zero_tail)
+    got = tir_optimal_token_baseline(rewards, mask, ids, log_probs, sum_pi_squared, handle_zero_tail=zero_tail)
+    assert torch.equal(got.advantages, expected)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("normalize", [False, True])
+def test_rloo_trl_convention_is_bit_identical(seed, normalize):
+    rewards, mask, _ = batch(seed)
+    ids = [i // 4 for i in range(12)]  # TRL: contiguous groups of num_generations
+    expected = rloo_trl_loop(rewards.sum(dim=-1), 4, normalize)
+    got = rloo(rewards, mask, ids, convention="trl", normalize_advantages=normalize).sequence_advantages
+    assert torch.equal(got, expected)
+
+
+def test_grpo_group_of_one_divides_by_float32_one_plus_eps_as_verl():
+    scores = torch.tensor([[0.3], [1.0], [2.0]], dtype=torch.float64)
+    mask = torch.ones_like(scores, dtype=torch.bool)
+    ids = [0, 1, 1]
+    expected = grpo_loop(scores.clone(), mask, ids)
+    assert torch.equal(grpo(scores, mask, ids).advantages, expected)
+    assert float(grpo(scores, mask, ids).sequence_advantages[0]) != 0.3 / 1.000001  # float64 would differ

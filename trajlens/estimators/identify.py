@@ -1,0 +1,282 @@
+"""Which estimator and convention produced the advantages a trainer logged.
+
+:func:`identify_advantages` recomputes a run's logged advantages under every candidate in
+:data:`CANDIDATES` that the run's data allows (each a registry estimator with options, and a
+description in the trainer's own terms), measures the max and median absolute difference per
+candidate, and names the closest. When none is within tolerance it says where the closest one
+departs: the steps and groups with the largest differences. It catches silent trainer
+misconfigurations: the wrong ``scale_rewards``, an eps, a whitening left on.
+
+Logged advantages come in as columns the trajlens schema declares: ``logged_advantage``
+(float64, nullable) of the ``trajectories`` frame, one per trajectory (TRL's ``advantage``
+column), or ``logged_advantages`` (list<float32>, nullable) of the ``tokens`` frame, one per
+token (verl dumps). Token arrays are compared on model tokens; a candidate with one advantage
+per trajectory is broadcast over them.
+
+Notation: B trajectories, T token positions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from trajlens.estimators._errors import EstimatorInputError
+from trajlens.estimators.registry import estimator_spec, run_facts
+
+# A logged advantage written in float32 differs from its float64 recomputation by ~1e-7 relative.
+MATCH_TOLERANCE = 1e-5
+"""Largest |logged - recomputed|, relative to max(1, max |logged|), that still counts as a match."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way a trainer may have computed its advantages."""
+
+    label: str
+    estimator: str
+    options: Mapping[str, Any]
+    description: str
+    """In the trainer's terms, for the verdict: ``TRL GRPO, scale_rewards=group, eps 1e-4``."""
+
+
+CANDIDATES: tuple[Candidate, ...] = (
+    Candidate("verl_grpo", "grpo", {}, "verl GRPO (group std, eps 1e-6)"),
+    Candidate("trl_grpo_group", "grpo", {"epsilon": 1e-4, "singleton": "zero"},
+              "TRL GRPO, scale_rewards=group, eps 1e-4"),
+    Candidate("verl_grpo_eps_1e-4", "grpo", {"epsilon": 1e-4}, "verl GRPO with epsilon 1e-4"),
+    Candidate("trl_grpo_batch", "grpo_batch_std", {}, "TRL GRPO, scale_rewards=batch, eps 1e-4"),
+    Candidate("trl_grpo_none", "dr_grpo", {"singleton": "zero"}, "TRL GRPO, scale_rewards=none"),
+    Candidate("trl_sum_group", "sum_then_normalize", {"scale_rewards": "group"},
+              "TRL GRPO on the summed reward functions, scale_rewards=group, eps 1e-4"),
+    Candidate("trl_sum_batch", "sum_then_normalize", {"scale_rewards": "batch"},
+              "TRL GRPO on the summed reward functions, scale_rewards=batch, eps 1e-4"),
+    Candidate("verl_dr_grpo", "dr_grpo", {}, "verl Dr.GRPO (norm_adv_by_std_in_grpo=False)"),
+    Candidate("verl_rloo", "rloo", {}, "verl RLOO"),
+    Candidate("trl_rloo", "rloo", {"convention": "trl"}, "TRL RLOO"),
+    Candidate("trl_rloo_normalized", "rloo", {"convention": "trl", "normalize_advantages": True},
+              "TRL RLOO, normalize_advantages=True"),
+    Candidate("verl_reinforce_pp_baseline", "reinforce_plus_plus_baseline", {}, "verl REINFORCE++-baseline"),
+    Candidate("verl_opo", "opo", {}, "verl OPO"),
+    Candidate("verl_gpg", "gpg", {}, "verl GPG"),
+    Candidate("verl_grpo_passk", "grpo_passk", {}, "verl GRPO pass@k"),
+    Candidate("verl_gdpo", "gdpo_verl", {}, "verl GDPO (token whitening)"),
+    Candidate("trl_gdpo", "gdpo_trl", {}, "TRL GDPO, normalize_then_sum (v1.6)"),
+    Candidate("trl_gdpo_1.5", "gdpo_trl", {"convention": "trl-1.5"}, "TRL GDPO, normalize_then_sum (before v1.6)"),
+    Candidate("verl_sum_grpo", "sum_then_normalize", {"convention": "verl"}, "verl GRPO on the summed channels"),
+    Candidate("trl_1.5_grpo_group", "sum_then_normalize", {"convention": "trl-1.5"},
+              "TRL GRPO before v1.6, scale_rewards=group"),
+    Candidate("gae_whitened", "gae", {"whiten": True}, "verl GAE (gamma 1, lambda 1), whitened"),
+    Candidate("gae_raw", "gae", {"whiten": False}, "GAE (gamma 1, lambda 1), not whitened"),
+    Candidate("verl_reinforce_pp", "reinforce_plus_plus", {}, "verl REINFORCE++ (return reset at masked tokens)"),
+    Candidate("reinforce_pp_carry", "reinforce_plus_plus", {"convention": "carry"},
+              "REINFORCE++ with the return carried across observation spans"),
+    Candidate("reinforce_raw", "reinforce", {}, "REINFORCE, raw returns"),
+)
+"""Every candidate :func:`identify_advantages` tries, where the run's data allows its estimator.
+
+Order breaks ties: where two candidates give the same advantages on a run (TRL's group rule and
+verl's with eps 1e-4 agree unless a group has one member), the earlier is named and the other
+listed as indistinguishable."""
+
+
+@dataclass(frozen=True)
+class CandidateFit:
+    """How close one candidate's recomputation comes to the logged advantages."""
+
+    candidate: Candidate
+    max_abs_diff: float
+    median_abs_diff: float
+    n: int
+    """Values compared: trajectories, or model tokens when token arrays were logged."""
+    worst_step: int | None = None
+    worst_group: str | None = None
+    worst_trajectory: str | None = None
+    error: str | None = None
+    """Why the candidate could not be recomputed on this run, if it could not."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.candidate.label,
+            "estimator": self.candidate.estimator,
+            "options": dict(self.candidate.options),
+            "description": self.candidate.description,
+            "max_abs_diff": _json_float(self.max_abs_diff),
+            "median_abs_diff": _json_float(self.median_abs_diff),
+            "n": self.n,
+            "worst": {"step": self.worst_step, "group_id": self.worst_group, "trajectory_id": self.worst_trajectory},
+            **({"error": self.error} if self.error else {}),
+        }
+
+
+@dataclass(frozen=True)
+class Identification:
+    """The verdict: the closest candidate, every candidate's fit, and where the closest departs."""
+
+    best: CandidateFit
+    candidates: tuple[CandidateFit, ...]
+    matched: bool
+    tolerance: float
+    unit: str
+    """``trajectories`` or ``model tokens``."""
+    equivalent: tuple[CandidateFit, ...] = ()
+    """Other candidates that also match: indistinguishable from the best on this run's data."""
+    departures: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """Per (step, group_id) of the closest candidate, where it departs by more than the tolerance,
+    largest first: ``step``, ``group_id``, ``max_abs_diff``, ``n``."""
+
+    @property
+    def verdict(self) -> str:
+        fit = self.best
+        measured = f"max |diff| {fit.max_abs_diff:.1e} over {fit.n:,} {self.unit}"
+        if self.matched:
+            also = "; ".join(other.candidate.description for other in self.equivalent)
+            return f"{fit.candidate.description}: {measured}" + (f" (indistinguishable here from: {also})" if also else "")
+        where = ", ".join(f"step {row['step']} group {row['group_id']} ({row['max_abs_diff']:.2g})"
+                          for row in self.departures.head(5).iter_rows(named=True))
+        return (f"no candidate matches within {self.tolerance:.0e}; closest: {fit.candidate.description}: {measured}"
+                + (f"; it departs most at {where}" if where else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"best": {...}, "candidates": [...], "matched", "verdict", "departures"}``, JSON-ready."""
+        return {
+            "best": self.best.to_dict(),
+            "candidates": [fit.to_dict() for fit in self.candidates],
+            "matched": self.matched,
+            "tolerance": self.tolerance,
+            "unit": self.unit,
+            "verdict": self.verdict,
+            "equivalent": [fit.candidate.label for fit in self.equivalent],
+            "departures": [{k: _json_float(v) if isinstance(v, float) else v for k, v in row.items()}
+                           for row in self.departures.iter_rows(named=True)],
+        }
+
+
+def identify_advantages(
+    trajectories: pl.DataFrame,
+    tokens: pl.DataFrame | None = None,
+    *,
+    config: Mapping[str, Any] | str | None = None,
+    candidates: tuple[Candidate, ...] = CANDIDATES,
+    tolerance: float = MATCH_TOLERANCE,
+) -> Identification:
+    """Recompute the logged advantages under every candidate the run allows and name the closest.
+
+    Args:
+        trajectories: the run's training trajectories, with ``logged_advantage`` (or ``tokens``
+            with ``logged_advantages``), rewards, groups and channels.
+        tokens: the run's ``tokens`` frame (needed by token-level candidates, and when the
+            advantages were logged per token).
+        config: the run's logged config (only used to describe the data; every candidate is tried).
+        candidates: what to try (default :data:`CANDIDATES`).
+        tolerance: a match is ``max |diff| <= tolerance * max(1, max |logged|)``.
+    """
+    logged, unit = _logged(trajectories, tokens)
+    facts = run_facts(trajectories, tokens, config)
+    scale = max(1.0, float(logged["logged"].abs().max() or 0.0))
+    fits = []
+    for candidate in candidates:
+        spec = estimator_spec(candidate.estimator)
+        lacking = spec.missing(facts)
+        if lacking:
+            fits.append(CandidateFit(candidate, math.inf, math.inf, 0, error="needs " + " and ".join(lacking)))
+            continue
+        try:
+            recomputed = _recompute(trajectories, tokens, candidate)
+        except EstimatorInputError as error:
+            fits.append(CandidateFit(candidate, math.inf, math.inf, 0, error=str(error)))
+            continue
+        fits.append(_fit(candidate, logged, recomputed, unit))
+    ranked = tuple(sorted(fits, key=lambda f: (f.max_abs_diff, f.median_abs_diff)))
+    best = ranked[0]
+    if not math.isfinite(best.max_abs_diff):
+        reasons = "; ".join(f"{f.candidate.label}: {f.error}" for f in ranked[:3])
+        raise EstimatorInputError(f"identify_advantages: no candidate could be recomputed on this run ({reasons})")
+    matched = best.max_abs_diff <= tolerance * scale
+    equivalent = tuple(f for f in ranked[1:] if matched and f.max_abs_diff <= tolerance * scale)
+    departures = pl.DataFrame()
+    if not matched:
+        departures = _departures(logged, _recompute(trajectories, tokens, best.candidate), unit, tolerance * scale)
+    return Identification(best, ranked, matched, tolerance * scale, unit, equivalent, departures)
+
+
+def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[pl.DataFrame, str]:
+    """Long frame of logged values: run_id, step, trajectory_id, group_id, position (-1 per trajectory), logged."""
+    keys = ["run_id", "step", "trajectory_id", "group_id"]
+    if tokens is not None and "logged_advantages" in tokens.columns and tokens["logged_advantages"].null_count() < tokens.height:
+        present = tokens.select("run_id", "trajectory_id", "response_mask", "logged_advantages").filter(
+            pl.col("logged_advantages").is_not_null())
+        uneven = present.filter(pl.col("logged_advantages").list.len() != pl.col("response_mask").list.len())
+        if uneven.height:
+            row = uneven.row(0, named=True)
+            raise EstimatorInputError(
+                f"identify_advantages: trajectory {row['trajectory_id']!r}: logged_advantages has "
+                f"{len(row['logged_advantages'])} entries but response_mask has {len(row['response_mask'])}")
+        rows = (
+            present
+            .join(trajectories.select(keys), on=["run_id", "trajectory_id"], how="inner")
+            .with_columns(pl.int_ranges(0, pl.col("response_mask").list.len()).alias("position"))
+            .explode(["response_mask", "logged_advantages", "position"])
+            .filter(pl.col("response_mask"))
+            .select(*keys, "position", pl.col("logged_advantages").cast(pl.Float64).alias("logged"))
+        )
+        return rows, "model tokens"
+    if "logged_advantage" in trajectories.columns and trajectories["logged_advantage"].null_count() < trajectories.height:
+        rows = trajectories.filter(pl.col("logged_advantage").is_not_null()).select(
+            *keys, pl.lit(-1, dtype=pl.Int64).alias("position"), pl.col("logged_advantage").cast(pl.Float64).alias("logged"))
+        return rows, "trajectories"
+    raise EstimatorInputError(
+        "identify_advantages: no logged advantages: trajectories has no logged_advantage values and tokens no "
+        "logged_advantages arrays")
+
+
+def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, candidate: Candidate) -> pl.DataFrame:
+    from trajlens.estimators.frame import recompute
+    from trajlens.estimators.registry import Input
+
+    spec = estimator_spec(candidate.estimator)
+    uses_tokens = bool(spec.inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS))
+    return recompute(trajectories, tokens if uses_tokens else None, candidate.estimator, **dict(candidate.options))
+
+
+def _paired(logged: pl.DataFrame, recomputed: pl.DataFrame, unit: str) -> pl.DataFrame:
+    """``logged`` with the recomputed value beside each entry, and ``diff`` = |logged - recomputed|."""
+    if unit == "model tokens" and "token_advantages" in recomputed.columns:
+        per_token = (
+            recomputed.select("run_id", "trajectory_id", "token_advantages")
+            .with_columns(pl.int_ranges(0, pl.col("token_advantages").list.len()).alias("position"))
+            .explode(["token_advantages", "position"])
+            .select("run_id", "trajectory_id", "position", pl.col("token_advantages").cast(pl.Float64).alias("value"))
+        )
+        paired = logged.join(per_token, on=["run_id", "trajectory_id", "position"], how="left")
+    else:
+        paired = logged.join(recomputed.select("run_id", "trajectory_id", pl.col("advantage").alias("value")),
+                             on=["run_id", "trajectory_id"], how="left")
+    return paired.with_columns((pl.col("logged") - pl.col("value")).abs().fill_nan(math.inf).fill_null(math.inf).alias("diff"))
+
+
+def _fit(candidate: Candidate, logged: pl.DataFrame, recomputed: pl.DataFrame, unit: str) -> CandidateFit:
+    paired = _paired(logged, recomputed, unit)
+    diff = paired["diff"].to_numpy()
+    worst = paired.row(int(np.argmax(diff)), named=True)
+    return CandidateFit(candidate, float(diff.max()), float(np.median(diff)), int(diff.size),
+                        int(worst["step"]), str(worst["group_id"]), str(worst["trajectory_id"]))
+
+
+def _departures(logged: pl.DataFrame, recomputed: pl.DataFrame, unit: str, tolerance: float) -> pl.DataFrame:
+    return (
+        _paired(logged, recomputed, unit)
+        .group_by("step", "group_id")
+        .agg(pl.col("diff").max().alias("max_abs_diff"), pl.len().alias("n"))
+        .filter(pl.col("max_abs_diff") > tolerance)
+        .sort(["max_abs_diff", "step", "group_id"], descending=[True, False, False])
+    )
+
+
+def _json_float(value: float) -> float | None:
+    return value if math.isfinite(value) else None

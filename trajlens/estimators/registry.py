@@ -1,0 +1,451 @@
+"""The estimator registry: one declarative entry per advantage estimator.
+
+Everything trajlens knows about an estimator is written here once, as data, and read by
+:func:`trajlens.estimators.recompute` (which inputs to join, which options to accept), the
+``trajlens advantages`` command (choices and help), the report (which estimators a run allows,
+under which labels, and how their statistics are summarised) and ``docs/estimators.md``
+(rendered by :func:`render_markdown`; regenerate with
+``python -m trajlens.estimators.registry docs/estimators.md``).
+
+The public surface is small:
+
+* :data:`ESTIMATOR_REGISTRY` — name -> :class:`EstimatorSpec`, in display order;
+* :func:`estimator_spec` — the spec of one name, with a one-line error for an unknown one;
+* :class:`RunFacts` and :func:`run_facts` — what a run's frames hold, for :meth:`EstimatorSpec.applies`;
+* :func:`declared_estimators` — the estimators a run's logged config says it trained with.
+
+The types live in :mod:`trajlens.estimators.spec`. Neither module imports torch or the tensor
+functions: an entry names its function by ``"module:attribute"`` and
+:meth:`EstimatorSpec.tensor_function` imports it on demand, so the CLI and the docs read the
+registry without loading torch.
+
+Adding an estimator: its tensor function (with its reference and version in the docstring, and
+a test against a loop transcribed from that reference), one entry here, and, when it reads
+inputs no existing kind feeds it, a branch in :mod:`trajlens.estimators.frame`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from trajlens.estimators._errors import EstimatorInputError
+from trajlens.estimators.spec import (
+    _INPUT_CHECKS,
+    EstimatorSpec,
+    InReport,
+    Input,
+    Kind,
+    Option,
+    ReportVariant,
+    RunFacts,
+    Statistics,
+)
+
+__all__ = [
+    "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "EstimatorSpec", "InReport", "Input", "Kind", "Option", "ReportVariant",
+    "RunFacts", "Statistics", "declared_estimators", "estimator_spec", "render_markdown", "render_readme_table",
+    "run_facts",
+]
+
+
+# Options shared by several estimators.
+_SCORE = Option("score", "str", "reward", "Judge each trajectory by its `reward`, or by the sum of its `token_rewards`.",
+                ("reward", "token_rewards"))
+_MASKED = Option("masked_rewards", "str", "keep",
+                 "`keep` sums every position of the token rewards (verl); `drop` only model tokens.", ("keep", "drop"))
+_SINGLETON = Option("singleton", "str", "raw",
+                    "A group of one: `raw` keeps verl's rule (mean 0, std 1); `zero` gives advantage 0.", ("raw", "zero"))
+_CHANNELS = Option("channels", "list", None, "Reward channels to use, in order (default: every channel seen).")
+_WEIGHTS = Option("weights", "list|dict", None, "Channel weights, a list in channel order or {name: weight}; ones by default.")
+_GAMMA = Option("gamma", "float", 1.0, "Discount in [0, 1].")
+_TRL_VERSION = Option("convention", "str", "trl",
+                      "`trl`: TRL v1.6 on (PR #5902), a trajectory whose every channel is NaN is left out of the "
+                      "statistics and gets 0; `trl-1.5`: earlier TRL, it sums to 0 and counts.", ("trl", "trl-1.5"))
+_OTB_OPTIONS = (Option("handle_zero_tail", "bool", True, "Zero the sole longest member's baseline past the "
+                       "second-longest length (verl's default)."),
+                Option("epsilon", "float", 1e-8, "Added to the baseline's denominator."))
+_RETURNS = Option("convention", "str", "reset",
+                   "`reset`: verl's loop, the running return reset at every mask-0 token (observation spans "
+                   "too); `carry`: carried across observation spans to the next model token.", ("reset", "carry"))
+_VERL = "verl-project/verl@018f23b (verl/trainer/ppo/core_algos.py)"
+_TRL_GRPO = "TRL GRPOTrainer, v1.6 unscorable-completion handling (trl/trainer/grpo_trainer.py)"
+
+_SPECS: tuple[EstimatorSpec, ...] = (
+    EstimatorSpec(
+        name="gae",
+        summary="Generalised advantage estimation with the critic, observation tokens skipped; optionally whitened.",
+        function="trajlens.estimators.gae:gae",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS | Input.CRITIC_VALUES,
+        options=(
+            _GAMMA,
+            Option("lam", "float", 1.0, "GAE lambda in [0, 1]."),
+            Option("whiten", "bool", True, "Whiten over the batch's model tokens afterwards, as verl's estimator does."),
+        ),
+        reference="verl `compute_gae_advantage_return` (+ `masked_whiten`)",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report_variants=(ReportVariant("gae_raw", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
+                         ReportVariant("gae_whitened", {"gamma": 1.0, "lam": 1.0, "whiten": True})),
+        declared_by=(("algorithm.adv_estimator", "gae"),),
+    ),
+    EstimatorSpec(
+        name="reinforce",
+        summary="Discounted return-to-go over model tokens, no baseline; raw unless whitened.",
+        function="trajlens.estimators.reinforce:reinforce",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS,
+        options=(
+            _GAMMA,
+            Option("whiten", "bool", False, "Whiten over the batch's model tokens afterwards."),
+            replace(_RETURNS, default="carry"),
+        ),
+        reference="the discounted sum of verl `compute_reinforce_plus_plus_outcome_advantage`, not whitened",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.NEVER,
+    ),
+    EstimatorSpec(
+        name="grpo",
+        summary="Group-relative: (score - group mean) / (group std + eps).",
+        function="trajlens.estimators.grpo:grpo",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS,
+        options=(_SCORE, Option("epsilon", "float", 1e-6, "Added to the unbiased group std (verl 1e-6)."), _SINGLETON, _MASKED),
+        reference="verl `compute_grpo_outcome_advantage` (loop version)",
+        reference_version=_VERL,
+        statistics=Statistics.TRAJECTORIES,
+        declared_by=(("algorithm.adv_estimator", "grpo"),),
+    ),
+    EstimatorSpec(
+        name="dr_grpo",
+        summary="Dr.GRPO: score - group mean, no division by the std.",
+        function="trajlens.estimators.grpo:dr_grpo",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS,
+        options=(_SCORE, _SINGLETON, _MASKED),
+        reference="verl `compute_grpo_outcome_advantage` with `norm_adv_by_std_in_grpo=False`",
+        reference_version=_VERL,
+        statistics=Statistics.TRAJECTORIES,
+        declared_by=(("algorithm.norm_adv_by_std_in_grpo", "false"), ("scale_rewards", "none")),
+    ),
+    EstimatorSpec(
+        name="grpo_batch_std",
+        summary="Group mean, batch std: (score - group mean) / (std of all scores + eps).",
+        function="trajlens.estimators.grpo:grpo_batch_std",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS,
+        options=(_SCORE, Option("epsilon", "float", 1e-4, "Added to the batch std (TRL 1e-4)."), _MASKED),
+        reference='TRL GRPOTrainer `scale_rewards="batch"`',
+        reference_version=_TRL_GRPO,
+        statistics=Statistics.TRAJECTORIES,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.norm_adv", "batch_std"), ("scale_rewards", "batch"), ("algorithm.scale_rewards", "batch")),
+    ),
+    EstimatorSpec(
+        name="rloo",
+        summary="Leave-one-out: score - mean of the other members of the group.",
+        function="trajlens.estimators.grpo:rloo",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS,
+        options=(_SCORE, _SINGLETON, _MASKED,
+                 Option("convention", "str", "verl", "`verl` (a group of one keeps its score) or `trl` (RLOOTrainer: "
+                        "a group of one gets 0).", ("verl", "trl")),
+                 Option("normalize_advantages", "bool", False,
+                        "TRL `normalize_advantages`: z-score over the batch, eps 1e-4 (with convention `trl`).")),
+        reference="verl `compute_rloo_outcome_advantage`; TRL `RLOOTrainer` (convention `trl`)",
+        reference_version=_VERL + "; huggingface/trl@00313f2 (trl/trainer/rloo_trainer.py)",
+        statistics=Statistics.TRAJECTORIES,
+        declared_by=(("algorithm.adv_estimator", "rloo"), ("algorithm.adv_estimator", "rloo_vectorized")),
+    ),
+    EstimatorSpec(
+        name="reinforce_plus_plus",
+        summary="REINFORCE++: discounted returns whitened over the batch's model tokens.",
+        function="trajlens.estimators.reinforce:reinforce_plus_plus",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS,
+        options=(_GAMMA, _RETURNS),
+        reference="verl `compute_reinforce_plus_plus_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "reinforce_plus_plus"),),
+    ),
+    EstimatorSpec(
+        name="reinforce_plus_plus_baseline",
+        summary="REINFORCE++-baseline: score - group mean, whitened over the batch's model tokens.",
+        function="trajlens.estimators.group_variants:reinforce_plus_plus_baseline",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS | Input.TOKEN_COUNTS,
+        options=(_SCORE,),
+        reference="verl `compute_reinforce_plus_plus_baseline_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "reinforce_plus_plus_baseline"),),
+    ),
+    EstimatorSpec(
+        name="grpo_passk",
+        summary="GRPO pass@k: only each group's best member is credited, (r_max - r_second) / (std + eps).",
+        function="trajlens.estimators.group_variants:grpo_passk",
+        kind=Kind.OUTCOME,
+        inputs=Input.FULL_GROUPS | Input.REWARDS,
+        options=(_SCORE, Option("epsilon", "float", 1e-6, "Added to the group std."),
+                 Option("norm_adv_by_std_in_grpo", "bool", True, "Divide the gap by the group std."), _MASKED),
+        reference="verl `compute_grpo_passk_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.TRAJECTORIES,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "grpo_passk"),),
+    ),
+    EstimatorSpec(
+        name="opo",
+        summary="OPO: score - the length-weighted group mean, sum L r / sum L.",
+        function="trajlens.estimators.group_variants:opo",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS | Input.TOKEN_COUNTS,
+        options=(_SCORE,),
+        reference="verl `compute_opo_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.TRAJECTORIES,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "opo"),),
+    ),
+    EstimatorSpec(
+        name="gpg",
+        summary="GPG: alpha (score - group mean) / f_norm, alpha = batch size / nonzero scores.",
+        function="trajlens.estimators.group_variants:gpg",
+        kind=Kind.OUTCOME,
+        inputs=Input.GROUPS | Input.REWARDS,
+        options=(_SCORE, Option("f_norm", "float", 1.0, "Divisor of every advantage."), _MASKED),
+        reference="verl `compute_gpg_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.TRAJECTORIES,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "gpg"),),
+    ),
+    EstimatorSpec(
+        name="remax",
+        summary="ReMax: reward-to-go minus the greedy response's reward.",
+        function="trajlens.estimators.token_baselines:remax",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS | Input.BASELINE_REWARDS,
+        options=(),
+        reference="verl `compute_remax_outcome_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "remax"),),
+    ),
+    EstimatorSpec(
+        name="optimal_token_baseline",
+        summary="Optimal token baseline: per position, the group's path-variance-weighted mean return.",
+        function="trajlens.estimators.token_baselines:optimal_token_baseline",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS | Input.GROUPS | Input.LOG_PROBS | Input.SUM_PI_SQUARED,
+        options=_OTB_OPTIONS,
+        reference="verl `compute_optimal_token_baseline_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "optimal_token_baseline"),),
+    ),
+    EstimatorSpec(
+        name="tir_optimal_token_baseline",
+        summary="The optimal token baseline over compacted model tokens (multi-turn).",
+        function="trajlens.estimators.token_baselines:tir_optimal_token_baseline",
+        kind=Kind.TOKEN,
+        inputs=Input.TOKEN_ARRAYS | Input.GROUPS | Input.LOG_PROBS | Input.SUM_PI_SQUARED,
+        options=_OTB_OPTIONS,
+        reference="verl `compute_multi_turn_optimal_token_baseline_advantage`",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("algorithm.adv_estimator", "tir_optimal_token_baseline"),),
+    ),
+    EstimatorSpec(
+        name="gdpo_verl",
+        summary="GDPO as verl: per-channel GRPO, weighted sum, whitened over the batch's model tokens.",
+        function="trajlens.estimators.gdpo:gdpo_verl",
+        kind=Kind.CHANNEL,
+        inputs=Input.CHANNELS | Input.TOKEN_COUNTS,
+        options=(_CHANNELS, _WEIGHTS, Option("epsilon", "float", 1e-6, "Added to each channel's group std."),
+                 Option("divide_by_std", "bool", True, "False skips the per-channel division (`norm_adv_by_std_in_grpo`).")),
+        reference="verl `compute_gdpo_outcome_advantage` (and the NVlabs GDPO fork)",
+        reference_version=_VERL,
+        statistics=Statistics.MODEL_TOKENS,
+        declared_by=(("algorithm.adv_estimator", "gdpo"),),
+    ),
+    EstimatorSpec(
+        name="gdpo_trl",
+        summary="GDPO as TRL: NaN-aware per-channel z-score, weighted nansum, z-score over trajectories.",
+        function="trajlens.estimators.gdpo:gdpo_trl",
+        kind=Kind.CHANNEL,
+        inputs=Input.CHANNELS,
+        options=(_CHANNELS, _WEIGHTS, Option("epsilon", "float", 1e-4, "Added to every std (TRL 1e-4)."), _TRL_VERSION),
+        reference='TRL GRPOTrainer `multi_objective_aggregation="normalize_then_sum"`',
+        reference_version=_TRL_GRPO,
+        statistics=Statistics.TRAJECTORIES,
+        report=InReport.WHEN_DECLARED,
+        declared_by=(("multi_objective_aggregation", "normalize_then_sum"),
+                     ("reward.aggregation", "normalize_then_sum")),
+    ),
+    EstimatorSpec(
+        name="sum_then_normalize",
+        summary="GRPO on the weighted sum of the channels (the collapse GDPO fixes).",
+        function="trajlens.estimators.gdpo:sum_then_normalize",
+        kind=Kind.CHANNEL,
+        inputs=Input.CHANNELS,
+        options=(_CHANNELS, _WEIGHTS,
+                 Option("convention", "str", "trl", "`trl` (TRL v1.6 on), `trl-1.5` (earlier TRL: an all-NaN "
+                        "trajectory sums to 0 and counts) or `verl` (verl GRPO on the sum).", ("trl", "trl-1.5", "verl")),
+                 Option("scale_rewards", "str", "group", "TRL `scale_rewards`: divide by the group std, the batch std "
+                        "(TRL's batch-std variant for several reward functions) or nothing.", ("group", "batch", "none"))),
+        reference='TRL GRPOTrainer `multi_objective_aggregation="sum_then_normalize"`',
+        reference_version=_TRL_GRPO,
+        statistics=Statistics.TRAJECTORIES,
+        declared_by=(("reward.aggregation", "sum_then_normalize"),),
+    ),
+    EstimatorSpec(
+        name="gdpo_dynamic",
+        summary="GDPO with EMA-softmax channel weights and a per-channel clip, the EMA carried step to step.",
+        function="trajlens.estimators.dynamic:gdpo_dynamic",
+        kind=Kind.CHANNEL,
+        inputs=Input.CHANNELS | Input.TOKEN_COUNTS,
+        options=(_CHANNELS, Option("config", "config", None,
+                                   "A `DynamicWeightConfig`, or a dict of its fields (defaults: the digest's config).")),
+        reference="no trainer ships it; the GDPO digest's recipe (EMA, softmax, bounds, clip)",
+        reference_version="trajlens",
+        statistics=Statistics.MODEL_TOKENS,
+    ),
+)
+
+ESTIMATOR_REGISTRY: Mapping[str, EstimatorSpec] = {spec.name: spec for spec in _SPECS}
+"""Every estimator trajlens can recompute, by name, in display order."""
+
+ESTIMATOR_NAMES: tuple[str, ...] = tuple(ESTIMATOR_REGISTRY)
+
+
+def estimator_spec(name: str) -> EstimatorSpec:
+    """The registry entry of ``name``; an unknown name is a one-line :class:`EstimatorInputError`."""
+    spec = ESTIMATOR_REGISTRY.get(name)
+    if spec is None:
+        raise EstimatorInputError(f"estimator must be one of {', '.join(map(repr, ESTIMATOR_NAMES))}, got {name!r}")
+    return spec
+
+
+def declared_estimators(config: Mapping[str, Any] | str | None) -> frozenset[str]:
+    """Registry names a run's logged config (a dict or its JSON) says it trained with.
+
+    Reads each entry's ``declared_by`` pairs: a dotted key (``algorithm.adv_estimator``) whose
+    value, as lower-case text, equals the given one.
+    """
+    if isinstance(config, str):
+        try:
+            config = json.loads(config or "{}")
+        except json.JSONDecodeError:
+            return frozenset()
+    if not isinstance(config, Mapping):
+        return frozenset()
+    found = set()
+    for spec in _SPECS:
+        for key, value in spec.declared_by:
+            node: Any = config
+            for part in key.split("."):
+                node = node.get(part) if isinstance(node, Mapping) else None
+            if node is not None and str(node).lower() == value:
+                found.add(spec.name)
+    return frozenset(found)
+
+
+def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] | str | None = None) -> RunFacts:
+    """The :class:`RunFacts` of a run's ``trajectories`` and ``tokens`` frames (Polars) and config."""
+    import polars as pl
+
+    height = trajectories.height
+    token_ids: set[Any] = set()
+    critic_values = log_probs = sum_pi_squared = False
+    if tokens is not None and tokens.height:
+        # a token row counts only when its response mask holds a model token
+        tokens = tokens.filter(pl.col("response_mask").list.any().fill_null(False))
+        token_ids = set(tokens["trajectory_id"].to_list())
+        critic_values = "values" in tokens.columns and tokens["values"].null_count() < tokens.height
+        log_probs = "log_probs" in tokens.columns and tokens["log_probs"].null_count() == 0
+        sum_pi_squared = "sum_pi_squared" in tokens.columns and tokens["sum_pi_squared"].null_count() == 0
+    ids = trajectories["trajectory_id"].to_list()
+    token_arrays = height > 0 and all(i in token_ids for i in ids)
+    counted = trajectories["model_tokens"].is_not_null().to_list() if "model_tokens" in trajectories.columns else [False] * height
+    token_counts = height > 0 and all(c or i in token_ids for c, i in zip(counted, ids))
+    sizes = trajectories.group_by("step", "group_id").len()["len"] if height else pl.Series([], dtype=pl.UInt32)
+    channels = 0
+    if "reward_channels" in trajectories.columns and height:
+        names = trajectories.select(pl.col("reward_channels").list.eval(pl.element().struct.field("name")))
+        channels = names.to_series().explode().drop_nulls().n_unique()
+    return RunFacts(
+        trajectories=height,
+        token_arrays=token_arrays,
+        critic_values=critic_values,
+        token_counts=token_counts,
+        largest_group=int(sizes.max() or 0) if len(sizes) else 0,
+        smallest_group=int(sizes.min() or 0) if len(sizes) else 0,
+        all_rewarded=height > 0 and "reward" in trajectories.columns and trajectories["reward"].null_count() == 0,
+        channels=channels,
+        log_probs=log_probs,
+        sum_pi_squared=sum_pi_squared,
+        baseline_rewards="reward_baseline" in trajectories.columns and trajectories["reward_baseline"].null_count() == 0,
+        declared=declared_estimators(config),
+    )
+
+
+def render_markdown() -> str:
+    """The estimator tables of ``docs/estimators.md``, from the registry."""
+    lines = ["| estimator | what it computes | reference | version | statistics over | report |",
+             "|---|---|---|---|---|---|"]
+    for spec in _SPECS:
+        lines.append(f"| `{spec.name}` | {spec.summary} | {spec.reference} | {spec.reference_version} | "
+                     f"{spec.statistics.value} | {spec.report.value} |")
+    for spec in _SPECS:
+        needs = ", ".join(what for flag, _, what in _INPUT_CHECKS if flag in spec.inputs) or "nothing beyond keys"
+        lines += ["", f"### `{spec.name}`", "", spec.summary, "",
+                  f"- tensor function: `{spec.function.replace(':', '.')}`",
+                  f"- needs: {needs}",
+                  f"- reference: {spec.reference}, {spec.reference_version}",
+                  f"- statistics summarised over {spec.statistics.value}; in the report: {spec.report.value}"
+                  + (f" (labels {', '.join(v.label for v in spec.variants())})" if spec.report is not InReport.NEVER else "")]
+        if spec.declared_by:
+            lines.append("- declared by config: " + ", ".join(f"`{k}={v}`" for k, v in spec.declared_by))
+        if spec.options:
+            lines += ["", "| option | type | default | meaning |", "|---|---|---|---|"]
+            lines += [f"| `{o.name}` | {o.type} | `{o.default!r}` | {o.doc}"
+                      + (f" One of: {', '.join(o.choices)}." if o.choices else "") + " |" for o in spec.options]
+    return "\n".join(lines)
+
+
+def render_readme_table() -> str:
+    """The short estimator table of the README: name, reference and version."""
+    lines = ["| estimator | reference | version |", "|---|---|---|"]
+    lines += [f"| `{s.name}` | {s.reference} | {s.reference_version} |" for s in _SPECS]
+    return "\n".join(lines)
+
+
+def write_docs(path: str) -> None:
+    """Rewrite the generated part of ``path`` (everything after its first ``---`` line)."""
+    from pathlib import Path
+
+    text = Path(path).read_text()
+    head, rule, _ = text.partition("\n---\n")
+    if not rule:
+        raise EstimatorInputError(f"{path}: no '---' line to put the generated tables under")
+    Path(path).write_text(head + rule + "\n" + render_markdown() + "\n")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) > 1:
+        write_docs(sys.argv[1])
+    else:
+        print(render_markdown())

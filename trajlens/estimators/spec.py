@@ -1,0 +1,210 @@
+"""The types of the estimator registry: what an entry says, and what a run's data holds.
+
+:class:`EstimatorSpec` is one estimator as data; :class:`RunFacts` is what a run offers; the
+entries themselves live in :mod:`trajlens.estimators.registry`. No torch here.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Input(enum.Flag):
+    """What an estimator reads from a run, beyond trajectory keys."""
+
+    NONE = 0
+    TOKEN_ARRAYS = enum.auto()
+    """A ``response_mask`` per trajectory (the ``tokens`` table)."""
+    CRITIC_VALUES = enum.auto()
+    """Critic ``values`` per token."""
+    TOKEN_COUNTS = enum.auto()
+    """Each trajectory's model-token count (``tokens`` or the ``model_tokens`` column)."""
+    GROUPS = enum.auto()
+    """Groups (same prompt, same step) with two or more members somewhere in the run."""
+    FULL_GROUPS = enum.auto()
+    """Every group has two or more members."""
+    REWARDS = enum.auto()
+    """A scalar ``reward`` on every trajectory."""
+    CHANNELS = enum.auto()
+    """Two or more named reward channels (``reward_channels``)."""
+    LOG_PROBS = enum.auto()
+    """Behaviour ``log_probs`` per token."""
+    SUM_PI_SQUARED = enum.auto()
+    """Per-token sum of squared vocabulary probabilities, a ``sum_pi_squared`` list column of
+    ``tokens`` (verl ``actor.calculate_sum_pi_squared``); not part of the trajlens schema."""
+    BASELINE_REWARDS = enum.auto()
+    """The greedy baseline response's reward, a ``reward_baseline`` column of ``trajectories``
+    (verl ReMax ``reward_baselines``); not part of the trajlens schema."""
+
+
+class Statistics(enum.Enum):
+    """Over what an estimator's per-step batch statistics are taken, as its loss sees them."""
+
+    MODEL_TOKENS = "model tokens"
+    """Every model token counts once: token-level advantages, or a whitening over tokens."""
+    TRAJECTORIES = "trajectories"
+    """Every trajectory counts once: one advantage per trajectory, normalised per trajectory."""
+
+
+class Kind(enum.Enum):
+    """How :func:`~trajlens.estimators.recompute` feeds the tensor function."""
+
+    TOKEN = "token"
+    """Token arrays in, (B, T) advantages out."""
+    OUTCOME = "outcome"
+    """One score per trajectory and its group in, one advantage per trajectory out."""
+    CHANNEL = "channel"
+    """One value per trajectory and reward channel in, one advantage per trajectory out."""
+
+
+class InReport(enum.Enum):
+    """Whether the report recomputes an estimator on a run that allows it."""
+
+    ALWAYS = "always"
+    WHEN_DECLARED = "when the run's config declares it"
+    NEVER = "never"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of an estimator, as ``recompute(..., name=value)`` or ``--option name=value``."""
+
+    name: str
+    type: str
+    """``bool``, ``int``, ``float``, ``str``, ``list``, ``list|dict`` or ``config``."""
+    default: Any
+    doc: str
+    choices: tuple[str, ...] = ()
+    """The values a ``str`` option accepts (empty: any)."""
+
+    def problem(self, estimator: str, value: Any) -> str | None:
+        """Why ``value`` is no good for this option, or None."""
+        kinds: dict[str, Callable[[Any], bool]] = {
+            "bool": lambda v: isinstance(v, bool),
+            "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+            "str": lambda v: isinstance(v, str),
+            "list": lambda v: isinstance(v, (list, tuple)),
+            "list|dict": lambda v: isinstance(v, (list, tuple, dict)),
+            "config": lambda v: isinstance(v, dict) or type(v).__name__ == "DynamicWeightConfig",
+        }
+        if value is None and self.default is None:
+            return None
+        if not kinds[self.type](value):
+            return f"{estimator} option {self.name!r}: expected {self.type}, found {value!r}"
+        if self.choices and value not in self.choices:
+            return f"{estimator} option {self.name!r}: expected one of {', '.join(self.choices)}, found {value!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class ReportVariant:
+    """One recomputation the report makes of an estimator, under its own label."""
+
+    label: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run's training data holds, as :meth:`EstimatorSpec.applies` needs it."""
+
+    trajectories: int = 0
+    token_arrays: bool = False
+    """Every training trajectory has a row in ``tokens``."""
+    critic_values: bool = False
+    """Some token row carries critic values."""
+    token_counts: bool = False
+    """Every trajectory has a model-token count (token arrays or ``model_tokens``)."""
+    largest_group: int = 0
+    smallest_group: int = 0
+    all_rewarded: bool = False
+    channels: int = 0
+    log_probs: bool = False
+    sum_pi_squared: bool = False
+    baseline_rewards: bool = False
+    declared: frozenset[str] = frozenset()
+    """Registry names the run's logged config declares (see :func:`declared_estimators`)."""
+
+
+# Input -> (is it there?, what to say when it is not), read by EstimatorSpec.missing
+_INPUT_CHECKS: tuple[tuple[Input, Callable[[RunFacts], bool], str], ...] = (
+    (Input.TOKEN_ARRAYS, lambda f: f.token_arrays, "token arrays for every trajectory"),
+    (Input.CRITIC_VALUES, lambda f: f.critic_values, "critic values"),
+    (Input.TOKEN_COUNTS, lambda f: f.token_counts, "a model-token count for every trajectory"),
+    (Input.GROUPS, lambda f: f.largest_group > 1, "groups of two or more"),
+    (Input.FULL_GROUPS, lambda f: f.smallest_group > 1, "two or more trajectories in every group"),
+    (Input.REWARDS, lambda f: f.all_rewarded, "a reward for every trajectory"),
+    (Input.CHANNELS, lambda f: f.channels > 1, "two or more reward channels"),
+    (Input.LOG_PROBS, lambda f: f.log_probs, "behaviour log-probs per token"),
+    (Input.SUM_PI_SQUARED, lambda f: f.sum_pi_squared, "per-token sum_pi_squared (not in the trajlens schema)"),
+    (Input.BASELINE_REWARDS, lambda f: f.baseline_rewards, "the greedy baseline's reward (column reward_baseline)"),
+)
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """One advantage estimator: what it is, what it needs, its options and its reference."""
+
+    name: str
+    summary: str
+    """One line: what the estimator computes."""
+    function: str
+    """The tensor function, as ``"module:attribute"``."""
+    kind: Kind
+    inputs: Input
+    options: tuple[Option, ...]
+    reference: str
+    """The code it reproduces (function and file)."""
+    reference_version: str
+    """The release or commit of that code that was read."""
+    statistics: Statistics
+    report: InReport = InReport.ALWAYS
+    report_variants: tuple[ReportVariant, ...] = ()
+    """Labels and options the report recomputes it under; one variant named after it by default."""
+    declared_by: tuple[tuple[str, str], ...] = ()
+    """(dotted config key, value) pairs that say a run trained with this estimator."""
+
+    def tensor_function(self) -> Callable[..., Any]:
+        """The tensor function itself (imports torch)."""
+        module, attribute = self.function.split(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def defaults(self) -> dict[str, Any]:
+        """Option name -> default."""
+        return {option.name: option.default for option in self.options}
+
+    def option_problems(self, options: Mapping[str, Any]) -> list[str]:
+        """Every unknown option name and every value of the wrong kind."""
+        known = {option.name: option for option in self.options}
+        problems = []
+        for name, value in options.items():
+            option = known.get(name)
+            if option is None:
+                problems.append(f"{self.name} takes no option {name!r} (options: {', '.join(sorted(known)) or 'none'})")
+                continue
+            problem = option.problem(self.name, value)
+            if problem:
+                problems.append(problem)
+        return problems
+
+    def missing(self, facts: RunFacts) -> list[str]:
+        """What the run lacks for this estimator (empty when it applies)."""
+        return [what for flag, present, what in _INPUT_CHECKS if flag in self.inputs and not present(facts)]
+
+    def applies(self, facts: RunFacts) -> bool:
+        """Whether the run's data allows this estimator."""
+        return not self.missing(facts)
+
+    def in_report(self, facts: RunFacts) -> bool:
+        """Whether the report recomputes this estimator on a run with ``facts``."""
+        if self.report is InReport.NEVER or not self.applies(facts):
+            return False
+        return self.report is InReport.ALWAYS or self.name in facts.declared
+
+    def variants(self) -> tuple[ReportVariant, ...]:
+        return self.report_variants or (ReportVariant(self.name),)
