@@ -24,6 +24,11 @@ from trajlens.classify.rules import NOT_ACTIONS, PIPE_FILTERS, PRIORITY, SHELL_R
 
 _EDIT_PRIORITY = PRIORITY["edit"]
 
+REDIRECT_RULE = "redirect-to-file"
+"""The rule name of an action made an edit by an output redirection (``git diff > f``)."""
+NO_RULE = "no-rule"
+"""The rule name of an action no shell rule matched (class ``other``)."""
+
 
 def _sub(expr: pl.Expr, rewrite: tuple[str, str], *, all_matches: bool = True) -> pl.Expr:
     pattern, replacement = rewrite
@@ -187,9 +192,10 @@ def first_rule(rules: tuple[Rule, ...] = SHELL_RULES) -> pl.Expr:
 
 
 def classify_actions(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES) -> pl.DataFrame:
-    """Give each stage its class (``klass``) and the class its command alone has
-    (``rule_class``, before a redirection makes it an edit); null for stages that are not
-    actions, which are dropped."""
+    """Give each stage its class (``klass``), the class its command alone has (``rule_class``,
+    before a redirection makes it an edit) and the name of the rule that decided (``rule``:
+    :data:`REDIRECT_RULE` or :data:`NO_RULE` when no shell rule did); stages that are not
+    actions are dropped."""
     head = pl.col("head")
     writes_file = pl.col("writes").list.len() > 0
     not_action = (
@@ -200,12 +206,19 @@ def classify_actions(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES)
     )
     frame = frame.filter(~not_action)
     classes = {index: rule.klass for index, rule in enumerate(rules)}
-    rule_class = first_rule(rules).replace_strict(classes, default="other", return_dtype=pl.String)
+    names = {index: rule.name for index, rule in enumerate(rules)}
+    frame = frame.with_columns(first_rule(rules).alias("__rule"))
+    rule_class = pl.col("__rule").replace_strict(classes, default="other", return_dtype=pl.String)
     frame = frame.with_columns(rule_class.alias("rule_class"))
     priority = pl.col("rule_class").replace_strict(PRIORITY, return_dtype=pl.Int8)
     # An action that writes a file through a redirection is at least an edit.
-    klass = pl.when(writes_file & (priority > _EDIT_PRIORITY)).then(pl.lit("edit")).otherwise(pl.col("rule_class"))
-    return frame.with_columns(klass.alias("klass"))
+    redirected = writes_file & (priority > _EDIT_PRIORITY)
+    klass = pl.when(redirected).then(pl.lit("edit")).otherwise(pl.col("rule_class"))
+    rule = (
+        pl.when(redirected).then(pl.lit(REDIRECT_RULE))
+        .otherwise(pl.col("__rule").replace_strict(names, default=NO_RULE, return_dtype=pl.String))
+    )
+    return frame.with_columns(klass.alias("klass"), rule.alias("rule")).drop("__rule")
 
 
 def action_paths(frame: pl.DataFrame) -> pl.DataFrame:
@@ -244,16 +257,19 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     """Classify a frame of shell commands (``key``, ``column``).
 
     Returns one row per input row with ``action_classes`` (list, in command order), ``priority``
-    (of the primary class; null when the command has no action) and ``paths``.
+    (of the primary class; null when the command has no action), ``rule`` (the rule of the
+    first action with the primary class; null when there is no action) and ``paths``.
     """
     frame = normalise_commands(texts.select(key, column), column)
     frame = split_actions(frame, column)
     frame = normalise_actions(frame)
     frame = classify_actions(frame)
     frame = action_paths(frame).sort("__action")
+    frame = frame.with_columns(pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8).alias("__priority"))
     grouped = frame.group_by(key, maintain_order=True).agg(
         pl.col("klass").alias("action_classes"),
-        pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8).min().alias("priority"),
+        pl.col("__priority").min().alias("priority"),
+        pl.col("rule").filter(pl.col("__priority") == pl.col("__priority").min()).first().alias("rule"),
         pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True).alias("paths"),
     )
     return texts.select(key).join(grouped, on=key, how="left", maintain_order="left").with_columns(

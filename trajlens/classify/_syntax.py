@@ -13,6 +13,11 @@ from __future__ import annotations
 
 import re
 
+MAX_COMMAND_CHARS = 65_536
+"""Characters of a command that are classified; the rest of a longer command is ignored. Real
+commands, heredoc file bodies included, are far shorter; the cap bounds the cost of a
+pathological one (a megabyte of quotes or nested heredoc markers) in both classifiers."""
+
 SEGMENT = "\x00"
 PIPE = "\x01"
 AMP = "\x02"
@@ -109,8 +114,11 @@ ASSIGNMENT_ONLY = r"^[A-Za-z_]\w*=\S*$"
 
 # -- argv arrays -------------------------------------------------------------------------------
 
-ARGV_STRINGS = r'^\[\s*(?:"(?:[^"\\]|\\.)*"\s*(?:,\s*"(?:[^"\\]|\\.)*"\s*)*)?\]$'
-"""A JSON array of strings: a command logged as argv (``["bash", "-lc", "pytest -q"]``)."""
+_JSON_STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-CefEF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))*"'
+ARGV_STRINGS = r"^\[\s*(?:" + _JSON_STRING + r"\s*(?:,\s*" + _JSON_STRING + r"\s*)*)?\]$"
+"""A JSON array of strings: a command logged as argv (``["bash", "-lc", "pytest -q"]``). Only
+valid JSON strings count, and none with a ``\\uD800``-``\\uDFFF`` escape (a surrogate, which
+Arrow strings cannot hold): such an array is classified as the text it is."""
 ARGV_SHELL = r"^(?:\S*/)?(?:ba|z)?sh$"
 ARGV_SCRIPT_FLAG = r"^-[a-zA-Z]*c$"
 """``[shell, -c/-lc, script]`` is the script itself."""
