@@ -18,6 +18,15 @@ MAX_COMMAND_CHARS = 65_536
 commands, heredoc file bodies included, are far shorter; the cap bounds the cost of a
 pathological one (a megabyte of quotes or nested heredoc markers) in both classifiers."""
 
+SEPARATOR_CONTROLS = "[\x1c-\x1f]"
+"""The ASCII information separators: Python's ``re`` and ``str.strip`` count them as white
+space, Rust's ``regex`` does not. Both classifiers read them as spaces, in commands and in the
+argument values a tool map matches."""
+
+MAX_JSON_DEPTH = 127
+"""Arguments nested deeper than this are read as no arguments at all (the limit of the JSON
+reader Polars uses; the reference applies the same limit)."""
+
 SEGMENT = "\x00"
 PIPE = "\x01"
 AMP = "\x02"

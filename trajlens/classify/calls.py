@@ -106,7 +106,7 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
         pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row"),
         pl.col("tool_name").cast(pl.String).fill_null("").str.to_lowercase().alias("__tool"),
         pl.col("arguments").cast(pl.String).alias("__arguments"),
-        pl.col("command").cast(pl.String).str.slice(0, sx.MAX_COMMAND_CHARS).alias("__text"),
+        _bounded_text(pl.col("command").cast(pl.String)).alias("__text"),
         (pl.col("format_error").fill_null(False) if "format_error" in frame.columns else pl.lit(False)).alias("__rejected"),
         *[pl.col(k) for k in _TRAJECTORY_KEYS if k in frame.columns],
     )
@@ -135,6 +135,11 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
     return pl.concat([frame, result], how="horizontal")
 
 
+def _bounded_text(command: pl.Expr) -> pl.Expr:
+    """The part of a command that is classified (see the module docstring)."""
+    return command.str.slice(0, sx.MAX_COMMAND_CHARS).str.replace_all(sx.SEPARATOR_CONTROLS, " ")
+
+
 def _name_condition(entry: ToolEntry) -> pl.Expr:
     tool = pl.col("__tool")
     return tool.is_in(list(entry.names)) if entry.names else tool.str.contains(entry.pattern)
@@ -143,7 +148,7 @@ def _name_condition(entry: ToolEntry) -> pl.Expr:
 def _entry_condition(entry: ToolEntry) -> pl.Expr:
     condition = _name_condition(entry)
     for key, pattern in entry.arguments:
-        value = pl.col("__arguments").str.json_path_match(f"$.{key}")
+        value = pl.col("__arguments").str.json_path_match(f"$.{key}").str.replace_all(sx.SEPARATOR_CONTROLS, " ")
         condition = condition & value.str.contains(pattern).fill_null(False)
     if entry.command is not None:
         condition = condition & pl.col("__text").str.contains(entry.command).fill_null(False)
@@ -197,7 +202,7 @@ def _fill_text_from_arguments(work: pl.DataFrame) -> pl.DataFrame:
     if filled.select(argv.any()).item():
         filled = pl.concat([filled.filter(~argv), _argv_commands(filled.filter(argv))])
     return work.join(filled, on="__row", how="left", maintain_order="left").with_columns(
-        pl.coalesce("__text", pl.col("__json_text").str.slice(0, sx.MAX_COMMAND_CHARS)).alias("__text")
+        pl.coalesce("__text", _bounded_text(pl.col("__json_text"))).alias("__text")
     ).drop("__json_text")
 
 

@@ -53,7 +53,7 @@ def _json_string(arguments: str | None, key: str) -> str | None:
         value = json.loads(arguments) if arguments else None
     except (TypeError, ValueError, RecursionError):
         return None
-    if not isinstance(value, dict) or value.get(key) is None:
+    if not isinstance(value, dict) or value.get(key) is None or _depth(value) > sx.MAX_JSON_DEPTH:
         return None
     found = value[key]
     if isinstance(found, bool) or not isinstance(found, (int, str)):
@@ -64,6 +64,17 @@ def _json_string(arguments: str | None, key: str) -> str | None:
     elif isinstance(found, int):
         found = str(found) if -(2**63) <= found < 2**64 else repr(float(found))
     return None if _has_surrogate(found) else found
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value (a scalar is 0, ``{}`` is 1)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _has_surrogate(text: str) -> bool:
@@ -86,6 +97,12 @@ class CallExplanation:
     """The tool-map file of the entry, or ``trajlens/classify/rules.py`` for shell rules."""
 
 
+def bounded_command(command: str) -> str:
+    """The part of a command that is classified: its first MAX_COMMAND_CHARS characters, with
+    the ASCII separators read as spaces."""
+    return _compiled(sx.SEPARATOR_CONTROLS).sub(" ", command[: sx.MAX_COMMAND_CHARS])
+
+
 def _entry_matches(entry: ToolEntry, tool: str, arguments: str | None, command: str | None) -> bool:
     if entry.names:
         if tool not in entry.names:
@@ -94,7 +111,7 @@ def _entry_matches(entry: ToolEntry, tool: str, arguments: str | None, command: 
         return False
     for key, pattern in entry.arguments:
         value = _json_string(arguments, key)
-        if value is None or not _compiled(pattern).search(value):
+        if value is None or not _compiled(pattern).search(_compiled(sx.SEPARATOR_CONTROLS).sub(" ", value)):
             return False
     return entry.command is None or (command is not None and _compiled(entry.command).search(command) is not None)
 
@@ -104,7 +121,7 @@ def explain_call_slow(
 ) -> CallExplanation:
     """Classify one tool call (format errors are the caller's concern) and say what decided."""
     tool = (tool_name or "").lower()
-    text = None if command is None else command[: sx.MAX_COMMAND_CHARS]
+    text = None if command is None else bounded_command(command)
     entry = next((e for e in resolve_tool_map(tool_map).entries if _entry_matches(e, tool, arguments, text)), None)
     if entry is not None and entry.klass != SHELL:
         return CallExplanation(entry.klass, entry.id, f"tool map: {entry.id}", entry.source)
@@ -115,7 +132,7 @@ def explain_call_slow(
                 break
         if text is not None and _compiled(sx.ARGV_STRINGS).search(text):
             text = argv_command(json.loads(text))
-        text = None if text is None else text[: sx.MAX_COMMAND_CHARS]
+        text = None if text is None else bounded_command(text)
     entry_id = entry.id if entry else None
     if text is not None:
         actions = [a for a in explain_command(text) if a.klass is not None]
@@ -168,16 +185,34 @@ def normalise_command(command: str) -> str:
         found = _compiled(sx.HEREDOC_DELIMITER).search(text)
         if found is None:
             break
-        whole = _compiled(sx.heredoc_pattern(found.group(1))).search(text)
-        if whole is None:
-            text = _sub(text, sx.HEREDOC_UNTERMINATED, count=1)
-        else:
-            text = f"{whole.group(1)} {sx.HEREDOC_MARK} {whole.group(2)}\n{whole.group(3) or ''}"
+        cut = _cut_heredoc(text, found.group(1))
+        text = _sub(text, sx.HEREDOC_UNTERMINATED, count=1) if cut is None else cut
     for rewrite in (sx.COMMAND_SUBSTITUTION, sx.PLAIN_QUOTED, sx.QUOTED, sx.TRAILING_COMMENT):
         text = _sub(text, rewrite)
     for rewrite in (sx.CHAIN_SEPARATORS, sx.PIPES, *sx.REDIRECT_AMPERSANDS, sx.BACKGROUND):
         text = _sub(text, rewrite)
     return text.replace(sx.AMP, "&")
+
+
+def _cut_heredoc(text: str, delimiter: str) -> str | None:
+    """The text with its first ``<<delimiter`` heredoc replaced by the marker; None when the
+    heredoc has no terminating line.
+
+    The same split as :func:`trajlens.classify._syntax.heredoc_pattern` (the earliest operator,
+    the earliest terminator line after its line), found in three linear steps: that single
+    pattern backtracks quadratically in Python's ``re`` on text full of unterminated operators.
+    """
+    operator = _compiled(r"(?:^|(?<=\s))<<-?[ \t]*['\"]?" + delimiter + r"['\"]?").search(text)
+    if operator is None:
+        return None
+    line_end = text.find("\n", operator.end())
+    if line_end < 0:
+        return None
+    terminator = _compiled(r"(?m)^[ \t]*" + delimiter + r"[ \t]*(?:\n|\Z)").search(text, line_end + 1)
+    if terminator is None:
+        return None
+    after = text[terminator.end():] if text[terminator.end() - 1:terminator.end()] == "\n" else ""
+    return f"{text[:operator.start()]} {sx.HEREDOC_MARK} {text[operator.end():line_end]}\n{after}"
 
 
 def split_actions(command: str) -> list[tuple[str, int]]:

@@ -173,6 +173,13 @@ def _check_regex(pattern: Any, where: str, problems: list[str]) -> str | None:
     if re.search(r"\(\?[=!<]|\\[1-9]", pattern):
         problems.append(f"{where}: {pattern!r} uses look-around or a back-reference, which the classifier cannot run")
         return None
+    import polars as pl
+
+    try:
+        pl.Series([""], dtype=pl.String).str.contains(pattern)
+    except pl.exceptions.PolarsError as error:
+        problems.append(f"{where}: {pattern!r} is not a regular expression Polars can run: {str(error).splitlines()[0]}")
+        return None
     return pattern
 
 
