@@ -192,3 +192,19 @@ def test_megabyte_commands_cost_bounded_time():
     assert fast == slow
     assert vectorised < 5.0, f"vectorised batch of {len(PATHOLOGICAL)} megabyte commands took {vectorised:.1f} s"
     assert slowest < 5.0, f"the reference took {slowest:.1f} s on one megabyte command"
+
+
+UNICODE_CLASS_CHARACTERS = ["\u0301", "\u0903", "²", "٣", "‿", "ǅ", "ⅷ", "\u200d", "\u00a0", "\u2028", "\x85", "é"]
+"""Characters that Rust's Unicode ``\\w``/``\\s``/``\\b`` and Python's disagree on (combining
+marks, other numbers, connector punctuation, joiners, non-ASCII blanks): both classifiers read
+those classes as ASCII, so these must not change any label differently."""
+UNICODE_SHAPES = [
+    "cat <<EOF{c}\nx\nEOF{c}\npytest", "x{c}=1 pytest", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT{c}",
+    "cat <<E{c}OF\nx\nE{c}OF\nls", "A{c}=1 B=2 python x.py", "pytest -k a{c} tests/test_x{c}.py", "cd /x &&{c}pytest",
+    "pytest{c}-q", "timeout 3{c} pytest", "sed -i{c} s/a/b/ f",
+]
+
+
+def test_agree_where_unicode_classes_differ():
+    texts = [shape.replace("{c}", c) for shape in UNICODE_SHAPES for c in UNICODE_CLASS_CHARACTERS]
+    _check_agreement(_frame(["bash"] * len(texts), ["{}"] * len(texts), texts))

@@ -142,16 +142,16 @@ def _bounded_text(command: pl.Expr) -> pl.Expr:
 
 def _name_condition(entry: ToolEntry) -> pl.Expr:
     tool = pl.col("__tool")
-    return tool.is_in(list(entry.names)) if entry.names else tool.str.contains(entry.pattern)
+    return tool.is_in(list(entry.names)) if entry.names else tool.str.contains(sx.rust_regex(entry.pattern))
 
 
 def _entry_condition(entry: ToolEntry) -> pl.Expr:
     condition = _name_condition(entry)
     for key, pattern in entry.arguments:
         value = pl.col("__arguments").str.json_path_match(f"$.{key}").str.replace_all(sx.SEPARATOR_CONTROLS, " ")
-        condition = condition & value.str.contains(pattern).fill_null(False)
+        condition = condition & value.str.contains(sx.rust_regex(pattern)).fill_null(False)
     if entry.command is not None:
-        condition = condition & pl.col("__text").str.contains(entry.command).fill_null(False)
+        condition = condition & pl.col("__text").str.contains(sx.rust_regex(entry.command)).fill_null(False)
     return condition
 
 
@@ -198,7 +198,7 @@ def _fill_text_from_arguments(work: pl.DataFrame) -> pl.DataFrame:
     if rows.height == 0:
         return work
     filled = rows.select("__row", _json_field(SHELL_ARGUMENT_KEYS).alias("__json_text"))
-    argv = pl.col("__json_text").str.contains(sx.ARGV_STRINGS).fill_null(False)
+    argv = pl.col("__json_text").str.contains(sx.rust_regex(sx.ARGV_STRINGS)).fill_null(False)
     if filled.select(argv.any()).item():
         filled = pl.concat([filled.filter(~argv), _argv_commands(filled.filter(argv))])
     return work.join(filled, on="__row", how="left", maintain_order="left").with_columns(
@@ -210,7 +210,7 @@ def _argv_commands(rows: pl.DataFrame) -> pl.DataFrame:
     """Commands logged as argv arrays become one command line (as
     :func:`trajlens.classify.reference.argv_command` builds it)."""
     words = pl.col("__json_text").str.json_decode(pl.List(pl.String))
-    plain = pl.element().str.contains(sx.ARGV_PLAIN_WORD)
+    plain = pl.element().str.contains(sx.rust_regex(sx.ARGV_PLAIN_WORD))
     has_apostrophe = pl.element().str.contains("'", literal=True)
     escaped = pl.element().str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
     quoted = (
@@ -220,8 +220,8 @@ def _argv_commands(rows: pl.DataFrame) -> pl.DataFrame:
     )
     script = (
         (words.list.len() == 3)
-        & words.list.get(0, null_on_oob=True).str.contains(sx.ARGV_SHELL)
-        & words.list.get(1, null_on_oob=True).str.contains(sx.ARGV_SCRIPT_FLAG)
+        & words.list.get(0, null_on_oob=True).str.contains(sx.rust_regex(sx.ARGV_SHELL))
+        & words.list.get(1, null_on_oob=True).str.contains(sx.rust_regex(sx.ARGV_SCRIPT_FLAG))
     )
     joined = words.list.eval(quoted).list.join(" ")
     text = pl.when(script).then(words.list.get(2, null_on_oob=True)).otherwise(joined)
@@ -275,7 +275,7 @@ def _assemble(work: pl.DataFrame, entries: tuple[ToolEntry, ...], explain: bool)
     json_path = pl.col("__json_path")
     paths = (
         pl.when(rejected).then(_EMPTY)
-        .when(json_path.is_not_null()).then(pl.concat_list(json_path.str.replace(*sx.LEADING_DOT_SLASH)))
+        .when(json_path.is_not_null()).then(pl.concat_list(json_path.str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1])))
         .when(has_text).then(pl.col("__shell_paths").fill_null(_EMPTY))
         .otherwise(_EMPTY)
     )
@@ -307,7 +307,7 @@ def _assemble(work: pl.DataFrame, entries: tuple[ToolEntry, ...], explain: bool)
 def _swe_agent_current_file(work: pl.DataFrame) -> pl.DataFrame:
     """SWE-agent's ``edit``/``goto``/``scroll_*`` act on the file last opened or created in the
     trajectory; give such calls that file as their path."""
-    first_word = pl.col("__text").str.extract(r"^\s*(\S+)", 1)
+    first_word = pl.col("__text").str.extract(sx.rust_regex(r"^\s*(\S+)"), 1)
     command = pl.when(pl.col("__tool").is_in(sorted(sx.SWE_AGENT_FILE_OPENERS | sx.SWE_AGENT_CURRENT_FILE_USERS))).then(
         pl.col("__tool")
     ).otherwise(first_word)

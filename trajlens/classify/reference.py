@@ -37,7 +37,7 @@ NO_RULE = "no-rule"
 
 @lru_cache(maxsize=None)
 def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+    return sx.python_regex(pattern)
 
 
 def _sub(text: str, rewrite: tuple[str, str], count: int = 0) -> str:

@@ -65,6 +65,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Union
 
+from trajlens.classify._syntax import python_regex, rust_regex
 from trajlens.classify.rules import BEHAVIOUR_CLASSES
 from trajlens.errors import ConfigError
 
@@ -166,7 +167,7 @@ def _check_regex(pattern: Any, where: str, problems: list[str]) -> str | None:
         problems.append(f"{where}: expected a regular expression string, found {type(pattern).__name__}")
         return None
     try:
-        re.compile(pattern)
+        python_regex(pattern)
     except re.error as error:
         problems.append(f"{where}: invalid regular expression {pattern!r}: {error}")
         return None
@@ -176,9 +177,10 @@ def _check_regex(pattern: Any, where: str, problems: list[str]) -> str | None:
     import polars as pl
 
     try:
-        pl.Series([""], dtype=pl.String).str.contains(pattern)
-    except pl.exceptions.PolarsError as error:
-        problems.append(f"{where}: {pattern!r} is not a regular expression Polars can run: {str(error).splitlines()[0]}")
+        pl.Series([""], dtype=pl.String).str.contains(rust_regex(pattern))
+    except (ValueError, pl.exceptions.PolarsError) as error:
+        reason = " ".join(str(error).split("This error occurred")[0].split())
+        problems.append(f"{where}: {pattern!r} is not a regular expression Polars can run: {reason}")
         return None
     return pattern
 
