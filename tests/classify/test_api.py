@@ -5,7 +5,8 @@ from __future__ import annotations
 import inspect
 
 import trajlens.classify as classify
-from trajlens.classify.rules import CLASS_DESCRIPTIONS, TOOL_CLASSES, rule_table
+from trajlens.classify.rules import CLASS_DESCRIPTIONS, rule_table
+from trajlens.classify.tool_map import SHELL
 
 
 def test_every_public_name_is_documented():
@@ -20,7 +21,7 @@ def test_taxonomy_is_ordered_and_described():
         "submit", "test_suite", "test_targeted", "quick_check", "run_script", "edit", "view", "search", "think", "other",
     )
     assert set(CLASS_DESCRIPTIONS) == set(classify.BEHAVIOUR_CLASSES)
-    assert set(TOOL_CLASSES.values()) <= set(classify.BEHAVIOUR_CLASSES)
+    assert {e.klass for e in classify.default_tool_map().entries} <= {*classify.BEHAVIOUR_CLASSES, SHELL}
     assert set(classify.VERIFICATION_CLASSES) == {"test_suite", "test_targeted", "quick_check", "run_script"}
     assert isinstance(classify.RULES_VERSION, str) and classify.RULES_VERSION
     assert len(rule_table()) == len(classify.SHELL_RULES)

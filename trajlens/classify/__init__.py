@@ -10,16 +10,19 @@ beside the full population (:func:`stage_report`)::
     report = stage_report(store, run_id="sao-r6", n=80)
     print(report.to_markdown())
 
-The taxonomy and its rules are data in :mod:`trajlens.classify.rules` (versioned by
-:data:`RULES_VERSION`); :func:`classify_command_slow` is the per-row reference the vectorised
-classifier is checked against.
+The taxonomy and its shell rules are data in :mod:`trajlens.classify.rules` (versioned by
+:data:`RULES_VERSION`); tools that are not shell commands are mapped to classes by TOML tool
+maps (:mod:`trajlens.classify.tool_map`; ``classify_calls(calls, tool_map="my_tools.toml")``),
+and :func:`unknown_tools` lists the tools no map knows. :func:`classify_command_slow` is the
+per-row reference the vectorised classifier is checked against.
 """
 
 from __future__ import annotations
 
 from trajlens.classify.calls import classify_calls
+from trajlens.classify.unknown import unknown_tools
 from trajlens.classify.measures import trajectory_measures
-from trajlens.classify.reference import classify_command_slow
+from trajlens.classify.reference import classify_command_slow, explain_call_slow
 from trajlens.classify.rules import (
     BEHAVIOUR_CLASSES,
     RULES_VERSION,
@@ -29,6 +32,7 @@ from trajlens.classify.rules import (
     Rule,
 )
 from trajlens.classify.stages import StageReport, assign_stages, stage_report
+from trajlens.classify.tool_map import ToolEntry, ToolMap, default_tool_map, load_tool_map, only
 
 __all__ = [
     "RULES_VERSION",
@@ -39,6 +43,13 @@ __all__ = [
     "Rule",
     "classify_calls",
     "classify_command_slow",
+    "explain_call_slow",
+    "unknown_tools",
+    "ToolMap",
+    "ToolEntry",
+    "load_tool_map",
+    "default_tool_map",
+    "only",
     "trajectory_measures",
     "assign_stages",
     "stage_report",

@@ -24,9 +24,15 @@ from trajlens.classify.rules import NOT_ACTIONS, PIPE_FILTERS, PRIORITY, SHELL_R
 
 _EDIT_PRIORITY = PRIORITY["edit"]
 
+REDIRECT_RULE = "redirect-to-file"
+"""The rule name of an action made an edit by an output redirection (``git diff > f``)."""
+NO_RULE = "no-rule"
+"""The rule name of an action no shell rule matched (class ``other``)."""
+
 
 def _sub(expr: pl.Expr, rewrite: tuple[str, str], *, all_matches: bool = True) -> pl.Expr:
     pattern, replacement = rewrite
+    pattern = sx.rust_regex(pattern)
     return expr.str.replace_all(pattern, replacement) if all_matches else expr.str.replace(pattern, replacement)
 
 
@@ -57,19 +63,19 @@ def _hide_heredocs(frame: pl.DataFrame, column: str) -> pl.DataFrame:
     (fewer than ``_COMMON_DELIMITER`` rows each) are matched with a pattern built per row.
     """
     frame = frame.with_row_index("__order")
-    has = pl.col(column).str.contains(sx.HEREDOC_DELIMITER)
+    has = pl.col(column).str.contains(sx.rust_regex(sx.HEREDOC_DELIMITER))
     done = [frame.filter(~has)]
     todo = frame.filter(has)
     for _ in range(sx.HEREDOC_PASSES):
         if todo.height == 0:
             break
-        todo = todo.with_columns(pl.col(column).str.extract(sx.HEREDOC_DELIMITER, 1).alias("__delimiter"))
+        todo = todo.with_columns(pl.col(column).str.extract(sx.rust_regex(sx.HEREDOC_DELIMITER), 1).alias("__delimiter"))
         counts = todo.group_by("__delimiter").len()
         common = counts.filter(pl.col("len") >= _COMMON_DELIMITER)["__delimiter"].to_list()
         parts = [_cut_heredoc(todo.filter(pl.col("__delimiter") == d), column, d) for d in common]
         parts.append(_cut_heredoc(todo.filter(~pl.col("__delimiter").is_in(common)), column, None))
         todo = pl.concat(parts).drop("__delimiter")
-        again = pl.col(column).str.contains(sx.HEREDOC_DELIMITER)
+        again = pl.col(column).str.contains(sx.rust_regex(sx.HEREDOC_DELIMITER))
         done.append(todo.filter(~again))
         todo = todo.filter(again)
     return pl.concat([*done, todo]).sort("__order").drop("__order")
@@ -83,10 +89,10 @@ def _cut_heredoc(rows: pl.DataFrame, column: str, delimiter: str | None) -> pl.D
     ``__delimiter`` column gives its own."""
     text = pl.col(column)
     if delimiter is not None:
-        groups = text.str.extract_groups(sx.heredoc_pattern(delimiter))
+        groups = text.str.extract_groups(sx.rust_regex(sx.heredoc_pattern(delimiter)))
         before, line_rest, after = (groups.struct.field(name) for name in ("1", "2", "3"))
     else:
-        start, middle, end = sx.heredoc_pattern("\x00").split("\x00")
+        start, middle, end = sx.rust_regex(sx.heredoc_pattern("\x00")).split("\x00")
         word = pl.col("__delimiter")
         per_row = pl.concat_str([pl.lit(start), word, pl.lit(middle), word, pl.lit(end)])
         before, line_rest, after = (text.str.extract(per_row, group) for group in (1, 2, 3))
@@ -137,10 +143,10 @@ def normalise_actions(frame: pl.DataFrame) -> pl.DataFrame:
     frame = _where(
         frame, pl.col("action").str.contains("[<>]"), _redirections, writes=pl.lit([], dtype=pl.List(pl.String))
     )
-    frame = _where(frame, pl.col("action").str.contains(_WRAPPED), _unwrap, via_xargs=pl.lit(False))
+    frame = _where(frame, pl.col("action").str.contains(sx.rust_regex(_WRAPPED)), _unwrap, via_xargs=pl.lit(False))
     action = _chain(pl.col("action"), sx.INTERPRETER, sx.PYTEST_ALIAS, sx.WHITESPACE).str.strip_chars()
     return frame.with_columns(action.alias("action")).with_columns(
-        pl.col("action").str.extract(r"^(\S+)", 1).alias("head")
+        pl.col("action").str.extract(sx.rust_regex(r"^(\S+)"), 1).alias("head")
     )
 
 
@@ -148,15 +154,15 @@ def _redirections(frame: pl.DataFrame) -> pl.DataFrame:
     """Record the files output redirections write, then remove every redirection."""
     action = _chain(pl.col("action"), sx.FD_DUPLICATION, sx.DEVICE_REDIRECT)
     frame = frame.with_columns(action.alias("action"))
-    writes = pl.col("action").str.extract_all(sx.FILE_REDIRECT).list.eval(_sub(pl.element(), sx.FILE_REDIRECT_TARGET))
-    action = _sub(pl.col("action").str.replace_all(sx.FILE_REDIRECT, ""), sx.INPUT_REDIRECT).str.strip_chars()
+    writes = pl.col("action").str.extract_all(sx.rust_regex(sx.FILE_REDIRECT)).list.eval(_sub(pl.element(), sx.FILE_REDIRECT_TARGET))
+    action = _sub(pl.col("action").str.replace_all(sx.rust_regex(sx.FILE_REDIRECT), ""), sx.INPUT_REDIRECT).str.strip_chars()
     # `(cd x && pytest a.py) 2>&1`: the subshell's `)` is last only once the redirection is gone.
     return frame.with_columns(writes.alias("writes"), _sub(action, sx.TRAILING_SYNTAX).alias("action"))
 
 
 def _strip_wrappers(action: pl.Expr) -> pl.Expr:
     for _ in range(sx.WRAPPER_PASSES):
-        action = _chain(action, sx.GENERIC_BIN, sx.VENV_BIN).str.replace(WRAPPER_PATTERN, "")
+        action = _chain(action, sx.GENERIC_BIN, sx.VENV_BIN).str.replace(sx.rust_regex(WRAPPER_PATTERN), "")
     return action
 
 
@@ -164,8 +170,8 @@ def _unwrap(frame: pl.DataFrame) -> pl.DataFrame:
     """Drop wrappers and assignments in front of the command, and an ``xargs`` prefix."""
     frame = frame.with_columns(_strip_wrappers(pl.col("action")).alias("action"))
     frame = frame.with_columns(
-        pl.col("action").str.contains(sx.XARGS).alias("via_xargs"),
-        pl.col("action").str.replace(sx.XARGS, "").alias("action"),
+        pl.col("action").str.contains(sx.rust_regex(sx.XARGS)).alias("via_xargs"),
+        pl.col("action").str.replace(sx.rust_regex(sx.XARGS), "").alias("action"),
     )
     return frame.with_columns(_sub(_strip_wrappers(pl.col("action")), sx.COVERAGE_RUN).alias("action"))
 
@@ -181,31 +187,39 @@ def first_rule(rules: tuple[Rule, ...] = SHELL_RULES) -> pl.Expr:
     for index, rule in enumerate(rules):
         text = pl.col("action")
         if rule.strip is not None:
-            text = stripped.setdefault(rule.strip, pl.col("action").str.replace_all(rule.strip, " "))
-        hits.append(pl.when(text.str.contains(rule.pattern)).then(pl.lit(index, dtype=pl.Int16)))
+            text = stripped.setdefault(rule.strip, pl.col("action").str.replace_all(sx.rust_regex(rule.strip), " "))
+        hits.append(pl.when(text.str.contains(sx.rust_regex(rule.pattern))).then(pl.lit(index, dtype=pl.Int16)))
     return pl.min_horizontal(hits)
 
 
 def classify_actions(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES) -> pl.DataFrame:
-    """Give each stage its class (``klass``) and the class its command alone has
-    (``rule_class``, before a redirection makes it an edit); null for stages that are not
-    actions, which are dropped."""
+    """Give each stage its class (``klass``), the class its command alone has (``rule_class``,
+    before a redirection makes it an edit) and the name of the rule that decided (``rule``:
+    :data:`REDIRECT_RULE` or :data:`NO_RULE` when no shell rule did); stages that are not
+    actions are dropped."""
     head = pl.col("head")
     writes_file = pl.col("writes").list.len() > 0
     not_action = (
         head.is_null()
         | head.is_in(sorted(NOT_ACTIONS))
-        | pl.col("action").str.contains(sx.ASSIGNMENT_ONLY)
+        | pl.col("action").str.contains(sx.rust_regex(sx.ASSIGNMENT_ONLY))
         | ((pl.col("stage") > 0) & ~pl.col("via_xargs") & head.is_in(sorted(PIPE_FILTERS)) & ~writes_file)
     )
     frame = frame.filter(~not_action)
     classes = {index: rule.klass for index, rule in enumerate(rules)}
-    rule_class = first_rule(rules).replace_strict(classes, default="other", return_dtype=pl.String)
+    names = {index: rule.name for index, rule in enumerate(rules)}
+    frame = frame.with_columns(first_rule(rules).alias("__rule"))
+    rule_class = pl.col("__rule").replace_strict(classes, default="other", return_dtype=pl.String)
     frame = frame.with_columns(rule_class.alias("rule_class"))
     priority = pl.col("rule_class").replace_strict(PRIORITY, return_dtype=pl.Int8)
     # An action that writes a file through a redirection is at least an edit.
-    klass = pl.when(writes_file & (priority > _EDIT_PRIORITY)).then(pl.lit("edit")).otherwise(pl.col("rule_class"))
-    return frame.with_columns(klass.alias("klass"))
+    redirected = writes_file & (priority > _EDIT_PRIORITY)
+    klass = pl.when(redirected).then(pl.lit("edit")).otherwise(pl.col("rule_class"))
+    rule = (
+        pl.when(redirected).then(pl.lit(REDIRECT_RULE))
+        .otherwise(pl.col("__rule").replace_strict(names, default=NO_RULE, return_dtype=pl.String))
+    )
+    return frame.with_columns(klass.alias("klass"), rule.alias("rule")).drop("__rule")
 
 
 def action_paths(frame: pl.DataFrame) -> pl.DataFrame:
@@ -213,7 +227,7 @@ def action_paths(frame: pl.DataFrame) -> pl.DataFrame:
     files its redirections write."""
     # Words are paths only for actions whose own command takes files (not for `git diff > f`,
     # whose class comes from the redirection) and never for SWE-agent's text-taking commands.
-    takes_files = pl.col("rule_class").is_in(list(sx.PATH_CLASSES)) & ~pl.col("action").str.contains(sx.NO_PATH_HEADS)
+    takes_files = pl.col("rule_class").is_in(list(sx.PATH_CLASSES)) & ~pl.col("action").str.contains(sx.rust_regex(sx.NO_PATH_HEADS))
     return _where(
         frame,
         takes_files | (pl.col("writes").list.len() > 0),
@@ -225,18 +239,18 @@ def action_paths(frame: pl.DataFrame) -> pl.DataFrame:
 def _paths(takes_files: pl.Expr) -> pl.Expr:
     words = _sub(_sub(pl.col("action"), sx.PATH_HEAD, all_matches=False), sx.PATTERN_OPTION_VALUES)
     words = (
-        pl.when(pl.col("action").str.contains(sx.PATTERN_FIRST_HEADS))
+        pl.when(pl.col("action").str.contains(sx.rust_regex(sx.PATTERN_FIRST_HEADS)))
         .then(_sub(words, sx.FIRST_POSITIONAL, all_matches=False))
         .when(pl.col("head") == "find")
         .then(_sub(words, sx.FIND_EXPRESSION, all_matches=False))
         .otherwise(words)
     )
     words = _chain(words, sx.OPTIONS, sx.NODE_ID, sx.MARKS)
-    candidates = pl.when(takes_files).then(words.str.extract_all(r"\S+")).otherwise(pl.lit([], dtype=pl.List(pl.String)))
+    candidates = pl.when(takes_files).then(words.str.extract_all(sx.rust_regex(r"\S+"))).otherwise(pl.lit([], dtype=pl.List(pl.String)))
     return pl.concat_list([candidates, pl.col("writes")]).list.eval(
         pl.element()
-        .filter(pl.element().str.contains(sx.PATH_LIKE) & ~pl.element().str.contains(sx.NOT_A_PATH))
-        .str.replace(*sx.LEADING_DOT_SLASH)
+        .filter(pl.element().str.contains(sx.rust_regex(sx.PATH_LIKE)) & ~pl.element().str.contains(sx.rust_regex(sx.NOT_A_PATH)))
+        .str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1])
     )
 
 
@@ -244,16 +258,19 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     """Classify a frame of shell commands (``key``, ``column``).
 
     Returns one row per input row with ``action_classes`` (list, in command order), ``priority``
-    (of the primary class; null when the command has no action) and ``paths``.
+    (of the primary class; null when the command has no action), ``rule`` (the rule of the
+    first action with the primary class; null when there is no action) and ``paths``.
     """
     frame = normalise_commands(texts.select(key, column), column)
     frame = split_actions(frame, column)
     frame = normalise_actions(frame)
     frame = classify_actions(frame)
     frame = action_paths(frame).sort("__action")
+    frame = frame.with_columns(pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8).alias("__priority"))
     grouped = frame.group_by(key, maintain_order=True).agg(
         pl.col("klass").alias("action_classes"),
-        pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8).min().alias("priority"),
+        pl.col("__priority").min().alias("priority"),
+        pl.col("rule").filter(pl.col("__priority") == pl.col("__priority").min()).first().alias("rule"),
         pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True).alias("paths"),
     )
     return texts.select(key).join(grouped, on=key, how="left", maintain_order="left").with_columns(

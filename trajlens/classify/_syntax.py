@@ -2,7 +2,9 @@
 
 Each constant is one rewrite of the command text, applied in the order the engines list them.
 They use only the subset of regular-expression syntax that Rust's ``regex`` (Polars) and
-Python's ``re`` read the same way: no look-around, no back-references. Replacement strings are
+Python's ``re`` read the same way: no look-around, no back-references; ``\\w``, ``\\d``,
+``\\s`` and ``\\b`` are ASCII in both (:func:`rust_regex` and :func:`python_regex`; a shell
+splits words on ASCII blanks, and Unicode classes differ between the two engines). Replacement strings are
 given once in ``${1}`` form; :func:`python_replacement` turns them into ``\\g<1>`` for ``re``.
 
 Control characters mark what the rewrites found: ``SEGMENT`` between the actions of a chain,
@@ -12,6 +14,21 @@ Control characters mark what the rewrites found: ``SEGMENT`` between the actions
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+
+MAX_COMMAND_CHARS = 65_536
+"""Characters of a command that are classified; the rest of a longer command is ignored. Real
+commands, heredoc file bodies included, are far shorter; the cap bounds the cost of a
+pathological one (a megabyte of quotes or nested heredoc markers) in both classifiers."""
+
+SEPARATOR_CONTROLS = "[\x1c-\x1f]"
+"""The ASCII information separators: Python's ``re`` and ``str.strip`` count them as white
+space, Rust's ``regex`` does not. Both classifiers read them as spaces, in commands and in the
+argument values a tool map matches."""
+
+MAX_JSON_DEPTH = 127
+"""Arguments nested deeper than this are read as no arguments at all (the limit of the JSON
+reader Polars uses; the reference applies the same limit)."""
 
 SEGMENT = "\x00"
 PIPE = "\x01"
@@ -109,8 +126,11 @@ ASSIGNMENT_ONLY = r"^[A-Za-z_]\w*=\S*$"
 
 # -- argv arrays -------------------------------------------------------------------------------
 
-ARGV_STRINGS = r'^\[\s*(?:"(?:[^"\\]|\\.)*"\s*(?:,\s*"(?:[^"\\]|\\.)*"\s*)*)?\]$'
-"""A JSON array of strings: a command logged as argv (``["bash", "-lc", "pytest -q"]``)."""
+_JSON_STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-CefEF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))*"'
+ARGV_STRINGS = r"^\[\s*(?:" + _JSON_STRING + r"\s*(?:,\s*" + _JSON_STRING + r"\s*)*)?\]$"
+"""A JSON array of strings: a command logged as argv (``["bash", "-lc", "pytest -q"]``). Only
+valid JSON strings count, and none with a ``\\uD800``-``\\uDFFF`` escape (a surrogate, which
+Arrow strings cannot hold): such an array is classified as the text it is."""
 ARGV_SHELL = r"^(?:\S*/)?(?:ba|z)?sh$"
 ARGV_SCRIPT_FLAG = r"^-[a-zA-Z]*c$"
 """``[shell, -c/-lc, script]`` is the script itself."""
@@ -152,3 +172,58 @@ SWE_AGENT_CURRENT_FILE_USERS: frozenset[str] = frozenset(
 def python_replacement(replacement: str) -> str:
     """``${1}`` -> ``\\g<1>``: the same replacement for ``re.sub``."""
     return re.sub(r"\$\{(\d+)\}", r"\\g<\1>", replacement)
+
+
+_ASCII_SETS = {"w": "0-9A-Za-z_", "d": "0-9", "s": "\\t\\n\\x0B\\x0C\\r "}
+
+
+@lru_cache(maxsize=None)
+def rust_regex(pattern: str) -> str:
+    """``pattern`` for Polars (Rust ``regex``), read as Python's ``re`` reads it with
+    ``re.ASCII``: ``\\w``, ``\\d``, ``\\s`` and ``\\b`` (and their negations) become their ASCII
+    forms, which Rust would otherwise read as Unicode classes (combining marks are word
+    characters to Rust, not to Python). Raises ValueError for a negated class escape inside
+    brackets (``[^\\S]``), which has no ASCII spelling here."""
+    out: list[str] = []
+    i, class_start = 0, -1
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and i + 1 < len(pattern):
+            escape = pattern[i + 1]
+            lower = escape.lower()
+            if lower in _ASCII_SETS:
+                negated = escape != lower
+                if class_start >= 0:
+                    if negated:
+                        raise ValueError(f"\\{escape} inside [...] is not supported: {pattern!r}")
+                    out.append(_ASCII_SETS[lower])
+                else:
+                    out.append(f"[{'^' if negated else ''}{_ASCII_SETS[lower]}]")
+            elif escape in "bB" and class_start < 0:
+                out.append(f"(?-u:\\{escape})")
+            else:
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if class_start < 0 and char == "[":
+            class_start = i
+            out.append(char)
+            i += 1
+            # `]` first in a set (after an optional `^`) is a literal
+            if pattern[i:i + 1] == "^":
+                out.append("^")
+                i += 1
+            if pattern[i:i + 1] == "]":
+                out.append("\\]")
+                i += 1
+            continue
+        if class_start >= 0 and char == "]":
+            class_start = -1
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def python_regex(pattern: str) -> "re.Pattern[str]":
+    """``pattern`` compiled for Python's ``re`` with ``re.ASCII`` (see :func:`rust_regex`)."""
+    return re.compile(pattern, re.ASCII)

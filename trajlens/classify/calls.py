@@ -1,12 +1,19 @@
 """Classify a table of tool calls: :func:`classify_calls`.
 
-The tool name decides when it can (think, submit, SWE-agent's commands, file editors); every
-other call with a shell command goes through the vectorised shell classifier in
-:mod:`trajlens.classify._engine`. Each distinct command text is classified once and joined
-back, so a log that repeats ``ls`` or ``git diff`` pays for it once.
+A tool map (:mod:`trajlens.classify.tool_map`) decides by tool name and arguments when it can
+(think, submit, SWE-agent's commands, file editors, search, browsers, MCP tools); calls of
+shell tools, and calls of unmapped tools that carry a shell command, go through the vectorised
+shell classifier in :mod:`trajlens.classify._engine`. Each distinct command text is classified
+once and joined back, so a log that repeats ``ls`` or ``git diff`` pays for it once. Tool
+names are matched once per distinct name; only the calls of tools with argument-dependent
+entries (file editors) have their arguments read.
 
 Calls the harness rejected (``format_error``) get a null ``primary_class`` and no actions: they
 were never executed, so they stay out of every behaviour count and share.
+
+A command longer than :data:`~trajlens.classify._syntax.MAX_COMMAND_CHARS` characters is
+classified on its first that many characters, so one pathological command costs no more than
+a long real one.
 """
 
 from __future__ import annotations
@@ -20,14 +27,11 @@ from trajlens.classify import _syntax as sx
 from trajlens.classify._engine import classify_shell
 from trajlens.classify.rules import (
     BEHAVIOUR_CLASSES,
-    EDITOR_SUBCOMMANDS,
-    EDITOR_TOOLS,
-    INLINE_CODE_TOOLS,
     PATH_ARGUMENT_KEYS,
     SHELL_ARGUMENT_KEYS,
-    TOOL_CLASSES,
     VERIFICATION_CLASSES,
 )
+from trajlens.classify.tool_map import SHELL, ToolEntry, ToolMapLike, resolve_tool_map
 from trajlens.errors import FrameError
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("tool_name", "arguments", "command")
@@ -35,6 +39,23 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("tool_name", "arguments", "command")
 
 ADDED_COLUMNS: tuple[str, ...] = ("primary_class", "action_classes", "paths", "is_edit", "is_verification")
 """Columns :func:`classify_calls` adds."""
+
+EXPLAIN_COLUMNS: tuple[str, ...] = ("tool_entry", "decided_by", "rule_source")
+"""Columns ``classify_calls(..., explain=True)`` adds as well:
+
+``tool_entry``
+    Id of the tool-map entry the call matched (null when none did).
+``decided_by``
+    What decided the primary class: ``tool map: <entry id>``, ``shell rule <name>`` (the rule
+    of the first action with the primary class; ``redirect-to-file`` when an output
+    redirection made it an edit, ``no-rule`` when no rule matched), ``shell: no action``
+    (``cd /x``), ``shell tool without a command``, ``unmapped tool`` or ``format error``.
+``rule_source``
+    The tool-map file of the entry, or ``trajlens/classify/rules.py`` for shell rules.
+"""
+
+SHELL_RULES_SOURCE = "trajlens/classify/rules.py"
+UNMAPPED = "unmapped tool"
 
 _EMPTY = pl.lit([], dtype=pl.List(pl.String))
 _TRAJECTORY_KEYS = ("run_id", "trajectory_id", "call_index")
@@ -51,11 +72,13 @@ def as_frame(table: Any, name: str) -> pl.DataFrame:
     raise TypeError(f"{name}: expected a Polars DataFrame or LazyFrame or an Arrow table, got {type(table).__name__}")
 
 
-def classify_calls(tool_calls: Any) -> pl.DataFrame:
+def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bool = False) -> pl.DataFrame:
     """Classify every tool call of a ``tool_calls`` table.
 
     ``tool_calls`` is a Polars DataFrame or LazyFrame (or an Arrow table) with at least the
     columns ``tool_name``, ``arguments`` (JSON text) and ``command`` (nullable shell command).
+    ``tool_map`` is a tool-map file (tried before the shipped maps), a
+    :class:`~trajlens.classify.tool_map.ToolMap`, or None for the shipped maps alone.
     Returns the same rows, in the same order, with five columns added:
 
     ``primary_class``
@@ -68,41 +91,98 @@ def classify_calls(tool_calls: Any) -> pl.DataFrame:
         Files the call names (edited, viewed, searched or run), as written in the command.
     ``is_edit``, ``is_verification``
         Whether any action edits, or runs code to check the work (:data:`VERIFICATION_CLASSES`).
+
+    With ``explain=True``, also the :data:`EXPLAIN_COLUMNS` saying which rule decided.
     """
+    entries = resolve_tool_map(tool_map).entries
     frame = as_frame(tool_calls, "tool_calls")
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise FrameError("tool_calls", "classify_calls", missing[0])
-    clashing = [c for c in ADDED_COLUMNS if c in frame.columns]
+    clashing = [c for c in (*ADDED_COLUMNS, *EXPLAIN_COLUMNS) if c in frame.columns]
     if clashing:
         frame = frame.drop(clashing)
     work = frame.select(
         pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row"),
-        pl.col("tool_name").cast(pl.String).str.to_lowercase().alias("__tool"),
+        pl.col("tool_name").cast(pl.String).fill_null("").str.to_lowercase().alias("__tool"),
         pl.col("arguments").cast(pl.String).alias("__arguments"),
-        pl.col("command").cast(pl.String).alias("__text"),
+        _bounded_text(pl.col("command").cast(pl.String)).alias("__text"),
         (pl.col("format_error").fill_null(False) if "format_error" in frame.columns else pl.lit(False)).alias("__rejected"),
         *[pl.col(k) for k in _TRAJECTORY_KEYS if k in frame.columns],
     )
-    tool = pl.col("__tool")
+    work = _match_tool_map(work, entries)
+    klass = pl.col("__entry").replace_strict({i: e.klass for i, e in enumerate(entries)}, default=None,
+                                             return_dtype=pl.String)
     work = work.with_columns(
-        tool.replace_strict(TOOL_CLASSES, default=None, return_dtype=pl.String).alias("__tool_class"),
-        tool.is_in(sorted(EDITOR_TOOLS)).alias("__editor"),
+        pl.when(klass != SHELL).then(klass).alias("__tool_class"),
+        (klass == SHELL).fill_null(False).alias("__shell_tool"),
     )
     work = _fill_text_from_arguments(work)
-    work = _editor_columns(work)
+    work = _fixed_class_paths(work)
     work = _join_shell_results(work)
-    work = _assemble(work)
+    work = _assemble(work, entries, explain)
     if all(k in work.columns for k in _TRAJECTORY_KEYS):
         work = _swe_agent_current_file(work)
+    explained = [pl.col(f"__{name}").alias(name) for name in EXPLAIN_COLUMNS] if explain else []
     result = work.sort("__row").select(
         pl.col("__primary").alias("primary_class"),
         pl.col("__actions").alias("action_classes"),
         pl.col("__paths").alias("paths"),
         pl.col("__actions").list.contains("edit").alias("is_edit"),
         pl.col("__actions").list.eval(pl.element().is_in(list(VERIFICATION_CLASSES))).list.any().alias("is_verification"),
+        *explained,
     )
     return pl.concat([frame, result], how="horizontal")
+
+
+def _bounded_text(command: pl.Expr) -> pl.Expr:
+    """The part of a command that is classified (see the module docstring)."""
+    return command.str.slice(0, sx.MAX_COMMAND_CHARS).str.replace_all(sx.SEPARATOR_CONTROLS, " ")
+
+
+def _name_condition(entry: ToolEntry) -> pl.Expr:
+    tool = pl.col("__tool")
+    return tool.is_in(list(entry.names)) if entry.names else tool.str.contains(sx.rust_regex(entry.pattern))
+
+
+def _entry_condition(entry: ToolEntry) -> pl.Expr:
+    condition = _name_condition(entry)
+    for key, pattern in entry.arguments:
+        value = pl.col("__arguments").str.json_path_match(f"$.{key}").str.replace_all(sx.SEPARATOR_CONTROLS, " ")
+        condition = condition & value.str.contains(sx.rust_regex(pattern)).fill_null(False)
+    if entry.command is not None:
+        condition = condition & pl.col("__text").str.contains(sx.rust_regex(entry.command)).fill_null(False)
+    return condition
+
+
+def _first(conditions: list[tuple[int, pl.Expr]]) -> pl.Expr:
+    if not conditions:
+        return pl.lit(None, dtype=pl.Int32)
+    return pl.min_horizontal([pl.when(c).then(pl.lit(i, dtype=pl.Int32)) for i, c in conditions])
+
+
+def _match_tool_map(work: pl.DataFrame, entries: tuple[ToolEntry, ...]) -> pl.DataFrame:
+    """Add ``__entry``: the index of the first tool-map entry each call matches (null: none).
+
+    Names are matched once per distinct tool name. A tool whose first matching entry by name
+    needs its arguments or command checked has all its calls matched row by row.
+    """
+    names = work.select(pl.col("__tool").unique()).with_columns(
+        _first([(i, _name_condition(e)) for i, e in enumerate(entries) if not e.arguments and e.command is None])
+        .alias("__plain"),
+        _first([(i, _name_condition(e)) for i, e in enumerate(entries) if e.arguments or e.command is not None])
+        .alias("__guarded"),
+    )
+    work = work.join(names, on="__tool", how="left", maintain_order="left")
+    per_row = pl.col("__guarded").is_not_null() & (pl.col("__plain").is_null() | (pl.col("__guarded") < pl.col("__plain")))
+    rows = work.filter(per_row & ~pl.col("__rejected"))
+    if rows.height:
+        matched = rows.select("__row", _first([(i, _entry_condition(e)) for i, e in enumerate(entries)]).alias("__matched"))
+        work = work.join(matched, on="__row", how="left", maintain_order="left")
+    else:
+        work = work.with_columns(pl.lit(None, dtype=pl.Int32).alias("__matched"))
+    entry = pl.when(pl.col("__rejected")).then(None).when(per_row).then(pl.col("__matched")).otherwise(pl.col("__plain"))
+    return work.with_columns(entry.cast(pl.Int32).alias("__entry")).drop("__plain", "__guarded", "__matched")
 
 
 def _json_field(keys: tuple[str, ...]) -> pl.Expr:
@@ -111,17 +191,18 @@ def _json_field(keys: tuple[str, ...]) -> pl.Expr:
 
 
 def _fill_text_from_arguments(work: pl.DataFrame) -> pl.DataFrame:
-    """Shell tools logged without a ``command`` column: read it from the arguments JSON."""
-    need = pl.col("__text").is_null() & pl.col("__tool_class").is_null() & ~pl.col("__editor") & ~pl.col("__rejected")
+    """Shell tools (and unmapped tools) logged without a ``command`` column: read it from the
+    arguments JSON."""
+    need = pl.col("__text").is_null() & pl.col("__tool_class").is_null() & ~pl.col("__rejected")
     rows = work.filter(need)
     if rows.height == 0:
         return work
     filled = rows.select("__row", _json_field(SHELL_ARGUMENT_KEYS).alias("__json_text"))
-    argv = pl.col("__json_text").str.contains(sx.ARGV_STRINGS).fill_null(False)
+    argv = pl.col("__json_text").str.contains(sx.rust_regex(sx.ARGV_STRINGS)).fill_null(False)
     if filled.select(argv.any()).item():
         filled = pl.concat([filled.filter(~argv), _argv_commands(filled.filter(argv))])
     return work.join(filled, on="__row", how="left", maintain_order="left").with_columns(
-        pl.coalesce("__text", "__json_text").alias("__text")
+        pl.coalesce("__text", _bounded_text(pl.col("__json_text"))).alias("__text")
     ).drop("__json_text")
 
 
@@ -129,7 +210,7 @@ def _argv_commands(rows: pl.DataFrame) -> pl.DataFrame:
     """Commands logged as argv arrays become one command line (as
     :func:`trajlens.classify.reference.argv_command` builds it)."""
     words = pl.col("__json_text").str.json_decode(pl.List(pl.String))
-    plain = pl.element().str.contains(sx.ARGV_PLAIN_WORD)
+    plain = pl.element().str.contains(sx.rust_regex(sx.ARGV_PLAIN_WORD))
     has_apostrophe = pl.element().str.contains("'", literal=True)
     escaped = pl.element().str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
     quoted = (
@@ -139,28 +220,18 @@ def _argv_commands(rows: pl.DataFrame) -> pl.DataFrame:
     )
     script = (
         (words.list.len() == 3)
-        & words.list.get(0, null_on_oob=True).str.contains(sx.ARGV_SHELL)
-        & words.list.get(1, null_on_oob=True).str.contains(sx.ARGV_SCRIPT_FLAG)
+        & words.list.get(0, null_on_oob=True).str.contains(sx.rust_regex(sx.ARGV_SHELL))
+        & words.list.get(1, null_on_oob=True).str.contains(sx.rust_regex(sx.ARGV_SCRIPT_FLAG))
     )
     joined = words.list.eval(quoted).list.join(" ")
     text = pl.when(script).then(words.list.get(2, null_on_oob=True)).otherwise(joined)
     return rows.with_columns(text.alias("__json_text"))
 
 
-def _editor_columns(work: pl.DataFrame) -> pl.DataFrame:
-    """Sub-command and path of file-editor calls, from their JSON arguments or, as SWE-agent
-    logs them, from the action text ``str_replace_editor view /path``."""
-    rows = work.filter(pl.col("__editor") & ~pl.col("__rejected"))
-    columns = rows.select(
-        "__row",
-        pl.coalesce(
-            pl.col("__arguments").str.json_path_match("$.command"),
-            pl.col("__text").str.extract(sx.EDITOR_ACTION_TEXT, 1),
-        ).alias("__subcommand"),
-        pl.coalesce(_json_field(PATH_ARGUMENT_KEYS), pl.col("__text").str.extract(sx.EDITOR_ACTION_TEXT, 2)).alias(
-            "__json_path"
-        ),
-    )
+def _fixed_class_paths(work: pl.DataFrame) -> pl.DataFrame:
+    """The file a call of a fixed-class tool names in its JSON arguments (``path``, ...)."""
+    rows = work.filter(pl.col("__tool_class").is_not_null())
+    columns = rows.select("__row", _json_field(PATH_ARGUMENT_KEYS).alias("__json_path"))
     return work.join(columns, on="__row", how="left", maintain_order="left")
 
 
@@ -174,53 +245,69 @@ def _join_shell_results(work: pl.DataFrame) -> pl.DataFrame:
     )
     shell = classify_shell(texts).join(texts, on="text_id").drop("text_id")
     shell = shell.rename(
-        {"text": "__text", "action_classes": "__shell_actions", "priority": "__shell_priority", "paths": "__shell_paths"}
+        {"text": "__text", "action_classes": "__shell_actions", "priority": "__shell_priority", "paths": "__shell_paths",
+         "rule": "__shell_rule"}
     )
     return work.join(shell, on="__text", how="left", maintain_order="left", nulls_equal=False)
 
 
-def _assemble(work: pl.DataFrame) -> pl.DataFrame:
-    """Decide each call's classes from (in order) rejection, tool name, editor sub-command,
-    shell command, inline-code tool; paths from the command or the JSON arguments."""
+def _assemble(work: pl.DataFrame, entries: tuple[ToolEntry, ...], explain: bool) -> pl.DataFrame:
+    """Decide each call's classes from (in order) rejection, tool-map class, shell command;
+    paths from the JSON arguments of fixed-class tools, else from the command."""
     rejected = pl.col("__rejected")
     tool_class = pl.col("__tool_class")
-    editor_class = pl.col("__subcommand").replace_strict(EDITOR_SUBCOMMANDS, default="other", return_dtype=pl.String)
-    has_subcommand = pl.col("__editor") & pl.col("__subcommand").is_not_null()
     has_text = pl.col("__text").is_not_null()
     shell_primary = pl.col("__shell_priority").replace_strict(
         dict(enumerate(BEHAVIOUR_CLASSES)), default="other", return_dtype=pl.String
     )
-    inline = pl.col("__tool").is_in(sorted(INLINE_CODE_TOOLS))
     primary = (
         pl.when(rejected).then(pl.lit(None, dtype=pl.String))
         .when(tool_class.is_not_null()).then(tool_class)
-        .when(has_subcommand).then(editor_class)
         .when(has_text).then(shell_primary)
-        .when(inline).then(pl.lit("quick_check"))
         .otherwise(pl.lit("other"))
     )
     actions = (
         pl.when(rejected).then(_EMPTY)
         .when(tool_class.is_not_null()).then(pl.concat_list(tool_class))
-        .when(has_subcommand).then(pl.concat_list(editor_class))
         .when(has_text).then(pl.col("__shell_actions"))
-        .when(inline).then(pl.concat_list(pl.lit("quick_check")))
         .otherwise(pl.concat_list(pl.lit("other")))
     )
-    json_path = pl.col("__json_path") if "__json_path" in work.columns else pl.lit(None, dtype=pl.String)
+    json_path = pl.col("__json_path")
     paths = (
         pl.when(rejected).then(_EMPTY)
-        .when(has_text & ~has_subcommand).then(pl.col("__shell_paths").fill_null(_EMPTY))
-        .when(json_path.is_not_null()).then(pl.concat_list(json_path.str.replace(*sx.LEADING_DOT_SLASH)))
+        .when(json_path.is_not_null()).then(pl.concat_list(json_path.str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1])))
+        .when(has_text).then(pl.col("__shell_paths").fill_null(_EMPTY))
         .otherwise(_EMPTY)
     )
-    return work.with_columns(primary.alias("__primary"), actions.alias("__actions"), paths.alias("__paths"))
+    work = work.with_columns(primary.alias("__primary"), actions.alias("__actions"), paths.alias("__paths"))
+    if not explain:
+        return work
+    entry = pl.col("__entry")
+    entry_id = entry.replace_strict({i: e.id for i, e in enumerate(entries)}, default=None, return_dtype=pl.String)
+    entry_source = entry.replace_strict({i: e.source for i, e in enumerate(entries)}, default=None,
+                                        return_dtype=pl.String)
+    shell_rule = pl.col("__shell_rule")
+    decided_by = (
+        pl.when(rejected).then(pl.lit("format error"))
+        .when(tool_class.is_not_null()).then(pl.concat_str([pl.lit("tool map: "), entry_id]))
+        .when(has_text & shell_rule.is_null()).then(pl.lit("shell: no action"))
+        .when(has_text).then(pl.concat_str([pl.lit("shell rule "), shell_rule]))
+        .when(pl.col("__shell_tool")).then(pl.lit("shell tool without a command"))
+        .otherwise(pl.lit(UNMAPPED))
+    )
+    source = (
+        pl.when(rejected).then(pl.lit(None, dtype=pl.String))
+        .when(tool_class.is_not_null()).then(entry_source)
+        .when(has_text).then(pl.lit(SHELL_RULES_SOURCE))
+        .otherwise(entry_source)
+    )
+    return work.with_columns(entry_id.alias("__tool_entry"), decided_by.alias("__decided_by"), source.alias("__rule_source"))
 
 
 def _swe_agent_current_file(work: pl.DataFrame) -> pl.DataFrame:
     """SWE-agent's ``edit``/``goto``/``scroll_*`` act on the file last opened or created in the
     trajectory; give such calls that file as their path."""
-    first_word = pl.col("__text").str.extract(r"^\s*(\S+)", 1)
+    first_word = pl.col("__text").str.extract(sx.rust_regex(r"^\s*(\S+)"), 1)
     command = pl.when(pl.col("__tool").is_in(sorted(sx.SWE_AGENT_FILE_OPENERS | sx.SWE_AGENT_CURRENT_FILE_USERS))).then(
         pl.col("__tool")
     ).otherwise(first_word)

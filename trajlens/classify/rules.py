@@ -8,10 +8,15 @@ How a tool call becomes behaviour
 ---------------------------------
 1. Calls the harness rejected (``format_error``) get no class at all and stay out of every
    share: they were never executed.
-2. The tool name decides when it can (:data:`TOOL_CLASSES`, case-insensitive): ``think`` is
-   think, ``finish``/``submit`` are submit, SWE-agent's ``open``/``edit``/``find_file`` ... have
-   fixed classes. File-editor tools (:data:`EDITOR_TOOLS`) are classed by their sub-command
-   (:data:`EDITOR_SUBCOMMANDS`): ``view`` is view, ``create``/``str_replace``/... are edit.
+2. A tool map decides when it can (:mod:`trajlens.classify.tool_map`; the shipped maps are in
+   ``trajlens/classify/tool_maps/``, a user's map is tried first): the first entry whose tool
+   name (exact, glob or regex, case-insensitive), argument patterns and command pattern all
+   match gives the class. ``think`` is think, ``finish``/``submit`` are submit, SWE-agent's
+   ``open``/``edit``/``find_file`` ... have fixed classes, file editors are classed by their
+   sub-command (``view`` is view, ``create``/``str_replace``/... are edit), ``search`` is
+   search. Entries of class ``shell`` (``bash``, ``execute_bash``) hand the call to the shell
+   rules, as does any unmapped tool that carries a command; an unmapped tool without one is
+   ``other``.
 3. Otherwise the shell command is split into actions: one per segment of a chain (``&&``,
    ``||``, ``;``, ``&``, newlines) and per stage of a pipeline. Heredoc bodies, quoted strings
    and ``$(...)`` are hidden first so their contents never split or match anything;
@@ -45,8 +50,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RULES_VERSION = "1.1"
-"""Version of the taxonomy and rules; stored beside every classification."""
+RULES_VERSION = "1.2"
+"""Version of the taxonomy, the shell rules and the shipped tool maps; stored beside every
+classification. 1.2: tool maps (TOML) replace the tool-name tables; browsers, search engines,
+calculators, MCP ``server__tool`` names and SWE-agent's CTF tools are mapped; fixed-class
+tools take their path from the JSON arguments; commands are classified on their first
+:data:`~trajlens.classify._syntax.MAX_COMMAND_CHARS` characters."""
 
 BEHAVIOUR_CLASSES: tuple[str, ...] = (
     "submit",
@@ -83,77 +92,9 @@ TEST_RUNNER_CLASSES: tuple[str, ...] = ("test_suite", "test_targeted")
 PRIORITY: dict[str, int] = {name: index for index, name in enumerate(BEHAVIOUR_CLASSES)}
 
 
-# --- tool-name tables -------------------------------------------------------------------------
-# Keys are lower-case tool names. A name listed here decides the class whatever the arguments.
-
-TOOL_CLASSES: dict[str, str] = {
-    # reasoning-only tools
-    "think": "think",
-    "thinkaction": "think",
-    # planning tools only record a to-do list (OpenHands task_tracker, Claude TodoWrite, Codex update_plan)
-    "task_tracker": "think",
-    "todowrite": "think",
-    "todo_write": "think",
-    "update_plan": "think",
-    # ending the episode
-    "submit": "submit",
-    "finish": "submit",
-    "finishaction": "submit",
-    "agentfinishaction": "submit",
-    # SWE-agent's tool bundles (command holds the whole action text)
-    "open": "view",
-    "goto": "view",
-    "scroll_up": "view",
-    "scroll_down": "view",
-    "filemap": "view",
-    "view_image": "view",
-    "create": "edit",
-    "edit": "edit",
-    "insert": "edit",
-    "append": "edit",
-    "find_file": "search",
-    "search_dir": "search",
-    "search_file": "search",
-    # OpenHands V0 action types and generic file tools of other harnesses
-    "read": "view",
-    "read_file": "view",
-    "view_file": "view",
-    "write": "edit",
-    "write_file": "edit",
-    "create_file": "edit",
-    "multiedit": "edit",
-    "apply_patch": "edit",
-    "grep": "search",
-    "glob": "search",
-    "ls": "search",
-    "list_files": "search",
-    "list_dir": "search",
-    "list_directory": "search",
-}
-"""Tool names whose class does not depend on their arguments."""
-
-EDITOR_TOOLS: frozenset[str] = frozenset(
-    {"str_replace_editor", "file_editor", "fileeditoraction", "str_replace_based_edit_tool", "text_editor"}
-)
-"""File-editor tools: classed by the sub-command in ``arguments.command`` (or in the action text
-``str_replace_editor view /path`` that SWE-agent logs)."""
-
-EDITOR_SUBCOMMANDS: dict[str, str] = {
-    "view": "view",
-    "create": "edit",
-    "str_replace": "edit",
-    "insert": "edit",
-    "undo_edit": "edit",
-    "write": "edit",
-    "append": "edit",
-}
-"""Editor sub-command -> class; an unknown sub-command is ``other``. ``view`` of a directory is
-still view (the editor prints a listing of the named path)."""
-
-INLINE_CODE_TOOLS: frozenset[str] = frozenset(
-    {"execute_ipython_cell", "run_ipython", "ipython", "ipythonruncellaction", "jupyter"}
-)
-"""Tools that run code given in their arguments (not a shell line): quick_check."""
+# --- tool arguments --------------------------------------------------------------------------
+# Which tool decides what is data in the tool maps (trajlens/classify/tool_maps/*.toml, read by
+# trajlens.classify.tool_map); these are the argument keys the classifier reads.
 
 SHELL_ARGUMENT_KEYS: tuple[str, ...] = ("command", "cmd")
 """JSON keys read as the shell command when the ``command`` column is null."""

@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "trajlens.cli.synth",
     "trajlens.cli.advantages",
     "trajlens.cli.shell",
+    "trajlens.cli.classify",
 )
 
 # Import names whose distribution (the name to pip install) differs.

@@ -1,4 +1,4 @@
-"""``trajlens classify`` and ``trajlens sample``: behaviour classes and the stage-sampled report."""
+"""``trajlens sample``: the stage-sampled behaviour report."""
 
 from __future__ import annotations
 
@@ -28,32 +28,6 @@ def parse_stages(stages: str):
     if problems:
         raise ConfigError(problems)
     return ranges
-
-
-@app.command()
-def classify(
-    store: Annotated[Path, typer.Argument(help="Store directory.")],
-    run: Annotated[Optional[list[str]], typer.Option("--run", "-r", help="Run id (repeatable; default: every run).")] = None,
-) -> None:
-    """Classify every tool call and save the call_classes and trajectory_measures tables.
-
-    Both become SQL views of the store (see queries/think_share_by_step.sql).
-
-    Example: trajlens classify store --run sao-r6
-    """
-    import trajlens
-    from trajlens.report import classify_store
-
-    handle = trajlens.open(store)
-    runs = run or handle.run_ids()
-    handle.require_runs(runs)
-    with progress_bar("classifying", total=len(runs)) as tick:
-        measured = {}
-        for run_id in runs:
-            measured.update(classify_store(handle, [run_id]))
-            tick(run_id)
-    total = sum(frame.height for frame in measured.values())
-    typer.echo(f"classified {len(measured)} run(s), {total} trajectories; tables call_classes and trajectory_measures")
 
 
 @app.command()

@@ -1,0 +1,69 @@
+"""``trajlens classify`` with a tool map and --explain, the unknown_tools table and its query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trajlens.cli._app import main
+
+QUERY = Path(__file__).resolve().parents[2] / "queries" / "unknown_tools.sql"
+
+
+@pytest.fixture
+def store(tmp_path):
+    from trajlens.model import RunBuilder
+    from trajlens.store.layout import RunDirWriter
+
+    builder = RunBuilder("tools", config={}, source_format="test", source="tools")
+    calls = [
+        {"turn": 0, "tool_name": "bash", "command": "pytest -q", "arguments": '{"command": "pytest -q"}'},
+        {"turn": 1, "tool_name": "frobnicate", "arguments": '{"level": 3}'},
+        {"turn": 2, "tool_name": "frobnicate", "arguments": "{}"},
+        {"turn": 3, "tool_name": "zap", "arguments": "{}"},
+        {"turn": 4, "tool_name": "think", "arguments": '{"thought": "ok"}'},
+    ]
+    builder.add_trajectory({"step": 0, "trajectory_id": "t0", "group_id": "g", "task_id": "a", "reward": 1.0}, calls, None,
+                           where="tools: record t0")
+    run = builder.build()
+    directory = tmp_path / "run"
+    with RunDirWriter(directory, run.runs) as writer:
+        writer.write_run(run)
+    path = tmp_path / "store"
+    assert main(["ingest", str(directory), "--store", str(path)]) == 0
+    return path
+
+
+def test_classify_lists_unknown_tools_and_saves_them(store, capsys):
+    assert main(["classify", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "tools: 2 unmapped tool(s) classed other: frobnicate (2), zap (1)" in out
+    assert main(["sql", str(store), str(QUERY), "--param", "run_id=tools"]) == 0
+    table = capsys.readouterr().out
+    assert "frobnicate" in table and "zap" in table
+
+
+def test_tool_map_and_explain(store, tmp_path, capsys):
+    tool_map = tmp_path / "mine.toml"
+    tool_map.write_text('[[tools]]\nid = "frob edits"\nname = "frobnicate"\nclass = "edit"\n')
+    assert main(["classify", str(store), "--tool-map", str(tool_map), "--explain"]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines() if "\t" in line]
+    header, rows = lines[0], lines[1:]
+    assert header == ["run_id", "trajectory_id", "call_index", "tool_name", "class", "decided_by", "source", "command"]
+    decided = {(row[3], row[4], row[5], row[6]) for row in rows}
+    assert decided == {
+        ("bash", "test_suite", "shell rule pytest-suite", "trajlens/classify/rules.py"),
+        ("frobnicate", "edit", "tool map: frob edits", str(tool_map)),
+        ("zap", "other", "unmapped tool", ""),
+        ("think", "think", "tool map: think", "trajlens/classify/tool_maps/openhands.toml"),
+    }
+    assert len(rows) == 5
+
+
+def test_bad_tool_map_is_one_line_error(store, tmp_path, capsys):
+    tool_map = tmp_path / "bad.toml"
+    tool_map.write_text('[[tools]]\nname = "x"\nclass = "nonsense"\n')
+    assert main(["classify", str(store), "--tool-map", str(tool_map)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {tool_map}: tools[0]: field 'class'")

@@ -1,0 +1,73 @@
+"""``trajlens classify``: behaviour classes of every tool call, with an optional tool map."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trajlens.cli._app import app
+from trajlens.cli._progress import progress_bar
+
+EXPLAIN_COMMAND_CHARS = 60
+"""Characters of a command shown per call by ``--explain``."""
+
+
+@app.command()
+def classify(
+    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    run: Annotated[Optional[list[str]], typer.Option("--run", "-r", help="Run id (repeatable; default: every run).")] = None,
+    tool_map: Annotated[
+        Optional[Path],
+        typer.Option("--tool-map", help="TOML tool map tried before the shipped maps (see docs/classify.md)."),
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Print each call with its class and the rule (and map file) that decided it.")
+    ] = False,
+) -> None:
+    """Classify every tool call and save the call_classes, trajectory_measures and unknown_tools tables.
+
+    All three become SQL views of the store (see queries/think_share_by_step.sql and
+    queries/unknown_tools.sql). Tools no map knows stay `other` and are listed at the end.
+
+    Example: trajlens classify store --run sao-r6 --tool-map my_tools.toml --explain
+    """
+    import trajlens
+    from trajlens.classify.store import classify_run
+    from trajlens.classify.tool_map import resolve_tool_map
+
+    resolved = resolve_tool_map(tool_map)
+    handle = trajlens.open(store)
+    runs = run or handle.run_ids()
+    handle.require_runs(runs)
+    results = []
+    with progress_bar("classifying", total=len(runs)) as tick:
+        for run_id in runs:
+            results.append(classify_run(handle, run_id, resolved, explain=explain))
+            tick(run_id)
+    if explain:
+        for result in results:
+            _print_explanation(result.calls)
+    trajectories = sum(result.measures.height for result in results)
+    typer.echo(f"classified {len(results)} run(s), {trajectories} trajectories; "
+               "tables call_classes, trajectory_measures and unknown_tools")
+    for result in results:
+        if result.unknown.height:
+            listed = ", ".join(f"{row['tool_name']} ({row['calls']})" for row in result.unknown.head(10).iter_rows(named=True))
+            more = f" and {result.unknown.height - 10} more" if result.unknown.height > 10 else ""
+            typer.echo(f"{result.run_id}: {result.unknown.height} unmapped tool(s) classed other: {listed}{more}")
+
+
+def _print_explanation(calls) -> None:
+    """One tab-separated line per call: run, trajectory, call index, tool, class, decided by,
+    source, start of the command."""
+    typer.echo("\t".join(("run_id", "trajectory_id", "call_index", "tool_name", "class", "decided_by", "source", "command")))
+    for row in calls.iter_rows(named=True):
+        command = (row["command"] or "").replace("\n", "\\n").replace("\t", " ")
+        if len(command) > EXPLAIN_COMMAND_CHARS:
+            command = command[: EXPLAIN_COMMAND_CHARS - 1] + "…"
+        typer.echo("\t".join(str(v) if v is not None else "" for v in (
+            row.get("run_id"), row.get("trajectory_id"), row.get("call_index"), row["tool_name"],
+            row["primary_class"], row["decided_by"], row["rule_source"], command,
+        )))
