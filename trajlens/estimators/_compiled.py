@@ -3,7 +3,9 @@
 verl's loop over time is slow in Python because every token costs a round of interpreter and
 tensor-op overhead for the whole batch; the same loop compiled (numba, LLVM) costs about one
 fused multiply-add per token and reads each input once, which puts it near the memory floor.
-The loop is verl's ``compute_gae_advantage_return`` recurrence, row by row::
+The loop is verl's ``compute_gae_advantage_return`` recurrence, row by row, over flat arrays
+with row offsets (a (B, T) tensor is the flat case with ``offsets = [0, T, 2T, ...]``; an
+Arrow list column is the ragged one, see :mod:`._arrays`)::
 
     at a model token:        delta = r_t + gamma * V_next - V_t
                              A_t = delta + c * A_next;  V_next = V_t
@@ -33,54 +35,89 @@ AVAILABLE: bool = numba is not None
 DTYPES: tuple[type, ...] = (np.float32, np.float64)
 
 
-def _masked_gae_rows(rewards, values, mask, gamma, c, advantages, returns):  # pragma: no cover - compiled
-    """GAE rows: fills ``advantages`` and ``returns`` (A + V); returns (empty row?, non-finite?)."""
+def _masked_gae_rows(rewards, values, mask, offsets, gamma, c, advantages, returns):  # pragma: no cover - compiled
+    """GAE over rows ``offsets[i]:offsets[i + 1]`` of the flat arrays: fills ``advantages`` and
+    ``returns`` (A + V) there; returns (some row without a model token?, a non-finite TD error?)."""
     empty = False
     nonfinite = False
-    for row in range(rewards.shape[0]):
+    for row in range(offsets.shape[0] - 1):
         running = 0.0
         next_value = 0.0
         seen = False
-        for t in range(rewards.shape[1] - 1, -1, -1):
-            value = float(values[row, t])
-            if mask[row, t]:
-                delta = float(rewards[row, t]) + gamma * next_value - value  # delta_t = r_t + gamma V_next - V_t
+        for t in range(offsets[row + 1] - 1, offsets[row] - 1, -1):
+            value = float(values[t])
+            if mask[t]:
+                delta = float(rewards[t]) + gamma * next_value - value  # delta_t = r_t + gamma V_next - V_t
                 if not math.isfinite(delta):
                     nonfinite = True
                 running = delta + c * running  # A_t = delta_t + c A_next
                 next_value = value
                 seen = True
-            advantages[row, t] = running
-            returns[row, t] = running + value  # R_t = A_t + V_t
+            advantages[t] = running
+            returns[t] = running + value  # R_t = A_t + V_t
         if not seen:
             empty = True
     return empty, nonfinite
 
 
-def _masked_returns_rows(rewards, mask, c, out):  # pragma: no cover - compiled
-    """Discounted returns rows (``G_t = r_t + c G_next`` over model tokens); returns the two flags."""
+def _masked_returns_rows(rewards, mask, offsets, c, out):  # pragma: no cover - compiled
+    """Discounted returns (``G_t = r_t + c G_next`` over model tokens) over the rows of the flat
+    arrays; returns the same two flags."""
     empty = False
     nonfinite = False
-    for row in range(rewards.shape[0]):
+    for row in range(offsets.shape[0] - 1):
         running = 0.0
         seen = False
-        for t in range(rewards.shape[1] - 1, -1, -1):
-            if mask[row, t]:
-                reward = float(rewards[row, t])
+        for t in range(offsets[row + 1] - 1, offsets[row] - 1, -1):
+            if mask[t]:
+                reward = float(rewards[t])
                 if not math.isfinite(reward):
                     nonfinite = True
                 running = reward + c * running
                 seen = True
-            out[row, t] = running
+            out[t] = running
         if not seen:
             empty = True
     return empty, nonfinite
 
 
+def _row_summaries(advantages, mask, offsets, mean, first, last):  # pragma: no cover - compiled
+    """Per row: mean advantage over model tokens, and the advantage at the first and last model
+    token (NaN for a row without one)."""
+    for row in range(offsets.shape[0] - 1):
+        total = 0.0
+        count = 0
+        first[row] = math.nan
+        last[row] = math.nan
+        for t in range(offsets[row], offsets[row + 1]):
+            if mask[t]:
+                value = float(advantages[t])
+                if count == 0:
+                    first[row] = value
+                last[row] = value
+                total += value
+                count += 1
+        mean[row] = total / count if count else math.nan
+
+
+def _last_model_token(mask, offsets, out):  # pragma: no cover - compiled
+    """Flat index of each row's last model token (-1 for a row without one)."""
+    for row in range(offsets.shape[0] - 1):
+        out[row] = -1
+        for t in range(offsets[row + 1] - 1, offsets[row] - 1, -1):
+            if mask[t]:
+                out[row] = t
+                break
+
+
 if AVAILABLE:
-    _jit = numba.njit(nogil=True, cache=True, fastmath=False)
+    _jit = numba.njit(nogil=True, cache=True)
     masked_gae_rows = _jit(_masked_gae_rows)
     masked_returns_rows = _jit(_masked_returns_rows)
+    row_summaries = _jit(_row_summaries)
+    last_model_token = _jit(_last_model_token)
 else:
     masked_gae_rows = _masked_gae_rows
     masked_returns_rows = _masked_returns_rows
+    row_summaries = _row_summaries
+    last_model_token = _last_model_token

@@ -165,29 +165,63 @@ def _compiled_scan(
     x: torch.Tensor, values: torch.Tensor | None, mask: torch.Tensor, gamma: float, c: float,
     spans: list[tuple[int, int]],
 ) -> MaskedScan:
-    x_np = x.contiguous().numpy()
-    mask_np = mask.contiguous().numpy()
-    scanned = np.empty_like(x_np)
+    rows, length = x.shape
+    offsets = np.arange(rows + 1, dtype=np.int64) * length
+    flat = flat_masked_scan(
+        x.contiguous().numpy().reshape(-1),
+        None if values is None else values.contiguous().numpy().reshape(-1),
+        mask.contiguous().numpy().reshape(-1), offsets, gamma, c, spans,
+    )
+    return MaskedScan(
+        torch.from_numpy(flat.scanned.reshape(rows, length)),
+        None if flat.plus_values is None else torch.from_numpy(flat.plus_values.reshape(rows, length)),
+        flat.empty_row, flat.nonfinite,
+    )
+
+
+class FlatScan(NamedTuple):
+    """:class:`MaskedScan` over flat arrays with row offsets (NumPy)."""
+
+    scanned: np.ndarray
+    plus_values: np.ndarray | None
+    empty_row: bool
+    nonfinite: bool
+
+
+def flat_masked_scan(
+    x: np.ndarray, values: np.ndarray | None, mask: np.ndarray, offsets: np.ndarray, gamma: float, c: float,
+    spans: list[tuple[int, int]] | None = None,
+) -> FlatScan:
+    """:func:`masked_reverse_scan` on flat (N,) arrays whose rows are ``offsets[i]:offsets[i + 1]``.
+
+    Needs numba (:data:`._compiled.AVAILABLE`). ``spans`` (row ranges) default to chunks of
+    about ``CHUNK_TOKENS`` tokens; they run on the single-threaded workers.
+    """
+    if spans is None:
+        spans = row_spans(offsets)
+    scanned = np.empty_like(x)
     if values is None:
         plus_values = None
 
         def work(span: tuple[int, int]) -> tuple[bool, bool]:
-            rows = slice(*span)
-            return _compiled.masked_returns_rows(x_np[rows], mask_np[rows], float(c), scanned[rows])
+            return _compiled.masked_returns_rows(x, mask, offsets[span[0] : span[1] + 1], float(c), scanned)
     else:
-        values_np = values.contiguous().numpy()
-        plus_values = np.empty_like(x_np)
+        plus_values = np.empty_like(x)
 
         def work(span: tuple[int, int]) -> tuple[bool, bool]:
-            rows = slice(*span)
-            return _compiled.masked_gae_rows(x_np[rows], values_np[rows], mask_np[rows], float(gamma), float(c),
-                                             scanned[rows], plus_values[rows])
+            return _compiled.masked_gae_rows(x, values, mask, offsets[span[0] : span[1] + 1], float(gamma), float(c),
+                                             scanned, plus_values)
 
     flags = _run_single_threaded(work, spans)
-    return MaskedScan(
-        torch.from_numpy(scanned), None if plus_values is None else torch.from_numpy(plus_values),
-        any(f[0] for f in flags), any(f[1] for f in flags),
-    )
+    return FlatScan(scanned, plus_values, any(f[0] for f in flags), any(f[1] for f in flags))
+
+
+def row_spans(offsets: np.ndarray, tokens: int = CHUNK_TOKENS) -> list[tuple[int, int]]:
+    """Consecutive row ranges of about ``tokens`` tokens each (at least one row each)."""
+    rows = offsets.shape[0] - 1
+    cuts = np.searchsorted(offsets, np.arange(tokens, int(offsets[-1]), tokens), side="left")
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 1, max(rows, 1)), [rows]]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a] or [(0, rows)]
 
 
 def _masked_chunk(
