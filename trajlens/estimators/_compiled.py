@@ -110,13 +110,60 @@ def _last_model_token(mask, offsets, out):  # pragma: no cover - compiled
                 break
 
 
+def _masked_moments(values, mask, out):  # pragma: no cover - compiled
+    """Moments of ``values`` over model tokens, in float64, in two passes.
+
+    ``out`` (9,) float64 receives: count, mean, m2, m3, m4 (central, population), the number
+    of values > 0 and < 0, and the number above and below verl's whitening mean
+    ``sum / (count + 1e-8)`` (the signs of the whitened values).
+    """
+    count = 0
+    total = 0.0
+    for t in range(values.shape[0]):
+        if mask[t]:
+            total += float(values[t])
+            count += 1
+    mean = total / count if count else math.nan
+    threshold = total / (count + 1e-8)
+    m2 = 0.0
+    m3 = 0.0
+    m4 = 0.0
+    positive = 0
+    negative = 0
+    above = 0
+    below = 0
+    for t in range(values.shape[0]):
+        if mask[t]:
+            value = float(values[t])
+            centred = value - mean
+            squared = centred * centred
+            m2 += squared
+            m3 += squared * centred
+            m4 += squared * squared
+            positive += value > 0
+            negative += value < 0
+            above += value > threshold
+            below += value < threshold
+    out[0] = count
+    out[1] = mean
+    out[2] = m2 / count if count else math.nan
+    out[3] = m3 / count if count else math.nan
+    out[4] = m4 / count if count else math.nan
+    out[5] = positive
+    out[6] = negative
+    out[7] = above
+    out[8] = below
+
+
 if AVAILABLE:
     _jit = numba.njit(nogil=True, cache=True)
+    masked_moments = _jit(_masked_moments)
     masked_gae_rows = _jit(_masked_gae_rows)
     masked_returns_rows = _jit(_masked_returns_rows)
     row_summaries = _jit(_row_summaries)
     last_model_token = _jit(_last_model_token)
 else:
+    masked_moments = _masked_moments
     masked_gae_rows = _masked_gae_rows
     masked_returns_rows = _masked_returns_rows
     row_summaries = _row_summaries

@@ -144,14 +144,6 @@ def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0,
     mask = flat_list(tokens.column("response_mask"), np.bool_, False)
     lengths = mask.lengths
     offsets = mask.offsets
-    counts = np.add.reduceat(mask.values, offsets[:-1]) if mask.values.size else np.zeros(len(lengths), np.int64)
-    counts = np.where(lengths > 0, counts, 0)
-    empty = np.nonzero(counts == 0)[0]
-    if empty.size:
-        raise check.EstimatorInputError(
-            f"{fn}: trajectory {ids[int(empty[0])]!r} has no model tokens in its response_mask "
-            f"(step {step}); drop it first"
-        )
     if "values" not in tokens.column_names or tokens.column("values").null_count:
         row = int(np.nonzero(~tokens.column("values").is_valid().to_numpy(zero_copy_only=False))[0][0]) \
             if "values" in tokens.column_names else 0
@@ -160,6 +152,13 @@ def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0,
     _same_lengths(fn, ids, "values", lengths, values.lengths, np.ones(len(lengths), bool))
     rewards = _rewards(fn, trajectories, tokens, mask, last_model_token)
     scan = flat_masked_scan(rewards, values.values, mask.values, offsets, gamma, gamma * lam)
+    if scan.empty_row:
+        last = np.empty(len(lengths), dtype=np.int64)
+        last_model_token(mask.values, offsets, last)
+        raise check.EstimatorInputError(
+            f"{fn}: trajectory {ids[int(np.nonzero(last < 0)[0][0])]!r} has no model tokens in its response_mask "
+            f"(step {step}); drop it first"
+        )
     if scan.nonfinite:
         raise check.EstimatorInputError(f"{fn}: token_rewards or values hold a non-finite number at a model token "
                                         f"(step {step})")
@@ -239,6 +238,75 @@ def _same_lengths(fn: str, ids: pl.Series, name: str, lengths: np.ndarray, other
         )
 
 
+class StepMoments(NamedTuple):
+    """Float64 moments of a step's raw advantages over model tokens (see ``_compiled._masked_moments``)."""
+
+    count: int
+    mean: float
+    m2: float
+    m3: float
+    m4: float
+    positive: int
+    negative: int
+    above_whitening_mean: int
+    below_whitening_mean: int
+    whitening_mean: float
+    whitening_scale: float
+
+
+def step_moments(advantages: np.ndarray, mask: np.ndarray) -> StepMoments:
+    """The moments both GAE labels need, and verl's whitening statistics, from one compiled call.
+
+    verl whitens with ``mean = sum / (count + 1e-8)`` and ``var = sum((A - mean)^2) /
+    (count + 1e-8) * count / (count - 1)``, ``A' = (A - mean) * rsqrt(var + 1e-8)``; the sign
+    counts of A' are those of ``A - mean``, counted in the kernel's second pass.
+    """
+    import math
+
+    from trajlens.estimators._compiled import masked_moments
+    from trajlens.estimators.whiten import WHITEN_EPS
+
+    out = np.empty(9)
+    masked_moments(advantages, mask, out)
+    n, mean, m2 = out[0], out[1], out[2]
+    verl_mean = mean * n / (n + 1e-8) if n else float("nan")
+    var = (n * m2 + n * (mean - verl_mean) ** 2) / (n + 1e-8) * (n / (n - 1)) if n > 1 else float("nan")
+    scale = 1.0 / math.sqrt(var + WHITEN_EPS) if n > 1 else float("nan")
+    return StepMoments(int(n), float(mean), float(m2), float(out[3]), float(out[4]), int(out[5]), int(out[6]),
+                       int(out[7]), int(out[8]), float(verl_mean), float(scale))
+
+
+def model_token_stats(moments: StepMoments, whitened: bool):
+    """:func:`trajlens.estimators.advantage_stats` of the raw or whitened advantages of a step,
+    from its :class:`StepMoments` (same formulas; whitening shifts and scales the moments and
+    leaves skew, kurtosis and bimodality as they are)."""
+    import math
+
+    from trajlens.estimators import AdvantageStats
+
+    n = moments.count
+    mean, m2, m3, m4 = moments.mean, moments.m2, moments.m3, moments.m4
+    positive, negative = moments.positive, moments.negative
+    if whitened:
+        s = moments.whitening_scale
+        mean, m2, m3, m4 = (mean - moments.whitening_mean) * s, m2 * s**2, m3 * s**3, m4 * s**4
+        positive, negative = moments.above_whitening_mean, moments.below_whitening_mean
+    std = math.sqrt(m2 * n / (n - 1)) if n > 1 else float("nan")
+    if m2 > 0.0:
+        skew = m3 / m2**1.5
+        kurtosis = m4 / m2**2 - 3.0
+    else:
+        skew, kurtosis = float("nan"), float("nan")
+    if n > 3 and not math.isnan(skew):
+        bimodality = (skew**2 + 1.0) / (kurtosis + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
+    else:
+        bimodality = float("nan")
+    return AdvantageStats(count=n, mean=mean, std=std, skew=skew, kurtosis=kurtosis, bimodality=bimodality,
+                          positive_share=positive / n if n else float("nan"),
+                          negative_share=negative / n if n else float("nan"),
+                          all_negative=negative == n, all_positive=positive == n)
+
+
 def _uses_flat_gae(choice: Choice) -> bool:
     from trajlens.estimators._compiled import AVAILABLE
 
@@ -280,6 +348,25 @@ def _step_tokens(store: Any, run_id: str, step: int, with_keys: bool = False) ->
     return table
 
 
+def _read_ahead(
+    store: Any, run_id: str, steps: list[int], needs_tokens: bool
+) -> Iterator[tuple[int, pl.DataFrame, pa.Table | None]]:
+    """Each step's trajectories and tokens, the next step read on a background thread while the
+    caller works on this one (two steps in memory at most)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read(step: int) -> tuple[int, pl.DataFrame, pa.Table | None]:
+        tokens = _step_tokens(store, run_id, step, with_keys=True) if needs_tokens else None
+        return step, _train_step(store, run_id, step), tokens
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlens-read") as reader:
+        pending = reader.submit(read, steps[0]) if steps else None
+        for following in steps[1:] + [None]:
+            current = pending.result()
+            pending = reader.submit(read, following) if following is not None else None
+            yield current
+
+
 def diagnostics_by_step(
     store: Any, run_id: str, choices: Sequence[Choice | Any], *, steps: Sequence[int] | None = None,
     out: Path | str | None = None,
@@ -290,10 +377,14 @@ def diagnostics_by_step(
     Each step is read once for all choices; GAE choices with the same gamma and lambda share one
     scan. With ``out``, each step's recomputed frame of each choice is written to
     ``out/<label>/step=NNNNNN.parquet``.
-    """
-    import torch
 
-    from trajlens.estimators import _scan, advantage_stats, recompute
+    GAE statistics come from one compiled pass over the model tokens (float64 moments); the
+    whitened label's are those of ``(A - mean) * rsqrt(var + 1e-8)`` with verl's whitening
+    statistics, computed on the fly, so the whitened token arrays are only built for ``out``.
+    They agree with ``labelled_diagnostics`` to float32 rounding.
+    """
+    from trajlens.estimators import _validate as check
+    from trajlens.estimators import recompute
     from trajlens.estimators.frame import TOKEN_ESTIMATORS
     from trajlens.report.advantages import DIAGNOSTIC_COLUMNS, batch_diagnostics
 
@@ -301,26 +392,31 @@ def diagnostics_by_step(
     needs_tokens = any(c.estimator in TOKEN_ESTIMATORS or c.estimator == "gdpo_verl" for c in choices)
     rows: list[dict[str, Any]] = []
     parts: list[pl.DataFrame] = []
-    for step in steps if steps is not None else run_steps(store, run_id):
-        trajectories = _train_step(store, run_id, step)
+    steps = list(steps) if steps is not None else run_steps(store, run_id)
+    for step, trajectories, tokens in _read_ahead(store, run_id, steps, needs_tokens):
         if trajectories.is_empty():
             continue
-        tokens = _step_tokens(store, run_id, step, with_keys=True) if needs_tokens else None
         tokens_frame: pl.DataFrame | None = None
         shared: dict[tuple[float, float], RawGAE] = {}
+        raw_moments: dict[tuple[float, float], StepMoments] = {}
         for choice in choices:
             if _uses_flat_gae(choice):
                 opts = dict(choice.options)
                 gamma, lam = float(opts.get("gamma", 1.0)), float(opts.get("lam", 1.0))
                 if (gamma, lam) not in shared:
                     shared[(gamma, lam)] = raw_gae(trajectories, tokens, gamma=gamma, lam=lam)
-                result = gae_step(trajectories, tokens, gamma=gamma, lam=lam, whiten=bool(opts.get("whiten", True)),
-                                  raw=shared[(gamma, lam)])
-                with _scan._one_intra_op_thread():
-                    stats = advantage_stats(torch.from_numpy(result.model_advantages.astype(np.float64)))
+                raw = shared[(gamma, lam)]
+                whiten = bool(opts.get("whiten", True))
+                if (gamma, lam) not in raw_moments:
+                    raw_moments[(gamma, lam)] = step_moments(raw.advantages, raw.mask)
+                moments = raw_moments[(gamma, lam)]
+                if whiten and moments.count < 2:
+                    raise check.EstimatorInputError(
+                        f"masked_whiten: step {step} has {moments.count} model tokens; whitening needs at least two")
+                stats = model_token_stats(moments, whiten)
                 rows.append({"run_id": run_id, "step": step,
                              **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS}, "estimator": choice.label})
-                recomputed = result.frame
+                recomputed = gae_step(trajectories, tokens, whiten=whiten, raw=raw).frame if out is not None else None
             else:
                 uses_tokens = choice.estimator in TOKEN_ESTIMATORS or choice.estimator == "gdpo_verl"
                 if uses_tokens and tokens_frame is None:
@@ -330,7 +426,7 @@ def diagnostics_by_step(
                 token_level = tokens_frame if choice.estimator in TOKEN_ESTIMATORS else None
                 parts.append(batch_diagnostics(recomputed, token_level).with_columns(
                     pl.lit(choice.label).alias("estimator")))
-            if out is not None:
+            if out is not None and recomputed is not None:
                 from trajlens.store.layout import step_dir
 
                 target = Path(out) / choice.label
