@@ -1,12 +1,13 @@
 """Benchmark: recomputing advantages over a store against reading the token arrays it needs.
 
     python benchmarks/bench_recompute.py            # 200 steps x 64 trajectories x 30,000 tokens
-    python benchmarks/bench_recompute.py --quick    # 20 steps, same shape per step
+    python benchmarks/bench_recompute.py --quick    # 16 steps, same shape per step
 
 Generates a run with known shape (``trajlens.synth``, scenario sao-r7: critic values on every
 token) and ingests it into a store, both kept under ``--work`` so that a rerun skips them. Then,
-on the first quarter, half and all of the steps, each in a fresh process (so its peak RSS,
-``VmHWM``, is its own), quiet and under a background load of one spinning process per CPU:
+on the first quarter, half and all of the steps, quiet and under a background load of one
+spinning process per CPU (each condition in a fresh process; the peak RSS of each task is
+read from ``VmHWM`` after resetting it through ``/proc/self/clear_refs``):
 
 - **scan**: a plain Polars read of the token arrays GAE needs (``response_mask``, ``values``,
   ``token_rewards``), one step partition at a time, nothing computed;
@@ -16,7 +17,7 @@ on the first quarter, half and all of the steps, each in a fresh process (so its
 - **report**: the report's computations with the step-wise recomputation: classify every tool
   call, the stage report, and the diagnostics of every estimator choice of the report job.
 
-It prints seconds (best of ``--repeats`` fresh processes, the usual guard on a shared machine),
+It prints seconds (best of ``--repeats`` runs, the usual guard on a shared machine),
 ns and seconds per million tokens, peak RSS (the largest of the runs), and the ratios to the scan.
 Targets (exit 1 when one fails, in either condition, at the full size): gae <= 2x scan,
 report <= 3x scan, peak RSS of gae and report < 1.5 GB; cost per million tokens at the full
@@ -117,22 +118,37 @@ def task(kind: str, store_path: str, run_id: str, steps: list[int]) -> dict:
     return {"seconds": seconds, "tokens": tokens, "peak": _peak_rss()}
 
 
-def in_fresh_process(kind: str, store: Path, run_id: str, steps: list[int]) -> dict:
+def measure_sizes(store_path: str, run_id: str, sizes: list[list[int]], repeats: int) -> list[dict]:
+    """Every task at every size in this process: best time of ``repeats``, and the peak RSS
+    during the task (``VmHWM`` reset through ``/proc/self/clear_refs`` before each run)."""
+    out = []
+    for steps in sizes:
+        for kind in ("scan", "gae", "report"):
+            runs = []
+            for _ in range(repeats):
+                Path("/proc/self/clear_refs").write_text("5")
+                runs.append(task(kind, store_path, run_id, steps))
+            best = min(runs, key=lambda run: run["seconds"])
+            out.append({"kind": kind, "steps": len(steps), **best, "peak": max(run["peak"] for run in runs)})
+    return out
+
+
+def in_fresh_process(store: Path, run_id: str, sizes: list[list[int]], repeats: int) -> list[dict]:
     code = (
         "import json, sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import bench_recompute as b; "
-        "print(json.dumps(b.task(%r, %r, %r, %r)))"
-        % (str(ROOT), str(Path(__file__).parent), kind, str(store), run_id, steps)
+        "print(json.dumps(b.measure_sizes(%r, %r, %r, %d)))"
+        % (str(ROOT), str(Path(__file__).parent), str(store), run_id, sizes, repeats)
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if done.returncode:
         sys.stderr.write(done.stderr)
-        raise SystemExit(f"{kind} failed")
+        raise SystemExit("measuring failed")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20 steps instead of 200")
+    parser.add_argument("--quick", action="store_true", help="16 steps instead of 200")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=30_000, help="tokens per trajectory")
@@ -140,9 +156,9 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/trajlens-bench-recompute"),
                         help="where the generated run and store are kept between runs")
     parser.add_argument("--no-load", action="store_true", help="skip the run under added load")
-    parser.add_argument("--repeats", type=int, default=2, help="fresh-process runs per task; the best time is kept")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per task; the best time is kept")
     args = parser.parse_args()
-    steps_total = args.steps or (20 if args.quick else 200)
+    steps_total = args.steps or (16 if args.quick else 200)
     args.work.mkdir(parents=True, exist_ok=True)
     store, run_id = build(args.work, steps_total, args.batch, args.tokens, args.calls)
     from trajlens.report.stepwise import run_steps
@@ -163,20 +179,19 @@ def main() -> int:
             print("-" * len(header))
             per_million: dict[str, list[float]] = {}
             full: dict[str, dict] = {}
-            for name, steps in sizes:
-                scan = None
-                for kind in ("scan", "gae", "report"):
-                    runs = [in_fresh_process(kind, store, run_id, steps) for _ in range(args.repeats)]
-                    r = min(runs, key=lambda run: run["seconds"])
-                    r["peak"] = max(run["peak"] for run in runs)
-                    scan = r if kind == "scan" else scan
-                    millions = r["tokens"] / 1e6
-                    per_million.setdefault(kind, []).append(r["seconds"] / millions)
-                    print(f"{name:<8} {len(steps):>5} {millions:>9.1f} {kind:<7} {r['seconds']:>8.2f} "
-                          f"{r['seconds'] / r['tokens'] * 1e9:>8.2f} {r['seconds'] / millions:>8.4f} "
-                          f"{r['seconds'] / scan['seconds']:>6.2f}x {r['peak'] / 1e6:>8.0f}")
-                    if name == "full":
-                        full[kind] = r
+            measured = in_fresh_process(store, run_id, [steps for _, steps in sizes], args.repeats)
+            names = {len(steps): name for name, steps in sizes}
+            scan = None
+            for r in measured:
+                name, kind = names[r["steps"]], r["kind"]
+                scan = r if kind == "scan" else scan
+                millions = r["tokens"] / 1e6
+                per_million.setdefault(kind, []).append(r["seconds"] / millions)
+                print(f"{name:<8} {r['steps']:>5} {millions:>9.1f} {kind:<7} {r['seconds']:>8.2f} "
+                      f"{r['seconds'] / r['tokens'] * 1e9:>8.2f} {r['seconds'] / millions:>8.4f} "
+                      f"{r['seconds'] / scan['seconds']:>6.2f}x {r['peak'] / 1e6:>8.0f}")
+                if name == "full":
+                    full[kind] = r
             results += [
                 (f"{label}: gae (raw and whitened) <= {GAE_SPEEDUP:g}x the scan at full size",
                  full["gae"]["seconds"] <= GAE_SPEEDUP * full["scan"]["seconds"]),
