@@ -37,7 +37,11 @@ running its ops on one intra-op thread (torch's thread count is a per-thread set
 compiled loop releases the GIL). The threads meet once, at the end of the call, and a worker the
 scheduler holds back simply takes fewer chunks, so a busy machine slows the call in proportion to
 the CPU time it leaves us, not by a barrier per op. A batch of one chunk runs in the calling
-thread, on one intra-op thread. On CUDA the whole batch is one chunk, on the stream.
+thread, on one intra-op thread.
+
+On CUDA, float32 batches go to a fused Triton kernel, one program per row
+(:mod:`trajlens.estimators._triton`), when Triton is installed; otherwise, or if the kernel
+cannot be built (a warning says so, once), the torch kernel runs on the whole batch at once.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ import contextlib
 import functools
 import os
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -124,10 +129,20 @@ def masked_reverse_scan(
     ``y_k = x_k + c * y_next``. Entries of ``x`` and ``values`` at observation tokens are
     ignored. ``x``, ``values`` (B, T) float of one dtype, ``response_mask`` (B, T) bool.
 
-    On CPU the compiled row loop of :mod:`._compiled` runs when numba is installed; otherwise,
-    and on other devices, the torch kernel (:func:`_masked_chunk`).
+    On CPU the compiled row loop of :mod:`._compiled` runs when numba is installed; on CUDA the
+    fused Triton scan of :mod:`._triton` for float32 when Triton is installed; otherwise the
+    torch kernel (:func:`_masked_chunk`). ``TRAJLENS_SCAN_KERNEL=torch`` forces the torch kernel.
     """
     rows_total, length = x.shape
+    if x.is_cuda and _cuda_kernel(x):
+        from trajlens.estimators import _triton
+
+        try:
+            return MaskedScan(*_triton.masked_scan(x, values, response_mask, gamma, c))
+        except Exception as error:  # a Triton that cannot build the kernel: say so once, use torch
+            _TRITON_FAILED.append(repr(error))
+            warnings.warn(f"trajlens: the Triton scan failed ({error!r}); using the torch scan", RuntimeWarning,
+                          stacklevel=3)
     if x.device.type != "cpu":
         scanned = torch.empty_like(x)
         plus_values = torch.empty_like(x) if values is not None else None
@@ -149,6 +164,18 @@ def masked_reverse_scan(
 
     flags = _run_single_threaded(work, spans)
     return MaskedScan(scanned, plus_values, any(f[0] for f in flags), any(f[1] for f in flags))
+
+
+_TRITON_FAILED: list[str] = []
+
+
+def _cuda_kernel(x: torch.Tensor) -> bool:
+    """Whether the fused Triton scan (:mod:`._triton`) runs for the CUDA tensor ``x``."""
+    if _TRITON_FAILED or os.environ.get("TRAJLENS_SCAN_KERNEL", "") == "torch" or x.dtype != torch.float32:
+        return False
+    from trajlens.estimators import _triton
+
+    return _triton.supports(x)
 
 
 def use_compiled(x: torch.Tensor) -> bool:
