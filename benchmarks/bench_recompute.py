@@ -14,8 +14,9 @@ read from ``VmHWM`` after resetting it through ``/proc/self/clear_refs``):
 - **gae**: :func:`trajlens.report.stepwise.diagnostics_by_step` for GAE raw and whitened
   (the report's two GAE labels): per-step batch diagnostics over model tokens, every
   trajectory's advantages computed;
-- **report**: the report's computations with the step-wise recomputation: classify every tool
-  call, the stage report, and the diagnostics of every estimator choice of the report job.
+- **report** (full size only: its stage report covers the whole run at any size): the report's
+  computations with the step-wise recomputation: classify every tool call, the stage report,
+  and the diagnostics of every estimator choice of the report job.
 
 It prints seconds (best of ``--repeats`` runs, the usual guard on a shared machine),
 ns and seconds per million tokens, peak RSS (the largest of the runs), and the ratios to the scan.
@@ -123,7 +124,7 @@ def measure_sizes(store_path: str, run_id: str, sizes: list[list[int]], repeats:
     during the task (``VmHWM`` reset through ``/proc/self/clear_refs`` before each run)."""
     out = []
     for steps in sizes:
-        for kind in ("scan", "gae", "report"):
+        for kind in ("scan", "gae", "report") if steps is sizes[-1] else ("scan", "gae"):
             runs = []
             for _ in range(repeats):
                 Path("/proc/self/clear_refs").write_text("5")
