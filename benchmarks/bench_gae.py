@@ -1,30 +1,37 @@
-"""Benchmark: the fast GAE against verl's reverse loop over time, in one run.
+"""Benchmark: the fast GAE against verl's reverse loop and the NumPy/SciPy route, in one run.
 
     python benchmarks/bench_gae.py            # B = 64, T = 32,768 / 65,536 / 131,072
-    python benchmarks/bench_gae.py --quick    # B = 16, T = 8,192 / 16,384 (seconds)
+    python benchmarks/bench_gae.py --quick    # B = 64, T = 8,192 / 16,384
 
-For each size it prints: the loop reference's time (verl's ``compute_gae_advantage_return``
-loop, written as verl writes it, without the whitening), the fast kernel's time (best and
-median of 15 runs after one warm-up), the ratio of the best times, the largest absolute difference of the float32
-advantages, and the peak extra memory of one fast call over the bytes of its inputs.
+Every figure is measured twice, once as the machine is and once under a background load this
+script starts itself (one spinning process per CPU, :mod:`_load`), and both are printed. Per
+size and condition:
 
-Data: about 30% observation tokens in spans (turns of model tokens, then tool output),
-critic values ~ N(0, 0.25), a +-1 outcome reward on the last model token and a small per-token
-penalty, gamma = 1.0 and lambda = 0.95. The loop runs on every row (best of two at the first
-size, one run at the others; it costs one interpreter round trip per token, so its time
-hardly depends on B). Timings are wall-clock on whatever else the machine is running; the
-best of several runs is the usual guard against that. On a machine whose cores are busy with
-other processes, torch's multi-threaded kernels can stall at every parallel region (a thread
-waits for a descheduled sibling) while the loop's tiny single-threaded ops do not; if the
-median is far above the best, rerun on a quiet machine or with ``--threads 1``.
+- **loop s**: verl's ``compute_gae_advantage_return`` loop over time, written as verl writes it
+  (without the whitening), on every row (best of two at the first size, one run at the others);
+- **lfilter ms**: the plain NumPy/SciPy route: compact each row's model tokens, TD errors on the
+  compact rows, ``scipy.signal.lfilter`` backwards, gather back (best of three);
+- **fast ms / median**: best and median of ``--repeats`` calls of ``trajlens.estimators.gae``
+  after a warm-up;
+- **clone / cumsum ns**: ``rewards.clone()`` and ``torch.cumsum(rewards, 1)`` of the same
+  (B, T) float32 tensor, the memory and scan floors (best of one intra-op thread and torch's
+  default);
+- ratios of best times, ``max|diff|`` (fast against the float32 loop), ns per token.
 
-Memory is measured honestly for CPU tensors: each size runs in a fresh Python process that
-warms up on a tiny batch (one-time library initialisation), builds its inputs, returns freed
-heap pages to the OS (``malloc_trim``, so the baseline holds the live inputs only), resets the
-kernel's peak-RSS counter (``/proc/self/clear_refs``), runs the
-fast GAE once, and reads ``VmHWM``; extra = peak RSS - RSS with the inputs resident. It
-therefore includes the two output tensors (advantages and returns, 8 bytes a token), every
-temporary, and allocator slack. On CUDA it uses ``torch.cuda.max_memory_allocated``.
+Targets (exit status 1 when one fails, in either condition): at the first size the fast GAE is
+at least 300x the loop, at least 2x faster than the lfilter route, and within 5x of the cumsum
+floor; at every size ``max|fast - loop| <= 1e-5``; one call's peak extra memory (a fresh
+process, quiet) is at most 4x the bytes of its inputs.
+
+Data: about 30% observation tokens in spans (turns of model tokens, then tool output), critic
+values ~ N(0, 0.25), a +-1 outcome reward on the last model token and a small per-token
+penalty, gamma = 1.0 and lambda = 0.95.
+
+Memory: each size runs in a fresh Python process that warms up on a tiny batch, builds its
+inputs, returns freed heap pages to the OS (``malloc_trim``), resets the peak-RSS counter
+(``/proc/self/clear_refs``), runs the fast GAE once and reads ``VmHWM``; extra = peak RSS - RSS
+with the inputs resident. It includes the two outputs (8 bytes a token), every temporary and
+allocator slack. On CUDA it uses ``torch.cuda.max_memory_allocated``.
 """
 
 from __future__ import annotations
@@ -36,17 +43,27 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trajlens.estimators import gae  # noqa: E402
+from _load import condition  # noqa: E402
+
+from trajlens.estimators import _scan, gae  # noqa: E402
 
 GAMMA, LAM = 1.0, 0.95
 OBSERVED_SHARE = 0.30
 MODEL_SPAN, TOOL_SPAN = 700, 300  # mean tokens per turn and per tool output
+LOOP_SPEEDUP = 300.0
+LFILTER_SPEEDUP = 2.0
+FLOOR_FACTOR = 5.0
+PARITY = 1e-5
+MEMORY_FACTOR = 4.0
 
 
 def make_batch(batch: int, length: int, seed: int = 0, device: str = "cpu"):
@@ -81,6 +98,94 @@ def gae_loop(token_rewards, values, response_mask, gamma, lam):
     return torch.stack(advantages_reversed[::-1], dim=1)
 
 
+def gae_lfilter(rewards: np.ndarray, values: np.ndarray, mask: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+    """The plain NumPy/SciPy route: compact model tokens, TD errors, ``lfilter`` backwards, gather."""
+    from scipy.signal import lfilter
+
+    before = np.cumsum(mask, axis=1) - mask  # model tokens in [0, t): compact slot / next slot
+    width = int(before[:, -1].max()) + 2  # V past the last model token is 0
+    rows, columns = np.nonzero(mask)
+    slots = before[rows, columns]
+    compact_rewards = np.zeros((mask.shape[0], width), dtype=rewards.dtype)
+    compact_values = np.zeros_like(compact_rewards)
+    compact_rewards[rows, slots] = rewards[rows, columns]
+    compact_values[rows, slots] = values[rows, columns]
+    delta = compact_rewards - compact_values
+    delta[:, :-1] += gamma * compact_values[:, 1:]
+    one = np.ones(1, dtype=rewards.dtype)
+    feedback = np.array([1.0, -gamma * lam], dtype=rewards.dtype)
+    scanned = lfilter(one, feedback, delta[:, ::-1], axis=1)[:, ::-1]  # A_k = delta_k + c A_{k+1}
+    return np.take_along_axis(scanned, before, axis=1)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _times(call, repeats: int, device: str, warm_up: bool = True) -> list[float]:
+    if warm_up:
+        call()
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        call()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return sorted(times)
+
+
+def _best_floor(call, device: str) -> float:
+    """Best time of ``call`` with one intra-op thread and with torch's default."""
+    default = torch.get_num_threads()
+    best = min(_times(call, 5, device))
+    if device == "cpu" and default > 1:
+        torch.set_num_threads(1)
+        try:
+            best = min(best, min(_times(call, 5, device)))
+        finally:
+            torch.set_num_threads(default)
+    return best
+
+
+class Row(NamedTuple):
+    length: int
+    loop: float
+    lfilter: float
+    fast: float
+    median: float
+    clone: float
+    cumsum: float
+    diff: float
+
+
+def measure(batch: int, length: int, device: str, repeats: int, loop_repeats: int) -> Row:
+    rewards, values, mask = make_batch(batch, length, device=device)
+    fast_times = _times(lambda: gae(rewards, values, mask, GAMMA, LAM), repeats, device)
+    fast = gae(rewards, values, mask, GAMMA, LAM).advantages
+    loop_times = _times(lambda: gae_loop(rewards, values, mask, GAMMA, LAM), loop_repeats, device, warm_up=False)
+    slow = gae_loop(rewards, values, mask, GAMMA, LAM) if loop_repeats == 0 else None
+    if slow is None:
+        slow = gae_loop(rewards, values, mask, GAMMA, LAM) if length * batch <= 1 << 20 else None
+    diff = float((fast - slow).abs().max()) if slow is not None else _diff_by_rows(rewards, values, mask, fast)
+    if device == "cpu":
+        arrays = rewards.numpy(), values.numpy(), mask.numpy()
+        lfilter_best = min(_times(lambda: gae_lfilter(*arrays, GAMMA, LAM), 3, device))
+    else:
+        lfilter_best = float("nan")
+    clone = _best_floor(lambda: rewards.clone(), device)
+    cumsum = _best_floor(lambda: torch.cumsum(rewards, 1), device)
+    return Row(length, loop_times[0], lfilter_best, fast_times[0], fast_times[len(fast_times) // 2], clone, cumsum, diff)
+
+
+def _diff_by_rows(rewards, values, mask, fast) -> float:
+    """Largest |fast - loop| computed on a few rows (the loop's cost per step hardly depends on B)."""
+    rows = slice(0, 8)
+    slow = gae_loop(rewards[rows], values[rows], mask[rows], GAMMA, LAM)
+    return float((fast[rows] - slow).abs().max())
+
+
 def accuracy(batch: int, length: int, device: str) -> None:
     """How far each float32 result is from a float64 computation, at lambda 0.95 and 1."""
     rewards, values, mask = make_batch(batch, length, device=device)
@@ -95,38 +200,7 @@ def accuracy(batch: int, length: int, device: str) -> None:
             f"{float((fast - exact).abs().max()):>15.2e} {float(exact.abs().max()):>8.2f}"
         )
     print("exact = the loop in float64. At lambda = 1 nothing decays: float32 rounding accumulates over")
-    print("the ~23k model tokens of a row, in the loop more than in the blocked scan.")
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def time_fast(rewards, values, mask, repeats: int, device: str) -> tuple[float, float]:
-    """Best and median seconds of ``repeats`` fast calls after one warm-up."""
-    gae(rewards, values, mask, GAMMA, LAM)  # warm-up
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        gae(rewards, values, mask, GAMMA, LAM)
-        _sync(device)
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[0], times[len(times) // 2]
-
-
-def time_loop(rewards, values, mask, repeats: int, device: str) -> tuple[float, torch.Tensor]:
-    """Best seconds of ``repeats`` loop runs, and the loop's advantages."""
-    best = float("inf")
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        slow = gae_loop(rewards, values, mask, GAMMA, LAM)
-        _sync(device)
-        best = min(best, time.perf_counter() - start)
-    return best, slow
+    print("the model tokens of a row in the float32 loop; the compiled kernel accumulates in float64.")
 
 
 def _status(field: str) -> int:
@@ -181,60 +255,81 @@ def memory_in_fresh_process(batch: int, length: int, device: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def print_table(label: str, batch: int, rows: list[Row]) -> None:
+    tokens = lambda r: batch * r.length  # noqa: E731
+    print(f"\n{label}")
+    header = (f"{'B x T':>14} {'loop s':>7} {'lfilter ms':>10} {'fast ms':>8} {'median':>7} {'x loop':>7} "
+              f"{'x lfilter':>9} {'max|diff|':>9} {'ns/token':>8} {'clone ns':>8} {'cumsum ns':>9} {'/cumsum':>7}")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        ns = lambda seconds: seconds / tokens(r) * 1e9  # noqa: E731
+        print(
+            f"{batch:>5} x {r.length:<7} {r.loop:>7.2f} {r.lfilter * 1e3:>10.1f} {r.fast * 1e3:>8.1f} "
+            f"{r.median * 1e3:>7.1f} {r.loop / r.fast:>6.0f}x {r.lfilter / r.fast:>8.1f}x {r.diff:>9.2e} "
+            f"{ns(r.fast):>8.2f} {ns(r.clone):>8.2f} {ns(r.cumsum):>9.2f} {r.fast / r.cumsum:>6.1f}x"
+        )
+    first, last = rows[0], rows[-1]
+    growth = (last.fast / first.fast) / (last.length / first.length)
+    print(f"linear growth: time x{last.fast / first.fast:.2f} for tokens x{last.length / first.length:.0f} "
+          f"({growth:.2f} of linear)")
+
+
+def checks(label: str, batch: int, rows: list[Row], device: str) -> list[tuple[str, bool]]:
+    head = rows[0]
+    size = f"{batch} x {head.length}"
+    result = [
+        (f"{label}: fast >= {LOOP_SPEEDUP:.0f}x verl's loop at {size}", head.loop / head.fast >= LOOP_SPEEDUP),
+        (f"{label}: max |fast - loop| <= {PARITY:g} (float32), every size", all(r.diff <= PARITY for r in rows)),
+    ]
+    if device == "cpu":
+        result += [
+            (f"{label}: fast >= {LFILTER_SPEEDUP:.0f}x the compact + lfilter + gather route at {size}",
+             head.lfilter / head.fast >= LFILTER_SPEEDUP),
+            (f"{label}: fast within {FLOOR_FACTOR:.0f}x of the cumsum floor at {size}",
+             head.fast <= FLOOR_FACTOR * head.cumsum),
+        ]
+    return result
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (B = 16, T = 8,192 and 16,384)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (B = 64, T = 8,192 and 16,384)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (torch's default if omitted)")
     parser.add_argument("--repeats", type=int, default=15, help="fast runs per size; the best is kept")
     parser.add_argument("--loop-repeats", type=int, default=2, help="loop runs at the first size (1 at the others)")
+    parser.add_argument("--no-load", action="store_true", help="skip the run under added load")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    batch, lengths = (16, [8192, 16384]) if args.quick else (64, [32768, 65536, 131072])
-    print(f"torch {torch.__version__}, device {args.device}, {torch.get_num_threads()} CPU threads")
-    print(f"gamma {GAMMA}, lambda {LAM}, ~{OBSERVED_SHARE:.0%} observation tokens, float32\n")
-    header = (
-        f"{'B x T':>14} {'obs':>5} {'loop s':>7} {'fast ms':>8} {'median':>7} {'ratio':>6} "
-        f"{'max|diff|':>9} {'ns/token':>8} {'peak extra/inputs':>17}"
-    )
-    print(header)
-    print("-" * len(header))
-    rows = []
-    for length in lengths:
-        rewards, values, mask = make_batch(batch, length, device=args.device)
-        observed = 1.0 - float(mask.float().mean())
-        fast_seconds, fast_median = time_fast(rewards, values, mask, args.repeats, args.device)
-        fast = gae(rewards, values, mask, GAMMA, LAM).advantages
-        loop_repeats = args.loop_repeats if length == lengths[0] else 1
-        loop_seconds, slow = time_loop(rewards, values, mask, loop_repeats, args.device)
-        diff = float((fast - slow).abs().max())
-        del slow, fast, rewards, values
-        memory = memory_in_fresh_process(batch, length, args.device)
-        ratio = memory["extra_bytes"] / memory["input_bytes"]
-        per_token = fast_seconds / (batch * length) * 1e9
-        rows.append((length, loop_seconds, fast_seconds, diff, per_token, ratio))
-        print(
-            f"{batch:>5} x {length:<7} {observed:>5.2f} {loop_seconds:>7.2f} {fast_seconds * 1e3:>8.1f} "
-            f"{fast_median * 1e3:>7.1f} {loop_seconds / fast_seconds:>5.0f}x {diff:>9.2e} {per_token:>8.2f} "
-            f"{ratio:>16.2f}x"
-        )
-    print(f"\nmemory: {memory['method']}; inputs = rewards + values (float32) + mask (bool), 9 bytes a token;")
-    print("        the extra includes the advantages and returns the call returns (8 bytes a token).")
-    first, last = rows[0], rows[-1]
-    growth = (last[2] / first[2]) / (last[0] / first[0])
-    print(f"linear growth: time x{last[2] / first[2]:.2f} for tokens x{last[0] / first[0]:.0f} "
-          f"(ns/token {first[4]:.2f} -> {last[4]:.2f}, {growth:.2f} of linear)")
-    head = rows[0]
-    checks = [
-        (f"speed ratio at {batch} x {head[0]} >= 50x", head[1] / head[2] >= 50),
-        ("max |fast - loop| <= 1e-5 (float32), every size", all(r[3] <= 1e-5 for r in rows)),
-        ("peak extra memory <= 4x the inputs, every size", all(r[5] <= 4.0 for r in rows)),
-    ]
-    for label, ok in checks:
-        print(f"{'PASS' if ok else 'FAIL'}  {label}")
+    batch, lengths = (64, [8192, 16384]) if args.quick else (64, [32768, 65536, 131072])
+    kernel = "compiled row loop (numba)" if _scan.use_compiled(torch.zeros(1, 1)) else "blocked torch scan"
+    print(f"torch {torch.__version__}, device {args.device}, {torch.get_num_threads()} CPU threads, "
+          f"kernel: {kernel if args.device == 'cpu' else 'torch on ' + args.device}, "
+          f"{_scan.worker_count()} worker threads")
+    print(f"gamma {GAMMA}, lambda {LAM}, ~{OBSERVED_SHARE:.0%} observation tokens, float32")
+    results = []
+    for loaded in ([False] if args.no_load else [False, True]):
+        with condition(loaded) as label:
+            rows = [measure(batch, length, args.device, args.repeats, args.loop_repeats if i == 0 else 1)
+                    for i, length in enumerate(lengths)]
+        print_table(label, batch, rows)
+        results += checks(label, batch, rows, args.device)
+    memories = [memory_in_fresh_process(batch, length, args.device) for length in lengths]
+    ratios = [m["extra_bytes"] / m["input_bytes"] for m in memories]
+    print(f"\npeak extra memory / inputs ({memories[0]['method']}): "
+          + ", ".join(f"{batch} x {length}: {ratio:.2f}x" for length, ratio in zip(lengths, ratios)))
+    print("inputs = rewards + values (float32) + mask (bool), 9 bytes a token; the extra includes the")
+    print("advantages and returns the call returns (8 bytes a token).")
+    results.append((f"peak extra memory <= {MEMORY_FACTOR:.0f}x the inputs, every size",
+                    all(r <= MEMORY_FACTOR for r in ratios)))
     accuracy(batch, lengths[0], args.device)
+    print()
+    for text, ok in results:
+        print(f"{'PASS' if ok else 'FAIL'}  {text}")
+    return 0 if all(ok for _, ok in results) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -9,7 +9,9 @@ and reports seconds per step, tokens and tool calls per second, the bytes writte
 process's peak resident memory (``VmHWM``) after the first step, a tenth of the run, half and
 the end. Bounded memory means the peak stops growing after the first steps: it depends on one
 step's size (batch x tokens), not on the number of steps. Exits non-zero when the final peak
-exceeds the one after the first tenth by more than 25%.
+exceeds the one at half the run by more than 25% (memory that grew with the number of steps
+would double between the two; the first steps, where allocators warm up, are left out of the
+comparison, so the check means the same at 5 steps as at 200).
 """
 
 from __future__ import annotations
@@ -73,13 +75,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{result.tool_calls / seconds:,.0f} tool calls/s")
     print(f"wrote {result.trajectories:,} trajectories, {result.tool_calls:,} tool calls, {result.tokens:,} tokens: "
           f"{written / 1e6:.0f} MB")
-    early = peaks[max(1, args.steps // 10)]
+    half = peaks[max(1, args.steps // 2)]
     final = peaks[args.steps]
-    print(f"peak RSS {final:.0f} MB at the end vs {early:.0f} MB after a tenth of the run")
-    if final > 1.25 * early:
-        print("FAIL: memory grew with the number of steps", file=sys.stderr)
-        return 1
-    return 0
+    ok = final <= 1.25 * half
+    print(f"peak RSS {final:.0f} MB at the end vs {half:.0f} MB at half the run")
+    print(f"{'PASS' if ok else 'FAIL'}  peak RSS at the end <= 1.25x the peak at half the run")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

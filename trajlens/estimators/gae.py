@@ -30,13 +30,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 from trajlens.estimators import _validate as check
-from trajlens.estimators._scan import BLOCK, reverse_discounted_scan
-
-# Tokens per row chunk: bounds the int64 and scratch buffers to a few bytes per token of a chunk.
-CHUNK_TOKENS = 1 << 19
+from trajlens.estimators._scan import masked_reverse_scan
 
 
 class GAEResult(NamedTuple):
@@ -130,51 +126,12 @@ def _masked_reverse_scan(
     gamma: float,
     c: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Advantages (and advantages + values) of the masked recurrence, chunk of rows by chunk.
-
-    Per chunk: compact each row's model tokens to the left (order kept), form the TD errors on
-    the compact rows, scan, and gather back. One exclusive count serves both ways: at a model
-    token it is the token's own compact slot, at an observation token it is the slot of the
-    next model token, whose advantage verl's loop carries there (0 past the last).
-    """
-    rows_total, length = token_rewards.shape
-    advantages = torch.empty_like(token_rewards)
-    second = torch.empty_like(token_rewards) if values is not None else None
-    rows_per_chunk = max(1, CHUNK_TOKENS // length)
-    for start in range(0, rows_total, rows_per_chunk):
-        stop = min(start + rows_per_chunk, rows_total)
-        mask = response_mask[start:stop]
-        before = torch.cumsum(F.pad(mask[:, :-1], (1, 0)), dim=1)  # model tokens in [0, t)
-        counts = before[:, -1] + mask[:, -1]
-        if not bool((counts > 0).all()):
-            check.rows_have_tokens(fn, "response_mask", response_mask)
-        # compact width: V past the last model token is 0, one dump column, whole scan blocks
-        width = -(-(int(counts.max()) + 2) // BLOCK) * BLOCK
-        slot = torch.where(mask, before, width - 1)
-        delta = _compact(token_rewards[start:stop], slot, width)
+    """Advantages (and advantages + values) of the masked recurrence; see :mod:`._scan`."""
+    result = masked_reverse_scan(token_rewards, values, response_mask, gamma, c)
+    if result.empty_row:
+        check.rows_have_tokens(fn, "response_mask", response_mask)
+    if result.nonfinite:
+        check.finite_where(fn, "token_rewards", token_rewards, response_mask)
         if values is not None:
-            compact_values = _compact(values[start:stop], slot, width)
-            # delta_k = r_k + gamma * V_{k+1} - V_k on compact rows
-            delta[:, :-1].add_(compact_values[:, 1:], alpha=gamma)
-            delta.sub_(compact_values)
-            del compact_values
-        del slot
-        if not bool(torch.isfinite(delta.sum())):  # one cheap pass; find the culprit only on failure
-            check.finite_where(fn, "token_rewards", token_rewards, response_mask)
-            if values is not None:
-                check.finite_where(fn, "values", values, response_mask)
-        scanned = reverse_discounted_scan(delta, c)  # A_k = delta_k + c * A_{k+1}
-        del delta
-        torch.gather(scanned, 1, before, out=advantages[start:stop])
-        del scanned, before
-        if second is not None:
-            torch.add(advantages[start:stop], values[start:stop], out=second[start:stop])  # R_t = A_t + V_t
-    return advantages, (second if second is not None else advantages)
-
-
-def _compact(x: torch.Tensor, slot: torch.Tensor, width: int) -> torch.Tensor:
-    """Rows of ``x`` with model tokens moved left in order, zero-padded to ``width``."""
-    out = torch.zeros(x.shape[0], width, dtype=x.dtype, device=x.device)
-    out.scatter_(1, slot, x)
-    out[:, -1] = 0  # the dump column collected the observation tokens
-    return out
+            check.finite_where(fn, "values", values, response_mask)
+    return result.scanned, (result.plus_values if result.plus_values is not None else result.scanned)

@@ -107,27 +107,56 @@ def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = No
 
     With ``token_advantages`` in ``recomputed`` and the run's ``tokens`` frame given, the
     statistics run over model tokens (as the actor loss sees them); otherwise over the
-    per-trajectory ``advantage``.
+    per-trajectory ``advantage``. Token values are read from the Arrow buffers of the two list
+    columns, step by step, never expanded to one row per token.
     """
     import torch
 
     from trajlens.estimators import advantage_stats
 
-    values = _token_values(recomputed, tokens) if tokens is not None and "token_advantages" in recomputed.columns \
-        else recomputed.select("run_id", "step", pl.col("advantage").alias("value"))
+    token_level = tokens is not None and "token_advantages" in recomputed.columns
     rows = []
-    for (run_id, step), part in values.partition_by(["run_id", "step"], as_dict=True, maintain_order=True).items():
-        stats = advantage_stats(torch.from_numpy(part["value"].to_numpy().astype("float64")))
+    for (run_id, step), values in (_token_values(recomputed, tokens) if token_level else _trajectory_values(recomputed)):
+        stats = advantage_stats(torch.from_numpy(values))
         rows.append({"run_id": run_id, "step": step, **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS}})
     return pl.DataFrame(rows).sort("run_id", "step")
 
 
-def _token_values(recomputed: pl.DataFrame, tokens: pl.DataFrame) -> pl.DataFrame:
-    joined = recomputed.select("run_id", "step", "trajectory_id", "token_advantages").join(
-        tokens.select("run_id", "trajectory_id", "response_mask"), on=["run_id", "trajectory_id"], how="inner"
+def _trajectory_values(recomputed: pl.DataFrame):
+    """(run_id, step) and that step's per-trajectory advantages (float64), step by step."""
+    values = recomputed.select("run_id", "step", pl.col("advantage").cast(pl.Float64))
+    for key, part in values.partition_by(["run_id", "step"], as_dict=True, maintain_order=True).items():
+        yield key, part["advantage"].to_numpy()
+
+
+def _token_values(recomputed: pl.DataFrame, tokens: pl.DataFrame):
+    """(run_id, step) and the advantages at that step's model tokens (float64), step by step.
+
+    The two frames are matched on (run_id, trajectory_id); rows are put in step order and both
+    list columns taken in that order, so each step's tokens are one contiguous slice of the flat
+    buffers (:mod:`trajlens.estimators._arrays`).
+    """
+    import numpy as np
+
+    from trajlens.estimators._arrays import flat_list
+
+    order = (
+        recomputed.select("run_id", "step", "trajectory_id").with_row_index("__row")
+        .join(tokens.select("run_id", "trajectory_id").with_row_index("__token"), on=["run_id", "trajectory_id"],
+              how="inner", maintain_order="left")
+        .sort("run_id", "step", maintain_order=True)
     )
-    return (
-        joined.explode(["token_advantages", "response_mask"])
-        .filter(pl.col("response_mask"))
-        .select("run_id", "step", pl.col("token_advantages").cast(pl.Float64).alias("value"))
-    )
+    if order.is_empty():
+        return
+    advantages = flat_list(recomputed["token_advantages"].to_arrow().take(order["__row"].to_arrow()), np.float64,
+                           float("nan"))
+    mask = flat_list(tokens["response_mask"].to_arrow().take(order["__token"].to_arrow()), np.bool_, False)
+    if not np.array_equal(advantages.lengths, mask.lengths):
+        bad = int(np.nonzero(advantages.lengths != mask.lengths)[0][0])
+        raise ValueError(f"trajectory {order['trajectory_id'][bad]!r}: token_advantages has "
+                         f"{int(advantages.lengths[bad])} entries but response_mask has {int(mask.lengths[bad])}")
+    bounds = order.with_row_index("__position").group_by("run_id", "step", maintain_order=True).agg(
+        pl.col("__position").first().alias("first"), pl.col("__position").last().alias("last"))
+    for run_id, step, first, last in bounds.iter_rows():
+        start, stop = int(advantages.offsets[first]), int(advantages.offsets[last + 1])
+        yield (run_id, step), advantages.values[start:stop][mask.values[start:stop]]
