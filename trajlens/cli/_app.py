@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "trajlens.cli.sample",
     "trajlens.cli.synth",
     "trajlens.cli.advantages",
+    "trajlens.cli.check",
 )
 
 
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a :class:`TrajlensError` becomes one line on stderr and exit status 1."""
     _register()
     try:
-        app(args=argv, standalone_mode=False)
+        outcome = app(args=argv, standalone_mode=False)
     except TrajlensError as error:
         typer.echo(f"error: {error}", err=True)
         return 1
@@ -57,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             error.show()
             return error.exit_code
         raise
-    return 0
+    # Without standalone mode, click returns the code of a typer.Exit raised by a command.
+    return outcome if isinstance(outcome, int) else 0
 
 
 def run() -> None:
