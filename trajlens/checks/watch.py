@@ -79,6 +79,8 @@ class RunFollower:
         self.settle = settle
         self.clock = clock
         self.files_read: list[Path] = []
+        self.unfinished_seen = 0
+        """How often a file of a complete-looking step was found still being written (and left)."""
         self.released: set[int] = set()
         self._metrics: dict[Path, _MetricsFile] = {}
         self._metric_rows: dict[int, list[tuple[str, float]]] = {}
@@ -170,7 +172,9 @@ class RunFollower:
         return files
 
     def _parquet_step_ready(self, step: int) -> bool:
-        return all(_footer_valid(p) for paths in self._step_files(step).values() for p in paths)
+        ready = all(_footer_valid(p) for paths in self._step_files(step).values() for p in paths)
+        self.unfinished_seen += not ready
+        return ready
 
     # -- metrics JSONL ------------------------------------------------------------------------
     def _read_metrics(self) -> None:
