@@ -86,3 +86,12 @@ def test_measure_names_parse():
         parse_measure("share:*")
     with pytest.raises(ValueError, match="takes no parameter"):
         parse_measure("ran_suite:x")
+
+
+def test_measure_tables_in_the_docs_match_the_declarations():
+    from pathlib import Path
+
+    from trajlens.checks.measures import render_markdown
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "checks.md").read_text()
+    assert render_markdown().strip() in doc, "regenerate the tables in docs/checks.md from render_markdown()"

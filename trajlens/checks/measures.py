@@ -134,7 +134,7 @@ MEASURE_FAMILIES: tuple[MeasureFamily, ...] = (
                   "channels", False, "channel", None, True),
     MeasureFamily("channel_std", "A reward channel's std over the step's trajectories (unbiased).",
                   "channels", False, "channel", None, True),
-    MeasureFamily("channel_collinearity", "Largest |Pearson correlation| between two reward channels over the "
+    MeasureFamily("channel_collinearity", "Largest absolute Pearson correlation between two reward channels over the "
                   "step's trajectories.", "channels", False),
     MeasureFamily("advantage", "A statistic of the step's recomputed advantage batch: label:stat, label one of "
                   "ADVANTAGE_LABELS or 'run' (the run's own estimator).", "advantages", False, "label:stat"),
@@ -421,5 +421,24 @@ def parse_config(text: str | None) -> dict:
     return config if isinstance(config, dict) else {}
 
 
+def render_markdown() -> str:
+    """The measure and label tables of ``docs/checks.md``, generated from the declarations above."""
+    lines = ["| measure | per step | interval | needs |", "|---|---|---|---|"]
+    for family in MEASURE_FAMILIES:
+        name = f"`{family.prefix}:<{family.parameter}>`" if family.parameter else f"`{family.prefix}`"
+        kind = "Wilson (design effect)" if family.proportion else "normal"
+        lines.append(f"| {name} | {family.doc} | {kind} | {family.source} |")
+    lines += ["", "| label | estimator | options | what it is |", "|---|---|---|---|"]
+    for label in ADVANTAGE_LABELS:
+        options = ", ".join(f"{k}={v}" for k, v in label.options.items()) or "-"
+        lines.append(f"| `{label.label}` | `{label.estimator}` | {options} | {label.doc} |")
+    return "\n".join(lines) + "\n"
+
+
 __all__ = ["ADVANTAGE_LABELS", "AdvantageLabel", "ConfigHistory", "DIAGNOSTIC_STATS", "LEARNING_RATES",
-           "MEASURE_FAMILIES", "MeasureFamily", "MeasureName", "STAT_COLUMNS", "parse_measure", "run_label"]
+           "MEASURE_FAMILIES", "MeasureFamily", "MeasureName", "STAT_COLUMNS", "parse_measure", "render_markdown",
+           "run_label"]
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
