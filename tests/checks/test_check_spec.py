@@ -48,6 +48,8 @@ def _problems(tmp_path, text: str) -> list[str]:
     ('measure = "share:think"\ncondition = "threshold"\nabove = 0.1\ntreshold = 2', "treshold", "unknown field"),
     ('measure = "share:think"\ncondition = "spike"', "condition", "expected one of threshold"),
     ('condition = "threshold"\nabove = 0.1', "measure", "required"),
+    ('measure = "metric:critic/grad_norm"\ncondition = "threshold"\nabove = 30\nsignificant = true', "measure",
+     "no interval for 'significant'"),
 ])
 def test_a_bad_check_is_one_line_naming_file_check_and_field(tmp_path, body, field, words):
     problems = _problems(tmp_path, f"[checks.my_check]\n{body}\n")

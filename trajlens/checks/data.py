@@ -191,6 +191,12 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, S
         rid = run_id or slug(path.stem)
         table = load_metrics(path, run_id=rid).table
         return RunInfo(rid, str(path), _history(None, path.parent)), StepBatch(step_metrics=pl.from_arrow(table))
+    if kind == "runs":
+        from trajlens.store.layout import is_run_dir as run_dir
+
+        names = sorted(p.name for p in path.iterdir() if run_dir(p))
+        raise InputError(str(path), f"check one of its runs, e.g. {path / names[0]}", expected="one run",
+                         found=f"a folder of {len(names)} runs")
     raise InputError(str(path), expected="a store, a run directory, verl dumps or a metrics JSONL/CSV file",
                      found=f"a {kind} source; ingest it first with `trajlens ingest`")
 

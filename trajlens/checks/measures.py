@@ -187,12 +187,20 @@ def parse_measure(name: str) -> MeasureName:
     return MeasureName(family, parameter)
 
 
-def measure_problem(name: str, condition: str) -> str | None:
+ONE_VALUE_PER_STEP: frozenset[str] = frozenset(
+    {"channel_std", "channel_collinearity", "advantage", "metric", "lr_ratio", "critic_clip_ratio"})
+"""Families with a single value per step: no interval unless steps are pooled (window > 1)."""
+
+
+def measure_problem(name: str, condition: str, *, significant: bool = False, window: int = 1) -> str | None:
     """Why ``name`` cannot be checked (with ``condition``), or None."""
     try:
-        parse_measure(name)
+        parsed = parse_measure(name)
     except ValueError as error:
         return str(error)
+    if significant and window == 1 and parsed.family.prefix in ONE_VALUE_PER_STEP:
+        return (f"{name} has one value per step and so no interval for 'significant'; "
+                "pool steps with window = N (N > 1)")
     return None
 
 

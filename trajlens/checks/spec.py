@@ -164,7 +164,7 @@ def parse_checks(document: Mapping[str, Any], source: str) -> tuple[Check, ...]:
         found = _check_fields(name, table, where, problems)
         if found is None:
             continue
-        problem = measure_problem(found.measure, found.condition)
+        problem = measure_problem(found.measure, found.condition, significant=found.significant, window=found.window)
         if problem:
             problems.append(f"{where}: field 'measure': {problem}")
             continue
