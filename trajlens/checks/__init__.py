@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from trajlens.checks.evaluate import CheckResult, RunChecks, check_run, evaluate_checks
 from trajlens.checks.measures import ADVANTAGE_LABELS, MEASURE_FAMILIES, parse_measure
+from trajlens.checks.output import checks_html, checks_markdown, junit_xml, to_json
 from trajlens.checks.spec import Check, CheckConfigError, default_checks, load_checks, parse_checks
 
 __all__ = [
@@ -24,9 +25,13 @@ __all__ = [
     "MEASURE_FAMILIES",
     "RunChecks",
     "check_run",
+    "checks_html",
+    "checks_markdown",
     "default_checks",
     "evaluate_checks",
+    "junit_xml",
     "load_checks",
     "parse_checks",
     "parse_measure",
+    "to_json",
 ]

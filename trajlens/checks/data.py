@@ -92,7 +92,8 @@ class RunState:
 
     def add(self, batch: StepBatch) -> list[int]:
         """Compute the measures of a batch of new steps; returns those steps."""
-        steps = [s for s in batch.steps if s not in set(self.steps)]
+        known = set(self.steps)
+        steps = [s for s in batch.steps if s not in known]
         for name in BATCH_TABLES:
             if getattr(batch, name).height:
                 self.seen.add(name)
