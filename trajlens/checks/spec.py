@@ -161,7 +161,7 @@ def parse_checks(document: Mapping[str, Any], source: str) -> tuple[Check, ...]:
         if not isinstance(table, Mapping):
             problems.append(f"{where}: expected a table of fields, found {type(table).__name__}")
             continue
-        found = _check_fields(name, table, where, problems)
+        found = _check_fields(name, table, source, problems)
         if found is None:
             continue
         problem = measure_problem(found.measure, found.condition, significant=found.significant, window=found.window)
@@ -198,7 +198,8 @@ def default_checks() -> tuple[Check, ...]:
     return load_checks(DEFAULTS_FILE)
 
 
-def _check_fields(name: str, table: Mapping[str, Any], where: str, problems: list[str]) -> Check | None:
+def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: list[str]) -> Check | None:
+    where = f"{source}: check '{name}'"
     before = len(problems)
     condition = table.get("condition")
     if condition is not None and condition not in CONDITIONS:
@@ -219,8 +220,8 @@ def _check_fields(name: str, table: Mapping[str, Any], where: str, problems: lis
             continue
         values[key] = value
     for spec in FIELDS:
-        if condition in spec.required_for and spec.name not in table or spec.name in ("measure", "condition") \
-                and spec.name not in table:
+        required = spec.name in ("measure", "condition") or condition in spec.required_for
+        if required and spec.name not in table:
             problems.append(f"{where}: field '{spec.name}': required, found nothing")
     if len(problems) > before:
         return None
@@ -236,7 +237,7 @@ def _check_fields(name: str, table: Mapping[str, Any], where: str, problems: lis
     for key in ("above", "below", "alpha", "min_change", "min_ratio", "factor"):
         if key in values:
             values[key] = float(values[key])
-    return Check(name=name, source=where.split(": check")[0], **values)
+    return Check(name=name, source=source, **values)
 
 
 def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> None:
