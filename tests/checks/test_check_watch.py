@@ -112,3 +112,10 @@ def test_partial_metrics_line_is_never_read(tmp_path):
     batch = follower.poll()  # the file has settled, ending in a newline: its last step is complete
     assert batch.steps == [3] and batch.step_metrics["value"].to_list() == [3e-06]
     assert follower.released == {1, 2, 3}
+
+
+def test_timeout_ends_a_watch_that_sees_no_step(tmp_path):
+    lines: list[str] = []
+    ended = watch(tmp_path, default_checks(), WatchOptions(poll=0.05, timeout=0.3), echo=lines.append)
+    assert (ended.exit_code, ended.reason, ended.run) == (0, "timeout", None)
+    assert lines == ["stopped (timeout): no complete step seen"]
