@@ -34,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "trajlens.cli.advantages",
     "trajlens.cli.shell",
     "trajlens.cli.classify",
+    "trajlens.cli.check",
 )
 
 # Import names whose distribution (the name to pip install) differs.

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from trajlens.errors import InputError, Problem
+from trajlens.ingest import config_history
 from trajlens.model import check_values
 from trajlens.schema import TABLES, conform
 from trajlens.store.layout import is_run_dir, table_files
@@ -134,6 +135,7 @@ def copy_run(
                     on_file(path)
         for table in extra_metrics:
             stage.write_step("step_metrics", table)
+        config_history.copy_history(run_dir, stage.directory)
     return stored
 
 

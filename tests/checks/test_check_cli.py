@@ -1,0 +1,155 @@
+"""``trajlens check`` end to end: exit codes, the table, JUnit XML valid against the CI schema, JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import xmlschema
+
+from trajlens.checks.output import checks_html, checks_markdown, junit_xml, spans
+from trajlens.checks.evaluate import CheckResult, RunChecks
+from trajlens.checks.conditions import Evidence, Outcome
+from trajlens.checks.spec import parse_checks
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = xmlschema.XMLSchema(str(Path(__file__).with_name("data") / "junit-10.xsd"))
+LR_CHECK = """
+[checks.learning_rate_mismatch]
+description = "A logged LR differs from the one configured at that step"
+measure = "lr_ratio:*"
+condition = "threshold"
+above = 1.001
+below = 0.999
+
+[checks.think_share]
+measure = "share:think"
+condition = "threshold"
+above = 0.15
+
+[checks.grad_norm_run]
+measure = "metric:critic/grad_norm"
+condition = "consecutive"
+above = 30
+steps = 3
+severity = "warning"
+"""
+
+
+def trajlens(*args, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "trajlens", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "checks.toml"
+    path.write_text(LR_CHECK)
+    return path
+
+
+def test_failing_run_exits_1_with_table_junit_and_json(tmp_path, config):
+    junit, report = tmp_path / "checks.xml", tmp_path / "checks.json"
+    done = trajlens("check", "sample_data/resume-lr", "--config", config, "--junit", junit, "--json", report)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:4] == ["check", "severity", "status", "fired"]
+    row = next(line for line in lines if line.startswith("learning_rate_mismatch"))
+    assert "FAIL" in row and "41-159" in row and "step 41: 2 vs outside [0.999, 1.001]" in row
+    assert next(line for line in lines if line.startswith("think_share")).split()[2] == "skip"
+    SCHEMA.validate(str(junit))
+    document = json.loads(report.read_text())
+    records = {r["check"]: r for r in document["results"]}
+    assert records["learning_rate_mismatch"]["fired_steps"] == list(range(41, 160))
+    assert records["think_share"]["status"] == "skip"
+    assert records["grad_norm_run"]["status"] == "pass"
+    assert document["counts"] == {"fail": 1, "warn": 0, "pass": 1, "skip": 1}
+
+
+def test_junit_cases_map_statuses(tmp_path, config):
+    import xml.etree.ElementTree as ElementTree
+
+    junit = tmp_path / "checks.xml"
+    trajlens("check", "sample_data/resume-lr", "--config", config, "--junit", junit)
+    root = ElementTree.parse(junit).getroot()
+    suite = root.find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert "41-159" in cases["learning_rate_mismatch"].find("failure").get("message")
+    assert cases["think_share"].find("skipped").get("message") == "the run has no trajectories"
+    assert cases["grad_norm_run"].find("failure") is None
+
+
+def test_the_validator_rejects_a_malformed_junit_file(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text('<testsuites><testsuite name="x" tests="1"><testcase/></testsuite></testsuites>')
+    assert not SCHEMA.is_valid(str(bad))  # failures, errors and the case name are required
+
+
+def test_passing_run_exits_0(tmp_path):
+    config = tmp_path / "ok.toml"
+    config.write_text('[checks.grad]\nmeasure = "metric:critic/grad_norm"\ncondition = "threshold"\nabove = 1000\n')
+    done = trajlens("check", "sample_data/resume-lr", "--config", config)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 failed, 0 warned, 1 passed, 0 skipped" in done.stdout
+
+
+def test_warnings_fail_only_with_strict(tmp_path):
+    config = tmp_path / "warn.toml"
+    config.write_text('[checks.lr]\nmeasure = "lr_ratio:critic/lr"\ncondition = "threshold"\nabove = 1.5\n'
+                      'severity = "warning"\n')
+    assert trajlens("check", "sample_data/resume-lr", "--config", config).returncode == 0
+    assert trajlens("check", "sample_data/resume-lr", "--config", config, "--strict").returncode == 1
+
+
+def test_config_errors_exit_2_with_one_line_each(tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text('[checks.a]\nmeasure = "share:thinking"\ncondition = "threshold"\nabove = 0.1\n'
+                      '[checks.b]\nmeasure = "share:think"\ncondition = "threshold"\nabove = "high"\n')
+    done = trajlens("check", "sample_data/resume-lr", "--config", config)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"error: {config}: check 'a': field 'measure': unknown class 'thinking' for share (one of submit, test_suite, "
+        "test_targeted, quick_check, run_script, edit, view, search, think, other)",
+        f"error: {config}: check 'b': field 'above': expected a whole number or a number, found 'high'",
+    ]
+    assert "Traceback" not in done.stderr
+
+
+def test_input_and_usage_errors_exit_2(tmp_path):
+    missing = trajlens("check", tmp_path / "nowhere")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ") and "no such file" in missing.stderr
+    assert trajlens("check", "sample_data/resume-lr", "--until-step", "3").returncode == 2
+    assert trajlens("check", "sample_data/resume-lr", "--watch").returncode == 2
+    assert trajlens("check", "sample_data/resume-lr", "--junit", tmp_path / "no" / "x.xml").returncode == 2
+    assert trajlens("check", "sample_data/resume-lr", "--bogus").returncode == 2
+    store = trajlens("check", "sample_data")  # a folder of runs, not one run
+    assert store.returncode == 2 and "Traceback" not in store.stderr
+
+
+def test_print_defaults_prints_the_shipped_file():
+    done = trajlens("check", "--print-defaults")
+    assert done.returncode == 0
+    parse_checks(__import__("tomllib").loads(done.stdout), "stdout")
+    assert "[checks.think_share]" in done.stdout
+
+
+def _result(status: str, steps: tuple[int, ...]) -> CheckResult:
+    (check,) = parse_checks({"checks": {"c|x": {"measure": "share:think", "condition": "threshold", "above": 0.15,
+                                                "description": "<think>"}}}, "t")
+    outcome = Outcome("share:think", steps, Evidence(steps[0] if steps else 1, 0.5, 0.4, 0.6, "> 0.15"), 3)
+    return CheckResult(check, status, (outcome,))
+
+
+def test_report_fragments_escape_and_carry_alarm_steps():
+    results = [_result("fail", (1, 2, 3, 7)), _result("pass", ())]
+    markdown = checks_markdown(results)
+    assert "| `c\\|x` | error | FAIL | 1-3, 7 | step 1: 0.5 [0.4, 0.6] vs > 0.15 |" in markdown
+    html = checks_html(results)
+    assert '<tr class="check-fail"><td>c|x</td>' in html and "&lt;" not in html.split("</thead>")[0]
+    assert results[0].alarms == {"share:think": (1, 2, 3, 7)}
+    assert spans([5, 1, 2, 3, 9, 10]) == "1-3, 5, 9-10"
+    xml = junit_xml(RunChecks("r&d", "src<1>", results, 7))
+    assert SCHEMA.is_valid(xml)

@@ -1,0 +1,129 @@
+"""The shipped checks on the shipped sample runs: every seed alarm fires where truth.json says, and nothing else."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from trajlens.checks import check_run, default_checks
+
+pytestmark = pytest.mark.slow
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
+
+
+def _truth(run: str) -> dict:
+    return json.loads((SAMPLES / run / "truth.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def results():
+    checks = default_checks()
+    cache: dict[str, dict] = {}
+
+    def get(run: str):
+        if run not in cache:
+            cache[run] = {r.name: r for r in check_run(SAMPLES / run, checks).results}
+        return cache[run]
+    return get
+
+
+def _fired(results: dict, status: str) -> set[str]:
+    return {name for name, result in results.items() if result.status == status}
+
+
+def test_r6_collapse_alarms(results):
+    r6 = results("sao-r6")
+    truth = _truth("sao-r6")
+    per_step = truth["per_step"]
+    steps = per_step["step"]
+    assert _fired(r6, "fail") == {
+        "think_share",                            # 0.07 -> 0.73
+        "think_runs_growing",                     # runs of consecutive think calls lengthen
+        "all_negative_streak",                    # steps 119-121
+        "critic_starved",                         # grad_norm 7-68 under clip 1.0
+        "critic_explained_variance_unwhitened",   # 0-0.3 with whitening off
+    }
+    expected_think = tuple(s for s, share in zip(steps, per_step["think_share"]) if share > 0.15)
+    assert r6["think_share"].fired_steps == expected_think
+    assert r6["all_negative_streak"].fired_steps == tuple(truth["summary"]["all_negative_steps"]) == (119, 120, 121)
+    assert r6["critic_starved"].fired_steps == tuple(steps)
+    assert r6["critic_explained_variance_unwhitened"].fired_steps == tuple(steps)
+    think_runs = r6["think_runs_growing"].fired_steps
+    assert min(think_runs) >= 60 and set(range(115, 136)) <= set(think_runs)
+    # Warnings, each a change the truth holds: the suite rate falls (0.7 -> 0.35), turns rise,
+    # and the advantage std collapses in the all-negative batches.
+    assert _fired(r6, "warn") == {"suite_rate_decline", "turns_inflation", "advantage_std_jump"}
+    assert set(r6["advantage_std_jump"].fired_steps) <= {119, 120, 121}
+    assert min(r6["suite_rate_decline"].fired_steps) > 100
+    for name in ("all_positive_streak", "advantage_outliers", "critic_grad_norm_run", "learning_rate_mismatch"):
+        assert r6[name].status == "pass", name
+
+
+def test_r7_suite_decline_is_a_warning_and_nothing_errs(results):
+    r7 = results("sao-r7")
+    assert _fired(r7, "fail") == set()
+    assert _fired(r7, "warn") == {"suite_rate_decline"}
+    assert r7["suite_rate_decline"].fired_steps == tuple(range(151, 201))
+    assert r7["suite_rate_decline"].evidence.detail.startswith("Q1 0.776 ") and " -> Q4 0.48;" in r7["suite_rate_decline"].evidence.detail
+    # the single grad-norm spike of 233 at step 143 is not an alarm
+    assert r7["critic_grad_norm_run"].status == "pass"
+    assert r7["critic_grad_norm_run"].evidence.value == pytest.approx(233.0)
+    assert r7["think_share"].status == "pass"
+    assert r7["critic_explained_variance_unwhitened"].status == "pass"
+
+
+def test_grpo_leg_only_length_growth(results):
+    leg = results("grpo-leg")
+    assert _fired(leg, "fail") == set()
+    assert _fired(leg, "warn") == {"turns_inflation", "response_length_inflation"}
+    assert leg["critic_starved"].status == "skip" and "critic/grad_norm" in leg["critic_starved"].reason
+
+
+def test_multireward_rel_gain_and_std_of_the_format_channel(results):
+    multi = results("multireward")
+    per_step = pl.DataFrame({k: v for k, v in _truth("multireward")["per_step"].items()
+                             if k in ("step", "format/rel_gain", "format/std")})
+    assert _fired(multi, "fail") == {"reward_channel_rel_gain", "reward_channel_std"}
+    assert _fired(multi, "warn") == set()
+    checks = {c.name: c for c in default_checks()}
+    for name, measure, column in (("reward_channel_rel_gain", "rel_gain:format", "format/rel_gain"),
+                                  ("reward_channel_std", "channel_std:format", "format/std")):
+        check = checks[name]
+        pooled = per_step.select("step", pl.col(column).rolling_mean(check.window, min_samples=1).alias("v"))
+        expected = tuple(pooled.filter(pl.col("v") < check.below)["step"].to_list())
+        assert multi[name].alarms == {measure: expected}  # the correctness channel never fires
+        assert min(expected) > 150  # format is learned after about step 200
+    assert multi["reward_channels_collinear"].status == "pass"
+
+
+def test_resume_lr_fires_on_exactly_the_wrong_steps(results):
+    resume = results("resume-lr")
+    truth = _truth("resume-lr")
+    (event,) = truth["events"]
+    assert _fired(resume, "fail") == {"learning_rate_mismatch"}
+    assert resume["learning_rate_mismatch"].alarms == {"lr_ratio:critic/lr": tuple(event["steps"])}
+    assert len(event["steps"]) == 119
+    # no trajectories in this run: behaviour checks are skipped with the reason, never passed
+    assert resume["think_share"].status == "skip" and resume["think_share"].reason == "the run has no trajectories"
+
+
+def test_resume_lr_from_a_store_keeps_the_config_history(tmp_path):
+    import trajlens
+
+    trajlens.ingest([SAMPLES / "resume-lr"], tmp_path / "store")
+    assert (tmp_path / "store" / "runs" / "resume-lr" / "config_history" / "part-0.parquet").is_file()
+    checks = [c for c in default_checks() if c.name == "learning_rate_mismatch"]
+    (result,) = check_run(tmp_path / "store", checks, run_id="resume-lr").results
+    assert result.fired_steps == tuple(range(41, 160))
+    # Without the history only the current config is known, and steps 1-40 (configured 5e-6
+    # then) would be flagged too: the history is what makes the alarm exact.
+    bare = tmp_path / "bare"
+    shutil.copytree(SAMPLES / "resume-lr", bare)
+    (bare / "config.json").unlink()
+    (result,) = check_run(bare, checks).results
+    assert result.fired_steps == tuple(range(1, 160))

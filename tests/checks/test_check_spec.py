@@ -1,0 +1,99 @@
+"""Check files: the shipped defaults parse, and every kind of bad check is one line naming file, check and field."""
+
+from __future__ import annotations
+
+import pytest
+
+from trajlens.checks import CheckConfigError, default_checks, load_checks, parse_checks
+from trajlens.checks.measures import MEASURE_FAMILIES, parse_measure
+from trajlens.checks.spec import DEFAULTS_FILE
+
+
+def test_defaults_parse_and_cover_the_seed_alarms():
+    checks = {check.name: check for check in default_checks()}
+    assert checks["think_share"].measure == "share:think" and checks["think_share"].above == 0.15
+    assert checks["critic_grad_norm_run"].steps == 3 and checks["critic_grad_norm_run"].above == 30.0
+    assert checks["suite_rate_decline"].severity == "warning" and checks["suite_rate_decline"].alpha == 0.05
+    assert checks["learning_rate_mismatch"].measure == "lr_ratio:*"
+    assert checks["critic_explained_variance_unwhitened"].when.describe() == "algorithm.whiten_advantages == false"
+    assert DEFAULTS_FILE.read_text().count("[checks.") == len(checks)
+
+
+def test_every_family_is_documented():
+    for family in MEASURE_FAMILIES:
+        assert family.doc and family.source
+
+
+def _problems(tmp_path, text: str) -> list[str]:
+    path = tmp_path / "checks.toml"
+    path.write_text(text)
+    with pytest.raises(CheckConfigError) as caught:
+        load_checks(path)
+    return caught.value.problems
+
+
+@pytest.mark.parametrize("body, field, words", [
+    ('measure = "share:thinking"\ncondition = "threshold"\nabove = 0.1', "measure", "unknown class 'thinking'"),
+    ('measure = "nonsense:x"\ncondition = "threshold"\nabove = 0.1', "measure", "unknown measure"),
+    ('measure = "advantage:ppo:std"\ncondition = "threshold"\nabove = 0.1', "measure", "unknown estimator label 'ppo'"),
+    ('measure = "share:think"\ncondition = "threshold"\nabove = "high"', "above", "expected a whole number or a number"),
+    ('measure = "share:think"\ncondition = "threshold"\nabove = true', "above", "found True"),
+    ('measure = "share:think"\ncondition = "threshold"', "above", "needs 'above' or 'below'"),
+    ('measure = "share:think"\ncondition = "threshold"\nabove = 0.1\nseverity = "fatal"', "severity", "error or warning"),
+    ('measure = "share:think"\ncondition = "threshold"\nabove = 0.1\nwindow = 0', "window", "at least 1"),
+    ('measure = "share:think"\ncondition = "consecutive"\nabove = 0.1', "steps", "required"),
+    ('measure = "share:think"\ncondition = "threshold"\nabove = 0.1\nsteps = 3', "steps", "not used by condition 'threshold'"),
+    ('measure = "ran_suite"\ncondition = "stage_change"\ndirection = "down"', "direction", "increase or decrease"),
+    ('measure = "ran_suite"\ncondition = "stage_change"\ndirection = "decrease"\nalpha = 1.5', "alpha", "between 0 and 1"),
+    ('measure = "share:think"\ncondition = "threshold"\nabove = 0.1\ntreshold = 2', "treshold", "unknown field"),
+    ('measure = "share:think"\ncondition = "spike"', "condition", "expected one of threshold"),
+    ('condition = "threshold"\nabove = 0.1', "measure", "required"),
+    ('measure = "metric:critic/grad_norm"\ncondition = "threshold"\nabove = 30\nsignificant = true', "measure",
+     "no interval for 'significant'"),
+])
+def test_a_bad_check_is_one_line_naming_file_check_and_field(tmp_path, body, field, words):
+    problems = _problems(tmp_path, f"[checks.my_check]\n{body}\n")
+    assert len(problems) == 1
+    line = problems[0]
+    assert "\n" not in line
+    assert line.startswith(f"{tmp_path / 'checks.toml'}: check 'my_check': field '{field}'")
+    assert words in line
+
+
+def test_problems_of_several_checks_are_collected(tmp_path):
+    problems = _problems(tmp_path, '[checks.a]\nmeasure = "x"\ncondition = "threshold"\nabove = 1\n'
+                                   '[checks.b]\nmeasure = "share:think"\ncondition = "threshold"\nabove = "x"\n')
+    assert [p.split(": ")[1] for p in problems] == ["check 'a'", "check 'b'"]
+
+
+def test_invalid_toml_and_missing_file_name_the_file(tmp_path):
+    problems = _problems(tmp_path, "[checks.a\nmeasure =")
+    assert problems[0].startswith(f"{tmp_path / 'checks.toml'}: not valid TOML")
+    with pytest.raises(CheckConfigError, match="cannot read the check file"):
+        load_checks(tmp_path / "absent.toml")
+
+
+def test_parsed_values_are_typed():
+    (check,) = parse_checks({"checks": {"c": {
+        "measure": "ran_suite", "condition": "stage_change", "direction": "decrease",
+        "stages": [["early", 1, 50], ["late", 151, 200]], "min_change": 0, "alpha": 0.01}}}, "inline")
+    assert check.stages == (("early", 1, 50), ("late", 151, 200))
+    assert isinstance(check.min_change, float) and check.alpha == 0.01 and check.source == "inline"
+
+
+def test_measure_names_parse():
+    assert parse_measure("advantage:run:all_negative").parameter == "run:all_negative"
+    assert parse_measure("rel_gain:*").wildcard
+    with pytest.raises(ValueError, match="takes no '\\*'"):
+        parse_measure("share:*")
+    with pytest.raises(ValueError, match="takes no parameter"):
+        parse_measure("ran_suite:x")
+
+
+def test_measure_tables_in_the_docs_match_the_declarations():
+    from pathlib import Path
+
+    from trajlens.checks.measures import render_markdown
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "checks.md").read_text()
+    assert render_markdown().strip() in doc, "regenerate the tables in docs/checks.md from render_markdown()"

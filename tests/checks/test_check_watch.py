@@ -1,0 +1,121 @@
+"""``--watch`` against a live writer process that appends steps while the watcher reads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from trajlens.checks import check_run, default_checks, parse_checks
+from trajlens.checks.watch import RunFollower, WatchOptions, watch
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "sample_data"
+WRITER = Path(__file__).with_name("live_writer.py")
+
+
+def start_writer(*args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(WRITER), *map(str, args)], stderr=subprocess.PIPE, text=True)
+
+
+def _verdicts(results) -> dict[str, tuple[str, tuple[int, ...]]]:
+    return {r.name: (r.status, r.fired_steps) for r in results}
+
+
+def _step_lines(lines: list[str]) -> list[int]:
+    return [int(line.split(":")[0].split()[1]) for line in lines if line.startswith("step ")]
+
+
+def test_watch_follows_parquet_partitions_written_step_by_step(tmp_path):
+    target = tmp_path / "live"
+    target.mkdir()
+    writer = start_writer("parquet", SAMPLES / "sao-r6", target, 112, 124, 0.15)
+    lines: list[str] = []
+    try:
+        ended = watch(target, default_checks(), WatchOptions(poll=0.05, until_step=124, timeout=300), echo=lines.append)
+    finally:
+        writer.wait(timeout=120)
+    assert writer.returncode == 0, writer.stderr.read()
+    assert ended.exit_code == 1 and ended.reason == "reached step 124"
+    assert _step_lines(lines) == list(range(112, 125))  # one line per step, in order
+    fired = {line.split()[1]: index for index, line in enumerate(lines) if line.startswith("  FIRED")}
+    assert lines[fired["think_share"] - 1].startswith("step 112:")  # fired with the first step
+    assert lines[fired["all_negative_streak"] - 1].startswith("step 121:")  # the third all-negative batch
+    assert "at steps 119-121" in lines[fired["all_negative_streak"]]
+    # incremental: every file read exactly once, and files were caught half-written and left
+    follower = ended.follower
+    assert all(count == 1 for count in Counter(follower.files_read).values())
+    assert len(follower.files_read) == 1 + 13 * 4
+    assert follower.unfinished_seen > 0
+    # the same verdicts as checking the finished directory after the fact
+    assert _verdicts(ended.run.results) == _verdicts(check_run(target).results)
+
+
+def test_watch_metrics_jsonl_fail_fast_at_the_first_wrong_lr_step(tmp_path):
+    target = tmp_path / "resume"
+    target.mkdir()
+    writer = start_writer("metrics", SAMPLES / "resume-lr", target, 60, 0.02)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "trajlens", "check", target, "--watch", "--fail-fast", "--until-step", "60",
+             "--timeout", "120", "--poll", "0.05", "--settle", "1"], capture_output=True, text=True, cwd=REPO)
+    finally:
+        writer.wait(timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert _step_lines(lines) == list(range(1, 42))
+    assert any(line.startswith("  FIRED learning_rate_mismatch (error) at steps 41: ") for line in lines)
+    assert "stopped (an error-level check fired at step 41) after 41 steps" in lines
+
+
+def test_watch_verl_dumps_waits_for_complete_files(tmp_path):
+    target = tmp_path / "rollouts"
+    target.mkdir()
+    writer = start_writer("verl", REPO / "tests" / "data" / "verl" / "grpo-sandbox", target, 3, 0.1)
+    (check,) = parse_checks({"checks": {"reward_floor": {
+        "measure": "reward", "condition": "threshold", "below": 2.0}}}, "inline")
+    lines: list[str] = []
+    try:
+        ended = watch(target, [check], WatchOptions(poll=0.05, settle=0.5, until_step=3, timeout=120),
+                      echo=lines.append)
+    finally:
+        writer.wait(timeout=120)
+    assert writer.returncode == 0
+    assert _step_lines(lines) == [1, 2, 3]
+    assert sorted(p.name for p in ended.follower.files_read) == ["1.jsonl", "2.jsonl", "3.jsonl"]
+    assert _verdicts(ended.run.results) == _verdicts(check_run(target, [check]).results)
+    assert ended.run.results[0].fired_steps == (1, 2, 3)
+
+
+def test_partial_metrics_line_is_never_read(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"_step": 1, "critic/lr": 1e-06}\n{"_step": 2, "critic/lr": 2e-')
+    clock = [0.0]
+    follower = RunFollower(tmp_path, settle=5.0, clock=lambda: clock[0])
+    assert follower.poll() is None  # step 1 may still get scalars; step 2's line is unfinished
+    with path.open("a") as handle:
+        handle.write('06}\n{"_step": 3,')
+    batch = follower.poll()
+    assert batch.steps == [1] and batch.step_metrics["value"].to_list() == [1e-06]
+    clock[0] = 10.0
+    assert follower.poll() is None  # an unfinished line may be another record of step 2: hold it
+    with path.open("a") as handle:
+        handle.write(' "critic/lr": 3e-06}\n')
+    assert follower.poll().steps == [2]  # a later step arrived
+    assert follower.poll() is None
+    clock[0] = 20.0
+    batch = follower.poll()  # the file has settled, ending in a newline: its last step is complete
+    assert batch.steps == [3] and batch.step_metrics["value"].to_list() == [3e-06]
+    assert follower.released == {1, 2, 3}
+
+
+def test_timeout_ends_a_watch_that_sees_no_step(tmp_path):
+    lines: list[str] = []
+    ended = watch(tmp_path, default_checks(), WatchOptions(poll=0.05, timeout=0.3), echo=lines.append)
+    assert (ended.exit_code, ended.reason, ended.run) == (0, "timeout", None)
+    assert lines == ["stopped (timeout): no complete step seen"]

@@ -1,0 +1,311 @@
+"""When a check fires: its condition evaluated over one measure's per-step statistics.
+
+Each function takes the statistics of one measure (rows of :data:`trajlens.checks.measures.STAT_COLUMNS`
+for the steps the check applies to, in step order) and returns a :class:`Outcome`: the steps
+where it fired and the evidence (value, 95% interval, threshold) for the step that shows it
+best. Formulas (z = 1.959964, two-sided p = erfc(|z| / sqrt 2)):
+
+* pooled value and interval over a window or a stage: the ratio estimator of
+  :mod:`trajlens.checks.measures`; proportions get a Wilson interval on the design-effect
+  sample size, means ``p +- z sqrt(var)``.
+* stage change: proportions, the two-proportion z test on effective sample sizes (as the stage
+  report); means, ``z = (p2 - p1) / sqrt(var1 + var2)``.
+* trend: least-squares slope of the per-step values over the window,
+  ``se = sqrt(sum r^2 / (k - 2) / sum (t - mean t)^2)``, tested with the normal approximation
+  (windows of 20 or more steps keep it close to Student's t).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from trajlens.checks.spec import Check
+from trajlens.classify import _stats
+
+SUMS: tuple[str, ...] = ("x", "n", "units", "sxx", "sxn", "snn")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The numbers behind a verdict, at one step."""
+
+    step: int | None
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    threshold: str = ""
+    detail: str = ""
+
+    def describe(self) -> str:
+        if self.value is None:
+            return self.detail
+        interval = f" [{_fmt(self.low)}, {_fmt(self.high)}]" if self.low is not None and self.high is not None else ""
+        where = f"step {self.step}: " if self.step is not None else ""
+        text = f"{where}{_fmt(self.value)}{interval}"
+        if self.threshold:
+            text += f" vs {self.threshold}"
+        return text + (f"; {self.detail}" if self.detail else "")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The verdict of one check on one concrete measure."""
+
+    measure: str
+    fired_steps: tuple[int, ...]
+    evidence: Evidence
+    evaluated_steps: int
+    values: pl.DataFrame = field(repr=False, default_factory=pl.DataFrame)
+    """Per-step value, low and high as the condition saw them (for plots)."""
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.4g}"
+
+
+def pooled(frame: pl.DataFrame, proportion: bool) -> pl.DataFrame:
+    """Add ``value``, ``low`` and ``high`` computed from the sums of each row."""
+    p = pl.col("x") / pl.col("n")
+    ss = pl.col("sxx") - 2 * p * pl.col("sxn") + p * p * pl.col("snn")
+    variance = pl.when(pl.col("units") >= 2).then(
+        pl.col("units") / (pl.col("units") - 1) * ss.clip(lower_bound=0.0) / pl.col("n") ** 2)
+    frame = frame.with_columns(pl.when(pl.col("n") > 0).then(p).alias("value"), variance.alias("variance"))
+    if proportion:
+        n_effective = pl.when(pl.col("variance") > 0).then(
+            pl.min_horizontal(pl.col("value") * (1 - pl.col("value")) / pl.col("variance"), pl.col("n"))
+        ).otherwise(pl.col("n"))
+        frame = frame.with_columns(n_effective.alias("n_effective"))
+        low, high = _stats.wilson(pl.col("value") * pl.col("n_effective"), pl.col("n_effective"))
+    else:
+        half = _stats.Z95 * pl.col("variance").sqrt()
+        frame = frame.with_columns(pl.col("units").cast(pl.Float64).alias("n_effective"))
+        low, high = pl.col("value") - half, pl.col("value") + half
+    return frame.with_columns(low.alias("low"), high.alias("high"))
+
+
+def windowed(series: pl.DataFrame, window: int, proportion: bool) -> pl.DataFrame:
+    """Each step's statistics pooled with the ``window - 1`` steps before it."""
+    if window > 1:
+        series = series.with_columns(
+            [pl.col(c).cast(pl.Float64).rolling_sum(window_size=window, min_samples=1) for c in SUMS])
+    return pooled(series, proportion)
+
+
+def evaluate(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
+    """Evaluate ``check`` on one measure's statistics (already restricted to its steps)."""
+    kind = check.condition
+    if kind == "threshold":
+        return _threshold(check, measure, series, proportion)
+    if kind == "consecutive":
+        return _consecutive(check, measure, series, proportion)
+    if kind == "stage_change":
+        return _stage_change(check, measure, series, proportion)
+    if kind == "trend":
+        return _trend(check, measure, series, proportion)
+    return _jump(check, measure, series, proportion)
+
+
+def _beyond(check: Check, value: pl.Expr) -> pl.Expr:
+    above = value > check.above if check.above is not None else pl.lit(False)
+    below = value < check.below if check.below is not None else pl.lit(False)
+    return (above | below).fill_null(False)
+
+
+def _worst(check: Check, frame: pl.DataFrame) -> dict:
+    """The row farthest beyond (or closest to) the threshold."""
+    distance = pl.lit(-math.inf)
+    if check.above is not None:
+        distance = pl.max_horizontal(distance, pl.col("value") - check.above)
+    if check.below is not None:
+        distance = pl.max_horizontal(distance, check.below - pl.col("value"))
+    rows = frame.drop_nulls("value").with_columns(distance.alias("__d")).sort("__d", descending=True)
+    return rows.row(0, named=True) if rows.height else {}
+
+
+def _evidence(row: dict, threshold: str, detail: str = "") -> Evidence:
+    if not row:
+        return Evidence(None, None, detail=detail or "no value")
+    return Evidence(int(row["step"]), row["value"], row.get("low"), row.get("high"), threshold, detail)
+
+
+def _values(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.select("step", "value", "low", "high")
+
+
+def _threshold(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
+    frame = windowed(series, check.window, proportion)
+    if check.significant:
+        above = (pl.col("low") > check.above) if check.above is not None else pl.lit(False)
+        below = (pl.col("high") < check.below) if check.below is not None else pl.lit(False)
+        hit = (above | below).fill_null(False)
+    else:
+        hit = _beyond(check, pl.col("value"))
+    frame = frame.with_columns(hit.alias("fired"))
+    fired = tuple(frame.filter("fired")["step"].to_list())
+    sign = check.sign + (" (whole interval)" if check.significant else "")
+    detail = f"window {check.window} steps" if check.window > 1 else ""
+    return Outcome(measure, fired, _evidence(_worst(check, frame), sign, detail), frame.height, _values(frame))
+
+
+def _consecutive(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
+    frame = windowed(series, check.window, proportion).with_columns(_beyond(check, pl.col("value")).alias("hit"))
+    runs: list[list[int]] = []
+    previous: int | None = None
+    for step, hit in zip(frame["step"].to_list(), frame["hit"].to_list()):
+        if hit and runs and previous is not None and runs[-1][-1] == previous and step == previous + 1:
+            runs[-1].append(step)
+        elif hit:
+            runs.append([step])
+        previous = step
+    fired = [step for run in runs if len(run) >= check.steps for step in run]
+    longest = max(runs, key=len, default=[])
+    fired = sorted(set(fired))
+    detail = f"longest run {len(longest)} steps" + (f" ({longest[0]}-{longest[-1]})" if longest else "") + \
+        f", needs {check.steps}"
+    row = _worst(check, frame.filter(pl.col("step").is_in(fired)) if fired else frame)
+    return Outcome(measure, tuple(fired), _evidence(row, check.sign, detail), frame.height, _values(frame))
+
+
+def _stage_ranges(check: Check, steps: list[int]) -> list[tuple[str, list[int]]]:
+    if isinstance(check.stages, tuple):
+        return [(name, [s for s in steps if low <= s <= high]) for name, low, high in check.stages]
+    names = ("Q1", "Q2", "Q3", "Q4") if check.stages == "quartiles" else ("early", "late")
+    parts: list[tuple[str, list[int]]] = [(name, []) for name in names]
+    for rank, step in enumerate(steps):
+        parts[rank * len(names) // len(steps)][1].append(step)
+    return parts
+
+
+def _stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
+    steps = series["step"].to_list()
+    stages = [(name, members) for name, members in _stage_ranges(check, steps) if members]
+    sums = []
+    for name, members in stages:
+        part = series.filter(pl.col("step").is_in(members)).select([pl.col(c).cast(pl.Float64).sum() for c in SUMS])
+        sums.append(part.with_columns(pl.lit(name).alias("stage"), pl.lit(members[0]).alias("step")))
+    values = _values(pooled(series, proportion))
+    if len(sums) < 2:
+        return Outcome(measure, (), Evidence(None, None, detail=f"fewer than two stages with data ({len(sums)})"),
+                       len(steps), values)
+    table = pooled(pl.concat(sums), proportion).to_dicts()
+    pairs = list(zip(range(len(table) - 1), range(1, len(table)))) if check.compare == "consecutive" \
+        else [(0, len(table) - 1)]
+    fired: list[int] = []
+    best: tuple[float, Evidence] | None = None
+    for a, b in pairs:
+        first, second = table[a], table[b]
+        if first["value"] is None or second["value"] is None:
+            continue
+        difference = second["value"] - first["value"]
+        z = _stage_z(first, second, proportion)
+        p_value = math.erfc(abs(z) / math.sqrt(2)) if z is not None else 1.0
+        signed = difference if check.direction == "increase" else -difference
+        ratio = _ratio(second["value"], first["value"], check.direction)
+        detail = (f"{first['stage']} {_fmt(first['value'])} [{_fmt(first['low'])}, {_fmt(first['high'])}] -> "
+                  f"{second['stage']} {_fmt(second['value'])}; p = {p_value:.2g}")
+        evidence = Evidence(int(second["step"]), second["value"], second["low"], second["high"],
+                            f"a significant {check.direction} (alpha {check.alpha:g})", detail)
+        hit = p_value < check.alpha and signed > 0 and signed >= check.min_change and ratio >= check.min_ratio
+        if hit:
+            fired += stages[b][1]
+        score = signed if hit else signed - 1e9
+        if best is None or score > best[0]:
+            best = (score, evidence)
+    evidence = best[1] if best else Evidence(None, None, detail="no stage pair with values")
+    return Outcome(measure, tuple(sorted(set(fired))), evidence, len(steps), values)
+
+
+def _ratio(later: float, earlier: float, direction: str) -> float:
+    numerator, denominator = (later, earlier) if direction == "increase" else (earlier, later)
+    if denominator <= 0:
+        return math.inf if numerator > 0 else 1.0
+    return numerator / denominator
+
+
+def _stage_z(first: dict, second: dict, proportion: bool) -> float | None:
+    if proportion:
+        n1, n2 = first["n_effective"], second["n_effective"]
+        if not n1 or not n2:
+            return None
+        pooled_p = (first["value"] * n1 + second["value"] * n2) / (n1 + n2)
+        se = math.sqrt(pooled_p * (1 - pooled_p) * (1 / n1 + 1 / n2))
+    else:
+        if first["variance"] is None or second["variance"] is None:
+            return None
+        se = math.sqrt(first["variance"] + second["variance"])
+    return (second["value"] - first["value"]) / se if se > 0 else None
+
+
+def _trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
+    frame = pooled(series, proportion)
+    steps = np.asarray(frame["step"].to_list(), dtype=float)
+    values = np.asarray(frame["value"].fill_null(float("nan")).to_list(), dtype=float)
+    k = check.window
+    fired: list[int] = []
+    best: tuple[float, Evidence] | None = None
+    for end in range(k, len(steps) + 1):
+        t, y = steps[end - k:end], values[end - k:end]
+        keep = ~np.isnan(y)
+        t, y = t[keep], y[keep]
+        if len(t) < max(3, k // 2):
+            continue
+        centred = t - t.mean()
+        spread = float((centred**2).sum())
+        if spread == 0:
+            continue
+        slope = float((centred * (y - y.mean())).sum() / spread)  # least-squares slope per step
+        residual = y - y.mean() - slope * centred
+        se = math.sqrt(float((residual**2).sum()) / (len(t) - 2) / spread)
+        p_value = math.erfc(abs(slope / se) / math.sqrt(2)) if se > 0 else (0.0 if slope else 1.0)
+        change = slope * (t[-1] - t[0])
+        signed = change if check.direction == "increase" else -change
+        hit = p_value < check.alpha and signed > 0 and signed >= check.min_change
+        step = int(steps[end - 1])
+        if hit:
+            fired.append(step)
+        evidence = Evidence(step, float(values[end - 1]), None, None,
+                            f"a significant {check.direction} over {k} steps (alpha {check.alpha:g}, "
+                            f"change >= {check.min_change:g})",
+                            f"slope {slope:.3g}/step, change {change:.3g} over steps {int(t[0])}-{step}, p = {p_value:.2g}")
+        score = signed if hit else signed - 1e9
+        if best is None or score > best[0]:
+            best = (score, evidence)
+    evidence = best[1] if best else Evidence(None, None, detail=f"fewer than {k} steps")
+    return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame))
+
+
+def _jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
+    per_step = pooled(series, proportion)["value"].to_list()
+    frame = windowed(series, check.window, proportion)
+    fired: list[int] = []
+    best: tuple[float, Evidence] | None = None
+    rows = frame.to_dicts()
+    for index, row in enumerate(rows):
+        previous = [v for v in per_step[max(0, index - check.baseline):index] if v is not None]
+        if len(previous) < check.baseline or row["value"] is None:
+            continue
+        base = sum(previous) / len(previous)
+        if base == 0:
+            continue
+        ratio = row["value"] / base
+        up, down = ratio >= check.factor, ratio <= 1 / check.factor
+        hit = up if check.direction == "increase" else down if check.direction == "decrease" else up or down
+        if hit:
+            fired.append(int(row["step"]))
+        strength = max(ratio, 1 / ratio) if ratio > 0 else math.inf
+        evidence = Evidence(int(row["step"]), row["value"], row["low"], row["high"],
+                            f"x{check.factor:g} of the previous {check.baseline} steps' mean",
+                            f"ratio {ratio:.3g} to {base:.4g}")
+        if best is None or strength > best[0]:
+            best = (strength, evidence)
+    evidence = best[1] if best else Evidence(None, None, detail=f"fewer than {check.baseline + 1} steps")
+    return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame))
+
+
+__all__ = ["Evidence", "Outcome", "evaluate", "pooled", "windowed"]

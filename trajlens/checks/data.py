@@ -1,0 +1,240 @@
+"""The run a check reads: where it comes from, and its measures accumulated step batch by step batch.
+
+:func:`open_source` takes a store (with ``--run``), a canonical run directory, a verl dump
+directory or a metrics JSONL/CSV file and reads it whole; :class:`RunState` turns batches of
+steps into per-step statistics (:mod:`trajlens.checks.measures`), so that ``--watch`` can add
+each new step without touching the old ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import polars as pl
+
+from trajlens.checks import measures as m
+from trajlens.checks.spec import Check
+from trajlens.errors import ConfigError, InputError
+from trajlens.schema import SCHEMAS
+
+BATCH_TABLES: tuple[str, ...] = ("trajectories", "tool_calls", "tokens", "step_metrics")
+
+
+def empty_frame(name: str) -> pl.DataFrame:
+    return pl.from_arrow(SCHEMAS[name].empty_table())
+
+
+@dataclass
+class StepBatch:
+    """Rows of one or more new steps, one frame per table (empty frames where nothing came)."""
+
+    trajectories: pl.DataFrame = field(default_factory=lambda: empty_frame("trajectories"))
+    tool_calls: pl.DataFrame = field(default_factory=lambda: empty_frame("tool_calls"))
+    tokens: pl.DataFrame = field(default_factory=lambda: empty_frame("tokens"))
+    step_metrics: pl.DataFrame = field(default_factory=lambda: empty_frame("step_metrics"))
+
+    @property
+    def steps(self) -> list[int]:
+        found: set[int] = set()
+        for name in BATCH_TABLES:
+            found.update(getattr(self, name)["step"].unique().to_list())
+        return sorted(found)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a check needs to know about the run besides its rows."""
+
+    run_id: str
+    source: str
+    history: m.ConfigHistory
+
+
+@dataclass(frozen=True)
+class Needs:
+    """The measure sources and estimator labels a set of checks reads."""
+
+    sources: frozenset[str]
+    labels: tuple[str, ...]
+
+    @staticmethod
+    def of(checks: Iterable[Check]) -> "Needs":
+        sources, labels = set(), []
+        for check in checks:
+            name = m.parse_measure(check.measure)
+            sources.add(name.family.source)
+            if name.family.prefix == "advantage":
+                label = name.parameter.split(":")[0]
+                if label not in labels:
+                    labels.append(label)
+        return Needs(frozenset(sources), tuple(labels))
+
+
+class RunState:
+    """Per-step statistics of every measure the checks need, grown by :meth:`add`."""
+
+    def __init__(self, info: RunInfo, needs: Needs) -> None:
+        self.info = info
+        self.needs = needs
+        self.stats = m.empty_stats()
+        self.steps: list[int] = []
+        self.seen: set[str] = set()
+        """Tables that have had rows: what the run can provide."""
+        self.advantage_problems: dict[str, str] = {}
+        run = m.run_label(info.history.current)
+        self.run_label = run
+        wanted = [label for label in needs.labels if label != m.RUN_LABEL]
+        if m.RUN_LABEL in needs.labels and run is not None and run.label not in wanted:
+            wanted.append(run.label)
+        self.labels = tuple(m.LABELS[label] for label in wanted)
+
+    def add(self, batch: StepBatch) -> list[int]:
+        """Compute the measures of a batch of new steps; returns those steps."""
+        known = set(self.steps)
+        steps = [s for s in batch.steps if s not in known]
+        for name in BATCH_TABLES:
+            if getattr(batch, name).height:
+                self.seen.add(name)
+        sources = self.needs.sources
+        parts = []
+        if "tool_calls" in sources:
+            parts.append(m.behaviour_stats(batch.trajectories, batch.tool_calls))
+        if "trajectories" in sources:
+            parts.append(m.outcome_stats(batch.trajectories))
+        if "channels" in sources:
+            parts.append(m.channel_stats(batch.trajectories))
+        if sources & {"step_metrics", "learning_rates", "critic_clip"}:
+            parts.append(m.metric_stats(batch.step_metrics, self.info.history))
+        if "advantages" in sources and self.labels and batch.trajectories.height:
+            stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories, batch.tokens, self.labels,
+                                                self.run_label)
+            parts.append(stats)
+            for problem in problems:
+                label, _, reason = problem.partition(": ")
+                self.advantage_problems.setdefault(label, reason)
+        parts = [p for p in parts if p.height]
+        if parts:
+            self.stats = pl.concat([self.stats, *parts]).sort("measure", "step")
+        self.steps = sorted(set(self.steps) | set(steps))
+        return steps
+
+    def measure_names(self) -> set[str]:
+        return set(self.stats["measure"].unique().to_list())
+
+    def series(self, measure: str) -> pl.DataFrame:
+        return self.stats.filter(pl.col("measure") == measure).sort("step")
+
+    def missing_reason(self, measure: str) -> str:
+        """Why ``measure`` has no values in this run."""
+        name = m.parse_measure(measure)
+        source = name.family.source
+        if source in ("tool_calls", "trajectories") and "trajectories" not in self.seen:
+            return "the run has no trajectories"
+        if source == "tool_calls" and "tool_calls" not in self.seen:
+            return "the run has no tool calls"
+        if source == "channels":
+            return "the run has no reward channels in groups of two or more"
+        if source == "advantages":
+            label = name.parameter.split(":")[0]
+            if label == m.RUN_LABEL and self.run_label is None:
+                return "the run's config names no estimator trajlens can recompute (algorithm.adv_estimator)"
+            label = self.run_label.label if label == m.RUN_LABEL else label
+            if "trajectories" not in self.seen:
+                return "the run has no trajectories"
+            return f"cannot recompute {label}: {self.advantage_problems.get(label, 'no value in any step')}"
+        if source == "learning_rates":
+            rate = name.parameter
+            return f"the run logs no {rate} with a configured LR to compare" if rate != "*" else \
+                "the run logs no learning rate with a configured value to compare"
+        if source == "critic_clip":
+            return f"the run logs no {m.CRITIC_GRAD_NORM} with a known grad clip"
+        if source == "step_metrics":
+            return "the run logs no training scalars" if "step_metrics" not in self.seen else \
+                f"the run logs no {name.parameter}"
+        return f"no values of {measure}"
+
+    def expand(self, measure: str) -> list[str]:
+        """Concrete measure names of a ``*`` measure that the run has (the name itself otherwise)."""
+        name = m.parse_measure(measure)
+        if not name.wildcard:
+            return [measure]
+        prefix = f"{name.family.prefix}:"
+        return sorted(n for n in self.measure_names() if n.startswith(prefix))
+
+
+# --- reading a whole run ---------------------------------------------------------------------
+
+def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, StepBatch]:
+    """Read a store's run, a run directory, verl dumps or a metrics file, whole."""
+    from trajlens.ingest import detect_source
+    from trajlens.store.layout import is_run_dir
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError(str(path), "no such file or directory")
+    if is_run_dir(path):
+        return _read_run_dir(path, run_id)
+    if path.is_dir() and (path / "runs").is_dir():
+        return _read_run_dir(_store_run(path, run_id), run_id)
+    kind = detect_source(path)
+    if kind == "verl":
+        from trajlens.ingest.verl import load_verl
+
+        run = load_verl([path], run_id=run_id)
+        batch = StepBatch(*(pl.from_arrow(run.table(name)) for name in BATCH_TABLES))
+        return RunInfo(run.run_id, str(path), _history(run.runs.column("config")[0].as_py(), path)), batch
+    if kind == "metrics":
+        from trajlens.ingest.metrics import load_metrics
+        from trajlens.store.writer import slug
+
+        rid = run_id or slug(path.stem)
+        table = load_metrics(path, run_id=rid).table
+        return RunInfo(rid, str(path), _history(None, path.parent)), StepBatch(step_metrics=pl.from_arrow(table))
+    if kind == "runs":
+        from trajlens.store.layout import is_run_dir as run_dir
+
+        names = sorted(p.name for p in path.iterdir() if run_dir(p))
+        raise InputError(str(path), f"check one of its runs, e.g. {path / names[0]}", expected="one run",
+                         found=f"a folder of {len(names)} runs")
+    raise InputError(str(path), expected="a store, a run directory, verl dumps or a metrics JSONL/CSV file",
+                     found=f"a {kind} source; ingest it first with `trajlens ingest`")
+
+
+def _store_run(store: Path, run_id: str | None) -> Path:
+    runs = sorted(p.name for p in (store / "runs").iterdir() if p.is_dir())
+    if run_id is None:
+        if len(runs) != 1:
+            raise ConfigError([f"{store}: --run: the store holds {len(runs)} runs ({', '.join(runs) or 'none'}); name one"])
+        run_id = runs[0]
+    if run_id not in runs:
+        raise ConfigError([f"{store}: --run: run {run_id!r} is not in the store (runs: {', '.join(runs) or 'none'})"])
+    return store / "runs" / run_id
+
+
+def _read_run_dir(run_dir: Path, run_id: str | None) -> tuple[RunInfo, StepBatch]:
+    from trajlens.ingest.parquet import read_table_file, run_id_of, scan_run
+
+    recorded = run_id_of(run_dir)
+    if run_id is not None and run_id != recorded and run_dir.parent.name != "runs":
+        raise ConfigError([f"{run_dir}: --run: the directory holds run {recorded!r}, not {run_id!r}"])
+    from trajlens.store.layout import table_files
+
+    runs = read_table_file(table_files(run_dir, "runs")[0], "runs")
+    frames = scan_run(run_dir)
+    batch = StepBatch(*(frames[name].collect() for name in BATCH_TABLES))
+    return RunInfo(recorded, str(run_dir), _history(runs.column("config")[0].as_py(), run_dir)), batch
+
+
+def _history(config_text: str | None, directory: Path) -> m.ConfigHistory:
+    from trajlens.ingest.config_history import read_history
+
+    current = m.parse_config(config_text)
+    entries = tuple(read_history(directory)) if directory.is_dir() else ()
+    if not current and entries:
+        current = entries[-1][1]
+    return m.ConfigHistory(current, entries)
+
+
+__all__ = ["Needs", "RunInfo", "RunState", "StepBatch", "open_source"]

@@ -1,0 +1,155 @@
+"""Checks evaluated on a run: :func:`evaluate_checks` and :func:`check_run`.
+
+A check's status is ``fail`` (an error-level check fired), ``warn`` (a warning-level check
+fired), ``pass`` (it was evaluated on at least one step and did not fire) or ``skip`` (the run
+cannot provide its measure, or its configuration lacks the key the check is conditional on;
+the reason is given). A skipped check is never counted as passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import polars as pl
+
+from trajlens.checks import conditions, measures
+from trajlens.checks.conditions import Evidence, Outcome
+from trajlens.checks.data import Needs, RunState, open_source
+from trajlens.checks.spec import Check
+
+STATUSES: tuple[str, ...] = ("fail", "warn", "pass", "skip")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict of one check on one run."""
+
+    check: Check
+    status: str
+    outcomes: tuple[Outcome, ...] = ()
+    """One per concrete measure evaluated (a ``*`` measure gives several)."""
+    reason: str = ""
+    """Why the check was skipped, or a note on what it could not evaluate."""
+
+    @property
+    def name(self) -> str:
+        return self.check.name
+
+    @property
+    def fired(self) -> bool:
+        return self.status in ("fail", "warn")
+
+    @property
+    def fired_steps(self) -> tuple[int, ...]:
+        return tuple(sorted({step for outcome in self.outcomes for step in outcome.fired_steps}))
+
+    @property
+    def alarms(self) -> dict[str, tuple[int, ...]]:
+        """Steps where the check fired, per concrete measure (for drawing alarm lines)."""
+        return {o.measure: o.fired_steps for o in self.outcomes if o.fired_steps}
+
+    @property
+    def evidence(self) -> Evidence | None:
+        """The evidence of the measure that fired most (or came closest)."""
+        if not self.outcomes:
+            return None
+        return max(self.outcomes, key=lambda o: len(o.fired_steps)).evidence
+
+    def evidence_text(self) -> str:
+        if self.status == "skip":
+            return self.reason
+        parts = []
+        for outcome in self.outcomes:
+            prefix = f"{outcome.measure}: " if len(self.outcomes) > 1 or outcome.measure != self.check.measure else ""
+            parts.append(prefix + outcome.evidence.describe())
+        text = "; ".join(parts)
+        return f"{text} ({self.reason})" if self.reason else text
+
+
+def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+    """The rows of ``series`` the check applies to, and a reason when none."""
+    if check.after_step is not None:
+        series = series.filter(pl.col("step") > check.after_step)
+    if check.when is None:
+        return series, "" if series.height else f"no step after {check.after_step}"
+    history = state.info.history
+    keep, known = [], False
+    for step in series["step"].to_list():
+        value = measures.lookup(history.at(step), check.when.path)
+        known = known or value is not None
+        if value == check.when.equals and type(value) is type(check.when.equals):
+            keep.append(step)
+    if not known:
+        return series.clear(), f"skip:the run's config has no {'.'.join(check.when.path)}"
+    if not keep:
+        return series.clear(), f"pass:{check.when.describe()} holds at no step"
+    return series.filter(pl.col("step").is_in(keep)), ""
+
+
+def evaluate_check(check: Check, state: RunState) -> CheckResult:
+    """Evaluate one check on the run's accumulated statistics."""
+    name = measures.parse_measure(check.measure)
+    concrete = state.expand(check.measure)
+    if not concrete:
+        return CheckResult(check, "skip", reason=state.missing_reason(check.measure))
+    outcomes, skipped = [], []
+    for measure in concrete:
+        series = state.series(measure)
+        if series.is_empty():
+            skipped.append(state.missing_reason(measure))
+            continue
+        series, note = _applicable(check, state, series)
+        if note.startswith("skip:"):
+            skipped.append(note[5:])
+            continue
+        if note.startswith("pass:"):
+            outcomes.append(Outcome(measure, (), Evidence(None, None, detail=note[5:]), 0))
+            continue
+        outcomes.append(conditions.evaluate(check, measure, series, name.family.proportion))
+    if not outcomes:
+        return CheckResult(check, "skip", reason="; ".join(dict.fromkeys(skipped)))
+    fired = any(outcome.fired_steps for outcome in outcomes)
+    status = ("fail" if check.severity == "error" else "warn") if fired else "pass"
+    note = f"not evaluated: {'; '.join(dict.fromkeys(skipped))}" if skipped else ""
+    return CheckResult(check, status, tuple(outcomes), note)
+
+
+def evaluate_checks(checks: Sequence[Check], state: RunState) -> list[CheckResult]:
+    """Evaluate every check; results in the checks' order."""
+    return [evaluate_check(check, state) for check in checks]
+
+
+@dataclass(frozen=True)
+class RunChecks:
+    """The checks of one run, evaluated."""
+
+    run_id: str
+    source: str
+    results: list[CheckResult] = field(default_factory=list)
+    steps: int = 0
+
+    def failed(self, strict: bool = False) -> bool:
+        """Whether a check failed (with ``strict``, a warning counts too)."""
+        return any(r.status == "fail" or strict and r.status == "warn" for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        return {status: sum(r.status == status for r in self.results) for status in STATUSES}
+
+
+def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id: str | None = None) -> RunChecks:
+    """Read a run (store with ``run_id``, run directory, verl dumps, metrics file) and evaluate ``checks``.
+
+    ``checks`` default to the shipped ones (:func:`trajlens.checks.default_checks`).
+    """
+    from trajlens.checks.spec import default_checks
+
+    checks = tuple(default_checks() if checks is None else checks)
+    info, batch = open_source(source, run_id)
+    state = RunState(info, Needs.of(checks))
+    state.add(batch)
+    return RunChecks(info.run_id, info.source, evaluate_checks(checks, state), len(state.steps))
+
+
+__all__ = ["CheckResult", "RunChecks", "STATUSES", "check_run", "evaluate_check", "evaluate_checks"]

@@ -1,0 +1,452 @@
+"""The per-step quantities a check can read, and how each is computed from a batch of steps.
+
+A measure name is a family and, for most families, a parameter: ``share:think``,
+``mean:num_turns``, ``advantage:gae_raw:all_negative``, ``metric:critic/grad_norm``. The
+families are declared in :data:`MEASURE_FAMILIES`; the estimator labels advantage measures can
+name are declared in :data:`ADVANTAGE_LABELS`.
+
+Every measure is kept per step as *sufficient statistics* of a ratio estimator over units
+(trajectories, reward groups, or the step itself for a logged scalar), so that any set of
+steps (a window, a stage) pools by adding rows. For units ``i`` with numerator ``x_i`` and
+denominator ``n_i``::
+
+    value p = sum x_i / sum n_i
+    var(p)  = m / (m - 1) * sum (x_i - p n_i)^2 / (sum n_i)^2          (m units)
+            = m / (m - 1) * (Sxx - 2 p Sxn + p^2 Snn) / N^2
+
+This is the cluster variance the stage report uses (:mod:`trajlens.classify._stats`): a call
+share pooled over trajectories is not treated as independent calls. A mean is the case
+``n_i = 1`` (var = s^2 / m); a logged scalar is one unit per step, so a window of ``k`` steps
+gives the mean of ``k`` values with the spread between steps as its error. Every step batch
+is computed from its own rows only, which is what lets ``--watch`` add steps incrementally.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import polars as pl
+
+from trajlens.classify.measures import MEASURES as TRAJECTORY_MEASURES
+from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
+
+STAT_COLUMNS: tuple[str, ...] = ("measure", "step", "x", "n", "units", "sxx", "sxn", "snn")
+"""Columns of a step-statistics frame (see the module docstring)."""
+
+STAT_SCHEMA = {"measure": pl.String, "step": pl.Int64, "x": pl.Float64, "n": pl.Float64, "units": pl.Int64,
+               "sxx": pl.Float64, "sxn": pl.Float64, "snn": pl.Float64}
+
+
+@dataclass(frozen=True)
+class MeasureFamily:
+    """A family of measures sharing a computation."""
+
+    prefix: str
+    """The measure name up to the first ':' (the whole name for families without a parameter)."""
+    doc: str
+    """What the measure is, per step."""
+    source: str
+    """What the run must provide: 'tool_calls', 'trajectories', 'channels', 'advantages',
+    'step_metrics', 'learning_rates' or 'critic_clip'."""
+    proportion: bool
+    """Whether the value is a proportion (Wilson interval) rather than a mean (normal interval)."""
+    parameter: str = ""
+    """What follows the ':' ('' for none)."""
+    choices: tuple[str, ...] | None = None
+    """Allowed parameters; None when the run decides (channels, metric names)."""
+    wildcard: bool = False
+    """Whether the parameter may be '*': every channel or metric the run has."""
+
+
+MEAN_TRAJECTORY_MEASURES: tuple[str, ...] = tuple(
+    m.name for m in TRAJECTORY_MEASURES
+    if m.name not in ("run_id", "step", "trajectory_id", "ran_suite") and not m.name.startswith("share_")
+)
+"""Per-trajectory measures of :func:`trajlens.classify.trajectory_measures` a ``mean:`` measure can average."""
+
+DIAGNOSTIC_STATS: tuple[str, ...] = (
+    "mean", "std", "skew", "kurtosis", "bimodality", "positive_share", "all_negative", "all_positive", "max_sigma",
+)
+"""Statistics of a step's advantage batch (see :func:`trajlens.report.advantages.batch_diagnostics`);
+``max_sigma`` is the largest |A - mean| / std over the batch."""
+
+
+@dataclass(frozen=True)
+class AdvantageLabel:
+    """An estimator, with options, under a label that advantage measures name."""
+
+    label: str
+    estimator: str
+    options: dict[str, Any] = field(default_factory=dict)
+    doc: str = ""
+
+
+ADVANTAGE_LABELS: tuple[AdvantageLabel, ...] = (
+    AdvantageLabel("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}, "GAE (gamma 1, lambda 1), not whitened"),
+    AdvantageLabel("gae_whitened", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": True}, "GAE, masked whitening over the batch"),
+    AdvantageLabel("grpo", "grpo", {}, "group z-score of the reward"),
+    AdvantageLabel("dr_grpo", "dr_grpo", {}, "group mean removed, no std"),
+    AdvantageLabel("grpo_batch_std", "grpo_batch_std", {}, "group mean removed, batch std"),
+    AdvantageLabel("rloo", "rloo", {}, "leave-one-out baseline"),
+    AdvantageLabel("sum_then_normalize", "sum_then_normalize", {}, "channels summed, then group z-score"),
+    AdvantageLabel("gdpo_verl", "gdpo_verl", {}, "per-channel z-score, summed, whitened over tokens"),
+    AdvantageLabel("gdpo_trl", "gdpo_trl", {}, "per-channel z-score, summed, batch z-score"),
+)
+"""Estimator labels for ``advantage:<label>:<stat>``; ``run`` means the run's own (see :func:`run_label`)."""
+LABELS: dict[str, AdvantageLabel] = {label.label: label for label in ADVANTAGE_LABELS}
+RUN_LABEL = "run"
+
+
+@dataclass(frozen=True)
+class LearningRate:
+    """A logged learning-rate metric and where its configured value sits in a verl-style config."""
+
+    metric: str
+    config_path: tuple[str, ...]
+
+
+LEARNING_RATES: tuple[LearningRate, ...] = (
+    LearningRate("actor/lr", ("actor_rollout_ref", "actor", "optim", "lr")),
+    LearningRate("critic/lr", ("critic", "optim", "lr")),
+)
+"""Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step."""
+CRITIC_GRAD_NORM = "critic/grad_norm"
+CRITIC_GRAD_CLIP_METRIC = "critic/grad_clip"
+CRITIC_GRAD_CLIP_PATHS: tuple[tuple[str, ...], ...] = (("critic", "grad_clip"), ("critic", "optim", "clip_grad"))
+
+MEASURE_FAMILIES: tuple[MeasureFamily, ...] = (
+    MeasureFamily("share", "Calls of a behaviour class / all behaviour calls, pooled over the step's trajectories "
+                  "(share:think is the think share).", "tool_calls", True, "class", BEHAVIOUR_CLASSES),
+    MeasureFamily("verification", "Calls of a verification class / all verification calls (the verification mix).",
+                  "tool_calls", True, "class", VERIFICATION_CLASSES),
+    MeasureFamily("uses", "Share of trajectories with at least one call of the class.", "tool_calls", True,
+                  "class", BEHAVIOUR_CLASSES),
+    MeasureFamily("ran_suite", "Share of trajectories that ran the whole test suite (the suite-run rate).",
+                  "tool_calls", True),
+    MeasureFamily("mean", "Mean over the step's trajectories of a per-trajectory measure (think_longest_run, "
+                  "num_turns, model_tokens, edits_per_turn, readback_share, ...).", "tool_calls", False,
+                  "measure", MEAN_TRAJECTORY_MEASURES),
+    MeasureFamily("reward", "Mean scalar reward of the step's trajectories.", "trajectories", False),
+    MeasureFamily("resolved", "Share of the step's trajectories that solved their task.", "trajectories", True),
+    MeasureFamily("rel_gain", "A reward channel's mean over groups of (max - min) in the group (groups of 2+).",
+                  "channels", False, "channel", None, True),
+    MeasureFamily("channel_std", "A reward channel's std over the step's trajectories (unbiased).",
+                  "channels", False, "channel", None, True),
+    MeasureFamily("channel_collinearity", "Largest absolute Pearson correlation between two reward channels over the "
+                  "step's trajectories.", "channels", False),
+    MeasureFamily("advantage", "A statistic of the step's recomputed advantage batch: label:stat, label one of "
+                  "ADVANTAGE_LABELS or 'run' (the run's own estimator).", "advantages", False, "label:stat"),
+    MeasureFamily("metric", "A logged training scalar (critic/grad_norm, critic/vf_explained_var, ...).",
+                  "step_metrics", False, "name", None, True),
+    MeasureFamily("lr_ratio", "Logged LR / the LR configured at that step (config history when ingested), after "
+                  "any warm-up.", "learning_rates", False, "metric", tuple(r.metric for r in LEARNING_RATES), True),
+    MeasureFamily("critic_clip_ratio", "critic/grad_norm / the critic's grad clip: how many times each update "
+                  "was shrunk.", "critic_clip", False),
+)
+FAMILIES: dict[str, MeasureFamily] = {family.prefix: family for family in MEASURE_FAMILIES}
+
+
+@dataclass(frozen=True)
+class MeasureName:
+    """A parsed measure name."""
+
+    family: MeasureFamily
+    parameter: str
+
+    @property
+    def wildcard(self) -> bool:
+        return self.parameter == "*"
+
+
+def parse_measure(name: str) -> MeasureName:
+    """Split ``name`` into its family and parameter; raises ValueError with the reason."""
+    prefix, _, parameter = name.partition(":")
+    family = FAMILIES.get(prefix)
+    if family is None:
+        raise ValueError(f"unknown measure {name!r} (families: {', '.join(FAMILIES)})")
+    if not family.parameter:
+        if parameter:
+            raise ValueError(f"measure {prefix!r} takes no parameter, found {name!r}")
+        return MeasureName(family, "")
+    if not parameter:
+        raise ValueError(f"measure {prefix!r} needs a {family.parameter}: {prefix}:<{family.parameter}>")
+    if parameter == "*":
+        if not family.wildcard:
+            raise ValueError(f"measure {prefix!r} takes no '*'")
+        return MeasureName(family, parameter)
+    if family.prefix == "advantage":
+        label, _, stat = parameter.partition(":")
+        if label != RUN_LABEL and label not in LABELS:
+            raise ValueError(f"unknown estimator label {label!r} (labels: {RUN_LABEL}, {', '.join(LABELS)})")
+        if stat not in DIAGNOSTIC_STATS:
+            raise ValueError(f"unknown advantage statistic {stat!r} (statistics: {', '.join(DIAGNOSTIC_STATS)})")
+    elif family.choices is not None and parameter not in family.choices:
+        raise ValueError(f"unknown {family.parameter} {parameter!r} for {prefix} (one of {', '.join(family.choices)})")
+    return MeasureName(family, parameter)
+
+
+ONE_VALUE_PER_STEP: frozenset[str] = frozenset(
+    {"channel_std", "channel_collinearity", "advantage", "metric", "lr_ratio", "critic_clip_ratio"})
+"""Families with a single value per step: no interval unless steps are pooled (window > 1)."""
+
+
+def measure_problem(name: str, condition: str, *, significant: bool = False, window: int = 1) -> str | None:
+    """Why ``name`` cannot be checked (with ``condition``), or None."""
+    try:
+        parsed = parse_measure(name)
+    except ValueError as error:
+        return str(error)
+    if significant and window == 1 and parsed.family.prefix in ONE_VALUE_PER_STEP:
+        return (f"{name} has one value per step and so no interval for 'significant'; "
+                "pool steps with window = N (N > 1)")
+    return None
+
+
+# --- configuration in force at each step -------------------------------------------------------
+
+@dataclass(frozen=True)
+class ConfigHistory:
+    """The run's configuration and, when the run recorded one, what it was from which step on."""
+
+    current: dict
+    """The run's configuration (``runs.config``)."""
+    entries: tuple[tuple[int, dict], ...] = ()
+    """(from_step, config) in step order; empty when only the current config is known."""
+
+    def at(self, step: int) -> dict:
+        """The configuration in force at ``step``."""
+        chosen = self.current if not self.entries else self.entries[0][1]
+        for from_step, config in self.entries:
+            if from_step <= step:
+                chosen = config
+        return chosen
+
+    @property
+    def has_history(self) -> bool:
+        return len(self.entries) > 0
+
+
+def lookup(config: Any, path: Sequence[str]) -> Any:
+    """The value at a key path of a nested dict, or None."""
+    for key in path:
+        if not isinstance(config, dict) or key not in config:
+            return None
+        config = config[key]
+    return config
+
+
+def run_label(config: dict) -> AdvantageLabel | None:
+    """The advantage label matching how the run trained, from its verl-style config."""
+    algorithm = config.get("algorithm", {}) if isinstance(config, dict) else {}
+    estimator = algorithm.get("adv_estimator") if isinstance(algorithm, dict) else None
+    if estimator == "gae":
+        return LABELS["gae_whitened" if algorithm.get("whiten_advantages", True) else "gae_raw"]
+    if estimator == "grpo":
+        if algorithm.get("norm_adv") == "batch_std":
+            return LABELS["grpo_batch_std"]
+        if algorithm.get("norm_adv_by_std_in_grpo") is False:
+            return LABELS["dr_grpo"]
+        return LABELS["grpo"]
+    if isinstance(estimator, str) and estimator in LABELS:
+        return LABELS[estimator]
+    return None
+
+
+# --- statistics of a batch of steps -----------------------------------------------------------
+
+def empty_stats() -> pl.DataFrame:
+    return pl.DataFrame(schema=STAT_SCHEMA)
+
+
+def _ratio_stats(frame: pl.DataFrame, measure: str, x: pl.Expr, n: pl.Expr, units: str = "step") -> pl.DataFrame:
+    """Sufficient statistics per step of units with numerator ``x`` and denominator ``n``."""
+    rows = frame.select(pl.col(units).alias("step"), x.cast(pl.Float64).alias("x"), n.cast(pl.Float64).alias("n")) \
+        .drop_nulls()
+    return rows.group_by("step").agg(
+        pl.lit(measure).alias("measure"), pl.col("x").sum(), pl.col("n").sum(), pl.len().cast(pl.Int64).alias("units"),
+        (pl.col("x") ** 2).sum().alias("sxx"), (pl.col("x") * pl.col("n")).sum().alias("sxn"),
+        (pl.col("n") ** 2).sum().alias("snn"),
+    ).select(STAT_COLUMNS)
+
+
+def scalar_stats(frame: pl.DataFrame) -> pl.DataFrame:
+    """Statistics of one value per (measure, step): one unit each."""
+    value = pl.col("value").cast(pl.Float64)
+    return frame.drop_nulls("value").select(
+        pl.col("measure"), pl.col("step").cast(pl.Int64), value.alias("x"), pl.lit(1.0).alias("n"),
+        pl.lit(1, dtype=pl.Int64).alias("units"), (value**2).alias("sxx"), value.alias("sxn"), pl.lit(1.0).alias("snn"),
+    )
+
+
+def behaviour_stats(trajectories: pl.DataFrame, tool_calls: pl.DataFrame) -> pl.DataFrame:
+    """share:, verification:, uses:, ran_suite and mean: measures of the given steps."""
+    from trajlens.classify import classify_calls, trajectory_measures
+
+    if trajectories.is_empty() or tool_calls.is_empty():
+        return empty_stats()
+    measures = trajectory_measures(classify_calls(tool_calls), trajectories)
+    parts = [
+        *(_ratio_stats(measures, f"share:{c}", pl.col(f"count_{c}"), pl.col("n_calls")) for c in BEHAVIOUR_CLASSES),
+        *(_ratio_stats(measures, f"verification:{c}", pl.col(f"count_{c}"), pl.col("n_verification"))
+          for c in VERIFICATION_CLASSES),
+        *(_ratio_stats(measures, f"uses:{c}", pl.col(f"count_{c}") > 0, pl.lit(1)) for c in BEHAVIOUR_CLASSES),
+        _ratio_stats(measures, "ran_suite", pl.col("ran_suite"), pl.lit(1)),
+        *(_ratio_stats(measures, f"mean:{m}", pl.col(m), pl.lit(1)) for m in MEAN_TRAJECTORY_MEASURES),
+    ]
+    return pl.concat(parts)
+
+
+def outcome_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
+    if trajectories.is_empty():
+        return empty_stats()
+    return pl.concat([
+        _ratio_stats(trajectories, "reward", pl.col("reward"), pl.lit(1)),
+        _ratio_stats(trajectories, "resolved", pl.col("resolved"), pl.lit(1)),
+    ])
+
+
+def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
+    """rel_gain: (over groups of two or more), channel_std: per channel, and channel_collinearity."""
+    if trajectories.is_empty():
+        return empty_stats()
+    long = (
+        trajectories.select("step", "group_id", "trajectory_id", "reward_channels").explode("reward_channels")
+        .unnest("reward_channels").drop_nulls("name")
+    )
+    if long.is_empty():
+        return empty_stats()
+    groups = long.group_by("step", "group_id", pl.col("name").alias("channel")).agg(
+        (pl.col("value").max() - pl.col("value").min()).alias("gain"), pl.len().alias("size"),
+    ).filter(pl.col("size") >= 2)
+    parts = []
+    for (channel,), part in groups.partition_by("channel", as_dict=True, maintain_order=True).items():
+        parts.append(_ratio_stats(part, f"rel_gain:{channel}", pl.col("gain"), pl.lit(1)))
+    spread = long.group_by("step", "name").agg(pl.col("value").std().alias("value"))
+    parts.append(scalar_stats(spread.select("step", pl.concat_str(pl.lit("channel_std:"), "name").alias("measure"),
+                                            "value")))
+    wide = long.pivot("name", index=["step", "trajectory_id"], values="value", aggregate_function="first")
+    channels = [c for c in wide.columns if c not in ("step", "trajectory_id")]
+    if len(channels) >= 2:
+        pairs = [(a, b) for i, a in enumerate(channels) for b in channels[i + 1:]]
+        correlations = wide.group_by("step").agg(
+            pl.max_horizontal(*[pl.corr(a, b).abs().fill_nan(None) for a, b in pairs]).alias("value"))
+        parts.append(scalar_stats(correlations.with_columns(pl.lit("channel_collinearity").alias("measure"))))
+    return pl.concat(parts) if parts else empty_stats()
+
+
+def metric_stats(step_metrics: pl.DataFrame, history: ConfigHistory) -> pl.DataFrame:
+    """metric:<name> for every logged scalar, lr_ratio: and critic_clip_ratio where configured."""
+    if step_metrics.is_empty():
+        return empty_stats()
+    metrics = step_metrics.select("step", "name", "value").drop_nulls("value")
+    parts = [scalar_stats(metrics.select("step", pl.concat_str(pl.lit("metric:"), "name").alias("measure"), "value"))]
+    for rate in LEARNING_RATES:
+        logged = metrics.filter(pl.col("name") == rate.metric)
+        rows = []
+        for step, value in logged.select("step", "value").iter_rows():
+            config = history.at(step)
+            configured = lookup(config, rate.config_path)
+            warmup = lookup(config, (*rate.config_path[:-1], "lr_warmup_steps"))
+            if not _positive(configured) or (isinstance(warmup, int) and step <= warmup):
+                continue
+            rows.append({"measure": f"lr_ratio:{rate.metric}", "step": step, "value": value / configured})
+        if rows:
+            parts.append(scalar_stats(pl.DataFrame(rows)))
+    norms = metrics.filter(pl.col("name") == CRITIC_GRAD_NORM).select("step", "value")
+    clips = dict(metrics.filter(pl.col("name") == CRITIC_GRAD_CLIP_METRIC).select("step", "value").iter_rows())
+    rows = []
+    for step, norm in norms.iter_rows():
+        clip = clips.get(step)
+        if not _positive(clip):
+            config = history.at(step)
+            clip = next((lookup(config, p) for p in CRITIC_GRAD_CLIP_PATHS if lookup(config, p) is not None), None)
+        if _positive(clip):
+            rows.append({"measure": "critic_clip_ratio", "step": step, "value": norm / clip})
+    if rows:
+        parts.append(scalar_stats(pl.DataFrame(rows)))
+    return pl.concat(parts)
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFrame | None,
+                    labels: Sequence[AdvantageLabel], run: AdvantageLabel | None) -> tuple[pl.DataFrame, list[str]]:
+    """advantage:<label>:<stat> for each label (and advantage:run:<stat> for the run's own).
+
+    Returns the statistics and, per label the data cannot give, the reason.
+    """
+    from trajlens.errors import TrajlensError
+    from trajlens.estimators.frame import TOKEN_ESTIMATORS
+    from trajlens.report.advantages import RunFrames, batch_diagnostics, recompute_run
+
+    train = trajectories.filter(pl.col("split") == "train")
+    if train.is_empty():
+        return empty_stats(), ["no training trajectories"]
+    frames = RunFrames(run_id, train, None if tokens is None or tokens.is_empty() else tokens)
+    parts, reasons = [], []
+    for label in labels:
+        try:
+            recomputed = recompute_run(None, run_id, label.estimator, frames=frames, **label.options)
+        except TrajlensError as error:
+            reasons.append(f"{label.label}: {error}")
+            continue
+        token_level = label.estimator in TOKEN_ESTIMATORS
+        diagnostics = batch_diagnostics(recomputed, frames.tokens if token_level else None)
+        diagnostics = diagnostics.join(_max_sigma(recomputed, frames.tokens if token_level else None), on="step", how="left")
+        names = [label.label] + ([RUN_LABEL] if run is not None and run.label == label.label else [])
+        for name in names:
+            long = diagnostics.select("step", *[pl.col(s).cast(pl.Float64) for s in DIAGNOSTIC_STATS]).unpivot(
+                index="step", variable_name="stat", value_name="value")
+            long = long.filter(pl.col("value").is_finite()).select(
+                "step", pl.concat_str(pl.lit(f"advantage:{name}:"), "stat").alias("measure"), "value")
+            parts.append(scalar_stats(long))
+    return (pl.concat(parts) if parts else empty_stats()), reasons
+
+
+def _max_sigma(recomputed: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.DataFrame:
+    """Largest |A - mean| / std of each step's batch (over model tokens for token-level estimators)."""
+    if tokens is not None and "token_advantages" in recomputed.columns:
+        values = recomputed.select("step", "trajectory_id", "token_advantages").join(
+            tokens.select("trajectory_id", "response_mask"), on="trajectory_id").explode(
+            ["token_advantages", "response_mask"]).filter(pl.col("response_mask")).select(
+            "step", pl.col("token_advantages").cast(pl.Float64).alias("value"))
+    else:
+        values = recomputed.select("step", pl.col("advantage").cast(pl.Float64).alias("value"))
+    return values.group_by("step").agg(
+        ((pl.col("value") - pl.col("value").mean()).abs().max() / pl.col("value").std()).alias("max_sigma"))
+
+
+def parse_config(text: str | None) -> dict:
+    """A run's JSON config as a dict ({} when absent or not an object)."""
+    try:
+        config = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def render_markdown() -> str:
+    """The measure and label tables of ``docs/checks.md``, generated from the declarations above."""
+    lines = ["| measure | per step | interval | needs |", "|---|---|---|---|"]
+    for family in MEASURE_FAMILIES:
+        name = f"`{family.prefix}:<{family.parameter}>`" if family.parameter else f"`{family.prefix}`"
+        kind = "Wilson (design effect)" if family.proportion else "normal"
+        lines.append(f"| {name} | {family.doc} | {kind} | {family.source} |")
+    lines += ["", "| label | estimator | options | what it is |", "|---|---|---|---|"]
+    for label in ADVANTAGE_LABELS:
+        options = ", ".join(f"{k}={v}" for k, v in label.options.items()) or "-"
+        lines.append(f"| `{label.label}` | `{label.estimator}` | {options} | {label.doc} |")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["ADVANTAGE_LABELS", "AdvantageLabel", "ConfigHistory", "DIAGNOSTIC_STATS", "LEARNING_RATES",
+           "MEASURE_FAMILIES", "MeasureFamily", "MeasureName", "STAT_COLUMNS", "parse_measure", "render_markdown",
+           "run_label"]
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")

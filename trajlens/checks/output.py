@@ -1,0 +1,161 @@
+"""Check results as a terminal table, JUnit XML, JSON, and Markdown / HTML fragments for reports.
+
+JUnit: one ``<testsuite>`` per run and one ``<testcase>`` per check, in the shape of the
+``junit-10.xsd`` schema that Jenkins' xUnit plugin and most CI systems read. A failed
+error-level check is a ``<failure>``, a skipped check ``<skipped>`` with its reason, and a
+fired warning a passing test case whose ``<system-out>`` starts with ``WARNING`` (JUnit has no
+warning state; ``--strict`` turns warnings into failures).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import socket
+import xml.etree.ElementTree as ElementTree
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+from trajlens.checks.evaluate import CheckResult, RunChecks
+
+STATUS_LABELS: dict[str, str] = {"fail": "FAIL", "warn": "WARN", "pass": "pass", "skip": "skip"}
+
+
+def spans(steps: Sequence[int]) -> str:
+    """``1-3, 7, 9-10`` for steps 1, 2, 3, 7, 9, 10."""
+    parts, start, previous = [], None, None
+    for step in sorted(steps):
+        if start is None:
+            start = previous = step
+        elif step == previous + 1:
+            previous = step
+        else:
+            parts.append((start, previous))
+            start = previous = step
+    if start is not None:
+        parts.append((start, previous))
+    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in parts)
+
+
+def render_table(run: RunChecks, width: int = 200) -> str:
+    """A plain-text table: check, severity, status, steps fired, evidence."""
+    header = ("check", "severity", "status", "fired at steps", "evidence")
+    rows = [(r.name, r.check.severity, STATUS_LABELS[r.status], spans(r.fired_steps) or "-", r.evidence_text())
+            for r in run.results]
+    widths = [max(len(header[i]), *(len(row[i]) for row in rows)) if rows else len(header[i]) for i in range(4)]
+    widths = [min(w, 40) for w in widths]
+    lines = []
+    for row in (header, *rows):
+        cells = [_cut(cell, widths[i]).ljust(widths[i]) for i, cell in enumerate(row[:4])]
+        line = "  ".join(cells) + "  " + row[4]
+        lines.append(line if len(line) <= width else line[: width - 3] + "...")
+    counts = run.counts()
+    lines.append("")
+    lines.append(f"run {run.run_id} ({run.steps} steps): {counts['fail']} failed, {counts['warn']} warned, "
+                 f"{counts['pass']} passed, {counts['skip']} skipped")
+    return "\n".join(lines)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def result_record(result: CheckResult) -> dict[str, Any]:
+    """One check's result as JSON-ready data."""
+    evidence = result.evidence
+    return {
+        "check": result.name,
+        "measure": result.check.measure,
+        "condition": result.check.condition,
+        "severity": result.check.severity,
+        "status": result.status,
+        "description": result.check.description,
+        "fired_steps": list(result.fired_steps),
+        "alarms": {measure: list(steps) for measure, steps in result.alarms.items()},
+        "reason": result.reason,
+        "evidence": None if evidence is None else {
+            "step": evidence.step, "value": _finite(evidence.value), "low": _finite(evidence.low),
+            "high": _finite(evidence.high),
+            "threshold": evidence.threshold, "detail": evidence.detail,
+        },
+        "summary": result.evidence_text(),
+    }
+
+
+def to_json(run: RunChecks) -> str:
+    """The results as a JSON document: run, counts, and one record per check."""
+    document = {"run_id": run.run_id, "source": run.source, "steps": run.steps, "counts": run.counts(),
+                "results": [result_record(r) for r in run.results]}
+    return json.dumps(document, indent=1, default=_json_default) + "\n"
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no NaN: an undefined number is null."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _json_default(value: Any) -> Any:
+    return str(value)
+
+
+def junit_xml(run: RunChecks, elapsed: float = 0.0) -> str:
+    """The results as JUnit XML (one test case per check)."""
+    counts = run.counts()
+    failures = counts["fail"]
+    suites = ElementTree.Element("testsuites", name="trajlens check", tests=str(len(run.results)),
+                                 failures=str(failures), errors="0", time=f"{elapsed:.3f}")
+    suite = ElementTree.SubElement(
+        suites, "testsuite", name=f"trajlens.checks.{run.run_id}", tests=str(len(run.results)),
+        failures=str(failures), errors="0", skipped=str(counts["skip"]), time=f"{elapsed:.3f}",
+        timestamp=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"), hostname=socket.gethostname())
+    properties = ElementTree.SubElement(suite, "properties")
+    for name, value in (("run_id", run.run_id), ("source", run.source), ("steps", str(run.steps))):
+        ElementTree.SubElement(properties, "property", name=name, value=value)
+    for result in run.results:
+        case = ElementTree.SubElement(suite, "testcase", name=result.name, classname=f"trajlens.checks.{run.run_id}",
+                                      time="0.000")
+        text = _case_text(result)
+        if result.status == "fail":
+            failure = ElementTree.SubElement(case, "failure", type=result.check.condition,
+                                             message=f"fired at steps {spans(result.fired_steps)}")
+            failure.text = text
+        elif result.status == "skip":
+            ElementTree.SubElement(case, "skipped", message=result.reason)
+        else:
+            out = ElementTree.SubElement(case, "system-out")
+            out.text = ("WARNING " if result.status == "warn" else "") + text
+    ElementTree.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
+
+
+def _case_text(result: CheckResult) -> str:
+    lines = [f"{result.check.description}" if result.check.description else result.name,
+             f"measure {result.check.measure}, condition {result.check.condition}, severity {result.check.severity}"]
+    if result.fired_steps:
+        lines.append(f"fired at steps {spans(result.fired_steps)}")
+    lines.append(result.evidence_text())
+    return "\n".join(lines)
+
+
+def checks_markdown(results: Sequence[CheckResult]) -> str:
+    """A Markdown section body: one table row per check (for the report)."""
+    lines = ["| check | severity | status | fired at steps | evidence |", "|---|---|---|---|---|"]
+    for r in results:
+        cells = [f"`{r.name}`", r.check.severity, STATUS_LABELS[r.status], spans(r.fired_steps) or "-",
+                 r.evidence_text()]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def checks_html(results: Sequence[CheckResult]) -> str:
+    """An HTML table fragment: one row per check, with ``class`` set to its status (for the report)."""
+    rows = []
+    for r in results:
+        cells = (r.name, r.check.severity, STATUS_LABELS[r.status], spans(r.fired_steps) or "-", r.evidence_text())
+        rows.append(f'<tr class="check-{r.status}">' + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("check", "severity", "status", "fired at steps", "evidence"))
+    return f'<table class="trajlens-checks"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>\n'
+
+
+__all__ = ["checks_html", "checks_markdown", "junit_xml", "render_table", "result_record", "spans", "to_json"]

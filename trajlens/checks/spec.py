@@ -1,0 +1,287 @@
+"""Check specifications: what a check measures, when it fires, and how bad that is.
+
+A check file is TOML with one table per check under ``[checks]``::
+
+    [checks.think_share]
+    description = "Think calls crowd out actions (the r6 collapse)"
+    measure = "share:think"          # see trajlens.checks.measures.MEASURE_FAMILIES
+    condition = "threshold"          # threshold | consecutive | stage_change | trend | jump
+    above = 0.15
+    window = 1                       # steps pooled into each step's value
+    severity = "error"               # error | warning
+
+Every field is declared once in :data:`FIELDS`, with the conditions that take it and its
+meaning; :func:`parse_checks` reads a file against that table and collects every problem
+into one :class:`CheckConfigError`, one line each naming the file, the check and the field.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from trajlens.errors import ConfigError
+
+CONDITIONS: tuple[str, ...] = ("threshold", "consecutive", "stage_change", "trend", "jump")
+SEVERITIES: tuple[str, ...] = ("error", "warning")
+DIRECTIONS: tuple[str, ...] = ("increase", "decrease")
+COMPARISONS: tuple[str, ...] = ("consecutive", "first_to_last")
+NAMED_STAGES: tuple[str, ...] = ("quartiles", "early_late")
+
+
+class CheckConfigError(ConfigError):
+    """A check file with invalid checks; ``problems`` holds one line per problem."""
+
+
+@dataclass(frozen=True)
+class ConfigPredicate:
+    """Restricts a check to the steps whose configuration has ``path`` equal to ``equals``."""
+
+    path: tuple[str, ...]
+    """Dotted key path into the run's configuration, e.g. ``algorithm.whiten_advantages``."""
+    equals: Any
+    """The value the key must have for the check to apply at a step."""
+
+    def describe(self) -> str:
+        value = str(self.equals).lower() if isinstance(self.equals, bool) else repr(self.equals)
+        return f"{'.'.join(self.path)} == {value}"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One declared check. Fields that a condition does not use stay ``None``."""
+
+    name: str
+    """Name of the check: the key under ``[checks]``; the test-case name in JUnit."""
+    measure: str
+    """Per-step quantity the condition reads (``share:think``, ``metric:critic/grad_norm``, ...).
+    A ``*`` parameter (``rel_gain:*``) checks every channel or metric the run has."""
+    condition: str
+    """``threshold``: the value is above ``above`` or below ``below``. ``consecutive``: that
+    holds on ``steps`` consecutive steps. ``stage_change``: the value changed between stages
+    in ``direction``, significant at ``alpha``. ``trend``: the least-squares slope over the
+    last ``window`` steps is significant at ``alpha`` in ``direction``. ``jump``: the value is
+    ``factor`` times (or 1/``factor`` of) its mean over the previous ``baseline`` steps."""
+    severity: str = "error"
+    """``error`` fails the run (exit 1); ``warning`` is reported and fails only with --strict."""
+    description: str = ""
+    """One sentence on what firing means."""
+    window: int = 1
+    """Steps pooled into each step's value (rates pool their counts, scalars average)."""
+    above: float | None = None
+    """Fire when the value is above this (threshold, consecutive)."""
+    below: float | None = None
+    """Fire when the value is below this (threshold, consecutive)."""
+    significant: bool = False
+    """Threshold: fire only when the whole 95% interval is beyond the threshold."""
+    steps: int | None = None
+    """Consecutive: how many steps in a row must be beyond the threshold."""
+    direction: str | None = None
+    """Stage change, trend: ``increase`` or ``decrease``."""
+    alpha: float = 0.05
+    """Stage change, trend: significance level of the two-sided test."""
+    stages: str | tuple[tuple[str, int, int], ...] = "quartiles"
+    """Stage change: ``quartiles``, ``early_late`` or a list of [name, first_step, last_step]."""
+    compare: str = "consecutive"
+    """Stage change: compare ``consecutive`` stages or only ``first_to_last``."""
+    min_change: float = 0.0
+    """Stage change, trend: smallest absolute change that counts (over the window for trend)."""
+    min_ratio: float = 1.0
+    """Stage change: smallest ratio later/earlier (increase) or earlier/later (decrease)."""
+    factor: float | None = None
+    """Jump: ratio to the trailing mean that counts as a jump."""
+    baseline: int = 10
+    """Jump: steps in the trailing mean."""
+    after_step: int | None = None
+    """Ignore steps up to and including this one (warm-up)."""
+    when: ConfigPredicate | None = None
+    """Apply only on steps whose configuration matches (``when = {path = ..., equals = ...}``)."""
+    source: str = ""
+    """File the check was read from."""
+
+    @property
+    def sign(self) -> str:
+        """The threshold as text: ``> 0.15``, ``< 0.4`` or ``outside [a, b]``."""
+        if self.above is not None and self.below is not None:
+            return f"outside [{self.below:g}, {self.above:g}]"
+        return f"> {self.above:g}" if self.above is not None else f"< {self.below:g}" if self.below is not None else ""
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """A key of a check table: its type, which conditions read it, and whether it is required."""
+
+    name: str
+    kinds: tuple[type, ...]
+    conditions: tuple[str, ...] = CONDITIONS
+    required_for: tuple[str, ...] = ()
+
+
+_ANY = CONDITIONS
+FIELDS: tuple[FieldSpec, ...] = (
+    FieldSpec("measure", (str,), _ANY, _ANY),
+    FieldSpec("condition", (str,), _ANY, _ANY),
+    FieldSpec("severity", (str,)),
+    FieldSpec("description", (str,)),
+    FieldSpec("window", (int,), ("threshold", "consecutive", "trend", "jump")),
+    FieldSpec("above", (int, float), ("threshold", "consecutive")),
+    FieldSpec("below", (int, float), ("threshold", "consecutive")),
+    FieldSpec("significant", (bool,), ("threshold",)),
+    FieldSpec("steps", (int,), ("consecutive",), ("consecutive",)),
+    FieldSpec("direction", (str,), ("stage_change", "trend", "jump"), ("stage_change", "trend")),
+    FieldSpec("alpha", (int, float), ("stage_change", "trend")),
+    FieldSpec("stages", (str, list), ("stage_change",)),
+    FieldSpec("compare", (str,), ("stage_change",)),
+    FieldSpec("min_change", (int, float), ("stage_change", "trend")),
+    FieldSpec("min_ratio", (int, float), ("stage_change",)),
+    FieldSpec("factor", (int, float), ("jump",), ("jump",)),
+    FieldSpec("baseline", (int,), ("jump",)),
+    FieldSpec("after_step", (int,)),
+    FieldSpec("when", (dict,)),
+)
+FIELD_BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
+
+
+def parse_checks(document: Mapping[str, Any], source: str) -> tuple[Check, ...]:
+    """Checks from a parsed TOML document; raises :class:`CheckConfigError` listing every problem."""
+    from trajlens.checks.measures import measure_problem
+
+    problems: list[str] = []
+    unknown_top = [key for key in document if key != "checks"]
+    problems += [f"{source}: field '{key}': expected only a [checks] table, found '{key}'" for key in unknown_top]
+    tables = document.get("checks", {})
+    if not isinstance(tables, Mapping):
+        raise CheckConfigError(problems + [f"{source}: field 'checks': expected a table of checks, found {type(tables).__name__}"])
+    checks = []
+    for name, table in tables.items():
+        where = f"{source}: check '{name}'"
+        if not isinstance(table, Mapping):
+            problems.append(f"{where}: expected a table of fields, found {type(table).__name__}")
+            continue
+        found = _check_fields(name, table, source, problems)
+        if found is None:
+            continue
+        problem = measure_problem(found.measure, found.condition, significant=found.significant, window=found.window)
+        if problem:
+            problems.append(f"{where}: field 'measure': {problem}")
+            continue
+        checks.append(found)
+    if problems:
+        raise CheckConfigError(problems)
+    if not checks:
+        raise CheckConfigError([f"{source}: field 'checks': expected at least one check, found none"])
+    return tuple(checks)
+
+
+def load_checks(path: Path | str) -> tuple[Check, ...]:
+    """Read a TOML check file (see the module docstring)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise CheckConfigError([f"{path}: cannot read the check file ({error.strerror or error})"]) from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise CheckConfigError([f"{path}: not valid TOML ({error})"]) from None
+    return parse_checks(document, str(path))
+
+
+DEFAULTS_FILE = Path(__file__).with_name("defaults.toml")
+
+
+def default_checks() -> tuple[Check, ...]:
+    """The checks trajlens ships (``trajlens check --print-defaults`` prints the file)."""
+    return load_checks(DEFAULTS_FILE)
+
+
+def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: list[str]) -> Check | None:
+    where = f"{source}: check '{name}'"
+    before = len(problems)
+    condition = table.get("condition")
+    if condition is not None and condition not in CONDITIONS:
+        problems.append(f"{where}: field 'condition': expected one of {', '.join(CONDITIONS)}, found {condition!r}")
+        return None
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        spec = FIELD_BY_NAME.get(key)
+        if spec is None:
+            problems.append(f"{where}: field '{key}': unknown field (fields: {', '.join(FIELD_BY_NAME)})")
+            continue
+        if condition is not None and condition not in spec.conditions:
+            problems.append(f"{where}: field '{key}': not used by condition '{condition}'")
+            continue
+        if isinstance(value, bool) and bool not in spec.kinds or not isinstance(value, spec.kinds):
+            kinds = " or ".join(_TYPE_NAMES[k] for k in spec.kinds)
+            problems.append(f"{where}: field '{key}': expected {kinds}, found {value!r}")
+            continue
+        values[key] = value
+    for spec in FIELDS:
+        required = spec.name in ("measure", "condition") or condition in spec.required_for
+        if required and spec.name not in table:
+            problems.append(f"{where}: field '{spec.name}': required, found nothing")
+    if len(problems) > before:
+        return None
+    problems_here: list[str] = []
+    _check_values(values, where, problems_here)
+    if problems_here:
+        problems += problems_here
+        return None
+    if "stages" in values and isinstance(values["stages"], list):
+        values["stages"] = tuple((str(n), int(a), int(b)) for n, a, b in values["stages"])
+    if "when" in values:
+        values["when"] = ConfigPredicate(tuple(values["when"]["path"].split(".")), values["when"]["equals"])
+    for key in ("above", "below", "alpha", "min_change", "min_ratio", "factor"):
+        if key in values:
+            values[key] = float(values[key])
+    return Check(name=name, source=source, **values)
+
+
+def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> None:
+    def bad(key: str, expected: str) -> None:
+        problems.append(f"{where}: field '{key}': expected {expected}, found {values[key]!r}")
+
+    condition = values["condition"]
+    if values.get("severity", "error") not in SEVERITIES:
+        bad("severity", " or ".join(SEVERITIES))
+    for key in ("window", "steps", "baseline"):
+        if key in values and values[key] < 1:
+            bad(key, "a whole number of steps, at least 1")
+    for key in ("above", "below", "min_change", "factor", "min_ratio"):
+        if key in values and not math.isfinite(values[key]):
+            bad(key, "a finite number")
+    if "alpha" in values and not 0 < values["alpha"] < 1:
+        bad("alpha", "a significance level between 0 and 1")
+    if "factor" in values and values["factor"] <= 1:
+        bad("factor", "a ratio above 1")
+    if "min_ratio" in values and values["min_ratio"] < 1:
+        bad("min_ratio", "a ratio of at least 1")
+    if "direction" in values and values["direction"] not in DIRECTIONS:
+        bad("direction", " or ".join(DIRECTIONS))
+    if "compare" in values and values["compare"] not in COMPARISONS:
+        bad("compare", " or ".join(COMPARISONS))
+    if condition in ("threshold", "consecutive") and "above" not in values and "below" not in values:
+        problems.append(f"{where}: field 'above': a {condition} check needs 'above' or 'below', found neither")
+    if "above" in values and "below" in values and values["below"] > values["above"]:
+        bad("below", f"a value not above 'above' ({values['above']:g}); the check fires outside [below, above]")
+    stages = values.get("stages")
+    if isinstance(stages, str) and stages not in NAMED_STAGES:
+        bad("stages", f"{' or '.join(NAMED_STAGES)}, or a list of [name, first_step, last_step]")
+    elif isinstance(stages, list) and not all(
+            isinstance(s, list) and len(s) == 3 and isinstance(s[0], str) and all(isinstance(v, int) for v in s[1:])
+            and s[1] <= s[2] for s in stages):
+        bad("stages", "a list of [name, first_step, last_step] with first_step <= last_step")
+    when = values.get("when")
+    if when is not None and (set(when) != {"path", "equals"} or not isinstance(when.get("path"), str) or not when["path"]):
+        bad("when", "a table {path = \"dotted.key\", equals = value}")
+
+
+_TYPE_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "true or false", list: "a list",
+               dict: "a table"}
+
+
+__all__ = ["CONDITIONS", "Check", "CheckConfigError", "ConfigPredicate", "DEFAULTS_FILE", "FIELDS", "SEVERITIES",
+           "default_checks", "load_checks", "parse_checks"]

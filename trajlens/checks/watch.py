@@ -1,0 +1,372 @@
+"""Following a run directory that a trainer is still writing: :class:`RunFollower` and :func:`watch`.
+
+What is read, and when a step counts as complete (a step is never read before it is):
+
+``Parquet step partitions`` (the canonical layout: ``trajectories/step=N/*.parquet`` and the
+same under ``tool_calls/``, ``tokens/``, ``step_metrics/``)
+    Step N is complete when a partition of a later step exists under ``trajectories/`` (the
+    trainer has moved on), or when ``trajectories/step=N/`` holds a ``_SUCCESS`` marker; and
+    then only once every file of the step has a valid Parquet footer. Files whose names start
+    with ``.`` or ``_`` or end in ``.tmp`` (written, then renamed) are not read.
+``verl dumps`` (``N.jsonl`` in the directory)
+    Complete when a dump of a later step exists, or when it ends in a newline and has not
+    changed for ``settle`` seconds.
+``metrics JSONL`` (any other ``*.jsonl`` file, growing a record per line)
+    Only newline-terminated lines are read, from where the last read stopped. A step's scalars
+    are complete when a record of a later step arrives, or when the file ends in a newline and
+    has not changed for ``settle`` seconds.
+
+A step is released to the checks once it is complete in the trajectory source (Parquet or
+verl; when the run has one) and the metrics file (when there is one) has reached it. Every
+file is read once: :attr:`RunFollower.files_read` records each read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from trajlens.checks.data import BATCH_TABLES, Needs, RunInfo, RunState, StepBatch, empty_frame
+from trajlens.checks.evaluate import RunChecks, evaluate_checks
+from trajlens.checks.output import spans
+from trajlens.checks.spec import Check
+from trajlens.errors import InputError
+
+COMPLETE_MARKER = "_SUCCESS"
+STEP_PARTITION = re.compile(r"^step=(\d+)$")
+VERL_DUMP = re.compile(r"^(\d+)\.jsonl$")
+
+
+def _readable(path: Path) -> bool:
+    return not path.name.startswith((".", "_")) and not path.name.endswith(".tmp")
+
+
+def _footer_valid(path: Path) -> bool:
+    try:
+        pq.read_metadata(path)
+    except Exception:  # noqa: BLE001 - any failure means the file is not finished
+        return False
+    return True
+
+
+@dataclass
+class _MetricsFile:
+    path: Path
+    offset: int = 0
+    size_seen: int = -1
+    changed_at: float = field(default_factory=time.monotonic)
+    line_no: int = 0
+    pending: dict[int, list[tuple[str, float]]] = field(default_factory=dict)
+
+
+class RunFollower:
+    """Reads the complete steps of a growing run directory, each file once."""
+
+    def __init__(self, directory: Path | str, run_id: str | None = None, settle: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise InputError(str(self.directory), expected="a run directory to watch", found="no such directory")
+        self.run_id = run_id
+        self.settle = settle
+        self.clock = clock
+        self.files_read: list[Path] = []
+        self.unfinished_seen = 0
+        """How often a file of a complete-looking step was found still being written (and left)."""
+        self.released: set[int] = set()
+        self._metrics: dict[Path, _MetricsFile] = {}
+        self._metric_rows: dict[int, list[tuple[str, float]]] = {}
+        self._metrics_frontier = -1
+        self._verl_sizes: dict[Path, tuple[int, float]] = {}
+        self.info: RunInfo | None = None
+
+    # -- the run --------------------------------------------------------------------------
+    def _load_info(self) -> None:
+        from trajlens.checks.data import _history
+        from trajlens.ingest.parquet import read_table_file
+        from trajlens.store.writer import slug
+
+        if self.info is not None:
+            return
+        runs = [p for p in sorted((self.directory / "runs").glob("*.parquet")) if _readable(p)] \
+            if (self.directory / "runs").is_dir() else []
+        if runs:
+            if not _footer_valid(runs[0]):
+                return
+            table = read_table_file(runs[0], "runs")
+            self.files_read.append(runs[0])
+            run_id = table.column("run_id")[0].as_py()
+            self.info = RunInfo(self.run_id or run_id, str(self.directory),
+                                _history(table.column("config")[0].as_py(), self.directory))
+        elif self._verl_dumps() or self._metrics_paths():
+            self.info = RunInfo(self.run_id or slug(self.directory.resolve().name), str(self.directory),
+                                _history(None, self.directory))
+
+    # -- sources ---------------------------------------------------------------------------
+    def _partitions(self, table: str) -> dict[int, Path]:
+        root = self.directory / table
+        if not root.is_dir():
+            return {}
+        found = {}
+        for child in root.iterdir():
+            match = STEP_PARTITION.match(child.name)
+            if match and child.is_dir():
+                found[int(match.group(1))] = child
+        return found
+
+    def _verl_dumps(self) -> dict[int, Path]:
+        return {int(match.group(1)): path for path in self.directory.glob("*.jsonl")
+                if (match := VERL_DUMP.match(path.name))}
+
+    def _metrics_paths(self) -> list[Path]:
+        return sorted(p for p in self.directory.glob("*.jsonl") if not VERL_DUMP.match(p.name) and _readable(p))
+
+    def _settled(self, path: Path, sizes: dict[Path, tuple[int, float]]) -> bool:
+        """True when ``path`` ends in a newline and its size has not changed for ``settle`` seconds."""
+        size = path.stat().st_size
+        now = self.clock()
+        seen = sizes.get(path)
+        if seen is None or seen[0] != size:
+            sizes[path] = (size, now)
+            return False
+        if size == 0 or now - seen[1] < self.settle:
+            return False
+        with path.open("rb") as handle:
+            handle.seek(size - 1)
+            return handle.read(1) == b"\n"
+
+    def _complete_trajectory_steps(self) -> tuple[dict[int, str], bool]:
+        """Complete, unreleased steps of the trajectory source ({step: kind}) and whether one exists."""
+        partitions = self._partitions("trajectories")
+        dumps = self._verl_dumps()
+        complete: dict[int, str] = {}
+        if partitions:
+            latest = max(partitions)
+            for step, directory in partitions.items():
+                if step in self.released:
+                    continue
+                if (step < latest or (directory / COMPLETE_MARKER).exists()) and self._parquet_step_ready(step):
+                    complete[step] = "parquet"
+        if dumps:
+            latest = max(dumps)
+            for step, path in dumps.items():
+                if step in self.released:
+                    continue
+                if step < latest or self._settled(path, self._verl_sizes):
+                    complete[step] = "verl"
+        return complete, bool(partitions or dumps)
+
+    def _step_files(self, step: int) -> dict[str, list[Path]]:
+        files = {}
+        for table in BATCH_TABLES:
+            directory = self._partitions(table).get(step)
+            files[table] = sorted(p for p in directory.glob("*.parquet") if _readable(p)) if directory else []
+        return files
+
+    def _parquet_step_ready(self, step: int) -> bool:
+        ready = all(_footer_valid(p) for paths in self._step_files(step).values() for p in paths)
+        self.unfinished_seen += not ready
+        return ready
+
+    # -- metrics JSONL ------------------------------------------------------------------------
+    def _read_metrics(self) -> None:
+        for path in self._metrics_paths():
+            state = self._metrics.setdefault(path, _MetricsFile(path))
+            size = path.stat().st_size
+            if size > state.offset:
+                with path.open("rb") as handle:
+                    handle.seek(state.offset)
+                    chunk = handle.read(size - state.offset)
+                end = chunk.rfind(b"\n")
+                if end >= 0:  # only whole lines; a partial last line waits for its newline
+                    self.files_read.append(path)
+                    for line in chunk[: end + 1].splitlines():
+                        state.line_no += 1
+                        self._metric_record(state, line)
+                    state.offset += end + 1
+            if size != state.size_seen:
+                state.size_seen, state.changed_at = size, self.clock()
+            # Steps below the file's latest are complete; the latest waits for a later step or for
+            # the file to settle.
+            latest = max(state.pending, default=None)
+            settled = size == state.offset and self.clock() - state.changed_at >= self.settle
+            for step in sorted(state.pending):
+                if step < latest or settled:
+                    self._metric_rows.setdefault(step, []).extend(state.pending.pop(step))
+                    self._metrics_frontier = max(self._metrics_frontier, step)
+
+    def _metric_record(self, state: _MetricsFile, line: bytes) -> None:
+        from trajlens.ingest.metrics import STEP_KEYS
+
+        if not line.strip():
+            return
+        where = dict(record=state.line_no)
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise InputError(str(state.path), **where, expected="a JSON object", found=str(error)) from None
+        if not isinstance(record, dict):
+            raise InputError(str(state.path), **where, expected="a JSON object", found=type(record).__name__)
+        step = next((record[k] for k in STEP_KEYS if record.get(k) is not None), None)
+        if isinstance(step, float) and step.is_integer():
+            step = int(step)
+        if not isinstance(step, int) or isinstance(step, bool):
+            raise InputError(str(state.path), **where, field="_step", expected="an integer step", found=repr(step))
+        for key, value in record.items():
+            if key in STEP_KEYS or key.startswith("_") or value is None or isinstance(value, dict):
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise InputError(str(state.path), **where, field=key, expected="a finite number", found=repr(value))
+            if step in self.released:
+                continue
+            state.pending.setdefault(step, []).append((key, float(value)))
+
+    # -- one poll ---------------------------------------------------------------------------
+    def poll(self) -> StepBatch | None:
+        """Read what became complete since the last poll; None when nothing did."""
+        self._load_info()
+        if self.info is None:
+            return None
+        self._read_metrics()
+        complete, has_trajectories = self._complete_trajectory_steps()
+        has_metrics = bool(self._metrics)
+        if has_trajectories:
+            ready = sorted(s for s in complete if not has_metrics or s <= self._metrics_frontier)
+        else:
+            ready = sorted(s for s in self._metric_rows if s not in self.released)
+            ready += sorted(s for s, path in self._partitions("step_metrics").items()
+                            if s not in self.released and s not in ready and self._parquet_step_ready(s)
+                            and (s < max(self._partitions("step_metrics")) or (path / COMPLETE_MARKER).exists()))
+        if not ready:
+            return None
+        frames: dict[str, list[pl.DataFrame]] = {name: [] for name in BATCH_TABLES}
+        for step in ready:
+            if complete.get(step) == "verl":
+                self._read_verl(step, frames)
+            else:
+                self._read_parquet(step, frames)
+            rows = self._metric_rows.pop(step, [])
+            if rows:
+                frames["step_metrics"].append(pl.DataFrame(
+                    {"run_id": [self.info.run_id] * len(rows), "step": [step] * len(rows),
+                     "name": [name for name, _ in rows], "value": [value for _, value in rows]},
+                    schema=empty_frame("step_metrics").schema))
+            self.released.add(step)
+        return StepBatch(*(pl.concat(parts, how="vertical_relaxed") if parts else empty_frame(name)
+                           for name, parts in frames.items()))
+
+    def _read_parquet(self, step: int, frames: dict[str, list[pl.DataFrame]]) -> None:
+        from trajlens.ingest.parquet import read_table_file
+
+        for table, paths in self._step_files(step).items():
+            for path in paths:
+                frames[table].append(pl.from_arrow(read_table_file(path, table)))
+                self.files_read.append(path)
+
+    def _read_verl(self, step: int, frames: dict[str, list[pl.DataFrame]]) -> None:
+        from trajlens.ingest.verl import load_verl
+
+        path = self._verl_dumps()[step]
+        run = load_verl([path], run_id=self.info.run_id)
+        self.files_read.append(path)
+        for table in BATCH_TABLES:
+            frames[table].append(pl.from_arrow(run.table(table)))
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """How :func:`watch` runs."""
+
+    poll: float = 1.0
+    """Seconds between looks at the directory."""
+    settle: float = 5.0
+    """Seconds a last file must stay unchanged (and end in a newline) to count as complete."""
+    fail_fast: bool = False
+    """Stop with exit status 1 at the first error-level check that fires."""
+    until_step: int | None = None
+    """Stop once this step has been checked."""
+    timeout: float | None = None
+    """Stop after this many seconds."""
+    strict: bool = False
+    """Warnings fail the run too."""
+
+
+@dataclass
+class WatchResult:
+    """How a watch ended."""
+
+    exit_code: int
+    reason: str
+    run: RunChecks | None
+    follower: RunFollower
+
+
+def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions = WatchOptions(),
+          run_id: str | None = None, echo: Callable[[str], None] = print) -> WatchResult:
+    """Check each new complete step of a run directory as it appears (see the module docstring)."""
+    follower = RunFollower(directory, run_id, options.settle)
+    needs = Needs.of(checks)
+    state: RunState | None = None
+    fired: set[str] = set()
+    results = []
+    started = time.monotonic()
+    reason = "timeout"
+    while True:
+        batch = follower.poll()
+        if batch is not None:
+            if state is None:
+                state = RunState(follower.info, needs)
+            for step in batch.steps:
+                state.add(_only_step(batch, step))
+                results = evaluate_checks(checks, state)
+                echo(_step_line(step, batch, results))
+                for result in results:
+                    if result.fired and result.name not in fired:
+                        fired.add(result.name)
+                        echo(f"  FIRED {result.name} ({result.check.severity}) at steps {spans(result.fired_steps)}: "
+                             f"{result.evidence_text()}")
+                if options.fail_fast and any(r.status == "fail" for r in results):
+                    return _end(1, f"an error-level check fired at step {step}", state, results, follower, echo)
+                if options.until_step is not None and step >= options.until_step:
+                    return _end(None, f"reached step {step}", state, results, follower, echo, options.strict)
+        if options.timeout is not None and time.monotonic() - started >= options.timeout:
+            break
+        time.sleep(options.poll)
+    return _end(None, reason, state, results, follower, echo, options.strict)
+
+
+def _only_step(batch: StepBatch, step: int) -> StepBatch:
+    return StepBatch(*(getattr(batch, name).filter(pl.col("step") == step) for name in BATCH_TABLES))
+
+
+def _step_line(step: int, batch: StepBatch, results) -> str:
+    trajectories = batch.trajectories.filter(pl.col("step") == step).height
+    scalars = batch.step_metrics.filter(pl.col("step") == step).height
+    failing = [r.name for r in results if r.status == "fail"]
+    warning = [r.name for r in results if r.status == "warn"]
+    return (f"step {step}: {trajectories} trajectories, {scalars} scalars; "
+            f"{len(failing)} failing{' (' + ', '.join(failing) + ')' if failing else ''}, "
+            f"{len(warning)} warning{' (' + ', '.join(warning) + ')' if warning else ''}")
+
+
+def _end(code: int | None, reason: str, state: RunState | None, results, follower: RunFollower,
+         echo: Callable[[str], None], strict: bool = False) -> WatchResult:
+    if state is None:
+        echo(f"stopped ({reason}): no complete step seen")
+        return WatchResult(0 if code is None else code, reason, None, follower)
+    run = RunChecks(state.info.run_id, state.info.source, list(results), len(state.steps))
+    if code is None:
+        code = 1 if run.failed(strict) else 0
+    echo(f"stopped ({reason}) after {len(state.steps)} steps")
+    return WatchResult(code, reason, run, follower)
+
+
+__all__ = ["COMPLETE_MARKER", "RunFollower", "WatchOptions", "WatchResult", "watch"]

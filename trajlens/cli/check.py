@@ -1,0 +1,100 @@
+"""``trajlens check``: evaluate habit regression checks on a run, after the fact or live."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trajlens.cli._app import app
+from trajlens.cli._output import write_atomically
+from trajlens.errors import ConfigError, TrajlensError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+@app.command()
+def check(
+    source: Annotated[Optional[Path], typer.Argument(
+        help="A store (with --run), a run directory, verl dumps or a metrics JSONL/CSV file.")] = None,
+    run: Annotated[Optional[str], typer.Option("--run", "-r", help="Run id (needed for a store of several runs).")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML file of checks (default: the shipped checks).")] = None,
+    junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML here (one test case per check).")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the results as JSON here.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail the run too (exit 1).")] = False,
+    print_defaults: Annotated[bool, typer.Option("--print-defaults", help="Print the shipped checks (TOML) and exit.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Follow a run directory a trainer is still writing.")] = False,
+    fail_fast: Annotated[bool, typer.Option("--fail-fast", help="With --watch: exit 1 at the first error-level failure.")] = False,
+    until_step: Annotated[Optional[int], typer.Option("--until-step", help="With --watch: stop after this step.")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help="With --watch: stop after this many seconds.")] = None,
+    poll: Annotated[float, typer.Option("--poll", help="With --watch: seconds between looks at the directory.")] = 1.0,
+    settle: Annotated[float, typer.Option("--settle", help="With --watch: seconds the newest file must stay unchanged to count as complete.")] = 5.0,
+) -> None:
+    """Evaluate declared checks on a run; exit 0 when all hold, 1 when one fails, 2 on a usage or input error.
+
+    Prints a table (check, status, steps where it fired, evidence); --junit and --json write the
+    same results for CI. With --watch, each new complete step is read once and checked, and a
+    line is printed per step and per newly fired check.
+
+    Example: trajlens check sample_data/sao-r6 --junit checks.xml
+
+    Example: trajlens check runs/live --watch --fail-fast --until-step 200 --timeout 36000
+    """
+    from trajlens.checks.spec import DEFAULTS_FILE
+
+    if print_defaults:
+        typer.echo(DEFAULTS_FILE.read_text(), nl=False)
+        return
+    try:
+        code = _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_step, timeout, poll, settle)
+    except TrajlensError as error:
+        problems = error.problems if isinstance(error, ConfigError) else [str(error)]
+        for problem in problems:
+            typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    raise typer.Exit(code)
+
+
+def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_step, timeout, poll, settle) -> int:
+    from trajlens.checks import output
+    from trajlens.checks.evaluate import check_run
+    from trajlens.checks.spec import default_checks, load_checks
+
+    problems = []
+    if source is None:
+        problems.append("SOURCE: expected a store, run directory, verl dumps or metrics file, found nothing")
+    for path, flag in ((junit, "--junit"), (json_out, "--json")):
+        if path is not None and not path.parent.is_dir():
+            problems.append(f"{flag} {path}: folder {path.parent} does not exist")
+    if not watch and (fail_fast or until_step is not None or timeout is not None):
+        problems.append("--fail-fast, --until-step and --timeout need --watch")
+    if watch and until_step is None and timeout is None:
+        problems.append("--watch needs --until-step or --timeout to end")
+    if poll <= 0 or settle < 0:
+        problems.append("--poll must be positive and --settle not negative")
+    if problems:
+        raise ConfigError(problems)
+    checks = load_checks(config) if config is not None else default_checks()
+    started = time.monotonic()
+    if watch:
+        from trajlens.checks.watch import WatchOptions, watch as follow
+
+        options = WatchOptions(poll=poll, settle=settle, fail_fast=fail_fast, until_step=until_step,
+                               timeout=timeout, strict=strict)
+        ended = follow(source, checks, options, run_id=run, echo=lambda line: typer.echo(line))
+        result = ended.run
+        code = ended.exit_code
+        if result is None:
+            return code
+    else:
+        result = check_run(source, checks, run)
+        code = EXIT_FAILED if result.failed(strict) else EXIT_OK
+    typer.echo(output.render_table(result))
+    elapsed = time.monotonic() - started
+    if junit is not None:
+        write_atomically(junit, lambda p: p.write_text(output.junit_xml(result, elapsed), encoding="utf-8"))
+    if json_out is not None:
+        write_atomically(json_out, lambda p: p.write_text(output.to_json(result), encoding="utf-8"))
+    return code
