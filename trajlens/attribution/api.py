@@ -73,6 +73,13 @@ class AttributionResult:
     notes: list[str] = field(default_factory=list)
     """What was skipped or estimated (the fallback), in words."""
     fallback_calls: int = 0
+    flags: list[str] = field(default_factory=list)
+    """The findings that flag a problem: drift, a streak, length bias or a collapse under the run's estimator."""
+
+    @property
+    def flagged(self) -> bool:
+        """Whether anything in the run calls for attention."""
+        return bool(self.flags)
 
 
 def attribute(
@@ -156,9 +163,14 @@ def attribute(
     if stream.fallback_calls:
         notes.append(f"{stream.fallback_calls} of {stream.total_calls} calls have no token arrays: their credit is the "
                      "trajectory's advantage spread over its calls by turn (fallback; token estimators skip them)")
-    findings = _findings(own, aggregation, flags, bias, channels, stream) + drifted.findings
+    findings = _findings(own, aggregation, flags, bias, channels, stream)
+    flagged = [f for f in findings if not f.startswith(("run's estimator", "sum-then-normalise vs GDPO"))
+               and (f.startswith(("all-negative", "response length", "reward channel"))
+                    or (own.label is not None and f.startswith(f"length bias under {own.label} ")))]
+    flagged += [f for f in drifted.findings if drifted.frame.height]
     return AttributionResult(run_id, own, tuple(usable), tuple(aggregations), call_credit, class_credit, summary, bias,
-                             channels, flags, drifted.frame, findings, notes, stream.fallback_calls)
+                             channels, flags, drifted.frame, findings + drifted.findings, notes, stream.fallback_calls,
+                             flagged)
 
 
 def _data_facts(store: Any, run_id: str, trajectories: pl.DataFrame) -> dict[str, Any]:
@@ -338,7 +350,7 @@ class _CreditStream:
         counts = np.zeros((batch.height, k))
         np.add.at(counts, (credit.call_trajectory, class_index), 1.0)
         self.trajectory_rows.append(pl.DataFrame({
-            "step": np.full(batch.height, step), "reward": batch["reward"].cast(pl.Float64),
+            "step": np.full(batch.height, step), "reward": batch["reward"].cast(pl.Float64), "length": length,
             **{f"count:{n}": counts[:, i] for i, n in enumerate(names)},
         }))
         return self._call_rows(step, calls, credit)
@@ -411,10 +423,11 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
     out = []
     if own.label:
         out.append(f"run's estimator: {own.label}, aggregation {aggregation}")
-    for label in flags["estimator"].unique(maintain_order=True).to_list():
-        negative = flags.filter((pl.col("estimator") == label) & pl.col("all_negative"))["step"].to_list()
+    if own.label:  # counterfactual estimators' streaks are in step_flags, not findings: the run never saw them
+        negative = flags.filter((pl.col("estimator") == own.label) & pl.col("all_negative"))["step"].to_list()
         if negative:
-            out.append(f"{label}: all-negative batches at steps {_ranges(negative)}")
+            out.append(f"all-negative batches under the run's estimator ({own.label}) at steps {_ranges(negative)}")
+    out += _length_drift(stream)
     for row in bias.filter(pl.col("aggregation") == aggregation).iter_rows(named=True) if bias.height else []:
         if math.isfinite(row["elasticity_low"]) and (row["elasticity_high"] < -0.2 or row["elasticity_low"] > 0.2):
             out.append(f"length bias under {row['estimator']} / {row['aggregation']}: elasticity of push per token on "
@@ -423,4 +436,50 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
         misalignment = channels["rank_misalignment"].drop_nulls()
         if misalignment.len():
             out.append(f"sum-then-normalise vs GDPO rank misalignment: mean {misalignment.mean():.2f} per group")
+        out += _channel_drift(channels)
+    return out
+
+
+def _quarters(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the first and the last quarter of the distinct steps."""
+    unique = np.unique(steps)
+    cut = max(1, unique.size // 4)
+    return np.isin(steps, unique[:cut]), np.isin(steps, unique[-cut:])
+
+
+def _welch_p(a: np.ndarray, b: np.ndarray) -> float:
+    if a.size < 2 or b.size < 2:
+        return float("nan")
+    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    return math.erfc(abs(b.mean() - a.mean()) / se / math.sqrt(2)) if se > 0 else 0.0
+
+
+def _length_drift(stream: "_CreditStream") -> list[str]:
+    """Response length first quarter vs last: grew or shrank by 20% or more (p < 0.001)."""
+    frame = stream.trajectory_frame()
+    if "length" not in frame.columns or frame.height < 8:
+        return []
+    steps, length = frame["step"].to_numpy(), frame["length"].to_numpy().astype(float)
+    first, last = _quarters(steps)
+    a, b = length[first], length[last]
+    p_value = _welch_p(a, b)
+    if not a.size or not math.isfinite(p_value) or p_value >= 0.001 or abs(b.mean() / a.mean() - 1) < 0.2:
+        return []
+    verb = "grew" if b.mean() > a.mean() else "shrank"
+    return [f"response length {verb}: {a.mean():.0f} -> {b.mean():.0f} model tokens per trajectory "
+            f"(first vs last quarter of steps, p = {p_value:.1g})"]
+
+
+def _channel_drift(channels: pl.DataFrame) -> list[str]:
+    """A reward channel whose mean fell by half or more from the first quarter to the last (p < 0.001)."""
+    out = []
+    steps = channels["step"].to_numpy()
+    first, last = _quarters(steps)
+    for column in [c for c in channels.columns if c.startswith("mean:")]:
+        values = channels[column].to_numpy().astype(float)
+        a, b = values[first], values[last]
+        p_value = _welch_p(a, b)
+        if a.size and a.mean() > 0 and b.mean() <= 0.5 * a.mean() and math.isfinite(p_value) and p_value < 0.001:
+            out.append(f"reward channel {column[5:]} collapsed: {a.mean():.2f} -> {b.mean():.2f} "
+                       f"(first vs last quarter of steps, step means, p = {p_value:.1g})")
     return out

@@ -17,8 +17,9 @@
     interval over steps; ``spearman``: the rank correlation of length with the signed push per
     token.
 ``channels`` (one row per step, runs with two or more reward channels)
-    Each trajectory's ``dominant`` channel (argmax over channels of the absolute in-group
-    normalised channel advantage, counted per channel), and ``rank_misalignment``: 1 minus the
+    Each channel's mean (``mean:<channel>``), each trajectory's ``dominant`` channel (argmax
+    over channels of the absolute in-group normalised channel advantage, counted per channel
+    in ``dominant:<channel>``), and ``rank_misalignment``: 1 minus the
     Spearman correlation, within each group, between summed-then-normalised GRPO advantages and
     GDPO's (per-channel normalised, then summed) advantages, averaged over groups with spread.
 """
@@ -180,5 +181,6 @@ def channel_measures(trajectories: pl.DataFrame, epsilon: float = 1e-6) -> pl.Da
         .filter(pl.col("spread") > 0)
     )
     misalignment = per_group.group_by("step").agg((1.0 - pl.col("rho").fill_nan(None).mean()).alias("rank_misalignment"))
-    counts = wide.group_by("step").agg([(pl.col("dominant") == n).sum().alias(f"dominant:{n}") for n in names])
+    counts = wide.group_by("step").agg([(pl.col("dominant") == n).sum().alias(f"dominant:{n}") for n in names]
+                                       + [pl.col(n).mean().alias(f"mean:{n}") for n in names])
     return counts.join(misalignment, on="step", how="left").sort("step")

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "trajlens.cli.sample",
     "trajlens.cli.synth",
     "trajlens.cli.advantages",
+    "trajlens.cli.attribute",
 )
 
 
