@@ -55,11 +55,14 @@ def _phase(name: str, store_path: str, run_id: str) -> dict:
     if name == "baseline":
         from trajlens.estimators import recompute
 
+        from trajlens.store.layout import step_dir
+
         trajectories = store.trajectories.filter(pl.col("run_id") == run_id).collect()
         tokens_seen = 0
         for step in trajectories["step"].unique().sort().to_list():
             batch = trajectories.filter(pl.col("step") == step)
-            tokens = store.tokens.filter((pl.col("run_id") == run_id) & (pl.col("step") == step)).collect()
+            # Read the step's partition by path, as attribution does, so both pay the same I/O.
+            tokens = pl.read_parquet(sorted((store.path / "runs" / run_id / "tokens" / step_dir(step)).glob("*.parquet")))
             tokens_seen += int(tokens["response_mask"].list.len().sum())
             for _, estimator, options in ESTIMATORS:
                 recompute(batch, tokens, estimator, **options)
