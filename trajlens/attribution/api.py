@@ -204,9 +204,8 @@ def _unavailable(rec: Recomputation, facts: dict[str, Any]) -> str | None:
 def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: Recomputation) -> pl.DataFrame:
     from trajlens.estimators import recompute
 
-    keep = [c for c in ("trajectory_id", "advantage", "token_advantages") if c]
     result = recompute(trajectories, tokens, rec.estimator, **rec.options)
-    return result.select([c for c in keep if c in result.columns])
+    return result.select([c for c in ("trajectory_id", "advantage", "token_advantages") if c in result.columns])
 
 
 class _CreditStream:
@@ -254,7 +253,7 @@ class _CreditStream:
                     continue
                 order = batch.select("trajectory_id").with_row_index("__b")
                 calls = calls.join(order, on="trajectory_id").sort("__b", "call_index")
-                tokens = self._read(["tokens"], [step], ["run_id", "trajectory_id", "response_mask", "values", "token_rewards"])
+                tokens = self._read("tokens", [step], ["run_id", "trajectory_id", "response_mask", "values", "token_rewards"])
                 advantages: list[pl.DataFrame | None] = []
                 for rec in self.recs:
                     if rec.estimator in TOKEN_ESTIMATORS:
@@ -267,11 +266,10 @@ class _CreditStream:
                 if self.progress is not None:
                     self.progress(f"step {step}")
 
-    def _read(self, tables: list[str], steps: list[int], columns: list[str]) -> pl.DataFrame | None:
+    def _read(self, table: str, steps: list[int], columns: list[str]) -> pl.DataFrame | None:
         """The rows of this run's step partitions (read by path: no scan over other runs' files)."""
         from trajlens.store.layout import step_dir
 
-        (table,) = tables
         files = [str(f) for step in steps
                  for f in sorted((self.store.path / "runs" / self.run_id / table / step_dir(step)).glob("*.parquet"))]
         if not files:
@@ -282,7 +280,7 @@ class _CreditStream:
     def _classified_calls(self, steps: list[int]) -> pl.DataFrame:
         from trajlens.classify import classify_calls
 
-        calls = self._read(["tool_calls"], steps, ["step", "trajectory_id", "call_index", "turn", "tool_name",
+        calls = self._read("tool_calls", steps, ["step", "trajectory_id", "call_index", "turn", "tool_name",
                                                     "arguments", "command", "token_end", "format_error"])
         if calls is None:
             return pl.DataFrame(schema={"step": pl.Int64, "trajectory_id": pl.String})
