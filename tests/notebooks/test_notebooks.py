@@ -14,6 +14,7 @@ pytestmark = pytest.mark.slow
 EXPECTED_OUTPUT = {
     "01_tour": "early ┆ verification:quick_check",
     "02_advantages": "unwhitened GAE, all-negative streaks: ((119, 121),)",
+    "03_attribution": "think drift pivot: all-negative batches",
     "04_checks": "resume-lr, logged LR != configured LR at steps 41-159",
 }
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))

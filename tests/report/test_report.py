@@ -29,6 +29,11 @@ def sample_store(tmp_path_factory):
 def reports(sample_store, tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
     written = report_store(sample_store, out, run_ids=["sao-r6", "multireward", "resume-lr"])
+    from trajlens.attribution import RECOMPUTATIONS, attribute
+    from trajlens.report import classify_store
+
+    classify_store(sample_store, ["causal-multireward"])
+    attribute(sample_store, "causal-multireward", tuple(r for r in RECOMPUTATIONS if r.label == "sum_then_normalize"))
     return out, {report.run_id: report for report in written}
 
 
@@ -128,7 +133,9 @@ def test_analysis_command_errors_are_one_line(sample_store, args, message):
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots"
 QUERY_PARAMS = {"run_id": "sao-r6", "name": "critic/grad_norm", "metric": "share:think", "estimator": "gae_raw"}
-QUERY_RUN = {"reward_channels_by_step": "multireward", "dead_groups_by_step": "multireward"}
+QUERY_RUN = {"reward_channels_by_step": "multireward", "dead_groups_by_step": "multireward",
+             "attribution_relative_credit_by_step": "causal-multireward", "call_credit_by_class": "causal-multireward"}
+QUERY_ESTIMATOR = {"call_credit_by_class": "sum_then_normalize"}
 
 
 def check_snapshot(name: str, text: str) -> None:
@@ -152,6 +159,8 @@ def test_query_results_match_their_snapshots(reports, sample_store, path):
     params = {k: v for k, v in QUERY_PARAMS.items() if f"${k}" in text}
     if "run_id" in params:
         params["run_id"] = QUERY_RUN.get(path.stem, "sao-r6")
+    if "estimator" in params:
+        params["estimator"] = QUERY_ESTIMATOR.get(path.stem, params["estimator"])
     frame = sample_store.sql(text, params)
     check_snapshot(f"queries/{path.stem}.csv", frame.head(40).write_csv(float_precision=6))
 

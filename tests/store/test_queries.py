@@ -33,6 +33,9 @@ def store(tmp_path_factory):
     trajlens.ingest([root / "run"], root / "store")
     store = trajlens.open(root / "store")
     report_store(store, root / "report", n=2)
+    from trajlens.attribution import attribute
+
+    attribute(store, "tiny")  # call_credit and class_credit for the attribution queries
     return store
 
 

@@ -35,6 +35,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "trajlens.cli.shell",
     "trajlens.cli.classify",
     "trajlens.cli.check",
+    "trajlens.cli.attribute",
 )
 
 # Import names whose distribution (the name to pip install) differs.

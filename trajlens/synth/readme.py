@@ -16,13 +16,17 @@ from trajlens.synth import multireward
 from trajlens.synth.scenarios import SCENARIOS
 
 REGENERATE = "python -m trajlens.synth.regenerate sample_data"
+DESCRIPTIVE_NOTE = (
+    "This run is *descriptive*, not causal: behaviour is drawn from injected curves, so any link between its "
+    "advantages and its drift is drawn, not caused. The `causal-*` runs are trained by a behaviour-level loop "
+    "in which drift emerges from the estimator (see `trajlens/synth/causal.py`).")
 
 
 def run_readme(directory: Path, truth: dict[str, Any], seed_batch: dict[str, Any] | None = None) -> str:
     """The README of the run in ``directory`` (``seed_batch``: truth of a multireward run at the seed's batch size)."""
     spec = SCENARIOS[truth["scenario"]]
     sizes = truth["sizes"]
-    lines = [f"# {truth['scenario']}: {spec.title}", "", spec.summary, ""]
+    lines = [f"# {truth['scenario']}: {spec.title}", "", spec.summary, "", DESCRIPTIVE_NOTE, ""]
     lines += ["## What is here", ""]
     if spec.resume is None:
         lines += [
@@ -231,7 +235,9 @@ def index_readme(entries: list[tuple[str, int, dict[str, Any]]]) -> str:
         "reports (the r6 collapse and r7 fix of single-rollout GAE, a GRPO comparison leg, a two-channel GRPO "
         "run, a resume that doubled the LR). Each folder is a run directory in trajlens' canonical layout, "
         "with the truth the generator injected in `truth.json` and a README saying what it holds and what "
-        "should be found. Load one with `trajlens ingest sample_data/sao-r6 --store store`.", "",
+        "should be found. Load one with `trajlens ingest sample_data/sao-r6 --store store`. These runs are "
+        "descriptive, not causal: behaviour is drawn from injected curves. The causal runs below them are trained "
+        "by a behaviour-level loop in which drift emerges from the estimator.", "",
         "| run | what it shows | steps x trajectories | size |", "|---|---|---|---|",
     ]
     for name, size, truth in entries:

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from trajlens.errors import ConfigError
+from trajlens.synth.causal import causal_index, causal_readme, generate_causal
 from trajlens.synth.generate import SynthResult, generate
 from trajlens.synth.readme import index_readme, run_readme
 from trajlens.synth.truth import TRUTH_FILE, load_truth
@@ -23,8 +24,14 @@ SAMPLES: tuple[str, ...] = ("sao-r6", "sao-r7", "grpo-leg", "multireward", "resu
 """Scenarios shipped in ``sample_data/``, each in a folder of its name."""
 SEED_BATCH = {"batch": 1024, "tool_calls_per_trajectory": 3, "tokens_per_trajectory": 100}
 """Sizes of the multireward run at the seed's batch size quoted in its README."""
-SIZE_LIMIT = 20_000_000
+SIZE_LIMIT = 30_000_000
 """Bytes all samples may take together."""
+CAUSAL_SAMPLES: tuple[str, ...] = (
+    "causal-r6", "causal-r6-whitened", "causal-grpo-length", "causal-multireward", "causal-multireward-gdpo",
+)
+"""Causal runs shipped beside them (:mod:`trajlens.synth.causal`)."""
+CAUSAL_SIZE_LIMIT = 8_000_000
+"""Bytes the causal runs may take together."""
 
 
 def regenerate(directory: Path | str, *, seed: int = 0, seed_batch: bool = True, progress: bool = False) -> list[SynthResult]:
@@ -41,8 +48,19 @@ def regenerate(directory: Path | str, *, seed: int = 0, seed_batch: bool = True,
         extra = _seed_batch_truth(seed, progress) if name == "multireward" and seed_batch else None
         (target / "README.md").write_text(run_readme(target, load_truth(target), extra))
         entries.append((name, _size(target), load_truth(target)))
-    (directory / "README.md").write_text(index_readme(entries))
-    total = sum(size for _, size, _ in entries)
+    causal_entries = []
+    for name in CAUSAL_SAMPLES:
+        target = directory / name
+        _clear(target)
+        results.append(generate_causal(name, target, seed=seed))
+        (target / "README.md").write_text(causal_readme(target, load_truth(target)))
+        causal_entries.append((name, _size(target), load_truth(target)))
+    (directory / "README.md").write_text(index_readme(entries) + causal_index(causal_entries))
+    causal_total = sum(size for _, size, _ in causal_entries)
+    if causal_total > CAUSAL_SIZE_LIMIT:
+        raise ConfigError([f"causal samples take {causal_total / 1e6:.1f} MB, more than the "
+                           f"{CAUSAL_SIZE_LIMIT / 1e6:.0f} MB allowed"])
+    total = sum(size for _, size, _ in entries) + causal_total
     if total > SIZE_LIMIT:
         raise ConfigError([f"samples take {total / 1e6:.1f} MB, more than the {SIZE_LIMIT / 1e6:.0f} MB allowed"])
     return results

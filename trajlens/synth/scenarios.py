@@ -1,5 +1,9 @@
 """The scenarios: the seed runs, with their numbers, as data.
 
+These scenarios are descriptive, not causal: behaviour follows injected curves, so a link
+between a run's advantages and its drift is drawn, not caused. The causal scenarios, whose
+drift emerges from the estimator, are in :mod:`trajlens.synth.causal_spec`.
+
 Each curve's ``origin`` says whether its anchors are the seed's numbers (``/work/shared/seeds``,
 digested in DIGEST.md) or values the generator had to choose where the seed is silent; the
 README of each sample run repeats that split. Steps are absolute: a shorter run simply stops

@@ -1,0 +1,79 @@
+"""Call credit on hand-derived steps: the token rule, the push under each aggregation, the fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from trajlens.attribution._spans import credited_spans, span_sums
+from trajlens.attribution.calls import step_call_credit
+
+MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+
+
+def _step():
+    # Trajectory a: 3 reasoning + 2 call tokens, 2 observation, 1 call token (8 tokens, 6 model).
+    # Trajectory b: 1 call token, 1 observation, 2 call tokens (4 tokens, 3 model).
+    trajectories = pl.DataFrame({"trajectory_id": ["a", "b"], "model_tokens": [6, 3], "reward": [1.0, 0.0]})
+    tokens = pl.DataFrame({"trajectory_id": ["a", "b"],
+                           "response_mask": [[True] * 5 + [False, False, True], [True, False, True, True]]})
+    calls = pl.DataFrame({"trajectory_id": ["a", "a", "b", "b"], "call_index": [0, 1, 0, 1], "turn": [0, 1, 0, 1],
+                          "token_end": [5, 8, 1, 4]})
+    token_advantages = pl.DataFrame({
+        "trajectory_id": ["a", "b"],
+        "token_advantages": [[1.0, 1.0, 1.0, 2.0, 2.0, 9.0, 9.0, 4.0], [-1.0, 9.0, -2.0, -2.0]],
+    })
+    outcome = pl.DataFrame({"trajectory_id": ["a", "b"], "advantage": [0.5, -0.5]})
+    return trajectories, calls, tokens, [token_advantages, outcome]
+
+
+def test_token_rule_and_push_by_hand():
+    trajectories, calls, tokens, advantages = _step()
+    credit = step_call_credit(trajectories, calls, tokens, advantages, MODES)
+    # Call a0 owns tokens 0-4 (sum 7, 5 tokens); a1 owns 5-7 whose only model token is 7 (sum 4).
+    # b0 owns token 0 (sum -1); b1 owns 1-3, model tokens 2-3 (sum -4).
+    np.testing.assert_array_equal(credit.tokens, [5, 1, 1, 2])
+    np.testing.assert_array_equal(credit.token_start, [0, 5, 0, 1])
+    np.testing.assert_array_equal(credit.token_end, [5, 8, 1, 4])
+    sums = np.array([7.0, 4.0, -1.0, -4.0])
+    np.testing.assert_allclose(credit.advantage[0], sums / [5, 1, 1, 2])
+    token_mean, seq_mean, seq_sum, sum_norm = credit.push[0]
+    np.testing.assert_allclose(token_mean, sums / 9)  # w = 1 / (6 + 3) model tokens
+    np.testing.assert_allclose(seq_mean, sums / (2 * np.array([6, 6, 3, 3])))  # w = 1 / (B L_i)
+    np.testing.assert_allclose(seq_sum, sums / 2)  # w = 1 / B
+    np.testing.assert_allclose(sum_norm, sums / 8)  # w = 1 / L_max, the padded length
+    # Outcome advantage: A_i on every model token of the call.
+    np.testing.assert_allclose(credit.push[1, 0], np.array([0.5 * 5, 0.5, -0.5, -1.0]) / 9)
+    assert not credit.fallback.any()
+    assert credit.all_negative.tolist() == [False, False]
+
+
+def test_fallback_spreads_the_trajectory_advantage_by_turn_and_says_so():
+    trajectories, calls, _, advantages = _step()
+    calls = calls.with_columns(pl.Series("turn", [0, 0, 0, 1]))  # a: both calls in one turn
+    credit = step_call_credit(trajectories, calls, None, [None, advantages[1]], MODES)
+    assert credit.fallback.all() and (credit.token_start == -1).all()
+    # a: 6 model tokens, one turn with two calls -> 3 each; b: 3 tokens, two turns -> 1.5 each.
+    np.testing.assert_allclose(credit.tokens, [3.0, 3.0, 1.5, 1.5])
+    np.testing.assert_allclose(credit.push[1, 0], np.array([1.5, 1.5, -0.75, -0.75]) / 9)
+    assert not credit.computed[0] and credit.computed[1]
+
+
+def test_span_sums_match_a_loop_on_random_steps():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        lengths = rng.integers(1, 40, 6)
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        values = rng.normal(size=offsets[-1])
+        mask = rng.random(offsets[-1]) < 0.7
+        calls_per = rng.integers(0, 5, 6)
+        call_trajectory = np.repeat(np.arange(6), calls_per)
+        ends = np.concatenate([np.sort(rng.integers(0, n + 1, c)) for n, c in zip(lengths, calls_per)]).astype(np.int64)
+        spans = credited_spans(call_trajectory, ends)
+        sums, counts = span_sums(values, mask, offsets, call_trajectory, spans)
+        for j, b in enumerate(call_trajectory):
+            start = ends[j - 1] if j and call_trajectory[j - 1] == b else 0
+            window = slice(offsets[b] + start, offsets[b] + ends[j])
+            assert sums[j] == pytest.approx(values[window][mask[window]].sum())
+            assert counts[j] == mask[window].sum()

@@ -1,0 +1,120 @@
+"""Attribution on the shipped causal runs: the outcomes the loop caused, found from the data alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import trajlens
+from trajlens.attribution import RECOMPUTATIONS, attribute, attribution_html, attribution_markdown
+
+pytestmark = pytest.mark.slow
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
+PICK = {r.label: r for r in RECOMPUTATIONS}
+
+
+def _recs(*labels):
+    return tuple(PICK[label] for label in labels)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("causal")
+    runs = ["causal-r6", "causal-r6-whitened", "causal-grpo-length", "causal-multireward", "causal-multireward-gdpo"]
+    trajlens.ingest([SAMPLE / name for name in runs], root / "store")
+    return trajlens.open(root / "store")
+
+
+@pytest.fixture(scope="module")
+def r6(store):
+    return attribute(store, "causal-r6", _recs("gae_raw", "gae_whitened"))
+
+
+def test_r6_names_think_the_negative_streak_and_the_runs_estimator(r6):
+    assert r6.own.label == "gae_raw" and r6.own.aggregation == "token-mean"
+    think = r6.drift.filter(pl.col("primary_class") == "think")
+    assert think.height == 2 and think["direction"][0] == "grew"
+    own = think.filter(pl.col("own")).row(0, named=True)
+    assert own["estimator"] == "gae_raw" and own["pivot_kind"] == "all-negative batches"
+    streak = {int(s) for part in own["pivotal_steps"].split(", ") for s in part.split("-")}
+    assert streak <= set(range(58, 65)) and len(streak) >= 2  # the hard steps, nothing else
+    assert own["window_low"] > 0.5  # think calls pushed down least: strong positive relative credit
+    assert own["r"] > 0.3
+    whitened = think.filter(~pl.col("own")).row(0, named=True)
+    assert whitened["estimator"] == "gae_whitened"
+    assert abs(whitened["window_relative_credit"]) < 0.1  # the counterfactual gives the same calls no such credit
+    assert whitened["window_low"] < 0.1
+    sentence = next(f for f in r6.findings if f.startswith("think share"))
+    assert "under the run's estimator (gae_raw)" in sentence and "all-negative batches" in sentence
+    assert any(f.startswith("all-negative batches under the run's estimator (gae_raw)") for f in r6.findings)
+    assert r6.flagged
+
+
+def test_r6_tables_are_store_views_that_join_call_classes(store, r6):
+    from trajlens.report import classify_store
+
+    classify_store(store, ["causal-r6"])
+    query = (Path(__file__).resolve().parents[2] / "queries" / "call_credit_by_class.sql").read_text()
+    frame = store.sql(query, {"run_id": "causal-r6", "estimator": "gae_raw"})
+    assert set(frame["aggregation"]) == {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"}
+    assert frame["fallback_calls"].sum() == 0
+    assert frame["calls"].sum() == 4 * 14400
+    credit = store.sql("SELECT count(*) AS n, count(token_start) AS spans FROM call_credit WHERE run_id = 'causal-r6'")
+    assert credit.row(0) == (8 * 14400, 8 * 14400)
+    rows = store.table("class_credit").filter(pl.col("run_id") == "causal-r6").collect()
+    assert {"relative_credit", "relative_credit_scaled", "stage"} <= set(rows.columns)
+
+
+def test_whitened_twin_flags_nothing(store):
+    result = attribute(store, "causal-r6-whitened", _recs("gae_raw", "gae_whitened"), write=False)
+    assert result.own.label == "gae_whitened"
+    assert not result.flagged and result.drift.height == 0
+    assert result.step_flags.filter((pl.col("estimator") == "gae_whitened") & pl.col("all_negative")).height == 0
+
+
+def test_length_bias_under_sequence_mean_and_not_under_token_mean(store):
+    result = attribute(store, "causal-grpo-length", _recs("grpo"), write=False)
+    bias = {row["aggregation"]: row for row in result.length_bias.iter_rows(named=True)}
+    assert bias["seq-mean-token-mean"]["elasticity_high"] < -0.7
+    assert abs(bias["token-mean"]["elasticity"]) < 0.2
+    assert any(f.startswith("response length grew") for f in result.flags)
+
+
+def test_format_collapses_under_sum_then_normalise_and_not_under_gdpo(store):
+    recs = _recs("sum_then_normalize", "gdpo_verl")
+    summed = attribute(store, "causal-multireward", recs, write=False)
+    gdpo = attribute(store, "causal-multireward-gdpo", recs, write=False)
+    assert summed.own.label == "sum_then_normalize" and gdpo.own.label == "gdpo_verl"
+    assert any(f.startswith("reward channel format collapsed") for f in summed.flags)
+    assert not any("collapsed" in f for f in gdpo.findings)
+    assert summed.channels["rank_misalignment"].drop_nulls().mean() > 0
+
+
+def test_fragments_render(r6):
+    markdown = attribution_markdown(r6)
+    assert markdown.startswith("## Attribution: causal-r6") and "| think |" in markdown
+    html = attribution_html(r6)
+    assert html.startswith("<section") and "<table>" in html and "&" not in html.replace("&gt;", "").replace("&#x27;", "")
+
+
+def test_cli_attribute_and_its_errors(store, tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "trajlens", *map(str, args)], capture_output=True, text=True)
+
+    done = cli("attribute", store.path, "--run", "causal-r6-whitened", "-e", "raw=gae", "--option", "whiten=false",
+               "--aggregation", "token-mean", "--out", tmp_path / "a.md")
+    assert done.returncode == 0, done.stderr
+    assert "## Attribution: causal-r6-whitened" in done.stdout and (tmp_path / "a.md").exists()
+    for args, message in (
+        (("--run", "nope"), "run 'nope' is not in the store"),
+        (("--run", "causal-r6", "-e", "x=gaee"), "unknown estimator 'gaee'"),
+        (("--run", "causal-r6", "--option", "whiten=false"), "--option needs an --estimator"),
+    ):
+        done = cli("attribute", store.path, *args)
+        assert done.returncode == 1 and message in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1

@@ -1,0 +1,70 @@
+"""The causal generator: deterministic, twins share their draws, and drift emerges where it should."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from trajlens.errors import ConfigError
+from trajlens.synth.causal import generate_causal, simulate_causal
+from trajlens.synth.causal_spec import CAUSAL_R6, CAUSAL_SCENARIOS
+from trajlens.synth.truth import load_truth
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
+
+
+def test_twins_differ_only_in_whitening_and_share_their_first_draws():
+    raw, whitened = CAUSAL_SCENARIOS["causal-r6"], CAUSAL_SCENARIOS["causal-r6-whitened"]
+    differing = {k for k in raw.__dict__ if raw.__dict__[k] != whitened.__dict__[k]}
+    assert differing == {"name", "title", "summary", "expected", "estimator_options", "twin_of"}
+    assert {k for k in raw.estimator_options if raw.estimator_options[k] != whitened.estimator_options[k]} == {"whiten"}
+    a = simulate_causal("causal-r6", steps=3)
+    b = simulate_causal("causal-r6-whitened", steps=3)
+    calls = [k for k in a[0] if k.startswith("calls.")]
+    assert [a[0][k] for k in calls] == [b[0][k] for k in calls]  # same policy at step 1, same draws
+    assert a[0]["mean_reward"] == b[0]["mean_reward"]
+
+
+def test_simulation_is_deterministic_and_matches_the_shipped_run(tmp_path):
+    assert simulate_causal("causal-grpo-length", steps=4) == simulate_causal("causal-grpo-length", steps=4)
+    fresh = generate_causal("causal-multireward", tmp_path / "run", steps=2)
+    for table in ("trajectories", "tool_calls", "tokens"):
+        part = Path(table) / "step=000002" / "part-0.parquet"
+        assert (fresh.directory / part).read_bytes() == (SAMPLE / "causal-multireward" / part).read_bytes()
+    with pytest.raises(ConfigError, match="already exists"):
+        generate_causal("causal-r6", fresh.directory, steps=1)
+    with pytest.raises(ConfigError, match="unknown causal scenario"):
+        generate_causal("sao-r6", tmp_path / "x", steps=1)
+
+
+def test_the_estimator_causes_the_drift():
+    """With whitening the same loop keeps think where it was; without, the all-negative steps set it off."""
+    short = replace(CAUSAL_R6, steps=75)
+    raw = simulate_causal(short)
+    whitened = simulate_causal(replace(short, estimator_options={**short.estimator_options, "whiten": True}))
+    negative = [r["step"] for r in raw if r["all_negative"]]
+    assert set(negative) <= set(range(58, 65)) and len(negative) >= 3
+    assert not any(r["all_negative"] for r in whitened)
+    late = slice(68, 75)
+    assert np.mean([r["policy.think"] for r in raw[late]]) > 0.3
+    assert np.mean([r["policy.think"] for r in whitened[late]]) < 0.1
+
+
+def test_shipped_causal_runs_show_their_outcomes_in_the_tables():
+    from trajlens.classify import classify_calls
+
+    def think_share(name, steps):
+        calls = pl.read_parquet(SAMPLE / name / "tool_calls" / "**" / "*.parquet").filter(pl.col("step").is_in(steps))
+        return float((classify_calls(calls)["primary_class"] == "think").mean())
+
+    early, late = list(range(1, 23)), list(range(69, 91))
+    assert think_share("causal-r6", early) < 0.15 and think_share("causal-r6", late) > 0.5
+    assert think_share("causal-r6-whitened", early) < 0.15 and think_share("causal-r6-whitened", late) < 0.15
+    truth = load_truth(SAMPLE / "causal-r6")
+    assert truth["causal"] and truth["summary"]["all_negative_steps"]
+    assert "*descriptive*, not causal" in (SAMPLE / "sao-r6" / "README.md").read_text()
+    assert "## Causal runs" in (SAMPLE / "README.md").read_text()

@@ -1,0 +1,36 @@
+"""Attribution: which estimator rewarded the habit that grew, from when, and would another have stopped it.
+
+``attribute(store, "causal-r6")`` credits every tool call of a run with the advantage of the
+model tokens that produced it, under each estimator recomputation and loss aggregation
+(table ``call_credit``), measures each behaviour class per step and stage (``class_credit``,
+relative credit, reward relevance, superstition, length bias, reward channels) and relates
+each estimator's credit to the drift that followed (lagged regression with bootstrap
+intervals). See ``docs/attribution.md``.
+"""
+
+from __future__ import annotations
+
+from trajlens.attribution.api import (
+    CALL_CREDIT_COLUMNS, CLASS_CREDIT_COLUMNS, AttributionResult, attribute,
+)
+from trajlens.attribution.drift import DriftConfig
+from trajlens.attribution.recomputations import (
+    AGGREGATIONS, RECOMPUTATIONS, Recomputation, RunEstimator, own_recomputation, parse_recomputations,
+)
+from trajlens.attribution.render import attribution_html, attribution_markdown
+
+__all__ = [
+    "AGGREGATIONS",
+    "CALL_CREDIT_COLUMNS",
+    "CLASS_CREDIT_COLUMNS",
+    "RECOMPUTATIONS",
+    "AttributionResult",
+    "DriftConfig",
+    "Recomputation",
+    "RunEstimator",
+    "attribute",
+    "attribution_html",
+    "attribution_markdown",
+    "own_recomputation",
+    "parse_recomputations",
+]

@@ -1,0 +1,175 @@
+"""Credit per tool call for one step: each call's advantage and its push under each aggregation.
+
+The token rule (:mod:`trajlens.attribution._spans`): a call owns the model tokens from the end of
+the previous call of its trajectory to its own ``token_end``, i.e. the call's tokens and the
+reasoning of its turn before it. Its *advantage* is the mean advantage over those tokens, and
+its *push* under an aggregation mode is ``sum over its tokens of w_t * A_t``, with ``w`` the
+per-token loss weight of :func:`trajlens.estimators.aggregation_weights` (constant within a
+trajectory in every mode): how hard that update moved the call's log-probability.
+
+Fallback. Where a trajectory has no token arrays (or a call no ``token_end``), the trajectory's
+advantage is spread over its calls by turn: its model tokens (``model_tokens``, else one per
+call) are split equally over its turns with calls, and a turn's share equally over its calls;
+the call's push is ``w * A * tokens``. Every such row has ``fallback`` set. Token-level
+estimators (GAE, REINFORCE) need the token arrays and are not computed for those trajectories.
+
+Notation: B trajectories of the step, C calls, R recomputations, M aggregation modes.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from trajlens.attribution._spans import credited_spans, span_sums
+
+
+class StepCredit(NamedTuple):
+    """Credit of every call of one step under every recomputation and aggregation."""
+
+    push: np.ndarray
+    """(R, M, C) push of each call."""
+    advantage: np.ndarray
+    """(R, C) mean advantage over the call's credited tokens (NaN where not computable)."""
+    tokens: np.ndarray
+    """(C,) model tokens credited to the call (estimated under the fallback)."""
+    token_start: np.ndarray
+    """(C,) start of the credited span (-1 under the fallback)."""
+    token_end: np.ndarray
+    fallback: np.ndarray
+    """(C,) bool: credited by the fallback rule."""
+    call_trajectory: np.ndarray
+    """(C,) index of the call's trajectory in the step's trajectory order."""
+    lengths: np.ndarray
+    """(B,) model tokens per trajectory."""
+    trajectory_advantage: np.ndarray
+    """(R, B) mean advantage over the trajectory's model tokens."""
+    trajectory_push: np.ndarray
+    """(R, M, B) total push over the trajectory's model tokens."""
+    all_negative: np.ndarray
+    """(R,) bool: every model-token advantage of the step is negative."""
+    computed: np.ndarray
+    """(R,) bool: the recomputation gave this step advantages."""
+
+
+def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flat model mask of the step in trajectory order, trajectory offsets, and which have tokens."""
+    batch = len(trajectory_ids)
+    if tokens is None or tokens.height == 0:
+        return np.zeros(0, dtype=bool), np.zeros(batch + 1, dtype=np.int64), np.zeros(batch, dtype=bool)
+    order = pl.DataFrame({"trajectory_id": trajectory_ids}).with_row_index("__b")
+    joined = order.join(tokens.select("trajectory_id", "response_mask"), on="trajectory_id", how="left").sort("__b")
+    mask_arrow = joined["response_mask"].to_arrow()
+    if isinstance(mask_arrow, pa.ChunkedArray):
+        mask_arrow = mask_arrow.combine_chunks()
+    lengths = mask_arrow.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = mask_arrow.flatten().fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return flat, offsets, joined["response_mask"].is_not_null().to_numpy()
+
+
+def _count_weights(lengths: np.ndarray, full_length: int, modes: tuple[str, ...]) -> np.ndarray:
+    """(M, B) per-token loss weight of each trajectory under each mode, from model-token counts."""
+    import torch
+
+    from trajlens.estimators import aggregation_weights
+
+    counts = np.maximum(lengths, 1)
+    width = int(counts.max())
+    mask = torch.arange(width)[None, :] < torch.from_numpy(counts)[:, None]
+    return np.stack([
+        aggregation_weights(mask, mode, max_length=max(full_length, width)).per_token_weight.numpy() for mode in modes
+    ])
+
+
+def step_call_credit(
+    trajectories: pl.DataFrame,
+    calls: pl.DataFrame,
+    tokens: pl.DataFrame | None,
+    advantages: list[pl.DataFrame | None],
+    modes: tuple[str, ...],
+) -> StepCredit:
+    """Credit every call of one step.
+
+    Args:
+        trajectories: the step's trajectories (``trajectory_id``, ``model_tokens``), in the order
+            the outputs use.
+        calls: the step's tool calls, sorted by trajectory (in ``trajectories`` order) and
+            ``call_index``, with ``trajectory_id``, ``turn``, ``token_end``.
+        tokens: the step's token arrays (``trajectory_id``, ``response_mask``) or None.
+        advantages: per recomputation, the output of :func:`trajlens.estimators.recompute` for
+            this step (``token_advantages`` for token estimators, else ``advantage``), with
+            ``trajectory_id``; None where the recomputation has nothing for this step.
+        modes: aggregation modes.
+    """
+    ids = trajectories["trajectory_id"].to_list()
+    index = {t: i for i, t in enumerate(ids)}
+    batch = len(ids)
+    flat_mask, offsets, has_tokens = _flat_tokens(ids, tokens)
+    token_lengths = np.add.reduceat(flat_mask.astype(np.int64), offsets[:-1]) if flat_mask.size else np.zeros(batch, np.int64)
+    token_lengths = np.where(np.diff(offsets) > 0, token_lengths, 0)
+    call_trajectory = np.array([index[t] for t in calls["trajectory_id"].to_list()], dtype=np.int64)
+    count = call_trajectory.size
+    token_end_raw = calls["token_end"].fill_null(-1).to_numpy().astype(np.int64) if "token_end" in calls.columns else np.full(count, -1)
+    exact = has_tokens[call_trajectory] & (token_end_raw >= 0) if count else np.zeros(0, dtype=bool)
+    calls_per_trajectory = np.bincount(call_trajectory, minlength=batch)
+    model_tokens = trajectories["model_tokens"].to_numpy() if "model_tokens" in trajectories.columns else np.full(batch, np.nan)
+    model_tokens = np.where(np.isnan(model_tokens.astype(float)), calls_per_trajectory, model_tokens).astype(float)
+    lengths = np.where(has_tokens, token_lengths, model_tokens).astype(np.int64)
+
+    # Fallback share of each call: the trajectory's model tokens / turns with calls / calls in the turn.
+    turn = calls["turn"].to_numpy().astype(np.int64) if count else np.zeros(0, np.int64)
+    key = call_trajectory * (turn.max() + 1 if count else 1) + turn
+    _, turn_of_call, calls_in_turn = np.unique(key, return_inverse=True, return_counts=True)
+    turns_with_calls = np.bincount(call_trajectory[np.unique(turn_of_call, return_index=True)[1]], minlength=batch) if count else np.zeros(batch)
+    fallback_tokens = model_tokens[call_trajectory] / np.maximum(turns_with_calls[call_trajectory], 1) / calls_in_turn[turn_of_call] if count else np.zeros(0)
+
+    spans = credited_spans(call_trajectory, np.where(exact, token_end_raw, 0))
+    ones = np.ones(flat_mask.size)
+    _, exact_tokens = span_sums(ones, flat_mask, offsets, call_trajectory, spans) if flat_mask.size else (None, np.zeros(count))
+    tokens_per_call = np.where(exact, exact_tokens, fallback_tokens).astype(float)
+    full_length = int(np.diff(offsets).max()) if flat_mask.size else int(lengths.max(initial=1))
+    weights = _count_weights(lengths, full_length, modes)  # (M, B)
+
+    recs = len(advantages)
+    push = np.full((recs, len(modes), count), np.nan)
+    advantage = np.full((recs, count), np.nan)
+    trajectory_advantage = np.full((recs, batch), np.nan)
+    trajectory_push = np.full((recs, len(modes), batch), np.nan)
+    all_negative = np.zeros(recs, dtype=bool)
+    computed = np.zeros(recs, dtype=bool)
+    for r, frame in enumerate(advantages):
+        if frame is None or frame.height == 0:
+            continue
+        computed[r] = True
+        aligned = pl.DataFrame({"trajectory_id": ids}).join(frame, on="trajectory_id", how="left", maintain_order="left")
+        if "token_advantages" in aligned.columns:
+            values = aligned["token_advantages"].to_arrow()
+            if isinstance(values, pa.ChunkedArray):
+                values = values.combine_chunks()
+            flat_values = values.flatten().fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
+            if flat_values.size != flat_mask.size:
+                raise ValueError("token advantages do not line up with the response masks")
+            sums, _ = span_sums(flat_values, flat_mask, offsets, call_trajectory, spans)
+            sums = np.where(exact, sums, np.nan)  # token estimators have nothing for fallback calls
+            per_trajectory = np.add.reduceat(np.where(flat_mask, flat_values, 0.0), offsets[:-1]) if flat_mask.size else np.zeros(batch)
+            trajectory_sum = np.where(has_tokens, per_trajectory, np.nan)
+            model_values = flat_values[flat_mask]
+            all_negative[r] = bool(model_values.size and (model_values < 0).all())
+        else:
+            a = aligned["advantage"].fill_null(float("nan")).to_numpy().astype(np.float64)
+            sums = a[call_trajectory] * tokens_per_call
+            trajectory_sum = a * lengths
+            finite = a[np.isfinite(a)]
+            all_negative[r] = bool(finite.size and (finite < 0).all())
+        advantage[r] = sums / np.maximum(tokens_per_call, 1e-12)
+        trajectory_advantage[r] = trajectory_sum / np.maximum(lengths, 1)
+        push[r] = weights[:, call_trajectory] * sums[None, :]
+        trajectory_push[r] = weights * trajectory_sum[None, :]
+    start = np.where(exact, spans.start, -1)
+    end = np.where(exact, spans.end, -1)
+    return StepCredit(push, advantage, tokens_per_call, start, end, ~exact, call_trajectory, lengths,
+                      trajectory_advantage, trajectory_push, all_negative, computed)

@@ -1,0 +1,251 @@
+"""Drift attribution: which behaviour grew or decayed, from when, and which estimator's credit predicts it.
+
+For each class whose share of calls changes significantly from the first stage to the last
+(two-proportion z test, p < ``alpha``, and an absolute change of at least ``min_change``):
+
+onset
+    The first step t at which the mean share over steps t..t+k-1 has moved a quarter of the
+    way from the first stage's share to the last stage's.
+pivotal steps
+    The run's own estimator's all-negative (for a growing class) or all-positive (decaying)
+    batches from 2k steps before the onset to k steps after; else the steps in that window at
+    which the class had the highest relative credit of all classes under the run's estimator.
+lagged regression
+    For each estimator, at the run's aggregation: x_t the class's scaled relative credit at
+    step t, y_t the change of its share from step t to step t+k; least squares
+    (scikit-learn ``LinearRegression``), Pearson r with a moving-block bootstrap interval over
+    steps (blocks of k steps, so the overlap of neighbouring y_t is kept).
+counterfactual credit
+    Each estimator's scaled relative credit of the same calls over the pivotal steps, with a
+    95% normal interval from the calls' spread.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from trajlens.attribution.measures import Z95
+
+
+@dataclass(frozen=True)
+class DriftConfig:
+    """Settings of drift attribution."""
+
+    k: int = 5
+    """Lag: the share change over the next k steps is related to the credit at step t."""
+    alpha: float = 0.001
+    """Significance level of the first-vs-last-stage share change."""
+    min_change: float = 0.1
+    """Smallest absolute share change that counts as drift."""
+    bootstrap: int = 1000
+    """Bootstrap replicates for the interval of r."""
+    seed: int = 0
+
+
+DRIFT_SCHEMA = {
+    "primary_class": pl.String, "direction": pl.String, "share_first": pl.Float64, "share_last": pl.Float64,
+    "change_p": pl.Float64, "onset_step": pl.Int64, "estimator": pl.String, "own": pl.Boolean, "aggregation": pl.String,
+    "r": pl.Float64, "r_low": pl.Float64, "r_high": pl.Float64, "slope": pl.Float64, "lag_steps": pl.Int64,
+    "pivotal_steps": pl.String, "pivot_kind": pl.String, "window_relative_credit": pl.Float64,
+    "window_low": pl.Float64, "window_high": pl.Float64,
+}
+
+
+class DriftResult:
+    """Drift rows (one per drifting class and estimator) and the findings in words."""
+
+    def __init__(self, frame: pl.DataFrame, findings: list[str]) -> None:
+        self.frame = frame
+        self.findings = findings
+
+
+def attribute_drift(
+    class_credit: pl.DataFrame,
+    step_flags: pl.DataFrame,
+    own_label: str | None,
+    aggregation: str,
+    config: DriftConfig = DriftConfig(),
+) -> DriftResult:
+    """Drift rows and sentences from the per-step ``class_credit`` and ``step_flags`` tables."""
+    credit = class_credit.filter(pl.col("aggregation") == aggregation)
+    labels = credit["estimator"].unique(maintain_order=True).to_list()
+    if credit.height == 0 or not labels:
+        return DriftResult(pl.DataFrame(schema=DRIFT_SCHEMA), ["no credit to attribute"])
+    reference = own_label if own_label in labels else labels[0]
+    shares = (credit.filter(pl.col("estimator") == reference)
+              .select("step", "stage", "stage_index", "primary_class", "calls", "step_calls").sort("step"))
+    steps = np.array(sorted(shares["step"].unique().to_list()))
+    classes = sorted(shares["primary_class"].unique().to_list())
+    share = _share_matrix(shares, steps, classes)
+    rows, findings = [], []
+    for c, name in enumerate(classes):
+        change = _stage_change(shares, name, config)
+        if change is None:
+            continue
+        first, last, p_value = change
+        direction = "grew" if last > first else "decayed"
+        onset = _onset(steps, share[:, c], first, last, config.k)
+        pivotal, kind = _pivotal_steps(credit, step_flags, reference, name, steps, onset, direction, config.k)
+        per_estimator = []
+        for label in labels:
+            x = _credit_series(credit, label, name, steps)
+            r, low, high, slope = _lagged(x, share[:, c], config)
+            window = _window_credit(credit, label, name, pivotal)
+            row = {"primary_class": name, "direction": direction, "share_first": first, "share_last": last,
+                   "change_p": p_value, "onset_step": int(onset), "estimator": label, "own": label == own_label,
+                   "aggregation": aggregation, "r": r, "r_low": low, "r_high": high, "slope": slope,
+                   "lag_steps": config.k, "pivotal_steps": _ranges(pivotal), "pivot_kind": kind, **window}
+            rows.append(row)
+            per_estimator.append(row)
+        findings.append(_sentence(name, per_estimator, own_label, steps))
+    if not rows:
+        findings.append(f"no class share changed by {config.min_change:.2f} or more between the first and the last "
+                        f"stage (p < {config.alpha:g}): no drift to attribute")
+    return DriftResult(pl.DataFrame(rows, schema=DRIFT_SCHEMA), findings)
+
+
+def _share_matrix(shares: pl.DataFrame, steps: np.ndarray, classes: list[str]) -> np.ndarray:
+    out = np.zeros((steps.size, len(classes)))
+    position = {s: i for i, s in enumerate(steps)}
+    for step, name, calls, total in shares.select("step", "primary_class", "calls", "step_calls").iter_rows():
+        if total:
+            out[position[step], classes.index(name)] = calls / total
+    return out
+
+
+def _stage_change(shares: pl.DataFrame, name: str, config: DriftConfig) -> tuple[float, float, float] | None:
+    stage_index = shares["stage_index"].drop_nulls()
+    if stage_index.len() == 0 or stage_index.min() == stage_index.max():
+        return None
+    totals = shares.group_by("stage_index", "step").agg(pl.col("step_calls").first()).group_by("stage_index").agg(
+        pl.col("step_calls").sum().alias("total"))
+    mine = shares.filter(pl.col("primary_class") == name).group_by("stage_index").agg(pl.col("calls").sum())
+    both = totals.join(mine, on="stage_index", how="left").fill_null(0).sort("stage_index")
+    (n1, c1), (n2, c2) = both.select("total", "calls").row(0), both.select("total", "calls").row(-1)
+    if not n1 or not n2:
+        return None
+    p1, p2 = c1 / n1, c2 / n2
+    pooled = (c1 + c2) / (n1 + n2)
+    se = math.sqrt(max(pooled * (1 - pooled) * (1 / n1 + 1 / n2), 1e-300))
+    p_value = math.erfc(abs(p2 - p1) / se / math.sqrt(2))
+    if abs(p2 - p1) < config.min_change or p_value >= config.alpha:
+        return None
+    return p1, p2, p_value
+
+
+def _onset(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int) -> int:
+    threshold = first + 0.25 * (last - first)
+    window = max(k, 1)
+    for i in range(steps.size):
+        mean = share[i:i + window].mean()
+        if (last > first and mean >= threshold) or (last < first and mean <= threshold):
+            return int(steps[i])
+    return int(steps[-1])
+
+
+def _credit_series(credit: pl.DataFrame, label: str, name: str, steps: np.ndarray) -> np.ndarray:
+    part = credit.filter((pl.col("estimator") == label) & (pl.col("primary_class") == name))
+    lookup = dict(zip(part["step"].to_list(), part["relative_credit_scaled"].to_list()))
+    return np.array([lookup.get(s, np.nan) if lookup.get(s) is not None else np.nan for s in steps], dtype=float)
+
+
+def _lagged(x: np.ndarray, share: np.ndarray, config: DriftConfig) -> tuple[float, float, float, float]:
+    from sklearn.linear_model import LinearRegression
+
+    k = config.k
+    if x.size <= k + 3:
+        return (float("nan"),) * 4
+    y = share[k:] - share[:-k]
+    xs = x[:-k]
+    keep = np.isfinite(xs) & np.isfinite(y)
+    xs, y = xs[keep], y[keep]
+    if xs.size < 4 or xs.std() == 0 or y.std() == 0:
+        return (float("nan"),) * 4
+    slope = float(LinearRegression().fit(xs[:, None], y).coef_[0])
+    r = float(np.corrcoef(xs, y)[0, 1])
+    rng = np.random.default_rng(config.seed)
+    block = max(k, 1)
+    starts = rng.integers(0, max(xs.size - block + 1, 1), size=(config.bootstrap, int(math.ceil(xs.size / block))))
+    index = np.minimum((starts[:, :, None] + np.arange(block)[None, None, :]).reshape(config.bootstrap, -1)[:, : xs.size],
+                       xs.size - 1)
+    draws = _rows_correlation(xs[index], y[index])
+    draws = draws[np.isfinite(draws)]
+    low, high = np.quantile(draws, [0.025, 0.975]) if draws.size else (float("nan"), float("nan"))
+    return r, float(low), float(high), slope
+
+
+def _rows_correlation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson correlation of each row of ``a`` with the same row of ``b`` (NaN without spread)."""
+    ac = a - a.mean(axis=1, keepdims=True)
+    bc = b - b.mean(axis=1, keepdims=True)
+    denominator = np.sqrt((ac**2).sum(axis=1) * (bc**2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, (ac * bc).sum(axis=1) / denominator, np.nan)
+
+
+def _pivotal_steps(credit: pl.DataFrame, step_flags: pl.DataFrame, reference: str, name: str, steps: np.ndarray,
+                   onset: int, direction: str, k: int) -> tuple[list[int], str]:
+    lo, hi = onset - 2 * k, onset + k
+    flag = "all_negative" if direction == "grew" else "all_positive"
+    if step_flags.height and flag in step_flags.columns:
+        streak = step_flags.filter((pl.col("estimator") == reference) & pl.col(flag) & pl.col("step").is_between(lo, hi))
+        if streak.height:
+            return sorted(streak["step"].to_list()), flag.replace("_", "-") + " batches"
+    window = credit.filter((pl.col("estimator") == reference) & pl.col("step").is_between(lo, hi) & (pl.col("calls") > 0))
+    best = window.sort("relative_credit_scaled", descending=direction == "grew").group_by("step", maintain_order=True).first()
+    top = sorted(best.filter(pl.col("primary_class") == name)["step"].to_list())
+    if top:
+        return top, "steps where it had the highest relative credit" if direction == "grew" else "steps where it had the lowest relative credit"
+    return [s for s in steps.tolist() if onset - k <= s < onset], "steps before the onset"
+
+
+def _window_credit(credit: pl.DataFrame, label: str, name: str, steps: list[int]) -> dict[str, float]:
+    part = credit.filter((pl.col("estimator") == label) & (pl.col("primary_class") == name)
+                         & pl.col("step").is_in(steps) & (pl.col("calls") > 0))
+    if part.height == 0:
+        return {"window_relative_credit": float("nan"), "window_low": float("nan"), "window_high": float("nan")}
+    n = part["calls"].to_numpy().astype(float)
+    total = part["push_sum_scaled"].to_numpy()
+    squares = part["push_sumsq_scaled"].to_numpy()
+    step_mean = part["step_mean_scaled"].to_numpy()
+    mean = float((total - n * step_mean).sum() / n.sum())  # mean over the calls of (scaled push - step mean)
+    within = np.maximum(squares - total**2 / n, 0.0).sum()
+    se = math.sqrt(within) / n.sum()
+    return {"window_relative_credit": mean, "window_low": mean - Z95 * se, "window_high": mean + Z95 * se}
+
+
+def _ranges(steps: list[int]) -> str:
+    parts: list[list[int]] = []
+    for s in sorted(steps):
+        if parts and parts[-1][1] == s - 1:
+            parts[-1][1] = s
+        else:
+            parts.append([s, s])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in parts)
+
+
+def _sentence(name: str, rows: list[dict], own_label: str | None, steps: np.ndarray) -> str:
+    first = rows[0]
+    text = (f"{name} share {first['share_first']:.2f} -> {first['share_last']:.2f} ({first['direction']}) "
+            f"from step {first['onset_step']}")
+    own = next((r for r in rows if r["own"]), None)
+    if own is not None:
+        text += (f"; under the run's estimator ({own['estimator']}) its calls' relative credit was "
+                 f"{own['window_relative_credit']:+.2f} [{own['window_low']:+.2f}, {own['window_high']:+.2f}] at "
+                 f"steps {own['pivotal_steps']} ({own['pivot_kind']})")
+    predictive = [r for r in rows if math.isfinite(r["r"])]
+    if predictive:
+        best = max(predictive, key=lambda r: r["r"] if r["direction"] == "grew" else -r["r"])
+        verb = "predicts" if (best["r_low"] > 0 if best["direction"] == "grew" else best["r_high"] < 0) else "does not clearly predict"
+        text += (f"; {best['estimator']} credit {verb} the {'growth' if best['direction'] == 'grew' else 'decay'} "
+                 f"over the next {best['lag_steps']} steps, r = {best['r']:.2f} [{best['r_low']:.2f}, {best['r_high']:.2f}]")
+    others = [r for r in rows if not r["own"] and math.isfinite(r["window_relative_credit"])]
+    if others:
+        text += "; the same calls under " + ", ".join(
+            f"{r['estimator']}: {r['window_relative_credit']:+.2f} [{r['window_low']:+.2f}, {r['window_high']:+.2f}]"
+            for r in others)
+    return text + " (relative credit in units of the step's mean |push|)"

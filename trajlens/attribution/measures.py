@@ -1,0 +1,186 @@
+"""Measures per stage, class and estimator, built from the per-step credit of :mod:`.api`.
+
+``class_summary`` (one row per stage x class x estimator x aggregation)
+    ``credit`` mean push per call; ``share_pushed_up``; ``relative_credit`` the class's mean
+    push minus the mean push over all calls, averaged over the stage's steps weighted by the
+    class's calls; ``relative_credit_scaled`` the same in units of the step's mean |push| (so
+    estimators of different scale compare); ``reward_relevance`` the Pearson correlation of the
+    class's count in a trajectory with the trajectory's reward, with a 95% Fisher-z interval;
+    ``superstition`` = max(0, relative_credit_scaled) * (1 - max(0, reward_relevance)): credit a
+    class gets beyond what its association with reward explains (0 when it earns no credit, the
+    full credit when its count is unrelated or harmful to reward).
+``length_bias`` (one row per estimator x aggregation)
+    ``elasticity``: least-squares slope of log |push per model token| on log response length
+    over trajectories, both centred within each step (so only trajectories of the same batch
+    are compared) (0: every token of a long response is pushed as hard as one of a short
+    response; -1: a token of a twice-as-long response is pushed half as hard), with a bootstrap
+    interval over steps; ``spearman``: the rank correlation of length with the signed push per
+    token.
+``channels`` (one row per step, runs with two or more reward channels)
+    Each channel's mean (``mean:<channel>``), each trajectory's ``dominant`` channel (argmax
+    over channels of the absolute in-group normalised channel advantage, counted per channel
+    in ``dominant:<channel>``), and ``rank_misalignment``: 1 minus the
+    Spearman correlation, within each group, between summed-then-normalised GRPO advantages and
+    GDPO's (per-channel normalised, then summed) advantages, averaged over groups with spread.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+Z95 = 1.959963984540054
+
+
+def fisher_interval(r: float, n: int) -> tuple[float, float]:
+    """95% interval of a Pearson correlation by the Fisher z transform (NaN when n < 4)."""
+    if n < 4 or not math.isfinite(r):
+        return float("nan"), float("nan")
+    z = math.atanh(max(min(r, 0.999999), -0.999999))
+    half = Z95 / math.sqrt(n - 3)
+    return math.tanh(z - half), math.tanh(z + half)
+
+
+def reward_relevance(trajectory_classes: pl.DataFrame, classes: list[str]) -> pl.DataFrame:
+    """Per stage and class: correlation of the class's count in a trajectory with its reward.
+
+    ``trajectory_classes`` has ``stage``, ``reward`` and one ``count:<class>`` column per class.
+    """
+    rows = []
+    for (stage,), part in trajectory_classes.filter(pl.col("reward").is_not_null()).group_by(["stage"], maintain_order=True):
+        reward = part["reward"].to_numpy().astype(float)
+        for name in classes:
+            column = f"count:{name}"
+            counts = part[column].to_numpy().astype(float) if column in part.columns else np.zeros_like(reward)
+            r = float("nan")
+            if reward.size > 2 and counts.std() > 0 and reward.std() > 0:
+                r = float(np.corrcoef(counts, reward)[0, 1])
+            low, high = fisher_interval(r, reward.size)
+            rows.append({"stage": stage, "primary_class": name, "reward_relevance": r,
+                         "relevance_low": low, "relevance_high": high, "trajectories": reward.size})
+    schema = {"stage": pl.String, "primary_class": pl.String, "reward_relevance": pl.Float64,
+              "relevance_low": pl.Float64, "relevance_high": pl.Float64, "trajectories": pl.Int64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def class_summary(class_credit: pl.DataFrame, relevance: pl.DataFrame) -> pl.DataFrame:
+    """Stage-level credit, relative credit, reward relevance and superstition (module docstring)."""
+    keys = ["stage", "primary_class", "estimator", "aggregation"]
+    summary = (
+        class_credit.filter(pl.col("calls") > 0)
+        .group_by(keys, maintain_order=True)
+        .agg(
+            pl.col("calls").sum(),
+            (pl.col("credit") * pl.col("calls")).sum().truediv(pl.col("calls").sum()).alias("credit"),
+            (pl.col("share_pushed_up") * pl.col("calls")).sum().truediv(pl.col("calls").sum()).alias("share_pushed_up"),
+            (pl.col("relative_credit") * pl.col("calls")).sum().truediv(pl.col("calls").sum()).alias("relative_credit"),
+            (pl.col("relative_credit_scaled") * pl.col("calls")).sum().truediv(pl.col("calls").sum())
+            .alias("relative_credit_scaled"),
+            pl.col("fallback_share").mean(),
+        )
+        .join(relevance.drop("trajectories"), on=["stage", "primary_class"], how="left")
+    )
+    relevance_part = pl.col("reward_relevance").fill_nan(0.0).fill_null(0.0).clip(lower_bound=0.0)
+    return summary.with_columns(
+        (pl.col("relative_credit_scaled").clip(lower_bound=0.0) * (1.0 - relevance_part)).alias("superstition")
+    )
+
+
+def length_bias(trajectory_push: pl.DataFrame, bootstrap: int = 500, seed: int = 0) -> pl.DataFrame:
+    """Per estimator and aggregation: elasticity of |push per token| on length, and its interval.
+
+    ``trajectory_push`` has ``step``, ``estimator``, ``aggregation``, ``length``, ``push_per_token``.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    usable = trajectory_push.filter(
+        (pl.col("length") > 0) & pl.col("push_per_token").is_finite() & (pl.col("push_per_token") != 0)
+    )
+    for (estimator, aggregation), part in usable.group_by(["estimator", "aggregation"], maintain_order=True):
+        steps = part["step"].to_numpy()
+        signed = part["push_per_token"].to_numpy().astype(float)
+        # Within-step: centre both logs by step, so drift between steps does not pose as length bias.
+        x = _centred(np.log(part["length"].to_numpy().astype(float)), steps)
+        y = _centred(np.log(np.abs(signed)), steps)
+        slope = _slope(x, y)
+        unique_steps, inverse = np.unique(steps, return_inverse=True)
+        members = [np.nonzero(inverse == i)[0] for i in range(unique_steps.size)]
+        draws = []
+        for _ in range(bootstrap if unique_steps.size > 2 else 0):
+            chosen = rng.integers(0, unique_steps.size, unique_steps.size)
+            rows_index = np.concatenate([members[i] for i in chosen])
+            draws.append(_slope(x[rows_index], y[rows_index]))
+        finite = np.array([d for d in draws if math.isfinite(d)])
+        low, high = (np.quantile(finite, [0.025, 0.975]) if finite.size else (float("nan"), float("nan")))
+        rows.append({"estimator": estimator, "aggregation": aggregation, "trajectories": int(x.size),
+                     "elasticity": slope, "elasticity_low": float(low), "elasticity_high": float(high),
+                     "spearman": _spearman(x, signed)})
+    schema = {"estimator": pl.String, "aggregation": pl.String, "trajectories": pl.Int64, "elasticity": pl.Float64,
+              "elasticity_low": pl.Float64, "elasticity_high": pl.Float64, "spearman": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    _, inverse = np.unique(groups, return_inverse=True)
+    means = np.bincount(inverse, weights=values) / np.bincount(inverse)
+    return values - means[inverse]
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    xc = x - x.mean()
+    denominator = float((xc**2).sum())
+    return float((xc * (y - y.mean())).sum() / denominator) if denominator > 1e-12 else float("nan")
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    if x.size < 3:
+        return float("nan")
+    rx = np.argsort(np.argsort(x)).astype(float)
+    ry = np.argsort(np.argsort(y)).astype(float)
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def channel_measures(trajectories: pl.DataFrame, epsilon: float = 1e-6) -> pl.DataFrame:
+    """Dominant channel counts and sum-vs-GDPO rank misalignment per step (module docstring).
+
+    Empty when the trajectories have fewer than two reward channels.
+    """
+    long = (
+        trajectories.select("step", "group_id", "trajectory_id", "reward_channels")
+        .explode("reward_channels").drop_nulls("reward_channels")
+        .select("step", "group_id", "trajectory_id",
+                pl.col("reward_channels").struct.field("name").alias("channel"),
+                pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value"))
+    )
+    names = long["channel"].unique(maintain_order=True).to_list()
+    if len(names) < 2:
+        return pl.DataFrame()
+    wide = long.pivot(on="channel", index=["step", "group_id", "trajectory_id"], values="value",
+                      aggregate_function="first").drop_nulls()
+    z = [((pl.col(n) - pl.col(n).mean().over("step", "group_id"))
+          / (pl.col(n).std().over("step", "group_id").fill_null(0.0) + epsilon)).alias(f"z:{n}") for n in names]
+    wide = wide.with_columns(z).with_columns(
+        pl.sum_horizontal(names).alias("summed"),
+        pl.sum_horizontal([f"z:{n}" for n in names]).alias("gdpo"),
+    )
+    absolute = np.abs(wide.select([f"z:{n}" for n in names]).to_numpy())
+    dominant = np.array(names, dtype=object)[absolute.argmax(axis=1)]
+    dominant = np.where(absolute.max(axis=1) > 1e-9, dominant, "none")
+    wide = wide.with_columns(pl.Series("dominant", dominant.tolist(), dtype=pl.String))
+    ranked = wide.with_columns(
+        pl.col("summed").rank().over("step", "group_id").alias("rank_sum"),
+        pl.col("gdpo").rank().over("step", "group_id").alias("rank_gdpo"),
+    )
+    per_group = (
+        ranked.group_by("step", "group_id")
+        .agg(pl.corr("rank_sum", "rank_gdpo").alias("rho"), pl.col("summed").std().alias("spread"))
+        .filter(pl.col("spread") > 0)
+    )
+    misalignment = per_group.group_by("step").agg((1.0 - pl.col("rho").fill_nan(None).mean()).alias("rank_misalignment"))
+    counts = wide.group_by("step").agg([(pl.col("dominant") == n).sum().alias(f"dominant:{n}") for n in names]
+                                       + [pl.col(n).mean().alias(f"mean:{n}") for n in names])
+    return counts.join(misalignment, on="step", how="left").sort("step")

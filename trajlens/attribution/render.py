@@ -1,0 +1,72 @@
+"""Report fragments of an :class:`~trajlens.attribution.AttributionResult`: Markdown and HTML."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import polars as pl
+
+
+def _number(value: Any, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    return f"{value:+.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _drift_table(result: Any) -> list[list[str]]:
+    rows = [["class", "change", "onset", "estimator", "r [95%]", "relative credit at pivotal steps [95%]"]]
+    for row in result.drift.iter_rows(named=True):
+        rows.append([
+            row["primary_class"], f"{row['share_first']:.2f} -> {row['share_last']:.2f}", str(row["onset_step"]),
+            row["estimator"] + (" (run's)" if row["own"] else ""),
+            f"{_number(row['r'])} [{_number(row['r_low'])}, {_number(row['r_high'])}]",
+            f"{_number(row['window_relative_credit'])} [{_number(row['window_low'])}, {_number(row['window_high'])}] "
+            f"at {row['pivotal_steps']}",
+        ])
+    return rows
+
+
+def _superstition_rows(result: Any, top: int = 5) -> list[list[str]]:
+    own = result.own.label
+    frame = result.class_summary
+    if own is not None:
+        frame = frame.filter(pl.col("estimator") == own)
+    aggregation = result.own.aggregation if result.own.aggregation in result.aggregations else result.aggregations[0]
+    frame = frame.filter(pl.col("aggregation") == aggregation).sort("superstition", descending=True, nulls_last=True).head(top)
+    rows = [["stage", "class", "estimator", "relative credit", "reward relevance [95%]", "superstition"]]
+    for row in frame.iter_rows(named=True):
+        rows.append([str(row["stage"]), row["primary_class"], row["estimator"], _number(row["relative_credit_scaled"]),
+                     f"{_number(row['reward_relevance'])} [{_number(row['relevance_low'])}, {_number(row['relevance_high'])}]",
+                     _number(row["superstition"])])
+    return rows
+
+
+def attribution_markdown(result: Any) -> str:
+    """A Markdown section: findings in words, the drift table and the most superstitious classes."""
+    lines = [f"## Attribution: {result.run_id}", ""]
+    lines += [f"- {f}" for f in result.findings] + [""]
+    if result.notes:
+        lines += ["Notes:", ""] + [f"- {n}" for n in result.notes] + [""]
+    for title, rows in (("Drift", _drift_table(result)), ("Superstition (run's estimator)", _superstition_rows(result))):
+        if len(rows) > 1:
+            lines += [f"### {title}", "", "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+            lines += ["| " + " | ".join(r) + " |" for r in rows[1:]] + [""]
+    return "\n".join(lines)
+
+
+def attribution_html(result: Any) -> str:
+    """The same section as an HTML fragment (no ``<html>``/``<body>``), text escaped."""
+    parts = [f"<section class=\"attribution\"><h2>Attribution: {html.escape(result.run_id)}</h2><ul>"]
+    parts += [f"<li>{html.escape(f)}</li>" for f in result.findings] + ["</ul>"]
+    if result.notes:
+        parts += ["<p>Notes:</p><ul>"] + [f"<li>{html.escape(n)}</li>" for n in result.notes] + ["</ul>"]
+    for title, rows in (("Drift", _drift_table(result)), ("Superstition (run's estimator)", _superstition_rows(result))):
+        if len(rows) > 1:
+            parts.append(f"<h3>{html.escape(title)}</h3><table><thead><tr>"
+                         + "".join(f"<th>{html.escape(c)}</th>" for c in rows[0]) + "</tr></thead><tbody>")
+            parts += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:]]
+            parts.append("</tbody></table>")
+    parts.append("</section>")
+    return "".join(parts)

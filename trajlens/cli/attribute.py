@@ -1,0 +1,81 @@
+"""``trajlens attribute``: which estimator rewarded the behaviour that grew."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trajlens.cli._app import app
+from trajlens.cli._progress import progress_bar
+
+
+def _split_options(pairs: list[str], labels: list[str]) -> dict[str, dict]:
+    """``--option`` values: ``LABEL.NAME=VALUE``, or ``NAME=VALUE`` when one estimator is given."""
+    from trajlens.cli.advantages import parse_options
+    from trajlens.errors import ConfigError
+
+    grouped: dict[str, list[str]] = {}
+    problems = []
+    for pair in pairs:
+        name = pair.partition("=")[0]
+        label, dot, option = name.partition(".")
+        if dot and label in labels:
+            grouped.setdefault(label, []).append(pair[len(label) + 1:])
+        elif len(labels) == 1:
+            grouped.setdefault(labels[0], []).append(pair)
+        else:
+            problems.append(f"--option {pair!r}: with several --estimator, write LABEL.NAME=VALUE")
+    if problems:
+        raise ConfigError(problems)
+    return {label: parse_options(values) for label, values in grouped.items()}
+
+
+@app.command()
+def attribute(
+    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
+    estimator: Annotated[Optional[list[str]], typer.Option(
+        "--estimator", "-e", help="Recomputation LABEL=NAME (repeatable; default: every one the run's data allows).")] = None,
+    option: Annotated[Optional[list[str]], typer.Option(
+        "--option", help="Estimator option NAME=VALUE (one --estimator) or LABEL.NAME=VALUE.")] = None,
+    k: Annotated[int, typer.Option("--k", help="Lag in steps: credit at step t against the share change to t+k.")] = 5,
+    aggregation: Annotated[Optional[list[str]], typer.Option(
+        "--aggregation", help="Loss aggregation modes (repeatable; default: verl's four).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the section as Markdown here.")] = None,
+) -> None:
+    """Attribute a run's behaviour drift to the estimators whose credit predicts it.
+
+    Credits every tool call with the advantage of the tokens that produced it under each
+    estimator and loss aggregation, saves the store tables call_credit and class_credit, and
+    prints which behaviour grew or decayed, from when, which estimator's credit predicts it,
+    and what the other estimators would have given the same calls.
+
+    Example: trajlens attribute store --run causal-r6
+
+    Example: trajlens attribute store --run causal-r6 -e gae_raw=gae --option whiten=false --k 3
+    """
+    import trajlens
+    from trajlens.attribution import AGGREGATIONS, DriftConfig, attribution_markdown, parse_recomputations
+    from trajlens.attribution import attribute as run_attribution
+
+    handle = trajlens.open(store)
+    handle.require_runs([run])
+    recomputations = None
+    if estimator:
+        labels = [pair.partition("=")[0] for pair in estimator]
+        recomputations = parse_recomputations(estimator, _split_options(option or [], labels))
+    elif option:
+        from trajlens.errors import ConfigError
+
+        raise ConfigError(["--option needs an --estimator to apply to"])
+    with progress_bar("attributing") as tick:
+        result = run_attribution(handle, run, recomputations, aggregations=tuple(aggregation or AGGREGATIONS),
+                                 drift=DriftConfig(k=k), progress=tick)
+    text = attribution_markdown(result)
+    typer.echo(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+    typer.echo(f"saved call_credit and class_credit for {run} in {store}")
