@@ -61,7 +61,8 @@ def test_resume_report_flags_the_doubled_learning_rate(reports):
 def test_figures_are_real_pngs(reports):
     _, by_run = reports
     figures = by_run["sao-r6"].figures
-    assert {f.name for f in figures} == {"class_shares_by_step.png", "stage_rates.png", "advantage_batches.png"}
+    assert {f.name for f in figures} == {"class_shares_by_step.png", "class_shares_per_trajectory.png",
+                                         "distributions.png", "stage_rates.png", "advantage_batches.png"}
     for figure in figures:
         data = figure.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 20_000

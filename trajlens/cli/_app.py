@@ -25,6 +25,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "trajlens.cli.sample",
     "trajlens.cli.synth",
     "trajlens.cli.advantages",
+    "trajlens.cli.report",
+    "trajlens.cli.compare",
+    "trajlens.cli.view",
 )
 
 

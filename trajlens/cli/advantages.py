@@ -1,4 +1,4 @@
-"""``trajlens advantages`` and ``trajlens report``: recomputed advantages and the full report."""
+"""``trajlens advantages``: recomputed advantages of a run, per-step batch statistics."""
 
 from __future__ import annotations
 
@@ -63,29 +63,3 @@ def advantages(
         typer.echo(str(shown.drop("run_id", "estimator")))
     typer.echo(f"all-negative batches: {list(streaks.negative_steps) or 'none'}; "
                f"all-positive batches: {list(streaks.positive_steps) or 'none'}")
-
-
-@app.command()
-def report(
-    store: Annotated[Path, typer.Argument(help="Store directory.")],
-    output: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports and figures.")],
-    run: Annotated[Optional[list[str]], typer.Option("--run", "-r", help="Run id (repeatable; default: every run).")] = None,
-    n: Annotated[int, typer.Option("--n", help="Trajectories drawn per stage.")] = 80,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the draw.")] = 0,
-) -> None:
-    """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.
-
-    Writes OUT/README.md (findings per run) and OUT/RUN/stage_report.md with PNG figures.
-
-    Example: trajlens report store --out out/report
-    """
-    import trajlens
-    from trajlens.report import report_store
-
-    handle = trajlens.open(store)
-    runs = run or handle.run_ids()
-    handle.require_runs(runs)
-    with progress_bar("reporting", total=len(runs)) as tick:
-        written = report_store(handle, output, n=n, seed=seed, run_ids=runs, progress=tick)
-    typer.echo((output / "README.md").read_text())
-    typer.echo(f"wrote reports for {len(written)} run(s) under {output}")

@@ -27,6 +27,7 @@ figure{margin:12px 0;background:#fff;border:1px solid #e0e0e0;padding:6px}
 figure svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}
 ul.findings li{margin:4px 0}ul.findings a{font-size:12px;margin-left:6px}
 details>summary{cursor:pointer;color:#1565c0}
+.scroll{overflow-x:auto;max-width:100%}
 .pill{display:inline-block;border-radius:8px;padding:0 6px;font-size:11px;color:#fff}
 """
 
@@ -76,7 +77,8 @@ def table(frame: pl.DataFrame, *, row_class: str | None = None, digits: int = 3,
         cells = "".join(f'<td class="{_align(frame, c)}">{number(row[c], digits)}</td>' for c in columns)
         rows.append(f"<tr{marked}>{cells}</tr>")
     more = f'<p class="note">{frame.height - shown.height} more rows not shown.</p>' if shown.height < frame.height else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
+    return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+            f"{more}")
 
 
 def _align(frame: pl.DataFrame, column: str) -> str:
@@ -95,10 +97,10 @@ def comparison_section(anchor: str, comparison: pl.DataFrame, sentences: list[st
     a, b = comparison["a"][0], comparison["b"][0]
     shown = comparison.select(
         "measure", "test",
-        pl.col("a_value").alias(f"A value"), pl.col("a_low").alias("A low"), pl.col("a_high").alias("A high"),
-        pl.col("a_n").alias("A n"),
+        pl.col("a_value").alias("A value"), pl.col("a_low").alias("A low"), pl.col("a_high").alias("A high"),
+        pl.col("a_n").round(0).cast(pl.Int64).alias("A n"),
         pl.col("b_value").alias("B value"), pl.col("b_low").alias("B low"), pl.col("b_high").alias("B high"),
-        pl.col("b_n").alias("B n"),
+        pl.col("b_n").round(0).cast(pl.Int64).alias("B n"),
         pl.col("difference").alias("B - A"), pl.col("difference_low").alias("diff low"),
         pl.col("difference_high").alias("diff high"), "p_value", "effect", "effect_size", "significant",
     )

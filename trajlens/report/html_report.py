@@ -101,7 +101,7 @@ def _findings(findings: list[str], parts: RunParts) -> str:
         if target == "stage" and "stage_rates" in parts.charts:
             target = "figure-stage_rates"
         links = [f'<a href="#{_anchor(parts.run_id, target)}">evidence</a>'] if target else []
-        if finding.startswith("think share") and parts.exemplars:
+        if finding.startswith("think share") and parts.exemplars and "think" in parts.exemplars[0][1]:
             _, why, path = parts.exemplars[0]
             links.append(f'<a href="{html.escape(parts.run_id)}/view/{html.escape(path.name)}">a trajectory: '
                          f'{html.escape(why)}</a>')

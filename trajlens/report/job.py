@@ -258,9 +258,12 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
         if trajectory_id not in seen:
             seen.add(trajectory_id)
             chosen.append((trajectory_id, why))
-    credit: Credit | None = run_credit(store, run_id, choices[0].label) if choices else None
+    chosen = chosen[:count]
+    steps = staged.filter(pl.col("trajectory_id").is_in([t for t, _ in chosen]))["step"].unique().to_list()
+    credit: Credit | None = (run_credit(store, run_id, choices[0].label, steps=steps, choices=choices)
+                             if choices else None)
     written = []
-    for trajectory_id, why in chosen[:count]:
+    for trajectory_id, why in chosen:
         path = write_viewer(store, run_id, trajectory_id, folder / page_name(trajectory_id), credit)
         written.append((trajectory_id, why, path))
     return [p for _, _, p in written], written

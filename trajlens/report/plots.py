@@ -96,6 +96,12 @@ def _no_data(axis, title: str) -> None:
     axis.set_yticks([])
 
 
+def _integer_steps(axis) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _hover_columns(chart: Chart, axis, xs: list[float], texts: list[str], width: float) -> None:
     """Invisible full-height bars, one per x, each carrying the values at that x."""
     for x, text in zip(xs, texts):
@@ -128,6 +134,7 @@ def class_shares_by_step(measures: pl.DataFrame, title: str) -> Chart:
     texts = [f"step {step}: " + ", ".join(f"{k} {shares[k][i]:.2f}" for k in classes if shares[k][i] > 0)
              + f" ({int(total[i])} calls, {per_step['n'][i]} trajectories)" for i, step in enumerate(steps)]
     _hover_columns(chart, axis, list(steps), texts, 1.0)
+    _integer_steps(axis)
     axis.set(xlabel="training step", ylabel="share of tool calls", title=title, ylim=(0, 1),
              xlim=(steps.min() - 0.5, steps.max() + 0.5))
     axis.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
@@ -145,7 +152,7 @@ def class_shares_per_trajectory(measures: pl.DataFrame, title: str) -> Chart:
         _no_data(axis, title)
         return chart
     data = [with_calls[f"share_{c}"].to_numpy() for c in classes]
-    boxes = axis.boxplot(data, vert=False, patch_artist=True, widths=0.6, showfliers=False)
+    boxes = axis.boxplot(data, orientation="horizontal", patch_artist=True, widths=0.6, showfliers=False)
     for patch, klass, values in zip(boxes["boxes"], classes, data):
         patch.set_facecolor(CLASS_COLOURS[klass])
         q1, median, q3 = _quartiles(values)
@@ -258,5 +265,6 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
     n = diagnostics["count"].sum() if "count" in diagnostics.columns else None
     top.set(ylabel="batch mean advantage", title=f"{title} ({len(steps)} steps" + (f", N={int(n):,} units)" if n else ")"))
     bottom.set(xlabel="training step", ylabel="batch std")
+    _integer_steps(bottom)
     top.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return chart

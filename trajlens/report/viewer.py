@@ -41,13 +41,19 @@ class Credit:
     ``advantage`` and, for token-level estimators, ``token_advantages``."""
 
 
-def run_credit(store: Any, run_id: str, label: str | None = None) -> Credit | None:
-    """Advantages under ``label`` (default: the first estimator the run's data allows)."""
+def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list[int] | None = None,
+               choices: list | None = None) -> Credit | None:
+    """Advantages under ``label`` (default: the first estimator the run's data allows).
+
+    With ``steps``, only those steps are recomputed: every estimator normalises within a
+    step's batch (whitening, groups), so a step's advantages do not depend on other steps.
+    """
     from trajlens.errors import ConfigError
-    from trajlens.report.advantages import recompute_run
+    from trajlens.report.advantages import read_run, recompute_run
     from trajlens.report.job import available_estimators
 
-    choices = available_estimators(store, run_id)
+    if choices is None:
+        choices = available_estimators(store, run_id)
     chosen = [c for c in choices if label is None or c.label == label]
     if label is not None and not chosen:
         raise ConfigError([f"--estimator {label!r}: run {run_id!r} allows "
@@ -55,7 +61,12 @@ def run_credit(store: Any, run_id: str, label: str | None = None) -> Credit | No
     if not chosen:
         return None
     choice = chosen[0]
-    return Credit(choice.label, recompute_run(store, run_id, choice.estimator, **choice.options))
+    frames = read_run(store, run_id, tokens=True)
+    if steps is not None and choice.estimator != "gdpo_dynamic":  # its EMA runs across steps
+        keep = pl.col("step").is_in(steps)
+        frames = type(frames)(run_id, frames.trajectories.filter(keep),
+                              None if frames.tokens is None else frames.tokens.filter(keep))
+    return Credit(choice.label, recompute_run(store, run_id, choice.estimator, frames=frames, **choice.options))
 
 
 def page_name(trajectory_id: str) -> str:
@@ -210,7 +221,7 @@ function filters(){
 }
 function legend(){
   const l=document.getElementById('legend');
-  l.textContent=meta.estimator?('credit under '+meta.estimator+': blue negative, red positive, full colour at |advantage| '+scale.toFixed(3)+' (99th percentile)'):'no advantages for this run: no credit shown';
+  l.textContent=meta.estimator?('credit under '+meta.estimator+': red negative, blue positive, full colour at |advantage| '+scale.toFixed(3)+' (99th percentile)'):'no advantages for this run: no credit shown';
 }
 function calls(){
   const box=document.getElementById('calls');box.textContent='';observer.disconnect();
