@@ -19,13 +19,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def sample_store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sample")
-    trajlens.ingest([SAMPLE], root / "store")
-    return trajlens.open(root / "store")
-
-
-@pytest.fixture(scope="module")
 def reports(sample_store, tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
     written = report_store(sample_store, out, run_ids=["sao-r6", "multireward", "resume-lr"])
@@ -116,7 +109,8 @@ def test_analysis_command_errors_are_one_line(sample_store, args, message):
 
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots"
-QUERY_PARAMS = {"run_id": "sao-r6", "name": "critic/grad_norm", "metric": "share:think", "estimator": "gae_raw"}
+QUERY_PARAMS = {"run_id": "sao-r6", "name": "critic/grad_norm", "metric": "share:think", "estimator": "gae_raw",
+                "run_a": "sao-r6", "run_b": "multireward"}
 QUERY_RUN = {"reward_channels_by_step": "multireward", "dead_groups_by_step": "multireward"}
 
 

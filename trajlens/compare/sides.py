@@ -90,34 +90,36 @@ def _labels(store: Any, run_id: str) -> list[str]:
 
 def read_side(store: Any, side: Side, stages: Any = "quartiles", labels: list[str] | None = None) -> SideData:
     """Measures of the side's trajectories, and advantage statistics for ``labels`` (default:
-    the side's own label, or every label already stored for the run)."""
+    the side's own label, or every label already stored for the run). Runs not classified yet
+    are classified (saving ``call_classes`` and ``trajectory_measures``), and advantages not
+    recomputed yet are recomputed (saving ``advantage_batches``), so later comparisons reuse them."""
     staged = _staged(store, side.run_id, stages)
     if side.stage is not None:
         staged = staged.filter(pl.col("stage") == side.stage)
     measures = _measures(store, side.run_id).join(staged.select("trajectory_id"), on="trajectory_id", how="semi")
     steps = staged["step"].unique()
     wanted = [side.label] if side.label else labels
-    advantages = _advantages(store, side.run_id, wanted).filter(pl.col("step").is_in(steps.implode()))
+    advantages = _advantages(store, side.run_id, wanted)
+    if advantages.height:
+        advantages = advantages.filter(pl.col("step").is_in(steps.implode()))
     return SideData(side, measures, advantages)
 
 
 def _measures(store: Any, run_id: str) -> pl.DataFrame:
-    from trajlens.classify import classify_calls, trajectory_measures
+    from trajlens.report.job import classify_store
 
     trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
-    if "trajectory_measures" in store.tables():
-        measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
-    else:
-        measures = pl.DataFrame()
-    if measures.height != trajectories.height:
-        calls = classify_calls(store.tool_calls.filter(pl.col("run_id") == run_id))
-        measures = trajectory_measures(calls, trajectories)
+    if "trajectory_measures" not in store.tables() or store.table("trajectory_measures").filter(
+            pl.col("run_id") == run_id).select(pl.len()).collect().item() == 0:
+        classify_store(store, [run_id])  # saves call_classes and trajectory_measures, as trajlens classify does
+    measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
+    measures = measures.join(trajectories.select("trajectory_id"), on="trajectory_id", how="semi")
     outcome = trajectories.select("trajectory_id", "reward", pl.col("resolved").cast(pl.Boolean))
     return measures.join(outcome, on="trajectory_id", how="inner")
 
 
 def _advantages(store: Any, run_id: str, labels: list[str] | None) -> pl.DataFrame:
-    """Stored ``advantage_batches`` rows of the run; labels not stored yet are recomputed."""
+    """Stored ``advantage_batches`` rows of the run; labels not stored yet are recomputed and saved."""
     stored = pl.DataFrame()
     if "advantage_batches" in store.tables():
         stored = store.table("advantage_batches").filter(pl.col("run_id") == run_id).collect()
@@ -128,7 +130,12 @@ def _advantages(store: Any, run_id: str, labels: list[str] | None) -> pl.DataFra
     if missing:
         from trajlens.report.job import advantage_diagnostics, available_estimators
 
+        from trajlens.report.advantages import save_advantage_batches
+
         choices = [c for c in available_estimators(store, run_id) if c.label in missing]
         if choices:
-            stored = pl.concat([stored, advantage_diagnostics(store, run_id, choices)], how="diagonal_relaxed")
+            computed = advantage_diagnostics(store, run_id, choices)
+            # Kept in advantage_batches, as `trajlens advantages` keeps them, so the next comparison reuses them.
+            save_advantage_batches(store, run_id, computed, keep_other_labels=True)
+            stored = pl.concat([stored, computed], how="diagonal_relaxed")
     return stored.filter(pl.col("estimator").is_in(labels)) if stored.height else stored

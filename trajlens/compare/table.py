@@ -80,15 +80,16 @@ _TESTS = {"trajectory_rate": ("two-proportion z", "Cohen's h"), "call_share": ("
           "mean": ("Welch t", "Cohen's d")}
 
 
-def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles") -> pl.DataFrame:
+def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages: bool = True) -> pl.DataFrame:
     """Compare side ``a`` with side ``b`` (``RUN``, ``RUN:STAGE`` or ``RUN:LABEL``).
 
     Returns one row per measure present on both sides (:data:`COMPARISON_COLUMNS`), sorted by
     the absolute effect size, largest first. Behaviour measures are left out when both sides
-    cover the same trajectories (two estimator labels of one run).
+    cover the same trajectories (two estimator labels of one run). With ``advantages=False``,
+    advantage statistics are left out (no recomputation) unless a side names a label.
     """
     side_a, side_b = parse_side(store, a, stages), parse_side(store, b, stages)
-    labels = _shared_labels(store, side_a, side_b)
+    labels = _shared_labels(store, side_a, side_b) if advantages or side_a.label or side_b.label else []
     data_a = read_side(store, side_a, stages, labels)
     data_b = read_side(store, side_b, stages, labels)
     if data_a.measures.is_empty() or data_b.measures.is_empty():
@@ -114,9 +115,10 @@ def describe(comparison: pl.DataFrame, top: int = 3) -> list[str]:
     for row in comparison.drop_nulls("effect_size").iter_rows(named=True):
         if len(sentences) == top:
             break
-        if (row["a_value"], row["b_value"]) in said:
+        numbers = (f"{row['a_value']:.6g}", f"{row['b_value']:.6g}")
+        if numbers in said:
             continue  # the same numbers under another name (turns and calls, one call per turn)
-        said.add((row["a_value"], row["b_value"]))
+        said.add(numbers)
         value_b = _format(row["b_value"], row["kind"])
         value_a = _format(row["a_value"], row["kind"])
         verdict = "significant" if row["significant"] else "not significant"

@@ -136,14 +136,37 @@ def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[st
         table = compare(store, a, b, stages=stages)
         compared.append(html.comparison_section(f"comparison-{index}", table, describe(table, 5)))
         nav.append((f"#comparison-{index}", f"{b} vs {a}"))
-    if compared:
-        body.append('<section id="comparisons"><h2>Comparisons</h2>' + "".join(compared) + "</section>")
+    body.append('<section id="comparisons"><h2>Comparisons</h2>' + "".join(compared) + COMPARISONS_END + "</section>")
+    nav.append(("#comparisons", "comparisons"))
     if len(reports) > 1:
         body.append(_side_by_side(store, [r.run_id for r in reports]))
         nav.append(("#runs", "runs side by side"))
     path = out / "index.html"
-    path.write_text(html.page("trajlens report", "\n".join(body), nav=nav))
+    text = html.page("trajlens report", "\n".join(body), nav=nav)
+    path.write_text(text.replace("</nav>", NAV_END + "</nav>", 1))
     return path
+
+
+COMPARISONS_END = "<!-- comparisons end -->"
+NAV_END = "<!-- nav end -->"
+
+
+def add_comparison(index: Path, anchor: str, title: str, section: str) -> None:
+    """Put a comparison section into an existing ``index.html`` (replacing one of the same
+    anchor), with a link to it in the page's navigation."""
+    text = index.read_text()
+    if COMPARISONS_END not in text or NAV_END not in text:
+        from trajlens.errors import ConfigError
+
+        raise ConfigError([f"--report: {index} is not a trajlens report index (write it with trajlens report)"])
+    start, end = f"<!-- comparison {anchor} -->", f"<!-- /comparison {anchor} -->"
+    block = f"{start}{section}{end}"
+    link = f'<a href="#{html.escape(anchor)}">{html.escape(title)}</a>'
+    if start in text:
+        text = text[:text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.replace(COMPARISONS_END, block + COMPARISONS_END, 1).replace(NAV_END, link + NAV_END, 1)
+    index.write_text(text)
 
 
 def _side_by_side(store: Any, run_ids: list[str]) -> str:
