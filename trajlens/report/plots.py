@@ -74,6 +74,7 @@ class Chart:
             self.figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})  # type: ignore[attr-defined]
         text = buffer.getvalue()
         text = text[text.index("<svg"):]
+        text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
 
         def titled(match: re.Match) -> str:
             return f'{match.group(0)}<title>{html.escape(self.tips[match.group(1)])}</title>'
@@ -194,6 +195,9 @@ def distributions(measures: pl.DataFrame, title: str) -> Chart:
         median = float(values.median())
         axis.axvline(median, color="black", linewidth=1, label=f"median {median:,.0f}")
         axis.set(title=name, xlabel=label, ylabel="trajectories")
+        from matplotlib.ticker import MaxNLocator
+
+        axis.yaxis.set_major_locator(MaxNLocator(integer=True))
         axis.legend(fontsize=8, frameon=False)
     figure.suptitle(title)
     return chart
@@ -228,7 +232,11 @@ def stage_rates(rates: pl.DataFrame, metrics: list[str], title: str) -> Chart:
                      label="whole stage" if i == 0 else None)
     axis.set_xticks(range(len(stages)), stages)
     axis.set(ylabel="rate", title=title, ylim=(0, 1))
-    axis.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    handles, labels = axis.get_legend_handles_labels()
+    marks = ("95% interval", "whole stage")
+    order = [i for i, l in enumerate(labels) if l not in marks] + [i for i, l in enumerate(labels) if l in marks]
+    axis.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=8, frameon=False,
+                loc="center left", bbox_to_anchor=(1.0, 0.5))
     return chart
 
 
