@@ -172,7 +172,7 @@ def _estimates(measure: Measure, a: pl.DataFrame, b: pl.DataFrame):
         estimate_b = _stats.wilson(float(values_b.sum()), float(values_b.len()))
         return estimate_a, estimate_b, _stats.two_proportions(estimate_a, estimate_b)
     if measure.kind == "call_share":
-        estimate_a, estimate_b = _call_share(measure.name, a), _call_share(measure.name, b)
+        estimate_a, estimate_b = call_share(measure.name, a), call_share(measure.name, b)
         if estimate_a is None or estimate_b is None:
             return None, None, None
         return estimate_a, estimate_b, _stats.two_proportions(estimate_a, estimate_b)
@@ -190,7 +190,7 @@ def _indicator(name: str) -> pl.Expr:
     return pl.col(name).cast(pl.Boolean)
 
 
-def _call_share(name: str, frame: pl.DataFrame) -> _stats.Estimate | None:
+def call_share(name: str, frame: pl.DataFrame) -> _stats.Estimate | None:
     """Calls of a class over calls (or verification calls), with Kish's effective size."""
     group, klass = name.split(":", 1)
     x = frame[f"count_{klass}"].cast(pl.Float64)

@@ -172,7 +172,7 @@ def add_comparison(index: Path, anchor: str, title: str, section: str) -> None:
 def _side_by_side(store: Any, run_ids: list[str]) -> str:
     """Headline numbers of every run in one table, with intervals."""
     from trajlens.compare._stats import wilson
-    from trajlens.compare.table import _call_share
+    from trajlens.compare.table import call_share
 
     rows = []
     for run_id in run_ids:
@@ -184,7 +184,7 @@ def _side_by_side(store: Any, run_ids: list[str]) -> str:
         resolved = store.trajectories.filter(pl.col("run_id") == run_id).select("resolved").collect()["resolved"].drop_nulls()
         rate = wilson(float(resolved.sum()), float(resolved.len())) if resolved.len() else None
         suite = wilson(float(measures["ran_suite"].sum()), float(measures.height))
-        think = _call_share("share:think", measures)
+        think = call_share("share:think", measures)
         rows.append({
             "run": run_id, "trajectories": measures.height,
             "resolved": None if rate is None else rate.value,

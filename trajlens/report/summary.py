@@ -17,7 +17,7 @@ import polars as pl
 
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
-from trajlens.compare.table import _call_share
+from trajlens.compare.table import call_share
 
 TOP_COMMANDS = 5
 """Commands listed per class."""
@@ -74,7 +74,7 @@ def _verification_mix(measures: pl.DataFrame) -> SummaryTable:
     rows = []
     total = int(measures["n_verification"].sum())
     for klass in VERIFICATION_CLASSES:
-        estimate = _call_share(f"verification:{klass}", measures)
+        estimate = call_share(f"verification:{klass}", measures)
         if estimate is not None:
             rows.append((klass, int(measures[f"count_{klass}"].sum()), estimate.value, estimate.low, estimate.high,
                          estimate.n))
