@@ -17,8 +17,16 @@ from trajlens.report import report_store
 
 pytestmark = pytest.mark.slow
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
-REAL_FOLDERS = sorted(p for p in REAL.iterdir() if p.is_dir() and p.name != "licenses") if REAL.is_dir() else []
+REPO = Path(__file__).resolve().parents[2]
+
+
+def real_folders() -> list[Path]:
+    """Each folder of the real fixture logs kept beside the repository (or one level up)."""
+    for root in (REPO.parent / "shared", REPO.parent.parent / "shared"):
+        real = root / "fixtures" / "real"
+        if real.is_dir():
+            return sorted(p for p in real.iterdir() if p.is_dir() and p.name != "licenses")
+    return []
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +110,11 @@ def test_view_command(built_store, tmp_path):
 
 @pytest.fixture(scope="module")
 def real_reports(tmp_path_factory):
-    if not REAL_FOLDERS:
+    folders = real_folders()
+    if not folders:
         pytest.skip("no real fixture logs beside the repository")
     root = tmp_path_factory.mktemp("real")
-    trajlens.ingest(REAL_FOLDERS, root / "store", strict=False)
+    trajlens.ingest(folders, root / "store", strict=False)
     store = trajlens.open(root / "store")
     reports = report_store(store, root / "report", viewers_per_run=1)
     return store, root / "report", {r.run_id: r for r in reports}
@@ -113,7 +122,7 @@ def real_reports(tmp_path_factory):
 
 def test_report_on_every_real_log_folder(real_reports):
     store, out, reports = real_reports
-    assert set(reports) == {folder.name for folder in REAL_FOLDERS}
+    assert set(reports) == {folder.name for folder in real_folders()}
     index = (out / "index.html").read_text()
     for run_id, report in reports.items():
         markdown = report.markdown.read_text()
