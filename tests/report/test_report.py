@@ -144,7 +144,8 @@ def test_stage_report_matches_its_snapshot(reports):
     check_snapshot("reports/sao-r6_stage_report.md", (out / "sao-r6" / "stage_report.md").read_text())
 
 
-REAL = SAMPLE.parent.parent / "shared" / "fixtures" / "real"
+REAL = next((root / "shared" / "fixtures" / "real" for root in (SAMPLE.parent.parent, SAMPLE.parent.parent.parent)
+             if (root / "shared" / "fixtures" / "real").is_dir()), SAMPLE.parent.parent / "shared" / "fixtures" / "real")
 
 
 @pytest.mark.skipif(not REAL.is_dir(), reason="real fixture logs not present")
