@@ -19,13 +19,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def sample_store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sample")
-    trajlens.ingest([SAMPLE], root / "store")
-    return trajlens.open(root / "store")
-
-
-@pytest.fixture(scope="module")
 def reports(sample_store, tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
     written = report_store(sample_store, out, run_ids=["sao-r6", "multireward", "resume-lr"])
@@ -78,7 +71,8 @@ def test_resume_report_flags_the_doubled_learning_rate(reports):
 def test_figures_are_real_pngs(reports):
     _, by_run = reports
     figures = by_run["sao-r6"].figures
-    assert {f.name for f in figures} == {"class_shares_by_step.png", "stage_rates.png", "advantage_batches.png"}
+    assert {f.name for f in figures} == {"class_shares_by_step.png", "class_shares_per_trajectory.png",
+                                         "distributions.png", "stage_rates.png", "advantage_batches.png"}
     for figure in figures:
         data = figure.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 20_000
@@ -132,7 +126,8 @@ def test_analysis_command_errors_are_one_line(sample_store, args, message):
 
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots"
-QUERY_PARAMS = {"run_id": "sao-r6", "name": "critic/grad_norm", "metric": "share:think", "estimator": "gae_raw"}
+QUERY_PARAMS = {"run_id": "sao-r6", "name": "critic/grad_norm", "metric": "share:think", "estimator": "gae_raw",
+                "run_a": "sao-r6", "run_b": "multireward"}
 QUERY_RUN = {"reward_channels_by_step": "multireward", "dead_groups_by_step": "multireward",
              "attribution_relative_credit_by_step": "causal-multireward", "call_credit_by_class": "causal-multireward"}
 QUERY_ESTIMATOR = {"call_credit_by_class": "sum_then_normalize"}
@@ -170,7 +165,8 @@ def test_stage_report_matches_its_snapshot(reports):
     check_snapshot("reports/sao-r6_stage_report.md", (out / "sao-r6" / "stage_report.md").read_text())
 
 
-REAL = SAMPLE.parent.parent / "shared" / "fixtures" / "real"
+REAL = next((root / "shared" / "fixtures" / "real" for root in (SAMPLE.parent.parent, SAMPLE.parent.parent.parent)
+             if (root / "shared" / "fixtures" / "real").is_dir()), SAMPLE.parent.parent / "shared" / "fixtures" / "real")
 
 
 @pytest.mark.skipif(not REAL.is_dir(), reason="real fixture logs not present")

@@ -11,7 +11,8 @@ import trajlens
 from trajlens.report import report_store
 
 QUERIES = sorted((Path(__file__).resolve().parents[2] / "queries").glob("*.sql"))
-SAMPLE_PARAMS = {"run_id": "tiny", "name": "critic/vf_explained_var", "metric": "share:think", "estimator": "grpo"}
+SAMPLE_PARAMS = {"run_id": "tiny", "name": "critic/vf_explained_var", "metric": "share:think", "estimator": "grpo",
+                 "run_a": "tiny", "run_b": "tiny"}
 
 
 def declared_parameters(text: str) -> set[str]:

@@ -36,6 +36,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "trajlens.cli.classify",
     "trajlens.cli.check",
     "trajlens.cli.attribute",
+    "trajlens.cli.report",
+    "trajlens.cli.compare",
+    "trajlens.cli.view",
 )
 
 # Import names whose distribution (the name to pip install) differs.

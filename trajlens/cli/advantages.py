@@ -1,7 +1,8 @@
-"""``trajlens advantages`` and ``trajlens report``: recomputed (or identified) advantages and the full report."""
+"""``trajlens advantages``: recomputed (or identified) advantages of a run, per-step batch statistics."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -88,29 +89,3 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
     if json_out is not None:
         json_out.write_text(json.dumps(found.to_dict(), indent=2) + "\n")
         typer.echo(f"wrote {json_out}")
-
-
-@app.command()
-def report(
-    store: Annotated[Path, typer.Argument(help="Store directory.")],
-    output: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports and figures.")],
-    run: Annotated[Optional[list[str]], typer.Option("--run", "-r", help="Run id (repeatable; default: every run).")] = None,
-    n: Annotated[int, typer.Option("--n", help="Trajectories drawn per stage.")] = 80,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the draw.")] = 0,
-) -> None:
-    """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.
-
-    Writes OUT/README.md (findings per run) and OUT/RUN/stage_report.md with PNG figures.
-
-    Example: trajlens report store --out out/report
-    """
-    import trajlens
-    from trajlens.report import report_store
-
-    handle = trajlens.open(store)
-    runs = run or handle.run_ids()
-    handle.require_runs(runs)
-    with progress_bar("reporting", total=len(runs)) as tick:
-        written = report_store(handle, output, n=n, seed=seed, run_ids=runs, progress=tick)
-    typer.echo((output / "README.md").read_text())
-    typer.echo(f"wrote reports for {len(written)} run(s) under {output}")

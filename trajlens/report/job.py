@@ -25,6 +25,7 @@ CALL_CLASS_COLUMNS: tuple[str, ...] = (
 # Metrics plotted per stage: the r6 collapse signal and the r7 verification shift.
 STAGE_PLOT_METRICS: tuple[str, ...] = (
     "share:think", "ran_suite", "verification:test_suite", "verification:test_targeted", "verification:quick_check",
+    "verification:run_script",
 )
 
 
@@ -66,10 +67,15 @@ ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = _report_choices()
 
 @dataclass
 class RunReport:
+    """What the report wrote and found for one run."""
+
     run_id: str
     markdown: Path
     figures: list[Path] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
+    html: str = ""
+    """The run's section of ``index.html``."""
+    viewers: list[Path] = field(default_factory=list)
 
 
 @in_transaction
@@ -130,56 +136,30 @@ def report_store(
     seed: int = 0,
     stages: Any = "quartiles",
     run_ids: list[str] | None = None,
+    comparisons: list[tuple[str, str]] | None = None,
+    viewers_per_run: int = 3,
     progress: Callable[[str], None] | None = None,
 ) -> list[RunReport]:
-    """Write reports for every run (or ``run_ids``) under ``out``; returns what was written."""
-    from trajlens.classify import stage_report
-    from trajlens.estimators import sign_streaks
-    from trajlens.report.advantages import save_advantage_batches
+    """Write reports for every run (or ``run_ids``) under ``out``; returns what was written.
+
+    Per run: ``RUN/stage_report.md`` with PNG figures, and viewer pages of a few trajectories
+    (``RUN/view/*.html``). Over all runs: ``README.md`` (findings) and ``index.html`` (one
+    self-contained page: every run, the ``comparisons`` given as (A, B) sides, and the runs
+    side by side when there are several).
+    """
+    from trajlens.report.html_report import write_index
 
     out = Path(out)
     tick = progress or (lambda _: None)
     reports = []
     all_measures = classify_store(store, run_ids)
     for run_id, measures in all_measures.items():
-        directory = out / run_id
-        directory.mkdir(parents=True, exist_ok=True)
-        report = RunReport(run_id, directory / "stage_report.md")
-        report.findings += scalar_findings(store, run_id)
-        if measures.height == 0:
-            report.findings.append("no trajectories: training scalars only")
-            report.markdown.write_text(f"# {run_id}\n\nNo trajectories: training scalars only.\n\n"
-                                       + "\n".join(f"- {f}" for f in report.findings) + "\n")
-            reports.append(report)
-            tick(run_id)
-            continue
-        report.findings += channel_findings(store, run_id)
-        figures = report.figures
-        figures.append(plots.class_shares_by_step(measures, directory / "class_shares_by_step.png",
-                                                  f"{run_id}: behaviour classes per step"))
-        stage = stage_report(store, run_id=run_id, n=n, seed=seed, stages=stages)
-        store.write_derived("stage_rates", run_id, stage.rates)
-        store.write_derived("stage_changes", run_id, stage.changes)
-        figures.append(plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS), directory / "stage_rates.png",
-                                         f"{run_id}: N={n} per stage"))
-        report.findings += _behaviour_findings(stage.rates)
-        if measures["step"].n_unique() == 1:
-            report.findings.append("a single step: no training stages to compare (agent logs without steps)")
-        sections = [stage.to_markdown()]
-        frames = _training_frames(store, run_id)
-        choices = available_estimators(store, run_id, frames) if frames is not None else []
-        if choices:
-            diagnostics = advantage_diagnostics(store, run_id, choices, frames)
-            save_advantage_batches(store, run_id, diagnostics, keep_other_labels=False)
-            figures.append(plots.advantage_batches(diagnostics, directory / "advantage_batches.png",
-                                                   f"{run_id}: recomputed advantages per batch"))
-            sections.append(_advantage_markdown(diagnostics, choices))
-            report.findings += _advantage_findings(diagnostics, sign_streaks)
-        sections.append("## Figures\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in figures))
-        report.markdown.write_text("\n\n".join(sections) + "\n")
+        report = _report_run(store, run_id, measures, out / run_id, n=n, seed=seed, stages=stages,
+                             viewers_per_run=viewers_per_run)
         reports.append(report)
         tick(run_id)
     _write_index(out, reports)
+    write_index(store, out, reports, comparisons or [], stages=stages)
     return reports
 
 
@@ -192,6 +172,131 @@ def _training_frames(store: Any, run_id: str) -> Any:
         return read_run(store, run_id)
     except ConfigError:
         return None
+
+
+def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path, *, n: int, seed: int,
+                stages: Any, viewers_per_run: int) -> RunReport:
+    from trajlens.classify import stage_report
+    from trajlens.estimators import sign_streaks
+    from trajlens.report.advantages import save_advantage_batches
+    from trajlens.report.html_report import RunParts, run_section
+    from trajlens.report.summary import run_summary
+
+    directory.mkdir(parents=True, exist_ok=True)
+    report = RunReport(run_id, directory / "stage_report.md")
+    report.findings += scalar_findings(store, run_id)
+    parts = RunParts(run_id)
+    if measures.height == 0:
+        report.findings.append("no trajectories: training scalars only")
+        report.markdown.write_text(f"# {run_id}\n\nNo trajectories: training scalars only.\n\n"
+                                   + "\n".join(f"- {f}" for f in report.findings) + "\n")
+        report.html = run_section(store, report, parts)
+        return report
+    report.findings += channel_findings(store, run_id)
+    single_step = measures["step"].n_unique() == 1
+    parts.summary = run_summary(store, run_id, measures)
+    charts = parts.charts
+    if not single_step:
+        charts["class_shares_by_step"] = plots.class_shares_by_step(measures, f"{run_id}: behaviour classes per step")
+    charts["class_shares_per_trajectory"] = plots.class_shares_per_trajectory(
+        measures, f"{run_id}: class shares per trajectory")
+    charts["distributions"] = plots.distributions(measures, f"{run_id}: turns and length")
+    stage = stage_report(store, run_id=run_id, n=n, seed=seed, stages=stages)
+    parts.stage = stage
+    store.write_derived("stage_rates", run_id, stage.rates)
+    store.write_derived("stage_changes", run_id, stage.changes)
+    charts["stage_rates"] = plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS),
+                                              f"{run_id}: N={n} per stage (bars: sample, x: whole stage)")
+    report.findings += _behaviour_findings(stage.rates)
+    if single_step:
+        report.findings.append("a single step: no training stages to compare (agent logs without steps)")
+    sections = [stage.to_markdown(), _summary_markdown(parts.summary)]
+    frames = _training_frames(store, run_id)
+    choices = available_estimators(store, run_id, frames) if frames is not None else []
+    empty_tokens = _empty_token_arrays(store, run_id)
+    if empty_tokens:
+        report.findings.append(empty_tokens)
+        choices = [c for c in choices if c.needs not in ("values", "channels_with_lengths")]
+    if choices:
+        diagnostics = advantage_diagnostics(store, run_id, choices, frames)
+        parts.diagnostics = diagnostics
+        save_advantage_batches(store, run_id, diagnostics, keep_other_labels=False)
+        charts["advantage_batches"] = plots.advantage_batches(diagnostics, f"{run_id}: recomputed advantages per batch")
+        sections.append(_advantage_markdown(diagnostics, choices))
+        report.findings += _advantage_findings(diagnostics, sign_streaks)
+    for name, chart in charts.items():
+        report.figures.append(chart.png(directory / f"{name}.png"))
+    sections.append("## Figures\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in report.figures))
+    report.markdown.write_text("\n\n".join(sections) + "\n")
+    report.viewers, parts.exemplars = _viewer_pages(store, run_id, measures, stage, directory / "view",
+                                                    viewers_per_run, choices)
+    report.html = run_section(store, report, parts)
+    return report
+
+
+def _empty_token_arrays(store: Any, run_id: str) -> str | None:
+    """A sentence when the run has token arrays but none holds a model token."""
+    facts = store.sql(
+        "SELECT count(*) AS arrays, count(*) FILTER (WHERE list_bool_or(response_mask)) AS with_model_tokens, "
+        "count(*) FILTER (WHERE len(response_mask) = 0) AS empty FROM tokens WHERE run_id = $run",
+        {"run": run_id}).row(0, named=True)
+    if facts["arrays"] == 0 or facts["with_model_tokens"] > 0:
+        return None
+    what = "every token array is empty" if facts["empty"] == facts["arrays"] else "every response mask is false"
+    return (f"token arrays hold no model token ({what}, {facts['arrays']} arrays): token-level estimators "
+            "(GAE, token-level GDPO) left out")
+
+
+def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, folder: Path, count: int,
+                  choices: list) -> tuple[list[Path], list[tuple[str, str, Path]]]:
+    """Pages for a few exemplar trajectories: the median-length one of the first and last
+    stage, and the last-stage trajectory with the highest share of the class whose share
+    changed most between the first stage and the last."""
+    from trajlens.report.viewer import Credit, page_name, run_credit, write_viewer
+
+    if count <= 0:
+        return [], []
+    staged = stage.measures
+    first, last = staged["stage_index"].min(), staged["stage_index"].max()
+    picks: list[tuple[str, str]] = []
+
+    def median_of(part: pl.DataFrame) -> str:
+        part = part.sort("n_calls", "trajectory_id")
+        return part["trajectory_id"][part.height // 2]
+
+    early, late = staged.filter(pl.col("stage_index") == first), staged.filter(pl.col("stage_index") == last)
+    shares = [c for c in plots.CLASS_COLOURS if f"share_{c}" in staged.columns]
+    if first != last and shares:
+        change = {c: abs((late[f"share_{c}"].mean() or 0) - (early[f"share_{c}"].mean() or 0)) for c in shares}
+        klass = max(shares, key=lambda c: (change[c], c))
+        top = late.sort(f"share_{klass}", "trajectory_id", descending=[True, False], nulls_last=True)
+        picks.append((top["trajectory_id"][0], f"highest {klass} share in {late['stage'][0]}"))
+    picks.append((median_of(early), f"median length in {early['stage'][0]}"))
+    if first != last:
+        picks.append((median_of(late), f"median length in {late['stage'][0]}"))
+    seen, chosen = set(), []
+    for trajectory_id, why in picks:
+        if trajectory_id not in seen:
+            seen.add(trajectory_id)
+            chosen.append((trajectory_id, why))
+    chosen = chosen[:count]
+    steps = staged.filter(pl.col("trajectory_id").is_in([t for t, _ in chosen]))["step"].unique().to_list()
+    credit: Credit | None = (run_credit(store, run_id, choices[0].label, steps=steps, choices=choices)
+                             if choices else None)
+    written = []
+    for trajectory_id, why in chosen:
+        path = write_viewer(store, run_id, trajectory_id, folder / page_name(trajectory_id), credit)
+        written.append((trajectory_id, why, path))
+    return [p for _, _, p in written], written
+
+
+def _summary_markdown(tables: list) -> str:
+    lines = ["## Summary"]
+    for summary in tables:
+        lines += ["", f"### {summary.title}", "", summary.note, ""]
+        frame = summary.frame.with_columns(pl.col(pl.Float64).round(4))
+        lines.append(_markdown_table(frame) if frame.height else "(none)")
+    return "\n".join(lines)
 
 
 def _behaviour_findings(rates: pl.DataFrame) -> list[str]:

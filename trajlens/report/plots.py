@@ -1,7 +1,24 @@
-"""Plots of a run's behaviour and advantages, rendered to PNG files with matplotlib (Agg)."""
+"""Figures of a run's behaviour and advantages, as PNG (for Markdown) and SVG with hover values.
+
+Why matplotlib SVG rather than an interactive spec (Vega-Lite, Plotly): the report must open
+from disk with no network and be byte-reproducible for the same store and seed. Inlining
+Plotly's or Vega's JavaScript adds 1-4 MB to every page and a second plotting stack to the
+install; matplotlib is already the project's plotting library, renders deterministically
+(fixed ``svg.hashsalt``, no date), and its SVG takes a ``<title>`` per mark, which every
+browser shows as a tooltip: hover values without any script.
+
+The figures use matplotlib's object API (``Figure`` and its canvas), never ``pyplot`` or
+``matplotlib.use``, so they change no global state and notebooks keep their inline backend.
+An empty figure says "no data" instead of showing a blank frame; every kind of mark has a
+legend entry; titles carry the real N.
+"""
 
 from __future__ import annotations
 
+import html
+import io
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -19,85 +36,250 @@ CLASS_COLOURS: dict[str, str] = {
     "think": "#e7298a",
     "other": "#bdbdbd",
 }
+RENDER_SETTINGS: dict[str, object] = {"svg.hashsalt": "trajlens", "svg.fonttype": "none", "font.size": 9}
+"""Matplotlib settings applied (in a context, not globally) while a figure is drawn and saved."""
+MIN_SPAN = 0.1
+"""Smallest y-axis span of an advantage panel, so values constant by construction (a whitened
+batch's mean of 1e-9) do not fill the axis as if they swung."""
 
 
-def _pyplot():
-    import matplotlib
+@dataclass
+class Chart:
+    """A drawn figure and the hover text of each of its marks (by SVG element id)."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    figure: object
+    tips: dict[str, str] = field(default_factory=dict)
 
-    return plt
+    def tip(self, artist: object, text: str) -> None:
+        """Give ``artist`` the hover text ``text`` in the SVG."""
+        gid = f"tip{len(self.tips)}"
+        artist.set_gid(gid)  # type: ignore[attr-defined]
+        self.tips[gid] = text
+
+    def png(self, path: Path) -> Path:
+        """Write the figure as PNG (no timestamp in the file)."""
+        import matplotlib
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with matplotlib.rc_context(RENDER_SETTINGS):
+            self.figure.savefig(path, dpi=110, metadata={"Software": None})  # type: ignore[attr-defined]
+        return path
+
+    def svg(self) -> str:
+        """The figure as an SVG element with a ``<title>`` (the browser's tooltip) per mark."""
+        import matplotlib
+
+        buffer = io.StringIO()
+        with matplotlib.rc_context(RENDER_SETTINGS):
+            self.figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})  # type: ignore[attr-defined]
+        text = buffer.getvalue()
+        text = text[text.index("<svg"):]
+        text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
+
+        def titled(match: re.Match) -> str:
+            return f'{match.group(0)}<title>{html.escape(self.tips[match.group(1)])}</title>'
+
+        return re.sub(r'<g id="(tip\d+)">', titled, text)
 
 
-def class_shares_by_step(measures: pl.DataFrame, path: Path, title: str) -> Path:
+def _figure(width: float = 9.0, height: float = 4.2, rows: int = 1):
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), layout="constrained")
+    axes = figure.subplots(rows, 1, sharex=True) if rows > 1 else figure.subplots()
+    return figure, axes
+
+
+def _no_data(axis, title: str) -> None:
+    axis.set_title(title)
+    axis.text(0.5, 0.5, "no data", ha="center", va="center", fontsize=14, color="#777777", transform=axis.transAxes)
+    axis.set_xticks([])
+    axis.set_yticks([])
+
+
+def _integer_steps(axis) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+MAX_HOVER_COLUMNS = 300
+"""Most hover targets per figure; beyond this many x values, neighbouring ones share a column,
+so a run of 100,000 steps costs 300 marks, not 100,000."""
+
+
+def _hover_columns(chart: Chart, axis, xs: list[float], texts: list[str], width: float) -> None:
+    """Invisible full-height bars, each carrying the values at its x (or its few x's)."""
+    size = max(1, -(-len(xs) // MAX_HOVER_COLUMNS))
+    for start in range(0, len(xs), size):
+        part_x, part_text = xs[start:start + size], texts[start:start + size]
+        bar = axis.axvspan(part_x[0] - width / 2, part_x[-1] + width / 2, color="white", alpha=0.0, linewidth=0)
+        chart.tip(bar, "\n".join(part_text[:5]) + (f"\n(and {len(part_text) - 5} more steps)" if len(part_text) > 5 else ""))
+
+
+def class_shares_by_step(measures: pl.DataFrame, title: str) -> Chart:
     """Stacked shares of behaviour classes per step (calls pooled over the step's trajectories)."""
-    plt = _pyplot()
+    figure, axis = _figure()
+    chart = Chart(figure)
     classes = [c for c in CLASS_COLOURS if f"count_{c}" in measures.columns]
-    per_step = measures.group_by("step").agg([pl.col(f"count_{c}").sum() for c in classes]).sort("step")
+    per_step = measures.group_by("step").agg(pl.len().alias("n"), *[pl.col(f"count_{c}").sum() for c in classes]).sort("step")
     total = per_step.select(pl.sum_horizontal([f"count_{c}" for c in classes])).to_series()
-    figure, axis = plt.subplots(figsize=(9, 4.2))
-    bottom = None
+    per_step = per_step.filter(total > 0)
+    total = total.filter(total > 0)
+    title = f"{title} (N={measures.height} trajectories, {int(total.sum()):,} calls)"
+    if per_step.height < 2:
+        _no_data(axis, title + ": one step, see the per-trajectory shares")
+        return chart
     steps = per_step["step"].to_numpy()
+    bottom = None
+    shares = {}
     for klass in classes:
         share = (per_step[f"count_{klass}"] / total).fill_nan(0.0).to_numpy()
+        shares[klass] = share
         axis.fill_between(steps, 0 if bottom is None else bottom, share if bottom is None else bottom + share,
                           step="mid", color=CLASS_COLOURS[klass], label=klass, linewidth=0)
         bottom = share if bottom is None else bottom + share
+    texts = [f"step {step}: " + ", ".join(f"{k} {shares[k][i]:.2f}" for k in classes if shares[k][i] > 0)
+             + f" ({int(total[i])} calls, {per_step['n'][i]} trajectories)" for i, step in enumerate(steps)]
+    _hover_columns(chart, axis, list(steps), texts, 1.0)
+    _integer_steps(axis)
     axis.set(xlabel="training step", ylabel="share of tool calls", title=title, ylim=(0, 1),
-             xlim=(steps.min(), steps.max()) if len(steps) > 1 else None)
+             xlim=(steps.min() - 0.5, steps.max() + 0.5))
     axis.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
-    return _save(figure, path)
+    return chart
 
 
-def stage_rates(rates: pl.DataFrame, metrics: list[str], path: Path, title: str) -> Path:
-    """Sample rates with 95% intervals per stage, population values as crosses."""
-    plt = _pyplot()
-    chosen = rates.filter(pl.col("metric").is_in(metrics)).drop_nulls(["value", "ci_low", "ci_high"])
-    stages = chosen.select("stage", "stage_index").unique().sort("stage_index")["stage"].to_list()
-    figure, axis = plt.subplots(figsize=(9, 4.2))
-    width = 0.8 / max(len(metrics), 1)
-    for i, metric in enumerate(metrics):
-        rows = chosen.filter(pl.col("metric") == metric).sort("stage_index")
-        if rows.is_empty():
+def class_shares_per_trajectory(measures: pl.DataFrame, title: str) -> Chart:
+    """Box plots of each class's share of a trajectory's calls: the spread across trajectories."""
+    figure, axis = _figure(height=3.8)
+    chart = Chart(figure)
+    with_calls = measures.filter(pl.col("n_calls") > 0)
+    classes = [c for c in CLASS_COLOURS if f"share_{c}" in with_calls.columns and with_calls[f"share_{c}"].sum() > 0]
+    title = f"{title} (N={with_calls.height} trajectories with calls)"
+    if with_calls.is_empty() or not classes:
+        _no_data(axis, title)
+        return chart
+    data = [with_calls[f"share_{c}"].to_numpy() for c in classes]
+    boxes = axis.boxplot(data, orientation="horizontal", patch_artist=True, widths=0.6, showfliers=False)
+    for patch, klass, values in zip(boxes["boxes"], classes, data):
+        patch.set_facecolor(CLASS_COLOURS[klass])
+        q1, median, q3 = _quartiles(values)
+        chart.tip(patch, f"{klass}: median {median:.2f}, quartiles {q1:.2f}-{q3:.2f}, mean {values.mean():.2f} "
+                         f"over {len(values)} trajectories")
+    axis.set_yticks(range(1, len(classes) + 1), classes)
+    axis.set(xlabel="share of the trajectory's tool calls (box: quartiles, line: median, whiskers: 1.5 IQR)",
+             title=title, xlim=(0, 1))
+    from matplotlib.patches import Patch
+
+    axis.legend(handles=[Patch(facecolor="#cccccc", edgecolor="black", label="quartiles, median")],
+                fontsize=8, frameon=False, loc="lower right")
+    return chart
+
+
+def _quartiles(values) -> tuple[float, float, float]:
+    series = pl.Series(values)
+    return (float(series.quantile(0.25, "linear")), float(series.quantile(0.5, "linear")),
+            float(series.quantile(0.75, "linear")))
+
+
+def distributions(measures: pl.DataFrame, title: str) -> Chart:
+    """Histograms of turns and model tokens per trajectory."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9.0, 3.4), layout="constrained")
+    left, right = figure.subplots(1, 2)
+    chart = Chart(figure)
+    for axis, column, label in ((left, "num_turns", "turns"), (right, "model_tokens", "model tokens")):
+        values = measures[column].drop_nulls().cast(pl.Float64) if column in measures.columns else pl.Series([])
+        name = f"{label} per trajectory (N={values.len()})"
+        if values.is_empty():
+            _no_data(axis, name)
             continue
-        x = [stages.index(s) + (i - (len(metrics) - 1) / 2) * width for s in rows["stage"]]
+        counts, edges, patches = axis.hist(values.to_numpy(), bins=min(30, max(values.n_unique(), 1)),
+                                           color="#8da0cb", label="trajectories")
+        for count, low, high, patch in zip(counts, edges, edges[1:], patches):
+            chart.tip(patch, f"{label} {low:,.0f}-{high:,.0f}: {int(count)} trajectories")
+        median = float(values.median())
+        axis.axvline(median, color="black", linewidth=1, label=f"median {median:,.0f}")
+        axis.set(title=name, xlabel=label, ylabel="trajectories")
+        from matplotlib.ticker import MaxNLocator
+
+        axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.legend(fontsize=8, frameon=False)
+    figure.suptitle(title)
+    return chart
+
+
+def stage_rates(rates: pl.DataFrame, metrics: list[str], title: str) -> Chart:
+    """Sample rates with 95% intervals per stage, population values as crosses."""
+    figure, axis = _figure()
+    chart = Chart(figure)
+    chosen = rates.filter(pl.col("metric").is_in(metrics)).drop_nulls(["value", "ci_low", "ci_high"])
+    if chosen.is_empty():
+        _no_data(axis, title)
+        return chart
+    stages = chosen.select("stage", "stage_index").unique().sort("stage_index")["stage"].to_list()
+    present = [m for m in metrics if m in set(chosen["metric"].to_list())]
+    width = 0.8 / max(len(present), 1)
+    for i, metric in enumerate(present):
+        rows = chosen.filter(pl.col("metric") == metric).sort("stage_index")
+        x = [stages.index(s) + (i - (len(present) - 1) / 2) * width for s in rows["stage"]]
         value = rows["value"].to_numpy()
         lower = (value - rows["ci_low"].to_numpy()).clip(min=0.0)
         upper = (rows["ci_high"].to_numpy() - value).clip(min=0.0)
         klass = metric.split(":")[-1]
-        axis.bar(x, value, width=width * 0.9, color=CLASS_COLOURS.get(klass, "#999999"), label=metric)
-        axis.errorbar(x, value, yerr=[lower, upper], fmt="none", ecolor="black", capsize=2, linewidth=0.8)
-        axis.scatter(x, rows["population_value"].to_numpy(), marker="x", color="black", s=18, zorder=3)
+        bars = axis.bar(x, value, width=width * 0.9, color=CLASS_COLOURS.get(klass, "#999999"), label=metric)
+        for bar, row in zip(bars, rows.iter_rows(named=True)):
+            chart.tip(bar, f"{metric} in {row['stage']}: sample {row['value']:.3f} [{row['ci_low']:.3f}, "
+                           f"{row['ci_high']:.3f}] (N={row['n_sampled']}), population {row['population_value']:.3f} "
+                           f"(N={row['n_population']})")
+        axis.errorbar(x, value, yerr=[lower, upper], fmt="none", ecolor="black", capsize=2, linewidth=0.8,
+                      label="95% interval" if i == 0 else None)
+        axis.scatter(x, rows["population_value"].to_numpy(), marker="x", color="black", s=18, zorder=3,
+                     label="whole stage" if i == 0 else None)
     axis.set_xticks(range(len(stages)), stages)
-    axis.set(ylabel="rate (bars: sample with 95% CI; x: population)", title=title)
-    axis.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return _save(figure, path)
+    axis.set(ylabel="rate", title=title, ylim=(0, 1))
+    handles, labels = axis.get_legend_handles_labels()
+    marks = ("95% interval", "whole stage")
+    order = [i for i, l in enumerate(labels) if l not in marks] + [i for i, l in enumerate(labels) if l in marks]
+    axis.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=8, frameon=False,
+                loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return chart
 
 
-def advantage_batches(diagnostics: pl.DataFrame, path: Path, title: str) -> Path:
+def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
     """Per-step advantage mean and std per estimator; all-negative batches marked."""
-    plt = _pyplot()
-    figure, (top, bottom) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
-    for estimator, part in diagnostics.partition_by("estimator", as_dict=True, maintain_order=True).items():
+    figure, (top, bottom) = _figure(height=5.5, rows=2)
+    chart = Chart(figure)
+    if diagnostics.is_empty():
+        _no_data(top, title)
+        _no_data(bottom, "")
+        return chart
+    marked = False
+    for (estimator,), part in diagnostics.partition_by("estimator", as_dict=True, maintain_order=True).items():
         part = part.sort("step")
-        name = estimator[0] if isinstance(estimator, tuple) else estimator
-        top.plot(part["step"], part["mean"], label=name, linewidth=1)
-        bottom.plot(part["step"], part["std"], label=name, linewidth=1)
+        top.plot(part["step"], part["mean"], label=estimator, linewidth=1)
+        bottom.plot(part["step"], part["std"], label=estimator, linewidth=1)
         negative = part.filter(pl.col("all_negative"))
-        top.scatter(negative["step"], negative["mean"], color="red", s=14, zorder=3)
+        if negative.height:
+            top.scatter(negative["step"], negative["mean"], color="red", s=14, zorder=3,
+                        label="all-negative batch" if not marked else None)
+            marked = True
+    steps = diagnostics["step"].unique().sort().to_list()
+    by_step = diagnostics.partition_by("step", as_dict=True)
+    texts = ["step {}: ".format(step) + "; ".join(
+        f"{r['estimator']} mean {r['mean']:+.3f} std {r['std']:.3f}{' all-negative' if r['all_negative'] else ''}"
+        for r in by_step[(step,)].iter_rows(named=True)) for step in steps]
+    _hover_columns(chart, top, steps, texts, 1.0)
+    for axis, column in ((top, "mean"), (bottom, "std")):
+        low, high = diagnostics[column].min(), diagnostics[column].max()
+        if high - low < MIN_SPAN:
+            centre = (high + low) / 2
+            axis.set_ylim(centre - MIN_SPAN / 2, centre + MIN_SPAN / 2)
     top.axhline(0.0, color="black", linewidth=0.6)
-    top.set(ylabel="batch mean advantage", title=title)
+    n = diagnostics["count"].sum() if "count" in diagnostics.columns else None
+    top.set(ylabel="batch mean advantage", title=f"{title} ({len(steps)} steps" + (f", N={int(n):,} units)" if n else ")"))
     bottom.set(xlabel="training step", ylabel="batch std")
-    top.legend(fontsize=8, frameon=False)
-    return _save(figure, path)
-
-
-def _save(figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(figure)
-    return path
+    _integer_steps(bottom)
+    top.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return chart

@@ -1,0 +1,130 @@
+"""A small Chrome DevTools Protocol client: open a page in headless Chromium, record console
+errors and network requests, evaluate script, click, and take screenshots."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import websocket
+
+ROOT = Path(__file__).resolve().parents[2]
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+         "--remote-debugging-port=0", "--window-size=1280,900")
+
+
+def find_chromium() -> str:
+    """The browser's path, installing it with scripts/install-browser.sh when missing."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "install-browser.sh")], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"could not install Chromium: {done.stderr.strip()[-500:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+class Browser:
+    """One headless Chromium with a fresh profile, driven over one page's websocket."""
+
+    def __init__(self) -> None:
+        self.profile = tempfile.mkdtemp(prefix="trajlens-chromium-")
+        self.process = subprocess.Popen([find_chromium(), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file = Path(self.profile) / "DevToolsActivePort"
+        deadline = time.time() + 30
+        while not port_file.exists() or not port_file.read_text().strip():
+            if time.time() > deadline:
+                self.close()
+                raise RuntimeError("Chromium did not start its DevTools endpoint")
+            time.sleep(0.1)
+        port = port_file.read_text().split()[0]
+        import urllib.request
+
+        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json").read())
+        page = next(t for t in targets if t["type"] == "page")
+        self.socket = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
+        self.next_id = 0
+        self.events: list[dict] = []
+        for domain in ("Page", "Runtime", "Network", "Log"):
+            self.call(f"{domain}.enable")
+
+    def call(self, method: str, **params) -> dict:
+        self.next_id += 1
+        self.socket.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.socket.recv())
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+            self.events.append(message)
+
+    def open(self, path: Path) -> None:
+        """Load a file and wait for its load event."""
+        self.events.clear()
+        self.call("Page.navigate", url=path.resolve().as_uri())
+        deadline = time.time() + 60
+        while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
+            if time.time() > deadline:
+                raise RuntimeError(f"{path} did not load")
+            self.events.append(json.loads(self.socket.recv()))
+
+    def evaluate(self, expression: str):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def settle(self, seconds: float = 0.3) -> None:
+        """Let timers and observers run, collecting events meanwhile."""
+        self.evaluate(f"new Promise(r => setTimeout(r, {int(seconds * 1000)}))")
+
+    def console_errors(self) -> list[str]:
+        errors = []
+        for event in self.events:
+            method, params = event.get("method"), event.get("params", {})
+            if method == "Runtime.exceptionThrown":
+                errors.append(str(params["exceptionDetails"].get("exception", {}).get("description")
+                                  or params["exceptionDetails"].get("text")))
+            elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+                errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params.get("args", [])))
+            elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+                errors.append(params["entry"].get("text", ""))
+        return errors
+
+    def network_requests(self) -> list[str]:
+        """Every request to something other than the page's own file."""
+        return [e["params"]["request"]["url"] for e in self.events
+                if e.get("method") == "Network.requestWillBeSent"
+                and not e["params"]["request"]["url"].startswith(("file://", "data:", "about:"))]
+
+    def screenshot(self, path: Path, full_page: bool = False) -> Path:
+        params = {"format": "png"}
+        if full_page:
+            metrics = self.call("Page.getLayoutMetrics")["cssContentSize"]
+            params["clip"] = {"x": 0, "y": 0, "width": metrics["width"], "height": min(metrics["height"], 6000), "scale": 1}
+            params["captureBeyondViewport"] = True
+        data = self.call("Page.captureScreenshot", **params)["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+    def close(self) -> None:
+        try:
+            if hasattr(self, "socket"):
+                self.socket.close()
+        finally:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+            shutil.rmtree(self.profile, ignore_errors=True)

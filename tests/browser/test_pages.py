@@ -1,0 +1,147 @@
+"""The report, comparison and viewer pages in headless Chromium: they load with no console error
+and no network request, figures render, and the viewer's filter and navigation work.
+
+Screenshots of each page type go to ``$TRAJLENS_SCREENSHOTS`` (default ``out/browser-tests/``)
+for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from built_runs import built_run, write_store
+from cdp import ROOT, Browser
+
+pytestmark = pytest.mark.slow
+
+SHOTS = Path(os.environ.get("TRAJLENS_SCREENSHOTS", ROOT / "out" / "browser-tests"))
+LONG_CALLS, LONG_TOKENS = 300, 60_000
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    import trajlens
+    from trajlens.compare import compare
+    from trajlens.report import report_store
+    from trajlens.report.compare_page import write_comparison
+
+    root = tmp_path_factory.mktemp("browser")
+    store = trajlens.open(write_store(root, [built_run("long", long_trajectory=(LONG_CALLS, LONG_TOKENS)),
+                                             built_run("short", steps=4)]))
+    out = root / "report"
+    reports = {r.run_id: r for r in report_store(store, out, comparisons=[("long", "short")])}
+    comparison = write_comparison(compare(store, "short:Q1", "short:Q4"), out / "compare")[2]
+    from trajlens.report.viewer import run_credit, write_viewer
+
+    long_page = write_viewer(store, "long", "s3-t0", out / "long-s3-t0.html", run_credit(store, "long", "gae_raw"))
+    assert reports["long"].viewers
+    return {"index": out / "index.html", "comparison": comparison, "viewer": long_page}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    handle = Browser()
+    yield handle
+    handle.close()
+
+
+def load(browser: Browser, path: Path) -> float:
+    started = time.perf_counter()
+    browser.open(path)
+    browser.settle()
+    return time.perf_counter() - started
+
+
+def assert_clean(browser: Browser) -> None:
+    assert browser.console_errors() == []
+    assert browser.network_requests() == []
+
+
+def test_report_index_loads_clean_with_figures(browser, pages):
+    load(browser, pages["index"])
+    assert_clean(browser)
+    figures = browser.evaluate("""[...document.querySelectorAll('figure.chart svg')].map(s => {
+        const box = s.getBoundingClientRect();
+        return {width: box.width, height: box.height, marks: s.querySelectorAll('path').length,
+                tips: s.querySelectorAll('title').length};
+    })""")
+    assert len(figures) >= 8
+    for figure in figures:
+        assert figure["width"] > 300 and figure["height"] > 150 and figure["marks"] > 10
+    assert sum(f["tips"] for f in figures) > 20
+    assert browser.evaluate("document.querySelectorAll('section.run').length") == 2
+    assert browser.evaluate("document.querySelectorAll('#comparisons table tbody tr').length") > 10
+    browser.screenshot(SHOTS / "report_index.png")
+    browser.evaluate("document.querySelector('#long-figure-advantage_batches').scrollIntoView()")
+    browser.screenshot(SHOTS / "report_figure.png")
+
+
+def test_findings_link_to_evidence_that_exists(browser, pages):
+    load(browser, pages["index"])
+    missing = browser.evaluate("""[...document.querySelectorAll('ul.findings a[href^="#"]')]
+        .map(a => a.getAttribute('href')).filter(h => !document.getElementById(h.slice(1)))""")
+    assert missing == []
+    assert browser.evaluate("document.querySelectorAll('ul.findings a').length") > 2
+
+
+def test_comparison_page_loads_clean(browser, pages):
+    load(browser, pages["comparison"])
+    assert_clean(browser)
+    assert browser.evaluate("document.querySelectorAll('tbody tr').length") > 10
+    browser.screenshot(SHOTS / "comparison.png")
+
+
+def test_viewer_handles_a_long_trajectory_lazily(browser, pages):
+    seconds = load(browser, pages["viewer"])
+    assert_clean(browser)
+    assert seconds < 10
+    state = browser.evaluate("({id: document.getElementById('trajectory-id').textContent,"
+                             " rendered: document.querySelectorAll('.call').length,"
+                             " meta: document.querySelector('#head .meta').textContent})")
+    assert state["id"] == "s3-t0" and f"{LONG_CALLS} calls" in state["meta"]
+    assert 0 < state["rendered"] < LONG_CALLS  # rendered as it scrolls into view
+    browser.screenshot(SHOTS / "viewer_top.png")
+    painted = browser.evaluate("""(() => { const c = document.querySelector('.call canvas');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, 1).data;
+        for (let i = 0; i < d.length; i += 4) if (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250) return true;
+        return false; })()""")
+    assert painted
+    started = time.perf_counter()
+    for _ in range(200):  # scroll down as a reader would, a screen and a half at a time
+        browser.evaluate("window.scrollBy(0, 1400)")
+        browser.settle(0.05)
+        if browser.evaluate("document.querySelectorAll('.call').length") == LONG_CALLS:
+            break
+    assert browser.evaluate("document.querySelectorAll('.call').length") == LONG_CALLS
+    assert time.perf_counter() - started < 20
+    browser.screenshot(SHOTS / "viewer_bottom.png")
+
+
+def test_viewer_filter_hides_a_class(browser, pages):
+    load(browser, pages["viewer"])
+    visible = "[...document.querySelectorAll('.call')].filter(d => d.offsetParent !== null && d.dataset.class === 'think').length"
+    assert browser.evaluate(visible) > 0
+    browser.evaluate("document.querySelector('#filters input[data-class=\"think\"]').click()")
+    assert browser.evaluate(visible) == 0
+    assert browser.evaluate("document.querySelectorAll('.call:not(.hidden)').length") > 0
+    browser.screenshot(SHOTS / "viewer_filtered.png")
+    browser.evaluate("document.querySelector('#filters input[data-class=\"think\"]').click()")
+    assert browser.evaluate(visible) > 0
+    assert_clean(browser)
+
+
+def test_viewer_navigates_within_the_step(browser, pages):
+    load(browser, pages["viewer"])
+    first = browser.evaluate("document.getElementById('trajectory-id').textContent")
+    browser.evaluate("document.getElementById('next').click()")
+    browser.settle()
+    second = browser.evaluate("document.getElementById('trajectory-id').textContent")
+    assert second != first and second.startswith("s3-")
+    assert browser.evaluate("decodeURIComponent(location.hash.slice(1))") == second
+    browser.evaluate("document.getElementById('prev').click()")
+    assert browser.evaluate("document.getElementById('trajectory-id').textContent") == first
+    assert_clean(browser)

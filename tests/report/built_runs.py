@@ -1,0 +1,68 @@
+"""Runs built by hand for report, viewer and browser tests: a long trajectory, degenerate token
+arrays, and a store written from them through the real ingest path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+COMMANDS = ("pytest -q", "python -c 'import mod'", "grep -rn foo .", "cat src/mod.py", "sed -i 's/a/b/' src/mod.py")
+
+
+def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6, tokens_per_call: int = 5,
+              mask: str = "normal", long_trajectory: tuple[int, int] | None = None):
+    """A GAE-style run (token arrays with critic values). ``mask``: 'normal', 'all_false' or
+    'empty'. ``long_trajectory=(calls, tokens)`` makes trajectory 0 of the last step that long."""
+    from trajlens.model import RunBuilder
+
+    builder = RunBuilder(run_id, estimator="gae", config={}, source_format="test", source=run_id)
+    for step in range(1, steps + 1):
+        for member in range(per_step):
+            n_calls, span = calls, tokens_per_call
+            if long_trajectory and step == steps and member == 0:
+                n_calls, total = long_trajectory
+                span = total // n_calls
+            reward = float((step + member) % 2)
+            call_rows, mask_row = [], []
+            for index in range(n_calls):
+                think = (index + member) % 4 == 3
+                command = COMMANDS[(index + step + member) % len(COMMANDS)]
+                start = len(mask_row)
+                mask_row += [True] * span + [False] * 2
+                call_rows.append({
+                    "turn": index, "tool_name": "think" if think else "bash",
+                    "arguments": '{"thought": "hm"}' if think else '{"command": "%s"}' % command.replace('"', ""),
+                    "command": None if think else command,
+                    "observation": "ok\n" * (3 if index % 7 else 400), "return_code": None if think else index % 2,
+                    "token_start": start, "token_end": start + span,
+                })
+            length = len(mask_row)
+            if mask == "all_false":
+                mask_row = [False] * length
+            elif mask == "empty":
+                mask_row, length = [], 0
+            builder.add_trajectory(
+                {"step": step, "trajectory_id": f"s{step}-t{member}", "group_id": f"s{step}-t{member}",
+                 "task_id": f"task{member}", "reward": reward, "reward_channels": [], "resolved": bool(reward),
+                 "exit_status": "submitted", "model_tokens": n_calls * span, "observation_tokens": 2 * n_calls},
+                call_rows,
+                {"response_mask": mask_row, "values": [0.1] * length,
+                 "token_rewards": [0.0] * (length - 1) + [reward] if length else [], "log_probs": None},
+                where=f"{run_id}: record {step}/{member}",
+            )
+        builder.add_metric(step, "critic/vf_explained_var", 0.1)
+    return builder.build()
+
+
+def write_store(root: Path, runs) -> Path:
+    """Write each run as a canonical run directory and ingest them all into ``root/store``."""
+    import trajlens
+    from trajlens.store.layout import RunDirWriter
+
+    sources = []
+    for run in runs:
+        directory = root / "runs" / run.run_id
+        with RunDirWriter(directory, run.runs) as writer:
+            writer.write_run(run)
+        sources.append(directory)
+    trajlens.ingest(sources, root / "store")
+    return root / "store"

@@ -1,0 +1,52 @@
+"""``trajlens report``: classify, report every stage, recompute advantages, plot, for every run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trajlens.cli._app import app
+from trajlens.cli._progress import progress_bar
+from trajlens.errors import ConfigError
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    """``A,B``: two sides of a comparison."""
+    a, sep, b = text.partition(",")
+    if not sep or not a or not b or "," in b:
+        raise ConfigError([f"--compare {text!r}: expected A,B such as sao-r6,sao-r7 or sao-r6:Q4,sao-r7:Q4"])
+    return a.strip(), b.strip()
+
+
+@app.command()
+def report(
+    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    output: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports and figures.")],
+    run: Annotated[Optional[list[str]], typer.Option("--run", "-r", help="Run id (repeatable; default: every run).")] = None,
+    n: Annotated[int, typer.Option("--n", help="Trajectories drawn per stage.")] = 80,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the draw.")] = 0,
+    compare: Annotated[Optional[list[str]], typer.Option("--compare", help="A,B: a comparison for index.html (repeatable); sides as in trajlens compare.")] = None,
+    viewers: Annotated[int, typer.Option("--viewers", help="Trajectory viewer pages per run.")] = 3,
+) -> None:
+    """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.
+
+    Writes OUT/index.html (one self-contained page: every run, comparisons, figures with hover
+    values), OUT/README.md (findings per run), OUT/RUN/stage_report.md with PNG figures, and
+    OUT/RUN/view/*.html (viewer pages of a few trajectories per run).
+
+    Example: trajlens report store --out out/report --compare sao-r6,sao-r7
+    """
+    import trajlens
+    from trajlens.report import report_store
+
+    pairs = [parse_pair(text) for text in compare or []]
+    handle = trajlens.open(store)
+    runs = run or handle.run_ids()
+    handle.require_runs(runs)
+    with progress_bar("reporting", total=len(runs)) as tick:
+        written = report_store(handle, output, n=n, seed=seed, run_ids=runs, comparisons=pairs,
+                               viewers_per_run=viewers, progress=tick)
+    typer.echo((output / "README.md").read_text())
+    typer.echo(f"wrote reports for {len(written)} run(s) under {output}; open {output / 'index.html'}")

@@ -1,0 +1,44 @@
+"""``trajlens view``: one trajectory as a web page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trajlens.cli._app import app
+from trajlens.cli._output import check_output, write_atomically
+from trajlens.errors import ConfigError
+
+
+@app.command()
+def view(
+    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
+    trajectory: Annotated[str, typer.Option("--trajectory", "-t", help="Trajectory id.")],
+    output: Annotated[Path, typer.Option("--out", "-o", help="The .html file to write.")],
+    estimator: Annotated[Optional[str], typer.Option("--estimator", "-e", help="Estimator label for the credit colours (gae_raw, grpo, ...; default: the first the run allows).")] = None,
+    credit: Annotated[bool, typer.Option("--credit/--no-credit", help="Recompute advantages to colour each call's credit.")] = True,
+) -> None:
+    """Write one trajectory as a page: turns, classes, observations, reward and per-call credit.
+
+    The page also carries the other trajectories of the same group (or step) with previous/next
+    navigation, and a filter by class. It needs no network and opens from disk.
+
+    Example: trajlens view store --run sao-r6 --trajectory s0130-t0003 --out r6-130.html
+    """
+    import trajlens
+    from trajlens.report.viewer import run_credit, viewer_page
+
+    check_output(output, (".html",))
+    handle = trajlens.open(store)
+    handle.require_runs([run])
+    step = handle.sql("SELECT step FROM trajectories WHERE run_id = $run AND trajectory_id = $id",
+                      {"run": run, "id": trajectory})["step"].to_list()
+    if not step:
+        raise ConfigError([f"--trajectory {trajectory!r}: not a trajectory of run {run!r}"])
+    advantages = run_credit(handle, run, estimator, steps=step) if credit else None
+    text = viewer_page(handle, run, trajectory, advantages)
+    write_atomically(output, lambda path: path.write_text(text))
+    typer.echo(f"wrote {output}" + (f" (credit under {advantages.label})" if advantages else ""))

@@ -1,0 +1,141 @@
+"""What a comparison compares: a run, a stage of a run, or one estimator label of a run.
+
+A side is written ``RUN``, ``RUN:STAGE`` (a stage of the staging in use: ``Q1``..``Q4`` by
+default) or ``RUN:LABEL`` (an estimator label of the run's recomputed advantages, such as
+``gae_raw``). :func:`read_side` turns one into the per-trajectory measures and per-step
+advantage statistics it covers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from trajlens.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison, as the user wrote it and as it resolved."""
+
+    spec: str
+    """What the user wrote: ``RUN``, ``RUN:STAGE`` or ``RUN:LABEL``."""
+    run_id: str
+    stage: str | None = None
+    """Stage name when the side is a stage of the run."""
+    label: str | None = None
+    """Estimator label when the side is one recomputation of the run."""
+
+    @property
+    def name(self) -> str:
+        """How sentences name the side: ``sao-r7``, ``sao-r7 (Q4)``, ``sao-r6 (gae_raw)``."""
+        part = self.stage or self.label
+        return f"{self.run_id} ({part})" if part else self.run_id
+
+
+@dataclass(frozen=True)
+class SideData:
+    """The trajectories a side covers, their measures, and its per-step advantage statistics."""
+
+    side: Side
+    measures: pl.DataFrame
+    """One row per trajectory: :func:`trajlens.classify.trajectory_measures` columns plus
+    ``reward`` and ``resolved``."""
+    advantages: pl.DataFrame
+    """``advantage_batches`` rows (one per step and estimator label) of the side's steps."""
+
+
+def parse_side(store: Any, spec: str, stages: Any = "quartiles") -> Side:
+    """Resolve ``spec`` against the store; a one-line error lists what ``RUN:X`` may name."""
+    run_id, sep, part = spec.partition(":")
+    store.require_runs([run_id])
+    if not sep:
+        return Side(spec, run_id)
+    if part in _stage_names(store, run_id, stages):
+        return Side(spec, run_id, stage=part)
+    if part in _labels(store, run_id):
+        return Side(spec, run_id, label=part)
+    raise ConfigError([
+        f"side {spec!r}: {part!r} is neither a stage of run {run_id!r} "
+        f"({', '.join(_stage_names(store, run_id, stages)) or 'none'}) nor an estimator label "
+        f"({', '.join(_labels(store, run_id)) or 'none'})"
+    ])
+
+
+def _stage_names(store: Any, run_id: str, stages: Any) -> list[str]:
+    staged = _staged(store, run_id, stages)
+    return staged.drop_nulls("stage").select("stage", "stage_index").unique().sort("stage_index")["stage"].to_list()
+
+
+def _staged(store: Any, run_id: str, stages: Any) -> pl.DataFrame:
+    from trajlens.classify import assign_stages
+
+    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).select(
+        "run_id", "trajectory_id", "step").collect()
+    return assign_stages(trajectories, stages)
+
+
+def _labels(store: Any, run_id: str) -> list[str]:
+    from trajlens.report.job import available_estimators
+
+    labels = [choice.label for choice in available_estimators(store, run_id)]
+    if "advantage_batches" in store.tables():
+        stored = store.sql("SELECT DISTINCT estimator FROM advantage_batches WHERE run_id = $run ORDER BY 1",
+                           {"run": run_id})["estimator"].to_list()
+        labels += [label for label in stored if label not in labels]
+    return labels
+
+
+def read_side(store: Any, side: Side, stages: Any = "quartiles", labels: list[str] | None = None) -> SideData:
+    """Measures of the side's trajectories, and advantage statistics for ``labels`` (default:
+    the side's own label, or every label already stored for the run). Runs not classified yet
+    are classified (saving ``call_classes`` and ``trajectory_measures``), and advantages not
+    recomputed yet are recomputed (saving ``advantage_batches``), so later comparisons reuse them."""
+    staged = _staged(store, side.run_id, stages)
+    if side.stage is not None:
+        staged = staged.filter(pl.col("stage") == side.stage)
+    measures = _measures(store, side.run_id).join(staged.select("trajectory_id"), on="trajectory_id", how="semi")
+    steps = staged["step"].unique()
+    wanted = [side.label] if side.label else labels
+    advantages = _advantages(store, side.run_id, wanted)
+    if advantages.height:
+        advantages = advantages.filter(pl.col("step").is_in(steps.implode()))
+    return SideData(side, measures, advantages)
+
+
+def _measures(store: Any, run_id: str) -> pl.DataFrame:
+    from trajlens.report.job import classify_store
+
+    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
+    if "trajectory_measures" not in store.tables() or store.table("trajectory_measures").filter(
+            pl.col("run_id") == run_id).select(pl.len()).collect().item() == 0:
+        classify_store(store, [run_id])  # saves call_classes and trajectory_measures, as trajlens classify does
+    measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
+    measures = measures.join(trajectories.select("trajectory_id"), on="trajectory_id", how="semi")
+    outcome = trajectories.select("trajectory_id", "reward", pl.col("resolved").cast(pl.Boolean))
+    return measures.join(outcome, on="trajectory_id", how="inner")
+
+
+def _advantages(store: Any, run_id: str, labels: list[str] | None) -> pl.DataFrame:
+    """Stored ``advantage_batches`` rows of the run; labels not stored yet are recomputed and saved."""
+    stored = pl.DataFrame()
+    if "advantage_batches" in store.tables():
+        stored = store.table("advantage_batches").filter(pl.col("run_id") == run_id).collect()
+    if labels is None:
+        return stored
+    have = set(stored["estimator"].to_list()) if stored.height else set()
+    missing = [label for label in labels if label not in have]
+    if missing:
+        from trajlens.report.job import advantage_diagnostics, available_estimators
+
+        from trajlens.report.advantages import save_advantage_batches
+
+        choices = [c for c in available_estimators(store, run_id) if c.label in missing]
+        if choices:
+            computed = advantage_diagnostics(store, run_id, choices)
+            # Kept in advantage_batches, as `trajlens advantages` keeps them, so the next comparison reuses them.
+            save_advantage_batches(store, run_id, computed, keep_other_labels=True)
+            stored = pl.concat([stored, computed], how="diagonal_relaxed")
+    return stored.filter(pl.col("estimator").is_in(labels)) if stored.height else stored

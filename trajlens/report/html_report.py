@@ -1,0 +1,202 @@
+"""The report as one self-contained page, ``index.html``: a section per run, then comparisons.
+
+Each run's section holds its findings (each linked to the table, figure or trajectory that
+shows it), the summary tables, the stage-sampled N=80 table with intervals and the whole stage
+beside it, every figure as inline SVG with hover values, the recomputed advantages, links to
+viewer pages, and the optional sections of :mod:`trajlens.report.sections`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from trajlens.report import html
+from trajlens.report.sections import run_sections
+
+KEY_STAGE_METRICS: tuple[str, ...] = (
+    "share:think", "ran_suite", "verification:test_suite", "verification:test_targeted", "verification:quick_check",
+    "verification:run_script", "mean:num_turns", "mean:model_tokens", "mean:edits_per_turn", "mean:readback_share",
+    "mean:think_runs",
+)
+"""Stage metrics shown open in a run's section; the rest sit in a collapsed table."""
+
+FINDING_EVIDENCE: tuple[tuple[str, str], ...] = (
+    ("think share", "stage"),
+    ("runs the full suite", "stage"),
+    ("reward channel", "summary-outcome"),
+    ("critic", "scalars"),
+    ("actor/lr", "scalars"),
+    ("a single step", "summary-outcome"),
+    ("token arrays", "advantages"),
+    ("no trajectories", "scalars"),
+)
+"""Where a finding's evidence is, by how the finding starts; estimator findings link to the
+advantage figure."""
+
+
+@dataclass
+class RunParts:
+    """What a run's HTML section is built from."""
+
+    run_id: str
+    summary: list = field(default_factory=list)
+    charts: dict = field(default_factory=dict)
+    stage: Any = None
+    diagnostics: pl.DataFrame | None = None
+    exemplars: list[tuple[str, str, Path]] = field(default_factory=list)
+
+
+def _anchor(run_id: str, part: str) -> str:
+    return f"{run_id}-{part}"
+
+
+def run_section(store: Any, report: Any, parts: RunParts) -> str:
+    """The HTML section of one run."""
+    run_id = parts.run_id
+    out: list[str] = [f'<section class="run" id="{html.escape(run_id)}"><h2>{html.escape(run_id)}</h2>']
+    out.append(f'<p class="note"><a href="{html.escape(run_id)}/stage_report.md">Markdown stage report</a></p>')
+    out.append("<h3>Findings</h3>" + _findings(report.findings, parts))
+    for summary in parts.summary:
+        out.append(f'<h3 id="{_anchor(run_id, "summary-" + summary.key)}">{html.escape(summary.title)}</h3>'
+                   f'<p class="note">{html.escape(summary.note)}</p>'
+                   + (html.table(summary.frame) if summary.frame.height else "<p>none</p>"))
+    if parts.stage is not None:
+        out.append(_stage_tables(run_id, parts.stage))
+    for name, chart in parts.charts.items():
+        out.append(html.figure(_anchor(run_id, f"figure-{name}"), chart.svg(),
+                               f"{name.replace('_', ' ')}; hover a mark for its values"))
+    if parts.diagnostics is not None and parts.diagnostics.height:
+        summary = parts.diagnostics.group_by("estimator", maintain_order=True).agg(
+            pl.len().alias("steps"), pl.col("mean").abs().max().alias("max |batch mean|"),
+            pl.col("std").median().alias("median std"), pl.col("std").max().alias("max std"),
+            pl.col("all_negative").sum().alias("all-negative batches"),
+            pl.col("all_positive").sum().alias("all-positive batches"))
+        out.append(f'<h3 id="{_anchor(run_id, "advantages")}">Recomputed advantages</h3>'
+                   '<p class="note">Per-step batch statistics of what each estimator would have given these '
+                   'trajectories (token-level estimators over model tokens).</p>' + html.table(summary, digits=4))
+    if parts.exemplars:
+        items = "".join(f'<li><a href="{html.escape(run_id)}/view/{html.escape(path.name)}">{html.escape(tid)}</a>: '
+                        f'{html.escape(why)}</li>' for tid, why, path in parts.exemplars)
+        out.append(f'<h3 id="{_anchor(run_id, "trajectories")}">Trajectories</h3><ul>{items}</ul>')
+    for section, fragment in run_sections(store, run_id):
+        out.append(f'<h3 id="{_anchor(run_id, section.key)}">{html.escape(section.title)}</h3>'
+                   f'<div class="section-{html.escape(section.key)}">{fragment}</div>')
+    out.append(f'<span id="{_anchor(run_id, "scalars")}"></span></section>')
+    return "\n".join(out)
+
+
+def _findings(findings: list[str], parts: RunParts) -> str:
+    if not findings:
+        return "<p>Nothing notable.</p>"
+    items = []
+    labels = set(parts.diagnostics["estimator"].to_list()) if parts.diagnostics is not None and parts.diagnostics.height else set()
+    for finding in findings:
+        target = next((t for prefix, t in FINDING_EVIDENCE if finding.startswith(prefix)), None)
+        if finding.split(":")[0] in labels:
+            target = "figure-advantage_batches"
+        if target == "stage" and "stage_rates" in parts.charts:
+            target = "figure-stage_rates"
+        links = [f'<a href="#{_anchor(parts.run_id, target)}">evidence</a>'] if target else []
+        if finding.startswith("think share") and parts.exemplars and "think" in parts.exemplars[0][1]:
+            _, why, path = parts.exemplars[0]
+            links.append(f'<a href="{html.escape(parts.run_id)}/view/{html.escape(path.name)}">a trajectory: '
+                         f'{html.escape(why)}</a>')
+        items.append(f"<li>{html.escape(finding)}{''.join(links)}</li>")
+    return f'<ul class="findings">{"".join(items)}</ul>'
+
+
+def _stage_tables(run_id: str, stage: Any) -> str:
+    rates = stage.rates.select(
+        "metric", "stage", pl.col("value").alias("sample"), "ci_low", "ci_high", pl.col("n_sampled").alias("N sample"),
+        pl.col("population_value").alias("whole stage"), pl.col("n_population").alias("N stage"),
+        pl.col("population_in_ci").alias("whole stage in interval"))
+    key = rates.filter(pl.col("metric").is_in(list(KEY_STAGE_METRICS)))
+    stages = html.table(stage.stages.drop("run_id"))
+    return (f'<h3 id="{_anchor(run_id, "stage")}">Stages, N={stage.n} sampled per stage</h3>'
+            f'<p class="note">Seed {stage.seed}; rules {html.escape(stage.rules_version)}. The sample value with its '
+            '95% interval, and the same metric on the whole stage beside it.</p>' + stages + html.table(key)
+            + f"<details><summary>all {rates.height} rows</summary>{html.table(rates)}</details>")
+
+
+def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[str, str]], *, stages: Any) -> Path:
+    """Write ``out/index.html`` from the run sections and the comparisons."""
+    from trajlens.compare import compare, describe
+
+    body = ["<h1>trajlens report</h1>",
+            f'<p class="note">{len(reports)} run(s). Figures: hover a mark for its values. '
+            'Findings link to their evidence.</p>']
+    body += [report.html for report in reports]
+    nav = [(f"#{report.run_id}", report.run_id) for report in reports]
+    compared = []
+    for index, (a, b) in enumerate(comparisons):
+        table = compare(store, a, b, stages=stages)
+        compared.append(html.comparison_section(f"comparison-{index}", table, describe(table, 5)))
+        nav.append((f"#comparison-{index}", f"{b} vs {a}"))
+    body.append('<section id="comparisons"><h2>Comparisons</h2>' + "".join(compared) + COMPARISONS_END + "</section>")
+    nav.append(("#comparisons", "comparisons"))
+    if len(reports) > 1:
+        body.append(_side_by_side(store, [r.run_id for r in reports]))
+        nav.append(("#runs", "runs side by side"))
+    path = out / "index.html"
+    text = html.page("trajlens report", "\n".join(body), nav=nav)
+    path.write_text(text.replace("</nav>", NAV_END + "</nav>", 1))
+    return path
+
+
+COMPARISONS_END = "<!-- comparisons end -->"
+NAV_END = "<!-- nav end -->"
+
+
+def add_comparison(index: Path, anchor: str, title: str, section: str) -> None:
+    """Put a comparison section into an existing ``index.html`` (replacing one of the same
+    anchor), with a link to it in the page's navigation."""
+    text = index.read_text()
+    if COMPARISONS_END not in text or NAV_END not in text:
+        from trajlens.errors import ConfigError
+
+        raise ConfigError([f"--report: {index} is not a trajlens report index (write it with trajlens report)"])
+    start, end = f"<!-- comparison {anchor} -->", f"<!-- /comparison {anchor} -->"
+    block = f"{start}{section}{end}"
+    link = f'<a href="#{html.escape(anchor)}">{html.escape(title)}</a>'
+    if start in text:
+        text = text[:text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.replace(COMPARISONS_END, block + COMPARISONS_END, 1).replace(NAV_END, link + NAV_END, 1)
+    index.write_text(text)
+
+
+def _side_by_side(store: Any, run_ids: list[str]) -> str:
+    """Headline numbers of every run in one table, with intervals."""
+    from trajlens.compare._stats import wilson
+    from trajlens.compare.table import call_share
+
+    rows = []
+    for run_id in run_ids:
+        if "trajectory_measures" not in store.tables():
+            break
+        measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
+        if measures.is_empty():
+            continue
+        resolved = store.trajectories.filter(pl.col("run_id") == run_id).select("resolved").collect()["resolved"].drop_nulls()
+        rate = wilson(float(resolved.sum()), float(resolved.len())) if resolved.len() else None
+        suite = wilson(float(measures["ran_suite"].sum()), float(measures.height))
+        think = call_share("share:think", measures)
+        rows.append({
+            "run": run_id, "trajectories": measures.height,
+            "resolved": None if rate is None else rate.value,
+            "resolved 95%": None if rate is None else f"{rate.low:.2f}-{rate.high:.2f}",
+            "ran suite": suite.value, "ran suite 95%": f"{suite.low:.2f}-{suite.high:.2f}",
+            "think share": None if think is None else think.value,
+            "turns (median)": float(measures["num_turns"].median()),
+            "model tokens (median)": measures["model_tokens"].median(),
+            "format errors": int(measures["n_format_errors"].sum()),
+        })
+    if not rows:
+        return ""
+    return ('<section id="runs"><h2>Runs side by side</h2><p class="note">Whole runs; 95% Wilson intervals. '
+            'Compare two of them in full with <code>trajlens compare STORE A B</code>.</p>'
+            + html.table(pl.DataFrame(rows)) + "</section>")

@@ -1,0 +1,160 @@
+"""A run at a glance, for one-step harness logs as much as for RL runs: :func:`run_summary`.
+
+Outcome (resolved rate and reward with intervals), the verification mix (including
+``run_script``), each class's share of a trajectory's calls with its spread, turn and length
+distributions, format errors, dead groups (all rewards of a group equal, so a group-relative
+advantage is zero for all of them), and the most common commands of each class. Each part is
+a :class:`SummaryTable`, which the Markdown and HTML reports render alike.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
+from trajlens.compare import _stats
+from trajlens.compare.table import call_share
+
+TOP_COMMANDS = 5
+"""Commands listed per class."""
+_LEADING_CD = re.compile(r"^\s*cd\s+\S+\s*(&&|;)\s*")
+
+
+@dataclass(frozen=True)
+class SummaryTable:
+    """A titled table with a one-line note on how to read it."""
+
+    key: str
+    title: str
+    note: str
+    frame: pl.DataFrame
+
+
+def run_summary(store: Any, run_id: str, measures: pl.DataFrame) -> list[SummaryTable]:
+    """The summary tables of one run (``measures`` from :func:`trajlens.classify.trajectory_measures`)."""
+    trajectories = store.trajectories.filter(pl.col("run_id") == run_id).collect()
+    tables = [_outcome(trajectories, measures), _verification_mix(measures), _class_spread(measures),
+              _distributions(measures), _dead_groups(trajectories)]
+    tables.append(_top_commands(store, run_id))
+    return [t for t in tables if t is not None]
+
+
+def _outcome(trajectories: pl.DataFrame, measures: pl.DataFrame) -> SummaryTable:
+    rows = []
+    resolved = trajectories["resolved"].drop_nulls()
+    if resolved.len():
+        estimate = _stats.wilson(float(resolved.sum()), float(resolved.len()))
+        rows.append(("resolved rate", estimate.value, estimate.low, estimate.high, resolved.len(), "Wilson"))
+    reward = trajectories["reward"].drop_nulls().drop_nans()
+    if reward.len():
+        sd = reward.std() if reward.len() > 1 else None
+        estimate = _stats.mean_estimate(_stats.Sample(float(reward.mean()), None if sd is None else float(sd), reward.len()))
+        rows.append(("mean reward", estimate.value, estimate.low, estimate.high, reward.len(), "t"))
+    calls = int(measures["n_calls"].sum() + measures["n_format_errors"].sum())
+    errors = int(measures["n_format_errors"].sum())
+    if calls:
+        estimate = _stats.wilson(float(errors), float(calls))
+        rows.append(("format errors / tool calls", estimate.value, estimate.low, estimate.high, calls, "Wilson"))
+        with_errors = int((measures["n_format_errors"] > 0).sum())
+        estimate = _stats.wilson(float(with_errors), float(measures.height))
+        rows.append(("trajectories with a format error", estimate.value, estimate.low, estimate.high,
+                     measures.height, "Wilson"))
+    frame = pl.DataFrame(rows, schema={"measure": pl.String, "value": pl.Float64, "ci_low": pl.Float64,
+                                       "ci_high": pl.Float64, "n": pl.Int64, "interval": pl.String}, orient="row")
+    exits = trajectories["exit_status"].fill_null("unknown").value_counts(sort=True)
+    note = "95% intervals. Exit status: " + (", ".join(f"{s} {n}" for s, n in exits.iter_rows()) or "none logged") + "."
+    return SummaryTable("outcome", "Outcome and format errors", note, frame)
+
+
+def _verification_mix(measures: pl.DataFrame) -> SummaryTable:
+    rows = []
+    total = int(measures["n_verification"].sum())
+    for klass in VERIFICATION_CLASSES:
+        estimate = call_share(f"verification:{klass}", measures)
+        if estimate is not None:
+            rows.append((klass, int(measures[f"count_{klass}"].sum()), estimate.value, estimate.low, estimate.high,
+                         estimate.n))
+    frame = pl.DataFrame(rows, schema={"class": pl.String, "calls": pl.Int64, "share": pl.Float64,
+                                       "ci_low": pl.Float64, "ci_high": pl.Float64, "n_effective": pl.Float64},
+                         orient="row")
+    note = (f"Share of {total:,} verification calls; 95% Wilson intervals on the effective sample size "
+            "(calls are clustered in trajectories)." if total else "No verification calls.")
+    return SummaryTable("verification", "Verification mix", note, frame)
+
+
+def _class_spread(measures: pl.DataFrame) -> SummaryTable:
+    with_calls = measures.filter(pl.col("n_calls") > 0)
+    rows = []
+    for klass in BEHAVIOUR_CLASSES:
+        share = with_calls[f"share_{klass}"].drop_nulls()
+        if share.is_empty() or share.sum() == 0:
+            continue
+        rows.append((klass, float(share.mean()), float(share.quantile(0.25, "linear")),
+                     float(share.median()), float(share.quantile(0.75, "linear")), float(share.max()),
+                     int((with_calls[f"count_{klass}"] > 0).sum())))
+    frame = pl.DataFrame(rows, schema={"class": pl.String, "mean": pl.Float64, "q1": pl.Float64,
+                                       "median": pl.Float64, "q3": pl.Float64, "max": pl.Float64,
+                                       "trajectories_using": pl.Int64}, orient="row")
+    return SummaryTable("class_spread", "Class shares per trajectory",
+                        f"Each class's share of a trajectory's tool calls, over {with_calls.height} trajectories "
+                        "with calls: mean, quartiles, maximum.", frame)
+
+
+def _distributions(measures: pl.DataFrame) -> SummaryTable:
+    rows = []
+    for column in ("num_turns", "n_calls", "model_tokens", "reasoning_tokens"):
+        values = measures[column].drop_nulls().cast(pl.Float64)
+        if values.is_empty():
+            continue
+        rows.append((column, values.len(), float(values.min()), float(values.quantile(0.25, "linear")),
+                     float(values.median()), float(values.quantile(0.75, "linear")), float(values.max()),
+                     float(values.mean())))
+    frame = pl.DataFrame(rows, schema={"measure": pl.String, "n": pl.Int64, "min": pl.Float64, "q1": pl.Float64,
+                                       "median": pl.Float64, "q3": pl.Float64, "max": pl.Float64,
+                                       "mean": pl.Float64}, orient="row")
+    return SummaryTable("distributions", "Turns and length per trajectory", "Quartiles over trajectories.", frame)
+
+
+def _dead_groups(trajectories: pl.DataFrame) -> SummaryTable | None:
+    groups = trajectories.filter(pl.col("reward").is_not_null()).group_by("step", "group_id").agg(
+        pl.len().alias("size"), (pl.col("reward").max() - pl.col("reward").min()).alias("spread"))
+    groups = groups.filter(pl.col("size") > 1)
+    if groups.is_empty():
+        return None
+    dead = groups.filter(pl.col("spread") == 0)
+    estimate = _stats.wilson(float(dead.height), float(groups.height))
+    frame = pl.DataFrame({"groups": [groups.height], "dead_groups": [dead.height], "share": [estimate.value],
+                          "ci_low": [estimate.low], "ci_high": [estimate.high],
+                          "trajectories_in_dead_groups": [int(dead["size"].sum())]})
+    return SummaryTable("dead_groups", "Dead groups",
+                        "Groups of two or more rewarded rollouts whose rewards are all equal: a group-relative "
+                        "advantage gives every one of them zero.", frame)
+
+
+def _top_commands(store: Any, run_id: str) -> SummaryTable | None:
+    calls = store.tool_calls.filter(pl.col("run_id") == run_id).select("trajectory_id", "call_index", "tool_name",
+                                                                        "command")
+    if "call_classes" not in store.tables():
+        return None
+    classes = store.table("call_classes").filter(pl.col("run_id") == run_id).select(
+        "trajectory_id", "call_index", "primary_class")
+    joined = calls.join(classes, on=["trajectory_id", "call_index"]).drop_nulls("primary_class").collect()
+    if joined.is_empty():
+        return None
+    head = joined.with_columns(
+        pl.when(pl.col("command").is_not_null())
+        .then(pl.col("command").str.split("\n").list.first().str.replace(_LEADING_CD.pattern, "")
+              .str.split(" ").list.head(2).list.join(" ").str.slice(0, 40))
+        .otherwise(pl.col("tool_name")).alias("command"))
+    counted = head.group_by("primary_class", "command").agg(pl.len().alias("calls")).sort(
+        "primary_class", "calls", "command", descending=[False, True, False])
+    top = counted.group_by("primary_class", maintain_order=True).head(TOP_COMMANDS)
+    order = {c: i for i, c in enumerate(BEHAVIOUR_CLASSES)}
+    top = top.sort(pl.col("primary_class").replace_strict(order, default=len(order)), "calls", "command",
+                   descending=[False, True, False]).rename({"primary_class": "class"})
+    return SummaryTable("top_commands", "Most common commands per class",
+                        f"The first two words of each command (after a leading cd), {TOP_COMMANDS} per class.", top)
