@@ -9,7 +9,6 @@ as XML in the assistant text, OpenHands style, ``think`` and ``finish`` included
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq

@@ -192,7 +192,7 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, S
         rid = run_id or slug(path.stem)
         table = load_metrics(path, run_id=rid).table
         return RunInfo(rid, str(path), _history(None, path.parent)), StepBatch(step_metrics=pl.from_arrow(table))
-    if kind == "runs":
+    if path.is_dir() and any(is_run_dir(child) for child in path.iterdir()):
         from trajlens.store.layout import is_run_dir as run_dir
 
         names = sorted(p.name for p in path.iterdir() if run_dir(p))

@@ -106,7 +106,7 @@ def viewer_page(store: Any, run_id: str, trajectory_id: str, credit: Credit | No
     meta = {"run": run_id, "scope": scope, "start": ids.index(trajectory_id), "count": len(ids),
             "estimator": credit.label if credit else None, "colours": {**CLASS_COLOURS, "format_error": FORMAT_ERROR_COLOUR}}
     body = (
-        f'<header id="head"></header><div id="filters"></div><div id="legend"></div><div id="calls"></div>'
+        '<header id="head"></header><div id="filters"></div><div id="legend"></div><div id="calls"></div>'
         + "".join(blocks)
         + f'<script type="application/json" id="meta">{json.dumps(meta, separators=(",", ":"))}</script>'
     )

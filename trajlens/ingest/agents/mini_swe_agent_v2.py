@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
+from trajlens.errors import InputError
 from trajlens.ingest._fields import INT32
 from trajlens.ingest.agents import _mini_swe_agent as mini
 from trajlens.ingest.agents._common import (
