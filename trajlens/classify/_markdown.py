@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -18,7 +18,7 @@ def _number(value: float | None, kind: str) -> str:
     return f"{100 * value:.1f}%"
 
 
-def _cell(row: dict, kind: str) -> str:
+def _cell(row: dict[str, Any], kind: str) -> str:
     value = _number(row["value"], kind)
     low, high = _number(row["ci_low"], kind), _number(row["ci_high"], kind)
     population = _number(row["population_value"], kind)

@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from trajlens.classify import _syntax as sx
 from trajlens.classify.rules import (
@@ -138,8 +138,8 @@ def explain_call_slow(
         actions = [a for a in explain_command(text) if a.klass is not None]
         if not actions:
             return CallExplanation("other", entry_id, "shell: no action", SHELL_RULES_SOURCE)
-        first = min(actions, key=lambda a: PRIORITY[a.klass])
-        return CallExplanation(first.klass, entry_id, f"shell rule {first.rule}", SHELL_RULES_SOURCE)
+        first = min(actions, key=lambda a: PRIORITY[cast(str, a.klass)])
+        return CallExplanation(cast(str, first.klass), entry_id, f"shell rule {first.rule}", SHELL_RULES_SOURCE)
     if entry is not None:
         return CallExplanation("other", entry_id, "shell tool without a command", entry.source)
     return CallExplanation("other", None, "unmapped tool", None)
@@ -217,7 +217,7 @@ def _cut_heredoc(text: str, delimiter: str) -> str | None:
 
 def split_actions(command: str) -> list[tuple[str, int]]:
     """(stage text, stage number within its pipeline) for every stage of every segment."""
-    stages = []
+    stages: list[tuple[str, int]] = []
     for segment in normalise_command(command).split(sx.SEGMENT):
         stages.extend((stage, index) for index, stage in enumerate(segment.split(sx.PIPE)))
     return stages

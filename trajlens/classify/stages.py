@@ -192,7 +192,7 @@ def stage_report(
                              on=["run_id", "trajectory_id"]).filter(pl.col("stage").is_not_null())
     if measures.is_empty():
         steps = trajectories["step"]
-        raise ConfigError([f"stages: no trajectory falls in any stage (the run's steps are {steps.min()}-{steps.max()})"])
+        raise ConfigError([f"stages: no trajectory falls in any stage (the run's steps are {steps.min()}-{steps.max()})"])  # type: ignore[str-bytes-safe]
     measures = _draw(measures, int(n), int(seed))
     population = _metrics(measures)
     drawn = _metrics(measures.filter(pl.col("sampled")))

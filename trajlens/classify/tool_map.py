@@ -63,7 +63,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from trajlens.classify._syntax import python_regex, rust_regex
 from trajlens.classify.rules import BEHAVIOUR_CLASSES
@@ -238,7 +238,7 @@ def _parse_entry(raw: Any, index: int, source: str, problems: list[str]) -> Tool
     described = ", ".join(names) if names else str(raw.get("glob") or raw.get("regex"))
     described += "".join(f" {k}~{v}" for k, v in arguments) + (f" command~{command}" if command else "")
     return ToolEntry(
-        id=raw.get("id") or described, klass=klass, names=names, pattern=pattern, arguments=tuple(arguments),
+        id=raw.get("id") or described, klass=cast(str, klass), names=names, pattern=pattern, arguments=tuple(arguments),
         command=command, source=source, doc=raw.get("doc", ""),
     )
 

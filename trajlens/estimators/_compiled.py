@@ -23,19 +23,26 @@ kernels release the GIL, so :mod:`._scan` runs row chunks on several threads at 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 try:
     import numba
 except ImportError:  # the torch kernel is used instead
-    numba = None
+    numba = None  # type: ignore[assignment]
 
 AVAILABLE: bool = numba is not None
 DTYPES: tuple[type, ...] = (np.float32, np.float64)
 
 
-def _masked_gae_rows(rewards, values, mask, offsets, gamma, c, advantages, returns):  # pragma: no cover - compiled
+def _masked_gae_rows(  # pragma: no cover - compiled
+    rewards: NDArray[Any], values: NDArray[Any], mask: NDArray[Any], offsets: NDArray[Any], gamma: float, c: float,
+    advantages: NDArray[Any], returns: NDArray[Any],
+) -> tuple[bool, bool]:
     """GAE over rows ``offsets[i]:offsets[i + 1]`` of the flat arrays: fills ``advantages`` and
     ``returns`` (A + V) there; returns (some row without a model token?, a non-finite TD error?)."""
     empty = False
@@ -60,7 +67,9 @@ def _masked_gae_rows(rewards, values, mask, offsets, gamma, c, advantages, retur
     return empty, nonfinite
 
 
-def _masked_returns_rows(rewards, mask, offsets, c, out):  # pragma: no cover - compiled
+def _masked_returns_rows(  # pragma: no cover - compiled
+    rewards: NDArray[Any], mask: NDArray[Any], offsets: NDArray[Any], c: float, out: NDArray[Any],
+) -> tuple[bool, bool]:
     """Discounted returns (``G_t = r_t + c G_next`` over model tokens) over the rows of the flat
     arrays; returns the same two flags."""
     empty = False
@@ -81,7 +90,10 @@ def _masked_returns_rows(rewards, mask, offsets, c, out):  # pragma: no cover - 
     return empty, nonfinite
 
 
-def _row_summaries(advantages, mask, offsets, mean, first, last):  # pragma: no cover - compiled
+def _row_summaries(  # pragma: no cover - compiled
+    advantages: NDArray[Any], mask: NDArray[Any], offsets: NDArray[Any], mean: NDArray[Any], first: NDArray[Any],
+    last: NDArray[Any],
+) -> None:
     """Per row: mean advantage over model tokens, and the advantage at the first and last model
     token (NaN for a row without one)."""
     for row in range(offsets.shape[0] - 1):
@@ -100,7 +112,7 @@ def _row_summaries(advantages, mask, offsets, mean, first, last):  # pragma: no 
         mean[row] = total / count if count else math.nan
 
 
-def _last_model_token(mask, offsets, out):  # pragma: no cover - compiled
+def _last_model_token(mask: NDArray[Any], offsets: NDArray[Any], out: NDArray[Any]) -> None:  # pragma: no cover - compiled
     """Flat index of each row's last model token (-1 for a row without one)."""
     for row in range(offsets.shape[0] - 1):
         out[row] = -1
@@ -110,7 +122,7 @@ def _last_model_token(mask, offsets, out):  # pragma: no cover - compiled
                 break
 
 
-def _masked_moments(values, mask, out):  # pragma: no cover - compiled
+def _masked_moments(values: NDArray[Any], mask: NDArray[Any], out: NDArray[Any]) -> None:  # pragma: no cover - compiled
     """Moments of ``values`` over model tokens, in float64, in two passes.
 
     ``out`` (9,) float64 receives: count, mean, m2, m3, m4 (central, population), the number
@@ -163,8 +175,8 @@ if AVAILABLE:
     row_summaries = _jit(_row_summaries)
     last_model_token = _jit(_last_model_token)
 else:
-    masked_moments = _masked_moments
-    masked_gae_rows = _masked_gae_rows
-    masked_returns_rows = _masked_returns_rows
-    row_summaries = _row_summaries
-    last_model_token = _last_model_token
+    masked_moments = _masked_moments  # type: ignore[assignment]
+    masked_gae_rows = _masked_gae_rows  # type: ignore[assignment]
+    masked_returns_rows = _masked_returns_rows  # type: ignore[assignment]
+    row_summaries = _row_summaries  # type: ignore[assignment]
+    last_model_token = _last_model_token  # type: ignore[assignment]

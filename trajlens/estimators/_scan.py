@@ -51,8 +51,9 @@ import functools
 import os
 import threading
 import warnings
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 import torch
@@ -146,7 +147,7 @@ def masked_reverse_scan(
     if x.device.type != "cpu":
         scanned = torch.empty_like(x)
         plus_values = torch.empty_like(x) if values is not None else None
-        flags = _masked_chunk(x, values, response_mask, gamma, c, scanned, plus_values)
+        flags: Sequence[Any] = _masked_chunk(x, values, response_mask, gamma, c, scanned, plus_values)
         return MaskedScan(scanned, plus_values, *flags)
     rows_per_chunk = max(1, CHUNK_TOKENS // max(length, 1))
     spans = [(start, min(start + rows_per_chunk, rows_total)) for start in range(0, rows_total, rows_per_chunk)]
@@ -281,7 +282,7 @@ def _masked_chunk(
     del delta
     torch.gather(compact, 1, before, out=out)
     if out_plus_values is not None:
-        torch.add(out, values, out=out_plus_values)  # R_t = A_t + V_t
+        torch.add(out, cast(torch.Tensor, values), out=out_plus_values)  # R_t = A_t + V_t
     return False, False
 
 
@@ -294,6 +295,8 @@ def _compact(x: torch.Tensor, slot: torch.Tensor, width: int) -> torch.Tensor:
 
 
 _POOL: ThreadPoolExecutor | None = None
+_S = TypeVar("_S")
+_R = TypeVar("_R")
 _POOL_LOCK = threading.Lock()
 _WORKER = threading.local()
 
@@ -321,7 +324,7 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
-def _run_single_threaded(work, spans: list) -> list:
+def _run_single_threaded(work: Callable[[_S], _R], spans: list[_S]) -> list[_R]:
     """``[work(s) for s in spans]`` on single-threaded workers, each span its own task.
 
     Spans are taken from a queue, so a worker the scheduler holds back takes fewer of them; the
@@ -332,7 +335,7 @@ def _run_single_threaded(work, spans: list) -> list:
             return [work(s) for s in spans]
     queue = iter(enumerate(spans))
     lock = threading.Lock()
-    results: list = [None] * len(spans)
+    results: list[Any] = [None] * len(spans)
 
     def drain() -> None:
         while True:
@@ -349,7 +352,7 @@ def _run_single_threaded(work, spans: list) -> list:
 
 
 @contextlib.contextmanager
-def _one_intra_op_thread():
+def _one_intra_op_thread() -> Iterator[None]:
     """Run the block's torch ops on one intra-op thread (this thread's setting; restored after)."""
     previous = torch.get_num_threads()
     if previous == 1:

@@ -28,8 +28,8 @@ try:
     import triton
     import triton.language as tl
 except ImportError:  # no Triton: the torch path runs
-    triton = None
-    tl = None
+    triton = None  # type: ignore[assignment, unused-ignore]
+    tl = None  # type: ignore[assignment, unused-ignore]
 
 AVAILABLE: bool = triton is not None
 TILE = 2048
@@ -37,17 +37,17 @@ TILE = 2048
 if AVAILABLE:
 
     @triton.jit
-    def _latest(has_a, value_a, has_b, value_b):
+    def _latest(has_a, value_a, has_b, value_b):  # type: ignore[no-untyped-def]
         # b comes later in scan order (nearer to the row start): it wins when it is a model token
         return tl.maximum(has_a, has_b), tl.where(has_b > 0, value_b, value_a)
 
     @triton.jit
-    def _affine(a1, b1, a2, b2):
+    def _affine(a1, b1, a2, b2):  # type: ignore[no-untyped-def]
         # apply (a1, b1) first, then (a2, b2): y -> a2 (a1 y + b1) + b2
         return a2 * a1, a2 * b1 + b2
 
-    @triton.jit
-    def _masked_scan_kernel(
+    @triton.jit  # type: ignore[untyped-decorator]
+    def _masked_scan_kernel(  # type: ignore[no-untyped-def]
         rewards_ptr, values_ptr, mask_ptr, out_ptr, plus_values_ptr, length, gamma, c,
         HAS_VALUES: tl.constexpr, TILE_SIZE: tl.constexpr,
     ):

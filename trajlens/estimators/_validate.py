@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from trajlens.estimators._errors import EstimatorInputError  # noqa: F401  (re-exported)
+from trajlens.estimators._errors import EstimatorInputError as EstimatorInputError  # noqa: F401  (re-exported)
 
 
 def shape_of(x: torch.Tensor) -> str:

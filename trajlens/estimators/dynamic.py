@@ -34,7 +34,7 @@ Shapes: B trajectories, T token positions, G groups, K reward channels.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 import torch
 
@@ -192,14 +192,15 @@ def gdpo_dynamic(
     weights = dynamic_weights(channel_std, previous_ema, config)
     fused = clipped @ weights.weights  # F_i = sum_k w_k A^k_i
     if config.batch_normalisation == "token":
-        fused_tokens = fused[:, None] * response_mask
-        advantages = masked_whiten(fused_tokens, response_mask).advantages * response_mask
-        first = response_mask.int().argmax(dim=1)
+        fused_tokens = fused[:, None] * cast(torch.Tensor, response_mask)
+        advantages = (masked_whiten(fused_tokens, cast(torch.Tensor, response_mask)).advantages
+                      * cast(torch.Tensor, response_mask))
+        first = cast(torch.Tensor, response_mask).int().argmax(dim=1)
         sequence = advantages.gather(1, first[:, None]).squeeze(1)
         label = "dynamic_gdpo+token_whiten"
     else:
         sequence = (fused - fused.mean()) / (fused.std() + config.epsilon)  # z-score over trajectories
-        advantages = None if response_mask is None else sequence[:, None] * response_mask
+        advantages = None if response_mask is None else sequence[:, None] * response_mask  # type: ignore[assignment]
         label = "dynamic_gdpo+sequence_zscore"
     return DynamicGDPOResult(advantages, sequence, clipped, channel_std, clip_share, weights, label)
 

@@ -185,7 +185,7 @@ def _token_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict
     whiten = bool(options.get("whiten", False))
     if estimator == "gae":
         values = _token_array(fn, batch, "values", "critic values", width, lengths)
-        result = gae(rewards, values, mask, gamma=options.get("gamma", 1.0), lam=options.get("lam", 1.0))
+        result: Any = gae(rewards, values, mask, gamma=options.get("gamma", 1.0), lam=options.get("lam", 1.0))
         advantages, returns = result.advantages, result.returns
         whiten = bool(options.get("whiten", True))
     elif estimator == "reinforce":
@@ -387,7 +387,7 @@ def _channel_estimator(
             except TypeError as error:
                 raise check.EstimatorInputError(f"{fn}: gdpo_dynamic option 'config': {error}") from None
         key = str(batch["run_id"][0])
-        mask = _count_mask(fn, batch) if config.batch_normalisation == "token" else None
+        mask = _count_mask(fn, batch) if config.batch_normalisation == "token" else None  # type: ignore[assignment]
         if mask is not None:
             extra["model_tokens"] = mask.sum(dim=1).numpy()
         step = gdpo_dynamic(channels, groups, mask, previous_ema=state.get(key), config=config, **opts)

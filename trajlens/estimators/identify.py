@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -178,7 +178,7 @@ def identify_advantages(
     """
     logged, unit = _logged(trajectories, tokens)
     facts = run_facts(trajectories, tokens, config)
-    scale = max(1.0, float(logged["logged"].abs().max() or 0.0))
+    scale = max(1.0, float(cast(float, logged["logged"].abs().max()) or 0.0))
     fits = []
     for candidate in candidates:
         spec = estimator_spec(candidate.estimator)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from trajlens.estimators._errors import EstimatorInputError
 from trajlens.estimators.spec import (
@@ -389,8 +389,8 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
         token_arrays=token_arrays,
         critic_values=critic_values,
         token_counts=token_counts,
-        largest_group=int(sizes.max() or 0) if len(sizes) else 0,
-        smallest_group=int(sizes.min() or 0) if len(sizes) else 0,
+        largest_group=int(cast(int, sizes.max()) or 0) if len(sizes) else 0,
+        smallest_group=int(cast(int, sizes.min()) or 0) if len(sizes) else 0,
         all_rewarded=height > 0 and "reward" in trajectories.columns and trajectories["reward"].null_count() == 0,
         channels=channels,
         log_probs=log_probs,

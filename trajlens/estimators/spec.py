@@ -10,7 +10,7 @@ import enum
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 
 class Input(enum.Flag):
@@ -172,7 +172,7 @@ class EstimatorSpec:
     def tensor_function(self) -> Callable[..., Any]:
         """The tensor function itself (imports torch)."""
         module, attribute = self.function.split(":")
-        return getattr(importlib.import_module(module), attribute)
+        return cast(Callable[..., Any], getattr(importlib.import_module(module), attribute))
 
     def defaults(self) -> dict[str, Any]:
         """Option name -> default."""

@@ -35,7 +35,7 @@ class WhitenResult(NamedTuple):
     """() masked mean that was subtracted (added back when ``shift_mean`` is False)."""
     var: torch.Tensor
     """() unbiased masked variance."""
-    count: int
+    count: int  # type: ignore[assignment]
     """Number of model tokens in the statistics."""
     normalisation: str
     """``"batch_whiten"``, or ``"batch_whiten_keep_mean"`` when ``shift_mean`` is False."""
