@@ -42,7 +42,7 @@ def test_token_rule_and_push_by_hand():
     np.testing.assert_allclose(token_mean, sums / 9)  # w = 1 / (6 + 3) model tokens
     np.testing.assert_allclose(seq_mean, sums / (2 * np.array([6, 6, 3, 3])))  # w = 1 / (B L_i)
     np.testing.assert_allclose(seq_sum, sums / 2)  # w = 1 / B
-    np.testing.assert_allclose(sum_norm, sums / 8)  # w = 1 / L_max, the padded length
+    np.testing.assert_allclose(sum_norm, sums / (2 * 8))  # w = 1 / (B L_max), L_max the padded length
     # Outcome advantage: A_i on every model token of the call.
     np.testing.assert_allclose(credit.push[1, 0], np.array([0.5 * 5, 0.5, -0.5, -1.0]) / 9)
     assert not credit.fallback.any()

@@ -117,7 +117,8 @@ def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = No
     token_level = tokens is not None and "token_advantages" in recomputed.columns
     rows = []
     for (run_id, step), values in (_token_values(recomputed, tokens) if token_level else _trajectory_values(recomputed)):
-        stats = advantage_stats(torch.from_numpy(values))
+        # Arrow hands out read-only buffers; torch wants to own what it wraps.
+        stats = advantage_stats(torch.from_numpy(values if values.flags.writeable else values.copy()))
         rows.append({"run_id": run_id, "step": step, **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS}})
     return pl.DataFrame(rows).sort("run_id", "step")
 

@@ -173,8 +173,12 @@ def _dataset(files: list[Path], schema: pa.Schema | None) -> ds.Dataset:
     return ds.dataset([str(path) for path in files], format="parquet", schema=schema)
 
 
-def register_tables(connection: duckdb.DuckDBPyConnection, store: Path) -> list[str]:
-    """Register every table of the store on ``connection``; returns the table names."""
+def register_tables(connection: duckdb.DuckDBPyConnection, store: Path,
+                    derived: dict[str, list[Path]] | None = None) -> list[str]:
+    """Register every table of the store on ``connection``; returns the table names.
+
+    ``derived`` replaces the analysis tables found on disk (a transaction's own view of them).
+    """
     names = []
     for name in TABLES:
         files = store_files(store, name)
@@ -182,7 +186,7 @@ def register_tables(connection: duckdb.DuckDBPyConnection, store: Path) -> list[
         relation = _dataset(files, schema) if files else schema.empty_table()
         connection.register(name, relation)
         names.append(name)
-    for name, files in derived_files(store).items():
+    for name, files in (derived_files(store) if derived is None else derived).items():
         connection.register(name, _dataset(files, None))
         names.append(name)
     return names

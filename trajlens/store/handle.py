@@ -92,7 +92,7 @@ class Store:
         if self._connection is None:
             self._generation = current
             connection = duckdb.connect()
-            register_tables(connection, self.path)
+            register_tables(connection, self.path, self._derived_files())
             for setting in ("python_enable_replacements = false", "enable_external_access = false",
                             "lock_configuration = true"):
                 connection.execute(f"SET {setting}")
@@ -138,14 +138,32 @@ class Store:
             if not files:
                 return pl.LazyFrame(schema=schema)
             return pl.scan_parquet(files, glob=False, hive_partitioning=False, schema=schema)
-        derived = derived_files(self.path)
+        derived = self._derived_files()
         if name in derived:
             return pl.scan_parquet([str(path) for path in derived[name]], glob=False, missing_columns="insert")
         hint = f"; `{ANALYSIS_TABLES[name]}` creates it" if name in ANALYSIS_TABLES else ""
         raise StoreError(f"{self.path}: no table {name!r} (tables: {', '.join(self.tables())}){hint}")
 
     def tables(self) -> list[str]:
-        return [*TABLES, *derived_files(self.path)]
+        return [*TABLES, *self._derived_files()]
+
+    def _derived_files(self) -> dict[str, list[Path]]:
+        """Analysis tables and their files, as this handle sees them: inside a transaction,
+        the tables it has written so far are read from where they wait to be published."""
+        published = derived_files(self.path)
+        if self._transaction is None:
+            return published
+        by_target = {str(path.relative_to(self.path.resolve())): path
+                     for files in published.values() for path in files}
+        for drop in self._transaction.journal.drops:
+            by_target.pop(drop.target, None)
+        for move in self._transaction.journal.moves:
+            if move.target.startswith(f"{DERIVED_DIR}/"):
+                by_target[move.target] = self.path / move.new
+        tables: dict[str, list[Path]] = {}
+        for target, path in sorted(by_target.items()):
+            tables.setdefault(target.split("/")[1], []).append(path)
+        return tables
 
     def run_ids(self) -> list[str]:
         return [path.name for path in run_dirs(self.path)]
@@ -209,6 +227,7 @@ class Store:
         except OSError as error:
             raise describe_os_error(self.path, error, f"write analysis table {name}") from None
         self._transaction.replace(staged, target)
+        self._forget_connection()
         return self.path / target
 
     def _forget_connection(self) -> None:
