@@ -31,6 +31,9 @@ import polars as pl
 
 from trajlens.classify.measures import MEASURES as TRAJECTORY_MEASURES
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
+# Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step: the same
+# table the report's scalar findings read.
+from trajlens.report.scalars import LEARNING_RATES
 
 STAT_COLUMNS: tuple[str, ...] = ("measure", "step", "x", "n", "units", "sxx", "sxn", "snn")
 """Columns of a step-statistics frame (see the module docstring)."""
@@ -99,19 +102,6 @@ LABELS: dict[str, AdvantageLabel] = {label.label: label for label in ADVANTAGE_L
 RUN_LABEL = "run"
 
 
-@dataclass(frozen=True)
-class LearningRate:
-    """A logged learning-rate metric and where its configured value sits in a verl-style config."""
-
-    metric: str
-    config_path: tuple[str, ...]
-
-
-LEARNING_RATES: tuple[LearningRate, ...] = (
-    LearningRate("actor/lr", ("actor_rollout_ref", "actor", "optim", "lr")),
-    LearningRate("critic/lr", ("critic", "optim", "lr")),
-)
-"""Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step."""
 CRITIC_GRAD_NORM = "critic/grad_norm"
 CRITIC_GRAD_CLIP_METRIC = "critic/grad_clip"
 CRITIC_GRAD_CLIP_PATHS: tuple[tuple[str, ...], ...] = (("critic", "grad_clip"), ("critic", "optim", "clip_grad"))
