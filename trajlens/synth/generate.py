@@ -385,9 +385,11 @@ def config(spec: Scenario, seed: int) -> dict:
     if spec.rewards is not None:
         cfg["algorithm"]["norm_adv"] = multireward.DECLARED
         cfg["reward"] = {"channels": list(CHANNELS), "weights": list(spec.rewards.weights), "aggregation": "sum_then_normalize"}
-    if spec.name == "sao-r7":
-        cfg["actor_rollout_ref"]["rollout"]["is_threshold"] = [0.2, 4.0]
-        cfg["monitor"] = {"think_share_alarm": 0.15}
+    for path, value in spec.config_extra:
+        node = cfg
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
     return cfg
 
 

@@ -165,6 +165,10 @@ SAO_R7 = Scenario(
         Event("grad_norm_spike", (143,), 233.0,
               "sandbox pods vanished: a quarter of the batch are empty shells (one call, no result), critic grad norm 233"),
     ),
+    config_extra=(
+        (("actor_rollout_ref", "rollout", "is_threshold"), [0.2, 4.0]),
+        (("monitor",), {"think_share_alarm": 0.15}),
+    ),
 )
 
 GRPO_LEG = Scenario(

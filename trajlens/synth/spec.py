@@ -8,6 +8,8 @@ generator (:mod:`trajlens.synth.generate`) reads it; the scenarios themselves ar
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 from trajlens.synth.commands import Harness
@@ -175,6 +177,8 @@ class Scenario:
     resume: ResumeLR | None = None
     log_probs: bool = False
     """Whether to write per-token log-probabilities."""
+    config_extra: tuple[tuple[tuple[str, ...], Any], ...] = ()
+    """Further entries of the logged run config, as (path of keys, value) pairs."""
 
     def event_steps(self, kind: str) -> tuple[int, ...]:
         return tuple(s for e in self.events if e.kind == kind for s in e.steps)
