@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trajlens.errors import ConfigError
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, Input
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ RECOMPUTATIONS: tuple[Recomputation, ...] = (
 AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 """verl's loss aggregation modes (``loss_agg_mode``); each call's push is computed under each."""
 
-TOKEN_ESTIMATORS: tuple[str, ...] = ("gae", "reinforce")
+TOKEN_ESTIMATORS: tuple[str, ...] = tuple(
+    name for name, spec in ESTIMATOR_REGISTRY.items() if Input.TOKEN_ARRAYS in spec.inputs)
+"""Estimators that need the token arrays, from the registry (so a new token-level one is one too)."""
 
 
 @dataclass(frozen=True)
