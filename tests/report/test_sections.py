@@ -1,0 +1,39 @@
+"""The report's optional sections: checks on every run, attribution where the store holds one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import trajlens
+from trajlens.report.sections import run_sections
+
+pytestmark = pytest.mark.slow
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sections")
+    trajlens.ingest([SAMPLE / "sao-r6", SAMPLE / "causal-r6-whitened"], root / "store")
+    return trajlens.open(root / "store")
+
+
+def test_checks_section_shows_the_r6_alarms(store):
+    sections = dict((section.key, html) for section, html in run_sections(store, "sao-r6"))
+    assert "attribution" not in sections  # nobody attributed this run
+    checks = sections["checks"]
+    assert 'class="check-fail"><td>think_share</td>' in checks
+    assert "<td>all_negative_streak</td><td>error</td><td>FAIL</td><td>119-121</td>" in checks
+
+
+def test_attribution_section_appears_once_the_run_is_attributed(store):
+    from trajlens.attribution import RECOMPUTATIONS, attribute
+
+    assert "attribution" not in {section.key for section, _ in run_sections(store, "causal-r6-whitened")}
+    chosen = tuple(r for r in RECOMPUTATIONS if r.label in ("gae_raw", "gae_whitened"))
+    attribute(store, "causal-r6-whitened", chosen)
+    sections = dict((section.key, html) for section, html in run_sections(store, "causal-r6-whitened"))
+    assert "Attribution: causal-r6-whitened" in sections["attribution"]
