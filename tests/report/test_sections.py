@@ -37,3 +37,19 @@ def test_attribution_section_appears_once_the_run_is_attributed(store):
     attribute(store, "causal-r6-whitened", chosen)
     sections = dict((section.key, html) for section, html in run_sections(store, "causal-r6-whitened"))
     assert "Attribution: causal-r6-whitened" in sections["attribution"]
+
+
+def test_fired_checks_are_drawn_on_the_class_share_plot(store):
+    import polars as pl
+
+    from trajlens.report import plots
+    from trajlens.report.job import _alarms, classify_store
+
+    alarms = {alarm.name: alarm for alarm in _alarms(store, "sao-r6")}
+    assert alarms["all_negative_streak"].first_step == 119
+    assert alarms["all_negative_streak"].severity == "error"
+    assert "reward_channel_rel_gain" not in alarms  # skipped: r6 has no reward channels
+    measures = classify_store(store, ["sao-r6"])["sao-r6"]
+    chart = plots.class_shares_by_step(measures, "sao-r6", list(alarms.values()))
+    assert "check all_negative_streak (error) fired from step 119" in chart.tips.values()
+    assert isinstance(measures, pl.DataFrame)

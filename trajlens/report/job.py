@@ -197,7 +197,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     parts.summary = run_summary(store, run_id, measures)
     charts = parts.charts
     if not single_step:
-        charts["class_shares_by_step"] = plots.class_shares_by_step(measures, f"{run_id}: behaviour classes per step")
+        charts["class_shares_by_step"] = plots.class_shares_by_step(
+            measures, f"{run_id}: behaviour classes per step", _alarms(store, run_id))
     charts["class_shares_per_trajectory"] = plots.class_shares_per_trajectory(
         measures, f"{run_id}: class shares per trajectory")
     charts["distributions"] = plots.distributions(measures, f"{run_id}: turns and length")
@@ -232,6 +233,19 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
                                                     viewers_per_run, choices)
     report.html = run_section(store, report, parts)
     return report
+
+
+def _alarms(store: Any, run_id: str) -> list[plots.Alarm]:
+    """The shipped checks that fire on the run (see :mod:`trajlens.checks`), at their first step."""
+    from trajlens.checks.evaluate import check_run
+    from trajlens.errors import TrajlensError
+
+    try:
+        results = check_run(store.path, run_id=run_id).results
+    except TrajlensError:
+        return []
+    return [plots.Alarm(r.name, r.check.severity, min(r.fired_steps)) for r in results
+            if r.status in ("fail", "warn") and r.fired_steps]
 
 
 def _empty_token_arrays(store: Any, run_id: str) -> str | None:

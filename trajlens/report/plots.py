@@ -20,6 +20,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import polars as pl
 
@@ -117,8 +118,29 @@ def _hover_columns(chart: Chart, axis, xs: list[float], texts: list[str], width:
         chart.tip(bar, "\n".join(part_text[:5]) + (f"\n(and {len(part_text) - 5} more steps)" if len(part_text) > 5 else ""))
 
 
-def class_shares_by_step(measures: pl.DataFrame, title: str) -> Chart:
-    """Stacked shares of behaviour classes per step (calls pooled over the step's trajectories)."""
+@dataclass(frozen=True)
+class Alarm:
+    """A check that fired, drawn as a line at the first step it fired."""
+
+    name: str
+    severity: str
+    """'error' or 'warning'."""
+    first_step: int
+
+
+ALARM_COLOURS: dict[str, str] = {"error": "#b00020", "warning": "#e08000"}
+
+
+def _alarm_lines(chart: Chart, axis, alarms: Sequence[Alarm]) -> None:
+    for alarm in alarms:
+        line = axis.axvline(alarm.first_step, color=ALARM_COLOURS.get(alarm.severity, "#555555"), linewidth=1.2,
+                            linestyle="--", label=f"{alarm.severity}: {alarm.name} (from step {alarm.first_step})")
+        chart.tip(line, f"check {alarm.name} ({alarm.severity}) fired from step {alarm.first_step}")
+
+
+def class_shares_by_step(measures: pl.DataFrame, title: str, alarms: Sequence[Alarm] = ()) -> Chart:
+    """Stacked shares of behaviour classes per step (calls pooled over the step's trajectories),
+    with a dashed line where each fired check first fired."""
     figure, axis = _figure()
     chart = Chart(figure)
     classes = [c for c in CLASS_COLOURS if f"count_{c}" in measures.columns]
@@ -142,6 +164,7 @@ def class_shares_by_step(measures: pl.DataFrame, title: str) -> Chart:
     texts = [f"step {step}: " + ", ".join(f"{k} {shares[k][i]:.2f}" for k in classes if shares[k][i] > 0)
              + f" ({int(total[i])} calls, {per_step['n'][i]} trajectories)" for i, step in enumerate(steps)]
     _hover_columns(chart, axis, list(steps), texts, 1.0)
+    _alarm_lines(chart, axis, alarms)
     _integer_steps(axis)
     axis.set(xlabel="training step", ylabel="share of tool calls", title=title, ylim=(0, 1),
              xlim=(steps.min() - 0.5, steps.max() + 0.5))
