@@ -225,10 +225,6 @@ def test_cli_identify_without_logged_advantages_is_one_line(tmp_path, capsys):
 
 
 def test_cli_identify_writes_the_verdict_as_json(tmp_path, capsys):
-    from trajlens.schema import TRAJECTORY_COLUMNS
-
-    if "logged_advantage" not in {c.name for c in TRAJECTORY_COLUMNS}:
-        pytest.skip("the schema does not carry logged_advantage yet")
     from trajlens.cli._app import main
 
     store = _tiny_store(tmp_path, logged=True)
