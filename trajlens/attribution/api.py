@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import polars as pl
@@ -91,6 +91,7 @@ def attribute(
     drift: DriftConfig = DriftConfig(),
     stages: Any = "quartiles",
     write: bool = True,
+    steps: Sequence[int] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> AttributionResult:
     """Attribute the behaviour drift of ``run_id`` to the estimators that credited it.
@@ -105,6 +106,8 @@ def attribute(
         stages: stages for ``class_summary`` and the drift test (see
             :func:`trajlens.classify.assign_stages`).
         write: save ``call_credit`` and ``class_credit`` into the store.
+        steps: attribute these steps only (default: every training step of the run).
+        progress: called with a short message after each step.
     """
     from trajlens.classify import assign_stages
     from trajlens.estimators import AGGREGATION_MODES
@@ -116,6 +119,8 @@ def attribute(
     runs = store.runs.filter(pl.col("run_id") == run_id).collect()
     trajectories = (store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train"))
                     .collect().sort("step", "trajectory_id"))
+    if steps is not None:
+        trajectories = trajectories.filter(pl.col("step").is_in(list(steps)))
     if trajectories.height == 0:
         raise ConfigError([f"run {run_id!r} has no training trajectories to attribute"])
     facts = _data_facts(store, run_id, trajectories)
@@ -174,15 +179,39 @@ def attribute(
 
 
 def _data_facts(store: Any, run_id: str, trajectories: pl.DataFrame) -> dict[str, Any]:
-    token_facts = store.sql(
-        'SELECT count(*) AS rows, count(*) FILTER (WHERE "values" IS NOT NULL) AS with_values FROM tokens WHERE run_id = $run',
-        {"run": run_id}).row(0, named=True)
+    token_rows, with_values = _token_facts(store, run_id)
     largest = trajectories.group_by("step", "group_id").len()["len"].max()
     channels = trajectories.select(pl.col("reward_channels").list.len().max()).item() or 0
-    return {"token_rows": token_facts["rows"], "with_values": token_facts["with_values"],
+    return {"token_rows": token_rows, "with_values": with_values,
             "largest_group": int(largest or 0), "without_reward": int(trajectories["reward"].null_count()),
             "channels": int(channels), "without_length": int(trajectories["model_tokens"].null_count()),
             "trajectories": trajectories.height}
+
+
+def _token_facts(store: Any, run_id: str) -> tuple[int, int]:
+    """Token rows of the run, and how many carry critic values, from the Parquet footers.
+
+    A footer gives the rows and the null count of the ``values`` entries; only when some are
+    null (a trajectory without a critic, or a null entry) are the ``values`` lists read, by SQL.
+    """
+    files = sorted((Path(store.path) / "runs" / run_id / "tokens").glob("*/*.parquet"))
+    rows, nulls, with_column = 0, 0, True
+    for path in files:
+        metadata = pq.ParquetFile(path).metadata
+        rows += metadata.num_rows
+        leaf = next((i for i in range(metadata.num_columns)
+                     if metadata.schema.column(i).path.split(".")[0] == "values"), None)
+        if leaf is None:
+            with_column = False
+            continue
+        for group in range(metadata.num_row_groups):
+            statistics = metadata.row_group(group).column(leaf).statistics
+            nulls += statistics.null_count if statistics is not None and statistics.has_null_count else 1
+    if files and with_column and nulls == 0:
+        return rows, rows
+    facts = store.sql('SELECT count(*) AS rows, count(*) FILTER (WHERE "values" IS NOT NULL) AS with_values '
+                      "FROM tokens WHERE run_id = $run", {"run": run_id}).row(0, named=True)
+    return int(facts["rows"]), int(facts["with_values"])
 
 
 def _unavailable(rec: Recomputation, facts: dict[str, Any]) -> str | None:
@@ -242,8 +271,11 @@ class _CreditStream:
         self.kept = list(self._steps())
 
     def _steps(self) -> Iterator[pl.DataFrame]:
+        from trajlens.attribution._advantages import TOKEN_COLUMNS, align_tokens, step_advantages
+
         steps, batches = _steps_of(self.trajectories)
         block = max(1, CALLS_PER_BLOCK // max(1, int(self.trajectories["num_turns"].head(batches[0].height).sum() or 1)))
+        needs_tokens = any(rec.estimator in TOKEN_ESTIMATORS for rec in self.recs) or self.facts["token_rows"] > 0
         for first in range(0, len(steps), block):
             block_steps = steps[first:first + block]
             calls_block = self._classified_calls(block_steps)
@@ -253,18 +285,22 @@ class _CreditStream:
                     continue
                 order = batch.select("trajectory_id").with_row_index("__b")
                 calls = calls.join(order, on="trajectory_id").sort("__b", "call_index")
-                tokens = self._read("tokens", [step], ["run_id", "trajectory_id", "response_mask", "values", "token_rewards"])
-                advantages: list[pl.DataFrame | None] = []
-                for rec in self.recs:
-                    if rec.estimator in TOKEN_ESTIMATORS:
-                        with_tokens = batch.join(tokens.select("trajectory_id"), on="trajectory_id", how="semi") if tokens is not None else batch.head(0)
-                        advantages.append(_recompute(with_tokens, tokens, rec) if with_tokens.height else None)
-                    else:
-                        advantages.append(self.outcome[rec.label].join(batch.select("trajectory_id"), on="trajectory_id", how="semi"))
+                tokens = self._read_tokens(step, TOKEN_COLUMNS) if needs_tokens else None
+                aligned = align_tokens(batch, tokens)
+                tokens = aligned if aligned is not None else tokens
+                advantages = step_advantages(batch, tokens, self.recs, self.outcome)
                 credit = step_call_credit(batch, calls, tokens, advantages, self.modes)
+                del advantages
                 yield self._reduce(step, batch, calls, credit)
                 if self.progress is not None:
                     self.progress(f"step {step}")
+
+    def _read_tokens(self, step: int, columns: tuple[str, ...]) -> pa.Table | None:
+        """The step's token arrays, read from its partition alone (only ``columns``)."""
+        from trajlens.report.stepwise import read_step
+
+        table = read_step(self.store, self.run_id, "tokens", step, columns)
+        return table if table.num_rows else None
 
     def _read(self, table: str, steps: list[int], columns: list[str]) -> pl.DataFrame | None:
         """The rows of this run's step partitions (read by path: no scan over other runs' files)."""
@@ -274,8 +310,8 @@ class _CreditStream:
                  for f in sorted((self.store.path / "runs" / self.run_id / table / step_dir(step)).glob("*.parquet"))]
         if not files:
             return None
-        frame = pl.read_parquet(files)
-        return frame.select([c for c in columns if c in frame.columns])
+        available = pq.read_schema(files[0]).names
+        return pl.read_parquet(files, columns=[c for c in columns if c in available])
 
     def _classified_calls(self, steps: list[int]) -> pl.DataFrame:
         from trajlens.classify import classify_calls

@@ -55,11 +55,19 @@ class StepCredit(NamedTuple):
     """(R,) bool: the recomputation gave this step advantages."""
 
 
-def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | pa.Table | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Flat model mask of the step in trajectory order, trajectory offsets, and which have tokens."""
     batch = len(trajectory_ids)
-    if tokens is None or tokens.height == 0:
+    if tokens is None or len(tokens) == 0:
         return np.zeros(0, dtype=bool), np.zeros(batch + 1, dtype=np.int64), np.zeros(batch, dtype=bool)
+    if isinstance(tokens, pa.Table):
+        ids = tokens.column("trajectory_id").combine_chunks()
+        if len(ids) == batch and ids.to_pylist() == trajectory_ids:
+            from trajlens.estimators._arrays import flat_list
+
+            mask = flat_list(tokens.column("response_mask"), np.bool_, False)
+            return mask.values, mask.offsets, mask.present
+        tokens = pl.from_arrow(tokens.select(["trajectory_id", "response_mask"]))
     order = pl.DataFrame({"trajectory_id": trajectory_ids}).with_row_index("__b")
     joined = order.join(tokens.select("trajectory_id", "response_mask"), on="trajectory_id", how="left").sort("__b")
     mask_arrow = joined["response_mask"].to_arrow()
@@ -69,6 +77,12 @@ def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | None) -> tupl
     flat = mask_arrow.flatten().fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     return flat, offsets, joined["response_mask"].is_not_null().to_numpy()
+
+
+def _row_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """(B,) sum of ``values`` over each row ``offsets[b]:offsets[b + 1]`` (empty rows sum to 0)."""
+    prefix = np.concatenate([[0], np.cumsum(values)])
+    return prefix[offsets[1:]] - prefix[offsets[:-1]]
 
 
 def _count_weights(lengths: np.ndarray, full_length: int, modes: tuple[str, ...]) -> np.ndarray:
@@ -89,7 +103,7 @@ def step_call_credit(
     trajectories: pl.DataFrame,
     calls: pl.DataFrame,
     tokens: pl.DataFrame | None,
-    advantages: list[pl.DataFrame | None],
+    advantages: list[pl.DataFrame | np.ndarray | None],
     modes: tuple[str, ...],
 ) -> StepCredit:
     """Credit every call of one step.
@@ -99,18 +113,20 @@ def step_call_credit(
             the outputs use.
         calls: the step's tool calls, sorted by trajectory (in ``trajectories`` order) and
             ``call_index``, with ``trajectory_id``, ``turn``, ``token_end``.
-        tokens: the step's token arrays (``trajectory_id``, ``response_mask``) or None.
+        tokens: the step's token arrays (``trajectory_id``, ``response_mask``; a Polars frame
+            or an Arrow table) or None.
         advantages: per recomputation, the output of :func:`trajlens.estimators.recompute` for
             this step (``token_advantages`` for token estimators, else ``advantage``), with
-            ``trajectory_id``; None where the recomputation has nothing for this step.
+            ``trajectory_id``; or the flat (N,) token advantages of the step, trajectory after
+            trajectory in ``trajectories`` order (``tokens`` then an Arrow table in that order);
+            None where the recomputation has nothing for this step.
         modes: aggregation modes.
     """
     ids = trajectories["trajectory_id"].to_list()
     index = {t: i for i, t in enumerate(ids)}
     batch = len(ids)
     flat_mask, offsets, has_tokens = _flat_tokens(ids, tokens)
-    token_lengths = np.add.reduceat(flat_mask.astype(np.int64), offsets[:-1]) if flat_mask.size else np.zeros(batch, np.int64)
-    token_lengths = np.where(np.diff(offsets) > 0, token_lengths, 0)
+    token_lengths = _row_sums(flat_mask.astype(np.int64), offsets)
     call_trajectory = np.array([index[t] for t in calls["trajectory_id"].to_list()], dtype=np.int64)
     count = call_trajectory.size
     token_end_raw = calls["token_end"].fill_null(-1).to_numpy().astype(np.int64) if "token_end" in calls.columns else np.full(count, -1)
@@ -142,23 +158,25 @@ def step_call_credit(
     all_negative = np.zeros(recs, dtype=bool)
     computed = np.zeros(recs, dtype=bool)
     for r, frame in enumerate(advantages):
-        if frame is None or frame.height == 0:
+        if frame is None or len(frame) == 0:
             continue
         computed[r] = True
-        aligned = pl.DataFrame({"trajectory_id": ids}).join(frame, on="trajectory_id", how="left", maintain_order="left")
-        if "token_advantages" in aligned.columns:
-            values = aligned["token_advantages"].to_arrow()
-            if isinstance(values, pa.ChunkedArray):
-                values = values.combine_chunks()
-            flat_values = values.flatten().fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
+        aligned = None if isinstance(frame, np.ndarray) else pl.DataFrame({"trajectory_id": ids}).join(
+            frame, on="trajectory_id", how="left", maintain_order="left")
+        if aligned is None or "token_advantages" in aligned.columns:
+            if aligned is None:
+                flat_values = frame.astype(np.float64, copy=False)
+            else:
+                values = aligned["token_advantages"].to_arrow()
+                if isinstance(values, pa.ChunkedArray):
+                    values = values.combine_chunks()
+                flat_values = values.flatten().fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
             if flat_values.size != flat_mask.size:
                 raise ValueError("token advantages do not line up with the response masks")
             sums, _ = span_sums(flat_values, flat_mask, offsets, call_trajectory, spans)
             sums = np.where(exact, sums, np.nan)  # token estimators have nothing for fallback calls
-            per_trajectory = np.add.reduceat(np.where(flat_mask, flat_values, 0.0), offsets[:-1]) if flat_mask.size else np.zeros(batch)
-            trajectory_sum = np.where(has_tokens, per_trajectory, np.nan)
-            model_values = flat_values[flat_mask]
-            all_negative[r] = bool(model_values.size and (model_values < 0).all())
+            trajectory_sum = np.where(has_tokens, _row_sums(np.where(flat_mask, flat_values, 0.0), offsets), np.nan)
+            all_negative[r] = bool(flat_mask.any() and not (~(flat_values < 0) & flat_mask).any())
         else:
             a = aligned["advantage"].fill_null(float("nan")).to_numpy().astype(np.float64)
             sums = a[call_trajectory] * tokens_per_call
