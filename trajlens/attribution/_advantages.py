@@ -118,8 +118,8 @@ def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: Recomputation, shared: dic
             raise check.EstimatorInputError(f"masked_whiten: a step has {moments.count} model tokens; "
                                             "whitening needs at least two")
         # verl masked_whiten: A' = (A - mean) * rsqrt(var + 1e-8) over the step's model tokens
-        advantages = (advantages.astype(np.float64) - moments.whitening_mean) * moments.whitening_scale
-    return advantages.astype(np.float64, copy=False)
+        advantages = (advantages - np.float32(moments.whitening_mean)) * np.float32(moments.whitening_scale)
+    return advantages
 
 
 def _zero_values(tokens: pa.Table) -> pa.Table:

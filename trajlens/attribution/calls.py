@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from trajlens.attribution._spans import credited_spans, span_sums
+from trajlens.attribution._spans import credited_spans, masked_prefix, span_bounds
 
 
 class StepCredit(NamedTuple):
@@ -79,24 +79,25 @@ def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | pa.Table | No
     return flat, offsets, joined["response_mask"].is_not_null().to_numpy()
 
 
-def _row_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """(B,) sum of ``values`` over each row ``offsets[b]:offsets[b + 1]`` (empty rows sum to 0)."""
-    prefix = np.concatenate([[0], np.cumsum(values)])
-    return prefix[offsets[1:]] - prefix[offsets[:-1]]
+def per_token_weights(lengths: np.ndarray, max_length: int, modes: tuple[str, ...]) -> np.ndarray:
+    """(M, B) per-token loss weight of each trajectory under each mode, from model-token counts.
 
-
-def _count_weights(lengths: np.ndarray, full_length: int, modes: tuple[str, ...]) -> np.ndarray:
-    """(M, B) per-token loss weight of each trajectory under each mode, from model-token counts."""
-    import torch
-
-    from trajlens.estimators import aggregation_weights
-
-    counts = np.maximum(lengths, 1)
-    width = int(counts.max())
-    mask = torch.arange(width)[None, :] < torch.from_numpy(counts)[:, None]
-    return np.stack([
-        aggregation_weights(mask, mode, max_length=max(full_length, width)).per_token_weight.numpy() for mode in modes
-    ])
+    The closed forms of :func:`trajlens.estimators.aggregation_weights` (its module docstring
+    lists them; a test holds the two equal), one number per trajectory instead of a (B, T)
+    tensor per mode: B trajectories of L_i >= 1 model tokens, L_max = ``max_length``.
+    """
+    counts = np.maximum(lengths, 1).astype(np.float64)
+    batch = counts.size
+    formulas = {
+        "token-mean": np.full(batch, 1.0 / counts.sum()),  # w = 1 / sum(L)
+        "token-sum": np.ones(batch),  # w = 1
+        "seq-mean-token-mean": 1.0 / (batch * counts),  # w = 1 / (B L_i)
+        "seq-mean-token-sum": np.full(batch, 1.0 / batch),  # w = 1 / B
+        "luspo": np.full(batch, 1.0 / batch),  # w = 1 / B
+        "seq-mean-token-sum-norm": np.full(batch, 1.0 / (batch * max_length)),  # w = 1 / (B L_max)
+        "dr-grpo": np.full(batch, 1.0 / (batch * max_length)),  # w = 1 / (B L_max)
+    }
+    return np.stack([formulas[mode] for mode in modes]) if modes else np.zeros((0, batch))
 
 
 def step_call_credit(
@@ -126,7 +127,8 @@ def step_call_credit(
     index = {t: i for i, t in enumerate(ids)}
     batch = len(ids)
     flat_mask, offsets, has_tokens = _flat_tokens(ids, tokens)
-    token_lengths = _row_sums(flat_mask.astype(np.int64), offsets)
+    model_count = np.concatenate([[0], np.cumsum(flat_mask, dtype=np.int64)])  # prefix count of model tokens
+    token_lengths = model_count[offsets[1:]] - model_count[offsets[:-1]]
     call_trajectory = np.array([index[t] for t in calls["trajectory_id"].to_list()], dtype=np.int64)
     count = call_trajectory.size
     token_end_raw = calls["token_end"].fill_null(-1).to_numpy().astype(np.int64) if "token_end" in calls.columns else np.full(count, -1)
@@ -144,11 +146,11 @@ def step_call_credit(
     fallback_tokens = model_tokens[call_trajectory] / np.maximum(turns_with_calls[call_trajectory], 1) / calls_in_turn[turn_of_call] if count else np.zeros(0)
 
     spans = credited_spans(call_trajectory, np.where(exact, token_end_raw, 0))
-    ones = np.ones(flat_mask.size)
-    _, exact_tokens = span_sums(ones, flat_mask, offsets, call_trajectory, spans) if flat_mask.size else (None, np.zeros(count))
+    bounds = span_bounds(offsets, call_trajectory, spans)
+    exact_tokens = model_count[bounds.high] - model_count[bounds.low]
     tokens_per_call = np.where(exact, exact_tokens, fallback_tokens).astype(float)
-    full_length = int(np.diff(offsets).max()) if flat_mask.size else int(lengths.max(initial=1))
-    weights = _count_weights(lengths, full_length, modes)  # (M, B)
+    full_length = max(int(np.diff(offsets).max()) if flat_mask.size else 1, int(np.maximum(lengths, 1).max(initial=1)))
+    weights = per_token_weights(lengths, full_length, modes)  # (M, B)
 
     recs = len(advantages)
     push = np.full((recs, len(modes), count), np.nan)
@@ -165,7 +167,7 @@ def step_call_credit(
             frame, on="trajectory_id", how="left", maintain_order="left")
         if aligned is None or "token_advantages" in aligned.columns:
             if aligned is None:
-                flat_values = frame.astype(np.float64, copy=False)
+                flat_values = frame
             else:
                 values = aligned["token_advantages"].to_arrow()
                 if isinstance(values, pa.ChunkedArray):
@@ -173,10 +175,11 @@ def step_call_credit(
                 flat_values = values.flatten().fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
             if flat_values.size != flat_mask.size:
                 raise ValueError("token advantages do not line up with the response masks")
-            sums, _ = span_sums(flat_values, flat_mask, offsets, call_trajectory, spans)
-            sums = np.where(exact, sums, np.nan)  # token estimators have nothing for fallback calls
-            trajectory_sum = np.where(has_tokens, _row_sums(np.where(flat_mask, flat_values, 0.0), offsets), np.nan)
-            all_negative[r] = bool(flat_mask.any() and not (~(flat_values < 0) & flat_mask).any())
+            prefix = masked_prefix(flat_values, flat_mask)
+            # token estimators have nothing for fallback calls
+            sums = np.where(exact, prefix[bounds.high] - prefix[bounds.low], np.nan)
+            trajectory_sum = np.where(has_tokens, prefix[offsets[1:]] - prefix[offsets[:-1]], np.nan)
+            all_negative[r] = bool(flat_mask.any() and np.max(flat_values, where=flat_mask, initial=-np.inf) < 0)
         else:
             a = aligned["advantage"].fill_null(float("nan")).to_numpy().astype(np.float64)
             sums = a[call_trajectory] * tokens_per_call
