@@ -90,8 +90,7 @@ def _peak_mb() -> float:
 def recomputations():
     from trajlens.attribution import Recomputation
 
-    return tuple(Recomputation(label, estimator, options, "values" if estimator == "gae" else "tokens")
-                 for label, estimator, options in ESTIMATORS)
+    return tuple(Recomputation(label, estimator, options) for label, estimator, options in ESTIMATORS)
 
 
 def task(kind: str, store_path: str, run_id: str, count: int) -> dict:

@@ -58,7 +58,7 @@ def flat_kernel(rec: Recomputation) -> bool:
         return False
     if rec.estimator == "gae":
         return True
-    return rec.estimator == "reinforce" and rec.options.get("convention", "carry") == "carry"
+    return rec.estimator == "reinforce" and rec.settings()["convention"] == "carry"
 
 
 def step_advantages(
@@ -97,15 +97,15 @@ def _is_aligned(batch: pl.DataFrame, tokens: pa.Table) -> bool:
 def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: Recomputation, shared: dict) -> np.ndarray:
     from trajlens.report.stepwise import raw_gae, step_moments
 
-    options = dict(rec.options)
-    gamma = float(options.get("gamma", 1.0))
+    settings = rec.settings()  # the registry's defaults, then the recomputation's options
+    gamma, whiten = float(settings["gamma"]), bool(settings["whiten"])
     if rec.estimator == "gae":
-        key, lam, whiten = ("gae", gamma, float(options.get("lam", 1.0))), float(options.get("lam", 1.0)), bool(
-            options.get("whiten", True))
+        lam = float(settings["lam"])
+        key = ("gae", gamma, lam)
         if key not in shared:
             shared[key] = raw_gae(batch, tokens, gamma=gamma, lam=lam)
     else:  # REINFORCE, carry: GAE with V = 0 and lambda = 1
-        key, whiten = ("reinforce", gamma, 1.0), bool(options.get("whiten", False))
+        key = ("reinforce", gamma, 1.0)
         if key not in shared:
             shared[key] = raw_gae(batch, _zero_values(tokens), gamma=gamma, lam=1.0)
     raw = shared[key]

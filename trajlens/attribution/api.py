@@ -28,6 +28,7 @@ from trajlens.attribution.measures import channel_measures, class_summary, lengt
 from trajlens.attribution.recomputations import (
     AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, Recomputation, RunEstimator, own_recomputation,
 )
+from trajlens.estimators.registry import RunFacts
 from trajlens.errors import ConfigError
 
 CALL_CREDIT_COLUMNS: dict[str, pl.DataType] = {
@@ -123,16 +124,17 @@ def attribute(
         trajectories = trajectories.filter(pl.col("step").is_in(list(steps)))
     if trajectories.height == 0:
         raise ConfigError([f"run {run_id!r} has no training trajectories to attribute"])
-    facts = _data_facts(store, run_id, trajectories)
-    wanted = tuple(recomputations) if recomputations is not None else RECOMPUTATIONS
+    facts, token_rows = _run_facts(store, run_id, trajectories, runs["config"][0])
+    wanted = tuple(recomputations) if recomputations is not None else tuple(
+        r for r in RECOMPUTATIONS if _compared_by_default(r, facts))
     own = own_recomputation(runs["estimator"][0], runs["config"][0], wanted)
     notes: list[str] = []
     usable = []
     for rec in wanted:
-        reason = _unavailable(rec, facts)
-        if reason:
+        missing = rec.missing(facts)
+        if missing:
             if recomputations is not None or rec.label == own.label:
-                notes.append(f"{rec.label}: not computed ({reason})")
+                notes.append(f"{rec.label}: not computed (needs {', '.join(missing)})")
             continue
         usable.append(rec)
     if not usable:
@@ -147,7 +149,8 @@ def attribute(
     outcome = {r.label: _recompute(trajectories, None, r) for r in usable if r.estimator not in TOKEN_ESTIMATORS}
     staged = assign_stages(trajectories.select("run_id", "step").unique(), stages).select("step", "stage", "stage_index")
 
-    stream = _CreditStream(store, run_id, trajectories, tuple(usable), outcome, tuple(aggregations), facts, progress)
+    stream = _CreditStream(store, run_id, trajectories, tuple(usable), outcome, tuple(aggregations),
+                          token_rows > 0, progress)
     target = None
     if write:
         target = store.write_derived("call_credit", run_id, stream)
@@ -161,7 +164,7 @@ def attribute(
     relevance = reward_relevance(trajectory_classes, sorted(stream.classes))
     summary = class_summary(class_credit, relevance)
     bias = length_bias(stream.trajectory_push_frame(), bootstrap=min(drift.bootstrap, 500), seed=drift.seed)
-    channels = channel_measures(trajectories) if facts["channels"] > 1 else pl.DataFrame()
+    channels = channel_measures(trajectories) if facts.channels > 1 else pl.DataFrame()
     flags = pl.DataFrame(stream.flags, schema={"step": pl.Int64, "estimator": pl.String, "all_negative": pl.Boolean,
                                                "all_positive": pl.Boolean})
     drifted = attribute_drift(class_credit, flags, own.label, aggregation, drift)
@@ -178,56 +181,82 @@ def attribute(
                              flagged)
 
 
-def _data_facts(store: Any, run_id: str, trajectories: pl.DataFrame) -> dict[str, Any]:
-    token_rows, with_values = _token_facts(store, run_id)
-    largest = trajectories.group_by("step", "group_id").len()["len"].max()
-    channels = trajectories.select(pl.col("reward_channels").list.len().max()).item() or 0
-    return {"token_rows": token_rows, "with_values": with_values,
-            "largest_group": int(largest or 0), "without_reward": int(trajectories["reward"].null_count()),
-            "channels": int(channels), "without_length": int(trajectories["model_tokens"].null_count()),
-            "trajectories": trajectories.height}
+def _run_facts(store: Any, run_id: str, trajectories: pl.DataFrame, config: Any) -> tuple[RunFacts, int]:
+    """What the run's training data holds, as the registry's :class:`RunFacts`, and its token rows.
 
-
-def _token_facts(store: Any, run_id: str) -> tuple[int, int]:
-    """Token rows of the run, and how many carry critic values, from the Parquet footers.
-
-    A footer gives the rows and the null count of the ``values`` entries; only when some are
-    null (a trajectory without a critic, or a null entry) are the ``values`` lists read, by SQL.
+    Like :func:`trajlens.estimators.registry.run_facts`, without reading the token arrays: their
+    rows and complete columns come from the Parquet footers (:func:`_token_facts`). Stricter in
+    two places, because attribution recomputes on these frames: critic values must be on every
+    token row, and token counts must be in ``model_tokens`` (outcome estimators see no tokens).
     """
+    from trajlens.estimators.registry import declared_estimators
+
+    token_rows, complete = _token_facts(store, run_id)
+    height = trajectories.height
+    sizes = trajectories.group_by("step", "group_id").len()["len"]
+    channels = trajectories.select(
+        pl.col("reward_channels").list.eval(pl.element().struct.field("name"))).to_series().explode().drop_nulls().n_unique()
+    token_arrays = height > 0 and token_rows >= height
+    return RunFacts(
+        trajectories=height,
+        token_arrays=token_arrays,
+        critic_values=token_arrays and "values" in complete,
+        token_counts=height > 0 and trajectories["model_tokens"].null_count() == 0,
+        largest_group=int(sizes.max() or 0),
+        smallest_group=int(sizes.min() or 0),
+        all_rewarded=height > 0 and trajectories["reward"].null_count() == 0,
+        channels=int(channels),
+        log_probs=token_arrays and "log_probs" in complete,
+        sum_pi_squared=token_arrays and "sum_pi_squared" in complete,
+        baseline_rewards="reward_baseline" in trajectories.columns and trajectories["reward_baseline"].null_count() == 0,
+        declared=declared_estimators(config),
+    ), token_rows
+
+
+def _compared_by_default(rec: Recomputation, facts: RunFacts) -> bool:
+    """Token estimators without a flat step kernel only when the run declares them (module docstring
+    of :mod:`.recomputations`); every other registry estimator always."""
+    from trajlens.attribution._advantages import flat_kernel
+
+    return rec.estimator not in TOKEN_ESTIMATORS or flat_kernel(rec) or rec.estimator in facts.declared
+
+
+def _token_facts(store: Any, run_id: str) -> tuple[int, frozenset[str]]:
+    """Token rows of the run, and which of its optional token columns have no null entry.
+
+    Read from the Parquet footers (rows, and the null count of each column's entries); when
+    ``values`` has nulls there (a trajectory without a critic, or a null entry), whether every
+    row has its list is asked of the store by SQL.
+    """
+    from trajlens.errors import QueryError
+
+    optional = ("values", "log_probs", "sum_pi_squared")
     files = sorted((Path(store.path) / "runs" / run_id / "tokens").glob("*/*.parquet"))
-    rows, nulls, with_column = 0, 0, True
+    rows = 0
+    nulls = dict.fromkeys(optional, 0)
     for path in files:
         metadata = pq.ParquetFile(path).metadata
         rows += metadata.num_rows
-        leaf = next((i for i in range(metadata.num_columns)
-                     if metadata.schema.column(i).path.split(".")[0] == "values"), None)
-        if leaf is None:
-            with_column = False
-            continue
-        for group in range(metadata.num_row_groups):
-            statistics = metadata.row_group(group).column(leaf).statistics
-            nulls += statistics.null_count if statistics is not None and statistics.has_null_count else 1
-    if files and with_column and nulls == 0:
-        return rows, rows
-    facts = store.sql('SELECT count(*) AS rows, count(*) FILTER (WHERE "values" IS NOT NULL) AS with_values '
-                      "FROM tokens WHERE run_id = $run", {"run": run_id}).row(0, named=True)
-    return int(facts["rows"]), int(facts["with_values"])
-
-
-def _unavailable(rec: Recomputation, facts: dict[str, Any]) -> str | None:
-    if rec.needs == "values" and facts["with_values"] < facts["trajectories"]:
-        return "needs critic values in the token arrays of every trajectory"
-    if rec.needs == "tokens" and facts["token_rows"] < facts["trajectories"]:
-        return "needs token arrays for every trajectory"
-    if rec.needs in ("groups", "rewards") and facts["without_reward"]:
-        return "needs a reward for every trajectory"
-    if rec.needs == "groups" and facts["largest_group"] < 2:
-        return "needs groups of two or more rollouts"
-    if rec.needs == "channels" and facts["channels"] < 2:
-        return "needs two or more reward channels"
-    if rec.estimator == "gdpo_verl" and facts["without_length"] and facts["token_rows"] < facts["trajectories"]:
-        return "needs a model-token count for every trajectory"
-    return None
+        leaves = {metadata.schema.column(i).path.split(".")[0]: i for i in range(metadata.num_columns)}
+        for name in optional:
+            if name not in leaves:
+                nulls[name] += 1
+                continue
+            for group in range(metadata.num_row_groups):
+                statistics = metadata.row_group(group).column(leaves[name]).statistics
+                nulls[name] += statistics.null_count if statistics is not None and statistics.has_null_count else 1
+    complete = {name for name, count in nulls.items() if files and count == 0}
+    if not files:
+        rows = int(store.sql("SELECT count(*) AS rows FROM tokens WHERE run_id = $run", {"run": run_id})["rows"][0])
+    if "values" not in complete and rows:
+        try:
+            counted = store.sql('SELECT count("values") AS with_values FROM tokens WHERE run_id = $run',
+                                {"run": run_id}).row(0, named=True)
+        except QueryError:  # the store's tokens have no values column
+            counted = {"with_values": 0}
+        if counted["with_values"] >= rows:
+            complete.add("values")
+    return rows, frozenset(complete)
 
 
 def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: Recomputation) -> pl.DataFrame:
@@ -240,9 +269,9 @@ def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: Rec
 class _CreditStream:
     """Credits the run step by step; written by ``write_derived`` through :meth:`write_parquet`."""
 
-    def __init__(self, store, run_id, trajectories, recs, outcome, modes, facts, progress) -> None:
+    def __init__(self, store, run_id, trajectories, recs, outcome, modes, has_tokens, progress) -> None:
         self.store, self.run_id, self.trajectories = store, run_id, trajectories
-        self.recs, self.outcome, self.modes, self.facts, self.progress = recs, outcome, modes, facts, progress
+        self.recs, self.outcome, self.modes, self.has_tokens, self.progress = recs, outcome, modes, has_tokens, progress
         self.class_rows: list[pl.DataFrame] = []
         self.trajectory_rows: list[pl.DataFrame] = []
         self.push_rows: list[pl.DataFrame] = []
@@ -275,7 +304,7 @@ class _CreditStream:
 
         steps, batches = _steps_of(self.trajectories)
         block = max(1, CALLS_PER_BLOCK // max(1, int(self.trajectories["num_turns"].head(batches[0].height).sum() or 1)))
-        needs_tokens = any(rec.estimator in TOKEN_ESTIMATORS for rec in self.recs) or self.facts["token_rows"] > 0
+        needs_tokens = any(rec.estimator in TOKEN_ESTIMATORS for rec in self.recs) or self.has_tokens
         for first in range(0, len(steps), block):
             block_steps = steps[first:first + block]
             calls_block = self._classified_calls(block_steps)
