@@ -95,6 +95,7 @@ def recomputations():
 
 def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
     """One measured task in this process: seconds, model and all tokens, peak RSS (MB)."""
+    import numpy as np
     import polars as pl
     import pyarrow.compute as pc
 
@@ -105,7 +106,7 @@ def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
     import trajlens.estimators  # noqa: F401
     import trajlens.estimators._compiled  # noqa: F401
     from trajlens.attribution import attribute
-    from trajlens.attribution._advantages import TOKEN_COLUMNS, align_tokens, step_advantages
+    from trajlens.attribution._advantages import TOKEN_COLUMNS, Shifted, align_tokens, step_advantages
     from trajlens.report.stepwise import read_step, run_steps
 
     store = trajlens.open(store_path)
@@ -120,7 +121,9 @@ def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
         for batch in trajectories.partition_by("step", maintain_order=True):
             table = read_step(store, run_id, "tokens", int(batch["step"][0]), TOKEN_COLUMNS)
             tokens += int(pc.sum(pc.list_value_length(table.column("response_mask"))).as_py() or 0)
-            step_advantages(batch, align_tokens(batch, table), recs, {})
+            for advantages in step_advantages(batch, align_tokens(batch, table), recs, {}):
+                if isinstance(advantages, Shifted):  # the whitened advantages, as a recomputation returns them
+                    (advantages.base - np.float32(advantages.shift)) * np.float32(advantages.scale)
     else:
         attribute(store, run_id, recs, steps=steps)
     seconds = time.perf_counter() - started

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from trajlens.attribution._advantages import align_tokens, flat_kernel, step_advantages
+from trajlens.attribution._advantages import Shifted, align_tokens, flat_kernel, step_advantages
 from trajlens.attribution.calls import per_token_weights
 from trajlens.attribution.recomputations import Recomputation
 from trajlens.estimators import AGGREGATION_MODES, aggregation_weights, recompute
@@ -57,7 +57,9 @@ def test_flat_step_advantages_equal_recompute_at_model_tokens(seed):
     for rec, got in zip(RECS, flat):
         reference = recompute(trajectories, frame, rec.estimator, **rec.options)
         expected = np.concatenate(reference["token_advantages"].to_list())
-        assert isinstance(got, np.ndarray) and got.shape == mask.shape
+        assert isinstance(got, Shifted) == rec.options.get("whiten", False)
+        got = (got.base - got.shift) * got.scale if isinstance(got, Shifted) else got
+        assert got.shape == mask.shape
         np.testing.assert_allclose(got[mask], expected[mask], rtol=1e-5, atol=1e-5, err_msg=rec.label)
 
 

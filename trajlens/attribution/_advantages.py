@@ -18,13 +18,14 @@ rows. Token estimators read the step's token arrays:
   :func:`trajlens.estimators.recompute` on the step's frames.
 
 Each result is either a flat ``(N,)`` float array aligned with the step's tokens in batch order
-(trajectory after trajectory, as :func:`align_tokens` lays them out), or a frame with
-``trajectory_id`` and ``advantage`` / ``token_advantages``, or None.
+(trajectory after trajectory, as :func:`align_tokens` lays them out), or such an array with the
+whitening still to apply (:class:`Shifted`), or a frame with ``trajectory_id`` and
+``advantage`` / ``token_advantages``, or None.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -34,6 +35,18 @@ from trajlens.attribution.recomputations import TOKEN_ESTIMATORS, Recomputation
 
 TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "token_rewards")
 """The token arrays attribution reads."""
+
+class Shifted(NamedTuple):
+    """Token advantages ``(base - shift) * scale``: a whitened label kept as its raw scan.
+
+    Credit is linear in the advantages, so a call's sum over its span is ``scale * (sum of base
+    - shift * model tokens)``: the raw and whitened labels of one scan share its prefix sums.
+    """
+
+    base: np.ndarray
+    shift: float
+    scale: float
+
 
 def align_tokens(batch: pl.DataFrame, tokens: pa.Table | None) -> pa.Table | None:
     """``tokens`` rows in the order of ``batch`` when every trajectory of the batch has one; else None."""
@@ -94,7 +107,7 @@ def _is_aligned(batch: pl.DataFrame, tokens: pa.Table) -> bool:
     return len(ids) == batch.height and pl.Series(ids).equals(batch["trajectory_id"])
 
 
-def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: Recomputation, shared: dict) -> np.ndarray:
+def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: Recomputation, shared: dict) -> np.ndarray | Shifted:
     from trajlens.report.stepwise import raw_gae, step_moments
 
     settings = rec.settings()  # the registry's defaults, then the recomputation's options
@@ -118,7 +131,7 @@ def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: Recomputation, shared: dic
             raise check.EstimatorInputError(f"masked_whiten: a step has {moments.count} model tokens; "
                                             "whitening needs at least two")
         # verl masked_whiten: A' = (A - mean) * rsqrt(var + 1e-8) over the step's model tokens
-        advantages = (advantages - np.float32(moments.whitening_mean)) * np.float32(moments.whitening_scale)
+        return Shifted(advantages, moments.whitening_mean, moments.whitening_scale)
     return advantages
 
 

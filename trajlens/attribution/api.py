@@ -12,6 +12,7 @@ store (views that SQL can join to ``call_classes``) when ``write=True``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +152,14 @@ def attribute(
 
     stream = _CreditStream(store, run_id, trajectories, tuple(usable), outcome, tuple(aggregations),
                           token_rows > 0, progress)
+    with store.transaction() if write else contextlib.nullcontext():  # every table appears together, once
+        result = _attribute_stream(store, run_id, own, usable, aggregations, aggregation, trajectories, facts, notes,
+                                   drift, stream, staged, write)
+    return result
+
+
+def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, trajectories, facts, notes, drift,
+                      stream, staged, write) -> AttributionResult:
     target = None
     if write:
         target = store.write_derived("call_credit", run_id, stream)
@@ -176,9 +185,14 @@ def attribute(
                and (f.startswith(("all-negative", "response length", "reward channel"))
                     or (own.label is not None and f.startswith(f"length bias under {own.label} ")))]
     flagged += [f for f in drifted.findings if drifted.frame.height]
-    return AttributionResult(run_id, own, tuple(usable), tuple(aggregations), call_credit, class_credit, summary, bias,
-                             channels, flags, drifted.frame, findings + drifted.findings, notes, stream.fallback_calls,
-                             flagged)
+    result = AttributionResult(run_id, own, tuple(usable), tuple(aggregations), call_credit, class_credit, summary,
+                               bias, channels, flags, drifted.frame, findings + drifted.findings, notes,
+                               stream.fallback_calls, flagged)
+    if write:
+        from trajlens.attribution.saved import save_attribution
+
+        save_attribution(store, result)
+    return result
 
 
 def _run_facts(store: Any, run_id: str, trajectories: pl.DataFrame, config: Any) -> tuple[RunFacts, int]:
@@ -433,7 +447,8 @@ class _CreditStream:
         modes = pa.DictionaryArray.from_arrays(
             np.tile(np.repeat(np.arange(len(self.modes), dtype=np.int32), count), len(computed)), list(self.modes))
         table = pa.table({
-            "run_id": pa.array(np.full(count * blocks, self.run_id)), "step": pa.array(np.full(count * blocks, step)),
+            "run_id": pa.DictionaryArray.from_arrays(np.zeros(count * blocks, dtype=np.int32), [self.run_id]).cast(pa.string()),
+            "step": pa.array(np.full(count * blocks, step, dtype=np.int64)),
             "trajectory_id": pa.concat_arrays([calls["trajectory_id"].to_arrow()] * blocks) if count else pa.array([], pa.string()),
             "call_index": pa.array(np.tile(calls["call_index"].to_numpy().astype(np.int32), blocks)),
             "primary_class": pa.concat_arrays([calls["primary_class"].to_arrow()] * blocks) if count else pa.array([], pa.string()),
@@ -441,8 +456,7 @@ class _CreditStream:
             "advantage": pa.array(advantage), "push": pa.array(push), "tokens": pa.array(np.tile(credit.tokens, blocks)),
             "token_start": start, "token_end": end, "fallback": pa.array(np.tile(credit.fallback, blocks)),
         })
-        frame = pl.from_arrow(table)
-        return frame.filter(pl.col("push").is_not_nan()).cast(CALL_CREDIT_COLUMNS)
+        return pl.from_arrow(table.filter(pa.array(~np.isnan(push)))).cast(CALL_CREDIT_COLUMNS)
 
     def trajectory_frame(self) -> pl.DataFrame:
         frame = pl.concat(self.trajectory_rows, how="diagonal_relaxed") if self.trajectory_rows else pl.DataFrame({"step": [], "reward": []})

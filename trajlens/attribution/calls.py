@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from trajlens.attribution._advantages import Shifted
 from trajlens.attribution._spans import credited_spans, masked_prefix, span_bounds
 
 
@@ -104,7 +105,7 @@ def step_call_credit(
     trajectories: pl.DataFrame,
     calls: pl.DataFrame,
     tokens: pl.DataFrame | None,
-    advantages: list[pl.DataFrame | np.ndarray | None],
+    advantages: list[pl.DataFrame | np.ndarray | Shifted | None],
     modes: tuple[str, ...],
 ) -> StepCredit:
     """Credit every call of one step.
@@ -119,7 +120,8 @@ def step_call_credit(
         advantages: per recomputation, the output of :func:`trajlens.estimators.recompute` for
             this step (``token_advantages`` for token estimators, else ``advantage``), with
             ``trajectory_id``; or the flat (N,) token advantages of the step, trajectory after
-            trajectory in ``trajectories`` order (``tokens`` then an Arrow table in that order);
+            trajectory in ``trajectories`` order (``tokens`` then an Arrow table in that order),
+            or such an array with its whitening to apply (:class:`~._advantages.Shifted`);
             None where the recomputation has nothing for this step.
         modes: aggregation modes.
     """
@@ -159,27 +161,34 @@ def step_call_credit(
     trajectory_push = np.full((recs, len(modes), batch), np.nan)
     all_negative = np.zeros(recs, dtype=bool)
     computed = np.zeros(recs, dtype=bool)
+    prefixes: dict[int, tuple[np.ndarray, float]] = {}  # id of a flat array -> its masked prefix sums and maximum
     for r, frame in enumerate(advantages):
         if frame is None or len(frame) == 0:
             continue
         computed[r] = True
-        aligned = None if isinstance(frame, np.ndarray) else pl.DataFrame({"trajectory_id": ids}).join(
+        flat = isinstance(frame, (np.ndarray, Shifted))
+        aligned = None if flat else pl.DataFrame({"trajectory_id": ids}).join(
             frame, on="trajectory_id", how="left", maintain_order="left")
-        if aligned is None or "token_advantages" in aligned.columns:
-            if aligned is None:
-                flat_values = frame
+        if flat or "token_advantages" in aligned.columns:
+            if flat:
+                base, shift, scale = frame if isinstance(frame, Shifted) else (frame, 0.0, 1.0)
             else:
                 values = aligned["token_advantages"].to_arrow()
                 if isinstance(values, pa.ChunkedArray):
                     values = values.combine_chunks()
-                flat_values = values.flatten().fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
-            if flat_values.size != flat_mask.size:
+                base = values.flatten().fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
+                shift, scale = 0.0, 1.0
+            if base.size != flat_mask.size:
                 raise ValueError("token advantages do not line up with the response masks")
-            prefix = masked_prefix(flat_values, flat_mask)
-            # token estimators have nothing for fallback calls
-            sums = np.where(exact, prefix[bounds.high] - prefix[bounds.low], np.nan)
-            trajectory_sum = np.where(has_tokens, prefix[offsets[1:]] - prefix[offsets[:-1]], np.nan)
-            all_negative[r] = bool(flat_mask.any() and np.max(flat_values, where=flat_mask, initial=-np.inf) < 0)
+            if id(base) not in prefixes:
+                prefixes[id(base)] = (masked_prefix(base, flat_mask), float(np.max(base, where=flat_mask, initial=-np.inf)))
+            prefix, largest = prefixes[id(base)]
+            # sum over a span of (A - shift) * scale = scale * (sum of A - shift * model tokens)
+            span = scale * ((prefix[bounds.high] - prefix[bounds.low]) - shift * exact_tokens)
+            sums = np.where(exact, span, np.nan)  # token estimators have nothing for fallback calls
+            whole = scale * ((prefix[offsets[1:]] - prefix[offsets[:-1]]) - shift * token_lengths)
+            trajectory_sum = np.where(has_tokens, whole, np.nan)
+            all_negative[r] = bool(flat_mask.any() and (largest - shift) * scale < 0)
         else:
             a = aligned["advantage"].fill_null(float("nan")).to_numpy().astype(np.float64)
             sums = a[call_trajectory] * tokens_per_call
