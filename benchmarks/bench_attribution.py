@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -113,7 +114,7 @@ def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
     steps = run_steps(store, run_id)[:count]
     recs = recomputations()
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here on
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     tokens = 0
     if kind == "recompute":
         trajectories = (store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")
@@ -126,8 +127,14 @@ def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
                     (advantages.base - np.float32(advantages.shift)) * np.float32(advantages.scale)
     else:
         attribute(store, run_id, recs, steps=steps)
-    seconds = time.perf_counter() - started
-    return {"kind": kind, "steps": len(steps), "seconds": seconds, "tokens": tokens, "peak_mb": _peak_mb()}
+    seconds, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
+    return {"kind": kind, "steps": len(steps), "seconds": seconds, "cpu": cpu, "tokens": tokens, "peak_mb": _peak_mb()}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process so far, all its threads, user and system."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def in_fresh_process(kind: str, store: Path, run_id: str, count: int) -> dict:

@@ -44,8 +44,6 @@ the fallback), ``fallback`` whether the trajectory's advantage was spread over i
 
 CALLS_PER_BLOCK = 20_000
 """Tool calls classified together (a block of steps); bounds memory, amortises the classifier."""
-_CLASS_SUMS = ("calls", "push_sum", "up", "push_sum_scaled", "push_sumsq_scaled", "fallback", "step_mean",
-               "step_mean_scaled", "step_calls")
 
 CLASS_CREDIT_COLUMNS: tuple[str, ...] = (
     "run_id", "step", "stage", "stage_index", "primary_class", "estimator", "aggregation", "calls", "step_calls",
@@ -375,54 +373,51 @@ class _CreditStream:
         self.fallback_calls += int(credit.fallback.sum())
         per_class = np.bincount(class_index, minlength=names.size)
         k = names.size
-        labels, modes, columns = [], [], {name: [] for name in _CLASS_SUMS}
-        push_labels, push_modes, push_lengths, push_values = [], [], [], []
         length = credit.lengths.astype(float)
-        for r, rec in enumerate(self.recs):
-            if not credit.computed[r]:
-                continue
+        computed = [r for r, rec in enumerate(self.recs) if credit.computed[r]]
+        for r in computed:
             advantages = credit.trajectory_advantage[r]
             finite = advantages[np.isfinite(advantages)]
-            self.flags.append({"step": step, "estimator": rec.label, "all_negative": bool(credit.all_negative[r]),
+            self.flags.append({"step": step, "estimator": self.recs[r].label, "all_negative": bool(credit.all_negative[r]),
                                "all_positive": bool(finite.size and (finite > 0).all())})
-            for m, mode in enumerate(self.modes):
-                push = credit.push[r, m]
-                valid = np.isfinite(push)
-                if not valid.any():
-                    continue
-                clean = np.where(valid, push, 0.0)
-                scale = np.abs(clean[valid]).mean()
-                scaled = clean / scale if scale > 0 else np.zeros_like(clean)
-                weights = {"calls": valid.astype(float), "push_sum": clean, "up": (valid & (push > 0)).astype(float),
-                           "push_sum_scaled": scaled, "push_sumsq_scaled": scaled**2,
-                           "fallback": (credit.fallback & valid).astype(float)}
-                for name, w in weights.items():
-                    columns[name].append(np.bincount(class_index, weights=w, minlength=k))
-                columns["step_mean"].append(np.full(k, clean[valid].mean()))
-                columns["step_mean_scaled"].append(np.full(k, scaled[valid].mean()))
-                columns["step_calls"].append(np.full(k, valid.sum()))
-                labels += [rec.label] * k
-                modes += [mode] * k
-                push_labels += [rec.label] * length.size
-                push_modes += [mode] * length.size
-                push_lengths.append(length)
-                push_values.append(credit.trajectory_push[r, m] / np.maximum(length, 1.0))
-        if labels:
-            c = {name: np.concatenate(v) for name, v in columns.items()}
-            n = c["calls"]
+        # One row per (estimator, aggregation) with a credited call; class sums as products with
+        # the (calls x classes) indicator matrix.
+        modes = len(self.modes)
+        push = credit.push[computed].reshape(len(computed) * modes, count)
+        valid = np.isfinite(push)
+        keep = valid.any(axis=1)
+        push, valid = push[keep], valid[keep]
+        labels = np.repeat([self.recs[r].label for r in computed], modes)[keep]
+        aggregation = np.tile(self.modes, len(computed))[keep]
+        if push.shape[0]:
+            clean = np.where(valid, push, 0.0)
+            step_calls = valid.sum(axis=1)
+            scale = np.abs(clean).sum(axis=1) / step_calls  # mean |push| over the step's credited calls
+            with np.errstate(invalid="ignore", divide="ignore"):
+                scaled = np.where(scale[:, None] > 0, clean / scale[:, None], 0.0)
+            indicator = np.zeros((count, k))
+            indicator[np.arange(count), class_index] = 1.0
+            n = valid.astype(float) @ indicator
+            push_sum, push_sum_scaled = clean @ indicator, scaled @ indicator
+            rows = push.shape[0]
             with np.errstate(invalid="ignore", divide="ignore"):
                 self.class_rows.append(pl.DataFrame({
-                    "step": np.full(n.size, step), "primary_class": np.tile(names, n.size // k), "estimator": labels,
-                    "aggregation": modes, "calls": n.astype(np.int64), "step_calls": c["step_calls"].astype(np.int64),
-                    "class_share": np.tile(per_class / count, n.size // k), "credit": c["push_sum"] / n,
-                    "share_pushed_up": c["up"] / n, "relative_credit": c["push_sum"] / n - c["step_mean"],
-                    "relative_credit_scaled": c["push_sum_scaled"] / n - c["step_mean_scaled"],
-                    "push_sum_scaled": c["push_sum_scaled"], "push_sumsq_scaled": c["push_sumsq_scaled"],
-                    "step_mean_scaled": c["step_mean_scaled"], "fallback_share": c["fallback"] / n,
+                    "step": np.full(rows * k, step), "primary_class": np.tile(names, rows),
+                    "estimator": np.repeat(labels, k), "aggregation": np.repeat(aggregation, k),
+                    "calls": n.ravel().astype(np.int64), "step_calls": np.repeat(step_calls, k).astype(np.int64),
+                    "class_share": np.tile(per_class / count, rows), "credit": (push_sum / n).ravel(),
+                    "share_pushed_up": ((valid & (push > 0)).astype(float) @ indicator / n).ravel(),
+                    "relative_credit": (push_sum / n - (clean.sum(axis=1) / step_calls)[:, None]).ravel(),
+                    "relative_credit_scaled": (push_sum_scaled / n - (scaled.sum(axis=1) / step_calls)[:, None]).ravel(),
+                    "push_sum_scaled": push_sum_scaled.ravel(), "push_sumsq_scaled": (scaled**2 @ indicator).ravel(),
+                    "step_mean_scaled": np.repeat(scaled.sum(axis=1) / step_calls, k),
+                    "fallback_share": ((valid & credit.fallback[None, :]).astype(float) @ indicator / n).ravel(),
                 }))
+            trajectory_push = credit.trajectory_push[computed].reshape(len(computed) * modes, -1)[keep]
             self.push_rows.append(pl.DataFrame({
-                "step": np.full(len(push_labels), step), "estimator": push_labels, "aggregation": push_modes,
-                "length": np.concatenate(push_lengths), "push_per_token": np.concatenate(push_values),
+                "step": np.full(rows * length.size, step), "estimator": np.repeat(labels, length.size),
+                "aggregation": np.repeat(aggregation, length.size), "length": np.tile(length, rows),
+                "push_per_token": (trajectory_push / np.maximum(length, 1.0)).ravel(),
             }))
         counts = np.zeros((batch.height, k))
         np.add.at(counts, (credit.call_trajectory, class_index), 1.0)

@@ -80,6 +80,17 @@ def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | pa.Table | No
     return flat, offsets, joined["response_mask"].is_not_null().to_numpy()
 
 
+def _base_sums(values: np.ndarray, mask: np.ndarray, offsets: np.ndarray, bounds) -> tuple[np.ndarray, np.ndarray, float]:
+    """Span sums, trajectory sums and the largest value of ``values`` over model tokens."""
+    from trajlens.attribution import _kernels
+
+    if _kernels.AVAILABLE:
+        return _kernels.span_and_row_sums(values, mask, offsets, bounds.low, bounds.high)
+    prefix = masked_prefix(values, mask)
+    return (prefix[bounds.high] - prefix[bounds.low], prefix[offsets[1:]] - prefix[offsets[:-1]],
+            float(np.max(values, where=mask, initial=-np.inf)))
+
+
 def per_token_weights(lengths: np.ndarray, max_length: int, modes: tuple[str, ...]) -> np.ndarray:
     """(M, B) per-token loss weight of each trajectory under each mode, from model-token counts.
 
@@ -161,7 +172,7 @@ def step_call_credit(
     trajectory_push = np.full((recs, len(modes), batch), np.nan)
     all_negative = np.zeros(recs, dtype=bool)
     computed = np.zeros(recs, dtype=bool)
-    prefixes: dict[int, tuple[np.ndarray, float]] = {}  # id of a flat array -> its masked prefix sums and maximum
+    prefixes: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}  # id of a flat array -> its span and row sums, max
     for r, frame in enumerate(advantages):
         if frame is None or len(frame) == 0:
             continue
@@ -181,12 +192,12 @@ def step_call_credit(
             if base.size != flat_mask.size:
                 raise ValueError("token advantages do not line up with the response masks")
             if id(base) not in prefixes:
-                prefixes[id(base)] = (masked_prefix(base, flat_mask), float(np.max(base, where=flat_mask, initial=-np.inf)))
-            prefix, largest = prefixes[id(base)]
+                prefixes[id(base)] = _base_sums(base, flat_mask, offsets, bounds)
+            span_sum, row_sum, largest = prefixes[id(base)]
             # sum over a span of (A - shift) * scale = scale * (sum of A - shift * model tokens)
-            span = scale * ((prefix[bounds.high] - prefix[bounds.low]) - shift * exact_tokens)
+            span = scale * (span_sum - shift * exact_tokens)
             sums = np.where(exact, span, np.nan)  # token estimators have nothing for fallback calls
-            whole = scale * ((prefix[offsets[1:]] - prefix[offsets[:-1]]) - shift * token_lengths)
+            whole = scale * (row_sum - shift * token_lengths)
             trajectory_sum = np.where(has_tokens, whole, np.nan)
             all_negative[r] = bool(flat_mask.any() and (largest - shift) * scale < 0)
         else:
