@@ -28,26 +28,37 @@ AVAILABLE: bool = numba is not None
 
 
 def _masked_sums(  # pragma: no cover - compiled
-    values: Any, mask: Any, offsets: Any, low: Any, high: Any, span_sums: Any, row_sums: Any,
+    values: Any, mask: Any, offsets: Any, call_row: Any, low: Any, high: Any, span_sums: Any, row_sums: Any,
 ) -> float:
-    """Fill ``span_sums`` (C,) and ``row_sums`` (B,) with sums of ``values`` over model tokens;
-    return the largest value at a model token (-inf when there is none)."""
+    """Fill ``span_sums`` (C,) and ``row_sums`` (B,) with sums of ``values`` over model tokens, in
+    one pass: a span's sum is the running total of its row at ``high`` minus that at ``low``.
+    Calls are sorted by ``call_row``, and within a row ``low`` and ``high`` do not decrease.
+    Returns the largest value at a model token (-inf when there is none)."""
     largest = -math.inf
+    calls = low.shape[0]
+    opened = 0  # next call whose low is still to be passed
+    closed = 0  # next call whose high is still to be passed
     for row in range(offsets.shape[0] - 1):
         total = 0.0
         for t in range(offsets[row], offsets[row + 1]):
+            while opened < calls and call_row[opened] == row and low[opened] == t:
+                span_sums[opened] = -total
+                opened += 1
+            while closed < calls and call_row[closed] == row and high[closed] == t:
+                span_sums[closed] += total
+                closed += 1
             if mask[t]:
                 value = float(values[t])
                 total += value
                 if value > largest:
                     largest = value
+        while opened < calls and call_row[opened] == row:  # spans that start at the row's end
+            span_sums[opened] = -total
+            opened += 1
+        while closed < calls and call_row[closed] == row:
+            span_sums[closed] += total
+            closed += 1
         row_sums[row] = total
-    for call in range(low.shape[0]):
-        total = 0.0
-        for t in range(low[call], high[call]):
-            if mask[t]:
-                total += float(values[t])
-        span_sums[call] = total
     return largest
 
 
@@ -55,11 +66,15 @@ masked_sums = numba.njit(nogil=True, cache=True)(_masked_sums) if AVAILABLE else
 
 
 def span_and_row_sums(
-    values: np.ndarray, mask: np.ndarray, offsets: np.ndarray, low: np.ndarray, high: np.ndarray
+    values: np.ndarray, mask: np.ndarray, offsets: np.ndarray, call_row: np.ndarray, low: np.ndarray,
+    high: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """(C,) span sums, (B,) trajectory sums over model tokens, and the largest model-token value."""
-    span = np.empty(low.shape[0], dtype=np.float64)
+    """(C,) span sums, (B,) trajectory sums over model tokens, and the largest model-token value.
+
+    ``call_row`` is each call's trajectory (sorted); ``low``/``high`` its flat span, as
+    :func:`trajlens.attribution._spans.span_bounds` gives them (ordered within a trajectory)."""
+    span = np.zeros(low.shape[0], dtype=np.float64)
     rows = np.empty(offsets.shape[0] - 1, dtype=np.float64)
-    largest = masked_sums(values, mask, offsets, low.astype(np.int64, copy=False), high.astype(np.int64, copy=False),
-                          span, rows)
+    as_int = [np.ascontiguousarray(a, dtype=np.int64) for a in (offsets, call_row, low, high)]
+    largest = masked_sums(values, mask, as_int[0], as_int[1], as_int[2], as_int[3], span, rows)
     return span, rows, float(largest)

@@ -42,6 +42,11 @@ mean advantage over the call's credited tokens, ``push`` the sum over them of lo
 advantage, ``tokens`` their number, ``token_start``/``token_end`` the credited span (null under
 the fallback), ``fallback`` whether the trajectory's advantage was spread over its calls by turn."""
 
+CALL_CREDIT_SCHEMA: pa.Schema = pa.schema([
+    (field.name, pa.string() if pa.types.is_large_string(field.type) else field.type)
+    for field in pl.DataFrame(schema=CALL_CREDIT_COLUMNS).to_arrow().schema])
+"""``call_credit`` as Arrow writes it (the columns above)."""
+
 CALLS_PER_BLOCK = 20_000
 """Tool calls classified together (a block of steps); bounds memory, amortises the classifier."""
 
@@ -297,10 +302,9 @@ class _CreditStream:
         """Stream the ``call_credit`` rows into one Parquet file, a step at a time."""
         writer = None
         try:
-            for frame in self._steps():
-                table = frame.to_arrow()
+            for table in self._steps():
                 if writer is None:
-                    writer = pq.ParquetWriter(str(path), table.schema, compression="zstd")
+                    writer = pq.ParquetWriter(str(path), CALL_CREDIT_SCHEMA, compression="zstd")
                 writer.write_table(table)
             if writer is None:
                 _empty_calls().write_parquet(path)
@@ -309,9 +313,10 @@ class _CreditStream:
                 writer.close()
 
     def consume(self) -> None:
-        self.kept = list(self._steps())
+        """Credit every step, keeping the ``call_credit`` rows in memory (``write=False``)."""
+        self.kept = [pl.from_arrow(table) for table in self._steps()]
 
-    def _steps(self) -> Iterator[pl.DataFrame]:
+    def _steps(self) -> Iterator[pa.Table]:
         from trajlens.attribution._advantages import TOKEN_COLUMNS, align_tokens, step_advantages
 
         steps, batches = _steps_of(self.trajectories)
@@ -427,31 +432,43 @@ class _CreditStream:
         }))
         return self._call_rows(step, calls, credit)
 
-    def _call_rows(self, step, calls, credit) -> pl.DataFrame:
+    def _call_rows(self, step, calls, credit) -> pa.Table:
+        """The step's ``call_credit`` rows, estimator by estimator and mode by mode, as Arrow."""
         count = calls.height
         computed = [(r, rec) for r, rec in enumerate(self.recs) if credit.computed[r]]
         blocks = len(computed) * len(self.modes)
-        if not blocks:
-            return _empty_calls()
-        push = np.concatenate([credit.push[r, m] for r, _ in computed for m in range(len(self.modes))])
-        advantage = np.concatenate([credit.advantage[r] for r, _ in computed for _ in self.modes])
-        start = pa.array(np.tile(credit.token_start, blocks), mask=np.tile(credit.fallback, blocks))
-        end = pa.array(np.tile(credit.token_end, blocks), mask=np.tile(credit.fallback, blocks))
-        labels = pa.DictionaryArray.from_arrays(
-            np.repeat(np.arange(len(computed), dtype=np.int32), count * len(self.modes)), [rec.label for _, rec in computed])
-        modes = pa.DictionaryArray.from_arrays(
-            np.tile(np.repeat(np.arange(len(self.modes), dtype=np.int32), count), len(computed)), list(self.modes))
-        table = pa.table({
-            "run_id": pa.DictionaryArray.from_arrays(np.zeros(count * blocks, dtype=np.int32), [self.run_id]).cast(pa.string()),
-            "step": pa.array(np.full(count * blocks, step, dtype=np.int64)),
-            "trajectory_id": pa.concat_arrays([calls["trajectory_id"].to_arrow()] * blocks) if count else pa.array([], pa.string()),
-            "call_index": pa.array(np.tile(calls["call_index"].to_numpy().astype(np.int32), blocks)),
-            "primary_class": pa.concat_arrays([calls["primary_class"].to_arrow()] * blocks) if count else pa.array([], pa.string()),
-            "estimator": labels.cast(pa.string()), "aggregation": modes.cast(pa.string()),
-            "advantage": pa.array(advantage), "push": pa.array(push), "tokens": pa.array(np.tile(credit.tokens, blocks)),
-            "token_start": start, "token_end": end, "fallback": pa.array(np.tile(credit.fallback, blocks)),
-        })
-        return pl.from_arrow(table.filter(pa.array(~np.isnan(push)))).cast(CALL_CREDIT_COLUMNS)
+        if not blocks or not count:
+            return CALL_CREDIT_SCHEMA.empty_table()
+        push = credit.push[[r for r, _ in computed]].reshape(-1)  # (R', M, C) in row order
+        keep = np.nonzero(~np.isnan(push))[0] if np.isnan(push).any() else None
+        call = np.tile(np.arange(count), blocks)  # each row's call
+
+        def pick(values: np.ndarray) -> np.ndarray:
+            return values if keep is None else values[keep]
+
+        def strings(names: list[str], codes: np.ndarray) -> pa.Array:
+            return pa.DictionaryArray.from_arrays(pick(codes).astype(np.int32), names).cast(pa.string())
+
+        fallback = pick(credit.fallback[call])
+        columns = {
+            "run_id": strings([self.run_id], np.zeros(call.size, dtype=np.int32)),
+            "step": pa.array(np.full(fallback.size, step, dtype=np.int64)),
+            "trajectory_id": pa.DictionaryArray.from_arrays(
+                pick(call).astype(np.int32), calls["trajectory_id"].to_arrow()).cast(pa.string()),
+            "call_index": pa.array(pick(calls["call_index"].to_numpy().astype(np.int32)[call])),
+            "primary_class": pa.DictionaryArray.from_arrays(
+                pick(call).astype(np.int32), calls["primary_class"].to_arrow()).cast(pa.string()),
+            "estimator": strings([rec.label for _, rec in computed],
+                                 np.repeat(np.arange(len(computed)), count * len(self.modes))),
+            "aggregation": strings(list(self.modes), np.tile(np.repeat(np.arange(len(self.modes)), count), len(computed))),
+            "advantage": pa.array(pick(np.repeat(credit.advantage[[r for r, _ in computed]], len(self.modes), axis=0).reshape(-1))),
+            "push": pa.array(pick(push)),
+            "tokens": pa.array(pick(credit.tokens[call]).astype(np.float64)),
+            "token_start": pa.array(pick(credit.token_start[call]).astype(np.int64), mask=fallback),
+            "token_end": pa.array(pick(credit.token_end[call]).astype(np.int64), mask=fallback),
+            "fallback": pa.array(fallback),
+        }
+        return pa.Table.from_arrays(list(columns.values()), schema=CALL_CREDIT_SCHEMA)
 
     def trajectory_frame(self) -> pl.DataFrame:
         frame = pl.concat(self.trajectory_rows, how="diagonal_relaxed") if self.trajectory_rows else pl.DataFrame({"step": [], "reward": []})

@@ -80,12 +80,13 @@ def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | pa.Table | No
     return flat, offsets, joined["response_mask"].is_not_null().to_numpy()
 
 
-def _base_sums(values: np.ndarray, mask: np.ndarray, offsets: np.ndarray, bounds) -> tuple[np.ndarray, np.ndarray, float]:
+def _base_sums(values: np.ndarray, mask: np.ndarray, offsets: np.ndarray, call_trajectory: np.ndarray,
+               bounds) -> tuple[np.ndarray, np.ndarray, float]:
     """Span sums, trajectory sums and the largest value of ``values`` over model tokens."""
     from trajlens.attribution import _kernels
 
     if _kernels.AVAILABLE:
-        return _kernels.span_and_row_sums(values, mask, offsets, bounds.low, bounds.high)
+        return _kernels.span_and_row_sums(values, mask, offsets, call_trajectory, bounds.low, bounds.high)
     prefix = masked_prefix(values, mask)
     return (prefix[bounds.high] - prefix[bounds.low], prefix[offsets[1:]] - prefix[offsets[:-1]],
             float(np.max(values, where=mask, initial=-np.inf)))
@@ -192,7 +193,7 @@ def step_call_credit(
             if base.size != flat_mask.size:
                 raise ValueError("token advantages do not line up with the response masks")
             if id(base) not in prefixes:
-                prefixes[id(base)] = _base_sums(base, flat_mask, offsets, bounds)
+                prefixes[id(base)] = _base_sums(base, flat_mask, offsets, call_trajectory, bounds)
             span_sum, row_sum, largest = prefixes[id(base)]
             # sum over a span of (A - shift) * scale = scale * (sum of A - shift * model tokens)
             span = scale * (span_sum - shift * exact_tokens)
