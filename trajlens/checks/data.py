@@ -185,12 +185,14 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, S
         run = load_verl([path], run_id=run_id)
         batch = StepBatch(*(pl.from_arrow(run.table(name)) for name in BATCH_TABLES))
         return RunInfo(run.run_id, str(path), _history(run.runs.column("config")[0].as_py(), path)), batch
-    if kind == "metrics":
-        from trajlens.ingest.metrics import load_metrics
+    from trajlens.ingest.formats import by_name
+
+    metrics_format = by_name(kind) if kind != "mixed" else None
+    if metrics_format is not None and metrics_format.kind == "metrics" and metrics_format.load is not None:
         from trajlens.store.writer import slug
 
         rid = run_id or slug(path.stem)
-        table = load_metrics(path, run_id=rid).table
+        table = metrics_format.load([path], run_id=rid).table
         return RunInfo(rid, str(path), _history(None, path.parent)), StepBatch(step_metrics=pl.from_arrow(table))
     if path.is_dir() and any(is_run_dir(child) for child in path.iterdir()):
         from trajlens.store.layout import is_run_dir as run_dir
@@ -198,7 +200,8 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, S
         names = sorted(p.name for p in path.iterdir() if run_dir(p))
         raise InputError(str(path), f"check one of its runs, e.g. {path / names[0]}", expected="one run",
                          found=f"a folder of {len(names)} runs")
-    raise InputError(str(path), expected="a store, a run directory, verl dumps or a metrics JSONL/CSV file",
+    raise InputError(str(path), expected="a store, a run directory, verl dumps, a metrics JSONL/CSV file or "
+                     "TensorBoard event files",
                      found=f"a {kind} source; ingest it first with `trajlens ingest`")
 
 
