@@ -205,3 +205,18 @@ def test_verl_file_logger_metrics_load_as_verl_writes_them(tmp_path, monkeypatch
     logger.finish()
     assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 3, "data": {"actor/lr": 1e-6}}
     assert _rows(load_metrics(tmp_path / "metrics.jsonl", run_id="r").table) == {(3, "actor/lr"): 1e-6}
+
+
+def test_the_shipped_event_file_is_what_the_callback_writes():
+    from tensorboard_fixture import SHIPPED
+
+    (event_file,) = (SHIPPED / "runs").glob("*/events.out.tfevents.*")
+    assert _rows(load_tensorboard(SHIPPED / "runs", run_id="r").table) == expected_scalars()
+    assert [source.format.name for source in formats.plan(event_file)] == ["tensorboard"]
+
+
+def test_the_shipped_file_logger_metrics_are_what_verl_writes(tmp_path):
+    from verl_file_logger import write_shipped
+
+    shipped = Path(__file__).resolve().parents[1] / "data" / "verl" / "file_logger.jsonl"
+    assert Path(write_shipped(str(tmp_path / "m.jsonl"))).read_bytes() == shipped.read_bytes()

@@ -59,3 +59,38 @@ class FileLogger:
 
     def finish(self):
         self.fp.close()
+
+
+# What the shipped file holds: RayPPOTrainer.fit logs the validation before training at step 0,
+# then one metrics dict per step (a NaN, as a critic metric can be, is written as null).
+SHIPPED_METRICS: dict[int, dict] = {
+    0: {"val-core/openai/gsm8k/acc/mean@1": 0.25},
+    1: {"actor/pg_loss": -0.012, "actor/lr": 1e-06, "critic/vf_explained_var": float("nan"),
+        "critic/grad_norm": 12.5, "training/global_step": 1, "training/epoch": 0},
+    2: {"actor/pg_loss": 0.004, "actor/lr": 1e-06, "critic/vf_explained_var": 0.31,
+        "critic/grad_norm": 9.75, "training/global_step": 2, "training/epoch": 0,
+        "val-core/openai/gsm8k/acc/mean@1": 0.5},
+}
+
+
+def write_shipped(path: str) -> str:
+    """Write :data:`SHIPPED_METRICS` with ``VERL_FILE_LOGGER_PATH=path``, as verl would."""
+    previous = os.environ.get("VERL_FILE_LOGGER_PATH")
+    os.environ["VERL_FILE_LOGGER_PATH"] = path
+    try:
+        logger = FileLogger("trajlens", "grpo-sandbox")
+        for step, data in SHIPPED_METRICS.items():
+            logger.log(data=data, step=step)
+        logger.finish()
+    finally:
+        if previous is None:
+            del os.environ["VERL_FILE_LOGGER_PATH"]
+        else:
+            os.environ["VERL_FILE_LOGGER_PATH"] = previous
+    return path
+
+
+if __name__ == "__main__":  # python tests/ingest/verl_file_logger.py regenerates the shipped file
+    from pathlib import Path
+
+    print(write_shipped(str(Path(__file__).resolve().parents[1] / "data" / "verl" / "file_logger.jsonl")))
