@@ -220,3 +220,35 @@ def test_the_shipped_file_logger_metrics_are_what_verl_writes(tmp_path):
 
     shipped = Path(__file__).resolve().parents[1] / "data" / "verl" / "file_logger.jsonl"
     assert Path(write_shipped(str(tmp_path / "m.jsonl"))).read_bytes() == shipped.read_bytes()
+
+
+def test_without_the_package_the_cli_says_which_extra_in_one_line(tmp_path):
+    event_file = write_runs(tmp_path)
+    code = ("import sys; sys.modules['tensorboard'] = None; from trajlens.cli._app import run; "
+            f"sys.argv = ['trajlens', 'ingest', {str(event_file)!r}, '--store', {str(tmp_path / 's')!r}]; run()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "pip install 'trajlens[tensorboard]'" in done.stderr
+
+
+def test_a_trl_folder_without_the_package_keeps_the_trainer_state_and_says_what_it_left(tmp_path, monkeypatch):
+    from trajlens.ingest.trl import load_trl
+
+    output = write_trl_output(tmp_path / "grpo-run")
+    write_runs(output)
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    run = load_trl(output)
+    names = set(run.step_metrics.column("name").to_pylist())
+    assert "loss" in names and not any(name.startswith("train/") for name in names)
+    assert any("trajlens[tensorboard]" in problem.message for problem in run.problems)
+
+
+def test_checks_read_an_event_folder_directly():
+    from tensorboard_fixture import SHIPPED
+
+    from trajlens.checks import check_run, parse_checks
+
+    checks = parse_checks({"checks": {"reward_floor": {"measure": "metric:train/reward", "condition": "threshold",
+                                                       "below": 1.5}}}, "test")
+    (result,) = check_run(SHIPPED / "runs", checks).results
+    assert result.status == "fail" and result.fired_steps == (1,)

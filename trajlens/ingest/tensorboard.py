@@ -66,8 +66,12 @@ def detect(target: Probe | Path | str) -> bool:
         return is_event_file(path)
     if not path.is_dir():
         return False
-    files = _files_below(path, MAX_DEPTH)
-    return bool(files) and all(is_event_file(p) for p in files)
+    found = False
+    for file in _walk(path, MAX_DEPTH):
+        if not is_event_file(file):
+            return False
+        found = True
+    return found
 
 
 def event_files(paths: Sequence[Path | str] | Path | str) -> list[Path]:
@@ -205,19 +209,21 @@ def _written_at(path: Path) -> tuple[int, str]:
 
 def _files_below(directory: Path, depth: int) -> list[Path]:
     """Non-hidden files below ``directory``, at most ``depth`` folders down (no symlinked folders)."""
-    found: list[Path] = []
+    return list(_walk(directory, depth))
+
+
+def _walk(directory: Path, depth: int) -> Iterator[Path]:
     try:
         children = sorted(directory.iterdir())
     except OSError:
-        return found
+        return
     for child in children:
         if child.name.startswith("."):
             continue
         if child.is_file():
-            found.append(child)
+            yield child
         elif child.is_dir() and not child.is_symlink() and depth > 0:
-            found.extend(_files_below(child, depth - 1))
-    return found
+            yield from _walk(child, depth - 1)
 
 
 __all__ = ["EXTRA", "FORMAT", "detect", "event_files", "is_event_file", "load_tensorboard"]
