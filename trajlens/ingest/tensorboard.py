@@ -99,7 +99,8 @@ def load_tensorboard(paths: Sequence[Path | str] | Path | str, *, run_id: str, s
     _require_tensorboard()
     files = event_files(paths)
     if not files:
-        raise InputError(str(paths), "no event files", expected="events.out.tfevents.* files", found="none")
+        named = paths if isinstance(paths, (str, Path)) else ", ".join(str(p) for p in paths)
+        raise InputError(str(named), "no event files", expected="events.out.tfevents.* files", found="none")
     latest: dict[tuple[int, str], float] = {}
     problems: list[Problem] = []
     for path in files:
