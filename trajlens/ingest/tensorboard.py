@@ -153,6 +153,14 @@ def _read_file(path: Path) -> Iterator[_Scalar | InputError]:
             except DecodeError as error:
                 yield InputError(str(path), record=record, expected="a tensorboard Event proto", found=str(error))
                 return
+            if event.HasField("summary") and event.summary.value and all(
+                    value.WhichOneof("value") == "simple_value" for value in event.summary.value):
+                # A legacy scalar (torch's add_scalar): data_compat would only wrap this float32
+                # in a rank-0 tensor; read it as it is (the migration is most of the time).
+                for value in event.summary.value:
+                    scalar_tags[value.tag] = True
+                    yield _checked(path, record, event.step, value.tag, float(value.simple_value))
+                continue
             event = data_compat.migrate_event(event)
             for migrated in dataclass_compat.migrate_event(event, initial_metadata):
                 if not migrated.HasField("summary"):
@@ -175,12 +183,15 @@ def _scalar(path: Path, record: int, step: int, value: Any, tensor_util: Any) ->
     if array.size != 1 or array.dtype.kind not in "fiub":
         return InputError(str(path), record=record, field=value.tag, expected="a single number",
                           found=f"a {array.dtype} tensor of shape {list(array.shape)}")
-    number = float(array.reshape(()))
+    return _checked(path, record, step, value.tag, float(array.reshape(())))
+
+
+def _checked(path: Path, record: int, step: int, tag: str, number: float) -> _Scalar | InputError:
     if not math.isfinite(number):
-        return InputError(str(path), record=record, field=value.tag, expected="a finite number", found=str(number))
+        return InputError(str(path), record=record, field=tag, expected="a finite number", found=str(number))
     if not 0 <= step < 2**63:
         return InputError(str(path), record=record, field="step", expected="a step from 0 to 2**63-1", found=str(step))
-    return _Scalar(int(step), value.tag, number)
+    return _Scalar(int(step), tag, number)
 
 
 def _damage(error: Exception) -> tuple[str, str]:
