@@ -17,6 +17,9 @@ compatibility layers ``EventFileLoader`` applies (``data_compat`` turns legacy
 ``simple_value`` scalars into scalar tensors; ``dataclass_compat`` marks each value's data
 class). A value counts as a scalar when its tag's summary metadata says data class
 ``SCALAR`` (the ``scalars`` plugin); histograms, images, text and hparams are skipped.
+An event holding only legacy ``simple_value`` scalars (what ``add_scalar`` writes) is read
+without that migration, which would only wrap each float32 in a rank-0 tensor and is most of
+the time otherwise; what remains is mostly the record reader's pure-Python CRC32C.
 
 Reading rules, beside those of :mod:`trajlens.ingest.metrics`:
 
