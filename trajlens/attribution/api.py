@@ -142,7 +142,7 @@ def attribute(
     outcome = {r.label: _recompute(trajectories, None, r) for r in usable if r.estimator not in TOKEN_ESTIMATORS}
     staged = assign_stages(trajectories.select("run_id", "step").unique(), stages).select("step", "stage", "stage_index")
 
-    stream = _CreditStream(store, run_id, trajectories, tuple(usable), outcome, tuple(aggregations), facts, progress)
+    stream = getattr(store, "credit_stream", _CreditStream)(store, run_id, trajectories, tuple(usable), outcome, tuple(aggregations), facts, progress)
     target = None
     if write:
         target = store.write_derived("call_credit", run_id, stream)
