@@ -20,6 +20,7 @@ when an engine is made.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
@@ -64,13 +65,16 @@ class RayEngine:
         if not ray.is_initialized():
             # Options that configure a new cluster are refused when joining one.
             own_cluster = {} if address else {"include_dashboard": False}
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, **own_cluster)
+            # A cluster trajlens starts sends no usage statistics anywhere (Ray's default is to).
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, **own_cluster)
             self._started = True
+        # The command draws its own progress; Ray Data's bars and notices would interleave with it.
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True
         context.enable_progress_bars = False
         context.print_on_execution_start = False
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
 
     def map_steps(
         self, function: StepFunction, location: StoreLocation, run_id: str, steps: Sequence[int]
