@@ -23,7 +23,7 @@ import logging
 import os
 import pickle
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -84,22 +84,9 @@ class RayEngine:
         if not steps:
             return
         dataset = ray.data.from_items([{"step": int(step)} for step in steps], override_num_blocks=len(steps))
-        results = dataset.map_batches(_StepBatch(function, location, run_id), batch_size=1, batch_format="pyarrow",
+        results = dataset.map_batches(StepBatch(function, location, run_id), batch_size=1, batch_format="pyarrow",
                                       zero_copy_batch=True)
-        current: int | None = None
-        tables: StepTables = {}
-        for batch in results.iter_batches(batch_format="pyarrow", batch_size=None):
-            for row in batch.to_pylist():
-                if row["error"] is not None:
-                    raise pickle.loads(row["error"])
-                if current is not None and row["step"] != current:
-                    yield StepResult(current, tables)
-                    tables = {}
-                current = row["step"]
-                if row["name"] is not None:
-                    tables[row["name"]] = _from_ipc(row["table"])
-        if current is not None:
-            yield StepResult(current, tables)
+        yield from step_results(results.iter_batches(batch_format="pyarrow", batch_size=None))
 
     def close(self) -> None:
         if self._started:
@@ -113,7 +100,7 @@ class RayEngine:
 
 
 @dataclass(frozen=True)
-class _StepBatch:
+class StepBatch:
     """The ``map_batches`` function: runs the step function on the batch's one step."""
 
     function: StepFunction
@@ -126,12 +113,45 @@ class _StepBatch:
             try:
                 tables = self.function(self.location, self.run_id, step)
             except TrajlensError as error:
-                rows.append({"step": step, "name": None, "table": None, "error": pickle.dumps(error)})
+                rows.append({"step": step, "name": None, "table": None, "error": _pickle_error(error)})
                 continue
             rows += [{"step": step, "name": name, "table": _to_ipc(table), "error": None} for name, table in tables.items()]
             if not tables:  # the step still reports back, so the caller sees every step
                 rows.append({"step": step, "name": None, "table": None, "error": None})
         return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+def step_results(batches: Iterable[pa.Table]) -> Iterator[StepResult]:
+    """Batches of :data:`RESULT_SCHEMA` rows (in step order) back into one result per step;
+    a step's error is raised as the step function raised it."""
+    current: int | None = None
+    tables: StepTables = {}
+    for batch in batches:
+        for row in batch.to_pylist():
+            if row["error"] is not None:
+                raise _unpickle_error(row["error"])
+            if current is not None and row["step"] != current:
+                yield StepResult(current, tables)
+                tables = {}
+            current = row["step"]
+            if row["name"] is not None:
+                tables[row["name"]] = _from_ipc(row["table"])
+    if current is not None:
+        yield StepResult(current, tables)
+
+
+def _pickle_error(error: TrajlensError) -> bytes:
+    # Not the exception itself: trajlens errors build their message in __init__ from other
+    # arguments (a list of problems, a file and a field), so unpickling would call it wrongly.
+    return pickle.dumps((type(error), str(error), dict(vars(error))))
+
+
+def _unpickle_error(data: bytes) -> TrajlensError:
+    kind, message, state = pickle.loads(data)
+    error = kind.__new__(kind)
+    BaseException.__init__(error, message)
+    vars(error).update(state)
+    return error
 
 
 def _to_ipc(table: pa.Table) -> bytes:
@@ -145,4 +165,4 @@ def _from_ipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
-__all__ = ["RAY_EXTRA", "RayEngine"]
+__all__ = ["RAY_EXTRA", "RESULT_SCHEMA", "RayEngine", "StepBatch", "step_results"]
