@@ -117,6 +117,22 @@ def test_unknown_engine_and_stray_address_are_config_errors():
         open_engine("local", "auto")
 
 
+def test_ray_batches_carry_tables_and_errors_back_in_step_order(engine_store):
+    """The map_batches function and its decoding, without a cluster (the cluster test runs them on Ray)."""
+    from trajlens.engine.advantages import RecomputeStep
+    from trajlens.engine.ray import StepBatch, step_results
+
+    location = StoreLocation.of(engine_store)
+    batches = [StepBatch(RecomputeStep("grpo", "grpo"), location, RUN_ID)(pa.table({"step": [step]})) for step in (2, 5)]
+    results = list(step_results(batches))
+    assert [result.step for result in results] == [2, 5]
+    expected = [RecomputeStep("grpo", "grpo")(location, RUN_ID, step)["advantage_batches"] for step in (2, 5)]
+    assert [result.tables["advantage_batches"] for result in results] == expected
+    failing = StepBatch(RecomputeStep("gdpo_trl", "g"), location, RUN_ID)(pa.table({"step": [1]}))
+    with pytest.raises(ConfigError, match="gdpo_trl needs two or more reward channels"):
+        list(step_results([failing]))
+
+
 def test_missing_ray_names_the_extra(monkeypatch):
     from trajlens.engine.ray import RayEngine
 

@@ -54,7 +54,7 @@ __all__ = ["ENGINES", "Engine", "LocalEngine", "RayEngine", "StepFunction", "Ste
            "StoreLocation", "open_engine"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type:
     if name == "RayEngine":
         from trajlens.engine.ray import RayEngine
 

@@ -77,7 +77,7 @@ def classify_run_on(engine: Engine, location: StoreLocation, run_id: str, tool_m
     measures = stream.frame("trajectory_measures")
     unmapped = stream.frame("unmapped_calls")
     if not unmapped.width:
-        unmapped = pl.from_arrow(SCHEMAS["tool_calls"].empty_table())
+        unmapped = pl.DataFrame(SCHEMAS["tool_calls"].empty_table())
     unknown = unknown_tools(unmapped, tool_map)
     save_table(store, location, "trajectory_measures", run_id, measures)
     save_table(store, location, "unknown_tools", run_id, unknown)

@@ -48,7 +48,8 @@ class StoreLocation:
     def resolve(self) -> tuple[pafs.FileSystem, str]:
         """The file system and the store's path on it."""
         try:
-            return pafs.FileSystem.from_uri(self.uri)
+            filesystem, path = pafs.FileSystem.from_uri(self.uri)
+            return filesystem, str(path)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as error:
             raise StoreError(f"{self.uri}: cannot open this store location ({_first_line(error)})") from None
 
@@ -145,7 +146,8 @@ def write_tables(sink: Any, tables: Iterable[pa.Table], schema: pa.Schema | None
 
 
 def _listing(filesystem: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
-    return filesystem.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+    listing: list[pafs.FileInfo] = filesystem.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+    return listing
 
 
 def _delete_quietly(filesystem: pafs.FileSystem, path: str) -> None:

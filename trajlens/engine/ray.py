@@ -148,7 +148,7 @@ def _pickle_error(error: TrajlensError) -> bytes:
 
 def _unpickle_error(data: bytes) -> TrajlensError:
     kind, message, state = pickle.loads(data)
-    error = kind.__new__(kind)
+    error: TrajlensError = kind.__new__(kind)
     BaseException.__init__(error, message)
     vars(error).update(state)
     return error
@@ -158,7 +158,8 @@ def _to_ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 def _from_ipc(data: bytes) -> pa.Table:

@@ -50,8 +50,7 @@ class StepStream:
 
     def frame(self, name: str) -> pl.DataFrame:
         """A kept table, its steps stacked in order (empty when no step produced it)."""
-        parts = [pl.from_arrow(table) for table in self.kept.get(name, [])]
-        parts = [part for part in parts if isinstance(part, pl.DataFrame) and part.width]
+        parts = [pl.DataFrame(table) for table in self.kept.get(name, []) if table.num_columns]
         return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
 
 
