@@ -18,7 +18,7 @@ import polars as pl
 from trajlens.classify.calls import UNMAPPED, classify_calls
 from trajlens.classify.measures import trajectory_measures
 from trajlens.classify.store import CALL_CLASS_COLUMNS
-from trajlens.classify.tool_map import ToolMap
+from trajlens.classify.tool_map import ToolMapLike
 from trajlens.classify.unknown import unknown_tools
 from trajlens.engine.base import Engine, StepTables
 from trajlens.engine.location import StoreLocation
@@ -40,7 +40,7 @@ class EngineClasses(NamedTuple):
 class ClassifyStep:
     """The step function: classify one step's calls and measure its trajectories."""
 
-    tool_map: ToolMap | None
+    tool_map: ToolMapLike
     explain: bool = False
 
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
@@ -61,7 +61,7 @@ def _read(location: StoreLocation, run_id: str, table: str, step: int) -> pl.Dat
     return pl.DataFrame(part if part is not None else schema.empty_table())
 
 
-def classify_run_on(engine: Engine, location: StoreLocation, run_id: str, tool_map: ToolMap | None = None, *,
+def classify_run_on(engine: Engine, location: StoreLocation, run_id: str, tool_map: ToolMapLike = None, *,
                     store: Any = None, explain: bool = False,
                     progress: Callable[[str], None] | None = None) -> EngineClasses:
     """Classify ``run_id`` step by step on ``engine`` and save ``call_classes``,
