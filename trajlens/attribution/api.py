@@ -153,7 +153,7 @@ def attribute(
     outcome = {r.label: _recompute(trajectories, None, r) for r in usable if r.estimator not in TOKEN_ESTIMATORS}
     staged = assign_stages(trajectories.select("run_id", "step").unique(), stages).select("step", "stage", "stage_index")
 
-    stream = _CreditStream(store, run_id, trajectories, tuple(usable), outcome, tuple(aggregations),
+    stream = getattr(store, "credit_stream", _CreditStream)(store, run_id, trajectories, tuple(usable), outcome, tuple(aggregations),
                           token_rows > 0, progress)
     with store.transaction() if write else contextlib.nullcontext():  # every table appears together, once
         result = _attribute_stream(store, run_id, own, usable, aggregations, aggregation, trajectories, facts, notes,
