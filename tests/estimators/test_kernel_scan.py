@@ -137,3 +137,27 @@ def test_moments_match_advantage_stats():
     got = model_token_stats(step_moments(values, mask), whitened=False)
     for name in ("count", "mean", "std", "skew", "kurtosis", "bimodality", "positive_share", "all_negative"):
         assert getattr(got, name) == pytest.approx(getattr(expected, name), rel=1e-9, abs=1e-12), name
+
+
+@pytest.mark.parametrize(("gamma", "lam"), [(1.0, 1.0), (0.0, 1.0), (1.0, 0.0), (0.0, 0.0)])
+@pytest.mark.parametrize("position", [0, 17, 38, 39])
+def test_a_non_finite_reward_anywhere_in_a_row_is_named_whatever_the_discount(kernel, gamma, lam, position):
+    # the compiled kernel finds it at the row's first token: every earlier advantage must be non-finite
+    rewards, values, mask = batch(3, 40, seed=4)
+    mask[1, position] = True
+    rewards[1, position] = float("inf")
+    with pytest.raises(EstimatorInputError, match="token_rewards"):
+        gae(rewards, values, mask, gamma, lam)
+    with pytest.raises(EstimatorInputError, match="token_rewards"):
+        discounted_returns(rewards, mask, gamma)
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 64, 65])
+def test_two_tokens_a_step_equals_the_loop_on_every_mask_pattern(kernel, length):
+    # every pair of (model, observation) neighbours, odd and even row lengths, in float64
+    rewards, values, mask = batch(8, length, seed=length, observed=0.5)
+    for lam in (0.95, 1.0):
+        result = gae(rewards, values, mask, 0.99, lam)
+        expected_advantages, expected_returns = gae_loop(rewards, values, mask, 0.99, lam)
+        assert_close(result.advantages, expected_advantages, rtol=1e-12, atol=1e-12)
+        assert_close(result.returns, expected_returns, rtol=1e-12, atol=1e-12)
