@@ -14,8 +14,10 @@ size and condition:
 - **fast ms / median**: best and median of ``--repeats`` calls of ``trajlens.estimators.gae``
   after a warm-up;
 - **clone / cumsum ns**: ``rewards.clone()`` and ``torch.cumsum(rewards, 1)`` of the same
-  (B, T) float32 tensor, the memory and scan floors (best of one intra-op thread and torch's
-  default);
+  (B, T) float32 tensor, the memory and scan floors, timed in turn with the fast calls (fast,
+  clone, cumsum, fast, ...; best of ``--repeats`` each, so load hits all three alike) and on as
+  many intra-op threads as the fast GAE would use at that moment (**threads**: the counts seen;
+  the fast GAE uses one thread per idle CPU, see ``trajlens.estimators._scan``);
 - ratios of best times, ``max|diff|`` (fast against the float32 loop), ns per token.
 
 Targets (exit status 1 when one fails, in either condition): at the first size the fast GAE is
@@ -136,17 +138,29 @@ def _times(call, repeats: int, device: str, warm_up: bool = True) -> list[float]
     return sorted(times)
 
 
-def _best_floor(call, device: str) -> float:
-    """Best time of ``call`` with one intra-op thread and with torch's default."""
+def _interleaved(calls: dict, repeats: int, device: str, threads) -> dict[str, list[float]]:
+    """Times of each call, taken in turn ``repeats`` times (so load hits them alike), sorted.
+
+    ``threads()`` gives the intra-op threads for the floor calls at that moment: the threads the
+    fast GAE would run on if called then, so kernel and floor are timed with the same threading.
+    """
+    times: dict[str, list[float]] = {name: [] for name in calls}
     default = torch.get_num_threads()
-    best = min(_times(call, 5, device))
-    if device == "cpu" and default > 1:
-        torch.set_num_threads(1)
-        try:
-            best = min(best, min(_times(call, 5, device)))
-        finally:
-            torch.set_num_threads(default)
-    return best
+    for call in calls.values():  # warm-up
+        call()
+    for _ in range(repeats):
+        for name, call in calls.items():
+            floor = name != "fast" and device == "cpu"
+            if floor:
+                torch.set_num_threads(threads())
+            _sync(device)
+            start = time.perf_counter()
+            call()
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+            if floor:
+                torch.set_num_threads(default)
+    return {name: sorted(values) for name, values in times.items()}
 
 
 class Row(NamedTuple):
@@ -158,25 +172,36 @@ class Row(NamedTuple):
     clone: float
     cumsum: float
     diff: float
+    threads: str
 
 
 def measure(batch: int, length: int, device: str, repeats: int, loop_repeats: int) -> Row:
     rewards, values, mask = make_batch(batch, length, device=device)
-    fast_times = _times(lambda: gae(rewards, values, mask, GAMMA, LAM), repeats, device)
+    chunks = len(_scan.rectangular_spans(batch, length))
+    used: set[int] = set()
+
+    def threads() -> int:
+        count = _scan.cpu_workers(chunks)
+        used.add(count)
+        return count
+
+    times = _interleaved(
+        {"fast": lambda: gae(rewards, values, mask, GAMMA, LAM), "clone": lambda: rewards.clone(),
+         "cumsum": lambda: torch.cumsum(rewards, 1)},
+        repeats, device, threads,
+    )
     fast = gae(rewards, values, mask, GAMMA, LAM).advantages
     loop_times = _times(lambda: gae_loop(rewards, values, mask, GAMMA, LAM), loop_repeats, device, warm_up=False)
-    slow = gae_loop(rewards, values, mask, GAMMA, LAM) if loop_repeats == 0 else None
-    if slow is None:
-        slow = gae_loop(rewards, values, mask, GAMMA, LAM) if length * batch <= 1 << 20 else None
+    slow = gae_loop(rewards, values, mask, GAMMA, LAM) if length * batch <= 1 << 20 else None
     diff = float((fast - slow).abs().max()) if slow is not None else _diff_by_rows(rewards, values, mask, fast)
     if device == "cpu":
         arrays = rewards.numpy(), values.numpy(), mask.numpy()
         lfilter_best = min(_times(lambda: gae_lfilter(*arrays, GAMMA, LAM), 3, device))
     else:
         lfilter_best = float("nan")
-    clone = _best_floor(lambda: rewards.clone(), device)
-    cumsum = _best_floor(lambda: torch.cumsum(rewards, 1), device)
-    return Row(length, loop_times[0], lfilter_best, fast_times[0], fast_times[len(fast_times) // 2], clone, cumsum, diff)
+    fast_times = times["fast"]
+    return Row(length, loop_times[0], lfilter_best, fast_times[0], fast_times[len(fast_times) // 2],
+               times["clone"][0], times["cumsum"][0], diff, "/".join(str(n) for n in sorted(used)))
 
 
 def _diff_by_rows(rewards, values, mask, fast) -> float:
@@ -259,7 +284,8 @@ def print_table(label: str, batch: int, rows: list[Row]) -> None:
     tokens = lambda r: batch * r.length  # noqa: E731
     print(f"\n{label}")
     header = (f"{'B x T':>14} {'loop s':>7} {'lfilter ms':>10} {'fast ms':>8} {'median':>7} {'x loop':>7} "
-              f"{'x lfilter':>9} {'max|diff|':>9} {'ns/token':>8} {'clone ns':>8} {'cumsum ns':>9} {'/cumsum':>7}")
+              f"{'x lfilter':>9} {'max|diff|':>9} {'ns/token':>8} {'clone ns':>8} {'cumsum ns':>9} {'/clone':>7} "
+              f"{'/cumsum':>7} {'threads':>7}")
     print(header)
     print("-" * len(header))
     for r in rows:
@@ -267,7 +293,8 @@ def print_table(label: str, batch: int, rows: list[Row]) -> None:
         print(
             f"{batch:>5} x {r.length:<7} {r.loop:>7.2f} {r.lfilter * 1e3:>10.1f} {r.fast * 1e3:>8.1f} "
             f"{r.median * 1e3:>7.1f} {r.loop / r.fast:>6.0f}x {r.lfilter / r.fast:>8.1f}x {r.diff:>9.2e} "
-            f"{ns(r.fast):>8.2f} {ns(r.clone):>8.2f} {ns(r.cumsum):>9.2f} {r.fast / r.cumsum:>6.1f}x"
+            f"{ns(r.fast):>8.2f} {ns(r.clone):>8.2f} {ns(r.cumsum):>9.2f} {r.fast / r.clone:>6.1f}x "
+            f"{r.fast / r.cumsum:>6.1f}x {r.threads:>7}"
         )
     first, last = rows[0], rows[-1]
     growth = (last.fast / first.fast) / (last.length / first.length)

@@ -155,8 +155,7 @@ def masked_reverse_scan(
         plus_values = torch.empty_like(x) if values is not None else None
         flags: Sequence[Any] = _masked_chunk(x, values, response_mask, gamma, c, scanned, plus_values)
         return MaskedScan(scanned, plus_values, *flags)
-    rows_per_chunk = max(1, CHUNK_TOKENS // max(length, 1))
-    spans = [(start, min(start + rows_per_chunk, rows_total)) for start in range(0, rows_total, rows_per_chunk)]
+    spans = rectangular_spans(rows_total, length)
     if use_compiled(x):
         return _compiled_scan(x, values, response_mask, gamma, c, spans)
     scanned = torch.empty_like(x)
@@ -250,6 +249,12 @@ def flat_masked_scan(
     return FlatScan(scanned, plus_values, any(f[0] for f in flags), any(f[1] for f in flags))
 
 
+def rectangular_spans(rows: int, length: int) -> list[tuple[int, int]]:
+    """Row ranges of about ``CHUNK_TOKENS`` tokens each for a (rows, length) batch (at least one row each)."""
+    rows_per_chunk = max(1, CHUNK_TOKENS // max(length, 1))
+    return [(start, min(start + rows_per_chunk, rows)) for start in range(0, rows, rows_per_chunk)]
+
+
 def row_spans(offsets: np.ndarray, tokens: int = CHUNK_TOKENS) -> list[tuple[int, int]]:
     """Consecutive row ranges of about ``tokens`` tokens each (at least one row each)."""
     rows = offsets.shape[0] - 1
@@ -338,6 +343,12 @@ def idle_cpus(loadavg: Path = Path("/proc/loadavg")) -> int:
     return max(1, usable_cpus() - max(0, runnable - 1))
 
 
+def cpu_workers(chunks: int) -> int:
+    """Threads a CPU call of ``chunks`` row chunks runs on if made now (1: the calling thread alone)."""
+    workers = min(worker_count(), chunks)
+    return min(workers, idle_cpus()) if workers > 1 else 1
+
+
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
@@ -353,10 +364,8 @@ def _run_single_threaded(work: Callable[[_S], _R], spans: list[_S]) -> list[_R]:
     Spans are taken from a queue, so a worker the scheduler holds back takes fewer of them; the
     threads meet only once, at the end. A single span, or a call from inside a worker, runs here.
     """
-    workers = min(worker_count(), len(spans))
-    if workers > 1 and not getattr(_WORKER, "ready", False):
-        workers = min(workers, idle_cpus())
-    if workers == 1 or getattr(_WORKER, "ready", False):
+    workers = 1 if getattr(_WORKER, "ready", False) else cpu_workers(len(spans))
+    if workers == 1:
         with _one_intra_op_thread():
             return [work(s) for s in spans]
     queue = iter(enumerate(spans))
