@@ -324,7 +324,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (B = 64, T = 8,192 and 16,384)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (torch's default if omitted)")
-    parser.add_argument("--repeats", type=int, default=15, help="fast runs per size; the best is kept")
+    parser.add_argument("--repeats", type=int, default=40,
+                        help="fast, clone and cumsum runs per size, taken in turn; the best of each is kept")
     parser.add_argument("--loop-repeats", type=int, default=2, help="loop runs at the first size (1 at the others)")
     parser.add_argument("--no-load", action="store_true", help="skip the run under added load")
     args = parser.parse_args()
