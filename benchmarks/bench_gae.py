@@ -21,9 +21,13 @@ size and condition:
 - ratios of best times, ``max|diff|`` (fast against the float32 loop), ns per token.
 
 Targets (exit status 1 when one fails, in either condition): at the first size the fast GAE is
-at least 300x the loop, at least 2x faster than the lfilter route, and within 5x of the cumsum
-floor; at every size ``max|fast - loop| <= 1e-5``; one call's peak extra memory (a fresh
-process, quiet) is at most 4x the bytes of its inputs.
+at least 300x the loop and at least 2x faster than the lfilter route (wall clock), and within 5x
+of the cumsum floor in CPU time (the best CPU time of the same interleaved calls: on a machine
+with more runnable tasks than cores, the best wall time of a 4 ms call measures how often the
+scheduler lets a call finish in one time slice, which favours the shorter floor; the wall-clock
+ratios are printed beside it); at every size ``max|fast - loop| <= 1e-5``; one call's peak extra
+memory (a fresh process, quiet) is at most 4x the bytes of its inputs. The ratio to ``clone`` is
+printed, not a target.
 
 Data: about 30% observation tokens in spans (turns of model tokens, then tool output), critic
 values ~ N(0, 0.25), a +-1 outcome reward on the last model token and a small per-token
@@ -138,13 +142,16 @@ def _times(call, repeats: int, device: str, warm_up: bool = True) -> list[float]
     return sorted(times)
 
 
-def _interleaved(calls: dict, repeats: int, device: str, threads) -> dict[str, list[float]]:
-    """Times of each call, taken in turn ``repeats`` times (so load hits them alike), sorted.
+def _interleaved(calls: dict, repeats: int, device: str, threads) -> tuple[dict, dict]:
+    """Wall and CPU times of each call, taken in turn ``repeats`` times (so load hits them alike), sorted.
 
     ``threads()`` gives the intra-op threads for the floor calls at that moment: the threads the
     fast GAE would run on if called then, so kernel and floor are timed with the same threading.
+    CPU time is the process's (every thread), so it counts the work done, not the time spent
+    waiting for a core.
     """
     times: dict[str, list[float]] = {name: [] for name in calls}
+    cpu_times: dict[str, list[float]] = {name: [] for name in calls}
     default = torch.get_num_threads()
     for call in calls.values():  # warm-up
         call()
@@ -154,13 +161,15 @@ def _interleaved(calls: dict, repeats: int, device: str, threads) -> dict[str, l
             if floor:
                 torch.set_num_threads(threads())
             _sync(device)
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             call()
             _sync(device)
             times[name].append(time.perf_counter() - start)
+            cpu_times[name].append(time.process_time() - cpu_start)
             if floor:
                 torch.set_num_threads(default)
-    return {name: sorted(values) for name, values in times.items()}
+    return ({name: sorted(values) for name, values in times.items()},
+            {name: sorted(values) for name, values in cpu_times.items()})
 
 
 class Row(NamedTuple):
@@ -173,6 +182,9 @@ class Row(NamedTuple):
     cumsum: float
     diff: float
     threads: str
+    fast_cpu: float
+    clone_cpu: float
+    cumsum_cpu: float
 
 
 def measure(batch: int, length: int, device: str, repeats: int, loop_repeats: int) -> Row:
@@ -185,7 +197,7 @@ def measure(batch: int, length: int, device: str, repeats: int, loop_repeats: in
         used.add(count)
         return count
 
-    times = _interleaved(
+    times, cpu_times = _interleaved(
         {"fast": lambda: gae(rewards, values, mask, GAMMA, LAM), "clone": lambda: rewards.clone(),
          "cumsum": lambda: torch.cumsum(rewards, 1)},
         repeats, device, threads,
@@ -201,7 +213,8 @@ def measure(batch: int, length: int, device: str, repeats: int, loop_repeats: in
         lfilter_best = float("nan")
     fast_times = times["fast"]
     return Row(length, loop_times[0], lfilter_best, fast_times[0], fast_times[len(fast_times) // 2],
-               times["clone"][0], times["cumsum"][0], diff, "/".join(str(n) for n in sorted(used)))
+               times["clone"][0], times["cumsum"][0], diff, "/".join(str(n) for n in sorted(used)),
+               cpu_times["fast"][0], cpu_times["clone"][0], cpu_times["cumsum"][0])
 
 
 def _diff_by_rows(rewards, values, mask, fast) -> float:
@@ -296,6 +309,12 @@ def print_table(label: str, batch: int, rows: list[Row]) -> None:
             f"{ns(r.fast):>8.2f} {ns(r.clone):>8.2f} {ns(r.cumsum):>9.2f} {r.fast / r.clone:>6.1f}x "
             f"{r.fast / r.cumsum:>6.1f}x {r.threads:>7}"
         )
+    print("CPU time (the process's, best of the same calls): ns per token and ratios to the floors")
+    for r in rows:
+        ns = lambda seconds: seconds / tokens(r) * 1e9  # noqa: E731
+        print(f"{batch:>5} x {r.length:<7} fast {ns(r.fast_cpu):.2f}, clone {ns(r.clone_cpu):.2f}, "
+              f"cumsum {ns(r.cumsum_cpu):.2f}: {r.fast_cpu / r.clone_cpu:.1f}x clone, "
+              f"{r.fast_cpu / r.cumsum_cpu:.1f}x cumsum")
     first, last = rows[0], rows[-1]
     growth = (last.fast / first.fast) / (last.length / first.length)
     print(f"linear growth: time x{last.fast / first.fast:.2f} for tokens x{last.length / first.length:.0f} "
@@ -313,8 +332,8 @@ def checks(label: str, batch: int, rows: list[Row], device: str) -> list[tuple[s
         result += [
             (f"{label}: fast >= {LFILTER_SPEEDUP:.0f}x the compact + lfilter + gather route at {size}",
              head.lfilter / head.fast >= LFILTER_SPEEDUP),
-            (f"{label}: fast within {FLOOR_FACTOR:.0f}x of the cumsum floor at {size}",
-             head.fast <= FLOOR_FACTOR * head.cumsum),
+            (f"{label}: fast within {FLOOR_FACTOR:.0f}x of the cumsum floor at {size} (CPU time)",
+             head.fast_cpu <= FLOOR_FACTOR * head.cumsum_cpu),
         ]
     return result
 
