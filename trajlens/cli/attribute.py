@@ -48,7 +48,8 @@ def attribute(
     """Attribute a run's behaviour drift to the estimators whose credit predicts it.
 
     Credits every tool call with the advantage of the tokens that produced it under each
-    estimator and loss aggregation, saves the store tables call_credit and class_credit, and
+    estimator and loss aggregation, saves the store tables call_credit, class_credit and the
+    summary tables the report reads (attribution_runs, attribution_drift, ...), and
     prints which behaviour grew or decayed, from when, which estimator's credit predicts it,
     and what the other estimators would have given the same calls.
 
@@ -78,4 +79,4 @@ def attribute(
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
-    typer.echo(f"saved call_credit and class_credit for {run} in {store}")
+    typer.echo(f"saved call_credit, class_credit and the attribution summary tables for {run} in {store}")
