@@ -202,3 +202,25 @@ def test_every_module_level_name_is_read_somewhere():
         counts[word] = counts.get(word, 0) + 1
     dead = {f"{_name(path)}:{name}" for path in SOURCES for name in _defined_names(_tree(path)) if counts.get(name, 0) <= 1}
     assert dead == DEAD_NAMES_TO_REMOVE
+
+
+# --- declared dependencies are used -------------------------------------------------------------------
+
+IMPORT_NAMES = {"scikit-learn": "sklearn", "pyyaml": "yaml"}
+
+
+def test_every_runtime_dependency_is_imported_by_the_package():
+    import tomllib
+
+    requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    declared = {re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower() for requirement in requirements}
+    imported = set()
+    for path in SOURCES:
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    assert "polars" in declared
+    unused = sorted(name for name in declared if IMPORT_NAMES.get(name, name) not in imported)
+    assert not unused
