@@ -54,6 +54,18 @@ def test_files_are_written_with_out_and_bound_values_with_param_or_option():
     assert not other_spellings
 
 
+def test_each_command_is_defined_in_the_module_of_its_name():
+    import typer
+
+    from trajlens.cli._app import COMMAND_MODULES, _register, app
+
+    _register()
+    commands = typer.main.get_command(app).commands
+    defined_in = {name: command.callback.__module__ for name, command in commands.items()}
+    assert {name: module for name, module in defined_in.items() if module != f"trajlens.cli.{name.replace('-', '_')}"} == {}
+    assert set(defined_in.values()) == set(COMMAND_MODULES)
+
+
 # --- no global state --------------------------------------------------------------------------------
 
 
