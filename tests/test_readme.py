@@ -41,6 +41,14 @@ NOT_RUN: dict[str, str] = {
         "logs/ is the reader's own folder of agent logs; tests/ingest/test_formats.py ingests such a mixed folder",
     "trajlens check runs/live --watch":
         "follows a training run that is still writing; tests/checks/test_check_watch.py runs --watch against a live writer",
+    "pip install 'trajlens[ray]'": "an install command",
+    "trajlens classify out/store --engine ray": "starts a local Ray cluster for the command (minutes on a shared machine); "
+                                                "tests/engine/test_ray_cluster.py runs the Ray engine on a local cluster",
+    "trajlens advantages out/store --run sao-r6 -e gae --engine ray": "as above",
+    "ray start ": "starts the nodes of a Ray cluster",
+    "trajlens attribute out/store --run causal-r6 --engine ray --ray-address ": "needs a running Ray cluster",
+    "trajlens classify s3://": "needs a Ray cluster and an object store",
+    "trajlens advantages s3://": "needs a Ray cluster and an object store",
 }
 
 # Commands the README documents as failing, with their exit status.
