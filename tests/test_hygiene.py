@@ -98,8 +98,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 @pytest.mark.parametrize(
     "notebook",
-    [pytest.param(path, marks=pytest.mark.xfail(strict=True, reason="sets the Agg backend, so its figures do not show inline"))
-     if path.name == "03_attribution.ipynb" else path for path in NOTEBOOKS],
+    NOTEBOOKS,
     ids=lambda path: path.name,
 )
 def test_notebooks_keep_the_inline_backend(notebook):
@@ -128,17 +127,9 @@ def _unbounded_caches(tree: ast.AST) -> list[str]:
     return found
 
 
-# Caches keyed by a regular expression: the shipped rules' patterns, but also those of every
-# user tool map a long-lived process (a notebook) reads, so they grow without a bound.
-UNBOUNDED_CACHES_TO_BOUND = {
-    "trajlens/classify/_syntax.py": ["rust_regex"],
-    "trajlens/classify/reference.py": ["_compiled"],
-}
-
-
 def test_module_level_caches_are_bounded():
     found = {_name(path): names for path in SOURCES if (names := _unbounded_caches(_tree(path)))}
-    assert found == UNBOUNDED_CACHES_TO_BOUND
+    assert found == {}
 
 
 def test_the_cache_scan_finds_unbounded_caches():

@@ -72,8 +72,21 @@ def test_view_writes_html_only(store, tmp_path, capsys):
     assert status == 1 and "expected a file ending in .html" in err
 
 
-@pytest.mark.xfail(strict=True, reason="attribute writes its --out with its own code, not trajlens.cli._output")
 def test_attribute_out_reads_the_extension(store, tmp_path, capsys):
     status, _, err = run_cli(capsys, "attribute", store, "--run", "tiny", "--out", tmp_path / "r.txt")
     assert status == 1 and "expected a file ending in" in err
     assert not (tmp_path / "r.txt").exists()
+    status, _, err = run_cli(capsys, "attribute", store, "--run", "tiny", "--out", tmp_path / "missing" / "r.md")
+    assert status == 1 and "does not exist" in err and not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("suffix", [".md", ".csv"])
+def test_attribute_out_writes_by_extension(store, tmp_path, capsys, suffix):
+    out = tmp_path / f"attribution{suffix}"
+    status, _, err = run_cli(capsys, "attribute", store, "--run", "tiny", "--out", out)
+    assert status == 0, err
+    if suffix == ".md":
+        assert out.read_text().startswith("#")
+    else:
+        table = pl.read_csv(out)
+        assert {"primary_class", "estimator"} <= set(table.columns) and table.height > 0

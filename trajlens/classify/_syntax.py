@@ -177,7 +177,7 @@ def python_replacement(replacement: str) -> str:
 _ASCII_SETS = {"w": "0-9A-Za-z_", "d": "0-9", "s": "\\t\\n\\x0B\\x0C\\r "}
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=4096)
 def rust_regex(pattern: str) -> str:
     """``pattern`` for Polars (Rust ``regex``), read as Python's ``re`` reads it with
     ``re.ASCII``: ``\\w``, ``\\d``, ``\\s`` and ``\\b`` (and their negations) become their ASCII

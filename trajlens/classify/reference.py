@@ -35,7 +35,7 @@ REDIRECT_RULE = "redirect-to-file"
 NO_RULE = "no-rule"
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=4096)
 def _compiled(pattern: str) -> re.Pattern[str]:
     return sx.python_regex(pattern)
 

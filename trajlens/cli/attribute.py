@@ -9,6 +9,7 @@ import typer
 
 from trajlens.cli._app import app
 from trajlens.cli._options import EngineOption, RayAddressOption
+from trajlens.cli._output import OUTPUT_FORMATS, check_output, write_output
 from trajlens.cli._progress import progress_bar
 
 
@@ -44,7 +45,9 @@ def attribute(
     k: Annotated[int, typer.Option("--k", help="Lag in steps: credit at step t against the share change to t+k.")] = 5,
     aggregation: Annotated[Optional[list[str]], typer.Option(
         "--aggregation", help="Loss aggregation modes (repeatable; default: verl's four).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the section as Markdown here.")] = None,
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="Also write the section to a .md or .html file, or the per-class summary table "
+        "(class, estimator, aggregation: credit, relative credit, superstition) to a .csv, .json or .parquet file.")] = None,
     engine: EngineOption = "local",
     ray_address: RayAddressOption = None,
 ) -> None:
@@ -66,6 +69,8 @@ def attribute(
     from trajlens.attribution import AGGREGATIONS, DriftConfig, attribution_markdown, parse_recomputations
     from trajlens.attribution import attribute as run_attribution
 
+    if out is not None:
+        check_output(out, tuple(OUTPUT_FORMATS))
     on_engine = engine != "local" or ray_address is not None
     if not on_engine:
         handle = trajlens.open(store)
@@ -93,6 +98,9 @@ def attribute(
     text = attribution_markdown(result)
     typer.echo(text)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
+        if OUTPUT_FORMATS[out.suffix.lower()].documents:
+            write_output(out, document=text)
+        else:
+            write_output(out, frame=result.class_summary)
+        typer.echo(f"wrote {out}")
     typer.echo(f"saved call_credit, class_credit and the attribution summary tables for {run} in {store}")
