@@ -63,7 +63,11 @@ def build(work: Path, steps: int, batch: int, tokens: int, calls: int) -> tuple[
 
     store = work / f"store-{steps}x{batch}x{tokens}"
     marker = store / ".bench-complete"
-    if not marker.exists():
+    if not marker.exists() or marker.read_text() != _schema_mark():
+        if store.exists():
+            import shutil
+
+            shutil.rmtree(store)  # written under another schema
         run_dir = work / f"run-{steps}x{batch}x{tokens}"
         started = time.perf_counter()
         if not run_dir.exists():
@@ -73,9 +77,18 @@ def build(work: Path, steps: int, batch: int, tokens: int, calls: int) -> tuple[
         started = time.perf_counter()
         trajlens.ingest([run_dir], store)
         print(f"generated the run in {generated:.0f} s, ingested it in {time.perf_counter() - started:.0f} s")
-        marker.write_text("ok\n")
+        marker.write_text(_schema_mark())
     run_id = trajlens.open(store).run_ids()[0]
     return store, run_id
+
+
+def _schema_mark() -> str:
+    """What a kept store was written under: the store schema, so a changed schema rebuilds it."""
+    import hashlib
+
+    from trajlens.schema import SCHEMAS
+
+    return hashlib.sha256("".join(f"{n}{s}" for n, s in SCHEMAS.items()).encode()).hexdigest()[:16] + "\n"
 
 
 def _peak_rss() -> int:
@@ -166,14 +179,14 @@ def degenerate(work: Path, steps: int) -> int:
     for count in (max(1, steps // 4), steps):
         store = work / f"degenerate-{count}"
         marker = store / ".bench-complete"
-        if not marker.exists():
+        if not marker.exists() or marker.read_text() != _schema_mark():
             if store.exists():
                 import shutil
 
                 shutil.rmtree(store)
             started = time.perf_counter()
             degenerate_store(store, count)
-            marker.write_text("ok\n")
+            marker.write_text(_schema_mark())
             print(f"wrote {count:,} steps in {time.perf_counter() - started:.0f} s")
         code = ("import json, resource, subprocess, sys, time; t = time.perf_counter(); "
                 "d = subprocess.run([sys.executable, '-m', 'trajlens', 'report', sys.argv[1], '--out', sys.argv[2]], "

@@ -27,6 +27,8 @@ BATCH_TOKENS = 4_000_000
 single step larger than that is read alone."""
 BATCH_STEPS = 2_048
 """Steps read together at most (bounds the batch when the trajectories carry no token counts)."""
+ARROW_READS_UP_TO = 16
+"""Files of a batch up to which Arrow reads them one by one (rather than one Polars scan)."""
 LIST_ALL_ABOVE = 64
 """Steps above which the run's partitions are listed once rather than step by step."""
 STEP_PREFIX = "step="
@@ -78,7 +80,8 @@ def scan_run_table(store: Any, run_id: str, table: str) -> pl.LazyFrame:
     paths = [path for step_files in files.values() for path in step_files]
     if not paths:
         return pl.LazyFrame(schema=_schema(table))
-    return pl.scan_parquet(paths, glob=False, hive_partitioning=False, schema=_schema(table))
+    return pl.scan_parquet(paths, glob=False, hive_partitioning=False, schema=_schema(table),
+                           missing_columns="insert")
 
 
 def _listed_steps(store: Any, run_id: str, table: str, steps: Sequence[int]) -> dict[int, list[str]] | None:
@@ -109,9 +112,29 @@ def read_partitions(store: Any, run_id: str, table: str, steps: Sequence[int], c
         paths = [path for step in steps for path in files.get(step, ())]
         if not paths:
             return pl.DataFrame(schema=schema).select(wanted)
-        return pl.scan_parquet(paths, glob=False, hive_partitioning=False, schema=schema).select(wanted).collect()
+        return (pl.scan_parquet(paths, glob=False, hive_partitioning=False, schema=schema, missing_columns="insert")
+                .select(wanted).collect())
     return (getattr(store, table).filter((pl.col("run_id") == run_id) & pl.col("step").is_in(list(steps)))
             .select(wanted).collect())
+
+
+def read_arrow_partitions(store: Any, run_id: str, table: str, steps: Sequence[int], columns: Sequence[str],
+                          files: dict[int, list[str]] | None | bool = True) -> pa.Table:
+    """:func:`read_partitions` as an Arrow table. A few files (large steps) are read by Arrow
+    itself, which decodes list columns faster; many (tiny steps) in one Polars scan, which
+    opens a file faster."""
+    import pyarrow.parquet as pq
+
+    listed = _listed_steps(store, run_id, table, steps) if files is True else files
+    paths = [path for step in steps for path in listed.get(step, ())] if isinstance(listed, dict) else None
+    if paths is None or len(paths) > ARROW_READS_UP_TO or not paths:
+        return read_partitions(store, run_id, table, steps, columns, listed).rechunk().to_arrow()
+    parts = []
+    for path in paths:
+        parquet = pq.ParquetFile(path)
+        names = parquet.schema_arrow.names
+        parts.append(parquet.read(columns=[c for c in columns if c in names]))
+    return pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
 
 
 def train_trajectories(store: Any, run_id: str, steps: Sequence[int] | None = None) -> pl.DataFrame:
@@ -179,7 +202,7 @@ def step_batches(store: Any, run_id: str, trajectories: pl.DataFrame, token_colu
         tokens = None
         if token_columns is not None:
             columns = ["run_id", *(c for c in token_columns if c != "run_id")]
-            tokens = read_partitions(store, run_id, "tokens", steps, columns, files).rechunk().to_arrow()
+            tokens = read_arrow_partitions(store, run_id, "tokens", steps, columns, files)
         return StepBatch(steps, part, tokens)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlens-read") as reader:

@@ -499,11 +499,15 @@ def _token_facts(tokens: pa.Table) -> pl.DataFrame:
     from trajlens.estimators._arrays import flat_list
 
     mask = flat_list(tokens.column("response_mask"), np.bool_, False)
-    total = np.concatenate([[0], np.cumsum(mask.values, dtype=np.int64)])
+    lengths = mask.lengths
+    model = np.zeros(lengths.size, dtype=bool)
+    filled = np.flatnonzero(lengths > 0)
+    if filled.size:
+        model[filled] = np.logical_or.reduceat(mask.values, mask.offsets[filled])
     columns = {
         "trajectory_id": pl.Series(tokens.column("trajectory_id").combine_chunks()).cast(pl.String),
-        "model": (total[mask.offsets[1:]] - total[mask.offsets[:-1]]) > 0,
-        "length": mask.lengths,
+        "model": model,
+        "length": lengths,
     }
     for name in ("values", "log_probs"):
         if name in tokens.column_names:
