@@ -13,10 +13,10 @@ import pytest
 
 from built_runs import built_run, degenerate_store, write_store
 
-SMALL, LARGE = 300, 1_200
-GROWTH_BOUND_MB = 100
+SMALL, LARGE = 250, 1_000
+GROWTH_BOUND_MB = 80
 """Most the report's peak RSS may grow from SMALL to LARGE steps. A report whose memory grew
-by 150 KB a step (the 18 GB that 100,000 steps once took) would add about 135 MB."""
+by 150 KB a step (the 18 GB that 100,000 steps once took) would add about 110 MB."""
 TIME_RATIO_BOUND = 6.0
 """Most the report's time may grow from SMALL to LARGE steps (4x the steps: linear gives at
 most 4x, as the fixed start-up cost is shared; per step squared would give up to 16x)."""

@@ -395,8 +395,8 @@ def _advantage_findings(diagnostics: pl.DataFrame, sign_streaks) -> list[str]:
         part = part.sort("step")
         streaks = sign_streaks(part["step"].to_list(), part["all_negative"].to_list(), part["all_positive"].to_list())
         if streaks.negative_streaks or streaks.positive_streaks:
-            negative = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in streaks.negative_streaks) or "none"
-            positive = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in streaks.positive_streaks) or "none"
+            negative = _streak_text(streaks.negative_streaks)
+            positive = _streak_text(streaks.positive_streaks)
             findings.append(f"{estimator}: all-negative batches at steps {negative}; all-positive at {positive}")
         std = part["std"]
         if std.len() > 4 and std.max() > 3 * std.median():
@@ -404,6 +404,16 @@ def _advantage_findings(diagnostics: pl.DataFrame, sign_streaks) -> list[str]:
             findings.append(f"{estimator}: advantage std peaks at {peak['std']:.2f} at step {peak['step']} "
                             f"(median {std.median():.2f})")
     return findings
+
+
+MAX_LISTED_STREAKS = 20
+"""Streaks of all-negative (or all-positive) batches a finding lists before counting the rest."""
+
+
+def _streak_text(streaks: tuple[tuple[int, int], ...]) -> str:
+    listed = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in streaks[:MAX_LISTED_STREAKS]) or "none"
+    more = len(streaks) - MAX_LISTED_STREAKS
+    return listed + (f" and {more:,} more streaks" if more > 0 else "")
 
 
 def _advantage_markdown(diagnostics: pl.DataFrame, choices: list[EstimatorChoice]) -> str:
