@@ -8,9 +8,9 @@ every estimator the run's data allows, plus an index ``README.md`` of findings.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any, Callable, NamedTuple
 
 import polars as pl

@@ -170,7 +170,6 @@ def class_shares_by_step(measures: pl.DataFrame, title: str, alarms: Sequence[Al
         _no_data(axis, title + ": one step, see the per-trajectory shares")
         return chart
     bins = _step_bins(per_step["step"])
-    label = "step {}"
     if bins is not None:
         # calls pooled over each bin of consecutive steps, drawn at the bin's mean step
         per_step = per_step.with_columns(bins).group_by("__bin", maintain_order=True).agg(
