@@ -22,9 +22,10 @@ import pyarrow as pa
 
 from trajlens.errors import ConfigError
 
-BATCH_TOKENS = 4_000_000
+BATCH_TOKENS = 1_000_000
 """Tokens (model and observation, as the trajectories count them) read together at most; a
-single step larger than that is read alone."""
+single step larger than that is read alone (its arrays then come as one chunk each, used in
+place without a copy)."""
 BATCH_STEPS = 2_048
 """Steps read together at most (bounds the batch when the trajectories carry no token counts)."""
 ARROW_READS_UP_TO = 16

@@ -127,9 +127,11 @@ class RawGAE(NamedTuple):
     offsets: np.ndarray
 
 
-def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0, lam: float = 1.0) -> RawGAE:
+def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0, lam: float = 1.0,
+            mask: Any = None) -> RawGAE:
     """Unwhitened GAE of one step, flat: advantages, returns, mask and row offsets (tokens of
-    the trajectories in ``trajectories`` order)."""
+    the trajectories in ``trajectories`` order). ``mask``: the caller's ``flat_list`` of
+    ``tokens``'s response mask, used when no row needs reordering."""
     from trajlens.estimators import _validate as check
     from trajlens.estimators._arrays import flat_list
     from trajlens.estimators._compiled import last_model_token
@@ -138,9 +140,11 @@ def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0,
     fn = "recompute"
     gamma = check.unit_interval(fn, "gamma", gamma)
     lam = check.unit_interval(fn, "lam", lam)
-    tokens = _aligned(fn, trajectories, tokens)
+    aligned = _aligned(fn, trajectories, tokens)
+    if mask is None or aligned is not tokens:
+        mask = flat_list(aligned.column("response_mask"), np.bool_, False)
+    tokens = aligned
     ids = trajectories["trajectory_id"]
-    mask = flat_list(tokens.column("response_mask"), np.bool_, False)
     lengths = mask.lengths
     offsets = mask.offsets
     if "values" not in tokens.column_names or tokens.column("values").null_count:
@@ -411,6 +415,7 @@ def advantage_pass(
     """
     from trajlens.estimators import _validate as check
     from trajlens.estimators import recompute
+    from trajlens.estimators._arrays import flat_list
     from trajlens.report._partitions import step_batches, step_bounds, train_trajectories
     from trajlens.report.advantages import DIAGNOSTIC_COLUMNS, diagnostics_of
     from trajlens.store.layout import step_dir
@@ -432,8 +437,10 @@ def advantage_pass(
 
     for batch in step_batches(store, run_id, trajectories, columns):
         frame, tokens = batch.trajectories, batch.tokens
+        mask = None
         if tokens is not None:
-            facts.append(_token_facts(tokens))
+            mask = flat_list(tokens.column("response_mask"), np.bool_, False)
+            facts.append(_token_facts(tokens, mask))
         starts, stops = step_bounds(frame["step"].to_numpy())
         step_values = frame["step"].to_numpy()[starts]
         tokens_frame: pl.DataFrame | None = None
@@ -445,7 +452,7 @@ def advantage_pass(
                 if _uses_flat_gae(choice):
                     gamma, lam, whiten = _gae_options(choice)
                     if (gamma, lam) not in shared:
-                        raw = raw_gae(frame, tokens, gamma=gamma, lam=lam)
+                        raw = raw_gae(frame, tokens, gamma=gamma, lam=lam, mask=mask)
                         shared[(gamma, lam)] = raw, [
                             step_moments(raw.advantages[raw.offsets[a]:raw.offsets[b]], raw.mask[raw.offsets[a]:raw.offsets[b]])
                             for a, b in zip(starts, stops)]
@@ -493,12 +500,9 @@ def advantage_pass(
                          int(counts[2] or 0))
 
 
-def _token_facts(tokens: pa.Table) -> pl.DataFrame:
-    """Per token row: its id, whether its response mask holds a model token, its length, and
-    whether it carries ``values`` and ``log_probs`` (read from the Arrow buffers)."""
-    from trajlens.estimators._arrays import flat_list
-
-    mask = flat_list(tokens.column("response_mask"), np.bool_, False)
+def _token_facts(tokens: pa.Table, mask: Any) -> pl.DataFrame:
+    """Per token row: its id, whether its response ``mask`` (``flat_list`` of the column) holds
+    a model token, its length, and whether it carries ``values`` and ``log_probs``."""
     lengths = mask.lengths
     model = np.zeros(lengths.size, dtype=bool)
     filled = np.flatnonzero(lengths > 0)
