@@ -97,3 +97,18 @@ def test_measure_tables_in_the_docs_match_the_declarations():
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "checks.md").read_text()
     assert render_markdown().strip() in doc, "regenerate the tables in docs/checks.md from render_markdown()"
+
+
+def test_the_estimator_labels_are_the_registry_s_report_variants():
+    from trajlens.checks.measures import ADVANTAGE_LABELS, LABELS, parse_measure
+    from trajlens.estimators.registry import ESTIMATOR_REGISTRY, InReport
+    from trajlens.report.job import ESTIMATOR_CHOICES
+
+    expected = [(variant.label, spec.name, dict(variant.options)) for spec in ESTIMATOR_REGISTRY.values()
+                if spec.report is not InReport.NEVER for variant in spec.variants()]
+    assert [(label.label, label.estimator, label.options) for label in ADVANTAGE_LABELS] == expected
+    assert [(c.label, c.estimator, c.options) for c in ESTIMATOR_CHOICES] == expected  # the report's too
+    for label in LABELS:
+        assert parse_measure(f"advantage:{label}:std").parameter == f"{label}:std"
+    for spec in ESTIMATOR_REGISTRY.values():  # every estimator the report knows is checkable
+        assert spec.report is InReport.NEVER or any(label.estimator == spec.name for label in ADVANTAGE_LABELS)

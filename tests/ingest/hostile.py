@@ -350,5 +350,43 @@ def log_content_cases() -> list[Case]:
     return cases
 
 
+def _event_file(values: list[tuple[int, str, float]]) -> bytes:
+    """A TensorBoard event file holding ``(step, tag, value)`` scalars, as tensorboard's own
+    ``EventFileWriter`` writes it."""
+    import tempfile
+
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    with tempfile.TemporaryDirectory() as folder:
+        writer = EventFileWriter(folder)
+        for step, tag, value in values:
+            summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
+            writer.add_event(event_pb2.Event(step=step, wall_time=1.0, summary=summary))
+        writer.close()
+        return next(Path(folder).iterdir()).read_bytes()
+
+
+def tensorboard_cases() -> list[Case]:
+    try:
+        valid = _event_file([(1, "train/loss", 0.5), (2, "train/loss", 0.25), (3, "train/loss", 0.125)])
+        nan = _event_file([(1, "train/loss", 0.5), (2, "train/loss", float("nan"))])
+    except ImportError:  # the tensorboard extra is not installed
+        return []
+    name = "events.out.tfevents.1700000000.host.1.0"
+    return [
+        Case("tensorboard: a valid event file", _writer(name, valid)),
+        Case("tensorboard: an empty event file", _writer(name, b"")),
+        Case("tensorboard: cut inside the last record's data", _writer(name, valid[:-5]), must_fail=True, field="data"),
+        Case("tensorboard: cut inside a length", _writer(name, valid[:-len(valid) // 3 * 2][:-1]), must_fail=True),
+        Case("tensorboard: text, not TFRecords", _writer(name, b"step,loss\n1,0.5\n2,0.25\n"), must_fail=True,
+             field="crc"),
+        Case("tensorboard: a flipped byte", _writer(name, valid[:60] + bytes([valid[60] ^ 0xFF]) + valid[61:]),
+             must_fail=True, field="crc"),
+        Case("tensorboard: a NaN scalar", _writer(name, nan), must_fail=True, field="train/loss"),
+    ]
+
+
 def corpus() -> list[Case]:
-    return [*wrong_type_cases(), *nesting_and_size_cases(), *csv_cases(), *jsonl_step_cases(), *log_content_cases()]
+    return [*wrong_type_cases(), *nesting_and_size_cases(), *csv_cases(), *jsonl_step_cases(), *log_content_cases(),
+            *tensorboard_cases()]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 import shutil
 import subprocess
 import sys
@@ -112,14 +111,19 @@ def test_a_file_of_no_known_format_says_so(tmp_path):
         formats.plan(path)
 
 
-def test_a_verl_experiment_folder_is_one_run_with_validation_and_metrics(tmp_path):
+def test_a_verl_experiment_folder_is_one_run_with_validation_and_metrics(tmp_path, monkeypatch):
+    sys.path.insert(0, str(Path(__file__).parent))
+    from verl_file_logger import FileLogger
+
     dump = DATA / "verl" / "grpo-sandbox"
     experiment = tmp_path / "exp"
     shutil.copytree(dump, experiment / "rollout_data", ignore=shutil.ignore_patterns("val"))
     shutil.copytree(dump / "val", experiment / "val_generations")
-    (experiment / "metrics.jsonl").write_text(
-        "".join(json.dumps({"step": s, "data": {"critic/vf_explained_var": 0.5, "actor/lr": 1e-6}}) + "\n"
-                for s in (1, 2)))
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(experiment / "metrics.jsonl"))  # verl's file backend
+    logger = FileLogger("proj", "exp")
+    for step in (1, 2):
+        logger.log({"critic/vf_explained_var": 0.5, "actor/lr": 1e-6}, step)
+    logger.finish()
     planned = [(s.format.name, len(s.paths), s.run_id) for s in formats.plan(experiment)]
     assert planned == [("verl", 2, "exp"), ("metrics", 1, None)]
     result = trajlens.ingest([experiment], tmp_path / "store")

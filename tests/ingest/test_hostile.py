@@ -22,7 +22,6 @@ from trajlens.errors import InputError  # noqa: E402
 from trajlens.ingest import limits as limits_module  # noqa: E402
 from trajlens.ingest import load  # noqa: E402
 from trajlens.ingest.formats import plan  # noqa: E402
-from trajlens.ingest.metrics import load_metrics  # noqa: E402
 
 CASES = corpus()
 CASE_SECONDS = 20.0
@@ -38,7 +37,7 @@ def _ingest_in_memory(path: Path):
     loaded = []
     for source in plan(path):
         if source.format.kind == "metrics":
-            loaded.append(load_metrics(source.paths[0], run_id="r"))
+            loaded.append(source.format.load(source.paths, run_id="r"))
         else:
             loaded.append(load(source.paths[0]))
     return loaded

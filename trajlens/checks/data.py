@@ -58,10 +58,12 @@ class Needs:
 
     sources: frozenset[str]
     labels: tuple[str, ...]
+    logged: tuple[str, ...] = ()
+    """Candidates the logged advantages are compared with (``logged_advantage_diff:<candidate>``)."""
 
     @staticmethod
     def of(checks: Iterable[Check]) -> "Needs":
-        sources, labels = set(), []
+        sources, labels, logged = set(), [], []
         for check in checks:
             name = m.parse_measure(check.measure)
             sources.add(name.family.source)
@@ -69,7 +71,9 @@ class Needs:
                 label = name.parameter.split(":")[0]
                 if label not in labels:
                     labels.append(label)
-        return Needs(frozenset(sources), tuple(labels))
+            if name.family.source == "logged_advantages" and name.parameter not in logged:
+                logged.append(name.parameter)
+        return Needs(frozenset(sources), tuple(labels), tuple(logged))
 
 
 class RunState:
@@ -83,6 +87,9 @@ class RunState:
         self.seen: set[str] = set()
         """Tables that have had rows: what the run can provide."""
         self.advantage_problems: dict[str, str] = {}
+        self.notes: dict[str, str] = {}
+        """What a measure's computation says beside its values (the logged advantages' verdict)."""
+        self.measure_problems: dict[str, str] = {}
         run = m.run_label(info.history.current)
         self.run_label = run
         wanted = [label for label in needs.labels if label != m.RUN_LABEL]
@@ -114,6 +121,15 @@ class RunState:
             for problem in problems:
                 label, _, reason = problem.partition(": ")
                 self.advantage_problems.setdefault(label, reason)
+        if "logged_advantages" in sources and batch.trajectories.height:
+            for candidate in self.needs.logged:
+                fit = m.logged_advantage_stats(batch.trajectories, batch.tokens, candidate, self.info.history.current)
+                measure = f"logged_advantage_diff:{candidate}"
+                parts.append(fit.stats)
+                if fit.note:
+                    self.notes[measure] = fit.note
+                if fit.problem:
+                    self.measure_problems.setdefault(measure, fit.problem)
         parts = [p for p in parts if p.height]
         if parts:
             self.stats = pl.concat([self.stats, *parts]).sort("measure", "step")
@@ -144,6 +160,10 @@ class RunState:
             if "trajectories" not in self.seen:
                 return "the run has no trajectories"
             return f"cannot recompute {label}: {self.advantage_problems.get(label, 'no value in any step')}"
+        if source == "logged_advantages":
+            if "trajectories" not in self.seen:
+                return "the run has no trajectories"
+            return self.measure_problems.get(measure, "the run logged no advantages")
         if source == "learning_rates":
             rate = name.parameter
             return f"the run logs no {rate} with a configured LR to compare" if rate != "*" else \
@@ -185,12 +205,14 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, S
         run = load_verl([path], run_id=run_id)
         batch = StepBatch(*(pl.from_arrow(run.table(name)) for name in BATCH_TABLES))
         return RunInfo(run.run_id, str(path), _history(run.runs.column("config")[0].as_py(), path)), batch
-    if kind == "metrics":
-        from trajlens.ingest.metrics import load_metrics
+    from trajlens.ingest.formats import by_name
+
+    metrics_format = by_name(kind) if kind != "mixed" else None
+    if metrics_format is not None and metrics_format.kind == "metrics" and metrics_format.load is not None:
         from trajlens.store.writer import slug
 
         rid = run_id or slug(path.stem)
-        table = load_metrics(path, run_id=rid).table
+        table = metrics_format.load([path], run_id=rid).table
         return RunInfo(rid, str(path), _history(None, path.parent)), StepBatch(step_metrics=pl.from_arrow(table))
     if path.is_dir() and any(is_run_dir(child) for child in path.iterdir()):
         from trajlens.store.layout import is_run_dir as run_dir
@@ -198,7 +220,8 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, S
         names = sorted(p.name for p in path.iterdir() if run_dir(p))
         raise InputError(str(path), f"check one of its runs, e.g. {path / names[0]}", expected="one run",
                          found=f"a folder of {len(names)} runs")
-    raise InputError(str(path), expected="a store, a run directory, verl dumps or a metrics JSONL/CSV file",
+    raise InputError(str(path), expected="a store, a run directory, verl dumps, a metrics JSONL/CSV file or "
+                     "TensorBoard event files",
                      found=f"a {kind} source; ingest it first with `trajlens ingest`")
 
 

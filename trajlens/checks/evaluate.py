@@ -112,8 +112,10 @@ def evaluate_check(check: Check, state: RunState) -> CheckResult:
         return CheckResult(check, "skip", reason="; ".join(dict.fromkeys(skipped)))
     fired = any(outcome.fired_steps for outcome in outcomes)
     status = ("fail" if check.severity == "error" else "warn") if fired else "pass"
-    note = f"not evaluated: {'; '.join(dict.fromkeys(skipped))}" if skipped else ""
-    return CheckResult(check, status, tuple(outcomes), note)
+    notes = [state.notes[measure] for measure in concrete if measure in state.notes]
+    if skipped:
+        notes.append(f"not evaluated: {'; '.join(dict.fromkeys(skipped))}")
+    return CheckResult(check, status, tuple(outcomes), "; ".join(notes))
 
 
 def evaluate_checks(checks: Sequence[Check], state: RunState) -> list[CheckResult]:

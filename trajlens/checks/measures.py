@@ -31,6 +31,8 @@ import polars as pl
 
 from trajlens.classify.measures import MEASURES as TRAJECTORY_MEASURES
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
+from trajlens.estimators.identify import CANDIDATES as IDENTIFY_CANDIDATES
+from trajlens.estimators.identify import MATCH_TOLERANCE
 # Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step: the same
 # table the report's scalar findings read.
 from trajlens.report.scalars import LEARNING_RATES
@@ -52,7 +54,7 @@ class MeasureFamily:
     """What the measure is, per step."""
     source: str
     """What the run must provide: 'tool_calls', 'trajectories', 'channels', 'advantages',
-    'step_metrics', 'learning_rates' or 'critic_clip'."""
+    'logged_advantages', 'step_metrics', 'learning_rates' or 'critic_clip'."""
     proportion: bool
     """Whether the value is a proportion (Wilson interval) rather than a mean (normal interval)."""
     parameter: str = ""
@@ -86,20 +88,32 @@ class AdvantageLabel:
     doc: str = ""
 
 
-ADVANTAGE_LABELS: tuple[AdvantageLabel, ...] = (
-    AdvantageLabel("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}, "GAE (gamma 1, lambda 1), not whitened"),
-    AdvantageLabel("gae_whitened", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": True}, "GAE, masked whitening over the batch"),
-    AdvantageLabel("grpo", "grpo", {}, "group z-score of the reward"),
-    AdvantageLabel("dr_grpo", "dr_grpo", {}, "group mean removed, no std"),
-    AdvantageLabel("grpo_batch_std", "grpo_batch_std", {}, "group mean removed, batch std"),
-    AdvantageLabel("rloo", "rloo", {}, "leave-one-out baseline"),
-    AdvantageLabel("sum_then_normalize", "sum_then_normalize", {}, "channels summed, then group z-score"),
-    AdvantageLabel("gdpo_verl", "gdpo_verl", {}, "per-channel z-score, summed, whitened over tokens"),
-    AdvantageLabel("gdpo_trl", "gdpo_trl", {}, "per-channel z-score, summed, batch z-score"),
-)
-"""Estimator labels for ``advantage:<label>:<stat>``; ``run`` means the run's own (see :func:`run_label`)."""
+def _labels_from_registry() -> tuple[AdvantageLabel, ...]:
+    """One label per report variant of the estimator registry (the labels the report uses too)."""
+    from trajlens.estimators.registry import ESTIMATOR_REGISTRY, InReport
+
+    labels = []
+    for spec in ESTIMATOR_REGISTRY.values():
+        if spec.report is InReport.NEVER:
+            continue
+        for variant in spec.variants():
+            options = ", ".join(f"{k}={v}" for k, v in variant.options.items())
+            doc = spec.summary + (f" ({options})" if options and len(spec.variants()) > 1 else "")
+            labels.append(AdvantageLabel(variant.label, spec.name, dict(variant.options), doc))
+    return tuple(labels)
+
+
+ADVANTAGE_LABELS: tuple[AdvantageLabel, ...] = _labels_from_registry()
+"""Estimator labels for ``advantage:<label>:<stat>``, read from the estimator registry's report
+variants (:mod:`trajlens.estimators.registry`); ``run`` means the run's own (see :func:`run_label`)."""
 LABELS: dict[str, AdvantageLabel] = {label.label: label for label in ADVANTAGE_LABELS}
 RUN_LABEL = "run"
+
+
+AUTO_CANDIDATE = "auto"
+LOGGED_ADVANTAGE_CHOICES: tuple[str, ...] = (AUTO_CANDIDATE, *(c.label for c in IDENTIFY_CANDIDATES))
+"""What ``logged_advantage_diff:`` compares against: ``auto`` or one candidate of
+:data:`trajlens.estimators.identify.CANDIDATES` (the convention a check declares)."""
 
 
 CRITIC_GRAD_NORM = "critic/grad_norm"
@@ -134,6 +148,11 @@ MEASURE_FAMILIES: tuple[MeasureFamily, ...] = (
                   "any warm-up.", "learning_rates", False, "metric", tuple(r.metric for r in LEARNING_RATES), True),
     MeasureFamily("critic_clip_ratio", "critic/grad_norm / the critic's grad clip: how many times each update "
                   "was shrunk.", "critic_clip", False),
+    MeasureFamily("logged_advantage_diff", "Largest |logged - recomputed| advantage of the step, relative to "
+                  "max(1, max |logged|), under a candidate of trajlens.estimators.identify: `auto` (the "
+                  "candidates the run's config declares, else every one; the closest is taken) or a candidate's "
+                  "label (trl_grpo_group, trl_grpo_batch, verl_grpo, ...).", "logged_advantages", False,
+                  "candidate", LOGGED_ADVANTAGE_CHOICES),
 )
 FAMILIES: dict[str, MeasureFamily] = {family.prefix: family for family in MEASURE_FAMILIES}
 
@@ -178,7 +197,8 @@ def parse_measure(name: str) -> MeasureName:
 
 
 ONE_VALUE_PER_STEP: frozenset[str] = frozenset(
-    {"channel_std", "channel_collinearity", "advantage", "metric", "lr_ratio", "critic_clip_ratio"})
+    {"channel_std", "channel_collinearity", "advantage", "metric", "lr_ratio", "critic_clip_ratio",
+     "logged_advantage_diff"})
 """Families with a single value per step: no interval unless steps are pooled (window > 1)."""
 
 
@@ -408,6 +428,69 @@ def _max_sigma(recomputed: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.Data
         values = recomputed.select("step", pl.col("advantage").cast(pl.Float64).alias("value"))
     return values.group_by("step").agg(
         ((pl.col("value") - pl.col("value").mean()).abs().max() / pl.col("value").std()).alias("max_sigma"))
+
+
+@dataclass(frozen=True)
+class LoggedAdvantageFit:
+    """``logged_advantage_diff:<candidate>`` of a batch of steps, and what to say about it."""
+
+    stats: pl.DataFrame
+    note: str = ""
+    """The verdict: the candidate compared, where it departs, and (when it departs) the closest
+    candidate of all."""
+    problem: str = ""
+    """Why the comparison could not be made (no logged advantages, nothing recomputable)."""
+
+
+def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, candidate: str,
+                           config: dict) -> LoggedAdvantageFit:
+    """Per step, the largest |logged - recomputed| advantage under ``candidate``, relative to
+    max(1, max |logged|) as :func:`trajlens.estimators.identify_advantages` measures a match.
+
+    ``candidate`` is a label of :data:`~trajlens.estimators.identify.CANDIDATES`, or ``auto``:
+    the candidates whose estimator the run's config declares
+    (:func:`~trajlens.estimators.registry.declared_estimators`), or every candidate when it
+    declares none; the closest is compared.
+    """
+    from trajlens.estimators._errors import EstimatorInputError
+    from trajlens.estimators.identify import identify_advantages
+    from trajlens.estimators.registry import declared_estimators
+
+    measure = f"logged_advantage_diff:{candidate}"
+    train = trajectories.filter(pl.col("split") == "train")
+    if train.is_empty():
+        return LoggedAdvantageFit(empty_stats(), problem="the run has no training trajectories")
+    tokens = None if tokens is None or tokens.is_empty() else tokens
+    if candidate == AUTO_CANDIDATE:
+        declared = declared_estimators(config)
+        chosen = tuple(c for c in IDENTIFY_CANDIDATES if c.estimator in declared) or IDENTIFY_CANDIDATES
+    else:
+        chosen = tuple(c for c in IDENTIFY_CANDIDATES if c.label == candidate)
+    try:
+        found = identify_advantages(train, tokens, config=config, candidates=chosen)
+    except EstimatorInputError as error:
+        return LoggedAdvantageFit(empty_stats(), problem=str(error).removeprefix("identify_advantages: "))
+    scale = found.tolerance / MATCH_TOLERANCE  # max(1, max |logged|)
+    values = found.steps.select("step", pl.lit(measure).alias("measure"), (pl.col("max_abs_diff") / scale).alias("value"))
+    note = found.verdict if found.matched else f"{found.verdict}; {_closest_of_all(train, tokens, config, chosen)}"
+    return LoggedAdvantageFit(scalar_stats(values), note)
+
+
+def _closest_of_all(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, config: dict,
+                    tried: tuple[Any, ...]) -> str:
+    """What the logged advantages match when the compared candidates do not."""
+    from trajlens.estimators._errors import EstimatorInputError
+    from trajlens.estimators.identify import identify_advantages
+
+    if len(tried) == len(IDENTIFY_CANDIDATES):
+        return "no other candidate comes closer"
+    try:
+        found = identify_advantages(trajectories, tokens, config=config)
+    except EstimatorInputError:
+        return "no other candidate could be recomputed"
+    if found.matched:
+        return f"they match {found.best.candidate.label} instead: {found.verdict}"
+    return f"closest of all candidates: {found.best.candidate.label} ({found.best.max_abs_diff:.1e})"
 
 
 def parse_config(text: str | None) -> dict:

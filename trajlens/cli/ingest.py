@@ -13,7 +13,7 @@ from trajlens.cli._progress import progress_bar
 
 @app.command()
 def ingest(
-    sources: Annotated[list[Path], typer.Argument(help="Log files or folders: Parquet run folders, verl dumps, agent logs, metrics JSONL/CSV.")],
+    sources: Annotated[list[Path], typer.Argument(help="Log files or folders: Parquet run folders, verl dumps, agent logs, metrics JSONL/CSV, TensorBoard event files.")],
     store: Annotated[Path, typer.Option("--store", "-s", help="Store directory to write (created if missing; never inside an input).")],
     lenient: Annotated[bool, typer.Option("--lenient", help="Skip bad records and list them, instead of stopping at the first.")] = False,
     run: Annotated[Optional[str], typer.Option("--run", "-r", help="Run id for a single source (default: from its name).")] = None,

@@ -129,6 +129,8 @@ class Identification:
     departures: pl.DataFrame = field(default_factory=pl.DataFrame)
     """Per (step, group_id) of the closest candidate, where it departs by more than the tolerance,
     largest first: ``step``, ``group_id``, ``max_abs_diff``, ``n``."""
+    steps: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """Per step of the closest candidate, in step order: ``step``, ``max_abs_diff``, ``n``."""
 
     @property
     def verdict(self) -> str:
@@ -199,10 +201,10 @@ def identify_advantages(
         raise EstimatorInputError(f"identify_advantages: no candidate could be recomputed on this run ({reasons})")
     matched = best.max_abs_diff <= tolerance * scale
     equivalent = tuple(f for f in ranked[1:] if matched and f.max_abs_diff <= tolerance * scale)
-    departures = pl.DataFrame()
-    if not matched:
-        departures = _departures(logged, _recompute(trajectories, tokens, best.candidate), unit, tolerance * scale)
-    return Identification(best, ranked, matched, tolerance * scale, unit, equivalent, departures)
+    paired = _paired(logged, _recompute(trajectories, tokens, best.candidate), unit)
+    departures = pl.DataFrame() if matched else _departures(paired, tolerance * scale)
+    steps = paired.group_by("step").agg(pl.col("diff").max().alias("max_abs_diff"), pl.len().alias("n")).sort("step")
+    return Identification(best, ranked, matched, tolerance * scale, unit, equivalent, departures, steps)
 
 
 def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[pl.DataFrame, str]:
@@ -268,9 +270,9 @@ def _fit(candidate: Candidate, logged: pl.DataFrame, recomputed: pl.DataFrame, u
                         int(worst["step"]), str(worst["group_id"]), str(worst["trajectory_id"]))
 
 
-def _departures(logged: pl.DataFrame, recomputed: pl.DataFrame, unit: str, tolerance: float) -> pl.DataFrame:
+def _departures(paired: pl.DataFrame, tolerance: float) -> pl.DataFrame:
     return (
-        _paired(logged, recomputed, unit)
+        paired
         .group_by("step", "group_id")
         .agg(pl.col("diff").max().alias("max_abs_diff"), pl.len().alias("n"))
         .filter(pl.col("max_abs_diff") > tolerance)

@@ -10,6 +10,7 @@ loose files).
 ``parquet``               a run directory in the canonical layout (a folder of them: each)
 ``verl``                  verl rollout dumps (``<step>.jsonl``)
 ``metrics``               training scalars exported as JSONL or CSV
+``tensorboard``           TensorBoard event files (``events.out.tfevents.*``)
 agent formats             mini-swe-agent v1/v2, SWE-agent, OpenHands V0/V1, OpenAI chat
 ========================  ==========================================================
 
@@ -90,7 +91,7 @@ def ingest(
 ) -> IngestResult:
     """Write every source into ``store`` as a run; on any error, the store is unchanged.
 
-    Training-scalar files (JSONL/CSV) join the run loaded from the other sources of the
+    Training-scalar files (JSONL/CSV, TensorBoard event files) join the run loaded from the other sources of the
     same call when there is exactly one; otherwise they form a run of their own. ``limits``
     bound what one log may make the loaders do (see :mod:`trajlens.ingest.limits`). A run id
     the store holds for a different source is refused unless ``replace``.
@@ -114,7 +115,8 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
     planned = [source for path in paths for source in plan(path)]
     result = IngestResult(store=Path(store))
     tick = progress or (lambda _: None)
-    metric_files = [path for source in planned if source.format.kind == "metrics" for path in source.paths]
+    metric_sources = [source for source in planned if source.format.kind == "metrics"]
+    metric_files = [path for source in metric_sources for path in source.paths]
     others = [source for source in planned if source.format.kind != "metrics"]
     if run_id is not None and len(others) > 1:
         raise InputError("ingest", field="run_id", expected="a single run source with --run",
@@ -134,7 +136,7 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
                 target = run_id or parquet.run_id_of(owner.paths[0])
             else:
                 target = loaded[0].run_id
-            tables = _load_metrics(metric_files, target, strict, result, tick)
+            tables = _load_metrics(metric_sources, target, strict, result, tick)
             if owner is None:
                 loaded.append(_metrics_only_run(target, metric_files, tables))
             elif owner.format.kind != "parquet":
@@ -157,15 +159,14 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
     return result
 
 
-def _load_metrics(files: list[Path], run_id: str, strict: bool, result: IngestResult, tick: Progress):
-    from trajlens.ingest import metrics
-
+def _load_metrics(sources: "list[Source]", run_id: str, strict: bool, result: IngestResult, tick: Progress):
     tables = []
-    for path in files:
-        loaded = metrics.load_metrics(path, run_id=run_id, strict=strict)
+    for source in sources:
+        assert source.format.load is not None  # every metrics format has a loader
+        loaded = source.format.load(source.paths, run_id=run_id, strict=strict)
         tables.append(loaded.table)
         result.problems.extend(loaded.problems)
-        tick(str(path))
+        tick(", ".join(str(path) for path in source.paths))
     return tables
 
 

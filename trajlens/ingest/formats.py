@@ -23,13 +23,10 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._probe import Probe
-
-if TYPE_CHECKING:
-    from trajlens.model import RunData
 
 
 # Only files with these suffixes are probed while surveying a folder; everything else (YAML
@@ -44,9 +41,10 @@ class Format:
     name: str
     detect: Callable[[Probe], bool]
     """Whether a path is in this format, from the path and the two ends of a file."""
-    load: Callable[..., "RunData"] | None
-    """``load(paths, *, run_id=None, strict=True)``; ``None`` for sources the store copies as they
-    are (Parquet run directories) or joins to another run (training scalars)."""
+    load: Callable[..., Any] | None
+    """``load(paths, *, run_id=None, strict=True) -> RunData`` for logs; for training scalars
+    ``load(paths, *, run_id, strict=True) -> MetricsLoad`` (their rows join another run);
+    ``None`` for sources the store copies as they are (Parquet run directories)."""
     kind: str = "log"
     """``log`` (loaded into a run), ``parquet`` (copied, streaming) or ``metrics`` (step scalars)."""
     folder: bool = False
@@ -64,7 +62,7 @@ class Source(NamedTuple):
 
 
 def _registry() -> tuple[Format, ...]:
-    from trajlens.ingest import atropos, metrics, swe_agent_dataset, trl, verl
+    from trajlens.ingest import atropos, metrics, swe_agent_dataset, tensorboard, trl, verl
     from trajlens.ingest.agents import (
         mini_swe_agent_v1,
         mini_swe_agent_v2,
@@ -79,7 +77,9 @@ def _registry() -> tuple[Format, ...]:
         Format("parquet", lambda probe: is_run_dir(probe.path), None, kind="parquet", folder=True),
         Format("trl", trl.detect, trl.load_trl, folder=True),
         Format("verl", verl.detect, verl.load_verl, folder=True),
-        Format("metrics", metrics.detect, None, kind="metrics", surveyed=False),
+        Format("metrics", metrics.detect, metrics.load_metric_files, kind="metrics", surveyed=False),
+        Format("tensorboard", tensorboard.detect, tensorboard.load_tensorboard, kind="metrics", folder=True,
+               surveyed=False),
         Format("atropos", atropos.detect, atropos.load_atropos),
         Format("swe-agent-dataset", swe_agent_dataset.detect, swe_agent_dataset.load_swe_agent_dataset),
         Format("mini-swe-agent-v1", mini_swe_agent_v1.detect, mini_swe_agent_v1.load_mini_swe_agent_v1),
@@ -191,10 +191,18 @@ def _plan_folder(directory: Path) -> list[Source]:
 
 
 def _metrics_beside(directory: Path) -> list[Source]:
-    """Training-scalar files directly in ``directory``: they join its one run."""
-    metrics = by_name("metrics")
-    return [Source(metrics, [child]) for child in _children(directory)
-            if child.is_file() and metrics.detect(Probe(child))]
+    """Training scalars in ``directory``: files of a metrics format directly in it, and folders a
+    metrics format takes whole (TensorBoard's ``runs/``). They join its one run."""
+    formats = [fmt for fmt in registry() if fmt.kind == "metrics"]
+    sources: list[Source] = []
+    for child in _children(directory):
+        is_dir = child.is_dir() and not child.is_symlink()
+        if not is_dir and not child.is_file():
+            continue
+        fmt = next((f for f in formats if (f.folder or not is_dir) and f.detect(Probe(child))), None)
+        if fmt is not None:
+            sources.append(Source(fmt, [child]))
+    return sources
 
 
 def survey(directory: Path) -> list[tuple[Path, Format]]:
@@ -203,7 +211,7 @@ def survey(directory: Path) -> list[tuple[Path, Format]]:
     found: list[tuple[Path, Format]] = []
     for child in _children(directory):
         if child.is_dir():
-            fmt = detect(child)
+            fmt = detect(child, surveyed_only=True)
             if fmt is not None and fmt.folder:
                 found.append((child, fmt))
             elif not child.is_symlink():

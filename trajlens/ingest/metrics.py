@@ -24,8 +24,15 @@ name. Reading rules:
 
 Two trainer files are read by the same rules:
 
-* verl's ``file`` tracking backend writes one ``{"step": N, "data": {<metric>: <value>}}`` per
-  line; ``data`` is read as the record's metrics.
+* verl's ``file`` tracking backend (``FileLogger`` in ``verl/utils/tracking.py``,
+  verl-project/verl@047621b2583780b8ebda21126e75f5bf48dea7b9) writes one
+  ``orjson.dumps({"step": step, "data": data})`` per ``Tracking.log(data, step)`` call: compact
+  JSON, ``step`` the trainer's ``global_steps`` (an integer; 0 for the validation before
+  training), ``data`` the flat metrics dict (``actor/pg_loss``, ``critic/vf_explained_var``,
+  ``val-core/...``), NaN and infinities written as ``null`` (so skipped as missing). The file
+  is ``$VERL_FILE_LOGGER_PATH``, else ``${VERL_FILE_LOGGER_ROOT:-.}/<project_name>/
+  <experiment_name>.jsonl``, opened with ``"wb"``: a resumed run starts it afresh. A line
+  whose keys are exactly ``step`` and ``data`` is read as ``data``'s metrics at ``step``.
 * TRL's (``transformers.Trainer``'s) ``trainer_state.json`` keeps every logged dict in
   ``log_history``, each with its ``step``. Entries of the same step (a training log and an
   evaluation log) are merged, the later value of a repeated key (``epoch``) winning.
@@ -46,7 +53,7 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import polars as pl
 import pyarrow as pa
@@ -143,6 +150,14 @@ def load_metrics(path: Path | str, *, run_id: str, strict: bool = True) -> Metri
         table, problems = _to_table(reading.values), reading.problems
     table = table.with_columns(pl.lit(run_id).alias("run_id")).select("run_id", "step", "name", "value")
     return MetricsLoad(conform(table.to_arrow(), "step_metrics", str(path)), problems)
+
+
+def load_metric_files(paths: "Sequence[Path | str] | Path | str", *, run_id: str, strict: bool = True) -> MetricsLoad:
+    """:func:`load_metrics` of each file, as one table (the format registry's ``load``)."""
+    given = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    loads = [load_metrics(path, run_id=run_id, strict=strict) for path in given]
+    return MetricsLoad(pa.concat_tables([load.table for load in loads]),
+                       [problem for load in loads for problem in load.problems])
 
 
 # --- the reference reader --------------------------------------------------------------------
@@ -327,6 +342,12 @@ def _fast_jsonl(path: Path) -> pl.DataFrame | None:
         frame = pl.read_ndjson(path, infer_schema_length=None)
     except Exception:  # polars raises several error types for malformed input
         return None
+    if set(frame.columns) == {"step", "data"} and isinstance(frame.schema["data"], pl.Struct):
+        if frame["data"].null_count():
+            return None  # a line whose data is not an object: the reference reader names it
+        frame = frame.select("step", pl.col("data").struct.unnest())  # verl's file logger
+        if "step" in frame.columns[1:] or len(set(frame.columns)) != len(frame.columns):
+            return None
     metrics = []
     for name, dtype in frame.schema.items():
         if name.startswith("_") or dtype == pl.Null:

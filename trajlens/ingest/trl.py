@@ -28,7 +28,11 @@ Mapping:
 * tool calls and turns: read from the completion text like verl's dumps (Hermes
   ``<tool_call>`` blocks, :mod:`trajlens.ingest._chat_template`).
 * step metrics: ``trainer_state.json`` of the output folder, else of its latest
-  ``checkpoint-*`` (see :mod:`trajlens.ingest.metrics`).
+  ``checkpoint-*`` (see :mod:`trajlens.ingest.metrics`), and the TensorBoard event files of
+  ``runs/`` (``report_to="tensorboard"``; :mod:`trajlens.ingest.tensorboard`), whose tags
+  carry transformers' ``train/`` and ``eval/`` prefixes (``train/loss`` beside the state's
+  ``loss``). Without the ``tensorboard`` package the event files are left unread and the
+  run's problems say so, unless they are the folder's only scalars (then it is an error).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from trajlens.errors import InputError
+from trajlens.errors import InputError, Problem
 from trajlens.ingest._chat_template import parse_response
 from trajlens.ingest._fields import Fields
 from trajlens.ingest._probe import Probe
@@ -52,6 +56,9 @@ TABLE_NAME = re.compile(r"completions_(\d+)\.parquet")
 STANDARD_COLUMNS: frozenset[str] = frozenset({"step", "prompt", "completion", "advantage", "mode", "image", "images"})
 """Columns TRL writes itself; every other numeric column is a reward function's."""
 TASK_ID_DIGITS = 12
+TENSORBOARD_DIR = "runs"
+"""Where ``TrainingArguments.logging_dir`` puts TensorBoard's event files by default
+(``{output_dir}/runs/<date>_<host>/``)."""
 
 
 def detect(target: Probe | Path | str) -> bool:
@@ -64,7 +71,6 @@ def detect(target: Probe | Path | str) -> bool:
 
 def load_trl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None, strict: bool = True) -> RunData:
     """Load TRL completions tables (an output folder, its ``completions/``, or table files) as one run."""
-    from trajlens.ingest import metrics
     from trajlens.store.writer import slug
 
     roots = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
@@ -86,14 +92,36 @@ def load_trl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = N
                 raise
             builder.skip(error)
     run = builder.build()
-    state = _trainer_state(output_dir) if all(root.is_dir() for root in roots) else None
-    if state is not None:
-        import pyarrow as pa
+    if all(root.is_dir() for root in roots):
+        _add_metrics(run, output_dir, strict)
+    return run
 
+
+def _add_metrics(run: RunData, output_dir: Path, strict: bool) -> None:
+    """The output folder's scalars: ``trainer_state.json`` and TensorBoard's ``runs/``."""
+    import pyarrow as pa
+
+    from trajlens.errors import MissingDependencyError
+    from trajlens.ingest import metrics, tensorboard
+
+    state = _trainer_state(output_dir)
+    if state is not None:
         loaded = metrics.load_metrics(state, run_id=run.run_id, strict=strict)
         run.step_metrics = pa.concat_tables([run.step_metrics, loaded.table])
         run.problems.extend(loaded.problems)
-    return run
+    events = tensorboard.event_files(output_dir / TENSORBOARD_DIR) if (output_dir / TENSORBOARD_DIR).is_dir() else []
+    if not events:
+        return
+    try:
+        scalars = tensorboard.load_tensorboard(events, run_id=run.run_id, strict=strict)
+    except MissingDependencyError as error:
+        if state is None:
+            raise
+        # trainer_state.json holds the same logged dicts; say what was left unread
+        run.problems.append(Problem(str(output_dir / TENSORBOARD_DIR), None, None, f"not read: {error}"))
+        return
+    run.step_metrics = pa.concat_tables([run.step_metrics, scalars.table])
+    run.problems.extend(scalars.problems)
 
 
 def _load_table(path: Path, builder: RunBuilder, strict: bool) -> None:

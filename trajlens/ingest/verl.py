@@ -91,7 +91,9 @@ def detect(target: Probe | Path | str) -> bool:
     """True when ``path`` is a verl dump file, or a directory holding ``<step>.jsonl`` dumps."""
     path = Probe.of(target).path
     if path.is_dir():
-        files = _dump_files(path)
+        # Dumps lie directly in the folder verl writes them to; a folder whose only dumps are in
+        # a validation sub-folder is an experiment folder (rollouts and validation side by side).
+        files = sorted(path.glob("*.jsonl"), key=_file_order)
         return bool(files) and _looks_like_dump(files[0])
     return path.is_file() and path.suffix == ".jsonl" and _looks_like_dump(path)
 
