@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         row = reference_rows.row(index, named=True)
         print(f"  differs at row {index}: vectorised {compared[index]}, reference {reference[index]}: "
               f"{row['tool_name']} {row['command']!r:.120}")
+    print()
+    print(f"{'FAIL' if mismatches else 'PASS'}  labels identical to the per-row reference on {scope}")
+    print(f"{'PASS' if speedup >= TARGET_SPEEDUP else 'FAIL'}  vectorised >= {TARGET_SPEEDUP:.0f}x the per-row reference")
     if mismatches:
         return 1
     return 0 if speedup >= TARGET_SPEEDUP else 2

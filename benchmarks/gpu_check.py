@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_check.py            # tests, then the benchmark
     python benchmarks/gpu_check.py --tests    # tests only
+    python benchmarks/gpu_check.py --dry-run  # no GPU needed: the same tests and a small benchmark on CPU
 
 Runs on a machine with torch (CUDA build) and, for the fused kernel, Triton; it needs nothing
 else of trajlens's dependencies (no polars, DuckDB or pyarrow): the estimator modules are loaded
@@ -17,6 +18,11 @@ Benchmark, float32, gamma 1, lambda 0.95, ~30% observation tokens, B x T from 64
 ns per token, and a ``clone`` of one input as the memory floor; verl's loop on the same GPU at
 64 x 32,768. Targets: the fused kernel within 20x of the clone at 64 x 131,072 and above, and
 parity as above. Exit status 1 when a test or target fails.
+
+``--dry-run`` checks the script itself where there is no GPU (CI does, in
+``tests/benchmarks/test_gpu_check.py``): the estimators load the same way, the parity tests run
+on CPU tensors (the compiled CPU kernel instead of the fused one, whose check is left out), and
+the benchmark table is printed at small sizes, without targets.
 """
 
 from __future__ import annotations
@@ -75,14 +81,15 @@ def make_batch(batch: int, length: int, seed: int = 0, device: str = "cuda"):
     return rewards.to(device), values.to(device), mask.to(device)
 
 
-def run_tests(gae, scan) -> list[tuple[str, bool]]:
+def run_tests(gae, scan, device: str = "cuda") -> list[tuple[str, bool]]:
     from trajlens.estimators import _triton
     from trajlens.estimators.gae import discounted_returns
 
     results = []
     for batch, length in ((3, 1), (4, 100), (5, 2047), (3, 2049), (2, 10_000)):
-        rewards, values, mask = make_batch(batch, length, seed=batch * length)
-        mask[0, -3:] = False  # a row ending in observation tokens
+        rewards, values, mask = make_batch(batch, length, seed=batch * length, device=device)
+        if length > 3:
+            mask[0, -3:] = False  # a row ending in observation tokens
         exact, exact_returns = gae_loop(rewards.double(), values.double(), mask, 1.0, 0.95)
         fast = gae(rewards, values, mask, 1.0, 0.95)
         error = max(float((fast.advantages.double() - exact).abs().max()),
@@ -95,7 +102,7 @@ def run_tests(gae, scan) -> list[tuple[str, bool]]:
         exact_g, _ = gae_loop(rewards.double(), torch.zeros_like(values).double(), mask, 0.99, 1.0)
         error_g = float((returns.double() - exact_g).abs().max())
         results.append((f"float32 returns {batch} x {length} within 1e-5 ({error_g:.1e})", error_g <= 1e-5))
-    rewards, values, mask = make_batch(3, 50)
+    rewards, values, mask = make_batch(3, 50, device=device)
     mask[1] = False
     try:
         gae(rewards, values, mask, 1.0, 1.0)
@@ -103,33 +110,44 @@ def run_tests(gae, scan) -> list[tuple[str, bool]]:
     except ValueError:
         refused = True
     results.append(("a row without model tokens is refused", refused))
+    if device != "cuda":
+        return results
     fused = _triton.AVAILABLE and not scan._TRITON_FAILED
     detail = "Triton missing" if not _triton.AVAILABLE else (scan._TRITON_FAILED[0] if scan._TRITON_FAILED else "fused")
     results.append((f"the fused Triton kernel ran ({detail})", fused))
     return results
 
 
+def _synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def best_time(call, repeats: int = 20) -> float:
     call()
-    torch.cuda.synchronize()
+    _synchronize()
     times = []
     for _ in range(repeats):
-        torch.cuda.synchronize()
+        _synchronize()
         start = time.perf_counter()
         call()
-        torch.cuda.synchronize()
+        _synchronize()
         times.append(time.perf_counter() - start)
     return min(times)
 
 
-def run_benchmark(gae, scan) -> list[tuple[str, bool]]:
+SIZES = ((64, 8192), (64, 32768), (64, 131072), (256, 131072))
+DRY_RUN_SIZES = ((4, 4096), (4, 131072))
+
+
+def run_benchmark(gae, scan, device: str = "cuda", sizes=SIZES, loop_size=(64, 32768)) -> list[tuple[str, bool]]:
     import os
 
     results = []
     print(f"\n{'B x T':>15} {'fused ms':>9} {'ns/token':>9} {'torch ms':>9} {'clone ms':>9} {'x clone':>8} "
           f"{'fused vs torch':>15}")
-    for batch, length in ((64, 8192), (64, 32768), (64, 131072), (256, 131072)):
-        rewards, values, mask = make_batch(batch, length)
+    for batch, length in sizes:
+        rewards, values, mask = make_batch(batch, length, device=device)
         fused = best_time(lambda: gae(rewards, values, mask, 1.0, 0.95))
         os.environ["TRAJLENS_SCAN_KERNEL"] = "torch"
         try:
@@ -140,25 +158,35 @@ def run_benchmark(gae, scan) -> list[tuple[str, bool]]:
         tokens = batch * length
         print(f"{batch:>6} x {length:<7} {fused * 1e3:>9.3f} {fused / tokens * 1e9:>9.3f} {plain * 1e3:>9.3f} "
               f"{clone * 1e3:>9.3f} {fused / clone:>7.1f}x {plain / fused:>14.1f}x")
-        if length >= 131072:
+        if length >= 131072 and device == "cuda":
             results.append((f"fused within {CLONE_FACTOR:.0f}x of a clone at {batch} x {length} "
                             f"({fused / clone:.1f}x)", fused <= CLONE_FACTOR * clone))
         del rewards, values, mask
-        torch.cuda.empty_cache()
-    rewards, values, mask = make_batch(64, 32768)
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    rewards, values, mask = make_batch(*loop_size, device=device)
     start = time.perf_counter()
     gae_loop(rewards, values, mask, 1.0, 0.95)
-    torch.cuda.synchronize()
+    _synchronize()
     loop = time.perf_counter() - start
     fused = best_time(lambda: gae(rewards, values, mask, 1.0, 0.95))
-    print(f"verl's loop on this GPU at 64 x 32768: {loop:.2f} s; fused {loop / fused:,.0f}x faster")
+    print(f"verl's loop on {device} at {loop_size[0]} x {loop_size[1]}: {loop:.2f} s; fused {loop / fused:,.0f}x faster")
     return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", action="store_true", help="the tests only, no benchmark")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="no GPU needed: the tests on CPU tensors and the benchmark at small sizes, no targets")
     args = parser.parse_args()
+    if args.dry_run:
+        gae, scan = load_estimators()
+        print(f"torch {torch.__version__}, dry run on CPU")
+        results = run_tests(gae, scan, device="cpu")
+        if not args.tests:
+            results += run_benchmark(gae, scan, device="cpu", sizes=DRY_RUN_SIZES, loop_size=(4, 2048))
+        return _report(results)
     if not torch.cuda.is_available():
         print("no CUDA device: GPU check skipped")
         return 0
@@ -167,6 +195,10 @@ def main() -> int:
     results = run_tests(gae, scan)
     if not args.tests:
         results += run_benchmark(gae, scan)
+    return _report(results)
+
+
+def _report(results: list[tuple[str, bool]]) -> int:
     print()
     for text, ok in results:
         print(f"{'PASS' if ok else 'FAIL'}  {text}")

@@ -77,3 +77,24 @@ def test_span_sums_match_a_loop_on_random_steps():
             window = slice(offsets[b] + start, offsets[b] + ends[j])
             assert sums[j] == pytest.approx(values[window][mask[window]].sum())
             assert counts[j] == mask[window].sum()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_span_sums_equal_the_prefix_sums(seed):
+    from trajlens.attribution import _kernels
+    from trajlens.attribution._spans import masked_prefix, span_bounds
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 50, 9)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    values = rng.normal(size=offsets[-1]).astype(np.float32)
+    mask = rng.random(offsets[-1]) < 0.6
+    calls_per = rng.integers(0, 6, 9)
+    call_trajectory = np.repeat(np.arange(9), calls_per)
+    ends = np.concatenate([np.sort(rng.integers(0, n + 1, c)) for n, c in zip(lengths, calls_per)]).astype(np.int64)
+    bounds = span_bounds(offsets, call_trajectory, credited_spans(call_trajectory, ends))
+    span, rows, largest = _kernels.span_and_row_sums(values, mask, offsets, call_trajectory, bounds.low, bounds.high)
+    prefix = masked_prefix(values, mask)
+    np.testing.assert_allclose(span, prefix[bounds.high] - prefix[bounds.low], atol=1e-9)
+    np.testing.assert_allclose(rows, prefix[offsets[1:]] - prefix[offsets[:-1]], atol=1e-9)
+    assert largest == values[mask].max()

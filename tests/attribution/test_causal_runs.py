@@ -123,9 +123,32 @@ def test_cli_attribute_and_its_errors(store, tmp_path):
 def test_a_token_level_estimator_from_the_registry_credits_calls_by_their_tokens(store):
     from trajlens.attribution import Recomputation
 
-    found = attribute(store, "causal-r6", (Recomputation("rpp", "reinforce_plus_plus", {}, "tokens"),), write=False)
+    found = attribute(store, "causal-r6", (Recomputation("rpp", "reinforce_plus_plus", {}),), write=False)
     credit = found.class_credit.filter(pl.col("estimator") == "rpp")
     assert credit.height > 0
     # Token arrays were used: no call fell back to its trajectory's advantage.
     assert found.fallback_calls == 0
     assert credit["fallback_share"].max() == 0.0
+
+
+def test_the_saved_attribution_reads_back_whole_and_the_report_does_not_recompute(store, r6, monkeypatch):
+    from polars.testing import assert_frame_equal
+
+    import trajlens.attribution.api as api
+    from trajlens.attribution.report import run_section
+    from trajlens.attribution.saved import load_attribution
+
+    saved = load_attribution(store, "causal-r6")
+    for name in ("class_credit", "class_summary", "length_bias", "step_flags", "drift"):
+        assert_frame_equal(getattr(saved, name), getattr(r6, name))
+    assert saved.findings == r6.findings and saved.flags == r6.flags and saved.own == r6.own
+    assert [r.label for r in saved.recomputations] == ["gae_raw", "gae_whitened"]
+    assert saved.call_credit.select(pl.len()).collect().item() == r6.call_credit.select(pl.len()).collect().item()
+
+    def no_recomputation(*args, **kwargs):
+        raise AssertionError("the report recomputed the attribution")
+
+    monkeypatch.setattr(api, "attribute", no_recomputation)
+    monkeypatch.setattr(api, "step_call_credit", no_recomputation)
+    assert run_section(store, "causal-r6") == attribution_html(r6)
+    assert load_attribution(store, "causal-grpo-length") is None

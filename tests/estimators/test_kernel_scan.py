@@ -60,6 +60,7 @@ def test_many_chunks_on_many_workers_give_the_same_result(kernel, monkeypatch):
     whole = gae(rewards, values, mask, 1.0, 0.9)
     monkeypatch.setattr(_scan, "CHUNK_TOKENS", 600)  # two rows a chunk: 19 chunks
     monkeypatch.setattr(_scan, "worker_count", lambda: 3)
+    monkeypatch.setattr(_scan, "idle_cpus", lambda: 3)
     chunked = gae(rewards, values, mask, 1.0, 0.9)
     # the compiled loop is row by row, so bit-identical; the blocked scan's padding follows the chunk
     tolerance = {"rtol": 0, "atol": 0} if kernel == "compiled" else {"rtol": 1e-12, "atol": 1e-12}
@@ -137,3 +138,55 @@ def test_moments_match_advantage_stats():
     got = model_token_stats(step_moments(values, mask), whitened=False)
     for name in ("count", "mean", "std", "skew", "kurtosis", "bimodality", "positive_share", "all_negative"):
         assert getattr(got, name) == pytest.approx(getattr(expected, name), rel=1e-9, abs=1e-12), name
+
+
+@pytest.mark.parametrize(("gamma", "lam"), [(1.0, 1.0), (0.0, 1.0), (1.0, 0.0), (0.0, 0.0)])
+@pytest.mark.parametrize("position", [0, 17, 38, 39])
+def test_a_non_finite_reward_anywhere_in_a_row_is_named_whatever_the_discount(kernel, gamma, lam, position):
+    # the compiled kernel finds it at the row's first token: every earlier advantage must be non-finite
+    rewards, values, mask = batch(3, 40, seed=4)
+    mask[1, position] = True
+    rewards[1, position] = float("inf")
+    with pytest.raises(EstimatorInputError, match="token_rewards"):
+        gae(rewards, values, mask, gamma, lam)
+    with pytest.raises(EstimatorInputError, match="token_rewards"):
+        discounted_returns(rewards, mask, gamma)
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 64, 65])
+def test_two_tokens_a_step_equals_the_loop_on_every_mask_pattern(kernel, length):
+    # every pair of (model, observation) neighbours, odd and even row lengths, in float64
+    rewards, values, mask = batch(8, length, seed=length, observed=0.5)
+    for lam in (0.95, 1.0):
+        result = gae(rewards, values, mask, 0.99, lam)
+        expected_advantages, expected_returns = gae_loop(rewards, values, mask, 0.99, lam)
+        assert_close(result.advantages, expected_advantages, rtol=1e-12, atol=1e-12)
+        assert_close(result.returns, expected_returns, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("runnable", "expected"), [(1, 4), (2, 3), (4, 1), (9, 1)])
+def test_workers_are_the_cpus_other_tasks_leave_idle(tmp_path, monkeypatch, runnable, expected):
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(f"0.50 0.40 0.30 {runnable}/512 4242\n")
+    monkeypatch.setattr(_scan, "usable_cpus", lambda: 4)
+    assert _scan.idle_cpus(loadavg) == expected
+    assert _scan.idle_cpus(tmp_path / "missing") == 4  # not Linux: every usable CPU
+
+
+def test_a_busy_machine_runs_the_chunks_in_the_calling_thread(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(_scan, "worker_count", lambda: 4)
+    threads = set()
+
+    def work(span):
+        threads.add(threading.current_thread().name)
+        return span
+
+    monkeypatch.setattr(_scan, "idle_cpus", lambda: 1)
+    assert _scan._run_single_threaded(work, list(range(8))) == list(range(8))
+    assert threads == {threading.current_thread().name}
+    threads.clear()
+    monkeypatch.setattr(_scan, "idle_cpus", lambda: 4)
+    assert _scan._run_single_threaded(work, list(range(64))) == list(range(64))
+    assert threads and all(name.startswith("trajlens-scan") for name in threads)

@@ -225,6 +225,9 @@ def test_reingest_keeps_analyses_when_unchanged_and_drops_them_when_changed(tmp_
     assert store.sql("SELECT count(*) AS n FROM trajectories")["n"].to_list() == [7]
     with pytest.raises(QueryError, match="table call_classes does not exist yet .*`trajlens classify STORE` creates it"):
         store.sql("SELECT * FROM call_classes")
+    for table in ("call_credit", "attribution_drift"):
+        with pytest.raises(QueryError, match=f"table {table} does not exist yet .*`trajlens attribute STORE --run RUN`"):
+            store.sql(f"SELECT * FROM {table}")
 
 
 def test_run_config_must_be_a_json_object(tmp_path, tiny_run_dir):

@@ -32,6 +32,30 @@ def credited_spans(call_trajectory: np.ndarray, token_end: np.ndarray) -> CallSp
     return CallSpans(start, np.maximum(token_end, start))
 
 
+class SpanBounds(NamedTuple):
+    """Flat positions of each call's span and of each trajectory, for reading prefix sums."""
+
+    low: np.ndarray
+    """(C,) flat index of the span's first token."""
+    high: np.ndarray
+    """(C,) flat index one past the span's last token."""
+
+
+def span_bounds(trajectory_offsets: np.ndarray, call_trajectory: np.ndarray, spans: CallSpans) -> SpanBounds:
+    """Flat bounds of each span, clipped to its trajectory."""
+    base = trajectory_offsets[call_trajectory]
+    length = trajectory_offsets[call_trajectory + 1] - base
+    return SpanBounds(base + np.clip(spans.start, 0, length), base + np.clip(spans.end, 0, length))
+
+
+def masked_prefix(values: np.ndarray, model_mask: np.ndarray) -> np.ndarray:
+    """(N + 1,) float64 prefix sums of ``values`` over model tokens (0 elsewhere)."""
+    prefix = np.empty(values.size + 1, dtype=np.float64)
+    prefix[0] = 0.0
+    np.cumsum(np.where(model_mask, values, 0), dtype=np.float64, out=prefix[1:])
+    return prefix
+
+
 def span_sums(
     values: np.ndarray,
     model_mask: np.ndarray,
@@ -45,11 +69,7 @@ def span_sums(
     occupying ``[trajectory_offsets[b], trajectory_offsets[b + 1])``; spans are clipped to
     the trajectory. Uses prefix sums: O(tokens + calls), no loop.
     """
-    masked = np.where(model_mask, values, 0.0).astype(np.float64)
-    prefix = np.concatenate([[0.0], np.cumsum(masked)])
-    counts = np.concatenate([[0], np.cumsum(model_mask.astype(np.int64))])
-    base = trajectory_offsets[call_trajectory]
-    length = trajectory_offsets[call_trajectory + 1] - base
-    lo = base + np.clip(spans.start, 0, length)
-    hi = base + np.clip(spans.end, 0, length)
-    return prefix[hi] - prefix[lo], counts[hi] - counts[lo]
+    bounds = span_bounds(trajectory_offsets, call_trajectory, spans)
+    prefix = masked_prefix(values, model_mask)
+    counts = masked_prefix(np.ones(model_mask.size), model_mask)
+    return prefix[bounds.high] - prefix[bounds.low], (counts[bounds.high] - counts[bounds.low]).astype(np.int64)

@@ -12,10 +12,11 @@ store (views that SQL can join to ``call_classes``) when ``write=True``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import polars as pl
@@ -28,6 +29,7 @@ from trajlens.attribution.measures import channel_measures, class_summary, lengt
 from trajlens.attribution.recomputations import (
     AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, Recomputation, RunEstimator, own_recomputation,
 )
+from trajlens.estimators.registry import RunFacts
 from trajlens.errors import ConfigError
 
 CALL_CREDIT_COLUMNS: dict[str, pl.DataType] = {
@@ -40,10 +42,13 @@ mean advantage over the call's credited tokens, ``push`` the sum over them of lo
 advantage, ``tokens`` their number, ``token_start``/``token_end`` the credited span (null under
 the fallback), ``fallback`` whether the trajectory's advantage was spread over its calls by turn."""
 
+CALL_CREDIT_SCHEMA: pa.Schema = pa.schema([
+    (field.name, pa.string() if pa.types.is_large_string(field.type) else field.type)
+    for field in pl.DataFrame(schema=CALL_CREDIT_COLUMNS).to_arrow().schema])
+"""``call_credit`` as Arrow writes it (the columns above)."""
+
 CALLS_PER_BLOCK = 20_000
 """Tool calls classified together (a block of steps); bounds memory, amortises the classifier."""
-_CLASS_SUMS = ("calls", "push_sum", "up", "push_sum_scaled", "push_sumsq_scaled", "fallback", "step_mean",
-               "step_mean_scaled", "step_calls")
 
 CLASS_CREDIT_COLUMNS: tuple[str, ...] = (
     "run_id", "step", "stage", "stage_index", "primary_class", "estimator", "aggregation", "calls", "step_calls",
@@ -91,6 +96,7 @@ def attribute(
     drift: DriftConfig = DriftConfig(),
     stages: Any = "quartiles",
     write: bool = True,
+    steps: Sequence[int] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> AttributionResult:
     """Attribute the behaviour drift of ``run_id`` to the estimators that credited it.
@@ -105,6 +111,8 @@ def attribute(
         stages: stages for ``class_summary`` and the drift test (see
             :func:`trajlens.classify.assign_stages`).
         write: save ``call_credit`` and ``class_credit`` into the store.
+        steps: attribute these steps only (default: every training step of the run).
+        progress: called with a short message after each step.
     """
     from trajlens.classify import assign_stages
     from trajlens.estimators import AGGREGATION_MODES
@@ -116,18 +124,21 @@ def attribute(
     runs = store.runs.filter(pl.col("run_id") == run_id).collect()
     trajectories = (store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train"))
                     .collect().sort("step", "trajectory_id"))
+    if steps is not None:
+        trajectories = trajectories.filter(pl.col("step").is_in(list(steps)))
     if trajectories.height == 0:
         raise ConfigError([f"run {run_id!r} has no training trajectories to attribute"])
-    facts = _data_facts(store, run_id, trajectories)
-    wanted = tuple(recomputations) if recomputations is not None else RECOMPUTATIONS
+    facts, token_rows = _run_facts(store, run_id, trajectories, runs["config"][0])
+    wanted = tuple(recomputations) if recomputations is not None else tuple(
+        r for r in RECOMPUTATIONS if _compared_by_default(r, facts))
     own = own_recomputation(runs["estimator"][0], runs["config"][0], wanted)
     notes: list[str] = []
     usable = []
     for rec in wanted:
-        reason = _unavailable(rec, facts)
-        if reason:
+        missing = rec.missing(facts)
+        if missing:
             if recomputations is not None or rec.label == own.label:
-                notes.append(f"{rec.label}: not computed ({reason})")
+                notes.append(f"{rec.label}: not computed (needs {', '.join(missing)})")
             continue
         usable.append(rec)
     if not usable:
@@ -142,7 +153,16 @@ def attribute(
     outcome = {r.label: _recompute(trajectories, None, r) for r in usable if r.estimator not in TOKEN_ESTIMATORS}
     staged = assign_stages(trajectories.select("run_id", "step").unique(), stages).select("step", "stage", "stage_index")
 
-    stream = _CreditStream(store, run_id, trajectories, tuple(usable), outcome, tuple(aggregations), facts, progress)
+    stream = getattr(store, "credit_stream", _CreditStream)(store, run_id, trajectories, tuple(usable), outcome, tuple(aggregations),
+                          token_rows > 0, progress)
+    with store.transaction() if write else contextlib.nullcontext():  # every table appears together, once
+        result = _attribute_stream(store, run_id, own, usable, aggregations, aggregation, trajectories, facts, notes,
+                                   drift, stream, staged, write)
+    return result
+
+
+def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, trajectories, facts, notes, drift,
+                      stream, staged, write) -> AttributionResult:
     target = None
     if write:
         target = store.write_derived("call_credit", run_id, stream)
@@ -156,7 +176,7 @@ def attribute(
     relevance = reward_relevance(trajectory_classes, sorted(stream.classes))
     summary = class_summary(class_credit, relevance)
     bias = length_bias(stream.trajectory_push_frame(), bootstrap=min(drift.bootstrap, 500), seed=drift.seed)
-    channels = channel_measures(trajectories) if facts["channels"] > 1 else pl.DataFrame()
+    channels = channel_measures(trajectories) if facts.channels > 1 else pl.DataFrame()
     flags = pl.DataFrame(stream.flags, schema={"step": pl.Int64, "estimator": pl.String, "all_negative": pl.Boolean,
                                                "all_positive": pl.Boolean})
     drifted = attribute_drift(class_credit, flags, own.label, aggregation, drift)
@@ -168,37 +188,92 @@ def attribute(
                and (f.startswith(("all-negative", "response length", "reward channel"))
                     or (own.label is not None and f.startswith(f"length bias under {own.label} ")))]
     flagged += [f for f in drifted.findings if drifted.frame.height]
-    return AttributionResult(run_id, own, tuple(usable), tuple(aggregations), call_credit, class_credit, summary, bias,
-                             channels, flags, drifted.frame, findings + drifted.findings, notes, stream.fallback_calls,
-                             flagged)
+    result = AttributionResult(run_id, own, tuple(usable), tuple(aggregations), call_credit, class_credit, summary,
+                               bias, channels, flags, drifted.frame, findings + drifted.findings, notes,
+                               stream.fallback_calls, flagged)
+    if write:
+        from trajlens.attribution.saved import save_attribution
+
+        save_attribution(store, result)
+    return result
 
 
-def _data_facts(store: Any, run_id: str, trajectories: pl.DataFrame) -> dict[str, Any]:
-    token_facts = store.sql(
-        'SELECT count(*) AS rows, count(*) FILTER (WHERE "values" IS NOT NULL) AS with_values FROM tokens WHERE run_id = $run',
-        {"run": run_id}).row(0, named=True)
-    largest = trajectories.group_by("step", "group_id").len()["len"].max()
-    channels = trajectories.select(pl.col("reward_channels").list.len().max()).item() or 0
-    return {"token_rows": token_facts["rows"], "with_values": token_facts["with_values"],
-            "largest_group": int(largest or 0), "without_reward": int(trajectories["reward"].null_count()),
-            "channels": int(channels), "without_length": int(trajectories["model_tokens"].null_count()),
-            "trajectories": trajectories.height}
+def _run_facts(store: Any, run_id: str, trajectories: pl.DataFrame, config: Any) -> tuple[RunFacts, int]:
+    """What the run's training data holds, as the registry's :class:`RunFacts`, and its token rows.
+
+    Like :func:`trajlens.estimators.registry.run_facts`, without reading the token arrays: their
+    rows and complete columns come from the Parquet footers (:func:`_token_facts`). Stricter in
+    two places, because attribution recomputes on these frames: critic values must be on every
+    token row, and token counts must be in ``model_tokens`` (outcome estimators see no tokens).
+    """
+    from trajlens.estimators.registry import declared_estimators
+
+    token_rows, complete = _token_facts(store, run_id)
+    height = trajectories.height
+    sizes = trajectories.group_by("step", "group_id").len()["len"]
+    channels = trajectories.select(
+        pl.col("reward_channels").list.eval(pl.element().struct.field("name"))).to_series().explode().drop_nulls().n_unique()
+    token_arrays = height > 0 and token_rows >= height
+    return RunFacts(
+        trajectories=height,
+        token_arrays=token_arrays,
+        critic_values=token_arrays and "values" in complete,
+        token_counts=height > 0 and trajectories["model_tokens"].null_count() == 0,
+        largest_group=int(sizes.max() or 0),
+        smallest_group=int(sizes.min() or 0),
+        all_rewarded=height > 0 and trajectories["reward"].null_count() == 0,
+        channels=int(channels),
+        log_probs=token_arrays and "log_probs" in complete,
+        sum_pi_squared=token_arrays and "sum_pi_squared" in complete,
+        baseline_rewards="reward_baseline" in trajectories.columns and trajectories["reward_baseline"].null_count() == 0,
+        declared=declared_estimators(config),
+    ), token_rows
 
 
-def _unavailable(rec: Recomputation, facts: dict[str, Any]) -> str | None:
-    if rec.needs == "values" and facts["with_values"] < facts["trajectories"]:
-        return "needs critic values in the token arrays of every trajectory"
-    if rec.needs == "tokens" and facts["token_rows"] < facts["trajectories"]:
-        return "needs token arrays for every trajectory"
-    if rec.needs in ("groups", "rewards") and facts["without_reward"]:
-        return "needs a reward for every trajectory"
-    if rec.needs == "groups" and facts["largest_group"] < 2:
-        return "needs groups of two or more rollouts"
-    if rec.needs == "channels" and facts["channels"] < 2:
-        return "needs two or more reward channels"
-    if rec.estimator == "gdpo_verl" and facts["without_length"] and facts["token_rows"] < facts["trajectories"]:
-        return "needs a model-token count for every trajectory"
-    return None
+def _compared_by_default(rec: Recomputation, facts: RunFacts) -> bool:
+    """Token estimators without a flat step kernel only when the run declares them (module docstring
+    of :mod:`.recomputations`); every other registry estimator always."""
+    from trajlens.attribution._advantages import flat_kernel
+
+    return rec.estimator not in TOKEN_ESTIMATORS or flat_kernel(rec) or rec.estimator in facts.declared
+
+
+def _token_facts(store: Any, run_id: str) -> tuple[int, frozenset[str]]:
+    """Token rows of the run, and which of its optional token columns have no null entry.
+
+    Read from the Parquet footers (rows, and the null count of each column's entries); when
+    ``values`` has nulls there (a trajectory without a critic, or a null entry), whether every
+    row has its list is asked of the store by SQL.
+    """
+    from trajlens.errors import QueryError
+
+    optional = ("values", "log_probs", "sum_pi_squared")
+    files = sorted((Path(store.path) / "runs" / run_id / "tokens").glob("*/*.parquet"))
+    rows = 0
+    nulls = dict.fromkeys(optional, 0)
+    for path in files:
+        metadata = pq.ParquetFile(path).metadata
+        rows += metadata.num_rows
+        leaves = {metadata.schema.column(i).path.split(".")[0]: i for i in range(metadata.num_columns)}
+        for name in optional:
+            if name not in leaves:
+                nulls[name] += 1
+                continue
+            for group in range(metadata.num_row_groups):
+                statistics = metadata.row_group(group).column(leaves[name]).statistics
+                nulls[name] += statistics.null_count if statistics is not None and statistics.has_null_count else 1
+    complete = {name for name, count in nulls.items() if files and count == 0}
+    if not files:
+        rows = int(store.sql("SELECT count(*) AS rows FROM tokens WHERE run_id = $run", {"run": run_id})["rows"][0])
+    if "values" not in complete and rows:
+        try:
+            counted = store.sql('SELECT count("values") AS with_values FROM tokens WHERE run_id = $run',
+                                {"run": run_id}).row(0, named=True)
+        except QueryError:  # the store's tokens have no values column
+            counted = {"with_values": 0}
+        if counted["with_values"] >= rows:
+            complete.add("values")
+    return rows, frozenset(complete)
 
 
 def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: Recomputation) -> pl.DataFrame:
@@ -211,9 +286,9 @@ def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: Rec
 class _CreditStream:
     """Credits the run step by step; written by ``write_derived`` through :meth:`write_parquet`."""
 
-    def __init__(self, store, run_id, trajectories, recs, outcome, modes, facts, progress) -> None:
+    def __init__(self, store, run_id, trajectories, recs, outcome, modes, has_tokens, progress) -> None:
         self.store, self.run_id, self.trajectories = store, run_id, trajectories
-        self.recs, self.outcome, self.modes, self.facts, self.progress = recs, outcome, modes, facts, progress
+        self.recs, self.outcome, self.modes, self.has_tokens, self.progress = recs, outcome, modes, has_tokens, progress
         self.class_rows: list[pl.DataFrame] = []
         self.trajectory_rows: list[pl.DataFrame] = []
         self.push_rows: list[pl.DataFrame] = []
@@ -227,10 +302,9 @@ class _CreditStream:
         """Stream the ``call_credit`` rows into one Parquet file, a step at a time."""
         writer = None
         try:
-            for frame in self._steps():
-                table = frame.to_arrow()
+            for table in self._steps():
                 if writer is None:
-                    writer = pq.ParquetWriter(str(path), table.schema, compression="zstd")
+                    writer = pq.ParquetWriter(str(path), CALL_CREDIT_SCHEMA, compression="zstd")
                 writer.write_table(table)
             if writer is None:
                 _empty_calls().write_parquet(path)
@@ -239,11 +313,15 @@ class _CreditStream:
                 writer.close()
 
     def consume(self) -> None:
-        self.kept = list(self._steps())
+        """Credit every step, keeping the ``call_credit`` rows in memory (``write=False``)."""
+        self.kept = [pl.from_arrow(table) for table in self._steps()]
 
-    def _steps(self) -> Iterator[pl.DataFrame]:
+    def _steps(self) -> Iterator[pa.Table]:
+        from trajlens.attribution._advantages import TOKEN_COLUMNS, align_tokens, step_advantages
+
         steps, batches = _steps_of(self.trajectories)
         block = max(1, CALLS_PER_BLOCK // max(1, int(self.trajectories["num_turns"].head(batches[0].height).sum() or 1)))
+        needs_tokens = any(rec.estimator in TOKEN_ESTIMATORS for rec in self.recs) or self.has_tokens
         for first in range(0, len(steps), block):
             block_steps = steps[first:first + block]
             calls_block = self._classified_calls(block_steps)
@@ -253,18 +331,22 @@ class _CreditStream:
                     continue
                 order = batch.select("trajectory_id").with_row_index("__b")
                 calls = calls.join(order, on="trajectory_id").sort("__b", "call_index")
-                tokens = self._read("tokens", [step], ["run_id", "trajectory_id", "response_mask", "values", "token_rewards"])
-                advantages: list[pl.DataFrame | None] = []
-                for rec in self.recs:
-                    if rec.estimator in TOKEN_ESTIMATORS:
-                        with_tokens = batch.join(tokens.select("trajectory_id"), on="trajectory_id", how="semi") if tokens is not None else batch.head(0)
-                        advantages.append(_recompute(with_tokens, tokens, rec) if with_tokens.height else None)
-                    else:
-                        advantages.append(self.outcome[rec.label].join(batch.select("trajectory_id"), on="trajectory_id", how="semi"))
+                tokens = self._read_tokens(step, TOKEN_COLUMNS) if needs_tokens else None
+                aligned = align_tokens(batch, tokens)
+                tokens = aligned if aligned is not None else tokens
+                advantages = step_advantages(batch, tokens, self.recs, self.outcome)
                 credit = step_call_credit(batch, calls, tokens, advantages, self.modes)
+                del advantages
                 yield self._reduce(step, batch, calls, credit)
                 if self.progress is not None:
                     self.progress(f"step {step}")
+
+    def _read_tokens(self, step: int, columns: tuple[str, ...]) -> pa.Table | None:
+        """The step's token arrays, read from its partition alone (only ``columns``)."""
+        from trajlens.report.stepwise import read_step
+
+        table = read_step(self.store, self.run_id, "tokens", step, columns)
+        return table if table.num_rows else None
 
     def _read(self, table: str, steps: list[int], columns: list[str]) -> pl.DataFrame | None:
         """The rows of this run's step partitions (read by path: no scan over other runs' files)."""
@@ -274,8 +356,8 @@ class _CreditStream:
                  for f in sorted((self.store.path / "runs" / self.run_id / table / step_dir(step)).glob("*.parquet"))]
         if not files:
             return None
-        frame = pl.read_parquet(files)
-        return frame.select([c for c in columns if c in frame.columns])
+        available = pq.read_schema(files[0]).names
+        return pl.read_parquet(files, columns=[c for c in columns if c in available])
 
     def _classified_calls(self, steps: list[int]) -> pl.DataFrame:
         from trajlens.classify import classify_calls
@@ -296,54 +378,51 @@ class _CreditStream:
         self.fallback_calls += int(credit.fallback.sum())
         per_class = np.bincount(class_index, minlength=names.size)
         k = names.size
-        labels, modes, columns = [], [], {name: [] for name in _CLASS_SUMS}
-        push_labels, push_modes, push_lengths, push_values = [], [], [], []
         length = credit.lengths.astype(float)
-        for r, rec in enumerate(self.recs):
-            if not credit.computed[r]:
-                continue
+        computed = [r for r, rec in enumerate(self.recs) if credit.computed[r]]
+        for r in computed:
             advantages = credit.trajectory_advantage[r]
             finite = advantages[np.isfinite(advantages)]
-            self.flags.append({"step": step, "estimator": rec.label, "all_negative": bool(credit.all_negative[r]),
+            self.flags.append({"step": step, "estimator": self.recs[r].label, "all_negative": bool(credit.all_negative[r]),
                                "all_positive": bool(finite.size and (finite > 0).all())})
-            for m, mode in enumerate(self.modes):
-                push = credit.push[r, m]
-                valid = np.isfinite(push)
-                if not valid.any():
-                    continue
-                clean = np.where(valid, push, 0.0)
-                scale = np.abs(clean[valid]).mean()
-                scaled = clean / scale if scale > 0 else np.zeros_like(clean)
-                weights = {"calls": valid.astype(float), "push_sum": clean, "up": (valid & (push > 0)).astype(float),
-                           "push_sum_scaled": scaled, "push_sumsq_scaled": scaled**2,
-                           "fallback": (credit.fallback & valid).astype(float)}
-                for name, w in weights.items():
-                    columns[name].append(np.bincount(class_index, weights=w, minlength=k))
-                columns["step_mean"].append(np.full(k, clean[valid].mean()))
-                columns["step_mean_scaled"].append(np.full(k, scaled[valid].mean()))
-                columns["step_calls"].append(np.full(k, valid.sum()))
-                labels += [rec.label] * k
-                modes += [mode] * k
-                push_labels += [rec.label] * length.size
-                push_modes += [mode] * length.size
-                push_lengths.append(length)
-                push_values.append(credit.trajectory_push[r, m] / np.maximum(length, 1.0))
-        if labels:
-            c = {name: np.concatenate(v) for name, v in columns.items()}
-            n = c["calls"]
+        # One row per (estimator, aggregation) with a credited call; class sums as products with
+        # the (calls x classes) indicator matrix.
+        modes = len(self.modes)
+        push = credit.push[computed].reshape(len(computed) * modes, count)
+        valid = np.isfinite(push)
+        keep = valid.any(axis=1)
+        push, valid = push[keep], valid[keep]
+        labels = np.repeat([self.recs[r].label for r in computed], modes)[keep]
+        aggregation = np.tile(self.modes, len(computed))[keep]
+        if push.shape[0]:
+            clean = np.where(valid, push, 0.0)
+            step_calls = valid.sum(axis=1)
+            scale = np.abs(clean).sum(axis=1) / step_calls  # mean |push| over the step's credited calls
+            with np.errstate(invalid="ignore", divide="ignore"):
+                scaled = np.where(scale[:, None] > 0, clean / scale[:, None], 0.0)
+            indicator = np.zeros((count, k))
+            indicator[np.arange(count), class_index] = 1.0
+            n = valid.astype(float) @ indicator
+            push_sum, push_sum_scaled = clean @ indicator, scaled @ indicator
+            rows = push.shape[0]
             with np.errstate(invalid="ignore", divide="ignore"):
                 self.class_rows.append(pl.DataFrame({
-                    "step": np.full(n.size, step), "primary_class": np.tile(names, n.size // k), "estimator": labels,
-                    "aggregation": modes, "calls": n.astype(np.int64), "step_calls": c["step_calls"].astype(np.int64),
-                    "class_share": np.tile(per_class / count, n.size // k), "credit": c["push_sum"] / n,
-                    "share_pushed_up": c["up"] / n, "relative_credit": c["push_sum"] / n - c["step_mean"],
-                    "relative_credit_scaled": c["push_sum_scaled"] / n - c["step_mean_scaled"],
-                    "push_sum_scaled": c["push_sum_scaled"], "push_sumsq_scaled": c["push_sumsq_scaled"],
-                    "step_mean_scaled": c["step_mean_scaled"], "fallback_share": c["fallback"] / n,
+                    "step": np.full(rows * k, step), "primary_class": np.tile(names, rows),
+                    "estimator": np.repeat(labels, k), "aggregation": np.repeat(aggregation, k),
+                    "calls": n.ravel().astype(np.int64), "step_calls": np.repeat(step_calls, k).astype(np.int64),
+                    "class_share": np.tile(per_class / count, rows), "credit": (push_sum / n).ravel(),
+                    "share_pushed_up": ((valid & (push > 0)).astype(float) @ indicator / n).ravel(),
+                    "relative_credit": (push_sum / n - (clean.sum(axis=1) / step_calls)[:, None]).ravel(),
+                    "relative_credit_scaled": (push_sum_scaled / n - (scaled.sum(axis=1) / step_calls)[:, None]).ravel(),
+                    "push_sum_scaled": push_sum_scaled.ravel(), "push_sumsq_scaled": (scaled**2 @ indicator).ravel(),
+                    "step_mean_scaled": np.repeat(scaled.sum(axis=1) / step_calls, k),
+                    "fallback_share": ((valid & credit.fallback[None, :]).astype(float) @ indicator / n).ravel(),
                 }))
+            trajectory_push = credit.trajectory_push[computed].reshape(len(computed) * modes, -1)[keep]
             self.push_rows.append(pl.DataFrame({
-                "step": np.full(len(push_labels), step), "estimator": push_labels, "aggregation": push_modes,
-                "length": np.concatenate(push_lengths), "push_per_token": np.concatenate(push_values),
+                "step": np.full(rows * length.size, step), "estimator": np.repeat(labels, length.size),
+                "aggregation": np.repeat(aggregation, length.size), "length": np.tile(length, rows),
+                "push_per_token": (trajectory_push / np.maximum(length, 1.0)).ravel(),
             }))
         counts = np.zeros((batch.height, k))
         np.add.at(counts, (credit.call_trajectory, class_index), 1.0)
@@ -353,31 +432,43 @@ class _CreditStream:
         }))
         return self._call_rows(step, calls, credit)
 
-    def _call_rows(self, step, calls, credit) -> pl.DataFrame:
+    def _call_rows(self, step, calls, credit) -> pa.Table:
+        """The step's ``call_credit`` rows, estimator by estimator and mode by mode, as Arrow."""
         count = calls.height
         computed = [(r, rec) for r, rec in enumerate(self.recs) if credit.computed[r]]
         blocks = len(computed) * len(self.modes)
-        if not blocks:
-            return _empty_calls()
-        push = np.concatenate([credit.push[r, m] for r, _ in computed for m in range(len(self.modes))])
-        advantage = np.concatenate([credit.advantage[r] for r, _ in computed for _ in self.modes])
-        start = pa.array(np.tile(credit.token_start, blocks), mask=np.tile(credit.fallback, blocks))
-        end = pa.array(np.tile(credit.token_end, blocks), mask=np.tile(credit.fallback, blocks))
-        labels = pa.DictionaryArray.from_arrays(
-            np.repeat(np.arange(len(computed), dtype=np.int32), count * len(self.modes)), [rec.label for _, rec in computed])
-        modes = pa.DictionaryArray.from_arrays(
-            np.tile(np.repeat(np.arange(len(self.modes), dtype=np.int32), count), len(computed)), list(self.modes))
-        table = pa.table({
-            "run_id": pa.array(np.full(count * blocks, self.run_id)), "step": pa.array(np.full(count * blocks, step)),
-            "trajectory_id": pa.concat_arrays([calls["trajectory_id"].to_arrow()] * blocks) if count else pa.array([], pa.string()),
-            "call_index": pa.array(np.tile(calls["call_index"].to_numpy().astype(np.int32), blocks)),
-            "primary_class": pa.concat_arrays([calls["primary_class"].to_arrow()] * blocks) if count else pa.array([], pa.string()),
-            "estimator": labels.cast(pa.string()), "aggregation": modes.cast(pa.string()),
-            "advantage": pa.array(advantage), "push": pa.array(push), "tokens": pa.array(np.tile(credit.tokens, blocks)),
-            "token_start": start, "token_end": end, "fallback": pa.array(np.tile(credit.fallback, blocks)),
-        })
-        frame = pl.from_arrow(table)
-        return frame.filter(pl.col("push").is_not_nan()).cast(CALL_CREDIT_COLUMNS)
+        if not blocks or not count:
+            return CALL_CREDIT_SCHEMA.empty_table()
+        push = credit.push[[r for r, _ in computed]].reshape(-1)  # (R', M, C) in row order
+        keep = np.nonzero(~np.isnan(push))[0] if np.isnan(push).any() else None
+        call = np.tile(np.arange(count), blocks)  # each row's call
+
+        def pick(values: np.ndarray) -> np.ndarray:
+            return values if keep is None else values[keep]
+
+        def strings(names: list[str], codes: np.ndarray) -> pa.Array:
+            return pa.DictionaryArray.from_arrays(pick(codes).astype(np.int32), names).cast(pa.string())
+
+        fallback = pick(credit.fallback[call])
+        columns = {
+            "run_id": strings([self.run_id], np.zeros(call.size, dtype=np.int32)),
+            "step": pa.array(np.full(fallback.size, step, dtype=np.int64)),
+            "trajectory_id": pa.DictionaryArray.from_arrays(
+                pick(call).astype(np.int32), calls["trajectory_id"].to_arrow()).cast(pa.string()),
+            "call_index": pa.array(pick(calls["call_index"].to_numpy().astype(np.int32)[call])),
+            "primary_class": pa.DictionaryArray.from_arrays(
+                pick(call).astype(np.int32), calls["primary_class"].to_arrow()).cast(pa.string()),
+            "estimator": strings([rec.label for _, rec in computed],
+                                 np.repeat(np.arange(len(computed)), count * len(self.modes))),
+            "aggregation": strings(list(self.modes), np.tile(np.repeat(np.arange(len(self.modes)), count), len(computed))),
+            "advantage": pa.array(pick(np.repeat(credit.advantage[[r for r, _ in computed]], len(self.modes), axis=0).reshape(-1))),
+            "push": pa.array(pick(push)),
+            "tokens": pa.array(pick(credit.tokens[call]).astype(np.float64)),
+            "token_start": pa.array(pick(credit.token_start[call]).astype(np.int64), mask=fallback),
+            "token_end": pa.array(pick(credit.token_end[call]).astype(np.int64), mask=fallback),
+            "fallback": pa.array(fallback),
+        }
+        return pa.Table.from_arrays(list(columns.values()), schema=CALL_CREDIT_SCHEMA)
 
     def trajectory_frame(self) -> pl.DataFrame:
         frame = pl.concat(self.trajectory_rows, how="diagonal_relaxed") if self.trajectory_rows else pl.DataFrame({"step": [], "reward": []})

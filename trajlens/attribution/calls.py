@@ -24,7 +24,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from trajlens.attribution._spans import credited_spans, span_sums
+from trajlens.attribution._advantages import Shifted
+from trajlens.attribution._spans import credited_spans, masked_prefix, span_bounds
 
 
 class StepCredit(NamedTuple):
@@ -55,11 +56,19 @@ class StepCredit(NamedTuple):
     """(R,) bool: the recomputation gave this step advantages."""
 
 
-def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | pa.Table | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Flat model mask of the step in trajectory order, trajectory offsets, and which have tokens."""
     batch = len(trajectory_ids)
-    if tokens is None or tokens.height == 0:
+    if tokens is None or len(tokens) == 0:
         return np.zeros(0, dtype=bool), np.zeros(batch + 1, dtype=np.int64), np.zeros(batch, dtype=bool)
+    if isinstance(tokens, pa.Table):
+        ids = tokens.column("trajectory_id").combine_chunks()
+        if len(ids) == batch and ids.to_pylist() == trajectory_ids:
+            from trajlens.estimators._arrays import flat_list
+
+            mask = flat_list(tokens.column("response_mask"), np.bool_, False)
+            return mask.values, mask.offsets, mask.present
+        tokens = pl.from_arrow(tokens.select(["trajectory_id", "response_mask"]))
     order = pl.DataFrame({"trajectory_id": trajectory_ids}).with_row_index("__b")
     joined = order.join(tokens.select("trajectory_id", "response_mask"), on="trajectory_id", how="left").sort("__b")
     mask_arrow = joined["response_mask"].to_arrow()
@@ -71,25 +80,44 @@ def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | None) -> tupl
     return flat, offsets, joined["response_mask"].is_not_null().to_numpy()
 
 
-def _count_weights(lengths: np.ndarray, full_length: int, modes: tuple[str, ...]) -> np.ndarray:
-    """(M, B) per-token loss weight of each trajectory under each mode, from model-token counts."""
-    import torch
+def _base_sums(values: np.ndarray, mask: np.ndarray, offsets: np.ndarray, call_trajectory: np.ndarray,
+               bounds) -> tuple[np.ndarray, np.ndarray, float]:
+    """Span sums, trajectory sums and the largest value of ``values`` over model tokens."""
+    from trajlens.attribution import _kernels
 
-    from trajlens.estimators import aggregation_weights
+    if _kernels.AVAILABLE:
+        return _kernels.span_and_row_sums(values, mask, offsets, call_trajectory, bounds.low, bounds.high)
+    prefix = masked_prefix(values, mask)
+    return (prefix[bounds.high] - prefix[bounds.low], prefix[offsets[1:]] - prefix[offsets[:-1]],
+            float(np.max(values, where=mask, initial=-np.inf)))
 
-    counts = np.maximum(lengths, 1)
-    width = int(counts.max())
-    mask = torch.arange(width)[None, :] < torch.from_numpy(counts)[:, None]
-    return np.stack([
-        aggregation_weights(mask, mode, max_length=max(full_length, width)).per_token_weight.numpy() for mode in modes
-    ])
+
+def per_token_weights(lengths: np.ndarray, max_length: int, modes: tuple[str, ...]) -> np.ndarray:
+    """(M, B) per-token loss weight of each trajectory under each mode, from model-token counts.
+
+    The closed forms of :func:`trajlens.estimators.aggregation_weights` (its module docstring
+    lists them; a test holds the two equal), one number per trajectory instead of a (B, T)
+    tensor per mode: B trajectories of L_i >= 1 model tokens, L_max = ``max_length``.
+    """
+    counts = np.maximum(lengths, 1).astype(np.float64)
+    batch = counts.size
+    formulas = {
+        "token-mean": np.full(batch, 1.0 / counts.sum()),  # w = 1 / sum(L)
+        "token-sum": np.ones(batch),  # w = 1
+        "seq-mean-token-mean": 1.0 / (batch * counts),  # w = 1 / (B L_i)
+        "seq-mean-token-sum": np.full(batch, 1.0 / batch),  # w = 1 / B
+        "luspo": np.full(batch, 1.0 / batch),  # w = 1 / B
+        "seq-mean-token-sum-norm": np.full(batch, 1.0 / (batch * max_length)),  # w = 1 / (B L_max)
+        "dr-grpo": np.full(batch, 1.0 / (batch * max_length)),  # w = 1 / (B L_max)
+    }
+    return np.stack([formulas[mode] for mode in modes]) if modes else np.zeros((0, batch))
 
 
 def step_call_credit(
     trajectories: pl.DataFrame,
     calls: pl.DataFrame,
     tokens: pl.DataFrame | None,
-    advantages: list[pl.DataFrame | None],
+    advantages: list[pl.DataFrame | np.ndarray | Shifted | None],
     modes: tuple[str, ...],
 ) -> StepCredit:
     """Credit every call of one step.
@@ -99,18 +127,22 @@ def step_call_credit(
             the outputs use.
         calls: the step's tool calls, sorted by trajectory (in ``trajectories`` order) and
             ``call_index``, with ``trajectory_id``, ``turn``, ``token_end``.
-        tokens: the step's token arrays (``trajectory_id``, ``response_mask``) or None.
+        tokens: the step's token arrays (``trajectory_id``, ``response_mask``; a Polars frame
+            or an Arrow table) or None.
         advantages: per recomputation, the output of :func:`trajlens.estimators.recompute` for
             this step (``token_advantages`` for token estimators, else ``advantage``), with
-            ``trajectory_id``; None where the recomputation has nothing for this step.
+            ``trajectory_id``; or the flat (N,) token advantages of the step, trajectory after
+            trajectory in ``trajectories`` order (``tokens`` then an Arrow table in that order),
+            or such an array with its whitening to apply (:class:`~._advantages.Shifted`);
+            None where the recomputation has nothing for this step.
         modes: aggregation modes.
     """
     ids = trajectories["trajectory_id"].to_list()
     index = {t: i for i, t in enumerate(ids)}
     batch = len(ids)
     flat_mask, offsets, has_tokens = _flat_tokens(ids, tokens)
-    token_lengths = np.add.reduceat(flat_mask.astype(np.int64), offsets[:-1]) if flat_mask.size else np.zeros(batch, np.int64)
-    token_lengths = np.where(np.diff(offsets) > 0, token_lengths, 0)
+    model_count = np.concatenate([[0], np.cumsum(flat_mask, dtype=np.int64)])  # prefix count of model tokens
+    token_lengths = model_count[offsets[1:]] - model_count[offsets[:-1]]
     call_trajectory = np.array([index[t] for t in calls["trajectory_id"].to_list()], dtype=np.int64)
     count = call_trajectory.size
     token_end_raw = calls["token_end"].fill_null(-1).to_numpy().astype(np.int64) if "token_end" in calls.columns else np.full(count, -1)
@@ -128,11 +160,11 @@ def step_call_credit(
     fallback_tokens = model_tokens[call_trajectory] / np.maximum(turns_with_calls[call_trajectory], 1) / calls_in_turn[turn_of_call] if count else np.zeros(0)
 
     spans = credited_spans(call_trajectory, np.where(exact, token_end_raw, 0))
-    ones = np.ones(flat_mask.size)
-    _, exact_tokens = span_sums(ones, flat_mask, offsets, call_trajectory, spans) if flat_mask.size else (None, np.zeros(count))
+    bounds = span_bounds(offsets, call_trajectory, spans)
+    exact_tokens = model_count[bounds.high] - model_count[bounds.low]
     tokens_per_call = np.where(exact, exact_tokens, fallback_tokens).astype(float)
-    full_length = int(np.diff(offsets).max()) if flat_mask.size else int(lengths.max(initial=1))
-    weights = _count_weights(lengths, full_length, modes)  # (M, B)
+    full_length = max(int(np.diff(offsets).max()) if flat_mask.size else 1, int(np.maximum(lengths, 1).max(initial=1)))
+    weights = per_token_weights(lengths, full_length, modes)  # (M, B)
 
     recs = len(advantages)
     push = np.full((recs, len(modes), count), np.nan)
@@ -141,24 +173,34 @@ def step_call_credit(
     trajectory_push = np.full((recs, len(modes), batch), np.nan)
     all_negative = np.zeros(recs, dtype=bool)
     computed = np.zeros(recs, dtype=bool)
+    prefixes: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}  # id of a flat array -> its span and row sums, max
     for r, frame in enumerate(advantages):
-        if frame is None or frame.height == 0:
+        if frame is None or len(frame) == 0:
             continue
         computed[r] = True
-        aligned = pl.DataFrame({"trajectory_id": ids}).join(frame, on="trajectory_id", how="left", maintain_order="left")
-        if "token_advantages" in aligned.columns:
-            values = aligned["token_advantages"].to_arrow()
-            if isinstance(values, pa.ChunkedArray):
-                values = values.combine_chunks()
-            flat_values = values.flatten().fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
-            if flat_values.size != flat_mask.size:
+        flat = isinstance(frame, (np.ndarray, Shifted))
+        aligned = None if flat else pl.DataFrame({"trajectory_id": ids}).join(
+            frame, on="trajectory_id", how="left", maintain_order="left")
+        if flat or "token_advantages" in aligned.columns:
+            if flat:
+                base, shift, scale = frame if isinstance(frame, Shifted) else (frame, 0.0, 1.0)
+            else:
+                values = aligned["token_advantages"].to_arrow()
+                if isinstance(values, pa.ChunkedArray):
+                    values = values.combine_chunks()
+                base = values.flatten().fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
+                shift, scale = 0.0, 1.0
+            if base.size != flat_mask.size:
                 raise ValueError("token advantages do not line up with the response masks")
-            sums, _ = span_sums(flat_values, flat_mask, offsets, call_trajectory, spans)
-            sums = np.where(exact, sums, np.nan)  # token estimators have nothing for fallback calls
-            per_trajectory = np.add.reduceat(np.where(flat_mask, flat_values, 0.0), offsets[:-1]) if flat_mask.size else np.zeros(batch)
-            trajectory_sum = np.where(has_tokens, per_trajectory, np.nan)
-            model_values = flat_values[flat_mask]
-            all_negative[r] = bool(model_values.size and (model_values < 0).all())
+            if id(base) not in prefixes:
+                prefixes[id(base)] = _base_sums(base, flat_mask, offsets, call_trajectory, bounds)
+            span_sum, row_sum, largest = prefixes[id(base)]
+            # sum over a span of (A - shift) * scale = scale * (sum of A - shift * model tokens)
+            span = scale * (span_sum - shift * exact_tokens)
+            sums = np.where(exact, span, np.nan)  # token estimators have nothing for fallback calls
+            whole = scale * (row_sum - shift * token_lengths)
+            trajectory_sum = np.where(has_tokens, whole, np.nan)
+            all_negative[r] = bool(flat_mask.any() and (largest - shift) * scale < 0)
         else:
             a = aligned["advantage"].fill_null(float("nan")).to_numpy().astype(np.float64)
             sums = a[call_trajectory] * tokens_per_call

@@ -106,13 +106,19 @@ def length_bias(trajectory_push: pl.DataFrame, bootstrap: int = 500, seed: int =
         y = _centred(np.log(np.abs(signed)), steps)
         slope = _slope(x, y)
         unique_steps, inverse = np.unique(steps, return_inverse=True)
-        members = [np.nonzero(inverse == i)[0] for i in range(unique_steps.size)]
-        draws = []
-        for _ in range(bootstrap if unique_steps.size > 2 else 0):
-            chosen = rng.integers(0, unique_steps.size, unique_steps.size)
-            rows_index = np.concatenate([members[i] for i in chosen])
-            draws.append(_slope(x[rows_index], y[rows_index]))
-        finite = np.array([d for d in draws if math.isfinite(d)])
+        # A resample of steps is a multiplicity per step; the slope of the resampled rows is a
+        # function of per-step sums (n, sum x, sum y, sum xy, sum x^2), so each draw is a dot product.
+        sums = np.stack([np.bincount(inverse, weights=w, minlength=unique_steps.size)
+                         for w in (np.ones_like(x), x, y, x * y, x * x)], axis=1)
+        draws = np.empty(0)
+        if unique_steps.size > 2 and bootstrap:
+            chosen = np.stack([rng.integers(0, unique_steps.size, unique_steps.size) for _ in range(bootstrap)])
+            multiplicity = np.stack([np.bincount(c, minlength=unique_steps.size) for c in chosen])
+            n, sx, sy, sxy, sxx = (multiplicity @ sums).T
+            with np.errstate(invalid="ignore", divide="ignore"):
+                denominator = sxx - sx * sx / n
+                draws = np.where(denominator > 1e-12, (sxy - sx * sy / n) / denominator, np.nan)
+        finite = draws[np.isfinite(draws)]
         low, high = (np.quantile(finite, [0.025, 0.975]) if finite.size else (float("nan"), float("nan")))
         rows.append({"estimator": estimator, "aggregation": aggregation, "trajectories": int(x.size),
                      "elasticity": slope, "elasticity_low": float(low), "elasticity_high": float(high),

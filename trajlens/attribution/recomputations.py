@@ -1,7 +1,16 @@
-"""Which estimator recomputations attribution compares, as one data table.
+"""Which estimator recomputations attribution compares, read from the estimator registry.
 
-Each :class:`Recomputation` is a label, an estimator of :data:`trajlens.estimators.ESTIMATORS`,
-its options for :func:`trajlens.estimators.recompute`, and what a run's data must hold for it.
+Each :class:`Recomputation` is a label, an estimator of
+:data:`trajlens.estimators.registry.ESTIMATOR_REGISTRY` and its options for
+:func:`trajlens.estimators.recompute`. The default table :data:`RECOMPUTATIONS` is the registry
+itself: every estimator under each of its labelled variants (the report's labels and options,
+``gae_raw`` and ``gae_whitened`` for GAE; the estimator's name otherwise). What a run's data must
+hold for each comes from the registry entry's inputs (:meth:`EstimatorSpec.missing`), and which
+estimators are token-level from its ``Input.TOKEN_ARRAYS``. Of the token-level estimators, those
+without a flat step kernel (:func:`trajlens.attribution._advantages.flat_kernel`) cost a padded
+recomputation per step; the default compares them only when the run's config declares them
+(name them with ``--estimator`` to add them).
+
 :func:`own_recomputation` finds the one the run trained with from its logged configuration
 (verl's key layout: ``algorithm.adv_estimator``, ``algorithm.whiten_advantages``,
 ``actor_rollout_ref.actor.loss_agg_mode``).
@@ -14,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trajlens.errors import ConfigError
-from trajlens.estimators.registry import ESTIMATOR_REGISTRY, Input
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, Input, RunFacts, estimator_spec
 
 
 @dataclass(frozen=True)
@@ -24,33 +33,29 @@ class Recomputation:
     label: str
     """Name in every output (``estimator`` column)."""
     estimator: str
-    """Name in :data:`trajlens.estimators.ESTIMATORS`."""
+    """Name in :data:`trajlens.estimators.registry.ESTIMATOR_REGISTRY`."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Keyword options of :func:`trajlens.estimators.recompute`."""
-    needs: str = "groups"
-    """'values' (token arrays with critic values), 'tokens' (token arrays), 'rewards' (every
-    trajectory rewarded), 'groups' (groups of two or more), 'channels' (two or more reward channels)."""
+    """Keyword options of :func:`trajlens.estimators.recompute` (the registry's defaults otherwise)."""
     doc: str = ""
 
+    def settings(self) -> dict[str, Any]:
+        """Every option as the recomputation uses it: the registry's defaults, then ``options``."""
+        return {**estimator_spec(self.estimator).defaults(), **self.options}
 
-RECOMPUTATIONS: tuple[Recomputation, ...] = (
-    Recomputation("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}, "values",
-                  "token-level GAE (gamma 1, lambda 1), no whitening"),
-    Recomputation("gae_whitened", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": True}, "values",
-                  "token-level GAE (gamma 1, lambda 1), whitened over the batch's model tokens"),
-    Recomputation("reinforce", "reinforce", {"gamma": 1.0}, "tokens", "REINFORCE: the return, no baseline"),
-    Recomputation("grpo", "grpo", {}, "groups", "GRPO: reward minus group mean, over group std"),
-    Recomputation("dr_grpo", "dr_grpo", {}, "groups", "Dr.GRPO: reward minus group mean"),
-    Recomputation("rloo", "rloo", {}, "groups", "RLOO: reward minus the mean of the others in the group"),
-    Recomputation("sum_then_normalize", "sum_then_normalize", {}, "channels",
-                  "channels summed, then normalised in the group (GRPO on the sum)"),
-    Recomputation("gdpo_verl", "gdpo_verl", {}, "channels",
-                  "GDPO as verl: each channel normalised in its group, summed, whitened over the batch"),
-    Recomputation("gdpo_trl", "gdpo_trl", {}, "channels",
-                  "GDPO as TRL: each channel normalised in its group, summed, normalised over the batch"),
-    Recomputation("gdpo_dynamic", "gdpo_dynamic", {}, "channels", "GDPO with EMA-driven channel weights"),
-)
-"""Every recomputation attribution compares by default, where the run's data allows it."""
+    def missing(self, facts: RunFacts) -> list[str]:
+        """What the run lacks for this estimator (the registry entry's inputs); empty when it applies."""
+        return estimator_spec(self.estimator).missing(facts)
+
+
+def registry_recomputations() -> tuple[Recomputation, ...]:
+    """Every estimator of the registry under each of its labelled variants, in registry order."""
+    return tuple(Recomputation(variant.label, spec.name, dict(variant.options), spec.summary)
+                 for spec in ESTIMATOR_REGISTRY.values() for variant in spec.variants())
+
+
+RECOMPUTATIONS: tuple[Recomputation, ...] = registry_recomputations()
+"""Every recomputation attribution compares by default, where the run's data allows it (see the
+module docstring for the token-level estimators without a flat step kernel)."""
 
 AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 """verl's loss aggregation modes (``loss_agg_mode``); each call's push is computed under each."""
@@ -89,7 +94,8 @@ def own_recomputation(estimator: str | None, config: str | dict[str, Any] | None
         wanted = "gae_whitened" if whiten else "gae_raw"
         label = next((r.label for r in recomputations if r.label == wanted), None)
     elif name is not None:
-        label = next((r.label for r in recomputations if r.estimator == name and not r.options), None)
+        label = next((r.label for r in recomputations if r.estimator == name and r.label == name), None)
+        label = label or next((r.label for r in recomputations if r.estimator == name and not r.options), None)
         label = label or next((r.label for r in recomputations if r.estimator == name), None)
     return RunEstimator(label, agg if isinstance(agg, str) else "token-mean", isinstance(agg, str))
 
@@ -106,8 +112,9 @@ def parse_recomputations(pairs: list[str], options: dict[str, dict[str, Any]]) -
         if name not in ESTIMATORS:
             problems.append(f"--estimator {pair!r}: unknown estimator {name!r} (known: {', '.join(ESTIMATORS)})")
             continue
-        needs = {"gae": "values", "reinforce": "tokens"}.get(name, "channels" if name.startswith(("gdpo", "sum_")) else "groups")
-        out.append(Recomputation(label, name, dict(options.get(label, {})), needs, f"{name} {options.get(label, {})}"))
+        given = dict(options.get(label, {}))
+        problems += [f"--option for {label!r}: {problem}" for problem in ESTIMATOR_REGISTRY[name].option_problems(given)]
+        out.append(Recomputation(label, name, given, f"{name} {given}"))
     labels = [r.label for r in out]
     problems += [f"--estimator label {label!r} given twice" for label in sorted({x for x in labels if labels.count(x) > 1})]
     problems += [f"--option for {label!r}, which no --estimator names" for label in options if label not in labels]

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable
+from typing import Annotated, Any, Callable, Optional
+
+import typer
 
 from trajlens.errors import ConfigError
 
@@ -91,4 +93,12 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
     return parse_pairs(pairs, flag="--option", untyped=_json_or_text, example="gamma=0.99")
 
 
-__all__ = ["VALUE_TYPES", "parse_options", "parse_pairs", "parse_params"]
+# Where per-step work runs (trajlens.engine), shared by classify, advantages and attribute.
+EngineOption = Annotated[str, typer.Option(
+    "--engine", help="Where the per-step work runs: local (this process) or ray (a Ray cluster, one task per step; "
+    "pip install 'trajlens[ray]').")]
+RayAddressOption = Annotated[Optional[str], typer.Option(
+    "--ray-address", help="With --engine ray: the cluster to join (auto: the one `ray start --head` started here; "
+    "ray://HOST:10001; HOST:6379). Default: start a local cluster.")]
+
+__all__ = ["EngineOption", "RayAddressOption", "VALUE_TYPES", "parse_options", "parse_pairs", "parse_params"]

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._options import parse_options
+from trajlens.cli._options import EngineOption, RayAddressOption, parse_options
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY
@@ -23,13 +23,15 @@ _OPTION_HELP = "Estimator option NAME=VALUE, repeatable; values read as JSON. " 
 
 @app.command()
 def advantages(
-    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    store: Annotated[str, typer.Argument(help="Store directory (with --engine ray, also a URI: file://..., s3://...).")],
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
     estimator: Annotated[Optional[str], typer.Option("--estimator", "-e", help=_ESTIMATOR_HELP)] = None,
     option: Annotated[Optional[list[str]], typer.Option("--option", help=_OPTION_HELP)] = None,
     label: Annotated[Optional[str], typer.Option("--label", help="Name of this recomputation in the advantage_batches table (default: the estimator).")] = None,
     identify: Annotated[bool, typer.Option("--identify", help="Recompute the run's logged advantages under every estimator and convention, and name the one that produced them.")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="With --identify: write the verdict and every candidate's fit to this JSON file.")] = None,
+    engine: EngineOption = "local",
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Recompute the advantages an estimator would have given a run, and print per-step batch stats.
 
@@ -39,7 +41,12 @@ def advantages(
     median absolute difference, and names the closest with a verdict.
 
     Example: trajlens advantages store --run sao-r6 --estimator gae --option whiten=false --label gae_raw
+
+    Example: trajlens advantages store --run sao-r6 --estimator gae --engine ray --ray-address auto
     """
+    on_engine = engine != "local" or ray_address is not None
+    if identify and on_engine:
+        raise ConfigError(["--identify runs on the local engine; drop --engine and --ray-address"])
     if identify:
         _identify(store, run, json_out)
         return
@@ -51,12 +58,21 @@ def advantages(
     from trajlens.estimators import sign_streaks
     from trajlens.report.advantages import labelled_diagnostics, save_advantage_batches
 
-    handle = trajlens.open(store)
     options = parse_options(option or [])
-    with progress_bar("recomputing") as tick:
-        diagnostics = labelled_diagnostics(handle, run, estimator, label or estimator, **options)
-        tick(estimator)
-    save_advantage_batches(handle, run, diagnostics, keep_other_labels=True)
+    if on_engine:
+        from trajlens.engine.advantages import recompute_diagnostics_on, save_advantage_batches_on
+        from trajlens.engine.session import engine_session
+
+        with engine_session(engine, ray_address, store) as session, progress_bar("recomputing") as tick:
+            diagnostics = recompute_diagnostics_on(session.engine, session.location, run, estimator,
+                                                   label or estimator, options, progress=tick)
+            save_advantage_batches_on(session.store, session.location, run, diagnostics)
+    else:
+        handle = trajlens.open(store)
+        with progress_bar("recomputing") as tick:
+            diagnostics = labelled_diagnostics(handle, run, estimator, label or estimator, **options)
+            tick(estimator)
+        save_advantage_batches(handle, run, diagnostics, keep_other_labels=True)
     shown = diagnostics.sort("step")
     streaks = sign_streaks(shown["step"].to_list(), shown["all_negative"].to_list(), shown["all_positive"].to_list())
     with pl.Config(tbl_rows=12, tbl_cols=-1, float_precision=4):

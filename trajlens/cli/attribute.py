@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._options import EngineOption, RayAddressOption
 from trajlens.cli._progress import progress_bar
 
 
@@ -34,7 +35,7 @@ def _split_options(pairs: list[str], labels: list[str]) -> dict[str, dict]:
 
 @app.command()
 def attribute(
-    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    store: Annotated[str, typer.Argument(help="Store directory (with --engine ray, also a file:// URI).")],
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
     estimator: Annotated[Optional[list[str]], typer.Option(
         "--estimator", "-e", help="Recomputation LABEL=NAME (repeatable; default: every one the run's data allows).")] = None,
@@ -44,24 +45,31 @@ def attribute(
     aggregation: Annotated[Optional[list[str]], typer.Option(
         "--aggregation", help="Loss aggregation modes (repeatable; default: verl's four).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the section as Markdown here.")] = None,
+    engine: EngineOption = "local",
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Attribute a run's behaviour drift to the estimators whose credit predicts it.
 
     Credits every tool call with the advantage of the tokens that produced it under each
-    estimator and loss aggregation, saves the store tables call_credit and class_credit, and
+    estimator and loss aggregation, saves the store tables call_credit, class_credit and the
+    summary tables the report reads (attribution_runs, attribution_drift, ...), and
     prints which behaviour grew or decayed, from when, which estimator's credit predicts it,
     and what the other estimators would have given the same calls.
 
     Example: trajlens attribute store --run causal-r6
 
     Example: trajlens attribute store --run causal-r6 -e gae_raw=gae --option whiten=false --k 3
+
+    Example: trajlens attribute store --run causal-r6 --engine ray --ray-address auto
     """
     import trajlens
     from trajlens.attribution import AGGREGATIONS, DriftConfig, attribution_markdown, parse_recomputations
     from trajlens.attribution import attribute as run_attribution
 
-    handle = trajlens.open(store)
-    handle.require_runs([run])
+    on_engine = engine != "local" or ray_address is not None
+    if not on_engine:
+        handle = trajlens.open(store)
+        handle.require_runs([run])
     recomputations = None
     if estimator:
         labels = [pair.partition("=")[0] for pair in estimator]
@@ -70,12 +78,21 @@ def attribute(
         from trajlens.errors import ConfigError
 
         raise ConfigError(["--option needs an --estimator to apply to"])
-    with progress_bar("attributing") as tick:
-        result = run_attribution(handle, run, recomputations, aggregations=tuple(aggregation or AGGREGATIONS),
-                                 drift=DriftConfig(k=k), progress=tick)
+    settings = dict(aggregations=tuple(aggregation or AGGREGATIONS), drift=DriftConfig(k=k))
+    if on_engine:
+        from trajlens.engine.attribution import attribute_on
+        from trajlens.engine.session import engine_session
+
+        with engine_session(engine, ray_address, store) as session, progress_bar("attributing") as tick:
+            handle = session.local_store("attribute")
+            handle.require_runs([run])
+            result = attribute_on(session.engine, handle, run, recomputations, progress=tick, **settings)
+    else:
+        with progress_bar("attributing") as tick:
+            result = run_attribution(handle, run, recomputations, progress=tick, **settings)
     text = attribution_markdown(result)
     typer.echo(text)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
-    typer.echo(f"saved call_credit and class_credit for {run} in {store}")
+    typer.echo(f"saved call_credit, class_credit and the attribution summary tables for {run} in {store}")

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._options import EngineOption, RayAddressOption
 from trajlens.cli._progress import progress_bar
 
 EXPLAIN_COMMAND_CHARS = 60
@@ -16,7 +17,7 @@ EXPLAIN_COMMAND_CHARS = 60
 
 @app.command()
 def classify(
-    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    store: Annotated[str, typer.Argument(help="Store directory (with --engine ray, also a URI: file://..., s3://...).")],
     run: Annotated[Optional[list[str]], typer.Option("--run", "-r", help="Run id (repeatable; default: every run).")] = None,
     tool_map: Annotated[
         Optional[Path],
@@ -25,6 +26,8 @@ def classify(
     explain: Annotated[
         bool, typer.Option("--explain", help="Print each call with its class and the rule (and map file) that decided it.")
     ] = False,
+    engine: EngineOption = "local",
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Classify every tool call and save the call_classes, trajectory_measures and unknown_tools tables.
 
@@ -32,20 +35,35 @@ def classify(
     queries/unknown_tools.sql). Tools no map knows stay `other` and are listed at the end.
 
     Example: trajlens classify store --run sao-r6 --tool-map my_tools.toml --explain
+
+    Example: trajlens classify s3://bucket/store --engine ray --ray-address auto
     """
     import trajlens
     from trajlens.classify.store import classify_run
     from trajlens.classify.tool_map import resolve_tool_map
 
     resolved = resolve_tool_map(tool_map)
-    handle = trajlens.open(store)
-    runs = run or handle.run_ids()
-    handle.require_runs(runs)
     results = []
-    with progress_bar("classifying", total=len(runs)) as tick:
-        for run_id in runs:
-            results.append(classify_run(handle, run_id, resolved, explain=explain))
-            tick(run_id)
+    if engine != "local" or ray_address is not None:
+        from trajlens.engine.classify import classify_run_on
+        from trajlens.engine.session import engine_session
+
+        with engine_session(engine, ray_address, store) as session:
+            runs = run or session.run_ids()
+            session.require_runs(runs)
+            with progress_bar("classifying", total=len(runs)) as tick:
+                for run_id in runs:
+                    results.append(classify_run_on(session.engine, session.location, run_id, resolved,
+                                                   store=session.store, explain=explain))
+                    tick(run_id)
+    else:
+        handle = trajlens.open(store)
+        runs = run or handle.run_ids()
+        handle.require_runs(runs)
+        with progress_bar("classifying", total=len(runs)) as tick:
+            for run_id in runs:
+                results.append(classify_run(handle, run_id, resolved, explain=explain))
+                tick(run_id)
     if explain:
         for result in results:
             _print_explanation(result.calls)

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import check_output, write_atomically
+from trajlens.cli._output import OUTPUT_FORMATS, check_output, write_output
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
 
@@ -37,7 +37,9 @@ def sample(
     n: Annotated[int, typer.Option("--n", help="Trajectories drawn per stage (all when a stage has fewer).")] = 80,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the draw.")] = 0,
     stages: Annotated[str, typer.Option("--stages", help="quartiles, early_late, or NAME:FIRST-LAST,... step ranges.")] = "quartiles",
-    output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the Markdown report to this file.")] = None,
+    output: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="Write the report to a .md or .html file, or its rates table (sample beside population) "
+        "to a .csv, .json or .parquet file, instead of printing it.")] = None,
 ) -> None:
     """Stage-sampled behaviour report: N trajectories per stage, Wilson intervals, population beside.
 
@@ -49,7 +51,7 @@ def sample(
     from trajlens.classify import stage_report
 
     if output is not None:
-        check_output(output)
+        check_output(output, tuple(OUTPUT_FORMATS))
     handle = trajlens.open(store)
     handle.require_runs([run])
     with progress_bar("sampling") as tick:
@@ -61,5 +63,8 @@ def sample(
     if output is None:
         typer.echo(markdown)
         return
-    write_atomically(output, lambda partial: partial.write_text(markdown))
+    if OUTPUT_FORMATS[output.suffix.lower()].documents:
+        write_output(output, document=markdown)
+    else:
+        write_output(output, frame=report.rates)
     typer.echo(f"wrote {output}")

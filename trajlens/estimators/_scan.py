@@ -39,6 +39,11 @@ scheduler holds back simply takes fewer chunks, so a busy machine slows the call
 the CPU time it leaves us, not by a barrier per op. A batch of one chunk runs in the calling
 thread, on one intra-op thread.
 
+How many workers is decided at each call: the CPUs this process may use, less those other
+processes keep busy at that moment (the runnable count of ``/proc/loadavg``), at least one. On
+a machine whose cores are all taken, a second worker only waits for a core, and waking it and
+meeting it at the end costs more than it saves, so the call runs in the calling thread.
+
 On CUDA, float32 batches go to a fused Triton kernel, one program per row
 (:mod:`trajlens.estimators._triton`), when Triton is installed; otherwise, or if the kernel
 cannot be built (a warning says so, once), the torch kernel runs on the whole batch at once.
@@ -53,6 +58,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
@@ -149,8 +155,7 @@ def masked_reverse_scan(
         plus_values = torch.empty_like(x) if values is not None else None
         flags: Sequence[Any] = _masked_chunk(x, values, response_mask, gamma, c, scanned, plus_values)
         return MaskedScan(scanned, plus_values, *flags)
-    rows_per_chunk = max(1, CHUNK_TOKENS // max(length, 1))
-    spans = [(start, min(start + rows_per_chunk, rows_total)) for start in range(0, rows_total, rows_per_chunk)]
+    spans = rectangular_spans(rows_total, length)
     if use_compiled(x):
         return _compiled_scan(x, values, response_mask, gamma, c, spans)
     scanned = torch.empty_like(x)
@@ -244,6 +249,12 @@ def flat_masked_scan(
     return FlatScan(scanned, plus_values, any(f[0] for f in flags), any(f[1] for f in flags))
 
 
+def rectangular_spans(rows: int, length: int) -> list[tuple[int, int]]:
+    """Row ranges of about ``CHUNK_TOKENS`` tokens each for a (rows, length) batch (at least one row each)."""
+    rows_per_chunk = max(1, CHUNK_TOKENS // max(length, 1))
+    return [(start, min(start + rows_per_chunk, rows)) for start in range(0, rows, rows_per_chunk)]
+
+
 def row_spans(offsets: np.ndarray, tokens: int = CHUNK_TOKENS) -> list[tuple[int, int]]:
     """Consecutive row ranges of about ``tokens`` tokens each (at least one row each)."""
     rows = offsets.shape[0] - 1
@@ -306,13 +317,36 @@ def _single_thread_worker() -> None:
     _WORKER.ready = True
 
 
-def worker_count() -> int:
-    """Worker threads for CPU chunks: the CPUs this process may use, capped by torch's thread count."""
+def usable_cpus() -> int:
+    """CPUs this process may run on."""
     try:
-        cpus = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, torch.get_num_threads()))
+        return os.cpu_count() or 1
+
+
+def worker_count() -> int:
+    """Most worker threads for CPU chunks: the CPUs this process may use, capped by torch's thread count."""
+    return max(1, min(usable_cpus(), torch.get_num_threads()))
+
+
+def idle_cpus(loadavg: Path = Path("/proc/loadavg")) -> int:
+    """CPUs no other task is running or waiting for right now (at least 1).
+
+    From the runnable count in ``/proc/loadavg`` (the fourth field, ``runnable/total``), which
+    counts the calling thread itself; without that file (not Linux), every usable CPU.
+    """
+    try:
+        runnable = int(loadavg.read_text().split()[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return usable_cpus()
+    return max(1, usable_cpus() - max(0, runnable - 1))
+
+
+def cpu_workers(chunks: int) -> int:
+    """Threads a CPU call of ``chunks`` row chunks runs on if made now (1: the calling thread alone)."""
+    workers = min(worker_count(), chunks)
+    return min(workers, idle_cpus()) if workers > 1 else 1
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -330,7 +364,8 @@ def _run_single_threaded(work: Callable[[_S], _R], spans: list[_S]) -> list[_R]:
     Spans are taken from a queue, so a worker the scheduler holds back takes fewer of them; the
     threads meet only once, at the end. A single span, or a call from inside a worker, runs here.
     """
-    if len(spans) == 1 or getattr(_WORKER, "ready", False) or worker_count() == 1:
+    workers = 1 if getattr(_WORKER, "ready", False) else cpu_workers(len(spans))
+    if workers == 1:
         with _one_intra_op_thread():
             return [work(s) for s in spans]
     queue = iter(enumerate(spans))
@@ -345,7 +380,6 @@ def _run_single_threaded(work: Callable[[_S], _R], spans: list[_S]) -> list[_R]:
                 return
             results[item[0]] = work(item[1])
 
-    workers = min(worker_count(), len(spans))
     for future in [_pool().submit(drain) for _ in range(workers)]:
         future.result()
     return results

@@ -47,6 +47,13 @@ ANALYSIS_TABLES: dict[str, str] = {
     "stage_rates": "trajlens sample STORE --run RUN (or trajlens report)",
     "stage_changes": "trajlens sample STORE --run RUN (or trajlens report)",
     "advantage_batches": "trajlens advantages STORE --run RUN --estimator NAME (or trajlens report)",
+    **{
+        table: "trajlens attribute STORE --run RUN"
+        for table in (
+            "call_credit", "class_credit", "attribution_steps", "attribution_summary", "attribution_length_bias",
+            "attribution_drift", "attribution_runs",
+        )
+    },
 }
 
 

@@ -1,0 +1,81 @@
+"""The flat step kernels attribution uses agree with the reference paths they replace."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+import torch
+
+from trajlens.attribution._advantages import Shifted, align_tokens, flat_kernel, step_advantages
+from trajlens.attribution.calls import per_token_weights
+from trajlens.attribution.recomputations import Recomputation
+from trajlens.estimators import AGGREGATION_MODES, aggregation_weights, recompute
+from trajlens.estimators._compiled import AVAILABLE
+
+RECS = (
+    Recomputation("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
+    Recomputation("gae_lam", "gae", {"gamma": 0.99, "lam": 0.9, "whiten": True}),
+    Recomputation("reinforce", "reinforce", {"gamma": 0.98}),
+    Recomputation("reinforce_whitened", "reinforce", {"gamma": 1.0, "whiten": True}),
+)
+
+
+def _random_step(seed: int) -> tuple[pl.DataFrame, pa.Table]:
+    rng = np.random.default_rng(seed)
+    batch = 7
+    lengths = rng.integers(3, 60, batch)
+    ids = [f"t{i}" for i in range(batch)]
+    masks, values, rewards = [], [], []
+    for length in lengths:
+        mask = rng.random(length) < 0.7
+        mask[0] = True
+        masks.append(mask.tolist())
+        values.append(rng.normal(size=length).astype(np.float32).tolist())
+        # rewards anywhere, observation tokens too: every convention must drop or keep them alike
+        reward = np.where(rng.random(length) < 0.2, rng.normal(size=length), 0.0).astype(np.float32)
+        reward[np.nonzero(mask)[0][-1]] = rng.normal()
+        rewards.append(reward.tolist())
+    trajectories = pl.DataFrame({"run_id": "r", "step": 3, "trajectory_id": ids, "group_id": ids,
+                                 "reward": rng.normal(size=batch)})
+    tokens = pa.table({"trajectory_id": ids[::-1], "response_mask": masks[::-1], "values": values[::-1],
+                       "token_rewards": rewards[::-1]})  # stored in another order than the batch
+    return trajectories, tokens
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="the flat kernels need numba")
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_flat_step_advantages_equal_recompute_at_model_tokens(seed):
+    trajectories, tokens = _random_step(seed)
+    aligned = align_tokens(trajectories, tokens)
+    assert aligned.column("trajectory_id").to_pylist() == trajectories["trajectory_id"].to_list()
+    assert all(flat_kernel(rec) for rec in RECS)
+    flat = step_advantages(trajectories, aligned, RECS, {})
+    frame = pl.from_arrow(aligned).with_columns(pl.lit("r").alias("run_id"))
+    mask = np.concatenate(frame["response_mask"].to_list())
+    for rec, got in zip(RECS, flat):
+        reference = recompute(trajectories, frame, rec.estimator, **rec.options)
+        expected = np.concatenate(reference["token_advantages"].to_list())
+        assert isinstance(got, Shifted) == rec.options.get("whiten", False)
+        got = (got.base - got.shift) * got.scale if isinstance(got, Shifted) else got
+        assert got.shape == mask.shape
+        np.testing.assert_allclose(got[mask], expected[mask], rtol=1e-5, atol=1e-5, err_msg=rec.label)
+
+
+def test_a_batch_with_a_trajectory_lacking_tokens_is_not_aligned():
+    trajectories, tokens = _random_step(0)
+    assert align_tokens(trajectories, tokens.slice(1)) is None
+    assert align_tokens(trajectories, None) is None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_per_token_weights_equal_aggregation_weights(seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 50, 6)
+    max_length = int(lengths.max()) + int(rng.integers(0, 10))
+    mask = torch.arange(int(lengths.max()))[None, :] < torch.from_numpy(lengths)[:, None]
+    got = per_token_weights(lengths, max_length, AGGREGATION_MODES)
+    for m, mode in enumerate(AGGREGATION_MODES):
+        expected = aggregation_weights(mask, mode, max_length=max_length).per_token_weight.numpy()
+        np.testing.assert_allclose(got[m], expected, rtol=1e-12, err_msg=mode)

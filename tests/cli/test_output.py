@@ -1,0 +1,79 @@
+"""``--out`` reads the format from the extension, on every command that writes a file."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+import trajlens
+from trajlens.cli._app import main
+
+
+@pytest.fixture
+def store(tmp_path, tiny_run_dir):
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    return tmp_path / "store"
+
+
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    status = main([str(arg) for arg in args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+SAMPLE = ("sample", "{store}", "--run", "tiny", "--stages", "first:1-1,second:2-2", "--n", "2")
+
+
+def test_sample_writes_the_report_or_its_rates_by_extension(store, tmp_path, capsys):
+    written = {}
+    for suffix in (".md", ".html", ".csv", ".json", ".parquet"):
+        path = tmp_path / f"r{suffix}"
+        status, out, err = run_cli(capsys, *(a.format(store=store) for a in SAMPLE), "--out", path)
+        assert status == 0, err
+        assert out.strip().endswith(f"wrote {path}")
+        written[suffix] = path
+    markdown = written[".md"].read_text()
+    assert "| tiny | first | 1–1 |" in markdown
+    page = written[".html"].read_text()
+    assert page.startswith("<!DOCTYPE html>") and "| tiny | first | 1–1 |" in page
+    rates = pl.read_parquet(written[".parquet"])
+    assert {"stage", "population_value"} <= set(rates.columns) and set(rates["stage"]) == {"first", "second"}
+    assert len(json.loads(written[".json"].read_text())) == rates.height
+    assert pl.read_csv(written[".csv"]).height == rates.height
+    assert not list(tmp_path.glob("*.partial"))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        SAMPLE,
+        ("sql", "{store}", "SELECT * FROM runs"),
+        ("view", "{store}", "--run", "tiny", "--trajectory", "1-a-0"),
+    ],
+    ids=lambda args: args[0],
+)
+@pytest.mark.parametrize(
+    "name, message",
+    [("r.txt", "expected a file ending in"), ("missing/r.html", "does not exist"), (".", "is a folder")],
+)
+def test_a_bad_out_is_one_line_and_writes_nothing(store, tmp_path, capsys, args, name, message):
+    out = tmp_path / name
+    status, _, err = run_cli(capsys, *(a.format(store=store) for a in args), "--out", out)
+    assert status == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --out ") and message in lines[0], err
+    assert not out.is_file() and not (tmp_path / "missing").exists()
+
+
+def test_view_writes_html_only(store, tmp_path, capsys):
+    status, _, err = run_cli(capsys, "view", store, "--run", "tiny", "--trajectory", "1-a-0", "--out", tmp_path / "t.md")
+    assert status == 1 and "expected a file ending in .html" in err
+
+
+@pytest.mark.xfail(strict=True, reason="attribute writes its --out with its own code, not trajlens.cli._output")
+def test_attribute_out_reads_the_extension(store, tmp_path, capsys):
+    status, _, err = run_cli(capsys, "attribute", store, "--run", "tiny", "--out", tmp_path / "r.txt")
+    assert status == 1 and "expected a file ending in" in err
+    assert not (tmp_path / "r.txt").exists()

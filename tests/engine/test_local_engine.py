@@ -1,0 +1,148 @@
+"""The per-step functions give the rows of the whole-run functions (local engine, no cluster)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import polars as pl
+import pyarrow as pa
+import pytest
+from polars.testing import assert_frame_equal
+
+import trajlens
+from trajlens.engine import LocalEngine, StoreLocation, open_engine
+from trajlens.errors import ConfigError, MissingDependencyError
+
+from engine_helpers import REPO, RUN_ID
+
+
+def _tables(store_path, names):
+    store = trajlens.open(store_path)
+    return {name: store.table(name).collect() for name in names}
+
+
+def test_classify_steps_equal_the_whole_run(store_copy, tmp_path):
+    from trajlens.classify.store import classify_run
+    from trajlens.classify.tool_map import ToolMap, only
+    from trajlens.engine.classify import classify_run_on
+
+    other = tmp_path / "other"
+    shutil.copytree(store_copy, other)
+    # an empty map alone leaves every tool unmapped, so unknown_tools has rows to compare
+    for tool_map in (None, only(ToolMap((), ()))):
+        whole = classify_run(trajlens.open(store_copy), RUN_ID, tool_map)
+        stepped = classify_run_on(LocalEngine(), StoreLocation.of(other), RUN_ID, tool_map, store=trajlens.open(other))
+        names = ("call_classes", "trajectory_measures", "unknown_tools")
+        expected, found = _tables(store_copy, names), _tables(other, names)
+        for name in names:
+            assert found[name].height == expected[name].height > 0 or name == "unknown_tools"
+            assert_frame_equal(found[name], expected[name], check_exact=True)
+        assert_frame_equal(stepped.measures, whole.measures, check_exact=True)
+    assert expected["unknown_tools"].height > 0
+
+
+@pytest.mark.parametrize(("estimator", "options"), [("gae", {}), ("gae", {"whiten": False}), ("grpo", {}),
+                                                    ("reinforce", {})])
+def test_recompute_steps_equal_the_whole_run(engine_store, estimator, options):
+    from trajlens.engine.advantages import recompute_diagnostics_on
+    from trajlens.report.advantages import labelled_diagnostics
+
+    expected = labelled_diagnostics(trajlens.open(engine_store), RUN_ID, estimator, "label", **options)
+    found = recompute_diagnostics_on(LocalEngine(), StoreLocation.of(engine_store), RUN_ID, estimator, "label", options)
+    assert found.height == 6
+    assert_frame_equal(found, expected, check_exact=True)
+
+
+def test_attribution_steps_equal_the_whole_run(store_copy, tmp_path):
+    from trajlens.attribution import DriftConfig, attribute, attribution_markdown
+    from trajlens.engine.attribution import attribute_on
+
+    other = tmp_path / "other"
+    shutil.copytree(store_copy, other)
+    whole = attribute(trajlens.open(store_copy), RUN_ID, drift=DriftConfig(k=2))
+    stepped = attribute_on(LocalEngine(), trajlens.open(other), RUN_ID, drift=DriftConfig(k=2))
+    assert attribution_markdown(stepped) == attribution_markdown(whole)
+    names = ("call_credit", "class_credit")
+    expected, found = _tables(store_copy, names), _tables(other, names)
+    for name in names:
+        assert found[name].height == expected[name].height > 0
+        assert_frame_equal(found[name], expected[name], check_exact=True)
+
+
+def test_a_file_uri_reads_and_writes_through_pyarrow_fs(engine_store, tmp_path):
+    """A store named by URI, and one this machine cannot lock: tables go through pyarrow.fs."""
+    from trajlens.engine.advantages import recompute_diagnostics_on, save_advantage_batches_on
+
+    copy = tmp_path / "uri store"
+    shutil.copytree(engine_store, copy)
+    location = StoreLocation.of(copy.as_uri())
+    assert location.uri.startswith("file://") and location.local_path == copy
+    assert location.run_ids() == [RUN_ID]
+    assert location.steps(RUN_ID) == [1, 2, 3, 4, 5, 6]
+    step = location.read_step(RUN_ID, "tokens", 3, ["trajectory_id", "values", "absent"])
+    assert step.column_names == ["trajectory_id", "values"] and step.num_rows == 4
+    assert location.read_step(RUN_ID, "tokens", 99) is None
+    first = recompute_diagnostics_on(LocalEngine(), location, RUN_ID, "gae", "gae", {})
+    save_advantage_batches_on(None, location, RUN_ID, first)
+    second = recompute_diagnostics_on(LocalEngine(), location, RUN_ID, "grpo", "grpo", {})
+    save_advantage_batches_on(None, location, RUN_ID, second)
+    saved = pl.DataFrame(location.read_derived("advantage_batches", RUN_ID))
+    assert sorted(saved["estimator"].unique()) == ["gae", "grpo"] and saved.height == 12
+    # the store opens as usual afterwards and sees the table the URI route wrote
+    assert trajlens.open(copy).sql("SELECT count(*) AS n FROM advantage_batches")["n"][0] == 12
+    assert not list((copy / "derived" / "advantage_batches").glob(".*"))  # no partial file left
+
+
+def test_write_derived_with_no_tables_writes_the_schema(tmp_path):
+    (tmp_path / "runs").mkdir()
+    location = StoreLocation.of(tmp_path)
+    schema = pa.schema([("step", pa.int64())])
+    location.write_derived("empty_table", "r", iter([]), schema)
+    assert location.read_derived("empty_table", "r").schema == schema
+
+
+def test_stateful_estimators_are_refused_step_by_step(engine_store):
+    from trajlens.engine.advantages import recompute_diagnostics_on
+
+    with pytest.raises(ConfigError, match="gdpo_dynamic carries its weights from step to step"):
+        recompute_diagnostics_on(LocalEngine(), StoreLocation.of(engine_store), RUN_ID, "gdpo_dynamic", "d", {})
+
+
+def test_unknown_engine_and_stray_address_are_config_errors():
+    with pytest.raises(ConfigError, match="expected one of local, ray"):
+        open_engine("spark")
+    with pytest.raises(ConfigError, match="--ray-address needs --engine ray"):
+        open_engine("local", "auto")
+
+
+def test_ray_batches_carry_tables_and_errors_back_in_step_order(engine_store):
+    """The map_batches function and its decoding, without a cluster (the cluster test runs them on Ray)."""
+    from trajlens.engine.advantages import RecomputeStep
+    from trajlens.engine.ray import StepBatch, step_results
+
+    location = StoreLocation.of(engine_store)
+    batches = [StepBatch(RecomputeStep("grpo", "grpo"), location, RUN_ID)(pa.table({"step": [step]})) for step in (2, 5)]
+    results = list(step_results(batches))
+    assert [result.step for result in results] == [2, 5]
+    expected = [RecomputeStep("grpo", "grpo")(location, RUN_ID, step)["advantage_batches"] for step in (2, 5)]
+    assert [result.tables["advantage_batches"] for result in results] == expected
+    failing = StepBatch(RecomputeStep("gdpo_trl", "g"), location, RUN_ID)(pa.table({"step": [1]}))
+    with pytest.raises(ConfigError, match="gdpo_trl needs two or more reward channels"):
+        list(step_results([failing]))
+
+
+def test_missing_ray_names_the_extra(monkeypatch):
+    from trajlens.engine.ray import RayEngine
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    with pytest.raises(MissingDependencyError) as raised:
+        RayEngine()
+    assert str(raised.value) == "--engine ray needs 'trajlens[ray]': install it with `pip install 'trajlens[ray]'`"
+
+
+def test_importing_trajlens_and_its_engines_does_not_import_ray():
+    code = "import sys, trajlens, trajlens.engine, trajlens.engine.ray; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr

@@ -1,0 +1,164 @@
+"""One step's advantages under each recomputation, token estimators on flat Arrow buffers.
+
+Attribution credits calls step by step, so it recomputes each estimator on one step at a time.
+Outcome and channel estimators are recomputed once for the whole run (their inputs are one row
+per trajectory, and dynamic GDPO carries its weights from step to step) and each step takes its
+rows. Token estimators read the step's token arrays:
+
+- GAE (any gamma and lambda, whitened or not) runs the compiled masked scan of
+  :func:`trajlens.report.stepwise.raw_gae` on the buffers as they come from Parquet (no padding);
+  labels with the same gamma and lambda share one scan, and whitening is verl's
+  ``(A - mean) * rsqrt(var + 1e-8)`` over the step's model tokens with the statistics of
+  :func:`trajlens.report.stepwise.step_moments`;
+- REINFORCE with the ``carry`` convention is the same scan with the critic at zero and lambda 1
+  (``A_t = r_t + gamma * A_next`` over model tokens, as :mod:`trajlens.estimators.reinforce`
+  says), whitened the same way when asked;
+- every other token estimator (REINFORCE++ in verl's ``reset`` convention, ReMax, the token
+  baselines), and any step whose trajectories do not all have token arrays, goes through
+  :func:`trajlens.estimators.recompute` on the step's frames.
+
+Each result is either a flat ``(N,)`` float array aligned with the step's tokens in batch order
+(trajectory after trajectory, as :func:`align_tokens` lays them out), or such an array with the
+whitening still to apply (:class:`Shifted`), or a frame with ``trajectory_id`` and
+``advantage`` / ``token_advantages``, or None.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from trajlens.attribution.recomputations import TOKEN_ESTIMATORS, Recomputation
+
+TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "token_rewards")
+"""The token arrays attribution reads."""
+
+class Shifted(NamedTuple):
+    """Token advantages ``(base - shift) * scale``: a whitened label kept as its raw scan.
+
+    Credit is linear in the advantages, so a call's sum over its span is ``scale * (sum of base
+    - shift * model tokens)``: the raw and whitened labels of one scan share its prefix sums.
+    """
+
+    base: np.ndarray
+    shift: float
+    scale: float
+
+
+def align_tokens(batch: pl.DataFrame, tokens: pa.Table | None) -> pa.Table | None:
+    """``tokens`` rows in the order of ``batch`` when every trajectory of the batch has one; else None."""
+    if tokens is None or tokens.num_rows == 0:
+        return None
+    ids = tokens.column("trajectory_id").combine_chunks()
+    wanted = batch["trajectory_id"]
+    if len(ids) == wanted.len() and pl.Series(ids).equals(wanted):
+        return tokens
+    order = (wanted.to_frame().join(pl.Series("trajectory_id", ids).to_frame().with_row_index("__token"),
+                                    on="trajectory_id", how="left", maintain_order="left"))["__token"]
+    if order.null_count():
+        return None
+    return tokens.take(pa.array(order.to_numpy()))
+
+
+def flat_kernel(rec: Recomputation) -> bool:
+    """Whether ``rec`` runs on flat buffers here (compiled kernels available, a supported estimator)."""
+    from trajlens.estimators._compiled import AVAILABLE
+
+    if not AVAILABLE:
+        return False
+    if rec.estimator == "gae":
+        return True
+    return rec.estimator == "reinforce" and rec.settings()["convention"] == "carry"
+
+
+def step_advantages(
+    batch: pl.DataFrame,
+    tokens: pa.Table | None,
+    recs: tuple[Recomputation, ...],
+    outcome: dict[str, pl.DataFrame],
+) -> list[Any]:
+    """Per recomputation, this step's advantages (see the module docstring for the three forms).
+
+    Args:
+        batch: the step's training trajectories, in the order the outputs use.
+        tokens: the step's token arrays (:data:`TOKEN_COLUMNS`), aligned with ``batch`` by
+            :func:`align_tokens` when every trajectory has them, else as read (or None).
+        recs: the recomputations.
+        outcome: per label of an outcome or channel recomputation, its advantages over the run.
+    """
+    aligned = tokens if tokens is not None and _is_aligned(batch, tokens) else None
+    shared: dict[tuple[str, float, float], Any] = {}
+    out: list[Any] = []
+    for rec in recs:
+        if rec.estimator not in TOKEN_ESTIMATORS:
+            out.append(outcome[rec.label].join(batch.select("trajectory_id"), on="trajectory_id", how="semi"))
+        elif aligned is not None and flat_kernel(rec):
+            out.append(_flat(batch, aligned, rec, shared))
+        else:
+            out.append(_framed(batch, tokens, rec))
+    return out
+
+
+def _is_aligned(batch: pl.DataFrame, tokens: pa.Table) -> bool:
+    ids = tokens.column("trajectory_id").combine_chunks()
+    return len(ids) == batch.height and pl.Series(ids).equals(batch["trajectory_id"])
+
+
+def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: Recomputation, shared: dict) -> np.ndarray | Shifted:
+    from trajlens.report.stepwise import raw_gae, step_moments
+
+    settings = rec.settings()  # the registry's defaults, then the recomputation's options
+    gamma, whiten = float(settings["gamma"]), bool(settings["whiten"])
+    if rec.estimator == "gae":
+        lam = float(settings["lam"])
+        key = ("gae", gamma, lam)
+        if key not in shared:
+            shared[key] = raw_gae(batch, tokens, gamma=gamma, lam=lam)
+    else:  # REINFORCE, carry: GAE with V = 0 and lambda = 1
+        key = ("reinforce", gamma, 1.0)
+        if key not in shared:
+            shared[key] = raw_gae(batch, _zero_values(tokens), gamma=gamma, lam=1.0)
+    raw = shared[key]
+    advantages = raw.advantages
+    if whiten:
+        moments = step_moments(raw.advantages, raw.mask)
+        if moments.count < 2:
+            from trajlens.estimators import _validate as check
+
+            raise check.EstimatorInputError(f"masked_whiten: a step has {moments.count} model tokens; "
+                                            "whitening needs at least two")
+        # verl masked_whiten: A' = (A - mean) * rsqrt(var + 1e-8) over the step's model tokens
+        return Shifted(advantages, moments.whitening_mean, moments.whitening_scale)
+    return advantages
+
+
+def _zero_values(tokens: pa.Table) -> pa.Table:
+    """``tokens`` with a critic of zeros on every token (same list offsets as the response mask)."""
+    mask = tokens.column("response_mask").combine_chunks()
+    if pa.types.is_large_list(mask.type):
+        mask = mask.cast(pa.list_(mask.type.value_type))
+    offsets = mask.offsets
+    first, last = offsets[0].as_py(), offsets[-1].as_py()
+    zeros = pa.ListArray.from_arrays(pa.array(offsets.to_numpy() - first),
+                                     pa.array(np.zeros(last - first, dtype=np.float32)))
+    if "values" in tokens.column_names:
+        return tokens.set_column(tokens.column_names.index("values"), "values", zeros)
+    return tokens.append_column("values", zeros)
+
+
+def _framed(batch: pl.DataFrame, tokens: pa.Table | None, rec: Recomputation) -> pl.DataFrame | None:
+    from trajlens.estimators import recompute
+
+    if tokens is None or tokens.num_rows == 0:
+        return None
+    frame = pl.from_arrow(tokens)
+    if "run_id" not in frame.columns:
+        frame = frame.with_columns(pl.lit(batch["run_id"][0]).alias("run_id"))
+    with_tokens = batch.join(frame.select("trajectory_id"), on="trajectory_id", how="semi")
+    if with_tokens.height == 0:
+        return None
+    result = recompute(with_tokens, frame, rec.estimator, **rec.options)
+    return result.select([c for c in ("trajectory_id", "advantage", "token_advantages") if c in result.columns])

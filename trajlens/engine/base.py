@@ -1,0 +1,53 @@
+"""What every engine does: map a per-step function over a run's step partitions.
+
+A *step function* takes a :class:`~trajlens.engine.location.StoreLocation`, a run id and a
+step, reads that step's partitions itself, and returns its results as named Arrow tables
+(``{"call_classes": ..., "trajectory_measures": ...}``). It must be picklable (a module-level
+function, or a frozen dataclass holding its options) so that it can run in another process.
+An engine runs it once per step and hands the results back in step order; the caller
+concatenates or reduces them and writes the store's tables.
+
+Errors a step function raises as :class:`~trajlens.errors.TrajlensError` reach the caller as
+they were raised, whichever engine ran the step.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, NamedTuple, Protocol, Sequence
+
+import pyarrow as pa
+
+from trajlens.engine.location import StoreLocation
+
+StepTables = dict[str, pa.Table]
+"""A step's results: table name -> Arrow table (names are the step function's own)."""
+
+StepFunction = Callable[[StoreLocation, str, int], StepTables]
+"""``function(location, run_id, step) -> StepTables``."""
+
+
+class StepResult(NamedTuple):
+    """The results of one step."""
+
+    step: int
+    tables: StepTables
+
+
+class Engine(Protocol):
+    """Runs a step function over the steps of a run."""
+
+    name: str
+    """``local`` or ``ray``."""
+
+    def map_steps(
+        self, function: StepFunction, location: StoreLocation, run_id: str, steps: Sequence[int]
+    ) -> Iterator[StepResult]:
+        """``function(location, run_id, step)`` for every step, yielded in the order of ``steps``."""
+        ...
+
+    def close(self) -> None:
+        """Release what the engine holds (a cluster connection)."""
+        ...
+
+
+__all__ = ["Engine", "StepFunction", "StepResult", "StepTables"]

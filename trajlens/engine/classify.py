@@ -1,0 +1,87 @@
+"""Classification step by step on an engine: :func:`classify_run_on`.
+
+Each step's tool calls are classified and its trajectories measured where the engine runs it
+(:class:`ClassifyStep`); the calls stream into ``call_classes``, the per-trajectory measures
+are stacked into ``trajectory_measures``, and ``unknown_tools`` is counted from the unmapped
+calls of every step. The rows are those of :func:`trajlens.classify.store.classify_run`: a
+call's class depends on that call (and its trajectory's earlier calls) only, and a
+trajectory lies within one step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import polars as pl
+
+from trajlens.classify.calls import UNMAPPED, classify_calls
+from trajlens.classify.measures import trajectory_measures
+from trajlens.classify.store import CALL_CLASS_COLUMNS
+from trajlens.classify.tool_map import ToolMapLike
+from trajlens.classify.unknown import unknown_tools
+from trajlens.engine.base import Engine, StepTables
+from trajlens.engine.location import StoreLocation
+from trajlens.engine.writing import StepStream, save_table
+from trajlens.schema import SCHEMAS
+
+
+class EngineClasses(NamedTuple):
+    """What :func:`classify_run_on` computed for one run."""
+
+    run_id: str
+    calls: pl.DataFrame | None
+    """The classified calls with the explain columns, when asked for (they stream to the store otherwise)."""
+    measures: pl.DataFrame
+    unknown: pl.DataFrame
+
+
+@dataclass(frozen=True)
+class ClassifyStep:
+    """The step function: classify one step's calls and measure its trajectories."""
+
+    tool_map: ToolMapLike
+    explain: bool = False
+
+    def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
+        calls = classify_calls(_read(location, run_id, "tool_calls", step), self.tool_map, explain=True)
+        measures = trajectory_measures(calls, _read(location, run_id, "trajectories", step))
+        unmapped = calls.filter(pl.col("decided_by") == UNMAPPED).select(SCHEMAS["tool_calls"].names)
+        tables = {"call_classes": calls.select(CALL_CLASS_COLUMNS).to_arrow(),
+                  "trajectory_measures": measures.to_arrow(), "unmapped_calls": unmapped.to_arrow()}
+        if self.explain:
+            tables["explained_calls"] = calls.to_arrow()
+        return tables
+
+
+def _read(location: StoreLocation, run_id: str, table: str, step: int) -> pl.DataFrame:
+    """One step of a stored table as the store reads it (its schema, also when the step has no partition)."""
+    schema = SCHEMAS[table]
+    part = location.read_step(run_id, table, step)
+    return pl.DataFrame(part if part is not None else schema.empty_table())
+
+
+def classify_run_on(engine: Engine, location: StoreLocation, run_id: str, tool_map: ToolMapLike = None, *,
+                    store: Any = None, explain: bool = False,
+                    progress: Callable[[str], None] | None = None) -> EngineClasses:
+    """Classify ``run_id`` step by step on ``engine`` and save ``call_classes``,
+    ``trajectory_measures`` and ``unknown_tools``.
+
+    ``store`` is the open :class:`~trajlens.store.Store` when the store is on this machine
+    (the tables are then published through it); None writes through ``location``.
+    """
+    steps = location.steps(run_id, "trajectories")
+    stream = StepStream(engine.map_steps(ClassifyStep(tool_map, explain), location, run_id, steps), "call_classes",
+                        progress)
+    save_table(store, location, "call_classes", run_id, stream)
+    measures = stream.frame("trajectory_measures")
+    unmapped = stream.frame("unmapped_calls")
+    if not unmapped.width:
+        unmapped = pl.DataFrame(SCHEMAS["tool_calls"].empty_table())
+    unknown = unknown_tools(unmapped, tool_map)
+    save_table(store, location, "trajectory_measures", run_id, measures)
+    save_table(store, location, "unknown_tools", run_id, unknown)
+    return EngineClasses(run_id, stream.frame("explained_calls") if explain else None, measures, unknown)
+
+
+__all__ = ["ClassifyStep", "EngineClasses", "classify_run_on"]

@@ -1,0 +1,165 @@
+"""Where a store lives, read and written through ``pyarrow.fs``: :class:`StoreLocation`.
+
+A store is named by a path (``store``, ``/mnt/shared/store``) or a URI (``file:///...``,
+``s3://bucket/store``); :func:`pyarrow.fs.FileSystem.from_uri` picks the file system, so a
+worker on another machine reads a step partition of a store on shared storage with the same
+code as a local one. Only the canonical layout is assumed (:mod:`trajlens.store.layout`)::
+
+    STORE/runs/<run_id>/<table>/step=NNNNNN/part-*.parquet
+    STORE/derived/<table>/<run_id>.parquet
+
+A location is a plain frozen value (the URI), so it travels to workers as it is; the file
+system is resolved where it is used.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from trajlens.errors import StoreError
+from trajlens.store.database import DERIVED_DIR, RUNS_DIR
+
+STEP_PREFIX = "step="
+"""Step partition directories are named ``step=NNNNNN`` (:func:`trajlens.store.layout.step_dir`)."""
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    """A store directory on any file system pyarrow can open."""
+
+    uri: str
+    """An absolute local path or a URI (``file://``, ``s3://``, ``gs://``, ``hdfs://``)."""
+
+    @classmethod
+    def of(cls, store: str | Path) -> "StoreLocation":
+        """A location from what a user typed: a URI is kept, a path made absolute."""
+        text = str(store)
+        if "://" in text:
+            return cls(text.rstrip("/"))
+        return cls(str(Path(text).resolve()))
+
+    def resolve(self) -> tuple[pafs.FileSystem, str]:
+        """The file system and the store's path on it."""
+        try:
+            filesystem, path = pafs.FileSystem.from_uri(self.uri)
+            return filesystem, str(path)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as error:
+            raise StoreError(f"{self.uri}: cannot open this store location ({_first_line(error)})") from None
+
+    @property
+    def local_path(self) -> Path | None:
+        """The store as a local directory, or None when it is not on this machine's file system."""
+        filesystem, root = self.resolve()
+        return Path(root) if isinstance(filesystem, pafs.LocalFileSystem) else None
+
+    def run_ids(self) -> list[str]:
+        filesystem, root = self.resolve()
+        runs = filesystem.get_file_info(f"{root}/{RUNS_DIR}")
+        if runs.type != pafs.FileType.Directory:
+            raise StoreError(f"{self.uri}: not a trajlens store (no runs/ inside); create one with `trajlens ingest`")
+        return sorted(info.base_name for info in _listing(filesystem, f"{root}/{RUNS_DIR}")
+                      if info.type == pafs.FileType.Directory and not info.base_name.startswith("."))
+
+    def steps(self, run_id: str, table: str = "trajectories") -> list[int]:
+        """Steps that have a partition of ``table`` in run ``run_id``, in order."""
+        filesystem, root = self.resolve()
+        directory = f"{root}/{RUNS_DIR}/{run_id}/{table}"
+        return sorted(int(info.base_name[len(STEP_PREFIX):]) for info in _listing(filesystem, directory)
+                      if info.type == pafs.FileType.Directory and info.base_name.startswith(STEP_PREFIX))
+
+    def step_files(self, run_id: str, table: str, step: int) -> list[str]:
+        """The Parquet files of one step partition (empty when the step has none)."""
+        from trajlens.store.layout import step_dir
+
+        filesystem, root = self.resolve()
+        directory = f"{root}/{RUNS_DIR}/{run_id}/{table}/{step_dir(step)}"
+        return sorted(info.path for info in _listing(filesystem, directory)
+                      if info.type == pafs.FileType.File and info.base_name.endswith(".parquet"))
+
+    def read_step(self, run_id: str, table: str, step: int, columns: Sequence[str] | None = None) -> pa.Table | None:
+        """The rows of one step partition of ``table`` (the ``columns`` it has), or None when
+        the step has no partition."""
+        files = self.step_files(run_id, table, step)
+        if not files:
+            return None
+        filesystem, _ = self.resolve()
+        wanted = None
+        if columns is not None:
+            names = pq.read_schema(files[0], filesystem=filesystem).names
+            wanted = [c for c in columns if c in names]
+        parts = [pq.read_table(path, columns=wanted, filesystem=filesystem) for path in files]
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    def read_derived(self, name: str, run_id: str) -> pa.Table | None:
+        """A run's part of an analysis table, or None when it has not been written."""
+        filesystem, root = self.resolve()
+        path = f"{root}/{DERIVED_DIR}/{name}/{run_id}.parquet"
+        if filesystem.get_file_info(path).type != pafs.FileType.File:
+            return None
+        return pq.read_table(path, filesystem=filesystem)
+
+    def write_derived(self, name: str, run_id: str, tables: Iterable[pa.Table], schema: pa.Schema | None = None) -> str:
+        """Write a run's part of an analysis table from ``tables`` (one after the other), and
+        return its path.
+
+        For stores this machine cannot lock (object stores, other machines' mounts): the file
+        is written under a temporary name and moved into place, so a reader sees the old part
+        or the new one. A local store is written through :meth:`trajlens.store.Store.write_derived`
+        instead, which also rebuilds the store's database.
+        """
+        filesystem, root = self.resolve()
+        directory = f"{root}/{DERIVED_DIR}/{name}"
+        target = f"{directory}/{run_id}.parquet"
+        partial = f"{directory}/.{run_id}.{uuid.uuid4().hex[:8]}.partial"
+        try:
+            filesystem.create_dir(directory, recursive=True)
+            with filesystem.open_output_stream(partial) as stream:
+                write_tables(stream, tables, schema)
+            filesystem.move(partial, target)
+        except OSError as error:
+            _delete_quietly(filesystem, partial)
+            raise StoreError(f"{self.uri}: cannot write analysis table {name} ({_first_line(error)})") from None
+        return target
+
+
+def write_tables(sink: Any, tables: Iterable[pa.Table], schema: pa.Schema | None = None) -> None:
+    """Write tables one after another into one Parquet file (a path or an open stream); each is
+    cast to the first one's schema. With no table, the file holds ``schema`` and no rows."""
+    writer = None
+    try:
+        for table in tables:
+            if writer is None:
+                writer = pq.ParquetWriter(sink, table.schema, compression="zstd")
+            writer.write_table(table.cast(writer.schema) if table.schema != writer.schema else table)
+        if writer is None:
+            writer = pq.ParquetWriter(sink, schema or pa.schema([]), compression="zstd")
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _listing(filesystem: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
+    listing: list[pafs.FileInfo] = filesystem.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+    return listing
+
+
+def _delete_quietly(filesystem: pafs.FileSystem, path: str) -> None:
+    try:
+        filesystem.delete_file(path)
+    except OSError:
+        pass
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+__all__ = ["STEP_PREFIX", "StoreLocation", "write_tables"]

@@ -1,0 +1,169 @@
+"""The Ray engine: each step of a run is one task of a Ray Data pipeline.
+
+The pipeline is a dataset of step numbers, one block per step, mapped with ``map_batches``
+(one step per batch) by a function that reads that step's partitions straight from the store
+through ``pyarrow.fs`` (so a worker on another machine reads a store on shared storage) and
+returns the step's results as Arrow IPC in a columnar batch: one row per result table,
+``step``, ``name``, ``table``. Order is preserved, so results come back in step order and the
+caller streams them into the store's tables without holding the run.
+
+Connecting: ``address=None`` runs ``ray.init()`` with no address, which starts a local cluster
+on this machine (or joins the one ``RAY_ADDRESS`` names); ``"auto"`` joins the cluster that
+``ray start --head`` started on this machine; ``"ray://host:10001"`` goes through Ray Client;
+``"host:6379"`` joins a cluster's head directly. Every node needs trajlens installed (with the
+``ray`` extra), in the same version as the caller.
+
+Ray is an optional dependency (``pip install 'trajlens[ray]'``); this module imports it only
+when an engine is made.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+
+from trajlens.engine.base import StepFunction, StepResult, StepTables
+from trajlens.engine.location import StoreLocation
+from trajlens.errors import MissingDependencyError, TrajlensError
+
+RAY_EXTRA = "'trajlens[ray]'"
+"""What to install for this engine."""
+
+RESULT_SCHEMA = pa.schema([
+    pa.field("step", pa.int64()),
+    pa.field("name", pa.string()),
+    pa.field("table", pa.large_binary()),
+    pa.field("error", pa.large_binary()),
+])
+"""A step's results inside the pipeline: one row per named table (Arrow IPC stream bytes), or
+one row whose ``error`` holds the pickled :class:`~trajlens.errors.TrajlensError` the step raised."""
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+        import ray.data  # noqa: F401 - the engine's pipeline; missing when ray is installed without [data]
+    except ImportError:
+        raise MissingDependencyError(RAY_EXTRA, "--engine ray") from None
+    return ray
+
+
+class RayEngine:
+    """Maps step functions over a run's steps on a Ray cluster with Ray Data."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None) -> None:
+        ray = _import_ray()
+        self.address = address
+        self._started = False
+        if not ray.is_initialized():
+            # Options that configure a new cluster are refused when joining one.
+            own_cluster = {} if address else {"include_dashboard": False}
+            # A cluster trajlens starts sends no usage statistics anywhere (Ray's default is to).
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, **own_cluster)
+            self._started = True
+        # The command draws its own progress; Ray Data's bars and notices would interleave with it.
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
+        context = ray.data.DataContext.get_current()
+        context.execution_options.preserve_order = True
+        context.enable_progress_bars = False
+        context.print_on_execution_start = False
+
+    def map_steps(
+        self, function: StepFunction, location: StoreLocation, run_id: str, steps: Sequence[int]
+    ) -> Iterator[StepResult]:
+        import ray
+
+        if not steps:
+            return
+        dataset = ray.data.from_items([{"step": int(step)} for step in steps], override_num_blocks=len(steps))
+        results = dataset.map_batches(StepBatch(function, location, run_id), batch_size=1, batch_format="pyarrow",
+                                      zero_copy_batch=True)
+        yield from step_results(results.iter_batches(batch_format="pyarrow", batch_size=None))
+
+    def close(self) -> None:
+        if self._started:
+            import ray
+
+            ray.shutdown()
+            self._started = False
+
+    def __repr__(self) -> str:
+        return f"RayEngine(address={self.address!r})"
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """The ``map_batches`` function: runs the step function on the batch's one step."""
+
+    function: StepFunction
+    location: StoreLocation
+    run_id: str
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        rows: list[dict[str, Any]] = []
+        for step in batch.column("step").to_pylist():
+            try:
+                tables = self.function(self.location, self.run_id, step)
+            except TrajlensError as error:
+                rows.append({"step": step, "name": None, "table": None, "error": _pickle_error(error)})
+                continue
+            rows += [{"step": step, "name": name, "table": _to_ipc(table), "error": None} for name, table in tables.items()]
+            if not tables:  # the step still reports back, so the caller sees every step
+                rows.append({"step": step, "name": None, "table": None, "error": None})
+        return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+def step_results(batches: Iterable[pa.Table]) -> Iterator[StepResult]:
+    """Batches of :data:`RESULT_SCHEMA` rows (in step order) back into one result per step;
+    a step's error is raised as the step function raised it."""
+    current: int | None = None
+    tables: StepTables = {}
+    for batch in batches:
+        for row in batch.to_pylist():
+            if row["error"] is not None:
+                raise _unpickle_error(row["error"])
+            if current is not None and row["step"] != current:
+                yield StepResult(current, tables)
+                tables = {}
+            current = row["step"]
+            if row["name"] is not None:
+                tables[row["name"]] = _from_ipc(row["table"])
+    if current is not None:
+        yield StepResult(current, tables)
+
+
+def _pickle_error(error: TrajlensError) -> bytes:
+    # Not the exception itself: trajlens errors build their message in __init__ from other
+    # arguments (a list of problems, a file and a field), so unpickling would call it wrongly.
+    return pickle.dumps((type(error), str(error), dict(vars(error))))
+
+
+def _unpickle_error(data: bytes) -> TrajlensError:
+    kind, message, state = pickle.loads(data)
+    error: TrajlensError = kind.__new__(kind)
+    BaseException.__init__(error, message)
+    vars(error).update(state)
+    return error
+
+
+def _to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+def _from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+__all__ = ["RAY_EXTRA", "RESULT_SCHEMA", "RayEngine", "StepBatch", "step_results"]
