@@ -1,7 +1,8 @@
 """Benchmark: recomputing advantages over a store against reading the token arrays it needs.
 
-    python benchmarks/bench_recompute.py            # 200 steps x 64 trajectories x 30,000 tokens
-    python benchmarks/bench_recompute.py --quick    # 16 steps, same shape per step
+    python benchmarks/bench_recompute.py                      # 200 steps x 64 trajectories x 30,000 tokens
+    python benchmarks/bench_recompute.py --quick              # 16 steps, same shape per step
+    python benchmarks/bench_recompute.py --degenerate 100000  # `trajlens report` on 100,000 one-trajectory steps
 
 Generates a run with known shape (``trajlens.synth``, scenario sao-r7: critic values on every
 token) and ingests it into a store, both kept under ``--work`` so that a rerun skips them. Then,
@@ -14,15 +15,22 @@ read from ``VmHWM`` after resetting it through ``/proc/self/clear_refs``):
 - **gae**: :func:`trajlens.report.stepwise.diagnostics_by_step` for GAE raw and whitened
   (the report's two GAE labels): per-step batch diagnostics over model tokens, every
   trajectory's advantages computed;
-- **report** (full size only: its stage report covers the whole run at any size): the report's
-  computations with the step-wise recomputation: classify every tool call, the stage report,
-  and the diagnostics of every estimator choice of the report job.
+- **report**: the report's computations on those steps, as ``trajlens report`` makes them:
+  classify every tool call and the trajectory measures, the stage report from those measures,
+  and :func:`trajlens.report.job.report_advantages` (which estimators the run allows and
+  their per-step diagnostics, in one read of the token arrays).
 
 It prints seconds (best of ``--repeats`` runs, the usual guard on a shared machine),
 ns and seconds per million tokens, peak RSS (the largest of the runs), and the ratios to the scan.
 Targets (exit 1 when one fails, in either condition, at the full size): gae <= 2x scan,
-report <= 3x scan, peak RSS of gae and report < 1.5 GB; cost per million tokens at the full
-size within 1.5x of the quarter's (linear).
+report <= 3x scan, peak RSS of gae and report < 1.5 GB; cost per million tokens of gae and of
+the report at the full size within 1.5x of the quarter's (linear).
+
+``--degenerate N`` instead writes (once, under ``--work``) a run of N steps of one tiny
+trajectory each through the store's writer, and runs the whole ``trajlens report`` on it and on
+a run of N/4 steps in child processes: seconds, ms per step and peak RSS
+(``RUSAGE_CHILDREN``). Targets: exit 0, peak RSS < 1.5 GB, and time per step at N within 1.5x
+of that at N/4 (linear: the report's fixed start-up cost is shared by more steps at N).
 """
 
 from __future__ import annotations
@@ -55,7 +63,11 @@ def build(work: Path, steps: int, batch: int, tokens: int, calls: int) -> tuple[
 
     store = work / f"store-{steps}x{batch}x{tokens}"
     marker = store / ".bench-complete"
-    if not marker.exists():
+    if not marker.exists() or marker.read_text() != _schema_mark():
+        if store.exists():
+            import shutil
+
+            shutil.rmtree(store)  # written under another schema
         run_dir = work / f"run-{steps}x{batch}x{tokens}"
         started = time.perf_counter()
         if not run_dir.exists():
@@ -65,9 +77,18 @@ def build(work: Path, steps: int, batch: int, tokens: int, calls: int) -> tuple[
         started = time.perf_counter()
         trajlens.ingest([run_dir], store)
         print(f"generated the run in {generated:.0f} s, ingested it in {time.perf_counter() - started:.0f} s")
-        marker.write_text("ok\n")
+        marker.write_text(_schema_mark())
     run_id = trajlens.open(store).run_ids()[0]
     return store, run_id
+
+
+def _schema_mark() -> str:
+    """What a kept store was written under: the store schema, so a changed schema rebuilds it."""
+    import hashlib
+
+    from trajlens.schema import SCHEMAS
+
+    return hashlib.sha256("".join(f"{n}{s}" for n, s in SCHEMAS.items()).encode()).hexdigest()[:16] + "\n"
 
 
 def _peak_rss() -> int:
@@ -101,15 +122,17 @@ def task(kind: str, store_path: str, run_id: str, steps: list[int]) -> dict:
         assert diagnostics.height == 2 * len(steps)
     elif kind == "report":
         from trajlens.classify import classify_calls, stage_report, trajectory_measures
-        from trajlens.report.job import ESTIMATOR_CHOICES, available_estimators
+        from trajlens.classify.stages import CLASSIFY_INPUT
+        from trajlens.report.job import report_advantages
 
-        calls = classify_calls(store.tool_calls.filter(pl.col("run_id") == run_id)
-                               .filter(pl.col("step").is_in(steps)))
-        measures = trajectory_measures(calls, store.trajectories.filter(
-            (pl.col("run_id") == run_id) & pl.col("step").is_in(steps)).collect())
-        stage_report(store, run_id=run_id, n=80, seed=0, stages="quartiles")
-        choices = available_estimators(store, run_id) or list(ESTIMATOR_CHOICES)
-        diagnostics_by_step(store, run_id, choices, steps=steps)
+        in_steps = (pl.col("run_id") == run_id) & pl.col("step").is_in(steps)
+        calls = classify_calls(store.tool_calls.filter(in_steps).select(CLASSIFY_INPUT))
+        trajectories = store.trajectories.filter(in_steps).collect()
+        measures = trajectory_measures(calls, trajectories)
+        stage_report((trajectories, calls.head(0)), run_id=run_id, n=80, seed=0, stages="quartiles",
+                     measures=measures)
+        advantages = report_advantages(store, run_id, steps=steps)
+        assert advantages.diagnostics.height >= 2 * len(steps)
         tokens = -1
         del measures
     seconds = time.perf_counter() - started
@@ -124,7 +147,7 @@ def measure_sizes(store_path: str, run_id: str, sizes: list[list[int]], repeats:
     during the task (``VmHWM`` reset through ``/proc/self/clear_refs`` before each run)."""
     out = []
     for steps in sizes:
-        for kind in ("scan", "gae", "report") if steps is sizes[-1] else ("scan", "gae"):
+        for kind in ("scan", "gae", "report"):
             runs = []
             for _ in range(repeats):
                 Path("/proc/self/clear_refs").write_text("5")
@@ -147,6 +170,52 @@ def in_fresh_process(store: Path, run_id: str, sizes: list[list[int]], repeats: 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def degenerate(work: Path, steps: int) -> int:
+    """``trajlens report`` on runs of ``steps`` and ``steps // 4`` one-trajectory steps."""
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    from built_runs import degenerate_store
+
+    rows = []
+    for count in (max(1, steps // 4), steps):
+        store = work / f"degenerate-{count}"
+        marker = store / ".bench-complete"
+        if not marker.exists() or marker.read_text() != _schema_mark():
+            if store.exists():
+                import shutil
+
+                shutil.rmtree(store)
+            started = time.perf_counter()
+            degenerate_store(store, count)
+            marker.write_text(_schema_mark())
+            print(f"wrote {count:,} steps in {time.perf_counter() - started:.0f} s")
+        code = ("import json, resource, subprocess, sys, time; t = time.perf_counter(); "
+                "d = subprocess.run([sys.executable, '-m', 'trajlens', 'report', sys.argv[1], '--out', sys.argv[2]], "
+                "capture_output=True, text=True); s = time.perf_counter() - t; "
+                "print(json.dumps({'rc': d.returncode, 'seconds': s, 'stderr': d.stderr[-1000:], "
+                "'peak': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))")
+        out = work / f"degenerate-{count}-report"
+        done = subprocess.run([sys.executable, "-c", code, str(store), str(out)], capture_output=True, text=True,
+                              check=True)
+        rows.append({"steps": count, **json.loads(done.stdout)})
+    print(f"{'steps':>8} {'exit':>4} {'seconds':>8} {'ms/step':>8} {'peak MB':>8}")
+    for r in rows:
+        print(f"{r['steps']:>8,} {r['rc']:>4} {r['seconds']:>8.1f} {r['seconds'] / r['steps'] * 1e3:>8.2f} "
+              f"{r['peak'] / 1e6:>8.0f}")
+        if r["rc"]:
+            print(r["stderr"])
+    small, large = rows
+    results = [
+        ("trajlens report exits 0 on both runs", small["rc"] == 0 and large["rc"] == 0),
+        (f"peak RSS < {PEAK_BYTES / 1e9:g} GB at {steps:,} steps", large["peak"] < PEAK_BYTES),
+        (f"time per step at {steps:,} steps <= {LINEAR_FACTOR:g}x that at {small['steps']:,}",
+         large["seconds"] / large["steps"] <= LINEAR_FACTOR * small["seconds"] / small["steps"]),
+    ]
+    print()
+    for text, ok in results:
+        print(f"{'PASS' if ok else 'FAIL'}  {text}")
+    return 0 if all(ok for _, ok in results) else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="16 steps instead of 200")
@@ -158,7 +227,12 @@ def main() -> int:
                         help="where the generated run and store are kept between runs")
     parser.add_argument("--no-load", action="store_true", help="skip the run under added load")
     parser.add_argument("--repeats", type=int, default=2, help="runs per task; the best time is kept")
+    parser.add_argument("--degenerate", type=int, default=None, metavar="STEPS",
+                        help="run `trajlens report` on STEPS one-trajectory steps (and a quarter as many)")
     args = parser.parse_args()
+    if args.degenerate:
+        args.work.mkdir(parents=True, exist_ok=True)
+        return degenerate(args.work, args.degenerate)
     steps_total = args.steps or (16 if args.quick else 200)
     args.work.mkdir(parents=True, exist_ok=True)
     store, run_id = build(args.work, steps_total, args.batch, args.tokens, args.calls)
@@ -200,8 +274,8 @@ def main() -> int:
                  full["report"]["seconds"] <= REPORT_FACTOR * full["scan"]["seconds"]),
                 (f"{label}: peak RSS of gae and report < {PEAK_BYTES / 1e9:g} GB",
                  max(full["gae"]["peak"], full["report"]["peak"]) < PEAK_BYTES),
-                (f"{label}: gae cost per M tokens at full size <= {LINEAR_FACTOR:g}x the quarter's",
-                 per_million["gae"][-1] <= LINEAR_FACTOR * per_million["gae"][0]),
+                *((f"{label}: {kind} cost per M tokens at full size <= {LINEAR_FACTOR:g}x the quarter's",
+                   per_million[kind][-1] <= LINEAR_FACTOR * per_million[kind][0]) for kind in ("gae", "report")),
             ]
     print()
     for text, ok in results:

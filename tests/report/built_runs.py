@@ -9,16 +9,16 @@ COMMANDS = ("pytest -q", "python -c 'import mod'", "grep -rn foo .", "cat src/mo
 
 
 def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6, tokens_per_call: int = 5,
-              mask: str = "normal", long_trajectory: tuple[int, int] | None = None):
+              mask: str = "normal", long_trajectory: tuple[int, int] | None = None, first_step: int = 1):
     """A GAE-style run (token arrays with critic values). ``mask``: 'normal', 'all_false' or
     'empty'. ``long_trajectory=(calls, tokens)`` makes trajectory 0 of the last step that long."""
     from trajlens.model import RunBuilder
 
     builder = RunBuilder(run_id, estimator="gae", config={}, source_format="test", source=run_id)
-    for step in range(1, steps + 1):
+    for step in range(first_step, first_step + steps):
         for member in range(per_step):
             n_calls, span = calls, tokens_per_call
-            if long_trajectory and step == steps and member == 0:
+            if long_trajectory and step == first_step + steps - 1 and member == 0:
                 n_calls, total = long_trajectory
                 span = total // n_calls
             reward = float((step + member) % 2)
@@ -51,6 +51,27 @@ def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6,
             )
         builder.add_metric(step, "critic/vf_explained_var", 0.1)
     return builder.build()
+
+
+def degenerate_store(store: Path, steps: int, *, run_id: str = "degenerate", mask: str = "normal",
+                     chunk: int = 500) -> Path:
+    """A store holding one run of ``steps`` steps, each one tiny trajectory (two tool calls of
+    three model tokens), written through the store's writer ``chunk`` steps at a time (memory
+    that of a chunk, each file written once)."""
+    from trajlens.store.writer import StoreWriter
+
+    def part(first_step: int):
+        return built_run(run_id, steps=min(chunk, steps - first_step + 1), per_step=1, calls=2, tokens_per_call=3,
+                         mask=mask, first_step=first_step)
+
+    first = part(1)
+    with StoreWriter(store) as writer:
+        with writer.stage(run_id, first.runs, f"generated:{run_id}") as stage:
+            stage.write_run(first)
+            for start in range(chunk + 1, steps + 1, chunk):
+                stage.write_run(part(start))
+        writer.publish()
+    return store
 
 
 def write_store(root: Path, runs) -> Path:

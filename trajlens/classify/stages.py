@@ -63,6 +63,11 @@ MEAN_MEASURES: tuple[str, ...] = (
 
 PROPORTION_KINDS: tuple[str, ...] = ("trajectory_rate", "call_share")
 
+CLASSIFY_INPUT: tuple[str, ...] = (
+    "run_id", "step", "trajectory_id", "call_index", "tool_name", "arguments", "command", "format_error",
+)
+"""The tool-call columns classification and the trajectory measures read (not the tool output)."""
+
 
 def assign_stages(trajectories: Any, stages: StageSpec = "quartiles") -> pl.DataFrame:
     """The trajectories table with ``stage`` (name) and ``stage_index`` (order) added.
@@ -169,6 +174,8 @@ def stage_report(
     seed: int = 0,
     stages: StageSpec = "quartiles",
     split: str | None = "train",
+    *,
+    measures: pl.DataFrame | None = None,
 ) -> StageReport:
     """Sample ``n`` trajectories per training stage and report behaviour rates with intervals.
 
@@ -176,6 +183,8 @@ def stage_report(
     such as ``trajlens.open(DIR)``) or a pair ``(trajectories, tool_calls)`` of Polars or
     Arrow tables. ``run_id`` restricts the report to one run (each run is staged and sampled
     on its own either way); ``split`` keeps only trajectories of that split (None: all).
+    ``measures``: :func:`trajectory_measures` of (at least) those trajectories, when the caller
+    has them; the tool calls are then neither read nor classified again.
     """
     problems = []
     if not isinstance(n, (int, np.integer)) or n < 1:
@@ -184,9 +193,12 @@ def stage_report(
         problems.append(f"seed: expected an integer, found {seed!r}")
     if problems:
         raise ConfigError(problems)
-    trajectories, tool_calls = _frames(store_or_frames, run_id, split)
-    calls = classify_calls(tool_calls)
-    measures = trajectory_measures(calls, trajectories)
+    trajectories, tool_calls = _frames(store_or_frames, run_id, split, calls=measures is None)
+    if measures is None:
+        measures = trajectory_measures(classify_calls(tool_calls), trajectories)
+    else:
+        measures = measures.join(trajectories.select("run_id", "trajectory_id"), on=["run_id", "trajectory_id"],
+                                 how="semi", maintain_order="left")
     staged = assign_stages(trajectories.select("run_id", "trajectory_id", "step"), stages)
     measures = measures.join(staged.select("run_id", "trajectory_id", "stage", "stage_index"),
                              on=["run_id", "trajectory_id"]).filter(pl.col("stage").is_not_null())
@@ -209,7 +221,8 @@ def stage_report(
     )
 
 
-def _frames(source: Any, run_id: str | None, split: str | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _frames(source: Any, run_id: str | None, split: str | None, *, calls: bool = True
+            ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     if hasattr(source, "trajectories") and hasattr(source, "tool_calls"):
         trajectories, tool_calls = source.trajectories, source.tool_calls
     elif isinstance(source, Sequence) and not isinstance(source, str) and len(source) == 2:
@@ -227,8 +240,9 @@ def _frames(source: Any, run_id: str | None, split: str | None) -> tuple[pl.Data
     if split is not None:
         trajectories = trajectories.filter(pl.col("split") == split)
     trajectory_frame = trajectories.collect()
-    call_frame = tool_calls.join(trajectories.select("run_id", "trajectory_id"), on=["run_id", "trajectory_id"],
-                                 how="semi").collect()
+    present = tool_calls.collect_schema().names()
+    call_frame = tool_calls.select([c for c in CLASSIFY_INPUT if c in present]).join(trajectories.select("run_id", "trajectory_id"), on=["run_id", "trajectory_id"],
+                                 how="semi").collect() if calls else None
     if trajectory_frame.height == 0:
         wanted = " and ".join(x for x in (run_id and f"run {run_id!r}", split and f"split {split!r}") if x)
         raise ConfigError([f"stage_report: no trajectories{' for ' + wanted if wanted else ''}"])

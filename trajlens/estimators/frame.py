@@ -65,7 +65,8 @@ _ROW = "__row"
 
 
 def recompute(
-    trajectories: pl.DataFrame, tokens: pl.DataFrame | None = None, estimator: str = "grpo", **options: Any
+    trajectories: pl.DataFrame, tokens: pl.DataFrame | None = None, estimator: str = "grpo", *,
+    carry: dict[str, Any] | None = None, **options: Any
 ) -> pl.DataFrame:
     """Advantages ``estimator`` would have given each trajectory, one row per trajectory.
 
@@ -74,6 +75,9 @@ def recompute(
             (and ``model_tokens`` for estimators that need token counts without ``tokens``).
         tokens: the ``tokens`` frame, needed by the token-level estimators.
         estimator: a name of :data:`~trajlens.estimators.registry.ESTIMATOR_REGISTRY`.
+        carry: what an estimator with memory across steps (gdpo_dynamic's moving averages)
+            keeps from one step to the next; pass the same dict to calls over consecutive
+            batches of steps to get what one call over all of them gives.
         **options: the estimator's options (its registry entry lists them); problems with
             several options are reported together.
     """
@@ -95,7 +99,7 @@ def recompute(
     channel_names: list[str] = []
     if spec.kind is Kind.CHANNEL:
         frame, channel_names = _channel_columns(fn, frame, options.pop("channels", None))
-    state: dict[str, torch.Tensor | None] = {}
+    state: dict[str, torch.Tensor | None] = carry if carry is not None else {}
     parts = []
     for batch in frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True):
         batch = batch.sort(_ROW)

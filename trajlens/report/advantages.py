@@ -76,20 +76,25 @@ def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
     tokens (token advantages, or each trajectory's advantage once per model token) or
     trajectories.
     """
-    from trajlens.estimators.registry import Statistics, estimator_spec
-
-    spec = estimator_spec(estimator)
     if frames is None:
         frames = read_run(store, run_id, tokens=_reads_tokens(estimator))
     recomputed = recompute_run(store, run_id, estimator, frames=frames, **options)
+    return diagnostics_of(estimator, recomputed, frames.tokens).with_columns(pl.lit(label).alias("estimator"))
+
+
+def diagnostics_of(estimator: str, recomputed: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.DataFrame:
+    """:func:`batch_diagnostics` of ``recomputed`` over what ``estimator``'s loss sees: model
+    tokens (its token advantages, or each trajectory's advantage once per model token) or
+    trajectories, as its registry entry says."""
+    from trajlens.estimators.registry import Statistics, estimator_spec
+
+    spec = estimator_spec(estimator)
     if spec.statistics is Statistics.MODEL_TOKENS and "token_advantages" in recomputed.columns:
-        diagnostics = batch_diagnostics(recomputed, frames.tokens)
-    elif spec.statistics is Statistics.MODEL_TOKENS and "model_tokens" in recomputed.columns:
+        return batch_diagnostics(recomputed, tokens)
+    if spec.statistics is Statistics.MODEL_TOKENS and "model_tokens" in recomputed.columns:
         per_token = recomputed.select("run_id", "step", pl.col("advantage").repeat_by("model_tokens")).explode("advantage")
-        diagnostics = batch_diagnostics(per_token)
-    else:
-        diagnostics = batch_diagnostics(recomputed)
-    return diagnostics.with_columns(pl.lit(label).alias("estimator"))
+        return batch_diagnostics(per_token)
+    return batch_diagnostics(recomputed)
 
 
 def save_advantage_batches(store: Any, run_id: str, diagnostics: pl.DataFrame, *, keep_other_labels: bool) -> None:

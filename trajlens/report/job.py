@@ -8,14 +8,15 @@ every estimator the run's data allows, plus an index ``README.md`` of findings.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import polars as pl
 
 from trajlens.report import plots
-from trajlens.report.scalars import channel_findings, scalar_findings
+from trajlens.report.scalars import channel_findings, run_config_text, scalar_findings
 from trajlens.store.handle import in_transaction
 
 CALL_CLASS_COLUMNS: tuple[str, ...] = (
@@ -82,11 +83,13 @@ class RunReport:
 def classify_store(store: Any, run_ids: list[str] | None = None) -> dict[str, pl.DataFrame]:
     """Classify the tool calls of each run and save ``call_classes`` and ``trajectory_measures``."""
     from trajlens.classify import classify_calls, trajectory_measures
+    from trajlens.classify.stages import CLASSIFY_INPUT
+    from trajlens.report._partitions import scan_run_table
 
     measures_by_run = {}
     for run_id in run_ids or store.run_ids():
-        calls = classify_calls(store.tool_calls.filter(pl.col("run_id") == run_id))
-        trajectories = store.trajectories.filter(pl.col("run_id") == run_id).collect()
+        calls = classify_calls(scan_run_table(store, run_id, "tool_calls").select(CLASSIFY_INPUT))
+        trajectories = scan_run_table(store, run_id, "trajectories").collect()
         measures = trajectory_measures(calls, trajectories)
         store.write_derived("call_classes", run_id, calls.select(CALL_CLASS_COLUMNS))
         store.write_derived("trajectory_measures", run_id, measures)
@@ -94,33 +97,94 @@ def classify_store(store: Any, run_ids: list[str] | None = None) -> dict[str, pl
     return measures_by_run
 
 
+class ReportAdvantages(NamedTuple):
+    """The estimators the report recomputes on a run, their diagnostics, and what the run's
+    token arrays say (:func:`report_advantages`)."""
+
+    choices: list[EstimatorChoice]
+    diagnostics: pl.DataFrame
+    empty_tokens: str | None
+    """A sentence when the run has token arrays but none holds a model token."""
+
+
+FACT_TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "log_probs")
+"""Token columns read to decide which estimators a run allows, when nothing else is computed."""
+
+
+def report_advantages(store: Any, run_id: str, *, compute: bool = True,
+                      steps: Sequence[int] | None = None) -> ReportAdvantages:
+    """Which report estimators the run's data (and logged config) allows, and, with ``compute``,
+    their per-step diagnostics, in one read of the run a batch of steps at a time.
+
+    The estimators the trajectories alone allow are recomputed while the token arrays are read
+    (:func:`trajlens.report.stepwise.advantage_pass`); the token arrays' facts, gathered on the
+    way, then decide which of them the report keeps, as
+    :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report` decides from the whole run. An
+    input error of a kept estimator is raised; one of an estimator the facts rule out is not.
+    ``steps`` restricts all of it to those steps.
+    """
+    from dataclasses import replace
+
+    from trajlens.errors import ConfigError
+    from trajlens.estimators.registry import estimator_spec, run_facts
+    from trajlens.report._partitions import train_trajectories
+    from trajlens.report.stepwise import advantage_pass
+
+    try:
+        trajectories = train_trajectories(store, run_id, steps)
+    except ConfigError:
+        return ReportAdvantages([], pl.DataFrame(), _empty_token_arrays(store, run_id))
+    config_value = run_config_text(store, run_id)
+    # what the token arrays will show is not known before they are read: assume the most
+    optimistic = replace(run_facts(trajectories, None, config_value), token_arrays=True, critic_values=True,
+                         token_counts=True, log_probs=True, sum_pi_squared=True)
+    candidates = [c for c in ESTIMATOR_CHOICES if estimator_spec(c.estimator).in_report(optimistic)]
+    result = advantage_pass(store, run_id, candidates if compute else [], trajectories=trajectories,
+                            token_columns=FACT_TOKEN_COLUMNS)
+    facts = run_facts(trajectories, result.token_rows if result.token_rows.height else None, config_value)
+    choices = [c for c in candidates if estimator_spec(c.estimator).in_report(facts)]
+    empty = _no_model_tokens(result.token_arrays, result.with_model_tokens, result.empty_arrays)
+    if empty:
+        choices = [c for c in choices if c.needs not in ("values", "channels_with_lengths")]
+    if not compute:
+        return ReportAdvantages(choices, pl.DataFrame(), empty)
+    for choice in choices:
+        if choice.label in result.errors:
+            raise result.errors[choice.label]
+    labels = [c.label for c in choices]
+    diagnostics = result.diagnostics
+    if diagnostics.height:
+        diagnostics = diagnostics.filter(pl.col("estimator").is_in(labels))
+    return ReportAdvantages(choices, diagnostics, empty)
+
+
 def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[EstimatorChoice]:
     """The report's estimator choices that a run's data (and logged config) allows.
 
     Each registry entry decides with :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report`:
     its inputs present, and, for estimators reported only when declared, the run's config naming it.
+    Without ``frames`` (a :class:`~trajlens.report.advantages.RunFrames`), the facts are read a
+    batch of steps at a time (:func:`report_advantages`).
     """
-    from trajlens.errors import ConfigError
     from trajlens.estimators.registry import estimator_spec, run_facts
-    from trajlens.report.advantages import read_run
 
     if frames is None:
-        try:
-            frames = read_run(store, run_id)
-        except ConfigError:
-            return []
-    config = store.sql("SELECT config FROM runs WHERE run_id = $run", {"run": run_id})
-    facts = run_facts(frames.trajectories, frames.tokens, config["config"][0] if config.height else None)
+        return report_advantages(store, run_id, compute=False).choices
+    facts = run_facts(frames.trajectories, frames.tokens, run_config_text(store, run_id))
     return [choice for choice in ESTIMATOR_CHOICES if estimator_spec(choice.estimator).in_report(facts)]
 
 
 def advantage_diagnostics(store: Any, run_id: str, choices: list[EstimatorChoice], frames: Any = None) -> pl.DataFrame:
-    """Per-step batch diagnostics of each estimator choice, stacked with an ``estimator`` column."""
-    from trajlens.report.advantages import labelled_diagnostics, read_run
+    """Per-step batch diagnostics of each estimator choice, stacked with an ``estimator`` column
+    (a batch of steps at a time, :func:`trajlens.report.stepwise.diagnostics_by_step`, unless
+    the run's ``frames`` are given)."""
+    from trajlens.report.advantages import labelled_diagnostics
+    from trajlens.report.stepwise import diagnostics_by_step
 
     if not choices:
         return pl.DataFrame()
-    frames = frames if frames is not None else read_run(store, run_id)
+    if frames is None:
+        return diagnostics_by_step(store, run_id, choices)
     return pl.concat([
         labelled_diagnostics(store, run_id, choice.estimator, choice.label, frames=frames, **choice.options)
         for choice in choices
@@ -163,21 +227,11 @@ def report_store(
     return reports
 
 
-def _training_frames(store: Any, run_id: str) -> Any:
-    """The run's training trajectories and token arrays, or None when it has no training split."""
-    from trajlens.errors import ConfigError
-    from trajlens.report.advantages import read_run
-
-    try:
-        return read_run(store, run_id)
-    except ConfigError:
-        return None
-
-
 def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path, *, n: int, seed: int,
                 stages: Any, viewers_per_run: int) -> RunReport:
     from trajlens.classify import stage_report
     from trajlens.estimators import sign_streaks
+    from trajlens.report._partitions import scan_run_table
     from trajlens.report.advantages import save_advantage_batches
     from trajlens.report.html_report import RunParts, run_section
     from trajlens.report.summary import run_summary
@@ -202,7 +256,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     charts["class_shares_per_trajectory"] = plots.class_shares_per_trajectory(
         measures, f"{run_id}: class shares per trajectory")
     charts["distributions"] = plots.distributions(measures, f"{run_id}: turns and length")
-    stage = stage_report(store, run_id=run_id, n=n, seed=seed, stages=stages)
+    run_tables = (scan_run_table(store, run_id, "trajectories"), scan_run_table(store, run_id, "tool_calls"))
+    stage = stage_report(run_tables, run_id=run_id, n=n, seed=seed, stages=stages, measures=measures)
     parts.stage = stage
     store.write_derived("stage_rates", run_id, stage.rates)
     store.write_derived("stage_changes", run_id, stage.changes)
@@ -212,14 +267,12 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     if single_step:
         report.findings.append("a single step: no training stages to compare (agent logs without steps)")
     sections = [stage.to_markdown(), _summary_markdown(parts.summary)]
-    frames = _training_frames(store, run_id)
-    choices = available_estimators(store, run_id, frames) if frames is not None else []
-    empty_tokens = _empty_token_arrays(store, run_id)
-    if empty_tokens:
-        report.findings.append(empty_tokens)
-        choices = [c for c in choices if c.needs not in ("values", "channels_with_lengths")]
+    advantages = report_advantages(store, run_id)
+    choices = advantages.choices
+    if advantages.empty_tokens:
+        report.findings.append(advantages.empty_tokens)
     if choices:
-        diagnostics = advantage_diagnostics(store, run_id, choices, frames)
+        diagnostics = advantages.diagnostics
         parts.diagnostics = diagnostics
         save_advantage_batches(store, run_id, diagnostics, keep_other_labels=False)
         charts["advantage_batches"] = plots.advantage_batches(diagnostics, f"{run_id}: recomputed advantages per batch")
@@ -249,15 +302,20 @@ def _alarms(store: Any, run_id: str) -> list[plots.Alarm]:
 
 
 def _empty_token_arrays(store: Any, run_id: str) -> str | None:
-    """A sentence when the run has token arrays but none holds a model token."""
+    """:func:`_no_model_tokens` of all the run's token arrays (for a run without training steps)."""
     facts = store.sql(
         "SELECT count(*) AS arrays, count(*) FILTER (WHERE list_bool_or(response_mask)) AS with_model_tokens, "
         "count(*) FILTER (WHERE len(response_mask) = 0) AS empty FROM tokens WHERE run_id = $run",
         {"run": run_id}).row(0, named=True)
-    if facts["arrays"] == 0 or facts["with_model_tokens"] > 0:
+    return _no_model_tokens(facts["arrays"], facts["with_model_tokens"], facts["empty"])
+
+
+def _no_model_tokens(arrays: int, with_model_tokens: int, empty: int) -> str | None:
+    """A sentence when a run has token arrays but none holds a model token."""
+    if arrays == 0 or with_model_tokens > 0:
         return None
-    what = "every token array is empty" if facts["empty"] == facts["arrays"] else "every response mask is false"
-    return (f"token arrays hold no model token ({what}, {facts['arrays']} arrays): token-level estimators "
+    what = "every token array is empty" if empty == arrays else "every response mask is false"
+    return (f"token arrays hold no model token ({what}, {arrays} arrays): token-level estimators "
             "(GAE, token-level GDPO) left out")
 
 
@@ -298,8 +356,11 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
     credit: Credit | None = (run_credit(store, run_id, choices[0].label, steps=steps, choices=choices)
                              if choices else None)
     written = []
+    step_of = dict(staged.filter(pl.col("trajectory_id").is_in([t for t, _ in chosen]))
+                   .select("trajectory_id", "step").iter_rows())
     for trajectory_id, why in chosen:
-        path = write_viewer(store, run_id, trajectory_id, folder / page_name(trajectory_id), credit)
+        path = write_viewer(store, run_id, trajectory_id, folder / page_name(trajectory_id), credit,
+                            step=step_of[trajectory_id])
         written.append((trajectory_id, why, path))
     return [p for _, _, p in written], written
 
@@ -334,8 +395,8 @@ def _advantage_findings(diagnostics: pl.DataFrame, sign_streaks) -> list[str]:
         part = part.sort("step")
         streaks = sign_streaks(part["step"].to_list(), part["all_negative"].to_list(), part["all_positive"].to_list())
         if streaks.negative_streaks or streaks.positive_streaks:
-            negative = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in streaks.negative_streaks) or "none"
-            positive = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in streaks.positive_streaks) or "none"
+            negative = _streak_text(streaks.negative_streaks)
+            positive = _streak_text(streaks.positive_streaks)
             findings.append(f"{estimator}: all-negative batches at steps {negative}; all-positive at {positive}")
         std = part["std"]
         if std.len() > 4 and std.max() > 3 * std.median():
@@ -343,6 +404,16 @@ def _advantage_findings(diagnostics: pl.DataFrame, sign_streaks) -> list[str]:
             findings.append(f"{estimator}: advantage std peaks at {peak['std']:.2f} at step {peak['step']} "
                             f"(median {std.median():.2f})")
     return findings
+
+
+MAX_LISTED_STREAKS = 20
+"""Streaks of all-negative (or all-positive) batches a finding lists before counting the rest."""
+
+
+def _streak_text(streaks: tuple[tuple[int, int], ...]) -> str:
+    listed = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in streaks[:MAX_LISTED_STREAKS]) or "none"
+    more = len(streaks) - MAX_LISTED_STREAKS
+    return listed + (f" and {more:,} more streaks" if more > 0 else "")
 
 
 def _advantage_markdown(diagnostics: pl.DataFrame, choices: list[EstimatorChoice]) -> str:

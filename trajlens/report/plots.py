@@ -20,7 +20,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import polars as pl
 
@@ -109,13 +109,30 @@ MAX_HOVER_COLUMNS = 300
 so a run of 100,000 steps costs 300 marks, not 100,000."""
 
 
-def _hover_columns(chart: Chart, axis, xs: list[float], texts: list[str], width: float) -> None:
-    """Invisible full-height bars, each carrying the values at its x (or its few x's)."""
+MAX_DRAWN_STEPS = 1_000
+"""Most x positions a per-step figure draws; beyond this many steps, consecutive steps are
+pooled into this many bins (a figure is about 1,000 pixels wide), so that the PNG, and the SVG
+of the HTML report, stay the same size whatever the number of steps."""
+
+
+def _hover_columns(chart: Chart, axis, xs: Sequence[float], text_of: Callable[[int], str], width: float) -> None:
+    """Invisible full-height bars, each carrying the values at its x (or its few x's);
+    ``text_of(i)`` is the text of ``xs[i]``, asked only for the x's a bar shows."""
     size = max(1, -(-len(xs) // MAX_HOVER_COLUMNS))
     for start in range(0, len(xs), size):
-        part_x, part_text = xs[start:start + size], texts[start:start + size]
-        bar = axis.axvspan(part_x[0] - width / 2, part_x[-1] + width / 2, color="white", alpha=0.0, linewidth=0)
-        chart.tip(bar, "\n".join(part_text[:5]) + (f"\n(and {len(part_text) - 5} more steps)" if len(part_text) > 5 else ""))
+        stop = min(start + size, len(xs))
+        bar = axis.axvspan(xs[start] - width / 2, xs[stop - 1] + width / 2, color="white", alpha=0.0, linewidth=0)
+        shown = "\n".join(text_of(i) for i in range(start, min(stop, start + 5)))
+        chart.tip(bar, shown + (f"\n(and {stop - start - 5} more steps)" if stop - start > 5 else ""))
+
+
+def _step_bins(steps: pl.Series) -> pl.Expr | None:
+    """Bin of each row of a frame sorted by ``step`` when there are more than
+    :data:`MAX_DRAWN_STEPS` distinct steps (None when each step is drawn on its own)."""
+    count = steps.n_unique()
+    if count <= MAX_DRAWN_STEPS:
+        return None
+    return ((pl.col("step").rank("dense") - 1) * MAX_DRAWN_STEPS // count).alias("__bin")
 
 
 @dataclass(frozen=True)
@@ -152,6 +169,14 @@ def class_shares_by_step(measures: pl.DataFrame, title: str, alarms: Sequence[Al
     if per_step.height < 2:
         _no_data(axis, title + ": one step, see the per-trajectory shares")
         return chart
+    bins = _step_bins(per_step["step"])
+    if bins is not None:
+        # calls pooled over each bin of consecutive steps, drawn at the bin's mean step
+        per_step = per_step.with_columns(bins).group_by("__bin", maintain_order=True).agg(
+            pl.col("step").mean(), pl.col("step").min().alias("first"), pl.col("step").max().alias("last"),
+            pl.col("n").sum(), *[pl.col(f"count_{c}").sum() for c in classes])
+        total = per_step.select(pl.sum_horizontal([f"count_{c}" for c in classes])).to_series()
+        title = f"{title}, steps pooled in {per_step.height} bins"
     steps = per_step["step"].to_numpy()
     bottom = None
     shares = {}
@@ -161,9 +186,13 @@ def class_shares_by_step(measures: pl.DataFrame, title: str, alarms: Sequence[Al
         axis.fill_between(steps, 0 if bottom is None else bottom, share if bottom is None else bottom + share,
                           step="mid", color=CLASS_COLOURS[klass], label=klass, linewidth=0)
         bottom = share if bottom is None else bottom + share
-    texts = [f"step {step}: " + ", ".join(f"{k} {shares[k][i]:.2f}" for k in classes if shares[k][i] > 0)
-             + f" ({int(total[i])} calls, {per_step['n'][i]} trajectories)" for i, step in enumerate(steps)]
-    _hover_columns(chart, axis, list(steps), texts, 1.0)
+    def text_of(i: int) -> str:
+        where = (f"step {steps[i]}" if bins is None
+                 else f"steps {per_step['first'][i]}-{per_step['last'][i]}")
+        return (f"{where}: " + ", ".join(f"{k} {shares[k][i]:.2f}" for k in classes if shares[k][i] > 0)
+                + f" ({int(total[i])} calls, {per_step['n'][i]} trajectories)")
+
+    _hover_columns(chart, axis, steps, text_of, 1.0)
     _alarm_lines(chart, axis, alarms)
     _integer_steps(axis)
     axis.set(xlabel="training step", ylabel="share of tool calls", title=title, ylim=(0, 1),
@@ -279,7 +308,15 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
         _no_data(bottom, "")
         return chart
     marked = False
-    for (estimator,), part in diagnostics.partition_by("estimator", as_dict=True, maintain_order=True).items():
+    bins = _step_bins(diagnostics["step"])
+    steps = diagnostics["step"].unique().sort()
+    drawn = diagnostics
+    if bins is not None:
+        # each bin of consecutive steps drawn at its mean step: mean of the batch means and stds,
+        # all-negative when any of its batches is
+        drawn = diagnostics.sort("step").with_columns(bins).group_by("estimator", "__bin", maintain_order=True).agg(
+            pl.col("step").mean(), pl.col("mean").mean(), pl.col("std").mean(), pl.col("all_negative").any())
+    for (estimator,), part in drawn.partition_by("estimator", as_dict=True, maintain_order=True).items():
         part = part.sort("step")
         top.plot(part["step"], part["mean"], label=estimator, linewidth=1)
         bottom.plot(part["step"], part["std"], label=estimator, linewidth=1)
@@ -288,12 +325,16 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
             top.scatter(negative["step"], negative["mean"], color="red", s=14, zorder=3,
                         label="all-negative batch" if not marked else None)
             marked = True
-    steps = diagnostics["step"].unique().sort().to_list()
-    by_step = diagnostics.partition_by("step", as_dict=True)
-    texts = ["step {}: ".format(step) + "; ".join(
-        f"{r['estimator']} mean {r['mean']:+.3f} std {r['std']:.3f}{' all-negative' if r['all_negative'] else ''}"
-        for r in by_step[(step,)].iter_rows(named=True)) for step in steps]
-    _hover_columns(chart, top, steps, texts, 1.0)
+    by_step = diagnostics.sort("step", maintain_order=True)
+    starts = by_step.select(pl.col("step").search_sorted(steps, side="left"))["step"].to_list() + [by_step.height]
+
+    def text_of(i: int) -> str:
+        rows = by_step.slice(starts[i], starts[i + 1] - starts[i])
+        return f"step {steps[i]}: " + "; ".join(
+            f"{r['estimator']} mean {r['mean']:+.3f} std {r['std']:.3f}{' all-negative' if r['all_negative'] else ''}"
+            for r in rows.iter_rows(named=True))
+
+    _hover_columns(chart, top, steps.to_list(), text_of, 1.0)
     for axis, column in ((top, "mean"), (bottom, "std")):
         low, high = diagnostics[column].min(), diagnostics[column].max()
         if high - low < MIN_SPAN:
@@ -301,7 +342,9 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
             axis.set_ylim(centre - MIN_SPAN / 2, centre + MIN_SPAN / 2)
     top.axhline(0.0, color="black", linewidth=0.6)
     n = diagnostics["count"].sum() if "count" in diagnostics.columns else None
-    top.set(ylabel="batch mean advantage", title=f"{title} ({len(steps)} steps" + (f", N={int(n):,} units)" if n else ")"))
+    pooled = f", pooled in {MAX_DRAWN_STEPS:,} bins" if bins is not None else ""
+    top.set(ylabel="batch mean advantage",
+            title=f"{title} ({len(steps)} steps{pooled}" + (f", N={int(n):,} units)" if n else ")"))
     bottom.set(xlabel="training step", ylabel="batch std")
     _integer_steps(bottom)
     top.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))

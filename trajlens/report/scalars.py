@@ -34,10 +34,16 @@ RATIO_TOLERANCE = 1e-3
 SATURATED_REL_GAIN = 0.1
 
 
+def run_config_text(store: Any, run_id: str) -> str | None:
+    """The run's logged config (JSON text), read from its ``runs`` row without a query engine."""
+    frame = store.table("runs").filter(pl.col("run_id") == run_id).select("config").collect()
+    return frame["config"][0] if frame.height else None
+
+
 def _config(store: Any, run_id: str) -> dict:
-    frame = store.sql("SELECT config FROM runs WHERE run_id = $run", {"run": run_id})
+    text = run_config_text(store, run_id)
     try:
-        config = json.loads(frame["config"][0]) if frame.height else {}
+        config = json.loads(text) if text else {}
     except json.JSONDecodeError:
         return {}
     return config if isinstance(config, dict) else {}
@@ -52,10 +58,9 @@ def _lookup(config: dict, path: tuple[str, ...]) -> Any:
 
 
 def _metric(store: Any, run_id: str, name: str) -> pl.DataFrame:
-    return store.sql(
-        "SELECT step, value FROM step_metrics WHERE run_id = $run AND name = $name AND value IS NOT NULL ORDER BY step",
-        {"run": run_id, "name": name},
-    )
+    return (store.table("step_metrics").filter((pl.col("run_id") == run_id) & (pl.col("name") == name)
+                                               & pl.col("value").is_not_null())
+            .select("step", "value").sort("step").collect())
 
 
 def _spans(steps: list[int]) -> str:
@@ -115,8 +120,10 @@ def scalar_findings(store: Any, run_id: str) -> list[str]:
 
 def channel_findings(store: Any, run_id: str) -> list[str]:
     """rel_gain of each reward channel in the first and last quarter of the run's steps."""
+    from trajlens.report._partitions import scan_run_table
+
     channels = (
-        store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train"))
+        scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == "train")
         .select("step", "group_id", "reward_channels").explode("reward_channels").unnest("reward_channels")
         .drop_nulls("name")
         .group_by("step", "group_id", pl.col("name").alias("channel"))

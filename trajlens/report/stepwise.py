@@ -127,9 +127,11 @@ class RawGAE(NamedTuple):
     offsets: np.ndarray
 
 
-def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0, lam: float = 1.0) -> RawGAE:
+def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0, lam: float = 1.0,
+            mask: Any = None) -> RawGAE:
     """Unwhitened GAE of one step, flat: advantages, returns, mask and row offsets (tokens of
-    the trajectories in ``trajectories`` order)."""
+    the trajectories in ``trajectories`` order). ``mask``: the caller's ``flat_list`` of
+    ``tokens``'s response mask, used when no row needs reordering."""
     from trajlens.estimators import _validate as check
     from trajlens.estimators._arrays import flat_list
     from trajlens.estimators._compiled import last_model_token
@@ -138,10 +140,11 @@ def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0,
     fn = "recompute"
     gamma = check.unit_interval(fn, "gamma", gamma)
     lam = check.unit_interval(fn, "lam", lam)
-    tokens = _aligned(fn, trajectories, tokens)
+    aligned = _aligned(fn, trajectories, tokens)
+    if mask is None or aligned is not tokens:
+        mask = flat_list(aligned.column("response_mask"), np.bool_, False)
+    tokens = aligned
     ids = trajectories["trajectory_id"]
-    step = trajectories["step"][0] if trajectories.height else None
-    mask = flat_list(tokens.column("response_mask"), np.bool_, False)
     lengths = mask.lengths
     offsets = mask.offsets
     if "values" not in tokens.column_names or tokens.column("values").null_count:
@@ -155,13 +158,16 @@ def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0,
     if scan.empty_row:
         last = np.empty(len(lengths), dtype=np.int64)
         last_model_token(mask.values, offsets, last)
+        row = int(np.nonzero(last < 0)[0][0])
         raise check.EstimatorInputError(
-            f"{fn}: trajectory {ids[int(np.nonzero(last < 0)[0][0])]!r} has no model tokens in its response_mask "
-            f"(step {step}); drop it first"
+            f"{fn}: trajectory {ids[row]!r} has no model tokens in its response_mask "
+            f"(step {trajectories['step'][row]}); drop it first"
         )
     if scan.nonfinite:
+        bad = ~(np.isfinite(rewards) & np.isfinite(values.values)) & mask.values
+        row = int(np.searchsorted(offsets, int(np.argmax(bad)), side="right") - 1)
         raise check.EstimatorInputError(f"{fn}: token_rewards or values hold a non-finite number at a model token "
-                                        f"(step {step})")
+                                        f"(step {trajectories['step'][row]})")
     keys = trajectories.select([c for c in KEY_COLUMNS if c in trajectories.columns])
     return RawGAE(keys, scan.scanned, scan.plus_values, mask.values, offsets)
 
@@ -313,69 +319,93 @@ def _uses_flat_gae(choice: Choice) -> bool:
     return choice.estimator == "gae" and AVAILABLE
 
 
-def _train_step(store: Any, run_id: str, step: int) -> pl.DataFrame:
-    frame = pl.from_arrow(read_step(store, run_id, "trajectories", step))
-    return frame.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train"))
+def _reads_tokens(estimator: str) -> bool:
+    from trajlens.estimators.registry import Input, estimator_spec
+
+    return bool(estimator_spec(estimator).inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS))
+
+
+def _token_columns(choices: Sequence[Choice]) -> tuple[str, ...] | None:
+    """The token columns ``choices`` read (None when none reads token arrays)."""
+    from trajlens.estimators.registry import Input, estimator_spec
+
+    if not any(_reads_tokens(c.estimator) for c in choices):
+        return None
+    needs_log_probs = any(estimator_spec(c.estimator).inputs & Input.LOG_PROBS for c in choices)
+    return TOKEN_COLUMNS + (("log_probs",) if needs_log_probs else ())
+
+
+def _step_raw(raw: RawGAE, start: int, stop: int) -> RawGAE:
+    """Rows ``[start, stop)`` (one step) of a batch's :class:`RawGAE`."""
+    first, last = int(raw.offsets[start]), int(raw.offsets[stop])
+    return RawGAE(raw.keys.slice(start, stop - start), raw.advantages[first:last], raw.returns[first:last],
+                  raw.mask[first:last], raw.offsets[start:stop + 1] - first)
+
+
+def _gae_options(choice: Choice) -> tuple[float, float, bool]:
+    return (float(choice.options.get("gamma", 1.0)), float(choice.options.get("lam", 1.0)),
+            bool(choice.options.get("whiten", True)))
 
 
 def recompute_steps(
     store: Any, run_id: str, estimator: str, *, steps: Sequence[int] | None = None, **options: Any
 ) -> Iterator[pl.DataFrame]:
-    """Recomputed advantages of ``run_id`` one step at a time (frames as ``recompute`` returns them)."""
+    """Recomputed advantages of ``run_id`` a batch of steps at a time (frames as ``recompute``
+    returns them, in step order); every estimator normalises within a step, and gdpo_dynamic's
+    moving averages are carried from batch to batch."""
     from trajlens.estimators import recompute
-    from trajlens.estimators.frame import TOKEN_ESTIMATORS
+    from trajlens.report._partitions import step_batches, step_bounds, train_trajectories
 
     choice = Choice(estimator, estimator, dict(options))
-    for step in steps if steps is not None else run_steps(store, run_id):
-        trajectories = _train_step(store, run_id, step)
-        if trajectories.is_empty():
-            continue
+    carry: dict[str, Any] = {}
+    trajectories = train_trajectories(store, run_id, steps)
+    for batch in step_batches(store, run_id, trajectories, _token_columns([choice])):
         if _uses_flat_gae(choice):
-            opts = dict(options)
-            yield gae_step(trajectories, _step_tokens(store, run_id, step), gamma=opts.pop("gamma", 1.0),
-                           lam=opts.pop("lam", 1.0), whiten=opts.pop("whiten", True)).frame
+            gamma, lam, whiten = _gae_options(choice)
+            raw = raw_gae(batch.trajectories, batch.tokens, gamma=gamma, lam=lam)
+            starts, stops = step_bounds(batch.trajectories["step"].to_numpy())
+            yield pl.concat([gae_step(batch.trajectories.slice(a, b - a), batch.tokens, whiten=whiten,
+                                      raw=_step_raw(raw, a, b)).frame for a, b in zip(starts, stops)])
             continue
-        needs_tokens = estimator in TOKEN_ESTIMATORS or estimator == "gdpo_verl"
-        tokens = pl.from_arrow(_step_tokens(store, run_id, step, with_keys=True)) if needs_tokens else None
-        yield recompute(trajectories, tokens, estimator, **options)
+        tokens = pl.from_arrow(batch.tokens) if _reads_tokens(estimator) else None
+        yield recompute(batch.trajectories, tokens, estimator, carry=carry, **options)
 
 
-def _step_tokens(store: Any, run_id: str, step: int, with_keys: bool = False) -> pa.Table:
-    columns = (("run_id",) if with_keys else ()) + TOKEN_COLUMNS
-    table = read_step(store, run_id, "tokens", step, columns)
-    if with_keys and "run_id" not in table.column_names:
-        table = table.append_column("run_id", pa.array([run_id] * table.num_rows))
-    return table
+class AdvantagePass(NamedTuple):
+    """What :func:`advantage_pass` read and computed over a run."""
+
+    diagnostics: pl.DataFrame
+    """Per-step diagnostics of every choice that raised nothing, stacked in choice order."""
+    errors: dict[str, Exception]
+    """Label -> the input error that stopped that choice (at its first failing step)."""
+    trajectories: pl.DataFrame
+    """The run's training trajectories."""
+    token_rows: pl.DataFrame
+    """One row per token row read: ``trajectory_id``, ``response_mask`` (one entry: whether
+    the row holds a model token), ``values`` and ``log_probs`` (null where the row has none);
+    what :func:`trajlens.estimators.registry.run_facts` reads of a tokens frame."""
+    token_arrays: int
+    """Token rows read (every token row of the training steps)."""
+    with_model_tokens: int
+    """Of those, the rows whose response mask holds a model token."""
+    empty_arrays: int
+    """Of those, the rows with no token at all."""
 
 
-def _read_ahead(
-    store: Any, run_id: str, steps: list[int], needs_tokens: bool
-) -> Iterator[tuple[int, pl.DataFrame, pa.Table | None]]:
-    """Each step's trajectories and tokens, the next step read on a background thread while the
-    caller works on this one (two steps in memory at most)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def read(step: int) -> tuple[int, pl.DataFrame, pa.Table | None]:
-        tokens = _step_tokens(store, run_id, step, with_keys=True) if needs_tokens else None
-        return step, _train_step(store, run_id, step), tokens
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlens-read") as reader:
-        pending = reader.submit(read, steps[0]) if steps else None
-        for following in steps[1:] + [None]:
-            current = pending.result()
-            pending = reader.submit(read, following) if following is not None else None
-            yield current
-
-
-def diagnostics_by_step(
+def advantage_pass(
     store: Any, run_id: str, choices: Sequence[Choice | Any], *, steps: Sequence[int] | None = None,
-    out: Path | str | None = None,
-) -> pl.DataFrame:
-    """Per-step batch diagnostics of each choice (``label``, ``estimator``, ``options``), stacked
-    with an ``estimator`` column holding the label, as ``labelled_diagnostics`` gives them.
+    out: Path | str | None = None, trajectories: pl.DataFrame | None = None,
+    token_columns: Sequence[str] | None = None,
+) -> AdvantagePass:
+    """Per-step batch diagnostics of each choice (``label``, ``estimator``, ``options``) in one
+    read of the run, a batch of steps at a time (:mod:`trajlens.report._partitions`), with the
+    facts of its token arrays gathered on the way.
 
-    Each step is read once for all choices; GAE choices with the same gamma and lambda share one
-    scan. With ``out``, each step's recomputed frame of each choice is written to
+    A choice whose inputs fail at some step (an :class:`EstimatorInputError`) is stopped there
+    and its error kept in ``errors``: the caller raises it, or drops the choice when the run's
+    facts rule it out. ``trajectories``: the run's training trajectories when the caller has
+    read them (:func:`trajlens.report._partitions.train_trajectories`); ``token_columns``: the
+    token columns to read when no choice reads any (for the facts alone). With ``out``, each step's recomputed frame of each choice is written to
     ``out/<label>/step=NNNNNN.parquet``.
 
     GAE statistics come from one compiled pass over the model tokens (float64 moments); the
@@ -385,58 +415,132 @@ def diagnostics_by_step(
     """
     from trajlens.estimators import _validate as check
     from trajlens.estimators import recompute
-    from trajlens.estimators.frame import TOKEN_ESTIMATORS
-    from trajlens.report.advantages import DIAGNOSTIC_COLUMNS, batch_diagnostics
+    from trajlens.estimators._arrays import flat_list
+    from trajlens.report._partitions import step_batches, step_bounds, train_trajectories
+    from trajlens.report.advantages import DIAGNOSTIC_COLUMNS, diagnostics_of
+    from trajlens.store.layout import step_dir
 
     choices = [Choice(c.label, c.estimator, dict(c.options)) for c in choices]
-    needs_tokens = any(c.estimator in TOKEN_ESTIMATORS or c.estimator == "gdpo_verl" for c in choices)
-    rows: list[dict[str, Any]] = []
+    if trajectories is None:
+        trajectories = train_trajectories(store, run_id, steps)
+    columns = _token_columns(choices) or (tuple(token_columns) if token_columns else None)
+    columnar: dict[str, list[Any]] = {name: [] for name in ("step", *DIAGNOSTIC_COLUMNS, "estimator")}
     parts: list[pl.DataFrame] = []
-    steps = list(steps) if steps is not None else run_steps(store, run_id)
-    for step, trajectories, tokens in _read_ahead(store, run_id, steps, needs_tokens):
-        if trajectories.is_empty():
-            continue
-        tokens_frame: pl.DataFrame | None = None
-        shared: dict[tuple[float, float], RawGAE] = {}
-        raw_moments: dict[tuple[float, float], StepMoments] = {}
-        for choice in choices:
-            if _uses_flat_gae(choice):
-                opts = dict(choice.options)
-                gamma, lam = float(opts.get("gamma", 1.0)), float(opts.get("lam", 1.0))
-                if (gamma, lam) not in shared:
-                    shared[(gamma, lam)] = raw_gae(trajectories, tokens, gamma=gamma, lam=lam)
-                raw = shared[(gamma, lam)]
-                whiten = bool(opts.get("whiten", True))
-                if (gamma, lam) not in raw_moments:
-                    raw_moments[(gamma, lam)] = step_moments(raw.advantages, raw.mask)
-                moments = raw_moments[(gamma, lam)]
-                if whiten and moments.count < 2:
-                    raise check.EstimatorInputError(
-                        f"masked_whiten: step {step} has {moments.count} model tokens; whitening needs at least two")
-                stats = model_token_stats(moments, whiten)
-                rows.append({"run_id": run_id, "step": step,
-                             **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS}, "estimator": choice.label})
-                recomputed = gae_step(trajectories, tokens, whiten=whiten, raw=raw).frame if out is not None else None
-            else:
-                uses_tokens = choice.estimator in TOKEN_ESTIMATORS or choice.estimator == "gdpo_verl"
-                if uses_tokens and tokens_frame is None:
-                    tokens_frame = pl.from_arrow(tokens)
-                recomputed = recompute(trajectories, tokens_frame if uses_tokens else None, choice.estimator,
-                                       **choice.options)
-                token_level = tokens_frame if choice.estimator in TOKEN_ESTIMATORS else None
-                parts.append(batch_diagnostics(recomputed, token_level).with_columns(
-                    pl.lit(choice.label).alias("estimator")))
-            if out is not None and recomputed is not None:
-                from trajlens.store.layout import step_dir
+    errors: dict[str, Exception] = {}
+    carry: dict[str, dict[str, Any]] = {c.label: {} for c in choices}
+    facts: list[pl.DataFrame] = []
 
-                target = Path(out) / choice.label
-                target.mkdir(parents=True, exist_ok=True)
-                recomputed.write_parquet(target / f"{step_dir(step)}.parquet")
-    if rows:
-        parts.append(pl.DataFrame(rows))
-    if not parts:
+    def write(label: str, step: int, frame: pl.DataFrame) -> None:
+        target = Path(out) / label  # type: ignore[arg-type]
+        target.mkdir(parents=True, exist_ok=True)
+        frame.write_parquet(target / f"{step_dir(step)}.parquet")
+
+    for batch in step_batches(store, run_id, trajectories, columns):
+        frame, tokens = batch.trajectories, batch.tokens
+        mask = None
+        if tokens is not None:
+            mask = flat_list(tokens.column("response_mask"), np.bool_, False)
+            facts.append(_token_facts(tokens, mask))
+        starts, stops = step_bounds(frame["step"].to_numpy())
+        step_values = frame["step"].to_numpy()[starts]
+        tokens_frame: pl.DataFrame | None = None
+        shared: dict[tuple[float, float], tuple[RawGAE, list[StepMoments]]] = {}
+        for choice in choices:
+            if choice.label in errors:
+                continue
+            try:
+                if _uses_flat_gae(choice):
+                    gamma, lam, whiten = _gae_options(choice)
+                    if (gamma, lam) not in shared:
+                        raw = raw_gae(frame, tokens, gamma=gamma, lam=lam, mask=mask)
+                        shared[(gamma, lam)] = raw, [
+                            step_moments(raw.advantages[raw.offsets[a]:raw.offsets[b]], raw.mask[raw.offsets[a]:raw.offsets[b]])
+                            for a, b in zip(starts, stops)]
+                    raw, moments = shared[(gamma, lam)]
+                    for a, b, step, step_moment in zip(starts, stops, step_values, moments):
+                        step = int(step)
+                        if whiten and step_moment.count < 2:
+                            raise check.EstimatorInputError(f"masked_whiten: step {step} has {step_moment.count} "
+                                                            "model tokens; whitening needs at least two")
+                        stats = model_token_stats(step_moment, whiten)
+                        columnar["step"].append(step)
+                        for name in DIAGNOSTIC_COLUMNS:
+                            columnar[name].append(getattr(stats, name))
+                        columnar["estimator"].append(choice.label)
+                        if out is not None:
+                            write(choice.label, step, gae_step(frame.slice(a, b - a), tokens, whiten=whiten,
+                                                               raw=_step_raw(raw, a, b)).frame)
+                    continue
+                uses_tokens = _reads_tokens(choice.estimator)
+                if uses_tokens and tokens_frame is None and tokens is not None:
+                    tokens_frame = pl.from_arrow(tokens)
+                recomputed = recompute(frame, tokens_frame if uses_tokens else None, choice.estimator,
+                                       carry=carry[choice.label], **choice.options)
+                parts.append(diagnostics_of(choice.estimator, recomputed, tokens_frame)
+                             .with_columns(pl.lit(choice.label).alias("estimator")))
+                if out is not None:
+                    for (step,), part in recomputed.partition_by("step", as_dict=True, maintain_order=True).items():
+                        write(choice.label, int(step), part)
+            except check.EstimatorInputError as error:
+                errors[choice.label] = error
+    if columnar["step"]:
+        parts.append(pl.DataFrame({"run_id": [run_id] * len(columnar["step"]), **columnar}))
+    failed = set(errors)
+    parts = [p for p in parts if p.height and p["estimator"][0] not in failed]
+    diagnostics = pl.DataFrame()
+    if parts:
+        order = {c.label: i for i, c in enumerate(choices)}
+        stacked = pl.concat(parts, how="diagonal_relaxed").filter(~pl.col("estimator").is_in(list(failed)))
+        diagnostics = (stacked.with_columns(pl.col("estimator").replace_strict(order, return_dtype=pl.Int64)
+                                            .alias("__order")).sort("__order", "step").drop("__order"))
+    token_rows = _token_rows(facts)
+    counts = pl.concat(facts).select(pl.len(), pl.col("model").sum(), (pl.col("length") == 0).sum()).row(0) \
+        if facts else (0, 0, 0)
+    return AdvantagePass(diagnostics, errors, trajectories, token_rows, int(counts[0]), int(counts[1] or 0),
+                         int(counts[2] or 0))
+
+
+def _token_facts(tokens: pa.Table, mask: Any) -> pl.DataFrame:
+    """Per token row: its id, whether its response ``mask`` (``flat_list`` of the column) holds
+    a model token, its length, and whether it carries ``values`` and ``log_probs``."""
+    lengths = mask.lengths
+    model = np.zeros(lengths.size, dtype=bool)
+    filled = np.flatnonzero(lengths > 0)
+    if filled.size:
+        model[filled] = np.logical_or.reduceat(mask.values, mask.offsets[filled])
+    columns = {
+        "trajectory_id": pl.Series(tokens.column("trajectory_id").combine_chunks()).cast(pl.String),
+        "model": model,
+        "length": lengths,
+    }
+    for name in ("values", "log_probs"):
+        if name in tokens.column_names:
+            columns[f"has_{name}"] = tokens.column(name).is_valid().to_numpy(zero_copy_only=False)
+    return pl.DataFrame(columns)
+
+
+def _token_rows(facts: list[pl.DataFrame]) -> pl.DataFrame:
+    """The facts of :func:`_token_facts` as the tokens frame ``run_facts`` reads."""
+    if not facts:
         return pl.DataFrame()
-    order = {c.label: i for i, c in enumerate(choices)}
-    stacked = pl.concat(parts, how="diagonal_relaxed")
-    return (stacked.with_columns(pl.col("estimator").replace_strict(order, return_dtype=pl.Int64).alias("__order"))
-            .sort("__order", "step").drop("__order"))
+    frame = pl.concat(facts, how="diagonal_relaxed")
+    present = [name for name in ("values", "log_probs") if f"has_{name}" in frame.columns]
+    return frame.select(
+        "trajectory_id", pl.concat_list("model").alias("response_mask"),
+        *(pl.when(pl.col(f"has_{name}")).then(pl.concat_list(pl.lit(0.0, dtype=pl.Float32))).alias(name)
+          for name in present),
+    )
+
+
+def diagnostics_by_step(
+    store: Any, run_id: str, choices: Sequence[Choice | Any], *, steps: Sequence[int] | None = None,
+    out: Path | str | None = None,
+) -> pl.DataFrame:
+    """Per-step batch diagnostics of each choice (``label``, ``estimator``, ``options``), stacked
+    with an ``estimator`` column holding the label, as ``labelled_diagnostics`` gives them
+    (:func:`advantage_pass`, raising the first choice's input error)."""
+    result = advantage_pass(store, run_id, choices, steps=steps, out=out)
+    for choice in choices:
+        if choice.label in result.errors:
+            raise result.errors[choice.label]
+    return result.diagnostics

@@ -36,7 +36,10 @@ class SummaryTable:
 
 def run_summary(store: Any, run_id: str, measures: pl.DataFrame) -> list[SummaryTable]:
     """The summary tables of one run (``measures`` from :func:`trajlens.classify.trajectory_measures`)."""
-    trajectories = store.trajectories.filter(pl.col("run_id") == run_id).collect()
+    from trajlens.report._partitions import scan_run_table
+
+    trajectories = scan_run_table(store, run_id, "trajectories").select(
+        "run_id", "step", "group_id", "reward", "resolved", "exit_status").collect()
     tables = [_outcome(trajectories, measures), _verification_mix(measures), _class_spread(measures),
               _distributions(measures), _dead_groups(trajectories)]
     tables.append(_top_commands(store, run_id))
@@ -136,8 +139,9 @@ def _dead_groups(trajectories: pl.DataFrame) -> SummaryTable | None:
 
 
 def _top_commands(store: Any, run_id: str) -> SummaryTable | None:
-    calls = store.tool_calls.filter(pl.col("run_id") == run_id).select("trajectory_id", "call_index", "tool_name",
-                                                                        "command")
+    from trajlens.report._partitions import scan_run_table
+
+    calls = scan_run_table(store, run_id, "tool_calls").select("trajectory_id", "call_index", "tool_name", "command")
     if "call_classes" not in store.tables():
         return None
     classes = store.table("call_classes").filter(pl.col("run_id") == run_id).select(

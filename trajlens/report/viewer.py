@@ -49,8 +49,8 @@ def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list
     step's batch (whitening, groups), so a step's advantages do not depend on other steps.
     """
     from trajlens.errors import ConfigError
-    from trajlens.report.advantages import read_run, recompute_run
     from trajlens.report.job import available_estimators
+    from trajlens.report.stepwise import recompute_steps
 
     if choices is None:
         choices = available_estimators(store, run_id)
@@ -61,12 +61,11 @@ def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list
     if not chosen:
         return None
     choice = chosen[0]
-    frames = read_run(store, run_id, tokens=True)
-    if steps is not None and choice.estimator != "gdpo_dynamic":  # its EMA runs across steps
-        keep = pl.col("step").is_in(steps)
-        frames = type(frames)(run_id, frames.trajectories.filter(keep),
-                              None if frames.tokens is None else frames.tokens.filter(keep))
-    return Credit(choice.label, recompute_run(store, run_id, choice.estimator, frames=frames, **choice.options))
+    # gdpo_dynamic's moving averages run across steps: it reads every step, the others only theirs
+    read = None if steps is None or choice.estimator == "gdpo_dynamic" else sorted(set(steps))
+    parts = [frame if steps is None else frame.filter(pl.col("step").is_in(steps))
+             for frame in recompute_steps(store, run_id, choice.estimator, steps=read, **choice.options)]
+    return Credit(choice.label, pl.concat(parts, how="diagonal_relaxed"))
 
 
 def page_name(trajectory_id: str) -> str:
@@ -75,12 +74,19 @@ def page_name(trajectory_id: str) -> str:
     return f"{slug}-{zlib.crc32(trajectory_id.encode()):08x}.html"
 
 
-def viewer_page(store: Any, run_id: str, trajectory_id: str, credit: Credit | None = None) -> str:
-    """The page of ``trajectory_id`` (and its group or step siblings)."""
+def viewer_page(store: Any, run_id: str, trajectory_id: str, credit: Credit | None = None, *,
+                step: int | None = None) -> str:
+    """The page of ``trajectory_id`` (and its group or step siblings); with its ``step``, only
+    that step's partitions are read."""
     from trajlens.errors import ConfigError
+    from trajlens.report._partitions import read_partitions
 
     store.require_runs([run_id])
-    trajectories = store.trajectories.filter(pl.col("run_id") == run_id)
+    if step is None:
+        trajectories = store.trajectories.filter(pl.col("run_id") == run_id)
+    else:
+        trajectories = read_partitions(store, run_id, "trajectories", [step], None).lazy().filter(
+            pl.col("run_id") == run_id)
     chosen = trajectories.filter(pl.col("trajectory_id") == trajectory_id).collect()
     if chosen.is_empty():
         raise ConfigError([f"--trajectory {trajectory_id!r}: not a trajectory of run {run_id!r}"])
@@ -95,7 +101,7 @@ def viewer_page(store: Any, run_id: str, trajectory_id: str, credit: Credit | No
     start = max(0, min(position - MAX_SIBLINGS // 2, siblings.height - MAX_SIBLINGS))
     siblings = siblings.slice(start, MAX_SIBLINGS)
     ids = siblings["trajectory_id"].to_list()
-    calls = _calls(store, run_id, ids)
+    calls = _calls(store, run_id, ids, row["step"] if step is not None else None)
     tokens = _token_credit(credit, ids)
     blocks = []
     for index, sibling in enumerate(siblings.iter_rows(named=True)):
@@ -113,18 +119,24 @@ def viewer_page(store: Any, run_id: str, trajectory_id: str, credit: Credit | No
     return html.page(f"{run_id}: {trajectory_id}", body, script=_SCRIPT, style=_STYLE)
 
 
-def write_viewer(store: Any, run_id: str, trajectory_id: str, out: Path | str, credit: Credit | None = None) -> Path:
-    """Write the viewer page of a trajectory to ``out``."""
+def write_viewer(store: Any, run_id: str, trajectory_id: str, out: Path | str, credit: Credit | None = None, *,
+                 step: int | None = None) -> Path:
+    """Write the viewer page of a trajectory (of ``step``, when known) to ``out``."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(viewer_page(store, run_id, trajectory_id, credit))
+    out.write_text(viewer_page(store, run_id, trajectory_id, credit, step=step))
     return out
 
 
-def _calls(store: Any, run_id: str, ids: list[str]) -> pl.DataFrame:
+def _calls(store: Any, run_id: str, ids: list[str], step: int | None = None) -> pl.DataFrame:
     from trajlens.classify import classify_calls
+    from trajlens.report._partitions import read_partitions
 
-    calls = store.tool_calls.filter((pl.col("run_id") == run_id) & pl.col("trajectory_id").is_in(ids)).collect()
+    wanted = (pl.col("run_id") == run_id) & pl.col("trajectory_id").is_in(ids)
+    if step is not None:
+        calls = read_partitions(store, run_id, "tool_calls", [step], None).filter(wanted)
+    else:
+        calls = store.tool_calls.filter(wanted).collect()
     return classify_calls(calls).sort("trajectory_id", "call_index")
 
 

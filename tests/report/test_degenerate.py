@@ -1,0 +1,89 @@
+"""`trajlens report` on degenerate runs, end to end through the CLI: many tiny steps cost per
+step in time and memory, and token arrays without a model token are said, not failed on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from built_runs import built_run, degenerate_store, write_store
+
+SMALL, LARGE = 250, 1_000
+GROWTH_BOUND_MB = 150
+"""Most the report's peak RSS may grow from SMALL to LARGE steps. It still grows today, by
+about 100 MB here (some 130 KB a step at these sizes, 55 KB a step from 10,000 to 25,000
+steps), mostly outside the step-wise recomputation: the checks read the run twice and the
+store lists every file; a report whose memory grew by 250 KB a step or more fails."""
+TIME_RATIO_BOUND = 6.0
+"""Most the report's time may grow from SMALL to LARGE steps (4x the steps: linear gives at
+most 4x, as the fixed start-up cost is shared; per step squared would give up to 16x)."""
+
+_MEASURE = """
+import resource, subprocess, sys, time
+started = time.perf_counter()
+done = subprocess.run([sys.executable, "-m", "trajlens", "report", sys.argv[1], "--out", sys.argv[2]],
+                      capture_output=True, text=True)
+seconds = time.perf_counter() - started
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(__import__("json").dumps({"rc": done.returncode, "seconds": seconds, "peak": peak,
+                                 "stderr": done.stderr[-2000:]}))
+"""
+
+
+def _report(store: Path, out: Path) -> dict:
+    """Run `trajlens report` in a child of a fresh process: exit status, seconds and peak RSS."""
+    done = subprocess.run([sys.executable, "-c", _MEASURE, str(store), str(out)], capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_memory_and_time_of_many_tiny_steps_grow_with_the_steps_not_faster(tmp_path):
+    small = _report(degenerate_store(tmp_path / "small", SMALL), tmp_path / "out-small")
+    large = _report(degenerate_store(tmp_path / "large", LARGE), tmp_path / "out-large")
+    assert small["rc"] == 0, small["stderr"]
+    assert large["rc"] == 0, large["stderr"]
+    growth = (large["peak"] - small["peak"]) / 1e6
+    assert growth < GROWTH_BOUND_MB, f"peak RSS {small['peak'] / 1e6:.0f} MB -> {large['peak'] / 1e6:.0f} MB"
+    assert large["seconds"] < TIME_RATIO_BOUND * small["seconds"], (small["seconds"], large["seconds"])
+    markdown = (tmp_path / "out-large" / "degenerate" / "stage_report.md").read_text()
+    assert f"| gae_raw | {LARGE} |" in markdown
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("mask", "said"), [("all_false", "every response mask is false"),
+                                            ("empty", "every token array is empty")])
+def test_token_arrays_without_a_model_token_are_said(tmp_path, mask, said):
+    store = write_store(tmp_path, [built_run("nomodel", mask=mask)])
+    done = subprocess.run([sys.executable, "-m", "trajlens", "report", str(store), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    findings = (tmp_path / "out" / "README.md").read_text()
+    assert f"token arrays hold no model token ({said}, 12 arrays)" in findings
+    assert said in (tmp_path / "out" / "index.html").read_text()
+    markdown = (tmp_path / "out" / "nomodel" / "stage_report.md").read_text()
+    assert "gae_raw" not in markdown
+
+
+def test_many_tiny_steps_are_read_in_few_batches(tmp_path):
+    """The step-wise recomputation shares each read among many tiny steps."""
+    import trajlens
+    from trajlens.report._partitions import plan_batches, train_trajectories
+
+    store = trajlens.open(degenerate_store(tmp_path / "store", 1_000, chunk=250))
+    trajectories = train_trajectories(store, "degenerate")
+    assert trajectories.height == 1_000
+    assert plan_batches(trajectories, max_steps=256) == [(0, 256), (256, 512), (512, 768), (768, 1_000)]
+    started = time.perf_counter()
+    from trajlens.report.job import report_advantages
+
+    advantages = report_advantages(store, "degenerate")
+    assert [c.label for c in advantages.choices] == ["gae_raw", "gae_whitened"]
+    assert advantages.diagnostics.height == 2 * 1_000
+    assert time.perf_counter() - started < 60
