@@ -172,18 +172,6 @@ def test_generators_branch_on_data_not_on_scenario_names():
 READERS = [*SOURCES, *sorted(set((ROOT / "tests").rglob("*.py")) - {Path(__file__).resolve()}),
            *sorted((ROOT / "benchmarks").rglob("*.py")), *NOTEBOOKS, *sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 
-# Module-level names nothing reads; each is to be removed (or used) by the package that owns it.
-DEAD_NAMES_TO_REMOVE = {
-    "trajlens/classify/_syntax.py:EDITOR_ACTION_TEXT",
-    "trajlens/classify/rules.py:INTERPRETERS",
-    "trajlens/classify/unknown.py:UNKNOWN_TOOL_COLUMNS",
-    "trajlens/estimators/_compiled.py:DTYPES",
-    "trajlens/estimators/frame.py:OUTCOME_ESTIMATORS",
-    "trajlens/estimators/frame.py:CHANNEL_ESTIMATORS",
-    "trajlens/model.py:concat_runs",
-}
-
-
 def _defined_names(tree: ast.Module) -> list[str]:
     names = []
     for node in tree.body:
@@ -204,7 +192,7 @@ def test_every_module_level_name_is_read_somewhere():
     for word in re.findall(r"\w+", text):
         counts[word] = counts.get(word, 0) + 1
     dead = {f"{_name(path)}:{name}" for path in SOURCES for name in _defined_names(_tree(path)) if counts.get(name, 0) <= 1}
-    assert dead == DEAD_NAMES_TO_REMOVE
+    assert dead == set(), "module-level names nothing reads"
 
 
 # --- declared dependencies are used -------------------------------------------------------------------

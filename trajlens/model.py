@@ -282,15 +282,6 @@ class RunBuilder:
         return RunData(**tables, problems=list(self.problems)).validate(self.source)
 
 
-def concat_runs(parts: list[RunData]) -> RunData:
-    """Join several partial loads of the same run (same ``runs`` row) into one."""
-    first = parts[0]
-    tables = {"runs": first.runs}
-    for name in TABLES[1:]:
-        tables[name] = pa.concat_tables([p.table(name) for p in parts])
-    return RunData(**tables, problems=[p for part in parts for p in part.problems])
-
-
 def check_values(name: str, table: pa.Table, source: str) -> None:
     """Per-row value checks beyond the schema: finite rewards, consistent token arrays."""
     if name == "runs":

@@ -159,9 +159,6 @@ LEADING_DOT_SLASH = (r"^(?:\./)+", "")
 PATH_CLASSES: tuple[str, ...] = ("edit", "view", "search", "run_script", "test_suite", "test_targeted")
 """Actions whose arguments are read as paths (an ``other`` action's words are not)."""
 
-EDITOR_ACTION_TEXT = r"^\s*\S+\s+(\w+)(?:\s+(\S+))?"
-"""``str_replace_editor <sub-command> <path> ...``, as SWE-agent logs an editor call."""
-
 SWE_AGENT_FILE_OPENERS: frozenset[str] = frozenset({"open", "create"})
 SWE_AGENT_CURRENT_FILE_USERS: frozenset[str] = frozenset(
     {"edit", "insert", "append", "goto", "scroll_up", "scroll_down"}

@@ -142,9 +142,6 @@ PROJECT_CLIS: tuple[str, ...] = (
 sqlfluff, astropy, flask, sympy): running one on an input reproduces or checks the work, as
 ``python -m pylint x.py`` does, so it is run_script."""
 
-INTERPRETERS = r"python[\d.]*|pypy[\d.]*|ipython3?"
-"""Python interpreters; an invocation is normalised to ``python`` with its flags dropped."""
-
 
 # --- shell rules ------------------------------------------------------------------------------
 

@@ -9,9 +9,6 @@ import polars as pl
 from trajlens.classify.calls import UNMAPPED, as_frame, classify_calls
 from trajlens.classify.tool_map import ToolMapLike
 
-UNKNOWN_TOOL_COLUMNS: tuple[str, ...] = ("tool_name", "calls", "trajectories", "example_arguments")
-"""Columns of :func:`unknown_tools` (``run_id`` first when the calls carry it)."""
-
 
 def unknown_tools(tool_calls: Any, tool_map: ToolMapLike = None) -> pl.DataFrame:
     """The tools of ``tool_calls`` that no tool-map entry matched and that carry no shell

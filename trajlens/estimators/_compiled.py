@@ -49,7 +49,6 @@ except ImportError:  # the torch kernel is used instead
     numba = None  # type: ignore[assignment]
 
 AVAILABLE: bool = numba is not None
-DTYPES: tuple[type, ...] = (np.float32, np.float64)
 
 
 def _masked_gae_rows(  # pragma: no cover - compiled

@@ -57,8 +57,6 @@ from trajlens.estimators.whiten import masked_whiten
 
 ESTIMATORS: tuple[str, ...] = ESTIMATOR_NAMES
 TOKEN_ESTIMATORS: tuple[str, ...] = tuple(n for n, s in ESTIMATOR_REGISTRY.items() if s.kind is Kind.TOKEN)
-OUTCOME_ESTIMATORS: tuple[str, ...] = tuple(n for n, s in ESTIMATOR_REGISTRY.items() if s.kind is Kind.OUTCOME)
-CHANNEL_ESTIMATORS: tuple[str, ...] = tuple(n for n, s in ESTIMATOR_REGISTRY.items() if s.kind is Kind.CHANNEL)
 
 KEY_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "group_id")
 _ROW = "__row"
