@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import time
@@ -59,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _load import condition  # noqa: E402
+from _memory import release_free_memory, status_bytes  # noqa: E402
 
 from trajlens.estimators import _scan, gae  # noqa: E402
 
@@ -241,24 +241,6 @@ def accuracy(batch: int, length: int, device: str) -> None:
     print("the model tokens of a row in the float32 loop; the compiled kernel accumulates in float64.")
 
 
-def _status(field: str) -> int:
-    text = Path("/proc/self/status").read_text()
-    return int(re.search(rf"{field}:\s+(\d+)", text).group(1)) * 1024
-
-
-def _release_free_memory() -> None:
-    """Hand freed heap pages back to the OS (glibc ``malloc_trim``), so RSS counts live memory only."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if name:
-        try:
-            ctypes.CDLL(name).malloc_trim(0)
-        except (OSError, AttributeError):
-            pass
-
-
 def measure_memory(batch: int, length: int, device: str) -> dict:
     """Peak extra bytes of one fast GAE call over its resident inputs (run in this process)."""
     tiny = make_batch(2, 256, device=device)
@@ -275,11 +257,11 @@ def measure_memory(batch: int, length: int, device: str) -> dict:
         extra = torch.cuda.max_memory_allocated() - before
         method = "torch.cuda.max_memory_allocated"
     else:
-        _release_free_memory()  # freed temporaries of make_batch must not count as resident inputs
+        release_free_memory()  # freed temporaries of make_batch must not count as resident inputs
         Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-        before = _status("VmRSS")
+        before = status_bytes("VmRSS")
         gae(rewards, values, mask, GAMMA, LAM)
-        extra = _status("VmHWM") - before
+        extra = status_bytes("VmHWM") - before
         method = "VmHWM - VmRSS, fresh process"
     return {"input_bytes": input_bytes, "extra_bytes": extra, "method": method}
 

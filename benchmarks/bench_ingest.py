@@ -26,10 +26,7 @@ baseline's tool calls per second, with at most 0.8x its extra memory.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -44,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _load import condition  # noqa: E402
+from _memory import release_free_memory, status_bytes  # noqa: E402
 
 SPEEDUP = 1.5
 """trajlens must load at least this many times the baseline's tool calls per second."""
@@ -140,21 +138,6 @@ def run_baseline(jsonl: str, out: str) -> None:
     pq.write_table(pa.Table.from_pylist(calls), f"{out}/tool_calls.parquet")
 
 
-def _status(field: str) -> int:
-    text = Path("/proc/self/status").read_text()
-    return int(re.search(rf"{field}:\s+(\d+)", text).group(1)) * 1024
-
-
-def _release_free_memory() -> None:
-    """Hand freed heap pages back to the OS (glibc ``malloc_trim``), so RSS counts live memory only."""
-    name = ctypes.util.find_library("c")
-    if name:
-        try:
-            ctypes.CDLL(name).malloc_trim(0)
-        except (OSError, AttributeError):
-            pass
-
-
 def timed(kind: str, source: str, out: str, warm_source: str) -> dict:
     """One loader, in this process: seconds and peak extra RSS over the RSS with its libraries loaded.
 
@@ -163,13 +146,13 @@ def timed(kind: str, source: str, out: str, warm_source: str) -> dict:
     """
     load = run_trajlens if kind == "trajlens" else run_baseline
     load(warm_source, out + "-warm-up")
-    _release_free_memory()
+    release_free_memory()
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-    before = _status("VmRSS")
+    before = status_bytes("VmRSS")
     started = time.perf_counter()
     load(source, out)
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "extra_bytes": _status("VmHWM") - before, "peak_bytes": _status("VmHWM")}
+    return {"seconds": seconds, "extra_bytes": status_bytes("VmHWM") - before, "peak_bytes": status_bytes("VmHWM")}
 
 
 def measure(kind: str, source: Path, out: Path, warm_source: Path) -> dict:
