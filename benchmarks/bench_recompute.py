@@ -226,7 +226,9 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/trajlens-bench-recompute"),
                         help="where the generated run and store are kept between runs")
     parser.add_argument("--no-load", action="store_true", help="skip the run under added load")
-    parser.add_argument("--repeats", type=int, default=2, help="runs per task; the best time is kept")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="runs per task; the best time is kept (default 2, and 5 with --quick, whose tasks "
+                             "last under a second and so vary more on a busy machine)")
     parser.add_argument("--degenerate", type=int, default=None, metavar="STEPS",
                         help="run `trajlens report` on STEPS one-trajectory steps (and a quarter as many)")
     args = parser.parse_args()
@@ -234,6 +236,8 @@ def main() -> int:
         args.work.mkdir(parents=True, exist_ok=True)
         return degenerate(args.work, args.degenerate)
     steps_total = args.steps or (16 if args.quick else 200)
+    if args.repeats is None:
+        args.repeats = 5 if args.quick else 2
     args.work.mkdir(parents=True, exist_ok=True)
     store, run_id = build(args.work, steps_total, args.batch, args.tokens, args.calls)
     from trajlens.report.stepwise import run_steps
