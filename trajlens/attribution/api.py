@@ -350,14 +350,10 @@ class _CreditStream:
 
     def _read(self, table: str, steps: list[int], columns: list[str]) -> pl.DataFrame | None:
         """The rows of this run's step partitions (read by path: no scan over other runs' files)."""
-        from trajlens.store.layout import step_dir
+        from trajlens.report._partitions import read_partitions
 
-        files = [str(f) for step in steps
-                 for f in sorted((self.store.path / "runs" / self.run_id / table / step_dir(step)).glob("*.parquet"))]
-        if not files:
-            return None
-        available = pq.read_schema(files[0]).names
-        return pl.read_parquet(files, columns=[c for c in columns if c in available])
+        rows = read_partitions(self.store, self.run_id, table, steps, columns)
+        return rows if rows.height else None
 
     def _classified_calls(self, steps: list[int]) -> pl.DataFrame:
         from trajlens.classify import classify_calls

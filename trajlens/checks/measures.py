@@ -90,16 +90,13 @@ class AdvantageLabel:
 
 def _labels_from_registry() -> tuple[AdvantageLabel, ...]:
     """One label per report variant of the estimator registry (the labels the report uses too)."""
-    from trajlens.estimators.registry import ESTIMATOR_REGISTRY, InReport
+    from trajlens.estimators.registry import REPORT_VARIANTS
 
     labels = []
-    for spec in ESTIMATOR_REGISTRY.values():
-        if spec.report is InReport.NEVER:
-            continue
-        for variant in spec.variants():
-            options = ", ".join(f"{k}={v}" for k, v in variant.options.items())
-            doc = spec.summary + (f" ({options})" if options and len(spec.variants()) > 1 else "")
-            labels.append(AdvantageLabel(variant.label, spec.name, dict(variant.options), doc))
+    for spec, variant in REPORT_VARIANTS:
+        options = ", ".join(f"{k}={v}" for k, v in variant.options.items())
+        doc = spec.summary + (f" ({options})" if options and len(spec.variants()) > 1 else "")
+        labels.append(AdvantageLabel(variant.label, spec.name, dict(variant.options), doc))
     return tuple(labels)
 
 

@@ -45,7 +45,7 @@ from trajlens.estimators.spec import (
 )
 
 __all__ = [
-    "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "EstimatorSpec", "InReport", "Input", "Kind", "Option", "ReportVariant",
+    "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "REPORT_VARIANTS", "EstimatorSpec", "InReport", "Input", "Kind", "Option", "ReportVariant",
     "RunFacts", "Statistics", "declared_estimators", "estimator_spec", "render_markdown", "render_readme_table",
     "run_facts",
 ]
@@ -327,6 +327,13 @@ ESTIMATOR_REGISTRY: Mapping[str, EstimatorSpec] = {spec.name: spec for spec in _
 """Every estimator trajlens can recompute, by name, in display order."""
 
 ESTIMATOR_NAMES: tuple[str, ...] = tuple(ESTIMATOR_REGISTRY)
+
+
+REPORT_VARIANTS: tuple[tuple[EstimatorSpec, ReportVariant], ...] = tuple(
+    (spec, variant) for spec in ESTIMATOR_REGISTRY.values() if spec.report is not InReport.NEVER
+    for variant in spec.variants()
+)
+"""Every labelled recomputation the report (and the checks' ``advantage:<label>``) can make, in display order."""
 
 
 def estimator_spec(name: str) -> EstimatorSpec:

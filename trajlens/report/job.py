@@ -53,13 +53,9 @@ class EstimatorChoice:
 
 
 def _report_choices() -> tuple[EstimatorChoice, ...]:
-    from trajlens.estimators.registry import ESTIMATOR_REGISTRY, InReport
+    from trajlens.estimators.registry import REPORT_VARIANTS
 
-    return tuple(
-        EstimatorChoice(variant.label, spec.name, dict(variant.options))
-        for spec in ESTIMATOR_REGISTRY.values() if spec.report is not InReport.NEVER
-        for variant in spec.variants()
-    )
+    return tuple(EstimatorChoice(variant.label, spec.name, dict(variant.options)) for spec, variant in REPORT_VARIANTS)
 
 
 ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = _report_choices()
