@@ -83,12 +83,15 @@ def build(work: Path, steps: int, batch: int, tokens: int, calls: int) -> tuple[
 
 
 def _schema_mark() -> str:
-    """What a kept store was written under: the store schema, so a changed schema rebuilds it."""
+    """What a kept store was written under: the store schema and how it packs steps, so a change
+    of either rebuilds it."""
     import hashlib
 
     from trajlens.schema import SCHEMAS
+    from trajlens.store.layout import PACK_BYTES
 
-    return hashlib.sha256("".join(f"{n}{s}" for n, s in SCHEMAS.items()).encode()).hexdigest()[:16] + "\n"
+    text = "".join(f"{n}{s}" for n, s in SCHEMAS.items()) + f"pack={PACK_BYTES}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16] + "\n"
 
 
 def _peak_rss() -> int:

@@ -13,15 +13,14 @@ import pytest
 
 from built_runs import built_run, degenerate_store, write_store
 
-SMALL, LARGE = 250, 1_000
-GROWTH_BOUND_MB = 150
-"""Most the report's peak RSS may grow from SMALL to LARGE steps. It still grows today, by
-about 100 MB here (some 130 KB a step at these sizes, 55 KB a step from 10,000 to 25,000
-steps), mostly outside the step-wise recomputation: the checks read the run twice and the
-store lists every file; a report whose memory grew by 250 KB a step or more fails."""
-TIME_RATIO_BOUND = 6.0
-"""Most the report's time may grow from SMALL to LARGE steps (4x the steps: linear gives at
-most 4x, as the fixed start-up cost is shared; per step squared would give up to 16x)."""
+SMALL, LARGE = 250, 4_000
+GROWTH_BOUND_MB = 60
+"""Most the report's peak RSS may grow from SMALL to LARGE steps. Measured: 636 -> 653 MB (some
+5 KB a step: the per-step figures the checks and plots keep). A file per step and table, or
+checks holding the whole run, cost 40 KB a step or more and fail."""
+TIME_RATIO_BOUND = 8.0
+"""Most the report's time may grow from SMALL to LARGE steps (16x the steps: the fixed start-up
+cost dominates both today, 6.6 and 7.0 s; per step squared would give far more)."""
 
 _MEASURE = """
 import resource, subprocess, sys, time

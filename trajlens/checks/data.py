@@ -1,13 +1,16 @@
 """The run a check reads: where it comes from, and its measures accumulated step batch by step batch.
 
-:func:`open_source` takes a store (with ``--run``), a canonical run directory, a verl dump
-directory or a metrics JSONL/CSV file and reads it whole; :class:`RunState` turns batches of
-steps into per-step statistics (:mod:`trajlens.checks.measures`), so that ``--watch`` can add
-each new step without touching the old ones.
+:func:`open_batches` takes a store (with ``--run``), a canonical run directory, a verl dump
+directory or a metrics JSONL/CSV file; a run in the step layout comes a batch of steps at a
+time (at most :data:`trajlens.report._partitions.BATCH_TOKENS` tokens, reading only the tables
+the checks need), anything else whole. :class:`RunState` turns batches of steps into per-step
+statistics (:mod:`trajlens.checks.measures`), so that a run is checked in the memory of a batch
+and ``--watch`` can add each new step without touching the old ones.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -75,6 +78,16 @@ class Needs:
                 logged.append(name.parameter)
         return Needs(frozenset(sources), tuple(labels), tuple(logged))
 
+    @property
+    def tables(self) -> frozenset[str]:
+        """The run tables these checks read."""
+        tables = {"trajectories", "step_metrics"}
+        if "tool_calls" in self.sources:
+            tables.add("tool_calls")
+        if self.sources & {"advantages", "logged_advantages"}:
+            tables.add("tokens")
+        return frozenset(tables)
+
 
 class RunState:
     """Per-step statistics of every measure the checks need, grown by :meth:`add`."""
@@ -82,7 +95,10 @@ class RunState:
     def __init__(self, info: RunInfo, needs: Needs) -> None:
         self.info = info
         self.needs = needs
-        self.stats = m.empty_stats()
+        self._by_measure: dict[str, list[pl.DataFrame]] = {}
+        """Each measure's per-step statistics, as added (without the ``measure`` column)."""
+        self._sorted: set[str] = set()
+        """Measures whose statistics are one frame in step order."""
         self.steps: list[int] = []
         self.seen: set[str] = set()
         """Tables that have had rows: what the run can provide."""
@@ -130,17 +146,32 @@ class RunState:
                     self.notes[measure] = fit.note
                 if fit.problem:
                     self.measure_problems.setdefault(measure, fit.problem)
-        parts = [p for p in parts if p.height]
-        if parts:
-            self.stats = pl.concat([self.stats, *parts]).sort("measure", "step")
+        for part in parts:
+            if part.height:
+                for (measure,), frame in part.partition_by("measure", as_dict=True).items():
+                    self._by_measure.setdefault(measure, []).append(frame.drop("measure"))
+                    self._sorted.discard(measure)
         self.steps = sorted(set(self.steps) | set(steps))
         return steps
 
+    @property
+    def stats(self) -> pl.DataFrame:
+        """Every measure's per-step statistics (``measure``, ``step``, ...), sorted."""
+        series = [self.series(measure) for measure in sorted(self._by_measure)]
+        return pl.concat(series) if series else m.empty_stats()
+
     def measure_names(self) -> set[str]:
-        return set(self.stats["measure"].unique().to_list())
+        return set(self._by_measure)
 
     def series(self, measure: str) -> pl.DataFrame:
-        return self.stats.filter(pl.col("measure") == measure).sort("step")
+        """One measure's per-step statistics, in step order."""
+        frames = self._by_measure.get(measure)
+        if not frames:
+            return m.empty_stats()
+        if len(frames) > 1 or measure not in self._sorted:
+            frames[:] = [pl.concat(frames).sort("step", maintain_order=True)]
+            self._sorted.add(measure)
+        return frames[0].select(pl.lit(measure).alias("measure"), pl.all())
 
     def missing_reason(self, measure: str) -> str:
         """Why ``measure`` has no values in this run."""
@@ -184,7 +215,65 @@ class RunState:
         return sorted(n for n in self.measure_names() if n.startswith(prefix))
 
 
-# --- reading a whole run ---------------------------------------------------------------------
+# --- reading a run ---------------------------------------------------------------------------
+
+def open_batches(path: Path | str, run_id: str | None = None, needs: Needs | None = None
+                 ) -> tuple[RunInfo, Iterator[StepBatch]]:
+    """A store's run, a run directory, verl dumps or a metrics file, as batches of steps: a run
+    in the step layout a batch at a time (only the tables ``needs`` reads; all without it),
+    anything else in one batch."""
+    from trajlens.store.layout import is_run_dir
+
+    path = Path(path)
+    run_dir = None
+    if path.exists() and is_run_dir(path):
+        run_dir = path
+    elif path.is_dir() and (path / "runs").is_dir():
+        run_dir = _store_run(path, run_id)
+    if run_dir is not None:
+        info, batches = _run_dir_batches(run_dir, run_id, needs.tables if needs is not None else frozenset(BATCH_TABLES))
+        if batches is not None:
+            return info, batches
+    info, batch = open_source(path, run_id)
+    return info, iter([batch])
+
+
+def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str]
+                     ) -> tuple[RunInfo, Iterator[StepBatch] | None]:
+    """The run's step metrics as one batch, then its trajectories a batch of steps at a time
+    with those steps' tool calls and token arrays (when ``tables`` has them); no batches when
+    the run is not in the step layout."""
+    from trajlens.report._partitions import plan_batches, read_files, table_partitions
+
+    info, trajectory_files = _run_info(run_dir, run_id), table_partitions(run_dir / "trajectories")
+    others = {name: table_partitions(run_dir / name) for name in ("tool_calls", "tokens") if name in tables}
+    if trajectory_files is None or any(partitions is None for partitions in others.values()):
+        return info, None
+
+    def batches() -> Iterator[StepBatch]:
+        from trajlens.ingest.parquet import scan_run
+
+        yield StepBatch(step_metrics=scan_run(run_dir)["step_metrics"].collect())
+        trajectories = read_files(trajectory_files, "trajectories", trajectory_files.steps())
+        for start, stop in plan_batches(trajectories):
+            part = trajectories.slice(start, stop - start)
+            steps = part["step"].unique(maintain_order=True).to_list()
+            read = {name: read_files(partitions, name, steps) for name, partitions in others.items()}
+            yield StepBatch(trajectories=part, **read)
+
+    return info, batches()
+
+
+def _run_info(run_dir: Path, run_id: str | None) -> RunInfo:
+    from trajlens.ingest.parquet import read_table_file, run_id_of
+    from trajlens.store.layout import table_files
+
+    recorded = run_id_of(run_dir)
+    if run_id is not None and run_id != recorded and run_dir.parent.name != "runs":
+        raise ConfigError([f"{run_dir}: --run: the directory holds run {recorded!r}, not {run_id!r}"])
+    runs = read_table_file(table_files(run_dir, "runs")[0], "runs")
+    return RunInfo(recorded, str(run_dir), _history(runs.column("config")[0].as_py(), run_dir))
+
 
 def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, StepBatch]:
     """Read a store's run, a run directory, verl dumps or a metrics file, whole."""
@@ -237,17 +326,11 @@ def _store_run(store: Path, run_id: str | None) -> Path:
 
 
 def _read_run_dir(run_dir: Path, run_id: str | None) -> tuple[RunInfo, StepBatch]:
-    from trajlens.ingest.parquet import read_table_file, run_id_of, scan_run
+    from trajlens.ingest.parquet import scan_run
 
-    recorded = run_id_of(run_dir)
-    if run_id is not None and run_id != recorded and run_dir.parent.name != "runs":
-        raise ConfigError([f"{run_dir}: --run: the directory holds run {recorded!r}, not {run_id!r}"])
-    from trajlens.store.layout import table_files
-
-    runs = read_table_file(table_files(run_dir, "runs")[0], "runs")
+    info = _run_info(run_dir, run_id)
     frames = scan_run(run_dir)
-    batch = StepBatch(*(frames[name].collect() for name in BATCH_TABLES))
-    return RunInfo(recorded, str(run_dir), _history(runs.column("config")[0].as_py(), run_dir)), batch
+    return info, StepBatch(*(frames[name].collect() for name in BATCH_TABLES))
 
 
 def _history(config_text: str | None, directory: Path) -> m.ConfigHistory:
@@ -260,4 +343,4 @@ def _history(config_text: str | None, directory: Path) -> m.ConfigHistory:
     return m.ConfigHistory(current, entries)
 
 
-__all__ = ["Needs", "RunInfo", "RunState", "StepBatch", "open_source"]
+__all__ = ["Needs", "RunInfo", "RunState", "StepBatch", "open_batches", "open_source"]

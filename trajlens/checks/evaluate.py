@@ -16,7 +16,7 @@ import polars as pl
 
 from trajlens.checks import conditions, measures
 from trajlens.checks.conditions import Evidence, Outcome
-from trajlens.checks.data import Needs, RunState, open_source
+from trajlens.checks.data import Needs, RunState, open_batches
 from trajlens.checks.spec import Check
 
 STATUSES: tuple[str, ...] = ("fail", "warn", "pass", "skip")
@@ -148,9 +148,11 @@ def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id:
     from trajlens.checks.spec import default_checks
 
     checks = tuple(default_checks() if checks is None else checks)
-    info, batch = open_source(source, run_id)
-    state = RunState(info, Needs.of(checks))
-    state.add(batch)
+    needs = Needs.of(checks)
+    info, batches = open_batches(source, run_id, needs)
+    state = RunState(info, needs)
+    for batch in batches:
+        state.add(batch)
     return RunChecks(info.run_id, info.source, evaluate_checks(checks, state), len(state.steps))
 
 

@@ -1,16 +1,37 @@
-"""The checks section of a run in the HTML report (registered in :mod:`trajlens.report.sections`)."""
+"""The shipped checks in the report: the checks section of a run in the HTML report
+(registered in :mod:`trajlens.report.sections`), and the results the report's plots mark."""
 
 from __future__ import annotations
 
+import functools
+import os
 from typing import Any
+
+
+def shipped_checks(store: Any, run_id: str) -> Any:
+    """The shipped checks evaluated on a stored run (a :class:`~trajlens.checks.evaluate.RunChecks`),
+    once per stored version of the run: the report's plots and its checks section share them."""
+    run_dir = os.path.join(str(store.path), "runs", run_id)
+    try:
+        status = os.stat(run_dir)
+    except OSError:
+        status = None
+    stamp = (status.st_ino, status.st_mtime_ns) if status is not None else (0, 0)
+    return _evaluated(str(store.path), run_id, stamp)
+
+
+@functools.lru_cache(maxsize=2)
+def _evaluated(store: str, run_id: str, stamp: tuple[int, int]) -> Any:
+    from trajlens.checks.evaluate import check_run
+
+    return check_run(store, run_id=run_id)
 
 
 def run_section(store: Any, run_id: str) -> str | None:
     """The shipped checks evaluated on ``run_id``, as an HTML table; None when none applies."""
-    from trajlens.checks.evaluate import check_run
     from trajlens.checks.output import checks_html
 
-    checked = check_run(store.path, run_id=run_id)
+    checked = shipped_checks(store, run_id)
     evaluated = [r for r in checked.results if r.status != "skip"]
     if not evaluated:
         return None

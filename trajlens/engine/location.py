@@ -6,6 +6,7 @@ worker on another machine reads a step partition of a store on shared storage wi
 code as a local one. Only the canonical layout is assumed (:mod:`trajlens.store.layout`)::
 
     STORE/runs/<run_id>/<table>/step=NNNNNN/part-*.parquet
+    STORE/runs/<run_id>/<table>/step=NNNNNN-MMMMMM/part-*.parquet   (tiny steps packed together)
     STORE/derived/<table>/<run_id>.parquet
 
 A location is a plain frozen value (the URI), so it travels to workers as it is; the file
@@ -20,15 +21,13 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from trajlens.errors import StoreError
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR
-
-STEP_PREFIX = "step="
-"""Step partition directories are named ``step=NNNNNN`` (:func:`trajlens.store.layout.step_dir`)."""
-
+from trajlens.store.layout import step_dir, step_range
 
 @dataclass(frozen=True)
 class StoreLocation:
@@ -67,35 +66,62 @@ class StoreLocation:
         return sorted(info.base_name for info in _listing(filesystem, f"{root}/{RUNS_DIR}")
                       if info.type == pafs.FileType.Directory and not info.base_name.startswith("."))
 
-    def steps(self, run_id: str, table: str = "trajectories") -> list[int]:
-        """Steps that have a partition of ``table`` in run ``run_id``, in order."""
+    def _partitions(self, run_id: str, table: str) -> list[tuple[int, int, str]]:
+        """(first, last, directory) of each step partition of ``table``, by first step."""
         filesystem, root = self.resolve()
-        directory = f"{root}/{RUNS_DIR}/{run_id}/{table}"
-        return sorted(int(info.base_name[len(STEP_PREFIX):]) for info in _listing(filesystem, directory)
-                      if info.type == pafs.FileType.Directory and info.base_name.startswith(STEP_PREFIX))
+        found = []
+        for info in _listing(filesystem, f"{root}/{RUNS_DIR}/{run_id}/{table}"):
+            bounds = step_range(info.base_name) if info.type == pafs.FileType.Directory else None
+            if bounds is not None:
+                found.append((*bounds, info.path))
+        return sorted(found)
 
-    def step_files(self, run_id: str, table: str, step: int) -> list[str]:
-        """The Parquet files of one step partition (empty when the step has none)."""
-        from trajlens.store.layout import step_dir
-
-        filesystem, root = self.resolve()
-        directory = f"{root}/{RUNS_DIR}/{run_id}/{table}/{step_dir(step)}"
+    def _files(self, directory: str) -> list[str]:
+        filesystem, _ = self.resolve()
         return sorted(info.path for info in _listing(filesystem, directory)
                       if info.type == pafs.FileType.File and info.base_name.endswith(".parquet"))
 
+    def steps(self, run_id: str, table: str = "trajectories") -> list[int]:
+        """Steps that have rows of ``table`` in run ``run_id``, in order (a packed partition's
+        steps are read from its ``step`` column)."""
+        filesystem, _ = self.resolve()
+        steps: set[int] = set()
+        for first, last, directory in self._partitions(run_id, table):
+            if first == last:
+                steps.add(first)
+                continue
+            for path in self._files(directory):
+                column = pq.read_table(path, columns=["step"], filesystem=filesystem).column("step")
+                steps.update(pc.unique(column).to_pylist())
+        return sorted(steps)
+
+    def step_files(self, run_id: str, table: str, step: int) -> list[str]:
+        """The Parquet files that may hold rows of one step: its partition's, and those of a
+        packed partition around it (empty when there are none)."""
+        return [path for first, last, directory in self._partitions(run_id, table) if first <= step <= last
+                for path in self._files(directory)]
+
     def read_step(self, run_id: str, table: str, step: int, columns: Sequence[str] | None = None) -> pa.Table | None:
-        """The rows of one step partition of ``table`` (the ``columns`` it has), or None when
-        the step has no partition."""
+        """The rows of one step of ``table`` (the ``columns`` it has), or None when the step
+        has none."""
         files = self.step_files(run_id, table, step)
         if not files:
             return None
         filesystem, _ = self.resolve()
+        packed = any(Path(path).parent.name != step_dir(step) for path in files)
         wanted = None
         if columns is not None:
             names = pq.read_schema(files[0], filesystem=filesystem).names
             wanted = [c for c in columns if c in names]
-        parts = [pq.read_table(path, columns=wanted, filesystem=filesystem) for path in files]
-        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        read = wanted if wanted is None or not packed or "step" in wanted else [*wanted, "step"]
+        parts = [pq.read_table(path, columns=read, filesystem=filesystem) for path in files]
+        rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        if not packed:
+            return rows
+        rows = rows.filter(pc.equal(rows.column("step"), step))
+        if rows.num_rows == 0:
+            return None
+        return rows.select(wanted) if wanted is not None else rows
 
     def read_derived(self, name: str, run_id: str) -> pa.Table | None:
         """A run's part of an analysis table, or None when it has not been written."""
@@ -162,4 +188,4 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-__all__ = ["STEP_PREFIX", "StoreLocation", "write_tables"]
+__all__ = ["StoreLocation", "write_tables"]

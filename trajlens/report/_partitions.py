@@ -1,7 +1,7 @@
 """A stored run read a batch of steps at a time, from its step partitions.
 
-The store keeps one directory per step for ``trajectories``, ``tool_calls`` and ``tokens``
-(:mod:`trajlens.store.layout`). Reading them step by step costs a file open, a schema and a
+The store keeps one directory per step for ``trajectories``, ``tool_calls`` and ``tokens``,
+and one per range of tiny steps packed together (:mod:`trajlens.store.layout`). Reading them step by step costs a file open, a schema and a
 frame per step: nothing on a run of 200 large steps, most of the time on a run of 100,000 tiny
 ones. Here a run's partitions are listed once, and consecutive steps are read together in
 batches of at most :data:`BATCH_TOKENS` tokens (estimated from the trajectories' token counts)
@@ -11,6 +11,8 @@ and the fixed cost of a read is shared by the steps of a batch.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -32,7 +34,6 @@ ARROW_READS_UP_TO = 16
 """Files of a batch up to which Arrow reads them one by one (rather than one Polars scan)."""
 LIST_ALL_ABOVE = 64
 """Steps above which the run's partitions are listed once rather than step by step."""
-STEP_PREFIX = "step="
 EMPTY_FILE = "empty.parquet"
 """The file a run directory holds for a table without rows (:class:`trajlens.store.layout.RunDirWriter`)."""
 
@@ -47,23 +48,116 @@ class StepBatch(NamedTuple):
     """Every token row of those steps (all splits), or None when no token column was asked."""
 
 
-def partition_files(store: Any, run_id: str, table: str) -> dict[int, list[str]] | None:
-    """Step -> Parquet files of that step's partition of ``table``, in step order (one listing);
-    None when the run is not stored in the step layout."""
-    root = Path(store.path) / "runs" / run_id / table
-    found: dict[int, list[str]] = {}
-    if not root.is_dir():
-        return None
+class Partitions(NamedTuple):
+    """Where a run table's rows lie: ``step=N`` directories by step, and packed ``step=A-B``
+    ones (:mod:`trajlens.store.layout`), each with its Parquet files."""
+
+    single: dict[int, list[str]]
+    packed: list[tuple[int, int, list[str]]]
+    """(first, last, files) of each packed directory, by first step."""
+
+    def files(self, steps: Sequence[int]) -> tuple[list[str], bool]:
+        """The files holding rows of ``steps`` (each once, in step order), and whether any of
+        them is packed (so holds rows of other steps too)."""
+        wanted = sorted(set(steps))
+        found = [(step, path) for step in wanted for path in self.single.get(step, ())]
+        packed = False
+        for first, last, paths in self.packed:
+            at = bisect.bisect_left(wanted, first)
+            if at < len(wanted) and wanted[at] <= last:
+                found += [(first, path) for path in paths]
+                packed = True
+        if packed:
+            found.sort(key=lambda item: item[0])
+        return [path for _, path in found], packed
+
+    def steps(self) -> list[int]:
+        """Every step a partition may hold (a packed partition's whole range), in order."""
+        found = set(self.single)
+        for first, last, _ in self.packed:
+            found.update(range(first, last + 1))
+        return sorted(found)
+
+    def all_files(self) -> list[str]:
+        """Every file, in step order (by each directory's first step)."""
+        entries = [(step, paths) for step, paths in self.single.items()]
+        entries += [(first, paths) for first, _, paths in self.packed]
+        entries.sort(key=lambda item: item[0])
+        return [path for _, paths in entries for path in paths]
+
+
+def _parquet_names(directory: str) -> list[str]:
+    with os.scandir(directory) as files:
+        return sorted(f.name for f in files if f.name.endswith(".parquet") and not f.name.startswith("."))
+
+
+@functools.lru_cache(maxsize=64)
+def _step_directories(root: str, stamp: tuple[int, int]) -> tuple[tuple[int, int, str], ...] | None:
+    """(first, last, name) of the step directories under a table's folder, sorted; None when
+    Parquet files lie outside them (not the step layout). ``stamp`` (inode, mtime) keys the cache."""
+    from trajlens.store.layout import step_range
+
+    found = []
     with os.scandir(root) as entries:
         for entry in entries:
             if entry.is_file() and entry.name.endswith(".parquet") and entry.name != EMPTY_FILE:
                 return None  # rows outside the step directories: not this layout
-            if entry.is_dir() and entry.name.startswith(STEP_PREFIX) and entry.name[len(STEP_PREFIX):].isdigit():
-                with os.scandir(entry.path) as files:
-                    names = sorted(f.name for f in files if f.name.endswith(".parquet") and not f.name.startswith("."))
-                if names:
-                    found[int(entry.name[len(STEP_PREFIX):])] = [os.path.join(entry.path, n) for n in names]
-    return dict(sorted(found.items()))
+            bounds = step_range(entry.name) if entry.is_dir() else None
+            if bounds is not None:
+                found.append((*bounds, entry.name))
+    return tuple(sorted(found))
+
+
+def table_partitions(root: Path | str, steps: Sequence[int] | None = None) -> Partitions | None:
+    """The step partitions under a table's folder (only those that may hold ``steps``, when
+    given), with their files; None when the folder is missing or Parquet files lie outside
+    step directories (not the step layout)."""
+    root = str(root)
+    try:
+        status = os.stat(root)
+    except OSError:
+        return None
+    directories = _step_directories(root, (status.st_ino, status.st_mtime_ns))
+    if directories is None:
+        return None
+    wanted = sorted(set(steps)) if steps is not None else None
+    single: dict[int, list[str]] = {}
+    packed: list[tuple[int, int, list[str]]] = []
+    for first, last, name in directories:
+        if wanted is not None:
+            at = bisect.bisect_left(wanted, first)
+            if at == len(wanted) or wanted[at] > last:
+                continue
+        directory = os.path.join(root, name)
+        names = _parquet_names(directory)
+        if not names:
+            continue
+        paths = [os.path.join(directory, n) for n in names]
+        if first == last:
+            single.setdefault(first, []).extend(paths)
+        else:
+            packed.append((first, last, paths))
+    return Partitions(single, packed)
+
+
+def partition_files(store: Any, run_id: str, table: str, steps: Sequence[int] | None = None) -> Partitions | None:
+    """:func:`table_partitions` of a stored run's ``table``."""
+    return table_partitions(os.path.join(str(store.path), "runs", run_id, table), steps)
+
+
+def read_files(partitions: Partitions, table: str, steps: Sequence[int], columns: Sequence[str] | None = None
+               ) -> pl.DataFrame:
+    """The rows of ``steps`` in ``partitions`` of ``table`` (only ``columns`` of the schema, when
+    given), in step order, read in one scan."""
+    schema = _schema(table)
+    wanted = list(schema) if columns is None else [c for c in columns if c in schema]
+    paths, packed = partitions.files(steps)
+    if not paths:
+        return pl.DataFrame(schema=schema).select(wanted)
+    scan = pl.scan_parquet(paths, glob=False, hive_partitioning=False, schema=schema, missing_columns="insert")
+    if packed:
+        scan = scan.filter(pl.col("step").is_in(list(steps))).sort("step", maintain_order=True)
+    return scan.select(wanted).collect()
 
 
 def _schema(table: str) -> pl.Schema:
@@ -75,61 +169,41 @@ def _schema(table: str) -> pl.Schema:
 def scan_run_table(store: Any, run_id: str, table: str) -> pl.LazyFrame:
     """A lazy scan of one run's ``table`` over that run's files only (listed with one directory
     walk), for a whole-run read that needs neither the other runs' files nor a query engine."""
-    files = partition_files(store, run_id, table)
-    if files is None:
+    partitions = partition_files(store, run_id, table)
+    if partitions is None:
         return getattr(store, table).filter(pl.col("run_id") == run_id)
-    paths = [path for step_files in files.values() for path in step_files]
+    paths = partitions.all_files()
     if not paths:
         return pl.LazyFrame(schema=_schema(table))
     return pl.scan_parquet(paths, glob=False, hive_partitioning=False, schema=_schema(table),
                            missing_columns="insert")
 
 
-def _listed_steps(store: Any, run_id: str, table: str, steps: Sequence[int]) -> dict[int, list[str]] | None:
-    """:func:`partition_files` of ``steps`` alone (one directory listing per step asked)."""
-    from trajlens.store.layout import step_dir
-
-    root = Path(store.path) / "runs" / run_id / table
-    if not root.is_dir() or any(p.is_file() and p.name != EMPTY_FILE for p in root.glob("*.parquet")):
-        return None
-    found = {}
-    for step in steps:
-        directory = root / step_dir(step)
-        if directory.is_dir():
-            found[step] = sorted(str(p) for p in directory.iterdir()
-                                 if p.name.endswith(".parquet") and not p.name.startswith("."))
-    return found
-
-
 def read_partitions(store: Any, run_id: str, table: str, steps: Sequence[int], columns: Sequence[str] | None,
-                    files: dict[int, list[str]] | None | bool = True) -> pl.DataFrame:
+                    files: Partitions | None | bool = True) -> pl.DataFrame:
     """The rows of ``steps`` of a stored ``table`` (only ``columns`` of the schema, when given),
-    read from those steps' partitions in one scan (``files``: their :func:`partition_files`,
-    when the caller has it; else only the steps asked are listed)."""
+    read from those steps' partitions in one scan (``files``: the run's :func:`partition_files`,
+    when the caller has it; else only the partitions that may hold the steps are listed)."""
+    partitions = partition_files(store, run_id, table, steps) if files is True else files
+    if isinstance(partitions, Partitions):
+        return read_files(partitions, table, steps, columns)
     schema = _schema(table)
     wanted = list(schema) if columns is None else [c for c in columns if c in schema]
-    files = _listed_steps(store, run_id, table, steps) if files is True else files
-    if isinstance(files, dict):
-        paths = [path for step in steps for path in files.get(step, ())]
-        if not paths:
-            return pl.DataFrame(schema=schema).select(wanted)
-        return (pl.scan_parquet(paths, glob=False, hive_partitioning=False, schema=schema, missing_columns="insert")
-                .select(wanted).collect())
     return (getattr(store, table).filter((pl.col("run_id") == run_id) & pl.col("step").is_in(list(steps)))
             .select(wanted).collect())
 
 
 def read_arrow_partitions(store: Any, run_id: str, table: str, steps: Sequence[int], columns: Sequence[str],
-                          files: dict[int, list[str]] | None | bool = True) -> pa.Table:
-    """:func:`read_partitions` as an Arrow table. A few files (large steps) are read by Arrow
-    itself, which decodes list columns faster; many (tiny steps) in one Polars scan, which
-    opens a file faster."""
+                          files: Partitions | None | bool = True) -> pa.Table:
+    """:func:`read_partitions` as an Arrow table. A few files of whole steps (large steps) are
+    read by Arrow itself, which decodes list columns faster; many (tiny steps) or packed ones
+    in one Polars scan, which opens a file faster and keeps only the steps asked."""
     import pyarrow.parquet as pq
 
-    listed = _listed_steps(store, run_id, table, steps) if files is True else files
-    paths = [path for step in steps for path in listed.get(step, ())] if isinstance(listed, dict) else None
-    if paths is None or len(paths) > ARROW_READS_UP_TO or not paths:
-        return read_partitions(store, run_id, table, steps, columns, listed).rechunk().to_arrow()
+    partitions = partition_files(store, run_id, table, steps) if files is True else files
+    paths, packed = partitions.files(steps) if isinstance(partitions, Partitions) else (None, False)
+    if paths is None or packed or len(paths) > ARROW_READS_UP_TO or not paths:
+        return read_partitions(store, run_id, table, steps, columns, partitions).rechunk().to_arrow()
     parts = []
     for path in paths:
         parquet = pq.ParquetFile(path)
@@ -193,7 +267,7 @@ def step_batches(store: Any, run_id: str, trajectories: pl.DataFrame, token_colu
 
     plan = plan_batches(trajectories, max_tokens=max_tokens, max_steps=max_steps)
     # a few steps: list only theirs; many: list the run's partitions once
-    files: dict[int, list[str]] | None | bool = True
+    files: Partitions | None | bool = True
     if token_columns is not None and trajectories["step"].n_unique() > LIST_ALL_ABOVE:
         files = partition_files(store, run_id, "tokens")
 

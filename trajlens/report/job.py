@@ -286,11 +286,11 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
 
 def _alarms(store: Any, run_id: str) -> list[plots.Alarm]:
     """The shipped checks that fire on the run (see :mod:`trajlens.checks`), at their first step."""
-    from trajlens.checks.evaluate import check_run
+    from trajlens.checks.report import shipped_checks
     from trajlens.errors import TrajlensError
 
     try:
-        results = check_run(store.path, run_id=run_id).results
+        results = shipped_checks(store, run_id).results
     except TrajlensError:
         return []
     return [plots.Alarm(r.name, r.check.severity, min(r.fired_steps)) for r in results

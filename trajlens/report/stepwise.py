@@ -66,16 +66,30 @@ def run_steps(store: Any, run_id: str) -> list[int]:
 
 
 def read_step(store: Any, run_id: str, table: str, step: int, columns: Sequence[str] | None = None) -> pa.Table:
-    """The rows of one step of a stored table, read from that step's partition only."""
-    from trajlens.store.layout import step_dir
+    """The rows of one step of a stored table, read from the partitions that may hold it only
+    (its ``step=N`` directory and any packed range around it)."""
+    import pyarrow.compute as pc
 
-    directory = Path(store.path) / "runs" / run_id / table / step_dir(step)
-    files = sorted(directory.glob("*.parquet")) if directory.is_dir() else []
-    if files:
-        schema = pq.read_schema(files[0])
-        wanted = None if columns is None else [c for c in columns if c in schema.names]
-        return pa.concat_tables([pq.read_table(f, columns=wanted) for f in files]) if len(files) > 1 \
-            else pq.read_table(files[0], columns=wanted)
+    from trajlens.report._partitions import partition_files
+
+    partitions = partition_files(store, run_id, table, [step])
+    if partitions is not None:
+        files, packed = partitions.files([step])
+        if not files:
+            from trajlens.schema import SCHEMAS
+
+            empty = SCHEMAS[table].empty_table()
+            return empty if columns is None else empty.select([c for c in columns if c in empty.column_names])
+        names = pq.read_schema(files[0]).names
+        wanted = None if columns is None else [c for c in columns if c in names]
+        read = wanted if wanted is None or not packed or "step" in wanted else [*wanted, "step"]
+        parts = [pq.read_table(f, columns=read) for f in files]
+        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        if packed:
+            rows = rows.filter(pc.equal(rows.column("step"), step))
+            if wanted is not None:
+                rows = rows.select(wanted)
+        return rows
     frame = getattr(store, table).filter((pl.col("run_id") == run_id) & (pl.col("step") == step)).collect()
     return frame.select([c for c in (columns or frame.columns) if c in frame.columns]).to_arrow()
 

@@ -14,12 +14,21 @@ Every table has at least one file (possibly empty), so a glob over a store never
 empty. The ``step`` column stays inside the files; the directory names only help pruning.
 :class:`RunDirWriter` writes one step at a time, so a generator or a streaming loader can
 write runs larger than memory.
+
+The store packs tiny steps: a writer given ``pack_bytes`` keeps the rows of consecutive steps
+smaller than that and writes them as one file in a directory named for the range of steps it
+holds, ``step=000012-000040/`` (steps 12 to 40; not every step in the range need have rows).
+Every scan pays a file open and a footer per file, so a run of 100,000 one-trajectory steps
+is a few dozen files per table rather than 100,000. Readers find a step's rows in
+``step=N/`` and in every ``step=A-B/`` with ``A <= N <= B`` (:func:`step_range`).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -30,23 +39,45 @@ from trajlens.schema import SCHEMAS, TABLES, conform
 STEP_PARTITIONED: tuple[str, ...] = ("trajectories", "tool_calls", "tokens")
 # Level 9: the shipped samples are read far more often than written; writing stays fast.
 PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 9, "write_statistics": True}
+PACK_BYTES = 1 << 20
+"""The store's ``pack_bytes``: steps whose rows of a table take less Arrow memory than this
+(1 MiB) are written together, up to this much a file."""
+_STEP_DIR = re.compile(r"step=([0-9]{1,18})(?:-([0-9]{1,18}))?")
 
 
-def step_dir(step: int) -> str:
-    return f"step={step:06d}"
+def step_dir(first: int, last: int | None = None) -> str:
+    """The partition directory of step ``first``, or of the packed steps ``first`` to ``last``."""
+    return f"step={first:06d}" if last is None or last == first else f"step={first:06d}-{last:06d}"
+
+
+def step_range(name: str) -> tuple[int, int] | None:
+    """(first, last) step of a partition directory's name (equal for ``step=N``); None for
+    any other name."""
+    match = _STEP_DIR.fullmatch(name)
+    if match is None:
+        return None
+    first = int(match[1])
+    last = int(match[2]) if match[2] is not None else first
+    return (first, last) if first <= last else None
 
 
 class RunDirWriter:
     """Writes a run directory in the canonical layout, step partition by step partition.
 
     Use as a context manager; on an exception the partial directory is left for the caller
-    (the store writes into a temporary directory and renames it only on success).
+    (the store writes into a temporary directory and renames it only on success). With
+    ``pack_bytes``, the rows of a step smaller than that wait, with those of the steps after
+    it, until together they reach it (or a larger step comes, or the writer closes), and go
+    to one file under ``step=FIRST-LAST/``; memory holds at most ``pack_bytes`` a table.
     """
 
-    def __init__(self, directory: Path | str, runs: pa.Table) -> None:
+    def __init__(self, directory: Path | str, runs: pa.Table, *, pack_bytes: int = 0) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=False)
-        self._parts: dict[tuple[str, int], int] = {}
+        self.pack_bytes = pack_bytes
+        self._parts: dict[tuple[str, str], int] = {}
+        self._packing: dict[str, list[tuple[int, pa.Table]]] = {}
+        self._packed_bytes: dict[str, int] = {}
         self._written: set[str] = set()
         self._metrics: list[pa.Table] = []
         self._write(conform(runs, "runs", str(self.directory)), self.directory / "runs" / "part-0.parquet")
@@ -61,18 +92,45 @@ class RunDirWriter:
             return
         table = conform(table, name, str(self.directory))
         steps = pc.unique(table.column("step")).to_pylist()
-        for step in sorted(steps):
-            part = table.filter(pc.equal(table.column("step"), step)) if len(steps) > 1 else table
-            index = self._parts.get((name, step), 0)
-            self._parts[(name, step)] = index + 1
-            self._write(part, self.directory / name / step_dir(step) / f"part-{index}.parquet")
+        if len(steps) > 1:
+            table = table.sort_by("step")
+            ends = np.flatnonzero(np.diff(table.column("step").to_numpy())) + 1
+            bounds = zip(np.concatenate([[0], ends]).tolist(), np.concatenate([ends, [table.num_rows]]).tolist())
+            parts = [table.slice(start, stop - start) for start, stop in bounds]
+        else:
+            parts = [table]
+        for part in parts:
+            step = part.column("step")[0].as_py()
+            if self.pack_bytes and part.nbytes < self.pack_bytes:
+                self._packing.setdefault(name, []).append((step, part))
+                self._packed_bytes[name] = self._packed_bytes.get(name, 0) + part.nbytes
+                if self._packed_bytes[name] >= self.pack_bytes:
+                    self._flush(name)
+            else:
+                self._flush(name)
+                self._write_part(name, step_dir(step), part)
         self._written.add(name)
+
+    def _flush(self, name: str) -> None:
+        """Write the steps of ``name`` waiting to be packed, as one file."""
+        waiting = self._packing.pop(name, [])
+        self._packed_bytes.pop(name, None)
+        if waiting:
+            steps = [step for step, _ in waiting]
+            self._write_part(name, step_dir(min(steps), max(steps)), pa.concat_tables([t for _, t in waiting]))
+
+    def _write_part(self, name: str, directory: str, table: pa.Table) -> None:
+        index = self._parts.get((name, directory), 0)
+        self._parts[(name, directory)] = index + 1
+        self._write(table, self.directory / name / directory / f"part-{index}.parquet")
 
     def write_run(self, run: RunData) -> None:
         for name in TABLES[1:]:
             self.write_step(name, run.table(name))
 
     def close(self) -> None:
+        for name in list(self._packing):
+            self._flush(name)
         metrics = pa.concat_tables(self._metrics) if self._metrics else SCHEMAS["step_metrics"].empty_table()
         if metrics.num_rows:
             metrics = metrics.sort_by([("step", "ascending"), ("name", "ascending")])

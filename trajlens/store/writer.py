@@ -31,7 +31,7 @@ import duckdb
 from trajlens.errors import InputError, RunConflictError, StoreError
 from trajlens.model import RunData
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_files, rebuild_database
-from trajlens.store.layout import RunDirWriter, table_files
+from trajlens.store.layout import PACK_BYTES, RunDirWriter, table_files
 from trajlens.store.publish import LOCK_FILE, Publisher, StoreLock, describe_os_error, recover
 
 # A run id names a folder: 1-128 characters, letters, digits, '.', '_' and '-', starting
@@ -158,7 +158,8 @@ class StoreWriter:
 
     @contextlib.contextmanager
     def stage(self, run_id: str, runs_table, source: str) -> Iterator[RunDirWriter]:
-        """Open a :class:`RunDirWriter` for a new run in the staging area."""
+        """Open a :class:`RunDirWriter` for a new run in the staging area (packing tiny steps,
+        :data:`~trajlens.store.layout.PACK_BYTES`)."""
         check_run_id(run_id, source)
         check_outside_inputs(self.store, [part for part in source.split(", ") if part])
         if run_id in self._staged:
@@ -169,7 +170,7 @@ class StoreWriter:
         self._check_conflict(run_id, identity, source)
         directory = publisher.stage_path(RUNS_DIR, run_id)
         try:
-            with RunDirWriter(directory, runs_table) as writer:
+            with RunDirWriter(directory, runs_table, pack_bytes=PACK_BYTES) as writer:
                 yield writer
             check_run_dir(directory, source)
             record = RunRecord(identity, content_hash(directory))
