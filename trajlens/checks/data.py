@@ -225,24 +225,26 @@ def open_batches(path: Path | str, run_id: str | None = None, needs: Needs | Non
     from trajlens.store.layout import is_run_dir
 
     path = Path(path)
-    run_dir = None
+    run_dir, stored = None, False
     if path.exists() and is_run_dir(path):
         run_dir = path
     elif path.is_dir() and (path / "runs").is_dir():
-        run_dir = _store_run(path, run_id)
+        run_dir, stored = _store_run(path, run_id), True
     if run_dir is not None:
-        info, batches = _run_dir_batches(run_dir, run_id, needs.tables if needs is not None else frozenset(BATCH_TABLES))
+        tables = needs.tables if needs is not None else frozenset(BATCH_TABLES)
+        info, batches = _run_dir_batches(run_dir, run_id, tables, stored)
         if batches is not None:
             return info, batches
     info, batch = open_source(path, run_id)
     return info, iter([batch])
 
 
-def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str]
+def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], stored: bool
                      ) -> tuple[RunInfo, Iterator[StepBatch] | None]:
     """The run's step metrics as one batch, then its trajectories a batch of steps at a time
     with those steps' tool calls and token arrays (when ``tables`` has them); no batches when
-    the run is not in the step layout."""
+    the run is not in the step layout. A ``stored`` run's files hold the store's schema; a run
+    directory's are read as they are."""
     from trajlens.report._partitions import plan_batches, read_files, table_partitions
 
     info, trajectory_files = _run_info(run_dir, run_id), table_partitions(run_dir / "trajectories")
@@ -254,11 +256,11 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str]
         from trajlens.ingest.parquet import scan_run
 
         yield StepBatch(step_metrics=scan_run(run_dir)["step_metrics"].collect())
-        trajectories = read_files(trajectory_files, "trajectories", trajectory_files.steps())
+        trajectories = read_files(trajectory_files, "trajectories", trajectory_files.steps(), conformed=stored)
         for start, stop in plan_batches(trajectories):
             part = trajectories.slice(start, stop - start)
             steps = part["step"].unique(maintain_order=True).to_list()
-            read = {name: read_files(partitions, name, steps) for name, partitions in others.items()}
+            read = {name: read_files(partitions, name, steps, conformed=stored) for name, partitions in others.items()}
             yield StepBatch(trajectories=part, **read)
 
     return info, batches()

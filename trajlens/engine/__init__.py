@@ -1,9 +1,9 @@
 """Where per-step work runs: in this process, or on a Ray cluster.
 
 Classification, recomputation and attribution all work one training step at a time, and the
-store keeps one Parquet partition per step (``runs/<id>/<table>/step=N/``). An engine maps a
-step function over those partitions and hands back each step's results as Arrow tables, in
-step order (:mod:`trajlens.engine.base`):
+store keeps one Parquet partition per step (``runs/<id>/<table>/step=N/``, tiny steps packed
+into ``step=A-B/``). An engine maps a step function over the steps and hands back each step's
+results as Arrow tables, in step order (:mod:`trajlens.engine.base`):
 
 - :class:`~trajlens.engine.local.LocalEngine` runs the steps here, one after another;
 - :class:`~trajlens.engine.ray.RayEngine` runs each step as a Ray Data task, on a local

@@ -145,25 +145,30 @@ def partition_files(store: Any, run_id: str, table: str, steps: Sequence[int] | 
     return table_partitions(os.path.join(str(store.path), "runs", run_id, table), steps)
 
 
-def read_files(partitions: Partitions, table: str, steps: Sequence[int], columns: Sequence[str] | None = None
-               ) -> pl.DataFrame:
+def _schema(table: str) -> pl.Schema:
+    from trajlens.schema import SCHEMAS
+
+    return pl.Schema(pl.from_arrow(SCHEMAS[table].empty_table()).schema)
+
+
+def read_files(partitions: Partitions, table: str, steps: Sequence[int], columns: Sequence[str] | None = None, *,
+               conformed: bool = True) -> pl.DataFrame:
     """The rows of ``steps`` in ``partitions`` of ``table`` (only ``columns`` of the schema, when
-    given), in step order, read in one scan."""
+    given), in step order, read in one scan. Files not ``conformed`` to the store's schema (a run
+    directory a trainer wrote) are read with the columns and types they hold."""
     schema = _schema(table)
     wanted = list(schema) if columns is None else [c for c in columns if c in schema]
     paths, packed = partitions.files(steps)
     if not paths:
         return pl.DataFrame(schema=schema).select(wanted)
-    scan = pl.scan_parquet(paths, glob=False, hive_partitioning=False, schema=schema, missing_columns="insert")
+    if conformed:
+        scan = pl.scan_parquet(paths, glob=False, hive_partitioning=False, schema=schema, missing_columns="insert")
+    else:
+        scan = pl.scan_parquet(paths, glob=False, hive_partitioning=False)
+        wanted = [c for c in wanted if c in scan.collect_schema()] if columns is not None else list(scan.collect_schema())
     if packed:
         scan = scan.filter(pl.col("step").is_in(list(steps))).sort("step", maintain_order=True)
     return scan.select(wanted).collect()
-
-
-def _schema(table: str) -> pl.Schema:
-    from trajlens.schema import SCHEMAS
-
-    return pl.Schema(pl.from_arrow(SCHEMAS[table].empty_table()).schema)
 
 
 def scan_run_table(store: Any, run_id: str, table: str) -> pl.LazyFrame:
