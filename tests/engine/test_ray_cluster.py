@@ -174,3 +174,29 @@ def test_ray_engine_gives_the_local_rows(ray_cluster, store_copy, tmp_path):
         assert ray.stdout == local.stdout.replace(str(store_copy), str(copy))
         rows.update(_assert_same_tables(store_copy, copy, tables))
     print(f"\nray engine, seconds per command: {seconds}; rows compared: {rows}")
+
+
+def test_ray_engine_carries_dynamic_gdpo_weights_from_step_to_step(ray_cluster, tmp_path):
+    """gdpo_dynamic's moving averages cross steps: its two passes on the cluster give the local rows.
+
+    Equal to float32 rounding rather than bit for bit: the batch whitening's float32 sums run on
+    one torch thread in a one-CPU worker and on two here, so their last bits may differ (a batch
+    mean of 1e-9 printed as -0.0000 on one side and 0.0000 on the other). Steps recomputed without
+    the averages carried in differ far beyond the tolerance: on this run by up to 0.37 in a
+    batch's skew and 0.09 in its share of positive advantages.
+    """
+    address, env = ray_cluster
+    sample = Path(__file__).resolve().parents[2] / "sample_data" / "multireward"
+    local_store, ray_store = tmp_path / "local", tmp_path / "ray"
+    trajlens.ingest([sample], local_store)
+    shutil.copytree(local_store, ray_store)
+    run_id = trajlens.open(local_store).run_ids()[0]
+    args = ("advantages", "--run", run_id, "-e", "gdpo_dynamic")
+    local = run_cli(args[0], str(local_store), *args[1:])
+    assert local.returncode == 0, local.stderr
+    ray = run_cli(args[0], str(ray_store), *args[1:], "--engine", "ray", "--ray-address", address, env=env, timeout=600)
+    assert ray.returncode == 0, ray.stderr[-3000:]
+    expected = _sorted(trajlens.open(local_store).table("advantage_batches").collect())
+    found = _sorted(trajlens.open(ray_store).table("advantage_batches").collect())
+    assert found.height == expected.height > 10
+    assert_frame_equal(found, expected, check_exact=False, rtol=1e-5, atol=1e-6)

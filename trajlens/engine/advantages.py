@@ -4,8 +4,12 @@ Each step's training trajectories (and token arrays, for the estimators that rea
 recomputed where the engine runs the step (:class:`RecomputeStep`), and reduced there to that
 step's row of batch diagnostics, exactly as :func:`trajlens.report.advantages.labelled_diagnostics`
 computes it for the whole run: every estimator works within one step's batch. The one
-exception is ``gdpo_dynamic``, whose channel weights carry from step to step; it is refused
-here and runs on the local engine.
+exception is ``gdpo_dynamic``, whose channel weights carry from step to step: it runs in two
+passes. The first gives each step's advantage std per channel (:class:`ChannelSignalStep`,
+which does not depend on earlier steps); the moving averages are then run through the steps
+here, in order, with the estimator's own :func:`~trajlens.estimators.dynamic.dynamic_weights`;
+the second pass recomputes each step from the average its predecessors left, which is what
+the whole-run recomputation hands it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import polars as pl
+import pyarrow as pa
 
 from trajlens.engine.base import Engine, StepTables
 from trajlens.engine.location import StoreLocation
@@ -21,7 +26,23 @@ from trajlens.engine.writing import save_table
 from trajlens.errors import ConfigError
 
 CARRIES_STATE: frozenset[str] = frozenset({"gdpo_dynamic"})
-"""Estimators whose result at a step depends on earlier steps: they cannot run step by step."""
+"""Estimators whose result at a step depends on earlier steps: they run in two passes."""
+
+
+def _step_frames(location: StoreLocation, run_id: str, step: int, estimator: str) -> Any:
+    """One step's training trajectories (and token arrays, when ``estimator`` reads them), or None."""
+    from trajlens.report.advantages import RunFrames, _reads_tokens
+
+    part = location.read_step(run_id, "trajectories", step)
+    trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")) \
+        if part is not None else pl.DataFrame()
+    if trajectories.is_empty():
+        return None
+    tokens = None
+    if _reads_tokens(estimator):
+        token_part = location.read_step(run_id, "tokens", step)
+        tokens = pl.DataFrame(token_part) if token_part is not None and token_part.num_rows else None
+    return RunFrames(run_id, trajectories, tokens)
 
 
 @dataclass(frozen=True)
@@ -31,22 +52,62 @@ class RecomputeStep:
     estimator: str
     label: str
     options: dict[str, Any] = field(default_factory=dict)
+    carried: dict[int, list[float]] = field(default_factory=dict)
+    """For an estimator in :data:`CARRIES_STATE`: the state earlier steps leave to each step
+    (``gdpo_dynamic``: the channels' moving average of advantage std), absent at the first."""
 
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
-        from trajlens.report.advantages import RunFrames, _reads_tokens, labelled_diagnostics
+        from trajlens.report.advantages import labelled_diagnostics
 
-        part = location.read_step(run_id, "trajectories", step)
-        trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")) \
-            if part is not None else pl.DataFrame()
-        if trajectories.is_empty():
+        frames = _step_frames(location, run_id, step, self.estimator)
+        if frames is None:
             return {}
-        tokens = None
-        if _reads_tokens(self.estimator):
-            token_part = location.read_step(run_id, "tokens", step)
-            tokens = pl.DataFrame(token_part) if token_part is not None and token_part.num_rows else None
-        frames = RunFrames(run_id, trajectories, tokens)
-        diagnostics = labelled_diagnostics(None, run_id, self.estimator, self.label, frames=frames, **self.options)
+        options = dict(self.options)
+        if self.estimator in CARRIES_STATE:
+            options["carry"] = {run_id: _ema_tensor(self.carried[step])} if step in self.carried else {}
+        diagnostics = labelled_diagnostics(None, run_id, self.estimator, self.label, frames=frames, **options)
         return {"advantage_batches": diagnostics.to_arrow()}
+
+
+@dataclass(frozen=True)
+class ChannelSignalStep:
+    """The first pass of ``gdpo_dynamic``: one step's advantage std of each channel, as the
+    estimator computes it before any moving average (its state after a first step)."""
+
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
+        from trajlens.report.advantages import recompute_run
+
+        frames = _step_frames(location, run_id, step, "gdpo_dynamic")
+        if frames is None:
+            return {}
+        state: dict[str, Any] = {}
+        recompute_run(None, run_id, "gdpo_dynamic", frames=frames, carry=state, **self.options)
+        return {"channel_std": pa.table({"step": [step], "std": [state[run_id].tolist()]})}
+
+
+def _ema_tensor(values: list[float]) -> Any:
+    import torch
+
+    return torch.tensor(values, dtype=torch.float32)  # the estimator's channel dtype: float32 values, exactly
+
+
+def carried_averages(signals: dict[int, list[float]], options: dict[str, Any]) -> dict[int, list[float]]:
+    """The moving average each step starts from (none for the first), given each step's channel
+    std: ``gdpo_dynamic``'s own update, step after step in order."""
+    from trajlens.estimators.dynamic import DynamicWeightConfig, dynamic_weights
+
+    config = options.get("config") or DynamicWeightConfig()
+    if isinstance(config, dict):
+        config = DynamicWeightConfig(**config)
+    carried: dict[int, list[float]] = {}
+    previous = None
+    for step in sorted(signals):
+        if previous is not None:
+            carried[step] = previous.tolist()
+        previous = dynamic_weights(_ema_tensor(signals[step]), previous, config).ema_std
+    return carried
 
 
 def recompute_diagnostics_on(engine: Engine, location: StoreLocation, run_id: str, estimator: str, label: str,
@@ -56,14 +117,18 @@ def recompute_diagnostics_on(engine: Engine, location: StoreLocation, run_id: st
     from trajlens.estimators.registry import estimator_spec
 
     estimator_spec(estimator)  # an unknown name is refused before any step runs
-    if estimator in CARRIES_STATE:
-        raise ConfigError([f"{estimator} carries its weights from step to step, so it cannot run one task per step; "
-                           "use --engine local"])
     if run_id not in location.run_ids():
         raise ConfigError([f"run {run_id!r} is not in the store (runs: {', '.join(location.run_ids()) or 'none'})"])
+    steps = location.steps(run_id, "trajectories")
+    carried: dict[int, list[float]] = {}
+    if estimator in CARRIES_STATE:
+        signals = {}
+        for result in engine.map_steps(ChannelSignalStep(dict(options)), location, run_id, steps):
+            if "channel_std" in result.tables:
+                signals[result.step] = result.tables["channel_std"].column("std")[0].as_py()
+        carried = carried_averages(signals, dict(options))
     parts = []
-    for result in engine.map_steps(RecomputeStep(estimator, label, dict(options)), location, run_id,
-                                   location.steps(run_id, "trajectories")):
+    for result in engine.map_steps(RecomputeStep(estimator, label, dict(options), carried), location, run_id, steps):
         if "advantage_batches" in result.tables:
             parts.append(pl.DataFrame(result.tables["advantage_batches"]))
         if progress is not None:
@@ -89,4 +154,5 @@ def save_advantage_batches_on(store: Any, location: StoreLocation, run_id: str, 
     save_table(None, location, "advantage_batches", run_id, diagnostics)
 
 
-__all__ = ["CARRIES_STATE", "RecomputeStep", "recompute_diagnostics_on", "save_advantage_batches_on"]
+__all__ = ["CARRIES_STATE", "ChannelSignalStep", "RecomputeStep", "carried_averages", "recompute_diagnostics_on",
+           "save_advantage_batches_on"]
