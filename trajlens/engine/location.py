@@ -29,6 +29,7 @@ from trajlens.errors import StoreError
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR
 from trajlens.store.layout import step_dir, step_range
 
+
 @dataclass(frozen=True)
 class StoreLocation:
     """A store directory on any file system pyarrow can open."""
