@@ -15,6 +15,7 @@ system is resolved where it is used.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,52 +78,60 @@ class StoreLocation:
                 found.append((*bounds, info.path))
         return sorted(found)
 
-    def _files(self, directory: str) -> list[str]:
+    def _files(self, directory: str) -> list[pafs.FileInfo]:
         filesystem, _ = self.resolve()
-        return sorted(info.path for info in _listing(filesystem, directory)
-                      if info.type == pafs.FileType.File and info.base_name.endswith(".parquet"))
+        return sorted((info for info in _listing(filesystem, directory)
+                       if info.type == pafs.FileType.File and info.base_name.endswith(".parquet")),
+                      key=lambda info: info.path)
 
     def steps(self, run_id: str, table: str = "trajectories") -> list[int]:
         """Steps that have rows of ``table`` in run ``run_id``, in order (a packed partition's
         steps are read from its ``step`` column)."""
-        filesystem, _ = self.resolve()
         steps: set[int] = set()
         for first, last, directory in self._partitions(run_id, table):
             if first == last:
                 steps.add(first)
                 continue
-            for path in self._files(directory):
-                column = pq.read_table(path, columns=["step"], filesystem=filesystem).column("step")
+            for info in self._files(directory):
+                column = _packed_rows(self.uri, info.path, _stamp(info), ("step",)).column("step")
                 steps.update(pc.unique(column).to_pylist())
         return sorted(steps)
 
     def step_files(self, run_id: str, table: str, step: int) -> list[str]:
         """The Parquet files that may hold rows of one step: its partition's, and those of a
         packed partition around it (empty when there are none)."""
-        return [path for first, last, directory in self._partitions(run_id, table) if first <= step <= last
-                for path in self._files(directory)]
+        return [info.path for info in self._step_infos(run_id, table, step)]
+
+    def _step_infos(self, run_id: str, table: str, step: int) -> list[pafs.FileInfo]:
+        return [info for first, last, directory in self._partitions(run_id, table) if first <= step <= last
+                for info in self._files(directory)]
 
     def read_step(self, run_id: str, table: str, step: int, columns: Sequence[str] | None = None) -> pa.Table | None:
         """The rows of one step of ``table`` (the ``columns`` it has), or None when the step
-        has none."""
-        files = self.step_files(run_id, table, step)
-        if not files:
+        has none. A packed file is read once for the steps it holds, whichever of them comes
+        first (a few are kept, :func:`_packed_rows`), then each step takes its rows."""
+        infos = self._step_infos(run_id, table, step)
+        if not infos:
             return None
         filesystem, _ = self.resolve()
-        packed = any(Path(path).parent.name != step_dir(step) for path in files)
         wanted = None
         if columns is not None:
-            names = pq.read_schema(files[0], filesystem=filesystem).names
+            names = pq.read_schema(infos[0].path, filesystem=filesystem).names
             wanted = [c for c in columns if c in names]
-        read = wanted if wanted is None or not packed or "step" in wanted else [*wanted, "step"]
-        parts = [pq.read_table(path, columns=read, filesystem=filesystem) for path in files]
+        parts, packed = [], False
+        for info in infos:
+            if Path(info.path).parent.name == step_dir(step):
+                parts.append(pq.read_table(info.path, columns=wanted, filesystem=filesystem))
+                continue
+            packed = True
+            read = None if wanted is None else tuple(dict.fromkeys([*wanted, "step"]))
+            rows = _packed_rows(self.uri, info.path, _stamp(info), read)
+            rows = rows.filter(pc.equal(rows.column("step"), step))
+            parts.append(rows.select(wanted) if wanted is not None else rows)
         rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-        if not packed:
-            return rows
-        rows = rows.filter(pc.equal(rows.column("step"), step))
-        if rows.num_rows == 0:
+        if packed and rows.num_rows == 0:
             return None
-        return rows.select(wanted) if wanted is not None else rows
+        return rows
 
     def read_derived(self, name: str, run_id: str) -> pa.Table | None:
         """A run's part of an analysis table, or None when it has not been written."""
@@ -170,6 +179,21 @@ def write_tables(sink: Any, tables: Iterable[pa.Table], schema: pa.Schema | None
     finally:
         if writer is not None:
             writer.close()
+
+
+def _stamp(info: pafs.FileInfo) -> tuple[int, int]:
+    """What tells two versions of a file apart: its size and modification time."""
+    return info.size or 0, info.mtime_ns or 0
+
+
+@functools.lru_cache(maxsize=8)
+def _packed_rows(uri: str, path: str, stamp: tuple[int, int], columns: tuple[str, ...] | None) -> pa.Table:
+    """The rows of a packed file (``columns`` of them), kept for the next steps it holds: a task
+    per step reads each packed file once a process, not once a step. ``stamp`` keys the file's
+    version, so a run ingested again is read again. Packed files are under
+    :data:`~trajlens.store.layout.PACK_BYTES` or about, so the cache holds a few MiB."""
+    filesystem, _ = StoreLocation(uri).resolve()
+    return pq.read_table(path, columns=list(columns) if columns is not None else None, filesystem=filesystem)
 
 
 def _listing(filesystem: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
