@@ -132,3 +132,16 @@ def test_a_report_over_packed_steps_matches_one_over_single_steps(tmp_path):
     results = {name: report_advantages(store, "same") for name, store in stores.items()}
     assert [c.label for c in results["packed"].choices] == [c.label for c in results["single"].choices]
     assert_frame_equal(results["packed"].diagnostics, results["single"].diagnostics)
+
+
+def test_an_engine_reads_a_run_ingested_again_afresh(tmp_path):
+    """The engines keep a few packed files' rows between steps; a run ingested again under the
+    same paths is read again, not served from what was kept."""
+    store = degenerate_store(tmp_path / "store", 40, chunk=40)
+    location = StoreLocation.of(store)
+    assert [d.name for d in (store / "runs" / "degenerate" / "tokens").iterdir()] == ["step=000001-000040"]
+    before = location.read_step("degenerate", "tokens", 7, ["response_mask"]).column("response_mask").to_pylist()
+    assert before == [[True] * 3 + [False] * 2 + [True] * 3 + [False] * 2]
+    degenerate_store(store, 40, chunk=40, mask="empty")  # the same source again: replaces the run
+    after = location.read_step("degenerate", "tokens", 7, ["response_mask"]).column("response_mask").to_pylist()
+    assert after == [[]]
