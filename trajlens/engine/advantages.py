@@ -96,11 +96,9 @@ def _ema_tensor(values: list[float]) -> Any:
 def carried_averages(signals: dict[int, list[float]], options: dict[str, Any]) -> dict[int, list[float]]:
     """The moving average each step starts from (none for the first), given each step's channel
     std: ``gdpo_dynamic``'s own update, step after step in order."""
-    from trajlens.estimators.dynamic import DynamicWeightConfig, dynamic_weights
+    from trajlens.estimators.dynamic import dynamic_weights, weight_config
 
-    config = options.get("config") or DynamicWeightConfig()
-    if isinstance(config, dict):
-        config = DynamicWeightConfig(**config)
+    config = weight_config("gdpo_dynamic", options.get("config") or None)
     carried: dict[int, list[float]] = {}
     previous = None
     for step in sorted(signals):

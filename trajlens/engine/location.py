@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from trajlens.errors import StoreError
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR
-from trajlens.store.layout import step_dir, step_range
+from trajlens.store.layout import rows_of_step, step_range
 
 
 @dataclass(frozen=True)
@@ -114,24 +114,16 @@ class StoreLocation:
         if not infos:
             return None
         filesystem, _ = self.resolve()
-        wanted = None
-        if columns is not None:
-            names = pq.read_schema(infos[0].path, filesystem=filesystem).names
-            wanted = [c for c in columns if c in names]
-        parts, packed = [], False
-        for info in infos:
-            if Path(info.path).parent.name == step_dir(step):
-                parts.append(pq.read_table(info.path, columns=wanted, filesystem=filesystem))
-                continue
-            packed = True
-            read = None if wanted is None else tuple(dict.fromkeys([*wanted, "step"]))
-            rows = _packed_rows(self.uri, info.path, _stamp(info), read)
-            rows = rows.filter(pc.equal(rows.column("step"), step))
-            parts.append(rows.select(wanted) if wanted is not None else rows)
-        rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-        if packed and rows.num_rows == 0:
-            return None
-        return rows
+        stamps = {info.path: _stamp(info) for info in infos}
+
+        def read(path: str, wanted: list[str] | None, packed: bool) -> pa.Table:
+            if packed:
+                return _packed_rows(self.uri, path, stamps[path], None if wanted is None else tuple(wanted))
+            return pq.read_table(path, columns=wanted, filesystem=filesystem)
+
+        names = pq.read_schema(infos[0].path, filesystem=filesystem).names if columns is not None else []
+        rows, packed = rows_of_step(list(stamps), step, columns, names, read)
+        return None if packed and rows.num_rows == 0 else rows
 
     def read_derived(self, name: str, run_id: str) -> pa.Table | None:
         """A run's part of an analysis table, or None when it has not been written."""

@@ -205,6 +205,19 @@ def gdpo_dynamic(
     return DynamicGDPOResult(advantages, sequence, clipped, channel_std, clip_share, weights, label)
 
 
+def weight_config(fn: str, value: DynamicWeightConfig | dict[str, Any] | None) -> DynamicWeightConfig:
+    """The ``config`` option of ``gdpo_dynamic`` as given (a config, its fields as a dict, or
+    None for the defaults) turned into a :class:`DynamicWeightConfig`."""
+    if value is None:
+        return DynamicWeightConfig()
+    if isinstance(value, dict):
+        try:
+            return DynamicWeightConfig(**value)
+        except TypeError as error:
+            raise check.EstimatorInputError(f"{fn}: gdpo_dynamic option 'config': {error}") from None
+    return value
+
+
 def _check_config(fn: str, config: DynamicWeightConfig) -> None:
     problems = config.problems()
     if problems:

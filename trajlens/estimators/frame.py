@@ -47,7 +47,7 @@ import pyarrow as pa
 import torch
 
 from trajlens.estimators import _validate as check
-from trajlens.estimators.dynamic import DynamicWeightConfig, gdpo_dynamic
+from trajlens.estimators.dynamic import gdpo_dynamic, weight_config
 from trajlens.estimators.gae import gae
 from trajlens.estimators.gdpo import gdpo_trl, gdpo_verl, sum_then_normalize
 from trajlens.estimators.registry import ESTIMATOR_NAMES, ESTIMATOR_REGISTRY, EstimatorSpec, Input, Kind, estimator_spec
@@ -382,12 +382,7 @@ def _channel_estimator(
         result = sum_then_normalize(channels, groups, weights=weights, **opts)
         sequence, label = result.sequence_advantages, result.normalisation
     else:
-        config = opts.pop("config", None) or DynamicWeightConfig()
-        if isinstance(config, dict):
-            try:
-                config = DynamicWeightConfig(**config)
-            except TypeError as error:
-                raise check.EstimatorInputError(f"{fn}: gdpo_dynamic option 'config': {error}") from None
+        config = weight_config(fn, opts.pop("config", None) or None)
         key = str(batch["run_id"][0])
         mask = _count_mask(fn, batch) if config.batch_normalisation == "token" else None  # type: ignore[assignment]
         if mask is not None:

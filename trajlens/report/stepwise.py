@@ -68,27 +68,19 @@ def run_steps(store: Any, run_id: str) -> list[int]:
 def read_step(store: Any, run_id: str, table: str, step: int, columns: Sequence[str] | None = None) -> pa.Table:
     """The rows of one step of a stored table, read from the partitions that may hold it only
     (its ``step=N`` directory and any packed range around it)."""
-    import pyarrow.compute as pc
-
     from trajlens.report._partitions import partition_files
+    from trajlens.store.layout import rows_of_step
 
     partitions = partition_files(store, run_id, table, [step])
     if partitions is not None:
-        files, packed = partitions.files([step])
+        files, _ = partitions.files([step])
         if not files:
             from trajlens.schema import SCHEMAS
 
             empty = SCHEMAS[table].empty_table()
             return empty if columns is None else empty.select([c for c in columns if c in empty.column_names])
-        names = pq.read_schema(files[0]).names
-        wanted = None if columns is None else [c for c in columns if c in names]
-        read = wanted if wanted is None or not packed or "step" in wanted else [*wanted, "step"]
-        parts = [pq.read_table(f, columns=read) for f in files]
-        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        if packed:
-            rows = rows.filter(pc.equal(rows.column("step"), step))
-            if wanted is not None:
-                rows = rows.select(wanted)
+        rows, _ = rows_of_step(files, step, columns, pq.read_schema(files[0]).names,
+                               lambda path, wanted, packed: pq.read_table(path, columns=wanted))
         return rows
     frame = getattr(store, table).filter((pl.col("run_id") == run_id) & (pl.col("step") == step)).collect()
     return frame.select([c for c in (columns or frame.columns) if c in frame.columns]).to_arrow()

@@ -26,6 +26,7 @@ is 14 to 142 files a table rather than 100,000 (two tool calls of three tokens a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,25 @@ def step_range(name: str) -> tuple[int, int] | None:
     first = int(match[1])
     last = int(match[2]) if match[2] is not None else first
     return (first, last) if first <= last else None
+
+
+def rows_of_step(files: Sequence[str], step: int, columns: Sequence[str] | None, names: Sequence[str],
+                 read: Callable[[str, list[str] | None, bool], pa.Table]) -> tuple[pa.Table, bool]:
+    """The rows of ``step`` in ``files`` (its ``step=N`` partition's and those of packed ranges
+    around it; only the ``columns`` among the files' ``names``, when given), and whether any file
+    was packed. ``read(path, columns, packed)`` reads one file; a packed file is read with its
+    ``step`` column and keeps the step's rows only."""
+    wanted = None if columns is None else [c for c in columns if c in names]
+    parts, packed = [], False
+    for path in files:
+        if Path(path).parent.name == step_dir(step):
+            parts.append(read(path, wanted, False))
+            continue
+        packed = True
+        rows = read(path, None if wanted is None else list(dict.fromkeys([*wanted, "step"])), True)
+        rows = rows.filter(pc.equal(rows.column("step"), step))
+        parts.append(rows if wanted is None else rows.select(wanted))
+    return (parts[0] if len(parts) == 1 else pa.concat_tables(parts)), packed
 
 
 class RunDirWriter:
