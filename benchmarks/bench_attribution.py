@@ -109,7 +109,6 @@ def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
     import polars as pl
     import pyarrow.compute as pc
 
-    import sklearn.linear_model  # noqa: F401  (imports are not the work)
     import torch  # noqa: F401
     import trajlens
     import trajlens.classify  # noqa: F401

@@ -130,11 +130,11 @@ def test_a_missing_dependency_names_the_install_command(monkeypatch, capsys):
     from trajlens.cli import _app
 
     def missing(name):
-        raise ModuleNotFoundError("No module named 'sklearn'", name="sklearn")
+        raise ModuleNotFoundError("No module named 'yaml'", name="yaml")
 
     monkeypatch.setattr(_app, "_registered", False)
     monkeypatch.setattr(_app, "COMMAND_MODULES", ("trajlens.cli.attribution",))
     monkeypatch.setattr(_app.importlib, "import_module", missing)
     assert _app.main(["--version"]) == 1
     assert capsys.readouterr().err.strip() == ("error: the trajlens command line (trajlens.cli.attribution) needs "
-                                               "scikit-learn: install it with `pip install scikit-learn`")
+                                               "pyyaml: install it with `pip install pyyaml`")

@@ -12,9 +12,10 @@ pivotal steps
     which the class had the highest relative credit of all classes under the run's estimator.
 lagged regression
     For each estimator, at the run's aggregation: x_t the class's scaled relative credit at
-    step t, y_t the change of its share from step t to step t+k; least squares
-    (scikit-learn ``LinearRegression``), Pearson r with a moving-block bootstrap interval over
-    steps (blocks of k steps, so the overlap of neighbouring y_t is kept).
+    step t, y_t the change of its share from step t to step t+k; the least-squares slope
+    (closed form, cov(x, y) / var(x): one regressor needs no solver), Pearson r with a
+    moving-block bootstrap interval over steps (blocks of k steps, so the overlap of
+    neighbouring y_t is kept; no statistics library offers that bootstrap, so it is written here).
 counterfactual credit
     Each estimator's scaled relative credit of the same calls over the pivotal steps, with a
     95% normal interval from the calls' spread.
@@ -154,8 +155,6 @@ def _credit_series(credit: pl.DataFrame, label: str, name: str, steps: np.ndarra
 
 
 def _lagged(x: np.ndarray, share: np.ndarray, config: DriftConfig) -> tuple[float, float, float, float]:
-    from sklearn.linear_model import LinearRegression
-
     k = config.k
     if x.size <= k + 3:
         return (float("nan"),) * 4
@@ -165,7 +164,8 @@ def _lagged(x: np.ndarray, share: np.ndarray, config: DriftConfig) -> tuple[floa
     xs, y = xs[keep], y[keep]
     if xs.size < 4 or xs.std() == 0 or y.std() == 0:
         return (float("nan"),) * 4
-    slope = float(LinearRegression().fit(xs[:, None], y).coef_[0])
+    centred = xs - xs.mean()
+    slope = float(centred @ (y - y.mean()) / (centred @ centred))
     r = float(np.corrcoef(xs, y)[0, 1])
     rng = np.random.default_rng(config.seed)
     block = max(k, 1)

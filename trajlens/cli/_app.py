@@ -42,7 +42,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 # Import names whose distribution (the name to pip install) differs.
-DISTRIBUTIONS: dict[str, str] = {"sklearn": "scikit-learn", "yaml": "pyyaml"}
+DISTRIBUTIONS: dict[str, str] = {"yaml": "pyyaml"}
 INTERRUPTED = 130
 
 
