@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from trajlens.checks.kinds import KINDS
 from trajlens.checks.spec import Check
 from trajlens.classify import _stats
 
@@ -98,17 +99,9 @@ def windowed(series: pl.DataFrame, window: int, proportion: bool) -> pl.DataFram
 
 
 def evaluate(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
-    """Evaluate ``check`` on one measure's statistics (already restricted to its steps)."""
-    kind = check.condition
-    if kind == "threshold":
-        return _threshold(check, measure, series, proportion)
-    if kind == "consecutive":
-        return _consecutive(check, measure, series, proportion)
-    if kind == "stage_change":
-        return _stage_change(check, measure, series, proportion)
-    if kind == "trend":
-        return _trend(check, measure, series, proportion)
-    return _jump(check, measure, series, proportion)
+    """Evaluate ``check`` on one measure's statistics (already restricted to its steps), by its
+    condition's entry in :data:`trajlens.checks.kinds.CONDITION_KINDS`."""
+    return KINDS[check.condition].evaluator()(check, measure, series, proportion)
 
 
 def _beyond(check: Check, value: pl.Expr) -> pl.Expr:
@@ -138,7 +131,7 @@ def _values(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.select("step", "value", "low", "high")
 
 
-def _threshold(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
+def threshold(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
     frame = windowed(series, check.window, proportion)
     if check.significant:
         above = (pl.col("low") > check.above) if check.above is not None else pl.lit(False)
@@ -153,7 +146,7 @@ def _threshold(check: Check, measure: str, series: pl.DataFrame, proportion: boo
     return Outcome(measure, fired, _evidence(_worst(check, frame), sign, detail), frame.height, _values(frame))
 
 
-def _consecutive(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
+def consecutive(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
     frame = windowed(series, check.window, proportion).with_columns(_beyond(check, pl.col("value")).alias("hit"))
     runs: list[list[int]] = []
     previous: int | None = None
@@ -182,7 +175,7 @@ def _stage_ranges(check: Check, steps: list[int]) -> list[tuple[str, list[int]]]
     return parts
 
 
-def _stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
+def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
     steps = series["step"].to_list()
     stages = [(name, members) for name, members in _stage_ranges(check, steps) if members]
     sums = []
@@ -242,7 +235,7 @@ def _stage_z(first: dict, second: dict, proportion: bool) -> float | None:
     return (second["value"] - first["value"]) / se if se > 0 else None
 
 
-def _trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
+def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
     frame = pooled(series, proportion)
     steps = np.asarray(frame["step"].to_list(), dtype=float)
     values = np.asarray(frame["value"].fill_null(float("nan")).to_list(), dtype=float)
@@ -280,7 +273,7 @@ def _trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -
     return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame))
 
 
-def _jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
+def jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
     per_step = pooled(series, proportion)["value"].to_list()
     frame = windowed(series, check.window, proportion)
     fired: list[int] = []

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from trajlens.checks.kinds import KINDS
 from trajlens.errors import ConfigError
 
-CONDITIONS: tuple[str, ...] = ("threshold", "consecutive", "stage_change", "trend", "jump")
+CONDITIONS: tuple[str, ...] = tuple(KINDS)
+"""Names of the conditions of :data:`trajlens.checks.kinds.CONDITION_KINDS`."""
 SEVERITIES: tuple[str, ...] = ("error", "warning")
 DIRECTIONS: tuple[str, ...] = ("increase", "decrease")
 COMPARISONS: tuple[str, ...] = ("consecutive", "first_to_last")
@@ -112,35 +114,41 @@ class Check:
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """A key of a check table: its type, which conditions read it, and whether it is required."""
+    """A key of a check table and its type. Which conditions take it, and require it, is declared
+    by the conditions (:data:`trajlens.checks.kinds.CONDITION_KINDS`); ``common`` fields every
+    check takes."""
 
     name: str
     kinds: tuple[type, ...]
-    conditions: tuple[str, ...] = CONDITIONS
-    required_for: tuple[str, ...] = ()
+    common: bool = False
+
+    def taken_by(self, condition: str) -> bool:
+        return self.common or self.name in KINDS[condition].fields
+
+    def required_by(self, condition: str | None) -> bool:
+        return self.name in ("measure", "condition") or (condition in KINDS and self.name in KINDS[condition].requires)
 
 
-_ANY = CONDITIONS
 FIELDS: tuple[FieldSpec, ...] = (
-    FieldSpec("measure", (str,), _ANY, _ANY),
-    FieldSpec("condition", (str,), _ANY, _ANY),
-    FieldSpec("severity", (str,)),
-    FieldSpec("description", (str,)),
-    FieldSpec("window", (int,), ("threshold", "consecutive", "trend", "jump")),
-    FieldSpec("above", (int, float), ("threshold", "consecutive")),
-    FieldSpec("below", (int, float), ("threshold", "consecutive")),
-    FieldSpec("significant", (bool,), ("threshold",)),
-    FieldSpec("steps", (int,), ("consecutive",), ("consecutive",)),
-    FieldSpec("direction", (str,), ("stage_change", "trend", "jump"), ("stage_change", "trend")),
-    FieldSpec("alpha", (int, float), ("stage_change", "trend")),
-    FieldSpec("stages", (str, list), ("stage_change",)),
-    FieldSpec("compare", (str,), ("stage_change",)),
-    FieldSpec("min_change", (int, float), ("stage_change", "trend")),
-    FieldSpec("min_ratio", (int, float), ("stage_change",)),
-    FieldSpec("factor", (int, float), ("jump",), ("jump",)),
-    FieldSpec("baseline", (int,), ("jump",)),
-    FieldSpec("after_step", (int,)),
-    FieldSpec("when", (dict,)),
+    FieldSpec("measure", (str,), common=True),
+    FieldSpec("condition", (str,), common=True),
+    FieldSpec("severity", (str,), common=True),
+    FieldSpec("description", (str,), common=True),
+    FieldSpec("window", (int,)),
+    FieldSpec("above", (int, float)),
+    FieldSpec("below", (int, float)),
+    FieldSpec("significant", (bool,)),
+    FieldSpec("steps", (int,)),
+    FieldSpec("direction", (str,)),
+    FieldSpec("alpha", (int, float)),
+    FieldSpec("stages", (str, list)),
+    FieldSpec("compare", (str,)),
+    FieldSpec("min_change", (int, float)),
+    FieldSpec("min_ratio", (int, float)),
+    FieldSpec("factor", (int, float)),
+    FieldSpec("baseline", (int,)),
+    FieldSpec("after_step", (int,), common=True),
+    FieldSpec("when", (dict,), common=True),
 )
 FIELD_BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
 
@@ -211,7 +219,7 @@ def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: li
         if spec is None:
             problems.append(f"{where}: field '{key}': unknown field (fields: {', '.join(FIELD_BY_NAME)})")
             continue
-        if condition is not None and condition not in spec.conditions:
+        if condition is not None and not spec.taken_by(condition):
             problems.append(f"{where}: field '{key}': not used by condition '{condition}'")
             continue
         if isinstance(value, bool) and bool not in spec.kinds or not isinstance(value, spec.kinds):
@@ -220,8 +228,7 @@ def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: li
             continue
         values[key] = value
     for spec in FIELDS:
-        required = spec.name in ("measure", "condition") or condition in spec.required_for
-        if required and spec.name not in table:
+        if spec.required_by(condition) and spec.name not in table:
             problems.append(f"{where}: field '{spec.name}': required, found nothing")
     if len(problems) > before:
         return None
@@ -263,8 +270,10 @@ def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> No
         bad("direction", " or ".join(DIRECTIONS))
     if "compare" in values and values["compare"] not in COMPARISONS:
         bad("compare", " or ".join(COMPARISONS))
-    if condition in ("threshold", "consecutive") and "above" not in values and "below" not in values:
-        problems.append(f"{where}: field 'above': a {condition} check needs 'above' or 'below', found neither")
+    one_of = KINDS[condition].one_of
+    if one_of and not any(key in values for key in one_of):
+        problems.append(f"{where}: field '{one_of[0]}': a {condition} check needs {' or '.join(map(repr, one_of))}, "
+                        "found neither")
     if "above" in values and "below" in values and values["below"] > values["above"]:
         bad("below", f"a value not above 'above' ({values['above']:g}); the check fires outside [below, above]")
     stages = values.get("stages")
