@@ -343,14 +343,14 @@ class _CreditStream:
 
     def _read_tokens(self, step: int, columns: tuple[str, ...]) -> pa.Table | None:
         """The step's token arrays, read from its partition alone (only ``columns``)."""
-        from trajlens.report.stepwise import read_step
+        from trajlens.run.stepwise import read_step
 
         table = read_step(self.store, self.run_id, "tokens", step, columns)
         return table if table.num_rows else None
 
     def _read(self, table: str, steps: list[int], columns: list[str]) -> pl.DataFrame | None:
         """The rows of this run's step partitions (read by path: no scan over other runs' files)."""
-        from trajlens.report._partitions import read_partitions
+        from trajlens.run.partitions import read_partitions
 
         rows = read_partitions(self.store, self.run_id, table, steps, columns)
         return rows if rows.height else None

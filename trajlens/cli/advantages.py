@@ -56,7 +56,7 @@ def advantages(
 
     import trajlens
     from trajlens.estimators import sign_streaks
-    from trajlens.report.advantages import labelled_diagnostics, save_advantage_batches
+    from trajlens.run.recompute import labelled_diagnostics, save_advantage_batches
 
     options = parse_options(option or [])
     if on_engine:
@@ -86,7 +86,7 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
 
     import trajlens
     from trajlens.estimators.identify import identify_advantages
-    from trajlens.report.advantages import read_run
+    from trajlens.run.recompute import read_run
 
     handle = trajlens.open(store)
     frames = read_run(handle, run)

@@ -130,7 +130,7 @@ def _advantages(store: Any, run_id: str, labels: list[str] | None) -> pl.DataFra
     if missing:
         from trajlens.report.job import advantage_diagnostics, available_estimators
 
-        from trajlens.report.advantages import save_advantage_batches
+        from trajlens.run.recompute import save_advantage_batches
 
         choices = [c for c in available_estimators(store, run_id) if c.label in missing]
         if choices:

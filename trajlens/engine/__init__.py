@@ -9,7 +9,7 @@ results as Arrow tables, in step order (:mod:`trajlens.engine.base`):
 - :class:`~trajlens.engine.ray.RayEngine` runs each step as a Ray Data task, on a local
   cluster or an existing one (``pip install 'trajlens[ray]'``).
 
-The stores are read and written through ``pyarrow.fs`` (:mod:`trajlens.engine.location`), so
+The stores are read and written through ``pyarrow.fs`` (:mod:`trajlens.run.location`), so
 a store on shared storage (``s3://...``, a network mount) works the same. The step functions
 of each command are in :mod:`trajlens.engine.classify`, :mod:`trajlens.engine.advantages` and
 :mod:`trajlens.engine.attribution`; on a local store they give the same rows as the
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from trajlens.engine.base import Engine, StepFunction, StepResult, StepTables
 from trajlens.engine.local import LocalEngine
-from trajlens.engine.location import StoreLocation
+from trajlens.run.location import StoreLocation
 from trajlens.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from trajlens.attribution.api import _CreditStream, _steps_of
 from trajlens.engine.base import Engine, StepTables
-from trajlens.engine.location import StoreLocation
+from trajlens.run.location import StoreLocation
 
 _KEPT_ROWS = ("class_rows", "trajectory_rows", "push_rows")
 """Per-step frames the credit stream keeps for the run-level measures."""

@@ -80,7 +80,7 @@ def classify_store(store: Any, run_ids: list[str] | None = None) -> dict[str, pl
     """Classify the tool calls of each run and save ``call_classes`` and ``trajectory_measures``."""
     from trajlens.classify import classify_calls, trajectory_measures
     from trajlens.classify.stages import CLASSIFY_INPUT
-    from trajlens.report._partitions import scan_run_table
+    from trajlens.run.partitions import scan_run_table
 
     measures_by_run = {}
     for run_id in run_ids or store.run_ids():
@@ -113,7 +113,7 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
     their per-step diagnostics, in one read of the run a batch of steps at a time.
 
     The estimators the trajectories alone allow are recomputed while the token arrays are read
-    (:func:`trajlens.report.stepwise.advantage_pass`); the token arrays' facts, gathered on the
+    (:func:`trajlens.run.stepwise.advantage_pass`); the token arrays' facts, gathered on the
     way, then decide which of them the report keeps, as
     :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report` decides from the whole run. An
     input error of a kept estimator is raised; one of an estimator the facts rule out is not.
@@ -123,8 +123,8 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
 
     from trajlens.errors import ConfigError
     from trajlens.estimators.registry import estimator_spec, run_facts
-    from trajlens.report._partitions import train_trajectories
-    from trajlens.report.stepwise import advantage_pass
+    from trajlens.run.batches import train_trajectories
+    from trajlens.run.stepwise import advantage_pass
 
     try:
         trajectories = train_trajectories(store, run_id, steps)
@@ -159,7 +159,7 @@ def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[Es
 
     Each registry entry decides with :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report`:
     its inputs present, and, for estimators reported only when declared, the run's config naming it.
-    Without ``frames`` (a :class:`~trajlens.report.advantages.RunFrames`), the facts are read a
+    Without ``frames`` (a :class:`~trajlens.run.recompute.RunFrames`), the facts are read a
     batch of steps at a time (:func:`report_advantages`).
     """
     from trajlens.estimators.registry import estimator_spec, run_facts
@@ -172,10 +172,10 @@ def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[Es
 
 def advantage_diagnostics(store: Any, run_id: str, choices: list[EstimatorChoice], frames: Any = None) -> pl.DataFrame:
     """Per-step batch diagnostics of each estimator choice, stacked with an ``estimator`` column
-    (a batch of steps at a time, :func:`trajlens.report.stepwise.diagnostics_by_step`, unless
+    (a batch of steps at a time, :func:`trajlens.run.stepwise.diagnostics_by_step`, unless
     the run's ``frames`` are given)."""
-    from trajlens.report.advantages import labelled_diagnostics
-    from trajlens.report.stepwise import diagnostics_by_step
+    from trajlens.run.recompute import labelled_diagnostics
+    from trajlens.run.stepwise import diagnostics_by_step
 
     if not choices:
         return pl.DataFrame()
@@ -227,8 +227,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
                 stages: Any, viewers_per_run: int) -> RunReport:
     from trajlens.classify import stage_report
     from trajlens.estimators import sign_streaks
-    from trajlens.report._partitions import scan_run_table
-    from trajlens.report.advantages import save_advantage_batches
+    from trajlens.run.partitions import scan_run_table
+    from trajlens.run.recompute import save_advantage_batches
     from trajlens.report.html_report import RunParts, run_section
     from trajlens.report.summary import run_summary
 
