@@ -49,7 +49,7 @@ def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list
     step's batch (whitening, groups), so a step's advantages do not depend on other steps.
     """
     from trajlens.errors import ConfigError
-    from trajlens.report.job import available_estimators
+    from trajlens.run.choices import available_estimators
     from trajlens.run.stepwise import recompute_steps
 
     if choices is None:
