@@ -73,7 +73,7 @@ def test_token_arrays_without_a_model_token_are_said(tmp_path, mask, said):
 def test_many_tiny_steps_are_read_in_few_batches(tmp_path):
     """The step-wise recomputation shares each read among many tiny steps."""
     import trajlens
-    from trajlens.report._partitions import plan_batches, train_trajectories
+    from trajlens.run.batches import plan_batches, train_trajectories
 
     store = trajlens.open(degenerate_store(tmp_path / "store", 1_000, chunk=250))
     trajectories = train_trajectories(store, "degenerate")

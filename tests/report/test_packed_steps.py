@@ -11,9 +11,9 @@ from polars.testing import assert_frame_equal
 from built_runs import built_run, degenerate_store
 
 import trajlens
-from trajlens.engine.location import StoreLocation
-from trajlens.report._partitions import partition_files, read_arrow_partitions, read_partitions, scan_run_table
-from trajlens.report.stepwise import read_step
+from trajlens.run.location import StoreLocation
+from trajlens.run.partitions import partition_files, read_arrow_partitions, read_partitions, scan_run_table
+from trajlens.run.stepwise import read_step
 from trajlens.store.layout import RunDirWriter, step_dir, step_range
 
 STEP_TABLES = ("trajectories", "tool_calls", "tokens")

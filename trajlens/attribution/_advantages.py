@@ -6,10 +6,10 @@ per trajectory, and dynamic GDPO carries its weights from step to step) and each
 rows. Token estimators read the step's token arrays:
 
 - GAE (any gamma and lambda, whitened or not) runs the compiled masked scan of
-  :func:`trajlens.report.stepwise.raw_gae` on the buffers as they come from Parquet (no padding);
+  :func:`trajlens.run.stepwise.raw_gae` on the buffers as they come from Parquet (no padding);
   labels with the same gamma and lambda share one scan, and whitening is verl's
   ``(A - mean) * rsqrt(var + 1e-8)`` over the step's model tokens with the statistics of
-  :func:`trajlens.report.stepwise.step_moments`;
+  :func:`trajlens.run.stepwise.step_moments`;
 - REINFORCE with the ``carry`` convention is the same scan with the critic at zero and lambda 1
   (``A_t = r_t + gamma * A_next`` over model tokens, as :mod:`trajlens.estimators.reinforce`
   says), whitened the same way when asked;
@@ -108,7 +108,7 @@ def _is_aligned(batch: pl.DataFrame, tokens: pa.Table) -> bool:
 
 
 def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: Recomputation, shared: dict) -> np.ndarray | Shifted:
-    from trajlens.report.stepwise import raw_gae, step_moments
+    from trajlens.run.stepwise import raw_gae, step_moments
 
     settings = rec.settings()  # the registry's defaults, then the recomputation's options
     gamma, whiten = float(settings["gamma"]), bool(settings["whiten"])

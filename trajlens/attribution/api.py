@@ -29,8 +29,14 @@ from trajlens.attribution.measures import channel_measures, class_summary, lengt
 from trajlens.attribution.recomputations import (
     AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, Recomputation, RunEstimator, own_recomputation,
 )
-from trajlens.estimators.registry import RunFacts
 from trajlens.errors import ConfigError
+from trajlens.estimators.registry import RunFacts
+from trajlens.run.facts import stored_facts
+from trajlens.run.location import StoreLocation
+from trajlens.run.reader import RunReader
+
+MapSteps = Callable[["CreditStep", list[int]], Iterator[tuple[int, dict[str, pa.Table]]]]
+"""``map_steps(function, steps)``: ``(step, function(location, run_id, step))`` for every step, in order."""
 
 CALL_CREDIT_COLUMNS: dict[str, pl.DataType] = {
     "run_id": pl.String, "step": pl.Int64, "trajectory_id": pl.String, "call_index": pl.Int32,
@@ -98,6 +104,7 @@ def attribute(
     write: bool = True,
     steps: Sequence[int] | None = None,
     progress: Callable[[str], None] | None = None,
+    map_steps: MapSteps | None = None,
 ) -> AttributionResult:
     """Attribute the behaviour drift of ``run_id`` to the estimators that credited it.
 
@@ -113,6 +120,8 @@ def attribute(
         write: save ``call_credit`` and ``class_credit`` into the store.
         steps: attribute these steps only (default: every training step of the run).
         progress: called with a short message after each step.
+        map_steps: runs the step function (:class:`CreditStep`) over the steps, in order, as an
+            engine does (``trajlens.engine``); None credits the steps here, a block at a time.
     """
     from trajlens.classify import assign_stages
     from trajlens.estimators import AGGREGATION_MODES
@@ -128,7 +137,9 @@ def attribute(
         trajectories = trajectories.filter(pl.col("step").is_in(list(steps)))
     if trajectories.height == 0:
         raise ConfigError([f"run {run_id!r} has no training trajectories to attribute"])
-    facts, token_rows = _run_facts(store, run_id, trajectories, runs["config"][0])
+    reader = RunReader.of(store, run_id)
+    stored = stored_facts(reader, trajectories, runs["config"][0], store)
+    facts, token_rows = stored.facts, stored.token_rows
     wanted = tuple(recomputations) if recomputations is not None else tuple(
         r for r in RECOMPUTATIONS if _compared_by_default(r, facts))
     own = own_recomputation(runs["estimator"][0], runs["config"][0], wanted)
@@ -153,8 +164,8 @@ def attribute(
     outcome = {r.label: _recompute(trajectories, None, r) for r in usable if r.estimator not in TOKEN_ESTIMATORS}
     staged = assign_stages(trajectories.select("run_id", "step").unique(), stages).select("step", "stage", "stage_index")
 
-    stream = getattr(store, "credit_stream", _CreditStream)(store, run_id, trajectories, tuple(usable), outcome, tuple(aggregations),
-                          token_rows > 0, progress)
+    credit = CreditStep(tuple(usable), outcome, tuple(aggregations), token_rows > 0)
+    stream = CreditStream(reader, trajectories, credit, progress, map_steps)
     with store.transaction() if write else contextlib.nullcontext():  # every table appears together, once
         result = _attribute_stream(store, run_id, own, usable, aggregations, aggregation, trajectories, facts, notes,
                                    drift, stream, staged, write)
@@ -198,82 +209,12 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
     return result
 
 
-def _run_facts(store: Any, run_id: str, trajectories: pl.DataFrame, config: Any) -> tuple[RunFacts, int]:
-    """What the run's training data holds, as the registry's :class:`RunFacts`, and its token rows.
-
-    Like :func:`trajlens.estimators.registry.run_facts`, without reading the token arrays: their
-    rows and complete columns come from the Parquet footers (:func:`_token_facts`). Stricter in
-    two places, because attribution recomputes on these frames: critic values must be on every
-    token row, and token counts must be in ``model_tokens`` (outcome estimators see no tokens).
-    """
-    from trajlens.estimators.registry import declared_estimators
-
-    token_rows, complete = _token_facts(store, run_id)
-    height = trajectories.height
-    sizes = trajectories.group_by("step", "group_id").len()["len"]
-    channels = trajectories.select(
-        pl.col("reward_channels").list.eval(pl.element().struct.field("name"))).to_series().explode().drop_nulls().n_unique()
-    token_arrays = height > 0 and token_rows >= height
-    return RunFacts(
-        trajectories=height,
-        token_arrays=token_arrays,
-        critic_values=token_arrays and "values" in complete,
-        token_counts=height > 0 and trajectories["model_tokens"].null_count() == 0,
-        largest_group=int(sizes.max() or 0),
-        smallest_group=int(sizes.min() or 0),
-        all_rewarded=height > 0 and trajectories["reward"].null_count() == 0,
-        channels=int(channels),
-        log_probs=token_arrays and "log_probs" in complete,
-        sum_pi_squared=token_arrays and "sum_pi_squared" in complete,
-        baseline_rewards="reward_baseline" in trajectories.columns and trajectories["reward_baseline"].null_count() == 0,
-        declared=declared_estimators(config),
-    ), token_rows
-
-
 def _compared_by_default(rec: Recomputation, facts: RunFacts) -> bool:
     """Token estimators without a flat step kernel only when the run declares them (module docstring
     of :mod:`.recomputations`); every other registry estimator always."""
     from trajlens.attribution._advantages import flat_kernel
 
     return rec.estimator not in TOKEN_ESTIMATORS or flat_kernel(rec) or rec.estimator in facts.declared
-
-
-def _token_facts(store: Any, run_id: str) -> tuple[int, frozenset[str]]:
-    """Token rows of the run, and which of its optional token columns have no null entry.
-
-    Read from the Parquet footers (rows, and the null count of each column's entries); when
-    ``values`` has nulls there (a trajectory without a critic, or a null entry), whether every
-    row has its list is asked of the store by SQL.
-    """
-    from trajlens.errors import QueryError
-
-    optional = ("values", "log_probs", "sum_pi_squared")
-    files = sorted((Path(store.path) / "runs" / run_id / "tokens").glob("*/*.parquet"))
-    rows = 0
-    nulls = dict.fromkeys(optional, 0)
-    for path in files:
-        metadata = pq.ParquetFile(path).metadata
-        rows += metadata.num_rows
-        leaves = {metadata.schema.column(i).path.split(".")[0]: i for i in range(metadata.num_columns)}
-        for name in optional:
-            if name not in leaves:
-                nulls[name] += 1
-                continue
-            for group in range(metadata.num_row_groups):
-                statistics = metadata.row_group(group).column(leaves[name]).statistics
-                nulls[name] += statistics.null_count if statistics is not None and statistics.has_null_count else 1
-    complete = {name for name, count in nulls.items() if files and count == 0}
-    if not files:
-        rows = int(store.sql("SELECT count(*) AS rows FROM tokens WHERE run_id = $run", {"run": run_id})["rows"][0])
-    if "values" not in complete and rows:
-        try:
-            counted = store.sql('SELECT count("values") AS with_values FROM tokens WHERE run_id = $run',
-                                {"run": run_id}).row(0, named=True)
-        except QueryError:  # the store's tokens have no values column
-            counted = {"with_values": 0}
-        if counted["with_values"] >= rows:
-            complete.add("values")
-    return rows, frozenset(complete)
 
 
 def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: Recomputation) -> pl.DataFrame:
@@ -283,12 +224,57 @@ def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: Rec
     return result.select([c for c in ("trajectory_id", "advantage", "token_advantages") if c in result.columns])
 
 
-class _CreditStream:
-    """Credits the run step by step; written by ``write_derived`` through :meth:`write_parquet`."""
+KEPT_ROWS = ("class_rows", "trajectory_rows", "push_rows")
+"""Per-step frames the credit stream keeps for the run-level measures."""
 
-    def __init__(self, store, run_id, trajectories, recs, outcome, modes, has_tokens, progress) -> None:
-        self.store, self.run_id, self.trajectories = store, run_id, trajectories
-        self.recs, self.outcome, self.modes, self.has_tokens, self.progress = recs, outcome, modes, has_tokens, progress
+
+@dataclass(frozen=True)
+class CreditStep:
+    """The step function: credit one step's calls under every estimator and reduce them to that
+    step's tables (``call_credit`` rows, class sums, flags), reading the step through a
+    :class:`~trajlens.run.reader.RunReader`. Picklable, so an engine runs it anywhere."""
+
+    recs: tuple[Recomputation, ...]
+    outcome: dict[str, pl.DataFrame]
+    """Advantages of the outcome estimators, recomputed once on the run's trajectories."""
+    modes: tuple[str, ...]
+    has_tokens: bool
+
+    def __call__(self, location: StoreLocation, run_id: str, step: int) -> dict[str, pa.Table]:
+        reader = RunReader(location, run_id)
+        part = reader.read_steps("trajectories", [step])
+        if part is None:
+            return {}
+        batch = part.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).sort("step", "trajectory_id")
+        if batch.is_empty():
+            return {}
+        stream = CreditStream(reader, batch, self)
+        tables = {"call_credit": pa.concat_tables(list(stream.credit_here()) or [CALL_CREDIT_SCHEMA.empty_table()])}
+        tables["classes"] = pa.table({"primary_class": pa.array(sorted(stream.classes), pa.string())})
+        tables["counts"] = pa.table({"fallback_calls": [stream.fallback_calls], "total_calls": [stream.total_calls]})
+        if stream.flags:
+            tables["flags"] = pl.DataFrame(stream.flags).to_arrow()
+        for name in KEPT_ROWS:
+            rows = getattr(stream, name)
+            if rows:
+                tables[name] = pl.concat(rows, how="diagonal_relaxed").to_arrow()
+        return tables
+
+
+class CreditStream:
+    """Credits a run step by step and keeps what the run-level measures need (the reduction);
+    written by ``write_derived`` through :meth:`write_parquet`.
+
+    The steps are credited here, a block of steps at a time, or, given ``map_steps``, by the
+    step function :class:`CreditStep` wherever ``map_steps`` runs it, each step's tables then
+    folded in with :meth:`absorb`.
+    """
+
+    def __init__(self, reader: RunReader, trajectories: pl.DataFrame, step: CreditStep,
+                 progress: Callable[[str], None] | None = None, map_steps: MapSteps | None = None) -> None:
+        self.reader, self.run_id, self.trajectories = reader, reader.run_id, trajectories
+        self.step, self.progress, self.map_steps = step, progress, map_steps
+        self.recs, self.outcome, self.modes, self.has_tokens = step.recs, step.outcome, step.modes, step.has_tokens
         self.class_rows: list[pl.DataFrame] = []
         self.trajectory_rows: list[pl.DataFrame] = []
         self.push_rows: list[pl.DataFrame] = []
@@ -317,9 +303,40 @@ class _CreditStream:
         self.kept = [pl.from_arrow(table) for table in self._steps()]
 
     def _steps(self) -> Iterator[pa.Table]:
+        if self.map_steps is None:
+            yield from self.credit_here()
+            return
+        steps, _ = _steps_of(self.trajectories)
+        for step, tables in self.map_steps(self.step, steps):
+            call_credit = self.absorb(tables)
+            if call_credit is not None:
+                yield call_credit
+            if self.progress is not None:
+                self.progress(f"step {step}")
+
+    def absorb(self, tables: dict[str, pa.Table]) -> pa.Table | None:
+        """Fold one step's tables from :class:`CreditStep` in; its ``call_credit`` rows back."""
+        for name in KEPT_ROWS:
+            if name in tables:
+                getattr(self, name).append(pl.DataFrame(tables[name]))
+        if "flags" in tables:
+            self.flags += pl.DataFrame(tables["flags"]).to_dicts()
+        if "classes" in tables:
+            self.classes.update(tables["classes"].column("primary_class").to_pylist())
+        if "counts" in tables:
+            counts = tables["counts"].to_pylist()[0]
+            self.fallback_calls += counts["fallback_calls"]
+            self.total_calls += counts["total_calls"]
+        call_credit = tables.get("call_credit")
+        return call_credit if call_credit is not None and call_credit.num_rows else None
+
+    def credit_here(self) -> Iterator[pa.Table]:
+        """Credit the steps in this process, classifying calls a block of steps at a time."""
         from trajlens.attribution._advantages import TOKEN_COLUMNS, align_tokens, step_advantages
 
         steps, batches = _steps_of(self.trajectories)
+        if not steps:
+            return
         block = max(1, CALLS_PER_BLOCK // max(1, int(self.trajectories["num_turns"].head(batches[0].height).sum() or 1)))
         needs_tokens = any(rec.estimator in TOKEN_ESTIMATORS for rec in self.recs) or self.has_tokens
         for first in range(0, len(steps), block):
@@ -331,35 +348,21 @@ class _CreditStream:
                     continue
                 order = batch.select("trajectory_id").with_row_index("__b")
                 calls = calls.join(order, on="trajectory_id").sort("__b", "call_index")
-                tokens = self._read_tokens(step, TOKEN_COLUMNS) if needs_tokens else None
+                tokens = self.reader.read_step("tokens", step, TOKEN_COLUMNS) if needs_tokens else None
                 aligned = align_tokens(batch, tokens)
                 tokens = aligned if aligned is not None else tokens
                 advantages = step_advantages(batch, tokens, self.recs, self.outcome)
                 credit = step_call_credit(batch, calls, tokens, advantages, self.modes)
                 del advantages
                 yield self._reduce(step, batch, calls, credit)
-                if self.progress is not None:
+                if self.progress is not None and self.map_steps is None:
                     self.progress(f"step {step}")
-
-    def _read_tokens(self, step: int, columns: tuple[str, ...]) -> pa.Table | None:
-        """The step's token arrays, read from its partition alone (only ``columns``)."""
-        from trajlens.report.stepwise import read_step
-
-        table = read_step(self.store, self.run_id, "tokens", step, columns)
-        return table if table.num_rows else None
-
-    def _read(self, table: str, steps: list[int], columns: list[str]) -> pl.DataFrame | None:
-        """The rows of this run's step partitions (read by path: no scan over other runs' files)."""
-        from trajlens.report._partitions import read_partitions
-
-        rows = read_partitions(self.store, self.run_id, table, steps, columns)
-        return rows if rows.height else None
 
     def _classified_calls(self, steps: list[int]) -> pl.DataFrame:
         from trajlens.classify import classify_calls
 
-        calls = self._read("tool_calls", steps, ["step", "trajectory_id", "call_index", "turn", "tool_name",
-                                                    "arguments", "command", "token_end", "format_error"])
+        calls = self.reader.read_steps("tool_calls", steps, ["step", "trajectory_id", "call_index", "turn", "tool_name",
+                                                             "arguments", "command", "token_end", "format_error"])
         if calls is None:
             return pl.DataFrame(schema={"step": pl.Int64, "trajectory_id": pl.String})
         classified = classify_calls(calls).filter(pl.col("primary_class").is_not_null())
@@ -486,7 +489,7 @@ def _empty_calls() -> pl.DataFrame:
     return pl.DataFrame(schema=CALL_CREDIT_COLUMNS)
 
 
-def _class_credit(stream: _CreditStream, run_id: str, staged: pl.DataFrame) -> pl.DataFrame:
+def _class_credit(stream: CreditStream, run_id: str, staged: pl.DataFrame) -> pl.DataFrame:
     if not stream.class_rows:
         return pl.DataFrame()
     frame = pl.concat(stream.class_rows, how="vertical_relaxed").with_columns(pl.lit(run_id).alias("run_id"))
@@ -502,7 +505,7 @@ def _class_credit(stream: _CreditStream, run_id: str, staged: pl.DataFrame) -> p
 
 
 def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl.DataFrame, channels: pl.DataFrame,
-              stream: _CreditStream) -> list[str]:
+              stream: CreditStream) -> list[str]:
     from trajlens.attribution.drift import _ranges
 
     out = []
@@ -539,7 +542,7 @@ def _welch_p(a: np.ndarray, b: np.ndarray) -> float:
     return math.erfc(abs(b.mean() - a.mean()) / se / math.sqrt(2)) if se > 0 else 0.0
 
 
-def _length_drift(stream: "_CreditStream") -> list[str]:
+def _length_drift(stream: "CreditStream") -> list[str]:
     """Response length first quarter vs last: grew or shrank by 20% or more (p < 0.001)."""
     frame = stream.trajectory_frame()
     if "length" not in frame.columns or frame.height < 8:

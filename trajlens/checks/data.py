@@ -2,7 +2,7 @@
 
 :func:`open_batches` takes a store (with ``--run``), a canonical run directory, a verl dump
 directory or a metrics JSONL/CSV file; a run in the step layout comes a batch of steps at a
-time (at most :data:`trajlens.report._partitions.BATCH_TOKENS` tokens, reading only the tables
+time (at most :data:`trajlens.run.batches.BATCH_TOKENS` tokens, reading only the tables
 the checks need), anything else whole. :class:`RunState` turns batches of steps into per-step
 statistics (:mod:`trajlens.checks.measures`), so that a run is checked in the memory of a batch
 and ``--watch`` can add each new step without touching the old ones.
@@ -245,7 +245,8 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
     with those steps' tool calls and token arrays (when ``tables`` has them); no batches when
     the run is not in the step layout. A ``stored`` run's files hold the store's schema; a run
     directory's are read as they are."""
-    from trajlens.report._partitions import plan_batches, read_files, table_partitions
+    from trajlens.run.batches import plan_batches
+    from trajlens.run.partitions import read_files, table_partitions
 
     info, trajectory_files = _run_info(run_dir, run_id), table_partitions(run_dir / "trajectories")
     others = {name: table_partitions(run_dir / name) for name in ("tool_calls", "tokens") if name in tables}

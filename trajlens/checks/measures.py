@@ -35,7 +35,7 @@ from trajlens.estimators.identify import CANDIDATES as IDENTIFY_CANDIDATES
 from trajlens.estimators.identify import MATCH_TOLERANCE
 # Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step: the same
 # table the report's scalar findings read.
-from trajlens.report.scalars import LEARNING_RATES
+from trajlens.run.config import LEARNING_RATES
 
 STAT_COLUMNS: tuple[str, ...] = ("measure", "step", "x", "n", "units", "sxx", "sxn", "snn")
 """Columns of a step-statistics frame (see the module docstring)."""
@@ -74,7 +74,7 @@ MEAN_TRAJECTORY_MEASURES: tuple[str, ...] = tuple(
 DIAGNOSTIC_STATS: tuple[str, ...] = (
     "mean", "std", "skew", "kurtosis", "bimodality", "positive_share", "all_negative", "all_positive", "max_sigma",
 )
-"""Statistics of a step's advantage batch (see :func:`trajlens.report.advantages.batch_diagnostics`);
+"""Statistics of a step's advantage batch (see :func:`trajlens.run.recompute.batch_diagnostics`);
 ``max_sigma`` is the largest |A - mean| / std over the batch."""
 
 
@@ -388,7 +388,7 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
     """
     from trajlens.errors import TrajlensError
     from trajlens.estimators.frame import TOKEN_ESTIMATORS
-    from trajlens.report.advantages import RunFrames, batch_diagnostics, recompute_run
+    from trajlens.run.recompute import RunFrames, batch_diagnostics, recompute_run
 
     train = trajectories.filter(pl.col("split") == "train")
     if train.is_empty():

@@ -44,8 +44,7 @@ def advantages(
 
     Example: trajlens advantages store --run sao-r6 --estimator gae --engine ray --ray-address auto
     """
-    on_engine = engine != "local" or ray_address is not None
-    if identify and on_engine:
+    if identify and (engine != "local" or ray_address is not None):
         raise ConfigError(["--identify runs on the local engine; drop --engine and --ray-address"])
     if identify:
         _identify(store, run, json_out)
@@ -54,25 +53,16 @@ def advantages(
         raise ConfigError(["--estimator is required (or pass --identify)"])
     import polars as pl
 
-    import trajlens
+    from trajlens.engine.advantages import recompute_diagnostics_on, save_advantage_batches_on
+    from trajlens.engine.session import engine_session
     from trajlens.estimators import sign_streaks
-    from trajlens.report.advantages import labelled_diagnostics, save_advantage_batches
 
     options = parse_options(option or [])
-    if on_engine:
-        from trajlens.engine.advantages import recompute_diagnostics_on, save_advantage_batches_on
-        from trajlens.engine.session import engine_session
-
-        with engine_session(engine, ray_address, store) as session, progress_bar("recomputing") as tick:
-            diagnostics = recompute_diagnostics_on(session.engine, session.location, run, estimator,
-                                                   label or estimator, options, progress=tick)
-            save_advantage_batches_on(session.store, session.location, run, diagnostics)
-    else:
-        handle = trajlens.open(store)
-        with progress_bar("recomputing") as tick:
-            diagnostics = labelled_diagnostics(handle, run, estimator, label or estimator, **options)
-            tick(estimator)
-        save_advantage_batches(handle, run, diagnostics, keep_other_labels=True)
+    with engine_session(engine, ray_address, store) as session, progress_bar("recomputing") as tick:
+        session.require_runs([run])
+        diagnostics = recompute_diagnostics_on(session.engine, session.location, run, estimator, label or estimator,
+                                               options, progress=tick)
+        save_advantage_batches_on(session.store, session.location, run, diagnostics)
     shown = diagnostics.sort("step")
     streaks = sign_streaks(shown["step"].to_list(), shown["all_negative"].to_list(), shown["all_positive"].to_list())
     with pl.Config(tbl_rows=12, tbl_cols=-1, float_precision=4):
@@ -86,7 +76,7 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
 
     import trajlens
     from trajlens.estimators.identify import identify_advantages
-    from trajlens.report.advantages import read_run
+    from trajlens.run.recompute import read_run
 
     handle = trajlens.open(store)
     frames = read_run(handle, run)

@@ -65,16 +65,12 @@ def attribute(
 
     Example: trajlens attribute store --run causal-r6 --engine ray --ray-address auto
     """
-    import trajlens
     from trajlens.attribution import AGGREGATIONS, DriftConfig, attribution_markdown, parse_recomputations
-    from trajlens.attribution import attribute as run_attribution
+    from trajlens.engine.attribution import attribute_on
+    from trajlens.engine.session import engine_session
 
     if out is not None:
         check_output(out, tuple(OUTPUT_FORMATS))
-    on_engine = engine != "local" or ray_address is not None
-    if not on_engine:
-        handle = trajlens.open(store)
-        handle.require_runs([run])
     recomputations = None
     if estimator:
         labels = [pair.partition("=")[0] for pair in estimator]
@@ -84,17 +80,10 @@ def attribute(
 
         raise ConfigError(["--option needs an --estimator to apply to"])
     settings = dict(aggregations=tuple(aggregation or AGGREGATIONS), drift=DriftConfig(k=k))
-    if on_engine:
-        from trajlens.engine.attribution import attribute_on
-        from trajlens.engine.session import engine_session
-
-        with engine_session(engine, ray_address, store) as session, progress_bar("attributing") as tick:
-            handle = session.local_store("attribute")
-            handle.require_runs([run])
-            result = attribute_on(session.engine, handle, run, recomputations, progress=tick, **settings)
-    else:
-        with progress_bar("attributing") as tick:
-            result = run_attribution(handle, run, recomputations, progress=tick, **settings)
+    with engine_session(engine, ray_address, store) as session, progress_bar("attributing") as tick:
+        handle = session.local_store("attribute")
+        handle.require_runs([run])
+        result = attribute_on(session.engine, handle, run, recomputations, progress=tick, **settings)
     text = attribution_markdown(result)
     typer.echo(text)
     if out is not None:

@@ -38,31 +38,19 @@ def classify(
 
     Example: trajlens classify s3://bucket/store --engine ray --ray-address auto
     """
-    import trajlens
-    from trajlens.classify.store import classify_run
     from trajlens.classify.tool_map import resolve_tool_map
+    from trajlens.engine.classify import classify_run_on
+    from trajlens.engine.session import engine_session
 
     resolved = resolve_tool_map(tool_map)
     results = []
-    if engine != "local" or ray_address is not None:
-        from trajlens.engine.classify import classify_run_on
-        from trajlens.engine.session import engine_session
-
-        with engine_session(engine, ray_address, store) as session:
-            runs = run or session.run_ids()
-            session.require_runs(runs)
-            with progress_bar("classifying", total=len(runs)) as tick:
-                for run_id in runs:
-                    results.append(classify_run_on(session.engine, session.location, run_id, resolved,
-                                                   store=session.store, explain=explain))
-                    tick(run_id)
-    else:
-        handle = trajlens.open(store)
-        runs = run or handle.run_ids()
-        handle.require_runs(runs)
+    with engine_session(engine, ray_address, store) as session:
+        runs = run or session.run_ids()
+        session.require_runs(runs)
         with progress_bar("classifying", total=len(runs)) as tick:
             for run_id in runs:
-                results.append(classify_run(handle, run_id, resolved, explain=explain))
+                results.append(classify_run_on(session.engine, session.location, run_id, resolved,
+                                               store=session.store, explain=explain))
                 tick(run_id)
     if explain:
         for result in results:

@@ -78,7 +78,7 @@ def _staged(store: Any, run_id: str, stages: Any) -> pl.DataFrame:
 
 
 def _labels(store: Any, run_id: str) -> list[str]:
-    from trajlens.report.job import available_estimators
+    from trajlens.run.choices import available_estimators
 
     labels = [choice.label for choice in available_estimators(store, run_id)]
     if "advantage_batches" in store.tables():
@@ -106,12 +106,12 @@ def read_side(store: Any, side: Side, stages: Any = "quartiles", labels: list[st
 
 
 def _measures(store: Any, run_id: str) -> pl.DataFrame:
-    from trajlens.report.job import classify_store
+    from trajlens.classify.store import classify_run
 
     trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
     if "trajectory_measures" not in store.tables() or store.table("trajectory_measures").filter(
             pl.col("run_id") == run_id).select(pl.len()).collect().item() == 0:
-        classify_store(store, [run_id])  # saves call_classes and trajectory_measures, as trajlens classify does
+        classify_run(store, run_id)  # saves call_classes, trajectory_measures and unknown_tools, as trajlens classify does
     measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
     measures = measures.join(trajectories.select("trajectory_id"), on="trajectory_id", how="semi")
     outcome = trajectories.select("trajectory_id", "reward", pl.col("resolved").cast(pl.Boolean))
@@ -128,9 +128,9 @@ def _advantages(store: Any, run_id: str, labels: list[str] | None) -> pl.DataFra
     have = set(stored["estimator"].to_list()) if stored.height else set()
     missing = [label for label in labels if label not in have]
     if missing:
-        from trajlens.report.job import advantage_diagnostics, available_estimators
+        from trajlens.run.choices import advantage_diagnostics, available_estimators
 
-        from trajlens.report.advantages import save_advantage_batches
+        from trajlens.run.recompute import save_advantage_batches
 
         choices = [c for c in available_estimators(store, run_id) if c.label in missing]
         if choices:

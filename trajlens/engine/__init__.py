@@ -9,11 +9,11 @@ results as Arrow tables, in step order (:mod:`trajlens.engine.base`):
 - :class:`~trajlens.engine.ray.RayEngine` runs each step as a Ray Data task, on a local
   cluster or an existing one (``pip install 'trajlens[ray]'``).
 
-The stores are read and written through ``pyarrow.fs`` (:mod:`trajlens.engine.location`), so
-a store on shared storage (``s3://...``, a network mount) works the same. The step functions
-of each command are in :mod:`trajlens.engine.classify`, :mod:`trajlens.engine.advantages` and
-:mod:`trajlens.engine.attribution`; on a local store they give the same rows as the
-whole-run functions the commands use by default.
+The stores are read and written through ``pyarrow.fs`` (:mod:`trajlens.run`), so a store on
+shared storage (``s3://...``, a network mount) works the same. Every per-step command runs on
+an engine, the local one by default: its step function and reduction are in
+:mod:`trajlens.engine.classify`, :mod:`trajlens.engine.advantages` and
+:mod:`trajlens.engine.attribution` (which runs :class:`trajlens.attribution.api.CreditStep`).
 
 Importing this package does not import Ray.
 """
@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING
 
 from trajlens.engine.base import Engine, StepFunction, StepResult, StepTables
 from trajlens.engine.local import LocalEngine
-from trajlens.engine.location import StoreLocation
+from trajlens.run.location import StoreLocation
 from trajlens.errors import ConfigError
 
 if TYPE_CHECKING:
     from trajlens.engine.ray import RayEngine
 
 ENGINES: dict[str, str] = {
-    "local": "this process, the whole run at once (the default)",
+    "local": "this process, a step at a time (the default)",
     "ray": "a Ray cluster, one task per step (pip install 'trajlens[ray]')",
 }
 """Engine names the command line accepts, and what each means."""

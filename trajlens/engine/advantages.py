@@ -2,7 +2,7 @@
 
 Each step's training trajectories (and token arrays, for the estimators that read them) are
 recomputed where the engine runs the step (:class:`RecomputeStep`), and reduced there to that
-step's row of batch diagnostics, exactly as :func:`trajlens.report.advantages.labelled_diagnostics`
+step's row of batch diagnostics, exactly as :func:`trajlens.run.recompute.labelled_diagnostics`
 computes it for the whole run: every estimator works within one step's batch. The one
 exception is ``gdpo_dynamic``, whose channel weights carry from step to step: it runs in two
 passes. The first gives each step's advantage std per channel (:class:`ChannelSignalStep`,
@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from trajlens.engine.base import Engine, StepTables
-from trajlens.engine.location import StoreLocation
+from trajlens.run.location import StoreLocation
 from trajlens.engine.writing import save_table
 from trajlens.errors import ConfigError
 
@@ -31,7 +31,7 @@ CARRIES_STATE: frozenset[str] = frozenset({"gdpo_dynamic"})
 
 def _step_frames(location: StoreLocation, run_id: str, step: int, estimator: str) -> Any:
     """One step's training trajectories (and token arrays, when ``estimator`` reads them), or None."""
-    from trajlens.report.advantages import RunFrames, _reads_tokens
+    from trajlens.run.recompute import RunFrames, reads_tokens
 
     part = location.read_step(run_id, "trajectories", step)
     trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")) \
@@ -39,7 +39,7 @@ def _step_frames(location: StoreLocation, run_id: str, step: int, estimator: str
     if trajectories.is_empty():
         return None
     tokens = None
-    if _reads_tokens(estimator):
+    if reads_tokens(estimator):
         token_part = location.read_step(run_id, "tokens", step)
         tokens = pl.DataFrame(token_part) if token_part is not None and token_part.num_rows else None
     return RunFrames(run_id, trajectories, tokens)
@@ -57,7 +57,7 @@ class RecomputeStep:
     (``gdpo_dynamic``: the channels' moving average of advantage std), absent at the first."""
 
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
-        from trajlens.report.advantages import labelled_diagnostics
+        from trajlens.run.recompute import labelled_diagnostics
 
         frames = _step_frames(location, run_id, step, self.estimator)
         if frames is None:
@@ -77,7 +77,7 @@ class ChannelSignalStep:
     options: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
-        from trajlens.report.advantages import recompute_run
+        from trajlens.run.recompute import recompute_run
 
         frames = _step_frames(location, run_id, step, "gdpo_dynamic")
         if frames is None:
@@ -138,9 +138,9 @@ def recompute_diagnostics_on(engine: Engine, location: StoreLocation, run_id: st
 
 def save_advantage_batches_on(store: Any, location: StoreLocation, run_id: str, diagnostics: pl.DataFrame) -> None:
     """Write a run's part of ``advantage_batches``, keeping the rows of other labels
-    (as :func:`trajlens.report.advantages.save_advantage_batches` with ``keep_other_labels``)."""
+    (as :func:`trajlens.run.recompute.save_advantage_batches` with ``keep_other_labels``)."""
     if store is not None:
-        from trajlens.report.advantages import save_advantage_batches
+        from trajlens.run.recompute import save_advantage_batches
 
         save_advantage_batches(store, run_id, diagnostics, keep_other_labels=True)
         return

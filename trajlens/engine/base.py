@@ -1,6 +1,6 @@
 """What every engine does: map a per-step function over a run's step partitions.
 
-A *step function* takes a :class:`~trajlens.engine.location.StoreLocation`, a run id and a
+A *step function* takes a :class:`~trajlens.run.location.StoreLocation`, a run id and a
 step, reads that step's partitions itself, and returns its results as named Arrow tables
 (``{"call_classes": ..., "trajectory_measures": ...}``). It must be picklable (a module-level
 function, or a frozen dataclass holding its options) so that it can run in another process.
@@ -17,7 +17,7 @@ from typing import Callable, Iterator, NamedTuple, Protocol, Sequence
 
 import pyarrow as pa
 
-from trajlens.engine.location import StoreLocation
+from trajlens.run.location import StoreLocation
 
 StepTables = dict[str, pa.Table]
 """A step's results: table name -> Arrow table (names are the step function's own)."""

@@ -21,7 +21,7 @@ from trajlens.classify.store import CALL_CLASS_COLUMNS
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.classify.unknown import unknown_tools
 from trajlens.engine.base import Engine, StepTables
-from trajlens.engine.location import StoreLocation
+from trajlens.run.location import StoreLocation
 from trajlens.engine.writing import StepStream, save_table
 from trajlens.schema import SCHEMAS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 from trajlens.engine.base import StepFunction, StepResult
-from trajlens.engine.location import StoreLocation
+from trajlens.run.location import StoreLocation
 
 
 class LocalEngine:

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from trajlens.engine.base import StepFunction, StepResult, StepTables
-from trajlens.engine.location import StoreLocation
+from trajlens.run.location import StoreLocation
 from trajlens.errors import MissingDependencyError, TrajlensError
 
 RAY_EXTRA = "'trajlens[ray]'"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from trajlens.engine.base import Engine
-from trajlens.engine.location import StoreLocation
+from trajlens.run.location import StoreLocation
 from trajlens.errors import ConfigError
 
 

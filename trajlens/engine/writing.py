@@ -4,7 +4,7 @@ The largest table of a command (``call_classes``, ``call_credit``) streams from 
 into its Parquet file; the small ones (one row per trajectory or per step) are kept and
 written after. On a store this machine can open, tables are published with
 :meth:`trajlens.store.Store.write_derived` (staged, journalled, the database rebuilt); elsewhere
-through :meth:`trajlens.engine.location.StoreLocation.write_derived`.
+through :meth:`trajlens.run.location.StoreLocation.write_derived`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 
 from trajlens.engine.base import StepResult
-from trajlens.engine.location import StoreLocation, write_tables
+from trajlens.run.location import StoreLocation, write_tables
 
 
 class StepStream:

@@ -1,65 +1,31 @@
 """The main job: classify every run of a store, report each stage, recompute advantages.
 
-:func:`classify_store` writes the analysis tables ``call_classes`` and ``trajectory_measures``
-into the store (views beside the run tables). :func:`report_store` does that, then writes per
+:func:`classify_store` writes the analysis tables ``call_classes``, ``trajectory_measures`` and
+``unknown_tools`` into the store (views beside the run tables). :func:`report_store` does that, then writes per
 run a stage-sampled Markdown report with plots and the per-step advantage diagnostics of
 every estimator the run's data allows, plus an index ``README.md`` of findings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import polars as pl
 
 from trajlens.report import plots
-from trajlens.report.scalars import channel_findings, run_config_text, scalar_findings
+from trajlens.report.scalars import channel_findings, scalar_findings
+from trajlens.run.choices import (  # noqa: F401 - also imported from here
+    ESTIMATOR_CHOICES, EstimatorChoice, advantage_diagnostics, available_estimators, report_advantages,
+)
 from trajlens.store.handle import in_transaction
 
-CALL_CLASS_COLUMNS: tuple[str, ...] = (
-    "run_id", "step", "trajectory_id", "call_index", "tool_name", "primary_class", "action_classes", "paths",
-    "is_edit", "is_verification",
-)
 # Metrics plotted per stage: the r6 collapse signal and the r7 verification shift.
 STAGE_PLOT_METRICS: tuple[str, ...] = (
     "share:think", "ran_suite", "verification:test_suite", "verification:test_targeted", "verification:quick_check",
     "verification:run_script",
 )
-
-
-@dataclass(frozen=True)
-class EstimatorChoice:
-    """One recomputation the report makes: a registry estimator under a label, with options."""
-
-    label: str
-    estimator: str
-    options: dict[str, Any]
-
-    @property
-    def needs(self) -> str:
-        """The input class in one word, from the registry: ``values`` (critic values),
-        ``channels_with_lengths``, ``channels``, ``tokens`` or ``groups``."""
-        from trajlens.estimators.registry import Input, estimator_spec
-
-        inputs = estimator_spec(self.estimator).inputs
-        if Input.CRITIC_VALUES in inputs:
-            return "values"
-        if Input.CHANNELS in inputs:
-            return "channels_with_lengths" if Input.TOKEN_COUNTS in inputs else "channels"
-        return "tokens" if inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS) else "groups"
-
-
-def _report_choices() -> tuple[EstimatorChoice, ...]:
-    from trajlens.estimators.registry import REPORT_VARIANTS
-
-    return tuple(EstimatorChoice(variant.label, spec.name, dict(variant.options)) for spec, variant in REPORT_VARIANTS)
-
-
-ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = _report_choices()
-"""Every recomputation the report can make, read from the estimator registry's report variants."""
 
 
 @dataclass
@@ -77,114 +43,11 @@ class RunReport:
 
 @in_transaction
 def classify_store(store: Any, run_ids: list[str] | None = None) -> dict[str, pl.DataFrame]:
-    """Classify the tool calls of each run and save ``call_classes`` and ``trajectory_measures``."""
-    from trajlens.classify import classify_calls, trajectory_measures
-    from trajlens.classify.stages import CLASSIFY_INPUT
-    from trajlens.report._partitions import scan_run_table
+    """Classify the tool calls of each run and save ``call_classes``, ``trajectory_measures``
+    and ``unknown_tools`` (:func:`trajlens.classify.store.classify_run`, as ``trajlens classify``)."""
+    from trajlens.classify.store import classify_run
 
-    measures_by_run = {}
-    for run_id in run_ids or store.run_ids():
-        calls = classify_calls(scan_run_table(store, run_id, "tool_calls").select(CLASSIFY_INPUT))
-        trajectories = scan_run_table(store, run_id, "trajectories").collect()
-        measures = trajectory_measures(calls, trajectories)
-        store.write_derived("call_classes", run_id, calls.select(CALL_CLASS_COLUMNS))
-        store.write_derived("trajectory_measures", run_id, measures)
-        measures_by_run[run_id] = measures
-    return measures_by_run
-
-
-class ReportAdvantages(NamedTuple):
-    """The estimators the report recomputes on a run, their diagnostics, and what the run's
-    token arrays say (:func:`report_advantages`)."""
-
-    choices: list[EstimatorChoice]
-    diagnostics: pl.DataFrame
-    empty_tokens: str | None
-    """A sentence when the run has token arrays but none holds a model token."""
-
-
-FACT_TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "log_probs")
-"""Token columns read to decide which estimators a run allows, when nothing else is computed."""
-
-
-def report_advantages(store: Any, run_id: str, *, compute: bool = True,
-                      steps: Sequence[int] | None = None) -> ReportAdvantages:
-    """Which report estimators the run's data (and logged config) allows, and, with ``compute``,
-    their per-step diagnostics, in one read of the run a batch of steps at a time.
-
-    The estimators the trajectories alone allow are recomputed while the token arrays are read
-    (:func:`trajlens.report.stepwise.advantage_pass`); the token arrays' facts, gathered on the
-    way, then decide which of them the report keeps, as
-    :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report` decides from the whole run. An
-    input error of a kept estimator is raised; one of an estimator the facts rule out is not.
-    ``steps`` restricts all of it to those steps.
-    """
-    from dataclasses import replace
-
-    from trajlens.errors import ConfigError
-    from trajlens.estimators.registry import estimator_spec, run_facts
-    from trajlens.report._partitions import train_trajectories
-    from trajlens.report.stepwise import advantage_pass
-
-    try:
-        trajectories = train_trajectories(store, run_id, steps)
-    except ConfigError:
-        return ReportAdvantages([], pl.DataFrame(), _empty_token_arrays(store, run_id))
-    config_value = run_config_text(store, run_id)
-    # what the token arrays will show is not known before they are read: assume the most
-    optimistic = replace(run_facts(trajectories, None, config_value), token_arrays=True, critic_values=True,
-                         token_counts=True, log_probs=True, sum_pi_squared=True)
-    candidates = [c for c in ESTIMATOR_CHOICES if estimator_spec(c.estimator).in_report(optimistic)]
-    result = advantage_pass(store, run_id, candidates if compute else [], trajectories=trajectories,
-                            token_columns=FACT_TOKEN_COLUMNS)
-    facts = run_facts(trajectories, result.token_rows if result.token_rows.height else None, config_value)
-    choices = [c for c in candidates if estimator_spec(c.estimator).in_report(facts)]
-    empty = _no_model_tokens(result.token_arrays, result.with_model_tokens, result.empty_arrays)
-    if empty:
-        choices = [c for c in choices if c.needs not in ("values", "channels_with_lengths")]
-    if not compute:
-        return ReportAdvantages(choices, pl.DataFrame(), empty)
-    for choice in choices:
-        if choice.label in result.errors:
-            raise result.errors[choice.label]
-    labels = [c.label for c in choices]
-    diagnostics = result.diagnostics
-    if diagnostics.height:
-        diagnostics = diagnostics.filter(pl.col("estimator").is_in(labels))
-    return ReportAdvantages(choices, diagnostics, empty)
-
-
-def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[EstimatorChoice]:
-    """The report's estimator choices that a run's data (and logged config) allows.
-
-    Each registry entry decides with :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report`:
-    its inputs present, and, for estimators reported only when declared, the run's config naming it.
-    Without ``frames`` (a :class:`~trajlens.report.advantages.RunFrames`), the facts are read a
-    batch of steps at a time (:func:`report_advantages`).
-    """
-    from trajlens.estimators.registry import estimator_spec, run_facts
-
-    if frames is None:
-        return report_advantages(store, run_id, compute=False).choices
-    facts = run_facts(frames.trajectories, frames.tokens, run_config_text(store, run_id))
-    return [choice for choice in ESTIMATOR_CHOICES if estimator_spec(choice.estimator).in_report(facts)]
-
-
-def advantage_diagnostics(store: Any, run_id: str, choices: list[EstimatorChoice], frames: Any = None) -> pl.DataFrame:
-    """Per-step batch diagnostics of each estimator choice, stacked with an ``estimator`` column
-    (a batch of steps at a time, :func:`trajlens.report.stepwise.diagnostics_by_step`, unless
-    the run's ``frames`` are given)."""
-    from trajlens.report.advantages import labelled_diagnostics
-    from trajlens.report.stepwise import diagnostics_by_step
-
-    if not choices:
-        return pl.DataFrame()
-    if frames is None:
-        return diagnostics_by_step(store, run_id, choices)
-    return pl.concat([
-        labelled_diagnostics(store, run_id, choice.estimator, choice.label, frames=frames, **choice.options)
-        for choice in choices
-    ])
+    return {run_id: classify_run(store, run_id).measures for run_id in run_ids or store.run_ids()}
 
 
 @in_transaction
@@ -227,8 +90,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
                 stages: Any, viewers_per_run: int) -> RunReport:
     from trajlens.classify import stage_report
     from trajlens.estimators import sign_streaks
-    from trajlens.report._partitions import scan_run_table
-    from trajlens.report.advantages import save_advantage_batches
+    from trajlens.run.partitions import scan_run_table
+    from trajlens.run.recompute import save_advantage_batches
     from trajlens.report.html_report import RunParts, run_section
     from trajlens.report.summary import run_summary
 
@@ -295,24 +158,6 @@ def _alarms(store: Any, run_id: str) -> list[plots.Alarm]:
         return []
     return [plots.Alarm(r.name, r.check.severity, min(r.fired_steps)) for r in results
             if r.status in ("fail", "warn") and r.fired_steps]
-
-
-def _empty_token_arrays(store: Any, run_id: str) -> str | None:
-    """:func:`_no_model_tokens` of all the run's token arrays (for a run without training steps)."""
-    facts = store.sql(
-        "SELECT count(*) AS arrays, count(*) FILTER (WHERE list_bool_or(response_mask)) AS with_model_tokens, "
-        "count(*) FILTER (WHERE len(response_mask) = 0) AS empty FROM tokens WHERE run_id = $run",
-        {"run": run_id}).row(0, named=True)
-    return _no_model_tokens(facts["arrays"], facts["with_model_tokens"], facts["empty"])
-
-
-def _no_model_tokens(arrays: int, with_model_tokens: int, empty: int) -> str | None:
-    """A sentence when a run has token arrays but none holds a model token."""
-    if arrays == 0 or with_model_tokens > 0:
-        return None
-    what = "every token array is empty" if empty == arrays else "every response mask is false"
-    return (f"token arrays hold no model token ({what}, {arrays} arrays): token-level estimators "
-            "(GAE, token-level GDPO) left out")
 
 
 def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, folder: Path, count: int,

@@ -10,34 +10,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
+from trajlens.run.config import LEARNING_RATES, LearningRate, run_config_text  # noqa: F401 - also read from here
 
-
-@dataclass(frozen=True)
-class LearningRate:
-    """A logged learning-rate metric and where its configured value sits in a verl-style config."""
-
-    metric: str
-    config_path: tuple[str, ...]
-
-
-LEARNING_RATES: tuple[LearningRate, ...] = (
-    LearningRate("actor/lr", ("actor_rollout_ref", "actor", "optim", "lr")),
-    LearningRate("critic/lr", ("critic", "optim", "lr")),
-)
 CRITIC_GRAD_CLIP_PATHS: tuple[tuple[str, ...], ...] = (("critic", "grad_clip"), ("critic", "optim", "clip_grad"))
 RATIO_TOLERANCE = 1e-3
 SATURATED_REL_GAIN = 0.1
-
-
-def run_config_text(store: Any, run_id: str) -> str | None:
-    """The run's logged config (JSON text), read from its ``runs`` row without a query engine."""
-    frame = store.table("runs").filter(pl.col("run_id") == run_id).select("config").collect()
-    return frame["config"][0] if frame.height else None
 
 
 def _config(store: Any, run_id: str) -> dict:
@@ -120,7 +101,7 @@ def scalar_findings(store: Any, run_id: str) -> list[str]:
 
 def channel_findings(store: Any, run_id: str) -> list[str]:
     """rel_gain of each reward channel in the first and last quarter of the run's steps."""
-    from trajlens.report._partitions import scan_run_table
+    from trajlens.run.partitions import scan_run_table
 
     channels = (
         scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == "train")

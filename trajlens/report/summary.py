@@ -36,7 +36,7 @@ class SummaryTable:
 
 def run_summary(store: Any, run_id: str, measures: pl.DataFrame) -> list[SummaryTable]:
     """The summary tables of one run (``measures`` from :func:`trajlens.classify.trajectory_measures`)."""
-    from trajlens.report._partitions import scan_run_table
+    from trajlens.run.partitions import scan_run_table
 
     trajectories = scan_run_table(store, run_id, "trajectories").select(
         "run_id", "step", "group_id", "reward", "resolved", "exit_status").collect()
@@ -139,7 +139,7 @@ def _dead_groups(trajectories: pl.DataFrame) -> SummaryTable | None:
 
 
 def _top_commands(store: Any, run_id: str) -> SummaryTable | None:
-    from trajlens.report._partitions import scan_run_table
+    from trajlens.run.partitions import scan_run_table
 
     calls = scan_run_table(store, run_id, "tool_calls").select("trajectory_id", "call_index", "tool_name", "command")
     if "call_classes" not in store.tables():

@@ -37,7 +37,7 @@ class Credit:
 
     label: str
     advantages: pl.DataFrame
-    """Rows of :func:`trajlens.report.advantages.recompute_run`: ``trajectory_id``,
+    """Rows of :func:`trajlens.run.recompute.recompute_run`: ``trajectory_id``,
     ``advantage`` and, for token-level estimators, ``token_advantages``."""
 
 
@@ -49,8 +49,8 @@ def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list
     step's batch (whitening, groups), so a step's advantages do not depend on other steps.
     """
     from trajlens.errors import ConfigError
-    from trajlens.report.job import available_estimators
-    from trajlens.report.stepwise import recompute_steps
+    from trajlens.run.choices import available_estimators
+    from trajlens.run.stepwise import recompute_steps
 
     if choices is None:
         choices = available_estimators(store, run_id)
@@ -79,7 +79,7 @@ def viewer_page(store: Any, run_id: str, trajectory_id: str, credit: Credit | No
     """The page of ``trajectory_id`` (and its group or step siblings); with its ``step``, only
     that step's partitions are read."""
     from trajlens.errors import ConfigError
-    from trajlens.report._partitions import read_partitions
+    from trajlens.run.partitions import read_partitions
 
     store.require_runs([run_id])
     if step is None:
@@ -130,7 +130,7 @@ def write_viewer(store: Any, run_id: str, trajectory_id: str, out: Path | str, c
 
 def _calls(store: Any, run_id: str, ids: list[str], step: int | None = None) -> pl.DataFrame:
     from trajlens.classify import classify_calls
-    from trajlens.report._partitions import read_partitions
+    from trajlens.run.partitions import read_partitions
 
     wanted = (pl.col("run_id") == run_id) & pl.col("trajectory_id").is_in(ids)
     if step is not None:

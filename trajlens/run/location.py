@@ -9,7 +9,9 @@ code as a local one. Only the canonical layout is assumed (:mod:`trajlens.store.
     STORE/runs/<run_id>/<table>/step=NNNNNN-MMMMMM/part-*.parquet   (tiny steps packed together)
     STORE/derived/<table>/<run_id>.parquet
 
-A location is a plain frozen value (the URI), so it travels to workers as it is; the file
+Partitions are listed by :func:`trajlens.run.partitions.list_partitions`, and a step's rows
+taken from single and packed files by :func:`trajlens.store.layout.rows_of_step`, as every
+reader of a run does. A location is a plain frozen value (the URI), so it travels to workers as it is; the file
 system is resolved where it is used.
 """
 
@@ -28,7 +30,8 @@ import pyarrow.parquet as pq
 
 from trajlens.errors import StoreError
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR
-from trajlens.store.layout import rows_of_step, step_range
+from trajlens.run.partitions import Partitions, list_partitions
+from trajlens.store.layout import rows_of_step
 
 
 @dataclass(frozen=True)
@@ -68,61 +71,53 @@ class StoreLocation:
         return sorted(info.base_name for info in _listing(filesystem, f"{root}/{RUNS_DIR}")
                       if info.type == pafs.FileType.Directory and not info.base_name.startswith("."))
 
-    def _partitions(self, run_id: str, table: str) -> list[tuple[int, int, str]]:
-        """(first, last, directory) of each step partition of ``table``, by first step."""
+    def partitions(self, run_id: str, table: str, steps: Sequence[int] | None = None) -> Partitions:
+        """The step partitions of run ``run_id``'s ``table`` (those that may hold ``steps``, when
+        given); files outside step directories (a run directory a trainer wrote) count as one
+        partition packed over every step."""
         filesystem, root = self.resolve()
-        found = []
-        for info in _listing(filesystem, f"{root}/{RUNS_DIR}/{run_id}/{table}"):
-            bounds = step_range(info.base_name) if info.type == pafs.FileType.Directory else None
-            if bounds is not None:
-                found.append((*bounds, info.path))
-        return sorted(found)
-
-    def _files(self, directory: str) -> list[pafs.FileInfo]:
-        filesystem, _ = self.resolve()
-        return sorted((info for info in _listing(filesystem, directory)
-                       if info.type == pafs.FileType.File and info.base_name.endswith(".parquet")),
-                      key=lambda info: info.path)
+        folder = f"{root}/{RUNS_DIR}/{run_id}/{table}"
+        found = list_partitions(filesystem, folder, steps)
+        if found is not None:
+            return found
+        infos = filesystem.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
+        paths = sorted(info.path for info in infos if info.type == pafs.FileType.File
+                       and info.base_name.endswith(".parquet") and not info.base_name.startswith("."))
+        return Partitions({}, [(-(2**63), 2**63 - 1, paths)] if paths else [])
 
     def steps(self, run_id: str, table: str = "trajectories") -> list[int]:
         """Steps that have rows of ``table`` in run ``run_id``, in order (a packed partition's
         steps are read from its ``step`` column)."""
-        steps: set[int] = set()
-        for first, last, directory in self._partitions(run_id, table):
-            if first == last:
-                steps.add(first)
-                continue
-            for info in self._files(directory):
-                column = _packed_rows(self.uri, info.path, _stamp(info), ("step",)).column("step")
+        filesystem, _ = self.resolve()
+        partitions = self.partitions(run_id, table)
+        steps: set[int] = set(partitions.single)
+        for _, _, paths in partitions.packed:
+            for path in paths:
+                column = _packed_rows(self.uri, path, _stamp(filesystem, path), ("step",)).column("step")
                 steps.update(pc.unique(column).to_pylist())
         return sorted(steps)
 
     def step_files(self, run_id: str, table: str, step: int) -> list[str]:
         """The Parquet files that may hold rows of one step: its partition's, and those of a
         packed partition around it (empty when there are none)."""
-        return [info.path for info in self._step_infos(run_id, table, step)]
-
-    def _step_infos(self, run_id: str, table: str, step: int) -> list[pafs.FileInfo]:
-        return [info for first, last, directory in self._partitions(run_id, table) if first <= step <= last
-                for info in self._files(directory)]
+        return self.partitions(run_id, table, [step]).files([step])[0]
 
     def read_step(self, run_id: str, table: str, step: int, columns: Sequence[str] | None = None) -> pa.Table | None:
         """The rows of one step of ``table`` (the ``columns`` it has), or None when the step
         has none. A packed file is read once for the steps it holds, whichever of them comes
         first (a few are kept, :func:`_packed_rows`), then each step takes its rows."""
-        infos = self._step_infos(run_id, table, step)
-        if not infos:
+        paths = self.step_files(run_id, table, step)
+        if not paths:
             return None
         filesystem, _ = self.resolve()
-        stamps = {info.path: _stamp(info) for info in infos}
 
         def read(path: str, wanted: list[str] | None, packed: bool) -> pa.Table:
             if packed:
-                return _packed_rows(self.uri, path, stamps[path], None if wanted is None else tuple(wanted))
+                return _packed_rows(self.uri, path, _stamp(filesystem, path), None if wanted is None else tuple(wanted))
             return pq.read_table(path, columns=wanted, filesystem=filesystem)
 
-        names = pq.read_schema(infos[0].path, filesystem=filesystem).names if columns is not None else []
-        rows, packed = rows_of_step(list(stamps), step, columns, names, read)
+        names = pq.read_schema(paths[0], filesystem=filesystem).names if columns is not None else []
+        rows, packed = rows_of_step(paths, step, columns, names, read)
         return None if packed and rows.num_rows == 0 else rows
 
     def read_derived(self, name: str, run_id: str) -> pa.Table | None:
@@ -173,8 +168,9 @@ def write_tables(sink: Any, tables: Iterable[pa.Table], schema: pa.Schema | None
             writer.close()
 
 
-def _stamp(info: pafs.FileInfo) -> tuple[int, int]:
+def _stamp(filesystem: pafs.FileSystem, path: str) -> tuple[int, int]:
     """What tells two versions of a file apart: its size and modification time."""
+    info = filesystem.get_file_info(path)
     return info.size or 0, info.mtime_ns or 0
 
 

@@ -1,0 +1,164 @@
+"""Which estimators the report recomputes on a stored run, and their per-step diagnostics.
+
+The report's choices are the registry's report variants (:data:`ESTIMATOR_CHOICES`); a run
+allows those whose inputs its data holds (:func:`trajlens.run.facts.stored_facts`, then the
+facts of its token arrays as they are read) and, for estimators reported only when declared,
+whose config names them. :func:`report_advantages` decides and computes in one read of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import polars as pl
+
+from trajlens.run.config import run_config_text
+
+
+@dataclass(frozen=True)
+class EstimatorChoice:
+    """One recomputation the report makes: a registry estimator under a label, with options."""
+
+    label: str
+    estimator: str
+    options: dict[str, Any]
+
+    @property
+    def needs(self) -> str:
+        """The input class in one word, from the registry: ``values`` (critic values),
+        ``channels_with_lengths``, ``channels``, ``tokens`` or ``groups``."""
+        from trajlens.estimators.registry import Input, estimator_spec
+
+        inputs = estimator_spec(self.estimator).inputs
+        if Input.CRITIC_VALUES in inputs:
+            return "values"
+        if Input.CHANNELS in inputs:
+            return "channels_with_lengths" if Input.TOKEN_COUNTS in inputs else "channels"
+        return "tokens" if inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS) else "groups"
+
+
+def _report_choices() -> tuple[EstimatorChoice, ...]:
+    from trajlens.estimators.registry import REPORT_VARIANTS
+
+    return tuple(EstimatorChoice(variant.label, spec.name, dict(variant.options)) for spec, variant in REPORT_VARIANTS)
+
+
+ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = _report_choices()
+"""Every recomputation the report can make, read from the estimator registry's report variants."""
+
+
+class ReportAdvantages(NamedTuple):
+    """The estimators the report recomputes on a run, their diagnostics, and what the run's
+    token arrays say (:func:`report_advantages`)."""
+
+    choices: list[EstimatorChoice]
+    diagnostics: pl.DataFrame
+    empty_tokens: str | None
+    """A sentence when the run has token arrays but none holds a model token."""
+
+
+FACT_TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "log_probs")
+"""Token columns read to decide which estimators a run allows, when nothing else is computed."""
+
+
+def report_advantages(store: Any, run_id: str, *, compute: bool = True,
+                      steps: Sequence[int] | None = None) -> ReportAdvantages:
+    """Which report estimators the run's data (and logged config) allows, and, with ``compute``,
+    their per-step diagnostics, in one read of the run a batch of steps at a time.
+
+    The estimators the trajectories alone allow are recomputed while the token arrays are read
+    (:func:`trajlens.run.stepwise.advantage_pass`); the token arrays' facts, gathered on the
+    way, then decide which of them the report keeps, as
+    :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report` decides from the whole run. An
+    input error of a kept estimator is raised; one of an estimator the facts rule out is not.
+    ``steps`` restricts all of it to those steps.
+    """
+    from trajlens.errors import ConfigError
+    from trajlens.estimators.registry import estimator_spec, run_facts
+    from trajlens.run.batches import train_trajectories
+    from trajlens.run.facts import stored_facts
+    from trajlens.run.reader import RunReader
+    from trajlens.run.stepwise import advantage_pass
+
+    try:
+        trajectories = train_trajectories(store, run_id, steps)
+    except ConfigError:
+        return ReportAdvantages([], pl.DataFrame(), _empty_token_arrays(store, run_id))
+    config_value = run_config_text(store, run_id)
+    # what the token arrays hold is known once they are read; before, the most their footers allow
+    possible = stored_facts(RunReader.of(store, run_id), trajectories, config_value).possible()
+    candidates = [c for c in ESTIMATOR_CHOICES if estimator_spec(c.estimator).in_report(possible)]
+    result = advantage_pass(store, run_id, candidates if compute else [], trajectories=trajectories,
+                            token_columns=FACT_TOKEN_COLUMNS)
+    facts = run_facts(trajectories, result.token_rows if result.token_rows.height else None, config_value)
+    choices = [c for c in candidates if estimator_spec(c.estimator).in_report(facts)]
+    empty = _no_model_tokens(result.token_arrays, result.with_model_tokens, result.empty_arrays)
+    if empty:
+        choices = [c for c in choices if c.needs not in ("values", "channels_with_lengths")]
+    if not compute:
+        return ReportAdvantages(choices, pl.DataFrame(), empty)
+    for choice in choices:
+        if choice.label in result.errors:
+            raise result.errors[choice.label]
+    labels = [c.label for c in choices]
+    diagnostics = result.diagnostics
+    if diagnostics.height:
+        diagnostics = diagnostics.filter(pl.col("estimator").is_in(labels))
+    return ReportAdvantages(choices, diagnostics, empty)
+
+
+def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[EstimatorChoice]:
+    """The report's estimator choices that a run's data (and logged config) allows.
+
+    Each registry entry decides with :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report`:
+    its inputs present, and, for estimators reported only when declared, the run's config naming it.
+    Without ``frames`` (a :class:`~trajlens.run.recompute.RunFrames`), the facts are read a
+    batch of steps at a time (:func:`report_advantages`).
+    """
+    from trajlens.estimators.registry import estimator_spec, run_facts
+
+    if frames is None:
+        return report_advantages(store, run_id, compute=False).choices
+    facts = run_facts(frames.trajectories, frames.tokens, run_config_text(store, run_id))
+    return [choice for choice in ESTIMATOR_CHOICES if estimator_spec(choice.estimator).in_report(facts)]
+
+
+def advantage_diagnostics(store: Any, run_id: str, choices: list[EstimatorChoice], frames: Any = None) -> pl.DataFrame:
+    """Per-step batch diagnostics of each estimator choice, stacked with an ``estimator`` column
+    (a batch of steps at a time, :func:`trajlens.run.stepwise.diagnostics_by_step`, unless
+    the run's ``frames`` are given)."""
+    from trajlens.run.recompute import labelled_diagnostics
+    from trajlens.run.stepwise import diagnostics_by_step
+
+    if not choices:
+        return pl.DataFrame()
+    if frames is None:
+        return diagnostics_by_step(store, run_id, choices)
+    return pl.concat([
+        labelled_diagnostics(store, run_id, choice.estimator, choice.label, frames=frames, **choice.options)
+        for choice in choices
+    ])
+
+
+def _empty_token_arrays(store: Any, run_id: str) -> str | None:
+    """:func:`_no_model_tokens` of all the run's token arrays (for a run without training steps)."""
+    facts = store.sql(
+        "SELECT count(*) AS arrays, count(*) FILTER (WHERE list_bool_or(response_mask)) AS with_model_tokens, "
+        "count(*) FILTER (WHERE len(response_mask) = 0) AS empty FROM tokens WHERE run_id = $run",
+        {"run": run_id}).row(0, named=True)
+    return _no_model_tokens(facts["arrays"], facts["with_model_tokens"], facts["empty"])
+
+
+def _no_model_tokens(arrays: int, with_model_tokens: int, empty: int) -> str | None:
+    """A sentence when a run has token arrays but none holds a model token."""
+    if arrays == 0 or with_model_tokens > 0:
+        return None
+    what = "every token array is empty" if empty == arrays else "every response mask is false"
+    return (f"token arrays hold no model token ({what}, {arrays} arrays): token-level estimators "
+            "(GAE, token-level GDPO) left out")
+
+
+__all__ = ["ESTIMATOR_CHOICES", "FACT_TOKEN_COLUMNS", "EstimatorChoice", "ReportAdvantages", "advantage_diagnostics",
+           "available_estimators", "report_advantages"]

@@ -1,0 +1,169 @@
+"""Recomputed advantages of a stored run, and their per-step batch diagnostics.
+
+:func:`recompute_run` reads a run's trajectories (and token arrays, for the token-level
+estimators) from a store and returns what :func:`trajlens.estimators.recompute` gives;
+:func:`batch_diagnostics` summarises each step's batch the way the trainer saw it: over model
+tokens or over trajectories, as the estimator's registry entry says its loss sees them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from trajlens.errors import ConfigError
+
+DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
+    "count", "mean", "std", "skew", "kurtosis", "bimodality", "positive_share", "all_negative", "all_positive",
+)
+
+
+@dataclass(frozen=True)
+class RunFrames:
+    """A run's training trajectories and token arrays, read once and shared by estimators."""
+
+    run_id: str
+    trajectories: pl.DataFrame
+    tokens: pl.DataFrame | None
+
+
+def read_run(store: Any, run_id: str, *, tokens: bool = True) -> RunFrames:
+    """Read ``run_id``'s training trajectories (and, with ``tokens``, its token arrays)."""
+    store.require_runs([run_id])
+    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
+    if trajectories.is_empty():
+        raise ConfigError([f"run {run_id!r} has no trajectories of split 'train' to recompute"])
+    token_frame = store.tokens.filter(pl.col("run_id") == run_id).collect() if tokens else None
+    return RunFrames(run_id, trajectories, None if token_frame is None or token_frame.is_empty() else token_frame)
+
+
+def reads_tokens(estimator: str) -> bool:
+    """Whether ``estimator`` reads a run's token arrays (or token counts from them)."""
+    from trajlens.estimators.registry import Input, estimator_spec
+
+    return bool(estimator_spec(estimator).inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS))
+
+
+def recompute_run(store: Any, run_id: str, estimator: str, *, frames: RunFrames | None = None,
+                  **options: Any) -> pl.DataFrame:
+    """Advantages ``estimator`` would have given the training trajectories of ``run_id``.
+
+    The inputs joined are those the estimator's registry entry names; a run that lacks one is a
+    one-line :class:`ConfigError` saying what is missing.
+    """
+    from trajlens.estimators import recompute
+    from trajlens.estimators.registry import Input, estimator_spec, run_facts
+
+    spec = estimator_spec(estimator)
+    if frames is None:
+        frames = read_run(store, run_id, tokens=reads_tokens(estimator))
+    facts = run_facts(frames.trajectories, frames.tokens)
+    lacking = [what for what in spec.missing(facts)
+               if what not in ("groups of two or more", "a reward for every trajectory")]
+    if lacking:
+        hint = "; use an outcome estimator (grpo, rloo, ...)" if spec.inputs & Input.TOKEN_ARRAYS else ""
+        raise ConfigError([f"{estimator} needs {' and '.join(lacking)}; run {run_id!r} has none{hint}"])
+    tokens = frames.tokens if reads_tokens(estimator) else None
+    return recompute(frames.trajectories, tokens, estimator, **options)
+
+
+def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
+                         frames: RunFrames | None = None, **options: Any) -> pl.DataFrame:
+    """Per-step batch diagnostics of one recomputation, with ``estimator`` set to ``label``.
+
+    The statistics run over what the estimator's registry entry says its loss sees: model
+    tokens (token advantages, or each trajectory's advantage once per model token) or
+    trajectories.
+    """
+    if frames is None:
+        frames = read_run(store, run_id, tokens=reads_tokens(estimator))
+    recomputed = recompute_run(store, run_id, estimator, frames=frames, **options)
+    return diagnostics_of(estimator, recomputed, frames.tokens).with_columns(pl.lit(label).alias("estimator"))
+
+
+def diagnostics_of(estimator: str, recomputed: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.DataFrame:
+    """:func:`batch_diagnostics` of ``recomputed`` over what ``estimator``'s loss sees: model
+    tokens (its token advantages, or each trajectory's advantage once per model token) or
+    trajectories, as its registry entry says."""
+    from trajlens.estimators.registry import Statistics, estimator_spec
+
+    spec = estimator_spec(estimator)
+    if spec.statistics is Statistics.MODEL_TOKENS and "token_advantages" in recomputed.columns:
+        return batch_diagnostics(recomputed, tokens)
+    if spec.statistics is Statistics.MODEL_TOKENS and "model_tokens" in recomputed.columns:
+        per_token = recomputed.select("run_id", "step", pl.col("advantage").repeat_by("model_tokens")).explode("advantage")
+        return batch_diagnostics(per_token)
+    return batch_diagnostics(recomputed)
+
+
+def save_advantage_batches(store: Any, run_id: str, diagnostics: pl.DataFrame, *, keep_other_labels: bool) -> None:
+    """Write a run's part of ``advantage_batches``; optionally keep the rows of other labels."""
+    if keep_other_labels and "advantage_batches" in store.tables():
+        labels = diagnostics["estimator"].unique().implode()
+        earlier = store.table("advantage_batches").filter(
+            (pl.col("run_id") == run_id) & ~pl.col("estimator").is_in(labels)).collect()
+        diagnostics = pl.concat([earlier, diagnostics], how="diagonal_relaxed")
+    store.write_derived("advantage_batches", run_id, diagnostics)
+
+
+def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per (run_id, step): the shape of that step's advantage batch.
+
+    With ``token_advantages`` in ``recomputed`` and the run's ``tokens`` frame given, the
+    statistics run over model tokens (as the actor loss sees them); otherwise over the
+    per-trajectory ``advantage``. Token values are read from the Arrow buffers of the two list
+    columns, step by step, never expanded to one row per token.
+    """
+    import torch
+
+    from trajlens.estimators import advantage_stats
+
+    token_level = tokens is not None and "token_advantages" in recomputed.columns
+    rows = []
+    for (run_id, step), values in (_token_values(recomputed, tokens) if token_level else _trajectory_values(recomputed)):
+        # Arrow hands out read-only buffers; torch wants to own what it wraps.
+        stats = advantage_stats(torch.from_numpy(values if values.flags.writeable else values.copy()))
+        rows.append({"run_id": run_id, "step": step, **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS}})
+    return pl.DataFrame(rows).sort("run_id", "step")
+
+
+def _trajectory_values(recomputed: pl.DataFrame):
+    """(run_id, step) and that step's per-trajectory advantages (float64), step by step."""
+    values = recomputed.select("run_id", "step", pl.col("advantage").cast(pl.Float64))
+    for key, part in values.partition_by(["run_id", "step"], as_dict=True, maintain_order=True).items():
+        yield key, part["advantage"].to_numpy()
+
+
+def _token_values(recomputed: pl.DataFrame, tokens: pl.DataFrame):
+    """(run_id, step) and the advantages at that step's model tokens (float64), step by step.
+
+    The two frames are matched on (run_id, trajectory_id); rows are put in step order and both
+    list columns taken in that order, so each step's tokens are one contiguous slice of the flat
+    buffers (:mod:`trajlens.estimators._arrays`).
+    """
+    import numpy as np
+
+    from trajlens.estimators._arrays import flat_list
+
+    order = (
+        recomputed.select("run_id", "step", "trajectory_id").with_row_index("__row")
+        .join(tokens.select("run_id", "trajectory_id").with_row_index("__token"), on=["run_id", "trajectory_id"],
+              how="inner", maintain_order="left")
+        .sort("run_id", "step", maintain_order=True)
+    )
+    if order.is_empty():
+        return
+    advantages = flat_list(recomputed["token_advantages"].to_arrow().take(order["__row"].to_arrow()), np.float64,
+                           float("nan"))
+    mask = flat_list(tokens["response_mask"].to_arrow().take(order["__token"].to_arrow()), np.bool_, False)
+    if not np.array_equal(advantages.lengths, mask.lengths):
+        bad = int(np.nonzero(advantages.lengths != mask.lengths)[0][0])
+        raise ValueError(f"trajectory {order['trajectory_id'][bad]!r}: token_advantages has "
+                         f"{int(advantages.lengths[bad])} entries but response_mask has {int(mask.lengths[bad])}")
+    bounds = order.with_row_index("__position").group_by("run_id", "step", maintain_order=True).agg(
+        pl.col("__position").first().alias("first"), pl.col("__position").last().alias("last"))
+    for run_id, step, first, last in bounds.iter_rows():
+        start, stop = int(advantages.offsets[first]), int(advantages.offsets[last + 1])
+        yield (run_id, step), advantages.values[start:stop][mask.values[start:stop]]
