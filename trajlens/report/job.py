@@ -17,6 +17,7 @@ import polars as pl
 
 from trajlens.report import plots
 from trajlens.report.scalars import channel_findings, run_config_text, scalar_findings
+from trajlens.steps import spans_text
 from trajlens.store.handle import in_transaction
 
 CALL_CLASS_COLUMNS: tuple[str, ...] = (
@@ -407,7 +408,7 @@ MAX_LISTED_STREAKS = 20
 
 
 def _streak_text(streaks: tuple[tuple[int, int], ...]) -> str:
-    listed = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in streaks[:MAX_LISTED_STREAKS]) or "none"
+    listed = spans_text(streaks[:MAX_LISTED_STREAKS]) or "none"
     more = len(streaks) - MAX_LISTED_STREAKS
     return listed + (f" and {more:,} more streaks" if more > 0 else "")
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from trajlens.steps import spans_text, steps_text
 
 
 @dataclass(frozen=True)
@@ -63,21 +64,6 @@ def _metric(store: Any, run_id: str, name: str) -> pl.DataFrame:
             .select("step", "value").sort("step").collect())
 
 
-def _spans(steps: list[int]) -> str:
-    spans, start, previous = [], None, None
-    for step in steps:
-        if start is None:
-            start = previous = step
-        elif step == previous + 1:
-            previous = step
-        else:
-            spans.append((start, previous))
-            start = previous = step
-    if start is not None:
-        spans.append((start, previous))
-    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans)
-
-
 def scalar_findings(store: Any, run_id: str) -> list[str]:
     """Learning-rate mismatches, critic clipping and explained variance, as sentences."""
     config = _config(store, run_id)
@@ -95,7 +81,7 @@ def scalar_findings(store: Any, run_id: str) -> list[str]:
         if off.height:
             findings.append(
                 f"{rate.metric} logged at {off['ratio'].median():.2f}x the run's configured {configured:g} on steps "
-                f"{_spans(off['step'].to_list())} ({off.height} of {ratio.height} logged steps)"
+                f"{steps_text(off['step'].to_list())} ({off.height} of {ratio.height} logged steps)"
             )
     grad_norm = _metric(store, run_id, "critic/grad_norm")
     clip = next((_lookup(config, p) for p in CRITIC_GRAD_CLIP_PATHS if _lookup(config, p) is not None), None)
@@ -106,7 +92,7 @@ def scalar_findings(store: Any, run_id: str) -> list[str]:
         findings.append(
             f"critic grad_norm / clip {clip:g}: median {report.median_ratio:.1f}x, clipped on "
             f"{report.clipped_share:.0%} of steps"
-            + (f"; 3+ steps in a row above 30 at {', '.join(f'{a}-{b}' for a, b in report.alarm_runs)}"
+            + (f"; 3+ steps in a row above 30 at {spans_text(report.alarm_runs)}"
                if report.alarm_runs else "")
         )
     explained = _metric(store, run_id, "critic/vf_explained_var")
