@@ -317,7 +317,8 @@ class _CreditStream:
         self.kept = [pl.from_arrow(table) for table in self._steps()]
 
     def _steps(self) -> Iterator[pa.Table]:
-        from trajlens.attribution._advantages import TOKEN_COLUMNS, align_tokens, step_advantages
+        from trajlens.attribution._advantages import align_tokens, step_advantages
+        from trajlens.report.stepwise import TOKEN_COLUMNS
 
         steps, batches = _steps_of(self.trajectories)
         block = max(1, CALLS_PER_BLOCK // max(1, int(self.trajectories["num_turns"].head(batches[0].height).sum() or 1)))

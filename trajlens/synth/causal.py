@@ -38,6 +38,7 @@ from trajlens.errors import ConfigError
 from trajlens.steps import steps_text
 from trajlens.store.layout import RunDirWriter
 from trajlens.synth import commands as cmd
+from trajlens.synth._tokens import VALUE_QUANTUM
 from trajlens.synth.causal_spec import CAUSAL_SCENARIOS, CausalScenario
 from trajlens.synth.generate import SynthResult
 from trajlens.synth.tasks import task_pool
@@ -46,7 +47,6 @@ from trajlens.synth.truth import TRUTH_FILE, TRUTH_FORMAT, _rounded
 CAUSAL_GENERATOR_VERSION = "1"
 LENGTH_SIGMA = 0.3
 """Lognormal sigma of token lengths around each class's medians."""
-VALUE_QUANTUM = 1.0 / 1024.0
 TASK_POOL_SIZE = 400
 CONVERGED_BATCH = 4096
 """Trajectories (or groups) sampled once to set a converged critic's starting level."""
