@@ -61,6 +61,7 @@ from _load import condition  # noqa: E402
 from _memory import release_free_memory, status_bytes  # noqa: E402
 
 from trajlens.estimators import _scan, gae  # noqa: E402
+from trajlens.estimators.reference.verl import gae_loop  # noqa: E402
 
 GAMMA, LAM = 1.0, 0.95
 OBSERVED_SHARE = 0.30
@@ -87,21 +88,6 @@ def make_batch(batch: int, length: int, seed: int = 0, device: str = "cpu"):
     last = length - 1 - mask.flip(1).int().argmax(dim=1)
     rewards[torch.arange(batch), last] = torch.randint(0, 2, (batch,), generator=generator).float() * 2 - 1
     return rewards.to(device), values.to(device), mask.to(device)
-
-
-def gae_loop(token_rewards, values, response_mask, gamma, lam):
-    """verl compute_gae_advantage_return's loop over time (no whitening)."""
-    mask = response_mask.to(values.dtype)
-    nextvalues = 0
-    lastgaelam = 0
-    advantages_reversed = []
-    for t in reversed(range(token_rewards.shape[-1])):
-        delta = token_rewards[:, t] + gamma * nextvalues - values[:, t]
-        lastgaelam_ = delta + gamma * lam * lastgaelam
-        nextvalues = values[:, t] * mask[:, t] + (1 - mask[:, t]) * nextvalues
-        lastgaelam = lastgaelam_ * mask[:, t] + (1 - mask[:, t]) * lastgaelam
-        advantages_reversed.append(lastgaelam)
-    return torch.stack(advantages_reversed[::-1], dim=1)
 
 
 def gae_lfilter(rewards: np.ndarray, values: np.ndarray, mask: np.ndarray, gamma: float, lam: float) -> np.ndarray:
@@ -204,7 +190,7 @@ def measure(batch: int, length: int, device: str, repeats: int, loop_repeats: in
     )
     fast = gae(rewards, values, mask, GAMMA, LAM).advantages
     loop_times = _times(lambda: gae_loop(rewards, values, mask, GAMMA, LAM), loop_repeats, device, warm_up=False)
-    slow = gae_loop(rewards, values, mask, GAMMA, LAM) if length * batch <= 1 << 20 else None
+    slow = gae_loop(rewards, values, mask, GAMMA, LAM).advantages if length * batch <= 1 << 20 else None
     diff = float((fast - slow).abs().max()) if slow is not None else _diff_by_rows(rewards, values, mask, fast)
     if device == "cpu":
         arrays = rewards.numpy(), values.numpy(), mask.numpy()
@@ -220,7 +206,7 @@ def measure(batch: int, length: int, device: str, repeats: int, loop_repeats: in
 def _diff_by_rows(rewards, values, mask, fast) -> float:
     """Largest |fast - loop| computed on a few rows (the loop's cost per step hardly depends on B)."""
     rows = slice(0, 8)
-    slow = gae_loop(rewards[rows], values[rows], mask[rows], GAMMA, LAM)
+    slow = gae_loop(rewards[rows], values[rows], mask[rows], GAMMA, LAM).advantages
     return float((fast[rows] - slow).abs().max())
 
 
@@ -231,8 +217,8 @@ def accuracy(batch: int, length: int, device: str) -> None:
     print(f"{'lambda':>7} {'fast32 - loop32':>16} {'loop32 - exact':>15} {'fast32 - exact':>15} {'max |A|':>8}")
     for lam in (LAM, 1.0):
         fast = gae(rewards, values, mask, GAMMA, lam).advantages.double()
-        loop = gae_loop(rewards, values, mask, GAMMA, lam).double()
-        exact = gae_loop(rewards.double(), values.double(), mask, GAMMA, lam)
+        loop = gae_loop(rewards, values, mask, GAMMA, lam).advantages.double()
+        exact = gae_loop(rewards.double(), values.double(), mask, GAMMA, lam).advantages
         print(
             f"{lam:>7} {float((fast - loop).abs().max()):>16.2e} {float((loop - exact).abs().max()):>15.2e} "
             f"{float((fast - exact).abs().max()):>15.2e} {float(exact.abs().max()):>8.2f}"

@@ -52,22 +52,6 @@ def load_estimators():
     return gae, _scan
 
 
-def gae_loop(token_rewards, values, response_mask, gamma, lam):
-    """verl compute_gae_advantage_return's loop over time (no whitening); returns (A, A + V)."""
-    mask = response_mask.to(values.dtype)
-    nextvalues = 0
-    lastgaelam = 0
-    advantages_reversed = []
-    for t in reversed(range(token_rewards.shape[-1])):
-        delta = token_rewards[:, t] + gamma * nextvalues - values[:, t]
-        lastgaelam_ = delta + gamma * lam * lastgaelam
-        nextvalues = values[:, t] * mask[:, t] + (1 - mask[:, t]) * nextvalues
-        lastgaelam = lastgaelam_ * mask[:, t] + (1 - mask[:, t]) * lastgaelam
-        advantages_reversed.append(lastgaelam)
-    advantages = torch.stack(advantages_reversed[::-1], dim=1)
-    return advantages, advantages + values
-
-
 def make_batch(batch: int, length: int, seed: int = 0, device: str = "cuda"):
     """Rewards, values (float32) and a mask with ~30% observation tokens in spans of ~300."""
     generator = torch.Generator().manual_seed(seed)
@@ -84,6 +68,7 @@ def make_batch(batch: int, length: int, seed: int = 0, device: str = "cuda"):
 def run_tests(gae, scan, device: str = "cuda") -> list[tuple[str, bool]]:
     from trajlens.estimators import _triton
     from trajlens.estimators.gae import discounted_returns
+    from trajlens.estimators.reference.verl import gae_loop
 
     results = []
     for batch, length in ((3, 1), (4, 100), (5, 2047), (3, 2049), (2, 10_000)):
@@ -142,6 +127,8 @@ DRY_RUN_SIZES = ((4, 4096), (4, 131072))
 
 def run_benchmark(gae, scan, device: str = "cuda", sizes=SIZES, loop_size=(64, 32768)) -> list[tuple[str, bool]]:
     import os
+
+    from trajlens.estimators.reference.verl import gae_loop
 
     results = []
     print(f"\n{'B x T':>15} {'fused ms':>9} {'ns/token':>9} {'torch ms':>9} {'clone ms':>9} {'x clone':>8} "

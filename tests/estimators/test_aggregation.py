@@ -59,7 +59,7 @@ def test_unknown_mode():
 @pytest.mark.parametrize("mode", ["token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum",
                                   "seq-mean-token-sum-norm"])
 def test_weights_reproduce_verl_agg_loss(mode):
-    from estimator_reference import agg_loss_verl
+    from trajlens.estimators.reference.verl import agg_loss_verl
 
     generator = torch.Generator().manual_seed(3)
     mask = torch.rand(6, 9, generator=generator) > 0.3
@@ -70,7 +70,7 @@ def test_weights_reproduce_verl_agg_loss(mode):
 
 
 def test_luspo_weights_reproduce_trl_sequence_level_loss():
-    from estimator_reference import luspo_loss_trl
+    from trajlens.estimators.reference.trl import luspo_loss_trl
 
     generator = torch.Generator().manual_seed(4)
     mask = torch.rand(5, 7, generator=generator) > 0.4

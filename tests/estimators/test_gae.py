@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from estimator_reference import gae_loop, returns_loop
+from trajlens.estimators.reference.verl import gae_loop, returns_loop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.testing import assert_close

@@ -6,7 +6,8 @@ import math
 
 import pytest
 import torch
-from estimator_reference import gdpo_trl_loop, gdpo_verl_loop, trl_sum_then_normalize
+from trajlens.estimators.reference.trl import gdpo_trl_loop, trl_sum_then_normalize
+from trajlens.estimators.reference.verl import gdpo_verl_loop
 from torch.testing import assert_close
 
 from trajlens.estimators import EstimatorInputError, gdpo_trl, gdpo_verl, sum_then_normalize
@@ -134,7 +135,7 @@ def test_bit_identical_to_the_reference_trainers():
 
 @pytest.mark.parametrize("seed", range(5))
 def test_trl_v16_unscorable_completions_bit_identical(seed):
-    from estimator_reference import gdpo_trl_loop_v16, trl_sum_then_normalize_v16
+    from trajlens.estimators.reference.trl import gdpo_trl_loop_v16, trl_sum_then_normalize_v16
 
     generator = torch.Generator().manual_seed(seed)
     channels = torch.randint(0, 3, (24, 3), generator=generator).float() / 2

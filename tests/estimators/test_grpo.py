@@ -7,7 +7,8 @@ import math
 import numpy as np
 import polars as pl
 import torch
-from estimator_reference import grpo_loop, rloo_loop, trl_sum_then_normalize
+from trajlens.estimators.reference.trl import trl_sum_then_normalize
+from trajlens.estimators.reference.verl import grpo_loop, rloo_loop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.testing import assert_close

@@ -1,7 +1,7 @@
 """identify_advantages: fixtures whose logged advantages were made under each convention.
 
 The logged advantages are written by the loops transcribed from verl and TRL
-(estimator_reference.py), one training step at a time, in float32 as trainers log them; the
+(trajlens.estimators.reference), one training step at a time, in float32 as trainers log them; the
 verdict must name the convention that made them.
 """
 
@@ -13,16 +13,8 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
-from estimator_reference import (
-    gae_loop,
-    gdpo_trl_loop_v16,
-    gdpo_verl_loop,
-    grpo_loop,
-    masked_whiten,
-    rloo_loop,
-    rloo_trl_loop,
-    trl_sum_then_normalize,
-)
+from trajlens.estimators.reference.trl import gdpo_trl_loop_v16, rloo_trl_loop, trl_sum_then_normalize
+from trajlens.estimators.reference.verl import gae_loop, gdpo_verl_loop, grpo_loop, masked_whiten, rloo_loop
 
 from trajlens.estimators import EstimatorInputError, identify_advantages
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from estimator_reference import gae_loop, returns_loop
+from trajlens.estimators.reference.verl import gae_loop, returns_loop
 from torch.testing import assert_close
 
 from trajlens.estimators import discounted_returns, gae

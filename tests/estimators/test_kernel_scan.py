@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
-from estimator_reference import gae_loop, returns_loop
+from trajlens.estimators.reference.verl import gae_loop, returns_loop
 from torch.testing import assert_close
 
 from trajlens.estimators import EstimatorInputError, discounted_returns, gae

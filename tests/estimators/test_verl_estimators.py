@@ -1,4 +1,4 @@
-"""verl's other estimators against loops transcribed from verl's own code (estimator_reference.py).
+"""verl's other estimators against loops transcribed from verl's own code (trajlens.estimators.reference).
 
 Random batches with observation spans inside responses, groups of one, tied and equal rewards;
 float32 results must be bit-identical to the loop, float64 within rounding.
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from estimator_reference import (
+from trajlens.estimators.reference.trl import rloo_trl_loop
+from trajlens.estimators.reference.verl import (
     gpg_loop,
     grpo_loop,
     grpo_passk_loop,
@@ -17,7 +18,6 @@ from estimator_reference import (
     reinforce_plus_plus_baseline_loop,
     reinforce_plus_plus_loop,
     remax_loop,
-    rloo_trl_loop,
     tir_otb_loop,
 )
 from torch.testing import assert_close

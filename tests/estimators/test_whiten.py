@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from estimator_reference import masked_whiten as verl_masked_whiten
+from trajlens.estimators.reference.verl import masked_whiten as verl_masked_whiten
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from torch.testing import assert_close

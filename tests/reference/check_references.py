@@ -12,7 +12,7 @@ absolute and relative differences. Run it against your own verl version::
 TRL computes its advantages inline in ``GRPOTrainer._generate_and_score_completions`` and
 ``RLOOTrainer``, so no TRL function can be called for them; the script checks TRL's importable
 ``trl.trainer.utils.nanstd`` against trajlens's, and the inline code is covered by loops
-transcribed from it in ``tests/estimators/estimator_reference.py`` (``pytest tests/estimators``).
+transcribed from it in ``trajlens.estimators.reference.trl`` (``pytest tests/estimators``).
 ``pytest tests/reference`` runs this check too, skipped when verl is not installed.
 """
 

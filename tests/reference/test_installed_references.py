@@ -1,7 +1,7 @@
 """The reference check: against an installed verl when there is one, and its plumbing always.
 
 Without verl installed, the check runs against verl's functions as transcribed in
-``tests/estimators/estimator_reference.py`` (same names and signatures), so the script cannot rot
+``trajlens.estimators.reference.verl`` (same names and signatures), so the script cannot rot
 unnoticed.
 """
 
@@ -16,10 +16,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "estimators"))
 
 import check_references  # noqa: E402
-import estimator_reference as loops  # noqa: E402
+
+import trajlens.estimators.reference.verl as loops  # noqa: E402
 
 
 def _transcribed_core() -> types.SimpleNamespace:

@@ -33,8 +33,6 @@ import pyarrow as pa
 
 from trajlens.attribution.recomputations import TOKEN_ESTIMATORS, Recomputation
 
-TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "token_rewards")
-"""The token arrays attribution reads."""
 
 class Shifted(NamedTuple):
     """Token advantages ``(base - shift) * scale``: a whitened label kept as its raw scan.
@@ -84,7 +82,7 @@ def step_advantages(
 
     Args:
         batch: the step's training trajectories, in the order the outputs use.
-        tokens: the step's token arrays (:data:`TOKEN_COLUMNS`), aligned with ``batch`` by
+        tokens: the step's token arrays (:data:`trajlens.report.stepwise.TOKEN_COLUMNS`), aligned with ``batch`` by
             :func:`align_tokens` when every trajectory has them, else as read (or None).
         recs: the recomputations.
         outcome: per label of an outcome or channel recomputation, its advantages over the run.

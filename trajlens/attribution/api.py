@@ -332,7 +332,8 @@ class CreditStream:
 
     def credit_here(self) -> Iterator[pa.Table]:
         """Credit the steps in this process, classifying calls a block of steps at a time."""
-        from trajlens.attribution._advantages import TOKEN_COLUMNS, align_tokens, step_advantages
+        from trajlens.attribution._advantages import align_tokens, step_advantages
+        from trajlens.run.stepwise import TOKEN_COLUMNS
 
         steps, batches = _steps_of(self.trajectories)
         if not steps:
@@ -506,7 +507,7 @@ def _class_credit(stream: CreditStream, run_id: str, staged: pl.DataFrame) -> pl
 
 def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl.DataFrame, channels: pl.DataFrame,
               stream: CreditStream) -> list[str]:
-    from trajlens.attribution.drift import _ranges
+    from trajlens.steps import steps_text
 
     out = []
     if own.label:
@@ -514,7 +515,7 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
     if own.label:  # counterfactual estimators' streaks are in step_flags, not findings: the run never saw them
         negative = flags.filter((pl.col("estimator") == own.label) & pl.col("all_negative"))["step"].to_list()
         if negative:
-            out.append(f"all-negative batches under the run's estimator ({own.label}) at steps {_ranges(negative)}")
+            out.append(f"all-negative batches under the run's estimator ({own.label}) at steps {steps_text(negative)}")
     out += _length_drift(stream)
     for row in bias.filter(pl.col("aggregation") == aggregation).iter_rows(named=True) if bias.height else []:
         if math.isfinite(row["elasticity_low"]) and (row["elasticity_high"] < -0.2 or row["elasticity_low"] > 0.2):

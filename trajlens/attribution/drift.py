@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.attribution.measures import Z95
+from trajlens.steps import steps_text
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def attribute_drift(
             row = {"primary_class": name, "direction": direction, "share_first": first, "share_last": last,
                    "change_p": p_value, "onset_step": int(onset), "estimator": label, "own": label == own_label,
                    "aggregation": aggregation, "r": r, "r_low": low, "r_high": high, "slope": slope,
-                   "lag_steps": config.k, "pivotal_steps": _ranges(pivotal), "pivot_kind": kind, **window}
+                   "lag_steps": config.k, "pivotal_steps": steps_text(pivotal), "pivot_kind": kind, **window}
             rows.append(row)
             per_estimator.append(row)
         findings.append(_sentence(name, per_estimator, own_label, steps))
@@ -216,16 +217,6 @@ def _window_credit(credit: pl.DataFrame, label: str, name: str, steps: list[int]
     within = np.maximum(squares - total**2 / n, 0.0).sum()
     se = math.sqrt(within) / n.sum()
     return {"window_relative_credit": mean, "window_low": mean - Z95 * se, "window_high": mean + Z95 * se}
-
-
-def _ranges(steps: list[int]) -> str:
-    parts: list[list[int]] = []
-    for s in sorted(steps):
-        if parts and parts[-1][1] == s - 1:
-            parts[-1][1] = s
-        else:
-            parts.append([s, s])
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in parts)
 
 
 def _sentence(name: str, rows: list[dict], own_label: str | None, steps: np.ndarray) -> str:

@@ -31,7 +31,7 @@ import math
 import numpy as np
 import polars as pl
 
-Z95 = 1.959963984540054
+from trajlens.intervals import Z95
 
 
 def fisher_interval(r: float, n: int) -> tuple[float, float]:

@@ -35,7 +35,7 @@ from trajlens.estimators.identify import CANDIDATES as IDENTIFY_CANDIDATES
 from trajlens.estimators.identify import MATCH_TOLERANCE
 # Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step: the same
 # table the report's scalar findings read.
-from trajlens.run.config import LEARNING_RATES
+from trajlens.run.config import CRITIC_GRAD_CLIP_PATHS, LEARNING_RATES, lookup
 
 STAT_COLUMNS: tuple[str, ...] = ("measure", "step", "x", "n", "units", "sxx", "sxn", "snn")
 """Columns of a step-statistics frame (see the module docstring)."""
@@ -115,7 +115,6 @@ LOGGED_ADVANTAGE_CHOICES: tuple[str, ...] = (AUTO_CANDIDATE, *(c.label for c in 
 
 CRITIC_GRAD_NORM = "critic/grad_norm"
 CRITIC_GRAD_CLIP_METRIC = "critic/grad_clip"
-CRITIC_GRAD_CLIP_PATHS: tuple[tuple[str, ...], ...] = (("critic", "grad_clip"), ("critic", "optim", "clip_grad"))
 
 MEASURE_FAMILIES: tuple[MeasureFamily, ...] = (
     MeasureFamily("share", "Calls of a behaviour class / all behaviour calls, pooled over the step's trajectories "
@@ -233,15 +232,6 @@ class ConfigHistory:
     @property
     def has_history(self) -> bool:
         return len(self.entries) > 0
-
-
-def lookup(config: Any, path: Sequence[str]) -> Any:
-    """The value at a key path of a nested dict, or None."""
-    for key in path:
-        if not isinstance(config, dict) or key not in config:
-            return None
-        config = config[key]
-    return config
 
 
 def run_label(config: dict) -> AdvantageLabel | None:

@@ -18,24 +18,9 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from trajlens.checks.evaluate import CheckResult, RunChecks
+from trajlens.steps import steps_text as spans
 
 STATUS_LABELS: dict[str, str] = {"fail": "FAIL", "warn": "WARN", "pass": "pass", "skip": "skip"}
-
-
-def spans(steps: Sequence[int]) -> str:
-    """``1-3, 7, 9-10`` for steps 1, 2, 3, 7, 9, 10."""
-    parts, start, previous = [], None, None
-    for step in sorted(steps):
-        if start is None:
-            start = previous = step
-        elif step == previous + 1:
-            previous = step
-        else:
-            parts.append((start, previous))
-            start = previous = step
-    if start is not None:
-        parts.append((start, previous))
-    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in parts)
 
 
 def render_table(run: RunChecks, width: int = 200) -> str:

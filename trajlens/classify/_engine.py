@@ -20,14 +20,18 @@ from typing import Callable
 import polars as pl
 
 from trajlens.classify import _syntax as sx
-from trajlens.classify.rules import NOT_ACTIONS, PIPE_FILTERS, PRIORITY, SHELL_RULES, WRAPPER_PATTERN, Rule
+from trajlens.classify.rules import (
+    NO_RULE,
+    NOT_ACTIONS,
+    PIPE_FILTERS,
+    PRIORITY,
+    REDIRECT_RULE,
+    SHELL_RULES,
+    WRAPPER_PATTERN,
+    Rule,
+)
 
 _EDIT_PRIORITY = PRIORITY["edit"]
-
-REDIRECT_RULE = "redirect-to-file"
-"""The rule name of an action made an edit by an output redirection (``git diff > f``)."""
-NO_RULE = "no-rule"
-"""The rule name of an action no shell rule matched (class ``other``)."""
 
 
 def _sub(expr: pl.Expr, rewrite: tuple[str, str], *, all_matches: bool = True) -> pl.Expr:

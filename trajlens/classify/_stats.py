@@ -34,8 +34,7 @@ import math
 
 import polars as pl
 
-Z95 = 1.959963984540054
-"""Two-sided 95% standard-normal quantile."""
+from trajlens.intervals import Z95
 
 
 def wilson(x: pl.Expr, n: pl.Expr, z: float = Z95) -> tuple[pl.Expr, pl.Expr]:

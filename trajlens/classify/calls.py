@@ -29,6 +29,7 @@ from trajlens.classify.rules import (
     BEHAVIOUR_CLASSES,
     PATH_ARGUMENT_KEYS,
     SHELL_ARGUMENT_KEYS,
+    SHELL_RULES_SOURCE,
     VERIFICATION_CLASSES,
 )
 from trajlens.classify.tool_map import SHELL, ToolEntry, ToolMapLike, resolve_tool_map
@@ -54,7 +55,6 @@ EXPLAIN_COLUMNS: tuple[str, ...] = ("tool_entry", "decided_by", "rule_source")
     The tool-map file of the entry, or ``trajlens/classify/rules.py`` for shell rules.
 """
 
-SHELL_RULES_SOURCE = "trajlens/classify/rules.py"
 UNMAPPED = "unmapped tool"
 
 _EMPTY = pl.lit([], dtype=pl.List(pl.String))

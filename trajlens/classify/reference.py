@@ -21,18 +21,18 @@ from typing import Any, cast
 
 from trajlens.classify import _syntax as sx
 from trajlens.classify.rules import (
+    NO_RULE,
     NOT_ACTIONS,
     PIPE_FILTERS,
     PRIORITY,
+    REDIRECT_RULE,
     SHELL_ARGUMENT_KEYS,
     SHELL_RULES,
+    SHELL_RULES_SOURCE,
     WRAPPER_PATTERN,
 )
 from trajlens.classify.tool_map import SHELL, ToolEntry, ToolMapLike, resolve_tool_map
 
-SHELL_RULES_SOURCE = "trajlens/classify/rules.py"
-REDIRECT_RULE = "redirect-to-file"
-NO_RULE = "no-rule"
 
 
 @lru_cache(maxsize=4096)

@@ -91,6 +91,13 @@ TEST_RUNNER_CLASSES: tuple[str, ...] = ("test_suite", "test_targeted")
 
 PRIORITY: dict[str, int] = {name: index for index, name in enumerate(BEHAVIOUR_CLASSES)}
 
+SHELL_RULES_SOURCE = "trajlens/classify/rules.py"
+"""Where the shell rules are declared: the ``rule_source`` of a call a shell rule decided."""
+REDIRECT_RULE = "redirect-to-file"
+"""The rule name of an action made an edit by an output redirection (``git diff > f``)."""
+NO_RULE = "no-rule"
+"""The rule name of an action no shell rule matched (class ``other``)."""
+
 
 # --- tool arguments --------------------------------------------------------------------------
 # Which tool decides what is data in the tool maps (trajlens/classify/tool_maps/*.toml, read by

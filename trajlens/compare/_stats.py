@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-Z95 = 1.959963984540054
+from trajlens.intervals import Z95
 
 
 class Estimate(NamedTuple):

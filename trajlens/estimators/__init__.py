@@ -26,6 +26,9 @@ The registry (what each estimator needs, its options, reference and version):
     :data:`ESTIMATOR_REGISTRY`, :func:`estimator_spec`, :class:`EstimatorSpec`, :class:`RunFacts`,
     :func:`run_facts`, :func:`declared_estimators`
 
+Slow loop references transcribed from the trainers (verl, TRL), to check the kernels against:
+    :mod:`trajlens.estimators.reference`
+
 Names are imported on first use: the registry (``trajlens.estimators.registry``) reads without
 torch; every tensor function imports it. ``import trajlens`` imports neither.
 """

@@ -40,7 +40,7 @@ Shapes: B trajectories, T token positions.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import torch
 
@@ -50,15 +50,7 @@ AggregationMode = Literal[
     "token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "dr-grpo",
     "luspo",
 ]
-AGGREGATION_MODES: tuple[str, ...] = (
-    "token-mean",
-    "token-sum",
-    "seq-mean-token-mean",
-    "seq-mean-token-sum",
-    "seq-mean-token-sum-norm",
-    "dr-grpo",
-    "luspo",
-)
+AGGREGATION_MODES: tuple[str, ...] = get_args(AggregationMode)
 AGGREGATION_CONVENTIONS: tuple[str, ...] = ("verl", "verl-pre-5417")
 
 

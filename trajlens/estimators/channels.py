@@ -26,7 +26,8 @@ import torch
 
 from trajlens.estimators import _validate as check
 from trajlens.estimators._groups import group_index, group_max_minus_min
-from trajlens.estimators.grpo import GRPO_EPS, group_normalise
+from trajlens.estimators.epsilons import GRPO_EPS
+from trajlens.estimators.grpo import group_normalise
 
 COLLINEARITY_THRESHOLD = 0.85
 

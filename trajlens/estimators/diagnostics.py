@@ -30,8 +30,8 @@ from typing import Any
 import torch
 
 from trajlens.estimators import _validate as check
+from trajlens.estimators.epsilons import EXPLAINED_VARIANCE_EPS
 
-EXPLAINED_VARIANCE_EPS = 1e-5
 # Bimodality coefficient of a uniform distribution; above it a distribution is read as bimodal.
 BIMODALITY_THRESHOLD = 5.0 / 9.0
 

@@ -40,7 +40,8 @@ import torch
 
 from trajlens.estimators import _validate as check
 from trajlens.estimators._groups import group_index
-from trajlens.estimators.grpo import GRPO_EPS, group_normalise
+from trajlens.estimators.epsilons import GRPO_EPS
+from trajlens.estimators.grpo import group_normalise
 from trajlens.estimators.whiten import masked_whiten
 
 

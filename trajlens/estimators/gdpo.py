@@ -49,7 +49,8 @@ import torch
 
 from trajlens.estimators import _validate as check
 from trajlens.estimators._groups import GroupIndex, group_index, group_mean_std
-from trajlens.estimators.grpo import GRPO_EPS, TRL_EPS, group_normalise
+from trajlens.estimators.epsilons import GRPO_EPS, TRL_EPS
+from trajlens.estimators.grpo import group_normalise
 from trajlens.estimators.whiten import masked_whiten
 
 TRLConvention = Literal["trl", "trl-1.5"]

@@ -27,7 +27,8 @@ import torch
 
 from trajlens.estimators import _validate as check
 from trajlens.estimators._groups import group_mean_std, group_sizes
-from trajlens.estimators.grpo import GRPO_EPS, OutcomeResult, _scores
+from trajlens.estimators.epsilons import GRPO_EPS
+from trajlens.estimators.grpo import OutcomeResult, _scores
 from trajlens.estimators.whiten import masked_whiten
 
 

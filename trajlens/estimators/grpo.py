@@ -47,9 +47,7 @@ import torch
 
 from trajlens.estimators import _validate as check
 from trajlens.estimators._groups import GroupIndex, group_index, group_mean_std, group_sizes
-
-GRPO_EPS = 1e-6
-TRL_EPS = 1e-4
+from trajlens.estimators.epsilons import GRPO_EPS, TRL_EPS
 
 Singleton = Literal["raw", "zero"]
 MaskedRewards = Literal["keep", "drop"]

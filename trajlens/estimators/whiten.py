@@ -22,8 +22,7 @@ from typing import NamedTuple
 import torch
 
 from trajlens.estimators import _validate as check
-
-WHITEN_EPS = 1e-8
+from trajlens.estimators.epsilons import WHITEN_EPS
 
 
 class WhitenResult(NamedTuple):

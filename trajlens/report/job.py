@@ -19,6 +19,7 @@ from trajlens.report.scalars import channel_findings, scalar_findings
 from trajlens.run.choices import (  # noqa: F401 - also imported from here
     ESTIMATOR_CHOICES, EstimatorChoice, advantage_diagnostics, available_estimators, report_advantages,
 )
+from trajlens.steps import spans_text
 from trajlens.store.handle import in_transaction
 
 # Metrics plotted per stage: the r6 collapse signal and the r7 verification shift.
@@ -252,7 +253,7 @@ MAX_LISTED_STREAKS = 20
 
 
 def _streak_text(streaks: tuple[tuple[int, int], ...]) -> str:
-    listed = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in streaks[:MAX_LISTED_STREAKS]) or "none"
+    listed = spans_text(streaks[:MAX_LISTED_STREAKS]) or "none"
     more = len(streaks) - MAX_LISTED_STREAKS
     return listed + (f" and {more:,} more streaks" if more > 0 else "")
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import polars as pl
 
-from trajlens.run.config import LEARNING_RATES, LearningRate, run_config_text  # noqa: F401 - also read from here
+from trajlens.run.config import CRITIC_GRAD_CLIP_PATHS, LEARNING_RATES, LearningRate, lookup, run_config_text  # noqa: F401 - also read from here
+from trajlens.steps import spans_text, steps_text
 
-CRITIC_GRAD_CLIP_PATHS: tuple[tuple[str, ...], ...] = (("critic", "grad_clip"), ("critic", "optim", "clip_grad"))
 RATIO_TOLERANCE = 1e-3
 SATURATED_REL_GAIN = 0.1
 
@@ -30,33 +30,10 @@ def _config(store: Any, run_id: str) -> dict:
     return config if isinstance(config, dict) else {}
 
 
-def _lookup(config: dict, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if not isinstance(config, dict) or key not in config:
-            return None
-        config = config[key]
-    return config
-
-
 def _metric(store: Any, run_id: str, name: str) -> pl.DataFrame:
     return (store.table("step_metrics").filter((pl.col("run_id") == run_id) & (pl.col("name") == name)
                                                & pl.col("value").is_not_null())
             .select("step", "value").sort("step").collect())
-
-
-def _spans(steps: list[int]) -> str:
-    spans, start, previous = [], None, None
-    for step in steps:
-        if start is None:
-            start = previous = step
-        elif step == previous + 1:
-            previous = step
-        else:
-            spans.append((start, previous))
-            start = previous = step
-    if start is not None:
-        spans.append((start, previous))
-    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans)
 
 
 def scalar_findings(store: Any, run_id: str) -> list[str]:
@@ -64,11 +41,11 @@ def scalar_findings(store: Any, run_id: str) -> list[str]:
     config = _config(store, run_id)
     findings = []
     for rate in LEARNING_RATES:
-        configured = _lookup(config, rate.config_path)
+        configured = lookup(config, rate.config_path)
         logged = _metric(store, run_id, rate.metric)
         if not isinstance(configured, (int, float)) or configured <= 0 or logged.is_empty():
             continue
-        warmup = _lookup(config, (*rate.config_path[:-1], "lr_warmup_steps"))
+        warmup = lookup(config, (*rate.config_path[:-1], "lr_warmup_steps"))
         if isinstance(warmup, int) and warmup > 0:
             logged = logged.filter(pl.col("step") > warmup)
         ratio = logged.with_columns((pl.col("value") / configured).alias("ratio"))
@@ -76,10 +53,10 @@ def scalar_findings(store: Any, run_id: str) -> list[str]:
         if off.height:
             findings.append(
                 f"{rate.metric} logged at {off['ratio'].median():.2f}x the run's configured {configured:g} on steps "
-                f"{_spans(off['step'].to_list())} ({off.height} of {ratio.height} logged steps)"
+                f"{steps_text(off['step'].to_list())} ({off.height} of {ratio.height} logged steps)"
             )
     grad_norm = _metric(store, run_id, "critic/grad_norm")
-    clip = next((_lookup(config, p) for p in CRITIC_GRAD_CLIP_PATHS if _lookup(config, p) is not None), None)
+    clip = next((lookup(config, p) for p in CRITIC_GRAD_CLIP_PATHS if lookup(config, p) is not None), None)
     if not grad_norm.is_empty() and isinstance(clip, (int, float)) and clip > 0:
         from trajlens.estimators import critic_grad_clip
 
@@ -87,7 +64,7 @@ def scalar_findings(store: Any, run_id: str) -> list[str]:
         findings.append(
             f"critic grad_norm / clip {clip:g}: median {report.median_ratio:.1f}x, clipped on "
             f"{report.clipped_share:.0%} of steps"
-            + (f"; 3+ steps in a row above 30 at {', '.join(f'{a}-{b}' for a, b in report.alarm_runs)}"
+            + (f"; 3+ steps in a row above 30 at {spans_text(report.alarm_runs)}"
                if report.alarm_runs else "")
         )
     explained = _metric(store, run_id, "critic/vf_explained_var")

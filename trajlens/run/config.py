@@ -4,7 +4,7 @@ with the logged metrics."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import polars as pl
 
@@ -23,6 +23,18 @@ LEARNING_RATES: tuple[LearningRate, ...] = (
 )
 """The learning rates a run logs, each with its place in the config."""
 
+CRITIC_GRAD_CLIP_PATHS: tuple[tuple[str, ...], ...] = (("critic", "grad_clip"), ("critic", "optim", "clip_grad"))
+"""Where a verl-style config keeps the critic's gradient clip, in the order they are looked up."""
+
+
+def lookup(config: Any, path: Sequence[str]) -> Any:
+    """The value at a key path of a nested dict, or None."""
+    for key in path:
+        if not isinstance(config, dict) or key not in config:
+            return None
+        config = config[key]
+    return config
+
 
 def run_config_text(store: Any, run_id: str) -> str | None:
     """The run's logged config (JSON text), read from its ``runs`` row without a query engine."""
@@ -30,4 +42,4 @@ def run_config_text(store: Any, run_id: str) -> str | None:
     return frame["config"][0] if frame.height else None
 
 
-__all__ = ["LEARNING_RATES", "LearningRate", "run_config_text"]
+__all__ = ["CRITIC_GRAD_CLIP_PATHS", "LEARNING_RATES", "LearningRate", "lookup", "run_config_text"]

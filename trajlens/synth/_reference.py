@@ -15,10 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-GRPO_EPS = 1e-6  # verl: added to the unbiased group std
-TRL_EPS = 1e-4  # TRL: added to every std
-WHITEN_EPS = 1e-8  # verl masked_whiten
-EV_EPS = 1e-5  # verl compute_data_metrics: 1 - var(R - V) / (var(R) + 1e-5)
+from trajlens.estimators.epsilons import EXPLAINED_VARIANCE_EPS, GRPO_EPS, TRL_EPS, WHITEN_EPS
 
 
 def explained_variance(returns: np.ndarray, values: np.ndarray) -> float:
@@ -28,7 +25,7 @@ def explained_variance(returns: np.ndarray, values: np.ndarray) -> float:
     """
     if returns.size < 2:
         return float("nan")
-    return float(1.0 - np.var(returns - values, ddof=1) / (np.var(returns, ddof=1) + EV_EPS))
+    return float(1.0 - np.var(returns - values, ddof=1) / (np.var(returns, ddof=1) + EXPLAINED_VARIANCE_EPS))
 
 
 def group_zscore(scores: np.ndarray, groups: np.ndarray, eps: float = GRPO_EPS) -> np.ndarray:

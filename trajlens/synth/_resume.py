@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from trajlens.ingest.config_history import CONFIG_FILE
 from trajlens.schema import SCHEMAS
 from trajlens.store.layout import RunDirWriter
 from trajlens.synth.spec import Scenario
 from trajlens.synth.truth import TruthRecorder
 
 METRICS_FILE = "metrics.jsonl"
-CONFIG_FILE = "config.json"
 UPDATE_NORM = 0.0041  # critic weight-update norm per step at the configured LR (arbitrary units)
 
 

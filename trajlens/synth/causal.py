@@ -35,8 +35,10 @@ import polars as pl
 import pyarrow as pa
 
 from trajlens.errors import ConfigError
+from trajlens.steps import steps_text
 from trajlens.store.layout import RunDirWriter
 from trajlens.synth import commands as cmd
+from trajlens.synth._tokens import VALUE_QUANTUM
 from trajlens.synth.causal_spec import CAUSAL_SCENARIOS, CausalScenario
 from trajlens.synth.generate import SynthResult
 from trajlens.synth.tasks import task_pool
@@ -45,7 +47,6 @@ from trajlens.synth.truth import TRUTH_FILE, TRUTH_FORMAT, _rounded
 CAUSAL_GENERATOR_VERSION = "1"
 LENGTH_SIGMA = 0.3
 """Lognormal sigma of token lengths around each class's medians."""
-VALUE_QUANTUM = 1.0 / 1024.0
 TASK_POOL_SIZE = 400
 CONVERGED_BATCH = 4096
 """Trajectories (or groups) sampled once to set a converged critic's starting level."""
@@ -519,7 +520,7 @@ def causal_readme(directory: Path, truth: dict[str, Any]) -> str:
         lines.append(f"- think share {window('think_share', *first):.2f} over steps {first[0]}-{first[1]}, "
                      f"{window('think_share', *final):.2f} over steps {final[0]}-{final[1]}")
     negative = truth["summary"]["all_negative_steps"]
-    lines.append(f"- all-negative batches under the run's estimator: {_ranges(negative) or 'none'}")
+    lines.append(f"- all-negative batches under the run's estimator: {steps_text(negative) or 'none'}")
     lines.append(f"- mean calls per trajectory {window('mean_calls', *first):.1f} -> {window('mean_calls', *final):.1f}; "
                  f"model tokens {window('mean_model_tokens', *first):.0f} -> {window('mean_model_tokens', *final):.0f}")
     lines.append(f"- mean reward {window('mean_reward', *first):.2f} -> {window('mean_reward', *final):.2f}")
@@ -547,13 +548,3 @@ def causal_index(entries: list[tuple[str, int, dict[str, Any]]]) -> str:
                      f"{truth['sizes']['batch']} | {size / 1e6:.1f} MB |")
     lines += ["", f"Causal runs total: {total / 1e6:.1f} MB.", ""]
     return "\n".join(lines)
-
-
-def _ranges(steps: list[int]) -> str:
-    parts: list[str] = []
-    for s in steps:
-        if parts and int(parts[-1].split("-")[-1]) == s - 1:
-            parts[-1] = f"{parts[-1].split('-')[0]}-{s}"
-        else:
-            parts.append(str(s))
-    return ", ".join(parts)

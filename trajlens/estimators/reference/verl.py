@@ -1,65 +1,116 @@
-"""Slow, obviously-correct loop references, written the way the reference trainers write them.
+"""verl's estimators as loops, transcribed from verl's own code.
 
-Each is a transcription of the trainer's own loop (verl ``core_algos.py`` and
-``torch_functional.py``, TRL ``GRPOTrainer``), kept here so the fast kernels can be checked
-against it on random inputs. Nothing here is fast, and nothing here is imported by trajlens.
+Source: verl v0.9.0, ``verl/trainer/ppo/core_algos.py`` (the advantage estimators and
+``agg_loss``) and ``verl/utils/torch_functional.py`` (``masked_mean``, ``masked_whiten``). Each
+function names the verl function it transcribes; the loops, the order of operations and the
+epsilons are verl's, so a fast kernel that matches verl bit for bit matches these bit for bit.
+
+Departures, shared by all: no ``torch.no_grad`` block and no ``config`` object (its fields are
+arguments); each returns what verl's function returns for the advantages, without the duplicate
+``returns`` where verl returns the advantages twice; verl's error for an empty group is left out
+(a group here always has a member). Per function:
+
+- :func:`gae_loop` leaves out verl's final ``masked_whiten`` (call :func:`masked_whiten`);
+- :func:`returns_loop` is no verl function: it is REINFORCE++'s discounted return with the
+  return carried across observation tokens (trajlens's ``carry`` convention), where verl resets
+  it at every mask-0 token (:func:`reinforce_plus_plus_loop`);
+- :func:`gdpo_verl_loop` takes the reward channels as a (B, K) tensor where verl reads them from
+  ``non_tensor_batch`` and puts each on the response's last token; the last model token is the
+  same position;
+- :func:`grpo_passk_loop` leaves out verl's check that a group has two members or more;
+- :func:`otb_loop` and :func:`tir_otb_loop` take no rollout importance-sampling weights;
+- :func:`agg_loss_verl` is one process (``dp_size`` 1): its counts come from the batch.
+
+Notation: B trajectories, T token positions, K reward channels; ``index`` holds each
+trajectory's group id (verl's ``uid``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
-def gae_loop(token_rewards, values, response_mask, gamma, lam):
-    """verl compute_gae_advantage_return, loop over time, without the final whitening."""
+    GroupIds = Sequence[Hashable] | npt.NDArray[np.object_] | npt.NDArray[Any]
+
+
+class AdvantagesReturns(NamedTuple):
+    """What verl's token-level estimators return: the advantages and the returns, both (B, T)."""
+
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """verl ``verl_F.masked_mean`` over every element: masked positions never leak (0 * NaN)."""
+    valid_values = torch.where(mask.bool(), values, 0.0)
+    return (valid_values * mask).sum() / (mask.sum() + 1e-8)
+
+
+def masked_whiten(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """verl ``verl_F.masked_whiten`` (shift_mean=True) with ``masked_var(unbiased=True)``."""
+    mean = masked_mean(values, mask)
+    centered_values = values - mean
+    variance = masked_mean(centered_values**2, mask)
+    mask_sum = mask.sum()
+    variance = variance * (mask_sum / (mask_sum - 1))  # Bessel's correction over model tokens
+    return (values - mean) * torch.rsqrt(variance + 1e-8)
+
+
+def gae_loop(
+    token_rewards: torch.Tensor, values: torch.Tensor, response_mask: torch.Tensor, gamma: float, lam: float
+) -> AdvantagesReturns:
+    """verl ``compute_gae_advantage_return``, loop over time, without the final whitening.
+
+    Observation tokens (mask 0) carry the next value and the running advantage through unchanged.
+    """
     mask = response_mask.to(values.dtype)
-    nextvalues = 0
-    lastgaelam = 0
+    nextvalues: torch.Tensor | int = 0
+    lastgaelam: torch.Tensor | int = 0
     advantages_reversed = []
     for t in reversed(range(token_rewards.shape[-1])):
-        delta = token_rewards[:, t] + gamma * nextvalues - values[:, t]
-        lastgaelam_ = delta + gamma * lam * lastgaelam
+        delta = token_rewards[:, t] + gamma * nextvalues - values[:, t]  # r_t + gamma V_{t+1} - V_t
+        lastgaelam_ = delta + gamma * lam * lastgaelam  # A_t = delta_t + gamma lambda A_{t+1}
         # skip values and TD-error on observation tokens
         nextvalues = values[:, t] * mask[:, t] + (1 - mask[:, t]) * nextvalues
         lastgaelam = lastgaelam_ * mask[:, t] + (1 - mask[:, t]) * lastgaelam
         advantages_reversed.append(lastgaelam)
     advantages = torch.stack(advantages_reversed[::-1], dim=1)
-    return advantages, advantages + values
+    return AdvantagesReturns(advantages, advantages + values)
 
 
-def returns_loop(token_rewards, response_mask, gamma):
-    """Discounted return-to-go over model tokens, observation tokens carried, by a loop."""
+def returns_loop(token_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Discounted return-to-go over model tokens, observation tokens carried (no verl function)."""
     out = torch.zeros_like(token_rewards)
     running = torch.zeros(token_rewards.shape[0], dtype=token_rewards.dtype)
     for t in reversed(range(token_rewards.shape[1])):
-        updated = token_rewards[:, t] + gamma * running
+        updated = token_rewards[:, t] + gamma * running  # G_t = r_t + gamma G_{t+1}
         running = torch.where(response_mask[:, t], updated, running)
         out[:, t] = running
     return out
 
 
-def masked_mean(values, mask):
-    valid_values = torch.where(mask.bool(), values, 0.0)
-    return (valid_values * mask).sum() / (mask.sum() + 1e-8)
+def grpo_loop(
+    token_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: GroupIds,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+) -> torch.Tensor:
+    """verl ``compute_grpo_outcome_advantage`` (the loop version): (score - mean) / (std + eps).
 
-
-def masked_whiten(values, mask):
-    """verl masked_whiten with masked_var(unbiased=True)."""
-    mean = masked_mean(values, mask)
-    centered_values = values - mean
-    variance = masked_mean(centered_values**2, mask)
-    mask_sum = mask.sum()
-    variance = variance * (mask_sum / (mask_sum - 1))
-    return (values - mean) * torch.rsqrt(variance + 1e-8)
-
-
-def grpo_loop(token_rewards, response_mask, index, epsilon=1e-6, norm_adv_by_std_in_grpo=True):
-    """verl compute_grpo_outcome_advantage (loop version)."""
+    Writes into ``token_rewards.sum(-1)``, a fresh tensor; a group of one gets mean 0, std 1.
+    """
     scores = token_rewards.sum(dim=-1)
-    id2score = defaultdict(list)
-    id2mean, id2std = {}, {}
+    id2score: defaultdict[Hashable, list[torch.Tensor]] = defaultdict(list)
+    id2mean: dict[Hashable, torch.Tensor] = {}
+    id2std: dict[Hashable, torch.Tensor] = {}
     bsz = scores.shape[0]
     for i in range(bsz):
         id2score[index[i]].append(scores[i])
@@ -75,15 +126,15 @@ def grpo_loop(token_rewards, response_mask, index, epsilon=1e-6, norm_adv_by_std
         if norm_adv_by_std_in_grpo:
             scores[i] = (scores[i] - id2mean[index[i]]) / (id2std[index[i]] + epsilon)
         else:
-            scores[i] = scores[i] - id2mean[index[i]]
+            scores[i] = scores[i] - id2mean[index[i]]  # Dr.GRPO
     return scores.unsqueeze(-1) * response_mask
 
 
-def rloo_loop(token_rewards, response_mask, index):
-    """verl compute_rloo_outcome_advantage."""
+def rloo_loop(token_rewards: torch.Tensor, response_mask: torch.Tensor, index: GroupIds) -> torch.Tensor:
+    """verl ``compute_rloo_outcome_advantage``: n / (n - 1) (score - group mean); a group of one keeps its score."""
     scores = token_rewards.sum(dim=-1)
-    id2score = defaultdict(list)
-    id2mean = {}
+    id2score: defaultdict[Hashable, list[torch.Tensor]] = defaultdict(list)
+    id2mean: dict[Hashable, torch.Tensor] = {}
     bsz = scores.shape[0]
     for i in range(bsz):
         id2score[index[i]].append(scores[i])
@@ -101,125 +152,33 @@ def rloo_loop(token_rewards, response_mask, index):
     return scores.unsqueeze(-1) * response_mask
 
 
-def gdpo_verl_loop(channel_scores, response_mask, index, weights):
-    """verl GDPO: per-channel GRPO on token-level scores at the last model token, fuse, whiten."""
+def gdpo_verl_loop(
+    channel_scores: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: GroupIds,
+    weights: Sequence[float] | torch.Tensor,
+) -> torch.Tensor:
+    """verl ``compute_gdpo_outcome_advantage``: per-channel GRPO, weighted sum, whitened.
+
+    ``channel_scores`` (B, K) float32; each channel's score sits on the last model token, in a
+    float32 (B, T) tensor as verl builds it.
+    """
     bsz, length = response_mask.shape
     last = length - 1 - response_mask.flip(1).int().argmax(dim=1)
-    new_advantage = None
-    for k in range(channel_scores.shape[1]):
+
+    def normalized(k: int) -> torch.Tensor:
         token_scores = torch.zeros(bsz, length, dtype=torch.float32)
         token_scores[torch.arange(bsz), last] = channel_scores[:, k]
-        normalized = grpo_loop(token_scores, response_mask, index)
-        if new_advantage is None:
-            new_advantage = weights[k] * normalized
-        else:
-            new_advantage += weights[k] * normalized
+        return grpo_loop(token_scores, response_mask, index)
+
+    new_advantage = weights[0] * normalized(0)  # A = sum_k w_k GRPO(r_k)
+    for k in range(1, channel_scores.shape[1]):
+        new_advantage += weights[k] * normalized(k)
     return masked_whiten(new_advantage, response_mask) * response_mask
 
 
-def trl_nanstd(tensor, dim, keepdim):
-    mean = torch.nanmean(tensor, dim=dim, keepdim=True)
-    variance = torch.nanmean((tensor - mean) ** 2, dim=dim, keepdim=True)
-    count = torch.sum(~torch.isnan(tensor), dim=dim, keepdim=True)
-    correction = count / (count - 1)
-    correction = torch.where(count > 1, correction, torch.full_like(correction, float("nan")))
-    variance *= correction
-    std = torch.sqrt(variance)
-    return std if keepdim else std.squeeze(dim)
-
-
-def gdpo_trl_loop(rewards_per_func, num_generations, reward_weights):
-    """TRL GRPOTrainer before v1.6, multi_objective_aggregation == "normalize_then_sum" (contiguous groups)."""
-    k = rewards_per_func.shape[1]
-    grouped = rewards_per_func.view(-1, num_generations, k)
-    mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
-    std_k = trl_nanstd(grouped, dim=1, keepdim=True) if num_generations > 1 else torch.zeros_like(mean_k)
-    reward_k = (grouped - mean_k) / (std_k + 1e-4)
-    reward_k = reward_k.view(-1, k)
-    rewards = (reward_k * reward_weights.unsqueeze(0)).nansum(dim=1)
-    std_rewards = rewards.std().expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
-    return (rewards - rewards.mean()) / (std_rewards + 1e-4)
-
-
-def trl_sum_then_normalize(rewards_per_func, num_generations, reward_weights, scale_rewards="group"):
-    """TRL GRPOTrainer before v1.6, multi_objective_aggregation == "sum_then_normalize"."""
-    rewards = (rewards_per_func * reward_weights.unsqueeze(0)).nansum(dim=1)
-    mean_grouped_rewards = rewards.view(-1, num_generations).mean(dim=1)
-    mean_grouped_rewards = mean_grouped_rewards.repeat_interleave(num_generations, dim=0)
-    if scale_rewards == "group":
-        if num_generations > 1:
-            std_rewards = rewards.view(-1, num_generations).std(dim=1)
-            std_rewards = std_rewards.repeat_interleave(num_generations, dim=0)
-        else:
-            std_rewards = torch.zeros_like(rewards)
-    else:
-        std_rewards = rewards.std().expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
-    return (rewards - mean_grouped_rewards) / (std_rewards + 1e-4)
-
-
-def gdpo_trl_loop_v16(rewards_per_func, num_generations, reward_weights):
-    """TRL GRPOTrainer v1.6, normalize_then_sum, with unscorable completions (every reward NaN) masked."""
-    unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)
-    k = rewards_per_func.shape[1]
-    grouped = rewards_per_func.view(-1, num_generations, k)
-    mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
-    std_k = trl_nanstd(grouped, dim=1, keepdim=True) if num_generations > 1 else torch.zeros_like(mean_k)
-    reward_k = (grouped - mean_k) / (std_k + 1e-4)
-    reward_k = reward_k.view(-1, k)
-    rewards = (reward_k * reward_weights.unsqueeze(0)).nansum(dim=1)
-    rewards[unscorable_mask] = torch.nan
-    std_rewards = trl_nanstd_all(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
-    advantages = (rewards - torch.nanmean(rewards)) / (std_rewards + 1e-4)
-    return torch.nan_to_num(advantages, nan=0.0)
-
-
-def trl_sum_then_normalize_v16(rewards_per_func, num_generations, reward_weights, scale_rewards="group"):
-    """TRL GRPOTrainer v1.6, sum_then_normalize, with unscorable completions masked."""
-    unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)
-    rewards = (rewards_per_func * reward_weights.unsqueeze(0)).nansum(dim=1)
-    rewards[unscorable_mask] = torch.nan
-    mean_grouped_rewards = torch.nanmean(rewards.view(-1, num_generations), dim=1)
-    mean_grouped_rewards = mean_grouped_rewards.repeat_interleave(num_generations, dim=0)
-    if scale_rewards in ["group", "none"]:
-        if num_generations > 1:
-            std_rewards = trl_nanstd(rewards.view(-1, num_generations), dim=1, keepdim=False)
-            std_rewards = std_rewards.repeat_interleave(num_generations, dim=0)
-        else:
-            std_rewards = torch.zeros_like(rewards)
-    else:
-        std_rewards = trl_nanstd_all(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
-    advantages = rewards - mean_grouped_rewards
-    if scale_rewards != "none":
-        advantages = advantages / (std_rewards + 1e-4)
-    return torch.nan_to_num(advantages, nan=0.0)
-
-
-def trl_nanstd_all(tensor):
-    """TRL nanstd(tensor) with no dim: over every element."""
-    mean = torch.nanmean(tensor)
-    variance = torch.nanmean((tensor - mean) ** 2)
-    count = torch.sum(~torch.isnan(tensor))
-    variance *= count / (count - 1)
-    return torch.sqrt(variance)
-
-
-def rloo_trl_loop(rewards, num_generations, normalize_advantages):
-    """TRL RLOOTrainer (huggingface/trl@00313f2) advantages from summed rewards, contiguous groups."""
-    grouped_rewards = rewards.view(-1, num_generations)
-    grouped_sum = grouped_rewards.sum(dim=1, keepdim=True)
-    if num_generations > 1:
-        baselines = (grouped_sum - grouped_rewards) / (num_generations - 1)
-        baselines = baselines.view(-1)
-        advantages = rewards - baselines
-    else:
-        advantages = torch.zeros_like(rewards)
-    if normalize_advantages:
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-4)
-    return advantages
-
-
-def agg_loss_verl(loss_mat, loss_mask, loss_agg_mode):
-    """verl agg_loss at verl-project/verl@018f23b (one process: dp_size 1, counts from the batch)."""
+def agg_loss_verl(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str) -> torch.Tensor:
+    """verl ``agg_loss`` in one process (``dp_size`` 1, counts from the batch); a scalar."""
     if loss_agg_mode == "token-mean":
         loss = (loss_mat * loss_mask).sum() / loss_mask.sum()
     elif loss_agg_mode == "token-sum":
@@ -241,32 +200,28 @@ def agg_loss_verl(loss_mat, loss_mask, loss_agg_mode):
     return loss
 
 
-def luspo_loss_trl(per_token_loss, mask):
-    """TRL GRPOTrainer loss_type="luspo": (per_token_loss * mask).sum(-1).mean()."""
-    return (per_token_loss * mask).sum(-1).mean()
-
-
-# verl-project/verl@018f23b, verl/trainer/ppo/core_algos.py, transcribed
-
-
-def reinforce_plus_plus_loop(token_level_rewards, response_mask, gamma):
-    """compute_reinforce_plus_plus_outcome_advantage."""
+def reinforce_plus_plus_loop(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float
+) -> AdvantagesReturns:
+    """verl ``compute_reinforce_plus_plus_outcome_advantage``: the return resets at every mask-0 token."""
     returns = torch.zeros_like(token_level_rewards)
-    running_return = 0
+    running_return: torch.Tensor | int = 0
     for t in reversed(range(token_level_rewards.shape[1])):
-        running_return = token_level_rewards[:, t] + gamma * running_return
+        running_return = token_level_rewards[:, t] + gamma * running_return  # G_t = r_t + gamma G_{t+1}
         returns[:, t] = running_return
-        running_return = running_return * response_mask[:, t]
+        running_return = running_return * response_mask[:, t]  # verl: "Reset after EOS"
     advantages = masked_whiten(returns, response_mask)
-    return advantages * response_mask, returns
+    return AdvantagesReturns(advantages * response_mask, returns)
 
 
-def reinforce_plus_plus_baseline_loop(token_level_rewards, response_mask, index):
-    """compute_reinforce_plus_plus_baseline_outcome_advantage."""
+def reinforce_plus_plus_baseline_loop(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: GroupIds
+) -> torch.Tensor:
+    """verl ``compute_reinforce_plus_plus_baseline_outcome_advantage``: score - group mean, whitened."""
     response_length = token_level_rewards.shape[-1]
     scores = token_level_rewards.sum(dim=-1)
-    id2score = defaultdict(list)
-    id2mean = {}
+    id2score: defaultdict[Hashable, list[torch.Tensor]] = defaultdict(list)
+    id2mean: dict[Hashable, torch.Tensor] = {}
     bsz = scores.shape[0]
     for i in range(bsz):
         id2score[index[i]].append(scores[i])
@@ -281,12 +236,18 @@ def reinforce_plus_plus_baseline_loop(token_level_rewards, response_mask, index)
     return masked_whiten(scores, response_mask) * response_mask
 
 
-def grpo_passk_loop(token_level_rewards, response_mask, index, epsilon=1e-6, norm_adv_by_std_in_grpo=True):
-    """compute_grpo_passk_outcome_advantage."""
+def grpo_passk_loop(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: GroupIds,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+) -> torch.Tensor:
+    """verl ``compute_grpo_passk_outcome_advantage``: only the best member, (r_max - r_second) / (std + eps)."""
     scores = token_level_rewards.sum(dim=-1)
     advantages = torch.zeros_like(scores)
-    id2scores = defaultdict(list)
-    id2indices = defaultdict(list)
+    id2scores: defaultdict[Hashable, list[torch.Tensor]] = defaultdict(list)
+    id2indices: defaultdict[Hashable, list[int]] = defaultdict(list)
     for i in range(scores.shape[0]):
         id2scores[index[i]].append(scores[i])
         id2indices[index[i]].append(i)
@@ -294,7 +255,7 @@ def grpo_passk_loop(token_level_rewards, response_mask, index, epsilon=1e-6, nor
         rewards = torch.stack(id2scores[idx])
         topk, topk_idx = torch.topk(rewards, 2)
         r_max, r_second_max = topk[0], topk[1]
-        i_max = id2indices[idx][topk_idx[0].item()]
+        i_max = id2indices[idx][int(topk_idx[0].item())]
         advantage = r_max - r_second_max
         if norm_adv_by_std_in_grpo:
             std = torch.std(rewards)
@@ -303,13 +264,13 @@ def grpo_passk_loop(token_level_rewards, response_mask, index, epsilon=1e-6, nor
     return advantages.unsqueeze(-1) * response_mask
 
 
-def opo_loop(token_level_rewards, response_mask, index):
-    """compute_opo_outcome_advantage."""
+def opo_loop(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: GroupIds) -> torch.Tensor:
+    """verl ``compute_opo_outcome_advantage``: score - sum L r / sum L over the group (L model tokens)."""
     response_length = response_mask.sum(dim=-1)
     scores = token_level_rewards.sum(dim=-1)
-    id2score = defaultdict(list)
-    id2len = defaultdict(list)
-    id2bsl = {}
+    id2score: defaultdict[Hashable, list[torch.Tensor]] = defaultdict(list)
+    id2len: defaultdict[Hashable, list[torch.Tensor]] = defaultdict(list)
+    id2bsl: dict[Hashable, torch.Tensor] = {}
     for i in range(scores.shape[0]):
         id2score[index[i]].append(scores[i])
         id2len[index[i]].append(response_length[i])
@@ -325,11 +286,13 @@ def opo_loop(token_level_rewards, response_mask, index):
     return scores.unsqueeze(-1) * response_mask
 
 
-def gpg_loop(token_level_rewards, response_mask, index, f_norm=1.0):
-    """compute_gpg_outcome_advantage."""
+def gpg_loop(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: GroupIds, f_norm: float = 1.0
+) -> torch.Tensor:
+    """verl ``compute_gpg_outcome_advantage``: alpha (score - group mean) / f_norm, alpha = B / nonzero scores."""
     scores = token_level_rewards.sum(dim=-1)
-    id2score = defaultdict(list)
-    id2mean = {}
+    id2score: defaultdict[Hashable, list[torch.Tensor]] = defaultdict(list)
+    id2mean: dict[Hashable, torch.Tensor] = {}
     bsz = scores.shape[0]
     m = torch.count_nonzero(scores)
     alpha = bsz / m.clamp(min=1)
@@ -345,21 +308,34 @@ def gpg_loop(token_level_rewards, response_mask, index, f_norm=1.0):
     return scores.unsqueeze(-1) * response_mask
 
 
-def remax_loop(token_level_rewards, reward_baselines, response_mask):
-    """compute_remax_outcome_advantage."""
+def remax_loop(
+    token_level_rewards: torch.Tensor, reward_baselines: torch.Tensor, response_mask: torch.Tensor
+) -> AdvantagesReturns:
+    """verl ``compute_remax_outcome_advantage``: reward-to-go minus the greedy response's reward."""
     returns = (token_level_rewards * response_mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
-    return returns - reward_baselines.unsqueeze(-1) * response_mask, returns
+    return AdvantagesReturns(returns - reward_baselines.unsqueeze(-1) * response_mask, returns)
 
 
-def otb_loop(token_level_rewards, response_mask, index, old_log_probs, sum_pi_squared, handle_zero_tail=True,
-             epsilon=1e-8):
-    """compute_optimal_token_baseline_advantage (no rollout IS weights)."""
+def otb_loop(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: GroupIds,
+    old_log_probs: torch.Tensor,
+    sum_pi_squared: torch.Tensor,
+    handle_zero_tail: bool = True,
+    epsilon: float = 1e-8,
+) -> torch.Tensor:
+    """verl ``compute_optimal_token_baseline_advantage``, without rollout importance-sampling weights.
+
+    Per position t of a group, b_t = sum_i R_it W_it / sum_i W_it with W the cumulative
+    1 - 2 pi + sum pi^2 over model tokens.
+    """
     batch_size, _ = token_level_rewards.shape
     returns = (token_level_rewards * response_mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
     pi_t = torch.exp(old_log_probs)
     w_per_timestep = 1 - 2 * pi_t + sum_pi_squared
     w_cumulative = (w_per_timestep * response_mask).cumsum(dim=-1)
-    prompt_groups = defaultdict(list)
+    prompt_groups: defaultdict[Hashable, list[int]] = defaultdict(list)
     for i in range(batch_size):
         prompt_groups[index[i]].append(i)
     baselines = torch.zeros_like(returns)
@@ -387,9 +363,19 @@ def otb_loop(token_level_rewards, response_mask, index, old_log_probs, sum_pi_sq
     return (returns - baselines) * response_mask
 
 
-def tir_otb_loop(token_level_rewards, response_mask, index, old_log_probs, sum_pi_squared, handle_zero_tail=True,
-                 epsilon=1e-8):
-    """compute_multi_turn_optimal_token_baseline_advantage (no rollout IS weights)."""
+def tir_otb_loop(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: GroupIds,
+    old_log_probs: torch.Tensor,
+    sum_pi_squared: torch.Tensor,
+    handle_zero_tail: bool = True,
+    epsilon: float = 1e-8,
+) -> torch.Tensor:
+    """verl ``compute_multi_turn_optimal_token_baseline_advantage``, without rollout importance-sampling weights.
+
+    The optimal token baseline over each row's model tokens compacted to the left.
+    """
     token_returns = (token_level_rewards * response_mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
     pi_t = torch.exp(old_log_probs)
     w_per_timestep = 1 - 2 * pi_t + sum_pi_squared
@@ -403,7 +389,7 @@ def tir_otb_loop(token_level_rewards, response_mask, index, old_log_probs, sum_p
         mask = response_mask[i].bool()
         all_w_values[i, :length] = w_cumulative[i, mask]
         all_returns[i, :length] = token_returns[i, mask]
-    prompt_groups = defaultdict(list)
+    prompt_groups: defaultdict[Hashable, list[int]] = defaultdict(list)
     for i in range(len(response_lengths)):
         prompt_groups[index[i]].append(i)
     baselines = torch.zeros_like(all_returns)
