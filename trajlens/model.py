@@ -63,8 +63,8 @@ class RowType:
 
     def check(self, row: dict[str, Any], where: str, record: str | None = None, field_prefix: str = "") -> None:
         """Raise an InputError when a value does not fit its column (type, range, text)."""
-        from trajlens.ingest import limits
-        from trajlens.ingest._fields import text_problem, type_name
+        from trajlens import limits
+        from trajlens.limits import text_problem, type_name
 
         max_bytes = limits.current().field_bytes
         for name, column in self.columns.items():

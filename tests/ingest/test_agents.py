@@ -519,7 +519,7 @@ def test_action_regex_from_the_log_is_bounded(tmp_path, pattern, note):
     default with a note; a good one (two groups: the first is the action) is used as logged."""
     import time
 
-    from trajlens.ingest import limits
+    from trajlens import limits
     from trajlens.ingest.agents import load_mini_swe_agent_v1
 
     source = next(GEMINI.rglob("*.traj.json"))

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hostile import MINI_V2, Case, _set, corpus  # noqa: E402
 
 from trajlens.errors import InputError  # noqa: E402
-from trajlens.ingest import limits as limits_module  # noqa: E402
+from trajlens import limits as limits_module  # noqa: E402
 from trajlens.ingest import load  # noqa: E402
 from trajlens.ingest.formats import plan  # noqa: E402
 

@@ -14,7 +14,7 @@ loose files).
 agent formats             mini-swe-agent v1/v2, SWE-agent, OpenHands V0/V1, OpenAI chat
 ========================  ==========================================================
 
-How much of a file a loader reads is bounded by :class:`~trajlens.ingest.limits.Limits`
+How much of a file a loader reads is bounded by :class:`~trajlens.limits.Limits`
 (nesting depth, field and record size, time for a log-supplied regex); see ``docs/limits.md``.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from trajlens.errors import InputError, Problem
-from trajlens.ingest.limits import Limits
+from trajlens.limits import Limits
 
 if TYPE_CHECKING:
     from trajlens.ingest.formats import Source
@@ -60,7 +60,7 @@ def detect_source(path: Path) -> str:
 def load(path: Path | str, *, run_id: str | None = None, strict: bool = True,
          limits: Limits | None = None) -> "RunData":
     """Load a non-Parquet source into memory as one run."""
-    from trajlens.ingest import limits as _limits
+    from trajlens import limits as _limits
     from trajlens.ingest.formats import plan
 
     path = Path(path)
@@ -93,10 +93,10 @@ def ingest(
 
     Training-scalar files (JSONL/CSV, TensorBoard event files) join the run loaded from the other sources of the
     same call when there is exactly one; otherwise they form a run of their own. ``limits``
-    bound what one log may make the loaders do (see :mod:`trajlens.ingest.limits`). A run id
+    bound what one log may make the loaders do (see :mod:`trajlens.limits`). A run id
     the store holds for a different source is refused unless ``replace``.
     """
-    from trajlens.ingest import limits as _limits
+    from trajlens import limits as _limits
 
     with _limits.using(limits):
         return _ingest(sources, store, strict=strict, run_id=run_id, progress=progress, replace=replace)

@@ -5,7 +5,7 @@ A log record is JSON someone else wrote. Each field a loader uses is read once t
 :class:`~trajlens.errors.InputError` (file, record, field, what was expected, what was found)
 when it does not fit. An absent key or ``null`` reads as ``None`` unless the field is
 required. JSON text itself is parsed through :func:`parse_json`, which applies the nesting
-and size limits of :mod:`trajlens.ingest.limits` before the parser sees it, so no log can
+and size limits of :mod:`trajlens.limits` before the parser sees it, so no log can
 raise ``RecursionError`` or grow a record past its limit.
 """
 
@@ -17,23 +17,11 @@ from pathlib import Path
 from typing import Any, Hashable, Iterator
 
 from trajlens.errors import InputError
-from trajlens.ingest import limits as _limits
+from trajlens import limits as _limits
+from trajlens.limits import INT32, INT64, text_problem, type_name  # noqa: F401 - loaders read them from here
 
-INT32 = (-(2**31), 2**31 - 1)
-INT64 = (-(2**63), 2**63 - 1)
 
 _MISSING = object()
-
-
-def type_name(value: Any) -> str:
-    """How a JSON value is named in error messages ("a list", "an object", ...)."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer" if INT64[0] <= value <= INT64[1] else f"an integer of {value.bit_length()} bits"
-    return {dict: "an object", list: "a list", str: "a string", float: "a number", type(None): "null"}.get(
-        type(value), type(value).__name__
-    )
 
 
 def as_float(value: int | float) -> float:
@@ -43,17 +31,6 @@ def as_float(value: int | float) -> float:
         return float(value)
     except OverflowError:
         return math.inf
-
-
-def text_problem(value: str, max_bytes: int) -> str | None:
-    """Why ``value`` cannot be stored as text (a lone surrogate, too long), or ``None``."""
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError as error:
-        return f"a lone UTF-16 surrogate at character {error.start}"
-    if size > max_bytes:
-        return f"{size:,} bytes (the field limit is {max_bytes:,}; raise it with --limit field_mb=...)"
-    return None
 
 
 class Fields:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable, Sequence
+
+from trajlens.errors import InputError
 
 SNIFF_BYTES = 65536
 
@@ -70,3 +73,19 @@ def _ends(path: Path) -> tuple[str, str]:
     except OSError:
         return "", ""
     return head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
+
+
+def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"], bool]) -> list[Path]:
+    """The files a loader of row files reads: files named directly, and the files below named
+    folders that ``detect`` recognises (sorted); an InputError when a folder holds none."""
+    given = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    files: list[Path] = []
+    for path in given:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".") and detect(Probe(p)))
+            if not found:
+                raise InputError(str(path), "no files of this format in the directory", found="none")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, parse_json, read_lines
-from trajlens.ingest._probe import Probe
+from trajlens.ingest._probe import Probe, files_of
 from trajlens.model import TRAJECTORY, RunBuilder, RunData
 
 FORMAT = "atropos"
@@ -46,7 +46,6 @@ def load_atropos(paths: Sequence[Path | str] | Path | str, *, run_id: str | None
     """Load Atropos scored-group JSONL files as one run."""
     from trajlens.store.writer import slug
 
-    from trajlens.ingest.formats import files_of
 
     files = files_of(paths, detect)
     name = Path(paths).stem if isinstance(paths, (str, Path)) else files[0].stem

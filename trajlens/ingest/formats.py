@@ -23,7 +23,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple
 
 from trajlens.errors import InputError
 from trajlens.ingest._probe import Probe
@@ -96,22 +96,6 @@ def _registry() -> tuple[Format, ...]:
 def registry() -> tuple[Format, ...]:
     """Every format, in detection order (built on first use: the loaders import pyarrow)."""
     return _registry()
-
-
-def files_of(paths: "Sequence[Path | str] | Path | str", detect: Callable[[Probe], bool]) -> list[Path]:
-    """The files a loader of row files reads: files named directly, and the files below named
-    folders that ``detect`` recognises (sorted); an InputError when a folder holds none."""
-    given = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
-    files: list[Path] = []
-    for path in given:
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".") and detect(Probe(p)))
-            if not found:
-                raise InputError(str(path), "no files of this format in the directory", found="none")
-            files.extend(found)
-        else:
-            files.append(path)
-    return files
 
 
 def by_name(name: str) -> Format:

@@ -31,7 +31,7 @@ from typing import Any, Iterator, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._fields import Fields, dumps, parse_json, read_lines
-from trajlens.ingest._probe import Probe
+from trajlens.ingest._probe import Probe, files_of
 from trajlens.model import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 
 FORMAT = "swe-agent-dataset"
@@ -66,7 +66,6 @@ def load_swe_agent_dataset(paths: Sequence[Path | str] | Path | str, *, run_id: 
     """Load dataset rows (Parquet or JSONL files) as one run."""
     from trajlens.store.writer import slug
 
-    from trajlens.ingest.formats import files_of
 
     files = files_of(paths, detect)
     name = Path(paths).stem if isinstance(paths, (str, Path)) else files[0].stem

@@ -76,7 +76,7 @@ class Found:
 
 def read_text(path: Path) -> str:
     """A whole file as UTF-8 text, within the record size limit."""
-    from trajlens.ingest import limits
+    from trajlens import limits
 
     file = str(path)
     try:

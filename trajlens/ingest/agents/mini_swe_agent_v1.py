@@ -11,7 +11,7 @@ How the harness is matched (``minisweagent.agents.default.DefaultAgent.parse_act
 * actions are ``re.findall(action_regex, content, re.DOTALL)`` with the logged
   ``info.config.agent.action_regex`` or the default ``r"```bash\\s*\\n(.*?)\\n```"``;
   the logged pattern is data, so it runs under the ``regex`` package's timeout
-  (:attr:`~trajlens.ingest.limits.Limits.regex_seconds` per message); a pattern that does not
+  (:attr:`~trajlens.limits.Limits.regex_seconds` per message); a pattern that does not
   compile or runs out of time is replaced by the default one, and the file's problems say so;
 * exactly one match is executed, stripped; any other count raises ``FormatError``.
 
@@ -35,7 +35,7 @@ from typing import Any, Iterator
 import regex
 
 from trajlens.errors import InputError
-from trajlens.ingest import limits
+from trajlens import limits
 from trajlens.ingest.agents import _mini_swe_agent as mini
 from trajlens.ingest.agents._common import TOOL_CALL, FileContext, Probe, Record, dumps, load_run, message_text
 from trajlens.model import RunData

@@ -25,11 +25,13 @@ import contextvars
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 from trajlens.errors import ConfigError
 
 MB = 1 << 20
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
 
 
 @dataclass(frozen=True)
@@ -125,4 +127,26 @@ def json_depth(data: bytes, limit: int | None = None) -> int:
     return int(np.cumsum(steps).max(initial=0))
 
 
-__all__ = ["DEFAULT", "Limits", "current", "json_depth", "using"]
+
+def type_name(value: Any) -> str:
+    """How a JSON value is named in error messages ("a list", "an object", ...)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer" if INT64[0] <= value <= INT64[1] else f"an integer of {value.bit_length()} bits"
+    return {dict: "an object", list: "a list", str: "a string", float: "a number", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def text_problem(value: str, max_bytes: int) -> str | None:
+    """Why ``value`` cannot be stored as text (a lone surrogate, too long), or ``None``."""
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        return f"a lone UTF-16 surrogate at character {error.start}"
+    if size > max_bytes:
+        return f"{size:,} bytes (the field limit is {max_bytes:,}; raise it with --limit field_mb=...)"
+    return None
+
+__all__ = ["DEFAULT", "INT32", "INT64", "Limits", "MB", "current", "json_depth", "text_problem", "type_name", "using"]
