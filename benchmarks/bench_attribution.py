@@ -98,9 +98,9 @@ def _peak_mb() -> float:
 
 
 def recomputations():
-    from trajlens.attribution import Recomputation
+    from trajlens.estimators import EstimatorChoice
 
-    return tuple(Recomputation(label, estimator, options) for label, estimator, options in ESTIMATORS)
+    return tuple(EstimatorChoice(label, estimator, options) for label, estimator, options in ESTIMATORS)
 
 
 def task(kind: str, store_path: str, run_id: str, count: int) -> dict:

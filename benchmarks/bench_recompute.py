@@ -107,7 +107,8 @@ def task(kind: str, store_path: str, run_id: str, steps: list[int]) -> dict:
     import pyarrow.compute as pc
 
     import trajlens
-    from trajlens.report.stepwise import Choice, diagnostics_by_step, read_step
+    from trajlens.estimators import EstimatorChoice
+    from trajlens.report.stepwise import diagnostics_by_step, read_step
 
     import trajlens.estimators._compiled  # noqa: F401  (numba's import, like polars's, is not the work)
 
@@ -120,7 +121,7 @@ def task(kind: str, store_path: str, run_id: str, steps: list[int]) -> dict:
                                             ("trajectory_id", "response_mask", "values", "token_rewards")))
             tokens += int(frame["response_mask"].list.len().sum())
     elif kind == "gae":
-        diagnostics = diagnostics_by_step(store, run_id, [Choice(*c) for c in GAE_CHOICES], steps=steps)
+        diagnostics = diagnostics_by_step(store, run_id, [EstimatorChoice(*c) for c in GAE_CHOICES], steps=steps)
         tokens = -1
         assert diagnostics.height == 2 * len(steps)
     elif kind == "report":

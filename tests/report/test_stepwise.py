@@ -11,14 +11,15 @@ import trajlens
 from trajlens.estimators import recompute
 from trajlens.estimators._compiled import AVAILABLE
 from trajlens.report.advantages import labelled_diagnostics, read_run
-from trajlens.report.stepwise import Choice, diagnostics_by_step, recompute_steps
+from trajlens.estimators import EstimatorChoice
+from trajlens.report.stepwise import diagnostics_by_step, recompute_steps
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="the step-wise GAE needs numba")
 
 CHOICES = [
-    Choice("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
-    Choice("gae_whitened", "gae", {"gamma": 0.99, "lam": 0.95, "whiten": True}),
-    Choice("grpo", "grpo", {}),
+    EstimatorChoice("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
+    EstimatorChoice("gae_whitened", "gae", {"gamma": 0.99, "lam": 0.95, "whiten": True}),
+    EstimatorChoice("grpo", "grpo", {}),
 ]
 
 

@@ -27,9 +27,10 @@ from trajlens.attribution.calls import step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
 from trajlens.attribution.measures import channel_measures, class_summary, length_bias, reward_relevance
 from trajlens.attribution.recomputations import (
-    AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, Recomputation, RunEstimator, own_recomputation,
+    AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, own_recomputation,
 )
 from trajlens.estimators.registry import RunFacts
+from trajlens.estimators.spec import EstimatorChoice
 from trajlens.errors import ConfigError
 
 CALL_CREDIT_COLUMNS: dict[str, pl.DataType] = {
@@ -64,7 +65,7 @@ class AttributionResult:
 
     run_id: str
     own: RunEstimator
-    recomputations: tuple[Recomputation, ...]
+    recomputations: tuple[EstimatorChoice, ...]
     aggregations: tuple[str, ...]
     call_credit: pl.LazyFrame
     class_credit: pl.DataFrame
@@ -90,7 +91,7 @@ class AttributionResult:
 def attribute(
     store: Any,
     run_id: str,
-    recomputations: tuple[Recomputation, ...] | None = None,
+    recomputations: tuple[EstimatorChoice, ...] | None = None,
     *,
     aggregations: tuple[str, ...] = AGGREGATIONS,
     drift: DriftConfig = DriftConfig(),
@@ -230,7 +231,7 @@ def _run_facts(store: Any, run_id: str, trajectories: pl.DataFrame, config: Any)
     ), token_rows
 
 
-def _compared_by_default(rec: Recomputation, facts: RunFacts) -> bool:
+def _compared_by_default(rec: EstimatorChoice, facts: RunFacts) -> bool:
     """Token estimators without a flat step kernel only when the run declares them (module docstring
     of :mod:`.recomputations`); every other registry estimator always."""
     from trajlens.attribution._advantages import flat_kernel
@@ -276,7 +277,7 @@ def _token_facts(store: Any, run_id: str) -> tuple[int, frozenset[str]]:
     return rows, frozenset(complete)
 
 
-def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: Recomputation) -> pl.DataFrame:
+def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: EstimatorChoice) -> pl.DataFrame:
     from trajlens.estimators import recompute
 
     result = recompute(trajectories, tokens, rec.estimator, **rec.options)
