@@ -13,7 +13,7 @@ recomputation per step; the default compares them only when the run's config dec
 
 :func:`own_recomputation` finds the one the run trained with: what
 :func:`trajlens.estimators.trained_with` reads from its logged configuration, matched to a
-compared recomputation by label, or by estimator and settings.
+compared recomputation by estimator and settings (:meth:`EstimatorChoice.among`).
 """
 
 from __future__ import annotations
@@ -59,15 +59,11 @@ class RunEstimator:
 def own_recomputation(estimator: str | None, config: str | dict[str, Any] | None,
                       recomputations: tuple[EstimatorChoice, ...], identified: Any = None) -> RunEstimator:
     """The recomputation a run trained with, from ``runs.estimator`` and ``runs.config`` (read by
-    :func:`trajlens.estimators.trained_with`, or its ``identified`` verdict): the one of the same
-    label, else one of the same estimator and settings; None when none is."""
+    :func:`trajlens.estimators.trained_with`, or its ``identified`` verdict): the recomputation
+    of the same estimator and settings, preferring one of the same label; None when none is."""
     trained = trained_with(config, estimator, identified)
-    label = None
-    if trained.choice is not None:
-        own = trained.choice
-        label = next((r.label for r in recomputations if r.label == own.label), None) or next(
-            (r.label for r in recomputations if r.estimator == own.estimator and r.settings() == own.settings()), None)
-    return RunEstimator(label, trained.aggregation, trained.aggregation_logged)
+    own = trained.choice.among(recomputations) if trained.choice is not None else None
+    return RunEstimator(own.label if own is not None else None, trained.aggregation, trained.aggregation_logged)
 
 
 def parse_recomputations(pairs: list[str], options: dict[str, dict[str, Any]]) -> tuple[EstimatorChoice, ...]:

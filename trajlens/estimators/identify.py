@@ -158,7 +158,7 @@ def identify_advantages(
         fits.append(_fit(candidate, logged, recomputed, unit))
     # among equally close candidates, the one the config says the run trained with comes first
     declared = trained_with(config).choice
-    ranked = tuple(sorted(fits, key=lambda f: (f.max_abs_diff, f.median_abs_diff, not _same(f.candidate, declared))))
+    ranked = tuple(sorted(fits, key=lambda f: (f.max_abs_diff, f.median_abs_diff, not f.candidate.computes_as(declared))))
     best = ranked[0]
     if not math.isfinite(best.max_abs_diff):
         reasons = "; ".join(f"{f.candidate.label}: {f.error}" for f in ranked[:3])
@@ -169,11 +169,6 @@ def identify_advantages(
     departures = pl.DataFrame() if matched else _departures(paired, tolerance * scale)
     steps = paired.group_by("step").agg(pl.col("diff").max().alias("max_abs_diff"), pl.len().alias("n")).sort("step")
     return Identification(best, ranked, matched, tolerance * scale, unit, equivalent, departures, steps)
-
-
-def _same(candidate: EstimatorChoice, other: EstimatorChoice | None) -> bool:
-    """Whether two choices recompute the same thing (same estimator, same settings)."""
-    return other is not None and candidate.estimator == other.estimator and candidate.settings() == other.settings()
 
 
 def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[pl.DataFrame, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -128,6 +128,15 @@ class EstimatorChoice:
     def missing(self, facts: RunFacts) -> list[str]:
         """What the run lacks for this estimator (the registry entry's inputs); empty when it applies."""
         return self.spec().missing(facts)
+
+    def computes_as(self, other: EstimatorChoice | None) -> bool:
+        """Whether ``other`` recomputes the same advantages: the same estimator and settings."""
+        return other is not None and other.estimator == self.estimator and other.settings() == self.settings()
+
+    def among(self, choices: Iterable[EstimatorChoice]) -> EstimatorChoice | None:
+        """Of ``choices``, the one that computes as this one, preferring one of the same label."""
+        same = [choice for choice in choices if self.computes_as(choice)]
+        return next((c for c in same if c.label == self.label), same[0] if same else None)
 
     @property
     def needs(self) -> str:

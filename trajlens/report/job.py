@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple
 
 import polars as pl
 
+from trajlens.estimators.spec import EstimatorChoice
 from trajlens.report import plots
 from trajlens.report.scalars import channel_findings, run_config_text, scalar_findings
 from trajlens.store.handle import in_transaction
@@ -30,32 +31,10 @@ STAGE_PLOT_METRICS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class EstimatorChoice:
-    """One recomputation the report makes: a registry estimator under a label, with options."""
-
-    label: str
-    estimator: str
-    options: dict[str, Any]
-
-    @property
-    def needs(self) -> str:
-        """The input class in one word, from the registry: ``values`` (critic values),
-        ``channels_with_lengths``, ``channels``, ``tokens`` or ``groups``."""
-        from trajlens.estimators.registry import Input, estimator_spec
-
-        inputs = estimator_spec(self.estimator).inputs
-        if Input.CRITIC_VALUES in inputs:
-            return "values"
-        if Input.CHANNELS in inputs:
-            return "channels_with_lengths" if Input.TOKEN_COUNTS in inputs else "channels"
-        return "tokens" if inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS) else "groups"
-
-
 def _report_choices() -> tuple[EstimatorChoice, ...]:
     from trajlens.estimators.registry import REPORT_VARIANTS
 
-    return tuple(EstimatorChoice(variant.label, spec.name, dict(variant.options)) for spec, variant in REPORT_VARIANTS)
+    return tuple(variant for _, variant in REPORT_VARIANTS)
 
 
 ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = _report_choices()
