@@ -136,3 +136,9 @@ def test_the_package_exports_every_registry_function():
         name = spec.function.split(":")[1]
         assert name in estimators.__all__, name
         assert getattr(estimators, name) is spec.tensor_function(), name
+
+
+def test_a_registry_name_as_the_estimator_declares_that_entry():
+    assert trained_with({"algorithm": {"adv_estimator": "sum_then_normalize"}}).label == "sum_then_normalize"
+    assert trained_with({}, estimator_column="gdpo_verl").label == "gdpo_verl"
+    assert trained_with({"algorithm": {"adv_estimator": "dr_grpo"}}).label == "dr_grpo"

@@ -5,7 +5,8 @@ One answer that every surface reads: attribution's own estimator, the checks'
 :func:`trained_with` takes it from the run's logged config, through the registry entries'
 ``declared_by`` declarations (verl's ``algorithm.adv_estimator`` with its companion keys, TRL's
 ``scale_rewards`` and ``multi_objective_aggregation``): of the declarations whose every key holds,
-the one of highest weight wins (the most specific; registry order breaks ties). When the config
+the one of highest weight wins (the most specific; registry order breaks ties). An entry's own
+name as ``algorithm.adv_estimator`` declares it too. When the config
 is silent it takes the verdict of :func:`~trajlens.estimators.identify_advantages` on the run's
 logged advantages, when that verdict is a match. It says which of the two it was.
 
@@ -142,11 +143,21 @@ def _declared(config: Mapping[str, Any], estimator_column: str | None) -> tuple[
 
     best: tuple[Declaration, EstimatorSpec] | None = None
     for spec in ESTIMATOR_REGISTRY.values():
-        for declaration in spec.declared_by:
+        for declaration in _declarations(spec):
             if all(value(key) == wanted for key, wanted in declaration.when):
                 if best is None or declaration.weight > best[0].weight:
                     best = (declaration, spec)
     return best
+
+
+def _declarations(spec: EstimatorSpec) -> tuple[Declaration, ...]:
+    """The entry's declarations, and, where none reads its own name under ``algorithm.adv_estimator``
+    (how trajlens's synthetic runs and a ``runs.estimator`` column may name it), that name, under
+    its first report label and below every other declaration."""
+    own = (ESTIMATOR_KEY, spec.name)
+    if any(own in declaration.when for declaration in spec.declared_by):
+        return spec.declared_by
+    return (*spec.declared_by, Declaration((own,), spec.variants()[0].label, rank=0))
 
 
 def _aggregation(config: Mapping[str, Any]) -> tuple[str, bool]:
