@@ -246,7 +246,7 @@ def _token_estimator(
         mask = inputs.mask
         result = tensors(call, batch, inputs)
         advantages, returns, label = result.advantages, result.returns, result.normalisation
-        if call.settings.get("whiten", False):
+        if call.settings.get("whiten"):  # the entries with a whiten option
             whitened = masked_whiten(advantages, mask)
             advantages, label = whitened.advantages, whitened.normalisation
         masked = torch.where(mask, advantages, 0.0)
