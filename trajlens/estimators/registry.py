@@ -52,7 +52,8 @@ from trajlens.estimators.spec import (
 
 __all__ = [
     "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "REPORT_VARIANTS", "Declaration", "EstimatorChoice", "EstimatorSpec",
-    "FlatScan", "InReport", "Input", "Kind", "Option", "RunFacts", "Statistics", "declared_estimators", "estimator_spec", "render_markdown", "render_readme_table",
+    "FlatScan", "InReport", "Input", "Kind", "Option", "RunFacts", "Statistics", "declared_estimators", "estimator_spec",
+    "render_markdown", "render_readme_table",
     "run_facts",
 ]
 
@@ -141,7 +142,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         statistics=Statistics.TRAJECTORIES,
         conventions=(EstimatorChoice("verl_grpo", "grpo", {}, "verl GRPO (group std, eps 1e-6)"),
                      EstimatorChoice("trl_grpo_group", "grpo", {"epsilon": 1e-4, "singleton": "zero"},
-                       "TRL GRPO, scale_rewards=group, eps 1e-4"),
+                                     "TRL GRPO, scale_rewards=group, eps 1e-4"),
                      EstimatorChoice("verl_grpo_eps_1e-4", "grpo", {"epsilon": 1e-4}, "verl GRPO with epsilon 1e-4")),
         declared_by=(_verl("grpo"), Declaration((("scale_rewards", "group"),), "trl_grpo_group"),
                      Declaration((("scale_rewards", "true"),), "trl_grpo_group")),
@@ -195,7 +196,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         conventions=(EstimatorChoice("verl_rloo", "rloo", {}, "verl RLOO"),
                      EstimatorChoice("trl_rloo", "rloo", {"convention": "trl"}, "TRL RLOO"),
                      EstimatorChoice("trl_rloo_normalized", "rloo", {"convention": "trl", "normalize_advantages": True},
-                       "TRL RLOO, normalize_advantages=True")),
+                                     "TRL RLOO, normalize_advantages=True")),
         declared_by=(_verl("rloo"), _verl("rloo_vectorized", "rloo")),
     ),
     EstimatorSpec(
@@ -212,7 +213,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         adapter="returns",
         conventions=(EstimatorChoice("verl_reinforce_pp", "reinforce_plus_plus", {}, "verl REINFORCE++ (return reset at masked tokens)"),
                      EstimatorChoice("reinforce_pp_carry", "reinforce_plus_plus", {"convention": "carry"},
-                       "REINFORCE++ with the return carried across observation spans")),
+                                     "REINFORCE++ with the return carried across observation spans")),
         declared_by=(_verl("reinforce_plus_plus"),),
     ),
     EstimatorSpec(
@@ -243,7 +244,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         report=InReport.WHEN_DECLARED,
         conventions=(EstimatorChoice("verl_grpo_passk", "grpo_passk", {}, "verl GRPO pass@k"),
                      EstimatorChoice("verl_grpo_passk_no_std", "grpo_passk", {"norm_adv_by_std_in_grpo": False},
-                       "verl GRPO pass@k, norm_adv_by_std_in_grpo=False")),
+                                     "verl GRPO pass@k, norm_adv_by_std_in_grpo=False")),
         declared_by=(_verl("grpo_passk"), Declaration(((_ADV, "grpo_passk"), _NO_STD), "verl_grpo_passk_no_std")),
     ),
     EstimatorSpec(
@@ -330,7 +331,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         adapter="channel_tokens",
         conventions=(EstimatorChoice("verl_gdpo", "gdpo_verl", {}, "verl GDPO (token whitening)"),
                      EstimatorChoice("verl_gdpo_no_std", "gdpo_verl", {"divide_by_std": False},
-                       "verl GDPO, norm_adv_by_std_in_grpo=False")),
+                                     "verl GDPO, norm_adv_by_std_in_grpo=False")),
         declared_by=(_verl("gdpo", "gdpo_verl"), Declaration(((_ADV, "gdpo"), _NO_STD), "verl_gdpo_no_std")),
     ),
     EstimatorSpec(
@@ -365,12 +366,12 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_TRL_GRPO,
         statistics=Statistics.TRAJECTORIES,
         conventions=(EstimatorChoice("trl_sum_group", "sum_then_normalize", {"scale_rewards": "group"},
-                       "TRL GRPO on the summed reward functions, scale_rewards=group, eps 1e-4"),
+                                     "TRL GRPO on the summed reward functions, scale_rewards=group, eps 1e-4"),
                      EstimatorChoice("trl_sum_batch", "sum_then_normalize", {"scale_rewards": "batch"},
-                       "TRL GRPO on the summed reward functions, scale_rewards=batch, eps 1e-4"),
+                                     "TRL GRPO on the summed reward functions, scale_rewards=batch, eps 1e-4"),
                      EstimatorChoice("verl_sum_grpo", "sum_then_normalize", {"convention": "verl"}, "verl GRPO on the summed channels"),
                      EstimatorChoice("trl_1.5_grpo_group", "sum_then_normalize", {"convention": "trl-1.5"},
-                       "TRL GRPO before v1.6, scale_rewards=group")),
+                                     "TRL GRPO before v1.6, scale_rewards=group")),
         declared_by=(Declaration((("reward.aggregation", "sum_then_normalize"),), "sum_then_normalize"),),
     ),
     EstimatorSpec(
