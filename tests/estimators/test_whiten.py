@@ -87,7 +87,7 @@ def test_whitening_of_moments_gives_masked_whiten_s_statistics():
     mean = float(chosen.mean())
     whitening = whitening_of_moments(int(mask.sum()), mean, float(((chosen - mean) ** 2).mean()))
     result = masked_whiten(values, mask)
-    # count + 1e-8 is float32 in the tensor path (the eps is lost there), float64 here: 1e-8 / 6 apart
-    assert math.isclose(whitening.mean, float(result.mean), rel_tol=1e-8)
-    assert math.isclose(whitening.scale, float(torch.rsqrt(result.var + 1e-8)), rel_tol=1e-8)
+    # count + 1e-8 is float32 in the tensor path (the eps is lost there), float64 here: ~1e-8 relative apart
+    assert math.isclose(whitening.mean, float(result.mean), rel_tol=1e-7)
+    assert math.isclose(whitening.scale, float(torch.rsqrt(result.var + 1e-8)), rel_tol=1e-7)
     assert math.isnan(whitening_of_moments(1, 2.0, 0.0).scale)
