@@ -20,7 +20,7 @@ kernels
     nothing else; a floor, printed for reference;
 recompute
     recomputation alone, as trajlens recomputes a stored run step by step
-    (:func:`trajlens.report.stepwise.gae_step`, what ``recompute_steps`` yields: one frame per
+    (:func:`trajlens.run.stepwise.gae_step`, what ``recompute_steps`` yields: one frame per
     step and estimator with each trajectory's advantages, token advantages and returns), with
     the same kernels and the same sharing of one scan between the raw and whitened labels;
 attribution
@@ -98,9 +98,9 @@ def _peak_mb() -> float:
 
 
 def recomputations():
-    from trajlens.attribution import Recomputation
+    from trajlens.estimators import EstimatorChoice
 
-    return tuple(Recomputation(label, estimator, options) for label, estimator, options in ESTIMATORS)
+    return tuple(EstimatorChoice(label, estimator, options) for label, estimator, options in ESTIMATORS)
 
 
 def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
@@ -116,7 +116,7 @@ def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
     import trajlens.estimators._compiled  # noqa: F401
     from trajlens.attribution import attribute
     from trajlens.attribution._advantages import TOKEN_COLUMNS, Shifted, align_tokens, step_advantages
-    from trajlens.report.stepwise import read_step, run_steps
+    from trajlens.run.stepwise import read_step, run_steps
 
     store = trajlens.open(store_path)
     steps = run_steps(store, run_id)[:count]
@@ -135,7 +135,7 @@ def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
                     (advantages.base - np.float32(advantages.shift)) * np.float32(advantages.scale)
     elif kind == "recompute":
         from trajlens.attribution._advantages import _zero_values
-        from trajlens.report.stepwise import gae_step, raw_gae
+        from trajlens.run.stepwise import gae_step, raw_gae
 
         trajectories = (store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")
                                                   & pl.col("step").is_in(steps)).collect().sort("step", "trajectory_id"))

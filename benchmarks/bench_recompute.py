@@ -12,12 +12,12 @@ read from ``VmHWM`` after resetting it through ``/proc/self/clear_refs``):
 
 - **scan**: a plain Polars read of the token arrays GAE needs (``response_mask``, ``values``,
   ``token_rewards``), one step partition at a time, nothing computed;
-- **gae**: :func:`trajlens.report.stepwise.diagnostics_by_step` for GAE raw and whitened
+- **gae**: :func:`trajlens.run.stepwise.diagnostics_by_step` for GAE raw and whitened
   (the report's two GAE labels): per-step batch diagnostics over model tokens, every
   trajectory's advantages computed;
 - **report**: the report's computations on those steps, as ``trajlens report`` makes them:
   classify every tool call and the trajectory measures, the stage report from those measures,
-  and :func:`trajlens.report.job.report_advantages` (which estimators the run allows and
+  and :func:`trajlens.run.choices.report_advantages` (which estimators the run allows and
   their per-step diagnostics, in one read of the token arrays).
 
 It prints seconds (best of ``--repeats`` runs, the usual guard on a shared machine),
@@ -107,7 +107,8 @@ def task(kind: str, store_path: str, run_id: str, steps: list[int]) -> dict:
     import pyarrow.compute as pc
 
     import trajlens
-    from trajlens.report.stepwise import Choice, diagnostics_by_step, read_step
+    from trajlens.estimators import EstimatorChoice
+    from trajlens.run.stepwise import diagnostics_by_step, read_step
 
     import trajlens.estimators._compiled  # noqa: F401  (numba's import, like polars's, is not the work)
 
@@ -120,13 +121,13 @@ def task(kind: str, store_path: str, run_id: str, steps: list[int]) -> dict:
                                             ("trajectory_id", "response_mask", "values", "token_rewards")))
             tokens += int(frame["response_mask"].list.len().sum())
     elif kind == "gae":
-        diagnostics = diagnostics_by_step(store, run_id, [Choice(*c) for c in GAE_CHOICES], steps=steps)
+        diagnostics = diagnostics_by_step(store, run_id, [EstimatorChoice(*c) for c in GAE_CHOICES], steps=steps)
         tokens = -1
         assert diagnostics.height == 2 * len(steps)
     elif kind == "report":
         from trajlens.classify import classify_calls, stage_report, trajectory_measures
         from trajlens.classify.stages import CLASSIFY_INPUT
-        from trajlens.report.job import report_advantages
+        from trajlens.run.choices import report_advantages
 
         in_steps = (pl.col("run_id") == run_id) & pl.col("step").is_in(steps)
         calls = classify_calls(store.tool_calls.filter(in_steps).select(CLASSIFY_INPUT))
@@ -243,7 +244,7 @@ def main() -> int:
         args.repeats = 5 if args.quick else 2
     args.work.mkdir(parents=True, exist_ok=True)
     store, run_id = build(args.work, steps_total, args.batch, args.tokens, args.calls)
-    from trajlens.report.stepwise import run_steps
+    from trajlens.run.stepwise import run_steps
 
     import trajlens
 

@@ -121,9 +121,9 @@ def test_cli_attribute_and_its_errors(store, tmp_path):
 
 
 def test_a_token_level_estimator_from_the_registry_credits_calls_by_their_tokens(store):
-    from trajlens.attribution import Recomputation
+    from trajlens.estimators import EstimatorChoice
 
-    found = attribute(store, "causal-r6", (Recomputation("rpp", "reinforce_plus_plus", {}),), write=False)
+    found = attribute(store, "causal-r6", (EstimatorChoice("rpp", "reinforce_plus_plus", {}),), write=False)
     credit = found.class_credit.filter(pl.col("estimator") == "rpp")
     assert credit.height > 0
     # Token arrays were used: no call fell back to its trajectory's advantage.

@@ -10,15 +10,15 @@ import torch
 
 from trajlens.attribution._advantages import Shifted, align_tokens, flat_kernel, step_advantages
 from trajlens.attribution.calls import per_token_weights
-from trajlens.attribution.recomputations import Recomputation
+from trajlens.estimators import EstimatorChoice
 from trajlens.estimators import AGGREGATION_MODES, aggregation_weights, recompute
 from trajlens.estimators._compiled import AVAILABLE
 
 RECS = (
-    Recomputation("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
-    Recomputation("gae_lam", "gae", {"gamma": 0.99, "lam": 0.9, "whiten": True}),
-    Recomputation("reinforce", "reinforce", {"gamma": 0.98}),
-    Recomputation("reinforce_whitened", "reinforce", {"gamma": 1.0, "whiten": True}),
+    EstimatorChoice("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
+    EstimatorChoice("gae_lam", "gae", {"gamma": 0.99, "lam": 0.9, "whiten": True}),
+    EstimatorChoice("reinforce", "reinforce", {"gamma": 0.98}),
+    EstimatorChoice("reinforce_whitened", "reinforce", {"gamma": 1.0, "whiten": True}),
 )
 
 

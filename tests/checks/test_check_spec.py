@@ -102,7 +102,7 @@ def test_measure_tables_in_the_docs_match_the_declarations():
 def test_the_estimator_labels_are_the_registry_s_report_variants():
     from trajlens.checks.measures import ADVANTAGE_LABELS, LABELS, parse_measure
     from trajlens.estimators.registry import ESTIMATOR_REGISTRY, InReport
-    from trajlens.report.job import ESTIMATOR_CHOICES
+    from trajlens.run.choices import ESTIMATOR_CHOICES
 
     expected = [(variant.label, spec.name, dict(variant.options)) for spec in ESTIMATOR_REGISTRY.values()
                 if spec.report is not InReport.NEVER for variant in spec.variants()]

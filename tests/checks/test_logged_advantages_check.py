@@ -120,3 +120,18 @@ def test_an_unknown_candidate_is_a_config_error():
     with pytest.raises(CheckConfigError, match="unknown candidate 'trl_grpo_groups'"):
         parse_checks({"checks": {"c": {"measure": "logged_advantage_diff:trl_grpo_groups", "condition": "threshold",
                                        "above": 1e-5}}}, "test")
+
+
+def test_advantage_checks_of_the_run_s_own_estimator_use_what_identify_found(tmp_path):
+    # a TRL log names no estimator in a config; its logged advantages say TRL GRPO, scale_rewards=group
+    run = write_run(tmp_path / "group-run", "group")
+    result = check(tmp_path, run, "advantage:run:positive_share")
+    assert result.status != "skip", result.reason
+    assert result.outcomes[0].evaluated_steps == STEPS
+
+
+def test_advantage_checks_of_the_run_s_own_estimator_skip_when_identify_finds_none_either(tmp_path):
+    run = write_run(tmp_path / "plain-run", "group", logged=False)
+    result = check(tmp_path, run, "advantage:run:positive_share")
+    assert result.status == "skip"
+    assert "config names no estimator" in result.reason and "no logged advantages" in result.reason

@@ -47,7 +47,7 @@ def test_classify_steps_equal_the_whole_run(store_copy, tmp_path):
                                                     ("reinforce", {})])
 def test_recompute_steps_equal_the_whole_run(engine_store, estimator, options):
     from trajlens.engine.advantages import recompute_diagnostics_on
-    from trajlens.report.advantages import labelled_diagnostics
+    from trajlens.run.recompute import labelled_diagnostics
 
     expected = labelled_diagnostics(trajlens.open(engine_store), RUN_ID, estimator, "label", **options)
     found = recompute_diagnostics_on(LocalEngine(), StoreLocation.of(engine_store), RUN_ID, estimator, "label", options)
@@ -108,7 +108,7 @@ def test_write_derived_with_no_tables_writes_the_schema(tmp_path):
 def test_dynamic_gdpo_runs_step_by_step_with_the_weights_the_whole_run_carries(tmp_path, monkeypatch, options):
     """gdpo_dynamic's moving averages carry from step to step: two passes give the whole run's rows."""
     from trajlens.engine.advantages import carried_averages, recompute_diagnostics_on
-    from trajlens.report.advantages import labelled_diagnostics
+    from trajlens.run.recompute import labelled_diagnostics
 
     trajlens.ingest([REPO / "sample_data" / "multireward"], tmp_path / "store")
     store = trajlens.open(tmp_path / "store")

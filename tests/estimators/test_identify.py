@@ -96,7 +96,7 @@ def test_names_the_outcome_convention_that_made_the_log(convention):
     assert found.matched, found.verdict
     assert found.best.candidate.label == convention, [(f.candidate.label, f.max_abs_diff) for f in found.candidates[:4]]
     assert found.best.max_abs_diff < 1e-6 and found.best.n == trajectories.height
-    assert found.verdict.startswith(found.best.candidate.description + ": max |diff|")
+    assert found.verdict.startswith(found.best.candidate.doc + ": max |diff|")
     assert f"over {trajectories.height} trajectories" in found.verdict
     if convention == "trl_grpo_group":  # with no group of one, verl's rule with eps 1e-4 gives the same
         assert [f.candidate.label for f in found.equivalent] == ["verl_grpo_eps_1e-4"]
@@ -237,4 +237,4 @@ def test_every_candidate_is_a_valid_registry_call():
     assert len(labels) == len(set(labels))
     for candidate in CANDIDATES:
         assert not estimator_spec(candidate.estimator).option_problems(candidate.options), candidate.label
-        assert candidate.description
+        assert candidate.doc

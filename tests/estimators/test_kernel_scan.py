@@ -129,7 +129,7 @@ def test_arrow_lists_round_trip_through_flat_buffers():
 @needs_numba
 def test_moments_match_advantage_stats():
     from trajlens.estimators import advantage_stats
-    from trajlens.report.stepwise import model_token_stats, step_moments
+    from trajlens.run.stepwise import model_token_stats, step_moments
 
     generator = np.random.default_rng(0)
     values = generator.normal(0.3, 2.0, 5000).astype(np.float32)

@@ -74,3 +74,20 @@ def test_fewer_than_two_model_tokens_is_an_error(count):
     mask.view(-1)[:count] = True
     with pytest.raises(EstimatorInputError, match=r"masked_whiten: response_mask of shape \(2, 3\) has [01] model token"):
         masked_whiten(torch.randn(2, 3), mask)
+
+
+def test_whitening_of_moments_gives_masked_whiten_s_statistics():
+    import math
+
+    from trajlens.estimators import masked_whiten, whitening_of_moments
+
+    values = torch.tensor([[0.5, -1.0, 2.0, 7.0], [3.0, 0.25, -2.0, 0.0]], dtype=torch.float64)
+    mask = torch.tensor([[True, True, False, True], [True, True, True, False]])
+    chosen = values[mask]
+    mean = float(chosen.mean())
+    whitening = whitening_of_moments(int(mask.sum()), mean, float(((chosen - mean) ** 2).mean()))
+    result = masked_whiten(values, mask)
+    # count + 1e-8 is float32 in the tensor path (the eps is lost there), float64 here: ~1e-8 relative apart
+    assert math.isclose(whitening.mean, float(result.mean), rel_tol=1e-7)
+    assert math.isclose(whitening.scale, float(torch.rsqrt(result.var + 1e-8)), rel_tol=1e-7)
+    assert math.isnan(whitening_of_moments(1, 2.0, 0.0).scale)

@@ -80,7 +80,7 @@ def test_many_tiny_steps_are_read_in_few_batches(tmp_path):
     assert trajectories.height == 1_000
     assert plan_batches(trajectories, max_steps=256) == [(0, 256), (256, 512), (512, 768), (768, 1_000)]
     started = time.perf_counter()
-    from trajlens.report.job import report_advantages
+    from trajlens.run.choices import report_advantages
 
     advantages = report_advantages(store, "degenerate")
     assert [c.label for c in advantages.choices] == ["gae_raw", "gae_whitened"]

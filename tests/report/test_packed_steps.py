@@ -104,7 +104,7 @@ def _all_rows(directory, table):
 
 def test_a_report_over_packed_steps_matches_one_over_single_steps(tmp_path):
     """The same run, stored packed and one directory per step, reports the same figures."""
-    from trajlens.report.job import report_advantages
+    from trajlens.run.choices import report_advantages
     from trajlens.store.layout import PACK_BYTES
 
     run = built_run("same", steps=12, per_step=3, calls=4)

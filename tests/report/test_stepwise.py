@@ -10,15 +10,16 @@ from polars.testing import assert_frame_equal
 import trajlens
 from trajlens.estimators import recompute
 from trajlens.estimators._compiled import AVAILABLE
-from trajlens.report.advantages import labelled_diagnostics, read_run
-from trajlens.report.stepwise import Choice, diagnostics_by_step, recompute_steps
+from trajlens.run.recompute import labelled_diagnostics, read_run
+from trajlens.estimators import EstimatorChoice
+from trajlens.run.stepwise import diagnostics_by_step, recompute_steps
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="the step-wise GAE needs numba")
 
 CHOICES = [
-    Choice("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
-    Choice("gae_whitened", "gae", {"gamma": 0.99, "lam": 0.95, "whiten": True}),
-    Choice("grpo", "grpo", {}),
+    EstimatorChoice("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
+    EstimatorChoice("gae_whitened", "gae", {"gamma": 0.99, "lam": 0.95, "whiten": True}),
+    EstimatorChoice("grpo", "grpo", {}),
 ]
 
 
@@ -68,7 +69,7 @@ def test_results_are_written_per_step(store, tmp_path):
 
 
 def test_a_trajectory_without_token_arrays_is_named(store, tmp_path):
-    from trajlens.report.stepwise import gae_step, read_step
+    from trajlens.run.stepwise import gae_step, read_step
 
     run_id = store.run_ids()[0]
     trajectories = pl.from_arrow(read_step(store, run_id, "trajectories", 1)).filter(pl.col("split") == "train")

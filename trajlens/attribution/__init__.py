@@ -15,7 +15,7 @@ from trajlens.attribution.api import (
 )
 from trajlens.attribution.drift import DriftConfig
 from trajlens.attribution.recomputations import (
-    AGGREGATIONS, RECOMPUTATIONS, Recomputation, RunEstimator, own_recomputation, parse_recomputations,
+    AGGREGATIONS, RECOMPUTATIONS, RunEstimator, own_recomputation, parse_recomputations,
 )
 from trajlens.attribution.render import attribution_html, attribution_markdown
 
@@ -26,7 +26,6 @@ __all__ = [
     "RECOMPUTATIONS",
     "AttributionResult",
     "DriftConfig",
-    "Recomputation",
     "RunEstimator",
     "attribute",
     "attribution_html",

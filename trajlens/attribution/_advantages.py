@@ -31,7 +31,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from trajlens.attribution.recomputations import TOKEN_ESTIMATORS, Recomputation
+from trajlens.attribution.recomputations import TOKEN_ESTIMATORS
+from trajlens.estimators.spec import EstimatorChoice
 
 
 class Shifted(NamedTuple):
@@ -61,28 +62,26 @@ def align_tokens(batch: pl.DataFrame, tokens: pa.Table | None) -> pa.Table | Non
     return tokens.take(pa.array(order.to_numpy()))
 
 
-def flat_kernel(rec: Recomputation) -> bool:
-    """Whether ``rec`` runs on flat buffers here (compiled kernels available, a supported estimator)."""
+def flat_kernel(rec: EstimatorChoice) -> bool:
+    """Whether ``rec`` runs on flat buffers here: compiled kernels available, and its registry
+    entry's :class:`~trajlens.estimators.registry.FlatScan` holds for its settings."""
     from trajlens.estimators._compiled import AVAILABLE
 
-    if not AVAILABLE:
-        return False
-    if rec.estimator == "gae":
-        return True
-    return rec.estimator == "reinforce" and rec.settings()["convention"] == "carry"
+    scan = rec.spec().flat_scan  # the registry entry says when it is the masked GAE scan
+    return AVAILABLE and scan is not None and scan.applies(rec.settings())
 
 
 def step_advantages(
     batch: pl.DataFrame,
     tokens: pa.Table | None,
-    recs: tuple[Recomputation, ...],
+    recs: tuple[EstimatorChoice, ...],
     outcome: dict[str, pl.DataFrame],
 ) -> list[Any]:
     """Per recomputation, this step's advantages (see the module docstring for the three forms).
 
     Args:
         batch: the step's training trajectories, in the order the outputs use.
-        tokens: the step's token arrays (:data:`trajlens.report.stepwise.TOKEN_COLUMNS`), aligned with ``batch`` by
+        tokens: the step's token arrays (:data:`trajlens.run.stepwise.TOKEN_COLUMNS`), aligned with ``batch`` by
             :func:`align_tokens` when every trajectory has them, else as read (or None).
         recs: the recomputations.
         outcome: per label of an outcome or channel recomputation, its advantages over the run.
@@ -105,29 +104,28 @@ def _is_aligned(batch: pl.DataFrame, tokens: pa.Table) -> bool:
     return len(ids) == batch.height and pl.Series(ids).equals(batch["trajectory_id"])
 
 
-def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: Recomputation, shared: dict) -> np.ndarray | Shifted:
+def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: EstimatorChoice, shared: dict) -> np.ndarray | Shifted:
     from trajlens.run.stepwise import raw_gae, step_moments
 
     settings = rec.settings()  # the registry's defaults, then the recomputation's options
     gamma, whiten = float(settings["gamma"]), bool(settings["whiten"])
-    if rec.estimator == "gae":
+    scan = rec.spec().flat_scan
+    if scan is not None and scan.critic:
         lam = float(settings["lam"])
-        key = ("gae", gamma, lam)
+        key = ("critic", gamma, lam)
         if key not in shared:
             shared[key] = raw_gae(batch, tokens, gamma=gamma, lam=lam)
-    else:  # REINFORCE, carry: GAE with V = 0 and lambda = 1
-        key = ("reinforce", gamma, 1.0)
+    else:  # the returns (REINFORCE, carry): GAE with V = 0 and lambda = 1
+        key = ("returns", gamma, 1.0)
         if key not in shared:
             shared[key] = raw_gae(batch, _zero_values(tokens), gamma=gamma, lam=1.0)
     raw = shared[key]
     advantages = raw.advantages
     if whiten:
-        moments = step_moments(raw.advantages, raw.mask)
-        if moments.count < 2:
-            from trajlens.estimators import _validate as check
+        from trajlens.estimators.whiten import require_two_tokens
 
-            raise check.EstimatorInputError(f"masked_whiten: a step has {moments.count} model tokens; "
-                                            "whitening needs at least two")
+        moments = step_moments(raw.advantages, raw.mask)
+        require_two_tokens("masked_whiten", moments.count, "a step")
         # verl masked_whiten: A' = (A - mean) * rsqrt(var + 1e-8) over the step's model tokens
         return Shifted(advantages, moments.whitening_mean, moments.whitening_scale)
     return advantages
@@ -147,7 +145,7 @@ def _zero_values(tokens: pa.Table) -> pa.Table:
     return tokens.append_column("values", zeros)
 
 
-def _framed(batch: pl.DataFrame, tokens: pa.Table | None, rec: Recomputation) -> pl.DataFrame | None:
+def _framed(batch: pl.DataFrame, tokens: pa.Table | None, rec: EstimatorChoice) -> pl.DataFrame | None:
     from trajlens.estimators import recompute
 
     if tokens is None or tokens.num_rows == 0:

@@ -27,8 +27,9 @@ from trajlens.attribution.calls import step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
 from trajlens.attribution.measures import channel_measures, class_summary, length_bias, reward_relevance
 from trajlens.attribution.recomputations import (
-    AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, Recomputation, RunEstimator, own_recomputation,
+    AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, own_recomputation,
 )
+from trajlens.estimators.spec import EstimatorChoice
 from trajlens.errors import ConfigError
 from trajlens.estimators.registry import RunFacts
 from trajlens.run.facts import stored_facts
@@ -70,7 +71,7 @@ class AttributionResult:
 
     run_id: str
     own: RunEstimator
-    recomputations: tuple[Recomputation, ...]
+    recomputations: tuple[EstimatorChoice, ...]
     aggregations: tuple[str, ...]
     call_credit: pl.LazyFrame
     class_credit: pl.DataFrame
@@ -96,7 +97,7 @@ class AttributionResult:
 def attribute(
     store: Any,
     run_id: str,
-    recomputations: tuple[Recomputation, ...] | None = None,
+    recomputations: tuple[EstimatorChoice, ...] | None = None,
     *,
     aggregations: tuple[str, ...] = AGGREGATIONS,
     drift: DriftConfig = DriftConfig(),
@@ -209,7 +210,7 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
     return result
 
 
-def _compared_by_default(rec: Recomputation, facts: RunFacts) -> bool:
+def _compared_by_default(rec: EstimatorChoice, facts: RunFacts) -> bool:
     """Token estimators without a flat step kernel only when the run declares them (module docstring
     of :mod:`.recomputations`); every other registry estimator always."""
     from trajlens.attribution._advantages import flat_kernel
@@ -217,7 +218,7 @@ def _compared_by_default(rec: Recomputation, facts: RunFacts) -> bool:
     return rec.estimator not in TOKEN_ESTIMATORS or flat_kernel(rec) or rec.estimator in facts.declared
 
 
-def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: Recomputation) -> pl.DataFrame:
+def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: EstimatorChoice) -> pl.DataFrame:
     from trajlens.estimators import recompute
 
     result = recompute(trajectories, tokens, rec.estimator, **rec.options)
@@ -234,7 +235,7 @@ class CreditStep:
     step's tables (``call_credit`` rows, class sums, flags), reading the step through a
     :class:`~trajlens.run.reader.RunReader`. Picklable, so an engine runs it anywhere."""
 
-    recs: tuple[Recomputation, ...]
+    recs: tuple[EstimatorChoice, ...]
     outcome: dict[str, pl.DataFrame]
     """Advantages of the outcome estimators, recomputed once on the run's trajectories."""
     modes: tuple[str, ...]

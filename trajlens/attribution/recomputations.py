@@ -1,6 +1,6 @@
 """Which estimator recomputations attribution compares, read from the estimator registry.
 
-Each :class:`Recomputation` is a label, an estimator of
+Each recomputation is an :class:`~trajlens.estimators.EstimatorChoice`: a label, an estimator of
 :data:`trajlens.estimators.registry.ESTIMATOR_REGISTRY` and its options for
 :func:`trajlens.estimators.recompute`. The default table :data:`RECOMPUTATIONS` is the registry
 itself: every estimator under each of its labelled variants (the report's labels and options,
@@ -11,49 +11,29 @@ without a flat step kernel (:func:`trajlens.attribution._advantages.flat_kernel`
 recomputation per step; the default compares them only when the run's config declares them
 (name them with ``--estimator`` to add them).
 
-:func:`own_recomputation` finds the one the run trained with from its logged configuration
-(verl's key layout: ``algorithm.adv_estimator``, ``algorithm.whiten_advantages``,
-``actor_rollout_ref.actor.loss_agg_mode``).
+:func:`own_recomputation` finds the one the run trained with: what
+:func:`trajlens.estimators.trained_with` reads from its logged configuration, matched to a
+compared recomputation by estimator and settings (:meth:`EstimatorChoice.among`).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from trajlens.errors import ConfigError
-from trajlens.estimators.registry import ESTIMATOR_REGISTRY, Input, RunFacts, estimator_spec
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, Input
+from trajlens.estimators.spec import EstimatorChoice
+from trajlens.estimators.trained import trained_with
 
 
-@dataclass(frozen=True)
-class Recomputation:
-    """One estimator recomputation to credit calls under."""
-
-    label: str
-    """Name in every output (``estimator`` column)."""
-    estimator: str
-    """Name in :data:`trajlens.estimators.registry.ESTIMATOR_REGISTRY`."""
-    options: dict[str, Any] = field(default_factory=dict)
-    """Keyword options of :func:`trajlens.estimators.recompute` (the registry's defaults otherwise)."""
-    doc: str = ""
-
-    def settings(self) -> dict[str, Any]:
-        """Every option as the recomputation uses it: the registry's defaults, then ``options``."""
-        return {**estimator_spec(self.estimator).defaults(), **self.options}
-
-    def missing(self, facts: RunFacts) -> list[str]:
-        """What the run lacks for this estimator (the registry entry's inputs); empty when it applies."""
-        return estimator_spec(self.estimator).missing(facts)
-
-
-def registry_recomputations() -> tuple[Recomputation, ...]:
+def registry_recomputations() -> tuple[EstimatorChoice, ...]:
     """Every estimator of the registry under each of its labelled variants, in registry order."""
-    return tuple(Recomputation(variant.label, spec.name, dict(variant.options), spec.summary)
+    return tuple(variant if variant.doc else EstimatorChoice(variant.label, spec.name, dict(variant.options), spec.summary)
                  for spec in ESTIMATOR_REGISTRY.values() for variant in spec.variants())
 
 
-RECOMPUTATIONS: tuple[Recomputation, ...] = registry_recomputations()
+RECOMPUTATIONS: tuple[EstimatorChoice, ...] = registry_recomputations()
 """Every recomputation attribution compares by default, where the run's data allows it (see the
 module docstring for the token-level estimators without a flat step kernel)."""
 
@@ -77,30 +57,16 @@ class RunEstimator:
 
 
 def own_recomputation(estimator: str | None, config: str | dict[str, Any] | None,
-                      recomputations: tuple[Recomputation, ...]) -> RunEstimator:
-    """The recomputation a run trained with, from ``runs.estimator`` and ``runs.config``."""
-    if isinstance(config, str):
-        try:
-            config = json.loads(config or "{}")
-        except json.JSONDecodeError:
-            config = {}
-    config = config if isinstance(config, dict) else {}
-    algorithm = config.get("algorithm", {}) if isinstance(config.get("algorithm"), dict) else {}
-    name = algorithm.get("adv_estimator") or estimator
-    agg = ((config.get("actor_rollout_ref") or {}).get("actor") or {}).get("loss_agg_mode")
-    label = None
-    if name == "gae":
-        whiten = algorithm.get("whiten_advantages", True)
-        wanted = "gae_whitened" if whiten else "gae_raw"
-        label = next((r.label for r in recomputations if r.label == wanted), None)
-    elif name is not None:
-        label = next((r.label for r in recomputations if r.estimator == name and r.label == name), None)
-        label = label or next((r.label for r in recomputations if r.estimator == name and not r.options), None)
-        label = label or next((r.label for r in recomputations if r.estimator == name), None)
-    return RunEstimator(label, agg if isinstance(agg, str) else "token-mean", isinstance(agg, str))
+                      recomputations: tuple[EstimatorChoice, ...], identified: Any = None) -> RunEstimator:
+    """The recomputation a run trained with, from ``runs.estimator`` and ``runs.config`` (read by
+    :func:`trajlens.estimators.trained_with`, or its ``identified`` verdict): the recomputation
+    of the same estimator and settings, preferring one of the same label; None when none is."""
+    trained = trained_with(config, estimator, identified)
+    own = trained.choice.among(recomputations) if trained.choice is not None else None
+    return RunEstimator(own.label if own is not None else None, trained.aggregation, trained.aggregation_logged)
 
 
-def parse_recomputations(pairs: list[str], options: dict[str, dict[str, Any]]) -> tuple[Recomputation, ...]:
+def parse_recomputations(pairs: list[str], options: dict[str, dict[str, Any]]) -> tuple[EstimatorChoice, ...]:
     """``LABEL=NAME`` pairs with their options (``{label: {name: value}}``) as recomputations."""
     from trajlens.estimators import ESTIMATORS
 
@@ -114,7 +80,7 @@ def parse_recomputations(pairs: list[str], options: dict[str, dict[str, Any]]) -
             continue
         given = dict(options.get(label, {}))
         problems += [f"--option for {label!r}: {problem}" for problem in ESTIMATOR_REGISTRY[name].option_problems(given)]
-        out.append(Recomputation(label, name, given, f"{name} {given}"))
+        out.append(EstimatorChoice(label, name, given, f"{name} {given}"))
     labels = [r.label for r in out]
     problems += [f"--estimator label {label!r} given twice" for label in sorted({x for x in labels if labels.count(x) > 1})]
     problems += [f"--option for {label!r}, which no --estimator names" for label in options if label not in labels]

@@ -78,7 +78,8 @@ def load_attribution(store: Any, run_id: str) -> Any | None:
     """The saved :class:`~trajlens.attribution.AttributionResult` of ``run_id``; None when there is none."""
     from trajlens.attribution.api import AttributionResult
     from trajlens.attribution.measures import channel_measures
-    from trajlens.attribution.recomputations import Recomputation, RunEstimator
+    from trajlens.attribution.recomputations import RunEstimator
+    from trajlens.estimators.spec import EstimatorChoice
 
     if not is_attributed(store, run_id):
         return None
@@ -87,7 +88,7 @@ def load_attribution(store: Any, run_id: str) -> Any | None:
     for attribute, table in FRAME_TABLES.items():
         frames[attribute] = (store.table(table).filter(pl.col("run_id") == run_id).collect().drop("run_id")
                              if table in store.tables() else pl.DataFrame())
-    recomputations = tuple(Recomputation(label, estimator, json.loads(options))
+    recomputations = tuple(EstimatorChoice(label, estimator, json.loads(options))
                            for label, estimator, options in zip(row["recomputations"], row["estimators"], row["options"]))
     trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
     return AttributionResult(

@@ -106,12 +106,38 @@ class RunState:
         self.notes: dict[str, str] = {}
         """What a measure's computation says beside its values (the logged advantages' verdict)."""
         self.measure_problems: dict[str, str] = {}
-        run = m.run_label(info.history.current)
-        self.run_label = run
-        wanted = [label for label in needs.labels if label != m.RUN_LABEL]
-        if m.RUN_LABEL in needs.labels and run is not None and run.label not in wanted:
-            wanted.append(run.label)
-        self.labels = tuple(m.LABELS[label] for label in wanted)
+        self.run_label = m.run_label(info.history.current)
+        """The estimator the run trained with: from its config, else from its logged advantages."""
+        self.run_label_problem = ""
+        """Why neither its config nor its logged advantages name one."""
+        self._identify_pending = self.run_label is None and m.RUN_LABEL in needs.labels
+        self.labels = tuple(m.LABELS[label] for label in needs.labels if label != m.RUN_LABEL)
+        self._add_run_label()
+
+    def _add_run_label(self) -> None:
+        if m.RUN_LABEL in self.needs.labels and self.run_label is not None:
+            if self.run_label.label not in [label.label for label in self.labels]:
+                self.labels += (self.run_label,)
+
+    def _identify_run_label(self, batch: StepBatch) -> None:
+        """When the config names no estimator: the one :func:`trajlens.estimators.identify_advantages`
+        finds in the first batch's logged advantages, if they match one."""
+        from trajlens.estimators._errors import EstimatorInputError
+        from trajlens.estimators.identify import identify_advantages
+
+        self._identify_pending = False
+        train = batch.trajectories.filter(pl.col("split") == "train")
+        tokens = batch.tokens if batch.tokens.height else None
+        config = self.info.history.current
+        try:
+            found = identify_advantages(train, tokens, config=config)
+        except EstimatorInputError as error:
+            self.run_label_problem = str(error).removeprefix("identify_advantages: ")
+            return
+        self.run_label = m.run_label(config, identified=found)
+        if self.run_label is None:
+            self.run_label_problem = f"its logged advantages match no estimator ({found.verdict})"
+        self._add_run_label()
 
     def add(self, batch: StepBatch) -> list[int]:
         """Compute the measures of a batch of new steps; returns those steps."""
@@ -130,6 +156,8 @@ class RunState:
             parts.append(m.channel_stats(batch.trajectories))
         if sources & {"step_metrics", "learning_rates", "critic_clip"}:
             parts.append(m.metric_stats(batch.step_metrics, self.info.history))
+        if "advantages" in sources and self._identify_pending and batch.trajectories.height:
+            self._identify_run_label(batch)
         if "advantages" in sources and self.labels and batch.trajectories.height:
             stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories, batch.tokens, self.labels,
                                                 self.run_label)
@@ -186,7 +214,8 @@ class RunState:
         if source == "advantages":
             label = name.parameter.split(":")[0]
             if label == m.RUN_LABEL and self.run_label is None:
-                return "the run's config names no estimator trajlens can recompute (algorithm.adv_estimator)"
+                return ("the run's config names no estimator trajlens can recompute (algorithm.adv_estimator)"
+                        + (f", and {self.run_label_problem}" if self.run_label_problem else ""))
             label = self.run_label.label if label == m.RUN_LABEL else label
             if "trajectories" not in self.seen:
                 return "the run has no trajectories"

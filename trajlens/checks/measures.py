@@ -24,7 +24,7 @@ is computed from its own rows only, which is what lets ``--watch`` add steps inc
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import polars as pl
@@ -33,6 +33,7 @@ from trajlens.classify.measures import MEASURES as TRAJECTORY_MEASURES
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.estimators.identify import CANDIDATES as IDENTIFY_CANDIDATES
 from trajlens.estimators.identify import MATCH_TOLERANCE
+from trajlens.estimators.spec import EstimatorChoice
 # Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step: the same
 # table the report's scalar findings read.
 from trajlens.run.config import CRITIC_GRAD_CLIP_PATHS, LEARNING_RATES, lookup
@@ -78,17 +79,7 @@ DIAGNOSTIC_STATS: tuple[str, ...] = (
 ``max_sigma`` is the largest |A - mean| / std over the batch."""
 
 
-@dataclass(frozen=True)
-class AdvantageLabel:
-    """An estimator, with options, under a label that advantage measures name."""
-
-    label: str
-    estimator: str
-    options: dict[str, Any] = field(default_factory=dict)
-    doc: str = ""
-
-
-def _labels_from_registry() -> tuple[AdvantageLabel, ...]:
+def _labels_from_registry() -> tuple[EstimatorChoice, ...]:
     """One label per report variant of the estimator registry (the labels the report uses too)."""
     from trajlens.estimators.registry import REPORT_VARIANTS
 
@@ -96,14 +87,14 @@ def _labels_from_registry() -> tuple[AdvantageLabel, ...]:
     for spec, variant in REPORT_VARIANTS:
         options = ", ".join(f"{k}={v}" for k, v in variant.options.items())
         doc = spec.summary + (f" ({options})" if options and len(spec.variants()) > 1 else "")
-        labels.append(AdvantageLabel(variant.label, spec.name, dict(variant.options), doc))
+        labels.append(replace(variant, doc=doc))
     return tuple(labels)
 
 
-ADVANTAGE_LABELS: tuple[AdvantageLabel, ...] = _labels_from_registry()
+ADVANTAGE_LABELS: tuple[EstimatorChoice, ...] = _labels_from_registry()
 """Estimator labels for ``advantage:<label>:<stat>``, read from the estimator registry's report
 variants (:mod:`trajlens.estimators.registry`); ``run`` means the run's own (see :func:`run_label`)."""
-LABELS: dict[str, AdvantageLabel] = {label.label: label for label in ADVANTAGE_LABELS}
+LABELS: dict[str, EstimatorChoice] = {label.label: label for label in ADVANTAGE_LABELS}
 RUN_LABEL = "run"
 
 
@@ -234,21 +225,15 @@ class ConfigHistory:
         return len(self.entries) > 0
 
 
-def run_label(config: dict) -> AdvantageLabel | None:
-    """The advantage label matching how the run trained, from its verl-style config."""
-    algorithm = config.get("algorithm", {}) if isinstance(config, dict) else {}
-    estimator = algorithm.get("adv_estimator") if isinstance(algorithm, dict) else None
-    if estimator == "gae":
-        return LABELS["gae_whitened" if algorithm.get("whiten_advantages", True) else "gae_raw"]
-    if estimator == "grpo":
-        if algorithm.get("norm_adv") == "batch_std":
-            return LABELS["grpo_batch_std"]
-        if algorithm.get("norm_adv_by_std_in_grpo") is False:
-            return LABELS["dr_grpo"]
-        return LABELS["grpo"]
-    if isinstance(estimator, str) and estimator in LABELS:
-        return LABELS[estimator]
-    return None
+def run_label(config: dict, identified: Any = None) -> EstimatorChoice | None:
+    """The estimator, under its label and options, the run trained with: what
+    :func:`trajlens.estimators.trained_with` reads from its config, or from ``identified`` (an
+    :class:`~trajlens.estimators.identify.Identification` of its logged advantages) when the
+    config is silent. A label of :data:`LABELS` where one recomputes the same thing."""
+    from trajlens.estimators.trained import trained_with
+
+    own = trained_with(config, identified=identified).choice
+    return None if own is None else own.among(ADVANTAGE_LABELS) or own
 
 
 # --- statistics of a batch of steps -----------------------------------------------------------
@@ -371,7 +356,7 @@ def _positive(value: Any) -> bool:
 
 
 def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFrame | None,
-                    labels: Sequence[AdvantageLabel], run: AdvantageLabel | None) -> tuple[pl.DataFrame, list[str]]:
+                    labels: Sequence[EstimatorChoice], run: EstimatorChoice | None) -> tuple[pl.DataFrame, list[str]]:
     """advantage:<label>:<stat> for each label (and advantage:run:<stat> for the run's own).
 
     Returns the statistics and, per label the data cannot give, the reason.
@@ -503,7 +488,7 @@ def render_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["ADVANTAGE_LABELS", "AdvantageLabel", "ConfigHistory", "DIAGNOSTIC_STATS", "LEARNING_RATES",
+__all__ = ["ADVANTAGE_LABELS", "ConfigHistory", "DIAGNOSTIC_STATS", "LEARNING_RATES",
            "MEASURE_FAMILIES", "MeasureFamily", "MeasureName", "STAT_COLUMNS", "parse_measure", "render_markdown",
            "run_label"]
 

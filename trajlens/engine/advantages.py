@@ -24,9 +24,10 @@ from trajlens.engine.base import Engine, StepTables
 from trajlens.run.location import StoreLocation
 from trajlens.engine.writing import save_table
 from trajlens.errors import ConfigError
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY
 
-CARRIES_STATE: frozenset[str] = frozenset({"gdpo_dynamic"})
-"""Estimators whose result at a step depends on earlier steps: they run in two passes."""
+CARRIES_STATE: frozenset[str] = frozenset(name for name, spec in ESTIMATOR_REGISTRY.items() if spec.stateful)
+"""Estimators whose result at a step depends on earlier steps (the registry's ``stateful``): they run in two passes."""
 
 
 def _step_frames(location: StoreLocation, run_id: str, step: int, estimator: str) -> Any:

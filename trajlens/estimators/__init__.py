@@ -7,9 +7,13 @@ estimation and normalisation are separate calls, and each result records its nor
 Notation in docstrings: B trajectories, T token positions, G groups, K reward channels.
 
 Token level, with a critic or none:
-    :func:`gae`, :func:`reinforce`, :func:`discounted_returns`, :func:`masked_whiten`
+    :func:`gae`, :func:`reinforce`, :func:`reinforce_plus_plus`, :func:`discounted_returns`,
+    :func:`masked_whiten`, :func:`whitening_of_moments`
+Token level, baselines per position:
+    :func:`remax`, :func:`optimal_token_baseline`, :func:`tir_optimal_token_baseline`
 Outcome level, group baselines:
-    :func:`grpo`, :func:`dr_grpo`, :func:`grpo_batch_std`, :func:`rloo`
+    :func:`grpo`, :func:`dr_grpo`, :func:`grpo_batch_std`, :func:`rloo`, :func:`grpo_passk`,
+    :func:`opo`, :func:`gpg`, :func:`reinforce_plus_plus_baseline`
 Several reward channels:
     :func:`gdpo_verl`, :func:`gdpo_trl`, :func:`sum_then_normalize`, :func:`gdpo_dynamic`,
     :func:`dynamic_weights`
@@ -24,7 +28,11 @@ Tables:
     (which estimator and convention produced a run's logged advantages)
 The registry (what each estimator needs, its options, reference and version):
     :data:`ESTIMATOR_REGISTRY`, :func:`estimator_spec`, :class:`EstimatorSpec`, :class:`RunFacts`,
-    :func:`run_facts`, :func:`declared_estimators`
+    :func:`run_facts`, :func:`declared_estimators`; :class:`EstimatorChoice` (an estimator under
+    a label, with options)
+What a run trained with:
+    :func:`trained_with` (its estimator as an :class:`EstimatorChoice`, and its loss aggregation,
+    from its config or an identify verdict)
 
 Slow loop references transcribed from the trainers (verl, TRL), to check the kernels against:
     :mod:`trajlens.estimators.reference`
@@ -79,9 +87,19 @@ _EXPORTS: dict[str, str] = {
     "rloo": "grpo",
     "ReinforceResult": "reinforce",
     "reinforce": "reinforce",
+    "reinforce_plus_plus": "reinforce",
+    "reinforce_plus_plus_baseline": "group_variants",
+    "grpo_passk": "group_variants",
+    "opo": "group_variants",
+    "gpg": "group_variants",
+    "TokenBaselineResult": "token_baselines",
+    "remax": "token_baselines",
+    "optimal_token_baseline": "token_baselines",
+    "tir_optimal_token_baseline": "token_baselines",
     "Identification": "identify",
     "identify_advantages": "identify",
     "ESTIMATOR_REGISTRY": "registry",
+    "EstimatorChoice": "spec",
     "EstimatorSpec": "registry",
     "Input": "registry",
     "Option": "registry",
@@ -90,7 +108,12 @@ _EXPORTS: dict[str, str] = {
     "declared_estimators": "registry",
     "estimator_spec": "registry",
     "run_facts": "registry",
+    "AGGREGATION_KEYS": "trained",
+    "TrainedWith": "trained",
+    "trained_with": "trained",
     "WhitenResult": "whiten",
+    "Whitening": "whiten",
+    "whitening_of_moments": "whiten",
     "masked_mean": "whiten",
     "masked_whiten": "whiten",
 }

@@ -8,7 +8,8 @@ no loop over rows; the only Python loop is over steps.
 
 Which estimators exist, which inputs each reads and which options it takes is the estimator
 registry (:mod:`trajlens.estimators.registry`, ``docs/estimators.md``); this module turns its
-entries into tensor calls by their kind. Columns added besides ``advantage`` (one float per
+entries into tensor calls through the adapter each names (:data:`ADAPTERS`: which columns become
+which tensors), with every option at the registry's default unless given. Columns added besides ``advantage`` (one float per
 trajectory):
 
 Token-level estimators (``gae``, ``reinforce``, ``reinforce_plus_plus``, ``remax``, the optimal
@@ -39,7 +40,8 @@ with ``estimator`` and ``normalisation``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -47,12 +49,8 @@ import pyarrow as pa
 import torch
 
 from trajlens.estimators import _validate as check
-from trajlens.estimators.dynamic import gdpo_dynamic, weight_config
-from trajlens.estimators.gae import gae
-from trajlens.estimators.gdpo import gdpo_trl, gdpo_verl, sum_then_normalize
+from trajlens.estimators.dynamic import weight_config
 from trajlens.estimators.registry import ESTIMATOR_NAMES, ESTIMATOR_REGISTRY, EstimatorSpec, Input, Kind, estimator_spec
-from trajlens.estimators.reinforce import reinforce, reinforce_plus_plus
-from trajlens.estimators.token_baselines import optimal_token_baseline, remax, tir_optimal_token_baseline
 from trajlens.estimators.whiten import masked_whiten
 
 ESTIMATORS: tuple[str, ...] = ESTIMATOR_NAMES
@@ -89,24 +87,21 @@ def recompute(
     problems = spec.option_problems(options)
     if problems:
         raise check.EstimatorInputError(f"{fn}: " + "; ".join(problems))
-    options = dict(options)
+    adapter = _adapter(fn, spec)
+    settings = {**spec.defaults(), **options}  # the registry's defaults, then the caller's options
     frame = trajectories.with_row_index(_ROW)
     needs_tokens = bool(spec.inputs & Input.TOKEN_ARRAYS)
     if needs_tokens or tokens is not None:
         frame = _join_tokens(fn, frame, tokens, required=needs_tokens)
     channel_names: list[str] = []
     if spec.kind is Kind.CHANNEL:
-        frame, channel_names = _channel_columns(fn, frame, options.pop("channels", None))
+        frame, channel_names = _channel_columns(fn, frame, settings.pop("channels", None))
+        settings["channels"] = channel_names
     state: dict[str, torch.Tensor | None] = carry if carry is not None else {}
+    call = _Call(fn, spec, settings, state)
     parts = []
     for batch in frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True):
-        batch = batch.sort(_ROW)
-        if spec.kind is Kind.TOKEN:
-            parts.append(_token_estimator(fn, batch, estimator, options))
-        elif spec.kind is Kind.OUTCOME:
-            parts.append(_outcome_estimator(fn, batch, spec, options))
-        else:
-            parts.append(_channel_estimator(fn, batch, estimator, channel_names, options, state))
+        parts.append(adapter(call, batch.sort(_ROW)))
     out = pl.concat(parts, how="diagonal_relaxed").sort(_ROW)
     keys = frame.select(_ROW, *KEY_COLUMNS)
     return keys.join(out, on=_ROW, how="left").sort(_ROW).drop(_ROW).with_columns(pl.lit(estimator).alias("estimator"))
@@ -162,7 +157,27 @@ def _list_column(name: str, padded: np.ndarray, lengths: np.ndarray) -> pl.Serie
     return pl.Series(name, pa.ListArray.from_arrays(offsets, flat))
 
 
-def _token_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict[str, Any]) -> pl.DataFrame:
+class _Call(NamedTuple):
+    """What every adapter reads besides the step's rows."""
+
+    fn: str
+    """The public function's name, for errors."""
+    spec: EstimatorSpec
+    settings: dict[str, Any]
+    """Every option: the registry's defaults, then the caller's (``channels``: the names, in order)."""
+    state: dict[str, torch.Tensor | None]
+    """What a stateful estimator carries from one step to the next, per run."""
+
+
+class _TokenInputs(NamedTuple):
+    """A step's token arrays, padded: (B, T) ``mask`` and ``rewards``, and each row's length."""
+
+    mask: torch.Tensor
+    rewards: torch.Tensor
+    lengths: np.ndarray
+
+
+def _token_inputs(fn: str, batch: pl.DataFrame) -> _TokenInputs:
     ids = batch["trajectory_id"]
     mask_np, lengths = _padded(batch["response_mask"], np.bool_, False)
     width = mask_np.shape[1]
@@ -183,56 +198,76 @@ def _token_estimator(fn: str, batch: pl.DataFrame, estimator: str, options: dict
     rewards = torch.from_numpy(rewards_np)
     if not has_token_rewards.all():
         rewards = _outcome_on_last_token(fn, batch, rewards, mask, torch.from_numpy(~has_token_rewards))
-    label = "none"
-    whiten = bool(options.get("whiten", False))
-    if estimator == "gae":
-        values = _token_array(fn, batch, "values", "critic values", width, lengths)
-        result: Any = gae(rewards, values, mask, gamma=options.get("gamma", 1.0), lam=options.get("lam", 1.0))
-        advantages, returns = result.advantages, result.returns
-        whiten = bool(options.get("whiten", True))
-    elif estimator == "reinforce":
-        result = reinforce(rewards, mask, gamma=options.get("gamma", 1.0), convention=options.get("convention", "carry"))
-        advantages, returns = result.advantages, result.returns
-    elif estimator == "reinforce_plus_plus":
-        result = reinforce_plus_plus(rewards, mask, gamma=options.get("gamma", 1.0),
-                                     convention=options.get("convention", "reset"))
+    return _TokenInputs(mask, rewards, lengths)
+
+
+def _critic(call: _Call, batch: pl.DataFrame, inputs: _TokenInputs) -> Any:
+    """GAE: the rewards, the critic's ``values`` and the mask."""
+    values = _token_array(call.fn, batch, "values", "critic values", inputs.mask.shape[1], inputs.lengths)
+    return call.spec.tensor_function()(inputs.rewards, values, inputs.mask, gamma=call.settings["gamma"],
+                                       lam=call.settings["lam"])
+
+
+def _returns(call: _Call, batch: pl.DataFrame, inputs: _TokenInputs) -> Any:
+    """The discounted returns (REINFORCE, REINFORCE++): the rewards and the mask."""
+    return call.spec.tensor_function()(inputs.rewards, inputs.mask, gamma=call.settings["gamma"],
+                                       convention=call.settings["convention"])
+
+
+def _baseline_rewards(call: _Call, batch: pl.DataFrame, inputs: _TokenInputs) -> Any:
+    """ReMax: the rewards, the mask and the greedy baseline's reward (``reward_baseline``)."""
+    if "reward_baseline" not in batch.columns or batch["reward_baseline"].null_count():
+        raise check.EstimatorInputError(
+            f"{call.fn}: {call.spec.name} needs the greedy baseline's reward (column reward_baseline of "
+            "trajectories); this log does not carry it, so ReMax cannot be recomputed")
+    baselines = torch.tensor(batch["reward_baseline"].to_numpy(), dtype=inputs.rewards.dtype)
+    return call.spec.tensor_function()(inputs.rewards, inputs.mask, baselines)
+
+
+def _token_baseline(call: _Call, batch: pl.DataFrame, inputs: _TokenInputs) -> Any:
+    """The optimal token baselines: rewards, mask, groups, behaviour log-probs and sum_pi_squared."""
+    width = inputs.mask.shape[1]
+    log_probs = _token_array(call.fn, batch, "log_probs", "behaviour log-probs", width, inputs.lengths)
+    sum_pi_squared = _token_array(call.fn, batch, "sum_pi_squared", "per-token sum_pi_squared (verl "
+                                  "actor.calculate_sum_pi_squared)", width, inputs.lengths)
+    return call.spec.tensor_function()(inputs.rewards, inputs.mask, batch["group_id"], log_probs, sum_pi_squared,
+                                       handle_zero_tail=call.settings["handle_zero_tail"],
+                                       epsilon=call.settings["epsilon"])
+
+
+def _token_estimator(
+    tensors: Callable[[_Call, pl.DataFrame, _TokenInputs], Any]
+) -> Callable[[_Call, pl.DataFrame], pl.DataFrame]:
+    """A token-level adapter: ``tensors`` calls the tensor function on the step's token arrays;
+    the result is whitened when the ``whiten`` option says so, and summarised per trajectory."""
+
+    def adapter(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
+        inputs = _token_inputs(call.fn, batch)
+        mask = inputs.mask
+        result = tensors(call, batch, inputs)
         advantages, returns, label = result.advantages, result.returns, result.normalisation
-    elif estimator == "remax":
-        if "reward_baseline" not in batch.columns or batch["reward_baseline"].null_count():
-            raise check.EstimatorInputError(
-                f"{fn}: remax needs the greedy baseline's reward (column reward_baseline of trajectories); "
-                "this log does not carry it, so ReMax cannot be recomputed")
-        baselines = torch.tensor(batch["reward_baseline"].to_numpy(), dtype=rewards.dtype)
-        token = remax(rewards, mask, baselines)
-        advantages, returns, label = token.advantages, token.returns, token.normalisation
-    else:
-        log_probs = _token_array(fn, batch, "log_probs", "behaviour log-probs", width, lengths)
-        sum_pi_squared = _token_array(fn, batch, "sum_pi_squared", "per-token sum_pi_squared (verl "
-                                      "actor.calculate_sum_pi_squared)", width, lengths)
-        function = optimal_token_baseline if estimator == "optimal_token_baseline" else tir_optimal_token_baseline
-        token = function(rewards, mask, batch["group_id"], log_probs, sum_pi_squared,
-                         handle_zero_tail=options.get("handle_zero_tail", True), epsilon=options.get("epsilon", 1e-8))
-        advantages, returns, label = token.advantages, token.returns, token.normalisation
-    if whiten:
-        whitened = masked_whiten(advantages, mask)
-        advantages, label = whitened.advantages, whitened.normalisation
-    masked = torch.where(mask, advantages, 0.0)
-    counts = mask.sum(dim=1)
-    first = mask.int().argmax(dim=1)
-    last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
-    mean = masked.double().sum(dim=1) / counts
-    return pl.DataFrame(
-        {
-            _ROW: batch[_ROW],
-            "advantage": mean.numpy(),
-            "advantage_first": advantages.gather(1, first[:, None]).squeeze(1).double().numpy(),
-            "advantage_last": advantages.gather(1, last[:, None]).squeeze(1).double().numpy(),
-            "normalisation": [label] * batch.height,
-        }
-    ).with_columns(
-        _list_column("token_advantages", advantages.numpy(), lengths),
-        _list_column("token_returns", returns.numpy(), lengths),
-    )
+        if call.settings.get("whiten"):  # the entries with a whiten option
+            whitened = masked_whiten(advantages, mask)
+            advantages, label = whitened.advantages, whitened.normalisation
+        masked = torch.where(mask, advantages, 0.0)
+        counts = mask.sum(dim=1)
+        first = mask.int().argmax(dim=1)
+        last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
+        mean = masked.double().sum(dim=1) / counts
+        return pl.DataFrame(
+            {
+                _ROW: batch[_ROW],
+                "advantage": mean.numpy(),
+                "advantage_first": advantages.gather(1, first[:, None]).squeeze(1).double().numpy(),
+                "advantage_last": advantages.gather(1, last[:, None]).squeeze(1).double().numpy(),
+                "normalisation": [label] * batch.height,
+            }
+        ).with_columns(
+            _list_column("token_advantages", advantages.numpy(), inputs.lengths),
+            _list_column("token_returns", returns.numpy(), inputs.lengths),
+        )
+
+    return adapter
 
 
 def _token_array(fn: str, batch: pl.DataFrame, column: str, what: str, width: int, lengths: np.ndarray) -> torch.Tensor:
@@ -300,9 +335,12 @@ def _scores(fn: str, batch: pl.DataFrame, source: str) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(rewards_np))
 
 
-def _outcome_estimator(fn: str, batch: pl.DataFrame, spec: EstimatorSpec, options: dict[str, Any]) -> pl.DataFrame:
-    opts = dict(options)
-    scores = _scores(fn, batch, opts.pop("score", "reward"))
+def _outcome_estimator(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
+    """One score per trajectory and its group (with each trajectory's model-token count where the
+    entry needs it) into the tensor function."""
+    fn, spec = call.fn, call.spec
+    opts = dict(call.settings)
+    scores = _scores(fn, batch, opts.pop("score"))
     extra: dict[str, Any] = {}
     if spec.inputs & Input.TOKEN_COUNTS:
         # the score on the first position of a mask with each trajectory's model-token count
@@ -354,46 +392,75 @@ def _channel_columns(fn: str, frame: pl.DataFrame, channels: list[str] | None) -
     return frame, names
 
 
-def _channel_estimator(
-    fn: str,
-    batch: pl.DataFrame,
-    estimator: str,
-    names: list[str],
-    options: dict[str, Any],
-    state: dict[str, torch.Tensor | None],
-) -> pl.DataFrame:
+def _channel_inputs(call: _Call, batch: pl.DataFrame) -> tuple[torch.Tensor, dict[str, Any]]:
+    """(B, K) channel values, and the options with ``weights`` in channel order and ``channels`` dropped."""
+    names = call.settings["channels"]
     columns = [f"__channel_{i}" for i in range(len(names))]
     channels = torch.tensor(batch.select(columns).to_numpy(), dtype=torch.float32)
-    opts = dict(options)
-    weights = opts.pop("weights", None)
-    if isinstance(weights, dict):
-        weights = [float(weights.get(n, 1.0)) for n in names]
-    groups = batch["group_id"]
-    extra: dict[str, Any] = {}
-    if estimator == "gdpo_verl":
-        mask = _count_mask(fn, batch)
-        extra["model_tokens"] = mask.sum(dim=1).numpy()
-        result = gdpo_verl(channels, mask, groups, weights=weights, **opts)
-        sequence, label = result.sequence_advantages, result.normalisation
-    elif estimator == "gdpo_trl":
-        result = gdpo_trl(channels, groups, weights=weights, **opts)
-        sequence, label = result.sequence_advantages, result.normalisation
-    elif estimator == "sum_then_normalize":
-        result = sum_then_normalize(channels, groups, weights=weights, **opts)
-        sequence, label = result.sequence_advantages, result.normalisation
-    else:
-        config = weight_config(fn, opts.pop("config", None) or None)
-        key = str(batch["run_id"][0])
-        mask = _count_mask(fn, batch) if config.batch_normalisation == "token" else None  # type: ignore[assignment]
-        if mask is not None:
-            extra["model_tokens"] = mask.sum(dim=1).numpy()
-        step = gdpo_dynamic(channels, groups, mask, previous_ema=state.get(key), config=config, **opts)
-        state[key] = step.weights.ema_std
-        sequence, label = step.sequence_advantages, step.normalisation
-        extra["channel_weights"] = [step.weights.weights.double().tolist()] * batch.height
+    opts = {k: v for k, v in call.settings.items() if k != "channels"}
+    if isinstance(opts.get("weights"), dict):
+        opts["weights"] = [float(opts["weights"].get(n, 1.0)) for n in names]
+    return channels, opts
+
+
+def _channel_frame(batch: pl.DataFrame, sequence: torch.Tensor, label: str, **extra: Any) -> pl.DataFrame:
     return pl.DataFrame(
         {_ROW: batch[_ROW], "advantage": sequence.double().numpy(), "normalisation": [label] * batch.height, **extra}
     )
+
+
+def _channel_estimator(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
+    """Channel values and groups into the tensor function (GDPO as TRL, the summed channels)."""
+    channels, opts = _channel_inputs(call, batch)
+    result = call.spec.tensor_function()(channels, batch["group_id"], **opts)
+    return _channel_frame(batch, result.sequence_advantages, result.normalisation)
+
+
+def _channel_tokens(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
+    """Channel values, each trajectory's model-token count and groups (GDPO as verl, whitened over tokens)."""
+    channels, opts = _channel_inputs(call, batch)
+    mask = _count_mask(call.fn, batch)
+    result = call.spec.tensor_function()(channels, mask, batch["group_id"], **opts)
+    return _channel_frame(batch, result.sequence_advantages, result.normalisation, model_tokens=mask.sum(dim=1).numpy())
+
+
+def _channel_dynamic(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
+    """Dynamic GDPO: channel values and groups, with the moving averages carried from the run's
+    previous step in ``call.state``."""
+    channels, opts = _channel_inputs(call, batch)
+    config = weight_config(call.fn, opts.pop("config") or None)
+    key = str(batch["run_id"][0])
+    extra: dict[str, Any] = {}
+    mask = _count_mask(call.fn, batch) if config.batch_normalisation == "token" else None
+    if mask is not None:
+        extra["model_tokens"] = mask.sum(dim=1).numpy()
+    step = call.spec.tensor_function()(channels, batch["group_id"], mask, previous_ema=call.state.get(key),
+                                       config=config, **opts)
+    call.state[key] = step.weights.ema_std
+    extra["channel_weights"] = [step.weights.weights.double().tolist()] * batch.height
+    return _channel_frame(batch, step.sequence_advantages, step.normalisation, **extra)
+
+
+ADAPTERS: dict[str, Callable[[_Call, pl.DataFrame], pl.DataFrame]] = {
+    "critic": _token_estimator(_critic),
+    "returns": _token_estimator(_returns),
+    "baseline_rewards": _token_estimator(_baseline_rewards),
+    "token_baseline": _token_estimator(_token_baseline),
+    "outcome": _outcome_estimator,
+    "channel": _channel_estimator,
+    "channel_tokens": _channel_tokens,
+    "channel_dynamic": _channel_dynamic,
+}
+"""How a step's rows become an estimator's tensor inputs, by the name a registry entry gives
+(:meth:`~trajlens.estimators.registry.EstimatorSpec.frame_adapter`)."""
+
+
+def _adapter(fn: str, spec: EstimatorSpec) -> Callable[[_Call, pl.DataFrame], pl.DataFrame]:
+    adapter = ADAPTERS.get(spec.frame_adapter())
+    if adapter is None:
+        raise check.EstimatorInputError(
+            f"{fn}: estimator {spec.name} names input adapter {spec.frame_adapter()!r}, not one of {', '.join(ADAPTERS)}")
+    return adapter
 
 
 def _count_mask(fn: str, batch: pl.DataFrame) -> torch.Tensor:

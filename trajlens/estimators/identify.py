@@ -1,8 +1,8 @@
 """Which estimator and convention produced the advantages a trainer logged.
 
 :func:`identify_advantages` recomputes a run's logged advantages under every candidate in
-:data:`CANDIDATES` that the run's data allows (each a registry estimator with options, and a
-description in the trainer's own terms), measures the max and median absolute difference per
+:data:`CANDIDATES` that the run's data allows (each an :class:`EstimatorChoice`: a registry
+estimator with options, its ``doc`` in the trainer's own terms), measures the max and median absolute difference per
 candidate, and names the closest. When none is within tolerance it says where the closest one
 departs: the steps and groups with the largest differences. It catches silent trainer
 misconfigurations: the wrong ``scale_rewards``, an eps, a whitening left on.
@@ -27,58 +27,19 @@ import numpy as np
 import polars as pl
 
 from trajlens.estimators._errors import EstimatorInputError
-from trajlens.estimators.registry import estimator_spec, run_facts
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, estimator_spec, run_facts
+from trajlens.estimators.spec import EstimatorChoice
+from trajlens.estimators.trained import trained_with
 
 # A logged advantage written in float32 differs from its float64 recomputation by ~1e-7 relative.
 MATCH_TOLERANCE = 1e-5
 """Largest |logged - recomputed|, relative to max(1, max |logged|), that still counts as a match."""
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One way a trainer may have computed its advantages."""
-
-    label: str
-    estimator: str
-    options: Mapping[str, Any]
-    description: str
-    """In the trainer's terms, for the verdict: ``TRL GRPO, scale_rewards=group, eps 1e-4``."""
-
-
-CANDIDATES: tuple[Candidate, ...] = (
-    Candidate("verl_grpo", "grpo", {}, "verl GRPO (group std, eps 1e-6)"),
-    Candidate("trl_grpo_group", "grpo", {"epsilon": 1e-4, "singleton": "zero"},
-              "TRL GRPO, scale_rewards=group, eps 1e-4"),
-    Candidate("verl_grpo_eps_1e-4", "grpo", {"epsilon": 1e-4}, "verl GRPO with epsilon 1e-4"),
-    Candidate("trl_grpo_batch", "grpo_batch_std", {}, "TRL GRPO, scale_rewards=batch, eps 1e-4"),
-    Candidate("trl_grpo_none", "dr_grpo", {"singleton": "zero"}, "TRL GRPO, scale_rewards=none"),
-    Candidate("trl_sum_group", "sum_then_normalize", {"scale_rewards": "group"},
-              "TRL GRPO on the summed reward functions, scale_rewards=group, eps 1e-4"),
-    Candidate("trl_sum_batch", "sum_then_normalize", {"scale_rewards": "batch"},
-              "TRL GRPO on the summed reward functions, scale_rewards=batch, eps 1e-4"),
-    Candidate("verl_dr_grpo", "dr_grpo", {}, "verl Dr.GRPO (norm_adv_by_std_in_grpo=False)"),
-    Candidate("verl_rloo", "rloo", {}, "verl RLOO"),
-    Candidate("trl_rloo", "rloo", {"convention": "trl"}, "TRL RLOO"),
-    Candidate("trl_rloo_normalized", "rloo", {"convention": "trl", "normalize_advantages": True},
-              "TRL RLOO, normalize_advantages=True"),
-    Candidate("verl_reinforce_pp_baseline", "reinforce_plus_plus_baseline", {}, "verl REINFORCE++-baseline"),
-    Candidate("verl_opo", "opo", {}, "verl OPO"),
-    Candidate("verl_gpg", "gpg", {}, "verl GPG"),
-    Candidate("verl_grpo_passk", "grpo_passk", {}, "verl GRPO pass@k"),
-    Candidate("verl_gdpo", "gdpo_verl", {}, "verl GDPO (token whitening)"),
-    Candidate("trl_gdpo", "gdpo_trl", {}, "TRL GDPO, normalize_then_sum (v1.6)"),
-    Candidate("trl_gdpo_1.5", "gdpo_trl", {"convention": "trl-1.5"}, "TRL GDPO, normalize_then_sum (before v1.6)"),
-    Candidate("verl_sum_grpo", "sum_then_normalize", {"convention": "verl"}, "verl GRPO on the summed channels"),
-    Candidate("trl_1.5_grpo_group", "sum_then_normalize", {"convention": "trl-1.5"},
-              "TRL GRPO before v1.6, scale_rewards=group"),
-    Candidate("gae_whitened", "gae", {"whiten": True}, "verl GAE (gamma 1, lambda 1), whitened"),
-    Candidate("gae_raw", "gae", {"whiten": False}, "GAE (gamma 1, lambda 1), not whitened"),
-    Candidate("verl_reinforce_pp", "reinforce_plus_plus", {}, "verl REINFORCE++ (return reset at masked tokens)"),
-    Candidate("reinforce_pp_carry", "reinforce_plus_plus", {"convention": "carry"},
-              "REINFORCE++ with the return carried across observation spans"),
-    Candidate("reinforce_raw", "reinforce", {}, "REINFORCE, raw returns"),
-)
-"""Every candidate :func:`identify_advantages` tries, where the run's data allows its estimator.
+CANDIDATES: tuple[EstimatorChoice, ...] = tuple(
+    convention for spec in ESTIMATOR_REGISTRY.values() for convention in spec.conventions)
+"""Every candidate :func:`identify_advantages` tries, where the run's data allows its estimator:
+every registry entry's conventions, in registry order.
 
 Order breaks ties: where two candidates give the same advantages on a run (TRL's group rule and
 verl's with eps 1e-4 agree unless a group has one member), the earlier is named and the other
@@ -89,7 +50,7 @@ listed as indistinguishable."""
 class CandidateFit:
     """How close one candidate's recomputation comes to the logged advantages."""
 
-    candidate: Candidate
+    candidate: EstimatorChoice
     max_abs_diff: float
     median_abs_diff: float
     n: int
@@ -105,7 +66,7 @@ class CandidateFit:
             "label": self.candidate.label,
             "estimator": self.candidate.estimator,
             "options": dict(self.candidate.options),
-            "description": self.candidate.description,
+            "description": self.candidate.doc,
             "max_abs_diff": _json_float(self.max_abs_diff),
             "median_abs_diff": _json_float(self.median_abs_diff),
             "n": self.n,
@@ -137,11 +98,11 @@ class Identification:
         fit = self.best
         measured = f"max |diff| {fit.max_abs_diff:.1e} over {fit.n:,} {self.unit}"
         if self.matched:
-            also = "; ".join(other.candidate.description for other in self.equivalent)
-            return f"{fit.candidate.description}: {measured}" + (f" (indistinguishable here from: {also})" if also else "")
+            also = "; ".join(other.candidate.doc for other in self.equivalent)
+            return f"{fit.candidate.doc}: {measured}" + (f" (indistinguishable here from: {also})" if also else "")
         where = ", ".join(f"step {row['step']} group {row['group_id']} ({row['max_abs_diff']:.2g})"
                           for row in self.departures.head(5).iter_rows(named=True))
-        return (f"no candidate matches within {self.tolerance:.0e}; closest: {fit.candidate.description}: {measured}"
+        return (f"no candidate matches within {self.tolerance:.0e}; closest: {fit.candidate.doc}: {measured}"
                 + (f"; it departs most at {where}" if where else ""))
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,7 +125,7 @@ def identify_advantages(
     tokens: pl.DataFrame | None = None,
     *,
     config: Mapping[str, Any] | str | None = None,
-    candidates: tuple[Candidate, ...] = CANDIDATES,
+    candidates: tuple[EstimatorChoice, ...] = CANDIDATES,
     tolerance: float = MATCH_TOLERANCE,
 ) -> Identification:
     """Recompute the logged advantages under every candidate the run allows and name the closest.
@@ -174,7 +135,8 @@ def identify_advantages(
             with ``logged_advantages``), rewards, groups and channels.
         tokens: the run's ``tokens`` frame (needed by token-level candidates, and when the
             advantages were logged per token).
-        config: the run's logged config (only used to describe the data; every candidate is tried).
+        config: the run's logged config: every candidate is tried, and of equally close ones the
+            one :func:`~trajlens.estimators.trained_with` reads from the config is named.
         candidates: what to try (default :data:`CANDIDATES`).
         tolerance: a match is ``max |diff| <= tolerance * max(1, max |logged|)``.
     """
@@ -194,7 +156,9 @@ def identify_advantages(
             fits.append(CandidateFit(candidate, math.inf, math.inf, 0, error=str(error)))
             continue
         fits.append(_fit(candidate, logged, recomputed, unit))
-    ranked = tuple(sorted(fits, key=lambda f: (f.max_abs_diff, f.median_abs_diff)))
+    # among equally close candidates, the one the config says the run trained with comes first
+    declared = trained_with(config).choice
+    ranked = tuple(sorted(fits, key=lambda f: (f.max_abs_diff, f.median_abs_diff, not f.candidate.computes_as(declared))))
     best = ranked[0]
     if not math.isfinite(best.max_abs_diff):
         reasons = "; ".join(f"{f.candidate.label}: {f.error}" for f in ranked[:3])
@@ -237,7 +201,7 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[pl
         "logged_advantages arrays")
 
 
-def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, candidate: Candidate) -> pl.DataFrame:
+def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, candidate: EstimatorChoice) -> pl.DataFrame:
     from trajlens.estimators.frame import recompute
     from trajlens.estimators.registry import Input
 
@@ -262,7 +226,7 @@ def _paired(logged: pl.DataFrame, recomputed: pl.DataFrame, unit: str) -> pl.Dat
     return paired.with_columns((pl.col("logged") - pl.col("value")).abs().fill_nan(math.inf).fill_null(math.inf).alias("diff"))
 
 
-def _fit(candidate: Candidate, logged: pl.DataFrame, recomputed: pl.DataFrame, unit: str) -> CandidateFit:
+def _fit(candidate: EstimatorChoice, logged: pl.DataFrame, recomputed: pl.DataFrame, unit: str) -> CandidateFit:
     paired = _paired(logged, recomputed, unit)
     diff = paired["diff"].to_numpy()
     worst = paired.row(int(np.argmax(diff)), named=True)

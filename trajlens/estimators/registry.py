@@ -12,7 +12,8 @@ The public surface is small:
 * :data:`ESTIMATOR_REGISTRY` — name -> :class:`EstimatorSpec`, in display order;
 * :func:`estimator_spec` — the spec of one name, with a one-line error for an unknown one;
 * :class:`RunFacts` and :func:`run_facts` — what a run's frames hold, for :meth:`EstimatorSpec.applies`;
-* :func:`declared_estimators` — the estimators a run's logged config says it trained with.
+* :func:`declared_estimators` — the estimator a run's logged config says it trained with
+  (:func:`trajlens.estimators.trained_with` gives its label, options and loss aggregation).
 
 The types live in :mod:`trajlens.estimators.spec`. Neither module imports torch or the tensor
 functions: an entry names its function by ``"module:attribute"`` and
@@ -21,12 +22,15 @@ registry without loading torch.
 
 Adding an estimator: its tensor function (with its reference and version in the docstring, and
 a test against a loop transcribed from that reference), one entry here, and, when it reads
-inputs no existing kind feeds it, a branch in :mod:`trajlens.estimators.frame`.
+inputs no existing adapter feeds it, an adapter in ``trajlens.estimators.frame.ADAPTERS``.
+Its entry is all the rest of trajlens reads: the adapter, whether it carries state across
+steps, its flat attribution kernel, its option defaults, its report labels, the trainers'
+conventions :func:`~trajlens.estimators.identify_advantages` tries, and the config values that
+declare it (read by :func:`trajlens.estimators.trained_with`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, cast
@@ -34,19 +38,22 @@ from typing import Any, cast
 from trajlens.estimators._errors import EstimatorInputError
 from trajlens.estimators.spec import (
     _INPUT_CHECKS,
+    Declaration,
+    EstimatorChoice,
     EstimatorSpec,
+    FlatScan,
     InReport,
     Input,
     Kind,
     Option,
-    ReportVariant,
     RunFacts,
     Statistics,
 )
 
 __all__ = [
-    "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "REPORT_VARIANTS", "EstimatorSpec", "InReport", "Input", "Kind", "Option", "ReportVariant",
-    "RunFacts", "Statistics", "declared_estimators", "estimator_spec", "render_markdown", "render_readme_table",
+    "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "REPORT_VARIANTS", "Declaration", "EstimatorChoice", "EstimatorSpec",
+    "FlatScan", "InReport", "Input", "Kind", "Option", "RunFacts", "Statistics", "declared_estimators", "estimator_spec",
+    "render_markdown", "render_readme_table",
     "run_facts",
 ]
 
@@ -72,6 +79,13 @@ _RETURNS = Option("convention", "str", "reset",
                    "too); `carry`: carried across observation spans to the next model token.", ("reset", "carry"))
 _VERL = "verl-project/verl@018f23b (verl/trainer/ppo/core_algos.py)"
 _TRL_GRPO = "TRL GRPOTrainer, v1.6 unscorable-completion handling (trl/trainer/grpo_trainer.py)"
+_ADV = "algorithm.adv_estimator"
+_NO_STD = ("algorithm.norm_adv_by_std_in_grpo", "false")
+
+
+def _verl(value: str, label: str | None = None) -> Declaration:
+    """``algorithm.adv_estimator=value`` declares the entry (under ``label``, its name by default)."""
+    return Declaration(((_ADV, value),), label or value)
 
 _SPECS: tuple[EstimatorSpec, ...] = (
     EstimatorSpec(
@@ -88,9 +102,14 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference="verl `compute_gae_advantage_return` (+ `masked_whiten`)",
         reference_version=_VERL,
         statistics=Statistics.MODEL_TOKENS,
-        report_variants=(ReportVariant("gae_raw", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
-                         ReportVariant("gae_whitened", {"gamma": 1.0, "lam": 1.0, "whiten": True})),
-        declared_by=(("algorithm.adv_estimator", "gae"),),
+        adapter="critic",
+        flat_scan=FlatScan(critic=True),
+        report_variants=(EstimatorChoice("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
+                         EstimatorChoice("gae_whitened", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": True})),
+        conventions=(EstimatorChoice("gae_whitened", "gae", {"whiten": True}, "verl GAE (gamma 1, lambda 1), whitened"),
+                     EstimatorChoice("gae_raw", "gae", {"whiten": False}, "GAE (gamma 1, lambda 1), not whitened")),
+        declared_by=(_verl("gae", "gae_whitened"),
+                     Declaration(((_ADV, "gae"), ("algorithm.whiten_advantages", "false")), "gae_raw")),
     ),
     EstimatorSpec(
         name="reinforce",
@@ -107,6 +126,9 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.MODEL_TOKENS,
         report=InReport.NEVER,
+        adapter="returns",
+        flat_scan=FlatScan(critic=False, when=(("convention", "carry"),)),
+        conventions=(EstimatorChoice("reinforce_raw", "reinforce", {}, "REINFORCE, raw returns"),),
     ),
     EstimatorSpec(
         name="grpo",
@@ -118,7 +140,12 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference="verl `compute_grpo_outcome_advantage` (loop version)",
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
-        declared_by=(("algorithm.adv_estimator", "grpo"),),
+        conventions=(EstimatorChoice("verl_grpo", "grpo", {}, "verl GRPO (group std, eps 1e-6)"),
+                     EstimatorChoice("trl_grpo_group", "grpo", {"epsilon": 1e-4, "singleton": "zero"},
+                                     "TRL GRPO, scale_rewards=group, eps 1e-4"),
+                     EstimatorChoice("verl_grpo_eps_1e-4", "grpo", {"epsilon": 1e-4}, "verl GRPO with epsilon 1e-4")),
+        declared_by=(_verl("grpo"), Declaration((("scale_rewards", "group"),), "trl_grpo_group"),
+                     Declaration((("scale_rewards", "true"),), "trl_grpo_group")),
     ),
     EstimatorSpec(
         name="dr_grpo",
@@ -130,7 +157,11 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference="verl `compute_grpo_outcome_advantage` with `norm_adv_by_std_in_grpo=False`",
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
-        declared_by=(("algorithm.norm_adv_by_std_in_grpo", "false"), ("scale_rewards", "none")),
+        conventions=(EstimatorChoice("trl_grpo_none", "dr_grpo", {"singleton": "zero"}, "TRL GRPO, scale_rewards=none"),
+                     EstimatorChoice("verl_dr_grpo", "dr_grpo", {}, "verl Dr.GRPO (norm_adv_by_std_in_grpo=False)")),
+        declared_by=(Declaration(((_ADV, "grpo"), _NO_STD), "dr_grpo"),
+                     Declaration((("scale_rewards", "none"),), "trl_grpo_none"),
+                     Declaration((("scale_rewards", "false"),), "trl_grpo_none")),
     ),
     EstimatorSpec(
         name="grpo_batch_std",
@@ -143,7 +174,10 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_TRL_GRPO,
         statistics=Statistics.TRAJECTORIES,
         report=InReport.WHEN_DECLARED,
-        declared_by=(("algorithm.norm_adv", "batch_std"), ("scale_rewards", "batch"), ("algorithm.scale_rewards", "batch")),
+        conventions=(EstimatorChoice("trl_grpo_batch", "grpo_batch_std", {}, "TRL GRPO, scale_rewards=batch, eps 1e-4"),),
+        declared_by=(Declaration(((_ADV, "grpo"), ("algorithm.norm_adv", "batch_std")), "grpo_batch_std"),
+                     Declaration((("scale_rewards", "batch"),), "trl_grpo_batch"),
+                     Declaration((("algorithm.scale_rewards", "batch"),), "grpo_batch_std")),
     ),
     EstimatorSpec(
         name="rloo",
@@ -159,7 +193,11 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference="verl `compute_rloo_outcome_advantage`; TRL `RLOOTrainer` (convention `trl`)",
         reference_version=_VERL + "; huggingface/trl@00313f2 (trl/trainer/rloo_trainer.py)",
         statistics=Statistics.TRAJECTORIES,
-        declared_by=(("algorithm.adv_estimator", "rloo"), ("algorithm.adv_estimator", "rloo_vectorized")),
+        conventions=(EstimatorChoice("verl_rloo", "rloo", {}, "verl RLOO"),
+                     EstimatorChoice("trl_rloo", "rloo", {"convention": "trl"}, "TRL RLOO"),
+                     EstimatorChoice("trl_rloo_normalized", "rloo", {"convention": "trl", "normalize_advantages": True},
+                                     "TRL RLOO, normalize_advantages=True")),
+        declared_by=(_verl("rloo"), _verl("rloo_vectorized", "rloo")),
     ),
     EstimatorSpec(
         name="reinforce_plus_plus",
@@ -172,7 +210,11 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.MODEL_TOKENS,
         report=InReport.WHEN_DECLARED,
-        declared_by=(("algorithm.adv_estimator", "reinforce_plus_plus"),),
+        adapter="returns",
+        conventions=(EstimatorChoice("verl_reinforce_pp", "reinforce_plus_plus", {}, "verl REINFORCE++ (return reset at masked tokens)"),
+                     EstimatorChoice("reinforce_pp_carry", "reinforce_plus_plus", {"convention": "carry"},
+                                     "REINFORCE++ with the return carried across observation spans")),
+        declared_by=(_verl("reinforce_plus_plus"),),
     ),
     EstimatorSpec(
         name="reinforce_plus_plus_baseline",
@@ -185,7 +227,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.MODEL_TOKENS,
         report=InReport.WHEN_DECLARED,
-        declared_by=(("algorithm.adv_estimator", "reinforce_plus_plus_baseline"),),
+        conventions=(EstimatorChoice("verl_reinforce_pp_baseline", "reinforce_plus_plus_baseline", {}, "verl REINFORCE++-baseline"),),
+        declared_by=(_verl("reinforce_plus_plus_baseline"),),
     ),
     EstimatorSpec(
         name="grpo_passk",
@@ -199,7 +242,10 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
         report=InReport.WHEN_DECLARED,
-        declared_by=(("algorithm.adv_estimator", "grpo_passk"),),
+        conventions=(EstimatorChoice("verl_grpo_passk", "grpo_passk", {}, "verl GRPO pass@k"),
+                     EstimatorChoice("verl_grpo_passk_no_std", "grpo_passk", {"norm_adv_by_std_in_grpo": False},
+                                     "verl GRPO pass@k, norm_adv_by_std_in_grpo=False")),
+        declared_by=(_verl("grpo_passk"), Declaration(((_ADV, "grpo_passk"), _NO_STD), "verl_grpo_passk_no_std")),
     ),
     EstimatorSpec(
         name="opo",
@@ -212,7 +258,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
         report=InReport.WHEN_DECLARED,
-        declared_by=(("algorithm.adv_estimator", "opo"),),
+        conventions=(EstimatorChoice("verl_opo", "opo", {}, "verl OPO"),),
+        declared_by=(_verl("opo"),),
     ),
     EstimatorSpec(
         name="gpg",
@@ -225,7 +272,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
         report=InReport.WHEN_DECLARED,
-        declared_by=(("algorithm.adv_estimator", "gpg"),),
+        conventions=(EstimatorChoice("verl_gpg", "gpg", {}, "verl GPG"),),
+        declared_by=(_verl("gpg"),),
     ),
     EstimatorSpec(
         name="remax",
@@ -238,7 +286,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.MODEL_TOKENS,
         report=InReport.WHEN_DECLARED,
-        declared_by=(("algorithm.adv_estimator", "remax"),),
+        adapter="baseline_rewards",
+        declared_by=(_verl("remax"),),
     ),
     EstimatorSpec(
         name="optimal_token_baseline",
@@ -251,7 +300,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.MODEL_TOKENS,
         report=InReport.WHEN_DECLARED,
-        declared_by=(("algorithm.adv_estimator", "optimal_token_baseline"),),
+        adapter="token_baseline",
+        declared_by=(_verl("optimal_token_baseline"),),
     ),
     EstimatorSpec(
         name="tir_optimal_token_baseline",
@@ -264,7 +314,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.MODEL_TOKENS,
         report=InReport.WHEN_DECLARED,
-        declared_by=(("algorithm.adv_estimator", "tir_optimal_token_baseline"),),
+        adapter="token_baseline",
+        declared_by=(_verl("tir_optimal_token_baseline"),),
     ),
     EstimatorSpec(
         name="gdpo_verl",
@@ -277,7 +328,11 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference="verl `compute_gdpo_outcome_advantage` (and the NVlabs GDPO fork)",
         reference_version=_VERL,
         statistics=Statistics.MODEL_TOKENS,
-        declared_by=(("algorithm.adv_estimator", "gdpo"),),
+        adapter="channel_tokens",
+        conventions=(EstimatorChoice("verl_gdpo", "gdpo_verl", {}, "verl GDPO (token whitening)"),
+                     EstimatorChoice("verl_gdpo_no_std", "gdpo_verl", {"divide_by_std": False},
+                                     "verl GDPO, norm_adv_by_std_in_grpo=False")),
+        declared_by=(_verl("gdpo", "gdpo_verl"), Declaration(((_ADV, "gdpo"), _NO_STD), "verl_gdpo_no_std")),
     ),
     EstimatorSpec(
         name="gdpo_trl",
@@ -290,8 +345,11 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_TRL_GRPO,
         statistics=Statistics.TRAJECTORIES,
         report=InReport.WHEN_DECLARED,
-        declared_by=(("multi_objective_aggregation", "normalize_then_sum"),
-                     ("reward.aggregation", "normalize_then_sum")),
+        conventions=(EstimatorChoice("trl_gdpo", "gdpo_trl", {}, "TRL GDPO, normalize_then_sum (v1.6)"),
+                     EstimatorChoice("trl_gdpo_1.5", "gdpo_trl", {"convention": "trl-1.5"}, "TRL GDPO, normalize_then_sum (before v1.6)")),
+        # TRL's normalize_then_sum ignores scale_rewards: it outranks the scale_rewards declarations
+        declared_by=(Declaration((("multi_objective_aggregation", "normalize_then_sum"),), "trl_gdpo", rank=2),
+                     Declaration((("reward.aggregation", "normalize_then_sum"),), "gdpo_trl")),
     ),
     EstimatorSpec(
         name="sum_then_normalize",
@@ -307,7 +365,14 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference='TRL GRPOTrainer `multi_objective_aggregation="sum_then_normalize"`',
         reference_version=_TRL_GRPO,
         statistics=Statistics.TRAJECTORIES,
-        declared_by=(("reward.aggregation", "sum_then_normalize"),),
+        conventions=(EstimatorChoice("trl_sum_group", "sum_then_normalize", {"scale_rewards": "group"},
+                                     "TRL GRPO on the summed reward functions, scale_rewards=group, eps 1e-4"),
+                     EstimatorChoice("trl_sum_batch", "sum_then_normalize", {"scale_rewards": "batch"},
+                                     "TRL GRPO on the summed reward functions, scale_rewards=batch, eps 1e-4"),
+                     EstimatorChoice("verl_sum_grpo", "sum_then_normalize", {"convention": "verl"}, "verl GRPO on the summed channels"),
+                     EstimatorChoice("trl_1.5_grpo_group", "sum_then_normalize", {"convention": "trl-1.5"},
+                                     "TRL GRPO before v1.6, scale_rewards=group")),
+        declared_by=(Declaration((("reward.aggregation", "sum_then_normalize"),), "sum_then_normalize"),),
     ),
     EstimatorSpec(
         name="gdpo_dynamic",
@@ -320,6 +385,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference="no trainer ships it; the GDPO digest's recipe (EMA, softmax, bounds, clip)",
         reference_version="trajlens",
         statistics=Statistics.MODEL_TOKENS,
+        adapter="channel_dynamic",
+        stateful=True,
     ),
 )
 
@@ -329,7 +396,7 @@ ESTIMATOR_REGISTRY: Mapping[str, EstimatorSpec] = {spec.name: spec for spec in _
 ESTIMATOR_NAMES: tuple[str, ...] = tuple(ESTIMATOR_REGISTRY)
 
 
-REPORT_VARIANTS: tuple[tuple[EstimatorSpec, ReportVariant], ...] = tuple(
+REPORT_VARIANTS: tuple[tuple[EstimatorSpec, EstimatorChoice], ...] = tuple(
     (spec, variant) for spec in ESTIMATOR_REGISTRY.values() if spec.report is not InReport.NEVER
     for variant in spec.variants()
 )
@@ -345,27 +412,12 @@ def estimator_spec(name: str) -> EstimatorSpec:
 
 
 def declared_estimators(config: Mapping[str, Any] | str | None) -> frozenset[str]:
-    """Registry names a run's logged config (a dict or its JSON) says it trained with.
+    """The registry name a run's logged config (a dict or its JSON) says it trained with, as a set
+    (empty when the config names none): the estimator of :func:`trajlens.estimators.trained_with`."""
+    from trajlens.estimators.trained import trained_with
 
-    Reads each entry's ``declared_by`` pairs: a dotted key (``algorithm.adv_estimator``) whose
-    value, as lower-case text, equals the given one.
-    """
-    if isinstance(config, str):
-        try:
-            config = json.loads(config or "{}")
-        except json.JSONDecodeError:
-            return frozenset()
-    if not isinstance(config, Mapping):
-        return frozenset()
-    found = set()
-    for spec in _SPECS:
-        for key, value in spec.declared_by:
-            node: Any = config
-            for part in key.split("."):
-                node = node.get(part) if isinstance(node, Mapping) else None
-            if node is not None and str(node).lower() == value:
-                found.add(spec.name)
-    return frozenset(found)
+    trained = trained_with(config)
+    return frozenset({trained.estimator}) if trained.source == "config" and trained.estimator else frozenset()
 
 
 def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] | str | None = None) -> RunFacts:
@@ -422,8 +474,12 @@ def render_markdown() -> str:
                   f"- reference: {spec.reference}, {spec.reference_version}",
                   f"- statistics summarised over {spec.statistics.value}; in the report: {spec.report.value}"
                   + (f" (labels {', '.join(v.label for v in spec.variants())})" if spec.report is not InReport.NEVER else "")]
+        if spec.conventions:
+            lines.append("- trainers' conventions (what `--identify` tries): "
+                         + "; ".join(f"`{c.label}` ({c.doc})" for c in spec.conventions))
         if spec.declared_by:
-            lines.append("- declared by config: " + ", ".join(f"`{k}={v}`" for k, v in spec.declared_by))
+            lines.append("- declared by config: " + "; ".join(
+                " and ".join(f"`{k}={v}`" for k, v in d.when) + f" ({d.label})" for d in spec.declared_by))
         if spec.options:
             lines += ["", "| option | type | default | meaning |", "|---|---|---|---|"]
             lines += [f"| `{o.name}` | {o.type} | `{o.default!r}` | {o.doc}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -102,11 +102,82 @@ class Option:
 
 
 @dataclass(frozen=True)
-class ReportVariant:
-    """One recomputation the report makes of an estimator, under its own label."""
+class EstimatorChoice:
+    """An estimator under a label, with options: a report variant, a trainer's convention, a
+    recomputation attribution compares, a check's advantage label, what a run trained with."""
 
     label: str
+    """Name in every output (``estimator`` column, ``advantage:<label>:<stat>``)."""
+    estimator: str
+    """Name in :data:`trajlens.estimators.registry.ESTIMATOR_REGISTRY`."""
     options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword options of :func:`trajlens.estimators.recompute` (the registry's defaults otherwise)."""
+    doc: str = ""
+    """What it is; for a trainer's convention, in the trainer's terms (``TRL GRPO, scale_rewards=group, eps 1e-4``)."""
+
+    def spec(self) -> EstimatorSpec:
+        """The registry entry of :attr:`estimator` (a one-line error for an unknown name)."""
+        from trajlens.estimators.registry import estimator_spec
+
+        return estimator_spec(self.estimator)
+
+    def settings(self) -> dict[str, Any]:
+        """Every option as the recomputation uses it: the registry's defaults, then ``options``."""
+        return {**self.spec().defaults(), **self.options}
+
+    def missing(self, facts: RunFacts) -> list[str]:
+        """What the run lacks for this estimator (the registry entry's inputs); empty when it applies."""
+        return self.spec().missing(facts)
+
+    def computes_as(self, other: EstimatorChoice | None) -> bool:
+        """Whether ``other`` recomputes the same advantages: the same estimator and settings."""
+        return other is not None and other.estimator == self.estimator and other.settings() == self.settings()
+
+    def among(self, choices: Iterable[EstimatorChoice]) -> EstimatorChoice | None:
+        """Of ``choices``, the one that computes as this one, preferring one of the same label."""
+        same = [choice for choice in choices if self.computes_as(choice)]
+        return next((c for c in same if c.label == self.label), same[0] if same else None)
+
+    @property
+    def needs(self) -> str:
+        """The input class in one word, from the registry: ``values`` (critic values),
+        ``channels_with_lengths``, ``channels``, ``tokens`` or ``groups``."""
+        inputs = self.spec().inputs
+        if Input.CRITIC_VALUES in inputs:
+            return "values"
+        if Input.CHANNELS in inputs:
+            return "channels_with_lengths" if Input.TOKEN_COUNTS in inputs else "channels"
+        return "tokens" if inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS) else "groups"
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """Config values that, all together, say a run trained with an estimator under one of its labels."""
+
+    when: tuple[tuple[str, str], ...]
+    """(dotted config key, value) pairs; a value matches the key's value as lower-case text."""
+    label: str
+    """A label of the entry's :meth:`EstimatorSpec.choices`."""
+    rank: int | None = None
+    """Which of several declarations that hold at once wins: the higher rank (default: the
+    number of pairs, so the more specific declaration wins)."""
+
+    @property
+    def weight(self) -> int:
+        return self.rank if self.rank is not None else len(self.when)
+
+
+@dataclass(frozen=True)
+class FlatScan:
+    """When an estimator is the masked GAE scan on flat token buffers (attribution's step kernel)."""
+
+    critic: bool
+    """True: the critic's values and the ``lam`` option; False: a zero critic and lambda 1."""
+    when: tuple[tuple[str, Any], ...] = ()
+    """Option values (of :meth:`EstimatorChoice.settings`) the scan needs."""
+
+    def applies(self, settings: Mapping[str, Any]) -> bool:
+        return all(settings.get(name) == value for name, value in self.when)
 
 
 @dataclass(frozen=True)
@@ -164,10 +235,30 @@ class EstimatorSpec:
     """The release or commit of that code that was read."""
     statistics: Statistics
     report: InReport = InReport.ALWAYS
-    report_variants: tuple[ReportVariant, ...] = ()
+    adapter: str = ""
+    """How :func:`~trajlens.estimators.recompute` builds its inputs: a name of
+    ``trajlens.estimators.frame.ADAPTERS`` (default: the kind's own, ``outcome`` or ``channel``)."""
+    stateful: bool = False
+    """Whether it carries state from one step to the next (``recompute(..., carry=...)``)."""
+    flat_scan: FlatScan | None = None
+    """When attribution may run it as the masked GAE scan on flat token buffers."""
+    report_variants: tuple[EstimatorChoice, ...] = ()
     """Labels and options the report recomputes it under; one variant named after it by default."""
-    declared_by: tuple[tuple[str, str], ...] = ()
-    """(dotted config key, value) pairs that say a run trained with this estimator."""
+    conventions: tuple[EstimatorChoice, ...] = ()
+    """How trainers compute it, each with options and the trainer's own description (what
+    :func:`~trajlens.estimators.identify_advantages` tries)."""
+    declared_by: tuple[Declaration, ...] = ()
+    """Config values that say a run trained with it (read by :func:`~trajlens.estimators.trained_with`)."""
+
+    def __post_init__(self) -> None:
+        for choice in (*self.report_variants, *self.conventions):
+            if choice.estimator != self.name:
+                raise ValueError(f"estimator {self.name}: choice {choice.label!r} names estimator {choice.estimator!r}")
+        labels = {choice.label for choice in self.choices()}
+        for declaration in self.declared_by:
+            if declaration.label not in labels:
+                raise ValueError(f"estimator {self.name}: declaration {declaration.when} names no label "
+                                 f"{declaration.label!r} (labels: {', '.join(sorted(labels))})")
 
     def tensor_function(self) -> Callable[..., Any]:
         """The tensor function itself (imports torch)."""
@@ -206,5 +297,20 @@ class EstimatorSpec:
             return False
         return self.report is InReport.ALWAYS or self.name in facts.declared
 
-    def variants(self) -> tuple[ReportVariant, ...]:
-        return self.report_variants or (ReportVariant(self.name),)
+    def variants(self) -> tuple[EstimatorChoice, ...]:
+        """The labels and options the report recomputes it under."""
+        return self.report_variants or (EstimatorChoice(self.name, self.name, {}, self.summary),)
+
+    def choices(self) -> tuple[EstimatorChoice, ...]:
+        """Its report variants, then those of its conventions whose label no variant has."""
+        variants = self.variants()
+        taken = {choice.label for choice in variants}
+        return variants + tuple(c for c in self.conventions if c.label not in taken)
+
+    def choice(self, label: str) -> EstimatorChoice:
+        """The choice of :meth:`choices` labelled ``label``."""
+        return next(c for c in self.choices() if c.label == label)
+
+    def frame_adapter(self) -> str:
+        """The name of the adapter that feeds it in :func:`~trajlens.estimators.recompute`."""
+        return self.adapter or self.kind.value

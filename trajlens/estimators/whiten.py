@@ -12,11 +12,15 @@ Like verl, every position is transformed (observation tokens too) but only model
 the statistics, and NaN at an observation token cannot leak into them. Departure: verl raises a
 bare ``ValueError`` for fewer than two model tokens; here the error names the argument and shape.
 
+The same statistics from a batch's plain moments (count, mean, mean squared deviation), for
+callers that scan flat buffers without tensors, are :func:`whitening_of_moments`.
+
 Shapes: B trajectories, T token positions.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -62,11 +66,7 @@ def masked_whiten(
     check.same_device(fn, advantages=advantages, response_mask=response_mask)
     check.nonempty_batch(fn, "advantages", advantages)
     count = int(response_mask.sum())
-    if count < 2:
-        raise check.EstimatorInputError(
-            f"{fn}: response_mask of shape {check.shape_of(response_mask)} has {count} model token"
-            f"{'s' if count != 1 else ''}; whitening needs at least two"
-        )
+    require_two_tokens(fn, count, f"response_mask of shape {check.shape_of(response_mask)}")
     mean = masked_mean(advantages, response_mask)
     centred = advantages - mean
     var = masked_mean(centred**2, response_mask)
@@ -85,3 +85,40 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None
     total = (valid * mask).sum() if dim is None else (valid * mask).sum(dim=dim)
     count = mask.sum() if dim is None else mask.sum(dim=dim)
     return total / (count + WHITEN_EPS)
+
+
+class Whitening(NamedTuple):
+    """verl's whitening of a batch, ``A' = (A - mean) * scale``."""
+
+    mean: float
+    """``sum / (count + 1e-8)``: the mean verl subtracts."""
+    scale: float
+    """``rsqrt(var + 1e-8)``, var the Bessel-corrected variance about that mean."""
+
+
+def whitening_of_moments(count: int, mean: float, m2: float) -> Whitening:
+    """:func:`masked_whiten`'s statistics from the plain moments of the batch's model-token values.
+
+    Args:
+        count: model tokens n (two or more give a finite scale; fewer give NaN).
+        mean: their plain mean.
+        m2: their mean squared deviation from ``mean`` (divided by n).
+
+    With verl's mean ``mu = mean * n / (n + 1e-8)``, the squared deviations about it sum to
+    ``n * m2 + n * (mean - mu)^2``; the variance divides that by ``n + 1e-8`` and applies Bessel.
+    """
+    if count < 1:
+        return Whitening(float("nan"), float("nan"))
+    n = float(count)
+    verl_mean = mean * n / (n + WHITEN_EPS)  # sum / (count + eps)
+    if count < 2:
+        return Whitening(verl_mean, float("nan"))
+    var = (n * m2 + n * (mean - verl_mean) ** 2) / (n + WHITEN_EPS) * (n / (n - 1))  # Bessel
+    return Whitening(verl_mean, 1.0 / math.sqrt(var + WHITEN_EPS))
+
+
+def require_two_tokens(fn: str, count: int, where: str) -> None:
+    """The one-line error of a whitening over fewer than two model tokens (``where``: what had them)."""
+    if count < 2:
+        raise check.EstimatorInputError(
+            f"{fn}: {where} has {count} model token{'s' if count != 1 else ''}; whitening needs at least two")

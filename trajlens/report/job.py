@@ -14,11 +14,10 @@ from typing import Any, Callable
 
 import polars as pl
 
+from trajlens.estimators.spec import EstimatorChoice
 from trajlens.report import plots
 from trajlens.report.scalars import channel_findings, scalar_findings
-from trajlens.run.choices import (  # noqa: F401 - also imported from here
-    ESTIMATOR_CHOICES, EstimatorChoice, advantage_diagnostics, available_estimators, report_advantages,
-)
+from trajlens.run.choices import report_advantages
 from trajlens.steps import spans_text
 from trajlens.store.handle import in_transaction
 

@@ -61,8 +61,8 @@ def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list
     if not chosen:
         return None
     choice = chosen[0]
-    # gdpo_dynamic's moving averages run across steps: it reads every step, the others only theirs
-    read = None if steps is None or choice.estimator == "gdpo_dynamic" else sorted(set(steps))
+    # a stateful estimator (gdpo_dynamic's moving averages) reads every step, the others only theirs
+    read = None if steps is None or choice.spec().stateful else sorted(set(steps))
     parts = [frame if steps is None else frame.filter(pl.col("step").is_in(steps))
              for frame in recompute_steps(store, run_id, choice.estimator, steps=read, **choice.options)]
     return Credit(choice.label, pl.concat(parts, how="diagonal_relaxed"))

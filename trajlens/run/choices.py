@@ -9,40 +9,18 @@ whose config names them. :func:`report_advantages` decides and computes in one r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import polars as pl
 
+from trajlens.estimators.spec import EstimatorChoice
 from trajlens.run.config import run_config_text
-
-
-@dataclass(frozen=True)
-class EstimatorChoice:
-    """One recomputation the report makes: a registry estimator under a label, with options."""
-
-    label: str
-    estimator: str
-    options: dict[str, Any]
-
-    @property
-    def needs(self) -> str:
-        """The input class in one word, from the registry: ``values`` (critic values),
-        ``channels_with_lengths``, ``channels``, ``tokens`` or ``groups``."""
-        from trajlens.estimators.registry import Input, estimator_spec
-
-        inputs = estimator_spec(self.estimator).inputs
-        if Input.CRITIC_VALUES in inputs:
-            return "values"
-        if Input.CHANNELS in inputs:
-            return "channels_with_lengths" if Input.TOKEN_COUNTS in inputs else "channels"
-        return "tokens" if inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS) else "groups"
 
 
 def _report_choices() -> tuple[EstimatorChoice, ...]:
     from trajlens.estimators.registry import REPORT_VARIANTS
 
-    return tuple(EstimatorChoice(variant.label, spec.name, dict(variant.options)) for spec, variant in REPORT_VARIANTS)
+    return tuple(variant for _, variant in REPORT_VARIANTS)
 
 
 ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = _report_choices()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -32,24 +32,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from trajlens.errors import ConfigError
+from trajlens.estimators.spec import EstimatorChoice
 
 TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "token_rewards")
 KEY_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "group_id")
-
-
-class ChoiceLike(Protocol):
-    """One recomputation to summarise (:class:`trajlens.report.stepwise.Choice` is one): its
-    label in the output, estimator and options."""
-
-    label: str
-    estimator: str
-    options: dict[str, Any]
-
-
-class _Planned(NamedTuple):
-    label: str
-    estimator: str
-    options: dict[str, Any]
 
 
 class StepResult(NamedTuple):
@@ -280,19 +266,15 @@ def step_moments(advantages: np.ndarray, mask: np.ndarray) -> StepMoments:
     (count + 1e-8) * count / (count - 1)``, ``A' = (A - mean) * rsqrt(var + 1e-8)``; the sign
     counts of A' are those of ``A - mean``, counted in the kernel's second pass.
     """
-    import math
-
     from trajlens.estimators._compiled import masked_moments
-    from trajlens.estimators.whiten import WHITEN_EPS
+    from trajlens.estimators.whiten import whitening_of_moments
 
     out = np.empty(9)
     masked_moments(advantages, mask, out)
     n, mean, m2 = out[0], out[1], out[2]
-    verl_mean = mean * n / (n + 1e-8) if n else float("nan")
-    var = (n * m2 + n * (mean - verl_mean) ** 2) / (n + 1e-8) * (n / (n - 1)) if n > 1 else float("nan")
-    scale = 1.0 / math.sqrt(var + WHITEN_EPS) if n > 1 else float("nan")
+    whitening = whitening_of_moments(int(n), float(mean), float(m2))
     return StepMoments(int(n), float(mean), float(m2), float(out[3]), float(out[4]), int(out[5]), int(out[6]),
-                       int(out[7]), int(out[8]), float(verl_mean), float(scale))
+                       int(out[7]), int(out[8]), whitening.mean, whitening.scale)
 
 
 def model_token_stats(moments: StepMoments, whitened: bool):
@@ -326,10 +308,12 @@ def model_token_stats(moments: StepMoments, whitened: bool):
                           all_negative=negative == n, all_positive=positive == n)
 
 
-def _uses_flat_gae(choice: ChoiceLike) -> bool:
+def _uses_flat_gae(choice: EstimatorChoice) -> bool:
+    """Whether the choice is GAE with the critic on flat buffers (its registry entry's flat scan)."""
     from trajlens.estimators._compiled import AVAILABLE
 
-    return choice.estimator == "gae" and AVAILABLE
+    scan = choice.spec().flat_scan
+    return AVAILABLE and scan is not None and scan.critic and scan.applies(choice.settings())
 
 
 def _reads_tokens(estimator: str) -> bool:
@@ -338,7 +322,7 @@ def _reads_tokens(estimator: str) -> bool:
     return reads_tokens(estimator)
 
 
-def _token_columns(choices: Sequence[ChoiceLike]) -> tuple[str, ...] | None:
+def _token_columns(choices: Sequence[EstimatorChoice]) -> tuple[str, ...] | None:
     """The token columns ``choices`` read (None when none reads token arrays)."""
     from trajlens.estimators.registry import Input, estimator_spec
 
@@ -355,9 +339,9 @@ def _step_raw(raw: RawGAE, start: int, stop: int) -> RawGAE:
                   raw.mask[first:last], raw.offsets[start:stop + 1] - first)
 
 
-def _gae_options(choice: ChoiceLike) -> tuple[float, float, bool]:
-    return (float(choice.options.get("gamma", 1.0)), float(choice.options.get("lam", 1.0)),
-            bool(choice.options.get("whiten", True)))
+def _gae_options(choice: EstimatorChoice) -> tuple[float, float, bool]:
+    settings = choice.settings()  # the registry's defaults, then the choice's options
+    return float(settings["gamma"]), float(settings["lam"]), bool(settings["whiten"])
 
 
 def recompute_steps(
@@ -369,7 +353,7 @@ def recompute_steps(
     from trajlens.estimators import recompute
     from trajlens.run.batches import step_batches, step_bounds, train_trajectories
 
-    choice = _Planned(estimator, estimator, dict(options))
+    choice = EstimatorChoice(estimator, estimator, dict(options))
     carry: dict[str, Any] = {}
     trajectories = train_trajectories(store, run_id, steps)
     for batch in step_batches(store, run_id, trajectories, _token_columns([choice])):
@@ -406,7 +390,7 @@ class AdvantagePass(NamedTuple):
 
 
 def advantage_pass(
-    store: Any, run_id: str, choices: Sequence[ChoiceLike], *, steps: Sequence[int] | None = None,
+    store: Any, run_id: str, choices: Sequence[EstimatorChoice], *, steps: Sequence[int] | None = None,
     out: Path | str | None = None, trajectories: pl.DataFrame | None = None,
     token_columns: Sequence[str] | None = None,
 ) -> AdvantagePass:
@@ -429,11 +413,12 @@ def advantage_pass(
     from trajlens.estimators import _validate as check
     from trajlens.estimators import recompute
     from trajlens.estimators._arrays import flat_list
+    from trajlens.estimators.whiten import require_two_tokens
     from trajlens.run.batches import step_batches, step_bounds, train_trajectories
     from trajlens.run.recompute import DIAGNOSTIC_COLUMNS, diagnostics_of
     from trajlens.store.layout import step_dir
 
-    choices = [_Planned(c.label, c.estimator, dict(c.options)) for c in choices]
+    choices = list(choices)
     if trajectories is None:
         trajectories = train_trajectories(store, run_id, steps)
     columns = _token_columns(choices) or (tuple(token_columns) if token_columns else None)
@@ -472,9 +457,8 @@ def advantage_pass(
                     raw, moments = shared[(gamma, lam)]
                     for a, b, step, step_moment in zip(starts, stops, step_values, moments):
                         step = int(step)
-                        if whiten and step_moment.count < 2:
-                            raise check.EstimatorInputError(f"masked_whiten: step {step} has {step_moment.count} "
-                                                            "model tokens; whitening needs at least two")
+                        if whiten:
+                            require_two_tokens("masked_whiten", step_moment.count, f"step {step}")
                         stats = model_token_stats(step_moment, whiten)
                         columnar["step"].append(step)
                         for name in DIAGNOSTIC_COLUMNS:
@@ -546,7 +530,7 @@ def _token_rows(facts: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def diagnostics_by_step(
-    store: Any, run_id: str, choices: Sequence[ChoiceLike], *, steps: Sequence[int] | None = None,
+    store: Any, run_id: str, choices: Sequence[EstimatorChoice], *, steps: Sequence[int] | None = None,
     out: Path | str | None = None,
 ) -> pl.DataFrame:
     """Per-step batch diagnostics of each choice (``label``, ``estimator``, ``options``), stacked

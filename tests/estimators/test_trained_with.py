@@ -1,0 +1,144 @@
+"""Which estimator a run trained with: one answer from the config (or identify), on every surface."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import polars as pl
+import pytest
+
+import trajlens.estimators as estimators
+from trajlens.attribution import RECOMPUTATIONS, own_recomputation
+from trajlens.checks.measures import run_label
+from trajlens.estimators import EstimatorInputError, identify_advantages, recompute, trained_with
+from trajlens.estimators import registry
+from trajlens.estimators.frame import ADAPTERS
+from trajlens.estimators.identify import CANDIDATES
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, declared_estimators
+
+VERL_DR_GRPO = {"algorithm": {"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": False},
+                "actor_rollout_ref": {"actor": {"loss_agg_mode": "seq-mean-token-sum-norm"}}}
+VERL_BATCH_STD = {"algorithm": {"adv_estimator": "grpo", "norm_adv": "batch_std"}}
+VERL_GDPO = {"algorithm": {"adv_estimator": "gdpo"}}
+
+
+def surfaces(config) -> dict[str, object]:
+    """The run's estimator as each surface says it."""
+    return {
+        "trained_with": trained_with(config).label,
+        "attribution": own_recomputation(None, config, RECOMPUTATIONS).label,
+        "checks": (label.label if (label := run_label(config)) is not None else None),
+        "registry": declared_estimators(config),
+    }
+
+
+@pytest.mark.parametrize(("config", "label"), [(VERL_DR_GRPO, "dr_grpo"), (VERL_BATCH_STD, "grpo_batch_std"),
+                                               (VERL_GDPO, "gdpo_verl")])
+def test_every_surface_gives_the_one_estimator_the_verl_config_declares(config, label):
+    assert surfaces(config) == {"trained_with": label, "attribution": label, "checks": label,
+                                "registry": frozenset({label})}
+    trained = trained_with(config)
+    assert trained.source == "config" and trained.estimator == label
+    assert "algorithm.adv_estimator=" in trained.evidence
+
+
+def test_the_config_json_text_and_the_aggregation_are_read_too():
+    trained = trained_with('{"algorithm": {"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": false}, '
+                           '"actor_rollout_ref": {"actor": {"loss_agg_mode": "seq-mean-token-sum-norm"}}}')
+    assert (trained.label, trained.aggregation, trained.aggregation_logged) == ("dr_grpo", "seq-mean-token-sum-norm", True)
+    plain = trained_with({"algorithm": {"adv_estimator": "grpo"}})
+    assert (plain.label, plain.aggregation, plain.aggregation_logged) == ("grpo", "token-mean", False)
+
+
+def test_verl_keys_beside_the_estimator_choose_its_label_and_options():
+    assert trained_with({"algorithm": {"adv_estimator": "gae", "whiten_advantages": False}}).label == "gae_raw"
+    assert trained_with({"algorithm": {"adv_estimator": "gae"}}).label == "gae_whitened"
+    assert trained_with({"algorithm": {"adv_estimator": "rloo_vectorized"}}).label == "rloo"
+    no_std = trained_with({"algorithm": {"adv_estimator": "gdpo", "norm_adv_by_std_in_grpo": False}}).choice
+    assert no_std is not None and no_std.estimator == "gdpo_verl" and no_std.settings()["divide_by_std"] is False
+    # runs.estimator stands in for algorithm.adv_estimator when the config lacks it
+    assert trained_with({"algorithm": {"whiten_advantages": False}}, estimator_column="gae").label == "gae_raw"
+    assert trained_with({}, estimator_column="gdpo").label == "gdpo_verl"
+
+
+def test_trl_keys_name_the_convention_and_the_loss_aggregation():
+    group = trained_with({"scale_rewards": "group", "loss_type": "dr_grpo"})
+    assert group.label == "trl_grpo_group" and group.choice.settings()["epsilon"] == 1e-4
+    assert (group.aggregation, group.aggregation_logged) == ("dr-grpo", True)
+    assert trained_with({"scale_rewards": "none"}).label == "trl_grpo_none"
+    assert trained_with({"scale_rewards": False}).estimator == "dr_grpo"  # TRL before scale_rewards took text
+    assert trained_with({"scale_rewards": "batch"}).estimator == "grpo_batch_std"
+    # normalize_then_sum ignores scale_rewards in TRL: it wins over it
+    assert trained_with({"scale_rewards": "batch", "multi_objective_aggregation": "normalize_then_sum"}).label == "trl_gdpo"
+    assert trained_with({"loss_type": "grpo"}).aggregation == "seq-mean-token-mean"
+
+
+def test_a_config_that_names_nothing_is_unknown():
+    for config in (None, {}, "not json", {"algorithm": {"adv_estimator": "something_else"}}):
+        trained = trained_with(config)
+        assert trained.choice is None and trained.source == "unknown" and trained.aggregation == "token-mean"
+    assert surfaces({})["attribution"] is None and run_label({}) is None and declared_estimators({}) == frozenset()
+
+
+def _trl_group_run() -> pl.DataFrame:
+    """Two steps of groups of four, with the advantages TRL's scale_rewards=group logs."""
+    rewards = [1.0, 0.0, 0.5, 1.0, 0.0, 0.0, 1.0, 0.25, 1.0, 1.0, 0.0, 0.5, 0.5, 0.0, 0.0, 1.0]
+    trajectories = pl.DataFrame({
+        "run_id": ["r"] * 16, "step": [1] * 8 + [2] * 8, "trajectory_id": [f"t{i}" for i in range(16)],
+        "group_id": [f"g{i // 4}" for i in range(16)], "split": ["train"] * 16, "reward": rewards,
+    })
+    logged = recompute(trajectories, None, "grpo", epsilon=1e-4, singleton="zero")["advantage"]
+    return trajectories.with_columns(logged.cast(pl.Float32).cast(pl.Float64).alias("logged_advantage"))
+
+
+def test_a_silent_config_takes_the_identified_estimator():
+    found = identify_advantages(_trl_group_run())
+    assert found.matched and found.best.candidate.label == "trl_grpo_group"
+    trained = trained_with({}, identified=found)
+    assert (trained.label, trained.source) == ("trl_grpo_group", "identified")
+    assert "TRL GRPO, scale_rewards=group, eps 1e-4" in trained.evidence
+    assert run_label({}, identified=found).label == "trl_grpo_group"
+    # the config, when it names an estimator, comes first
+    assert trained_with(VERL_DR_GRPO, identified=found).source == "config"
+
+
+def test_an_identify_verdict_that_matches_nothing_says_nothing():
+    run = _trl_group_run().with_columns(pl.col("logged_advantage") + 0.3)
+    found = identify_advantages(run)
+    assert not found.matched
+    assert trained_with({}, identified=found).source == "unknown"
+
+
+def test_an_unknown_estimator_or_adapter_is_a_one_line_error(monkeypatch):
+    run = _trl_group_run()
+    with pytest.raises(EstimatorInputError, match="estimator must be one of") as caught:
+        recompute(run, None, "not_an_estimator")
+    assert "\n" not in str(caught.value)
+    monkeypatch.setitem(registry.ESTIMATOR_REGISTRY, "grpo", replace(ESTIMATOR_REGISTRY["grpo"], adapter="nope"))
+    with pytest.raises(EstimatorInputError, match="recompute: estimator grpo names input adapter 'nope', not one of"):
+        recompute(run, None, "grpo")
+
+
+def test_the_registry_declares_what_the_code_asks_of_each_estimator():
+    for spec in ESTIMATOR_REGISTRY.values():
+        assert spec.frame_adapter() in ADAPTERS, spec.name
+        labels = {choice.label for choice in spec.choices()}
+        assert all(declaration.label in labels for declaration in spec.declared_by)
+        for choice in spec.conventions:  # a convention sharing a report label computes the same
+            variant = next((v for v in spec.variants() if v.label == choice.label), None)
+            assert variant is None or variant.computes_as(choice)
+    assert [name for name, spec in ESTIMATOR_REGISTRY.items() if spec.stateful] == ["gdpo_dynamic"]
+    assert CANDIDATES == tuple(c for spec in ESTIMATOR_REGISTRY.values() for c in spec.conventions)
+
+
+def test_the_package_exports_every_registry_function():
+    for spec in ESTIMATOR_REGISTRY.values():
+        name = spec.function.split(":")[1]
+        assert name in estimators.__all__, name
+        assert getattr(estimators, name) is spec.tensor_function(), name
+
+
+def test_a_registry_name_as_the_estimator_declares_that_entry():
+    assert trained_with({"algorithm": {"adv_estimator": "sum_then_normalize"}}).label == "sum_then_normalize"
+    assert trained_with({}, estimator_column="gdpo_verl").label == "gdpo_verl"
+    assert trained_with({"algorithm": {"adv_estimator": "dr_grpo"}}).label == "dr_grpo"

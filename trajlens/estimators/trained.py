@@ -1,0 +1,172 @@
+"""Which estimator (a label with options) and which loss aggregation a run trained with.
+
+One answer that every surface reads: attribution's own estimator, the checks'
+``advantage:run:<stat>``, the registry's :func:`~trajlens.estimators.registry.declared_estimators`.
+:func:`trained_with` takes it from the run's logged config, through the registry entries'
+``declared_by`` declarations (verl's ``algorithm.adv_estimator`` with its companion keys, TRL's
+``scale_rewards`` and ``multi_objective_aggregation``): of the declarations whose every key holds,
+the one of highest weight wins (the most specific; registry order breaks ties). An entry's own
+name as ``algorithm.adv_estimator`` declares it too. When the config
+is silent it takes the verdict of :func:`~trajlens.estimators.identify_advantages` on the run's
+logged advantages, when that verdict is a match. It says which of the two it was.
+
+The loss aggregation comes from :data:`AGGREGATION_KEYS` (verl's ``loss_agg_mode``, TRL's
+``loss_type``); ``token-mean`` (verl's default) when the config does not say.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY
+from trajlens.estimators.spec import Declaration, EstimatorChoice, EstimatorSpec
+
+if TYPE_CHECKING:
+    from trajlens.estimators.identify import Identification
+
+__all__ = ["AGGREGATION_KEYS", "DEFAULT_AGGREGATION", "ESTIMATOR_KEY", "AggregationKey", "TrainedWith", "config_value",
+           "trained_with"]
+
+Source = Literal["config", "identified", "unknown"]
+
+ESTIMATOR_KEY = "algorithm.adv_estimator"
+"""The config key a run's ``runs.estimator`` column stands in for when the config lacks it."""
+
+DEFAULT_AGGREGATION = "token-mean"
+"""The loss aggregation taken when the config names none (verl's default)."""
+
+
+@dataclass(frozen=True)
+class AggregationKey:
+    """A config key that names the loss aggregation."""
+
+    key: str
+    """Dotted config key."""
+    modes: Mapping[str, str] | None = None
+    """The key's values -> aggregation mode; None: the value is the mode's own name (verl)."""
+
+
+AGGREGATION_KEYS: tuple[AggregationKey, ...] = (
+    AggregationKey("actor_rollout_ref.actor.loss_agg_mode"),
+    AggregationKey("loss_type", {"grpo": "seq-mean-token-mean", "bnpo": "token-mean", "dapo": "token-mean",
+                                 "dr_grpo": "dr-grpo", "luspo": "luspo"}),
+)
+"""Where a run's config says its loss aggregation, first found wins: verl's ``loss_agg_mode``, and
+TRL's ``loss_type`` in the names of :data:`trajlens.estimators.AGGREGATION_MODES`."""
+
+
+@dataclass(frozen=True)
+class TrainedWith:
+    """What a run trained with, and where that answer came from."""
+
+    choice: EstimatorChoice | None
+    """The estimator under its label and options; None when neither the config nor identify says."""
+    source: Source
+    """``config``, ``identified`` (the logged advantages matched it) or ``unknown``."""
+    aggregation: str
+    """Its loss aggregation (:data:`DEFAULT_AGGREGATION` when the config does not say)."""
+    aggregation_logged: bool
+    """Whether the config names the aggregation."""
+    evidence: str = ""
+    """What said so: the config values, or identify's verdict."""
+
+    @property
+    def label(self) -> str | None:
+        return self.choice.label if self.choice is not None else None
+
+    @property
+    def estimator(self) -> str | None:
+        return self.choice.estimator if self.choice is not None else None
+
+
+def trained_with(
+    config: Mapping[str, Any] | str | None,
+    estimator_column: str | None = None,
+    identified: Identification | None = None,
+) -> TrainedWith:
+    """The estimator and loss aggregation a run trained with.
+
+    Args:
+        config: the run's logged config (a dict, or its JSON text; anything else counts as empty).
+        estimator_column: the run's ``runs.estimator`` value; read as ``algorithm.adv_estimator``
+            when the config lacks that key.
+        identified: :func:`~trajlens.estimators.identify_advantages` on the run's logged
+            advantages; its best candidate is the answer when the config declares nothing and
+            the verdict is a match.
+    """
+    parsed = _as_mapping(config)
+    aggregation, logged = _aggregation(parsed)
+    found = _declared(parsed, estimator_column)
+    if found is not None:
+        declaration, spec = found
+        evidence = ", ".join(f"{key}={value}" for key, value in declaration.when)
+        return TrainedWith(spec.choice(declaration.label), "config", aggregation, logged, evidence)
+    if identified is not None and identified.matched:
+        return TrainedWith(identified.best.candidate, "identified", aggregation, logged, identified.verdict)
+    return TrainedWith(None, "unknown", aggregation, logged)
+
+
+def config_value(config: Mapping[str, Any], key: str) -> Any:
+    """The value at a dotted key of a nested config, or None."""
+    node: Any = config
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def _as_mapping(config: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
+    if isinstance(config, str):
+        try:
+            config = json.loads(config or "{}")
+        except json.JSONDecodeError:
+            return {}
+    return config if isinstance(config, Mapping) else {}
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value).lower()
+
+
+def _declared(config: Mapping[str, Any], estimator_column: str | None) -> tuple[Declaration, EstimatorSpec] | None:
+    """The declaration of highest weight whose every key holds (the first in registry order on a tie)."""
+
+    def value(key: str) -> str | None:
+        found = config_value(config, key)
+        if found is None and key == ESTIMATOR_KEY and estimator_column:
+            found = estimator_column
+        return _text(found)
+
+    best: tuple[Declaration, EstimatorSpec] | None = None
+    for spec in ESTIMATOR_REGISTRY.values():
+        for declaration in _declarations(spec):
+            if all(value(key) == wanted for key, wanted in declaration.when):
+                if best is None or declaration.weight > best[0].weight:
+                    best = (declaration, spec)
+    return best
+
+
+def _declarations(spec: EstimatorSpec) -> tuple[Declaration, ...]:
+    """The entry's declarations, and, where none reads its own name under ``algorithm.adv_estimator``
+    (how trajlens's synthetic runs and a ``runs.estimator`` column may name it), that name, under
+    its first report label and below every other declaration."""
+    own = (ESTIMATOR_KEY, spec.name)
+    if any(own in declaration.when for declaration in spec.declared_by):
+        return spec.declared_by
+    return (*spec.declared_by, Declaration((own,), spec.variants()[0].label, rank=0))
+
+
+def _aggregation(config: Mapping[str, Any]) -> tuple[str, bool]:
+    for source in AGGREGATION_KEYS:
+        found = config_value(config, source.key)
+        if not isinstance(found, str):
+            continue
+        if source.modes is None:
+            return found, True
+        if found.lower() in source.modes:
+            return source.modes[found.lower()], True
+    return DEFAULT_AGGREGATION, False
