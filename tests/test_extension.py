@@ -141,3 +141,100 @@ def test_a_condition_the_registry_does_not_hold_is_refused(tmp_path):
 
     with pytest.raises(CheckConfigError, match="field 'condition': expected one of threshold"):
         parse_checks({"checks": {"x": {"measure": "share:think", "condition": "above_plainly", "above": 1}}}, "c.toml")
+
+
+TOY_ESTIMATOR = '''\
+"""Median baseline: each trajectory's score minus the (lower) median score of its group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from trajlens.estimators.grpo import OutcomeResult
+
+
+def median_baseline(token_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: Any,
+                    masked_rewards: str = "keep") -> OutcomeResult:
+    scores = token_rewards.sum(dim=1)
+    _, inverse = np.unique(np.asarray([str(g) for g in group_ids]), return_inverse=True)
+    groups = torch.as_tensor(inverse)
+    baseline = torch.empty_like(scores)
+    for group in groups.unique():
+        rows = groups == group
+        baseline[rows] = scores[rows].median()
+    advantages = scores - baseline
+    return OutcomeResult(advantages[:, None] * response_mask, advantages, scores, baseline,
+                         torch.ones_like(scores), "group_median")
+'''
+
+TOY_ESTIMATOR_ENTRY = (
+    '    EstimatorSpec(name="median_baseline", summary="Score minus the group median.", '
+    'function="trajlens.estimators.median_baseline:median_baseline", kind=Kind.OUTCOME, '
+    'inputs=Input.GROUPS | Input.REWARDS, options=(_SCORE,), reference="none", reference_version="toy", '
+    'statistics=Statistics.TRAJECTORIES, '
+    'conventions=(EstimatorChoice("toy_median", "median_baseline", {}, "toy median baseline"),), '
+    'declared_by=(Declaration((("algorithm.adv_estimator", "median_baseline"),), "median_baseline"),)),'
+)
+
+
+def _toy_run(directory: Path) -> Path:
+    """12 steps of 4 groups of 4, logged advantages as the median baseline gives them, and a
+    think habit that earns the best score in a group."""
+    from trajlens.model import RunBuilder
+    from trajlens.store.layout import RunDirWriter
+
+    builder = RunBuilder("toy-median", config={"algorithm": {"adv_estimator": "median_baseline"}},
+                         source_format="test", source="toy")
+    for step in range(1, 13):
+        for group in range(4):
+            rewards = [float((step * 7 + group * 3 + member * 5) % 4) for member in range(4)]
+            median = sorted(rewards)[1]  # torch's median of four: the lower middle value
+            for member, reward in enumerate(rewards):
+                thinks = reward >= 2 or (step > 6 and member == 0)
+                calls = [{"turn": 0, "tool_name": "think" if thinks else "bash",
+                          "arguments": '{"thought": "x"}' if thinks else '{"command": "ls"}'},
+                         {"turn": 1, "tool_name": "bash", "command": "pytest", "arguments": '{"command": "pytest"}'}]
+                builder.add_trajectory({"step": step, "trajectory_id": f"{step}-{group}-{member}",
+                                        "group_id": f"{step}:{group}", "task_id": f"task{group}", "reward": reward,
+                                        "logged_advantage": reward - median, "model_tokens": 10},
+                                       calls, where=f"toy {step}-{group}-{member}")
+    run = builder.build()
+    with RunDirWriter(directory, run.runs) as writer:
+        writer.write_run(run)
+    return directory
+
+
+def test_a_toy_estimator_runs_through_every_surface(tmp_path):
+    root = _copy_package(tmp_path / "copy")
+    (root / "trajlens" / "estimators" / "median_baseline.py").write_text(TOY_ESTIMATOR)
+    _add_line(root / "trajlens" / "estimators" / "registry.py", "_SPECS: tuple[EstimatorSpec, ...] = (",
+              TOY_ESTIMATOR_ENTRY)
+    store = tmp_path / "store"
+    assert _trajlens(root, "ingest", _toy_run(tmp_path / "toy-median"), "--store", store).returncode == 0
+
+    recomputed = _trajlens(root, "advantages", store, "--run", "toy-median", "--estimator", "median_baseline")
+    assert recomputed.returncode == 0, recomputed.stderr
+    identified = _trajlens(root, "advantages", store, "--run", "toy-median", "--identify",
+                           "--json", tmp_path / "identify.json")
+    assert identified.returncode == 0, identified.stderr
+    verdict = json.loads((tmp_path / "identify.json").read_text())
+    assert "toy median baseline" in json.dumps(verdict), verdict
+
+    assert _trajlens(root, "classify", store).returncode == 0
+    attributed = _trajlens(root, "attribute", store, "--run", "toy-median", "--out", tmp_path / "attribution.md")
+    assert attributed.returncode == 0, attributed.stderr
+    assert "run's estimator: median_baseline" in (tmp_path / "attribution.md").read_text()
+
+    reported = _trajlens(root, "report", store, "--run", "toy-median", "--out", tmp_path / "report", "--viewers", "0")
+    assert reported.returncode == 0, reported.stderr
+    assert "| median_baseline | 12 |" in (tmp_path / "report" / "toy-median" / "stage_report.md").read_text()
+
+    checks = tmp_path / "checks.toml"
+    checks.write_text('[checks.run_mean]\nmeasure = "advantage:run:mean"\ncondition = "threshold"\nabove = 10\n')
+    checked = _trajlens(root, "check", store, "--run", "toy-median", "--config", checks, "--json", tmp_path / "c.json")
+    assert checked.returncode == 0, checked.stderr
+    (result,) = json.loads((tmp_path / "c.json").read_text())["results"]
+    assert result["status"] == "pass", result
