@@ -65,10 +65,9 @@ def align_tokens(batch: pl.DataFrame, tokens: pa.Table | None) -> pa.Table | Non
 def flat_kernel(rec: EstimatorChoice) -> bool:
     """Whether ``rec`` runs on flat buffers here: compiled kernels available, and its registry
     entry's :class:`~trajlens.estimators.registry.FlatScan` holds for its settings."""
-    from trajlens.estimators._compiled import AVAILABLE
+    from trajlens.estimators.flat import flat_scan_of
 
-    scan = rec.spec().flat_scan  # the registry entry says when it is the masked GAE scan
-    return AVAILABLE and scan is not None and scan.applies(rec.settings())
+    return flat_scan_of(rec) is not None
 
 
 def step_advantages(

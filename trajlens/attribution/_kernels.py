@@ -4,7 +4,7 @@ Call credit needs, per estimator, the sum of the advantages over each call's spa
 trajectory's model tokens, and their largest value; the NumPy route
 (:func:`trajlens.attribution._spans.masked_prefix`) builds an (N,) masked copy and an (N + 1,)
 float64 prefix sum for that, three passes over memory. Compiled (numba, as
-:mod:`trajlens.estimators._compiled`), it is one read of the values and the mask, accumulated
+:mod:`trajlens.estimators.flat`), it is one read of the values and the mask, accumulated
 in float64. Without numba the plain functions run (correct, slow) and callers use the NumPy
 route instead (:data:`AVAILABLE`).
 

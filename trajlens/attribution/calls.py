@@ -64,7 +64,7 @@ def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | pa.Table | No
     if isinstance(tokens, pa.Table):
         ids = tokens.column("trajectory_id").combine_chunks()
         if len(ids) == batch and ids.to_pylist() == trajectory_ids:
-            from trajlens.estimators._arrays import flat_list
+            from trajlens.estimators.flat import flat_list
 
             mask = flat_list(tokens.column("response_mask"), np.bool_, False)
             return mask.values, mask.offsets, mask.present

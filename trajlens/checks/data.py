@@ -122,7 +122,7 @@ class RunState:
     def _identify_run_label(self, batch: StepBatch) -> None:
         """When the config names no estimator: the one :func:`trajlens.estimators.identify_advantages`
         finds in the first batch's logged advantages, if they match one."""
-        from trajlens.estimators._errors import EstimatorInputError
+        from trajlens.estimators import EstimatorInputError
         from trajlens.estimators.identify import identify_advantages
 
         self._identify_pending = False

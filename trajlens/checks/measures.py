@@ -424,7 +424,7 @@ def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | No
     (:func:`~trajlens.estimators.registry.declared_estimators`), or every candidate when it
     declares none; the closest is compared.
     """
-    from trajlens.estimators._errors import EstimatorInputError
+    from trajlens.estimators import EstimatorInputError
     from trajlens.estimators.identify import identify_advantages
     from trajlens.estimators.registry import declared_estimators
 
@@ -451,7 +451,7 @@ def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | No
 def _closest_of_all(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, config: dict,
                     tried: tuple[Any, ...]) -> str:
     """What the logged advantages match when the compared candidates do not."""
-    from trajlens.estimators._errors import EstimatorInputError
+    from trajlens.estimators import EstimatorInputError
     from trajlens.estimators.identify import identify_advantages
 
     if len(tried) == len(IDENTIFY_CANDIDATES):

@@ -141,11 +141,11 @@ def _token_values(recomputed: pl.DataFrame, tokens: pl.DataFrame):
 
     The two frames are matched on (run_id, trajectory_id); rows are put in step order and both
     list columns taken in that order, so each step's tokens are one contiguous slice of the flat
-    buffers (:mod:`trajlens.estimators._arrays`).
+    buffers (:mod:`trajlens.estimators.flat`).
     """
     import numpy as np
 
-    from trajlens.estimators._arrays import flat_list
+    from trajlens.estimators.flat import flat_list
 
     order = (
         recomputed.select("run_id", "step", "trajectory_id").with_row_index("__row")

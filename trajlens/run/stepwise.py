@@ -5,7 +5,7 @@ step to its longest trajectory; on a run of hundreds of millions of tokens that 
 memory than the machine has and far more time than reading the arrays. Here each step's
 partition is read on its own (the store keeps one directory per step), GAE runs on the Arrow
 buffers as they come from Parquet (flat values plus row offsets, no padding, no Python loop
-over rows or tokens: :mod:`trajlens.estimators._arrays`, :mod:`trajlens.estimators._compiled`),
+over rows or tokens: :mod:`trajlens.estimators.flat`),
 and the results are written back as list columns that reuse the same offsets. Memory is that of
 one step, whatever the number of steps.
 
@@ -91,16 +91,16 @@ def gae_step(
     """
     import torch
 
-    from trajlens.estimators import _scan
-    from trajlens.estimators._arrays import list_array
-    from trajlens.estimators._compiled import row_summaries
+    from trajlens.estimators.flat import one_intra_op_thread
+    from trajlens.estimators.flat import list_array
+    from trajlens.estimators.flat import row_summaries
     from trajlens.estimators.whiten import masked_whiten
 
     if raw is None:
         raw = raw_gae(trajectories, tokens, gamma=gamma, lam=lam)
     advantages, label = raw.advantages, "none"
     if whiten:
-        with _scan._one_intra_op_thread():
+        with one_intra_op_thread():
             result = masked_whiten(torch.from_numpy(advantages)[None], torch.from_numpy(raw.mask)[None])
         advantages, label = result.advantages[0].numpy(), result.normalisation
     rows = raw.offsets.shape[0] - 1
@@ -131,14 +131,15 @@ def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0,
     """Unwhitened GAE of one step, flat: advantages, returns, mask and row offsets (tokens of
     the trajectories in ``trajectories`` order). ``mask``: the caller's ``flat_list`` of
     ``tokens``'s response mask, used when no row needs reordering."""
-    from trajlens.estimators import _validate as check
-    from trajlens.estimators._arrays import flat_list
-    from trajlens.estimators._compiled import last_model_token
-    from trajlens.estimators._scan import flat_masked_scan
+    from trajlens.estimators import EstimatorInputError
+    from trajlens.estimators.flat import unit_interval
+    from trajlens.estimators.flat import flat_list
+    from trajlens.estimators.flat import last_model_token
+    from trajlens.estimators.flat import flat_masked_scan
 
     fn = "recompute"
-    gamma = check.unit_interval(fn, "gamma", gamma)
-    lam = check.unit_interval(fn, "lam", lam)
+    gamma = unit_interval(fn, "gamma", gamma)
+    lam = unit_interval(fn, "lam", lam)
     aligned = _aligned(fn, trajectories, tokens)
     if mask is None or aligned is not tokens:
         mask = flat_list(aligned.column("response_mask"), np.bool_, False)
@@ -149,7 +150,7 @@ def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0,
     if "values" not in tokens.column_names or tokens.column("values").null_count:
         row = int(np.nonzero(~tokens.column("values").is_valid().to_numpy(zero_copy_only=False))[0][0]) \
             if "values" in tokens.column_names else 0
-        raise check.EstimatorInputError(f"{fn}: gae needs critic values; trajectory {ids[row]!r} has none")
+        raise EstimatorInputError(f"{fn}: gae needs critic values; trajectory {ids[row]!r} has none")
     values = flat_list(tokens.column("values"), np.float32, 0.0)
     _same_lengths(fn, ids, "values", lengths, values.lengths, np.ones(len(lengths), bool))
     rewards = _rewards(fn, trajectories, tokens, mask, last_model_token)
@@ -158,14 +159,14 @@ def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0,
         last = np.empty(len(lengths), dtype=np.int64)
         last_model_token(mask.values, offsets, last)
         row = int(np.nonzero(last < 0)[0][0])
-        raise check.EstimatorInputError(
+        raise EstimatorInputError(
             f"{fn}: trajectory {ids[row]!r} has no model tokens in its response_mask "
             f"(step {trajectories['step'][row]}); drop it first"
         )
     if scan.nonfinite:
         bad = ~(np.isfinite(rewards) & np.isfinite(values.values)) & mask.values
         row = int(np.searchsorted(offsets, int(np.argmax(bad)), side="right") - 1)
-        raise check.EstimatorInputError(f"{fn}: token_rewards or values hold a non-finite number at a model token "
+        raise EstimatorInputError(f"{fn}: token_rewards or values hold a non-finite number at a model token "
                                         f"(step {trajectories['step'][row]})")
     keys = trajectories.select([c for c in KEY_COLUMNS if c in trajectories.columns])
     return RawGAE(keys, scan.scanned, scan.plus_values, mask.values, offsets)
@@ -173,7 +174,7 @@ def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0,
 
 def _aligned(fn: str, trajectories: pl.DataFrame, tokens: pa.Table) -> pa.Table:
     """``tokens`` rows in the order of ``trajectories`` (a take only when the orders differ)."""
-    from trajlens.estimators import _validate as check
+    from trajlens.estimators import EstimatorInputError
 
     token_ids = tokens.column("trajectory_id")
     wanted = trajectories["trajectory_id"]
@@ -187,7 +188,7 @@ def _aligned(fn: str, trajectories: pl.DataFrame, tokens: pa.Table) -> pa.Table:
     missing = order.filter(pl.col("__token").is_null())
     if missing.height:
         run = trajectories["run_id"][0] if "run_id" in trajectories.columns else None
-        raise check.EstimatorInputError(
+        raise EstimatorInputError(
             f"{fn}: trajectory {missing['trajectory_id'][0]!r} (run {run!r}) has no row in tokens"
         )
     return tokens.take(pa.array(order["__token"].to_numpy()))
@@ -196,8 +197,8 @@ def _aligned(fn: str, trajectories: pl.DataFrame, tokens: pa.Table) -> pa.Table:
 def _rewards(fn: str, trajectories: pl.DataFrame, tokens: pa.Table, mask, last_model_token) -> np.ndarray:
     """Flat token rewards aligned with ``mask``; the trajectory reward on the last model token of
     rows without token rewards (how verl places an outcome reward)."""
-    from trajlens.estimators import _validate as check
-    from trajlens.estimators._arrays import flat_list
+    from trajlens.estimators import EstimatorInputError
+    from trajlens.estimators.flat import flat_list
 
     ids = trajectories["trajectory_id"]
     lengths = mask.lengths
@@ -221,7 +222,7 @@ def _rewards(fn: str, trajectories: pl.DataFrame, tokens: pa.Table, mask, last_m
               else pl.Series([None] * rows, dtype=pl.Float64)).fill_null(float("nan")).to_numpy()
     missing = absent[np.isnan(reward[absent])]
     if missing.size:
-        raise check.EstimatorInputError(
+        raise EstimatorInputError(
             f"{fn}: trajectory {ids[int(missing[0])]!r} has neither token_rewards nor a reward"
         )
     last = np.empty(rows, dtype=np.int64)
@@ -232,12 +233,12 @@ def _rewards(fn: str, trajectories: pl.DataFrame, tokens: pa.Table, mask, last_m
 
 def _same_lengths(fn: str, ids: pl.Series, name: str, lengths: np.ndarray, other: np.ndarray,
                   present: np.ndarray) -> None:
-    from trajlens.estimators import _validate as check
+    from trajlens.estimators import EstimatorInputError
 
     bad = np.nonzero(present & (other != lengths))[0]
     if bad.size:
         i = int(bad[0])
-        raise check.EstimatorInputError(
+        raise EstimatorInputError(
             f"recompute: trajectory {ids[i]!r}: {name} has {int(other[i])} entries but response_mask has "
             f"{int(lengths[i])}"
         )
@@ -266,7 +267,7 @@ def step_moments(advantages: np.ndarray, mask: np.ndarray) -> StepMoments:
     (count + 1e-8) * count / (count - 1)``, ``A' = (A - mean) * rsqrt(var + 1e-8)``; the sign
     counts of A' are those of ``A - mean``, counted in the kernel's second pass.
     """
-    from trajlens.estimators._compiled import masked_moments
+    from trajlens.estimators.flat import masked_moments
     from trajlens.estimators.whiten import whitening_of_moments
 
     out = np.empty(9)
@@ -310,10 +311,10 @@ def model_token_stats(moments: StepMoments, whitened: bool):
 
 def _uses_flat_gae(choice: EstimatorChoice) -> bool:
     """Whether the choice is GAE with the critic on flat buffers (its registry entry's flat scan)."""
-    from trajlens.estimators._compiled import AVAILABLE
+    from trajlens.estimators.flat import flat_scan_of
 
-    scan = choice.spec().flat_scan
-    return AVAILABLE and scan is not None and scan.critic and scan.applies(choice.settings())
+    scan = flat_scan_of(choice)
+    return scan is not None and scan.critic
 
 
 def _reads_tokens(estimator: str) -> bool:
@@ -410,9 +411,9 @@ def advantage_pass(
     statistics, computed on the fly, so the whitened token arrays are only built for ``out``.
     They agree with ``labelled_diagnostics`` to float32 rounding.
     """
-    from trajlens.estimators import _validate as check
+    from trajlens.estimators import EstimatorInputError
     from trajlens.estimators import recompute
-    from trajlens.estimators._arrays import flat_list
+    from trajlens.estimators.flat import flat_list
     from trajlens.estimators.whiten import require_two_tokens
     from trajlens.run.batches import step_batches, step_bounds, train_trajectories
     from trajlens.run.recompute import DIAGNOSTIC_COLUMNS, diagnostics_of
@@ -478,7 +479,7 @@ def advantage_pass(
                 if out is not None:
                     for (step,), part in recomputed.partition_by("step", as_dict=True, maintain_order=True).items():
                         write(choice.label, int(step), part)
-            except check.EstimatorInputError as error:
+            except EstimatorInputError as error:
                 errors[choice.label] = error
     if columnar["step"]:
         parts.append(pl.DataFrame({"run_id": [run_id] * len(columnar["step"]), **columnar}))
