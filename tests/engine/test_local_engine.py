@@ -23,23 +23,28 @@ def _tables(store_path, names):
     return {name: store.table(name).collect() for name in names}
 
 
-def test_classify_steps_equal_the_whole_run(store_copy, tmp_path):
-    from trajlens.classify.store import classify_run
+def test_classify_steps_equal_the_whole_run(store_copy):
+    import polars as pl
+
+    from trajlens.classify import classify_calls, trajectory_measures, unknown_tools
+    from trajlens.classify.calls import CALL_CLASS_COLUMNS
     from trajlens.classify.tool_map import ToolMap, only
     from trajlens.engine.classify import classify_run_on
 
-    other = tmp_path / "other"
-    shutil.copytree(store_copy, other)
+    store = trajlens.open(store_copy)
     # an empty map alone leaves every tool unmapped, so unknown_tools has rows to compare
     for tool_map in (None, only(ToolMap((), ()))):
-        whole = classify_run(trajlens.open(store_copy), RUN_ID, tool_map)
-        stepped = classify_run_on(LocalEngine(), StoreLocation.of(other), RUN_ID, tool_map, store=trajlens.open(other))
-        names = ("call_classes", "trajectory_measures", "unknown_tools")
-        expected, found = _tables(store_copy, names), _tables(other, names)
-        for name in names:
-            assert found[name].height == expected[name].height > 0 or name == "unknown_tools"
-            assert_frame_equal(found[name], expected[name], check_exact=True)
-        assert_frame_equal(stepped.measures, whole.measures, check_exact=True)
+        calls = classify_calls(store.tool_calls.filter(pl.col("run_id") == RUN_ID), tool_map, explain=True)
+        trajectories = store.trajectories.filter(pl.col("run_id") == RUN_ID).collect()
+        expected = {"call_classes": calls.select(CALL_CLASS_COLUMNS),
+                    "trajectory_measures": trajectory_measures(calls, trajectories),
+                    "unknown_tools": unknown_tools(calls, tool_map)}
+        stepped = classify_run_on(LocalEngine(), StoreLocation.of(store_copy), RUN_ID, tool_map, store=store)
+        found = _tables(store_copy, expected)
+        for name, frame in expected.items():
+            assert found[name].height == frame.height > 0 or name == "unknown_tools"
+            assert_frame_equal(found[name], frame, check_exact=True)
+        assert_frame_equal(stepped.measures, expected["trajectory_measures"], check_exact=True)
     assert expected["unknown_tools"].height > 0
 
 

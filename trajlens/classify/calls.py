@@ -40,6 +40,8 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("tool_name", "arguments", "command")
 
 ADDED_COLUMNS: tuple[str, ...] = ("primary_class", "action_classes", "paths", "is_edit", "is_verification")
 """Columns :func:`classify_calls` adds."""
+CALL_CLASS_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "call_index", "tool_name", *ADDED_COLUMNS)
+"""Columns of the saved ``call_classes`` table."""
 
 EXPLAIN_COLUMNS: tuple[str, ...] = ("tool_entry", "decided_by", "rule_source")
 """Columns ``classify_calls(..., explain=True)`` adds as well:

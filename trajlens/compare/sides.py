@@ -106,7 +106,7 @@ def read_side(store: Any, side: Side, stages: Any = "quartiles", labels: list[st
 
 
 def _measures(store: Any, run_id: str) -> pl.DataFrame:
-    from trajlens.classify.store import classify_run
+    from trajlens.engine.classify import classify_run
 
     trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
     if "trajectory_measures" not in store.tables() or store.table("trajectory_measures").filter(

@@ -1,11 +1,12 @@
-"""Classification step by step on an engine: :func:`classify_run_on`.
+"""Classify a stored run and save its analysis tables, step by step on an engine: the one
+implementation behind ``trajlens classify``, the report and comparisons.
 
 Each step's tool calls are classified and its trajectories measured where the engine runs it
 (:class:`ClassifyStep`); the calls stream into ``call_classes``, the per-trajectory measures
 are stacked into ``trajectory_measures``, and ``unknown_tools`` is counted from the unmapped
-calls of every step. The rows are those of :func:`trajlens.classify.store.classify_run`: a
-call's class depends on that call (and its trajectory's earlier calls) only, and a
-trajectory lies within one step.
+calls of every step. The rows are those of classifying the whole run at once: a call's class
+depends on that call (and its trajectory's earlier calls) only, and a trajectory lies within
+one step. :func:`classify_run_on` runs on any engine; :func:`classify_run` on this process's.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from typing import Any, Callable, NamedTuple
 
 import polars as pl
 
-from trajlens.classify.calls import UNMAPPED, classify_calls
+from trajlens.classify.calls import CALL_CLASS_COLUMNS, UNMAPPED, classify_calls
 from trajlens.classify.measures import trajectory_measures
-from trajlens.classify.store import CALL_CLASS_COLUMNS
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.classify.unknown import unknown_tools
 from trajlens.engine.base import Engine, StepTables
@@ -84,4 +84,12 @@ def classify_run_on(engine: Engine, location: StoreLocation, run_id: str, tool_m
     return EngineClasses(run_id, stream.frame("explained_calls") if explain else None, measures, unknown)
 
 
-__all__ = ["ClassifyStep", "EngineClasses", "classify_run_on"]
+def classify_run(store: Any, run_id: str, tool_map: ToolMapLike = None, *, explain: bool = False) -> EngineClasses:
+    """Classify one run of an open store in this process (the local engine) and save
+    ``call_classes``, ``trajectory_measures`` and ``unknown_tools``, as ``trajlens classify`` does."""
+    from trajlens.engine.local import LocalEngine
+
+    return classify_run_on(LocalEngine(), StoreLocation.of(store.path), run_id, tool_map, store=store, explain=explain)
+
+
+__all__ = ["ClassifyStep", "EngineClasses", "classify_run", "classify_run_on"]

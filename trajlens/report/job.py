@@ -44,8 +44,8 @@ class RunReport:
 @in_transaction
 def classify_store(store: Any, run_ids: list[str] | None = None) -> dict[str, pl.DataFrame]:
     """Classify the tool calls of each run and save ``call_classes``, ``trajectory_measures``
-    and ``unknown_tools`` (:func:`trajlens.classify.store.classify_run`, as ``trajlens classify``)."""
-    from trajlens.classify.store import classify_run
+    and ``unknown_tools`` (:func:`trajlens.engine.classify.classify_run`, as ``trajlens classify``)."""
+    from trajlens.engine.classify import classify_run
 
     return {run_id: classify_run(store, run_id).measures for run_id in run_ids or store.run_ids()}
 
