@@ -176,7 +176,7 @@ def test_cli_runs_every_estimator_or_says_what_the_run_lacks(name, tiny_store, c
 
 
 def test_report_choices_follow_the_registry(tiny_store):
-    from trajlens.report.job import ESTIMATOR_CHOICES, available_estimators
+    from trajlens.run.choices import ESTIMATOR_CHOICES, available_estimators
 
     reported = {c.estimator for c in ESTIMATOR_CHOICES}
     assert reported == {n for n, s in ESTIMATOR_REGISTRY.items() if s.report is not InReport.NEVER}
@@ -189,7 +189,7 @@ def test_report_choices_follow_the_registry(tiny_store):
 
 @pytest.mark.parametrize("name", [n for n, s in ESTIMATOR_REGISTRY.items() if s.report is not InReport.NEVER])
 def test_report_includes_each_estimator_when_its_data_allows(name):
-    from trajlens.report.job import ESTIMATOR_CHOICES
+    from trajlens.run.choices import ESTIMATOR_CHOICES
 
     spec = estimator_spec(name)
     everything = RunFacts(trajectories=10, token_arrays=True, critic_values=True, token_counts=True, largest_group=4,
