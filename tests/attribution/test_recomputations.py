@@ -7,6 +7,7 @@ import pytest
 from trajlens.attribution import RECOMPUTATIONS, parse_recomputations
 from trajlens.attribution.recomputations import TOKEN_ESTIMATORS, own_recomputation
 from trajlens.errors import ConfigError
+from trajlens.estimators import trained_with
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY, Input, RunFacts
 
 
@@ -32,10 +33,10 @@ def test_token_level_estimators_and_needs_are_the_registrys():
 
 
 def test_own_recomputation_is_found_by_the_registry_label():
-    own = own_recomputation("grpo", {"actor_rollout_ref": {"actor": {"loss_agg_mode": "seq-mean-token-mean"}}},
-                            RECOMPUTATIONS)
+    own = own_recomputation(trained_with({"actor_rollout_ref": {"actor": {"loss_agg_mode": "seq-mean-token-mean"}}},
+                                         "grpo"), RECOMPUTATIONS)
     assert own.label == "grpo" and own.aggregation == "seq-mean-token-mean" and own.aggregation_logged
-    assert own_recomputation("gae", {"algorithm": {"whiten_advantages": False}}, RECOMPUTATIONS).label == "gae_raw"
+    assert own_recomputation(trained_with({"algorithm": {"whiten_advantages": False}}, "gae"), RECOMPUTATIONS).label == "gae_raw"
 
 
 def test_parse_recomputations_checks_options_against_the_registry():

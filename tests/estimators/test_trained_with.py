@@ -26,7 +26,7 @@ def surfaces(config) -> dict[str, object]:
     """The run's estimator as each surface says it."""
     return {
         "trained_with": trained_with(config).label,
-        "attribution": own_recomputation(None, config, RECOMPUTATIONS).label,
+        "attribution": own_recomputation(trained_with(config), RECOMPUTATIONS).label,
         "checks": (label.label if (label := run_label(config)) is not None else None),
         "registry": declared_estimators(config),
     }

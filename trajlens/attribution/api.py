@@ -35,6 +35,7 @@ from trajlens.estimators.registry import RunFacts
 from trajlens.run.facts import stored_facts
 from trajlens.run.location import StoreLocation
 from trajlens.run.reader import RunReader
+from trajlens.run.trained import run_trained_with
 
 MapSteps = Callable[["CreditStep", list[int]], Iterator[tuple[int, dict[str, pa.Table]]]]
 """``map_steps(function, steps)``: ``(step, function(location, run_id, step))`` for every step, in order."""
@@ -143,8 +144,12 @@ def attribute(
     facts, token_rows = stored.facts, stored.token_rows
     wanted = tuple(recomputations) if recomputations is not None else tuple(
         r for r in RECOMPUTATIONS if _compared_by_default(r, facts))
-    own = own_recomputation(runs["estimator"][0], runs["config"][0], wanted)
+    trained = run_trained_with(store, run_id, trajectories)
+    own = own_recomputation(trained, wanted)
     notes: list[str] = []
+    if own.label is not None and trained.source == "identified":
+        notes.append(f"the run's own estimator, {own.label}, is identified from its logged advantages "
+                     f"({trained.evidence}); its config names none")
     usable = []
     for rec in wanted:
         missing = rec.missing(facts)

@@ -24,7 +24,7 @@ from typing import Any
 from trajlens.errors import ConfigError
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY, Input
 from trajlens.estimators.spec import EstimatorChoice
-from trajlens.estimators.trained import trained_with
+from trajlens.estimators.trained import TrainedWith
 
 
 def registry_recomputations() -> tuple[EstimatorChoice, ...]:
@@ -56,12 +56,10 @@ class RunEstimator:
     aggregation_logged: bool
 
 
-def own_recomputation(estimator: str | None, config: str | dict[str, Any] | None,
-                      recomputations: tuple[EstimatorChoice, ...], identified: Any = None) -> RunEstimator:
-    """The recomputation a run trained with, from ``runs.estimator`` and ``runs.config`` (read by
-    :func:`trajlens.estimators.trained_with`, or its ``identified`` verdict): the recomputation
-    of the same estimator and settings, preferring one of the same label; None when none is."""
-    trained = trained_with(config, estimator, identified)
+def own_recomputation(trained: TrainedWith, recomputations: tuple[EstimatorChoice, ...]) -> RunEstimator:
+    """Of ``recomputations``, the one the run trained with (``trained``, from
+    :func:`trajlens.estimators.trained_with` or :func:`trajlens.run.trained.run_trained_with`): the
+    recomputation of the same estimator and settings, preferring one of the same label; None when none is."""
     own = trained.choice.among(recomputations) if trained.choice is not None else None
     return RunEstimator(own.label if own is not None else None, trained.aggregation, trained.aggregation_logged)
 

@@ -110,6 +110,8 @@ class RunState:
         """The estimator the run trained with: from its config, else from its logged advantages."""
         self.run_label_problem = ""
         """Why neither its config nor its logged advantages name one."""
+        self.run_label_source = "from its config"
+        """How the run's estimator is known."""
         self._identify_pending = self.run_label is None and m.RUN_LABEL in needs.labels
         self.labels = tuple(m.LABELS[label] for label in needs.labels if label != m.RUN_LABEL)
         self._add_run_label()
@@ -135,9 +137,19 @@ class RunState:
             self.run_label_problem = str(error).removeprefix("identify_advantages: ")
             return
         self.run_label = m.run_label(config, identified=found)
+        self.run_label_source = f"identified from its logged advantages: {found.verdict}"
         if self.run_label is None:
             self.run_label_problem = f"its logged advantages match no estimator ({found.verdict})"
         self._add_run_label()
+
+    def note(self, measure: str) -> str | None:
+        """What the measure's computation says beside its values: the logged advantages' verdict,
+        or which estimator ``advantage:run:...`` stands for and how that is known."""
+        if measure in self.notes:
+            return self.notes[measure]
+        if measure.startswith(f"advantage:{m.RUN_LABEL}:") and self.run_label is not None:
+            return f"the run's estimator is {self.run_label.label} ({self.run_label_source})"
+        return None
 
     def add(self, batch: StepBatch) -> list[int]:
         """Compute the measures of a batch of new steps; returns those steps."""

@@ -112,7 +112,7 @@ def evaluate_check(check: Check, state: RunState) -> CheckResult:
         return CheckResult(check, "skip", reason="; ".join(dict.fromkeys(skipped)))
     fired = any(outcome.fired_steps for outcome in outcomes)
     status = ("fail" if check.severity == "error" else "warn") if fired else "pass"
-    notes = [state.notes[measure] for measure in concrete if measure in state.notes]
+    notes = [note for measure in concrete if (note := state.note(measure)) is not None]
     if skipped:
         notes.append(f"not evaluated: {'; '.join(dict.fromkeys(skipped))}")
     return CheckResult(check, status, tuple(outcomes), "; ".join(notes))

@@ -15,9 +15,11 @@ from typing import Any, Callable
 import polars as pl
 
 from trajlens.estimators.spec import EstimatorChoice
+from trajlens.estimators.trained import TrainedWith
 from trajlens.report import plots
 from trajlens.report.scalars import channel_findings, scalar_findings
 from trajlens.run.choices import report_advantages
+from trajlens.run.trained import run_trained_with
 from trajlens.steps import spans_text
 from trajlens.store.handle import in_transaction
 
@@ -135,7 +137,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         parts.diagnostics = diagnostics
         save_advantage_batches(store, run_id, diagnostics, keep_other_labels=False)
         charts["advantage_batches"] = plots.advantage_batches(diagnostics, f"{run_id}: recomputed advantages per batch")
-        sections.append(_advantage_markdown(diagnostics, choices))
+        sections.append(_advantage_markdown(diagnostics, choices, run_trained_with(store, run_id)))
         report.findings += _advantage_findings(diagnostics, sign_streaks)
     for name, chart in charts.items():
         report.figures.append(chart.png(directory / f"{name}.png"))
@@ -257,7 +259,20 @@ def _streak_text(streaks: tuple[tuple[int, int], ...]) -> str:
     return listed + (f" and {more:,} more streaks" if more > 0 else "")
 
 
-def _advantage_markdown(diagnostics: pl.DataFrame, choices: list[EstimatorChoice]) -> str:
+def _trained_sentence(trained: TrainedWith, choices: list[EstimatorChoice]) -> str:
+    """Which of the recomputations is the run's own, and how that is known."""
+    if trained.choice is None:
+        return "Its config names no estimator and its logged advantages match none: no row is the run's own."
+    own = trained.choice.among(choices)
+    name = f"`{own.label}`" if own is not None else f"`{trained.choice.label}` (not recomputed here)"
+    how = (f"from its config: {trained.evidence}" if trained.source == "config"
+           else f"identified from its logged advantages: {trained.evidence}")
+    aggregation = (f"loss aggregation {trained.aggregation}" if trained.aggregation_logged
+                   else f"loss aggregation not logged, {trained.aggregation} (verl's default) taken")
+    return f"The run trained with {name} ({how}; {aggregation})."
+
+
+def _advantage_markdown(diagnostics: pl.DataFrame, choices: list[EstimatorChoice], trained: TrainedWith) -> str:
     from trajlens.estimators.registry import Statistics, estimator_spec
 
     summary = diagnostics.group_by("estimator", maintain_order=True).agg(
@@ -280,7 +295,8 @@ def _advantage_markdown(diagnostics: pl.DataFrame, choices: list[EstimatorChoice
         parts.append(f"over trajectories for {', '.join(by_trajectories)}")
     lines = ["## Recomputed advantages", "",
              "Per-step batch statistics of the advantages each estimator would have given these "
-             f"trajectories, taken as each estimator's loss sees them: {'; '.join(parts)}.", "",
+             f"trajectories, taken as each estimator's loss sees them: {'; '.join(parts)}. "
+             + _trained_sentence(trained, choices), "",
              _markdown_table(summary)]
     return "\n".join(lines)
 

@@ -1,0 +1,81 @@
+"""Attribution names the run's own estimator from its logged advantages when its config is silent."""
+
+from __future__ import annotations
+
+import polars as pl
+
+import trajlens
+
+
+def _run_with_logged_grpo(directory, *, config, logged="grpo"):
+    """Six steps of four groups of four; each trajectory's logged advantage is verl GRPO's (or ``logged``'s)."""
+    from trajlens.estimators import recompute
+    from trajlens.model import RunBuilder
+    from trajlens.store.layout import RunDirWriter
+
+    rows = [{"run_id": "silent", "step": step, "trajectory_id": f"{step}-{group}-{member}",
+             "group_id": f"{step}:{group}", "reward": float((step + 3 * group + member * member) % 5)}
+            for step in range(1, 7) for group in range(4) for member in range(4)]
+    recomputed = recompute(pl.DataFrame(rows), None, logged)
+    advantage = dict(zip(recomputed["trajectory_id"].to_list(), recomputed["advantage"].to_list()))
+    builder = RunBuilder("silent", config=config, source_format="test", source="test")
+    for row in rows:
+        thinks = row["reward"] >= 3
+        builder.add_trajectory(
+            {"step": row["step"], "trajectory_id": row["trajectory_id"], "group_id": row["group_id"], "task_id": "t",
+             "reward": row["reward"], "logged_advantage": advantage[row["trajectory_id"]], "model_tokens": 8},
+            [{"turn": 0, "tool_name": "think" if thinks else "bash",
+              "arguments": '{"thought": "x"}' if thinks else '{"command": "ls"}'}],
+            where=row["trajectory_id"])
+    run = builder.build()
+    with RunDirWriter(directory, run.runs) as writer:
+        writer.write_run(run)
+    return directory
+
+
+def _attributed(tmp_path, config):
+    from trajlens.attribution import attribute
+    from trajlens.report import classify_store
+
+    trajlens.ingest([_run_with_logged_grpo(tmp_path / "silent", config=config)], store=tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    classify_store(store)
+    return attribute(store, "silent")
+
+
+def test_a_silent_config_takes_the_estimator_its_logged_advantages_match(tmp_path):
+    result = _attributed(tmp_path, {})
+    assert result.own.label == "grpo"
+    assert any(note.startswith("the run's own estimator, grpo, is identified from its logged advantages")
+               for note in result.notes)
+    assert any(finding.startswith("run's estimator: grpo") for finding in result.findings)
+
+
+def test_a_config_that_names_the_estimator_is_taken_without_identification(tmp_path):
+    result = _attributed(tmp_path, {"algorithm": {"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": False}})
+    assert result.own.label == "dr_grpo"  # what the config says, though the logged advantages are GRPO's
+    assert not any("identified" in note for note in result.notes)
+
+
+def test_attribution_checks_report_and_identify_name_the_estimator_the_verl_config_declares(tmp_path):
+    """verl GRPO without the std division is Dr.GRPO: every surface says so, on one store."""
+    from trajlens.attribution import attribute
+    from trajlens.checks import check_run
+    from trajlens.checks.spec import parse_checks
+    from trajlens.estimators import identify_advantages
+    from trajlens.report import report_store
+
+    config = {"algorithm": {"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": False}}
+    trajlens.ingest([_run_with_logged_grpo(tmp_path / "silent", config=config, logged="dr_grpo")],
+                    store=tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    report_store(store, tmp_path / "report", viewers_per_run=0)
+    assert "The run trained with `dr_grpo` (from its config: algorithm.adv_estimator=grpo, " \
+           "algorithm.norm_adv_by_std_in_grpo=false" in (tmp_path / "report" / "silent" / "stage_report.md").read_text()
+    assert attribute(store, "silent").own.label == "dr_grpo"
+    checks = parse_checks({"checks": {"run_mean": {"measure": "advantage:run:mean", "condition": "threshold",
+                                                   "above": 10}}}, "checks.toml")
+    (result,) = check_run(tmp_path / "store", checks, "silent").results
+    assert result.status == "pass" and result.reason == "the run's estimator is dr_grpo (from its config)"
+    trajectories = store.trajectories.collect()
+    assert identify_advantages(trajectories, None, config=config).best.candidate.estimator == "dr_grpo"
