@@ -12,6 +12,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+KEY_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "group_id")
+"""The columns that key a trajectory in every recomputed frame, in the order they come."""
+
 
 class Input(enum.Flag):
     """What an estimator reads from a run, beyond trajectory keys."""

@@ -32,10 +32,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from trajlens.errors import ConfigError
-from trajlens.estimators.spec import EstimatorChoice
+from trajlens.estimators.spec import KEY_COLUMNS, EstimatorChoice
 
 TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "token_rewards")
-KEY_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "group_id")
 
 
 class StepResult(NamedTuple):
