@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 AS_ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 PUBLISH_STEPS = ["staged", "journal", "aside runs/tiny", "placed runs/tiny",
                  "dropped derived/call_classes/tiny.parquet", "dropped derived/trajectory_measures/tiny.parquet",
-                 "database", "journal removed"]
+                 "dropped derived/unknown_tools/tiny.parquet", "database", "journal removed"]
 
 
 def write_run(directory: Path, *, without: str | None = None) -> None:
@@ -90,7 +90,7 @@ def changed(tmp_path):
     return source, store
 
 
-OLD = {"counts": {"tiny": 8}, "tables": ["call_classes", "trajectory_measures"]}
+OLD = {"counts": {"tiny": 8}, "tables": ["call_classes", "trajectory_measures", "unknown_tools"]}
 NEW = {"counts": {"tiny": 7}, "tables": []}
 
 

@@ -218,7 +218,7 @@ def test_reingest_keeps_analyses_when_unchanged_and_drops_them_when_changed(tmp_
         tokens = pq.read_table(token_file)
         pq.write_table(tokens.filter(pa.array([t in kept for t in tokens.column("trajectory_id").to_pylist()])), token_file)
     changed = trajlens.ingest([tiny_run_dir], tmp_path / "store")
-    assert changed.notes == ["run tiny changed: dropped its analyses call_classes, trajectory_measures; "
+    assert changed.notes == ["run tiny changed: dropped its analyses call_classes, trajectory_measures, unknown_tools; "
                              "run `trajlens classify` or `trajlens report` again"]
     store = trajlens.open(tmp_path / "store")
     assert "call_classes" not in store.tables()

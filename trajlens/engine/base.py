@@ -23,7 +23,10 @@ StepTables = dict[str, pa.Table]
 """A step's results: table name -> Arrow table (names are the step function's own)."""
 
 StepFunction = Callable[[StoreLocation, str, int], StepTables]
-"""``function(location, run_id, step) -> StepTables``."""
+"""``function(location, run_id, step) -> StepTables``. A function whose steps are independent of
+each other may also have a method ``steps(location, run_id, steps) -> StepTables``, the tables of
+several steps together (in step order); an engine may then hand it a group of tiny steps at once,
+and yields one :class:`StepResult` for the group, under its last step."""
 
 
 class StepResult(NamedTuple):

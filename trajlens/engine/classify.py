@@ -20,8 +20,9 @@ from trajlens.classify.calls import CALL_CLASS_COLUMNS, UNMAPPED, classify_calls
 from trajlens.classify.measures import trajectory_measures
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.classify.unknown import unknown_tools
-from trajlens.engine.base import Engine, StepTables
+from trajlens.engine.base import Engine, StepResult, StepTables
 from trajlens.run.location import StoreLocation
+from trajlens.run.reader import RunReader
 from trajlens.engine.writing import StepStream, save_table
 from trajlens.schema import SCHEMAS
 
@@ -44,14 +45,30 @@ class ClassifyStep:
     explain: bool = False
 
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
-        calls = classify_calls(_read(location, run_id, "tool_calls", step), self.tool_map, explain=True)
-        measures = trajectory_measures(calls, _read(location, run_id, "trajectories", step))
+        return self.classified(_read(location, run_id, "tool_calls", step), _read(location, run_id, "trajectories", step))
+
+    def steps(self, location: StoreLocation, run_id: str, steps: list[int]) -> StepTables:
+        """Several steps at once (their rows read together): a call's class depends on its trajectory only."""
+        reader = RunReader(location, run_id)
+        tables = self.classified(*(_typed(reader.read_steps(table, steps), table) for table in ("tool_calls", "trajectories")))
+        # the measures of each step in turn, as a step at a time gives them
+        tables["trajectory_measures"] = tables["trajectory_measures"].sort_by("step")
+        return tables
+
+    def classified(self, tool_calls: pl.DataFrame, trajectories: pl.DataFrame) -> StepTables:
+        """The step's tables from its tool calls and trajectories."""
+        calls = classify_calls(tool_calls, self.tool_map, explain=True)
+        measures = trajectory_measures(calls, trajectories)
         unmapped = calls.filter(pl.col("decided_by") == UNMAPPED).select(SCHEMAS["tool_calls"].names)
         tables = {"call_classes": calls.select(CALL_CLASS_COLUMNS).to_arrow(),
                   "trajectory_measures": measures.to_arrow(), "unmapped_calls": unmapped.to_arrow()}
         if self.explain:
             tables["explained_calls"] = calls.to_arrow()
         return tables
+
+
+def _typed(rows: pl.DataFrame | None, table: str) -> pl.DataFrame:
+    return rows if rows is not None else pl.DataFrame(SCHEMAS[table].empty_table())
 
 
 def _read(location: StoreLocation, run_id: str, table: str, step: int) -> pl.DataFrame:
@@ -71,8 +88,12 @@ def classify_run_on(engine: Engine, location: StoreLocation, run_id: str, tool_m
     (the tables are then published through it); None writes through ``location``.
     """
     steps = location.steps(run_id, "trajectories")
-    stream = StepStream(engine.map_steps(ClassifyStep(tool_map, explain), location, run_id, steps), "call_classes",
-                        progress)
+    function = ClassifyStep(tool_map, explain)
+    results = engine.map_steps(function, location, run_id, steps)
+    if not steps:  # a run of training scalars only: its tables are empty, with their columns
+        empty = function.classified(*(pl.DataFrame(SCHEMAS[name].empty_table()) for name in ("tool_calls", "trajectories")))
+        results = iter([StepResult(0, empty)])
+    stream = StepStream(results, "call_classes", progress)
     save_table(store, location, "call_classes", run_id, stream)
     measures = stream.frame("trajectory_measures")
     unmapped = stream.frame("unmapped_calls")

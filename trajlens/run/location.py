@@ -97,6 +97,13 @@ class StoreLocation:
                 steps.update(pc.unique(column).to_pylist())
         return sorted(steps)
 
+    def step_groups(self, run_id: str, steps: Sequence[int], table: str = "trajectories") -> list[list[int]]:
+        """``steps`` in order, grouped as they lie in ``table``'s files: the steps of one packed
+        partition together (at most :data:`trajlens.run.batches.BATCH_STEPS`), any other alone."""
+        from trajlens.run.batches import BATCH_STEPS
+
+        return self.partitions(run_id, table, steps).groups(steps, BATCH_STEPS)
+
     def step_files(self, run_id: str, table: str, step: int) -> list[str]:
         """The Parquet files that may hold rows of one step: its partition's, and those of a
         packed partition around it (empty when there are none)."""

@@ -54,6 +54,22 @@ class Partitions(NamedTuple):
             found.sort(key=lambda item: item[0])
         return [path for _, path in found], packed
 
+    def groups(self, steps: Sequence[int], most: int) -> list[list[int]]:
+        """``steps`` in order, in groups that share a file: the steps of one packed partition
+        together (``most`` at a time), every other step alone."""
+        ranges = [(first, last) for first, last, _ in self.packed]
+        groups: list[list[int]] = []
+        current: tuple[int, int] | None = None
+        for step in steps:
+            at = bisect.bisect_right(ranges, (step, 2**63)) - 1
+            packed = ranges[at] if at >= 0 and ranges[at][0] <= step <= ranges[at][1] and step not in self.single else None
+            if packed is not None and packed == current and len(groups[-1]) < most:
+                groups[-1].append(step)
+            else:
+                groups.append([step])
+            current = packed
+        return groups
+
     def steps(self) -> list[int]:
         """Every step a partition may hold (a packed partition's whole range), in order."""
         found = set(self.single)

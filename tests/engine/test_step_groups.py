@@ -1,0 +1,40 @@
+"""The local engine runs the tiny steps of a packed file together, with the rows of one step at a time."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import polars as pl
+from polars.testing import assert_frame_equal
+
+import trajlens
+from trajlens.engine import LocalEngine, StoreLocation
+from trajlens.engine.classify import ClassifyStep, classify_run_on
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
+from built_runs import degenerate_store  # noqa: E402
+
+
+def test_packed_steps_are_grouped_by_their_file(tmp_path):
+    location = StoreLocation.of(degenerate_store(tmp_path / "store", 300, chunk=100))
+    steps = location.steps("degenerate")
+    groups = location.step_groups("degenerate", steps)
+    assert [step for group in groups for step in group] == steps == list(range(1, 301))
+    packed = location.partitions("degenerate", "trajectories").packed
+    assert packed and len(groups) == len(packed) < len(steps)
+    for group, (first, last, _) in zip(groups, packed):  # a group is the steps of one packed file
+        assert (group[0], group[-1]) == (first, last)
+
+
+def test_classifying_in_groups_gives_the_rows_of_classifying_step_by_step(tmp_path):
+    path = degenerate_store(tmp_path / "store", 300, chunk=100)
+    location = StoreLocation.of(path)
+    function = ClassifyStep(None)
+    steps = location.steps("degenerate")
+    one_by_one = {name: pl.concat([pl.DataFrame(function(location, "degenerate", step)[name]) for step in steps])
+                  for name in ("call_classes", "trajectory_measures")}
+    found = classify_run_on(LocalEngine(), location, "degenerate", store=trajlens.open(path))
+    store = trajlens.open(path)
+    assert_frame_equal(store.table("call_classes").collect(), one_by_one["call_classes"], check_exact=True)
+    assert_frame_equal(found.measures, one_by_one["trajectory_measures"], check_exact=True)
