@@ -51,7 +51,7 @@ from pathlib import Path
 
 from trajlens.ingest._fields import parse_json, read_lines
 from trajlens.ingest._probe import Probe
-from trajlens.model import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
+from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 
 
 def detect(target: Probe | Path | str) -> bool:
@@ -183,7 +183,7 @@ TOY_ESTIMATOR_ENTRY = (
 def _toy_run(directory: Path) -> Path:
     """12 steps of 4 groups of 4, logged advantages as the median baseline gives them, and a
     think habit that earns the best score in a group."""
-    from trajlens.model import RunBuilder
+    from trajlens.rows import RunBuilder
     from trajlens.store.layout import RunDirWriter
 
     builder = RunBuilder("toy-median", config={"algorithm": {"adv_estimator": "median_baseline"}},

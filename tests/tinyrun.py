@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def tiny_run(run_id: str = "tiny"):
     """Two steps, two groups of two, with tool calls and token arrays, built by hand."""
-    from trajlens.model import RunBuilder
+    from trajlens.rows import RunBuilder
 
     builder = RunBuilder(run_id, estimator="grpo", config={"group_size": 2}, source_format="test", source="tiny")
     for step in (1, 2):

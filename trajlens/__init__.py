@@ -24,7 +24,7 @@ _EXPORTS: dict[str, str] = {
     "open": "trajlens.store.handle:open_store",
     "Store": "trajlens.store.handle:Store",
     "load": "trajlens.ingest:load",
-    "RunData": "trajlens.model:RunData",
+    "RunData": "trajlens.rows:RunData",
     "TrajlensError": "trajlens.errors:TrajlensError",
     "InputError": "trajlens.errors:InputError",
     "SchemaError": "trajlens.errors:SchemaError",

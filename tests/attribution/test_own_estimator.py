@@ -10,7 +10,7 @@ import trajlens
 def _run_with_logged_grpo(directory, *, config, logged="grpo"):
     """Six steps of four groups of four; each trajectory's logged advantage is verl GRPO's (or ``logged``'s)."""
     from trajlens.estimators import recompute
-    from trajlens.model import RunBuilder
+    from trajlens.rows import RunBuilder
     from trajlens.store.layout import RunDirWriter
 
     rows = [{"run_id": "silent", "step": step, "trajectory_id": f"{step}-{group}-{member}",

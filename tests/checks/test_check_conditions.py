@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from trajlens.checks.conditions import evaluate, pooled, windowed
-from trajlens.checks.measures import ConfigHistory, metric_stats, scalar_stats
+from trajlens.checks.step_measures import ConfigHistory, metric_stats, scalar_stats
 from trajlens.checks.spec import parse_checks
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trajlens.checks import CheckConfigError, default_checks, load_checks, parse_checks
-from trajlens.checks.measures import MEASURE_FAMILIES, parse_measure
+from trajlens.checks.step_measures import MEASURE_FAMILIES, parse_measure
 from trajlens.checks.spec import DEFAULTS_FILE
 
 
@@ -93,14 +93,14 @@ def test_measure_names_parse():
 def test_measure_tables_in_the_docs_match_the_declarations():
     from pathlib import Path
 
-    from trajlens.checks.measures import render_markdown
+    from trajlens.checks.step_measures import render_markdown
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "checks.md").read_text()
     assert render_markdown().strip() in doc, "regenerate the tables in docs/checks.md from render_markdown()"
 
 
 def test_the_estimator_labels_are_the_registry_s_report_variants():
-    from trajlens.checks.measures import ADVANTAGE_LABELS, LABELS, parse_measure
+    from trajlens.checks.step_measures import ADVANTAGE_LABELS, LABELS, parse_measure
     from trajlens.estimators.registry import ESTIMATOR_REGISTRY, InReport
     from trajlens.run.choices import ESTIMATOR_CHOICES
 

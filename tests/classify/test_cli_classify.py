@@ -13,7 +13,7 @@ QUERY = Path(__file__).resolve().parents[2] / "queries" / "unknown_tools.sql"
 
 @pytest.fixture
 def store(tmp_path):
-    from trajlens.model import RunBuilder
+    from trajlens.rows import RunBuilder
     from trajlens.store.layout import RunDirWriter
 
     builder = RunBuilder("tools", config={}, source_format="test", source="tools")

@@ -9,7 +9,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from trajlens.classify import BEHAVIOUR_CLASSES, classify_calls, trajectory_measures
-from trajlens.classify.measures import MEASURES
+from trajlens.classify.per_trajectory import MEASURES
 
 
 def make_calls(trajectory_id: str, rows: list[tuple], step: int = 1) -> pl.DataFrame:

@@ -52,7 +52,7 @@ def test_classify_steps_equal_the_whole_run(store_copy):
                                                     ("reinforce", {})])
 def test_recompute_steps_equal_the_whole_run(engine_store, estimator, options):
     from trajlens.engine.advantages import recompute_diagnostics_on
-    from trajlens.run.recompute import labelled_diagnostics
+    from trajlens.run.advantages import labelled_diagnostics
 
     expected = labelled_diagnostics(trajlens.open(engine_store), RUN_ID, estimator, "label", **options)
     found = recompute_diagnostics_on(LocalEngine(), StoreLocation.of(engine_store), RUN_ID, estimator, "label", options)
@@ -113,7 +113,7 @@ def test_write_derived_with_no_tables_writes_the_schema(tmp_path):
 def test_dynamic_gdpo_runs_step_by_step_with_the_weights_the_whole_run_carries(tmp_path, monkeypatch, options):
     """gdpo_dynamic's moving averages carry from step to step: two passes give the whole run's rows."""
     from trajlens.engine.advantages import carried_averages, recompute_diagnostics_on
-    from trajlens.run.recompute import labelled_diagnostics
+    from trajlens.run.advantages import labelled_diagnostics
 
     trajlens.ingest([REPO / "sample_data" / "multireward"], tmp_path / "store")
     store = trajlens.open(tmp_path / "store")
@@ -142,15 +142,15 @@ def test_unknown_engine_and_stray_address_are_config_errors():
 def test_ray_batches_carry_tables_and_errors_back_in_step_order(engine_store):
     """The map_batches function and its decoding, without a cluster (the cluster test runs them on Ray)."""
     from trajlens.engine.advantages import RecomputeStep
-    from trajlens.engine.ray import StepBatch, step_results
+    from trajlens.engine.ray import RayStep, step_results
 
     location = StoreLocation.of(engine_store)
-    batches = [StepBatch(RecomputeStep("grpo", "grpo"), location, RUN_ID)(pa.table({"step": [step]})) for step in (2, 5)]
+    batches = [RayStep(RecomputeStep("grpo", "grpo"), location, RUN_ID)(pa.table({"step": [step]})) for step in (2, 5)]
     results = list(step_results(batches))
     assert [result.step for result in results] == [2, 5]
     expected = [RecomputeStep("grpo", "grpo")(location, RUN_ID, step)["advantage_batches"] for step in (2, 5)]
     assert [result.tables["advantage_batches"] for result in results] == expected
-    failing = StepBatch(RecomputeStep("gdpo_trl", "g"), location, RUN_ID)(pa.table({"step": [1]}))
+    failing = RayStep(RecomputeStep("gdpo_trl", "g"), location, RUN_ID)(pa.table({"step": [1]}))
     with pytest.raises(ConfigError, match="gdpo_trl needs two or more reward channels"):
         list(step_results([failing]))
 

@@ -157,7 +157,7 @@ def tiny_store(tmp_path_factory):
 @pytest.mark.parametrize("name", NAMES)
 def test_cli_runs_every_estimator_or_says_what_the_run_lacks(name, tiny_store, capsys):
     from trajlens.cli._app import main
-    from trajlens.run.recompute import read_run
+    from trajlens.run.advantages import read_run
 
     frames = read_run(tiny_store, "tiny")
     facts = run_facts(frames.trajectories, frames.tokens)

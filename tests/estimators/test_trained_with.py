@@ -9,10 +9,10 @@ import pytest
 
 import trajlens.estimators as estimators
 from trajlens.attribution import RECOMPUTATIONS, own_recomputation
-from trajlens.checks.measures import run_label
+from trajlens.checks.step_measures import run_label
 from trajlens.estimators import EstimatorInputError, identify_advantages, recompute, trained_with
 from trajlens.estimators import registry
-from trajlens.estimators.frame import ADAPTERS
+from trajlens.estimators.adapters import ADAPTERS
 from trajlens.estimators.identify import CANDIDATES
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY, declared_estimators
 

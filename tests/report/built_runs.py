@@ -12,7 +12,7 @@ def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6,
               mask: str = "normal", long_trajectory: tuple[int, int] | None = None, first_step: int = 1):
     """A GAE-style run (token arrays with critic values). ``mask``: 'normal', 'all_false' or
     'empty'. ``long_trajectory=(calls, tokens)`` makes trajectory 0 of the last step that long."""
-    from trajlens.model import RunBuilder
+    from trajlens.rows import RunBuilder
 
     builder = RunBuilder(run_id, estimator="gae", config={}, source_format="test", source=run_id)
     for step in range(first_step, first_step + steps):

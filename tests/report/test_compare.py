@@ -66,7 +66,7 @@ def test_two_estimators_of_one_run_compare_advantages_only(sample_store):
 
 
 def test_saved_query_agrees_with_the_python_comparison(sample_store):
-    from trajlens.report.job import classify_store
+    from trajlens.report.build import classify_store
 
     classify_store(sample_store, ["sao-r6", "sao-r7"])
     frame = sample_store.sql((QUERIES / "compare_runs.sql").read_text(), {"run_a": "sao-r6", "run_b": "sao-r7"})

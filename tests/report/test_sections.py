@@ -43,7 +43,7 @@ def test_fired_checks_are_drawn_on_the_class_share_plot(store):
     import polars as pl
 
     from trajlens.report import plots
-    from trajlens.report.job import _alarms, classify_store
+    from trajlens.report.build import _alarms, classify_store
 
     alarms = {alarm.name: alarm for alarm in _alarms(store, "sao-r6")}
     assert alarms["all_negative_streak"].first_step == 119

@@ -13,7 +13,7 @@ import pytest
 from synth_helpers import SMALL, small_runs, tables  # noqa: F401 (small_runs is a fixture)
 from trajlens.errors import ConfigError
 from trajlens.ingest.parquet import read_table_file
-from trajlens.model import RunData
+from trajlens.rows import RunData
 from trajlens.schema import TABLES
 from trajlens.store.layout import is_run_dir, table_files
 from trajlens.synth import SCENARIOS, generate, load_truth

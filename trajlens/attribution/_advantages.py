@@ -15,7 +15,7 @@ rows. Token estimators read the step's token arrays:
   says), whitened the same way when asked;
 - every other token estimator (REINFORCE++ in verl's ``reset`` convention, ReMax, the token
   baselines), and any step whose trajectories do not all have token arrays, goes through
-  :func:`trajlens.estimators.recompute` on the step's frames.
+  :func:`trajlens.estimators.adapters` on the step's frames.
 
 Each result is either a flat ``(N,)`` float array aligned with the step's tokens in batch order
 (trajectory after trajectory, as :func:`align_tokens` lays them out), or such an array with the

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from trajlens.attribution.calls import step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
-from trajlens.attribution.measures import channel_measures, class_summary, length_bias, reward_relevance
+from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, reward_relevance
 from trajlens.attribution.recomputations import (
     AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, own_recomputation,
 )

@@ -129,7 +129,7 @@ def step_call_credit(
             ``call_index``, with ``trajectory_id``, ``turn``, ``token_end``.
         tokens: the step's token arrays (``trajectory_id``, ``response_mask``; a Polars frame
             or an Arrow table) or None.
-        advantages: per recomputation, the output of :func:`trajlens.estimators.recompute` for
+        advantages: per recomputation, the output of :func:`trajlens.estimators.adapters` for
             this step (``token_advantages`` for token estimators, else ``advantage``), with
             ``trajectory_id``; or the flat (N,) token advantages of the step, trajectory after
             trajectory in ``trajectories`` order (``tokens`` then an Arrow table in that order),

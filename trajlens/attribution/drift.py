@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from trajlens.attribution.measures import Z95
+from trajlens.attribution.statistics import Z95
 from trajlens.steps import steps_text
 
 

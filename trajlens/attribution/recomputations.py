@@ -2,7 +2,7 @@
 
 Each recomputation is an :class:`~trajlens.estimators.EstimatorChoice`: a label, an estimator of
 :data:`trajlens.estimators.registry.ESTIMATOR_REGISTRY` and its options for
-:func:`trajlens.estimators.recompute`. The default table :data:`RECOMPUTATIONS` is the registry
+:func:`trajlens.estimators.adapters`. The default table :data:`RECOMPUTATIONS` is the registry
 itself: every estimator under each of its labelled variants (the report's labels and options,
 ``gae_raw`` and ``gae_whitened`` for GAE; the estimator's name otherwise). What a run's data must
 hold for each comes from the registry entry's inputs (:meth:`EstimatorSpec.missing`), and which

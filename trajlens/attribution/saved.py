@@ -77,7 +77,7 @@ def is_attributed(store: Any, run_id: str) -> bool:
 def load_attribution(store: Any, run_id: str) -> Any | None:
     """The saved :class:`~trajlens.attribution.AttributionResult` of ``run_id``; None when there is none."""
     from trajlens.attribution.api import AttributionResult
-    from trajlens.attribution.measures import channel_measures
+    from trajlens.attribution.statistics import channel_measures
     from trajlens.attribution.recomputations import RunEstimator
     from trajlens.estimators.spec import EstimatorChoice
 

@@ -6,14 +6,14 @@
         print(r.name, r.status, r.fired_steps)
 
 Checks are data (:mod:`trajlens.checks.spec`, ``defaults.toml``); measures are declared in
-:mod:`trajlens.checks.measures`; :mod:`trajlens.checks.output` writes the table, JUnit XML,
+:mod:`trajlens.checks.step_measures`; :mod:`trajlens.checks.output` writes the table, JUnit XML,
 JSON and the Markdown/HTML fragments; :mod:`trajlens.checks.watch` follows a live run.
 """
 
 from __future__ import annotations
 
 from trajlens.checks.evaluate import CheckResult, RunChecks, check_run, evaluate_checks
-from trajlens.checks.measures import ADVANTAGE_LABELS, MEASURE_FAMILIES, parse_measure
+from trajlens.checks.step_measures import ADVANTAGE_LABELS, MEASURE_FAMILIES, parse_measure
 from trajlens.checks.output import checks_html, checks_markdown, junit_xml, to_json
 from trajlens.checks.spec import Check, CheckConfigError, default_checks, load_checks, parse_checks
 

@@ -1,12 +1,12 @@
 """When a check fires: its condition evaluated over one measure's per-step statistics.
 
-Each function takes the statistics of one measure (rows of :data:`trajlens.checks.measures.STAT_COLUMNS`
+Each function takes the statistics of one measure (rows of :data:`trajlens.checks.step_measures.STAT_COLUMNS`
 for the steps the check applies to, in step order) and returns a :class:`Outcome`: the steps
 where it fired and the evidence (value, 95% interval, threshold) for the step that shows it
 best. Formulas (z = 1.959964, two-sided p = erfc(|z| / sqrt 2)):
 
 * pooled value and interval over a window or a stage: the ratio estimator of
-  :mod:`trajlens.checks.measures`; proportions get a Wilson interval on the design-effect
+  :mod:`trajlens.checks.step_measures`; proportions get a Wilson interval on the design-effect
   sample size, means ``p +- z sqrt(var)``.
 * stage change: proportions, the two-proportion z test on effective sample sizes (as the stage
   report); means, ``z = (p2 - p1) / sqrt(var1 + var2)``.

@@ -4,7 +4,7 @@
 directory or a metrics JSONL/CSV file; a run in the step layout comes a batch of steps at a
 time (at most :data:`trajlens.run.batches.BATCH_TOKENS` tokens, reading only the tables
 the checks need), anything else whole. :class:`RunState` turns batches of steps into per-step
-statistics (:mod:`trajlens.checks.measures`), so that a run is checked in the memory of a batch
+statistics (:mod:`trajlens.checks.step_measures`), so that a run is checked in the memory of a batch
 and ``--watch`` can add each new step without touching the old ones.
 """
 
@@ -17,7 +17,7 @@ from typing import Iterable
 
 import polars as pl
 
-from trajlens.checks import measures as m
+from trajlens.checks import step_measures as m
 from trajlens.checks.spec import Check
 from trajlens.errors import ConfigError, InputError
 from trajlens.schema import SCHEMAS
@@ -30,7 +30,7 @@ def empty_frame(name: str) -> pl.DataFrame:
 
 
 @dataclass
-class StepBatch:
+class NewSteps:
     """Rows of one or more new steps, one frame per table (empty frames where nothing came)."""
 
     trajectories: pl.DataFrame = field(default_factory=lambda: empty_frame("trajectories"))
@@ -121,7 +121,7 @@ class RunState:
             if self.run_label.label not in [label.label for label in self.labels]:
                 self.labels += (self.run_label,)
 
-    def _identify_run_label(self, batch: StepBatch) -> None:
+    def _identify_run_label(self, batch: NewSteps) -> None:
         """When the config names no estimator: the one :func:`trajlens.estimators.identify_advantages`
         finds in the first batch's logged advantages, if they match one."""
         from trajlens.estimators import EstimatorInputError
@@ -151,7 +151,7 @@ class RunState:
             return f"the run's estimator is {self.run_label.label} ({self.run_label_source})"
         return None
 
-    def add(self, batch: StepBatch) -> list[int]:
+    def add(self, batch: NewSteps) -> list[int]:
         """Compute the measures of a batch of new steps; returns those steps."""
         known = set(self.steps)
         steps = [s for s in batch.steps if s not in known]
@@ -259,7 +259,7 @@ class RunState:
 # --- reading a run ---------------------------------------------------------------------------
 
 def open_batches(path: Path | str, run_id: str | None = None, needs: Needs | None = None
-                 ) -> tuple[RunInfo, Iterator[StepBatch]]:
+                 ) -> tuple[RunInfo, Iterator[NewSteps]]:
     """A store's run, a run directory, verl dumps or a metrics file, as batches of steps: a run
     in the step layout a batch at a time (only the tables ``needs`` reads; all without it),
     anything else in one batch."""
@@ -281,7 +281,7 @@ def open_batches(path: Path | str, run_id: str | None = None, needs: Needs | Non
 
 
 def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], stored: bool
-                     ) -> tuple[RunInfo, Iterator[StepBatch] | None]:
+                     ) -> tuple[RunInfo, Iterator[NewSteps] | None]:
     """The run's step metrics as one batch, then its trajectories a batch of steps at a time
     with those steps' tool calls and token arrays (when ``tables`` has them); no batches when
     the run is not in the step layout. A ``stored`` run's files hold the store's schema; a run
@@ -294,16 +294,16 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
     if trajectory_files is None or any(partitions is None for partitions in others.values()):
         return info, None
 
-    def batches() -> Iterator[StepBatch]:
+    def batches() -> Iterator[NewSteps]:
         from trajlens.ingest.parquet import scan_run
 
-        yield StepBatch(step_metrics=scan_run(run_dir)["step_metrics"].collect())
+        yield NewSteps(step_metrics=scan_run(run_dir)["step_metrics"].collect())
         trajectories = read_files(trajectory_files, "trajectories", trajectory_files.steps(), conformed=stored)
         for start, stop in plan_batches(trajectories):
             part = trajectories.slice(start, stop - start)
             steps = part["step"].unique(maintain_order=True).to_list()
             read = {name: read_files(partitions, name, steps, conformed=stored) for name, partitions in others.items()}
-            yield StepBatch(trajectories=part, **read)
+            yield NewSteps(trajectories=part, **read)
 
     return info, batches()
 
@@ -319,7 +319,7 @@ def _run_info(run_dir: Path, run_id: str | None) -> RunInfo:
     return RunInfo(recorded, str(run_dir), _history(runs.column("config")[0].as_py(), run_dir))
 
 
-def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, StepBatch]:
+def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, NewSteps]:
     """Read a store's run, a run directory, verl dumps or a metrics file, whole."""
     from trajlens.ingest import detect_source
     from trajlens.store.layout import is_run_dir
@@ -336,7 +336,7 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, S
         from trajlens.ingest.verl import load_verl
 
         run = load_verl([path], run_id=run_id)
-        batch = StepBatch(*(pl.from_arrow(run.table(name)) for name in BATCH_TABLES))
+        batch = NewSteps(*(pl.from_arrow(run.table(name)) for name in BATCH_TABLES))
         return RunInfo(run.run_id, str(path), _history(run.runs.column("config")[0].as_py(), path)), batch
     from trajlens.ingest.formats import by_name
 
@@ -346,7 +346,7 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, S
 
         rid = run_id or slug(path.stem)
         table = metrics_format.load([path], run_id=rid).table
-        return RunInfo(rid, str(path), _history(None, path.parent)), StepBatch(step_metrics=pl.from_arrow(table))
+        return RunInfo(rid, str(path), _history(None, path.parent)), NewSteps(step_metrics=pl.from_arrow(table))
     if path.is_dir() and any(is_run_dir(child) for child in path.iterdir()):
         from trajlens.store.layout import is_run_dir as run_dir
 
@@ -369,12 +369,12 @@ def _store_run(store: Path, run_id: str | None) -> Path:
     return store / "runs" / run_id
 
 
-def _read_run_dir(run_dir: Path, run_id: str | None) -> tuple[RunInfo, StepBatch]:
+def _read_run_dir(run_dir: Path, run_id: str | None) -> tuple[RunInfo, NewSteps]:
     from trajlens.ingest.parquet import scan_run
 
     info = _run_info(run_dir, run_id)
     frames = scan_run(run_dir)
-    return info, StepBatch(*(frames[name].collect() for name in BATCH_TABLES))
+    return info, NewSteps(*(frames[name].collect() for name in BATCH_TABLES))
 
 
 def _history(config_text: str | None, directory: Path) -> m.ConfigHistory:
@@ -387,4 +387,4 @@ def _history(config_text: str | None, directory: Path) -> m.ConfigHistory:
     return m.ConfigHistory(current, entries)
 
 
-__all__ = ["Needs", "RunInfo", "RunState", "StepBatch", "open_batches", "open_source"]
+__all__ = ["Needs", "RunInfo", "RunState", "NewSteps", "open_batches", "open_source"]

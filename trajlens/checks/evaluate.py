@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import polars as pl
 
-from trajlens.checks import conditions, measures
+from trajlens.checks import conditions, step_measures
 from trajlens.checks.conditions import Evidence, Outcome
 from trajlens.checks.data import Needs, RunState, open_batches
 from trajlens.checks.spec import Check
@@ -77,7 +77,7 @@ def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl
     history = state.info.history
     keep, known = [], False
     for step in series["step"].to_list():
-        value = measures.lookup(history.at(step), check.when.path)
+        value = step_measures.lookup(history.at(step), check.when.path)
         known = known or value is not None
         if value == check.when.equals and type(value) is type(check.when.equals):
             keep.append(step)
@@ -90,7 +90,7 @@ def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl
 
 def evaluate_check(check: Check, state: RunState) -> CheckResult:
     """Evaluate one check on the run's accumulated statistics."""
-    name = measures.parse_measure(check.measure)
+    name = step_measures.parse_measure(check.measure)
     concrete = state.expand(check.measure)
     if not concrete:
         return CheckResult(check, "skip", reason=state.missing_reason(check.measure))

@@ -4,7 +4,7 @@ A check file is TOML with one table per check under ``[checks]``::
 
     [checks.think_share]
     description = "Think calls crowd out actions (the r6 collapse)"
-    measure = "share:think"          # see trajlens.checks.measures.MEASURE_FAMILIES
+    measure = "share:think"          # see trajlens.checks.step_measures.MEASURE_FAMILIES
     condition = "threshold"          # threshold | consecutive | stage_change | trend | jump
     above = 0.15
     window = 1                       # steps pooled into each step's value
@@ -155,7 +155,7 @@ FIELD_BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
 
 def parse_checks(document: Mapping[str, Any], source: str) -> tuple[Check, ...]:
     """Checks from a parsed TOML document; raises :class:`CheckConfigError` listing every problem."""
-    from trajlens.checks.measures import measure_problem
+    from trajlens.checks.step_measures import measure_problem
 
     problems: list[str] = []
     unknown_top = [key for key in document if key != "checks"]

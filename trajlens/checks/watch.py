@@ -34,7 +34,7 @@ from typing import Callable, Sequence
 import polars as pl
 import pyarrow.parquet as pq
 
-from trajlens.checks.data import BATCH_TABLES, Needs, RunInfo, RunState, StepBatch, empty_frame
+from trajlens.checks.data import BATCH_TABLES, Needs, RunInfo, RunState, NewSteps, empty_frame
 from trajlens.checks.evaluate import RunChecks, evaluate_checks
 from trajlens.checks.output import spans
 from trajlens.checks.spec import Check
@@ -230,7 +230,7 @@ class RunFollower:
             state.pending.setdefault(step, []).append((key, float(value)))
 
     # -- one poll ---------------------------------------------------------------------------
-    def poll(self) -> StepBatch | None:
+    def poll(self) -> NewSteps | None:
         """Read what became complete since the last poll; None when nothing did."""
         self._load_info()
         if self.info is None:
@@ -260,7 +260,7 @@ class RunFollower:
                      "name": [name for name, _ in rows], "value": [value for _, value in rows]},
                     schema=empty_frame("step_metrics").schema))
             self.released.add(step)
-        return StepBatch(*(pl.concat(parts, how="vertical_relaxed") if parts else empty_frame(name)
+        return NewSteps(*(pl.concat(parts, how="vertical_relaxed") if parts else empty_frame(name)
                            for name, parts in frames.items()))
 
     def _read_parquet(self, step: int, frames: dict[str, list[pl.DataFrame]]) -> None:
@@ -343,11 +343,11 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
     return _end(None, reason, state, results, follower, echo, options.strict)
 
 
-def _only_step(batch: StepBatch, step: int) -> StepBatch:
-    return StepBatch(*(getattr(batch, name).filter(pl.col("step") == step) for name in BATCH_TABLES))
+def _only_step(batch: NewSteps, step: int) -> NewSteps:
+    return NewSteps(*(getattr(batch, name).filter(pl.col("step") == step) for name in BATCH_TABLES))
 
 
-def _step_line(step: int, batch: StepBatch, results) -> str:
+def _step_line(step: int, batch: NewSteps, results) -> str:
     trajectories = batch.trajectories.filter(pl.col("step") == step).height
     scalars = batch.step_metrics.filter(pl.col("step") == step).height
     failing = [r.name for r in results if r.status == "fail"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from trajlens.classify.calls import classify_calls
 from trajlens.classify.unknown import unknown_tools
-from trajlens.classify.measures import trajectory_measures
+from trajlens.classify.per_trajectory import trajectory_measures
 from trajlens.classify.reference import classify_command_slow, explain_call_slow
 from trajlens.classify.rules import (
     BEHAVIOUR_CLASSES,

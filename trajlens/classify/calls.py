@@ -3,7 +3,7 @@
 A tool map (:mod:`trajlens.classify.tool_map`) decides by tool name and arguments when it can
 (think, submit, SWE-agent's commands, file editors, search, browsers, MCP tools); calls of
 shell tools, and calls of unmapped tools that carry a shell command, go through the vectorised
-shell classifier in :mod:`trajlens.classify._engine`. Each distinct command text is classified
+shell classifier in :mod:`trajlens.classify._vectorised`. Each distinct command text is classified
 once and joined back, so a log that repeats ``ls`` or ``git diff`` pays for it once. Tool
 names are matched once per distinct name; only the calls of tools with argument-dependent
 entries (file editors) have their arguments read.
@@ -24,7 +24,7 @@ import polars as pl
 import pyarrow as pa
 
 from trajlens.classify import _syntax as sx
-from trajlens.classify._engine import classify_shell
+from trajlens.classify._vectorised import classify_shell
 from trajlens.classify.rules import (
     BEHAVIOUR_CLASSES,
     PATH_ARGUMENT_KEYS,

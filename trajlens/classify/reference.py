@@ -1,7 +1,7 @@
 """A per-row reference classifier, slow and easy to follow.
 
 :func:`classify_command_slow` classifies one call with plain Python ``re`` and loops, one
-rewrite after another, in the order :mod:`trajlens.classify._engine` applies them to whole
+rewrite after another, in the order :mod:`trajlens.classify._vectorised` applies them to whole
 columns. It exists to check the vectorised classifier (tests and ``benchmarks/bench_classify.py``
 assert identical labels) and to time it against; never call it on a whole table.
 

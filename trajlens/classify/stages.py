@@ -35,7 +35,7 @@ import polars as pl
 
 from trajlens.classify import _stats
 from trajlens.classify.calls import as_frame, classify_calls
-from trajlens.classify.measures import trajectory_measures
+from trajlens.classify.per_trajectory import trajectory_measures
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
 

@@ -76,7 +76,7 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
 
     import trajlens
     from trajlens.estimators.identify import identify_advantages
-    from trajlens.run.recompute import read_run
+    from trajlens.run.advantages import read_run
 
     handle = trajlens.open(store)
     frames = read_run(handle, run)

@@ -41,7 +41,7 @@ class SideData:
 
     side: Side
     measures: pl.DataFrame
-    """One row per trajectory: :func:`trajlens.classify.trajectory_measures` columns plus
+    """One row per trajectory: :func:`trajlens.classify.per_trajectory` columns plus
     ``reward`` and ``resolved``."""
     advantages: pl.DataFrame
     """``advantage_batches`` rows (one per step and estimator label) of the side's steps."""
@@ -130,7 +130,7 @@ def _advantages(store: Any, run_id: str, labels: list[str] | None) -> pl.DataFra
     if missing:
         from trajlens.run.choices import advantage_diagnostics, available_estimators
 
-        from trajlens.run.recompute import save_advantage_batches
+        from trajlens.run.advantages import save_advantage_batches
 
         choices = [c for c in available_estimators(store, run_id) if c.label in missing]
         if choices:

@@ -2,7 +2,7 @@
 
 Each step's training trajectories (and token arrays, for the estimators that read them) are
 recomputed where the engine runs the step (:class:`RecomputeStep`), and reduced there to that
-step's row of batch diagnostics, exactly as :func:`trajlens.run.recompute.labelled_diagnostics`
+step's row of batch diagnostics, exactly as :func:`trajlens.run.advantages.labelled_diagnostics`
 computes it for the whole run: every estimator works within one step's batch. The one
 exception is ``gdpo_dynamic``, whose channel weights carry from step to step: it runs in two
 passes. The first gives each step's advantage std per channel (:class:`ChannelSignalStep`,
@@ -32,7 +32,7 @@ CARRIES_STATE: frozenset[str] = frozenset(name for name, spec in ESTIMATOR_REGIS
 
 def _step_frames(location: StoreLocation, run_id: str, step: int, estimator: str) -> Any:
     """One step's training trajectories (and token arrays, when ``estimator`` reads them), or None."""
-    from trajlens.run.recompute import RunFrames, reads_tokens
+    from trajlens.run.advantages import RunFrames, reads_tokens
 
     part = location.read_step(run_id, "trajectories", step)
     trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")) \
@@ -58,7 +58,7 @@ class RecomputeStep:
     (``gdpo_dynamic``: the channels' moving average of advantage std), absent at the first."""
 
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
-        from trajlens.run.recompute import labelled_diagnostics
+        from trajlens.run.advantages import labelled_diagnostics
 
         frames = _step_frames(location, run_id, step, self.estimator)
         if frames is None:
@@ -78,7 +78,7 @@ class ChannelSignalStep:
     options: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
-        from trajlens.run.recompute import recompute_run
+        from trajlens.run.advantages import recompute_run
 
         frames = _step_frames(location, run_id, step, "gdpo_dynamic")
         if frames is None:
@@ -139,9 +139,9 @@ def recompute_diagnostics_on(engine: Engine, location: StoreLocation, run_id: st
 
 def save_advantage_batches_on(store: Any, location: StoreLocation, run_id: str, diagnostics: pl.DataFrame) -> None:
     """Write a run's part of ``advantage_batches``, keeping the rows of other labels
-    (as :func:`trajlens.run.recompute.save_advantage_batches` with ``keep_other_labels``)."""
+    (as :func:`trajlens.run.advantages.save_advantage_batches` with ``keep_other_labels``)."""
     if store is not None:
-        from trajlens.run.recompute import save_advantage_batches
+        from trajlens.run.advantages import save_advantage_batches
 
         save_advantage_batches(store, run_id, diagnostics, keep_other_labels=True)
         return

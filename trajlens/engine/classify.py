@@ -17,7 +17,7 @@ from typing import Any, Callable, NamedTuple
 import polars as pl
 
 from trajlens.classify.calls import CALL_CLASS_COLUMNS, UNMAPPED, classify_calls
-from trajlens.classify.measures import trajectory_measures
+from trajlens.classify.per_trajectory import trajectory_measures
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.classify.unknown import unknown_tools
 from trajlens.engine.base import Engine, StepResult, StepTables

@@ -84,7 +84,7 @@ class RayEngine:
         if not steps:
             return
         dataset = ray.data.from_items([{"step": int(step)} for step in steps], override_num_blocks=len(steps))
-        results = dataset.map_batches(StepBatch(function, location, run_id), batch_size=1, batch_format="pyarrow",
+        results = dataset.map_batches(RayStep(function, location, run_id), batch_size=1, batch_format="pyarrow",
                                       zero_copy_batch=True)
         yield from step_results(results.iter_batches(batch_format="pyarrow", batch_size=None))
 
@@ -100,7 +100,7 @@ class RayEngine:
 
 
 @dataclass(frozen=True)
-class StepBatch:
+class RayStep:
     """The ``map_batches`` function: runs the step function on the batch's one step."""
 
     function: StepFunction
@@ -166,4 +166,4 @@ def _from_ipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
-__all__ = ["RAY_EXTRA", "RESULT_SCHEMA", "RayEngine", "StepBatch", "step_results"]
+__all__ = ["RAY_EXTRA", "RESULT_SCHEMA", "RayEngine", "RayStep", "step_results"]

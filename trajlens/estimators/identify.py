@@ -202,7 +202,7 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[pl
 
 
 def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, candidate: EstimatorChoice) -> pl.DataFrame:
-    from trajlens.estimators.frame import recompute
+    from trajlens.estimators.adapters import recompute
     from trajlens.estimators.registry import Input
 
     spec = estimator_spec(candidate.estimator)

@@ -1,7 +1,7 @@
 """The estimator registry: one declarative entry per advantage estimator.
 
 Everything trajlens knows about an estimator is written here once, as data, and read by
-:func:`trajlens.estimators.recompute` (which inputs to join, which options to accept), the
+:func:`trajlens.estimators.adapters` (which inputs to join, which options to accept), the
 ``trajlens advantages`` command (choices and help), the report (which estimators a run allows,
 under which labels, and how their statistics are summarised) and ``docs/estimators.md``
 (rendered by :func:`render_markdown`; regenerate with
@@ -22,7 +22,7 @@ registry without loading torch.
 
 Adding an estimator: its tensor function (with its reference and version in the docstring, and
 a test against a loop transcribed from that reference), one entry here, and, when it reads
-inputs no existing adapter feeds it, an adapter in ``trajlens.estimators.frame.ADAPTERS``.
+inputs no existing adapter feeds it, an adapter in ``trajlens.estimators.adapters.ADAPTERS``.
 Its entry is all the rest of trajlens reads: the adapter, whether it carries state across
 steps, its flat attribution kernel, its option defaults, its report labels, the trainers'
 conventions :func:`~trajlens.estimators.identify_advantages` tries, and the config values that

@@ -54,7 +54,7 @@ class Statistics(enum.Enum):
 
 
 class Kind(enum.Enum):
-    """How :func:`~trajlens.estimators.recompute` feeds the tensor function."""
+    """How :func:`~trajlens.estimators.adapters` feeds the tensor function."""
 
     TOKEN = "token"
     """Token arrays in, (B, T) advantages out."""
@@ -114,7 +114,7 @@ class EstimatorChoice:
     estimator: str
     """Name in :data:`trajlens.estimators.registry.ESTIMATOR_REGISTRY`."""
     options: Mapping[str, Any] = field(default_factory=dict)
-    """Keyword options of :func:`trajlens.estimators.recompute` (the registry's defaults otherwise)."""
+    """Keyword options of :func:`trajlens.estimators.adapters` (the registry's defaults otherwise)."""
     doc: str = ""
     """What it is; for a trainer's convention, in the trainer's terms (``TRL GRPO, scale_rewards=group, eps 1e-4``)."""
 
@@ -239,8 +239,8 @@ class EstimatorSpec:
     statistics: Statistics
     report: InReport = InReport.ALWAYS
     adapter: str = ""
-    """How :func:`~trajlens.estimators.recompute` builds its inputs: a name of
-    ``trajlens.estimators.frame.ADAPTERS`` (default: the kind's own, ``outcome`` or ``channel``)."""
+    """How :func:`~trajlens.estimators.adapters` builds its inputs: a name of
+    ``trajlens.estimators.adapters.ADAPTERS`` (default: the kind's own, ``outcome`` or ``channel``)."""
     stateful: bool = False
     """Whether it carries state from one step to the next (``recompute(..., carry=...)``)."""
     flat_scan: FlatScan | None = None
@@ -315,5 +315,5 @@ class EstimatorSpec:
         return next(c for c in self.choices() if c.label == label)
 
     def frame_adapter(self) -> str:
-        """The name of the adapter that feeds it in :func:`~trajlens.estimators.recompute`."""
+        """The name of the adapter that feeds it in :func:`~trajlens.estimators.adapters`."""
         return self.adapter or self.kind.value

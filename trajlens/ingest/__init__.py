@@ -29,7 +29,7 @@ from trajlens.limits import Limits
 
 if TYPE_CHECKING:
     from trajlens.ingest.formats import Source
-    from trajlens.model import RunData
+    from trajlens.rows import RunData
 
 # Heavy imports (pyarrow, duckdb) happen inside the functions: ``import trajlens`` binds
 # :func:`ingest` eagerly, and must stay fast.
@@ -173,7 +173,7 @@ def _load_metrics(sources: "list[Source]", run_id: str, strict: bool, result: In
 def _metrics_only_run(run_id: str, files: list[Path], tables) -> "RunData":
     import pyarrow as pa
 
-    from trajlens.model import RunBuilder
+    from trajlens.rows import RunBuilder
 
     builder = RunBuilder(run_id, source_format="metrics", source=", ".join(str(f) for f in files))
     run = builder.build()

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, parse_json, read_lines
 from trajlens.ingest._probe import Probe, files_of
-from trajlens.model import TRAJECTORY, RunBuilder, RunData
+from trajlens.rows import TRAJECTORY, RunBuilder, RunData
 
 FORMAT = "atropos"
 UNTRAINED = -100

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from trajlens.errors import InputError, Problem
 from trajlens.ingest import config_history
-from trajlens.model import check_values
+from trajlens.rows import check_values
 from trajlens.schema import TABLES, conform
 from trajlens.store.layout import is_run_dir, table_files
 from trajlens.store.writer import StoreWriter

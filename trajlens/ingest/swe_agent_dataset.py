@@ -32,7 +32,7 @@ from typing import Any, Iterator, Sequence
 from trajlens.errors import InputError
 from trajlens.ingest._fields import Fields, dumps, parse_json, read_lines
 from trajlens.ingest._probe import Probe, files_of
-from trajlens.model import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
+from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 
 FORMAT = "swe-agent-dataset"
 COLUMNS: frozenset[str] = frozenset({"instance_id", "model_name", "target", "trajectory"})

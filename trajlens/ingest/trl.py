@@ -49,7 +49,7 @@ from trajlens.ingest._chat_template import parse_response
 from trajlens.ingest._fields import Fields
 from trajlens.ingest._probe import Probe
 from trajlens.ingest.tools import shell_command
-from trajlens.model import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
+from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 
 FORMAT = "trl"
 TABLE_NAME = re.compile(r"completions_(\d+)\.parquet")

@@ -56,7 +56,7 @@ from trajlens.ingest._chat_template import ParsedToolCall, parse_response
 from trajlens.ingest._fields import Fields, as_float, parse_json, read_lines
 from trajlens.ingest._probe import Probe
 from trajlens.ingest.tools import shell_command
-from trajlens.model import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
+from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 from trajlens.store.writer import slug
 
 SOURCE_FORMAT = "verl"

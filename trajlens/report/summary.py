@@ -35,7 +35,7 @@ class SummaryTable:
 
 
 def run_summary(store: Any, run_id: str, measures: pl.DataFrame) -> list[SummaryTable]:
-    """The summary tables of one run (``measures`` from :func:`trajlens.classify.trajectory_measures`)."""
+    """The summary tables of one run (``measures`` from :func:`trajlens.classify.per_trajectory`)."""
     from trajlens.run.partitions import scan_run_table
 
     trajectories = scan_run_table(store, run_id, "trajectories").select(

@@ -37,7 +37,7 @@ class Credit:
 
     label: str
     advantages: pl.DataFrame
-    """Rows of :func:`trajlens.run.recompute.recompute_run`: ``trajectory_id``,
+    """Rows of :func:`trajlens.run.advantages.recompute_run`: ``trajectory_id``,
     ``advantage`` and, for token-level estimators, ``token_advantages``."""
 
 

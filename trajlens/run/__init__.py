@@ -6,7 +6,7 @@
 - :mod:`~trajlens.run.partitions`: where a run table's rows lie (:class:`Partitions`);
 - :mod:`~trajlens.run.batches`: a run read a batch of steps at a time under a token budget;
 - :mod:`~trajlens.run.facts`: what a stored run's data holds, for choosing estimators;
-- :mod:`~trajlens.run.recompute` and :mod:`~trajlens.run.stepwise`: advantages recomputed
+- :mod:`~trajlens.run.advantages` and :mod:`~trajlens.run.stepwise`: advantages recomputed
   over a stored run, and their per-step batch diagnostics;
 - :mod:`~trajlens.run.choices`: which estimators the report recomputes on a run.
 

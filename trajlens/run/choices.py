@@ -92,7 +92,7 @@ def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[Es
 
     Each registry entry decides with :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report`:
     its inputs present, and, for estimators reported only when declared, the run's config naming it.
-    Without ``frames`` (a :class:`~trajlens.run.recompute.RunFrames`), the facts are read a
+    Without ``frames`` (a :class:`~trajlens.run.advantages.RunFrames`), the facts are read a
     batch of steps at a time (:func:`report_advantages`).
     """
     from trajlens.estimators.registry import estimator_spec, run_facts
@@ -107,7 +107,7 @@ def advantage_diagnostics(store: Any, run_id: str, choices: list[EstimatorChoice
     """Per-step batch diagnostics of each estimator choice, stacked with an ``estimator`` column
     (a batch of steps at a time, :func:`trajlens.run.stepwise.diagnostics_by_step`, unless
     the run's ``frames`` are given)."""
-    from trajlens.run.recompute import labelled_diagnostics
+    from trajlens.run.advantages import labelled_diagnostics
     from trajlens.run.stepwise import diagnostics_by_step
 
     if not choices:

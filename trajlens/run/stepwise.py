@@ -1,6 +1,6 @@
 """Recompute advantages over a stored run a batch of steps at a time, in memory bounded by one step.
 
-:func:`trajlens.run.recompute.recompute_run` reads a whole run's token arrays and pads each
+:func:`trajlens.run.advantages.recompute_run` reads a whole run's token arrays and pads each
 step to its longest trajectory; on a run of hundreds of millions of tokens that costs more
 memory than the machine has and far more time than reading the arrays. Here each step's
 partition is read on its own (the store keeps one directory per step), GAE runs on the Arrow
@@ -10,14 +10,14 @@ and the results are written back as list columns that reuse the same offsets. Me
 one step, whatever the number of steps.
 
 - :func:`gae_step`: GAE (raw or whitened) of one step's trajectories, as
-  :func:`trajlens.estimators.recompute` returns it, plus the model-token advantages;
+  :func:`trajlens.estimators.adapters` returns it, plus the model-token advantages;
 - :func:`recompute_steps`: those frames step after step for a stored run (any estimator);
 - :func:`diagnostics_by_step`: the per-step batch diagnostics of several estimator choices,
-  as :func:`trajlens.run.recompute.labelled_diagnostics` gives them stacked, reading each
+  as :func:`trajlens.run.advantages.labelled_diagnostics` gives them stacked, reading each
   step once for all choices and computing GAE once for its raw and whitened labels.
 
 GAE needs numba (a dependency); without it, and for every other estimator, each step goes
-through :func:`trajlens.estimators.recompute` on that step's frames, still one step at a time.
+through :func:`trajlens.estimators.adapters` on that step's frames, still one step at a time.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class StepResult(NamedTuple):
     """One step's recomputed GAE."""
 
     frame: pl.DataFrame
-    """One row per trajectory, as :func:`trajlens.estimators.recompute` returns it."""
+    """One row per trajectory, as :func:`trajlens.estimators.adapters` returns it."""
     model_advantages: np.ndarray
     """(N_model,) the advantages at model tokens, row after row (what the actor loss sees)."""
 
@@ -317,7 +317,7 @@ def _uses_flat_gae(choice: EstimatorChoice) -> bool:
 
 
 def _reads_tokens(estimator: str) -> bool:
-    from trajlens.run.recompute import reads_tokens
+    from trajlens.run.advantages import reads_tokens
 
     return reads_tokens(estimator)
 
@@ -415,7 +415,7 @@ def advantage_pass(
     from trajlens.estimators.flat import flat_list
     from trajlens.estimators.whiten import require_two_tokens
     from trajlens.run.batches import step_batches, step_bounds, train_trajectories
-    from trajlens.run.recompute import DIAGNOSTIC_COLUMNS, diagnostics_of
+    from trajlens.run.advantages import DIAGNOSTIC_COLUMNS, diagnostics_of
     from trajlens.store.layout import step_dir
 
     choices = list(choices)

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from trajlens.model import RunData
+from trajlens.rows import RunData
 from trajlens.schema import SCHEMAS, TABLES, conform
 
 STEP_PARTITIONED: tuple[str, ...] = ("trajectories", "tool_calls", "tokens")

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator
 import duckdb
 
 from trajlens.errors import InputError, RunConflictError, StoreError
-from trajlens.model import RunData
+from trajlens.rows import RunData
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_files, rebuild_database
 from trajlens.store.layout import PACK_BYTES, RunDirWriter, table_files
 from trajlens.store.publish import LOCK_FILE, Publisher, StoreLock, describe_os_error, recover

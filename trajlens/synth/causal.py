@@ -9,7 +9,7 @@ Each step of a :class:`~trajlens.synth.causal_spec.CausalScenario`:
    ``base - difficulty + sum_c effect_c * min(count_c, cap_c) - penalty * max(0, calls - budget)``,
    a Bernoulli outcome (or two channels: format and correctness);
 3. for GAE, writes critic values ``V = level + quality * (p - level) + noise`` on every token;
-4. computes advantages with the run's estimator through :func:`trajlens.estimators.recompute`
+4. computes advantages with the run's estimator through :func:`trajlens.estimators.adapters`
    and the loss weights of its aggregation through :func:`trajlens.estimators.aggregation_weights`;
 5. gives every call its push, ``sum over its credited tokens of w_t * A_t`` (the token rule of
    :mod:`trajlens.attribution._spans`), and updates the logits by policy gradient through the

@@ -33,7 +33,7 @@ from trajlens.ingest.agents.openai_chat import load_openai_chat
 from trajlens.ingest.agents.openhands_v0 import load_openhands_v0
 from trajlens.ingest.agents.openhands_v1 import load_openhands_v1
 from trajlens.ingest.agents.swe_agent import load_swe_agent
-from trajlens.model import RunData
+from trajlens.rows import RunData
 
 
 def agent_formats() -> dict:

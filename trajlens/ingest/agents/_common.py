@@ -2,7 +2,7 @@
 
 Every loader has the same shape: find the files of its format under the given paths, parse
 each into :class:`Record` objects (one per trajectory), and feed them to a
-:class:`~trajlens.model.RunBuilder`. :func:`load_run` does everything but the parsing.
+:class:`~trajlens.rows.RunBuilder`. :func:`load_run` does everything but the parsing.
 
 Strict mode raises the first :class:`InputError`; lenient mode records it with
 ``RunBuilder.skip`` and goes on with the next file (or, in JSONL, the next line).
@@ -19,7 +19,7 @@ from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, decode_arguments, dumps, parse_json, read_json_file, type_name
 from trajlens.ingest._probe import Probe
 from trajlens.ingest.tools import SHELL_TOOLS, shell_command
-from trajlens.model import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
+from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 from trajlens.store.writer import slug
 
 __all__ = [

@@ -38,7 +38,7 @@ from trajlens.errors import InputError
 from trajlens import limits
 from trajlens.ingest.agents import _mini_swe_agent as mini
 from trajlens.ingest.agents._common import TOOL_CALL, FileContext, Probe, Record, dumps, load_run, message_text
-from trajlens.model import RunData
+from trajlens.rows import RunData
 
 FORMAT = "mini-swe-agent-v1"
 TRAJECTORY_FORMAT = "mini-swe-agent-1"

@@ -37,7 +37,7 @@ from trajlens.ingest.agents._common import (
     message_text,
     shell_command,
 )
-from trajlens.model import RunData
+from trajlens.rows import RunData
 
 FORMAT = "mini-swe-agent-v2"
 TRAJECTORY_FORMAT = "mini-swe-agent-1.1"

@@ -66,7 +66,7 @@ from trajlens.ingest.agents._common import (
     shell_command,
     type_name,
 )
-from trajlens.model import RunData
+from trajlens.rows import RunData
 
 FORMAT = "openai-chat"
 ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool", "function"})

@@ -54,7 +54,7 @@ from trajlens.ingest.agents._common import (
     read_json,
     type_name,
 )
-from trajlens.model import RunData
+from trajlens.rows import RunData
 
 FORMAT = "openhands-v1"
 REPR_MESSAGE = "Python-repr pseudo-JSON, not JSON; load the state_*.json beside it"

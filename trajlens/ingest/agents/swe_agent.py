@@ -48,7 +48,7 @@ from trajlens.ingest.agents._common import (
     strip_suffix,
     type_name,
 )
-from trajlens.model import RunData
+from trajlens.rows import RunData
 
 FORMAT = "swe-agent"
 

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from trajlens.classify.measures import MEASURES as TRAJECTORY_MEASURES
+from trajlens.classify.per_trajectory import MEASURES as TRAJECTORY_MEASURES
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.estimators.identify import CANDIDATES as IDENTIFY_CANDIDATES
 from trajlens.estimators.identify import MATCH_TOLERANCE
@@ -70,12 +70,12 @@ MEAN_TRAJECTORY_MEASURES: tuple[str, ...] = tuple(
     m.name for m in TRAJECTORY_MEASURES
     if m.name not in ("run_id", "step", "trajectory_id", "ran_suite") and not m.name.startswith("share_")
 )
-"""Per-trajectory measures of :func:`trajlens.classify.trajectory_measures` a ``mean:`` measure can average."""
+"""Per-trajectory measures of :func:`trajlens.classify.per_trajectory` a ``mean:`` measure can average."""
 
 DIAGNOSTIC_STATS: tuple[str, ...] = (
     "mean", "std", "skew", "kurtosis", "bimodality", "positive_share", "all_negative", "all_positive", "max_sigma",
 )
-"""Statistics of a step's advantage batch (see :func:`trajlens.run.recompute.batch_diagnostics`);
+"""Statistics of a step's advantage batch (see :func:`trajlens.run.advantages.batch_diagnostics`);
 ``max_sigma`` is the largest |A - mean| / std over the batch."""
 
 
@@ -362,8 +362,8 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
     Returns the statistics and, per label the data cannot give, the reason.
     """
     from trajlens.errors import TrajlensError
-    from trajlens.estimators.frame import TOKEN_ESTIMATORS
-    from trajlens.run.recompute import RunFrames, batch_diagnostics, recompute_run
+    from trajlens.estimators.adapters import TOKEN_ESTIMATORS
+    from trajlens.run.advantages import RunFrames, batch_diagnostics, recompute_run
 
     train = trajectories.filter(pl.col("split") == "train")
     if train.is_empty():

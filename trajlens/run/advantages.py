@@ -1,7 +1,7 @@
 """Recomputed advantages of a stored run, and their per-step batch diagnostics.
 
 :func:`recompute_run` reads a run's trajectories (and token arrays, for the token-level
-estimators) from a store and returns what :func:`trajlens.estimators.recompute` gives;
+estimators) from a store and returns what :func:`trajlens.estimators.adapters` gives;
 :func:`batch_diagnostics` summarises each step's batch the way the trainer saw it: over model
 tokens or over trajectories, as the estimator's registry entry says its loss sees them.
 """

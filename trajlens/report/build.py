@@ -93,7 +93,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     from trajlens.classify import stage_report
     from trajlens.estimators import sign_streaks
     from trajlens.run.partitions import scan_run_table
-    from trajlens.run.recompute import save_advantage_batches
+    from trajlens.run.advantages import save_advantage_batches
     from trajlens.report.html_report import RunParts, run_section
     from trajlens.report.summary import run_summary
 
