@@ -25,6 +25,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import trajlens
+from _tolerance import assert_frame_close_ulp
 from engine_helpers import RUN_ID, run_cli, trajlens_env
 
 pytest.importorskip("ray.data", reason="Ray is an optional extra: pip install 'trajlens[ray]'")
@@ -135,7 +136,7 @@ def _assert_same_tables(local: Path, ray: Path, names: tuple[str, ...]) -> dict[
         expected = trajlens.open(local).table(name).collect()
         found = trajlens.open(ray).table(name).collect()
         assert found.height == expected.height > 0, name
-        assert_frame_equal(_sorted(found), _sorted(expected), check_exact=True)
+        assert_frame_close_ulp(_sorted(found), _sorted(expected))
         rows[name] = found.height
     return rows
 
