@@ -71,3 +71,16 @@ def _exclusive(lock: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist's ``--dist loadgroup`` (scripts/test), the tests of a module that share a
+    module-scoped fixture run on one worker, so the fixture is built once (the README tour, a
+    browser, a module's store). An explicit ``xdist_group`` mark (the Ray cluster's) wins."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(defs and defs[-1].scope == "module" for defs in definitions.values()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))

@@ -109,13 +109,13 @@ def test_write_derived_with_no_tables_writes_the_schema(tmp_path):
 
 @pytest.mark.parametrize("options", [{}, {"config": {"ema_alpha": 0.5, "temperature": 0.3,
                                                     "batch_normalisation": "sequence"}}])
-def test_dynamic_gdpo_runs_step_by_step_with_the_weights_the_whole_run_carries(tmp_path, monkeypatch, options):
+def test_dynamic_gdpo_runs_step_by_step_with_the_weights_the_whole_run_carries(multireward_store, monkeypatch,
+                                                                              options):
     """gdpo_dynamic's moving averages carry from step to step: two passes give the whole run's rows."""
     from trajlens.engine.advantages import carried_averages, recompute_diagnostics_on
     from trajlens.report.advantages import labelled_diagnostics
 
-    trajlens.ingest([REPO / "sample_data" / "multireward"], tmp_path / "store")
-    store = trajlens.open(tmp_path / "store")
+    store = trajlens.open(multireward_store)
     run_id = store.run_ids()[0]
     expected = labelled_diagnostics(store, run_id, "gdpo_dynamic", "d", **options)
     found = recompute_diagnostics_on(LocalEngine(), StoreLocation.of(store.path), run_id, "gdpo_dynamic", "d",
