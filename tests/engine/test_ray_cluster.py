@@ -28,8 +28,6 @@ import trajlens
 from _tolerance import assert_frame_close_ulp
 from engine_helpers import RUN_ID, run_cli, trajlens_env
 
-pytest.importorskip("ray.data", reason="Ray is an optional extra: pip install 'trajlens[ray]'")
-
 # One cluster for the module: its tests run on one pytest-xdist worker.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
@@ -108,6 +106,8 @@ def _start(args: list[str], env: dict[str, str], log: Path, nodes: list[_Node]) 
 @pytest.fixture(scope="module")
 def ray_cluster():
     """The address and environment of a two-node cluster on this machine."""
+    # here, not at import: importing ray.data costs seconds of every collection of the suite
+    pytest.importorskip("ray.data", reason="Ray is an optional extra: pip install 'trajlens[ray]'")
     temp = Path(tempfile.mkdtemp(prefix="tl-ray-", dir="/tmp"))  # Ray's socket paths must stay short
     env = trajlens_env(RAY_DISABLE_IMPORT_WARNING="1", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token",
                        RAY_AUTH_TOKEN=secrets.token_hex(32), **SLOW_MACHINE_SETTINGS)

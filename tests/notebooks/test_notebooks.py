@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 pytestmark = pytest.mark.slow
 
@@ -22,6 +20,10 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.i
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
+    # imported here, not at collection: importing nbformat takes seconds on every pytest worker
+    import nbformat
+    from nbclient import NotebookClient
+
     monkeypatch.setenv("TRAJLENS_OUT", str(tmp_path))
     notebook = nbformat.read(path, as_version=4)
     NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
