@@ -26,6 +26,7 @@ from polars.testing import assert_frame_equal
 
 import trajlens
 from _tolerance import assert_frame_close_ulp
+from cli_run import run_cli as run_cli_here
 from engine_helpers import RUN_ID, run_cli, trajlens_env
 
 # One cluster for the module: its tests run on one pytest-xdist worker.
@@ -164,7 +165,7 @@ def test_ray_engine_gives_the_local_rows(ray_cluster, store_copy, tmp_path):
     }
     seconds, rows = {}, {}
     for name, (args, tables) in commands.items():
-        local = run_cli(*(a.format(store=store_copy) for a in args))
+        local = run_cli_here(*(a.format(store=store_copy) for a in args))  # the local engine, in this process
         assert local.returncode == 0, local.stderr
         copy = tmp_path / f"ray-{name}"
         shutil.copytree(store_copy, copy)
@@ -193,7 +194,7 @@ def test_ray_engine_carries_dynamic_gdpo_weights_from_step_to_step(ray_cluster, 
     shutil.copytree(multireward_store, ray_store)
     run_id = trajlens.open(local_store).run_ids()[0]
     args = ("advantages", "--run", run_id, "-e", "gdpo_dynamic")
-    local = run_cli(args[0], str(local_store), *args[1:])
+    local = run_cli_here(args[0], str(local_store), *args[1:])
     assert local.returncode == 0, local.stderr
     ray = run_cli(args[0], str(ray_store), *args[1:], "--engine", "ray", "--ray-address", address, env=env, timeout=600)
     assert ray.returncode == 0, ray.stderr[-3000:]
