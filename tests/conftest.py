@@ -73,11 +73,28 @@ def _exclusive(lock: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+SLOWEST_FIRST = (
+    "tests/test_readme.py",
+    "tests/engine/test_ray_cluster.py",
+    "tests/report/test_report.py",
+    "tests/notebooks/test_notebooks.py",
+    "tests/browser/test_pages.py",
+    "tests/report/test_degenerate.py",
+)
+"""Modules whose tests or module fixtures take longest (pytest --durations): under pytest-xdist
+they start first, so that no worker is left running one of them alone at the end."""
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist's ``--dist loadgroup`` (scripts/test), the tests of a module that share a
     module-scoped fixture run on one worker, so the fixture is built once (the README tour, a
-    browser, a module's store). An explicit ``xdist_group`` mark (the Ray cluster's) wins."""
+    browser, a module's store). An explicit ``xdist_group`` mark (the Ray cluster's) wins. In the
+    workers, the slowest modules come first (with ``--no-loadscope-reorder`` they are handed out
+    first)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {path: position for position, path in enumerate(SLOWEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue

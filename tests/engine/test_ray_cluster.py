@@ -201,4 +201,4 @@ def test_ray_engine_carries_dynamic_gdpo_weights_from_step_to_step(ray_cluster, 
     expected = _sorted(trajlens.open(local_store).table("advantage_batches").collect())
     found = _sorted(trajlens.open(ray_store).table("advantage_batches").collect())
     assert found.height == expected.height > 10
-    assert_frame_equal(found, expected, check_exact=False, rtol=1e-5, atol=1e-6)
+    assert_frame_equal(found, expected, check_exact=False, rel_tol=1e-5, abs_tol=1e-6)
