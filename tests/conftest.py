@@ -85,19 +85,9 @@ SLOWEST_FIRST = (
 they start first, so that no worker is left running one of them alone at the end."""
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist's ``--dist loadgroup`` (scripts/test), the tests of a module that share a
-    module-scoped fixture run on one worker, so the fixture is built once (the README tour, a
-    browser, a module's store). An explicit ``xdist_group`` mark (the Ray cluster's) wins. In the
-    workers, the slowest modules come first (with ``--no-loadscope-reorder`` they are handed out
-    first)."""
+    """In pytest-xdist's workers the slowest modules come first; with ``--dist loadfile
+    --no-loadscope-reorder`` (scripts/test) they are handed out first, one file per worker."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         rank = {path: position for position, path in enumerate(SLOWEST_FIRST)}
         items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-        if any(defs and defs[-1].scope == "module" for defs in definitions.values()):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))

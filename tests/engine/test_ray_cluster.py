@@ -29,7 +29,7 @@ from _tolerance import assert_frame_close_ulp
 from cli_run import run_cli as run_cli_here
 from engine_helpers import RUN_ID, run_cli, trajlens_env
 
-# One cluster for the module: its tests run on one pytest-xdist worker.
+# One cluster for the module: its tests run on one pytest-xdist worker (scripts/test: --dist loadfile).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 NODE_START_TIMEOUT_S = 150
