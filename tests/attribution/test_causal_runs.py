@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from cli_run import run_cli as cli
+from stores import copy_store
 
 import trajlens
 from trajlens.attribution import RECOMPUTATIONS, attribute, attribution_html, attribution_markdown
@@ -23,11 +23,9 @@ def _recs(*labels):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("causal")
-    runs = ["causal-r6", "causal-r6-whitened", "causal-grpo-length", "causal-multireward", "causal-multireward-gdpo"]
-    trajlens.ingest([SAMPLE / name for name in runs], root / "store")
-    return trajlens.open(root / "store")
+def store(samples_store_path, tmp_path_factory):
+    """The sample runs, copied: the tests write attribution tables into it."""
+    return trajlens.open(copy_store(samples_store_path, tmp_path_factory.mktemp("causal") / "store"))
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +101,6 @@ def test_fragments_render(r6):
 
 
 def test_cli_attribute_and_its_errors(store, tmp_path):
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "trajlens", *map(str, args)], capture_output=True, text=True)
-
     done = cli("attribute", store.path, "--run", "causal-r6-whitened", "-e", "raw=gae", "--option", "whiten=false",
                "--aggregation", "token-mean", "--out", tmp_path / "a.md")
     assert done.returncode == 0, done.stderr

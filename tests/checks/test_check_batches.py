@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-import trajlens
 from trajlens.checks import default_checks
 from trajlens.checks.data import Needs, RunState, open_batches, open_source
 from trajlens.checks.evaluate import check_run, evaluate_checks
@@ -20,10 +19,9 @@ def _summary(results) -> list[tuple]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stored", [True, False], ids=["store", "run-directory"])
-def test_batches_give_the_results_of_the_whole_run(tmp_path, stored):
+def test_batches_give_the_results_of_the_whole_run(samples_store_path, stored):
     if stored:
-        trajlens.ingest([SAMPLES / "sao-r6"], tmp_path / "store")
-        source, run_id = tmp_path / "store", "sao-r6"
+        source, run_id = samples_store_path, "sao-r6"
     else:
         source, run_id = SAMPLES / "sao-r6", None
     checks = tuple(default_checks())
@@ -41,11 +39,10 @@ def test_batches_give_the_results_of_the_whole_run(tmp_path, stored):
     assert any(r.status in ("fail", "warn") for r in found)
 
 
-def test_statistics_are_kept_per_measure_in_step_order(tmp_path):
-    trajlens.ingest([SAMPLES / "sao-r6"], tmp_path / "store")
+def test_statistics_are_kept_per_measure_in_step_order(samples_store_path):
     checks = tuple(default_checks())
     needs = Needs.of(checks)
-    info, batches = open_batches(tmp_path / "store", "sao-r6", needs)
+    info, batches = open_batches(samples_store_path, "sao-r6", needs)
     state = RunState(info, needs)
     for batch in reversed(list(batches)):  # later steps first: the series still come in step order
         state.add(batch)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 import xmlschema
 
 from trajlens.checks.output import checks_html, checks_markdown, junit_xml, spans
@@ -40,7 +39,7 @@ severity = "warning"
 
 
 def trajlens(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "trajlens", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    return run_cli(*args, cwd=cwd)
 
 
 @pytest.fixture

@@ -112,13 +112,10 @@ def test_resume_lr_fires_on_exactly_the_wrong_steps(results):
     assert resume["think_share"].status == "skip" and resume["think_share"].reason == "the run has no trajectories"
 
 
-def test_resume_lr_from_a_store_keeps_the_config_history(tmp_path):
-    import trajlens
-
-    trajlens.ingest([SAMPLES / "resume-lr"], tmp_path / "store")
-    assert (tmp_path / "store" / "runs" / "resume-lr" / "config_history" / "part-0.parquet").is_file()
+def test_resume_lr_from_a_store_keeps_the_config_history(samples_store_path, tmp_path):
+    assert (samples_store_path / "runs" / "resume-lr" / "config_history" / "part-0.parquet").is_file()
     checks = [c for c in default_checks() if c.name == "learning_rate_mismatch"]
-    (result,) = check_run(tmp_path / "store", checks, run_id="resume-lr").results
+    (result,) = check_run(samples_store_path, checks, run_id="resume-lr").results
     assert result.fired_steps == tuple(range(41, 160))
     # Without the history only the current config is known, and steps 1-40 (configured 5e-6
     # then) would be flagged too: the history is what makes the alarm exact.

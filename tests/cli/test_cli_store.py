@@ -1,4 +1,8 @@
-"""The ingest and sql commands as a user runs them: a real process, exit codes, one-line errors."""
+"""The ingest and sql commands as a user runs them: exit codes, one-line errors.
+
+Most run in this process through the CLI's entry point (tests/cli_run.py); a real process runs
+ingest then sql, a user error, the shell and Ctrl-C.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +10,18 @@ import subprocess
 import sys
 
 import pytest
+from cli_run import run_cli as trajlens
+from cli_run import run_cli_subprocess
 
 pytestmark = pytest.mark.slow
 
 
-def trajlens(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "trajlens", *map(str, args)], capture_output=True, text=True, cwd=cwd)
-
-
-def test_ingest_then_sql(tmp_path, tiny_run_dir):
-    done = trajlens("ingest", tiny_run_dir, "--store", tmp_path / "store")
+def test_ingest_then_sql_in_a_process(tmp_path, tiny_run_dir):
+    done = run_cli_subprocess("ingest", tiny_run_dir, "--store", tmp_path / "store")
     assert done.returncode == 0, done.stderr
     assert "ingested 1 run(s)" in done.stdout and "tiny" in done.stdout
     query = "SELECT step, count(*) AS n FROM trajectories WHERE step >= $lo GROUP BY step ORDER BY step"
-    done = trajlens("sql", tmp_path / "store", query, "--param", "lo=2")
+    done = run_cli_subprocess("sql", tmp_path / "store", query, "--param", "lo=2")
     assert done.returncode == 0, done.stderr
     assert "│ 2    ┆ 4   │" in done.stdout
 
@@ -50,6 +52,13 @@ def test_user_errors_are_one_line_without_traceback(tmp_path, tiny_run_dir, args
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+
+
+def test_a_user_error_in_a_process_is_one_line_without_traceback(tmp_path):
+    done = run_cli_subprocess("sql", tmp_path / "nowhere", "SELECT 1")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "no such store directory" in lines[0]
 
 
 def test_corrupt_parquet_from_cli(tmp_path, tiny_run_dir):

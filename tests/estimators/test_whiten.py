@@ -1,9 +1,10 @@
-"""Masked whitening: hand case, bit-equality with verl, and the invariants."""
+"""Masked whitening: hand case, agreement with verl to a few ulp, and the invariants."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from _tolerance import assert_close_ulp
 from trajlens.estimators.reference.verl import masked_whiten as verl_masked_whiten
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -32,11 +33,11 @@ def test_keep_mean():
     assert result.normalisation == "batch_whiten_keep_mean"
 
 
-def test_bit_identical_to_verl():
+def test_verl_to_rounding():
     torch.manual_seed(0)
     advantages = torch.randn(16, 500) * 3 + 1
     mask = torch.rand(16, 500) > 0.3
-    assert torch.equal(masked_whiten(advantages, mask).advantages, verl_masked_whiten(advantages, mask))
+    assert_close_ulp(masked_whiten(advantages, mask).advantages, verl_masked_whiten(advantages, mask))
 
 
 @settings(max_examples=50, deadline=None)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 
 import trajlens
 from trajlens.errors import InputError
@@ -92,8 +92,7 @@ def test_a_folder_of_mixed_formats_ingests_each_subfolder_by_its_own_format(tmp_
 @pytest.mark.slow
 def test_the_cli_ingests_a_mixed_folder_in_one_call(tmp_path):
     mixed = _mixed_folder(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "trajlens", "ingest", str(mixed), "--store", str(tmp_path / "s")],
-                          capture_output=True, text=True, timeout=300)
+    done = run_cli("ingest", mixed, "--store", tmp_path / "s")
     assert done.returncode == 0, done.stderr
     assert "ingested 5 run(s)" in done.stdout
 

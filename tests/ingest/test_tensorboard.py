@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 
 pytest.importorskip("tensorboard")
 pytest.importorskip("torch.utils.tensorboard")
@@ -127,8 +128,7 @@ def test_a_trl_output_folder_with_tensorboard_runs_is_one_run_in_one_call(tmp_pa
     output = write_trl_output(tmp_path / "grpo-run")
     write_runs(output)
     assert [source.format.name for source in formats.plan(output)] == ["trl"]
-    done = subprocess.run([sys.executable, "-m", "trajlens", "ingest", str(output), "--store", str(tmp_path / "s")],
-                          capture_output=True, text=True)
+    done = run_cli("ingest", output, "--store", tmp_path / "s")
     assert done.returncode == 0, done.stderr
     store = trajlens.open(tmp_path / "s")
     assert store.sql("SELECT count(DISTINCT run_id) FROM step_metrics").item() == 1
@@ -171,8 +171,7 @@ def test_tensorboard_beside_verl_dumps_joins_the_experiment_run(tmp_path):
 def test_the_cli_says_a_truncated_file_in_one_line(tmp_path):
     event_file = write_runs(tmp_path)
     event_file.write_bytes(event_file.read_bytes()[:-3])
-    done = subprocess.run([sys.executable, "-m", "trajlens", "ingest", str(event_file), "--store", str(tmp_path / "s")],
-                          capture_output=True, text=True)
+    done = run_cli("ingest", event_file, "--store", tmp_path / "s")
     assert done.returncode == 1
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert str(event_file) in done.stderr and "field 'data crc'" in done.stderr

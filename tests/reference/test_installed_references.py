@@ -13,6 +13,8 @@ import types
 from pathlib import Path
 
 import pytest
+import torch
+from _tolerance import ulp_tolerance
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -69,7 +71,7 @@ def test_check_runs_every_pair_against_the_transcribed_reference():
         if row.estimator == "gae":  # a blocked scan against a loop: float rounding
             assert row.max_rel < 1e-3 or row.max_abs < 1e-4, row
         elif row.dtype == "float32" and not row.estimator.startswith("agg_loss"):
-            assert row.max_abs == 0.0, row  # bit-identical
+            assert row.max_rel <= ulp_tolerance(torch.float32), row  # a few ulp: the summation orders differ
         else:
             assert row.max_abs <= 1e-9 * max(1.0, 1e3), row
     text = check_references.render(rows)
@@ -88,4 +90,4 @@ def test_against_installed_verl():
 def test_against_installed_trl_nanstd():
     utils = pytest.importorskip("trl.trainer.utils")
     row = check_references.check_trl_nanstd(utils.nanstd)
-    assert row.max_abs == 0.0
+    assert row.max_rel <= ulp_tolerance(torch.float32), row

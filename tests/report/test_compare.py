@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from cli_run import run_cli as cli
 
 from trajlens.compare import COMPARISON_COLUMNS, compare, describe
 
@@ -76,8 +75,6 @@ def test_saved_query_agrees_with_the_python_comparison(sample_store):
     assert turns["n_a"] == 1350 and turns["n_b"] == 1000
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "trajlens", *map(str, args)], capture_output=True, text=True)
 
 
 def test_compare_command_writes_three_files(sample_store, tmp_path):

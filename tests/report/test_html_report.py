@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 
 import trajlens
 from built_runs import built_run, write_store
@@ -99,12 +98,10 @@ def test_viewer_page_of_a_long_trajectory_is_built_quickly(tmp_path):
 
 def test_view_command(built_store, tmp_path):
     out = tmp_path / "t.html"
-    done = subprocess.run([sys.executable, "-m", "trajlens", "view", built_store.path, "--run", "short",
-                           "--trajectory", "s2-t1", "--out", out], capture_output=True, text=True)
+    done = run_cli("view", built_store.path, "--run", "short", "--trajectory", "s2-t1", "--out", out)
     assert done.returncode == 0, done.stderr
     assert "credit under gae_raw" in done.stdout and '"id":"s2-t1"' in out.read_text()
-    done = subprocess.run([sys.executable, "-m", "trajlens", "view", built_store.path, "--run", "short",
-                           "--trajectory", "nope", "--out", out], capture_output=True, text=True)
+    done = run_cli("view", built_store.path, "--run", "short", "--trajectory", "nope", "--out", out)
     assert done.returncode == 1 and done.stderr.strip() == "error: --trajectory 'nope': not a trajectory of run 'short'"
 
 

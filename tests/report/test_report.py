@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from cli_run import run_cli as cli
 
 import trajlens
 from trajlens.report import report_store
@@ -90,8 +89,6 @@ def test_analysis_tables_are_store_views(reports, sample_store):
     assert set(rates["stage"]) == {"Q1", "Q2", "Q3", "Q4"}
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "trajlens", *map(str, args)], capture_output=True, text=True)
 
 
 def test_sample_and_advantages_commands(sample_store, tmp_path):

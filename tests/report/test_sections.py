@@ -15,10 +15,11 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sections")
-    trajlens.ingest([SAMPLE / "sao-r6", SAMPLE / "causal-r6-whitened"], root / "store")
-    return trajlens.open(root / "store")
+def store(samples_store_path, tmp_path_factory):
+    """The sample runs, copied: rendering a section may save what it computes."""
+    from stores import copy_store
+
+    return trajlens.open(copy_store(samples_store_path, tmp_path_factory.mktemp("sections") / "store"))
 
 
 def test_checks_section_shows_the_r6_alarms(store):
