@@ -86,6 +86,21 @@ class AdvantageStats:
         return self.bimodality > BIMODALITY_THRESHOLD
 
 
+def moment_shape(n: int, m2: float, m3: float, m4: float) -> tuple[float, float, float]:
+    """Skew, excess kurtosis and the bimodality coefficient of ``n`` values from their central
+    moments (population: ``m_k = mean((x - mean)^k)``); NaN where they are undefined."""
+    if m2 > 0.0:
+        skew = m3 / m2**1.5
+        kurtosis = m4 / m2**2 - 3.0
+    else:
+        skew, kurtosis = float("nan"), float("nan")
+    if n > 3 and not math.isnan(skew):
+        bimodality = (skew**2 + 1.0) / (kurtosis + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
+    else:
+        bimodality = float("nan")
+    return skew, kurtosis, bimodality
+
+
 def advantage_stats(advantages: torch.Tensor, response_mask: torch.Tensor | None = None) -> AdvantageStats:
     """Distribution statistics of ``advantages`` over the model tokens of one batch.
 
@@ -104,15 +119,7 @@ def advantage_stats(advantages: torch.Tensor, response_mask: torch.Tensor | None
     m3 = (centred**3).mean()
     m4 = (centred**4).mean()
     std = float(values.std()) if n > 1 else float("nan")
-    if float(m2) > 0.0:
-        skew = float(m3 / m2**1.5)
-        kurtosis = float(m4 / m2**2) - 3.0
-    else:
-        skew, kurtosis = float("nan"), float("nan")
-    if n > 3 and not math.isnan(skew):
-        bimodality = (skew**2 + 1.0) / (kurtosis + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
-    else:
-        bimodality = float("nan")
+    skew, kurtosis, bimodality = moment_shape(n, float(m2), float(m3), float(m4))
     positive = int((values > 0).sum())
     negative = int((values < 0).sum())
     return AdvantageStats(

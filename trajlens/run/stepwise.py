@@ -284,6 +284,7 @@ def model_token_stats(moments: StepMoments, whitened: bool):
     import math
 
     from trajlens.estimators import AdvantageStats
+    from trajlens.estimators.diagnostics import moment_shape
 
     n = moments.count
     mean, m2, m3, m4 = moments.mean, moments.m2, moments.m3, moments.m4
@@ -293,15 +294,7 @@ def model_token_stats(moments: StepMoments, whitened: bool):
         mean, m2, m3, m4 = (mean - moments.whitening_mean) * s, m2 * s**2, m3 * s**3, m4 * s**4
         positive, negative = moments.above_whitening_mean, moments.below_whitening_mean
     std = math.sqrt(m2 * n / (n - 1)) if n > 1 else float("nan")
-    if m2 > 0.0:
-        skew = m3 / m2**1.5
-        kurtosis = m4 / m2**2 - 3.0
-    else:
-        skew, kurtosis = float("nan"), float("nan")
-    if n > 3 and not math.isnan(skew):
-        bimodality = (skew**2 + 1.0) / (kurtosis + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
-    else:
-        bimodality = float("nan")
+    skew, kurtosis, bimodality = moment_shape(n, m2, m3, m4)
     return AdvantageStats(count=n, mean=mean, std=std, skew=skew, kurtosis=kurtosis, bimodality=bimodality,
                           positive_share=positive / n if n else float("nan"),
                           negative_share=negative / n if n else float("nan"),
