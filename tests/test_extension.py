@@ -36,10 +36,31 @@ def _add_line(path: Path, after: str, line: str) -> None:
     path.write_text("".join(lines))
 
 
-def _trajlens(root: Path, *args: str) -> subprocess.CompletedProcess:
+RUN_COMMANDS = """
+import contextlib, io, json, sys
+from trajlens.cli._app import main
+done = []
+for args in json.loads(sys.argv[1]):
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
+        status = main(args)
+    done.append([status, errors.getvalue()])
+    if status not in (0, 1):
+        break
+with open(sys.argv[2], "w") as out:
+    json.dump(done, out)
+"""
+
+
+def _trajlens(root: Path, *commands: list) -> list[tuple[int, str]]:
+    """Run ``trajlens`` commands in turn, in one fresh process that imports the copy at ``root``:
+    each command's exit status and what it wrote to stderr (it stops after a usage error)."""
+    results = root / "commands.json"
     env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.run([sys.executable, "-m", "trajlens", *map(str, args)], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", RUN_COMMANDS, json.dumps([[str(a) for a in c] for c in commands]),
+                           str(results)], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return [tuple(result) for result in json.loads(results.read_text())]
 
 
 TOY_FORMAT = '''\
@@ -115,20 +136,16 @@ def test_a_toy_log_format_and_a_toy_check_condition(tmp_path):
     log = _toy_log(tmp_path / "toy-run.jsonl")
     before = log.read_bytes()
     store = tmp_path / "store"
-    ingested = _trajlens(root, "ingest", log, "--store", store)
-    assert ingested.returncode == 0, ingested.stderr
-    classified = _trajlens(root, "classify", store)
-    assert classified.returncode == 0, classified.stderr
-    shares = _trajlens(root, "sql", store, "think_share_by_step", "--param", "run_id=toy-run",
-                       "--out", tmp_path / "shares.csv")
-    assert shares.returncode == 0, shares.stderr
-    assert "think" in (tmp_path / "shares.csv").read_text()
-    assert log.read_bytes() == before
-
     checks = tmp_path / "checks.toml"
     checks.write_text('[checks.toy_think]\nmeasure = "share:think"\ncondition = "above_plainly"\nabove = 0.4\n')
-    checked = _trajlens(root, "check", store, "--run", "toy-run", "--config", checks, "--json", tmp_path / "out.json")
-    assert checked.returncode == 1, checked.stderr  # the check fired: an error-severity check fails the run
+    ingested, classified, shares, checked = _trajlens(
+        root, ["ingest", log, "--store", store], ["classify", store],
+        ["sql", store, "think_share_by_step", "--param", "run_id=toy-run", "--out", tmp_path / "shares.csv"],
+        ["check", store, "--run", "toy-run", "--config", checks, "--json", tmp_path / "out.json"])
+    assert ingested[0] == classified[0] == shares[0] == 0, (ingested, classified, shares)
+    assert "think" in (tmp_path / "shares.csv").read_text()
+    assert log.read_bytes() == before
+    assert checked[0] == 1, checked  # the check fired: an error-severity check fails the run
     result = json.loads((tmp_path / "out.json").read_text())
     (toy,) = result["results"]
     # think is 1 of 2 calls in every trajectory from step 4 (0.5), 1 of 8 calls before (0.125)
@@ -212,29 +229,21 @@ def test_a_toy_estimator_runs_through_every_surface(tmp_path):
     (root / "trajlens" / "estimators" / "median_baseline.py").write_text(TOY_ESTIMATOR)
     _add_line(root / "trajlens" / "estimators" / "registry.py", "_SPECS: tuple[EstimatorSpec, ...] = (",
               TOY_ESTIMATOR_ENTRY)
-    store = tmp_path / "store"
-    assert _trajlens(root, "ingest", _toy_run(tmp_path / "toy-median"), "--store", store).returncode == 0
-
-    recomputed = _trajlens(root, "advantages", store, "--run", "toy-median", "--estimator", "median_baseline")
-    assert recomputed.returncode == 0, recomputed.stderr
-    identified = _trajlens(root, "advantages", store, "--run", "toy-median", "--identify",
-                           "--json", tmp_path / "identify.json")
-    assert identified.returncode == 0, identified.stderr
-    verdict = json.loads((tmp_path / "identify.json").read_text())
-    assert "toy median baseline" in json.dumps(verdict), verdict
-
-    assert _trajlens(root, "classify", store).returncode == 0
-    attributed = _trajlens(root, "attribute", store, "--run", "toy-median", "--out", tmp_path / "attribution.md")
-    assert attributed.returncode == 0, attributed.stderr
-    assert "run's estimator: median_baseline" in (tmp_path / "attribution.md").read_text()
-
-    reported = _trajlens(root, "report", store, "--run", "toy-median", "--out", tmp_path / "report", "--viewers", "0")
-    assert reported.returncode == 0, reported.stderr
-    assert "| median_baseline | 12 |" in (tmp_path / "report" / "toy-median" / "stage_report.md").read_text()
-
+    store, run = tmp_path / "store", "toy-median"
     checks = tmp_path / "checks.toml"
     checks.write_text('[checks.run_mean]\nmeasure = "advantage:run:mean"\ncondition = "threshold"\nabove = 10\n')
-    checked = _trajlens(root, "check", store, "--run", "toy-median", "--config", checks, "--json", tmp_path / "c.json")
-    assert checked.returncode == 0, checked.stderr
+    done = _trajlens(
+        root, ["ingest", _toy_run(tmp_path / run), "--store", store],
+        ["advantages", store, "--run", run, "--estimator", "median_baseline"],
+        ["advantages", store, "--run", run, "--identify", "--json", tmp_path / "identify.json"],
+        ["classify", store],
+        ["attribute", store, "--run", run, "--out", tmp_path / "attribution.md"],
+        ["report", store, "--run", run, "--out", tmp_path / "report", "--viewers", "0"],
+        ["check", store, "--run", run, "--config", checks, "--json", tmp_path / "c.json"])
+    assert [status for status, _ in done] == [0] * 7, done
+    verdict = json.loads((tmp_path / "identify.json").read_text())
+    assert "toy median baseline" in json.dumps(verdict), verdict
+    assert "run's estimator: median_baseline" in (tmp_path / "attribution.md").read_text()
+    assert "| median_baseline | 12 |" in (tmp_path / "report" / run / "stage_report.md").read_text()
     (result,) = json.loads((tmp_path / "c.json").read_text())["results"]
-    assert result["status"] == "pass", result
+    assert result["status"] == "pass" and result["reason"] == "the run's estimator is median_baseline (from its config)"
