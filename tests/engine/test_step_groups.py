@@ -17,10 +17,10 @@ from built_runs import degenerate_store  # noqa: E402
 
 
 def test_packed_steps_are_grouped_by_their_file(tmp_path):
-    location = StoreLocation.of(degenerate_store(tmp_path / "store", 300, chunk=100))
+    location = StoreLocation.of(degenerate_store(tmp_path / "store", 60, chunk=20))
     steps = location.steps("degenerate")
     groups = location.step_groups("degenerate", steps)
-    assert [step for group in groups for step in group] == steps == list(range(1, 301))
+    assert [step for group in groups for step in group] == steps == list(range(1, 61))
     packed = location.partitions("degenerate", "trajectories").packed
     assert packed and len(groups) == len(packed) < len(steps)
     for group, (first, last, _) in zip(groups, packed):  # a group is the steps of one packed file
@@ -28,7 +28,7 @@ def test_packed_steps_are_grouped_by_their_file(tmp_path):
 
 
 def test_classifying_in_groups_gives_the_rows_of_classifying_step_by_step(tmp_path):
-    path = degenerate_store(tmp_path / "store", 300, chunk=100)
+    path = degenerate_store(tmp_path / "store", 60, chunk=20)
     location = StoreLocation.of(path)
     function = ClassifyStep(None)
     steps = location.steps("degenerate")
