@@ -113,10 +113,10 @@ def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
     import trajlens
     import trajlens.classify  # noqa: F401
     import trajlens.estimators  # noqa: F401
-    import trajlens.estimators._compiled  # noqa: F401
+    import trajlens.estimators.flat  # noqa: F401
     from trajlens.attribution import attribute
-    from trajlens.attribution._advantages import TOKEN_COLUMNS, Shifted, align_tokens, step_advantages
-    from trajlens.run.stepwise import read_step, run_steps
+    from trajlens.attribution._advantages import Shifted, align_tokens, step_advantages
+    from trajlens.run.stepwise import TOKEN_COLUMNS, read_step, run_steps
 
     store = trajlens.open(store_path)
     steps = run_steps(store, run_id)[:count]
