@@ -42,6 +42,9 @@ NOT_RUN: dict[str, str] = {
     "trajlens check runs/live --watch":
         "follows a training run that is still writing; tests/checks/test_check_watch.py runs --watch against a live writer",
     "pip install 'trajlens[ray]'": "an install command",
+    "python -m venv .venv": "makes the reader's own virtual environment (the suite runs in one already)",
+    "pip install --index-url https://download.pytorch.org/whl/cpu torch": "an install command",
+    "pip install .": "an install command; tests/cli/test_packaging.py builds the wheel and lists what it carries",
     "trajlens classify out/store --engine ray": "starts a local Ray cluster for the command (minutes on a shared machine); "
                                                 "tests/engine/test_ray_cluster.py runs the Ray engine on a local cluster",
     "trajlens advantages out/store --run sao-r6 -e gae --engine ray": "as above",
