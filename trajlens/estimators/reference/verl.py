@@ -1,9 +1,10 @@
 """verl's estimators as loops, transcribed from verl's own code.
 
 Source: verl v0.9.0, ``verl/trainer/ppo/core_algos.py`` (the advantage estimators and
-``agg_loss``) and ``verl/utils/torch_functional.py`` (``masked_mean``, ``masked_whiten``). Each
-function names the verl function it transcribes; the loops, the order of operations and the
-epsilons are verl's, so a fast kernel that matches verl bit for bit matches these bit for bit.
+``agg_loss``) and ``verl/utils/torch_functional.py`` (``masked_mean``, ``masked_whiten``), except
+:func:`reinforce_plus_plus_loop` (below). Each function names the verl function it transcribes;
+the loops, the order of operations and the epsilons are verl's, so a fast kernel that matches
+verl to rounding matches these to rounding.
 
 Departures, shared by all: no ``torch.no_grad`` block and no ``config`` object (its fields are
 arguments); each returns what verl's function returns for the advantages, without the duplicate
@@ -11,9 +12,9 @@ arguments); each returns what verl's function returns for the advantages, withou
 (a group here always has a member). Per function:
 
 - :func:`gae_loop` leaves out verl's final ``masked_whiten`` (call :func:`masked_whiten`);
-- :func:`returns_loop` is no verl function: it is REINFORCE++'s discounted return with the
-  return carried across observation tokens (trajlens's ``carry`` convention), where verl resets
-  it at every mask-0 token (:func:`reinforce_plus_plus_loop`);
+- :func:`reinforce_plus_plus_loop` is the rule of verl v0.8.0 and earlier: the running return
+  resets at every mask-0 token (observation spans too); verl v0.9.0 carries it through
+  observation spans, the rule of :func:`returns_loop` (trajlens's ``carry`` convention);
 - :func:`gdpo_verl_loop` takes the reward channels as a (B, K) tensor where verl reads them from
   ``non_tensor_batch`` and puts each on the response's last token; the last model token is the
   same position;
@@ -203,7 +204,7 @@ def agg_loss_verl(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode
 def reinforce_plus_plus_loop(
     token_level_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float
 ) -> AdvantagesReturns:
-    """verl ``compute_reinforce_plus_plus_outcome_advantage``: the return resets at every mask-0 token."""
+    """verl ``compute_reinforce_plus_plus_outcome_advantage`` up to v0.8.0: the return resets at every mask-0 token."""
     returns = torch.zeros_like(token_level_rewards)
     running_return: torch.Tensor | int = 0
     for t in reversed(range(token_level_rewards.shape[1])):
