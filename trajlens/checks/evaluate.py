@@ -17,6 +17,7 @@ import polars as pl
 from trajlens.checks import conditions, step_measures
 from trajlens.checks.conditions import Evidence, Outcome
 from trajlens.checks.data import Needs, RunState, open_batches
+from trajlens.estimators.trained import config_at
 from trajlens.checks.spec import Check
 
 STATUSES: tuple[str, ...] = ("fail", "warn", "pass", "skip")
@@ -77,7 +78,7 @@ def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl
     history = state.info.history
     keep, known = [], False
     for step in series["step"].to_list():
-        value = step_measures.lookup(history.at(step), check.when.path)
+        value = config_at(history.at(step), check.when.path)
         known = known or value is not None
         if value == check.when.equals and type(value) is type(check.when.equals):
             keep.append(step)

@@ -36,7 +36,7 @@ from trajlens.estimators.identify import MATCH_TOLERANCE
 from trajlens.estimators.spec import EstimatorChoice
 # Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step: the same
 # table the report's scalar findings read.
-from trajlens.run.config import CRITIC_GRAD_CLIP_PATHS, LEARNING_RATES, lookup
+from trajlens.run.config import LEARNING_RATES, configured_lr, critic_grad_clip_of
 
 STAT_COLUMNS: tuple[str, ...] = ("measure", "step", "x", "n", "units", "sxx", "sxn", "snn")
 """Columns of a step-statistics frame (see the module docstring)."""
@@ -329,8 +329,7 @@ def metric_stats(step_metrics: pl.DataFrame, history: ConfigHistory) -> pl.DataF
         rows = []
         for step, value in logged.select("step", "value").iter_rows():
             config = history.at(step)
-            configured = lookup(config, rate.config_path)
-            warmup = lookup(config, (*rate.config_path[:-1], "lr_warmup_steps"))
+            configured, warmup = configured_lr(config, rate)
             if not _positive(configured) or (isinstance(warmup, int) and step <= warmup):
                 continue
             rows.append({"measure": f"lr_ratio:{rate.metric}", "step": step, "value": value / configured})
@@ -343,7 +342,7 @@ def metric_stats(step_metrics: pl.DataFrame, history: ConfigHistory) -> pl.DataF
         clip = clips.get(step)
         if not _positive(clip):
             config = history.at(step)
-            clip = next((lookup(config, p) for p in CRITIC_GRAD_CLIP_PATHS if lookup(config, p) is not None), None)
+            clip = critic_grad_clip_of(config)
         if _positive(clip):
             rows.append({"measure": "critic_clip_ratio", "step": step, "value": norm / clip})
     if rows:

@@ -19,7 +19,7 @@ No torch here.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,7 +29,7 @@ from trajlens.estimators.spec import Declaration, EstimatorChoice, EstimatorSpec
 if TYPE_CHECKING:
     from trajlens.estimators.identify import Identification
 
-__all__ = ["AGGREGATION_KEYS", "DEFAULT_AGGREGATION", "ESTIMATOR_KEY", "AggregationKey", "TrainedWith", "config_value",
+__all__ = ["AGGREGATION_KEYS", "DEFAULT_AGGREGATION", "ESTIMATOR_KEY", "AggregationKey", "TrainedWith", "config_at", "config_value",
            "trained_with"]
 
 Source = Literal["config", "identified", "unknown"]
@@ -111,12 +111,17 @@ def trained_with(
     return TrainedWith(None, "unknown", aggregation, logged)
 
 
-def config_value(config: Mapping[str, Any], key: str) -> Any:
-    """The value at a dotted key of a nested config, or None."""
+def config_at(config: Any, path: Sequence[str]) -> Any:
+    """The value at a key path of a nested config, or None."""
     node: Any = config
-    for part in key.split("."):
+    for part in path:
         node = node.get(part) if isinstance(node, Mapping) else None
     return node
+
+
+def config_value(config: Mapping[str, Any], key: str) -> Any:
+    """The value at a dotted key of a nested config, or None."""
+    return config_at(config, key.split("."))
 
 
 def _as_mapping(config: Mapping[str, Any] | str | None) -> Mapping[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from trajlens.run.config import CRITIC_GRAD_CLIP_PATHS, LEARNING_RATES, LearningRate, lookup, run_config_text  # noqa: F401 - also read from here
+from trajlens.run.config import LEARNING_RATES, configured_lr, critic_grad_clip_of, run_config_text
 from trajlens.steps import spans_text, steps_text
 
 RATIO_TOLERANCE = 1e-3
@@ -41,11 +41,10 @@ def scalar_findings(store: Any, run_id: str) -> list[str]:
     config = _config(store, run_id)
     findings = []
     for rate in LEARNING_RATES:
-        configured = lookup(config, rate.config_path)
+        configured, warmup = configured_lr(config, rate)
         logged = _metric(store, run_id, rate.metric)
         if not isinstance(configured, (int, float)) or configured <= 0 or logged.is_empty():
             continue
-        warmup = lookup(config, (*rate.config_path[:-1], "lr_warmup_steps"))
         if isinstance(warmup, int) and warmup > 0:
             logged = logged.filter(pl.col("step") > warmup)
         ratio = logged.with_columns((pl.col("value") / configured).alias("ratio"))
@@ -56,7 +55,7 @@ def scalar_findings(store: Any, run_id: str) -> list[str]:
                 f"{steps_text(off['step'].to_list())} ({off.height} of {ratio.height} logged steps)"
             )
     grad_norm = _metric(store, run_id, "critic/grad_norm")
-    clip = next((lookup(config, p) for p in CRITIC_GRAD_CLIP_PATHS if lookup(config, p) is not None), None)
+    clip = critic_grad_clip_of(config)
     if not grad_norm.is_empty() and isinstance(clip, (int, float)) and clip > 0:
         from trajlens.estimators import critic_grad_clip
 

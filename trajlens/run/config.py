@@ -4,9 +4,11 @@ with the logged metrics."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
+
+from trajlens.estimators.trained import config_at
 
 
 @dataclass(frozen=True)
@@ -27,13 +29,14 @@ CRITIC_GRAD_CLIP_PATHS: tuple[tuple[str, ...], ...] = (("critic", "grad_clip"), 
 """Where a verl-style config keeps the critic's gradient clip, in the order they are looked up."""
 
 
-def lookup(config: Any, path: Sequence[str]) -> Any:
-    """The value at a key path of a nested dict, or None."""
-    for key in path:
-        if not isinstance(config, dict) or key not in config:
-            return None
-        config = config[key]
-    return config
+def configured_lr(config: Any, rate: LearningRate) -> tuple[Any, Any]:
+    """The learning rate ``config`` sets for ``rate``'s metric, and its warm-up steps (None where unset)."""
+    return config_at(config, rate.config_path), config_at(config, (*rate.config_path[:-1], "lr_warmup_steps"))
+
+
+def critic_grad_clip_of(config: Any) -> Any:
+    """The critic's gradient clip ``config`` sets (the first of :data:`CRITIC_GRAD_CLIP_PATHS`), or None."""
+    return next((value for path in CRITIC_GRAD_CLIP_PATHS if (value := config_at(config, path)) is not None), None)
 
 
 def run_config_text(store: Any, run_id: str) -> str | None:
@@ -42,4 +45,5 @@ def run_config_text(store: Any, run_id: str) -> str | None:
     return frame["config"][0] if frame.height else None
 
 
-__all__ = ["CRITIC_GRAD_CLIP_PATHS", "LEARNING_RATES", "LearningRate", "lookup", "run_config_text"]
+__all__ = ["CRITIC_GRAD_CLIP_PATHS", "LEARNING_RATES", "LearningRate", "configured_lr", "critic_grad_clip_of",
+           "run_config_text"]

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import polars as pl
 import pyarrow.parquet as pq
 
-from trajlens.estimators.registry import RunFacts, declared_estimators, run_facts
+from trajlens.estimators.registry import RunFacts, run_facts
 from trajlens.run.reader import RunReader
 
 OPTIONAL_TOKEN_COLUMNS: tuple[str, ...] = ("values", "log_probs", "sum_pi_squared")
@@ -64,7 +64,7 @@ def stored_facts(reader: RunReader, trajectories: pl.DataFrame, config: Any, sto
             counted = 0
         if counted >= token_rows:
             complete = complete | {"values"}
-    base = run_facts(trajectories, None, None)
+    base = run_facts(trajectories, None, config)
     height = trajectories.height
     token_arrays = height > 0 and token_rows >= height
     facts = replace(
@@ -75,7 +75,6 @@ def stored_facts(reader: RunReader, trajectories: pl.DataFrame, config: Any, sto
         and trajectories["model_tokens"].null_count() == 0,
         log_probs=token_arrays and "log_probs" in complete,
         sum_pi_squared=token_arrays and "sum_pi_squared" in complete,
-        declared=declared_estimators(config),
     )
     return StoredFacts(facts, token_rows, frozenset(complete), frozenset(present))
 
@@ -84,9 +83,7 @@ def _token_footers(reader: RunReader) -> tuple[int, frozenset[str], frozenset[st
     """Token rows of the run, which optional token columns have no null entry, and which some
     file holds: from the Parquet footers alone."""
     filesystem, _ = reader.location.resolve()
-    partitions = reader.location.partitions(reader.run_id, "tokens")
-    files = [path for paths in partitions.single.values() for path in paths]
-    files += [path for _, _, paths in partitions.packed for path in paths]
+    files = reader.location.partitions(reader.run_id, "tokens").all_files()
     rows = 0
     nulls = dict.fromkeys(OPTIONAL_TOKEN_COLUMNS, 0)
     present: set[str] = set()
