@@ -70,6 +70,7 @@ TRAJECTORY_COLUMNS: tuple[Column, ...] = (
     Column("reasoning_tokens", pa.int64(), True, "Reasoning (thinking) tokens, where logged."),
     Column("source", pa.string(), True, "File (and record) the trajectory was read from."),
     Column("logged_advantage", pa.float64(), True, "The advantage the trainer logged for the whole trajectory (TRL's `advantage` column), where it logged one.", absent_as_null=True),
+    Column("response_text", pa.string(), True, "The model's text after its last tool call: the final answer, or the whole completion of a run without tools, where logged.", absent_as_null=True),
 )
 
 TOOL_CALL_COLUMNS: tuple[Column, ...] = (
@@ -86,6 +87,7 @@ TOOL_CALL_COLUMNS: tuple[Column, ...] = (
     Column("token_start", pa.int64(), True, "Offset of the first model token of the call in the token arrays."),
     Column("token_end", pa.int64(), True, "Offset one past the last model token of the call."),
     Column("format_error", pa.bool_(), False, "True when the harness rejected the turn as malformed: kept, never executed."),
+    Column("assistant_text", pa.string(), True, "The model's own text of the turn that issued the call (mini-swe-agent's THOUGHT, chat content, reasoning where logged), on the turn's first call; null on its later calls.", absent_as_null=True),
 )
 
 TOKEN_COLUMNS: tuple[Column, ...] = (
