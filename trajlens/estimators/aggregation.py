@@ -17,7 +17,7 @@ B trajectories, L_max a fixed length)::
                                                        loss times L_i, averaged over sequences
 
 Versions. verl's ``seq-mean-token-sum-norm`` divides the summed loss by the number of sequences
-and by ``loss_scale_factor`` (L_max by default) at verl-project/verl@018f23b
+and by ``loss_scale_factor`` (L_max by default) at verl 0.9.0
 (``verl/trainer/ppo/core_algos.py``, since verl PR #5417); before it divided by L_max only,
 ``w = m / L_max``. ``convention="verl-pre-5417"`` gives that earlier weight; the default is the
 current one. TRL's ``luspo`` with sequence-level importance sampling (the setup it is meant
@@ -83,7 +83,7 @@ def aggregation_weights(
     matters for ``seq-mean-token-sum-norm`` only: ``"verl"`` (current, 1 / (B L_max)) or
     ``"verl-pre-5417"`` (1 / L_max).
 
-    Reference: the normalisers of verl ``agg_loss`` (verl-project/verl@018f23b) and TRL
+    Reference: the normalisers of verl ``agg_loss`` (verl 0.9.0) and TRL
     ``GRPOTrainer`` loss types (see the module docstring); cross-GPU counts are not modelled.
     """
     fn = "aggregation_weights"

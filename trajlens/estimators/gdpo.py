@@ -9,7 +9,7 @@ GDPO (arXiv 2601.05242) replaces GRPO's sum-then-normalise on several reward cha
 The two published implementations differ in every constant, so both are offered, each matched
 operation for operation (float32 results bit-identical):
 
-* :func:`gdpo_verl`, verl's ``compute_gdpo_outcome_advantage`` (verl-project/verl@018f23b,
+* :func:`gdpo_verl`, verl's ``compute_gdpo_outcome_advantage`` (verl 0.9.0,
   ``adv_estimator=gdpo``; channels named by ``algorithm.gdpo_reward_keys``, each placed on the
   response's last token, weights ``gdpo_reward_weights`` as a float32 tensor) and the NVlabs
   fork it came from: per channel verl's GRPO (eps 1e-6 on the

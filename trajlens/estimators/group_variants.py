@@ -1,6 +1,6 @@
 """More of verl's outcome estimators with a group baseline: REINFORCE++-baseline, GRPO pass@k, OPO, GPG.
 
-Each matches its function in verl-project/verl@018f23b (``verl/trainer/ppo/core_algos.py``),
+Each matches its function in verl 0.9.0 (``verl/trainer/ppo/core_algos.py``),
 operation for operation where it matters for float32 results::
 
     reinforce_plus_plus_baseline  A = masked_whiten((score - mean_g) * mask) * mask

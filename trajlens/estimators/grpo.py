@@ -5,8 +5,8 @@ its group (same prompt, same step). Groups come from any id column and need not 
 The sequence advantage is broadcast over the response mask.
 
 References, matched operation for operation so float32 results are bit-identical
-(verl-project/verl@018f23b, ``verl/trainer/ppo/core_algos.py``; TRL ``GRPOTrainer`` and
-``RLOOTrainer``, ``trl/trainer/rloo_trainer.py`` at huggingface/trl@00313f2):
+(verl 0.9.0, ``verl/trainer/ppo/core_algos.py``; TRL ``GRPOTrainer`` and
+``RLOOTrainer``, ``trl/trainer/rloo_trainer.py`` at trl 1.16.0):
 
 * :func:`grpo` and :func:`dr_grpo`: verl ``compute_grpo_outcome_advantage`` (the loop version):
   ``(score - mean_g) / (std_g + eps)``, ``std_g`` unbiased (``torch.std``), eps 1e-6 added to

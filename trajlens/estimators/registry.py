@@ -69,16 +69,17 @@ _CHANNELS = Option("channels", "list", None, "Reward channels to use, in order (
 _WEIGHTS = Option("weights", "list|dict", None, "Channel weights, a list in channel order or {name: weight}; ones by default.")
 _GAMMA = Option("gamma", "float", 1.0, "Discount in [0, 1].")
 _TRL_VERSION = Option("convention", "str", "trl",
-                      "`trl`: TRL v1.6 on (PR #5902), a trajectory whose every channel is NaN is left out of the "
-                      "statistics and gets 0; `trl-1.5`: earlier TRL, it sums to 0 and counts.", ("trl", "trl-1.5"))
+                      "`trl`: trl >= 1.6, a trajectory whose every channel is NaN is left out of the "
+                      "statistics and gets 0; `trl-1.5`: trl <= 1.5, it sums to 0 and counts.", ("trl", "trl-1.5"))
 _OTB_OPTIONS = (Option("handle_zero_tail", "bool", True, "Zero the sole longest member's baseline past the "
                        "second-longest length (verl's default)."),
                 Option("epsilon", "float", 1e-8, "Added to the baseline's denominator."))
 _RETURNS = Option("convention", "str", "reset",
                    "`reset`: verl's loop, the running return reset at every mask-0 token (observation spans "
                    "too); `carry`: carried across observation spans to the next model token.", ("reset", "carry"))
-_VERL = "verl-project/verl@018f23b (verl/trainer/ppo/core_algos.py)"
-_TRL_GRPO = "TRL GRPOTrainer, v1.6 unscorable-completion handling (trl/trainer/grpo_trainer.py)"
+_VERL = "verl 0.9.0 (verl/trainer/ppo/core_algos.py; identical to main 1dda039b, estimators unchanged in 0.9.1)"
+_TRL_GRPO = "trl 1.16.0 (trl/trainer/grpo_trainer.py; advantage code unchanged since 1.6.0)"
+_TRL_RLOO = "trl 1.16.0 (trl/trainer/rloo_trainer.py; advantage code unchanged since 1.6.0)"
 _ADV = "algorithm.adv_estimator"
 _NO_STD = ("algorithm.norm_adv_by_std_in_grpo", "false")
 
@@ -191,7 +192,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
                  Option("normalize_advantages", "bool", False,
                         "TRL `normalize_advantages`: z-score over the batch, eps 1e-4 (with convention `trl`).")),
         reference="verl `compute_rloo_outcome_advantage`; TRL `RLOOTrainer` (convention `trl`)",
-        reference_version=_VERL + "; huggingface/trl@00313f2 (trl/trainer/rloo_trainer.py)",
+        reference_version=_VERL + "; " + _TRL_RLOO,
         statistics=Statistics.TRAJECTORIES,
         conventions=(EstimatorChoice("verl_rloo", "rloo", {}, "verl RLOO"),
                      EstimatorChoice("trl_rloo", "rloo", {"convention": "trl"}, "TRL RLOO"),

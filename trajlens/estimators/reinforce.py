@@ -14,7 +14,7 @@
   the outcome reward.
 
 Both agree on single-turn responses with right padding. verl's
-``compute_reinforce_plus_plus_outcome_advantage`` at verl-project/verl@018f23b
+``compute_reinforce_plus_plus_outcome_advantage`` at verl 0.8.0 (and earlier)
 (``verl/trainer/ppo/core_algos.py``) resets; it then whitens the returns over the batch's model
 tokens and zeroes masked positions. :func:`reinforce_plus_plus` is that estimator, in either
 convention; :func:`reinforce` is the raw return (whiten it with :func:`masked_whiten` to compare
@@ -62,7 +62,7 @@ def reinforce(
         convention: ``"carry"`` (across observation spans) or ``"reset"`` (verl's loop).
 
     Reference: the discounted sum of verl ``compute_reinforce_plus_plus_outcome_advantage``
-    (verl-project/verl@018f23b) without its whitening; see the module docstring.
+    (verl 0.8.0 (and earlier)) without its whitening; see the module docstring.
     """
     returns = _returns("reinforce", token_rewards, response_mask, gamma, convention)
     return ReinforceResult(returns, returns)
@@ -74,7 +74,7 @@ def reinforce_plus_plus(
     """REINFORCE++: discounted returns whitened over the batch's model tokens, times the mask.
 
     ``A = masked_whiten(G, mask) * mask``. Matches verl
-    ``compute_reinforce_plus_plus_outcome_advantage`` (verl-project/verl@018f23b) with
+    ``compute_reinforce_plus_plus_outcome_advantage`` (verl 0.8.0 (and earlier)) with
     ``convention="reset"`` (its default here); ``"carry"`` carries the return across observation
     spans instead. Arguments as :func:`reinforce`.
     """

@@ -1,6 +1,6 @@
 """Token-level baselines without a critic: ReMax and the optimal token baselines (OTB, TIR-OTB).
 
-Each matches its function in verl-project/verl@018f23b (``verl/trainer/ppo/core_algos.py``).
+Each matches its function in verl 0.9.0 (``verl/trainer/ppo/core_algos.py``).
 All start from the undiscounted reward-to-go over the masked rewards,
 ``G_t = sum_{k >= t} m_k r_k`` (a reverse cumulative sum, as verl computes it), then::
 

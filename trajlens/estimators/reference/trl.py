@@ -11,7 +11,7 @@ are the lines of those methods, in order, over contiguous groups of ``num_genera
   :func:`trl_sum_then_normalize_v16`);
 - ``nanstd`` from ``trl/trainer/utils.py`` (:func:`trl_nanstd`, and :func:`trl_nanstd_all`
   for its call with no ``dim``);
-- ``RLOOTrainer`` at huggingface/trl@00313f2 (``trl/trainer/rloo_trainer.py``), the advantages
+- ``RLOOTrainer`` at trl 1.16.0 (``trl/trainer/rloo_trainer.py``), the advantages
   from summed rewards (:func:`rloo_trl_loop`);
 - ``GRPOTrainer``'s loss with ``loss_type="luspo"`` (:func:`luspo_loss_trl`).
 
@@ -118,7 +118,7 @@ def trl_sum_then_normalize_v16(
 
 
 def rloo_trl_loop(rewards: torch.Tensor, num_generations: int, normalize_advantages: bool) -> torch.Tensor:
-    """TRL RLOOTrainer (huggingface/trl@00313f2): score - mean of the others; a group of one gets 0."""
+    """TRL RLOOTrainer (trl 1.16.0): score - mean of the others; a group of one gets 0."""
     grouped_rewards = rewards.view(-1, num_generations)
     grouped_sum = grouped_rewards.sum(dim=1, keepdim=True)
     if num_generations > 1:
