@@ -17,6 +17,7 @@ from trajlens.estimators.reference.verl import (
     otb_loop,
     reinforce_plus_plus_baseline_loop,
     reinforce_plus_plus_loop,
+    reinforce_plus_plus_reset_loop,
     remax_loop,
     tir_otb_loop,
 )
@@ -48,12 +49,30 @@ def batch(seed: int, groups_of_one: bool = True, dtype=torch.float32):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_reinforce_plus_plus_reset_is_the_loop_to_rounding(seed):
+def test_reinforce_plus_plus_reset_is_the_verl_0_8_loop_to_rounding(seed):
+    rewards, mask, _ = batch(seed)
+    expected, expected_returns = reinforce_plus_plus_reset_loop(rewards.clone(), mask.float(), gamma=0.9)
+    result = reinforce_plus_plus(rewards, mask, gamma=0.9, convention="reset")
+    assert_close_ulp(result.returns, expected_returns)
+    assert_close_ulp(result.advantages, expected)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_reinforce_plus_plus_default_is_the_verl_0_9_loop(seed):
     rewards, mask, _ = batch(seed)
     expected, expected_returns = reinforce_plus_plus_loop(rewards.clone(), mask.float(), gamma=0.9)
     result = reinforce_plus_plus(rewards, mask, gamma=0.9)
-    assert_close_ulp(result.returns, expected_returns)
     assert_close_ulp(result.advantages, expected)
+    assert_close_ulp(torch.where(mask, result.returns, 0.0), expected_returns)  # verl zeroes masked returns
+
+
+def test_reinforce_plus_plus_gives_verl_main_values_across_an_observation_span():
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, -1.0]])
+    mask = torch.tensor([[True, False, True, True], [True, True, True, True]])
+    current = reinforce_plus_plus(rewards, mask, gamma=1.0).advantages
+    assert_close(current[0], torch.tensor([1.0690, 0.0, 1.0690, 1.0690]), atol=1e-4, rtol=0)  # verl 0.9.0, main
+    old = reinforce_plus_plus(rewards, mask, gamma=1.0, convention="reset").advantages
+    assert_close(old[0], torch.tensor([0.3004, 0.0, 1.3517, 1.3517]), atol=1e-4, rtol=0)  # verl 0.8.0
 
 
 def test_reinforce_conventions_differ_only_across_observation_spans():

@@ -68,7 +68,7 @@ def test_check_runs_every_pair_against_the_transcribed_reference():
     assert not [row for row in rows if row.error]
     assert {row.estimator for row in rows} == set(check_references.PAIRS)
     for row in rows:
-        if row.estimator == "gae":  # a blocked scan against a loop: float rounding
+        if row.estimator in ("gae", "reinforce_plus_plus"):  # a blocked scan against a loop: float rounding
             assert row.max_rel < 1e-3 or row.max_abs < 1e-4, row
         elif row.dtype == "float32" and not row.estimator.startswith("agg_loss"):
             assert row.max_rel <= ulp_tolerance(torch.float32), row  # a few ulp: the summation orders differ

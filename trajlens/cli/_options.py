@@ -93,6 +93,18 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
     return parse_pairs(pairs, flag="--option", untyped=_json_or_text, example="gamma=0.99")
 
 
+def parse_trainer_option(text: str) -> Any:
+    """``--trainer verl==0.8.0`` (or ``trl==1.5``, or a bare ``verl``/``trl`` for its current
+    release) as a :class:`~trajlens.estimators.spec.TrainerRelease`; a bad value is a one-line
+    :class:`ConfigError`."""
+    from trajlens.estimators.spec import parse_trainer
+
+    try:
+        return parse_trainer(text)
+    except ValueError as error:
+        raise ConfigError([f"--trainer {text!r}: {error}"]) from None
+
+
 # Where per-step work runs (trajlens.engine), shared by classify, advantages and attribute.
 EngineOption = Annotated[str, typer.Option(
     "--engine", help="Where the per-step work runs: local (this process) or ray (a Ray cluster, one task per step; "
@@ -101,4 +113,5 @@ RayAddressOption = Annotated[Optional[str], typer.Option(
     "--ray-address", help="With --engine ray: the cluster to join (auto: the one `ray start --head` started here; "
     "ray://HOST:10001; HOST:6379). Default: start a local cluster.")]
 
-__all__ = ["EngineOption", "RayAddressOption", "VALUE_TYPES", "parse_options", "parse_pairs", "parse_params"]
+__all__ = ["EngineOption", "RayAddressOption", "VALUE_TYPES", "parse_options", "parse_pairs", "parse_params",
+           "parse_trainer_option"]

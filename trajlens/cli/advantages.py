@@ -4,21 +4,31 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._options import EngineOption, RayAddressOption, parse_options
+from trajlens.cli._options import EngineOption, RayAddressOption, parse_options, parse_trainer_option
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
-from trajlens.estimators.registry import ESTIMATOR_REGISTRY
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, release_conventions
+from trajlens.estimators.spec import CURRENT_RELEASES
+
+if TYPE_CHECKING:
+    from trajlens.engine.session import EngineSession
+    from trajlens.estimators.spec import TrainerRelease
 
 _ESTIMATOR_HELP = "One of: " + ", ".join(ESTIMATOR_REGISTRY) + " (options and references: docs/estimators.md)."
 _OPTION_HELP = "Estimator option NAME=VALUE, repeatable; values read as JSON. " + "; ".join(
     f"{spec.name}: {', '.join(option.name for option in spec.options)}"
     for spec in ESTIMATOR_REGISTRY.values() if spec.options
 ) + "."
+_TRAINER_HELP = ("Recompute as this trainer release did, e.g. verl==0.8.0 or trl==1.5: every estimator takes the "
+                 "convention that release computes (--option values still win). Default: the current release of "
+                 "the trainer the run came from (its format or config), else the current verl ("
+                 + ", ".join(f"{name} {version}" for name, version in CURRENT_RELEASES.items())
+                 + "). Release-dependent conventions: " + "; ".join(release_conventions()) + ".")
 
 
 @app.command()
@@ -27,6 +37,7 @@ def advantages(
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
     estimator: Annotated[Optional[str], typer.Option("--estimator", "-e", help=_ESTIMATOR_HELP)] = None,
     option: Annotated[Optional[list[str]], typer.Option("--option", help=_OPTION_HELP)] = None,
+    trainer: Annotated[Optional[str], typer.Option("--trainer", help=_TRAINER_HELP)] = None,
     label: Annotated[Optional[str], typer.Option("--label", help="Name of this recomputation in the advantage_batches table (default: the estimator).")] = None,
     identify: Annotated[bool, typer.Option("--identify", help="Recompute the run's logged advantages under every estimator and convention, and name the one that produced them.")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="With --identify: write the verdict and every candidate's fit to this JSON file.")] = None,
@@ -41,6 +52,8 @@ def advantages(
     median absolute difference, and names the closest with a verdict.
 
     Example: trajlens advantages store --run sao-r6 --estimator gae --option whiten=false --label gae_raw
+
+    Example: trajlens advantages store --run sao-r6 --estimator reinforce_plus_plus --trainer verl==0.8.0
 
     Example: trajlens advantages store --run sao-r6 --estimator gae --engine ray --ray-address auto
     """
@@ -57,9 +70,17 @@ def advantages(
     from trajlens.engine.session import engine_session
     from trajlens.estimators import sign_streaks
 
+    from trajlens.estimators.registry import estimator_spec
+
     options = parse_options(option or [])
+    release = parse_trainer_option(trainer) if trainer is not None else None
+    spec = estimator_spec(estimator)
     with engine_session(engine, ray_address, store) as session, progress_bar("recomputing") as tick:
         session.require_runs([run])
+        if release is None:
+            release = _run_release(session, run)
+        convention = spec.convention_of(release)
+        options = {**(convention.options if convention is not None else {}), **options}
         diagnostics = recompute_diagnostics_on(session.engine, session.location, run, estimator, label or estimator,
                                                options, progress=tick)
         save_advantage_batches_on(session.store, session.location, run, diagnostics)
@@ -69,6 +90,16 @@ def advantages(
         typer.echo(str(shown.drop("run_id", "estimator")))
     typer.echo(f"all-negative batches: {list(streaks.negative_steps) or 'none'}; "
                f"all-positive batches: {list(streaks.positive_steps) or 'none'}")
+
+
+def _run_release(session: EngineSession, run: str) -> TrainerRelease:
+    """The current release of the trainer ``run`` came from (its format or config), else the current verl."""
+    from trajlens.estimators.trained import run_release
+
+    if session.store is None:
+        return run_release(None)
+    row = session.store.sql("SELECT config, source_format FROM runs WHERE run_id = $run", {"run": run})
+    return run_release(row["config"][0], row["source_format"][0]) if row.height else run_release(None)
 
 
 def _identify(store: Path, run: str, json_out: Path | None) -> None:

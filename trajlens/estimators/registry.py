@@ -32,12 +32,12 @@ declare it (read by :func:`trajlens.estimators.trained_with`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, cast
 
 from trajlens.estimators._errors import EstimatorInputError
 from trajlens.estimators.spec import (
     _INPUT_CHECKS,
+    COMPARED_RELEASES,
     Declaration,
     EstimatorChoice,
     EstimatorSpec,
@@ -46,15 +46,17 @@ from trajlens.estimators.spec import (
     Input,
     Kind,
     Option,
+    Releases,
     RunFacts,
     Statistics,
+    TrainerRelease,
+    parse_trainer,
 )
 
 __all__ = [
     "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "REPORT_VARIANTS", "Declaration", "EstimatorChoice", "EstimatorSpec",
     "FlatScan", "InReport", "Input", "Kind", "Option", "RunFacts", "Statistics", "declared_estimators", "estimator_spec",
-    "render_markdown", "render_readme_table",
-    "run_facts",
+    "release_conventions", "render_markdown", "render_readme_table", "run_facts", "trainer_choice",
 ]
 
 
@@ -74,12 +76,20 @@ _TRL_VERSION = Option("convention", "str", "trl",
 _OTB_OPTIONS = (Option("handle_zero_tail", "bool", True, "Zero the sole longest member's baseline past the "
                        "second-longest length (verl's default)."),
                 Option("epsilon", "float", 1e-8, "Added to the baseline's denominator."))
-_RETURNS = Option("convention", "str", "reset",
-                   "`reset`: verl's loop, the running return reset at every mask-0 token (observation spans "
-                   "too); `carry`: carried across observation spans to the next model token.", ("reset", "carry"))
+_RETURNS = Option("convention", "str", "carry",
+                   "`carry`: verl >= 0.9, the running return carried through observation spans to the next model "
+                   "token; `reset`: verl <= 0.8, reset at every mask-0 token (observation spans too).", ("carry", "reset"))
 _VERL = "verl 0.9.0 (verl/trainer/ppo/core_algos.py; identical to main 1dda039b, estimators unchanged in 0.9.1)"
 _TRL_GRPO = "trl 1.16.0 (trl/trainer/grpo_trainer.py; advantage code unchanged since 1.6.0)"
 _TRL_RLOO = "trl 1.16.0 (trl/trainer/rloo_trainer.py; advantage code unchanged since 1.6.0)"
+# The release ranges the conventions reproduce (bounds inclusive; compared: verl 0.8.0, 0.9.0,
+# 0.9.1 and trl 1.5.0, 1.6.0, 1.16.0; an unbounded side holds the releases compared on that side)
+_ANY_VERL = (Releases("verl"),)
+_VERL_08 = (Releases("verl", last="0.8"),)
+_VERL_09 = (Releases("verl", first="0.9"),)
+_ANY_TRL = (Releases("trl"),)
+_TRL_15 = (Releases("trl", last="1.5"),)
+_TRL_16 = (Releases("trl", first="1.6"),)
 _ADV = "algorithm.adv_estimator"
 _NO_STD = ("algorithm.norm_adv_by_std_in_grpo", "false")
 
@@ -107,7 +117,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         flat_scan=FlatScan(critic=True),
         report_variants=(EstimatorChoice("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
                          EstimatorChoice("gae_whitened", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": True})),
-        conventions=(EstimatorChoice("gae_whitened", "gae", {"whiten": True}, "verl GAE (gamma 1, lambda 1), whitened"),
+        conventions=(EstimatorChoice("gae_whitened", "gae", {"whiten": True}, "verl GAE (gamma 1, lambda 1), whitened",
+                                     _ANY_VERL),
                      EstimatorChoice("gae_raw", "gae", {"whiten": False}, "GAE (gamma 1, lambda 1), not whitened")),
         declared_by=(_verl("gae", "gae_whitened"),
                      Declaration(((_ADV, "gae"), ("algorithm.whiten_advantages", "false")), "gae_raw")),
@@ -121,7 +132,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         options=(
             _GAMMA,
             Option("whiten", "bool", False, "Whiten over the batch's model tokens afterwards."),
-            replace(_RETURNS, default="carry"),
+            _RETURNS,
         ),
         reference="the discounted sum of verl `compute_reinforce_plus_plus_outcome_advantage`, not whitened",
         reference_version=_VERL,
@@ -141,9 +152,9 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference="verl `compute_grpo_outcome_advantage` (loop version)",
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
-        conventions=(EstimatorChoice("verl_grpo", "grpo", {}, "verl GRPO (group std, eps 1e-6)"),
+        conventions=(EstimatorChoice("verl_grpo", "grpo", {}, "verl GRPO (group std, eps 1e-6)", _ANY_VERL),
                      EstimatorChoice("trl_grpo_group", "grpo", {"epsilon": 1e-4, "singleton": "zero"},
-                                     "TRL GRPO, scale_rewards=group, eps 1e-4"),
+                                     "TRL GRPO, scale_rewards=group, eps 1e-4", _ANY_TRL),
                      EstimatorChoice("verl_grpo_eps_1e-4", "grpo", {"epsilon": 1e-4}, "verl GRPO with epsilon 1e-4")),
         declared_by=(_verl("grpo"), Declaration((("scale_rewards", "group"),), "trl_grpo_group"),
                      Declaration((("scale_rewards", "true"),), "trl_grpo_group")),
@@ -158,8 +169,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference="verl `compute_grpo_outcome_advantage` with `norm_adv_by_std_in_grpo=False`",
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
-        conventions=(EstimatorChoice("trl_grpo_none", "dr_grpo", {"singleton": "zero"}, "TRL GRPO, scale_rewards=none"),
-                     EstimatorChoice("verl_dr_grpo", "dr_grpo", {}, "verl Dr.GRPO (norm_adv_by_std_in_grpo=False)")),
+        conventions=(EstimatorChoice("trl_grpo_none", "dr_grpo", {"singleton": "zero"}, "TRL GRPO, scale_rewards=none", _ANY_TRL),
+                     EstimatorChoice("verl_dr_grpo", "dr_grpo", {}, "verl Dr.GRPO (norm_adv_by_std_in_grpo=False)", _ANY_VERL)),
         declared_by=(Declaration(((_ADV, "grpo"), _NO_STD), "dr_grpo"),
                      Declaration((("scale_rewards", "none"),), "trl_grpo_none"),
                      Declaration((("scale_rewards", "false"),), "trl_grpo_none")),
@@ -175,7 +186,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_TRL_GRPO,
         statistics=Statistics.TRAJECTORIES,
         report=InReport.WHEN_DECLARED,
-        conventions=(EstimatorChoice("trl_grpo_batch", "grpo_batch_std", {}, "TRL GRPO, scale_rewards=batch, eps 1e-4"),),
+        conventions=(EstimatorChoice("trl_grpo_batch", "grpo_batch_std", {}, "TRL GRPO, scale_rewards=batch, eps 1e-4",
+                                     _ANY_TRL),),
         declared_by=(Declaration(((_ADV, "grpo"), ("algorithm.norm_adv", "batch_std")), "grpo_batch_std"),
                      Declaration((("scale_rewards", "batch"),), "trl_grpo_batch"),
                      Declaration((("algorithm.scale_rewards", "batch"),), "grpo_batch_std")),
@@ -194,8 +206,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference="verl `compute_rloo_outcome_advantage`; TRL `RLOOTrainer` (convention `trl`)",
         reference_version=_VERL + "; " + _TRL_RLOO,
         statistics=Statistics.TRAJECTORIES,
-        conventions=(EstimatorChoice("verl_rloo", "rloo", {}, "verl RLOO"),
-                     EstimatorChoice("trl_rloo", "rloo", {"convention": "trl"}, "TRL RLOO"),
+        conventions=(EstimatorChoice("verl_rloo", "rloo", {}, "verl RLOO", _ANY_VERL),
+                     EstimatorChoice("trl_rloo", "rloo", {"convention": "trl"}, "TRL RLOO", _ANY_TRL),
                      EstimatorChoice("trl_rloo_normalized", "rloo", {"convention": "trl", "normalize_advantages": True},
                                      "TRL RLOO, normalize_advantages=True")),
         declared_by=(_verl("rloo"), _verl("rloo_vectorized", "rloo")),
@@ -212,9 +224,10 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         statistics=Statistics.MODEL_TOKENS,
         report=InReport.WHEN_DECLARED,
         adapter="returns",
-        conventions=(EstimatorChoice("verl_reinforce_pp", "reinforce_plus_plus", {}, "verl REINFORCE++ (return reset at masked tokens)"),
-                     EstimatorChoice("reinforce_pp_carry", "reinforce_plus_plus", {"convention": "carry"},
-                                     "REINFORCE++ with the return carried across observation spans")),
+        conventions=(EstimatorChoice("verl_reinforce_pp", "reinforce_plus_plus", {},
+                                     "verl >= 0.9 REINFORCE++ (return carried through observation spans)", _VERL_09),
+                     EstimatorChoice("verl_0.8_reinforce_pp", "reinforce_plus_plus", {"convention": "reset"},
+                                     "verl <= 0.8 REINFORCE++ (return reset at every mask-0 token)", _VERL_08)),
         declared_by=(_verl("reinforce_plus_plus"),),
     ),
     EstimatorSpec(
@@ -228,7 +241,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.MODEL_TOKENS,
         report=InReport.WHEN_DECLARED,
-        conventions=(EstimatorChoice("verl_reinforce_pp_baseline", "reinforce_plus_plus_baseline", {}, "verl REINFORCE++-baseline"),),
+        conventions=(EstimatorChoice("verl_reinforce_pp_baseline", "reinforce_plus_plus_baseline", {}, "verl REINFORCE++-baseline",
+                                     _ANY_VERL),),
         declared_by=(_verl("reinforce_plus_plus_baseline"),),
     ),
     EstimatorSpec(
@@ -243,7 +257,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
         report=InReport.WHEN_DECLARED,
-        conventions=(EstimatorChoice("verl_grpo_passk", "grpo_passk", {}, "verl GRPO pass@k"),
+        conventions=(EstimatorChoice("verl_grpo_passk", "grpo_passk", {}, "verl GRPO pass@k", _ANY_VERL),
                      EstimatorChoice("verl_grpo_passk_no_std", "grpo_passk", {"norm_adv_by_std_in_grpo": False},
                                      "verl GRPO pass@k, norm_adv_by_std_in_grpo=False")),
         declared_by=(_verl("grpo_passk"), Declaration(((_ADV, "grpo_passk"), _NO_STD), "verl_grpo_passk_no_std")),
@@ -259,7 +273,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
         report=InReport.WHEN_DECLARED,
-        conventions=(EstimatorChoice("verl_opo", "opo", {}, "verl OPO"),),
+        conventions=(EstimatorChoice("verl_opo", "opo", {}, "verl OPO", _ANY_VERL),),
         declared_by=(_verl("opo"),),
     ),
     EstimatorSpec(
@@ -273,7 +287,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
         report=InReport.WHEN_DECLARED,
-        conventions=(EstimatorChoice("verl_gpg", "gpg", {}, "verl GPG"),),
+        conventions=(EstimatorChoice("verl_gpg", "gpg", {}, "verl GPG", _ANY_VERL),),
         declared_by=(_verl("gpg"),),
     ),
     EstimatorSpec(
@@ -330,7 +344,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_VERL,
         statistics=Statistics.MODEL_TOKENS,
         adapter="channel_tokens",
-        conventions=(EstimatorChoice("verl_gdpo", "gdpo_verl", {}, "verl GDPO (token whitening)"),
+        conventions=(EstimatorChoice("verl_gdpo", "gdpo_verl", {}, "verl GDPO (token whitening)", _ANY_VERL),
                      EstimatorChoice("verl_gdpo_no_std", "gdpo_verl", {"divide_by_std": False},
                                      "verl GDPO, norm_adv_by_std_in_grpo=False")),
         declared_by=(_verl("gdpo", "gdpo_verl"), Declaration(((_ADV, "gdpo"), _NO_STD), "verl_gdpo_no_std")),
@@ -346,8 +360,9 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_TRL_GRPO,
         statistics=Statistics.TRAJECTORIES,
         report=InReport.WHEN_DECLARED,
-        conventions=(EstimatorChoice("trl_gdpo", "gdpo_trl", {}, "TRL GDPO, normalize_then_sum (v1.6)"),
-                     EstimatorChoice("trl_gdpo_1.5", "gdpo_trl", {"convention": "trl-1.5"}, "TRL GDPO, normalize_then_sum (before v1.6)")),
+        conventions=(EstimatorChoice("trl_gdpo", "gdpo_trl", {}, "TRL >= 1.6 GDPO, normalize_then_sum", _TRL_16),
+                     EstimatorChoice("trl_gdpo_1.5", "gdpo_trl", {"convention": "trl-1.5"},
+                                     "TRL <= 1.5 GDPO, normalize_then_sum", _TRL_15)),
         # TRL's normalize_then_sum ignores scale_rewards: it outranks the scale_rewards declarations
         declared_by=(Declaration((("multi_objective_aggregation", "normalize_then_sum"),), "trl_gdpo", rank=2),
                      Declaration((("reward.aggregation", "normalize_then_sum"),), "gdpo_trl")),
@@ -367,12 +382,13 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         reference_version=_TRL_GRPO,
         statistics=Statistics.TRAJECTORIES,
         conventions=(EstimatorChoice("trl_sum_group", "sum_then_normalize", {"scale_rewards": "group"},
-                                     "TRL GRPO on the summed reward functions, scale_rewards=group, eps 1e-4"),
+                                     "TRL >= 1.6 GRPO on the summed reward functions, scale_rewards=group, eps 1e-4", _TRL_16),
                      EstimatorChoice("trl_sum_batch", "sum_then_normalize", {"scale_rewards": "batch"},
-                                     "TRL GRPO on the summed reward functions, scale_rewards=batch, eps 1e-4"),
-                     EstimatorChoice("verl_sum_grpo", "sum_then_normalize", {"convention": "verl"}, "verl GRPO on the summed channels"),
+                                     "TRL >= 1.6 GRPO on the summed reward functions, scale_rewards=batch, eps 1e-4"),
+                     EstimatorChoice("verl_sum_grpo", "sum_then_normalize", {"convention": "verl"}, "verl GRPO on the summed channels",
+                                     _ANY_VERL),
                      EstimatorChoice("trl_1.5_grpo_group", "sum_then_normalize", {"convention": "trl-1.5"},
-                                     "TRL GRPO before v1.6, scale_rewards=group")),
+                                     "TRL <= 1.5 GRPO on the summed reward functions, scale_rewards=group", _TRL_15)),
         declared_by=(Declaration((("reward.aggregation", "sum_then_normalize"),), "sum_then_normalize"),),
     ),
     EstimatorSpec(
@@ -402,6 +418,26 @@ REPORT_VARIANTS: tuple[tuple[EstimatorSpec, EstimatorChoice], ...] = tuple(
     for variant in spec.variants()
 )
 """Every labelled recomputation the report (and the checks' ``advantage:<label>``) can make, in display order."""
+
+
+def trainer_choice(name: str, release: TrainerRelease) -> EstimatorChoice | None:
+    """The convention by which ``release`` (``parse_trainer("verl==0.8.0")``) computes estimator
+    ``name``; None when the registry names none of that trainer's for it (its defaults stand)."""
+    return estimator_spec(name).convention_of(release)
+
+
+def release_conventions() -> list[str]:
+    """One line per convention that only some releases compute, ``name option=value: range``:
+    what ``--trainer`` changes from the defaults (the current verl)."""
+    lines = []
+    for spec in _SPECS:
+        for convention in spec.conventions:
+            bounded = [r for r in convention.releases if r.first or r.last]
+            changed = {k: v for k, v in convention.options.items() if spec.defaults().get(k) != v}
+            if bounded and changed:
+                options = " ".join(f"{k}={v}" for k, v in changed.items())
+                lines.append(f"{spec.name} {options}: {', '.join(map(str, bounded))}")
+    return lines
 
 
 def estimator_spec(name: str) -> EstimatorSpec:
@@ -476,8 +512,9 @@ def render_markdown() -> str:
                   f"- statistics summarised over {spec.statistics.value}; in the report: {spec.report.value}"
                   + (f" (labels {', '.join(v.label for v in spec.variants())})" if spec.report is not InReport.NEVER else "")]
         if spec.conventions:
-            lines.append("- trainers' conventions (what `--identify` tries): "
-                         + "; ".join(f"`{c.label}` ({c.doc})" for c in spec.conventions))
+            lines.append("- trainers' conventions (what `--identify` tries, and `--trainer` picks by release): "
+                         + "; ".join(f"`{c.label}` ({c.doc}" + (f"; {_release_text(c)}" if c.releases else "") + ")"
+                                     for c in spec.conventions))
         if spec.declared_by:
             lines.append("- declared by config: " + "; ".join(
                 " and ".join(f"`{k}={v}`" for k, v in d.when) + f" ({d.label})" for d in spec.declared_by))
@@ -489,10 +526,22 @@ def render_markdown() -> str:
 
 
 def render_readme_table() -> str:
-    """The short estimator table of the README: name, reference and version."""
-    lines = ["| estimator | reference | version |", "|---|---|---|"]
-    lines += [f"| `{s.name}` | {s.reference} | {s.reference_version} |" for s in _SPECS]
+    """The short estimator table of the README: name, reference, version, and the conventions
+    that reproduce each trainer release range."""
+    lines = ["| estimator | reference | version | conventions by trainer release |", "|---|---|---|---|"]
+    for s in _SPECS:
+        ranged = "; ".join(f"`{c.label}`: {_release_text(c)}" for c in s.conventions if c.releases)
+        lines.append(f"| `{s.name}` | {s.reference} | {s.reference_version} | {ranged or 'defaults'} |")
     return "\n".join(lines)
+
+
+def _release_text(choice: EstimatorChoice) -> str:
+    """The ranges of a convention with the compared releases in them: ``verl >= 0.9 (0.9.0, 0.9.1)``."""
+    parts = []
+    for r in choice.releases:
+        held = ", ".join(v for v in COMPARED_RELEASES[r.trainer] if r.holds(parse_trainer(f"{r.trainer}=={v}")))
+        parts.append(f"{r} ({held})" if r.first or r.last else f"{r} {held}")
+    return "; ".join(parts)
 
 
 def write_docs(path: str) -> None:

@@ -2,23 +2,23 @@
 
 ``A_t = G_t = r_t + gamma * G_next``. Two conventions for what ``next`` is:
 
-* ``"carry"`` (default): the next *model* token of the trajectory. Observation tokens carry the
-  running return and their rewards are dropped, so the return of a multi-turn trajectory flows
-  across its observation spans. This is what GAE degenerates to when the critic gives no
-  baseline (V = 0, lambda = 1), the failure the r6 digest describes.
-* ``"reset"``: verl's loop, transcribed: ``running = r_t + gamma * running; G_t = running;
-  running *= mask_t``. The running return is *reset to zero at every token with mask 0*, and a
-  reward sitting on a masked token still enters that token's return. verl wrote it for a mask
-  that is 1 up to EOS and 0 after (its comment says "Reset after EOS"); on a mask with
-  observation spans it cuts the return at every span, so a turn before a tool call never sees
-  the outcome reward.
+* ``"carry"`` (default; verl 0.9.0 on): the next *model* token of the trajectory. Observation
+  tokens carry the running return and their rewards are dropped, so the return of a multi-turn
+  trajectory flows across its observation spans. This is verl's loop from 0.9.0
+  (``running = new * mask_t + running * (1 - mask_t)``), and what GAE degenerates to when the
+  critic gives no baseline (V = 0, lambda = 1).
+* ``"reset"`` (verl 0.8.0 and earlier): verl's old loop, transcribed: ``running = r_t + gamma *
+  running; G_t = running; running *= mask_t``. The running return is *reset to zero at every
+  token with mask 0*, and a reward sitting on a masked token still enters that token's return.
+  verl wrote it for a mask that is 1 up to EOS and 0 after (its comment says "Reset after EOS");
+  on a mask with observation spans it cuts the return at every span, so a turn before a tool
+  call never sees the outcome reward.
 
 Both agree on single-turn responses with right padding. verl's
-``compute_reinforce_plus_plus_outcome_advantage`` at verl 0.8.0 (and earlier)
-(``verl/trainer/ppo/core_algos.py``) resets; it then whitens the returns over the batch's model
-tokens and zeroes masked positions. :func:`reinforce_plus_plus` is that estimator, in either
-convention; :func:`reinforce` is the raw return (whiten it with :func:`masked_whiten` to compare
-with a trainer that whitens).
+``compute_reinforce_plus_plus_outcome_advantage`` (``verl/trainer/ppo/core_algos.py``) then
+whitens the returns over the batch's model tokens and zeroes masked positions.
+:func:`reinforce_plus_plus` is that estimator, in either convention; :func:`reinforce` is the raw
+return (whiten it with :func:`masked_whiten` to compare with a trainer that whitens).
 
 Departure: ``"carry"`` is solved by a blocked scan, so float32 results differ from a loop by
 rounding (about 1e-6 relative); ``"reset"`` is verl's loop over T, so float32 results are
@@ -59,24 +59,23 @@ def reinforce(
         token_rewards: (B, T) float; with ``"carry"`` entries on observation tokens are dropped.
         response_mask: (B, T) bool, True for model tokens.
         gamma: discount in [0, 1].
-        convention: ``"carry"`` (across observation spans) or ``"reset"`` (verl's loop).
+        convention: ``"carry"`` (across observation spans, verl >= 0.9) or ``"reset"`` (verl <= 0.8).
 
     Reference: the discounted sum of verl ``compute_reinforce_plus_plus_outcome_advantage``
-    (verl 0.8.0 (and earlier)) without its whitening; see the module docstring.
+    without its whitening; see the module docstring.
     """
     returns = _returns("reinforce", token_rewards, response_mask, gamma, convention)
     return ReinforceResult(returns, returns)
 
 
 def reinforce_plus_plus(
-    token_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float = 1.0, convention: ReturnConvention = "reset"
+    token_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float = 1.0, convention: ReturnConvention = "carry"
 ) -> ReinforceResult:
     """REINFORCE++: discounted returns whitened over the batch's model tokens, times the mask.
 
     ``A = masked_whiten(G, mask) * mask``. Matches verl
-    ``compute_reinforce_plus_plus_outcome_advantage`` (verl 0.8.0 (and earlier)) with
-    ``convention="reset"`` (its default here); ``"carry"`` carries the return across observation
-    spans instead. Arguments as :func:`reinforce`.
+    ``compute_reinforce_plus_plus_outcome_advantage``: verl 0.9.0 on with ``convention="carry"``
+    (the default), verl 0.8.0 and earlier with ``"reset"``. Arguments as :func:`reinforce`.
     """
     fn = "reinforce_plus_plus"
     returns = _returns(fn, token_rewards, response_mask, gamma, convention)

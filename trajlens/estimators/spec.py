@@ -104,6 +104,84 @@ class Option:
         return None
 
 
+TRAINERS: Mapping[str, str] = {"verl": "verl", "trl": "TRL"}
+"""The trainers whose releases the registry's conventions name -> how their name is written."""
+
+COMPARED_RELEASES: Mapping[str, tuple[str, ...]] = {"verl": ("0.8.0", "0.9.0", "0.9.1"), "trl": ("1.5.0", "1.6.0", "1.16.0")}
+"""The releases whose code the estimators were read from and compared with (``scripts/reference_check``)."""
+
+CURRENT_RELEASES: Mapping[str, str] = {"verl": "0.9.1", "trl": "1.16.0"}
+"""The newest release of each trainer the estimators were compared with: what ``--trainer verl``
+(no version) means, and the release a run is taken to come from when nothing says otherwise."""
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = text.strip().split(".")
+    if not text.strip() or not all(part.isdigit() for part in parts):
+        raise ValueError(f"expected a release such as 0.9.0, found {text!r}")
+    return tuple(int(part) for part in parts)
+
+
+@dataclass(frozen=True)
+class TrainerRelease:
+    """One release of a trainer, such as ``verl==0.8.0`` (what ``--trainer`` reads)."""
+
+    trainer: str
+    """A key of :data:`TRAINERS`."""
+    version: tuple[int, ...]
+    """The release as numbers; ``(0, 8)`` stands for every 0.8.x."""
+
+    def __str__(self) -> str:
+        return f"{self.trainer}=={'.'.join(map(str, self.version))}"
+
+
+def parse_trainer(text: str) -> TrainerRelease:
+    """``verl==0.8.0``, ``trl==1.5`` or a bare ``verl`` / ``trl`` (its :data:`CURRENT_RELEASES`)
+    as a :class:`TrainerRelease`; anything else is a one-line :class:`ValueError`."""
+    name, sep, version = text.strip().partition("==")
+    name = name.strip().lower()
+    if name not in TRAINERS:
+        raise ValueError(f"trainer must be one of {', '.join(TRAINERS)} (as verl==0.9.0 or trl==1.6), found {text!r}")
+    return TrainerRelease(name, _version(version if sep else CURRENT_RELEASES[name]))
+
+
+@dataclass(frozen=True)
+class Releases:
+    """A range of one trainer's releases whose behaviour a convention reproduces.
+
+    Bounds are inclusive and compared at their own precision: ``last="0.8"`` holds 0.8.0 and
+    every 0.8.x. No bound on a side: every release on that side that was compared."""
+
+    trainer: str
+    first: str = ""
+    last: str = ""
+
+    def holds(self, release: TrainerRelease) -> bool:
+        """Whether ``release`` is in the range."""
+        if release.trainer != self.trainer:
+            return False
+        version = release.version
+        if self.first:
+            first = _version(self.first)
+            if version + (0,) * (len(first) - len(version)) < first:
+                return False
+        if self.last:
+            last = _version(self.last)
+            if version[:len(last)] > last:
+                return False
+        return True
+
+    def __str__(self) -> str:
+        name = TRAINERS[self.trainer]
+        if self.first and self.last:
+            return f"{name} {self.first}-{self.last}"
+        if self.first:
+            return f"{name} >= {self.first}"
+        if self.last:
+            return f"{name} <= {self.last}"
+        return name
+
+
 @dataclass(frozen=True)
 class EstimatorChoice:
     """An estimator under a label, with options: a report variant, a trainer's convention, a
@@ -116,7 +194,15 @@ class EstimatorChoice:
     options: Mapping[str, Any] = field(default_factory=dict)
     """Keyword options of :func:`trajlens.estimators.adapters` (the registry's defaults otherwise)."""
     doc: str = ""
-    """What it is; for a trainer's convention, in the trainer's terms (``TRL GRPO, scale_rewards=group, eps 1e-4``)."""
+    """What it is; for a trainer's convention, in the trainer's terms, starting with its release
+    range where it has one (``TRL >= 1.6 GRPO, scale_rewards=group, eps 1e-4``)."""
+    releases: tuple[Releases, ...] = ()
+    """For a trainer's convention: the release ranges whose behaviour it reproduces (what
+    ``--trainer`` picks it by); empty when no trainer release computes it so."""
+
+    def for_release(self, release: TrainerRelease) -> bool:
+        """Whether this convention is what ``release`` computes."""
+        return any(releases.holds(release) for releases in self.releases)
 
     def spec(self) -> EstimatorSpec:
         """The registry entry of :attr:`estimator` (a one-line error for an unknown name)."""
@@ -313,6 +399,11 @@ class EstimatorSpec:
     def choice(self, label: str) -> EstimatorChoice:
         """The choice of :meth:`choices` labelled ``label``."""
         return next(c for c in self.choices() if c.label == label)
+
+    def convention_of(self, release: TrainerRelease) -> EstimatorChoice | None:
+        """The convention ``release`` of its trainer computes this estimator by, or None when it
+        names none of that trainer's (the estimator's defaults then stand)."""
+        return next((c for c in self.conventions if c.for_release(release)), None)
 
     def frame_adapter(self) -> str:
         """The name of the adapter that feeds it in :func:`~trajlens.estimators.adapters`."""

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY
-from trajlens.estimators.spec import Declaration, EstimatorChoice, EstimatorSpec
+from trajlens.estimators.spec import CURRENT_RELEASES, Declaration, EstimatorChoice, EstimatorSpec, TrainerRelease, parse_trainer
 
 if TYPE_CHECKING:
     from trajlens.estimators.identify import Identification
 
-__all__ = ["AGGREGATION_KEYS", "DEFAULT_AGGREGATION", "ESTIMATOR_KEY", "AggregationKey", "TrainedWith", "config_at", "config_value",
-           "trained_with"]
+__all__ = ["AGGREGATION_KEYS", "DEFAULT_AGGREGATION", "ESTIMATOR_KEY", "TRAINER_SIGNS", "AggregationKey", "TrainedWith",
+           "config_at", "config_value", "run_release", "trained_with"]
 
 Source = Literal["config", "identified", "unknown"]
 
@@ -58,6 +58,28 @@ AGGREGATION_KEYS: tuple[AggregationKey, ...] = (
 )
 """Where a run's config says its loss aggregation, first found wins: verl's ``loss_agg_mode``, and
 TRL's ``loss_type`` in the names of :data:`trajlens.estimators.AGGREGATION_MODES`."""
+
+
+TRAINER_SIGNS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "trl": (("trl",), ("num_generations", "scale_rewards", "multi_objective_aggregation", "loss_type")),
+    "verl": (("verl",), (ESTIMATOR_KEY, "actor_rollout_ref.actor.loss_agg_mode")),
+}
+"""Trainer -> (the ``source_format`` values of its loaders, config keys only it writes): how
+:func:`run_release` tells which trainer a run came from."""
+
+
+def run_release(config: Mapping[str, Any] | str | None, source_format: str | None = None) -> TrainerRelease:
+    """The trainer release a run's advantages are recomputed as when nothing else is asked: the
+    current release (:data:`~trajlens.estimators.spec.CURRENT_RELEASES`) of the trainer its loader
+    or its config names (:data:`TRAINER_SIGNS`), else the current verl."""
+    parsed = _as_mapping(config)
+    for trainer, (formats, keys) in TRAINER_SIGNS.items():
+        if source_format in formats:
+            return parse_trainer(trainer)
+    for trainer, (_, keys) in TRAINER_SIGNS.items():
+        if any(config_value(parsed, key) is not None for key in keys):
+            return parse_trainer(trainer)
+    return parse_trainer(f"verl=={CURRENT_RELEASES['verl']}")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """verl's estimators as loops, transcribed from verl's own code.
 
 Source: verl v0.9.0, ``verl/trainer/ppo/core_algos.py`` (the advantage estimators and
-``agg_loss``) and ``verl/utils/torch_functional.py`` (``masked_mean``, ``masked_whiten``), except
-:func:`reinforce_plus_plus_loop` (below). Each function names the verl function it transcribes;
+``agg_loss``) and ``verl/utils/torch_functional.py`` (``masked_mean``, ``masked_whiten``), and
+verl 0.8.0 for :func:`reinforce_plus_plus_reset_loop` (below). Each function names the verl function it transcribes;
 the loops, the order of operations and the epsilons are verl's, so a fast kernel that matches
 verl to rounding matches these to rounding.
 
@@ -12,9 +12,10 @@ arguments); each returns what verl's function returns for the advantages, withou
 (a group here always has a member). Per function:
 
 - :func:`gae_loop` leaves out verl's final ``masked_whiten`` (call :func:`masked_whiten`);
-- :func:`reinforce_plus_plus_loop` is the rule of verl v0.8.0 and earlier: the running return
-  resets at every mask-0 token (observation spans too); verl v0.9.0 carries it through
-  observation spans, the rule of :func:`returns_loop` (trajlens's ``carry`` convention);
+- :func:`reinforce_plus_plus_loop` is verl 0.9.0's rule (the return carried through
+  observation spans); :func:`reinforce_plus_plus_reset_loop` is verl 0.8.0's (the running
+  return resets at every mask-0 token, observation spans too), the only estimator whose code
+  differs between those releases;
 - :func:`gdpo_verl_loop` takes the reward channels as a (B, K) tensor where verl reads them from
   ``non_tensor_batch`` and puts each on the response's last token; the last model token is the
   same position;
@@ -202,6 +203,22 @@ def agg_loss_verl(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode
 
 
 def reinforce_plus_plus_loop(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float
+) -> AdvantagesReturns:
+    """verl ``compute_reinforce_plus_plus_outcome_advantage`` from v0.9.0: the return is carried
+    through observation tokens (mask 0) unchanged, and their rewards are dropped."""
+    returns = torch.zeros_like(token_level_rewards)
+    running_return: torch.Tensor | int = 0
+    for t in reversed(range(token_level_rewards.shape[1])):
+        new_running_return = token_level_rewards[:, t] + gamma * running_return  # G_t = r_t + gamma G_{t+1}
+        returns[:, t] = new_running_return * response_mask[:, t]
+        # verl: observation tokens carry running_return through unchanged
+        running_return = new_running_return * response_mask[:, t] + running_return * (1 - response_mask[:, t])
+    advantages = masked_whiten(returns, response_mask)
+    return AdvantagesReturns(advantages * response_mask, returns)
+
+
+def reinforce_plus_plus_reset_loop(
     token_level_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float
 ) -> AdvantagesReturns:
     """verl ``compute_reinforce_plus_plus_outcome_advantage`` up to v0.8.0: the return resets at every mask-0 token."""
