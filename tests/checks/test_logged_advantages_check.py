@@ -71,7 +71,7 @@ def test_the_shipped_check_passes_on_advantages_trl_made_with_group_scaling(tmp_
     trajlens.ingest([run], tmp_path / "store")
     (result,) = check_run(tmp_path / "store", [shipped], run_id="group-run").results
     assert result.status == "pass", result.evidence_text()
-    assert "TRL GRPO, scale_rewards=group, eps 1e-4" in result.reason
+    assert "TRL >= 1.6 GRPO, scale_rewards=group, eps 1e-4" in result.reason
     assert result.outcomes[0].evaluated_steps == STEPS
 
 

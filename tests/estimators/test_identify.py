@@ -13,7 +13,12 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
-from trajlens.estimators.reference.trl import gdpo_trl_loop_v16, rloo_trl_loop, trl_sum_then_normalize
+from trajlens.estimators.reference.trl import (
+    gdpo_trl_loop_v16,
+    rloo_trl_loop_v16,
+    trl_sum_then_normalize,
+    trl_sum_then_normalize_v16,
+)
 from trajlens.estimators.reference.verl import gae_loop, gdpo_verl_loop, grpo_loop, masked_whiten, rloo_loop
 
 from trajlens.estimators import EstimatorInputError, identify_advantages
@@ -79,10 +84,12 @@ VERL = {"verl_grpo", "verl_grpo_eps_1e-4", "verl_rloo"}
 CONVENTIONS = {
     "verl_grpo": lambda p: grpo_loop(_scores(p), torch.ones(len(p), 1), _ids(p))[:, 0],
     "verl_grpo_eps_1e-4": lambda p: grpo_loop(_scores(p), torch.ones(len(p), 1), _ids(p), epsilon=1e-4)[:, 0],
-    "trl_grpo_group": lambda p: trl_sum_then_normalize(_scores(p), MEMBERS, torch.ones(1)),
-    "trl_grpo_batch": lambda p: trl_sum_then_normalize(_scores(p), MEMBERS, torch.ones(1), "batch"),
+    "trl_grpo_group": lambda p: trl_sum_then_normalize_v16(_scores(p), MEMBERS, torch.ones(1)),
+    "trl_grpo_group_1.5": lambda p: trl_sum_then_normalize(_scores(p), MEMBERS, torch.ones(1)),
+    "trl_grpo_batch": lambda p: trl_sum_then_normalize_v16(_scores(p), MEMBERS, torch.ones(1), "batch"),
+    "trl_grpo_batch_1.5": lambda p: trl_sum_then_normalize(_scores(p), MEMBERS, torch.ones(1), "batch"),
     "verl_rloo": lambda p: rloo_loop(_scores(p), torch.ones(len(p), 1), _ids(p))[:, 0],
-    "trl_rloo_normalized": lambda p: rloo_trl_loop(_scores(p)[:, 0], MEMBERS, True),
+    "trl_rloo_normalized": lambda p: rloo_trl_loop_v16(_scores(p)[:, 0], MEMBERS, True),
 }
 
 
@@ -98,9 +105,9 @@ def test_names_the_outcome_convention_that_made_the_log(convention):
     assert found.best.max_abs_diff < 1e-6 and found.best.n == trajectories.height
     assert found.verdict.startswith(found.best.candidate.doc + ": max |diff|")
     assert f"over {trajectories.height} trajectories" in found.verdict
-    if convention == "trl_grpo_group":  # with no group of one, verl's rule with eps 1e-4 gives the same
-        assert [f.candidate.label for f in found.equivalent] == ["verl_grpo_eps_1e-4"]
-        assert "indistinguishable here from: verl GRPO with epsilon 1e-4" in found.verdict
+    if convention == "trl_grpo_group":  # with no NaN and no group of one, TRL 1.5 and verl with eps 1e-4 give the same
+        assert [f.candidate.label for f in found.equivalent] == ["trl_grpo_group_1.5", "verl_grpo_eps_1e-4"]
+        assert "indistinguishable here from: TRL <= 1.5 GRPO, scale_rewards=group, eps 1e-4; verl GRPO with epsilon 1e-4" in found.verdict
 
 
 def test_names_gdpo_both_ways():

@@ -53,7 +53,12 @@ def test_the_config_json_text_and_the_aggregation_are_read_too():
 def test_verl_keys_beside_the_estimator_choose_its_label_and_options():
     assert trained_with({"algorithm": {"adv_estimator": "gae", "whiten_advantages": False}}).label == "gae_raw"
     assert trained_with({"algorithm": {"adv_estimator": "gae"}}).label == "gae_whitened"
-    assert trained_with({"algorithm": {"adv_estimator": "rloo_vectorized"}}).label == "rloo"
+    vectorized = trained_with({"algorithm": {"adv_estimator": "rloo_vectorized"}}).choice
+    assert vectorized is not None and vectorized.label == "verl_rloo_vectorized" and vectorized.settings()["vectorized"]
+    grpo_vectorized = trained_with({"algorithm": {"adv_estimator": "grpo_vectorized"}}).choice
+    assert grpo_vectorized is not None and (grpo_vectorized.estimator, grpo_vectorized.options) == ("grpo", {"vectorized": True})
+    no_std_vectorized = trained_with({"algorithm": {"adv_estimator": "grpo_vectorized", "norm_adv_by_std_in_grpo": False}})
+    assert no_std_vectorized.label == "verl_dr_grpo_vectorized"
     no_std = trained_with({"algorithm": {"adv_estimator": "gdpo", "norm_adv_by_std_in_grpo": False}}).choice
     assert no_std is not None and no_std.estimator == "gdpo_verl" and no_std.settings()["divide_by_std"] is False
     # runs.estimator stands in for algorithm.adv_estimator when the config lacks it
@@ -87,7 +92,7 @@ def _trl_group_run() -> pl.DataFrame:
         "run_id": ["r"] * 16, "step": [1] * 8 + [2] * 8, "trajectory_id": [f"t{i}" for i in range(16)],
         "group_id": [f"g{i // 4}" for i in range(16)], "split": ["train"] * 16, "reward": rewards,
     })
-    logged = recompute(trajectories, None, "grpo", epsilon=1e-4, singleton="zero")["advantage"]
+    logged = recompute(trajectories, None, "grpo", epsilon=1e-4, singleton="zero", convention="trl")["advantage"]
     return trajectories.with_columns(logged.cast(pl.Float32).cast(pl.Float64).alias("logged_advantage"))
 
 
@@ -96,7 +101,7 @@ def test_a_silent_config_takes_the_identified_estimator():
     assert found.matched and found.best.candidate.label == "trl_grpo_group"
     trained = trained_with({}, identified=found)
     assert (trained.label, trained.source) == ("trl_grpo_group", "identified")
-    assert "TRL GRPO, scale_rewards=group, eps 1e-4" in trained.evidence
+    assert "TRL >= 1.6 GRPO, scale_rewards=group, eps 1e-4" in trained.evidence
     assert run_label({}, identified=found).label == "trl_grpo_group"
     # the config, when it names an estimator, comes first
     assert trained_with(VERL_DR_GRPO, identified=found).source == "config"

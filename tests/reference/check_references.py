@@ -213,12 +213,12 @@ def check(core: Any, cases: int = 20, seed: int = 0) -> list[Row]:
 
 
 def check_trl_nanstd(nanstd: Callable[..., torch.Tensor], seed: int = 0) -> Row:
-    from trajlens.estimators.gdpo import _trl_nanstd
+    from trajlens.estimators._trl import trl_nanstd
 
     generator = torch.Generator().manual_seed(seed)
     values = torch.rand(64, 8, 3, generator=generator)
     values[torch.rand(64, 8, 3, generator=generator) < 0.2] = float("nan")
-    mine, reference = _trl_nanstd(values, dim=1), nanstd(values, dim=1, keepdim=True)
+    mine, reference = trl_nanstd(values, dim=1), nanstd(values, dim=1, keepdim=True)
     difference = torch.nan_to_num((mine - reference).abs(), nan=0.0)
     return Row("trl nanstd", "float32", "nan", float(difference.max()), float((difference / reference.abs()).nan_to_num().max()))
 

@@ -156,3 +156,23 @@ def group_max_minus_min(values: torch.Tensor, groups: GroupIndex) -> torch.Tenso
     low.scatter_reduce_(0, index, torch.where(finite, values, float("inf")), "amin")
     spread = high - low
     return torch.where(torch.isfinite(spread), spread, torch.full_like(spread, float("nan")))
+
+
+def group_mean_std_float32(scores: torch.Tensor, groups: GroupIndex) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl ``verl.utils.group_mean_std(scores, index, eps=0.0)`` (``grpo_vectorized``): per-group
+    mean and unbiased std in float32, (G,) each, summed with ``index_add_`` in batch order and the
+    variance two-pass (about deviations from the float32 mean); a group of one gets mean 0, std 1."""
+    values = scores.reshape(-1).to(torch.float32)
+    index = groups.index
+    count = torch.zeros(groups.num_groups, device=values.device, dtype=torch.float32).index_add_(
+        0, index, torch.ones_like(values))
+    total = torch.zeros(groups.num_groups, device=values.device, dtype=torch.float32).index_add_(0, index, values)
+    mean = total / count.clamp_min(1.0)  # mu_g = sum_g r / n_g
+    centred = values - mean[index]
+    squares = torch.zeros(groups.num_groups, device=values.device, dtype=torch.float32).index_add_(
+        0, index, centred * centred)
+    std = torch.sqrt(torch.clamp(squares / (count - 1.0).clamp_min(1.0), min=0.0))  # Bessel, no variance floor
+    single = count <= 1.0
+    mean = torch.where(single, torch.zeros_like(mean), mean)
+    std = torch.where(single, torch.ones_like(std), std)
+    return mean, std

@@ -177,12 +177,12 @@ class _TokenInputs(NamedTuple):
     lengths: np.ndarray
 
 
-def _token_inputs(fn: str, batch: pl.DataFrame) -> _TokenInputs:
+def _token_inputs(fn: str, batch: pl.DataFrame, keep_empty: bool = False) -> _TokenInputs:
     ids = batch["trajectory_id"]
     mask_np, lengths = _padded(batch["response_mask"], np.bool_, False)
     width = mask_np.shape[1]
     empty = np.nonzero(~mask_np.any(axis=1))[0]
-    if empty.size:
+    if empty.size and not keep_empty:
         raise check.EstimatorInputError(
             f"{fn}: trajectory {ids[int(empty[0])]!r} has no model tokens in its response_mask "
             f"(step {batch['step'][0]}); drop it first"
@@ -236,13 +236,15 @@ def _token_baseline(call: _Call, batch: pl.DataFrame, inputs: _TokenInputs) -> A
 
 
 def _token_estimator(
-    tensors: Callable[[_Call, pl.DataFrame, _TokenInputs], Any]
+    tensors: Callable[[_Call, pl.DataFrame, _TokenInputs], Any], keep_empty: bool = False
 ) -> Callable[[_Call, pl.DataFrame], pl.DataFrame]:
     """A token-level adapter: ``tensors`` calls the tensor function on the step's token arrays;
-    the result is whitened when the ``whiten`` option says so, and summarised per trajectory."""
+    the result is whitened when the ``whiten`` option says so, and summarised per trajectory.
+    ``keep_empty``: a response with no model tokens stays in the batch (verl keeps it in its
+    group's statistics; its advantages are 0), else it is refused."""
 
     def adapter(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
-        inputs = _token_inputs(call.fn, batch)
+        inputs = _token_inputs(call.fn, batch, keep_empty)
         mask = inputs.mask
         result = tensors(call, batch, inputs)
         advantages, returns, label = result.advantages, result.returns, result.normalisation
@@ -253,7 +255,7 @@ def _token_estimator(
         counts = mask.sum(dim=1)
         first = mask.int().argmax(dim=1)
         last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
-        mean = masked.double().sum(dim=1) / counts
+        mean = masked.double().sum(dim=1) / counts.clamp_min(1)  # an empty response: 0
         return pl.DataFrame(
             {
                 _ROW: batch[_ROW],
@@ -309,10 +311,12 @@ def _outcome_on_last_token(
     return rewards
 
 
-def _scores(fn: str, batch: pl.DataFrame, source: str) -> torch.Tensor:
+def _scores(fn: str, batch: pl.DataFrame, source: str, unscorable: bool = False) -> torch.Tensor:
     """(B, L) rewards whose row sums are the scores: ``reward`` (L = 1), or ``token_rewards``.
 
     With ``score="token_rewards"`` a row whose token rewards are null falls back to its ``reward``.
+    A trajectory with no reward is an error unless ``unscorable`` (TRL's conventions): then its
+    score is NaN, TRL's unscorable completion.
     """
     check.choice(fn, "score", source, ("reward", "token_rewards"))
     reward = batch["reward"] if "reward" in batch.columns else pl.Series([None] * batch.height, dtype=pl.Float64)
@@ -329,7 +333,7 @@ def _scores(fn: str, batch: pl.DataFrame, source: str) -> torch.Tensor:
     else:
         rewards_np = reward.fill_null(float("nan")).to_numpy().astype(np.float32)[:, None]
         missing = np.isnan(rewards_np[:, 0])
-    if missing.any():
+    if missing.any() and not unscorable:
         first = int(np.nonzero(missing)[0][0])
         raise check.EstimatorInputError(f"{fn}: trajectory {batch['trajectory_id'][first]!r} has no reward")
     return torch.from_numpy(np.ascontiguousarray(rewards_np))
@@ -340,7 +344,7 @@ def _outcome_estimator(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
     entry needs it) into the tensor function."""
     fn, spec = call.fn, call.spec
     opts = dict(call.settings)
-    scores = _scores(fn, batch, opts.pop("score"))
+    scores = _scores(fn, batch, opts.pop("score"), unscorable=str(opts.get("convention", "")).startswith("trl"))
     extra: dict[str, Any] = {}
     if spec.inputs & Input.TOKEN_COUNTS:
         # the score on the first position of a mask with each trajectory's model-token count
@@ -445,7 +449,7 @@ ADAPTERS: dict[str, Callable[[_Call, pl.DataFrame], pl.DataFrame]] = {
     "critic": _token_estimator(_critic),
     "returns": _token_estimator(_returns),
     "baseline_rewards": _token_estimator(_baseline_rewards),
-    "token_baseline": _token_estimator(_token_baseline),
+    "token_baseline": _token_estimator(_token_baseline, keep_empty=True),
     "outcome": _outcome_estimator,
     "channel": _channel_estimator,
     "channel_tokens": _channel_tokens,

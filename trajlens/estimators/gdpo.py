@@ -33,10 +33,13 @@ contiguous groups of equal size; here groups come from any id column.
 TRL versions: from v1.6 (``unscorable_mask`` in ``GRPOTrainer._generate_and_score_completions``)
 a completion whose every reward function returned None (NaN) is left out of the statistics and
 gets advantage 0; earlier versions summed it to 0 and counted it. ``convention="trl"`` (default)
-follows v1.6, ``"trl-1.5"`` the earlier code. TRL computes in float32 throughout (rewards,
-``reward_weights``, the ``nanstd`` Bessel factor ``count / (count - 1)``); the Bessel factor is
-float32 here too, but weights take the rewards' dtype, so float64 inputs with weights that are
-not exact in float32 (0.3, say) differ from what TRL would give at about 3e-8 relative.
+follows v1.6, ``"trl-1.5"`` the earlier code (:mod:`trajlens.estimators._trl` holds TRL's
+arithmetic, shared with the TRL conventions of :mod:`trajlens.estimators.grpo`). TRL computes in
+float32 throughout (rewards, ``reward_weights``, every statistic); so do :func:`gdpo_trl` and
+:func:`sum_then_normalize` whatever the inputs' dtype, returning the advantages in that dtype,
+so a tie that float32 rounding breaks (channel rewards 0, 2, 0 and 1, 0, 1 under weights 0.3,
+0.7, 1.1 both sum to 1.4, but not in float32) is broken as TRL breaks it: TRL's eps 1e-4 turns
+that gap into advantages near 1e-3, reproduced exactly.
 
 Shapes: B trajectories, T token positions, G groups, K reward channels.
 """
@@ -48,7 +51,8 @@ from typing import Any, Literal, NamedTuple
 import torch
 
 from trajlens.estimators import _validate as check
-from trajlens.estimators._groups import GroupIndex, group_index, group_mean_std
+from trajlens.estimators._groups import GroupIndex, group_index
+from trajlens.estimators._trl import TRL_CONVENTIONS, trl_group_advantages, trl_nanstd, trl_weighted_sum
 from trajlens.estimators.epsilons import GRPO_EPS, TRL_EPS
 from trajlens.estimators.grpo import group_normalise
 from trajlens.estimators.whiten import masked_whiten
@@ -139,27 +143,30 @@ def gdpo_trl(
             ``"trl-1.5"`` (such a trajectory's fused value is 0 and counts; plain ``mean``/``std``).
     """
     fn = "gdpo_trl"
-    check.choice(fn, "convention", convention, ("trl", "trl-1.5"))
+    check.choice(fn, "convention", convention, TRL_CONVENTIONS)
     channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
     mask = None if response_mask is None else _mask(fn, response_mask, channel_rewards)
+    dtype = channel_rewards.dtype
+    channel_rewards, w = channel_rewards.to(torch.float32), w.to(torch.float32)  # TRL computes in float32
     channel_advantages = torch.empty_like(channel_rewards)
     for bucket in groups.buckets:
         grouped = channel_rewards[bucket.members]  # (G_n, n, K) as TRL's view(-1, n, K)
         mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
         if bucket.size > 1:
-            std_k = _trl_nanstd(grouped, dim=1)
+            std_k = trl_nanstd(grouped, dim=1)
         else:
             std_k = torch.zeros_like(mean_k)  # TRL: num_generations == 1
         channel_advantages[bucket.members] = (grouped - mean_k) / (std_k + epsilon)  # z-score per channel
     fused = (channel_advantages * w[None, :]).nansum(dim=1)  # F_i = nansum_k w_k A^k_i
     if convention == "trl":
         fused[torch.isnan(channel_rewards).all(dim=1)] = float("nan")  # unscorable: out of the statistics
-        spread = _trl_nanstd(fused, dim=None) if fused.numel() > 1 else fused.new_zeros(())
+        spread = trl_nanstd(fused, dim=None) if fused.numel() > 1 else fused.new_zeros(())
         sequence = (fused - torch.nanmean(fused)) / (spread + epsilon)  # A_i = (F_i - mean F) / (std F + eps)
         sequence = torch.nan_to_num(sequence, nan=0.0)  # TRL: unscorable completions get advantage 0
     else:
         spread = fused.std() if fused.numel() > 1 else torch.zeros((), dtype=fused.dtype, device=fused.device)
         sequence = (fused - fused.mean()) / (spread + epsilon)  # A_i = (F_i - mean F) / (std F + eps)
+    sequence, fused, channel_advantages, w = (x.to(dtype) for x in (sequence, fused, channel_advantages, w))
     advantages = None if mask is None else sequence[:, None] * mask
     return GDPOResult(advantages, sequence, fused, channel_advantages, w, "group_per_channel+sequence_zscore")
 
@@ -188,54 +195,18 @@ def sum_then_normalize(
     check.choice(fn, "scale_rewards", scale_rewards, ("group", "batch", "none"))
     channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
     mask = None if response_mask is None else _mask(fn, response_mask, channel_rewards)
-    summed = (channel_rewards * w[None, :]).nansum(dim=1)  # R_i = sum_k w_k r^k_i
     if convention == "verl":
         if scale_rewards != "group":
             raise check.EstimatorInputError(f"{fn}: scale_rewards={scale_rewards!r} is TRL's; verl's GRPO scales per group")
+        summed = (channel_rewards * w[None, :]).nansum(dim=1)  # R_i = sum_k w_k r^k_i
         sequence = group_normalise(summed, groups, GRPO_EPS)[0]
-    elif convention == "trl":
-        summed[torch.isnan(channel_rewards).all(dim=1)] = float("nan")  # unscorable: out of the statistics
-        mean = torch.empty_like(summed)
-        std = torch.zeros_like(summed)
-        for bucket in groups.buckets:
-            grouped = summed[bucket.members]  # (G_n, n) as TRL's view(-1, n)
-            mean[bucket.members] = torch.nanmean(grouped, dim=1, keepdim=True).expand_as(grouped)
-            if bucket.size > 1:
-                std[bucket.members] = _trl_nanstd(grouped, dim=1).expand_as(grouped)
-        if scale_rewards == "batch":
-            std = (_trl_nanstd(summed, dim=None) if summed.numel() > 1 else summed.new_zeros(())).expand_as(summed)
-        sequence = summed - mean
-        if scale_rewards != "none":
-            sequence = sequence / (std + TRL_EPS)  # A_i = (R_i - mu_g) / (sigma + eps)
-        sequence = torch.nan_to_num(sequence, nan=0.0)  # TRL: unscorable completions get advantage 0
     else:
-        mean, std = group_mean_std(summed, groups, std="dim")
-        std = torch.where(torch.isnan(std), torch.zeros_like(std), std)  # TRL: one member -> std 0
-        if scale_rewards == "batch":
-            std = (summed.std() if summed.numel() > 1 else summed.new_zeros(())).expand_as(summed)
-        sequence = summed - mean
-        if scale_rewards != "none":
-            sequence = sequence / (std + TRL_EPS)  # A_i = (R_i - mu_g) / (sigma + eps)
+        summed = trl_weighted_sum(channel_rewards, w, convention)  # float32, as TRL; NaN where unscorable (v1.6)
+        sequence = trl_group_advantages(summed, groups, scale_rewards, convention).advantages.to(channel_rewards.dtype)
+        summed = summed.to(channel_rewards.dtype)
     advantages = None if mask is None else sequence[:, None] * mask
     label = f"sum_then_{scale_rewards}_std({convention})" if scale_rewards != "none" else f"sum_then_group_mean({convention})"
     return GDPOResult(advantages, sequence, summed, None, w, label)
-
-
-def _trl_nanstd(grouped: torch.Tensor, dim: int | None) -> torch.Tensor:
-    """TRL ``nanstd(x, dim, keepdim=True)`` (``dim=None``: over everything): Bessel-corrected, NaN
-    with fewer than two values. The correction ``count / (count - 1)`` is float32, as in TRL."""
-    if dim is None:
-        mean = torch.nanmean(grouped)
-        variance = torch.nanmean((grouped - mean) ** 2)
-        count = torch.sum(~torch.isnan(grouped))
-    else:
-        mean = torch.nanmean(grouped, dim=dim, keepdim=True)
-        variance = torch.nanmean((grouped - mean) ** 2, dim=dim, keepdim=True)
-        count = torch.sum(~torch.isnan(grouped), dim=dim, keepdim=True)
-    correction = count / (count - 1)
-    correction = torch.where(count > 1, correction, torch.full_like(correction, float("nan")))
-    variance *= correction
-    return torch.sqrt(variance)
 
 
 def _channels(

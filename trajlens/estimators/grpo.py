@@ -41,15 +41,24 @@ Shapes: B trajectories, T token positions, G groups.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 import torch
 
 from trajlens.estimators import _validate as check
-from trajlens.estimators._groups import GroupIndex, group_index, group_mean_std, group_sizes
+from trajlens.estimators._groups import GroupIndex, group_index, group_mean_std, group_mean_std_float32, group_sizes
+from trajlens.estimators._trl import (
+    TRL_CONVENTIONS,
+    TRLAdvantages,
+    TRLConvention,
+    trl_group_advantages,
+    trl_rloo_advantages,
+    trl_scores,
+)
 from trajlens.estimators.epsilons import GRPO_EPS, TRL_EPS
 
 Singleton = Literal["raw", "zero"]
+Convention = Literal["verl", "trl", "trl-1.5"]
 MaskedRewards = Literal["keep", "drop"]
 
 
@@ -77,6 +86,8 @@ def grpo(
     epsilon: float = GRPO_EPS,
     singleton: Singleton = "raw",
     masked_rewards: MaskedRewards = "keep",
+    convention: Convention = "verl",
+    vectorized: bool = False,
 ) -> OutcomeResult:
     """GRPO: ``A_i = (score_i - mean_g) / (std_g + epsilon)`` broadcast over the mask.
 
@@ -87,10 +98,17 @@ def grpo(
         epsilon: added to the unbiased group std (verl 1e-6).
         singleton: ``"raw"`` (verl: mean 0, std 1) or ``"zero"`` for groups of one.
         masked_rewards: ``"keep"`` (verl: sum every position) or ``"drop"`` rewards on masked tokens.
+        convention: ``"verl"``, or TRL's ``GRPOTrainer`` with ``scale_rewards="group"``: ``"trl"``
+            (trl >= 1.6: a NaN score is unscorable, left out of the statistics, advantage 0) or
+            ``"trl-1.5"`` (a NaN score counts as 0); under TRL's a group of one gets 0 whatever
+            ``singleton`` says.
+        vectorized: verl's ``grpo_vectorized``: group statistics in float32
+            (``verl.utils.group_mean_std``); a group of one gets mean 0 and std 1, ``singleton`` aside.
 
     Matches verl ``compute_grpo_outcome_advantage`` with ``norm_adv_by_std_in_grpo=True``.
     """
-    return _group_baseline("grpo", token_rewards, response_mask, group_ids, epsilon, True, singleton, masked_rewards)
+    return _group_baseline("grpo", token_rewards, response_mask, group_ids, epsilon, True, singleton, masked_rewards,
+                           convention, vectorized)
 
 
 def dr_grpo(
@@ -99,13 +117,17 @@ def dr_grpo(
     group_ids: Any,
     singleton: Singleton = "raw",
     masked_rewards: MaskedRewards = "keep",
+    convention: Convention = "verl",
+    vectorized: bool = False,
 ) -> OutcomeResult:
     """Dr.GRPO: ``A_i = score_i - mean_g``, no division by the std.
 
     Matches verl ``compute_grpo_outcome_advantage`` with ``norm_adv_by_std_in_grpo=False``
-    (a group of one keeps its raw score, mean 0). Arguments as :func:`grpo`.
+    (a group of one keeps its raw score, mean 0), or with ``convention="trl"``/``"trl-1.5"``
+    TRL's ``scale_rewards="none"``. Arguments as :func:`grpo`.
     """
-    return _group_baseline("dr_grpo", token_rewards, response_mask, group_ids, 0.0, False, singleton, masked_rewards)
+    return _group_baseline("dr_grpo", token_rewards, response_mask, group_ids, 0.0, False, singleton, masked_rewards,
+                           convention, vectorized)
 
 
 def grpo_batch_std(
@@ -114,19 +136,21 @@ def grpo_batch_std(
     group_ids: Any,
     epsilon: float = TRL_EPS,
     masked_rewards: MaskedRewards = "keep",
+    convention: Literal["trl", "trl-1.5"] = "trl",
 ) -> OutcomeResult:
     """GRPO with the group mean and the batch std: ``A_i = (score_i - mean_g) / (std_batch + epsilon)``.
 
     Matches TRL ``GRPOTrainer`` with ``scale_rewards="batch"`` (std over all B scores, unbiased,
     eps 1e-4). A group of one has mean equal to its score (TRL), so advantage 0.
+    ``convention="trl"`` (trl >= 1.6): ``nanmean`` and TRL's ``nanstd``, a NaN score left out
+    and given 0; ``"trl-1.5"``: ``mean`` and ``Tensor.std``, a NaN score counts as 0.
     """
     fn = "grpo_batch_std"
-    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
-    mean, _ = group_mean_std(scores, groups, std="dim")
-    batch_std = scores.std() if scores.numel() > 1 else torch.zeros((), dtype=scores.dtype, device=scores.device)
-    scale = (batch_std + epsilon).expand_as(scores)
-    sequence = (scores - mean) / scale  # A_i = (r_i - mu_g) / (sigma_batch + eps)
-    return OutcomeResult(sequence[:, None] * mask, sequence, scores, mean, scale, "batch_std")
+    check.choice(fn, "convention", convention, TRL_CONVENTIONS)
+    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards, allow_nan=True)
+    found = _as_dtype(trl_group_advantages(trl_scores(scores, convention), groups, "batch", convention, epsilon), scores)
+    sequence = found.advantages
+    return OutcomeResult(sequence[:, None] * mask, sequence, scores, found.baseline, found.scale, "batch_std")
 
 
 def rloo(
@@ -135,24 +159,43 @@ def rloo(
     group_ids: Any,
     singleton: Singleton = "raw",
     masked_rewards: MaskedRewards = "keep",
-    convention: Literal["verl", "trl"] = "verl",
+    convention: Convention = "verl",
     normalize_advantages: bool = False,
+    vectorized: bool = False,
 ) -> OutcomeResult:
     """RLOO: ``A_i = score_i - mean of the other members`` of the group.
 
     ``convention="verl"``: computed as verl does, ``score * n / (n - 1) - mean_g * n / (n - 1)``;
     a group of one has no other member: ``singleton="raw"`` keeps its score (verl), ``"zero"``
-    gives 0. ``convention="trl"``: TRL ``RLOOTrainer``, ``score - (sum_g - score) / (n - 1)``, a
-    group of one 0, and with ``normalize_advantages`` a batch z-score ``(A - mean) / (std + 1e-4)``.
+    gives 0. ``convention="trl"``: TRL ``RLOOTrainer`` (trl >= 1.6),
+    ``score - (sum_g - score) / (n - 1)`` over the scorable members (a NaN score is left out and
+    gets 0, as does the one scorable member of a group), a group of one 0, and with
+    ``normalize_advantages`` a batch z-score ``(A - nanmean) / (nanstd + 1e-4)`` (0 for a batch
+    of one). ``"trl-1.5"``: the earlier ``RLOOTrainer`` (a NaN score counts as 0, ``Tensor.std``).
+    ``vectorized=True``: verl's ``rloo_vectorized``, ``(n r_i - sum_g) / (n - 1)``, a group of
+    one 0 whatever ``singleton`` says.
     """
     fn = "rloo"
     check.choice(fn, "singleton", singleton, ("raw", "zero"))
-    check.choice(fn, "convention", convention, ("verl", "trl"))
-    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
-    if convention == "trl":
-        return _rloo_trl(scores, mask, groups, normalize_advantages)
+    check.choice(fn, "convention", convention, ("verl", *TRL_CONVENTIONS))
+    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards,
+                                   allow_nan=convention != "verl")
+    if convention != "verl":
+        found = _as_dtype(trl_rloo_advantages(trl_scores(scores, convention), groups, normalize_advantages, convention),
+                          scores)
+        label = "leave_one_out(trl)" + ("+batch_zscore" if normalize_advantages else "")
+        sequence = found.advantages
+        return OutcomeResult(sequence[:, None] * mask, sequence, scores, found.baseline, found.scale, label)
     if normalize_advantages:
         raise check.EstimatorInputError(f"{fn}: normalize_advantages is TRL's option; pass convention='trl' with it")
+    if vectorized:
+        n = group_sizes(groups).to(scores.dtype)
+        totals = torch.bincount(groups.index, weights=scores)[groups.index]
+        # verl: A_i = (n r_i - sum_g) / max(n - 1, 1), times (n > 1)
+        sequence = ((n * scores - totals) / (n - 1).clamp_min(1)) * (n > 1)
+        sequence = sequence.to(scores.dtype)
+        return OutcomeResult(sequence[:, None] * mask, sequence, scores, scores - sequence, torch.ones_like(scores),
+                             "leave_one_out(vectorized)")
     mean, _ = group_mean_std(scores, groups)
     n = group_sizes(groups).to(scores.dtype)
     several = n > 1
@@ -164,27 +207,6 @@ def rloo(
     return OutcomeResult(sequence[:, None] * mask, sequence, scores, baseline, torch.ones_like(scores), "leave_one_out")
 
 
-def _rloo_trl(scores: torch.Tensor, mask: torch.Tensor, groups: GroupIndex, normalize: bool) -> OutcomeResult:
-    """TRL ``RLOOTrainer``: leave-one-out from the group sum, then an optional batch z-score."""
-    sequence = torch.zeros_like(scores)
-    baseline = torch.zeros_like(scores)
-    for bucket in groups.buckets:
-        if bucket.size == 1:
-            continue  # TRL: num_generations == 1 gives advantage 0
-        grouped = scores[bucket.members]  # (G_n, n) as TRL's view(-1, n)
-        others = (grouped.sum(dim=1, keepdim=True) - grouped) / (bucket.size - 1)  # (sum_g - r_i) / (n - 1)
-        baseline[bucket.members] = others
-        sequence[bucket.members] = grouped - others
-    scale = torch.ones_like(scores)
-    label = "leave_one_out(trl)"
-    if normalize:
-        spread = sequence.std() + TRL_EPS
-        sequence = (sequence - sequence.mean()) / spread  # A' = (A - mean A) / (std A + 1e-4)
-        scale = scale * spread
-        label += "+batch_zscore"
-    return OutcomeResult(sequence[:, None] * mask, sequence, scores, baseline, scale, label)
-
-
 def _group_baseline(
     fn: str,
     token_rewards: torch.Tensor,
@@ -194,12 +216,36 @@ def _group_baseline(
     divide: bool,
     singleton: str,
     masked_rewards: str,
+    convention: str,
+    vectorized: bool = False,
 ) -> OutcomeResult:
     check.choice(fn, "singleton", singleton, ("raw", "zero"))
+    check.choice(fn, "convention", convention, ("verl", *TRL_CONVENTIONS))
     check.positive(fn, "epsilon", epsilon, allow_zero=True)
-    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
-    sequence, mean, scale = group_normalise(scores, groups, epsilon, divide, singleton)
-    label = "group_std" if divide else "group_mean_only"
+    trl = convention != "verl"
+    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards, allow_nan=trl)
+    if vectorized and trl:
+        raise check.EstimatorInputError(f"{fn}: vectorized is verl's grpo_vectorized; it takes convention='verl'")
+    if vectorized:
+        mean_g, std_g = group_mean_std_float32(scores, groups)
+        mean = mean_g[groups.index]
+        if divide:
+            scale = std_g[groups.index] + epsilon
+            sequence = (scores - mean) / scale  # A_i = (r_i - mu_g) / (sigma_g + eps), float32 statistics
+        else:
+            scale = torch.ones_like(scores)
+            sequence = scores - mean
+        label = ("group_std" if divide else "group_mean_only") + "(vectorized)"
+        return OutcomeResult(sequence[:, None] * mask, sequence, scores, mean.to(scores.dtype), scale.to(scores.dtype),
+                             label)
+    if trl:
+        rule = cast(TRLConvention, convention)
+        found = trl_group_advantages(trl_scores(scores, rule), groups, "group" if divide else "none", rule,
+                                     epsilon if divide else TRL_EPS)
+        sequence, mean, scale = _as_dtype(found, scores)
+    else:
+        sequence, mean, scale = group_normalise(scores, groups, epsilon, divide, singleton)
+    label = ("group_std" if divide else "group_mean_only") + (f"({convention})" if trl else "")
     return OutcomeResult(sequence[:, None] * mask, sequence, scores, mean, scale, label)
 
 
@@ -225,20 +271,29 @@ def group_normalise(
     return advantage, mean, scale
 
 
+def _as_dtype(found: TRLAdvantages, like: torch.Tensor) -> TRLAdvantages:
+    """TRL's float32 results in the scores' dtype."""
+    return TRLAdvantages(*(value.to(like.dtype) for value in found))
+
+
 def _scores(
-    fn: str, token_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: Any, masked_rewards: str
+    fn: str, token_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: Any, masked_rewards: str,
+    allow_nan: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, GroupIndex]:
-    """Validated scores (B,), mask (B, T) and groups of an outcome estimator."""
+    """Validated scores (B,), mask (B, T) and groups of an outcome estimator.
+
+    A response with no model tokens is kept, as verl keeps it: it counts in its group's
+    statistics and its advantage row is all zeros. ``allow_nan``: a NaN score (TRL's unscorable
+    completion) passes; an infinite one never does."""
     token_rewards = check.float_tensor(fn, "token_rewards", token_rewards, ndim=2)
     response_mask = check.bool_mask(fn, "response_mask", response_mask)
     check.same_shape(fn, token_rewards=token_rewards, response_mask=response_mask)
     check.same_device(fn, token_rewards=token_rewards, response_mask=response_mask)
     check.nonempty_batch(fn, "token_rewards", token_rewards)
-    check.rows_have_tokens(fn, "response_mask", response_mask)
     check.choice(fn, "masked_rewards", masked_rewards, ("keep", "drop"))
     if masked_rewards == "drop":
         token_rewards = torch.where(response_mask, token_rewards, 0.0)
     scores = token_rewards.sum(dim=-1)  # score_i = sum_t r_{i,t}
-    check.finite_where(fn, "scores (sum of token_rewards)", scores)
+    check.finite_where(fn, "scores (sum of token_rewards)", scores, ~torch.isnan(scores) if allow_nan else None)
     groups = group_index(fn, group_ids, scores.shape[0], scores.device)
     return scores, response_mask, groups

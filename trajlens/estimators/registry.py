@@ -73,6 +73,12 @@ _GAMMA = Option("gamma", "float", 1.0, "Discount in [0, 1].")
 _TRL_VERSION = Option("convention", "str", "trl",
                       "`trl`: trl >= 1.6, a trajectory whose every channel is NaN is left out of the "
                       "statistics and gets 0; `trl-1.5`: trl <= 1.5, it sums to 0 and counts.", ("trl", "trl-1.5"))
+_GROUP_CONVENTION = Option(
+    "convention", "str", "verl", "`verl`, or TRL's GRPOTrainer: `trl` (trl >= 1.6: a NaN score is unscorable, left out "
+    "of the statistics and given 0) or `trl-1.5` (trl <= 1.5: a NaN score counts as 0); under TRL's a group of one "
+    "gets 0.", ("verl", "trl", "trl-1.5"))
+_VECTORIZED = Option("vectorized", "bool", False, "verl's vectorised estimator (`grpo_vectorized`: group statistics in "
+                     "float32; `rloo_vectorized`: a group of one gets 0).")
 _OTB_OPTIONS = (Option("handle_zero_tail", "bool", True, "Zero the sole longest member's baseline past the "
                        "second-longest length (verl's default)."),
                 Option("epsilon", "float", 1e-8, "Added to the baseline's denominator."))
@@ -87,7 +93,6 @@ _TRL_RLOO = "trl 1.16.0 (trl/trainer/rloo_trainer.py; advantage code unchanged s
 _ANY_VERL = (Releases("verl"),)
 _VERL_08 = (Releases("verl", last="0.8"),)
 _VERL_09 = (Releases("verl", first="0.9"),)
-_ANY_TRL = (Releases("trl"),)
 _TRL_15 = (Releases("trl", last="1.5"),)
 _TRL_16 = (Releases("trl", first="1.6"),)
 _ADV = "algorithm.adv_estimator"
@@ -148,15 +153,22 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         function="trajlens.estimators.grpo:grpo",
         kind=Kind.OUTCOME,
         inputs=Input.GROUPS | Input.REWARDS,
-        options=(_SCORE, Option("epsilon", "float", 1e-6, "Added to the unbiased group std (verl 1e-6)."), _SINGLETON, _MASKED),
+        options=(_SCORE, Option("epsilon", "float", 1e-6, "Added to the unbiased group std (verl 1e-6)."), _SINGLETON, _MASKED,
+                 _GROUP_CONVENTION, _VECTORIZED),
         reference="verl `compute_grpo_outcome_advantage` (loop version)",
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
         conventions=(EstimatorChoice("verl_grpo", "grpo", {}, "verl GRPO (group std, eps 1e-6)", _ANY_VERL),
-                     EstimatorChoice("trl_grpo_group", "grpo", {"epsilon": 1e-4, "singleton": "zero"},
-                                     "TRL GRPO, scale_rewards=group, eps 1e-4", _ANY_TRL),
+                     EstimatorChoice("trl_grpo_group", "grpo", {"epsilon": 1e-4, "singleton": "zero", "convention": "trl"},
+                                     "TRL >= 1.6 GRPO, scale_rewards=group, eps 1e-4", _TRL_16),
+                     EstimatorChoice("trl_grpo_group_1.5", "grpo",
+                                     {"epsilon": 1e-4, "singleton": "zero", "convention": "trl-1.5"},
+                                     "TRL <= 1.5 GRPO, scale_rewards=group, eps 1e-4", _TRL_15),
+                     EstimatorChoice("verl_grpo_vectorized", "grpo", {"vectorized": True},
+                                     "verl GRPO, grpo_vectorized (float32 group statistics)", _ANY_VERL),
                      EstimatorChoice("verl_grpo_eps_1e-4", "grpo", {"epsilon": 1e-4}, "verl GRPO with epsilon 1e-4")),
-        declared_by=(_verl("grpo"), Declaration((("scale_rewards", "group"),), "trl_grpo_group"),
+        declared_by=(_verl("grpo"), _verl("grpo_vectorized", "verl_grpo_vectorized"),
+                     Declaration((("scale_rewards", "group"),), "trl_grpo_group"),
                      Declaration((("scale_rewards", "true"),), "trl_grpo_group")),
     ),
     EstimatorSpec(
@@ -165,13 +177,19 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         function="trajlens.estimators.grpo:dr_grpo",
         kind=Kind.OUTCOME,
         inputs=Input.GROUPS | Input.REWARDS,
-        options=(_SCORE, _SINGLETON, _MASKED),
+        options=(_SCORE, _SINGLETON, _MASKED, _GROUP_CONVENTION, _VECTORIZED),
         reference="verl `compute_grpo_outcome_advantage` with `norm_adv_by_std_in_grpo=False`",
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
-        conventions=(EstimatorChoice("trl_grpo_none", "dr_grpo", {"singleton": "zero"}, "TRL GRPO, scale_rewards=none", _ANY_TRL),
-                     EstimatorChoice("verl_dr_grpo", "dr_grpo", {}, "verl Dr.GRPO (norm_adv_by_std_in_grpo=False)", _ANY_VERL)),
+        conventions=(EstimatorChoice("trl_grpo_none", "dr_grpo", {"singleton": "zero", "convention": "trl"},
+                                     "TRL >= 1.6 GRPO, scale_rewards=none", _TRL_16),
+                     EstimatorChoice("trl_grpo_none_1.5", "dr_grpo", {"singleton": "zero", "convention": "trl-1.5"},
+                                     "TRL <= 1.5 GRPO, scale_rewards=none", _TRL_15),
+                     EstimatorChoice("verl_dr_grpo", "dr_grpo", {}, "verl Dr.GRPO (norm_adv_by_std_in_grpo=False)", _ANY_VERL),
+                     EstimatorChoice("verl_dr_grpo_vectorized", "dr_grpo", {"vectorized": True},
+                                     "verl Dr.GRPO, grpo_vectorized (float32 group means)", _ANY_VERL)),
         declared_by=(Declaration(((_ADV, "grpo"), _NO_STD), "dr_grpo"),
+                     Declaration(((_ADV, "grpo_vectorized"), _NO_STD), "verl_dr_grpo_vectorized"),
                      Declaration((("scale_rewards", "none"),), "trl_grpo_none"),
                      Declaration((("scale_rewards", "false"),), "trl_grpo_none")),
     ),
@@ -181,13 +199,18 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         function="trajlens.estimators.grpo:grpo_batch_std",
         kind=Kind.OUTCOME,
         inputs=Input.GROUPS | Input.REWARDS,
-        options=(_SCORE, Option("epsilon", "float", 1e-4, "Added to the batch std (TRL 1e-4)."), _MASKED),
+        options=(_SCORE, Option("epsilon", "float", 1e-4, "Added to the batch std (TRL 1e-4)."), _MASKED,
+                 Option("convention", "str", "trl", "`trl` (trl >= 1.6: `nanmean` and TRL's `nanstd`, a NaN score "
+                        "left out and given 0) or `trl-1.5` (trl <= 1.5: `mean`, `Tensor.std`, a NaN score counts as 0).",
+                        ("trl", "trl-1.5"))),
         reference='TRL GRPOTrainer `scale_rewards="batch"`',
         reference_version=_TRL_GRPO,
         statistics=Statistics.TRAJECTORIES,
         report=InReport.WHEN_DECLARED,
-        conventions=(EstimatorChoice("trl_grpo_batch", "grpo_batch_std", {}, "TRL GRPO, scale_rewards=batch, eps 1e-4",
-                                     _ANY_TRL),),
+        conventions=(EstimatorChoice("trl_grpo_batch", "grpo_batch_std", {}, "TRL >= 1.6 GRPO, scale_rewards=batch, eps 1e-4",
+                                     _TRL_16),
+                     EstimatorChoice("trl_grpo_batch_1.5", "grpo_batch_std", {"convention": "trl-1.5"},
+                                     "TRL <= 1.5 GRPO, scale_rewards=batch, eps 1e-4", _TRL_15)),
         declared_by=(Declaration(((_ADV, "grpo"), ("algorithm.norm_adv", "batch_std")), "grpo_batch_std"),
                      Declaration((("scale_rewards", "batch"),), "trl_grpo_batch"),
                      Declaration((("algorithm.scale_rewards", "batch"),), "grpo_batch_std")),
@@ -199,18 +222,23 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         kind=Kind.OUTCOME,
         inputs=Input.GROUPS | Input.REWARDS,
         options=(_SCORE, _SINGLETON, _MASKED,
-                 Option("convention", "str", "verl", "`verl` (a group of one keeps its score) or `trl` (RLOOTrainer: "
-                        "a group of one gets 0).", ("verl", "trl")),
+                 Option("convention", "str", "verl", "`verl` (a group of one keeps its score), `trl` (RLOOTrainer, "
+                        "trl >= 1.6: a group of one, a NaN score and a group's one scorable member get 0) or `trl-1.5` "
+                        "(trl <= 1.5: a NaN score counts as 0).", ("verl", "trl", "trl-1.5")),
                  Option("normalize_advantages", "bool", False,
-                        "TRL `normalize_advantages`: z-score over the batch, eps 1e-4 (with convention `trl`).")),
+                        "TRL `normalize_advantages`: z-score over the batch, eps 1e-4 (with convention `trl` or `trl-1.5`)."),
+                 _VECTORIZED),
         reference="verl `compute_rloo_outcome_advantage`; TRL `RLOOTrainer` (convention `trl`)",
         reference_version=_VERL + "; " + _TRL_RLOO,
         statistics=Statistics.TRAJECTORIES,
         conventions=(EstimatorChoice("verl_rloo", "rloo", {}, "verl RLOO", _ANY_VERL),
-                     EstimatorChoice("trl_rloo", "rloo", {"convention": "trl"}, "TRL RLOO", _ANY_TRL),
+                     EstimatorChoice("verl_rloo_vectorized", "rloo", {"vectorized": True},
+                                     "verl RLOO, rloo_vectorized (a group of one gets 0)", _ANY_VERL),
+                     EstimatorChoice("trl_rloo", "rloo", {"convention": "trl"}, "TRL >= 1.6 RLOO", _TRL_16),
+                     EstimatorChoice("trl_rloo_1.5", "rloo", {"convention": "trl-1.5"}, "TRL <= 1.5 RLOO", _TRL_15),
                      EstimatorChoice("trl_rloo_normalized", "rloo", {"convention": "trl", "normalize_advantages": True},
-                                     "TRL RLOO, normalize_advantages=True")),
-        declared_by=(_verl("rloo"), _verl("rloo_vectorized", "rloo")),
+                                     "TRL >= 1.6 RLOO, normalize_advantages=True", _TRL_16)),
+        declared_by=(_verl("rloo"), _verl("rloo_vectorized", "verl_rloo_vectorized")),
     ),
     EstimatorSpec(
         name="reinforce_plus_plus",

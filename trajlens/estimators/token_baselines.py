@@ -182,8 +182,7 @@ def _otb_inputs(
     log_probs = check.float_tensor(fn, "log_probs", log_probs, ndim=2)
     sum_pi_squared = check.float_tensor(fn, "sum_pi_squared", sum_pi_squared, ndim=2)
     check.same_shape(fn, token_rewards=token_rewards, log_probs=log_probs, sum_pi_squared=sum_pi_squared)
-    check.rows_have_tokens(fn, "response_mask", response_mask)
-    pi = torch.exp(log_probs)
+    pi = torch.exp(log_probs)  # a response with no model tokens stays in its group (verl): W and G are 0 on it
     w_per_token = 1 - 2 * pi + sum_pi_squared  # ||s_t||^2 = 1 - 2 pi_t + sum pi^2
     if rollout_is_weights is not None:
         rollout_is_weights = check.float_tensor(fn, "rollout_is_weights", rollout_is_weights, ndim=2)

@@ -11,8 +11,9 @@ are the lines of those methods, in order, over contiguous groups of ``num_genera
   :func:`trl_sum_then_normalize_v16`);
 - ``nanstd`` from ``trl/trainer/utils.py`` (:func:`trl_nanstd`, and :func:`trl_nanstd_all`
   for its call with no ``dim``);
-- ``RLOOTrainer`` at trl 1.16.0 (``trl/trainer/rloo_trainer.py``), the advantages
-  from summed rewards (:func:`rloo_trl_loop`);
+- ``RLOOTrainer`` (``trl/trainer/rloo_trainer.py``), the advantages from summed rewards, as
+  trl 1.5.0 wrote them (:func:`rloo_trl_loop`) and from 1.6.0 to 1.16.0, with unscorable
+  completions left out of the leave-one-out baseline and given 0 (:func:`rloo_trl_loop_v16`);
 - ``GRPOTrainer``'s loss with ``loss_type="luspo"`` (:func:`luspo_loss_trl`).
 
 Departures: rewards arrive as one (B, K) tensor (``rewards_per_func``) on one process, so TRL's
@@ -39,11 +40,13 @@ def trl_nanstd(tensor: torch.Tensor, dim: int, keepdim: bool) -> torch.Tensor:
 
 
 def trl_nanstd_all(tensor: torch.Tensor) -> torch.Tensor:
-    """TRL ``nanstd(tensor)`` with no dim: over every element."""
+    """TRL ``nanstd(tensor)`` with no dim: over every element; NaN under two values."""
     mean = torch.nanmean(tensor)
     variance = torch.nanmean((tensor - mean) ** 2)
     count = torch.sum(~torch.isnan(tensor))
-    variance *= count / (count - 1)
+    correction = count / (count - 1)
+    correction = torch.where(count > 1, correction, torch.full_like(correction, float("nan")))
+    variance *= correction
     return torch.sqrt(variance)
 
 
@@ -117,8 +120,25 @@ def trl_sum_then_normalize_v16(
     return torch.nan_to_num(advantages, nan=0.0)
 
 
+def rloo_trl_loop_v16(rewards: torch.Tensor, num_generations: int, normalize_advantages: bool) -> torch.Tensor:
+    """TRL RLOOTrainer, trl 1.6.0 to 1.16.0: the leave-one-out baseline over scorable siblings
+    (NaN rewards are unscorable), a NaN advantage (unscorable, or a group's one scorable member) 0."""
+    grouped_rewards = rewards.view(-1, num_generations)
+    scorable_counts = (~torch.isnan(grouped_rewards)).sum(dim=1, keepdim=True)
+    grouped_sum = torch.nansum(grouped_rewards, dim=1, keepdim=True)
+    if num_generations > 1:
+        baselines = (grouped_sum - grouped_rewards) / (scorable_counts - 1)
+        baselines = baselines.view(-1)
+        advantages = rewards - baselines
+    else:
+        advantages = torch.zeros_like(rewards)
+    if normalize_advantages:
+        advantages = (advantages - torch.nanmean(advantages)) / (trl_nanstd_all(advantages) + 1e-4)
+    return torch.nan_to_num(advantages, nan=0.0)
+
+
 def rloo_trl_loop(rewards: torch.Tensor, num_generations: int, normalize_advantages: bool) -> torch.Tensor:
-    """TRL RLOOTrainer (trl 1.16.0): score - mean of the others; a group of one gets 0."""
+    """TRL RLOOTrainer, trl 1.5.0: score - mean of the others; a group of one gets 0."""
     grouped_rewards = rewards.view(-1, num_generations)
     grouped_sum = grouped_rewards.sum(dim=1, keepdim=True)
     if num_generations > 1:

@@ -435,3 +435,51 @@ def tir_otb_loop(
     for i in range(len(response_lengths)):
         advantages[i, response_mask[i].bool()] = all_advantages[i, : response_lengths[i]]
     return advantages * response_mask
+
+
+def group_mean_std_verl(scores: torch.Tensor, gidx: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl ``verl.utils.groupwise.group_mean_std``: per-group mean and std in float32, (G,) each."""
+    scores = scores.reshape(-1).to(dtype=torch.float32)
+    gidx = gidx.reshape(-1).to(dtype=torch.long)
+    num_groups = int(torch.max(gidx).item()) + 1
+    ones = torch.ones_like(scores, dtype=torch.float32)
+    count = torch.zeros(num_groups, dtype=torch.float32).index_add_(0, gidx, ones)
+    s1 = torch.zeros(num_groups, dtype=torch.float32).index_add_(0, gidx, scores)
+    mean = s1 / count.clamp_min(1.0)
+    centered = scores - mean[gidx]
+    var_num = torch.zeros(num_groups, dtype=torch.float32).index_add_(0, gidx, centered * centered)
+    denom = (count - 1.0).clamp_min(1.0)
+    var = var_num / denom
+    std = torch.sqrt(torch.clamp(var, min=eps))
+    single = count <= 1.0
+    if torch.any(single):
+        mean = mean.clone()
+        std = std.clone()
+        mean[single] = 0.0
+        std[single] = 1.0
+    return mean, std
+
+
+def grpo_vectorized_verl(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, gidx: torch.Tensor, epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+) -> torch.Tensor:
+    """verl ``compute_grpo_vectorized_outcome_advantage`` (``gidx``: verl's ``as_torch_index``)."""
+    scores = token_level_rewards.sum(dim=-1)
+    mean_g, std_g = group_mean_std_verl(scores, gidx, eps=0.0)
+    if norm_adv_by_std_in_grpo:
+        scalars = (scores - mean_g[gidx]) / (std_g[gidx] + epsilon)
+    else:
+        scalars = scores - mean_g[gidx]
+    return scalars.unsqueeze(-1) * response_mask
+
+
+def rloo_vectorized_verl(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: GroupIds) -> torch.Tensor:
+    """verl ``compute_rloo_vectorized_outcome_advantage``: a group of one gets 0."""
+    import numpy as np
+
+    scores = token_level_rewards.sum(dim=-1)
+    inv = torch.from_numpy(np.unique(np.asarray(index), return_inverse=True)[1]).to(scores.device)
+    c = torch.bincount(inv)[inv].to(scores.dtype)
+    adv = ((c * scores - torch.bincount(inv, weights=scores)[inv]) / (c - 1).clamp_min(1)) * (c > 1)
+    return adv.unsqueeze(-1) * response_mask
