@@ -15,7 +15,8 @@ operation for operation (float32 results bit-identical):
   fork it came from: per channel verl's GRPO (eps 1e-6 on the
   unbiased std, a group of one gets mean 0 and std 1), weighted sum, ``masked_whiten`` over
   every model token of the batch (so long trajectories weigh more in the statistics), times
-  the mask.
+  the mask. verl reads the channels as float32 whatever the batch's dtype, and so does this
+  function (it returns the inputs' dtype).
 * :func:`gdpo_trl`, TRL ``GRPOTrainer`` with ``multi_objective_aggregation="normalize_then_sum"``:
   NaN-aware per-channel group z-score (``nanmean``, Bessel ``nanstd``, eps 1e-4; a value that
   is NaN, or alone in its group, contributes nothing), weighted ``nansum``, then a z-score over
@@ -106,6 +107,8 @@ def gdpo_verl(
             f"channel {channel}; verl would turn the whole batch into NaN. Use gdpo_trl, which skips missing values"
         )
     check.rows_have_tokens(fn, "response_mask", response_mask)
+    dtype = channel_rewards.dtype
+    channel_rewards, w = channel_rewards.to(torch.float32), w.to(torch.float32)  # verl reads channels as float32
     channel_advantages = torch.stack(
         [
             group_normalise(channel_rewards[:, k], groups, epsilon, divide_by_std)[0]
@@ -119,6 +122,8 @@ def gdpo_verl(
     fused_tokens = fused[:, None] * response_mask
     advantages = masked_whiten(fused_tokens, response_mask).advantages * response_mask
     sequence = _sequence_values(advantages, response_mask)
+    advantages, sequence, fused, channel_advantages, w = (x.to(dtype) for x in (advantages, sequence, fused,
+                                                                                channel_advantages, w))
     return GDPOResult(advantages, sequence, fused, channel_advantages, w, "group_per_channel+token_whiten")
 
 
