@@ -5,28 +5,31 @@ its group (same prompt, same step). Groups come from any id column and need not 
 The sequence advantage is broadcast over the response mask.
 
 References, matched operation for operation so float32 results are bit-identical
-(verl 0.9.0, ``verl/trainer/ppo/core_algos.py``; TRL ``GRPOTrainer`` and
-``RLOOTrainer``, ``trl/trainer/rloo_trainer.py`` at trl 1.16.0):
+(verl 0.9.0, ``verl/trainer/ppo/core_algos.py``, the same in 0.8.0 and 0.9.1; TRL
+``GRPOTrainer`` and ``RLOOTrainer`` at trl 1.16.0, the same from 1.6.0, and at trl 1.5.0):
 
 * :func:`grpo` and :func:`dr_grpo`: verl ``compute_grpo_outcome_advantage`` (the loop version):
   ``(score - mean_g) / (std_g + eps)``, ``std_g`` unbiased (``torch.std``), eps 1e-6 added to
   the std; a group of one gets mean 0 and std 1, so its advantage is ``score / (1 + eps)``.
-  Dr.GRPO (``norm_adv_by_std_in_grpo=False``) skips the division.
+  Dr.GRPO (``norm_adv_by_std_in_grpo=False``) skips the division. ``vectorized=True`` is verl's
+  ``grpo_vectorized``: the group statistics in float32 (``verl.utils.group_mean_std``: sums by
+  ``index_add_``, a two-pass variance, no variance floor). ``convention="trl"``/``"trl-1.5"``
+  is TRL's ``scale_rewards="group"`` / ``"none"`` (:mod:`trajlens.estimators._trl`).
 * :func:`grpo_batch_std`: TRL ``GRPOTrainer`` with ``scale_rewards="batch"``: group mean, the
-  unbiased std of all scores in the batch, eps 1e-4.
+  unbiased std of all scores in the batch (TRL's ``nanstd`` from 1.6, ``Tensor.std`` before),
+  eps 1e-4.
 * :func:`rloo`: verl ``compute_rloo_outcome_advantage``:
   ``score * n / (n - 1) - mean_g * n / (n - 1)``, which equals ``score - mean of the others``;
   a group of one keeps its raw score (verl's documented choice, no baseline available).
+  ``vectorized=True`` is verl's ``rloo_vectorized`` (a group of one gets 0).
   ``convention="trl"`` follows TRL ``RLOOTrainer``: ``score - (sum_g - score) / (n - 1)``, a
   group of one gets 0, and ``normalize_advantages=True`` then z-scores over the batch
   (``(A - mean) / (std + 1e-4)``, unbiased std).
 
-verl's vectorised variant (``grpo_vectorized``) computes the group statistics in float32 from
-sums and sums of squares (``verl.utils.group_mean_std``), ``std = sqrt(max(var, eps_var))``;
-verl passes ``eps_var = 0.0`` there, so there is no variance floor, only float32 rounding of the
-one-pass variance (relative differences near 1e-7 from the loop version for well-spread scores,
-larger when the scores' spread is small against their mean). This module follows the loop
-version.
+TRL's conventions compute in float32, as TRL does, and take a NaN score for TRL's unscorable
+completion (left out and given 0 from trl 1.6; 0 and counted before). verl has no such
+completion: a NaN score is refused. A response with no model tokens is kept, as verl keeps it:
+it counts in its group and its advantages are 0.
 
 Dtypes: verl holds a group of one's std as a float32 ``torch.tensor(1.0)``, so with float64
 scores it divides by float32(1 + 1e-6) = 1.00000095367..., not 1.000001 (4.6e-8 relative). That
