@@ -31,7 +31,7 @@ from trajlens.ingest._probe import Probe
 
 # Only files with these suffixes are probed while surveying a folder; everything else (YAML
 # configs, patches, READMEs, licences) is never opened.
-SURVEY_SUFFIXES: frozenset[str] = frozenset({".json", ".jsonl", ".traj", ".parquet"})
+SURVEY_SUFFIXES: frozenset[str] = frozenset({".json", ".jsonl", ".traj", ".parquet", ".eval"})
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Source(NamedTuple):
 
 
 def _registry() -> tuple[Format, ...]:
-    from trajlens.ingest import atropos, metrics, swe_agent_dataset, tensorboard, trl, verl
+    from trajlens.ingest import atropos, inspect_ai, metrics, swe_agent_dataset, tensorboard, trl, verl
     from trajlens.ingest.agents import (
         mini_swe_agent_v1,
         mini_swe_agent_v2,
@@ -89,6 +89,8 @@ def _registry() -> tuple[Format, ...]:
                keys=frozenset({"tokens", "masks", "scores"}), expects="scored groups: tokens, masks, scores"),
         Format("swe-agent-dataset", swe_agent_dataset.detect, swe_agent_dataset.load_swe_agent_dataset,
                keys=swe_agent_dataset.COLUMNS, expects="rows of instance_id, model_name, target, trajectory"),
+        Format("inspect-ai", inspect_ai.detect, inspect_ai.load_inspect_ai,
+               keys=inspect_ai.LOG_KEYS, expects="an EvalLog: version, status, eval, samples"),
         Format("mini-swe-agent-v1", mini_swe_agent_v1.detect, mini_swe_agent_v1.load_mini_swe_agent_v1,
                keys=frozenset({"trajectory_format", "messages", "info"}), expects='trajectory_format "mini-swe-agent-1", messages, info'),
         Format("mini-swe-agent-v2", mini_swe_agent_v2.detect, mini_swe_agent_v2.load_mini_swe_agent_v2,
