@@ -67,7 +67,17 @@ class Source(NamedTuple):
 
 
 def _registry() -> tuple[Format, ...]:
-    from trajlens.ingest import atropos, inspect_ai, metrics, swe_agent_dataset, tensorboard, trl, verl
+    from trajlens.ingest import (
+        atropos,
+        inspect_ai,
+        metrics,
+        skyrl,
+        swe_agent_dataset,
+        tensorboard,
+        trl,
+        verifiers,
+        verl,
+    )
     from trajlens.ingest.agents import (
         mini_swe_agent_v1,
         mini_swe_agent_v2,
@@ -91,6 +101,10 @@ def _registry() -> tuple[Format, ...]:
                keys=swe_agent_dataset.COLUMNS, expects="rows of instance_id, model_name, target, trajectory"),
         Format("inspect-ai", inspect_ai.detect, inspect_ai.load_inspect_ai,
                keys=inspect_ai.LOG_KEYS, expects="an EvalLog: version, status, eval, samples"),
+        Format("verifiers", verifiers.detect, verifiers.load_verifiers,
+               keys=verifiers.KEYS, expects="rollout rows: example_id, prompt, completion, reward"),
+        Format("skyrl", skyrl.detect, skyrl.load_skyrl, keys=skyrl.EVAL_KEYS,
+               expects="eval rows of input_prompt, output_response, score (or a GeneratorOutput)"),
         Format("mini-swe-agent-v1", mini_swe_agent_v1.detect, mini_swe_agent_v1.load_mini_swe_agent_v1,
                keys=frozenset({"trajectory_format", "messages", "info"}), expects='trajectory_format "mini-swe-agent-1", messages, info'),
         Format("mini-swe-agent-v2", mini_swe_agent_v2.detect, mini_swe_agent_v2.load_mini_swe_agent_v2,

@@ -204,18 +204,10 @@ def _message(message: Any, read: Fields, parse_errors: list[bool]) -> dict[str, 
         raise read.error(None, "a chat message (an object)", type_name(message))
     role = read.text(message, "role", required=True)
     converted: dict[str, Any] = {"role": role, "content": _text(message.get("content"), read)}
-    if role == "assistant":
-        calls = []
-        for position, call in enumerate(read.items(message, "tool_calls") or []):
-            at = read.at(f"{read.record}, call {position}")
-            if not isinstance(call, dict):
-                raise at.error(None, "a tool call (an object)", type_name(call))
-            calls.append({"id": at.identifier(call, "id"),
-                          "function": {"name": at.text(call, "function", required=True),
-                                       "arguments": call.get("arguments")}})
-            parse_errors.append(bool(call.get("parse_error")))
-        if calls:
-            converted["tool_calls"] = calls
+    if role == "assistant" and message.get("tool_calls"):
+        calls = read.items(message, "tool_calls") or []
+        parse_errors.extend(bool(call.get("parse_error")) if isinstance(call, dict) else False for call in calls)
+        converted["tool_calls"] = calls
     elif role == "tool":
         converted["tool_call_id"] = read.identifier(message, "tool_call_id")
         error = read.mapping(message, "error")
