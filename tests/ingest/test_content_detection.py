@@ -61,7 +61,7 @@ def test_a_near_miss_names_the_closest_format_and_what_it_lacks(tmp_path):
     assert "\n" not in message
     assert message.startswith(f"{path}: no known format; closest: swe-agent-dataset (")
     assert "lacks target, trajectory" in message and "found records with keys instance_id, model_name, steps" in message
-    assert [c.format.name for c in formats.closest(Probe(path))] == ["swe-agent-dataset"]
+    assert [c.format.name for c in formats.closest(Probe(path))] == ["swe-agent-dataset", "harbor"]  # shares "steps"
 
 
 def test_a_file_near_no_format_lists_every_format_and_its_keys(tmp_path):

@@ -18,7 +18,8 @@ the limit's type for one that hit a limit, else the model's last ``stop_reason``
 
 Messages: an assistant ``tool_calls`` entry ``{id, function, arguments}`` is a call named
 ``function`` with ``arguments``; a call inspect could not parse (``parse_error``) is a format
-error. The ``tool`` message answering it (``tool_call_id``) is the observation, its
+error. A ``bash`` call's ``cmd``, and the ``input`` a ``bash_session`` call types, are its
+command. The ``tool`` message answering it (``tool_call_id``) is the observation, its
 ``error.message`` appended. ``content`` is a string or a list of parts; ``text`` parts, with
 ``reasoning`` parts before them, are the turn's text. ``model_tokens`` and
 ``reasoning_tokens`` sum ``model_usage``. The run's config keeps the task, model, scorers,
@@ -49,6 +50,9 @@ SAMPLES_DIR = "samples/"
 LETTER_GRADES: dict[str, float] = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 """inspect's CORRECT, INCORRECT, PARTIAL and NOANSWER values and the floats it gives them."""
 WORD_GRADES: dict[str, float] = {"yes": 1.0, "no": 0.0, "true": 1.0, "false": 0.0}
+SESSION_TOOL = "bash_session"
+SESSION_TYPING: frozenset[str] = frozenset({"type", "type_submit"})
+"""``bash_session`` actions that type ``input`` into the shell (``inspect_ai/tool/_tools/_bash_session.py``)."""
 CONFIG_KEYS: tuple[str, ...] = ("task", "task_version", "model", "model_generate_config", "task_args", "config",
                                 "scorers", "dataset", "eval_id", "run_id", "created")
 
@@ -193,9 +197,20 @@ def sample_record(sample: Any, file: Path, where: str, prefix: str = "") -> Reco
     )
     for call, parse_error in zip(record.tool_calls, parse_errors):
         call["format_error"] = call["format_error"] or parse_error
+        if call["tool_name"] == SESSION_TOOL and call["command"] is None:
+            call["command"] = _session_input(call["arguments"])
     model = read.mapping(sample, "output")
     record.model = read.text(model, "model") if model else None
     return record
+
+
+def _session_input(arguments: str) -> str | None:
+    """What a ``bash_session`` call typed (its ``input`` for ``type`` and ``type_submit``)."""
+    import json
+
+    parsed = json.loads(arguments)
+    text = parsed.get("input") if isinstance(parsed, dict) and parsed.get("action") in SESSION_TYPING else None
+    return (text.rstrip("\n") or None) if isinstance(text, str) else None
 
 
 def _message(message: Any, read: Fields, parse_errors: list[bool]) -> dict[str, Any]:
