@@ -68,10 +68,12 @@ class Source(NamedTuple):
 
 def _registry() -> tuple[Format, ...]:
     from trajlens.ingest import (
+        art,
         atropos,
         harbor,
         inspect_ai,
         metrics,
+        openrlhf,
         rllm,
         skyrl,
         swe_agent_dataset,
@@ -114,6 +116,10 @@ def _registry() -> tuple[Format, ...]:
                expects="a trial's results.json: trial_name, task_id, instruction, is_resolved"),
         Format("rllm", rllm.detect, rllm.load_rllm, keys=rllm.LOGGER_KEYS,
                expects="an episode: episode_id, is_correct, trajectories of steps"),
+        Format("art", art.detect, art.load_art, keys=art.KEYS,
+               expects="trajectory group rows: group_index, reward, messages"),
+        Format("openrlhf", openrlhf.detect, openrlhf.load_openrlhf, keys=openrlhf.KEYS,
+               expects='a wandb table of columns ["global_step", "text", "reward"]'),
         Format("mini-swe-agent-v1", mini_swe_agent_v1.detect, mini_swe_agent_v1.load_mini_swe_agent_v1,
                keys=frozenset({"trajectory_format", "messages", "info"}), expects='trajectory_format "mini-swe-agent-1", messages, info'),
         Format("mini-swe-agent-v2", mini_swe_agent_v2.detect, mini_swe_agent_v2.load_mini_swe_agent_v2,

@@ -91,7 +91,7 @@ def episode_rows(episode: Any, read: Fields, split: str = "train"):
     episode_id = str(episode_id)
     step = read.integer(episode, "training_step", bounds=(0, INT64[1])) or 0
     metrics = read.mapping(episode, "metrics") or {}
-    channels = [{"name": k, "value": float(v)} for k, v in metrics.items()
+    channels = [{"name": k, "value": read.number(metrics, k, name=f"metrics.{k}")} for k, v in metrics.items()
                 if isinstance(v, (int, float)) and not isinstance(v, bool)]
     trajectories = read.items(episode, "trajectories", required=True) or []
     task = episode_id.split(":", 1)[0]
