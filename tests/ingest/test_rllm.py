@@ -71,3 +71,38 @@ def test_a_bad_action_is_named(tmp_path):
 def test_rllm_episodes_ingest_classify_report_and_check(tmp_path):
     _, classes = through_every_surface(LOGS, tmp_path)
     assert [kind for _, kind in classes.rows()][:4] == ["search", "view", "test_targeted", "submit"]
+
+
+def _episodes_with_grpo_advantages() -> list[dict]:
+    """``Episode.to_dict()`` records of two tasks, four rollouts each, every step carrying the
+    GRPO advantage of its rollout's reward (group mean, unbiased group std, eps 1e-6)."""
+    import statistics
+
+    episodes = []
+    for task, rewards in (("t1", [1.0, 0.0, 0.0, 1.0]), ("t2", [1.0, 1.0, 0.0, 1.0])):
+        mean, std = statistics.mean(rewards), statistics.stdev(rewards)
+        for index, reward in enumerate(rewards):
+            advantage = (reward - mean) / (std + 1e-6)
+            steps = [{"observation": "task", "thought": "", "model_response": "", "reward": 0.0, "done": False,
+                      "action": "<function=execute_bash>\n<parameter=command>ls</parameter>\n</function>",
+                      "advantage": advantage, "prompt_ids": [1], "response_ids": [2], "logprobs": [-0.1]},
+                     {"observation": "a.txt", "thought": "", "model_response": "Done.", "reward": reward, "done": True,
+                      "action": "Done.", "advantage": advantage, "prompt_ids": [1], "response_ids": [3],
+                      "logprobs": [-0.2]}]
+            episodes.append({"id": f"{task}:{index}", "task": {"q": task}, "termination_reason": "ENV_DONE",
+                             "is_correct": reward == 1.0, "metrics": {}, "info": {},
+                             "trajectories": [{"uid": f"{task}{index}", "name": "solver", "task": {"q": task},
+                                               "steps": steps, "reward": reward, "info": {}}]})
+    return episodes
+
+
+def test_logged_step_advantages_are_identified_as_the_estimator_that_made_them(tmp_path):
+    from cli_run import run_cli
+
+    path = tmp_path / "episodes.json"
+    path.write_text(json.dumps(_episodes_with_grpo_advantages()))
+    assert run_cli("ingest", path, "--store", tmp_path / "store").returncode == 0
+    done = run_cli("advantages", tmp_path / "store", "--run", "episodes", "--identify", "--json", tmp_path / "id.json")
+    assert done.returncode == 0, done.stderr
+    best = json.loads((tmp_path / "id.json").read_text())["best"]
+    assert (best["label"], best["n"]) == ("verl_grpo", 8) and best["max_abs_diff"] < 1e-6
