@@ -60,3 +60,17 @@ def test_a_bad_reward_is_named(tmp_path):
 def test_harbor_jobs_ingest_classify_report_and_check(tmp_path):
     _, classes = through_every_surface(JOBS, tmp_path)
     assert [kind for _, kind in classes.rows()][:4] == ["search", "edit", "view", "submit"]
+
+
+def test_the_agent_s_own_chat_logs_in_a_trial_do_not_split_the_job(tmp_path):
+    job = tmp_path / "job"
+    shutil.copytree(JOBS / "2026-01-01__00-00-00", job)
+    for trial in job.iterdir():
+        episode = trial / "agent" / "episode-0"
+        episode.mkdir()
+        (episode / "debug.json").write_text(json.dumps({"model": "mock", "messages": [
+            {"role": "user", "content": "Create hello.txt."}, {"role": "assistant", "content": "ok"}]}))
+    (job / "result.json").write_text(json.dumps({"id": "j", "n_total_trials": 2, "stats": {}}))
+    sources = formats.plan(job)
+    assert [(s.format.name, s.run_id, len(s.paths)) for s in sources] == [("harbor", "job", 2)]
+    assert load(job).trajectories.num_rows == 2

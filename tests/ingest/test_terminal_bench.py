@@ -48,3 +48,14 @@ def test_terminal_bench_runs_ingest_classify_report_and_check(tmp_path):
     _, classes = through_every_surface(RUNS, tmp_path)
     # the keys' text goes through the shell rules; a bare C-c types no command
     assert [kind for _, kind in classes.rows()] == ["search", "other", "other", "run_script", "search", "edit", "view"]
+
+
+def test_the_agent_s_own_logs_in_a_trial_do_not_split_the_run(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(RUNS / "2026-01-01__00-00-00", run)
+    for results in run.glob("*/*/results.json"):
+        episode = results.parent / "agent-logs" / "episode-0"
+        episode.mkdir(parents=True)
+        (episode / "debug.json").write_text('{"messages": [{"role": "user", "content": "hi"}]}')
+    assert [(s.format.name, s.run_id) for s in formats.plan(run)] == [("terminal-bench", "run")]
+    assert load(run).trajectories.num_rows == 2

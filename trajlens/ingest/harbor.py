@@ -43,13 +43,19 @@ RESULT_KEYS: frozenset[str] = frozenset({"task_name", "trial_name", "agent_info"
 TRAJECTORY_KEYS: frozenset[str] = frozenset({"schema_version", "agent", "steps"})
 """Keys of an ATIF ``trajectory.json``."""
 TRAJECTORY_FILE = Path("agent") / "trajectory.json"
+RESULT_FILE = "result.json"
 KEYSTROKE_TOOLS: frozenset[str] = frozenset({"bash_command"})
 """Tools whose ``keystrokes`` argument is typed into a terminal (Terminus 2)."""
 
 
 def detect(target: Probe | Path | str) -> bool:
-    """A trial's ``result.json`` or an ATIF ``trajectory.json``."""
-    keys = Probe.of(target).record_keys
+    """A trial folder (holding a trial's ``result.json``), a trial's ``result.json``, or an ATIF
+    ``trajectory.json``. A trial folder is taken whole: the agent's own logs in it (Terminus 2's
+    ``episode-<n>/debug.json`` holds chat messages) are not logs of another format."""
+    probe = Probe.of(target)
+    if probe.is_dir:
+        return RESULT_KEYS <= Probe(probe.path / RESULT_FILE).record_keys
+    keys = probe.record_keys
     return RESULT_KEYS <= keys or TRAJECTORY_KEYS <= keys
 
 

@@ -41,6 +41,7 @@ FORMAT = "terminal-bench"
 KEYS: frozenset[str] = frozenset({"trial_name", "task_id", "instruction", "is_resolved"})
 """Keys of a trial's ``results.json`` (``TrialResults``)."""
 COMMANDS = "commands.txt"
+RESULTS = "results.json"
 TOOL = "tmux_send_keys"
 NEWLINE_KEYS: frozenset[str] = frozenset({"Enter", "C-m", "KPEnter"})
 _CONTROL_KEY = re.compile(r"^[CM]-\S$")
@@ -50,8 +51,12 @@ TEST_STATUS: dict[str, float] = {"passed": 1.0, "failed": 0.0}
 
 
 def detect(target: Probe | Path | str) -> bool:
-    """A trial's ``results.json``."""
-    return KEYS <= Probe.of(target).record_keys
+    """A trial folder (holding a trial's ``results.json``, taken whole: its agent's logs, such
+    as Terminus' ``episode-<n>/debug.json``, are not logs of another format) or the file."""
+    probe = Probe.of(target)
+    if probe.is_dir:
+        return KEYS <= Probe(probe.path / RESULTS).record_keys
+    return KEYS <= probe.record_keys
 
 
 def load_terminal_bench(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
