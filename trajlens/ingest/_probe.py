@@ -8,6 +8,7 @@ them only as long as the probe lives: detection holds no cache beyond one file's
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -22,6 +23,7 @@ class Probe:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._ends: tuple[str, str] | None = None
+        self._keys: frozenset[str] | None = None
 
     @classmethod
     def of(cls, target: "Probe | Path | str") -> "Probe":
@@ -51,6 +53,31 @@ class Probe:
         """The first non-blank line of the head ('' when none)."""
         return next((line for line in self.head.splitlines() if line.strip()), "")
 
+    @property
+    def record_keys(self) -> frozenset[str]:
+        """The top-level keys of the file's first record, whatever holds it: the columns of a
+        Parquet file, the first line of JSONL, the first object of a JSON array, or a JSON
+        object itself. Read from the head alone (a record longer than the head gives the keys
+        before its cut); empty for anything else."""
+        if self._keys is None:
+            self._keys = self._record_keys()
+        return self._keys
+
+    def _record_keys(self) -> frozenset[str]:
+        if not self.is_file:
+            return frozenset()
+        if self.suffix == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            try:
+                return frozenset(pq.read_schema(self.path).names)
+            except (pa.ArrowInvalid, OSError):
+                return frozenset()
+        if self.suffix not in RECORD_SUFFIXES:
+            return frozenset()
+        return frozenset(first_record_keys(self.head))
+
     def _read(self) -> tuple[str, str]:
         if self._ends is None:
             self._ends = _ends(self.path)
@@ -73,6 +100,45 @@ def _ends(path: Path) -> tuple[str, str]:
     except OSError:
         return "", ""
     return head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
+
+
+RECORD_SUFFIXES: frozenset[str] = frozenset({".json", ".jsonl", ".traj"})
+"""Suffixes of files whose records :attr:`Probe.record_keys` reads (JSON or JSONL)."""
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:]')
+
+
+def first_record_keys(text: str) -> list[str]:
+    """Keys of the first record in JSON text, in order: of the object it opens with, or of
+    the first object in the array it opens with (a JSONL file opens with its first line's
+    object). Text cut short gives the keys before the cut; anything else gives none."""
+    start = text.lstrip("\ufeff \t\r\n")[:1]
+    if start not in ("{", "["):
+        return []
+    keys: list[str] = []
+    depth = 0
+    record_depth = 1 if start == "{" else 2
+    pending: str | None = None
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in "{[":
+            depth += 1
+            if depth == 2 and record_depth == 2 and token == "[":
+                return []  # an array of arrays: no records
+        elif token in "}]":
+            depth -= 1
+            if depth < record_depth:
+                return keys
+        elif token == ":":
+            if pending is not None:
+                keys.append(pending)
+        if token.startswith('"') and depth == record_depth:
+            pending = token[1:-1]
+        elif token != ":":
+            pending = None
+        if token == ":":
+            pending = None
+    return keys
 
 
 def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"], bool]) -> list[Path]:

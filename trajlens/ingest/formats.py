@@ -31,7 +31,7 @@ from trajlens.ingest._probe import Probe
 
 # Only files with these suffixes are probed while surveying a folder; everything else (YAML
 # configs, patches, READMEs, licences) is never opened.
-SURVEY_SUFFIXES: frozenset[str] = frozenset({".json", ".jsonl", ".traj", ".parquet"})
+SURVEY_SUFFIXES: frozenset[str] = frozenset({".json", ".jsonl", ".traj", ".parquet", ".eval"})
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,11 @@ class Format:
     """Whether ``detect`` recognises whole folders (checked before a folder is surveyed)."""
     surveyed: bool = True
     """Whether files found while surveying a folder may be of this format."""
+    keys: frozenset[str] = frozenset()
+    """The keys its records carry (:attr:`Probe.record_keys`): what a file of no known format
+    is compared with to name the formats it came closest to."""
+    expects: str = ""
+    """What a log of this format looks like, in a few words (for that message)."""
 
 
 class Source(NamedTuple):
@@ -62,7 +67,22 @@ class Source(NamedTuple):
 
 
 def _registry() -> tuple[Format, ...]:
-    from trajlens.ingest import atropos, metrics, swe_agent_dataset, tensorboard, trl, verl
+    from trajlens.ingest import (
+        art,
+        atropos,
+        harbor,
+        inspect_ai,
+        metrics,
+        openrlhf,
+        rllm,
+        skyrl,
+        swe_agent_dataset,
+        tensorboard,
+        terminal_bench,
+        trl,
+        verifiers,
+        verl,
+    )
     from trajlens.ingest.agents import (
         mini_swe_agent_v1,
         mini_swe_agent_v2,
@@ -80,15 +100,38 @@ def _registry() -> tuple[Format, ...]:
         Format("metrics", metrics.detect, metrics.load_metric_files, kind="metrics", surveyed=False),
         Format("tensorboard", tensorboard.detect, tensorboard.load_tensorboard, kind="metrics", folder=True,
                surveyed=False),
-        Format("atropos", atropos.detect, atropos.load_atropos),
-        Format("swe-agent-dataset", swe_agent_dataset.detect, swe_agent_dataset.load_swe_agent_dataset),
-        Format("mini-swe-agent-v1", mini_swe_agent_v1.detect, mini_swe_agent_v1.load_mini_swe_agent_v1),
-        Format("mini-swe-agent-v2", mini_swe_agent_v2.detect, mini_swe_agent_v2.load_mini_swe_agent_v2),
-        Format("swe-agent", swe_agent.detect, swe_agent.load_swe_agent),
+        Format("atropos", atropos.detect, atropos.load_atropos,
+               keys=frozenset({"tokens", "masks", "scores"}), expects="scored groups: tokens, masks, scores"),
+        Format("swe-agent-dataset", swe_agent_dataset.detect, swe_agent_dataset.load_swe_agent_dataset,
+               keys=swe_agent_dataset.COLUMNS, expects="rows of instance_id, model_name, target, trajectory"),
+        Format("inspect-ai", inspect_ai.detect, inspect_ai.load_inspect_ai,
+               keys=inspect_ai.LOG_KEYS, expects="an EvalLog: version, status, eval, samples"),
+        Format("verifiers", verifiers.detect, verifiers.load_verifiers,
+               keys=verifiers.KEYS, expects="rollout rows: example_id, prompt, completion, reward"),
+        Format("skyrl", skyrl.detect, skyrl.load_skyrl, keys=skyrl.EVAL_KEYS,
+               expects="eval rows of input_prompt, output_response, score (or a GeneratorOutput)"),
+        Format("harbor", harbor.detect, harbor.load_harbor, folder=True, keys=harbor.RESULT_KEYS | harbor.TRAJECTORY_KEYS,
+               expects="a trial's result.json (task_name, trial_name, agent_info) or an ATIF trajectory.json"),
+        Format("terminal-bench", terminal_bench.detect, terminal_bench.load_terminal_bench, folder=True,
+               keys=terminal_bench.KEYS,
+               expects="a trial's results.json: trial_name, task_id, instruction, is_resolved"),
+        Format("rllm", rllm.detect, rllm.load_rllm, keys=rllm.LOGGER_KEYS,
+               expects="an episode: episode_id, is_correct, trajectories of steps"),
+        Format("art", art.detect, art.load_art, keys=art.KEYS,
+               expects="trajectory group rows: group_index, reward, messages"),
+        Format("openrlhf", openrlhf.detect, openrlhf.load_openrlhf, keys=openrlhf.KEYS,
+               expects='a wandb table of columns ["global_step", "text", "reward"]'),
+        Format("mini-swe-agent-v1", mini_swe_agent_v1.detect, mini_swe_agent_v1.load_mini_swe_agent_v1,
+               keys=frozenset({"trajectory_format", "messages", "info"}), expects='trajectory_format "mini-swe-agent-1", messages, info'),
+        Format("mini-swe-agent-v2", mini_swe_agent_v2.detect, mini_swe_agent_v2.load_mini_swe_agent_v2,
+               keys=frozenset({"trajectory_format", "messages", "info"}), expects='trajectory_format "mini-swe-agent-1.1", messages, info'),
+        Format("swe-agent", swe_agent.detect, swe_agent.load_swe_agent,
+               keys=frozenset({"trajectory", "history", "info"}), expects='a .traj object of trajectory, history, info'),
         Format("openhands-v0", openhands_v0.detect, openhands_v0.load_openhands_v0),
         Format("openhands-v1", openhands_v1.detect, openhands_v1.load_openhands_v1),
         # Last: a chat log is what several of the formats above also hold.
-        Format("openai-chat", openai_chat.detect, openai_chat.load_openai_chat),
+        Format("openai-chat", openai_chat.detect, openai_chat.load_openai_chat,
+               keys=frozenset({"messages"}), expects='conversations: messages of role, content, tool_calls'),
     )
 
 
@@ -130,14 +173,48 @@ def plan(path: Path | str) -> list[Source]:
     if found is not None:
         return [Source(found, [path])]
     if path.is_file():
-        names = ", ".join(f.name for f in registry())
-        raise InputError(str(path), expected=f"a log of a known format ({names})", found="a file of no known format")
+        raise unknown_file(Probe(path))
     sources = _plan_folder(path)
     if not sources:
         names = ", ".join(f.name for f in registry())
         raise InputError(str(path), "no logs in this directory", expected=f"files of a known format ({names})",
                          found="none")
     return sources
+
+
+class Closeness(NamedTuple):
+    """How near a file's records come to one format's: the keys they share and lack."""
+
+    format: Format
+    shared: frozenset[str]
+    missing: frozenset[str]
+
+
+CLOSEST_SHOWN = 3
+"""How many of the nearest formats the message for a file of no known format names."""
+
+
+def closest(probe: Probe) -> list[Closeness]:
+    """The formats whose record keys the file's first record shares most of (none shared: not
+    listed), nearest first."""
+    keys = probe.record_keys
+    near = [Closeness(fmt, fmt.keys & keys, fmt.keys - keys) for fmt in registry() if fmt.keys and fmt.keys & keys]
+    near.sort(key=lambda c: (-len(c.shared) / len(c.format.keys), len(c.missing)))
+    return near[:CLOSEST_SHOWN]
+
+
+def unknown_file(probe: Probe) -> InputError:
+    """The one-line error for a file no format detects: the formats it came closest to, what
+    each expected and what it lacks; or, when none is near, every format's name."""
+    near = closest(probe)
+    keys = sorted(probe.record_keys)
+    if not near:
+        names = ", ".join(f.name for f in registry())
+        found = "a file of no known format" + (f" (records with keys {', '.join(keys[:8])})" if keys else "")
+        return InputError(str(probe.path), expected=f"a log of a known format ({names})", found=found)
+    parts = [f"{c.format.name} ({c.format.expects}; lacks {', '.join(sorted(c.missing))})" for c in near]
+    return InputError(str(probe.path), "no known format; closest: " + "; ".join(parts),
+                      found=f"records with keys {', '.join(keys[:8])}")
 
 
 def _plan_folder(directory: Path) -> list[Source]:
@@ -215,4 +292,4 @@ def _children(directory: Path) -> list[Path]:
     return [directory / name for name in names if not name.startswith(".")]
 
 
-__all__ = ["Format", "Source", "by_name", "detect", "plan", "registry", "survey"]
+__all__ = ["Closeness", "Format", "Source", "by_name", "closest", "detect", "plan", "registry", "survey", "unknown_file"]

@@ -1,4 +1,4 @@
-"""Rows of the nebius/SWE-agent-trajectories dataset (Parquet as the hub serves it, or JSONL).
+"""Rows of the nebius/SWE-agent-trajectories dataset (Parquet as the hub serves it, JSONL, or a JSON array).
 
 The dataset card (huggingface.co/datasets/nebius/SWE-agent-trajectories, ``dataset_info``)
 declares one row per agent run::
@@ -27,38 +27,23 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from trajlens.errors import InputError
-from trajlens.ingest._fields import Fields, dumps, parse_json, read_lines
+from trajlens.ingest._fields import Fields, dumps
 from trajlens.ingest._probe import Probe, files_of
+from trajlens.ingest._records import records
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 
 FORMAT = "swe-agent-dataset"
 COLUMNS: frozenset[str] = frozenset({"instance_id", "model_name", "target", "trajectory"})
 MODEL_ROLES: frozenset[str] = frozenset({"ai", "assistant"})
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
-_JSONL_HEAD = re.compile(r'\s*\{\s*"instance_id"\s*:')
 
 
 def detect(target: Probe | Path | str) -> bool:
-    """A Parquet file with the dataset's columns, or a JSONL file whose rows start with them."""
-    probe = Probe.of(target)
-    if not probe.is_file:
-        return False
-    if probe.suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        try:
-            names = set(pq.read_schema(probe.path).names)
-        except (pa.ArrowInvalid, OSError):
-            return False
-        return COLUMNS <= names
-    if probe.suffix == ".jsonl":
-        head = probe.first_line()
-        return bool(_JSONL_HEAD.match(head)) and '"trajectory"' in head and '"model_name"' in head
-    return False
+    """Records with the dataset's columns, in any container (Parquet, JSONL, a JSON array)."""
+    return COLUMNS <= Probe.of(target).record_keys
 
 
 def load_swe_agent_dataset(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
@@ -72,7 +57,7 @@ def load_swe_agent_dataset(paths: Sequence[Path | str] | Path | str, *, run_id: 
     builder = RunBuilder(run_id or slug(name), source_format=FORMAT, source=", ".join(map(str, files)))
     for file in files:
         prefix = "" if len(files) == 1 else f"{file.stem}:"
-        for index, (number, row) in enumerate(_rows(file)):
+        for index, (number, row) in enumerate(records(file)):
             where = f"{file}: record {number}"
             try:
                 if isinstance(row, InputError):
@@ -84,36 +69,6 @@ def load_swe_agent_dataset(paths: Sequence[Path | str] | Path | str, *, run_id: 
                     raise
                 builder.skip(error)
     return builder.build()
-
-
-def _rows(file: Path) -> Iterator[tuple[int, Any]]:
-    if file.suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        from trajlens.ingest.parquet import check_text
-
-        try:
-            parquet = pq.ParquetFile(file)
-        except (pa.ArrowInvalid, OSError) as error:
-            raise InputError(str(file), "not a readable Parquet file", expected="Parquet",
-                             found=str(error).splitlines()[0]) from None
-        number = 0
-        for batch in parquet.iter_batches(batch_size=256):  # a shard is ~90 MB: read it in pieces
-            table = pa.Table.from_batches([batch])
-            check_text(table, file)
-            for row in table.to_pylist():
-                yield number, row
-                number += 1
-        return
-    for number, line in read_lines(file):
-        if isinstance(line, InputError):
-            yield number, line
-            continue
-        try:
-            yield number, parse_json(line, str(file), record=number)
-        except InputError as error:
-            yield number, error
 
 
 def _trajectory(row: Any, read: Fields, index: int, prefix: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -1,0 +1,71 @@
+"""A format is recognised from its records, whatever holds them; a file of no known format is
+one line naming the formats it came closest to."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from swe_agent_dataset_fixture import ROWS, write_jsonl  # noqa: E402
+
+from trajlens.errors import InputError  # noqa: E402
+from trajlens.ingest import formats, load  # noqa: E402
+from trajlens.ingest._probe import Probe, first_record_keys  # noqa: E402
+
+
+@pytest.mark.parametrize("text, keys", [
+    ('[{"a": {"x": 1}, "b": [1, {"y": 2}], "c": "s:\\"q"}, {"z": 1}]', ["a", "b", "c"]),
+    ('{"a": 1, "b": {"c": 2}, "d"', ["a", "b"]),  # cut short: the keys before the cut
+    ('\ufeff {"k": []}\n{"other": 1}', ["k"]),
+    ("[[1, 2]]", []),
+    ('"text"', []),
+    ("", []),
+])
+def test_first_record_keys(text, keys):
+    assert first_record_keys(text) == keys
+
+
+def _calls(run):
+    return [(c["turn"], c["tool_name"], c["command"], c["observation"]) for c in run.tool_calls.to_pylist()]
+
+
+def test_nebius_rows_load_alike_from_a_json_array_and_jsonl(tmp_path):
+    array = tmp_path / "rows.json"
+    array.write_text(json.dumps(ROWS))
+    assert [s.format.name for s in formats.plan(array)] == ["swe-agent-dataset"]
+    from_array, from_lines = load(array), load(write_jsonl(tmp_path / "rows.jsonl"))
+    assert from_array.trajectories.column("trajectory_id").to_pylist() == [
+        "astropy__astropy-12907/swe-agent-llama-70b/0", "astropy__astropy-12907/swe-agent-llama-8b/1"]
+    assert from_array.trajectories.drop(["source"]).equals(from_lines.trajectories.drop(["source"]))
+    assert _calls(from_array) == _calls(from_lines) and len(_calls(from_array)) == 6
+
+
+def test_a_folder_of_json_arrays_is_one_run_of_the_dataset(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / "rows" / name).mkdir(parents=True)
+        (tmp_path / "rows" / name / "part.json").write_text(json.dumps(ROWS))
+    assert [s.format.name for s in formats.plan(tmp_path / "rows")] == ["swe-agent-dataset"]
+
+
+def test_a_near_miss_names_the_closest_format_and_what_it_lacks(tmp_path):
+    path = tmp_path / "near.json"
+    path.write_text(json.dumps([{"instance_id": "a", "model_name": "m", "steps": []}]))
+    with pytest.raises(InputError) as caught:
+        formats.plan(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: no known format; closest: swe-agent-dataset (")
+    assert "lacks target, trajectory" in message and "found records with keys instance_id, model_name, steps" in message
+    assert [c.format.name for c in formats.closest(Probe(path))] == ["swe-agent-dataset", "harbor"]  # shares "steps"
+
+
+def test_a_file_near_no_format_lists_every_format_and_its_keys(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps([{"foo": 1}]))
+    with pytest.raises(InputError, match=r"expected a log of a known format \(parquet, .*found a file of no known format \(records with keys foo\)$"):
+        formats.plan(path)
