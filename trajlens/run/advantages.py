@@ -54,19 +54,25 @@ def recompute_run(store: Any, run_id: str, estimator: str, *, frames: RunFrames 
     one-line :class:`ConfigError` saying what is missing.
     """
     from trajlens.estimators import recompute
+
+    if frames is None:
+        frames = read_run(store, run_id, tokens=reads_tokens(estimator))
+    require_inputs(run_id, estimator, frames)
+    tokens = frames.tokens if reads_tokens(estimator) else None
+    return recompute(frames.trajectories, tokens, estimator, **options)
+
+
+def require_inputs(run_id: str, estimator: str, frames: RunFrames) -> None:
+    """A one-line :class:`ConfigError` when the run lacks an input the estimator's registry entry names."""
     from trajlens.estimators.registry import Input, estimator_spec, run_facts
 
     spec = estimator_spec(estimator)
-    if frames is None:
-        frames = read_run(store, run_id, tokens=reads_tokens(estimator))
     facts = run_facts(frames.trajectories, frames.tokens)
     lacking = [what for what in spec.missing(facts)
                if what not in ("groups of two or more", "a reward for every trajectory")]
     if lacking:
         hint = "; use an outcome estimator (grpo, rloo, ...)" if spec.inputs & Input.TOKEN_ARRAYS else ""
         raise ConfigError([f"{estimator} needs {' and '.join(lacking)}; run {run_id!r} has none{hint}"])
-    tokens = frames.tokens if reads_tokens(estimator) else None
-    return recompute(frames.trajectories, tokens, estimator, **options)
 
 
 def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
@@ -75,12 +81,24 @@ def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
 
     The statistics run over what the estimator's registry entry says its loss sees: model
     tokens (token advantages, or each trajectory's advantage once per model token) or
-    trajectories.
+    trajectories. They are those of :func:`trajlens.run.stepwise.batch_choice_diagnostics`,
+    the step-wise path, here over the whole of ``frames`` at once.
     """
+    from trajlens.estimators.spec import EstimatorChoice
+    from trajlens.run.stepwise import batch_choice_diagnostics
+
     if frames is None:
         frames = read_run(store, run_id, tokens=reads_tokens(estimator))
-    recomputed = recompute_run(store, run_id, estimator, frames=frames, **options)
-    return diagnostics_of(estimator, recomputed, frames.tokens).with_columns(pl.lit(label).alias("estimator"))
+    require_inputs(run_id, estimator, frames)
+    carry = options.pop("carry", {})
+    trajectories = frames.trajectories.sort("step", maintain_order=True)
+    tokens = frames.tokens.to_arrow() if frames.tokens is not None and reads_tokens(estimator) else None
+    errors: dict[str, Exception] = {}
+    parts = batch_choice_diagnostics(run_id, trajectories, tokens, [EstimatorChoice(label, estimator, options)],
+                                     carry={label: carry}, errors=errors)
+    if label in errors:
+        raise errors[label]
+    return pl.concat(parts, how="diagonal_relaxed").sort("run_id", "step")
 
 
 def diagnostics_of(estimator: str, recomputed: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.DataFrame:
