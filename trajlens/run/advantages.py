@@ -185,3 +185,30 @@ def _token_values(recomputed: pl.DataFrame, tokens: pl.DataFrame):
     for run_id, step, first, last in bounds.iter_rows():
         start, stop = int(advantages.offsets[first]), int(advantages.offsets[last + 1])
         yield (run_id, step), advantages.values[start:stop][mask.values[start:stop]]
+
+
+def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
+    """:func:`trajlens.estimators.identify.identify_batches` over ``run_id`` of an open store,
+    read a batch of steps at a time (:func:`trajlens.run.batches.step_batches`): memory is
+    that of a batch, whatever the length of the run. ``progress``: called with each batch's
+    last step."""
+    from trajlens.estimators.identify import identify_batches
+    from trajlens.run.batches import step_batches, train_trajectories
+    from trajlens.run.config import run_config_text
+    from trajlens.run.facts import stored_facts
+    from trajlens.run.reader import RunReader
+    from trajlens.schema import SCHEMAS
+
+    trajectories = train_trajectories(store, run_id)
+    config = run_config_text(store, run_id)
+    facts = stored_facts(RunReader.of(store, run_id), trajectories, config, store).facts
+    columns = SCHEMAS["tokens"].empty_table().column_names
+
+    def batches():
+        for batch in step_batches(store, run_id, trajectories, columns):
+            tokens = pl.DataFrame(batch.tokens) if batch.tokens is not None and batch.tokens.num_rows else None
+            yield batch.trajectories, tokens
+            if progress is not None:
+                progress(f"step {batch.steps[-1]}")
+
+    return identify_batches(batches(), facts=facts, config=config)
