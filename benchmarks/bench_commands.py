@@ -26,7 +26,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,7 +137,7 @@ def main() -> int:
     for label, rows in tables:
         scan = rows[0]["seconds"]
         print(f"\n{label}: scan {scan:.1f} s")
-        print(f"| command | wall (s) | x scan | peak RSS (GB) |\n|---|---:|---:|---:|")
+        print("| command | wall (s) | x scan | peak RSS (GB) |\n|---|---:|---:|---:|")
         for row in rows:
             ratio = row["seconds"] / scan
             print(f"| {row['name']} | {row['seconds']:.1f} | {ratio:.1f} | {row['peak'] / 1e9:.2f} |")
