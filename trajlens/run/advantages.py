@@ -101,19 +101,20 @@ def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
     return pl.concat(parts, how="diagonal_relaxed").sort("run_id", "step")
 
 
-def diagnostics_of(estimator: str, recomputed: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.DataFrame:
+def diagnostics_of(estimator: str, recomputed: pl.DataFrame, tokens: pl.DataFrame | None, *,
+                   extremes: bool = False) -> pl.DataFrame:
     """:func:`batch_diagnostics` of ``recomputed`` over what ``estimator``'s loss sees: model
     tokens (its token advantages, or each trajectory's advantage once per model token) or
-    trajectories, as its registry entry says."""
+    trajectories, as its registry entry says. ``extremes``: with ``min`` and ``max`` columns."""
     from trajlens.estimators.registry import Statistics, estimator_spec
 
     spec = estimator_spec(estimator)
     if spec.statistics is Statistics.MODEL_TOKENS and "token_advantages" in recomputed.columns:
-        return batch_diagnostics(recomputed, tokens)
+        return batch_diagnostics(recomputed, tokens, extremes=extremes)
     if spec.statistics is Statistics.MODEL_TOKENS and "model_tokens" in recomputed.columns:
         per_token = recomputed.select("run_id", "step", pl.col("advantage").repeat_by("model_tokens")).explode("advantage")
-        return batch_diagnostics(per_token)
-    return batch_diagnostics(recomputed)
+        return batch_diagnostics(per_token, extremes=extremes)
+    return batch_diagnostics(recomputed, extremes=extremes)
 
 
 def save_advantage_batches(store: Any, run_id: str, diagnostics: pl.DataFrame, *, keep_other_labels: bool) -> None:
@@ -126,13 +127,15 @@ def save_advantage_batches(store: Any, run_id: str, diagnostics: pl.DataFrame, *
     store.write_derived("advantage_batches", run_id, diagnostics)
 
 
-def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = None) -> pl.DataFrame:
+def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = None, *,
+                      extremes: bool = False) -> pl.DataFrame:
     """One row per (run_id, step): the shape of that step's advantage batch.
 
     With ``token_advantages`` in ``recomputed`` and the run's ``tokens`` frame given, the
     statistics run over model tokens (as the actor loss sees them); otherwise over the
     per-trajectory ``advantage``. Token values are read from the Arrow buffers of the two list
-    columns, step by step, never expanded to one row per token.
+    columns, step by step, never expanded to one row per token. ``extremes``: with the ``min``
+    and ``max`` of the values described (NaN for none).
     """
     import torch
 
@@ -143,8 +146,16 @@ def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = No
     for (run_id, step), values in (_token_values(recomputed, tokens) if token_level else _trajectory_values(recomputed)):
         # Arrow hands out read-only buffers; torch wants to own what it wraps.
         stats = advantage_stats(torch.from_numpy(values if values.flags.writeable else values.copy()))
-        rows.append({"run_id": run_id, "step": step, **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS}})
+        rows.append({"run_id": run_id, "step": step, **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS},
+                     **(_extremes(values) if extremes else {})})
     return pl.DataFrame(rows).sort("run_id", "step")
+
+
+def _extremes(values: Any) -> dict[str, float]:
+    """``min`` and ``max`` of ``values`` (NaN when empty)."""
+    if not len(values):
+        return {"min": float("nan"), "max": float("nan")}
+    return {"min": float(values.min()), "max": float(values.max())}
 
 
 def _trajectory_values(recomputed: pl.DataFrame):

@@ -439,7 +439,7 @@ def advantage_pass(
 def batch_choice_diagnostics(
     run_id: str, trajectories: pl.DataFrame, tokens: pa.Table | None, choices: Sequence[EstimatorChoice], *,
     carry: dict[str, dict[str, Any]], errors: dict[str, Exception], mask: Any = None,
-    out: Path | str | None = None,
+    out: Path | str | None = None, extremes: bool = False,
 ) -> list[pl.DataFrame]:
     """Per-step batch diagnostics of each choice over one batch of whole steps (``trajectories``
     in step order, ``tokens`` their token rows as Arrow): the frames to stack, each with an
@@ -451,6 +451,7 @@ def batch_choice_diagnostics(
     response mask. GAE runs on the flat buffers once per (gamma, lam) for its raw and whitened
     labels; every other estimator through :func:`trajlens.estimators.recompute` on the batch.
     With ``out``, each step's recomputed frame is written to ``out/<label>/step=NNNNNN.parquet``.
+    ``extremes``: with ``min`` and ``max`` columns, of the values each step's statistics describe.
     """
     from trajlens.estimators import EstimatorInputError
     from trajlens.estimators import recompute
@@ -469,6 +470,8 @@ def batch_choice_diagnostics(
 
         mask = flat_list(tokens.column("response_mask"), np.bool_, False)
     columnar: dict[str, list[Any]] = {name: [] for name in ("step", *DIAGNOSTIC_COLUMNS, "estimator")}
+    if extremes:
+        columnar.update(min=[], max=[])
     parts: list[pl.DataFrame] = []
     starts, stops = step_bounds(trajectories["step"].to_numpy())
     step_values = trajectories["step"].to_numpy()[starts]
@@ -495,6 +498,10 @@ def batch_choice_diagnostics(
                     for name in DIAGNOSTIC_COLUMNS:
                         columnar[name].append(getattr(stats, name))
                     columnar["estimator"].append(choice.label)
+                    if extremes:
+                        low, high = _model_token_extremes(raw, a, b, step_moment, whiten)
+                        columnar["min"].append(low)
+                        columnar["max"].append(high)
                     if out is not None:
                         write(choice.label, step, gae_step(trajectories.slice(a, b - a), tokens, whiten=whiten,
                                                            raw=_step_raw(raw, a, b)).frame)
@@ -504,7 +511,7 @@ def batch_choice_diagnostics(
                 tokens_frame = pl.from_arrow(tokens)  # type: ignore[assignment]
             recomputed = recompute(trajectories, tokens_frame if uses_tokens else None, choice.estimator,
                                    carry=carry.setdefault(choice.label, {}), **choice.options)
-            parts.append(diagnostics_of(choice.estimator, recomputed, tokens_frame)
+            parts.append(diagnostics_of(choice.estimator, recomputed, tokens_frame, extremes=extremes)
                          .with_columns(pl.lit(choice.label).alias("estimator")))
             if out is not None:
                 for (step,), part in recomputed.partition_by("step", as_dict=True, maintain_order=True).items():
@@ -514,6 +521,20 @@ def batch_choice_diagnostics(
     if columnar["step"]:
         parts.append(pl.DataFrame({"run_id": [run_id] * len(columnar["step"]), **columnar}))
     return parts
+
+
+def _model_token_extremes(raw: RawGAE, start: int, stop: int, moments: StepMoments, whitened: bool) -> tuple[float, float]:
+    """Smallest and largest advantage at the model tokens of rows ``[start, stop)`` (one step),
+    raw or whitened (whitening is increasing: ``(A - mean) * scale``)."""
+    first, last = int(raw.offsets[start]), int(raw.offsets[stop])
+    values = raw.advantages[first:last][raw.mask[first:last]]
+    if not values.size:
+        return float("nan"), float("nan")
+    low, high = float(values.min()), float(values.max())
+    if whitened:
+        low, high = (low - moments.whitening_mean) * moments.whitening_scale, \
+            (high - moments.whitening_mean) * moments.whitening_scale
+    return low, high
 
 
 def _token_facts(tokens: pa.Table, mask: Any) -> pl.DataFrame:
