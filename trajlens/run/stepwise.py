@@ -12,6 +12,9 @@ one step, whatever the number of steps.
 - :func:`gae_step`: GAE (raw or whitened) of one step's trajectories, as
   :func:`trajlens.estimators.adapters` returns it, plus the model-token advantages;
 - :func:`recompute_steps`: those frames step after step for a stored run (any estimator);
+- :func:`batch_choice_diagnostics`: the per-step batch diagnostics of several estimator choices
+  over one batch of whole steps; the one computation behind the engines' step function, the
+  whole-run :func:`trajlens.run.advantages.labelled_diagnostics`, the report's pass and the checks;
 - :func:`diagnostics_by_step`: the per-step batch diagnostics of several estimator choices,
   as :func:`trajlens.run.advantages.labelled_diagnostics` gives them stacked, reading each
   step once for all choices and computing GAE once for its raw and whitened labels.
