@@ -4,20 +4,15 @@
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
 
 
 def shipped_checks(store: Any, run_id: str) -> Any:
     """The shipped checks evaluated on a stored run (a :class:`~trajlens.checks.evaluate.RunChecks`),
     once per stored version of the run: the report's plots and its checks section share them."""
-    run_dir = os.path.join(str(store.path), "runs", run_id)
-    try:
-        status = os.stat(run_dir)
-    except OSError:
-        status = None
-    stamp = (status.st_ino, status.st_mtime_ns) if status is not None else (0, 0)
-    return _evaluated(str(store.path), run_id, stamp)
+    from trajlens.run.choices import run_stamp
+
+    return _evaluated(str(store.path), run_id, run_stamp(store, run_id) or (0, 0))
 
 
 @functools.lru_cache(maxsize=2)

@@ -361,23 +361,39 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
     Returns the statistics and, per label the data cannot give, the reason.
     """
     from trajlens.errors import TrajlensError
-    from trajlens.estimators.adapters import TOKEN_ESTIMATORS
-    from trajlens.run.advantages import RunFrames, batch_diagnostics, recompute_run
+    from trajlens.run.advantages import RunFrames, require_inputs
+    from trajlens.run.stepwise import batch_choice_diagnostics
 
     train = trajectories.filter(pl.col("split") == "train")
     if train.is_empty():
         return empty_stats(), ["no training trajectories"]
     frames = RunFrames(run_id, train, None if tokens is None or tokens.is_empty() else tokens)
     parts, reasons = [], []
+    computable = []
     for label in labels:
         try:
-            recomputed = recompute_run(None, run_id, label.estimator, frames=frames, **label.options)
+            require_inputs(run_id, label.estimator, frames)
         except TrajlensError as error:
             reasons.append(f"{label.label}: {error}")
             continue
-        token_level = label.estimator in TOKEN_ESTIMATORS
-        diagnostics = batch_diagnostics(recomputed, frames.tokens if token_level else None)
-        diagnostics = diagnostics.join(_max_sigma(recomputed, frames.tokens if token_level else None), on="step", how="left")
+        computable.append(label)
+    # every label in one pass over the batch (GAE's raw and whitened labels share one scan)
+    errors: dict[str, Exception] = {}
+    found = batch_choice_diagnostics(run_id, train.sort("step", maintain_order=True),
+                                     None if frames.tokens is None else frames.tokens.to_arrow(), computable,
+                                     carry={}, errors=errors, extremes=True)
+    by_label = {part["estimator"][0]: part for part in found if part.height}
+    stacked = pl.concat(list(by_label.values()), how="diagonal_relaxed") if by_label else None
+    for label in computable:
+        if label.label in errors:
+            reasons.append(f"{label.label}: {errors[label.label]}")
+            continue
+        if stacked is None:
+            continue
+        diagnostics = stacked.filter(pl.col("estimator") == label.label).with_columns(
+            # largest |A - mean| / std, from the batch's extremes
+            (pl.max_horizontal(pl.col("max") - pl.col("mean"), pl.col("mean") - pl.col("min")) / pl.col("std"))
+            .alias("max_sigma"))
         names = [label.label] + ([RUN_LABEL] if run is not None and run.label == label.label else [])
         for name in names:
             long = diagnostics.select("step", *[pl.col(s).cast(pl.Float64) for s in DIAGNOSTIC_STATS]).unpivot(
@@ -386,19 +402,6 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
                 "step", pl.concat_str(pl.lit(f"advantage:{name}:"), "stat").alias("measure"), "value")
             parts.append(scalar_stats(long))
     return (pl.concat(parts) if parts else empty_stats()), reasons
-
-
-def _max_sigma(recomputed: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.DataFrame:
-    """Largest |A - mean| / std of each step's batch (over model tokens for token-level estimators)."""
-    if tokens is not None and "token_advantages" in recomputed.columns:
-        values = recomputed.select("step", "trajectory_id", "token_advantages").join(
-            tokens.select("trajectory_id", "response_mask"), on="trajectory_id").explode(
-            ["token_advantages", "response_mask"]).filter(pl.col("response_mask")).select(
-            "step", pl.col("token_advantages").cast(pl.Float64).alias("value"))
-    else:
-        values = recomputed.select("step", pl.col("advantage").cast(pl.Float64).alias("value"))
-    return values.group_by("step").agg(
-        ((pl.col("value") - pl.col("value").mean()).abs().max() / pl.col("value").std()).alias("max_sigma"))
 
 
 @dataclass(frozen=True)

@@ -106,15 +106,11 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
     import polars as pl
 
     import trajlens
-    from trajlens.estimators.identify import identify_advantages
-    from trajlens.run.advantages import read_run
+    from trajlens.run.advantages import identify_run
 
     handle = trajlens.open(store)
-    frames = read_run(handle, run)
-    config = handle.sql("SELECT config FROM runs WHERE run_id = $run", {"run": run})["config"][0]
     with progress_bar("identifying") as tick:
-        found = identify_advantages(frames.trajectories, frames.tokens, config=config)
-        tick(run)
+        found = identify_run(handle, run, progress=tick)
     table = pl.DataFrame([
         {"candidate": fit.candidate.label, "max_abs_diff": fit.max_abs_diff if fit.n else None,
          "median_abs_diff": fit.median_abs_diff if fit.n else None, "n": fit.n, "note": fit.error or ""}

@@ -38,7 +38,13 @@ def view(
                       {"run": run, "id": trajectory})["step"].to_list()
     if not step:
         raise ConfigError([f"--trajectory {trajectory!r}: not a trajectory of run {run!r}"])
-    advantages = run_credit(handle, run, estimator, steps=step) if credit else None
+    advantages = None
+    if credit:
+        from trajlens.run.choices import report_advantages
+
+        # which estimators the trajectory's own step allows: read that step's token arrays, not the run's
+        choices = report_advantages(handle, run, compute=False, steps=step).choices
+        advantages = run_credit(handle, run, estimator, steps=step, choices=choices)
     text = viewer_page(handle, run, trajectory, advantages)
     write_atomically(output, lambda path: path.write_text(text))
     typer.echo(f"wrote {output}" + (f" (credit under {advantages.label})" if advantages else ""))

@@ -2,8 +2,9 @@
 
 Each step's training trajectories (and token arrays, for the estimators that read them) are
 recomputed where the engine runs the step (:class:`RecomputeStep`), and reduced there to that
-step's row of batch diagnostics, exactly as :func:`trajlens.run.advantages.labelled_diagnostics`
-computes it for the whole run: every estimator works within one step's batch. The one
+step's row of batch diagnostics by :func:`trajlens.run.stepwise.batch_choice_diagnostics`, the
+function :func:`trajlens.run.advantages.labelled_diagnostics` runs over the whole run: every
+estimator works within one step's batch. The one
 exception is ``gdpo_dynamic``, whose channel weights carry from step to step: it runs in two
 passes. The first gives each step's advantage std per channel (:class:`ChannelSignalStep`,
 which does not depend on earlier steps); the moving averages are then run through the steps
@@ -58,16 +59,29 @@ class RecomputeStep:
     (``gdpo_dynamic``: the channels' moving average of advantage std), absent at the first."""
 
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
-        from trajlens.run.advantages import labelled_diagnostics
+        from trajlens.estimators.spec import EstimatorChoice
+        from trajlens.run.advantages import RunFrames, require_inputs
+        from trajlens.run.stepwise import batch_choice_diagnostics, choice_token_columns
 
-        frames = _step_frames(location, run_id, step, self.estimator)
-        if frames is None:
+        choice = EstimatorChoice(self.label, self.estimator, dict(self.options))
+        part = location.read_step(run_id, "trajectories", step)
+        trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")) \
+            if part is not None else pl.DataFrame()
+        if trajectories.is_empty():
             return {}
-        options = dict(self.options)
-        if self.estimator in CARRIES_STATE:
-            options["carry"] = {run_id: _ema_tensor(self.carried[step])} if step in self.carried else {}
-        diagnostics = labelled_diagnostics(None, run_id, self.estimator, self.label, frames=frames, **options)
-        return {"advantage_batches": diagnostics.to_arrow()}
+        columns = choice_token_columns([choice])
+        tokens = location.read_step(run_id, "tokens", step, ("run_id", *columns)) if columns is not None else None
+        if tokens is not None and not tokens.num_rows:
+            tokens = None
+        require_inputs(run_id, self.estimator, RunFrames(run_id, trajectories, None if tokens is None else pl.DataFrame(tokens)))
+        carry: dict[str, dict[str, Any]] = {self.label: {}}
+        if self.estimator in CARRIES_STATE and step in self.carried:
+            carry[self.label][run_id] = _ema_tensor(self.carried[step])
+        errors: dict[str, Exception] = {}
+        parts = batch_choice_diagnostics(run_id, trajectories, tokens, [choice], carry=carry, errors=errors)
+        if self.label in errors:
+            raise errors[self.label]
+        return {"advantage_batches": pl.concat(parts, how="diagonal_relaxed").to_arrow()} if parts else {}
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ Notation: B trajectories, T token positions.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.estimators._errors import EstimatorInputError
-from trajlens.estimators.registry import ESTIMATOR_REGISTRY, estimator_spec, run_facts
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, RunFacts, estimator_spec, run_facts
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import trained_with
 
@@ -140,22 +140,112 @@ def identify_advantages(
         candidates: what to try (default :data:`CANDIDATES`).
         tolerance: a match is ``max |diff| <= tolerance * max(1, max |logged|)``.
     """
-    logged, unit = _logged(trajectories, tokens)
-    facts = run_facts(trajectories, tokens, config)
-    scale = max(1.0, float(cast(float, logged["logged"].abs().max()) or 0.0))
+    return identify_batches([(trajectories, tokens)], facts=run_facts(trajectories, tokens, config), config=config,
+                            candidates=candidates, tolerance=tolerance)
+
+
+EXACT_MEDIAN_VALUES = 4_000_000
+"""Differences kept per candidate for an exact median; beyond that (a stored run read a batch
+of steps at a time) the median comes from a histogram of the differences' leading 20 bits
+(sign, exponent and 8 mantissa bits): the midpoint of the bin holding it, within 2^-9 relative."""
+_HISTOGRAM_SHIFT = 44
+
+
+class _Accumulated:
+    """One candidate's differences, gathered batch after batch."""
+
+    def __init__(self) -> None:
+        self.max = -math.inf
+        self.worst: tuple[int, str, str] | None = None
+        self.n = 0
+        self.kept: list[np.ndarray] | None = []
+        self.histogram = np.zeros(1 << (64 - _HISTOGRAM_SHIFT), dtype=np.int64)
+        self.steps: list[pl.DataFrame] = []
+        self.groups: list[pl.DataFrame] = []
+        self.error: str | None = None
+
+    def add(self, paired: pl.DataFrame) -> None:
+        diff = paired["diff"].to_numpy()
+        if not diff.size:
+            return
+        at = int(np.argmax(diff))
+        if diff[at] > self.max:
+            self.max = float(diff[at])
+            worst = paired.row(at, named=True)
+            self.worst = (int(worst["step"]), str(worst["group_id"]), str(worst["trajectory_id"]))
+        self.n += diff.size
+        self.histogram += np.bincount(np.ascontiguousarray(diff, dtype=np.float64).view(np.uint64) >> _HISTOGRAM_SHIFT,
+                                      minlength=self.histogram.size)
+        if self.kept is not None:
+            self.kept.append(diff.copy())
+            if self.n > EXACT_MEDIAN_VALUES:
+                self.kept = None
+        self.steps.append(paired.group_by("step").agg(pl.col("diff").max().alias("max_abs_diff"), pl.len().alias("n")))
+        self.groups.append(paired.group_by("step", "group_id").agg(pl.col("diff").max().alias("max_abs_diff"),
+                                                                    pl.len().alias("n")))
+
+    def median(self) -> float:
+        if self.kept is not None:
+            return float(np.median(np.concatenate(self.kept)))
+        rank = self.n // 2
+        bin_ = int(np.searchsorted(np.cumsum(self.histogram), rank, side="right"))
+        low = np.array([bin_ << _HISTOGRAM_SHIFT], dtype=np.uint64).view(np.float64)[0]
+        high = np.array([(bin_ + 1) << _HISTOGRAM_SHIFT], dtype=np.uint64).view(np.float64)[0]
+        return float(low) if not math.isfinite(high) else float((low + high) / 2)
+
+    def fit(self, candidate: EstimatorChoice) -> CandidateFit:
+        if self.error is not None or self.worst is None:
+            return CandidateFit(candidate, math.inf, math.inf, 0, error=self.error or "nothing to compare")
+        return CandidateFit(candidate, self.max, self.median(), self.n, *self.worst)
+
+
+def identify_batches(
+    batches: Iterable[tuple[pl.DataFrame, pl.DataFrame | None]],
+    *,
+    facts: RunFacts,
+    config: Mapping[str, Any] | str | None = None,
+    candidates: tuple[EstimatorChoice, ...] = CANDIDATES,
+    tolerance: float = MATCH_TOLERANCE,
+) -> Identification:
+    """:func:`identify_advantages` over a run read in ``batches`` of whole steps (training
+    trajectories and their token rows), in memory bounded by a batch: every estimator works
+    within a step's batch, so each batch is recomputed on its own and the differences are
+    gathered as they come (the median exact up to :data:`EXACT_MEDIAN_VALUES` per candidate).
+    ``facts``: the whole run's, deciding which candidates it allows.
+    """
+    allowed = {c.label: estimator_spec(c.estimator).missing(facts) for c in candidates}
+    gathered = {c.label: _Accumulated() for c in candidates}
+    unit: str | None = None
+    scale = 1.0
+    for trajectories, tokens in batches:
+        found = _logged(trajectories, tokens)
+        if found is None:
+            continue  # steps with nothing logged
+        logged, batch_unit = found
+        if unit is not None and batch_unit != unit:
+            raise EstimatorInputError(f"identify_advantages: advantages logged per {unit} in some steps and per "
+                                      f"{batch_unit} in others")
+        unit = batch_unit
+        scale = max(scale, float(cast(float, logged["logged"].abs().max()) or 0.0))
+        for candidate in candidates:
+            accumulated = gathered[candidate.label]
+            if allowed[candidate.label] or accumulated.error is not None:
+                continue
+            try:
+                recomputed = _recompute(trajectories, tokens, candidate)
+            except EstimatorInputError as error:
+                accumulated.error = str(error)
+                continue
+            accumulated.add(_paired(logged, recomputed, unit))
+    if unit is None:
+        raise EstimatorInputError(
+            "identify_advantages: no logged advantages: trajectories has no logged_advantage values and tokens no "
+            "logged_advantages arrays")
     fits = []
     for candidate in candidates:
-        spec = estimator_spec(candidate.estimator)
-        lacking = spec.missing(facts)
-        if lacking:
-            fits.append(CandidateFit(candidate, math.inf, math.inf, 0, error="needs " + " and ".join(lacking)))
-            continue
-        try:
-            recomputed = _recompute(trajectories, tokens, candidate)
-        except EstimatorInputError as error:
-            fits.append(CandidateFit(candidate, math.inf, math.inf, 0, error=str(error)))
-            continue
-        fits.append(_fit(candidate, logged, recomputed, unit))
+        lacking = allowed[candidate.label]
+        fits.append(CandidateFit(candidate, math.inf, math.inf, 0, error="needs " + " and ".join(lacking))
+                    if lacking else gathered[candidate.label].fit(candidate))
     # among equally close candidates, the one the config says the run trained with comes first
     declared = trained_with(config).choice
     ranked = tuple(sorted(fits, key=lambda f: (f.max_abs_diff, f.median_abs_diff, not f.candidate.computes_as(declared))))
@@ -165,14 +255,15 @@ def identify_advantages(
         raise EstimatorInputError(f"identify_advantages: no candidate could be recomputed on this run ({reasons})")
     matched = best.max_abs_diff <= tolerance * scale
     equivalent = tuple(f for f in ranked[1:] if matched and f.max_abs_diff <= tolerance * scale)
-    paired = _paired(logged, _recompute(trajectories, tokens, best.candidate), unit)
-    departures = pl.DataFrame() if matched else _departures(paired, tolerance * scale)
-    steps = paired.group_by("step").agg(pl.col("diff").max().alias("max_abs_diff"), pl.len().alias("n")).sort("step")
+    chosen = gathered[best.candidate.label]
+    departures = pl.DataFrame() if matched else _departures(pl.concat(chosen.groups), tolerance * scale)
+    steps = pl.concat(chosen.steps).group_by("step").agg(pl.col("max_abs_diff").max(), pl.col("n").sum()).sort("step")
     return Identification(best, ranked, matched, tolerance * scale, unit, equivalent, departures, steps)
 
 
-def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[pl.DataFrame, str]:
-    """Long frame of logged values: run_id, step, trajectory_id, group_id, position (-1 per trajectory), logged."""
+def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[pl.DataFrame, str] | None:
+    """Long frame of logged values: run_id, step, trajectory_id, group_id, position (-1 per
+    trajectory), logged; and its unit. None when nothing is logged."""
     keys = ["run_id", "step", "trajectory_id", "group_id"]
     if tokens is not None and "logged_advantages" in tokens.columns and tokens["logged_advantages"].null_count() < tokens.height:
         present = tokens.select("run_id", "trajectory_id", "response_mask", "logged_advantages").filter(
@@ -196,9 +287,7 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[pl
         rows = trajectories.filter(pl.col("logged_advantage").is_not_null()).select(
             *keys, pl.lit(-1, dtype=pl.Int64).alias("position"), pl.col("logged_advantage").cast(pl.Float64).alias("logged"))
         return rows, "trajectories"
-    raise EstimatorInputError(
-        "identify_advantages: no logged advantages: trajectories has no logged_advantage values and tokens no "
-        "logged_advantages arrays")
+    return None
 
 
 def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, candidate: EstimatorChoice) -> pl.DataFrame:
@@ -226,19 +315,12 @@ def _paired(logged: pl.DataFrame, recomputed: pl.DataFrame, unit: str) -> pl.Dat
     return paired.with_columns((pl.col("logged") - pl.col("value")).abs().fill_nan(math.inf).fill_null(math.inf).alias("diff"))
 
 
-def _fit(candidate: EstimatorChoice, logged: pl.DataFrame, recomputed: pl.DataFrame, unit: str) -> CandidateFit:
-    paired = _paired(logged, recomputed, unit)
-    diff = paired["diff"].to_numpy()
-    worst = paired.row(int(np.argmax(diff)), named=True)
-    return CandidateFit(candidate, float(diff.max()), float(np.median(diff)), int(diff.size),
-                        int(worst["step"]), str(worst["group_id"]), str(worst["trajectory_id"]))
-
-
-def _departures(paired: pl.DataFrame, tolerance: float) -> pl.DataFrame:
+def _departures(groups: pl.DataFrame, tolerance: float) -> pl.DataFrame:
+    """Per (step, group_id) maxima and counts (gathered batch by batch) above ``tolerance``, largest first."""
     return (
-        paired
+        groups
         .group_by("step", "group_id")
-        .agg(pl.col("diff").max().alias("max_abs_diff"), pl.len().alias("n"))
+        .agg(pl.col("max_abs_diff").max(), pl.col("n").sum())
         .filter(pl.col("max_abs_diff") > tolerance)
         .sort(["max_abs_diff", "step", "group_id"], descending=[True, False, False])
     )

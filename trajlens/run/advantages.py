@@ -54,19 +54,25 @@ def recompute_run(store: Any, run_id: str, estimator: str, *, frames: RunFrames 
     one-line :class:`ConfigError` saying what is missing.
     """
     from trajlens.estimators import recompute
+
+    if frames is None:
+        frames = read_run(store, run_id, tokens=reads_tokens(estimator))
+    require_inputs(run_id, estimator, frames)
+    tokens = frames.tokens if reads_tokens(estimator) else None
+    return recompute(frames.trajectories, tokens, estimator, **options)
+
+
+def require_inputs(run_id: str, estimator: str, frames: RunFrames) -> None:
+    """A one-line :class:`ConfigError` when the run lacks an input the estimator's registry entry names."""
     from trajlens.estimators.registry import Input, estimator_spec, run_facts
 
     spec = estimator_spec(estimator)
-    if frames is None:
-        frames = read_run(store, run_id, tokens=reads_tokens(estimator))
     facts = run_facts(frames.trajectories, frames.tokens)
     lacking = [what for what in spec.missing(facts)
                if what not in ("groups of two or more", "a reward for every trajectory")]
     if lacking:
         hint = "; use an outcome estimator (grpo, rloo, ...)" if spec.inputs & Input.TOKEN_ARRAYS else ""
         raise ConfigError([f"{estimator} needs {' and '.join(lacking)}; run {run_id!r} has none{hint}"])
-    tokens = frames.tokens if reads_tokens(estimator) else None
-    return recompute(frames.trajectories, tokens, estimator, **options)
 
 
 def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
@@ -75,27 +81,40 @@ def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
 
     The statistics run over what the estimator's registry entry says its loss sees: model
     tokens (token advantages, or each trajectory's advantage once per model token) or
-    trajectories.
+    trajectories. They are those of :func:`trajlens.run.stepwise.batch_choice_diagnostics`,
+    the step-wise path, here over the whole of ``frames`` at once.
     """
+    from trajlens.estimators.spec import EstimatorChoice
+    from trajlens.run.stepwise import batch_choice_diagnostics
+
     if frames is None:
         frames = read_run(store, run_id, tokens=reads_tokens(estimator))
-    recomputed = recompute_run(store, run_id, estimator, frames=frames, **options)
-    return diagnostics_of(estimator, recomputed, frames.tokens).with_columns(pl.lit(label).alias("estimator"))
+    require_inputs(run_id, estimator, frames)
+    carry = options.pop("carry", {})
+    trajectories = frames.trajectories.sort("step", maintain_order=True)
+    tokens = frames.tokens.to_arrow() if frames.tokens is not None and reads_tokens(estimator) else None
+    errors: dict[str, Exception] = {}
+    parts = batch_choice_diagnostics(run_id, trajectories, tokens, [EstimatorChoice(label, estimator, options)],
+                                     carry={label: carry}, errors=errors)
+    if label in errors:
+        raise errors[label]
+    return pl.concat(parts, how="diagonal_relaxed").sort("run_id", "step")
 
 
-def diagnostics_of(estimator: str, recomputed: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.DataFrame:
+def diagnostics_of(estimator: str, recomputed: pl.DataFrame, tokens: pl.DataFrame | None, *,
+                   extremes: bool = False) -> pl.DataFrame:
     """:func:`batch_diagnostics` of ``recomputed`` over what ``estimator``'s loss sees: model
     tokens (its token advantages, or each trajectory's advantage once per model token) or
-    trajectories, as its registry entry says."""
+    trajectories, as its registry entry says. ``extremes``: with ``min`` and ``max`` columns."""
     from trajlens.estimators.registry import Statistics, estimator_spec
 
     spec = estimator_spec(estimator)
     if spec.statistics is Statistics.MODEL_TOKENS and "token_advantages" in recomputed.columns:
-        return batch_diagnostics(recomputed, tokens)
+        return batch_diagnostics(recomputed, tokens, extremes=extremes)
     if spec.statistics is Statistics.MODEL_TOKENS and "model_tokens" in recomputed.columns:
         per_token = recomputed.select("run_id", "step", pl.col("advantage").repeat_by("model_tokens")).explode("advantage")
-        return batch_diagnostics(per_token)
-    return batch_diagnostics(recomputed)
+        return batch_diagnostics(per_token, extremes=extremes)
+    return batch_diagnostics(recomputed, extremes=extremes)
 
 
 def save_advantage_batches(store: Any, run_id: str, diagnostics: pl.DataFrame, *, keep_other_labels: bool) -> None:
@@ -108,13 +127,15 @@ def save_advantage_batches(store: Any, run_id: str, diagnostics: pl.DataFrame, *
     store.write_derived("advantage_batches", run_id, diagnostics)
 
 
-def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = None) -> pl.DataFrame:
+def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = None, *,
+                      extremes: bool = False) -> pl.DataFrame:
     """One row per (run_id, step): the shape of that step's advantage batch.
 
     With ``token_advantages`` in ``recomputed`` and the run's ``tokens`` frame given, the
     statistics run over model tokens (as the actor loss sees them); otherwise over the
     per-trajectory ``advantage``. Token values are read from the Arrow buffers of the two list
-    columns, step by step, never expanded to one row per token.
+    columns, step by step, never expanded to one row per token. ``extremes``: with the ``min``
+    and ``max`` of the values described (NaN for none).
     """
     import torch
 
@@ -125,8 +146,16 @@ def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = No
     for (run_id, step), values in (_token_values(recomputed, tokens) if token_level else _trajectory_values(recomputed)):
         # Arrow hands out read-only buffers; torch wants to own what it wraps.
         stats = advantage_stats(torch.from_numpy(values if values.flags.writeable else values.copy()))
-        rows.append({"run_id": run_id, "step": step, **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS}})
+        rows.append({"run_id": run_id, "step": step, **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS},
+                     **(_extremes(values) if extremes else {})})
     return pl.DataFrame(rows).sort("run_id", "step")
+
+
+def _extremes(values: Any) -> dict[str, float]:
+    """``min`` and ``max`` of ``values`` (NaN when empty)."""
+    if not len(values):
+        return {"min": float("nan"), "max": float("nan")}
+    return {"min": float(values.min()), "max": float(values.max())}
 
 
 def _trajectory_values(recomputed: pl.DataFrame):
@@ -167,3 +196,30 @@ def _token_values(recomputed: pl.DataFrame, tokens: pl.DataFrame):
     for run_id, step, first, last in bounds.iter_rows():
         start, stop = int(advantages.offsets[first]), int(advantages.offsets[last + 1])
         yield (run_id, step), advantages.values[start:stop][mask.values[start:stop]]
+
+
+def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
+    """:func:`trajlens.estimators.identify.identify_batches` over ``run_id`` of an open store,
+    read a batch of steps at a time (:func:`trajlens.run.batches.step_batches`): memory is
+    that of a batch, whatever the length of the run. ``progress``: called with each batch's
+    last step."""
+    from trajlens.estimators.identify import identify_batches
+    from trajlens.run.batches import step_batches, train_trajectories
+    from trajlens.run.config import run_config_text
+    from trajlens.run.facts import stored_facts
+    from trajlens.run.reader import RunReader
+    from trajlens.schema import SCHEMAS
+
+    trajectories = train_trajectories(store, run_id)
+    config = run_config_text(store, run_id)
+    facts = stored_facts(RunReader.of(store, run_id), trajectories, config, store).facts
+    columns = SCHEMAS["tokens"].empty_table().column_names
+
+    def batches():
+        for batch in step_batches(store, run_id, trajectories, columns):
+            tokens = pl.DataFrame(batch.tokens) if batch.tokens is not None and batch.tokens.num_rows else None
+            yield batch.trajectories, tokens
+            if progress is not None:
+                progress(f"step {batch.steps[-1]}")
+
+    return identify_batches(batches(), facts=facts, config=config)

@@ -98,9 +98,37 @@ def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[Es
     from trajlens.estimators.registry import estimator_spec, run_facts
 
     if frames is None:
-        return report_advantages(store, run_id, compute=False).choices
+        stamp = run_stamp(store, run_id)
+        key = (str(getattr(store, "path", id(store))), run_id, stamp)
+        if stamp is None or key not in _ALLOWED:
+            choices = report_advantages(store, run_id, compute=False).choices
+            if stamp is None:
+                return choices
+            _ALLOWED.clear()  # one run's answer kept: a comparison asks for both its sides
+            _ALLOWED[key] = choices
+        return list(_ALLOWED[key])
     facts = run_facts(frames.trajectories, frames.tokens, run_config_text(store, run_id))
     return [choice for choice in ESTIMATOR_CHOICES if estimator_spec(choice.estimator).in_report(facts)]
+
+
+_ALLOWED: dict[tuple[str, str, tuple[int, int]], list[EstimatorChoice]] = {}
+"""The last :func:`available_estimators` answer read from a stored run, by store, run and the
+run directory's stamp: reading it means a pass over the run's token arrays."""
+
+
+def run_stamp(store: Any, run_id: str) -> tuple[int, int] | None:
+    """(inode, mtime) of the run's directory in a local store (it changes when the run is
+    replaced), or None when there is none to stamp."""
+    import os
+
+    path = getattr(store, "path", None)
+    if path is None:
+        return None
+    try:
+        status = os.stat(os.path.join(str(path), "runs", run_id))
+    except OSError:
+        return None
+    return status.st_ino, status.st_mtime_ns
 
 
 def advantage_diagnostics(store: Any, run_id: str, choices: list[EstimatorChoice], frames: Any = None) -> pl.DataFrame:
@@ -139,4 +167,4 @@ def _no_model_tokens(arrays: int, with_model_tokens: int, empty: int) -> str | N
 
 
 __all__ = ["ESTIMATOR_CHOICES", "FACT_TOKEN_COLUMNS", "EstimatorChoice", "ReportAdvantages", "advantage_diagnostics",
-           "available_estimators", "report_advantages"]
+           "available_estimators", "report_advantages", "run_stamp"]

@@ -12,6 +12,9 @@ one step, whatever the number of steps.
 - :func:`gae_step`: GAE (raw or whitened) of one step's trajectories, as
   :func:`trajlens.estimators.adapters` returns it, plus the model-token advantages;
 - :func:`recompute_steps`: those frames step after step for a stored run (any estimator);
+- :func:`batch_choice_diagnostics`: the per-step batch diagnostics of several estimator choices
+  over one batch of whole steps; the one computation behind the engines' step function, the
+  whole-run :func:`trajlens.run.advantages.labelled_diagnostics`, the report's pass and the checks;
 - :func:`diagnostics_by_step`: the per-step batch diagnostics of several estimator choices,
   as :func:`trajlens.run.advantages.labelled_diagnostics` gives them stacked, reading each
   step once for all choices and computing GAE once for its raw and whitened labels.
@@ -315,7 +318,7 @@ def _reads_tokens(estimator: str) -> bool:
     return reads_tokens(estimator)
 
 
-def _token_columns(choices: Sequence[EstimatorChoice]) -> tuple[str, ...] | None:
+def choice_token_columns(choices: Sequence[EstimatorChoice]) -> tuple[str, ...] | None:
     """The token columns ``choices`` read (None when none reads token arrays)."""
     from trajlens.estimators.registry import Input, estimator_spec
 
@@ -349,7 +352,7 @@ def recompute_steps(
     choice = EstimatorChoice(estimator, estimator, dict(options))
     carry: dict[str, Any] = {}
     trajectories = train_trajectories(store, run_id, steps)
-    for batch in step_batches(store, run_id, trajectories, _token_columns([choice])):
+    for batch in step_batches(store, run_id, trajectories, choice_token_columns([choice])):
         if _uses_flat_gae(choice):
             gamma, lam, whiten = _gae_options(choice)
             raw = raw_gae(batch.trajectories, batch.tokens, gamma=gamma, lam=lam)
@@ -403,78 +406,24 @@ def advantage_pass(
     statistics, computed on the fly, so the whitened token arrays are only built for ``out``.
     They agree with ``labelled_diagnostics`` to float32 rounding.
     """
-    from trajlens.estimators import EstimatorInputError
-    from trajlens.estimators import recompute
     from trajlens.estimators.flat import flat_list
-    from trajlens.estimators.whiten import require_two_tokens
-    from trajlens.run.batches import step_batches, step_bounds, train_trajectories
-    from trajlens.run.advantages import DIAGNOSTIC_COLUMNS, diagnostics_of
-    from trajlens.store.layout import step_dir
+    from trajlens.run.batches import step_batches, train_trajectories
 
     choices = list(choices)
     if trajectories is None:
         trajectories = train_trajectories(store, run_id, steps)
-    columns = _token_columns(choices) or (tuple(token_columns) if token_columns else None)
-    columnar: dict[str, list[Any]] = {name: [] for name in ("step", *DIAGNOSTIC_COLUMNS, "estimator")}
+    columns = choice_token_columns(choices) or (tuple(token_columns) if token_columns else None)
     parts: list[pl.DataFrame] = []
     errors: dict[str, Exception] = {}
     carry: dict[str, dict[str, Any]] = {c.label: {} for c in choices}
     facts: list[pl.DataFrame] = []
-
-    def write(label: str, step: int, frame: pl.DataFrame) -> None:
-        target = Path(out) / label  # type: ignore[arg-type]
-        target.mkdir(parents=True, exist_ok=True)
-        frame.write_parquet(target / f"{step_dir(step)}.parquet")
-
     for batch in step_batches(store, run_id, trajectories, columns):
-        frame, tokens = batch.trajectories, batch.tokens
         mask = None
-        if tokens is not None:
-            mask = flat_list(tokens.column("response_mask"), np.bool_, False)
-            facts.append(_token_facts(tokens, mask))
-        starts, stops = step_bounds(frame["step"].to_numpy())
-        step_values = frame["step"].to_numpy()[starts]
-        tokens_frame: pl.DataFrame | None = None
-        shared: dict[tuple[float, float], tuple[RawGAE, list[StepMoments]]] = {}
-        for choice in choices:
-            if choice.label in errors:
-                continue
-            try:
-                if _uses_flat_gae(choice):
-                    gamma, lam, whiten = _gae_options(choice)
-                    if (gamma, lam) not in shared:
-                        raw = raw_gae(frame, tokens, gamma=gamma, lam=lam, mask=mask)
-                        shared[(gamma, lam)] = raw, [
-                            step_moments(raw.advantages[raw.offsets[a]:raw.offsets[b]], raw.mask[raw.offsets[a]:raw.offsets[b]])
-                            for a, b in zip(starts, stops)]
-                    raw, moments = shared[(gamma, lam)]
-                    for a, b, step, step_moment in zip(starts, stops, step_values, moments):
-                        step = int(step)
-                        if whiten:
-                            require_two_tokens("masked_whiten", step_moment.count, f"step {step}")
-                        stats = model_token_stats(step_moment, whiten)
-                        columnar["step"].append(step)
-                        for name in DIAGNOSTIC_COLUMNS:
-                            columnar[name].append(getattr(stats, name))
-                        columnar["estimator"].append(choice.label)
-                        if out is not None:
-                            write(choice.label, step, gae_step(frame.slice(a, b - a), tokens, whiten=whiten,
-                                                               raw=_step_raw(raw, a, b)).frame)
-                    continue
-                uses_tokens = _reads_tokens(choice.estimator)
-                if uses_tokens and tokens_frame is None and tokens is not None:
-                    tokens_frame = pl.from_arrow(tokens)
-                recomputed = recompute(frame, tokens_frame if uses_tokens else None, choice.estimator,
-                                       carry=carry[choice.label], **choice.options)
-                parts.append(diagnostics_of(choice.estimator, recomputed, tokens_frame)
-                             .with_columns(pl.lit(choice.label).alias("estimator")))
-                if out is not None:
-                    for (step,), part in recomputed.partition_by("step", as_dict=True, maintain_order=True).items():
-                        write(choice.label, int(step), part)
-            except EstimatorInputError as error:
-                errors[choice.label] = error
-    if columnar["step"]:
-        parts.append(pl.DataFrame({"run_id": [run_id] * len(columnar["step"]), **columnar}))
+        if batch.tokens is not None:
+            mask = flat_list(batch.tokens.column("response_mask"), np.bool_, False)
+            facts.append(_token_facts(batch.tokens, mask))
+        parts.extend(batch_choice_diagnostics(run_id, batch.trajectories, batch.tokens, choices, carry=carry,
+                                              errors=errors, mask=mask, out=out))
     failed = set(errors)
     parts = [p for p in parts if p.height and p["estimator"][0] not in failed]
     diagnostics = pl.DataFrame()
@@ -488,6 +437,107 @@ def advantage_pass(
         if facts else (0, 0, 0)
     return AdvantagePass(diagnostics, errors, trajectories, token_rows, int(counts[0]), int(counts[1] or 0),
                          int(counts[2] or 0))
+
+
+def batch_choice_diagnostics(
+    run_id: str, trajectories: pl.DataFrame, tokens: pa.Table | None, choices: Sequence[EstimatorChoice], *,
+    carry: dict[str, dict[str, Any]], errors: dict[str, Exception], mask: Any = None,
+    out: Path | str | None = None, extremes: bool = False,
+) -> list[pl.DataFrame]:
+    """Per-step batch diagnostics of each choice over one batch of whole steps (``trajectories``
+    in step order, ``tokens`` their token rows as Arrow): the frames to stack, each with an
+    ``estimator`` column holding the choice's label.
+
+    ``carry``: label -> the state a stateful estimator carries from batch to batch (updated);
+    ``errors``: label -> the input error that stopped a choice (choices already in it are
+    skipped; a new error is added, not raised); ``mask``: the caller's ``flat_list`` of the
+    response mask. GAE runs on the flat buffers once per (gamma, lam) for its raw and whitened
+    labels; every other estimator through :func:`trajlens.estimators.recompute` on the batch.
+    With ``out``, each step's recomputed frame is written to ``out/<label>/step=NNNNNN.parquet``.
+    ``extremes``: with ``min`` and ``max`` columns, of the values each step's statistics describe.
+    """
+    from trajlens.estimators import EstimatorInputError
+    from trajlens.estimators import recompute
+    from trajlens.estimators.whiten import require_two_tokens
+    from trajlens.run.advantages import DIAGNOSTIC_COLUMNS, diagnostics_of
+    from trajlens.run.batches import step_bounds
+    from trajlens.store.layout import step_dir
+
+    def write(label: str, step: int, frame: pl.DataFrame) -> None:
+        target = Path(out) / label  # type: ignore[arg-type]
+        target.mkdir(parents=True, exist_ok=True)
+        frame.write_parquet(target / f"{step_dir(step)}.parquet")
+
+    if mask is None and tokens is not None and "response_mask" in tokens.column_names:
+        from trajlens.estimators.flat import flat_list
+
+        mask = flat_list(tokens.column("response_mask"), np.bool_, False)
+    columnar: dict[str, list[Any]] = {name: [] for name in ("step", *DIAGNOSTIC_COLUMNS, "estimator")}
+    if extremes:
+        columnar.update(min=[], max=[])
+    parts: list[pl.DataFrame] = []
+    starts, stops = step_bounds(trajectories["step"].to_numpy())
+    step_values = trajectories["step"].to_numpy()[starts]
+    tokens_frame: pl.DataFrame | None = None
+    shared: dict[tuple[float, float], tuple[RawGAE, list[StepMoments]]] = {}
+    for choice in choices:
+        if choice.label in errors:
+            continue
+        try:
+            if _uses_flat_gae(choice) and tokens is not None:
+                gamma, lam, whiten = _gae_options(choice)
+                if (gamma, lam) not in shared:
+                    raw = raw_gae(trajectories, tokens, gamma=gamma, lam=lam, mask=mask)
+                    shared[(gamma, lam)] = raw, [
+                        step_moments(raw.advantages[raw.offsets[a]:raw.offsets[b]], raw.mask[raw.offsets[a]:raw.offsets[b]])
+                        for a, b in zip(starts, stops)]
+                raw, moments = shared[(gamma, lam)]
+                for a, b, step, step_moment in zip(starts, stops, step_values, moments):
+                    step = int(step)
+                    if whiten:
+                        require_two_tokens("masked_whiten", step_moment.count, f"step {step}")
+                    stats = model_token_stats(step_moment, whiten)
+                    columnar["step"].append(step)
+                    for name in DIAGNOSTIC_COLUMNS:
+                        columnar[name].append(getattr(stats, name))
+                    columnar["estimator"].append(choice.label)
+                    if extremes:
+                        low, high = _model_token_extremes(raw, a, b, step_moment, whiten)
+                        columnar["min"].append(low)
+                        columnar["max"].append(high)
+                    if out is not None:
+                        write(choice.label, step, gae_step(trajectories.slice(a, b - a), tokens, whiten=whiten,
+                                                           raw=_step_raw(raw, a, b)).frame)
+                continue
+            uses_tokens = _reads_tokens(choice.estimator)
+            if uses_tokens and tokens_frame is None and tokens is not None:
+                tokens_frame = pl.from_arrow(tokens)  # type: ignore[assignment]
+            recomputed = recompute(trajectories, tokens_frame if uses_tokens else None, choice.estimator,
+                                   carry=carry.setdefault(choice.label, {}), **choice.options)
+            parts.append(diagnostics_of(choice.estimator, recomputed, tokens_frame, extremes=extremes)
+                         .with_columns(pl.lit(choice.label).alias("estimator")))
+            if out is not None:
+                for (step,), part in recomputed.partition_by("step", as_dict=True, maintain_order=True).items():
+                    write(choice.label, int(step), part)
+        except EstimatorInputError as error:
+            errors[choice.label] = error
+    if columnar["step"]:
+        parts.append(pl.DataFrame({"run_id": [run_id] * len(columnar["step"]), **columnar}))
+    return parts
+
+
+def _model_token_extremes(raw: RawGAE, start: int, stop: int, moments: StepMoments, whitened: bool) -> tuple[float, float]:
+    """Smallest and largest advantage at the model tokens of rows ``[start, stop)`` (one step),
+    raw or whitened (whitening is increasing: ``(A - mean) * scale``)."""
+    first, last = int(raw.offsets[start]), int(raw.offsets[stop])
+    values = raw.advantages[first:last][raw.mask[first:last]]
+    if not values.size:
+        return float("nan"), float("nan")
+    low, high = float(values.min()), float(values.max())
+    if whitened:
+        low, high = (low - moments.whitening_mean) * moments.whitening_scale, \
+            (high - moments.whitening_mean) * moments.whitening_scale
+    return low, high
 
 
 def _token_facts(tokens: pa.Table, mask: Any) -> pl.DataFrame:

@@ -1,0 +1,158 @@
+"""Benchmark: every user command end to end, against a plain scan of the run's token arrays.
+
+    python benchmarks/bench_commands.py                 # 200 steps x 64 trajectories x 50 calls x 30,000 tokens
+    python benchmarks/bench_commands.py --steps 40      # the same shape per step, a fifth of the steps
+    python benchmarks/bench_commands.py --steps 8       # a quick pass
+
+Generates a run with ``trajlens synth sao-r7`` (critic values on every token) under ``--work``
+once (a rerun reuses it). Then, as the machine is and under its own load (one spinning process
+per CPU, ``benchmarks/_load.py``), each command runs as a user types it, in a fresh process, in
+this order: ``ingest`` (into a new store), ``classify``, ``report``, ``advantages`` (GAE, raw),
+``check``, ``sample``, ``attribute``, ``view`` of one trajectory and ``compare`` of the first and
+last quartiles. Beside them, in the same condition, the **scan**: a fresh Python process that
+reads the token arrays GAE needs (``response_mask``, ``values``, ``token_rewards``) with one
+Polars ``scan_parquet`` and sums them, nothing else.
+
+Each time is wall-clock seconds of the whole process (its imports included); each peak is the
+child's peak resident memory (``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` read in a small
+wrapper process that runs only that command). Targets, in both conditions: every command exits
+0, takes at most 5x the scan, and peaks under 1.5 GB. Exit 1 when one fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _load import condition  # noqa: E402
+
+SCAN_FACTOR = 5.0
+PEAK_BYTES = 1.5e9
+RUN_ID = "sao-r7"
+
+SCAN = """
+import polars as pl, sys
+frame = pl.scan_parquet(sys.argv[1] + "/**/*.parquet", hive_partitioning=False).select(
+    pl.col("response_mask").list.len().sum(), pl.col("values").list.sum().sum(),
+    pl.col("token_rewards").list.sum().sum()).collect()
+print(frame.row(0))
+"""
+
+MEASURE = """
+import json, resource, subprocess, sys, time
+started = time.perf_counter()
+done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+seconds = time.perf_counter() - started
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps({"seconds": seconds, "peak": peak, "code": done.returncode, "error": done.stderr[-400:]}))
+"""
+
+
+def measured(argv: list[str]) -> dict:
+    """Run ``argv`` in a fresh wrapper process: its wall seconds, peak RSS and exit code."""
+    out = subprocess.run([sys.executable, "-c", MEASURE, *argv], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def build(work: Path, steps: int, batch: int, calls: int, tokens: int) -> Path:
+    """The generated run directory (once)."""
+    run = work / f"run-{steps}x{batch}x{calls}x{tokens}"
+    if not (run / "truth.json").exists():
+        shutil.rmtree(run, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "trajlens", "synth", "sao-r7", "--steps", str(steps), "--batch",
+                        str(batch), "--calls", str(calls), "--tokens", str(tokens), "--out", str(run)], check=True,
+                       stdout=subprocess.DEVNULL)
+    return run
+
+
+def commands(run: Path, store: Path, out: Path, trajectory: str) -> list[tuple[str, list[str]]]:
+    """(name, argv after ``python -m trajlens``) of every timed command, in order."""
+    s = str(store)
+    return [
+        ("ingest", ["ingest", str(run), "--store", s]),
+        ("classify", ["classify", s]),
+        ("report", ["report", s, "--out", str(out / "report")]),
+        ("advantages", ["advantages", s, "--run", RUN_ID, "-e", "gae", "--option", "whiten=false", "--label", "gae_b"]),
+        ("check", ["check", s, "--run", RUN_ID]),
+        ("sample", ["sample", s, "--run", RUN_ID]),
+        ("attribute", ["attribute", s, "--run", RUN_ID]),
+        ("view", ["view", s, "--run", RUN_ID, "-t", trajectory, "-o", str(out / "view.html")]),
+        ("compare", ["compare", s, f"{RUN_ID}:Q1", f"{RUN_ID}:Q4"]),
+    ]
+
+
+def one_condition(run: Path, work: Path, only: list[str] | None) -> list[dict]:
+    """The scan, then every command, each in a fresh process, on a new store."""
+    store, out = work / "store", work / "out"
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    rows = [{"name": "scan", **measured([sys.executable, "-c", SCAN, str(run / "tokens")])}]
+    trajectory = _middle_trajectory(run)
+    for name, argv in commands(run, store, out, trajectory):
+        if only and name not in only and name != "ingest":
+            continue
+        rows.append({"name": name, **measured([sys.executable, "-m", "trajlens", *argv])})
+        print(f"  {name:<11} {rows[-1]['seconds']:7.1f} s  {rows[-1]['peak'] / 1e9:5.2f} GB", flush=True)
+    return rows
+
+
+def _middle_trajectory(run: Path) -> str:
+    """A trajectory of the middle step of the run (what ``view`` opens)."""
+    import polars as pl
+
+    frame = pl.scan_parquet(str(run / "trajectories" / "**" / "*.parquet"), hive_partitioning=False) \
+        .select("step", "trajectory_id").collect().sort("step", "trajectory_id")
+    return str(frame["trajectory_id"][frame.height // 2])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--tokens", type=int, default=30_000)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/trajlens-bench-commands"))
+    parser.add_argument("--quiet-only", action="store_true", help="Skip the loaded condition.")
+    parser.add_argument("--only", nargs="*", help="Time only these commands (ingest always runs).")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    run = build(args.work, args.steps, args.batch, args.calls, args.tokens)
+    print(f"run: {args.steps} steps x {args.batch} trajectories x {args.calls} calls x {args.tokens:,} tokens "
+          f"({run})")
+    failures = []
+    tables = []
+    for loaded in ([False] if args.quiet_only else [False, True]):
+        with condition(loaded) as label:
+            print(f"== {label}")
+            rows = one_condition(run, args.work, args.only)
+        tables.append((label, rows))
+    for label, rows in tables:
+        scan = rows[0]["seconds"]
+        print(f"\n{label}: scan {scan:.1f} s")
+        print("| command | wall (s) | x scan | peak RSS (GB) |\n|---|---:|---:|---:|")
+        for row in rows:
+            ratio = row["seconds"] / scan
+            print(f"| {row['name']} | {row['seconds']:.1f} | {ratio:.1f} | {row['peak'] / 1e9:.2f} |")
+            if row["code"] != 0:
+                failures.append(f"{label}: {row['name']} exited {row['code']}: {row['error'].strip()[-200:]}")
+            if row["name"] != "scan" and ratio > SCAN_FACTOR:
+                failures.append(f"{label}: {row['name']} {ratio:.1f}x the scan (target <= {SCAN_FACTOR:g}x)")
+            if row["peak"] >= PEAK_BYTES:
+                failures.append(f"{label}: {row['name']} peak {row['peak'] / 1e9:.2f} GB (target < 1.5 GB)")
+    print()
+    for failure in failures:
+        print(f"FAIL  {failure}")
+    print("PASS  every command within 5x the scan and under 1.5 GB" if not failures else "")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Which estimators a stored run allows is read once per version of the run directory."""
+
+from __future__ import annotations
+
+import os
+
+import trajlens
+from engine_helpers import RUN_ID
+from trajlens.run import choices
+
+
+def test_a_second_side_of_the_same_run_reuses_the_answer_until_the_run_changes(store_copy, monkeypatch):
+    store = trajlens.open(store_copy)
+    calls = []
+    original = choices.report_advantages
+
+    def counted(*args, **kwargs):
+        calls.append(args[1])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(choices, "report_advantages", counted)
+    first = choices.available_estimators(store, RUN_ID)
+    assert first and choices.available_estimators(store, RUN_ID) == first
+    assert calls == [RUN_ID]
+    run_dir = store_copy / "runs" / RUN_ID
+    stamp = os.stat(run_dir)
+    os.utime(run_dir, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000_000))
+    assert choices.available_estimators(store, RUN_ID) == first
+    assert calls == [RUN_ID, RUN_ID]
