@@ -145,10 +145,11 @@ def console_table(frame: "pl.DataFrame", *, rows: int | None = None, width: int 
     """``frame`` as a plain-text table for the terminal.
 
     Headers wrap only at spaces (and at ``_`` when a name has no space), never inside a word, so
-    a column is at least as wide as the longest word of its header. Each float column is written
-    in one notation: scientific (``8.9e-08``) when its nonzero values span three or more orders
-    of magnitude or are all below 0.001, so that small and large values never both read "0.00";
-    otherwise fixed with enough decimals for three significant digits of its smallest value.
+    a column is at least as wide as the longest word of its header. A float column whose nonzero
+    values lie within three orders of magnitude (and between 0.001 and a million) is fixed, with
+    enough decimals for three significant digits of its smallest value; any other column gives
+    each value three significant digits, in scientific notation below 0.001 (``8.9e-08``,
+    ``4.9e-04``), so that small values never all read "0.00".
     ``rows`` keeps the first rows and says how many more there are.
     """
     import polars as pl
@@ -196,10 +197,19 @@ def _float_cells(values: list[float | None]) -> list[str]:
     if not finite:
         return ["" if v is None else f"{v:g}" for v in values]
     smallest, largest = min(finite), max(finite)
-    if largest / smallest >= 1e3 or largest < 1e-3:
-        return ["" if v is None else f"{v:.2g}" if v == 0 or not math.isfinite(v) else f"{v:.1e}" for v in values]
+    if largest / smallest >= 1e3 or smallest < 1e-3 or largest >= 1e6:
+        return ["" if v is None else _general(v) for v in values]
     decimals = max(0, min(6, 2 - math.floor(math.log10(smallest))))
     return ["" if v is None else f"{v:,.{decimals}f}" for v in values]
+
+
+def _general(value: float) -> str:
+    """Three significant digits, in scientific notation below 0.001 and from a million up."""
+    import math
+
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    return f"{value:.1e}" if abs(value) < 1e-3 or abs(value) >= 1e6 else f"{value:.3g}"
 
 
 def _header_words(name: str) -> list[str]:
