@@ -52,7 +52,7 @@ def comparison_section(anchor: str, comparison: pl.DataFrame, sentences: list[st
     for row in shown.iter_rows(named=True):
         marked = ' class="significant"' if row["significant"] else ""
         cells = [
-            f'<td class="text">{html.escape(_measure_name(row))}</td>',
+            f'<td class="text">{html.escape(row["measure"])}{_same_as(row["same_as"])}</td>',
             f'<td class="num">{_value_cell(row["a_value"], row["a_low"], row["a_high"], row["a_n"])}</td>',
             f'<td class="num">{_value_cell(row["b_value"], row["b_low"], row["b_high"], row["b_n"])}</td>',
             f'<td class="num">{_value_cell(row["difference"], row["difference_low"], row["difference_high"])}</td>',
@@ -77,6 +77,13 @@ def comparison_section(anchor: str, comparison: pl.DataFrame, sentences: list[st
 
 def _measure_name(row: dict) -> str:
     return row["measure"] + (f" (same as {row['same_as']})" if row["same_as"] else "")
+
+
+def _same_as(names: str | None) -> str:
+    """The measures a row stands for as well, one a line (a cell does not wrap)."""
+    if not names:
+        return ""
+    return "<small>" + "".join(f"<br>= {html.escape(name)}" for name in names.split(", ")) + "</small>"
 
 
 def _value_cell(value: float | None, low: float | None, high: float | None, n: float | None = None) -> str:
