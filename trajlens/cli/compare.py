@@ -47,9 +47,11 @@ def compare(
     for sentence in describe(table, top):
         typer.echo(f"- {sentence}")
     typer.echo(adjustment_note(table) + ".")
+    names = [measure if not same else f"{measure} (= {same})" if len(measure) + len(same) < 55
+             else f"{measure} (= {same.count(',') + 1} more, see --out)"
+             for measure, same in zip(table["measure"], table["same_as"])]
     shown = table.select(
-        pl.when(pl.col("same_as").is_null()).then(pl.col("measure"))
-        .otherwise(pl.format("{} (= {})", "measure", "same_as")).alias("measure"),
+        pl.Series("measure", names, dtype=pl.String),
         pl.col("a_value").alias("A"), pl.col("b_value").alias("B"), pl.col("difference").alias("B - A"),
         pl.col("p_value").alias("p"), pl.col("p_adjusted").alias("p adjusted"), pl.col("effect_size").alias("effect"),
         pl.when(pl.col("significant")).then(pl.lit("*")).otherwise(pl.lit("")).alias("significant"))
