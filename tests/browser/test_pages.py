@@ -13,40 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from built_runs import built_run, write_store
 from cdp import ROOT, Browser
 
 pytestmark = pytest.mark.slow
 
 SHOTS = Path(os.environ.get("TRAJLENS_SCREENSHOTS", ROOT / "out" / "browser-tests"))
-LONG_CALLS, LONG_TOKENS = 300, 60_000
-
-
-@pytest.fixture(scope="module")
-def pages(tmp_path_factory):
-    import trajlens
-    from trajlens.compare import compare
-    from trajlens.report import report_store
-    from trajlens.report.compare_page import write_comparison
-
-    root = tmp_path_factory.mktemp("browser")
-    store = trajlens.open(write_store(root, [built_run("long", long_trajectory=(LONG_CALLS, LONG_TOKENS)),
-                                             built_run("short", steps=4)]))
-    out = root / "report"
-    reports = {r.run_id: r for r in report_store(store, out, comparisons=[("long", "short")])}
-    comparison = write_comparison(compare(store, "short:Q1", "short:Q4"), out / "compare")[2]
-    from trajlens.report.viewer import run_credit, write_viewer
-
-    long_page = write_viewer(store, "long", "s3-t0", out / "long-s3-t0.html", run_credit(store, "long", "gae_raw"))
-    assert reports["long"].viewers
-    return {"index": out / "index.html", "comparison": comparison, "viewer": long_page}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    handle = Browser()
-    yield handle
-    handle.close()
 
 
 def load(browser: Browser, path: Path) -> float:
@@ -96,14 +67,15 @@ def test_comparison_page_loads_clean(browser, pages):
 
 
 def test_viewer_handles_a_long_trajectory_lazily(browser, pages):
+    long_calls = pages["long_calls"]
     seconds = load(browser, pages["viewer"])
     assert_clean(browser)
     assert seconds < 10
     state = browser.evaluate("({id: document.getElementById('trajectory-id').textContent,"
                              " rendered: document.querySelectorAll('.call').length,"
                              " meta: document.querySelector('#head .meta').textContent})")
-    assert state["id"] == "s3-t0" and f"{LONG_CALLS} calls" in state["meta"]
-    assert 0 < state["rendered"] < LONG_CALLS  # rendered as it scrolls into view
+    assert state["id"] == "s3-t0" and f"{long_calls} calls" in state["meta"]
+    assert 0 < state["rendered"] < long_calls  # rendered as it scrolls into view
     browser.screenshot(SHOTS / "viewer_top.png")
     painted = browser.evaluate("""(() => { const c = document.querySelector('.call canvas');
         const d = c.getContext('2d').getImageData(0, 0, c.width, 1).data;
@@ -114,9 +86,9 @@ def test_viewer_handles_a_long_trajectory_lazily(browser, pages):
     for _ in range(200):  # scroll down as a reader would, a screen and a half at a time
         browser.evaluate("window.scrollBy(0, 1400)")
         browser.settle(0.05)
-        if browser.evaluate("document.querySelectorAll('.call').length") == LONG_CALLS:
+        if browser.evaluate("document.querySelectorAll('.call').length") == long_calls:
             break
-    assert browser.evaluate("document.querySelectorAll('.call').length") == LONG_CALLS
+    assert browser.evaluate("document.querySelectorAll('.call').length") == long_calls
     assert time.perf_counter() - started < 20
     browser.screenshot(SHOTS / "viewer_bottom.png")
 

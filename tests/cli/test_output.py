@@ -90,3 +90,28 @@ def test_attribute_out_writes_by_extension(store, tmp_path, capsys, suffix):
     else:
         table = pl.read_csv(out)
         assert {"primary_class", "estimator"} <= set(table.columns) and table.height > 0
+
+
+def test_console_table_writes_values_of_different_magnitudes_in_scientific_notation():
+    import polars as pl
+
+    from trajlens.cli._output import console_table
+
+    text = console_table(pl.DataFrame({"candidate": ["grpo", "rloo"], "max_abs_diff": [8.9e-08, 4.9e-04],
+                                       "share": [0.25, 0.5]}))
+    lines = text.splitlines()
+    assert lines[2].split() == ["grpo", "8.9e-08", "0.250"]
+    assert lines[3].split() == ["rloo", "4.9e-04", "0.500"]
+
+
+def test_console_table_headers_wrap_between_words_only():
+    import polars as pl
+
+    from trajlens.cli._output import console_table
+
+    frame = pl.DataFrame({"step": [1], "bimodality": [0.5], "all_negative": [True], "p adjusted": [0.01]})
+    lines = console_table(frame, width=20).splitlines()
+    dashes = lines.index(next(line for line in lines if line.startswith("-")))
+    headers = [word for line in lines[:dashes] for word in line.split()]
+    assert "bimodality" in headers and {"all_", "negative"} <= set(headers) and {"p", "adjusted"} <= set(headers)
+    assert console_table(frame.head(0).vstack(frame).vstack(frame), rows=1).endswith("(1 more rows)")

@@ -231,6 +231,9 @@ def test_cli_identify_writes_the_verdict_as_json(tmp_path, capsys):
     assert main(["advantages", str(store), "--run", "tiny", "--identify", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "match: verl GRPO (group std, eps 1e-6)" in printed
+    # distances spanning orders of magnitude are told apart (9.9e-05 and 0.159), never all "0.00"
+    rows = {line.split()[0]: line.split()[1] for line in printed.splitlines()[2:] if line.startswith(("verl_", "trl_"))}
+    assert rows["verl_grpo"] == "0" and rows["trl_grpo_group"] == "9.9e-05" and rows["trl_grpo_batch"] == "0.159"
     payload = json.loads(out.read_text())
     assert payload["best"]["estimator"] == "grpo" and payload["best"]["n"] == 8
     assert payload["best"]["max_abs_diff"] < 1e-6 and payload["matched"] is True

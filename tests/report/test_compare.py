@@ -31,6 +31,11 @@ def test_r7_last_quarter_suite_rate_against_r6_is_not_significant(sample_store):
                                "not significant (p = ")
     think = row(table, "share:think")
     assert think["a_value"] > 0.4 and think["b_value"] < 0.1 and think["significant"]
+    assert think["p_adjusted"] >= think["p_value"]
+    # adjusted over the table's rows: no more significant than unadjusted, and some fewer
+    raw = (table["p_value"] < 0.05).sum()
+    assert table["significant"].sum() < raw
+    assert table.filter(pl.col("significant"))["p_adjusted"].max() < 0.05
     effects = table["effect_size"].drop_nulls().abs().to_list()
     assert effects == sorted(effects, reverse=True)
 
@@ -46,6 +51,15 @@ def test_r6_against_r7_shows_the_think_runs_and_the_density_shift(sample_store):
     assert row(table, "advantage:gae_whitened:std")["b_value"] == pytest.approx(1.0, abs=1e-3)
 
 
+def test_measures_with_the_same_numbers_are_one_row(sample_store):
+    table = compare(sample_store, "sao-r6", "sao-r7")
+    turns = row(table, "mean:num_turns")
+    assert turns["same_as"] == "mean:n_calls"  # one call per turn in these runs
+    assert "mean:n_calls" not in table["measure"].to_list()
+    numbers = table.select("kind", "a_value", "a_low", "a_high", "b_value", "b_low", "b_high")
+    assert numbers.unique().height == table.height
+
+
 def test_grpo_leg_against_r7_grows_longer_and_keeps_running_the_suite(sample_store):
     table = compare(sample_store, "grpo-leg:Q4", "sao-r7:Q4")
     suite = row(table, "ran_suite")
@@ -57,8 +71,14 @@ def test_grpo_leg_against_r7_grows_longer_and_keeps_running_the_suite(sample_sto
 
 
 def test_two_estimators_of_one_run_compare_advantages_only(sample_store):
+    from trajlens.compare import title
+
     table = compare(sample_store, "sao-r6:gae_raw", "sao-r6:gae_whitened")
     assert table["measure"].str.starts_with("advantage:gae_raw|gae_whitened:").all()
+    assert title(table) == "sao-r6 recomputed under gae_raw vs under gae_whitened"
+    sentence = describe(table.filter(pl.col("measure").str.ends_with(":std")))[0]
+    assert sentence.startswith("sao-r6 recomputed under gae_whitened has a batch advantage std of ")
+    assert "against sao-r6 recomputed under gae_raw's " in sentence and "|" not in sentence
     negative = row(table, "advantage:gae_raw|gae_whitened:all_negative")
     assert negative["a_value"] == pytest.approx(3 / 135) and negative["b_value"] == 0.0
     assert row(table, "advantage:gae_raw|gae_whitened:std")["b_value"] == pytest.approx(1.0, abs=1e-3)
@@ -78,12 +98,19 @@ def test_saved_query_agrees_with_the_python_comparison(sample_store):
 
 
 def test_compare_command_writes_three_files(sample_store, tmp_path):
-    done = cli("compare", sample_store.path, "sao-r6:Q1", "sao-r6:Q4", "--out", tmp_path / "cmp", "--top", "2")
+    done = cli("compare", sample_store.path, "sao-r6:Q1", "sao-r6:Q4", "--out", tmp_path / "cmp", "--top", "2",
+               "--rows", "5")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("- sao-r6 (Q4) ")
+    lines = done.stdout.splitlines()
+    assert lines[0] == "sao-r6 (Q4) against sao-r6 (Q1)" and lines[1].startswith("- sao-r6 (Q4) ")
+    assert "adjusted for" in done.stdout and "Benjamini-Hochberg" in done.stdout
+    table_rows = [line for line in lines if line.startswith(("share:", "uses:", "mean:", "verification:", "ran_suite",
+                                                              "resolved", "advantage:"))]
+    assert len(table_rows) == 5 and "more rows" in done.stdout and "full table of" in done.stdout
     csv = pl.read_csv(tmp_path / "cmp" / "comparison.csv")
     assert "share:think" in csv["measure"].to_list()
-    assert "<table>" in (tmp_path / "cmp" / "comparison.html").read_text()
+    page = (tmp_path / "cmp" / "comparison.html").read_text()
+    assert "<table>" in page and "Benjamini-Hochberg" in page
     assert "| share:think |" in (tmp_path / "cmp" / "comparison.md").read_text()
 
 

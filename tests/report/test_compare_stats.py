@@ -52,3 +52,21 @@ def test_difference_interval_holds_the_difference(x1, n1, x2, n2):
     test = _stats.two_proportions(a, b)
     assert -1 <= test.low <= test.difference <= test.high <= 1
     assert test.p_value is None or 0 <= test.p_value <= 1
+
+
+def test_benjamini_hochberg_matches_a_hand_worked_table():
+    # m = 5 tests (None is not one): sorted p 0.001, 0.008, 0.039, 0.041, 0.27 times m / rank
+    # gives 0.005, 0.02, 0.065, 0.05125, 0.27; the running minimum from the top brings 0.065 to 0.05125.
+    adjusted = _stats.benjamini_hochberg([0.041, 0.001, None, 0.27, 0.039, 0.008])
+    assert adjusted[2] is None
+    assert adjusted == pytest.approx([0.05125, 0.005, None, 0.27, 0.05125, 0.02])
+    assert _stats.benjamini_hochberg([0.9, 0.95]) == pytest.approx([0.95, 0.95])
+    assert _stats.benjamini_hochberg([]) == []
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=40))
+def test_benjamini_hochberg_never_lowers_a_p_value_and_keeps_the_order(p_values):
+    adjusted = _stats.benjamini_hochberg(p_values)
+    assert all(p <= q <= 1 for p, q in zip(p_values, adjusted))
+    pairs = sorted(zip(p_values, adjusted))
+    assert all(a[1] <= b[1] for a, b in zip(pairs, pairs[1:]))

@@ -99,7 +99,7 @@ def test_every_kind_of_mark_has_a_legend_entry():
 
 
 def test_values_constant_by_construction_do_not_fill_the_axis():
-    whitened_only = diagnostics().filter(pl.col("estimator") == "gae_whitened")
+    whitened_only = diagnostics(whitened_mean=0.01).filter(pl.col("estimator") == "gae_whitened")
     top, bottom = plots.advantage_batches(whitened_only, "r").figure.axes
     low, high = top.get_ylim()
     assert high - low >= plots.MIN_SPAN and low < 0 < high
@@ -117,3 +117,30 @@ def test_titles_carry_the_real_n():
     assert [axis.get_title() for axis in plots.distributions(frame, "r").figure.axes] == [
         "turns per trajectory (N=6)", "model tokens per trajectory (N=6)"]
     assert plots.advantage_batches(diagnostics(), "r").figure.axes[0].get_title() == "r (3 steps, N=384 units)"
+
+
+def test_a_batch_mean_zero_by_construction_is_not_drawn():
+    whitened_only = diagnostics().filter(pl.col("estimator") == "gae_whitened")  # means of 1e-9
+    (std,) = plots.advantage_batches(whitened_only, "r").figure.axes
+    assert std.get_ylabel() == "batch std" and "batch mean 0 at every step" in std.get_title()
+    assert len(plots.advantage_batches(diagnostics(), "r").figure.axes) == 2  # a real mean keeps its panel
+
+
+def test_ids_are_unique_across_figures_of_one_page():
+    import re
+
+    page = plots.class_shares_by_step(measures(), "r").svg() + plots.advantage_batches(diagnostics(), "r").svg()
+    page += plots.class_shares_by_step(measures(), "s").svg()
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) > 50 and len(ids) == len(set(ids))
+    references = re.findall(r'(?:href="#|url\(#)([^")]+)', page)
+    assert references and set(references) <= set(ids)
+    assert page.count('<svg style="max-width:100%;height:auto"') == 3
+    again = plots.class_shares_by_step(measures(), "r").svg()
+    assert again in page  # the same figure gives the same bytes
+
+
+def test_long_titles_wrap_within_the_figure():
+    title = "causal-grpo-length-with-a-long-name: behaviour class shares per training step of the run"
+    lines = plots.class_shares_by_step(measures(), title).figure.axes[0].get_title().splitlines()
+    assert len(lines) > 1 and max(map(len, lines)) <= 9.0 * 0.75 * plots.TITLE_CHARACTERS_PER_INCH

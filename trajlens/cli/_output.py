@@ -137,9 +137,105 @@ def _html_table(frame: "pl.DataFrame") -> str:
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
 
 
+CONSOLE_WIDTH = 120
+"""Widest line a console table aims for; a header wider than its column wraps at its spaces."""
+
+
+def console_table(frame: "pl.DataFrame", *, rows: int | None = None, width: int = CONSOLE_WIDTH) -> str:
+    """``frame`` as a plain-text table for the terminal.
+
+    Headers wrap only at spaces (and at ``_`` when a name has no space), never inside a word, so
+    a column is at least as wide as the longest word of its header. A float column whose nonzero
+    values lie within three orders of magnitude (and between 0.001 and a million) is fixed, with
+    enough decimals for three significant digits of its smallest value; any other column gives
+    each value three significant digits, in scientific notation below 0.001 (``8.9e-08``,
+    ``4.9e-04``), so that small values never all read "0.00".
+    ``rows`` keeps the first rows and says how many more there are.
+    """
+    import polars as pl
+
+    shown = frame if rows is None else frame.head(rows)
+    columns = []
+    for name in frame.columns:
+        series = shown[name]
+        if series.dtype in (pl.Float32, pl.Float64):
+            cells = _float_cells(series.to_list())
+        else:
+            cells = ["" if value is None else _one_line(value) for value in series.to_list()]
+        columns.append((name, cells))
+    spare = max(width - 2 * (len(columns) - 1), len(columns))
+    widths = []
+    for name, cells in columns:
+        cell_width = max((len(cell) for cell in cells), default=0)
+        word_width = max(len(word) for word in _header_words(name))
+        widths.append(max(cell_width, word_width, min(len(name), max(cell_width, spare // max(len(columns), 1)))))
+    headers = [_wrap_header(name, w) for (name, _), w in zip(columns, widths)]
+    height = max((len(h) for h in headers), default=0)
+    numeric = [frame.schema[name].is_numeric() for name, _ in columns]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(cell.rjust(w) if right else cell.ljust(w)
+                         for cell, w, right in zip(cells, widths, numeric)).rstrip()
+
+    lines = [line([h[i] if i < len(h) else "" for h in headers]) for i in range(height)]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += [line([cells[i] for _, cells in columns]) for i in range(shown.height)]
+    if shown.height < frame.height:
+        lines.append(f"({frame.height - shown.height} more rows)")
+    return "\n".join(lines)
+
+
+def _one_line(value: Any) -> str:
+    text = str(value).replace("\n", " ")
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _float_cells(values: list[float | None]) -> list[str]:
+    import math
+
+    finite = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
+    if not finite:
+        return ["" if v is None else f"{v:g}" for v in values]
+    smallest, largest = min(finite), max(finite)
+    if largest / smallest >= 1e3 or smallest < 1e-3 or largest >= 1e6:
+        return ["" if v is None else _general(v) for v in values]
+    decimals = max(0, min(6, 2 - math.floor(math.log10(smallest))))
+    return ["" if v is None else f"{v:,.{decimals}f}" for v in values]
+
+
+def _general(value: float) -> str:
+    """Three significant digits, in scientific notation below 0.001 and from a million up."""
+    import math
+
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    return f"{value:.1e}" if abs(value) < 1e-3 or abs(value) >= 1e6 else f"{value:.3g}"
+
+
+def _header_words(name: str) -> list[str]:
+    words = name.split()
+    if len(words) == 1 and "_" in name:
+        parts = name.split("_")
+        words = [part + "_" for part in parts[:-1]] + [parts[-1]]
+    return words
+
+
+def _wrap_header(name: str, width: int) -> list[str]:
+    if len(name) <= width:
+        return [name]
+    joiner = " " if " " in name else ""
+    lines: list[str] = []
+    for word in _header_words(name):
+        if lines and len(lines[-1]) + len(joiner) + len(word) <= width:
+            lines[-1] += joiner + word
+        else:
+            lines.append(word)
+    return lines
+
+
 def _html_page(body: str) -> str:
     return f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>trajlens</title></head>\n<body>\n{body}\n</body></html>\n'
 
 
-__all__ = ["DOCUMENT_SUFFIXES", "OUTPUT_FORMATS", "TABLE_SUFFIXES", "OutputFormat", "check_output", "flat_frame",
-           "write_atomically", "write_output"]
+__all__ = ["CONSOLE_WIDTH", "DOCUMENT_SUFFIXES", "OUTPUT_FORMATS", "TABLE_SUFFIXES", "OutputFormat", "check_output",
+           "console_table", "flat_frame", "write_atomically", "write_output"]

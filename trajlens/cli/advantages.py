@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._output import console_table
 from trajlens.cli._options import EngineOption, RayAddressOption, parse_options, parse_trainer_option
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
@@ -64,7 +65,6 @@ def advantages(
         return
     if estimator is None:
         raise ConfigError(["--estimator is required (or pass --identify)"])
-    import polars as pl
 
     from trajlens.engine.advantages import recompute_diagnostics_on, save_advantage_batches_on
     from trajlens.engine.session import engine_session
@@ -86,8 +86,7 @@ def advantages(
         save_advantage_batches_on(session.store, session.location, run, diagnostics)
     shown = diagnostics.sort("step")
     streaks = sign_streaks(shown["step"].to_list(), shown["all_negative"].to_list(), shown["all_positive"].to_list())
-    with pl.Config(tbl_rows=12, tbl_cols=-1, float_precision=4):
-        typer.echo(str(shown.drop("run_id", "estimator")))
+    typer.echo(console_table(shown.drop("run_id", "estimator"), rows=12))
     typer.echo(f"all-negative batches: {list(streaks.negative_steps) or 'none'}; "
                f"all-positive batches: {list(streaks.positive_steps) or 'none'}")
 
@@ -116,8 +115,7 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
          "median_abs_diff": fit.median_abs_diff if fit.n else None, "n": fit.n, "note": fit.error or ""}
         for fit in found.candidates
     ])
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, float_precision=2, fmt_str_lengths=60, tbl_width_chars=140):
-        typer.echo(str(table))
+    typer.echo(console_table(table))
     typer.echo(("match: " if found.matched else "") + found.verdict)
     if json_out is not None:
         json_out.write_text(json.dumps(found.to_dict(), indent=2) + "\n")

@@ -21,33 +21,48 @@ def compare(
     top: Annotated[int, typer.Option("--top", help="Largest differences said in words.")] = 5,
     advantages: Annotated[bool, typer.Option("--advantages/--no-advantages", help="Compare recomputed advantage statistics of the estimators both runs allow (recomputes what is not stored yet).")] = True,
     report: Annotated[Optional[Path], typer.Option("--report", help="A folder written by trajlens report: add this comparison to its index.html.")] = None,
+    rows: Annotated[int, typer.Option("--rows", help="Rows of the table printed here, largest effect first (all of them go to --out).")] = 10,
 ) -> None:
     """Compare every behaviour measure and advantage statistic present on both sides.
 
     Each row: the two values with 95% intervals, the difference B - A with its interval, a
-    two-proportion z or Welch t test, and an effect size (Cohen's h or d), sorted by effect size.
+    two-proportion z or Welch t test with its p-value adjusted over the table's rows
+    (Benjamini-Hochberg), and an effect size (Cohen's h or d), sorted by effect size.
 
     Example: trajlens compare store sao-r6:Q4 sao-r7:Q4 --out out/compare/r6-r7
     """
+    import os
+
     import polars as pl
 
     import trajlens
+    from trajlens.cli._output import console_table
+    from trajlens.compare import adjustment_note, describe, title
     from trajlens.compare import compare as compare_sides
-    from trajlens.compare import describe
-    from trajlens.report.compare_page import write_comparison
+    from trajlens.report.compare_page import comparison_section, write_comparison
 
     handle = trajlens.open(store)
     table = compare_sides(handle, a, b, stages=parse_stages(stages), advantages=advantages)
+    typer.echo(title(table))
     for sentence in describe(table, top):
         typer.echo(f"- {sentence}")
-    with pl.Config(tbl_rows=20, tbl_cols=9, float_precision=3, fmt_str_lengths=40, tbl_width_chars=200):
-        typer.echo(str(table.select("measure", "a_value", "b_value", "difference", "difference_low",
-                                    "difference_high", "p_value", "effect_size", "significant")))
+    typer.echo(adjustment_note(table) + ".")
+    names = [measure if not same else f"{measure} (= {same})" if len(measure) + len(same) < 55
+             else f"{measure} (= {same.count(',') + 1} more, see --out)"
+             for measure, same in zip(table["measure"], table["same_as"])]
+    shown = table.select(
+        pl.Series("measure", names, dtype=pl.String),
+        pl.col("a_value").alias("A"), pl.col("b_value").alias("B"), pl.col("difference").alias("B - A"),
+        pl.col("p_value").alias("p"), pl.col("p_adjusted").alias("p adjusted"), pl.col("effect_size").alias("effect"),
+        pl.when(pl.col("significant")).then(pl.lit("*")).otherwise(pl.lit("")).alias("significant"))
+    typer.echo(console_table(shown, rows=max(rows, 0)))
     if output is not None:
-        written = write_comparison(table, output, top=top)
-        typer.echo(f"wrote {', '.join(str(p) for p in written)}")
+        index = os.path.relpath(report / "index.html", output) if report is not None else None
+        written = write_comparison(table, output, top=top, index=index)
+        typer.echo(f"full table of {table.height} rows in {', '.join(str(p) for p in written)}")
+    elif table.height > rows:
+        typer.echo(f"(--out FOLDER writes all {table.height} rows)")
     if report is not None:
-        from trajlens.report.html import comparison_section
         from trajlens.report.html_report import add_comparison
 
         anchor = "comparison-" + "-".join("".join(ch if ch.isalnum() else "-" for ch in side) for side in (a, b))

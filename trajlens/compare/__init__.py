@@ -6,7 +6,17 @@
 """
 
 from trajlens.compare.sides import Side, parse_side
-from trajlens.compare.table import ADVANTAGE_STATISTICS, BEHAVIOUR_MEASURES, COMPARISON_COLUMNS, Measure, compare, describe
+from trajlens.compare.table import (
+    ADJUSTMENT,
+    ADVANTAGE_STATISTICS,
+    BEHAVIOUR_MEASURES,
+    COMPARISON_COLUMNS,
+    Measure,
+    adjustment_note,
+    compare,
+    describe,
+    title,
+)
 
-__all__ = ["compare", "describe", "parse_side", "Side", "Measure", "BEHAVIOUR_MEASURES", "ADVANTAGE_STATISTICS",
-           "COMPARISON_COLUMNS"]
+__all__ = ["compare", "describe", "title", "adjustment_note", "parse_side", "Side", "Measure", "BEHAVIOUR_MEASURES",
+           "ADVANTAGE_STATISTICS", "COMPARISON_COLUMNS", "ADJUSTMENT"]

@@ -163,3 +163,20 @@ def _beta_fraction(a: float, b: float, x: float) -> float:
         if abs(d * c - 1) < 1e-15:
             break
     return result
+
+
+def benjamini_hochberg(p_values: list[float | None]) -> list[float | None]:
+    """Benjamini-Hochberg adjusted p-values (the false discovery rate controlled at the level a
+    row is called significant), over the values that are not None; None stays None.
+
+    With ``m`` tests ranked by p ascending, ``p_adj(i) = min_{j >= i} min(1, m p(j) / j)``.
+    """
+    ranked = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    m = len(ranked)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 1.0
+    for rank in range(m, 0, -1):
+        p, index = ranked[rank - 1]
+        running = min(running, m * p / rank)  # p_adj(i) = min_{j >= i} m p(j) / j
+        adjusted[index] = min(running, 1.0)
+    return adjusted

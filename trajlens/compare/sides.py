@@ -16,6 +16,10 @@ import polars as pl
 from trajlens.errors import ConfigError
 
 
+RECOMPUTED = " recomputed under "
+"""What joins a run and an estimator label in a side's name."""
+
+
 @dataclass(frozen=True)
 class Side:
     """One side of a comparison, as the user wrote it and as it resolved."""
@@ -30,9 +34,11 @@ class Side:
 
     @property
     def name(self) -> str:
-        """How sentences name the side: ``sao-r7``, ``sao-r7 (Q4)``, ``sao-r6 (gae_raw)``."""
-        part = self.stage or self.label
-        return f"{self.run_id} ({part})" if part else self.run_id
+        """How sentences name the side: ``sao-r7``, ``sao-r7 (Q4)``, ``sao-r6 recomputed under gae_raw``
+        (advantages recomputed from the run's rewards and values, not what it trained on)."""
+        if self.label:
+            return f"{self.run_id}{RECOMPUTED}{self.label}"
+        return f"{self.run_id} ({self.stage})" if self.stage else self.run_id
 
 
 @dataclass(frozen=True)

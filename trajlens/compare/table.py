@@ -2,9 +2,14 @@
 
 Every behaviour measure and advantage statistic present on both sides gets one row: the two
 values with 95% intervals, the difference ``B - A`` with its interval, a test and an effect
-size (formulas in :mod:`trajlens.compare._stats`), sorted by the size of the effect. Tests are
-not adjusted for the number of measures: with some 60 rows, about three cross p < 0.05 by
-chance, so read the words for the largest effects, not for the smallest p-values.
+size (formulas in :mod:`trajlens.compare._stats`), sorted by the size of the effect.
+
+With some 50 rows, two or three would cross p < 0.05 by chance, so each table's p-values are
+adjusted by Benjamini-Hochberg over its rows (:data:`ADJUSTMENT`): a row is ``significant``
+when its adjusted p-value is below :data:`SIGNIFICANCE`, which keeps the expected share of
+false discoveries among the significant rows at or below 5%. Measures that carry the same
+numbers on both sides (turns and calls when every turn makes one call) are one row, whose
+``same_as`` names the others, so they are neither shown nor counted twice.
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ import polars as pl
 
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
-from trajlens.compare.sides import Side, SideData, parse_side, read_side
+from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side
 from trajlens.errors import ConfigError
 
 SIGNIFICANCE = 0.05
+"""False discovery rate at which a row's adjusted p-value is called significant."""
+ADJUSTMENT = "Benjamini-Hochberg"
+"""The multiple-comparison adjustment of ``p_adjusted``, named wherever a table is shown."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +80,8 @@ ADVANTAGE_STATISTICS: tuple[Measure, ...] = (
 
 COMPARISON_COLUMNS: tuple[str, ...] = (
     "measure", "kind", "a", "a_value", "a_low", "a_high", "a_n", "b", "b_value", "b_low", "b_high", "b_n",
-    "difference", "difference_low", "difference_high", "test", "statistic", "p_value", "effect", "effect_size",
-    "significant", "phrase",
+    "difference", "difference_low", "difference_high", "test", "statistic", "p_value", "p_adjusted", "effect",
+    "effect_size", "significant", "same_as", "phrase",
 )
 
 _TESTS = {"trajectory_rate": ("two-proportion z", "Cohen's h"), "call_share": ("two-proportion z", "Cohen's h"),
@@ -84,7 +92,9 @@ def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages
     """Compare side ``a`` with side ``b`` (``RUN``, ``RUN:STAGE`` or ``RUN:LABEL``).
 
     Returns one row per measure present on both sides (:data:`COMPARISON_COLUMNS`), sorted by
-    the absolute effect size, largest first. Behaviour measures are left out when both sides
+    the absolute effect size, largest first; measures with the same numbers as an earlier one
+    are folded into it (``same_as``), and ``p_adjusted`` is the Benjamini-Hochberg adjustment
+    over the remaining rows. Behaviour measures are left out when both sides
     cover the same trajectories (two estimator labels of one run). With ``advantages=False``,
     advantage statistics are left out (no recomputation) unless a side names a label.
     """
@@ -100,7 +110,10 @@ def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages
     if not same_trajectories:
         rows += [_row(m, *_estimates(m, data_a.measures, data_b.measures)) for m in BEHAVIOUR_MEASURES]
     rows += _advantage_rows(data_a, data_b)
-    rows = [r for r in rows if r is not None]
+    rows = _fold_duplicates([r for r in rows if r is not None])
+    for row, adjusted in zip(rows, _stats.benjamini_hochberg([r["p_value"] for r in rows])):
+        row["p_adjusted"] = adjusted
+        row["significant"] = adjusted is not None and adjusted < SIGNIFICANCE
     frame = pl.DataFrame(rows, schema=_schema()).with_columns(
         pl.lit(side_a.name).alias("a"), pl.lit(side_b.name).alias("b"))
     return frame.select(COMPARISON_COLUMNS).sort(
@@ -111,28 +124,63 @@ def describe(comparison: pl.DataFrame, top: int = 3) -> list[str]:
     """The ``top`` largest differences in words, such as "sao-r7 (Q4) runs the full suite 0.48
     of the time against sao-r6 (Q4)'s 0.52; not significant (p = 0.62)"."""
     sentences: list[str] = []
-    said: set[tuple] = set()
-    for row in comparison.drop_nulls("effect_size").iter_rows(named=True):
-        if len(sentences) == top:
-            break
-        numbers = (f"{row['a_value']:.6g}", f"{row['b_value']:.6g}")
-        if numbers in said:
-            continue  # the same numbers under another name (turns and calls, one call per turn)
-        said.add(numbers)
+    for row in comparison.drop_nulls("effect_size").head(top).iter_rows(named=True):
         value_b = _format(row["b_value"], row["kind"])
         value_a = _format(row["a_value"], row["kind"])
         verdict = "significant" if row["significant"] else "not significant"
+        adjusted = "" if row["p_adjusted"] is None else f", {_p_text(row['p_adjusted'])} adjusted"
         interval = (f"difference {_format(row['difference'], row['kind'], signed=True)} "
                     f"[{_format(row['difference_low'], row['kind'], signed=True)}, "
                     f"{_format(row['difference_high'], row['kind'], signed=True)}]"
                     if row["difference_low"] is not None else "")
-        p_value = ("no test" if row["p_value"] is None else
-                   "p < 1e-15" if row["p_value"] < 1e-15 else f"p = {row['p_value']:.2g}")
+        p_value = "no test" if row["p_value"] is None else _p_text(row["p_value"])
         sentences.append(
             f"{row['b']} {row['phrase'].format(value=value_b)} against {row['a']}'s {value_a}; "
-            f"{verdict} ({p_value}; {row['effect']} {row['effect_size']:+.2f}{'; ' + interval if interval else ''})"
+            f"{verdict} ({p_value}{adjusted}; {row['effect']} {row['effect_size']:+.2f}{'; ' + interval if interval else ''})"
         )
     return sentences
+
+
+def title(comparison: pl.DataFrame) -> str:
+    """The comparison in a few words: "sao-r7 (Q4) against sao-r6 (Q4)", or for two
+    recomputations of one run "sao-r6 recomputed under gae_raw vs under gae_whitened"."""
+    if comparison.is_empty():
+        return "comparison"
+    a, b = comparison["a"][0], comparison["b"][0]
+    run_a, _, label_a = a.partition(RECOMPUTED)
+    run_b, _, label_b = b.partition(RECOMPUTED)
+    if label_a and label_b and run_a == run_b:
+        return f"{run_a}{RECOMPUTED}{label_a} vs under {label_b}"
+    return f"{b} against {a}"
+
+
+def adjustment_note(comparison: pl.DataFrame) -> str:
+    """How the table's tests are read, for its caption and the console."""
+    tested = comparison["p_adjusted"].drop_nulls().len() if comparison.height else 0
+    significant = int(comparison["significant"].sum()) if comparison.height else 0
+    return (f"p-values adjusted for {tested} rows by {ADJUSTMENT} (false discovery rate "
+            f"{SIGNIFICANCE:g}); {significant} row(s) significant after adjustment")
+
+
+def _p_text(p: float) -> str:
+    return "p < 1e-15" if p < 1e-15 else f"p = {p:.2g}"
+
+
+def _fold_duplicates(rows: list[dict]) -> list[dict]:
+    """Rows in order, each measure whose numbers repeat an earlier row's folded into that row's
+    ``same_as`` (``mean:n_calls`` into ``mean:num_turns`` when every turn makes one call)."""
+    kept: dict[tuple, dict] = {}
+    for row in rows:
+        key = (row["kind"], *(None if row[c] is None else round(row[c], 12) for c in _NUMBERS))
+        if key in kept:
+            first = kept[key]
+            first["same_as"] = ", ".join(filter(None, (first["same_as"], row["measure"])))
+        else:
+            kept[key] = row
+    return list(kept.values())
+
+
+_NUMBERS = ("a_value", "a_low", "a_high", "a_n", "b_value", "b_low", "b_high", "b_n")
 
 
 def _shared_labels(store: Any, a: Side, b: Side) -> list[str]:
@@ -155,7 +203,8 @@ def _advantage_rows(a: SideData, b: SideData) -> list[dict | None]:
         steps_b = b.advantages.filter(pl.col("estimator") == label_b)
         name = label_a if label_a == label_b else f"{label_a}|{label_b}"
         for statistic in ADVANTAGE_STATISTICS:
-            phrase = f"under {name} {statistic.phrase}"
+            # a side naming its label says it already ("sao-r6 recomputed under gae_raw")
+            phrase = statistic.phrase if a.side.label else f"under {name} {statistic.phrase}"
             measure = Measure(f"advantage:{name}:{statistic.name}", statistic.kind, phrase)
             rows.append(_row(measure, *_estimates(statistic, steps_a, steps_b)))
     return rows
@@ -226,15 +275,15 @@ def _row(measure: Measure, a: _stats.Estimate | None, b: _stats.Estimate | None,
         "difference": test.difference, "difference_low": test.low, "difference_high": test.high,
         "test": test_name, "statistic": test.statistic, "p_value": test.p_value, "effect": effect,
         "effect_size": test.effect_size,
-        "significant": test.p_value is not None and test.p_value < SIGNIFICANCE,
+        "p_adjusted": None, "significant": False, "same_as": None,
         "phrase": measure.phrase,
     }
 
 
 def _schema() -> dict[str, Any]:
     floats = ("a_value", "a_low", "a_high", "a_n", "b_value", "b_low", "b_high", "b_n", "difference",
-              "difference_low", "difference_high", "statistic", "p_value", "effect_size")
-    schema: dict[str, Any] = {c: pl.String for c in ("measure", "kind", "test", "effect", "phrase")}
+              "difference_low", "difference_high", "statistic", "p_value", "p_adjusted", "effect_size")
+    schema: dict[str, Any] = {c: pl.String for c in ("measure", "kind", "test", "effect", "same_as", "phrase")}
     schema.update({c: pl.Float64 for c in floats})
     schema["significant"] = pl.Boolean
     return schema

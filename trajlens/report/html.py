@@ -22,6 +22,7 @@ table{border-collapse:collapse;margin:8px 0 4px;font-size:12.5px;background:#fff
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
 th{background:#eceff1}td.text,th.text{text-align:left}
 tr.significant td{background:#fff8e1}
+table.trajlens-checks td:last-child{white-space:normal;min-width:18em}
 .note{color:#555;font-size:12.5px;margin:2px 0 10px}
 figure{margin:12px 0;background:#fff;border:1px solid #e0e0e0;padding:6px}
 figure svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}

@@ -125,6 +125,7 @@ def _stage_tables(run_id: str, stage: Any) -> str:
 def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[str, str]], *, stages: Any) -> Path:
     """Write ``out/index.html`` from the run sections and the comparisons."""
     from trajlens.compare import compare, describe
+    from trajlens.report.compare_page import comparison_section
 
     body = ["<h1>trajlens report</h1>",
             f'<p class="note">{len(reports)} run(s). Figures: hover a mark for its values. '
@@ -134,7 +135,7 @@ def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[st
     compared = []
     for index, (a, b) in enumerate(comparisons):
         table = compare(store, a, b, stages=stages)
-        compared.append(html.comparison_section(f"comparison-{index}", table, describe(table, 5)))
+        compared.append(comparison_section(f"comparison-{index}", table, describe(table, 5)))
         nav.append((f"#comparison-{index}", f"{b} vs {a}"))
     body.append('<section id="comparisons"><h2>Comparisons</h2>' + "".join(compared) + COMPARISONS_END + "</section>")
     nav.append(("#comparisons", "comparisons"))

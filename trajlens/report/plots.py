@@ -10,14 +10,22 @@ browser shows as a tooltip: hover values without any script.
 The figures use matplotlib's object API (``Figure`` and its canvas), never ``pyplot`` or
 ``matplotlib.use``, so they change no global state and notebooks keep their inline backend.
 An empty figure says "no data" instead of showing a blank frame; every kind of mark has a
-legend entry; titles carry the real N.
+legend entry; titles carry the real N and wrap to the figure's width, so a long one is never cut
+at the figure's edge.
+
+Many figures share one page, and matplotlib names the elements of every SVG alike (``tip0``,
+``patch_1``, clip paths hashed from a fixed salt), so :meth:`Chart.svg` prefixes every id of a
+figure, and every reference to one, with a prefix of its own: ids stay unique on the page and
+each figure's clip paths and markers stay its own. The SVG scales down to its container.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import io
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -66,8 +74,11 @@ class Chart:
             self.figure.savefig(path, dpi=110, metadata={"Software": None})  # type: ignore[attr-defined]
         return path
 
-    def svg(self) -> str:
-        """The figure as an SVG element with a ``<title>`` (the browser's tooltip) per mark."""
+    def svg(self, prefix: str | None = None) -> str:
+        """The figure as an SVG element with a ``<title>`` (the browser's tooltip) per mark, every
+        element id (and reference to one) starting with ``prefix``; by default a prefix derived
+        from the figure's content, so the same figure gives the same bytes and different figures
+        on one page never share an id."""
         import matplotlib
 
         buffer = io.StringIO()
@@ -80,7 +91,40 @@ class Chart:
         def titled(match: re.Match) -> str:
             return f'{match.group(0)}<title>{html.escape(self.tips[match.group(1)])}</title>'
 
-        return re.sub(r'<g id="(tip\d+)">', titled, text)
+        text = re.sub(r'<g id="(tip\d+)">', titled, text)
+        if prefix is None:
+            prefix = "f" + hashlib.sha1(text.encode()).hexdigest()[:10] + "-"
+        text = prefixed_ids(text, prefix)
+        return text.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
+
+
+def prefixed_ids(svg: str, prefix: str) -> str:
+    """``svg`` with ``prefix`` before every ``id`` and every ``#id`` reference to one
+    (``href``, ``xlink:href``, ``url(#...)``)."""
+    ids = set(re.findall(r'\bid="([^"]+)"', svg))
+    if not ids:
+        return svg
+
+    def renamed(match: re.Match) -> str:
+        name = match.group(2)
+        return f"{match.group(1)}{prefix}{name}{match.group(3)}" if name in ids else match.group(0)
+
+    svg = re.sub(r'(\bid=")([^"]+)(")', renamed, svg)
+    svg = re.sub(r'(href="#)([^"]+)(")', renamed, svg)
+    return re.sub(r'(url\(#)([^)]+)(\))', renamed, svg)
+
+
+TITLE_CHARACTERS_PER_INCH = 8.5
+"""Characters of a title per inch of figure width before it wraps (titles are about 11 pt)."""
+
+
+def _title(axis, text: str, width: float = 9.0, share: float = 0.8) -> None:
+    """Set ``axis``'s title, wrapped to ``share`` of a ``width``-inch figure (the axes' part of it)."""
+    axis.set_title(_wrapped(text, width * share))
+
+
+def _wrapped(text: str, inches: float) -> str:
+    return "\n".join(textwrap.wrap(text, max(int(inches * TITLE_CHARACTERS_PER_INCH), 20), break_long_words=False))
 
 
 def _figure(width: float = 9.0, height: float = 4.2, rows: int = 1):
@@ -92,7 +136,7 @@ def _figure(width: float = 9.0, height: float = 4.2, rows: int = 1):
 
 
 def _no_data(axis, title: str) -> None:
-    axis.set_title(title)
+    _title(axis, title)
     axis.text(0.5, 0.5, "no data", ha="center", va="center", fontsize=14, color="#777777", transform=axis.transAxes)
     axis.set_xticks([])
     axis.set_yticks([])
@@ -195,8 +239,9 @@ def class_shares_by_step(measures: pl.DataFrame, title: str, alarms: Sequence[Al
     _hover_columns(chart, axis, steps, text_of, 1.0)
     _alarm_lines(chart, axis, alarms)
     _integer_steps(axis)
-    axis.set(xlabel="training step", ylabel="share of tool calls", title=title, ylim=(0, 1),
+    axis.set(xlabel="training step", ylabel="share of tool calls", ylim=(0, 1),
              xlim=(steps.min() - 0.5, steps.max() + 0.5))
+    _title(axis, title, share=0.75)  # the legend takes the figure's right quarter
     axis.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
     return chart
 
@@ -220,7 +265,8 @@ def class_shares_per_trajectory(measures: pl.DataFrame, title: str) -> Chart:
                          f"over {len(values)} trajectories")
     axis.set_yticks(range(1, len(classes) + 1), classes)
     axis.set(xlabel="share of the trajectory's tool calls (box: quartiles, line: median, whiskers: 1.5 IQR)",
-             title=title, xlim=(0, 1))
+             xlim=(0, 1))
+    _title(axis, title, share=0.75)  # the class names take the left of the figure
     from matplotlib.patches import Patch
 
     axis.legend(handles=[Patch(facecolor="#cccccc", edgecolor="black", label="quartiles, median")],
@@ -253,12 +299,13 @@ def distributions(measures: pl.DataFrame, title: str) -> Chart:
             chart.tip(patch, f"{label} {low:,.0f}-{high:,.0f}: {int(count)} trajectories")
         median = float(values.median())
         axis.axvline(median, color="black", linewidth=1, label=f"median {median:,.0f}")
-        axis.set(title=name, xlabel=label, ylabel="trajectories")
+        axis.set(xlabel=label, ylabel="trajectories")
+        _title(axis, name, share=0.45)
         from matplotlib.ticker import MaxNLocator
 
         axis.yaxis.set_major_locator(MaxNLocator(integer=True))
         axis.legend(fontsize=8, frameon=False)
-    figure.suptitle(title)
+    figure.suptitle(_wrapped(title, 9.0))
     return chart
 
 
@@ -290,7 +337,8 @@ def stage_rates(rates: pl.DataFrame, metrics: list[str], title: str) -> Chart:
         axis.scatter(x, rows["population_value"].to_numpy(), marker="x", color="black", s=18, zorder=3,
                      label="whole stage" if i == 0 else None)
     axis.set_xticks(range(len(stages)), stages)
-    axis.set(ylabel="rate", title=title, ylim=(0, 1))
+    axis.set(ylabel="rate", ylim=(0, 1))
+    _title(axis, title, share=0.75)
     handles, labels = axis.get_legend_handles_labels()
     marks = ("95% interval", "whole stage")
     order = [i for i, l in enumerate(labels) if l not in marks] + [i for i, l in enumerate(labels) if l in marks]
@@ -299,9 +347,20 @@ def stage_rates(rates: pl.DataFrame, metrics: list[str], title: str) -> Chart:
     return chart
 
 
+ZERO_MEAN = 1e-6
+"""Largest batch mean advantage, over every step and estimator, read as zero by construction
+(group-normalised GRPO advantages, whitened ones): the mean panel is then left out, with a note."""
+
+
 def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
-    """Per-step advantage mean and std per estimator; all-negative batches marked."""
-    figure, (top, bottom) = _figure(height=5.5, rows=2)
+    """Per-step advantage mean and std per estimator; all-negative batches marked. When every
+    batch mean is zero (:data:`ZERO_MEAN`), only the std is drawn and the title says why."""
+    zero_mean = diagnostics.height > 0 and float(diagnostics["mean"].abs().max()) <= ZERO_MEAN
+    if zero_mean:
+        figure, bottom = _figure(height=3.4)
+        top = None
+    else:
+        figure, (top, bottom) = _figure(height=5.5, rows=2)
     chart = Chart(figure)
     if diagnostics.is_empty():
         _no_data(top, title)
@@ -318,8 +377,10 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
             pl.col("step").mean(), pl.col("mean").mean(), pl.col("std").mean(), pl.col("all_negative").any())
     for (estimator,), part in drawn.partition_by("estimator", as_dict=True, maintain_order=True).items():
         part = part.sort("step")
-        top.plot(part["step"], part["mean"], label=estimator, linewidth=1)
         bottom.plot(part["step"], part["std"], label=estimator, linewidth=1)
+        if top is None:
+            continue
+        top.plot(part["step"], part["mean"], label=estimator, linewidth=1)
         negative = part.filter(pl.col("all_negative"))
         if negative.height:
             top.scatter(negative["step"], negative["mean"], color="red", s=14, zorder=3,
@@ -334,18 +395,23 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
             f"{r['estimator']} mean {r['mean']:+.3f} std {r['std']:.3f}{' all-negative' if r['all_negative'] else ''}"
             for r in rows.iter_rows(named=True))
 
-    _hover_columns(chart, top, steps.to_list(), text_of, 1.0)
+    first = bottom if top is None else top
+    _hover_columns(chart, first, steps.to_list(), text_of, 1.0)
     for axis, column in ((top, "mean"), (bottom, "std")):
         low, high = diagnostics[column].min(), diagnostics[column].max()
-        if high - low < MIN_SPAN:
+        if axis is not None and high - low < MIN_SPAN:
             centre = (high + low) / 2
             axis.set_ylim(centre - MIN_SPAN / 2, centre + MIN_SPAN / 2)
-    top.axhline(0.0, color="black", linewidth=0.6)
     n = diagnostics["count"].sum() if "count" in diagnostics.columns else None
     pooled = f", pooled in {MAX_DRAWN_STEPS:,} bins" if bins is not None else ""
-    top.set(ylabel="batch mean advantage",
-            title=f"{title} ({len(steps)} steps{pooled}" + (f", N={int(n):,} units)" if n else ")"))
+    heading = f"{title} ({len(steps)} steps{pooled}" + (f", N={int(n):,} units)" if n else ")")
+    if top is not None:
+        top.axhline(0.0, color="black", linewidth=0.6)
+        top.set(ylabel="batch mean advantage")
+    else:
+        heading += "; batch mean 0 at every step (zero by construction), not drawn"
+    _title(first, heading, share=0.75)
     bottom.set(xlabel="training step", ylabel="batch std")
     _integer_steps(bottom)
-    top.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    first.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return chart
