@@ -30,6 +30,7 @@ def _json(path: Path) -> Any:
 
 
 VERIFIERS = DATA / "verifiers" / "outputs" / "evals" / "tool-math--mock-model" / "0a1b2c3d" / "results.jsonl"
+VERIFIERS_TRACES = DATA / "verifiers_traces" / "outputs" / "tool-math--mock-model--default--0a1b2c3d" / "traces.jsonl"
 SKYRL = DATA / "skyrl" / "export" / "dumped_evals" / "global_step_2_evals" / "gsm8k.jsonl"
 RLLM = next((DATA / "rllm" / "logs" / "deepswe" / "run1" / "episodes" / "train_step_3_epoch_0").glob("*_0.json"))
 HARBOR = DATA / "harbor" / "jobs" / "2026-01-01__00-00-00" / "hello-world__trial1"
@@ -66,6 +67,10 @@ FORMATS: dict[str, tuple[Any, Write, list[str]]] = {
     "verifiers": (_first_line(VERIFIERS), _jsonl("results.jsonl"),
                   ["example_id", "reward", "metrics.correct_answer", "completion.0.tool_calls.0", "completion.1.content",
                    "stop_condition", "token_usage.output_tokens", "completion"]),
+    "verifiers-traces": (_first_line(VERIFIERS_TRACES), _jsonl("traces.jsonl"),
+                         ["id", "task", "group.id", "run.work.step", "traces.0.rewards.correct", "traces.0.nodes.2.message",
+                          "traces.0.nodes.2.message.tool_calls.0", "traces.0.nodes.2.mask", "traces.0.nodes.2.advantages",
+                          "traces.0.nodes.1.parent", "traces.0.num_output_tokens", "traces"]),
     "skyrl": (_first_line(SKYRL), _jsonl("gsm8k.jsonl"), ["input_prompt", "output_response", "score", "stop_reason"]),
     "rllm": (_json(RLLM), _file("episode.json"),
              ["episode_id", "training_step", "trajectories.0.steps.0.action", "trajectories.0.steps.1.observation",

@@ -81,6 +81,7 @@ def _registry() -> tuple[Format, ...]:
         terminal_bench,
         trl,
         verifiers,
+        verifiers_traces,
         verl,
     )
     from trajlens.ingest.agents import (
@@ -108,6 +109,8 @@ def _registry() -> tuple[Format, ...]:
                keys=inspect_ai.LOG_KEYS, expects="an EvalLog: version, status, eval, samples"),
         Format("verifiers", verifiers.detect, verifiers.load_verifiers,
                keys=verifiers.KEYS, expects="rollout rows: example_id, prompt, completion, reward"),
+        Format("verifiers-traces", verifiers_traces.detect, verifiers_traces.load_verifiers_traces,
+               keys=verifiers_traces.KEYS, expects="episodes (traces.jsonl): env, task, traces"),
         Format("skyrl", skyrl.detect, skyrl.load_skyrl, keys=skyrl.EVAL_KEYS,
                expects="eval rows of input_prompt, output_response, score (or a GeneratorOutput)"),
         Format("harbor", harbor.detect, harbor.load_harbor, folder=True, keys=harbor.RESULT_KEYS | harbor.TRAJECTORY_KEYS,
