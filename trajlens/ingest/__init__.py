@@ -18,6 +18,7 @@ loose files).
 ``verifiers``             verifiers 0.3 ``results.jsonl`` rollout rows
 ``verifiers-traces``      verifiers 0.4 ``traces.jsonl`` episodes (message graphs)
 ``skyrl``                 skyrl-train eval dumps and ``GeneratorOutput`` JSON
+``prime-rl``              prime-rl training batches (``rollouts/step_<N>/rollouts.bin``)
 ``skyrl-agent``           SkyRL-Agent CodeAct trace files (``trace/<run>/step<N>/...``)
 ``harbor``                Harbor job and trial folders (ATIF ``trajectory.json``)
 ``terminal-bench``        Terminal-Bench ``tb run`` folders
