@@ -30,6 +30,8 @@ def _json(path: Path) -> Any:
 
 
 VERIFIERS = DATA / "verifiers" / "outputs" / "evals" / "tool-math--mock-model" / "0a1b2c3d" / "results.jsonl"
+VERIFIERS_TRACES = DATA / "verifiers_traces" / "outputs" / "tool-math--mock-model--default--0a1b2c3d" / "traces.jsonl"
+SKYRL_AGENT = DATA / "skyrl_agent" / "trace" / "demo-run" / "step10" / "astropy__astropy-12907" / "0" / "trace_20260101_000000_000002.json"
 SKYRL = DATA / "skyrl" / "export" / "dumped_evals" / "global_step_2_evals" / "gsm8k.jsonl"
 RLLM = next((DATA / "rllm" / "logs" / "deepswe" / "run1" / "episodes" / "train_step_3_epoch_0").glob("*_0.json"))
 HARBOR = DATA / "harbor" / "jobs" / "2026-01-01__00-00-00" / "hello-world__trial1"
@@ -55,6 +57,15 @@ def _trial(source: Path, file: str) -> Write:
     return write
 
 
+def _nested(name: str) -> Write:
+    def write(folder: Path, document: Any) -> Path:
+        path = folder / name
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(document))
+        return path
+    return write
+
+
 def _file(name: str) -> Write:
     def write(folder: Path, document: Any) -> Path:
         (folder / name).write_text(json.dumps(document))
@@ -66,6 +77,12 @@ FORMATS: dict[str, tuple[Any, Write, list[str]]] = {
     "verifiers": (_first_line(VERIFIERS), _jsonl("results.jsonl"),
                   ["example_id", "reward", "metrics.correct_answer", "completion.0.tool_calls.0", "completion.1.content",
                    "stop_condition", "token_usage.output_tokens", "completion"]),
+    "verifiers-traces": (_first_line(VERIFIERS_TRACES), _jsonl("traces.jsonl"),
+                         ["id", "task", "group.id", "run.work.step", "traces.0.rewards.correct", "traces.0.nodes.2.message",
+                          "traces.0.nodes.2.message.tool_calls.0", "traces.0.nodes.2.mask", "traces.0.nodes.2.advantages",
+                          "traces.0.nodes.1.parent", "traces.0.num_output_tokens", "traces"]),
+    "skyrl-agent": (_json(SKYRL_AGENT), _nested("trace/r/step1/task/0/trace_20260101_000000_000000.json"),
+                    ["0", "2", "2.content", "2.role", "3.content", "3.role", "6.content"]),
     "skyrl": (_first_line(SKYRL), _jsonl("gsm8k.jsonl"), ["input_prompt", "output_response", "score", "stop_reason"]),
     "rllm": (_json(RLLM), _file("episode.json"),
              ["episode_id", "training_step", "trajectories.0.steps.0.action", "trajectories.0.steps.1.observation",

@@ -154,7 +154,7 @@ def attribute(
     for rec in wanted:
         missing = rec.missing(facts)
         if missing:
-            if recomputations is not None or rec.label == own.label:
+            if recomputations is not None or rec.label == own.label or rec.spec().channel_gap_note(facts):
                 notes.append(f"{rec.label}: not computed (needs {', '.join(missing)})")
             continue
         usable.append(rec)

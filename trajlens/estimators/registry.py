@@ -365,7 +365,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         summary="GDPO as verl: per-channel GRPO, weighted sum, whitened over the batch's model tokens.",
         function="trajlens.estimators.gdpo:gdpo_verl",
         kind=Kind.CHANNEL,
-        inputs=Input.CHANNELS | Input.TOKEN_COUNTS,
+        inputs=Input.CHANNELS | Input.FULL_CHANNELS | Input.TOKEN_COUNTS,
         options=(_CHANNELS, _WEIGHTS, Option("epsilon", "float", 1e-6, "Added to each channel's group std."),
                  Option("divide_by_std", "bool", True, "False skips the per-channel division (`norm_adv_by_std_in_grpo`).")),
         reference="verl `compute_gdpo_outcome_advantage` (and the NVlabs GDPO fork)",
@@ -424,7 +424,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         summary="GDPO with EMA-softmax channel weights and a per-channel clip, the EMA carried step to step.",
         function="trajlens.estimators.dynamic:gdpo_dynamic",
         kind=Kind.CHANNEL,
-        inputs=Input.CHANNELS | Input.TOKEN_COUNTS,
+        inputs=Input.CHANNELS | Input.FULL_CHANNELS | Input.TOKEN_COUNTS,
         options=(_CHANNELS, Option("config", "config", None,
                                    "A `DynamicWeightConfig`, or a dict of its fields (defaults: the digest's config).")),
         reference="no trainer ships it; the GDPO digest's recipe (EMA, softmax, bounds, clip)",
@@ -504,10 +504,9 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
     counted = trajectories["model_tokens"].is_not_null().to_list() if "model_tokens" in trajectories.columns else [False] * height
     token_counts = height > 0 and all(c or i in token_ids for c, i in zip(counted, ids))
     sizes = trajectories.group_by("step", "group_id").len()["len"] if height else pl.Series([], dtype=pl.UInt32)
-    channels = 0
+    channels, channel_gap = 0, ""
     if "reward_channels" in trajectories.columns and height:
-        names = trajectories.select(pl.col("reward_channels").list.eval(pl.element().struct.field("name")))
-        channels = names.to_series().explode().drop_nulls().n_unique()
+        channels, channel_gap = _channel_facts(trajectories.select("trajectory_id", "reward_channels"))
     return RunFacts(
         trajectories=height,
         token_arrays=token_arrays,
@@ -517,11 +516,32 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
         smallest_group=int(cast(int, sizes.min()) or 0) if len(sizes) else 0,
         all_rewarded=height > 0 and "reward" in trajectories.columns and trajectories["reward"].null_count() == 0,
         channels=channels,
+        channel_gap=channel_gap,
         log_probs=log_probs,
         sum_pi_squared=sum_pi_squared,
         baseline_rewards="reward_baseline" in trajectories.columns and trajectories["reward_baseline"].null_count() == 0,
         declared=declared_estimators(config),
     )
+
+
+def _channel_facts(frame: Any) -> tuple[int, str]:
+    """The number of reward channel names in ``frame`` (``trajectory_id``, ``reward_channels``),
+    and where the first trajectory (in row order) lacks a value (null or NaN) of one of them."""
+    import polars as pl
+
+    values = frame.with_row_index("row").explode("reward_channels").unnest("reward_channels")
+    names = sorted(values["name"].drop_nulls().unique().to_list())
+    if len(names) < 2:
+        return len(names), ""
+    scored = values.filter(pl.col("name").is_not_null() & pl.col("value").is_not_null() & pl.col("value").is_not_nan())
+    held = scored.group_by("row").agg(pl.col("name").unique())
+    short = (frame.with_row_index("row").join(held, on="row", how="left")
+             .filter(pl.col("name").list.len().fill_null(0) < len(names)).sort("row").head(1))
+    if short.height:
+        present = short["name"][0]
+        lacking = next(name for name in names if present is None or name not in present.to_list())
+        return len(names), f"trajectory {short['trajectory_id'][0]!r} lacks channel {lacking!r}"
+    return len(names), ""
 
 
 def render_markdown() -> str:

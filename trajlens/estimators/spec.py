@@ -34,6 +34,8 @@ class Input(enum.Flag):
     """A scalar ``reward`` on every trajectory."""
     CHANNELS = enum.auto()
     """Two or more named reward channels (``reward_channels``)."""
+    FULL_CHANNELS = enum.auto()
+    """Every reward channel of the run, with a value, on every trajectory."""
     LOG_PROBS = enum.auto()
     """Behaviour ``log_probs`` per token."""
     SUM_PI_SQUARED = enum.auto()
@@ -284,6 +286,9 @@ class RunFacts:
     smallest_group: int = 0
     all_rewarded: bool = False
     channels: int = 0
+    channel_gap: str = ""
+    """Where a trajectory lacks a reward channel of the run (``trajectory '3-a-1' lacks channel
+    'format'``); empty when every trajectory has a value of every channel."""
     log_probs: bool = False
     sum_pi_squared: bool = False
     baseline_rewards: bool = False
@@ -300,6 +305,7 @@ _INPUT_CHECKS: tuple[tuple[Input, Callable[[RunFacts], bool], str], ...] = (
     (Input.FULL_GROUPS, lambda f: f.smallest_group > 1, "two or more trajectories in every group"),
     (Input.REWARDS, lambda f: f.all_rewarded, "a reward for every trajectory"),
     (Input.CHANNELS, lambda f: f.channels > 1, "two or more reward channels"),
+    (Input.FULL_CHANNELS, lambda f: not f.channel_gap, "every reward channel on every trajectory"),
     (Input.LOG_PROBS, lambda f: f.log_probs, "behaviour log-probs per token"),
     (Input.SUM_PI_SQUARED, lambda f: f.sum_pi_squared, "per-token sum_pi_squared (not in the trajlens schema)"),
     (Input.BASELINE_REWARDS, lambda f: f.baseline_rewards, "the greedy baseline's reward (column reward_baseline)"),
@@ -374,11 +380,20 @@ class EstimatorSpec:
 
     def missing(self, facts: RunFacts) -> list[str]:
         """What the run lacks for this estimator (empty when it applies)."""
-        return [what for flag, present, what in _INPUT_CHECKS if flag in self.inputs and not present(facts)]
+        return [what + (f" ({facts.channel_gap})" if flag is Input.FULL_CHANNELS else "")
+                for flag, present, what in _INPUT_CHECKS if flag in self.inputs and not present(facts)]
 
     def applies(self, facts: RunFacts) -> bool:
         """Whether the run's data allows this estimator."""
         return not self.missing(facts)
+
+    def channel_gap_note(self, facts: RunFacts) -> str | None:
+        """One line saying this estimator is not computed because a trajectory lacks a reward
+        channel others have, when that alone keeps it off the run; None otherwise."""
+        missing = self.missing(facts)
+        if Input.FULL_CHANNELS not in self.inputs or not facts.channel_gap or len(missing) != 1:
+            return None
+        return f"{self.name}: not computed ({facts.channel_gap}; it needs every reward channel on every trajectory)"
 
     def in_report(self, facts: RunFacts) -> bool:
         """Whether the report recomputes this estimator on a run with ``facts``."""

@@ -8,9 +8,23 @@ loose files).
 
 ========================  ==========================================================
 ``parquet``               a run directory in the canonical layout (a folder of them: each)
+``trl``                   TRL ``GRPOTrainer`` completions, trainer state and TensorBoard runs
 ``verl``                  verl rollout dumps (``<step>.jsonl``)
 ``metrics``               training scalars exported as JSONL or CSV
 ``tensorboard``           TensorBoard event files (``events.out.tfevents.*``)
+``atropos``               Atropos scored groups (JSONL)
+``swe-agent-dataset``     rows of nebius/SWE-agent-trajectories
+``inspect-ai``            inspect_ai ``.eval`` and ``.json`` logs
+``verifiers``             verifiers 0.3 ``results.jsonl`` rollout rows
+``verifiers-traces``      verifiers 0.4 ``traces.jsonl`` episodes (message graphs)
+``skyrl``                 skyrl-train eval dumps and ``GeneratorOutput`` JSON
+``prime-rl``              prime-rl training batches (``rollouts/step_<N>/rollouts.bin``)
+``skyrl-agent``           SkyRL-Agent CodeAct trace files (``trace/<run>/step<N>/...``)
+``harbor``                Harbor job and trial folders (ATIF ``trajectory.json``)
+``terminal-bench``        Terminal-Bench ``tb run`` folders
+``rllm``                  rLLM / DeepSWE episode logs
+``art``                   OpenPipe ART trajectory groups (Parquet)
+``openrlhf``              OpenRLHF's logged sample tables (wandb)
 agent formats             mini-swe-agent v1/v2, SWE-agent, OpenHands V0/V1, OpenAI chat
 ========================  ==========================================================
 

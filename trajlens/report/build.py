@@ -132,6 +132,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     choices = advantages.choices
     if advantages.empty_tokens:
         report.findings.append(advantages.empty_tokens)
+    report.findings += advantages.notes
     if choices:
         diagnostics = advantages.diagnostics
         parts.diagnostics = diagnostics

@@ -72,7 +72,7 @@ def require_inputs(run_id: str, estimator: str, frames: RunFrames) -> None:
                if what not in ("groups of two or more", "a reward for every trajectory")]
     if lacking:
         hint = "; use an outcome estimator (grpo, rloo, ...)" if spec.inputs & Input.TOKEN_ARRAYS else ""
-        raise ConfigError([f"{estimator} needs {' and '.join(lacking)}; run {run_id!r} has none{hint}"])
+        raise ConfigError([f"run {run_id!r}: {estimator} needs {' and '.join(lacking)}{hint}"])
 
 
 def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,

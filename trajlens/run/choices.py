@@ -35,6 +35,8 @@ class ReportAdvantages(NamedTuple):
     diagnostics: pl.DataFrame
     empty_tokens: str | None
     """A sentence when the run has token arrays but none holds a model token."""
+    notes: tuple[str, ...] = ()
+    """One line per report estimator left out because a trajectory lacks a reward channel others have."""
 
 
 FACT_TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "log_probs")
@@ -75,8 +77,10 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
     empty = _no_model_tokens(result.token_arrays, result.with_model_tokens, result.empty_arrays)
     if empty:
         choices = [c for c in choices if c.needs not in ("values", "channels_with_lengths")]
+    notes = tuple(dict.fromkeys(note for c in ESTIMATOR_CHOICES
+                                if (note := estimator_spec(c.estimator).channel_gap_note(possible))))
     if not compute:
-        return ReportAdvantages(choices, pl.DataFrame(), empty)
+        return ReportAdvantages(choices, pl.DataFrame(), empty, notes)
     for choice in choices:
         if choice.label in result.errors:
             raise result.errors[choice.label]
@@ -84,7 +88,7 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
     diagnostics = result.diagnostics
     if diagnostics.height:
         diagnostics = diagnostics.filter(pl.col("estimator").is_in(labels))
-    return ReportAdvantages(choices, diagnostics, empty)
+    return ReportAdvantages(choices, diagnostics, empty, notes)
 
 
 def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[EstimatorChoice]:
