@@ -9,9 +9,11 @@ COMMANDS = ("pytest -q", "python -c 'import mod'", "grep -rn foo .", "cat src/mo
 
 
 def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6, tokens_per_call: int = 5,
-              mask: str = "normal", long_trajectory: tuple[int, int] | None = None, first_step: int = 1):
+              mask: str = "normal", long_trajectory: tuple[int, int] | None = None, first_step: int = 1,
+              split: str = "train"):
     """A GAE-style run (token arrays with critic values). ``mask``: 'normal', 'all_false' or
-    'empty'. ``long_trajectory=(calls, tokens)`` makes trajectory 0 of the last step that long."""
+    'empty'. ``long_trajectory=(calls, tokens)`` makes trajectory 0 of the last step that long;
+    ``split`` is every trajectory's split."""
     from trajlens.rows import RunBuilder
 
     builder = RunBuilder(run_id, estimator="gae", config={}, source_format="test", source=run_id)
@@ -41,7 +43,7 @@ def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6,
             elif mask == "empty":
                 mask_row, length = [], 0
             builder.add_trajectory(
-                {"step": step, "trajectory_id": f"s{step}-t{member}", "group_id": f"s{step}-t{member}",
+                {"step": step, "split": split, "trajectory_id": f"s{step}-t{member}", "group_id": f"s{step}-t{member}",
                  "task_id": f"task{member}", "reward": reward, "reward_channels": [], "resolved": bool(reward),
                  "exit_status": "submitted", "model_tokens": n_calls * span, "observation_tokens": 2 * n_calls},
                 call_rows,

@@ -20,7 +20,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def reports(sample_store, tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
-    written = report_store(sample_store, out, run_ids=["sao-r6", "multireward", "resume-lr"])
+    written = report_store(sample_store, out, run_ids=["sao-r6", "multireward", "resume-lr", "causal-r6-whitened",
+                                                           "causal-grpo-length"])
     from trajlens.attribution import RECOMPUTATIONS, attribute
     from trajlens.report import classify_store
 
@@ -32,7 +33,7 @@ def reports(sample_store, tmp_path_factory):
 def test_r6_report_finds_the_collapse_and_its_cause(reports):
     out, by_run = reports
     findings = "\n".join(by_run["sao-r6"].findings)
-    assert "gae_raw: all-negative batches at steps 119-121; all-positive at none" in findings
+    assert "as trained (gae_raw): all-negative batches at steps 119-121; all-positive at none" in findings
     assert "gae_whitened" not in findings
     assert "critic grad_norm / clip 1: median" in findings and "clipped on 100% of steps" in findings
     think = next(f for f in by_run["sao-r6"].findings if f.startswith("think share"))
@@ -62,9 +63,22 @@ def test_multireward_report_follows_the_estimator_registry(reports, sample_store
     assert "over model tokens for gdpo_verl, gdpo_dynamic; over trajectories for grpo" in text
 
 
-def test_resume_report_flags_the_doubled_learning_rate(reports):
+def test_resume_report_flags_the_doubled_learning_rate_on_the_checks_steps(reports):
     _, by_run = reports
-    assert any(f.startswith("critic/lr logged at 2.00x") for f in by_run["resume-lr"].findings)
+    lr = next(f for f in by_run["resume-lr"].findings if f.startswith("critic/lr logged at 2.00x"))
+    assert "on steps 41-159 (119 of 200 steps checked; check learning_rate_mismatch)" in lr
+    assert lr == by_run["resume-lr"].findings[0]  # the heaviest finding of the run
+
+
+def test_findings_say_what_the_run_does_and_what_a_recomputation_would_do(reports):
+    _, by_run = reports
+    twin = by_run["causal-r6-whitened"].findings
+    assert "recomputed under gae_raw (not what this run trained with): all-negative batches at steps 58-59, 61-64; " \
+           "all-positive at none" in twin
+    assert not any(f.startswith("gae_raw:") for f in twin)
+    length = by_run["causal-grpo-length"].findings
+    assert length[0].startswith("model tokens per trajectory: ") and length[0].kind == "length"
+    assert not any("0.000 in Q1 -> 0.000" in f for report in by_run.values() for f in report.findings)
 
 
 def test_figures_are_real_pngs(reports):

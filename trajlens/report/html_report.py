@@ -24,20 +24,6 @@ KEY_STAGE_METRICS: tuple[str, ...] = (
 )
 """Stage metrics shown open in a run's section; the rest sit in a collapsed table."""
 
-FINDING_EVIDENCE: tuple[tuple[str, str], ...] = (
-    ("think share", "stage"),
-    ("runs the full suite", "stage"),
-    ("reward channel", "summary-outcome"),
-    ("critic", "scalars"),
-    ("actor/lr", "scalars"),
-    ("a single step", "summary-outcome"),
-    ("token arrays", "advantages"),
-    ("no trajectories", "scalars"),
-)
-"""Where a finding's evidence is, by how the finding starts; estimator findings link to the
-advantage figure."""
-
-
 @dataclass
 class RunParts:
     """What a run's HTML section is built from."""
@@ -93,11 +79,8 @@ def _findings(findings: list[str], parts: RunParts) -> str:
     if not findings:
         return "<p>Nothing notable.</p>"
     items = []
-    labels = set(parts.diagnostics["estimator"].to_list()) if parts.diagnostics is not None and parts.diagnostics.height else set()
     for finding in findings:
-        target = next((t for prefix, t in FINDING_EVIDENCE if finding.startswith(prefix)), None)
-        if finding.split(":")[0] in labels:
-            target = "figure-advantage_batches"
+        target = getattr(finding, "evidence", None)
         if target == "stage" and "stage_rates" in parts.charts:
             target = "figure-stage_rates"
         links = [f'<a href="#{_anchor(parts.run_id, target)}">evidence</a>'] if target else []

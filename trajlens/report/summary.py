@@ -34,11 +34,15 @@ class SummaryTable:
     frame: pl.DataFrame
 
 
-def run_summary(store: Any, run_id: str, measures: pl.DataFrame) -> list[SummaryTable]:
-    """The summary tables of one run (``measures`` from :func:`trajlens.classify.per_trajectory`)."""
+def run_summary(store: Any, run_id: str, measures: pl.DataFrame, split: str | None = None) -> list[SummaryTable]:
+    """The summary tables of one run (``measures`` from :func:`trajlens.classify.per_trajectory`),
+    on the trajectories of ``split`` (None: all)."""
     from trajlens.run.partitions import scan_run_table
 
-    trajectories = scan_run_table(store, run_id, "trajectories").select(
+    scanned = scan_run_table(store, run_id, "trajectories")
+    if split is not None:
+        scanned = scanned.filter(pl.col("split") == split)
+    trajectories = scanned.select(
         "run_id", "step", "group_id", "reward", "resolved", "exit_status").collect()
     tables = [_outcome(trajectories, measures), _verification_mix(measures), _class_spread(measures),
               _distributions(measures), _dead_groups(trajectories)]
