@@ -89,3 +89,23 @@ def write_store(root: Path, runs) -> Path:
         sources.append(directory)
     trajlens.ingest(sources, root / "store")
     return root / "store"
+
+
+def no_tool_run(run_id: str, *, steps: int = 8, groups: int = 4, group_size: int = 4):
+    """An RL run without tools (math answers): groups of rollouts of one prompt, rewarded 0 or 1,
+    most groups all right or all wrong (dead); each completion kept as the response text."""
+    from trajlens.rows import RunBuilder
+
+    builder = RunBuilder(run_id, estimator="grpo", config={}, source_format="test", source=run_id)
+    for step in range(1, steps + 1):
+        for group in range(groups):
+            for member in range(group_size):
+                # group 0 has both rewards; the others are dead: all 1 or all 0
+                reward = float(member % 2) if group == 0 else float(group % 2)
+                builder.add_trajectory(
+                    {"step": step, "trajectory_id": f"s{step}-g{group}-m{member}", "group_id": f"s{step}-g{group}",
+                     "task_id": f"task{group}", "reward": reward, "reward_channels": [], "resolved": None,
+                     "model_tokens": 200 + 10 * member, "response_text": f"The answer is {member}."},
+                    [], None, where=f"{run_id}: record {step}/{group}/{member}")
+        builder.add_metric(step, "actor/entropy", 1.0 / step)
+    return builder.build()

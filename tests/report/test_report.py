@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import polars as pl
@@ -85,7 +86,8 @@ def test_figures_are_real_pngs(reports):
     _, by_run = reports
     figures = by_run["sao-r6"].figures
     assert {f.name for f in figures} == {"class_shares_by_step.png", "class_shares_per_trajectory.png",
-                                         "distributions.png", "stage_rates.png", "advantage_batches.png"}
+                                         "distributions.png", "stage_rates.png", "advantage_batches.png",
+                                         "reward_and_length_by_step.png"}
     for figure in figures:
         data = figure.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 20_000
@@ -203,3 +205,25 @@ def test_report_on_a_verl_dump_without_token_counts(tmp_path):
     assert any(f.startswith("reward channel format: rel_gain 0.50") and "saturated" in f for f in report.findings)
     labels = set(store.sql("SELECT DISTINCT estimator FROM advantage_batches")["estimator"])
     assert labels == {"grpo", "dr_grpo", "rloo", "sum_then_normalize"}  # gdpo_verl needs token counts
+
+
+def test_the_overview_names_each_runs_main_problem_first(reports):
+    out, by_run = reports
+    main = {run_id: report.findings[0] for run_id, report in by_run.items()}
+    assert main["causal-grpo-length"].startswith("model tokens per trajectory: ")
+    assert "response_length_inflation" in [name for name, _, _ in by_run["causal-grpo-length"].failing]
+    assert main["resume-lr"].startswith("critic/lr logged at 2.00x")
+    assert main["multireward"].startswith("reward channel format:") and "saturated" in main["multireward"]
+    assert main["sao-r6"].startswith(("think share: ", "critic grad_norm"))
+    assert by_run["resume-lr"].kind == "training scalars only" and by_run["sao-r6"].kind == "RL run with tools"
+    page = (out / "index.html").read_text()
+    overview = page[page.index('<section id="overview">'):page.index("</section>")]
+    assert page.index('<section id="overview">') < page.index('<section class="run"')
+    for run_id, report in by_run.items():
+        assert f'<a href="#{run_id}">{run_id}</a>' in overview
+        assert html.escape(report.findings[0]) in overview
+    assert overview.count('<svg class="trend"') >= 3 * 4  # reward, length and a class for each run with steps
+    readme = (out / "README.md").read_text().splitlines()
+    assert readme[2] == "| run | kind | checks that fire | main finding |"
+    row = next(line for line in readme if line.startswith("| [causal-grpo-length]"))
+    assert "response_length_inflation (warn, steps 46-60)" in row and "| model tokens per trajectory: " in row

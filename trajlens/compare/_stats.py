@@ -115,6 +115,21 @@ def welch(a: Sample, b: Sample) -> Test:
     return Test(difference, difference - half, difference + half, statistic, 2 * t_sf(abs(statistic), df), effect)
 
 
+def benjamini_hochberg(p_values: list[float | None]) -> list[float | None]:
+    """Benjamini-Hochberg adjusted p-values (q-values) of a family of tests, in their order:
+    q_(i) = min over j >= i of p_(j) * m / j, p sorted ascending, m the number of tests (None
+    entries are not tests and stay None). Rows with q < alpha keep the false discovery rate at alpha."""
+    ranked = sorted((p, i) for i, p in enumerate(p_values) if p is not None and not math.isnan(p))
+    m = len(ranked)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 1.0
+    for rank in range(m, 0, -1):
+        p, index = ranked[rank - 1]
+        running = min(running, p * m / rank)
+        adjusted[index] = running
+    return adjusted
+
+
 def t_sf(t: float, df: float) -> float:
     """Upper tail P(T > t) of Student's t with ``df`` degrees of freedom, for t >= 0."""
     x = df / (df + t * t)

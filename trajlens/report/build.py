@@ -17,7 +17,10 @@ import polars as pl
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import TrainedWith
 from trajlens.report import plots
-from trajlens.report.findings import Finding, advantage_findings, dead_group_finding, ranked, stage_findings
+from trajlens.report.findings import (
+    Finding, advantage_findings, dead_group_finding, outcome_finding, ranked, stage_findings,
+)
+from trajlens.report.overview import overview_markdown, run_trends
 from trajlens.report.scalars import channel_findings, scalar_findings
 from trajlens.run.choices import report_advantages
 from trajlens.run.trained import run_trained_with
@@ -160,27 +163,34 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     report.kind = RUN_KINDS["validation" if report.split != "train" else "eval" if single_step
                             else "rl_tools" if with_tools else "rl"]
     parts.summary = run_summary(store, run_id, measures, split=report.split)
+    report.trends = run_trends(store, run_id, measures, report.split)
     charts = parts.charts
-    if not single_step:
+    if not single_step and with_tools:
         charts["class_shares_by_step"] = plots.class_shares_by_step(
             measures, f"{run_id}: behaviour classes per step", _alarms(store, run_id))
-    charts["class_shares_per_trajectory"] = plots.class_shares_per_trajectory(
-        measures, f"{run_id}: class shares per trajectory")
+    if report.trends.keys() & {"reward", "model tokens"}:
+        charts["reward_and_length_by_step"] = plots.reward_and_length_by_step(
+            report.trends, f"{run_id}: reward and length per step")
+    if with_tools:
+        charts["class_shares_per_trajectory"] = plots.class_shares_per_trajectory(
+            measures, f"{run_id}: class shares per trajectory")
     charts["distributions"] = plots.distributions(measures, f"{run_id}: turns and length")
     run_tables = (scan_run_table(store, run_id, "trajectories"), scan_run_table(store, run_id, "tool_calls"))
     stage = stage_report(run_tables, run_id=run_id, n=n, seed=seed, stages=stages, split=report.split,
                          measures=measures)
-    parts.stage = stage
+    parts.stage = None if single_step else stage  # one stage: the summary says it all
     store.write_derived("stage_rates", run_id, stage.rates)
     store.write_derived("stage_changes", run_id, stage.changes)
-    charts["stage_rates"] = plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS),
-                                              f"{run_id}: N={n} per stage (bars: sample, x: whole stage)")
+    if with_tools and not single_step:
+        charts["stage_rates"] = plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS),
+                                                  f"{run_id}: N={n} per stage (bars: sample, x: whole stage)")
     report.findings += stage_findings(stage.rates) + dead_group_finding(parts.summary)
     if single_step:
+        report.findings += outcome_finding(parts.summary)
         report.findings.append(Finding("a single step: no training stages to compare (agent logs without steps)",
                                        "single_step", "summary-outcome"))
-    sections = [f"# {run_id}\n\n{report.kind}; trajectories of split {report.split}.", stage.to_markdown(),
-                _summary_markdown(parts.summary)]
+    sections = [f"# {run_id}\n\n{report.kind}; trajectories of split {report.split}.",
+                *([] if single_step else [stage.to_markdown()]), _summary_markdown(parts.summary)]
     advantages = report_advantages(store, run_id) if report.split == "train" else None
     choices = advantages.choices if advantages is not None else []
     if advantages is not None and advantages.empty_tokens:
@@ -200,7 +210,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     report.markdown.write_text("\n\n".join(sections) + "\n")
     report.viewers, parts.exemplars = _viewer_pages(store, run_id, measures, stage, directory / "view",
                                                     viewers_per_run, choices)
-    report.findings = ranked(report.findings)
+    report.findings = ranked(report.findings, {name: status for name, status, _ in report.failing})
     report.html = run_section(store, report, parts)
     return report
 
@@ -256,7 +266,19 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
         klass = max(shares, key=lambda c: (change[c], c))
         top = late.sort(f"share_{klass}", "trajectory_id", descending=[True, False], nulls_last=True)
         picks.append((top["trajectory_id"][0], f"highest {klass} share in {late['stage'][0]}"))
-    picks.append((median_of(early), f"median length in {early['stage'][0]}"))
+    outcomes = _outcomes(store, run_id) if first == last else {}
+    if outcomes:
+        # one step: a few of each outcome, the median and the longest attempt
+        resolved = staged.with_columns(pl.col("trajectory_id").replace_strict(outcomes, default=None).alias("ok"))
+        for ok, word in ((True, "resolved"), (False, "unresolved")):
+            part = resolved.filter(pl.col("ok") == ok)
+            if part.height:
+                picks.append((median_of(part), f"{word}: median length"))
+                longest = part.sort("n_calls", "trajectory_id", descending=[True, False])["trajectory_id"][0]
+                picks.append((longest, f"{word}: most tool calls"))
+        count = max(count, len(picks))
+    else:
+        picks.append((median_of(early), f"median length in {early['stage'][0]}"))
     if first != last:
         picks.append((median_of(late), f"median length in {late['stage'][0]}"))
     seen, chosen = set(), []
@@ -273,9 +295,17 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
                    .select("trajectory_id", "step").iter_rows())
     for trajectory_id, why in chosen:
         path = write_viewer(store, run_id, trajectory_id, folder / page_name(trajectory_id), credit,
-                            step=step_of[trajectory_id])
+                            step=step_of[trajectory_id], back=f"../../index.html#{run_id}")
         written.append((trajectory_id, why, path))
     return [p for _, _, p in written], written
+
+
+def _outcomes(store: Any, run_id: str) -> dict[str, bool]:
+    """Resolved or not, by trajectory id, when the run has trajectories of both outcomes."""
+    from trajlens.run.partitions import scan_run_table
+
+    rows = scan_run_table(store, run_id, "trajectories").select("trajectory_id", "resolved").drop_nulls().collect()
+    return dict(rows.iter_rows()) if rows["resolved"].n_unique() == 2 else {}
 
 
 def _summary_markdown(tables: list) -> str:
@@ -337,9 +367,9 @@ def _markdown_table(frame: pl.DataFrame) -> str:
 
 
 def _write_index(out: Path, reports: list[RunReport]) -> None:
-    lines = ["# trajlens report", ""]
+    lines = ["# trajlens report", "", *overview_markdown(reports), ""]
     for report in reports:
-        lines += [f"## {report.run_id}", "", f"[stage report]({report.run_id}/{report.markdown.name})", ""]
+        lines += [f"## {report.run_id}", "", f"{report.kind}; split {report.split}.", "", f"[stage report]({report.run_id}/{report.markdown.name})", ""]
         lines += [f"- {finding}" for finding in report.findings] or ["- nothing notable"]
         lines.append("")
     (out / "README.md").write_text("\n".join(lines))

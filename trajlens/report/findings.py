@@ -41,26 +41,51 @@ IMPORTANCE: dict[str, int] = {
 """Weight of a finding by its kind: the overview lists a run's findings heaviest first."""
 
 
+CHECK_WEIGHT: dict[str, int] = {"fail": 30, "warn": 15}
+"""Added to a finding's weight when a shipped check on the same thing fires (by its status)."""
+
+FINDING_CHECKS: dict[str, tuple[str, ...]] = {
+    "learning_rate": ("learning_rate_mismatch",),
+    "critic": ("critic_starved", "critic_grad_norm_run"),
+    "explained_variance": ("critic_explained_variance_unwhitened",),
+    "saturated_channel": ("reward_channel_rel_gain", "reward_channel_std"),
+    "advantage_as_trained": ("all_negative_streak", "advantage_std_jump", "advantage_bimodal"),
+}
+"""The shipped checks that look at what a finding of each kind says."""
+
+
 class Finding(str):
-    """A finding's sentence, with its kind, weight, evidence anchor and what it is about."""
+    """A finding's sentence, with its kind, weight, evidence anchor, what it is about, and the
+    shipped checks that look at the same thing."""
 
     kind: str
-    importance: int
+    importance: float
     evidence: str | None
     about: str
+    checks: tuple[str, ...]
 
-    def __new__(cls, text: str, kind: str, evidence: str | None = None, about: str = AS_TRAINED) -> "Finding":
+    def __new__(cls, text: str, kind: str, evidence: str | None = None, about: str = AS_TRAINED, *,
+                checks: tuple[str, ...] | None = None, bonus: float = 0.0) -> "Finding":
         finding = super().__new__(cls, text)
         finding.kind = kind
-        finding.importance = IMPORTANCE[kind]
+        finding.importance = IMPORTANCE[kind] + bonus
         finding.evidence = evidence
         finding.about = about
+        finding.checks = FINDING_CHECKS.get(kind, ()) if checks is None else checks
         return finding
 
 
-def ranked(findings: list[str]) -> list[str]:
-    """Findings heaviest first (plain strings, of unknown weight, last), ties in their order."""
-    return sorted(findings, key=lambda f: -f.importance if isinstance(f, Finding) else 0)
+def ranked(findings: list[str], fired: dict[str, str] | None = None) -> list[str]:
+    """Findings heaviest first, a finding weighing more when a check on the same thing fires
+    (``fired``: check name -> fail or warn); plain strings, of unknown weight, last."""
+    fired = fired or {}
+
+    def weight(finding: str) -> float:
+        if not isinstance(finding, Finding):
+            return 0.0
+        return finding.importance + max((CHECK_WEIGHT[fired[c]] for c in finding.checks if c in fired), default=0)
+
+    return sorted(findings, key=lambda f: -weight(f))
 
 
 @dataclass(frozen=True)
@@ -74,15 +99,23 @@ class StageTrend:
     min_change: float
     relative: bool = False
     digits: int = 3
+    checks: tuple[str, ...] = ()
+    """The shipped checks that watch the same metric."""
 
 
 STAGE_TRENDS: tuple[StageTrend, ...] = (
-    StageTrend("mean:model_tokens", "model tokens per trajectory", "length", 0.25, relative=True, digits=0),
-    StageTrend("share:think", "think share", "behaviour", 0.05),
-    StageTrend("ran_suite", "runs the full suite", "behaviour", 0.05),
-    StageTrend("mean:num_turns", "turns per trajectory", "behaviour", 0.25, relative=True, digits=1),
+    StageTrend("mean:model_tokens", "model tokens per trajectory", "length", 0.25, relative=True, digits=0,
+               checks=("response_length_inflation",)),
+    StageTrend("share:think", "think share", "behaviour", 0.05, checks=("think_share", "think_runs_growing")),
+    StageTrend("ran_suite", "runs the full suite", "behaviour", 0.05, checks=("suite_rate_decline", "suite_rate_floor")),
+    StageTrend("mean:num_turns", "turns per trajectory", "behaviour", 0.25, relative=True, digits=1,
+               checks=("turns_inflation",)),
 )
 """Stage metrics that make a finding when they move, with the least change that counts."""
+
+
+MAX_TREND_BONUS = 15.0
+"""Most weight a stage trend gains by its size (at four times its least change)."""
 
 
 def stage_findings(rates: pl.DataFrame) -> list[Finding]:
@@ -104,7 +137,8 @@ def stage_findings(rates: pl.DataFrame) -> list[Finding]:
             f"{trend.label}: {first['population_value']:.{d}f} in {first['stage']} -> "
             f"{last['population_value']:.{d}f} in {last['stage']} (N={last['n_sampled']} sample: "
             f"{last['value']:.{d}f} [{last['ci_low']:.{d}f}, {last['ci_high']:.{d}f}])",
-            trend.kind, "stage"))
+            trend.kind, "stage", checks=trend.checks,
+            bonus=min(MAX_TREND_BONUS, MAX_TREND_BONUS * abs(change) / scale / trend.min_change / 4)))
     return findings
 
 
@@ -159,3 +193,18 @@ def dead_group_finding(summary: list[Any]) -> list[Finding]:
     return [Finding(f"dead groups: {row['dead_groups']:,} of {row['groups']:,} groups ({row['share']:.0%}, "
                     f"95% [{row['ci_low']:.0%}, {row['ci_high']:.0%}]) have equal rewards, so a group-relative "
                     "advantage gives them no signal", "dead_groups", "summary-dead_groups")]
+
+
+def outcome_finding(summary: list[Any]) -> list[Finding]:
+    """The resolved rate of the log, with how resolved and unresolved attempts differ in turns."""
+    outcome = next((s for s in summary if s.key == "outcome"), None)
+    rows = outcome.frame.filter(pl.col("measure") == "resolved rate") if outcome is not None else None
+    if rows is None or rows.is_empty():
+        return []
+    rate = rows.row(0, named=True)
+    text = f"resolved {rate['value']:.0%} of {rate['n']:,} attempts (95% [{rate['ci_low']:.0%}, {rate['ci_high']:.0%}])"
+    contrast = next((s for s in summary if s.key == "outcome_contrast"), None)
+    turns = contrast.frame.filter(pl.col("measure") == "turns") if contrast is not None else None
+    if turns is not None and turns.height and turns["resolved"][0] is not None and turns["unresolved"][0] is not None:
+        text += f"; resolved attempts took {turns['resolved'][0]:.1f} turns on average, unresolved {turns['unresolved'][0]:.1f}"
+    return [Finding(text, "reward", "summary-outcome")]

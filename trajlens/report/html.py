@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any, Iterable
 
 import polars as pl
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#222;background:#fafafa}
-main{max-width:1100px;margin:0 auto;padding:16px 24px 60px}
+main{max-width:1280px;margin:0 auto;padding:16px 24px 60px;box-sizing:border-box}
+[id]{scroll-margin-top:40px}
 nav.top{position:sticky;top:0;background:#263238;color:#eee;padding:6px 24px;z-index:5;font-size:13px}
 nav.top a{color:#cfe8ff;margin-right:12px;text-decoration:none}
 h1{font-size:24px}h2{border-bottom:2px solid #263238;padding-bottom:4px;margin-top:40px}h3{margin-top:26px}
@@ -29,6 +31,12 @@ ul.findings li{margin:4px 0}ul.findings a{font-size:12px;margin-left:6px}
 details>summary{cursor:pointer;color:#1565c0}
 .scroll{overflow-x:auto;max-width:100%}
 .pill{display:inline-block;border-radius:8px;padding:0 6px;font-size:11px;color:#fff}
+table.overview{width:100%;font-size:12px;line-height:1.3}table.overview td{white-space:normal;vertical-align:top}
+table.overview td.trends{white-space:nowrap;padding:1px 4px}svg.trend{margin-right:3px;vertical-align:top}
+table.overview a.more{font-size:11px;margin-left:4px}
+.section-checks td{white-space:normal}.section-checks td:last-child{min-width:280px}
+.chip{display:inline-block;border-radius:8px;padding:0 6px;margin:0 3px 2px 0;font-size:11.5px}
+.chip.fail{background:#b71c1c;color:#fff}.chip.warn{background:#ffe082;color:#3e2723}
 """
 
 
@@ -85,9 +93,23 @@ def _align(frame: pl.DataFrame, column: str) -> str:
     return "text" if frame.schema[column] in (pl.String, pl.Categorical) else "num"
 
 
+_SVG_REFERENCE = re.compile(r'(\bid="|url\(#|href="#)')
+
+
+def unique_ids(svg: str, prefix: str) -> str:
+    """``svg`` with every element id, and every reference to one, prefixed by ``prefix``: many
+    inline figures on one page then share no id."""
+    return _SVG_REFERENCE.sub(lambda match: match.group(1) + prefix, svg)
+
+
 def figure(anchor: str, svg: str, caption: str) -> str:
-    """An inline SVG figure with an anchor and a caption."""
-    return f'<figure id="{escape(anchor)}" class="chart">{svg}<figcaption>{escape(caption)}</figcaption></figure>'
+    """An inline SVG figure with an anchor and a caption (its ids prefixed by the anchor)."""
+    return (f'<figure id="{escape(anchor)}" class="chart">{unique_ids(svg, escape(anchor) + "-")}'
+            f'<figcaption>{escape(caption)}</figcaption></figure>')
+
+
+SIGNIFICANCE = 0.05
+"""False discovery rate below which a comparison row is highlighted."""
 
 
 def comparison_section(anchor: str, comparison: pl.DataFrame, sentences: list[str], *, limit: int | None = None) -> str:
@@ -102,14 +124,22 @@ def comparison_section(anchor: str, comparison: pl.DataFrame, sentences: list[st
         pl.col("b_value").alias("B value"), pl.col("b_low").alias("B low"), pl.col("b_high").alias("B high"),
         pl.col("b_n").round(0).cast(pl.Int64).alias("B n"),
         pl.col("difference").alias("B - A"), pl.col("difference_low").alias("diff low"),
-        pl.col("difference_high").alias("diff high"), "p_value", "effect", "effect_size", "significant",
+        pl.col("difference_high").alias("diff high"), "p_value", "effect", "effect_size",
     )
+    from trajlens.compare._stats import benjamini_hochberg
+
+    q_values = benjamini_hochberg(comparison["p_value"].to_list())
+    shown = shown.with_columns(pl.Series("q_value (BH)", q_values, dtype=pl.Float64)).with_columns(
+        (pl.col("q_value (BH)") < SIGNIFICANCE).fill_null(False).alias("significant"))
+    shown = shown.select(*[c for c in shown.columns if c not in ("effect", "effect_size", "significant")],
+                         "effect", "effect_size", "significant")
     words = "".join(f"<li>{escape(s)}</li>" for s in sentences)
     return (
         f'<section id="{escape(anchor)}"><h3>A = {escape(a)}, B = {escape(b)}</h3>'
         f'<ul class="findings">{words}</ul>'
         '<p class="note">95% intervals; n is trajectories (effective calls for call shares, steps for advantage '
-        'statistics). Tests are not adjusted for the number of rows; highlighted rows have p &lt; 0.05. '
+        f'statistics). p-values are adjusted for the {comparison.height} rows by Benjamini-Hochberg (q_value, false '
+        f'discovery rate); highlighted rows have q &lt; {SIGNIFICANCE:g}. '
         'Sorted by effect size (Cohen\'s h for proportions, d for means).</p>'
         + table(shown, row_class="significant", limit=limit) + "</section>"
     )

@@ -45,7 +45,8 @@ def run_section(store: Any, report: Any, parts: RunParts) -> str:
     run_id = parts.run_id
     out: list[str] = [f'<section class="run" id="{html.escape(run_id)}"><h2>{html.escape(run_id)}</h2>']
     out.append(f'<p class="note"><a href="{html.escape(run_id)}/stage_report.md">Markdown stage report</a></p>')
-    out.append("<h3>Findings</h3>" + _findings(report.findings, parts))
+    out.append(f'<p class="note">{html.escape(report.kind)}; trajectories of split {html.escape(report.split)}.</p>')
+    out.append(f'<h3 id="{_anchor(run_id, "findings")}">Findings</h3>' + _findings(report.findings, parts))
     for summary in parts.summary:
         out.append(f'<h3 id="{_anchor(run_id, "summary-" + summary.key)}">{html.escape(summary.title)}</h3>'
                    f'<p class="note">{html.escape(summary.note)}</p>'
@@ -109,11 +110,13 @@ def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[st
     """Write ``out/index.html`` from the run sections and the comparisons."""
     from trajlens.compare import compare, describe
 
+    from trajlens.report.overview import overview_html
+
     body = ["<h1>trajlens report</h1>",
-            f'<p class="note">{len(reports)} run(s). Figures: hover a mark for its values. '
-            'Findings link to their evidence.</p>']
+            f'<p class="note">{len(reports)} run(s), heaviest findings first; each run links to its section. '
+            'Figures: hover a mark for its values. Findings link to their evidence.</p>', overview_html(reports)]
     body += [report.html for report in reports]
-    nav = [(f"#{report.run_id}", report.run_id) for report in reports]
+    nav = [("#overview", "overview")] + [(f"#{report.run_id}", report.run_id) for report in reports]
     compared = []
     for index, (a, b) in enumerate(comparisons):
         table = compare(store, a, b, stages=stages)

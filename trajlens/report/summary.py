@@ -43,9 +43,9 @@ def run_summary(store: Any, run_id: str, measures: pl.DataFrame, split: str | No
     if split is not None:
         scanned = scanned.filter(pl.col("split") == split)
     trajectories = scanned.select(
-        "run_id", "step", "group_id", "reward", "resolved", "exit_status").collect()
-    tables = [_outcome(trajectories, measures), _verification_mix(measures), _class_spread(measures),
-              _distributions(measures), _dead_groups(trajectories)]
+        "run_id", "step", "trajectory_id", "group_id", "reward", "resolved", "exit_status").collect()
+    tables = [_outcome(trajectories, measures), _outcome_contrast(trajectories, measures), _verification_mix(measures),
+              _class_spread(measures), _distributions(measures), _dead_groups(trajectories)]
     tables.append(_top_commands(store, run_id))
     return [t for t in tables if t is not None]
 
@@ -75,6 +75,49 @@ def _outcome(trajectories: pl.DataFrame, measures: pl.DataFrame) -> SummaryTable
     exits = trajectories["exit_status"].fill_null("unknown").value_counts(sort=True)
     note = "95% intervals. Exit status: " + (", ".join(f"{s} {n}" for s, n in exits.iter_rows()) or "none logged") + "."
     return SummaryTable("outcome", "Outcome and format errors", note, frame)
+
+
+CONTRAST_MEASURES: tuple[tuple[str, str], ...] = (
+    ("num_turns", "turns"), ("n_calls", "tool calls"), ("model_tokens", "model tokens"),
+    ("n_format_errors", "format errors"), ("ran_suite", "ran the full suite"), ("n_edits", "edits"),
+    ("edits_per_turn", "edits per turn"), ("readback_share", "read-back share"),
+    ("first_verification_position", "first verification (position)"),
+    *((f"share_{c}", f"{c} share") for c in BEHAVIOUR_CLASSES),
+)
+"""Per-trajectory measures set side by side for resolved and unresolved trajectories: (column, name)."""
+
+
+def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> SummaryTable | None:
+    """Every behaviour measure for resolved and unresolved trajectories side by side (means with
+    95% t intervals), when the log has both outcomes."""
+    if trajectories["resolved"].drop_nulls().n_unique() < 2:
+        return None
+    joined = measures.join(trajectories.select("trajectory_id", "resolved"), on="trajectory_id").drop_nulls("resolved")
+    rows = []
+    for column, name in CONTRAST_MEASURES:
+        if column not in joined.columns:
+            continue
+        cells: list[Any] = [name]
+        for resolved in (True, False):
+            values = joined.filter(pl.col("resolved") == resolved)[column].drop_nulls().cast(pl.Float64).drop_nans()
+            sd = values.std() if values.len() > 1 else None
+            estimate = (_stats.mean_estimate(_stats.Sample(float(values.mean()), None if sd is None else float(sd),
+                                                           values.len())) if values.len() else None)
+            cells += [None if estimate is None else estimate.value, None if estimate is None else estimate.low,
+                      None if estimate is None else estimate.high, values.len()]
+        if cells[1] is None and cells[5] is None:
+            continue
+        rows.append(tuple(cells))
+    if not rows:
+        return None
+    frame = pl.DataFrame(rows, schema={"measure": pl.String, "resolved": pl.Float64, "resolved low": pl.Float64,
+                                       "resolved high": pl.Float64, "n resolved": pl.Int64,
+                                       "unresolved": pl.Float64, "unresolved low": pl.Float64,
+                                       "unresolved high": pl.Float64, "n unresolved": pl.Int64}, orient="row")
+    frame = frame.with_columns((pl.col("resolved") - pl.col("unresolved")).alias("resolved - unresolved"))
+    return SummaryTable("outcome_contrast", "Resolved against unresolved",
+                        "Each behaviour measure's mean over resolved and over unresolved trajectories, with 95% "
+                        "t intervals: what the successful attempts did differently.", frame)
 
 
 def _verification_mix(measures: pl.DataFrame) -> SummaryTable:
