@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from built_runs import built_run, write_store
+from built_runs import built_run, no_tool_run, write_store
 from cdp import ROOT, Browser
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,8 @@ def pages(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("browser")
     store = trajlens.open(write_store(root, [built_run("long", long_trajectory=(LONG_CALLS, LONG_TOKENS)),
-                                             built_run("short", steps=4)]))
+                                             built_run("short", steps=4), built_run("valonly", split="val"),
+                                             no_tool_run("math")]))
     out = root / "report"
     reports = {r.run_id: r for r in report_store(store, out, comparisons=[("long", "short")])}
     comparison = write_comparison(compare(store, "short:Q1", "short:Q4"), out / "compare")[2]
@@ -39,7 +40,8 @@ def pages(tmp_path_factory):
 
     long_page = write_viewer(store, "long", "s3-t0", out / "long-s3-t0.html", run_credit(store, "long", "gae_raw"))
     assert reports["long"].viewers
-    return {"index": out / "index.html", "comparison": comparison, "viewer": long_page}
+    return {"index": out / "index.html", "comparison": comparison, "viewer": long_page,
+            "validation viewer": reports["valonly"].viewers[0], "report viewer": reports["short"].viewers[0]}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +75,7 @@ def test_report_index_loads_clean_with_figures(browser, pages):
     for figure in figures:
         assert figure["width"] > 300 and figure["height"] > 150 and figure["marks"] > 10
     assert sum(f["tips"] for f in figures) > 20
-    assert browser.evaluate("document.querySelectorAll('section.run').length") == 2
+    assert browser.evaluate("document.querySelectorAll('section.run').length") == 4
     assert browser.evaluate("document.querySelectorAll('#comparisons table tbody tr').length") > 10
     browser.screenshot(SHOTS / "report_index.png")
     browser.evaluate("document.querySelector('#long-figure-advantage_batches').scrollIntoView()")
@@ -145,3 +147,48 @@ def test_viewer_navigates_within_the_step(browser, pages):
     browser.evaluate("document.getElementById('prev').click()")
     assert browser.evaluate("document.getElementById('trajectory-id').textContent") == first
     assert_clean(browser)
+
+
+@pytest.mark.parametrize("kind", ["index", "comparison", "viewer", "validation viewer", "report viewer"])
+def test_pages_fit_the_window_with_unique_ids(browser, pages, kind):
+    """At 1,400 px nothing sticks out of the window (wide tables scroll in their own box), no
+    id is used twice (inline SVG figures included), and nothing is logged as an error."""
+    load(browser, pages[kind])
+    layout = browser.layout()
+    assert layout["width"] > 1300  # the window the reader has
+    assert layout["scroll_width"] <= layout["width"] and layout["wide"] == [], layout
+    assert layout["duplicate_ids"] == []
+    assert_clean(browser)
+    browser.screenshot(SHOTS / f"layout_{kind.replace(' ', '_')}.png")
+
+
+def test_the_overview_is_the_first_screen(browser, pages):
+    load(browser, pages["index"])
+    layout = browser.layout()
+    assert layout["overview_bottom"] is not None and layout["overview_bottom"] <= layout["height"]
+    rows = browser.evaluate("""[...document.querySelectorAll('#overview tbody tr')].map(r => ({
+        run: r.cells[0].textContent, kind: r.cells[1].textContent, finding: r.cells[3].textContent,
+        trends: r.querySelectorAll('svg.trend').length,
+        linked: !!document.getElementById(r.cells[0].querySelector('a').getAttribute('href').slice(1))}))""")
+    by_run = {row["run"]: row for row in rows}
+    assert set(by_run) == {"long", "short", "valonly", "math"}
+    assert all(row["linked"] for row in rows)
+    assert by_run["valonly"]["kind"] == "validation split only"
+    assert by_run["math"]["kind"] == "RL run without tools" and by_run["math"]["finding"].startswith("dead groups:")
+    assert by_run["math"]["trends"] == 2 and by_run["short"]["trends"] == 3
+    # a link into the page lands below the sticky navigation, not under it
+    browser.evaluate("location.hash = '#short-findings'")
+    browser.settle()
+    top = browser.evaluate("document.getElementById('short-findings').getBoundingClientRect().top")
+    nav = browser.evaluate("document.querySelector('nav.top').getBoundingClientRect().bottom")
+    assert top >= nav
+    browser.screenshot(SHOTS / "overview.png")
+
+
+def test_viewer_and_comparison_pages_link_back_to_the_report(browser, pages):
+    for kind in ("report viewer", "comparison"):
+        load(browser, pages[kind])
+        href = browser.evaluate("document.querySelector('nav.top a').href")
+        assert href.startswith("file://") and "index.html" in href
+        target = Path(href[len("file://"):].split("#")[0])
+        assert target.resolve() == pages["index"].resolve()

@@ -224,6 +224,7 @@ def test_cli_identify_writes_the_verdict_as_json(tmp_path, capsys):
     assert main(["advantages", str(store), "--run", "tiny", "--identify", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "match: verl GRPO (group std, eps 1e-6)" in printed
+    assert "e-0" in printed and " 0.00 " not in printed  # tiny differences in scientific notation
     payload = json.loads(out.read_text())
     assert payload["best"]["estimator"] == "grpo" and payload["best"]["n"] == 8
     assert payload["best"]["max_abs_diff"] < 1e-6 and payload["matched"] is True

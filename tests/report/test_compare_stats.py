@@ -52,3 +52,20 @@ def test_difference_interval_holds_the_difference(x1, n1, x2, n2):
     test = _stats.two_proportions(a, b)
     assert -1 <= test.low <= test.difference <= test.high <= 1
     assert test.p_value is None or 0 <= test.p_value <= 1
+
+
+def test_benjamini_hochberg_by_hand():
+    # sorted p: 0.01, 0.03, 0.04, 0.5 (m = 4); q_(i) = min over j >= i of p_(j) * 4 / j
+    q = _stats.benjamini_hochberg([0.01, 0.04, None, 0.03, 0.5])
+    assert q[2] is None
+    assert q[0] == pytest.approx(0.04) and q[1] == pytest.approx(0.16 / 3) and q[3] == pytest.approx(0.16 / 3)
+    assert q[4] == pytest.approx(0.5)
+    assert _stats.benjamini_hochberg([]) == []
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=30))
+def test_benjamini_hochberg_keeps_order_and_bounds(p_values):
+    q = _stats.benjamini_hochberg(p_values)
+    assert all(p <= qv + 1e-12 and qv <= 1 for p, qv in zip(p_values, q))  # p * m / m may round below p
+    ranked = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    assert all(q[a] <= q[b] + 1e-12 for a, b in zip(ranked, ranked[1:]))

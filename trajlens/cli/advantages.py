@@ -85,11 +85,12 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
         found = identify_advantages(frames.trajectories, frames.tokens, config=config)
         tick(run)
     table = pl.DataFrame([
-        {"candidate": fit.candidate.label, "max_abs_diff": fit.max_abs_diff if fit.n else None,
-         "median_abs_diff": fit.median_abs_diff if fit.n else None, "n": fit.n, "note": fit.error or ""}
+        {"candidate": fit.candidate.label, "max_abs_diff": f"{fit.max_abs_diff:.2e}" if fit.n else None,
+         "median_abs_diff": f"{fit.median_abs_diff:.2e}" if fit.n else None, "n": fit.n, "note": fit.error or ""}
         for fit in found.candidates
     ])
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, float_precision=2, fmt_str_lengths=60, tbl_width_chars=140):
+    # differences span orders of magnitude (1e-8 for a match, 1e-1 for a miss): scientific notation
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=140):
         typer.echo(str(table))
     typer.echo(("match: " if found.matched else "") + found.verdict)
     if json_out is not None:

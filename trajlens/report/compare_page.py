@@ -18,9 +18,11 @@ def comparison_markdown(comparison: pl.DataFrame, top: int = 5) -> str:
     a, b = comparison["a"][0], comparison["b"][0]
     from trajlens.compare._stats import benjamini_hochberg
 
+    comparison, repeated = html.distinct_measures(comparison)
     lines = [f"# {b} against {a}", "", *(f"- {s}" for s in describe(comparison, top)), "",
              f"95% intervals; differences are B - A; q is the p-value adjusted for the {comparison.height} rows "
-             "by Benjamini-Hochberg (false discovery rate).", "",
+             "by Benjamini-Hochberg (false discovery rate)."
+             + (f" Not repeated: {'; '.join(repeated)}." if repeated else ""), "",
              "| measure | A | B | B - A [95%] | test | p | q (BH) | effect |", "|---|---|---|---|---|---|---|---|"]
     q_values = benjamini_hochberg(comparison["p_value"].to_list())
     for row, q_value in zip(comparison.iter_rows(named=True), q_values):

@@ -15,7 +15,7 @@ import polars as pl
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#222;background:#fafafa}
-main{max-width:1280px;margin:0 auto;padding:16px 24px 60px;box-sizing:border-box}
+main{max-width:1380px;margin:0 auto;padding:16px 24px 60px;box-sizing:border-box}
 [id]{scroll-margin-top:40px}
 nav.top{position:sticky;top:0;background:#263238;color:#eee;padding:6px 24px;z-index:5;font-size:13px}
 nav.top a{color:#cfe8ff;margin-right:12px;text-decoration:none}
@@ -108,6 +108,26 @@ def figure(anchor: str, svg: str, caption: str) -> str:
             f'<figcaption>{escape(caption)}</figcaption></figure>')
 
 
+SAME_VALUE_COLUMNS: tuple[str, ...] = ("a_value", "a_low", "a_high", "a_n", "b_value", "b_low", "b_high", "b_n")
+"""A per-trajectory mean with the same values in all of these as an earlier one repeats it."""
+
+
+def distinct_measures(comparison: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """The comparison without per-trajectory means (``mean:``) that repeat an earlier mean's
+    values (two names of one count, such as calls and turns in a log of one call per turn), and a
+    note per dropped row."""
+    if comparison.is_empty():
+        return comparison, []
+    is_mean = pl.col("measure").str.starts_with("mean:")
+    keyed = comparison.with_row_index("__row").with_columns(
+        pl.when(is_mean).then(pl.col("__row").min().over([is_mean, *SAME_VALUE_COLUMNS])).otherwise(pl.col("__row"))
+        .alias("__first"))
+    dropped = keyed.filter(pl.col("__row") != pl.col("__first"))
+    first_name = dict(keyed.select("__row", "measure").iter_rows())
+    notes = [f"{row['measure']} has the same values as {first_name[row['__first']]}" for row in dropped.iter_rows(named=True)]
+    return keyed.filter(pl.col("__row") == pl.col("__first")).drop("__row", "__first"), notes
+
+
 SIGNIFICANCE = 0.05
 """False discovery rate below which a comparison row is highlighted."""
 
@@ -117,29 +137,38 @@ def comparison_section(anchor: str, comparison: pl.DataFrame, sentences: list[st
     if comparison.is_empty():
         return f'<section id="{escape(anchor)}"><p>No measure is present on both sides.</p></section>'
     a, b = comparison["a"][0], comparison["b"][0]
+    comparison, repeated = distinct_measures(comparison)
+    def interval(prefix: str) -> list[str]:
+        return [f"{number(v)} [{number(lo)}, {number(hi)}]" if v is not None else ""
+                for v, lo, hi in comparison.select(f"{prefix}value" if prefix != "difference" else "difference",
+                                                   f"{prefix}_low" if prefix == "difference" else f"{prefix}low",
+                                                   f"{prefix}_high" if prefix == "difference" else f"{prefix}high")
+                .iter_rows()]
+
     shown = comparison.select(
-        "measure", "test",
-        pl.col("a_value").alias("A value"), pl.col("a_low").alias("A low"), pl.col("a_high").alias("A high"),
-        pl.col("a_n").round(0).cast(pl.Int64).alias("A n"),
-        pl.col("b_value").alias("B value"), pl.col("b_low").alias("B low"), pl.col("b_high").alias("B high"),
-        pl.col("b_n").round(0).cast(pl.Int64).alias("B n"),
-        pl.col("difference").alias("B - A"), pl.col("difference_low").alias("diff low"),
-        pl.col("difference_high").alias("diff high"), "p_value", "effect", "effect_size",
-    )
+        "measure", "test", pl.col("a_n").round(0).cast(pl.Int64).alias("A n"),
+        pl.col("b_n").round(0).cast(pl.Int64).alias("B n"), "p_value", "effect", "effect_size",
+    ).with_columns(pl.Series("A [95%]", interval("a_")), pl.Series("B [95%]", interval("b_")),
+                   pl.Series("B - A [95%]", interval("difference")))
+    effects = [f"{effect.removeprefix('Cohen' + chr(39) + 's ')} {size:+.2f}" if size is not None else ""
+               for effect, size in comparison.select("effect", "effect_size").iter_rows()]
+    shown = shown.with_columns(pl.Series("effect (Cohen)", effects)).select(
+        "measure", "test", "A [95%]", "A n", "B [95%]", "B n", "B - A [95%]", "p_value", "effect (Cohen)")
     from trajlens.compare._stats import benjamini_hochberg
 
     q_values = benjamini_hochberg(comparison["p_value"].to_list())
-    shown = shown.with_columns(pl.Series("q_value (BH)", q_values, dtype=pl.Float64)).with_columns(
-        (pl.col("q_value (BH)") < SIGNIFICANCE).fill_null(False).alias("significant"))
-    shown = shown.select(*[c for c in shown.columns if c not in ("effect", "effect_size", "significant")],
-                         "effect", "effect_size", "significant")
+    shown = shown.with_columns(pl.Series("q (BH)", q_values, dtype=pl.Float64)).with_columns(
+        (pl.col("q (BH)") < SIGNIFICANCE).fill_null(False).alias("significant"))
+    shown = shown.select(*[c for c in shown.columns if c not in ("effect (Cohen)", "significant")],
+                         "effect (Cohen)", "significant")
     words = "".join(f"<li>{escape(s)}</li>" for s in sentences)
     return (
         f'<section id="{escape(anchor)}"><h3>A = {escape(a)}, B = {escape(b)}</h3>'
         f'<ul class="findings">{words}</ul>'
         '<p class="note">95% intervals; n is trajectories (effective calls for call shares, steps for advantage '
-        f'statistics). p-values are adjusted for the {comparison.height} rows by Benjamini-Hochberg (q_value, false '
+        f'statistics). p-values are adjusted for the {comparison.height} rows by Benjamini-Hochberg (q, false '
         f'discovery rate); highlighted rows have q &lt; {SIGNIFICANCE:g}. '
+        + (f'Not repeated: {escape("; ".join(repeated))}. ' if repeated else "") +
         'Sorted by effect size (Cohen\'s h for proportions, d for means).</p>'
         + table(shown, row_class="significant", limit=limit) + "</section>"
     )
