@@ -299,8 +299,38 @@ def stage_rates(rates: pl.DataFrame, metrics: list[str], title: str) -> Chart:
     return chart
 
 
+FLAT_MEAN = 1e-6
+"""Largest |batch mean| of advantages that counts as zero by construction."""
+
+
+def _advantage_std_only(diagnostics: pl.DataFrame, title: str) -> Chart:
+    figure, axis = _figure(height=3.2)
+    chart = Chart(figure)
+    bins = _step_bins(diagnostics["step"])
+    drawn = diagnostics if bins is None else diagnostics.sort("step").with_columns(bins).group_by(
+        "estimator", "__bin", maintain_order=True).agg(pl.col("step").mean(), pl.col("std").mean())
+    for (estimator,), part in drawn.partition_by("estimator", as_dict=True, maintain_order=True).items():
+        part = part.sort("step")
+        axis.plot(part["step"], part["std"], label=estimator, linewidth=1)
+    steps = diagnostics["step"].unique().sort().to_list()
+    by_step = {step: rows for (step,), rows in diagnostics.partition_by("step", as_dict=True).items()}
+    _hover_columns(chart, axis, steps, lambda i: f"step {steps[i]}: " + "; ".join(
+        f"{r['estimator']} std {r['std']:.3f}" for r in by_step[steps[i]].iter_rows(named=True)), 1.0)
+    low, high = diagnostics["std"].min(), diagnostics["std"].max()
+    if high - low < MIN_SPAN:
+        axis.set_ylim((high + low) / 2 - MIN_SPAN / 2, (high + low) / 2 + MIN_SPAN / 2)
+    axis.set(xlabel="training step", ylabel="batch std",
+             title=f"{title} ({len(steps)} steps; every batch mean is 0, so only the std is drawn)")
+    _integer_steps(axis)
+    axis.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return chart
+
+
 def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
-    """Per-step advantage mean and std per estimator; all-negative batches marked."""
+    """Per-step advantage mean and std per estimator; all-negative batches marked. When every
+    batch mean is zero (group-relative and whitened estimators make it so), only the std is drawn."""
+    if not diagnostics.is_empty() and diagnostics["mean"].abs().max() < FLAT_MEAN:
+        return _advantage_std_only(diagnostics, title)
     figure, (top, bottom) = _figure(height=5.5, rows=2)
     chart = Chart(figure)
     if diagnostics.is_empty():
