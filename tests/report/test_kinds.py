@@ -35,6 +35,10 @@ def test_split_option_of_report_and_sample(validation_store, tmp_path):
     assert done.returncode == 0, done.stderr
     readme = (tmp_path / "val" / "README.md").read_text()
     assert "no val split: reported on its train split" in readme  # the training run has no val split
+    lines = done.stdout.splitlines()  # the overview, then where the report is
+    assert lines[0].split() == ["trained", "RL", "run", "with", "tools"]
+    assert lines[3].split() == ["valonly", "validation", "split", "only"]
+    assert lines[-1].startswith("wrote reports for 2 run(s) under ") and "index.html" in lines[-1]
     done = cli("sample", validation_store, "--run", "valonly", "--n", "2")
     assert done.returncode == 0, done.stderr
     assert "run 'valonly' has no train split: sampling its val split" in done.stderr

@@ -33,7 +33,8 @@ def report(
 ) -> None:
     """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.
 
-    Writes OUT/index.html (one self-contained page: every run, comparisons, figures with hover
+    Prints the overview (per run: its kind, the checks that fire, its main finding) and writes
+    OUT/index.html (one self-contained page: the overview, every run, comparisons, figures with hover
     values), OUT/README.md (findings per run), OUT/RUN/stage_report.md with PNG figures, and
     OUT/RUN/view/*.html (viewer pages of a few trajectories per run).
 
@@ -49,5 +50,8 @@ def report(
     with progress_bar("reporting", total=len(runs)) as tick:
         written = report_store(handle, output, n=n, seed=seed, run_ids=runs, comparisons=pairs,
                                viewers_per_run=viewers, progress=tick, split=split)
-    typer.echo((output / "README.md").read_text())
-    typer.echo(f"wrote reports for {len(written)} run(s) under {output}; open {output / 'index.html'}")
+    from trajlens.report.overview import overview_text
+
+    typer.echo(overview_text(written))
+    typer.echo(f"\nwrote reports for {len(written)} run(s) under {output}; open {output / 'index.html'} "
+               f"(findings per run: {output / 'README.md'})")

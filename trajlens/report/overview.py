@@ -16,7 +16,7 @@ import polars as pl
 from trajlens.report import html
 
 FINDINGS_SHOWN = 1
-"""Findings per run on the first screen; the rest are in the run's section."""
+"""Findings per run on the first screen (:func:`main_finding`); the rest are in the run's section."""
 TREND_WIDTH, TREND_HEIGHT = 96, 30
 MIN_TREND_STEPS = 2
 """Steps a run needs for a trend line."""
@@ -114,14 +114,27 @@ def _checks_cell(run_id: str, failing: list[tuple[str, str, str]]) -> str:
     return chips + (f'<a href="#{html.escape(run_id)}-checks">{more} more</a>' if more > 0 else "")
 
 
+def main_finding(report: Any) -> str:
+    """The finding the overview leads with: the heaviest about the run as trained; when every
+    finding is about a recomputation under another estimator, a sentence saying so."""
+    from trajlens.report.findings import RECOMPUTED
+
+    as_trained = [f for f in report.findings if getattr(f, "about", None) != RECOMPUTED]
+    if as_trained:
+        return str(as_trained[0])
+    if report.findings:
+        return (f"nothing notable in the run as trained; {len(report.findings)} finding(s) about recomputations "
+                "under other estimators")
+    return "nothing notable"
+
+
 def overview_html(reports: Sequence[Any]) -> str:
     """The overview table, first on ``index.html``."""
     rows = []
     for report in reports:
         run = html.escape(report.run_id)
-        shown = report.findings[:FINDINGS_SHOWN]
-        more = len(report.findings) - len(shown)
-        findings = " ".join(html.escape(f) for f in shown) or "nothing notable"
+        findings = html.escape(main_finding(report))
+        more = len(report.findings) - FINDINGS_SHOWN
         if more > 0:
             findings += f' <a class="more" href="#{run}-findings">+{more} more</a>'
         trends = "".join(sparkline(name, points) for name, points in report.trends.items())
@@ -142,6 +155,21 @@ def overview_markdown(reports: Sequence[Any]) -> list[str]:
         named = [f"{name} ({status}, steps {steps})" for name, status, steps in report.failing[:CHECKS_SHOWN]]
         more = len(report.failing) - CHECKS_SHOWN
         checks = ", ".join(named + ([f"{more} more"] if more > 0 else [])) or "none"
-        finding = str(report.findings[0]) if report.findings else "nothing notable"
+        finding = main_finding(report)
         lines.append(f"| [{report.run_id}](#{report.run_id}) | {report.kind} | {checks} | {finding} |")
     return lines
+
+
+def overview_text(reports: Sequence[Any]) -> str:
+    """The overview as plain text for a terminal: per run its kind, the checks that fire and its
+    main finding, each on its own line."""
+    width = max((len(r.run_id) for r in reports), default=0)
+    lines = []
+    for report in reports:
+        checks = ", ".join(f"{name} ({status} {steps})" for name, status, steps in report.failing[:CHECKS_SHOWN])
+        more = len(report.failing) - CHECKS_SHOWN
+        checks = (checks + (f", {more} more" if more > 0 else "")) or "none fire"
+        lines += [f"{report.run_id:<{width}}  {report.kind}",
+                  f"{'':<{width}}  checks: {checks}",
+                  f"{'':<{width}}  main:   {main_finding(report)}"]
+    return "\n".join(lines)
