@@ -62,6 +62,9 @@ def test_two_estimators_of_one_run_compare_advantages_only(sample_store):
     negative = row(table, "advantage:gae_raw|gae_whitened:all_negative")
     assert negative["a_value"] == pytest.approx(3 / 135) and negative["b_value"] == 0.0
     assert row(table, "advantage:gae_raw|gae_whitened:std")["b_value"] == pytest.approx(1.0, abs=1e-3)
+    sentence = describe(table, 1)[0]  # the sides name their estimators; the measure does not again
+    assert sentence.startswith("sao-r6 (gae_whitened) has a batch advantage std of 1 against sao-r6 (gae_raw)'s ")
+    assert "|" not in sentence
 
 
 def test_saved_query_agrees_with_the_python_comparison(sample_store):

@@ -155,7 +155,8 @@ def _advantage_rows(a: SideData, b: SideData) -> list[dict | None]:
         steps_b = b.advantages.filter(pl.col("estimator") == label_b)
         name = label_a if label_a == label_b else f"{label_a}|{label_b}"
         for statistic in ADVANTAGE_STATISTICS:
-            phrase = f"under {name} {statistic.phrase}"
+            # two labels are already in the sides' names (sao-r6 (gae_raw) against sao-r6 (gae_whitened))
+            phrase = f"under {name} {statistic.phrase}" if label_a == label_b else statistic.phrase
             measure = Measure(f"advantage:{name}:{statistic.name}", statistic.kind, phrase)
             rows.append(_row(measure, *_estimates(statistic, steps_a, steps_b)))
     return rows
