@@ -73,11 +73,13 @@ def test_resume_report_flags_the_doubled_learning_rate_on_the_checks_steps(repor
 
 
 def test_findings_say_what_the_run_does_and_what_a_recomputation_would_do(reports):
-    _, by_run = reports
+    out, by_run = reports
     twin = by_run["causal-r6-whitened"].findings
     assert "recomputed under gae_raw (not what this run trained with): all-negative batches at steps 58-59, 61-64; " \
            "all-positive at none" in twin
     assert not any(f.startswith("gae_raw:") for f in twin)
+    assert '<li class="recomputed" title="about a recomputation, not the run as trained">recomputed under gae_raw' \
+        in (out / "index.html").read_text()
     length = by_run["causal-grpo-length"].findings
     assert length[0].startswith("model tokens per trajectory: ") and length[0].kind == "length"
     assert not any("0.000 in Q1 -> 0.000" in f for report in by_run.values() for f in report.findings)

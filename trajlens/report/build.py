@@ -174,7 +174,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     if with_tools:
         charts["class_shares_per_trajectory"] = plots.class_shares_per_trajectory(
             measures, f"{run_id}: class shares per trajectory")
-    charts["distributions"] = plots.distributions(measures, f"{run_id}: turns and length")
+    if with_tools or measures["model_tokens"].drop_nulls().len():
+        charts["distributions"] = plots.distributions(measures, f"{run_id}: turns and length")
     run_tables = (scan_run_table(store, run_id, "trajectories"), scan_run_table(store, run_id, "tool_calls"))
     stage = stage_report(run_tables, run_id=run_id, n=n, seed=seed, stages=stages, split=report.split,
                          measures=measures)

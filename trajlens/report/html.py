@@ -27,7 +27,7 @@ tr.significant td{background:#fff8e1}
 .note{color:#555;font-size:12.5px;margin:2px 0 10px}
 figure{margin:12px 0;background:#fff;border:1px solid #e0e0e0;padding:6px}
 figure svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}
-ul.findings li{margin:4px 0}ul.findings a{font-size:12px;margin-left:6px}
+ul.findings li{margin:4px 0}ul.findings li.recomputed{color:#546e7a;font-style:italic}ul.findings a{font-size:12px;margin-left:6px}
 details>summary{cursor:pointer;color:#1565c0}
 .scroll{overflow-x:auto;max-width:100%}
 .pill{display:inline-block;border-radius:8px;padding:0 6px;font-size:11px;color:#fff}

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.report import html
+from trajlens.report.findings import RECOMPUTED
 from trajlens.report.sections import run_sections
 
 KEY_STAGE_METRICS: tuple[str, ...] = (
@@ -89,7 +90,9 @@ def _findings(findings: list[str], parts: RunParts) -> str:
             _, why, path = parts.exemplars[0]
             links.append(f'<a href="{html.escape(parts.run_id)}/view/{html.escape(path.name)}">a trajectory: '
                          f'{html.escape(why)}</a>')
-        items.append(f"<li>{html.escape(finding)}{''.join(links)}</li>")
+        about = getattr(finding, "about", None)
+        marked = ' class="recomputed" title="about a recomputation, not the run as trained"' if about == RECOMPUTED else ""
+        items.append(f"<li{marked}>{html.escape(finding)}{''.join(links)}</li>")
     return f'<ul class="findings">{"".join(items)}</ul>'
 
 
