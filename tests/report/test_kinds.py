@@ -74,7 +74,11 @@ def test_single_step_agent_logs_set_resolved_beside_unresolved(tmp_path):
     assert report.kind == "eval run (one step of agent logs)"
     assert any(f.startswith("resolved 54% of 24 attempts (95% [35%, 72%]); resolved attempts took ") for f in report.findings)
     text = report.markdown.read_text()
-    assert "### Resolved against unresolved" in text and "| think share |" not in text.split("###")[0]
+    assert "### Resolved against unresolved" in text
+    assert "The same values, not repeated: tool calls as turns." in text  # one call per turn
+    contrast = text.split("### Resolved against unresolved")[1].split("###")[0]
+    suite = next(line for line in contrast.splitlines() if line.startswith("| ran the full suite |"))
+    assert all(0 <= float(cell) <= 1 for cell in suite.split("|")[2:5])  # a Wilson interval stays in [0, 1]
     assert "## Stages" not in text and "stage_rates" not in {f.stem for f in report.figures}
     reasons = _viewer_reasons(tmp_path)
     assert len(reasons) == 4

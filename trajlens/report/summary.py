@@ -93,19 +93,28 @@ def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> Sum
     if trajectories["resolved"].drop_nulls().n_unique() < 2:
         return None
     joined = measures.join(trajectories.select("trajectory_id", "resolved"), on="trajectory_id").drop_nulls("resolved")
-    rows = []
+    rows: list[tuple] = []
+    same: list[str] = []
     for column, name in CONTRAST_MEASURES:
         if column not in joined.columns:
             continue
         cells: list[Any] = [name]
+        proportion = joined.schema[column] == pl.Boolean
         for resolved in (True, False):
             values = joined.filter(pl.col("resolved") == resolved)[column].drop_nulls().cast(pl.Float64).drop_nans()
             sd = values.std() if values.len() > 1 else None
-            estimate = (_stats.mean_estimate(_stats.Sample(float(values.mean()), None if sd is None else float(sd),
-                                                           values.len())) if values.len() else None)
+            estimate = (None if not values.len() else
+                        _stats.wilson(float(values.sum()), float(values.len())) if proportion else
+                        _stats.mean_estimate(_stats.Sample(float(values.mean()), None if sd is None else float(sd),
+                                                           values.len())))
             cells += [None if estimate is None else estimate.value, None if estimate is None else estimate.low,
                       None if estimate is None else estimate.high, values.len()]
         if cells[1] is None and cells[5] is None:
+            continue
+        moved = any(v not in (None, 0.0) for v in (cells[1], cells[5]))  # zeros coincide without meaning
+        repeats = next((row[0] for row in rows if row[1:] == tuple(cells[1:])), None) if moved else None
+        if repeats is not None:
+            same.append(f"{name} as {repeats}")  # one count under two names (one call per turn)
             continue
         rows.append(tuple(cells))
     if not rows:
@@ -117,7 +126,8 @@ def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> Sum
     frame = frame.with_columns((pl.col("resolved") - pl.col("unresolved")).alias("resolved - unresolved"))
     return SummaryTable("outcome_contrast", "Resolved against unresolved",
                         "Each behaviour measure's mean over resolved and over unresolved trajectories, with 95% "
-                        "t intervals: what the successful attempts did differently.", frame)
+                        "intervals (Wilson for yes/no measures, t for the rest): what the successful attempts did "
+                        "differently." + (f" The same values, not repeated: {'; '.join(same)}." if same else ""), frame)
 
 
 def _verification_mix(measures: pl.DataFrame) -> SummaryTable:
