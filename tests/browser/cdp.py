@@ -16,7 +16,7 @@ import websocket
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-         "--remote-debugging-port=0", "--window-size=1280,900")
+         "--remote-debugging-port=0", "--window-size=1400,900")
 
 
 def find_chromium() -> str:
@@ -29,6 +29,32 @@ def find_chromium() -> str:
     if done.returncode != 0:
         raise RuntimeError(f"could not install Chromium: {done.stderr.strip()[-500:]}")
     return done.stdout.strip().splitlines()[-1]
+
+
+LAYOUT_SCRIPT = """(() => {
+  const width = document.documentElement.clientWidth;
+  const wide = [];
+  for (const el of document.querySelectorAll('body *')) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || (box.right <= width + 1 && box.left >= -1)) continue;
+    let parent = el.parentElement, inside = false;
+    while (parent && parent !== document.body) {
+      const overflow = getComputedStyle(parent).overflowX;
+      if (['auto', 'scroll', 'hidden'].includes(overflow) && parent.getBoundingClientRect().right <= width + 1) {
+        inside = true; break;
+      }
+      parent = parent.parentElement;
+    }
+    if (!inside) wide.push(el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
+                           + (typeof el.className === 'string' && el.className ? '.' + el.className : ''));
+  }
+  const counts = {};
+  for (const el of document.querySelectorAll('[id]')) counts[el.id] = (counts[el.id] || 0) + 1;
+  const overview = document.getElementById('overview');
+  return {width: width, scroll_width: document.documentElement.scrollWidth, height: window.innerHeight,
+          wide: wide.slice(0, 20), duplicate_ids: Object.keys(counts).filter(k => counts[k] > 1).slice(0, 20),
+          overview_bottom: overview ? overview.getBoundingClientRect().bottom + window.scrollY : null};
+})()"""
 
 
 class Browser:
@@ -116,6 +142,12 @@ class Browser:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
         return path
+
+    def layout(self) -> dict:
+        """What a reader at this window width meets: the page's width against the window's, the
+        elements sticking out of it (outside a horizontally scrolling box), ids used more than
+        once, and how far down the page the element ``#overview`` ends."""
+        return self.evaluate(LAYOUT_SCRIPT)
 
     def close(self) -> None:
         try:

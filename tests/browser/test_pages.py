@@ -44,7 +44,7 @@ def test_report_index_loads_clean_with_figures(browser, pages):
     for figure in figures:
         assert figure["width"] > 300 and figure["height"] > 150 and figure["marks"] > 10
     assert sum(f["tips"] for f in figures) > 20
-    assert browser.evaluate("document.querySelectorAll('section.run').length") == 2
+    assert browser.evaluate("document.querySelectorAll('section.run').length") == 4
     assert browser.evaluate("document.querySelectorAll('#comparisons table tbody tr').length") > 10
     browser.screenshot(SHOTS / "report_index.png")
     browser.evaluate("document.querySelector('#long-figure-advantage_batches').scrollIntoView()")
@@ -117,3 +117,48 @@ def test_viewer_navigates_within_the_step(browser, pages):
     browser.evaluate("document.getElementById('prev').click()")
     assert browser.evaluate("document.getElementById('trajectory-id').textContent") == first
     assert_clean(browser)
+
+
+@pytest.mark.parametrize("kind", ["index", "comparison", "viewer", "validation viewer", "report viewer"])
+def test_pages_fit_the_window_with_unique_ids(browser, pages, kind):
+    """At 1,400 px nothing sticks out of the window (wide tables scroll in their own box), no
+    id is used twice (inline SVG figures included), and nothing is logged as an error."""
+    load(browser, pages[kind])
+    layout = browser.layout()
+    assert layout["width"] > 1300  # the window the reader has
+    assert layout["scroll_width"] <= layout["width"] and layout["wide"] == [], layout
+    assert layout["duplicate_ids"] == []
+    assert_clean(browser)
+    browser.screenshot(SHOTS / f"layout_{kind.replace(' ', '_')}.png")
+
+
+def test_the_overview_is_the_first_screen(browser, pages):
+    load(browser, pages["index"])
+    layout = browser.layout()
+    assert layout["overview_bottom"] is not None and layout["overview_bottom"] <= layout["height"]
+    rows = browser.evaluate("""[...document.querySelectorAll('#overview tbody tr')].map(r => ({
+        run: r.cells[0].textContent, kind: r.cells[1].textContent, finding: r.cells[3].textContent,
+        trends: r.querySelectorAll('svg.trend').length,
+        linked: !!document.getElementById(r.cells[0].querySelector('a').getAttribute('href').slice(1))}))""")
+    by_run = {row["run"]: row for row in rows}
+    assert set(by_run) == {"long", "short", "valonly", "math"}
+    assert all(row["linked"] for row in rows)
+    assert by_run["valonly"]["kind"] == "validation split only"
+    assert by_run["math"]["kind"] == "RL run without tools" and by_run["math"]["finding"].startswith("dead groups:")
+    assert by_run["math"]["trends"] == 2 and by_run["short"]["trends"] == 3
+    # a link into the page lands below the sticky navigation, not under it
+    browser.evaluate("location.hash = '#short-findings'")
+    browser.settle()
+    top = browser.evaluate("document.getElementById('short-findings').getBoundingClientRect().top")
+    nav = browser.evaluate("document.querySelector('nav.top').getBoundingClientRect().bottom")
+    assert top >= nav
+    browser.screenshot(SHOTS / "overview.png")
+
+
+def test_viewer_and_comparison_pages_link_back_to_the_report(browser, pages):
+    for kind in ("report viewer", "comparison"):
+        load(browser, pages[kind])
+        href = browser.evaluate("document.querySelector('nav.top a').href")
+        assert href.startswith("file://") and "index.html" in href
+        target = Path(href[len("file://"):].split("#")[0])
+        assert target.resolve() == pages["index"].resolve()

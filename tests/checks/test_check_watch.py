@@ -119,3 +119,22 @@ def test_timeout_ends_a_watch_that_sees_no_step(tmp_path):
     ended = watch(tmp_path, default_checks(), WatchOptions(poll=0.05, timeout=0.3), echo=lines.append)
     assert (ended.exit_code, ended.reason, ended.run) == (0, "timeout", None)
     assert lines == ["stopped (timeout): no complete step seen"]
+
+
+@pytest.mark.parametrize("run", ["resume-lr", "sao-r6"])
+def test_watch_on_a_finished_run_directory_reads_its_scalars_as_check_does(run):
+    """The scalars of a converted run sit in step_metrics/ outside step partitions: the watch
+    reads them (no step without scalars) and reaches the verdicts of trajlens check."""
+    lines: list[str] = []
+    ended = watch(SAMPLES / run, default_checks(), WatchOptions(poll=0.01, settle=0, timeout=2), echo=lines.append)
+    steps = [line for line in lines if line.startswith("step ")]
+    assert steps and all(" 0 scalars" not in line for line in steps)
+    checked = check_run(SAMPLES / run)
+    watched = _verdicts(ended.run.results)
+    expected = _verdicts(checked.results)
+    if run == "resume-lr":
+        assert watched == expected
+        assert watched["learning_rate_mismatch"] == ("fail", tuple(range(41, 160)))
+    else:  # the last step has no completion marker, so the watch stops before it
+        assert watched["critic_starved"][0] == expected["critic_starved"][0] == "fail"
+        assert watched["critic_explained_variance_unwhitened"][0] == "fail"

@@ -166,6 +166,11 @@ def test_validation_directory_sets_split(tmp_path):
     assert run.trajectories.column("trajectory_id").to_pylist() == ["4-0", "val-4-0"]
     assert run.trajectories.column("split").to_pylist() == ["train", "val"]
     assert load_verl(tmp_path / "exp-1" / "val").run_id == "exp-1"
+    write(tmp_path / "exp-1" / "validation_data" / "4.jsonl", record(step=4))
+    assert load_verl(tmp_path / "exp-1" / "validation_data").run_id == "exp-1"
+    # a folder named for its own run keeps its name, even with a validation word in it
+    write(tmp_path / "rl-logs" / "search-r1-val" / "4.jsonl", record(step=4))
+    assert load_verl(tmp_path / "rl-logs" / "search-r1-val").run_id == "search-r1-val"
 
 
 def test_non_numeric_file_name_takes_the_record_step(tmp_path):

@@ -9,9 +9,11 @@ COMMANDS = ("pytest -q", "python -c 'import mod'", "grep -rn foo .", "cat src/mo
 
 
 def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6, tokens_per_call: int = 5,
-              mask: str = "normal", long_trajectory: tuple[int, int] | None = None, first_step: int = 1):
+              mask: str = "normal", long_trajectory: tuple[int, int] | None = None, first_step: int = 1,
+              split: str = "train"):
     """A GAE-style run (token arrays with critic values). ``mask``: 'normal', 'all_false' or
-    'empty'. ``long_trajectory=(calls, tokens)`` makes trajectory 0 of the last step that long."""
+    'empty'. ``long_trajectory=(calls, tokens)`` makes trajectory 0 of the last step that long;
+    ``split`` is every trajectory's split."""
     from trajlens.rows import RunBuilder
 
     builder = RunBuilder(run_id, estimator="gae", config={}, source_format="test", source=run_id)
@@ -41,7 +43,7 @@ def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6,
             elif mask == "empty":
                 mask_row, length = [], 0
             builder.add_trajectory(
-                {"step": step, "trajectory_id": f"s{step}-t{member}", "group_id": f"s{step}-t{member}",
+                {"step": step, "split": split, "trajectory_id": f"s{step}-t{member}", "group_id": f"s{step}-t{member}",
                  "task_id": f"task{member}", "reward": reward, "reward_channels": [], "resolved": bool(reward),
                  "exit_status": "submitted", "model_tokens": n_calls * span, "observation_tokens": 2 * n_calls},
                 call_rows,
@@ -87,3 +89,23 @@ def write_store(root: Path, runs) -> Path:
         sources.append(directory)
     trajlens.ingest(sources, root / "store")
     return root / "store"
+
+
+def no_tool_run(run_id: str, *, steps: int = 8, groups: int = 4, group_size: int = 4):
+    """An RL run without tools (math answers): groups of rollouts of one prompt, rewarded 0 or 1,
+    most groups all right or all wrong (dead); each completion kept as the response text."""
+    from trajlens.rows import RunBuilder
+
+    builder = RunBuilder(run_id, estimator="grpo", config={}, source_format="test", source=run_id)
+    for step in range(1, steps + 1):
+        for group in range(groups):
+            for member in range(group_size):
+                # group 0 has both rewards; the others are dead: all 1 or all 0
+                reward = float(member % 2) if group == 0 else float(group % 2)
+                builder.add_trajectory(
+                    {"step": step, "trajectory_id": f"s{step}-g{group}-m{member}", "group_id": f"s{step}-g{group}",
+                     "task_id": f"task{group}", "reward": reward, "reward_channels": [], "resolved": None,
+                     "model_tokens": 200 + 10 * member, "response_text": f"The answer is {member}."},
+                    [], None, where=f"{run_id}: record {step}/{group}/{member}")
+        builder.add_metric(step, "actor/entropy", 1.0 / step)
+    return builder.build()

@@ -102,7 +102,7 @@ def test_view_command(built_store, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "credit under gae_raw" in done.stdout and '"id":"s2-t1"' in out.read_text()
     done = run_cli("view", built_store.path, "--run", "short", "--trajectory", "nope", "--out", out)
-    assert done.returncode == 1 and done.stderr.strip() == "error: --trajectory 'nope': not a trajectory of run 'short'"
+    assert done.returncode == 1 and done.stderr.strip() == "error: --trajectory 'nope': not a trajectory or task of run 'short'"
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import polars as pl
@@ -10,6 +11,7 @@ from cli_run import run_cli as cli
 
 import trajlens
 from trajlens.report import report_store
+from trajlens.report.overview import main_finding
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +22,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def reports(sample_store, tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
-    written = report_store(sample_store, out, run_ids=["sao-r6", "multireward", "resume-lr"])
+    written = report_store(sample_store, out, run_ids=["sao-r6", "multireward", "resume-lr", "causal-r6-whitened",
+                                                           "causal-grpo-length"])
     from trajlens.attribution import RECOMPUTATIONS, attribute
     from trajlens.report import classify_store
 
@@ -32,7 +35,7 @@ def reports(sample_store, tmp_path_factory):
 def test_r6_report_finds_the_collapse_and_its_cause(reports):
     out, by_run = reports
     findings = "\n".join(by_run["sao-r6"].findings)
-    assert "gae_raw: all-negative batches at steps 119-121; all-positive at none" in findings
+    assert "as trained (gae_raw): all-negative batches at steps 119-121; all-positive at none" in findings
     assert "gae_whitened" not in findings
     assert "critic grad_norm / clip 1: median" in findings and "clipped on 100% of steps" in findings
     think = next(f for f in by_run["sao-r6"].findings if f.startswith("think share"))
@@ -62,16 +65,32 @@ def test_multireward_report_follows_the_estimator_registry(reports, sample_store
     assert "over model tokens for gdpo_verl, gdpo_dynamic; over trajectories for grpo" in text
 
 
-def test_resume_report_flags_the_doubled_learning_rate(reports):
+def test_resume_report_flags_the_doubled_learning_rate_on_the_checks_steps(reports):
     _, by_run = reports
-    assert any(f.startswith("critic/lr logged at 2.00x") for f in by_run["resume-lr"].findings)
+    lr = next(f for f in by_run["resume-lr"].findings if f.startswith("critic/lr logged at 2.00x"))
+    assert "on steps 41-159 (119 of 200 steps checked; check learning_rate_mismatch)" in lr
+    assert lr == by_run["resume-lr"].findings[0]  # the heaviest finding of the run
+
+
+def test_findings_say_what_the_run_does_and_what_a_recomputation_would_do(reports):
+    out, by_run = reports
+    twin = by_run["causal-r6-whitened"].findings
+    assert "recomputed under gae_raw (not what this run trained with): all-negative batches at steps 58-59, 61-64; " \
+           "all-positive at none" in twin
+    assert not any(f.startswith("gae_raw:") for f in twin)
+    assert '<li class="recomputed" title="about a recomputation, not the run as trained">recomputed under gae_raw' \
+        in (out / "index.html").read_text()
+    length = by_run["causal-grpo-length"].findings
+    assert length[0].startswith("model tokens per trajectory: ") and length[0].kind == "length"
+    assert not any("0.000 in Q1 -> 0.000" in f for report in by_run.values() for f in report.findings)
 
 
 def test_figures_are_real_pngs(reports):
     _, by_run = reports
     figures = by_run["sao-r6"].figures
     assert {f.name for f in figures} == {"class_shares_by_step.png", "class_shares_per_trajectory.png",
-                                         "distributions.png", "stage_rates.png", "advantage_batches.png"}
+                                         "distributions.png", "stage_rates.png", "advantage_batches.png",
+                                         "reward_and_length_by_step.png"}
     for figure in figures:
         data = figure.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 20_000
@@ -189,3 +208,26 @@ def test_report_on_a_verl_dump_without_token_counts(tmp_path):
     assert any(f.startswith("reward channel format: rel_gain 0.50") and "saturated" in f for f in report.findings)
     labels = set(store.sql("SELECT DISTINCT estimator FROM advantage_batches")["estimator"])
     assert labels == {"grpo", "dr_grpo", "rloo", "sum_then_normalize"}  # gdpo_verl needs token counts
+
+
+def test_the_overview_names_each_runs_main_problem_first(reports):
+    out, by_run = reports
+    main = {run_id: report.findings[0] for run_id, report in by_run.items()}
+    assert main["causal-grpo-length"].startswith("model tokens per trajectory: ")
+    assert "response_length_inflation" in [name for name, _, _ in by_run["causal-grpo-length"].failing]
+    assert main["resume-lr"].startswith("critic/lr logged at 2.00x")
+    assert main["multireward"].startswith("reward channel format:") and "saturated" in main["multireward"]
+    assert main["sao-r6"].startswith(("think share: ", "critic grad_norm"))
+    assert by_run["resume-lr"].kind == "training scalars only" and by_run["sao-r6"].kind == "RL run with tools"
+    page = (out / "index.html").read_text()
+    overview = page[page.index('<section id="overview">'):page.index("</section>")]
+    assert page.index('<section id="overview">') < page.index('<section class="run"')
+    for run_id, report in by_run.items():
+        assert f'<a href="#{run_id}">{run_id}</a>' in overview
+        assert html.escape(main_finding(report)) in overview
+    assert main_finding(by_run["causal-r6-whitened"]).startswith("nothing notable in the run as trained; ")
+    assert overview.count('<svg class="trend"') >= 3 * 4  # reward, length and a class for each run with steps
+    readme = (out / "README.md").read_text().splitlines()
+    assert readme[2] == "| run | kind | checks that fire | main finding |"
+    row = next(line for line in readme if line.startswith("| [causal-grpo-length]"))
+    assert "response_length_inflation (warn, steps 46-60)" in row and "| model tokens per trajectory: " in row

@@ -86,6 +86,7 @@ class RunFollower:
         self._metric_rows: dict[int, list[tuple[str, float]]] = {}
         self._metrics_frontier = -1
         self._verl_sizes: dict[Path, tuple[int, float]] = {}
+        self._flat_metrics_read: set[Path] = set()
         self.info: RunInfo | None = None
 
     # -- the run --------------------------------------------------------------------------
@@ -176,8 +177,31 @@ class RunFollower:
         self.unfinished_seen += not ready
         return ready
 
+    # -- metrics not partitioned by step ----------------------------------------------------------
+    def _read_flat_metrics(self) -> None:
+        """``step_metrics/*.parquet`` files outside step partitions (the scalars of a finished or
+        converted run, as ``trajlens check`` reads them): each read once, when its footer is valid."""
+        from trajlens.ingest.parquet import read_table_file
+
+        root = self.directory / "step_metrics"
+        if not root.is_dir():
+            return
+        for path in sorted(p for p in root.glob("*.parquet") if _readable(p) and p not in self._flat_metrics_read):
+            if not _footer_valid(path):
+                continue
+            frame = pl.from_arrow(read_table_file(path, "step_metrics")).drop_nulls("value")
+            self._flat_metrics_read.add(path)
+            self.files_read.append(path)
+            for step, name, value in frame.select("step", "name", "value").iter_rows():
+                if step not in self.released:
+                    self._metric_rows.setdefault(step, []).append((name, float(value)))
+            if frame.height:
+                self._metrics_frontier = max(self._metrics_frontier, int(frame["step"].max()))
+
     # -- metrics JSONL ------------------------------------------------------------------------
     def _read_metrics(self) -> None:
+        if self._flat_metrics_read:
+            return  # a converted run: its step_metrics files are the scalars, as trajlens check reads them
         for path in self._metrics_paths():
             state = self._metrics.setdefault(path, _MetricsFile(path))
             size = path.stat().st_size
@@ -235,9 +259,10 @@ class RunFollower:
         self._load_info()
         if self.info is None:
             return None
+        self._read_flat_metrics()
         self._read_metrics()
         complete, has_trajectories = self._complete_trajectory_steps()
-        has_metrics = bool(self._metrics)
+        has_metrics = bool(self._metrics or self._flat_metrics_read)
         if has_trajectories:
             ready = sorted(s for s in complete if not has_metrics or s <= self._metrics_frontier)
         else:

@@ -29,10 +29,12 @@ def report(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the draw.")] = 0,
     compare: Annotated[Optional[list[str]], typer.Option("--compare", help="A,B: a comparison for index.html (repeatable); sides as in trajlens compare.")] = None,
     viewers: Annotated[int, typer.Option("--viewers", help="Trajectory viewer pages per run.")] = 3,
+    split: Annotated[str, typer.Option("--split", help="Trajectories of this split (a run without it is reported on the split it has).")] = "train",
 ) -> None:
     """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.
 
-    Writes OUT/index.html (one self-contained page: every run, comparisons, figures with hover
+    Prints the overview (per run: its kind, the checks that fire, its main finding) and writes
+    OUT/index.html (one self-contained page: the overview, every run, comparisons, figures with hover
     values), OUT/README.md (findings per run), OUT/RUN/stage_report.md with PNG figures, and
     OUT/RUN/view/*.html (viewer pages of a few trajectories per run).
 
@@ -47,6 +49,9 @@ def report(
     handle.require_runs(runs)
     with progress_bar("reporting", total=len(runs)) as tick:
         written = report_store(handle, output, n=n, seed=seed, run_ids=runs, comparisons=pairs,
-                               viewers_per_run=viewers, progress=tick)
-    typer.echo((output / "README.md").read_text())
-    typer.echo(f"wrote reports for {len(written)} run(s) under {output}; open {output / 'index.html'}")
+                               viewers_per_run=viewers, progress=tick, split=split)
+    from trajlens.report.overview import overview_text
+
+    typer.echo(overview_text(written))
+    typer.echo(f"\nwrote reports for {len(written)} run(s) under {output}; open {output / 'index.html'} "
+               f"(findings per run: {output / 'README.md'})")

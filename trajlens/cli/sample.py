@@ -37,6 +37,7 @@ def sample(
     n: Annotated[int, typer.Option("--n", help="Trajectories drawn per stage (all when a stage has fewer).")] = 80,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the draw.")] = 0,
     stages: Annotated[str, typer.Option("--stages", help="quartiles, early_late, or NAME:FIRST-LAST,... step ranges.")] = "quartiles",
+    split: Annotated[str, typer.Option("--split", help="Trajectories of this split (a run without it: the split it has).")] = "train",
     output: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Write the report to a .md or .html file, or its rates table (sample beside population) "
         "to a .csv, .json or .parquet file, instead of printing it.")] = None,
@@ -49,13 +50,17 @@ def sample(
     """
     import trajlens
     from trajlens.classify import stage_report
+    from trajlens.report.build import reported_split
 
     if output is not None:
         check_output(output, tuple(OUTPUT_FORMATS))
     handle = trajlens.open(store)
     handle.require_runs([run])
+    chosen = reported_split(handle, run, split)
+    if chosen != split:
+        typer.echo(f"run {run!r} has no {split} split: sampling its {chosen} split", err=True)
     with progress_bar("sampling") as tick:
-        report = stage_report(handle, run_id=run, n=n, seed=seed, stages=parse_stages(stages))
+        report = stage_report(handle, run_id=run, n=n, seed=seed, stages=parse_stages(stages), split=chosen)
         tick(run)
     handle.write_derived("stage_rates", run, report.rates)
     handle.write_derived("stage_changes", run, report.changes)

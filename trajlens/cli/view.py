@@ -9,14 +9,13 @@ import typer
 
 from trajlens.cli._app import app
 from trajlens.cli._output import check_output, write_atomically
-from trajlens.errors import ConfigError
 
 
 @app.command()
 def view(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
-    trajectory: Annotated[str, typer.Option("--trajectory", "-t", help="Trajectory id.")],
+    trajectory: Annotated[str, typer.Option("--trajectory", "-t", help="Trajectory id, task id, or a unique end of an id.")],
     output: Annotated[Path, typer.Option("--out", "-o", help="The .html file to write.")],
     estimator: Annotated[Optional[str], typer.Option("--estimator", "-e", help="Estimator label for the credit colours (gae_raw, grpo, ...; default: the first the run allows).")] = None,
     credit: Annotated[bool, typer.Option("--credit/--no-credit", help="Recompute advantages to colour each call's credit.")] = True,
@@ -29,22 +28,20 @@ def view(
     Example: trajlens view store --run sao-r6 --trajectory s0130-t0003 --out r6-130.html
     """
     import trajlens
-    from trajlens.report.viewer import run_credit, viewer_page
+    from trajlens.report.viewer import report_link, resolve_trajectory, run_credit, viewer_page
 
     check_output(output, (".html",))
     handle = trajlens.open(store)
     handle.require_runs([run])
-    step = handle.sql("SELECT step FROM trajectories WHERE run_id = $run AND trajectory_id = $id",
-                      {"run": run, "id": trajectory})["step"].to_list()
-    if not step:
-        raise ConfigError([f"--trajectory {trajectory!r}: not a trajectory of run {run!r}"])
+    trajectory, step = resolve_trajectory(handle, run, trajectory)
     advantages = None
     if credit:
         from trajlens.run.choices import report_advantages
 
         # which estimators the trajectory's own step allows: read that step's token arrays, not the run's
-        choices = report_advantages(handle, run, compute=False, steps=step).choices
-        advantages = run_credit(handle, run, estimator, steps=step, choices=choices)
-    text = viewer_page(handle, run, trajectory, advantages)
+        choices = report_advantages(handle, run, compute=False, steps=[step]).choices
+        advantages = run_credit(handle, run, estimator, steps=[step], choices=choices)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    text = viewer_page(handle, run, trajectory, advantages, back=report_link(output, run))
     write_atomically(output, lambda path: path.write_text(text))
     typer.echo(f"wrote {output}" + (f" (credit under {advantages.label})" if advantages else ""))

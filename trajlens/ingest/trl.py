@@ -190,6 +190,7 @@ def _row(row: dict[str, Any], index: int, channels: list[str], split: str, read:
         reward_channels=values,
         num_turns=parsed.num_turns,
         logged_advantage=read.number(row, "advantage"),
+        response_text=None if parsed.tool_calls else completion,
     )
     calls = [TOOL_CALL(turn=call.turn, tool_name=call.tool_name, arguments=call.arguments,
                        command=shell_command(call.tool_name, call.arguments_object), observation=call.observation,

@@ -330,9 +330,15 @@ def _looks_like_dump(file: Path) -> bool:
     return isinstance(record, dict) and all(key in record for key in REQUIRED_KEYS) and isinstance(record["output"], str)
 
 
+DUMP_FOLDER_WORDS: frozenset[str] = frozenset({"data", "dump", "dumps", "generations", "rollouts", "outputs"})
+"""Words that, with the validation words, make up a generic dump folder name (``val``,
+``validation_data``, ``val_generations``): such a folder is named after the run above it."""
+
+
 def _default_run_id(root: Path) -> str:
     directory = root if root.is_dir() else root.parent
     directory = directory.resolve()
-    if is_validation_dir(directory):
-        directory = directory.parent
+    words = set(re.split(r"[^a-z0-9]+", directory.name.lower())) - {""}
+    if is_validation_dir(directory) and words <= VALIDATION_DIRS | DUMP_FOLDER_WORDS:
+        directory = directory.parent  # a generic folder of the run's validation dumps
     return slug(directory.name)

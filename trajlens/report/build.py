@@ -17,10 +17,13 @@ import polars as pl
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import TrainedWith
 from trajlens.report import plots
+from trajlens.report.findings import (
+    RECOMPUTED, Finding, advantage_findings, dead_group_finding, outcome_finding, ranked, stage_findings,
+)
+from trajlens.report.overview import overview_markdown, run_trends
 from trajlens.report.scalars import channel_findings, scalar_findings
 from trajlens.run.choices import report_advantages
 from trajlens.run.trained import run_trained_with
-from trajlens.steps import spans_text
 from trajlens.store.handle import in_transaction
 
 # Metrics plotted per stage: the r6 collapse signal and the r7 verification shift.
@@ -41,6 +44,39 @@ class RunReport:
     html: str = ""
     """The run's section of ``index.html``."""
     viewers: list[Path] = field(default_factory=list)
+    split: str = "train"
+    """The split reported: the one asked for, else the one the run has (a validation-only run)."""
+    kind: str = ""
+    """What the log is (:data:`RUN_KINDS`)."""
+    failing: list[tuple[str, str, str]] = field(default_factory=list)
+    """The shipped checks that fired: (name, status, steps)."""
+    trends: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    """Per-step series of the overview's small trends, by name."""
+
+
+RUN_KINDS: dict[str, str] = {
+    "rl_tools": "RL run with tools",
+    "rl": "RL run without tools",
+    "eval": "eval run (one step of agent logs)",
+    "validation": "validation split only",
+    "scalars": "training scalars only",
+}
+"""The kinds of log the report tells apart, as the overview names them."""
+
+
+def run_splits(store: Any, run_id: str) -> list[str]:
+    """The splits of a run's trajectories, training first."""
+    from trajlens.run.partitions import scan_run_table
+
+    found = scan_run_table(store, run_id, "trajectories").select("split").unique().collect()["split"]
+    return sorted((s for s in found.to_list() if s is not None), key=lambda s: (s != "train", s))
+
+
+def reported_split(store: Any, run_id: str, split: str) -> str:
+    """``split`` when the run has it, else the split it has (a run with validation data only is
+    reported on that, as what it is)."""
+    splits = run_splits(store, run_id)
+    return split if split in splits or not splits else splits[0]
 
 
 @in_transaction
@@ -64,11 +100,13 @@ def report_store(
     comparisons: list[tuple[str, str]] | None = None,
     viewers_per_run: int = 3,
     progress: Callable[[str], None] | None = None,
+    split: str = "train",
 ) -> list[RunReport]:
     """Write reports for every run (or ``run_ids``) under ``out``; returns what was written.
 
     Per run: ``RUN/stage_report.md`` with PNG figures, and viewer pages of a few trajectories
-    (``RUN/view/*.html``). Over all runs: ``README.md`` (findings) and ``index.html`` (one
+    (``RUN/view/*.html``), on the trajectories of ``split`` (a run without that split is
+    reported on the split it has, and says so). Over all runs: ``README.md`` (findings) and ``index.html`` (one
     self-contained page: every run, the ``comparisons`` given as (A, B) sides, and the runs
     side by side when there are several).
     """
@@ -80,7 +118,7 @@ def report_store(
     all_measures = classify_store(store, run_ids)
     for run_id, measures in all_measures.items():
         report = _report_run(store, run_id, measures, out / run_id, n=n, seed=seed, stages=stages,
-                             viewers_per_run=viewers_per_run)
+                             viewers_per_run=viewers_per_run, split=split)
         reports.append(report)
         tick(run_id)
     _write_index(out, reports)
@@ -89,65 +127,109 @@ def report_store(
 
 
 def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path, *, n: int, seed: int,
-                stages: Any, viewers_per_run: int) -> RunReport:
+                stages: Any, viewers_per_run: int, split: str = "train") -> RunReport:
     from trajlens.classify import stage_report
-    from trajlens.estimators import sign_streaks
     from trajlens.run.partitions import scan_run_table
     from trajlens.run.advantages import save_advantage_batches
     from trajlens.report.html_report import RunParts, run_section
     from trajlens.report.summary import run_summary
 
     directory.mkdir(parents=True, exist_ok=True)
-    report = RunReport(run_id, directory / "stage_report.md")
+    report = RunReport(run_id, directory / "stage_report.md", split=reported_split(store, run_id, split))
     report.findings += scalar_findings(store, run_id)
+    report.failing = _failing(store, run_id)
     parts = RunParts(run_id)
+    if report.split != split:
+        report.findings.append(Finding(
+            f"no {split} split: reported on its {report.split} split ({', '.join(run_splits(store, run_id))})",
+            "split", "summary-outcome"))
+        measures = measures.join(
+            scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == report.split)
+            .select("trajectory_id").collect(), on="trajectory_id", how="semi")
+    elif measures.height:
+        measures = measures.join(
+            scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split)
+            .select("trajectory_id").collect(), on="trajectory_id", how="semi")
     if measures.height == 0:
-        report.findings.append("no trajectories: training scalars only")
+        report.kind = RUN_KINDS["scalars"]
+        report.findings.append(Finding("no trajectories: training scalars only", "no_trajectories", "scalars"))
         report.markdown.write_text(f"# {run_id}\n\nNo trajectories: training scalars only.\n\n"
                                    + "\n".join(f"- {f}" for f in report.findings) + "\n")
         report.html = run_section(store, report, parts)
         return report
     report.findings += channel_findings(store, run_id)
     single_step = measures["step"].n_unique() == 1
-    parts.summary = run_summary(store, run_id, measures)
+    with_tools = int(measures["n_calls"].sum()) > 0
+    report.kind = RUN_KINDS["validation" if report.split != "train" else "eval" if single_step
+                            else "rl_tools" if with_tools else "rl"]
+    parts.summary = run_summary(store, run_id, measures, split=report.split)
+    report.trends = run_trends(store, run_id, measures, report.split)
     charts = parts.charts
-    if not single_step:
+    if not single_step and with_tools:
         charts["class_shares_by_step"] = plots.class_shares_by_step(
             measures, f"{run_id}: behaviour classes per step", _alarms(store, run_id))
-    charts["class_shares_per_trajectory"] = plots.class_shares_per_trajectory(
-        measures, f"{run_id}: class shares per trajectory")
-    charts["distributions"] = plots.distributions(measures, f"{run_id}: turns and length")
+    if report.trends.keys() & {"reward", "model tokens"}:
+        charts["reward_and_length_by_step"] = plots.reward_and_length_by_step(
+            report.trends, f"{run_id}: reward and length per step")
+    if with_tools:
+        charts["class_shares_per_trajectory"] = plots.class_shares_per_trajectory(
+            measures, f"{run_id}: class shares per trajectory")
+    if with_tools or measures["model_tokens"].drop_nulls().len():
+        charts["distributions"] = plots.distributions(measures, f"{run_id}: turns and length")
     run_tables = (scan_run_table(store, run_id, "trajectories"), scan_run_table(store, run_id, "tool_calls"))
-    stage = stage_report(run_tables, run_id=run_id, n=n, seed=seed, stages=stages, measures=measures)
-    parts.stage = stage
+    stage = stage_report(run_tables, run_id=run_id, n=n, seed=seed, stages=stages, split=report.split,
+                         measures=measures)
+    parts.stage = None if single_step else stage  # one stage: the summary says it all
     store.write_derived("stage_rates", run_id, stage.rates)
     store.write_derived("stage_changes", run_id, stage.changes)
-    charts["stage_rates"] = plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS),
-                                              f"{run_id}: N={n} per stage (bars: sample, x: whole stage)")
-    report.findings += _behaviour_findings(stage.rates)
+    if with_tools and not single_step:
+        charts["stage_rates"] = plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS),
+                                                  f"{run_id}: N={n} per stage (bars: sample, x: whole stage)")
+    report.findings += stage_findings(stage.rates) + dead_group_finding(parts.summary)
     if single_step:
-        report.findings.append("a single step: no training stages to compare (agent logs without steps)")
-    sections = [stage.to_markdown(), _summary_markdown(parts.summary)]
-    advantages = report_advantages(store, run_id)
-    choices = advantages.choices
-    if advantages.empty_tokens:
-        report.findings.append(advantages.empty_tokens)
-    report.findings += advantages.notes
+        report.findings += outcome_finding(parts.summary)
+        report.findings.append(Finding("a single step: no training stages to compare (agent logs without steps)",
+                                       "single_step", "summary-outcome"))
+    sections = [f"# {run_id}\n\n{report.kind}; trajectories of split {report.split}.",
+                *([] if single_step else [stage.to_markdown()]), _summary_markdown(parts.summary)]
+    advantages = report_advantages(store, run_id) if report.split == "train" else None
+    choices = advantages.choices if advantages is not None else []
+    if advantages is not None and advantages.empty_tokens:
+        report.findings.append(Finding(advantages.empty_tokens, "token_arrays", "advantages"))
+    if advantages is not None:
+        report.findings += [Finding(note, "estimator_inputs", "advantages", RECOMPUTED) for note in advantages.notes]
     if choices:
         diagnostics = advantages.diagnostics
         parts.diagnostics = diagnostics
         save_advantage_batches(store, run_id, diagnostics, keep_other_labels=False)
         charts["advantage_batches"] = plots.advantage_batches(diagnostics, f"{run_id}: recomputed advantages per batch")
-        sections.append(_advantage_markdown(diagnostics, choices, run_trained_with(store, run_id)))
-        report.findings += _advantage_findings(diagnostics, sign_streaks)
+        trained = run_trained_with(store, run_id)
+        sections.append(_advantage_markdown(diagnostics, choices, trained))
+        own = trained.choice.among(choices) if trained.choice is not None else None
+        report.findings += advantage_findings(diagnostics, None if own is None else own.label)
     for name, chart in charts.items():
         report.figures.append(chart.png(directory / f"{name}.png"))
     sections.append("## Figures\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in report.figures))
     report.markdown.write_text("\n\n".join(sections) + "\n")
     report.viewers, parts.exemplars = _viewer_pages(store, run_id, measures, stage, directory / "view",
                                                     viewers_per_run, choices)
+    report.findings = ranked(report.findings, {name: status for name, status, _ in report.failing})
     report.html = run_section(store, report, parts)
     return report
+
+
+def _failing(store: Any, run_id: str) -> list[tuple[str, str, str]]:
+    """The shipped checks that fire on the run: (name, fail or warn, the steps they fire at)."""
+    from trajlens.checks.output import spans
+    from trajlens.checks.report import shipped_checks
+    from trajlens.errors import TrajlensError
+
+    try:
+        results = shipped_checks(store, run_id).results
+    except TrajlensError:
+        return []
+    fired = [r for r in results if r.status in ("fail", "warn")]
+    return [(r.name, r.status, spans(r.fired_steps)) for r in sorted(fired, key=lambda r: r.status != "fail")]
 
 
 def _alarms(store: Any, run_id: str) -> list[plots.Alarm]:
@@ -187,7 +269,19 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
         klass = max(shares, key=lambda c: (change[c], c))
         top = late.sort(f"share_{klass}", "trajectory_id", descending=[True, False], nulls_last=True)
         picks.append((top["trajectory_id"][0], f"highest {klass} share in {late['stage'][0]}"))
-    picks.append((median_of(early), f"median length in {early['stage'][0]}"))
+    outcomes = _outcomes(store, run_id) if first == last else {}
+    if outcomes:
+        # one step: a few of each outcome, the median and the longest attempt
+        resolved = staged.with_columns(pl.col("trajectory_id").replace_strict(outcomes, default=None).alias("ok"))
+        for ok, word in ((True, "resolved"), (False, "unresolved")):
+            part = resolved.filter(pl.col("ok") == ok)
+            if part.height:
+                picks.append((median_of(part), f"{word}: median length"))
+                longest = part.sort("n_calls", "trajectory_id", descending=[True, False])["trajectory_id"][0]
+                picks.append((longest, f"{word}: most tool calls"))
+        count = max(count, len(picks))
+    else:
+        picks.append((median_of(early), f"median length in {early['stage'][0]}"))
     if first != last:
         picks.append((median_of(late), f"median length in {late['stage'][0]}"))
     seen, chosen = set(), []
@@ -204,9 +298,17 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
                    .select("trajectory_id", "step").iter_rows())
     for trajectory_id, why in chosen:
         path = write_viewer(store, run_id, trajectory_id, folder / page_name(trajectory_id), credit,
-                            step=step_of[trajectory_id])
+                            step=step_of[trajectory_id], back=f"../../index.html#{run_id}")
         written.append((trajectory_id, why, path))
     return [p for _, _, p in written], written
+
+
+def _outcomes(store: Any, run_id: str) -> dict[str, bool]:
+    """Resolved or not, by trajectory id, when the run has trajectories of both outcomes."""
+    from trajlens.run.partitions import scan_run_table
+
+    rows = scan_run_table(store, run_id, "trajectories").select("trajectory_id", "resolved").drop_nulls().collect()
+    return dict(rows.iter_rows()) if rows["resolved"].n_unique() == 2 else {}
 
 
 def _summary_markdown(tables: list) -> str:
@@ -216,48 +318,6 @@ def _summary_markdown(tables: list) -> str:
         frame = summary.frame.with_columns(pl.col(pl.Float64).round(4))
         lines.append(_markdown_table(frame) if frame.height else "(none)")
     return "\n".join(lines)
-
-
-def _behaviour_findings(rates: pl.DataFrame) -> list[str]:
-    findings = []
-    for metric, label in (("share:think", "think share"), ("ran_suite", "runs the full suite")):
-        rows = rates.filter(pl.col("metric") == metric).sort("stage_index").drop_nulls(
-            ["population_value", "value", "ci_low", "ci_high"])
-        if rows.height >= 2:
-            first, last = rows.row(0, named=True), rows.row(-1, named=True)
-            findings.append(
-                f"{label}: {first['population_value']:.3f} in {first['stage']} -> {last['population_value']:.3f} "
-                f"in {last['stage']} (N={last['n_sampled']} sample: {last['value']:.3f} "
-                f"[{last['ci_low']:.3f}, {last['ci_high']:.3f}])"
-            )
-    return findings
-
-
-def _advantage_findings(diagnostics: pl.DataFrame, sign_streaks) -> list[str]:
-    findings = []
-    for (estimator,), part in diagnostics.partition_by("estimator", as_dict=True, maintain_order=True).items():
-        part = part.sort("step")
-        streaks = sign_streaks(part["step"].to_list(), part["all_negative"].to_list(), part["all_positive"].to_list())
-        if streaks.negative_streaks or streaks.positive_streaks:
-            negative = _streak_text(streaks.negative_streaks)
-            positive = _streak_text(streaks.positive_streaks)
-            findings.append(f"{estimator}: all-negative batches at steps {negative}; all-positive at {positive}")
-        std = part["std"]
-        if std.len() > 4 and std.max() > 3 * std.median():
-            peak = part.row(int(std.arg_max()), named=True)
-            findings.append(f"{estimator}: advantage std peaks at {peak['std']:.2f} at step {peak['step']} "
-                            f"(median {std.median():.2f})")
-    return findings
-
-
-MAX_LISTED_STREAKS = 20
-"""Streaks of all-negative (or all-positive) batches a finding lists before counting the rest."""
-
-
-def _streak_text(streaks: tuple[tuple[int, int], ...]) -> str:
-    listed = spans_text(streaks[:MAX_LISTED_STREAKS]) or "none"
-    more = len(streaks) - MAX_LISTED_STREAKS
-    return listed + (f" and {more:,} more streaks" if more > 0 else "")
 
 
 def _trained_sentence(trained: TrainedWith, choices: list[EstimatorChoice]) -> str:
@@ -310,9 +370,9 @@ def _markdown_table(frame: pl.DataFrame) -> str:
 
 
 def _write_index(out: Path, reports: list[RunReport]) -> None:
-    lines = ["# trajlens report", ""]
+    lines = ["# trajlens report", "", *overview_markdown(reports), ""]
     for report in reports:
-        lines += [f"## {report.run_id}", "", f"[stage report]({report.run_id}/{report.markdown.name})", ""]
+        lines += [f"## {report.run_id}", "", f"{report.kind}; split {report.split}.", "", f"[stage report]({report.run_id}/{report.markdown.name})", ""]
         lines += [f"- {finding}" for finding in report.findings] or ["- nothing notable"]
         lines.append("")
     (out / "README.md").write_text("\n".join(lines))

@@ -14,7 +14,8 @@ import polars as pl
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#222;background:#fafafa}
-main{max-width:1100px;margin:0 auto;padding:16px 24px 60px}
+main{max-width:1380px;margin:0 auto;padding:16px 24px 60px;box-sizing:border-box}
+[id]{scroll-margin-top:40px}
 nav.top{position:sticky;top:0;background:#263238;color:#eee;padding:6px 24px;z-index:5;font-size:13px}
 nav.top a{color:#cfe8ff;margin-right:12px;text-decoration:none}
 h1{font-size:24px}h2{border-bottom:2px solid #263238;padding-bottom:4px;margin-top:40px}h3{margin-top:26px}
@@ -26,10 +27,16 @@ table.trajlens-checks td:last-child{white-space:normal;min-width:18em}
 .note{color:#555;font-size:12.5px;margin:2px 0 10px}
 figure{margin:12px 0;background:#fff;border:1px solid #e0e0e0;padding:6px}
 figure svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}
-ul.findings li{margin:4px 0}ul.findings a{font-size:12px;margin-left:6px}
+ul.findings li{margin:4px 0}ul.findings li.recomputed{color:#546e7a;font-style:italic}ul.findings a{font-size:12px;margin-left:6px}
 details>summary{cursor:pointer;color:#1565c0}
 .scroll{overflow-x:auto;max-width:100%}
 .pill{display:inline-block;border-radius:8px;padding:0 6px;font-size:11px;color:#fff}
+table.overview{width:100%;font-size:12px;line-height:1.3}table.overview td{white-space:normal;vertical-align:top}
+table.overview td.trends{white-space:nowrap;padding:1px 4px}svg.trend{margin-right:3px;vertical-align:top}
+table.overview a.more{font-size:11px;margin-left:4px}
+.section-checks td{white-space:normal}.section-checks td:last-child{min-width:280px}
+.chip{display:inline-block;border-radius:8px;padding:0 6px;margin:0 3px 2px 0;font-size:11.5px}
+.chip.fail{background:#b71c1c;color:#fff}.chip.warn{background:#ffe082;color:#3e2723}
 """
 
 
@@ -87,30 +94,7 @@ def _align(frame: pl.DataFrame, column: str) -> str:
 
 
 def figure(anchor: str, svg: str, caption: str) -> str:
-    """An inline SVG figure with an anchor and a caption."""
-    return f'<figure id="{escape(anchor)}" class="chart">{svg}<figcaption>{escape(caption)}</figcaption></figure>'
-
-
-def comparison_section(anchor: str, comparison: pl.DataFrame, sentences: list[str], *, limit: int | None = None) -> str:
-    """A comparison: its largest differences in words, then the sorted table."""
-    if comparison.is_empty():
-        return f'<section id="{escape(anchor)}"><p>No measure is present on both sides.</p></section>'
-    a, b = comparison["a"][0], comparison["b"][0]
-    shown = comparison.select(
-        "measure", "test",
-        pl.col("a_value").alias("A value"), pl.col("a_low").alias("A low"), pl.col("a_high").alias("A high"),
-        pl.col("a_n").round(0).cast(pl.Int64).alias("A n"),
-        pl.col("b_value").alias("B value"), pl.col("b_low").alias("B low"), pl.col("b_high").alias("B high"),
-        pl.col("b_n").round(0).cast(pl.Int64).alias("B n"),
-        pl.col("difference").alias("B - A"), pl.col("difference_low").alias("diff low"),
-        pl.col("difference_high").alias("diff high"), "p_value", "effect", "effect_size", "significant",
-    )
-    words = "".join(f"<li>{escape(s)}</li>" for s in sentences)
-    return (
-        f'<section id="{escape(anchor)}"><h3>A = {escape(a)}, B = {escape(b)}</h3>'
-        f'<ul class="findings">{words}</ul>'
-        '<p class="note">95% intervals; n is trajectories (effective calls for call shares, steps for advantage '
-        'statistics). Tests are not adjusted for the number of rows; highlighted rows have p &lt; 0.05. '
-        'Sorted by effect size (Cohen\'s h for proportions, d for means).</p>'
-        + table(shown, row_class="significant", limit=limit) + "</section>"
-    )
+    """An inline SVG figure with an anchor and a caption (its ids made unique by
+    :meth:`trajlens.report.plots.Chart.svg`)."""
+    return (f'<figure id="{escape(anchor)}" class="chart">{svg}'
+            f'<figcaption>{escape(caption)}</figcaption></figure>')

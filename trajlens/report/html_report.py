@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.report import html
+from trajlens.report.findings import RECOMPUTED
 from trajlens.report.sections import run_sections
 
 KEY_STAGE_METRICS: tuple[str, ...] = (
@@ -23,20 +24,6 @@ KEY_STAGE_METRICS: tuple[str, ...] = (
     "mean:think_runs",
 )
 """Stage metrics shown open in a run's section; the rest sit in a collapsed table."""
-
-FINDING_EVIDENCE: tuple[tuple[str, str], ...] = (
-    ("think share", "stage"),
-    ("runs the full suite", "stage"),
-    ("reward channel", "summary-outcome"),
-    ("critic", "scalars"),
-    ("actor/lr", "scalars"),
-    ("a single step", "summary-outcome"),
-    ("token arrays", "advantages"),
-    ("no trajectories", "scalars"),
-)
-"""Where a finding's evidence is, by how the finding starts; estimator findings link to the
-advantage figure."""
-
 
 @dataclass
 class RunParts:
@@ -59,7 +46,8 @@ def run_section(store: Any, report: Any, parts: RunParts) -> str:
     run_id = parts.run_id
     out: list[str] = [f'<section class="run" id="{html.escape(run_id)}"><h2>{html.escape(run_id)}</h2>']
     out.append(f'<p class="note"><a href="{html.escape(run_id)}/stage_report.md">Markdown stage report</a></p>')
-    out.append("<h3>Findings</h3>" + _findings(report.findings, parts))
+    out.append(f'<p class="note">{html.escape(report.kind)}; trajectories of split {html.escape(report.split)}.</p>')
+    out.append(f'<h3 id="{_anchor(run_id, "findings")}">Findings</h3>' + _findings(report.findings, parts))
     for summary in parts.summary:
         out.append(f'<h3 id="{_anchor(run_id, "summary-" + summary.key)}">{html.escape(summary.title)}</h3>'
                    f'<p class="note">{html.escape(summary.note)}</p>'
@@ -93,11 +81,8 @@ def _findings(findings: list[str], parts: RunParts) -> str:
     if not findings:
         return "<p>Nothing notable.</p>"
     items = []
-    labels = set(parts.diagnostics["estimator"].to_list()) if parts.diagnostics is not None and parts.diagnostics.height else set()
     for finding in findings:
-        target = next((t for prefix, t in FINDING_EVIDENCE if finding.startswith(prefix)), None)
-        if finding.split(":")[0] in labels:
-            target = "figure-advantage_batches"
+        target = getattr(finding, "evidence", None)
         if target == "stage" and "stage_rates" in parts.charts:
             target = "figure-stage_rates"
         links = [f'<a href="#{_anchor(parts.run_id, target)}">evidence</a>'] if target else []
@@ -105,7 +90,9 @@ def _findings(findings: list[str], parts: RunParts) -> str:
             _, why, path = parts.exemplars[0]
             links.append(f'<a href="{html.escape(parts.run_id)}/view/{html.escape(path.name)}">a trajectory: '
                          f'{html.escape(why)}</a>')
-        items.append(f"<li>{html.escape(finding)}{''.join(links)}</li>")
+        about = getattr(finding, "about", None)
+        marked = ' class="recomputed" title="about a recomputation, not the run as trained"' if about == RECOMPUTED else ""
+        items.append(f"<li{marked}>{html.escape(finding)}{''.join(links)}</li>")
     return f'<ul class="findings">{"".join(items)}</ul>'
 
 
@@ -127,11 +114,13 @@ def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[st
     from trajlens.compare import compare, describe
     from trajlens.report.compare_page import comparison_section
 
+    from trajlens.report.overview import overview_html
+
     body = ["<h1>trajlens report</h1>",
-            f'<p class="note">{len(reports)} run(s). Figures: hover a mark for its values. '
-            'Findings link to their evidence.</p>']
+            f'<p class="note">{len(reports)} run(s), heaviest findings first; each run links to its section. '
+            'Figures: hover a mark for its values. Findings link to their evidence.</p>', overview_html(reports)]
     body += [report.html for report in reports]
-    nav = [(f"#{report.run_id}", report.run_id) for report in reports]
+    nav = [("#overview", "overview")] + [(f"#{report.run_id}", report.run_id) for report in reports]
     compared = []
     for index, (a, b) in enumerate(comparisons):
         table = compare(store, a, b, stages=stages)

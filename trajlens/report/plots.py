@@ -415,3 +415,26 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
     _integer_steps(bottom)
     first.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return chart
+
+
+def reward_and_length_by_step(trends: dict[str, list[tuple[int, float]]], title: str) -> Chart:
+    """Mean reward and mean model tokens per trajectory at each step (the series of
+    :func:`trajlens.report.overview.run_trends`), one panel each."""
+    names = [name for name in ("reward", "model tokens") if trends.get(name)]
+    figure, axes = _figure(height=2.2 * max(len(names), 1) + 0.6, rows=max(len(names), 1))
+    axes = list(axes) if len(names) > 1 else [axes]
+    chart = Chart(figure)
+    if not names:
+        _no_data(axes[0], title)
+        return chart
+    for axis, name in zip(axes, names):
+        steps = [s for s, _ in trends[name]]
+        values = [v for _, v in trends[name]]
+        axis.plot(steps, values, linewidth=1, color="#1565c0")
+        axis.set_ylabel(f"mean {name}")
+        _hover_columns(chart, axis, steps, lambda i, s=steps, v=values, n=name: f"step {s[i]}: mean {n} {v[i]:.4g}",
+                       1.0)
+    axes[0].set_title(title)
+    axes[-1].set_xlabel("training step")
+    _integer_steps(axes[-1])
+    return chart

@@ -14,10 +14,10 @@ from typing import Any
 
 import polars as pl
 
-from trajlens.run.config import LEARNING_RATES, configured_lr, critic_grad_clip_of, run_config_text
+from trajlens.run.config import critic_grad_clip_of, run_config_text
+from trajlens.report.findings import Finding
 from trajlens.steps import spans_text, steps_text
 
-RATIO_TOLERANCE = 1e-3
 SATURATED_REL_GAIN = 0.1
 
 
@@ -36,46 +36,61 @@ def _metric(store: Any, run_id: str, name: str) -> pl.DataFrame:
             .select("step", "value").sort("step").collect())
 
 
-def scalar_findings(store: Any, run_id: str) -> list[str]:
+def scalar_findings(store: Any, run_id: str) -> list[Finding]:
     """Learning-rate mismatches, critic clipping and explained variance, as sentences."""
     config = _config(store, run_id)
-    findings = []
-    for rate in LEARNING_RATES:
-        configured, warmup = configured_lr(config, rate)
-        logged = _metric(store, run_id, rate.metric)
-        if not isinstance(configured, (int, float)) or configured <= 0 or logged.is_empty():
-            continue
-        if isinstance(warmup, int) and warmup > 0:
-            logged = logged.filter(pl.col("step") > warmup)
-        ratio = logged.with_columns((pl.col("value") / configured).alias("ratio"))
-        off = ratio.filter((pl.col("ratio") - 1).abs() > RATIO_TOLERANCE)
-        if off.height:
-            findings.append(
-                f"{rate.metric} logged at {off['ratio'].median():.2f}x the run's configured {configured:g} on steps "
-                f"{steps_text(off['step'].to_list())} ({off.height} of {ratio.height} logged steps)"
-            )
+    findings = lr_findings(store, run_id)
     grad_norm = _metric(store, run_id, "critic/grad_norm")
     clip = critic_grad_clip_of(config)
     if not grad_norm.is_empty() and isinstance(clip, (int, float)) and clip > 0:
         from trajlens.estimators import critic_grad_clip
 
         report = critic_grad_clip(grad_norm["value"].to_list(), float(clip), alarm_above=30.0)
-        findings.append(
+        findings.append(Finding(
             f"critic grad_norm / clip {clip:g}: median {report.median_ratio:.1f}x, clipped on "
             f"{report.clipped_share:.0%} of steps"
             + (f"; 3+ steps in a row above 30 at {spans_text(report.alarm_runs)}"
-               if report.alarm_runs else "")
-        )
+               if report.alarm_runs else ""),
+            "critic" if report.clipped_share >= 0.5 else "explained_variance", "scalars"))
     explained = _metric(store, run_id, "critic/vf_explained_var")
     if not explained.is_empty():
-        findings.append(
+        findings.append(Finding(
             f"critic/vf_explained_var {explained['value'].min():.2f} to {explained['value'].max():.2f} "
-            f"(median {explained['value'].median():.2f})"
-        )
+            f"(median {explained['value'].median():.2f})", "explained_variance", "scalars"))
     return findings
 
 
-def channel_findings(store: Any, run_id: str) -> list[str]:
+LR_CHECK_MEASURE = "lr_ratio:*"
+"""The checks' measure of a logged LR over the LR configured at that step."""
+
+
+def lr_findings(store: Any, run_id: str) -> list[Finding]:
+    """Each logged LR that the shipped learning-rate check finds off its configured value, on the
+    check's own steps and per-step ratios (the configuration in force at each step, after warm-up)."""
+    from trajlens.checks.report import shipped_checks
+    from trajlens.errors import TrajlensError
+
+    try:
+        results = shipped_checks(store, run_id).results
+    except TrajlensError:
+        return []
+    findings = []
+    for result in results:
+        if result.check.measure != LR_CHECK_MEASURE:
+            continue
+        for outcome in result.outcomes:
+            if not outcome.fired_steps or outcome.values.is_empty():
+                continue
+            metric = outcome.measure.partition(":")[2]
+            off = outcome.values.filter(pl.col("step").is_in(list(outcome.fired_steps)))
+            findings.append(Finding(
+                f"{metric} logged at {off['value'].median():.2f}x the LR configured at each step on steps "
+                f"{steps_text(list(outcome.fired_steps))} ({len(outcome.fired_steps)} of {outcome.evaluated_steps} "
+                f"steps checked; check {result.name})", "learning_rate", "checks"))
+    return findings
+
+
+def channel_findings(store: Any, run_id: str) -> list[Finding]:
     """rel_gain of each reward channel in the first and last quarter of the run's steps."""
     from trajlens.run.partitions import scan_run_table
 
@@ -100,5 +115,7 @@ def channel_findings(store: Any, run_id: str) -> list[str]:
         if early is None or late is None:
             continue  # the channel is missing from the first or the last quarter
         note = " (saturated: its group advantage carries no signal)" if late < SATURATED_REL_GAIN <= early else ""
-        findings.append(f"reward channel {channel}: rel_gain {early:.2f} in the first quarter -> {late:.2f} in the last{note}")
+        findings.append(Finding(
+            f"reward channel {channel}: rel_gain {early:.2f} in the first quarter -> {late:.2f} in the last{note}",
+            "saturated_channel" if note else "channel", "summary-outcome"))
     return findings

@@ -34,14 +34,18 @@ class SummaryTable:
     frame: pl.DataFrame
 
 
-def run_summary(store: Any, run_id: str, measures: pl.DataFrame) -> list[SummaryTable]:
-    """The summary tables of one run (``measures`` from :func:`trajlens.classify.per_trajectory`)."""
+def run_summary(store: Any, run_id: str, measures: pl.DataFrame, split: str | None = None) -> list[SummaryTable]:
+    """The summary tables of one run (``measures`` from :func:`trajlens.classify.per_trajectory`),
+    on the trajectories of ``split`` (None: all)."""
     from trajlens.run.partitions import scan_run_table
 
-    trajectories = scan_run_table(store, run_id, "trajectories").select(
-        "run_id", "step", "group_id", "reward", "resolved", "exit_status").collect()
-    tables = [_outcome(trajectories, measures), _verification_mix(measures), _class_spread(measures),
-              _distributions(measures), _dead_groups(trajectories)]
+    scanned = scan_run_table(store, run_id, "trajectories")
+    if split is not None:
+        scanned = scanned.filter(pl.col("split") == split)
+    trajectories = scanned.select(
+        "run_id", "step", "trajectory_id", "group_id", "reward", "resolved", "exit_status").collect()
+    tables = [_outcome(trajectories, measures), _outcome_contrast(trajectories, measures), _verification_mix(measures),
+              _class_spread(measures), _distributions(measures), _dead_groups(trajectories)]
     tables.append(_top_commands(store, run_id))
     return [t for t in tables if t is not None]
 
@@ -71,6 +75,59 @@ def _outcome(trajectories: pl.DataFrame, measures: pl.DataFrame) -> SummaryTable
     exits = trajectories["exit_status"].fill_null("unknown").value_counts(sort=True)
     note = "95% intervals. Exit status: " + (", ".join(f"{s} {n}" for s, n in exits.iter_rows()) or "none logged") + "."
     return SummaryTable("outcome", "Outcome and format errors", note, frame)
+
+
+CONTRAST_MEASURES: tuple[tuple[str, str], ...] = (
+    ("num_turns", "turns"), ("n_calls", "tool calls"), ("model_tokens", "model tokens"),
+    ("n_format_errors", "format errors"), ("ran_suite", "ran the full suite"), ("n_edits", "edits"),
+    ("edits_per_turn", "edits per turn"), ("readback_share", "read-back share"),
+    ("first_verification_position", "first verification (position)"),
+    *((f"share_{c}", f"{c} share") for c in BEHAVIOUR_CLASSES),
+)
+"""Per-trajectory measures set side by side for resolved and unresolved trajectories: (column, name)."""
+
+
+def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> SummaryTable | None:
+    """Every behaviour measure for resolved and unresolved trajectories side by side (means with
+    95% t intervals), when the log has both outcomes."""
+    if trajectories["resolved"].drop_nulls().n_unique() < 2:
+        return None
+    joined = measures.join(trajectories.select("trajectory_id", "resolved"), on="trajectory_id").drop_nulls("resolved")
+    rows: list[tuple] = []
+    same: list[str] = []
+    for column, name in CONTRAST_MEASURES:
+        if column not in joined.columns:
+            continue
+        cells: list[Any] = [name]
+        proportion = joined.schema[column] == pl.Boolean
+        for resolved in (True, False):
+            values = joined.filter(pl.col("resolved") == resolved)[column].drop_nulls().cast(pl.Float64).drop_nans()
+            sd = values.std() if values.len() > 1 else None
+            estimate = (None if not values.len() else
+                        _stats.wilson(float(values.sum()), float(values.len())) if proportion else
+                        _stats.mean_estimate(_stats.Sample(float(values.mean()), None if sd is None else float(sd),
+                                                           values.len())))
+            cells += [None if estimate is None else estimate.value, None if estimate is None else estimate.low,
+                      None if estimate is None else estimate.high, values.len()]
+        if cells[1] is None and cells[5] is None:
+            continue
+        moved = any(v not in (None, 0.0) for v in (cells[1], cells[5]))  # zeros coincide without meaning
+        repeats = next((row[0] for row in rows if row[1:] == tuple(cells[1:])), None) if moved else None
+        if repeats is not None:
+            same.append(f"{name} as {repeats}")  # one count under two names (one call per turn)
+            continue
+        rows.append(tuple(cells))
+    if not rows:
+        return None
+    frame = pl.DataFrame(rows, schema={"measure": pl.String, "resolved": pl.Float64, "resolved low": pl.Float64,
+                                       "resolved high": pl.Float64, "n resolved": pl.Int64,
+                                       "unresolved": pl.Float64, "unresolved low": pl.Float64,
+                                       "unresolved high": pl.Float64, "n unresolved": pl.Int64}, orient="row")
+    frame = frame.with_columns((pl.col("resolved") - pl.col("unresolved")).alias("resolved - unresolved"))
+    return SummaryTable("outcome_contrast", "Resolved against unresolved",
+                        "Each behaviour measure's mean over resolved and over unresolved trajectories, with 95% "
+                        "intervals (Wilson for yes/no measures, t for the rest): what the successful attempts did "
+                        "differently." + (f" The same values, not repeated: {'; '.join(same)}." if same else ""), frame)
 
 
 def _verification_mix(measures: pl.DataFrame) -> SummaryTable:

@@ -75,9 +75,9 @@ def page_name(trajectory_id: str) -> str:
 
 
 def viewer_page(store: Any, run_id: str, trajectory_id: str, credit: Credit | None = None, *,
-                step: int | None = None) -> str:
+                step: int | None = None, back: str | None = None) -> str:
     """The page of ``trajectory_id`` (and its group or step siblings); with its ``step``, only
-    that step's partitions are read."""
+    that step's partitions are read; ``back``: the address of the report it belongs to."""
     from trajlens.errors import ConfigError
     from trajlens.run.partitions import read_partitions
 
@@ -116,16 +116,59 @@ def viewer_page(store: Any, run_id: str, trajectory_id: str, credit: Credit | No
         + "".join(blocks)
         + f'<script type="application/json" id="meta">{json.dumps(meta, separators=(",", ":"))}</script>'
     )
-    return html.page(f"{run_id}: {trajectory_id}", body, script=_SCRIPT, style=_STYLE)
+    nav = [(back, f"back to the report ({run_id})")] if back else []
+    return html.page(f"{run_id}: {trajectory_id}", body, script=_SCRIPT, style=_STYLE, nav=nav)
 
 
 def write_viewer(store: Any, run_id: str, trajectory_id: str, out: Path | str, credit: Credit | None = None, *,
-                 step: int | None = None) -> Path:
-    """Write the viewer page of a trajectory (of ``step``, when known) to ``out``."""
+                 step: int | None = None, back: str | None = None) -> Path:
+    """Write the viewer page of a trajectory (of ``step``, when known) to ``out``, linking
+    ``back`` to its report (default: the ``index.html`` of a report folder ``out`` sits in)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(viewer_page(store, run_id, trajectory_id, credit, step=step))
+    back = report_link(out, run_id) if back is None else back
+    out.write_text(viewer_page(store, run_id, trajectory_id, credit, step=step, back=back))
     return out
+
+
+def report_link(page: Path, run_id: str) -> str | None:
+    """The address, relative to ``page``, of its run's section in the report it sits in (an
+    ``index.html`` up to three folders above it); None outside a report."""
+    import os
+
+    folder = page.resolve().parent
+    index = next((p / "index.html" for p in [folder, *list(folder.parents)[:2]] if (p / "index.html").is_file()), None)
+    return None if index is None else f"{os.path.relpath(index, folder)}#{run_id}"
+
+
+SUGGESTED_IDS = 5
+"""Close trajectory ids a failed lookup suggests."""
+
+
+def resolve_trajectory(store: Any, run_id: str, wanted: str) -> tuple[str, int]:
+    """The trajectory of ``run_id`` that ``wanted`` names, and its step: its id, else its task id,
+    else a unique suffix of its id (after a ``/``, or any). When none or several match, a
+    :class:`~trajlens.errors.ConfigError` names the closest ids."""
+    import difflib
+
+    from trajlens.errors import ConfigError
+
+    rows = store.trajectories.filter(pl.col("run_id") == run_id).select("trajectory_id", "task_id", "step").collect()
+    for matches in (rows.filter(pl.col("trajectory_id") == wanted),
+                    rows.filter(pl.col("task_id") == wanted),
+                    rows.filter(pl.col("trajectory_id").str.ends_with("/" + wanted)),
+                    rows.filter(pl.col("trajectory_id").str.ends_with(wanted))):
+        if matches.height == 1:
+            return matches["trajectory_id"][0], int(matches["step"][0])
+        if matches.height > 1:
+            listed = ", ".join(matches["trajectory_id"].head(SUGGESTED_IDS).to_list())
+            raise ConfigError([f"--trajectory {wanted!r}: {matches.height} trajectories of run {run_id!r} match "
+                               f"({listed}{', ...' if matches.height > SUGGESTED_IDS else ''}); give the whole id"])
+    ids = rows["trajectory_id"].to_list()
+    close = difflib.get_close_matches(wanted, ids, n=SUGGESTED_IDS, cutoff=0.5) or [
+        i for i in ids if wanted.split("/")[-1] in i][:SUGGESTED_IDS]
+    hint = f"; close ids: {', '.join(close)}" if close else ""
+    raise ConfigError([f"--trajectory {wanted!r}: not a trajectory or task of run {run_id!r}{hint}"])
 
 
 def _calls(store: Any, run_id: str, ids: list[str], step: int | None = None) -> pl.DataFrame:
@@ -163,7 +206,8 @@ def _trajectory_data(row: dict, calls: pl.DataFrame, credit: Credit | None,
         klass = "format_error" if call["format_error"] else (call["primary_class"] or "other")
         item: dict[str, Any] = {"i": call["call_index"], "turn": call["turn"], "tool": call["tool_name"],
                                 "class": klass, "args": _cut(call["command"] or call["arguments"]),
-                                "obs": _cut(call["observation"]), "rc": call["return_code"]}
+                                "obs": _cut(call["observation"]), "rc": call["return_code"],
+                                "text": _cut(call.get("assistant_text"))}
         if credit is not None:
             span = None
             if token_values is not None and call["token_start"] is not None and call["token_end"] is not None:
@@ -174,7 +218,8 @@ def _trajectory_data(row: dict, calls: pl.DataFrame, credit: Credit | None,
         items.append(item)
     return {"id": row["trajectory_id"], "step": row["step"], "group": row["group_id"], "task": row["task_id"],
             "reward": row["reward"], "resolved": row["resolved"], "exit": row["exit_status"],
-            "turns": row["num_turns"], "tokens": row["model_tokens"], "calls": items}
+            "turns": row["num_turns"], "tokens": row["model_tokens"], "calls": items,
+            "response": _cut(row.get("response_text"))}
 
 
 _STYLE = """
@@ -184,7 +229,10 @@ header button{font-size:13px;margin-right:6px}header .meta{color:#555;font-size:
 #legend{font-size:12px;color:#555;margin:4px 0}
 .chunk{min-height:40px}
 .turn{border-left:3px solid #90a4ae;margin:10px 0;padding-left:10px}
-.turn>.label{font-size:11px;color:#78909c}
+.turn>.label,#calls>.label{font-size:11px;color:#78909c}
+nav.top~main header{top:31px}
+.said{white-space:pre-wrap;word-break:break-word;font-size:12.5px;background:#f3f6f9;border-left:3px solid #1565c0;
+  padding:4px 8px;margin:4px 0;max-height:260px;overflow:auto}
 .call{background:#fff;border:1px solid #e0e0e0;border-radius:4px;margin:4px 0;padding:5px 8px}
 .call.hidden{display:none}
 .call pre{margin:4px 0;white-space:pre-wrap;word-break:break-word;font-size:12px;max-height:320px;overflow:auto}
@@ -198,6 +246,8 @@ const meta=JSON.parse(document.getElementById('meta').textContent);
 const CHUNK=25, LONG=600;
 let current=null, index=meta.start, shown=new Set(Object.keys(meta.colours)), scale=1;
 const observer=new IntersectionObserver(es=>{for(const e of es){if(e.isIntersecting){fill(e.target);observer.unobserve(e.target);}}},{rootMargin:'800px'});
+function ink(hex){const n=parseInt(hex.slice(1),16),r=n>>16,g=(n>>8)&255,b=n&255;return (0.299*r+0.587*g+0.114*b)>150?'#1a1a1a':'#ffffff';}
+function pill(k,text){return el('span',{class:'pill',style:'background:'+meta.colours[k]+';color:'+ink(meta.colours[k])},text);}
 function el(tag,attrs,text){const n=document.createElement(tag);for(const k in attrs||{})n.setAttribute(k,attrs[k]);if(text!=null)n.textContent=text;return n;}
 function colour(v){if(v==null)return '#ffffff';const t=Math.max(-1,Math.min(1,v/scale));
   const r=t<0?255:Math.round(255-t*200), g=Math.round(255-Math.abs(t)*190), b=t>0?255:Math.round(255+t*200);
@@ -228,8 +278,7 @@ function filters(){
   for(const k of Object.keys(meta.colours)){if(!counts[k])continue;
     const box=el('input',{type:'checkbox','data-class':k});box.checked=shown.has(k);
     box.onchange=()=>{box.checked?shown.add(k):shown.delete(k);apply();};
-    const label=el('label');const pill=el('span',{class:'pill',style:'background:'+meta.colours[k]},k+' '+counts[k]);
-    label.append(box,pill);f.append(label);}
+    const label=el('label');label.append(box,pill(k,k+' '+counts[k]));f.append(label);}
 }
 function legend(){
   const l=document.getElementById('legend');
@@ -240,17 +289,19 @@ function calls(){
   for(let s=0;s<current.calls.length;s+=CHUNK){const chunk=el('div',{class:'chunk','data-start':s});
     chunk.style.minHeight=(Math.min(CHUNK,current.calls.length-s)*60)+'px';box.append(chunk);observer.observe(chunk);}
   if(!current.calls.length)box.append(el('p',{},'No tool calls in this trajectory.'));
+  if(current.response){box.append(el('div',{class:'label'},'the model\u2019s final text'),el('div',{class:'said'},current.response));}
 }
 function fill(chunk){
   const s=+chunk.dataset.start;let turnBox=null,turn=null;
   for(const c of current.calls.slice(s,s+CHUNK)){
     if(c.turn!==turn){turn=c.turn;turnBox=el('div',{class:'turn'});turnBox.append(el('div',{class:'label'},'turn '+turn));chunk.append(turnBox);}
+    if(c.text)turnBox.append(el('div',{class:'said',title:'the model\u2019s own text of this turn'},c.text));
     turnBox.append(card(c));}
   chunk.style.minHeight='';apply();
 }
 function card(c){
   const d=el('div',{class:'call','data-class':c.class});
-  d.append(el('span',{class:'pill',style:'background:'+meta.colours[c.class]},c.class),document.createTextNode(' '+c.tool+' #'+c.i+(c.rc!=null?'  (exit '+c.rc+')':'')));
+  d.append(pill(c.class,c.class),document.createTextNode(' '+c.tool+' #'+c.i+(c.rc!=null?'  (exit '+c.rc+')':'')));
   if(c.credit!==undefined){const b=el('span',{class:'credit',title:'mean advantage over the call\u2019s model tokens'},c.credit==null?'no credit':'credit '+c.credit.toFixed(3));b.style.background=colour(c.credit);d.append(b);}
   if(c.args)d.append(el('pre',{class:'args'},c.args));
   if(c.tokens&&c.tokens.length){const cv=el('canvas',{width:Math.min(c.tokens.length,1200),height:8,title:c.tokens.length+' tokens'});d.append(cv);paint(cv,c.tokens);}

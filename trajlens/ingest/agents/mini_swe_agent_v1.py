@@ -19,6 +19,7 @@ Each assistant message is one turn and yields one tool call named ``bash``: the 
 command, or, for a rejected message, a call with ``format_error=True`` whose command is the
 raw first block (``None`` when there was none). Rejected calls were never executed.
 
+``assistant_text`` is the message without its fenced blocks: the model's THOUGHT.
 ``observation`` is the harness's reply verbatim (tags included), ``return_code`` the number
 in ``<returncode>`` where there is one. ``model_tokens`` sums ``completion_tokens`` of the
 per-call ``extra.response.usage`` and ``reasoning_tokens`` its ``reasoning_tokens`` where
@@ -43,6 +44,8 @@ from trajlens.rows import RunData
 FORMAT = "mini-swe-agent-v1"
 TRAJECTORY_FORMAT = "mini-swe-agent-1"
 DEFAULT_ACTION_REGEX = r"```bash\s*\n(.*?)\n```"
+FENCED_BLOCK = re.compile(r"```[^\n]*\n.*?```", re.DOTALL)
+"""A fenced code block of a message: the action, kept as the command; the rest is the THOUGHT."""
 RETURN_CODE_RE = re.compile(r"<returncode>\s*(-?\d{1,12})\s*</returncode>")
 
 
@@ -74,21 +77,23 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         blocks = actions.find(content)
         reply = messages[index + 1] if index + 1 < len(messages) else None
         observation = message_text(reply.get("content")) if reply and reply["role"] == "user" else None
+        thought = FENCED_BLOCK.sub("", content).strip() or None
         if len(blocks) == 1:
             command = blocks[0].strip()
             match = RETURN_CODE_RE.match(observation.lstrip()) if observation else None
-            calls.append(_call(turn, command, observation, int(match.group(1)) if match else None, False))
+            calls.append(_call(turn, command, observation, int(match.group(1)) if match else None, False, thought))
         else:
             command = blocks[0] if blocks else None
-            calls.append(_call(turn, command, observation, None, True))
+            calls.append(_call(turn, command, observation, None, True, thought))
     row = mini.trajectory_row(data, path, messages, num_turns=turn + 1)
     notes = [actions.fallback] if actions.fallback is not None else []
     yield Record(row, calls, where=str(path), model=mini.model_name(data), notes=notes)
 
 
 def _call(turn: int, command: str | None, observation: str | None, return_code: int | None,
-          format_error: bool) -> dict[str, Any]:
+          format_error: bool, thought: str | None) -> dict[str, Any]:
     return TOOL_CALL(
+        assistant_text=thought,
         turn=turn,
         tool_name="bash",
         arguments=dumps({} if command is None else {"command": command}),

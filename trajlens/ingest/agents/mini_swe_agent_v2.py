@@ -80,17 +80,27 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         following = messages[index + 1] if index + 1 < len(messages) else None
         rejected = following is not None and following["role"] == "user"
         tool_calls = read.at(f"message {index}").items(message, "tool_calls") or []
+        text = turn_text(message)
         if not tool_calls:
             calls.append(TOOL_CALL(
-                turn=turn, tool_name="bash", format_error=True,
+                turn=turn, tool_name="bash", format_error=True, assistant_text=text,
                 observation=message_text(following.get("content")) if rejected else None,
             ))
             continue
         for position, tool_call in enumerate(tool_calls):
             calls.append(_call(tool_call, turn, results, following, rejected,
                                read.at(f"message {index}, call {position}")))
+            calls[-1]["assistant_text"] = text if position == 0 else None
     row = mini.trajectory_row(data, path, messages, num_turns=turn + 1)
     yield Record(row, calls, where=file, model=mini.model_name(data))
+
+
+def turn_text(message: dict[str, Any]) -> str | None:
+    """The model's own text of an assistant message: its reasoning (``reasoning_content``, where
+    logged) and its content, in that order; None when it has neither."""
+    parts = [message_text(message.get(key)) for key in ("reasoning_content", "content")]
+    text = "\n\n".join(p.strip() for p in parts if isinstance(p, str) and p.strip())
+    return text or None
 
 
 def _call(tool_call: Any, turn: int, results: dict[Any, dict[str, Any]], following: dict[str, Any] | None,

@@ -1,0 +1,109 @@
+"""Each kind of log gets a report that fits it: a run with validation data only, an RL run
+without tools, single-step agent logs; each named for what it is and its main finding first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from built_runs import built_run, no_tool_run, write_store
+from cli_run import run_cli as cli
+
+import trajlens
+from trajlens.report import report_store
+
+
+@pytest.fixture(scope="module")
+def validation_store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kinds")
+    return write_store(root, [built_run("valonly", split="val"), built_run("trained")])
+
+
+def test_a_validation_only_run_is_reported_as_what_it_is_beside_a_training_run(validation_store, tmp_path):
+    written = {r.run_id: r for r in report_store(trajlens.open(validation_store), tmp_path / "out", viewers_per_run=1)}
+    valonly, trained = written["valonly"], written["trained"]
+    assert (valonly.split, valonly.kind) == ("val", "validation split only")
+    assert "no train split: reported on its val split (val)" in valonly.findings
+    assert (trained.split, trained.kind) == ("train", "RL run with tools")
+    assert not any(f.startswith("recomputed under") or f.startswith("as trained") for f in valonly.findings)
+    assert (tmp_path / "out" / "valonly" / "stage_report.md").read_text().startswith(
+        "# valonly\n\nvalidation split only; trajectories of split val.")
+
+
+def test_split_option_of_report_and_sample(validation_store, tmp_path):
+    done = cli("report", validation_store, "--out", tmp_path / "val", "--split", "val", "--viewers", "0")
+    assert done.returncode == 0, done.stderr
+    readme = (tmp_path / "val" / "README.md").read_text()
+    assert "no val split: reported on its train split" in readme  # the training run has no val split
+    lines = done.stdout.splitlines()  # the overview, then where the report is
+    assert lines[0].split() == ["trained", "RL", "run", "with", "tools"]
+    assert lines[3].split() == ["valonly", "validation", "split", "only"]
+    assert lines[-1].startswith("wrote reports for 2 run(s) under ") and "index.html" in lines[-1]
+    done = cli("sample", validation_store, "--run", "valonly", "--n", "2")
+    assert done.returncode == 0, done.stderr
+    assert "run 'valonly' has no train split: sampling its val split" in done.stderr
+    assert "| Q1 |" in done.stdout or "Q1" in done.stdout
+
+
+def test_an_rl_run_without_tools_shows_reward_length_and_dead_groups(tmp_path):
+    store = trajlens.open(write_store(tmp_path, [no_tool_run("math")]))
+    (report,) = report_store(store, tmp_path / "out", viewers_per_run=1)
+    assert report.kind == "RL run without tools"
+    assert report.findings[0] == ("dead groups: 24 of 32 groups (75%, 95% [58%, 87%]) have equal rewards, so a "
+                                  "group-relative advantage gives them no signal")
+    assert not any("0.000" in f for f in report.findings)
+    names = {f.stem for f in report.figures}
+    assert "reward_and_length_by_step" in names and not names & {"class_shares_by_step", "stage_rates"}
+    assert set(report.trends) == {"reward", "model tokens"}
+    assert [v for _, v in report.trends["reward"]] == [0.625] * 8  # (0.5 + 1 + 0 + 1) / 4
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert page.count('<svg class="trend"') == 2
+
+
+REAL = Path("/work/shared/fixtures/real")
+for _root in (Path(__file__).resolve().parents[n] for n in (2, 3)):
+    if (_root / "shared" / "fixtures" / "real").is_dir():
+        REAL = _root / "shared" / "fixtures" / "real"
+
+
+@pytest.mark.skipif(not (REAL / "mini-swe-agent-deepseek-pr816").is_dir(), reason="real fixture logs not present")
+def test_single_step_agent_logs_set_resolved_beside_unresolved(tmp_path):
+    trajlens.ingest([REAL / "mini-swe-agent-deepseek-pr816"], tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    (report,) = report_store(store, tmp_path / "out")
+    assert report.kind == "eval run (one step of agent logs)"
+    assert any(f.startswith("resolved 54% of 24 attempts (95% [35%, 72%]); resolved attempts took ") for f in report.findings)
+    text = report.markdown.read_text()
+    assert "### Resolved against unresolved" in text
+    assert "The same values, not repeated: tool calls as turns." in text  # one call per turn
+    contrast = text.split("### Resolved against unresolved")[1].split("###")[0]
+    suite = next(line for line in contrast.splitlines() if line.startswith("| ran the full suite |"))
+    assert all(0 <= float(cell) <= 1 for cell in suite.split("|")[2:5])  # a Wilson interval stays in [0, 1]
+    assert "## Stages" not in text and "stage_rates" not in {f.stem for f in report.figures}
+    reasons = _viewer_reasons(tmp_path)
+    assert len(reasons) == 4
+    assert sum(r.startswith("resolved:") for r in reasons) == sum(r.startswith("unresolved:") for r in reasons) == 2
+    page = next((tmp_path / "out" / report.run_id / "view").glob("*.html")).read_text()
+    assert '"text":"' in page and "back to the report" in page  # the model's own text, and the way back
+
+
+def _viewer_reasons(tmp_path) -> list[str]:
+    page = (tmp_path / "out" / "index.html").read_text()
+    section = page[page.index('-trajectories">Trajectories</h3>'):]
+    return [item.split("</a>: ")[1].split("</li>")[0] for item in section.split("<li>")[1:] if "</a>: " in item]
+
+
+@pytest.mark.skipif(not (REAL / "mini-swe-agent-deepseek-pr816").is_dir(), reason="real fixture logs not present")
+def test_view_takes_a_task_id_or_suffix_and_suggests_close_ids(tmp_path):
+    trajlens.ingest([REAL / "mini-swe-agent-gemini3pro"], tmp_path / "store")
+    store = tmp_path / "store"
+    run = trajlens.open(store).run_ids()[0]
+    task = "astropy__astropy-12907"
+    done = cli("view", store, "--run", run, "--trajectory", task, "--out", tmp_path / "a.html", "--no-credit")
+    assert done.returncode == 0, done.stderr
+    assert "trajs/astropy__astropy-12907" in (tmp_path / "a.html").read_text()
+    done = cli("view", store, "--run", run, "--trajectory", "astropy__astropy-12908", "--out", tmp_path / "b.html")
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "error: --trajectory 'astropy__astropy-12908': not a trajectory or task of run")
+    assert "close ids: trajs/astropy__astropy-12907" in done.stderr

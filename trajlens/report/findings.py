@@ -1,0 +1,211 @@
+"""Findings of a run's report: sentences about what the run does, each with its weight and evidence.
+
+A :class:`Finding` is the sentence itself (a ``str``, so it prints and compares as one) with
+how much it matters (:data:`IMPORTANCE`), where its evidence is in the run's section, and
+whether it is about the run as trained or about a counterfactual recomputation (advantages an
+estimator the run did not train with would have given it). The overview ranks findings by
+importance; a finding is only written when it says something about the run (a share that
+stays at zero is not a finding).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from trajlens.steps import spans_text
+
+AS_TRAINED = "as trained"
+RECOMPUTED = "recomputed"
+
+IMPORTANCE: dict[str, int] = {
+    "learning_rate": 90,
+    "critic": 70,
+    "length": 75,
+    "dead_groups": 72,
+    "saturated_channel": 70,
+    "behaviour": 60,
+    "reward": 55,
+    "advantage_as_trained": 65,
+    "channel": 35,
+    "explained_variance": 30,
+    "advantage_recomputed": 25,
+    "advantage_std": 20,
+    "token_arrays": 40,
+    "estimator_inputs": 15,
+    "split": 50,
+    "single_step": 5,
+    "no_trajectories": 5,
+}
+"""Weight of a finding by its kind: the overview lists a run's findings heaviest first."""
+
+
+CHECK_WEIGHT: dict[str, int] = {"fail": 30, "warn": 15}
+"""Added to a finding's weight when a shipped check on the same thing fires (by its status)."""
+
+FINDING_CHECKS: dict[str, tuple[str, ...]] = {
+    "learning_rate": ("learning_rate_mismatch",),
+    "critic": ("critic_starved", "critic_grad_norm_run"),
+    "explained_variance": ("critic_explained_variance_unwhitened",),
+    "saturated_channel": ("reward_channel_rel_gain", "reward_channel_std"),
+    "advantage_as_trained": ("all_negative_streak", "advantage_std_jump", "advantage_bimodal"),
+}
+"""The shipped checks that look at what a finding of each kind says."""
+
+
+class Finding(str):
+    """A finding's sentence, with its kind, weight, evidence anchor, what it is about, and the
+    shipped checks that look at the same thing."""
+
+    kind: str
+    importance: float
+    evidence: str | None
+    about: str
+    checks: tuple[str, ...]
+
+    def __new__(cls, text: str, kind: str, evidence: str | None = None, about: str = AS_TRAINED, *,
+                checks: tuple[str, ...] | None = None, bonus: float = 0.0) -> "Finding":
+        finding = super().__new__(cls, text)
+        finding.kind = kind
+        finding.importance = IMPORTANCE[kind] + bonus
+        finding.evidence = evidence
+        finding.about = about
+        finding.checks = FINDING_CHECKS.get(kind, ()) if checks is None else checks
+        return finding
+
+
+def ranked(findings: list[str], fired: dict[str, str] | None = None) -> list[str]:
+    """Findings heaviest first, a finding weighing more when a check on the same thing fires
+    (``fired``: check name -> fail or warn); plain strings, of unknown weight, last."""
+    fired = fired or {}
+
+    def weight(finding: str) -> float:
+        if not isinstance(finding, Finding):
+            return 0.0
+        return finding.importance + max((CHECK_WEIGHT[fired[c]] for c in finding.checks if c in fired), default=0)
+
+    return sorted(findings, key=lambda f: -weight(f))
+
+
+@dataclass(frozen=True)
+class StageTrend:
+    """A stage metric worth a finding when it moves by at least ``min_change`` from the first
+    stage to the last (``relative``: as a fraction of the first stage's value)."""
+
+    metric: str
+    label: str
+    kind: str
+    min_change: float
+    relative: bool = False
+    digits: int = 3
+    checks: tuple[str, ...] = ()
+    """The shipped checks that watch the same metric."""
+
+
+STAGE_TRENDS: tuple[StageTrend, ...] = (
+    StageTrend("mean:model_tokens", "model tokens per trajectory", "length", 0.25, relative=True, digits=0,
+               checks=("response_length_inflation",)),
+    StageTrend("share:think", "think share", "behaviour", 0.05, checks=("think_share", "think_runs_growing")),
+    StageTrend("ran_suite", "runs the full suite", "behaviour", 0.05, checks=("suite_rate_decline", "suite_rate_floor")),
+    StageTrend("mean:num_turns", "turns per trajectory", "behaviour", 0.25, relative=True, digits=1,
+               checks=("turns_inflation",)),
+)
+"""Stage metrics that make a finding when they move, with the least change that counts."""
+
+
+MAX_TREND_BONUS = 15.0
+"""Most weight a stage trend gains by its size (at four times its least change)."""
+
+
+def stage_findings(rates: pl.DataFrame) -> list[Finding]:
+    """First stage -> last stage of each :data:`STAGE_TRENDS` metric that moved (whole stages,
+    with the last stage's sample and interval)."""
+    findings = []
+    for trend in STAGE_TRENDS:
+        rows = rates.filter(pl.col("metric") == trend.metric).sort("stage_index").drop_nulls(
+            ["population_value", "value", "ci_low", "ci_high"])
+        if rows.height < 2:
+            continue
+        first, last = rows.row(0, named=True), rows.row(-1, named=True)
+        change = last["population_value"] - first["population_value"]
+        scale = abs(first["population_value"]) if trend.relative else 1.0
+        if scale == 0 or abs(change) / scale < trend.min_change:
+            continue
+        d = trend.digits
+        findings.append(Finding(
+            f"{trend.label}: {first['population_value']:.{d}f} in {first['stage']} -> "
+            f"{last['population_value']:.{d}f} in {last['stage']} (N={last['n_sampled']} sample: "
+            f"{last['value']:.{d}f} [{last['ci_low']:.{d}f}, {last['ci_high']:.{d}f}])",
+            trend.kind, "stage", checks=trend.checks,
+            bonus=min(MAX_TREND_BONUS, MAX_TREND_BONUS * abs(change) / scale / trend.min_change / 4)))
+    return findings
+
+
+MAX_LISTED_STREAKS = 20
+"""Streaks of all-negative (or all-positive) batches a finding lists before counting the rest."""
+
+
+def _streak_text(streaks: tuple[tuple[int, int], ...]) -> str:
+    listed = spans_text(streaks[:MAX_LISTED_STREAKS]) or "none"
+    more = len(streaks) - MAX_LISTED_STREAKS
+    return listed + (f" and {more:,} more streaks" if more > 0 else "")
+
+
+def advantage_findings(diagnostics: pl.DataFrame, own_label: str | None) -> list[Finding]:
+    """Sign streaks and std peaks of the recomputed advantages, each said of the run as trained
+    (``own_label``, the estimator it trained with) or of a counterfactual recomputation."""
+    from trajlens.estimators import sign_streaks
+
+    findings = []
+    for (estimator,), part in diagnostics.partition_by("estimator", as_dict=True, maintain_order=True).items():
+        part = part.sort("step")
+        own = estimator == own_label
+        head = (f"as trained ({estimator})" if own
+                else f"recomputed under {estimator} (not what this run trained with)")
+        about, kind = (AS_TRAINED, "advantage_as_trained") if own else (RECOMPUTED, "advantage_recomputed")
+        streaks = sign_streaks(part["step"].to_list(), part["all_negative"].to_list(), part["all_positive"].to_list())
+        if streaks.negative_streaks or streaks.positive_streaks:
+            findings.append(Finding(
+                f"{head}: all-negative batches at steps {_streak_text(streaks.negative_streaks)}; "
+                f"all-positive at {_streak_text(streaks.positive_streaks)}", kind, "figure-advantage_batches", about))
+        std = part["std"]
+        if std.len() > 4 and std.max() > 3 * std.median():
+            peak = part.row(int(std.arg_max()), named=True)
+            findings.append(Finding(f"{head}: advantage std peaks at {peak['std']:.2f} at step {peak['step']} "
+                                    f"(median {std.median():.2f})", "advantage_std", "figure-advantage_batches", about))
+    return findings
+
+
+DEAD_GROUP_FINDING = 0.2
+"""Share of dead groups (all rewards of a group equal) from which it is a finding."""
+
+
+def dead_group_finding(summary: list[Any]) -> list[Finding]:
+    """The dead-group share of the run's summary, when a group-relative advantage is zero for a
+    notable part of it."""
+    table = next((s for s in summary if s.key == "dead_groups"), None)
+    if table is None or table.frame.is_empty():
+        return []
+    row = table.frame.row(0, named=True)
+    if row["share"] < DEAD_GROUP_FINDING:
+        return []
+    return [Finding(f"dead groups: {row['dead_groups']:,} of {row['groups']:,} groups ({row['share']:.0%}, "
+                    f"95% [{row['ci_low']:.0%}, {row['ci_high']:.0%}]) have equal rewards, so a group-relative "
+                    "advantage gives them no signal", "dead_groups", "summary-dead_groups")]
+
+
+def outcome_finding(summary: list[Any]) -> list[Finding]:
+    """The resolved rate of the log, with how resolved and unresolved attempts differ in turns."""
+    outcome = next((s for s in summary if s.key == "outcome"), None)
+    rows = outcome.frame.filter(pl.col("measure") == "resolved rate") if outcome is not None else None
+    if rows is None or rows.is_empty():
+        return []
+    rate = rows.row(0, named=True)
+    text = f"resolved {rate['value']:.0%} of {rate['n']:,} attempts (95% [{rate['ci_low']:.0%}, {rate['ci_high']:.0%}])"
+    contrast = next((s for s in summary if s.key == "outcome_contrast"), None)
+    turns = contrast.frame.filter(pl.col("measure") == "turns") if contrast is not None else None
+    if turns is not None and turns.height and turns["resolved"][0] is not None and turns["unresolved"][0] is not None:
+        text += f"; resolved attempts took {turns['resolved'][0]:.1f} turns on average, unresolved {turns['unresolved'][0]:.1f}"
+    return [Finding(text, "reward", "summary-outcome")]
