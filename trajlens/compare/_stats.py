@@ -171,12 +171,12 @@ def benjamini_hochberg(p_values: list[float | None]) -> list[float | None]:
 
     With ``m`` tests ranked by p ascending, ``p_adj(i) = min_{j >= i} min(1, m p(j) / j)``.
     """
-    ranked = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    ranked = sorted((p, i) for i, p in enumerate(p_values) if p is not None and not math.isnan(p))
     m = len(ranked)
     adjusted: list[float | None] = [None] * len(p_values)
     running = 1.0
     for rank in range(m, 0, -1):
         p, index = ranked[rank - 1]
         running = min(running, m * p / rank)  # p_adj(i) = min_{j >= i} m p(j) / j
-        adjusted[index] = min(running, 1.0)
+        adjusted[index] = min(max(running, p), 1.0)  # never below p, whatever m p / rank rounds to
     return adjusted
