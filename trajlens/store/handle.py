@@ -23,6 +23,7 @@ from trajlens.errors import ConfigError, QueryError, StoreError
 from trajlens.schema import SCHEMAS, TABLES
 from trajlens.store.database import (
     ANALYSIS_TABLES,
+    DATABASE_FILE,
     DERIVED_DIR,
     RUNS_DIR,
     database_is_current,
@@ -32,10 +33,30 @@ from trajlens.store.database import (
     run_dirs,
     store_files,
 )
-from trajlens.store.publish import JOURNAL_FILE, Publisher, StoreLock, describe_os_error, generation, recover
+from trajlens.store.layout import is_run_dir
+from trajlens.store.publish import (
+    GENERATION_FILE,
+    JOURNAL_FILE,
+    Publisher,
+    StoreLock,
+    describe_os_error,
+    generation,
+    recover,
+)
 
 # Statement kinds a query may hold: they read, and write nothing.
 READ_ONLY_STATEMENTS: frozenset[str] = frozenset({"SELECT", "EXPLAIN"})
+
+
+def is_store(path: Path) -> bool:
+    """Whether ``path`` is a store ``trajlens ingest`` wrote: ``runs/`` with a run in it, or the
+    files every publish leaves (``trajlens.duckdb``, ``.generation``). A folder holding only an
+    empty ``runs/`` is not one, and reading it creates nothing there."""
+    if not (path / RUNS_DIR).is_dir():
+        return False
+    if (path / DATABASE_FILE).is_file() or (path / GENERATION_FILE).is_file():
+        return True
+    return any(is_run_dir(run_dir) for run_dir in run_dirs(path))
 
 
 class Store:
@@ -54,8 +75,10 @@ class Store:
             raise StoreError(f"{self.path}: expected a store directory, found a file")
         if not self.path.is_dir():
             raise StoreError(f"{self.path}: no such store directory")
-        if not (self.path / RUNS_DIR).is_dir():
-            raise StoreError(f"{self.path}: not a trajlens store (no runs/ inside); create one with `trajlens ingest`")
+        if not is_store(self.path):
+            inside = "no runs/ inside" if not (self.path / RUNS_DIR).is_dir() else "no run written by trajlens in runs/"
+            raise StoreError(f"{self.path}: not a trajlens store ({inside}); make one with "
+                             f"`trajlens ingest LOGS --store {self.path}`")
         self._connection: duckdb.DuckDBPyConnection | None = None
         self._generation = ""
         self._transaction: Publisher | None = None
@@ -283,4 +306,4 @@ def in_transaction(function: Function) -> Function:
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "open_store"]
+__all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "is_store", "open_store"]
