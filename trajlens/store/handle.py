@@ -33,6 +33,7 @@ from trajlens.store.database import (
     run_dirs,
     store_files,
 )
+from trajlens.store.integrity import first_damaged_file, write_checksum
 from trajlens.store.layout import is_run_dir
 from trajlens.store.publish import (
     GENERATION_FILE,
@@ -98,8 +99,8 @@ class Store:
         try:
             recover(self.path, rebuild_database)
             rebuild_database(self.path)
-        except OSError:
-            pass  # the convenience database file stays as it was; queries do not use it
+        except (OSError, duckdb.Error):
+            pass  # the convenience database file stays as it was (a damaged file: the read names it)
         finally:
             lock.release()
 
@@ -143,9 +144,15 @@ class Store:
         except duckdb.CatalogException as error:
             raise QueryError(self._catalog_message(error)) from None
         except duckdb.Error as error:
-            raise QueryError(f"query failed: {_first_line(error)}") from None
+            raise self._damage() or QueryError(f"query failed: {_first_line(error)}") from None
         except (pl.exceptions.PolarsError, pa.ArrowException) as error:
-            raise QueryError(f"query result has a column Polars cannot hold: {_first_line(error)}") from None
+            raise self._damage() or QueryError(
+                f"query result has a column Polars cannot hold: {_first_line(error)}") from None
+
+    def _damage(self) -> StoreError | None:
+        """After a failed read: the store's first file that fails to read, as the error to
+        report instead (it names the file and ``trajlens verify``); None when all read."""
+        return first_damaged_file(self.path)
 
     def _catalog_message(self, error: duckdb.Error) -> str:
         text = str(error)
@@ -181,7 +188,7 @@ class Store:
         for drop in self._transaction.journal.drops:
             by_target.pop(drop.target, None)
         for move in self._transaction.journal.moves:
-            if move.target.startswith(f"{DERIVED_DIR}/"):
+            if move.target.startswith(f"{DERIVED_DIR}/") and not Path(move.target).name.startswith("."):
                 by_target[move.target] = self.path / move.new
         tables: dict[str, list[Path]] = {}
         for target, path in sorted(by_target.items()):
@@ -247,9 +254,11 @@ class Store:
         try:
             staged.parent.mkdir(parents=True, exist_ok=True)
             frame.write_parquet(staged)
+            checksum = write_checksum(staged)
         except OSError as error:
             raise describe_os_error(self.path, error, f"write analysis table {name}") from None
         self._transaction.replace(staged, target)
+        self._transaction.replace(checksum, f"{DERIVED_DIR}/{name}/{checksum.name}")
         self._forget_connection()
         return self.path / target
 
