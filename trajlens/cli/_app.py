@@ -152,7 +152,7 @@ def _damaged_store(argv: list[str] | None) -> str | None:
     for arg in sys.argv[1:] if argv is None else argv:
         path = Path(arg)
         if not arg.startswith("-") and path.is_dir() and is_store(path):
-            damaged = first_damaged_file(path)
+            damaged = first_damaged_file(path, deep=True)
             if damaged is not None:
                 return str(damaged)
     return None

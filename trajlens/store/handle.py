@@ -152,7 +152,7 @@ class Store:
     def _damage(self) -> StoreError | None:
         """After a failed read: the store's first file that fails to read, as the error to
         report instead (it names the file and ``trajlens verify``); None when all read."""
-        return first_damaged_file(self.path)
+        return first_damaged_file(self.path, deep=True)
 
     def _catalog_message(self, error: duckdb.Error) -> str:
         text = str(error)
