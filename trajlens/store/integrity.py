@@ -63,9 +63,14 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def checksum_name(part_name: str) -> str:
+    """The name of the file beside an analysis table's part that keeps its checksum."""
+    return f".{part_name}{CHECKSUM_SUFFIX}"
+
+
 def checksum_file(part: Path) -> Path:
     """Where the checksum of an analysis table's part is kept: a hidden file beside it."""
-    return part.with_name(f".{part.name}{CHECKSUM_SUFFIX}")
+    return part.with_name(checksum_name(part.name))
 
 
 def write_checksum(part: Path) -> Path:
@@ -162,5 +167,5 @@ def _content_problem(path: Path, digest: str | None) -> str | None:
     return None
 
 
-__all__ = ["CHECKSUM_SUFFIX", "DamagedStoreError", "RunHashes", "checksum_file", "file_sha256", "first_damaged_file",
+__all__ = ["CHECKSUM_SUFFIX", "DamagedStoreError", "RunHashes", "checksum_file", "checksum_name", "file_sha256", "first_damaged_file",
            "hash_run", "parquet_problem", "read_checksum", "run_files", "write_checksum"]

@@ -36,7 +36,7 @@ from trajlens.store.database import (
     run_dirs,
 )
 from trajlens.store.handle import is_store
-from trajlens.store.integrity import checksum_file, file_sha256, parquet_problem, read_checksum, run_files
+from trajlens.store.integrity import CHECKSUM_SUFFIX, checksum_file, file_sha256, parquet_problem, read_checksum, run_files
 from trajlens.store.publish import JOURNAL_FILE, STAGING_DIR, Publisher, StoreLock, recover
 from trajlens.store.writer import RUN_RECORD, RunRecord, source_fingerprint
 
@@ -182,7 +182,8 @@ def _check_analyses(store: Path, runs: set[str], run: str | None) -> list[Findin
     for directory in sorted(p for p in derived.iterdir() if p.is_dir() and not p.name.startswith(".")):
         table = directory.name
         parts = {p.name[: -len(".parquet")] for p in directory.glob("*.parquet") if not p.name.startswith(".")}
-        recorded = {p.name[1: -len(".parquet.sha256")] for p in directory.glob(".*.parquet.sha256")}
+        suffix = ".parquet" + CHECKSUM_SUFFIX  # a part's checksum file is "." + run + suffix (checksum_file)
+        recorded = {p.name[1: -len(suffix)] for p in directory.glob(f".*{suffix}")}
         for run_id in sorted(parts | recorded):
             if run is not None and run_id != run:
                 continue
