@@ -133,3 +133,26 @@ def test_verify_of_a_folder_that_is_not_a_store(tmp_path):
     done = trajlens("verify", tmp_path)
     assert done.returncode == 1 and "not a trajlens store" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_a_run_recorded_before_per_file_checksums_is_checked_as_a_whole(store):
+    import json
+
+    record_path = store / "runs" / "tiny" / "ingest.json"
+    record = json.loads(record_path.read_text())
+    del record["files"]
+    record_path.write_text(json.dumps(record))
+    assert verify_store(store).ok
+    replaced = _first(store, "tiny", "step_metrics")
+    shutil.copyfile(_first(store, "grpo-sandbox", "step_metrics"), replaced)
+    assert [(f.path, f.message) for f in verify_store(store).problems] == [
+        ("runs/tiny", "its files changed since ingest (the run's content_hash differs)")]
+
+
+def test_verify_one_run_through_the_command(store):
+    _first(store, "grpo-sandbox", "trajectories").unlink()
+    assert trajlens("verify", store, "--run", "tiny").returncode == 0
+    done = trajlens("verify", store, "--run", "grpo-sandbox")
+    assert done.returncode == 1 and len(done.stdout.strip().splitlines()) == 1
+    done = trajlens("verify", store, "--run", "nope")
+    assert done.returncode == 1 and "no run 'nope'" in done.stderr
