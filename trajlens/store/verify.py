@@ -175,7 +175,7 @@ def _check_source(where: str, run_id: str, record: RunRecord) -> list[Finding]:
 
 
 def _check_analyses(store: Path, runs: set[str], run: str | None) -> list[Finding]:
-    found = []
+    found: list[Finding] = []
     derived = store / DERIVED_DIR
     if not derived.is_dir():
         return found
