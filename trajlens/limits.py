@@ -15,6 +15,11 @@ name                default        what it bounds
 ``regex_seconds``   1.0            one log-supplied pattern (mini-swe-agent ``action_regex``)
 ==================  =============  ==========================================================
 
+Integers in JSON text are read up to :data:`MAX_INT_DIGITS` digits (Python's own limit on
+converting text to an integer); a longer one is refused with an error naming its field.
+A UTF-8 byte-order mark at the start of JSON text is skipped, as JSON readers that accept
+one do.
+
 :func:`using` makes a :class:`Limits` current for the loaders called inside it.
 """
 
@@ -23,13 +28,17 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from trajlens.errors import ConfigError
+from trajlens.errors import ConfigError, InputError
 
 MB = 1 << 20
+# Python refuses to convert longer digit strings to int (CVE-2020-10735); JSON holding one is refused.
+MAX_INT_DIGITS = 4300
+UTF8_BOM = b"\xef\xbb\xbf"
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
 
@@ -127,6 +136,77 @@ def json_depth(data: bytes, limit: int | None = None) -> int:
     return int(np.cumsum(steps).max(initial=0))
 
 
+class _LongInteger:
+    """Stands in for an integer too long to convert, so the field holding it can be named."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _integer_reader(seen: list[int]) -> Any:
+    """A ``parse_int`` for :func:`json.loads` that keeps long integers as :class:`_LongInteger`
+    and notes that it met one (so the parsed value is searched only then)."""
+
+    def read(text: str) -> Any:
+        digits = len(text.lstrip("-"))
+        if digits > MAX_INT_DIGITS:
+            seen.append(digits)
+            return _LongInteger(digits)
+        return int(text)
+
+    return read
+
+
+def _long_integer_at(value: Any) -> tuple[str, int] | None:
+    """The dotted path and digit count of the first :class:`_LongInteger` in a parsed value."""
+    pending: list[tuple[str, Any]] = [("", value)]
+    while pending:
+        path, item = pending.pop()
+        if isinstance(item, _LongInteger):
+            return path, item.digits
+        children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        pending.extend((f"{path}.{key}" if path else str(key), child) for key, child in reversed(list(children)))
+    return None
+
+
+def parse_json(text: str | bytes, file: str, *, record: str | int | None = None, sniff: bool = False) -> Any:
+    """Parse one JSON record within the size and nesting limits; an InputError otherwise.
+
+    A leading UTF-8 byte-order mark is skipped; an integer of more than
+    :data:`MAX_INT_DIGITS` digits is refused, naming the field that holds it. Format
+    detection (``sniff``) only looks at a record's shape: it keeps such an integer as a
+    placeholder, so the loader, not the detector, reports it.
+    """
+    limits = current()
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM):]
+    if not data.strip():
+        raise InputError(file, record=record, expected="JSON", found="an empty line" if record else "an empty file")
+    if len(data) > limits.record_bytes:
+        raise InputError(file, record=record, expected=f"a record of at most {limits.record_bytes:,} bytes "
+                         "(raise it with --limit record_mb=...)", found=f"{len(data):,} bytes")
+    depth = json_depth(data, limits.depth)
+    if depth > limits.depth:
+        raise InputError(file, record=record, expected=f"JSON nested at most {limits.depth} levels "
+                         "(raise it with --limit depth=...)", found=f"{depth} levels")
+    try:
+        long_integers: list[int] = []
+        value = json.loads(data, parse_int=_integer_reader(long_integers))
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno}, column {error.colno}" if record is None else record
+        raise InputError(file, f"not JSON ({error.msg})", record=where, expected="JSON") from None
+    except UnicodeDecodeError as error:
+        raise InputError(file, record=record, expected="UTF-8 text", found=f"an undecodable byte at offset {error.start}") from None
+    except RecursionError:  # only reachable with a depth limit above the interpreter's
+        raise InputError(file, record=record, expected="JSON the parser can nest", found="deeper nesting") from None
+    long_integer = _long_integer_at(value) if long_integers and not sniff else None
+    if long_integer is not None:
+        path, digits = long_integer
+        raise InputError(file, record=record, field=path or None,
+                         expected=f"an integer of at most {MAX_INT_DIGITS} digits", found=f"{digits:,} digits")
+    return value
+
 
 def type_name(value: Any) -> str:
     """How a JSON value is named in error messages ("a list", "an object", ...)."""
@@ -149,4 +229,5 @@ def text_problem(value: str, max_bytes: int) -> str | None:
         return f"{size:,} bytes (the field limit is {max_bytes:,}; raise it with --limit field_mb=...)"
     return None
 
-__all__ = ["DEFAULT", "INT32", "INT64", "Limits", "MB", "current", "json_depth", "text_problem", "type_name", "using"]
+__all__ = ["DEFAULT", "INT32", "INT64", "Limits", "MAX_INT_DIGITS", "MB", "UTF8_BOM", "current", "json_depth", "parse_json",
+           "text_problem", "type_name", "using"]

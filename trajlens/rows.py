@@ -299,9 +299,15 @@ def check_values(name: str, table: pa.Table, source: str) -> None:
 
 
 def _check_config(config: str, run_id: str, source: str) -> None:
+    from trajlens.limits import parse_json
+
     try:
-        parsed = json.loads(config)
-    except json.JSONDecodeError:
+        parsed = parse_json(config, source, record=run_id)
+    except InputError as error:
+        if error.expected != "JSON":  # past a limit; text that is not JSON is refused below
+            field = "config" if error.field is None else f"config.{error.field}"
+            raise InputError(source, error.detail, record=run_id, field=field, expected=error.expected,
+                             found=error.found) from None
         parsed = None
     if not isinstance(parsed, dict):
         raise InputError(source, record=run_id, field="config", expected="a JSON object", found=config)

@@ -32,8 +32,11 @@ from trajlens.store.layout import RunDirWriter
 REPO = Path(__file__).resolve().parents[2]
 AS_ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 PUBLISH_STEPS = ["staged", "journal", "aside runs/tiny", "placed runs/tiny",
-                 "dropped derived/call_classes/tiny.parquet", "dropped derived/trajectory_measures/tiny.parquet",
-                 "dropped derived/unknown_tools/tiny.parquet", "database", "journal removed"]
+                 "dropped derived/call_classes/tiny.parquet", "dropped derived/call_classes/.tiny.parquet.sha256",
+                 "dropped derived/trajectory_measures/tiny.parquet",
+                 "dropped derived/trajectory_measures/.tiny.parquet.sha256",
+                 "dropped derived/unknown_tools/tiny.parquet", "dropped derived/unknown_tools/.tiny.parquet.sha256",
+                 "database", "journal removed"]
 
 
 def write_run(directory: Path, *, without: str | None = None) -> None:

@@ -39,6 +39,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "trajlens.cli.report",
     "trajlens.cli.compare",
     "trajlens.cli.view",
+    "trajlens.cli.verify",
 )
 
 # Import names whose distribution (the name to pip install) differs.
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(f"error: {MissingDependencyError(missing, f'trajlens {_command_name(argv)}')}", err=True)
         return 1
     except OSError as error:
-        typer.echo(f"error: {_os_error_line(error)}", err=True)
+        typer.echo(f"error: {_damaged_store(argv) or _os_error_line(error)}", err=True)
         return 1
     except Exception as error:
         # Usage errors (a missing argument, a bad option value) come from the click that typer
@@ -127,11 +128,34 @@ def main(argv: list[str] | None = None) -> int:
         if callable(getattr(error, "show", None)) and isinstance(getattr(error, "exit_code", None), int):
             error.show()
             return error.exit_code
-        raise
+        damaged = _damaged_store(argv)
+        if damaged is None:
+            raise
+        typer.echo(f"error: {damaged}", err=True)
+        return 1
     if status == INTERRUPTED:
         typer.echo("interrupted", err=True)
         return INTERRUPTED
     return status if isinstance(status, int) else 0
+
+
+def _damaged_store(argv: list[str] | None) -> str | None:
+    """After an unexpected error: when an argument is a store with a file that fails to read
+    (cut short, deleted, not Parquet), the line naming that file and ``trajlens verify``."""
+    if "trajlens.store.handle" not in sys.modules:
+        return None  # no store was opened
+    from pathlib import Path
+
+    from trajlens.store.handle import is_store
+    from trajlens.store.integrity import first_damaged_file
+
+    for arg in sys.argv[1:] if argv is None else argv:
+        path = Path(arg)
+        if not arg.startswith("-") and path.is_dir() and is_store(path):
+            damaged = first_damaged_file(path, deep=True)
+            if damaged is not None:
+                return str(damaged)
+    return None
 
 
 def _os_error_line(error: OSError) -> str:

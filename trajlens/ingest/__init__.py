@@ -138,6 +138,7 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
     # Metrics files join the run of the call's only other source; otherwise they are a run.
     owner = others[0] if len(others) == 1 else None
     with StoreWriter(store, sources=paths, replace=replace) as writer:
+        writer.call = ingest_call(paths, run_id=run_id, strict=strict)
         loaded: list["RunData"] = []
         for source in others:
             if source.format.kind == "log":
@@ -171,6 +172,17 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
         writer.publish()
     result.notes.extend(writer.notes)
     return result
+
+
+def ingest_call(paths: "list[Path]", *, run_id: str | None, strict: bool) -> dict:
+    """The arguments of an ingest, as recorded with each run it writes (``ingest.json``):
+    what ``trajlens verify --repair`` calls :func:`ingest` with to write the run again."""
+    import dataclasses
+
+    from trajlens import limits as _limits
+
+    return {"sources": [str(path.resolve()) for path in paths], "run_id": run_id, "strict": strict,
+            "limits": dataclasses.asdict(_limits.current())}
 
 
 def _load_metrics(sources: "list[Source]", run_id: str, strict: bool, result: IngestResult, tick: Progress):

@@ -18,7 +18,7 @@ from typing import Any, Hashable, Iterator
 
 from trajlens.errors import InputError
 from trajlens import limits as _limits
-from trajlens.limits import INT32, INT64, text_problem, type_name  # noqa: F401 - loaders read them from here
+from trajlens.limits import INT32, INT64, parse_json, text_problem, type_name  # noqa: F401 - loaders read them from here
 
 
 _MISSING = object()
@@ -144,30 +144,6 @@ def _found(value: Any) -> str:
 
 
 # -- JSON text ------------------------------------------------------------------------------
-
-
-def parse_json(text: str | bytes, file: str, *, record: str | int | None = None) -> Any:
-    """Parse one JSON record within the size and nesting limits; an InputError otherwise."""
-    limits = _limits.current()
-    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    if not data.strip():
-        raise InputError(file, record=record, expected="JSON", found="an empty line" if record else "an empty file")
-    if len(data) > limits.record_bytes:
-        raise InputError(file, record=record, expected=f"a record of at most {limits.record_bytes:,} bytes "
-                         "(raise it with --limit record_mb=...)", found=f"{len(data):,} bytes")
-    depth = _limits.json_depth(data, limits.depth)
-    if depth > limits.depth:
-        raise InputError(file, record=record, expected=f"JSON nested at most {limits.depth} levels "
-                         "(raise it with --limit depth=...)", found=f"{depth} levels")
-    try:
-        return json.loads(data)
-    except json.JSONDecodeError as error:
-        where = f"line {error.lineno}, column {error.colno}" if record is None else record
-        raise InputError(file, f"not JSON ({error.msg})", record=where, expected="JSON") from None
-    except UnicodeDecodeError as error:
-        raise InputError(file, record=record, expected="UTF-8 text", found=f"an undecodable byte at offset {error.start}") from None
-    except RecursionError:  # only reachable with a depth limit above the interpreter's
-        raise InputError(file, record=record, expected="JSON the parser can nest", found="deeper nesting") from None
 
 
 def read_json_file(path: Path) -> Any:

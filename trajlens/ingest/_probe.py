@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from trajlens.errors import InputError
+from trajlens.limits import UTF8_BOM
 
 SNIFF_BYTES = 65536
 
@@ -99,6 +100,8 @@ def _ends(path: Path) -> tuple[str, str]:
                 tail = handle.read(SNIFF_BYTES)
     except OSError:
         return "", ""
+    if head.startswith(UTF8_BOM):  # written by editors and tools on Windows; JSON readers skip it
+        head = head[len(UTF8_BOM):]
     return head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
 
 

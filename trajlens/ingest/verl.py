@@ -324,7 +324,7 @@ def _looks_like_dump(file: Path) -> bool:
         return False
     try:
         first = next(iter(read_lines(file)), None)
-        record = parse_json(first[1], str(file)) if first and not isinstance(first[1], InputError) else None
+        record = parse_json(first[1], str(file), sniff=True) if first and not isinstance(first[1], InputError) else None
     except InputError:
         return False
     return isinstance(record, dict) and all(key in record for key in REQUIRED_KEYS) and isinstance(record["output"], str)

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from trajlens.errors import StoreError
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR
+from trajlens.store.integrity import checksum_name
 from trajlens.run.partitions import Partitions, list_partitions
 from trajlens.store.layout import rows_of_step
 
@@ -153,6 +154,8 @@ class StoreLocation:
             with filesystem.open_output_stream(partial) as stream:
                 write_tables(stream, tables, schema)
             filesystem.move(partial, target)
+            # A checksum a local write left beside the old part no longer holds (see store.integrity).
+            _delete_quietly(filesystem, f"{directory}/{checksum_name(f'{run_id}.parquet')}")
         except OSError as error:
             _delete_quietly(filesystem, partial)
             raise StoreError(f"{self.uri}: cannot write analysis table {name} ({_first_line(error)})") from None

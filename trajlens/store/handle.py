@@ -23,6 +23,7 @@ from trajlens.errors import ConfigError, QueryError, StoreError
 from trajlens.schema import SCHEMAS, TABLES
 from trajlens.store.database import (
     ANALYSIS_TABLES,
+    DATABASE_FILE,
     DERIVED_DIR,
     RUNS_DIR,
     database_is_current,
@@ -32,10 +33,31 @@ from trajlens.store.database import (
     run_dirs,
     store_files,
 )
-from trajlens.store.publish import JOURNAL_FILE, Publisher, StoreLock, describe_os_error, generation, recover
+from trajlens.store.integrity import first_damaged_file, write_checksum
+from trajlens.store.layout import is_run_dir
+from trajlens.store.publish import (
+    GENERATION_FILE,
+    JOURNAL_FILE,
+    Publisher,
+    StoreLock,
+    describe_os_error,
+    generation,
+    recover,
+)
 
 # Statement kinds a query may hold: they read, and write nothing.
 READ_ONLY_STATEMENTS: frozenset[str] = frozenset({"SELECT", "EXPLAIN"})
+
+
+def is_store(path: Path) -> bool:
+    """Whether ``path`` is a store ``trajlens ingest`` wrote: ``runs/`` with a run in it, or the
+    files every publish leaves (``trajlens.duckdb``, ``.generation``). A folder holding only an
+    empty ``runs/`` is not one, and reading it creates nothing there."""
+    if not (path / RUNS_DIR).is_dir():
+        return False
+    if (path / DATABASE_FILE).is_file() or (path / GENERATION_FILE).is_file():
+        return True
+    return any(is_run_dir(run_dir) for run_dir in run_dirs(path))
 
 
 class Store:
@@ -54,8 +76,10 @@ class Store:
             raise StoreError(f"{self.path}: expected a store directory, found a file")
         if not self.path.is_dir():
             raise StoreError(f"{self.path}: no such store directory")
-        if not (self.path / RUNS_DIR).is_dir():
-            raise StoreError(f"{self.path}: not a trajlens store (no runs/ inside); create one with `trajlens ingest`")
+        if not is_store(self.path):
+            inside = "no runs/ inside" if not (self.path / RUNS_DIR).is_dir() else "no run written by trajlens in runs/"
+            raise StoreError(f"{self.path}: not a trajlens store ({inside}); make one with "
+                             f"`trajlens ingest LOGS --store {self.path}`")
         self._connection: duckdb.DuckDBPyConnection | None = None
         self._generation = ""
         self._transaction: Publisher | None = None
@@ -75,8 +99,8 @@ class Store:
         try:
             recover(self.path, rebuild_database)
             rebuild_database(self.path)
-        except OSError:
-            pass  # the convenience database file stays as it was; queries do not use it
+        except (OSError, duckdb.Error):
+            pass  # the convenience database file stays as it was (a damaged file: the read names it)
         finally:
             lock.release()
 
@@ -120,9 +144,15 @@ class Store:
         except duckdb.CatalogException as error:
             raise QueryError(self._catalog_message(error)) from None
         except duckdb.Error as error:
-            raise QueryError(f"query failed: {_first_line(error)}") from None
+            raise self._damage() or QueryError(f"query failed: {_first_line(error)}") from None
         except (pl.exceptions.PolarsError, pa.ArrowException) as error:
-            raise QueryError(f"query result has a column Polars cannot hold: {_first_line(error)}") from None
+            raise self._damage() or QueryError(
+                f"query result has a column Polars cannot hold: {_first_line(error)}") from None
+
+    def _damage(self) -> StoreError | None:
+        """After a failed read: the store's first file that fails to read, as the error to
+        report instead (it names the file and ``trajlens verify``); None when all read."""
+        return first_damaged_file(self.path, deep=True)
 
     def _catalog_message(self, error: duckdb.Error) -> str:
         text = str(error)
@@ -158,7 +188,7 @@ class Store:
         for drop in self._transaction.journal.drops:
             by_target.pop(drop.target, None)
         for move in self._transaction.journal.moves:
-            if move.target.startswith(f"{DERIVED_DIR}/"):
+            if move.target.startswith(f"{DERIVED_DIR}/") and not Path(move.target).name.startswith("."):
                 by_target[move.target] = self.path / move.new
         tables: dict[str, list[Path]] = {}
         for target, path in sorted(by_target.items()):
@@ -224,9 +254,11 @@ class Store:
         try:
             staged.parent.mkdir(parents=True, exist_ok=True)
             frame.write_parquet(staged)
+            checksum = write_checksum(staged)
         except OSError as error:
             raise describe_os_error(self.path, error, f"write analysis table {name}") from None
         self._transaction.replace(staged, target)
+        self._transaction.replace(checksum, f"{DERIVED_DIR}/{name}/{checksum.name}")
         self._forget_connection()
         return self.path / target
 
@@ -283,4 +315,4 @@ def in_transaction(function: Function) -> Function:
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "open_store"]
+__all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "is_store", "open_store"]

@@ -22,15 +22,16 @@ import contextlib
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import duckdb
 
 from trajlens.errors import InputError, RunConflictError, StoreError
 from trajlens.rows import RunData
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_files, rebuild_database
+from trajlens.store.integrity import checksum_file, hash_run
 from trajlens.store.layout import PACK_BYTES, RunDirWriter, table_files
 from trajlens.store.publish import LOCK_FILE, Publisher, StoreLock, describe_os_error, recover
 
@@ -83,33 +84,64 @@ def check_outside_inputs(store: Path, sources: Iterable[Path | str]) -> None:
 
 def content_hash(run_dir: Path) -> str:
     """SHA-256 over a run directory's Parquet files (relative path and bytes)."""
+    return hash_run(run_dir).content_hash
+
+
+def source_fingerprint(source: str | None) -> str | None:
+    """A digest of the size and modification time of every file a source names (its
+    folders walked): it changes when the source does, without reading a byte of it. None
+    when a part of the source no longer exists."""
+    if not source:
+        return None
     digest = hashlib.sha256()
-    for path in sorted(p for p in run_dir.rglob("*.parquet") if p.is_file()):
-        digest.update(str(path.relative_to(run_dir)).encode())
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+    for part in source.split(", "):
+        path = Path(part)
+        if not path.exists():
+            return None
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            stat = file.stat()
+            digest.update(f"{file}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
 @dataclass(frozen=True)
 class RunRecord:
-    """What ``runs/<id>/ingest.json`` says: where the run came from and a hash of its files."""
+    """What ``runs/<id>/ingest.json`` says: where the run came from and a hash of its files.
+
+    Two records are the same run when source and ``content_hash`` agree; the rest is what
+    ``trajlens verify`` checks and repairs with: each file's SHA-256, a fingerprint of the
+    source when ingested, and the ingest call that wrote the run (its sources and options).
+    """
 
     source: str | None
     content_hash: str
+    files: dict[str, str] | None = field(default=None, compare=False)
+    source_fingerprint: str | None = field(default=None, compare=False)
+    call: dict[str, Any] | None = field(default=None, compare=False)
 
     @classmethod
     def read(cls, run_dir: Path) -> "RunRecord":
         try:
             data = json.loads((run_dir / RUN_RECORD).read_text())
-            return cls(str(data["source"]), str(data["content_hash"]))
-        except (OSError, ValueError, KeyError, TypeError):
+            files = data.get("files")
+            call = data.get("call")
+            return cls(str(data["source"]), str(data["content_hash"]),
+                       {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else None,
+                       data.get("source_fingerprint") if isinstance(data.get("source_fingerprint"), str) else None,
+                       call if isinstance(call, dict) else None)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return cls(None, content_hash(run_dir))  # a store written before records: source unknown
 
     def write(self, run_dir: Path) -> None:
-        (run_dir / RUN_RECORD).write_text(json.dumps({"source": self.source, "content_hash": self.content_hash},
-                                                     indent=1) + "\n")
+        data: dict[str, Any] = {"source": self.source, "content_hash": self.content_hash}
+        if self.files is not None:
+            data["files"] = self.files
+        if self.source_fingerprint is not None:
+            data["source_fingerprint"] = self.source_fingerprint
+        if self.call is not None:
+            data["call"] = self.call
+        (run_dir / RUN_RECORD).write_text(json.dumps(data, indent=1) + "\n")
 
 
 @dataclass(frozen=True)
@@ -138,6 +170,9 @@ class StoreWriter:
         self._lock: StoreLock | None = None
         self._publisher: Publisher | None = None
         self._staged: dict[str, StagedRun] = {}
+        self.call: dict[str, Any] | None = None
+        """The ingest call (sources and options), recorded with each run so that
+        ``trajlens verify --repair`` can write the run again from its source."""
 
     def _open(self) -> Publisher:
         """Take the store lock, finish any crashed publish, clear stale staging (first write only)."""
@@ -173,7 +208,8 @@ class StoreWriter:
             with RunDirWriter(directory, runs_table, pack_bytes=PACK_BYTES) as writer:
                 yield writer
             check_run_dir(directory, source)
-            record = RunRecord(identity, content_hash(directory))
+            hashes = hash_run(directory)
+            record = RunRecord(identity, hashes.content_hash, hashes.files, source_fingerprint(identity), self.call)
             record.write(directory)
         except OSError as error:
             if isinstance(error, StoreError):
@@ -209,7 +245,10 @@ class StoreWriter:
                         dropped = [name for name in derived_files(self.store)
                                    if (self.store / DERIVED_DIR / name / f"{run_id}.parquet").exists()]
                         for name in dropped:
+                            part = self.store / DERIVED_DIR / name / f"{run_id}.parquet"
                             publisher.drop(f"{DERIVED_DIR}/{name}/{run_id}.parquet")
+                            if checksum_file(part).exists():
+                                publisher.drop(f"{DERIVED_DIR}/{name}/{checksum_file(part).name}")
                         if dropped:
                             self.notes.append(f"run {run_id} changed: dropped its analyses {', '.join(dropped)}; "
                                               "run `trajlens classify` or `trajlens report` again")
@@ -288,4 +327,4 @@ def check_run_dir(directory: Path, source: str) -> None:
 
 
 __all__ = ["MAX_RUN_ID_LENGTH", "RUN_ID_PATTERN", "RunRecord", "StoreWriter", "check_outside_inputs", "check_run_id",
-           "content_hash", "slug", "source_identity"]
+           "content_hash", "slug", "source_fingerprint", "source_identity"]

@@ -13,7 +13,9 @@ How the harness is matched (``minisweagent.agents.default.DefaultAgent.parse_act
   the logged pattern is data, so it runs under the ``regex`` package's timeout
   (:attr:`~trajlens.limits.Limits.regex_seconds` per message); a pattern that does not
   compile or runs out of time is replaced by the default one, and the file's problems say so;
-* exactly one match is executed, stripped; any other count raises ``FormatError``.
+* exactly one match is executed, stripped; any other count raises ``FormatError``. A match
+  whose first group takes no part in it (``(x)?`` unmatched) has no action: the turn is
+  read as a format error (the harness's ``findall`` would run an empty command).
 
 Each assistant message is one turn and yields one tool call named ``bash``: the executed
 command, or, for a rejected message, a call with ``format_error=True`` whose command is the
@@ -78,7 +80,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         reply = messages[index + 1] if index + 1 < len(messages) else None
         observation = message_text(reply.get("content")) if reply and reply["role"] == "user" else None
         thought = FENCED_BLOCK.sub("", content).strip() or None
-        if len(blocks) == 1:
+        if len(blocks) == 1 and blocks[0] is not None:
             command = blocks[0].strip()
             match = RETURN_CODE_RE.match(observation.lstrip()) if observation else None
             calls.append(_call(turn, command, observation, int(match.group(1)) if match else None, False, thought))
@@ -126,14 +128,16 @@ class ActionPattern:
         except (regex.error, RecursionError, OverflowError, ValueError) as error:
             self._fall_back(pattern, f"does not compile ({error})")
 
-    def find(self, content: str) -> list[str]:
+    def find(self, content: str) -> list[str | None]:
+        """The action of each match; ``None`` where the pattern's group took no part in it
+        (a turn without a readable action: a format error)."""
         try:
             return self._find(content)
         except TimeoutError:
             self._fall_back(self.pattern.pattern, f"ran past {self.timeout:g} s on one message")
             return self._find(content)
 
-    def _find(self, content: str) -> list[str]:
+    def _find(self, content: str) -> list[str | None]:
         group = 1 if self.pattern.groups else 0
         return [match.group(group) for match in self.pattern.finditer(content, timeout=self.timeout)]
 

@@ -1,0 +1,158 @@
+"""``trajlens verify``: a damaged store is diagnosed file by file, and repaired from its sources."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_run import run_cli as trajlens
+
+import trajlens as library
+from trajlens.store.integrity import file_sha256
+from trajlens.store.verify import repair_store, verify_store
+
+REPO = Path(__file__).resolve().parents[2]
+VERL_DUMP = REPO / "tests" / "data" / "verl" / "grpo-sandbox"
+
+
+@pytest.fixture
+def store(tmp_path, tiny_run_dir):
+    """Two runs (a Parquet run and a verl dump, each from a source of its own) and their classes."""
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    shutil.copytree(tiny_run_dir, sources / "tiny")
+    shutil.copytree(VERL_DUMP, sources / "grpo-sandbox")
+    path = tmp_path / "store"
+    library.ingest([sources / "tiny"], path)
+    library.ingest([sources / "grpo-sandbox"], path)
+    assert trajlens("classify", path).returncode == 0
+    return path
+
+
+def _digests(store: Path) -> dict[str, str]:
+    return {str(p.relative_to(store)): file_sha256(p) for p in sorted(store.rglob("*.parquet"))}
+
+
+def _first(store: Path, run: str, table: str) -> Path:
+    return sorted((store / "runs" / run / table).rglob("*.parquet"))[0]
+
+
+def test_a_store_as_written_verifies(store):
+    done = trajlens("verify", store)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == f"{store}: every file matches its checksum"
+    assert verify_store(store).findings == []
+
+
+def test_a_truncated_a_deleted_and_a_replaced_file_are_each_one_line(store):
+    truncated = _first(store, "tiny", "trajectories")
+    deleted = _first(store, "grpo-sandbox", "tool_calls")
+    replaced = _first(store, "tiny", "step_metrics")
+    truncated.write_bytes(truncated.read_bytes()[:-100])
+    deleted.unlink()
+    shutil.copyfile(_first(store, "grpo-sandbox", "step_metrics"), replaced)  # valid Parquet, other rows
+    classes = store / "derived" / "call_classes" / "tiny.parquet"
+    classes.write_bytes(classes.read_bytes()[:50])
+    done = trajlens("verify", store)
+    assert done.returncode == 1
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 4, done.stdout
+    assert any(line.startswith(f"{truncated}: cannot be read (") for line in lines)
+    assert f"{deleted}: deleted (ingest.json records it)" in lines
+    assert any(line.startswith(f"{replaced}: changed since it was written") for line in lines)
+    assert any(line.startswith(f"{classes}: cannot be read (") for line in lines)
+    only_tiny = verify_store(store, "tiny")
+    assert {f.run_id for f in only_tiny.findings} == {"tiny"} and len(only_tiny.findings) == 3
+
+
+def test_repair_writes_the_runs_again_from_their_unchanged_sources(store):
+    before = _digests(store)
+    _first(store, "tiny", "trajectories").write_bytes(b"PAR1 cut")
+    _first(store, "grpo-sandbox", "tool_calls").unlink()
+    classes = store / "derived" / "call_classes" / "grpo-sandbox.parquet"
+    shutil.copyfile(store / "derived" / "call_classes" / "tiny.parquet", classes)
+    done = trajlens("verify", store, "--repair")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "repaired: wrote run tiny again from its source" in done.stdout
+    assert "repaired: wrote run grpo-sandbox again from its source" in done.stdout
+    assert f"`trajlens classify {store}` computes it again" in done.stdout
+    after = _digests(store)
+    expected = {name: digest for name, digest in before.items() if name != "derived/call_classes/grpo-sandbox.parquet"}
+    assert after == expected  # the runs' files byte for byte; the unchanged runs keep their analyses
+    assert verify_store(store).ok
+    assert trajlens("classify", store).returncode == 0
+    assert _digests(store) == before
+
+
+def test_repair_says_what_it_cannot_when_the_source_is_gone_or_changed(store, tmp_path):
+    _first(store, "tiny", "trajectories").unlink()
+    _first(store, "grpo-sandbox", "trajectories").unlink()
+    shutil.rmtree(tmp_path / "sources" / "tiny")
+    dump = tmp_path / "sources" / "grpo-sandbox" / "1.jsonl"
+    dump.write_text(dump.read_text().replace('"score": 1.0', '"score": 0.5', 1))
+    notes = [f.line(store) for f in verify_store(store).findings if f.kind == "note"]
+    assert any("its source" in note and "no longer exists" in note for note in notes)
+    assert any("its source" in note and "changed since ingest" in note for note in notes)
+    done = trajlens("verify", store, "--repair")
+    assert done.returncode == 1
+    assert "cannot repair: run tiny: cannot write it again: its source" in done.stdout
+    assert "cannot repair: run grpo-sandbox: cannot restore it: its source now gives other content" in done.stdout
+    assert "trajlens ingest LOGS --store" in done.stdout
+    assert len(verify_store(store).problems) == 2  # left as they were
+
+
+def test_stale_views_interrupted_writes_and_their_repair(store):
+    (store / "trajlens.duckdb").unlink()
+    found = verify_store(store)
+    assert [f.path for f in found.problems] == ["trajlens.duckdb"]
+    (store / ".staging" / "dead-writer").mkdir(parents=True)
+    (store / ".trajlens.duckdb.1234.partial").write_text("cut")
+    assert sorted(f.path for f in verify_store(store).problems) == [".staging/dead-writer",
+                                                                    ".trajlens.duckdb.1234.partial"]
+    repair_store(store)
+    assert verify_store(store).ok
+    assert (store / "trajlens.duckdb").is_file() and not (store / ".staging").exists()
+
+
+@pytest.mark.parametrize("command", [("classify", "{store}"), ("sql", "{store}", "SELECT count(*) FROM trajectories"),
+                                     ("report", "{store}", "--run", "tiny", "--out", "{tmp}/r.html")])
+def test_other_commands_name_the_file_that_fails_to_read_and_suggest_verify(store, tmp_path, command):
+    cut = _first(store, "tiny", "trajectories")
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    (store / "trajlens.duckdb").unlink()  # the next read rebuilds the views, and meets the file first
+    done = trajlens(*(arg.format(store=store, tmp=tmp_path) for arg in command))
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: {cut}: cannot be read (") and f"`trajlens verify {store}`" in lines[0]
+
+
+def test_verify_of_a_folder_that_is_not_a_store(tmp_path):
+    (tmp_path / "runs").mkdir()
+    done = trajlens("verify", tmp_path)
+    assert done.returncode == 1 and "not a trajlens store" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_a_run_recorded_before_per_file_checksums_is_checked_as_a_whole(store):
+    import json
+
+    record_path = store / "runs" / "tiny" / "ingest.json"
+    record = json.loads(record_path.read_text())
+    del record["files"]
+    record_path.write_text(json.dumps(record))
+    assert verify_store(store).ok
+    replaced = _first(store, "tiny", "step_metrics")
+    shutil.copyfile(_first(store, "grpo-sandbox", "step_metrics"), replaced)
+    assert [(f.path, f.message) for f in verify_store(store).problems] == [
+        ("runs/tiny", "its files changed since ingest (the run's content_hash differs)")]
+
+
+def test_verify_one_run_through_the_command(store):
+    _first(store, "grpo-sandbox", "trajectories").unlink()
+    assert trajlens("verify", store, "--run", "tiny").returncode == 0
+    done = trajlens("verify", store, "--run", "grpo-sandbox")
+    assert done.returncode == 1 and len(done.stdout.strip().splitlines()) == 1
+    done = trajlens("verify", store, "--run", "nope")
+    assert done.returncode == 1 and "no run 'nope'" in done.stderr

@@ -1,0 +1,304 @@
+"""Checking a store against what was recorded when it was written, and repairing what can be.
+
+:func:`verify_store` looks at, in order:
+
+- a publish a crash interrupted (``.publish.json``) and staging a dead writer left behind;
+- every run: its ``ingest.json``, then each Parquet file against the SHA-256 recorded there
+  (a file cut short, deleted, replaced, or added by hand), and whether each file reads;
+- every analysis table's part against the checksum beside it, whether it reads, and whether
+  its run is still in the store;
+- ``trajlens.duckdb``: whether its views list exactly the store's files;
+- each run's source: whether it still exists and is unchanged since the ingest (a note, not a
+  problem: the store does not depend on it, but ``--repair`` does).
+
+Each finding is one line. :func:`repair_store` then, holding the store lock: finishes or
+clears an interrupted write; writes a damaged run again from its source through the ingest
+call recorded with it, and publishes it only when the new files hash to the recorded
+``content_hash`` (the run is then exactly what it was, and its analyses stay valid); removes a
+damaged analysis part (its command computes it again; the options it ran with are not
+recorded); and rebuilds the views. What it cannot repair it says, with what to do instead.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trajlens.errors import StoreError, TrajlensError
+from trajlens.store.database import (
+    ANALYSIS_TABLES,
+    DATABASE_FILE,
+    DERIVED_DIR,
+    RUNS_DIR,
+    database_is_current,
+    rebuild_database,
+    run_dirs,
+)
+from trajlens.store.handle import is_store
+from trajlens.store.integrity import CHECKSUM_SUFFIX, checksum_file, file_sha256, parquet_problem, read_checksum, run_files
+from trajlens.store.publish import JOURNAL_FILE, STAGING_DIR, Publisher, StoreLock, recover
+from trajlens.store.writer import RUN_RECORD, RunRecord, source_fingerprint
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong with a store (or, for a note, worth knowing), as one line."""
+
+    path: str
+    """The file or folder, relative to the store."""
+    message: str
+    run_id: str | None = None
+    table: str | None = None
+    """For an analysis table's part: the table."""
+    kind: str = "problem"
+    """``problem`` (counted in the exit status) or ``note``."""
+
+    def line(self, store: Path) -> str:
+        prefix = "note: " if self.kind == "note" else ""
+        return f"{prefix}{store / self.path}: {self.message}"
+
+
+@dataclass
+class Verification:
+    """What :func:`verify_store` found."""
+
+    store: Path
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [finding for finding in self.findings if finding.kind == "problem"]
+
+    @property
+    def damaged_runs(self) -> list[str]:
+        return sorted({f.run_id for f in self.problems if f.run_id is not None and f.table is None})
+
+    @property
+    def damaged_parts(self) -> list[Finding]:
+        return [f for f in self.problems if f.table is not None]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_store(store: Path | str, run: str | None = None) -> Verification:
+    """Check ``store`` (only run ``run`` and its analyses, when given); see the module docstring."""
+    store = Path(store)
+    if not store.is_dir() or not is_store(store):
+        raise StoreError(f"{store}: not a trajlens store; make one with `trajlens ingest LOGS --store {store}`")
+    result = Verification(store)
+    found = result.findings
+    if run is None:
+        found.extend(_interrupted_writes(store))
+    runs = {path.name: path for path in run_dirs(store)}
+    if run is not None and run not in runs:
+        raise StoreError(f"{store}: no run {run!r} (runs: {', '.join(runs) or 'none'})")
+    for run_id, run_dir in runs.items():
+        if run is None or run_id == run:
+            found.extend(_check_run(store, run_id, run_dir))
+    found.extend(_check_analyses(store, set(runs), run))
+    if run is None and not any(f.kind == "problem" and f.path != DATABASE_FILE for f in found):
+        if not database_is_current(store):
+            found.append(Finding(DATABASE_FILE, "its views do not list the store's files as they are now; "
+                                 "--repair writes them again"))
+    return result
+
+
+def _interrupted_writes(store: Path) -> list[Finding]:
+    found = []
+    if (store / JOURNAL_FILE).exists():
+        found.append(Finding(JOURNAL_FILE, "a publish was interrupted (a crash or a kill); the next write, or "
+                             "--repair, finishes it"))
+    staging = store / STAGING_DIR
+    if staging.is_dir():
+        for left in sorted(staging.iterdir()):
+            found.append(Finding(str(left.relative_to(store)), "left over by a write that did not finish; "
+                                 "--repair removes it"))
+    for partial in sorted(store.glob(".*.partial")):
+        found.append(Finding(partial.name, "a file cut short while written; --repair removes it"))
+    return found
+
+
+def _check_run(store: Path, run_id: str, run_dir: Path) -> list[Finding]:
+    where = f"{RUNS_DIR}/{run_id}"
+    record_path = run_dir / RUN_RECORD
+    if not record_path.is_file():
+        return [Finding(f"{where}/{RUN_RECORD}", "missing: the run's files cannot be checked "
+                        "(ingest the run again to record it)", run_id)]
+    record = RunRecord.read(run_dir)
+    if record.source is None:
+        return [Finding(f"{where}/{RUN_RECORD}", "unreadable: the run's files cannot be checked", run_id)]
+    found: list[Finding] = []
+    present = {path.relative_to(run_dir).as_posix(): path for path in run_files(run_dir)}
+    if record.files is None:  # written before per-file checksums: the whole run's hash only
+        from trajlens.store.writer import content_hash
+
+        if content_hash(run_dir) != record.content_hash:
+            found.append(Finding(where, "its files changed since ingest (the run's content_hash differs)", run_id))
+    else:
+        for name, digest in sorted(record.files.items()):
+            path = present.get(name)
+            if path is None:
+                found.append(Finding(f"{where}/{name}", "deleted (ingest.json records it)", run_id))
+                continue
+            reason = parquet_problem(path)
+            if reason is not None:
+                found.append(Finding(f"{where}/{name}", f"cannot be read ({reason})", run_id))
+            elif file_sha256(path) != digest:
+                found.append(Finding(f"{where}/{name}", "changed since it was written (its SHA-256 differs from "
+                                     "ingest.json's)", run_id))
+        for name in sorted(set(present) - set(record.files)):
+            found.append(Finding(f"{where}/{name}", "not written by ingest (ingest.json does not list it); "
+                                 "it is read as part of the run", run_id))
+    if record.files is None:
+        for name, path in sorted(present.items()):
+            reason = parquet_problem(path)
+            if reason is not None:
+                found.append(Finding(f"{where}/{name}", f"cannot be read ({reason})", run_id))
+    found.extend(_check_source(where, run_id, record))
+    return found
+
+
+def _check_source(where: str, run_id: str, record: RunRecord) -> list[Finding]:
+    if record.source_fingerprint is None:
+        return []
+    current = source_fingerprint(record.source)
+    if current is None:
+        return [Finding(where, f"its source {record.source} no longer exists; the run cannot be written again "
+                        "from it", run_id, kind="note")]
+    if current != record.source_fingerprint:
+        return [Finding(where, f"its source {record.source} changed since ingest (files, sizes or times)",
+                        run_id, kind="note")]
+    return []
+
+
+def _check_analyses(store: Path, runs: set[str], run: str | None) -> list[Finding]:
+    found: list[Finding] = []
+    derived = store / DERIVED_DIR
+    if not derived.is_dir():
+        return found
+    for directory in sorted(p for p in derived.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        table = directory.name
+        parts = {p.name[: -len(".parquet")] for p in directory.glob("*.parquet") if not p.name.startswith(".")}
+        suffix = ".parquet" + CHECKSUM_SUFFIX  # a part's checksum file is "." + run + suffix (checksum_file)
+        recorded = {p.name[1: -len(suffix)] for p in directory.glob(f".*{suffix}")}
+        for run_id in sorted(parts | recorded):
+            if run is not None and run_id != run:
+                continue
+            part = directory / f"{run_id}.parquet"
+            where = f"{DERIVED_DIR}/{table}/{part.name}"
+            if run_id not in parts:
+                found.append(Finding(where, "deleted (its checksum file remains)", run_id, table))
+                continue
+            reason = parquet_problem(part)
+            digest = read_checksum(part)
+            if reason is not None:
+                found.append(Finding(where, f"cannot be read ({reason})", run_id, table))
+            elif digest is not None and file_sha256(part) != digest:
+                found.append(Finding(where, "changed since it was written (its SHA-256 differs from "
+                                     f"{checksum_file(part).name})", run_id, table))
+            elif run_id not in runs:
+                found.append(Finding(where, f"an analysis of run {run_id}, which is not in the store", run_id, table))
+    return found
+
+
+# -- repair --------------------------------------------------------------------------------
+
+
+@dataclass
+class Repair:
+    """What :func:`repair_store` did, and what it could not do."""
+
+    done: list[str] = field(default_factory=list)
+    cannot: list[str] = field(default_factory=list)
+
+
+def repair_store(store: Path | str, run: str | None = None) -> Repair:
+    """Repair what :func:`verify_store` finds, where the store's records allow (see the module
+    docstring); holds the store lock throughout."""
+    store = Path(store)
+    verification = verify_store(store, run)
+    repair = Repair()
+    lock = StoreLock(store)
+    lock.acquire()
+    try:
+        if run is None and any(f.path == JOURNAL_FILE or f.path.startswith((STAGING_DIR, ".")) for f in
+                               verification.problems if f.path != DATABASE_FILE):
+            recover(store, rebuild_database)
+            repair.done.append("finished the interrupted write and removed what it left")
+        publisher = Publisher(store)
+        restored: list[str] = []
+        for run_id in verification.damaged_runs:
+            if _restore_run(store, run_id, publisher, repair):
+                restored.append(run_id)
+        for finding in verification.damaged_parts:
+            table = finding.table or ""
+            part = store / finding.path
+            if part.exists():
+                publisher.drop(finding.path)
+            if checksum_file(part).exists():
+                publisher.drop(str(checksum_file(part).relative_to(store)))
+            command = ANALYSIS_TABLES.get(table, "the command that wrote it")
+            command = command.replace("STORE", str(store)).replace("RUN", finding.run_id or "RUN")
+            repair.done.append(f"removed {finding.path} ({finding.message.split(' (')[0]}); `{command}` computes it "
+                               "again (the options it ran with are not recorded)")
+        publisher.publish(rebuild_database)
+        for run_id in restored:
+            repair.done.append(f"wrote run {run_id} again from its source: its files are as ingested")
+        rebuild_database(store)
+    finally:
+        lock.release()
+    if not verify_store(store, run).ok and not repair.cannot:
+        repair.cannot.append("problems remain; run `trajlens verify` again to see them")
+    return repair
+
+
+def _restore_run(store: Path, run_id: str, publisher: Publisher, repair: Repair) -> bool:
+    """Ingest the run's recorded call into scratch space and stage the run when it hashes as recorded."""
+    from trajlens.ingest import ingest
+    from trajlens.limits import Limits
+    from trajlens.store.integrity import hash_run
+
+    run_dir = store / RUNS_DIR / run_id
+    record = RunRecord.read(run_dir)
+    call = record.call
+    again = f"ingest it again from its logs (`trajlens ingest LOGS --store {store} --replace`)"
+    if call is None:
+        repair.cannot.append(f"run {run_id}: cannot write it again: ingest.json does not record the ingest that "
+                             f"wrote it; {again}")
+        return False
+    sources = [Path(source) for source in call.get("sources", [])]
+    missing = [str(source) for source in sources if not source.exists()]
+    if not sources or missing:
+        repair.cannot.append(f"run {run_id}: cannot write it again: its source {', '.join(missing) or '(none)'} "
+                             f"no longer exists; {again}")
+        return False
+    # Inside the store's own staging: the store lies outside every input, and the move is a rename.
+    scratch = publisher.staging / "repair" / run_id
+    scratch.mkdir(parents=True)
+    try:
+        try:
+            limits = Limits(**call.get("limits") or {})
+            ingest(sources, scratch / "store", strict=bool(call.get("strict", True)), run_id=call.get("run_id"),
+                   limits=limits)
+        except (TrajlensError, TypeError, ValueError) as error:
+            repair.cannot.append(f"run {run_id}: cannot write it again: its source no longer ingests "
+                                 f"({str(error).splitlines()[0] if str(error) else type(error).__name__}); {again}")
+            return False
+        rebuilt = scratch / "store" / RUNS_DIR / run_id
+        if not rebuilt.is_dir() or hash_run(rebuilt).content_hash != record.content_hash:
+            repair.cannot.append(f"run {run_id}: cannot restore it: its source now gives other content (changed "
+                                 f"since ingest); {again}")
+            return False
+        staged = publisher.stage_path(RUNS_DIR, run_id)
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(rebuilt), staged)
+        publisher.replace(staged, f"{RUNS_DIR}/{run_id}")
+        return True
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+__all__ = ["Finding", "Repair", "Verification", "repair_store", "verify_store"]
