@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from trajlens.attribution.calls import step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
-from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, reward_relevance
+from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, p_text, reward_relevance
 from trajlens.attribution.recomputations import (
     AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, own_recomputation,
 )
@@ -562,7 +562,7 @@ def _length_drift(stream: "CreditStream") -> list[str]:
         return []
     verb = "grew" if b.mean() > a.mean() else "shrank"
     return [f"response length {verb}: {a.mean():.0f} -> {b.mean():.0f} model tokens per trajectory "
-            f"(first vs last quarter of steps, p = {p_value:.1g})"]
+            f"(first vs last quarter of steps, {p_text(p_value)})"]
 
 
 def _channel_drift(channels: pl.DataFrame) -> list[str]:
@@ -576,5 +576,5 @@ def _channel_drift(channels: pl.DataFrame) -> list[str]:
         p_value = _welch_p(a, b)
         if a.size and a.mean() > 0 and b.mean() <= 0.5 * a.mean() and math.isfinite(p_value) and p_value < 0.001:
             out.append(f"reward channel {column[5:]} collapsed: {a.mean():.2f} -> {b.mean():.2f} "
-                       f"(first vs last quarter of steps, step means, p = {p_value:.1g})")
+                       f"(first vs last quarter of steps, step means, {p_text(p_value)})")
     return out

@@ -16,6 +16,12 @@ lagged regression
     (closed form, cov(x, y) / var(x): one regressor needs no solver), Pearson r with a
     moving-block bootstrap interval over steps (blocks of k steps, so the overlap of
     neighbouring y_t is kept; no statistics library offers that bootstrap, so it is written here).
+    r is the same whether both series are signed by the drift's direction or not, so r > 0
+    means the credit moved *with* the drift, for a growth (high credit, rising share) and a decay
+    (low credit, falling share) alike. The estimator named is the one with the largest r, and
+    it *predicts* the drift exactly when the lower end of r's 95% interval, as printed (two
+    decimals), is above 0 (:func:`predicts`); otherwise the finding says it "does not clearly
+    predict" it.
 counterfactual credit
     Each estimator's scaled relative credit of the same calls over the pivotal steps, with a
     95% normal interval from the calls' spread.
@@ -219,19 +225,28 @@ def _window_credit(credit: pl.DataFrame, label: str, name: str, steps: list[int]
     return {"window_relative_credit": mean, "window_low": mean - Z95 * se, "window_high": mean + Z95 * se}
 
 
+def predicts(r_low: float) -> bool:
+    """The rule for "predicts": the lower end of r's 95% interval, rounded to the two decimals a
+    finding prints, is above 0 (so a printed "[0.00, ...]" never reads as predicting)."""
+    return math.isfinite(r_low) and round(r_low, 2) > 0
+
+
 def _sentence(name: str, rows: list[dict], own_label: str | None, steps: np.ndarray) -> str:
     first = rows[0]
     text = (f"{name} share {first['share_first']:.2f} -> {first['share_last']:.2f} ({first['direction']}) "
             f"from step {first['onset_step']}")
     own = next((r for r in rows if r["own"]), None)
-    if own is not None:
+    if own is not None and not own["pivotal_steps"]:
+        text += (f"; under the run's estimator ({own['estimator']}) no step precedes the onset, so no credit "
+                 "before the drift can be shown")
+    elif own is not None and math.isfinite(own["window_relative_credit"]):
         text += (f"; under the run's estimator ({own['estimator']}) its calls' relative credit was "
                  f"{own['window_relative_credit']:+.2f} [{own['window_low']:+.2f}, {own['window_high']:+.2f}] at "
                  f"steps {own['pivotal_steps']} ({own['pivot_kind']})")
     predictive = [r for r in rows if math.isfinite(r["r"])]
     if predictive:
-        best = max(predictive, key=lambda r: r["r"] if r["direction"] == "grew" else -r["r"])
-        verb = "predicts" if (best["r_low"] > 0 if best["direction"] == "grew" else best["r_high"] < 0) else "does not clearly predict"
+        best = max(predictive, key=lambda r: r["r"])  # r > 0: credit moved with the drift, growth or decay
+        verb = "predicts" if predicts(best["r_low"]) else "does not clearly predict"
         text += (f"; {best['estimator']} credit {verb} the {'growth' if best['direction'] == 'grew' else 'decay'} "
                  f"over the next {best['lag_steps']} steps, r = {best['r']:.2f} [{best['r_low']:.2f}, {best['r_high']:.2f}]")
     others = [r for r in rows if not r["own"] and math.isfinite(r["window_relative_credit"])]
