@@ -47,8 +47,13 @@ def test_r6_names_think_the_negative_streak_and_the_runs_estimator(r6):
     assert whitened["estimator"] == "gae_whitened"
     assert abs(whitened["window_relative_credit"]) < 0.1  # the counterfactual gives the same calls no such credit
     assert whitened["window_low"] < 0.1
-    sentence = next(f for f in r6.findings if f.startswith("think share"))
+    sentence = next(f for f in r6.findings if "think grew" in f)
+    assert sentence.startswith("estimator artefact: think grew")  # the verdict comes first
     assert "under the run's estimator (gae_raw)" in sentence and "all-negative batches" in sentence
+    verdict = r6.verdicts.filter(pl.col("primary_class") == "think").row(0, named=True)
+    assert verdict["verdict"] == "estimator artefact" and verdict["estimator"] == "gae_raw"
+    assert verdict["push_low"] > 0 and "gae_whitened" in verdict["dissenting"]
+    assert abs(verdict["onset_step"] - 60) <= 5
     assert any(f.startswith("all-negative batches under the run's estimator (gae_raw)") for f in r6.findings)
     assert r6.flagged
 
@@ -97,7 +102,7 @@ def test_fragments_render(r6):
     markdown = attribution_markdown(r6)
     assert markdown.startswith("## Attribution: causal-r6") and "| think |" in markdown
     html = attribution_html(r6)
-    assert html.startswith("<section") and "<table>" in html and "&" not in html.replace("&gt;", "").replace("&#x27;", "")
+    assert html.startswith("<section") and "<table>" in html and "&" not in html.replace("&gt;", "").replace("&lt;", "").replace("&#x27;", "")
 
 
 def test_cli_attribute_and_its_errors(store, tmp_path):

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from trajlens.attribution.calls import step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
 from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, p_text, reward_relevance
+from trajlens.attribution.verdicts import EVIDENCE_SCHEMA, VERDICT_SCHEMA, drift_verdicts
 from trajlens.attribution.recomputations import (
     AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, own_recomputation,
 )
@@ -83,6 +84,11 @@ class AttributionResult:
     """Per step and estimator: ``all_negative`` / ``all_positive`` batch flags."""
     drift: pl.DataFrame
     findings: list[str]
+    verdicts: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=VERDICT_SCHEMA))
+    """One row per drifting class: its verdict (estimator artefact, learning, unexplained), direction,
+    onset, the run's estimator and aggregation, and the evidence that decided it (:mod:`.verdicts`)."""
+    evidence: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=EVIDENCE_SCHEMA))
+    """One row per drifting class and counterfactual: the cumulative push over the drift window."""
     notes: list[str] = field(default_factory=list)
     """What was skipped or estimated (the fallback), in words."""
     fallback_calls: int = 0
@@ -189,7 +195,8 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
     class_credit = _class_credit(stream, run_id, staged)
     if write:
         store.write_derived("class_credit", run_id, class_credit)
-    trajectory_classes = stream.trajectory_frame().join(staged, on="step", how="left")
+    trajectory_frame = stream.trajectory_frame()
+    trajectory_classes = trajectory_frame.join(staged, on="step", how="left")
     relevance = reward_relevance(trajectory_classes, sorted(stream.classes))
     summary = class_summary(class_credit, relevance)
     bias = length_bias(stream.trajectory_push_frame(), bootstrap=min(drift.bootstrap, 500), seed=drift.seed)
@@ -200,19 +207,35 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
     if stream.fallback_calls:
         notes.append(f"{stream.fallback_calls} of {stream.total_calls} calls have no token arrays: their credit is the "
                      "trajectory's advantage spread over its calls by turn (fallback; token estimators skip them)")
+    judged = drift_verdicts(drifted.frame, class_credit, trajectory_frame, own.label, aggregation, drift.k,
+                            drift.bootstrap, drift.seed)
+    drift_findings = [_with_verdict(f, judged.lines) for f in drifted.findings]
+    if judged.structural:
+        notes.append(f"structural calls (every trajectory makes them equally often): {', '.join(judged.structural)}; "
+                     "left out of the calls a class competes with")
+    if stream.total_calls == 0:
+        drift_findings = [NO_TOOL_CALLS]
     findings = _findings(own, aggregation, flags, bias, channels, stream)
     flagged = [f for f in findings if not f.startswith(("run's estimator", "sum-then-normalise vs GDPO"))
                and (f.startswith(("all-negative", "response length", "reward channel"))
                     or (own.label is not None and f.startswith(f"length bias under {own.label} ")))]
-    flagged += [f for f in drifted.findings if drifted.frame.height]
+    flagged += [f for f in drift_findings if drifted.frame.height]
     result = AttributionResult(run_id, own, tuple(usable), tuple(aggregations), call_credit, class_credit, summary,
-                               bias, channels, flags, drifted.frame, findings + drifted.findings, notes,
-                               stream.fallback_calls, flagged)
+                               bias, channels, flags, drifted.frame, drift_findings + findings, judged.frame,
+                               judged.evidence, notes, stream.fallback_calls, flagged)
     if write:
         from trajlens.attribution.saved import save_attribution
 
         save_attribution(store, result)
     return result
+
+
+def _with_verdict(finding: str, lines: dict[str, str]) -> str:
+    """A drift finding led by its class's verdict line; its timing evidence (onset, r) after it."""
+    name = finding.split(" share ", 1)[0]
+    if name not in lines:
+        return finding
+    return lines[name] + "; timing: " + finding.split("; ", 1)[1] if "; " in finding else lines[name]
 
 
 def _compared_by_default(rec: EstimatorChoice, facts: RunFacts) -> bool:
@@ -229,6 +252,16 @@ def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: Est
     result = recompute(trajectories, tokens, rec.estimator, **rec.options)
     return result.select([c for c in ("trajectory_id", "advantage", "token_advantages") if c in result.columns])
 
+
+NO_CALLS: dict[str, pl.DataType] = {
+    "step": pl.Int64, "trajectory_id": pl.String, "call_index": pl.Int32, "turn": pl.Int32, "token_end": pl.Int64,
+    "primary_class": pl.String,
+}
+"""The classified calls of a step as the credit reads them (empty for a step, or a run, without tool calls)."""
+
+NO_TOOL_CALLS = ("no tool calls in the run: no behaviour class to attribute (drift, credit per class); "
+                 "only its response length and reward channels are attributed")
+"""The finding of a run without tool calls."""
 
 KEPT_ROWS = ("class_rows", "trajectory_rows", "push_rows")
 """Per-step frames the credit stream keeps for the run-level measures."""
@@ -351,8 +384,6 @@ class CreditStream:
             calls_block = self._classified_calls(block_steps)
             for step, batch in zip(block_steps, batches[first:first + block]):
                 calls = calls_block.filter(pl.col("step") == step)
-                if calls.height == 0:
-                    continue
                 order = batch.select("trajectory_id").with_row_index("__b")
                 calls = calls.join(order, on="trajectory_id").sort("__b", "call_index")
                 tokens = self.reader.read_step("tokens", step, TOKEN_COLUMNS) if needs_tokens else None
@@ -370,10 +401,10 @@ class CreditStream:
 
         calls = self.reader.read_steps("tool_calls", steps, ["step", "trajectory_id", "call_index", "turn", "tool_name",
                                                              "arguments", "command", "token_end", "format_error"])
-        if calls is None:
-            return pl.DataFrame(schema={"step": pl.Int64, "trajectory_id": pl.String})
+        if calls is None or calls.height == 0:
+            return pl.DataFrame(schema=NO_CALLS)
         classified = classify_calls(calls).filter(pl.col("primary_class").is_not_null())
-        return classified.select("step", "trajectory_id", "call_index", "turn", "token_end", "primary_class")
+        return classified.select(list(NO_CALLS)).cast(NO_CALLS)  # type: ignore[arg-type]
 
     def _reduce(self, step, batch, calls, credit) -> pl.DataFrame:
         classes = calls["primary_class"].to_numpy()
@@ -424,11 +455,17 @@ class CreditStream:
                     "step_mean_scaled": np.repeat(scaled.sum(axis=1) / step_calls, k),
                     "fallback_share": ((valid & credit.fallback[None, :]).astype(float) @ indicator / n).ravel(),
                 }))
-            trajectory_push = credit.trajectory_push[computed].reshape(len(computed) * modes, -1)[keep]
+        # Per-trajectory push (length bias) needs no call: kept for a step without tool calls too.
+        trajectory_push = credit.trajectory_push[computed].reshape(len(computed) * modes, -1)
+        pushed = np.isfinite(trajectory_push).any(axis=1)
+        if pushed.any():
+            rows = int(pushed.sum())
             self.push_rows.append(pl.DataFrame({
-                "step": np.full(rows * length.size, step), "estimator": np.repeat(labels, length.size),
-                "aggregation": np.repeat(aggregation, length.size), "length": np.tile(length, rows),
-                "push_per_token": (trajectory_push / np.maximum(length, 1.0)).ravel(),
+                "step": np.full(rows * length.size, step),
+                "estimator": np.repeat(np.repeat([self.recs[r].label for r in computed], modes)[pushed], length.size),
+                "aggregation": np.repeat(np.tile(self.modes, len(computed))[pushed], length.size),
+                "length": np.tile(length, rows),
+                "push_per_token": (trajectory_push[pushed] / np.maximum(length, 1.0)).ravel(),
             }))
         counts = np.zeros((batch.height, k))
         np.add.at(counts, (credit.call_trajectory, class_index), 1.0)
@@ -477,7 +514,8 @@ class CreditStream:
         return pa.Table.from_arrays(list(columns.values()), schema=CALL_CREDIT_SCHEMA)
 
     def trajectory_frame(self) -> pl.DataFrame:
-        frame = pl.concat(self.trajectory_rows, how="diagonal_relaxed") if self.trajectory_rows else pl.DataFrame({"step": [], "reward": []})
+        frame = (pl.concat(self.trajectory_rows, how="diagonal_relaxed") if self.trajectory_rows else
+                 pl.DataFrame(schema={"step": pl.Int64, "reward": pl.Float64, "length": pl.Float64}))
         return frame.with_columns(pl.col("^count:.*$").fill_null(0.0))
 
     def trajectory_push_frame(self) -> pl.DataFrame:
@@ -496,9 +534,17 @@ def _empty_calls() -> pl.DataFrame:
     return pl.DataFrame(schema=CALL_CREDIT_COLUMNS)
 
 
+CLASS_CREDIT_TYPES: dict[str, pl.DataType] = {
+    "run_id": pl.String, "step": pl.Int64, "stage": pl.String, "stage_index": pl.Int64, "primary_class": pl.String,
+    "estimator": pl.String, "aggregation": pl.String, "calls": pl.Int64, "step_calls": pl.Int64,
+    **{name: pl.Float64 for name in CLASS_CREDIT_COLUMNS[9:]},
+}
+"""``class_credit`` with its types (the table of a run without tool calls has these columns and no row)."""
+
+
 def _class_credit(stream: CreditStream, run_id: str, staged: pl.DataFrame) -> pl.DataFrame:
     if not stream.class_rows:
-        return pl.DataFrame()
+        return pl.DataFrame(schema=CLASS_CREDIT_TYPES)
     frame = pl.concat(stream.class_rows, how="vertical_relaxed").with_columns(pl.lit(run_id).alias("run_id"))
     # Classes absent at a step count as zero calls there, so shares and drift see every step.
     full = frame.select("step", "estimator", "aggregation", "step_calls", "step_mean_scaled").unique().join(

@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.attribution.statistics import Z95
+from trajlens.attribution.verdicts import block_indices
 from trajlens.steps import steps_text
 
 
@@ -174,11 +175,7 @@ def _lagged(x: np.ndarray, share: np.ndarray, config: DriftConfig) -> tuple[floa
     centred = xs - xs.mean()
     slope = float(centred @ (y - y.mean()) / (centred @ centred))
     r = float(np.corrcoef(xs, y)[0, 1])
-    rng = np.random.default_rng(config.seed)
-    block = max(k, 1)
-    starts = rng.integers(0, max(xs.size - block + 1, 1), size=(config.bootstrap, int(math.ceil(xs.size / block))))
-    index = np.minimum((starts[:, :, None] + np.arange(block)[None, None, :]).reshape(config.bootstrap, -1)[:, : xs.size],
-                       xs.size - 1)
+    index = block_indices(xs.size, max(k, 1), config.bootstrap, np.random.default_rng(config.seed))
     draws = _rows_correlation(xs[index], y[index])
     draws = draws[np.isfinite(draws)]
     low, high = np.quantile(draws, [0.025, 0.975]) if draws.size else (float("nan"), float("nan"))

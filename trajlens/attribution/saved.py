@@ -15,6 +15,10 @@
     per estimator and aggregation: the elasticity of push per token on response length;
 ``attribution_drift``
     one row per drifting class and estimator;
+``attribution_verdicts``
+    one row per drifting class: its verdict and the evidence that decided it;
+``attribution_evidence``
+    one row per drifting class and counterfactual: the cumulative push over the drift window;
 ``attribution_runs``
     one row per run: its own estimator and aggregation, the recomputations and aggregations
     compared, the findings, notes and flags in words. Written last: a run is attributed when
@@ -41,6 +45,8 @@ FRAME_TABLES: dict[str, str] = {
     "class_summary": "attribution_summary",
     "length_bias": "attribution_length_bias",
     "drift": "attribution_drift",
+    "verdicts": "attribution_verdicts",
+    "evidence": "attribution_evidence",
 }
 """AttributionResult field -> the table it is saved in (``run_id`` added)."""
 

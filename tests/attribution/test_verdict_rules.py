@@ -1,0 +1,69 @@
+"""The verdict rule on hand-chosen evidence, and the measures it reads, on hand-built frames."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from trajlens.attribution.verdicts import (
+    ARTEFACT, LEARNING, UNEXPLAINED, Push, competing_credit, cumulative_push, decide, structural_classes,
+    within_step_relevance,
+)
+
+WITH, NONE, AGAINST, WEAK = Push(5.0, 2.0, 8.0), Push(0.1, -0.5, 0.7), Push(-4.0, -6.0, -1.0), Push(1.0, 0.5, 1.5)
+
+
+@pytest.mark.parametrize(("own", "others", "relevance", "verdict"), [
+    (WITH, {"b": AGAINST}, NONE, ARTEFACT),  # a counterfactual pushes against: the estimator decided the direction
+    (WITH, {"b": NONE}, AGAINST, ARTEFACT),  # nobody else pushes it and reward does not explain it
+    (WITH, {"b": WEAK}, NONE, ARTEFACT),  # significantly less push elsewhere
+    (WITH, {"b": WITH}, WITH, LEARNING),  # every estimator agrees and the class earns reward
+    (NONE, {"b": NONE}, WITH, LEARNING),  # reward-relevant, nobody pushes against it
+    (WITH, {"b": WITH}, NONE, UNEXPLAINED),  # every estimator pushes it, reward does not explain it
+    (AGAINST, {"b": NONE}, NONE, UNEXPLAINED),
+    (WITH, {"b": NONE}, WITH, LEARNING),  # weaker elsewhere, but reward explains it
+    (WITH, {"b": AGAINST}, WITH, ARTEFACT),  # reward explains it, yet another estimator would have reversed it
+])
+def test_the_rule(own, others, relevance, verdict):
+    decision = decide(own, others, relevance)
+    assert decision.verdict == verdict
+    assert (decision.dissenting != ()) == (verdict == ARTEFACT)
+
+
+def test_structural_calls_leave_the_competition():
+    # every trajectory ends with exactly one submit; think and edit share the other calls
+    trajectories = pl.DataFrame({"step": [1, 1, 2, 2], "reward": [0.0, 1.0, 0.0, 1.0],
+                                 "count:submit": [1.0, 1.0, 1.0, 1.0], "count:think": [2.0, 0.0, 1.0, 0.0],
+                                 "count:edit": [0.0, 2.0, 1.0, 2.0]})
+    assert structural_classes(trajectories, ["edit", "submit", "think"]) == ["submit"]
+    credit = pl.DataFrame({"step": [1, 1, 1], "estimator": ["e"] * 3, "aggregation": ["m"] * 3,
+                           "primary_class": ["submit", "think", "edit"], "calls": [2, 2, 2],
+                           "push_sum_scaled": [6.0, -1.0, -3.0]})
+    with_all = competing_credit(credit, []).sort("primary_class")["competing_credit"].to_list()
+    competing = competing_credit(credit, ["submit"]).sort("primary_class")["competing_credit"].to_list()
+    # step mean over all calls 1/3: think -0.5 - 1/3; among think and edit (mean -1): think +0.5, edit -0.5
+    assert competing == pytest.approx([-0.5, 4.0, 0.5])
+    assert with_all == pytest.approx([-1.5 - 1 / 3, 3.0 - 1 / 3, -0.5 - 1 / 3])
+
+
+def test_cumulative_push_is_signed_and_its_interval_covers_it():
+    series = np.array([1.0, 0.5, np.nan, 1.5, 1.0, 0.8, 1.2, 0.9])
+    grew = cumulative_push(series, 1.0, 2, 400, 0)
+    decayed = cumulative_push(series, -1.0, 2, 400, 0)
+    assert grew.value == pytest.approx(6.9) and decayed.value == pytest.approx(-6.9)
+    assert grew.low <= grew.value <= grew.high and grew.with_drift and decayed.against_drift
+
+
+def test_relevance_ignores_a_shared_trend():
+    # reward and the count both rise from step to step; within a step they are unrelated
+    rng = np.random.default_rng(0)
+    steps = np.repeat(np.arange(20), 30)
+    frame = pl.DataFrame({"step": steps, "count:a": steps + rng.integers(0, 3, steps.size).astype(float),
+                          "reward": steps * 0.1 + rng.random(steps.size)})
+    r, low, high, n = within_step_relevance(frame, "a")
+    assert n == 600 - 20 and low < 0 < high and abs(r) < 0.15
+    assert float(np.corrcoef(frame["count:a"], frame["reward"])[0, 1]) > 0.5  # the raw correlation would say otherwise
+    assert math.isfinite(r)
