@@ -25,12 +25,17 @@ WITH, NONE, AGAINST, WEAK = Push(5.0, 2.0, 8.0), Push(0.1, -0.5, 0.7), Push(-4.0
     (WITH, {"b": WITH}, NONE, UNEXPLAINED),  # every estimator pushes it, reward does not explain it
     (AGAINST, {"b": NONE}, NONE, UNEXPLAINED),
     (WITH, {"b": NONE}, WITH, LEARNING),  # weaker elsewhere, but reward explains it
-    (WITH, {"b": AGAINST}, WITH, ARTEFACT),  # reward explains it, yet another estimator would have reversed it
+    (WITH, {"b": AGAINST}, WITH, LEARNING),  # reward explains it: the counterfactual goes against reward
 ])
 def test_the_rule(own, others, relevance, verdict):
     decision = decide(own, others, relevance)
     assert decision.verdict == verdict
     assert (decision.dissenting != ()) == (verdict == ARTEFACT)
+
+
+def test_a_counterfactual_without_a_baseline_cannot_dissent():
+    assert decide(WITH, {"b": AGAINST}, NONE, frozenset({"b"})).verdict == UNEXPLAINED
+    assert decide(WITH, {"b": AGAINST, "c": WEAK}, NONE, frozenset({"b"})).dissenting == ("c",)
 
 
 def test_structural_calls_leave_the_competition():

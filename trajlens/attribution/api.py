@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from trajlens.attribution.calls import step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
-from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, p_text, reward_relevance
+from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, reward_relevance
 from trajlens.attribution.verdicts import EVIDENCE_SCHEMA, VERDICT_SCHEMA, drift_verdicts
 from trajlens.attribution.recomputations import (
     AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, own_recomputation,
@@ -84,6 +84,8 @@ class AttributionResult:
     """Per step and estimator: ``all_negative`` / ``all_positive`` batch flags."""
     drift: pl.DataFrame
     findings: list[str]
+    cause_verdicts: list[str] = field(default_factory=list)
+    """The findings on response length and collapsed reward channels, verdict first (:mod:`.causes`)."""
     verdicts: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=VERDICT_SCHEMA))
     """One row per drifting class: its verdict (estimator artefact, learning, unexplained), direction,
     onset, the run's estimator and aggregation, and the evidence that decided it (:mod:`.verdicts`)."""
@@ -99,6 +101,12 @@ class AttributionResult:
     def flagged(self) -> bool:
         """Whether anything in the run calls for attention."""
         return bool(self.flags)
+
+    def verdict_document(self) -> dict[str, Any]:
+        """The verdicts as plain data (what ``trajlens attribute --json`` writes; see :mod:`.document`)."""
+        from trajlens.attribution.document import verdict_document
+
+        return verdict_document(self)
 
 
 def attribute(
@@ -215,13 +223,12 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
                      "left out of the calls a class competes with")
     if stream.total_calls == 0:
         drift_findings = [NO_TOOL_CALLS]
-    findings = _findings(own, aggregation, flags, bias, channels, stream)
-    flagged = [f for f in findings if not f.startswith(("run's estimator", "sum-then-normalise vs GDPO"))
-               and (f.startswith(("all-negative", "response length", "reward channel"))
-                    or (own.label is not None and f.startswith(f"length bias under {own.label} ")))]
+    findings, causes = _findings(own, aggregation, flags, bias, channels, stream)
+    flagged = causes + [f for f in findings if f.startswith("all-negative")
+                        or (own.label is not None and f.startswith(f"length bias under {own.label} "))]
     flagged += [f for f in drift_findings if drifted.frame.height]
     result = AttributionResult(run_id, own, tuple(usable), tuple(aggregations), call_credit, class_credit, summary,
-                               bias, channels, flags, drifted.frame, drift_findings + findings, judged.frame,
+                               bias, channels, flags, drifted.frame, drift_findings + findings, causes, judged.frame,
                                judged.evidence, notes, stream.fallback_calls, flagged)
     if write:
         from trajlens.attribution.saved import save_attribution
@@ -558,7 +565,9 @@ def _class_credit(stream: CreditStream, run_id: str, staged: pl.DataFrame) -> pl
 
 
 def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl.DataFrame, channels: pl.DataFrame,
-              stream: CreditStream) -> list[str]:
+              stream: CreditStream) -> tuple[list[str], list[str]]:
+    """The run-level findings, and among them the length and reward-channel verdicts (verdict first)."""
+    from trajlens.attribution.causes import BIAS_BAND, channel_verdicts, length_verdict
     from trajlens.steps import steps_text
 
     out = []
@@ -568,59 +577,16 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
         negative = flags.filter((pl.col("estimator") == own.label) & pl.col("all_negative"))["step"].to_list()
         if negative:
             out.append(f"all-negative batches under the run's estimator ({own.label}) at steps {steps_text(negative)}")
-    out += _length_drift(stream)
+    causes = []
+    length = length_verdict(stream.trajectory_frame(), bias, own.label, aggregation)
+    causes += [length] if length is not None else []
     for row in bias.filter(pl.col("aggregation") == aggregation).iter_rows(named=True) if bias.height else []:
-        if math.isfinite(row["elasticity_low"]) and (row["elasticity_high"] < -0.2 or row["elasticity_low"] > 0.2):
+        if math.isfinite(row["elasticity_low"]) and (row["elasticity_high"] < -BIAS_BAND or row["elasticity_low"] > BIAS_BAND):
             out.append(f"length bias under {row['estimator']} / {row['aggregation']}: elasticity of push per token on "
                        f"length {row['elasticity']:.2f} [{row['elasticity_low']:.2f}, {row['elasticity_high']:.2f}]")
     if channels.height:
         misalignment = channels["rank_misalignment"].drop_nulls()
         if misalignment.len():
             out.append(f"sum-then-normalise vs GDPO rank misalignment: mean {misalignment.mean():.2f} per group")
-        out += _channel_drift(channels)
-    return out
-
-
-def _quarters(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Masks of the first and the last quarter of the distinct steps."""
-    unique = np.unique(steps)
-    cut = max(1, unique.size // 4)
-    return np.isin(steps, unique[:cut]), np.isin(steps, unique[-cut:])
-
-
-def _welch_p(a: np.ndarray, b: np.ndarray) -> float:
-    if a.size < 2 or b.size < 2:
-        return float("nan")
-    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
-    return math.erfc(abs(b.mean() - a.mean()) / se / math.sqrt(2)) if se > 0 else 0.0
-
-
-def _length_drift(stream: "CreditStream") -> list[str]:
-    """Response length first quarter vs last: grew or shrank by 20% or more (p < 0.001)."""
-    frame = stream.trajectory_frame()
-    if "length" not in frame.columns or frame.height < 8:
-        return []
-    steps, length = frame["step"].to_numpy(), frame["length"].to_numpy().astype(float)
-    first, last = _quarters(steps)
-    a, b = length[first], length[last]
-    p_value = _welch_p(a, b)
-    if not a.size or not math.isfinite(p_value) or p_value >= 0.001 or abs(b.mean() / a.mean() - 1) < 0.2:
-        return []
-    verb = "grew" if b.mean() > a.mean() else "shrank"
-    return [f"response length {verb}: {a.mean():.0f} -> {b.mean():.0f} model tokens per trajectory "
-            f"(first vs last quarter of steps, {p_text(p_value)})"]
-
-
-def _channel_drift(channels: pl.DataFrame) -> list[str]:
-    """A reward channel whose mean fell by half or more from the first quarter to the last (p < 0.001)."""
-    out = []
-    steps = channels["step"].to_numpy()
-    first, last = _quarters(steps)
-    for column in [c for c in channels.columns if c.startswith("mean:")]:
-        values = channels[column].to_numpy().astype(float)
-        a, b = values[first], values[last]
-        p_value = _welch_p(a, b)
-        if a.size and a.mean() > 0 and b.mean() <= 0.5 * a.mean() and math.isfinite(p_value) and p_value < 0.001:
-            out.append(f"reward channel {column[5:]} collapsed: {a.mean():.2f} -> {b.mean():.2f} "
-                       f"(first vs last quarter of steps, step means, {p_text(p_value)})")
-    return out
+        causes += channel_verdicts(channels, stream.trajectories, stream.outcome, own.label)
+    return causes + out, causes

@@ -91,11 +91,10 @@ def attribute_drift(
     classes = sorted(shares["primary_class"].unique().to_list())
     share = _share_matrix(shares, steps, classes)
     rows, findings = [], []
-    for c, name in enumerate(classes):
-        change = _stage_change(shares, name, config)
-        if change is None:
-            continue
-        first, last, p_value = change
+    changes = {c: change for c, name in enumerate(classes) if (change := _stage_change(shares, name, config))}
+    for c in sorted(changes, key=lambda c: -abs(changes[c][1] - changes[c][0])):  # the largest drift first
+        name = classes[c]
+        first, last, p_value = changes[c]
         direction = "grew" if last > first else "decayed"
         onset = _onset(steps, share[:, c], first, last, config.k)
         pivotal, kind = _pivotal_steps(credit, step_flags, reference, name, steps, onset, direction, config.k)

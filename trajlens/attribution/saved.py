@@ -65,11 +65,12 @@ def save_attribution(store: Any, result: Any) -> None:
         "options": [json.dumps(r.options, sort_keys=True, default=str) for r in result.recomputations],
         "aggregations": list(result.aggregations), "findings": list(result.findings), "notes": list(result.notes),
         "flags": list(result.flags), "fallback_calls": int(result.fallback_calls),
+        "cause_verdicts": list(result.cause_verdicts),
     }
     schema = {"run_id": pl.String, "own_estimator": pl.String, "aggregation": pl.String,
               "aggregation_logged": pl.Boolean, **{k: pl.List(pl.String) for k in (
                   "recomputations", "estimators", "options", "aggregations", "findings", "notes", "flags")},
-              "fallback_calls": pl.Int64}
+              "fallback_calls": pl.Int64, "cause_verdicts": pl.List(pl.String)}
     store.write_derived(RUNS_TABLE, result.run_id, pl.DataFrame([row], schema=schema))
 
 
@@ -106,5 +107,5 @@ def load_attribution(store: Any, run_id: str) -> Any | None:
         class_credit=store.table("class_credit").filter(pl.col("run_id") == run_id).collect(),
         channels=channel_measures(trajectories),  # empty with fewer than two reward channels
         findings=list(row["findings"]), notes=list(row["notes"]), fallback_calls=row["fallback_calls"],
-        flags=list(row["flags"]), **frames,
+        flags=list(row["flags"]), cause_verdicts=list(row.get("cause_verdicts") or []), **frames,
     )

@@ -23,16 +23,25 @@ Reward relevance
     both centred within their step (so a trend of both over the run is not read as relevance),
     signed by the drift's direction, with a 95% Fisher interval (n = trajectories - steps).
 
+A counterfactual is *centred* when the median over the window of its step's mean push, in
+units of the step's mean |push|, is within +-:data:`CENTRED` of 0: it has a baseline, so its
+relative credit says which calls it favours rather than which are long (REINFORCE without a
+baseline on rewards in [0, 1] pushes every call up and is not centred). Only a centred
+counterfactual can dissent.
+
 The rule (:func:`decide`); "with" means the interval lies above 0, "against" below:
 
-1. **estimator artefact** when the run's push is *with* the drift and some counterfactual
-   either pushes *against* it, or pushes significantly less (its interval's top below the run's
-   interval's bottom) while the class's reward relevance is not *with* the drift. The verdict
-   names the counterfactuals that dissent.
-2. **learning** when the class's reward relevance is *with* the drift, no counterfactual pushes
-   against it, and the run's push is not against it.
-3. **unexplained** otherwise (the run's push does not move with the drift, or the evidence is
-   split), with the reason.
+1. **estimator artefact** when the run's push is *with* the drift, the class's reward relevance
+   is not *with* it, and some centred counterfactual pushes *against* the drift or pushes
+   significantly less (its interval's top below the run's interval's bottom). The verdict
+   names the counterfactuals that dissent (another estimator under the run's aggregation, or
+   the run's estimator under another aggregation).
+2. **learning** when the class's reward relevance is *with* the drift and the run's push is not
+   against it: the class moved the way the run's reward asks. On a run with several reward
+   channels this is relevance to the run's own (summed) reward; whether another estimator would
+   have kept a channel is the reward-channel verdict (:mod:`.causes`).
+3. **unexplained** otherwise (the run's push does not move with the drift, or every centred
+   counterfactual pushed the class as hard and reward does not explain it), with the reason.
 
 When the run's own estimator is unknown, the counterfactual with the largest cumulative push
 stands in for it and the finding says so.
@@ -54,6 +63,9 @@ LEARNING = "learning"
 UNEXPLAINED = "unexplained"
 VERDICTS: tuple[str, ...] = (ARTEFACT, LEARNING, UNEXPLAINED)
 """The verdicts a drift can get, in the order the rule tries them."""
+
+CENTRED = 0.5
+"""Largest median |step mean push| (in units of the step's mean |push|) of a centred counterfactual."""
 
 STRUCTURAL_STEPS = 0.9
 """Share of steps at which every trajectory must call a class equally often for it to be structural."""
@@ -102,29 +114,33 @@ class Decision:
     dissenting: tuple[str, ...]
 
 
-def decide(own: Push, counterfactuals: dict[str, Push], relevance: Push) -> Decision:
+def decide(own: Push, counterfactuals: dict[str, Push], relevance: Push,
+           uncentred: frozenset[str] = frozenset()) -> Decision:
     """The verdict of one drift from the run's push, the counterfactuals' and the reward relevance
-    (all signed by the drift's direction); the module docstring states the rule."""
+    (all signed by the drift's direction); counterfactuals named in ``uncentred`` cannot dissent.
+    The module docstring states the rule."""
     relevant = relevance.with_drift
-    opposing = tuple(label for label, p in counterfactuals.items() if p.against_drift)
-    weaker = tuple(label for label, p in counterfactuals.items()
+    centred = {label: p for label, p in counterfactuals.items() if label not in uncentred}
+    opposing = tuple(label for label, p in centred.items() if p.against_drift)
+    weaker = tuple(label for label, p in centred.items()
                    if not p.against_drift and math.isfinite(p.high) and math.isfinite(own.low) and p.high < own.low)
-    if own.with_drift and (opposing or (weaker and not relevant)):
-        dissent = opposing + (weaker if not relevant else ())
-        why = "pushed against it" if opposing else "pushed it significantly less"
-        return Decision(ARTEFACT, f"the run's push moved with the drift; {', '.join(dissent)} {why}", dissent)
-    if relevant and not opposing and not own.against_drift:
-        return Decision(LEARNING, "the class's count moves reward the way the class went, and no estimator "
-                                  "pushed against it", ())
+    if own.with_drift and not relevant and (opposing or weaker):
+        parts = ([f"{', '.join(opposing)} pushed against it"] if opposing else []) + (
+            [f"{', '.join(weaker)} pushed it significantly less"] if weaker else [])
+        return Decision(ARTEFACT, "the run's push moved with the drift and reward does not explain it; "
+                        + "; ".join(parts), opposing + weaker)
+    if relevant and not own.against_drift:
+        reason = "the class's count moves reward the way the class went"
+        if opposing:
+            reason += f" ({', '.join(opposing)} would have pushed against it)"
+        return Decision(LEARNING, reason, ())
     if not own.with_drift:
         reason = ("the run's push went against the drift" if own.against_drift else
                   "the run's push did not clearly move with the drift")
-        reason += "; " + ("reward relevance is with it but an estimator pushed against it" if relevant and opposing
-                          else "the class's reward relevance does not explain it" if not relevant else
-                          "reward relevance is with it")
-        return Decision(UNEXPLAINED, reason, opposing)
-    return Decision(UNEXPLAINED, "the run's push moved with the drift, but every counterfactual pushed it as hard "
-                                 "and reward relevance does not explain it", ())
+        reason += "; " + ("reward relevance is with it" if relevant else "the class's reward relevance does not explain it")
+        return Decision(UNEXPLAINED, reason, ())
+    return Decision(UNEXPLAINED, "the run's push moved with the drift, but every centred counterfactual pushed it as "
+                                 "hard and reward relevance does not explain it", ())
 
 
 def block_indices(size: int, block: int, draws: int, rng: np.random.Generator) -> np.ndarray:
@@ -227,10 +243,12 @@ def drift_verdicts(
         pairs = [(label, aggregation) for label in labels]
         if known:
             pairs += [(own_label, mode) for mode in aggregations if mode != aggregation]
-        pushes = {}
+        pushes, uncentred = {}, set()
         for label, mode in pairs:
             part = credit.filter((pl.col("estimator") == label) & (pl.col("aggregation") == mode)
                                  & (pl.col("primary_class") == name) & pl.col("step").is_in(window.tolist()))
+            if part.height and float(part["step_mean_scaled"].abs().median() or 0.0) > CENTRED:
+                uncentred.add((label, mode))
             lookup = dict(zip(part["step"].to_list(), part["competing_credit"].to_list()))
             series = np.array([np.nan if lookup.get(s) is None else lookup[s] for s in window], dtype=float)
             pushes[(label, mode)] = cumulative_push(series, sign, k, bootstrap, seed)
@@ -242,7 +260,8 @@ def drift_verdicts(
         r, r_low, r_high, _ = within_step_relevance(trajectory_classes, name)
         relevance = Push(sign * r, *(sorted((sign * r_low, sign * r_high)) if math.isfinite(r_low) else
                                      (float("nan"), float("nan"))))
-        decision = decide(own, others, relevance)
+        decision = decide(own, others, relevance,
+                          frozenset(_label(key, aggregation, own_key) for key in uncentred if key != own_key))
         for key, p in pushes.items():
             evidence.append({"primary_class": name, "estimator": key[0], "aggregation": key[1], "own": key == own_key,
                              "push": p.value, "push_low": p.low, "push_high": p.high, "steps": int(window.size)})
