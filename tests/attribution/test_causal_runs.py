@@ -168,3 +168,25 @@ def test_the_saved_attribution_reads_back_whole_and_the_report_does_not_recomput
     monkeypatch.setattr(api, "step_call_credit", no_recomputation)
     assert run_section(store, "causal-r6") == attribution_html(r6)
     assert load_attribution(store, "causal-grpo-length") is None
+
+
+def test_the_projection_of_a_twin_matches_what_the_twin_did(store):
+    recs = _recs("gae_raw", "gae_whitened")
+    raw = attribute(store, "causal-r6", recs, write=False)
+    whitened = attribute(store, "causal-r6-whitened", recs, write=False)
+
+    def end(result, estimator, name):
+        return result.projection.filter((pl.col("estimator") == estimator) & (pl.col("primary_class") == name)).row(0, named=True)
+
+    projected, actual = end(raw, "gae_whitened", "think"), end(whitened, "gae_whitened", "think")
+    assert end(raw, "gae_raw", "think")["share_end"] > 0.8
+    assert abs(projected["projected_end"] - actual["share_end"]) < 0.05  # whitening would have stopped it
+    assert projected["projected_low"] <= actual["share_end"] + 0.02 and projected["projected_high"] < 0.2
+
+    recs = _recs("sum_then_normalize", "gdpo_verl")
+    summed = attribute(store, "causal-multireward", recs, write=False)
+    gdpo = attribute(store, "causal-multireward-gdpo", recs, write=False)
+    projected, actual = end(summed, "gdpo_verl", "submit"), end(gdpo, "gdpo_verl", "submit")
+    assert projected["share_end"] < 0.02 and actual["share_end"] > 0.1  # collapsed; kept under GDPO
+    assert projected["projected_low"] > 0.1 and abs(projected["projected_end"] - actual["share_end"]) < 0.2
+

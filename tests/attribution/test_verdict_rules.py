@@ -72,3 +72,15 @@ def test_relevance_ignores_a_shared_trend():
     assert n == 600 - 20 and low < 0 < high and abs(r) < 0.15
     assert float(np.corrcoef(frame["count:a"], frame["reward"])[0, 1]) > 0.5  # the raw correlation would say otherwise
     assert math.isfinite(r)
+
+
+def test_the_projection_recovers_the_gain_that_made_the_shares():
+    from trajlens.attribution.projection import fit_gain, simulate
+
+    rng = np.random.default_rng(1)
+    credit = rng.normal(0.0, 1.0, (40, 3)) + np.array([0.5, 0.0, -0.5])
+    start = np.array([0.2, 0.5, 0.3])
+    observed = simulate(start, credit, 0.07)
+    gain, error = fit_gain(start, credit, observed)
+    assert abs(gain - 0.07) < 0.005 and error < 0.005
+    assert observed[0] == pytest.approx(start) and observed[-1, 0] > 0.5  # the favoured class took over

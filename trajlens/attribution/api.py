@@ -26,9 +26,10 @@ import pyarrow.parquet as pq
 from trajlens.attribution.calls import step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
 from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, reward_relevance
-from trajlens.attribution.verdicts import EVIDENCE_SCHEMA, VERDICT_SCHEMA, drift_verdicts
+from trajlens.attribution.projection import PROJECTION_SCHEMA
+from trajlens.attribution.verdicts import EVIDENCE_SCHEMA, VERDICT_SCHEMA, drift_verdicts, structural_classes
 from trajlens.attribution.recomputations import (
-    AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, own_recomputation,
+    AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, other_conventions, own_recomputation,
 )
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.errors import ConfigError
@@ -91,6 +92,8 @@ class AttributionResult:
     onset, the run's estimator and aggregation, and the evidence that decided it (:mod:`.verdicts`)."""
     evidence: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=EVIDENCE_SCHEMA))
     """One row per drifting class and counterfactual: the cumulative push over the drift window."""
+    projection: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PROJECTION_SCHEMA))
+    """One row per class and estimator: the final share its pushes would have produced (:mod:`.projection`)."""
     notes: list[str] = field(default_factory=list)
     """What was skipped or estimated (the fallback), in words."""
     fallback_calls: int = 0
@@ -159,6 +162,8 @@ def attribute(
     wanted = tuple(recomputations) if recomputations is not None else tuple(
         r for r in RECOMPUTATIONS if _compared_by_default(r, facts))
     trained = run_trained_with(store, run_id, trajectories)
+    if recomputations is None:
+        wanted += other_conventions(trained, wanted)
     own = own_recomputation(trained, wanted)
     notes: list[str] = []
     if own.label is not None and trained.source == "identified":
@@ -211,12 +216,13 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
     channels = channel_measures(trajectories) if facts.channels > 1 else pl.DataFrame()
     flags = pl.DataFrame(stream.flags, schema={"step": pl.Int64, "estimator": pl.String, "all_negative": pl.Boolean,
                                                "all_positive": pl.Boolean})
-    drifted = attribute_drift(class_credit, flags, own.label, aggregation, drift)
+    structural = structural_classes(trajectory_frame, sorted(stream.classes))
+    drifted = attribute_drift(class_credit, flags, own.label, aggregation, drift, structural)
     if stream.fallback_calls:
         notes.append(f"{stream.fallback_calls} of {stream.total_calls} calls have no token arrays: their credit is the "
                      "trajectory's advantage spread over its calls by turn (fallback; token estimators skip them)")
     judged = drift_verdicts(drifted.frame, class_credit, trajectory_frame, own.label, aggregation, drift.k,
-                            drift.bootstrap, drift.seed)
+                            drift.bootstrap, drift.seed, structural)
     drift_findings = [_with_verdict(f, judged.lines) for f in drifted.findings]
     if judged.structural:
         notes.append(f"structural calls (every trajectory makes them equally often): {', '.join(judged.structural)}; "
@@ -229,7 +235,7 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
     flagged += [f for f in drift_findings if drifted.frame.height]
     result = AttributionResult(run_id, own, tuple(usable), tuple(aggregations), call_credit, class_credit, summary,
                                bias, channels, flags, drifted.frame, drift_findings + findings, causes, judged.frame,
-                               judged.evidence, notes, stream.fallback_calls, flagged)
+                               judged.evidence, judged.projection, notes, stream.fallback_calls, flagged)
     if write:
         from trajlens.attribution.saved import save_attribution
 

@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.attribution.statistics import Z95
-from trajlens.attribution.verdicts import block_indices
+from trajlens.attribution.verdicts import block_indices, competing_credit
 from trajlens.steps import steps_text
 
 
@@ -78,9 +78,17 @@ def attribute_drift(
     own_label: str | None,
     aggregation: str,
     config: DriftConfig = DriftConfig(),
+    structural: list[str] | tuple[str, ...] = (),
 ) -> DriftResult:
-    """Drift rows and sentences from the per-step ``class_credit`` and ``step_flags`` tables."""
+    """Drift rows and sentences from the per-step ``class_credit`` and ``step_flags`` tables.
+
+    With ``structural`` classes (:func:`~.verdicts.structural_classes`), relative credit is taken
+    among the competing calls only: the class's mean scaled push minus that of the step's
+    non-structural calls (:func:`~.verdicts.competing_credit`)."""
     credit = class_credit.filter(pl.col("aggregation") == aggregation)
+    if structural and credit.height:
+        credit = competing_credit(credit, list(structural)).with_columns(
+            pl.col("competing_credit").alias("relative_credit_scaled"), pl.col("competing_mean").alias("step_mean_scaled"))
     labels = credit["estimator"].unique(maintain_order=True).to_list()
     if credit.height == 0 or not labels:
         return DriftResult(pl.DataFrame(schema=DRIFT_SCHEMA), ["no credit to attribute"])

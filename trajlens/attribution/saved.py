@@ -19,6 +19,8 @@
     one row per drifting class: its verdict and the evidence that decided it;
 ``attribution_evidence``
     one row per drifting class and counterfactual: the cumulative push over the drift window;
+``attribution_projection``
+    one row per class and estimator: the final share its pushes would have produced;
 ``attribution_runs``
     one row per run: its own estimator and aggregation, the recomputations and aggregations
     compared, the findings, notes and flags in words. Written last: a run is attributed when
@@ -47,6 +49,7 @@ FRAME_TABLES: dict[str, str] = {
     "drift": "attribution_drift",
     "verdicts": "attribution_verdicts",
     "evidence": "attribution_evidence",
+    "projection": "attribution_projection",
 }
 """AttributionResult field -> the table it is saved in (``run_id`` added)."""
 

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from trajlens.attribution.projection import PROJECTION_SCHEMA, project
 from trajlens.attribution.statistics import fisher_interval
 from trajlens.steps import steps_text
 
@@ -168,14 +169,15 @@ def structural_classes(trajectory_classes: pl.DataFrame, classes: list[str]) -> 
 
 
 def competing_credit(class_credit: pl.DataFrame, structural: list[str]) -> pl.DataFrame:
-    """``class_credit`` with ``competing_credit``: the class's mean scaled push minus that of the
-    non-structural calls of its step (null where the class has no call at the step)."""
+    """``class_credit`` with ``competing_mean`` (the mean scaled push of the step's non-structural
+    calls) and ``competing_credit``: the class's mean scaled push minus ``competing_mean`` (null
+    where the class has no call at the step)."""
     competing = (class_credit.filter(~pl.col("primary_class").is_in(structural))
                  .group_by("step", "estimator", "aggregation")
-                 .agg((pl.col("push_sum_scaled").sum() / pl.col("calls").sum()).alias("__competing_mean")))
+                 .agg((pl.col("push_sum_scaled").sum() / pl.col("calls").sum()).alias("competing_mean")))
     return class_credit.join(competing, on=["step", "estimator", "aggregation"], how="left").with_columns(
-        pl.when(pl.col("calls") > 0).then(pl.col("push_sum_scaled") / pl.col("calls") - pl.col("__competing_mean"))
-        .otherwise(None).alias("competing_credit")).drop("__competing_mean")
+        pl.when(pl.col("calls") > 0).then(pl.col("push_sum_scaled") / pl.col("calls") - pl.col("competing_mean"))
+        .otherwise(None).alias("competing_credit"))
 
 
 def cumulative_push(series: np.ndarray, sign: float, block: int, draws: int, seed: int) -> Push:
@@ -211,11 +213,13 @@ def within_step_relevance(trajectory_classes: pl.DataFrame, name: str) -> tuple[
 class VerdictResult:
     """Verdict rows, evidence rows and the verdict line of each drifting class (by class)."""
 
-    def __init__(self, frame: pl.DataFrame, evidence: pl.DataFrame, lines: dict[str, str], structural: list[str]):
+    def __init__(self, frame: pl.DataFrame, evidence: pl.DataFrame, lines: dict[str, str], structural: list[str],
+                 projection: pl.DataFrame):
         self.frame = frame
         self.evidence = evidence
         self.lines = lines
         self.structural = structural
+        self.projection = projection
 
 
 def drift_verdicts(
@@ -227,15 +231,19 @@ def drift_verdicts(
     k: int,
     bootstrap: int = 1000,
     seed: int = 0,
+    structural: list[str] | None = None,
 ) -> VerdictResult:
-    """A verdict per drifting class of ``drift`` (the frame of :func:`~.drift.attribute_drift`)."""
+    """A verdict per drifting class of ``drift`` (the frame of :func:`~.drift.attribute_drift`);
+    ``structural`` the structural classes when already known (else found here)."""
     classes = sorted(class_credit["primary_class"].unique().to_list()) if class_credit.height else []
-    structural = structural_classes(trajectory_classes, classes)
+    structural = structural_classes(trajectory_classes, classes) if structural is None else structural
     credit = competing_credit(class_credit, structural) if class_credit.height else class_credit
     rows, evidence, lines = [], [], {}
     labels = credit["estimator"].unique(maintain_order=True).to_list() if credit.height else []
     aggregations = credit["aggregation"].unique(maintain_order=True).to_list() if credit.height else []
     known = own_label in labels
+    projected = project(credit, own_label, aggregation, structural, k, seed) if credit.height else \
+        pl.DataFrame(schema=PROJECTION_SCHEMA)
     for first in drift.unique("primary_class", maintain_order=True).iter_rows(named=True):
         name, sign = first["primary_class"], (1.0 if first["direction"] == "grew" else -1.0)
         steps = np.array(sorted(credit["step"].unique().to_list()))
@@ -273,9 +281,26 @@ def drift_verdicts(
             "push": own.value, "push_low": own.low, "push_high": own.high, "relevance": relevance.value,
             "relevance_low": relevance.low, "relevance_high": relevance.high, "structural": ", ".join(structural),
         })
-        lines[name] = _line(rows[-1], own, others, relevance, decision, known)
+        lines[name] = _line(rows[-1], own, others, relevance, decision, known) + _projection_text(
+            projected.filter(pl.col("primary_class") == name), sign, own_key[0])
     return VerdictResult(pl.DataFrame(rows, schema=VERDICT_SCHEMA), pl.DataFrame(evidence, schema=EVIDENCE_SCHEMA),
-                         lines, structural)
+                         lines, structural, projected)
+
+
+def _projection_text(rows: pl.DataFrame, sign: float, own_label: str) -> str:
+    """Would another estimator have stopped it: the projected final share under the estimators that
+    would have moved the class least (:mod:`.projection`)."""
+    if rows.height == 0:
+        return ""
+    own = rows.filter(pl.col("estimator") == own_label)
+    others = rows.filter(pl.col("estimator") != own_label).sort(pl.col("projected_end") * sign).head(2)
+    if own.height == 0 or others.height == 0:
+        return ""
+    first = own.row(0, named=True)
+    shown = ", ".join(f"{r['estimator']} {r['projected_end']:.2f} [{r['projected_low']:.2f}, {r['projected_high']:.2f}]"
+                      for r in others.iter_rows(named=True))
+    return (f"; projected final share from the run's start ({first['share_start']:.2f}): {shown}; "
+            f"under {own_label} {first['projected_end']:.2f} (observed {first['share_end']:.2f})")
 
 
 def _label(key: tuple[str, str], aggregation: str, own_key: tuple[str, str]) -> str:

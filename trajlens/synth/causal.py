@@ -16,6 +16,9 @@ Each step of a :class:`~trajlens.synth.causal_spec.CausalScenario`:
    softmax: ``theta += lr * sum_calls push * (onehot(class) - softmax(theta))``;
 6. moves the critic level towards the batch mean reward by the critic's learning rate.
 
+A scenario with a ``forced_final`` class ends every trajectory with one call of it (a final
+submit): the policy never chooses it, and its calls move no logit.
+
 Nothing of the drift is injected: the scenario sets the inputs (policy at step 1, lengths,
 reward model, hard steps, critic quality, estimator, aggregation, learning rate), and the run
 writes what the loop did. Random draws come from generators seeded by ``(seed, step)`` (not by
@@ -477,6 +480,7 @@ def _write_truth(out: Path, spec: CausalScenario, seed: int, steps: int, rows: l
             "length_penalty": spec.length_penalty, "length_budget": spec.length_budget,
             "critic": spec.critic.__dict__ if spec.critic else None,
             "channels": spec.channels.__dict__ if spec.channels else None, "twin_of": spec.twin_of,
+            **({"forced_final": spec.forced_final} if spec.forced_final else {}),
         },
         "definitions": CAUSAL_DEFINITIONS,
         "curves": {},
