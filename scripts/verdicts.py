@@ -7,7 +7,7 @@ For each scenario and seed it runs the training loop of :mod:`trajlens.synth.cau
 the run into a temporary store, attributes it, and prints one row per expected or found drift:
 the verdict found, the verdict the scenario declares (``CausalScenario.truth``), the onset found
 and the true onset (the same quarter-of-the-way rule applied to the policy's own class
-probabilities), and OK or MISMATCH. A mismatch is an expected drift not found, found with
+probabilities), and OK or MISMATCH; the response-length and reward-channel verdicts too (no onset). A mismatch is an expected drift not found, found with
 another direction or verdict, an onset more than ``--onset-tolerance`` steps from the truth, or
 an estimator artefact in a control run (``CausalScenario.control``). Exit status 1 on any mismatch.
 """
@@ -48,26 +48,31 @@ def judge(scenario, seed: int, work: Path, tolerance: int) -> list[tuple[str, ..
     trajlens.ingest([run_dir], store_dir)
     result = attribute(trajlens.open(store_dir), scenario.name, write=False)
     found = {row["primary_class"]: row for row in result.verdicts.iter_rows(named=True)}
+    for line in result.cause_verdicts:  # "VERDICT: response length grew: ..." / "VERDICT: reward channel NAME collapsed: ..."
+        verdict, _, rest = line.partition(": ")
+        subject, _, direction = rest.partition(":")[0].rpartition(" ")
+        found[subject] = {"direction": direction, "verdict": verdict, "onset_step": None, "estimator": result.own.label}
     onsets = true_onsets(scenario, seed, 5)
     rows = []
     for expected in scenario.truth:
         row = found.get(expected.primary_class)
         if row is None:
             rows.append((scenario.name, str(seed), expected.primary_class, expected.direction, "no drift found",
-                         expected.verdict, "-", str(onsets[expected.primary_class]), "MISMATCH"))
+                         expected.verdict, "-", str(onsets.get(expected.primary_class, "-")), "MISMATCH"))
             continue
-        onset_error = abs(row["onset_step"] - onsets[expected.primary_class])
+        true_onset = onsets.get(expected.primary_class)
+        onset_error = 0 if row["onset_step"] is None or true_onset is None else abs(row["onset_step"] - true_onset)
         ok = (row["direction"] == expected.direction and row["verdict"] == expected.verdict and onset_error <= tolerance
               and (expected.verdict != ARTEFACT_VERDICT or row["estimator"] == result.own.label))
         rows.append((scenario.name, str(seed), expected.primary_class, row["direction"], row["verdict"], expected.verdict,
-                     str(row["onset_step"]), str(onsets[expected.primary_class]), "OK" if ok else "MISMATCH"))
+                     str(row["onset_step"] or "-"), str(true_onset or "-"), "OK" if ok else "MISMATCH"))
     declared = {e.primary_class for e in scenario.truth}
     for name, row in found.items():
         if name in declared:
             continue
         blamed = scenario.control and row["verdict"] == ARTEFACT_VERDICT
         rows.append((scenario.name, str(seed), name, row["direction"], row["verdict"],
-                     "not an artefact" if scenario.control else "(not declared)", str(row["onset_step"]),
+                     "not an artefact" if scenario.control else "(not declared)", str(row["onset_step"] or "-"),
                      str(onsets.get(name, "-")), "MISMATCH" if blamed else "OK"))
     if not rows:
         rows.append((scenario.name, str(seed), "-", "-", "no drift", "no drift", "-", "-", "OK"))

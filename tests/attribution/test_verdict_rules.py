@@ -84,3 +84,53 @@ def test_the_projection_recovers_the_gain_that_made_the_shares():
     gain, error = fit_gain(start, credit, observed)
     assert abs(gain - 0.07) < 0.005 and error < 0.005
     assert observed[0] == pytest.approx(start) and observed[-1, 0] > 0.5  # the favoured class took over
+
+
+def _bias(rows):
+    return pl.DataFrame([{"estimator": "grpo", "aggregation": mode, "trajectories": 100, "elasticity": e,
+                          "elasticity_low": e - 0.05, "elasticity_high": e + 0.05, "spearman": 0.0}
+                         for mode, e in rows])
+
+
+def _growing(relevance: float, seed: int = 0) -> pl.DataFrame:
+    """40 steps of 16 trajectories whose length grows 2% a step; reward tied to length within a step by ``relevance``."""
+    rng = np.random.default_rng(seed)
+    steps = np.repeat(np.arange(1, 41), 16)
+    noise = rng.normal(0.0, 1.0, steps.size)
+    length = 300 * 1.02**steps * np.exp(0.2 * noise)
+    reward = relevance * noise + rng.normal(0.0, 1.0, steps.size)
+    return pl.DataFrame({"step": steps, "length": length, "reward": reward})
+
+
+def test_a_length_drift_under_a_biased_aggregation_is_its_artefact():
+    from trajlens.attribution.causes import length_verdict
+
+    line = length_verdict(_growing(0.0), _bias([("seq-mean-token-mean", -0.95), ("token-mean", 0.05)]), "grpo",
+                          "seq-mean-token-mean")
+    assert line.startswith(f"{ARTEFACT}: response length grew")
+    assert "under token-mean it would be 0.05 [0.00, 0.10]" in line
+    learned = length_verdict(_growing(2.0), _bias([("token-mean", 0.05), ("seq-mean-token-mean", -0.95)]), "grpo",
+                             "token-mean")
+    assert learned.startswith(f"{LEARNING}: response length grew")  # longer answers earn more, no bias
+    assert length_verdict(_growing(0.0).with_columns(pl.lit(300.0).alias("length")), _bias([]), "grpo", "token-mean") is None
+
+
+def test_a_collapsed_channel_is_an_artefact_when_another_estimator_credits_it_more():
+    from trajlens.attribution.causes import channel_credit, channel_verdicts
+
+    rng = np.random.default_rng(0)
+    steps = np.repeat(np.arange(1, 21), 8)
+    fmt = (rng.random(steps.size) < np.linspace(0.8, 0.0, steps.size)).astype(float)
+    correct = rng.normal(0.0, 3.0, steps.size)
+    ids = [f"t{i}" for i in range(steps.size)]
+    trajectories = pl.DataFrame({
+        "step": steps, "trajectory_id": ids, "group_id": [f"g{s}-{i // 4}" for i, s in enumerate(steps)],
+        "reward_channels": [[{"name": "format", "value": f}, {"name": "correct", "value": c}] for f, c in zip(fmt, correct)]})
+    summed = pl.DataFrame({"trajectory_id": ids, "advantage": correct + 0.1 * fmt})  # ranked by correctness alone
+    per_channel = pl.DataFrame({"trajectory_id": ids, "advantage": correct / 3.0 + 2.0 * fmt})
+    r, low, high = channel_credit(trajectories, per_channel, "format")
+    assert low < r < high and low > 0.3
+    channels = pl.DataFrame({"step": np.arange(1, 21), "mean:format": np.linspace(0.8, 0.0, 20)})
+    lines = channel_verdicts(channels, trajectories, {"summed": summed, "gdpo": per_channel}, "summed")
+    assert len(lines) == 1 and lines[0].startswith(f"{ARTEFACT}: reward channel format collapsed") and "gdpo would" in lines[0]
+    assert channel_verdicts(channels, trajectories, {"summed": summed, "gdpo": per_channel}, "gdpo")[0].startswith(UNEXPLAINED)

@@ -86,8 +86,9 @@ class ExpectedVerdict:
     """What the loop caused for one class: the direction it drifted and the verdict that names the cause."""
 
     primary_class: str
+    """A behaviour class, or ``response length``, or ``reward channel NAME``."""
     direction: str
-    """``grew`` or ``decayed``."""
+    """``grew`` or ``decayed`` (a class), ``grew`` or ``shrank`` (length), ``collapsed`` (a channel)."""
     verdict: str
     """One of :data:`trajlens.attribution.VERDICTS`."""
 
@@ -245,6 +246,7 @@ CAUSAL_GRPO_LENGTH = CausalScenario(
     stop_class="submit",
     length_penalty=0.25,
     length_budget=8,
+    truth=(ExpectedVerdict("response length", "grew", "estimator artefact"),),
 )
 
 _MULTI_CLASSES = (
@@ -283,6 +285,7 @@ CAUSAL_MULTIREWARD = CausalScenario(
     stop_class="submit",
     channels=ChannelSpec(format_weight=1.0, correctness_weight=1.0, correctness_scale=10.0, correctness_noise=0.3),
     harness=Harness("mini-swe-agent", editor=False, think=False, submit_tool=False),
+    truth=(ExpectedVerdict("reward channel format", "collapsed", "estimator artefact"),),
 )
 
 CAUSAL_MULTIREWARD_GDPO = CausalScenario(
@@ -295,7 +298,7 @@ CAUSAL_MULTIREWARD_GDPO = CausalScenario(
            "Format keeps an equal say, and the format rate rises instead of collapsing."),
        "expected": ("format rate above 0.5 throughout the second half",),
        "estimator": "gdpo_verl",
-       "twin_of": "causal-multireward", "control": True},
+       "twin_of": "causal-multireward", "truth": (), "control": True},
 )
 
 _REWARD_CLASSES = (
