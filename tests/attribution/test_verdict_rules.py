@@ -54,6 +54,12 @@ def test_structural_calls_leave_the_competition():
     assert with_all == pytest.approx([-1.5 - 1 / 3, 3.0 - 1 / 3, -0.5 - 1 / 3])
 
 
+def test_a_push_without_an_interval_prints_no_nan():
+    assert Push(1.25, float("nan"), float("nan")).text() == "+1.2 (no interval: too few steps)"
+    assert Push(float("nan"), float("nan"), float("nan")).text() == "n/a"
+    assert not Push(1.0, float("nan"), float("nan")).with_drift
+
+
 def test_cumulative_push_is_signed_and_its_interval_covers_it():
     series = np.array([1.0, 0.5, np.nan, 1.5, 1.0, 0.8, 1.2, 0.9])
     grew = cumulative_push(series, 1.0, 2, 400, 0)

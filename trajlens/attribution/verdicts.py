@@ -105,6 +105,8 @@ class Push:
         return math.isfinite(self.high) and self.high < 0
 
     def text(self) -> str:
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return f"{self.value:+.1f} (no interval: too few steps)" if math.isfinite(self.value) else "n/a"
         return f"{self.value:+.1f} [{self.low:+.1f}, {self.high:+.1f}]"
 
 
