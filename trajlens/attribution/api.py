@@ -484,7 +484,7 @@ class CreditStream:
         np.add.at(counts, (credit.call_trajectory, class_index), 1.0)
         self.trajectory_rows.append(pl.DataFrame({
             "step": np.full(batch.height, step), "reward": batch["reward"].cast(pl.Float64), "length": length,
-            **{f"count:{n}": counts[:, i] for i, n in enumerate(names)},
+            **{f"count:{n}": counts[:, i] for i, n in enumerate(names)}, **_channel_values(batch),
         }))
         return self._call_rows(step, calls, credit)
 
@@ -536,6 +536,25 @@ class CreditStream:
             return pl.DataFrame(schema={"step": pl.Int64, "estimator": pl.String, "aggregation": pl.String,
                                         "length": pl.Float64, "push_per_token": pl.Float64})
         return pl.concat(self.push_rows)
+
+
+def _channel_values(batch: pl.DataFrame) -> dict[str, np.ndarray]:
+    """``channel:<name>`` -> each trajectory's value of that reward channel (NaN where it has none), for
+    two or more channels."""
+    if "reward_channels" not in batch.columns:
+        return {}
+    long = (batch.select(pl.int_range(pl.len()).alias("index"), "reward_channels").explode("reward_channels")
+            .drop_nulls("reward_channels")
+            .select("index", pl.col("reward_channels").struct.field("name").alias("name"),
+                    pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value")))
+    names = long["name"].unique(maintain_order=True).to_list()
+    out = {}
+    for name in names if len(names) > 1 else []:
+        part = long.filter(pl.col("name") == name)
+        values = np.full(batch.height, np.nan)
+        values[part["index"].to_numpy()] = part["value"].to_numpy()
+        out[f"channel:{name}"] = values
+    return out
 
 
 def _steps_of(trajectories: pl.DataFrame) -> tuple[list[int], list[pl.DataFrame]]:

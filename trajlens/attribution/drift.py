@@ -153,8 +153,10 @@ def _stage_change(shares: pl.DataFrame, name: str, config: DriftConfig) -> tuple
     return p1, p2, p_value
 
 
-def _onset(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int) -> int:
-    threshold = first + 0.25 * (last - first)
+def _onset(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int, fraction: float = 0.25) -> int:
+    """The first step from which the mean share over k steps has moved ``fraction`` of the way from
+    ``first`` to ``last`` (the onset at a quarter; the drift's end, for the verdict's window, at 0.9)."""
+    threshold = first + fraction * (last - first)
     window = max(k, 1)
     for i in range(steps.size):
         mean = share[i:i + window].mean()

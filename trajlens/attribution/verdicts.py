@@ -11,7 +11,10 @@ Competing calls
     credit* at a step is its calls' mean scaled push minus the mean scaled push over the calls
     of every non-structural class (the step's mean |push| is the unit, as in ``class_credit``).
 Drift window
-    From ``k`` steps before the onset to the last step of the run.
+    From ``k`` steps before the onset to the step at which the class's share (mean over k steps)
+    has moved :data:`DRIFT_END` of the way from the first stage's share to the last stage's
+    (at least ``k`` steps after the onset): the steps of the drift itself, not the noisy credit
+    of a class the run has nearly stopped calling.
 Cumulative push
     For each counterfactual (every estimator under the run's aggregation, and the run's
     estimator under every aggregation), the sum over the window's steps of the class's
@@ -21,7 +24,9 @@ Cumulative push
 Reward relevance
     The Pearson correlation of the class's count in a trajectory with the trajectory's reward,
     both centred within their step (so a trend of both over the run is not read as relevance),
-    signed by the drift's direction, with a 95% Fisher interval (n = trajectories - steps).
+    signed by the drift's direction, with a 95% Fisher interval (n = trajectories - steps). On a
+    run with two or more reward channels, also with each channel's value; the relevance used is
+    the one whose interval's lower end is highest (:func:`signed_relevance`).
 
 A counterfactual is *centred* when the median over the window of its step's mean push, in
 units of the step's mean |push|, is within +-:data:`CENTRED` of 0: it has a baseline, so its
@@ -37,9 +42,8 @@ The rule (:func:`decide`); "with" means the interval lies above 0, "against" bel
    names the counterfactuals that dissent (another estimator under the run's aggregation, or
    the run's estimator under another aggregation).
 2. **learning** when the class's reward relevance is *with* the drift and the run's push is not
-   against it: the class moved the way the run's reward asks. On a run with several reward
-   channels this is relevance to the run's own (summed) reward; whether another estimator would
-   have kept a channel is the reward-channel verdict (:mod:`.causes`).
+   against it: the class moved the way the run's reward, or one of its reward channels, asks;
+   whether another estimator would have kept a channel is the reward-channel verdict (:mod:`.causes`).
 3. **unexplained** otherwise (the run's push does not move with the drift, or every centred
    counterfactual pushed the class as hard and reward does not explain it), with the reason.
 
@@ -194,15 +198,17 @@ def cumulative_push(series: np.ndarray, sign: float, block: int, draws: int, see
     return Push(total, float(low), float(high))
 
 
-def within_step_relevance(trajectory_classes: pl.DataFrame, name: str) -> tuple[float, float, float, int]:
-    """Correlation of the class's count with reward, both centred within their step; its Fisher interval."""
+def within_step_relevance(trajectory_classes: pl.DataFrame, name: str, target: str = "reward") -> tuple[float, float, float, int]:
+    """Correlation of the class's count with ``target`` (the reward, or a ``channel:<name>`` column),
+    both centred within their step; its Fisher interval."""
     column = f"count:{name}"
-    frame = trajectory_classes.filter(pl.col("reward").is_not_null())
+    frame = trajectory_classes.filter(pl.col(target).is_not_null() & pl.col(target).is_not_nan()) \
+        if target in trajectory_classes.columns else trajectory_classes.clear()
     if column not in frame.columns or frame.height < 4:
         return float("nan"), float("nan"), float("nan"), 0
     centred = frame.select(
         (pl.col(column) - pl.col(column).mean().over("step")).alias("count"),
-        (pl.col("reward") - pl.col("reward").mean().over("step")).alias("reward"))
+        (pl.col(target) - pl.col(target).mean().over("step")).alias("reward"))
     count, reward = centred["count"].to_numpy().astype(float), centred["reward"].to_numpy().astype(float)
     if count.std() == 0 or reward.std() == 0:
         return float("nan"), float("nan"), float("nan"), count.size
@@ -210,6 +216,22 @@ def within_step_relevance(trajectory_classes: pl.DataFrame, name: str) -> tuple[
     n = count.size - frame["step"].n_unique()
     low, high = fisher_interval(r, n)
     return r, low, high, n
+
+
+def signed_relevance(trajectory_classes: pl.DataFrame, name: str, sign: float) -> tuple[Push, str]:
+    """The class's reward relevance signed by the drift: against the reward, and on a run with two or
+    more reward channels against each channel too, the one whose interval's lower end is highest
+    (a class that moves any channel the run rewards, the way it went, is reward-relevant)."""
+    targets = ["reward"] + sorted(c for c in trajectory_classes.columns if c.startswith("channel:"))
+    best, best_target = Push(float("nan"), float("nan"), float("nan")), "reward"
+    for target in targets:
+        r, low, high, _ = within_step_relevance(trajectory_classes, name, target)
+        if not math.isfinite(low):
+            continue
+        candidate = Push(sign * r, *sorted((sign * low, sign * high)))
+        if not math.isfinite(best.low) or candidate.low > best.low:
+            best, best_target = candidate, target
+    return best, best_target
 
 
 class VerdictResult:
@@ -249,7 +271,7 @@ def drift_verdicts(
     for first in drift.unique("primary_class", maintain_order=True).iter_rows(named=True):
         name, sign = first["primary_class"], (1.0 if first["direction"] == "grew" else -1.0)
         steps = np.array(sorted(credit["step"].unique().to_list()))
-        window = steps[steps >= first["onset_step"] - k]
+        window = steps[(steps >= first["onset_step"] - k) & (steps <= _drift_end(credit, name, steps, first, k))]
         pairs = [(label, aggregation) for label in labels]
         if known:
             pairs += [(own_label, mode) for mode in aggregations if mode != aggregation]
@@ -267,9 +289,7 @@ def drift_verdicts(
         own_key = (own_label, aggregation) if known else max(pushes, key=lambda key: pushes[key].value)
         own = pushes[own_key]
         others = {_label(key, aggregation, own_key): p for key, p in pushes.items() if key != own_key}
-        r, r_low, r_high, _ = within_step_relevance(trajectory_classes, name)
-        relevance = Push(sign * r, *(sorted((sign * r_low, sign * r_high)) if math.isfinite(r_low) else
-                                     (float("nan"), float("nan"))))
+        relevance, relevance_target = signed_relevance(trajectory_classes, name, sign)
         decision = decide(own, others, relevance,
                           frozenset(_label(key, aggregation, own_key) for key in uncentred if key != own_key))
         for key, p in pushes.items():
@@ -283,7 +303,7 @@ def drift_verdicts(
             "push": own.value, "push_low": own.low, "push_high": own.high, "relevance": relevance.value,
             "relevance_low": relevance.low, "relevance_high": relevance.high, "structural": ", ".join(structural),
         })
-        lines[name] = _line(rows[-1], own, others, relevance, decision, known) + _projection_text(
+        lines[name] = _line(rows[-1], own, others, relevance, decision, known, relevance_target) + _projection_text(
             projected.filter(pl.col("primary_class") == name), sign, own_key[0])
     return VerdictResult(pl.DataFrame(rows, schema=VERDICT_SCHEMA), pl.DataFrame(evidence, schema=EVIDENCE_SCHEMA),
                          lines, structural, projected)
@@ -305,6 +325,23 @@ def _projection_text(rows: pl.DataFrame, sign: float, own_label: str) -> str:
             f"under {own_label} {first['projected_end']:.2f} (observed {first['share_end']:.2f})")
 
 
+DRIFT_END = 0.9
+"""Share of the way from the first stage's share to the last stage's at which the drift window ends."""
+
+
+def _drift_end(credit: pl.DataFrame, name: str, steps: np.ndarray, drift: dict, k: int) -> int:
+    """The step at which the class's share (mean over k steps) has moved :data:`DRIFT_END` of the way."""
+    from trajlens.attribution.drift import _onset
+
+    reference = credit.filter(pl.col("estimator") == credit["estimator"][0]).filter(
+        pl.col("aggregation") == credit["aggregation"][0])
+    counts = reference.filter(pl.col("primary_class") == name).select("step", "calls", "step_calls")
+    lookup = {step: calls / total if total else 0.0 for step, calls, total in counts.iter_rows()}
+    share = np.array([lookup.get(int(step), 0.0) for step in steps])
+    end = _onset(steps, share, drift["share_first"], drift["share_last"], k, DRIFT_END)
+    return max(end, int(drift["onset_step"]) + k)
+
+
 def _label(key: tuple[str, str], aggregation: str, own_key: tuple[str, str]) -> str:
     """A counterfactual's name: the estimator under the run's aggregation, or the run's estimator's aggregation."""
     if key[0] == own_key[0]:
@@ -312,7 +349,8 @@ def _label(key: tuple[str, str], aggregation: str, own_key: tuple[str, str]) -> 
     return key[0] if key[1] == aggregation else f"{key[0]} under {key[1]}"
 
 
-def _line(row: dict, own: Push, others: dict[str, Push], relevance: Push, decision: Decision, known: bool) -> str:
+def _line(row: dict, own: Push, others: dict[str, Push], relevance: Push, decision: Decision, known: bool,
+          target: str = "reward") -> str:
     """The verdict line: verdict first, then the drift and the evidence that decided it."""
     who = f"{row['estimator']} / {row['aggregation']}" + ("" if known else " (the run's estimator is not known: "
                                                              "the counterfactual that pushed hardest stands in)")
@@ -324,7 +362,8 @@ def _line(row: dict, own: Push, others: dict[str, Push], relevance: Push, decisi
         text += "; " + ", ".join(f"{label}: {others[label].text()}" for label in named if label in others)
     relevance_text = ("n/a" if not math.isfinite(relevance.value) else
                       f"{relevance.value:+.2f} [{relevance.low:+.2f}, {relevance.high:+.2f}]")
-    text += f"; reward relevance signed by the drift {relevance_text}; {decision.reason}"
+    where = "" if target == "reward" else f" (to the {target.removeprefix('channel:')} channel)"
+    text += f"; reward relevance signed by the drift {relevance_text}{where}; {decision.reason}"
     if row["structural"]:
         text += f" (structural calls left out of the competition: {row['structural']})"
     return text
