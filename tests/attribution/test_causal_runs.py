@@ -119,6 +119,9 @@ def test_cli_writes_the_verdicts_as_json(samples_store_copy, tmp_path):
     assert think["verdict"] == "estimator artefact" and think["direction"] == "grew"
     assert abs(think["onset_step"] - 60) <= 5 and think["dissenting"] == ["gae_whitened"]
     assert think["push"]["low"] > 0 and {c["estimator"] for c in think["counterfactuals"]} == {"gae_raw", "gae_whitened"}
+    whitened = next(p for p in think["projection"] if p["estimator"] == "gae_whitened")
+    assert whitened["projected_end"] < 0.1 < think["share_last"]  # whitening would have stopped it
+    assert isinstance(document["causes"], list)
 
 
 def test_cli_attribute_and_its_errors(store, tmp_path):

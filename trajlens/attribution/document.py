@@ -8,7 +8,10 @@ One JSON object per run::
                  "push": {"value", "low", "high"}, "relevance": {"value", "low", "high"},
                  "structural": [...],
                  "counterfactuals": [{"estimator", "aggregation", "own", "push": {"value", "low", "high"}}],
-                 "timing": [{"estimator", "r", "r_low", "r_high", "pivotal_steps", "pivot_kind"}]}],
+                 "timing": [{"estimator", "r", "r_low", "r_high", "pivotal_steps", "pivot_kind"}],
+                 "projection": [{"estimator", "share_start", "share_end", "projected_end",
+                                 "projected_low", "projected_high"}]}],
+     "causes": [the response-length and reward-channel verdicts, in words, verdict first],
      "findings": [...], "notes": [...]}
 
 Numbers that cannot be computed are ``null``, never NaN.
@@ -36,6 +39,8 @@ def verdict_document(result: Any) -> dict[str, Any]:
     """The verdicts of ``result`` (an :class:`~trajlens.attribution.AttributionResult`) as JSON-ready data."""
     drifts = []
     verdicts = result.verdicts if result.verdicts.height else pl.DataFrame()
+    projection = getattr(result, "projection", None)
+    projection = projection if projection is not None and projection.height else pl.DataFrame()
     for row in verdicts.iter_rows(named=True):
         name = row["primary_class"]
         evidence = result.evidence.filter(pl.col("primary_class") == name) if result.evidence.height else result.evidence
@@ -52,7 +57,13 @@ def verdict_document(result: Any) -> dict[str, Any]:
             "timing": [{"estimator": t["estimator"], "r": _number(t["r"]), "r_low": _number(t["r_low"]),
                         "r_high": _number(t["r_high"]), "pivotal_steps": t["pivotal_steps"],
                         "pivot_kind": t["pivot_kind"]} for t in timing.iter_rows(named=True)],
+            "projection": [{"estimator": p["estimator"], "share_start": _number(p["share_start"]),
+                            "share_end": _number(p["share_end"]), "projected_end": _number(p["projected_end"]),
+                            "projected_low": _number(p["projected_low"]), "projected_high": _number(p["projected_high"])}
+                           for p in projection.filter(pl.col("primary_class") == name).iter_rows(named=True)]
+            if projection.height else [],
         })
     return {"run_id": result.run_id, "estimator": result.own.label, "aggregation": result.own.aggregation,
             "aggregation_logged": result.own.aggregation_logged, "drifts": drifts,
+            "causes": list(getattr(result, "cause_verdicts", []) or []),
             "findings": list(result.findings), "notes": list(result.notes)}
