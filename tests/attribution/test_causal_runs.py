@@ -47,8 +47,13 @@ def test_r6_names_think_the_negative_streak_and_the_runs_estimator(r6):
     assert whitened["estimator"] == "gae_whitened"
     assert abs(whitened["window_relative_credit"]) < 0.1  # the counterfactual gives the same calls no such credit
     assert whitened["window_low"] < 0.1
-    sentence = next(f for f in r6.findings if f.startswith("think share"))
+    sentence = next(f for f in r6.findings if "think grew" in f)
+    assert sentence.startswith("estimator artefact: think grew")  # the verdict comes first
     assert "under the run's estimator (gae_raw)" in sentence and "all-negative batches" in sentence
+    verdict = r6.verdicts.filter(pl.col("primary_class") == "think").row(0, named=True)
+    assert verdict["verdict"] == "estimator artefact" and verdict["estimator"] == "gae_raw"
+    assert verdict["push_low"] > 0 and "gae_whitened" in verdict["dissenting"]
+    assert abs(verdict["onset_step"] - 60) <= 5
     assert any(f.startswith("all-negative batches under the run's estimator (gae_raw)") for f in r6.findings)
     assert r6.flagged
 
@@ -80,7 +85,7 @@ def test_length_bias_under_sequence_mean_and_not_under_token_mean(store):
     bias = {row["aggregation"]: row for row in result.length_bias.iter_rows(named=True)}
     assert bias["seq-mean-token-mean"]["elasticity_high"] < -0.7
     assert abs(bias["token-mean"]["elasticity"]) < 0.2
-    assert any(f.startswith("response length grew") for f in result.flags)
+    assert any("response length grew" in f for f in result.flags)
 
 
 def test_format_collapses_under_sum_then_normalise_and_not_under_gdpo(store):
@@ -88,7 +93,7 @@ def test_format_collapses_under_sum_then_normalise_and_not_under_gdpo(store):
     summed = attribute(store, "causal-multireward", recs, write=False)
     gdpo = attribute(store, "causal-multireward-gdpo", recs, write=False)
     assert summed.own.label == "sum_then_normalize" and gdpo.own.label == "gdpo_verl"
-    assert any(f.startswith("reward channel format collapsed") for f in summed.flags)
+    assert any(f.startswith("estimator artefact: reward channel format collapsed") and "gdpo_verl" in f for f in summed.flags)
     assert not any("collapsed" in f for f in gdpo.findings)
     assert summed.channels["rank_misalignment"].drop_nulls().mean() > 0
 
@@ -97,7 +102,26 @@ def test_fragments_render(r6):
     markdown = attribution_markdown(r6)
     assert markdown.startswith("## Attribution: causal-r6") and "| think |" in markdown
     html = attribution_html(r6)
-    assert html.startswith("<section") and "<table>" in html and "&" not in html.replace("&gt;", "").replace("&#x27;", "")
+    assert html.startswith("<section") and "<table>" in html and "&" not in html.replace("&gt;", "").replace("&lt;", "").replace("&#x27;", "")
+
+
+def test_cli_writes_the_verdicts_as_json(samples_store_copy, tmp_path):
+    import json
+
+    done = cli("attribute", samples_store_copy, "--run", "causal-r6", "-e", "gae_raw=gae", "-e", "gae_whitened=gae",
+               "--option", "gae_raw.whiten=false", "--option", "gae_whitened.whiten=true",
+               "--aggregation", "token-mean", "--json", tmp_path / "v.json")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("Verdicts:", 1)[1].lstrip().startswith("- estimator artefact: think grew")  # largest first
+    document = json.loads((tmp_path / "v.json").read_text())
+    assert document["estimator"] == "gae_raw" and document["aggregation"] == "token-mean"
+    think = next(d for d in document["drifts"] if d["class"] == "think")
+    assert think["verdict"] == "estimator artefact" and think["direction"] == "grew"
+    assert abs(think["onset_step"] - 60) <= 5 and think["dissenting"] == ["gae_whitened"]
+    assert think["push"]["low"] > 0 and {c["estimator"] for c in think["counterfactuals"]} == {"gae_raw", "gae_whitened"}
+    whitened = next(p for p in think["projection"] if p["estimator"] == "gae_whitened")
+    assert whitened["projected_end"] < 0.1 < think["share_last"]  # whitening would have stopped it
+    assert isinstance(document["causes"], list)
 
 
 def test_cli_attribute_and_its_errors(store, tmp_path):
@@ -147,3 +171,25 @@ def test_the_saved_attribution_reads_back_whole_and_the_report_does_not_recomput
     monkeypatch.setattr(api, "step_call_credit", no_recomputation)
     assert run_section(store, "causal-r6") == attribution_html(r6)
     assert load_attribution(store, "causal-grpo-length") is None
+
+
+def test_the_projection_of_a_twin_matches_what_the_twin_did(store):
+    recs = _recs("gae_raw", "gae_whitened")
+    raw = attribute(store, "causal-r6", recs, write=False)
+    whitened = attribute(store, "causal-r6-whitened", recs, write=False)
+
+    def end(result, estimator, name):
+        return result.projection.filter((pl.col("estimator") == estimator) & (pl.col("primary_class") == name)).row(0, named=True)
+
+    projected, actual = end(raw, "gae_whitened", "think"), end(whitened, "gae_whitened", "think")
+    assert end(raw, "gae_raw", "think")["share_end"] > 0.8
+    assert abs(projected["projected_end"] - actual["share_end"]) < 0.05  # whitening would have stopped it
+    assert projected["projected_low"] <= actual["share_end"] + 0.02 and projected["projected_high"] < 0.2
+
+    recs = _recs("sum_then_normalize", "gdpo_verl")
+    summed = attribute(store, "causal-multireward", recs, write=False)
+    gdpo = attribute(store, "causal-multireward-gdpo", recs, write=False)
+    projected, actual = end(summed, "gdpo_verl", "submit"), end(gdpo, "gdpo_verl", "submit")
+    assert projected["share_end"] < 0.02 and actual["share_end"] > 0.1  # collapsed; kept under GDPO
+    assert projected["projected_low"] > 0.1 and abs(projected["projected_end"] - actual["share_end"]) < 0.2
+

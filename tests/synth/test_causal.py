@@ -20,7 +20,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 def test_twins_differ_only_in_whitening_and_share_their_first_draws():
     raw, whitened = CAUSAL_SCENARIOS["causal-r6"], CAUSAL_SCENARIOS["causal-r6-whitened"]
     differing = {k for k in raw.__dict__ if raw.__dict__[k] != whitened.__dict__[k]}
-    assert differing == {"name", "title", "summary", "expected", "estimator_options", "twin_of"}
+    assert differing == {"name", "title", "summary", "expected", "estimator_options", "twin_of", "truth", "control"}
     assert {k for k in raw.estimator_options if raw.estimator_options[k] != whitened.estimator_options[k]} == {"whiten"}
     a = simulate_causal("causal-r6", steps=3)
     b = simulate_causal("causal-r6-whitened", steps=3)
@@ -68,3 +68,22 @@ def test_shipped_causal_runs_show_their_outcomes_in_the_tables():
     assert truth["causal"] and truth["summary"]["all_negative_steps"]
     assert "*descriptive*, not causal" in (SAMPLE / "sao-r6" / "README.md").read_text()
     assert "## Causal runs" in (SAMPLE / "README.md").read_text()
+
+
+def test_a_forced_final_call_ends_every_trajectory_and_moves_no_logit():
+    from trajlens.synth.causal_spec import CAUSAL_RPP_RESET
+
+    rows = simulate_causal(CAUSAL_RPP_RESET, steps=6)
+    batch = CAUSAL_RPP_RESET.batch
+    assert all(row["calls.submit"] == batch for row in rows)  # one submit per trajectory, whatever the policy
+    assert all(row["policy.submit"] == 0.0 for row in rows)  # never the policy's choice
+    chosen = [k for k in rows[0] if k.startswith("policy.") and k != "policy.submit"]
+    assert abs(sum(rows[-1][k] for k in chosen) - 1.0) < 1e-9
+    assert rows[-1]["policy.think"] != rows[0]["policy.think"]  # the chosen classes still learn
+
+
+def test_only_the_shipped_scenarios_are_sample_runs():
+    from trajlens.synth.regenerate import CAUSAL_SAMPLES
+
+    assert set(CAUSAL_SAMPLES) == {p.name for p in SAMPLE.iterdir() if p.name.startswith("causal-")}
+    assert {"causal-null", "causal-reward-driven", "causal-rpp-reset"} <= set(CAUSAL_SCENARIOS) - set(CAUSAL_SAMPLES)

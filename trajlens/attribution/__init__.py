@@ -17,19 +17,28 @@ from trajlens.attribution.drift import DriftConfig
 from trajlens.attribution.recomputations import (
     AGGREGATIONS, RECOMPUTATIONS, RunEstimator, own_recomputation, parse_recomputations,
 )
-from trajlens.attribution.render import attribution_html, attribution_markdown
+from trajlens.attribution.render import attribution_html, attribution_markdown, verdict_lines
+from trajlens.attribution.verdicts import ARTEFACT as ARTEFACT_VERDICT
+from trajlens.attribution.verdicts import LEARNING as LEARNING_VERDICT
+from trajlens.attribution.verdicts import UNEXPLAINED as UNEXPLAINED_VERDICT
+from trajlens.attribution.verdicts import VERDICTS
 
 __all__ = [
     "AGGREGATIONS",
+    "ARTEFACT_VERDICT",
     "CALL_CREDIT_COLUMNS",
     "CLASS_CREDIT_COLUMNS",
+    "LEARNING_VERDICT",
     "RECOMPUTATIONS",
     "AttributionResult",
     "DriftConfig",
     "RunEstimator",
+    "UNEXPLAINED_VERDICT",
+    "VERDICTS",
     "attribute",
     "attribution_html",
     "attribution_markdown",
     "own_recomputation",
     "parse_recomputations",
+    "verdict_lines",
 ]

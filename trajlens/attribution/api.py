@@ -26,8 +26,10 @@ import pyarrow.parquet as pq
 from trajlens.attribution.calls import step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
 from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, reward_relevance
+from trajlens.attribution.projection import PROJECTION_SCHEMA
+from trajlens.attribution.verdicts import EVIDENCE_SCHEMA, VERDICT_SCHEMA, drift_verdicts, structural_classes
 from trajlens.attribution.recomputations import (
-    AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, own_recomputation,
+    AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, other_conventions, own_recomputation,
 )
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.errors import ConfigError
@@ -83,6 +85,15 @@ class AttributionResult:
     """Per step and estimator: ``all_negative`` / ``all_positive`` batch flags."""
     drift: pl.DataFrame
     findings: list[str]
+    cause_verdicts: list[str] = field(default_factory=list)
+    """The findings on response length and collapsed reward channels, verdict first (:mod:`.causes`)."""
+    verdicts: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=VERDICT_SCHEMA))
+    """One row per drifting class: its verdict (estimator artefact, learning, unexplained), direction,
+    onset, the run's estimator and aggregation, and the evidence that decided it (:mod:`.verdicts`)."""
+    evidence: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=EVIDENCE_SCHEMA))
+    """One row per drifting class and counterfactual: the cumulative push over the drift window."""
+    projection: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PROJECTION_SCHEMA))
+    """One row per class and estimator: the final share its pushes would have produced (:mod:`.projection`)."""
     notes: list[str] = field(default_factory=list)
     """What was skipped or estimated (the fallback), in words."""
     fallback_calls: int = 0
@@ -93,6 +104,12 @@ class AttributionResult:
     def flagged(self) -> bool:
         """Whether anything in the run calls for attention."""
         return bool(self.flags)
+
+    def verdict_document(self) -> dict[str, Any]:
+        """The verdicts as plain data (what ``trajlens attribute --json`` writes; see :mod:`.document`)."""
+        from trajlens.attribution.document import verdict_document
+
+        return verdict_document(self)
 
 
 def attribute(
@@ -145,6 +162,8 @@ def attribute(
     wanted = tuple(recomputations) if recomputations is not None else tuple(
         r for r in RECOMPUTATIONS if _compared_by_default(r, facts))
     trained = run_trained_with(store, run_id, trajectories)
+    if recomputations is None:
+        wanted += other_conventions(trained, wanted)
     own = own_recomputation(trained, wanted)
     notes: list[str] = []
     if own.label is not None and trained.source == "identified":
@@ -189,30 +208,47 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
     class_credit = _class_credit(stream, run_id, staged)
     if write:
         store.write_derived("class_credit", run_id, class_credit)
-    trajectory_classes = stream.trajectory_frame().join(staged, on="step", how="left")
+    trajectory_frame = stream.trajectory_frame()
+    trajectory_classes = trajectory_frame.join(staged, on="step", how="left")
     relevance = reward_relevance(trajectory_classes, sorted(stream.classes))
     summary = class_summary(class_credit, relevance)
     bias = length_bias(stream.trajectory_push_frame(), bootstrap=min(drift.bootstrap, 500), seed=drift.seed)
     channels = channel_measures(trajectories) if facts.channels > 1 else pl.DataFrame()
     flags = pl.DataFrame(stream.flags, schema={"step": pl.Int64, "estimator": pl.String, "all_negative": pl.Boolean,
                                                "all_positive": pl.Boolean})
-    drifted = attribute_drift(class_credit, flags, own.label, aggregation, drift)
+    structural = structural_classes(trajectory_frame, sorted(stream.classes))
+    drifted = attribute_drift(class_credit, flags, own.label, aggregation, drift, structural)
     if stream.fallback_calls:
         notes.append(f"{stream.fallback_calls} of {stream.total_calls} calls have no token arrays: their credit is the "
                      "trajectory's advantage spread over its calls by turn (fallback; token estimators skip them)")
-    findings = _findings(own, aggregation, flags, bias, channels, stream)
-    flagged = [f for f in findings if not f.startswith(("run's estimator", "sum-then-normalise vs GDPO"))
-               and (f.startswith(("all-negative", "response length", "reward channel"))
-                    or (own.label is not None and f.startswith(f"length bias under {own.label} ")))]
-    flagged += [f for f in drifted.findings if drifted.frame.height]
+    judged = drift_verdicts(drifted.frame, class_credit, trajectory_frame, own.label, aggregation, drift.k,
+                            drift.bootstrap, drift.seed, structural)
+    drift_findings = [_with_verdict(f, judged.lines) for f in drifted.findings]
+    if judged.structural:
+        notes.append(f"structural calls (every trajectory makes them equally often): {', '.join(judged.structural)}; "
+                     "left out of the calls a class competes with")
+    if stream.total_calls == 0:
+        drift_findings = [NO_TOOL_CALLS]
+    findings, causes = _findings(own, aggregation, flags, bias, channels, stream)
+    flagged = causes + [f for f in findings if f.startswith("all-negative")
+                        or (own.label is not None and f.startswith(f"length bias under {own.label} "))]
+    flagged += [f for f in drift_findings if drifted.frame.height]
     result = AttributionResult(run_id, own, tuple(usable), tuple(aggregations), call_credit, class_credit, summary,
-                               bias, channels, flags, drifted.frame, findings + drifted.findings, notes,
-                               stream.fallback_calls, flagged)
+                               bias, channels, flags, drifted.frame, drift_findings + findings, causes, judged.frame,
+                               judged.evidence, judged.projection, notes, stream.fallback_calls, flagged)
     if write:
         from trajlens.attribution.saved import save_attribution
 
         save_attribution(store, result)
     return result
+
+
+def _with_verdict(finding: str, lines: dict[str, str]) -> str:
+    """A drift finding led by its class's verdict line; its timing evidence (onset, r) after it."""
+    name = finding.split(" share ", 1)[0]
+    if name not in lines:
+        return finding
+    return lines[name] + "; timing: " + finding.split("; ", 1)[1] if "; " in finding else lines[name]
 
 
 def _compared_by_default(rec: EstimatorChoice, facts: RunFacts) -> bool:
@@ -229,6 +265,16 @@ def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: Est
     result = recompute(trajectories, tokens, rec.estimator, **rec.options)
     return result.select([c for c in ("trajectory_id", "advantage", "token_advantages") if c in result.columns])
 
+
+NO_CALLS: dict[str, pl.DataType] = {
+    "step": pl.Int64, "trajectory_id": pl.String, "call_index": pl.Int32, "turn": pl.Int32, "token_end": pl.Int64,
+    "primary_class": pl.String,
+}
+"""The classified calls of a step as the credit reads them (empty for a step, or a run, without tool calls)."""
+
+NO_TOOL_CALLS = ("no tool calls in the run: no behaviour class to attribute (drift, credit per class); "
+                 "only its response length and reward channels are attributed")
+"""The finding of a run without tool calls."""
 
 KEPT_ROWS = ("class_rows", "trajectory_rows", "push_rows")
 """Per-step frames the credit stream keeps for the run-level measures."""
@@ -351,8 +397,6 @@ class CreditStream:
             calls_block = self._classified_calls(block_steps)
             for step, batch in zip(block_steps, batches[first:first + block]):
                 calls = calls_block.filter(pl.col("step") == step)
-                if calls.height == 0:
-                    continue
                 order = batch.select("trajectory_id").with_row_index("__b")
                 calls = calls.join(order, on="trajectory_id").sort("__b", "call_index")
                 tokens = self.reader.read_step("tokens", step, TOKEN_COLUMNS) if needs_tokens else None
@@ -370,10 +414,10 @@ class CreditStream:
 
         calls = self.reader.read_steps("tool_calls", steps, ["step", "trajectory_id", "call_index", "turn", "tool_name",
                                                              "arguments", "command", "token_end", "format_error"])
-        if calls is None:
-            return pl.DataFrame(schema={"step": pl.Int64, "trajectory_id": pl.String})
+        if calls is None or calls.height == 0:
+            return pl.DataFrame(schema=NO_CALLS)
         classified = classify_calls(calls).filter(pl.col("primary_class").is_not_null())
-        return classified.select("step", "trajectory_id", "call_index", "turn", "token_end", "primary_class")
+        return classified.select(list(NO_CALLS)).cast(NO_CALLS)  # type: ignore[arg-type]
 
     def _reduce(self, step, batch, calls, credit) -> pl.DataFrame:
         classes = calls["primary_class"].to_numpy()
@@ -424,17 +468,23 @@ class CreditStream:
                     "step_mean_scaled": np.repeat(scaled.sum(axis=1) / step_calls, k),
                     "fallback_share": ((valid & credit.fallback[None, :]).astype(float) @ indicator / n).ravel(),
                 }))
-            trajectory_push = credit.trajectory_push[computed].reshape(len(computed) * modes, -1)[keep]
+        # Per-trajectory push (length bias) needs no call: kept for a step without tool calls too.
+        trajectory_push = credit.trajectory_push[computed].reshape(len(computed) * modes, -1)
+        pushed = np.isfinite(trajectory_push).any(axis=1)
+        if pushed.any():
+            rows = int(pushed.sum())
             self.push_rows.append(pl.DataFrame({
-                "step": np.full(rows * length.size, step), "estimator": np.repeat(labels, length.size),
-                "aggregation": np.repeat(aggregation, length.size), "length": np.tile(length, rows),
-                "push_per_token": (trajectory_push / np.maximum(length, 1.0)).ravel(),
+                "step": np.full(rows * length.size, step),
+                "estimator": np.repeat(np.repeat([self.recs[r].label for r in computed], modes)[pushed], length.size),
+                "aggregation": np.repeat(np.tile(self.modes, len(computed))[pushed], length.size),
+                "length": np.tile(length, rows),
+                "push_per_token": (trajectory_push[pushed] / np.maximum(length, 1.0)).ravel(),
             }))
         counts = np.zeros((batch.height, k))
         np.add.at(counts, (credit.call_trajectory, class_index), 1.0)
         self.trajectory_rows.append(pl.DataFrame({
             "step": np.full(batch.height, step), "reward": batch["reward"].cast(pl.Float64), "length": length,
-            **{f"count:{n}": counts[:, i] for i, n in enumerate(names)},
+            **{f"count:{n}": counts[:, i] for i, n in enumerate(names)}, **_channel_values(batch),
         }))
         return self._call_rows(step, calls, credit)
 
@@ -477,7 +527,8 @@ class CreditStream:
         return pa.Table.from_arrays(list(columns.values()), schema=CALL_CREDIT_SCHEMA)
 
     def trajectory_frame(self) -> pl.DataFrame:
-        frame = pl.concat(self.trajectory_rows, how="diagonal_relaxed") if self.trajectory_rows else pl.DataFrame({"step": [], "reward": []})
+        frame = (pl.concat(self.trajectory_rows, how="diagonal_relaxed") if self.trajectory_rows else
+                 pl.DataFrame(schema={"step": pl.Int64, "reward": pl.Float64, "length": pl.Float64}))
         return frame.with_columns(pl.col("^count:.*$").fill_null(0.0))
 
     def trajectory_push_frame(self) -> pl.DataFrame:
@@ -485,6 +536,25 @@ class CreditStream:
             return pl.DataFrame(schema={"step": pl.Int64, "estimator": pl.String, "aggregation": pl.String,
                                         "length": pl.Float64, "push_per_token": pl.Float64})
         return pl.concat(self.push_rows)
+
+
+def _channel_values(batch: pl.DataFrame) -> dict[str, np.ndarray]:
+    """``channel:<name>`` -> each trajectory's value of that reward channel (NaN where it has none), for
+    two or more channels."""
+    if "reward_channels" not in batch.columns:
+        return {}
+    long = (batch.select(pl.int_range(pl.len()).alias("index"), "reward_channels").explode("reward_channels")
+            .drop_nulls("reward_channels")
+            .select("index", pl.col("reward_channels").struct.field("name").alias("name"),
+                    pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value")))
+    names = long["name"].unique(maintain_order=True).to_list()
+    out = {}
+    for name in names if len(names) > 1 else []:
+        part = long.filter(pl.col("name") == name)
+        values = np.full(batch.height, np.nan)
+        values[part["index"].to_numpy()] = part["value"].to_numpy()
+        out[f"channel:{name}"] = values
+    return out
 
 
 def _steps_of(trajectories: pl.DataFrame) -> tuple[list[int], list[pl.DataFrame]]:
@@ -496,9 +566,17 @@ def _empty_calls() -> pl.DataFrame:
     return pl.DataFrame(schema=CALL_CREDIT_COLUMNS)
 
 
+CLASS_CREDIT_TYPES: dict[str, pl.DataType] = {
+    "run_id": pl.String, "step": pl.Int64, "stage": pl.String, "stage_index": pl.Int64, "primary_class": pl.String,
+    "estimator": pl.String, "aggregation": pl.String, "calls": pl.Int64, "step_calls": pl.Int64,
+    **{name: pl.Float64 for name in CLASS_CREDIT_COLUMNS[9:]},
+}
+"""``class_credit`` with its types (the table of a run without tool calls has these columns and no row)."""
+
+
 def _class_credit(stream: CreditStream, run_id: str, staged: pl.DataFrame) -> pl.DataFrame:
     if not stream.class_rows:
-        return pl.DataFrame()
+        return pl.DataFrame(schema=CLASS_CREDIT_TYPES)
     frame = pl.concat(stream.class_rows, how="vertical_relaxed").with_columns(pl.lit(run_id).alias("run_id"))
     # Classes absent at a step count as zero calls there, so shares and drift see every step.
     full = frame.select("step", "estimator", "aggregation", "step_calls", "step_mean_scaled").unique().join(
@@ -512,7 +590,9 @@ def _class_credit(stream: CreditStream, run_id: str, staged: pl.DataFrame) -> pl
 
 
 def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl.DataFrame, channels: pl.DataFrame,
-              stream: CreditStream) -> list[str]:
+              stream: CreditStream) -> tuple[list[str], list[str]]:
+    """The run-level findings, and among them the length and reward-channel verdicts (verdict first)."""
+    from trajlens.attribution.causes import BIAS_BAND, channel_verdicts, length_verdict
     from trajlens.steps import steps_text
 
     out = []
@@ -522,59 +602,16 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
         negative = flags.filter((pl.col("estimator") == own.label) & pl.col("all_negative"))["step"].to_list()
         if negative:
             out.append(f"all-negative batches under the run's estimator ({own.label}) at steps {steps_text(negative)}")
-    out += _length_drift(stream)
+    causes = []
+    length = length_verdict(stream.trajectory_frame(), bias, own.label, aggregation)
+    causes += [length] if length is not None else []
     for row in bias.filter(pl.col("aggregation") == aggregation).iter_rows(named=True) if bias.height else []:
-        if math.isfinite(row["elasticity_low"]) and (row["elasticity_high"] < -0.2 or row["elasticity_low"] > 0.2):
+        if math.isfinite(row["elasticity_low"]) and (row["elasticity_high"] < -BIAS_BAND or row["elasticity_low"] > BIAS_BAND):
             out.append(f"length bias under {row['estimator']} / {row['aggregation']}: elasticity of push per token on "
                        f"length {row['elasticity']:.2f} [{row['elasticity_low']:.2f}, {row['elasticity_high']:.2f}]")
     if channels.height:
         misalignment = channels["rank_misalignment"].drop_nulls()
         if misalignment.len():
             out.append(f"sum-then-normalise vs GDPO rank misalignment: mean {misalignment.mean():.2f} per group")
-        out += _channel_drift(channels)
-    return out
-
-
-def _quarters(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Masks of the first and the last quarter of the distinct steps."""
-    unique = np.unique(steps)
-    cut = max(1, unique.size // 4)
-    return np.isin(steps, unique[:cut]), np.isin(steps, unique[-cut:])
-
-
-def _welch_p(a: np.ndarray, b: np.ndarray) -> float:
-    if a.size < 2 or b.size < 2:
-        return float("nan")
-    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
-    return math.erfc(abs(b.mean() - a.mean()) / se / math.sqrt(2)) if se > 0 else 0.0
-
-
-def _length_drift(stream: "CreditStream") -> list[str]:
-    """Response length first quarter vs last: grew or shrank by 20% or more (p < 0.001)."""
-    frame = stream.trajectory_frame()
-    if "length" not in frame.columns or frame.height < 8:
-        return []
-    steps, length = frame["step"].to_numpy(), frame["length"].to_numpy().astype(float)
-    first, last = _quarters(steps)
-    a, b = length[first], length[last]
-    p_value = _welch_p(a, b)
-    if not a.size or not math.isfinite(p_value) or p_value >= 0.001 or abs(b.mean() / a.mean() - 1) < 0.2:
-        return []
-    verb = "grew" if b.mean() > a.mean() else "shrank"
-    return [f"response length {verb}: {a.mean():.0f} -> {b.mean():.0f} model tokens per trajectory "
-            f"(first vs last quarter of steps, p = {p_value:.1g})"]
-
-
-def _channel_drift(channels: pl.DataFrame) -> list[str]:
-    """A reward channel whose mean fell by half or more from the first quarter to the last (p < 0.001)."""
-    out = []
-    steps = channels["step"].to_numpy()
-    first, last = _quarters(steps)
-    for column in [c for c in channels.columns if c.startswith("mean:")]:
-        values = channels[column].to_numpy().astype(float)
-        a, b = values[first], values[last]
-        p_value = _welch_p(a, b)
-        if a.size and a.mean() > 0 and b.mean() <= 0.5 * a.mean() and math.isfinite(p_value) and p_value < 0.001:
-            out.append(f"reward channel {column[5:]} collapsed: {a.mean():.2f} -> {b.mean():.2f} "
-                       f"(first vs last quarter of steps, step means, p = {p_value:.1g})")
-    return out
+        causes += channel_verdicts(channels, stream.trajectories, stream.outcome, own.label)
+    return causes + out, causes

@@ -16,6 +16,12 @@ lagged regression
     (closed form, cov(x, y) / var(x): one regressor needs no solver), Pearson r with a
     moving-block bootstrap interval over steps (blocks of k steps, so the overlap of
     neighbouring y_t is kept; no statistics library offers that bootstrap, so it is written here).
+    r is the same whether both series are signed by the drift's direction or not, so r > 0
+    means the credit moved *with* the drift, for a growth (high credit, rising share) and a decay
+    (low credit, falling share) alike. The estimator named is the one with the largest r, and
+    it *predicts* the drift exactly when the lower end of r's 95% interval, as printed (two
+    decimals), is above 0 (:func:`predicts`); otherwise the finding says it "does not clearly
+    predict" it.
 counterfactual credit
     Each estimator's scaled relative credit of the same calls over the pivotal steps, with a
     95% normal interval from the calls' spread.
@@ -30,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.attribution.statistics import Z95
+from trajlens.attribution.verdicts import block_indices, competing_credit
 from trajlens.steps import steps_text
 
 
@@ -71,9 +78,17 @@ def attribute_drift(
     own_label: str | None,
     aggregation: str,
     config: DriftConfig = DriftConfig(),
+    structural: list[str] | tuple[str, ...] = (),
 ) -> DriftResult:
-    """Drift rows and sentences from the per-step ``class_credit`` and ``step_flags`` tables."""
+    """Drift rows and sentences from the per-step ``class_credit`` and ``step_flags`` tables.
+
+    With ``structural`` classes (:func:`~.verdicts.structural_classes`), relative credit is taken
+    among the competing calls only: the class's mean scaled push minus that of the step's
+    non-structural calls (:func:`~.verdicts.competing_credit`)."""
     credit = class_credit.filter(pl.col("aggregation") == aggregation)
+    if structural and credit.height:
+        credit = competing_credit(credit, list(structural)).with_columns(
+            pl.col("competing_credit").alias("relative_credit_scaled"), pl.col("competing_mean").alias("step_mean_scaled"))
     labels = credit["estimator"].unique(maintain_order=True).to_list()
     if credit.height == 0 or not labels:
         return DriftResult(pl.DataFrame(schema=DRIFT_SCHEMA), ["no credit to attribute"])
@@ -84,11 +99,10 @@ def attribute_drift(
     classes = sorted(shares["primary_class"].unique().to_list())
     share = _share_matrix(shares, steps, classes)
     rows, findings = [], []
-    for c, name in enumerate(classes):
-        change = _stage_change(shares, name, config)
-        if change is None:
-            continue
-        first, last, p_value = change
+    changes = {c: change for c, name in enumerate(classes) if (change := _stage_change(shares, name, config))}
+    for c in sorted(changes, key=lambda c: -abs(changes[c][1] - changes[c][0])):  # the largest drift first
+        name = classes[c]
+        first, last, p_value = changes[c]
         direction = "grew" if last > first else "decayed"
         onset = _onset(steps, share[:, c], first, last, config.k)
         pivotal, kind = _pivotal_steps(credit, step_flags, reference, name, steps, onset, direction, config.k)
@@ -139,8 +153,10 @@ def _stage_change(shares: pl.DataFrame, name: str, config: DriftConfig) -> tuple
     return p1, p2, p_value
 
 
-def _onset(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int) -> int:
-    threshold = first + 0.25 * (last - first)
+def _onset(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int, fraction: float = 0.25) -> int:
+    """The first step from which the mean share over k steps has moved ``fraction`` of the way from
+    ``first`` to ``last`` (the onset at a quarter; the drift's end, for the verdict's window, at 0.9)."""
+    threshold = first + fraction * (last - first)
     window = max(k, 1)
     for i in range(steps.size):
         mean = share[i:i + window].mean()
@@ -168,11 +184,7 @@ def _lagged(x: np.ndarray, share: np.ndarray, config: DriftConfig) -> tuple[floa
     centred = xs - xs.mean()
     slope = float(centred @ (y - y.mean()) / (centred @ centred))
     r = float(np.corrcoef(xs, y)[0, 1])
-    rng = np.random.default_rng(config.seed)
-    block = max(k, 1)
-    starts = rng.integers(0, max(xs.size - block + 1, 1), size=(config.bootstrap, int(math.ceil(xs.size / block))))
-    index = np.minimum((starts[:, :, None] + np.arange(block)[None, None, :]).reshape(config.bootstrap, -1)[:, : xs.size],
-                       xs.size - 1)
+    index = block_indices(xs.size, max(k, 1), config.bootstrap, np.random.default_rng(config.seed))
     draws = _rows_correlation(xs[index], y[index])
     draws = draws[np.isfinite(draws)]
     low, high = np.quantile(draws, [0.025, 0.975]) if draws.size else (float("nan"), float("nan"))
@@ -219,19 +231,28 @@ def _window_credit(credit: pl.DataFrame, label: str, name: str, steps: list[int]
     return {"window_relative_credit": mean, "window_low": mean - Z95 * se, "window_high": mean + Z95 * se}
 
 
+def predicts(r_low: float) -> bool:
+    """The rule for "predicts": the lower end of r's 95% interval, rounded to the two decimals a
+    finding prints, is above 0 (so a printed "[0.00, ...]" never reads as predicting)."""
+    return math.isfinite(r_low) and round(r_low, 2) > 0
+
+
 def _sentence(name: str, rows: list[dict], own_label: str | None, steps: np.ndarray) -> str:
     first = rows[0]
     text = (f"{name} share {first['share_first']:.2f} -> {first['share_last']:.2f} ({first['direction']}) "
             f"from step {first['onset_step']}")
     own = next((r for r in rows if r["own"]), None)
-    if own is not None:
+    if own is not None and not own["pivotal_steps"]:
+        text += (f"; under the run's estimator ({own['estimator']}) no step precedes the onset, so no credit "
+                 "before the drift can be shown")
+    elif own is not None and math.isfinite(own["window_relative_credit"]):
         text += (f"; under the run's estimator ({own['estimator']}) its calls' relative credit was "
                  f"{own['window_relative_credit']:+.2f} [{own['window_low']:+.2f}, {own['window_high']:+.2f}] at "
                  f"steps {own['pivotal_steps']} ({own['pivot_kind']})")
     predictive = [r for r in rows if math.isfinite(r["r"])]
     if predictive:
-        best = max(predictive, key=lambda r: r["r"] if r["direction"] == "grew" else -r["r"])
-        verb = "predicts" if (best["r_low"] > 0 if best["direction"] == "grew" else best["r_high"] < 0) else "does not clearly predict"
+        best = max(predictive, key=lambda r: r["r"])  # r > 0: credit moved with the drift, growth or decay
+        verb = "predicts" if predicts(best["r_low"]) else "does not clearly predict"
         text += (f"; {best['estimator']} credit {verb} the {'growth' if best['direction'] == 'grew' else 'decay'} "
                  f"over the next {best['lag_steps']} steps, r = {best['r']:.2f} [{best['r_low']:.2f}, {best['r_high']:.2f}]")
     others = [r for r in rows if not r["own"] and math.isfinite(r["window_relative_credit"])]

@@ -37,6 +37,20 @@ RECOMPUTATIONS: tuple[EstimatorChoice, ...] = registry_recomputations()
 """Every recomputation attribution compares by default, where the run's data allows it (see the
 module docstring for the token-level estimators without a flat step kernel)."""
 
+def other_conventions(trained: TrainedWith, wanted: tuple[EstimatorChoice, ...]) -> tuple[EstimatorChoice, ...]:
+    """The registry's other conventions of the run's own estimator (verl's REINFORCE++ with the
+    return reset at observations against the return carried across them, say), not already in
+    ``wanted``: the counterfactual that differs from the run in that convention alone."""
+    choice = trained.choice
+    if choice is None or choice.estimator not in ESTIMATOR_REGISTRY:
+        return ()
+    present = {(rec.estimator, tuple(sorted(rec.options.items()))) for rec in wanted}
+    labels = {rec.label for rec in wanted}
+    return tuple(c for c in ESTIMATOR_REGISTRY[choice.estimator].conventions
+                 if (c.estimator, tuple(sorted(c.options.items()))) not in present and c.label not in labels
+                 and c.options != choice.options)
+
+
 AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 """verl's loss aggregation modes (``loss_agg_mode``); each call's push is computed under each."""
 

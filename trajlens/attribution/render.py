@@ -43,9 +43,25 @@ def _superstition_rows(result: Any, top: int = 5) -> list[list[str]]:
     return rows
 
 
+def verdict_lines(result: Any) -> list[str]:
+    """One short line per drifting class, verdict first: "estimator artefact: think grew 0.08 -> 0.93 from
+    step 60 (gae_raw / token-mean)"; the length and reward-channel verdicts after them."""
+    verdicts = getattr(result, "verdicts", None)
+    lines = []
+    if verdicts is not None and verdicts.height:
+        for row in verdicts.iter_rows(named=True):
+            lines.append(f"{row['verdict']}: {row['primary_class']} {row['direction']} {row['share_first']:.2f} -> "
+                         f"{row['share_last']:.2f} from step {row['onset_step']} "
+                         f"({row['estimator']} / {row['aggregation']}: {row['reason']})")
+    return lines + list(getattr(result, "cause_verdicts", []) or [])
+
+
 def attribution_markdown(result: Any) -> str:
-    """A Markdown section: findings in words, the drift table and the most superstitious classes."""
+    """A Markdown section led by the verdicts: findings in words, the drift table and the most superstitious classes."""
     lines = [f"## Attribution: {result.run_id}", ""]
+    verdicts = verdict_lines(result)
+    if verdicts:
+        lines += ["Verdicts:", ""] + [f"- {v}" for v in verdicts] + [""]
     lines += [f"- {f}" for f in result.findings] + [""]
     if result.notes:
         lines += ["Notes:", ""] + [f"- {n}" for n in result.notes] + [""]
@@ -58,7 +74,11 @@ def attribution_markdown(result: Any) -> str:
 
 def attribution_html(result: Any) -> str:
     """The same section as an HTML fragment (no ``<html>``/``<body>``), text escaped."""
-    parts = [f"<section class=\"attribution\"><h2>Attribution: {html.escape(result.run_id)}</h2><ul>"]
+    parts = [f"<section class=\"attribution\"><h2>Attribution: {html.escape(result.run_id)}</h2>"]
+    verdicts = verdict_lines(result)
+    if verdicts:
+        parts += ["<p>Verdicts:</p><ul class=\"verdicts\">"] + [f"<li>{html.escape(v)}</li>" for v in verdicts] + ["</ul>"]
+    parts.append("<ul>")
     parts += [f"<li>{html.escape(f)}</li>" for f in result.findings] + ["</ul>"]
     if result.notes:
         parts += ["<p>Notes:</p><ul>"] + [f"<li>{html.escape(n)}</li>" for n in result.notes] + ["</ul>"]

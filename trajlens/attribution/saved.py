@@ -15,6 +15,12 @@
     per estimator and aggregation: the elasticity of push per token on response length;
 ``attribution_drift``
     one row per drifting class and estimator;
+``attribution_verdicts``
+    one row per drifting class: its verdict and the evidence that decided it;
+``attribution_evidence``
+    one row per drifting class and counterfactual: the cumulative push over the drift window;
+``attribution_projection``
+    one row per class and estimator: the final share its pushes would have produced;
 ``attribution_runs``
     one row per run: its own estimator and aggregation, the recomputations and aggregations
     compared, the findings, notes and flags in words. Written last: a run is attributed when
@@ -41,6 +47,9 @@ FRAME_TABLES: dict[str, str] = {
     "class_summary": "attribution_summary",
     "length_bias": "attribution_length_bias",
     "drift": "attribution_drift",
+    "verdicts": "attribution_verdicts",
+    "evidence": "attribution_evidence",
+    "projection": "attribution_projection",
 }
 """AttributionResult field -> the table it is saved in (``run_id`` added)."""
 
@@ -59,11 +68,12 @@ def save_attribution(store: Any, result: Any) -> None:
         "options": [json.dumps(r.options, sort_keys=True, default=str) for r in result.recomputations],
         "aggregations": list(result.aggregations), "findings": list(result.findings), "notes": list(result.notes),
         "flags": list(result.flags), "fallback_calls": int(result.fallback_calls),
+        "cause_verdicts": list(result.cause_verdicts),
     }
     schema = {"run_id": pl.String, "own_estimator": pl.String, "aggregation": pl.String,
               "aggregation_logged": pl.Boolean, **{k: pl.List(pl.String) for k in (
                   "recomputations", "estimators", "options", "aggregations", "findings", "notes", "flags")},
-              "fallback_calls": pl.Int64}
+              "fallback_calls": pl.Int64, "cause_verdicts": pl.List(pl.String)}
     store.write_derived(RUNS_TABLE, result.run_id, pl.DataFrame([row], schema=schema))
 
 
@@ -100,5 +110,5 @@ def load_attribution(store: Any, run_id: str) -> Any | None:
         class_credit=store.table("class_credit").filter(pl.col("run_id") == run_id).collect(),
         channels=channel_measures(trajectories),  # empty with fewer than two reward channels
         findings=list(row["findings"]), notes=list(row["notes"]), fallback_calls=row["fallback_calls"],
-        flags=list(row["flags"]), **frames,
+        flags=list(row["flags"]), cause_verdicts=list(row.get("cause_verdicts") or []), **frames,
     )

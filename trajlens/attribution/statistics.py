@@ -34,6 +34,17 @@ import polars as pl
 from trajlens.intervals import Z95
 
 
+P_FLOOR = 0.001
+"""Smallest p-value printed as a number; below it a finding says ``p < 0.001``."""
+
+
+def p_text(p_value: float) -> str:
+    """A p-value in words: ``p < 0.001`` below :data:`P_FLOOR`, else ``p = 0.03`` (two significant digits)."""
+    if not math.isfinite(p_value):
+        return "p n/a"
+    return f"p < {P_FLOOR:g}" if p_value < P_FLOOR else f"p = {p_value:.2g}"
+
+
 def fisher_interval(r: float, n: int) -> tuple[float, float]:
     """95% interval of a Pearson correlation by the Fisher z transform (NaN when n < 4)."""
     if n < 4 or not math.isfinite(r):

@@ -48,6 +48,9 @@ def attribute(
     out: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Also write the section to a .md or .html file, or the per-class summary table "
         "(class, estimator, aggregation: credit, relative credit, superstition) to a .csv, .json or .parquet file.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option(
+        "--json", help="Also write the verdicts (class, direction, onset, verdict, the run's estimator and "
+        "aggregation, the evidence) to this JSON file.")] = None,
     engine: EngineOption = "local",
     ray_address: RayAddressOption = None,
 ) -> None:
@@ -60,6 +63,8 @@ def attribute(
     and what the other estimators would have given the same calls.
 
     Example: trajlens attribute store --run causal-r6
+
+    Example: trajlens attribute store --run causal-r6 --json verdicts.json
 
     Example: trajlens attribute store --run causal-r6 -e gae_raw=gae --option whiten=false --k 3
 
@@ -86,6 +91,11 @@ def attribute(
         result = attribute_on(session.engine, handle, run, recomputations, progress=tick, **settings)
     text = attribution_markdown(result)
     typer.echo(text)
+    if json_out is not None:
+        import json
+
+        json_out.write_text(json.dumps(result.verdict_document(), indent=2, allow_nan=False) + "\n")
+        typer.echo(f"wrote {json_out}")
     if out is not None:
         if OUTPUT_FORMATS[out.suffix.lower()].documents:
             write_output(out, document=text)

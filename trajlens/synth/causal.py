@@ -16,6 +16,9 @@ Each step of a :class:`~trajlens.synth.causal_spec.CausalScenario`:
    softmax: ``theta += lr * sum_calls push * (onehot(class) - softmax(theta))``;
 6. moves the critic level towards the batch mean reward by the critic's learning rate.
 
+A scenario with a ``forced_final`` class ends every trajectory with one call of it (a final
+submit): the policy never chooses it, and its calls move no logit.
+
 Nothing of the drift is injected: the scenario sets the inputs (policy at step 1, lengths,
 reward model, hard steps, critic quality, estimator, aggregation, learning rate), and the run
 writes what the loop did. Random draws come from generators seeded by ``(seed, step)`` (not by
@@ -143,6 +146,9 @@ def _training_loop(spec: CausalScenario, steps: int, seed: int) -> Iterator[_Loo
     """Sample, score, estimate, push and update, step after step (the module docstring's six stages)."""
     pool = task_pool(np.random.default_rng([seed, 0, 7]), TASK_POOL_SIZE)
     theta = np.array([c.logit for c in spec.classes], dtype=np.float64)
+    forced = spec.class_names.index(spec.forced_final) if spec.forced_final else None
+    if forced is not None:
+        theta[forced] = -np.inf  # never chosen by the policy; the loop appends it to every trajectory
     level = None
     if spec.critic is not None:
         level = spec.critic.initial_level
@@ -156,7 +162,8 @@ def _training_loop(spec: CausalScenario, steps: int, seed: int) -> Iterator[_Loo
         frames = _frames(spec, step, sample, values)
         advantages, all_negative, token_mean = _advantages(spec, frames, sample)
         push = _pushes(spec, sample, advantages)
-        theta = theta + spec.learning_rate * _natural_gradient(sample.classes, push, policy)
+        chosen = sample.classes != forced if forced is not None else slice(None)
+        theta = theta + spec.learning_rate * _natural_gradient(sample.classes[chosen], push[chosen], policy, forced)
         truth = _truth_row(spec, step, policy, sample, level, all_negative, token_mean)
         yield _LoopState(step, sample, frames, values, level, truth, pool)
         if spec.critic:
@@ -171,7 +178,7 @@ def _scenario(scenario: str | CausalScenario) -> CausalScenario:
     return CAUSAL_SCENARIOS[scenario]
 
 
-def _natural_gradient(classes: np.ndarray, push: np.ndarray, policy: np.ndarray) -> np.ndarray:
+def _natural_gradient(classes: np.ndarray, push: np.ndarray, policy: np.ndarray, fixed: int | None = None) -> np.ndarray:
     """Natural gradient of ``sum_j push_j * log softmax(theta)[c_j]`` over the class logits.
 
     The Fisher matrix of a softmax is ``diag(pi) - pi pi^T``; preconditioning the plain gradient
@@ -182,7 +189,11 @@ def _natural_gradient(classes: np.ndarray, push: np.ndarray, policy: np.ndarray)
     """
     totals = np.bincount(classes, weights=push, minlength=policy.size)
     step = totals / np.maximum(policy, 1e-12)  # F^+ g for the softmax Fisher F = diag(pi) - pi pi^T
-    return step - step.mean()
+    if fixed is None:
+        return step - step.mean()
+    # a forced class (``fixed``) is outside the policy's choice: its calls move no logit, its logit stays put
+    chosen = np.arange(policy.size) != fixed
+    return np.where(chosen, step - step[chosen].mean(), 0.0)
 
 
 def _softmax(theta: np.ndarray) -> np.ndarray:
@@ -202,6 +213,8 @@ def _sample_step(spec: CausalScenario, step: int, seed: int, policy: np.ndarray,
     width = spec.calls_per_trajectory
     uniforms = rng.random((batch, width))
     drawn = np.minimum(np.searchsorted(np.cumsum(policy), uniforms), len(policy) - 1)
+    if spec.forced_final is not None:  # the policy chooses all but the last call, which is the forced class
+        drawn[:, -1] = spec.class_names.index(spec.forced_final)
     if spec.stop_class is not None:
         stop = spec.class_names.index(spec.stop_class)
         is_stop = drawn == stop
@@ -467,6 +480,7 @@ def _write_truth(out: Path, spec: CausalScenario, seed: int, steps: int, rows: l
             "length_penalty": spec.length_penalty, "length_budget": spec.length_budget,
             "critic": spec.critic.__dict__ if spec.critic else None,
             "channels": spec.channels.__dict__ if spec.channels else None, "twin_of": spec.twin_of,
+            **({"forced_final": spec.forced_final} if spec.forced_final else {}),
         },
         "definitions": CAUSAL_DEFINITIONS,
         "curves": {},

@@ -82,6 +82,18 @@ class ChannelSpec:
 
 
 @dataclass(frozen=True)
+class ExpectedVerdict:
+    """What the loop caused for one class: the direction it drifted and the verdict that names the cause."""
+
+    primary_class: str
+    """A behaviour class, or ``response length``, or ``reward channel NAME``."""
+    direction: str
+    """``grew`` or ``decayed`` (a class), ``grew`` or ``shrank`` (length), ``collapsed`` (a channel)."""
+    verdict: str
+    """One of :data:`trajlens.attribution.VERDICTS`."""
+
+
+@dataclass(frozen=True)
 class CausalScenario:
     """A behaviour-level training run: policy, reward, critic, estimator, update."""
 
@@ -120,6 +132,15 @@ class CausalScenario:
     harness: Harness = field(default_factory=lambda: Harness("sao-swe", editor=True, think=True, submit_tool=True))
     twin_of: str | None = None
     """The scenario this one copies except for the estimator options (same seed, same tasks)."""
+    forced_final: str | None = None
+    """A class every trajectory calls once, last, whatever the policy (a final submit): the policy
+    never chooses it and the update leaves its logit alone."""
+    truth: tuple[ExpectedVerdict, ...] = ()
+    """The verdict attribution should give each drift the loop caused (``scripts/verdicts.py`` checks them)."""
+    control: bool = False
+    """True: no drift of this run may be called an estimator artefact (a twin, a null run, a reward-driven run)."""
+    shipped: bool = True
+    """Whether ``sample_data`` ships the run (the others exist only in the generator)."""
 
     @property
     def class_names(self) -> tuple[str, ...]:
@@ -168,6 +189,7 @@ CAUSAL_R6 = CausalScenario(
     critic=CriticSpec(learning_rate=0.02, quality=0.2, noise=0.04),
     hard_steps=HardSteps((58, 59, 60, 61, 62, 63, 64), 6.0,
                          "a batch of tasks that none resolves (hard repositories); chosen, like the seed's steps 119-121"),
+    truth=(ExpectedVerdict("think", "grew", "estimator artefact"),),
 )
 
 CAUSAL_R6_WHITENED = CausalScenario(
@@ -184,7 +206,7 @@ CAUSAL_R6_WHITENED = CausalScenario(
            "think share below 0.15 at every stage; no class share changes between stages",
        ),
        "estimator_options": {"gamma": 1.0, "lam": 1.0, "whiten": True},
-       "twin_of": "causal-r6"},
+       "twin_of": "causal-r6", "truth": (), "control": True},
 )
 
 _LENGTH_CLASSES = (
@@ -224,6 +246,7 @@ CAUSAL_GRPO_LENGTH = CausalScenario(
     stop_class="submit",
     length_penalty=0.25,
     length_budget=8,
+    truth=(ExpectedVerdict("response length", "grew", "estimator artefact"),),
 )
 
 _MULTI_CLASSES = (
@@ -262,6 +285,7 @@ CAUSAL_MULTIREWARD = CausalScenario(
     stop_class="submit",
     channels=ChannelSpec(format_weight=1.0, correctness_weight=1.0, correctness_scale=10.0, correctness_noise=0.3),
     harness=Harness("mini-swe-agent", editor=False, think=False, submit_tool=False),
+    truth=(ExpectedVerdict("reward channel format", "collapsed", "estimator artefact"),),
 )
 
 CAUSAL_MULTIREWARD_GDPO = CausalScenario(
@@ -274,10 +298,133 @@ CAUSAL_MULTIREWARD_GDPO = CausalScenario(
            "Format keeps an equal say, and the format rate rises instead of collapsing."),
        "expected": ("format rate above 0.5 throughout the second half",),
        "estimator": "gdpo_verl",
-       "twin_of": "causal-multireward"},
+       "twin_of": "causal-multireward", "truth": (), "control": True},
+)
+
+_REWARD_CLASSES = (
+    CallClassSpec("think", 0.0, 6, 0, 6, empty_thought=True),
+    CallClassSpec("search", 0.0, 18, 30, 5, 0.05, 2),
+    CallClassSpec("view", 0.0, 16, 30, 9, 0.05, 2),
+    CallClassSpec("edit", 0.0, 70, 60, 3, 0.05, 2),
+    CallClassSpec("test_targeted", -1.5, 22, 40, 6, 0.9, 4),
+)
+
+CAUSAL_REWARD_DRIVEN = CausalScenario(
+    name="causal-reward-driven",
+    title="Causal control: targeted tests grow because they earn reward",
+    summary=(
+        "Groups of 8, GRPO advantages, token-mean loss. Targeted tests raise the success odds strongly (up to four "
+        "per trajectory); every other class barely matters. The test share grows because trajectories with more "
+        "tests resolve more often: every estimator credits them alike, so the growth is learning."),
+    expected=("test_targeted share growing from about 0.06",),
+    classes=_REWARD_CLASSES,
+    steps=50,
+    batch=32,
+    group_size=8,
+    calls_per_trajectory=8,
+    estimator="grpo",
+    estimator_options={},
+    aggregation="token-mean",
+    learning_rate=0.15,
+    success_base=-2.5,
+    task_spread=0.5,
+    truth=(ExpectedVerdict("test_targeted", "grew", "learning"),),
+    control=True,
+    shipped=False,
+)
+
+CAUSAL_NULL = CausalScenario(
+    **{**CAUSAL_REWARD_DRIVEN.__dict__,
+       "name": "causal-null",
+       "title": "Causal null run: reward owes nothing to behaviour",
+       "summary": ("As causal-reward-driven, but no class changes the success odds: advantages are noise around "
+                   "zero within each group and no class share should move."),
+       "expected": ("no class share changes between stages",),
+       "classes": tuple(CallClassSpec(c.name, c.logit if c.name != "test_targeted" else 0.0, c.call_tokens,
+                                      c.reasoning_tokens, c.observation_tokens, empty_thought=c.empty_thought)
+                        for c in _REWARD_CLASSES),
+       "success_base": -0.5,
+       "truth": (), "control": True, "shipped": False},
+)
+
+_DECAY_CLASSES = (
+    CallClassSpec("search", 0.0, 18, 30, 5, 0.3, 2),
+    CallClassSpec("view", 0.0, 16, 30, 9, 0.3, 2),
+    CallClassSpec("edit", 0.5, 90, 120, 3, 0.5, 3),
+    CallClassSpec("test_targeted", 0.0, 22, 40, 6, 0.3, 1),
+)
+
+CAUSAL_CRITIC_DECAY = CausalScenario(
+    name="causal-critic-decay",
+    title="Causal decay: an optimistic critic makes unwhitened GAE push long, useful edits down",
+    summary=(
+        "One rollout per task, unwhitened GAE (gamma 1, lambda 1), token-mean loss. The critic starts far above the "
+        "reward the policy earns and learns slowly, so for many steps nearly every advantage is negative and a "
+        "call is pushed down in proportion to its tokens: edits, the longest calls and the most useful, decay."),
+    expected=("edit share decaying while the critic stays above the reward",),
+    classes=_DECAY_CLASSES,
+    steps=60,
+    batch=16,
+    group_size=1,
+    calls_per_trajectory=8,
+    estimator="gae",
+    estimator_options={"gamma": 1.0, "lam": 1.0, "whiten": False},
+    aggregation="token-mean",
+    learning_rate=0.2,
+    success_base=-2.0,
+    task_spread=0.3,
+    critic=CriticSpec(learning_rate=0.01, quality=0.2, noise=0.04, initial_level=0.9),
+    truth=(ExpectedVerdict("edit", "decayed", "estimator artefact"),),
+    shipped=False,
+)
+
+CAUSAL_CRITIC_DECAY_WHITENED = CausalScenario(
+    **{**CAUSAL_CRITIC_DECAY.__dict__,
+       "name": "causal-critic-decay-whitened",
+       "title": "Causal decay with whitening: the same optimistic critic, advantages whitened",
+       "summary": "As causal-critic-decay with whitened advantages: the critic's offset is removed and edits keep their share.",
+       "expected": ("no class share changes between stages, or a change that earns reward",),
+       "estimator_options": {"gamma": 1.0, "lam": 1.0, "whiten": True},
+       "twin_of": "causal-critic-decay", "truth": (), "control": True},
+)
+
+_RESET_CLASSES = (
+    CallClassSpec("think", -1.5, 6, 0, 6, empty_thought=True),
+    CallClassSpec("search", 0.0, 18, 30, 5, 0.3, 2),
+    CallClassSpec("view", 0.0, 16, 30, 9, 0.3, 2),
+    CallClassSpec("edit", 0.0, 70, 60, 3, 0.4, 2),
+    CallClassSpec("test_targeted", -0.5, 22, 40, 6, 0.3, 1),
+    CallClassSpec("submit", 0.0, 8, 10, 1),
+)
+
+CAUSAL_RPP_RESET = CausalScenario(
+    name="causal-rpp-reset",
+    title="Causal REINFORCE++ with the return reset at observations: every call but the last pushed down",
+    summary=(
+        "verl's REINFORCE++ (return reset at every observation token, then whitened over the batch), token-mean "
+        "loss, multi-turn trajectories that always end with a submit. Only the final segment sees the reward; every "
+        "earlier call gets the same negative advantage per token, so a call is pushed down in proportion to its "
+        "tokens and short, useless think calls grow. The forced submit absorbs the positive push."),
+    expected=("think share growing from about 0.05", "submit a structural call (one per trajectory)"),
+    classes=_RESET_CLASSES,
+    steps=60,
+    batch=32,
+    group_size=1,
+    calls_per_trajectory=10,
+    estimator="reinforce_plus_plus",
+    estimator_options={},
+    aggregation="token-mean",
+    learning_rate=0.5,
+    success_base=-2.0,
+    task_spread=0.5,
+    forced_final="submit",
+    truth=(ExpectedVerdict("think", "grew", "estimator artefact"),),
+    shipped=False,
 )
 
 CAUSAL_SCENARIOS: dict[str, CausalScenario] = {
-    s.name: s for s in (CAUSAL_R6, CAUSAL_R6_WHITENED, CAUSAL_GRPO_LENGTH, CAUSAL_MULTIREWARD, CAUSAL_MULTIREWARD_GDPO)
+    s.name: s for s in (CAUSAL_R6, CAUSAL_R6_WHITENED, CAUSAL_GRPO_LENGTH, CAUSAL_MULTIREWARD, CAUSAL_MULTIREWARD_GDPO,
+                        CAUSAL_REWARD_DRIVEN, CAUSAL_NULL, CAUSAL_CRITIC_DECAY, CAUSAL_CRITIC_DECAY_WHITENED,
+                        CAUSAL_RPP_RESET)
 }
 """Every causal scenario by name."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from trajlens.errors import ConfigError
 from trajlens.synth.causal import causal_index, causal_readme, generate_causal
+from trajlens.synth.causal_spec import CAUSAL_SCENARIOS
 from trajlens.synth.generate import SynthResult, generate
 from trajlens.synth.readme import index_readme, run_readme
 from trajlens.synth.truth import TRUTH_FILE, load_truth
@@ -26,10 +27,8 @@ SEED_BATCH = {"batch": 1024, "tool_calls_per_trajectory": 3, "tokens_per_traject
 """Sizes of the multireward run at the seed's batch size quoted in its README."""
 SIZE_LIMIT = 30_000_000
 """Bytes all samples may take together."""
-CAUSAL_SAMPLES: tuple[str, ...] = (
-    "causal-r6", "causal-r6-whitened", "causal-grpo-length", "causal-multireward", "causal-multireward-gdpo",
-)
-"""Causal runs shipped beside them (:mod:`trajlens.synth.causal`)."""
+CAUSAL_SAMPLES: tuple[str, ...] = tuple(name for name, spec in CAUSAL_SCENARIOS.items() if spec.shipped)
+"""Causal runs shipped beside them (:mod:`trajlens.synth.causal`; the scenarios marked ``shipped``)."""
 CAUSAL_SIZE_LIMIT = 8_000_000
 """Bytes the causal runs may take together."""
 

@@ -1,0 +1,126 @@
+"""Every causal scenario at several seeds: the verdicts attribution gives against what the loop caused.
+
+    python scripts/verdicts.py                      # every scenario, seeds 0-9
+    python scripts/verdicts.py --seeds 3 --scenario causal-r6 --scenario causal-null
+
+For each scenario and seed it runs the training loop of :mod:`trajlens.synth.causal`, ingests
+the run into a temporary store, attributes it, and prints one row per expected or found drift:
+the verdict found, the verdict the scenario declares (``CausalScenario.truth``), the onset found
+and the true onset (the same quarter-of-the-way rule applied to the policy's own class
+probabilities), and OK or MISMATCH; the response-length and reward-channel verdicts too (no onset;
+a length drift is expected only where the loop's own mean length moved by the detection threshold). A mismatch is an expected drift not found, found with
+another direction or verdict, an onset more than ``--onset-tolerance`` steps from the truth, or
+an estimator artefact in a control run (``CausalScenario.control``). Exit status 1 on any mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+
+def true_onsets(scenario, seed: int, k: int) -> dict[str, int]:
+    """Per class: the onset of the drift of its policy probability, by the rule attribution uses."""
+    from trajlens.attribution.drift import _onset
+    from trajlens.synth.causal import simulate_causal
+
+    rows = simulate_causal(scenario, seed=seed)
+    steps = np.array([row["step"] for row in rows])
+    quarter = max(1, steps.size // 4)
+    out = {}
+    for name in scenario.class_names:
+        share = np.array([row[f"policy.{name}"] for row in rows])
+        out[name] = _onset(steps, share, float(share[:quarter].mean()), float(share[-quarter:].mean()), k)
+    return out
+
+
+def length_drifted(scenario, seed: int) -> bool:
+    """Whether the loop's own mean model tokens changed by the drift threshold between the first and last
+    quarter of the steps (the rule attribution applies to the logged lengths)."""
+    from trajlens.attribution.causes import LENGTH_CHANGE
+    from trajlens.synth.causal import simulate_causal
+
+    length = np.array([row["mean_model_tokens"] for row in simulate_causal(scenario, seed=seed)])
+    quarter = max(1, length.size // 4)
+    return abs(length[-quarter:].mean() / length[:quarter].mean() - 1.0) >= LENGTH_CHANGE
+
+
+def judge(scenario, seed: int, work: Path, tolerance: int) -> list[tuple[str, ...]]:
+    """Rows ``(scenario, seed, class, direction, found, expected, onset, true onset, status)``."""
+    import trajlens
+    from trajlens.attribution import ARTEFACT_VERDICT, attribute
+    from trajlens.synth.causal import generate_causal
+
+    run_dir, store_dir = work / f"{scenario.name}-{seed}", work / f"{scenario.name}-{seed}-store"
+    generate_causal(scenario, run_dir, seed=seed)
+    trajlens.ingest([run_dir], store_dir)
+    result = attribute(trajlens.open(store_dir), scenario.name, write=False)
+    found = {row["primary_class"]: row for row in result.verdicts.iter_rows(named=True)}
+    for line in result.cause_verdicts:  # "VERDICT: response length grew: ..." / "VERDICT: reward channel NAME collapsed: ..."
+        verdict, _, rest = line.partition(": ")
+        subject, _, direction = rest.partition(":")[0].rpartition(" ")
+        found[subject] = {"direction": direction, "verdict": verdict, "onset_step": None, "estimator": result.own.label}
+    onsets = true_onsets(scenario, seed, 5)
+    rows = []
+    for expected in scenario.truth:
+        row = found.get(expected.primary_class)
+        if expected.primary_class == "response length" and not length_drifted(scenario, seed):
+            rows.append((scenario.name, str(seed), expected.primary_class, row["direction"] if row else "-",
+                         row["verdict"] if row else "no drift", "no drift (the loop's length moved less than the "
+                         "threshold)", "-", "-", "OK"))
+            continue
+        if row is None:
+            rows.append((scenario.name, str(seed), expected.primary_class, expected.direction, "no drift found",
+                         expected.verdict, "-", str(onsets.get(expected.primary_class, "-")), "MISMATCH"))
+            continue
+        true_onset = onsets.get(expected.primary_class)
+        onset_error = 0 if row["onset_step"] is None or true_onset is None else abs(row["onset_step"] - true_onset)
+        ok = (row["direction"] == expected.direction and row["verdict"] == expected.verdict and onset_error <= tolerance
+              and (expected.verdict != ARTEFACT_VERDICT or row["estimator"] == result.own.label))
+        rows.append((scenario.name, str(seed), expected.primary_class, row["direction"], row["verdict"], expected.verdict,
+                     str(row["onset_step"] or "-"), str(true_onset or "-"), "OK" if ok else "MISMATCH"))
+    declared = {e.primary_class for e in scenario.truth}
+    for name, row in found.items():
+        if name in declared:
+            continue
+        blamed = scenario.control and row["verdict"] == ARTEFACT_VERDICT
+        rows.append((scenario.name, str(seed), name, row["direction"], row["verdict"],
+                     "not an artefact" if scenario.control else "(not declared)", str(row["onset_step"] or "-"),
+                     str(onsets.get(name, "-")), "MISMATCH" if blamed else "OK"))
+    if not rows:
+        rows.append((scenario.name, str(seed), "-", "-", "no drift", "no drift", "-", "-", "OK"))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from trajlens.synth.causal_spec import CAUSAL_SCENARIOS
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 of every scenario (default 10)")
+    parser.add_argument("--scenario", action="append", help="only this scenario (repeatable; default: all)")
+    parser.add_argument("--onset-tolerance", type=int, default=5, help="steps the onset may miss the truth by")
+    args = parser.parse_args(argv)
+    names = args.scenario or list(CAUSAL_SCENARIOS)
+    unknown = [n for n in names if n not in CAUSAL_SCENARIOS]
+    if unknown:
+        print(f"unknown scenario {unknown[0]!r} (known: {', '.join(CAUSAL_SCENARIOS)})", file=sys.stderr)
+        return 2
+    header = ("scenario", "seed", "class", "direction", "verdict", "truth", "onset", "true onset", "")
+    print("\t".join(header), flush=True)
+    mismatches = 0
+    with tempfile.TemporaryDirectory(prefix="trajlens-verdicts-") as work:
+        for name in names:
+            for seed in range(args.seeds):
+                for row in judge(CAUSAL_SCENARIOS[name], seed, Path(work), args.onset_tolerance):
+                    mismatches += row[-1] == "MISMATCH"
+                    print("\t".join(row), flush=True)
+    print(f"{mismatches} mismatch(es)" if mismatches else "every verdict matches the truth")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The drift rules on hand-built series: the decay sign, a drift from the first step, p-values in words."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from drift_frames import class_credit_frame, no_flags
+
+from trajlens.attribution.drift import DriftConfig, attribute_drift, predicts
+from trajlens.attribution.statistics import p_text
+
+
+def _decay_from_the_first_step(seed: int = 0):
+    """view decays, its onset at step 1 (low at steps 1-5, so no step precedes the onset); "mover"
+    credits it as its share is about to move, "flat" credits it above the rest at every step."""
+    rng = np.random.default_rng(seed)
+    steps = 60
+    t = np.arange(steps)
+    view = np.where(t < 5, 0.3, np.where(t < 15, 0.6, 0.1 + 0.5 * np.exp(-(t - 15) / 8.0)))
+    view = np.clip(view + rng.normal(0.0, 0.01, steps), 0.02, 0.9)
+    change = np.concatenate([view[5:] - view[:-5], np.zeros(5)])  # y_t, the share change to t+5
+    mover = {"view": change * 20 + rng.normal(0, 0.05, steps), "other": -change * 20}
+    flat = {"view": 0.2 + rng.normal(0.0, 0.05, steps), "other": -0.2 + rng.normal(0.0, 0.05, steps)}
+    shares = {"view": view, "other": 1.0 - view}
+    return class_credit_frame(shares, {"flat": flat, "mover": mover})
+
+
+def test_a_decay_is_predicted_by_the_estimator_whose_credit_moves_with_it_and_prints_no_nan():
+    result = attribute_drift(_decay_from_the_first_step(), no_flags(), "flat", "token-mean", DriftConfig(bootstrap=200))
+    view = result.frame.filter(pl.col("primary_class") == "view")
+    assert view["direction"][0] == "decayed" and view["onset_step"][0] == 1
+    by_label = {row["estimator"]: row for row in view.iter_rows(named=True)}
+    assert by_label["mover"]["r"] > 0.8 and predicts(by_label["mover"]["r_low"])
+    sentence = next(f for f in result.findings if "view share" in f)
+    assert "mover credit predicts the decay" in sentence
+    assert "nan" not in sentence.lower()
+    assert "no step precedes the onset" in sentence
+
+
+def test_predicts_reads_the_printed_interval():
+    assert not predicts(0.004)  # printed [0.00, ...]
+    assert predicts(0.006)
+    assert not predicts(float("nan"))
+
+
+def test_p_values_in_words():
+    assert p_text(0.0) == "p < 0.001"
+    assert p_text(2e-9) == "p < 0.001"
+    assert p_text(0.0312) == "p = 0.031"

@@ -1,0 +1,142 @@
+"""The verdict rule on hand-chosen evidence, and the measures it reads, on hand-built frames."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from trajlens.attribution.verdicts import (
+    ARTEFACT, LEARNING, UNEXPLAINED, Push, competing_credit, cumulative_push, decide, structural_classes,
+    within_step_relevance,
+)
+
+WITH, NONE, AGAINST, WEAK = Push(5.0, 2.0, 8.0), Push(0.1, -0.5, 0.7), Push(-4.0, -6.0, -1.0), Push(1.0, 0.5, 1.5)
+
+
+@pytest.mark.parametrize(("own", "others", "relevance", "verdict"), [
+    (WITH, {"b": AGAINST}, NONE, ARTEFACT),  # a counterfactual pushes against: the estimator decided the direction
+    (WITH, {"b": NONE}, AGAINST, ARTEFACT),  # nobody else pushes it and reward does not explain it
+    (WITH, {"b": WEAK}, NONE, ARTEFACT),  # significantly less push elsewhere
+    (WITH, {"b": WITH}, WITH, LEARNING),  # every estimator agrees and the class earns reward
+    (NONE, {"b": NONE}, WITH, LEARNING),  # reward-relevant, nobody pushes against it
+    (WITH, {"b": WITH}, NONE, UNEXPLAINED),  # every estimator pushes it, reward does not explain it
+    (AGAINST, {"b": NONE}, NONE, UNEXPLAINED),
+    (WITH, {"b": NONE}, WITH, LEARNING),  # weaker elsewhere, but reward explains it
+    (WITH, {"b": AGAINST}, WITH, LEARNING),  # reward explains it: the counterfactual goes against reward
+])
+def test_the_rule(own, others, relevance, verdict):
+    decision = decide(own, others, relevance)
+    assert decision.verdict == verdict
+    assert (decision.dissenting != ()) == (verdict == ARTEFACT)
+
+
+def test_a_counterfactual_without_a_baseline_cannot_dissent():
+    assert decide(WITH, {"b": AGAINST}, NONE, frozenset({"b"})).verdict == UNEXPLAINED
+    assert decide(WITH, {"b": AGAINST, "c": WEAK}, NONE, frozenset({"b"})).dissenting == ("c",)
+
+
+def test_structural_calls_leave_the_competition():
+    # every trajectory ends with exactly one submit; think and edit share the other calls
+    trajectories = pl.DataFrame({"step": [1, 1, 2, 2], "reward": [0.0, 1.0, 0.0, 1.0],
+                                 "count:submit": [1.0, 1.0, 1.0, 1.0], "count:think": [2.0, 0.0, 1.0, 0.0],
+                                 "count:edit": [0.0, 2.0, 1.0, 2.0]})
+    assert structural_classes(trajectories, ["edit", "submit", "think"]) == ["submit"]
+    credit = pl.DataFrame({"step": [1, 1, 1], "estimator": ["e"] * 3, "aggregation": ["m"] * 3,
+                           "primary_class": ["submit", "think", "edit"], "calls": [2, 2, 2],
+                           "push_sum_scaled": [6.0, -1.0, -3.0]})
+    with_all = competing_credit(credit, []).sort("primary_class")["competing_credit"].to_list()
+    competing = competing_credit(credit, ["submit"]).sort("primary_class")["competing_credit"].to_list()
+    # step mean over all calls 1/3: think -0.5 - 1/3; among think and edit (mean -1): think +0.5, edit -0.5
+    assert competing == pytest.approx([-0.5, 4.0, 0.5])
+    assert with_all == pytest.approx([-1.5 - 1 / 3, 3.0 - 1 / 3, -0.5 - 1 / 3])
+
+
+def test_a_push_without_an_interval_prints_no_nan():
+    assert Push(1.25, float("nan"), float("nan")).text() == "+1.2 (no interval: too few steps)"
+    assert Push(float("nan"), float("nan"), float("nan")).text() == "n/a"
+    assert not Push(1.0, float("nan"), float("nan")).with_drift
+
+
+def test_cumulative_push_is_signed_and_its_interval_covers_it():
+    series = np.array([1.0, 0.5, np.nan, 1.5, 1.0, 0.8, 1.2, 0.9])
+    grew = cumulative_push(series, 1.0, 2, 400, 0)
+    decayed = cumulative_push(series, -1.0, 2, 400, 0)
+    assert grew.value == pytest.approx(6.9) and decayed.value == pytest.approx(-6.9)
+    assert grew.low <= grew.value <= grew.high and grew.with_drift and decayed.against_drift
+
+
+def test_relevance_ignores_a_shared_trend():
+    # reward and the count both rise from step to step; within a step they are unrelated
+    rng = np.random.default_rng(0)
+    steps = np.repeat(np.arange(20), 30)
+    frame = pl.DataFrame({"step": steps, "count:a": steps + rng.integers(0, 3, steps.size).astype(float),
+                          "reward": steps * 0.1 + rng.random(steps.size)})
+    r, low, high, n = within_step_relevance(frame, "a")
+    assert n == 600 - 20 and low < 0 < high and abs(r) < 0.15
+    assert float(np.corrcoef(frame["count:a"], frame["reward"])[0, 1]) > 0.5  # the raw correlation would say otherwise
+    assert math.isfinite(r)
+
+
+def test_the_projection_recovers_the_gain_that_made_the_shares():
+    from trajlens.attribution.projection import fit_gain, simulate
+
+    rng = np.random.default_rng(1)
+    credit = rng.normal(0.0, 1.0, (40, 3)) + np.array([0.5, 0.0, -0.5])
+    start = np.array([0.2, 0.5, 0.3])
+    observed = simulate(start, credit, 0.07)
+    gain, error = fit_gain(start, credit, observed)
+    assert abs(gain - 0.07) < 0.005 and error < 0.005
+    assert observed[0] == pytest.approx(start) and observed[-1, 0] > 0.5  # the favoured class took over
+
+
+def _bias(rows):
+    return pl.DataFrame([{"estimator": "grpo", "aggregation": mode, "trajectories": 100, "elasticity": e,
+                          "elasticity_low": e - 0.05, "elasticity_high": e + 0.05, "spearman": 0.0}
+                         for mode, e in rows])
+
+
+def _growing(relevance: float, seed: int = 0) -> pl.DataFrame:
+    """40 steps of 16 trajectories whose length grows 2% a step; reward tied to length within a step by ``relevance``."""
+    rng = np.random.default_rng(seed)
+    steps = np.repeat(np.arange(1, 41), 16)
+    noise = rng.normal(0.0, 1.0, steps.size)
+    length = 300 * 1.02**steps * np.exp(0.2 * noise)
+    reward = relevance * noise + rng.normal(0.0, 1.0, steps.size)
+    return pl.DataFrame({"step": steps, "length": length, "reward": reward})
+
+
+def test_a_length_drift_under_a_biased_aggregation_is_its_artefact():
+    from trajlens.attribution.causes import length_verdict
+
+    line = length_verdict(_growing(0.0), _bias([("seq-mean-token-mean", -0.95), ("token-mean", 0.05)]), "grpo",
+                          "seq-mean-token-mean")
+    assert line.startswith(f"{ARTEFACT}: response length grew")
+    assert "under token-mean it would be 0.05 [0.00, 0.10]" in line
+    learned = length_verdict(_growing(2.0), _bias([("token-mean", 0.05), ("seq-mean-token-mean", -0.95)]), "grpo",
+                             "token-mean")
+    assert learned.startswith(f"{LEARNING}: response length grew")  # longer answers earn more, no bias
+    assert length_verdict(_growing(0.0).with_columns(pl.lit(300.0).alias("length")), _bias([]), "grpo", "token-mean") is None
+
+
+def test_a_collapsed_channel_is_an_artefact_when_another_estimator_credits_it_more():
+    from trajlens.attribution.causes import channel_credit, channel_verdicts
+
+    rng = np.random.default_rng(0)
+    steps = np.repeat(np.arange(1, 21), 8)
+    fmt = (rng.random(steps.size) < np.linspace(0.8, 0.0, steps.size)).astype(float)
+    correct = rng.normal(0.0, 3.0, steps.size)
+    ids = [f"t{i}" for i in range(steps.size)]
+    trajectories = pl.DataFrame({
+        "step": steps, "trajectory_id": ids, "group_id": [f"g{s}-{i // 4}" for i, s in enumerate(steps)],
+        "reward_channels": [[{"name": "format", "value": f}, {"name": "correct", "value": c}] for f, c in zip(fmt, correct)]})
+    summed = pl.DataFrame({"trajectory_id": ids, "advantage": correct + 0.1 * fmt})  # ranked by correctness alone
+    per_channel = pl.DataFrame({"trajectory_id": ids, "advantage": correct / 3.0 + 2.0 * fmt})
+    r, low, high = channel_credit(trajectories, per_channel, "format")
+    assert low < r < high and low > 0.3
+    channels = pl.DataFrame({"step": np.arange(1, 21), "mean:format": np.linspace(0.8, 0.0, 20)})
+    lines = channel_verdicts(channels, trajectories, {"summed": summed, "gdpo": per_channel}, "summed")
+    assert len(lines) == 1 and lines[0].startswith(f"{ARTEFACT}: reward channel format collapsed") and "gdpo would" in lines[0]
+    assert channel_verdicts(channels, trajectories, {"summed": summed, "gdpo": per_channel}, "gdpo")[0].startswith(UNEXPLAINED)

@@ -1,0 +1,210 @@
+"""Verdicts for the drifts that are not a behaviour class: response length, and a collapsing reward channel.
+
+Response length
+    A length drift is a change of the mean model tokens per trajectory of 20% or more between the
+    first and the last quarter of the steps (Welch p < 0.001). Its evidence is the length bias of
+    every loss aggregation under the run's estimator (``length_bias``: the elasticity of push per
+    token on length, 95% bootstrap interval over steps) and the *length relevance*: the
+    correlation of a trajectory's length with its reward, both centred within their step, signed
+    by the drift's direction, with a Fisher interval. An aggregation is *biased* when its
+    elasticity's interval lies wholly beyond +-:data:`BIAS_BAND` (the flag the length-bias
+    finding uses); *unbiased* when its interval lies within the band.
+
+    * **estimator artefact** (of the loss aggregation): the run's aggregation is biased, some other
+      aggregation is unbiased, and length relevance is not with the drift;
+    * **learning**: length relevance is with the drift and the run's aggregation is not biased;
+    * **unexplained** otherwise.
+Reward channel
+    A channel collapses when its step mean falls by half or more from the first quarter of the
+    steps to the last (Welch p < 0.001). Its evidence is each estimator's *channel credit*: the
+    Pearson correlation, over the trajectories of the run, of the channel's value centred in its
+    group with the estimator's advantage, with a 95% bootstrap interval over groups.
+
+    * **estimator artefact**: a counterfactual estimator's channel credit lies wholly above the
+      run's (it would have kept the channel: the finding names it, GDPO for a sum-then-normalise run);
+    * **unexplained** otherwise (every estimator credits the channel as the run did; the collapse
+      is what the summed reward asked for, or has another cause).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import polars as pl
+
+from trajlens.attribution.statistics import fisher_interval, p_text
+from trajlens.attribution.verdicts import ARTEFACT, LEARNING, UNEXPLAINED
+
+BIAS_BAND = 0.2
+"""Elasticity of push per token on length that counts as a length bias (either sign)."""
+LENGTH_CHANGE = 0.2
+"""Relative change of the mean length between the first and the last quarter that counts as drift."""
+CHANGE_ALPHA = 0.001
+"""Welch test level of a length drift or a channel collapse."""
+
+
+class Change(NamedTuple):
+    """A first-quarter vs last-quarter change of a per-step quantity."""
+
+    first: float
+    last: float
+    p_value: float
+
+
+def quarters(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the first and the last quarter of the distinct steps."""
+    unique = np.unique(steps)
+    cut = max(1, unique.size // 4)
+    return np.isin(steps, unique[:cut]), np.isin(steps, unique[-cut:])
+
+
+def welch_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided p-value of Welch's test of equal means (normal approximation)."""
+    if a.size < 2 or b.size < 2:
+        return float("nan")
+    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    return math.erfc(abs(b.mean() - a.mean()) / se / math.sqrt(2)) if se > 0 else 0.0
+
+
+def length_change(trajectory_frame: pl.DataFrame) -> Change | None:
+    """The response length's change, when it grew or shrank by :data:`LENGTH_CHANGE` or more."""
+    if "length" not in trajectory_frame.columns or trajectory_frame.height < 8:
+        return None
+    steps, length = trajectory_frame["step"].to_numpy(), trajectory_frame["length"].to_numpy().astype(float)
+    first, last = quarters(steps)
+    a, b = length[first], length[last]
+    p_value = welch_p(a, b)
+    if not a.size or not math.isfinite(p_value) or p_value >= CHANGE_ALPHA or abs(b.mean() / a.mean() - 1) < LENGTH_CHANGE:
+        return None
+    return Change(float(a.mean()), float(b.mean()), p_value)
+
+
+def length_relevance(trajectory_frame: pl.DataFrame) -> tuple[float, float, float]:
+    """Correlation of length with reward, both centred within their step, and its Fisher interval."""
+    frame = trajectory_frame.filter(pl.col("reward").is_not_null() & pl.col("length").is_not_null())
+    if frame.height < 4:
+        return float("nan"), float("nan"), float("nan")
+    centred = frame.select((pl.col("length") - pl.col("length").mean().over("step")).alias("x"),
+                           (pl.col("reward") - pl.col("reward").mean().over("step")).alias("y"))
+    x, y = centred["x"].to_numpy().astype(float), centred["y"].to_numpy().astype(float)
+    if x.std() == 0 or y.std() == 0:
+        return float("nan"), float("nan"), float("nan")
+    r = float(np.corrcoef(x, y)[0, 1])
+    return (r, *fisher_interval(r, x.size - frame["step"].n_unique()))
+
+
+def _biased(row: dict) -> bool:
+    return math.isfinite(row["elasticity_low"]) and (row["elasticity_high"] < -BIAS_BAND or row["elasticity_low"] > BIAS_BAND)
+
+
+def _unbiased(row: dict) -> bool:
+    return math.isfinite(row["elasticity_low"]) and -BIAS_BAND <= row["elasticity_low"] and row["elasticity_high"] <= BIAS_BAND
+
+
+def _elasticity(row: dict) -> str:
+    return f"{row['elasticity']:.2f} [{row['elasticity_low']:.2f}, {row['elasticity_high']:.2f}]"
+
+
+def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator: str | None,
+                   aggregation: str) -> str | None:
+    """The length drift's finding, verdict first (module docstring); None without a length drift."""
+    change = length_change(trajectory_frame)
+    if change is None:
+        return None
+    verb = "grew" if change.last > change.first else "shrank"
+    sign = 1.0 if verb == "grew" else -1.0
+    text = (f"response length {verb}: {change.first:.0f} -> {change.last:.0f} model tokens per trajectory "
+            f"(first vs last quarter of steps, {p_text(change.p_value)})")
+    r, low, high = length_relevance(trajectory_frame)
+    relevance = (sign * r, *sorted((sign * low, sign * high))) if math.isfinite(low) else (float("nan"),) * 3
+    relevant = math.isfinite(relevance[1]) and relevance[1] > 0
+    rows = {row["aggregation"]: row for row in bias.filter(pl.col("estimator") == estimator).iter_rows(named=True)} \
+        if estimator is not None and bias.height else {}
+    own = rows.get(aggregation)
+    relevance_text = ("n/a" if not math.isfinite(relevance[0]) else
+                      f"{relevance[0]:+.2f} [{relevance[1]:+.2f}, {relevance[2]:+.2f}]")
+    if own is None:
+        return (f"{UNEXPLAINED}: {text}; the run's estimator is not known or has no length bias measured; "
+                f"length relevance signed by the drift {relevance_text}")
+    fair = [mode for mode, row in rows.items() if mode != aggregation and _unbiased(row)]
+    others = "; ".join(f"under {mode} it would be {_elasticity(row)}" for mode, row in rows.items() if mode != aggregation)
+    if _biased(own) and fair and not relevant:
+        verdict, reason = ARTEFACT, f"the loss aggregation {aggregation} weighs tokens by length; {', '.join(fair)} would not"
+    elif relevant and not _biased(own):
+        verdict, reason = LEARNING, "longer (or shorter) responses earn more reward, and the aggregation is not length-biased"
+    else:
+        verdict, reason = UNEXPLAINED, ("the aggregation is length-biased but length also earns reward" if relevant else
+                                        "no unbiased aggregation to compare" if _biased(own) else
+                                        "the aggregation is not length-biased and length earns no reward")
+    return (f"{verdict}: {text}; under {estimator} / {aggregation} the elasticity of push per token on length is "
+            f"{_elasticity(own)}; {others}; length relevance signed by the drift {relevance_text}; {reason}")
+
+
+def channel_credit(trajectories: pl.DataFrame, advantages: pl.DataFrame, channel: str, draws: int = 500,
+                   seed: int = 0) -> tuple[float, float, float]:
+    """Correlation of the channel's in-group-centred value with the advantage, and a bootstrap over groups."""
+    values = (trajectories.select("trajectory_id", "group_id", pl.col("reward_channels"))
+              .explode("reward_channels").drop_nulls("reward_channels")
+              .filter(pl.col("reward_channels").struct.field("name") == channel)
+              .select("trajectory_id", "group_id",
+                      pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value"))
+              .join(advantages.select("trajectory_id", pl.col("advantage").cast(pl.Float64)), on="trajectory_id")
+              .drop_nulls().filter(pl.col("advantage").is_finite())
+              .with_columns((pl.col("value") - pl.col("value").mean().over("group_id")).alias("value")))
+    if values.height < 4:
+        return float("nan"), float("nan"), float("nan")
+    x, y = values["value"].to_numpy(), values["advantage"].to_numpy()
+    if x.std() == 0 or y.std() == 0:
+        return float("nan"), float("nan"), float("nan")
+    r = float(np.corrcoef(x, y)[0, 1])
+    _, group = np.unique(values["group_id"].to_numpy(), return_inverse=True)
+    sums = np.stack([np.bincount(group, weights=w) for w in (np.ones_like(x), x, y, x * x, y * y, x * y)], axis=1)
+    rng = np.random.default_rng(seed)
+    groups = sums.shape[0]
+    # a resample of groups is a multiplicity per group; r of the resampled rows is a function of the sums
+    totals = np.stack([np.bincount(rng.integers(0, groups, groups), minlength=groups) @ sums for _ in range(draws)])
+    n, sx, sy, sxx, syy, sxy = totals.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        draws_r = (sxy - sx * sy / n) / np.sqrt((sxx - sx * sx / n) * (syy - sy * sy / n))
+    finite = draws_r[np.isfinite(draws_r)]
+    low, high = np.quantile(finite, [0.025, 0.975]) if finite.size else (float("nan"), float("nan"))
+    return r, float(low), float(high)
+
+
+def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome: dict[str, pl.DataFrame],
+                     estimator: str | None) -> list[str]:
+    """One finding per collapsed reward channel, verdict first (module docstring)."""
+    if channels.height == 0:
+        return []
+    out = []
+    steps = channels["step"].to_numpy()
+    first, last = quarters(steps)
+    for column in [c for c in channels.columns if c.startswith("mean:")]:
+        values = channels[column].to_numpy().astype(float)
+        a, b = values[first], values[last]
+        p_value = welch_p(a, b)
+        if not (a.size and a.mean() > 0 and b.mean() <= 0.5 * a.mean() and math.isfinite(p_value) and p_value < CHANGE_ALPHA):
+            continue
+        name = column[5:]
+        text = (f"reward channel {name} collapsed: {a.mean():.2f} -> {b.mean():.2f} "
+                f"(first vs last quarter of steps, step means, {p_text(p_value)})")
+        credit = {label: channel_credit(trajectories, frame, name) for label, frame in outcome.items()}
+        credit = {label: c for label, c in credit.items() if math.isfinite(c[1])}
+        own = credit.get(estimator) if estimator is not None else None
+        if own is None:
+            out.append(f"{UNEXPLAINED}: {text}; the run's estimator is not known or gives no advantage per trajectory")
+            continue
+        keepers = sorted((label for label, c in credit.items() if label != estimator and c[1] > own[2]),
+                         key=lambda label: -credit[label][0])
+        shown = keepers[:3] or sorted((label for label in credit if label != estimator), key=lambda label: -credit[label][0])[:2]
+        evidence = "; ".join(f"{label}: {credit[label][0]:+.2f} [{credit[label][1]:+.2f}, {credit[label][2]:+.2f}]"
+                             for label in shown)
+        head = (f"{text}; the channel's credit (correlation of its in-group value with the advantage) under {estimator} "
+                f"{own[0]:+.2f} [{own[1]:+.2f}, {own[2]:+.2f}]" + (f"; {evidence}" if evidence else ""))
+        if keepers:
+            out.append(f"{ARTEFACT}: {head}; {', '.join(keepers)} would have credited the channel more and kept it")
+        else:
+            out.append(f"{UNEXPLAINED}: {head}; no compared estimator credits the channel more")
+    return out

@@ -1,0 +1,69 @@
+"""The verdicts of an attribution as plain data: what ``trajlens attribute --json FILE`` writes.
+
+One JSON object per run::
+
+    {"run_id", "estimator", "aggregation", "aggregation_logged",
+     "drifts": [{"class", "direction", "share_first", "share_last", "onset_step", "verdict", "reason",
+                 "estimator", "aggregation", "own_known", "dissenting", "window",
+                 "push": {"value", "low", "high"}, "relevance": {"value", "low", "high"},
+                 "structural": [...],
+                 "counterfactuals": [{"estimator", "aggregation", "own", "push": {"value", "low", "high"}}],
+                 "timing": [{"estimator", "r", "r_low", "r_high", "pivotal_steps", "pivot_kind"}],
+                 "projection": [{"estimator", "share_start", "share_end", "projected_end",
+                                 "projected_low", "projected_high"}]}],
+     "causes": [the response-length and reward-channel verdicts, in words, verdict first],
+     "findings": [...], "notes": [...]}
+
+Numbers that cannot be computed are ``null``, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import polars as pl
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _interval(row: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return {"value": _number(row[prefix]), "low": _number(row[f"{prefix}_low"]), "high": _number(row[f"{prefix}_high"])}
+
+
+def verdict_document(result: Any) -> dict[str, Any]:
+    """The verdicts of ``result`` (an :class:`~trajlens.attribution.AttributionResult`) as JSON-ready data."""
+    drifts = []
+    verdicts = result.verdicts if result.verdicts.height else pl.DataFrame()
+    projection = getattr(result, "projection", None)
+    projection = projection if projection is not None and projection.height else pl.DataFrame()
+    for row in verdicts.iter_rows(named=True):
+        name = row["primary_class"]
+        evidence = result.evidence.filter(pl.col("primary_class") == name) if result.evidence.height else result.evidence
+        timing = result.drift.filter(pl.col("primary_class") == name) if result.drift.height else result.drift
+        drifts.append({
+            "class": name, "direction": row["direction"], "share_first": _number(row["share_first"]),
+            "share_last": _number(row["share_last"]), "onset_step": row["onset_step"], "verdict": row["verdict"],
+            "reason": row["reason"], "estimator": row["estimator"], "aggregation": row["aggregation"],
+            "own_known": row["own_known"], "dissenting": [d for d in row["dissenting"].split(", ") if d],
+            "window": row["window"], "push": _interval(row, "push"), "relevance": _interval(row, "relevance"),
+            "structural": [c for c in row["structural"].split(", ") if c],
+            "counterfactuals": [{"estimator": e["estimator"], "aggregation": e["aggregation"], "own": e["own"],
+                                 "push": _interval(e, "push")} for e in evidence.iter_rows(named=True)],
+            "timing": [{"estimator": t["estimator"], "r": _number(t["r"]), "r_low": _number(t["r_low"]),
+                        "r_high": _number(t["r_high"]), "pivotal_steps": t["pivotal_steps"],
+                        "pivot_kind": t["pivot_kind"]} for t in timing.iter_rows(named=True)],
+            "projection": [{"estimator": p["estimator"], "share_start": _number(p["share_start"]),
+                            "share_end": _number(p["share_end"]), "projected_end": _number(p["projected_end"]),
+                            "projected_low": _number(p["projected_low"]), "projected_high": _number(p["projected_high"])}
+                           for p in projection.filter(pl.col("primary_class") == name).iter_rows(named=True)]
+            if projection.height else [],
+        })
+    return {"run_id": result.run_id, "estimator": result.own.label, "aggregation": result.own.aggregation,
+            "aggregation_logged": result.own.aggregation_logged, "drifts": drifts,
+            "causes": list(getattr(result, "cause_verdicts", []) or []),
+            "findings": list(result.findings), "notes": list(result.notes)}

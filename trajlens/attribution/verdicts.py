@@ -1,0 +1,369 @@
+"""A verdict per drifting class: estimator artefact, learning, or unexplained, with the evidence that decided it.
+
+Every number here is computed at the level of the behaviour class, from the per-step
+``class_credit`` table and the per-trajectory class counts of :mod:`.api`.
+
+Competing calls
+    A call competes with a class when the policy chose between them. A *structural* class is
+    one every trajectory calls the same number of times (at least once) at :data:`STRUCTURAL_STEPS`
+    of the steps or more, such as a final submit every trajectory makes: its count is not the
+    policy's choice, so it takes no part in the competition. A class's *competing relative
+    credit* at a step is its calls' mean scaled push minus the mean scaled push over the calls
+    of every non-structural class (the step's mean |push| is the unit, as in ``class_credit``).
+Drift window
+    From ``k`` steps before the onset to the step at which the class's share (mean over k steps)
+    has moved :data:`DRIFT_END` of the way from the first stage's share to the last stage's
+    (at least ``k`` steps after the onset): the steps of the drift itself, not the noisy credit
+    of a class the run has nearly stopped calling.
+Cumulative push
+    For each counterfactual (every estimator under the run's aggregation, and the run's
+    estimator under every aggregation), the sum over the window's steps of the class's
+    competing relative credit, signed by the drift's direction (+ growth, - decay), so a
+    positive number pushed the class the way it went. Its 95% interval is a moving-block
+    bootstrap over the window's steps (blocks of ``k``, as for r; :func:`block_indices`).
+Reward relevance
+    The Pearson correlation of the class's count in a trajectory with the trajectory's reward,
+    both centred within their step (so a trend of both over the run is not read as relevance),
+    signed by the drift's direction, with a 95% Fisher interval (n = trajectories - steps). On a
+    run with two or more reward channels, also with each channel's value; the relevance used is
+    the one whose interval's lower end is highest (:func:`signed_relevance`).
+
+A counterfactual is *centred* when the median over the window of its step's mean push, in
+units of the step's mean |push|, is within +-:data:`CENTRED` of 0: it has a baseline, so its
+relative credit says which calls it favours rather than which are long (REINFORCE without a
+baseline on rewards in [0, 1] pushes every call up and is not centred). Only a centred
+counterfactual can dissent.
+
+The rule (:func:`decide`); "with" means the interval lies above 0, "against" below:
+
+1. **estimator artefact** when the run's push is *with* the drift, the class's reward relevance
+   is not *with* it, and some centred counterfactual pushes *against* the drift or pushes
+   significantly less (its interval's top below the run's interval's bottom). The verdict
+   names the counterfactuals that dissent (another estimator under the run's aggregation, or
+   the run's estimator under another aggregation).
+2. **learning** when the class's reward relevance is *with* the drift and the run's push is not
+   against it: the class moved the way the run's reward, or one of its reward channels, asks;
+   whether another estimator would have kept a channel is the reward-channel verdict (:mod:`.causes`).
+3. **unexplained** otherwise (the run's push does not move with the drift, or every centred
+   counterfactual pushed the class as hard and reward does not explain it), with the reason.
+
+When the run's own estimator is unknown, the counterfactual with the largest cumulative push
+stands in for it and the finding says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from trajlens.attribution.projection import PROJECTION_SCHEMA, project
+from trajlens.attribution.statistics import fisher_interval
+from trajlens.steps import steps_text
+
+ARTEFACT = "estimator artefact"
+LEARNING = "learning"
+UNEXPLAINED = "unexplained"
+VERDICTS: tuple[str, ...] = (ARTEFACT, LEARNING, UNEXPLAINED)
+"""The verdicts a drift can get, in the order the rule tries them."""
+
+CENTRED = 0.5
+"""Largest median |step mean push| (in units of the step's mean |push|) of a centred counterfactual."""
+
+STRUCTURAL_STEPS = 0.9
+"""Share of steps at which every trajectory must call a class equally often for it to be structural."""
+
+VERDICT_SCHEMA: dict[str, pl.DataType] = {
+    "primary_class": pl.String, "direction": pl.String, "share_first": pl.Float64, "share_last": pl.Float64,
+    "onset_step": pl.Int64, "verdict": pl.String, "reason": pl.String, "estimator": pl.String,
+    "aggregation": pl.String, "own_known": pl.Boolean, "dissenting": pl.String, "window": pl.String,
+    "push": pl.Float64, "push_low": pl.Float64, "push_high": pl.Float64, "relevance": pl.Float64,
+    "relevance_low": pl.Float64, "relevance_high": pl.Float64, "structural": pl.String,
+}
+"""One row per drifting class: the verdict, the run's estimator and aggregation, the decisive evidence
+(the run's signed cumulative push and the signed reward relevance, with intervals)."""
+
+EVIDENCE_SCHEMA: dict[str, pl.DataType] = {
+    "primary_class": pl.String, "estimator": pl.String, "aggregation": pl.String, "own": pl.Boolean,
+    "push": pl.Float64, "push_low": pl.Float64, "push_high": pl.Float64, "steps": pl.Int64,
+}
+"""One row per drifting class and counterfactual: the signed cumulative competing push with its interval."""
+
+
+@dataclass(frozen=True)
+class Push:
+    """A signed cumulative push and its 95% interval."""
+
+    value: float
+    low: float
+    high: float
+
+    @property
+    def with_drift(self) -> bool:
+        return math.isfinite(self.low) and self.low > 0
+
+    @property
+    def against_drift(self) -> bool:
+        return math.isfinite(self.high) and self.high < 0
+
+    def text(self) -> str:
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return f"{self.value:+.1f} (no interval: too few steps)" if math.isfinite(self.value) else "n/a"
+        return f"{self.value:+.1f} [{self.low:+.1f}, {self.high:+.1f}]"
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: str
+    reason: str
+    dissenting: tuple[str, ...]
+
+
+def decide(own: Push, counterfactuals: dict[str, Push], relevance: Push,
+           uncentred: frozenset[str] = frozenset()) -> Decision:
+    """The verdict of one drift from the run's push, the counterfactuals' and the reward relevance
+    (all signed by the drift's direction); counterfactuals named in ``uncentred`` cannot dissent.
+    The module docstring states the rule."""
+    relevant = relevance.with_drift
+    centred = {label: p for label, p in counterfactuals.items() if label not in uncentred}
+    opposing = tuple(label for label, p in centred.items() if p.against_drift)
+    weaker = tuple(label for label, p in centred.items()
+                   if not p.against_drift and math.isfinite(p.high) and math.isfinite(own.low) and p.high < own.low)
+    if own.with_drift and not relevant and (opposing or weaker):
+        parts = ([f"{', '.join(opposing)} pushed against it"] if opposing else []) + (
+            [f"{', '.join(weaker)} pushed it significantly less"] if weaker else [])
+        return Decision(ARTEFACT, "the run's push moved with the drift and reward does not explain it; "
+                        + "; ".join(parts), opposing + weaker)
+    if relevant and not own.against_drift:
+        reason = "the class's count moves reward the way the class went"
+        if opposing:
+            reason += f" ({', '.join(opposing)} would have pushed against it)"
+        return Decision(LEARNING, reason, ())
+    if not own.with_drift:
+        reason = ("the run's push went against the drift" if own.against_drift else
+                  "the run's push did not clearly move with the drift")
+        reason += "; " + ("reward relevance is with it" if relevant else "the class's reward relevance does not explain it")
+        return Decision(UNEXPLAINED, reason, ())
+    return Decision(UNEXPLAINED, "the run's push moved with the drift, but every centred counterfactual pushed it as "
+                                 "hard and reward relevance does not explain it", ())
+
+
+def block_indices(size: int, block: int, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """(draws, size) indices of a moving-block bootstrap over ``size`` consecutive steps."""
+    block = max(1, min(block, size))
+    starts = rng.integers(0, max(size - block + 1, 1), size=(draws, int(math.ceil(size / block))))
+    index = (starts[:, :, None] + np.arange(block)[None, None, :]).reshape(draws, -1)[:, :size]
+    return np.minimum(index, size - 1)
+
+
+def structural_classes(trajectory_classes: pl.DataFrame, classes: list[str]) -> list[str]:
+    """Classes every trajectory calls equally often (at least once) at :data:`STRUCTURAL_STEPS` of the steps."""
+    if trajectory_classes.height == 0:
+        return []
+    out = []
+    for name in classes:
+        column = f"count:{name}"
+        if column not in trajectory_classes.columns:
+            continue
+        per_step = trajectory_classes.group_by("step").agg(
+            ((pl.col(column).min() == pl.col(column).max()) & (pl.col(column).min() >= 1)).alias("fixed"))
+        if per_step["fixed"].mean() >= STRUCTURAL_STEPS:
+            out.append(name)
+    return out
+
+
+def competing_credit(class_credit: pl.DataFrame, structural: list[str]) -> pl.DataFrame:
+    """``class_credit`` with ``competing_mean`` (the mean scaled push of the step's non-structural
+    calls) and ``competing_credit``: the class's mean scaled push minus ``competing_mean`` (null
+    where the class has no call at the step)."""
+    competing = (class_credit.filter(~pl.col("primary_class").is_in(structural))
+                 .group_by("step", "estimator", "aggregation")
+                 .agg((pl.col("push_sum_scaled").sum() / pl.col("calls").sum()).alias("competing_mean")))
+    return class_credit.join(competing, on=["step", "estimator", "aggregation"], how="left").with_columns(
+        pl.when(pl.col("calls") > 0).then(pl.col("push_sum_scaled") / pl.col("calls") - pl.col("competing_mean"))
+        .otherwise(None).alias("competing_credit"))
+
+
+def cumulative_push(series: np.ndarray, sign: float, block: int, draws: int, seed: int) -> Push:
+    """Signed sum of a per-step series (NaN steps count 0) and its moving-block bootstrap interval."""
+    values = sign * np.nan_to_num(series.astype(float), nan=0.0)
+    total = float(values.sum())
+    if values.size < 2:
+        return Push(total, float("nan"), float("nan"))
+    index = block_indices(values.size, block, draws, np.random.default_rng(seed))
+    sums = values[index].sum(axis=1)
+    low, high = np.quantile(sums, [0.025, 0.975])
+    return Push(total, float(low), float(high))
+
+
+def within_step_relevance(trajectory_classes: pl.DataFrame, name: str, target: str = "reward") -> tuple[float, float, float, int]:
+    """Correlation of the class's count with ``target`` (the reward, or a ``channel:<name>`` column),
+    both centred within their step; its Fisher interval."""
+    column = f"count:{name}"
+    frame = trajectory_classes.filter(pl.col(target).is_not_null() & pl.col(target).is_not_nan()) \
+        if target in trajectory_classes.columns else trajectory_classes.clear()
+    if column not in frame.columns or frame.height < 4:
+        return float("nan"), float("nan"), float("nan"), 0
+    centred = frame.select(
+        (pl.col(column) - pl.col(column).mean().over("step")).alias("count"),
+        (pl.col(target) - pl.col(target).mean().over("step")).alias("reward"))
+    count, reward = centred["count"].to_numpy().astype(float), centred["reward"].to_numpy().astype(float)
+    if count.std() == 0 or reward.std() == 0:
+        return float("nan"), float("nan"), float("nan"), count.size
+    r = float(np.corrcoef(count, reward)[0, 1])
+    n = count.size - frame["step"].n_unique()
+    low, high = fisher_interval(r, n)
+    return r, low, high, n
+
+
+def signed_relevance(trajectory_classes: pl.DataFrame, name: str, sign: float) -> tuple[Push, str]:
+    """The class's reward relevance signed by the drift: against the reward, and on a run with two or
+    more reward channels against each channel too, the one whose interval's lower end is highest
+    (a class that moves any channel the run rewards, the way it went, is reward-relevant)."""
+    targets = ["reward"] + sorted(c for c in trajectory_classes.columns if c.startswith("channel:"))
+    best, best_target = Push(float("nan"), float("nan"), float("nan")), "reward"
+    for target in targets:
+        r, low, high, _ = within_step_relevance(trajectory_classes, name, target)
+        if not math.isfinite(low):
+            continue
+        candidate = Push(sign * r, *sorted((sign * low, sign * high)))
+        if not math.isfinite(best.low) or candidate.low > best.low:
+            best, best_target = candidate, target
+    return best, best_target
+
+
+class VerdictResult:
+    """Verdict rows, evidence rows and the verdict line of each drifting class (by class)."""
+
+    def __init__(self, frame: pl.DataFrame, evidence: pl.DataFrame, lines: dict[str, str], structural: list[str],
+                 projection: pl.DataFrame):
+        self.frame = frame
+        self.evidence = evidence
+        self.lines = lines
+        self.structural = structural
+        self.projection = projection
+
+
+def drift_verdicts(
+    drift: pl.DataFrame,
+    class_credit: pl.DataFrame,
+    trajectory_classes: pl.DataFrame,
+    own_label: str | None,
+    aggregation: str,
+    k: int,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    structural: list[str] | None = None,
+) -> VerdictResult:
+    """A verdict per drifting class of ``drift`` (the frame of :func:`~.drift.attribute_drift`);
+    ``structural`` the structural classes when already known (else found here)."""
+    classes = sorted(class_credit["primary_class"].unique().to_list()) if class_credit.height else []
+    structural = structural_classes(trajectory_classes, classes) if structural is None else structural
+    credit = competing_credit(class_credit, structural) if class_credit.height else class_credit
+    rows, evidence, lines = [], [], {}
+    labels = credit["estimator"].unique(maintain_order=True).to_list() if credit.height else []
+    aggregations = credit["aggregation"].unique(maintain_order=True).to_list() if credit.height else []
+    known = own_label in labels
+    projected = project(credit, own_label, aggregation, structural, k, seed) if credit.height else \
+        pl.DataFrame(schema=PROJECTION_SCHEMA)
+    for first in drift.unique("primary_class", maintain_order=True).iter_rows(named=True):
+        name, sign = first["primary_class"], (1.0 if first["direction"] == "grew" else -1.0)
+        steps = np.array(sorted(credit["step"].unique().to_list()))
+        window = steps[(steps >= first["onset_step"] - k) & (steps <= _drift_end(credit, name, steps, first, k))]
+        pairs = [(label, aggregation) for label in labels]
+        if known:
+            pairs += [(own_label, mode) for mode in aggregations if mode != aggregation]
+        pushes, uncentred = {}, set()
+        for label, mode in pairs:
+            part = credit.filter((pl.col("estimator") == label) & (pl.col("aggregation") == mode)
+                                 & (pl.col("primary_class") == name) & pl.col("step").is_in(window.tolist()))
+            if part.height and float(part["step_mean_scaled"].abs().median() or 0.0) > CENTRED:
+                uncentred.add((label, mode))
+            lookup = dict(zip(part["step"].to_list(), part["competing_credit"].to_list()))
+            series = np.array([np.nan if lookup.get(s) is None else lookup[s] for s in window], dtype=float)
+            pushes[(label, mode)] = cumulative_push(series, sign, k, bootstrap, seed)
+        if not pushes:
+            continue
+        own_key = (own_label, aggregation) if known else max(pushes, key=lambda key: pushes[key].value)
+        own = pushes[own_key]
+        others = {_label(key, aggregation, own_key): p for key, p in pushes.items() if key != own_key}
+        relevance, relevance_target = signed_relevance(trajectory_classes, name, sign)
+        decision = decide(own, others, relevance,
+                          frozenset(_label(key, aggregation, own_key) for key in uncentred if key != own_key))
+        for key, p in pushes.items():
+            evidence.append({"primary_class": name, "estimator": key[0], "aggregation": key[1], "own": key == own_key,
+                             "push": p.value, "push_low": p.low, "push_high": p.high, "steps": int(window.size)})
+        rows.append({
+            "primary_class": name, "direction": first["direction"], "share_first": first["share_first"],
+            "share_last": first["share_last"], "onset_step": first["onset_step"], "verdict": decision.verdict,
+            "reason": decision.reason, "estimator": own_key[0], "aggregation": own_key[1], "own_known": known,
+            "dissenting": ", ".join(decision.dissenting), "window": steps_text(window.tolist()),
+            "push": own.value, "push_low": own.low, "push_high": own.high, "relevance": relevance.value,
+            "relevance_low": relevance.low, "relevance_high": relevance.high, "structural": ", ".join(structural),
+        })
+        lines[name] = _line(rows[-1], own, others, relevance, decision, known, relevance_target) + _projection_text(
+            projected.filter(pl.col("primary_class") == name), sign, own_key[0])
+    return VerdictResult(pl.DataFrame(rows, schema=VERDICT_SCHEMA), pl.DataFrame(evidence, schema=EVIDENCE_SCHEMA),
+                         lines, structural, projected)
+
+
+def _projection_text(rows: pl.DataFrame, sign: float, own_label: str) -> str:
+    """Would another estimator have stopped it: the projected final share under the estimators that
+    would have moved the class least (:mod:`.projection`)."""
+    if rows.height == 0:
+        return ""
+    own = rows.filter(pl.col("estimator") == own_label)
+    others = rows.filter(pl.col("estimator") != own_label).sort(pl.col("projected_end") * sign).head(2)
+    if own.height == 0 or others.height == 0:
+        return ""
+    first = own.row(0, named=True)
+    shown = ", ".join(f"{r['estimator']} {r['projected_end']:.2f} [{r['projected_low']:.2f}, {r['projected_high']:.2f}]"
+                      for r in others.iter_rows(named=True))
+    return (f"; projected final share from the run's start ({first['share_start']:.2f}): {shown}; "
+            f"under {own_label} {first['projected_end']:.2f} (observed {first['share_end']:.2f})")
+
+
+DRIFT_END = 0.9
+"""Share of the way from the first stage's share to the last stage's at which the drift window ends."""
+
+
+def _drift_end(credit: pl.DataFrame, name: str, steps: np.ndarray, drift: dict, k: int) -> int:
+    """The step at which the class's share (mean over k steps) has moved :data:`DRIFT_END` of the way."""
+    from trajlens.attribution.drift import _onset
+
+    reference = credit.filter(pl.col("estimator") == credit["estimator"][0]).filter(
+        pl.col("aggregation") == credit["aggregation"][0])
+    counts = reference.filter(pl.col("primary_class") == name).select("step", "calls", "step_calls")
+    lookup = {step: calls / total if total else 0.0 for step, calls, total in counts.iter_rows()}
+    share = np.array([lookup.get(int(step), 0.0) for step in steps])
+    end = _onset(steps, share, drift["share_first"], drift["share_last"], k, DRIFT_END)
+    return max(end, int(drift["onset_step"]) + k)
+
+
+def _label(key: tuple[str, str], aggregation: str, own_key: tuple[str, str]) -> str:
+    """A counterfactual's name: the estimator under the run's aggregation, or the run's estimator's aggregation."""
+    if key[0] == own_key[0]:
+        return f"{key[0]} under {key[1]}"
+    return key[0] if key[1] == aggregation else f"{key[0]} under {key[1]}"
+
+
+def _line(row: dict, own: Push, others: dict[str, Push], relevance: Push, decision: Decision, known: bool,
+          target: str = "reward") -> str:
+    """The verdict line: verdict first, then the drift and the evidence that decided it."""
+    who = f"{row['estimator']} / {row['aggregation']}" + ("" if known else " (the run's estimator is not known: "
+                                                             "the counterfactual that pushed hardest stands in)")
+    text = (f"{decision.verdict}: {row['primary_class']} {row['direction']} {row['share_first']:.2f} -> "
+            f"{row['share_last']:.2f} from step {row['onset_step']}; cumulative push among the competing calls over "
+            f"steps {row['window']}, signed by the drift, under {who}: {own.text()}")
+    named = list(decision.dissenting) or sorted(others, key=lambda label: others[label].value)[:2]
+    if named:
+        text += "; " + ", ".join(f"{label}: {others[label].text()}" for label in named if label in others)
+    relevance_text = ("n/a" if not math.isfinite(relevance.value) else
+                      f"{relevance.value:+.2f} [{relevance.low:+.2f}, {relevance.high:+.2f}]")
+    where = "" if target == "reward" else f" (to the {target.removeprefix('channel:')} channel)"
+    text += f"; reward relevance signed by the drift {relevance_text}{where}; {decision.reason}"
+    if row["structural"]:
+        text += f" (structural calls left out of the competition: {row['structural']})"
+    return text
