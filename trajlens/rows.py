@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -270,6 +270,22 @@ class RunBuilder:
     def skip(self, error: InputError) -> None:
         """Record a skipped record (lenient mode)."""
         self.problems.append(error.as_problem())
+
+    def add_record(self, item: Any, trajectories: Callable[[Any], Iterable[tuple[Any, ...]]], *,
+                   where: str, strict: bool) -> None:
+        """Add every trajectory of one source record: ``trajectories(item)`` yields
+        ``(row, tool_calls)`` or ``(row, tool_calls, tokens)``. A record its container could not
+        read (``item`` is the :class:`InputError`) or that fails a check is raised, or skipped
+        and noted when ``strict`` is false."""
+        try:
+            if isinstance(item, InputError):
+                raise item
+            for made in trajectories(item):
+                self.add_trajectory(*made, where=where)
+        except InputError as error:
+            if strict:
+                raise
+            self.skip(error)
 
     def build(self) -> RunData:
         tables = {"runs": pa.Table.from_pylist([self._run], schema=SCHEMAS["runs"])}

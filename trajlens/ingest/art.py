@@ -22,7 +22,6 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from trajlens.errors import InputError
 from trajlens.ingest._chat import chat_record
 from trajlens.ingest._fields import INT64, Fields, parse_json, type_name
 from trajlens.ingest._probe import Probe, files_of
@@ -56,15 +55,8 @@ def load_art(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = N
         counts: dict[int, int] = {}
         for number, row in records(file):
             where = f"{file}: record {number}"
-            try:
-                if isinstance(row, InputError):
-                    raise row
-                record = trajectory_row(row, file, where, split, step, counts)
-                builder.add_trajectory(record.row, record.tool_calls, where=where)
-            except InputError as error:
-                if strict:
-                    raise
-                builder.skip(error)
+            builder.add_record(row, lambda row: trajectory_row(row, file, where, split, step, counts).trajectories(),
+                               where=where, strict=strict)
     return builder.build()
 
 

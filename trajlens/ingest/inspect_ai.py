@@ -82,15 +82,8 @@ def load_inspect_ai(paths: Sequence[Path | str] | Path | str, *, run_id: str | N
     for file in files:
         prefix = "" if len(files) == 1 else f"{file.name}:"
         for where, sample in _samples(file):
-            try:
-                if isinstance(sample, InputError):
-                    raise sample
-                record = sample_record(sample, file, where, prefix)
-                builder.add_trajectory(record.row, record.tool_calls, where=where)
-            except InputError as error:
-                if strict:
-                    raise
-                builder.skip(error)
+            builder.add_record(sample, lambda sample: sample_record(sample, file, where, prefix).trajectories(),
+                               where=where, strict=strict)
     return builder.build()
 
 

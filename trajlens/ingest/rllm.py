@@ -34,7 +34,6 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from trajlens.errors import InputError
 from trajlens.ingest._chat import tool_call
 from trajlens.ingest._fields import INT64, Fields, decode_arguments, type_name
 from trajlens.ingest._probe import Probe, files_of
@@ -69,15 +68,8 @@ def load_rllm(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = 
         split = folder.group(1) if folder else "train"
         for number, episode in records(file):
             where = f"{file}: record {number}" if file.suffix == ".jsonl" else str(file)
-            try:
-                if isinstance(episode, InputError):
-                    raise episode
-                for row, calls in episode_rows(episode, Fields(where), split):
-                    builder.add_trajectory(row, calls, where=where)
-            except InputError as error:
-                if strict:
-                    raise
-                builder.skip(error)
+            builder.add_record(episode, lambda episode: episode_rows(episode, Fields(where), split),
+                               where=where, strict=strict)
     return builder.build()
 
 

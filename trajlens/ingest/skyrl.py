@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, type_name
@@ -68,21 +68,20 @@ def load_skyrl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None =
         step = _step(file)
         for number, row in records(file):
             where = f"{file}: record {number}"
-            try:
-                if isinstance(row, InputError):
-                    raise row
-                if not isinstance(row, dict):
-                    raise InputError(where, expected="an object", found=type_name(row))
-                if GENERATOR_KEYS <= row.keys():
-                    for trajectory, tokens in generator_rollouts(row, Fields(where), label, step):
-                        builder.add_trajectory(trajectory, (), tokens, where=where)
-                else:
-                    builder.add_trajectory(eval_row(row, Fields(where), f"{label}/{number}", step), where=where)
-            except InputError as error:
-                if strict:
-                    raise
-                builder.skip(error)
+            builder.add_record(row, lambda row: _trajectories(row, where, label, number, step),
+                               where=where, strict=strict)
     return builder.build()
+
+
+def _trajectories(row: Any, where: str, label: str, number: int, step: int) -> Iterator[tuple[Any, ...]]:
+    """The trajectories of one record: a generator output's rollouts, or one evaluation row."""
+    if not isinstance(row, dict):
+        raise InputError(where, expected="an object", found=type_name(row))
+    if GENERATOR_KEYS <= row.keys():
+        for trajectory, tokens in generator_rollouts(row, Fields(where), label, step):
+            yield trajectory, (), tokens
+    else:
+        yield eval_row(row, Fields(where), f"{label}/{number}", step), ()
 
 
 def _step(file: Path) -> int:

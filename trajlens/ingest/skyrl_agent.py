@@ -65,14 +65,8 @@ def load_skyrl_agent(paths: Sequence[Path | str] | Path | str, *, run_id: str | 
     name = files[0].parents[3].name
     builder = RunBuilder(run_id or slug(name), name=name, source_format=FORMAT, source=", ".join(map(str, files)))
     for file in files:
-        where = str(file)
-        try:
-            record = trace_record(read_json_file(file), file)
-            builder.add_trajectory(record.row, record.tool_calls, where=where)
-        except InputError as error:
-            if strict:
-                raise
-            builder.skip(error)
+        builder.add_record(file, lambda file: trace_record(read_json_file(file), file).trajectories(),
+                           where=str(file), strict=strict)
     return builder.build()
 
 

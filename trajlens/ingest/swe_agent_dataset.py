@@ -29,7 +29,6 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from trajlens.errors import InputError
 from trajlens.ingest._fields import Fields, dumps
 from trajlens.ingest._probe import Probe, files_of
 from trajlens.ingest._records import records
@@ -59,15 +58,8 @@ def load_swe_agent_dataset(paths: Sequence[Path | str] | Path | str, *, run_id: 
         prefix = "" if len(files) == 1 else f"{file.stem}:"
         for index, (number, row) in enumerate(records(file)):
             where = f"{file}: record {number}"
-            try:
-                if isinstance(row, InputError):
-                    raise row
-                trajectory, calls = _trajectory(row, Fields(file, number), index, prefix)
-                builder.add_trajectory(trajectory, calls, where=where)
-            except InputError as error:
-                if strict:
-                    raise
-                builder.skip(error)
+            builder.add_record(row, lambda row: [_trajectory(row, Fields(file, number), index, prefix)],
+                               where=where, strict=strict)
     return builder.build()
 
 

@@ -73,15 +73,8 @@ def load_verifiers(paths: Sequence[Path | str] | Path | str, *, run_id: str | No
         seen: dict[str, int] = {}
         for number, row in records(file):
             where = f"{file}: record {number}"
-            try:
-                if isinstance(row, InputError):
-                    raise row
-                record = rollout_record(row, file, where, prefix, seen)
-                builder.add_trajectory(record.row, record.tool_calls, where=where)
-            except InputError as error:
-                if strict:
-                    raise
-                builder.skip(error)
+            builder.add_record(row, lambda row: rollout_record(row, file, where, prefix, seen).trajectories(),
+                               where=where, strict=strict)
     return builder.build()
 
 

@@ -67,15 +67,8 @@ def load_verifiers_traces(paths: Sequence[Path | str] | Path | str, *, run_id: s
         prefix = "" if len(files) == 1 else f"{file.parent.name}:"
         for number, episode in records(file):
             where = f"{file}: record {number}"
-            try:
-                if isinstance(episode, InputError):
-                    raise episode
-                for row, calls, tokens in episode_trajectories(episode, file, where, prefix):
-                    builder.add_trajectory(row, calls, tokens, where=where)
-            except InputError as error:
-                if strict:
-                    raise
-                builder.skip(error)
+            builder.add_record(episode, lambda episode: episode_trajectories(episode, file, where, prefix),
+                               where=where, strict=strict)
     return builder.build()
 
 

@@ -46,6 +46,10 @@ class Record:
     notes: list[InputError] = field(default_factory=list)
     """What the loader worked around in this record (kept as problems in either mode)."""
 
+    def trajectories(self) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        """The record as :meth:`trajlens.rows.RunBuilder.add_record` takes it."""
+        return [(self.row, self.tool_calls)]
+
 
 @dataclass(frozen=True)
 class FileContext:
