@@ -296,6 +296,15 @@ def test_swe_agent_history_only_file():
     assert rows(run, "trajectories")[0]["exit_status"] is None
 
 
+def test_swe_agent_keeps_the_thought_of_each_step():
+    trajectory = next(SWE_AGENT.rglob("6e44b9__sweagenttestrepo-1c2844.traj"))
+    calls = rows(load_swe_agent(trajectory), "tool_calls")
+    assert calls[0]["assistant_text"].startswith("To start addressing this issue, I will first search")
+    history = rows(load_swe_agent(SWE_AGENT / "trajectories" / "demonstrations" / "function_calling_simple.traj"),
+                   "tool_calls")
+    assert history[0]["assistant_text"].startswith("The `SyntaxError` in `missing_colon.py` is likely")
+
+
 def test_swe_agent_demonstrations_log_no_tokens():
     # BabyEncryption: 16 steps, model_stats all 0: not logged, not "zero tokens".
     run = load_swe_agent(next(SWE_AGENT.rglob("BabyEncryption.traj")))
@@ -413,6 +422,9 @@ def test_openai_chat_fixtures():
         (1, "str_replace_editor", None, None)]
     assert calls[2]["arguments"] == json.dumps(
         {"command": "str_replace", "path": "README.md", "old_str": "teh", "new_str": "the"}, sort_keys=True)
+    # the model's text: on each turn's first call, and the answer after the last call
+    assert [c["assistant_text"] for c in calls] == ["Let me look.", None, "Editing line 3."]
+    assert conversation["response_text"] == "Done: the typo is fixed."
     bad, good = calls_of(run, "messages.json")
     assert (bad["format_error"], bad["arguments"]) == (True, json.dumps({"raw": '{"command": "ls"'}))
     assert (good["format_error"], good["command"]) == (False, "ls")

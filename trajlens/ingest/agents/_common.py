@@ -25,7 +25,7 @@ from trajlens.store.writer import slug
 __all__ = [
     "SHELL_TOOLS", "TOOL_CALL", "TRAJECTORY", "Fields", "FileContext", "Probe", "Record", "TokenTally",
     "decode_arguments", "dumps", "load_run", "message_text", "parse_json", "read_json", "read_text",
-    "shell_command", "type_name",
+    "shell_command", "type_name", "with_texts",
 ]
 
 # Only files with these suffixes can be agent logs; everything else in a folder (YAML configs,
@@ -308,3 +308,37 @@ def first_word(text: str) -> str:
     stripped = text.strip()
     return stripped.split(None, 1)[0] if stripped else ""
 
+
+def turn_texts(messages: list[Any]) -> list[str | None]:
+    """The text of each assistant message, in order (``None`` where it has none): its
+    reasoning (``reasoning_content``, where logged) before its content."""
+    texts = []
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            parts = [message.get("reasoning_content"), message_text(message.get("content"))]
+            texts.append("\n".join(p for p in parts if isinstance(p, str) and p) or None)
+    return texts
+
+
+def final_text(messages: list[Any]) -> str | None:
+    """The last assistant message's text when it issued no call (the answer), else ``None``."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            if message.get("tool_calls") or message.get("function_call"):
+                return None
+            return message_text(message.get("content")) or None
+    return None
+
+
+def with_texts(calls: list[dict[str, Any]], row: dict[str, Any], messages: list[Any]) -> None:
+    """Fill a chat conversation's ``assistant_text`` (the turn's text, on its first call) and
+    ``response_text`` (the answer after the last call) where the loader left them empty."""
+    texts = turn_texts(messages)
+    first_of_turn: set[int] = set()
+    for call in calls:
+        if call["turn"] not in first_of_turn:
+            first_of_turn.add(call["turn"])
+            if call.get("assistant_text") is None:
+                call["assistant_text"] = texts[call["turn"]] if call["turn"] < len(texts) else None
+    if row.get("response_text") is None:
+        row["response_text"] = final_text(messages)

@@ -65,6 +65,7 @@ from trajlens.ingest.agents._common import (
     read_json,
     shell_command,
     type_name,
+    with_texts,
 )
 from trajlens.rows import RunData
 
@@ -278,6 +279,7 @@ def conversation(record: dict[str, Any], context: FileContext, default_id: str, 
     )
     if default_id != context.trajectory_id:
         row["source"] = f"{context.source}:{default_id.rsplit(':', 1)[1]}"
+    with_texts(calls, row, messages)
     return Record(row, calls, where=where, model=read.text(record, "model"))
 
 

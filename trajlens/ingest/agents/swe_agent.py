@@ -116,13 +116,21 @@ def _calls_from_steps(steps: list[Any], read: Fields) -> tuple[list[dict[str, An
         action = at.text(step, "action", required=True)
         if not action.strip():
             continue
-        calls.append(_action_call(turn, action, at.text(step, "observation")))
+        calls.append(_action_call(turn, action, at.text(step, "observation"), _thought(step)))
     return calls, len(steps)
 
 
-def _action_call(turn: int, action: str, observation: str | None) -> dict[str, Any]:
+def _thought(message: dict[str, Any]) -> str | None:
+    """The model's own text of a step or an assistant message: its ``thought``, else its content."""
+    thought = message.get("thought")
+    if isinstance(thought, str) and thought.strip():
+        return thought.strip()
+    return message_text(message.get("content")) or None
+
+
+def _action_call(turn: int, action: str, observation: str | None, thought: str | None) -> dict[str, Any]:
     return TOOL_CALL(turn=turn, tool_name=tool_name(action), arguments=dumps({"action": action}), command=action,
-                     observation=observation)
+                     observation=observation, assistant_text=thought)
 
 
 def _calls_from_history(history: list[Any], read: Fields) -> tuple[list[dict[str, Any]], int]:
@@ -159,11 +167,12 @@ def _calls_from_history(history: list[Any], read: Fields) -> tuple[list[dict[str
                 command=command if command is not None else shell_command(name, arguments),
                 observation=results.get(call.identifier(tool_call, "id")),
                 format_error=arguments is None,
+                assistant_text=_thought(message) if position == 0 else None,
             ))
         if not tool_calls and action and action.strip():
             reply = history[index + 1] if index + 1 < len(history) else None
             observation = message_text(reply.get("content")) if isinstance(reply, dict) else None
-            calls.append(_action_call(turn, action, observation))
+            calls.append(_action_call(turn, action, observation, _thought(message)))
     return calls, turn + 1
 
 
