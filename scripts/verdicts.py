@@ -25,7 +25,7 @@ import numpy as np
 
 def true_onsets(scenario, seed: int, k: int) -> dict[str, int]:
     """Per class: the onset of the drift of its policy probability, by the rule attribution uses."""
-    from trajlens.attribution.drift import _onset
+    from trajlens.attribution.statistics import onset_step
     from trajlens.synth.causal import simulate_causal
 
     rows = simulate_causal(scenario, seed=seed)
@@ -34,7 +34,7 @@ def true_onsets(scenario, seed: int, k: int) -> dict[str, int]:
     out = {}
     for name in scenario.class_names:
         share = np.array([row[f"policy.{name}"] for row in rows])
-        out[name] = _onset(steps, share, float(share[:quarter].mean()), float(share[-quarter:].mean()), k)
+        out[name] = onset_step(steps, share, float(share[:quarter].mean()), float(share[-quarter:].mean()), k)
     return out
 
 

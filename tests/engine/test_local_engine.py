@@ -54,7 +54,7 @@ def test_classify_steps_equal_the_whole_run(store_copy):
                                                     ("reinforce", {})])
 def test_recompute_steps_equal_the_whole_run(engine_store, estimator, options):
     from trajlens.engine.advantages import recompute_diagnostics_on
-    from trajlens.run.advantages import labelled_diagnostics
+    from trajlens.run.stepwise import labelled_diagnostics
 
     expected = labelled_diagnostics(trajlens.open(engine_store), RUN_ID, estimator, "label", **options)
     found = recompute_diagnostics_on(LocalEngine(), StoreLocation.of(engine_store), RUN_ID, estimator, "label", options)
@@ -116,7 +116,7 @@ def test_dynamic_gdpo_runs_step_by_step_with_the_weights_the_whole_run_carries(m
                                                                               options):
     """gdpo_dynamic's moving averages carry from step to step: two passes give the whole run's rows."""
     from trajlens.engine.advantages import carried_averages, recompute_diagnostics_on
-    from trajlens.run.advantages import labelled_diagnostics
+    from trajlens.run.stepwise import labelled_diagnostics
 
     store = trajlens.open(multireward_store)
     run_id = store.run_ids()[0]

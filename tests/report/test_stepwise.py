@@ -10,7 +10,8 @@ from polars.testing import assert_frame_equal
 import trajlens
 from trajlens.estimators import recompute
 from trajlens.estimators._compiled import AVAILABLE
-from trajlens.run.advantages import labelled_diagnostics, read_run
+from trajlens.run.advantages import read_run
+from trajlens.run.stepwise import labelled_diagnostics
 from trajlens.estimators import EstimatorChoice
 from trajlens.run.stepwise import diagnostics_by_step, recompute_steps
 

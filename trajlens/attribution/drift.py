@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.attribution.statistics import Z95
+from trajlens.attribution.statistics import onset_step
 from trajlens.attribution.verdicts import block_indices, competing_credit
 from trajlens.steps import steps_text
 
@@ -104,7 +105,7 @@ def attribute_drift(
         name = classes[c]
         first, last, p_value = changes[c]
         direction = "grew" if last > first else "decayed"
-        onset = _onset(steps, share[:, c], first, last, config.k)
+        onset = onset_step(steps, share[:, c], first, last, config.k)
         pivotal, kind = _pivotal_steps(credit, step_flags, reference, name, steps, onset, direction, config.k)
         per_estimator = []
         for label in labels:
@@ -151,18 +152,6 @@ def _stage_change(shares: pl.DataFrame, name: str, config: DriftConfig) -> tuple
     if abs(p2 - p1) < config.min_change or p_value >= config.alpha:
         return None
     return p1, p2, p_value
-
-
-def _onset(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int, fraction: float = 0.25) -> int:
-    """The first step from which the mean share over k steps has moved ``fraction`` of the way from
-    ``first`` to ``last`` (the onset at a quarter; the drift's end, for the verdict's window, at 0.9)."""
-    threshold = first + fraction * (last - first)
-    window = max(k, 1)
-    for i in range(steps.size):
-        mean = share[i:i + window].mean()
-        if (last > first and mean >= threshold) or (last < first and mean <= threshold):
-            return int(steps[i])
-    return int(steps[-1])
 
 
 def _credit_series(credit: pl.DataFrame, label: str, name: str, steps: np.ndarray) -> np.ndarray:

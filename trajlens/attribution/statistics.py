@@ -201,3 +201,15 @@ def channel_measures(trajectories: pl.DataFrame, epsilon: float = 1e-6) -> pl.Da
     counts = wide.group_by("step").agg([(pl.col("dominant") == n).sum().alias(f"dominant:{n}") for n in names]
                                        + [pl.col(n).mean().alias(f"mean:{n}") for n in names])
     return counts.join(misalignment, on="step", how="left").sort("step")
+
+
+def onset_step(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int, fraction: float = 0.25) -> int:
+    """The first step from which the mean share over k steps has moved ``fraction`` of the way from
+    ``first`` to ``last`` (the onset at a quarter; the drift's end, for the verdict's window, at 0.9)."""
+    threshold = first + fraction * (last - first)
+    window = max(k, 1)
+    for i in range(steps.size):
+        mean = share[i:i + window].mean()
+        if (last > first and mean >= threshold) or (last < first and mean <= threshold):
+            return int(steps[i])
+    return int(steps[-1])

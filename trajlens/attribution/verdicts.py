@@ -331,14 +331,14 @@ DRIFT_END = 0.9
 
 def _drift_end(credit: pl.DataFrame, name: str, steps: np.ndarray, drift: dict, k: int) -> int:
     """The step at which the class's share (mean over k steps) has moved :data:`DRIFT_END` of the way."""
-    from trajlens.attribution.drift import _onset
+    from trajlens.attribution.statistics import onset_step
 
     reference = credit.filter(pl.col("estimator") == credit["estimator"][0]).filter(
         pl.col("aggregation") == credit["aggregation"][0])
     counts = reference.filter(pl.col("primary_class") == name).select("step", "calls", "step_calls")
     lookup = {step: calls / total if total else 0.0 for step, calls, total in counts.iter_rows()}
     share = np.array([lookup.get(int(step), 0.0) for step in steps])
-    end = _onset(steps, share, drift["share_first"], drift["share_last"], k, DRIFT_END)
+    end = onset_step(steps, share, drift["share_first"], drift["share_last"], k, DRIFT_END)
     return max(end, int(drift["onset_step"]) + k)
 
 

@@ -147,7 +147,7 @@ def _damaged_store(argv: list[str] | None) -> str | None:
     from pathlib import Path
 
     from trajlens.store.handle import is_store
-    from trajlens.store.integrity import first_damaged_file
+    from trajlens.store.damage import first_damaged_file
 
     for arg in sys.argv[1:] if argv is None else argv:
         path = Path(arg)

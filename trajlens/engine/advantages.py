@@ -3,7 +3,7 @@
 Each step's training trajectories (and token arrays, for the estimators that read them) are
 recomputed where the engine runs the step (:class:`RecomputeStep`), and reduced there to that
 step's row of batch diagnostics by :func:`trajlens.run.stepwise.batch_choice_diagnostics`, the
-function :func:`trajlens.run.advantages.labelled_diagnostics` runs over the whole run: every
+function :func:`trajlens.run.stepwise.labelled_diagnostics` runs over the whole run: every
 estimator works within one step's batch. The one
 exception is ``gdpo_dynamic``, whose channel weights carry from step to step: it runs in two
 passes. The first gives each step's advantage std per channel (:class:`ChannelSignalStep`,

@@ -75,32 +75,6 @@ def require_inputs(run_id: str, estimator: str, frames: RunFrames) -> None:
         raise ConfigError([f"run {run_id!r}: {estimator} needs {' and '.join(lacking)}{hint}"])
 
 
-def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
-                         frames: RunFrames | None = None, **options: Any) -> pl.DataFrame:
-    """Per-step batch diagnostics of one recomputation, with ``estimator`` set to ``label``.
-
-    The statistics run over what the estimator's registry entry says its loss sees: model
-    tokens (token advantages, or each trajectory's advantage once per model token) or
-    trajectories. They are those of :func:`trajlens.run.stepwise.batch_choice_diagnostics`,
-    the step-wise path, here over the whole of ``frames`` at once.
-    """
-    from trajlens.estimators.spec import EstimatorChoice
-    from trajlens.run.stepwise import batch_choice_diagnostics
-
-    if frames is None:
-        frames = read_run(store, run_id, tokens=reads_tokens(estimator))
-    require_inputs(run_id, estimator, frames)
-    carry = options.pop("carry", {})
-    trajectories = frames.trajectories.sort("step", maintain_order=True)
-    tokens = frames.tokens.to_arrow() if frames.tokens is not None and reads_tokens(estimator) else None
-    errors: dict[str, Exception] = {}
-    parts = batch_choice_diagnostics(run_id, trajectories, tokens, [EstimatorChoice(label, estimator, options)],
-                                     carry={label: carry}, errors=errors)
-    if label in errors:
-        raise errors[label]
-    return pl.concat(parts, how="diagonal_relaxed").sort("run_id", "step")
-
-
 def diagnostics_of(estimator: str, recomputed: pl.DataFrame, tokens: pl.DataFrame | None, *,
                    extremes: bool = False) -> pl.DataFrame:
     """:func:`batch_diagnostics` of ``recomputed`` over what ``estimator``'s loss sees: model

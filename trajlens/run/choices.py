@@ -139,7 +139,7 @@ def advantage_diagnostics(store: Any, run_id: str, choices: list[EstimatorChoice
     """Per-step batch diagnostics of each estimator choice, stacked with an ``estimator`` column
     (a batch of steps at a time, :func:`trajlens.run.stepwise.diagnostics_by_step`, unless
     the run's ``frames`` are given)."""
-    from trajlens.run.advantages import labelled_diagnostics
+    from trajlens.run.stepwise import labelled_diagnostics
     from trajlens.run.stepwise import diagnostics_by_step
 
     if not choices:

@@ -14,9 +14,9 @@ one step, whatever the number of steps.
 - :func:`recompute_steps`: those frames step after step for a stored run (any estimator);
 - :func:`batch_choice_diagnostics`: the per-step batch diagnostics of several estimator choices
   over one batch of whole steps; the one computation behind the engines' step function, the
-  whole-run :func:`trajlens.run.advantages.labelled_diagnostics`, the report's pass and the checks;
+  whole-run :func:`trajlens.run.stepwise.labelled_diagnostics`, the report's pass and the checks;
 - :func:`diagnostics_by_step`: the per-step batch diagnostics of several estimator choices,
-  as :func:`trajlens.run.advantages.labelled_diagnostics` gives them stacked, reading each
+  as :func:`trajlens.run.stepwise.labelled_diagnostics` gives them stacked, reading each
   step once for all choices and computing GAE once for its raw and whitened labels.
 
 GAE needs numba (a dependency); without it, and for every other estimator, each step goes
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -36,6 +36,9 @@ import pyarrow.parquet as pq
 
 from trajlens.errors import ConfigError
 from trajlens.estimators.spec import KEY_COLUMNS, EstimatorChoice
+
+if TYPE_CHECKING:
+    from trajlens.run.advantages import RunFrames
 
 TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "token_rewards")
 
@@ -584,3 +587,28 @@ def diagnostics_by_step(
         if choice.label in result.errors:
             raise result.errors[choice.label]
     return result.diagnostics
+
+
+def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
+                         frames: RunFrames | None = None, **options: Any) -> pl.DataFrame:
+    """Per-step batch diagnostics of one recomputation, with ``estimator`` set to ``label``.
+
+    The statistics run over what the estimator's registry entry says its loss sees: model
+    tokens (token advantages, or each trajectory's advantage once per model token) or
+    trajectories. They are those of :func:`trajlens.run.stepwise.batch_choice_diagnostics`,
+    the step-wise path, here over the whole of ``frames`` at once.
+    """
+    from trajlens.run.advantages import read_run, reads_tokens, require_inputs
+
+    if frames is None:
+        frames = read_run(store, run_id, tokens=reads_tokens(estimator))
+    require_inputs(run_id, estimator, frames)
+    carry = options.pop("carry", {})
+    trajectories = frames.trajectories.sort("step", maintain_order=True)
+    tokens = frames.tokens.to_arrow() if frames.tokens is not None and reads_tokens(estimator) else None
+    errors: dict[str, Exception] = {}
+    parts = batch_choice_diagnostics(run_id, trajectories, tokens, [EstimatorChoice(label, estimator, options)],
+                                     carry={label: carry}, errors=errors)
+    if label in errors:
+        raise errors[label]
+    return pl.concat(parts, how="diagonal_relaxed").sort("run_id", "step")

@@ -33,7 +33,7 @@ from trajlens.store.database import (
     run_dirs,
     store_files,
 )
-from trajlens.store.integrity import first_damaged_file, write_checksum
+from trajlens.store.integrity import write_checksum
 from trajlens.store.layout import is_run_dir
 from trajlens.store.publish import (
     GENERATION_FILE,
@@ -152,6 +152,8 @@ class Store:
     def _damage(self) -> StoreError | None:
         """After a failed read: the store's first file that fails to read, as the error to
         report instead (it names the file and ``trajlens verify``); None when all read."""
+        from trajlens.store.damage import first_damaged_file
+
         return first_damaged_file(self.path, deep=True)
 
     def _catalog_message(self, error: duckdb.Error) -> str:
