@@ -268,7 +268,14 @@ def behaviour_stats(trajectories: pl.DataFrame, tool_calls: pl.DataFrame) -> pl.
 
     if trajectories.is_empty() or tool_calls.is_empty():
         return empty_stats()
-    measures = trajectory_measures(classify_calls(tool_calls), trajectories)
+    return trajectory_measure_stats(trajectory_measures(classify_calls(tool_calls), trajectories))
+
+
+def trajectory_measure_stats(measures: pl.DataFrame) -> pl.DataFrame:
+    """share:, verification:, uses:, ran_suite and mean: measures from the per-trajectory
+    measures of classified calls (:func:`trajlens.classify.trajectory_measures`)."""
+    if measures.is_empty():
+        return empty_stats()
     parts = [
         *(_ratio_stats(measures, f"share:{c}", pl.col(f"count_{c}"), pl.col("n_calls")) for c in BEHAVIOUR_CLASSES),
         *(_ratio_stats(measures, f"verification:{c}", pl.col(f"count_{c}"), pl.col("n_verification"))
@@ -383,25 +390,34 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
                                      None if frames.tokens is None else frames.tokens.to_arrow(), computable,
                                      carry={}, errors=errors, extremes=True)
     by_label = {part["estimator"][0]: part for part in found if part.height}
-    stacked = pl.concat(list(by_label.values()), how="diagonal_relaxed") if by_label else None
     for label in computable:
         if label.label in errors:
             reasons.append(f"{label.label}: {errors[label.label]}")
-            continue
-        if stacked is None:
-            continue
-        diagnostics = stacked.filter(pl.col("estimator") == label.label).with_columns(
+    stacked = pl.concat(list(by_label.values()), how="diagonal_relaxed") if by_label else None
+    if stacked is not None:
+        parts.append(diagnostic_stats(stacked, [c for c in computable if c.label not in errors], run))
+    return (pl.concat(parts) if parts else empty_stats()), reasons
+
+
+def diagnostic_stats(diagnostics: pl.DataFrame, labels: Sequence[EstimatorChoice],
+                     run: EstimatorChoice | None) -> pl.DataFrame:
+    """advantage:<label>:<stat> (and advantage:run:<stat> for the run's own) from per-step
+    diagnostics stacked with an ``estimator`` column and the batch's ``min`` and ``max``
+    (:func:`trajlens.run.stepwise.batch_choice_diagnostics` with ``extremes``)."""
+    parts = []
+    for label in labels:
+        rows = diagnostics.filter(pl.col("estimator") == label.label).with_columns(
             # largest |A - mean| / std, from the batch's extremes
             (pl.max_horizontal(pl.col("max") - pl.col("mean"), pl.col("mean") - pl.col("min")) / pl.col("std"))
             .alias("max_sigma"))
         names = [label.label] + ([RUN_LABEL] if run is not None and run.label == label.label else [])
         for name in names:
-            long = diagnostics.select("step", *[pl.col(s).cast(pl.Float64) for s in DIAGNOSTIC_STATS]).unpivot(
+            long = rows.select("step", *[pl.col(s).cast(pl.Float64) for s in DIAGNOSTIC_STATS]).unpivot(
                 index="step", variable_name="stat", value_name="value")
             long = long.filter(pl.col("value").is_finite()).select(
                 "step", pl.concat_str(pl.lit(f"advantage:{name}:"), "stat").alias("measure"), "value")
             parts.append(scalar_stats(long))
-    return (pl.concat(parts) if parts else empty_stats()), reasons
+    return pl.concat(parts) if parts else empty_stats()
 
 
 @dataclass(frozen=True)

@@ -111,9 +111,11 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     single_step = measures["step"].n_unique() == 1
     parts.summary = run_summary(store, run_id, measures)
     charts = parts.charts
+    advantages = report_advantages(store, run_id, extremes=True)  # the checks take these and ``measures``
+    alarms = _alarms(store, run_id, measures, advantages)
     if not single_step:
         charts["class_shares_by_step"] = plots.class_shares_by_step(
-            measures, f"{run_id}: behaviour classes per step", _alarms(store, run_id))
+            measures, f"{run_id}: behaviour classes per step", alarms)
     charts["class_shares_per_trajectory"] = plots.class_shares_per_trajectory(
         measures, f"{run_id}: class shares per trajectory")
     charts["distributions"] = plots.distributions(measures, f"{run_id}: turns and length")
@@ -128,7 +130,6 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     if single_step:
         report.findings.append("a single step: no training stages to compare (agent logs without steps)")
     sections = [stage.to_markdown(), _summary_markdown(parts.summary)]
-    advantages = report_advantages(store, run_id)
     choices = advantages.choices
     if advantages.empty_tokens:
         report.findings.append(advantages.empty_tokens)
@@ -149,13 +150,14 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     return report
 
 
-def _alarms(store: Any, run_id: str) -> list[plots.Alarm]:
-    """The shipped checks that fire on the run (see :mod:`trajlens.checks`), at their first step."""
+def _alarms(store: Any, run_id: str, measures: pl.DataFrame, advantages: Any) -> list[plots.Alarm]:
+    """The shipped checks that fire on the run (see :mod:`trajlens.checks`), at their first step,
+    evaluated on the report's ``measures`` and ``advantages``."""
     from trajlens.checks.report import shipped_checks
     from trajlens.errors import TrajlensError
 
     try:
-        results = shipped_checks(store, run_id).results
+        results = shipped_checks(store, run_id, measures, advantages).results
     except TrajlensError:
         return []
     return [plots.Alarm(r.name, r.check.severity, min(r.fired_steps)) for r in results
