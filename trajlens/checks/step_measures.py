@@ -244,10 +244,18 @@ def empty_stats() -> pl.DataFrame:
 
 def _ratio_stats(frame: pl.DataFrame, measure: str, x: pl.Expr, n: pl.Expr, units: str = "step") -> pl.DataFrame:
     """Sufficient statistics per step of units with numerator ``x`` and denominator ``n``."""
-    rows = frame.select(pl.col(units).alias("step"), x.cast(pl.Float64).alias("x"), n.cast(pl.Float64).alias("n")) \
-        .drop_nulls()
-    return rows.group_by("step").agg(
-        pl.lit(measure).alias("measure"), pl.col("x").sum(), pl.col("n").sum(), pl.len().cast(pl.Int64).alias("units"),
+    return _ratio_stats_of(frame, [(measure, x, n)], units)
+
+
+def _ratio_stats_of(frame: pl.DataFrame, specs: Sequence[tuple[str, pl.Expr, pl.Expr]],
+                    units: str = "step") -> pl.DataFrame:
+    """:func:`_ratio_stats` of several measures (name, numerator, denominator) in one grouping."""
+    columns = frame.select(pl.col(units).alias("step"), *(
+        expr.cast(pl.Float64).alias(f"{part}{i}") for i, (_, x, n) in enumerate(specs) for part, expr in (("x", x), ("n", n))))
+    rows = pl.concat([columns.select("step", pl.lit(measure).alias("measure"), pl.col(f"x{i}").alias("x"),
+                                     pl.col(f"n{i}").alias("n")) for i, (measure, _, _) in enumerate(specs)]).drop_nulls()
+    return rows.group_by("step", "measure").agg(
+        pl.col("x").sum(), pl.col("n").sum(), pl.len().cast(pl.Int64).alias("units"),
         (pl.col("x") ** 2).sum().alias("sxx"), (pl.col("x") * pl.col("n")).sum().alias("sxn"),
         (pl.col("n") ** 2).sum().alias("snn"),
     ).select(STAT_COLUMNS)
@@ -276,15 +284,14 @@ def trajectory_measure_stats(measures: pl.DataFrame) -> pl.DataFrame:
     measures of classified calls (:func:`trajlens.classify.trajectory_measures`)."""
     if measures.is_empty():
         return empty_stats()
-    parts = [
-        *(_ratio_stats(measures, f"share:{c}", pl.col(f"count_{c}"), pl.col("n_calls")) for c in BEHAVIOUR_CLASSES),
-        *(_ratio_stats(measures, f"verification:{c}", pl.col(f"count_{c}"), pl.col("n_verification"))
-          for c in VERIFICATION_CLASSES),
-        *(_ratio_stats(measures, f"uses:{c}", pl.col(f"count_{c}") > 0, pl.lit(1)) for c in BEHAVIOUR_CLASSES),
-        _ratio_stats(measures, "ran_suite", pl.col("ran_suite"), pl.lit(1)),
-        *(_ratio_stats(measures, f"mean:{m}", pl.col(m), pl.lit(1)) for m in MEAN_TRAJECTORY_MEASURES),
-    ]
-    return pl.concat(parts)
+    one = pl.lit(1)
+    return _ratio_stats_of(measures, [
+        *((f"share:{c}", pl.col(f"count_{c}"), pl.col("n_calls")) for c in BEHAVIOUR_CLASSES),
+        *((f"verification:{c}", pl.col(f"count_{c}"), pl.col("n_verification")) for c in VERIFICATION_CLASSES),
+        *((f"uses:{c}", pl.col(f"count_{c}") > 0, one) for c in BEHAVIOUR_CLASSES),
+        ("ran_suite", pl.col("ran_suite"), one),
+        *((f"mean:{m}", pl.col(m), one) for m in MEAN_TRAJECTORY_MEASURES),
+    ])
 
 
 def outcome_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
