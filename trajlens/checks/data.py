@@ -20,6 +20,7 @@ import polars as pl
 from trajlens.checks import step_measures as m
 from trajlens.checks.spec import Check
 from trajlens.errors import ConfigError, InputError
+from trajlens.estimators.spec import EstimatorChoice
 from trajlens.schema import SCHEMAS
 
 BATCH_TABLES: tuple[str, ...] = ("trajectories", "tool_calls", "tokens", "step_metrics")
@@ -56,6 +57,28 @@ class RunInfo:
 
 
 @dataclass(frozen=True)
+class Precomputed:
+    """What a caller (the report) has already computed over the whole run, handed to the checks
+    so that they do not compute it again: steps are taken from these frames, not recomputed."""
+
+    measures: pl.DataFrame | None = None
+    """Per-trajectory measures of the run's classified calls, every step
+    (:func:`trajlens.classify.trajectory_measures`, as ``trajlens classify`` stores them): the
+    checks then do not read or classify the tool calls."""
+    advantages: pl.DataFrame | None = None
+    """Per-step diagnostics of ``choices``, stacked with an ``estimator`` column and each batch's
+    ``min`` and ``max`` (:func:`trajlens.run.stepwise.batch_choice_diagnostics` with ``extremes``)."""
+    choices: tuple[EstimatorChoice, ...] = ()
+    """The estimator choices whose diagnostics ``advantages`` holds."""
+
+    def has(self, choice: EstimatorChoice) -> bool:
+        """Whether ``choice`` (label, estimator and options alike) was computed."""
+        return self.advantages is not None and any(
+            c.label == choice.label and c.estimator == choice.estimator and c.settings() == choice.settings()
+            for c in self.choices)
+
+
+@dataclass(frozen=True)
 class Needs:
     """The measure sources and estimator labels a set of checks reads."""
 
@@ -63,6 +86,8 @@ class Needs:
     labels: tuple[str, ...]
     logged: tuple[str, ...] = ()
     """Candidates the logged advantages are compared with (``logged_advantage_diff:<candidate>``)."""
+    classified: bool = False
+    """Whether the classified calls' measures are handed over (:class:`Precomputed`): the tool calls are not read."""
 
     @staticmethod
     def of(checks: Iterable[Check]) -> "Needs":
@@ -82,7 +107,7 @@ class Needs:
     def tables(self) -> frozenset[str]:
         """The run tables these checks read."""
         tables = {"trajectories", "step_metrics"}
-        if "tool_calls" in self.sources:
+        if "tool_calls" in self.sources and not self.classified:
             tables.add("tool_calls")
         if self.sources & {"advantages", "logged_advantages"}:
             tables.add("tokens")
@@ -92,9 +117,10 @@ class Needs:
 class RunState:
     """Per-step statistics of every measure the checks need, grown by :meth:`add`."""
 
-    def __init__(self, info: RunInfo, needs: Needs) -> None:
+    def __init__(self, info: RunInfo, needs: Needs, precomputed: Precomputed | None = None) -> None:
         self.info = info
         self.needs = needs
+        self.precomputed = precomputed or Precomputed()
         self._by_measure: dict[str, list[pl.DataFrame]] = {}
         """Each measure's per-step statistics, as added (without the ``measure`` column)."""
         self._sorted: set[str] = set()
@@ -160,7 +186,14 @@ class RunState:
                 self.seen.add(name)
         sources = self.needs.sources
         parts = []
-        if "tool_calls" in sources:
+        handed = self.precomputed
+        batch_steps = batch.trajectories["step"].unique().implode()
+        if "tool_calls" in sources and handed.measures is not None:
+            rows = handed.measures.filter(pl.col("step").is_in(batch_steps))
+            if batch.trajectories.height and rows.height and rows["n_calls"].sum():
+                self.seen.add("tool_calls")
+                parts.append(m.trajectory_measure_stats(rows))
+        elif "tool_calls" in sources:
             parts.append(m.behaviour_stats(batch.trajectories, batch.tool_calls))
         if "trajectories" in sources:
             parts.append(m.outcome_stats(batch.trajectories))
@@ -170,8 +203,13 @@ class RunState:
             parts.append(m.metric_stats(batch.step_metrics, self.info.history))
         if "advantages" in sources and self._identify_pending and batch.trajectories.height:
             self._identify_run_label(batch)
-        if "advantages" in sources and self.labels and batch.trajectories.height:
-            stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories, batch.tokens, self.labels,
+        given = [label for label in self.labels if handed.has(label)]
+        if "advantages" in sources and given and batch.trajectories.height and handed.advantages is not None:
+            parts.append(m.diagnostic_stats(handed.advantages.filter(pl.col("step").is_in(batch_steps)), given,
+                                            self.run_label))
+        rest = tuple(label for label in self.labels if label not in given)
+        if "advantages" in sources and rest and batch.trajectories.height:
+            stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories, batch.tokens, rest,
                                                 self.run_label)
             parts.append(stats)
             for problem in problems:
@@ -387,4 +425,4 @@ def _history(config_text: str | None, directory: Path) -> m.ConfigHistory:
     return m.ConfigHistory(current, entries)
 
 
-__all__ = ["Needs", "RunInfo", "RunState", "NewSteps", "open_batches", "open_source"]
+__all__ = ["Needs", "Precomputed", "RunInfo", "RunState", "NewSteps", "open_batches", "open_source"]

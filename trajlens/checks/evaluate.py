@@ -8,7 +8,7 @@ the reason is given). A skipped check is never counted as passed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -16,7 +16,7 @@ import polars as pl
 
 from trajlens.checks import conditions, step_measures
 from trajlens.checks.conditions import Evidence, Outcome
-from trajlens.checks.data import Needs, RunState, open_batches
+from trajlens.checks.data import Needs, Precomputed, RunState, open_batches
 from trajlens.estimators.trained import config_at
 from trajlens.checks.spec import Check
 
@@ -141,17 +141,21 @@ class RunChecks:
         return {status: sum(r.status == status for r in self.results) for status in STATUSES}
 
 
-def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id: str | None = None) -> RunChecks:
+def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id: str | None = None,
+              precomputed: Precomputed | None = None) -> RunChecks:
     """Read a run (store with ``run_id``, run directory, verl dumps, metrics file) and evaluate ``checks``.
 
-    ``checks`` default to the shipped ones (:func:`trajlens.checks.default_checks`).
+    ``checks`` default to the shipped ones (:func:`trajlens.checks.default_checks`);
+    ``precomputed``: what the caller already computed over the run, taken instead of computing it again.
     """
     from trajlens.checks.spec import default_checks
 
     checks = tuple(default_checks() if checks is None else checks)
     needs = Needs.of(checks)
+    if precomputed is not None and precomputed.measures is not None:
+        needs = replace(needs, classified=True)
     info, batches = open_batches(source, run_id, needs)
-    state = RunState(info, needs)
+    state = RunState(info, needs, precomputed)
     for batch in batches:
         state.add(batch)
     return RunChecks(info.run_id, info.source, evaluate_checks(checks, state), len(state.steps))

@@ -3,23 +3,37 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
+_EVALUATED: dict[tuple[str, str, tuple[int, int]], Any] = {}
+"""The last runs' evaluations by store, run and the run directory's stamp: the report's plots
+and its checks section (called with the store and run alone) share one."""
 
-def shipped_checks(store: Any, run_id: str) -> Any:
+
+def shipped_checks(store: Any, run_id: str, measures: Any = None, advantages: Any = None) -> Any:
     """The shipped checks evaluated on a stored run (a :class:`~trajlens.checks.evaluate.RunChecks`),
-    once per stored version of the run: the report's plots and its checks section share them."""
+    once per stored version of the run: the report's plots and its checks section share them.
+
+    ``measures`` (the run's per-trajectory measures of its classified calls) and ``advantages``
+    (a :class:`~trajlens.run.choices.ReportAdvantages` computed with ``extremes``): what the
+    report has already computed, which the checks take instead of computing it again.
+    """
+    from trajlens.checks.data import Precomputed
+    from trajlens.checks.evaluate import check_run
     from trajlens.run.choices import run_stamp
 
-    return _evaluated(str(store.path), run_id, run_stamp(store, run_id) or (0, 0))
-
-
-@functools.lru_cache(maxsize=2)
-def _evaluated(store: str, run_id: str, stamp: tuple[int, int]) -> Any:
-    from trajlens.checks.evaluate import check_run
-
-    return check_run(store, run_id=run_id)
+    key = (str(store.path), run_id, run_stamp(store, run_id) or (0, 0))
+    if key not in _EVALUATED or measures is not None or advantages is not None:
+        given = None
+        if measures is not None or advantages is not None:
+            extremes = None if advantages is None else advantages.extremes
+            diagnostics = None if extremes is None else advantages.diagnostics.join(
+                extremes, on=["estimator", "step"], how="left")
+            given = Precomputed(measures, diagnostics, tuple(advantages.choices) if diagnostics is not None else ())
+        while len(_EVALUATED) >= 2:
+            _EVALUATED.pop(next(iter(_EVALUATED)))
+        _EVALUATED[key] = check_run(key[0], run_id=run_id, precomputed=given)
+    return _EVALUATED[key]
 
 
 def run_section(store: Any, run_id: str) -> str | None:

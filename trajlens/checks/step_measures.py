@@ -244,10 +244,18 @@ def empty_stats() -> pl.DataFrame:
 
 def _ratio_stats(frame: pl.DataFrame, measure: str, x: pl.Expr, n: pl.Expr, units: str = "step") -> pl.DataFrame:
     """Sufficient statistics per step of units with numerator ``x`` and denominator ``n``."""
-    rows = frame.select(pl.col(units).alias("step"), x.cast(pl.Float64).alias("x"), n.cast(pl.Float64).alias("n")) \
-        .drop_nulls()
-    return rows.group_by("step").agg(
-        pl.lit(measure).alias("measure"), pl.col("x").sum(), pl.col("n").sum(), pl.len().cast(pl.Int64).alias("units"),
+    return _ratio_stats_of(frame, [(measure, x, n)], units)
+
+
+def _ratio_stats_of(frame: pl.DataFrame, specs: Sequence[tuple[str, pl.Expr, pl.Expr]],
+                    units: str = "step") -> pl.DataFrame:
+    """:func:`_ratio_stats` of several measures (name, numerator, denominator) in one grouping."""
+    columns = frame.select(pl.col(units).alias("step"), *(
+        expr.cast(pl.Float64).alias(f"{part}{i}") for i, (_, x, n) in enumerate(specs) for part, expr in (("x", x), ("n", n))))
+    rows = pl.concat([columns.select("step", pl.lit(measure).alias("measure"), pl.col(f"x{i}").alias("x"),
+                                     pl.col(f"n{i}").alias("n")) for i, (measure, _, _) in enumerate(specs)]).drop_nulls()
+    return rows.group_by("step", "measure").agg(
+        pl.col("x").sum(), pl.col("n").sum(), pl.len().cast(pl.Int64).alias("units"),
         (pl.col("x") ** 2).sum().alias("sxx"), (pl.col("x") * pl.col("n")).sum().alias("sxn"),
         (pl.col("n") ** 2).sum().alias("snn"),
     ).select(STAT_COLUMNS)
@@ -268,16 +276,22 @@ def behaviour_stats(trajectories: pl.DataFrame, tool_calls: pl.DataFrame) -> pl.
 
     if trajectories.is_empty() or tool_calls.is_empty():
         return empty_stats()
-    measures = trajectory_measures(classify_calls(tool_calls), trajectories)
-    parts = [
-        *(_ratio_stats(measures, f"share:{c}", pl.col(f"count_{c}"), pl.col("n_calls")) for c in BEHAVIOUR_CLASSES),
-        *(_ratio_stats(measures, f"verification:{c}", pl.col(f"count_{c}"), pl.col("n_verification"))
-          for c in VERIFICATION_CLASSES),
-        *(_ratio_stats(measures, f"uses:{c}", pl.col(f"count_{c}") > 0, pl.lit(1)) for c in BEHAVIOUR_CLASSES),
-        _ratio_stats(measures, "ran_suite", pl.col("ran_suite"), pl.lit(1)),
-        *(_ratio_stats(measures, f"mean:{m}", pl.col(m), pl.lit(1)) for m in MEAN_TRAJECTORY_MEASURES),
-    ]
-    return pl.concat(parts)
+    return trajectory_measure_stats(trajectory_measures(classify_calls(tool_calls), trajectories))
+
+
+def trajectory_measure_stats(measures: pl.DataFrame) -> pl.DataFrame:
+    """share:, verification:, uses:, ran_suite and mean: measures from the per-trajectory
+    measures of classified calls (:func:`trajlens.classify.trajectory_measures`)."""
+    if measures.is_empty():
+        return empty_stats()
+    one = pl.lit(1)
+    return _ratio_stats_of(measures, [
+        *((f"share:{c}", pl.col(f"count_{c}"), pl.col("n_calls")) for c in BEHAVIOUR_CLASSES),
+        *((f"verification:{c}", pl.col(f"count_{c}"), pl.col("n_verification")) for c in VERIFICATION_CLASSES),
+        *((f"uses:{c}", pl.col(f"count_{c}") > 0, one) for c in BEHAVIOUR_CLASSES),
+        ("ran_suite", pl.col("ran_suite"), one),
+        *((f"mean:{m}", pl.col(m), one) for m in MEAN_TRAJECTORY_MEASURES),
+    ])
 
 
 def outcome_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
@@ -383,25 +397,34 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
                                      None if frames.tokens is None else frames.tokens.to_arrow(), computable,
                                      carry={}, errors=errors, extremes=True)
     by_label = {part["estimator"][0]: part for part in found if part.height}
-    stacked = pl.concat(list(by_label.values()), how="diagonal_relaxed") if by_label else None
     for label in computable:
         if label.label in errors:
             reasons.append(f"{label.label}: {errors[label.label]}")
-            continue
-        if stacked is None:
-            continue
-        diagnostics = stacked.filter(pl.col("estimator") == label.label).with_columns(
+    stacked = pl.concat(list(by_label.values()), how="diagonal_relaxed") if by_label else None
+    if stacked is not None:
+        parts.append(diagnostic_stats(stacked, [c for c in computable if c.label not in errors], run))
+    return (pl.concat(parts) if parts else empty_stats()), reasons
+
+
+def diagnostic_stats(diagnostics: pl.DataFrame, labels: Sequence[EstimatorChoice],
+                     run: EstimatorChoice | None) -> pl.DataFrame:
+    """advantage:<label>:<stat> (and advantage:run:<stat> for the run's own) from per-step
+    diagnostics stacked with an ``estimator`` column and the batch's ``min`` and ``max``
+    (:func:`trajlens.run.stepwise.batch_choice_diagnostics` with ``extremes``)."""
+    parts = []
+    for label in labels:
+        rows = diagnostics.filter(pl.col("estimator") == label.label).with_columns(
             # largest |A - mean| / std, from the batch's extremes
             (pl.max_horizontal(pl.col("max") - pl.col("mean"), pl.col("mean") - pl.col("min")) / pl.col("std"))
             .alias("max_sigma"))
         names = [label.label] + ([RUN_LABEL] if run is not None and run.label == label.label else [])
         for name in names:
-            long = diagnostics.select("step", *[pl.col(s).cast(pl.Float64) for s in DIAGNOSTIC_STATS]).unpivot(
+            long = rows.select("step", *[pl.col(s).cast(pl.Float64) for s in DIAGNOSTIC_STATS]).unpivot(
                 index="step", variable_name="stat", value_name="value")
             long = long.filter(pl.col("value").is_finite()).select(
                 "step", pl.concat_str(pl.lit(f"advantage:{name}:"), "stat").alias("measure"), "value")
             parts.append(scalar_stats(long))
-    return (pl.concat(parts) if parts else empty_stats()), reasons
+    return pl.concat(parts) if parts else empty_stats()
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,11 @@ must agree with; both read their patterns from :mod:`trajlens.classify._syntax`.
 
 from __future__ import annotations
 
+import re._constants as _re_constants  # Python's own regex parser: what a rule's match must start with
+import re._parser as _re_parser
+from collections.abc import Sequence
 from functools import reduce
-from typing import Callable
+from typing import Any, Callable
 
 import polars as pl
 
@@ -30,6 +33,7 @@ from trajlens.classify.rules import (
     WRAPPER_PATTERN,
     Rule,
 )
+
 
 _EDIT_PRIORITY = PRIORITY["edit"]
 
@@ -180,20 +184,109 @@ def _unwrap(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(_sub(_strip_wrappers(pl.col("action")), sx.COVERAGE_RUN).alias("action"))
 
 
-def first_rule(rules: tuple[Rule, ...] = SHELL_RULES) -> pl.Expr:
+def first_rule(rules: tuple[Rule, ...] = SHELL_RULES, indices: Sequence[int] | None = None) -> pl.Expr:
     """Index of the first rule whose pattern matches the action; null where none does.
 
-    All patterns are searched at once (each a column of booleans), then the smallest matching
-    index is taken across them: the same answer as trying the rules in order.
+    All patterns (of the rules at ``indices``, every rule without) are searched at once (each a
+    column of booleans), then the smallest matching index is taken across them: the same answer
+    as trying the rules in order.
     """
     stripped: dict[str, pl.Expr] = {}
     hits = []
-    for index, rule in enumerate(rules):
+    for index in range(len(rules)) if indices is None else indices:
+        rule = rules[index]
         text = pl.col("action")
         if rule.strip is not None:
             text = stripped.setdefault(rule.strip, pl.col("action").str.replace_all(sx.rust_regex(rule.strip), " "))
         hits.append(pl.when(text.str.contains(sx.rust_regex(rule.pattern))).then(pl.lit(index, dtype=pl.Int16)))
-    return pl.min_horizontal(hits)
+    return pl.min_horizontal(hits) if hits else pl.lit(None, dtype=pl.Int16)
+
+
+def leading_chars(pattern: str) -> frozenset[str] | None:
+    """The characters a text must start with for ``pattern`` (a Python ``re`` pattern) to match
+    it; None when that cannot be told (not anchored at ``^``, flags, classes such as ``\\S``)."""
+    import re
+
+    try:
+        parsed = _re_parser.parse(pattern)
+    except re.error:
+        return None
+    if parsed.state.flags & (re.IGNORECASE | re.MULTILINE):
+        return None
+    items = list(parsed)
+    if not items or items[0] != (_re_constants.AT, _re_constants.AT_BEGINNING):
+        return None
+    return _first_chars(items[1:])
+
+
+def _first_chars(items: list[Any]) -> frozenset[str] | None:
+    """The characters the first item of a parsed pattern consumes, when it must consume one."""
+    c = _re_constants
+    if not items:
+        return None
+    op, value = items[0]
+    if op is c.LITERAL:
+        return frozenset(chr(value))
+    if op is c.IN:
+        chars: set[str] = set()
+        for member, argument in value:
+            if member is c.LITERAL:
+                chars.add(chr(argument))
+            elif member is c.RANGE and argument[1] - argument[0] < 128:
+                chars.update(chr(code) for code in range(argument[0], argument[1] + 1))
+            else:
+                return None
+        return frozenset(chars)
+    if op is c.BRANCH:
+        found: set[str] = set()
+        for branch in value[1]:
+            first = _first_chars(list(branch))
+            if first is None:
+                return None
+            found |= first
+        return frozenset(found)
+    if op is c.SUBPATTERN:
+        _, add_flags, del_flags, inner = value
+        return None if add_flags or del_flags else _first_chars(list(inner))
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT) and value[0] >= 1:
+        return _first_chars(list(value[2]))
+    return None
+
+
+def _rule_subsets(rules: tuple[Rule, ...]) -> list[frozenset[str] | None]:
+    """Per rule, the first characters of the actions it can match (None: any action). A rule's
+    ``strip`` replaces what it matches by a space, so the text it searches starts with the
+    action's first character or a space: a rule whose match cannot start with a space keeps its set."""
+    subsets = []
+    for rule in rules:
+        chars = leading_chars(rule.pattern)
+        subsets.append(None if chars is None or rule.strip is not None and " " in chars else chars)
+    return subsets
+
+
+def with_first_rule(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES, column: str = "__rule") -> pl.DataFrame:
+    """``frame`` with ``column``: :func:`first_rule` of each action, each action tried only
+    against the rules that can match a text starting with its first character (every rule is
+    anchored at the start, and most begin with a literal word). Row order is not kept."""
+    leading = _rule_subsets(rules)
+    first = pl.col("action").str.slice(0, 1)
+    firsts = frame.select(first.unique())["action"].to_list()
+    signature: dict[tuple[int, ...], int] = {}
+    group_of = {}
+    for char in firsts:
+        chosen = tuple(i for i, chars in enumerate(leading) if chars is None or (char is not None and char in chars))
+        group_of[char] = signature.setdefault(chosen, len(signature))
+    keyed = frame.with_columns(first.replace_strict(group_of, return_dtype=pl.Int32).alias("__rules"))
+    parts = []
+    for chosen, group in signature.items():
+        part = keyed.filter(pl.col("__rules") == group)
+        parts.append(part.with_columns(first_rule(rules, chosen).alias(column)))
+    nulls = keyed.filter(pl.col("__rules").is_null())
+    if nulls.height:
+        parts.append(nulls.with_columns(first_rule(rules).alias(column)))
+    if not parts:
+        return frame.with_columns(first_rule(rules).alias(column))
+    return pl.concat(parts).drop("__rules")
 
 
 def classify_actions(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES) -> pl.DataFrame:
@@ -212,7 +305,7 @@ def classify_actions(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES)
     frame = frame.filter(~not_action)
     classes = {index: rule.klass for index, rule in enumerate(rules)}
     names = {index: rule.name for index, rule in enumerate(rules)}
-    frame = frame.with_columns(first_rule(rules).alias("__rule"))
+    frame = with_first_rule(frame, rules)
     rule_class = pl.col("__rule").replace_strict(classes, default="other", return_dtype=pl.String)
     frame = frame.with_columns(rule_class.alias("rule_class"))
     priority = pl.col("rule_class").replace_strict(PRIORITY, return_dtype=pl.Int8)

@@ -165,9 +165,12 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     parts.summary = run_summary(store, run_id, measures, split=report.split)
     report.trends = run_trends(store, run_id, measures, report.split)
     charts = parts.charts
+    # the checks take these and ``measures`` rather than computing them again
+    advantages = report_advantages(store, run_id, extremes=True) if report.split == "train" else None
+    alarms = _alarms(store, run_id, measures, advantages)
     if not single_step and with_tools:
         charts["class_shares_by_step"] = plots.class_shares_by_step(
-            measures, f"{run_id}: behaviour classes per step", _alarms(store, run_id))
+            measures, f"{run_id}: behaviour classes per step", alarms)
     if report.trends.keys() & {"reward", "model tokens"}:
         charts["reward_and_length_by_step"] = plots.reward_and_length_by_step(
             report.trends, f"{run_id}: reward and length per step")
@@ -192,7 +195,6 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
                                        "single_step", "summary-outcome"))
     sections = [f"# {run_id}\n\n{report.kind}; trajectories of split {report.split}.",
                 *([] if single_step else [stage.to_markdown()]), _summary_markdown(parts.summary)]
-    advantages = report_advantages(store, run_id) if report.split == "train" else None
     choices = advantages.choices if advantages is not None else []
     if advantages is not None and advantages.empty_tokens:
         report.findings.append(Finding(advantages.empty_tokens, "token_arrays", "advantages"))
@@ -232,13 +234,14 @@ def _failing(store: Any, run_id: str) -> list[tuple[str, str, str]]:
     return [(r.name, r.status, spans(r.fired_steps)) for r in sorted(fired, key=lambda r: r.status != "fail")]
 
 
-def _alarms(store: Any, run_id: str) -> list[plots.Alarm]:
-    """The shipped checks that fire on the run (see :mod:`trajlens.checks`), at their first step."""
+def _alarms(store: Any, run_id: str, measures: pl.DataFrame, advantages: Any) -> list[plots.Alarm]:
+    """The shipped checks that fire on the run (see :mod:`trajlens.checks`), at their first step,
+    evaluated on the report's ``measures`` and ``advantages``."""
     from trajlens.checks.report import shipped_checks
     from trajlens.errors import TrajlensError
 
     try:
-        results = shipped_checks(store, run_id).results
+        results = shipped_checks(store, run_id, measures, advantages).results
     except TrajlensError:
         return []
     return [plots.Alarm(r.name, r.check.severity, min(r.fired_steps)) for r in results

@@ -37,6 +37,9 @@ class ReportAdvantages(NamedTuple):
     """A sentence when the run has token arrays but none holds a model token."""
     notes: tuple[str, ...] = ()
     """One line per report estimator left out because a trajectory lacks a reward channel others have."""
+    extremes: pl.DataFrame | None = None
+    """With ``extremes``: ``estimator``, ``step``, ``min`` and ``max`` of the values each row of
+    ``diagnostics`` describes (what the checks' ``max_sigma`` reads)."""
 
 
 FACT_TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "log_probs")
@@ -44,7 +47,7 @@ FACT_TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values
 
 
 def report_advantages(store: Any, run_id: str, *, compute: bool = True,
-                      steps: Sequence[int] | None = None) -> ReportAdvantages:
+                      steps: Sequence[int] | None = None, extremes: bool = False) -> ReportAdvantages:
     """Which report estimators the run's data (and logged config) allows, and, with ``compute``,
     their per-step diagnostics, in one read of the run a batch of steps at a time.
 
@@ -53,7 +56,8 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
     way, then decide which of them the report keeps, as
     :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report` decides from the whole run. An
     input error of a kept estimator is raised; one of an estimator the facts rule out is not.
-    ``steps`` restricts all of it to those steps.
+    ``steps`` restricts all of it to those steps; ``extremes`` adds each row's ``min`` and ``max``
+    (:attr:`ReportAdvantages.extremes`, kept out of ``diagnostics``).
     """
     from trajlens.errors import ConfigError
     from trajlens.estimators.registry import estimator_spec, run_facts
@@ -71,7 +75,7 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
     possible = stored_facts(RunReader.of(store, run_id), trajectories, config_value).possible()
     candidates = [c for c in ESTIMATOR_CHOICES if estimator_spec(c.estimator).in_report(possible)]
     result = advantage_pass(store, run_id, candidates if compute else [], trajectories=trajectories,
-                            token_columns=FACT_TOKEN_COLUMNS)
+                            token_columns=FACT_TOKEN_COLUMNS, extremes=extremes and compute)
     facts = run_facts(trajectories, result.token_rows if result.token_rows.height else None, config_value)
     choices = [c for c in candidates if estimator_spec(c.estimator).in_report(facts)]
     empty = _no_model_tokens(result.token_arrays, result.with_model_tokens, result.empty_arrays)
@@ -88,7 +92,11 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
     diagnostics = result.diagnostics
     if diagnostics.height:
         diagnostics = diagnostics.filter(pl.col("estimator").is_in(labels))
-    return ReportAdvantages(choices, diagnostics, empty, notes)
+    if not extremes:
+        return ReportAdvantages(choices, diagnostics, empty, notes)
+    bounds = [c for c in ("min", "max") if c in diagnostics.columns]
+    return ReportAdvantages(choices, diagnostics.drop(bounds), empty, notes,
+                            diagnostics.select("estimator", "step", *bounds) if bounds else None)
 
 
 def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[EstimatorChoice]:

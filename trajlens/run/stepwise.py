@@ -391,7 +391,7 @@ class AdvantagePass(NamedTuple):
 def advantage_pass(
     store: Any, run_id: str, choices: Sequence[EstimatorChoice], *, steps: Sequence[int] | None = None,
     out: Path | str | None = None, trajectories: pl.DataFrame | None = None,
-    token_columns: Sequence[str] | None = None,
+    token_columns: Sequence[str] | None = None, extremes: bool = False,
 ) -> AdvantagePass:
     """Per-step batch diagnostics of each choice (``label``, ``estimator``, ``options``) in one
     read of the run, a batch of steps at a time (:mod:`trajlens.run.batches`), with the
@@ -401,7 +401,8 @@ def advantage_pass(
     and its error kept in ``errors``: the caller raises it, or drops the choice when the run's
     facts rule it out. ``trajectories``: the run's training trajectories when the caller has
     read them (:func:`trajlens.run.batches.train_trajectories`); ``token_columns``: the
-    token columns to read when no choice reads any (for the facts alone). With ``out``, each step's recomputed frame of each choice is written to
+    token columns to read when no choice reads any (for the facts alone); ``extremes``: with
+    ``min`` and ``max`` columns (:func:`batch_choice_diagnostics`). With ``out``, each step's recomputed frame of each choice is written to
     ``out/<label>/step=NNNNNN.parquet``.
 
     GAE statistics come from one compiled pass over the model tokens (float64 moments); the
@@ -426,7 +427,7 @@ def advantage_pass(
             mask = flat_list(batch.tokens.column("response_mask"), np.bool_, False)
             facts.append(_token_facts(batch.tokens, mask))
         parts.extend(batch_choice_diagnostics(run_id, batch.trajectories, batch.tokens, choices, carry=carry,
-                                              errors=errors, mask=mask, out=out))
+                                              errors=errors, mask=mask, out=out, extremes=extremes))
     failed = set(errors)
     parts = [p for p in parts if p.height and p["estimator"][0] not in failed]
     diagnostics = pl.DataFrame()
