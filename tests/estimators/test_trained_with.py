@@ -78,6 +78,18 @@ def test_trl_keys_name_the_convention_and_the_loss_aggregation():
     assert trained_with({"loss_type": "grpo"}).aggregation == "seq-mean-token-mean"
 
 
+def test_a_config_naming_its_trainer_release_is_recomputed_as_that_release():
+    from trajlens.estimators.trained import run_release
+
+    config = {"algorithm": {"adv_estimator": "reinforce_plus_plus"}, "trainer": "verl==0.8.0"}
+    found = trained_with(config)
+    assert found.choice.estimator == "reinforce_plus_plus" and found.choice.options["convention"] == "reset"
+    assert "trainer=verl==0.8.0" in found.evidence
+    assert str(run_release(config)).startswith("verl") and run_release(config).version[:2] == (0, 8)
+    current = trained_with({"algorithm": {"adv_estimator": "reinforce_plus_plus"}})
+    assert current.choice.settings()["convention"] == "carry"  # verl >= 0.9 carries the return
+
+
 def test_a_config_that_names_nothing_is_unknown():
     for config in (None, {}, "not json", {"algorithm": {"adv_estimator": "something_else"}}):
         trained = trained_with(config)

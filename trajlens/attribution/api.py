@@ -29,7 +29,7 @@ from trajlens.attribution.statistics import channel_measures, class_summary, len
 from trajlens.attribution.projection import PROJECTION_SCHEMA
 from trajlens.attribution.verdicts import EVIDENCE_SCHEMA, VERDICT_SCHEMA, drift_verdicts, structural_classes
 from trajlens.attribution.recomputations import (
-    AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, other_conventions, own_recomputation,
+    AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, other_conventions, own_recomputation, with_own,
 )
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.errors import ConfigError
@@ -163,6 +163,7 @@ def attribute(
         r for r in RECOMPUTATIONS if _compared_by_default(r, facts))
     trained = run_trained_with(store, run_id, trajectories)
     if recomputations is None:
+        wanted = with_own(trained, wanted)
         wanted += other_conventions(trained, wanted)
     own = own_recomputation(trained, wanted)
     notes: list[str] = []

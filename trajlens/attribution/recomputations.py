@@ -37,6 +37,16 @@ RECOMPUTATIONS: tuple[EstimatorChoice, ...] = registry_recomputations()
 """Every recomputation attribution compares by default, where the run's data allows it (see the
 module docstring for the token-level estimators without a flat step kernel)."""
 
+def with_own(trained: TrainedWith, wanted: tuple[EstimatorChoice, ...]) -> tuple[EstimatorChoice, ...]:
+    """``wanted`` with the run's own estimator in it: where the recomputation of its label has
+    other settings (the run names an older trainer release, whose convention differs from the
+    registry's default), the run's own settings take that label's place."""
+    choice = trained.choice
+    if choice is None or any(choice.computes_as(rec) for rec in wanted):
+        return wanted
+    return tuple(choice if rec.label == choice.label else rec for rec in wanted)
+
+
 def other_conventions(trained: TrainedWith, wanted: tuple[EstimatorChoice, ...]) -> tuple[EstimatorChoice, ...]:
     """The registry's other conventions of the run's own estimator (verl's REINFORCE++ with the
     return reset at observations against the return carried across them, say), not already in

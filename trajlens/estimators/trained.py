@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY
@@ -68,11 +68,29 @@ TRAINER_SIGNS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 :func:`run_release` tells which trainer a run came from."""
 
 
+RELEASE_KEY = "trainer"
+"""A config's top-level key naming the trainer release it ran (``"verl==0.8.0"``, as
+:mod:`trajlens.synth` writes it, or as a user adds it): the run is recomputed as that release."""
+
+
+def _named_release(config: Mapping[str, Any]) -> TrainerRelease | None:
+    value = config.get(RELEASE_KEY) if isinstance(config, Mapping) else None
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_trainer(value)
+    except ValueError:
+        return None
+
+
 def run_release(config: Mapping[str, Any] | str | None, source_format: str | None = None) -> TrainerRelease:
     """The trainer release a run's advantages are recomputed as when nothing else is asked: the
     current release (:data:`~trajlens.estimators.spec.CURRENT_RELEASES`) of the trainer its loader
     or its config names (:data:`TRAINER_SIGNS`), else the current verl."""
     parsed = _as_mapping(config)
+    named = _named_release(parsed)
+    if named is not None:
+        return named
     for trainer, (formats, keys) in TRAINER_SIGNS.items():
         if source_format in formats:
             return parse_trainer(trainer)
@@ -127,7 +145,13 @@ def trained_with(
     if found is not None:
         declaration, spec = found
         evidence = ", ".join(f"{key}={value}" for key, value in declaration.when)
-        return TrainedWith(spec.choice(declaration.label), "config", aggregation, logged, evidence)
+        choice = spec.choice(declaration.label)
+        release = _named_release(parsed)
+        convention = spec.convention_of(release) if release is not None else None
+        if convention is not None:
+            choice = replace(choice, options={**convention.options, **choice.options})
+            evidence += f", {RELEASE_KEY}={release}"
+        return TrainedWith(choice, "config", aggregation, logged, evidence)
     if identified is not None and identified.matched:
         return TrainedWith(identified.best.candidate, "identified", aggregation, logged, identified.verdict)
     return TrainedWith(None, "unknown", aggregation, logged)

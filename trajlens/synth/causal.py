@@ -362,6 +362,7 @@ def _runs_table(spec: CausalScenario, seed: int) -> pa.Table:
         "data": {"train_batch_size": spec.batch // spec.group_size},
         "synth": {"generator": f"trajlens.synth.causal/{CAUSAL_GENERATOR_VERSION}", "scenario": spec.name,
                   "seed": seed, "policy_learning_rate": spec.learning_rate},
+        **({"trainer": spec.trainer} if spec.trainer else {}),
         **({"critic": {"level_learning_rate": spec.critic.learning_rate, "quality": spec.critic.quality,
                        "noise": spec.critic.noise}} if spec.critic else {}),
     }

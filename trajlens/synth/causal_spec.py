@@ -141,6 +141,9 @@ class CausalScenario:
     """True: no drift of this run may be called an estimator artefact (a twin, a null run, a reward-driven run)."""
     shipped: bool = True
     """Whether ``sample_data`` ships the run (the others exist only in the generator)."""
+    trainer: str | None = None
+    """The trainer release whose convention the loop's estimator follows (``verl==0.8.0``), written
+    into the run's config as its ``trainer`` key; None: the current release."""
 
     @property
     def class_names(self) -> tuple[str, ...]:
@@ -401,7 +404,8 @@ CAUSAL_RPP_RESET = CausalScenario(
     name="causal-rpp-reset",
     title="Causal REINFORCE++ with the return reset at observations: every call but the last pushed down",
     summary=(
-        "verl's REINFORCE++ (return reset at every observation token, then whitened over the batch), token-mean "
+        "verl's REINFORCE++ up to v0.8.0 (return reset at every observation token, then whitened over the batch), "
+        "token-mean "
         "loss, multi-turn trajectories that always end with a submit. Only the final segment sees the reward; every "
         "earlier call gets the same negative advantage per token, so a call is pushed down in proportion to its "
         "tokens and short, useless think calls grow. The forced submit absorbs the positive push."),
@@ -412,7 +416,8 @@ CAUSAL_RPP_RESET = CausalScenario(
     group_size=1,
     calls_per_trajectory=10,
     estimator="reinforce_plus_plus",
-    estimator_options={},
+    estimator_options={"convention": "reset"},
+    trainer="verl==0.8.0",
     aggregation="token-mean",
     learning_rate=0.5,
     success_base=-2.0,
