@@ -60,7 +60,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.attribution.projection import PROJECTION_SCHEMA, project
-from trajlens.attribution.statistics import fisher_interval
+from trajlens.attribution.statistics import centred_correlation
 from trajlens.steps import steps_text
 
 ARTEFACT = "estimator artefact"
@@ -201,21 +201,7 @@ def cumulative_push(series: np.ndarray, sign: float, block: int, draws: int, see
 def within_step_relevance(trajectory_classes: pl.DataFrame, name: str, target: str = "reward") -> tuple[float, float, float, int]:
     """Correlation of the class's count with ``target`` (the reward, or a ``channel:<name>`` column),
     both centred within their step; its Fisher interval."""
-    column = f"count:{name}"
-    frame = trajectory_classes.filter(pl.col(target).is_not_null() & pl.col(target).is_not_nan()) \
-        if target in trajectory_classes.columns else trajectory_classes.clear()
-    if column not in frame.columns or frame.height < 4:
-        return float("nan"), float("nan"), float("nan"), 0
-    centred = frame.select(
-        (pl.col(column) - pl.col(column).mean().over("step")).alias("count"),
-        (pl.col(target) - pl.col(target).mean().over("step")).alias("reward"))
-    count, reward = centred["count"].to_numpy().astype(float), centred["reward"].to_numpy().astype(float)
-    if count.std() == 0 or reward.std() == 0:
-        return float("nan"), float("nan"), float("nan"), count.size
-    r = float(np.corrcoef(count, reward)[0, 1])
-    n = count.size - frame["step"].n_unique()
-    low, high = fisher_interval(r, n)
-    return r, low, high, n
+    return centred_correlation(trajectory_classes, f"count:{name}", target)
 
 
 def signed_relevance(trajectory_classes: pl.DataFrame, name: str, sign: float) -> tuple[Push, str]:
