@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from trajlens.attribution.verdicts import (
-    ARTEFACT, LEARNING, UNEXPLAINED, Push, competing_credit, cumulative_push, decide, structural_classes,
+    AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Push, competing_credit, cumulative_push, decide, structural_classes,
     within_step_relevance,
 )
 
@@ -31,6 +31,16 @@ def test_the_rule(own, others, relevance, verdict):
     decision = decide(own, others, relevance)
     assert decision.verdict == verdict
     assert (decision.dissenting != ()) == (verdict == ARTEFACT)
+
+
+def test_an_artefact_only_other_aggregations_dissent_from_is_the_aggregations():
+    other_mode = "e under seq-mean-token-mean"
+    aggregations = frozenset({other_mode})
+    decision = decide(WITH, {other_mode: AGAINST, "b": WITH}, NONE, aggregations=aggregations)
+    assert decision.verdict == AGGREGATION_ARTEFACT and decision.dissenting == (other_mode,)
+    # another estimator dissents too: the estimator is (also) to blame
+    assert decide(WITH, {other_mode: AGAINST, "b": WEAK}, NONE, aggregations=aggregations).verdict == ARTEFACT
+    assert decide(WITH, {"b": AGAINST}, NONE, aggregations=aggregations).verdict == ARTEFACT
 
 
 def test_a_counterfactual_without_a_baseline_cannot_dissent():
@@ -113,7 +123,8 @@ def test_a_length_drift_under_a_biased_aggregation_is_its_artefact():
 
     line = length_verdict(_growing(0.0), _bias([("seq-mean-token-mean", -0.95), ("token-mean", 0.05)]), "grpo",
                           "seq-mean-token-mean")
-    assert line.startswith(f"{ARTEFACT}: response length grew")
+    assert line.startswith(f"{AGGREGATION_ARTEFACT}: response length grew")  # the aggregation, not the estimator
+    assert "the loss aggregation seq-mean-token-mean weighs tokens by length; token-mean would not" in line
     assert "under token-mean it would be 0.05 [0.00, 0.10]" in line
     learned = length_verdict(_growing(2.0), _bias([("token-mean", 0.05), ("seq-mean-token-mean", -0.95)]), "grpo",
                              "token-mean")

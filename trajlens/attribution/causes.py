@@ -10,8 +10,9 @@ Response length
     elasticity's interval lies wholly beyond +-:data:`BIAS_BAND` (the flag the length-bias
     finding uses); *unbiased* when its interval lies within the band.
 
-    * **estimator artefact** (of the loss aggregation): the run's aggregation is biased, some other
-      aggregation is unbiased, and length relevance is not with the drift;
+    * **aggregation artefact**: the run's aggregation is biased, some other aggregation is
+      unbiased, and length relevance is not with the drift (the loss aggregation, not the
+      estimator, is the cause: the finding names the aggregations that would not be biased);
     * **learning**: length relevance is with the drift and the run's aggregation is not biased;
     * **unexplained** otherwise.
 Reward channel
@@ -44,7 +45,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.attribution.statistics import centred_correlation, p_text
-from trajlens.attribution.verdicts import ARTEFACT, LEARNING, UNEXPLAINED, Decision, Push
+from trajlens.attribution.verdicts import AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Decision, Push
 
 BIAS_BAND = 0.2
 """Elasticity of push per token on length that counts as a length bias (either sign)."""
@@ -131,7 +132,8 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
     fair = [mode for mode, row in rows.items() if mode != aggregation and _unbiased(row)]
     others = "; ".join(f"under {mode} it would be {_elasticity(row)}" for mode, row in rows.items() if mode != aggregation)
     if _biased(own) and fair and not relevant:
-        verdict, reason = ARTEFACT, f"the loss aggregation {aggregation} weighs tokens by length; {', '.join(fair)} would not"
+        verdict, reason = (AGGREGATION_ARTEFACT,
+                           f"the loss aggregation {aggregation} weighs tokens by length; {', '.join(fair)} would not")
     elif relevant and not _biased(own):
         verdict, reason = LEARNING, "longer (or shorter) responses earn more reward, and the aggregation is not length-biased"
     else:
