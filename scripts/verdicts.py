@@ -10,7 +10,7 @@ and the true onset (the same quarter-of-the-way rule applied to the policy's own
 probabilities), and OK or MISMATCH; the response-length and reward-channel verdicts too (no onset;
 a length drift is expected only where the loop's own mean length moved by the detection threshold). A mismatch is an expected drift not found, found with
 another direction or verdict, an onset more than ``--onset-tolerance`` steps from the truth, or
-an estimator artefact in a control run (``CausalScenario.control``). Exit status 1 on any mismatch.
+an artefact (of the estimator or of the loss aggregation) in a control run (``CausalScenario.control``). Exit status 1 on any mismatch.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def length_drifted(scenario, seed: int) -> bool:
 def judge(scenario, seed: int, work: Path, tolerance: int) -> list[tuple[str, ...]]:
     """Rows ``(scenario, seed, class, direction, found, expected, onset, true onset, status)``."""
     import trajlens
-    from trajlens.attribution import ARTEFACT_VERDICT, attribute
+    from trajlens.attribution import ARTEFACT_VERDICTS, attribute
     from trajlens.synth.causal import generate_causal
 
     run_dir, store_dir = work / f"{scenario.name}-{seed}", work / f"{scenario.name}-{seed}-store"
@@ -80,14 +80,14 @@ def judge(scenario, seed: int, work: Path, tolerance: int) -> list[tuple[str, ..
         true_onset = onsets.get(expected.primary_class)
         onset_error = 0 if row["onset_step"] is None or true_onset is None else abs(row["onset_step"] - true_onset)
         ok = (row["direction"] == expected.direction and row["verdict"] == expected.verdict and onset_error <= tolerance
-              and (expected.verdict != ARTEFACT_VERDICT or row["estimator"] == result.own.label))
+              and (expected.verdict not in ARTEFACT_VERDICTS or row["estimator"] == result.own.label))
         rows.append((scenario.name, str(seed), expected.primary_class, row["direction"], row["verdict"], expected.verdict,
                      str(row["onset_step"] or "-"), str(true_onset or "-"), "OK" if ok else "MISMATCH"))
     declared = {e.primary_class for e in scenario.truth}
     for name, row in found.items():
         if name in declared:
             continue
-        blamed = scenario.control and row["verdict"] == ARTEFACT_VERDICT
+        blamed = scenario.control and row["verdict"] in ARTEFACT_VERDICTS
         rows.append((scenario.name, str(seed), name, row["direction"], row["verdict"],
                      "not an artefact" if scenario.control else "(not declared)", str(row["onset_step"] or "-"),
                      str(onsets.get(name, "-")), "MISMATCH" if blamed else "OK"))

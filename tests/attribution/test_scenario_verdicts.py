@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 import trajlens
-from trajlens.attribution import ARTEFACT_VERDICT, LEARNING_VERDICT, attribute
+from trajlens.attribution import ARTEFACT_VERDICT, ARTEFACT_VERDICTS, LEARNING_VERDICT, attribute
 from trajlens.synth.causal import generate_causal
 from trajlens.synth.causal_spec import CAUSAL_SCENARIOS
 
@@ -42,7 +42,7 @@ def test_a_class_that_earns_reward_grows_by_learning(tmp_path):
     result = _attributed(tmp_path, "causal-reward-driven", steps=36)
     tests = _verdict(result, "test_targeted")
     assert tests["verdict"] == LEARNING_VERDICT and tests["direction"] == "grew" and tests["relevance_low"] > 0
-    assert not any(row["verdict"] == ARTEFACT_VERDICT for row in result.verdicts.iter_rows(named=True))
+    assert not any(row["verdict"] in ARTEFACT_VERDICTS for row in result.verdicts.iter_rows(named=True))
 
 
 def test_an_optimistic_critic_decays_the_long_useful_calls(tmp_path):

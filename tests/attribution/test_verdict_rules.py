@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from trajlens.attribution.verdicts import (
-    ARTEFACT, LEARNING, UNEXPLAINED, Push, competing_credit, cumulative_push, decide, structural_classes,
+    AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Push, competing_credit, cumulative_push, decide, structural_classes,
     within_step_relevance,
 )
 
@@ -31,6 +31,16 @@ def test_the_rule(own, others, relevance, verdict):
     decision = decide(own, others, relevance)
     assert decision.verdict == verdict
     assert (decision.dissenting != ()) == (verdict == ARTEFACT)
+
+
+def test_an_artefact_only_other_aggregations_dissent_from_is_the_aggregations():
+    other_mode = "e under seq-mean-token-mean"
+    aggregations = frozenset({other_mode})
+    decision = decide(WITH, {other_mode: AGAINST, "b": WITH}, NONE, aggregations=aggregations)
+    assert decision.verdict == AGGREGATION_ARTEFACT and decision.dissenting == (other_mode,)
+    # another estimator dissents too: the estimator is (also) to blame
+    assert decide(WITH, {other_mode: AGAINST, "b": WEAK}, NONE, aggregations=aggregations).verdict == ARTEFACT
+    assert decide(WITH, {"b": AGAINST}, NONE, aggregations=aggregations).verdict == ARTEFACT
 
 
 def test_a_counterfactual_without_a_baseline_cannot_dissent():
@@ -113,7 +123,8 @@ def test_a_length_drift_under_a_biased_aggregation_is_its_artefact():
 
     line = length_verdict(_growing(0.0), _bias([("seq-mean-token-mean", -0.95), ("token-mean", 0.05)]), "grpo",
                           "seq-mean-token-mean")
-    assert line.startswith(f"{ARTEFACT}: response length grew")
+    assert line.startswith(f"{AGGREGATION_ARTEFACT}: response length grew")  # the aggregation, not the estimator
+    assert "the loss aggregation seq-mean-token-mean weighs tokens by length; token-mean would not" in line
     assert "under token-mean it would be 0.05 [0.00, 0.10]" in line
     learned = length_verdict(_growing(2.0), _bias([("token-mean", 0.05), ("seq-mean-token-mean", -0.95)]), "grpo",
                              "token-mean")
@@ -121,22 +132,76 @@ def test_a_length_drift_under_a_biased_aggregation_is_its_artefact():
     assert length_verdict(_growing(0.0).with_columns(pl.lit(300.0).alias("length")), _bias([]), "grpo", "token-mean") is None
 
 
+def _channel_run(seed: int, tradeoff: float) -> pl.DataFrame:
+    """20 steps of 8 trajectories in groups of 4; a ``fmt`` channel whose rate falls from 0.8 to 0, a
+    ``correct`` channel that loses ``tradeoff`` per unit of fmt; the reward is their sum."""
+    rng = np.random.default_rng(seed)
+    steps = np.repeat(np.arange(1, 21), 8)
+    fmt = (rng.random(steps.size) < np.linspace(0.8, 0.0, steps.size)).astype(float)
+    correct = rng.normal(0.0, 3.0, steps.size) - tradeoff * fmt
+    return pl.DataFrame({
+        "step": steps, "trajectory_id": [f"t{i}" for i in range(steps.size)],
+        "group_id": [f"g{s}-{i // 4}" for i, s in enumerate(steps)], "reward": correct + fmt,
+        "reward_channels": [[{"name": "format", "value": f}, {"name": "correct", "value": c}]
+                            for f, c in zip(fmt, correct)]})
+
+
+CHANNELS = pl.DataFrame({"step": np.arange(1, 21), "mean:format": np.linspace(0.8, 0.0, 20)})
+
+
 def test_a_collapsed_channel_is_an_artefact_when_another_estimator_credits_it_more():
     from trajlens.attribution.causes import channel_credit, channel_verdicts
 
-    rng = np.random.default_rng(0)
-    steps = np.repeat(np.arange(1, 21), 8)
-    fmt = (rng.random(steps.size) < np.linspace(0.8, 0.0, steps.size)).astype(float)
-    correct = rng.normal(0.0, 3.0, steps.size)
-    ids = [f"t{i}" for i in range(steps.size)]
-    trajectories = pl.DataFrame({
-        "step": steps, "trajectory_id": ids, "group_id": [f"g{s}-{i // 4}" for i, s in enumerate(steps)],
-        "reward_channels": [[{"name": "format", "value": f}, {"name": "correct", "value": c}] for f, c in zip(fmt, correct)]})
+    trajectories = _channel_run(0, 0.0)
+    fmt = trajectories["reward_channels"].list.get(0).struct.field("value").to_numpy()
+    correct = trajectories["reward_channels"].list.get(1).struct.field("value").to_numpy()
+    ids = trajectories["trajectory_id"]
     summed = pl.DataFrame({"trajectory_id": ids, "advantage": correct + 0.1 * fmt})  # ranked by correctness alone
     per_channel = pl.DataFrame({"trajectory_id": ids, "advantage": correct / 3.0 + 2.0 * fmt})
     r, low, high = channel_credit(trajectories, per_channel, "format")
     assert low < r < high and low > 0.3
-    channels = pl.DataFrame({"step": np.arange(1, 21), "mean:format": np.linspace(0.8, 0.0, 20)})
-    lines = channel_verdicts(channels, trajectories, {"summed": summed, "gdpo": per_channel}, "summed")
+    lines = channel_verdicts(CHANNELS, trajectories, {"summed": summed, "gdpo": per_channel}, "summed")
     assert len(lines) == 1 and lines[0].startswith(f"{ARTEFACT}: reward channel format collapsed") and "gdpo would" in lines[0]
-    assert channel_verdicts(channels, trajectories, {"summed": summed, "gdpo": per_channel}, "gdpo")[0].startswith(UNEXPLAINED)
+    # under the per-channel estimator the channel was credited and fell anyway: not an artefact, not learning
+    kept = channel_verdicts(CHANNELS, trajectories, {"summed": summed, "gdpo": per_channel}, "gdpo")[0]
+    assert kept.startswith(UNEXPLAINED) and "credited the channel, yet it fell" in kept
+
+
+def test_a_collapsed_channel_is_learning_when_reward_asks_for_it_and_the_estimators_agree():
+    from trajlens.attribution.causes import channel_relevance, channel_verdicts
+
+    # each unit of format costs 4 of correctness: the summed reward asks for less format, and two
+    # estimators of that reward (normalised in the group, and the raw reward) credit it alike
+    trajectories = _channel_run(1, 4.0)
+    relevance = channel_relevance(trajectories, "format")
+    assert relevance.with_drift and relevance.value > 0.2
+    reward = trajectories.select("trajectory_id", "group_id", "reward")
+    normalised = reward.select("trajectory_id", ((pl.col("reward") - pl.col("reward").mean().over("group_id"))
+                                                 / pl.col("reward").std().over("group_id")).alias("advantage"))
+    raw = reward.select("trajectory_id", pl.col("reward").alias("advantage"))
+    line = channel_verdicts(CHANNELS, trajectories, {"grpo": normalised, "reinforce": raw}, "grpo")[0]
+    assert line.startswith(f"{LEARNING}: reward channel format collapsed") and "traded the channel for reward" in line
+    # the same collapse where the reward ignores format (correctness alone): the estimators neither credit
+    # it nor push it down, and reward does not explain it
+    neutral = _channel_run(1, 0.0)
+    neutral = neutral.with_columns(pl.col("reward_channels").list.get(1).struct.field("value").alias("reward"))
+    assert not channel_relevance(neutral, "format").with_drift
+    reward = neutral.select("trajectory_id", "group_id", "reward")
+    normalised = reward.select("trajectory_id", ((pl.col("reward") - pl.col("reward").mean().over("group_id"))
+                                                 / pl.col("reward").std().over("group_id")).alias("advantage"))
+    line = channel_verdicts(CHANNELS, neutral, {"grpo": normalised}, "grpo")[0]
+    assert line.startswith(UNEXPLAINED) and "reward does not ask for less of it" in line
+
+
+@pytest.mark.parametrize(("own", "others", "relevance", "verdict"), [
+    (WITH, {"gdpo": AGAINST}, WITH, ARTEFACT),  # another estimator would have kept it, whatever the summed reward says
+    (WITH, {"b": WITH}, WITH, LEARNING),  # the estimators agree and the reward asks for less of the channel
+    (NONE, {}, WITH, LEARNING),
+    (WITH, {"b": WITH}, NONE, UNEXPLAINED),
+    (AGAINST, {"b": AGAINST}, WITH, UNEXPLAINED),  # the run credited the channel and it fell anyway
+])
+def test_the_channel_rule(own, others, relevance, verdict):
+    from trajlens.attribution.causes import channel_decision
+
+    decision = channel_decision(own, others, relevance)
+    assert decision.verdict == verdict and (decision.dissenting != ()) == (verdict == ARTEFACT)

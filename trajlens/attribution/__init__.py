@@ -18,14 +18,18 @@ from trajlens.attribution.recomputations import (
     AGGREGATIONS, RECOMPUTATIONS, RunEstimator, own_recomputation, parse_recomputations,
 )
 from trajlens.attribution.render import attribution_html, attribution_markdown, verdict_lines
+from trajlens.attribution.verdicts import AGGREGATION_ARTEFACT as AGGREGATION_ARTEFACT_VERDICT
 from trajlens.attribution.verdicts import ARTEFACT as ARTEFACT_VERDICT
+from trajlens.attribution.verdicts import ARTEFACTS as ARTEFACT_VERDICTS
 from trajlens.attribution.verdicts import LEARNING as LEARNING_VERDICT
 from trajlens.attribution.verdicts import UNEXPLAINED as UNEXPLAINED_VERDICT
 from trajlens.attribution.verdicts import VERDICTS
 
 __all__ = [
     "AGGREGATIONS",
+    "AGGREGATION_ARTEFACT_VERDICT",
     "ARTEFACT_VERDICT",
+    "ARTEFACT_VERDICTS",
     "CALL_CREDIT_COLUMNS",
     "CLASS_CREDIT_COLUMNS",
     "LEARNING_VERDICT",

@@ -10,20 +10,30 @@ Response length
     elasticity's interval lies wholly beyond +-:data:`BIAS_BAND` (the flag the length-bias
     finding uses); *unbiased* when its interval lies within the band.
 
-    * **estimator artefact** (of the loss aggregation): the run's aggregation is biased, some other
-      aggregation is unbiased, and length relevance is not with the drift;
+    * **aggregation artefact**: the run's aggregation is biased, some other aggregation is
+      unbiased, and length relevance is not with the drift (the loss aggregation, not the
+      estimator, is the cause: the finding names the aggregations that would not be biased);
     * **learning**: length relevance is with the drift and the run's aggregation is not biased;
     * **unexplained** otherwise.
 Reward channel
     A channel collapses when its step mean falls by half or more from the first quarter of the
     steps to the last (Welch p < 0.001). Its evidence is each estimator's *channel credit*: the
     Pearson correlation, over the trajectories of the run, of the channel's value centred in its
-    group with the estimator's advantage, with a 95% bootstrap interval over groups.
+    group with the estimator's advantage, with a 95% bootstrap interval over groups; and the
+    channel's *reward relevance*: the correlation of its value with the trajectory's reward, both
+    centred within their step, with a Fisher interval. Both are signed by the collapse, so a
+    positive number goes with it (:func:`channel_decision`):
 
     * **estimator artefact**: a counterfactual estimator's channel credit lies wholly above the
-      run's (it would have kept the channel: the finding names it, GDPO for a sum-then-normalise run);
-    * **unexplained** otherwise (every estimator credits the channel as the run did; the collapse
-      is what the summed reward asked for, or has another cause).
+      run's (it would have kept the channel: the finding names it, GDPO for a sum-then-normalise
+      run). Reward relevance does not overrule it: the run's reward is the sum the estimator
+      normalises, so a channel the sum outweighs is the case another estimator exists for;
+    * **learning**: no compared estimator credits the channel more (they agree with the run's), the
+      channel's reward relevance is with the collapse (within a step, trajectories with more of the
+      channel earned less reward) and the run's estimator did not credit the channel (its credit's
+      interval is not wholly above 0): the run traded the channel for reward;
+    * **unexplained** otherwise (the run's estimator credited the channel and it fell anyway, or
+      the estimators agree and reward does not ask for less of it).
 """
 
 from __future__ import annotations
@@ -34,8 +44,8 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from trajlens.attribution.statistics import fisher_interval, p_text
-from trajlens.attribution.verdicts import ARTEFACT, LEARNING, UNEXPLAINED
+from trajlens.attribution.statistics import centred_correlation, p_text
+from trajlens.attribution.verdicts import AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Decision, Push
 
 BIAS_BAND = 0.2
 """Elasticity of push per token on length that counts as a length bias (either sign)."""
@@ -83,16 +93,7 @@ def length_change(trajectory_frame: pl.DataFrame) -> Change | None:
 
 def length_relevance(trajectory_frame: pl.DataFrame) -> tuple[float, float, float]:
     """Correlation of length with reward, both centred within their step, and its Fisher interval."""
-    frame = trajectory_frame.filter(pl.col("reward").is_not_null() & pl.col("length").is_not_null())
-    if frame.height < 4:
-        return float("nan"), float("nan"), float("nan")
-    centred = frame.select((pl.col("length") - pl.col("length").mean().over("step")).alias("x"),
-                           (pl.col("reward") - pl.col("reward").mean().over("step")).alias("y"))
-    x, y = centred["x"].to_numpy().astype(float), centred["y"].to_numpy().astype(float)
-    if x.std() == 0 or y.std() == 0:
-        return float("nan"), float("nan"), float("nan")
-    r = float(np.corrcoef(x, y)[0, 1])
-    return (r, *fisher_interval(r, x.size - frame["step"].n_unique()))
+    return centred_correlation(trajectory_frame, "length", "reward")[:3]
 
 
 def _biased(row: dict) -> bool:
@@ -131,7 +132,8 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
     fair = [mode for mode, row in rows.items() if mode != aggregation and _unbiased(row)]
     others = "; ".join(f"under {mode} it would be {_elasticity(row)}" for mode, row in rows.items() if mode != aggregation)
     if _biased(own) and fair and not relevant:
-        verdict, reason = ARTEFACT, f"the loss aggregation {aggregation} weighs tokens by length; {', '.join(fair)} would not"
+        verdict, reason = (AGGREGATION_ARTEFACT,
+                           f"the loss aggregation {aggregation} weighs tokens by length; {', '.join(fair)} would not")
     elif relevant and not _biased(own):
         verdict, reason = LEARNING, "longer (or shorter) responses earn more reward, and the aggregation is not length-biased"
     else:
@@ -142,14 +144,32 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
             f"{_elasticity(own)}; {others}; length relevance signed by the drift {relevance_text}; {reason}")
 
 
+def channel_values(trajectories: pl.DataFrame, channel: str) -> pl.DataFrame:
+    """``trajectory_id, step, group_id, reward, value``: the channel's value per trajectory (where it has one)."""
+    extra = [c for c in ("step", "reward") if c in trajectories.columns]
+    return (trajectories.select("trajectory_id", "group_id", *extra, pl.col("reward_channels"))
+            .explode("reward_channels").drop_nulls("reward_channels")
+            .filter(pl.col("reward_channels").struct.field("name") == channel)
+            .with_columns(pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value"))
+            .drop("reward_channels"))
+
+
+def channel_relevance(trajectories: pl.DataFrame, channel: str, sign: float = -1.0) -> Push:
+    """The channel's reward relevance: the correlation of its value with the trajectory's reward, both
+    centred within their step, signed by ``sign`` (-1 for a collapse), with its Fisher interval."""
+    values = channel_values(trajectories, channel)
+    r, low, high, _ = centred_correlation(values, "value", "reward") if "step" in values.columns else (float("nan"),) * 4
+    return _signed((r, low, high), sign)
+
+
+def _signed(value: tuple[float, float, float], sign: float) -> Push:
+    return Push(sign * value[0], *sorted((sign * value[1], sign * value[2])))
+
+
 def channel_credit(trajectories: pl.DataFrame, advantages: pl.DataFrame, channel: str, draws: int = 500,
                    seed: int = 0) -> tuple[float, float, float]:
     """Correlation of the channel's in-group-centred value with the advantage, and a bootstrap over groups."""
-    values = (trajectories.select("trajectory_id", "group_id", pl.col("reward_channels"))
-              .explode("reward_channels").drop_nulls("reward_channels")
-              .filter(pl.col("reward_channels").struct.field("name") == channel)
-              .select("trajectory_id", "group_id",
-                      pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value"))
+    values = (channel_values(trajectories, channel).select("trajectory_id", "group_id", "value")
               .join(advantages.select("trajectory_id", pl.col("advantage").cast(pl.Float64)), on="trajectory_id")
               .drop_nulls().filter(pl.col("advantage").is_finite())
               .with_columns((pl.col("value") - pl.col("value").mean().over("group_id")).alias("value")))
@@ -171,6 +191,24 @@ def channel_credit(trajectories: pl.DataFrame, advantages: pl.DataFrame, channel
     finite = draws_r[np.isfinite(draws_r)]
     low, high = np.quantile(finite, [0.025, 0.975]) if finite.size else (float("nan"), float("nan"))
     return r, float(low), float(high)
+
+
+def channel_decision(own: Push, others: dict[str, Push], relevance: Push) -> Decision:
+    """The verdict of a collapsed channel from the run's channel credit, the compared estimators' and the
+    channel's reward relevance, all signed by the collapse (positive: pushed the channel down).
+    The module docstring states the rule."""
+    keepers = tuple(sorted((label for label, p in others.items()
+                            if math.isfinite(p.high) and math.isfinite(own.low) and p.high < own.low),
+                           key=lambda label: others[label].value))
+    if keepers:
+        return Decision(ARTEFACT, f"{', '.join(keepers)} would have credited the channel more and kept it", keepers)
+    if relevance.with_drift and not own.against_drift:
+        return Decision(LEARNING, "no compared estimator credits the channel more, and within a step the trajectories "
+                                  "with more of it earned less reward: the run traded the channel for reward", ())
+    if own.against_drift:
+        return Decision(UNEXPLAINED, "the run's estimator credited the channel, yet it fell", ())
+    return Decision(UNEXPLAINED, "no compared estimator credits the channel more, and reward does not ask for less of it",
+                    ())
 
 
 def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome: dict[str, pl.DataFrame],
@@ -196,15 +234,16 @@ def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome
         if own is None:
             out.append(f"{UNEXPLAINED}: {text}; the run's estimator is not known or gives no advantage per trajectory")
             continue
-        keepers = sorted((label for label, c in credit.items() if label != estimator and c[1] > own[2]),
-                         key=lambda label: -credit[label][0])
-        shown = keepers[:3] or sorted((label for label in credit if label != estimator), key=lambda label: -credit[label][0])[:2]
+        relevance = channel_relevance(trajectories, name)
+        others = {label: _signed(c, -1.0) for label, c in credit.items() if label != estimator}
+        decision = channel_decision(_signed(own, -1.0), others, relevance)
+        shown = list(decision.dissenting[:3]) or sorted(others, key=lambda label: -credit[label][0])[:2]
         evidence = "; ".join(f"{label}: {credit[label][0]:+.2f} [{credit[label][1]:+.2f}, {credit[label][2]:+.2f}]"
                              for label in shown)
-        head = (f"{text}; the channel's credit (correlation of its in-group value with the advantage) under {estimator} "
-                f"{own[0]:+.2f} [{own[1]:+.2f}, {own[2]:+.2f}]" + (f"; {evidence}" if evidence else ""))
-        if keepers:
-            out.append(f"{ARTEFACT}: {head}; {', '.join(keepers)} would have credited the channel more and kept it")
-        else:
-            out.append(f"{UNEXPLAINED}: {head}; no compared estimator credits the channel more")
+        relevance_text = ("n/a" if not math.isfinite(relevance.low) else
+                          f"{relevance.value:+.2f} [{relevance.low:+.2f}, {relevance.high:+.2f}]")
+        out.append(f"{decision.verdict}: {text}; the channel's credit (correlation of its in-group value with the "
+                   f"advantage) under {estimator} {own[0]:+.2f} [{own[1]:+.2f}, {own[2]:+.2f}]"
+                   + (f"; {evidence}" if evidence else "")
+                   + f"; its reward relevance signed by the collapse {relevance_text}; {decision.reason}")
     return out

@@ -11,8 +11,11 @@ One JSON object per run::
                  "timing": [{"estimator", "r", "r_low", "r_high", "pivotal_steps", "pivot_kind"}],
                  "projection": [{"estimator", "share_start", "share_end", "projected_end",
                                  "projected_low", "projected_high"}]}],
-     "causes": [the response-length and reward-channel verdicts, in words, verdict first],
+     "causes": [the response-length and reward-channel verdicts, in words, "VERDICT: ..."],
      "findings": [...], "notes": [...]}
+
+Every ``verdict`` (and the head of every cause) is one of :data:`~trajlens.attribution.VERDICTS`:
+``estimator artefact``, ``aggregation artefact``, ``learning`` or ``unexplained``.
 
 Numbers that cannot be computed are ``null``, never NaN.
 """

@@ -54,6 +54,25 @@ def fisher_interval(r: float, n: int) -> tuple[float, float]:
     return math.tanh(z - half), math.tanh(z + half)
 
 
+def centred_correlation(frame: pl.DataFrame, x: str, y: str, by: str = "step") -> tuple[float, float, float, int]:
+    """Pearson correlation of columns ``x`` and ``y``, each centred within its ``by`` value (so a trend
+    both share across the run is not read as a relation), over the rows where both are finite, with
+    its 95% Fisher interval (n = rows - distinct ``by`` values); NaN when either does not vary."""
+    if x not in frame.columns or y not in frame.columns:
+        return float("nan"), float("nan"), float("nan"), 0
+    rows = frame.select(by, pl.col(x).cast(pl.Float64).alias("x"), pl.col(y).cast(pl.Float64).alias("y")).filter(
+        pl.col("x").is_finite() & pl.col("y").is_finite())
+    n = rows.height - rows[by].n_unique()
+    if rows.height < 4:
+        return float("nan"), float("nan"), float("nan"), n
+    centred = rows.select((pl.col("x") - pl.col("x").mean().over(by)), (pl.col("y") - pl.col("y").mean().over(by)))
+    a, b = centred["x"].to_numpy(), centred["y"].to_numpy()
+    if a.std() == 0 or b.std() == 0:
+        return float("nan"), float("nan"), float("nan"), n
+    r = float(np.corrcoef(a, b)[0, 1])
+    return (r, *fisher_interval(r, n), n)
+
+
 def reward_relevance(trajectory_classes: pl.DataFrame, classes: list[str]) -> pl.DataFrame:
     """Per stage and class: correlation of the class's count in a trajectory with its reward.
 

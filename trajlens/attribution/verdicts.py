@@ -1,4 +1,5 @@
-"""A verdict per drifting class: estimator artefact, learning, or unexplained, with the evidence that decided it.
+"""A verdict per drifting class: estimator artefact (or aggregation artefact), learning, or unexplained, with the
+evidence that decided it.
 
 Every number here is computed at the level of the behaviour class, from the per-step
 ``class_credit`` table and the per-trajectory class counts of :mod:`.api`.
@@ -40,7 +41,9 @@ The rule (:func:`decide`); "with" means the interval lies above 0, "against" bel
    is not *with* it, and some centred counterfactual pushes *against* the drift or pushes
    significantly less (its interval's top below the run's interval's bottom). The verdict
    names the counterfactuals that dissent (another estimator under the run's aggregation, or
-   the run's estimator under another aggregation).
+   the run's estimator under another aggregation). It is an **aggregation artefact** when every
+   dissenting counterfactual is the run's estimator under another aggregation: the loss
+   aggregation, not the estimator, made the difference.
 2. **learning** when the class's reward relevance is *with* the drift and the run's push is not
    against it: the class moved the way the run's reward, or one of its reward channels, asks;
    whether another estimator would have kept a channel is the reward-channel verdict (:mod:`.causes`).
@@ -60,14 +63,17 @@ import numpy as np
 import polars as pl
 
 from trajlens.attribution.projection import PROJECTION_SCHEMA, project
-from trajlens.attribution.statistics import fisher_interval
+from trajlens.attribution.statistics import centred_correlation
 from trajlens.steps import steps_text
 
 ARTEFACT = "estimator artefact"
+AGGREGATION_ARTEFACT = "aggregation artefact"
 LEARNING = "learning"
 UNEXPLAINED = "unexplained"
-VERDICTS: tuple[str, ...] = (ARTEFACT, LEARNING, UNEXPLAINED)
+VERDICTS: tuple[str, ...] = (ARTEFACT, AGGREGATION_ARTEFACT, LEARNING, UNEXPLAINED)
 """The verdicts a drift can get, in the order the rule tries them."""
+ARTEFACTS: tuple[str, ...] = (ARTEFACT, AGGREGATION_ARTEFACT)
+"""The verdicts that blame the run's training setup: its estimator, or its loss aggregation."""
 
 CENTRED = 0.5
 """Largest median |step mean push| (in units of the step's mean |push|) of a centred counterfactual."""
@@ -122,9 +128,10 @@ class Decision:
 
 
 def decide(own: Push, counterfactuals: dict[str, Push], relevance: Push,
-           uncentred: frozenset[str] = frozenset()) -> Decision:
+           uncentred: frozenset[str] = frozenset(), aggregations: frozenset[str] = frozenset()) -> Decision:
     """The verdict of one drift from the run's push, the counterfactuals' and the reward relevance
-    (all signed by the drift's direction); counterfactuals named in ``uncentred`` cannot dissent.
+    (all signed by the drift's direction); counterfactuals named in ``uncentred`` cannot dissent, those
+    named in ``aggregations`` are the run's estimator under another loss aggregation.
     The module docstring states the rule."""
     relevant = relevance.with_drift
     centred = {label: p for label, p in counterfactuals.items() if label not in uncentred}
@@ -134,8 +141,10 @@ def decide(own: Push, counterfactuals: dict[str, Push], relevance: Push,
     if own.with_drift and not relevant and (opposing or weaker):
         parts = ([f"{', '.join(opposing)} pushed against it"] if opposing else []) + (
             [f"{', '.join(weaker)} pushed it significantly less"] if weaker else [])
-        return Decision(ARTEFACT, "the run's push moved with the drift and reward does not explain it; "
-                        + "; ".join(parts), opposing + weaker)
+        dissenting = opposing + weaker
+        return Decision(AGGREGATION_ARTEFACT if set(dissenting) <= aggregations else ARTEFACT,
+                        "the run's push moved with the drift and reward does not explain it; " + "; ".join(parts),
+                        dissenting)
     if relevant and not own.against_drift:
         reason = "the class's count moves reward the way the class went"
         if opposing:
@@ -201,21 +210,7 @@ def cumulative_push(series: np.ndarray, sign: float, block: int, draws: int, see
 def within_step_relevance(trajectory_classes: pl.DataFrame, name: str, target: str = "reward") -> tuple[float, float, float, int]:
     """Correlation of the class's count with ``target`` (the reward, or a ``channel:<name>`` column),
     both centred within their step; its Fisher interval."""
-    column = f"count:{name}"
-    frame = trajectory_classes.filter(pl.col(target).is_not_null() & pl.col(target).is_not_nan()) \
-        if target in trajectory_classes.columns else trajectory_classes.clear()
-    if column not in frame.columns or frame.height < 4:
-        return float("nan"), float("nan"), float("nan"), 0
-    centred = frame.select(
-        (pl.col(column) - pl.col(column).mean().over("step")).alias("count"),
-        (pl.col(target) - pl.col(target).mean().over("step")).alias("reward"))
-    count, reward = centred["count"].to_numpy().astype(float), centred["reward"].to_numpy().astype(float)
-    if count.std() == 0 or reward.std() == 0:
-        return float("nan"), float("nan"), float("nan"), count.size
-    r = float(np.corrcoef(count, reward)[0, 1])
-    n = count.size - frame["step"].n_unique()
-    low, high = fisher_interval(r, n)
-    return r, low, high, n
+    return centred_correlation(trajectory_classes, f"count:{name}", target)
 
 
 def signed_relevance(trajectory_classes: pl.DataFrame, name: str, sign: float) -> tuple[Push, str]:
@@ -291,7 +286,9 @@ def drift_verdicts(
         others = {_label(key, aggregation, own_key): p for key, p in pushes.items() if key != own_key}
         relevance, relevance_target = signed_relevance(trajectory_classes, name, sign)
         decision = decide(own, others, relevance,
-                          frozenset(_label(key, aggregation, own_key) for key in uncentred if key != own_key))
+                          frozenset(_label(key, aggregation, own_key) for key in uncentred if key != own_key),
+                          frozenset(_label(key, aggregation, own_key) for key in pushes
+                                    if key != own_key and key[0] == own_key[0]))
         for key, p in pushes.items():
             evidence.append({"primary_class": name, "estimator": key[0], "aggregation": key[1], "own": key == own_key,
                              "push": p.value, "push_low": p.low, "push_high": p.high, "steps": int(window.size)})

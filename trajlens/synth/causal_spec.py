@@ -138,7 +138,7 @@ class CausalScenario:
     truth: tuple[ExpectedVerdict, ...] = ()
     """The verdict attribution should give each drift the loop caused (``scripts/verdicts.py`` checks them)."""
     control: bool = False
-    """True: no drift of this run may be called an estimator artefact (a twin, a null run, a reward-driven run)."""
+    """True: no drift of this run may be called an artefact, of the estimator or of the aggregation (a twin, a null run, a reward-driven run)."""
     shipped: bool = True
     """Whether ``sample_data`` ships the run (the others exist only in the generator)."""
     trainer: str | None = None
@@ -249,7 +249,7 @@ CAUSAL_GRPO_LENGTH = CausalScenario(
     stop_class="submit",
     length_penalty=0.25,
     length_budget=8,
-    truth=(ExpectedVerdict("response length", "grew", "estimator artefact"),),
+    truth=(ExpectedVerdict("response length", "grew", "aggregation artefact"),),
 )
 
 _MULTI_CLASSES = (
