@@ -46,7 +46,7 @@ def run_summary(store: Any, run_id: str, measures: pl.DataFrame, split: str | No
         "run_id", "step", "trajectory_id", "group_id", "reward", "resolved", "exit_status").collect()
     tables = [_outcome(trajectories, measures), _outcome_contrast(trajectories, measures), _verification_mix(measures),
               _class_spread(measures), _distributions(measures), _dead_groups(trajectories)]
-    tables.append(_top_commands(store, run_id))
+    tables.append(_top_commands(store, run_id, trajectories.select("trajectory_id")))
     return [t for t in tables if t is not None]
 
 
@@ -195,10 +195,13 @@ def _dead_groups(trajectories: pl.DataFrame) -> SummaryTable | None:
                         "advantage gives every one of them zero.", frame)
 
 
-def _top_commands(store: Any, run_id: str) -> SummaryTable | None:
+def _top_commands(store: Any, run_id: str, trajectory_ids: pl.DataFrame) -> SummaryTable | None:
+    """The most common commands of each class, over the calls of ``trajectory_ids``."""
     from trajlens.run.partitions import scan_run_table
 
-    calls = scan_run_table(store, run_id, "tool_calls").select("trajectory_id", "call_index", "tool_name", "command")
+    calls = scan_run_table(store, run_id, "tool_calls").select(
+        "trajectory_id", "call_index", "tool_name", "command").join(
+        trajectory_ids.lazy(), on="trajectory_id", how="semi")
     if "call_classes" not in store.tables():
         return None
     classes = store.table("call_classes").filter(pl.col("run_id") == run_id).select(
