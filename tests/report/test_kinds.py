@@ -73,7 +73,10 @@ def test_single_step_agent_logs_set_resolved_beside_unresolved(tmp_path):
     store = trajlens.open(tmp_path / "store")
     (report,) = report_store(store, tmp_path / "out")
     assert report.kind == "eval run (one step of agent logs)"
-    assert any(f.startswith("resolved 54% of 24 attempts (95% [35%, 72%]); resolved attempts took ") for f in report.findings)
+    main = report.findings[0]  # the outcome leads, above the dead groups of the three reruns per task
+    assert main.startswith("resolved 54% of 24 attempts (95% [35%, 72%]); resolved attempts took ")
+    assert main.endswith("; exit status of the unresolved: Submitted 11")
+    assert [c[2] for c in report.failing] == [""] * len(report.failing)  # one step: no steps named
     text = report.markdown.read_text()
     assert "### Resolved against unresolved" in text
     assert "The same values, not repeated: tool calls as turns." in text  # one call per turn
