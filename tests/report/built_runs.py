@@ -5,29 +5,33 @@ from __future__ import annotations
 
 from pathlib import Path
 
+VAL_COMMAND = "make check"
 COMMANDS = ("pytest -q", "python -c 'import mod'", "grep -rn foo .", "cat src/mod.py", "sed -i 's/a/b/' src/mod.py")
 
 
 def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6, tokens_per_call: int = 5,
               mask: str = "normal", long_trajectory: tuple[int, int] | None = None, first_step: int = 1,
-              split: str = "train"):
+              split: str = "train", val_per_step: int = 0):
     """A GAE-style run (token arrays with critic values). ``mask``: 'normal', 'all_false' or
     'empty'. ``long_trajectory=(calls, tokens)`` makes trajectory 0 of the last step that long;
-    ``split`` is every trajectory's split."""
+    ``split`` is every trajectory's split, save ``val_per_step`` more per step of split 'val'
+    (ids ``v{step}-t{member}``), all resolved and all their commands ``VAL_COMMAND``."""
     from trajlens.rows import RunBuilder
 
     builder = RunBuilder(run_id, estimator="gae", config={}, source_format="test", source=run_id)
     for step in range(first_step, first_step + steps):
-        for member in range(per_step):
+        members = [(split, "s", m) for m in range(per_step)] + [("val", "v", m) for m in range(val_per_step)]
+        for split_of, prefix, member in members:
+            validation = prefix == "v"
             n_calls, span = calls, tokens_per_call
-            if long_trajectory and step == first_step + steps - 1 and member == 0:
+            if long_trajectory and step == first_step + steps - 1 and member == 0 and not validation:
                 n_calls, total = long_trajectory
                 span = total // n_calls
-            reward = float((step + member) % 2)
+            reward = 1.0 if validation else float((step + member) % 2)
             call_rows, mask_row = [], []
             for index in range(n_calls):
                 think = (index + member) % 4 == 3
-                command = COMMANDS[(index + step + member) % len(COMMANDS)]
+                command = VAL_COMMAND if validation else COMMANDS[(index + step + member) % len(COMMANDS)]
                 start = len(mask_row)
                 mask_row += [True] * span + [False] * 2
                 call_rows.append({
@@ -43,7 +47,8 @@ def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6,
             elif mask == "empty":
                 mask_row, length = [], 0
             builder.add_trajectory(
-                {"step": step, "split": split, "trajectory_id": f"s{step}-t{member}", "group_id": f"s{step}-t{member}",
+                {"step": step, "split": split_of, "trajectory_id": f"{prefix}{step}-t{member}",
+                 "group_id": f"{prefix}{step}-t{member}",
                  "task_id": f"task{member}", "reward": reward, "reward_channels": [], "resolved": bool(reward),
                  "exit_status": "submitted", "model_tokens": n_calls * span, "observation_tokens": 2 * n_calls},
                 call_rows,

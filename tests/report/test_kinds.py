@@ -3,6 +3,7 @@ without tools, single-step agent logs; each named for what it is and its main fi
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,10 @@ def test_single_step_agent_logs_set_resolved_beside_unresolved(tmp_path):
     store = trajlens.open(tmp_path / "store")
     (report,) = report_store(store, tmp_path / "out")
     assert report.kind == "eval run (one step of agent logs)"
-    assert any(f.startswith("resolved 54% of 24 attempts (95% [35%, 72%]); resolved attempts took ") for f in report.findings)
+    main = report.findings[0]  # the outcome leads, above the dead groups of the three reruns per task
+    assert main.startswith("resolved 54% of 24 attempts (95% [35%, 72%]); resolved attempts took ")
+    assert main.endswith("; exit status of the unresolved: Submitted 11")
+    assert [c[2] for c in report.failing] == [""] * len(report.failing)  # one step: no steps named
     text = report.markdown.read_text()
     assert "### Resolved against unresolved" in text
     assert "The same values, not repeated: tool calls as turns." in text  # one call per turn
@@ -107,3 +111,25 @@ def test_view_takes_a_task_id_or_suffix_and_suggests_close_ids(tmp_path):
     assert done.stderr.strip().splitlines()[-1].startswith(
         "error: --trajectory 'astropy__astropy-12908': not a trajectory or task of run")
     assert "close ids: trajs/astropy__astropy-12907" in done.stderr
+
+
+def _html_rows(section: str) -> list[list[str]]:
+    """The cells of each body row of the first table in ``section``."""
+    body = section.split("<tbody>")[1].split("</tbody>")[0]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in body.split("</tr>")[:-1]]
+
+
+@pytest.mark.parametrize(("split", "trajectories", "resolved"), [("train", "12", "0.500"), ("val", "6", "1.000")])
+def test_side_by_side_and_top_commands_report_the_split_of_the_run_section(tmp_path, split, trajectories, resolved):
+    from built_runs import VAL_COMMAND
+
+    store = trajlens.open(write_store(tmp_path, [built_run("mixed", val_per_step=2), built_run("plain")]))
+    written = {r.run_id: r for r in report_store(store, tmp_path / "out", viewers_per_run=0, split=split)}
+    assert written["mixed"].split == split
+    page = (tmp_path / "out" / "index.html").read_text()
+    rows = {row[0]: row for row in _html_rows(page.split('<section id="runs">')[1])}
+    assert rows["mixed"][1:4] == [split, trajectories, resolved]
+    assert rows["plain"][1] == "train"  # no val split: the split its section reports
+    commands = written["mixed"].html.split('id="mixed-summary-top_commands"')[1].split("</table>")[0]
+    assert (VAL_COMMAND in commands) == (split == "val")
+    assert ("pytest -q" in commands) == (split == "train")

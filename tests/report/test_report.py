@@ -196,6 +196,7 @@ def test_report_on_real_agent_logs(tmp_path):
     assert "a single step: no training stages to compare (agent logs without steps)" in deepseek.findings
     assert "## Recomputed advantages" in deepseek.markdown.read_text()  # groups of 3 with verdicts
     assert "## Recomputed advantages" not in written["SWE-agent"].markdown.read_text()  # no rewards
+    assert written["SWE-agent"].findings[0] == "no resolved verdicts in the log; exit status: submitted 21, not logged 1"
     grpo = store.sql("SELECT count(*) AS steps, any_value(mean) AS mean FROM advantage_batches "
                      "WHERE run_id = 'mini-swe-agent-deepseek-pr816' AND estimator = 'grpo'")
     assert grpo.row(0) == (1, pytest.approx(0.0, abs=1e-6))  # GRPO advantages sum to zero per group

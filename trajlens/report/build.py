@@ -159,6 +159,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         return report
     report.findings += channel_findings(store, run_id)
     single_step = measures["step"].n_unique() == 1
+    if single_step:  # the one step of an eval log is no point in training
+        report.failing = [(name, status, "") for name, status, _ in report.failing]
     with_tools = int(measures["n_calls"].sum()) > 0
     report.kind = RUN_KINDS["validation" if report.split != "train" else "eval" if single_step
                             else "rl_tools" if with_tools else "rl"]

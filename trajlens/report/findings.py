@@ -22,6 +22,8 @@ RECOMPUTED = "recomputed"
 
 IMPORTANCE: dict[str, int] = {
     "learning_rate": 90,
+    "outcome": 80,
+    "format_errors": 45,
     "critic": 70,
     "length": 75,
     "dead_groups": 72,
@@ -196,16 +198,51 @@ def dead_group_finding(summary: list[Any]) -> list[Finding]:
                     "advantage gives them no signal", "dead_groups", "summary-dead_groups")]
 
 
+FORMAT_ERROR_FINDING = 0.1
+"""Share of trajectories with a format error from which it is a finding."""
+
+
 def outcome_finding(summary: list[Any]) -> list[Finding]:
-    """The resolved rate of the log, with how resolved and unresolved attempts differ in turns."""
+    """What a one-step log's attempts came to: the resolved rate, how resolved and unresolved
+    attempts differ in turns, and how the unresolved ones ended (their exit statuses); without
+    resolved verdicts, the exit statuses alone. Then format errors, when a notable share of
+    attempts has one."""
     outcome = next((s for s in summary if s.key == "outcome"), None)
-    rows = outcome.frame.filter(pl.col("measure") == "resolved rate") if outcome is not None else None
-    if rows is None or rows.is_empty():
+    exits = next((s for s in summary if s.key == "exit_status"), None)
+    if outcome is None:
         return []
-    rate = rows.row(0, named=True)
-    text = f"resolved {rate['value']:.0%} of {rate['n']:,} attempts (95% [{rate['ci_low']:.0%}, {rate['ci_high']:.0%}])"
-    contrast = next((s for s in summary if s.key == "outcome_contrast"), None)
-    turns = contrast.frame.filter(pl.col("measure") == "turns") if contrast is not None else None
-    if turns is not None and turns.height and turns["resolved"][0] is not None and turns["unresolved"][0] is not None:
-        text += f"; resolved attempts took {turns['resolved'][0]:.1f} turns on average, unresolved {turns['unresolved'][0]:.1f}"
-    return [Finding(text, "reward", "summary-outcome")]
+    rows = outcome.frame.filter(pl.col("measure") == "resolved rate")
+    findings = []
+    if rows.height:
+        rate = rows.row(0, named=True)
+        text = (f"resolved {rate['value']:.0%} of {rate['n']:,} attempts "
+                f"(95% [{rate['ci_low']:.0%}, {rate['ci_high']:.0%}])")
+        contrast = next((s for s in summary if s.key == "outcome_contrast"), None)
+        turns = contrast.frame.filter(pl.col("measure") == "turns") if contrast is not None else None
+        if turns is not None and turns.height and turns["resolved"][0] is not None and turns["unresolved"][0] is not None:
+            text += (f"; resolved attempts took {turns['resolved'][0]:.1f} turns on average, "
+                     f"unresolved {turns['unresolved'][0]:.1f}")
+        ended = _exits_text(exits, "unresolved")
+        if ended:
+            text += f"; exit status of the unresolved: {ended}"
+        findings.append(Finding(text, "outcome", "summary-outcome"))
+    elif exits is not None and exits.frame.height:
+        findings.append(Finding(f"no resolved verdicts in the log; exit status: {_exits_text(exits, None)}",
+                                "outcome", "summary-exit_status"))
+    errors = outcome.frame.filter(pl.col("measure") == "trajectories with a format error")
+    calls = outcome.frame.filter(pl.col("measure") == "format errors / tool calls")
+    if errors.height and errors["value"][0] >= FORMAT_ERROR_FINDING:
+        findings.append(Finding(
+            f"format errors in {errors['value'][0]:.0%} of {errors['n'][0]:,} attempts "
+            f"({calls['value'][0]:.1%} of {calls['n'][0]:,} tool calls)", "format_errors", "summary-outcome"))
+    return findings
+
+
+def _exits_text(exits: Any, outcome: str | None) -> str:
+    """The exit statuses of the attempts of ``outcome`` (None: all), most common first."""
+    if exits is None:
+        return ""
+    frame = exits.frame if outcome is None else exits.frame.filter(pl.col("outcome") == outcome)
+    counts = frame.group_by("exit status").agg(pl.col("trajectories").sum()).sort(
+        "trajectories", "exit status", descending=[True, False])
+    return ", ".join(f"{status} {n:,}" for status, n in counts.iter_rows())

@@ -129,7 +129,7 @@ def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[st
     body.append('<section id="comparisons"><h2>Comparisons</h2>' + "".join(compared) + COMPARISONS_END + "</section>")
     nav.append(("#comparisons", "comparisons"))
     if len(reports) > 1:
-        body.append(_side_by_side(store, [r.run_id for r in reports]))
+        body.append(_side_by_side(store, [(r.run_id, r.split) for r in reports]))
         nav.append(("#runs", "runs side by side"))
     path = out / "index.html"
     text = html.page("trajlens report", "\n".join(body), nav=nav)
@@ -159,24 +159,29 @@ def add_comparison(index: Path, anchor: str, title: str, section: str) -> None:
     index.write_text(text)
 
 
-def _side_by_side(store: Any, run_ids: list[str]) -> str:
-    """Headline numbers of every run in one table, with intervals."""
+def _side_by_side(store: Any, runs: list[tuple[str, str]]) -> str:
+    """Headline numbers of every run, as (run id, split reported), in one table with intervals,
+    each on the trajectories of the split its section reports."""
     from trajlens.compare._stats import wilson
     from trajlens.compare.table import call_share
+    from trajlens.run.partitions import scan_run_table
 
     rows = []
-    for run_id in run_ids:
+    for run_id, split in runs:
         if "trajectory_measures" not in store.tables():
             break
-        measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
+        trajectories = scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split).select(
+            "trajectory_id", "resolved").collect()
+        measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect().join(
+            trajectories, on="trajectory_id", how="semi")
         if measures.is_empty():
             continue
-        resolved = store.trajectories.filter(pl.col("run_id") == run_id).select("resolved").collect()["resolved"].drop_nulls()
+        resolved = trajectories["resolved"].drop_nulls()
         rate = wilson(float(resolved.sum()), float(resolved.len())) if resolved.len() else None
         suite = wilson(float(measures["ran_suite"].sum()), float(measures.height))
         think = call_share("share:think", measures)
         rows.append({
-            "run": run_id, "trajectories": measures.height,
+            "run": run_id, "split": split, "trajectories": measures.height,
             "resolved": None if rate is None else rate.value,
             "resolved 95%": None if rate is None else f"{rate.low:.2f}-{rate.high:.2f}",
             "ran suite": suite.value, "ran suite 95%": f"{suite.low:.2f}-{suite.high:.2f}",
@@ -187,6 +192,7 @@ def _side_by_side(store: Any, run_ids: list[str]) -> str:
         })
     if not rows:
         return ""
-    return ('<section id="runs"><h2>Runs side by side</h2><p class="note">Whole runs; 95% Wilson intervals. '
+    return ('<section id="runs"><h2>Runs side by side</h2><p class="note">Each run on the split its section reports; '
+            '95% Wilson intervals. '
             'Compare two of them in full with <code>trajlens compare STORE A B</code>.</p>'
             + html.table(pl.DataFrame(rows)) + "</section>")

@@ -105,10 +105,16 @@ CHECKS_SHOWN = 3
 """Firing checks named per run on the first screen (failures first); the rest are counted."""
 
 
+def check_label(name: str, status: str, steps: str) -> str:
+    """A firing check as the overview names it: its name, status and the steps it fires at
+    (none for a run of one step)."""
+    return f"{name} ({status}, steps {steps})" if steps else f"{name} ({status})"
+
+
 def _checks_cell(run_id: str, failing: list[tuple[str, str, str]]) -> str:
     if not failing:
         return '<span class="note">none fire</span>'
-    chips = "".join(f'<span class="chip {status}" title="{status} at steps {html.escape(steps)}">'
+    chips = "".join(f'<span class="chip {status}" title="{html.escape(check_label(name, status, steps))}">'
                     f'{html.escape(name)}</span>' for name, status, steps in failing[:CHECKS_SHOWN])
     more = len(failing) - CHECKS_SHOWN
     return chips + (f'<a href="#{html.escape(run_id)}-checks">{more} more</a>' if more > 0 else "")
@@ -152,7 +158,7 @@ def overview_markdown(reports: Sequence[Any]) -> list[str]:
     """The overview as Markdown lines: a table of every run and its main finding."""
     lines = ["| run | kind | checks that fire | main finding |", "|---|---|---|---|"]
     for report in reports:
-        named = [f"{name} ({status}, steps {steps})" for name, status, steps in report.failing[:CHECKS_SHOWN]]
+        named = [check_label(*check) for check in report.failing[:CHECKS_SHOWN]]
         more = len(report.failing) - CHECKS_SHOWN
         checks = ", ".join(named + ([f"{more} more"] if more > 0 else [])) or "none"
         finding = main_finding(report)
@@ -166,7 +172,7 @@ def overview_text(reports: Sequence[Any]) -> str:
     width = max((len(r.run_id) for r in reports), default=0)
     lines = []
     for report in reports:
-        checks = ", ".join(f"{name} ({status} {steps})" for name, status, steps in report.failing[:CHECKS_SHOWN])
+        checks = ", ".join(check_label(*check) for check in report.failing[:CHECKS_SHOWN])
         more = len(report.failing) - CHECKS_SHOWN
         checks = (checks + (f", {more} more" if more > 0 else "")) or "none fire"
         lines += [f"{report.run_id:<{width}}  {report.kind}",

@@ -44,9 +44,9 @@ def run_summary(store: Any, run_id: str, measures: pl.DataFrame, split: str | No
         scanned = scanned.filter(pl.col("split") == split)
     trajectories = scanned.select(
         "run_id", "step", "trajectory_id", "group_id", "reward", "resolved", "exit_status").collect()
-    tables = [_outcome(trajectories, measures), _outcome_contrast(trajectories, measures), _verification_mix(measures),
+    tables = [_outcome(trajectories, measures), _exit_status(trajectories), _outcome_contrast(trajectories, measures), _verification_mix(measures),
               _class_spread(measures), _distributions(measures), _dead_groups(trajectories)]
-    tables.append(_top_commands(store, run_id))
+    tables.append(_top_commands(store, run_id, trajectories.select("trajectory_id")))
     return [t for t in tables if t is not None]
 
 
@@ -72,9 +72,22 @@ def _outcome(trajectories: pl.DataFrame, measures: pl.DataFrame) -> SummaryTable
                      measures.height, "Wilson"))
     frame = pl.DataFrame(rows, schema={"measure": pl.String, "value": pl.Float64, "ci_low": pl.Float64,
                                        "ci_high": pl.Float64, "n": pl.Int64, "interval": pl.String}, orient="row")
-    exits = trajectories["exit_status"].fill_null("unknown").value_counts(sort=True)
-    note = "95% intervals. Exit status: " + (", ".join(f"{s} {n}" for s, n in exits.iter_rows()) or "none logged") + "."
-    return SummaryTable("outcome", "Outcome and format errors", note, frame)
+    return SummaryTable("outcome", "Outcome and format errors", "95% intervals.", frame)
+
+
+def _exit_status(trajectories: pl.DataFrame) -> SummaryTable | None:
+    """How the attempts ended, by outcome (resolved, unresolved, or unknown without a verdict),
+    when the log has exit statuses."""
+    if trajectories["exit_status"].null_count() == trajectories.height:
+        return None
+    frame = trajectories.select(
+        pl.col("exit_status").fill_null("not logged").alias("exit status"),
+        pl.when(pl.col("resolved").is_null()).then(pl.lit("unknown"))
+        .when(pl.col("resolved")).then(pl.lit("resolved")).otherwise(pl.lit("unresolved")).alias("outcome"),
+    ).group_by("exit status", "outcome").agg(pl.len().cast(pl.Int64).alias("trajectories")).sort(
+        "trajectories", "exit status", "outcome", descending=[True, False, False])
+    return SummaryTable("exit_status", "Exit status by outcome",
+                        "How each attempt ended (the harness's exit status), by its verdict.", frame)
 
 
 CONTRAST_MEASURES: tuple[tuple[str, str], ...] = (
@@ -195,10 +208,13 @@ def _dead_groups(trajectories: pl.DataFrame) -> SummaryTable | None:
                         "advantage gives every one of them zero.", frame)
 
 
-def _top_commands(store: Any, run_id: str) -> SummaryTable | None:
+def _top_commands(store: Any, run_id: str, trajectory_ids: pl.DataFrame) -> SummaryTable | None:
+    """The most common commands of each class, over the calls of ``trajectory_ids``."""
     from trajlens.run.partitions import scan_run_table
 
-    calls = scan_run_table(store, run_id, "tool_calls").select("trajectory_id", "call_index", "tool_name", "command")
+    calls = scan_run_table(store, run_id, "tool_calls").select(
+        "trajectory_id", "call_index", "tool_name", "command").join(
+        trajectory_ids.lazy(), on="trajectory_id", how="semi")
     if "call_classes" not in store.tables():
         return None
     classes = store.table("call_classes").filter(pl.col("run_id") == run_id).select(
