@@ -176,6 +176,17 @@ def test_the_saved_attribution_reads_back_whole_and_the_report_does_not_recomput
     assert load_attribution(store, "causal-grpo-length") is None
 
 
+def test_the_report_leads_with_the_saved_verdicts(store, r6):
+    from trajlens.report.findings import attribution_findings, ranked
+
+    findings = attribution_findings(store, "causal-r6")
+    assert findings[0].startswith("estimator artefact: think grew 0.08 -> 0.93 from step 60 (gae_raw / token-mean")
+    assert findings[0].kind == "attribution_artefact" and findings[0].evidence == "attribution"
+    unexplained = [f for f in findings if f.startswith("unexplained")]
+    assert ranked(unexplained + findings)[0] == findings[0]  # an artefact outweighs an unexplained drift
+    assert attribution_findings(store, "causal-grpo-length") == []  # not attributed
+
+
 def test_the_projection_of_a_twin_matches_what_the_twin_did(store):
     recs = _recs("gae_raw", "gae_whitened")
     raw = attribute(store, "causal-r6", recs, write=False)

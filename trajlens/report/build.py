@@ -18,7 +18,7 @@ from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import TrainedWith
 from trajlens.report import plots
 from trajlens.report.findings import (
-    RECOMPUTED, Finding, advantage_findings, dead_group_finding, outcome_finding, ranked, stage_findings,
+    RECOMPUTED, Finding, advantage_findings, attribution_findings, dead_group_finding, outcome_finding, ranked, stage_findings,
 )
 from trajlens.report.overview import overview_markdown, run_trends
 from trajlens.report.scalars import channel_findings, scalar_findings
@@ -191,6 +191,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         charts["stage_rates"] = plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS),
                                                   f"{run_id}: N={n} per stage (bars: sample, x: whole stage)")
     report.findings += stage_findings(stage.rates) + dead_group_finding(parts.summary)
+    report.findings += attribution_findings(store, run_id)
     if single_step:
         report.findings += outcome_finding(parts.summary)
         report.findings.append(Finding("a single step: no training stages to compare (agent logs without steps)",

@@ -36,6 +36,9 @@ IMPORTANCE: dict[str, int] = {
     "advantage_recomputed": 25,
     "advantage_std": 20,
     "token_arrays": 40,
+    "attribution_artefact": 85,
+    "attribution_learning": 45,
+    "attribution_unexplained": 22,
     "estimator_inputs": 15,
     "split": 50,
     "single_step": 5,
@@ -182,6 +185,25 @@ def advantage_findings(diagnostics: pl.DataFrame, own_label: str | None) -> list
 
 DEAD_GROUP_FINDING = 0.2
 """Share of dead groups (all rewards of a group equal) from which it is a finding."""
+
+
+def attribution_findings(store: Any, run_id: str) -> list[Finding]:
+    """The verdicts of the run's saved attribution (``trajlens attribute``), one finding each,
+    an artefact weighing most: "estimator artefact: think grew 0.08 -> 0.93 from step 60 (...)".
+    Nothing for a run not attributed."""
+    from trajlens.attribution.render import verdict_lines
+    from trajlens.attribution.saved import load_attribution
+
+    saved = load_attribution(store, run_id)
+    if saved is None:
+        return []
+    findings = []
+    for line in verdict_lines(saved):
+        verdict = line.split(":", 1)[0]
+        kind = ("attribution_artefact" if "artefact" in verdict else
+                "attribution_learning" if verdict == "learning" else "attribution_unexplained")
+        findings.append(Finding(line, kind, "attribution"))
+    return findings
 
 
 def dead_group_finding(summary: list[Any]) -> list[Finding]:
