@@ -158,3 +158,9 @@ def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"
         else:
             files.append(path)
     return files
+
+
+def run_name(paths: Sequence[Path | str] | Path | str, files: list[Path]) -> str:
+    """The name of a run read from ``paths``: the one file or folder named, else the folder of
+    the first file read."""
+    return Path(paths).name if isinstance(paths, (str, Path)) else files[0].parent.name

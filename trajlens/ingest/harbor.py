@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, dumps, read_json_file, type_name
-from trajlens.ingest._probe import Probe, files_of
+from trajlens.ingest._probe import Probe, files_of, run_name
 from trajlens.ingest.agents._common import message_text, shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 
@@ -68,7 +68,7 @@ def load_harbor(paths: Sequence[Path | str] | Path | str, *, run_id: str | None 
     results = [f for f in files if RESULT_KEYS <= Probe(f).record_keys]
     claimed = {(f.parent / TRAJECTORY_FILE).resolve() for f in results}
     loose = [f for f in files if f not in results and f.resolve() not in claimed]
-    name = Path(paths).name if isinstance(paths, (str, Path)) else files[0].parent.name
+    name = run_name(paths, files)
     builder = None
     for file in [*results, *loose]:
         try:

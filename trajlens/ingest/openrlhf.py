@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, read_json_file, type_name
-from trajlens.ingest._probe import Probe, files_of
+from trajlens.ingest._probe import Probe, files_of, run_name
 from trajlens.rows import TRAJECTORY, RunBuilder, RunData
 
 FORMAT = "openrlhf"
@@ -46,7 +46,7 @@ def load_openrlhf(paths: Sequence[Path | str] | Path | str, *, run_id: str | Non
     from trajlens.store.writer import slug
 
     files = files_of(paths, detect)
-    name = Path(paths).name if isinstance(paths, (str, Path)) else files[0].parent.name
+    name = run_name(paths, files)
     builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=", ".join(map(str, files)))
     rows: dict[int, tuple[dict[str, Any], str]] = {}
     for file in files:

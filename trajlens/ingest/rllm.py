@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 from trajlens.ingest._chat import tool_call
 from trajlens.ingest._fields import INT64, Fields, decode_arguments, type_name
-from trajlens.ingest._probe import Probe, files_of
+from trajlens.ingest._probe import Probe, files_of, run_name
 from trajlens.ingest.agents._common import message_text, shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 
@@ -61,7 +61,7 @@ def load_rllm(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = 
     from trajlens.store.writer import slug
 
     files = files_of(paths, detect)
-    name = Path(paths).name if isinstance(paths, (str, Path)) else files[0].parent.name
+    name = run_name(paths, files)
     builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=", ".join(map(str, files)))
     for file in files:
         folder = _STEP_FOLDER.match(file.parent.name)

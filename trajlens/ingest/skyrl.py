@@ -37,7 +37,7 @@ from typing import Any, Iterator, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, type_name
-from trajlens.ingest._probe import Probe, files_of
+from trajlens.ingest._probe import Probe, files_of, run_name
 from trajlens.ingest._records import records
 from trajlens.rows import TOKENS, TRAJECTORY, RunBuilder, RunData
 
@@ -61,7 +61,7 @@ def load_skyrl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None =
     from trajlens.store.writer import slug
 
     files = files_of(paths, detect)
-    name = Path(paths).name if isinstance(paths, (str, Path)) else files[0].parent.name
+    name = run_name(paths, files)
     builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=", ".join(map(str, files)))
     for file in files:
         label = file.stem if len(files) == 1 else f"{file.parent.name}/{file.stem}"

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, dumps, read_json_file, type_name
-from trajlens.ingest._probe import Probe, files_of
+from trajlens.ingest._probe import Probe, files_of, run_name
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 
 FORMAT = "terminal-bench"
@@ -65,7 +65,7 @@ def load_terminal_bench(paths: Sequence[Path | str] | Path | str, *, run_id: str
     from trajlens.store.writer import slug
 
     files = files_of(paths, detect)
-    name = Path(paths).name if isinstance(paths, (str, Path)) else files[0].parent.name
+    name = run_name(paths, files)
     builder = RunBuilder(run_id or slug(name), source_format=FORMAT, source=", ".join(map(str, files)))
     for file in files:
         try:
