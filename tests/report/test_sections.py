@@ -46,11 +46,11 @@ def test_fired_checks_are_drawn_on_the_class_share_plot(store):
     from trajlens.report import plots
     from trajlens.report.build import _alarms, classify_store
 
-    alarms = {alarm.name: alarm for alarm in _alarms(store, "sao-r6")}
+    measures = classify_store(store, ["sao-r6"])["sao-r6"]
+    alarms = {alarm.name: alarm for alarm in _alarms(store, "sao-r6", measures, None)}
     assert alarms["all_negative_streak"].first_step == 119
     assert alarms["all_negative_streak"].severity == "error"
     assert "reward_channel_rel_gain" not in alarms  # skipped: r6 has no reward channels
-    measures = classify_store(store, ["sao-r6"])["sao-r6"]
     chart = plots.class_shares_by_step(measures, "sao-r6", list(alarms.values()))
     assert "check all_negative_streak (error) fired from step 119" in chart.tips.values()
     assert isinstance(measures, pl.DataFrame)
