@@ -74,8 +74,7 @@ class Precomputed:
     def has(self, choice: EstimatorChoice) -> bool:
         """Whether ``choice`` (label, estimator and options alike) was computed."""
         return self.advantages is not None and any(
-            c.label == choice.label and c.estimator == choice.estimator and c.settings() == choice.settings()
-            for c in self.choices)
+            c.label == choice.label and choice.computes_as(c) for c in self.choices)
 
 
 @dataclass(frozen=True)
