@@ -44,10 +44,10 @@ def test_fired_checks_are_drawn_on_the_class_share_plot(store):
     import polars as pl
 
     from trajlens.report import plots
-    from trajlens.report.build import _alarms, classify_store
+    from trajlens.report.build import _alarms, _checks, classify_store
 
     measures = classify_store(store, ["sao-r6"])["sao-r6"]
-    alarms = {alarm.name: alarm for alarm in _alarms(store, "sao-r6", measures, None)}
+    alarms = {alarm.name: alarm for alarm in _alarms(_checks(store, "sao-r6", measures))}
     assert alarms["all_negative_streak"].first_step == 119
     assert alarms["all_negative_streak"].severity == "error"
     assert "reward_channel_rel_gain" not in alarms  # skipped: r6 has no reward channels

@@ -10,10 +10,11 @@ and ``--watch`` can add each new step without touching the old ones.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import polars as pl
 
@@ -38,6 +39,27 @@ class NewSteps:
     tool_calls: pl.DataFrame = field(default_factory=lambda: empty_frame("tool_calls"))
     tokens: pl.DataFrame = field(default_factory=lambda: empty_frame("tokens"))
     step_metrics: pl.DataFrame = field(default_factory=lambda: empty_frame("step_metrics"))
+    read_tokens: Callable[[Sequence[str] | None], pl.DataFrame] | None = None
+    """Reads this batch's token rows (only the given columns; every column with None) when they
+    were not read with it: a check that needs no token array, or only learns from a column that
+    the run logged nothing, leaves the arrays unread."""
+
+    def token_rows(self, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        """The batch's token rows (``columns`` of them, when given and read on demand)."""
+        if self.read_tokens is None:
+            return self.tokens if columns is None else self.tokens.select(c for c in columns if c in self.tokens.columns)
+        if columns is None:
+            if not self.tokens.height:
+                self.tokens = self.read_tokens(None)
+            return self.tokens
+        return self.tokens.select(columns) if self.tokens.height else self.read_tokens(columns)
+
+    def logs_advantages(self) -> bool:
+        """Whether the batch holds logged advantages (per trajectory, or per token, read alone)."""
+        if "logged_advantage" in self.trajectories.columns and self.trajectories["logged_advantage"].null_count() < self.trajectories.height:
+            return True
+        logged = self.token_rows(["logged_advantages"])
+        return "logged_advantages" in logged.columns and logged["logged_advantages"].null_count() < logged.height
 
     @property
     def steps(self) -> list[int]:
@@ -154,7 +176,8 @@ class RunState:
 
         self._identify_pending = False
         train = batch.trajectories.filter(pl.col("split") == "train")
-        tokens = batch.tokens if batch.tokens.height else None
+        tokens = batch.token_rows()
+        tokens = tokens if tokens.height else None
         config = self.info.history.current
         try:
             found = identify_advantages(train, tokens, config=config)
@@ -208,15 +231,17 @@ class RunState:
                                             self.run_label))
         rest = tuple(label for label in self.labels if label not in given)
         if "advantages" in sources and rest and batch.trajectories.height:
-            stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories, batch.tokens, rest,
+            stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories, batch.token_rows(), rest,
                                                 self.run_label)
             parts.append(stats)
             for problem in problems:
                 label, _, reason = problem.partition(": ")
                 self.advantage_problems.setdefault(label, reason)
         if "logged_advantages" in sources and batch.trajectories.height:
+            # a batch that logged nothing is told so without its token arrays
+            logged_tokens = batch.token_rows() if batch.logs_advantages() else None
             for candidate in self.needs.logged:
-                fit = m.logged_advantage_stats(batch.trajectories, batch.tokens, candidate, self.info.history.current)
+                fit = m.logged_advantage_stats(batch.trajectories, logged_tokens, candidate, self.info.history.current)
                 measure = f"logged_advantage_diff:{candidate}"
                 parts.append(fit.stats)
                 if fit.note:
@@ -339,10 +364,19 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
         for start, stop in plan_batches(trajectories):
             part = trajectories.slice(start, stop - start)
             steps = part["step"].unique(maintain_order=True).to_list()
-            read = {name: read_files(partitions, name, steps, conformed=stored) for name, partitions in others.items()}
-            yield NewSteps(trajectories=part, **read)
+            read = {name: read_files(partitions, name, steps, conformed=stored)
+                    for name, partitions in others.items() if name != "tokens"}
+            tokens = others.get("tokens")
+            reader = None if tokens is None else partial(_read_tokens, tokens, steps, stored)
+            yield NewSteps(trajectories=part, read_tokens=reader, **read)
 
     return info, batches()
+
+
+def _read_tokens(partitions: Any, steps: list[int], conformed: bool, columns: Sequence[str] | None) -> pl.DataFrame:
+    from trajlens.run.partitions import read_files
+
+    return read_files(partitions, "tokens", steps, columns, conformed=conformed)
 
 
 def _run_info(run_dir: Path, run_id: str | None) -> RunInfo:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import polars as pl
 
@@ -152,6 +152,10 @@ def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id:
 
     checks = tuple(default_checks() if checks is None else checks)
     needs = Needs.of(checks)
+    if precomputed is None or precomputed.measures is None:
+        saved = _saved_measures(source, run_id) if "tool_calls" in needs.sources else None
+        if saved is not None:
+            precomputed = replace(precomputed or Precomputed(), measures=saved)
     if precomputed is not None and precomputed.measures is not None:
         needs = replace(needs, classified=True)
     info, batches = open_batches(source, run_id, needs)
@@ -159,6 +163,24 @@ def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id:
     for batch in batches:
         state.add(batch)
     return RunChecks(info.run_id, info.source, evaluate_checks(checks, state), len(state.steps))
+
+
+def _saved_measures(source: Path | str, run_id: str | None) -> Any:
+    """The classified calls' measures a store saved for the run (``trajlens classify``), which
+    the checks take rather than classifying the calls again; None for anything else."""
+    from trajlens.engine.classify import saved_measures
+    from trajlens.store.handle import is_store
+
+    path = Path(source)
+    if not path.is_dir() or not is_store(path):
+        return None
+    import trajlens
+
+    store = trajlens.open(path)
+    runs = store.run_ids()
+    if run_id is None and len(runs) != 1 or run_id is not None and run_id not in runs:
+        return None  # open_batches names the problem
+    return saved_measures(store, run_id or runs[0])
 
 
 __all__ = ["CheckResult", "RunChecks", "STATUSES", "check_run", "evaluate_check", "evaluate_checks"]

@@ -112,13 +112,12 @@ def read_side(store: Any, side: Side, stages: Any = "quartiles", labels: list[st
 
 
 def _measures(store: Any, run_id: str) -> pl.DataFrame:
-    from trajlens.engine.classify import classify_run
+    from trajlens.engine.classify import classify_run, saved_measures
 
     trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
-    if "trajectory_measures" not in store.tables() or store.table("trajectory_measures").filter(
-            pl.col("run_id") == run_id).select(pl.len()).collect().item() == 0:
-        classify_run(store, run_id)  # saves call_classes, trajectory_measures and unknown_tools, as trajlens classify does
-    measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
+    measures = saved_measures(store, run_id)
+    if measures is None:  # classify_run saves call_classes, trajectory_measures and unknown_tools, as trajlens classify does
+        measures = classify_run(store, run_id).measures
     measures = measures.join(trajectories.select("trajectory_id"), on="trajectory_id", how="semi")
     outcome = trajectories.select("trajectory_id", "reward", pl.col("resolved").cast(pl.Boolean))
     return measures.join(outcome, on="trajectory_id", how="inner")

@@ -113,4 +113,14 @@ def classify_run(store: Any, run_id: str, tool_map: ToolMapLike = None, *, expla
     return classify_run_on(LocalEngine(), StoreLocation.of(store.path), run_id, tool_map, store=store, explain=explain)
 
 
-__all__ = ["ClassifyStep", "EngineClasses", "classify_run", "classify_run_on"]
+def saved_measures(store: Any, run_id: str) -> pl.DataFrame | None:
+    """The run's ``trajectory_measures`` as ``trajlens classify`` (or the report) saved them in
+    ``store`` (an open store); None when they were not saved. Ingesting a changed run drops them,
+    so saved measures are those of the run as stored."""
+    if "trajectory_measures" not in store.tables():
+        return None
+    measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
+    return measures if measures.height else None
+
+
+__all__ = ["ClassifyStep", "EngineClasses", "classify_run", "classify_run_on", "saved_measures"]

@@ -178,16 +178,22 @@ def _last_model_token(mask: NDArray[Any], offsets: NDArray[Any], out: NDArray[An
 def _masked_moments(values: NDArray[Any], mask: NDArray[Any], out: NDArray[Any]) -> None:  # pragma: no cover - compiled
     """Moments of ``values`` over model tokens, in float64, in two passes.
 
-    ``out`` (9,) float64 receives: count, mean, m2, m3, m4 (central, population), the number
-    of values > 0 and < 0, and the number above and below verl's whitening mean
-    ``sum / (count + 1e-8)`` (the signs of the whitened values).
+    ``out`` (11,) float64 receives: count, mean, m2, m3, m4 (central, population), the number
+    of values > 0 and < 0, the number above and below verl's whitening mean
+    ``sum / (count + 1e-8)`` (the signs of the whitened values), and the smallest and largest
+    value (NaN without a model token).
     """
     count = 0
     total = 0.0
+    low = math.inf
+    high = -math.inf
     for t in range(values.shape[0]):
         if mask[t]:
-            total += float(values[t])
+            value = float(values[t])
+            total += value
             count += 1
+            low = min(low, value)
+            high = max(high, value)
     mean = total / count if count else math.nan
     threshold = total / (count + 1e-8)
     m2 = 0.0
@@ -218,6 +224,8 @@ def _masked_moments(values: NDArray[Any], mask: NDArray[Any], out: NDArray[Any])
     out[6] = negative
     out[7] = above
     out[8] = below
+    out[9] = low if count else math.nan
+    out[10] = high if count else math.nan
 
 
 if AVAILABLE:

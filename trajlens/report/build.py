@@ -88,6 +88,17 @@ def classify_store(store: Any, run_ids: list[str] | None = None) -> dict[str, pl
     return {run_id: classify_run(store, run_id).measures for run_id in run_ids or store.run_ids()}
 
 
+def _classified(store: Any, run_ids: list[str]) -> dict[str, pl.DataFrame]:
+    """Each run's trajectory measures: those ``trajlens classify`` saved, else classified and
+    saved now (:func:`classify_store`)."""
+    from trajlens.engine.classify import saved_measures
+
+    saved = {run_id: saved_measures(store, run_id) for run_id in run_ids}
+    missing = [run_id for run_id, measures in saved.items() if measures is None]
+    fresh = classify_store(store, missing) if missing else {}
+    return {run_id: fresh[run_id] if measures is None else measures for run_id, measures in saved.items()}
+
+
 @in_transaction
 def report_store(
     store: Any,
@@ -115,8 +126,7 @@ def report_store(
     out = Path(out)
     tick = progress or (lambda _: None)
     reports = []
-    all_measures = classify_store(store, run_ids)
-    for run_id, measures in all_measures.items():
+    for run_id, measures in _classified(store, run_ids or store.run_ids()).items():
         report = _report_run(store, run_id, measures, out / run_id, n=n, seed=seed, stages=stages,
                              viewers_per_run=viewers_per_run, split=split)
         reports.append(report)
@@ -136,8 +146,6 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
 
     directory.mkdir(parents=True, exist_ok=True)
     report = RunReport(run_id, directory / "stage_report.md", split=reported_split(store, run_id, split))
-    report.findings += scalar_findings(store, run_id)
-    report.failing = _failing(store, run_id)
     parts = RunParts(run_id)
     if report.split != split:
         report.findings.append(Finding(
@@ -151,25 +159,30 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
             scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split)
             .select("trajectory_id").collect(), on="trajectory_id", how="semi")
     if measures.height == 0:
+        checks = _checks(store, run_id)
+        report.findings += scalar_findings(store, run_id, checks)
+        report.failing = _failing(checks)
         report.kind = RUN_KINDS["scalars"]
         report.findings.append(Finding("no trajectories: training scalars only", "no_trajectories", "scalars"))
         report.markdown.write_text(f"# {run_id}\n\nNo trajectories: training scalars only.\n\n"
                                    + "\n".join(f"- {f}" for f in report.findings) + "\n")
         report.html = run_section(store, report, parts)
         return report
-    report.findings += channel_findings(store, run_id)
     single_step = measures["step"].n_unique() == 1
-    if single_step:  # the one step of an eval log is no point in training
-        report.failing = [(name, status, "") for name, status, _ in report.failing]
     with_tools = int(measures["n_calls"].sum()) > 0
     report.kind = RUN_KINDS["validation" if report.split != "train" else "eval" if single_step
                             else "rl_tools" if with_tools else "rl"]
     parts.summary = run_summary(store, run_id, measures, split=report.split)
     report.trends = run_trends(store, run_id, measures, report.split)
     charts = parts.charts
-    # the checks take these and ``measures`` rather than computing them again
+    # the checks, evaluated once, take these and ``measures`` rather than computing them again
     advantages = report_advantages(store, run_id, extremes=True) if report.split == "train" else None
-    alarms = _alarms(store, run_id, measures, advantages)
+    checks = _checks(store, run_id, measures, advantages) if report.split == "train" else _checks(store, run_id)
+    report.findings += scalar_findings(store, run_id, checks) + channel_findings(store, run_id)
+    report.failing = _failing(checks)
+    if single_step:  # the one step of an eval log is no point in training
+        report.failing = [(name, status, "") for name, status, _ in report.failing]
+    alarms = _alarms(checks)
     if not single_step and with_tools:
         charts["class_shares_by_step"] = plots.class_shares_by_step(
             measures, f"{run_id}: behaviour classes per step", alarms)
@@ -223,31 +236,31 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     return report
 
 
-def _failing(store: Any, run_id: str) -> list[tuple[str, str, str]]:
-    """The shipped checks that fire on the run: (name, fail or warn, the steps they fire at)."""
-    from trajlens.checks.output import spans
+def _checks(store: Any, run_id: str, measures: pl.DataFrame | None = None, advantages: Any = None) -> Any:
+    """The shipped checks evaluated on the run (a :class:`~trajlens.checks.evaluate.RunChecks`),
+    once, on the report's ``measures`` and ``advantages`` when given; None when they cannot be."""
     from trajlens.checks.report import shipped_checks
     from trajlens.errors import TrajlensError
 
     try:
-        results = shipped_checks(store, run_id).results
+        return shipped_checks(store, run_id, measures, advantages)
     except TrajlensError:
-        return []
-    fired = [r for r in results if r.status in ("fail", "warn")]
+        return None
+
+
+def _failing(checks: Any) -> list[tuple[str, str, str]]:
+    """The shipped checks that fire on the run: (name, fail or warn, the steps they fire at)."""
+    from trajlens.checks.output import spans
+
+    fired = [r for r in checks.results if r.status in ("fail", "warn")] if checks is not None else []
     return [(r.name, r.status, spans(r.fired_steps)) for r in sorted(fired, key=lambda r: r.status != "fail")]
 
 
-def _alarms(store: Any, run_id: str, measures: pl.DataFrame, advantages: Any) -> list[plots.Alarm]:
-    """The shipped checks that fire on the run (see :mod:`trajlens.checks`), at their first step,
-    evaluated on the report's ``measures`` and ``advantages``."""
-    from trajlens.checks.report import shipped_checks
-    from trajlens.errors import TrajlensError
-
-    try:
-        results = shipped_checks(store, run_id, measures, advantages).results
-    except TrajlensError:
+def _alarms(checks: Any) -> list[plots.Alarm]:
+    """The shipped checks that fire on the run (see :mod:`trajlens.checks`), at their first step."""
+    if checks is None:
         return []
-    return [plots.Alarm(r.name, r.check.severity, min(r.fired_steps)) for r in results
+    return [plots.Alarm(r.name, r.check.severity, min(r.fired_steps)) for r in checks.results
             if r.status in ("fail", "warn") and r.fired_steps]
 
 

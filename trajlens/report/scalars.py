@@ -36,10 +36,12 @@ def _metric(store: Any, run_id: str, name: str) -> pl.DataFrame:
             .select("step", "value").sort("step").collect())
 
 
-def scalar_findings(store: Any, run_id: str) -> list[Finding]:
-    """Learning-rate mismatches, critic clipping and explained variance, as sentences."""
+def scalar_findings(store: Any, run_id: str, checks: Any) -> list[Finding]:
+    """Learning-rate mismatches (from ``checks``, the run's evaluated shipped checks, a
+    :class:`~trajlens.checks.evaluate.RunChecks` or None), critic clipping and explained
+    variance, as sentences."""
     config = _config(store, run_id)
-    findings = lr_findings(store, run_id)
+    findings = lr_findings(checks)
     grad_norm = _metric(store, run_id, "critic/grad_norm")
     clip = critic_grad_clip_of(config)
     if not grad_norm.is_empty() and isinstance(clip, (int, float)) and clip > 0:
@@ -64,18 +66,12 @@ LR_CHECK_MEASURE = "lr_ratio:*"
 """The checks' measure of a logged LR over the LR configured at that step."""
 
 
-def lr_findings(store: Any, run_id: str) -> list[Finding]:
+def lr_findings(checks: Any) -> list[Finding]:
     """Each logged LR that the shipped learning-rate check finds off its configured value, on the
-    check's own steps and per-step ratios (the configuration in force at each step, after warm-up)."""
-    from trajlens.checks.report import shipped_checks
-    from trajlens.errors import TrajlensError
-
-    try:
-        results = shipped_checks(store, run_id).results
-    except TrajlensError:
-        return []
-    findings = []
-    for result in results:
+    check's own steps and per-step ratios (the configuration in force at each step, after warm-up):
+    read from ``checks``, the run's evaluated shipped checks (None: they could not be evaluated)."""
+    findings: list[Finding] = []
+    for result in checks.results if checks is not None else []:
         if result.check.measure != LR_CHECK_MEASURE:
             continue
         for outcome in result.outcomes:

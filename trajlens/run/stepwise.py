@@ -263,6 +263,10 @@ class StepMoments(NamedTuple):
     below_whitening_mean: int
     whitening_mean: float
     whitening_scale: float
+    low: float = float("nan")
+    """Smallest raw advantage over model tokens (NaN without one)."""
+    high: float = float("nan")
+    """Largest raw advantage over model tokens (NaN without one)."""
 
 
 def step_moments(advantages: np.ndarray, mask: np.ndarray) -> StepMoments:
@@ -275,12 +279,12 @@ def step_moments(advantages: np.ndarray, mask: np.ndarray) -> StepMoments:
     from trajlens.estimators.flat import masked_moments
     from trajlens.estimators.whiten import whitening_of_moments
 
-    out = np.empty(9)
+    out = np.empty(11)
     masked_moments(advantages, mask, out)
     n, mean, m2 = out[0], out[1], out[2]
     whitening = whitening_of_moments(int(n), float(mean), float(m2))
     return StepMoments(int(n), float(mean), float(m2), float(out[3]), float(out[4]), int(out[5]), int(out[6]),
-                       int(out[7]), int(out[8]), whitening.mean, whitening.scale)
+                       int(out[7]), int(out[8]), whitening.mean, whitening.scale, float(out[9]), float(out[10]))
 
 
 def model_token_stats(moments: StepMoments, whitened: bool):
@@ -506,7 +510,7 @@ def batch_choice_diagnostics(
                         columnar[name].append(getattr(stats, name))
                     columnar["estimator"].append(choice.label)
                     if extremes:
-                        low, high = _model_token_extremes(raw, a, b, step_moment, whiten)
+                        low, high = model_token_extremes(step_moment, whiten)
                         columnar["min"].append(low)
                         columnar["max"].append(high)
                     if out is not None:
@@ -530,14 +534,10 @@ def batch_choice_diagnostics(
     return parts
 
 
-def _model_token_extremes(raw: RawGAE, start: int, stop: int, moments: StepMoments, whitened: bool) -> tuple[float, float]:
-    """Smallest and largest advantage at the model tokens of rows ``[start, stop)`` (one step),
-    raw or whitened (whitening is increasing: ``(A - mean) * scale``)."""
-    first, last = int(raw.offsets[start]), int(raw.offsets[stop])
-    values = raw.advantages[first:last][raw.mask[first:last]]
-    if not values.size:
-        return float("nan"), float("nan")
-    low, high = float(values.min()), float(values.max())
+def model_token_extremes(moments: StepMoments, whitened: bool) -> tuple[float, float]:
+    """Smallest and largest advantage at a step's model tokens, raw or whitened (whitening is
+    increasing: ``(A - mean) * scale``)."""
+    low, high = moments.low, moments.high
     if whitened:
         low, high = (low - moments.whitening_mean) * moments.whitening_scale, \
             (high - moments.whitening_mean) * moments.whitening_scale
