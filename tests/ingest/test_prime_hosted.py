@@ -149,3 +149,14 @@ def test_prime_hosted_samples_ingest_classify_report_and_check(tmp_path):
     best = json.loads((tmp_path / "id.json").read_text())["best"]
     # the orchestrator's advantage is the reward less its group's mean, with no scaling
     assert (best["estimator"], best["n"]) == ("dr_grpo", 16) and best["max_abs_diff"] < 1e-6
+
+
+def test_a_damaged_parquet_page_is_one_line_and_lenient_skips_the_rest_of_the_file(tmp_path):
+    data = bytearray(PARQUET.read_bytes())
+    data[:5] = bytes(5)  # the first column chunk's page header
+    path = tmp_path / "step_20.parquet"
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError) as caught:
+        load(path)
+    assert str(caught.value).startswith(f"{path}: record 0: a damaged Parquet page") and "\n" not in str(caught.value)
+    assert load(path, strict=False).trajectories.num_rows == 0

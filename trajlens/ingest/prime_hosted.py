@@ -225,4 +225,4 @@ def _model_tokens(sample: dict[str, Any], read: Fields) -> int | None:
     return None if any(count is None for count in counts) else sum(c for c in counts if c is not None)
 
 
-__all__ = ["FORMAT", "PAGE_KEYS", "SAMPLE_KEYS", "Sample", "detect", "load_prime_hosted", "sample_record", "samples"]
+__all__ = ["FORMAT", "PAGE_KEYS", "PROBLEM_KEYS", "SAMPLE_KEYS", "Sample", "detect", "load_prime_hosted", "sample_record", "samples"]
