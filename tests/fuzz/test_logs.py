@@ -79,12 +79,14 @@ SEEDS = [
     Seed("swe-agent", _document("task.traj", SWE_AGENT), "task.traj"),
     Seed("openhands-v0", _document("events.json", OPENHANDS_V0), "events.json"),
     Seed("openhands-v1", _document("state_x.json", OPENHANDS_V1), "state_x.json"),
+    Seed("prime-hosted", DATA / "prime_hosted" / "rollouts_step_10.json", ""),
     Seed("tensorboard", DATA / "tensorboard" / "runs", "Nov30_12-00-00_host/events.out.tfevents.1796079263.vm.27018.0",
          json_like=False),
 ]
 PARQUET_SEEDS = [
     Seed("trl-completions", DATA / "trl" / "grpo-run", "completions/completions_00001.parquet", json_like=False),
     Seed("swe-agent-dataset", DATA / "swe_agent_dataset", "train-00000-of-00001.parquet", json_like=False),
+    Seed("prime-hosted-parquet", DATA / "prime_hosted", "step_20.parquet", json_like=False),
 ]
 
 

@@ -69,3 +69,31 @@ def test_a_file_near_no_format_lists_every_format_and_its_keys(tmp_path):
     path.write_text(json.dumps([{"foo": 1}]))
     with pytest.raises(InputError, match=r"expected a log of a known format \(parquet, .*found a file of no known format \(records with keys foo\)$"):
         formats.plan(path)
+
+
+PRIME_HOSTED_PAGE = Path(__file__).resolve().parents[1] / "data" / "prime_hosted" / "rollouts_step_10.json"
+
+
+@pytest.mark.parametrize("container", ["array", "jsonl", "page"])
+def test_prime_hosted_samples_are_not_taken_for_verifiers_rows_in_any_container(tmp_path, container):
+    samples = json.loads(PRIME_HOSTED_PAGE.read_text())["samples"]
+    path = tmp_path / ("samples.jsonl" if container == "jsonl" else "samples.json")
+    if container == "jsonl":
+        path.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    else:
+        path.write_text(json.dumps(samples if container == "array" else {"run_id": "r", "samples": samples, "total": 8,
+                                                                         "page": 1, "limit": 100, "total_pages": 1}))
+    assert [s.format.name for s in formats.plan(path)] == ["prime-hosted"]
+    # the same rows without a step and an advantage are verifiers' RolloutOutput rows
+    rows = [{k: v for k, v in s.items() if k not in ("step", "advantage")} for s in samples]
+    path.write_text(json.dumps(rows))
+    assert [s.format.name for s in formats.plan(path)] == ["verifiers"]
+
+
+def test_a_sample_without_its_problem_id_names_prime_hosted_as_closest(tmp_path):
+    path = tmp_path / "near.json"
+    path.write_text(json.dumps([{"step": 3, "completion": [], "reward": 1.0, "advantage": 0.5, "task": "t"}]))
+    with pytest.raises(InputError) as caught:
+        formats.plan(path)
+    assert "no known format; closest: prime-hosted (" in str(caught.value)
+    assert "problem_id or example_id" in str(caught.value) and "lacks example_id, problem_id)" in str(caught.value)

@@ -35,6 +35,7 @@ SKYRL_AGENT = DATA / "skyrl_agent" / "trace" / "demo-run" / "step10" / "astropy_
 SKYRL = DATA / "skyrl" / "export" / "dumped_evals" / "global_step_2_evals" / "gsm8k.jsonl"
 RLLM = next((DATA / "rllm" / "logs" / "deepswe" / "run1" / "episodes" / "train_step_3_epoch_0").glob("*_0.json"))
 HARBOR = DATA / "harbor" / "jobs" / "2026-01-01__00-00-00" / "hello-world__trial1"
+PRIME_HOSTED = DATA / "prime_hosted" / "rollouts_step_10.json"
 TERMINAL = next((DATA / "terminal_bench" / "runs").glob("*/hello-world/*"))
 
 # format: (base document, where to write it as (folder, document) -> path, paths to mutate)
@@ -81,6 +82,11 @@ FORMATS: dict[str, tuple[Any, Write, list[str]]] = {
                          ["id", "task", "group.id", "run.work.step", "traces.0.rewards.correct", "traces.0.nodes.2.message",
                           "traces.0.nodes.2.message.tool_calls.0", "traces.0.nodes.2.mask", "traces.0.nodes.2.advantages",
                           "traces.0.nodes.1.parent", "traces.0.num_output_tokens", "traces"]),
+    "prime-hosted": (_json(PRIME_HOSTED), _file("rollouts.json"),
+                     ["run_id", "samples", "samples.0", "samples.0.step", "samples.0.example_id", "samples.0.reward",
+                      "samples.0.advantage", "samples.0.metrics", "samples.0.metrics.tests_passed", "samples.0.completion",
+                      "samples.0.completion.0.tool_calls.0", "samples.0.completion.1.content",
+                      "samples.0.trajectory.0.num_output_tokens"]),
     "skyrl-agent": (_json(SKYRL_AGENT), _nested("trace/r/step1/task/0/trace_20260101_000000_000000.json"),
                     ["0", "2", "2.content", "2.role", "3.content", "3.role", "6.content"]),
     "skyrl": (_first_line(SKYRL), _jsonl("gsm8k.jsonl"), ["input_prompt", "output_response", "score", "stop_reason"]),

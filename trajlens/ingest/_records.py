@@ -56,7 +56,16 @@ def _parquet_rows(file: Path) -> Iterator[tuple[int, Any]]:
         raise InputError(str(file), "not a readable Parquet file", expected="Parquet",
                          found=str(error).splitlines()[0]) from None
     number = 0
-    for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+    batches = parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS)
+    while True:
+        try:  # a damaged page is found only when its batch is read: the rest of the file is lost
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as error:
+            yield number, InputError(str(file), "a damaged Parquet page", record=number, expected="Parquet",
+                                     found=str(error).splitlines()[0])
+            return
         table = pa.Table.from_batches([batch])
         check_text(table, file)
         for row in table.to_pylist():

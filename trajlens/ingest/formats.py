@@ -74,6 +74,7 @@ def _registry() -> tuple[Format, ...]:
         inspect_ai,
         metrics,
         openrlhf,
+        prime_hosted,
         prime_rl,
         rllm,
         skyrl,
@@ -109,6 +110,11 @@ def _registry() -> tuple[Format, ...]:
                keys=swe_agent_dataset.COLUMNS, expects="rows of instance_id, model_name, target, trajectory"),
         Format("inspect-ai", inspect_ai.detect, inspect_ai.load_inspect_ai,
                keys=inspect_ai.LOG_KEYS, expects="an EvalLog: version, status, eval, samples"),
+        # Before verifiers: the older samples are RolloutOutput rows with a step and an advantage.
+        Format("prime-hosted", prime_hosted.detect, prime_hosted.load_prime_hosted,
+               keys=prime_hosted.SAMPLE_KEYS | frozenset(prime_hosted.PROBLEM_KEYS),
+               expects="rollout pages {run_id, samples, total_pages} or samples: step, problem_id or example_id, "
+               "completion, reward, advantage"),
         Format("verifiers", verifiers.detect, verifiers.load_verifiers,
                keys=verifiers.KEYS, expects="rollout rows: example_id, prompt, completion, reward"),
         Format("verifiers-traces", verifiers_traces.detect, verifiers_traces.load_verifiers_traces,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -28,4 +29,19 @@ def shell_command(tool_name: str, arguments: dict[str, Any] | None) -> str | Non
     return None
 
 
-__all__ = ["COMMAND_KEYS", "SHELL_TOOLS", "shell_command"]
+RETURN_CODE_RE = re.compile(r"<returncode>\s*(-?\d{1,12})\s*</returncode>")
+"""The exit status a tool output opens with, as mini-swe-agent writes it (``<returncode>N</returncode>``
+before the ``<output>``) and the environments built on it pass back in tool messages."""
+
+
+def observed_return_code(observation: str | None) -> int | None:
+    """The return code a tool output opens with (``<returncode>N</returncode>``), where it
+    does and it fits the column (a longer digit string is not an exit status); else ``None``."""
+    match = RETURN_CODE_RE.match(observation.lstrip()) if observation else None
+    if match is None:
+        return None
+    value = int(match.group(1))
+    return value if -(2**31) <= value < 2**31 else None
+
+
+__all__ = ["COMMAND_KEYS", "RETURN_CODE_RE", "SHELL_TOOLS", "observed_return_code", "shell_command"]

@@ -41,6 +41,7 @@ from trajlens.errors import InputError
 from trajlens import limits
 from trajlens.ingest.agents import _mini_swe_agent as mini
 from trajlens.ingest.agents._common import TOOL_CALL, FileContext, Probe, Record, dumps, load_run, message_text
+from trajlens.ingest.tools import observed_return_code
 from trajlens.rows import RunData
 
 FORMAT = "mini-swe-agent-v1"
@@ -48,7 +49,6 @@ TRAJECTORY_FORMAT = "mini-swe-agent-1"
 DEFAULT_ACTION_REGEX = r"```bash\s*\n(.*?)\n```"
 FENCED_BLOCK = re.compile(r"```[^\n]*\n.*?```", re.DOTALL)
 """A fenced code block of a message: the action, kept as the command; the rest is the THOUGHT."""
-RETURN_CODE_RE = re.compile(r"<returncode>\s*(-?\d{1,12})\s*</returncode>")
 
 
 def detect(target: Probe | Path | str) -> bool:
@@ -82,8 +82,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         thought = FENCED_BLOCK.sub("", content).strip() or None
         if len(blocks) == 1 and blocks[0] is not None:
             command = blocks[0].strip()
-            match = RETURN_CODE_RE.match(observation.lstrip()) if observation else None
-            calls.append(_call(turn, command, observation, int(match.group(1)) if match else None, False, thought))
+            calls.append(_call(turn, command, observation, observed_return_code(observation), False, thought))
         else:
             command = blocks[0] if blocks else None
             calls.append(_call(turn, command, observation, None, True, thought))
@@ -101,14 +100,9 @@ def _call(turn: int, command: str | None, observation: str | None, return_code: 
         arguments=dumps({} if command is None else {"command": command}),
         command=command,
         observation=observation,
-        return_code=_return_code(return_code),
+        return_code=return_code,
         format_error=format_error,
     )
-
-
-def _return_code(value: int | None) -> int | None:
-    """A return code that fits the column; a longer digit string is not an exit status."""
-    return value if value is None or -(2**31) <= value < 2**31 else None
 
 
 class ActionPattern:
