@@ -191,7 +191,8 @@ def attribute(
     staged = assign_stages(trajectories.select("run_id", "step").unique(), stages).select("step", "stage", "stage_index")
 
     credit = CreditStep(tuple(usable), outcome, tuple(aggregations), token_rows > 0)
-    stream = CreditStream(reader, trajectories, credit, progress, map_steps)
+    stream = CreditStream(reader, trajectories, credit, progress, map_steps,
+                          saved_classes=_saved_classes(store, run_id) if map_steps is None else None)
     with store.transaction() if write else contextlib.nullcontext():  # every table appears together, once
         result = _attribute_stream(store, run_id, own, usable, aggregations, aggregation, trajectories, facts, notes,
                                    drift, stream, staged, write)
@@ -242,6 +243,16 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
 
         save_attribution(store, result)
     return result
+
+
+def _saved_classes(store: Any, run_id: str) -> pl.DataFrame | None:
+    """The primary class of each of the run's calls as ``trajlens classify`` saved it; None when
+    the run's calls were not classified and saved (they are classified as they are credited)."""
+    if "call_classes" not in store.tables():
+        return None
+    saved = (store.table("call_classes").filter(pl.col("run_id") == run_id)
+             .select("step", "trajectory_id", pl.col("call_index").cast(pl.Int32), "primary_class").collect())
+    return saved if saved.height else None
 
 
 def _with_verdict(finding: str, lines: dict[str, str]) -> str:
@@ -324,8 +335,12 @@ class CreditStream:
     """
 
     def __init__(self, reader: RunReader, trajectories: pl.DataFrame, step: CreditStep,
-                 progress: Callable[[str], None] | None = None, map_steps: MapSteps | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, map_steps: MapSteps | None = None,
+                 saved_classes: pl.DataFrame | None = None) -> None:
         self.reader, self.run_id, self.trajectories = reader, reader.run_id, trajectories
+        self.saved_classes = saved_classes
+        """The run's calls as ``trajlens classify`` saved them (``step``, ``trajectory_id``,
+        ``call_index``, ``primary_class``), taken instead of classifying them again; None: classify."""
         self.step, self.progress, self.map_steps = step, progress, map_steps
         self.recs, self.outcome, self.modes, self.has_tokens = step.recs, step.outcome, step.modes, step.has_tokens
         self.class_rows: list[pl.DataFrame] = []
@@ -413,11 +428,19 @@ class CreditStream:
     def _classified_calls(self, steps: list[int]) -> pl.DataFrame:
         from trajlens.classify import classify_calls
 
-        calls = self.reader.read_steps("tool_calls", steps, ["step", "trajectory_id", "call_index", "turn", "tool_name",
-                                                             "arguments", "command", "token_end", "format_error"])
+        saved = self.saved_classes
+        calls = self.reader.read_steps("tool_calls", steps, ["step", "trajectory_id", "call_index", "turn", "token_end"]
+                                       if saved is not None else ["step", "trajectory_id", "call_index", "turn",
+                                                                  "tool_name", "arguments", "command", "token_end",
+                                                                  "format_error"])
         if calls is None or calls.height == 0:
             return pl.DataFrame(schema=NO_CALLS)
-        classified = classify_calls(calls).filter(pl.col("primary_class").is_not_null())
+        if saved is not None:
+            block = saved.filter(pl.col("step").is_between(min(steps), max(steps)))
+            classified = calls.join(block, on=["step", "trajectory_id", "call_index"], how="left", maintain_order="left")
+        else:
+            classified = classify_calls(calls)
+        classified = classified.filter(pl.col("primary_class").is_not_null())
         return classified.select(list(NO_CALLS)).cast(NO_CALLS)  # type: ignore[arg-type]
 
     def _reduce(self, step, batch, calls, credit) -> pl.DataFrame:

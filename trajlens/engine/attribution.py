@@ -32,9 +32,11 @@ def engine_steps(engine: Engine, location: StoreLocation, run_id: str):
 def attribute_on(engine: Engine, store: Any, run_id: str, *args: Any, **kwargs: Any) -> Any:
     """:func:`trajlens.attribution.attribute` on an open local ``store``, its steps run on ``engine``."""
     from trajlens.attribution import attribute
+    from trajlens.engine.local import LocalEngine
 
-    return attribute(store, run_id, *args, map_steps=engine_steps(engine, StoreLocation.of(store.path), run_id),
-                     **kwargs)
+    # in this process the credit stream reads blocks of steps itself, with the saved classification
+    map_steps = None if isinstance(engine, LocalEngine) else engine_steps(engine, StoreLocation.of(store.path), run_id)
+    return attribute(store, run_id, *args, map_steps=map_steps, **kwargs)
 
 
 __all__ = ["attribute_on", "engine_steps"]
