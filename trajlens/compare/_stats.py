@@ -27,6 +27,7 @@ fraction, Numerical Recipes 6.4) so that the comparison needs no statistics pack
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import NamedTuple
 
 from trajlens.intervals import Z95
@@ -121,8 +122,10 @@ def t_sf(t: float, df: float) -> float:
     return 0.5 * _incomplete_beta(df / 2, 0.5, x)
 
 
+@lru_cache(maxsize=4096)
 def t_quantile(probability: float, df: float) -> float:
-    """The t with P(T <= t) = probability (probability in (0.5, 1)), by bisection."""
+    """The t with P(T <= t) = probability (probability in (0.5, 1)), by bisection (remembered:
+    a report asks for the same few degrees of freedom many times)."""
     low, high = 0.0, 1.0
     while 1 - t_sf(high, df) < probability:
         high *= 2
