@@ -18,6 +18,7 @@ a long real one.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
@@ -126,7 +127,7 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
     if all(k in work.columns for k in _TRAJECTORY_KEYS):
         work = _swe_agent_current_file(work)
     explained = [pl.col(f"__{name}").alias(name) for name in EXPLAIN_COLUMNS] if explain else []
-    result = work.sort("__row").select(
+    result = work.select(
         pl.col("__primary").alias("primary_class"),
         pl.col("__actions").alias("action_classes"),
         pl.col("__paths").alias("paths"),
@@ -231,10 +232,24 @@ def _argv_commands(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _fixed_class_paths(work: pl.DataFrame) -> pl.DataFrame:
-    """The file a call of a fixed-class tool names in its JSON arguments (``path``, ...)."""
-    rows = work.filter(pl.col("__tool_class").is_not_null())
-    columns = rows.select("__row", _json_field(PATH_ARGUMENT_KEYS).alias("__json_path"))
-    return work.join(columns, on="__row", how="left", maintain_order="left")
+    """The file a call of a fixed-class tool names in its JSON arguments (the first of
+    ``PATH_ARGUMENT_KEYS`` it has). Each key is read only from the arguments that may hold it
+    and hold none of the keys before it."""
+    rows = work.filter(pl.col("__tool_class").is_not_null()).select("__row", "__arguments")
+    found = []
+    for key in PATH_ARGUMENT_KEYS:
+        value = rows.filter(_may_hold(key)).select("__row", pl.col("__arguments").str.json_path_match(f"$.{key}"))
+        value = value.filter(pl.col("__arguments").is_not_null())
+        found.append(value)
+        rows = rows.join(value, on="__row", how="anti")
+    paths = pl.concat(found)
+    return work.with_columns(_scatter(work.height, paths["__row"], paths["__arguments"].alias("__json_path")))
+
+
+def _may_hold(key: str) -> pl.Expr:
+    """False where the JSON arguments cannot hold ``key``: they contain neither the quoted key
+    nor a ``\\u`` escape that could spell it."""
+    return pl.col("__arguments").str.contains(f"{re.escape(chr(34) + key + chr(34))}|\\\\u").fill_null(False)
 
 
 def _join_shell_results(work: pl.DataFrame) -> pl.DataFrame:
@@ -308,18 +323,36 @@ def _assemble(work: pl.DataFrame, entries: tuple[ToolEntry, ...], explain: bool)
 
 def _swe_agent_current_file(work: pl.DataFrame) -> pl.DataFrame:
     """SWE-agent's ``edit``/``goto``/``scroll_*`` act on the file last opened or created in the
-    trajectory; give such calls that file as their path."""
-    first_word = pl.col("__text").str.extract(sx.rust_regex(r"^\s*(\S+)"), 1)
-    command = pl.when(pl.col("__tool").is_in(sorted(sx.SWE_AGENT_FILE_OPENERS | sx.SWE_AGENT_CURRENT_FILE_USERS))).then(
-        pl.col("__tool")
-    ).otherwise(first_word)
-    opened = pl.when(command.is_in(sorted(sx.SWE_AGENT_FILE_OPENERS))).then(pl.col("__paths").list.first())
-    users = command.is_in(sorted(sx.SWE_AGENT_CURRENT_FILE_USERS)) & (pl.col("__paths").list.len() == 0)
+    trajectory; give such calls that file as their path.
+
+    Only the calls that open a file or use the current one take part: the others neither set
+    nor read it, so the forward fill runs over those few rows alone, and ``work`` keeps its order.
+    """
+    tool = pl.col("__tool")
+    named = tool.is_in(sorted(sx.SWE_AGENT_FILE_OPENERS | sx.SWE_AGENT_CURRENT_FILE_USERS))
+
+    def is_command(words: frozenset[str]) -> pl.Expr:
+        # The tool's own name, or else the first word of its command.
+        first_word = pl.col("__text").str.contains(sx.rust_regex(r"^\s*(?:" + "|".join(sorted(words)) + r")(?:\s|$)"))
+        return pl.when(named).then(tool.is_in(sorted(words))).otherwise(first_word).fill_null(False)
+
+    opened = pl.when(is_command(sx.SWE_AGENT_FILE_OPENERS)).then(pl.col("__paths").list.first())
+    users = is_command(sx.SWE_AGENT_CURRENT_FILE_USERS) & (pl.col("__paths").list.len() == 0)
     keys = list(_TRAJECTORY_KEYS[:2])
-    work = work.sort([*keys, "call_index"]).with_columns(opened.forward_fill().over(keys).alias("__current"))
-    return work.with_columns(
-        pl.when(users & pl.col("__current").is_not_null() & ~pl.col("__rejected"))
-        .then(pl.concat_list("__current"))
-        .otherwise(pl.col("__paths"))
-        .alias("__paths")
+    marked = work.select("__row", *keys, "call_index", "__rejected", opened.alias("__opened"), users.alias("__user"))
+    rows = marked.filter(pl.col("__opened").is_not_null() | pl.col("__user"))
+    if rows.height == 0:
+        return work
+    rows = rows.sort([*keys, "call_index"], maintain_order=True).with_columns(
+        pl.col("__opened").forward_fill().over(keys).alias("__current")
     )
+    given = rows.filter(pl.col("__user") & pl.col("__current").is_not_null() & ~pl.col("__rejected"))
+    current = _scatter(work.height, given["__row"], given["__current"])
+    return work.with_columns(
+        pl.when(current.is_not_null()).then(pl.concat_list(current)).otherwise(pl.col("__paths")).alias("__paths")
+    )
+
+
+def _scatter(height: int, rows: pl.Series, values: pl.Series) -> pl.Series:
+    """A column of ``height`` nulls with ``values`` at positions ``rows``."""
+    return pl.Series(values.name, [], dtype=values.dtype).extend_constant(None, height).scatter(rows, values)
