@@ -69,11 +69,14 @@ def _hide_heredocs(frame: pl.DataFrame, column: str) -> pl.DataFrame:
     The pattern that finds a heredoc's end depends on its delimiter word, so rows are grouped
     by delimiter and each group is matched with one pattern; the rare delimiters left over
     (fewer than ``_COMMON_DELIMITER`` rows each) are matched with a pattern built per row.
+    Only the rows with a heredoc are rewritten; they are put back in place.
     """
-    frame = frame.with_row_index("__order")
-    has = pl.col(column).str.contains(sx.rust_regex(sx.HEREDOC_DELIMITER))
-    done = [frame.filter(~has)]
-    todo = frame.filter(has)
+    text = frame.get_column(column)
+    has = text.str.contains(sx.rust_regex(sx.HEREDOC_DELIMITER))
+    todo = pl.DataFrame([text.filter(has), pl.Series("__order", range(frame.height), dtype=pl.UInt32).filter(has)])
+    if todo.height == 0:
+        return frame
+    done = []
     for _ in range(sx.HEREDOC_PASSES):
         if todo.height == 0:
             break
@@ -86,7 +89,8 @@ def _hide_heredocs(frame: pl.DataFrame, column: str) -> pl.DataFrame:
         again = pl.col(column).str.contains(sx.rust_regex(sx.HEREDOC_DELIMITER))
         done.append(todo.filter(~again))
         todo = todo.filter(again)
-    return pl.concat([*done, todo]).sort("__order").drop("__order")
+    rewritten = pl.concat([*done, todo])
+    return frame.with_columns(text.scatter(rewritten["__order"], rewritten[column]))
 
 
 _COMMON_DELIMITER = 8
@@ -122,18 +126,25 @@ def split_actions(frame: pl.DataFrame, column: str = "text") -> pl.DataFrame:
 
 
 def _where(
-    frame: pl.DataFrame, mask: pl.Expr, transform: Callable[[pl.DataFrame], pl.DataFrame], **defaults: pl.Expr
+    frame: pl.DataFrame, mask: pl.Expr, transform: Callable[[pl.DataFrame], pl.DataFrame], changes: Sequence[str] = (),
+    **defaults: pl.Expr,
 ) -> pl.DataFrame:
-    """Apply ``transform`` only to the rows where ``mask`` holds; the others get ``defaults``.
+    """Apply ``transform`` only to the rows where ``mask`` holds; the others get ``defaults``
+    for the columns ``transform`` adds and keep their values of the columns it ``changes``.
 
-    Row order is not kept (callers sort by ``__action`` at the end). Expensive rewrites that
-    only a few rows need (wrappers, redirections) run on those rows alone.
+    Expensive rewrites that only a few rows need (wrappers, redirections, paths) run on those
+    rows alone; the results are put back in place, so row order is kept.
     """
-    selected = frame.filter(mask)
-    rest = frame.filter(~mask)
-    if defaults:
-        rest = rest.with_columns(**defaults)
-    return pl.concat([transform(selected), rest], how="vertical")
+    selected = frame.select(mask.fill_null(False)).to_series()
+    done = transform(frame.filter(selected))
+    # For each row, its position among the selected rows (null for the others).
+    position = (selected.cast(pl.UInt32).cum_sum() - 1).zip_with(selected, pl.Series([None], dtype=pl.UInt32))
+    columns = []
+    for name in (*changes, *defaults):
+        placed = done.get_column(name).gather(position)
+        otherwise = frame.get_column(name) if name in changes else defaults[name]
+        columns.append(pl.when(selected).then(placed).otherwise(otherwise).alias(name))
+    return frame.with_columns(columns)
 
 
 _WRAPPED = "|".join(
@@ -149,9 +160,12 @@ def normalise_actions(frame: pl.DataFrame) -> pl.DataFrame:
     action = _chain(pl.col("action").str.strip_chars(), sx.LEADING_SYNTAX, sx.TRAILING_SYNTAX)
     frame = frame.with_columns(action.alias("action"))
     frame = _where(
-        frame, pl.col("action").str.contains("[<>]"), _redirections, writes=pl.lit([], dtype=pl.List(pl.String))
+        frame, pl.col("action").str.contains("[<>]"), _redirections, ("action",),
+        writes=pl.lit([], dtype=pl.List(pl.String)),
     )
-    frame = _where(frame, pl.col("action").str.contains(sx.rust_regex(_WRAPPED)), _unwrap, via_xargs=pl.lit(False))
+    frame = _where(
+        frame, pl.col("action").str.contains(sx.rust_regex(_WRAPPED)), _unwrap, ("action",), via_xargs=pl.lit(False)
+    )
     action = _chain(pl.col("action"), sx.INTERPRETER, sx.PYTEST_ALIAS, sx.WHITESPACE).str.strip_chars()
     return frame.with_columns(action.alias("action")).with_columns(
         pl.col("action").str.extract(sx.rust_regex(r"^(\S+)"), 1).alias("head")
@@ -367,6 +381,7 @@ def action_paths(frame: pl.DataFrame) -> pl.DataFrame:
         frame,
         takes_files | (pl.col("writes").list.len() > 0),
         lambda rows: rows.with_columns(_paths(takes_files).alias("paths")),
+        (),
         paths=pl.lit([], dtype=pl.List(pl.String)),
     )
 
@@ -395,20 +410,29 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     Returns one row per input row with ``action_classes`` (list, in command order), ``priority``
     (of the primary class; null when the command has no action), ``rule`` (the rule of the
     first action with the primary class; null when there is no action) and ``paths``.
+
+    Every step keeps row order, so the actions of a command stay together and in order, and
+    the per-command results are one pass over those runs.
     """
-    frame = normalise_commands(texts.select(key, column), column)
+    frame = normalise_commands(texts.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("__text"), column), column)
     frame = split_actions(frame, column)
     frame = normalise_actions(frame)
     frame = classify_actions(frame)
-    frame = action_paths(frame).sort("__action")
-    frame = frame.with_columns(pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8).alias("__priority"))
-    grouped = frame.group_by(key, maintain_order=True).agg(
+    frame = action_paths(frame)
+    priority = pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8)
+    grouped = frame.with_columns(priority.alias("priority")).group_by("__text", maintain_order=True).agg(
         pl.col("klass").alias("action_classes"),
-        pl.col("__priority").min().alias("priority"),
-        pl.col("rule").filter(pl.col("__priority") == pl.col("__priority").min()).first().alias("rule"),
-        pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True).alias("paths"),
+        pl.col("priority").min(),
+        pl.col("rule").get(pl.col("priority").arg_min()),
+        pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
     )
-    return texts.select(key).join(grouped, on=key, how="left", maintain_order="left").with_columns(
-        pl.col("action_classes").fill_null(pl.lit([], dtype=pl.List(pl.String))),
-        pl.col("paths").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+    # Commands without an action have no group: their row of `grouped` is null.
+    row = pl.Series([], dtype=pl.UInt32).extend_constant(None, texts.height)
+    row = row.scatter(grouped["__text"], pl.Series(range(grouped.height), dtype=pl.UInt32))
+    empty = pl.lit([], dtype=pl.List(pl.String))
+    return texts.select(key).with_columns(
+        grouped.get_column("action_classes").gather(row).fill_null(empty),
+        grouped.get_column("priority").gather(row),
+        grouped.get_column("rule").gather(row),
+        grouped.get_column("paths").gather(row).fill_null(empty),
     )

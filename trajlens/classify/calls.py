@@ -260,7 +260,7 @@ def _join_shell_results(work: pl.DataFrame) -> pl.DataFrame:
         .unique(maintain_order=True)
         .with_row_index("text_id")
     )
-    shell = classify_shell(texts).join(texts, on="text_id").drop("text_id")
+    shell = classify_shell(texts).with_columns(texts.get_column("text")).drop("text_id")
     shell = shell.rename(
         {"text": "__text", "action_classes": "__shell_actions", "priority": "__shell_priority", "paths": "__shell_paths",
          "rule": "__shell_rule"}
