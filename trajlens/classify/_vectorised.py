@@ -346,15 +346,24 @@ def classify_actions(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES)
     before a redirection makes it an edit) and the name of the rule that decided (``rule``:
     :data:`REDIRECT_RULE` or :data:`NO_RULE` when no shell rule did); stages that are not
     actions are dropped."""
+    return _with_classes(frame.filter(~(_never_an_action() | _filters_a_pipe())), rules)
+
+
+def _never_an_action() -> pl.Expr:
+    """Stages that are not actions wherever they stand (``cd x``, ``export X=1``, ``A=b``)."""
     head = pl.col("head")
+    return head.is_null() | head.is_in(sorted(NOT_ACTIONS)) | pl.col("action").str.contains(sx.rust_regex(sx.ASSIGNMENT_ONLY))
+
+
+def _filters_a_pipe() -> pl.Expr:
+    """A later pipeline stage that only filters its input (``| tail -20``)."""
     writes_file = pl.col("writes").list.len() > 0
-    not_action = (
-        head.is_null()
-        | head.is_in(sorted(NOT_ACTIONS))
-        | pl.col("action").str.contains(sx.rust_regex(sx.ASSIGNMENT_ONLY))
-        | ((pl.col("stage") > 0) & ~pl.col("via_xargs") & head.is_in(sorted(PIPE_FILTERS)) & ~writes_file)
-    )
-    frame = frame.filter(~not_action)
+    return (pl.col("stage") > 0) & ~pl.col("via_xargs") & pl.col("head").is_in(sorted(PIPE_FILTERS)) & ~writes_file
+
+
+def _with_classes(frame: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
+    """``rule_class``, ``klass`` and ``rule`` of each action (see :func:`classify_actions`)."""
+    writes_file = pl.col("writes").list.len() > 0
     classes = {index: rule.klass for index, rule in enumerate(rules)}
     names = {index: rule.name for index, rule in enumerate(rules)}
     frame = with_first_rule(frame, rules)
@@ -380,28 +389,33 @@ def action_paths(frame: pl.DataFrame) -> pl.DataFrame:
     return _where(
         frame,
         takes_files | (pl.col("writes").list.len() > 0),
-        lambda rows: rows.with_columns(_paths(takes_files).alias("paths")),
+        lambda rows: _with_paths(rows, takes_files),
         (),
         paths=pl.lit([], dtype=pl.List(pl.String)),
     )
 
 
-def _paths(takes_files: pl.Expr) -> pl.Expr:
+def _rewrite_words(rewrite: tuple[str, str]) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    return lambda rows: rows.with_columns(_sub(pl.col("__words"), rewrite, all_matches=False))
+
+
+def _with_paths(rows: pl.DataFrame, takes_files: pl.Expr) -> pl.DataFrame:
     words = _sub(_sub(pl.col("action"), sx.PATH_HEAD, all_matches=False), sx.PATTERN_OPTION_VALUES)
-    words = (
-        pl.when(pl.col("action").str.contains(sx.rust_regex(sx.PATTERN_FIRST_HEADS)))
-        .then(_sub(words, sx.FIRST_POSITIONAL, all_matches=False))
-        .when(pl.col("head") == "find")
-        .then(_sub(words, sx.FIND_EXPRESSION, all_matches=False))
-        .otherwise(words)
-    )
-    words = _chain(words, sx.OPTIONS, sx.NODE_ID, sx.MARKS)
-    candidates = pl.when(takes_files).then(words.str.extract_all(sx.rust_regex(r"\S+"))).otherwise(pl.lit([], dtype=pl.List(pl.String)))
-    return pl.concat_list([candidates, pl.col("writes")]).list.eval(
+    rows = rows.with_columns(words.alias("__words"))
+    # The first positional word of grep/sed/... is a pattern; find's expression names no files.
+    pattern_first = pl.col("action").str.contains(sx.rust_regex(sx.PATTERN_FIRST_HEADS))
+    for applies, rewrite in ((pattern_first, sx.FIRST_POSITIONAL), (~pattern_first & (pl.col("head") == "find"), sx.FIND_EXPRESSION)):
+        rows = _where(rows, applies, _rewrite_words(rewrite), ("__words",))
+    words = _chain(pl.col("__words"), sx.OPTIONS, sx.NODE_ID, sx.MARKS)
+    # Actions are normalised to single spaces (sx.WHITESPACE), so their words are split on
+    # spaces; the empty words a removed option leaves are no paths (sx.PATH_LIKE).
+    candidates = pl.when(takes_files).then(words.str.split(" ")).otherwise(pl.lit([], dtype=pl.List(pl.String)))
+    paths = pl.concat_list([candidates, pl.col("writes")]).list.eval(
         pl.element()
         .filter(pl.element().str.contains(sx.rust_regex(sx.PATH_LIKE)) & ~pl.element().str.contains(sx.rust_regex(sx.NOT_A_PATH)))
         .str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1])
     )
+    return rows.with_columns(paths.alias("paths")).drop("__words")
 
 
 def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_id") -> pl.DataFrame:
@@ -415,10 +429,13 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     the per-command results are one pass over those runs.
     """
     frame = normalise_commands(texts.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("__text"), column), column)
-    frame = split_actions(frame, column)
-    frame = normalise_actions(frame)
-    frame = classify_actions(frame)
-    frame = action_paths(frame)
+    frame = split_actions(frame, column).select("__text", "stage", pl.col("action").alias("__raw"))
+    # Stages repeat across commands (`cd /testbed`, `python -c __Q__`): each distinct one is
+    # normalised, classified and read for paths once.
+    distinct = frame.select(pl.col("__raw").unique(maintain_order=True)).with_columns(pl.col("__raw").alias("action"))
+    distinct = normalise_actions(distinct).filter(~_never_an_action())
+    distinct = action_paths(_with_classes(distinct, SHELL_RULES))
+    frame = frame.join(distinct, on="__raw", how="inner", maintain_order="left").filter(~_filters_a_pipe())
     priority = pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8)
     grouped = frame.with_columns(priority.alias("priority")).group_by("__text", maintain_order=True).agg(
         pl.col("klass").alias("action_classes"),
