@@ -50,17 +50,41 @@ def _chain(expr: pl.Expr, *rewrites: tuple[str, str]) -> pl.Expr:
 
 def normalise_commands(frame: pl.DataFrame, column: str = "text") -> pl.DataFrame:
     """Rewrite whole commands: SWE-agent blocks, comments, ``bash -c`` wrappers, heredocs,
-    quotes and separators. Returns ``column`` with chain separators and pipes as markers."""
-    text = pl.col(column).str.replace_all("\r\n", "\n", literal=True).str.strip_chars()
-    text = _sub(text, sx.SWE_AGENT_BLOCK, all_matches=False)
-    text = _chain(text, sx.COMMENT_LINES, sx.CONTINUATIONS)
-    text = _sub(_sub(text, sx.UNWRAP_SINGLE), sx.UNWRAP_DOUBLE)
-    text = _sub(text, sx.HERESTRING)
-    frame = frame.with_columns(text.alias(column))
+    quotes and separators. Returns ``column`` with chain separators and pipes as markers.
+
+    A rewrite that can only change a text containing some literal (a comment needs ``#``) runs
+    on the rows that contain it, found with one cheap search.
+    """
+    frame = _rewrite_rows(frame, column, "\r\n", lambda t: t.str.replace_all("\r\n", "\n", literal=True))
+    frame = frame.with_columns(pl.col(column).str.strip_chars())
+    frame = _rewrite_rows(frame, column, "\n", lambda t: _sub(t, sx.SWE_AGENT_BLOCK, all_matches=False))
+    frame = _rewrite_rows(frame, column, "#", lambda t: _sub(t, sx.COMMENT_LINES))
+    frame = _rewrite_rows(frame, column, r"\\\n", lambda t: _sub(t, sx.CONTINUATIONS))
+    # Both unwrappings need `sh` followed by blanks and an option.
+    frame = _rewrite_rows(frame, column, r"sh\s+-", lambda t: _sub(_sub(t, sx.UNWRAP_SINGLE), sx.UNWRAP_DOUBLE))
+    frame = _rewrite_rows(frame, column, "<<<", lambda t: _sub(t, sx.HERESTRING))
     frame = _hide_heredocs(frame, column)
-    text = _chain(pl.col(column), sx.COMMAND_SUBSTITUTION, sx.PLAIN_QUOTED, sx.QUOTED, sx.TRAILING_COMMENT)
-    text = _chain(text, sx.CHAIN_SEPARATORS, sx.PIPES, *sx.REDIRECT_AMPERSANDS, sx.BACKGROUND)
-    return frame.with_columns(text.str.replace_all(sx.AMP, "&", literal=True).alias(column))
+    frame = _rewrite_rows(frame, column, r"\$\(|`", lambda t: _sub(t, sx.COMMAND_SUBSTITUTION))
+    frame = _rewrite_rows(frame, column, r"[\\'\"]", lambda t: _chain(t, sx.PLAIN_QUOTED, sx.QUOTED))
+    frame = _rewrite_rows(frame, column, "#", lambda t: _sub(t, sx.TRAILING_COMMENT))
+    frame = frame.with_columns(_chain(pl.col(column), sx.CHAIN_SEPARATORS, sx.PIPES))
+    # A text may hold the AMP marker itself; it becomes `&` as the marked ones do.
+    return _rewrite_rows(
+        frame, column, f"[&{sx.AMP}]",
+        lambda t: _chain(t, *sx.REDIRECT_AMPERSANDS, sx.BACKGROUND).str.replace_all(sx.AMP, "&", literal=True),
+    )
+
+
+def _rewrite_rows(frame: pl.DataFrame, column: str, needs: str, rewrite: Callable[[pl.Expr], pl.Expr]) -> pl.DataFrame:
+    """``rewrite`` applied to ``column`` on the rows where the pattern ``needs`` is found: the
+    caller's guarantee is that ``rewrite`` leaves every other text unchanged."""
+    text = frame.get_column(column)
+    found = text.str.contains(sx.rust_regex(needs)).fill_null(False)
+    rows = text.filter(found)
+    if rows.len() == 0:
+        return frame
+    rewritten = rows.to_frame(column).select(rewrite(pl.col(column))).to_series()
+    return frame.with_columns(text.scatter(found.arg_true(), rewritten))
 
 
 def _hide_heredocs(frame: pl.DataFrame, column: str) -> pl.DataFrame:
