@@ -17,7 +17,7 @@ from __future__ import annotations
 import re._constants as _re_constants  # Python's own regex parser: what a rule's match must start with
 import re._parser as _re_parser
 from collections.abc import Sequence
-from functools import reduce
+from functools import lru_cache, reduce
 from typing import Any, Callable
 
 import polars as pl
@@ -291,7 +291,8 @@ def _first_chars(items: list[Any]) -> frozenset[str] | None:
     return None
 
 
-def _rule_subsets(rules: tuple[Rule, ...]) -> list[frozenset[str] | None]:
+@lru_cache(maxsize=16)
+def _rule_subsets(rules: tuple[Rule, ...]) -> tuple[frozenset[str] | None, ...]:
     """Per rule, the first characters of the actions it can match (None: any action). A rule's
     ``strip`` replaces what it matches by a space, so the text it searches starts with the
     action's first character or a space: a rule whose match cannot start with a space keeps its set."""
@@ -299,7 +300,7 @@ def _rule_subsets(rules: tuple[Rule, ...]) -> list[frozenset[str] | None]:
     for rule in rules:
         chars = leading_chars(rule.pattern)
         subsets.append(None if chars is None or rule.strip is not None and " " in chars else chars)
-    return subsets
+    return tuple(subsets)
 
 
 def with_first_rule(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES, column: str = "__rule") -> pl.DataFrame:
