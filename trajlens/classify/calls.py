@@ -253,19 +253,22 @@ def _may_hold(key: str) -> pl.Expr:
 
 
 def _join_shell_results(work: pl.DataFrame) -> pl.DataFrame:
-    """Classify each distinct command text once; join classes, priority and paths back."""
-    texts = (
+    """Classify each distinct command text once; give each call the classes, priority, rule
+    and paths of its text (null for calls without a text and for rejected calls, whose classes
+    come from their rejection)."""
+    groups = (
         work.filter(pl.col("__text").is_not_null() & ~pl.col("__rejected"))
-        .select(pl.col("__text").alias("text"))
-        .unique(maintain_order=True)
-        .with_row_index("text_id")
+        .group_by("__text", maintain_order=True)
+        .agg(pl.col("__row"))
     )
-    shell = classify_shell(texts).with_columns(texts.get_column("text")).drop("text_id")
-    shell = shell.rename(
-        {"text": "__text", "action_classes": "__shell_actions", "priority": "__shell_priority", "paths": "__shell_paths",
-         "rule": "__shell_rule"}
-    )
-    return work.join(shell, on="__text", how="left", maintain_order="left", nulls_equal=False)
+    texts = groups.select(pl.col("__text").alias("text")).with_row_index("text_id")
+    shell = classify_shell(texts)
+    # Each call's position in `texts` (null where it has none).
+    calls = groups.select("__row", pl.int_range(pl.len(), dtype=pl.UInt32).alias("__group")).explode("__row")
+    index = _scatter(work.height, calls["__row"], calls["__group"])
+    names = {"action_classes": "__shell_actions", "priority": "__shell_priority", "paths": "__shell_paths",
+             "rule": "__shell_rule"}
+    return work.with_columns(shell.get_column(name).gather(index).alias(alias) for name, alias in names.items())
 
 
 def _assemble(work: pl.DataFrame, entries: tuple[ToolEntry, ...], explain: bool) -> pl.DataFrame:
