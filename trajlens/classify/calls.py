@@ -148,11 +148,21 @@ def _name_condition(entry: ToolEntry) -> pl.Expr:
     return tool.is_in(list(entry.names)) if entry.names else tool.str.contains(sx.rust_regex(entry.pattern))
 
 
+def _argument_value(key: str) -> pl.Expr:
+    """The value of a top-level key of the JSON arguments, as tool-map argument patterns see it."""
+    return pl.col("__arguments").str.json_path_match(f"$.{key}").str.replace_all(sx.SEPARATOR_CONTROLS, " ")
+
+
+def _argument_column(key: str) -> str:
+    return f"__argument {key}"
+
+
 def _entry_condition(entry: ToolEntry) -> pl.Expr:
+    """Whether a call matches ``entry``; reads the :func:`_argument_column` of each of its
+    argument keys, which the caller adds."""
     condition = _name_condition(entry)
     for key, pattern in entry.arguments:
-        value = pl.col("__arguments").str.json_path_match(f"$.{key}").str.replace_all(sx.SEPARATOR_CONTROLS, " ")
-        condition = condition & value.str.contains(sx.rust_regex(pattern)).fill_null(False)
+        condition = condition & pl.col(_argument_column(key)).str.contains(sx.rust_regex(pattern)).fill_null(False)
     if entry.command is not None:
         condition = condition & pl.col("__text").str.contains(sx.rust_regex(entry.command)).fill_null(False)
     return condition
@@ -180,8 +190,18 @@ def _match_tool_map(work: pl.DataFrame, entries: tuple[ToolEntry, ...]) -> pl.Da
     per_row = pl.col("__guarded").is_not_null() & (pl.col("__plain").is_null() | (pl.col("__guarded") < pl.col("__plain")))
     rows = work.filter(per_row & ~pl.col("__rejected"))
     if rows.height:
-        matched = rows.select("__row", _first([(i, _entry_condition(e)) for i, e in enumerate(entries)]).alias("__matched"))
-        work = work.join(matched, on="__row", how="left", maintain_order="left")
+        # Only the guarded entries whose names match one of these tools can decide, else the
+        # tool's first plain entry does; each argument key is read from the JSON once.
+        tools = rows.select(pl.col("__tool").unique())
+        guarded = [
+            i for i, e in enumerate(entries)
+            if (e.arguments or e.command is not None) and tools.select(_name_condition(e).any()).item()
+        ]
+        keys = sorted({key for i in guarded for key, _ in entries[i].arguments})
+        rows = rows.with_columns(_argument_value(key).alias(_argument_column(key)) for key in keys)
+        first = pl.min_horizontal(_first([(i, _entry_condition(entries[i])) for i in guarded]), pl.col("__plain"))
+        matched = rows.select("__row", first.alias("__matched"))
+        work = work.with_columns(_scatter(work.height, matched["__row"], matched["__matched"]))
     else:
         work = work.with_columns(pl.lit(None, dtype=pl.Int32).alias("__matched"))
     entry = pl.when(pl.col("__rejected")).then(None).when(per_row).then(pl.col("__matched")).otherwise(pl.col("__plain"))
