@@ -255,7 +255,9 @@ def _fixed_class_paths(work: pl.DataFrame) -> pl.DataFrame:
     """The file a call of a fixed-class tool names in its JSON arguments (the first of
     ``PATH_ARGUMENT_KEYS`` it has). Each key is read only from the arguments that may hold it
     and hold none of the keys before it."""
-    rows = work.filter(pl.col("__tool_class").is_not_null()).select("__row", "__arguments")
+    rows = work.select("__row", "__arguments", "__tool_class").filter(
+        pl.col("__tool_class").is_not_null() & _may_hold(*PATH_ARGUMENT_KEYS)
+    ).drop("__tool_class")
     found = []
     for key in PATH_ARGUMENT_KEYS:
         value = rows.filter(_may_hold(key)).select("__row", pl.col("__arguments").str.json_path_match(f"$.{key}"))
@@ -266,10 +268,11 @@ def _fixed_class_paths(work: pl.DataFrame) -> pl.DataFrame:
     return work.with_columns(_scatter(work.height, paths["__row"], paths["__arguments"].alias("__json_path")))
 
 
-def _may_hold(key: str) -> pl.Expr:
-    """False where the JSON arguments cannot hold ``key``: they contain neither the quoted key
-    nor a ``\\u`` escape that could spell it."""
-    return pl.col("__arguments").str.contains(f"{re.escape(chr(34) + key + chr(34))}|\\\\u").fill_null(False)
+def _may_hold(*keys: str) -> pl.Expr:
+    """False where the JSON arguments cannot hold any of ``keys``: they contain neither a quoted
+    key nor a ``\\u`` escape that could spell one."""
+    quoted = "|".join(re.escape(f'"{key}"') for key in keys)
+    return pl.col("__arguments").str.contains(f"{quoted}|\\\\u").fill_null(False)
 
 
 def _join_shell_results(work: pl.DataFrame) -> pl.DataFrame:
@@ -277,7 +280,8 @@ def _join_shell_results(work: pl.DataFrame) -> pl.DataFrame:
     and paths of its text (null for calls without a text and for rejected calls, whose classes
     come from their rejection)."""
     groups = (
-        work.filter(pl.col("__text").is_not_null() & ~pl.col("__rejected"))
+        work.select("__row", "__text", "__rejected")
+        .filter(pl.col("__text").is_not_null() & ~pl.col("__rejected"))
         .group_by("__text", maintain_order=True)
         .agg(pl.col("__row"))
     )
@@ -352,17 +356,23 @@ def _swe_agent_current_file(work: pl.DataFrame) -> pl.DataFrame:
     nor read it, so the forward fill runs over those few rows alone, and ``work`` keeps its order.
     """
     tool = pl.col("__tool")
-    named = tool.is_in(sorted(sx.SWE_AGENT_FILE_OPENERS | sx.SWE_AGENT_CURRENT_FILE_USERS))
+    words = sx.SWE_AGENT_FILE_OPENERS | sx.SWE_AGENT_CURRENT_FILE_USERS
+    named = tool.is_in(sorted(words))
 
-    def is_command(words: frozenset[str]) -> pl.Expr:
+    def first_word_in(chosen: frozenset[str]) -> pl.Expr:
+        return pl.col("__text").str.contains(sx.rust_regex(r"^\s*(?:" + "|".join(sorted(chosen)) + r")(?:\s|$)"))
+
+    def is_command(chosen: frozenset[str]) -> pl.Expr:
         # The tool's own name, or else the first word of its command.
-        first_word = pl.col("__text").str.contains(sx.rust_regex(r"^\s*(?:" + "|".join(sorted(words)) + r")(?:\s|$)"))
-        return pl.when(named).then(tool.is_in(sorted(words))).otherwise(first_word).fill_null(False)
+        return pl.when(named).then(tool.is_in(sorted(chosen))).otherwise(first_word_in(chosen)).fill_null(False)
 
     opened = pl.when(is_command(sx.SWE_AGENT_FILE_OPENERS)).then(pl.col("__paths").list.first())
     users = is_command(sx.SWE_AGENT_CURRENT_FILE_USERS) & (pl.col("__paths").list.len() == 0)
     keys = list(_TRAJECTORY_KEYS[:2])
-    marked = work.select("__row", *keys, "call_index", "__rejected", opened.alias("__opened"), users.alias("__user"))
+    candidates = work.select("__row", *keys, "call_index", "__rejected", "__tool", "__text", "__paths").filter(
+        named | first_word_in(words).fill_null(False)
+    )
+    marked = candidates.select("__row", *keys, "call_index", "__rejected", opened.alias("__opened"), users.alias("__user"))
     rows = marked.filter(pl.col("__opened").is_not_null() | pl.col("__user"))
     if rows.height == 0:
         return work
