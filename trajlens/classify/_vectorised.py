@@ -161,13 +161,20 @@ def _where(
     """
     selected = frame.select(mask.fill_null(False)).to_series()
     done = transform(frame.filter(selected))
-    # For each row, its position among the selected rows (null for the others).
-    position = (selected.cast(pl.UInt32).cum_sum() - 1).zip_with(selected, pl.Series([None], dtype=pl.UInt32))
-    columns = []
+    positions = selected.arg_true()
+    columns: list[pl.Series | pl.Expr] = []
     for name in (*changes, *defaults):
-        placed = done.get_column(name).gather(position)
-        otherwise = frame.get_column(name) if name in changes else defaults[name]
-        columns.append(pl.when(selected).then(placed).otherwise(otherwise).alias(name))
+        values = done.get_column(name)
+        if name in changes:
+            others = frame.get_column(name)
+        elif values.dtype.is_nested():
+            # Lists cannot be scattered: the rows of `done` are gathered to their places.
+            position = (selected.cast(pl.UInt32).cum_sum() - 1).zip_with(selected, pl.Series([None], dtype=pl.UInt32))
+            columns.append(pl.when(selected).then(values.gather(position)).otherwise(defaults[name]).alias(name))
+            continue
+        else:
+            others = frame.select(pl.repeat(defaults[name], frame.height).alias(name)).to_series()
+        columns.append(others.cast(values.dtype).scatter(positions, values))
     return frame.with_columns(columns)
 
 
@@ -190,8 +197,12 @@ def normalise_actions(frame: pl.DataFrame) -> pl.DataFrame:
     frame = _where(
         frame, pl.col("action").str.contains(sx.rust_regex(_WRAPPED)), _unwrap, ("action",), via_xargs=pl.lit(False)
     )
-    action = _chain(pl.col("action"), sx.INTERPRETER, sx.PYTEST_ALIAS, sx.WHITESPACE).str.strip_chars()
-    return frame.with_columns(action.alias("action")).with_columns(
+    frame = _rewrite_rows(frame, "action", r"^(?:python|pypy|ipython)", lambda t: _sub(t, sx.INTERPRETER))
+    frame = _rewrite_rows(frame, "action", r"^py\.test", lambda t: _sub(t, sx.PYTEST_ALIAS))
+    # Runs of blanks become one space: only texts with two blanks in a row, or another blank
+    # than a space, change.
+    frame = _rewrite_rows(frame, "action", r"\s\s|[\t\n\x0B\x0C\r]", lambda t: _sub(t, sx.WHITESPACE))
+    return frame.with_columns(pl.col("action").str.strip_chars()).with_columns(
         pl.col("action").str.extract(sx.rust_regex(r"^(\S+)"), 1).alias("head")
     )
 
