@@ -1,10 +1,11 @@
 """The vectorised shell classifier: whole columns of commands in, actions and classes out.
 
 Every step is a Polars expression over a column: regex rewrites, splits and explodes into one
-row per pipeline stage, and one boolean column per rule of
-:data:`~trajlens.classify.rules.SHELL_RULES`, of which the first true one gives the class. No
-Python code runs per row. Rewrites that only some rows need (wrappers, redirections, paths)
-run on those rows alone. The one step that regular expressions without back-references cannot
+row per pipeline stage, and the first rule of :data:`~trajlens.classify.rules.SHELL_RULES` each
+stage matches, found by bisecting the alternation of the rules (:func:`with_first_rule`). No
+Python code runs per row. Rewrites that only some rows need (wrappers, redirections, quotes,
+comments) run on those rows alone and are put back in place: every step keeps row order. Each
+distinct stage text is normalised and classified once. The one step that regular expressions without back-references cannot
 do in a single pass, cutting out a heredoc whose terminator repeats its delimiter, is done per
 delimiter word: rows are grouped by the word, and each group is cut with one pattern.
 
@@ -156,7 +157,7 @@ def _where(
     """Apply ``transform`` only to the rows where ``mask`` holds; the others get ``defaults``
     for the columns ``transform`` adds and keep their values of the columns it ``changes``.
 
-    Expensive rewrites that only a few rows need (wrappers, redirections, paths) run on those
+    Expensive rewrites that only a few rows need (wrappers, redirections, grep patterns) run on those
     rows alone; the results are put back in place, so row order is kept.
     """
     selected = frame.select(mask.fill_null(False)).to_series()

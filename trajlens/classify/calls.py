@@ -4,9 +4,9 @@ A tool map (:mod:`trajlens.classify.tool_map`) decides by tool name and argument
 (think, submit, SWE-agent's commands, file editors, search, browsers, MCP tools); calls of
 shell tools, and calls of unmapped tools that carry a shell command, go through the vectorised
 shell classifier in :mod:`trajlens.classify._vectorised`. Each distinct command text is classified
-once and joined back, so a log that repeats ``ls`` or ``git diff`` pays for it once. Tool
-names are matched once per distinct name; only the calls of tools with argument-dependent
-entries (file editors) have their arguments read.
+once and its results placed on each of its calls, so a log that repeats ``ls`` or ``git diff``
+pays for it once. Tool names are matched once per distinct name; only the calls of tools with
+argument-dependent entries (file editors) have their arguments read.
 
 Calls the harness rejected (``format_error``) get a null ``primary_class`` and no actions: they
 were never executed, so they stay out of every behaviour count and share.
