@@ -1,10 +1,11 @@
 """The vectorised shell classifier: whole columns of commands in, actions and classes out.
 
 Every step is a Polars expression over a column: regex rewrites, splits and explodes into one
-row per pipeline stage, and one boolean column per rule of
-:data:`~trajlens.classify.rules.SHELL_RULES`, of which the first true one gives the class. No
-Python code runs per row. Rewrites that only some rows need (wrappers, redirections, paths)
-run on those rows alone. The one step that regular expressions without back-references cannot
+row per pipeline stage, and the first rule of :data:`~trajlens.classify.rules.SHELL_RULES` each
+stage matches, found by bisecting the alternation of the rules (:func:`with_first_rule`). No
+Python code runs per row. Rewrites that only some rows need (wrappers, redirections, quotes,
+comments) run on those rows alone and are put back in place: every step keeps row order. Each
+distinct stage text is normalised and classified once. The one step that regular expressions without back-references cannot
 do in a single pass, cutting out a heredoc whose terminator repeats its delimiter, is done per
 delimiter word: rows are grouped by the word, and each group is cut with one pattern.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import re._constants as _re_constants  # Python's own regex parser: what a rule's match must start with
 import re._parser as _re_parser
 from collections.abc import Sequence
-from functools import reduce
+from functools import lru_cache, reduce
 from typing import Any, Callable
 
 import polars as pl
@@ -50,17 +51,41 @@ def _chain(expr: pl.Expr, *rewrites: tuple[str, str]) -> pl.Expr:
 
 def normalise_commands(frame: pl.DataFrame, column: str = "text") -> pl.DataFrame:
     """Rewrite whole commands: SWE-agent blocks, comments, ``bash -c`` wrappers, heredocs,
-    quotes and separators. Returns ``column`` with chain separators and pipes as markers."""
-    text = pl.col(column).str.replace_all("\r\n", "\n", literal=True).str.strip_chars()
-    text = _sub(text, sx.SWE_AGENT_BLOCK, all_matches=False)
-    text = _chain(text, sx.COMMENT_LINES, sx.CONTINUATIONS)
-    text = _sub(_sub(text, sx.UNWRAP_SINGLE), sx.UNWRAP_DOUBLE)
-    text = _sub(text, sx.HERESTRING)
-    frame = frame.with_columns(text.alias(column))
+    quotes and separators. Returns ``column`` with chain separators and pipes as markers.
+
+    A rewrite that can only change a text containing some literal (a comment needs ``#``) runs
+    on the rows that contain it, found with one cheap search.
+    """
+    frame = _rewrite_rows(frame, column, "\r\n", lambda t: t.str.replace_all("\r\n", "\n", literal=True))
+    frame = frame.with_columns(pl.col(column).str.strip_chars())
+    frame = _rewrite_rows(frame, column, "\n", lambda t: _sub(t, sx.SWE_AGENT_BLOCK, all_matches=False))
+    frame = _rewrite_rows(frame, column, "#", lambda t: _sub(t, sx.COMMENT_LINES))
+    frame = _rewrite_rows(frame, column, r"\\\n", lambda t: _sub(t, sx.CONTINUATIONS))
+    # Both unwrappings need `sh` followed by blanks and an option.
+    frame = _rewrite_rows(frame, column, r"sh\s+-", lambda t: _sub(_sub(t, sx.UNWRAP_SINGLE), sx.UNWRAP_DOUBLE))
+    frame = _rewrite_rows(frame, column, "<<<", lambda t: _sub(t, sx.HERESTRING))
     frame = _hide_heredocs(frame, column)
-    text = _chain(pl.col(column), sx.COMMAND_SUBSTITUTION, sx.PLAIN_QUOTED, sx.QUOTED, sx.TRAILING_COMMENT)
-    text = _chain(text, sx.CHAIN_SEPARATORS, sx.PIPES, *sx.REDIRECT_AMPERSANDS, sx.BACKGROUND)
-    return frame.with_columns(text.str.replace_all(sx.AMP, "&", literal=True).alias(column))
+    frame = _rewrite_rows(frame, column, r"\$\(|`", lambda t: _sub(t, sx.COMMAND_SUBSTITUTION))
+    frame = _rewrite_rows(frame, column, r"[\\'\"]", lambda t: _chain(t, sx.PLAIN_QUOTED, sx.QUOTED))
+    frame = _rewrite_rows(frame, column, "#", lambda t: _sub(t, sx.TRAILING_COMMENT))
+    frame = frame.with_columns(_chain(pl.col(column), sx.CHAIN_SEPARATORS, sx.PIPES))
+    # A text may hold the AMP marker itself; it becomes `&` as the marked ones do.
+    return _rewrite_rows(
+        frame, column, f"[&{sx.AMP}]",
+        lambda t: _chain(t, *sx.REDIRECT_AMPERSANDS, sx.BACKGROUND).str.replace_all(sx.AMP, "&", literal=True),
+    )
+
+
+def _rewrite_rows(frame: pl.DataFrame, column: str, needs: str, rewrite: Callable[[pl.Expr], pl.Expr]) -> pl.DataFrame:
+    """``rewrite`` applied to ``column`` on the rows where the pattern ``needs`` is found: the
+    caller's guarantee is that ``rewrite`` leaves every other text unchanged."""
+    text = frame.get_column(column)
+    found = text.str.contains(sx.rust_regex(needs)).fill_null(False)
+    rows = text.filter(found)
+    if rows.len() == 0:
+        return frame
+    rewritten = rows.to_frame(column).select(rewrite(pl.col(column))).to_series()
+    return frame.with_columns(text.scatter(found.arg_true(), rewritten))
 
 
 def _hide_heredocs(frame: pl.DataFrame, column: str) -> pl.DataFrame:
@@ -69,11 +94,14 @@ def _hide_heredocs(frame: pl.DataFrame, column: str) -> pl.DataFrame:
     The pattern that finds a heredoc's end depends on its delimiter word, so rows are grouped
     by delimiter and each group is matched with one pattern; the rare delimiters left over
     (fewer than ``_COMMON_DELIMITER`` rows each) are matched with a pattern built per row.
+    Only the rows with a heredoc are rewritten; they are put back in place.
     """
-    frame = frame.with_row_index("__order")
-    has = pl.col(column).str.contains(sx.rust_regex(sx.HEREDOC_DELIMITER))
-    done = [frame.filter(~has)]
-    todo = frame.filter(has)
+    text = frame.get_column(column)
+    has = text.str.contains(sx.rust_regex(sx.HEREDOC_DELIMITER))
+    todo = pl.DataFrame([text.filter(has), pl.Series("__order", range(frame.height), dtype=pl.UInt32).filter(has)])
+    if todo.height == 0:
+        return frame
+    done = []
     for _ in range(sx.HEREDOC_PASSES):
         if todo.height == 0:
             break
@@ -86,7 +114,8 @@ def _hide_heredocs(frame: pl.DataFrame, column: str) -> pl.DataFrame:
         again = pl.col(column).str.contains(sx.rust_regex(sx.HEREDOC_DELIMITER))
         done.append(todo.filter(~again))
         todo = todo.filter(again)
-    return pl.concat([*done, todo]).sort("__order").drop("__order")
+    rewritten = pl.concat([*done, todo])
+    return frame.with_columns(text.scatter(rewritten["__order"], rewritten[column]))
 
 
 _COMMON_DELIMITER = 8
@@ -122,18 +151,32 @@ def split_actions(frame: pl.DataFrame, column: str = "text") -> pl.DataFrame:
 
 
 def _where(
-    frame: pl.DataFrame, mask: pl.Expr, transform: Callable[[pl.DataFrame], pl.DataFrame], **defaults: pl.Expr
+    frame: pl.DataFrame, mask: pl.Expr, transform: Callable[[pl.DataFrame], pl.DataFrame], changes: Sequence[str] = (),
+    **defaults: pl.Expr,
 ) -> pl.DataFrame:
-    """Apply ``transform`` only to the rows where ``mask`` holds; the others get ``defaults``.
+    """Apply ``transform`` only to the rows where ``mask`` holds; the others get ``defaults``
+    for the columns ``transform`` adds and keep their values of the columns it ``changes``.
 
-    Row order is not kept (callers sort by ``__action`` at the end). Expensive rewrites that
-    only a few rows need (wrappers, redirections) run on those rows alone.
+    Expensive rewrites that only a few rows need (wrappers, redirections, grep patterns) run on those
+    rows alone; the results are put back in place, so row order is kept.
     """
-    selected = frame.filter(mask)
-    rest = frame.filter(~mask)
-    if defaults:
-        rest = rest.with_columns(**defaults)
-    return pl.concat([transform(selected), rest], how="vertical")
+    selected = frame.select(mask.fill_null(False)).to_series()
+    done = transform(frame.filter(selected))
+    positions = selected.arg_true()
+    columns: list[pl.Series | pl.Expr] = []
+    for name in (*changes, *defaults):
+        values = done.get_column(name)
+        if name in changes:
+            others = frame.get_column(name)
+        elif values.dtype.is_nested():
+            # Lists cannot be scattered: the rows of `done` are gathered to their places.
+            position = (selected.cast(pl.UInt32).cum_sum() - 1).zip_with(selected, pl.Series([None], dtype=pl.UInt32))
+            columns.append(pl.when(selected).then(values.gather(position)).otherwise(defaults[name]).alias(name))
+            continue
+        else:
+            others = frame.select(pl.repeat(defaults[name], frame.height).alias(name)).to_series()
+        columns.append(others.cast(values.dtype).scatter(positions, values))
+    return frame.with_columns(columns)
 
 
 _WRAPPED = "|".join(
@@ -149,11 +192,18 @@ def normalise_actions(frame: pl.DataFrame) -> pl.DataFrame:
     action = _chain(pl.col("action").str.strip_chars(), sx.LEADING_SYNTAX, sx.TRAILING_SYNTAX)
     frame = frame.with_columns(action.alias("action"))
     frame = _where(
-        frame, pl.col("action").str.contains("[<>]"), _redirections, writes=pl.lit([], dtype=pl.List(pl.String))
+        frame, pl.col("action").str.contains("[<>]"), _redirections, ("action",),
+        writes=pl.lit([], dtype=pl.List(pl.String)),
     )
-    frame = _where(frame, pl.col("action").str.contains(sx.rust_regex(_WRAPPED)), _unwrap, via_xargs=pl.lit(False))
-    action = _chain(pl.col("action"), sx.INTERPRETER, sx.PYTEST_ALIAS, sx.WHITESPACE).str.strip_chars()
-    return frame.with_columns(action.alias("action")).with_columns(
+    frame = _where(
+        frame, pl.col("action").str.contains(sx.rust_regex(_WRAPPED)), _unwrap, ("action",), via_xargs=pl.lit(False)
+    )
+    frame = _rewrite_rows(frame, "action", r"^(?:python|pypy|ipython)", lambda t: _sub(t, sx.INTERPRETER))
+    frame = _rewrite_rows(frame, "action", r"^py\.test", lambda t: _sub(t, sx.PYTEST_ALIAS))
+    # Runs of blanks become one space: only texts with two blanks in a row, or another blank
+    # than a space, change.
+    frame = _rewrite_rows(frame, "action", r"\s\s|[\t\n\x0B\x0C\r]", lambda t: _sub(t, sx.WHITESPACE))
+    return frame.with_columns(pl.col("action").str.strip_chars()).with_columns(
         pl.col("action").str.extract(sx.rust_regex(r"^(\S+)"), 1).alias("head")
     )
 
@@ -253,7 +303,8 @@ def _first_chars(items: list[Any]) -> frozenset[str] | None:
     return None
 
 
-def _rule_subsets(rules: tuple[Rule, ...]) -> list[frozenset[str] | None]:
+@lru_cache(maxsize=16)
+def _rule_subsets(rules: tuple[Rule, ...]) -> tuple[frozenset[str] | None, ...]:
     """Per rule, the first characters of the actions it can match (None: any action). A rule's
     ``strip`` replaces what it matches by a space, so the text it searches starts with the
     action's first character or a space: a rule whose match cannot start with a space keeps its set."""
@@ -261,32 +312,70 @@ def _rule_subsets(rules: tuple[Rule, ...]) -> list[frozenset[str] | None]:
     for rule in rules:
         chars = leading_chars(rule.pattern)
         subsets.append(None if chars is None or rule.strip is not None and " " in chars else chars)
-    return subsets
+    return tuple(subsets)
 
 
 def with_first_rule(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES, column: str = "__rule") -> pl.DataFrame:
-    """``frame`` with ``column``: :func:`first_rule` of each action, each action tried only
-    against the rules that can match a text starting with its first character (every rule is
-    anchored at the start, and most begin with a literal word). Row order is not kept."""
+    """``frame`` with ``column``: :func:`first_rule` of each action, found by bisection.
+
+    A text matches one of several patterns exactly when it matches their alternation, and one
+    alternation is a single pass of the regex engine whatever the number of patterns. So the
+    actions that match any rule are found in one pass, then split, pass by pass, between the
+    first half of the rules they may match and the second, until one rule is left: about
+    log2(rules) passes per action instead of one per rule. Rules that search a ``strip``-ped
+    text are bisected on that text, computed only for the actions whose first character such a
+    rule can match (:func:`leading_chars`); the smallest index found wins. Row order is kept.
+    """
+    actions = frame.get_column("action")
+    every = pl.Series("__position", range(frame.height), dtype=pl.UInt32)
     leading = _rule_subsets(rules)
-    first = pl.col("action").str.slice(0, 1)
-    firsts = frame.select(first.unique())["action"].to_list()
-    signature: dict[tuple[int, ...], int] = {}
-    group_of = {}
-    for char in firsts:
-        chosen = tuple(i for i, chars in enumerate(leading) if chars is None or (char is not None and char in chars))
-        group_of[char] = signature.setdefault(chosen, len(signature))
-    keyed = frame.with_columns(first.replace_strict(group_of, return_dtype=pl.Int32).alias("__rules"))
-    parts = []
-    for chosen, group in signature.items():
-        part = keyed.filter(pl.col("__rules") == group)
-        parts.append(part.with_columns(first_rule(rules, chosen).alias(column)))
-    nulls = keyed.filter(pl.col("__rules").is_null())
-    if nulls.height:
-        parts.append(nulls.with_columns(first_rule(rules).alias(column)))
-    if not parts:
-        return frame.with_columns(first_rule(rules).alias(column))
-    return pl.concat(parts).drop("__rules")
+    by_text: dict[str | None, list[int]] = {}
+    for index, rule in enumerate(rules):
+        by_text.setdefault(rule.strip, []).append(index)
+    found: list[pl.Series] = []
+    for strip, indices in by_text.items():
+        texts, positions = actions, every
+        if strip is not None:
+            chars = [leading[i] for i in indices]
+            if all(c is not None for c in chars):
+                can = actions.str.slice(0, 1).is_in(sorted(frozenset().union(*chars)))  # type: ignore[arg-type]
+                texts, positions = actions.filter(can), every.filter(can)
+            texts = texts.str.replace_all(sx.rust_regex(strip), " ")
+        rule_of, at = _bisect(texts, positions, rules, indices)
+        found.append(pl.Series(column, [], dtype=pl.Int16).extend_constant(None, frame.height).scatter(at, rule_of))
+    if not found:
+        return frame.with_columns(pl.lit(None, dtype=pl.Int16).alias(column))
+    return frame.with_columns(pl.min_horizontal(found).alias(column))
+
+
+def _alternation(rules: tuple[Rule, ...], indices: Sequence[int]) -> str:
+    return "|".join(f"(?:{sx.rust_regex(rules[i].pattern)})" for i in indices)
+
+
+def _bisect(
+    texts: pl.Series, positions: pl.Series, rules: tuple[Rule, ...], indices: list[int]
+) -> tuple[pl.Series, pl.Series]:
+    """The first of the rules at ``indices`` (ascending) that each text matches, and the
+    positions of the texts that match one; see :func:`with_first_rule`."""
+    matched = texts.str.contains(_alternation(rules, indices)).fill_null(False)
+    todo = [(texts.filter(matched), positions.filter(matched), indices)]
+    rule_of: list[pl.Series] = []
+    at: list[pl.Series] = []
+    while todo:
+        part, where, chosen = todo.pop()
+        if part.len() == 0:
+            continue
+        if len(chosen) == 1:
+            rule_of.append(pl.Series([], dtype=pl.Int16).extend_constant(chosen[0], part.len()))
+            at.append(where)
+            continue
+        half = len(chosen) // 2
+        first = part.str.contains(_alternation(rules, chosen[:half])).fill_null(False)
+        todo.append((part.filter(first), where.filter(first), chosen[:half]))
+        todo.append((part.filter(~first), where.filter(~first), chosen[half:]))
+    if not at:
+        return pl.Series([], dtype=pl.Int16), pl.Series([], dtype=pl.UInt32)
+    return pl.concat(rule_of), pl.concat(at)
 
 
 def classify_actions(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES) -> pl.DataFrame:
@@ -294,15 +383,24 @@ def classify_actions(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES)
     before a redirection makes it an edit) and the name of the rule that decided (``rule``:
     :data:`REDIRECT_RULE` or :data:`NO_RULE` when no shell rule did); stages that are not
     actions are dropped."""
+    return _with_classes(frame.filter(~(_never_an_action() | _filters_a_pipe())), rules)
+
+
+def _never_an_action() -> pl.Expr:
+    """Stages that are not actions wherever they stand (``cd x``, ``export X=1``, ``A=b``)."""
     head = pl.col("head")
+    return head.is_null() | head.is_in(sorted(NOT_ACTIONS)) | pl.col("action").str.contains(sx.rust_regex(sx.ASSIGNMENT_ONLY))
+
+
+def _filters_a_pipe() -> pl.Expr:
+    """A later pipeline stage that only filters its input (``| tail -20``)."""
     writes_file = pl.col("writes").list.len() > 0
-    not_action = (
-        head.is_null()
-        | head.is_in(sorted(NOT_ACTIONS))
-        | pl.col("action").str.contains(sx.rust_regex(sx.ASSIGNMENT_ONLY))
-        | ((pl.col("stage") > 0) & ~pl.col("via_xargs") & head.is_in(sorted(PIPE_FILTERS)) & ~writes_file)
-    )
-    frame = frame.filter(~not_action)
+    return (pl.col("stage") > 0) & ~pl.col("via_xargs") & pl.col("head").is_in(sorted(PIPE_FILTERS)) & ~writes_file
+
+
+def _with_classes(frame: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
+    """``rule_class``, ``klass`` and ``rule`` of each action (see :func:`classify_actions`)."""
+    writes_file = pl.col("writes").list.len() > 0
     classes = {index: rule.klass for index, rule in enumerate(rules)}
     names = {index: rule.name for index, rule in enumerate(rules)}
     frame = with_first_rule(frame, rules)
@@ -325,30 +423,31 @@ def action_paths(frame: pl.DataFrame) -> pl.DataFrame:
     # Words are paths only for actions whose own command takes files (not for `git diff > f`,
     # whose class comes from the redirection) and never for SWE-agent's text-taking commands.
     takes_files = pl.col("rule_class").is_in(list(sx.PATH_CLASSES)) & ~pl.col("action").str.contains(sx.rust_regex(sx.NO_PATH_HEADS))
-    return _where(
-        frame,
-        takes_files | (pl.col("writes").list.len() > 0),
-        lambda rows: rows.with_columns(_paths(takes_files).alias("paths")),
-        paths=pl.lit([], dtype=pl.List(pl.String)),
-    )
+    # An action that neither takes files nor writes one gets no paths: its candidate words are
+    # none and its writes are none. Nine stages in ten take files, so no row is set aside.
+    return _with_paths(frame, takes_files)
 
 
-def _paths(takes_files: pl.Expr) -> pl.Expr:
+def _rewrite_words(rewrite: tuple[str, str]) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    return lambda rows: rows.with_columns(_sub(pl.col("__words"), rewrite, all_matches=False))
+
+
+def _with_paths(rows: pl.DataFrame, takes_files: pl.Expr) -> pl.DataFrame:
     words = _sub(_sub(pl.col("action"), sx.PATH_HEAD, all_matches=False), sx.PATTERN_OPTION_VALUES)
-    words = (
-        pl.when(pl.col("action").str.contains(sx.rust_regex(sx.PATTERN_FIRST_HEADS)))
-        .then(_sub(words, sx.FIRST_POSITIONAL, all_matches=False))
-        .when(pl.col("head") == "find")
-        .then(_sub(words, sx.FIND_EXPRESSION, all_matches=False))
-        .otherwise(words)
+    rows = rows.with_columns(words.alias("__words"))
+    # The first positional word of grep/sed/... is a pattern; find's expression names no files.
+    pattern_first = pl.col("action").str.contains(sx.rust_regex(sx.PATTERN_FIRST_HEADS))
+    for applies, rewrite in ((pattern_first, sx.FIRST_POSITIONAL), (~pattern_first & (pl.col("head") == "find"), sx.FIND_EXPRESSION)):
+        rows = _where(rows, applies, _rewrite_words(rewrite), ("__words",))
+    words = _chain(pl.col("__words"), sx.OPTIONS, sx.NODE_ID, sx.MARKS)
+    # Actions are normalised to single spaces (sx.WHITESPACE), so their words are split on
+    # spaces; the empty words a removed option leaves are no paths (sx.PATH_LIKE).
+    candidates = pl.when(takes_files).then(words.str.split(" ")).otherwise(pl.lit([], dtype=pl.List(pl.String)))
+    path_like = pl.element().str.contains(sx.rust_regex(sx.PATH_LIKE)) & ~pl.element().str.contains(sx.rust_regex(sx.NOT_A_PATH))
+    paths = pl.concat_list([candidates, pl.col("writes")]).list.filter(path_like).list.eval(
+        pl.element().str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1])
     )
-    words = _chain(words, sx.OPTIONS, sx.NODE_ID, sx.MARKS)
-    candidates = pl.when(takes_files).then(words.str.extract_all(sx.rust_regex(r"\S+"))).otherwise(pl.lit([], dtype=pl.List(pl.String)))
-    return pl.concat_list([candidates, pl.col("writes")]).list.eval(
-        pl.element()
-        .filter(pl.element().str.contains(sx.rust_regex(sx.PATH_LIKE)) & ~pl.element().str.contains(sx.rust_regex(sx.NOT_A_PATH)))
-        .str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1])
-    )
+    return rows.with_columns(paths.alias("paths")).drop("__words")
 
 
 def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_id") -> pl.DataFrame:
@@ -357,20 +456,32 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     Returns one row per input row with ``action_classes`` (list, in command order), ``priority``
     (of the primary class; null when the command has no action), ``rule`` (the rule of the
     first action with the primary class; null when there is no action) and ``paths``.
+
+    Every step keeps row order, so the actions of a command stay together and in order, and
+    the per-command results are one pass over those runs.
     """
-    frame = normalise_commands(texts.select(key, column), column)
-    frame = split_actions(frame, column)
-    frame = normalise_actions(frame)
-    frame = classify_actions(frame)
-    frame = action_paths(frame).sort("__action")
-    frame = frame.with_columns(pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8).alias("__priority"))
-    grouped = frame.group_by(key, maintain_order=True).agg(
+    frame = normalise_commands(texts.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("__text"), column), column)
+    frame = split_actions(frame, column).select("__text", "stage", pl.col("action").alias("__raw"))
+    # Stages repeat across commands (`cd /testbed`, `python -c __Q__`): each distinct one is
+    # normalised, classified and read for paths once.
+    distinct = frame.select(pl.col("__raw").unique(maintain_order=True)).with_columns(pl.col("__raw").alias("action"))
+    distinct = normalise_actions(distinct).filter(~_never_an_action())
+    distinct = action_paths(_with_classes(distinct, SHELL_RULES))
+    frame = frame.join(distinct, on="__raw", how="inner", maintain_order="left").filter(~_filters_a_pipe())
+    priority = pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8)
+    grouped = frame.with_columns(priority.alias("priority")).group_by("__text", maintain_order=True).agg(
         pl.col("klass").alias("action_classes"),
-        pl.col("__priority").min().alias("priority"),
-        pl.col("rule").filter(pl.col("__priority") == pl.col("__priority").min()).first().alias("rule"),
-        pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True).alias("paths"),
+        pl.col("priority").min(),
+        pl.col("rule").get(pl.col("priority").arg_min()),
+        pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
     )
-    return texts.select(key).join(grouped, on=key, how="left", maintain_order="left").with_columns(
-        pl.col("action_classes").fill_null(pl.lit([], dtype=pl.List(pl.String))),
-        pl.col("paths").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+    # Commands without an action have no group: their row of `grouped` is null.
+    row = pl.Series([], dtype=pl.UInt32).extend_constant(None, texts.height)
+    row = row.scatter(grouped["__text"], pl.Series(range(grouped.height), dtype=pl.UInt32))
+    empty = pl.lit([], dtype=pl.List(pl.String))
+    return texts.select(key).with_columns(
+        grouped.get_column("action_classes").gather(row).fill_null(empty),
+        grouped.get_column("priority").gather(row),
+        grouped.get_column("rule").gather(row),
+        grouped.get_column("paths").gather(row).fill_null(empty),
     )

@@ -4,9 +4,9 @@ A tool map (:mod:`trajlens.classify.tool_map`) decides by tool name and argument
 (think, submit, SWE-agent's commands, file editors, search, browsers, MCP tools); calls of
 shell tools, and calls of unmapped tools that carry a shell command, go through the vectorised
 shell classifier in :mod:`trajlens.classify._vectorised`. Each distinct command text is classified
-once and joined back, so a log that repeats ``ls`` or ``git diff`` pays for it once. Tool
-names are matched once per distinct name; only the calls of tools with argument-dependent
-entries (file editors) have their arguments read.
+once and its results placed on each of its calls, so a log that repeats ``ls`` or ``git diff``
+pays for it once. Tool names are matched once per distinct name; only the calls of tools with
+argument-dependent entries (file editors) have their arguments read.
 
 Calls the harness rejected (``format_error``) get a null ``primary_class`` and no actions: they
 were never executed, so they stay out of every behaviour count and share.
@@ -18,6 +18,7 @@ a long real one.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
@@ -126,7 +127,7 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
     if all(k in work.columns for k in _TRAJECTORY_KEYS):
         work = _swe_agent_current_file(work)
     explained = [pl.col(f"__{name}").alias(name) for name in EXPLAIN_COLUMNS] if explain else []
-    result = work.sort("__row").select(
+    result = work.select(
         pl.col("__primary").alias("primary_class"),
         pl.col("__actions").alias("action_classes"),
         pl.col("__paths").alias("paths"),
@@ -147,11 +148,21 @@ def _name_condition(entry: ToolEntry) -> pl.Expr:
     return tool.is_in(list(entry.names)) if entry.names else tool.str.contains(sx.rust_regex(entry.pattern))
 
 
+def _argument_value(key: str) -> pl.Expr:
+    """The value of a top-level key of the JSON arguments, as tool-map argument patterns see it."""
+    return pl.col("__arguments").str.json_path_match(f"$.{key}").str.replace_all(sx.SEPARATOR_CONTROLS, " ")
+
+
+def _argument_column(key: str) -> str:
+    return f"__argument {key}"
+
+
 def _entry_condition(entry: ToolEntry) -> pl.Expr:
+    """Whether a call matches ``entry``; reads the :func:`_argument_column` of each of its
+    argument keys, which the caller adds."""
     condition = _name_condition(entry)
     for key, pattern in entry.arguments:
-        value = pl.col("__arguments").str.json_path_match(f"$.{key}").str.replace_all(sx.SEPARATOR_CONTROLS, " ")
-        condition = condition & value.str.contains(sx.rust_regex(pattern)).fill_null(False)
+        condition = condition & pl.col(_argument_column(key)).str.contains(sx.rust_regex(pattern)).fill_null(False)
     if entry.command is not None:
         condition = condition & pl.col("__text").str.contains(sx.rust_regex(entry.command)).fill_null(False)
     return condition
@@ -179,8 +190,18 @@ def _match_tool_map(work: pl.DataFrame, entries: tuple[ToolEntry, ...]) -> pl.Da
     per_row = pl.col("__guarded").is_not_null() & (pl.col("__plain").is_null() | (pl.col("__guarded") < pl.col("__plain")))
     rows = work.filter(per_row & ~pl.col("__rejected"))
     if rows.height:
-        matched = rows.select("__row", _first([(i, _entry_condition(e)) for i, e in enumerate(entries)]).alias("__matched"))
-        work = work.join(matched, on="__row", how="left", maintain_order="left")
+        # Only the guarded entries whose names match one of these tools can decide, else the
+        # tool's first plain entry does; each argument key is read from the JSON once.
+        tools = rows.select(pl.col("__tool").unique())
+        guarded = [
+            i for i, e in enumerate(entries)
+            if (e.arguments or e.command is not None) and tools.select(_name_condition(e).any()).item()
+        ]
+        keys = sorted({key for i in guarded for key, _ in entries[i].arguments})
+        rows = rows.with_columns(_argument_value(key).alias(_argument_column(key)) for key in keys)
+        first = pl.min_horizontal(_first([(i, _entry_condition(entries[i])) for i in guarded]), pl.col("__plain"))
+        matched = rows.select("__row", first.alias("__matched"))
+        work = work.with_columns(_scatter(work.height, matched["__row"], matched["__matched"]))
     else:
         work = work.with_columns(pl.lit(None, dtype=pl.Int32).alias("__matched"))
     entry = pl.when(pl.col("__rejected")).then(None).when(per_row).then(pl.col("__matched")).otherwise(pl.col("__plain"))
@@ -231,26 +252,47 @@ def _argv_commands(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _fixed_class_paths(work: pl.DataFrame) -> pl.DataFrame:
-    """The file a call of a fixed-class tool names in its JSON arguments (``path``, ...)."""
-    rows = work.filter(pl.col("__tool_class").is_not_null())
-    columns = rows.select("__row", _json_field(PATH_ARGUMENT_KEYS).alias("__json_path"))
-    return work.join(columns, on="__row", how="left", maintain_order="left")
+    """The file a call of a fixed-class tool names in its JSON arguments (the first of
+    ``PATH_ARGUMENT_KEYS`` it has). Each key is read only from the arguments that may hold it
+    and hold none of the keys before it."""
+    rows = work.select("__row", "__arguments", "__tool_class").filter(
+        pl.col("__tool_class").is_not_null() & _may_hold(*PATH_ARGUMENT_KEYS)
+    ).drop("__tool_class")
+    found = []
+    for key in PATH_ARGUMENT_KEYS:
+        value = rows.filter(_may_hold(key)).select("__row", pl.col("__arguments").str.json_path_match(f"$.{key}"))
+        value = value.filter(pl.col("__arguments").is_not_null())
+        found.append(value)
+        rows = rows.join(value, on="__row", how="anti")
+    paths = pl.concat(found)
+    return work.with_columns(_scatter(work.height, paths["__row"], paths["__arguments"].alias("__json_path")))
+
+
+def _may_hold(*keys: str) -> pl.Expr:
+    """False where the JSON arguments cannot hold any of ``keys``: they contain neither a quoted
+    key nor a ``\\u`` escape that could spell one."""
+    quoted = "|".join(re.escape(f'"{key}"') for key in keys)
+    return pl.col("__arguments").str.contains(f"{quoted}|\\\\u").fill_null(False)
 
 
 def _join_shell_results(work: pl.DataFrame) -> pl.DataFrame:
-    """Classify each distinct command text once; join classes, priority and paths back."""
-    texts = (
-        work.filter(pl.col("__text").is_not_null() & ~pl.col("__rejected"))
-        .select(pl.col("__text").alias("text"))
-        .unique(maintain_order=True)
-        .with_row_index("text_id")
+    """Classify each distinct command text once; give each call the classes, priority, rule
+    and paths of its text (null for calls without a text and for rejected calls, whose classes
+    come from their rejection)."""
+    groups = (
+        work.select("__row", "__text", "__rejected")
+        .filter(pl.col("__text").is_not_null() & ~pl.col("__rejected"))
+        .group_by("__text", maintain_order=True)
+        .agg(pl.col("__row"))
     )
-    shell = classify_shell(texts).join(texts, on="text_id").drop("text_id")
-    shell = shell.rename(
-        {"text": "__text", "action_classes": "__shell_actions", "priority": "__shell_priority", "paths": "__shell_paths",
-         "rule": "__shell_rule"}
-    )
-    return work.join(shell, on="__text", how="left", maintain_order="left", nulls_equal=False)
+    texts = groups.select(pl.col("__text").alias("text")).with_row_index("text_id")
+    shell = classify_shell(texts)
+    # Each call's position in `texts` (null where it has none).
+    calls = groups.select("__row", pl.int_range(pl.len(), dtype=pl.UInt32).alias("__group")).explode("__row")
+    index = _scatter(work.height, calls["__row"], calls["__group"])
+    names = {"action_classes": "__shell_actions", "priority": "__shell_priority", "paths": "__shell_paths",
+             "rule": "__shell_rule"}
+    return work.with_columns(shell.get_column(name).gather(index).alias(alias) for name, alias in names.items())
 
 
 def _assemble(work: pl.DataFrame, entries: tuple[ToolEntry, ...], explain: bool) -> pl.DataFrame:
@@ -308,18 +350,42 @@ def _assemble(work: pl.DataFrame, entries: tuple[ToolEntry, ...], explain: bool)
 
 def _swe_agent_current_file(work: pl.DataFrame) -> pl.DataFrame:
     """SWE-agent's ``edit``/``goto``/``scroll_*`` act on the file last opened or created in the
-    trajectory; give such calls that file as their path."""
-    first_word = pl.col("__text").str.extract(sx.rust_regex(r"^\s*(\S+)"), 1)
-    command = pl.when(pl.col("__tool").is_in(sorted(sx.SWE_AGENT_FILE_OPENERS | sx.SWE_AGENT_CURRENT_FILE_USERS))).then(
-        pl.col("__tool")
-    ).otherwise(first_word)
-    opened = pl.when(command.is_in(sorted(sx.SWE_AGENT_FILE_OPENERS))).then(pl.col("__paths").list.first())
-    users = command.is_in(sorted(sx.SWE_AGENT_CURRENT_FILE_USERS)) & (pl.col("__paths").list.len() == 0)
+    trajectory; give such calls that file as their path.
+
+    Only the calls that open a file or use the current one take part: the others neither set
+    nor read it, so the forward fill runs over those few rows alone, and ``work`` keeps its order.
+    """
+    tool = pl.col("__tool")
+    words = sx.SWE_AGENT_FILE_OPENERS | sx.SWE_AGENT_CURRENT_FILE_USERS
+    named = tool.is_in(sorted(words))
+
+    def first_word_in(chosen: frozenset[str]) -> pl.Expr:
+        return pl.col("__text").str.contains(sx.rust_regex(r"^\s*(?:" + "|".join(sorted(chosen)) + r")(?:\s|$)"))
+
+    def is_command(chosen: frozenset[str]) -> pl.Expr:
+        # The tool's own name, or else the first word of its command.
+        return pl.when(named).then(tool.is_in(sorted(chosen))).otherwise(first_word_in(chosen)).fill_null(False)
+
+    opened = pl.when(is_command(sx.SWE_AGENT_FILE_OPENERS)).then(pl.col("__paths").list.first())
+    users = is_command(sx.SWE_AGENT_CURRENT_FILE_USERS) & (pl.col("__paths").list.len() == 0)
     keys = list(_TRAJECTORY_KEYS[:2])
-    work = work.sort([*keys, "call_index"]).with_columns(opened.forward_fill().over(keys).alias("__current"))
-    return work.with_columns(
-        pl.when(users & pl.col("__current").is_not_null() & ~pl.col("__rejected"))
-        .then(pl.concat_list("__current"))
-        .otherwise(pl.col("__paths"))
-        .alias("__paths")
+    candidates = work.select("__row", *keys, "call_index", "__rejected", "__tool", "__text", "__paths").filter(
+        named | first_word_in(words).fill_null(False)
     )
+    marked = candidates.select("__row", *keys, "call_index", "__rejected", opened.alias("__opened"), users.alias("__user"))
+    rows = marked.filter(pl.col("__opened").is_not_null() | pl.col("__user"))
+    if rows.height == 0:
+        return work
+    rows = rows.sort([*keys, "call_index"], maintain_order=True).with_columns(
+        pl.col("__opened").forward_fill().over(keys).alias("__current")
+    )
+    given = rows.filter(pl.col("__user") & pl.col("__current").is_not_null() & ~pl.col("__rejected"))
+    current = _scatter(work.height, given["__row"], given["__current"])
+    return work.with_columns(
+        pl.when(current.is_not_null()).then(pl.concat_list(current)).otherwise(pl.col("__paths")).alias("__paths")
+    )
+
+
+def _scatter(height: int, rows: pl.Series, values: pl.Series) -> pl.Series:
+    """A column of ``height`` nulls with ``values`` at positions ``rows``."""
+    return pl.Series(values.name, [], dtype=values.dtype).extend_constant(None, height).scatter(rows, values)
