@@ -22,6 +22,7 @@ from trajlens.checks import step_measures as m
 from trajlens.checks.spec import Check
 from trajlens.errors import ConfigError, InputError
 from trajlens.estimators.spec import EstimatorChoice
+from trajlens.run.stepwise import TOKEN_COLUMNS, choice_token_columns
 from trajlens.schema import SCHEMAS
 
 BATCH_TABLES: tuple[str, ...] = ("trajectories", "tool_calls", "tokens", "step_metrics")
@@ -43,16 +44,16 @@ class NewSteps:
     """Reads this batch's token rows (only the given columns; every column with None) when they
     were not read with it: a check that needs no token array, or only learns from a column that
     the run logged nothing, leaves the arrays unread."""
+    _read: dict[tuple[str, ...] | None, pl.DataFrame] = field(default_factory=dict, repr=False)
 
     def token_rows(self, columns: Sequence[str] | None = None) -> pl.DataFrame:
-        """The batch's token rows (``columns`` of them, when given and read on demand)."""
-        if self.read_tokens is None:
+        """The batch's token rows (``columns`` of them, when given), read on demand once."""
+        if self.read_tokens is None or self.tokens.height:
             return self.tokens if columns is None else self.tokens.select(c for c in columns if c in self.tokens.columns)
-        if columns is None:
-            if not self.tokens.height:
-                self.tokens = self.read_tokens(None)
-            return self.tokens
-        return self.tokens.select(columns) if self.tokens.height else self.read_tokens(columns)
+        key = None if columns is None else tuple(columns)
+        if key not in self._read:
+            self._read[key] = self.read_tokens(columns)
+        return self._read[key]
 
     def logs_advantages(self) -> bool:
         """Whether the batch holds logged advantages (per trajectory, or per token, read alone)."""
@@ -231,7 +232,9 @@ class RunState:
                                             self.run_label))
         rest = tuple(label for label in self.labels if label not in given)
         if "advantages" in sources and rest and batch.trajectories.height:
-            stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories, batch.token_rows(), rest,
+            columns = choice_token_columns(rest) or TOKEN_COLUMNS
+            stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories,
+                                                batch.token_rows(("run_id", *columns)), rest,
                                                 self.run_label)
             parts.append(stats)
             for problem in problems:
@@ -374,9 +377,9 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
 
 
 def _read_tokens(partitions: Any, steps: list[int], conformed: bool, columns: Sequence[str] | None) -> pl.DataFrame:
-    from trajlens.run.partitions import read_files
+    from trajlens.run.partitions import read_arrow_files
 
-    return read_files(partitions, "tokens", steps, columns, conformed=conformed)
+    return pl.from_arrow(read_arrow_files(partitions, "tokens", steps, columns, conformed=conformed))  # type: ignore[return-value]
 
 
 def _run_info(run_dir: Path, run_id: str | None) -> RunInfo:

@@ -240,17 +240,26 @@ def read_arrow_partitions(store: Any, run_id: str, table: str, steps: Sequence[i
     """:func:`read_partitions` as an Arrow table. A few files of whole steps (large steps) are
     read by Arrow itself, which decodes list columns faster; many (tiny steps) or packed ones
     in one Polars scan, which opens a file faster and keeps only the steps asked."""
+    partitions = partition_files(store, run_id, table, steps) if files is True else files
+    if not isinstance(partitions, Partitions):
+        return read_partitions(store, run_id, table, steps, columns, partitions).rechunk().to_arrow()
+    return read_arrow_files(partitions, table, steps, columns)
+
+
+def read_arrow_files(partitions: Partitions, table: str, steps: Sequence[int], columns: Sequence[str] | None = None,
+                     *, conformed: bool = True) -> pa.Table:
+    """:func:`read_files` as an Arrow table: a few files of whole steps are read by Arrow itself
+    (``columns`` of them, every column without), the others as :func:`read_files` reads them."""
     import pyarrow.parquet as pq
 
-    partitions = partition_files(store, run_id, table, steps) if files is True else files
-    paths, packed = partitions.files(steps) if isinstance(partitions, Partitions) else (None, False)
-    if paths is None or packed or len(paths) > ARROW_READS_UP_TO or not paths:
-        return read_partitions(store, run_id, table, steps, columns, partitions).rechunk().to_arrow()
+    paths, packed = partitions.files(steps)
+    if packed or len(paths) > ARROW_READS_UP_TO or not paths:
+        return read_files(partitions, table, steps, columns, conformed=conformed).rechunk().to_arrow()
     parts = []
     for path in paths:
         parquet = pq.ParquetFile(path)
         names = parquet.schema_arrow.names
-        parts.append(parquet.read(columns=[c for c in columns if c in names]))
+        parts.append(parquet.read(columns=None if columns is None else [c for c in columns if c in names]))
     return pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
 
 
