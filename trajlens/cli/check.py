@@ -35,7 +35,8 @@ def check(
     """Evaluate declared checks on a run; exit 0 when all hold, 1 when one fails, 2 on a usage or input error.
 
     Prints a table (check, status, steps where it fired, evidence); --junit and --json write the
-    same results for CI. With --watch, each new complete step is read once and checked, and a
+    same results for CI. On a store, the classified calls `trajlens classify` saved are read rather
+    than classified again. With --watch, each new complete step is read once and checked, and a
     line is printed per step and per newly fired check.
 
     Example: trajlens check sample_data/sao-r6 --junit checks.xml

@@ -33,6 +33,8 @@ def report(
 ) -> None:
     """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.
 
+    A run `trajlens classify` has classified is reported on its saved classification.
+
     Prints the overview (per run: its kind, the checks that fire, its main finding) and writes
     OUT/index.html (one self-contained page: the overview, every run, comparisons, figures with hover
     values), OUT/README.md (findings per run), OUT/RUN/stage_report.md with PNG figures, and
