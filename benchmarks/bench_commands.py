@@ -16,7 +16,10 @@ Polars ``scan_parquet`` and sums them, nothing else.
 Each time is wall-clock seconds of the whole process (its imports included); each peak is the
 child's peak resident memory (``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` read in a small
 wrapper process that runs only that command). Targets, in both conditions: every command exits
-0, takes at most 5x the scan, and peaks under 1.5 GB. Exit 1 when one fails.
+0 and peaks under 1.5 GB, and, on a run of the full size or longer (``FULL_STEPS``), takes at
+most 5x the scan. On a smaller run the ratios are printed but not held to it: a scan of a second
+is shorter than any command's fixed start-up (importing torch and numba, 2-4 s). Exit 1 when one
+fails.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _load import condition  # noqa: E402
 
 SCAN_FACTOR = 5.0
+FULL_STEPS = 200
+"""Steps of the full-size run (388 M tokens at the default shape): the ratio target holds from here."""
 PEAK_BYTES = 1.5e9
 RUN_ID = "sao-r7"
 
@@ -143,14 +148,18 @@ def main() -> int:
             print(f"| {row['name']} | {row['seconds']:.1f} | {ratio:.1f} | {row['peak'] / 1e9:.2f} |")
             if row["code"] != 0:
                 failures.append(f"{label}: {row['name']} exited {row['code']}: {row['error'].strip()[-200:]}")
-            if row["name"] != "scan" and ratio > SCAN_FACTOR:
+            if row["name"] != "scan" and ratio > SCAN_FACTOR and args.steps >= FULL_STEPS:
                 failures.append(f"{label}: {row['name']} {ratio:.1f}x the scan (target <= {SCAN_FACTOR:g}x)")
             if row["peak"] >= PEAK_BYTES:
                 failures.append(f"{label}: {row['name']} peak {row['peak'] / 1e9:.2f} GB (target < 1.5 GB)")
     print()
     for failure in failures:
         print(f"FAIL  {failure}")
-    print("PASS  every command within 5x the scan and under 1.5 GB" if not failures else "")
+    if args.steps < FULL_STEPS:
+        print(f"note  {args.steps} steps: the 5x-the-scan target applies from {FULL_STEPS} steps (the full size); "
+              "exit status and peaks are held here")
+    scope = "within 5x the scan and under 1.5 GB" if args.steps >= FULL_STEPS else "exits 0 and peaks under 1.5 GB"
+    print(f"PASS  every command {scope}" if not failures else "")
     return 1 if failures else 0
 
 
