@@ -57,3 +57,29 @@ def test_handed_over_advantages_are_taken_not_recomputed(samples_store_path):
     assert handed.filter(std).height > 0
     ratio = handed.filter(std).join(computed.filter(std), on=["measure", "step"]).select(pl.col("x") / pl.col("x_right"))
     assert ratio.to_series().to_list() == [2.0] * ratio.height
+
+
+def _tree(folder) -> list[tuple[str, int, int]]:
+    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+def test_check_on_a_classified_store_takes_its_saved_classification_and_writes_nothing(samples_store_copy):
+    from trajlens.checks.evaluate import _saved_measures, check_run
+    from trajlens.engine.classify import classify_run, saved_measures
+
+    before = check_run(samples_store_copy, run_id=RUN)
+    assert _saved_measures(samples_store_copy, RUN) is None  # nothing saved yet: the checks classify
+    classified = classify_run(open_store(samples_store_copy), RUN).measures
+    saved = saved_measures(samples_store_copy, RUN)
+    assert saved is not None
+    assert_frame_equal(saved, classified)
+    assert_frame_equal(saved_measures(open_store(samples_store_copy), RUN), saved)  # the handle reads the same
+    # a saved classification that says every call is a think call: the check must read it
+    thinking = saved.with_columns(pl.col("n_calls").cast(saved.schema["count_think"]).alias("count_think"))
+    part = samples_store_copy / "derived" / "trajectory_measures" / f"{RUN}.parquet"
+    thinking.write_parquet(part)
+    untouched = _tree(samples_store_copy)
+    after = check_run(samples_store_copy, run_id=RUN)
+    assert _tree(samples_store_copy) == untouched  # reading the saved table opened nothing for writing
+    think = {r.name: r for r in after.results}["think_share"]
+    assert think.status == "fail" and {r.name: r for r in before.results}["think_share"].status != "fail"

@@ -171,16 +171,15 @@ def _saved_measures(source: Path | str, run_id: str | None) -> Any:
     from trajlens.engine.classify import saved_measures
     from trajlens.store.handle import is_store
 
+    from trajlens.store.database import run_dirs
+
     path = Path(source)
     if not path.is_dir() or not is_store(path):
         return None
-    import trajlens
-
-    store = trajlens.open(path)
-    runs = store.run_ids()
+    runs = [directory.name for directory in run_dirs(path)]
     if run_id is None and len(runs) != 1 or run_id is not None and run_id not in runs:
         return None  # open_batches names the problem
-    return saved_measures(store, run_id or runs[0])
+    return saved_measures(path, run_id or runs[0])  # read from its folder: checking writes nothing
 
 
 __all__ = ["CheckResult", "RunChecks", "STATUSES", "check_run", "evaluate_check", "evaluate_checks"]

@@ -12,6 +12,7 @@ one step. :func:`classify_run_on` runs on any engine; :func:`classify_run` on th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import polars as pl
@@ -115,12 +116,19 @@ def classify_run(store: Any, run_id: str, tool_map: ToolMapLike = None, *, expla
 
 def saved_measures(store: Any, run_id: str) -> pl.DataFrame | None:
     """The run's ``trajectory_measures`` as ``trajlens classify`` (or the report) saved them in
-    ``store`` (an open store); None when they were not saved. Ingesting a changed run drops them,
-    so saved measures are those of the run as stored."""
-    if "trajectory_measures" not in store.tables():
+    ``store`` (an open store, as it sees them inside a transaction, or a local store's folder, read
+    without opening it); None when they were not saved. Ingesting a changed run drops them, so
+    saved measures are those of the run as stored."""
+    if isinstance(store, (str, Path)):
+        from trajlens.store.database import derived_files
+
+        parts = [path for path in derived_files(Path(store)).get("trajectory_measures", []) if path.stem == run_id]
+        measures = pl.read_parquet(parts[0]) if parts else None
+    elif "trajectory_measures" in store.tables():
+        measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
+    else:
         return None
-    measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
-    return measures if measures.height else None
+    return measures if measures is not None and measures.height else None
 
 
 __all__ = ["ClassifyStep", "EngineClasses", "classify_run", "classify_run_on", "saved_measures"]
