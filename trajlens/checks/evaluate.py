@@ -168,18 +168,18 @@ def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id:
 def _saved_measures(source: Path | str, run_id: str | None) -> Any:
     """The classified calls' measures a store saved for the run (``trajlens classify``), which
     the checks take rather than classifying the calls again; None for anything else."""
+    from trajlens.checks.data import _store_run
     from trajlens.engine.classify import saved_measures
-    from trajlens.store.handle import is_store
-
-    from trajlens.store.database import run_dirs
+    from trajlens.errors import ConfigError
 
     path = Path(source)
-    if not path.is_dir() or not is_store(path):
+    if not path.is_dir() or not (path / "runs").is_dir():  # a store, as open_batches tells one
         return None
-    runs = [directory.name for directory in run_dirs(path)]
-    if run_id is None and len(runs) != 1 or run_id is not None and run_id not in runs:
+    try:
+        run_dir = _store_run(path, run_id)
+    except ConfigError:
         return None  # open_batches names the problem
-    return saved_measures(path, run_id or runs[0])  # read from its folder: checking writes nothing
+    return saved_measures(path, run_dir.name)  # read from its folder: checking writes nothing
 
 
 __all__ = ["CheckResult", "RunChecks", "STATUSES", "check_run", "evaluate_check", "evaluate_checks"]

@@ -77,15 +77,13 @@ def normalise_commands(frame: pl.DataFrame, column: str = "text") -> pl.DataFram
 
 
 def _rewrite_rows(frame: pl.DataFrame, column: str, needs: str, rewrite: Callable[[pl.Expr], pl.Expr]) -> pl.DataFrame:
-    """``rewrite`` applied to ``column`` on the rows where the pattern ``needs`` is found: the
-    caller's guarantee is that ``rewrite`` leaves every other text unchanged."""
-    text = frame.get_column(column)
-    found = text.str.contains(sx.rust_regex(needs)).fill_null(False)
-    rows = text.filter(found)
-    if rows.len() == 0:
-        return frame
-    rewritten = rows.to_frame(column).select(rewrite(pl.col(column))).to_series()
-    return frame.with_columns(text.scatter(found.arg_true(), rewritten))
+    """``rewrite`` applied to ``column`` on the rows where the pattern ``needs`` is found (the
+    caller's guarantee is that ``rewrite`` leaves every other text unchanged): :func:`_where` on
+    that column alone."""
+    text = frame.select(column)
+    found = pl.col(column).str.contains(sx.rust_regex(needs))
+    rewritten = _where(text, found, lambda rows: rows.with_columns(rewrite(pl.col(column))), (column,))
+    return frame.with_columns(rewritten.get_column(column))
 
 
 def _hide_heredocs(frame: pl.DataFrame, column: str) -> pl.DataFrame:

@@ -120,10 +120,8 @@ def saved_measures(store: Any, run_id: str) -> pl.DataFrame | None:
     without opening it); None when they were not saved. Ingesting a changed run drops them, so
     saved measures are those of the run as stored."""
     if isinstance(store, (str, Path)):
-        from trajlens.store.database import derived_files
-
-        parts = [path for path in derived_files(Path(store)).get("trajectory_measures", []) if path.stem == run_id]
-        measures = pl.read_parquet(parts[0]) if parts else None
+        table = StoreLocation.of(store).read_derived("trajectory_measures", run_id)
+        measures = None if table is None else pl.DataFrame(table)
     elif "trajectory_measures" in store.tables():
         measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
     else:
