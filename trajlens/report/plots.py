@@ -72,6 +72,7 @@ class Chart:
         path.parent.mkdir(parents=True, exist_ok=True)
         with matplotlib.rc_context(RENDER_SETTINGS):
             self.figure.savefig(path, dpi=110, metadata={"Software": None})  # type: ignore[attr-defined]
+        self._freeze_layout()
         return path
 
     def svg(self, prefix: str | None = None) -> str:
@@ -84,6 +85,7 @@ class Chart:
         buffer = io.StringIO()
         with matplotlib.rc_context(RENDER_SETTINGS):
             self.figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})  # type: ignore[attr-defined]
+        self._freeze_layout()
         text = buffer.getvalue()
         text = text[text.index("<svg"):]
         text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
@@ -96,6 +98,12 @@ class Chart:
             prefix = "f" + hashlib.sha1(text.encode()).hexdigest()[:10] + "-"
         text = prefixed_ids(text, prefix)
         return text.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
+
+
+    def _freeze_layout(self) -> None:
+        """Keep the axes where the first save's constrained layout put them: a second save (PNG
+        then SVG) draws the same figure without laying it out again, which is half the cost."""
+        self.figure.set_layout_engine("none")  # type: ignore[attr-defined]
 
 
 def prefixed_ids(svg: str, prefix: str) -> str:
