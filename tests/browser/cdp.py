@@ -60,18 +60,18 @@ LAYOUT_SCRIPT = """(() => {
 class Browser:
     """One headless Chromium with a fresh profile, driven over one page's websocket."""
 
-    def __init__(self) -> None:
-        self.profile = tempfile.mkdtemp(prefix="trajlens-chromium-")
-        self.process = subprocess.Popen([find_chromium(), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        port_file = Path(self.profile) / "DevToolsActivePort"
-        deadline = time.time() + 30
-        while not port_file.exists() or not port_file.read_text().strip():
-            if time.time() > deadline:
-                self.close()
-                raise RuntimeError("Chromium did not start its DevTools endpoint")
-            time.sleep(0.1)
-        port = port_file.read_text().split()[0]
+    def __init__(self, attempts: int = 2, seconds: float = 60) -> None:
+        """Start Chromium; a start that shows no DevTools endpoint within ``seconds`` (a host busy
+        with the rest of the suite) is tried again with a fresh profile, ``attempts`` times in all."""
+        for attempt in range(1, attempts + 1):
+            port = self._start(seconds)
+            if port is not None:
+                break
+            log = (Path(self.profile) / "chromium.log").read_text(errors="replace").strip()[-1500:]
+            self.close()
+            if attempt == attempts:
+                raise RuntimeError(f"Chromium did not start its DevTools endpoint in {seconds:.0f} s "
+                                   f"({attempts} attempts); its last output:\n{log}")
         import urllib.request
 
         targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json").read())
@@ -81,6 +81,20 @@ class Browser:
         self.events: list[dict] = []
         for domain in ("Page", "Runtime", "Network", "Log"):
             self.call(f"{domain}.enable")
+
+    def _start(self, seconds: float) -> str | None:
+        """Launch Chromium on a fresh profile; its DevTools port, or None if none shows in time."""
+        self.profile = tempfile.mkdtemp(prefix="trajlens-chromium-")
+        with open(Path(self.profile) / "chromium.log", "wb") as log:
+            self.process = subprocess.Popen([find_chromium(), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+                                            stdout=log, stderr=subprocess.STDOUT)
+        port_file = Path(self.profile) / "DevToolsActivePort"
+        deadline = time.time() + seconds
+        while not port_file.exists() or not port_file.read_text().strip():
+            if time.time() > deadline or self.process.poll() is not None:
+                return None
+            time.sleep(0.1)
+        return port_file.read_text().split()[0]
 
     def call(self, method: str, **params) -> dict:
         self.next_id += 1
