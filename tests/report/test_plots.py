@@ -144,3 +144,30 @@ def test_long_titles_wrap_within_the_figure():
     title = "causal-grpo-length-with-a-long-name: behaviour class shares per training step of the run"
     lines = plots.class_shares_by_step(measures(), title).figure.axes[0].get_title().splitlines()
     assert len(lines) > 1 and max(map(len, lines)) <= 9.0 * 0.75 * plots.TITLE_CHARACTERS_PER_INCH
+
+
+def test_hover_columns_carry_each_step_in_the_svg_and_span_the_steps(tmp_path):
+    """Each step's invisible column holds its values as the SVG's tooltip, is left out of the PNG
+    (and back for the SVG), and widens the x axis half a step beyond the first and last step."""
+    trends = {"reward": [(0, 0.25), (1, 0.5), (2, 0.75)], "model tokens": [(0, 100.0), (1, 150.0), (2, 90.0)]}
+    chart = plots.reward_and_length_by_step(trends, "r")
+    assert len(chart.hover_only) == 6
+    low, high = chart.figure.axes[0].get_xlim()
+    assert low <= -0.5 and high >= 2.5
+    chart.png(tmp_path / "r.png")
+    assert all(column.get_visible() for column in chart.hover_only)
+    svg = chart.svg()
+    assert "<title>step 1: mean reward 0.5</title>" in svg and "<title>step 2: mean model tokens 90</title>" in svg
+
+
+def test_a_figure_is_laid_out_once_and_saved_alike_as_png_then_svg(tmp_path):
+    chart = plots.class_shares_by_step(measures(), "r")
+    chart.png(tmp_path / "r.png")
+    placed = [axis.get_position().bounds for axis in chart.figure.axes]
+    assert chart.figure.get_layout_engine().__class__.__name__ != "ConstrainedLayoutEngine"
+    chart.svg()
+    assert [axis.get_position().bounds for axis in chart.figure.axes] == placed
+    fresh = plots.class_shares_by_step(measures(), "r")
+    fresh.png(tmp_path / "again.png")
+    assert (tmp_path / "again.png").read_bytes() == (tmp_path / "r.png").read_bytes()
+    assert placed[0] != (0.125, 0.11, 0.775, 0.77)  # the constrained layout moved the axes from matplotlib's default

@@ -112,7 +112,6 @@ class Chart:
         text = prefixed_ids(text, prefix)
         return text.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
 
-
     def _freeze_layout(self) -> None:
         """Keep the axes where the first save's constrained layout put them: a second save (PNG
         then SVG) draws the same figure without laying it out again, which is half the cost."""
