@@ -84,9 +84,10 @@ class Browser:
 
     def _start(self, seconds: float) -> str | None:
         """Launch Chromium on a fresh profile; its DevTools port, or None if none shows in time."""
+        browser = find_chromium()
         self.profile = tempfile.mkdtemp(prefix="trajlens-chromium-")
         with open(Path(self.profile) / "chromium.log", "wb") as log:
-            self.process = subprocess.Popen([find_chromium(), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+            self.process = subprocess.Popen([browser, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
                                             stdout=log, stderr=subprocess.STDOUT)
         port_file = Path(self.profile) / "DevToolsActivePort"
         deadline = time.time() + seconds
