@@ -112,13 +112,10 @@ def read_side(store: Any, side: Side, stages: Any = "quartiles", labels: list[st
 
 
 def _measures(store: Any, run_id: str) -> pl.DataFrame:
-    from trajlens.engine.classify import classify_run, saved_measures
+    from trajlens.engine.classify import run_measures
 
     trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
-    measures = saved_measures(store, run_id)
-    if measures is None:  # classify_run saves call_classes, trajectory_measures and unknown_tools, as trajlens classify does
-        measures = classify_run(store, run_id).measures
-    measures = measures.join(trajectories.select("trajectory_id"), on="trajectory_id", how="semi")
+    measures = run_measures(store, run_id).join(trajectories.select("trajectory_id"), on="trajectory_id", how="semi")
     outcome = trajectories.select("trajectory_id", "reward", pl.col("resolved").cast(pl.Boolean))
     return measures.join(outcome, on="trajectory_id", how="inner")
 

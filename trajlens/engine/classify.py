@@ -129,4 +129,11 @@ def saved_measures(store: Any, run_id: str) -> pl.DataFrame | None:
     return measures if measures is not None and measures.height else None
 
 
-__all__ = ["ClassifyStep", "EngineClasses", "classify_run", "classify_run_on", "saved_measures"]
+def run_measures(store: Any, run_id: str) -> pl.DataFrame:
+    """The run's trajectory measures: those saved (:func:`saved_measures`), else classified and
+    saved now (:func:`classify_run`, as ``trajlens classify`` does)."""
+    measures = saved_measures(store, run_id)
+    return classify_run(store, run_id).measures if measures is None else measures
+
+
+__all__ = ["ClassifyStep", "EngineClasses", "classify_run", "classify_run_on", "run_measures", "saved_measures"]

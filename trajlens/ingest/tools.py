@@ -6,6 +6,8 @@ import re
 import shlex
 from typing import Any
 
+from trajlens.limits import INT32
+
 SHELL_TOOLS: frozenset[str] = frozenset({
     "bash", "execute_bash", "shell", "run", "run_shell_command", "terminal", "execute_command", "run_command",
 })
@@ -41,7 +43,7 @@ def observed_return_code(observation: str | None) -> int | None:
     if match is None:
         return None
     value = int(match.group(1))
-    return value if -(2**31) <= value < 2**31 else None
+    return value if INT32[0] <= value <= INT32[1] else None
 
 
 __all__ = ["COMMAND_KEYS", "RETURN_CODE_RE", "SHELL_TOOLS", "observed_return_code", "shell_command"]

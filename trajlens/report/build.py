@@ -88,17 +88,6 @@ def classify_store(store: Any, run_ids: list[str] | None = None) -> dict[str, pl
     return {run_id: classify_run(store, run_id).measures for run_id in run_ids or store.run_ids()}
 
 
-def _classified(store: Any, run_ids: list[str]) -> dict[str, pl.DataFrame]:
-    """Each run's trajectory measures: those ``trajlens classify`` saved, else classified and
-    saved now (:func:`classify_store`)."""
-    from trajlens.engine.classify import saved_measures
-
-    saved = {run_id: saved_measures(store, run_id) for run_id in run_ids}
-    missing = [run_id for run_id, measures in saved.items() if measures is None]
-    fresh = classify_store(store, missing) if missing else {}
-    return {run_id: fresh[run_id] if measures is None else measures for run_id, measures in saved.items()}
-
-
 @in_transaction
 def report_store(
     store: Any,
@@ -121,13 +110,15 @@ def report_store(
     self-contained page: every run, the ``comparisons`` given as (A, B) sides, and the runs
     side by side when there are several).
     """
+    from trajlens.engine.classify import run_measures
     from trajlens.report.html_report import write_index
 
     out = Path(out)
     tick = progress or (lambda _: None)
     reports = []
-    for run_id, measures in _classified(store, run_ids or store.run_ids()).items():
-        report = _report_run(store, run_id, measures, out / run_id, n=n, seed=seed, stages=stages,
+    for run_id in run_ids or store.run_ids():
+        # the measures `trajlens classify` saved, else classified and saved now
+        report = _report_run(store, run_id, run_measures(store, run_id), out / run_id, n=n, seed=seed, stages=stages,
                              viewers_per_run=viewers_per_run, split=split)
         reports.append(report)
         tick(run_id)

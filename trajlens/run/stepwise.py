@@ -510,7 +510,7 @@ def batch_choice_diagnostics(
                         columnar[name].append(getattr(stats, name))
                     columnar["estimator"].append(choice.label)
                     if extremes:
-                        low, high = model_token_extremes(step_moment, whiten)
+                        low, high = _model_token_extremes(step_moment, whiten)
                         columnar["min"].append(low)
                         columnar["max"].append(high)
                     if out is not None:
@@ -534,7 +534,7 @@ def batch_choice_diagnostics(
     return parts
 
 
-def model_token_extremes(moments: StepMoments, whitened: bool) -> tuple[float, float]:
+def _model_token_extremes(moments: StepMoments, whitened: bool) -> tuple[float, float]:
     """Smallest and largest advantage at a step's model tokens, raw or whitened (whitening is
     increasing: ``(A - mean) * scale``)."""
     low, high = moments.low, moments.high
