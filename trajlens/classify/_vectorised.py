@@ -132,8 +132,11 @@ def _cut_heredoc(rows: pl.DataFrame, column: str, delimiter: str | None) -> pl.D
         per_row = pl.concat_str([pl.lit(start), word, pl.lit(middle), word, pl.lit(end)])
         before, line_rest, after = (text.str.extract(per_row, group) for group in (1, 2, 3))
     terminated = pl.concat_str([before, pl.lit(f" {sx.HEREDOC_MARK} "), line_rest, pl.lit("\n"), after.fill_null("")])
-    unterminated = _sub(text, sx.HEREDOC_UNTERMINATED, all_matches=False)
-    return rows.with_columns(pl.when(before.is_not_null()).then(terminated).otherwise(unterminated).alias(column))
+    rows = rows.with_columns(terminated.alias("__terminated"))
+    # A heredoc without its terminator (rare) runs to the end: cut on those rows alone.
+    unterminated = pl.col("__terminated").is_null()
+    rows = _where(rows, unterminated, lambda t: t.with_columns(_sub(text, sx.HEREDOC_UNTERMINATED, all_matches=False)), (column,))
+    return rows.with_columns(pl.coalesce("__terminated", column).alias(column)).drop("__terminated")
 
 
 def split_actions(frame: pl.DataFrame, column: str = "text") -> pl.DataFrame:
@@ -448,6 +451,35 @@ def _with_paths(rows: pl.DataFrame, takes_files: pl.Expr) -> pl.DataFrame:
     return rows.with_columns(paths.alias("paths")).drop("__words")
 
 
+def distinct_codes(values: pl.Series, key: pl.Series | None = None) -> tuple[pl.Series, pl.Series]:
+    """Number the distinct values of a column: ``(codes, firsts)``, where ``codes[i]`` is the
+    number of ``values[i]`` and ``firsts[k]`` the position of the first value numbered ``k``
+    (so ``values.gather(firsts.gather(codes))`` equals ``values``); numbers follow first
+    appearance.
+
+    Values are grouped by ``key`` (default: their 64-bit hash), far cheaper to group than text;
+    the grouping is then checked against the values themselves, and where two values share a
+    key they are grouped by value instead.
+    """
+    codes, firsts = _group_codes(values.hash() if key is None else key)
+    if values.gather(firsts.gather(codes)).eq_missing(values).all():
+        return codes, firsts
+    return _group_codes(values)
+
+
+def _group_codes(key: pl.Series) -> tuple[pl.Series, pl.Series]:
+    position = pl.Series("__position", range(key.len()), dtype=pl.UInt32)
+    groups = pl.DataFrame([key.alias("__key"), position]).group_by("__key", maintain_order=True).agg("__position")
+    numbered = groups.select("__position", pl.int_range(pl.len(), dtype=pl.UInt32).alias("__code")).explode("__position")
+    codes = _scatter_values(key.len(), numbered["__position"], numbered["__code"])
+    return codes, groups.get_column("__position").list.first()
+
+
+def _scatter_values(height: int, positions: pl.Series, values: pl.Series) -> pl.Series:
+    """A column of ``height`` values with ``values`` at ``positions`` (which cover every row)."""
+    return pl.Series(values.name, [], dtype=values.dtype).extend_constant(None, height).scatter(positions, values)
+
+
 def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_id") -> pl.DataFrame:
     """Classify a frame of shell commands (``key``, ``column``).
 
@@ -461,11 +493,19 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     frame = normalise_commands(texts.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("__text"), column), column)
     frame = split_actions(frame, column).select("__text", "stage", pl.col("action").alias("__raw"))
     # Stages repeat across commands (`cd /testbed`, `python -c __Q__`): each distinct one is
-    # normalised, classified and read for paths once.
-    distinct = frame.select(pl.col("__raw").unique(maintain_order=True)).with_columns(pl.col("__raw").alias("action"))
+    # normalised, classified and read for paths once, then given to each stage it stands for.
+    codes, firsts = distinct_codes(frame.get_column("__raw"))
+    distinct = pl.DataFrame([frame.get_column("__raw").gather(firsts).alias("action")]).with_row_index("__code")
     distinct = normalise_actions(distinct).filter(~_never_an_action())
     distinct = action_paths(_with_classes(distinct, SHELL_RULES))
-    frame = frame.join(distinct, on="__raw", how="inner", maintain_order="left").filter(~_filters_a_pipe())
+    # Each stage's row of `distinct`: null where its text is not an action.
+    row = pl.Series([], dtype=pl.UInt32).extend_constant(None, firsts.len())
+    row = row.scatter(distinct["__code"], pl.Series(range(distinct.height), dtype=pl.UInt32)).gather(codes)
+    frame = frame.select("__text", "stage").filter(row.is_not_null())
+    row = row.drop_nulls()
+    frame = frame.with_columns(
+        distinct.get_column(name).gather(row) for name in ("head", "via_xargs", "writes", "klass", "rule", "paths")
+    ).filter(~_filters_a_pipe())
     priority = pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8)
     grouped = frame.with_columns(priority.alias("priority")).group_by("__text", maintain_order=True).agg(
         pl.col("klass").alias("action_classes"),

@@ -25,7 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from trajlens.classify import _syntax as sx
-from trajlens.classify._vectorised import classify_shell
+from trajlens.classify._vectorised import classify_shell, distinct_codes
 from trajlens.classify.rules import (
     BEHAVIOUR_CLASSES,
     PATH_ARGUMENT_KEYS,
@@ -279,17 +279,12 @@ def _join_shell_results(work: pl.DataFrame) -> pl.DataFrame:
     """Classify each distinct command text once; give each call the classes, priority, rule
     and paths of its text (null for calls without a text and for rejected calls, whose classes
     come from their rejection)."""
-    groups = (
-        work.select("__row", "__text", "__rejected")
-        .filter(pl.col("__text").is_not_null() & ~pl.col("__rejected"))
-        .group_by("__text", maintain_order=True)
-        .agg(pl.col("__row"))
-    )
-    texts = groups.select(pl.col("__text").alias("text")).with_row_index("text_id")
+    calls = work.select("__row", "__text").filter(pl.col("__text").is_not_null() & ~work.get_column("__rejected"))
+    codes, firsts = distinct_codes(calls.get_column("__text"))
+    texts = pl.DataFrame([calls.get_column("__text").gather(firsts).alias("text")]).with_row_index("text_id")
     shell = classify_shell(texts)
     # Each call's position in `texts` (null where it has none).
-    calls = groups.select("__row", pl.int_range(pl.len(), dtype=pl.UInt32).alias("__group")).explode("__row")
-    index = _scatter(work.height, calls["__row"], calls["__group"])
+    index = _scatter(work.height, calls["__row"], codes)
     names = {"action_classes": "__shell_actions", "priority": "__shell_priority", "paths": "__shell_paths",
              "rule": "__shell_rule"}
     return work.with_columns(shell.get_column(name).gather(index).alias(alias) for name, alias in names.items())
