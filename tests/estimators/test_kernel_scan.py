@@ -190,3 +190,53 @@ def test_a_busy_machine_runs_the_chunks_in_the_calling_thread(monkeypatch):
     monkeypatch.setattr(_scan, "idle_cpus", lambda: 4)
     assert _scan._run_single_threaded(work, list(range(64))) == list(range(64))
     assert threads and all(name.startswith("trajlens-scan") for name in threads)
+
+
+def test_small_batches_and_busy_machines_get_one_intra_op_thread(monkeypatch):
+    previous = torch.get_num_threads()
+    torch.set_num_threads(4)
+    monkeypatch.setattr(_scan, "worker_count", lambda: 4)
+    try:
+        monkeypatch.setattr(_scan, "idle_cpus", lambda: 4)
+        with _scan.intra_op_threads_for(1000):  # one chunk: no parallel op pays for its barrier
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 4
+        with _scan.intra_op_threads_for(3 * _scan.CHUNK_TOKENS):  # large, on an idle machine
+            assert torch.get_num_threads() == 3
+        with _scan.intra_op_threads_for(100 * _scan.CHUNK_TOKENS):  # never more than torch's setting
+            assert torch.get_num_threads() == 4
+        monkeypatch.setattr(_scan, "idle_cpus", lambda: 1)
+        with _scan.intra_op_threads_for(100 * _scan.CHUNK_TOKENS):  # the other cores are busy
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 4
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_recompute_runs_a_small_step_on_one_intra_op_thread(monkeypatch):
+    import polars as pl
+
+    from trajlens.estimators import adapters
+
+    threads = []
+    outcome = adapters.ADAPTERS["outcome"]
+
+    def observed(call, batch):
+        threads.append(torch.get_num_threads())
+        return outcome(call, batch)
+
+    monkeypatch.setitem(adapters.ADAPTERS, "outcome", observed)
+    monkeypatch.setattr(_scan, "idle_cpus", lambda: 4)  # however idle the machine, the step is small
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        trajectories = pl.DataFrame({
+            "run_id": "r", "step": [0, 0, 1, 1], "trajectory_id": ["a", "b", "c", "d"], "group_id": "g",
+            "reward": [1.0, 0.0, 0.5, 0.25],
+        })
+        result = adapters.recompute(trajectories, estimator="grpo")
+        assert threads == [1, 1]  # one intra-op thread in each step
+        assert torch.get_num_threads() == 2  # restored after the call
+        assert result["advantage"].to_list() == pytest.approx([0.7071068, -0.7071068, 0.7071068, -0.7071068], abs=1e-5)
+    finally:
+        torch.set_num_threads(previous)

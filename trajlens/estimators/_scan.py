@@ -385,14 +385,26 @@ def _run_single_threaded(work: Callable[[_S], _R], spans: list[_S]) -> list[_R]:
     return results
 
 
-@contextlib.contextmanager
-def _one_intra_op_thread() -> Iterator[None]:
+def _one_intra_op_thread() -> contextlib.AbstractContextManager[None]:
     """Run the block's torch ops on one intra-op thread (this thread's setting; restored after)."""
+    return _intra_op_threads(1)
+
+
+def intra_op_threads_for(elements: int) -> contextlib.AbstractContextManager[None]:
+    """Run the block's torch ops on as many intra-op threads as a scan of ``elements`` values
+    would use (:func:`cpu_workers`): one for a batch of under two chunks or when other processes
+    keep the other cores busy, where each parallel op would wait at its barrier for a
+    descheduled thread. Never more than torch's own setting; restored after."""
+    return _intra_op_threads(cpu_workers(-(-elements // CHUNK_TOKENS)))
+
+
+@contextlib.contextmanager
+def _intra_op_threads(threads: int) -> Iterator[None]:
     previous = torch.get_num_threads()
-    if previous == 1:
+    if threads >= previous:
         yield
         return
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     try:
         yield
     finally:

@@ -4,7 +4,10 @@ A thin bridge from the ``trajectories`` and ``tokens`` tables (see :mod:`trajlen
 tensor functions of this package. Statistics follow the trainers' batching: group statistics per
 ``(run_id, step, group_id)``, batch statistics (whitening, batch std, GDPO's final
 normalisation) per ``(run_id, step)``. Token arrays are padded into tensors through numpy, with
-no loop over rows; the only Python loop is over steps.
+no loop over rows; the only Python loop is over steps. A step's tensor ops run on one torch
+thread unless the step is large and other cores are idle
+(:func:`trajlens.estimators._scan.intra_op_threads_for`): beside a busy trainer, parallel ops on
+small tensors spend more time waiting for each other than computing.
 
 Which estimators exist, which inputs each reads and which options it takes is the estimator
 registry (:mod:`trajlens.estimators.registry`, ``docs/estimators.md``); this module turns its
@@ -49,6 +52,7 @@ import pyarrow as pa
 import torch
 
 from trajlens.estimators import _validate as check
+from trajlens.estimators._scan import intra_op_threads_for
 from trajlens.estimators.dynamic import weight_config
 from trajlens.estimators.registry import ESTIMATOR_NAMES, ESTIMATOR_REGISTRY, EstimatorSpec, Input, Kind, estimator_spec
 from trajlens.estimators.spec import KEY_COLUMNS
@@ -101,10 +105,19 @@ def recompute(
     call = _Call(fn, spec, settings, state)
     parts = []
     for batch in frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True):
-        parts.append(adapter(call, batch.sort(_ROW)))
+        with intra_op_threads_for(_padded_size(batch)):
+            parts.append(adapter(call, batch.sort(_ROW)))
     out = pl.concat(parts, how="diagonal_relaxed").sort(_ROW)
     keys = frame.select(_ROW, *KEY_COLUMNS)
     return keys.join(out, on=_ROW, how="left").sort(_ROW).drop(_ROW).with_columns(pl.lit(estimator).alias("estimator"))
+
+
+def _padded_size(batch: pl.DataFrame) -> int:
+    """Values in the largest (B, T) tensor a step's batch becomes: rows times the longest token array."""
+    if "response_mask" not in batch.columns:
+        return batch.height
+    longest = batch.select(pl.col("response_mask").list.len().max()).item()
+    return batch.height * max(1, longest or 0)
 
 
 def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, required: bool) -> pl.DataFrame:
