@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajlens.classify import classify_calls
+from trajlens.classify import _vectorised, classify_calls
 from trajlens.classify._synthetic import synthetic_tool_calls
 from trajlens.classify.reference import classify_rows_slow, shell_action_classes
 
@@ -67,7 +68,11 @@ def test_agrees_on_argv_commands():
     assert fast[:2] == ["test_suite", "search"]
 
 
-def test_agrees_on_generated_tool_calls():
+@pytest.mark.parametrize("as_large_log", [True, False])
+def test_agrees_on_generated_tool_calls(monkeypatch, as_large_log):
+    if as_large_log:  # rewrite only the rows that need it, and bisect the rules, however few the rows
+        monkeypatch.setattr(_vectorised, "SELECT_ROWS_FROM", 0)
+        monkeypatch.setattr(_vectorised, "BISECT_FROM", 0)
     calls = synthetic_tool_calls(3000, seed=3)
     fast = classify_calls(calls)["primary_class"].to_list()
     assert fast == classify_rows_slow(calls.iter_rows(named=True))

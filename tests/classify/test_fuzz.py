@@ -9,15 +9,17 @@ bounded number of examples, so the test is fast and deterministic in CI.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trajlens.classify import classify_calls
+from trajlens.classify import _vectorised, classify_calls
 from trajlens.classify.reference import bounded_command, explain_call_slow, shell_action_classes
 
 LABELLED = Path(__file__).resolve().parents[1] / "data" / "labelled_commands.jsonl"
@@ -114,8 +116,22 @@ def _frame(tools: list[str], arguments: list[str | None], texts: list[str | None
                         schema={"tool_name": pl.String, "arguments": pl.String, "command": pl.String})
 
 
+@contextlib.contextmanager
+def _as_large_log() -> Iterator[None]:
+    """Classify as a large log is: rewriting only the rows that need it and bisecting the rules,
+    however few the rows."""
+    saved = _vectorised.SELECT_ROWS_FROM, _vectorised.BISECT_FROM
+    _vectorised.SELECT_ROWS_FROM = _vectorised.BISECT_FROM = 0
+    try:
+        yield
+    finally:
+        _vectorised.SELECT_ROWS_FROM, _vectorised.BISECT_FROM = saved
+
+
 def _check_agreement(frame: pl.DataFrame) -> None:
     result = classify_calls(frame, explain=True)
+    with _as_large_log():
+        assert classify_calls(frame, explain=True).equals(result)
     for row, fast in zip(frame.iter_rows(named=True), result.iter_rows(named=True)):
         slow = explain_call_slow(row["tool_name"], row["arguments"], row["command"])
         assert (fast["primary_class"], fast["decided_by"], fast["tool_entry"]) == (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from trajlens.classify import _vectorised
 from trajlens.classify._synthetic import synthetic_tool_calls
 from trajlens.classify._vectorised import (
     first_rule,
@@ -37,7 +38,8 @@ def test_leading_chars(pattern, chars):
     assert (None if found is None else set(found)) == chars
 
 
-def test_rules_by_first_character_give_the_first_rule_of_all():
+def test_rules_by_first_character_give_the_first_rule_of_all(monkeypatch):
+    monkeypatch.setattr(_vectorised, "BISECT_FROM", 0)  # bisect these 2,000-odd actions
     texts = synthetic_tool_calls(3_000, seed=3).filter(pl.col("command").is_not_null()).select(
         pl.col("command").alias("text")).unique(maintain_order=True).with_row_index("text_id")
     actions = normalise_actions(split_actions(normalise_commands(texts, "text"), "text"))
