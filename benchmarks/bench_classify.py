@@ -1,6 +1,6 @@
 """Benchmark: the vectorised tool-call classifier against the per-row reference.
 
-    python benchmarks/bench_classify.py [--calls 1000000] [--reference-calls 20000] [--check-all] [--threads 1]
+    python benchmarks/bench_classify.py [--calls 1000000] [--reference-calls 20000] [--check-all] [--threads 1] [--stages]
 
 Generates ``--calls`` realistic tool calls (chains, pipes, heredocs, test runners, editor and
 think tools; almost every command text distinct), classifies all of them with
@@ -15,19 +15,24 @@ The classifier runs on one Polars thread unless ``--threads`` (or ``POLARS_MAX_T
 otherwise (``--threads 0``: Polars' default, every core); the script restarts itself with
 ``POLARS_MAX_THREADS`` set, since Polars reads it once. It also reports the rate in process
 time, which a busy machine disturbs less than wall time, and a PASS/FAIL line for the goal of
-1,000,000 calls/s (wall time, informational: it does not change the exit status).
+1,000,000 calls/s (wall time, informational: it does not change the exit status). ``--stages``
+classifies the calls once more and prints the process time of each step of the classifier
+(what bounds its rate).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 
 import polars as pl
 
-from trajlens.classify import classify_calls
+from trajlens.classify import _vectorised, classify_calls
+from trajlens.classify import calls as calls_module
 from trajlens.classify._synthetic import synthetic_tool_calls
 from trajlens.classify.reference import classify_rows_slow
 
@@ -55,6 +60,61 @@ def _restart_with_threads(threads: int | None) -> None:
     os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *sys.argv[1:]], environment)
 
 
+STAGES: tuple[tuple[object, str, str], ...] = (
+    (calls_module, "_match_tool_map", "tool maps: each call's entry"),
+    (calls_module, "_fill_text_from_arguments", "commands read from JSON arguments"),
+    (calls_module, "_fixed_class_paths", "paths from JSON arguments"),
+    (calls_module, "_join_shell_results", "shell commands, each distinct one once:"),
+    (calls_module, "distinct_codes", "  numbering the distinct commands"),
+    (_vectorised, "normalise_commands", "  normalising commands (quotes, heredocs, wrappers)"),
+    (_vectorised, "split_actions", "  splitting them into stages"),
+    (_vectorised, "distinct_codes", "  numbering the distinct stages"),
+    (_vectorised, "normalise_actions", "  normalising the distinct stages"),
+    (_vectorised, "_with_classes", "  each stage's first rule and class"),
+    (_vectorised, "action_paths", "  each stage's paths"),
+    (calls_module, "_assemble", "assembling each call's classes and paths"),
+    (calls_module, "_swe_agent_current_file", "SWE-agent's current file"),
+)
+"""The steps ``--stages`` times: (module, function, what it does); indented ones run inside the
+shell step, whose time includes theirs."""
+
+
+@contextlib.contextmanager
+def _timed_stages(seconds: dict[str, float]) -> Iterator[None]:
+    """Add each :data:`STAGES` function's process time to ``seconds`` while the block runs."""
+    originals = [(module, name, getattr(module, name)) for module, name, _ in STAGES]
+
+    def timed(label: str, function):  # type: ignore[no-untyped-def]
+        def run(*args, **kwargs):  # type: ignore[no-untyped-def]
+            started = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                seconds[label] = seconds.get(label, 0.0) + time.process_time() - started
+        return run
+
+    for (module, name, function), (_, _, label) in zip(originals, STAGES):
+        setattr(module, name, timed(label, function))
+    try:
+        yield
+    finally:
+        for module, name, function in originals:
+            setattr(module, name, function)
+
+
+def _print_stages(calls: pl.DataFrame) -> None:
+    seconds: dict[str, float] = {}
+    started = time.process_time()
+    with _timed_stages(seconds):
+        classify_calls(calls)
+    total = time.process_time() - started
+    top = sum(value for label, value in seconds.items() if not label.startswith(" "))
+    print(f"\nwhere the time goes (process time, one more classification: {total:.2f} s):")
+    for _, _, label in STAGES:
+        print(f"  {label:<56} {seconds.get(label, 0.0):6.2f} s")
+    print(f"  {'the rest (columns in, results out)':<56} {total - top:6.2f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1_000_000, help="generated tool calls to classify")
@@ -62,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="calls the per-row reference classifies (a prefix of the generated calls)")
     parser.add_argument("--check-all", action="store_true", help="run the reference on every call")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated calls")
+    parser.add_argument("--stages", action="store_true", help="also print the process time of each classifier step")
     parser.add_argument("--threads", type=int, default=None,
                         help="Polars threads (default: POLARS_MAX_THREADS, else 1; 0: every core)")
     args = parser.parse_args(argv)
@@ -108,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         row = reference_rows.row(index, named=True)
         print(f"  differs at row {index}: vectorised {compared[index]}, reference {reference[index]}: "
               f"{row['tool_name']} {row['command']!r:.120}")
+    if args.stages:
+        _print_stages(calls)
     print()
     print(f"{'FAIL' if mismatches else 'PASS'}  labels identical to the per-row reference on {scope}")
     print(f"{'PASS' if speedup >= TARGET_SPEEDUP else 'FAIL'}  vectorised >= {TARGET_SPEEDUP:.0f}x the per-row reference")
