@@ -359,7 +359,7 @@ def with_first_rule(frame: pl.DataFrame, rules: tuple[Rule, ...] = SHELL_RULES, 
                 texts, positions = actions.filter(can), every.filter(can)
             texts = texts.str.replace_all(sx.rust_regex(strip), " ")
         rule_of, at = _bisect(texts, positions, rules, indices)
-        found.append(pl.Series(column, [], dtype=pl.Int16).extend_constant(None, frame.height).scatter(at, rule_of))
+        found.append(scatter(frame.height, at, rule_of.alias(column)))
     if not found:
         return frame.with_columns(pl.lit(None, dtype=pl.Int16).alias(column))
     return frame.with_columns(pl.min_horizontal(found).alias(column))
@@ -487,12 +487,12 @@ def _group_codes(key: pl.Series) -> tuple[pl.Series, pl.Series]:
     position = pl.Series("__position", range(key.len()), dtype=pl.UInt32)
     groups = pl.DataFrame([key.alias("__key"), position]).group_by("__key", maintain_order=True).agg("__position")
     numbered = groups.select("__position", pl.int_range(pl.len(), dtype=pl.UInt32).alias("__code")).explode("__position")
-    codes = _scatter_values(key.len(), numbered["__position"], numbered["__code"])
+    codes = scatter(key.len(), numbered["__position"], numbered["__code"])
     return codes, groups.get_column("__position").list.first()
 
 
-def _scatter_values(height: int, positions: pl.Series, values: pl.Series) -> pl.Series:
-    """A column of ``height`` values with ``values`` at ``positions`` (which cover every row)."""
+def scatter(height: int, positions: pl.Series, values: pl.Series) -> pl.Series:
+    """A column of ``height`` nulls with ``values`` at ``positions``."""
     return pl.Series(values.name, [], dtype=values.dtype).extend_constant(None, height).scatter(positions, values)
 
 
@@ -515,8 +515,7 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     distinct = normalise_actions(distinct).filter(~_never_an_action())
     distinct = action_paths(_with_classes(distinct, SHELL_RULES))
     # Each stage's row of `distinct`: null where its text is not an action.
-    row = pl.Series([], dtype=pl.UInt32).extend_constant(None, firsts.len())
-    row = row.scatter(distinct["__code"], pl.Series(range(distinct.height), dtype=pl.UInt32)).gather(codes)
+    row = scatter(firsts.len(), distinct["__code"], pl.Series(range(distinct.height), dtype=pl.UInt32)).gather(codes)
     frame = frame.select("__text", "stage").filter(row.is_not_null())
     row = row.drop_nulls()
     frame = frame.with_columns(
@@ -530,8 +529,7 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
         pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
     )
     # Commands without an action have no group: their row of `grouped` is null.
-    row = pl.Series([], dtype=pl.UInt32).extend_constant(None, texts.height)
-    row = row.scatter(grouped["__text"], pl.Series(range(grouped.height), dtype=pl.UInt32))
+    row = scatter(texts.height, grouped["__text"], pl.Series(range(grouped.height), dtype=pl.UInt32))
     empty = pl.lit([], dtype=pl.List(pl.String))
     return texts.select(key).with_columns(
         grouped.get_column("action_classes").gather(row).fill_null(empty),

@@ -25,7 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from trajlens.classify import _syntax as sx
-from trajlens.classify._vectorised import classify_shell, distinct_codes
+from trajlens.classify._vectorised import classify_shell, distinct_codes, scatter
 from trajlens.classify.rules import (
     BEHAVIOUR_CLASSES,
     PATH_ARGUMENT_KEYS,
@@ -201,7 +201,7 @@ def _match_tool_map(work: pl.DataFrame, entries: tuple[ToolEntry, ...]) -> pl.Da
         rows = rows.with_columns(_argument_value(key).alias(_argument_column(key)) for key in keys)
         first = pl.min_horizontal(_first([(i, _entry_condition(entries[i])) for i in guarded]), pl.col("__plain"))
         matched = rows.select("__row", first.alias("__matched"))
-        work = work.with_columns(_scatter(work.height, matched["__row"], matched["__matched"]))
+        work = work.with_columns(scatter(work.height, matched["__row"], matched["__matched"]))
     else:
         work = work.with_columns(pl.lit(None, dtype=pl.Int32).alias("__matched"))
     entry = pl.when(pl.col("__rejected")).then(None).when(per_row).then(pl.col("__matched")).otherwise(pl.col("__plain"))
@@ -265,7 +265,7 @@ def _fixed_class_paths(work: pl.DataFrame) -> pl.DataFrame:
         found.append(value)
         rows = rows.join(value, on="__row", how="anti")
     paths = pl.concat(found)
-    return work.with_columns(_scatter(work.height, paths["__row"], paths["__arguments"].alias("__json_path")))
+    return work.with_columns(scatter(work.height, paths["__row"], paths["__arguments"].alias("__json_path")))
 
 
 def _may_hold(*keys: str) -> pl.Expr:
@@ -284,7 +284,7 @@ def _join_shell_results(work: pl.DataFrame) -> pl.DataFrame:
     texts = pl.DataFrame([calls.get_column("__text").gather(firsts).alias("text")]).with_row_index("text_id")
     shell = classify_shell(texts)
     # Each call's position in `texts` (null where it has none).
-    index = _scatter(work.height, calls["__row"], codes)
+    index = scatter(work.height, calls["__row"], codes)
     names = {"action_classes": "__shell_actions", "priority": "__shell_priority", "paths": "__shell_paths",
              "rule": "__shell_rule"}
     return work.with_columns(shell.get_column(name).gather(index).alias(alias) for name, alias in names.items())
@@ -375,12 +375,7 @@ def _swe_agent_current_file(work: pl.DataFrame) -> pl.DataFrame:
         pl.col("__opened").forward_fill().over(keys).alias("__current")
     )
     given = rows.filter(pl.col("__user") & pl.col("__current").is_not_null() & ~pl.col("__rejected"))
-    current = _scatter(work.height, given["__row"], given["__current"])
+    current = scatter(work.height, given["__row"], given["__current"])
     return work.with_columns(
         pl.when(current.is_not_null()).then(pl.concat_list(current)).otherwise(pl.col("__paths")).alias("__paths")
     )
-
-
-def _scatter(height: int, rows: pl.Series, values: pl.Series) -> pl.Series:
-    """A column of ``height`` nulls with ``values`` at positions ``rows``."""
-    return pl.Series(values.name, [], dtype=values.dtype).extend_constant(None, height).scatter(rows, values)
