@@ -76,11 +76,16 @@ def _exclusive(lock: Path) -> Iterator[None]:
 SLOWEST_FIRST = (
     "tests/test_readme.py",
     "tests/engine/test_ray_cluster.py",
-    "tests/report/test_report.py",
-    "tests/checks/test_check_watch.py",
     "tests/notebooks/test_notebooks.py",
-    "tests/browser/test_pages.py",
+    "tests/checks/test_check_watch.py",
+    "tests/report/test_report.py",
     "tests/report/test_degenerate.py",
+    "tests/store/test_publish_faults.py",
+    "tests/fuzz/test_logs.py",
+    "tests/report/test_html_report.py",
+    "tests/report/test_kinds.py",
+    "tests/attribution/test_causal_runs.py",
+    "tests/browser/test_pages.py",
 )
 """Modules whose tests or module fixtures take longest (pytest --durations): under pytest-xdist
 they start first, so that no worker is left running one of them alone at the end."""
