@@ -391,11 +391,15 @@ def _one_intra_op_thread() -> contextlib.AbstractContextManager[None]:
 
 
 def intra_op_threads_for(elements: int) -> contextlib.AbstractContextManager[None]:
-    """Run the block's torch ops on as many intra-op threads as a scan of ``elements`` values
-    would use (:func:`cpu_workers`): one for a batch of under two chunks or when other processes
-    keep the other cores busy, where each parallel op would wait at its barrier for a
-    descheduled thread. Never more than torch's own setting; restored after."""
-    return _intra_op_threads(cpu_workers(-(-elements // CHUNK_TOKENS)))
+    """Run the block's torch ops on one intra-op thread when they handle fewer than two chunks
+    of values (``2 * CHUNK_TOKENS``), else on torch's own setting; restored after.
+
+    On small tensors a parallel op gains little and waits at its barrier for every thread,
+    which beside a busy process means waiting for a descheduled one. The choice depends on the
+    size alone, never on the machine's load: a parallel reduction sums in another order than a
+    serial one, and a step's statistics must not change with how busy the machine is.
+    """
+    return _intra_op_threads(1 if elements < 2 * CHUNK_TOKENS else torch.get_num_threads())
 
 
 @contextlib.contextmanager

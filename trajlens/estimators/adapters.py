@@ -5,9 +5,9 @@ tensor functions of this package. Statistics follow the trainers' batching: grou
 ``(run_id, step, group_id)``, batch statistics (whitening, batch std, GDPO's final
 normalisation) per ``(run_id, step)``. Token arrays are padded into tensors through numpy, with
 no loop over rows; the only Python loop is over steps. A step's tensor ops run on one torch
-thread unless the step is large and other cores are idle
-(:func:`trajlens.estimators._scan.intra_op_threads_for`): beside a busy trainer, parallel ops on
-small tensors spend more time waiting for each other than computing.
+thread unless the step is large (:func:`trajlens.estimators._scan.intra_op_threads_for`): beside
+a busy trainer, parallel ops on small tensors spend more time waiting for each other than
+computing.
 
 Which estimators exist, which inputs each reads and which options it takes is the estimator
 registry (:mod:`trajlens.estimators.registry`, ``docs/estimators.md``); this module turns its
