@@ -138,3 +138,28 @@ def test_watch_on_a_finished_run_directory_reads_its_scalars_as_check_does(run):
     else:  # the last step has no completion marker, so the watch stops before it
         assert watched["critic_starved"][0] == expected["critic_starved"][0] == "fail"
         assert watched["critic_explained_variance_unwhitened"][0] == "fail"
+
+
+def test_catching_up_in_batches_prints_what_a_step_at_a_time_prints(monkeypatch):
+    """A watch started on a run that is already far along reads the complete steps in batches
+    (measures computed once per batch) and judges each step on the steps up to it: every line,
+    FIRED lines and their evidence included, is the one a watch reading step by step prints."""
+    from trajlens.checks import data, watch as watch_module
+
+    adds: list[int] = []
+    add = data.RunState.add
+    monkeypatch.setattr(data.RunState, "add", lambda state, batch: adds.append(len(batch.steps)) or add(state, batch))
+
+    def watched() -> tuple[list[str], list[int]]:
+        lines: list[str] = []
+        adds.clear()
+        watch(SAMPLES / "causal-multireward", default_checks(),
+              WatchOptions(poll=0.01, settle=0, timeout=1, until_step=30), echo=lines.append)
+        return lines, list(adds)
+
+    batched, batch_sizes = watched()
+    monkeypatch.setattr(watch_module, "BATCH_STEPS", 1)
+    one_by_one, single_sizes = watched()
+    assert max(batch_sizes) > 10 and set(single_sizes) == {1}
+    assert any(line.startswith("  FIRED ") for line in batched)
+    assert batched == one_by_one

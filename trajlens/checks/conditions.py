@@ -111,13 +111,15 @@ def _beyond(check: Check, value: pl.Expr) -> pl.Expr:
 
 
 def _worst(check: Check, frame: pl.DataFrame) -> dict:
-    """The row farthest beyond (or closest to) the threshold."""
+    """The row farthest beyond (or closest to) the threshold; of rows as far, the earliest step's
+    (so the evidence does not depend on how the steps were read together)."""
     distance = pl.lit(-math.inf)
     if check.above is not None:
         distance = pl.max_horizontal(distance, pl.col("value") - check.above)
     if check.below is not None:
         distance = pl.max_horizontal(distance, check.below - pl.col("value"))
-    rows = frame.drop_nulls("value").with_columns(distance.alias("__d")).sort("__d", descending=True)
+    rows = frame.drop_nulls("value").with_columns(distance.alias("__d")).sort(
+        "__d", "step", descending=[True, False])
     return rows.row(0, named=True) if rows.height else {}
 
 

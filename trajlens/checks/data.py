@@ -268,15 +268,18 @@ class RunState:
     def measure_names(self) -> set[str]:
         return set(self._by_measure)
 
-    def series(self, measure: str) -> pl.DataFrame:
-        """One measure's per-step statistics, in step order."""
+    def series(self, measure: str, upto: int | None = None) -> pl.DataFrame:
+        """One measure's per-step statistics, in step order (of the steps up to ``upto``, when given)."""
         frames = self._by_measure.get(measure)
         if not frames:
             return m.empty_stats()
         if len(frames) > 1 or measure not in self._sorted:
             frames[:] = [pl.concat(frames).sort("step", maintain_order=True)]
             self._sorted.add(measure)
-        return frames[0].select(pl.lit(measure).alias("measure"), pl.all())
+        frame = frames[0]
+        if upto is not None:
+            frame = frame.head(int(frame["step"].search_sorted(upto, side="right")))
+        return frame.select(pl.lit(measure).alias("measure"), pl.all())
 
     def missing_reason(self, measure: str) -> str:
         """Why ``measure`` has no values in this run."""
@@ -312,13 +315,15 @@ class RunState:
                 f"the run logs no {name.parameter}"
         return f"no values of {measure}"
 
-    def expand(self, measure: str) -> list[str]:
-        """Concrete measure names of a ``*`` measure that the run has (the name itself otherwise)."""
+    def expand(self, measure: str, upto: int | None = None) -> list[str]:
+        """Concrete measure names of a ``*`` measure that the run has (with a value at a step up
+        to ``upto``, when given); the name itself otherwise."""
         name = m.parse_measure(measure)
         if not name.wildcard:
             return [measure]
         prefix = f"{name.family.prefix}:"
-        return sorted(n for n in self.measure_names() if n.startswith(prefix))
+        return sorted(n for n in self.measure_names() if n.startswith(prefix)
+                      and (upto is None or not self.series(n, upto).is_empty()))
 
 
 # --- reading a run ---------------------------------------------------------------------------

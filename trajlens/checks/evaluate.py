@@ -89,15 +89,16 @@ def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl
     return series.filter(pl.col("step").is_in(keep)), ""
 
 
-def evaluate_check(check: Check, state: RunState) -> CheckResult:
-    """Evaluate one check on the run's accumulated statistics."""
+def evaluate_check(check: Check, state: RunState, upto: int | None = None) -> CheckResult:
+    """Evaluate one check on the run's accumulated statistics (on its steps up to ``upto``, when
+    given: the verdict the check had when that step was the last)."""
     name = step_measures.parse_measure(check.measure)
-    concrete = state.expand(check.measure)
+    concrete = state.expand(check.measure, upto)
     if not concrete:
         return CheckResult(check, "skip", reason=state.missing_reason(check.measure))
     outcomes, skipped = [], []
     for measure in concrete:
-        series = state.series(measure)
+        series = state.series(measure, upto)
         if series.is_empty():
             skipped.append(state.missing_reason(measure))
             continue
@@ -119,9 +120,9 @@ def evaluate_check(check: Check, state: RunState) -> CheckResult:
     return CheckResult(check, status, tuple(outcomes), "; ".join(notes))
 
 
-def evaluate_checks(checks: Sequence[Check], state: RunState) -> list[CheckResult]:
-    """Evaluate every check; results in the checks' order."""
-    return [evaluate_check(check, state) for check in checks]
+def evaluate_checks(checks: Sequence[Check], state: RunState, upto: int | None = None) -> list[CheckResult]:
+    """Evaluate every check (on the steps up to ``upto``, when given); results in the checks' order."""
+    return [evaluate_check(check, state, upto) for check in checks]
 
 
 @dataclass(frozen=True)

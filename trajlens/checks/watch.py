@@ -19,6 +19,12 @@ same under ``tool_calls/``, ``tokens/``, ``step_metrics/``)
 A step is released to the checks once it is complete in the trajectory source (Parquet or
 verl; when the run has one) and the metrics file (when there is one) has reached it. Every
 file is read once: :attr:`RunFollower.files_read` records each read.
+
+Started on a run that is already far along, the watch catches up in batches of complete steps
+(at most :data:`~trajlens.run.batches.BATCH_TOKENS` tokens and ``BATCH_STEPS`` steps, as
+``trajlens check`` reads a run): a batch's measures are computed together, then each of its steps
+is judged on the steps up to it, so every line is the one a watch that saw the steps arrive one
+by one prints, and memory stays that of a batch.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from trajlens.checks.evaluate import RunChecks, evaluate_checks
 from trajlens.checks.output import spans
 from trajlens.checks.spec import Check
 from trajlens.errors import InputError
+from trajlens.run.batches import BATCH_STEPS, BATCH_TOKENS, token_sizes
 
 COMPLETE_MARKER = "_SUCCESS"
 STEP_PARTITION = re.compile(r"^step=(\d+)$")
@@ -88,6 +95,12 @@ class RunFollower:
         self._verl_sizes: dict[Path, tuple[int, float]] = {}
         self._flat_metrics_read: set[Path] = set()
         self.info: RunInfo | None = None
+        self.behind = False
+        """Whether the last poll left complete steps for the next one (its budget was spent)."""
+        self._listed: dict[str, dict[int, Path]] = {}
+        """Each table's step partitions, as this poll listed them."""
+        self._ready: set[int] = set()
+        """Steps whose files were all found finished."""
 
     # -- the run --------------------------------------------------------------------------
     def _load_info(self) -> None:
@@ -113,14 +126,17 @@ class RunFollower:
 
     # -- sources ---------------------------------------------------------------------------
     def _partitions(self, table: str) -> dict[int, Path]:
+        """The table's step partitions, listed once per poll."""
+        if table in self._listed:
+            return self._listed[table]
         root = self.directory / table
-        if not root.is_dir():
-            return {}
         found = {}
-        for child in root.iterdir():
-            match = STEP_PARTITION.match(child.name)
-            if match and child.is_dir():
-                found[int(match.group(1))] = child
+        if root.is_dir():
+            for child in root.iterdir():
+                match = STEP_PARTITION.match(child.name)
+                if match and child.is_dir():
+                    found[int(match.group(1))] = child
+        self._listed[table] = found
         return found
 
     def _verl_dumps(self) -> dict[int, Path]:
@@ -173,8 +189,13 @@ class RunFollower:
         return files
 
     def _parquet_step_ready(self, step: int) -> bool:
+        """Whether every file of a complete-looking step has its footer (once so, always so)."""
+        if step in self._ready:
+            return True
         ready = all(_footer_valid(p) for paths in self._step_files(step).values() for p in paths)
         self.unfinished_seen += not ready
+        if ready:
+            self._ready.add(step)
         return ready
 
     # -- metrics not partitioned by step ----------------------------------------------------------
@@ -254,8 +275,15 @@ class RunFollower:
             state.pending.setdefault(step, []).append((key, float(value)))
 
     # -- one poll ---------------------------------------------------------------------------
-    def poll(self) -> NewSteps | None:
-        """Read what became complete since the last poll; None when nothing did."""
+    def poll(self, max_tokens: int | None = None, max_steps: int | None = None) -> NewSteps | None:
+        """Read what became complete since the last poll, in step order, up to ``max_tokens``
+        tokens and ``max_steps`` steps (one step at least, whatever its size; by default a batch's
+        bounds, :data:`~trajlens.run.batches.BATCH_TOKENS` and ``BATCH_STEPS``); None when nothing
+        did. :attr:`behind` tells whether complete steps were left for the next poll."""
+        max_tokens = BATCH_TOKENS if max_tokens is None else max_tokens
+        max_steps = BATCH_STEPS if max_steps is None else max_steps
+        self.behind = False
+        self._listed = {}
         self._load_info()
         if self.info is None:
             return None
@@ -273,7 +301,12 @@ class RunFollower:
         if not ready:
             return None
         frames: dict[str, list[pl.DataFrame]] = {name: [] for name in BATCH_TABLES}
-        for step in ready:
+        tokens = 0
+        for count, step in enumerate(ready):
+            if count and (tokens >= max_tokens or count >= max_steps):
+                self.behind = True
+                break
+            trajectories_before = len(frames["trajectories"])
             if complete.get(step) == "verl":
                 self._read_verl(step, frames)
             else:
@@ -285,6 +318,7 @@ class RunFollower:
                      "name": [name for name, _ in rows], "value": [value for _, value in rows]},
                     schema=empty_frame("step_metrics").schema))
             self.released.add(step)
+            tokens += sum(int(token_sizes(frame).sum()) for frame in frames["trajectories"][trajectories_before:])
         return NewSteps(*(pl.concat(parts, how="vertical_relaxed") if parts else empty_frame(name)
                            for name, parts in frames.items()))
 
@@ -319,7 +353,7 @@ class WatchOptions:
     until_step: int | None = None
     """Stop once this step has been checked."""
     timeout: float | None = None
-    """Stop after this many seconds."""
+    """Stop after this many seconds (once the steps complete at the last look are checked)."""
     strict: bool = False
     """Warnings fail the run too."""
 
@@ -342,6 +376,7 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
     state: RunState | None = None
     fired: set[str] = set()
     results = []
+    checked: list[int] = []
     started = time.monotonic()
     reason = "timeout"
     while True:
@@ -349,32 +384,40 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
         if batch is not None:
             if state is None:
                 state = RunState(follower.info, needs)
+            # the batch's measures are computed together; each step is then judged on the steps
+            # up to it, as if it had come alone
+            state.add(batch)
+            counts = _step_counts(batch)
             for step in batch.steps:
-                state.add(_only_step(batch, step))
-                results = evaluate_checks(checks, state)
-                echo(_step_line(step, batch, results))
+                results = evaluate_checks(checks, state, upto=step)
+                checked.append(step)
+                echo(_step_line(step, counts.get(step, (0, 0)), results))
                 for result in results:
                     if result.fired and result.name not in fired:
                         fired.add(result.name)
                         echo(f"  FIRED {result.name} ({result.check.severity}) at steps {spans(result.fired_steps)}: "
                              f"{result.evidence_text()}")
                 if options.fail_fast and any(r.status == "fail" for r in results):
-                    return _end(1, f"an error-level check fired at step {step}", state, results, follower, echo)
+                    return _end(1, f"an error-level check fired at step {step}", state, checked, results, follower, echo)
                 if options.until_step is not None and step >= options.until_step:
-                    return _end(None, f"reached step {step}", state, results, follower, echo, options.strict)
+                    return _end(None, f"reached step {step}", state, checked, results, follower, echo, options.strict)
+        if follower.behind:  # catching up: the steps already complete are read at once, timeout or not
+            continue
         if options.timeout is not None and time.monotonic() - started >= options.timeout:
             break
         time.sleep(options.poll)
-    return _end(None, reason, state, results, follower, echo, options.strict)
+    return _end(None, reason, state, checked, results, follower, echo, options.strict)
 
 
-def _only_step(batch: NewSteps, step: int) -> NewSteps:
-    return NewSteps(*(getattr(batch, name).filter(pl.col("step") == step) for name in BATCH_TABLES))
+def _step_counts(batch: NewSteps) -> dict[int, tuple[int, int]]:
+    """Trajectories and scalars of each step of ``batch``."""
+    counted = [dict(getattr(batch, name).group_by("step").len().iter_rows())
+               for name in ("trajectories", "step_metrics")]
+    return {step: (counted[0].get(step, 0), counted[1].get(step, 0)) for step in batch.steps}
 
 
-def _step_line(step: int, batch: NewSteps, results) -> str:
-    trajectories = batch.trajectories.filter(pl.col("step") == step).height
-    scalars = batch.step_metrics.filter(pl.col("step") == step).height
+def _step_line(step: int, counts: tuple[int, int], results) -> str:
+    trajectories, scalars = counts
     failing = [r.name for r in results if r.status == "fail"]
     warning = [r.name for r in results if r.status == "warn"]
     return (f"step {step}: {trajectories} trajectories, {scalars} scalars; "
@@ -382,15 +425,16 @@ def _step_line(step: int, batch: NewSteps, results) -> str:
             f"{len(warning)} warning{' (' + ', '.join(warning) + ')' if warning else ''}")
 
 
-def _end(code: int | None, reason: str, state: RunState | None, results, follower: RunFollower,
-         echo: Callable[[str], None], strict: bool = False) -> WatchResult:
+def _end(code: int | None, reason: str, state: RunState | None, checked: list[int], results,
+         follower: RunFollower, echo: Callable[[str], None], strict: bool = False) -> WatchResult:
+    """``checked``: the steps judged, in order (a batch's measures may reach beyond the last)."""
     if state is None:
         echo(f"stopped ({reason}): no complete step seen")
         return WatchResult(0 if code is None else code, reason, None, follower)
-    run = RunChecks(state.info.run_id, state.info.source, list(results), len(state.steps))
+    run = RunChecks(state.info.run_id, state.info.source, list(results), len(checked))
     if code is None:
         code = 1 if run.failed(strict) else 0
-    echo(f"stopped ({reason}) after {len(state.steps)} steps")
+    echo(f"stopped ({reason}) after {len(checked)} steps")
     return WatchResult(code, reason, run, follower)
 
 

@@ -66,13 +66,20 @@ def step_bounds(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([[0], change]), np.concatenate([change, [steps.size]])
 
 
+def token_sizes(trajectories: pl.DataFrame) -> np.ndarray:
+    """Each trajectory's size in a batch's budget: its model and observation tokens, plus one (a
+    trajectory without token counts counts one)."""
+    counts = [c for c in ("model_tokens", "observation_tokens") if c in trajectories.columns]
+    if not counts:
+        return np.ones(trajectories.height, dtype=np.int64)
+    return trajectories.select(pl.sum_horizontal([pl.col(c).fill_null(0) for c in counts]) + 1).to_series().to_numpy()
+
+
 def plan_batches(trajectories: pl.DataFrame, *, max_tokens: int = BATCH_TOKENS,
                  max_steps: int = BATCH_STEPS) -> list[tuple[int, int]]:
     """Row ranges ``[start, stop)`` of ``trajectories`` (in step order) that make the batches:
     whole steps, at most ``max_steps`` of them and ``max_tokens`` tokens unless one step is larger."""
-    counts = [c for c in ("model_tokens", "observation_tokens") if c in trajectories.columns]
-    sizes = (trajectories.select(pl.sum_horizontal([pl.col(c).fill_null(0) for c in counts]) + 1).to_series()
-             .to_numpy() if counts else np.ones(trajectories.height, dtype=np.int64))
+    sizes = token_sizes(trajectories)
     starts, stops = step_bounds(trajectories["step"].to_numpy())
     per_step = np.add.reduceat(sizes, starts) if starts.size else sizes[:0]
     batches: list[tuple[int, int]] = []
