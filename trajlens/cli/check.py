@@ -28,7 +28,7 @@ def check(
     watch: Annotated[bool, typer.Option("--watch", help="Follow a run directory a trainer is still writing.")] = False,
     fail_fast: Annotated[bool, typer.Option("--fail-fast", help="With --watch: exit 1 at the first error-level failure.")] = False,
     until_step: Annotated[Optional[int], typer.Option("--until-step", help="With --watch: stop after this step.")] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", help="With --watch: stop after this many seconds.")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help="With --watch: stop after this many seconds (once the steps complete at the last look are checked).")] = None,
     poll: Annotated[float, typer.Option("--poll", help="With --watch: seconds between looks at the directory.")] = 1.0,
     settle: Annotated[float, typer.Option("--settle", help="With --watch: seconds the newest file must stay unchanged to count as complete.")] = 5.0,
 ) -> None:
