@@ -376,7 +376,7 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
     state: RunState | None = None
     fired: set[str] = set()
     results = []
-    checked: list[int] = []
+    checked = 0
     started = time.monotonic()
     reason = "timeout"
     while True:
@@ -390,8 +390,8 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
             counts = _step_counts(batch)
             for step in batch.steps:
                 results = evaluate_checks(checks, state, upto=step)
-                checked.append(step)
-                echo(_step_line(step, counts.get(step, (0, 0)), results))
+                checked += 1
+                echo(_step_line(step, counts[step], results))
                 for result in results:
                     if result.fired and result.name not in fired:
                         fired.add(result.name)
@@ -425,16 +425,16 @@ def _step_line(step: int, counts: tuple[int, int], results) -> str:
             f"{len(warning)} warning{' (' + ', '.join(warning) + ')' if warning else ''}")
 
 
-def _end(code: int | None, reason: str, state: RunState | None, checked: list[int], results,
+def _end(code: int | None, reason: str, state: RunState | None, checked: int, results,
          follower: RunFollower, echo: Callable[[str], None], strict: bool = False) -> WatchResult:
-    """``checked``: the steps judged, in order (a batch's measures may reach beyond the last)."""
+    """``checked``: how many steps were judged (a batch's measures may reach beyond the last)."""
     if state is None:
         echo(f"stopped ({reason}): no complete step seen")
         return WatchResult(0 if code is None else code, reason, None, follower)
-    run = RunChecks(state.info.run_id, state.info.source, list(results), len(checked))
+    run = RunChecks(state.info.run_id, state.info.source, list(results), checked)
     if code is None:
         code = 1 if run.failed(strict) else 0
-    echo(f"stopped ({reason}) after {len(checked)} steps")
+    echo(f"stopped ({reason}) after {checked} steps")
     return WatchResult(code, reason, run, follower)
 
 
