@@ -28,9 +28,10 @@ the report at the full size within 1.5x of the quarter's (linear).
 
 ``--degenerate N`` instead writes (once, under ``--work``) a run of N steps of one tiny
 trajectory each through the store's writer, and runs the whole ``trajlens report`` on it and on
-a run of N/4 steps in child processes: seconds, ms per step and peak RSS
-(``RUSAGE_CHILDREN``). Targets: exit 0, peak RSS < 1.5 GB, and time per step at N within 1.5x
-of that at N/4 (linear: the report's fixed start-up cost is shared by more steps at N).
+a run of N/4 steps in child processes, as the machine is and under load: seconds, ms per step
+and peak RSS (``RUSAGE_CHILDREN``). Targets, in both conditions: exit 0, peak RSS < 1.5 GB,
+time per step at N within 1.5x of that at N/4 (linear: the report's fixed start-up cost is
+shared by more steps at N), and the peak growing by at most ``STEP_BYTES`` a step from N/4 to N.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ GAE_SPEEDUP = 2.0
 REPORT_FACTOR = 3.0
 PEAK_BYTES = 1.5e9
 LINEAR_FACTOR = 1.5
+STEP_BYTES = 15_000
+"""Most the report's peak may grow per step from N/4 to N tiny steps (``--degenerate``): the
+per-step figures the checks and plots keep cost some 5 KB a step; a file per step and table,
+or checks holding the whole run, cost 40 KB a step or more."""
 GAE_CHOICES = (("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
                ("gae_whitened", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": True}))
 
@@ -174,12 +179,13 @@ def in_fresh_process(store: Path, run_id: str, sizes: list[list[int]], repeats: 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def degenerate(work: Path, steps: int) -> int:
-    """``trajlens report`` on runs of ``steps`` and ``steps // 4`` one-trajectory steps."""
+def degenerate(work: Path, steps: int, loads: list[bool]) -> int:
+    """``trajlens report`` on runs of ``steps`` and ``steps // 4`` one-trajectory steps, in each
+    condition of ``loads`` (False: as the machine is; True: under added load)."""
     sys.path.insert(0, str(ROOT / "tests" / "report"))
     from built_runs import degenerate_store
 
-    rows = []
+    stores = {}
     for count in (max(1, steps // 4), steps):
         store = work / f"degenerate-{count}"
         marker = store / ".bench-complete"
@@ -192,28 +198,36 @@ def degenerate(work: Path, steps: int) -> int:
             degenerate_store(store, count)
             marker.write_text(_schema_mark())
             print(f"wrote {count:,} steps in {time.perf_counter() - started:.0f} s")
-        code = ("import json, resource, subprocess, sys, time; t = time.perf_counter(); "
-                "d = subprocess.run([sys.executable, '-m', 'trajlens', 'report', sys.argv[1], '--out', sys.argv[2]], "
-                "capture_output=True, text=True); s = time.perf_counter() - t; "
-                "print(json.dumps({'rc': d.returncode, 'seconds': s, 'stderr': d.stderr[-1000:], "
-                "'peak': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))")
-        out = work / f"degenerate-{count}-report"
-        done = subprocess.run([sys.executable, "-c", code, str(store), str(out)], capture_output=True, text=True,
-                              check=True)
-        rows.append({"steps": count, **json.loads(done.stdout)})
-    print(f"{'steps':>8} {'exit':>4} {'seconds':>8} {'ms/step':>8} {'peak MB':>8}")
-    for r in rows:
-        print(f"{r['steps']:>8,} {r['rc']:>4} {r['seconds']:>8.1f} {r['seconds'] / r['steps'] * 1e3:>8.2f} "
-              f"{r['peak'] / 1e6:>8.0f}")
-        if r["rc"]:
-            print(r["stderr"])
-    small, large = rows
-    results = [
-        ("trajlens report exits 0 on both runs", small["rc"] == 0 and large["rc"] == 0),
-        (f"peak RSS < {PEAK_BYTES / 1e9:g} GB at {steps:,} steps", large["peak"] < PEAK_BYTES),
-        (f"time per step at {steps:,} steps <= {LINEAR_FACTOR:g}x that at {small['steps']:,}",
-         large["seconds"] / large["steps"] <= LINEAR_FACTOR * small["seconds"] / small["steps"]),
-    ]
+        stores[count] = store
+    code = ("import json, resource, subprocess, sys, time; t = time.perf_counter(); "
+            "d = subprocess.run([sys.executable, '-m', 'trajlens', 'report', sys.argv[1], '--out', sys.argv[2]], "
+            "capture_output=True, text=True); s = time.perf_counter() - t; "
+            "print(json.dumps({'rc': d.returncode, 'seconds': s, 'stderr': d.stderr[-1000:], "
+            "'peak': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))")
+    results = []
+    for loaded in loads:
+        rows = []
+        with condition(loaded) as label:
+            for count, store in stores.items():
+                done = subprocess.run([sys.executable, "-c", code, str(store), str(work / f"degenerate-{count}-report")],
+                                      capture_output=True, text=True, check=True)
+                rows.append({"steps": count, **json.loads(done.stdout)})
+        print(f"\n{label}\n{'steps':>8} {'exit':>4} {'seconds':>8} {'ms/step':>8} {'peak MB':>8}")
+        for r in rows:
+            print(f"{r['steps']:>8,} {r['rc']:>4} {r['seconds']:>8.1f} {r['seconds'] / r['steps'] * 1e3:>8.2f} "
+                  f"{r['peak'] / 1e6:>8.0f}")
+            if r["rc"]:
+                print(r["stderr"])
+        small, large = rows
+        growth = (large["peak"] - small["peak"]) / max(1, large["steps"] - small["steps"])
+        results += [
+            (f"{label}: trajlens report exits 0 on both runs", small["rc"] == 0 and large["rc"] == 0),
+            (f"{label}: peak RSS < {PEAK_BYTES / 1e9:g} GB at {steps:,} steps", large["peak"] < PEAK_BYTES),
+            (f"{label}: time per step at {steps:,} steps <= {LINEAR_FACTOR:g}x that at {small['steps']:,}",
+             large["seconds"] / large["steps"] <= LINEAR_FACTOR * small["seconds"] / small["steps"]),
+            (f"{label}: peak grows {growth / 1e3:.1f} KB a step from {small['steps']:,} steps "
+             f"(<= {STEP_BYTES / 1e3:g} KB)", growth <= STEP_BYTES),
+        ]
     print()
     for text, ok in results:
         print(f"{'PASS' if ok else 'FAIL'}  {text}")
@@ -238,7 +252,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.degenerate:
         args.work.mkdir(parents=True, exist_ok=True)
-        return degenerate(args.work, args.degenerate)
+        return degenerate(args.work, args.degenerate, [False] if args.no_load else [False, True])
     steps_total = args.steps or (16 if args.quick else 200)
     if args.repeats is None:
         args.repeats = 5 if args.quick else 2
