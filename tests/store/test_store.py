@@ -230,6 +230,59 @@ def test_reingest_keeps_analyses_when_unchanged_and_drops_them_when_changed(tmp_
             store.sql(f"SELECT * FROM {table}")
 
 
+def _store_files(store):
+    """Every file of a store with its size and modification time."""
+    return {str(p.relative_to(store)): (p.stat().st_size, p.stat().st_mtime_ns) for p in store.rglob("*") if p.is_file()}
+
+
+def _count_staged_writes(monkeypatch) -> list[str]:
+    """The tables written into the staging area from now on (one entry per part written)."""
+    from trajlens.store.layout import RunDirWriter
+
+    written: list[str] = []
+    write_step = RunDirWriter.write_step
+
+    def counted(self, name, table):
+        written.append(name)
+        return write_step(self, name, table)
+
+    monkeypatch.setattr(RunDirWriter, "write_step", counted)
+    return written
+
+
+def test_reingest_of_an_untouched_run_directory_reads_and_writes_nothing(tmp_path, tiny_run_dir, monkeypatch):
+    from trajlens.report import classify_store
+
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    classify_store(trajlens.open(tmp_path / "store"))
+    before = _store_files(tmp_path / "store")
+    written = _count_staged_writes(monkeypatch)
+    again = trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    assert again.run_ids == ["tiny"]
+    assert again.notes == ["run tiny is unchanged: kept as it was, with its analyses"]
+    assert written == []  # the run's tables were not read into the staging area
+    assert _store_files(tmp_path / "store") == before  # nor was anything published
+    assert trajlens.open(tmp_path / "store").sql("SELECT count(*) AS n FROM call_classes")["n"].to_list() == [16]
+
+
+@pytest.mark.parametrize("change", ["touched", "lenient", "run_id_named"])
+def test_reingest_reads_the_run_again_when_its_files_or_the_call_differ(tmp_path, tiny_run_dir, monkeypatch, change):
+    """Same bytes but a new modification time, or the same source ingested with other options
+    (lenient; the run id named rather than read from the run): the source is read again, and
+    its content decides (here: the same run, kept with its analyses)."""
+    import os
+
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    if change == "touched":
+        path = _first_file(tiny_run_dir, "tool_calls")
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
+    written = _count_staged_writes(monkeypatch)
+    options = {"touched": {}, "lenient": {"strict": False}, "run_id_named": {"run_id": "tiny"}}[change]
+    again = trajlens.ingest([tiny_run_dir], tmp_path / "store", **options)
+    assert "tool_calls" in written, "the source was not read again"
+    assert again.notes == ["run tiny is unchanged: kept as it was, with its analyses"]
+
+
 def test_run_config_must_be_a_json_object(tmp_path, tiny_run_dir):
     path = _first_file(tiny_run_dir, "runs")
     table = pq.read_table(path)

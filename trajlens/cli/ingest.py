@@ -24,9 +24,9 @@ def ingest(
 
     All runs of one call are published together or not at all; on any error, or Ctrl-C, the
     store is left as it was. Ingesting an unchanged source again changes nothing and keeps its
-    analyses; a changed one replaces its run and drops its analyses, and says so. A run id the
-    store already holds for another source is refused unless --replace. Input files are never
-    modified.
+    analyses (a run directory whose files kept their sizes and times is not read again); a
+    changed one replaces its run and drops its analyses, and says so. A run id the store already
+    holds for another source is refused unless --replace. Input files are never modified.
 
     Example: trajlens ingest sample_data/sao-r6 metrics.jsonl --store store
     """

@@ -114,10 +114,16 @@ def copy_run(
 
     Lenient (``strict=False``), a file that cannot be read or does not fit the schema is
     skipped and reported in ``problems``; whole-run checks (duplicate ids) still raise.
+
+    Strict and with no ``extra_metrics``, a run the store holds as the same ingest wrote it from
+    this directory, unchanged since, is kept without reading the directory again
+    (:meth:`~trajlens.store.writer.StoreWriter.keep_unchanged`).
     """
     recorded = run_id_of(run_dir)
-    runs = read_table_file(_single(run_dir, "runs"), "runs")
     stored = run_id or recorded
+    if strict and not extra_metrics and writer.keep_unchanged(stored, str(run_dir)):
+        return stored
+    runs = read_table_file(_single(run_dir, "runs"), "runs")
     with writer.stage(stored, _with_run_id(runs, stored), str(run_dir)) as stage:
         for name in TABLES[1:]:
             for path in table_files(run_dir, name):

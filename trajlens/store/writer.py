@@ -170,6 +170,7 @@ class StoreWriter:
         self._lock: StoreLock | None = None
         self._publisher: Publisher | None = None
         self._staged: dict[str, StagedRun] = {}
+        self._kept: set[str] = set()
         self.call: dict[str, Any] | None = None
         """The ingest call (sources and options), recorded with each run so that
         ``trajlens verify --repair`` can write the run again from its source."""
@@ -195,11 +196,7 @@ class StoreWriter:
     def stage(self, run_id: str, runs_table, source: str) -> Iterator[RunDirWriter]:
         """Open a :class:`RunDirWriter` for a new run in the staging area (packing tiny steps,
         :data:`~trajlens.store.layout.PACK_BYTES`)."""
-        check_run_id(run_id, source)
-        check_outside_inputs(self.store, [part for part in source.split(", ") if part])
-        if run_id in self._staged:
-            raise InputError(source, field="run_id", expected="one source per run id in an ingest",
-                             found=f"{run_id!r} twice")
+        self._check_new(run_id, source)
         identity = source_identity(source)
         publisher = self._open()
         self._check_conflict(run_id, identity, source)
@@ -217,6 +214,33 @@ class StoreWriter:
             raise describe_os_error(self.store, error, f"stage run {run_id} from {source}") from None
         self._staged[run_id] = StagedRun(directory, record)
 
+    def keep_unchanged(self, run_id: str, source: str) -> bool:
+        """Whether the store already holds ``run_id`` as an ingest with this writer's ``call``
+        wrote it from ``source``, and ``source`` has not changed since (the sizes and modification
+        times of its files, :func:`source_fingerprint`). Then the run is kept as it was, with its
+        analyses, without reading the source again, as :meth:`publish` keeps a staged run whose
+        content came out the same; the caller writes nothing for it."""
+        self._check_new(run_id, source)
+        if self.call is None or not (self.store / RUNS_DIR / run_id / RUN_RECORD).is_file():
+            return False
+        self._open()  # the store lock: the record is read as no other writer changes it
+        held = RunRecord.read(self.store / RUNS_DIR / run_id)
+        identity = source_identity(source)
+        if held.source != identity or held.call != self.call or held.source_fingerprint is None \
+                or held.source_fingerprint != source_fingerprint(identity):
+            return False
+        self._kept.add(run_id)
+        self.notes.append(f"run {run_id} is unchanged: kept as it was, with its analyses")
+        return True
+
+    def _check_new(self, run_id: str, source: str) -> None:
+        """Refuse an invalid run id, a source inside the store and a second source of one run id."""
+        check_run_id(run_id, source)
+        check_outside_inputs(self.store, [part for part in source.split(", ") if part])
+        if run_id in self._staged or run_id in self._kept:
+            raise InputError(source, field="run_id", expected="one source per run id in an ingest",
+                             found=f"{run_id!r} twice")
+
     def _check_conflict(self, run_id: str, identity: str, source: str) -> None:
         existing = self.store / RUNS_DIR / run_id
         if self.replace or not existing.is_dir():
@@ -231,7 +255,11 @@ class StoreWriter:
             writer.write_run(run)
 
     def publish(self) -> list[str]:
-        """Publish every staged run together; analyses of a run whose content changed are dropped."""
+        """Publish every staged run together; analyses of a run whose content changed are dropped.
+        With nothing staged (every run kept unchanged) the store is left as it is."""
+        if not self._staged:
+            self._release()
+            return []
         publisher = self._open()
         try:
             for run_id, staged in self._staged.items():
