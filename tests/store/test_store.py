@@ -281,6 +281,83 @@ def test_reingest_reads_the_run_again_when_its_files_or_the_call_differ(tmp_path
     again = trajlens.ingest([tiny_run_dir], tmp_path / "store", **options)
     assert "tool_calls" in written, "the source was not read again"
     assert again.notes == ["run tiny is unchanged: kept as it was, with its analyses"]
+    written.clear()  # the run is recorded as this call read it: the same call again reads nothing,
+    # unless lenient, which reads every file to list the bad records again
+    assert trajlens.ingest([tiny_run_dir], tmp_path / "store", **options).notes == again.notes
+    assert bool(written) == (change == "lenient")
+
+
+def _run_dir(directory, run_id="tiny"):
+    from tinyrun import tiny_run
+    from trajlens.store.layout import RunDirWriter
+
+    run = tiny_run(run_id)
+    with RunDirWriter(directory, run.runs) as writer:
+        writer.write_run(run)
+    return directory
+
+
+def _metric_names(store, run_id):
+    return set(trajlens.open(store).sql("SELECT DISTINCT name FROM step_metrics WHERE run_id = $r", {"r": run_id})["name"])
+
+
+def test_a_run_that_metrics_joined_is_read_again_when_they_no_longer_join(tmp_path):
+    """A metrics file named in the call joins the folder's only run; once a second run sits in
+    the folder the metrics are a run of their own, and the first run is read again without them."""
+    parent = _run_dir(tmp_path / "parent" / "a").parent
+    metrics = tmp_path / "m.jsonl"
+    metrics.write_text('{"_step": 1, "extra/metric": 5.0}\n{"_step": 2, "extra/metric": 6.0}\n')
+    trajlens.ingest([parent, metrics], tmp_path / "store")
+    assert "extra/metric" in _metric_names(tmp_path / "store", "tiny")
+    _run_dir(parent / "b", "other")
+    trajlens.ingest([parent, metrics], tmp_path / "store")
+    assert "extra/metric" not in _metric_names(tmp_path / "store", "tiny")
+    assert _metric_names(tmp_path / "store", "m") == {"extra/metric"}
+
+
+def test_a_file_written_while_the_run_is_read_is_read_by_the_next_ingest(tmp_path):
+    run = _run_dir(tmp_path / "run")
+    later = pq.read_table(_first_file(run, "step_metrics"))
+    later = later.set_column(later.schema.get_field_index("step"), "step", pa.array([3, 4], later.schema.field("step").type))
+
+    def training_writes_a_step(path: str) -> None:  # as the ingest reads the run's scalars
+        if "step_metrics" in path and not (run / "step_metrics" / "late.parquet").exists():
+            pq.write_table(later, run / "step_metrics" / "late.parquet")
+
+    trajlens.ingest([run], tmp_path / "store", progress=training_writes_a_step)
+    steps = "SELECT DISTINCT step FROM step_metrics ORDER BY step"
+    assert trajlens.open(tmp_path / "store").sql(steps)["step"].to_list() == [1, 2]
+    trajlens.ingest([run], tmp_path / "store")
+    assert trajlens.open(tmp_path / "store").sql(steps)["step"].to_list() == [1, 2, 3, 4]
+
+
+def test_a_table_folder_behind_a_link_is_watched_for_changes(tmp_path):
+    import os
+
+    run = _run_dir(tmp_path / "run")
+    shutil.move(run / "step_metrics", tmp_path / "shared")
+    os.symlink(tmp_path / "shared", run / "step_metrics")
+    trajlens.ingest([run], tmp_path / "store")
+    path = _first_file(tmp_path / "shared", ".")
+    table = pq.read_table(path)
+    pq.write_table(table.set_column(table.schema.get_field_index("value"), "value",
+                                    pa.array([0.9, 0.95], table.schema.field("value").type)), path)
+    trajlens.ingest([run], tmp_path / "store")
+    values = trajlens.open(tmp_path / "store").sql("SELECT value FROM step_metrics ORDER BY step")["value"].to_list()
+    assert values == [0.9, 0.95]
+
+
+def test_notes_follow_the_order_of_the_runs_kept_or_read_again(tmp_path):
+    import os
+
+    parent = tmp_path / "runs"
+    for name in ("a", "b", "c"):
+        _run_dir(parent / name, name)
+    trajlens.ingest([parent], tmp_path / "store")
+    path = _first_file(parent / "b", "tool_calls")  # b read again (same bytes, a new time), a and c kept
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
+    again = trajlens.ingest([parent], tmp_path / "store")
+    assert again.notes == [f"run {name} is unchanged: kept as it was, with its analyses" for name in "abc"]
 
 
 def test_run_config_must_be_a_json_object(tmp_path, tiny_run_dir):

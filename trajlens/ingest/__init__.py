@@ -176,13 +176,16 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
 
 def ingest_call(paths: "list[Path]", *, run_id: str | None, strict: bool) -> dict:
     """The arguments of an ingest, as recorded with each run it writes (``ingest.json``):
-    what ``trajlens verify --repair`` calls :func:`ingest` with to write the run again."""
+    what ``trajlens verify --repair`` calls :func:`ingest` with to write the run again. With
+    the version of trajlens that wrote the run: another version reads an unchanged source again
+    (:meth:`~trajlens.store.writer.StoreWriter.keep_unchanged`)."""
     import dataclasses
 
+    from trajlens import __version__
     from trajlens import limits as _limits
 
     return {"sources": [str(path.resolve()) for path in paths], "run_id": run_id, "strict": strict,
-            "limits": dataclasses.asdict(_limits.current())}
+            "limits": dataclasses.asdict(_limits.current()), "trajlens": __version__}
 
 
 def _load_metrics(sources: "list[Source]", run_id: str, strict: bool, result: IngestResult, tick: Progress):

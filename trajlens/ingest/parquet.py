@@ -124,7 +124,7 @@ def copy_run(
     if strict and not extra_metrics and writer.keep_unchanged(stored, str(run_dir)):
         return stored
     runs = read_table_file(_single(run_dir, "runs"), "runs")
-    with writer.stage(stored, _with_run_id(runs, stored), str(run_dir)) as stage:
+    with writer.stage(stored, _with_run_id(runs, stored), str(run_dir), self_contained=not extra_metrics) as stage:
         for name in TABLES[1:]:
             for path in table_files(run_dir, name):
                 try:

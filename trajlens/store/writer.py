@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,8 +90,8 @@ def content_hash(run_dir: Path) -> str:
 
 def source_fingerprint(source: str | None) -> str | None:
     """A digest of the size and modification time of every file a source names (its
-    folders walked): it changes when the source does, without reading a byte of it. None
-    when a part of the source no longer exists."""
+    folders walked, linked folders too, as ingest reads through them): it changes when the
+    source does, without reading a byte of it. None when a part of the source no longer exists."""
     if not source:
         return None
     digest = hashlib.sha256()
@@ -98,11 +99,27 @@ def source_fingerprint(source: str | None) -> str | None:
         path = Path(part)
         if not path.exists():
             return None
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for file in files:
+        for file in _source_files(path):
             stat = file.stat()
             digest.update(f"{file}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
+
+
+def _source_files(path: Path) -> list[Path]:
+    """The files under ``path`` (itself, when a file), in path order; folders that links lead
+    to are walked once each, so a link back up does not loop."""
+    if not path.is_dir():
+        return [path]
+    found: list[Path] = []
+    walked: set[str] = set()
+    for root, folders, names in os.walk(path, followlinks=True):
+        real = os.path.realpath(root)
+        if real in walked:
+            folders[:] = []
+            continue
+        walked.add(real)
+        found.extend(file for name in names if (file := Path(root) / name).is_file())
+    return sorted(found)
 
 
 @dataclass(frozen=True)
@@ -119,6 +136,9 @@ class RunRecord:
     files: dict[str, str] | None = field(default=None, compare=False)
     source_fingerprint: str | None = field(default=None, compare=False)
     call: dict[str, Any] | None = field(default=None, compare=False)
+    self_contained: bool = field(default=False, compare=False)
+    """Written from its source alone (a run directory, nothing joined from the call's other
+    sources): only then does an unchanged ``source_fingerprint`` mean unchanged content."""
 
     @classmethod
     def read(cls, run_dir: Path) -> "RunRecord":
@@ -129,7 +149,7 @@ class RunRecord:
             return cls(str(data["source"]), str(data["content_hash"]),
                        {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else None,
                        data.get("source_fingerprint") if isinstance(data.get("source_fingerprint"), str) else None,
-                       call if isinstance(call, dict) else None)
+                       call if isinstance(call, dict) else None, data.get("self_contained") is True)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return cls(None, content_hash(run_dir))  # a store written before records: source unknown
 
@@ -141,6 +161,8 @@ class RunRecord:
             data["source_fingerprint"] = self.source_fingerprint
         if self.call is not None:
             data["call"] = self.call
+        if self.self_contained:
+            data["self_contained"] = True
         (run_dir / RUN_RECORD).write_text(json.dumps(data, indent=1) + "\n")
 
 
@@ -171,6 +193,8 @@ class StoreWriter:
         self._publisher: Publisher | None = None
         self._staged: dict[str, StagedRun] = {}
         self._kept: set[str] = set()
+        self._seen: list[str] = []
+        """Run ids in the order the call met them, staged or kept: the order of the notes."""
         self.call: dict[str, Any] | None = None
         """The ingest call (sources and options), recorded with each run so that
         ``trajlens verify --repair`` can write the run again from its source."""
@@ -193,11 +217,16 @@ class StoreWriter:
         return self._publisher
 
     @contextlib.contextmanager
-    def stage(self, run_id: str, runs_table, source: str) -> Iterator[RunDirWriter]:
+    def stage(self, run_id: str, runs_table, source: str, *, self_contained: bool = False) -> Iterator[RunDirWriter]:
         """Open a :class:`RunDirWriter` for a new run in the staging area (packing tiny steps,
-        :data:`~trajlens.store.layout.PACK_BYTES`)."""
+        :data:`~trajlens.store.layout.PACK_BYTES`). ``self_contained``: the caller writes the run
+        from ``source`` alone (see :attr:`RunRecord.self_contained`).
+
+        The source's fingerprint is taken before the caller reads it, so a file that changes
+        while it is read makes the next ingest read the source again."""
         self._check_new(run_id, source)
         identity = source_identity(source)
+        fingerprint = source_fingerprint(identity)
         publisher = self._open()
         self._check_conflict(run_id, identity, source)
         directory = publisher.stage_path(RUNS_DIR, run_id)
@@ -206,31 +235,34 @@ class StoreWriter:
                 yield writer
             check_run_dir(directory, source)
             hashes = hash_run(directory)
-            record = RunRecord(identity, hashes.content_hash, hashes.files, source_fingerprint(identity), self.call)
+            record = RunRecord(identity, hashes.content_hash, hashes.files, fingerprint, self.call,
+                               self_contained and fingerprint is not None)
             record.write(directory)
         except OSError as error:
             if isinstance(error, StoreError):
                 raise
             raise describe_os_error(self.store, error, f"stage run {run_id} from {source}") from None
         self._staged[run_id] = StagedRun(directory, record)
+        self._seen.append(run_id)
 
     def keep_unchanged(self, run_id: str, source: str) -> bool:
         """Whether the store already holds ``run_id`` as an ingest with this writer's ``call``
-        wrote it from ``source``, and ``source`` has not changed since (the sizes and modification
-        times of its files, :func:`source_fingerprint`). Then the run is kept as it was, with its
-        analyses, without reading the source again, as :meth:`publish` keeps a staged run whose
-        content came out the same; the caller writes nothing for it."""
+        wrote it from ``source`` alone (:attr:`RunRecord.self_contained`), and ``source`` has not
+        changed since (the sizes and modification times of its files, :func:`source_fingerprint`).
+        Then the run is kept as it was, with its analyses, without reading the source again, as
+        :meth:`publish` keeps a staged run whose content came out the same; the caller writes
+        nothing for it."""
         self._check_new(run_id, source)
         if self.call is None or not (self.store / RUNS_DIR / run_id / RUN_RECORD).is_file():
             return False
         self._open()  # the store lock: the record is read as no other writer changes it
         held = RunRecord.read(self.store / RUNS_DIR / run_id)
         identity = source_identity(source)
-        if held.source != identity or held.call != self.call or held.source_fingerprint is None \
-                or held.source_fingerprint != source_fingerprint(identity):
+        if not held.self_contained or held.source != identity or held.call != self.call \
+                or held.source_fingerprint is None or held.source_fingerprint != source_fingerprint(identity):
             return False
         self._kept.add(run_id)
-        self.notes.append(f"run {run_id} is unchanged: kept as it was, with its analyses")
+        self._seen.append(run_id)
         return True
 
     def _check_new(self, run_id: str, source: str) -> None:
@@ -257,17 +289,27 @@ class StoreWriter:
     def publish(self) -> list[str]:
         """Publish every staged run together; analyses of a run whose content changed are dropped.
         With nothing staged (every run kept unchanged) the store is left as it is."""
+        kept = "is unchanged: kept as it was, with its analyses"
         if not self._staged:
+            self.notes.extend(f"run {run_id} {kept}" for run_id in self._seen)
             self._release()
             return []
         publisher = self._open()
         try:
-            for run_id, staged in self._staged.items():
+            for run_id in self._seen:
+                if run_id in self._kept:
+                    self.notes.append(f"run {run_id} {kept}")
+                    continue
+                staged = self._staged[run_id]
                 existing = self.store / RUNS_DIR / run_id
                 if existing.is_dir():
                     held = RunRecord.read(existing)
                     if held == staged.record:
-                        self.notes.append(f"run {run_id} is unchanged: kept as it was, with its analyses")
+                        self.notes.append(f"run {run_id} {kept}")
+                        if _same_record(held, staged.record):
+                            continue
+                        # the same files, recorded anew: the source as now read, by this call
+                        publisher.replace(staged.directory, f"{RUNS_DIR}/{run_id}")
                         continue
                     if held.content_hash != staged.record.content_hash:
                         dropped = [name for name in derived_files(self.store)
@@ -314,6 +356,12 @@ class StoreWriter:
             self.discard()
         else:
             self._release()
+
+
+def _same_record(held: RunRecord, staged: RunRecord) -> bool:
+    """Whether two records of the same content also agree on how it was ingested."""
+    return (held.source_fingerprint, held.call, held.self_contained) == \
+        (staged.source_fingerprint, staged.call, staged.self_contained)
 
 
 def check_run_dir(directory: Path, source: str) -> None:
