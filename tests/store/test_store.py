@@ -265,7 +265,7 @@ def test_reingest_of_an_untouched_run_directory_reads_and_writes_nothing(tmp_pat
     assert trajlens.open(tmp_path / "store").sql("SELECT count(*) AS n FROM call_classes")["n"].to_list() == [16]
 
 
-@pytest.mark.parametrize("change", ["touched", "lenient", "run_id_named"])
+@pytest.mark.parametrize("change", ["touched", "lenient", "run_id_named", "replace"])
 def test_reingest_reads_the_run_again_when_its_files_or_the_call_differ(tmp_path, tiny_run_dir, monkeypatch, change):
     """Same bytes but a new modification time, or the same source ingested with other options
     (lenient; the run id named rather than read from the run): the source is read again, and
@@ -277,14 +277,15 @@ def test_reingest_reads_the_run_again_when_its_files_or_the_call_differ(tmp_path
         path = _first_file(tiny_run_dir, "tool_calls")
         os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
     written = _count_staged_writes(monkeypatch)
-    options = {"touched": {}, "lenient": {"strict": False}, "run_id_named": {"run_id": "tiny"}}[change]
+    options = {"touched": {}, "lenient": {"strict": False}, "run_id_named": {"run_id": "tiny"},
+               "replace": {"replace": True}}[change]
     again = trajlens.ingest([tiny_run_dir], tmp_path / "store", **options)
     assert "tool_calls" in written, "the source was not read again"
     assert again.notes == ["run tiny is unchanged: kept as it was, with its analyses"]
     written.clear()  # the run is recorded as this call read it: the same call again reads nothing,
-    # unless lenient, which reads every file to list the bad records again
+    # unless lenient, which reads every file to list the bad records again, or told to replace
     assert trajlens.ingest([tiny_run_dir], tmp_path / "store", **options).notes == again.notes
-    assert bool(written) == (change == "lenient")
+    assert bool(written) == (change in ("lenient", "replace"))
 
 
 def _run_dir(directory, run_id="tiny"):
@@ -331,7 +332,8 @@ def test_a_file_written_while_the_run_is_read_is_read_by_the_next_ingest(tmp_pat
     assert trajlens.open(tmp_path / "store").sql(steps)["step"].to_list() == [1, 2, 3, 4]
 
 
-def test_a_table_folder_behind_a_link_is_watched_for_changes(tmp_path):
+def test_a_run_with_a_linked_table_folder_is_always_read_again(tmp_path):
+    """The fingerprint does not look behind links; ingest reads a table folder through one."""
     import os
 
     run = _run_dir(tmp_path / "run")

@@ -115,6 +115,35 @@ def test_stale_views_interrupted_writes_and_their_repair(store):
     assert (store / "trajlens.duckdb").is_file() and not (store / ".staging").exists()
 
 
+_CRASH_AT = """
+import os, sys
+from trajlens.store import publish
+publish.fault_point = lambda step: os._exit(9) if step == sys.argv[3] else None
+import trajlens
+trajlens.ingest([sys.argv[1]], sys.argv[2])
+"""
+
+
+def test_repair_after_a_crash_that_set_an_unchanged_run_aside_keeps_its_analyses(store):
+    """A source touched (same bytes, a new time) is read again, and its run is written anew with
+    a fresh record; a crash while the old run is set aside, then repair: the interrupted write is
+    finished first, so the run's analyses are not taken for analyses of a run that is gone."""
+    import os
+    import subprocess
+    import sys
+
+    source = Path(library.store.writer.RunRecord.read(store / "runs" / "tiny").source)
+    path = sorted(source.rglob("*.parquet"))[0]
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
+    analyses = sorted(p.name for p in (store / "derived").rglob("tiny.parquet"))
+    crashed = subprocess.run([sys.executable, "-c", _CRASH_AT, str(source), str(store), "aside runs/tiny"],
+                             capture_output=True, text=True)
+    assert crashed.returncode == 9, crashed.stderr
+    repair_store(store)
+    assert verify_store(store).ok
+    assert sorted(p.name for p in (store / "derived").rglob("tiny.parquet")) == analyses != []
+
+
 @pytest.mark.parametrize("command", [("classify", "{store}"), ("sql", "{store}", "SELECT count(*) FROM trajectories"),
                                      ("report", "{store}", "--run", "tiny", "--out", "{tmp}/r.html")])
 def test_other_commands_name_the_file_that_fails_to_read_and_suggest_verify(store, tmp_path, command):

@@ -17,7 +17,7 @@ def ingest(
     store: Annotated[Path, typer.Option("--store", "-s", help="Store directory to write (created if missing; never inside an input).")],
     lenient: Annotated[bool, typer.Option("--lenient", help="Skip bad records and list them, instead of stopping at the first.")] = False,
     run: Annotated[Optional[str], typer.Option("--run", "-r", help="Run id for a single source (default: from its name).")] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="Let a run replace a run of the same id that came from a different source.")] = False,
+    replace: Annotated[bool, typer.Option("--replace", help="Let a run replace a run of the same id that came from a different source; read every source again, even one unchanged since it was ingested.")] = False,
     limit: Annotated[Optional[list[str]], typer.Option("--limit", help="Raise or lower a reading limit, NAME=VALUE: depth, field_mb, record_mb, regex_seconds (see docs/limits.md).")] = None,
 ) -> None:
     """Load trajectory logs into a store (Parquet + a DuckDB database of views).

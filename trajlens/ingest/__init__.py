@@ -108,7 +108,8 @@ def ingest(
     Training-scalar files (JSONL/CSV, TensorBoard event files) join the run loaded from the other sources of the
     same call when there is exactly one; otherwise they form a run of their own. ``limits``
     bound what one log may make the loaders do (see :mod:`trajlens.limits`). A run id
-    the store holds for a different source is refused unless ``replace``.
+    the store holds for a different source is refused unless ``replace`` (which also reads
+    every source again, even one unchanged since it was ingested).
     """
     from trajlens import limits as _limits
 

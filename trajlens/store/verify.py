@@ -228,6 +228,9 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
                                verification.problems if f.path != DATABASE_FILE):
             recover(store, rebuild_database)
             repair.done.append("finished the interrupted write and removed what it left")
+            # what the interrupted write had moved aside is back: judge the store as it is now
+            # (an analysis of a run set aside mid-replace is not an orphan)
+            verification = verify_store(store, run)
         publisher = Publisher(store)
         restored: list[str] = []
         for run_id in verification.damaged_runs:

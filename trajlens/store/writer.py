@@ -90,8 +90,8 @@ def content_hash(run_dir: Path) -> str:
 
 def source_fingerprint(source: str | None) -> str | None:
     """A digest of the size and modification time of every file a source names (its
-    folders walked, linked folders too, as ingest reads through them): it changes when the
-    source does, without reading a byte of it. None when a part of the source no longer exists."""
+    folders walked): it changes when the source does, without reading a byte of it. None
+    when a part of the source no longer exists."""
     if not source:
         return None
     digest = hashlib.sha256()
@@ -99,27 +99,29 @@ def source_fingerprint(source: str | None) -> str | None:
         path = Path(part)
         if not path.exists():
             return None
-        for file in _source_files(path):
+        for file in _source_files(path)[0]:
             stat = file.stat()
             digest.update(f"{file}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
-def _source_files(path: Path) -> list[Path]:
-    """The files under ``path`` (itself, when a file), in path order; folders that links lead
-    to are walked once each, so a link back up does not loop."""
+def links_a_folder(source: str) -> bool:
+    """Whether a folder the source names holds a link to a folder: :func:`source_fingerprint`
+    does not look behind it, while ingest reads a table folder through its link."""
+    return any(_source_files(Path(part))[1] for part in source.split(", ") if part)
+
+
+def _source_files(path: Path) -> tuple[list[Path], bool]:
+    """The files under ``path`` (itself, when a file) in path order, links to folders not
+    followed; and whether there was such a link."""
     if not path.is_dir():
-        return [path]
+        return ([path] if path.exists() else []), False
     found: list[Path] = []
-    walked: set[str] = set()
-    for root, folders, names in os.walk(path, followlinks=True):
-        real = os.path.realpath(root)
-        if real in walked:
-            folders[:] = []
-            continue
-        walked.add(real)
+    linked = False
+    for root, folders, names in os.walk(path):
+        linked = linked or any(os.path.islink(os.path.join(root, folder)) for folder in folders)
         found.extend(file for name in names if (file := Path(root) / name).is_file())
-    return sorted(found)
+    return sorted(found), linked
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,7 @@ class StoreWriter:
             check_run_dir(directory, source)
             hashes = hash_run(directory)
             record = RunRecord(identity, hashes.content_hash, hashes.files, fingerprint, self.call,
-                               self_contained and fingerprint is not None)
+                               self_contained and fingerprint is not None and not links_a_folder(identity))
             record.write(directory)
         except OSError as error:
             if isinstance(error, StoreError):
@@ -248,18 +250,20 @@ class StoreWriter:
     def keep_unchanged(self, run_id: str, source: str) -> bool:
         """Whether the store already holds ``run_id`` as an ingest with this writer's ``call``
         wrote it from ``source`` alone (:attr:`RunRecord.self_contained`), and ``source`` has not
-        changed since (the sizes and modification times of its files, :func:`source_fingerprint`).
+        changed since (the sizes and modification times of its files, :func:`source_fingerprint`;
+        a source with a linked folder, or ``replace``, is always read).
         Then the run is kept as it was, with its analyses, without reading the source again, as
         :meth:`publish` keeps a staged run whose content came out the same; the caller writes
         nothing for it."""
         self._check_new(run_id, source)
-        if self.call is None or not (self.store / RUNS_DIR / run_id / RUN_RECORD).is_file():
+        if self.call is None or self.replace or not (self.store / RUNS_DIR / run_id / RUN_RECORD).is_file():
             return False
         self._open()  # the store lock: the record is read as no other writer changes it
         held = RunRecord.read(self.store / RUNS_DIR / run_id)
         identity = source_identity(source)
         if not held.self_contained or held.source != identity or held.call != self.call \
-                or held.source_fingerprint is None or held.source_fingerprint != source_fingerprint(identity):
+                or held.source_fingerprint is None or held.source_fingerprint != source_fingerprint(identity) \
+                or links_a_folder(identity):
             return False
         self._kept.add(run_id)
         self._seen.append(run_id)
