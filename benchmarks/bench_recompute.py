@@ -31,7 +31,8 @@ trajectory each through the store's writer, and runs the whole ``trajlens report
 a run of N/4 steps in child processes, as the machine is and under load: seconds, ms per step
 and peak RSS (``RUSAGE_CHILDREN``). Targets, in both conditions: exit 0, peak RSS < 1.5 GB,
 time per step at N within 1.5x of that at N/4 (linear: the report's fixed start-up cost is
-shared by more steps at N), and the peak growing by at most ``STEP_BYTES`` a step from N/4 to N.
+shared by more steps at N), and the peak growing from N/4 to N by at most ``FIXED_BYTES`` plus
+``STEP_BYTES`` a step.
 """
 
 from __future__ import annotations
@@ -54,9 +55,13 @@ REPORT_FACTOR = 3.0
 PEAK_BYTES = 1.5e9
 LINEAR_FACTOR = 1.5
 STEP_BYTES = 15_000
-"""Most the report's peak may grow per step from N/4 to N tiny steps (``--degenerate``): the
-per-step figures the checks and plots keep cost some 5 KB a step; a file per step and table,
-or checks holding the whole run, cost 40 KB a step or more."""
+"""Most the report's peak may grow per step from N/4 to N tiny steps (``--degenerate``), beyond
+``FIXED_BYTES``: the per-step figures the checks and plots keep cost some 5 KB a step; a file
+per step and table, or checks holding the whole run, cost 40 KB a step or more."""
+FIXED_BYTES = 30e6
+"""Growth of the peak from N/4 to N allowed whatever N (allocator arenas and caches: measured
+41 MB from 1,000 to 4,000 steps, 40 MB from 4,000 to 16,000), so that a small N does not fail
+on them."""
 GAE_CHOICES = (("gae_raw", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}),
                ("gae_whitened", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": True}))
 
@@ -219,14 +224,17 @@ def degenerate(work: Path, steps: int, loads: list[bool]) -> int:
             if r["rc"]:
                 print(r["stderr"])
         small, large = rows
-        growth = (large["peak"] - small["peak"]) / max(1, large["steps"] - small["steps"])
+        added = large["steps"] - small["steps"]
+        growth = large["peak"] - small["peak"]
+        allowed = FIXED_BYTES + STEP_BYTES * added
         results += [
             (f"{label}: trajlens report exits 0 on both runs", small["rc"] == 0 and large["rc"] == 0),
             (f"{label}: peak RSS < {PEAK_BYTES / 1e9:g} GB at {steps:,} steps", large["peak"] < PEAK_BYTES),
             (f"{label}: time per step at {steps:,} steps <= {LINEAR_FACTOR:g}x that at {small['steps']:,}",
              large["seconds"] / large["steps"] <= LINEAR_FACTOR * small["seconds"] / small["steps"]),
-            (f"{label}: peak grows {growth / 1e3:.1f} KB a step from {small['steps']:,} steps "
-             f"(<= {STEP_BYTES / 1e3:g} KB)", growth <= STEP_BYTES),
+            (f"{label}: peak grows {growth / 1e6:.0f} MB over {added:,} more steps ({growth / max(1, added) / 1e3:.1f} "
+             f"KB a step; <= {FIXED_BYTES / 1e6:g} MB + {STEP_BYTES / 1e3:g} KB a step = {allowed / 1e6:.0f} MB)",
+             growth <= allowed),
         ]
     print()
     for text, ok in results:
