@@ -92,23 +92,27 @@ def source_fingerprint(source: str | None) -> str | None:
     """A digest of the size and modification time of every file a source names (its
     folders walked): it changes when the source does, without reading a byte of it. None
     when a part of the source no longer exists."""
+    return source_state(source)[0]
+
+
+def source_state(source: str | None) -> tuple[str | None, bool]:
+    """:func:`source_fingerprint`, and whether a folder the source names holds a link to a
+    folder (the fingerprint does not look behind it, while ingest reads a table folder through
+    its link), from one walk of the source."""
     if not source:
-        return None
+        return None, False
     digest = hashlib.sha256()
+    linked = False
     for part in source.split(", "):
         path = Path(part)
         if not path.exists():
-            return None
-        for file in _source_files(path)[0]:
+            return None, linked
+        files, links = _source_files(path)
+        linked = linked or links
+        for file in files:
             stat = file.stat()
             digest.update(f"{file}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
-
-
-def links_a_folder(source: str) -> bool:
-    """Whether a folder the source names holds a link to a folder: :func:`source_fingerprint`
-    does not look behind it, while ingest reads a table folder through its link."""
-    return any(_source_files(Path(part))[1] for part in source.split(", ") if part)
+    return digest.hexdigest(), linked
 
 
 def _source_files(path: Path) -> tuple[list[Path], bool]:
@@ -194,7 +198,6 @@ class StoreWriter:
         self._lock: StoreLock | None = None
         self._publisher: Publisher | None = None
         self._staged: dict[str, StagedRun] = {}
-        self._kept: set[str] = set()
         self._seen: list[str] = []
         """Run ids in the order the call met them, staged or kept: the order of the notes."""
         self.call: dict[str, Any] | None = None
@@ -228,7 +231,7 @@ class StoreWriter:
         while it is read makes the next ingest read the source again."""
         self._check_new(run_id, source)
         identity = source_identity(source)
-        fingerprint = source_fingerprint(identity)
+        fingerprint, linked = source_state(identity)
         publisher = self._open()
         self._check_conflict(run_id, identity, source)
         directory = publisher.stage_path(RUNS_DIR, run_id)
@@ -238,7 +241,7 @@ class StoreWriter:
             check_run_dir(directory, source)
             hashes = hash_run(directory)
             record = RunRecord(identity, hashes.content_hash, hashes.files, fingerprint, self.call,
-                               self_contained and fingerprint is not None and not links_a_folder(identity))
+                               self_contained and fingerprint is not None and not linked)
             record.write(directory)
         except OSError as error:
             if isinstance(error, StoreError):
@@ -262,18 +265,19 @@ class StoreWriter:
         held = RunRecord.read(self.store / RUNS_DIR / run_id)
         identity = source_identity(source)
         if not held.self_contained or held.source != identity or held.call != self.call \
-                or held.source_fingerprint is None or held.source_fingerprint != source_fingerprint(identity) \
-                or links_a_folder(identity):
+                or held.source_fingerprint is None:
             return False
-        self._kept.add(run_id)
-        self._seen.append(run_id)
+        fingerprint, linked = source_state(identity)
+        if linked or fingerprint != held.source_fingerprint:
+            return False
+        self._seen.append(run_id)  # kept: seen, never staged
         return True
 
     def _check_new(self, run_id: str, source: str) -> None:
         """Refuse an invalid run id, a source inside the store and a second source of one run id."""
         check_run_id(run_id, source)
         check_outside_inputs(self.store, [part for part in source.split(", ") if part])
-        if run_id in self._staged or run_id in self._kept:
+        if run_id in self._seen:
             raise InputError(source, field="run_id", expected="one source per run id in an ingest",
                              found=f"{run_id!r} twice")
 
@@ -301,7 +305,7 @@ class StoreWriter:
         publisher = self._open()
         try:
             for run_id in self._seen:
-                if run_id in self._kept:
+                if run_id not in self._staged:  # kept unread
                     self.notes.append(f"run {run_id} {kept}")
                     continue
                 staged = self._staged[run_id]
@@ -310,10 +314,9 @@ class StoreWriter:
                     held = RunRecord.read(existing)
                     if held == staged.record:
                         self.notes.append(f"run {run_id} {kept}")
-                        if _same_record(held, staged.record):
-                            continue
-                        # the same files, recorded anew: the source as now read, by this call
-                        publisher.replace(staged.directory, f"{RUNS_DIR}/{run_id}")
+                        if not _same_record(held, staged.record):
+                            # the same files, recorded anew: the source as now read, by this call
+                            publisher.replace(staged.directory, f"{RUNS_DIR}/{run_id}")
                         continue
                     if held.content_hash != staged.record.content_hash:
                         dropped = [name for name in derived_files(self.store)
