@@ -144,17 +144,20 @@ def test_unknown_engine_and_stray_address_are_config_errors():
 
 
 def test_ray_batches_carry_tables_and_errors_back_in_step_order(engine_store):
-    """The map_batches function and its decoding, without a cluster (the cluster test runs them on Ray)."""
+    """The map_batches function and its decoding, without a cluster (the cluster test runs them on Ray):
+    a batch holds a group of steps, each of which reports back in order."""
     from trajlens.engine.advantages import RecomputeStep
     from trajlens.engine.ray import RayStep, step_results
 
     location = StoreLocation.of(engine_store)
-    batches = [RayStep(RecomputeStep("grpo", "grpo"), location, RUN_ID)(pa.table({"step": [step]})) for step in (2, 5)]
+    function = RecomputeStep("grpo", "grpo")
+    batches = [RayStep(function, location, RUN_ID)(pa.table({"steps": [group]})) for group in ([2, 3], [5])]
     results = list(step_results(batches))
-    assert [result.step for result in results] == [2, 5]
-    expected = [RecomputeStep("grpo", "grpo")(location, RUN_ID, step)["advantage_batches"] for step in (2, 5)]
+    assert [result.step for result in results] == [2, 3, 5]
+    expected = [function(location, RUN_ID, step)["advantage_batches"] for step in (2, 3, 5)]
     assert [result.tables["advantage_batches"] for result in results] == expected
-    failing = RayStep(RecomputeStep("gdpo_trl", "g"), location, RUN_ID)(pa.table({"step": [1]}))
+    failing = RayStep(RecomputeStep("gdpo_trl", "g"), location, RUN_ID)(pa.table({"steps": [[1, 2]]}))
+    assert failing.column("step").to_pylist() == [2]  # the first step's error ends the group
     with pytest.raises(ConfigError, match="gdpo_trl needs two or more reward channels"):
         list(step_results([failing]))
 

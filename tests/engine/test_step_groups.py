@@ -1,4 +1,4 @@
-"""The local engine runs the tiny steps of a packed file together, with the rows of one step at a time."""
+"""Both engines run the tiny steps of a packed file together, with the rows of one step at a time."""
 
 from __future__ import annotations
 
@@ -38,3 +38,25 @@ def test_classifying_in_groups_gives_the_rows_of_classifying_step_by_step(tmp_pa
     store = trajlens.open(path)
     assert_frame_equal(store.table("call_classes").collect(), one_by_one["call_classes"], check_exact=True)
     assert_frame_equal(found.measures, one_by_one["trajectory_measures"], check_exact=True)
+
+
+def test_a_ray_task_runs_a_packed_group_as_the_local_engine_does(tmp_path):
+    """The Ray engine's map function (without a cluster) is handed the local engine's groups and
+    gives its results: a function with a ``steps`` method, one result per group under its last step."""
+    import pyarrow as pa
+
+    from trajlens.engine.base import step_groups
+    from trajlens.engine.ray import RayStep, step_results
+
+    location = StoreLocation.of(degenerate_store(tmp_path / "store", 60, chunk=20))
+    function = ClassifyStep(None)
+    steps = location.steps("degenerate")
+    groups = step_groups(location, "degenerate", steps)
+    assert len(groups) < len(steps)
+    local = list(LocalEngine().map_steps(function, location, "degenerate", steps))
+    on_ray = list(step_results(RayStep(function, location, "degenerate")(pa.table({"steps": [group]})) for group in groups))
+    assert [result.step for result in on_ray] == [result.step for result in local] == [group[-1] for group in groups]
+    for ray_result, local_result in zip(on_ray, local):
+        assert ray_result.tables.keys() == local_result.tables.keys()
+        for name, table in local_result.tables.items():
+            assert ray_result.tables[name].equals(table), name

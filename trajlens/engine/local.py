@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-from trajlens.engine.base import StepFunction, StepResult
+from trajlens.engine.base import StepFunction, StepResult, run_group, step_groups
 from trajlens.run.location import StoreLocation
 
 
@@ -12,20 +12,16 @@ class LocalEngine:
     """Runs the step function in this process, in step order. Tiny steps packed into one file
     (:mod:`trajlens.store.layout`) run together when the function takes several steps at once
     (a ``steps`` method, see :data:`~trajlens.engine.base.StepFunction`): one read and one call per
-    packed file, as the partition reader batches them; memory is that of one file's steps."""
+    packed file, as the partition reader batches them; memory is that of one file's steps
+    (:func:`~trajlens.engine.base.run_group`, which the Ray engine runs too)."""
 
     name = "local"
 
     def map_steps(
         self, function: StepFunction, location: StoreLocation, run_id: str, steps: Sequence[int]
     ) -> Iterator[StepResult]:
-        several = getattr(function, "steps", None)
-        groups = location.step_groups(run_id, steps) if several is not None else [[step] for step in steps]
-        for group in groups:
-            if len(group) == 1:
-                yield StepResult(group[0], function(location, run_id, group[0]))
-            else:
-                yield StepResult(group[-1], several(location, run_id, group))
+        for group in step_groups(location, run_id, steps):
+            yield from run_group(function, location, run_id, group)
 
     def close(self) -> None:
         pass

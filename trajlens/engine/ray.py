@@ -1,11 +1,13 @@
-"""The Ray engine: each step of a run is one task of a Ray Data pipeline.
+"""The Ray engine: each group of a run's steps is one task of a Ray Data pipeline.
 
-The pipeline is a dataset of step numbers, one block per step, mapped with ``map_batches``
-(one step per batch) by a function that reads that step's partitions straight from the store
-through ``pyarrow.fs`` (so a worker on another machine reads a store on shared storage) and
-returns the step's results as Arrow IPC in a columnar batch: one row per result table,
-``step``, ``name``, ``table``. Order is preserved, so results come back in step order and the
-caller streams them into the store's tables without holding the run.
+The groups are the local engine's (:func:`~trajlens.engine.base.step_groups`): the tiny steps
+packed into one file together, any other step alone. The pipeline is a dataset of them, one
+block per group, mapped with ``map_batches`` (one group per batch) by a function that reads the
+group's partitions straight from the store through ``pyarrow.fs`` (so a worker on another
+machine reads a store on shared storage) and returns its results as Arrow IPC in a columnar
+batch: one row per result table, ``step``, ``name``, ``table``. Order is preserved, so results come back in step order and the
+caller streams them into the store's tables without holding the run. A run of many tiny steps
+costs a task per file, not per step; a step that fails ends its group's results with its error.
 
 Connecting: ``address=None`` runs ``ray.init()`` with no address, which starts a local cluster
 on this machine (or joins the one ``RAY_ADDRESS`` names); ``"auto"`` joins the cluster that
@@ -27,7 +29,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-from trajlens.engine.base import StepFunction, StepResult, StepTables
+from trajlens.engine.base import StepFunction, StepResult, StepTables, run_group, step_groups
 from trajlens.run.location import StoreLocation
 from trajlens.errors import MissingDependencyError, TrajlensError
 
@@ -83,7 +85,9 @@ class RayEngine:
 
         if not steps:
             return
-        dataset = ray.data.from_items([{"step": int(step)} for step in steps], override_num_blocks=len(steps))
+        groups = step_groups(location, run_id, steps)
+        dataset = ray.data.from_items([{"steps": [int(step) for step in group]} for group in groups],
+                                      override_num_blocks=len(groups))
         results = dataset.map_batches(RayStep(function, location, run_id), batch_size=1, batch_format="pyarrow",
                                       zero_copy_batch=True)
         yield from step_results(results.iter_batches(batch_format="pyarrow", batch_size=None))
@@ -101,7 +105,8 @@ class RayEngine:
 
 @dataclass(frozen=True)
 class RayStep:
-    """The ``map_batches`` function: runs the step function on the batch's one step."""
+    """The ``map_batches`` function: runs the step function on the batch's group of steps
+    (:func:`~trajlens.engine.base.run_group`)."""
 
     function: StepFunction
     location: StoreLocation
@@ -109,15 +114,16 @@ class RayStep:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows: list[dict[str, Any]] = []
-        for step in batch.column("step").to_pylist():
+        for group in batch.column("steps").to_pylist():
+            results = run_group(self.function, self.location, self.run_id, group)
             try:
-                tables = self.function(self.location, self.run_id, step)
-            except TrajlensError as error:
-                rows.append({"step": step, "name": None, "table": None, "error": _pickle_error(error)})
-                continue
-            rows += [{"step": step, "name": name, "table": _to_ipc(table), "error": None} for name, table in tables.items()]
-            if not tables:  # the step still reports back, so the caller sees every step
-                rows.append({"step": step, "name": None, "table": None, "error": None})
+                for step, tables in results:
+                    rows += [{"step": step, "name": name, "table": _to_ipc(table), "error": None}
+                             for name, table in tables.items()]
+                    if not tables:  # the step still reports back, so the caller sees every step
+                        rows.append({"step": step, "name": None, "table": None, "error": None})
+            except TrajlensError as error:  # the caller raises it at this row: the group stops here
+                rows.append({"step": group[-1], "name": None, "table": None, "error": _pickle_error(error)})
         return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
 
 
