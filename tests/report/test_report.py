@@ -232,3 +232,14 @@ def test_the_overview_names_each_runs_main_problem_first(reports):
     assert readme[2] == "| run | kind | checks that fire | main finding |"
     row = next(line for line in readme if line.startswith("| [causal-grpo-length]"))
     assert "response_length_inflation (warn, steps 46-60)" in row and "| model tokens per trajectory: " in row
+
+
+def test_channel_findings_come_in_the_order_of_the_channels_names(sample_store):
+    """Equal in weight, they were ranked in the order a hash grouping gave them, which changed
+    from one report to the next: the overview's main finding of causal-multireward-gdpo was one
+    channel's or the other's."""
+    from trajlens.report.scalars import channel_findings
+
+    for run_id in ("multireward", "causal-multireward-gdpo"):
+        channels = [f.split(":")[0] for f in channel_findings(sample_store, run_id)]
+        assert channels == sorted(channels) == ["reward channel correctness", "reward channel format"], run_id

@@ -31,8 +31,11 @@ def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> d
     if measures.is_empty() or measures["step"].n_unique() < MIN_TREND_STEPS:
         return {}
     trends: dict[str, list[tuple[int, float]]] = {}
+    # Grouped in memory, where each step's rewards are summed in row order: the streaming
+    # engine's partial sums may round the last bit either way from one report to the next.
     reward = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split)
-              .group_by("step").agg(pl.col("reward").drop_nans().mean()).drop_nulls().sort("step").collect())
+              .select("step", "reward").collect()
+              .group_by("step").agg(pl.col("reward").drop_nans().mean()).drop_nulls().sort("step"))
     if reward.height >= MIN_TREND_STEPS:
         trends["reward"] = list(reward.iter_rows())
     per_step = measures.group_by("step").agg(

@@ -94,10 +94,11 @@ def channel_findings(store: Any, run_id: str) -> list[Finding]:
         scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == "train")
         .select("step", "group_id", "reward_channels").explode("reward_channels").unnest("reward_channels")
         .drop_nulls("name")
-        .group_by("step", "group_id", pl.col("name").alias("channel"))
+        .collect()  # grouped in memory, in row order: the same sums, bit for bit, every time
+        .group_by("step", "group_id", pl.col("name").alias("channel"), maintain_order=True)
         .agg((pl.col("value").max() - pl.col("value").min()).alias("gain"))
         .group_by("step", "channel").agg(pl.col("gain").mean().alias("rel_gain"))
-        .collect()
+        .sort("channel", "step")  # the findings in the channels' order, not the grouping's
     )
     if channels.is_empty() or channels["channel"].n_unique() < 2:
         return []
