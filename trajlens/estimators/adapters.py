@@ -104,10 +104,10 @@ def recompute(
     state: dict[str, torch.Tensor | None] = carry if carry is not None else {}
     call = _Call(fn, spec, settings, state)
     parts = []
-    # Each step's rows in their order (the row index ascends): a batch already in step order, as
-    # the stepwise readers give it, is not copied, token arrays and all.
-    in_order = frame if frame.get_column("step").is_sorted() else frame.sort(["step", _ROW])
-    for batch in in_order.partition_by(["run_id", "step"], maintain_order=True):
+    # Sorted once, the run's steps are cut from it as they lie; each step's rows are then in their
+    # order already (the row index ascends within a step).
+    batches = frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True)
+    for batch in batches:
         with intra_op_threads_for(_padded_size(batch)):
             parts.append(adapter(call, batch))
     out = pl.concat(parts, how="diagonal_relaxed").sort(_ROW)
