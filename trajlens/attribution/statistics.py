@@ -212,7 +212,7 @@ def channel_measures(trajectories: pl.DataFrame, epsilon: float = 1e-6) -> pl.Da
         pl.col("gdpo").rank().over("step", "group_id").alias("rank_gdpo"),
     )
     per_group = (
-        ranked.group_by("step", "group_id")
+        ranked.group_by("step", "group_id", maintain_order=True)  # each step's mean in the same order every time
         .agg(pl.corr("rank_sum", "rank_gdpo").alias("rho"), pl.col("summed").std().alias("spread"))
         .filter(pl.col("spread") > 0)
     )

@@ -313,7 +313,8 @@ def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
     )
     if long.is_empty():
         return empty_stats()
-    groups = long.group_by("step", "group_id", pl.col("name").alias("channel")).agg(
+    # Groups in order of appearance, so each step's mean over them sums in the same order every time.
+    groups = long.group_by("step", "group_id", pl.col("name").alias("channel"), maintain_order=True).agg(
         (pl.col("value").max() - pl.col("value").min()).alias("gain"), pl.len().alias("size"),
     ).filter(pl.col("size") >= 2)
     parts = []
