@@ -45,13 +45,12 @@ def test_a_ray_task_runs_a_packed_group_as_the_local_engine_does(tmp_path):
     gives its results: a function with a ``steps`` method, one result per group under its last step."""
     import pyarrow as pa
 
-    from trajlens.engine.base import step_groups
     from trajlens.engine.ray import RayStep, step_results
 
     location = StoreLocation.of(degenerate_store(tmp_path / "store", 60, chunk=20))
     function = ClassifyStep(None)
     steps = location.steps("degenerate")
-    groups = step_groups(location, "degenerate", steps)
+    groups = location.step_groups("degenerate", steps)
     assert len(groups) < len(steps)
     local = list(LocalEngine().map_steps(function, location, "degenerate", steps))
     on_ray = list(step_results(RayStep(function, location, "degenerate")(pa.table({"steps": [group]})) for group in groups))

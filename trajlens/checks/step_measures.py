@@ -307,16 +307,10 @@ def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
     """rel_gain: (over groups of two or more), channel_std: per channel, and channel_collinearity."""
     if trajectories.is_empty():
         return empty_stats()
-    long = (
-        trajectories.select("step", "group_id", "trajectory_id", "reward_channels").explode("reward_channels")
-        .unnest("reward_channels").drop_nulls("name")
-    )
+    long = _channel_values(trajectories)
     if long.is_empty():
         return empty_stats()
-    # Groups in order of appearance, so each step's mean over them sums in the same order every time.
-    groups = long.group_by("step", "group_id", pl.col("name").alias("channel"), maintain_order=True).agg(
-        (pl.col("value").max() - pl.col("value").min()).alias("gain"), pl.len().alias("size"),
-    ).filter(pl.col("size") >= 2)
+    groups = _group_gains(long)
     parts = []
     for (channel,), part in groups.partition_by("channel", as_dict=True, maintain_order=True).items():
         parts.append(_ratio_stats(part, f"rel_gain:{channel}", pl.col("gain"), pl.lit(1)))
@@ -331,6 +325,24 @@ def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
             pl.max_horizontal(*[pl.corr(a, b).abs().fill_nan(None) for a, b in pairs]).alias("value"))
         parts.append(scalar_stats(correlations.with_columns(pl.lit("channel_collinearity").alias("measure"))))
     return pl.concat(parts) if parts else empty_stats()
+
+
+def channel_gains(trajectories: pl.DataFrame) -> pl.DataFrame:
+    """Each reward channel's gain (max - min) in each group of two or more trajectories
+    (``step``, ``group_id``, ``channel``, ``gain``), in order of appearance: the terms of ``rel_gain``."""
+    return _group_gains(_channel_values(trajectories))
+
+
+def _channel_values(trajectories: pl.DataFrame) -> pl.DataFrame:
+    return (trajectories.select("step", "group_id", "trajectory_id", "reward_channels").explode("reward_channels")
+            .unnest("reward_channels").drop_nulls("name"))
+
+
+def _group_gains(long: pl.DataFrame) -> pl.DataFrame:
+    # Groups in order of appearance, so each step's mean over them sums in the same order every time.
+    return long.group_by("step", "group_id", pl.col("name").alias("channel"), maintain_order=True).agg(
+        (pl.col("value").max() - pl.col("value").min()).alias("gain"), pl.len().alias("size"),
+    ).filter(pl.col("size") >= 2).drop("size")
 
 
 def metric_stats(step_metrics: pl.DataFrame, history: ConfigHistory) -> pl.DataFrame:

@@ -36,14 +36,9 @@ class StepResult(NamedTuple):
     tables: StepTables
 
 
-def step_groups(location: StoreLocation, run_id: str, steps: Sequence[int]) -> list[list[int]]:
-    """``steps`` in order, in the groups every engine runs together: the steps packed into one
-    file (:meth:`~trajlens.run.location.StoreLocation.step_groups`), each other step alone."""
-    return location.step_groups(run_id, steps)
-
-
 def run_group(function: StepFunction, location: StoreLocation, run_id: str, group: Sequence[int]) -> Iterator[StepResult]:
-    """The results of one of :func:`step_groups`' groups, as every engine gives them: the
+    """The results of one group of :meth:`~trajlens.run.location.StoreLocation.step_groups` (the
+    steps packed into one file, or a step alone), as every engine gives them: the
     group's together under its last step when the function takes several steps at once (its
     ``steps`` method: one read of their file), else one step's after another."""
     several = getattr(function, "steps", None)
@@ -71,4 +66,4 @@ class Engine(Protocol):
         ...
 
 
-__all__ = ["Engine", "StepFunction", "StepResult", "StepTables", "run_group", "step_groups"]
+__all__ = ["Engine", "StepFunction", "StepResult", "StepTables", "run_group"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-from trajlens.engine.base import StepFunction, StepResult, run_group, step_groups
+from trajlens.engine.base import StepFunction, StepResult, run_group
 from trajlens.run.location import StoreLocation
 
 
@@ -20,7 +20,7 @@ class LocalEngine:
     def map_steps(
         self, function: StepFunction, location: StoreLocation, run_id: str, steps: Sequence[int]
     ) -> Iterator[StepResult]:
-        for group in step_groups(location, run_id, steps):
+        for group in location.step_groups(run_id, steps):
             yield from run_group(function, location, run_id, group)
 
     def close(self) -> None:

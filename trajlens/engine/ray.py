@@ -1,13 +1,14 @@
 """The Ray engine: each group of a run's steps is one task of a Ray Data pipeline.
 
-The groups are the local engine's (:func:`~trajlens.engine.base.step_groups`): the tiny steps
-packed into one file together, any other step alone. The pipeline is a dataset of them, one
-block per group, mapped with ``map_batches`` (one group per batch) by a function that reads the
-group's partitions straight from the store through ``pyarrow.fs`` (so a worker on another
-machine reads a store on shared storage) and returns its results as Arrow IPC in a columnar
-batch: one row per result table, ``step``, ``name``, ``table``. Order is preserved, so results come back in step order and the
-caller streams them into the store's tables without holding the run. A run of many tiny steps
-costs a task per file, not per step; a step that fails ends its group's results with its error.
+The groups are the local engine's (:meth:`~trajlens.run.location.StoreLocation.step_groups`):
+the tiny steps packed into one file together, any other step alone. The pipeline is a dataset
+of them, one block per group, mapped with ``map_batches`` (one group per batch) by a function
+that reads the group's partitions straight from the store through ``pyarrow.fs`` (so a worker
+on another machine reads a store on shared storage) and returns its results as Arrow IPC in a
+columnar batch: one row per result table, ``step``, ``name``, ``table``. Order is preserved, so
+results come back in step order and the caller streams them into the store's tables without
+holding the run. A run of many tiny steps costs a task per file, not per step; a step that
+fails ends its group's results with its error.
 
 Connecting: ``address=None`` runs ``ray.init()`` with no address, which starts a local cluster
 on this machine (or joins the one ``RAY_ADDRESS`` names); ``"auto"`` joins the cluster that
@@ -29,7 +30,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-from trajlens.engine.base import StepFunction, StepResult, StepTables, run_group, step_groups
+from trajlens.engine.base import StepFunction, StepResult, StepTables, run_group
 from trajlens.run.location import StoreLocation
 from trajlens.errors import MissingDependencyError, TrajlensError
 
@@ -85,7 +86,7 @@ class RayEngine:
 
         if not steps:
             return
-        groups = step_groups(location, run_id, steps)
+        groups = location.step_groups(run_id, steps)
         dataset = ray.data.from_items([{"steps": [int(step) for step in group]} for group in groups],
                                       override_num_blocks=len(groups))
         results = dataset.map_batches(RayStep(function, location, run_id), batch_size=1, batch_format="pyarrow",

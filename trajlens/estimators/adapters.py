@@ -106,8 +106,7 @@ def recompute(
     parts = []
     # Sorted once, the run's steps are cut from it as they lie; each step's rows are then in their
     # order already (the row index ascends within a step).
-    batches = frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True)
-    for batch in batches:
+    for batch in frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True):
         with intra_op_threads_for(_padded_size(batch)):
             parts.append(adapter(call, batch))
     out = pl.concat(parts, how="diagonal_relaxed").sort(_ROW)

@@ -88,15 +88,13 @@ def lr_findings(checks: Any) -> list[Finding]:
 
 def channel_findings(store: Any, run_id: str) -> list[Finding]:
     """rel_gain of each reward channel in the first and last quarter of the run's steps."""
+    from trajlens.checks.step_measures import channel_gains
     from trajlens.run.partitions import scan_run_table
 
+    trajectories = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == "train")
+                    .select("step", "group_id", "trajectory_id", "reward_channels").collect())
     channels = (
-        scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == "train")
-        .select("step", "group_id", "reward_channels").explode("reward_channels").unnest("reward_channels")
-        .drop_nulls("name")
-        .collect()  # grouped in memory, in row order: the same sums, bit for bit, every time
-        .group_by("step", "group_id", pl.col("name").alias("channel"), maintain_order=True)
-        .agg((pl.col("value").max() - pl.col("value").min()).alias("gain"))
+        channel_gains(trajectories)  # the check's rel_gain terms, summed in memory in row order
         .group_by("step", "channel").agg(pl.col("gain").mean().alias("rel_gain"))
         .sort("channel", "step")  # the findings in the channels' order, not the grouping's
     )
