@@ -22,6 +22,7 @@ from trajlens.checks import step_measures as m
 from trajlens.checks.spec import Check
 from trajlens.errors import ConfigError, InputError
 from trajlens.estimators.spec import EstimatorChoice
+from trajlens.run.splits import chosen_split, ordered_splits
 from trajlens.run.stepwise import TOKEN_COLUMNS, choice_token_columns
 from trajlens.schema import SCHEMAS
 
@@ -139,10 +140,14 @@ class Needs:
 class RunState:
     """Per-step statistics of every measure the checks need, grown by :meth:`add`."""
 
-    def __init__(self, info: RunInfo, needs: Needs, precomputed: Precomputed | None = None) -> None:
+    def __init__(self, info: RunInfo, needs: Needs, precomputed: Precomputed | None = None,
+                 split: str | None = None) -> None:
         self.info = info
         self.needs = needs
         self.precomputed = precomputed or Precomputed()
+        self.split = split
+        """The split whose trajectories are measured (:mod:`trajlens.run.splits`); None until the
+        first batch with trajectories tells it: training when that batch has it, else the split it has."""
         self._by_measure: dict[str, list[pl.DataFrame]] = {}
         """Each measure's per-step statistics, as added (without the ``measure`` column)."""
         self._sorted: set[str] = set()
@@ -200,6 +205,16 @@ class RunState:
             return f"the run's estimator is {self.run_label.label} ({self.run_label_source})"
         return None
 
+    def _measured(self, trajectories: pl.DataFrame) -> pl.DataFrame:
+        """The trajectories of the measured split (every one of a table without splits)."""
+        if "split" not in trajectories.columns:
+            return trajectories
+        if self.split is None:
+            if trajectories.is_empty():
+                return trajectories
+            self.split = chosen_split(ordered_splits(trajectories.get_column("split").unique().to_list()))
+        return trajectories.filter(pl.col("split") == self.split)
+
     def add(self, batch: NewSteps) -> list[int]:
         """Compute the measures of a batch of new steps; returns those steps."""
         known = set(self.steps)
@@ -211,17 +226,21 @@ class RunState:
         parts = []
         handed = self.precomputed
         batch_steps = batch.trajectories["step"].unique().implode()
+        measured = self._measured(batch.trajectories)
+        keys = measured.select("step", "trajectory_id")
         if "tool_calls" in sources and handed.measures is not None:
-            rows = handed.measures.filter(pl.col("step").is_in(batch_steps))
-            if batch.trajectories.height and rows.height and rows["n_calls"].sum():
+            rows = handed.measures.filter(pl.col("step").is_in(batch_steps)).join(keys, on=["step", "trajectory_id"],
+                                                                                   how="semi")
+            if measured.height and rows.height and rows["n_calls"].sum():
                 self.seen.add("tool_calls")
                 parts.append(m.trajectory_measure_stats(rows))
         elif "tool_calls" in sources:
-            parts.append(m.behaviour_stats(batch.trajectories, batch.tool_calls))
+            calls = batch.tool_calls.join(keys.select("trajectory_id"), on="trajectory_id", how="semi")
+            parts.append(m.behaviour_stats(measured, calls))
         if "trajectories" in sources:
-            parts.append(m.outcome_stats(batch.trajectories))
+            parts.append(m.outcome_stats(measured))
         if "channels" in sources:
-            parts.append(m.channel_stats(batch.trajectories))
+            parts.append(m.channel_stats(measured))
         if sources & {"step_metrics", "learning_rates", "critic_clip"}:
             parts.append(m.metric_stats(batch.step_metrics, self.info.history))
         if "advantages" in sources and self._identify_pending and batch.trajectories.height:

@@ -160,10 +160,26 @@ def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id:
     if precomputed is not None and precomputed.measures is not None:
         needs = replace(needs, classified=True)
     info, batches = open_batches(source, run_id, needs)
-    state = RunState(info, needs, precomputed)
+    state = RunState(info, needs, precomputed, split=_stored_split(source, run_id))
     for batch in batches:
         state.add(batch)
     return RunChecks(info.run_id, info.source, evaluate_checks(checks, state), len(state.steps))
+
+
+def _stored_split(source: Path | str, run_id: str | None) -> str | None:
+    """The split a stored run is measured on (:func:`trajlens.run.splits.chosen_split`); None for
+    anything else, whose first batch tells it."""
+    from trajlens.checks.data import _store_run
+    from trajlens.errors import ConfigError
+    from trajlens.run.splits import chosen_split, run_dir_splits
+
+    path = Path(source)
+    if not path.is_dir() or not (path / "runs").is_dir():
+        return None
+    try:
+        return chosen_split(run_dir_splits(_store_run(path, run_id)))
+    except ConfigError:
+        return None  # open_batches names the problem
 
 
 def _saved_measures(source: Path | str, run_id: str | None) -> Any:

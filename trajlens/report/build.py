@@ -23,6 +23,8 @@ from trajlens.report.findings import (
 from trajlens.report.overview import overview_markdown, run_trends
 from trajlens.report.scalars import channel_findings, scalar_findings
 from trajlens.run.choices import report_advantages
+from trajlens.run.splits import measured_split, run_splits
+from trajlens.run.splits import measured_split as reported_split  # noqa: F401  (cli.sample; to go)
 from trajlens.run.trained import run_trained_with
 from trajlens.store.handle import in_transaction
 
@@ -62,21 +64,6 @@ RUN_KINDS: dict[str, str] = {
     "scalars": "training scalars only",
 }
 """The kinds of log the report tells apart, as the overview names them."""
-
-
-def run_splits(store: Any, run_id: str) -> list[str]:
-    """The splits of a run's trajectories, training first."""
-    from trajlens.run.partitions import scan_run_table
-
-    found = scan_run_table(store, run_id, "trajectories").select("split").unique().collect()["split"]
-    return sorted((s for s in found.to_list() if s is not None), key=lambda s: (s != "train", s))
-
-
-def reported_split(store: Any, run_id: str, split: str) -> str:
-    """``split`` when the run has it, else the split it has (a run with validation data only is
-    reported on that, as what it is)."""
-    splits = run_splits(store, run_id)
-    return split if split in splits or not splits else splits[0]
 
 
 @in_transaction
@@ -136,7 +123,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     from trajlens.report.summary import run_summary
 
     directory.mkdir(parents=True, exist_ok=True)
-    report = RunReport(run_id, directory / "stage_report.md", split=reported_split(store, run_id, split))
+    report = RunReport(run_id, directory / "stage_report.md", split=measured_split(store, run_id, split))
     parts = RunParts(run_id)
     if report.split != split:
         report.findings.append(Finding(

@@ -211,9 +211,16 @@ def read_files(partitions: Partitions, table: str, steps: Sequence[int], columns
 def scan_run_table(store: Any, run_id: str, table: str) -> pl.LazyFrame:
     """A lazy scan of one run's ``table`` over that run's files only (listed with one directory
     walk), for a whole-run read that needs neither the other runs' files nor a query engine."""
-    partitions = partition_files(store, run_id, table)
+    scanned = scan_run_dir_table(os.path.join(str(store.path), "runs", run_id), table)
+    return scanned if scanned is not None else getattr(store, table).filter(pl.col("run_id") == run_id)
+
+
+def scan_run_dir_table(run_dir: Path | str, table: str) -> pl.LazyFrame | None:
+    """A lazy scan of ``table`` in a stored run's folder; None when the table is not in the step
+    layout there."""
+    partitions = table_partitions(os.path.join(str(run_dir), table))
     if partitions is None:
-        return getattr(store, table).filter(pl.col("run_id") == run_id)
+        return None
     paths = partitions.all_files()
     if not paths:
         return pl.LazyFrame(schema=_schema(table))

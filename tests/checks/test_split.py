@@ -1,0 +1,62 @@
+"""The checks measure the split the report measures: a run's training trajectories, or the split
+a run without training trajectories has (:mod:`trajlens.run.splits`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import trajlens
+from trajlens.checks.evaluate import check_run
+from trajlens.checks.report import shipped_checks
+from trajlens.engine.classify import classify_run
+from trajlens.run.splits import chosen_split, ordered_splits
+
+SANDBOX = Path(__file__).resolve().parents[1] / "data" / "verl" / "grpo-sandbox"  # validation at step 2
+RUN = "grpo-sandbox"
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("split") / "store"
+    trajlens.ingest([SANDBOX], path)
+    classify_run(trajlens.open(path), RUN)
+    return path
+
+
+def _values(result, check: str) -> dict[str, dict[int, float]]:
+    outcomes = next(r for r in result.results if r.name == check).outcomes
+    return {o.measure: dict(zip(o.values["step"], o.values["value"])) for o in outcomes}
+
+
+def test_check_measures_the_training_trajectories_only(store_path):
+    trajectories = trajlens.open(store_path).trajectories.collect()
+    assert set(trajectories.filter(pl.col("step") == 2)["split"]) == {"train", "val"}
+    train = trajectories.filter(pl.col("split") == "train")
+    turns = dict(train.group_by("step").agg(pl.col("num_turns").mean()).iter_rows())
+    every = trajectories.filter(pl.col("step") == 2)["num_turns"].mean()
+    assert turns[2] != pytest.approx(every)  # the validation trajectories would move it
+
+    checked = check_run(store_path, run_id=RUN)
+    assert _values(checked, "turns_inflation")["mean:num_turns"] == pytest.approx(turns)
+    train_channels = set(train.explode("reward_channels")["reward_channels"].struct.field("name").drop_nulls())
+    assert {m.removeprefix("rel_gain:") for m in _values(checked, "reward_channel_rel_gain")} == train_channels
+
+
+def test_the_reports_checks_and_the_check_command_agree(store_path):
+    store = trajlens.open(store_path)
+    measures = classify_run(store, RUN).measures  # every split's trajectories, as saved
+    in_report = shipped_checks(store, RUN, measures)
+    alone = check_run(store_path, run_id=RUN)
+    for name in ("turns_inflation", "suite_rate_floor", "reward_channel_rel_gain", "think_share"):
+        assert _values(in_report, name) == _values(alone, name), name
+
+
+def test_a_run_without_training_trajectories_is_measured_on_the_split_it_has():
+    assert ordered_splits(["val", None, "train", "val"]) == ["train", "val"]
+    assert chosen_split(["train", "val"]) == "train"
+    assert chosen_split(["val"]) == "val"
+    assert chosen_split(["train", "val"], "val") == "val"
+    assert chosen_split([]) == "train"

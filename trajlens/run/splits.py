@@ -1,0 +1,49 @@
+"""Which trajectories of a run are measured: its training split, or the split it has.
+
+Every surface that measures a run's behaviour (the report, the stage reports of ``sample``,
+``compare``, the checks, attribution and the saved queries) measures the trajectories of the
+training split, :data:`TRAIN_SPLIT`. A run that logged validation trajectories only is measured
+on the split it has (:func:`measured_split`), and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+TRAIN_SPLIT = "train"
+"""The split a run trained on (``trajectories.split``)."""
+
+
+def run_splits(store: Any, run_id: str) -> list[str]:
+    """The splits of a stored run's trajectories, training first."""
+    from trajlens.run.partitions import scan_run_table
+
+    found = scan_run_table(store, run_id, "trajectories").select("split").unique().collect()["split"]
+    return ordered_splits(found.to_list())
+
+
+def run_dir_splits(run_dir: Path | str) -> list[str]:
+    """The splits of the trajectories in a stored run's folder, training first (none when its
+    trajectories are not in the step layout)."""
+    from trajlens.run.partitions import scan_run_dir_table
+
+    scanned = scan_run_dir_table(run_dir, "trajectories")
+    return [] if scanned is None else ordered_splits(scanned.select("split").unique().collect()["split"].to_list())
+
+
+def ordered_splits(splits: Iterable[str | None]) -> list[str]:
+    """The distinct splits named, training first."""
+    return sorted({s for s in splits if s is not None}, key=lambda s: (s != TRAIN_SPLIT, s))
+
+
+def chosen_split(splits: Sequence[str], split: str = TRAIN_SPLIT) -> str:
+    """``split`` when it is among a run's ``splits`` (training first), else the first it has."""
+    return split if split in splits or not splits else splits[0]
+
+
+def measured_split(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> str:
+    """``split`` when the stored run has it, else the split it has (a run with validation data
+    only is measured on that, as what it is)."""
+    return chosen_split(run_splits(store, run_id), split)
