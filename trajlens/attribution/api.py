@@ -38,6 +38,7 @@ from trajlens.run.facts import stored_facts
 from trajlens.run.location import StoreLocation
 from trajlens.run.reader import RunReader
 from trajlens.run.trained import run_trained_with
+from trajlens.run.splits import TRAIN_SPLIT
 
 MapSteps = Callable[["CreditStep", list[int]], Iterator[tuple[int, dict[str, pa.Table]]]]
 """``map_steps(function, steps)``: ``(step, function(location, run_id, step))`` for every step, in order."""
@@ -150,7 +151,7 @@ def attribute(
     if unknown:
         raise ConfigError([f"aggregation {m!r} is not one of {', '.join(AGGREGATION_MODES)}" for m in unknown])
     runs = store.runs.filter(pl.col("run_id") == run_id).collect()
-    trajectories = (store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train"))
+    trajectories = (store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT))
                     .collect().sort("step", "trajectory_id"))
     if steps is not None:
         trajectories = trajectories.filter(pl.col("step").is_in(list(steps)))
@@ -309,7 +310,7 @@ class CreditStep:
         part = reader.read_steps("trajectories", [step])
         if part is None:
             return {}
-        batch = part.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).sort("step", "trajectory_id")
+        batch = part.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)).sort("step", "trajectory_id")
         if batch.is_empty():
             return {}
         stream = CreditStream(reader, batch, self)

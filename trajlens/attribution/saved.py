@@ -38,6 +38,7 @@ import json
 from typing import Any
 
 import polars as pl
+from trajlens.run.splits import TRAIN_SPLIT
 
 RUNS_TABLE = "attribution_runs"
 """The table whose row says that a run is attributed (written after the others)."""
@@ -100,7 +101,7 @@ def load_attribution(store: Any, run_id: str) -> Any | None:
                              if table in store.tables() else pl.DataFrame())
     recomputations = tuple(EstimatorChoice(label, estimator, json.loads(options))
                            for label, estimator, options in zip(row["recomputations"], row["estimators"], row["options"]))
-    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
+    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)).collect()
     return AttributionResult(
         run_id=run_id,
         own=RunEstimator(row["own_estimator"], row["aggregation"], row["aggregation_logged"]),

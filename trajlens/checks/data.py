@@ -22,7 +22,7 @@ from trajlens.checks import step_measures as m
 from trajlens.checks.spec import Check
 from trajlens.errors import ConfigError, InputError
 from trajlens.estimators.spec import EstimatorChoice
-from trajlens.run.splits import chosen_split, ordered_splits
+from trajlens.run.splits import TRAIN_SPLIT, chosen_split, ordered_splits
 from trajlens.run.stepwise import TOKEN_COLUMNS, choice_token_columns
 from trajlens.schema import SCHEMAS
 
@@ -181,7 +181,7 @@ class RunState:
         from trajlens.estimators.identify import identify_advantages
 
         self._identify_pending = False
-        train = batch.trajectories.filter(pl.col("split") == "train")
+        train = batch.trajectories.filter(pl.col("split") == TRAIN_SPLIT)
         tokens = batch.token_rows()
         tokens = tokens if tokens.height else None
         config = self.info.history.current

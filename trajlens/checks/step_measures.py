@@ -37,6 +37,7 @@ from trajlens.estimators.spec import EstimatorChoice
 # Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step: the same
 # table the report's scalar findings read.
 from trajlens.run.config import LEARNING_RATES, configured_lr, critic_grad_clip_of
+from trajlens.run.splits import TRAIN_SPLIT
 
 STAT_COLUMNS: tuple[str, ...] = ("measure", "step", "x", "n", "units", "sxx", "sxn", "snn")
 """Columns of a step-statistics frame (see the module docstring)."""
@@ -391,7 +392,7 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
     from trajlens.run.advantages import RunFrames, require_inputs
     from trajlens.run.stepwise import batch_choice_diagnostics
 
-    train = trajectories.filter(pl.col("split") == "train")
+    train = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
     if train.is_empty():
         return empty_stats(), ["no training trajectories"]
     frames = RunFrames(run_id, train, None if tokens is None or tokens.is_empty() else tokens)
@@ -467,7 +468,7 @@ def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | No
     from trajlens.estimators.registry import declared_estimators
 
     measure = f"logged_advantage_diff:{candidate}"
-    train = trajectories.filter(pl.col("split") == "train")
+    train = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
     if train.is_empty():
         return LoggedAdvantageFit(empty_stats(), problem="the run has no training trajectories")
     tokens = None if tokens is None or tokens.is_empty() else tokens

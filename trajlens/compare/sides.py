@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.errors import ConfigError
+from trajlens.run.splits import TRAIN_SPLIT
 
 
 RECOMPUTED = " recomputed under "
@@ -78,7 +79,7 @@ def _stage_names(store: Any, run_id: str, stages: Any) -> list[str]:
 def _staged(store: Any, run_id: str, stages: Any) -> pl.DataFrame:
     from trajlens.classify import assign_stages
 
-    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).select(
+    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)).select(
         "run_id", "trajectory_id", "step").collect()
     return assign_stages(trajectories, stages)
 
@@ -114,7 +115,7 @@ def read_side(store: Any, side: Side, stages: Any = "quartiles", labels: list[st
 def _measures(store: Any, run_id: str) -> pl.DataFrame:
     from trajlens.engine.classify import run_measures
 
-    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
+    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)).collect()
     measures = run_measures(store, run_id).join(trajectories.select("trajectory_id"), on="trajectory_id", how="semi")
     outcome = trajectories.select("trajectory_id", "reward", pl.col("resolved").cast(pl.Boolean))
     return measures.join(outcome, on="trajectory_id", how="inner")

@@ -26,6 +26,7 @@ from trajlens.run.location import StoreLocation
 from trajlens.engine.writing import save_table
 from trajlens.errors import ConfigError
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY
+from trajlens.run.splits import TRAIN_SPLIT
 
 CARRIES_STATE: frozenset[str] = frozenset(name for name, spec in ESTIMATOR_REGISTRY.items() if spec.stateful)
 """Estimators whose result at a step depends on earlier steps (the registry's ``stateful``): they run in two passes."""
@@ -36,7 +37,7 @@ def _step_frames(location: StoreLocation, run_id: str, step: int, estimator: str
     from trajlens.run.advantages import RunFrames, reads_tokens
 
     part = location.read_step(run_id, "trajectories", step)
-    trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")) \
+    trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)) \
         if part is not None else pl.DataFrame()
     if trajectories.is_empty():
         return None
@@ -65,7 +66,7 @@ class RecomputeStep:
 
         choice = EstimatorChoice(self.label, self.estimator, dict(self.options))
         part = location.read_step(run_id, "trajectories", step)
-        trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")) \
+        trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)) \
             if part is not None else pl.DataFrame()
         if trajectories.is_empty():
             return {}

@@ -23,7 +23,7 @@ from trajlens.report.findings import (
 from trajlens.report.overview import overview_markdown, run_trends
 from trajlens.report.scalars import channel_findings, scalar_findings
 from trajlens.run.choices import report_advantages
-from trajlens.run.splits import measured_split, run_splits
+from trajlens.run.splits import TRAIN_SPLIT, measured_split, run_splits
 from trajlens.run.splits import measured_split as reported_split  # noqa: F401  (cli.sample; to go)
 from trajlens.run.trained import run_trained_with
 from trajlens.store.handle import in_transaction
@@ -46,7 +46,7 @@ class RunReport:
     html: str = ""
     """The run's section of ``index.html``."""
     viewers: list[Path] = field(default_factory=list)
-    split: str = "train"
+    split: str = TRAIN_SPLIT
     """The split reported: the one asked for, else the one the run has (a validation-only run)."""
     kind: str = ""
     """What the log is (:data:`RUN_KINDS`)."""
@@ -87,7 +87,7 @@ def report_store(
     comparisons: list[tuple[str, str]] | None = None,
     viewers_per_run: int = 3,
     progress: Callable[[str], None] | None = None,
-    split: str = "train",
+    split: str = TRAIN_SPLIT,
 ) -> list[RunReport]:
     """Write reports for every run (or ``run_ids``) under ``out``; returns what was written.
 
@@ -115,7 +115,7 @@ def report_store(
 
 
 def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path, *, n: int, seed: int,
-                stages: Any, viewers_per_run: int, split: str = "train") -> RunReport:
+                stages: Any, viewers_per_run: int, split: str = TRAIN_SPLIT) -> RunReport:
     from trajlens.classify import stage_report
     from trajlens.run.partitions import scan_run_table
     from trajlens.run.advantages import save_advantage_batches
@@ -148,14 +148,14 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         return report
     single_step = measures["step"].n_unique() == 1
     with_tools = int(measures["n_calls"].sum()) > 0
-    report.kind = RUN_KINDS["validation" if report.split != "train" else "eval" if single_step
+    report.kind = RUN_KINDS["validation" if report.split != TRAIN_SPLIT else "eval" if single_step
                             else "rl_tools" if with_tools else "rl"]
     parts.summary = run_summary(store, run_id, measures, split=report.split)
     report.trends = run_trends(store, run_id, measures, report.split)
     charts = parts.charts
     # the checks, evaluated once, take these and ``measures`` rather than computing them again
-    advantages = report_advantages(store, run_id, extremes=True) if report.split == "train" else None
-    checks = _checks(store, run_id, measures, advantages) if report.split == "train" else _checks(store, run_id)
+    advantages = report_advantages(store, run_id, extremes=True) if report.split == TRAIN_SPLIT else None
+    checks = _checks(store, run_id, measures, advantages) if report.split == TRAIN_SPLIT else _checks(store, run_id)
     report.findings += scalar_findings(store, run_id, checks) + channel_findings(store, run_id)
     report.failing = _failing(checks)
     if single_step:  # the one step of an eval log is no point in training

@@ -17,6 +17,7 @@ import polars as pl
 from trajlens.run.config import critic_grad_clip_of, run_config_text
 from trajlens.report.findings import Finding
 from trajlens.steps import spans_text, steps_text
+from trajlens.run.splits import TRAIN_SPLIT
 
 SATURATED_REL_GAIN = 0.1
 
@@ -91,7 +92,7 @@ def channel_findings(store: Any, run_id: str) -> list[Finding]:
     from trajlens.checks.step_measures import channel_gains
     from trajlens.run.partitions import scan_run_table
 
-    trajectories = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == "train")
+    trajectories = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == TRAIN_SPLIT)
                     .select("step", "group_id", "trajectory_id", "reward_channels").collect())
     channels = (
         channel_gains(trajectories)  # the check's rel_gain terms, summed in memory in row order

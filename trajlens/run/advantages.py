@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.errors import ConfigError
+from trajlens.run.splits import TRAIN_SPLIT
 
 DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
     "count", "mean", "std", "skew", "kurtosis", "bimodality", "positive_share", "all_negative", "all_positive",
@@ -32,7 +33,7 @@ class RunFrames:
 def read_run(store: Any, run_id: str, *, tokens: bool = True) -> RunFrames:
     """Read ``run_id``'s training trajectories (and, with ``tokens``, its token arrays)."""
     store.require_runs([run_id])
-    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).collect()
+    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)).collect()
     if trajectories.is_empty():
         raise ConfigError([f"run {run_id!r} has no trajectories of split 'train' to recompute"])
     token_frame = store.tokens.filter(pl.col("run_id") == run_id).collect() if tokens else None

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from trajlens.errors import ConfigError
 from trajlens.run.partitions import Partitions, partition_files, read_arrow_partitions, read_partitions, scan_run_table
+from trajlens.run.splits import TRAIN_SPLIT
 
 BATCH_TOKENS = 1_000_000
 """Tokens (model and observation, as the trajectories count them) read together at most; a
@@ -52,7 +53,7 @@ def train_trajectories(store: Any, run_id: str, steps: Sequence[int] | None = No
         frame = read_partitions(store, run_id, "trajectories", steps, None)
     else:
         frame = scan_run_table(store, run_id, "trajectories").collect()
-    frame = frame.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")).sort("step", maintain_order=True)
+    frame = frame.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)).sort("step", maintain_order=True)
     if frame.is_empty():
         raise ConfigError([f"run {run_id!r} has no trajectories of split 'train' to recompute"])
     return frame

@@ -16,6 +16,7 @@ import polars as pl
 
 from trajlens.estimators.trained import TrainedWith, trained_with
 from trajlens.run.reader import RunReader
+from trajlens.run.splits import TRAIN_SPLIT
 
 
 def run_trained_with(store: Any, run_id: str, trajectories: pl.DataFrame | None = None) -> TrainedWith:
@@ -30,7 +31,7 @@ def run_trained_with(store: Any, run_id: str, trajectories: pl.DataFrame | None 
     if trajectories is None:
         steps = reader.steps("trajectories")
         first = reader.read_steps("trajectories", steps[:1]) if steps else None
-        trajectories = first.filter(pl.col("split") == "train") if first is not None else pl.DataFrame()
+        trajectories = first.filter(pl.col("split") == TRAIN_SPLIT) if first is not None else pl.DataFrame()
     identified = identify_first_step(reader, trajectories, config)
     return trained_with(config, column, identified) if identified is not None else found
 
