@@ -44,23 +44,28 @@ def sample(
 ) -> None:
     """Stage-sampled behaviour report: N trajectories per stage, Wilson intervals, population beside.
 
-    The rates and changes are also saved as the store tables stage_rates and stage_changes.
+    The classes are those `trajlens classify` saved (with its --tool-map); a run never classified
+    is classified now with the shipped tool maps and saved, as `trajlens classify` would. The
+    rates and changes are also saved as the store tables stage_rates and stage_changes.
 
     Example: trajlens sample store --run sao-r7 --n 80 --stages early:0-45,late:135-180 --out r7.md
     """
     import trajlens
     from trajlens.classify import stage_report
-    from trajlens.report.build import reported_split
+    from trajlens.engine.classify import run_measures
+    from trajlens.run.splits import measured_split
 
     if output is not None:
         check_output(output, tuple(OUTPUT_FORMATS))
     handle = trajlens.open(store)
     handle.require_runs([run])
-    chosen = reported_split(handle, run, split)
+    chosen = measured_split(handle, run, split)
     if chosen != split:
         typer.echo(f"run {run!r} has no {split} split: sampling its {chosen} split", err=True)
     with progress_bar("sampling") as tick:
-        report = stage_report(handle, run_id=run, n=n, seed=seed, stages=parse_stages(stages), split=chosen)
+        # the measures `trajlens classify` saved (its tool map), else classified and saved now, as the report does
+        report = stage_report(handle, run_id=run, n=n, seed=seed, stages=parse_stages(stages), split=chosen,
+                              measures=run_measures(handle, run))
         tick(run)
     handle.write_derived("stage_rates", run, report.rates)
     handle.write_derived("stage_changes", run, report.changes)

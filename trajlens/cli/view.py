@@ -23,17 +23,21 @@ def view(
     """Write one trajectory as a page: turns, classes, observations, reward and per-call credit.
 
     The page also carries the other trajectories of the same group (or step) with previous/next
-    navigation, and a filter by class. It needs no network and opens from disk.
+    navigation, and a filter by class. It needs no network and opens from disk. The classes are
+    those `trajlens classify` saved (with its --tool-map); a run never classified is classified
+    now with the shipped tool maps and saved, as `trajlens classify` would.
 
     Example: trajlens view store --run sao-r6 --trajectory s0130-t0003 --out r6-130.html
     """
     import trajlens
+    from trajlens.engine.classify import run_measures
     from trajlens.report.viewer import report_link, resolve_trajectory, run_credit, viewer_page
 
     check_output(output, (".html",))
     handle = trajlens.open(store)
     handle.require_runs([run])
     trajectory, step = resolve_trajectory(handle, run, trajectory)
+    run_measures(handle, run)  # the classes `trajlens classify` saved, else classified and saved now, as the report does
     advantages = None
     if credit:
         from trajlens.run.choices import report_advantages

@@ -24,7 +24,6 @@ from trajlens.report.overview import overview_markdown, run_trends
 from trajlens.report.scalars import channel_findings, scalar_findings
 from trajlens.run.choices import report_advantages
 from trajlens.run.splits import TRAIN_SPLIT, measured_split, run_splits
-from trajlens.run.splits import measured_split as reported_split  # noqa: F401  (cli.sample; to go)
 from trajlens.run.trained import run_trained_with
 from trajlens.store.handle import in_transaction
 

@@ -172,7 +172,11 @@ def resolve_trajectory(store: Any, run_id: str, wanted: str) -> tuple[str, int]:
 
 
 def _calls(store: Any, run_id: str, ids: list[str], step: int | None = None) -> pl.DataFrame:
+    """The calls of trajectories ``ids`` with their classes: those ``trajlens classify`` saved
+    (:func:`saved_call_classes`, with its tool map), else classified here with the shipped maps
+    (what classifying the run would save)."""
     from trajlens.classify import classify_calls
+    from trajlens.classify.calls import ADDED_COLUMNS
     from trajlens.run.partitions import read_partitions
 
     wanted = (pl.col("run_id") == run_id) & pl.col("trajectory_id").is_in(ids)
@@ -180,7 +184,24 @@ def _calls(store: Any, run_id: str, ids: list[str], step: int | None = None) -> 
         calls = read_partitions(store, run_id, "tool_calls", [step], None).filter(wanted)
     else:
         calls = store.tool_calls.filter(wanted).collect()
-    return classify_calls(calls).sort("trajectory_id", "call_index")
+    saved = saved_call_classes(store, run_id, ids, step)
+    if saved is None:
+        return classify_calls(calls).sort("trajectory_id", "call_index")
+    saved = saved.select("trajectory_id", pl.col("call_index").cast(calls.schema["call_index"]), *ADDED_COLUMNS)
+    return calls.join(saved, on=["trajectory_id", "call_index"], how="left").sort("trajectory_id", "call_index")
+
+
+def saved_call_classes(store: Any, run_id: str, ids: list[str], step: int | None = None) -> pl.DataFrame | None:
+    """The ``call_classes`` rows ``trajlens classify`` (or the report) saved for the calls of
+    trajectories ``ids`` of ``run_id`` (of ``step``, when known); None when none were saved (the
+    run was never classified, or those trajectories have no calls)."""
+    if "call_classes" not in store.tables():
+        return None
+    rows = store.table("call_classes").filter(pl.col("run_id") == run_id)
+    if step is not None:
+        rows = rows.filter(pl.col("step") == step)
+    rows = rows.filter(pl.col("trajectory_id").is_in(ids)).collect()
+    return rows if rows.height else None
 
 
 def _token_credit(credit: Credit | None, ids: list[str]) -> dict[str, tuple[float | None, list[float] | None]]:
