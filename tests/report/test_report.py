@@ -37,7 +37,7 @@ def test_r6_report_finds_the_collapse_and_its_cause(reports):
     findings = "\n".join(by_run["sao-r6"].findings)
     assert "as trained (gae_raw): all-negative batches at steps 119-121; all-positive at none" in findings
     assert "gae_whitened" not in findings
-    assert "critic grad_norm / clip 1: median" in findings and "clipped on 100% of steps" in findings
+    assert "critic grad_norm / its clip: median" in findings and "clipped on 100% of steps" in findings
     think = next(f for f in by_run["sao-r6"].findings if f.startswith("think share"))
     first = float(think.split(": ")[1].split(" in ")[0])
     last = float(think.split("-> ")[1].split(" in ")[0])
@@ -243,3 +243,23 @@ def test_channel_findings_come_in_the_order_of_the_channels_names(sample_store):
     for run_id in ("multireward", "causal-multireward-gdpo"):
         channels = [f.split(":")[0] for f in channel_findings(sample_store, run_id)]
         assert channels == sorted(channels) == ["reward channel correctness", "reward channel format"], run_id
+
+
+def test_the_critic_finding_reads_the_clip_of_each_step_and_names_real_steps(tmp_path):
+    """The clip changes at step 6 and grad_norm stays above 30 on steps 16-18: the finding takes
+    the checks' ratio over the clip in force at each step and the steps the check fires at."""
+    import json
+
+    from trajlens.checks.evaluate import check_run
+    from trajlens.report.scalars import critic_findings
+
+    lines = []
+    for step in range(11, 21):
+        norm = 40.0 if step in (16, 17, 18) else 4.0
+        lines.append({"_step": step, "critic/grad_norm": norm, "critic/grad_clip": 2.0 if step <= 15 else 10.0})
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (finding,) = critic_findings(check_run(metrics))
+    # ratios: 2.0 on steps 11-15, 4.0 on 16-18, 0.4 on 19-20
+    assert finding.startswith("critic grad_norm / its clip: median 2.0x, clipped on 80% of steps")
+    assert finding.endswith("critic_grad_norm_run fires at steps 16-18")

@@ -9,26 +9,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import polars as pl
 
-from trajlens.run.config import critic_grad_clip_of, run_config_text
 from trajlens.report.findings import Finding
-from trajlens.steps import spans_text, steps_text
+from trajlens.steps import steps_text
 from trajlens.run.splits import TRAIN_SPLIT
 
 SATURATED_REL_GAIN = 0.1
-
-
-def _config(store: Any, run_id: str) -> dict:
-    text = run_config_text(store, run_id)
-    try:
-        config = json.loads(text) if text else {}
-    except json.JSONDecodeError:
-        return {}
-    return config if isinstance(config, dict) else {}
 
 
 def _metric(store: Any, run_id: str, name: str) -> pl.DataFrame:
@@ -41,26 +30,35 @@ def scalar_findings(store: Any, run_id: str, checks: Any) -> list[Finding]:
     """Learning-rate mismatches (from ``checks``, the run's evaluated shipped checks, a
     :class:`~trajlens.checks.evaluate.RunChecks` or None), critic clipping and explained
     variance, as sentences."""
-    config = _config(store, run_id)
-    findings = lr_findings(checks)
-    grad_norm = _metric(store, run_id, "critic/grad_norm")
-    clip = critic_grad_clip_of(config)
-    if not grad_norm.is_empty() and isinstance(clip, (int, float)) and clip > 0:
-        from trajlens.estimators import critic_grad_clip
-
-        report = critic_grad_clip(grad_norm["value"].to_list(), float(clip), alarm_above=30.0)
-        findings.append(Finding(
-            f"critic grad_norm / clip {clip:g}: median {report.median_ratio:.1f}x, clipped on "
-            f"{report.clipped_share:.0%} of steps"
-            + (f"; 3+ steps in a row above 30 at {spans_text(report.alarm_runs)}"
-               if report.alarm_runs else ""),
-            "critic" if report.clipped_share >= 0.5 else "explained_variance", "scalars"))
+    findings = lr_findings(checks) + critic_findings(checks)
     explained = _metric(store, run_id, "critic/vf_explained_var")
     if not explained.is_empty():
         findings.append(Finding(
             f"critic/vf_explained_var {explained['value'].min():.2f} to {explained['value'].max():.2f} "
             f"(median {explained['value'].median():.2f})", "explained_variance", "scalars"))
     return findings
+
+
+CRITIC_CLIP_MEASURE = "critic_clip_ratio"
+"""The checks' measure of the critic's grad_norm over the clip in force at that step."""
+CRITIC_GRAD_NORM_MEASURE = "metric:critic/grad_norm"
+
+
+def critic_findings(checks: Any) -> list[Finding]:
+    """How far the critic's gradient is shrunk by its clip, from the checks' per-step ratios
+    (the clip logged at each step, else the one configured then), with the steps where a shipped
+    check on the critic's grad_norm fires: read from ``checks``, as :func:`lr_findings` reads them."""
+    results = checks.results if checks is not None else []
+    ratios = [o.values for r in results if r.check.measure == CRITIC_CLIP_MEASURE for o in r.outcomes
+              if not o.values.is_empty()]
+    if not ratios:
+        return []
+    ratio = ratios[0]["value"]
+    clipped = float((ratio > 1.0).mean() or 0.0)
+    alarms = "".join(f"; {r.name} fires at steps {steps_text(r.fired_steps)}" for r in results
+                     if r.check.measure == CRITIC_GRAD_NORM_MEASURE and r.fired_steps)
+    return [Finding(f"critic grad_norm / its clip: median {ratio.median():.1f}x, clipped on {clipped:.0%} of steps"
+                    + alarms, "critic" if clipped >= 0.5 else "explained_variance", "scalars")]
 
 
 LR_CHECK_MEASURE = "lr_ratio:*"
