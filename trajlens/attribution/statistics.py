@@ -18,8 +18,8 @@
     token.
 ``channels`` (one row per step, runs with two or more reward channels)
     Each channel's mean (``mean:<channel>``), each trajectory's ``dominant`` channel (argmax
-    over channels of the absolute in-group normalised channel advantage, counted per channel
-    in ``dominant:<channel>``), and ``rank_misalignment``: 1 minus the
+    over its stacked per-channel GRPO advantages, as :func:`trajlens.estimators.channel_diagnostics`
+    counts it; counted per channel in ``dominant:<channel>``), and ``rank_misalignment``: 1 minus the
     Spearman correlation, within each group, between summed-then-normalised GRPO advantages and
     GDPO's (per-channel normalised, then summed) advantages, averaged over groups with spread.
 """
@@ -180,7 +180,7 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def channel_measures(trajectories: pl.DataFrame, epsilon: float = 1e-6) -> pl.DataFrame:
+def channel_measures(trajectories: pl.DataFrame) -> pl.DataFrame:
     """Dominant channel counts and sum-vs-GDPO rank misalignment per step (module docstring).
 
     Empty when the trajectories have fewer than two reward channels.
@@ -196,17 +196,13 @@ def channel_measures(trajectories: pl.DataFrame, epsilon: float = 1e-6) -> pl.Da
     if len(names) < 2:
         return pl.DataFrame()
     wide = long.pivot(on="channel", index=["step", "group_id", "trajectory_id"], values="value",
-                      aggregate_function="first").drop_nulls()
-    z = [((pl.col(n) - pl.col(n).mean().over("step", "group_id"))
-          / (pl.col(n).std().over("step", "group_id").fill_null(0.0) + epsilon)).alias(f"z:{n}") for n in names]
-    wide = wide.with_columns(z).with_columns(
+                      aggregate_function="first").drop_nulls().sort("step", maintain_order=True)
+    advantages, dominant = _channel_advantages(wide, names)
+    wide = wide.with_columns(
         pl.sum_horizontal(names).alias("summed"),
-        pl.sum_horizontal([f"z:{n}" for n in names]).alias("gdpo"),
+        pl.Series("gdpo", advantages.sum(axis=1)),
+        pl.Series("dominant", dominant, dtype=pl.String),
     )
-    absolute = np.abs(wide.select([f"z:{n}" for n in names]).to_numpy())
-    dominant = np.array(names, dtype=object)[absolute.argmax(axis=1)]
-    dominant = np.where(absolute.max(axis=1) > 1e-9, dominant, "none")
-    wide = wide.with_columns(pl.Series("dominant", dominant.tolist(), dtype=pl.String))
     ranked = wide.with_columns(
         pl.col("summed").rank().over("step", "group_id").alias("rank_sum"),
         pl.col("gdpo").rank().over("step", "group_id").alias("rank_gdpo"),
@@ -220,6 +216,25 @@ def channel_measures(trajectories: pl.DataFrame, epsilon: float = 1e-6) -> pl.Da
     counts = wide.group_by("step").agg([(pl.col("dominant") == n).sum().alias(f"dominant:{n}") for n in names]
                                        + [pl.col(n).mean().alias(f"mean:{n}") for n in names])
     return counts.join(misalignment, on="step", how="left").sort("step")
+
+
+def _channel_advantages(wide: pl.DataFrame, names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Each trajectory's per-channel GRPO advantages (rows of ``wide``, in step order) and its
+    dominant channel (``none`` when no channel has a value), as the estimators define them
+    (:func:`trajlens.estimators.channels.per_channel_advantages`, :func:`~trajlens.estimators.channels.dominant_channels`)."""
+    import torch
+
+    from trajlens.estimators._groups import group_index
+    from trajlens.estimators.channels import dominant_channels, per_channel_advantages
+
+    advantages, dominant = [], []
+    for step in wide.partition_by("step", maintain_order=True):
+        rewards = torch.as_tensor(step.select(names).to_numpy(), dtype=torch.float64)
+        groups = group_index("channel_measures", step["group_id"].to_list(), step.height, rewards.device)
+        found = per_channel_advantages(rewards, groups)
+        advantages.append(found.numpy())
+        dominant += [names[k] if k >= 0 else "none" for k in dominant_channels(found).tolist()]
+    return np.concatenate(advantages), dominant
 
 
 def onset_step(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int, fraction: float = 0.25) -> int:

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from trajlens.estimators import _validate as check
-from trajlens.estimators._groups import group_index, group_max_minus_min
+from trajlens.estimators._groups import GroupIndex, group_index, group_max_minus_min
 from trajlens.estimators.epsilons import GRPO_EPS
 from trajlens.estimators.grpo import group_normalise
 
@@ -88,18 +88,14 @@ def channel_diagnostics(
     groups = group_index(fn, group_ids, batch, channel_rewards.device)
     values = channel_rewards.double()
     if channel_advantages is None:
-        channel_advantages = torch.stack(
-            [group_normalise(channel_rewards[:, k], groups, GRPO_EPS)[0] for k in range(channels)], dim=1
-        )
+        channel_advantages = per_channel_advantages(channel_rewards, groups)
     else:
         channel_advantages = check.float_tensor(fn, "channel_advantages", channel_advantages, ndim=2)
         check.same_shape(fn, channel_rewards=channel_rewards, channel_advantages=channel_advantages)
     advantages = channel_advantages.double()
     rel_gain = torch.nanmean(group_max_minus_min(values, groups), dim=0)  # mean_g (max_g - min_g)
-    scored = torch.nan_to_num(advantages, nan=float("-inf"))
-    has_value = ~torch.isnan(advantages).all(dim=1)
-    dominant = scored.argmax(dim=1)[has_value]
-    dominant_counts = torch.bincount(dominant, minlength=channels)
+    dominant = dominant_channels(advantages)
+    dominant_counts = torch.bincount(dominant[dominant >= 0], minlength=channels)
     correlation = _pairwise_correlation(values)
     pairs = []
     for j in range(channels):
@@ -124,6 +120,21 @@ def channel_diagnostics(
         collinear_pairs=tuple(pairs),
         warnings=warnings,
     )
+
+
+def per_channel_advantages(channel_rewards: torch.Tensor, groups: GroupIndex) -> torch.Tensor:
+    """(B, K) verl's GRPO advantage of each channel alone (NaN stays NaN): GDPO's per-channel stage."""
+    return torch.stack(
+        [group_normalise(channel_rewards[:, k], groups, GRPO_EPS)[0] for k in range(channel_rewards.shape[1])], dim=1
+    )
+
+
+def dominant_channels(channel_advantages: torch.Tensor) -> torch.Tensor:
+    """(B,) each trajectory's dominant channel: the argmax over its stacked per-channel
+    advantages (the GDPO digest's watch list; NaN channels skipped), -1 where none has a value."""
+    scored = torch.nan_to_num(channel_advantages, nan=float("-inf"))
+    has_value = ~torch.isnan(channel_advantages).all(dim=1)
+    return torch.where(has_value, scored.argmax(dim=1), torch.full_like(has_value, -1, dtype=torch.long))
 
 
 def _nanstd(x: torch.Tensor) -> torch.Tensor:
