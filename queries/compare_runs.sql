@@ -1,35 +1,101 @@
--- Two runs side by side on per-trajectory measures: mean, sd and n of each, the difference
--- B - A with a normal 95% interval (Welch standard error), and Cohen's d. A quick SQL view of
--- what `trajlens compare STORE A B` reports in full (with t intervals, proportion tests and
--- call shares). Needs trajectory_measures (`trajlens classify` or `trajlens report`).
+-- Two runs side by side on the trajectories of their training split (split = 'train'), by the
+-- definitions of `trajlens compare STORE A B`: a quick SQL view of some of its rows. Per
+-- measure: each side's value and n, the difference B - A with its 95% interval, and the effect
+-- size. Kinds, as compare has them:
+--   mean (num_turns, model_tokens, n_calls, n_format_errors, edits_per_turn, readback_share:
+--     compare's mean:<name>): mean over trajectories (nulls and NaNs left out), n trajectories;
+--     Welch's t interval (t quantile by its Cornish-Fisher expansion: within 1e-5 of exact from
+--     10 degrees of freedom) and Cohen's d on the pooled sd;
+--   trajectory_rate (ran_suite): share of trajectories, n trajectories;
+--   call_share (think_share, compare's share:think): think calls / calls pooled over
+--     trajectories, n the effective sample size of calls clustered in trajectories (Kish);
+--   both with Newcombe's interval from Wilson intervals and Cohen's h.
+-- compare adds tests, p-values, more measures, and folds measures with equal numbers into one row.
+-- Needs trajectory_measures (`trajlens classify` or `trajlens report`).
 -- Parameters: $run_a (text), $run_b (text).
-WITH long AS (
+WITH measures AS (
+    SELECT m.*
+    FROM trajectory_measures m
+    JOIN trajectories t USING (run_id, trajectory_id)
+    WHERE m.run_id IN ($run_a, $run_b) AND t.split = 'train'
+),
+long AS (
     UNPIVOT (
         SELECT run_id, CAST(num_turns AS DOUBLE) AS num_turns, CAST(model_tokens AS DOUBLE) AS model_tokens,
-               CAST(n_calls AS DOUBLE) AS n_calls, think_share, edits_per_turn, readback_share,
-               CAST(ran_suite AS DOUBLE) AS ran_suite, CAST(n_format_errors AS DOUBLE) AS n_format_errors
-        FROM trajectory_measures WHERE run_id IN ($run_a, $run_b)
+               CAST(n_calls AS DOUBLE) AS n_calls, CAST(n_format_errors AS DOUBLE) AS n_format_errors,
+               edits_per_turn, readback_share
+        FROM measures
     ) ON COLUMNS(* EXCLUDE (run_id)) INTO NAME measure VALUE value
 ),
-sides AS (
-    SELECT measure,
-           avg(value) FILTER (WHERE run_id = $run_a) AS mean_a,
-           stddev_samp(value) FILTER (WHERE run_id = $run_a) AS sd_a,
-           count(value) FILTER (WHERE run_id = $run_a) AS n_a,
-           avg(value) FILTER (WHERE run_id = $run_b) AS mean_b,
-           stddev_samp(value) FILTER (WHERE run_id = $run_b) AS sd_b,
-           count(value) FILTER (WHERE run_id = $run_b) AS n_b
-    FROM long GROUP BY measure
+means AS (
+    SELECT measure, 'mean' AS kind, run_id, avg(value) AS value, stddev_samp(value) AS sd, count(*) AS n
+    FROM long WHERE NOT isnan(value)
+    GROUP BY measure, run_id
 ),
-tested AS (
-    SELECT *, mean_b - mean_a AS difference,
-           sqrt(sd_a * sd_a / n_a + sd_b * sd_b / n_b) AS se,
-           sqrt(((n_a - 1) * sd_a * sd_a + (n_b - 1) * sd_b * sd_b) / (n_a + n_b - 2)) AS sd_pooled
-    FROM sides WHERE n_a > 1 AND n_b > 1
+units AS (  -- per trajectory: think calls x of calls n (a call share), and ran_suite (a rate)
+    SELECT run_id, CAST(count_think AS DOUBLE) AS x, CAST(n_calls AS DOUBLE) AS n, ran_suite FROM measures
+),
+pooled AS (
+    SELECT run_id, sum(x) / sum(n) AS p, sum(n) AS total, count(*) AS m
+    FROM units GROUP BY run_id HAVING sum(n) > 0
+),
+shares AS (
+    SELECT 'think_share' AS measure, 'call_share' AS kind, p.run_id, p.p AS value,
+           CASE WHEN p.m < 2 THEN p.m
+                WHEN v.variance > 0 THEN least(p.p * (1 - p.p) / v.variance, p.total)
+                ELSE p.total END AS n
+    FROM pooled p
+    JOIN (SELECT u.run_id, p.m / (p.m - 1) * sum((u.x - p.p * u.n) ^ 2) / p.total ^ 2 AS variance
+          FROM units u JOIN pooled p USING (run_id) GROUP BY u.run_id, p.m, p.total) v USING (run_id)
+    UNION ALL
+    SELECT 'ran_suite', 'trajectory_rate', run_id, avg(CAST(ran_suite AS DOUBLE)), count(*)
+    FROM units WHERE ran_suite IS NOT NULL GROUP BY run_id
+),
+wilson AS (  -- Wilson score interval of each side's share, z = 1.959963984540054
+    SELECT *, greatest(least(centre - half, value), 0) AS low, least(greatest(centre + half, value), 1) AS high
+    FROM (
+        SELECT *, (value + 3.8414588206941254 / (2 * n)) / (1 + 3.8414588206941254 / n) AS centre,
+               1.959963984540054 * sqrt(greatest(value * (1 - value) / n + 3.8414588206941254 / (4 * n * n), 0))
+                   / (1 + 3.8414588206941254 / n) AS half
+        FROM shares
+    )
+),
+proportions AS (
+    SELECT a.measure, a.kind, a.value AS value_a, a.n AS n_a, b.value AS value_b, b.n AS n_b,
+           b.value - a.value AS difference,
+           greatest(b.value - a.value - sqrt((b.value - b.low) ^ 2 + (a.high - a.value) ^ 2), -1) AS difference_low,
+           least(b.value - a.value + sqrt((b.high - b.value) ^ 2 + (a.value - a.low) ^ 2), 1) AS difference_high,
+           'Cohen''s h' AS effect,
+           2 * asin(sqrt(b.value)) - 2 * asin(sqrt(a.value)) AS effect_size
+    FROM wilson a JOIN wilson b ON a.measure = b.measure AND a.run_id = $run_a AND b.run_id = $run_b
+),
+welch AS (
+    SELECT a.measure, a.value AS value_a, a.n AS n_a, b.value AS value_b, b.n AS n_b, a.sd AS sd_a, b.sd AS sd_b,
+           b.value - a.value AS difference,
+           a.sd * a.sd / a.n AS va, b.sd * b.sd / b.n AS vb,
+           sqrt(((a.n - 1) * a.sd * a.sd + (b.n - 1) * b.sd * b.sd) / (a.n + b.n - 2)) AS sd_pooled
+    FROM means a JOIN means b ON a.measure = b.measure AND a.run_id = $run_a AND b.run_id = $run_b
+),
+welch_df AS (
+    SELECT *, sqrt(va + vb) AS se,
+           CASE WHEN va + vb > 0 THEN (va + vb) ^ 2 / (va ^ 2 / (n_a - 1) + vb ^ 2 / (n_b - 1)) END AS df
+    FROM welch
+),
+welch_t AS (  -- t quantile 0.975 at df degrees of freedom (Cornish-Fisher expansion about z)
+    SELECT *, 1.959963984540054 + 9.489084921194248 / (4 * df) + 270.95986711100267 / (96 * df ^ 2)
+              + 981.4462769309653 / (384 * df ^ 3) + 146491.45836077468 / (92160 * df ^ 4) AS t
+    FROM welch_df
+),
+mean_rows AS (
+    SELECT measure, 'mean' AS kind, value_a, n_a, value_b, n_b, difference,
+           CASE WHEN se = 0 THEN difference ELSE difference - t * se END AS difference_low,
+           CASE WHEN se = 0 THEN difference ELSE difference + t * se END AS difference_high,
+           'Cohen''s d' AS effect,
+           CASE WHEN sd_pooled > 0 THEN difference / sd_pooled END AS effect_size
+    FROM welch_t
 )
-SELECT measure, round(mean_a, 4) AS mean_a, n_a, round(mean_b, 4) AS mean_b, n_b,
-       round(difference, 4) AS difference,
-       round(difference - 1.959964 * se, 4) AS difference_low, round(difference + 1.959964 * se, 4) AS difference_high,
-       round(CASE WHEN sd_pooled > 0 THEN difference / sd_pooled END, 3) AS cohens_d
-FROM tested
-ORDER BY abs(CASE WHEN sd_pooled > 0 THEN difference / sd_pooled END) DESC NULLS LAST, measure;
+SELECT measure, kind, round(value_a, 4) AS value_a, round(n_a, 2) AS n_a, round(value_b, 4) AS value_b,
+       round(n_b, 2) AS n_b, round(difference, 4) AS difference, round(difference_low, 4) AS difference_low,
+       round(difference_high, 4) AS difference_high, effect, round(effect_size, 3) AS effect_size
+FROM (SELECT * FROM mean_rows UNION ALL SELECT * FROM proportions)
+ORDER BY abs(effect_size) DESC NULLS LAST, measure;

@@ -1,12 +1,16 @@
--- Think share of all executed tool calls per step of one run: the r6 collapse signal
--- (0.06-0.08 early, 0.73 at collapse). Needs the call_classes table (`trajlens classify`).
+-- Think share per step of one run: think calls / all executed tool calls (format errors
+-- excluded), pooled over the step's trajectories of the training split (split = 'train'), as
+-- the checks' share:think and the report measure it: the r6 collapse signal (0.06-0.08 early,
+-- 0.73 at collapse). Steps without executed calls are left out. Needs the call_classes table
+-- (`trajlens classify`).
 -- Parameters: $run_id (text).
 SELECT
-    step,
+    c.step,
     count(*) AS calls,
-    count(*) FILTER (WHERE primary_class = 'think') AS think_calls,
-    round(count(*) FILTER (WHERE primary_class = 'think') / count(*), 4) AS think_share
-FROM call_classes
-WHERE run_id = $run_id AND primary_class IS NOT NULL
-GROUP BY step
-ORDER BY step;
+    count(*) FILTER (WHERE c.primary_class = 'think') AS think_calls,
+    round(count(*) FILTER (WHERE c.primary_class = 'think') / count(*), 4) AS think_share
+FROM call_classes c
+JOIN trajectories t USING (run_id, trajectory_id)
+WHERE c.run_id = $run_id AND t.split = 'train' AND c.primary_class IS NOT NULL
+GROUP BY c.step
+ORDER BY c.step;

@@ -1,25 +1,20 @@
--- How the agent checks its work, per step of one run: full suite, targeted tests, quick
--- python -c / heredoc checks, scripts (shares of verification calls), and the share of
--- trajectories that ran the whole suite at least once. Needs `trajlens classify`.
+-- How the agent checks its work, per step of one run, on the training split (split = 'train'):
+-- verification calls (calls whose primary class is test_suite, test_targeted, quick_check or
+-- run_script), each class's share of them pooled over the step's trajectories (the checks'
+-- verification:<class>; null on a step without verification calls), and the share of the
+-- step's trajectories that ran the whole suite at least once in any action (the checks'
+-- ran_suite). Every step with training trajectories has a row. Needs `trajlens classify`.
 -- Parameters: $run_id (text).
-WITH calls AS (
-    SELECT step, primary_class
-    FROM call_classes
-    WHERE run_id = $run_id AND is_verification
-),
-mix AS (
-    SELECT
-        step,
-        count(*) AS verification_calls,
-        round(avg(CAST(primary_class = 'test_suite' AS DOUBLE)), 4) AS suite,
-        round(avg(CAST(primary_class = 'test_targeted' AS DOUBLE)), 4) AS targeted,
-        round(avg(CAST(primary_class = 'quick_check' AS DOUBLE)), 4) AS quick_check,
-        round(avg(CAST(primary_class = 'run_script' AS DOUBLE)), 4) AS run_script
-    FROM calls
-    GROUP BY step
-)
-SELECT mix.*, round(avg(CAST(m.ran_suite AS DOUBLE)), 4) AS suite_run_rate
-FROM mix
-JOIN trajectory_measures m ON m.run_id = $run_id AND m.step = mix.step
-GROUP BY ALL
-ORDER BY mix.step;
+SELECT
+    m.step,
+    CAST(sum(m.n_verification) AS BIGINT) AS verification_calls,
+    round(sum(m.count_test_suite) / nullif(sum(m.n_verification), 0), 4) AS suite,
+    round(sum(m.count_test_targeted) / nullif(sum(m.n_verification), 0), 4) AS targeted,
+    round(sum(m.count_quick_check) / nullif(sum(m.n_verification), 0), 4) AS quick_check,
+    round(sum(m.count_run_script) / nullif(sum(m.n_verification), 0), 4) AS run_script,
+    round(avg(CAST(m.ran_suite AS DOUBLE)), 4) AS suite_run_rate
+FROM trajectory_measures m
+JOIN trajectories t USING (run_id, trajectory_id)
+WHERE m.run_id = $run_id AND t.split = 'train'
+GROUP BY m.step
+ORDER BY m.step;
