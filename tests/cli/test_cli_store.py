@@ -42,6 +42,9 @@ def test_sql_writes_csv(tmp_path, tiny_run_dir):
         (("sql", "{store}", "SELECT nope FROM runs"), "query failed"),
         (("sql", "{store}", "SELECT 1", "--param", "novalue"), "expected NAME=VALUE"),
         (("sql", "{store}", "{tmp}/missing.sql"), "no such query file"),
+        (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "whiten=no"), "'whiten': expected bool, found 'no'"),
+        (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "gama=0.5"), "gae takes no option 'gama'"),
+        (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "gamma=abc"), "'gamma': expected float"),
     ],
 )
 def test_user_errors_are_one_line_without_traceback(tmp_path, tiny_run_dir, args, message):
@@ -147,3 +150,19 @@ def test_a_missing_dependency_names_the_install_command(monkeypatch, capsys):
     assert _app.main(["--version"]) == 1
     assert capsys.readouterr().err.strip() == ("error: the trajlens command line (trajlens.cli.attribution) needs "
                                                "pyyaml: install it with `pip install pyyaml`")
+
+
+@pytest.mark.parametrize("args", [
+    ("synth", "sao-r6", "--steps", "2", "--seed", "-1", "--out", "{tmp}/run"),
+    ("sample", "{tmp}/store", "--run", "r", "--seed", "-1"),
+    ("report", "{tmp}/store", "--seed", "-1", "--out", "{tmp}/report"),
+    ("report", "{tmp}/store", "--viewers", "-1", "--out", "{tmp}/report"),
+    ("attribute", "{tmp}/store", "--run", "r", "--k", "0"),
+    ("compare", "{tmp}/store", "a", "b", "--top", "-1"),
+    ("sql", "{tmp}/store", "SELECT 1", "--rows", "-1"),
+])
+def test_out_of_range_counts_are_usage_errors_and_write_nothing(tmp_path, args):
+    done = trajlens(*(a.format(tmp=tmp_path) for a in args))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "Invalid value" in done.stderr
+    assert list(tmp_path.iterdir()) == []

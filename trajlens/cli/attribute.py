@@ -42,7 +42,7 @@ def attribute(
         "--estimator", "-e", help="Recomputation LABEL=NAME (repeatable; default: every one the run's data allows).")] = None,
     option: Annotated[Optional[list[str]], typer.Option(
         "--option", help="Estimator option NAME=VALUE (one --estimator) or LABEL.NAME=VALUE.")] = None,
-    k: Annotated[int, typer.Option("--k", help="Lag in steps: credit at step t against the share change to t+k.")] = 5,
+    k: Annotated[int, typer.Option("--k", min=1, help="Lag in steps: credit at step t against the share change to t+k.")] = 5,
     aggregation: Annotated[Optional[list[str]], typer.Option(
         "--aggregation", help="Loss aggregation modes (repeatable; default: verl's four).")] = None,
     out: Annotated[Optional[Path], typer.Option(

@@ -18,10 +18,10 @@ def compare(
     b: Annotated[str, typer.Argument(help="Side B, written as side A.")],
     stages: Annotated[str, typer.Option("--stages", help="quartiles, early_late, or NAME:FIRST-LAST,... (the stages RUN:STAGE names).")] = "quartiles",
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Folder for comparison.csv, comparison.md and comparison.html.")] = None,
-    top: Annotated[int, typer.Option("--top", help="Largest differences said in words.")] = 5,
+    top: Annotated[int, typer.Option("--top", min=0, help="Largest differences said in words.")] = 5,
     advantages: Annotated[bool, typer.Option("--advantages/--no-advantages", help="Compare recomputed advantage statistics of the estimators both runs allow (recomputes what is not stored yet).")] = True,
     report: Annotated[Optional[Path], typer.Option("--report", help="A folder written by trajlens report: add this comparison to its index.html.")] = None,
-    rows: Annotated[int, typer.Option("--rows", help="Rows of the table printed here, largest effect first (all of them go to --out).")] = 10,
+    rows: Annotated[int, typer.Option("--rows", min=0, help="Rows of the table printed here, largest effect first (all of them go to --out).")] = 10,
 ) -> None:
     """Compare every behaviour measure and advantage statistic present on both sides.
 

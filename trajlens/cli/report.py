@@ -26,9 +26,9 @@ def report(
     output: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports and figures.")],
     run: Annotated[Optional[list[str]], typer.Option("--run", "-r", help="Run id (repeatable; default: every run).")] = None,
     n: Annotated[int, typer.Option("--n", help="Trajectories drawn per stage.")] = 80,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the draw.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the draw.")] = 0,
     compare: Annotated[Optional[list[str]], typer.Option("--compare", help="A,B: a comparison for index.html (repeatable); sides as in trajlens compare.")] = None,
-    viewers: Annotated[int, typer.Option("--viewers", help="Trajectory viewer pages per run.")] = 3,
+    viewers: Annotated[int, typer.Option("--viewers", min=0, help="Trajectory viewer pages per run.")] = 3,
     split: Annotated[str, typer.Option("--split", help="Trajectories of this split (a run without it is reported on the split it has).")] = "train",
 ) -> None:
     """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.

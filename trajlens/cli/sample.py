@@ -35,7 +35,7 @@ def sample(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
     n: Annotated[int, typer.Option("--n", help="Trajectories drawn per stage (all when a stage has fewer).")] = 80,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the draw.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the draw.")] = 0,
     stages: Annotated[str, typer.Option("--stages", help="quartiles, early_late, or NAME:FIRST-LAST,... step ranges.")] = "quartiles",
     split: Annotated[str, typer.Option("--split", help="Trajectories of this split (a run without it: the split it has).")] = "train",
     output: Annotated[Optional[Path], typer.Option(

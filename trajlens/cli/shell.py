@@ -65,7 +65,7 @@ def _interactive_lines() -> Iterator[str]:
 def shell(
     store: Annotated[Path, typer.Argument(help="Store directory written by `trajlens ingest`.")],
     command: Annotated[Optional[str], typer.Option("--command", "-c", help="Run this SQL and exit.")] = None,
-    rows: Annotated[int, typer.Option("--rows", help="Rows to print per result.")] = 40,
+    rows: Annotated[int, typer.Option("--rows", min=0, help="Rows to print per result.")] = 40,
 ) -> None:
     """An SQL prompt on a store's tables, using the DuckDB that trajlens ships with.
 

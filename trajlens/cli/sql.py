@@ -50,7 +50,7 @@ def sql(
     query: Annotated[str, typer.Argument(help="A SELECT query, a .sql file, or a saved query's name such as think_share_by_step.")],
     param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Bind $NAME: NAME=VALUE binds text; NAME:TYPE=VALUE with TYPE int, float, bool, json or text.")] = None,
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the result to a .csv, .json, .parquet, .md or .html file instead of printing it.")] = None,
-    rows: Annotated[int, typer.Option("--rows", help="Rows to print.")] = 40,
+    rows: Annotated[int, typer.Option("--rows", min=0, help="Rows to print.")] = 40,
 ) -> None:
     """Run a read-only query over a store's tables: runs, trajectories, tool_calls, tokens,
     step_metrics, and the analysis tables once computed.

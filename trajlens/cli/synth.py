@@ -17,7 +17,7 @@ def synth(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run directory to create (must not exist).")],
     steps: Annotated[Optional[int], typer.Option("--steps", help="Training steps (default: the scenario's).")] = None,
     batch: Annotated[Optional[int], typer.Option("--batch", help="Trajectories per step, a multiple of the group size.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed; the same arguments give identical files.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed; the same arguments give identical files.")] = 0,
     tokens: Annotated[Optional[int], typer.Option("--tokens", help="Mean tokens per trajectory at the first step.")] = None,
     calls: Annotated[Optional[int], typer.Option("--calls", help="Mean tool calls per trajectory at the first step.")] = None,
     first_step: Annotated[int, typer.Option("--first-step", help="Number of the first step (steps are independent draws).")] = 1,

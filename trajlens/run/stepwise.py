@@ -343,6 +343,12 @@ def _step_raw(raw: RawGAE, start: int, stop: int) -> RawGAE:
 
 
 def _gae_options(choice: EstimatorChoice) -> tuple[float, float, bool]:
+    """GAE's options, checked as :func:`trajlens.estimators.recompute` checks every estimator's."""
+    from trajlens.estimators import EstimatorInputError
+
+    problems = choice.spec().option_problems(choice.options)
+    if problems:
+        raise EstimatorInputError("recompute: " + "; ".join(problems))
     settings = choice.settings()  # the registry's defaults, then the choice's options
     return float(settings["gamma"]), float(settings["lam"]), bool(settings["whiten"])
 
