@@ -37,8 +37,8 @@ from trajlens.estimators.registry import RunFacts
 from trajlens.run.facts import stored_facts
 from trajlens.run.location import StoreLocation
 from trajlens.run.reader import RunReader
-from trajlens.run.trained import run_trained_with
 from trajlens.run.splits import TRAIN_SPLIT
+from trajlens.run.trained import run_trained_with
 
 MapSteps = Callable[["CreditStep", list[int]], Iterator[tuple[int, dict[str, pa.Table]]]]
 """``map_steps(function, steps)``: ``(step, function(location, run_id, step))`` for every step, in order."""

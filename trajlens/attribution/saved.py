@@ -38,6 +38,7 @@ import json
 from typing import Any
 
 import polars as pl
+
 from trajlens.run.splits import TRAIN_SPLIT
 
 RUNS_TABLE = "attribution_runs"

@@ -233,8 +233,9 @@ def _channel_advantages(wide: pl.DataFrame, names: list[str]) -> tuple[np.ndarra
         groups = group_index("channel_measures", step["group_id"].to_list(), step.height, rewards.device)
         found = per_channel_advantages(rewards, groups)
         advantages.append(found.numpy())
-        dominant += [names[k] if k >= 0 else "none" for k in dominant_channels(found).tolist()]
-    return np.concatenate(advantages), dominant
+        dominant.append(dominant_channels(found).numpy())
+    labels = np.array([*names, "none"], dtype=object)  # -1, no channel with a value: the last label
+    return np.concatenate(advantages), labels[np.concatenate(dominant)].tolist()
 
 
 def onset_step(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int, fraction: float = 0.25) -> int:

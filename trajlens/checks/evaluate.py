@@ -166,37 +166,39 @@ def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id:
     return RunChecks(info.run_id, info.source, evaluate_checks(checks, state), len(state.steps))
 
 
-def _stored_split(source: Path | str, run_id: str | None) -> str | None:
-    """The split a stored run is measured on (:func:`trajlens.run.splits.chosen_split`); None for
-    anything else, whose first batch tells it."""
+def _stored_run(source: Path | str, run_id: str | None) -> Path | None:
+    """The run's folder when ``source`` is a store (as open_batches tells one); None for anything
+    else, and for a run the store lacks (open_batches names the problem)."""
     from trajlens.checks.data import _store_run
     from trajlens.errors import ConfigError
-    from trajlens.run.splits import chosen_split, run_dir_splits
 
     path = Path(source)
     if not path.is_dir() or not (path / "runs").is_dir():
         return None
     try:
-        return chosen_split(run_dir_splits(_store_run(path, run_id)))
+        return _store_run(path, run_id)
     except ConfigError:
-        return None  # open_batches names the problem
+        return None
+
+
+def _stored_split(source: Path | str, run_id: str | None) -> str | None:
+    """The split a stored run is measured on (:func:`trajlens.run.splits.chosen_split`); None for
+    anything else, whose first batch tells it."""
+    from trajlens.run.splits import chosen_split, run_dir_splits
+
+    run_dir = _stored_run(source, run_id)
+    return None if run_dir is None else chosen_split(run_dir_splits(run_dir))
 
 
 def _saved_measures(source: Path | str, run_id: str | None) -> Any:
     """The classified calls' measures a store saved for the run (``trajlens classify``), which
     the checks take rather than classifying the calls again; None for anything else."""
-    from trajlens.checks.data import _store_run
     from trajlens.engine.classify import saved_measures
-    from trajlens.errors import ConfigError
 
-    path = Path(source)
-    if not path.is_dir() or not (path / "runs").is_dir():  # a store, as open_batches tells one
+    run_dir = _stored_run(source, run_id)
+    if run_dir is None:
         return None
-    try:
-        run_dir = _store_run(path, run_id)
-    except ConfigError:
-        return None  # open_batches names the problem
-    return saved_measures(path, run_dir.name)  # read from its folder: checking writes nothing
+    return saved_measures(run_dir.parent.parent, run_dir.name)  # read from its folder: checking writes nothing
 
 
 __all__ = ["CheckResult", "RunChecks", "STATUSES", "check_run", "evaluate_check", "evaluate_checks"]

@@ -14,8 +14,8 @@ from typing import Any
 import polars as pl
 
 from trajlens.report.findings import Finding
-from trajlens.steps import steps_text
 from trajlens.run.splits import TRAIN_SPLIT
+from trajlens.steps import steps_text
 
 SATURATED_REL_GAIN = 0.1
 
