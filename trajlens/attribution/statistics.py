@@ -185,18 +185,11 @@ def channel_measures(trajectories: pl.DataFrame) -> pl.DataFrame:
 
     Empty when the trajectories have fewer than two reward channels.
     """
-    long = (
-        trajectories.select("step", "group_id", "trajectory_id", "reward_channels")
-        .explode("reward_channels").drop_nulls("reward_channels")
-        .select("step", "group_id", "trajectory_id",
-                pl.col("reward_channels").struct.field("name").alias("channel"),
-                pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value"))
-    )
-    names = long["channel"].unique(maintain_order=True).to_list()
+    from trajlens.run.channels import channel_values, complete_rows
+
+    wide, names = complete_rows(channel_values(trajectories))  # the rows and channels the watch list counts
     if len(names) < 2:
         return pl.DataFrame()
-    wide = long.pivot(on="channel", index=["step", "group_id", "trajectory_id"], values="value",
-                      aggregate_function="first").drop_nulls().sort("step", maintain_order=True)
     advantages, dominant = _channel_advantages(wide, names)
     wide = wide.with_columns(
         pl.sum_horizontal(names).alias("summed"),

@@ -4,7 +4,7 @@ For reward channels r^k (one score per trajectory and channel, NaN where a chann
 apply):
 
 * mean and std of each channel over the batch;
-* ``rel_gain``: the mean over groups of (max - min) of the channel within the group, the signal
+* ``rel_gain``: the mean over groups (of two or more) of (max - min) of the channel within the group, the signal
   a group baseline can see (format fell from 0.9 to 0.05 while correctness stayed near 0.5 as
   the format reward saturated);
 * dominant channel counts: for each trajectory the argmax over the stacked per-channel
@@ -42,7 +42,7 @@ class ChannelDiagnostics:
     std: torch.Tensor
     """(K,) NaN-aware unbiased std."""
     rel_gain: torch.Tensor
-    """(K,) mean over groups of (max - min) within the group."""
+    """(K,) mean over groups of two or more trajectories of (max - min) within the group."""
     dominant_counts: torch.Tensor
     """(K,) trajectories whose largest per-channel advantage is channel k."""
     advantage_std: torch.Tensor
@@ -93,7 +93,7 @@ def channel_diagnostics(
         channel_advantages = check.float_tensor(fn, "channel_advantages", channel_advantages, ndim=2)
         check.same_shape(fn, channel_rewards=channel_rewards, channel_advantages=channel_advantages)
     advantages = channel_advantages.double()
-    rel_gain = torch.nanmean(group_max_minus_min(values, groups), dim=0)  # mean_g (max_g - min_g)
+    rel_gain = torch.nanmean(_in_groups_of_two(group_max_minus_min(values, groups), groups), dim=0)
     dominant = dominant_channels(advantages)
     dominant_counts = torch.bincount(dominant[dominant >= 0], minlength=channels)
     correlation = _pairwise_correlation(values)
@@ -120,6 +120,13 @@ def channel_diagnostics(
         collinear_pairs=tuple(pairs),
         warnings=warnings,
     )
+
+
+def _in_groups_of_two(spread: torch.Tensor, groups: GroupIndex) -> torch.Tensor:
+    """(G, K) ``spread``, NaN for a group of one trajectory: rel_gain is the mean over groups of
+    two or more, as the checks, the report and the saved queries take it (a lone rollout's
+    max - min is 0 by construction, not a saturated channel)."""
+    return torch.where((groups.sizes >= 2)[:, None], spread, torch.full_like(spread, float("nan")))
 
 
 def per_channel_advantages(channel_rewards: torch.Tensor, groups: GroupIndex) -> torch.Tensor:

@@ -1,0 +1,116 @@
+"""``trajlens channels``: the multi-reward digest's watch list per step and channel, with the
+numbers every other surface gives (saved query, attribution, the gdpo_dynamic estimator)."""
+
+from __future__ import annotations
+
+import json
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+import torch
+
+import trajlens
+from cli_run import run_cli
+from trajlens.attribution.statistics import channel_measures
+from trajlens.estimators import channel_diagnostics, recompute
+from trajlens.run.channels import WATCH_SCHEMA, run_channel_watch
+
+RUN = "multireward"
+QUERY = Path(__file__).resolve().parents[2] / "queries" / "reward_channels_by_step.sql"
+
+
+@pytest.fixture(scope="module")
+def watch(samples_store_path):
+    return run_channel_watch(trajlens.open(samples_store_path), RUN)
+
+
+@pytest.fixture(scope="module")
+def trajectories(samples_store_path):
+    return (trajlens.open(samples_store_path).trajectories
+            .filter((pl.col("run_id") == RUN) & (pl.col("split") == "train")).collect())
+
+
+def test_the_digest_saturation_shows_in_the_watch_list(watch):
+    """Format is learned: its rel_gain falls from about 0.8 to 0.05 and its weight to the
+    bound's end, while correctness keeps its signal and the top weight."""
+    table = watch.table
+    assert list(table.columns) == list(WATCH_SCHEMA) and watch.channels == ("format", "correctness")
+    assert table.height == 2 * table["step"].n_unique() == 640
+
+    def early_late(channel: str, column: str) -> tuple[float, float]:
+        part = table.filter(pl.col("channel") == channel).sort("step")
+        return part[column].head(80).mean(), part[column].tail(80).mean()
+
+    early, late = early_late("format", "rel_gain")
+    assert early > 0.7 and late < 0.1
+    assert early_late("correctness", "rel_gain")[1] > 0.4
+    early, late = early_late("format", "weight")
+    assert early > 0.4 and late < 0.2
+    assert early_late("correctness", "weight") == pytest.approx((0.5, 0.5))
+    early, late = early_late("format", "advantage_kurtosis")
+    assert late > 10 * max(early, 1.0)  # the rare unformatted response stands out past many sigma
+
+
+def test_rel_gain_mean_and_std_are_the_saved_query_s(watch, samples_store_path):
+    """The saved SQL (a separate implementation, in DuckDB) gives the same numbers at every step."""
+    sql = trajlens.open(samples_store_path).sql(QUERY.read_text(), {"run_id": RUN})
+    joined = watch.table.join(sql, on=["step", "channel"], how="inner", suffix="_sql")
+    assert joined.height == watch.table.height
+    for column in ("mean", "std", "rel_gain"):
+        difference = (joined[column] - joined[f"{column}_sql"]).abs().max()
+        assert difference <= 5.1e-5, column  # the query rounds to 4 decimals
+
+
+def test_dominant_counts_are_attribution_s(watch, trajectories):
+    measures = channel_measures(trajectories)
+    for channel in watch.channels:
+        ours = watch.table.filter(pl.col("channel") == channel).select("step", "dominant")
+        theirs = measures.select("step", pl.col(f"dominant:{channel}").alias("dominant"))
+        assert ours.sort("step").equals(theirs.sort("step").cast({"dominant": pl.Int64})), channel
+
+
+def test_weights_are_those_gdpo_dynamic_recomputes_the_run_with(watch, trajectories):
+    """As `trajlens advantages -e gdpo_dynamic` runs it (whitened over model tokens): the weights
+    do not depend on the final normalisation."""
+    recomputed = recompute(trajectories, None, "gdpo_dynamic")
+    weights = recomputed.group_by("step").agg(pl.col("channel_weights").first()).sort("step")
+    for index, channel in enumerate(watch.channels):
+        ours = watch.table.filter(pl.col("channel") == channel).sort("step")["weight"].to_list()
+        assert ours == weights["channel_weights"].list.get(index).to_list(), channel
+
+
+def test_rel_gain_leaves_out_a_group_of_one():
+    """A lone rollout's max - min is 0 by construction: it would make a live channel look saturated."""
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]], dtype=torch.float64)
+    found = channel_diagnostics(rewards, ["a", "a", "b"], names=["x", "y"])
+    assert found.rel_gain.tolist() == [1.0, 1.0]
+
+
+def test_the_command_prints_the_watch_and_writes_every_row(samples_store_path, tmp_path):
+    out = tmp_path / "channels.json"
+    result = run_cli("channels", samples_store_path, "--run", RUN, "--out", out, "--rows", "4")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("format: rel_gain 0.7") and "-> 0.05" in line for line in lines), result.stdout
+    assert "(636 more rows)" in result.stdout
+    rows = json.loads(out.read_text())
+    assert len(rows) == 640 and set(rows[0]) == set(WATCH_SCHEMA)
+
+
+def test_a_run_with_one_reward_says_so(samples_store_path, tmp_path):
+    out = tmp_path / "none.csv"
+    result = run_cli("channels", samples_store_path, "--run", "sao-r7", "--out", out)
+    assert result.returncode == 0 and "fewer than two reward channels" in result.stdout
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (("--run", "no-such-run"), "no-such-run"),
+    (("--run", RUN, "--out", "x.txt"), "expected a file ending in"),
+])
+def test_bad_input_is_one_line(samples_store_path, tmp_path, arguments, message):
+    result = run_cli("channels", samples_store_path, *arguments, cwd=tmp_path)
+    assert result.returncode != 0 and message in result.stderr and "Traceback" not in result.stderr
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,219 @@
+"""The watch list of a multi-reward run: each reward channel, step by step.
+
+The multi-reward digest names what to watch per channel while training with several rewards:
+its ``rel_gain`` (the signal a group baseline can see), the dynamic weight's moving average,
+the std and the excess kurtosis of its group-normalised advantages, and how many responses it
+dominates (the argmax over the stacked per-channel advantages). :func:`channel_watch` gives
+them for every step of a run, one row per step and channel:
+
+``mean``, ``std``, ``rel_gain``
+    The channel's values over the step's trajectories; ``std`` and ``rel_gain`` are the checks'
+    ``channel_std:`` and ``rel_gain:`` measures (:func:`trajlens.checks.step_measures.channel_stats`),
+    so the watch, ``trajlens check``, the report and the saved queries give one number.
+``advantage_std``, ``advantage_kurtosis``, ``dominant``
+    Of the channel's own GRPO advantages, over the trajectories that have every channel
+    (:func:`trajlens.estimators.channel_diagnostics`); ``dominant`` counts the trajectories whose
+    largest per-channel advantage is this channel's, as attribution counts them.
+``weight``
+    The weight ``gdpo_dynamic`` (the digest's recipe: a softmax over the moving average of each
+    channel's advantage std, bounded; default settings) gives the channel at that step, as the
+    estimator computes it when it recomputes the run.
+
+Pairs of channels correlated above the collinearity threshold are listed per step as well.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import polars as pl
+
+from trajlens.run.splits import TRAIN_SPLIT
+
+WATCH_SCHEMA: dict[str, Any] = {
+    "step": pl.Int64, "channel": pl.String, "mean": pl.Float64, "std": pl.Float64, "rel_gain": pl.Float64,
+    "advantage_std": pl.Float64, "advantage_kurtosis": pl.Float64, "dominant": pl.Int64,
+    "weight": pl.Float64,
+}
+COLLINEAR_SCHEMA: dict[str, Any] = {"step": pl.Int64, "channel_a": pl.String, "channel_b": pl.String,
+                                    "correlation": pl.Float64}
+
+
+class ChannelWatch(NamedTuple):
+    """The watch list of one run (see the module docstring)."""
+
+    table: pl.DataFrame
+    """One row per step and channel, columns :data:`WATCH_SCHEMA`, in step then channel order."""
+    collinear: pl.DataFrame
+    """Per step, each pair of channels correlated above the threshold (:data:`COLLINEAR_SCHEMA`)."""
+    channels: tuple[str, ...]
+    """The channels, in order of first appearance."""
+
+
+def channel_values(trajectories: pl.DataFrame) -> pl.DataFrame:
+    """One row per trajectory and channel: ``step``, ``group_id``, ``trajectory_id``, ``channel``,
+    ``value`` (channels without a name left out), in the trajectories' order."""
+    return (
+        trajectories.select("step", "group_id", "trajectory_id", "reward_channels")
+        .explode("reward_channels").drop_nulls("reward_channels")
+        .select("step", "group_id", "trajectory_id",
+                pl.col("reward_channels").struct.field("name").alias("channel"),
+                pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value"))
+        .drop_nulls("channel")
+    )
+
+
+def complete_rows(long: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """The trajectories that have a value for every channel, one column per channel, in step
+    order; and the channels, in order of first appearance."""
+    names = long["channel"].unique(maintain_order=True).to_list()
+    wide = long.pivot(on="channel", index=["step", "group_id", "trajectory_id"], values="value",
+                      aggregate_function="first")
+    return wide.drop_nulls().sort("step", maintain_order=True), names
+
+
+def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
+    """The watch list of the trajectories of one run (one split): module docstring.
+
+    Empty (with no channels) when the trajectories have fewer than two reward channels: the
+    list watches how channels compete.
+    """
+    long = channel_values(trajectories)
+    wide, names = complete_rows(long)
+    if len(names) < 2 or wide.is_empty():
+        return ChannelWatch(pl.DataFrame(schema=WATCH_SCHEMA), pl.DataFrame(schema=COLLINEAR_SCHEMA), tuple(names))
+    values = _value_measures(trajectories, long)
+    advantages, collinear = _advantage_measures(wide, names)
+    weights = _dynamic_weights(trajectories, names)
+    table = (values.join(advantages, on=["step", "channel"], how="full", coalesce=True)
+             .join(weights, on=["step", "channel"], how="left"))
+    order = pl.col("channel").replace_strict({n: i for i, n in enumerate(names)}, return_dtype=pl.Int32)
+    table = table.sort(pl.col("step"), order).select(
+        [pl.col(name).cast(dtype) for name, dtype in WATCH_SCHEMA.items()])
+    return ChannelWatch(table, collinear, tuple(names))
+
+
+def _value_measures(trajectories: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
+    """mean of each channel per step, and the checks' channel_std: and rel_gain: measures."""
+    from trajlens.checks.step_measures import channel_stats
+
+    stats = channel_stats(trajectories).filter(
+        pl.col("measure").str.starts_with("rel_gain:") | pl.col("measure").str.starts_with("channel_std:"))
+    measure = stats.select(
+        "step",
+        pl.col("measure").str.split_exact(":", 1).struct.field("field_0").alias("kind"),
+        pl.col("measure").str.splitn(":", 2).struct.field("field_1").alias("channel"),
+        (pl.col("x") / pl.col("n")).alias("value"),
+    ).pivot(on="kind", index=["step", "channel"], values="value", aggregate_function="first")
+    for kind in ("rel_gain", "channel_std"):
+        if kind not in measure.columns:
+            measure = measure.with_columns(pl.lit(None, dtype=pl.Float64).alias(kind))
+    means = long.group_by("step", "channel").agg(pl.col("value").fill_nan(None).mean().alias("mean"))
+    return means.join(measure.rename({"channel_std": "std"}), on=["step", "channel"], how="left")
+
+
+def _advantage_measures(wide: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per step: each channel's advantage std, kurtosis and dominant count, and the collinear pairs."""
+    import torch
+
+    from trajlens.estimators.channels import channel_diagnostics
+
+    rows: list[dict[str, Any]] = []
+    pairs: list[dict[str, Any]] = []
+    for batch in wide.partition_by("step", maintain_order=True):
+        step = int(batch["step"][0])
+        if batch.height < 2:
+            continue
+        rewards = torch.as_tensor(batch.select(names).to_numpy(), dtype=torch.float64)
+        found = channel_diagnostics(rewards, batch["group_id"].to_list(), names=names)
+        for k, name in enumerate(names):
+            rows.append({"step": step, "channel": name, "advantage_std": _number(found.advantage_std[k]),
+                         "advantage_kurtosis": _number(found.advantage_kurtosis[k]),
+                         "dominant": int(found.dominant_counts[k])})
+        pairs.extend({"step": step, "channel_a": a, "channel_b": b, "correlation": r} for a, b, r in found.collinear_pairs)
+    schema = {"step": pl.Int64, "channel": pl.String, "advantage_std": pl.Float64,
+              "advantage_kurtosis": pl.Float64, "dominant": pl.Int64}
+    return pl.DataFrame(rows, schema=schema), pl.DataFrame(pairs, schema=COLLINEAR_SCHEMA)
+
+
+def _number(value: Any) -> float | None:
+    number = float(value)
+    return None if np.isnan(number) else number
+
+
+def _dynamic_weights(trajectories: pl.DataFrame, names: list[str]) -> pl.DataFrame:
+    """Each step's channel weights as ``gdpo_dynamic`` (default settings) gives them over the
+    trajectories that have every channel: the estimator's own recomputation, its moving
+    averages carried from step to step. Empty when it cannot run on them."""
+    from trajlens.errors import TrajlensError
+    from trajlens.estimators import EstimatorInputError
+    from trajlens.run.advantages import RunFrames, recompute_run
+
+    schema = {"step": pl.Int64, "channel": pl.String, "weight": pl.Float64}
+    run_id = str(trajectories["run_id"][0])
+    complete = trajectories.join(complete_rows(channel_values(trajectories))[0].select("step", "trajectory_id"),
+                                 on=["step", "trajectory_id"], how="semi", maintain_order="left")
+    try:
+        # The weights do not depend on how the fused advantage is normalised; over trajectories
+        # it needs no token counts.
+        recomputed = recompute_run(None, run_id, "gdpo_dynamic", frames=RunFrames(run_id, complete, None),
+                                   channels=names, config={"batch_normalisation": "sequence"})
+    except (EstimatorInputError, TrajlensError):
+        return pl.DataFrame(schema=schema)
+    per_step = recomputed.group_by("step", maintain_order=True).agg(pl.col("channel_weights").first())
+    rows = [{"step": step, "channel": name, "weight": weight}
+            for step, weights in per_step.iter_rows() for name, weight in zip(names, weights)]
+    return pl.DataFrame(rows, schema=schema)
+
+
+def run_channel_watch(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> ChannelWatch:
+    """:func:`channel_watch` of a stored run's trajectories of ``split`` (its training split by default)."""
+    from trajlens.run.partitions import scan_run_table
+
+    store.require_runs([run_id])
+    trajectories = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split)
+                    .select("run_id", "step", "trajectory_id", "group_id", "split", "model_tokens", "reward",
+                            "reward_channels").collect().sort("step", maintain_order=True))
+    return channel_watch(trajectories)
+
+
+def watch_lines(watch: ChannelWatch) -> list[str]:
+    """One sentence per channel: its watched values in the first and the last quarter of the
+    steps (:func:`trajlens.run.quarters.quarters`), then the collinear pairs."""
+    from trajlens.run.quarters import quarters
+
+    table = watch.table
+    if table.is_empty():
+        return []
+    split = quarters(table["step"].to_numpy())
+    lines = []
+    for name in watch.channels:
+        part = table.filter(pl.col("channel") == name)
+        steps = part["step"].to_numpy()
+        totals = table.group_by("step").agg(pl.col("dominant").sum().alias("total"))
+        share = part.join(totals, on="step", how="left").select(
+            pl.col("dominant") / pl.when(pl.col("total") > 0).then(pl.col("total")))
+        words = []
+        for label, values, digits in (("rel_gain", part["rel_gain"], 2), ("weight", part["weight"], 2),
+                                      ("advantage std", part["advantage_std"], 2),
+                                      ("advantage kurtosis", part["advantage_kurtosis"], 1),
+                                      ("dominant in", share.to_series(), None)):
+            first, last = split.means(steps, values.cast(pl.Float64).fill_null(float("nan")).to_numpy())
+            if np.isnan(first) and np.isnan(last):
+                continue
+            words.append(f"{label} {_watch_number(first, digits)} -> {_watch_number(last, digits)}")
+        lines.append(f"{name}: " + ", ".join(words) + " (first -> last quarter of the steps)")
+    if watch.collinear.height:
+        pairs = watch.collinear.group_by("channel_a", "channel_b", maintain_order=True).agg(
+            pl.len().alias("steps"), pl.col("correlation").abs().max().alias("largest"))
+        for a, b, steps_seen, largest in pairs.iter_rows():
+            lines.append(f"channels {a} and {b} are collinear at {steps_seen} of {table['step'].n_unique()} steps "
+                         f"(|r| up to {largest:.2f}): GDPO will not collapse but diversity suffers; consider dropping one")
+    return lines
+
+
+def _watch_number(value: float, digits: int | None) -> str:
+    if np.isnan(value):
+        return "n/a"
+    return f"{value:.0%}" if digits is None else f"{value:.{digits}f}"
