@@ -2,8 +2,9 @@
 
 Response length
     A length drift is a change of the mean model tokens per trajectory of 20% or more between the
-    first and the last quarter of the steps (Welch p < 0.001). Its evidence is the length bias of
-    every loss aggregation under the run's estimator (``length_bias``: the elasticity of push per
+    first and the last quarter of the steps (:func:`trajlens.run.quarters.quarters`, the quarters
+    of every early-vs-late comparison; Welch p < 0.001). Its evidence is the length bias of every
+    loss aggregation under the run's estimator (``length_bias``: the elasticity of push per
     token on length, 95% bootstrap interval over steps) and the *length relevance*: the
     correlation of a trajectory's length with its reward, both centred within their step, signed
     by the drift's direction, with a Fisher interval. An aggregation is *biased* when its
@@ -17,8 +18,9 @@ Response length
     * **unexplained** otherwise.
 Reward channel
     A channel collapses when its step mean falls by half or more from the first quarter of the
-    steps to the last (Welch p < 0.001). Its evidence is each estimator's *channel credit*: the
-    Pearson correlation, over the trajectories of the run, of the channel's value centred in its
+    steps to the last (Welch p < 0.001; :func:`channel_collapse`, which the report's channel
+    findings use too). Its evidence is each estimator's *channel credit*: the Pearson
+    correlation, over the trajectories of the run, of the channel's value centred in its
     group with the estimator's advantage, with a 95% bootstrap interval over groups; and the
     channel's *reward relevance*: the correlation of its value with the trajectory's reward, both
     centred within their step, with a Fisher interval. Both are signed by the collapse, so a
@@ -46,6 +48,7 @@ import polars as pl
 
 from trajlens.attribution.statistics import centred_correlation, p_text
 from trajlens.attribution.verdicts import AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Decision, Push
+from trajlens.run.quarters import quarters
 
 BIAS_BAND = 0.2
 """Elasticity of push per token on length that counts as a length bias (either sign)."""
@@ -63,13 +66,6 @@ class Change(NamedTuple):
     p_value: float
 
 
-def quarters(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Masks of the first and the last quarter of the distinct steps."""
-    unique = np.unique(steps)
-    cut = max(1, unique.size // 4)
-    return np.isin(steps, unique[:cut]), np.isin(steps, unique[-cut:])
-
-
 def welch_p(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sided p-value of Welch's test of equal means (normal approximation)."""
     if a.size < 2 or b.size < 2:
@@ -83,7 +79,7 @@ def length_change(trajectory_frame: pl.DataFrame) -> Change | None:
     if "length" not in trajectory_frame.columns or trajectory_frame.height < 8:
         return None
     steps, length = trajectory_frame["step"].to_numpy(), trajectory_frame["length"].to_numpy().astype(float)
-    first, last = quarters(steps)
+    first, last = quarters(steps).masks(steps)
     a, b = length[first], length[last]
     p_value = welch_p(a, b)
     if not a.size or not math.isfinite(p_value) or p_value >= CHANGE_ALPHA or abs(b.mean() / a.mean() - 1) < LENGTH_CHANGE:
@@ -142,6 +138,19 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
                                         "the aggregation is not length-biased and length earns no reward")
     return (f"{verdict}: {text}; under {estimator} / {aggregation} the elasticity of push per token on length is "
             f"{_elasticity(own)}; {others}; length relevance signed by the drift {relevance_text}; {reason}")
+
+
+def channel_collapse(steps: np.ndarray, step_means: np.ndarray) -> Change | None:
+    """The change of a reward channel's step means (one per step of ``steps``) from the first
+    quarter of the steps to the last, when it collapsed: fell by half or more, Welch p <
+    :data:`CHANGE_ALPHA` (module docstring); None otherwise."""
+    first, last = quarters(steps).masks(steps)
+    values = np.asarray(step_means, dtype=float)
+    a, b = values[first], values[last]
+    p_value = welch_p(a, b)
+    if not (a.size and a.mean() > 0 and b.mean() <= 0.5 * a.mean() and math.isfinite(p_value) and p_value < CHANGE_ALPHA):
+        return None
+    return Change(float(a.mean()), float(b.mean()), p_value)
 
 
 def channel_values(trajectories: pl.DataFrame, channel: str) -> pl.DataFrame:
@@ -218,16 +227,13 @@ def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome
         return []
     out = []
     steps = channels["step"].to_numpy()
-    first, last = quarters(steps)
     for column in [c for c in channels.columns if c.startswith("mean:")]:
-        values = channels[column].to_numpy().astype(float)
-        a, b = values[first], values[last]
-        p_value = welch_p(a, b)
-        if not (a.size and a.mean() > 0 and b.mean() <= 0.5 * a.mean() and math.isfinite(p_value) and p_value < CHANGE_ALPHA):
+        change = channel_collapse(steps, channels[column].to_numpy())
+        if change is None:
             continue
         name = column[5:]
-        text = (f"reward channel {name} collapsed: {a.mean():.2f} -> {b.mean():.2f} "
-                f"(first vs last quarter of steps, step means, {p_text(p_value)})")
+        text = (f"reward channel {name} collapsed: {change.first:.2f} -> {change.last:.2f} "
+                f"(first vs last quarter of steps, step means, {p_text(change.p_value)})")
         credit = {label: channel_credit(trajectories, frame, name) for label, frame in outcome.items()}
         credit = {label: c for label, c in credit.items() if math.isfinite(c[1])}
         own = credit.get(estimator) if estimator is not None else None

@@ -21,14 +21,16 @@ The interval of each projected share is a parametric bootstrap over calls: every
 redrawn from a normal with its within-step standard error, :data:`DRAWS` times.
 
 ``projection`` has one row per class and estimator: the share at the start, the share the run
-ended with, the projected final share (mean over the last quarter of the steps) and its 95%
-interval, and the fitted gain.
+ended with and the projected final share (each a mean over the last quarter of the steps,
+:func:`trajlens.run.quarters.quarters`), the projected share's 95% interval, and the fitted gain.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
+
+from trajlens.run.quarters import quarters
 
 DRAWS = 200
 """Parametric bootstrap draws of the projected shares."""
@@ -101,18 +103,18 @@ def project(credit: pl.DataFrame, own_label: str | None, aggregation: str, struc
     start = observed[: max(k, 1)].mean(axis=0)
     own_credit, _ = _matrices(part, reference, steps, classes)
     gain, fit_error = fit_gain(start, own_credit, observed)
-    tail = max(1, len(steps) // 4)
+    _, last = quarters(steps).masks(steps)  # rows of the (T, C) matrices in the last quarter
     rng = np.random.default_rng(seed)
     rows = []
     for label in labels:
         mean, se = _matrices(part, label, steps, classes)
-        projected = simulate(start, mean, gain)[-tail:].mean(axis=0)
+        projected = simulate(start, mean, gain)[last].mean(axis=0)
         draws = simulate(start, mean[None] + se[None] * rng.standard_normal((DRAWS, *mean.shape)), gain)
-        low, high = np.quantile(draws[:, -tail:, :].mean(axis=1), [0.025, 0.975], axis=0)
+        low, high = np.quantile(draws[:, last, :].mean(axis=1), [0.025, 0.975], axis=0)
         for c, name in enumerate(classes):
             rows.append({"primary_class": name, "estimator": label, "aggregation": aggregation,
                          "own": label == own_label, "share_start": float(start[c]),
-                         "share_end": float(observed[-tail:, c].mean()), "projected_end": float(projected[c]),
+                         "share_end": float(observed[last, c].mean()), "projected_end": float(projected[c]),
                          "projected_low": float(low[c]), "projected_high": float(high[c]), "gain": gain,
                          "fit_error": fit_error})
     return pl.DataFrame(rows, schema=PROJECTION_SCHEMA)

@@ -185,9 +185,10 @@ def channel_measures(trajectories: pl.DataFrame) -> pl.DataFrame:
 
     Empty when the trajectories have fewer than two reward channels.
     """
-    from trajlens.run.channels import channel_values, complete_rows
+    from trajlens.run.channels import channel_step_means, channel_values, complete_rows
 
-    wide, names = complete_rows(channel_values(trajectories))  # the rows and channels the watch list counts
+    long = channel_values(trajectories)
+    wide, names = complete_rows(long)  # the rows and channels the watch list counts
     if len(names) < 2:
         return pl.DataFrame()
     advantages, dominant = _channel_advantages(wide, names)
@@ -206,8 +207,10 @@ def channel_measures(trajectories: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("spread") > 0)
     )
     misalignment = per_group.group_by("step").agg((1.0 - pl.col("rho").fill_nan(None).mean()).alias("rank_misalignment"))
-    counts = wide.group_by("step").agg([(pl.col("dominant") == n).sum().alias(f"dominant:{n}") for n in names]
-                                       + [pl.col(n).mean().alias(f"mean:{n}") for n in names])
+    counts = wide.group_by("step").agg([(pl.col("dominant") == n).sum().alias(f"dominant:{n}") for n in names])
+    means = channel_step_means(long).pivot(on="channel", index="step", values="mean").select(
+        "step", *[pl.col(n).alias(f"mean:{n}") for n in names])
+    counts = counts.join(means, on="step", how="left")
     return counts.join(misalignment, on="step", how="left").sort("step")
 
 

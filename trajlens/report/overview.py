@@ -9,6 +9,7 @@ of ``README.md`` (plain text a terminal shows as it is).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import polars as pl
@@ -23,10 +24,14 @@ MIN_TREND_STEPS = 2
 
 
 def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> dict[str, list[tuple[int, float]]]:
-    """Per-step means of the run's reward, its model tokens per trajectory and the share of the
-    behaviour class that moved most between its first and last quarter of steps."""
+    """Per step: the run's mean reward, its mean model tokens per trajectory and the share of the
+    behaviour class that moved most between the first and the last quarter of its steps
+    (:func:`trajlens.run.quarters.quarters`). Tokens and shares are the checks' ``mean:model_tokens``
+    and ``share:<class>`` (calls of the class / all calls, pooled over the step's trajectories, as
+    the stage tables and the saved ``think_share_by_step`` measure them)."""
     from trajlens.classify.rules import BEHAVIOUR_CLASSES
     from trajlens.run.partitions import scan_run_table
+    from trajlens.run.quarters import quarters
 
     if measures.is_empty() or measures["step"].n_unique() < MIN_TREND_STEPS:
         return {}
@@ -38,31 +43,49 @@ def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> d
               .group_by("step").agg(pl.col("reward").drop_nans().mean()).drop_nulls().sort("step"))
     if reward.height >= MIN_TREND_STEPS:
         trends["reward"] = list(reward.iter_rows())
-    per_step = measures.group_by("step").agg(
-        pl.col("model_tokens").cast(pl.Float64).mean(),
-        *(pl.col(f"share_{c}").mean() for c in BEHAVIOUR_CLASSES if f"share_{c}" in measures.columns),
-    ).sort("step")
-    tokens = per_step.select("step", "model_tokens").drop_nulls()
-    if tokens.height >= MIN_TREND_STEPS:
+    per_step = step_values(measures, [TOKENS_MEASURE, *(f"share:{c}" for c in BEHAVIOUR_CLASSES)])
+    tokens = per_step.select("step", TOKENS_MEASURE).drop_nulls() if TOKENS_MEASURE in per_step.columns else None
+    if tokens is not None and tokens.height >= MIN_TREND_STEPS:
         trends["model tokens"] = list(tokens.iter_rows())
     else:
         logged = _logged_length(store, run_id)
         if logged.height >= MIN_TREND_STEPS:
             trends["model tokens"] = list(logged.iter_rows())
-    quarter = max(per_step.height // 4, 1)
+    run_quarters = quarters(per_step["step"].to_numpy())
     moved = {}
     for klass in BEHAVIOUR_CLASSES:
-        column = f"share_{klass}"
-        if column not in per_step.columns or per_step[column].drop_nulls().is_empty():
+        column = f"share:{klass}"
+        if column not in per_step.columns:
             continue
-        early, late = per_step[column].head(quarter).mean(), per_step[column].tail(quarter).mean()
-        if isinstance(early, float) and isinstance(late, float) and (early > 0 or late > 0):
+        early, late = run_quarters.means(per_step["step"].to_numpy(), per_step[column].to_numpy())
+        if not (math.isnan(early) or math.isnan(late)) and (early > 0 or late > 0):
             moved[klass] = abs(late - early)
     if moved:
         klass = max(moved, key=lambda c: (moved[c], c))
-        shares = per_step.select("step", f"share_{klass}").drop_nulls()
+        shares = per_step.select("step", f"share:{klass}").drop_nulls()
         trends[f"{klass} share"] = list(shares.iter_rows())
     return trends
+
+
+TOKENS_MEASURE = "mean:model_tokens"
+"""The checks' measure the length trend draws: mean model tokens per trajectory of each step."""
+
+
+def step_values(measures: pl.DataFrame, names: Sequence[str]) -> pl.DataFrame:
+    """``step`` and one column per measure of ``names``: each step's value of the checks' measure
+    (:func:`trajlens.checks.step_measures.trajectory_measure_stats`, pooled by
+    :func:`trajlens.checks.conditions.pooled`), null where it has no denominator; a measure
+    without any row has no column."""
+    from trajlens.checks.conditions import pooled
+    from trajlens.checks.step_measures import trajectory_measure_stats
+
+    stats = trajectory_measure_stats(measures).filter(pl.col("measure").is_in(list(names)))
+    steps = measures.select("step").unique().sort("step")
+    if stats.is_empty():
+        return steps
+    # only the value is read: the interval (a proportion's or a mean's) is not drawn
+    values = pooled(stats, proportion=False).pivot(on="measure", index="step", values="value")
+    return steps.join(values, on="step", how="left").select("step", *(n for n in names if n in values.columns))
 
 
 LENGTH_METRICS: tuple[str, ...] = ("response_length/mean", "completions/mean_length", "completion_length")
@@ -81,8 +104,9 @@ def _logged_length(store: Any, run_id: str) -> pl.DataFrame:
 
 
 def sparkline(name: str, points: Sequence[tuple[int, float]]) -> str:
-    """A small inline SVG line of ``points`` (step, value), labelled, with first and last values
-    on hover; it carries no ids, so many fit on one page."""
+    """A small inline SVG line of ``points`` (step, value), labelled, with its mean over the first
+    and over the last quarter of the steps on hover (:func:`trend_hover`); it carries no ids,
+    so many fit on one page."""
     steps = [float(s) for s, _ in points]
     values = [float(v) for _, v in points]
     low, high = min(values), max(values)
@@ -93,11 +117,21 @@ def sparkline(name: str, points: Sequence[tuple[int, float]]) -> str:
         f"{(s - first) / span_x * (TREND_WIDTH - 2) + 1:.1f},"
         f"{TREND_HEIGHT - 2 - (v - low) / span_y * (TREND_HEIGHT - top - 3):.1f}"
         for s, v in zip(steps, values))
-    title = f"{name}: {_short(values[0])} at step {points[0][0]} -> {_short(values[-1])} at step {points[-1][0]}"
+    title = trend_hover(name, points)
     return (f'<svg class="trend" width="{TREND_WIDTH}" height="{TREND_HEIGHT}" viewBox="0 0 {TREND_WIDTH} '
             f'{TREND_HEIGHT}" role="img" aria-label="{html.escape(title)}"><title>{html.escape(title)}</title>'
             f'<text x="1" y="9" font-size="9" fill="#455a64">{html.escape(name)}</text>'
             f'<polyline points="{coords}" fill="none" stroke="#1565c0" stroke-width="1.3"/></svg>')
+
+
+def trend_hover(name: str, points: Sequence[tuple[int, float]]) -> str:
+    """A trend's hover text: its mean over the first and over the last quarter of its steps
+    (:func:`trajlens.run.quarters.quarters`), the comparison the report's findings make."""
+    from trajlens.run.quarters import quarters
+
+    steps = [step for step, _ in points]
+    first, last = quarters(steps).means(steps, [value for _, value in points])
+    return f"{name}: {_short(first)} in the first quarter -> {_short(last)} in the last"
 
 
 def _short(value: float) -> str:

@@ -4,11 +4,13 @@
   scheduler and overrode a changed LR);
 - a critic whose gradient is shrunk by its clip on most steps (the starved r6 critic);
 - explained variance that never leaves a low band;
-- a reward channel whose rel_gain (mean over groups of max - min) collapses: saturation.
+- a reward channel whose rel_gain (mean over groups of max - min) falls to almost nothing: its
+  group advantage carries no signal, because the channel saturated or because it collapsed.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import polars as pl
@@ -18,6 +20,7 @@ from trajlens.run.splits import TRAIN_SPLIT
 from trajlens.steps import steps_text
 
 SATURATED_REL_GAIN = 0.1
+"""A last-quarter rel_gain under this, after a first quarter at or above it, leaves a channel without signal."""
 
 
 def _metric(store: Any, run_id: str, name: str) -> pl.DataFrame:
@@ -86,9 +89,15 @@ def lr_findings(checks: Any) -> list[Finding]:
 
 
 def channel_findings(store: Any, run_id: str) -> list[Finding]:
-    """rel_gain of each reward channel in the first and last quarter of the run's steps."""
+    """rel_gain of each reward channel in the first and last quarter of the run's steps
+    (:func:`trajlens.run.quarters.quarters`). A rel_gain that falls under
+    :data:`SATURATED_REL_GAIN` leaves the channel's group advantage without signal: the finding
+    says whether the channel *collapsed* (its step mean fell by half or more, attribution's
+    :func:`~trajlens.attribution.causes.channel_collapse`) or *saturated* (every trajectory of a
+    group scores alike, and the channel did not collapse)."""
     from trajlens.checks.step_measures import channel_gains
     from trajlens.run.partitions import scan_run_table
+    from trajlens.run.quarters import quarters
 
     trajectories = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == TRAIN_SPLIT)
                     .select("step", "group_id", "trajectory_id", "reward_channels").collect())
@@ -99,17 +108,29 @@ def channel_findings(store: Any, run_id: str) -> list[Finding]:
     )
     if channels.is_empty() or channels["channel"].n_unique() < 2:
         return []
-    steps = channels["step"].unique().sort()
-    quarter = max(len(steps) // 4, 1)
-    first, last = steps[:quarter], steps[-quarter:]
+    run_quarters = quarters(channels["step"].to_numpy())
     findings = []
     for (channel,), part in channels.partition_by("channel", as_dict=True, maintain_order=True).items():
-        early = part.filter(pl.col("step").is_in(first.implode()))["rel_gain"].mean()
-        late = part.filter(pl.col("step").is_in(last.implode()))["rel_gain"].mean()
-        if early is None or late is None:
+        early, late = run_quarters.means(part["step"].to_numpy(), part["rel_gain"].to_numpy())
+        if math.isnan(early) or math.isnan(late):
             continue  # the channel is missing from the first or the last quarter
-        note = " (saturated: its group advantage carries no signal)" if late < SATURATED_REL_GAIN <= early else ""
+        note = _no_signal_note(trajectories, str(channel)) if late < SATURATED_REL_GAIN <= early else ""
         findings.append(Finding(
             f"reward channel {channel}: rel_gain {early:.2f} in the first quarter -> {late:.2f} in the last{note}",
             "saturated_channel" if note else "channel", "summary-outcome"))
     return findings
+
+
+def _no_signal_note(trajectories: pl.DataFrame, channel: str) -> str:
+    """Why a channel's rel_gain fell, with its step means in the first and the last quarter:
+    collapsed (attribution's definition) or, when not, saturated."""
+    from trajlens.attribution.causes import channel_collapse
+    from trajlens.run.channels import channel_step_means, channel_values
+    from trajlens.run.quarters import quarters
+
+    means = channel_step_means(channel_values(trajectories)).filter(pl.col("channel") == channel).sort("step")
+    steps, values = means["step"].to_numpy(), means["mean"].to_numpy()
+    collapse = channel_collapse(steps, values)
+    first, last = (collapse.first, collapse.last) if collapse is not None else quarters(steps).means(steps, values)
+    return (f" ({'collapsed' if collapse is not None else 'saturated'}: its step mean {first:.2f} -> {last:.2f}; "
+            "its group advantage carries no signal)")

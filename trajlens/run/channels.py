@@ -73,6 +73,13 @@ def complete_rows(long: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     return wide.drop_nulls().sort("step", maintain_order=True), names
 
 
+def channel_step_means(long: pl.DataFrame) -> pl.DataFrame:
+    """``step``, ``channel``, ``mean``: each channel's mean over each step's trajectories that have
+    it (NaN values left out), from :func:`channel_values`; the step mean every surface takes (the
+    watch list, attribution's channel collapse, the report's channel findings)."""
+    return long.group_by("step", "channel", maintain_order=True).agg(pl.col("value").fill_nan(None).mean().alias("mean"))
+
+
 def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
     """The watch list of the trajectories of one run (one split): module docstring.
 
@@ -109,8 +116,7 @@ def _value_measures(trajectories: pl.DataFrame, long: pl.DataFrame) -> pl.DataFr
     for kind in ("rel_gain", "channel_std"):
         if kind not in measure.columns:
             measure = measure.with_columns(pl.lit(None, dtype=pl.Float64).alias(kind))
-    means = long.group_by("step", "channel").agg(pl.col("value").fill_nan(None).mean().alias("mean"))
-    return means.join(measure.rename({"channel_std": "std"}), on=["step", "channel"], how="left")
+    return channel_step_means(long).join(measure.rename({"channel_std": "std"}), on=["step", "channel"], how="left")
 
 
 def _advantage_measures(wide: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:

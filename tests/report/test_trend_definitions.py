@@ -1,0 +1,123 @@
+"""The overview's trends and the channel findings say what the checks, the saved SQL and
+attribution say: a share pooled over calls, first- vs last-quarter means, collapsed vs saturated."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import trajlens
+from trajlens.report.overview import run_trends, sparkline, trend_hover
+
+QUERIES = Path(__file__).resolve().parents[2] / "queries"
+THINK = {"tool_name": "think", "arguments": '{"thought": "plan"}'}
+
+
+def _bash(command: str) -> dict:
+    return {"tool_name": "bash", "command": command, "arguments": json.dumps({"command": command})}
+
+
+def _think_share_by_step(store, run_id: str) -> dict[int, float]:
+    frame = store.sql((QUERIES / "think_share_by_step.sql").read_text(), {"run_id": run_id})
+    return dict(zip(frame["step"].to_list(), frame["think_share"].to_list()))
+
+
+def _checks_think_share(measures: pl.DataFrame) -> dict[int, float]:
+    from trajlens.checks.step_measures import trajectory_measure_stats
+
+    stats = trajectory_measure_stats(measures).filter(pl.col("measure") == "share:think")
+    return {row["step"]: row["x"] / row["n"] for row in stats.iter_rows(named=True) if row["n"]}
+
+
+@pytest.fixture(scope="module")
+def uneven_store(tmp_path_factory):
+    """Four steps of one trajectory that only thinks beside one that thinks more and more among
+    other calls: per step, the mean of the two trajectories' think shares is not the pooled share
+    (step 1: (1/1 + 0/2) / 2 = 0.5, pooled 1/3)."""
+    from trajlens.report import classify_store
+    from trajlens.rows import RunBuilder
+    from trajlens.store.layout import RunDirWriter
+
+    builder = RunBuilder("uneven", estimator="grpo", config={}, source_format="test", source="uneven")
+    for step in (1, 2, 3, 4):
+        members = ([THINK], [THINK] * (2 * step - 2) + [_bash("cat src/mod.py"), _bash("pytest -q")])
+        for member, calls in enumerate(members):
+            builder.add_trajectory({
+                "step": step, "trajectory_id": f"{step}-{member}", "group_id": f"{step}:g", "task_id": "g",
+                "reward": float(member), "resolved": bool(member), "model_tokens": 10 * len(calls),
+            }, [{**call, "turn": turn} for turn, call in enumerate(calls)], where=f"uneven: {step} {member}")
+    run = builder.build()
+    root = tmp_path_factory.mktemp("uneven")
+    with RunDirWriter(root / "uneven", run.runs) as writer:
+        writer.write_run(run)
+    trajlens.ingest([root / "uneven"], root / "store")
+    store = trajlens.open(root / "store")
+    classify_store(store, ["uneven"])
+    return store
+
+
+def test_the_share_trend_is_the_pooled_share_of_the_checks_and_the_saved_sql(uneven_store):
+    from trajlens.engine.classify import run_measures
+
+    measures = run_measures(uneven_store, "uneven")
+    trend = dict(run_trends(uneven_store, "uneven", measures, "train")["think share"])
+    assert trend == pytest.approx({1: 1 / 3, 2: 3 / 5, 3: 5 / 7, 4: 7 / 9})
+    assert trend == pytest.approx(_checks_think_share(measures))
+    assert trend == pytest.approx(_think_share_by_step(uneven_store, "uneven"), abs=5.1e-5)
+
+
+@pytest.mark.slow
+def test_the_share_trend_of_a_sample_run_is_its_think_share_by_step(sample_store):
+    from trajlens.engine.classify import run_measures
+    from trajlens.report import classify_store
+
+    classify_store(sample_store, ["sao-r6"])
+    measures = run_measures(sample_store, "sao-r6")
+    trend = dict(run_trends(sample_store, "sao-r6", measures, "train")["think share"])
+    sql = _think_share_by_step(sample_store, "sao-r6")
+    assert sorted(trend) == sorted(sql) and len(sql) == 135
+    assert trend == pytest.approx(sql, abs=5.1e-5)
+    assert trend == pytest.approx(_checks_think_share(measures))
+
+
+def test_the_hover_compares_the_first_and_the_last_quarter_of_the_steps():
+    """The last step is above the first, yet the run ends lower than it starts: the hover says
+    the quarters' means, as the findings do, not two single steps."""
+    points = [(1, 10.0), (2, 0.0), (4, 0.0), (5, 0.0), (6, 0.0), (7, 0.0), (9, 0.0), (12, 5.0)]
+    title = "trend: 5 in the first quarter -> 2.5 in the last"
+    assert trend_hover("trend", points) == title
+    assert f"<title>{html.escape(title)}</title>" in sparkline("trend", points)
+
+
+@pytest.mark.slow
+def test_the_length_hover_of_sao_r7_says_it_grew(sample_store):
+    from trajlens.engine.classify import run_measures
+
+    trends = run_trends(sample_store, "sao-r7", run_measures(sample_store, "sao-r7"), "train")
+    assert trends["model tokens"][0] == (1, pytest.approx(408.4))  # above the first quarter's mean
+    assert trend_hover("model tokens", trends["model tokens"]) == "model tokens: 346 in the first quarter -> 398 in the last"
+
+
+@pytest.mark.slow
+def test_a_channel_that_collapsed_is_not_called_saturated(sample_store):
+    """causal-multireward's format channel fell to 0 (attribution: collapsed); multireward's rose to
+    its maximum of 1: both leave the group advantage without signal, the finding says which."""
+    from trajlens.attribution.causes import channel_collapse
+    from trajlens.attribution.statistics import channel_measures
+    from trajlens.report.scalars import channel_findings
+    from trajlens.run.partitions import scan_run_table
+
+    collapsed = next(f for f in channel_findings(sample_store, "causal-multireward") if "channel format" in f)
+    trajectories = scan_run_table(sample_store, "causal-multireward", "trajectories").filter(
+        pl.col("split") == "train").collect()
+    channels = channel_measures(trajectories)
+    change = channel_collapse(channels["step"].to_numpy(), channels["mean:format"].to_numpy())
+    assert change is not None  # what `trajlens attribute` calls collapsed
+    assert f"(collapsed: its step mean {change.first:.2f} -> {change.last:.2f}; " in collapsed
+    assert "saturated" not in collapsed and collapsed.kind == "saturated_channel"
+    saturated = next(f for f in channel_findings(sample_store, "multireward") if "channel format" in f)
+    assert "(saturated: its step mean 0.82 -> 0.99; its group advantage carries no signal)" in saturated
