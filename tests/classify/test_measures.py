@@ -136,3 +136,34 @@ def test_raw_calls_are_classified_first_and_trajectories_are_optional():
     assert_frame_equal(from_raw, from_classified)
     assert from_raw["num_turns"].to_list() == [None]
     assert from_raw["n_calls"].to_list() == [13]
+
+
+@pytest.mark.parametrize("thought, empty", [
+    ("", True), (" ", True), ("...", True), ("Let me think.", True), ("Hmm.", True),
+    ("The failure is in parse_date; fix it in utils.py", False),
+])
+def test_an_empty_or_filler_thought_counts_as_empty_think(thought, empty):
+    calls = make_calls("t", [("think", {"thought": thought}), ("think", {"thought": thought}, True),
+                             ("bash", "echo hi")])
+    # The rejected think and the shell call never count, whatever they hold.
+    assert row(trajectory_measures(calls), "t")["think_empty"] == int(empty)
+
+
+def test_empty_think_counts(measures):
+    # A: the four executed "..." thinks (the rejected one is not counted); C: three.
+    assert (row(measures, "a")["think_empty"], row(measures, "c")["think_empty"], row(measures, "b")["think_empty"]) == (4, 3, 0)
+
+
+def test_the_r6_collapse_fills_with_empty_thinks_and_r7_does_not(samples_store_path):
+    """The digest's symptom: repeated, consecutive, empty think calls crowd out the work."""
+    import trajlens
+
+    store = trajlens.open(samples_store_path)
+
+    def per_trajectory(run: str, first: int, last: int) -> float:
+        chosen = (pl.col("run_id") == run) & pl.col("step").is_between(first, last)
+        calls = store.tool_calls.filter(chosen).collect()
+        return trajectory_measures(classify_calls(calls), store.trajectories.filter(chosen).collect())["think_empty"].mean()
+
+    assert per_trajectory("sao-r6", 1, 30) < 1.5 and per_trajectory("sao-r6", 120, 135) > 15
+    assert per_trajectory("sao-r7", 1, 30) < 1.5 and per_trajectory("sao-r7", 170, 200) < 1.5

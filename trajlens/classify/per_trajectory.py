@@ -19,6 +19,11 @@ from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 KEYS: tuple[str, ...] = ("run_id", "trajectory_id")
 READBACK_WINDOW = 3
 """An edit is read back when one of the next this-many behaviour calls views the same file."""
+EMPTY_THOUGHT_CHARS = 16
+"""A think call is empty when the values of its arguments hold fewer than this many word
+characters: an empty or filler thought (``""``, ``"..."``, ``"Let me think."``, ``"Hmm."``), the
+no-op that crowded out edits and executions in the think collapse."""
+_JSON_KEY = r'"(?:[^"\\]|\\.)*"\s*:'
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,8 @@ MEASURES: tuple[Measure, ...] = (
     Measure("think_share", "Share of behaviour calls that are think calls (the r6 collapse signal)."),
     Measure("think_longest_run", "Longest run of consecutive think calls with no environment action between."),
     Measure("think_runs", "Number of runs of two or more consecutive think calls."),
+    Measure("think_empty", f"Think calls whose arguments' values hold fewer than {EMPTY_THOUGHT_CHARS} word characters "
+                           "(an empty or filler thought: '', '...', 'Let me think.')."),
     Measure("n_verification", "Calls whose primary class is a verification class (suite, targeted, quick check, script)."),
     Measure("suite_share", "test_suite calls / n_verification (null without verification)."),
     Measure("targeted_share", "test_targeted calls / n_verification."),
@@ -83,6 +90,7 @@ def trajectory_measures(classified_calls: Any, trajectories: Any = None) -> pl.D
         .join(_first_verification(behaviour), on=list(KEYS), how="left")
     )
     zero_filled = ["n_calls", "n_format_errors", "n_verification", "n_edits", "think_longest_run", "think_runs",
+                   "think_empty",
                    *(f"count_{c}" for c in BEHAVIOUR_CLASSES)]
     table = table.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in zero_filled])
     table = table.with_columns(pl.col("ran_suite").fill_null(False))
@@ -144,11 +152,19 @@ def _think_runs(behaviour: pl.DataFrame) -> pl.DataFrame:
         is_think.alias("is_think"),
         (is_think != is_think.shift(1).over(list(KEYS))).fill_null(True).cum_sum().over(list(KEYS)).alias("run"),
     )
-    lengths = runs.filter(pl.col("is_think")).group_by([*KEYS, "run"]).len()
+    lengths = runs.filter(pl.col("is_think")).group_by([*KEYS, "run"]).agg(pl.len(), empty_thought().sum().alias("empty"))
     return lengths.group_by(list(KEYS)).agg(
         pl.col("len").max().alias("think_longest_run"),
         (pl.col("len") >= 2).sum().alias("think_runs"),
+        pl.col("empty").sum().alias("think_empty"),
     )
+
+
+def empty_thought() -> pl.Expr:
+    """Whether a call's arguments hold an empty or filler thought (:data:`EMPTY_THOUGHT_CHARS`):
+    its JSON with the keys taken out has fewer word characters than that; no arguments, none."""
+    if_any = pl.col("arguments").cast(pl.String).fill_null("")
+    return if_any.str.replace_all(_JSON_KEY, "").str.count_matches(r"\w") < EMPTY_THOUGHT_CHARS
 
 
 def _path_key(paths: pl.Expr) -> pl.Expr:

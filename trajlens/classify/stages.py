@@ -54,6 +54,7 @@ MEAN_MEASURES: tuple[str, ...] = (
     "model_tokens",
     "think_longest_run",
     "think_runs",
+    "think_empty",
     "edits_per_turn",
     "edits_per_1k_tokens",
     "readback_share",

@@ -59,6 +59,7 @@ BEHAVIOUR_MEASURES: tuple[Measure, ...] = (
     Measure("mean:n_format_errors", "mean", "has {value} format errors per trajectory"),
     Measure("mean:think_runs", "mean", "has {value} runs of consecutive think calls per trajectory"),
     Measure("mean:think_longest_run", "mean", "has a longest think run of {value} calls"),
+    Measure("mean:think_empty", "mean", "makes {value} empty or filler think calls per trajectory"),
     Measure("mean:edits_per_turn", "mean", "edits {value} times per turn"),
     Measure("mean:edits_per_1k_tokens", "mean", "edits {value} times per 1,000 tokens"),
     Measure("mean:readback_share", "mean", "reads back {value} of its edits"),

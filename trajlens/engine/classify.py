@@ -18,7 +18,7 @@ from typing import Any, Callable, NamedTuple
 import polars as pl
 
 from trajlens.classify.calls import CALL_CLASS_COLUMNS, UNMAPPED, classify_calls
-from trajlens.classify.per_trajectory import trajectory_measures
+from trajlens.classify.per_trajectory import MEASURES, trajectory_measures
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.classify.unknown import unknown_tools
 from trajlens.engine.base import Engine, StepResult, StepTables
@@ -118,7 +118,8 @@ def saved_measures(store: Any, run_id: str) -> pl.DataFrame | None:
     """The run's ``trajectory_measures`` as ``trajlens classify`` (or the report) saved them in
     ``store`` (an open store, as it sees them inside a transaction, or a local store's folder, read
     without opening it); None when they were not saved. Ingesting a changed run drops them, so
-    saved measures are those of the run as stored."""
+    saved measures are those of the run as stored. Measures saved with other columns than
+    :data:`~trajlens.classify.per_trajectory.MEASURES` (by another version) count as not saved."""
     if isinstance(store, (str, Path)):
         table = StoreLocation.of(store).read_derived("trajectory_measures", run_id)
         measures = None if table is None else pl.DataFrame(table)
@@ -126,7 +127,10 @@ def saved_measures(store: Any, run_id: str) -> pl.DataFrame | None:
         measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
     else:
         return None
-    return measures if measures is not None and measures.height else None
+    if measures is None or not measures.height:
+        return None
+    # Measures saved by a version that measured other columns are measured again.
+    return measures if measures.columns == [m.name for m in MEASURES] else None
 
 
 def run_measures(store: Any, run_id: str) -> pl.DataFrame:
