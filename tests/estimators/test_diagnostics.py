@@ -16,6 +16,7 @@ from trajlens.estimators import (
     clip_share,
     critic_grad_clip,
     explained_variance,
+    flagged_runs,
     sign_streaks,
 )
 
@@ -67,6 +68,34 @@ def test_sign_streaks():
     assert streaks.longest_negative == 3
     assert streaks.positive_streaks == ((118, 118),)
     assert streaks.longest_positive == 1
+
+
+def test_a_missing_step_breaks_a_streak_and_a_cadence_keeps_one():
+    # Logged every step, step 120 missing: 119 and 121 are not consecutive.
+    assert sign_streaks([118, 119, 121, 122], [True, True, True, True]).negative_streaks == ((118, 119), (121, 122))
+    # Logged every 5 steps: 115, 120, 125 are three consecutive batches; 140 after a missing 130, 135 is not.
+    streaks = sign_streaks([110, 115, 120, 125, 140], [False, True, True, True, True])
+    assert streaks.negative_streaks == ((115, 125), (140, 140)) and streaks.longest_negative == 3
+    assert flagged_runs([], []) == []
+    with pytest.raises(EstimatorInputError, match="ascend"):
+        flagged_runs([2, 1], [True, True])
+
+
+def test_the_consecutive_check_counts_streaks_as_sign_streaks_does():
+    """One definition of consecutive steps: the check fires on the same streaks the report names."""
+    import polars as pl
+
+    from trajlens.checks.conditions import consecutive
+    from trajlens.checks.spec import Check
+
+    steps = [5, 10, 15, 20, 25, 35, 40, 45]
+    flags = [False, True, True, True, False, True, True, True]  # 30 missing: 35-45 stand alone from 25
+    series = pl.DataFrame({"step": steps, "x": [float(f) for f in flags], "n": 1.0, "units": 1, "sxx": 0.0,
+                           "sxn": 0.0, "snn": 1.0})
+    check = Check(name="streak", measure="advantage:run:all_negative", condition="consecutive", above=0.5, steps=3)
+    outcome = consecutive(check, check.measure, series, True)
+    assert sign_streaks(steps, flags).negative_streaks == ((10, 20), (35, 45))
+    assert outcome.fired_steps == (10, 15, 20, 35, 40, 45)  # the old check, wanting step + 1, fired at none
 
 
 def test_outliers():

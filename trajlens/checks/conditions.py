@@ -150,19 +150,16 @@ def threshold(check: Check, measure: str, series: pl.DataFrame, proportion: bool
 
 def consecutive(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
     frame = windowed(series, check.window, proportion).with_columns(_beyond(check, pl.col("value")).alias("hit"))
-    runs: list[list[int]] = []
-    previous: int | None = None
-    for step, hit in zip(frame["step"].to_list(), frame["hit"].to_list()):
-        if hit and runs and previous is not None and runs[-1][-1] == previous and step == previous + 1:
-            runs[-1].append(step)
-        elif hit:
-            runs.append([step])
-        previous = step
-    fired = [step for run in runs if len(run) >= check.steps for step in run]
-    longest = max(runs, key=len, default=[])
-    fired = sorted(set(fired))
-    detail = f"longest run {len(longest)} steps" + (f" ({longest[0]}-{longest[-1]})" if longest else "") + \
-        f", needs {check.steps}"
+    from trajlens.estimators.diagnostics import flagged_runs
+
+    steps = frame["step"].to_list()
+    # Consecutive as every surface counts it: adjacent at the run's cadence (estimators.flagged_runs).
+    runs = flagged_runs(steps, frame["hit"].fill_null(False).to_list())
+    fired = sorted(step for first, last, length in runs if length >= check.steps for step in steps
+                   if first <= step <= last)
+    longest = max(runs, key=lambda run: run[2], default=None)
+    detail = f"longest run {longest[2] if longest else 0} steps" + \
+        (f" ({longest[0]}-{longest[1]})" if longest else "") + f", needs {check.steps}"
     row = _worst(check, frame.filter(pl.col("step").is_in(fired)) if fired else frame)
     return Outcome(measure, tuple(fired), _evidence(row, check.sign, detail), frame.height, _values(frame))
 

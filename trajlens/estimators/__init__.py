@@ -20,7 +20,7 @@ Several reward channels:
 Loss aggregation:
     :func:`aggregation_weights`
 Diagnostics:
-    :func:`explained_variance`, :func:`advantage_stats`, :func:`sign_streaks`,
+    :func:`explained_variance`, :func:`advantage_stats`, :func:`sign_streaks`, :func:`flagged_runs`,
     :func:`advantage_outliers`, :func:`clip_share`, :func:`critic_grad_clip`,
     :func:`channel_diagnostics`
 Tables:
@@ -65,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "critic_grad_clip": "diagnostics",
     "explained_variance": "diagnostics",
     "sign_streaks": "diagnostics",
+    "flagged_runs": "diagnostics",
     "DynamicGDPOResult": "dynamic",
     "DynamicWeightConfig": "dynamic",
     "DynamicWeights": "dynamic",

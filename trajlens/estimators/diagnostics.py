@@ -156,8 +156,9 @@ def sign_streaks(
     """Runs of consecutive all-negative (and all-positive) batches.
 
     ``steps`` are the batches' step numbers; batches are taken in step order and two are
-    consecutive when adjacent in that order (a run logged every step, or every k steps).
-    Build the flags with :func:`advantage_stats` per step.
+    consecutive when they follow each other at the run's cadence (:func:`flagged_runs`: a run
+    logged every step, or every k steps; a missing step breaks a streak). Build the flags with
+    :func:`advantage_stats` per step.
     """
     fn = "sign_streaks"
     steps = [int(s) for s in steps]
@@ -170,8 +171,8 @@ def sign_streaks(
         )
     order = sorted(range(len(steps)), key=steps.__getitem__)
     ordered = [steps[i] for i in order]
-    neg_runs = _runs(ordered, [negative[i] for i in order])
-    pos_runs = _runs(ordered, [positive[i] for i in order])
+    neg_runs = flagged_runs(ordered, [negative[i] for i in order])
+    pos_runs = flagged_runs(ordered, [positive[i] for i in order])
     return SignStreaks(
         negative_steps=tuple(s for s, flag in zip(ordered, (negative[i] for i in order)) if flag),
         positive_steps=tuple(s for s, flag in zip(ordered, (positive[i] for i in order)) if flag),
@@ -182,16 +183,31 @@ def sign_streaks(
     )
 
 
-def _runs(steps: list[int], flags: list[bool]) -> list[tuple[int, int, int]]:
-    """(first step, last step, length) of each run of True in ``flags``."""
+def flagged_runs(steps: Sequence[int], flags: Sequence[bool]) -> list[tuple[int, int, int]]:
+    """(first step, last step, length) of each run of flagged steps that follow each other at
+    the run's cadence: ``steps`` ascending and distinct, two steps consecutive when they are
+    adjacent and their gap is the smallest gap between any two of them (1 for a run logged every
+    step, k for one logged every k steps). A step missing from the cadence breaks a run.
+
+    The one definition of "consecutive steps": :func:`sign_streaks`, :func:`critic_grad_clip`
+    and the checks' ``consecutive`` condition use it.
+    """
+    steps = [int(s) for s in steps]
+    gaps = [b - a for a, b in zip(steps, steps[1:])]
+    if any(gap <= 0 for gap in gaps):
+        raise check.EstimatorInputError(f"flagged_runs: steps must ascend without repeats, got {steps[:10]}")
+    cadence = min(gaps, default=1)
     runs: list[tuple[int, int, int]] = []
     start = None
-    for i, flag in enumerate(flags + [False]):
-        if flag and start is None:
-            start = i
-        elif not flag and start is not None:
+    for i, flag in enumerate(flags):
+        follows = start is not None and steps[i] - steps[i - 1] == cadence
+        if flag and follows:
+            continue
+        if start is not None:
             runs.append((steps[start], steps[i - 1], i - start))
-            start = None
+        start = i if flag else None
+    if start is not None:
+        runs.append((steps[start], steps[-1], len(steps) - start))
     return runs
 
 
@@ -275,7 +291,7 @@ def critic_grad_clip(
     runs: tuple[tuple[int, int], ...] = ()
     if alarm_above is not None:
         above = (norms > alarm_above).tolist()
-        found = _runs(list(range(norms.numel())), above)
+        found = flagged_runs(range(norms.numel()), above)
         runs = tuple((first, last) for first, last, n in found if n >= alarm_run)
     return GradClipReport(ratio, shrink, float((ratio > 1.0).double().mean()), float(ratio.median()), runs)
 
