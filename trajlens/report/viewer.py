@@ -103,6 +103,8 @@ def viewer_page(store: Any, run_id: str, trajectory_id: str, credit: Credit | No
     ids = siblings["trajectory_id"].to_list()
     calls = _calls(store, run_id, ids, row["step"] if step is not None else None)
     tokens = _token_credit(credit, ids)
+    if credit is not None:
+        calls = calls.with_columns(pl.Series("__credit", call_credit(store, run_id, row["step"], siblings, calls, credit)))
     blocks = []
     for index, sibling in enumerate(siblings.iter_rows(named=True)):
         data = _trajectory_data(sibling, calls.filter(pl.col("trajectory_id") == sibling["trajectory_id"]),
@@ -171,6 +173,28 @@ def resolve_trajectory(store: Any, run_id: str, wanted: str) -> tuple[str, int]:
     raise ConfigError([f"--trajectory {wanted!r}: not a trajectory or task of run {run_id!r}{hint}"])
 
 
+def call_credit(store: Any, run_id: str, step: int, trajectories: pl.DataFrame, calls: pl.DataFrame,
+                credit: Credit) -> list[float | None]:
+    """Each call's credit under ``credit``, as attribution gives it (``call_credit``'s
+    ``advantage``): the mean advantage over the model tokens credited to the call, its own and
+    its turn's reasoning before it (:mod:`trajlens.attribution._spans`); the trajectory's
+    advantage where a trajectory has no token arrays and the estimator is an outcome one; None
+    where there is none. ``calls`` are sorted by trajectory, in ``trajectories`` order, and call."""
+    import math
+
+    from trajlens.attribution.calls import step_call_credit
+    from trajlens.run.partitions import read_partitions
+
+    ids = trajectories["trajectory_id"].to_list()
+    advantages = credit.advantages.filter(pl.col("trajectory_id").is_in(ids))
+    tokens = None
+    if "token_advantages" in advantages.columns:
+        tokens = read_partitions(store, run_id, "tokens", [step], ["trajectory_id", "response_mask"])
+        tokens = None if tokens is None else tokens.filter(pl.col("trajectory_id").is_in(ids))
+    found = step_call_credit(trajectories, calls, tokens, [advantages], ("token-mean",)).advantage[0]
+    return [None if math.isnan(value) else round(float(value), 4) for value in found]
+
+
 def _calls(store: Any, run_id: str, ids: list[str], step: int | None = None) -> pl.DataFrame:
     """The calls of trajectories ``ids`` with their classes: those ``trajlens classify`` saved
     (:func:`saved_call_classes`, with its tool map), else classified here with the shipped maps
@@ -221,7 +245,7 @@ def _cut(text: str | None) -> str | None:
 
 def _trajectory_data(row: dict, calls: pl.DataFrame, credit: Credit | None,
                      advantages: tuple[float | None, list[float] | None] | None) -> dict:
-    outcome, token_values = advantages if advantages else (None, None)
+    _, token_values = advantages if advantages else (None, None)
     items = []
     for call in calls.iter_rows(named=True):
         klass = "format_error" if call["format_error"] else (call["primary_class"] or "other")
@@ -234,8 +258,7 @@ def _trajectory_data(row: dict, calls: pl.DataFrame, credit: Credit | None,
             if token_values is not None and call["token_start"] is not None and call["token_end"] is not None:
                 span = [round(float(v), 4) for v in token_values[call["token_start"]:call["token_end"]]]
             item["tokens"] = span
-            item["credit"] = (round(sum(span) / len(span), 4) if span else
-                              None if outcome is None else round(float(outcome), 4))
+            item["credit"] = call["__credit"]
         items.append(item)
     return {"id": row["trajectory_id"], "step": row["step"], "group": row["group_id"], "task": row["task_id"],
             "reward": row["reward"], "resolved": row["resolved"], "exit": row["exit_status"],
@@ -323,7 +346,7 @@ function fill(chunk){
 function card(c){
   const d=el('div',{class:'call','data-class':c.class});
   d.append(pill(c.class,c.class),document.createTextNode(' '+c.tool+' #'+c.i+(c.rc!=null?'  (exit '+c.rc+')':'')));
-  if(c.credit!==undefined){const b=el('span',{class:'credit',title:'mean advantage over the call\u2019s model tokens'},c.credit==null?'no credit':'credit '+c.credit.toFixed(3));b.style.background=colour(c.credit);d.append(b);}
+  if(c.credit!==undefined){const b=el('span',{class:'credit',title:'mean advantage over the model tokens credited to the call: its own and its turn\u2019s reasoning before it'},c.credit==null?'no credit':'credit '+c.credit.toFixed(3));b.style.background=colour(c.credit);d.append(b);}
   if(c.args)d.append(el('pre',{class:'args'},c.args));
   if(c.tokens&&c.tokens.length){const cv=el('canvas',{width:Math.min(c.tokens.length,1200),height:8,title:c.tokens.length+' tokens'});d.append(cv);paint(cv,c.tokens);}
   if(c.obs!=null){const det=el('details',{class:'obs'});const long=c.obs.length>LONG||c.obs.split('\n').length>12;

@@ -1,0 +1,57 @@
+"""The trajectory page's per-call credit is attribution's: one rule for which model tokens a
+call owns (its own and its turn's reasoning before it), on the page and in ``call_credit``."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import polars as pl
+import pytest
+
+import trajlens
+from cli_run import run_cli
+from trajlens.report.viewer import run_credit, viewer_page
+
+RUN = "sao-r6"
+
+
+@pytest.fixture(scope="module")
+def attributed(samples_store_path, tmp_path_factory):
+    from stores import copy_store
+
+    store = copy_store(samples_store_path, tmp_path_factory.mktemp("viewer-credit") / "store")
+    done = run_cli("attribute", store, "--run", RUN, "--out", store.parent / "attribution.md")
+    assert done.returncode == 0, done.stderr
+    return trajlens.open(store)
+
+
+def page_calls(page: str) -> dict[tuple[str, int], float | None]:
+    blocks = re.findall(r'<script type="application/json" id="trajectory-\d+">(.*?)</script>', page)
+    calls = {}
+    for block in blocks:
+        data = json.loads(block.replace("<\\/", "</"))
+        calls.update({(data["id"], call["i"]): call["credit"] for call in data["calls"]})
+    return calls
+
+
+@pytest.mark.parametrize("label", ["gae_raw", "gae_whitened"])
+def test_each_call_shows_the_credit_attribution_saved(attributed, label):
+    saved = (attributed.table("call_credit")
+             .filter((pl.col("run_id") == RUN) & (pl.col("estimator") == label) & (pl.col("aggregation") == "token-mean"))
+             .collect())
+    step = 80
+    trajectory = saved.filter(pl.col("step") == step)["trajectory_id"][0]
+    page = viewer_page(attributed, RUN, trajectory, run_credit(attributed, RUN, label, steps=[step]), step=step)
+    shown = page_calls(page)
+    wanted = {(t, i): a for t, i, a in saved.filter(pl.col("step") == step)
+              .select("trajectory_id", "call_index", "advantage").iter_rows()}
+    compared = [key for key in shown if key in wanted]
+    assert len(compared) >= 20
+    for key in compared:
+        want = wanted[key]
+        if want is None or math.isnan(want):
+            assert shown[key] is None, key
+        else:
+            assert shown[key] == pytest.approx(want, abs=5.1e-5), key  # the page rounds to 4 decimals
