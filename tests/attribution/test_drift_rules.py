@@ -47,3 +47,21 @@ def test_p_values_in_words():
     assert p_text(0.0) == "p < 0.001"
     assert p_text(2e-9) == "p < 0.001"
     assert p_text(0.0312) == "p = 0.031"
+
+
+def test_a_share_that_swings_from_step_to_step_is_not_a_drift():
+    """Calls of one step are not independent draws: a think share that swings between 0.05 and
+    0.45 from step to step, 0.12 higher on average in the last stage, with 8 steps a stage, is
+    no drift at p < 0.001 (as independent calls, 400 a step, it would be: p about 1e-40)."""
+    steps = 32
+    swing = np.where(np.arange(steps) % 2 == 0, 0.05, 0.45)
+    think = swing + np.where(np.arange(steps) >= 24, 0.12, 0.0)
+    credit = {"think": np.zeros(steps), "other": np.zeros(steps)}
+    frame = class_credit_frame({"think": think, "other": 1.0 - think}, {"own": credit})
+    result = attribute_drift(frame, no_flags(), "own", "token-mean", DriftConfig(bootstrap=50))
+    assert result.frame.is_empty() and "no drift to attribute" in result.findings[0]
+    # The same change with steps that agree is a drift.
+    steady = 0.25 + np.where(np.arange(steps) >= 24, 0.12, 0.0)
+    frame = class_credit_frame({"think": steady, "other": 1.0 - steady}, {"own": credit})
+    result = attribute_drift(frame, no_flags(), "own", "token-mean", DriftConfig(bootstrap=50))
+    assert set(result.frame["primary_class"]) == {"think", "other"}  # one grew, the other decayed

@@ -1,7 +1,9 @@
 """Drift attribution: which behaviour grew or decayed, from when, and which estimator's credit predicts it.
 
 For each class whose share of calls changes significantly from the first stage to the last
-(two-proportion z test, p < ``alpha``, and an absolute change of at least ``min_change``):
+(the checks' stage test with the steps as units: a two-proportion z test on the calls each
+stage's step-to-step spread is worth, p < ``alpha``; and an absolute change of at least
+``min_change``):
 
 onset
     The first step t at which the mean share over steps t..t+k-1 has moved a quarter of the
@@ -135,20 +137,31 @@ def _share_matrix(shares: pl.DataFrame, steps: np.ndarray, classes: list[str]) -
 
 
 def _stage_change(shares: pl.DataFrame, name: str, config: DriftConfig) -> tuple[float, float, float] | None:
+    """The class's share of calls in the first and the last stage, and the p-value of the change,
+    when it drifted. The test is the checks' ``stage_change`` one (:func:`~trajlens.checks.conditions.stage_z`)
+    with the steps as units: calls of one step are not independent draws (the trajectories and
+    the policy of that step tie them), so each stage counts as many calls as its steps' spread allows."""
+    from trajlens.checks.conditions import pooled, stage_z
+
     stage_index = shares["stage_index"].drop_nulls()
     if stage_index.len() == 0 or stage_index.min() == stage_index.max():
         return None
-    totals = shares.group_by("stage_index", "step").agg(pl.col("step_calls").first()).group_by("stage_index").agg(
-        pl.col("step_calls").sum().alias("total"))
-    mine = shares.filter(pl.col("primary_class") == name).group_by("stage_index").agg(pl.col("calls").sum())
-    both = totals.join(mine, on="stage_index", how="left").fill_null(0).sort("stage_index")
-    (n1, c1), (n2, c2) = both.select("total", "calls").row(0), both.select("total", "calls").row(-1)
-    if not n1 or not n2:
+    totals = shares.group_by("stage_index", "step").agg(pl.col("step_calls").first())
+    mine = shares.filter(pl.col("primary_class") == name).group_by("stage_index", "step").agg(pl.col("calls").sum())
+    per_step = totals.join(mine, on=["stage_index", "step"], how="left").select(
+        "stage_index", pl.col("calls").fill_null(0).cast(pl.Float64).alias("x"),
+        pl.col("step_calls").cast(pl.Float64).alias("n"))
+    stages = per_step.group_by("stage_index").agg(
+        pl.col("x").sum(), pl.col("n").sum(), pl.len().alias("units"), (pl.col("x") ** 2).sum().alias("sxx"),
+        (pl.col("x") * pl.col("n")).sum().alias("sxn"), (pl.col("n") ** 2).sum().alias("snn"),
+    ).sort("stage_index")
+    first, last = (row for row in pooled(stages.filter(pl.col("stage_index").is_in(
+        [stages["stage_index"].min(), stages["stage_index"].max()])), proportion=True).to_dicts())
+    if not first["n"] or not last["n"]:
         return None
-    p1, p2 = c1 / n1, c2 / n2
-    pooled = (c1 + c2) / (n1 + n2)
-    se = math.sqrt(max(pooled * (1 - pooled) * (1 / n1 + 1 / n2), 1e-300))
-    p_value = math.erfc(abs(p2 - p1) / se / math.sqrt(2))
+    p1, p2 = first["value"], last["value"]
+    z = stage_z(first, last, True)
+    p_value = math.erfc(abs(z) / math.sqrt(2)) if z is not None else 1.0
     if abs(p2 - p1) < config.min_change or p_value >= config.alpha:
         return None
     return p1, p2, p_value

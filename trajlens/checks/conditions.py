@@ -195,7 +195,7 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
         if first["value"] is None or second["value"] is None:
             continue
         difference = second["value"] - first["value"]
-        z = _stage_z(first, second, proportion)
+        z = stage_z(first, second, proportion)
         p_value = math.erfc(abs(z) / math.sqrt(2)) if z is not None else 1.0
         signed = difference if check.direction == "increase" else -difference
         ratio = _ratio(second["value"], first["value"], check.direction)
@@ -220,7 +220,11 @@ def _ratio(later: float, earlier: float, direction: str) -> float:
     return numerator / denominator
 
 
-def _stage_z(first: dict, second: dict, proportion: bool) -> float | None:
+def stage_z(first: dict, second: dict, proportion: bool) -> float | None:
+    """z statistic of the change from one stage's :func:`pooled` row to another's: for a
+    proportion, a two-proportion test on each stage's effective count (its calls or
+    trajectories shrunk by how much they cluster in units); else the difference over the
+    root of the summed cluster variances. None when it cannot be told."""
     if proportion:
         n1, n2 = first["n_effective"], second["n_effective"]
         if not n1 or not n2:
