@@ -60,3 +60,22 @@ def test_a_run_without_training_trajectories_is_measured_on_the_split_it_has():
     assert chosen_split(["val"]) == "val"
     assert chosen_split(["train", "val"], "val") == "val"
     assert chosen_split([]) == "train"
+
+
+def test_nan_rewards_are_left_out_of_the_reward_measure_and_the_dead_groups():
+    """As the saved queries and the report's trend leave them out (a run folder checked before
+    ingest can hold them)."""
+    import math
+
+    import polars as pl
+
+    from trajlens.checks.step_measures import outcome_stats
+    from trajlens.report.summary import _dead_groups
+
+    nan = float("nan")
+    trajectories = pl.DataFrame({"step": [1, 1, 1, 1], "group_id": ["a", "a", "b", "b"],
+                                 "reward": [nan, 1.0, 0.5, 0.5], "resolved": [False, True, False, False]})
+    reward = outcome_stats(trajectories).filter(pl.col("measure") == "reward").row(0, named=True)
+    assert not math.isnan(reward["x"]) and reward["x"] / reward["n"] == pytest.approx(2 / 3)
+    dead = _dead_groups(trajectories).frame.row(0, named=True)
+    assert (dead["groups"], dead["dead_groups"]) == (1, 1)  # group a is one rewarded trajectory: no group

@@ -299,7 +299,7 @@ def outcome_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
     if trajectories.is_empty():
         return empty_stats()
     return pl.concat([
-        _ratio_stats(trajectories, "reward", pl.col("reward"), pl.lit(1)),
+        _ratio_stats(trajectories, "reward", pl.col("reward").fill_nan(None), pl.lit(1)),  # NaN left out, as everywhere
         _ratio_stats(trajectories, "resolved", pl.col("resolved"), pl.lit(1)),
     ])
 

@@ -193,7 +193,7 @@ def _distributions(measures: pl.DataFrame) -> SummaryTable:
 
 
 def _dead_groups(trajectories: pl.DataFrame) -> SummaryTable | None:
-    groups = trajectories.filter(pl.col("reward").is_not_null()).group_by("step", "group_id").agg(
+    groups = trajectories.filter(pl.col("reward").is_not_null() & pl.col("reward").is_not_nan()).group_by("step", "group_id").agg(
         pl.len().alias("size"), (pl.col("reward").max() - pl.col("reward").min()).alias("spread"))
     groups = groups.filter(pl.col("size") > 1)
     if groups.is_empty():
