@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "trajlens.cli.sample",
     "trajlens.cli.synth",
     "trajlens.cli.advantages",
+    "trajlens.cli.channels",
     "trajlens.cli.shell",
     "trajlens.cli.classify",
     "trajlens.cli.check",

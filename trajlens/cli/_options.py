@@ -83,6 +83,20 @@ def parse_pairs(pairs: list[str], *, flag: str, untyped: Callable[[str], Any], e
     return values
 
 
+def utf8_argument(value: str, flag: str) -> str:
+    """``value`` unchanged; a one-line :class:`ConfigError` when it holds bytes that are not UTF-8,
+    which Python keeps from the command line as lone surrogates and no query or table can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        try:
+            found = f"the byte 0x{value[error.start].encode('utf-8', 'surrogateescape')[0]:02x}"
+        except UnicodeEncodeError:
+            found = repr(value[error.start])
+        raise ConfigError([f"{flag}: expected UTF-8 text, found {found} at character {error.start}"]) from None
+    return value
+
+
 def parse_params(pairs: list[str]) -> dict[str, Any]:
     """Query parameters: text unless typed (``run_id=123`` is the text "123"; ``n:int=3`` the number)."""
     return parse_pairs(pairs, flag="--param", untyped=str, example="run_id=sao-r6 or n:int=3")
@@ -114,4 +128,4 @@ RayAddressOption = Annotated[Optional[str], typer.Option(
     "ray://HOST:10001; HOST:6379). Default: start a local cluster.")]
 
 __all__ = ["EngineOption", "RayAddressOption", "VALUE_TYPES", "parse_options", "parse_pairs", "parse_params",
-           "parse_trainer_option"]
+           "parse_trainer_option", "utf8_argument"]

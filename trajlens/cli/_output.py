@@ -2,19 +2,27 @@
 
 Every command that writes a file takes ``--out PATH`` and reads the format from the suffix:
 ``.csv``, ``.json``, ``.parquet``, ``.md`` or ``.html`` for a table, ``.md`` or ``.html`` for a
-document. The folder and suffix are checked before any work; the file is written to a partial
-name and renamed into place, so a failure leaves nothing behind.
+document. The folder, suffix and that a file can be made there are checked before any work; the
+file is written to a partial name and renamed into place, so a failure leaves nothing behind,
+and an error names the path the user gave, never the partial one. A command that writes a folder
+(``trajlens report``) fills a partial sibling folder the same way (:func:`folder_output`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from trajlens.errors import ConfigError
+from trajlens.errors import ConfigError, TrajlensError
 
 if TYPE_CHECKING:
     import polars as pl
@@ -46,27 +54,148 @@ TABLE_SUFFIXES: tuple[str, ...] = tuple(s for s, f in OUTPUT_FORMATS.items() if 
 DOCUMENT_SUFFIXES: tuple[str, ...] = tuple(s for s, f in OUTPUT_FORMATS.items() if f.documents)
 
 
-def check_output(path: Path, suffixes: tuple[str, ...] | None = None) -> None:
+def check_output(path: Path, suffixes: tuple[str, ...] | None = None, *, flag: str = "--out") -> None:
     """Fail before any work when ``path`` cannot be written, or its suffix is not one of ``suffixes``."""
-    problems = []
-    if path.is_dir():
-        problems.append(f"--out {path}: is a folder; expected a file name")
-    elif not path.parent.is_dir():
-        problems.append(f"--out {path}: folder {path.parent} does not exist")
-    if suffixes and path.suffix.lower() not in suffixes:
-        problems.append(f"--out {path}: expected a file ending in {', '.join(suffixes)}")
+    problems = output_problems(path, suffixes, flag=flag)
     if problems:
         raise ConfigError(problems)
 
 
-def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through ``write(partial)`` and rename into place; remove the partial on failure."""
-    partial = path.with_name(path.name + ".partial")
+def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag: str = "--out") -> list[str]:
+    """Why ``path`` cannot be written (``flag`` names the option), for :class:`ConfigError`.
+
+    Beyond the folder existing, a file is made and removed under the partial name the write will
+    use, so that a folder that refuses files (read-only, a name too long) fails here, not after
+    the work."""
+    problems = []
+    try:
+        if path.is_dir():
+            problems.append(f"{flag} {path}: is a folder; expected a file name")
+        elif not path.parent.is_dir():
+            problems.append(f"{flag} {path}: folder {path.parent} does not exist")
+    except OSError as error:
+        problems.append(f"{flag} {path}: cannot write it ({_os_reason(error)})")
+    if suffixes and path.suffix.lower() not in suffixes:
+        problems.append(f"{flag} {path}: expected a file ending in {', '.join(suffixes)}")
+    if not problems:
+        partial = _partial(path)
+        try:
+            with open(partial, "xb"):
+                pass
+        except FileExistsError:  # a partial file left by a write that was killed is replaced
+            if partial.is_dir():
+                problems.append(f"{flag} {path}: the folder {partial} is in the way of writing it")
+        except OSError as error:
+            problems.append(f"{flag} {path}: cannot write it ({_os_reason(error)})")
+        else:
+            partial.unlink(missing_ok=True)
+    return problems
+
+
+def _partial(path: Path) -> Path:
+    return path.with_name(path.name + ".partial")
+
+
+def _os_reason(error: OSError) -> str:
+    """Why an operating-system call failed, without the file name it was given (a partial name)."""
+    if error.strerror:
+        return error.strerror
+    text = str(error).strip()
+    # Polars and pyarrow raise OSError("Reason (os error N): PATH") without errno or filename
+    code = re.search(r"\(os error (\d+)\)", text)
+    if code:
+        return os.strerror(int(code.group(1)))
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def write_atomically(path: Path, write: Callable[[Path], None], *, flag: str = "--out") -> None:
+    """Write through ``write(partial)`` and rename into place; remove the partial on failure.
+
+    An operating-system failure (a full disk, a folder that refuses files) is a one-line
+    :class:`ConfigError` naming ``flag`` and ``path`` as given, never the partial file."""
+    partial = _partial(path)
     try:
         write(partial)
         partial.replace(path)
+    except OSError as error:
+        if isinstance(error, TrajlensError):
+            raise
+        reason = _os_reason(error).replace(str(partial), str(path))
+        raise ConfigError([f"{flag} {path}: cannot write it ({reason})"]) from None
     finally:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def folder_output(folder: Path, *, flag: str = "--out") -> Iterator[Path]:
+    """A partial sibling of ``folder`` to write into; on success what it holds is moved into
+    ``folder`` (made if missing; a file of the same name is replaced, other files are kept).
+
+    On any failure, an interrupt included, the partial folder and any parent folders made for it
+    are removed: nothing is left behind, and an existing ``folder`` is as it was. An
+    operating-system error within the partial folder names the path under ``folder`` instead.
+    Check the folder first with :func:`check_folder_output`, before any work.
+    """
+    check_folder_output(folder, flag=flag)
+    made = [parent for parent in [folder.parent, *folder.parent.parents] if not parent.exists()]
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        partial = folder.parent / f".{folder.name}.{uuid.uuid4().hex[:8]}.partial"
+        partial.mkdir()  # not mkdtemp: the report folder keeps the usual permissions
+    except OSError as error:
+        _remove_empty(made)
+        raise ConfigError([f"{flag} {folder}: cannot write it ({_os_reason(error)})"]) from None
+    try:
+        yield partial
+        _move_into(partial, folder)
+    except BaseException as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        _remove_empty(made)
+        if isinstance(error, OSError) and not isinstance(error, TrajlensError) and error.filename is not None:
+            inside = _under(Path(os.fsdecode(error.filename)), partial)
+            if inside is not None:
+                raise ConfigError([f"{flag} {folder / inside}: cannot write it ({_os_reason(error)})"]) from None
+        raise
+
+
+def check_folder_output(folder: Path, *, flag: str = "--out") -> None:
+    """Fail before any work when ``folder`` is an existing file (a folder is written into)."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError([f"{flag} {folder}: is a file; expected a folder"])
+
+
+def _under(path: Path, folder: Path) -> Path | None:
+    """``path`` relative to ``folder`` when it lies inside it, else None."""
+    try:
+        return Path(os.path.abspath(path)).relative_to(os.path.abspath(folder))
+    except ValueError:
+        return None
+
+
+def _move_into(source: Path, target: Path) -> None:
+    """Move the contents of ``source`` into ``target`` (renamed whole when ``target`` is missing)."""
+    if not target.exists():
+        source.rename(target)
+        return
+    for entry in source.iterdir():
+        destination = target / entry.name
+        if destination.is_dir() and not destination.is_symlink():
+            if entry.is_dir():
+                _move_into(entry, destination)
+                continue
+            shutil.rmtree(destination)
+        elif entry.is_dir() and (destination.exists() or destination.is_symlink()):
+            destination.unlink()
+        entry.replace(destination)
+    source.rmdir()
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) where empty: the parents made for an output."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def write_output(path: Path, *, frame: "pl.DataFrame | None" = None, document: str | None = None) -> None:
@@ -74,13 +203,14 @@ def write_output(path: Path, *, frame: "pl.DataFrame | None" = None, document: s
     suffix = path.suffix.lower()
     check_output(path, TABLE_SUFFIXES if frame is not None else DOCUMENT_SUFFIXES)
     if frame is not None:
-        write_atomically(path, lambda partial: _write_frame(frame, partial, suffix))
+        write_atomically(path, lambda partial: _write_frame(frame, partial, suffix, path))
     elif document is not None:
         text = document if suffix == ".md" else _html_page(f"<pre>{html.escape(document)}</pre>")
         write_atomically(path, lambda partial: partial.write_text(text, encoding="utf-8"))
 
 
-def _write_frame(frame: "pl.DataFrame", path: Path, suffix: str) -> None:
+def _write_frame(frame: "pl.DataFrame", path: Path, suffix: str, shown: Path) -> None:
+    """Write ``frame`` to ``path`` (a partial file); an error names ``shown``, the path as given."""
     import polars as pl
 
     try:
@@ -96,7 +226,7 @@ def _write_frame(frame: "pl.DataFrame", path: Path, suffix: str) -> None:
             path.write_text(_html_page(_html_table(flat_frame(frame))), encoding="utf-8")
     except pl.exceptions.PolarsError as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConfigError([f"--out {path.with_suffix(suffix).name}: cannot write the result ({reason})"]) from None
+        raise ConfigError([f"--out {shown}: cannot write the result ({reason})"]) from None
 
 
 def flat_frame(frame: "pl.DataFrame") -> "pl.DataFrame":
@@ -237,5 +367,6 @@ def _html_page(body: str) -> str:
     return f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>trajlens</title></head>\n<body>\n{body}\n</body></html>\n'
 
 
-__all__ = ["CONSOLE_WIDTH", "DOCUMENT_SUFFIXES", "OUTPUT_FORMATS", "TABLE_SUFFIXES", "OutputFormat", "check_output",
-           "console_table", "flat_frame", "write_atomically", "write_output"]
+__all__ = ["CONSOLE_WIDTH", "DOCUMENT_SUFFIXES", "OUTPUT_FORMATS", "TABLE_SUFFIXES", "OutputFormat", "check_folder_output",
+           "check_output", "console_table", "flat_frame", "folder_output", "output_problems", "write_atomically",
+           "write_output"]

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import console_table
-from trajlens.cli._options import EngineOption, RayAddressOption, parse_options, parse_trainer_option
+from trajlens.cli._output import check_output, console_table, write_atomically
+from trajlens.cli._options import (
+    EngineOption, RayAddressOption, parse_options, parse_trainer_option, utf8_argument,
+)
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY, release_conventions
@@ -72,6 +74,8 @@ def advantages(
 
     from trajlens.estimators.registry import estimator_spec
 
+    if label is not None:
+        utf8_argument(label, "--label")
     options = parse_options(option or [])
     release = parse_trainer_option(trainer) if trainer is not None else None
     spec = estimator_spec(estimator)
@@ -107,6 +111,8 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
     import trajlens
     from trajlens.run.advantages import identify_run
 
+    if json_out is not None:
+        check_output(json_out, flag="--json")
     handle = trajlens.open(store)
     with progress_bar("identifying") as tick:
         found = identify_run(handle, run, progress=tick)
@@ -118,5 +124,6 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
     typer.echo(console_table(table))
     typer.echo(("match: " if found.matched else "") + found.verdict)
     if json_out is not None:
-        json_out.write_text(json.dumps(found.to_dict(), indent=2) + "\n")
+        document = json.dumps(found.to_dict(), indent=2) + "\n"
+        write_atomically(json_out, lambda partial: partial.write_text(document, encoding="utf-8"), flag="--json")
         typer.echo(f"wrote {json_out}")

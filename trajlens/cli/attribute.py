@@ -8,15 +8,15 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._options import EngineOption, RayAddressOption
-from trajlens.cli._output import OUTPUT_FORMATS, check_output, write_output
+from trajlens.cli._options import EngineOption, RayAddressOption, utf8_argument
+from trajlens.cli._output import OUTPUT_FORMATS, output_problems, write_atomically, write_output
 from trajlens.cli._progress import progress_bar
+from trajlens.errors import ConfigError
 
 
 def _split_options(pairs: list[str], labels: list[str]) -> dict[str, dict]:
     """``--option`` values: ``LABEL.NAME=VALUE``, or ``NAME=VALUE`` when one estimator is given."""
     from trajlens.cli.advantages import parse_options
-    from trajlens.errors import ConfigError
 
     grouped: dict[str, list[str]] = {}
     problems = []
@@ -74,15 +74,15 @@ def attribute(
     from trajlens.engine.attribution import attribute_on
     from trajlens.engine.session import engine_session
 
-    if out is not None:
-        check_output(out, tuple(OUTPUT_FORMATS))
+    problems = output_problems(out, tuple(OUTPUT_FORMATS)) if out is not None else []
+    problems += output_problems(json_out, flag="--json") if json_out is not None else []
+    if problems:
+        raise ConfigError(problems)
     recomputations = None
     if estimator:
-        labels = [pair.partition("=")[0] for pair in estimator]
+        labels = [utf8_argument(pair, "--estimator").partition("=")[0] for pair in estimator]
         recomputations = parse_recomputations(estimator, _split_options(option or [], labels))
     elif option:
-        from trajlens.errors import ConfigError
-
         raise ConfigError(["--option needs an --estimator to apply to"])
     settings = dict(aggregations=tuple(aggregation or AGGREGATIONS), drift=DriftConfig(k=k))
     with engine_session(engine, ray_address, store) as session, progress_bar("attributing") as tick:
@@ -94,7 +94,8 @@ def attribute(
     if json_out is not None:
         import json
 
-        json_out.write_text(json.dumps(result.verdict_document(), indent=2, allow_nan=False) + "\n")
+        document = json.dumps(result.verdict_document(), indent=2, allow_nan=False) + "\n"
+        write_atomically(json_out, lambda partial: partial.write_text(document, encoding="utf-8"), flag="--json")
         typer.echo(f"wrote {json_out}")
     if out is not None:
         if OUTPUT_FORMATS[out.suffix.lower()].documents:

@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import write_atomically
-from trajlens.errors import ConfigError, TrajlensError
+from trajlens.cli._output import output_problems, write_atomically
+from trajlens.errors import ConfigError, InputError, TrajlensError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -33,6 +33,9 @@ def check(
     settle: Annotated[float, typer.Option("--settle", help="With --watch: seconds the newest file must stay unchanged to count as complete.")] = 5.0,
 ) -> None:
     """Evaluate declared checks on a run; exit 0 when all hold, 1 when one fails, 2 on a usage or input error.
+
+    Exit 2 also when --junit or --json cannot be written, and when a --watch ends before any
+    complete step was seen (nothing was checked, so nothing passed).
 
     Prints a table (check, status, steps where it fired, evidence); --junit and --json write the
     same results for CI. On a store, the classified calls `trajlens classify` saved are read rather
@@ -67,8 +70,8 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
     if source is None:
         problems.append("SOURCE: expected a store, run directory, verl dumps or metrics file, found nothing")
     for path, flag in ((junit, "--junit"), (json_out, "--json")):
-        if path is not None and not path.parent.is_dir():
-            problems.append(f"{flag} {path}: folder {path.parent} does not exist")
+        if path is not None:
+            problems += output_problems(path, flag=flag)
     if not watch and (fail_fast or until_step is not None or timeout is not None):
         problems.append("--fail-fast, --until-step and --timeout need --watch")
     if watch and until_step is None and timeout is None:
@@ -88,14 +91,18 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
         result = ended.run
         code = ended.exit_code
         if result is None:
-            return code
+            raise InputError(str(source), f"the watch ended ({ended.reason}) before any complete step; "
+                             "nothing was checked")
     else:
         result = check_run(source, checks, run)
         code = EXIT_FAILED if result.failed(strict) else EXIT_OK
     typer.echo(output.render_table(result))
     elapsed = time.monotonic() - started
+    # a file that cannot be written is an error (exit 2), never a check result
     if junit is not None:
-        write_atomically(junit, lambda p: p.write_text(output.junit_xml(result, elapsed), encoding="utf-8"))
+        xml = output.junit_xml(result, elapsed)
+        write_atomically(junit, lambda p: p.write_text(xml, encoding="utf-8"), flag="--junit")
     if json_out is not None:
-        write_atomically(json_out, lambda p: p.write_text(output.to_json(result), encoding="utf-8"))
+        document = output.to_json(result)
+        write_atomically(json_out, lambda p: p.write_text(document, encoding="utf-8"), flag="--json")
     return code

@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._output import check_folder_output, folder_output
 from trajlens.cli._progress import progress_bar
-from trajlens.errors import ConfigError
+from trajlens.errors import ConfigError, TrajlensError
 
 
 def parse_pair(text: str) -> tuple[str, str]:
@@ -18,6 +19,22 @@ def parse_pair(text: str) -> tuple[str, str]:
     if not sep or not a or not b or "," in b:
         raise ConfigError([f"--compare {text!r}: expected A,B such as sao-r6,sao-r7 or sao-r6:Q4,sao-r7:Q4"])
     return a.strip(), b.strip()
+
+
+def check_sides(handle, pairs: list[tuple[str, str]]) -> None:
+    """Resolve every ``--compare`` side before any work; one error lists every side that fails."""
+    from trajlens.compare import parse_side
+
+    problems = []
+    for side in dict.fromkeys(side for pair in pairs for side in pair):
+        try:
+            parse_side(handle, side)
+        except TrajlensError as error:
+            for problem in error.problems if isinstance(error, ConfigError) else [str(error)]:
+                problems.append(f"--compare {problem}" if problem.startswith("side ")
+                                else f"--compare side {side!r}: {problem}")
+    if problems:
+        raise ConfigError(problems)
 
 
 @app.command()
@@ -38,7 +55,8 @@ def report(
     Prints the overview (per run: its kind, the checks that fire, its main finding) and writes
     OUT/index.html (one self-contained page: the overview, every run, comparisons, figures with hover
     values), OUT/README.md (findings per run), OUT/RUN/stage_report.md with PNG figures, and
-    OUT/RUN/view/*.html (viewer pages of a few trajectories per run).
+    OUT/RUN/view/*.html (viewer pages of a few trajectories per run). They are written beside OUT
+    first and moved into it at the end, so a report that fails leaves OUT as it was.
 
     Example: trajlens report store --out out/report --compare sao-r6,sao-r7
     """
@@ -46,11 +64,13 @@ def report(
     from trajlens.report import report_store
 
     pairs = [parse_pair(text) for text in compare or []]
+    check_folder_output(output)
     handle = trajlens.open(store)
     runs = run or handle.run_ids()
     handle.require_runs(runs)
-    with progress_bar("reporting", total=len(runs)) as tick:
-        written = report_store(handle, output, n=n, seed=seed, run_ids=runs, comparisons=pairs,
+    check_sides(handle, pairs)
+    with folder_output(output) as partial, progress_bar("reporting", total=len(runs)) as tick:
+        written = report_store(handle, partial, n=n, seed=seed, run_ids=runs, comparisons=pairs,
                                viewers_per_run=viewers, progress=tick, split=split)
     from trajlens.report.overview import overview_text
 

@@ -70,7 +70,7 @@ def shell(
     """An SQL prompt on a store's tables, using the DuckDB that trajlens ships with.
 
     Read-only, like `trajlens sql`. Statements end with ';'. Reads statements from standard
-    input when it is not a terminal, and exits 1 if any of them failed.
+    input when it is not a terminal, and exits 1 if any of them (or a dot command) failed.
 
     Example: trajlens shell out/store
 
@@ -85,6 +85,7 @@ def shell(
     failures = 0
 
     def on_dot(line: str) -> bool:
+        nonlocal failures
         name, _, argument = line.partition(" ")
         if name in (".quit", ".exit"):
             return False
@@ -92,8 +93,12 @@ def shell(
             typer.echo("  ".join(handle.tables()))
         elif name == ".schema" and argument.strip():
             run(f"DESCRIBE {_identifier(argument.strip())}")
-        else:
+        elif name == ".help":
             typer.echo(HELP)
+        else:
+            failures += 1
+            problem = ".schema needs a table name" if name == ".schema" else f"unknown dot command {name}"
+            typer.echo(f"error: {problem}. {HELP}", err=True)
         return True
 
     def run(text: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,11 +11,13 @@ import typer
 from trajlens.cli._app import app
 from trajlens.cli._options import parse_params
 from trajlens.cli._output import TABLE_SUFFIXES, check_output, write_output
-from trajlens.errors import InputError
+from trajlens.errors import ConfigError, InputError
 
 # Saved queries ship inside the package (trajlens/queries is the repository's queries/).
 SAVED_QUERIES = Path(__file__).resolve().parents[1] / "queries"
 MAX_QUERY_BYTES = 1 << 20
+SAVED_QUERY_NAME = re.compile(r"[\w-]+")
+"""A query of one such word that does not parse as SQL (as CHECKPOINT would) names a saved query."""
 
 
 def saved_queries() -> dict[str, Path]:
@@ -25,10 +28,13 @@ def saved_queries() -> dict[str, Path]:
 
 
 def read_query(query: str) -> str:
-    """SQL text: the query itself, a ``.sql`` file, or the name of a saved query."""
+    """SQL text: the query itself, a ``.sql`` file, or the name of a saved query (a one-word
+    query that names none is refused, listing them)."""
     saved = saved_queries()
     if query in saved:
         return saved[query].read_text(encoding="utf-8")
+    if SAVED_QUERY_NAME.fullmatch(query) and not _parses(query):
+        raise ConfigError([f"unknown saved query {query}; known: {', '.join(saved) or 'none'}"])
     if not query.endswith(".sql"):
         return query
     path = Path(query)
@@ -42,6 +48,16 @@ def read_query(query: str) -> str:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         raise InputError(query, expected="UTF-8 text", found=f"byte {error.start} is not UTF-8") from None
+
+
+def _parses(query: str) -> bool:
+    import duckdb
+
+    try:
+        duckdb.extract_statements(query)
+    except duckdb.Error:
+        return False
+    return True
 
 
 @app.command()

@@ -49,8 +49,21 @@ def read_table_file(path: Path, name: str) -> pa.Table:
         raise InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason) from None
     check_text(table, path)
     table = conform(table, name, str(path))
+    _check_steps(table, path)
     check_values(name, table, str(path))
     return table
+
+
+def _check_steps(table: pa.Table, path: Path) -> None:
+    """Refuse a negative training step: the step partitions, stage ranges and checks all count
+    from 0, so such rows would be stored but fall outside every view of the run."""
+    if "step" not in table.column_names or table.num_rows == 0:
+        return
+    negative = pc.less(table.column("step"), 0)
+    if pc.any(negative).as_py():
+        row = int(pc.index(negative, True).as_py())
+        raise InputError(str(path), record=row, field="step", expected="a step of 0 or more",
+                         found=str(table.column("step")[row].as_py()))
 
 
 def check_text(table: pa.Table, path: Path) -> None:

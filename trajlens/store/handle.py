@@ -125,6 +125,7 @@ class Store:
 
     def sql(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pl.DataFrame:
         """Run one read-only query with bound parameters (``$name`` with a mapping, ``?`` with a sequence)."""
+        _check_utf8(query, params)
         try:
             statements = duckdb.extract_statements(query)
         except duckdb.Error as error:
@@ -287,6 +288,23 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r}, runs={self.run_ids()})"
+
+
+def _check_utf8(query: str, params: Mapping[str, Any] | Sequence[Any] | None) -> None:
+    """Refuse text DuckDB cannot take: bytes that are not UTF-8 (a command-line argument keeps
+    them as lone surrogates) would fail inside DuckDB's bindings with a traceback."""
+    values = params.items() if isinstance(params, Mapping) else enumerate(params or ())
+    for where, text in [("query", query), *((f"parameter {name}", value) for name, value in values)]:
+        if not isinstance(text, str):
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            try:
+                found = f"the byte 0x{text[error.start].encode('utf-8', 'surrogateescape')[0]:02x}"
+            except UnicodeEncodeError:
+                found = repr(text[error.start])
+            raise QueryError(f"{where}: expected UTF-8 text, found {found} at character {error.start}") from None
 
 
 def _first_line(error: BaseException) -> str:

@@ -1,0 +1,225 @@
+"""Outputs that cannot be written: checked before the work, written atomically, and a failure
+names the path the user gave (never the partial file) and leaves nothing behind.
+
+Write failures are injected (a full disk at the partial file), since a test cannot count on a
+read-only folder: permissions do not stop root.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import polars as pl
+import pytest
+from cli_run import run_cli
+
+import trajlens
+
+FULL_DISK = os.strerror(errno.ENOSPC)
+LONGEST_NAME = 255
+"""Longest file name most filesystems take: a name this long has no room for ``.partial``."""
+
+
+@pytest.fixture
+def store(tmp_path, tiny_run_dir):
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    return tmp_path / "store"
+
+
+def _contents(folder: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
+
+
+def _one_error_line(done) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert ".partial" not in lines[0] and "Traceback" not in done.stderr
+    return lines[0]
+
+
+def _full_disk_at(monkeypatch, target: Path) -> None:
+    """``Path.write_text`` of ``target`` (or its partial file) writes half, then finds the disk full."""
+    real = Path.write_text
+
+    def write_text(self, data, *args, **kwargs):
+        if self.name.startswith(target.name):
+            real(self, data[: len(data) // 2], *args, **kwargs)
+            raise OSError(errno.ENOSPC, FULL_DISK, str(self))
+        return real(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+
+
+# -- trajlens report: a folder ------------------------------------------------------------
+
+
+def test_report_checks_the_compare_sides_before_any_work(store, tmp_path, monkeypatch):
+    import trajlens.report
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the report started before its --compare sides were checked")
+
+    monkeypatch.setattr(trajlens.report, "report_store", no_work)
+    out = tmp_path / "report"
+    done = run_cli("report", store, "--out", out, "--compare", "tiny,nope", "--compare", "tiny:Q9,tiny")
+    assert done.returncode == 1
+    line = _one_error_line(done)
+    assert "--compare side 'nope': run 'nope' is not in the store" in line
+    assert "--compare side 'tiny:Q9': 'Q9' is neither a stage" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("failure", ["full disk", "interrupt"])
+def test_a_failed_report_leaves_no_folder_behind(store, tmp_path, monkeypatch, failure):
+    import trajlens.report.html_report
+
+    def fail(store, out, *args, **kwargs):
+        if failure == "interrupt":
+            raise KeyboardInterrupt
+        raise OSError(errno.ENOSPC, FULL_DISK, str(Path(out) / "index.html"))
+
+    monkeypatch.setattr(trajlens.report.html_report, "write_index", fail)
+    before = _contents(tmp_path)
+    out = tmp_path / "new" / "folders" / "report"
+    done = run_cli("report", store, "--out", out, "--viewers", "1")
+    if failure == "interrupt":
+        assert done.returncode == 130 and done.stderr.strip() == "interrupted"
+    else:
+        assert done.returncode == 1
+        assert _one_error_line(done) == f"error: --out {out / 'index.html'}: cannot write it ({FULL_DISK})"
+    # no OUT/RUN/, no partial folder, not even the parent folders made for it
+    assert not (tmp_path / "new").exists()
+    assert _contents(tmp_path).keys() == before.keys()
+
+
+def test_a_failed_report_leaves_an_earlier_report_as_it_was(store, tmp_path, monkeypatch):
+    import trajlens.report.html_report
+
+    out = tmp_path / "report"
+    assert run_cli("report", store, "--out", out, "--viewers", "0").returncode == 0
+    (out / "notes.txt").write_text("mine")
+    before = _contents(out)
+
+    def fail(*args, **kwargs):
+        raise OSError(errno.ENOSPC, FULL_DISK, None)
+
+    monkeypatch.setattr(trajlens.report.html_report, "write_index", fail)
+    assert run_cli("report", store, "--out", out, "--viewers", "0").returncode == 1
+    assert _contents(out) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []
+
+
+def test_a_report_into_an_earlier_one_replaces_its_files_and_keeps_others(store, tmp_path):
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    (out / "index.html").write_text("old")
+    done = run_cli("report", store, "--out", out, "--viewers", "1")
+    assert done.returncode == 0, done.stderr
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "index.html").read_text().startswith("<!DOCTYPE html>")
+    assert (out / "tiny" / "stage_report.md").is_file() and list((out / "tiny" / "view").glob("*.html"))
+    assert oct(out.stat().st_mode & 0o777) == oct(0o777 & ~_umask())
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# -- files written through the atomic writer ----------------------------------------------------
+
+
+def test_attribute_checks_its_json_path_before_the_work(store, tmp_path):
+    done = run_cli("attribute", store, "--run", "tiny", "--json", tmp_path / "missing" / "v.json")
+    assert done.returncode == 1
+    assert _one_error_line(done) == f"error: --json {tmp_path / 'missing' / 'v.json'}: folder {tmp_path / 'missing'} does not exist"
+    assert done.stdout == ""
+    assert "call_credit" not in trajlens.open(store).tables()  # nothing was attributed
+
+
+def test_attribute_json_is_written_atomically(store, tmp_path, monkeypatch):
+    target = tmp_path / "verdicts.json"
+    _full_disk_at(monkeypatch, target)
+    done = run_cli("attribute", store, "--run", "tiny", "--json", target)
+    assert done.returncode == 1
+    assert _one_error_line(done) == f"error: --json {target}: cannot write it ({FULL_DISK})"
+    assert not target.exists() and not list(tmp_path.glob("*.partial"))
+
+
+def _identified():
+    fit = SimpleNamespace(candidate=SimpleNamespace(label="verl_grpo"), max_abs_diff=0.0, median_abs_diff=0.0, n=8,
+                          error=None)
+    return SimpleNamespace(candidates=[fit], matched=True, verdict="verl GRPO", to_dict=lambda: {"matched": True})
+
+
+def test_advantages_identify_json_is_checked_first_and_written_atomically(store, tmp_path, monkeypatch):
+    import trajlens.run.advantages
+
+    monkeypatch.setattr(trajlens.run.advantages, "identify_run", lambda *args, **kwargs: _identified())
+    missing = tmp_path / "missing" / "id.json"
+    done = run_cli("advantages", store, "--run", "tiny", "--identify", "--json", missing)
+    assert done.returncode == 1 and done.stdout == ""
+    assert _one_error_line(done) == f"error: --json {missing}: folder {missing.parent} does not exist"
+
+    target = tmp_path / "id.json"
+    assert run_cli("advantages", store, "--run", "tiny", "--identify", "--json", target).returncode == 0
+    assert json.loads(target.read_text()) == {"matched": True}
+    target.unlink()
+    _full_disk_at(monkeypatch, target)
+    done = run_cli("advantages", store, "--run", "tiny", "--identify", "--json", target)
+    assert done.returncode == 1
+    assert _one_error_line(done) == f"error: --json {target}: cannot write it ({FULL_DISK})"
+    assert not target.exists() and not list(tmp_path.glob("*.partial"))
+
+
+def test_sample_refuses_an_out_it_cannot_make_before_the_work(store, tmp_path):
+    out = tmp_path / ("r" * (LONGEST_NAME - len(".md")) + ".md")
+    done = run_cli("sample", store, "--run", "tiny", "--stages", "first:1-1,second:2-2", "--n", "2", "--out", out)
+    assert done.returncode == 1
+    line = _one_error_line(done)
+    assert line.startswith(f"error: --out {out}: cannot write it (") and done.stdout == ""
+    assert "stage_rates" not in trajlens.open(store).tables()  # refused before the work
+    assert not list(tmp_path.glob("r*"))
+
+
+def test_an_out_that_fails_while_written_names_the_path_given(store, tmp_path, monkeypatch):
+    out = tmp_path / "runs.parquet"
+
+    def full_disk(self, path, *args, **kwargs):
+        # polars says so without errno or file name: "Reason (os error N): PATH"
+        raise OSError(f"No space left on device (os error {errno.ENOSPC}): {path}")
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", full_disk)
+    done = run_cli("sql", store, "SELECT * FROM runs", "--out", out)
+    assert done.returncode == 1
+    assert _one_error_line(done) == f"error: --out {out}: cannot write it ({FULL_DISK})"
+    assert not list(tmp_path.glob("runs.parquet*"))
+
+
+def test_a_result_polars_cannot_write_names_the_path_given_once(store, tmp_path, monkeypatch):
+    out = tmp_path / "runs.parquet"
+
+    def refuse(self, path, *args, **kwargs):
+        raise pl.exceptions.ComputeError("cannot write this column")
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", refuse)
+    done = run_cli("sql", store, "SELECT * FROM runs", "--out", out)
+    assert done.returncode == 1
+    assert _one_error_line(done) == f"error: --out {out}: cannot write the result (cannot write this column)"
+    assert "parquet.parquet" not in done.stderr and not list(tmp_path.glob("runs.parquet*"))
+
+
+def test_an_out_whose_partial_name_is_too_long_is_refused_up_front(store, tmp_path):
+    for suffix in (".csv", ".json", ".parquet", ".html"):
+        out = tmp_path / ("x" * (LONGEST_NAME - len(suffix)) + suffix)
+        done = run_cli("sql", store, "SELECT * FROM runs", "--out", out)
+        assert done.returncode == 1
+        assert _one_error_line(done).startswith(f"error: --out {out}: cannot write it (")
+        assert not list(tmp_path.glob("x*"))

@@ -1,0 +1,70 @@
+"""What ``trajlens sql`` and ``trajlens shell`` are given: bytes that are not UTF-8, an unknown
+saved query name, an unknown dot command: each a one-line error and a non-zero exit."""
+
+from __future__ import annotations
+
+import pytest
+from cli_run import run_cli
+
+import trajlens
+from trajlens.cli.sql import saved_queries
+
+# A byte that is not UTF-8 reaches Python's argv as a lone surrogate (surrogateescape).
+NOT_UTF8 = "\udcff"
+
+
+@pytest.fixture
+def store(tmp_path, tiny_run_dir):
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    return tmp_path / "store"
+
+
+def _one_error_line(done) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("sql", "{store}", f"SELECT 'a{NOT_UTF8}' AS x"),
+     "error: query: expected UTF-8 text, found the byte 0xff at character 9"),
+    (("sql", "{store}", "SELECT $x AS x", "--param", f"x={NOT_UTF8}"),
+     "error: parameter x: expected UTF-8 text, found the byte 0xff at character 0"),
+    (("advantages", "{store}", "--run", "tiny", "--estimator", "grpo", "--label", f"g{NOT_UTF8}"),
+     "error: --label: expected UTF-8 text, found the byte 0xff at character 1"),
+    (("attribute", "{store}", "--run", "tiny", "--estimator", f"g{NOT_UTF8}=grpo"),
+     "error: --estimator: expected UTF-8 text, found the byte 0xff at character 1"),
+], ids=["sql", "param", "label", "estimator-label"])
+def test_text_that_is_not_utf8_is_one_line(store, args, message):
+    done = run_cli(*(arg.format(store=store) for arg in args))
+    assert done.returncode == 1
+    assert _one_error_line(done) == message
+    assert "advantage_batches" not in trajlens.open(store).tables()  # nothing saved under a mangled label
+
+
+def test_an_unknown_saved_query_lists_the_known_ones(store):
+    done = run_cli("sql", store, "think_share_by_stepp")
+    assert done.returncode == 1
+    line = _one_error_line(done)
+    assert line.startswith("error: unknown saved query think_share_by_stepp; known: ")
+    assert line.endswith(", ".join(saved_queries()))
+    assert "think_share_by_step" in saved_queries()
+
+
+def test_a_saved_query_and_plain_sql_still_run(store):
+    assert run_cli("sql", store, "runs_overview").returncode == 0
+    assert run_cli("sql", store, "SELECT count(*) AS n FROM runs").returncode == 0
+
+
+def test_shell_unknown_dot_command_fails_and_the_rest_still_runs(store):
+    done = run_cli("shell", store, stdin=".bogus\nSELECT 41 + 1 AS answer;\n")
+    assert done.returncode == 1
+    assert _one_error_line(done).startswith("error: unknown dot command .bogus. ")
+    assert "42" in done.stdout
+
+
+@pytest.mark.parametrize("command, status", [(".help", 0), (".tables", 0), (".schema", 1), (".nope", 1)])
+def test_shell_dot_commands_exit_status(store, command, status):
+    done = run_cli("shell", store, "--command", command)
+    assert done.returncode == status, done.stderr
+    assert bool(done.stderr.strip()) == bool(status)
