@@ -7,6 +7,9 @@ attribution and the synthetic runs' READMEs all call it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeVar
+
+Rank = TypeVar("Rank")
 
 
 def step_spans(steps: Iterable[int]) -> list[tuple[int, int]]:
@@ -28,3 +31,15 @@ def spans_text(spans: Iterable[tuple[int, int]]) -> str:
 def steps_text(steps: Iterable[int]) -> str:
     """``1-3, 7, 9-10`` for steps 1, 2, 3, 7, 9, 10 (in any order); ``""`` for none."""
     return spans_text(step_spans(steps))
+
+
+def stage_index(rank: Rank, count: int | Rank, parts: int) -> Rank:
+    """The part (0 to ``parts - 1``) the ``rank``-th (from 0) of ``count`` distinct steps falls in
+    when the steps are cut, in order, into ``parts`` equal parts: ``rank * parts // count``.
+
+    The one cut behind every staging by position: the quartiles Q1..Q4 and early/late of the
+    stage reports and the checks, and the first and the last quarter every early-vs-late
+    comparison takes (:func:`trajlens.run.quarters.quarters`). ``rank`` and ``count`` may be
+    integers, NumPy arrays or Polars expressions.
+    """
+    return rank * parts // count  # type: ignore[operator, no-any-return]

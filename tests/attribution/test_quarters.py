@@ -16,12 +16,30 @@ from trajlens.run.quarters import quarters
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(("count", "size"), [(1, 1), (4, 1), (7, 1), (8, 2), (9, 2), (12, 3), (200, 50)])
-def test_a_quarter_is_a_quarter_of_the_distinct_steps_and_at_least_one(count, size):
+@pytest.mark.parametrize(("count", "first", "last"),
+                         [(1, 1, 1), (2, 1, 1), (4, 1, 1), (7, 2, 1), (8, 2, 2), (9, 3, 2), (12, 3, 3), (135, 34, 33),
+                          (200, 50, 50)])
+def test_the_quarters_are_the_first_and_last_stage_of_the_quartiles(count, first, last):
     steps = np.arange(1, count + 1)
     split = quarters(steps)
-    assert split.first.tolist() == list(range(1, size + 1))
-    assert split.last.tolist() == list(range(count - size + 1, count + 1))
+    assert split.first.tolist() == list(range(1, first + 1))
+    assert split.last.tolist() == list(range(count - last + 1, count + 1))
+
+
+def test_the_first_quarter_is_the_stage_report_s_q1_and_the_checks():
+    """One cut (trajlens.steps.stage_index): the stage table's Q1 and Q4, the checks' stage
+    comparison and every first-vs-last-quarter finding take the same steps."""
+    from trajlens.checks.conditions import _stage_ranges
+    from trajlens.checks.spec import Check
+    from trajlens.classify.stages import assign_stages
+
+    steps = list(range(3, 138))  # 135 steps, as sao-r6
+    staged = assign_stages(pl.DataFrame({"run_id": "r", "step": steps}), "quartiles")
+    check = Check(name="c", measure="ran_suite", condition="stage_change", direction="decrease")
+    ranges = dict(_stage_ranges(check, steps))
+    split = quarters(steps)
+    assert staged.filter(pl.col("stage") == "Q1")["step"].to_list() == ranges["Q1"] == split.first.tolist()
+    assert staged.filter(pl.col("stage") == "Q4")["step"].to_list() == ranges["Q4"] == split.last.tolist()
 
 
 def test_steps_with_gaps_and_many_rows_count_distinct_steps():
@@ -50,7 +68,7 @@ def test_quarter_means_leave_out_missing_values():
 
 
 def test_the_projection_ends_on_the_last_quarter_of_the_steps():
-    """Nine steps with gaps: the share the run ended with is the mean over the last two steps."""
+    """Nine steps with gaps: the share the run ended with is the mean over the last two steps (Q4)."""
     from trajlens.attribution.projection import project
 
     steps = [1, 2, 3, 5, 8, 13, 21, 34, 55]

@@ -56,7 +56,8 @@ def test_an_rl_run_without_tools_shows_reward_length_and_dead_groups(tmp_path):
     names = {f.stem for f in report.figures}
     assert "reward_and_length_by_step" in names and not names & {"class_shares_by_step", "stage_rates"}
     assert set(report.trends) == {"reward", "model tokens"}
-    assert [v for _, v in report.trends["reward"]] == [0.625] * 8  # (0.5 + 1 + 0 + 1) / 4
+    assert [v for _, v in report.trends["reward"].points] == [0.625] * 8  # (0.5 + 1 + 0 + 1) / 4
+    assert (report.trends["reward"].first, report.trends["reward"].last) == (0.625, 0.625)
     page = (tmp_path / "out" / "index.html").read_text()
     assert page.count('<svg class="trend"') == 2
 

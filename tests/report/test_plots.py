@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from trajlens.report import plots
+from trajlens.report.overview import Trend
 
 CLASSES = ("think", "edit", "test_suite")
 
@@ -149,7 +150,8 @@ def test_long_titles_wrap_within_the_figure():
 def test_hover_columns_carry_each_step_in_the_svg_and_span_the_steps(tmp_path):
     """Each step's invisible column holds its values as the SVG's tooltip, is left out of the PNG
     (and back for the SVG), and widens the x axis half a step beyond the first and last step."""
-    trends = {"reward": [(0, 0.25), (1, 0.5), (2, 0.75)], "model tokens": [(0, 100.0), (1, 150.0), (2, 90.0)]}
+    trends = {"reward": Trend([(0, 0.25), (1, 0.5), (2, 0.75)], 0.25, 0.75),
+              "model tokens": Trend([(0, 100.0), (1, 150.0), (2, 90.0)], 100.0, 90.0)}
     chart = plots.reward_and_length_by_step(trends, "r")
     assert len(chart.hover_only) == 6
     low, high = chart.figure.axes[0].get_xlim()

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import trajlens
-from trajlens.report.overview import run_trends, sparkline, trend_hover
+from trajlens.report.overview import Trend, run_trends, sparkline, trend_hover
 
 QUERIES = Path(__file__).resolve().parents[2] / "queries"
 THINK = {"tool_name": "think", "arguments": '{"thought": "plan"}'}
@@ -64,7 +64,7 @@ def test_the_share_trend_is_the_pooled_share_of_the_checks_and_the_saved_sql(une
     from trajlens.engine.classify import run_measures
 
     measures = run_measures(uneven_store, "uneven")
-    trend = dict(run_trends(uneven_store, "uneven", measures, "train")["think share"])
+    trend = dict(run_trends(uneven_store, "uneven", measures, "train")["think share"].points)
     assert trend == pytest.approx({1: 1 / 3, 2: 3 / 5, 3: 5 / 7, 4: 7 / 9})
     assert trend == pytest.approx(_checks_think_share(measures))
     assert trend == pytest.approx(_think_share_by_step(uneven_store, "uneven"), abs=5.1e-5)
@@ -77,29 +77,33 @@ def test_the_share_trend_of_a_sample_run_is_its_think_share_by_step(sample_store
 
     classify_store(sample_store, ["sao-r6"])
     measures = run_measures(sample_store, "sao-r6")
-    trend = dict(run_trends(sample_store, "sao-r6", measures, "train")["think share"])
+    trend = dict(run_trends(sample_store, "sao-r6", measures, "train")["think share"].points)
     sql = _think_share_by_step(sample_store, "sao-r6")
     assert sorted(trend) == sorted(sql) and len(sql) == 135
     assert trend == pytest.approx(sql, abs=5.1e-5)
     assert trend == pytest.approx(_checks_think_share(measures))
 
 
-def test_the_hover_compares_the_first_and_the_last_quarter_of_the_steps():
-    """The last step is above the first, yet the run ends lower than it starts: the hover says
-    the quarters' means, as the findings do, not two single steps."""
-    points = [(1, 10.0), (2, 0.0), (4, 0.0), (5, 0.0), (6, 0.0), (7, 0.0), (9, 0.0), (12, 5.0)]
+def test_the_hover_says_the_trend_s_quarter_values():
+    trend = Trend([(1, 10.0), (2, 0.0), (12, 5.0)], 5.0, 2.5)
     title = "trend: 5 in the first quarter -> 2.5 in the last"
-    assert trend_hover("trend", points) == title
-    assert f"<title>{html.escape(title)}</title>" in sparkline("trend", points)
+    assert trend_hover("trend", trend) == title
+    assert f"<title>{html.escape(title)}</title>" in sparkline("trend", trend)
 
 
 @pytest.mark.slow
-def test_the_length_hover_of_sao_r7_says_it_grew(sample_store):
+def test_the_hover_gives_the_findings_q1_and_q4(sample_store):
+    """sao-r7's first length point is above its first quarter; sao-r6's think share in the hover
+    is the pooled Q1 and Q4 share of the finding beside it ("0.074 in Q1 -> 0.482 in Q4")."""
     from trajlens.engine.classify import run_measures
+    from trajlens.report import classify_store
 
     trends = run_trends(sample_store, "sao-r7", run_measures(sample_store, "sao-r7"), "train")
-    assert trends["model tokens"][0] == (1, pytest.approx(408.4))  # above the first quarter's mean
+    assert trends["model tokens"].points[0] == (1, pytest.approx(408.4))  # above the first quarter's value
     assert trend_hover("model tokens", trends["model tokens"]) == "model tokens: 346 in the first quarter -> 398 in the last"
+    classify_store(sample_store, ["sao-r6"])
+    think = run_trends(sample_store, "sao-r6", run_measures(sample_store, "sao-r6"), "train")["think share"]
+    assert trend_hover("think share", think) == "think share: 0.074 in the first quarter -> 0.482 in the last"
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ import polars as pl
 from trajlens.checks.kinds import KINDS
 from trajlens.checks.spec import Check
 from trajlens.classify import _stats
+from trajlens.steps import stage_index
 
 SUMS: tuple[str, ...] = ("x", "n", "units", "sxx", "sxn", "snn")
 
@@ -170,7 +171,7 @@ def _stage_ranges(check: Check, steps: list[int]) -> list[tuple[str, list[int]]]
     names = ("Q1", "Q2", "Q3", "Q4") if check.stages == "quartiles" else ("early", "late")
     parts: list[tuple[str, list[int]]] = [(name, []) for name in names]
     for rank, step in enumerate(steps):
-        parts[rank * len(names) // len(steps)][1].append(step)
+        parts[stage_index(rank, len(steps), len(names))][1].append(step)
     return parts
 
 

@@ -38,6 +38,7 @@ from trajlens.classify.calls import as_frame, classify_calls
 from trajlens.classify.per_trajectory import trajectory_measures
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
+from trajlens.steps import stage_index
 
 StageSpec = Any
 """``"quartiles"``, ``"early_late"``, or a sequence of ``(name, first_step, last_step)``."""
@@ -88,7 +89,7 @@ def assign_stages(trajectories: Any, stages: StageSpec = "quartiles") -> pl.Data
             pl.col("step").rank("dense").over("run_id").sub(1).alias("__rank"),
             pl.col("step").n_unique().over("run_id").alias("__count"),
         )
-        index = (pl.col("__rank") * len(names) // pl.col("__count")).cast(pl.Int32)
+        index = stage_index(pl.col("__rank"), pl.col("__count"), len(names)).cast(pl.Int32)
         steps = steps.select("run_id", "step", index.alias("stage_index"))
         frame = frame.join(steps, on=["run_id", "step"], how="left", maintain_order="left")
         return frame.with_columns(

@@ -20,7 +20,7 @@ from trajlens.report import plots
 from trajlens.report.findings import (
     RECOMPUTED, Finding, advantage_findings, attribution_findings, dead_group_finding, outcome_finding, ranked, stage_findings,
 )
-from trajlens.report.overview import overview_markdown, run_trends
+from trajlens.report.overview import LENGTH_TRENDS, Trend, overview_markdown, run_trends
 from trajlens.report.scalars import channel_findings, scalar_findings
 from trajlens.run.choices import report_advantages
 from trajlens.run.splits import TRAIN_SPLIT, measured_split, run_splits
@@ -51,8 +51,8 @@ class RunReport:
     """What the log is (:data:`RUN_KINDS`)."""
     failing: list[tuple[str, str, str]] = field(default_factory=list)
     """The shipped checks that fired: (name, status, steps)."""
-    trends: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-    """Per-step series of the overview's small trends, by name."""
+    trends: dict[str, Trend] = field(default_factory=dict)
+    """The overview's small trends, by name: per-step values and the first and last quarter's."""
 
 
 RUN_KINDS: dict[str, str] = {
@@ -163,7 +163,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     if not single_step and with_tools:
         charts["class_shares_by_step"] = plots.class_shares_by_step(
             measures, f"{run_id}: behaviour classes per step", alarms)
-    if report.trends.keys() & {"reward", "model tokens"}:
+    if report.trends.keys() & {"reward", *LENGTH_TRENDS}:
         charts["reward_and_length_by_step"] = plots.reward_and_length_by_step(
             report.trends, f"{run_id}: reward and length per step")
     if with_tools:

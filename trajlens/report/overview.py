@@ -10,7 +10,7 @@ of ``README.md`` (plain text a terminal shows as it is).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import polars as pl
 
@@ -23,63 +23,96 @@ MIN_TREND_STEPS = 2
 """Steps a run needs for a trend line."""
 
 
-def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> dict[str, list[tuple[int, float]]]:
-    """Per step: the run's mean reward, its mean model tokens per trajectory and the share of the
-    behaviour class that moved most between the first and the last quarter of its steps
-    (:func:`trajlens.run.quarters.quarters`). Tokens and shares are the checks' ``mean:model_tokens``
-    and ``share:<class>`` (calls of the class / all calls, pooled over the step's trajectories, as
-    the stage tables and the saved ``think_share_by_step`` measure them)."""
+class Trend(NamedTuple):
+    """One small trend of a run: its value at each step, and its value over the first and over
+    the last quarter of the steps (:func:`trajlens.run.quarters.quarters`, the stage table's Q1
+    and Q4) pooled as the findings and the checks pool a stage: a share over all calls of the
+    quarter's trajectories, a mean over its trajectories."""
+
+    points: list[tuple[int, float]]
+    first: float
+    last: float
+
+
+def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> dict[str, Trend]:
+    """The run's mean reward, its mean model tokens per trajectory and the share of the behaviour
+    class that moved most between the first and the last quarter of its steps. Tokens and shares
+    are the checks' ``mean:model_tokens`` and ``share:<class>`` (calls of the class / all calls,
+    pooled over the step's trajectories, as the stage tables and the saved ``think_share_by_step``
+    measure them). A run whose trajectories count no tokens shows its logged response length
+    (which counts observation tokens too) under that name."""
+    from trajlens.checks.step_measures import trajectory_measure_stats
     from trajlens.classify.rules import BEHAVIOUR_CLASSES
     from trajlens.run.partitions import scan_run_table
     from trajlens.run.quarters import quarters
 
     if measures.is_empty() or measures["step"].n_unique() < MIN_TREND_STEPS:
         return {}
-    trends: dict[str, list[tuple[int, float]]] = {}
+    trends: dict[str, Trend] = {}
     # Grouped in memory, where each step's rewards are summed in row order: the streaming
     # engine's partial sums may round the last bit either way from one report to the next.
-    reward = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split)
-              .select("step", "reward").collect()
-              .group_by("step").agg(pl.col("reward").drop_nans().mean()).drop_nulls().sort("step"))
+    rewards = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split)
+               .select("step", pl.col("reward").fill_nan(None)).drop_nulls().collect())
+    reward = rewards.group_by("step").agg(pl.col("reward").mean()).sort("step")
     if reward.height >= MIN_TREND_STEPS:
-        trends["reward"] = list(reward.iter_rows())
-    per_step = step_values(measures, [TOKENS_MEASURE, *(f"share:{c}" for c in BEHAVIOUR_CLASSES)])
-    tokens = per_step.select("step", TOKENS_MEASURE).drop_nulls() if TOKENS_MEASURE in per_step.columns else None
-    if tokens is not None and tokens.height >= MIN_TREND_STEPS:
-        trends["model tokens"] = list(tokens.iter_rows())
+        first, last = quarters(reward["step"].to_numpy()).masks(rewards["step"].to_numpy())
+        values = rewards["reward"].to_numpy()
+        trends["reward"] = Trend(list(reward.iter_rows()), float(values[first].mean()), float(values[last].mean()))
+    names = [TOKENS_MEASURE, *(f"share:{c}" for c in BEHAVIOUR_CLASSES)]
+    stats = trajectory_measure_stats(measures).filter(pl.col("measure").is_in(names))
+    per_step = step_values(measures, names, stats)
+    run_quarters = quarters(per_step["step"].to_numpy())
+    if TOKENS_MEASURE in per_step.columns and per_step[TOKENS_MEASURE].drop_nulls().len() >= MIN_TREND_STEPS:
+        trends["model tokens"] = _measure_trend(per_step, stats, TOKENS_MEASURE, run_quarters)
     else:
         logged = _logged_length(store, run_id)
         if logged.height >= MIN_TREND_STEPS:
-            trends["model tokens"] = list(logged.iter_rows())
-    run_quarters = quarters(per_step["step"].to_numpy())
-    moved = {}
-    for klass in BEHAVIOUR_CLASSES:
-        column = f"share:{klass}"
-        if column not in per_step.columns:
-            continue
-        early, late = run_quarters.means(per_step["step"].to_numpy(), per_step[column].to_numpy())
-        if not (math.isnan(early) or math.isnan(late)) and (early > 0 or late > 0):
-            moved[klass] = abs(late - early)
+            steps, values = logged["step"].to_numpy(), logged["value"].to_numpy()
+            trends[LOGGED_LENGTH] = Trend(list(logged.iter_rows()), *quarters(steps).means(steps, values))
+    shares = {klass: _measure_trend(per_step, stats, f"share:{klass}", run_quarters)
+              for klass in BEHAVIOUR_CLASSES if f"share:{klass}" in per_step.columns}
+    moved = {klass: abs(trend.last - trend.first) for klass, trend in shares.items()
+             if not (math.isnan(trend.first) or math.isnan(trend.last)) and (trend.first > 0 or trend.last > 0)}
     if moved:
         klass = max(moved, key=lambda c: (moved[c], c))
-        shares = per_step.select("step", f"share:{klass}").drop_nulls()
-        trends[f"{klass} share"] = list(shares.iter_rows())
+        trends[f"{klass} share"] = shares[klass]
     return trends
+
+
+def _measure_trend(per_step: pl.DataFrame, stats: pl.DataFrame, measure: str, split: Any) -> Trend:
+    """The trend of one of the checks' measures: each step's value, and each quarter's, pooled
+    over the quarter's steps (:func:`trajlens.checks.conditions.pooled` of their summed statistics)."""
+    from trajlens.checks.conditions import SUMS, pooled
+
+    rows = stats.filter(pl.col("measure") == measure)
+    quarter_values = []
+    for steps in (split.first, split.last):
+        summed = rows.filter(pl.col("step").is_in(steps.tolist())).select(pl.col(c).cast(pl.Float64).sum() for c in SUMS)
+        value = pooled(summed, proportion=False)["value"][0] if summed["units"][0] else None
+        quarter_values.append(float("nan") if value is None else float(value))
+    points = per_step.select("step", measure).drop_nulls()
+    return Trend(list(points.iter_rows()), *quarter_values)
 
 
 TOKENS_MEASURE = "mean:model_tokens"
 """The checks' measure the length trend draws: mean model tokens per trajectory of each step."""
+LOGGED_LENGTH = "response length"
+"""The trend of a run whose trajectories count no tokens: the response length its trainer logged."""
+LENGTH_TRENDS: tuple[str, ...] = ("model tokens", LOGGED_LENGTH)
+"""The length trend, under the name of what it counts."""
 
 
-def step_values(measures: pl.DataFrame, names: Sequence[str]) -> pl.DataFrame:
+def step_values(measures: pl.DataFrame, names: Sequence[str], stats: pl.DataFrame | None = None) -> pl.DataFrame:
     """``step`` and one column per measure of ``names``: each step's value of the checks' measure
     (:func:`trajlens.checks.step_measures.trajectory_measure_stats`, pooled by
     :func:`trajlens.checks.conditions.pooled`), null where it has no denominator; a measure
-    without any row has no column."""
+    without any row has no column. ``stats``: those statistics, when computed already."""
     from trajlens.checks.conditions import pooled
     from trajlens.checks.step_measures import trajectory_measure_stats
 
-    stats = trajectory_measure_stats(measures).filter(pl.col("measure").is_in(list(names)))
+    if stats is None:
+        stats = trajectory_measure_stats(measures)
+    stats = stats.filter(pl.col("measure").is_in(list(names)))
     steps = measures.select("step").unique().sort("step")
     if stats.is_empty():
         return steps
@@ -103,10 +136,11 @@ def _logged_length(store: Any, run_id: str) -> pl.DataFrame:
     return metrics.select("step", "value").clear()
 
 
-def sparkline(name: str, points: Sequence[tuple[int, float]]) -> str:
-    """A small inline SVG line of ``points`` (step, value), labelled, with its mean over the first
-    and over the last quarter of the steps on hover (:func:`trend_hover`); it carries no ids,
-    so many fit on one page."""
+def sparkline(name: str, trend: Trend) -> str:
+    """A small inline SVG line of the trend's points (step, value), labelled, with its value over
+    the first and over the last quarter of the steps on hover (:func:`trend_hover`); it carries
+    no ids, so many fit on one page."""
+    points = trend.points
     steps = [float(s) for s, _ in points]
     values = [float(v) for _, v in points]
     low, high = min(values), max(values)
@@ -117,24 +151,22 @@ def sparkline(name: str, points: Sequence[tuple[int, float]]) -> str:
         f"{(s - first) / span_x * (TREND_WIDTH - 2) + 1:.1f},"
         f"{TREND_HEIGHT - 2 - (v - low) / span_y * (TREND_HEIGHT - top - 3):.1f}"
         for s, v in zip(steps, values))
-    title = trend_hover(name, points)
+    title = trend_hover(name, trend)
     return (f'<svg class="trend" width="{TREND_WIDTH}" height="{TREND_HEIGHT}" viewBox="0 0 {TREND_WIDTH} '
             f'{TREND_HEIGHT}" role="img" aria-label="{html.escape(title)}"><title>{html.escape(title)}</title>'
             f'<text x="1" y="9" font-size="9" fill="#455a64">{html.escape(name)}</text>'
             f'<polyline points="{coords}" fill="none" stroke="#1565c0" stroke-width="1.3"/></svg>')
 
 
-def trend_hover(name: str, points: Sequence[tuple[int, float]]) -> str:
-    """A trend's hover text: its mean over the first and over the last quarter of its steps
-    (:func:`trajlens.run.quarters.quarters`), the comparison the report's findings make."""
-    from trajlens.run.quarters import quarters
-
-    steps = [step for step, _ in points]
-    first, last = quarters(steps).means(steps, [value for _, value in points])
-    return f"{name}: {_short(first)} in the first quarter -> {_short(last)} in the last"
+def trend_hover(name: str, trend: Trend) -> str:
+    """A trend's hover text: its value over the first and over the last quarter of its steps,
+    the comparison (and the numbers) of the report's findings."""
+    return f"{name}: {_short(trend.first)} in the first quarter -> {_short(trend.last)} in the last"
 
 
 def _short(value: float) -> str:
+    if math.isnan(value):
+        return "n/a"
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
@@ -180,7 +212,7 @@ def overview_html(reports: Sequence[Any]) -> str:
         more = len(report.findings) - FINDINGS_SHOWN
         if more > 0:
             findings += f' <a class="more" href="#{run}-findings">+{more} more</a>'
-        trends = "".join(sparkline(name, points) for name, points in report.trends.items())
+        trends = "".join(sparkline(name, trend) for name, trend in report.trends.items())
         rows.append(f'<tr><td class="text"><a href="#{run}">{run}</a></td>'
                     f'<td class="text">{html.escape(report.kind)}</td>'
                     f'<td class="text checks">{_checks_cell(report.run_id, report.failing)}</td>'

@@ -28,7 +28,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import polars as pl
 
@@ -447,10 +447,12 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
     return chart
 
 
-def reward_and_length_by_step(trends: dict[str, list[tuple[int, float]]], title: str) -> Chart:
-    """Mean reward and mean model tokens per trajectory at each step (the series of
-    :func:`trajlens.report.overview.run_trends`), one panel each."""
-    names = [name for name in ("reward", "model tokens") if trends.get(name)]
+def reward_and_length_by_step(trends: dict[str, Any], title: str) -> Chart:
+    """Mean reward and mean model tokens per trajectory (or the logged response length) at each
+    step (the trends of :func:`trajlens.report.overview.run_trends`), one panel each."""
+    from trajlens.report.overview import LENGTH_TRENDS
+
+    names = [name for name in ("reward", *LENGTH_TRENDS) if name in trends]
     figure, axes = _figure(height=2.2 * max(len(names), 1) + 0.6, rows=max(len(names), 1))
     axes = list(axes) if len(names) > 1 else [axes]
     chart = Chart(figure)
@@ -458,8 +460,8 @@ def reward_and_length_by_step(trends: dict[str, list[tuple[int, float]]], title:
         _no_data(axes[0], title)
         return chart
     for axis, name in zip(axes, names):
-        steps = [s for s, _ in trends[name]]
-        values = [v for _, v in trends[name]]
+        steps = [s for s, _ in trends[name].points]
+        values = [v for _, v in trends[name].points]
         axis.plot(steps, values, linewidth=1, color="#1565c0")
         axis.set_ylabel(f"mean {name}")
         _hover_columns(chart, axis, steps, lambda i, s=steps, v=values, n=name: f"step {s[i]}: mean {n} {v[i]:.4g}",

@@ -1,9 +1,11 @@
 """The first and the last quarter of a run's steps: the one definition behind every early-vs-late comparison.
 
-A quarter is counted in *distinct* steps, in order, whatever the gaps between them: the first
-and the last ``max(1, n // 4)`` of the ``n`` distinct steps. So 7 steps give one step each, 9
-give two, and steps 0, 10, 20, ..., 70 give 0 and 10 against 60 and 70. A run of fewer than
-eight steps compares its first step with its last (one step: that step with itself).
+A quarter is the first or the last of the four stages the quartile staging cuts a run's
+*distinct* steps into, in order, whatever the gaps between them (:func:`trajlens.steps.stage_index`,
+the cut of the stage reports' Q1..Q4 and of the checks' stage comparisons): so the "first
+quarter" of a finding is the Q1 of the stage table beside it. 8 steps give two each; 9 give
+three (Q1) and two (Q4); steps 0, 10, ..., 70 give 0 and 10 against 60 and 70. A run of fewer
+than four steps compares the first stage it has with the last (one step: that step with itself).
 
 The report (channel findings, the overview's trends and their hover text) and attribution
 (length and channel changes, the projection's final shares) take their quarters from
@@ -16,6 +18,11 @@ from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from trajlens.steps import stage_index
+
+QUARTERS = 4
+"""Stages of the quartile staging (Q1..Q4)."""
 
 
 class QuarterMeans(NamedTuple):
@@ -47,8 +54,8 @@ class Quarters(NamedTuple):
 def quarters(steps: ArrayLike) -> Quarters:
     """The first and the last quarter of the distinct values of ``steps`` (module docstring)."""
     distinct = np.unique(np.asarray(steps))
-    size = max(1, distinct.size // 4)
-    return Quarters(distinct[:size], distinct[-size:])
+    stage = stage_index(np.arange(distinct.size), max(distinct.size, 1), QUARTERS)
+    return Quarters(distinct[stage == stage.min(initial=0)], distinct[stage == stage.max(initial=0)])
 
 
 def _mean(values: np.ndarray) -> float:
