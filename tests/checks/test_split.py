@@ -79,3 +79,30 @@ def test_nan_rewards_are_left_out_of_the_reward_measure_and_the_dead_groups():
     assert not math.isnan(reward["x"]) and reward["x"] / reward["n"] == pytest.approx(2 / 3)
     dead = _dead_groups(trajectories).frame.row(0, named=True)
     assert (dead["groups"], dead["dead_groups"]) == (1, 1)  # group a is one rewarded trajectory: no group
+
+
+def test_stages_are_the_run_s_not_those_of_the_steps_a_measure_has(samples_store_path):
+    """causal-r6 verifies first later and later: the check's Q1 and Q4 are the stage report's
+    (the run's steps cut in four), also for a measure some steps lack."""
+    from trajlens.checks.spec import parse_checks
+    from trajlens.classify import classify_calls, trajectory_measures
+    from trajlens.classify.stages import assign_stages
+
+    store = trajlens.open(samples_store_path)
+    (check,) = parse_checks({"checks": {"first_verification_later": {
+        "measure": "mean:first_verification_position", "condition": "stage_change", "stages": "quartiles",
+        "compare": "first_to_last", "direction": "increase"}}}, "test")
+    result = check_run(samples_store_path, [check], "causal-r6").results[0]
+    chosen = (pl.col("run_id") == "causal-r6") & (pl.col("split") == "train")
+    trajectories = store.trajectories.filter(chosen).collect()
+    calls = store.tool_calls.filter(pl.col("run_id") == "causal-r6").collect()
+    measures = trajectory_measures(classify_calls(calls), trajectories).join(
+        assign_stages(trajectories.select("run_id", "trajectory_id", "step")).select("trajectory_id", "stage"),
+        on="trajectory_id")
+    means = dict(measures.group_by("stage").agg(pl.col("first_verification_position").mean()).iter_rows())
+    steps = measures.group_by("stage").agg(pl.col("step").unique().sort())
+    q4 = steps.filter(pl.col("stage") == "Q4")["step"][0].to_list()
+    assert measures.filter(pl.col("stage") == "Q4")["first_verification_position"].null_count() > 0
+    detail = result.evidence.detail
+    assert f"Q1 {means['Q1']:.4f}" in detail and f"Q4 {means['Q4']:.4f}" in detail, detail
+    assert result.fired_steps == tuple(q4)

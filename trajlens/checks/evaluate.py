@@ -89,6 +89,20 @@ def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl
     return series.filter(pl.col("step").is_in(keep)), ""
 
 
+def _on_run_steps(series: pl.DataFrame, state: RunState, upto: int | None) -> pl.DataFrame:
+    """``series`` with an empty row (no units) for each of the run's steps it lacks: stages cut
+    by position (quartiles, early/late) are then the run's, as the stage report cuts them, not
+    those of the steps where the measure has a value (a read-back share only where edits are)."""
+    steps = [step for step in state.steps if upto is None or step <= upto]
+    missing = sorted(set(steps) - set(series["step"].to_list()))
+    if not missing:
+        return series
+    empty = pl.DataFrame({"step": missing}).select(
+        pl.lit(series["measure"][0]).alias("measure"), pl.col("step"),
+        *(pl.lit(0).alias(column) for column in series.columns if column not in ("measure", "step")))
+    return pl.concat([series, empty.cast(series.schema)], how="vertical").sort("step", maintain_order=True)
+
+
 def evaluate_check(check: Check, state: RunState, upto: int | None = None) -> CheckResult:
     """Evaluate one check on the run's accumulated statistics (on its steps up to ``upto``, when
     given: the verdict the check had when that step was the last)."""
@@ -102,6 +116,9 @@ def evaluate_check(check: Check, state: RunState, upto: int | None = None) -> Ch
         if series.is_empty():
             skipped.append(state.missing_reason(measure))
             continue
+        if check.condition == "stage_change" and isinstance(check.stages, str) and \
+                name.family.source in ("tool_calls", "trajectories", "channels"):
+            series = _on_run_steps(series, state, upto)
         series, note = _applicable(check, state, series)
         if note.startswith("skip:"):
             skipped.append(note[5:])
