@@ -220,7 +220,7 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
     flags = pl.DataFrame(stream.flags, schema={"step": pl.Int64, "estimator": pl.String, "all_negative": pl.Boolean,
                                                "all_positive": pl.Boolean})
     structural = structural_classes(trajectory_frame, sorted(stream.classes))
-    drifted = attribute_drift(class_credit, flags, own.label, aggregation, drift, structural)
+    drifted = attribute_drift(class_credit, flags, own.label, aggregation, drift, structural, trajectory_frame)
     if stream.fallback_calls:
         notes.append(f"{stream.fallback_calls} of {stream.total_calls} calls have no token arrays: their credit is the "
                      "trajectory's advantage spread over its calls by turn (fallback; token estimators skip them)")

@@ -1,9 +1,9 @@
 """Drift attribution: which behaviour grew or decayed, from when, and which estimator's credit predicts it.
 
 For each class whose share of calls changes significantly from the first stage to the last
-(the checks' stage test with the steps as units: a two-proportion z test on the calls each
-stage's step-to-step spread is worth, p < ``alpha``; and an absolute change of at least
-``min_change``):
+(the checks' ``share:<class>`` stage test, the trajectories as units: a two-proportion z test
+on the calls each stage's spread between trajectories is worth, p < ``alpha``; and an absolute
+change of at least ``min_change``):
 
 onset
     The first step t at which the mean share over steps t..t+k-1 has moved a quarter of the
@@ -82,12 +82,16 @@ def attribute_drift(
     aggregation: str,
     config: DriftConfig = DriftConfig(),
     structural: list[str] | tuple[str, ...] = (),
+    trajectory_counts: pl.DataFrame | None = None,
 ) -> DriftResult:
     """Drift rows and sentences from the per-step ``class_credit`` and ``step_flags`` tables.
 
     With ``structural`` classes (:func:`~.verdicts.structural_classes`), relative credit is taken
     among the competing calls only: the class's mean scaled push minus that of the step's
-    non-structural calls (:func:`~.verdicts.competing_credit`)."""
+    non-structural calls (:func:`~.verdicts.competing_credit`). ``trajectory_counts`` (``step``
+    and ``count:<class>`` per trajectory, as the credit stream keeps them): the stage shares and
+    their test take the trajectories as units, exactly as the checks' ``share:<class>``
+    stage_change does; without them, the steps of ``class_credit`` are the units."""
     credit = class_credit.filter(pl.col("aggregation") == aggregation)
     if structural and credit.height:
         credit = competing_credit(credit, list(structural)).with_columns(
@@ -102,7 +106,8 @@ def attribute_drift(
     classes = sorted(shares["primary_class"].unique().to_list())
     share = _share_matrix(shares, steps, classes)
     rows, findings = [], []
-    changes = {c: change for c, name in enumerate(classes) if (change := _stage_change(shares, name, config))}
+    units = _units(shares, trajectory_counts, classes)
+    changes = {c: change for c, name in enumerate(classes) if (change := _stage_change(units, name, config))}
     for c in sorted(changes, key=lambda c: -abs(changes[c][1] - changes[c][0])):  # the largest drift first
         name = classes[c]
         first, last, p_value = changes[c]
@@ -136,27 +141,47 @@ def _share_matrix(shares: pl.DataFrame, steps: np.ndarray, classes: list[str]) -
     return out
 
 
-def _stage_change(shares: pl.DataFrame, name: str, config: DriftConfig) -> tuple[float, float, float] | None:
+def _units(shares: pl.DataFrame, trajectory_counts: pl.DataFrame | None, classes: list[str]) -> pl.DataFrame:
+    """``stage_index``, ``primary_class``, ``x`` (the unit's calls of the class), ``n`` (all its
+    calls): one row per unit and class, the units being the trajectories of ``trajectory_counts``
+    (every one, with or without calls, as the checks count them) or else the steps of ``shares``."""
+    stages = shares.select("step", "stage_index").unique()
+    if trajectory_counts is not None and trajectory_counts.height:
+        counted = [c for c in trajectory_counts.columns if c.startswith("count:")]
+        rows = trajectory_counts.join(stages, on="step", how="inner").with_columns(
+            pl.sum_horizontal(counted).alias("n") if counted else pl.lit(0.0).alias("n"))
+        return pl.concat([
+            rows.select("stage_index", pl.lit(name).alias("primary_class"),
+                        (pl.col(f"count:{name}") if f"count:{name}" in counted else pl.lit(0.0)).cast(pl.Float64).alias("x"),
+                        pl.col("n").cast(pl.Float64))
+            for name in classes])
+    totals = shares.group_by("stage_index", "step").agg(pl.col("step_calls").first())
+    per_class = shares.group_by("stage_index", "step", "primary_class").agg(pl.col("calls").sum())
+    return pl.concat([
+        totals.join(per_class.filter(pl.col("primary_class") == name).drop("primary_class"), on=["stage_index", "step"],
+                    how="left")
+        .select("stage_index", pl.lit(name).alias("primary_class"), pl.col("calls").fill_null(0).cast(pl.Float64).alias("x"),
+                pl.col("step_calls").cast(pl.Float64).alias("n"))
+        for name in classes])
+
+
+def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[float, float, float] | None:
     """The class's share of calls in the first and the last stage, and the p-value of the change,
-    when it drifted. The test is the checks' ``stage_change`` one (:func:`~trajlens.checks.conditions.stage_z`)
-    with the steps as units: calls of one step are not independent draws (the trajectories and
-    the policy of that step tie them), so each stage counts as many calls as its steps' spread allows."""
+    when it drifted: the checks' ``stage_change`` test (:func:`~trajlens.checks.conditions.pooled`
+    stage sums, :func:`~trajlens.checks.conditions.stage_z`) over :func:`_units`. Calls of one
+    trajectory (or step) are not independent draws: each stage counts as many calls as the
+    spread between its units allows."""
     from trajlens.checks.conditions import pooled, stage_z
 
-    stage_index = shares["stage_index"].drop_nulls()
-    if stage_index.len() == 0 or stage_index.min() == stage_index.max():
+    rows = units.filter(pl.col("primary_class") == name)
+    if rows.height == 0 or rows["stage_index"].min() == rows["stage_index"].max():
         return None
-    totals = shares.group_by("stage_index", "step").agg(pl.col("step_calls").first())
-    mine = shares.filter(pl.col("primary_class") == name).group_by("stage_index", "step").agg(pl.col("calls").sum())
-    per_step = totals.join(mine, on=["stage_index", "step"], how="left").select(
-        "stage_index", pl.col("calls").fill_null(0).cast(pl.Float64).alias("x"),
-        pl.col("step_calls").cast(pl.Float64).alias("n"))
-    stages = per_step.group_by("stage_index").agg(
+    stages = rows.group_by("stage_index").agg(
         pl.col("x").sum(), pl.col("n").sum(), pl.len().alias("units"), (pl.col("x") ** 2).sum().alias("sxx"),
         (pl.col("x") * pl.col("n")).sum().alias("sxn"), (pl.col("n") ** 2).sum().alias("snn"),
     ).sort("stage_index")
-    first, last = (row for row in pooled(stages.filter(pl.col("stage_index").is_in(
-        [stages["stage_index"].min(), stages["stage_index"].max()])), proportion=True).to_dicts())
+    first, last = pooled(stages.slice(0, 1), proportion=True).row(0, named=True), \
+        pooled(stages.slice(-1, 1), proportion=True).row(0, named=True)
     if not first["n"] or not last["n"]:
         return None
     p1, p2 = first["value"], last["value"]
