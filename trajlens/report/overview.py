@@ -75,8 +75,18 @@ def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> d
              if not (math.isnan(trend.first) or math.isnan(trend.last)) and (trend.first > 0 or trend.last > 0)}
     if moved:
         klass = max(moved, key=lambda c: (moved[c], c))
-        trends[f"{klass} share"] = shares[klass]
+        trends[f"{klass}{SHARE_TREND}"] = shares[klass]
     return trends
+
+
+SHARE_TREND = " share"
+"""The end of the name of the trend of the class whose share moved most."""
+
+
+def moved_class(trends: dict[str, Trend]) -> str | None:
+    """The behaviour class whose share moved most between the first and the last quarter of the
+    run's steps (the one :func:`run_trends` draws), None when it draws none."""
+    return next((name.removesuffix(SHARE_TREND) for name in trends if name.endswith(SHARE_TREND)), None)
 
 
 def _measure_trend(per_step: pl.DataFrame, stats: pl.DataFrame, measure: str, split: Any) -> Trend:
