@@ -109,6 +109,7 @@ def test_a_run_with_one_reward_says_so(samples_store_path, tmp_path):
 @pytest.mark.parametrize("arguments, message", [
     (("--run", "no-such-run"), "no-such-run"),
     (("--run", RUN, "--out", "x.txt"), "expected a file ending in"),
+    (("--run", RUN, "--split", "validation"), "has the splits train"),
 ])
 def test_bad_input_is_one_line(samples_store_path, tmp_path, arguments, message):
     result = run_cli("channels", samples_store_path, *arguments, cwd=tmp_path)
