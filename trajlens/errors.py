@@ -140,6 +140,21 @@ class Problem:
     message: str
 
 
+def non_utf8(text: str) -> str | None:
+    """What in ``text`` is not UTF-8 (``the byte 0xff at character 8``), None when all of it is.
+    Bytes that are not UTF-8 reach Python from a command line as lone surrogates, which no query,
+    table or file name can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        try:
+            found = f"the byte 0x{text[error.start].encode('utf-8', 'surrogateescape')[0]:02x}"
+        except UnicodeEncodeError:
+            found = repr(text[error.start])
+        return f"{found} at character {error.start}"
+    return None
+
+
 def _short(value: object, limit: int = 80) -> str:
     text = value if isinstance(value, str) else repr(value)
     text = text.replace("\n", "\\n")

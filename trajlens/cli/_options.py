@@ -15,7 +15,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from trajlens.errors import ConfigError
+from trajlens.errors import ConfigError, non_utf8
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 BOOLEANS: dict[str, bool] = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
@@ -84,16 +84,11 @@ def parse_pairs(pairs: list[str], *, flag: str, untyped: Callable[[str], Any], e
 
 
 def utf8_argument(value: str, flag: str) -> str:
-    """``value`` unchanged; a one-line :class:`ConfigError` when it holds bytes that are not UTF-8,
-    which Python keeps from the command line as lone surrogates and no query or table can hold."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as error:
-        try:
-            found = f"the byte 0x{value[error.start].encode('utf-8', 'surrogateescape')[0]:02x}"
-        except UnicodeEncodeError:
-            found = repr(value[error.start])
-        raise ConfigError([f"{flag}: expected UTF-8 text, found {found} at character {error.start}"]) from None
+    """``value`` unchanged; a one-line :class:`ConfigError` when it holds bytes that are not UTF-8
+    (:func:`trajlens.errors.non_utf8`)."""
+    found = non_utf8(value)
+    if found is not None:
+        raise ConfigError([f"{flag}: expected UTF-8 text, found {found}"])
     return value
 
 

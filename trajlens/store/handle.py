@@ -19,7 +19,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from trajlens.errors import ConfigError, QueryError, StoreError
+from trajlens.errors import ConfigError, QueryError, StoreError, non_utf8
 from trajlens.schema import SCHEMAS, TABLES
 from trajlens.store.database import (
     ANALYSIS_TABLES,
@@ -291,20 +291,13 @@ class Store:
 
 
 def _check_utf8(query: str, params: Mapping[str, Any] | Sequence[Any] | None) -> None:
-    """Refuse text DuckDB cannot take: bytes that are not UTF-8 (a command-line argument keeps
-    them as lone surrogates) would fail inside DuckDB's bindings with a traceback."""
+    """Refuse text DuckDB cannot take: bytes that are not UTF-8 (:func:`trajlens.errors.non_utf8`)
+    would fail inside DuckDB's bindings with a traceback."""
     values = params.items() if isinstance(params, Mapping) else enumerate(params or ())
     for where, text in [("query", query), *((f"parameter {name}", value) for name, value in values)]:
-        if not isinstance(text, str):
-            continue
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as error:
-            try:
-                found = f"the byte 0x{text[error.start].encode('utf-8', 'surrogateescape')[0]:02x}"
-            except UnicodeEncodeError:
-                found = repr(text[error.start])
-            raise QueryError(f"{where}: expected UTF-8 text, found {found} at character {error.start}") from None
+        found = non_utf8(text) if isinstance(text, str) else None
+        if found is not None:
+            raise QueryError(f"{where}: expected UTF-8 text, found {found}")
 
 
 def _first_line(error: BaseException) -> str:
