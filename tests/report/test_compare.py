@@ -32,9 +32,11 @@ def test_r7_last_quarter_suite_rate_against_r6_is_not_significant(sample_store):
     think = row(table, "share:think")
     assert think["a_value"] > 0.4 and think["b_value"] < 0.1 and think["significant"]
     assert think["p_adjusted"] >= think["p_value"]
-    # adjusted over the table's rows: no more significant than unadjusted, and some fewer
+    # adjusted over the table's rows: never below the raw p, so no more significant than unadjusted
     raw = (table["p_value"] < 0.05).sum()
-    assert table["significant"].sum() < raw
+    assert table["significant"].sum() <= raw
+    tested = table.drop_nulls("p_value")
+    assert (tested["p_adjusted"] >= tested["p_value"]).all() and (tested["p_adjusted"] > tested["p_value"]).any()
     assert table.filter(pl.col("significant"))["p_adjusted"].max() < 0.05
     effects = table["effect_size"].drop_nulls().abs().to_list()
     assert effects == sorted(effects, reverse=True)
@@ -95,6 +97,59 @@ def test_saved_query_agrees_with_the_python_comparison(sample_store):
     assert turns["n_a"] == 1350 and turns["n_b"] == 1000
 
 
+
+
+def test_two_stages_of_a_run_compare_as_the_checks_stage_change_finds(sample_store, monkeypatch):
+    """One truth: sao-r6's Q1 against its Q4 gives, row for row, the stage values, intervals,
+    effective sizes, z and p of the checks' first-to-last stage_change on the same steps."""
+    from trajlens.checks import conditions
+    from trajlens.checks.evaluate import check_run
+    from trajlens.checks.spec import parse_checks
+    from trajlens.classify._stats import two_sided_p_value
+
+    table = compare(sample_store, "sao-r6:Q1", "sao-r6:Q4", advantages=False)
+    measures = ("ran_suite", "share:think", "mean:num_turns")
+    seen: list[tuple[dict, dict, float | None]] = []
+    stage_z = conditions.stage_z
+
+    def spy(first: dict, second: dict, proportion: bool) -> float | None:
+        z = stage_z(first, second, proportion)
+        seen.append((first, second, z))
+        return z
+
+    monkeypatch.setattr(conditions, "stage_z", spy)
+    checks = parse_checks({"checks": {measure.replace(":", "_"): {
+        "measure": measure, "condition": "stage_change", "stages": "quartiles", "compare": "first_to_last",
+        "direction": "increase"} for measure in measures}}, "test")
+    results = check_run(sample_store.path, checks, "sao-r6").results
+    assert len(seen) == len(measures)  # one first-to-last pair per check, in the checks' order
+    for measure, result, (q1, q4, z) in zip(measures, results, seen):
+        found = row(table, measure)
+        assert (q1["stage"], q4["stage"]) == ("Q1", "Q4")
+        for side, stage in (("a", q1), ("b", q4)):
+            for column, theirs in (("value", "value"), ("low", "low"), ("high", "high"), ("n", "n_effective")):
+                assert found[f"{side}_{column}"] == pytest.approx(stage[theirs], rel=1e-9, abs=1e-12), (measure, side, column)
+        assert (result.evidence.value, result.evidence.low, result.evidence.high) == pytest.approx(
+            (found["b_value"], found["b_low"], found["b_high"]), rel=1e-9)
+        assert found["statistic"] == pytest.approx(z, rel=1e-9)
+        assert found["p_value"] == pytest.approx(two_sided_p_value(z), rel=1e-6)
+    suite = row(table, "ran_suite")  # the numbers `trajlens check` prints for suite_rate_decline
+    assert (suite["a_value"], suite["a_low"], suite["a_high"]) == pytest.approx((0.6412, 0.5888, 0.6904), abs=5e-5)
+    assert suite["p_value"] == pytest.approx(0.00097, abs=5e-6)
+
+
+def test_a_call_share_of_one_trajectory_counts_its_calls():
+    """With one trajectory there is no spread between trajectories: the share's interval is
+    Wilson's on its calls, as the checks' pooled estimate has it (not on one trajectory)."""
+    from trajlens.checks.step_measures import MEAN_TRAJECTORY_MEASURES
+    from trajlens.compare import _stats
+    from trajlens.compare.table import call_share
+
+    counts = {"count_think": 3, "n_calls": 10}
+    one = pl.DataFrame({"step": [1], "ran_suite": [False],
+                        **{c: [float(counts.get(c, 0))] for c in MEAN_TRAJECTORY_MEASURES}})
+    assert call_share("share:think", one) == pytest.approx(tuple(_stats.wilson(3, 10)))
+    assert call_share("verification:test_suite", one) is None  # no verification calls
 
 
 def test_compare_command_writes_three_files(sample_store, tmp_path):

@@ -1,4 +1,6 @@
-"""The two-sample formulas of comparisons against hand-checked and published values."""
+"""What comparisons add to the checks' estimates (difference intervals, effect sizes, the
+adjustment of p-values), and the t interval of the run summary, against hand-checked and
+published values."""
 
 from __future__ import annotations
 
@@ -18,25 +20,10 @@ def test_student_t_matches_tables():
     assert 2 * _stats.t_sf(2.228138852, 10) == pytest.approx(0.05, abs=1e-9)
 
 
-def test_welch_matches_a_worked_example():
-    # a = 1..5, b = 2, 4, ..., 10: Welch t 1.8974 on 5.882 df, p 0.10753 (as scipy's ttest_ind).
-    a = _stats.Sample(3.0, math.sqrt(2.5), 5)
-    b = _stats.Sample(6.0, math.sqrt(10.0), 5)
-    test = _stats.welch(a, b)
-    assert test.difference == 3.0
-    assert test.statistic == pytest.approx(1.8973665961, abs=1e-9)
-    assert test.p_value == pytest.approx(0.1075311949, abs=1e-8)
-    half = 2.458823709699146 * math.sqrt(2.5 / 5 + 10 / 5)
-    assert (test.low, test.high) == pytest.approx((3 - half, 3 + half), abs=1e-8)
-    assert test.effect_size == pytest.approx(3 / math.sqrt((2.5 + 10) / 2))
-
-
 def test_newcombe_interval_matches_the_paper():
     # Newcombe (1998), method 10, example (a): 56/70 against 48/80 gives 0.2 [0.0524, 0.3339].
-    test = _stats.two_proportions(_stats.wilson(48, 80), _stats.wilson(56, 70))
-    assert test.difference == pytest.approx(0.2)
-    assert (test.low, test.high) == pytest.approx((0.0524, 0.3339), abs=5e-5)
-    assert test.effect_size == pytest.approx(2 * math.asin(math.sqrt(0.8)) - 2 * math.asin(math.sqrt(0.6)))
+    interval = _stats.newcombe(_stats.wilson(48, 80), _stats.wilson(56, 70))
+    assert (interval.low, interval.high) == pytest.approx((0.0524, 0.3339), abs=5e-5)
 
 
 def test_wilson_at_zero_successes():
@@ -46,12 +33,33 @@ def test_wilson_at_zero_successes():
     assert _stats.wilson(0, 0).value is None
 
 
+@given(st.integers(0, 200), st.integers(1, 200))
+def test_wilson_is_the_stage_reports_wilson(x, n):
+    import polars as pl
+
+    from trajlens.classify import _stats as classify_stats
+
+    x = min(x, n)
+    low, high = classify_stats.wilson(pl.lit(x), pl.lit(n))
+    low, high = pl.select(low.alias("low"), high.alias("high")).row(0)
+    assert _stats.wilson(x, n) == (x / n, low, high, n)
+
+
 @given(st.integers(0, 200), st.integers(1, 200), st.integers(0, 200), st.integers(1, 200))
 def test_difference_interval_holds_the_difference(x1, n1, x2, n2):
     a, b = _stats.wilson(min(x1, n1), n1), _stats.wilson(min(x2, n2), n2)
-    test = _stats.two_proportions(a, b)
-    assert -1 <= test.low <= test.difference <= test.high <= 1
-    assert test.p_value is None or 0 <= test.p_value <= 1
+    interval = _stats.newcombe(a, b)
+    assert -1 <= interval.low <= b.value - a.value <= interval.high <= 1
+
+
+def test_mean_difference_and_cohens_d_by_hand():
+    # a = 1..5 (mean 3, s^2 2.5, var of the mean 0.5), b = 2, 4, ..., 10 (mean 6, s^2 10, var 2):
+    # d = 3 +- 1.959964 sqrt(2.5); Cohen's d = 3 / sqrt((4 * 2.5 + 4 * 10) / 8) = 3 / sqrt(6.25) = 1.2.
+    interval = _stats.mean_difference(3.0, 0.5, 2.0)
+    assert (interval.low, interval.high) == pytest.approx((3 - 1.959964 * math.sqrt(2.5), 3 + 1.959964 * math.sqrt(2.5)))
+    assert _stats.cohens_d(3.0, 0.5, 5, 2.0, 5) == pytest.approx(1.2)
+    assert _stats.mean_difference(3.0, None, 2.0) == (None, None)  # one value on a side: no spread
+    assert _stats.cohens_d(3.0, 0.0, 5, 0.0, 5) is None
 
 
 def test_benjamini_hochberg_matches_a_hand_worked_table():

@@ -72,7 +72,9 @@ def _fmt(value: float | None) -> str:
 
 
 def pooled(frame: pl.DataFrame, proportion: bool) -> pl.DataFrame:
-    """Add ``value``, ``low`` and ``high`` computed from the sums of each row."""
+    """Add ``value``, ``variance``, ``n_effective``, ``low`` and ``high`` computed from the sums
+    (:data:`SUMS`) of each row: the one pooled estimate of a measure over any set of units, which
+    the checks, the report's overview and comparisons (:mod:`trajlens.compare`) all take."""
     p = pl.col("x") / pl.col("n")
     ss = pl.col("sxx") - 2 * p * pl.col("sxn") + p * p * pl.col("snn")
     variance = pl.when(pl.col("units") >= 2).then(
@@ -197,7 +199,7 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
             continue
         difference = second["value"] - first["value"]
         z = stage_z(first, second, proportion)
-        p_value = math.erfc(abs(z) / math.sqrt(2)) if z is not None else 1.0
+        p_value = _stats.two_sided_p_value(z) if z is not None else 1.0
         signed = difference if check.direction == "increase" else -difference
         ratio = _ratio(second["value"], first["value"], check.direction)
         detail = (f"{first['stage']} {_fmt(first['value'])} [{_fmt(first['low'])}, {_fmt(first['high'])}] -> "
@@ -259,7 +261,7 @@ def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) ->
         slope = float((centred * (y - y.mean())).sum() / spread)  # least-squares slope per step
         residual = y - y.mean() - slope * centred
         se = math.sqrt(float((residual**2).sum()) / (len(t) - 2) / spread)
-        p_value = math.erfc(abs(slope / se) / math.sqrt(2)) if se > 0 else (0.0 if slope else 1.0)
+        p_value = _stats.two_sided_p_value(slope / se) if se > 0 else (0.0 if slope else 1.0)
         change = slope * (t[-1] - t[0])
         signed = change if check.direction == "increase" else -change
         hit = p_value < check.alpha and signed > 0 and signed >= check.min_change
@@ -305,4 +307,4 @@ def jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> 
     return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame))
 
 
-__all__ = ["Evidence", "Outcome", "evaluate", "pooled", "windowed"]
+__all__ = ["Evidence", "Outcome", "SUMS", "evaluate", "pooled", "stage_z", "windowed"]

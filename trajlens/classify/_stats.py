@@ -66,9 +66,15 @@ def two_sided_p(z: pl.Expr) -> pl.Expr:
     return z.abs().map_batches(_erfc_over_sqrt2, return_dtype=pl.Float64)
 
 
+def two_sided_p_value(z: float) -> float:
+    """:func:`two_sided_p` of one value, for the tests made one at a time (the checks' stage
+    change and trend, and comparisons): erfc(|z| / sqrt 2)."""
+    return math.erfc(abs(z) / math.sqrt(2))
+
+
 def _erfc_over_sqrt2(values: pl.Series) -> pl.Series:
     # A handful of values per report (one per metric and stage pair); math.erfc is exact here.
-    return pl.Series([None if v is None else math.erfc(v / math.sqrt(2)) for v in values], dtype=pl.Float64)
+    return pl.Series([None if v is None else two_sided_p_value(v) for v in values], dtype=pl.Float64)
 
 
 def cohens_h(p1: pl.Expr, p2: pl.Expr) -> pl.Expr:

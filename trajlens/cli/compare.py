@@ -26,7 +26,8 @@ def compare(
     """Compare every behaviour measure and advantage statistic present on both sides.
 
     Each row: the two values with 95% intervals, the difference B - A with its interval, a
-    two-proportion z or Welch t test with its p-value adjusted over the table's rows
+    two-proportion z test (rates, shares) or z test on the two standard errors (means), as the
+    checks test stages, with its p-value adjusted over the table's rows
     (Benjamini-Hochberg), and an effect size (Cohen's h or d), sorted by effect size.
 
     Example: trajlens compare store sao-r6:Q4 sao-r7:Q4 --out out/compare/r6-r7

@@ -1,27 +1,31 @@
-"""Two-sample formulas for comparisons: proportions and means, each with a test and an effect size.
+"""What a comparison adds to the checks' estimates: the difference's interval, the effect size,
+and the adjustment of a table's p-values.
 
-Notation: side 1 is A, side 2 is B; differences are ``B - A``. ``z = 1.959964`` for 95%.
+Each side's value, 95% interval and effective size is the checks' pooled estimate
+(:func:`trajlens.checks.conditions.pooled` of the side's summed per-unit statistics), and the
+test of ``B - A`` is the checks' stage test (:func:`trajlens.checks.conditions.stage_z`,
+p = erfc(|z| / sqrt 2) by :func:`trajlens.classify._stats.two_sided_p_value`), so a
+comparison of two stages of a run gives the numbers ``trajlens check`` gives for them. Cohen's
+h is :func:`trajlens.classify._stats.cohens_h`. Notation: side 1 is A, side 2 is B;
+differences are ``B - A``; ``z = 1.959964`` for 95%.
 
-* Proportions (``x`` of ``n``, or a ratio estimate with effective size ``n``): Wilson interval
-  per side; the difference's interval is Newcombe's hybrid score interval (Newcombe 1998,
-  method 10), built from the two Wilson intervals ``(l1, u1)`` and ``(l2, u2)``::
+* Proportions: Newcombe's hybrid score interval of the difference (Newcombe 1998, method 10),
+  built from the two sides' Wilson intervals ``(l1, u1)`` and ``(l2, u2)``::
 
       d    = p2 - p1
       low  = d - sqrt((p2 - l2)^2 + (u1 - p1)^2)
       high = d + sqrt((u2 - p2)^2 + (p1 - l1)^2)
 
-  tested with the pooled two-proportion z test and sized with Cohen's h,
-  ``2 asin sqrt p2 - 2 asin sqrt p1``.
-* Means: Welch's t test, with the Welch-Satterthwaite degrees of freedom::
+* Means: the normal interval of the difference with the variance of the stage test,
+  ``d +- z sqrt(var1 + var2)`` (``var = s^2 / m`` over ``m`` units: Welch's standard error),
+  and Cohen's d on the pooled standard deviation
+  ``sqrt(((m1 - 1) s1^2 + (m2 - 1) s2^2) / (m1 + m2 - 2))``, with ``s^2 = m var``.
 
-      se = sqrt(s1^2 / n1 + s2^2 / n2)
-      df = se^4 / ((s1^2 / n1)^2 / (n1 - 1) + (s2^2 / n2)^2 / (n2 - 1))
-
-  the difference's interval ``d +- t_{df, 0.975} se`` and Cohen's d on the pooled standard
-  deviation ``sqrt(((n1 - 1) s1^2 + (n2 - 1) s2^2) / (n1 + n2 - 2))``.
-
-Student's t distribution is computed here (regularised incomplete beta by Lentz's continued
-fraction, Numerical Recipes 6.4) so that the comparison needs no statistics package.
+:func:`wilson` and :func:`mean_estimate` serve the report's run summary
+(:mod:`trajlens.report.summary`); :func:`wilson` is the interval of
+:func:`trajlens.classify._stats.wilson`. :func:`mean_estimate` keeps a t interval, with
+Student's t computed here (regularised incomplete beta by Lentz's continued fraction, Numerical
+Recipes 6.4) so that no statistics package is needed.
 """
 
 from __future__ import annotations
@@ -30,11 +34,14 @@ import math
 from functools import lru_cache
 from typing import NamedTuple
 
+import polars as pl
+
+from trajlens.classify import _stats as _classify_stats
 from trajlens.intervals import Z95
 
 
 class Estimate(NamedTuple):
-    """One side's value with its 95% interval and the sample size behind it."""
+    """One side's value with its 95% interval and the (effective) sample size behind it."""
 
     value: float | None
     low: float | None
@@ -42,49 +49,56 @@ class Estimate(NamedTuple):
     n: float
 
 
-class Test(NamedTuple):
-    """A difference ``B - A`` with its 95% interval, test statistic, p-value and effect size."""
+class Difference(NamedTuple):
+    """The 95% interval of a difference ``B - A``."""
 
-    difference: float | None
     low: float | None
     high: float | None
-    statistic: float | None
-    p_value: float | None
-    effect_size: float | None
-
-
-EMPTY_TEST = Test(None, None, None, None, None, None)
 
 
 def wilson(x: float, n: float, z: float = Z95) -> Estimate:
-    """Share ``x / n`` with its Wilson score interval (no interval when ``n`` is 0)."""
+    """Share ``x / n`` with its Wilson score interval (:func:`trajlens.classify._stats.wilson`;
+    no interval when ``n`` is 0)."""
     if n <= 0:
         return Estimate(None, None, None, n)
-    p = x / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(max(p * (1 - p) / n + z * z / (4 * n * n), 0.0)) / denominator
-    return Estimate(p, max(min(centre - half, p), 0.0), min(max(centre + half, p), 1.0), n)
+    low, high = _classify_stats.wilson(pl.lit(float(x)), pl.lit(float(n)), z)
+    return Estimate(x / n, *pl.select(low.alias("low"), high.alias("high")).row(0), n)
 
 
-def two_proportions(a: Estimate, b: Estimate) -> Test:
-    """Newcombe interval, pooled z test and Cohen's h of ``b.value - a.value``."""
-    if a.value is None or b.value is None:
-        return EMPTY_TEST
+def newcombe(a: Estimate, b: Estimate) -> Difference:
+    """Newcombe's interval of ``b.value - a.value`` from the sides' Wilson intervals."""
+    if None in (a.value, a.low, a.high, b.value, b.low, b.high):
+        return Difference(None, None)
     p1, p2 = a.value, b.value
     difference = p2 - p1
-    low = difference - math.sqrt((p2 - b.low) ** 2 + (a.high - p1) ** 2)
-    high = difference + math.sqrt((b.high - p2) ** 2 + (p1 - a.low) ** 2)
-    pooled = (p1 * a.n + p2 * b.n) / (a.n + b.n)
-    se = math.sqrt(pooled * (1 - pooled) * (1 / a.n + 1 / b.n))
-    statistic = difference / se if se > 0 else None
-    p_value = math.erfc(abs(statistic) / math.sqrt(2)) if statistic is not None else (1.0 if difference == 0 else None)
-    h = 2 * math.asin(math.sqrt(p2)) - 2 * math.asin(math.sqrt(p1))
-    return Test(difference, max(low, -1.0), min(high, 1.0), statistic, p_value, h)
+    low = difference - math.sqrt((p2 - b.low) ** 2 + (a.high - p1) ** 2)  # type: ignore[operator]
+    high = difference + math.sqrt((b.high - p2) ** 2 + (p1 - a.low) ** 2)  # type: ignore[operator]
+    return Difference(max(low, -1.0), min(high, 1.0))  # type: ignore[operator]
+
+
+def mean_difference(difference: float, variance_a: float | None, variance_b: float | None,
+                    z: float = Z95) -> Difference:
+    """``d +- z sqrt(var1 + var2)``: the interval of a difference of means with the variance the
+    stage test divides by; none without both variances (fewer than two units on a side)."""
+    if variance_a is None or variance_b is None:
+        return Difference(None, None)
+    half = z * math.sqrt(variance_a + variance_b)
+    return Difference(difference - half, difference + half)
+
+
+def cohens_d(difference: float, variance_a: float | None, units_a: float,
+             variance_b: float | None, units_b: float) -> float | None:
+    """Cohen's d on the pooled standard deviation, each side's ``s^2 = m var`` (``var`` the
+    variance of its mean over ``m`` units); None without a spread."""
+    if variance_a is None or variance_b is None or units_a + units_b <= 2:
+        return None
+    pooled_variance = ((units_a - 1) * units_a * variance_a + (units_b - 1) * units_b * variance_b) \
+        / (units_a + units_b - 2)
+    return difference / math.sqrt(pooled_variance) if pooled_variance > 0 else None
 
 
 class Sample(NamedTuple):
-    """Mean, standard deviation and count of one side's values."""
+    """Mean, standard deviation and count of one set of values."""
 
     mean: float | None
     sd: float | None
@@ -97,23 +111,6 @@ def mean_estimate(sample: Sample) -> Estimate:
         return Estimate(sample.mean, None, None, sample.n)
     half = t_quantile(0.975, sample.n - 1) * sample.sd / math.sqrt(sample.n)
     return Estimate(sample.mean, sample.mean - half, sample.mean + half, sample.n)
-
-
-def welch(a: Sample, b: Sample) -> Test:
-    """Welch's t test, the difference's t interval and Cohen's d of ``b.mean - a.mean``."""
-    if a.mean is None or b.mean is None or a.n < 2 or b.n < 2 or a.sd is None or b.sd is None:
-        return EMPTY_TEST if a.mean is None or b.mean is None else Test(b.mean - a.mean, None, None, None, None, None)
-    difference = b.mean - a.mean
-    va, vb = a.sd ** 2 / a.n, b.sd ** 2 / b.n
-    se = math.sqrt(va + vb)
-    pooled = math.sqrt(((a.n - 1) * a.sd ** 2 + (b.n - 1) * b.sd ** 2) / (a.n + b.n - 2))
-    effect = difference / pooled if pooled > 0 else None
-    if se == 0:
-        return Test(difference, difference, difference, None, 1.0 if difference == 0 else 0.0, effect)
-    df = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1))
-    statistic = difference / se
-    half = t_quantile(0.975, df) * se
-    return Test(difference, difference - half, difference + half, statistic, 2 * t_sf(abs(statistic), df), effect)
 
 
 def t_sf(t: float, df: float) -> float:

@@ -2,7 +2,13 @@
 
 Every behaviour measure and advantage statistic present on both sides gets one row: the two
 values with 95% intervals, the difference ``B - A`` with its interval, a test and an effect
-size (formulas in :mod:`trajlens.compare._stats`), sorted by the size of the effect.
+size, sorted by the size of the effect.
+
+Each side's numbers are the checks' (:mod:`trajlens.checks.step_measures` statistics of its
+trajectories or steps, summed and pooled by :func:`trajlens.checks.conditions.pooled`), and each
+test is the checks' stage test (:func:`trajlens.checks.conditions.stage_z`): a comparison of two
+stages of a run reports the values, intervals and p-values ``trajlens check`` finds for them.
+What a comparison adds (the difference's interval, Cohen's d) is in :mod:`trajlens.compare._stats`.
 
 With some 50 rows, two or three would cross p < 0.05 by chance, so each table's p-values are
 adjusted by Benjamini-Hochberg over its rows (:data:`ADJUSTMENT`): a row is ``significant``
@@ -20,6 +26,9 @@ from typing import Any
 
 import polars as pl
 
+from trajlens.checks.conditions import SUMS, pooled, stage_z
+from trajlens.checks.step_measures import outcome_stats, scalar_stats, trajectory_measure_stats
+from trajlens.classify._stats import cohens_h, two_sided_p_value
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
 from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side
@@ -37,9 +46,9 @@ class Measure:
 
     name: str
     kind: str
-    """'trajectory_rate' (share of trajectories), 'call_share' (share of calls pooled over
-    trajectories, with a design-effect sample size) or 'mean' (mean of a per-trajectory or
-    per-step value)."""
+    """'trajectory_rate' (share of trajectories, or of steps), 'call_share' (share of calls pooled
+    over trajectories) or 'mean' (mean of a per-trajectory or per-step value). The first two are
+    proportions: a Wilson interval on the design-effect sample size, a two-proportion z test."""
     phrase: str
     """Completes "<side> ...", with ``{value}`` for the side's value."""
 
@@ -86,7 +95,9 @@ COMPARISON_COLUMNS: tuple[str, ...] = (
 )
 
 _TESTS = {"trajectory_rate": ("two-proportion z", "Cohen's h"), "call_share": ("two-proportion z", "Cohen's h"),
-          "mean": ("Welch t", "Cohen's d")}
+          "mean": ("Welch z", "Cohen's d")}
+"""Each kind's test and effect size: the checks' stage test, on effective sizes for proportions,
+and for means Welch's statistic ``(m2 - m1) / sqrt(var1 + var2)`` read on the normal distribution."""
 
 
 def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages: bool = True) -> pl.DataFrame:
@@ -109,14 +120,16 @@ def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages
     rows = []
     same_trajectories = side_a.run_id == side_b.run_id and side_a.stage == side_b.stage
     if not same_trajectories:
-        rows += [_row(m, *_estimates(m, data_a.measures, data_b.measures)) for m in BEHAVIOUR_MEASURES]
+        pooled_a = _pooled(_behaviour_sums(data_a.measures), BEHAVIOUR_MEASURES)
+        pooled_b = _pooled(_behaviour_sums(data_b.measures), BEHAVIOUR_MEASURES)
+        rows += [_row(m, pooled_a.get(m.name), pooled_b.get(m.name)) for m in BEHAVIOUR_MEASURES]
     rows += _advantage_rows(data_a, data_b)
     rows = _fold_duplicates([r for r in rows if r is not None])
     for row, adjusted in zip(rows, _stats.benjamini_hochberg([r["p_value"] for r in rows])):
         row["p_adjusted"] = adjusted
         row["significant"] = adjusted is not None and adjusted < SIGNIFICANCE
     frame = pl.DataFrame(rows, schema=_schema()).with_columns(
-        pl.lit(side_a.name).alias("a"), pl.lit(side_b.name).alias("b"))
+        _effect_sizes(), pl.lit(side_a.name).alias("a"), pl.lit(side_b.name).alias("b"))
     return frame.select(COMPARISON_COLUMNS).sort(
         pl.col("effect_size").abs(), pl.col("measure"), descending=[True, False], nulls_last=True)
 
@@ -200,85 +213,106 @@ def _advantage_rows(a: SideData, b: SideData) -> list[dict | None]:
              [(label, label) for label in a.advantages["estimator"].unique().sort().to_list()
               if label in set(b.advantages["estimator"].to_list())])
     for label_a, label_b in pairs:
-        steps_a = a.advantages.filter(pl.col("estimator") == label_a)
-        steps_b = b.advantages.filter(pl.col("estimator") == label_b)
+        pooled_a = _pooled(_advantage_sums(a.advantages.filter(pl.col("estimator") == label_a)), ADVANTAGE_STATISTICS)
+        pooled_b = _pooled(_advantage_sums(b.advantages.filter(pl.col("estimator") == label_b)), ADVANTAGE_STATISTICS)
         name = label_a if label_a == label_b else f"{label_a}|{label_b}"
         for statistic in ADVANTAGE_STATISTICS:
             # a side naming its label says it already ("sao-r6 recomputed under gae_raw")
             phrase = statistic.phrase if a.side.label else f"under {name} {statistic.phrase}"
             measure = Measure(f"advantage:{name}:{statistic.name}", statistic.kind, phrase)
-            rows.append(_row(measure, *_estimates(statistic, steps_a, steps_b)))
+            rows.append(_row(measure, pooled_a.get(statistic.name), pooled_b.get(statistic.name)))
     return rows
 
 
-def _estimates(measure: Measure, a: pl.DataFrame, b: pl.DataFrame):
-    column = measure.name.split(":", 1)[1] if measure.name.startswith("mean:") else measure.name
-    if measure.kind == "trajectory_rate":
-        indicator = _indicator(measure.name)
-        values_a, values_b = a.select(indicator).to_series().drop_nulls(), b.select(indicator).to_series().drop_nulls()
-        if values_a.is_empty() or values_b.is_empty():
-            return None, None, None
-        estimate_a = _stats.wilson(float(values_a.sum()), float(values_a.len()))
-        estimate_b = _stats.wilson(float(values_b.sum()), float(values_b.len()))
-        return estimate_a, estimate_b, _stats.two_proportions(estimate_a, estimate_b)
-    if measure.kind == "call_share":
-        estimate_a, estimate_b = call_share(measure.name, a), call_share(measure.name, b)
-        if estimate_a is None or estimate_b is None:
-            return None, None, None
-        return estimate_a, estimate_b, _stats.two_proportions(estimate_a, estimate_b)
-    if column not in a.columns or column not in b.columns:
-        return None, None, None
-    sample_a, sample_b = _sample(a[column]), _sample(b[column])
-    if sample_a.mean is None or sample_b.mean is None:
-        return None, None, None
-    return _stats.mean_estimate(sample_a), _stats.mean_estimate(sample_b), _stats.welch(sample_a, sample_b)
+_CHECK_MEASURES = {"mean:reward": "reward"}
+"""The checks' names (:mod:`trajlens.checks.step_measures`) of measures compare names otherwise."""
 
 
-def _indicator(name: str) -> pl.Expr:
-    if name.startswith("uses:"):
-        return pl.col(f"count_{name.split(':', 1)[1]}") > 0
-    return pl.col(name).cast(pl.Boolean)
+def _behaviour_sums(measures: pl.DataFrame) -> pl.DataFrame:
+    """The checks' statistics of every behaviour measure over the trajectories (the step
+    statistics of :mod:`trajlens.checks.step_measures`, summed over their steps, as the checks'
+    stage change sums a stage's steps), under compare's measure names."""
+    if "step" not in measures.columns:
+        measures = measures.with_columns(pl.lit(0, dtype=pl.Int64).alias("step"))
+    stats = [trajectory_measure_stats(measures)]
+    if {"reward", "resolved"} <= set(measures.columns):
+        stats.append(outcome_stats(measures))
+    renamed = {check: name for name, check in _CHECK_MEASURES.items()}
+    return _summed(pl.concat(stats).with_columns(pl.col("measure").replace(renamed)))
+
+
+def _advantage_sums(steps: pl.DataFrame) -> pl.DataFrame:
+    """Each advantage statistic's per-step values as the checks keep them (one unit per step,
+    :func:`trajlens.checks.step_measures.scalar_stats`; values that are not finite left out),
+    summed over the steps."""
+    names = [s.name for s in ADVANTAGE_STATISTICS if s.name in steps.columns]
+    long = steps.select("step", *(pl.col(name).cast(pl.Float64) for name in names)).unpivot(
+        index="step", variable_name="measure", value_name="value").filter(pl.col("value").is_finite())
+    return _summed(scalar_stats(long))
+
+
+def _summed(stats: pl.DataFrame) -> pl.DataFrame:
+    return stats.group_by("measure").agg(pl.col(c).cast(pl.Float64).sum() for c in SUMS)
+
+
+def _pooled(sums: pl.DataFrame, measures: tuple[Measure, ...]) -> dict[str, dict]:
+    """Each measure's pooled row (:func:`trajlens.checks.conditions.pooled`: value, variance,
+    n_effective, low, high) by name; proportions with their Wilson interval on the effective size."""
+    rows: dict[str, dict] = {}
+    for proportion in (True, False):
+        names = [m.name for m in measures if (m.kind != "mean") == proportion]
+        part = sums.filter(pl.col("measure").is_in(names))
+        if part.height:
+            rows.update((row["measure"], row) for row in pooled(part, proportion).iter_rows(named=True))
+    return rows
 
 
 def call_share(name: str, frame: pl.DataFrame) -> _stats.Estimate | None:
-    """Calls of a class over calls (or verification calls), with Kish's effective size."""
-    group, klass = name.split(":", 1)
-    x = frame[f"count_{klass}"].cast(pl.Float64)
-    n = frame["n_verification" if group == "verification" else "n_calls"].cast(pl.Float64)
-    total = float(n.sum())
-    m = frame.height
-    if total <= 0:
+    """Calls of a class over calls (``share:<class>``) or verification calls
+    (``verification:<class>``) pooled over the trajectories of ``frame`` (per-trajectory measures),
+    with the Wilson interval on the effective size: the checks' measure of that name
+    (:func:`trajlens.checks.conditions.pooled`). None without calls."""
+    row = _pooled(_behaviour_sums(frame), (Measure(name, "call_share", ""),)).get(name)
+    return None if row is None or row["value"] is None else _estimate(row)
+
+
+def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:
+    """The row of a measure from the two sides' pooled rows: the difference tested as the
+    checks' stage change tests it (:func:`trajlens.checks.conditions.stage_z`)."""
+    if a is None or b is None or a["value"] is None or b["value"] is None:
         return None
-    p = float(x.sum()) / total
-    if m < 2:
-        return _stats.wilson(p * m, float(m))
-    variance = m / (m - 1) * float(((x - p * n) ** 2).sum()) / total ** 2
-    n_effective = min(p * (1 - p) / variance, total) if variance > 0 else total
-    return _stats.wilson(p * n_effective, n_effective)
-
-
-def _sample(values: pl.Series) -> _stats.Sample:
-    values = values.cast(pl.Float64).drop_nulls().drop_nans()
-    if values.is_empty():
-        return _stats.Sample(None, None, 0)
-    sd = values.std() if values.len() > 1 else None
-    return _stats.Sample(float(values.mean()), None if sd is None else float(sd), values.len())
-
-
-def _row(measure: Measure, a: _stats.Estimate | None, b: _stats.Estimate | None, test: _stats.Test | None):
-    if a is None or b is None or test is None:
-        return None
+    proportion = measure.kind != "mean"
+    difference = b["value"] - a["value"]
+    z = stage_z(a, b, proportion)
+    # No test where the stage test cannot tell (no spread): nothing to tell when nothing differs.
+    p_value = two_sided_p_value(z) if z is not None else 1.0 if difference == 0 else None
+    if proportion:
+        interval = _stats.newcombe(_estimate(a), _estimate(b))
+        effect_size = None  # Cohen's h, set over the whole table (_effect_sizes)
+    else:
+        interval = _stats.mean_difference(difference, a["variance"], b["variance"])
+        effect_size = _stats.cohens_d(difference, a["variance"], a["n_effective"], b["variance"], b["n_effective"])
     test_name, effect = _TESTS[measure.kind]
     return {
         "measure": measure.name, "kind": measure.kind,
-        "a_value": a.value, "a_low": a.low, "a_high": a.high, "a_n": float(a.n),
-        "b_value": b.value, "b_low": b.low, "b_high": b.high, "b_n": float(b.n),
-        "difference": test.difference, "difference_low": test.low, "difference_high": test.high,
-        "test": test_name, "statistic": test.statistic, "p_value": test.p_value, "effect": effect,
-        "effect_size": test.effect_size,
+        "a_value": a["value"], "a_low": a["low"], "a_high": a["high"], "a_n": float(a["n_effective"]),
+        "b_value": b["value"], "b_low": b["low"], "b_high": b["high"], "b_n": float(b["n_effective"]),
+        "difference": difference, "difference_low": interval.low, "difference_high": interval.high,
+        "test": test_name, "statistic": z, "p_value": p_value, "effect": effect,
+        "effect_size": effect_size,
         "p_adjusted": None, "significant": False, "same_as": None,
         "phrase": measure.phrase,
     }
+
+
+def _estimate(row: dict) -> _stats.Estimate:
+    return _stats.Estimate(row["value"], row["low"], row["high"], row["n_effective"])
+
+
+def _effect_sizes() -> pl.Expr:
+    """Cohen's h (:func:`trajlens.classify._stats.cohens_h`) for proportions; Cohen's d as the rows have it."""
+    return pl.when(pl.col("kind") != "mean").then(cohens_h(pl.col("a_value"), pl.col("b_value"))).otherwise(
+        pl.col("effect_size")).alias("effect_size")
 
 
 def _schema() -> dict[str, Any]:

@@ -66,8 +66,9 @@ def comparison_section(anchor: str, comparison: pl.DataFrame, sentences: list[st
     return (
         f'<section id="{html.escape(anchor)}"><h3>A = {html.escape(a)}, B = {html.escape(b)}</h3>'
         f'<ul class="findings">{words}</ul>'
-        f'<p class="note">95% intervals; n is trajectories (effective calls for call shares, steps for advantage '
-        f'statistics). Two-proportion z test for rates and shares, Welch t test for means. '
+        f'<p class="note">95% intervals; n is the effective size the checks use (trajectories for rates, calls for '
+        f'call shares, each shrunk by how much they cluster; steps for advantage statistics). Two-proportion z test '
+        f'for rates and shares, a z test on the two standard errors for means, as trajlens check tests stages. '
         f'{html.escape(adjustment_note(comparison))}; highlighted rows have an adjusted p &lt; 0.05. '
         f"Sorted by effect size (Cohen's h for proportions, d for means).</p>"
         f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
