@@ -149,6 +149,24 @@ def test_an_empty_or_filler_thought_counts_as_empty_think(thought, empty):
     assert row(trajectory_measures(calls), "t")["think_empty"] == int(empty)
 
 
+@pytest.mark.parametrize("arguments, empty", [
+    ('{"thought": "\\u2026\\u2026\\u2026\\u2026"}', True),  # "…………" as json.dumps escapes it
+    ('{"thought": "' + "\\n" * 16 + '"}', True),
+    ('{"thought": "Hmm.", "thoughtNumber": 12345678901234567, "nextThoughtNeeded": true}', True),
+    ('{"thought": "\\u51fd\\u6570\\u5728\\u7a7a\\u8f93\\u5165\\u65f6\\u62a5\\u9519\\uff0c'
+     '\\u5148\\u770b\\u6d4b\\u8bd5\\u518d\\u4fee\\u6539\\u5b9e\\u73b0"}', False),  # an escaped Chinese thought
+])
+def test_what_counts_in_a_thought_is_its_text_not_its_json(arguments, empty):
+    calls = make_calls("t", [("think", {"thought": "x"})]).with_columns(pl.lit(arguments).alias("arguments"))
+    assert row(trajectory_measures(calls), "t")["think_empty"] == int(empty)
+
+
+def test_calls_without_their_arguments_cannot_tell_an_empty_thought(measures):
+    calls = classify_calls(make_calls("a", TRAJECTORY_A)).drop("arguments", "command")
+    found = row(trajectory_measures(calls), "a")
+    assert found["think_empty"] is None and found["count_think"] == 4
+
+
 def test_empty_think_counts(measures):
     # A: the four executed "..." thinks (the rejected one is not counted); C: three.
     assert (row(measures, "a")["think_empty"], row(measures, "c")["think_empty"], row(measures, "b")["think_empty"]) == (4, 3, 0)

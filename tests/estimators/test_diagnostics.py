@@ -76,6 +76,9 @@ def test_a_missing_step_breaks_a_streak_and_a_cadence_keeps_one():
     # Logged every 5 steps: 115, 120, 125 are three consecutive batches; 140 after a missing 130, 135 is not.
     streaks = sign_streaks([110, 115, 120, 125, 140], [False, True, True, True, True])
     assert streaks.negative_streaks == ((115, 125), (140, 140)) and streaks.longest_negative == 3
+    # One odd step does not redefine the cadence: a run logged every 10 steps that ends at 999.
+    steps = [*range(0, 1000, 10), 999]
+    assert flagged_runs(steps, [True] * len(steps)) == [(0, 990, 100), (999, 999, 1)]
     assert flagged_runs([], []) == []
     with pytest.raises(EstimatorInputError, match="ascend"):
         flagged_runs([2, 1], [True, True])

@@ -172,6 +172,7 @@ def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[
     trajectory (or step) are not independent draws: each stage counts as many calls as the
     spread between its units allows."""
     from trajlens.checks.conditions import pooled, stage_z
+    from trajlens.classify._stats import two_sided_p_value
 
     rows = units.filter(pl.col("primary_class") == name)
     if rows.height == 0 or rows["stage_index"].min() == rows["stage_index"].max():
@@ -186,7 +187,7 @@ def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[
         return None
     p1, p2 = first["value"], last["value"]
     z = stage_z(first, last, True)
-    p_value = math.erfc(abs(z) / math.sqrt(2)) if z is not None else 1.0
+    p_value = two_sided_p_value(z) if z is not None else 1.0
     if abs(p2 - p1) < config.min_change or p_value >= config.alpha:
         return None
     return p1, p2, p_value

@@ -158,8 +158,9 @@ def consecutive(check: Check, measure: str, series: pl.DataFrame, proportion: bo
     steps = frame["step"].to_list()
     # Consecutive as every surface counts it: adjacent at the run's cadence (estimators.flagged_runs).
     runs = flagged_runs(steps, frame["hit"].fill_null(False).to_list())
-    fired = sorted(step for first, last, length in runs if length >= check.steps for step in steps
-                   if first <= step <= last)
+    position = {step: i for i, step in enumerate(steps)}
+    fired = [steps[i] for first, last, length in runs if length >= (check.steps or 1)
+             for i in range(position[first], position[last] + 1)]
     longest = max(runs, key=lambda run: run[2], default=None)
     detail = f"longest run {longest[2] if longest else 0} steps" + \
         (f" ({longest[0]}-{longest[1]})" if longest else "") + f", needs {check.steps}"

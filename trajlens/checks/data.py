@@ -153,6 +153,8 @@ class RunState:
         self._sorted: set[str] = set()
         """Measures whose statistics are one frame in step order."""
         self.steps: list[int] = []
+        self.trajectory_steps: list[int] = []
+        """The steps with trajectories of the measured split: the steps a stage cut divides."""
         self.seen: set[str] = set()
         """Tables that have had rows: what the run can provide."""
         self.advantage_problems: dict[str, str] = {}
@@ -228,6 +230,7 @@ class RunState:
         batch_steps = batch.trajectories["step"].unique().implode()
         measured = self._measured(batch.trajectories)
         keys = measured.select("step", "trajectory_id")
+        self.trajectory_steps = sorted(set(self.trajectory_steps) | set(measured["step"].unique().to_list()))
         if "tool_calls" in sources and handed.measures is not None:
             rows = handed.measures.filter(pl.col("step").is_in(batch_steps)).join(keys, on=["step", "trajectory_id"],
                                                                                    how="semi")

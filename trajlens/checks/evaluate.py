@@ -90,10 +90,11 @@ def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl
 
 
 def _on_run_steps(series: pl.DataFrame, state: RunState, upto: int | None) -> pl.DataFrame:
-    """``series`` with an empty row (no units) for each of the run's steps it lacks: stages cut
-    by position (quartiles, early/late) are then the run's, as the stage report cuts them, not
-    those of the steps where the measure has a value (a read-back share only where edits are)."""
-    steps = [step for step in state.steps if upto is None or step <= upto]
+    """``series`` with an empty row (no units) for each step with measured trajectories it lacks:
+    stages cut by position (quartiles, early/late) are then the run's, as the stage report cuts
+    its trajectories' steps, not those of the steps where the measure has a value (a read-back
+    share only where edits are)."""
+    steps = [step for step in state.trajectory_steps if upto is None or step <= upto]
     missing = sorted(set(steps) - set(series["step"].to_list()))
     if not missing:
         return series

@@ -23,7 +23,8 @@ EMPTY_THOUGHT_CHARS = 16
 """A think call is empty when the values of its arguments hold fewer than this many word
 characters: an empty or filler thought (``""``, ``"..."``, ``"Let me think."``, ``"Hmm."``), the
 no-op that crowded out edits and executions in the think collapse."""
-_JSON_KEY = r'"(?:[^"\\]|\\.)*"\s*:'
+_JSON_STRING = r'"(?:[^"\\]|\\.)*"'
+_JSON_KEY = _JSON_STRING + r"\s*:"
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,12 @@ MEASURES: tuple[Measure, ...] = (
 """The columns of :func:`trajectory_measures`, in order, with what each means."""
 
 
+COUNTS: tuple[str, ...] = ("n_calls", "n_format_errors", "n_verification", "n_edits", "think_longest_run",
+                           "think_runs", "think_empty", *(f"count_{c}" for c in BEHAVIOUR_CLASSES))
+"""Measures that count calls: 0, never null, for a trajectory without any (``think_empty`` is
+null only for calls given without their ``arguments``)."""
+
+
 def trajectory_measures(classified_calls: Any, trajectories: Any = None) -> pl.DataFrame:
     """One row of behaviour measures per trajectory (:data:`MEASURES`).
 
@@ -89,10 +96,9 @@ def trajectory_measures(classified_calls: Any, trajectories: Any = None) -> pl.D
         .join(_readback(behaviour), on=list(KEYS), how="left")
         .join(_first_verification(behaviour), on=list(KEYS), how="left")
     )
-    zero_filled = ["n_calls", "n_format_errors", "n_verification", "n_edits", "think_longest_run", "think_runs",
-                   "think_empty",
-                   *(f"count_{c}" for c in BEHAVIOUR_CLASSES)]
-    table = table.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in zero_filled])
+    counted = [c for c in COUNTS if c != "think_empty" or "arguments" in calls.columns]
+    table = table.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in counted])
+    table = table.with_columns(pl.col("think_empty").cast(pl.Int64))
     table = table.with_columns(pl.col("ran_suite").fill_null(False))
     n_calls = pl.col("n_calls")
     n_verification = pl.col("n_verification")
@@ -152,19 +158,26 @@ def _think_runs(behaviour: pl.DataFrame) -> pl.DataFrame:
         is_think.alias("is_think"),
         (is_think != is_think.shift(1).over(list(KEYS))).fill_null(True).cum_sum().over(list(KEYS)).alias("run"),
     )
-    lengths = runs.filter(pl.col("is_think")).group_by([*KEYS, "run"]).agg(pl.len(), empty_thought().sum().alias("empty"))
+    # Calls read back without their arguments (the saved call_classes) cannot tell an empty thought.
+    known = "arguments" in behaviour.columns
+    empty = empty_thought().sum() if known else pl.lit(None, dtype=pl.UInt32)
+    lengths = runs.filter(pl.col("is_think")).group_by([*KEYS, "run"]).agg(pl.len(), empty.alias("empty"))
     return lengths.group_by(list(KEYS)).agg(
         pl.col("len").max().alias("think_longest_run"),
         (pl.col("len") >= 2).sum().alias("think_runs"),
-        pl.col("empty").sum().alias("think_empty"),
+        (pl.col("empty").sum() if known else pl.lit(None, dtype=pl.UInt32)).alias("think_empty"),
     )
 
 
 def empty_thought() -> pl.Expr:
     """Whether a call's arguments hold an empty or filler thought (:data:`EMPTY_THOUGHT_CHARS`):
-    its JSON with the keys taken out has fewer word characters than that; no arguments, none."""
-    if_any = pl.col("arguments").cast(pl.String).fill_null("")
-    return if_any.str.replace_all(_JSON_KEY, "").str.count_matches(r"\w") < EMPTY_THOUGHT_CHARS
+    the string values of its JSON arguments (keys, numbers and booleans left out; an escaped
+    character counts as one, ``\\n`` as a blank) hold fewer word characters than that; no
+    arguments, an empty thought."""
+    text = pl.col("arguments").cast(pl.String).fill_null("").str.replace_all(_JSON_KEY, "")
+    values = text.str.extract_all(_JSON_STRING).list.join(" ")
+    values = values.str.replace_all(r"\\u[0-9a-fA-F]{4}", "u").str.replace_all(r"\\.", " ")
+    return values.str.count_matches(r"\w").fill_null(0) < EMPTY_THOUGHT_CHARS
 
 
 def _path_key(paths: pl.Expr) -> pl.Expr:

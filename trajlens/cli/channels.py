@@ -15,7 +15,7 @@ from trajlens.cli._output import TABLE_SUFFIXES, check_output, console_table, wr
 def channels(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
-    split: Annotated[str, typer.Option("--split", help="Trajectories of this split.")] = "train",
+    split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split (default: training, else the split the run has).")] = None,
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write every row to this file (" + ", ".join(TABLE_SUFFIXES) + ").")] = None,
     rows: Annotated[int, typer.Option("--rows", min=1, help="Rows of the table printed.")] = 12,
 ) -> None:
@@ -32,17 +32,26 @@ def channels(
     """
     import trajlens
     from trajlens.run.channels import run_channel_watch, watch_lines
+    from trajlens.run.splits import measured_split
 
     if output is not None:
         check_output(output, TABLE_SUFFIXES)
     handle = trajlens.open(store)
-    watch = run_channel_watch(handle, run, split)
+    handle.require_runs([run])
+    chosen = split if split is not None else measured_split(handle, run)
+    watch = run_channel_watch(handle, run, chosen)
+    if output is not None:
+        write_output(output, frame=watch.table)  # the columns, without rows, when there is nothing to watch
     if watch.table.is_empty():
         named = ", ".join(watch.channels) or "none"
-        typer.echo(f"run {run}: fewer than two reward channels on split {split!r} (channels: {named}); nothing to watch")
+        why = ("fewer than two reward channels" if len(watch.channels) < 2
+               else "no trajectory with a value of every channel")
+        typer.echo(f"run {run}: {why} on split {chosen!r} (channels: {named}); nothing to watch")
+        if output is not None:
+            typer.echo(f"wrote {output} (no rows)")
         return
-    if output is not None:
-        write_output(output, frame=watch.table)
+    if chosen != "train":
+        typer.echo(f"run {run}: split {chosen!r}")
     typer.echo(console_table(watch.table, rows=rows))
     for line in watch_lines(watch):
         typer.echo(line)

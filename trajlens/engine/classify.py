@@ -18,7 +18,7 @@ from typing import Any, Callable, NamedTuple
 import polars as pl
 
 from trajlens.classify.calls import CALL_CLASS_COLUMNS, UNMAPPED, classify_calls
-from trajlens.classify.per_trajectory import MEASURES, trajectory_measures
+from trajlens.classify.per_trajectory import COUNTS, MEASURES, trajectory_measures
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.classify.unknown import unknown_tools
 from trajlens.engine.base import Engine, StepResult, StepTables
@@ -129,8 +129,12 @@ def saved_measures(store: Any, run_id: str) -> pl.DataFrame | None:
         return None
     if measures is None or not measures.height:
         return None
-    # Measures saved by a version that measured other columns are measured again.
-    return measures if measures.columns == [m.name for m in MEASURES] else None
+    # Measures saved by a version that measured other columns are measured again (read beside
+    # newer runs', a column they lack is null where a count is never null).
+    names = [m.name for m in MEASURES]
+    if not set(names) <= set(measures.columns) or measures.select(pl.col(list(COUNTS)).null_count().sum()).sum_horizontal().item():
+        return None
+    return measures.select(names)
 
 
 def run_measures(store: Any, run_id: str) -> pl.DataFrame:

@@ -23,6 +23,7 @@ Shapes: B trajectories, T token positions, S steps.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -186,8 +187,9 @@ def sign_streaks(
 def flagged_runs(steps: Sequence[int], flags: Sequence[bool]) -> list[tuple[int, int, int]]:
     """(first step, last step, length) of each run of flagged steps that follow each other at
     the run's cadence: ``steps`` ascending and distinct, two steps consecutive when they are
-    adjacent and their gap is the smallest gap between any two of them (1 for a run logged every
-    step, k for one logged every k steps). A step missing from the cadence breaks a run.
+    adjacent and their gap is the run's most common gap between neighbouring steps (the smaller
+    of two as common; 1 for a run logged every step, k for one logged every k steps, whatever a
+    few odd steps do). A step missing from the cadence breaks a run.
 
     The one definition of "consecutive steps": :func:`sign_streaks`, :func:`critic_grad_clip`
     and the checks' ``consecutive`` condition use it.
@@ -196,7 +198,8 @@ def flagged_runs(steps: Sequence[int], flags: Sequence[bool]) -> list[tuple[int,
     gaps = [b - a for a, b in zip(steps, steps[1:])]
     if any(gap <= 0 for gap in gaps):
         raise check.EstimatorInputError(f"flagged_runs: steps must ascend without repeats, got {steps[:10]}")
-    cadence = min(gaps, default=1)
+    counts = Counter(gaps)
+    cadence = min(counts, key=lambda gap: (-counts[gap], gap), default=1)
     runs: list[tuple[int, int, int]] = []
     start = None
     for i, flag in enumerate(flags):

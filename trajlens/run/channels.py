@@ -198,12 +198,12 @@ def watch_lines(watch: ChannelWatch) -> list[str]:
     if table.is_empty():
         return []
     split = quarters(table["step"].to_numpy())
+    totals = table.group_by("step").agg(pl.col("dominant").sum().alias("total"))
     lines = []
     for name in watch.channels:
         part = table.filter(pl.col("channel") == name)
         steps = part["step"].to_numpy()
-        totals = table.group_by("step").agg(pl.col("dominant").sum().alias("total"))
-        share = part.join(totals, on="step", how="left").select(
+        share = part.join(totals, on="step", how="left", maintain_order="left").select(
             pl.col("dominant") / pl.when(pl.col("total") > 0).then(pl.col("total")))
         words = []
         for label, values, digits in (("rel_gain", part["rel_gain"], 2), ("weight", part["weight"], 2),

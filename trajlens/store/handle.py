@@ -173,7 +173,10 @@ class Store:
             return pl.scan_parquet(files, glob=False, hive_partitioning=False, schema=schema)
         derived = self._derived_files()
         if name in derived:
-            return pl.scan_parquet([str(path) for path in derived[name]], glob=False, missing_columns="insert")
+            # One file per run; runs analysed by different versions may hold different columns:
+            # their union, null where a file lacks one.
+            scans = [pl.scan_parquet(str(path), glob=False) for path in derived[name]]
+            return scans[0] if len(scans) == 1 else pl.concat(scans, how="diagonal_relaxed")
         hint = f"; `{ANALYSIS_TABLES[name]}` creates it" if name in ANALYSIS_TABLES else ""
         raise StoreError(f"{self.path}: no table {name!r} (tables: {', '.join(self.tables())}){hint}")
 
