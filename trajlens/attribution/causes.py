@@ -154,13 +154,12 @@ def channel_collapse(steps: np.ndarray, step_means: np.ndarray) -> Change | None
 
 
 def channel_values(trajectories: pl.DataFrame, channel: str) -> pl.DataFrame:
-    """``trajectory_id, step, group_id, reward, value``: the channel's value per trajectory (where it has one)."""
-    extra = [c for c in ("step", "reward") if c in trajectories.columns]
-    return (trajectories.select("trajectory_id", "group_id", *extra, pl.col("reward_channels"))
-            .explode("reward_channels").drop_nulls("reward_channels")
-            .filter(pl.col("reward_channels").struct.field("name") == channel)
-            .with_columns(pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value"))
-            .drop("reward_channels"))
+    """``step, group_id, trajectory_id, reward, value``: the channel's value per trajectory (where
+    it has one), from :func:`trajlens.run.channels.channel_values`."""
+    from trajlens.run.channels import channel_values as every_channel
+
+    keep = ("reward",) if "reward" in trajectories.columns else ()
+    return every_channel(trajectories, keep).filter(pl.col("channel") == channel).drop("channel")
 
 
 def channel_relevance(trajectories: pl.DataFrame, channel: str, sign: float = -1.0) -> Push:

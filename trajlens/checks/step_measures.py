@@ -308,17 +308,19 @@ def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
     """rel_gain: (over groups of two or more), channel_std: per channel, and channel_collinearity."""
     if trajectories.is_empty():
         return empty_stats()
-    long = _channel_values(trajectories)
+    from trajlens.run.channels import channel_values
+
+    long = channel_values(trajectories)
     if long.is_empty():
         return empty_stats()
     groups = _group_gains(long)
     parts = []
     for (channel,), part in groups.partition_by("channel", as_dict=True, maintain_order=True).items():
         parts.append(_ratio_stats(part, f"rel_gain:{channel}", pl.col("gain"), pl.lit(1)))
-    spread = long.group_by("step", "name").agg(pl.col("value").std().alias("value"))
-    parts.append(scalar_stats(spread.select("step", pl.concat_str(pl.lit("channel_std:"), "name").alias("measure"),
+    spread = long.group_by("step", "channel").agg(pl.col("value").std().alias("value"))
+    parts.append(scalar_stats(spread.select("step", pl.concat_str(pl.lit("channel_std:"), "channel").alias("measure"),
                                             "value")))
-    wide = long.pivot("name", index=["step", "trajectory_id"], values="value", aggregate_function="first")
+    wide = long.pivot("channel", index=["step", "trajectory_id"], values="value", aggregate_function="first")
     channels = [c for c in wide.columns if c not in ("step", "trajectory_id")]
     if len(channels) >= 2:
         pairs = [(a, b) for i, a in enumerate(channels) for b in channels[i + 1:]]
@@ -331,17 +333,14 @@ def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
 def channel_gains(trajectories: pl.DataFrame) -> pl.DataFrame:
     """Each reward channel's gain (max - min) in each group of two or more trajectories
     (``step``, ``group_id``, ``channel``, ``gain``), in order of appearance: the terms of ``rel_gain``."""
-    return _group_gains(_channel_values(trajectories))
+    from trajlens.run.channels import channel_values
 
-
-def _channel_values(trajectories: pl.DataFrame) -> pl.DataFrame:
-    return (trajectories.select("step", "group_id", "trajectory_id", "reward_channels").explode("reward_channels")
-            .unnest("reward_channels").drop_nulls("name"))
+    return _group_gains(channel_values(trajectories))
 
 
 def _group_gains(long: pl.DataFrame) -> pl.DataFrame:
     # Groups in order of appearance, so each step's mean over them sums in the same order every time.
-    return long.group_by("step", "group_id", pl.col("name").alias("channel"), maintain_order=True).agg(
+    return long.group_by("step", "group_id", "channel", maintain_order=True).agg(
         (pl.col("value").max() - pl.col("value").min()).alias("gain"), pl.len().alias("size"),
     ).filter(pl.col("size") >= 2).drop("size")
 

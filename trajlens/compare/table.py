@@ -267,13 +267,19 @@ def _pooled(sums: pl.DataFrame, measures: tuple[Measure, ...]) -> dict[str, dict
     return rows
 
 
-def call_share(name: str, frame: pl.DataFrame) -> _stats.Estimate | None:
+def call_shares(names: list[str], frame: pl.DataFrame) -> dict[str, _stats.Estimate | None]:
     """Calls of a class over calls (``share:<class>``) or verification calls
     (``verification:<class>``) pooled over the trajectories of ``frame`` (per-trajectory measures),
     with the Wilson interval on the effective size: the checks' measure of that name
-    (:func:`trajlens.checks.conditions.pooled`). None without calls."""
-    row = _pooled(_behaviour_sums(frame), (Measure(name, "call_share", ""),)).get(name)
-    return None if row is None or row["value"] is None else _estimate(row)
+    (:func:`trajlens.checks.conditions.pooled`), by name; None without calls."""
+    rows = _pooled(_behaviour_sums(frame), tuple(Measure(name, "call_share", "") for name in names))
+    return {name: None if rows.get(name) is None or rows[name]["value"] is None else _estimate(rows[name])
+            for name in names}
+
+
+def call_share(name: str, frame: pl.DataFrame) -> _stats.Estimate | None:
+    """:func:`call_shares` of one measure."""
+    return call_shares([name], frame)[name]
 
 
 def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:

@@ -132,7 +132,7 @@ def saved_measures(store: Any, run_id: str) -> pl.DataFrame | None:
     # Measures saved by a version that measured other columns are measured again (read beside
     # newer runs', a column they lack is null where a count is never null).
     names = [m.name for m in MEASURES]
-    if not set(names) <= set(measures.columns) or measures.select(pl.col(list(COUNTS)).null_count().sum()).sum_horizontal().item():
+    if not set(names) <= set(measures.columns) or measures.select(COUNTS).null_count().sum_horizontal().item():
         return None
     return measures.select(names)
 

@@ -17,7 +17,7 @@ import polars as pl
 
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
-from trajlens.compare.table import call_share
+from trajlens.compare.table import call_shares
 
 TOP_COMMANDS = 5
 """Commands listed per class."""
@@ -146,8 +146,9 @@ def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> Sum
 def _verification_mix(measures: pl.DataFrame) -> SummaryTable:
     rows = []
     total = int(measures["n_verification"].sum())
+    estimates = call_shares([f"verification:{klass}" for klass in VERIFICATION_CLASSES], measures)
     for klass in VERIFICATION_CLASSES:
-        estimate = call_share(f"verification:{klass}", measures)
+        estimate = estimates[f"verification:{klass}"]
         if estimate is not None:
             rows.append((klass, int(measures[f"count_{klass}"].sum()), estimate.value, estimate.low, estimate.high,
                          estimate.n))

@@ -51,14 +51,15 @@ class ChannelWatch(NamedTuple):
     """The channels, in order of first appearance."""
 
 
-def channel_values(trajectories: pl.DataFrame) -> pl.DataFrame:
-    """One row per trajectory and channel: ``step``, ``group_id``, ``trajectory_id``, ``channel``,
-    ``value`` (channels without a name left out), in the trajectories' order."""
+def channel_values(trajectories: pl.DataFrame, keep: tuple[str, ...] = ()) -> pl.DataFrame:
+    """One row per trajectory and channel: ``step``, ``group_id``, ``trajectory_id``, the ``keep``
+    columns, ``channel``, ``value`` (channels without a name left out), in the trajectories'
+    order. The one reading of ``reward_channels`` the checks, attribution and the watch list share."""
+    keys = ("step", "group_id", "trajectory_id", *keep)
     return (
-        trajectories.select("step", "group_id", "trajectory_id", "reward_channels")
+        trajectories.select(*keys, "reward_channels")
         .explode("reward_channels").drop_nulls("reward_channels")
-        .select("step", "group_id", "trajectory_id",
-                pl.col("reward_channels").struct.field("name").alias("channel"),
+        .select(*keys, pl.col("reward_channels").struct.field("name").alias("channel"),
                 pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value"))
         .drop_nulls("channel")
     )
@@ -92,7 +93,7 @@ def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
         return ChannelWatch(pl.DataFrame(schema=WATCH_SCHEMA), pl.DataFrame(schema=COLLINEAR_SCHEMA), tuple(names))
     values = _value_measures(trajectories, long)
     advantages, collinear = _advantage_measures(wide, names)
-    weights = _dynamic_weights(trajectories, names)
+    weights = _dynamic_weights(trajectories, wide, names)
     table = (values.join(advantages, on=["step", "channel"], how="full", coalesce=True)
              .join(weights, on=["step", "channel"], how="left"))
     order = pl.col("channel").replace_strict({n: i for i, n in enumerate(names)}, return_dtype=pl.Int32)
@@ -148,18 +149,19 @@ def _number(value: Any) -> float | None:
     return None if np.isnan(number) else number
 
 
-def _dynamic_weights(trajectories: pl.DataFrame, names: list[str]) -> pl.DataFrame:
+def _dynamic_weights(trajectories: pl.DataFrame, wide: pl.DataFrame, names: list[str]) -> pl.DataFrame:
     """Each step's channel weights as ``gdpo_dynamic`` (default settings) gives them over the
-    trajectories that have every channel: the estimator's own recomputation, its moving
-    averages carried from step to step. Empty when it cannot run on them."""
+    trajectories that have every channel (the rows of ``wide``, :func:`complete_rows`): the
+    estimator's own recomputation, its moving averages carried from step to step. Empty when it
+    cannot run on them."""
     from trajlens.errors import TrajlensError
     from trajlens.estimators import EstimatorInputError
     from trajlens.run.advantages import RunFrames, recompute_run
 
     schema = {"step": pl.Int64, "channel": pl.String, "weight": pl.Float64}
     run_id = str(trajectories["run_id"][0])
-    complete = trajectories.join(complete_rows(channel_values(trajectories))[0].select("step", "trajectory_id"),
-                                 on=["step", "trajectory_id"], how="semi", maintain_order="left")
+    complete = trajectories.join(wide.select("step", "trajectory_id"), on=["step", "trajectory_id"], how="semi",
+                                 maintain_order="left")
     try:
         # The weights do not depend on how the fused advantage is normalised; over trajectories
         # it needs no token counts.
@@ -198,19 +200,17 @@ def watch_lines(watch: ChannelWatch) -> list[str]:
     if table.is_empty():
         return []
     split = quarters(table["step"].to_numpy())
-    totals = table.group_by("step").agg(pl.col("dominant").sum().alias("total"))
+    total = pl.col("dominant").sum().over("step")
+    table = table.with_columns((pl.col("dominant") / pl.when(total > 0).then(total)).alias("dominant in"))
     lines = []
     for name in watch.channels:
         part = table.filter(pl.col("channel") == name)
         steps = part["step"].to_numpy()
-        share = part.join(totals, on="step", how="left", maintain_order="left").select(
-            pl.col("dominant") / pl.when(pl.col("total") > 0).then(pl.col("total")))
         words = []
-        for label, values, digits in (("rel_gain", part["rel_gain"], 2), ("weight", part["weight"], 2),
-                                      ("advantage std", part["advantage_std"], 2),
-                                      ("advantage kurtosis", part["advantage_kurtosis"], 1),
-                                      ("dominant in", share.to_series(), None)):
-            first, last = split.means(steps, values.cast(pl.Float64).fill_null(float("nan")).to_numpy())
+        for label, column, digits in (("rel_gain", "rel_gain", 2), ("weight", "weight", 2),
+                                      ("advantage std", "advantage_std", 2),
+                                      ("advantage kurtosis", "advantage_kurtosis", 1), ("dominant in", "dominant in", None)):
+            first, last = split.means(steps, part[column].cast(pl.Float64).fill_null(float("nan")).to_numpy())
             if np.isnan(first) and np.isnan(last):
                 continue
             words.append(f"{label} {_watch_number(first, digits)} -> {_watch_number(last, digits)}")
