@@ -99,7 +99,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from trajlens.checks.conditions import Evidence, Outcome, pooled
+from trajlens.checks.conditions import Evidence, Outcome
+from trajlens.intervals import pooled
 
 
 def above_plainly(check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:

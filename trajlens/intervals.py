@@ -1,6 +1,146 @@
-"""The z of the two-sided 95% intervals every trajlens surface prints."""
+"""The one pooled estimate, 95% interval and change test behind every number trajlens prints.
+
+A measure over any set of units (trajectories, reward groups, or steps for a logged scalar) is
+a ratio estimate. For units ``i`` with numerator ``x_i`` and denominator ``n_i``::
+
+    value p = sum x_i / sum n_i
+    var(p)  = m / (m - 1) * sum (x_i - p n_i)^2 / (sum n_i)^2          (m units)
+            = m / (m - 1) * (Sxx - 2 p Sxn + p^2 Snn) / N^2
+
+so the sums :data:`SUMS` (``x = sum x_i``, ``n = N``, ``units = m``, ``sxx``, ``sxn``, ``snn``)
+are all a set of units needs, and sets pool by adding their sums: a window of steps, a stage,
+a quarter, a whole run, one side of a comparison. A call share pooled over trajectories is
+therefore never treated as independent calls; a mean is the case ``n_i = 1`` (``var = s^2 / m``);
+a share of units (``x_i`` 0 or 1, ``n_i = 1``) gets ``var = p (1 - p) / (m - 1)``.
+
+Intervals (``z = 1.959964``, :data:`Z95`):
+
+* proportions: the Wilson score interval (Wilson 1927) on the effective sample size
+  ``n_eff = p (1 - p) / var`` (Kish's design effect), capped at ``N``; ``N`` itself when the
+  variance is zero or cannot be told (one unit)::
+
+      centre = (p + z^2 / 2n) / (1 + z^2 / n)
+      half   = z * sqrt(p (1 - p) / n + z^2 / 4n^2) / (1 + z^2 / n)
+
+* means: ``p +- z sqrt(var)``, none below two units.
+
+The change from one set to another (:func:`stage_z`; two-sided ``p = erfc(|z| / sqrt 2)``): for
+proportions the two-proportion z test with pooled variance on the effective sizes,
+``z = (p2 - p1) / sqrt(q (1 - q) (1 / n1 + 1 / n2))`` with ``q = (p1 n1 + p2 n2) / (n1 + n2)``;
+for means ``z = (p2 - p1) / sqrt(var1 + var2)`` (Welch's statistic).
+
+The checks, the stage report, the report's overview and run summary, comparisons and drift
+attribution all compute their estimates here, so one fact has one value and one interval on
+every surface.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection, Sequence
+
+import polars as pl
+
 Z95 = 1.959963984540054
 """Two-sided 95% standard-normal quantile: the 0.975 quantile of N(0, 1)."""
+
+SUMS: tuple[str, ...] = ("x", "n", "units", "sxx", "sxn", "snn")
+"""The sums of a set of units from which :func:`pooled` computes its estimate."""
+
+Spec = tuple[str, pl.Expr, pl.Expr]
+"""A measure of units: (name, numerator ``x_i``, denominator ``n_i``); a unit whose numerator or
+denominator is null is left out of it."""
+
+
+def sums(frame: pl.DataFrame, specs: Sequence[Spec], by: Sequence[str] = ()) -> pl.DataFrame:
+    """The :data:`SUMS` of each measure of ``specs`` over the rows (units) of ``frame``, per
+    group of the ``by`` columns: columns ``*by, measure, *SUMS``."""
+    columns = frame.select(*by, *(
+        expr.cast(pl.Float64).alias(f"{part}{i}") for i, (_, x, n) in enumerate(specs) for part, expr in (("x", x), ("n", n))))
+    rows = pl.concat([columns.select(*by, pl.lit(name).alias("measure"), pl.col(f"x{i}").alias("x"),
+                                     pl.col(f"n{i}").alias("n")) for i, (name, _, _) in enumerate(specs)]).drop_nulls(["x", "n"])
+    return rows.group_by(*by, "measure", maintain_order=True).agg(
+        pl.col("x").sum(), pl.col("n").sum(), pl.len().cast(pl.Int64).alias("units"),
+        (pl.col("x") ** 2).sum().alias("sxx"), (pl.col("x") * pl.col("n")).sum().alias("sxn"),
+        (pl.col("n") ** 2).sum().alias("snn"),
+    )
+
+
+def added(frame: pl.DataFrame, by: Sequence[str] = ("measure",)) -> pl.DataFrame:
+    """The :data:`SUMS` of ``frame``'s rows added up per group of ``by`` (all rows into one
+    without ``by``): sets pooled into one."""
+    total = [pl.col(c).cast(pl.Float64).sum() for c in SUMS]
+    return frame.group_by(*by, maintain_order=True).agg(total) if by else frame.select(total)
+
+
+def wilson(x: pl.Expr, n: pl.Expr, z: float = Z95) -> tuple[pl.Expr, pl.Expr]:
+    """(low, high) of the Wilson score interval for ``x`` successes in ``n`` trials; null when
+    ``n`` is 0 or null."""
+    n = n.cast(pl.Float64)
+    p = x.cast(pl.Float64) / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)).sqrt() / denominator
+    valid = n > 0
+    # The interval always holds p; at p = 0 or 1 rounding would otherwise leave it 1e-17 outside.
+    low = pl.when(valid).then(pl.min_horizontal(centre - half, p).clip(0.0, 1.0))
+    high = pl.when(valid).then(pl.max_horizontal(centre + half, p).clip(0.0, 1.0))
+    return low, high
+
+
+def pooled(frame: pl.DataFrame, proportion: bool) -> pl.DataFrame:
+    """Add ``value``, ``variance``, ``n_effective``, ``low`` and ``high`` computed from the
+    :data:`SUMS` of each row (see the module docstring)."""
+    p = pl.col("x") / pl.col("n")
+    ss = pl.col("sxx") - 2 * p * pl.col("sxn") + p * p * pl.col("snn")
+    variance = pl.when(pl.col("units") >= 2).then(
+        pl.col("units") / (pl.col("units") - 1) * ss.clip(lower_bound=0.0) / pl.col("n") ** 2)
+    frame = frame.with_columns(pl.when(pl.col("n") > 0).then(p).alias("value"), variance.alias("variance"))
+    if proportion:
+        n_effective = pl.when(pl.col("variance") > 0).then(
+            pl.min_horizontal(pl.col("value") * (1 - pl.col("value")) / pl.col("variance"), pl.col("n"))
+        ).otherwise(pl.col("n"))
+        frame = frame.with_columns(n_effective.cast(pl.Float64).alias("n_effective"))
+        low, high = wilson(pl.col("value") * pl.col("n_effective"), pl.col("n_effective"))
+    else:
+        half = Z95 * pl.col("variance").sqrt()
+        frame = frame.with_columns(pl.col("units").cast(pl.Float64).alias("n_effective"))
+        low, high = pl.col("value") - half, pl.col("value") + half
+    return frame.with_columns(low.alias("low"), high.alias("high"))
+
+
+def pooled_rows(stats: pl.DataFrame, proportions: Collection[str]) -> dict[str, dict]:
+    """Each measure's :func:`pooled` row (value, variance, n_effective, low, high) by name, from
+    one row of :data:`SUMS` per measure: those named in ``proportions`` as proportions, the
+    others as means."""
+    rows: dict[str, dict] = {}
+    for proportion in (True, False):
+        part = stats.filter(pl.col("measure").is_in(list(proportions)) == proportion)
+        if part.height:
+            rows.update((row["measure"], row) for row in pooled(part, proportion).iter_rows(named=True))
+    return rows
+
+
+def stage_z(first: dict, second: dict, proportion: bool) -> float | None:
+    """z statistic of the change from one :func:`pooled` row to another: for a proportion, a
+    two-proportion test on each side's effective count (its calls or trajectories shrunk by
+    how much they cluster in units); else the difference over the root of the summed
+    variances. None when it cannot be told."""
+    if first["value"] is None or second["value"] is None:
+        return None
+    if proportion:
+        n1, n2 = first["n_effective"], second["n_effective"]
+        if not n1 or not n2:
+            return None
+        pooled_p = (first["value"] * n1 + second["value"] * n2) / (n1 + n2)
+        se = math.sqrt(max(pooled_p * (1 - pooled_p), 0.0) * (1 / n1 + 1 / n2))
+    else:
+        if first["variance"] is None or second["variance"] is None:
+            return None
+        se = math.sqrt(first["variance"] + second["variance"])
+    return (second["value"] - first["value"]) / se if se > 0 else None
+
+
+def two_sided_p_value(z: float) -> float:
+    """Two-sided normal p-value of ``z``: erfc(|z| / sqrt 2)."""
+    return math.erfc(abs(z) / math.sqrt(2))

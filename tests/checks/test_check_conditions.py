@@ -7,7 +7,8 @@ import math
 import polars as pl
 import pytest
 
-from trajlens.checks.conditions import evaluate, pooled, windowed
+from trajlens.checks.conditions import evaluate, windowed
+from trajlens.intervals import pooled
 from trajlens.checks.step_measures import ConfigHistory, metric_stats, scalar_stats
 from trajlens.checks.spec import parse_checks
 

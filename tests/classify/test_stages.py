@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from trajlens.classify import assign_stages, stage_report
 from trajlens.classify import _stats
 from trajlens.errors import ConfigError
+from trajlens.intervals import stage_z, wilson
 
 
 def trajectories(steps: list[int], run_id: str = "r") -> pl.DataFrame:
@@ -73,12 +74,12 @@ def _scalar(expression: pl.Expr) -> float | None:
     [(5, 10, 0.236593, 0.763407), (0, 10, 0.0, 0.277540), (10, 10, 0.722460, 1.0), (37, 80, 0.357, 0.571)],
 )
 def test_wilson_interval_known_values(x, n, low, high):
-    lo, hi = _stats.wilson(pl.lit(x), pl.lit(n))
+    lo, hi = wilson(pl.lit(x), pl.lit(n))
     assert (_scalar(lo), _scalar(hi)) == (pytest.approx(low, abs=1e-3), pytest.approx(high, abs=1e-3))
 
 
 def test_wilson_interval_is_null_without_trials():
-    lo, hi = _stats.wilson(pl.lit(0), pl.lit(0))
+    lo, hi = wilson(pl.lit(0), pl.lit(0))
     assert (_scalar(lo), _scalar(hi)) == (None, None)
 
 
@@ -86,18 +87,18 @@ def test_wilson_interval_is_null_without_trials():
 @given(st.integers(1, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
 def test_wilson_interval_contains_the_estimate(pair):
     x, n = pair
-    lo, hi = _stats.wilson(pl.lit(x), pl.lit(n))
+    lo, hi = wilson(pl.lit(x), pl.lit(n))
     low, high = _scalar(lo), _scalar(hi)
     assert 0.0 <= low <= x / n <= high <= 1.0  # exactly: a plot draws value - low as an error bar
 
 
 def test_two_proportion_test_and_cohens_h():
-    z = _stats.two_proportion_z(pl.lit(0.5), pl.lit(100), pl.lit(0.6), pl.lit(100))
-    assert _scalar(z) == pytest.approx(0.1 / math.sqrt(0.55 * 0.45 * 0.02))
-    assert _scalar(_stats.two_sided_p(z)) == pytest.approx(0.1552, abs=1e-4)
+    z = stage_z({"value": 0.5, "n_effective": 100}, {"value": 0.6, "n_effective": 100}, proportion=True)
+    assert z == pytest.approx(0.1 / math.sqrt(0.55 * 0.45 * 0.02))
+    assert _scalar(_stats.two_sided_p(pl.lit(z))) == pytest.approx(0.1552, abs=1e-4)
     assert _scalar(_stats.cohens_h(pl.lit(0.5), pl.lit(0.6))) == pytest.approx(
         2 * math.asin(math.sqrt(0.6)) - 2 * math.asin(math.sqrt(0.5)))
-    assert _scalar(_stats.two_proportion_z(pl.lit(0.0), pl.lit(10), pl.lit(0.0), pl.lit(10))) is None
+    assert stage_z({"value": 0.0, "n_effective": 10}, {"value": 0.0, "n_effective": 10}, proportion=True) is None
 
 
 # -- the report --------------------------------------------------------------------------------

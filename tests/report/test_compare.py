@@ -101,11 +101,13 @@ def test_saved_query_agrees_with_the_python_comparison(sample_store):
 
 def test_two_stages_of_a_run_compare_as_the_checks_stage_change_finds(sample_store, monkeypatch):
     """One truth: sao-r6's Q1 against its Q4 gives, row for row, the stage values, intervals,
-    effective sizes, z and p of the checks' first-to-last stage_change on the same steps."""
+    effective sizes, z and p of the checks' first-to-last stage_change on the same steps, and
+    of the stage report's quartiles (every trajectory drawn)."""
     from trajlens.checks import conditions
     from trajlens.checks.evaluate import check_run
     from trajlens.checks.spec import parse_checks
-    from trajlens.classify._stats import two_sided_p_value
+    from trajlens.classify import stage_report
+    from trajlens.intervals import two_sided_p_value
 
     table = compare(sample_store, "sao-r6:Q1", "sao-r6:Q4", advantages=False)
     measures = ("ran_suite", "share:think", "mean:num_turns")
@@ -133,6 +135,15 @@ def test_two_stages_of_a_run_compare_as_the_checks_stage_change_finds(sample_sto
             (found["b_value"], found["b_low"], found["b_high"]), rel=1e-9)
         assert found["statistic"] == pytest.approx(z, rel=1e-9)
         assert found["p_value"] == pytest.approx(two_sided_p_value(z), rel=1e-6)
+    report = stage_report(sample_store, run_id="sao-r6", split="train", n=10**6)
+    for measure, (q1, q4, z) in zip(measures, seen):
+        for stage in (q1, q4):
+            staged = report.rates.filter((pl.col("metric") == measure) & (pl.col("stage") == stage["stage"])).row(0, named=True)
+            assert (staged["value"], staged["ci_low"], staged["ci_high"], staged["n_effective"]) == pytest.approx(
+                (stage["value"], stage["low"], stage["high"], stage["n_effective"]), rel=1e-9), (measure, stage["stage"])
+        if measure != "mean:num_turns":  # the stage report tests the proportions
+            change = report.changes.filter((pl.col("metric") == measure) & (pl.col("comparison") == "first_to_last"))
+            assert change["z"].item() == pytest.approx(z, rel=1e-9)
     suite = row(table, "ran_suite")  # the numbers `trajlens check` prints for suite_rate_decline
     assert (suite["a_value"], suite["a_low"], suite["a_high"]) == pytest.approx((0.6412, 0.5888, 0.6904), abs=5e-5)
     assert suite["p_value"] == pytest.approx(0.00097, abs=5e-6)

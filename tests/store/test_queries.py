@@ -259,3 +259,22 @@ def test_nan_rewards_are_left_out():
     assert run("reward_by_step")["mean_reward"].to_list() == pytest.approx(trend["reward"].to_list(), abs=5.1e-5)
     dead = run("dead_groups_by_step")  # NaN left out: group a is one rewarded trajectory, no group
     assert dead.select("step", "groups", "dead_groups").rows() == [(1, 1, 0), (2, 1, 1)]
+
+
+def test_the_run_summary_outcome_is_compares(split_store):
+    """One truth: the run summary's resolved rate and mean reward carry the values and 95%
+    intervals ``trajlens compare`` (and the checks' ``resolved`` and ``reward``) give the run."""
+    import polars as pl
+
+    from trajlens.compare import compare
+    from trajlens.report.summary import run_summary
+
+    _, measures = train_frames(split_store, "split-a")
+    (outcome,) = [t.frame for t in run_summary(split_store, "split-a", measures, split="train") if t.key == "outcome"]
+    table = compare(split_store, "split-a", "split-b", advantages=False)
+    for name, measure in (("resolved rate", "resolved"), ("mean reward", "mean:reward")):
+        mine = outcome.filter(pl.col("measure") == name).row(0, named=True)
+        theirs = table.filter((pl.col("measure") == measure) | pl.col("same_as").str.split(", ").list.contains(measure))
+        theirs = theirs.row(0, named=True)
+        assert (mine["value"], mine["ci_low"], mine["ci_high"]) == pytest.approx(
+            (theirs["a_value"], theirs["a_low"], theirs["a_high"]), rel=1e-12), name

@@ -48,6 +48,7 @@ import polars as pl
 
 from trajlens.attribution.statistics import centred_correlation, p_text
 from trajlens.attribution.verdicts import AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Decision, Push
+from trajlens.intervals import pooled, stage_z, sums, two_sided_p_value
 from trajlens.run.quarters import quarters
 
 BIAS_BAND = 0.2
@@ -67,11 +68,14 @@ class Change(NamedTuple):
 
 
 def welch_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided p-value of Welch's test of equal means (normal approximation)."""
+    """Two-sided p-value of Welch's test of equal means (normal approximation): the checks'
+    stage test of two means (:func:`trajlens.intervals.stage_z`), each value one unit."""
     if a.size < 2 or b.size < 2:
         return float("nan")
-    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
-    return math.erfc(abs(b.mean() - a.mean()) / se / math.sqrt(2)) if se > 0 else 0.0
+    first, second = (pooled(sums(pl.DataFrame({"value": values}), [("mean", pl.col("value"), pl.lit(1))]), False)
+                     .row(0, named=True) for values in (a.astype(float), b.astype(float)))
+    z = stage_z(first, second, proportion=False)
+    return two_sided_p_value(z) if z is not None else 0.0
 
 
 def length_change(trajectory_frame: pl.DataFrame) -> Change | None:

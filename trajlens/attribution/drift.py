@@ -167,20 +167,16 @@ def _units(shares: pl.DataFrame, trajectory_counts: pl.DataFrame | None, classes
 
 def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[float, float, float] | None:
     """The class's share of calls in the first and the last stage, and the p-value of the change,
-    when it drifted: the checks' ``stage_change`` test (:func:`~trajlens.checks.conditions.pooled`
-    stage sums, :func:`~trajlens.checks.conditions.stage_z`) over :func:`_units`. Calls of one
+    when it drifted: the checks' ``stage_change`` test (:func:`~trajlens.intervals.pooled`
+    stage sums, :func:`~trajlens.intervals.stage_z`) over :func:`_units`. Calls of one
     trajectory (or step) are not independent draws: each stage counts as many calls as the
     spread between its units allows."""
-    from trajlens.checks.conditions import pooled, stage_z
-    from trajlens.classify._stats import two_sided_p_value
+    from trajlens.intervals import pooled, stage_z, sums, two_sided_p_value
 
     rows = units.filter(pl.col("primary_class") == name)
     if rows.height == 0 or rows["stage_index"].min() == rows["stage_index"].max():
         return None
-    stages = rows.group_by("stage_index").agg(
-        pl.col("x").sum(), pl.col("n").sum(), pl.len().alias("units"), (pl.col("x") ** 2).sum().alias("sxx"),
-        (pl.col("x") * pl.col("n")).sum().alias("sxn"), (pl.col("n") ** 2).sum().alias("snn"),
-    ).sort("stage_index")
+    stages = sums(rows, [(name, pl.col("x"), pl.col("n"))], by=("stage_index",)).sort("stage_index")
     first, last = pooled(stages.slice(0, 1), proportion=True).row(0, named=True), \
         pooled(stages.slice(-1, 1), proportion=True).row(0, named=True)
     if not first["n"] or not last["n"]:

@@ -5,11 +5,10 @@ for the steps the check applies to, in step order) and returns a :class:`Outcome
 where it fired and the evidence (value, 95% interval, threshold) for the step that shows it
 best. Formulas (z = 1.959964, two-sided p = erfc(|z| / sqrt 2)):
 
-* pooled value and interval over a window or a stage: the ratio estimator of
-  :mod:`trajlens.checks.step_measures`; proportions get a Wilson interval on the design-effect
+* pooled value and interval over a window or a stage, and the stage change: the one estimate
+  and test of :mod:`trajlens.intervals` (:func:`~trajlens.intervals.pooled`,
+  :func:`~trajlens.intervals.stage_z`); proportions get a Wilson interval on the design-effect
   sample size, means ``p +- z sqrt(var)``.
-* stage change: proportions, the two-proportion z test on effective sample sizes (as the stage
-  report); means, ``z = (p2 - p1) / sqrt(var1 + var2)``.
 * trend: least-squares slope of the per-step values over the window,
   ``se = sqrt(sum r^2 / (k - 2) / sum (t - mean t)^2)``, tested with the normal approximation
   (windows of 20 or more steps keep it close to Student's t).
@@ -25,11 +24,8 @@ import polars as pl
 
 from trajlens.checks.kinds import KINDS
 from trajlens.checks.spec import Check
-from trajlens.classify import _stats
+from trajlens.intervals import SUMS, added, pooled, stage_z, two_sided_p_value
 from trajlens.steps import stage_index
-
-SUMS: tuple[str, ...] = ("x", "n", "units", "sxx", "sxn", "snn")
-
 
 @dataclass(frozen=True)
 class Evidence:
@@ -69,28 +65,6 @@ def _fmt(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     return f"{value:.4g}"
-
-
-def pooled(frame: pl.DataFrame, proportion: bool) -> pl.DataFrame:
-    """Add ``value``, ``variance``, ``n_effective``, ``low`` and ``high`` computed from the sums
-    (:data:`SUMS`) of each row: the one pooled estimate of a measure over any set of units, which
-    the checks, the report's overview and comparisons (:mod:`trajlens.compare`) all take."""
-    p = pl.col("x") / pl.col("n")
-    ss = pl.col("sxx") - 2 * p * pl.col("sxn") + p * p * pl.col("snn")
-    variance = pl.when(pl.col("units") >= 2).then(
-        pl.col("units") / (pl.col("units") - 1) * ss.clip(lower_bound=0.0) / pl.col("n") ** 2)
-    frame = frame.with_columns(pl.when(pl.col("n") > 0).then(p).alias("value"), variance.alias("variance"))
-    if proportion:
-        n_effective = pl.when(pl.col("variance") > 0).then(
-            pl.min_horizontal(pl.col("value") * (1 - pl.col("value")) / pl.col("variance"), pl.col("n"))
-        ).otherwise(pl.col("n"))
-        frame = frame.with_columns(n_effective.alias("n_effective"))
-        low, high = _stats.wilson(pl.col("value") * pl.col("n_effective"), pl.col("n_effective"))
-    else:
-        half = _stats.Z95 * pl.col("variance").sqrt()
-        frame = frame.with_columns(pl.col("units").cast(pl.Float64).alias("n_effective"))
-        low, high = pl.col("value") - half, pl.col("value") + half
-    return frame.with_columns(low.alias("low"), high.alias("high"))
 
 
 def windowed(series: pl.DataFrame, window: int, proportion: bool) -> pl.DataFrame:
@@ -183,7 +157,7 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
     stages = [(name, members) for name, members in _stage_ranges(check, steps) if members]
     sums = []
     for name, members in stages:
-        part = series.filter(pl.col("step").is_in(members)).select([pl.col(c).cast(pl.Float64).sum() for c in SUMS])
+        part = added(series.filter(pl.col("step").is_in(members)), by=())
         sums.append(part.with_columns(pl.lit(name).alias("stage"), pl.lit(members[0]).alias("step")))
     values = _values(pooled(series, proportion))
     if len(sums) < 2:
@@ -200,7 +174,7 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
             continue
         difference = second["value"] - first["value"]
         z = stage_z(first, second, proportion)
-        p_value = _stats.two_sided_p_value(z) if z is not None else 1.0
+        p_value = two_sided_p_value(z) if z is not None else 1.0
         signed = difference if check.direction == "increase" else -difference
         ratio = _ratio(second["value"], first["value"], check.direction)
         detail = (f"{first['stage']} {_fmt(first['value'])} [{_fmt(first['low'])}, {_fmt(first['high'])}] -> "
@@ -224,24 +198,6 @@ def _ratio(later: float, earlier: float, direction: str) -> float:
     return numerator / denominator
 
 
-def stage_z(first: dict, second: dict, proportion: bool) -> float | None:
-    """z statistic of the change from one stage's :func:`pooled` row to another's: for a
-    proportion, a two-proportion test on each stage's effective count (its calls or
-    trajectories shrunk by how much they cluster in units); else the difference over the
-    root of the summed cluster variances. None when it cannot be told."""
-    if proportion:
-        n1, n2 = first["n_effective"], second["n_effective"]
-        if not n1 or not n2:
-            return None
-        pooled_p = (first["value"] * n1 + second["value"] * n2) / (n1 + n2)
-        se = math.sqrt(pooled_p * (1 - pooled_p) * (1 / n1 + 1 / n2))
-    else:
-        if first["variance"] is None or second["variance"] is None:
-            return None
-        se = math.sqrt(first["variance"] + second["variance"])
-    return (second["value"] - first["value"]) / se if se > 0 else None
-
-
 def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
     frame = pooled(series, proportion)
     steps = np.asarray(frame["step"].to_list(), dtype=float)
@@ -262,7 +218,7 @@ def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) ->
         slope = float((centred * (y - y.mean())).sum() / spread)  # least-squares slope per step
         residual = y - y.mean() - slope * centred
         se = math.sqrt(float((residual**2).sum()) / (len(t) - 2) / spread)
-        p_value = _stats.two_sided_p_value(slope / se) if se > 0 else (0.0 if slope else 1.0)
+        p_value = two_sided_p_value(slope / se) if se > 0 else (0.0 if slope else 1.0)
         change = slope * (t[-1] - t[0])
         signed = change if check.direction == "increase" else -change
         hit = p_value < check.alpha and signed > 0 and signed >= check.min_change
@@ -308,4 +264,4 @@ def jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> 
     return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame))
 
 
-__all__ = ["Evidence", "Outcome", "SUMS", "evaluate", "pooled", "stage_z", "windowed"]
+__all__ = ["Evidence", "Outcome", "evaluate", "windowed"]

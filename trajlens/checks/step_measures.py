@@ -5,20 +5,12 @@ A measure name is a family and, for most families, a parameter: ``share:think``,
 families are declared in :data:`MEASURE_FAMILIES`; the estimator labels advantage measures can
 name are declared in :data:`ADVANTAGE_LABELS`.
 
-Every measure is kept per step as *sufficient statistics* of a ratio estimator over units
-(trajectories, reward groups, or the step itself for a logged scalar), so that any set of
-steps (a window, a stage) pools by adding rows. For units ``i`` with numerator ``x_i`` and
-denominator ``n_i``::
-
-    value p = sum x_i / sum n_i
-    var(p)  = m / (m - 1) * sum (x_i - p n_i)^2 / (sum n_i)^2          (m units)
-            = m / (m - 1) * (Sxx - 2 p Sxn + p^2 Snn) / N^2
-
-This is the cluster variance the stage report uses (:mod:`trajlens.classify._stats`): a call
-share pooled over trajectories is not treated as independent calls. A mean is the case
-``n_i = 1`` (var = s^2 / m); a logged scalar is one unit per step, so a window of ``k`` steps
-gives the mean of ``k`` values with the spread between steps as its error. Every step batch
-is computed from its own rows only, which is what lets ``--watch`` add steps incrementally.
+Every measure is kept per step as the sums of a ratio estimator over units (trajectories,
+reward groups, or the step itself for a logged scalar): :mod:`trajlens.intervals`, the one
+estimate every surface prints. Any set of steps (a window, a stage) pools by adding rows. A
+logged scalar is one unit per step, so a window of ``k`` steps gives the mean of ``k`` values
+with the spread between steps as its error. Every step batch is computed from its own rows
+only, which is what lets ``--watch`` add steps incrementally.
 """
 
 from __future__ import annotations
@@ -29,7 +21,8 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from trajlens.classify.per_trajectory import MEASURES as TRAJECTORY_MEASURES
+from trajlens.intervals import Spec, sums
+from trajlens.classify.per_trajectory import AVERAGED_MEASURES, behaviour_specs
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.estimators.identify import CANDIDATES as IDENTIFY_CANDIDATES
 from trajlens.estimators.identify import MATCH_TOLERANCE
@@ -67,10 +60,7 @@ class MeasureFamily:
     """Whether the parameter may be '*': every channel or metric the run has."""
 
 
-MEAN_TRAJECTORY_MEASURES: tuple[str, ...] = tuple(
-    m.name for m in TRAJECTORY_MEASURES
-    if m.name not in ("run_id", "step", "trajectory_id", "ran_suite") and not m.name.startswith("share_")
-)
+MEAN_TRAJECTORY_MEASURES: tuple[str, ...] = AVERAGED_MEASURES
 """Per-trajectory measures of :func:`trajlens.classify.per_trajectory` a ``mean:`` measure can average."""
 
 DIAGNOSTIC_STATS: tuple[str, ...] = (
@@ -248,18 +238,10 @@ def _ratio_stats(frame: pl.DataFrame, measure: str, x: pl.Expr, n: pl.Expr, unit
     return _ratio_stats_of(frame, [(measure, x, n)], units)
 
 
-def _ratio_stats_of(frame: pl.DataFrame, specs: Sequence[tuple[str, pl.Expr, pl.Expr]],
-                    units: str = "step") -> pl.DataFrame:
-    """:func:`_ratio_stats` of several measures (name, numerator, denominator) in one grouping."""
-    columns = frame.select(pl.col(units).alias("step"), *(
-        expr.cast(pl.Float64).alias(f"{part}{i}") for i, (_, x, n) in enumerate(specs) for part, expr in (("x", x), ("n", n))))
-    rows = pl.concat([columns.select("step", pl.lit(measure).alias("measure"), pl.col(f"x{i}").alias("x"),
-                                     pl.col(f"n{i}").alias("n")) for i, (measure, _, _) in enumerate(specs)]).drop_nulls()
-    return rows.group_by("step", "measure").agg(
-        pl.col("x").sum(), pl.col("n").sum(), pl.len().cast(pl.Int64).alias("units"),
-        (pl.col("x") ** 2).sum().alias("sxx"), (pl.col("x") * pl.col("n")).sum().alias("sxn"),
-        (pl.col("n") ** 2).sum().alias("snn"),
-    ).select(STAT_COLUMNS)
+def _ratio_stats_of(frame: pl.DataFrame, specs: Sequence[Spec], units: str = "step") -> pl.DataFrame:
+    """:func:`_ratio_stats` of several measures (name, numerator, denominator) in one grouping:
+    :func:`trajlens.intervals.sums` per step."""
+    return sums(frame.with_columns(pl.col(units).alias("step")), specs, by=("step",)).select(STAT_COLUMNS)
 
 
 def scalar_stats(frame: pl.DataFrame) -> pl.DataFrame:
@@ -285,14 +267,7 @@ def trajectory_measure_stats(measures: pl.DataFrame) -> pl.DataFrame:
     measures of classified calls (:func:`trajlens.classify.trajectory_measures`)."""
     if measures.is_empty():
         return empty_stats()
-    one = pl.lit(1)
-    return _ratio_stats_of(measures, [
-        *((f"share:{c}", pl.col(f"count_{c}"), pl.col("n_calls")) for c in BEHAVIOUR_CLASSES),
-        *((f"verification:{c}", pl.col(f"count_{c}"), pl.col("n_verification")) for c in VERIFICATION_CLASSES),
-        *((f"uses:{c}", pl.col(f"count_{c}") > 0, one) for c in BEHAVIOUR_CLASSES),
-        ("ran_suite", pl.col("ran_suite"), one),
-        *((f"mean:{m}", pl.col(m), one) for m in MEAN_TRAJECTORY_MEASURES),
-    ])
+    return _ratio_stats_of(measures, behaviour_specs())
 
 
 def outcome_stats(trajectories: pl.DataFrame) -> pl.DataFrame:

@@ -9,12 +9,14 @@ count behaviour calls in ``call_index`` order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
 
 from trajlens.classify.calls import as_frame, classify_calls
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
+from trajlens.intervals import Spec
 
 KEYS: tuple[str, ...] = ("run_id", "trajectory_id")
 READBACK_WINDOW = 3
@@ -73,6 +75,29 @@ COUNTS: tuple[str, ...] = ("n_calls", "n_format_errors", "n_verification", "n_ed
                            "think_runs", "think_empty", *(f"count_{c}" for c in BEHAVIOUR_CLASSES))
 """Measures that count calls: 0, never null, for a trajectory without any (``think_empty`` is
 null only for calls given without their ``arguments``)."""
+
+
+AVERAGED_MEASURES: tuple[str, ...] = tuple(
+    m.name for m in MEASURES
+    if m.name not in ("run_id", "step", "trajectory_id", "ran_suite") and not m.name.startswith("share_")
+)
+"""Per-trajectory measures a ``mean:<measure>`` averages over trajectories."""
+
+
+def behaviour_specs(averaged: Sequence[str] = AVERAGED_MEASURES) -> list[Spec]:
+    """The behaviour measures over trajectories (rows of :func:`trajectory_measures`), as
+    measures of units for :func:`trajlens.intervals.sums`: ``share:<class>`` (calls of the class
+    over behaviour calls), ``verification:<class>`` (over verification calls), ``uses:<class>``
+    and ``ran_suite`` (shares of trajectories), and ``mean:<measure>`` of each of ``averaged``.
+    The checks, the stage report, the report's overview and comparisons all pool these."""
+    one = pl.lit(1)
+    return [
+        *((f"share:{c}", pl.col(f"count_{c}"), pl.col("n_calls")) for c in BEHAVIOUR_CLASSES),
+        *((f"verification:{c}", pl.col(f"count_{c}"), pl.col("n_verification")) for c in VERIFICATION_CLASSES),
+        *((f"uses:{c}", pl.col(f"count_{c}") > 0, one) for c in BEHAVIOUR_CLASSES),
+        ("ran_suite", pl.col("ran_suite"), one),
+        *((f"mean:{m}", pl.col(m), one) for m in averaged),
+    ]
 
 
 def trajectory_measures(classified_calls: Any, trajectories: Any = None) -> pl.DataFrame:

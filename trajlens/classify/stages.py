@@ -8,20 +8,23 @@ the sample with a 95% interval, and puts the same metric on the whole stage besi
 Metrics (``metric`` column; ``kind`` says which formula applies):
 
 ``uses:<class>`` (trajectory_rate)
-    Share of trajectories with at least one call of that primary class. Wilson interval.
+    Share of trajectories with at least one call of that primary class.
 ``ran_suite`` (trajectory_rate)
-    Share of trajectories that ran the whole test suite at least once. Wilson interval.
+    Share of trajectories that ran the whole test suite at least once.
 ``share:<class>``, ``verification:<class>`` (call_share)
     Calls of a class over all behaviour calls (``share:think`` is the think share of all tool
     calls), or over verification calls (the verification mix), pooled over the trajectories.
-    Wilson interval on the design-effect sample size (see :mod:`trajlens.classify._stats`).
 ``mean:<measure>`` (mean)
     Mean of a per-trajectory measure (turns, tokens, edits per turn, read-back share, think
-    runs, position of the first verification). Normal interval.
+    runs, position of the first verification).
 
-Changes between consecutive stages, and from the first stage to the last, are tested for the
-proportion metrics with a two-proportion z test (unadjusted for the number of metrics) and
-sized with Cohen's h.
+Each is the checks' measure of the same name, with the one estimate of
+:mod:`trajlens.intervals`: proportions get a Wilson interval on the effective sample size
+(``n_effective``: calls shrunk by how much they cluster in trajectories; ``m - 1`` for a share
+of ``m`` trajectories), means ``value +- z sqrt(s^2 / m)``. Changes between consecutive
+stages, and from the first stage to the last, are tested for the proportion metrics with the
+checks' stage test (:func:`trajlens.intervals.stage_z`; unadjusted for the number of metrics)
+and sized with Cohen's h.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ import polars as pl
 
 from trajlens.classify import _stats
 from trajlens.classify.calls import as_frame, classify_calls
-from trajlens.classify.per_trajectory import trajectory_measures
+from trajlens.classify.per_trajectory import behaviour_specs, trajectory_measures
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
+from trajlens.intervals import pooled, stage_z, sums
 from trajlens.steps import stage_index
 
 StageSpec = Any
@@ -275,74 +279,32 @@ def _draw(measures: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
 _GROUP = ("run_id", "stage", "stage_index")
 
 
+_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("uses:", "trajectory_rate", "wilson"),
+    ("ran_suite", "trajectory_rate", "wilson"),
+    ("share:", "call_share", "wilson, design effect"),
+    ("verification:", "call_share", "wilson, design effect"),
+    ("mean:", "mean", "normal"),
+)
+"""Each metric's kind and interval, by the start of its name."""
+
+
 def _metrics(measures: pl.DataFrame) -> pl.DataFrame:
     """Long table (run_id, stage, stage_index, metric, kind, value, low, high, interval,
-    n_trajectories, n_units, n_effective) of every metric over the given trajectories."""
-    return pl.concat([_trajectory_rates(measures), _call_shares(measures), _means(measures)], how="diagonal_relaxed")
-
-
-def _trajectory_rates(measures: pl.DataFrame) -> pl.DataFrame:
-    indicators = [(pl.col(f"count_{c}") > 0).alias(f"uses:{c}") for c in BEHAVIOUR_CLASSES]
-    indicators.append(pl.col("ran_suite").alias("ran_suite"))
-    long = measures.select(*_GROUP, *indicators).unpivot(index=list(_GROUP), variable_name="metric", value_name="hit")
-    table = long.group_by(*_GROUP, "metric").agg(pl.col("hit").sum().alias("x"), pl.len().alias("n"))
-    low, high = _stats.wilson(pl.col("x"), pl.col("n"))
-    return table.select(
-        *_GROUP, "metric", pl.lit("trajectory_rate").alias("kind"),
-        (pl.col("x") / pl.col("n")).alias("value"), low.alias("low"), high.alias("high"),
-        pl.lit("wilson").alias("interval"), pl.col("n").alias("n_trajectories"), pl.col("n").alias("n_units"),
-        pl.col("n").cast(pl.Float64).alias("n_effective"),
-    )
-
-
-def _call_shares(measures: pl.DataFrame) -> pl.DataFrame:
-    parts = [
-        measures.select(*_GROUP, pl.lit(f"share:{c}").alias("metric"), pl.col(f"count_{c}").alias("x_i"),
-                        pl.col("n_calls").alias("n_i"))
-        for c in BEHAVIOUR_CLASSES
-    ] + [
-        measures.select(*_GROUP, pl.lit(f"verification:{c}").alias("metric"), pl.col(f"count_{c}").alias("x_i"),
-                        pl.col("n_verification").alias("n_i"))
-        for c in VERIFICATION_CLASSES
-    ]
-    long = pl.concat(parts)
-    groups = [*_GROUP, "metric"]
-    totals = long.group_by(groups).agg(
-        pl.col("x_i").sum().alias("x"), pl.col("n_i").sum().alias("n"), pl.len().alias("m")
-    )
-    p = pl.col("x") / pl.col("n")
-    long = long.join(totals.select(*groups, p.alias("p")), on=groups)
-    residual = long.group_by(groups).agg(((pl.col("x_i") - pl.col("p") * pl.col("n_i")) ** 2).sum().alias("ss"))
-    table = totals.join(residual, on=groups).with_columns(p.alias("value"))
-    variance = pl.col("m") / (pl.col("m") - 1) * pl.col("ss") / (pl.col("n").cast(pl.Float64) ** 2)
-    n_effective = (
-        pl.when(pl.col("m") < 2).then(pl.col("m").cast(pl.Float64))
-        .when(variance > 0).then(pl.min_horizontal(pl.col("value") * (1 - pl.col("value")) / variance, pl.col("n")))
-        .otherwise(pl.col("n").cast(pl.Float64))
-    )
-    table = table.with_columns(n_effective.alias("n_effective"))
-    low, high = _stats.wilson(pl.col("value") * pl.col("n_effective"), pl.col("n_effective"))
-    return table.select(
-        *_GROUP, "metric", pl.lit("call_share").alias("kind"),
-        pl.when(pl.col("n") > 0).then(pl.col("value")).alias("value"), low.alias("low"), high.alias("high"),
-        pl.lit("wilson, design effect").alias("interval"), pl.col("m").alias("n_trajectories"),
-        pl.col("n").alias("n_units"), "n_effective",
-    )
-
-
-def _means(measures: pl.DataFrame) -> pl.DataFrame:
-    long = measures.select(*_GROUP, *[pl.col(m).cast(pl.Float64) for m in MEAN_MEASURES]).unpivot(
-        index=list(_GROUP), variable_name="measure", value_name="v"
-    )
-    table = long.group_by(*_GROUP, "measure").agg(
-        pl.col("v").mean().alias("value"), pl.col("v").std().alias("sd"), pl.col("v").count().alias("n_units"),
-        pl.len().alias("n_trajectories"),
-    )
-    low, high = _stats.normal_mean_interval(pl.col("value"), pl.col("sd"), pl.col("n_units"))
-    return table.select(
-        *_GROUP, pl.concat_str(pl.lit("mean:"), "measure").alias("metric"), pl.lit("mean").alias("kind"),
-        "value", low.alias("low"), high.alias("high"), pl.lit("normal").alias("interval"),
-        "n_trajectories", "n_units", pl.col("n_units").cast(pl.Float64).alias("n_effective"),
+    n_trajectories, n_units, n_effective) of every metric over the given trajectories: the
+    checks' measures of the same names (:func:`~trajlens.classify.per_trajectory.behaviour_specs`)
+    pooled over each stage's trajectories by :func:`trajlens.intervals.pooled`, so a stage's
+    value and interval are the ones ``trajlens check`` and ``trajlens compare`` give it."""
+    stats = sums(measures, behaviour_specs(MEAN_MEASURES), by=_GROUP)
+    kinds = {name: next(entry[1:] for entry in _KINDS if name.startswith(entry[0])) for name in stats["measure"].unique()}
+    kind, interval = (pl.col("metric").replace_strict({name: entry[i] for name, entry in kinds.items()},
+                                                      return_dtype=pl.String) for i in (0, 1))
+    counts = measures.group_by(*_GROUP).agg(pl.len().alias("n_trajectories"))
+    parts = [pooled(stats.filter(pl.col("measure").str.starts_with("mean:") != proportion), proportion)
+             for proportion in (True, False)]
+    return pl.concat(parts).rename({"measure": "metric"}).join(counts, on=list(_GROUP)).select(
+        *_GROUP, "metric", kind.alias("kind"), "value", "low", "high", interval.alias("interval"),
+        "n_trajectories", pl.col("n").cast(pl.Int64).alias("n_units"), "n_effective",
     )
 
 
@@ -393,8 +355,9 @@ def _changes(rates: pl.DataFrame) -> pl.DataFrame:
     table = pairs.select("run_id", "stage_index", "stage_index_to", "comparison").join(
         left, on=["run_id", "stage_index"]).join(right, on=["run_id", "stage_index_to", "metric", "kind"])
     p1, p2 = pl.col("value"), pl.col("value_to")
-    z = _stats.two_proportion_z(p1, pl.col("n_effective"), p2, pl.col("n_effective_to"))
-    table = table.with_columns(z.alias("z"))
+    z = [stage_z({"value": a, "n_effective": n1}, {"value": b, "n_effective": n2}, proportion=True)
+         for a, n1, b, n2 in table.select("value", "n_effective", "value_to", "n_effective_to").iter_rows()]
+    table = table.with_columns(pl.Series("z", z, dtype=pl.Float64))
     return table.select(
         "run_id", "metric", "kind", "comparison",
         pl.col("stage").alias("from_stage"), pl.col("stage_to").alias("to_stage"),

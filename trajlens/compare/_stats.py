@@ -2,9 +2,9 @@
 and the adjustment of a table's p-values.
 
 Each side's value, 95% interval and effective size is the checks' pooled estimate
-(:func:`trajlens.checks.conditions.pooled` of the side's summed per-unit statistics), and the
-test of ``B - A`` is the checks' stage test (:func:`trajlens.checks.conditions.stage_z`,
-p = erfc(|z| / sqrt 2) by :func:`trajlens.classify._stats.two_sided_p_value`), so a
+(:func:`trajlens.intervals.pooled` of the side's summed per-unit statistics), and the
+test of ``B - A`` is the checks' stage test (:func:`trajlens.intervals.stage_z`,
+p = erfc(|z| / sqrt 2) by :func:`trajlens.intervals.two_sided_p_value`), so a
 comparison of two stages of a run gives the numbers ``trajlens check`` gives for them. Cohen's
 h is :func:`trajlens.classify._stats.cohens_h`. Notation: side 1 is A, side 2 is B;
 differences are ``B - A``; ``z = 1.959964`` for 95%.
@@ -21,23 +21,18 @@ differences are ``B - A``; ``z = 1.959964`` for 95%.
   and Cohen's d on the pooled standard deviation
   ``sqrt(((m1 - 1) s1^2 + (m2 - 1) s2^2) / (m1 + m2 - 2))``, with ``s^2 = m var``.
 
-:func:`wilson` and :func:`mean_estimate` serve the report's run summary
-(:mod:`trajlens.report.summary`); :func:`wilson` is the interval of
-:func:`trajlens.classify._stats.wilson`. :func:`mean_estimate` keeps a t interval, with
-Student's t computed here (regularised incomplete beta by Lentz's continued fraction, Numerical
-Recipes 6.4) so that no statistics package is needed.
+:func:`wilson` is :func:`trajlens.intervals.wilson` of one share, as an :class:`Estimate`.
 """
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import NamedTuple
 
 import polars as pl
 
-from trajlens.classify import _stats as _classify_stats
 from trajlens.intervals import Z95
+from trajlens.intervals import wilson as wilson_expr
 
 
 class Estimate(NamedTuple):
@@ -57,11 +52,11 @@ class Difference(NamedTuple):
 
 
 def wilson(x: float, n: float, z: float = Z95) -> Estimate:
-    """Share ``x / n`` with its Wilson score interval (:func:`trajlens.classify._stats.wilson`;
+    """Share ``x / n`` with its Wilson score interval (:func:`trajlens.intervals.wilson`;
     no interval when ``n`` is 0)."""
     if n <= 0:
         return Estimate(None, None, None, n)
-    low, high = _classify_stats.wilson(pl.lit(float(x)), pl.lit(float(n)), z)
+    low, high = wilson_expr(pl.lit(float(x)), pl.lit(float(n)), z)
     return Estimate(x / n, *pl.select(low.alias("low"), high.alias("high")).row(0), n)
 
 
@@ -95,74 +90,6 @@ def cohens_d(difference: float, variance_a: float | None, units_a: float,
     pooled_variance = ((units_a - 1) * units_a * variance_a + (units_b - 1) * units_b * variance_b) \
         / (units_a + units_b - 2)
     return difference / math.sqrt(pooled_variance) if pooled_variance > 0 else None
-
-
-class Sample(NamedTuple):
-    """Mean, standard deviation and count of one set of values."""
-
-    mean: float | None
-    sd: float | None
-    n: int
-
-
-def mean_estimate(sample: Sample) -> Estimate:
-    """The mean with its t interval (no interval below two values)."""
-    if sample.mean is None or sample.n < 2 or sample.sd is None:
-        return Estimate(sample.mean, None, None, sample.n)
-    half = t_quantile(0.975, sample.n - 1) * sample.sd / math.sqrt(sample.n)
-    return Estimate(sample.mean, sample.mean - half, sample.mean + half, sample.n)
-
-
-def t_sf(t: float, df: float) -> float:
-    """Upper tail P(T > t) of Student's t with ``df`` degrees of freedom, for t >= 0."""
-    x = df / (df + t * t)
-    return 0.5 * _incomplete_beta(df / 2, 0.5, x)
-
-
-@lru_cache(maxsize=4096)
-def t_quantile(probability: float, df: float) -> float:
-    """The t with P(T <= t) = probability (probability in (0.5, 1)), by bisection (remembered:
-    a report asks for the same few degrees of freedom many times)."""
-    low, high = 0.0, 1.0
-    while 1 - t_sf(high, df) < probability:
-        high *= 2
-    for _ in range(80):
-        middle = (low + high) / 2
-        if 1 - t_sf(middle, df) < probability:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
-
-
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta I_x(a, b)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1) / (a + b + 2):
-        return front * _beta_fraction(a, b, x) / a
-    return 1 - front * _beta_fraction(b, a, 1 - x) / b
-
-
-def _beta_fraction(a: float, b: float, x: float) -> float:
-    tiny = 1e-300
-    c, d = 1.0, 1 - (a + b) * x / (a + 1)
-    d = 1 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 300):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1 + numerator * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= d * c
-        if abs(d * c - 1) < 1e-15:
-            break
-    return result
 
 
 def benjamini_hochberg(p_values: list[float | None]) -> list[float | None]:

@@ -5,8 +5,8 @@ values with 95% intervals, the difference ``B - A`` with its interval, a test an
 size, sorted by the size of the effect.
 
 Each side's numbers are the checks' (:mod:`trajlens.checks.step_measures` statistics of its
-trajectories or steps, summed and pooled by :func:`trajlens.checks.conditions.pooled`), and each
-test is the checks' stage test (:func:`trajlens.checks.conditions.stage_z`): a comparison of two
+trajectories or steps, summed and pooled by :func:`trajlens.intervals.pooled`), and each
+test is the checks' stage test (:func:`trajlens.intervals.stage_z`): a comparison of two
 stages of a run reports the values, intervals and p-values ``trajlens check`` finds for them.
 What a comparison adds (the difference's interval, Cohen's d) is in :mod:`trajlens.compare._stats`.
 
@@ -26,13 +26,13 @@ from typing import Any
 
 import polars as pl
 
-from trajlens.checks.conditions import SUMS, pooled, stage_z
 from trajlens.checks.step_measures import outcome_stats, scalar_stats, trajectory_measure_stats
-from trajlens.classify._stats import cohens_h, two_sided_p_value
+from trajlens.classify._stats import cohens_h
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
 from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side
 from trajlens.errors import ConfigError
+from trajlens.intervals import added, pooled_rows, stage_z, two_sided_p_value
 
 SIGNIFICANCE = 0.05
 """False discovery rate at which a row's adjusted p-value is called significant."""
@@ -252,26 +252,21 @@ def _advantage_sums(steps: pl.DataFrame) -> pl.DataFrame:
 
 
 def _summed(stats: pl.DataFrame) -> pl.DataFrame:
-    return stats.group_by("measure").agg(pl.col(c).cast(pl.Float64).sum() for c in SUMS)
+    return added(stats)
 
 
 def _pooled(sums: pl.DataFrame, measures: tuple[Measure, ...]) -> dict[str, dict]:
-    """Each measure's pooled row (:func:`trajlens.checks.conditions.pooled`: value, variance,
+    """Each measure's pooled row (:func:`trajlens.intervals.pooled`: value, variance,
     n_effective, low, high) by name; proportions with their Wilson interval on the effective size."""
-    rows: dict[str, dict] = {}
-    for proportion in (True, False):
-        names = [m.name for m in measures if (m.kind != "mean") == proportion]
-        part = sums.filter(pl.col("measure").is_in(names))
-        if part.height:
-            rows.update((row["measure"], row) for row in pooled(part, proportion).iter_rows(named=True))
-    return rows
+    wanted = sums.filter(pl.col("measure").is_in([m.name for m in measures]))
+    return pooled_rows(wanted, [m.name for m in measures if m.kind != "mean"])
 
 
 def call_shares(names: list[str], frame: pl.DataFrame) -> dict[str, _stats.Estimate | None]:
     """Calls of a class over calls (``share:<class>``) or verification calls
     (``verification:<class>``) pooled over the trajectories of ``frame`` (per-trajectory measures),
     with the Wilson interval on the effective size: the checks' measure of that name
-    (:func:`trajlens.checks.conditions.pooled`), by name; None without calls."""
+    (:func:`trajlens.intervals.pooled`), by name; None without calls."""
     rows = _pooled(_behaviour_sums(frame), tuple(Measure(name, "call_share", "") for name in names))
     return {name: None if rows.get(name) is None or rows[name]["value"] is None else _estimate(rows[name])
             for name in names}
@@ -284,7 +279,7 @@ def call_share(name: str, frame: pl.DataFrame) -> _stats.Estimate | None:
 
 def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:
     """The row of a measure from the two sides' pooled rows: the difference tested as the
-    checks' stage change tests it (:func:`trajlens.checks.conditions.stage_z`)."""
+    checks' stage change tests it (:func:`trajlens.intervals.stage_z`)."""
     if a is None or b is None or a["value"] is None or b["value"] is None:
         return None
     proportion = measure.kind != "mean"

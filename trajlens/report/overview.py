@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Sequence
 
 import polars as pl
 
+from trajlens.intervals import added, pooled
 from trajlens.report import html
 
 FINDINGS_SHOWN = 1
@@ -91,13 +92,11 @@ def moved_class(trends: dict[str, Trend]) -> str | None:
 
 def _measure_trend(per_step: pl.DataFrame, stats: pl.DataFrame, measure: str, split: Any) -> Trend:
     """The trend of one of the checks' measures: each step's value, and each quarter's, pooled
-    over the quarter's steps (:func:`trajlens.checks.conditions.pooled` of their summed statistics)."""
-    from trajlens.checks.conditions import SUMS, pooled
-
+    over the quarter's steps (:func:`trajlens.intervals.pooled` of their summed statistics)."""
     rows = stats.filter(pl.col("measure") == measure)
     quarter_values = []
     for steps in (split.first, split.last):
-        summed = rows.filter(pl.col("step").is_in(steps.tolist())).select(pl.col(c).cast(pl.Float64).sum() for c in SUMS)
+        summed = added(rows.filter(pl.col("step").is_in(steps.tolist())), by=())
         value = pooled(summed, proportion=False)["value"][0] if summed["units"][0] else None
         quarter_values.append(float("nan") if value is None else float(value))
     points = per_step.select("step", measure).drop_nulls()
@@ -115,9 +114,8 @@ LENGTH_TRENDS: tuple[str, ...] = ("model tokens", LOGGED_LENGTH)
 def step_values(measures: pl.DataFrame, names: Sequence[str], stats: pl.DataFrame | None = None) -> pl.DataFrame:
     """``step`` and one column per measure of ``names``: each step's value of the checks' measure
     (:func:`trajlens.checks.step_measures.trajectory_measure_stats`, pooled by
-    :func:`trajlens.checks.conditions.pooled`), null where it has no denominator; a measure
+    :func:`trajlens.intervals.pooled`), null where it has no denominator; a measure
     without any row has no column. ``stats``: those statistics, when computed already."""
-    from trajlens.checks.conditions import pooled
     from trajlens.checks.step_measures import trajectory_measure_stats
 
     if stats is None:

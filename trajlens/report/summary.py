@@ -15,9 +15,12 @@ from typing import Any
 
 import polars as pl
 
+from trajlens.checks.step_measures import outcome_stats
+from trajlens.classify.per_trajectory import behaviour_specs
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
 from trajlens.compare.table import call_shares
+from trajlens.intervals import Spec, added, pooled_rows, sums
 
 TOP_COMMANDS = 5
 """Commands listed per class."""
@@ -50,29 +53,34 @@ def run_summary(store: Any, run_id: str, measures: pl.DataFrame, split: str | No
     return [t for t in tables if t is not None]
 
 
+OUTCOME_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("resolved", "resolved rate", "Wilson"),
+    ("reward", "mean reward", "normal"),
+    ("format_errors", "format errors / tool calls", "Wilson, design effect"),
+    ("with_format_error", "trajectories with a format error", "Wilson"),
+)
+"""The outcome table's rows: (measure, name, interval); ``resolved`` and ``reward`` are the
+checks' measures of those names, summed over the run's steps."""
+_FORMAT_ERRORS: tuple[Spec, ...] = (
+    ("format_errors", pl.col("n_format_errors"), pl.col("n_calls") + pl.col("n_format_errors")),
+    ("with_format_error", pl.col("n_format_errors") > 0, pl.lit(1)),
+)
+
+
 def _outcome(trajectories: pl.DataFrame, measures: pl.DataFrame) -> SummaryTable:
-    rows = []
-    resolved = trajectories["resolved"].drop_nulls()
-    if resolved.len():
-        estimate = _stats.wilson(float(resolved.sum()), float(resolved.len()))
-        rows.append(("resolved rate", estimate.value, estimate.low, estimate.high, resolved.len(), "Wilson"))
-    reward = trajectories["reward"].drop_nulls().drop_nans()
-    if reward.len():
-        sd = reward.std() if reward.len() > 1 else None
-        estimate = _stats.mean_estimate(_stats.Sample(float(reward.mean()), None if sd is None else float(sd), reward.len()))
-        rows.append(("mean reward", estimate.value, estimate.low, estimate.high, reward.len(), "t"))
-    calls = int(measures["n_calls"].sum() + measures["n_format_errors"].sum())
-    errors = int(measures["n_format_errors"].sum())
-    if calls:
-        estimate = _stats.wilson(float(errors), float(calls))
-        rows.append(("format errors / tool calls", estimate.value, estimate.low, estimate.high, calls, "Wilson"))
-        with_errors = int((measures["n_format_errors"] > 0).sum())
-        estimate = _stats.wilson(float(with_errors), float(measures.height))
-        rows.append(("trajectories with a format error", estimate.value, estimate.low, estimate.high,
-                     measures.height, "Wilson"))
+    """The resolved rate, the mean reward and the format errors, each the one pooled estimate
+    of :mod:`trajlens.intervals` over the trajectories (what ``trajlens check`` and ``trajlens
+    compare`` give the run)."""
+    stats = pl.concat([added(outcome_stats(trajectories)), sums(measures, _FORMAT_ERRORS)], how="diagonal_relaxed")
+    estimates = pooled_rows(stats, ("resolved", "format_errors", "with_format_error"))
+    rows = [(name, row["value"], row["low"], row["high"], int(row["n"]), interval)
+            for measure, name, interval in OUTCOME_ROWS
+            if (row := estimates.get(measure)) is not None and row["value"] is not None]
     frame = pl.DataFrame(rows, schema={"measure": pl.String, "value": pl.Float64, "ci_low": pl.Float64,
                                        "ci_high": pl.Float64, "n": pl.Int64, "interval": pl.String}, orient="row")
-    return SummaryTable("outcome", "Outcome and format errors", "95% intervals.", frame)
+    return SummaryTable("outcome", "Outcome and format errors",
+                        "95% intervals; format errors as a share of calls on the effective sample size (calls "
+                        "are clustered in trajectories).", frame)
 
 
 def _exit_status(trajectories: pl.DataFrame) -> SummaryTable | None:
@@ -91,37 +99,34 @@ def _exit_status(trajectories: pl.DataFrame) -> SummaryTable | None:
 
 
 CONTRAST_MEASURES: tuple[tuple[str, str], ...] = (
-    ("num_turns", "turns"), ("n_calls", "tool calls"), ("model_tokens", "model tokens"),
-    ("n_format_errors", "format errors"), ("ran_suite", "ran the full suite"), ("n_edits", "edits"),
-    ("edits_per_turn", "edits per turn"), ("readback_share", "read-back share"),
-    ("first_verification_position", "first verification (position)"),
-    *((f"share_{c}", f"{c} share") for c in BEHAVIOUR_CLASSES),
+    ("mean:num_turns", "turns"), ("mean:n_calls", "tool calls"), ("mean:model_tokens", "model tokens"),
+    ("mean:n_format_errors", "format errors"), ("ran_suite", "ran the full suite"), ("mean:n_edits", "edits"),
+    ("mean:edits_per_turn", "edits per turn"), ("mean:readback_share", "read-back share"),
+    ("mean:first_verification_position", "first verification (position)"),
+    *((f"share:{c}", f"{c} share") for c in BEHAVIOUR_CLASSES),
 )
-"""Per-trajectory measures set side by side for resolved and unresolved trajectories: (column, name)."""
+"""The checks' behaviour measures set side by side for resolved and unresolved trajectories:
+(measure, name)."""
 
 
 def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> SummaryTable | None:
     """Every behaviour measure for resolved and unresolved trajectories side by side (means with
-    95% t intervals), when the log has both outcomes."""
+    95% intervals of :mod:`trajlens.intervals`), when the log has both outcomes."""
     if trajectories["resolved"].drop_nulls().n_unique() < 2:
         return None
     joined = measures.join(trajectories.select("trajectory_id", "resolved"), on="trajectory_id").drop_nulls("resolved")
+    wanted = {measure for measure, _ in CONTRAST_MEASURES}
+    specs = [spec for spec in behaviour_specs() if spec[0] in wanted]
+    sides = {resolved: pooled_rows(sums(joined.filter(pl.col("resolved") == resolved), specs),
+                                   [name for name, _, _ in specs if not name.startswith("mean:")])
+             for resolved in (True, False)}
     rows: list[tuple] = []
     same: list[str] = []
-    for column, name in CONTRAST_MEASURES:
-        if column not in joined.columns:
-            continue
+    for measure, name in CONTRAST_MEASURES:
         cells: list[Any] = [name]
-        proportion = joined.schema[column] == pl.Boolean
         for resolved in (True, False):
-            values = joined.filter(pl.col("resolved") == resolved)[column].drop_nulls().cast(pl.Float64).drop_nans()
-            sd = values.std() if values.len() > 1 else None
-            estimate = (None if not values.len() else
-                        _stats.wilson(float(values.sum()), float(values.len())) if proportion else
-                        _stats.mean_estimate(_stats.Sample(float(values.mean()), None if sd is None else float(sd),
-                                                           values.len())))
-            cells += [None if estimate is None else estimate.value, None if estimate is None else estimate.low,
-                      None if estimate is None else estimate.high, values.len()]
+            row = sides[resolved].get(measure) or {"value": None, "low": None, "high": None, "units": 0}
+            cells += [row["value"], row["low"], row["high"], int(row["units"])]
         if cells[1] is None and cells[5] is None:
             continue
         moved = any(v not in (None, 0.0) for v in (cells[1], cells[5]))  # zeros coincide without meaning
@@ -138,9 +143,9 @@ def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> Sum
                                        "unresolved high": pl.Float64, "n unresolved": pl.Int64}, orient="row")
     frame = frame.with_columns((pl.col("resolved") - pl.col("unresolved")).alias("resolved - unresolved"))
     return SummaryTable("outcome_contrast", "Resolved against unresolved",
-                        "Each behaviour measure's mean over resolved and over unresolved trajectories, with 95% "
-                        "intervals (Wilson for yes/no measures, t for the rest): what the successful attempts did "
-                        "differently." + (f" The same values, not repeated: {'; '.join(same)}." if same else ""), frame)
+                        "Each behaviour measure over resolved and over unresolved trajectories, with 95% "
+                        "intervals (the checks' and compare's: Wilson on the effective size for shares, normal "
+                        "for means): what the successful attempts did differently." + (f" The same values, not repeated: {'; '.join(same)}." if same else ""), frame)
 
 
 def _verification_mix(measures: pl.DataFrame) -> SummaryTable:
