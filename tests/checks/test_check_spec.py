@@ -112,3 +112,16 @@ def test_the_estimator_labels_are_the_registry_s_report_variants():
         assert parse_measure(f"advantage:{label}:std").parameter == f"{label}:std"
     for spec in ESTIMATOR_REGISTRY.values():  # every estimator the report knows is checkable
         assert spec.report is InReport.NEVER or any(label.estimator == spec.name for label in ADVANTAGE_LABELS)
+
+
+def test_yes_no_advantage_statistics_pool_as_shares_of_steps():
+    """all_negative and all_positive are yes or no per step: pooled, a share of steps with a
+    Wilson interval (as compare gives them); the other batch statistics are means."""
+    from trajlens.checks.step_measures import parse_measure
+    from trajlens.compare.table import ADVANTAGE_STATISTICS
+
+    kinds = {s.name: s.kind != "mean" for s in ADVANTAGE_STATISTICS}
+    for stat, proportion in kinds.items():
+        assert parse_measure(f"advantage:gae_raw:{stat}").proportion is proportion, stat
+    assert kinds["all_negative"] and not kinds["mean"]
+    assert parse_measure("share:think").proportion and not parse_measure("mean:num_turns").proportion

@@ -127,7 +127,7 @@ def evaluate_check(check: Check, state: RunState, upto: int | None = None) -> Ch
         if note.startswith("pass:"):
             outcomes.append(Outcome(measure, (), Evidence(None, None, detail=note[5:]), 0))
             continue
-        outcomes.append(conditions.evaluate(check, measure, series, name.family.proportion))
+        outcomes.append(conditions.evaluate(check, measure, series, name.proportion))
     if not outcomes:
         return CheckResult(check, "skip", reason="; ".join(dict.fromkeys(skipped)))
     fired = any(outcome.fired_steps for outcome in outcomes)

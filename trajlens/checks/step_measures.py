@@ -68,6 +68,9 @@ DIAGNOSTIC_STATS: tuple[str, ...] = (
 )
 """Statistics of a step's advantage batch (see :func:`trajlens.run.advantages.batch_diagnostics`);
 ``max_sigma`` is the largest |A - mean| / std over the batch."""
+YES_NO_STATS: tuple[str, ...] = ("all_negative", "all_positive")
+"""Statistics of a step's advantage batch that are yes or no: pooled over steps, a share of steps
+(a proportion, with its Wilson interval, as ``trajlens compare`` gives it)."""
 
 
 def _labels_from_registry() -> tuple[EstimatorChoice, ...]:
@@ -145,6 +148,14 @@ class MeasureName:
     @property
     def wildcard(self) -> bool:
         return self.parameter == "*"
+
+    @property
+    def proportion(self) -> bool:
+        """Whether the value is a proportion (Wilson interval) rather than a mean: the family's
+        kind, or a yes/no statistic of the advantage batch (:data:`YES_NO_STATS`)."""
+        if self.family.prefix == "advantage":
+            return self.parameter.partition(":")[2] in YES_NO_STATS
+        return self.family.proportion
 
 
 def parse_measure(name: str) -> MeasureName:
@@ -492,7 +503,8 @@ def render_markdown() -> str:
     lines = ["| measure | per step | interval | needs |", "|---|---|---|---|"]
     for family in MEASURE_FAMILIES:
         name = f"`{family.prefix}:<{family.parameter}>`" if family.parameter else f"`{family.prefix}`"
-        kind = "Wilson (design effect)" if family.proportion else "normal"
+        kind = ("Wilson (design effect)" if family.proportion else
+                f"normal; Wilson for {', '.join(YES_NO_STATS)}" if family.prefix == "advantage" else "normal")
         lines.append(f"| {name} | {family.doc} | {kind} | {family.source} |")
     lines += ["", "| label | estimator | options | what it is |", "|---|---|---|---|"]
     for label in ADVANTAGE_LABELS:
