@@ -153,14 +153,15 @@ def test_a_call_share_of_one_trajectory_counts_its_calls():
     """With one trajectory there is no spread between trajectories: the share's interval is
     Wilson's on its calls, as the checks' pooled estimate has it (not on one trajectory)."""
     from trajlens.checks.step_measures import MEAN_TRAJECTORY_MEASURES
-    from trajlens.compare import _stats
-    from trajlens.compare.table import call_share
+    from trajlens.compare.table import estimates
 
     counts = {"count_think": 3, "n_calls": 10}
     one = pl.DataFrame({"step": [1], "ran_suite": [False],
                         **{c: [float(counts.get(c, 0))] for c in MEAN_TRAJECTORY_MEASURES}})
-    assert call_share("share:think", one) == pytest.approx(tuple(_stats.wilson(3, 10)))
-    assert call_share("verification:test_suite", one) is None  # no verification calls
+    found = estimates(["share:think", "verification:test_suite"], one)
+    # Wilson's interval of 3 of 10: 0.3 [0.10779, 0.60322]
+    assert found["share:think"] == pytest.approx((0.3, 0.10779, 0.60322, 10), abs=5e-6)
+    assert found["verification:test_suite"] is None  # no verification calls
 
 
 def test_compare_command_writes_three_files(sample_store, tmp_path):

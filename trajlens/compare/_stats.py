@@ -21,7 +21,6 @@ differences are ``B - A``; ``z = 1.959964`` for 95%.
   and Cohen's d on the pooled standard deviation
   ``sqrt(((m1 - 1) s1^2 + (m2 - 1) s2^2) / (m1 + m2 - 2))``, with ``s^2 = m var``.
 
-:func:`wilson` is :func:`trajlens.intervals.wilson` of one share, as an :class:`Estimate`.
 """
 
 from __future__ import annotations
@@ -29,10 +28,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import polars as pl
 
 from trajlens.intervals import Z95
-from trajlens.intervals import wilson as wilson_expr
 
 
 class Estimate(NamedTuple):
@@ -49,15 +46,6 @@ class Difference(NamedTuple):
 
     low: float | None
     high: float | None
-
-
-def wilson(x: float, n: float, z: float = Z95) -> Estimate:
-    """Share ``x / n`` with its Wilson score interval (:func:`trajlens.intervals.wilson`;
-    no interval when ``n`` is 0)."""
-    if n <= 0:
-        return Estimate(None, None, None, n)
-    low, high = wilson_expr(pl.lit(float(x)), pl.lit(float(n)), z)
-    return Estimate(x / n, *pl.select(low.alias("low"), high.alias("high")).row(0), n)
 
 
 def newcombe(a: Estimate, b: Estimate) -> Difference:

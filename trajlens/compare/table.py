@@ -262,19 +262,16 @@ def _pooled(sums: pl.DataFrame, measures: tuple[Measure, ...]) -> dict[str, dict
     return pooled_rows(wanted, [m.name for m in measures if m.kind != "mean"])
 
 
-def call_shares(names: list[str], frame: pl.DataFrame) -> dict[str, _stats.Estimate | None]:
-    """Calls of a class over calls (``share:<class>``) or verification calls
-    (``verification:<class>``) pooled over the trajectories of ``frame`` (per-trajectory measures),
-    with the Wilson interval on the effective size: the checks' measure of that name
-    (:func:`trajlens.intervals.pooled`), by name; None without calls."""
-    rows = _pooled(_behaviour_sums(frame), tuple(Measure(name, "call_share", "") for name in names))
+def estimates(names: list[str], frame: pl.DataFrame) -> dict[str, _stats.Estimate | None]:
+    """Each behaviour measure of ``names`` (:data:`BEHAVIOUR_MEASURES`: ``share:think``,
+    ``verification:quick_check``, ``ran_suite``, ``resolved``, ``mean:num_turns`` ...) over the
+    trajectories of ``frame`` (per-trajectory measures; with ``reward`` and ``resolved`` columns
+    for those two): the checks' value, 95% interval and effective size
+    (:func:`trajlens.intervals.pooled`), by name; None where it has no value."""
+    known = {m.name: m for m in BEHAVIOUR_MEASURES}
+    rows = _pooled(_behaviour_sums(frame), tuple(known.get(name, Measure(name, "mean", "")) for name in names))
     return {name: None if rows.get(name) is None or rows[name]["value"] is None else _estimate(rows[name])
             for name in names}
-
-
-def call_share(name: str, frame: pl.DataFrame) -> _stats.Estimate | None:
-    """:func:`call_shares` of one measure."""
-    return call_shares([name], frame)[name]
 
 
 def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:

@@ -162,8 +162,7 @@ def add_comparison(index: Path, anchor: str, title: str, section: str) -> None:
 def _side_by_side(store: Any, runs: list[tuple[str, str]]) -> str:
     """Headline numbers of every run, as (run id, split reported), in one table with intervals,
     each on the trajectories of the split its section reports."""
-    from trajlens.compare._stats import wilson
-    from trajlens.compare.table import call_share
+    from trajlens.compare.table import estimates
     from trajlens.run.partitions import scan_run_table
 
     rows = []
@@ -171,20 +170,19 @@ def _side_by_side(store: Any, runs: list[tuple[str, str]]) -> str:
         if "trajectory_measures" not in store.tables():
             break
         trajectories = scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split).select(
-            "trajectory_id", "resolved").collect()
+            "trajectory_id", "reward", "resolved").collect()
         measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect().join(
-            trajectories, on="trajectory_id", how="semi")
+            trajectories, on="trajectory_id", how="inner")
         if measures.is_empty():
             continue
-        resolved = trajectories["resolved"].drop_nulls()
-        rate = wilson(float(resolved.sum()), float(resolved.len())) if resolved.len() else None
-        suite = wilson(float(measures["ran_suite"].sum()), float(measures.height))
-        think = call_share("share:think", measures)
+        found = estimates(["resolved", "ran_suite", "share:think"], measures)
+        rate, suite, think = found["resolved"], found["ran_suite"], found["share:think"]
         rows.append({
             "run": run_id, "split": split, "trajectories": measures.height,
             "resolved": None if rate is None else rate.value,
             "resolved 95%": None if rate is None else f"{rate.low:.2f}-{rate.high:.2f}",
-            "ran suite": suite.value, "ran suite 95%": f"{suite.low:.2f}-{suite.high:.2f}",
+            "ran suite": None if suite is None else suite.value,
+            "ran suite 95%": None if suite is None else f"{suite.low:.2f}-{suite.high:.2f}",
             "think share": None if think is None else think.value,
             "turns (median)": float(measures["num_turns"].median()),
             "model tokens (median)": measures["model_tokens"].median(),
@@ -193,6 +191,6 @@ def _side_by_side(store: Any, runs: list[tuple[str, str]]) -> str:
     if not rows:
         return ""
     return ('<section id="runs"><h2>Runs side by side</h2><p class="note">Each run on the split its section reports; '
-            '95% Wilson intervals. '
+            '95% intervals as <code>trajlens check</code> and <code>trajlens compare</code> give them. '
             'Compare two of them in full with <code>trajlens compare STORE A B</code>.</p>'
             + html.table(pl.DataFrame(rows)) + "</section>")

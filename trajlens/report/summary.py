@@ -18,8 +18,7 @@ import polars as pl
 from trajlens.checks.step_measures import outcome_stats
 from trajlens.classify.per_trajectory import behaviour_specs
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
-from trajlens.compare import _stats
-from trajlens.compare.table import call_shares
+from trajlens.compare.table import estimates as measure_estimates
 from trajlens.intervals import Spec, added, pooled_rows, sums
 
 TOP_COMMANDS = 5
@@ -151,7 +150,7 @@ def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> Sum
 def _verification_mix(measures: pl.DataFrame) -> SummaryTable:
     rows = []
     total = int(measures["n_verification"].sum())
-    estimates = call_shares([f"verification:{klass}" for klass in VERIFICATION_CLASSES], measures)
+    estimates = measure_estimates([f"verification:{klass}" for klass in VERIFICATION_CLASSES], measures)
     for klass in VERIFICATION_CLASSES:
         estimate = estimates[f"verification:{klass}"]
         if estimate is not None:
@@ -205,9 +204,10 @@ def _dead_groups(trajectories: pl.DataFrame) -> SummaryTable | None:
     if groups.is_empty():
         return None
     dead = groups.filter(pl.col("spread") == 0)
-    estimate = _stats.wilson(float(dead.height), float(groups.height))
-    frame = pl.DataFrame({"groups": [groups.height], "dead_groups": [dead.height], "share": [estimate.value],
-                          "ci_low": [estimate.low], "ci_high": [estimate.high],
+    # the share of groups that are dead, each group one unit: the one estimate of trajlens.intervals
+    estimate = pooled_rows(sums(groups, [("dead", pl.col("spread") == 0, pl.lit(1))]), ("dead",))["dead"]
+    frame = pl.DataFrame({"groups": [groups.height], "dead_groups": [dead.height], "share": [estimate["value"]],
+                          "ci_low": [estimate["low"]], "ci_high": [estimate["high"]],
                           "trajectories_in_dead_groups": [int(dead["size"].sum())]})
     return SummaryTable("dead_groups", "Dead groups",
                         "Groups of two or more rewarded rollouts whose rewards are all equal: a group-relative "
