@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+import torch
 
 from trajlens.attribution._spans import credited_spans, span_sums
 from trajlens.attribution.calls import step_call_credit
@@ -47,6 +48,29 @@ def test_token_rule_and_push_by_hand():
     np.testing.assert_allclose(credit.push[1, 0], np.array([0.5 * 5, 0.5, -0.5, -1.0]) / 9)
     assert not credit.fallback.any()
     assert credit.all_negative.tolist() == [False, False]
+    assert credit.all_positive.tolist() == [False, False]
+
+
+def test_batch_flags_are_over_model_tokens_as_the_batch_statistics_have_them():
+    """A step whose every trajectory has a positive mean advantage is not all-positive while one
+    model token is negative: the flag is the batch statistics' (every model token), not a
+    per-trajectory mean's."""
+    from trajlens.estimators import advantage_stats
+
+    trajectories, calls, tokens, _ = _step()
+    mostly = pl.DataFrame({"trajectory_id": ["a", "b"],
+                           "token_advantages": [[1.0, 1.0, 1.0, 2.0, 2.0, -9.0, -9.0, -1.0], [3.0, -9.0, 1.0, 2.0]]})
+    positive = mostly.with_columns(pl.col("token_advantages").list.eval(pl.element().abs()))
+    negative = mostly.with_columns(pl.col("token_advantages").list.eval(-pl.element().abs()))
+    credit = step_call_credit(trajectories, calls, tokens, [mostly, positive, negative], MODES)
+    assert (credit.trajectory_advantage[0] > 0).all()  # every trajectory's mean is positive
+    assert credit.all_positive.tolist() == [False, True, False]
+    assert credit.all_negative.tolist() == [False, False, True]
+    for r, frame in enumerate((mostly, positive, negative)):
+        values = torch.tensor(frame["token_advantages"].explode().to_list())
+        mask = torch.tensor(tokens["response_mask"].explode().to_list())
+        stats = advantage_stats(values, mask)
+        assert (stats.all_positive, stats.all_negative) == (credit.all_positive[r], credit.all_negative[r])
 
 
 def test_fallback_spreads_the_trajectory_advantage_by_turn_and_says_so():
@@ -93,8 +117,8 @@ def test_compiled_span_sums_equal_the_prefix_sums(seed):
     call_trajectory = np.repeat(np.arange(9), calls_per)
     ends = np.concatenate([np.sort(rng.integers(0, n + 1, c)) for n, c in zip(lengths, calls_per)]).astype(np.int64)
     bounds = span_bounds(offsets, call_trajectory, credited_spans(call_trajectory, ends))
-    span, rows, largest = _kernels.span_and_row_sums(values, mask, offsets, call_trajectory, bounds.low, bounds.high)
+    span, rows, largest, smallest = _kernels.span_and_row_sums(values, mask, offsets, call_trajectory, bounds.low, bounds.high)
     prefix = masked_prefix(values, mask)
     np.testing.assert_allclose(span, prefix[bounds.high] - prefix[bounds.low], atol=1e-9)
     np.testing.assert_allclose(rows, prefix[offsets[1:]] - prefix[offsets[:-1]], atol=1e-9)
-    assert largest == values[mask].max()
+    assert (largest, smallest) == (values[mask].max(), values[mask].min())

@@ -1,7 +1,7 @@
 """Compiled sums over call spans and trajectories: one pass over a step's tokens per estimator.
 
 Call credit needs, per estimator, the sum of the advantages over each call's span and over each
-trajectory's model tokens, and their largest value; the NumPy route
+trajectory's model tokens, and their largest and smallest values; the NumPy route
 (:func:`trajlens.attribution._spans.masked_prefix`) builds an (N,) masked copy and an (N + 1,)
 float64 prefix sum for that, three passes over memory. Compiled (numba, as
 :mod:`trajlens.estimators.flat`), it is one read of the values and the mask, accumulated
@@ -29,12 +29,13 @@ AVAILABLE: bool = numba is not None
 
 def _masked_sums(  # pragma: no cover - compiled
     values: Any, mask: Any, offsets: Any, call_row: Any, low: Any, high: Any, span_sums: Any, row_sums: Any,
-) -> float:
+) -> tuple[float, float]:
     """Fill ``span_sums`` (C,) and ``row_sums`` (B,) with sums of ``values`` over model tokens, in
     one pass: a span's sum is the running total of its row at ``high`` minus that at ``low``.
     Calls are sorted by ``call_row``, and within a row ``low`` and ``high`` do not decrease.
-    Returns the largest value at a model token (-inf when there is none)."""
+    Returns the largest and the smallest value at a model token (-inf and inf when there is none)."""
     largest = -math.inf
+    smallest = math.inf
     calls = low.shape[0]
     opened = 0  # next call whose low is still to be passed
     closed = 0  # next call whose high is still to be passed
@@ -52,6 +53,8 @@ def _masked_sums(  # pragma: no cover - compiled
                 total += value
                 if value > largest:
                     largest = value
+                if value < smallest:
+                    smallest = value
         while opened < calls and call_row[opened] == row:  # spans that start at the row's end
             span_sums[opened] = -total
             opened += 1
@@ -59,7 +62,7 @@ def _masked_sums(  # pragma: no cover - compiled
             span_sums[closed] += total
             closed += 1
         row_sums[row] = total
-    return largest
+    return largest, smallest
 
 
 masked_sums = numba.njit(nogil=True, cache=True)(_masked_sums) if AVAILABLE else _masked_sums
@@ -68,13 +71,14 @@ masked_sums = numba.njit(nogil=True, cache=True)(_masked_sums) if AVAILABLE else
 def span_and_row_sums(
     values: np.ndarray, mask: np.ndarray, offsets: np.ndarray, call_row: np.ndarray, low: np.ndarray,
     high: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """(C,) span sums, (B,) trajectory sums over model tokens, and the largest model-token value.
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(C,) span sums, (B,) trajectory sums over model tokens, and the largest and the smallest
+    model-token value.
 
     ``call_row`` is each call's trajectory (sorted); ``low``/``high`` its flat span, as
     :func:`trajlens.attribution._spans.span_bounds` gives them (ordered within a trajectory)."""
     span = np.zeros(low.shape[0], dtype=np.float64)
     rows = np.empty(offsets.shape[0] - 1, dtype=np.float64)
     as_int = [np.ascontiguousarray(a, dtype=np.int64) for a in (offsets, call_row, low, high)]
-    largest = masked_sums(values, mask, as_int[0], as_int[1], as_int[2], as_int[3], span, rows)
-    return span, rows, float(largest)
+    largest, smallest = masked_sums(values, mask, as_int[0], as_int[1], as_int[2], as_int[3], span, rows)
+    return span, rows, float(largest), float(smallest)

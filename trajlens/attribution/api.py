@@ -456,10 +456,8 @@ class CreditStream:
         length = credit.lengths.astype(float)
         computed = [r for r, rec in enumerate(self.recs) if credit.computed[r]]
         for r in computed:
-            advantages = credit.trajectory_advantage[r]
-            finite = advantages[np.isfinite(advantages)]
             self.flags.append({"step": step, "estimator": self.recs[r].label, "all_negative": bool(credit.all_negative[r]),
-                               "all_positive": bool(finite.size and (finite > 0).all())})
+                               "all_positive": bool(credit.all_positive[r])})
         # One row per (estimator, aggregation) with a credited call; class sums as products with
         # the (calls x classes) indicator matrix.
         modes = len(self.modes)

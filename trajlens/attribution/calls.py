@@ -52,6 +52,9 @@ class StepCredit(NamedTuple):
     """(R, M, B) total push over the trajectory's model tokens."""
     all_negative: np.ndarray
     """(R,) bool: every model-token advantage of the step is negative."""
+    all_positive: np.ndarray
+    """(R,) bool: every model-token advantage of the step is positive (the batch statistics'
+    ``all_positive``, :func:`trajlens.estimators.advantage_stats`)."""
     computed: np.ndarray
     """(R,) bool: the recomputation gave this step advantages."""
 
@@ -81,15 +84,16 @@ def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | pa.Table | No
 
 
 def _base_sums(values: np.ndarray, mask: np.ndarray, offsets: np.ndarray, call_trajectory: np.ndarray,
-               bounds) -> tuple[np.ndarray, np.ndarray, float]:
-    """Span sums, trajectory sums and the largest value of ``values`` over model tokens."""
+               bounds) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Span sums, trajectory sums, and the largest and the smallest value of ``values`` over
+    model tokens."""
     from trajlens.attribution import _kernels
 
     if _kernels.AVAILABLE:
         return _kernels.span_and_row_sums(values, mask, offsets, call_trajectory, bounds.low, bounds.high)
     prefix = masked_prefix(values, mask)
     return (prefix[bounds.high] - prefix[bounds.low], prefix[offsets[1:]] - prefix[offsets[:-1]],
-            float(np.max(values, where=mask, initial=-np.inf)))
+            float(np.max(values, where=mask, initial=-np.inf)), float(np.min(values, where=mask, initial=np.inf)))
 
 
 def per_token_weights(lengths: np.ndarray, max_length: int, modes: tuple[str, ...]) -> np.ndarray:
@@ -172,6 +176,7 @@ def step_call_credit(
     trajectory_advantage = np.full((recs, batch), np.nan)
     trajectory_push = np.full((recs, len(modes), batch), np.nan)
     all_negative = np.zeros(recs, dtype=bool)
+    all_positive = np.zeros(recs, dtype=bool)
     computed = np.zeros(recs, dtype=bool)
     prefixes: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}  # id of a flat array -> its span and row sums, max
     for r, frame in enumerate(advantages):
@@ -194,19 +199,21 @@ def step_call_credit(
                 raise ValueError("token advantages do not line up with the response masks")
             if id(base) not in prefixes:
                 prefixes[id(base)] = _base_sums(base, flat_mask, offsets, call_trajectory, bounds)
-            span_sum, row_sum, largest = prefixes[id(base)]
+            span_sum, row_sum, largest, smallest = prefixes[id(base)]
             # sum over a span of (A - shift) * scale = scale * (sum of A - shift * model tokens)
             span = scale * (span_sum - shift * exact_tokens)
             sums = np.where(exact, span, np.nan)  # token estimators have nothing for fallback calls
             whole = scale * (row_sum - shift * token_lengths)
             trajectory_sum = np.where(has_tokens, whole, np.nan)
             all_negative[r] = bool(flat_mask.any() and (largest - shift) * scale < 0)
+            all_positive[r] = bool(flat_mask.any() and (smallest - shift) * scale > 0)
         else:
             a = aligned["advantage"].fill_null(float("nan")).to_numpy().astype(np.float64)
             sums = a[call_trajectory] * tokens_per_call
             trajectory_sum = a * lengths
             finite = a[np.isfinite(a)]
             all_negative[r] = bool(finite.size and (finite < 0).all())
+            all_positive[r] = bool(finite.size and (finite > 0).all())
         advantage[r] = sums / np.maximum(tokens_per_call, 1e-12)
         trajectory_advantage[r] = trajectory_sum / np.maximum(lengths, 1)
         push[r] = weights[:, call_trajectory] * sums[None, :]
@@ -214,4 +221,4 @@ def step_call_credit(
     start = np.where(exact, spans.start, -1)
     end = np.where(exact, spans.end, -1)
     return StepCredit(push, advantage, tokens_per_call, start, end, ~exact, call_trajectory, lengths,
-                      trajectory_advantage, trajectory_push, all_negative, computed)
+                      trajectory_advantage, trajectory_push, all_negative, all_positive, computed)
