@@ -122,3 +122,24 @@ def test_compiled_span_sums_equal_the_prefix_sums(seed):
     np.testing.assert_allclose(span, prefix[bounds.high] - prefix[bounds.low], atol=1e-9)
     np.testing.assert_allclose(rows, prefix[offsets[1:]] - prefix[offsets[:-1]], atol=1e-9)
     assert (largest, smallest) == (values[mask].max(), values[mask].min())
+
+
+def test_a_log_without_token_counts_has_no_measured_length():
+    """Without token arrays or model_tokens the fallback spreads by calls, but no response length
+    is measured: attribution's length drift reads model tokens only, as the checks do."""
+    trajectories, calls, _, advantages = _step()
+    credit = step_call_credit(trajectories, calls, None, [None, advantages[1]], MODES)
+    assert credit.measured.tolist() == [True, True]
+    unknown = trajectories.with_columns(pl.lit(None, dtype=pl.Int64).alias("model_tokens"))
+    credit = step_call_credit(unknown, calls, None, [None, advantages[1]], MODES)
+    assert credit.lengths.tolist() == [2, 2] and credit.measured.tolist() == [False, False]
+
+
+def test_length_drift_leaves_out_lengths_that_were_not_counted():
+    from trajlens.attribution.causes import length_change
+
+    steps = np.repeat(np.arange(8), 4)
+    counted = pl.DataFrame({"step": steps, "length": np.where(steps < 4, 100.0, 200.0) + np.tile([0.0, 1, 2, 3], 8)})
+    assert length_change(counted) is not None  # doubled
+    unknown = counted.with_columns(pl.lit(float("nan")).alias("length"))
+    assert length_change(unknown) is None

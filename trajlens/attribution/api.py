@@ -506,7 +506,8 @@ class CreditStream:
         counts = np.zeros((batch.height, k))
         np.add.at(counts, (credit.call_trajectory, class_index), 1.0)
         self.trajectory_rows.append(pl.DataFrame({
-            "step": np.full(batch.height, step), "reward": batch["reward"].cast(pl.Float64), "length": length,
+            "step": np.full(batch.height, step), "reward": batch["reward"].cast(pl.Float64),
+            "length": np.where(credit.measured, length, np.nan),  # response length: model tokens, never calls
             **{f"count:{n}": counts[:, i] for i, n in enumerate(names)}, **_channel_values(batch),
         }))
         return self._call_rows(step, calls, credit)

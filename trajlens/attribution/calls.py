@@ -45,7 +45,10 @@ class StepCredit(NamedTuple):
     call_trajectory: np.ndarray
     """(C,) index of the call's trajectory in the step's trajectory order."""
     lengths: np.ndarray
-    """(B,) model tokens per trajectory."""
+    """(B,) model tokens per trajectory (its calls when the log counts none: the fallback's unit)."""
+    measured: np.ndarray
+    """(B,) bool: ``lengths`` counts the trajectory's model tokens (its response mask, or its
+    logged ``model_tokens``), not its calls."""
     trajectory_advantage: np.ndarray
     """(R, B) mean advantage over the trajectory's model tokens."""
     trajectory_push: np.ndarray
@@ -153,6 +156,7 @@ def step_call_credit(
     exact = has_tokens[call_trajectory] & (token_end_raw >= 0) if count else np.zeros(0, dtype=bool)
     calls_per_trajectory = np.bincount(call_trajectory, minlength=batch)
     model_tokens = trajectories["model_tokens"].to_numpy() if "model_tokens" in trajectories.columns else np.full(batch, np.nan)
+    measured = has_tokens | ~np.isnan(model_tokens.astype(float))
     model_tokens = np.where(np.isnan(model_tokens.astype(float)), calls_per_trajectory, model_tokens).astype(float)
     lengths = np.where(has_tokens, token_lengths, model_tokens).astype(np.int64)
 
@@ -220,5 +224,5 @@ def step_call_credit(
         trajectory_push[r] = weights * trajectory_sum[None, :]
     start = np.where(exact, spans.start, -1)
     end = np.where(exact, spans.end, -1)
-    return StepCredit(push, advantage, tokens_per_call, start, end, ~exact, call_trajectory, lengths,
+    return StepCredit(push, advantage, tokens_per_call, start, end, ~exact, call_trajectory, lengths, measured,
                       trajectory_advantage, trajectory_push, all_negative, all_positive, computed)

@@ -80,7 +80,10 @@ def welch_p(a: np.ndarray, b: np.ndarray) -> float:
 
 def length_change(trajectory_frame: pl.DataFrame) -> Change | None:
     """The response length's change, when it grew or shrank by :data:`LENGTH_CHANGE` or more."""
-    if "length" not in trajectory_frame.columns or trajectory_frame.height < 8:
+    if "length" not in trajectory_frame.columns:
+        return None
+    trajectory_frame = trajectory_frame.filter(pl.col("length").cast(pl.Float64).is_finite())  # counted lengths only
+    if trajectory_frame.height < 8:
         return None
     steps, length = trajectory_frame["step"].to_numpy(), trajectory_frame["length"].to_numpy().astype(float)
     first, last = quarters(steps).masks(steps)
