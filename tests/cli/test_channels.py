@@ -115,3 +115,29 @@ def test_bad_input_is_one_line(samples_store_path, tmp_path, arguments, message)
     result = run_cli("channels", samples_store_path, *arguments, cwd=tmp_path)
     assert result.returncode != 0 and message in result.stderr and "Traceback" not in result.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_a_quarter_s_rel_gain_is_the_checks_pooled_over_its_groups():
+    """Steps with unequal numbers of groups: a quarter's rel_gain in the watch list (and the
+    report's channel findings, through the same rel_gain_quarters) is the checks'
+    rel_gain:<channel> statistics pooled over the quarter's steps, as their stage change pools
+    them: the mean over the quarter's groups, not a mean of the steps' rel_gains."""
+    from trajlens.checks.step_measures import channel_stats
+    from trajlens.intervals import added, pooled
+    from trajlens.run.channels import channel_watch, watch_lines
+
+    rows = []
+    # eight steps, two per quarter; step 0 has three groups (gain 1 each), step 1 one (gain 0)
+    for step in range(8):
+        gains = (1.0, 1.0, 1.0) if step == 0 else (0.0,) if step == 1 else (0.5,)
+        for g, gain in enumerate(gains):
+            for member, x in enumerate((0.0, gain)):
+                rows.append({"run_id": "r", "step": step, "group_id": f"{step}-{g}", "trajectory_id": f"{step}-{g}-{member}",
+                             "reward_channels": [{"name": "x", "value": x}, {"name": "y", "value": 1.0 - x}]})
+    trajectories = pl.DataFrame(rows)
+    line = next(line for line in watch_lines(channel_watch(trajectories)) if line.startswith("x:"))
+    stats = channel_stats(trajectories).filter(pl.col("measure") == "rel_gain:x")
+    first, last = (pooled(added(stats.filter(pl.col("step").is_in(steps)), by=()), proportion=False)["value"].item()
+                   for steps in ((0, 1), (6, 7)))
+    assert (first, last) == pytest.approx((0.75, 0.5))  # (1 + 1 + 1 + 0) / 4 groups; a mean of steps gives 0.5
+    assert f"rel_gain {first:.2f} -> {last:.2f}" in line

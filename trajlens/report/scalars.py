@@ -96,22 +96,19 @@ def channel_findings(store: Any, run_id: str) -> list[Finding]:
     :func:`~trajlens.attribution.causes.channel_collapse`) or *saturated* (every trajectory of a
     group scores alike, and the channel did not collapse)."""
     from trajlens.checks.step_measures import channel_gains
+    from trajlens.run.channels import rel_gain_quarters
     from trajlens.run.partitions import scan_run_table
     from trajlens.run.quarters import quarters
 
     trajectories = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == TRAIN_SPLIT)
                     .select("step", "group_id", "trajectory_id", "reward_channels").collect())
-    channels = (
-        channel_gains(trajectories)  # the check's rel_gain terms, summed in memory in row order
-        .group_by("step", "channel").agg(pl.col("gain").mean().alias("rel_gain"))
-        .sort("channel", "step")  # the findings in the channels' order, not the grouping's
-    )
-    if channels.is_empty() or channels["channel"].n_unique() < 2:
+    gains = channel_gains(trajectories).sort("channel", maintain_order=True)  # the channels' order
+    if gains.is_empty() or gains["channel"].n_unique() < 2:
         return []
-    run_quarters = quarters(channels["step"].to_numpy())
+    run_quarters = quarters(gains["step"].to_numpy())
     findings = []
-    for (channel,), part in channels.partition_by("channel", as_dict=True, maintain_order=True).items():
-        early, late = run_quarters.means(part["step"].to_numpy(), part["rel_gain"].to_numpy())
+    for channel in gains["channel"].unique(maintain_order=True).to_list():
+        early, late = rel_gain_quarters(gains, run_quarters, channel)
         if math.isnan(early) or math.isnan(late):
             continue  # the channel is missing from the first or the last quarter
         note = _no_signal_note(trajectories, str(channel)) if late < SATURATED_REL_GAIN <= early else ""

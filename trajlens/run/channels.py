@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
+from trajlens.run.quarters import QuarterMeans, Quarters
 from trajlens.run.splits import TRAIN_SPLIT
 
 WATCH_SCHEMA: dict[str, Any] = {
@@ -49,6 +50,10 @@ class ChannelWatch(NamedTuple):
     """Per step, each pair of channels correlated above the threshold (:data:`COLLINEAR_SCHEMA`)."""
     channels: tuple[str, ...]
     """The channels, in order of first appearance."""
+    gains: pl.DataFrame = pl.DataFrame(schema={"step": pl.Int64, "group_id": pl.String, "channel": pl.String,
+                                               "gain": pl.Float64})
+    """Each channel's gain in each group of two or more (the terms of ``rel_gain``,
+    :func:`trajlens.checks.step_measures.channel_gains`): a quarter's rel_gain is their mean."""
 
 
 def channel_values(trajectories: pl.DataFrame, keep: tuple[str, ...] = ()) -> pl.DataFrame:
@@ -99,7 +104,9 @@ def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
     order = pl.col("channel").replace_strict({n: i for i, n in enumerate(names)}, return_dtype=pl.Int32)
     table = table.sort(pl.col("step"), order).select(
         [pl.col(name).cast(dtype) for name, dtype in WATCH_SCHEMA.items()])
-    return ChannelWatch(table, collinear, tuple(names))
+    from trajlens.checks.step_measures import channel_gains
+
+    return ChannelWatch(table, collinear, tuple(names), channel_gains(trajectories))
 
 
 def _value_measures(trajectories: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
@@ -191,9 +198,20 @@ def run_channel_watch(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> Chan
     return channel_watch(trajectories)
 
 
+def rel_gain_quarters(gains: pl.DataFrame, split: Quarters, channel: str) -> QuarterMeans:
+    """``channel``'s rel_gain over the first and the last quarter of ``split``: the mean of its
+    ``gains`` (:func:`trajlens.checks.step_measures.channel_gains`) over the quarter's groups,
+    which is the checks' ``rel_gain:<channel>`` pooled over the quarter's steps (a step of
+    three groups weighs three times a step of one). The watch list and the report's channel
+    findings both say it."""
+    part = gains.filter(pl.col("channel") == channel)
+    return split.means(part["step"].to_numpy(), part["gain"].to_numpy())
+
+
 def watch_lines(watch: ChannelWatch) -> list[str]:
     """One sentence per channel: its watched values in the first and the last quarter of the
-    steps (:func:`trajlens.run.quarters.quarters`), then the collinear pairs."""
+    steps (:func:`trajlens.run.quarters.quarters`; rel_gain by :func:`rel_gain_quarters`),
+    then the collinear pairs."""
     from trajlens.run.quarters import quarters
 
     table = watch.table
@@ -210,7 +228,10 @@ def watch_lines(watch: ChannelWatch) -> list[str]:
         for label, column, digits in (("rel_gain", "rel_gain", 2), ("weight", "weight", 2),
                                       ("advantage std", "advantage_std", 2),
                                       ("advantage kurtosis", "advantage_kurtosis", 1), ("dominant in", "dominant in", None)):
-            first, last = split.means(steps, part[column].cast(pl.Float64).fill_null(float("nan")).to_numpy())
+            if column == "rel_gain":
+                first, last = rel_gain_quarters(watch.gains, split, name)
+            else:
+                first, last = split.means(steps, part[column].cast(pl.Float64).fill_null(float("nan")).to_numpy())
             if np.isnan(first) and np.isnan(last):
                 continue
             words.append(f"{label} {_watch_number(first, digits)} -> {_watch_number(last, digits)}")
