@@ -117,7 +117,7 @@ def parse_trainer_option(text: str) -> Any:
 # Where per-step work runs (trajlens.engine), shared by classify, advantages and attribute.
 EngineOption = Annotated[str, typer.Option(
     "--engine", help="Where the per-step work runs: local (this process) or ray (a Ray cluster, one task per step; "
-    "pip install 'trajlens[ray]').")]
+    "pip install 'trajlens\\[ray]').")]
 RayAddressOption = Annotated[Optional[str], typer.Option(
     "--ray-address", help="With --engine ray: the cluster to join (auto: the one `ray start --head` started here; "
     "ray://HOST:10001; HOST:6379). Default: start a local cluster.")]
