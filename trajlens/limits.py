@@ -81,8 +81,11 @@ class Limits:
             except ValueError:
                 problems.append(f"--limit {name}: expected a number, found {text!r}")
                 continue
-            if not value > 0:
-                problems.append(f"--limit {name}: expected a positive number, found {text!r}")
+            if not 0 < value <= LIMIT_CEILING[name]:
+                problems.append(f"--limit {name}: expected a positive number up to {LIMIT_CEILING[name]:,.0f}, found {text!r}")
+                continue
+            if name == "depth" and not value.is_integer():
+                problems.append(f"--limit depth: expected a whole number of levels, found {text!r}")
                 continue
             values[name] = int(value) if name == "depth" else value
         if problems:
@@ -91,6 +94,10 @@ class Limits:
 
 
 DEFAULT = Limits()
+
+LIMIT_CEILING: dict[str, float] = {"depth": 100_000, "field_mb": 1 << 20, "record_mb": 1 << 20, "regex_seconds": 86_400}
+"""The largest value ``--limit`` takes for each limit (a TiB, a day, far past any log): a bound
+must stay a number every reader can hold."""
 
 _current: contextvars.ContextVar[Limits] = contextvars.ContextVar("trajlens_limits", default=DEFAULT)
 

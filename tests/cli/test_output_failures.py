@@ -223,3 +223,42 @@ def test_an_out_whose_partial_name_is_too_long_is_refused_up_front(store, tmp_pa
         assert done.returncode == 1
         assert _one_error_line(done).startswith(f"error: --out {out}: cannot write it (")
         assert not list(tmp_path.glob("x*"))
+
+
+@pytest.mark.parametrize("arguments", [
+    ("sql", "{store}", "SELECT 1 AS a", "--out", "{store}/runs/{run}/runs/part-0.parquet"),
+    ("sample", "{store}", "--run", "{run}", "--out", "{store}/sample.csv"),
+    ("report", "{store}", "--run", "{run}", "--out", "{store}/runs/{run}"),
+    ("report", "{store}", "--run", "{run}", "--out", "{store}"),
+])
+def test_no_output_goes_into_the_store(store, arguments):
+    """An output inside the store could replace the store's own files (a table's Parquet, a
+    run's ingest record): refused before any work, and the store is as it was."""
+    run = trajlens.open(store).runs.collect()["run_id"][0]
+    before = _contents(store)
+    done = run_cli(*(a.format(store=store, run=run) for a in arguments))
+    assert done.returncode == 1
+    assert f"inside the store {store}" in _one_error_line(done)
+    assert _contents(store) == before
+
+
+def test_two_outputs_may_not_name_one_file(store, tmp_path):
+    run = trajlens.open(store).runs.collect()["run_id"][0]
+    done = run_cli("attribute", store, "--run", run, "--out", tmp_path / "a.md", "--json", tmp_path / "a.md")
+    assert done.returncode == 1
+    assert _one_error_line(done).endswith("--json " + str(tmp_path / "a.md") + ": the same file as --out; "
+                                          "give each output its own file")
+    assert not (tmp_path / "a.md").exists()
+
+
+def test_compare_checks_its_report_index_before_the_work(store, tmp_path):
+    """A --report folder whose index.html is missing or not UTF-8 fails at once: no comparison
+    files are left in --out."""
+    run = trajlens.open(store).runs.collect()["run_id"][0]
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "index.html").write_bytes(b"\xff\xfe<html>")
+    for report in ("report", "missing"):
+        done = run_cli("compare", store, run, run, "--out", tmp_path / "cmp", "--report", tmp_path / report)
+        assert done.returncode == 1
+        assert _one_error_line(done).startswith(f"error: --report: {tmp_path / report / 'index.html'}: ")
+        assert not (tmp_path / "cmp").exists()

@@ -177,3 +177,19 @@ def test_a_failed_ingest_leaves_the_store_as_it_was(tmp_path, tiny_run_dir):
             with pytest.raises(InputError):
                 trajlens.ingest([path], store)
         assert snapshot() == before, case.name
+
+
+@pytest.mark.parametrize("item, message", [
+    ("depth=inf", "--limit depth: expected a positive number up to 100,000, found 'inf'"),
+    ("depth=0.5", "--limit depth: expected a whole number of levels, found '0.5'"),
+    ("field_mb=1e400", "--limit field_mb: expected a positive number up to 1,048,576, found '1e400'"),
+    ("record_mb=nan", "--limit record_mb: expected a positive number up to 1,048,576, found 'nan'"),
+])
+def test_a_limit_must_be_a_number_a_reader_can_hold(item, message):
+    from trajlens.errors import ConfigError
+    from trajlens.limits import Limits
+
+    with pytest.raises(ConfigError) as caught:
+        Limits.parse([item])
+    assert str(caught.value) == message
+    assert Limits.parse(["depth=1000", "field_mb=1024"]).field_bytes == 1 << 30

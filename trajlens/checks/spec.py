@@ -32,6 +32,11 @@ SEVERITIES: tuple[str, ...] = ("error", "warning")
 DIRECTIONS: tuple[str, ...] = ("increase", "decrease")
 COMPARISONS: tuple[str, ...] = ("consecutive", "first_to_last")
 NAMED_STAGES: tuple[str, ...] = ("quartiles", "early_late")
+MAX_SPAN = 1_000_000
+"""The most steps a ``window``, a ``consecutive`` run (``steps``) or a jump's ``baseline`` spans:
+far beyond any run, and small enough for every array and rolling window the conditions build."""
+MAX_STEP = 2**63 - 1
+"""The largest step number (``after_step``, a stage's first and last step): ingest's bound on a step."""
 
 
 class CheckConfigError(ConfigError):
@@ -193,8 +198,8 @@ def load_checks(path: Path | str) -> tuple[Check, ...]:
         raise CheckConfigError([f"{path}: cannot read the check file ({error.strerror or error})"]) from None
     try:
         document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise CheckConfigError([f"{path}: not valid TOML ({error})"]) from None
+    except ValueError as error:  # TOMLDecodeError, or an integer past Python's digit limit
+        raise CheckConfigError([f"{path}: not valid TOML ({_found(str(error), 200)[1:-1]})"]) from None
     return parse_checks(document, str(path))
 
 
@@ -224,7 +229,7 @@ def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: li
             continue
         if isinstance(value, bool) and bool not in spec.kinds or not isinstance(value, spec.kinds):
             kinds = " or ".join(_TYPE_NAMES[k] for k in spec.kinds)
-            problems.append(f"{where}: field '{key}': expected {kinds}, found {value!r}")
+            problems.append(f"{where}: field '{key}': expected {kinds}, found {_found(value)}")
             continue
         values[key] = value
     for spec in FIELDS:
@@ -249,22 +254,25 @@ def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: li
 
 def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> None:
     def bad(key: str, expected: str) -> None:
-        problems.append(f"{where}: field '{key}': expected {expected}, found {values[key]!r}")
+        problems.append(f"{where}: field '{key}': expected {expected}, found {_found(values[key])}")
 
     condition = values["condition"]
     if values.get("severity", "error") not in SEVERITIES:
         bad("severity", " or ".join(SEVERITIES))
     for key in ("window", "steps", "baseline"):
-        if key in values and values[key] < 1:
-            bad(key, "a whole number of steps, at least 1")
-    for key in ("above", "below", "min_change", "factor", "min_ratio"):
-        if key in values and not math.isfinite(values[key]):
-            bad(key, "a finite number")
+        if key in values and not 1 <= values[key] <= MAX_SPAN:
+            bad(key, f"a whole number of steps from 1 to {MAX_SPAN}")
+    if "after_step" in values and not 0 <= values["after_step"] <= MAX_STEP:
+        bad("after_step", "a step number from 0 to 2**63-1")
+    infinite = {key for key in ("above", "below", "min_change", "factor", "min_ratio")
+                if key in values and not _finite(values[key])}
+    for key in sorted(infinite, key=list(values).index):
+        bad(key, "a finite number")
     if "alpha" in values and not 0 < values["alpha"] < 1:
         bad("alpha", "a significance level between 0 and 1")
-    if "factor" in values and values["factor"] <= 1:
+    if "factor" in values and "factor" not in infinite and values["factor"] <= 1:
         bad("factor", "a ratio above 1")
-    if "min_ratio" in values and values["min_ratio"] < 1:
+    if "min_ratio" in values and "min_ratio" not in infinite and values["min_ratio"] < 1:
         bad("min_ratio", "a ratio of at least 1")
     if "direction" in values and values["direction"] not in DIRECTIONS:
         bad("direction", " or ".join(DIRECTIONS))
@@ -274,18 +282,34 @@ def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> No
     if one_of and not any(key in values for key in one_of):
         problems.append(f"{where}: field '{one_of[0]}': a {condition} check needs {' or '.join(map(repr, one_of))}, "
                         "found neither")
-    if "above" in values and "below" in values and values["below"] > values["above"]:
+    if "above" in values and "below" in values and not infinite & {"above", "below"} \
+            and values["below"] > values["above"]:
         bad("below", f"a value not above 'above' ({values['above']:g}); the check fires outside [below, above]")
     stages = values.get("stages")
     if isinstance(stages, str) and stages not in NAMED_STAGES:
         bad("stages", f"{' or '.join(NAMED_STAGES)}, or a list of [name, first_step, last_step]")
     elif isinstance(stages, list) and not all(
-            isinstance(s, list) and len(s) == 3 and isinstance(s[0], str) and all(isinstance(v, int) for v in s[1:])
+            isinstance(s, list) and len(s) == 3 and isinstance(s[0], str)
+            and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_STEP for v in s[1:])
             and s[1] <= s[2] for s in stages):
-        bad("stages", "a list of [name, first_step, last_step] with first_step <= last_step")
+        bad("stages", "a list of [name, first_step, last_step] with 0 <= first_step <= last_step <= 2**63-1")
     when = values.get("when")
     if when is not None and (set(when) != {"path", "equals"} or not isinstance(when.get("path"), str) or not when["path"]):
         bad("when", "a table {path = \"dotted.key\", equals = value}")
+
+
+def _found(value: object, limit: int = 80) -> str:
+    """``value`` as the repr a problem line shows: one line, at most ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _finite(value: int | float) -> bool:
+    """Whether ``value`` is a finite number a float holds (TOML integers have no bound)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 _TYPE_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "true or false", list: "a list",

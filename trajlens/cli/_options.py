@@ -114,6 +114,11 @@ def parse_trainer_option(text: str) -> Any:
         raise ConfigError([f"--trainer {text!r}: {error}"]) from None
 
 
+COUNT_MAX = 2**31 - 1
+"""The largest count or seed an integer option takes (rows, --k, --n, --top, --seed): beyond it
+a number fits no table, array index or generator a command hands it to."""
+
+
 # Where per-step work runs (trajlens.engine), shared by classify, advantages and attribute.
 EngineOption = Annotated[str, typer.Option(
     "--engine", help="Where the per-step work runs: local (this process) or ray (a Ray cluster, one task per step; "

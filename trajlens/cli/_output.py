@@ -77,6 +77,9 @@ def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag
         problems.append(f"{flag} {path}: cannot write it ({_os_reason(error)})")
     if suffixes and path.suffix.lower() not in suffixes:
         problems.append(f"{flag} {path}: expected a file ending in {', '.join(suffixes)}")
+    if (store := store_holding(path)) is not None:
+        problems.append(f"{flag} {path}: inside the store {store}, whose files trajlens alone writes; "
+                        "write it elsewhere")
     if not problems:
         partial = _partial(path)
         try:
@@ -160,9 +163,41 @@ def folder_output(folder: Path, *, flag: str = "--out") -> Iterator[Path]:
 
 
 def check_folder_output(folder: Path, *, flag: str = "--out") -> None:
-    """Fail before any work when ``folder`` is an existing file (a folder is written into)."""
+    """Fail before any work when ``folder`` is an existing file (a folder is written into), or
+    lies in a store."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError([f"{flag} {folder}: is a file; expected a folder"])
+    if (store := store_holding(folder)) is not None:
+        raise ConfigError([f"{flag} {folder}: inside the store {store}, whose files trajlens alone writes; "
+                           "write it elsewhere"])
+
+
+def store_holding(path: Path) -> Path | None:
+    """The store ``path`` is, or lies in (:func:`trajlens.store.is_store`), or None: an output
+    there could overwrite the store's own files, which only ingest and the analyses write."""
+    absolute = Path(os.path.abspath(path))
+    for folder in (absolute, *absolute.parents):
+        if (folder / "runs").is_dir():  # is_store's first test, without importing the store
+            from trajlens.store.handle import is_store
+
+            if is_store(folder):
+                return folder if path.is_absolute() else Path(os.path.relpath(folder))
+    return None
+
+
+def distinct_outputs(outputs: dict[str, Path | None]) -> list[str]:
+    """Problems when two output options (flag -> path) name the same file: the second write
+    would silently replace the first."""
+    seen: dict[str, str] = {}
+    problems = []
+    for flag, path in outputs.items():
+        if path is None:
+            continue
+        key = os.path.abspath(path)
+        if key in seen:
+            problems.append(f"{flag} {path}: the same file as {seen[key]}; give each output its own file")
+        seen.setdefault(key, flag)
+    return problems
 
 
 def _under(path: Path, folder: Path) -> Path | None:
@@ -368,5 +403,6 @@ def _html_page(body: str) -> str:
 
 
 __all__ = ["CONSOLE_WIDTH", "DOCUMENT_SUFFIXES", "OUTPUT_FORMATS", "TABLE_SUFFIXES", "OutputFormat", "check_folder_output",
-           "check_output", "console_table", "flat_frame", "folder_output", "output_problems", "write_atomically",
+           "check_output", "console_table", "distinct_outputs", "flat_frame", "folder_output", "output_problems",
+           "store_holding", "write_atomically",
            "write_output"]

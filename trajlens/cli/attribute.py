@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._options import EngineOption, RayAddressOption, utf8_argument
-from trajlens.cli._output import OUTPUT_FORMATS, output_problems, write_atomically, write_output
+from trajlens.cli._options import COUNT_MAX, EngineOption, RayAddressOption, utf8_argument
+from trajlens.cli._output import OUTPUT_FORMATS, distinct_outputs, output_problems, write_atomically, write_output
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
 
@@ -42,7 +42,7 @@ def attribute(
         "--estimator", "-e", help="Recomputation LABEL=NAME (repeatable; default: every one the run's data allows).")] = None,
     option: Annotated[Optional[list[str]], typer.Option(
         "--option", help="Estimator option NAME=VALUE (one --estimator) or LABEL.NAME=VALUE.")] = None,
-    k: Annotated[int, typer.Option("--k", min=1, help="Lag in steps: credit at step t against the share change to t+k.")] = 5,
+    k: Annotated[int, typer.Option("--k", min=1, max=COUNT_MAX, help="Lag in steps: credit at step t against the share change to t+k.")] = 5,
     aggregation: Annotated[Optional[list[str]], typer.Option(
         "--aggregation", help="Loss aggregation modes (repeatable; default: verl's four).")] = None,
     out: Annotated[Optional[Path], typer.Option(
@@ -76,6 +76,7 @@ def attribute(
 
     problems = output_problems(out, tuple(OUTPUT_FORMATS)) if out is not None else []
     problems += output_problems(json_out, flag="--json") if json_out is not None else []
+    problems += distinct_outputs({"--out": out, "--json": json_out})
     if problems:
         raise ConfigError(problems)
     recomputations = None

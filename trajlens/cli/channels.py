@@ -9,6 +9,7 @@ import typer
 
 from trajlens.cli._app import app
 from trajlens.cli._output import TABLE_SUFFIXES, check_output, console_table, write_output
+from trajlens.cli._options import COUNT_MAX
 
 
 @app.command()
@@ -17,7 +18,7 @@ def channels(
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
     split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split (default: training, else the split the run has).")] = None,
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write every row to this file (" + ", ".join(TABLE_SUFFIXES) + ").")] = None,
-    rows: Annotated[int, typer.Option("--rows", min=1, help="Rows of the table printed.")] = 12,
+    rows: Annotated[int, typer.Option("--rows", min=1, max=COUNT_MAX, help="Rows of the table printed.")] = 12,
 ) -> None:
     """Watch each reward channel of a multi-reward run, step by step: rel_gain, dynamic weight,
     advantage std and kurtosis, dominant count, collinear channels.

@@ -9,6 +9,7 @@ import typer
 
 from trajlens.cli._app import app
 from trajlens.cli.sample import parse_stages
+from trajlens.cli._options import COUNT_MAX
 
 
 @app.command()
@@ -18,10 +19,10 @@ def compare(
     b: Annotated[str, typer.Argument(help="Side B, written as side A.")],
     stages: Annotated[str, typer.Option("--stages", help="quartiles, early_late, or NAME:FIRST-LAST,... (the stages RUN:STAGE names).")] = "quartiles",
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Folder for comparison.csv, comparison.md and comparison.html.")] = None,
-    top: Annotated[int, typer.Option("--top", min=0, help="Largest differences said in words.")] = 5,
+    top: Annotated[int, typer.Option("--top", min=0, max=COUNT_MAX, help="Largest differences said in words.")] = 5,
     advantages: Annotated[bool, typer.Option("--advantages/--no-advantages", help="Compare recomputed advantage statistics of the estimators both runs allow (recomputes what is not stored yet).")] = True,
     report: Annotated[Optional[Path], typer.Option("--report", help="A folder written by trajlens report: add this comparison to its index.html.")] = None,
-    rows: Annotated[int, typer.Option("--rows", min=0, help="Rows of the table printed here, largest effect first (all of them go to --out).")] = 10,
+    rows: Annotated[int, typer.Option("--rows", min=0, max=COUNT_MAX, help="Rows of the table printed here, largest effect first (all of them go to --out).")] = 10,
 ) -> None:
     """Compare every behaviour measure and advantage statistic present on both sides.
 
@@ -37,11 +38,16 @@ def compare(
     import polars as pl
 
     import trajlens
-    from trajlens.cli._output import console_table
+    from trajlens.cli._output import check_folder_output, console_table, folder_output
     from trajlens.compare import adjustment_note, describe, title
     from trajlens.compare import compare as compare_sides
     from trajlens.report.compare_page import comparison_section, write_comparison
+    from trajlens.report.html_report import add_comparison, read_report_index
 
+    if output is not None:
+        check_folder_output(output)
+    if report is not None:
+        read_report_index(report / "index.html")  # before any work
     handle = trajlens.open(store)
     table = compare_sides(handle, a, b, stages=parse_stages(stages), advantages=advantages)
     typer.echo(title(table))
@@ -59,13 +65,12 @@ def compare(
     typer.echo(console_table(shown, rows=max(rows, 0)))
     if output is not None:
         index = os.path.relpath(report / "index.html", output) if report is not None else None
-        written = write_comparison(table, output, top=top, index=index)
+        with folder_output(output) as partial:
+            written = [output / path.name for path in write_comparison(table, partial, top=top, index=index)]
         typer.echo(f"full table of {table.height} rows in {', '.join(str(p) for p in written)}")
     elif table.height > rows:
         typer.echo(f"(--out FOLDER writes all {table.height} rows)")
     if report is not None:
-        from trajlens.report.html_report import add_comparison
-
         anchor = "comparison-" + "-".join("".join(ch if ch.isalnum() else "-" for ch in side) for side in (a, b))
         add_comparison(report / "index.html", anchor, f"{b} vs {a}", comparison_section(anchor, table, describe(table, top)))
         typer.echo(f"added the comparison to {report / 'index.html'}")

@@ -11,6 +11,7 @@ from trajlens.cli._app import app
 from trajlens.cli._output import check_folder_output, folder_output
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError, TrajlensError
+from trajlens.cli._options import COUNT_MAX
 
 
 def parse_pair(text: str) -> tuple[str, str]:
@@ -42,10 +43,10 @@ def report(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     output: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports and figures.")],
     run: Annotated[Optional[list[str]], typer.Option("--run", "-r", help="Run id (repeatable; default: every run).")] = None,
-    n: Annotated[int, typer.Option("--n", help="Trajectories drawn per stage.")] = 80,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the draw.")] = 0,
+    n: Annotated[int, typer.Option("--n", min=1, max=COUNT_MAX, help="Trajectories drawn per stage.")] = 80,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=COUNT_MAX, help="Seed of the draw.")] = 0,
     compare: Annotated[Optional[list[str]], typer.Option("--compare", help="A,B: a comparison for index.html (repeatable); sides as in trajlens compare.")] = None,
-    viewers: Annotated[int, typer.Option("--viewers", min=0, help="Trajectory viewer pages per run.")] = 3,
+    viewers: Annotated[int, typer.Option("--viewers", min=0, max=COUNT_MAX, help="Trajectory viewer pages per run.")] = 3,
     split: Annotated[str, typer.Option("--split", help="Trajectories of this split (a run without it is reported on the split it has).")] = "train",
 ) -> None:
     """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.

@@ -11,6 +11,7 @@ from trajlens.cli._app import app
 from trajlens.cli._output import OUTPUT_FORMATS, check_output, write_output
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
+from trajlens.cli._options import COUNT_MAX
 
 
 def parse_stages(stages: str):
@@ -34,8 +35,8 @@ def parse_stages(stages: str):
 def sample(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
-    n: Annotated[int, typer.Option("--n", help="Trajectories drawn per stage (all when a stage has fewer).")] = 80,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the draw.")] = 0,
+    n: Annotated[int, typer.Option("--n", min=1, max=COUNT_MAX, help="Trajectories drawn per stage (all when a stage has fewer).")] = 80,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=COUNT_MAX, help="Seed of the draw.")] = 0,
     stages: Annotated[str, typer.Option("--stages", help="quartiles, early_late, or NAME:FIRST-LAST,... step ranges.")] = "quartiles",
     split: Annotated[str, typer.Option("--split", help="Trajectories of this split (a run without it: the split it has).")] = "train",
     output: Annotated[Optional[Path], typer.Option(

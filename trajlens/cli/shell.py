@@ -14,6 +14,7 @@ import typer
 
 from trajlens.cli._app import app
 from trajlens.errors import TrajlensError
+from trajlens.cli._options import COUNT_MAX
 
 PROMPT = "trajlens> "
 CONTINUATION = "     ...> "
@@ -65,7 +66,7 @@ def _interactive_lines() -> Iterator[str]:
 def shell(
     store: Annotated[Path, typer.Argument(help="Store directory written by `trajlens ingest`.")],
     command: Annotated[Optional[str], typer.Option("--command", "-c", help="Run this SQL and exit.")] = None,
-    rows: Annotated[int, typer.Option("--rows", min=0, help="Rows to print per result.")] = 40,
+    rows: Annotated[int, typer.Option("--rows", min=0, max=COUNT_MAX, help="Rows to print per result.")] = 40,
 ) -> None:
     """An SQL prompt on a store's tables, using the DuckDB that trajlens ships with.
 

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._options import parse_params
+from trajlens.cli._options import COUNT_MAX, parse_params
 from trajlens.cli._output import TABLE_SUFFIXES, check_output, write_output
 from trajlens.errors import ConfigError, InputError
 
@@ -66,7 +66,7 @@ def sql(
     query: Annotated[str, typer.Argument(help="A SELECT query, a .sql file, or a saved query's name such as think_share_by_step.")],
     param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Bind $NAME: NAME=VALUE binds text; NAME:TYPE=VALUE with TYPE int, float, bool, json or text.")] = None,
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the result to a .csv, .json, .parquet, .md or .html file instead of printing it.")] = None,
-    rows: Annotated[int, typer.Option("--rows", min=0, help="Rows to print.")] = 40,
+    rows: Annotated[int, typer.Option("--rows", min=0, max=COUNT_MAX, help="Rows to print.")] = 40,
 ) -> None:
     """Run a read-only query over a store's tables: runs, trajectories, tool_calls, tokens,
     step_metrics, and the analysis tables once computed.

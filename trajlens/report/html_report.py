@@ -141,14 +141,28 @@ COMPARISONS_END = "<!-- comparisons end -->"
 NAV_END = "<!-- nav end -->"
 
 
+def read_report_index(index: Path) -> str:
+    """The text of a report's ``index.html``; a one-line error when it is missing, unreadable,
+    not UTF-8 or not a trajlens report index (checked before a comparison's work)."""
+    from trajlens.errors import ConfigError
+
+    try:
+        text = index.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError([f"--report: {index}: not UTF-8 (the byte 0x{error.object[error.start]:02x} at byte "
+                           f"{error.start}); expected a trajlens report index"]) from None
+    except OSError as error:
+        raise ConfigError([f"--report: {index}: cannot read it ({error.strerror or error})"]) from None
+    if COMPARISONS_END not in text or NAV_END not in text:
+        raise ConfigError([f"--report: {index} is not a trajlens report index (write it with trajlens report)"])
+    return text
+
+
 def add_comparison(index: Path, anchor: str, title: str, section: str) -> None:
     """Put a comparison section into an existing ``index.html`` (replacing one of the same
-    anchor), with a link to it in the page's navigation."""
-    text = index.read_text()
-    if COMPARISONS_END not in text or NAV_END not in text:
-        from trajlens.errors import ConfigError
-
-        raise ConfigError([f"--report: {index} is not a trajlens report index (write it with trajlens report)"])
+    anchor), with a link to it in the page's navigation; the page is replaced whole, never
+    left half written."""
+    text = read_report_index(index)
     start, end = f"<!-- comparison {anchor} -->", f"<!-- /comparison {anchor} -->"
     block = f"{start}{section}{end}"
     link = f'<a href="#{html.escape(anchor)}">{html.escape(title)}</a>'
@@ -156,7 +170,9 @@ def add_comparison(index: Path, anchor: str, title: str, section: str) -> None:
         text = text[:text.index(start)] + block + text[text.index(end) + len(end):]
     else:
         text = text.replace(COMPARISONS_END, block + COMPARISONS_END, 1).replace(NAV_END, link + NAV_END, 1)
-    index.write_text(text)
+    partial = index.with_name(f".{index.name}.partial")
+    partial.write_text(text)
+    partial.replace(index)
 
 
 def _side_by_side(store: Any, runs: list[tuple[str, str]]) -> str:
