@@ -262,3 +262,29 @@ def test_compare_checks_its_report_index_before_the_work(store, tmp_path):
         assert done.returncode == 1
         assert _one_error_line(done).startswith(f"error: --report: {tmp_path / report / 'index.html'}: ")
         assert not (tmp_path / "cmp").exists()
+
+
+@pytest.mark.parametrize("command", ["sample", "report"])
+def test_a_split_the_run_does_not_have_is_refused(store, tmp_path, command):
+    run = trajlens.open(store).runs.collect()["run_id"][0]
+    arguments = ("--out", tmp_path / "report") if command == "report" else ()
+    done = run_cli(command, store, "--run", run, "--split", "nosuch", *arguments)
+    assert done.returncode == 1
+    assert _one_error_line(done) == f"error: split 'nosuch': run {run!r} has the splits train"
+    assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (("advantages", "{store}", "--run", "{run}", "-e", "grpo", "--json", "{tmp}/v.json"),
+     "error: --json writes the verdict of --identify; pass --identify, or drop --json"),
+    (("advantages", "{store}", "--run", "{run}", "--identify", "-e", "grpo", "--label", "x"),
+     "error: --identify tries every estimator and convention itself; drop --estimator, --label"),
+    (("view", "{store}", "--run", "{run}", "--trajectory", "t", "--no-credit", "-e", "grpo", "--out", "{tmp}/v.html"),
+     "error: --estimator picks the credit colours; drop it, or drop --no-credit"),
+])
+def test_options_that_would_be_ignored_are_refused(store, tmp_path, arguments, message):
+    run = trajlens.open(store).runs.collect()["run_id"][0]
+    done = run_cli(*(a.format(store=store, run=run, tmp=tmp_path) for a in arguments))
+    assert done.returncode == 1
+    assert _one_error_line(done) == message
+    assert not any(tmp_path.glob("v.*"))

@@ -199,7 +199,7 @@ def load_checks(path: Path | str) -> tuple[Check, ...]:
     try:
         document = tomllib.loads(text)
     except ValueError as error:  # TOMLDecodeError, or an integer past Python's digit limit
-        raise CheckConfigError([f"{path}: not valid TOML ({_found(str(error), 200)[1:-1]})"]) from None
+        raise CheckConfigError([f"{path}: not valid TOML ({error})"]) from None
     return parse_checks(document, str(path))
 
 
@@ -261,9 +261,9 @@ def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> No
         bad("severity", " or ".join(SEVERITIES))
     for key in ("window", "steps", "baseline"):
         if key in values and not 1 <= values[key] <= MAX_SPAN:
-            bad(key, f"a whole number of steps from 1 to {MAX_SPAN}")
+            bad(key, f"a whole number of steps, at least 1 and at most {MAX_SPAN}")
     if "after_step" in values and not 0 <= values["after_step"] <= MAX_STEP:
-        bad("after_step", "a step number from 0 to 2**63-1")
+        bad("after_step", "a step number, at least 0 and at most 2**63-1")
     infinite = {key for key in ("above", "below", "min_change", "factor", "min_ratio")
                 if key in values and not _finite(values[key])}
     for key in sorted(infinite, key=list(values).index):

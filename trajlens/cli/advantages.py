@@ -62,6 +62,12 @@ def advantages(
     """
     if identify and (engine != "local" or ray_address is not None):
         raise ConfigError(["--identify runs on the local engine; drop --engine and --ray-address"])
+    recomputing = {"--estimator": estimator, "--option": option, "--trainer": trainer, "--label": label}
+    if identify and any(recomputing.values()):
+        named = ", ".join(flag for flag, value in recomputing.items() if value)
+        raise ConfigError([f"--identify tries every estimator and convention itself; drop {named}"])
+    if json_out is not None and not identify:
+        raise ConfigError(["--json writes the verdict of --identify; pass --identify, or drop --json"])
     if identify:
         _identify(store, run, json_out)
         return

@@ -33,13 +33,13 @@ def channels(
     """
     import trajlens
     from trajlens.run.channels import run_channel_watch, watch_lines
-    from trajlens.run.splits import measured_split
+    from trajlens.run.splits import requested_split
 
     if output is not None:
         check_output(output, TABLE_SUFFIXES)
     handle = trajlens.open(store)
     handle.require_runs([run])
-    chosen = split if split is not None else measured_split(handle, run)
+    chosen = requested_split(handle, run, split)
     watch = run_channel_watch(handle, run, chosen)
     if output is not None:
         write_output(output, frame=watch.table)  # the columns, without rows, when there is nothing to watch

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,6 +14,8 @@ from trajlens.cli._output import output_problems, write_atomically
 from trajlens.errors import ConfigError, InputError, TrajlensError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+POLL_MAX = 86_400.0
+"""The longest --poll, in seconds (a day); far longer ones overflow ``time.sleep``."""
 
 
 @app.command()
@@ -54,9 +57,8 @@ def check(
     try:
         code = _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_step, timeout, poll, settle)
     except TrajlensError as error:
-        problems = error.problems if isinstance(error, ConfigError) else [str(error)]
-        for problem in problems:
-            typer.echo(f"error: {problem}", err=True)
+        # one line, as every command prints an error: a ConfigError joins its problems with "; "
+        typer.echo(f"error: {error}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     raise typer.Exit(code)
 
@@ -76,8 +78,7 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
         problems.append("--fail-fast, --until-step and --timeout need --watch")
     if watch and until_step is None and timeout is None:
         problems.append("--watch needs --until-step or --timeout to end")
-    if poll <= 0 or settle < 0:
-        problems.append("--poll must be positive and --settle not negative")
+    problems += _watch_option_problems(until_step, timeout, poll, settle)
     if problems:
         raise ConfigError(problems)
     checks = load_checks(config) if config is not None else default_checks()
@@ -106,3 +107,18 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
         document = output.to_json(result)
         write_atomically(json_out, lambda p: p.write_text(document, encoding="utf-8"), flag="--json")
     return code
+
+
+def _watch_option_problems(until_step: int | None, timeout: float | None, poll: float, settle: float) -> list[str]:
+    """One line per --watch option out of range: a negative step, or seconds that are negative,
+    not a number or infinite (a NaN --timeout would never end the watch)."""
+    problems = []
+    if until_step is not None and until_step < 0:
+        problems.append(f"--until-step: expected a step number, at least 0, found {until_step}")
+    if timeout is not None and not (math.isfinite(timeout) and timeout >= 0):
+        problems.append(f"--timeout: expected a finite number of seconds, at least 0, found {timeout:g}")
+    if not (math.isfinite(poll) and 0 < poll <= POLL_MAX):
+        problems.append(f"--poll: expected a number of seconds above 0 and at most {POLL_MAX:g}, found {poll:g}")
+    if not (math.isfinite(settle) and settle >= 0):
+        problems.append(f"--settle: expected a finite number of seconds, at least 0, found {settle:g}")
+    return problems

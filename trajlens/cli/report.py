@@ -47,7 +47,7 @@ def report(
     seed: Annotated[int, typer.Option("--seed", min=0, max=COUNT_MAX, help="Seed of the draw.")] = 0,
     compare: Annotated[Optional[list[str]], typer.Option("--compare", help="A,B: a comparison for index.html (repeatable); sides as in trajlens compare.")] = None,
     viewers: Annotated[int, typer.Option("--viewers", min=0, max=COUNT_MAX, help="Trajectory viewer pages per run.")] = 3,
-    split: Annotated[str, typer.Option("--split", help="Trajectories of this split (a run without it is reported on the split it has).")] = "train",
+    split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split, which every run reported must have (default: training, else the split a run has).")] = None,
 ) -> None:
     """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.
 
@@ -63,16 +63,20 @@ def report(
     """
     import trajlens
     from trajlens.report import report_store
+    from trajlens.run.splits import TRAIN_SPLIT, requested_split
 
     pairs = [parse_pair(text) for text in compare or []]
     check_folder_output(output)
     handle = trajlens.open(store)
     runs = run or handle.run_ids()
     handle.require_runs(runs)
+    if split is not None:
+        for run_id in runs:
+            requested_split(handle, run_id, split)
     check_sides(handle, pairs)
     with folder_output(output) as partial, progress_bar("reporting", total=len(runs)) as tick:
         written = report_store(handle, partial, n=n, seed=seed, run_ids=runs, comparisons=pairs,
-                               viewers_per_run=viewers, progress=tick, split=split)
+                               viewers_per_run=viewers, progress=tick, split=split or TRAIN_SPLIT)
     from trajlens.report.overview import overview_text
 
     typer.echo(overview_text(written))

@@ -38,7 +38,7 @@ def sample(
     n: Annotated[int, typer.Option("--n", min=1, max=COUNT_MAX, help="Trajectories drawn per stage (all when a stage has fewer).")] = 80,
     seed: Annotated[int, typer.Option("--seed", min=0, max=COUNT_MAX, help="Seed of the draw.")] = 0,
     stages: Annotated[str, typer.Option("--stages", help="quartiles, early_late, or NAME:FIRST-LAST,... step ranges.")] = "quartiles",
-    split: Annotated[str, typer.Option("--split", help="Trajectories of this split (a run without it: the split it has).")] = "train",
+    split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split (default: training, else the split the run has).")] = None,
     output: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Write the report to a .md or .html file, or its rates table (sample beside population) "
         "to a .csv, .json or .parquet file, instead of printing it.")] = None,
@@ -54,15 +54,15 @@ def sample(
     import trajlens
     from trajlens.classify import stage_report
     from trajlens.engine.classify import run_measures
-    from trajlens.run.splits import measured_split
+    from trajlens.run.splits import TRAIN_SPLIT, requested_split
 
     if output is not None:
         check_output(output, tuple(OUTPUT_FORMATS))
     handle = trajlens.open(store)
     handle.require_runs([run])
-    chosen = measured_split(handle, run, split)
-    if chosen != split:
-        typer.echo(f"run {run!r} has no {split} split: sampling its {chosen} split", err=True)
+    chosen = requested_split(handle, run, split)
+    if chosen != TRAIN_SPLIT and split is None:
+        typer.echo(f"run {run!r} has no {TRAIN_SPLIT} split: sampling its {chosen} split", err=True)
     with progress_bar("sampling") as tick:
         # the measures `trajlens classify` saved (its tool map), else classified and saved now, as the report does
         report = stage_report(handle, run_id=run, n=n, seed=seed, stages=parse_stages(stages), split=chosen,

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._output import folder_output
 from trajlens.cli._progress import progress_bar
 
 
@@ -15,30 +16,35 @@ from trajlens.cli._progress import progress_bar
 def synth(
     scenario: Annotated[str, typer.Argument(help="Scenario: sao-r6, sao-r7, grpo-leg, multireward or resume-lr.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run directory to create (must not exist).")],
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Training steps (default: the scenario's).")] = None,
-    batch: Annotated[Optional[int], typer.Option("--batch", help="Trajectories per step, a multiple of the group size.")] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed; the same arguments give identical files.")] = 0,
-    tokens: Annotated[Optional[int], typer.Option("--tokens", help="Mean tokens per trajectory at the first step.")] = None,
-    calls: Annotated[Optional[int], typer.Option("--calls", help="Mean tool calls per trajectory at the first step.")] = None,
-    first_step: Annotated[int, typer.Option("--first-step", help="Number of the first step (steps are independent draws).")] = 1,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Training steps, at most 100,000 (default: the scenario's).")] = None,
+    batch: Annotated[Optional[int], typer.Option("--batch", help="Trajectories per step, a multiple of the group size, at most 16,384.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (0 or more); the same arguments give identical files.")] = 0,
+    tokens: Annotated[Optional[int], typer.Option("--tokens", help="Mean tokens per trajectory at the first step (50 to 200,000).")] = None,
+    calls: Annotated[Optional[int], typer.Option("--calls", help="Mean tool calls per trajectory at the first step (3 to 1,000).")] = None,
+    first_step: Annotated[int, typer.Option("--first-step", help="Number of the first step (steps are independent draws); the last step is at most 2**31 - 1.")] = 1,
     log_probs: Annotated[Optional[bool], typer.Option("--log-probs/--no-log-probs", help="Write per-token log-probabilities.")] = None,
 ) -> None:
     """Generate an RL run of a coding agent that reproduces a seed phenomenon, with its ground truth.
 
     Writes a run directory in the canonical Parquet layout (one step at a time, so large runs fit
     in memory) and truth.json beside its tables: the injected curves and events, and what was
-    generated. `python -m trajlens.synth.regenerate sample_data` rebuilds the shipped samples.
+    generated. The run is written beside OUT first and moved into place at the end, so a run that
+    fails or is interrupted leaves nothing under OUT. A step holds at most a million tool calls and
+    50 million tokens (batch x calls, batch x tokens). `python -m trajlens.synth.regenerate
+    sample_data` rebuilds the shipped samples.
 
     Example: trajlens synth sao-r6 --out runs/r6
 
     Example: trajlens synth sao-r7 --steps 200 --batch 64 --calls 50 --tokens 60000 --out runs/r7-large
     """
-    from trajlens.synth import SCENARIOS, generate
+    from trajlens.synth import generate
+    from trajlens.synth.generate import OPTIONS, configure
 
-    total = steps if steps is not None else (SCENARIOS[scenario].steps if scenario in SCENARIOS else None)
-    with progress_bar(f"synth {scenario}", total=total) as tick:
-        result = generate(scenario, out, steps=steps, batch=batch, seed=seed, first_step=first_step,
-                          tokens_per_trajectory=tokens, tool_calls_per_trajectory=calls, log_probs=log_probs,
-                          on_step=lambda step: tick(f"step {step}"))
+    sizes = dict(steps=steps, batch=batch, seed=seed, first_step=first_step, tokens_per_trajectory=tokens,
+                 tool_calls_per_trajectory=calls, log_probs=log_probs)
+    spec = configure(scenario, out, **sizes, names=OPTIONS)  # every bad option, before any work
+    with folder_output(out) as partial, progress_bar(f"synth {scenario}", total=spec.steps) as tick:
+        partial.rmdir()  # the generator makes the run directory itself
+        result = generate(scenario, partial, **sizes, on_step=lambda step: tick(f"step {step}")).moved(out)
     typer.echo(f"wrote {result.scenario} ({result.steps} steps, {result.trajectories} trajectories, "
                f"{result.tool_calls} tool calls, {result.tokens} tokens) to {result.directory}; truth in {result.truth}")

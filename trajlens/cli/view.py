@@ -31,8 +31,11 @@ def view(
     """
     import trajlens
     from trajlens.engine.classify import run_measures
+    from trajlens.errors import ConfigError
     from trajlens.report.viewer import report_link, resolve_trajectory, run_credit, viewer_page
 
+    if estimator is not None and not credit:
+        raise ConfigError(["--estimator picks the credit colours; drop it, or drop --no-credit"])
     check_output(output, (".html",))
     handle = trajlens.open(store)
     handle.require_runs([run])

@@ -184,14 +184,11 @@ def _dynamic_weights(trajectories: pl.DataFrame, wide: pl.DataFrame, names: list
 
 def run_channel_watch(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> ChannelWatch:
     """:func:`channel_watch` of a stored run's trajectories of ``split`` (its training split by default)."""
-    from trajlens.errors import ConfigError
     from trajlens.run.partitions import scan_run_table
-    from trajlens.run.splits import run_splits
+    from trajlens.run.splits import requested_split
 
     store.require_runs([run_id])
-    splits = run_splits(store, run_id)
-    if split not in splits:
-        raise ConfigError([f"split {split!r}: run {run_id!r} has the splits {', '.join(splits) or 'none'}"])
+    requested_split(store, run_id, split)
     trajectories = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split)
                     .select("run_id", "step", "trajectory_id", "group_id", "split", "model_tokens", "reward",
                             "reward_channels").collect().sort("step", maintain_order=True))

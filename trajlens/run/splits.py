@@ -43,6 +43,20 @@ def chosen_split(splits: Sequence[str], split: str = TRAIN_SPLIT) -> str:
     return split if split in splits or not splits else splits[0]
 
 
+def requested_split(store: Any, run_id: str, split: str | None) -> str:
+    """The split a command measures: ``split`` when the user named one, which the run must have
+    (else a one-line :class:`~trajlens.errors.ConfigError` naming the splits it has); without
+    one, :func:`measured_split`."""
+    if split is None:
+        return measured_split(store, run_id)
+    splits = run_splits(store, run_id)
+    if split not in splits:
+        from trajlens.errors import ConfigError
+
+        raise ConfigError([f"split {split!r}: run {run_id!r} has the splits {', '.join(splits) or 'none'}"])
+    return split
+
+
 def measured_split(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> str:
     """``split`` when the stored run has it, else the split it has (a run with validation data
     only is measured on that, as what it is)."""

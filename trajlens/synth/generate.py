@@ -33,7 +33,27 @@ from trajlens.synth.truth import TruthRecorder
 
 GENERATOR_VERSION = "1"
 CHANNELS = ("format", "correctness")
+# Upper bounds of the sizes (checked by :func:`configure`). The largest documented runs are 1,000
+# steps (docs/checks.md), 1,024 trajectories a step (the multireward seed batch), 50 tool calls
+# and 60,000 tokens a trajectory (benchmarks/bench_synth.py: 64 x 60,000 = 3.8 M tokens a step);
+# each bound leaves 10x or more room above them. A step is generated in memory: at the per-step
+# bounds (a million tool calls, 50 M tokens) it takes some 4 GB and 25 s.
+MAX_STEPS = 100_000
+"""Most steps a run may have (100x the longest documented; at the defaults about 15 minutes)."""
+MAX_STEP = 2**31 - 1
+"""Largest step number a run may reach (``first_step + steps - 1``): far inside int64."""
+MAX_BATCH = 16_384
+"""Most trajectories a step (16x the multireward seed batch of 1,024)."""
+MAX_TOOL_CALLS_PER_TRAJECTORY = 1_000
+"""Largest mean number of tool calls a trajectory (20x the documented 50)."""
 MAX_TOKENS_PER_TRAJECTORY = 200_000
+"""Largest mean number of tokens a trajectory (3x the documented 60,000)."""
+MAX_TOOL_CALLS_PER_STEP = 1_000_000
+"""Largest batch x mean tool calls a trajectory (300x the documented 64 x 50)."""
+MAX_TOKENS_PER_STEP = 50_000_000
+"""Largest batch x mean tokens a trajectory (13x the documented 64 x 60,000)."""
+MAX_SEED = 2**63 - 1
+"""Largest seed: any int64."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +71,15 @@ class SynthResult:
     tokens: int
     extra_files: tuple[Path, ...] = ()
     """Files beside the tables other than the truth (the resume-lr metrics file and config)."""
+
+    def moved(self, directory: Path) -> SynthResult:
+        """The same result once the run directory has been moved to ``directory``."""
+
+        def move(path: Path) -> Path:
+            return directory / path.relative_to(self.directory)
+
+        return replace(self, directory=directory, truth=move(self.truth),
+                       extra_files=tuple(move(path) for path in self.extra_files))
 
 
 def generate(
@@ -83,11 +112,15 @@ def generate(
         progress: show a progress bar on stderr.
         on_step: called with each step number once it is written.
 
+    The directory is written in place; on a failure what was written of it is left (``trajlens
+    synth`` writes into a partial sibling folder and moves it into place at the end instead).
+
     Raises:
-        ConfigError: every invalid argument at once.
+        ConfigError: every invalid argument at once (see :func:`configure` for the bounds).
     """
-    spec = _configure(scenario, out, steps, batch, tokens_per_trajectory, tool_calls_per_trajectory, log_probs,
-                      first_step)
+    spec = configure(scenario, out, steps=steps, batch=batch, seed=seed, first_step=first_step,
+                     tokens_per_trajectory=tokens_per_trajectory, tool_calls_per_trajectory=tool_calls_per_trajectory,
+                     log_probs=log_probs)
     directory = Path(out)
     if spec.resume is not None:
         from trajlens.synth._resume import generate_resume
@@ -104,40 +137,102 @@ def generate(
             bar.stop()
 
 
-def _configure(name, out, steps, batch, tokens, calls, log_probs, first_step) -> Scenario:
+PARAMETERS: dict[str, str] = {
+    "out": "out", "steps": "steps", "batch": "batch", "seed": "seed", "first_step": "first_step",
+    "tokens_per_trajectory": "tokens_per_trajectory", "tool_calls_per_trajectory": "tool_calls_per_trajectory",
+}
+"""How :func:`configure` names each argument in its errors: as :func:`generate`'s parameters."""
+OPTIONS: dict[str, str] = {
+    "out": "--out", "steps": "--steps", "batch": "--batch", "seed": "--seed", "first_step": "--first-step",
+    "tokens_per_trajectory": "--tokens", "tool_calls_per_trajectory": "--calls",
+}
+"""How ``trajlens synth`` names them: as its options."""
+
+
+def configure(
+    scenario: str,
+    out: Path | str,
+    *,
+    steps: int | None = None,
+    batch: int | None = None,
+    seed: int = 0,
+    first_step: int = 1,
+    tokens_per_trajectory: int | None = None,
+    tool_calls_per_trajectory: int | None = None,
+    log_probs: bool | None = None,
+    names: dict[str, str] = PARAMETERS,
+) -> Scenario:
+    """Check the arguments of :func:`generate` before any work, the same way for every scenario;
+    the scenario with its sizes applied.
+
+    Every size has an upper bound (see the ``MAX_*`` constants), so that a mistyped number fails
+    at once rather than running for days, filling the disk or memory, or overflowing a step
+    number. ``names`` says how an error names each argument (:data:`PARAMETERS` or the CLI's
+    :data:`OPTIONS`).
+
+    Raises:
+        ConfigError: every invalid argument at once, one line each.
+    """
     problems = []
-    if name not in SCENARIOS:
-        raise ConfigError([f"unknown scenario {name!r}: choose one of {', '.join(SCENARIOS)}"])
-    spec = SCENARIOS[name]
+    if scenario not in SCENARIOS:
+        raise ConfigError([f"unknown scenario {scenario!r}: choose one of {', '.join(SCENARIOS)}"])
+    spec = SCENARIOS[scenario]
+    resume = spec.resume is not None
+
+    def bad(name: str, value: int, low: int, high: int, why: str = "") -> bool:
+        if low <= value <= high:
+            return False
+        problems.append(f"{names[name]} must be between {low:,} and {high:,}{why}, got {value}")
+        return True
+
     if Path(out).exists():
-        problems.append(f"output directory {out} already exists")
-    if steps is not None and steps < 1:
-        problems.append(f"steps must be at least 1, got {steps}")
-    if first_step < 1 or (spec.resume is not None and first_step != 1):
-        problems.append(f"first_step must be at least 1 (and 1 for {name}), got {first_step}")
-    if spec.resume is None:
-        if batch is not None:
-            if batch < max(2, spec.group_size) or batch % spec.group_size:
-                problems.append(f"batch must be a multiple of the group size {spec.group_size} and at least "
-                                f"{max(2, spec.group_size)} for {name}, got {batch}")
-        if calls is not None and calls < 3:
-            problems.append(f"tool_calls_per_trajectory must be at least 3, got {calls}")
-        if tokens is not None and not 50 <= tokens <= MAX_TOKENS_PER_TRAJECTORY:
-            problems.append(f"tokens_per_trajectory must be between 50 and {MAX_TOKENS_PER_TRAJECTORY}, got {tokens}")
+        problems.append(f"{names['out']} {out}: already exists; choose a new folder")
+    steps_bad = steps is not None and bad("steps", steps, 1, MAX_STEPS)
+    total = spec.steps if steps is None or steps_bad else steps
+    if resume and first_step != 1:
+        problems.append(f"{names['first_step']} must be 1 for {scenario}, got {first_step}")
+    else:
+        bad("first_step", first_step, 1, MAX_STEP - total + 1,
+            f" (with {total:,} steps, so that the last step is at most {MAX_STEP:,})")
+    bad("seed", seed, 0, MAX_SEED)
+    batch_bad = False
+    if batch is not None:
+        low = max(2, spec.group_size)
+        if batch % spec.group_size:
+            batch_bad = True
+            problems.append(f"{names['batch']} must be a multiple of the group size {spec.group_size} and at least "
+                            f"{low} for {scenario}, got {batch}")
+        else:
+            batch_bad = bad("batch", batch, low, MAX_BATCH, f" (a multiple of the group size {spec.group_size} "
+                                                            f"for {scenario})")
+    calls_bad = (tool_calls_per_trajectory is not None
+                 and bad("tool_calls_per_trajectory", tool_calls_per_trajectory, 3, MAX_TOOL_CALLS_PER_TRAJECTORY))
+    tokens_bad = (tokens_per_trajectory is not None
+                  and bad("tokens_per_trajectory", tokens_per_trajectory, 50, MAX_TOKENS_PER_TRAJECTORY))
+    if not resume:
         if spec.critic is not None and (spec.critic.gamma != 1.0 or spec.critic.lam != 1.0):
-            problems.append(f"{name}: the value calibration assumes gamma = lambda = 1")
+            problems.append(f"{scenario}: the value calibration assumes gamma = lambda = 1")
+        size = batch if batch is not None else spec.batch
+        calls = tool_calls_per_trajectory or spec.tool_calls_per_trajectory
+        tokens = tokens_per_trajectory or spec.tokens_per_trajectory
+        if not (batch_bad or calls_bad) and size * calls > MAX_TOOL_CALLS_PER_STEP:
+            problems.append(f"{names['batch']} x {names['tool_calls_per_trajectory']} ({size:,} x {calls:,}) must be "
+                            f"at most {MAX_TOOL_CALLS_PER_STEP:,} tool calls a step")
+        if not (batch_bad or tokens_bad) and size * tokens > MAX_TOKENS_PER_STEP:
+            problems.append(f"{names['batch']} x {names['tokens_per_trajectory']} ({size:,} x {tokens:,}) must be "
+                            f"at most {MAX_TOKENS_PER_STEP:,} tokens a step")
     if problems:
         raise ConfigError(problems)
     changes: dict = {}
     if steps is not None:
         changes["steps"] = steps
-    if batch is not None and spec.resume is None:
+    if batch is not None and not resume:
         changes["batch"] = batch
-    if tokens is not None:
-        changes["tokens_per_trajectory"] = tokens
-    if calls is not None:
-        changes["tool_calls_per_trajectory"] = calls
-        changes["max_calls"] = max(4, round(spec.max_calls * calls / spec.tool_calls_per_trajectory))
+    if tokens_per_trajectory is not None:
+        changes["tokens_per_trajectory"] = tokens_per_trajectory
+    if tool_calls_per_trajectory is not None:
+        changes["tool_calls_per_trajectory"] = tool_calls_per_trajectory
+        changes["max_calls"] = max(4, round(spec.max_calls * tool_calls_per_trajectory / spec.tool_calls_per_trajectory))
     if log_probs is not None:
         changes["log_probs"] = log_probs
     return replace(spec, **changes)
