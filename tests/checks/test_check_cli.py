@@ -103,7 +103,7 @@ def test_warnings_fail_only_with_strict(tmp_path):
     assert trajlens("check", "sample_data/resume-lr", "--config", config, "--strict").returncode == 1
 
 
-def test_config_errors_exit_2_with_one_line_each(tmp_path):
+def test_config_errors_exit_2_on_one_line(tmp_path):
     config = tmp_path / "bad.toml"
     config.write_text('[checks.a]\nmeasure = "share:thinking"\ncondition = "threshold"\nabove = 0.1\n'
                       '[checks.b]\nmeasure = "share:think"\ncondition = "threshold"\nabove = "high"\n')
@@ -111,10 +111,53 @@ def test_config_errors_exit_2_with_one_line_each(tmp_path):
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         f"error: {config}: check 'a': field 'measure': unknown class 'thinking' for share (one of submit, test_suite, "
-        "test_targeted, quick_check, run_script, edit, view, search, think, other)",
-        f"error: {config}: check 'b': field 'above': expected a whole number or a number, found 'high'",
+        "test_targeted, quick_check, run_script, edit, view, search, think, other); "
+        f"{config}: check 'b': field 'above': expected a whole number or a number, found 'high'",
     ]
     assert "Traceback" not in done.stderr
+
+
+def test_problems_of_one_check_share_the_line(tmp_path):
+    config = tmp_path / "checks.toml"
+    config.write_text('[checks.x]\nmeasure = "share:think"\ncondition = "trend"\nwindow = 99999999999999999999\n'
+                      'direction = "sideways"\n')
+    done = trajlens("check", "sample_data/sao-r6", "--config", config)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"error: {config}: check 'x': field 'window': expected a whole number of steps, at least 1 and at most "
+        f"1000000, found 99999999999999999999; {config}: check 'x': field 'direction': expected increase or "
+        "decrease, found 'sideways'"]
+
+
+def test_a_window_too_large_for_polars_is_a_config_error(tmp_path):
+    config = tmp_path / "checks.toml"
+    config.write_text('[checks.x]\nmeasure = "share:think"\ncondition = "threshold"\nabove = 0.15\n'
+                      'window = 99999999999999999999\n')
+    done = trajlens("check", "sample_data/sao-r6", "--config", config)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (f"error: {config}: check 'x': field 'window': expected a whole number of steps, at least 1 "
+                           "and at most 1000000, found 99999999999999999999\n")
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--timeout", "nan"], "--timeout: expected a finite number of seconds, at least 0, found nan"),
+    (["--timeout", "inf"], "--timeout: expected a finite number of seconds, at least 0, found inf"),
+    (["--timeout", "-5"], "--timeout: expected a finite number of seconds, at least 0, found -5"),
+    (["--until-step", "-1"], "--until-step: expected a step number, at least 0, found -1"),
+    (["--timeout", "1", "--poll", "nan"], "--poll: expected a number of seconds above 0 and at most 86400, found nan"),
+    (["--timeout", "1", "--poll", "0"], "--poll: expected a number of seconds above 0 and at most 86400, found 0"),
+    (["--timeout", "1", "--poll", "1e300"],
+     "--poll: expected a number of seconds above 0 and at most 86400, found 1e+300"),
+    (["--timeout", "1", "--settle", "nan"], "--settle: expected a finite number of seconds, at least 0, found nan"),
+    (["--timeout", "1", "--settle", "-1"], "--settle: expected a finite number of seconds, at least 0, found -1"),
+    (["--until-step", "-1", "--timeout", "nan"], "--until-step: expected a step number, at least 0, found -1; "
+     "--timeout: expected a finite number of seconds, at least 0, found nan"),
+])
+def test_bad_watch_options_exit_2_on_one_line(args, line):
+    done = trajlens("check", "sample_data/sao-r6", "--watch", *args)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"error: {line}"]
+    assert done.stdout == ""
 
 
 def test_input_and_usage_errors_exit_2(tmp_path):

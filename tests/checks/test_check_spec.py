@@ -50,6 +50,25 @@ def _problems(tmp_path, text: str) -> list[str]:
     ('condition = "threshold"\nabove = 0.1', "measure", "required"),
     ('measure = "metric:critic/grad_norm"\ncondition = "threshold"\nabove = 30\nsignificant = true', "measure",
      "no interval for 'significant'"),
+    # integers are bounded: a TOML integer has no limit, and the conditions hand them to polars and numpy
+    ('measure = "share:think"\ncondition = "threshold"\nabove = 0.1\nwindow = 99999999999999999999', "window",
+     "at most 1000000, found 99999999999999999999"),
+    ('measure = "share:think"\ncondition = "trend"\ndirection = "increase"\nwindow = 1000001', "window",
+     "at most 1000000"),
+    ('measure = "share:think"\ncondition = "consecutive"\nabove = 0.1\nsteps = 99999999999999999999', "steps",
+     "at most 1000000"),
+    ('measure = "share:think"\ncondition = "jump"\nfactor = 2\nbaseline = 99999999999999999999', "baseline",
+     "at most 1000000"),
+    ('measure = "share:think"\ncondition = "jump"\nfactor = 2\nbaseline = 0', "baseline", "at least 1"),
+    ('measure = "share:think"\ncondition = "threshold"\nabove = 0.1\nafter_step = 99999999999999999999', "after_step",
+     "at most 2**63-1"),
+    ('measure = "share:think"\ncondition = "threshold"\nabove = 0.1\nafter_step = -1', "after_step", "at least 0"),
+    ('measure = "ran_suite"\ncondition = "stage_change"\ndirection = "decrease"\n'
+     'stages = [["a", 0, 99999999999999999999]]', "stages", "last_step <= 2**63-1"),
+    ('measure = "ran_suite"\ncondition = "stage_change"\ndirection = "decrease"\nstages = [["a", -5, 5]]', "stages",
+     "0 <= first_step"),
+    ('measure = "share:think"\ncondition = "threshold"\nabove = 1' + "0" * 400, "above", "expected a finite number"),
+    ('measure = "share:think"\ncondition = "jump"\nfactor = -inf', "factor", "expected a finite number"),
 ])
 def test_a_bad_check_is_one_line_naming_file_check_and_field(tmp_path, body, field, words):
     problems = _problems(tmp_path, f"[checks.my_check]\n{body}\n")
@@ -58,6 +77,24 @@ def test_a_bad_check_is_one_line_naming_file_check_and_field(tmp_path, body, fie
     assert "\n" not in line
     assert line.startswith(f"{tmp_path / 'checks.toml'}: check 'my_check': field '{field}'")
     assert words in line
+
+
+def test_a_long_value_is_shortened_in_its_problem_line(tmp_path):
+    (line,) = _problems(tmp_path, '[checks.my_check]\nmeasure = "share:think"\ncondition = "threshold"\n'
+                                  f'above = 0.1\nwindow = {"9" * 4000}\n')
+    assert line.endswith(f"found {'9' * 77}...")
+
+
+def test_integers_past_a_float_are_not_finite_thresholds(tmp_path):
+    problems = _problems(tmp_path, '[checks.a]\nmeasure = "share:think"\ncondition = "threshold"\n'
+                                   f'above = 1{"0" * 400}\nbelow = 2{"0" * 400}\n')
+    assert [p.split(": ")[2] for p in problems] == ["field 'above'", "field 'below'"]
+    assert all("expected a finite number" in p for p in problems)
+
+
+def test_an_integer_past_python_s_digit_limit_is_invalid_toml(tmp_path):
+    (line,) = _problems(tmp_path, f'[checks.a]\nmeasure = "share:think"\ncondition = "threshold"\nabove = {"9" * 5000}\n')
+    assert line.startswith(f"{tmp_path / 'checks.toml'}: not valid TOML (") and "\n" not in line
 
 
 def test_problems_of_several_checks_are_collected(tmp_path):

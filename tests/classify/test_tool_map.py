@@ -191,6 +191,9 @@ def test_bad_tool_map_lists_every_problem_with_file_and_entry(tmp_path):
     assert any("tools[1]" in p and "look-around" in p for p in problems)
     assert any("tools[2]" in p and "'a.b' is not a plain identifier" in p for p in problems)
     assert any("tools[2]" in p and "invalid regular expression" in p for p in problems)
+    with pytest.raises(ConfigError, match="reads differently in Python and in Polars") as caught:
+        parse_tool_map('[[tools]]\nregex = "[[:alpha:]]+"\nclass = "view"\n', "posix.toml")  # no warning printed
+    assert len(caught.value.problems) == 1
     with pytest.raises(ConfigError, match="not valid TOML"):
         parse_tool_map("[[tools]\n", "x.toml")
     with pytest.raises(ConfigError, match="cannot read the tool map"):

@@ -166,10 +166,20 @@ def _check_regex(pattern: Any, where: str, problems: list[str]) -> str | None:
     if not isinstance(pattern, str):
         problems.append(f"{where}: expected a regular expression string, found {type(pattern).__name__}")
         return None
+    import warnings
+
     try:
-        python_regex(pattern)
+        with warnings.catch_warnings():
+            # Python warns where its reading may differ from another engine's ([[:alpha:]] is a
+            # class in Rust's regex, a nested set to Python): both must read a pattern alike.
+            warnings.simplefilter("error", FutureWarning)
+            python_regex(pattern)
     except re.error as error:
         problems.append(f"{where}: invalid regular expression {pattern!r}: {error}")
+        return None
+    except FutureWarning as warning:
+        problems.append(f"{where}: {pattern!r} reads differently in Python and in Polars ({warning}); "
+                        "escape the '[' or write the class out")
         return None
     if re.search(r"\(\?[=!<]|\\[1-9]", pattern):
         problems.append(f"{where}: {pattern!r} uses look-around or a back-reference, which the classifier cannot run")
