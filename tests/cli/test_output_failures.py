@@ -288,3 +288,26 @@ def test_options_that_would_be_ignored_are_refused(store, tmp_path, arguments, m
     assert done.returncode == 1
     assert _one_error_line(done) == message
     assert not any(tmp_path.glob("v.*"))
+
+
+def test_a_folder_on_another_filesystem_is_filled_by_copying(tmp_path, monkeypatch):
+    """--out a mount point: the partial sibling lies on the parent's filesystem, so its files
+    cannot be renamed into the folder; they are copied there instead."""
+    from trajlens.cli import _output
+
+    target = tmp_path / "mounted"
+    (target / "old").mkdir(parents=True)
+    real = Path.replace
+
+    def replace(self, destination):
+        if Path(destination).is_relative_to(target):
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        return real(self, destination)
+
+    monkeypatch.setattr(Path, "replace", replace)
+    with _output.folder_output(target) as partial:
+        (partial / "index.html").write_text("page")
+        (partial / "run").mkdir()
+        (partial / "run" / "a.md").write_text("a")
+    assert (target / "index.html").read_text() == "page" and (target / "run" / "a.md").read_text() == "a"
+    assert (target / "old").is_dir() and not list(tmp_path.glob(".mounted.*"))

@@ -11,6 +11,7 @@ and an error names the path the user gave, never the partial one. A command that
 from __future__ import annotations
 
 import contextlib
+import errno
 import html
 import json
 import os
@@ -222,8 +223,19 @@ def _move_into(source: Path, target: Path) -> None:
             shutil.rmtree(destination)
         elif entry.is_dir() and (destination.exists() or destination.is_symlink()):
             destination.unlink()
-        entry.replace(destination)
+        _replace(entry, destination)
     source.rmdir()
+
+
+def _replace(entry: Path, destination: Path) -> None:
+    """Rename ``entry`` to ``destination``; copied, then removed, when ``destination`` is on
+    another filesystem (a ``--out`` folder that is a mount point)."""
+    try:
+        entry.replace(destination)
+    except OSError as error:
+        if error.errno != errno.EXDEV:
+            raise
+        shutil.move(entry, destination)
 
 
 def _remove_empty(folders: list[Path]) -> None:
