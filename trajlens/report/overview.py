@@ -37,12 +37,12 @@ class Trend(NamedTuple):
 
 def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> dict[str, Trend]:
     """The run's mean reward, its mean model tokens per trajectory and the share of the behaviour
-    class that moved most between the first and the last quarter of its steps. Tokens and shares
-    are the checks' ``mean:model_tokens`` and ``share:<class>`` (calls of the class / all calls,
+    class that moved most between the first and the last quarter of its steps. Reward, tokens
+    and shares are the checks' ``reward``, ``mean:model_tokens`` and ``share:<class>`` (calls of the class / all calls,
     pooled over the step's trajectories, as the stage tables and the saved ``think_share_by_step``
     measure them). A run whose trajectories count no tokens shows its logged response length
     (which counts observation tokens too) under that name."""
-    from trajlens.checks.step_measures import trajectory_measure_stats
+    from trajlens.checks.step_measures import outcome_stats, trajectory_measure_stats
     from trajlens.classify.rules import BEHAVIOUR_CLASSES
     from trajlens.run.partitions import scan_run_table
     from trajlens.run.quarters import quarters
@@ -50,15 +50,14 @@ def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> d
     if measures.is_empty() or measures["step"].n_unique() < MIN_TREND_STEPS:
         return {}
     trends: dict[str, Trend] = {}
-    # Grouped in memory, where each step's rewards are summed in row order: the streaming
-    # engine's partial sums may round the last bit either way from one report to the next.
+    # The checks' `reward` (NaN left out), summed in memory in row order: the streaming engine's
+    # partial sums may round the last bit either way from one report to the next.
     rewards = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split)
-               .select("step", pl.col("reward").fill_nan(None)).drop_nulls().collect())
-    reward = rewards.group_by("step").agg(pl.col("reward").mean()).sort("step")
-    if reward.height >= MIN_TREND_STEPS:
-        first, last = quarters(reward["step"].to_numpy()).masks(rewards["step"].to_numpy())
-        values = rewards["reward"].to_numpy()
-        trends["reward"] = Trend(list(reward.iter_rows()), float(values[first].mean()), float(values[last].mean()))
+               .select("step", "reward", "resolved").collect())
+    reward_stats = outcome_stats(rewards).filter(pl.col("measure") == "reward").sort("step")
+    if reward_stats.height >= MIN_TREND_STEPS:
+        reward = pooled(reward_stats, proportion=False).select("step", pl.col("value").alias("reward"))
+        trends["reward"] = _measure_trend(reward, reward_stats, "reward", quarters(reward["step"].to_numpy()))
     names = [TOKENS_MEASURE, *(f"share:{c}" for c in BEHAVIOUR_CLASSES)]
     stats = trajectory_measure_stats(measures).filter(pl.col("measure").is_in(names))
     per_step = step_values(measures, names, stats)
