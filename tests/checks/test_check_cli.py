@@ -140,8 +140,9 @@ def test_a_window_too_large_for_polars_is_a_config_error(tmp_path):
 
 
 @pytest.mark.parametrize("args, line", [
-    (["--timeout", "nan"], "--timeout: expected a finite number of seconds, at least 0, found nan"),
-    (["--timeout", "inf"], "--timeout: expected a finite number of seconds, at least 0, found inf"),
+    # --until-step 1 ends the watch should --timeout nan or inf ever be accepted again (it alone never would)
+    (["--timeout", "nan", "--until-step", "1"], "--timeout: expected a finite number of seconds, at least 0, found nan"),
+    (["--timeout", "inf", "--until-step", "1"], "--timeout: expected a finite number of seconds, at least 0, found inf"),
     (["--timeout", "-5"], "--timeout: expected a finite number of seconds, at least 0, found -5"),
     (["--until-step", "-1"], "--until-step: expected a step number, at least 0, found -1"),
     (["--timeout", "1", "--poll", "nan"], "--poll: expected a number of seconds above 0 and at most 86400, found nan"),
