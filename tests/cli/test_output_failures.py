@@ -227,9 +227,10 @@ def test_an_out_whose_partial_name_is_too_long_is_refused_up_front(store, tmp_pa
 
 @pytest.mark.parametrize("arguments", [
     ("sql", "{store}", "SELECT 1 AS a", "--out", "{store}/runs/{run}/runs/part-0.parquet"),
-    ("sample", "{store}", "--run", "{run}", "--out", "{store}/sample.csv"),
+    ("sql", "{store}", "SELECT 1 AS a", "--out", "{store}/.publish.json"),
+    ("sample", "{store}", "--run", "{run}", "--out", "{store}/runs/{run}/sample.csv"),
     ("report", "{store}", "--run", "{run}", "--out", "{store}/runs/{run}"),
-    ("report", "{store}", "--run", "{run}", "--out", "{store}"),
+    ("report", "{store}", "--run", "{run}", "--out", "{store}/runs"),
 ])
 def test_no_output_goes_into_the_store(store, arguments):
     """An output inside the store could replace the store's own files (a table's Parquet, a
@@ -238,8 +239,15 @@ def test_no_output_goes_into_the_store(store, arguments):
     before = _contents(store)
     done = run_cli(*(a.format(store=store, run=run) for a in arguments))
     assert done.returncode == 1
-    assert f"inside the store {store}" in _one_error_line(done)
+    assert f"among the files of the store {store}, which only ingest" in _one_error_line(done)
     assert _contents(store) == before
+
+
+def test_a_report_may_be_kept_beside_its_store(store):
+    """The store's folder may hold other things: a report next to runs/ writes none of its files."""
+    run = trajlens.open(store).runs.collect()["run_id"][0]
+    assert run_cli("sample", store, "--run", run, "--out", store / "sample.md").returncode == 0
+    assert (store / "sample.md").is_file()
 
 
 def test_two_outputs_may_not_name_one_file(store, tmp_path):
@@ -270,7 +278,8 @@ def test_a_split_the_run_does_not_have_is_refused(store, tmp_path, command):
     arguments = ("--out", tmp_path / "report") if command == "report" else ()
     done = run_cli(command, store, "--run", run, "--split", "nosuch", *arguments)
     assert done.returncode == 1
-    assert _one_error_line(done) == f"error: split 'nosuch': run {run!r} has the splits train"
+    assert _one_error_line(done) == (f"error: split 'nosuch': run {run!r} has the splits train" if command == "sample"
+                                     else "error: split 'nosuch': no run reported has it (their splits: train)")
     assert not (tmp_path / "report").exists()
 
 

@@ -79,8 +79,8 @@ def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag
     if suffixes and path.suffix.lower() not in suffixes:
         problems.append(f"{flag} {path}: expected a file ending in {', '.join(suffixes)}")
     if (store := store_holding(path)) is not None:
-        problems.append(f"{flag} {path}: inside the store {store}, whose files trajlens alone writes; "
-                        "write it elsewhere")
+        problems.append(f"{flag} {path}: among the files of the store {store}, which only ingest and the "
+                        "analyses write; write it elsewhere")
     if not problems:
         partial = _partial(path)
         try:
@@ -165,24 +165,28 @@ def folder_output(folder: Path, *, flag: str = "--out") -> Iterator[Path]:
 
 def check_folder_output(folder: Path, *, flag: str = "--out") -> None:
     """Fail before any work when ``folder`` is an existing file (a folder is written into), or
-    lies in a store."""
+    lies among a store's own files (:func:`store_holding`)."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError([f"{flag} {folder}: is a file; expected a folder"])
     if (store := store_holding(folder)) is not None:
-        raise ConfigError([f"{flag} {folder}: inside the store {store}, whose files trajlens alone writes; "
-                           "write it elsewhere"])
+        raise ConfigError([f"{flag} {folder}: among the files of the store {store}, which only ingest and the "
+                           "analyses write; write it elsewhere"])
 
 
 def store_holding(path: Path) -> Path | None:
-    """The store ``path`` is, or lies in (:func:`trajlens.store.is_store`), or None: an output
-    there could overwrite the store's own files, which only ingest and the analyses write."""
+    """The store whose own files ``path`` would write over, or None: its runs (``runs/``,
+    ``derived/``), its database or a hidden file of its (a lock, a journal). Only ingest and the
+    analyses write those; a report or a table kept beside them, in the store's folder, is fine."""
     absolute = Path(os.path.abspath(path))
-    for folder in (absolute, *absolute.parents):
+    for folder in absolute.parents:
         if (folder / "runs").is_dir():  # is_store's first test, without importing the store
+            from trajlens.store.database import DATABASE_FILE, DERIVED_DIR, RUNS_DIR
             from trajlens.store.handle import is_store
 
             if is_store(folder):
-                return folder if path.is_absolute() else Path(os.path.relpath(folder))
+                first = absolute.relative_to(folder).parts[0]
+                managed = first in (RUNS_DIR, DERIVED_DIR, DATABASE_FILE) or first.startswith(".")
+                return (folder if path.is_absolute() else Path(os.path.relpath(folder))) if managed else None
     return None
 
 

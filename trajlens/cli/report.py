@@ -47,7 +47,7 @@ def report(
     seed: Annotated[int, typer.Option("--seed", min=0, max=COUNT_MAX, help="Seed of the draw.")] = 0,
     compare: Annotated[Optional[list[str]], typer.Option("--compare", help="A,B: a comparison for index.html (repeatable); sides as in trajlens compare.")] = None,
     viewers: Annotated[int, typer.Option("--viewers", min=0, max=COUNT_MAX, help="Trajectory viewer pages per run.")] = 3,
-    split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split, which every run reported must have (default: training, else the split a run has).")] = None,
+    split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split; a run without it is reported on the split it has (default: training).")] = None,
 ) -> None:
     """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.
 
@@ -63,16 +63,18 @@ def report(
     """
     import trajlens
     from trajlens.report import report_store
-    from trajlens.run.splits import TRAIN_SPLIT, requested_split
+    from trajlens.run.splits import TRAIN_SPLIT, run_splits
 
     pairs = [parse_pair(text) for text in compare or []]
     check_folder_output(output)
     handle = trajlens.open(store)
     runs = run or handle.run_ids()
     handle.require_runs(runs)
-    if split is not None:
-        for run_id in runs:
-            requested_split(handle, run_id, split)
+    if split is not None:  # a run without it is reported on the split it has, and says so; no run with it is an error
+        having = {run_id: run_splits(handle, run_id) for run_id in runs}
+        if not any(split in splits for splits in having.values()):
+            found = sorted({s for splits in having.values() for s in splits})
+            raise ConfigError([f"split {split!r}: no run reported has it (their splits: {', '.join(found) or 'none'})"])
     check_sides(handle, pairs)
     with folder_output(output) as partial, progress_bar("reporting", total=len(runs)) as tick:
         written = report_store(handle, partial, n=n, seed=seed, run_ids=runs, comparisons=pairs,

@@ -18,7 +18,7 @@ def synth(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run directory to create (must not exist).")],
     steps: Annotated[Optional[int], typer.Option("--steps", help="Training steps, at most 100,000 (default: the scenario's).")] = None,
     batch: Annotated[Optional[int], typer.Option("--batch", help="Trajectories per step, a multiple of the group size, at most 16,384.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (0 or more); the same arguments give identical files.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1, help="Random seed (0 or more); the same arguments give identical files.")] = 0,
     tokens: Annotated[Optional[int], typer.Option("--tokens", help="Mean tokens per trajectory at the first step (50 to 200,000).")] = None,
     calls: Annotated[Optional[int], typer.Option("--calls", help="Mean tool calls per trajectory at the first step (3 to 1,000).")] = None,
     first_step: Annotated[int, typer.Option("--first-step", help="Number of the first step (steps are independent draws); the last step is at most 2**31 - 1.")] = 1,
