@@ -318,8 +318,9 @@ def _projection_text(rows: pl.DataFrame, sign: float, own_label: str) -> str:
     first = own.row(0, named=True)
     shown = ", ".join(f"{r['estimator']} {r['projected_end']:.2f} [{r['projected_low']:.2f}, {r['projected_high']:.2f}]"
                       for r in others.iter_rows(named=True))
-    return (f"; projected final share from the run's start ({first['share_start']:.2f}): {shown}; "
-            f"under {own_label} {first['projected_end']:.2f} (observed {first['share_end']:.2f})")
+    return (f"; projected final share of the competing calls from the run's first steps "
+            f"({first['share_start']:.2f}): {shown}; under {own_label} {first['projected_end']:.2f} "
+            f"(observed {first['share_end']:.2f})")
 
 
 DRIFT_END = 0.9
