@@ -143,3 +143,19 @@ def test_length_drift_leaves_out_lengths_that_were_not_counted():
     assert length_change(counted) is not None  # doubled
     unknown = counted.with_columns(pl.lit(float("nan")).alias("length"))
     assert length_change(unknown) is None
+
+
+def test_length_bias_leaves_out_lengths_that_were_not_counted():
+    """The elasticity of push per token on length reads model tokens only: rows whose length is
+    not counted (NaN, a log without token counts) are left out, not read as a length."""
+    from trajlens.attribution.statistics import length_bias
+
+    rng = np.random.default_rng(0)
+    steps = np.repeat(np.arange(20), 8)
+    length = rng.integers(10, 1000, steps.size).astype(float)
+    counted = pl.DataFrame({"step": steps, "estimator": "grpo", "aggregation": "seq-mean-token-mean",
+                            "length": length, "push_per_token": 1.0 / length})  # elasticity -1
+    found = length_bias(counted, bootstrap=50)
+    assert found["elasticity"].item() == pytest.approx(-1.0, abs=1e-9)
+    unknown = counted.with_columns(pl.lit(float("nan")).alias("length"))
+    assert length_bias(unknown, bootstrap=50).is_empty()

@@ -500,7 +500,7 @@ class CreditStream:
                 "step": np.full(rows * length.size, step),
                 "estimator": np.repeat(np.repeat([self.recs[r].label for r in computed], modes)[pushed], length.size),
                 "aggregation": np.repeat(np.tile(self.modes, len(computed))[pushed], length.size),
-                "length": np.tile(length, rows),
+                "length": np.tile(np.where(credit.measured, length, np.nan), rows),  # model tokens, never calls
                 "push_per_token": (trajectory_push[pushed] / np.maximum(length, 1.0)).ravel(),
             }))
         counts = np.zeros((batch.height, k))

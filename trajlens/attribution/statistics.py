@@ -121,12 +121,14 @@ def class_summary(class_credit: pl.DataFrame, relevance: pl.DataFrame) -> pl.Dat
 def length_bias(trajectory_push: pl.DataFrame, bootstrap: int = 500, seed: int = 0) -> pl.DataFrame:
     """Per estimator and aggregation: elasticity of |push per token| on length, and its interval.
 
-    ``trajectory_push`` has ``step``, ``estimator``, ``aggregation``, ``length``, ``push_per_token``.
+    ``trajectory_push`` has ``step``, ``estimator``, ``aggregation``, ``length`` (model tokens; NaN
+    where the log counts none), ``push_per_token``.
     """
     rng = np.random.default_rng(seed)
     rows = []
-    usable = trajectory_push.filter(
-        (pl.col("length") > 0) & pl.col("push_per_token").is_finite() & (pl.col("push_per_token") != 0)
+    usable = trajectory_push.filter(  # a length not counted in model tokens is NaN: left out
+        pl.col("length").is_finite() & (pl.col("length") > 0) & pl.col("push_per_token").is_finite()
+        & (pl.col("push_per_token") != 0)
     )
     for (estimator, aggregation), part in usable.group_by(["estimator", "aggregation"], maintain_order=True):
         steps = part["step"].to_numpy()
