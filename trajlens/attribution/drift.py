@@ -40,6 +40,7 @@ import polars as pl
 from trajlens.attribution.statistics import Z95
 from trajlens.attribution.statistics import onset_step
 from trajlens.attribution.verdicts import block_indices, competing_credit
+from trajlens.intervals import pooled, stage_z, sums, two_sided_p_value
 from trajlens.steps import steps_text
 
 
@@ -171,14 +172,12 @@ def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[
     stage sums, :func:`~trajlens.intervals.stage_z`) over :func:`_units`. Calls of one
     trajectory (or step) are not independent draws: each stage counts as many calls as the
     spread between its units allows."""
-    from trajlens.intervals import pooled, stage_z, sums, two_sided_p_value
-
     rows = units.filter(pl.col("primary_class") == name)
     if rows.height == 0 or rows["stage_index"].min() == rows["stage_index"].max():
         return None
-    stages = sums(rows, [(name, pl.col("x"), pl.col("n"))], by=("stage_index",)).sort("stage_index")
-    first, last = pooled(stages.slice(0, 1), proportion=True).row(0, named=True), \
-        pooled(stages.slice(-1, 1), proportion=True).row(0, named=True)
+    stages = pooled(sums(rows, [(name, pl.col("x"), pl.col("n"))], by=("stage_index",)).sort("stage_index"),
+                    proportion=True)
+    first, last = stages.row(0, named=True), stages.row(-1, named=True)
     if not first["n"] or not last["n"]:
         return None
     p1, p2 = first["value"], last["value"]

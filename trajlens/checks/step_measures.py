@@ -21,12 +21,12 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from trajlens.intervals import Spec, sums
 from trajlens.classify.per_trajectory import AVERAGED_MEASURES, behaviour_specs
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.estimators.identify import CANDIDATES as IDENTIFY_CANDIDATES
 from trajlens.estimators.identify import MATCH_TOLERANCE
 from trajlens.estimators.spec import EstimatorChoice
+from trajlens.intervals import Spec, sums
 # Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step: the same
 # table the report's scalar findings read.
 from trajlens.run.config import LEARNING_RATES, configured_lr, critic_grad_clip_of
@@ -299,7 +299,7 @@ def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
     long = channel_values(trajectories)
     if long.is_empty():
         return empty_stats()
-    groups = _group_gains(long)
+    groups = group_gains(long)
     parts = []
     for (channel,), part in groups.partition_by("channel", as_dict=True, maintain_order=True).items():
         parts.append(_ratio_stats(part, f"rel_gain:{channel}", pl.col("gain"), pl.lit(1)))
@@ -321,10 +321,12 @@ def channel_gains(trajectories: pl.DataFrame) -> pl.DataFrame:
     (``step``, ``group_id``, ``channel``, ``gain``), in order of appearance: the terms of ``rel_gain``."""
     from trajlens.run.channels import channel_values
 
-    return _group_gains(channel_values(trajectories))
+    return group_gains(channel_values(trajectories))
 
 
-def _group_gains(long: pl.DataFrame) -> pl.DataFrame:
+def group_gains(long: pl.DataFrame) -> pl.DataFrame:
+    """:func:`channel_gains` from the channel values already read
+    (:func:`trajlens.run.channels.channel_values`)."""
     # Groups in order of appearance, so each step's mean over them sums in the same order every time.
     return long.group_by("step", "group_id", "channel", maintain_order=True).agg(
         (pl.col("value").max() - pl.col("value").min()).alias("gain"), pl.len().alias("size"),

@@ -296,9 +296,9 @@ def _metrics(measures: pl.DataFrame) -> pl.DataFrame:
     pooled over each stage's trajectories by :func:`trajlens.intervals.pooled`, so a stage's
     value and interval are the ones ``trajlens check`` and ``trajlens compare`` give it."""
     stats = sums(measures, behaviour_specs(MEAN_MEASURES), by=_GROUP)
-    kinds = {name: next(entry[1:] for entry in _KINDS if name.startswith(entry[0])) for name in stats["measure"].unique()}
-    kind, interval = (pl.col("metric").replace_strict({name: entry[i] for name, entry in kinds.items()},
-                                                      return_dtype=pl.String) for i in (0, 1))
+    entry = {name: next(k for k in _KINDS if name.startswith(k[0])) for name in stats["measure"].unique()}
+    kind = pl.col("metric").replace_strict({name: k[1] for name, k in entry.items()}, return_dtype=pl.String)
+    interval = pl.col("metric").replace_strict({name: k[2] for name, k in entry.items()}, return_dtype=pl.String)
     counts = measures.group_by(*_GROUP).agg(pl.len().alias("n_trajectories"))
     parts = [pooled(stats.filter(pl.col("measure").str.starts_with("mean:") != proportion), proportion)
              for proportion in (True, False)]

@@ -131,6 +131,11 @@ def write_atomically(path: Path, write: Callable[[Path], None], *, flag: str = "
             partial.unlink(missing_ok=True)
 
 
+def write_text_atomically(path: Path, text: str, *, flag: str = "--out") -> None:
+    """``text`` written to ``path`` as UTF-8 through :func:`write_atomically`."""
+    write_atomically(path, lambda partial: partial.write_text(text, encoding="utf-8"), flag=flag)
+
+
 @contextlib.contextmanager
 def folder_output(folder: Path, *, flag: str = "--out") -> Iterator[Path]:
     """A partial sibling of ``folder`` to write into; on success what it holds is moved into
@@ -257,7 +262,7 @@ def write_output(path: Path, *, frame: "pl.DataFrame | None" = None, document: s
         write_atomically(path, lambda partial: _write_frame(frame, partial, suffix, path))
     elif document is not None:
         text = document if suffix == ".md" else _html_page(f"<pre>{html.escape(document)}</pre>")
-        write_atomically(path, lambda partial: partial.write_text(text, encoding="utf-8"))
+        write_text_atomically(path, text)
 
 
 def _write_frame(frame: "pl.DataFrame", path: Path, suffix: str, shown: Path) -> None:
@@ -421,4 +426,4 @@ def _html_page(body: str) -> str:
 __all__ = ["CONSOLE_WIDTH", "DOCUMENT_SUFFIXES", "OUTPUT_FORMATS", "TABLE_SUFFIXES", "OutputFormat", "check_folder_output",
            "check_output", "console_table", "distinct_outputs", "flat_frame", "folder_output", "output_problems",
            "store_holding", "write_atomically",
-           "write_output"]
+           "write_output", "write_text_atomically"]

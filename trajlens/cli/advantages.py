@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import check_output, console_table, write_atomically
+from trajlens.cli._output import check_output, console_table, write_text_atomically
 from trajlens.cli._options import (
     EngineOption, RayAddressOption, parse_options, parse_trainer_option, utf8_argument,
 )
@@ -131,5 +131,5 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
     typer.echo(("match: " if found.matched else "") + found.verdict)
     if json_out is not None:
         document = json.dumps(found.to_dict(), indent=2) + "\n"
-        write_atomically(json_out, lambda partial: partial.write_text(document, encoding="utf-8"), flag="--json")
+        write_text_atomically(json_out, document, flag="--json")
         typer.echo(f"wrote {json_out}")

@@ -9,7 +9,7 @@ import typer
 
 from trajlens.cli._app import app
 from trajlens.cli._options import COUNT_MAX, EngineOption, RayAddressOption, utf8_argument
-from trajlens.cli._output import OUTPUT_FORMATS, distinct_outputs, output_problems, write_atomically, write_output
+from trajlens.cli._output import OUTPUT_FORMATS, distinct_outputs, output_problems, write_text_atomically, write_output
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
 
@@ -96,7 +96,7 @@ def attribute(
         import json
 
         document = json.dumps(result.verdict_document(), indent=2, allow_nan=False) + "\n"
-        write_atomically(json_out, lambda partial: partial.write_text(document, encoding="utf-8"), flag="--json")
+        write_text_atomically(json_out, document, flag="--json")
         typer.echo(f"wrote {json_out}")
     if out is not None:
         if OUTPUT_FORMATS[out.suffix.lower()].documents:

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import TABLE_SUFFIXES, check_output, console_table, write_output
 from trajlens.cli._options import COUNT_MAX
+from trajlens.cli._output import TABLE_SUFFIXES, check_output, console_table, write_output
 
 
 @app.command()
@@ -33,7 +33,7 @@ def channels(
     """
     import trajlens
     from trajlens.run.channels import run_channel_watch, watch_lines
-    from trajlens.run.splits import requested_split
+    from trajlens.run.splits import TRAIN_SPLIT, requested_split
 
     if output is not None:
         check_output(output, TABLE_SUFFIXES)
@@ -51,7 +51,7 @@ def channels(
         if output is not None:
             typer.echo(f"wrote {output} (no rows)")
         return
-    if chosen != "train":
+    if chosen != TRAIN_SPLIT:
         typer.echo(f"run {run}: split {chosen!r}")
     typer.echo(console_table(watch.table, rows=rows))
     for line in watch_lines(watch):

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import output_problems, write_atomically
+from trajlens.cli._output import output_problems, write_text_atomically
 from trajlens.errors import ConfigError, InputError, TrajlensError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -101,11 +101,9 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
     elapsed = time.monotonic() - started
     # a file that cannot be written is an error (exit 2), never a check result
     if junit is not None:
-        xml = output.junit_xml(result, elapsed)
-        write_atomically(junit, lambda p: p.write_text(xml, encoding="utf-8"), flag="--junit")
+        write_text_atomically(junit, output.junit_xml(result, elapsed), flag="--junit")
     if json_out is not None:
-        document = output.to_json(result)
-        write_atomically(json_out, lambda p: p.write_text(document, encoding="utf-8"), flag="--json")
+        write_text_atomically(json_out, output.to_json(result), flag="--json")
     return code
 
 

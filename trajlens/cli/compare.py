@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli.sample import parse_stages
 from trajlens.cli._options import COUNT_MAX
+from trajlens.cli.sample import parse_stages
 
 
 @app.command()

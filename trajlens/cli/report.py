@@ -8,10 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._options import COUNT_MAX
 from trajlens.cli._output import check_folder_output, folder_output
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError, TrajlensError
-from trajlens.cli._options import COUNT_MAX
 
 
 def parse_pair(text: str) -> tuple[str, str]:
@@ -63,22 +63,18 @@ def report(
     """
     import trajlens
     from trajlens.report import report_store
-    from trajlens.run.splits import TRAIN_SPLIT, run_splits
+    from trajlens.run.splits import reported_split
 
     pairs = [parse_pair(text) for text in compare or []]
     check_folder_output(output)
     handle = trajlens.open(store)
     runs = run or handle.run_ids()
     handle.require_runs(runs)
-    if split is not None:  # a run without it is reported on the split it has, and says so; no run with it is an error
-        having = {run_id: run_splits(handle, run_id) for run_id in runs}
-        if not any(split in splits for splits in having.values()):
-            found = sorted({s for splits in having.values() for s in splits})
-            raise ConfigError([f"split {split!r}: no run reported has it (their splits: {', '.join(found) or 'none'})"])
+    split = reported_split(handle, runs, split)
     check_sides(handle, pairs)
     with folder_output(output) as partial, progress_bar("reporting", total=len(runs)) as tick:
         written = report_store(handle, partial, n=n, seed=seed, run_ids=runs, comparisons=pairs,
-                               viewers_per_run=viewers, progress=tick, split=split or TRAIN_SPLIT)
+                               viewers_per_run=viewers, progress=tick, split=split)
     from trajlens.report.overview import overview_text
 
     typer.echo(overview_text(written))

@@ -8,10 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._options import COUNT_MAX
 from trajlens.cli._output import OUTPUT_FORMATS, check_output, write_output
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
-from trajlens.cli._options import COUNT_MAX
 
 
 def parse_stages(stages: str):

@@ -13,8 +13,8 @@ from typing import Annotated, Callable, Iterable, Iterator, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.errors import TrajlensError
 from trajlens.cli._options import COUNT_MAX
+from trajlens.errors import TrajlensError
 
 PROMPT = "trajlens> "
 CONTINUATION = "     ...> "

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import check_output, write_atomically
+from trajlens.cli._output import check_output, write_text_atomically
 
 
 @app.command()
@@ -50,5 +50,5 @@ def view(
         advantages = run_credit(handle, run, estimator, steps=[step], choices=choices)
     output.parent.mkdir(parents=True, exist_ok=True)
     text = viewer_page(handle, run, trajectory, advantages, back=report_link(output, run))
-    write_atomically(output, lambda path: path.write_text(text))
+    write_text_atomically(output, text)
     typer.echo(f"wrote {output}" + (f" (credit under {advantages.label})" if advantages else ""))

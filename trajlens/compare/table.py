@@ -238,7 +238,7 @@ def _behaviour_sums(measures: pl.DataFrame) -> pl.DataFrame:
     if {"reward", "resolved"} <= set(measures.columns):
         stats.append(outcome_stats(measures))
     renamed = {check: name for name, check in _CHECK_MEASURES.items()}
-    return _summed(pl.concat(stats).with_columns(pl.col("measure").replace(renamed)))
+    return added(pl.concat(stats).with_columns(pl.col("measure").replace(renamed)))
 
 
 def _advantage_sums(steps: pl.DataFrame) -> pl.DataFrame:
@@ -248,11 +248,7 @@ def _advantage_sums(steps: pl.DataFrame) -> pl.DataFrame:
     names = [s.name for s in ADVANTAGE_STATISTICS if s.name in steps.columns]
     long = steps.select("step", *(pl.col(name).cast(pl.Float64) for name in names)).unpivot(
         index="step", variable_name="measure", value_name="value").filter(pl.col("value").is_finite())
-    return _summed(scalar_stats(long))
-
-
-def _summed(stats: pl.DataFrame) -> pl.DataFrame:
-    return added(stats)
+    return added(scalar_stats(long))
 
 
 def _pooled(sums: pl.DataFrame, measures: tuple[Measure, ...]) -> dict[str, dict]:

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
-from trajlens.run.quarters import QuarterMeans, Quarters
+from trajlens.run.quarters import QuarterMeans, Quarters, quarters
 from trajlens.run.splits import TRAIN_SPLIT
 
 WATCH_SCHEMA: dict[str, Any] = {
@@ -104,9 +104,9 @@ def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
     order = pl.col("channel").replace_strict({n: i for i, n in enumerate(names)}, return_dtype=pl.Int32)
     table = table.sort(pl.col("step"), order).select(
         [pl.col(name).cast(dtype) for name, dtype in WATCH_SCHEMA.items()])
-    from trajlens.checks.step_measures import channel_gains
+    from trajlens.checks.step_measures import group_gains
 
-    return ChannelWatch(table, collinear, tuple(names), channel_gains(trajectories))
+    return ChannelWatch(table, collinear, tuple(names), group_gains(long))
 
 
 def _value_measures(trajectories: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
@@ -209,8 +209,6 @@ def watch_lines(watch: ChannelWatch) -> list[str]:
     """One sentence per channel: its watched values in the first and the last quarter of the
     steps (:func:`trajlens.run.quarters.quarters`; rel_gain by :func:`rel_gain_quarters`),
     then the collinear pairs."""
-    from trajlens.run.quarters import quarters
-
     table = watch.table
     if table.is_empty():
         return []
@@ -221,14 +219,13 @@ def watch_lines(watch: ChannelWatch) -> list[str]:
     for name in watch.channels:
         part = table.filter(pl.col("channel") == name)
         steps = part["step"].to_numpy()
+        quartered = [("rel_gain", rel_gain_quarters(watch.gains, split, name), 2)] + [
+            (label, split.means(steps, part[column].cast(pl.Float64).fill_null(float("nan")).to_numpy()), digits)
+            for label, column, digits in (("weight", "weight", 2), ("advantage std", "advantage_std", 2),
+                                          ("advantage kurtosis", "advantage_kurtosis", 1),
+                                          ("dominant in", "dominant in", None))]
         words = []
-        for label, column, digits in (("rel_gain", "rel_gain", 2), ("weight", "weight", 2),
-                                      ("advantage std", "advantage_std", 2),
-                                      ("advantage kurtosis", "advantage_kurtosis", 1), ("dominant in", "dominant in", None)):
-            if column == "rel_gain":
-                first, last = rel_gain_quarters(watch.gains, split, name)
-            else:
-                first, last = split.means(steps, part[column].cast(pl.Float64).fill_null(float("nan")).to_numpy())
+        for label, (first, last), digits in quartered:
             if np.isnan(first) and np.isnan(last):
                 continue
             words.append(f"{label} {_watch_number(first, digits)} -> {_watch_number(last, digits)}")

@@ -57,6 +57,20 @@ def requested_split(store: Any, run_id: str, split: str | None) -> str:
     return split
 
 
+def reported_split(store: Any, run_ids: Sequence[str], split: str | None) -> str:
+    """The split a report of several runs asks for: ``split`` when the user named one, which at
+    least one of the runs must have (a run without it is reported on the split it has, and says
+    so: :func:`measured_split`); without one, training."""
+    if split is None:
+        return TRAIN_SPLIT
+    having = {s for run_id in run_ids for s in run_splits(store, run_id)}
+    if split not in having:
+        from trajlens.errors import ConfigError
+
+        raise ConfigError([f"split {split!r}: no run reported has it (their splits: {', '.join(sorted(having)) or 'none'})"])
+    return split
+
+
 def measured_split(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> str:
     """``split`` when the stored run has it, else the split it has (a run with validation data
     only is measured on that, as what it is)."""
