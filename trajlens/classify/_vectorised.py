@@ -445,6 +445,9 @@ def action_paths(frame: pl.DataFrame) -> pl.DataFrame:
     return _with_paths(frame, takes_files)
 
 
+_NO_WORDS = pl.lit([], dtype=pl.List(pl.String))
+
+
 def _rewrite_words(rewrite: tuple[str, str]) -> Callable[[pl.DataFrame], pl.DataFrame]:
     return lambda rows: rows.with_columns(_sub(pl.col("__words"), rewrite, all_matches=False))
 
@@ -456,15 +459,25 @@ def _with_paths(rows: pl.DataFrame, takes_files: pl.Expr) -> pl.DataFrame:
     pattern_first = pl.col("action").str.contains(sx.rust_regex(sx.PATTERN_FIRST_HEADS))
     for applies, rewrite in ((pattern_first, sx.FIRST_POSITIONAL), (~pattern_first & (pl.col("head") == "find"), sx.FIND_EXPRESSION)):
         rows = _where(rows, applies, _rewrite_words(rewrite), ("__words",))
-    words = _chain(pl.col("__words"), sx.OPTIONS, sx.NODE_ID, sx.MARKS)
+    # Options (words that start with `-`) are no paths as they stand (sx.PATH_LIKE), so only
+    # node ids and marks are cut from the words, on the rows that hold them.
+    rows = _rewrite_rows(rows, "__words", "::", lambda t: _sub(t, sx.NODE_ID))
+    rows = _rewrite_rows(rows, "__words", "__", lambda t: _sub(t, sx.MARKS))
     # Actions are normalised to single spaces (sx.WHITESPACE), so their words are split on
-    # spaces; the empty words a removed option leaves are no paths (sx.PATH_LIKE).
-    candidates = pl.when(takes_files).then(words.str.split(" ")).otherwise(pl.lit([], dtype=pl.List(pl.String)))
+    # spaces; the empty words a cut leaves are no paths.
     path_like = pl.element().str.contains(sx.rust_regex(sx.PATH_LIKE)) & ~pl.element().str.contains(sx.rust_regex(sx.NOT_A_PATH))
-    paths = pl.concat_list([candidates, pl.col("writes")]).list.filter(path_like).list.eval(
+    candidates = pl.when(takes_files).then(pl.col("__words")).str.split(" ").list.filter(path_like)
+    rows = rows.with_columns(candidates.fill_null(_NO_WORDS).alias("paths"))
+    # Few actions write files: their writes follow their words.
+    rows = _where(
+        rows, pl.col("writes").list.len() > 0,
+        lambda written: written.with_columns(pl.concat_list("paths", pl.col("writes").list.filter(path_like)).alias("__all")),
+        __all=pl.lit(None, dtype=pl.List(pl.String)),
+    )
+    paths = pl.coalesce("__all", "paths").list.eval(
         pl.element().str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1])
     )
-    return rows.with_columns(paths.alias("paths")).drop("__words")
+    return rows.with_columns(paths.alias("paths")).drop("__words", "__all")
 
 
 def distinct_codes(values: pl.Series, key: pl.Series | None = None) -> tuple[pl.Series, pl.Series]:
