@@ -42,7 +42,7 @@ def test_rules_by_first_character_give_the_first_rule_of_all(monkeypatch):
     monkeypatch.setattr(_vectorised, "BISECT_FROM", 0)  # bisect these 2,000-odd actions
     texts = synthetic_tool_calls(3_000, seed=3).filter(pl.col("command").is_not_null()).select(
         pl.col("command").alias("text")).unique(maintain_order=True).with_row_index("text_id")
-    actions = normalise_actions(split_actions(normalise_commands(texts, "text"), "text"))
+    actions = normalise_actions(split_actions(normalise_commands(texts, "text"), "text")).with_row_index("__action")
     empty = actions.head(2).with_columns(pl.lit("").alias("action"), pl.col("__action") + actions.height)
     actions = pl.concat([actions, empty])
     expected = actions.with_columns(first_rule(SHELL_RULES).alias("__rule")).sort("__action")

@@ -147,15 +147,17 @@ def _cut_heredoc(rows: pl.DataFrame, column: str, delimiter: str | None) -> pl.D
 
 
 def split_actions(frame: pl.DataFrame, column: str = "text") -> pl.DataFrame:
-    """One row per pipeline stage: ``segment`` and ``stage`` number each within its command,
-    ``__action`` numbers the rows in command order."""
-    segments = pl.col(column).str.split(sx.SEGMENT)
-    frame = frame.with_columns(segments.alias("__segments"), pl.int_ranges(0, segments.list.len()).alias("segment"))
-    frame = frame.drop(column).explode(["__segments", "segment"])
-    stages = pl.col("__segments").str.split(sx.PIPE)
-    frame = frame.with_columns(stages.alias("__stages"), pl.int_ranges(0, stages.list.len()).alias("stage"))
-    frame = frame.drop("__segments").explode(["__stages", "stage"]).rename({"__stages": "action"})
-    return frame.with_row_index("__action")
+    """One row per pipeline stage, in command order, as ``action``; ``piped`` says whether the
+    stage reads an earlier one's output (``a | b``: ``b``).
+
+    A pipe marker becomes a chain separator followed by the pipe marker, so one split cuts
+    both, and a stage that starts with the pipe marker is piped.
+    """
+    stages = pl.col(column).str.replace_all(sx.PIPE, sx.SEGMENT + sx.PIPE, literal=True).str.split(sx.SEGMENT)
+    frame = frame.with_columns(stages.alias("action")).drop(column).explode("action")
+    return frame.with_columns(
+        pl.col("action").str.strip_prefix(sx.PIPE), pl.col("action").str.starts_with(sx.PIPE).alias("piped")
+    )
 
 
 def _where(
@@ -412,7 +414,7 @@ def _never_an_action() -> pl.Expr:
 def _filters_a_pipe() -> pl.Expr:
     """A later pipeline stage that only filters its input (``| tail -20``)."""
     writes_file = pl.col("writes").list.len() > 0
-    return (pl.col("stage") > 0) & ~pl.col("via_xargs") & pl.col("head").is_in(sorted(PIPE_FILTERS)) & ~writes_file
+    return pl.col("piped") & ~pl.col("via_xargs") & pl.col("head").is_in(sorted(PIPE_FILTERS)) & ~writes_file
 
 
 def _with_classes(frame: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
@@ -520,7 +522,7 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     the per-command results are one pass over those runs.
     """
     frame = normalise_commands(texts.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("__text"), column), column)
-    frame = split_actions(frame, column).select("__text", "stage", pl.col("action").alias("__raw"))
+    frame = split_actions(frame, column).select("__text", "piped", pl.col("action").alias("__raw"))
     # Stages repeat across commands (`cd /testbed`, `python -c __Q__`): each distinct one is
     # normalised, classified and read for paths once, then given to each stage it stands for.
     codes, firsts = distinct_codes(frame.get_column("__raw"))
@@ -529,7 +531,7 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     distinct = action_paths(_with_classes(distinct, SHELL_RULES))
     # Each stage's row of `distinct`: null where its text is not an action.
     row = scatter(firsts.len(), distinct["__code"], pl.Series(range(distinct.height), dtype=pl.UInt32)).gather(codes)
-    frame = frame.select("__text", "stage").filter(row.is_not_null())
+    frame = frame.select("__text", "piped").filter(row.is_not_null())
     row = row.drop_nulls()
     frame = frame.with_columns(
         distinct.get_column(name).gather(row) for name in ("head", "via_xargs", "writes", "klass", "rule", "paths")
