@@ -60,7 +60,6 @@ EXPLAIN_COLUMNS: tuple[str, ...] = ("tool_entry", "decided_by", "rule_source")
 
 UNMAPPED = "unmapped tool"
 
-_EMPTY = pl.lit([], dtype=pl.List(pl.String))
 _TRAJECTORY_KEYS = ("run_id", "trajectory_id", "call_index")
 
 
@@ -122,8 +121,8 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
     )
     work = _fill_text_from_arguments(work)
     work = _fixed_class_paths(work)
-    work = _join_shell_results(work)
-    work = _assemble(work, entries, explain)
+    work, shell = _join_shell_results(work)
+    work = _assemble(work, shell, entries, explain)
     if all(k in work.columns for k in _TRAJECTORY_KEYS):
         work = _swe_agent_current_file(work)
     explained = [pl.col(f"__{name}").alias(name) for name in EXPLAIN_COLUMNS] if explain else []
@@ -131,8 +130,8 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
         pl.col("__primary").alias("primary_class"),
         pl.col("__actions").alias("action_classes"),
         pl.col("__paths").alias("paths"),
-        pl.col("__actions").list.contains("edit").alias("is_edit"),
-        pl.col("__actions").list.eval(pl.element().is_in(list(VERIFICATION_CLASSES))).list.any().alias("is_verification"),
+        pl.col("__is_edit").alias("is_edit"),
+        pl.col("__is_verification").alias("is_verification"),
         *explained,
     )
     return pl.concat([frame, result], how="horizontal")
@@ -276,55 +275,76 @@ def _may_hold(*keys: str) -> pl.Expr:
 
 
 def _join_shell_results(work: pl.DataFrame) -> pl.DataFrame:
-    """Classify each distinct command text once; give each call the classes, priority, rule
-    and paths of its text (null for calls without a text and for rejected calls, whose classes
-    come from their rejection)."""
+    """Classify each distinct command text once. Returns ``work`` with ``__shell`` (each call's
+    row of the results; null for calls without a text and for rejected calls, whose classes
+    come from their rejection) and the results (one row per distinct text)."""
     calls = work.select("__row", "__text").filter(pl.col("__text").is_not_null() & ~work.get_column("__rejected"))
     codes, firsts = distinct_codes(calls.get_column("__text"))
     texts = pl.DataFrame([calls.get_column("__text").gather(firsts).alias("text")]).with_row_index("text_id")
-    shell = classify_shell(texts)
-    # Each call's position in `texts` (null where it has none).
-    index = scatter(work.height, calls["__row"], codes)
-    names = {"action_classes": "__shell_actions", "priority": "__shell_priority", "paths": "__shell_paths",
-             "rule": "__shell_rule"}
-    return work.with_columns(shell.get_column(name).gather(index).alias(alias) for name, alias in names.items())
+    return work.with_columns(scatter(work.height, calls["__row"], codes.alias("__shell"))), classify_shell(texts)
 
 
-def _assemble(work: pl.DataFrame, entries: tuple[ToolEntry, ...], explain: bool) -> pl.DataFrame:
+_FIXED_OUTCOMES: tuple[tuple[str | None, tuple[str, ...]], ...] = (
+    *((klass, (klass,)) for klass in BEHAVIOUR_CLASSES),
+    (None, ()),  # rejected
+    ("other", ("other",)),  # neither a tool-map class nor a command
+)
+"""(primary class, action classes) of the calls whose classes do not come from a command, after
+the distinct commands' results in :func:`_assemble`'s table of outcomes."""
+_REJECTED = len(BEHAVIOUR_CLASSES)
+
+
+def _assemble(work: pl.DataFrame, shell: pl.DataFrame, entries: tuple[ToolEntry, ...], explain: bool) -> pl.DataFrame:
     """Decide each call's classes from (in order) rejection, tool-map class, shell command;
-    paths from the JSON arguments of fixed-class tools, else from the command."""
+    paths from the JSON arguments of fixed-class tools, else from the command.
+
+    Each call gets its row in a table of outcomes: the results of the distinct commands, then
+    the :data:`_FIXED_OUTCOMES`; classes and paths are gathered from it, one pass each.
+    """
+    distinct = shell.height
+    fixed = pl.DataFrame(
+        {"primary": [p for p, _ in _FIXED_OUTCOMES], "actions": [list(a) for _, a in _FIXED_OUTCOMES]},
+        schema={"primary": pl.String, "actions": pl.List(pl.String)},
+    )
+    shell_primary = pl.col("priority").replace_strict(dict(enumerate(BEHAVIOUR_CLASSES)), default="other", return_dtype=pl.String)
+    # One chunk each: a gather from several chunks takes a far slower path.
+    outcomes = pl.concat([shell.select(shell_primary.alias("primary"), pl.col("action_classes").alias("actions")), fixed], rechunk=True)
+    outcomes = outcomes.with_columns(
+        pl.col("actions").list.contains("edit").alias("is_edit"),
+        pl.col("actions").list.eval(pl.element().is_in(list(VERIFICATION_CLASSES))).list.any().alias("is_verification"),
+    )
     rejected = pl.col("__rejected")
     tool_class = pl.col("__tool_class")
-    has_text = pl.col("__text").is_not_null()
-    shell_primary = pl.col("__shell_priority").replace_strict(
-        dict(enumerate(BEHAVIOUR_CLASSES)), default="other", return_dtype=pl.String
+    class_code = tool_class.replace_strict({k: i for i, k in enumerate(BEHAVIOUR_CLASSES)}, return_dtype=pl.UInt32)
+    outcome = (
+        pl.when(rejected).then(pl.lit(distinct + _REJECTED, dtype=pl.UInt32))
+        .when(tool_class.is_not_null()).then(class_code + distinct)
+        .otherwise(pl.col("__shell").fill_null(distinct + _REJECTED + 1))
     )
-    primary = (
-        pl.when(rejected).then(pl.lit(None, dtype=pl.String))
-        .when(tool_class.is_not_null()).then(tool_class)
-        .when(has_text).then(shell_primary)
-        .otherwise(pl.lit("other"))
+    row = work.select(outcome).to_series()
+    # Paths: the JSON path of a fixed-class call (one table row each), else its command's.
+    named = work.select("__row", "__json_path").filter(pl.col("__json_path").is_not_null() & ~work.get_column("__rejected"))
+    json_paths = named.select(
+        pl.concat_list(pl.col("__json_path").str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1]))
+    ).to_series()
+    path_table = pl.concat([shell.get_column("paths"), pl.Series([[]], dtype=pl.List(pl.String)), json_paths], rechunk=True)
+    no_path = pl.Series([distinct], dtype=pl.UInt32)
+    path_row = (
+        pl.when(rejected).then(no_path)
+        .otherwise(pl.col("__shell").fill_null(no_path))
     )
-    actions = (
-        pl.when(rejected).then(_EMPTY)
-        .when(tool_class.is_not_null()).then(pl.concat_list(tool_class))
-        .when(has_text).then(pl.col("__shell_actions"))
-        .otherwise(pl.concat_list(pl.lit("other")))
+    path_row = work.select(path_row).to_series().scatter(named["__row"], pl.int_range(distinct + 1, distinct + 1 + named.height, eager=True, dtype=pl.UInt32))
+    work = work.with_columns(
+        *(outcomes.get_column(name).gather(row).alias(f"__{name}") for name in ("primary", "actions", "is_edit", "is_verification")),
+        path_table.gather(path_row).alias("__paths"),
     )
-    json_path = pl.col("__json_path")
-    paths = (
-        pl.when(rejected).then(_EMPTY)
-        .when(json_path.is_not_null()).then(pl.concat_list(json_path.str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1])))
-        .when(has_text).then(pl.col("__shell_paths").fill_null(_EMPTY))
-        .otherwise(_EMPTY)
-    )
-    work = work.with_columns(primary.alias("__primary"), actions.alias("__actions"), paths.alias("__paths"))
     if not explain:
         return work
     entry = pl.col("__entry")
     entry_id = entry.replace_strict({i: e.id for i, e in enumerate(entries)}, default=None, return_dtype=pl.String)
     entry_source = entry.replace_strict({i: e.source for i, e in enumerate(entries)}, default=None,
                                         return_dtype=pl.String)
+    has_text = pl.col("__text").is_not_null()
     shell_rule = pl.col("__shell_rule")
     decided_by = (
         pl.when(rejected).then(pl.lit("format error"))
@@ -340,6 +360,7 @@ def _assemble(work: pl.DataFrame, entries: tuple[ToolEntry, ...], explain: bool)
         .when(has_text).then(pl.lit(SHELL_RULES_SOURCE))
         .otherwise(entry_source)
     )
+    work = work.with_columns(shell.get_column("rule").gather(work.get_column("__shell")).alias("__shell_rule"))
     return work.with_columns(entry_id.alias("__tool_entry"), decided_by.alias("__decided_by"), source.alias("__rule_source"))
 
 
