@@ -274,7 +274,7 @@ def _may_hold(*keys: str) -> pl.Expr:
     return pl.col("__arguments").str.contains(f"{quoted}|\\\\u").fill_null(False)
 
 
-def _join_shell_results(work: pl.DataFrame) -> pl.DataFrame:
+def _join_shell_results(work: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Classify each distinct command text once. Returns ``work`` with ``__shell`` (each call's
     row of the results; null for calls without a text and for rejected calls, whose classes
     come from their rejection) and the results (one row per distinct text)."""
@@ -322,18 +322,17 @@ def _assemble(work: pl.DataFrame, shell: pl.DataFrame, entries: tuple[ToolEntry,
         .otherwise(pl.col("__shell").fill_null(distinct + _REJECTED + 1))
     )
     row = work.select(outcome).to_series()
-    # Paths: the JSON path of a fixed-class call (one table row each), else its command's.
+    # Paths: the JSON path of a fixed-class call (a row each, after the commands' paths and an
+    # empty list), else its command's (rejected calls have none: no `__shell`).
     named = work.select("__row", "__json_path").filter(pl.col("__json_path").is_not_null() & ~work.get_column("__rejected"))
     json_paths = named.select(
         pl.concat_list(pl.col("__json_path").str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1]))
     ).to_series()
     path_table = pl.concat([shell.get_column("paths"), pl.Series([[]], dtype=pl.List(pl.String)), json_paths], rechunk=True)
-    no_path = pl.Series([distinct], dtype=pl.UInt32)
-    path_row = (
-        pl.when(rejected).then(no_path)
-        .otherwise(pl.col("__shell").fill_null(no_path))
+    after = distinct + 1
+    path_row = work.get_column("__shell").fill_null(distinct).scatter(
+        named["__row"], pl.int_range(after, after + named.height, eager=True, dtype=pl.UInt32)
     )
-    path_row = work.select(path_row).to_series().scatter(named["__row"], pl.int_range(distinct + 1, distinct + 1 + named.height, eager=True, dtype=pl.UInt32))
     work = work.with_columns(
         *(outcomes.get_column(name).gather(row).alias(f"__{name}") for name in ("primary", "actions", "is_edit", "is_verification")),
         path_table.gather(path_row).alias("__paths"),
