@@ -243,6 +243,16 @@ def test_no_output_goes_into_the_store(store, arguments):
     assert _contents(store) == before
 
 
+def test_generated_runs_may_sit_side_by_side_under_runs(tmp_path):
+    """`trajlens synth --out runs/a` then `--out runs/b` (the README's layout): a folder of
+    generated runs reads as a store, but ingest never published it, so nothing is refused."""
+    for name in ("a", "b"):
+        done = run_cli("synth", "sao-r6", "--steps", "2", "--batch", "2", "--calls", "3", "--tokens", "100",
+                       "--out", "runs/" + name, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["a", "b"]
+
+
 def test_a_report_may_be_kept_beside_its_store(store):
     """The store's folder may hold other things: a report next to runs/ writes none of its files."""
     run = trajlens.open(store).runs.collect()["run_id"][0]

@@ -181,14 +181,16 @@ def check_folder_output(folder: Path, *, flag: str = "--out") -> None:
 def store_holding(path: Path) -> Path | None:
     """The store whose own files ``path`` would write over, or None: its runs (``runs/``,
     ``derived/``), its database or a hidden file of its (a lock, a journal). Only ingest and the
-    analyses write those; a report or a table kept beside them, in the store's folder, is fine."""
+    analyses write those; a report or a table kept beside them, in the store's folder, is fine.
+    Only stores ingest published count: ``runs/`` holding the runs ``trajlens synth`` wrote is
+    where the next one goes."""
     absolute = Path(os.path.abspath(path))
     for folder in absolute.parents:
-        if (folder / "runs").is_dir():  # is_store's first test, without importing the store
+        if (folder / "runs").is_dir():  # the store's first test, without importing the store
             from trajlens.store.database import DATABASE_FILE, DERIVED_DIR, RUNS_DIR
-            from trajlens.store.handle import is_store
+            from trajlens.store.handle import is_published_store
 
-            if is_store(folder):
+            if is_published_store(folder):
                 first = absolute.relative_to(folder).parts[0]
                 managed = first in (RUNS_DIR, DERIVED_DIR, DATABASE_FILE) or first.startswith(".")
                 return (folder if path.is_absolute() else Path(os.path.relpath(folder))) if managed else None

@@ -55,9 +55,14 @@ def is_store(path: Path) -> bool:
     empty ``runs/`` is not one, and reading it creates nothing there."""
     if not (path / RUNS_DIR).is_dir():
         return False
-    if (path / DATABASE_FILE).is_file() or (path / GENERATION_FILE).is_file():
-        return True
-    return any(is_run_dir(run_dir) for run_dir in run_dirs(path))
+    return is_published_store(path) or any(is_run_dir(run_dir) for run_dir in run_dirs(path))
+
+
+def is_published_store(path: Path) -> bool:
+    """Whether ``path`` holds the files every publish of ``trajlens ingest`` leaves: a folder of
+    runs that ``trajlens synth`` wrote (``runs/a``, ``runs/b``) reads as a store, yet is not one
+    of these."""
+    return (path / RUNS_DIR).is_dir() and ((path / DATABASE_FILE).is_file() or (path / GENERATION_FILE).is_file())
 
 
 class Store:
