@@ -100,6 +100,17 @@ def behaviour_specs(averaged: Sequence[str] = AVERAGED_MEASURES) -> list[Spec]:
     ]
 
 
+def current_measures(saved: pl.DataFrame) -> pl.DataFrame | None:
+    """Saved measures (``trajlens classify``'s ``trajectory_measures``) in :data:`MEASURES`'
+    columns, or None when there are none or they are a version's that measured other columns
+    (read beside newer runs', a column they lack is null where a count is never null): such
+    runs are measured again."""
+    names = [m.name for m in MEASURES]
+    if not saved.height or not set(names) <= set(saved.columns) or saved.select(COUNTS).null_count().sum_horizontal().item():
+        return None
+    return saved.select(names)
+
+
 def trajectory_measures(classified_calls: Any, trajectories: Any = None) -> pl.DataFrame:
     """One row of behaviour measures per trajectory (:data:`MEASURES`).
 

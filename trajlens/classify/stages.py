@@ -38,7 +38,7 @@ import polars as pl
 
 from trajlens.classify import _stats
 from trajlens.classify.calls import as_frame, classify_calls
-from trajlens.classify.per_trajectory import behaviour_specs, trajectory_measures
+from trajlens.classify.per_trajectory import behaviour_specs, current_measures, trajectory_measures
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
 from trajlens.intervals import pooled, stage_z, sums
@@ -190,7 +190,10 @@ def stage_report(
     Arrow tables. ``run_id`` restricts the report to one run (each run is staged and sampled
     on its own either way); ``split`` keeps only trajectories of that split (None: all).
     ``measures``: :func:`trajectory_measures` of (at least) those trajectories, when the caller
-    has them; the tool calls are then neither read nor classified again.
+    has them; the tool calls are then neither read nor classified again. From a store, without
+    them, the measures ``trajlens classify`` saved (with the tool map it was given) are read
+    when every run has them, as the CLI's reports read them; else the calls are classified
+    with the shipped tool maps.
     """
     problems = []
     if not isinstance(n, (int, np.integer)) or n < 1:
@@ -199,6 +202,8 @@ def stage_report(
         problems.append(f"seed: expected an integer, found {seed!r}")
     if problems:
         raise ConfigError(problems)
+    if measures is None:
+        measures = _saved_measures(store_or_frames, run_id)
     trajectories, tool_calls = _frames(store_or_frames, run_id, split, calls=measures is None)
     if measures is None:
         measures = trajectory_measures(classify_calls(tool_calls), trajectories)
@@ -225,6 +230,18 @@ def stage_report(
         seed=int(seed),
         measures=measures,
     )
+
+
+def _saved_measures(source: Any, run_id: str | None) -> pl.DataFrame | None:
+    """A store's saved measures of ``run_id`` (every run when None); None unless each run has
+    current ones (:func:`current_measures`)."""
+    if not (hasattr(source, "tables") and hasattr(source, "run_ids")) or "trajectory_measures" not in source.tables():
+        return None
+    runs = [run_id] if run_id is not None else source.run_ids()
+    saved = source.table("trajectory_measures").filter(pl.col("run_id").is_in(runs)).collect()
+    parts = [current_measures(saved.filter(pl.col("run_id") == run)) for run in runs]
+    found = [part for part in parts if part is not None]
+    return pl.concat(found) if found and len(found) == len(parts) else None
 
 
 def _frames(source: Any, run_id: str | None, split: str | None, *, calls: bool = True

@@ -18,7 +18,7 @@ from typing import Any, Callable, NamedTuple
 import polars as pl
 
 from trajlens.classify.calls import CALL_CLASS_COLUMNS, UNMAPPED, classify_calls
-from trajlens.classify.per_trajectory import COUNTS, MEASURES, trajectory_measures
+from trajlens.classify.per_trajectory import current_measures, trajectory_measures
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.classify.unknown import unknown_tools
 from trajlens.engine.base import Engine, StepResult, StepTables
@@ -127,14 +127,7 @@ def saved_measures(store: Any, run_id: str) -> pl.DataFrame | None:
         measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
     else:
         return None
-    if measures is None or not measures.height:
-        return None
-    # Measures saved by a version that measured other columns are measured again (read beside
-    # newer runs', a column they lack is null where a count is never null).
-    names = [m.name for m in MEASURES]
-    if not set(names) <= set(measures.columns) or measures.select(COUNTS).null_count().sum_horizontal().item():
-        return None
-    return measures.select(names)
+    return None if measures is None else current_measures(measures)
 
 
 def run_measures(store: Any, run_id: str) -> pl.DataFrame:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import polars as pl
 
+from trajlens.classify.tool_map import ToolMapLike
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import TrainedWith
 from trajlens.report import plots
@@ -66,12 +67,14 @@ RUN_KINDS: dict[str, str] = {
 
 
 @in_transaction
-def classify_store(store: Any, run_ids: list[str] | None = None) -> dict[str, pl.DataFrame]:
+def classify_store(store: Any, run_ids: list[str] | None = None, tool_map: ToolMapLike = None) -> dict[str, pl.DataFrame]:
     """Classify the tool calls of each run and save ``call_classes``, ``trajectory_measures``
-    and ``unknown_tools`` (:func:`trajlens.engine.classify.classify_run`, as ``trajlens classify``)."""
+    and ``unknown_tools`` (:func:`trajlens.engine.classify.classify_run`, as ``trajlens classify
+    [--tool-map FILE]``): ``tool_map`` is tried before the shipped maps, and classifying again
+    without it goes back to the shipped maps alone."""
     from trajlens.engine.classify import classify_run
 
-    return {run_id: classify_run(store, run_id).measures for run_id in run_ids or store.run_ids()}
+    return {run_id: classify_run(store, run_id, tool_map).measures for run_id in run_ids or store.run_ids()}
 
 
 @in_transaction

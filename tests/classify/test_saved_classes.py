@@ -1,0 +1,36 @@
+"""The Python API reads a run's saved classes as the CLI does: a tool map given to `trajlens
+classify` (or to `classify_store`) decides every surface, and classifying again without it goes
+back to the shipped maps."""
+
+from __future__ import annotations
+
+import polars as pl
+
+import trajlens
+from cli_run import run_cli
+
+RUN = "sao-r6"
+
+
+def _think_share(report: trajlens.StageReport) -> list[float]:
+    rates = report.rates.filter(pl.col("metric") == "share:think").sort("stage_index")
+    return rates["population_value"].to_list()
+
+
+def test_stage_report_reads_the_classes_a_tool_map_gave(samples_store_copy, tmp_path):
+    shipped = _think_share(trajlens.stage_report(trajlens.open(samples_store_copy), run_id=RUN))
+    assert max(shipped) > 0.2
+    tool_map = tmp_path / "map.toml"
+    tool_map.write_text('[map]\nname = "no-think"\n\n[[tools]]\nname = ["think"]\nclass = "other"\n')
+    assert run_cli("classify", samples_store_copy, "--tool-map", tool_map).returncode == 0
+    store = trajlens.open(samples_store_copy)
+    assert _think_share(trajlens.stage_report(store, run_id=RUN)) == [0.0] * len(shipped)
+    cli = run_cli("sample", samples_store_copy, "--run", RUN, "--out", tmp_path / "sample.csv")
+    assert cli.returncode == 0, cli.stderr
+    sampled = pl.read_csv(tmp_path / "sample.csv").filter(pl.col("metric") == "share:think")
+    assert sampled["population_value"].to_list() == [0.0] * len(shipped)
+    # Classifying again without the map goes back to the shipped maps, through the API too.
+    trajlens.classify_store(trajlens.open(samples_store_copy), [RUN])
+    assert _think_share(trajlens.stage_report(trajlens.open(samples_store_copy), run_id=RUN)) == shipped
+    trajlens.classify_store(trajlens.open(samples_store_copy), [RUN], tool_map=tool_map)
+    assert _think_share(trajlens.stage_report(trajlens.open(samples_store_copy), run_id=RUN)) == [0.0] * len(shipped)
