@@ -387,7 +387,7 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
     computable = []
     for label in labels:
         try:
-            require_inputs(run_id, label.estimator, frames)
+            require_inputs(run_id, label.estimator, frames, label.options)
         except TrajlensError as error:
             reasons.append(f"{label.label}: {error}")
             continue

@@ -74,7 +74,8 @@ class RecomputeStep:
         tokens = location.read_step(run_id, "tokens", step, ("run_id", *columns)) if columns is not None else None
         if tokens is not None and not tokens.num_rows:
             tokens = None
-        require_inputs(run_id, self.estimator, RunFrames(run_id, trajectories, None if tokens is None else pl.DataFrame(tokens)))
+        require_inputs(run_id, self.estimator, RunFrames(run_id, trajectories, None if tokens is None else pl.DataFrame(tokens)),
+                       choice.options)
         carry: dict[str, dict[str, Any]] = {self.label: {}}
         if self.estimator in CARRIES_STATE and step in self.carried:
             carry[self.label][run_id] = _ema_tensor(self.carried[step])

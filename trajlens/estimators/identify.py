@@ -213,7 +213,7 @@ def identify_batches(
     gathered as they come (the median exact up to :data:`EXACT_MEDIAN_VALUES` per candidate).
     ``facts``: the whole run's, deciding which candidates it allows.
     """
-    allowed = {c.label: estimator_spec(c.estimator).missing(facts) for c in candidates}
+    allowed = {c.label: c.missing(facts) for c in candidates}
     gathered = {c.label: _Accumulated() for c in candidates}
     unit: str | None = None
     scale = 1.0

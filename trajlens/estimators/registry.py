@@ -50,6 +50,7 @@ from trajlens.estimators.spec import (
     RunFacts,
     Statistics,
     TrainerRelease,
+    UNSCORED_CONVENTIONS,
     parse_trainer,
 )
 
@@ -544,6 +545,15 @@ def _channel_facts(frame: Any) -> tuple[int, str]:
     return len(names), ""
 
 
+def _unscored_note(spec: EstimatorSpec) -> str:
+    """After "a reward for every trajectory": the conventions that do without one, if any."""
+    unscored = [value for option in spec.options if option.name == "convention"
+                for value in option.choices if value in UNSCORED_CONVENTIONS]
+    if not unscored:
+        return ""
+    return f" (not with convention {' or '.join(f'`{v}`' for v in unscored)}: a trajectory without one is TRL's unscorable completion)"
+
+
 def render_markdown() -> str:
     """The estimator tables of ``docs/estimators.md``, from the registry."""
     lines = ["| estimator | what it computes | reference | version | statistics over | report |",
@@ -552,7 +562,8 @@ def render_markdown() -> str:
         lines.append(f"| `{spec.name}` | {spec.summary} | {spec.reference} | {spec.reference_version} | "
                      f"{spec.statistics.value} | {spec.report.value} |")
     for spec in _SPECS:
-        needs = ", ".join(what for flag, _, what in _INPUT_CHECKS if flag in spec.inputs) or "nothing beyond keys"
+        needs = ", ".join(what + _unscored_note(spec) * (flag is Input.REWARDS)
+                          for flag, _, what in _INPUT_CHECKS if flag in spec.inputs) or "nothing beyond keys"
         lines += ["", f"### `{spec.name}`", "", spec.summary, "",
                   f"- tensor function: `{spec.function.replace(':', '.')}`",
                   f"- needs: {needs}",

@@ -217,8 +217,13 @@ class EstimatorChoice:
         return {**self.spec().defaults(), **self.options}
 
     def missing(self, facts: RunFacts) -> list[str]:
-        """What the run lacks for this estimator (the registry entry's inputs); empty when it applies."""
-        return self.spec().missing(facts)
+        """What the run lacks for this estimator with these settings (the registry entry's
+        inputs); empty when it applies."""
+        return self.spec().missing(facts, self.settings())
+
+    def in_report(self, facts: RunFacts) -> bool:
+        """Whether the report recomputes this choice on a run with ``facts``."""
+        return self.spec().in_report(facts, self.settings())
 
     def computes_as(self, other: EstimatorChoice | None) -> bool:
         """Whether ``other`` recomputes the same advantages: the same estimator and settings."""
@@ -295,6 +300,11 @@ class RunFacts:
     declared: frozenset[str] = frozenset()
     """Registry names the run's logged config declares (see :func:`declared_estimators`)."""
 
+
+UNSCORED_CONVENTIONS: tuple[str, ...] = ("trl", "trl-1.5")
+"""Values of an estimator's ``convention`` option under which a trajectory without a reward is
+scored as TRL's trainers score an unscorable completion: left out of the statistics with
+advantage 0 (trl >= 1.6), or a reward of 0 (trl <= 1.5)."""
 
 # Input -> (is it there?, what to say when it is not), read by EstimatorSpec.missing
 _INPUT_CHECKS: tuple[tuple[Input, Callable[[RunFacts], bool], str], ...] = (
@@ -378,14 +388,21 @@ class EstimatorSpec:
                 problems.append(problem)
         return problems
 
-    def missing(self, facts: RunFacts) -> list[str]:
-        """What the run lacks for this estimator (empty when it applies)."""
+    def missing(self, facts: RunFacts, settings: Mapping[str, Any] | None = None) -> list[str]:
+        """What the run lacks for this estimator under ``settings`` (its options; the defaults
+        when None); empty when it applies. Under TRL's conventions (:data:`UNSCORED_CONVENTIONS`)
+        a trajectory without a reward is TRL's unscorable completion, so the run need not reward
+        every trajectory."""
+        settings = self.defaults() if settings is None else settings
+        needed = self.inputs
+        if settings.get("convention") in UNSCORED_CONVENTIONS:
+            needed &= ~Input.REWARDS
         return [what + (f" ({facts.channel_gap})" if flag is Input.FULL_CHANNELS else "")
-                for flag, present, what in _INPUT_CHECKS if flag in self.inputs and not present(facts)]
+                for flag, present, what in _INPUT_CHECKS if flag in needed and not present(facts)]
 
-    def applies(self, facts: RunFacts) -> bool:
-        """Whether the run's data allows this estimator."""
-        return not self.missing(facts)
+    def applies(self, facts: RunFacts, settings: Mapping[str, Any] | None = None) -> bool:
+        """Whether the run's data allows this estimator (under ``settings``, see :meth:`missing`)."""
+        return not self.missing(facts, settings)
 
     def channel_gap_note(self, facts: RunFacts) -> str | None:
         """One line saying this estimator is not computed because a trajectory lacks a reward
@@ -395,9 +412,9 @@ class EstimatorSpec:
             return None
         return f"{self.name}: not computed ({facts.channel_gap}; it needs every reward channel on every trajectory)"
 
-    def in_report(self, facts: RunFacts) -> bool:
-        """Whether the report recomputes this estimator on a run with ``facts``."""
-        if self.report is InReport.NEVER or not self.applies(facts):
+    def in_report(self, facts: RunFacts, settings: Mapping[str, Any] | None = None) -> bool:
+        """Whether the report recomputes this estimator (under ``settings``) on a run with ``facts``."""
+        if self.report is InReport.NEVER or not self.applies(facts, settings):
             return False
         return self.report is InReport.ALWAYS or self.name in facts.declared
 

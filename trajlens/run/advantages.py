@@ -8,6 +8,7 @@ tokens or over trajectories, as the estimator's registry entry says its loss see
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,19 +59,22 @@ def recompute_run(store: Any, run_id: str, estimator: str, *, frames: RunFrames 
 
     if frames is None:
         frames = read_run(store, run_id, tokens=reads_tokens(estimator))
-    require_inputs(run_id, estimator, frames)
+    require_inputs(run_id, estimator, frames, options)
     tokens = frames.tokens if reads_tokens(estimator) else None
     return recompute(frames.trajectories, tokens, estimator, **options)
 
 
-def require_inputs(run_id: str, estimator: str, frames: RunFrames) -> None:
-    """A one-line :class:`ConfigError` when the run lacks an input the estimator's registry entry names."""
+def require_inputs(run_id: str, estimator: str, frames: RunFrames, options: Mapping[str, Any] | None = None) -> None:
+    """A one-line :class:`ConfigError` when the run lacks an input the estimator's registry entry
+    names, with ``options`` (:meth:`~trajlens.estimators.spec.EstimatorSpec.missing`: TRL's
+    conventions score a trajectory without a reward). Groups of one are allowed: a group
+    estimator gives them its documented advantage (0, or the score)."""
     from trajlens.estimators.registry import Input, estimator_spec, run_facts
 
     spec = estimator_spec(estimator)
     facts = run_facts(frames.trajectories, frames.tokens)
-    lacking = [what for what in spec.missing(facts)
-               if what not in ("groups of two or more", "a reward for every trajectory")]
+    lacking = [what for what in spec.missing(facts, {**spec.defaults(), **(options or {})})
+               if what != "groups of two or more"]
     if lacking:
         hint = "; use an outcome estimator (grpo, rloo, ...)" if spec.inputs & Input.TOKEN_ARRAYS else ""
         raise ConfigError([f"run {run_id!r}: {estimator} needs {' and '.join(lacking)}{hint}"])

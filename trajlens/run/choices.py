@@ -73,11 +73,11 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
     config_value = run_config_text(store, run_id)
     # what the token arrays hold is known once they are read; before, the most their footers allow
     possible = stored_facts(RunReader.of(store, run_id), trajectories, config_value).possible()
-    candidates = [c for c in ESTIMATOR_CHOICES if estimator_spec(c.estimator).in_report(possible)]
+    candidates = [c for c in ESTIMATOR_CHOICES if c.in_report(possible)]
     result = advantage_pass(store, run_id, candidates if compute else [], trajectories=trajectories,
                             token_columns=FACT_TOKEN_COLUMNS, extremes=extremes and compute)
     facts = run_facts(trajectories, result.token_rows if result.token_rows.height else None, config_value)
-    choices = [c for c in candidates if estimator_spec(c.estimator).in_report(facts)]
+    choices = [c for c in candidates if c.in_report(facts)]
     empty = _no_model_tokens(result.token_arrays, result.with_model_tokens, result.empty_arrays)
     if empty:
         choices = [c for c in choices if c.needs not in ("values", "channels_with_lengths")]
@@ -107,7 +107,7 @@ def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[Es
     Without ``frames`` (a :class:`~trajlens.run.advantages.RunFrames`), the facts are read a
     batch of steps at a time (:func:`report_advantages`).
     """
-    from trajlens.estimators.registry import estimator_spec, run_facts
+    from trajlens.estimators.registry import run_facts
 
     if frames is None:
         stamp = run_stamp(store, run_id)
@@ -120,7 +120,7 @@ def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[Es
             _ALLOWED[key] = choices
         return list(_ALLOWED[key])
     facts = run_facts(frames.trajectories, frames.tokens, run_config_text(store, run_id))
-    return [choice for choice in ESTIMATOR_CHOICES if estimator_spec(choice.estimator).in_report(facts)]
+    return [choice for choice in ESTIMATOR_CHOICES if choice.in_report(facts)]
 
 
 _ALLOWED: dict[tuple[str, str, tuple[int, int]], list[EstimatorChoice]] = {}

@@ -609,8 +609,8 @@ def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
 
     if frames is None:
         frames = read_run(store, run_id, tokens=reads_tokens(estimator))
-    require_inputs(run_id, estimator, frames)
     carry = options.pop("carry", {})
+    require_inputs(run_id, estimator, frames, options)
     trajectories = frames.trajectories.sort("step", maintain_order=True)
     tokens = frames.tokens.to_arrow() if frames.tokens is not None and reads_tokens(estimator) else None
     errors: dict[str, Exception] = {}
