@@ -144,20 +144,54 @@ def first_record_keys(text: str) -> list[str]:
     return keys
 
 
+def damaged(path: Path) -> InputError | None:
+    """The error to raise for a Parquet or JSON file that cannot be read as its suffix says
+    (cut short, overwritten), or None. Detection asks it of a file in a folder of logs that no
+    format recognised: such a file is left out only when it reads as something else, so a
+    damaged log is never dropped without a word."""
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            pq.read_schema(path)
+        except (pa.ArrowInvalid, OSError) as error:
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            return InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason)
+    elif path.suffix == ".json":
+        import json
+
+        try:
+            with open(path, "rb") as handle:
+                json.loads(handle.read().removeprefix(UTF8_BOM))
+        except (ValueError, OSError) as error:
+            return InputError(str(path), "not readable JSON", expected="JSON", found=str(error).splitlines()[0])
+    return None
+
+
 def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"], bool]) -> list[Path]:
     """The files a loader of row files reads: files named directly, and the files below named
-    folders that ``detect`` recognises (sorted); an InputError when a folder holds none."""
+    folders that ``detect`` recognises (sorted); an InputError when a folder holds none, or
+    holds a :func:`damaged` file."""
     given = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     files: list[Path] = []
     for path in given:
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".") and detect(Probe(p)))
+            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".") and _recognised(p, detect))
             if not found:
                 raise InputError(str(path), "no files of this format in the directory", found="none")
             files.extend(found)
         else:
             files.append(path)
     return files
+
+
+def _recognised(path: Path, detect: Callable[["Probe"], bool]) -> bool:
+    if detect(Probe(path)):
+        return True
+    if (error := damaged(path)) is not None:
+        raise error
+    return False
 
 
 def run_name(paths: Sequence[Path | str] | Path | str, files: list[Path]) -> str:

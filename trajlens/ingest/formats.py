@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from trajlens.errors import InputError
-from trajlens.ingest._probe import Probe
+from trajlens.ingest._probe import Probe, damaged
 
 
 # Only files with these suffixes are probed while surveying a folder; everything else (YAML
@@ -256,6 +256,8 @@ def _plan_folder(directory: Path) -> list[Source]:
             fmt = detect(child, surveyed_only=True)
             if fmt is not None:
                 loose.setdefault(fmt.name, []).append(child)
+            elif (error := damaged(child)) is not None:
+                raise error
     from trajlens.store.writer import slug
 
     for name, files in loose.items():
@@ -294,6 +296,8 @@ def survey(directory: Path) -> list[tuple[Path, Format]]:
             fmt = detect(child, surveyed_only=True)
             if fmt is not None:
                 found.append((child, fmt))
+            elif (error := damaged(child)) is not None:
+                raise error
     return found
 
 
