@@ -172,6 +172,36 @@ def test_input_and_usage_errors_exit_2(tmp_path):
     assert store.returncode == 2 and "Traceback" not in store.stderr
 
 
+def test_an_output_may_not_write_over_the_run_it_checks(tmp_path):
+    """--json or --junit naming the metrics file, or a file inside the run folder, is refused
+    before any work, and the input is as it was."""
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_bytes((REPO / "tests" / "data" / "verl" / "file_logger.jsonl").read_bytes())
+    before = metrics.read_bytes()
+    done = trajlens("check", metrics, "--json", metrics)
+    assert done.returncode == 2
+    assert done.stderr == f"error: --json {metrics}: would write over the input {metrics}; write it elsewhere\n"
+    assert metrics.read_bytes() == before
+    inside = REPO / "sample_data" / "resume-lr" / "checks.xml"
+    done = trajlens("check", "sample_data/resume-lr", "--junit", inside)
+    assert done.returncode == 2 and "would write over the input sample_data/resume-lr" in done.stderr
+    assert not inside.exists()
+
+
+def test_nothing_checked_is_no_pass(tmp_path):
+    """Every check skipped (here: checks of trajectories on a run of training scalars) exits 2,
+    as a --watch that saw no step does, and writes no result file."""
+    config = tmp_path / "calls.toml"
+    config.write_text('[checks.think]\nmeasure = "share:think"\ncondition = "threshold"\nabove = 0.5\n')
+    report = tmp_path / "checks.json"
+    done = trajlens("check", "sample_data/resume-lr", "--config", config, "--json", report)
+    assert done.returncode == 2
+    assert done.stderr == ("error: sample_data/resume-lr: every check was skipped (the table says why); "
+                           "nothing was checked\n")
+    assert "0 failed, 0 warned, 0 passed, 1 skipped" in done.stdout
+    assert not report.exists()
+
+
 def test_print_defaults_prints_the_shipped_file():
     done = trajlens("check", "--print-defaults")
     assert done.returncode == 0

@@ -197,6 +197,15 @@ def store_holding(path: Path) -> Path | None:
     return None
 
 
+def overwrites_input(path: Path, source: Path, *, flag: str = "--out") -> list[str]:
+    """Problems when writing ``path`` would replace the input ``source`` (a run folder, a
+    metrics file) or a file inside it; links are followed on both sides."""
+    target, read = Path(os.path.realpath(path)), Path(os.path.realpath(source))
+    if target == read or read in target.parents:
+        return [f"{flag} {path}: would write over the input {source}; write it elsewhere"]
+    return []
+
+
 def distinct_outputs(outputs: dict[str, Path | None]) -> list[str]:
     """Problems when two output options (flag -> path) name the same file: the second write
     would silently replace the first."""
@@ -427,5 +436,5 @@ def _html_page(body: str) -> str:
 
 __all__ = ["CONSOLE_WIDTH", "DOCUMENT_SUFFIXES", "OUTPUT_FORMATS", "TABLE_SUFFIXES", "OutputFormat", "check_folder_output",
            "check_output", "console_table", "distinct_outputs", "flat_frame", "folder_output", "output_problems",
-           "store_holding", "write_atomically",
+           "store_holding", "overwrites_input", "write_atomically",
            "write_output", "write_text_atomically"]

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import output_problems, write_text_atomically
+from trajlens.cli._output import output_problems, overwrites_input, write_text_atomically
 from trajlens.errors import ConfigError, InputError, TrajlensError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -37,8 +37,10 @@ def check(
 ) -> None:
     """Evaluate declared checks on a run; exit 0 when all hold, 1 when one fails, 2 on a usage or input error.
 
-    Exit 2 also when --junit or --json cannot be written, and when a --watch ends before any
-    complete step was seen (nothing was checked, so nothing passed).
+    Exit 2 also when --junit or --json cannot be written (or would write over SOURCE), when
+    every check is skipped (a run without steps, a metrics file without the scalars the checks
+    read), and when a --watch ends before any complete step was seen: nothing was checked, so
+    nothing passed.
 
     Prints a table (check, status, steps where it fired, evidence); --junit and --json write the
     same results for CI. On a store, the classified calls `trajlens classify` saved are read rather
@@ -74,6 +76,7 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
     for path, flag in ((junit, "--junit"), (json_out, "--json")):
         if path is not None:
             problems += output_problems(path, flag=flag)
+            problems += overwrites_input(path, source, flag=flag) if source is not None else []
     if not watch and (fail_fast or until_step is not None or timeout is not None):
         problems.append("--fail-fast, --until-step and --timeout need --watch")
     if watch and until_step is None and timeout is None:
@@ -98,6 +101,10 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
         result = check_run(source, checks, run)
         code = EXIT_FAILED if result.failed(strict) else EXIT_OK
     typer.echo(output.render_table(result))
+    if not any(r.status != "skip" for r in result.results):
+        # a gate that passes when nothing was checked would pass anything
+        reason = "the run has no steps" if not result.steps else "every check was skipped (the table says why)"
+        raise InputError(str(source), f"{reason}; nothing was checked")
     elapsed = time.monotonic() - started
     # a file that cannot be written is an error (exit 2), never a check result
     if junit is not None:
