@@ -62,6 +62,7 @@ RUN_KINDS: dict[str, str] = {
     "eval": "eval run (one step of agent logs)",
     "validation": "validation split only",
     "scalars": "training scalars only",
+    "empty": "empty (no trajectories, no training scalars)",
 }
 """The kinds of log the report tells apart, as the overview names them."""
 
@@ -142,9 +143,12 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         checks = _checks(store, run_id)
         report.findings += scalar_findings(store, run_id, checks)
         report.failing = _failing(checks)
-        report.kind = RUN_KINDS["scalars"]
-        report.findings.append(Finding("no trajectories: training scalars only", "no_trajectories", "scalars"))
-        report.markdown.write_text(f"# {run_id}\n\nNo trajectories: training scalars only.\n\n"
+        has_scalars = scan_run_table(store, run_id, "step_metrics").select(pl.len()).collect().item() > 0
+        kind = "scalars" if has_scalars else "empty"
+        report.kind = RUN_KINDS[kind]
+        said = "No trajectories: training scalars only" if has_scalars else "No trajectories and no training scalars"
+        report.findings.append(Finding(said[0].lower() + said[1:], "no_trajectories", "scalars" if has_scalars else None))
+        report.markdown.write_text(f"# {run_id}\n\n{said}.\n\n"
                                    + "\n".join(f"- {f}" for f in report.findings) + "\n")
         report.html = run_section(store, report, parts)
         return report

@@ -53,7 +53,8 @@ def requested_split(store: Any, run_id: str, split: str | None) -> str:
     if split not in splits:
         from trajlens.errors import ConfigError
 
-        raise ConfigError([f"split {split!r}: run {run_id!r} has the splits {', '.join(splits) or 'none'}"])
+        has = f"has the splits {', '.join(splits)}" if splits else "has no trajectories"
+        raise ConfigError([f"split {split!r}: run {run_id!r} {has}"])
     return split
 
 
