@@ -188,6 +188,17 @@ def test_an_output_may_not_write_over_the_run_it_checks(tmp_path):
     assert not inside.exists()
 
 
+def test_results_may_be_kept_beside_a_stores_runs(samples_store_path, tmp_path):
+    """A store is guarded only where ingest writes: its runs, database and hidden files."""
+    from stores import copy_store
+
+    store = copy_store(samples_store_path, tmp_path / "store")
+    done = trajlens("check", store, "--run", "sao-r6", "--json", store / "checks.json")
+    assert done.returncode == 1 and (store / "checks.json").is_file()
+    done = trajlens("check", store, "--run", "sao-r6", "--json", store / "runs" / "sao-r6" / "checks.json")
+    assert done.returncode == 2 and "among the files of the store" in done.stderr
+
+
 def test_nothing_checked_is_no_pass(tmp_path):
     """Every check skipped (here: checks of trajectories on a run of training scalars) exits 2,
     as a --watch that saw no step does, and writes no result file."""

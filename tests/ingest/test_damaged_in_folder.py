@@ -19,7 +19,7 @@ def _cut(path: Path, size: int) -> None:
 
 @pytest.mark.parametrize("damaged, size, reason", [
     ("step_20.parquet", 500, "not a readable Parquet file"),
-    ("rollouts_step_10.json", 100, "not readable JSON"),
+    ("rollouts_step_10.json", 100, "JSON cut short"),
 ])
 def test_a_cut_file_among_surveyed_logs_is_an_error(tmp_path, damaged, size, reason):
     folder = tmp_path / "hosted"
@@ -43,8 +43,11 @@ def test_a_cut_shard_in_a_folder_a_loader_reads_is_an_error(tmp_path):
     assert done.stderr.startswith(f"error: {folder / 'train-00001-of-00002.parquet'}: not a readable Parquet file")
 
 
-def test_a_json_file_of_another_shape_is_still_left_out(tmp_path):
+@pytest.mark.parametrize("text", ['{"note": "not a log"}', '{"a": 1}\n{"a": 2}\n', "", "plain text"])
+def test_a_json_file_of_another_shape_is_still_left_out(tmp_path, text):
+    """JSON, JSON Lines named .json, an empty file, text: none is a log, none is cut short."""
     folder = tmp_path / "hosted"
     shutil.copytree(DATA / "prime_hosted", folder, ignore=shutil.ignore_patterns("*.py"))
-    (folder / "notes.json").write_text('{"note": "not a log"}')
-    assert run_cli("ingest", folder, "--store", tmp_path / "store").returncode == 0
+    (folder / "notes.json").write_text(text)
+    done = run_cli("ingest", folder, "--store", tmp_path / "store")
+    assert done.returncode == 0, done.stderr

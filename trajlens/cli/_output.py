@@ -199,8 +199,13 @@ def store_holding(path: Path) -> Path | None:
 
 def overwrites_input(path: Path, source: Path, *, flag: str = "--out") -> list[str]:
     """Problems when writing ``path`` would replace the input ``source`` (a run folder, a
-    metrics file) or a file inside it; links are followed on both sides."""
+    metrics file) or a file inside it; links are followed on both sides. A store is guarded by
+    :func:`store_holding` alone: a file kept beside its runs is fine."""
+    from trajlens.store.handle import is_store
+
     target, read = Path(os.path.realpath(path)), Path(os.path.realpath(source))
+    if read.is_dir() and is_store(read):
+        return []
     if target == read or read in target.parents:
         return [f"{flag} {path}: would write over the input {source}; write it elsewhere"]
     return []

@@ -144,35 +144,33 @@ def first_record_keys(text: str) -> list[str]:
     return keys
 
 
-def damaged(path: Path) -> InputError | None:
-    """The error to raise for a Parquet or JSON file that cannot be read as its suffix says
-    (cut short, overwritten), or None. Detection asks it of a file in a folder of logs that no
-    format recognised: such a file is left out only when it reads as something else, so a
-    damaged log is never dropped without a word."""
-    if path.suffix == ".parquet":
+def damage_error(probe: Probe) -> InputError | None:
+    """The error to raise for a Parquet or JSON file cut short (or overwritten), or None.
+    Detection asks it of a file in a folder of logs that no format recognised: such a file is
+    left out only when it reads as something else, so a damaged log is never dropped without a
+    word. A Parquet file must have a readable footer; a JSON file that opens as JSON (``{`` or
+    ``[``) must close as JSON or JSON Lines do (``}`` or ``]``). Only the file's ends are read."""
+    if probe.suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         try:
-            pq.read_schema(path)
+            pq.read_schema(probe.path)
         except (pa.ArrowInvalid, OSError) as error:
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            return InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason)
-    elif path.suffix == ".json":
-        import json
-
-        try:
-            with open(path, "rb") as handle:
-                json.loads(handle.read().removeprefix(UTF8_BOM))
-        except (ValueError, OSError) as error:
-            return InputError(str(path), "not readable JSON", expected="JSON", found=str(error).splitlines()[0])
+            return InputError(str(probe.path), "not a readable Parquet file", expected="Parquet", found=reason)
+    elif probe.suffix == ".json":
+        opens, closes = probe.head.lstrip()[:1], probe.tail.rstrip()[-1:]
+        if opens in ("{", "[") and closes not in ("}", "]"):
+            return InputError(str(probe.path), "JSON cut short", expected="JSON that closes its last record",
+                              found=f"a file ending in {probe.tail.rstrip()[-20:]!r}")
     return None
 
 
 def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"], bool]) -> list[Path]:
     """The files a loader of row files reads: files named directly, and the files below named
     folders that ``detect`` recognises (sorted); an InputError when a folder holds none, or
-    holds a :func:`damaged` file."""
+    holds a damaged file (:func:`damage_error`)."""
     given = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     files: list[Path] = []
     for path in given:
@@ -187,9 +185,10 @@ def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"
 
 
 def _recognised(path: Path, detect: Callable[["Probe"], bool]) -> bool:
-    if detect(Probe(path)):
+    probe = Probe(path)
+    if detect(probe):
         return True
-    if (error := damaged(path)) is not None:
+    if (error := damage_error(probe)) is not None:
         raise error
     return False
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from trajlens.errors import InputError
-from trajlens.ingest._probe import Probe, damaged
+from trajlens.ingest._probe import Probe, damage_error
 
 
 # Only files with these suffixes are probed while surveying a folder; everything else (YAML
@@ -256,7 +256,7 @@ def _plan_folder(directory: Path) -> list[Source]:
             fmt = detect(child, surveyed_only=True)
             if fmt is not None:
                 loose.setdefault(fmt.name, []).append(child)
-            elif (error := damaged(child)) is not None:
+            elif (error := damage_error(Probe(child))) is not None:
                 raise error
     from trajlens.store.writer import slug
 
@@ -296,7 +296,7 @@ def survey(directory: Path) -> list[tuple[Path, Format]]:
             fmt = detect(child, surveyed_only=True)
             if fmt is not None:
                 found.append((child, fmt))
-            elif (error := damaged(child)) is not None:
+            elif (error := damage_error(Probe(child))) is not None:
                 raise error
     return found
 
