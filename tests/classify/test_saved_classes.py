@@ -34,3 +34,14 @@ def test_stage_report_reads_the_classes_a_tool_map_gave(samples_store_copy, tmp_
     assert _think_share(trajlens.stage_report(trajlens.open(samples_store_copy), run_id=RUN)) == shipped
     trajlens.classify_store(trajlens.open(samples_store_copy), [RUN], tool_map=tool_map)
     assert _think_share(trajlens.stage_report(trajlens.open(samples_store_copy), run_id=RUN)) == [0.0] * len(shipped)
+
+
+def test_each_run_reads_its_own_saved_classes(samples_store_copy, tmp_path):
+    """Runs never classified (or holding no trajectories) leave the others' saved classes alone."""
+    tool_map = tmp_path / "map.toml"
+    tool_map.write_text('[map]\nname = "no-think"\n\n[[tools]]\nname = ["think"]\nclass = "other"\n')
+    trajlens.classify_store(trajlens.open(samples_store_copy), [RUN], tool_map=tool_map)
+    report = trajlens.stage_report(trajlens.open(samples_store_copy), stages="early_late")
+    think = report.rates.filter(pl.col("metric") == "share:think")
+    assert think.filter(pl.col("run_id") == RUN)["population_value"].to_list() == [0.0, 0.0]
+    assert think.filter(pl.col("run_id") == "sao-r7")["population_value"].max() > 0.05

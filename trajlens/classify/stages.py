@@ -202,14 +202,14 @@ def stage_report(
         problems.append(f"seed: expected an integer, found {seed!r}")
     if problems:
         raise ConfigError(problems)
-    if measures is None:
-        measures = _saved_measures(store_or_frames, run_id)
-    trajectories, tool_calls = _frames(store_or_frames, run_id, split, calls=measures is None)
-    if measures is None:
-        measures = trajectory_measures(classify_calls(tool_calls), trajectories)
-    else:
-        measures = measures.join(trajectories.select("run_id", "trajectory_id"), on=["run_id", "trajectory_id"],
-                                 how="semi", maintain_order="left")
+    saved, unsaved = _saved_measures(store_or_frames, run_id) if measures is None else (measures, [])
+    trajectories, tool_calls = _frames(store_or_frames, run_id, split, calls_of=unsaved)
+    parts = [] if saved is None else [saved.join(trajectories.select("run_id", "trajectory_id"),
+                                                 on=["run_id", "trajectory_id"], how="semi", maintain_order="left")]
+    if tool_calls is not None:
+        classified = trajectories if unsaved is None else trajectories.filter(pl.col("run_id").is_in(unsaved))
+        parts.append(trajectory_measures(classify_calls(tool_calls), classified))
+    measures = pl.concat(parts, how="diagonal_relaxed")
     staged = assign_stages(trajectories.select("run_id", "trajectory_id", "step"), stages)
     measures = measures.join(staged.select("run_id", "trajectory_id", "stage", "stage_index"),
                              on=["run_id", "trajectory_id"]).filter(pl.col("stage").is_not_null())
@@ -232,20 +232,23 @@ def stage_report(
     )
 
 
-def _saved_measures(source: Any, run_id: str | None) -> pl.DataFrame | None:
-    """A store's saved measures of ``run_id`` (every run when None); None unless each run has
-    current ones (:func:`current_measures`)."""
+def _saved_measures(source: Any, run_id: str | None) -> tuple[pl.DataFrame | None, list[str] | None]:
+    """A store's saved measures of ``run_id`` (every run when None), where they are current
+    (:func:`current_measures`), and the runs without (None: every run, for frames or a store
+    never classified)."""
     if not (hasattr(source, "tables") and hasattr(source, "run_ids")) or "trajectory_measures" not in source.tables():
-        return None
+        return None, None
     runs = [run_id] if run_id is not None else source.run_ids()
     saved = source.table("trajectory_measures").filter(pl.col("run_id").is_in(runs)).collect()
-    parts = [current_measures(saved.filter(pl.col("run_id") == run)) for run in runs]
-    found = [part for part in parts if part is not None]
-    return pl.concat(found) if found and len(found) == len(parts) else None
+    current = {run: current_measures(saved.filter(pl.col("run_id") == run)) for run in runs}
+    found = [part for part in current.values() if part is not None]
+    return (pl.concat(found) if found else None), [run for run, part in current.items() if part is None]
 
 
-def _frames(source: Any, run_id: str | None, split: str | None, *, calls: bool = True
+def _frames(source: Any, run_id: str | None, split: str | None, *, calls_of: list[str] | None = None
             ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The trajectories of ``run_id`` (every run when None) and ``split``, and the tool calls of
+    those of the runs ``calls_of`` names (None: every run; none read when it names none)."""
     if hasattr(source, "trajectories") and hasattr(source, "tool_calls"):
         trajectories, tool_calls = source.trajectories, source.tool_calls
     elif isinstance(source, Sequence) and not isinstance(source, str) and len(source) == 2:
@@ -264,8 +267,11 @@ def _frames(source: Any, run_id: str | None, split: str | None, *, calls: bool =
         trajectories = trajectories.filter(pl.col("split") == split)
     trajectory_frame = trajectories.collect()
     present = tool_calls.collect_schema().names()
-    call_frame = tool_calls.select([c for c in CLASSIFY_INPUT if c in present]).join(trajectories.select("run_id", "trajectory_id"), on=["run_id", "trajectory_id"],
-                                 how="semi").collect() if calls else None
+    if calls_of is not None:
+        tool_calls = tool_calls.filter(pl.col("run_id").is_in(calls_of))
+    call_frame = tool_calls.select([c for c in CLASSIFY_INPUT if c in present]).join(
+        trajectories.select("run_id", "trajectory_id"), on=["run_id", "trajectory_id"], how="semi"
+    ).collect() if calls_of is None or calls_of else None
     if trajectory_frame.height == 0:
         wanted = " and ".join(x for x in (run_id and f"run {run_id!r}", split and f"split {split!r}") if x)
         raise ConfigError([f"stage_report: no trajectories{' for ' + wanted if wanted else ''}"])
