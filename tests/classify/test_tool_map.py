@@ -235,3 +235,11 @@ def test_unknown_tools_are_listed_with_counts():
     ]
     mapped = parse_tool_map('[[tools]]\nname = "frobnicate"\nclass = "edit"\n', "m.toml")
     assert unknown_tools(frame, mapped)["tool_name"].to_list() == ["zap"]
+
+
+def test_an_entry_built_in_python_takes_the_classes_a_file_may_give():
+    from trajlens.classify.tool_map import ToolEntry
+
+    with pytest.raises(ConfigError, match="tool-map entry 'w': class: expected one of submit, .*, shell, found 'browse'"):
+        ToolEntry(id="w", klass="browse", names=("browser",))
+    assert ToolEntry(id="v", klass="view", names=("browser",)).klass == "view"

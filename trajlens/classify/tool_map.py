@@ -79,6 +79,9 @@ SHIPPED_DIR = Path(__file__).resolve().parent / "tool_maps"
 SHIPPED_PREFIX = "trajlens/classify/tool_maps/"
 """How shipped maps are named as the source of a decision (independent of the install path)."""
 
+ENTRY_CLASSES: tuple[str, ...] = (*BEHAVIOUR_CLASSES, SHELL)
+"""The classes a tool-map entry may give: a behaviour class, or :data:`SHELL` (classify the command)."""
+
 _ENTRY_KEYS = frozenset({"id", "name", "glob", "regex", "arguments", "command", "class", "doc"})
 _ARGUMENT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -103,6 +106,11 @@ class ToolEntry:
     """File the entry was read from (``trajlens/classify/tool_maps/...`` for shipped maps)."""
     doc: str = ""
     """What the entry recognises."""
+
+    def __post_init__(self) -> None:
+        if self.klass not in ENTRY_CLASSES:
+            raise ConfigError([f"tool-map entry {self.id!r}: class: expected one of {', '.join(ENTRY_CLASSES)}, "
+                               f"found {self.klass!r}"])
 
 
 @dataclass(frozen=True)
@@ -208,8 +216,8 @@ def _parse_entry(raw: Any, index: int, source: str, problems: list[str]) -> Tool
     if len(matchers) != 1:
         problems.append(f"{where}: expected exactly one of name, glob, regex, found {len(matchers)}")
     klass = raw.get("class")
-    if klass not in (*BEHAVIOUR_CLASSES, SHELL):
-        problems.append(f"{where}: field 'class': expected one of {', '.join((*BEHAVIOUR_CLASSES, SHELL))}, found {klass!r}")
+    if klass not in ENTRY_CLASSES:
+        problems.append(f"{where}: field 'class': expected one of {', '.join(ENTRY_CLASSES)}, found {klass!r}")
     names: tuple[str, ...] = ()
     pattern = None
     if "name" in raw:
