@@ -148,10 +148,10 @@ FIND_EXPRESSION = (r"\s[-(!].*$", "")
 """``find DIR -name x ...``: only the starting points before the expression are paths."""
 NO_PATH_HEADS = r"^(?:edit|insert|append|goto|scroll_up|scroll_down|submit)(?:\s|$)"
 """SWE-agent commands whose words are text or line numbers, never paths."""
-OPTIONS = (r"(^|\s)-\S*", "${1}")
 NODE_ID = (r"::\S*", "")
 MARKS = (MARKS_PATTERN, "")
 PATH_LIKE = r"^[\w.~/][\w.~/+@%,=-]*$"
+"""A word that may be a path; an option (``-x``, ``--flag=v``) is not one, as it starts with ``-``."""
 NOT_A_PATH = r"^(?:\.{1,2}/?|/|[\d.,:]+[a-z]?|[\w-]+)$"
 """Dot directories, numbers and ranges, and bare words (no ``/`` or ``.``) are not paths."""
 LEADING_DOT_SLASH = (r"^(?:\./)+", "")

@@ -19,7 +19,7 @@ a long real one.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 import pyarrow as pa
@@ -274,24 +274,33 @@ def _may_hold(*keys: str) -> pl.Expr:
     return pl.col("__arguments").str.contains(f"{quoted}|\\\\u").fill_null(False)
 
 
-def _join_shell_results(work: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Classify each distinct command text once. Returns ``work`` with ``__shell`` (each call's
-    row of the results; null for calls without a text and for rejected calls, whose classes
-    come from their rejection) and the results (one row per distinct text)."""
+class ShellResults(NamedTuple):
+    """The calls with ``__shell``, each call's row of ``results`` (null for calls without a
+    text and for rejected calls, whose classes come from their rejection), and the results of
+    :func:`~trajlens.classify._vectorised.classify_shell`, one row per distinct text."""
+
+    work: pl.DataFrame
+    results: pl.DataFrame
+
+
+def _join_shell_results(work: pl.DataFrame) -> ShellResults:
+    """Classify each distinct command text once."""
     calls = work.select("__row", "__text").filter(pl.col("__text").is_not_null() & ~work.get_column("__rejected"))
     codes, firsts = distinct_codes(calls.get_column("__text"))
     texts = pl.DataFrame([calls.get_column("__text").gather(firsts).alias("text")]).with_row_index("text_id")
-    return work.with_columns(scatter(work.height, calls["__row"], codes.alias("__shell"))), classify_shell(texts)
+    return ShellResults(work.with_columns(scatter(work.height, calls["__row"], codes.alias("__shell"))), classify_shell(texts))
 
 
-_FIXED_OUTCOMES: tuple[tuple[str | None, tuple[str, ...]], ...] = (
-    *((klass, (klass,)) for klass in BEHAVIOUR_CLASSES),
-    (None, ()),  # rejected
-    ("other", ("other",)),  # neither a tool-map class nor a command
-)
-"""(primary class, action classes) of the calls whose classes do not come from a command, after
-the distinct commands' results in :func:`_assemble`'s table of outcomes."""
-_REJECTED = len(BEHAVIOUR_CLASSES)
+_REJECTED, _NO_CLASS = "rejected", "no class"
+_FIXED_OUTCOMES: dict[str, tuple[str | None, tuple[str, ...]]] = {
+    **{klass: (klass, (klass,)) for klass in BEHAVIOUR_CLASSES},
+    _REJECTED: (None, ()),
+    _NO_CLASS: ("other", ("other",)),  # neither a tool-map class nor a command
+}
+"""(primary class, action classes) of the calls whose classes do not come from a command: of a
+tool-map class, rejected, or neither. They follow the distinct commands' results in
+:func:`_assemble`'s table of outcomes, in this order."""
+_FIXED_ROW = {name: row for row, name in enumerate(_FIXED_OUTCOMES)}
 
 
 def _assemble(work: pl.DataFrame, shell: pl.DataFrame, entries: tuple[ToolEntry, ...], explain: bool) -> pl.DataFrame:
@@ -303,7 +312,7 @@ def _assemble(work: pl.DataFrame, shell: pl.DataFrame, entries: tuple[ToolEntry,
     """
     distinct = shell.height
     fixed = pl.DataFrame(
-        {"primary": [p for p, _ in _FIXED_OUTCOMES], "actions": [list(a) for _, a in _FIXED_OUTCOMES]},
+        {"primary": [p for p, _ in _FIXED_OUTCOMES.values()], "actions": [list(a) for _, a in _FIXED_OUTCOMES.values()]},
         schema={"primary": pl.String, "actions": pl.List(pl.String)},
     )
     shell_primary = pl.col("priority").replace_strict(dict(enumerate(BEHAVIOUR_CLASSES)), default="other", return_dtype=pl.String)
@@ -315,11 +324,11 @@ def _assemble(work: pl.DataFrame, shell: pl.DataFrame, entries: tuple[ToolEntry,
     )
     rejected = pl.col("__rejected")
     tool_class = pl.col("__tool_class")
-    class_code = tool_class.replace_strict({k: i for i, k in enumerate(BEHAVIOUR_CLASSES)}, return_dtype=pl.UInt32)
+    fixed_row = {name: distinct + row for name, row in _FIXED_ROW.items()}
     outcome = (
-        pl.when(rejected).then(pl.lit(distinct + _REJECTED, dtype=pl.UInt32))
-        .when(tool_class.is_not_null()).then(class_code + distinct)
-        .otherwise(pl.col("__shell").fill_null(distinct + _REJECTED + 1))
+        pl.when(rejected).then(pl.lit(fixed_row[_REJECTED], dtype=pl.UInt32))
+        .when(tool_class.is_not_null()).then(tool_class.replace_strict(fixed_row, return_dtype=pl.UInt32))
+        .otherwise(pl.col("__shell").fill_null(fixed_row[_NO_CLASS]))
     )
     row = work.select(outcome).to_series()
     # Paths: the JSON path of a fixed-class call (a row each, after the commands' paths and an

@@ -562,7 +562,7 @@ def render_markdown() -> str:
         lines.append(f"| `{spec.name}` | {spec.summary} | {spec.reference} | {spec.reference_version} | "
                      f"{spec.statistics.value} | {spec.report.value} |")
     for spec in _SPECS:
-        needs = ", ".join(what + _unscored_note(spec) * (flag is Input.REWARDS)
+        needs = ", ".join(what + (_unscored_note(spec) if flag is Input.REWARDS else "")
                           for flag, _, what in _INPUT_CHECKS if flag in spec.inputs) or "nothing beyond keys"
         lines += ["", f"### `{spec.name}`", "", spec.summary, "",
                   f"- tensor function: `{spec.function.replace(':', '.')}`",

@@ -69,11 +69,12 @@ def require_inputs(run_id: str, estimator: str, frames: RunFrames, options: Mapp
     names, with ``options`` (:meth:`~trajlens.estimators.spec.EstimatorSpec.missing`: TRL's
     conventions score a trajectory without a reward). Groups of one are allowed: a group
     estimator gives them its documented advantage (0, or the score)."""
-    from trajlens.estimators.registry import Input, estimator_spec, run_facts
+    from trajlens.estimators.registry import Input, run_facts
+    from trajlens.estimators.spec import EstimatorChoice
 
-    spec = estimator_spec(estimator)
-    facts = run_facts(frames.trajectories, frames.tokens)
-    lacking = [what for what in spec.missing(facts, {**spec.defaults(), **(options or {})})
+    choice = EstimatorChoice(estimator, estimator, dict(options or {}))
+    spec = choice.spec()
+    lacking = [what for what in choice.missing(run_facts(frames.trajectories, frames.tokens))
                if what != "groups of two or more"]
     if lacking:
         hint = "; use an outcome estimator (grpo, rloo, ...)" if spec.inputs & Input.TOKEN_ARRAYS else ""
