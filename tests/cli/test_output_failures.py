@@ -258,6 +258,12 @@ def test_a_report_may_be_kept_beside_its_store(store):
     run = trajlens.open(store).runs.collect()["run_id"][0]
     assert run_cli("sample", store, "--run", run, "--out", store / "sample.md").returncode == 0
     assert (store / "sample.md").is_file()
+    # A report folder too: its partial folder sits beside runs/ while the report writes the
+    # store's analysis tables, and the store's clean-up of its own cut files leaves it alone.
+    done = run_cli("report", store, "--run", run, "--out", store / "report", "--viewers", "0")
+    assert done.returncode == 0, done.stderr
+    assert (store / "report" / "index.html").is_file()
+    assert run_cli("verify", store).returncode == 0
 
 
 def test_two_outputs_may_not_name_one_file(store, tmp_path):

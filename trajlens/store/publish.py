@@ -222,7 +222,8 @@ def recover(store: Path, rebuild_database) -> bool:
             _remove(left_over)
         _remove_if_empty(staging_root)
     for partial in store.glob(".*.partial"):  # a journal, database or record cut short while written
-        partial.unlink()
+        if partial.is_file():  # a folder is another writer's: a report written beside the runs
+            partial.unlink()
     return finished
 
 

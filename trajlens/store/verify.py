@@ -116,7 +116,7 @@ def _interrupted_writes(store: Path) -> list[Finding]:
         for left in sorted(staging.iterdir()):
             found.append(Finding(str(left.relative_to(store)), "left over by a write that did not finish; "
                                  "--repair removes it"))
-    for partial in sorted(store.glob(".*.partial")):
+    for partial in sorted(p for p in store.glob(".*.partial") if p.is_file()):
         found.append(Finding(partial.name, "a file cut short while written; --repair removes it"))
     return found
 
