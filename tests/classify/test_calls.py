@@ -78,6 +78,7 @@ def test_edit_and_verification_flags_come_from_any_action():
         ("str_replace_editor", {"command": "view", "path": "/testbed/a.py"}, None, ["/testbed/a.py"]),
         ("file_editor", {"command": "create", "path": "./b.py", "file_text": "x"}, None, ["b.py"]),
         ("think", {"thought": "look at a.py"}, None, []),
+        ("str_replace_editor", {"command": "view", "path": ""}, None, []),
     ],
 )
 def test_paths(tool, arguments, command, paths):

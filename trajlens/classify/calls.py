@@ -260,7 +260,7 @@ def _fixed_class_paths(work: pl.DataFrame) -> pl.DataFrame:
     found = []
     for key in PATH_ARGUMENT_KEYS:
         value = rows.filter(_may_hold(key)).select("__row", pl.col("__arguments").str.json_path_match(f"$.{key}"))
-        value = value.filter(pl.col("__arguments").is_not_null())
+        value = value.filter(pl.col("__arguments").is_not_null() & (pl.col("__arguments") != ""))  # "" names no file
         found.append(value)
         rows = rows.join(value, on="__row", how="anti")
     paths = pl.concat(found)
