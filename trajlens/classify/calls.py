@@ -138,8 +138,12 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
 
 
 def _bounded_text(command: pl.Expr) -> pl.Expr:
-    """The part of a command that is classified (see the module docstring)."""
-    return command.str.slice(0, sx.MAX_COMMAND_CHARS).str.replace_all(sx.SEPARATOR_CONTROLS, " ")
+    """The part of a command that is classified (see the module docstring). Only a text with
+    more bytes than the bound, or with a separator control, can change: the others are kept as
+    they are rather than copied."""
+    changes = (command.str.len_bytes() > sx.MAX_COMMAND_CHARS) | command.str.contains(sx.SEPARATOR_CONTROLS)
+    bounded = command.str.slice(0, sx.MAX_COMMAND_CHARS).str.replace_all(sx.SEPARATOR_CONTROLS, " ")
+    return pl.when(changes).then(bounded).otherwise(command)
 
 
 def _name_condition(entry: ToolEntry) -> pl.Expr:
