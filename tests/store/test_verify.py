@@ -157,6 +157,23 @@ def test_other_commands_name_the_file_that_fails_to_read_and_suggest_verify(stor
     assert lines[0].startswith(f"error: {cut}: cannot be read (") and f"`trajlens verify {store}`" in lines[0]
 
 
+@pytest.mark.parametrize("command", [("classify", "{store}"), ("sql", "{store}", "SELECT count(*) FROM tool_calls"),
+                                     ("check", "{store}", "--run", "grpo-sandbox")])
+def test_a_deleted_file_is_a_damaged_store_not_fewer_rows(store, command):
+    """Reads list the files on disk: a run file ingest.json records but the disk lacks would
+    silently take its rows out of every answer, and of the analyses saved from them."""
+    deleted = _first(store, "grpo-sandbox", "tool_calls")
+    deleted.unlink()
+    classes = _digests(store / "derived")
+    done = trajlens(*(arg.format(store=store) for arg in command))
+    assert done.returncode in (1, 2)
+    assert done.stderr == (f"error: {deleted}: cannot be read (missing, though the run's ingest.json records it); "
+                           f"the store is damaged: run `trajlens verify {store}` (--repair restores what it can)\n")
+    assert _digests(store / "derived") == classes
+    repair_store(store)
+    assert trajlens(*(arg.format(store=store) for arg in command)).returncode in (0, 1)
+
+
 def test_verify_of_a_folder_that_is_not_a_store(tmp_path):
     (tmp_path / "runs").mkdir()
     done = trajlens("verify", tmp_path)

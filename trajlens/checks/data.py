@@ -362,7 +362,10 @@ def open_batches(path: Path | str, run_id: str | None = None, needs: Needs | Non
     if path.exists() and is_run_dir(path):
         run_dir = path
     elif path.is_dir() and (path / "runs").is_dir():
+        from trajlens.store.writer import require_recorded_files
+
         run_dir, stored = _store_run(path, run_id), True
+        require_recorded_files(path, run_dir)
     if run_dir is not None:
         tables = needs.tables if needs is not None else frozenset(BATCH_TABLES)
         info, batches = _run_dir_batches(run_dir, run_id, tables, stored)

@@ -35,6 +35,7 @@ from trajlens.store.database import (
 )
 from trajlens.store.integrity import write_checksum
 from trajlens.store.layout import is_run_dir
+from trajlens.store.writer import require_recorded_files
 from trajlens.store.publish import (
     GENERATION_FILE,
     JOURNAL_FILE,
@@ -89,6 +90,12 @@ class Store:
         self._generation = ""
         self._transaction: Publisher | None = None
         self._settle()
+        self._check_complete()
+
+    def _check_complete(self) -> None:
+        """Every run file the runs' records list is on disk (:func:`require_recorded_files`)."""
+        for run_dir in run_dirs(self.path):
+            require_recorded_files(self.path, run_dir)
 
     def _settle(self) -> None:
         """Finish a publish a crash interrupted, and bring trajlens.duckdb up to date (a moved

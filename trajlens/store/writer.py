@@ -32,7 +32,7 @@ import duckdb
 from trajlens.errors import InputError, RunConflictError, StoreError
 from trajlens.rows import RunData
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_files, rebuild_database
-from trajlens.store.integrity import checksum_file, hash_run
+from trajlens.store.integrity import DamagedStoreError, checksum_file, hash_run
 from trajlens.store.layout import PACK_BYTES, RunDirWriter, table_files
 from trajlens.store.publish import LOCK_FILE, Publisher, StoreLock, describe_os_error, recover
 
@@ -145,6 +145,16 @@ class RunRecord:
     self_contained: bool = field(default=False, compare=False)
     """Written from its source alone (a run directory, nothing joined from the call's other
     sources): only then does an unchanged ``source_fingerprint`` mean unchanged content."""
+
+    @staticmethod
+    def recorded_files(run_dir: Path) -> list[str]:
+        """The files (paths inside the run directory) the record lists; none when it lists none
+        or cannot be read (a store written before per-file records). Reads the record alone."""
+        try:
+            files = json.loads((run_dir / RUN_RECORD).read_text()).get("files")
+        except (OSError, ValueError, AttributeError):
+            return []
+        return [str(name) for name in files] if isinstance(files, dict) else []
 
     @classmethod
     def read(cls, run_dir: Path) -> "RunRecord":
@@ -409,5 +419,15 @@ def check_run_dir(directory: Path, source: str) -> None:
         connection.close()
 
 
+
+def require_recorded_files(store: Path, run_dir: Path) -> None:
+    """A :class:`DamagedStoreError` for the first file the run's ``ingest.json`` records that
+    the disk lacks: every read lists the files on disk, so a deleted one would take its rows out
+    of every answer without a word. One stat per file."""
+    for name in RunRecord.recorded_files(run_dir):
+        if not (run_dir / name).is_file():
+            raise DamagedStoreError(store, store / RUNS_DIR / run_dir.name / name,
+                                    "missing, though the run's ingest.json records it")
+
 __all__ = ["MAX_RUN_ID_LENGTH", "RUN_ID_PATTERN", "RunRecord", "StoreWriter", "check_outside_inputs", "check_run_id",
-           "content_hash", "slug", "source_fingerprint", "source_identity"]
+           "content_hash", "require_recorded_files", "slug", "source_fingerprint", "source_identity"]
