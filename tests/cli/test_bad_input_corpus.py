@@ -150,7 +150,7 @@ def sql_cases() -> list[Case]:
         Case("param-no-equals", ("sql", STORE, "SELECT 1", "-p", "novalue"), 1, "expected NAME=VALUE"),
         Case("param-empty-name", ("sql", STORE, "SELECT 1", "-p", "=1"), 1, "expected NAME=VALUE"),
         Case("param-bad-name", ("sql", STORE, "SELECT 1", "-p", "1x=2"), 1, "expected NAME=VALUE"),
-        Case("param-bad-int", ("sql", STORE, "SELECT $a", "-p", "a:int=three"), 1, "not a int"),
+        Case("param-bad-int", ("sql", STORE, "SELECT $a", "-p", "a:int=three"), 1, "not an int"),
         Case("param-nan-float", ("sql", STORE, "SELECT $a", "-p", "a:float=nan"), 1, "expected a finite number"),
         Case("param-bad-bool", ("sql", STORE, "SELECT $a", "-p", "a:bool=maybe"), 1, "not a bool"),
         Case("param-bad-json", ("sql", STORE, "SELECT $a", "-p", "a:json={"), 1, "not a json"),

@@ -27,7 +27,7 @@ def test_every_bad_pair_is_reported_at_once():
         parse_params(["novalue", "n:int=x", "a:when=1", "a=1", "a=2"])
     assert caught.value.problems == [
         "--param 'novalue': expected NAME=VALUE or NAME:TYPE=VALUE, such as run_id=sao-r6 or n:int=3",
-        "--param 'n:int=x': not a int (invalid literal for int() with base 10: 'x')",
+        "--param 'n:int=x': not an int (invalid literal for int() with base 10: 'x')",
         "--param 'a:when=1': unknown type 'when'; types: text, str, int, float, bool, json",
         "--param 'a=2': a is given twice",
     ]

@@ -191,3 +191,9 @@ def test_compare_errors_are_one_line(sample_store, a, b, message):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+def test_a_declared_stage_without_steps_says_so(sample_store):
+    done = cli("compare", sample_store.path, "sao-r6:a", "sao-r6:b", "--stages", "a:1-10,b:200-300")
+    assert done.returncode == 1
+    assert done.stderr == "error: side 'sao-r6:b': stage 'b' (steps 200-300) holds no training step of run 'sao-r6'\n"

@@ -77,7 +77,8 @@ def parse_pairs(pairs: list[str], *, flag: str, untyped: Callable[[str], Any], e
             values[name] = read(text)
         except ValueError as error:
             reason = str(error).splitlines()[0] if str(error) else "unreadable"
-            problems.append(f"{flag} {pair!r}: not a {type_name or 'value'} ({reason})")
+            kind = type_name or "value"
+            problems.append(f"{flag} {pair!r}: not {'an' if kind[0] in 'aeiou' else 'a'} {kind} ({reason})")
     if problems:
         raise ConfigError(problems)
     return values

@@ -64,6 +64,11 @@ def parse_side(store: Any, spec: str, stages: Any = "quartiles") -> Side:
         return Side(spec, run_id, stage=part)
     if part in _labels(store, run_id):
         return Side(spec, run_id, label=part)
+    declared = {name: (first, last) for name, first, last in stages} if not isinstance(stages, str) else {}
+    if part in declared:
+        first, last = declared[part]
+        raise ConfigError([f"side {spec!r}: stage {part!r} (steps {first}-{last}) holds no training step "
+                           f"of run {run_id!r}"])
     raise ConfigError([
         f"side {spec!r}: {part!r} is neither a stage of run {run_id!r} "
         f"({', '.join(_stage_names(store, run_id, stages)) or 'none'}) nor an estimator label "

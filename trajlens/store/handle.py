@@ -146,8 +146,8 @@ class Store:
             raise QueryError(f"expected one SQL statement, found {len(statements)}")
         kind = statements[0].type.name
         if kind not in READ_ONLY_STATEMENTS:
-            raise QueryError(f"query refused: a {kind} statement; a query may only read the store's tables "
-                             f"(SELECT), never write, attach or change settings")
+            raise QueryError(f"query refused: {kind} is not a read; a query may only read the store's tables "
+                             f"(SELECT), never write, attach, load or change settings")
         try:
             relation = self.connection.sql(query, params=params or None)
             return pl.DataFrame() if relation is None else relation.pl()
