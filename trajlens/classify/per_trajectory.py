@@ -111,6 +111,15 @@ def current_measures(saved: pl.DataFrame) -> pl.DataFrame | None:
     return saved.select(names)
 
 
+def stored_measures(store: Any, runs: Sequence[str]) -> dict[str, pl.DataFrame | None]:
+    """Per run, the :func:`current_measures` an open store saved for it (as the store sees them,
+    inside a transaction too); None for a run without. One read of the table for every run."""
+    if "trajectory_measures" not in store.tables():
+        return {run: None for run in runs}
+    saved = store.table("trajectory_measures").filter(pl.col("run_id").is_in(list(runs))).collect()
+    return {run: current_measures(saved.filter(pl.col("run_id") == run)) for run in runs}
+
+
 def trajectory_measures(classified_calls: Any, trajectories: Any = None) -> pl.DataFrame:
     """One row of behaviour measures per trajectory (:data:`MEASURES`).
 

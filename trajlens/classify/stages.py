@@ -38,7 +38,7 @@ import polars as pl
 
 from trajlens.classify import _stats
 from trajlens.classify.calls import as_frame, classify_calls
-from trajlens.classify.per_trajectory import behaviour_specs, current_measures, trajectory_measures
+from trajlens.classify.per_trajectory import behaviour_specs, stored_measures, trajectory_measures
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
 from trajlens.intervals import pooled, stage_z, sums
@@ -191,9 +191,9 @@ def stage_report(
     on its own either way); ``split`` keeps only trajectories of that split (None: all).
     ``measures``: :func:`trajectory_measures` of (at least) those trajectories, when the caller
     has them; the tool calls are then neither read nor classified again. From a store, without
-    them, the measures ``trajlens classify`` saved (with the tool map it was given) are read
-    when every run has them, as the CLI's reports read them; else the calls are classified
-    with the shipped tool maps.
+    them, each run's measures ``trajlens classify`` saved (with the tool map it was given) are
+    read, as the CLI's reports read them; only the calls of runs without are classified, with
+    the shipped tool maps.
     """
     problems = []
     if not isinstance(n, (int, np.integer)) or n < 1:
@@ -234,13 +234,11 @@ def stage_report(
 
 def _saved_measures(source: Any, run_id: str | None) -> tuple[pl.DataFrame | None, list[str] | None]:
     """A store's saved measures of ``run_id`` (every run when None), where they are current
-    (:func:`current_measures`), and the runs without (None: every run, for frames or a store
-    never classified)."""
-    if not (hasattr(source, "tables") and hasattr(source, "run_ids")) or "trajectory_measures" not in source.tables():
+    (:func:`~trajlens.classify.per_trajectory.stored_measures`), and the runs without (None:
+    every run, for frames)."""
+    if not (hasattr(source, "tables") and hasattr(source, "run_ids")):
         return None, None
-    runs = [run_id] if run_id is not None else source.run_ids()
-    saved = source.table("trajectory_measures").filter(pl.col("run_id").is_in(runs)).collect()
-    current = {run: current_measures(saved.filter(pl.col("run_id") == run)) for run in runs}
+    current = stored_measures(source, [run_id] if run_id is not None else source.run_ids())
     found = [part for part in current.values() if part is not None]
     return (pl.concat(found) if found else None), [run for run, part in current.items() if part is None]
 

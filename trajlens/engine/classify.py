@@ -18,7 +18,7 @@ from typing import Any, Callable, NamedTuple
 import polars as pl
 
 from trajlens.classify.calls import CALL_CLASS_COLUMNS, UNMAPPED, classify_calls
-from trajlens.classify.per_trajectory import current_measures, trajectory_measures
+from trajlens.classify.per_trajectory import current_measures, stored_measures, trajectory_measures
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.classify.unknown import unknown_tools
 from trajlens.engine.base import Engine, StepResult, StepTables
@@ -120,14 +120,10 @@ def saved_measures(store: Any, run_id: str) -> pl.DataFrame | None:
     without opening it); None when they were not saved. Ingesting a changed run drops them, so
     saved measures are those of the run as stored. Measures saved with other columns than
     :data:`~trajlens.classify.per_trajectory.MEASURES` (by another version) count as not saved."""
-    if isinstance(store, (str, Path)):
-        table = StoreLocation.of(store).read_derived("trajectory_measures", run_id)
-        measures = None if table is None else pl.DataFrame(table)
-    elif "trajectory_measures" in store.tables():
-        measures = store.table("trajectory_measures").filter(pl.col("run_id") == run_id).collect()
-    else:
-        return None
-    return None if measures is None else current_measures(measures)
+    if not isinstance(store, (str, Path)):
+        return stored_measures(store, [run_id])[run_id]
+    table = StoreLocation.of(store).read_derived("trajectory_measures", run_id)
+    return None if table is None else current_measures(pl.DataFrame(table))
 
 
 def run_measures(store: Any, run_id: str) -> pl.DataFrame:

@@ -161,9 +161,9 @@ def by_name(name: str) -> Format:
     raise KeyError(name)
 
 
-def detect(path: Path | str, *, folders: bool = True, surveyed_only: bool = False) -> Format | None:
-    """The first format that recognises ``path``, or ``None``."""
-    probe = Probe(path)
+def detect(path: Path | str | Probe, *, folders: bool = True, surveyed_only: bool = False) -> Format | None:
+    """The first format that recognises ``path`` (or the file a probe holds), or ``None``."""
+    probe = Probe.of(path)
     is_dir = probe.is_dir
     for fmt in registry():
         if is_dir and not fmt.folder:
@@ -253,10 +253,10 @@ def _plan_folder(directory: Path) -> list[Source]:
             found = detect(child)
             sources.extend([Source(found, [child])] if found is not None else _plan_folder(child))
         elif child.suffix in SURVEY_SUFFIXES:
-            fmt = detect(child, surveyed_only=True)
+            fmt = detect(probe := Probe(child), surveyed_only=True)
             if fmt is not None:
                 loose.setdefault(fmt.name, []).append(child)
-            elif (error := damage_error(Probe(child))) is not None:
+            elif (error := damage_error(probe)) is not None:
                 raise error
     from trajlens.store.writer import slug
 
@@ -293,10 +293,10 @@ def survey(directory: Path) -> list[tuple[Path, Format]]:
             elif not child.is_symlink():
                 found.extend(survey(child))
         elif child.suffix in SURVEY_SUFFIXES:
-            fmt = detect(child, surveyed_only=True)
+            fmt = detect(probe := Probe(child), surveyed_only=True)
             if fmt is not None:
                 found.append((child, fmt))
-            elif (error := damage_error(Probe(child))) is not None:
+            elif (error := damage_error(probe)) is not None:
                 raise error
     return found
 
