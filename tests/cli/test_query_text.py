@@ -51,6 +51,19 @@ def test_an_unknown_saved_query_lists_the_known_ones(store):
     assert "think_share_by_step" in saved_queries()
 
 
+@pytest.mark.parametrize("args, message", [
+    (("SELECT count(*) AS n FROM runs", "--param", "x=1"),
+     "error: query failed: a value is given for $x, but the query takes no parameters"),
+    (("SELECT $run_id AS r, $s AS s", "--param", "run=tiny", "--param", "s:int=1"),
+     "error: query failed: a value is given for $run, but the query takes $run_id, $s"),
+    (("SELECT $run_id AS r", ), "error: query failed: the query takes $run_id; no value is given for $run_id"),
+], ids=["unused", "misspelt", "unbound"])
+def test_a_parameter_the_query_does_not_take_or_lacks_is_named(store, args, message):
+    done = run_cli("sql", store, *args)
+    assert done.returncode == 1
+    assert _one_error_line(done) == message
+
+
 def test_a_saved_query_and_plain_sql_still_run(store):
     assert run_cli("sql", store, "runs_overview").returncode == 0
     assert run_cli("sql", store, "SELECT count(*) AS n FROM runs").returncode == 0

@@ -148,6 +148,8 @@ class Store:
         if kind not in READ_ONLY_STATEMENTS:
             raise QueryError(f"query refused: {kind} is not a read; a query may only read the store's tables "
                              f"(SELECT), never write, attach, load or change settings")
+        if params is None or isinstance(params, Mapping):
+            _check_parameters(statements[0].named_parameters, params or {})
         try:
             relation = self.connection.sql(query, params=params or None)
             return pl.DataFrame() if relation is None else relation.pl()
@@ -313,6 +315,18 @@ def _check_utf8(query: str, params: Mapping[str, Any] | Sequence[Any] | None) ->
         found = non_utf8(text) if isinstance(text, str) else None
         if found is not None:
             raise QueryError(f"{where}: expected UTF-8 text, found {found}")
+
+
+def _check_parameters(named: set[str], params: Mapping[str, Any]) -> None:
+    """Raise QueryError when a bound name is not a ``$name`` of the query, or a ``$name`` of
+    the query is bound to nothing: one line naming both sides, rather than DuckDB's count."""
+    takes = ", ".join(f"${name}" for name in sorted(named)) or "no parameters"
+    unused = sorted(set(params) - named)
+    if unused:
+        raise QueryError(f"query failed: a value is given for ${unused[0]}, but the query takes {takes}")
+    unbound = sorted(named - set(params))
+    if unbound:
+        raise QueryError(f"query failed: the query takes {takes}; no value is given for ${unbound[0]}")
 
 
 def _first_line(error: BaseException) -> str:
