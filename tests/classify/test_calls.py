@@ -75,6 +75,8 @@ def test_edit_and_verification_flags_come_from_any_action():
         ("bash", {}, "head -n 20 setup.py", ["setup.py"]),
         ("bash", {}, "pip install numpy==1.2", []),
         ("bash", {}, "python -c 'open(\"x.py\")'", []),
+        ("bash", {}, 'cat "$D"/d.py src/e.py', ["src/e.py"]),
+        ("bash", {}, "cat $(pwd)/x.py `pwd`/y.py z.py", ["z.py"]),
         ("str_replace_editor", {"command": "view", "path": "/testbed/a.py"}, None, ["/testbed/a.py"]),
         ("file_editor", {"command": "create", "path": "./b.py", "file_text": "x"}, None, ["b.py"]),
         ("think", {"thought": "look at a.py"}, None, []),

@@ -149,7 +149,8 @@ FIND_EXPRESSION = (r"\s[-(!].*$", "")
 NO_PATH_HEADS = r"^(?:edit|insert|append|goto|scroll_up|scroll_down|submit)(?:\s|$)"
 """SWE-agent commands whose words are text or line numbers, never paths."""
 NODE_ID = (r"::\S*", "")
-MARKS = (MARKS_PATTERN, "")
+MARKS = (r"\S*" + MARKS_PATTERN + r"\S*", "")
+"""A word holding a marker is no path: part of it is hidden (``\"$D\"/d.py``, ``$(pwd)/x.py``)."""
 PATH_LIKE = r"^[\w.~/][\w.~/+@%,=-]*$"
 """A word that may be a path; an option (``-x``, ``--flag=v``) is not one, as it starts with ``-``."""
 NOT_A_PATH = r"^(?:\.{1,2}/?|/|[\d.,:]+[a-z]?|[\w-]+)$"

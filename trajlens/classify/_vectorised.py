@@ -462,7 +462,7 @@ def _with_paths(rows: pl.DataFrame, takes_files: pl.Expr) -> pl.DataFrame:
     for applies, rewrite in ((pattern_first, sx.FIRST_POSITIONAL), (~pattern_first & (pl.col("head") == "find"), sx.FIND_EXPRESSION)):
         rows = _where(rows, applies, _rewrite_words(rewrite), ("__words",))
     # Options (words that start with `-`) are no paths as they stand (sx.PATH_LIKE), so only
-    # node ids and marks are cut from the words, on the rows that hold them.
+    # node ids are cut from the words, and words holding a marker dropped, on the rows that hold them.
     rows = _rewrite_rows(rows, "__words", "::", lambda t: _sub(t, sx.NODE_ID))
     rows = _rewrite_rows(rows, "__words", "__", lambda t: _sub(t, sx.MARKS))
     # Actions are normalised to single spaces (sx.WHITESPACE), so their words are split on

@@ -50,9 +50,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RULES_VERSION = "1.2"
+RULES_VERSION = "1.3"
 """Version of the taxonomy, the shell rules and the shipped tool maps; stored beside every
-classification. 1.2: tool maps (TOML) replace the tool-name tables; browsers, search engines,
+classification. 1.3: a word built partly from a quoted string or a command substitution
+(``"$D"/d.py``, ``$(pwd)/x.py``) is no path. 1.2: tool maps (TOML) replace the tool-name tables; browsers, search engines,
 calculators, MCP ``server__tool`` names and SWE-agent's CTF tools are mapped; fixed-class
 tools take their path from the JSON arguments; commands are classified on their first
 :data:`~trajlens.classify._syntax.MAX_COMMAND_CHARS` characters."""
