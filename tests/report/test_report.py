@@ -211,6 +211,15 @@ def test_report_on_a_verl_dump_without_token_counts(tmp_path):
     assert labels == {"grpo", "dr_grpo", "rloo", "sum_then_normalize"}  # gdpo_verl needs token counts
 
 
+def test_the_report_keeps_the_advantages_a_user_saved_under_other_labels(tmp_path):
+    trajlens.ingest([SAMPLE.parent / "tests" / "data" / "verl" / "grpo-sandbox"], tmp_path / "store")
+    saved = cli("advantages", tmp_path / "store", "--run", "grpo-sandbox", "-e", "rloo", "--label", "mine")
+    assert saved.returncode == 0, saved.stderr
+    report_store(trajlens.open(tmp_path / "store"), tmp_path / "report")
+    labels = set(trajlens.open(tmp_path / "store").sql("SELECT DISTINCT estimator FROM advantage_batches")["estimator"])
+    assert labels == {"mine", "grpo", "dr_grpo", "rloo", "sum_then_normalize"}
+
+
 def test_the_overview_names_each_runs_main_problem_first(reports):
     out, by_run = reports
     main = {run_id: report.findings[0] for run_id, report in by_run.items()}

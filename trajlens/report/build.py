@@ -203,7 +203,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     if choices:
         diagnostics = advantages.diagnostics
         parts.diagnostics = diagnostics
-        save_advantage_batches(store, run_id, diagnostics, keep_other_labels=False)
+        save_advantage_batches(store, run_id, diagnostics, keep_other_labels=True)
         charts["advantage_batches"] = plots.advantage_batches(diagnostics, f"{run_id}: recomputed advantages per batch")
         trained = run_trained_with(store, run_id)
         sections.append(_advantage_markdown(diagnostics, choices, trained))
