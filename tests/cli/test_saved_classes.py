@@ -140,3 +140,26 @@ def test_view_classifies_and_saves_a_run_never_classified(store, tmp_path):
     assert shown["s5-t2"] == [(index, "think") for index in range(5)] + [(5, "test_suite")]
     saved = _saved_classes(store)
     assert {trajectory: saved[trajectory] for trajectory in shown} == shown
+
+
+def test_classes_that_change_drop_the_analyses_computed_from_them(store, tmp_path):
+    """Attribution and stage reports read the saved classes: classifying the run again with a
+    map that changes them drops those analyses (and says so); the same classes again keep them."""
+    import trajlens as api
+
+    assert trajlens("attribute", store, "--run", RUN).returncode == 0
+    assert trajlens("sample", store, "--run", RUN, "--out", tmp_path / "sample.md").returncode == 0
+    analyses = {"class_credit", "call_credit", "attribution_runs", "stage_rates"}
+    assert analyses <= set(api.open(store).tables())
+
+    again = trajlens("classify", store, "--run", RUN)
+    assert again.returncode == 0 and "dropped" not in again.stdout
+    assert analyses <= set(api.open(store).tables())
+
+    (tmp_path / "map.toml").write_text(NO_THINK)
+    changed = trajlens("classify", store, "--run", RUN, "--tool-map", tmp_path / "map.toml")
+    assert changed.returncode == 0, changed.stderr
+    assert f"{RUN}: its classes changed: dropped its analyses stage_rates, stage_changes, call_credit, " in changed.stdout
+    left = set(api.open(store).tables())
+    assert not analyses & left and not any(name.startswith("attribution_") for name in left)
+    assert {"call_classes", "trajectory_measures", "unknown_tools"} <= left

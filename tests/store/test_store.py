@@ -228,6 +228,17 @@ def test_reingest_keeps_analyses_when_unchanged_and_drops_them_when_changed(tmp_
     for table in ("call_credit", "attribution_drift"):
         with pytest.raises(QueryError, match=f"table {table} does not exist yet .*`trajlens attribute STORE --run RUN`"):
             store.sql(f"SELECT * FROM {table}")
+    with pytest.raises(QueryError, match="table unknown_tools does not exist yet .*`trajlens classify STORE` creates it"):
+        store.sql("SELECT * FROM unknown_tools")
+
+
+def test_every_table_an_analysis_saves_names_the_command_that_writes_it():
+    from trajlens.attribution.saved import FRAME_TABLES, RUNS_TABLE
+    from trajlens.store.database import ANALYSIS_TABLES, CLASS_ANALYSES
+
+    attribution = {*FRAME_TABLES.values(), RUNS_TABLE, "call_credit", "class_credit"}
+    assert {name for name, command in ANALYSIS_TABLES.items() if " attribute " in command} == attribution
+    assert set(CLASS_ANALYSES) == attribution | {"stage_rates", "stage_changes"}
 
 
 def _store_files(store):

@@ -59,6 +59,9 @@ def classify(
     typer.echo(f"classified {len(results)} run(s), {trajectories} trajectories; "
                "tables call_classes, trajectory_measures and unknown_tools")
     for result in results:
+        if result.dropped:
+            typer.echo(f"{result.run_id}: its classes changed: dropped its analyses {', '.join(result.dropped)}; "
+                       "run `trajlens attribute` or `trajlens report` again")
         if result.unknown.height:
             listed = ", ".join(f"{row['tool_name']} ({row['calls']})" for row in result.unknown.head(10).iter_rows(named=True))
             more = f" and {result.unknown.height - 10} more" if result.unknown.height > 10 else ""

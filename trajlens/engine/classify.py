@@ -26,6 +26,7 @@ from trajlens.run.location import StoreLocation
 from trajlens.run.reader import RunReader
 from trajlens.engine.writing import StepStream, save_table
 from trajlens.schema import SCHEMAS
+from trajlens.store.database import CLASS_ANALYSES
 
 
 class EngineClasses(NamedTuple):
@@ -36,6 +37,8 @@ class EngineClasses(NamedTuple):
     """The classified calls with the explain columns, when asked for (they stream to the store otherwise)."""
     measures: pl.DataFrame
     unknown: pl.DataFrame
+    dropped: tuple[str, ...] = ()
+    """The run's analyses dropped because its classes changed (:data:`~trajlens.store.database.CLASS_ANALYSES`)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,7 @@ def classify_run_on(engine: Engine, location: StoreLocation, run_id: str, tool_m
     ``store`` is the open :class:`~trajlens.store.Store` when the store is on this machine
     (the tables are then published through it); None writes through ``location``.
     """
+    earlier = saved_measures(store, run_id) if store is not None else None
     steps = location.steps(run_id, "trajectories")
     function = ClassifyStep(tool_map, explain)
     results = engine.map_steps(function, location, run_id, steps)
@@ -103,7 +107,10 @@ def classify_run_on(engine: Engine, location: StoreLocation, run_id: str, tool_m
     unknown = unknown_tools(unmapped, tool_map)
     save_table(store, location, "trajectory_measures", run_id, measures)
     save_table(store, location, "unknown_tools", run_id, unknown)
-    return EngineClasses(run_id, stream.frame("explained_calls") if explain else None, measures, unknown)
+    dropped: list[str] = []
+    if earlier is not None and not earlier.equals(current_measures(measures)):
+        dropped = store.drop_derived(CLASS_ANALYSES, run_id)
+    return EngineClasses(run_id, stream.frame("explained_calls") if explain else None, measures, unknown, tuple(dropped))
 
 
 def classify_run(store: Any, run_id: str, tool_map: ToolMapLike = None, *, explain: bool = False) -> EngineClasses:

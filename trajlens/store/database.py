@@ -44,6 +44,7 @@ STORAGE_VERSION = "v1.0.0"
 ANALYSIS_TABLES: dict[str, str] = {
     "call_classes": "trajlens classify STORE",
     "trajectory_measures": "trajlens classify STORE",
+    "unknown_tools": "trajlens classify STORE",
     "stage_rates": "trajlens sample STORE --run RUN (or trajlens report)",
     "stage_changes": "trajlens sample STORE --run RUN (or trajlens report)",
     "advantage_batches": "trajlens advantages STORE --run RUN --estimator NAME (or trajlens report)",
@@ -51,10 +52,17 @@ ANALYSIS_TABLES: dict[str, str] = {
         table: "trajlens attribute STORE --run RUN"
         for table in (
             "call_credit", "class_credit", "attribution_steps", "attribution_summary", "attribution_length_bias",
-            "attribution_drift", "attribution_runs",
+            "attribution_drift", "attribution_verdicts", "attribution_evidence", "attribution_projection",
+            "attribution_runs",
         )
     },
 }
+"""Every analysis table, with the command that writes it (named when a query asks for one that is not there yet)."""
+
+CLASS_ANALYSES: tuple[str, ...] = tuple(
+    name for name, command in ANALYSIS_TABLES.items() if " sample " in command or " attribute " in command
+)
+"""Analysis tables computed from a run's call classes: a classification that changes them makes these stale."""
 
 
 def run_dirs(store: Path) -> list[Path]:
@@ -201,6 +209,7 @@ def register_tables(connection: duckdb.DuckDBPyConnection, store: Path,
 
 __all__ = [
     "ANALYSIS_TABLES",
+    "CLASS_ANALYSES",
     "DATABASE_FILE",
     "DERIVED_DIR",
     "database_is_current",

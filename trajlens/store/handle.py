@@ -33,7 +33,7 @@ from trajlens.store.database import (
     run_dirs,
     store_files,
 )
-from trajlens.store.integrity import write_checksum
+from trajlens.store.integrity import checksum_file, write_checksum
 from trajlens.store.layout import is_run_dir
 from trajlens.store.writer import require_recorded_files
 from trajlens.store.publish import (
@@ -281,6 +281,22 @@ class Store:
         self._transaction.replace(checksum, f"{DERIVED_DIR}/{name}/{checksum.name}")
         self._forget_connection()
         return self.path / target
+
+    def drop_derived(self, names: Sequence[str], run_id: str) -> list[str]:
+        """Remove ``run_id``'s part of each analysis table in ``names`` that holds one (with the
+        rest of the transaction, as :meth:`write_derived` publishes); returns the tables it held."""
+        if self._transaction is None:
+            with self.transaction():
+                return self.drop_derived(names, run_id)
+        held = [name for name in names if (self.path / DERIVED_DIR / name / f"{run_id}.parquet").exists()]
+        for name in held:
+            part = self.path / DERIVED_DIR / name / f"{run_id}.parquet"
+            self._transaction.drop(str(part.relative_to(self.path)))
+            if checksum_file(part).exists():
+                self._transaction.drop(str(checksum_file(part).relative_to(self.path)))
+        if held:
+            self._forget_connection()
+        return held
 
     def _forget_connection(self) -> None:
         """Drop the query connection so the next query sees the tables now published."""
