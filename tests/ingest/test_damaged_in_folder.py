@@ -51,3 +51,38 @@ def test_a_json_file_of_another_shape_is_still_left_out(tmp_path, text):
     (folder / "notes.json").write_text(text)
     done = run_cli("ingest", folder, "--store", tmp_path / "store")
     assert done.returncode == 0, done.stderr
+
+
+def _first_record(path: Path, change) -> None:
+    import json
+
+    lines = path.read_text().splitlines()
+    lines[0] = change(lines[0], json)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda line, json: "{" + line, "record 1: not JSON"),
+    (lambda line, json: json.dumps({**json.loads(line), "output": ["a"]}), "record 1: field 'output': expected a string"),
+], ids=["garbled", "mistyped"])
+def test_a_log_whose_first_record_is_bad_is_read_and_named_not_dropped(tmp_path, change, message):
+    """Detection reads a file's first record: one that is garbled, or has the keys of the logs
+    beside it with a value of the wrong type, is still read as one of them, so its loader names it."""
+    folder = tmp_path / "dumps"
+    shutil.copytree(DATA / "verl" / "grpo-sandbox", folder)
+    _first_record(folder / "1.jsonl", change)
+    done = run_cli("ingest", folder, "--store", tmp_path / "store")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"error: {folder / '1.jsonl'}: {message}") and done.stderr.count("\n") == 1
+    assert not (tmp_path / "store").exists()
+    lenient = run_cli("ingest", folder, "--store", tmp_path / "store", "--lenient")
+    assert lenient.returncode == 0 and "skipped 1 bad records" in lenient.stdout
+
+
+def test_records_of_another_shape_beside_logs_are_still_left_out(tmp_path):
+    folder = tmp_path / "dumps"
+    shutil.copytree(DATA / "verl" / "grpo-sandbox", folder)
+    (folder / "summary.jsonl").write_text('{"accuracy": 0.5, "n": 4}\n')
+    (folder / "empty.jsonl").write_text("")
+    done = run_cli("ingest", folder, "--store", tmp_path / "store")
+    assert done.returncode == 0, done.stderr

@@ -167,18 +167,47 @@ def damage_error(probe: Probe) -> InputError | None:
     return None
 
 
+STREAM_SUFFIXES: frozenset[str] = frozenset({".jsonl", ".parquet"})
+"""Suffixes of files that hold a stream of records (JSON Lines, Parquet)."""
+
+
+def strays(recognised: Sequence[Path], unrecognised: Sequence[Path]) -> list[Path]:
+    """The files of ``unrecognised`` that look like a log of ``recognised`` gone bad: beside one
+    of them (same folder, same record-stream suffix), with a first record that is not a record
+    at all (a garbled line, stray bytes) or has the same keys as that log's (a mistyped value).
+    Their loader reads them and names the bad record, rather than the survey dropping them
+    without a word. A file of other records (a summary beside the logs) or an empty one is not a stray."""
+    beside: dict[tuple[Path, str], set[frozenset[str]]] = {}
+    for path in recognised:
+        if path.suffix in STREAM_SUFFIXES:
+            beside.setdefault((path.parent, path.suffix), set()).add(Probe(path).record_keys)
+    found = []
+    for path in unrecognised:
+        keys_beside = beside.get((path.parent, path.suffix))
+        if keys_beside is None:
+            continue
+        probe = Probe(path)
+        garbled = not probe.record_keys and bool(probe.head.strip())
+        if garbled or probe.record_keys in keys_beside:
+            found.append(path)
+    return found
+
+
 def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"], bool]) -> list[Path]:
     """The files a loader of row files reads: files named directly, and the files below named
-    folders that ``detect`` recognises (sorted); an InputError when a folder holds none, or
-    holds a damaged file (:func:`damage_error`)."""
+    folders that ``detect`` recognises, with their :func:`strays` (sorted); an InputError when a
+    folder holds none, or holds a damaged file (:func:`damage_error`)."""
     given = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     files: list[Path] = []
     for path in given:
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".") and _recognised(p, detect))
+            candidates = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            recognised = {p: _recognised(p, detect) for p in candidates}
+            found = [p for p, known in recognised.items() if known]
             if not found:
                 raise InputError(str(path), "no files of this format in the directory", found="none")
-            files.extend(found)
+            found += strays(found, [p for p, known in recognised.items() if not known])
+            files.extend(sorted(found))
         else:
             files.append(path)
     return files

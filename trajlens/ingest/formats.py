@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from trajlens.errors import InputError
-from trajlens.ingest._probe import Probe, damage_error
+from trajlens.ingest._probe import Probe, damage_error, strays
 
 
 # Only files with these suffixes are probed while surveying a folder; everything else (YAML
@@ -248,6 +248,7 @@ def _plan_folder(directory: Path) -> list[Source]:
         return [Source(fmt, [directory]), *_metrics_beside(directory)]
     sources: list[Source] = []
     loose: dict[str, list[Path]] = {}
+    unknown: list[Path] = []
     for child in _children(directory):
         if child.is_dir():
             found = detect(child)
@@ -258,6 +259,12 @@ def _plan_folder(directory: Path) -> list[Source]:
                 loose.setdefault(fmt.name, []).append(child)
             elif (error := damage_error(probe)) is not None:
                 raise error
+            else:
+                unknown.append(child)
+    for files in loose.values():
+        claimed = strays(files, unknown)
+        if not any(strays(others, claimed) for others in loose.values() if others is not files):
+            files.extend(claimed)  # a stray beside logs of two formats is left to neither
     from trajlens.store.writer import slug
 
     for name, files in loose.items():
@@ -285,6 +292,7 @@ def survey(directory: Path) -> list[tuple[Path, Format]]:
     """Every log below ``directory`` with its format: whole folders a folder format takes, and
     candidate files otherwise. Hidden entries and symbolic links to folders are skipped."""
     found: list[tuple[Path, Format]] = []
+    unknown: list[Path] = []
     for child in _children(directory):
         if child.is_dir():
             fmt = detect(child, surveyed_only=True)
@@ -298,6 +306,15 @@ def survey(directory: Path) -> list[tuple[Path, Format]]:
                 found.append((child, fmt))
             elif (error := damage_error(probe)) is not None:
                 raise error
+            else:
+                unknown.append(child)
+    # A file no format recognised, beside logs of one format with its suffix, is read as one of
+    # them (see strays): its loader names its bad record.
+    here = [(path, fmt) for path, fmt in found if path.parent == directory and path.is_file()]
+    for stray in strays([path for path, _ in here], unknown):
+        owners = {fmt.name: fmt for path, fmt in here if path.suffix == stray.suffix}
+        if len(owners) == 1:
+            found.append((stray, *owners.values()))
     return found
 
 
