@@ -213,9 +213,15 @@ def stage_report(
     staged = assign_stages(trajectories.select("run_id", "trajectory_id", "step"), stages)
     measures = measures.join(staged.select("run_id", "trajectory_id", "stage", "stage_index"),
                              on=["run_id", "trajectory_id"]).filter(pl.col("stage").is_not_null())
+    steps = trajectories["step"]
     if measures.is_empty():
-        steps = trajectories["step"]
         raise ConfigError([f"stages: no trajectory falls in any stage (the run's steps are {steps.min()}-{steps.max()})"])  # type: ignore[str-bytes-safe]
+    if not isinstance(stages, str):
+        held = set(measures["stage"].unique())
+        empty = [f"stages: stage {name!r} (steps {first}-{last}) holds no training step (the run's steps are "
+                 f"{steps.min()}-{steps.max()})" for name, first, last in _check_ranges(stages) if name not in held]
+        if empty:
+            raise ConfigError(empty)
     measures = _draw(measures, int(n), int(seed))
     population = _metrics(measures)
     drawn = _metrics(measures.filter(pl.col("sampled")))
