@@ -157,6 +157,10 @@ def attribute(
         trajectories = trajectories.filter(pl.col("step").is_in(list(steps)))
     if trajectories.height == 0:
         raise ConfigError([f"run {run_id!r} has no training trajectories to attribute"])
+    held = trajectories["step"].n_unique()
+    if 1 < held <= drift.k:
+        raise ConfigError([f"lag k={drift.k}: run {run_id!r} has {held} training steps, so no step has one k steps "
+                           f"after it to relate its credit to (k at most {held - 1})"])
     reader = RunReader.of(store, run_id)
     stored = stored_facts(reader, trajectories, runs["config"][0], store)
     facts, token_rows = stored.facts, stored.token_rows
