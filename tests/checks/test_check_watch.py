@@ -114,6 +114,31 @@ def test_partial_metrics_line_is_never_read(tmp_path):
     assert follower.released == {1, 2, 3}
 
 
+def test_the_last_step_waited_for_is_complete_once_its_files_settle(tmp_path):
+    """No later step comes after the run's last one and a trainer may write no _SUCCESS marker:
+    the step ``--until-step`` names is complete once its files keep their sizes for ``settle``."""
+    import shutil
+
+    run = tmp_path / "run"
+    last = 4
+    shutil.copytree(SAMPLES / "sao-r7", run, ignore=lambda folder, names: [
+        n for n in names if n.startswith("step=") and int(n.split("=")[1]) > last])
+    clock = [0.0]
+    waiting = RunFollower(run, settle=5.0, clock=lambda: clock[0], last_step=last)
+    other = RunFollower(run, settle=5.0, clock=lambda: clock[0], last_step=last + 1)
+    released = []
+    while (batch := waiting.poll()) is not None:
+        released += batch.steps
+    while other.poll() is not None:
+        pass
+    assert last not in released and last not in other.released
+    clock[0] = 4.0
+    assert waiting.poll() is None  # not settled yet
+    clock[0] = 6.0
+    assert waiting.poll().steps == [last]
+    assert other.poll() is None and last not in other.released  # a later step may still come
+
+
 def test_timeout_ends_a_watch_that_sees_no_step(tmp_path):
     lines: list[str] = []
     ended = watch(tmp_path, default_checks(), WatchOptions(poll=0.05, timeout=0.3), echo=lines.append)

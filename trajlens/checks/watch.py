@@ -5,8 +5,9 @@ What is read, and when a step counts as complete (a step is never read before it
 ``Parquet step partitions`` (the canonical layout: ``trajectories/step=N/*.parquet`` and the
 same under ``tool_calls/``, ``tokens/``, ``step_metrics/``)
     Step N is complete when a partition of a later step exists under ``trajectories/`` (the
-    trainer has moved on), or when ``trajectories/step=N/`` holds a ``_SUCCESS`` marker; and
-    then only once every file of the step has a valid Parquet footer. Files whose names start
+    trainer has moved on), or when ``trajectories/step=N/`` holds a ``_SUCCESS`` marker, or
+    (the last step a watch waits for, ``until_step``) when its files have kept their sizes for
+    ``settle`` seconds; and then only once every file of the step has a valid Parquet footer. Files whose names start
     with ``.`` or ``_`` or end in ``.tmp`` (written, then renamed) are not read.
 ``verl dumps`` (``N.jsonl`` in the directory)
     Complete when a dump of a later step exists, or when it ends in a newline and has not
@@ -78,8 +79,12 @@ class RunFollower:
     """Reads the complete steps of a growing run directory, each file once."""
 
     def __init__(self, directory: Path | str, run_id: str | None = None, settle: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, last_step: int | None = None) -> None:
         self.directory = Path(directory)
+        self.last_step = last_step
+        """The last step the watch waits for (``--until-step``): no later step will show it complete."""
+        self._last_files: tuple[tuple[str, int], ...] | None = None
+        self._last_since = 0.0
         if not self.directory.is_dir():
             raise InputError(str(self.directory), expected="a run directory to watch", found="no such directory")
         self.run_id = run_id
@@ -170,7 +175,8 @@ class RunFollower:
             for step, directory in partitions.items():
                 if step in self.released:
                     continue
-                if (step < latest or (directory / COMPLETE_MARKER).exists()) and self._parquet_step_ready(step):
+                done = step < latest or (directory / COMPLETE_MARKER).exists() or self._last_settled(step)
+                if done and self._parquet_step_ready(step):
                     complete[step] = "parquet"
         if dumps:
             latest = max(dumps)
@@ -180,6 +186,18 @@ class RunFollower:
                 if step < latest or self._settled(path, self._verl_sizes):
                     complete[step] = "verl"
         return complete, bool(partitions or dumps)
+
+    def _last_settled(self, step: int) -> bool:
+        """Whether ``step``, the last the watch waits for, has kept the same files at the same sizes
+        for ``settle`` seconds (no later step will come to show it complete)."""
+        if step != self.last_step:
+            return False
+        files = tuple((str(p), p.stat().st_size) for paths in self._step_files(step).values() for p in paths)
+        now = self.clock()
+        if files != self._last_files:
+            self._last_files, self._last_since = files, now
+            return False
+        return bool(files) and now - self._last_since >= self.settle
 
     def _step_files(self, step: int) -> dict[str, list[Path]]:
         files = {}
@@ -371,7 +389,7 @@ class WatchResult:
 def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions = WatchOptions(),
           run_id: str | None = None, echo: Callable[[str], None] = print) -> WatchResult:
     """Check each new complete step of a run directory as it appears (see the module docstring)."""
-    follower = RunFollower(directory, run_id, options.settle)
+    follower = RunFollower(directory, run_id, options.settle, last_step=options.until_step)
     needs = Needs.of(checks)
     state: RunState | None = None
     fired: set[str] = set()
