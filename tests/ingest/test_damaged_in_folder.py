@@ -86,3 +86,24 @@ def test_records_of_another_shape_beside_logs_are_still_left_out(tmp_path):
     (folder / "empty.jsonl").write_text("")
     done = run_cli("ingest", folder, "--store", tmp_path / "store")
     assert done.returncode == 0, done.stderr
+
+
+def test_lenient_leaves_out_a_cut_step_file_with_the_calls_and_tokens_of_its_trajectories(tmp_path):
+    import trajlens
+
+    run = tmp_path / "r6"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "sample_data" / "sao-r6", run)
+    cut = run / "trajectories" / "step=000001" / "part-0.parquet"
+    _cut(cut, 100)
+    done = run_cli("ingest", run, "--store", tmp_path / "store", "--lenient")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith(f"skipped: {cut}: not a readable Parquet file")
+    assert lines[1].startswith(f"skipped: {run / 'tool_calls' / 'step=000001' / 'part-0.parquet'}: ")
+    assert lines[1].endswith("rows left out: their trajectories were in a file that was skipped")
+    store = trajlens.open(tmp_path / "store")
+    counts = store.sql("SELECT (SELECT min(step) FROM trajectories) AS first, "
+                       "(SELECT count(*) FROM tool_calls WHERE step = 1) AS calls, "
+                       "(SELECT count(*) FROM tokens WHERE step = 1) AS tokens, "
+                       "(SELECT count(*) FROM tool_calls WHERE step = 2) AS later")
+    assert counts.row(0)[:3] == (2, 0, 0) and counts["later"][0] > 0

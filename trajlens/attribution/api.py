@@ -158,7 +158,9 @@ def attribute(
     if trajectories.height == 0:
         raise ConfigError([f"run {run_id!r} has no training trajectories to attribute"])
     held = trajectories["step"].n_unique()
-    if 1 < held <= drift.k:
+    # A lag beyond a run that has room for the default one is refused; a run shorter than the
+    # default lag is still attributed, on its stages (every lagged r is then n/a).
+    if DriftConfig.k < held <= drift.k:
         raise ConfigError([f"lag k={drift.k}: run {run_id!r} has {held} training steps, so no step has one k steps "
                            f"after it to relate its credit to (k at most {held - 1})"])
     reader = RunReader.of(store, run_id)

@@ -137,9 +137,14 @@ def copy_run(
     if strict and not extra_metrics and writer.keep_unchanged(stored, str(run_dir)):
         return stored
     runs = read_table_file(_single(run_dir, "runs"), "runs")
+    # Lenient: the trajectory ids read in each step partition whose trajectories lost a file, so
+    # that the calls and tokens of the trajectories skipped are left out with them.
+    partial: dict[str, set[str]] = {}
     with writer.stage(stored, _with_run_id(runs, stored), str(run_dir), self_contained=not extra_metrics) as stage:
         for name in TABLES[1:]:
+            read: dict[str, list[pa.Table]] = {}
             for path in table_files(run_dir, name):
+                partition = str(path.parent.relative_to(run_dir / name))
                 try:
                     table = read_table_file(path, name)
                     _check_run_id(table, recorded, path)
@@ -148,14 +153,33 @@ def copy_run(
                         raise
                     if problems is not None:
                         problems.append(error.as_problem())
+                    if name == "trajectories":
+                        partial.setdefault(partition, set())
                     continue
+                if name == "trajectories":
+                    read.setdefault(partition, []).append(table.select(["trajectory_id"]))
+                elif partition in partial and "trajectory_id" in table.column_names:
+                    table = _of_trajectories(table, partial[partition], path, problems)
                 stage.write_step(name, _with_run_id(table, stored))
                 if on_file is not None:
                     on_file(path)
+            if name == "trajectories":
+                for partition in partial:
+                    partial[partition] = {i for t in read.get(partition, []) for i in t.column(0).to_pylist()}
         for table in extra_metrics:
             stage.write_step("step_metrics", table)
         config_history.copy_history(run_dir, stage.directory)
     return stored
+
+
+def _of_trajectories(table: pa.Table, kept: set[str], path: Path, problems: list[Problem] | None) -> pa.Table:
+    """The rows of ``table`` whose trajectory was read; the others are left out, and said so."""
+    keep = pc.is_in(table.column("trajectory_id"), value_set=pa.array(sorted(kept), pa.string()))
+    left = table.num_rows - pc.sum(keep).as_py() if table.num_rows else 0
+    if left and problems is not None:
+        problems.append(Problem(str(path), None, "trajectory_id",
+                                f"{path}: {left} rows left out: their trajectories were in a file that was skipped"))
+    return table.filter(keep)
 
 
 def _with_run_id(table: pa.Table, run_id: str) -> pa.Table:
