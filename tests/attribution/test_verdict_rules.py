@@ -205,3 +205,18 @@ def test_the_channel_rule(own, others, relevance, verdict):
 
     decision = channel_decision(own, others, relevance)
     assert decision.verdict == verdict and (decision.dissenting != ()) == (verdict == ARTEFACT)
+
+
+def test_projections_that_miss_the_run_itself_are_read_as_directions_only():
+    from trajlens.attribution.verdicts import _projection_text, reproduces
+
+    def row(estimator, projected, start=0.1, end=0.9):
+        return {"primary_class": "think", "estimator": estimator, "share_start": start, "share_end": end,
+                "projected_end": projected, "projected_low": projected, "projected_high": projected}
+
+    assert reproduces(row("own", 0.6)) and not reproduces(row("own", 0.4))  # misses by 0.3 and 0.5 of a 0.8 change
+    fits = _projection_text(pl.DataFrame([row("own", 0.8), row("other", 0.2)]), 1.0, "own")
+    misses = _projection_text(pl.DataFrame([row("own", 0.12), row("other", 0.1)]), 1.0, "own")
+    assert fits.endswith("under own 0.80 (observed 0.90)")
+    assert misses.endswith("under own 0.12 (observed 0.90); the projection does not reproduce the run under its own "
+                           "estimator, so read these as directions only")

@@ -318,9 +318,24 @@ def _projection_text(rows: pl.DataFrame, sign: float, own_label: str) -> str:
     first = own.row(0, named=True)
     shown = ", ".join(f"{r['estimator']} {r['projected_end']:.2f} [{r['projected_low']:.2f}, {r['projected_high']:.2f}]"
                       for r in others.iter_rows(named=True))
-    return (f"; projected final share of the competing calls from the run's first steps "
+    text = (f"; projected final share of the competing calls from the run's first steps "
             f"({first['share_start']:.2f}): {shown}; under {own_label} {first['projected_end']:.2f} "
             f"(observed {first['share_end']:.2f})")
+    if not reproduces(first):
+        text += "; the projection does not reproduce the run under its own estimator, so read these as directions only"
+    return text
+
+
+REPRODUCED_SHARE = 0.5
+"""The projection reproduces a run when, under the run's own estimator, it misses the observed final
+share by at most this share of the observed change."""
+
+
+def reproduces(own: dict) -> bool:
+    """Whether the projection under the run's own estimator (a ``projection`` row) lands near what
+    the run did: its counterfactuals are then more than directions."""
+    change = abs(own["share_end"] - own["share_start"])
+    return abs(own["projected_end"] - own["share_end"]) <= REPRODUCED_SHARE * change
 
 
 DRIFT_END = 0.9
