@@ -213,13 +213,13 @@ def stage_report(
     staged = assign_stages(trajectories.select("run_id", "trajectory_id", "step"), stages)
     measures = measures.join(staged.select("run_id", "trajectory_id", "stage", "stage_index"),
                              on=["run_id", "trajectory_id"]).filter(pl.col("stage").is_not_null())
-    steps = trajectories["step"]
+    span = "{}-{}".format(*trajectories.select(pl.col("step").min(), pl.col("step").max()).row(0))
     if measures.is_empty():
-        raise ConfigError([f"stages: no trajectory falls in any stage (the run's steps are {steps.min()}-{steps.max()})"])  # type: ignore[str-bytes-safe]
+        raise ConfigError([f"stages: no trajectory falls in any stage (the run's steps are {span})"])
     if not isinstance(stages, str):
         held = set(measures["stage"].unique())
-        empty = [f"stages: stage {name!r} (steps {first}-{last}) holds no training step (the run's steps are "
-                 f"{steps.min()}-{steps.max()})" for name, first, last in _check_ranges(stages) if name not in held]
+        empty = [f"stages: stage {name!r} (steps {first}-{last}) holds no training step (the run's steps are {span})"
+                 for name, first, last in _check_ranges(stages) if name not in held]
         if empty:
             raise ConfigError(empty)
     measures = _draw(measures, int(n), int(seed))
