@@ -213,7 +213,7 @@ def stage_report(
     staged = assign_stages(trajectories.select("run_id", "trajectory_id", "step"), stages)
     measures = measures.join(staged.select("run_id", "trajectory_id", "stage", "stage_index"),
                              on=["run_id", "trajectory_id"]).filter(pl.col("stage").is_not_null())
-    span = "{}-{}".format(*trajectories.select(pl.col("step").min(), pl.col("step").max()).row(0))
+    span = "{}-{}".format(*trajectories.select(pl.col("step").min().alias("first"), pl.col("step").max().alias("last")).row(0))
     if measures.is_empty():
         raise ConfigError([f"stages: no trajectory falls in any stage (the run's steps are {span})"])
     if not isinstance(stages, str):
