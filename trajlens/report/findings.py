@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from trajlens.classify.rules import VERIFICATION_CLASSES
 from trajlens.steps import spans_text
 
 AS_TRAINED = "as trained"
@@ -124,10 +125,39 @@ MAX_TREND_BONUS = 15.0
 """Most weight a stage trend gains by its size (at four times its least change)."""
 
 
+VERIFICATION_SHIFT = 0.10
+"""Least rise, first stage to last, of one class's share of the verification calls that says
+where verification moved: beside a falling suite rate, what took the suite's place (the suite
+habit decaying into ``python -c`` checks); alone, a finding of its own."""
+
+SUITE_METRIC, SUITE_CLASS = "ran_suite", "test_suite"
+
+
+def verification_shift(rates: pl.DataFrame, among: tuple[str, ...] = VERIFICATION_CLASSES) -> str | None:
+    """The class of ``among`` whose share of the verification calls (``verification:<class>``,
+    whole stages) rose most from the first stage to the last, as "verification moved to C: a -> b
+    of verification calls", when it rose by :data:`VERIFICATION_SHIFT` or more; None otherwise."""
+    rises = []
+    for klass in among:
+        rows = rates.filter(pl.col("metric") == f"verification:{klass}").sort("stage_index").drop_nulls("population_value")
+        if rows.height >= 2:
+            first, last = rows["population_value"][0], rows["population_value"][-1]
+            rises.append((last - first, klass, first, last))
+    if not rises:
+        return None
+    rise, klass, first, last = max(rises)
+    if rise < VERIFICATION_SHIFT:
+        return None
+    return f"verification moved to {klass}: {first:.3f} -> {last:.3f} of verification calls"
+
+
 def stage_findings(rates: pl.DataFrame) -> list[Finding]:
     """First stage -> last stage of each :data:`STAGE_TRENDS` metric that moved (whole stages,
-    with the last stage's sample and interval)."""
+    with the last stage's sample and interval). A falling suite rate says which other
+    verification took its place (:func:`verification_shift`, when one did); without such a fall,
+    a shift of the verification mix is a finding of its own."""
     findings = []
+    shift = verification_shift(rates)
     for trend in STAGE_TRENDS:
         rows = rates.filter(pl.col("metric") == trend.metric).sort("stage_index").drop_nulls(
             ["population_value", "value", "ci_low", "ci_high"])
@@ -139,12 +169,16 @@ def stage_findings(rates: pl.DataFrame) -> list[Finding]:
         if scale == 0 or abs(change) / scale < trend.min_change:
             continue
         d = trend.digits
-        findings.append(Finding(
-            f"{trend.label}: {first['population_value']:.{d}f} in {first['stage']} -> "
-            f"{last['population_value']:.{d}f} in {last['stage']} (N={last['n_sampled']} sample: "
-            f"{last['value']:.{d}f} [{last['ci_low']:.{d}f}, {last['ci_high']:.{d}f}])",
-            trend.kind, "stage", checks=trend.checks,
-            bonus=min(MAX_TREND_BONUS, MAX_TREND_BONUS * abs(change) / scale / trend.min_change / 4)))
+        text = (f"{trend.label}: {first['population_value']:.{d}f} in {first['stage']} -> "
+                f"{last['population_value']:.{d}f} in {last['stage']} (N={last['n_sampled']} sample: "
+                f"{last['value']:.{d}f} [{last['ci_low']:.{d}f}, {last['ci_high']:.{d}f}])")
+        if trend.metric == SUITE_METRIC and change < 0:
+            replaced = verification_shift(rates, tuple(c for c in VERIFICATION_CLASSES if c != SUITE_CLASS))
+            text, shift = (f"{text}; {replaced}" if replaced else text), None
+        findings.append(Finding(text, trend.kind, "stage", checks=trend.checks,
+                                bonus=min(MAX_TREND_BONUS, MAX_TREND_BONUS * abs(change) / scale / trend.min_change / 4)))
+    if shift is not None:
+        findings.append(Finding(shift, "behaviour", "stage"))
     return findings
 
 

@@ -1,0 +1,52 @@
+"""Stage findings say where verification went: a falling suite rate names what took its place."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from trajlens.report.findings import VERIFICATION_SHIFT, stage_findings
+
+
+def _rates(values: dict[str, tuple[float, float]]) -> pl.DataFrame:
+    """Two stages, Q1 and Q4, of each metric: (first, last) population values (the sample's the same)."""
+    rows = []
+    for metric, pair in values.items():
+        for index, (stage, value) in enumerate(zip(("Q1", "Q4"), pair)):
+            rows.append({"metric": metric, "stage": stage, "stage_index": index, "population_value": value,
+                         "value": value, "ci_low": value - 0.05, "ci_high": value + 0.05, "n_sampled": 80})
+    return pl.DataFrame(rows)
+
+
+def _mix(suite: tuple[float, float], targeted: tuple[float, float], quick: tuple[float, float]) -> dict:
+    script = (1 - suite[0] - targeted[0] - quick[0], 1 - suite[1] - targeted[1] - quick[1])
+    return {"verification:test_suite": suite, "verification:test_targeted": targeted,
+            "verification:quick_check": quick, "verification:run_script": script}
+
+
+def test_a_falling_suite_rate_names_the_verification_that_took_its_place():
+    rates = _rates({"ran_suite": (0.78, 0.48), **_mix((0.09, 0.04), (0.33, 0.21), (0.41, 0.66))})
+    findings = stage_findings(rates)
+    assert [str(f) for f in findings] == [
+        "runs the full suite: 0.780 in Q1 -> 0.480 in Q4 (N=80 sample: 0.480 [0.430, 0.530]); "
+        "verification moved to quick_check: 0.410 -> 0.660 of verification calls"]
+    assert findings[0].checks == ("suite_rate_decline", "suite_rate_floor")
+
+
+def test_a_suite_that_falls_while_its_share_of_verification_rises_names_no_other_class():
+    # verification calls dwindle; the few left run the suite more often: nothing took its place
+    rates = _rates({"ran_suite": (0.73, 0.12), **_mix((0.41, 0.69), (0.30, 0.20), (0.20, 0.06))})
+    assert [str(f) for f in stage_findings(rates)] == [
+        "runs the full suite: 0.730 in Q1 -> 0.120 in Q4 (N=80 sample: 0.120 [0.070, 0.170])"]
+
+
+def test_a_shift_of_the_mix_without_a_suite_trend_is_a_finding_of_its_own():
+    rates = _rates({"ran_suite": (0.50, 0.52), **_mix((0.10, 0.10), (0.50, 0.20), (0.20, 0.50))})
+    findings = stage_findings(rates)
+    assert [str(f) for f in findings] == ["verification moved to quick_check: 0.200 -> 0.500 of verification calls"]
+    assert findings[0].kind == "behaviour" and findings[0].evidence == "stage"
+
+
+def test_a_rise_below_the_threshold_is_no_finding():
+    rise = VERIFICATION_SHIFT - 0.01
+    rates = _rates({"ran_suite": (0.50, 0.52), **_mix((0.10, 0.10), (0.50, 0.50 - rise), (0.20, 0.20 + rise))})
+    assert stage_findings(rates) == []
