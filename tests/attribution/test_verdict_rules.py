@@ -132,6 +132,28 @@ def test_a_length_drift_under_a_biased_aggregation_is_its_artefact():
     assert length_verdict(_growing(0.0).with_columns(pl.lit(300.0).alias("length")), _bias([]), "grpo", "token-mean") is None
 
 
+
+def _interval(mode: str, elasticity: float, low: float, high: float) -> dict:
+    return {"estimator": "grpo", "aggregation": mode, "trajectories": 100, "elasticity": elasticity,
+            "elasticity_low": low, "elasticity_high": high, "spearman": 0.0}
+
+
+@pytest.mark.parametrize(("other", "artefact"), [
+    ((0.12, 0.04, 0.24), True),    # causal-grpo-length seed 21: near zero, its interval reaching past the band
+    ((0.30, 0.25, 0.35), False),   # biased the other way
+    ((0.18, -0.02, 0.38), True),   # uncertain but far from the run's -0.87
+    ((-0.15, -0.80, 0.10), False),  # overlaps the run's own interval: not measurably fairer
+    ((-0.25, -0.70, 0.05), False),  # its estimate beyond the band
+])
+def test_another_aggregation_is_fair_when_measurably_nearer_zero_and_not_biased(other, artefact):
+    from trajlens.attribution.causes import fairer, length_verdict
+
+    own = _interval("seq-mean-token-mean", -0.87, -0.93, -0.78)
+    bias = pl.DataFrame([own, _interval("token-mean", *other)])
+    assert fairer(bias.row(1, named=True), own) is artefact
+    line = length_verdict(_growing(0.0), bias, "grpo", "seq-mean-token-mean")
+    assert line.startswith(f"{AGGREGATION_ARTEFACT}: " if artefact else "unexplained: ")
+
 def _channel_run(seed: int, tradeoff: float) -> pl.DataFrame:
     """20 steps of 8 trajectories in groups of 4; a ``fmt`` channel whose rate falls from 0.8 to 0, a
     ``correct`` channel that loses ``tradeoff`` per unit of fmt; the reward is their sum."""

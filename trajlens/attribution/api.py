@@ -13,7 +13,6 @@ store (views that SQL can join to ``call_classes``) when ``write=True``.
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -622,7 +621,7 @@ def _class_credit(stream: CreditStream, run_id: str, staged: pl.DataFrame) -> pl
 def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl.DataFrame, channels: pl.DataFrame,
               stream: CreditStream) -> tuple[list[str], list[str]]:
     """The run-level findings, and among them the length and reward-channel verdicts (verdict first)."""
-    from trajlens.attribution.causes import BIAS_BAND, channel_verdicts, length_verdict
+    from trajlens.attribution.causes import biased, channel_verdicts, length_verdict
     from trajlens.steps import steps_text
 
     out = []
@@ -636,7 +635,7 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
     length = length_verdict(stream.trajectory_frame(), bias, own.label, aggregation)
     causes += [length] if length is not None else []
     for row in bias.filter(pl.col("aggregation") == aggregation).iter_rows(named=True) if bias.height else []:
-        if math.isfinite(row["elasticity_low"]) and (row["elasticity_high"] < -BIAS_BAND or row["elasticity_low"] > BIAS_BAND):
+        if biased(row):
             out.append(f"length bias under {row['estimator']} / {row['aggregation']}: elasticity of push per token on "
                        f"length {row['elasticity']:.2f} [{row['elasticity_low']:.2f}, {row['elasticity_high']:.2f}]")
     if channels.height:

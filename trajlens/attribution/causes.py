@@ -8,11 +8,14 @@ Response length
     token on length, 95% bootstrap interval over steps) and the *length relevance*: the
     correlation of a trajectory's length with its reward, both centred within their step, signed
     by the drift's direction, with a Fisher interval. An aggregation is *biased* when its
-    elasticity's interval lies wholly beyond +-:data:`BIAS_BAND` (the flag the length-bias
-    finding uses); *unbiased* when its interval lies within the band.
+    elasticity's interval lies wholly beyond +-:data:`BIAS_BAND` (:func:`biased`, the flag the
+    length-bias finding uses). Another aggregation is *fair* beside a biased one when its
+    elasticity lies within the band, it is not biased, and its interval lies wholly on zero's
+    side of the biased one's (:func:`fairer`): it would have weighed length measurably less, and
+    not by a bias of its own.
 
     * **aggregation artefact**: the run's aggregation is biased, some other aggregation is
-      unbiased, and length relevance is not with the drift (the loss aggregation, not the
+      fair beside it, and length relevance is not with the drift (the loss aggregation, not the
       estimator, is the cause: the finding names the aggregations that would not be biased);
     * **learning**: length relevance is with the drift and the run's aggregation is not biased;
     * **unexplained** otherwise.
@@ -99,12 +102,17 @@ def length_relevance(trajectory_frame: pl.DataFrame) -> tuple[float, float, floa
     return centred_correlation(trajectory_frame, "length", "reward")[:3]
 
 
-def _biased(row: dict) -> bool:
+def biased(row: dict) -> bool:
+    """Whether a ``length_bias`` row's elasticity interval lies wholly beyond +-:data:`BIAS_BAND`."""
     return math.isfinite(row["elasticity_low"]) and (row["elasticity_high"] < -BIAS_BAND or row["elasticity_low"] > BIAS_BAND)
 
 
-def _unbiased(row: dict) -> bool:
-    return math.isfinite(row["elasticity_low"]) and -BIAS_BAND <= row["elasticity_low"] and row["elasticity_high"] <= BIAS_BAND
+def fairer(row: dict, own: dict) -> bool:
+    """Whether the aggregation of ``row`` is fair beside the biased ``own`` (module docstring): its
+    elasticity within the band, not biased itself, its interval wholly on zero's side of own's."""
+    if not (math.isfinite(row["elasticity_low"]) and abs(row["elasticity"]) <= BIAS_BAND) or biased(row):
+        return False
+    return row["elasticity_low"] > own["elasticity_high"] if own["elasticity"] < 0 else row["elasticity_high"] < own["elasticity_low"]
 
 
 def _elasticity(row: dict) -> str:
@@ -132,16 +140,16 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
     if own is None:
         return (f"{UNEXPLAINED}: {text}; the run's estimator is not known or has no length bias measured; "
                 f"length relevance signed by the drift {relevance_text}")
-    fair = [mode for mode, row in rows.items() if mode != aggregation and _unbiased(row)]
+    fair = [mode for mode, row in rows.items() if mode != aggregation and biased(own) and fairer(row, own)]
     others = "; ".join(f"under {mode} it would be {_elasticity(row)}" for mode, row in rows.items() if mode != aggregation)
-    if _biased(own) and fair and not relevant:
+    if fair and not relevant:
         verdict, reason = (AGGREGATION_ARTEFACT,
                            f"the loss aggregation {aggregation} weighs tokens by length; {', '.join(fair)} would not")
-    elif relevant and not _biased(own):
+    elif relevant and not biased(own):
         verdict, reason = LEARNING, "longer (or shorter) responses earn more reward, and the aggregation is not length-biased"
     else:
         verdict, reason = UNEXPLAINED, ("the aggregation is length-biased but length also earns reward" if relevant else
-                                        "no unbiased aggregation to compare" if _biased(own) else
+                                        "no unbiased aggregation to compare" if biased(own) else
                                         "the aggregation is not length-biased and length earns no reward")
     return (f"{verdict}: {text}; under {estimator} / {aggregation} the elasticity of push per token on length is "
             f"{_elasticity(own)}; {others}; length relevance signed by the drift {relevance_text}; {reason}")
