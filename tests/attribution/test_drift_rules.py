@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import polars as pl
 from drift_frames import class_credit_frame, no_flags
 
@@ -10,9 +11,9 @@ from trajlens.attribution.drift import DriftConfig, attribute_drift, predicts
 from trajlens.attribution.statistics import p_text
 
 
-def _decay_from_the_first_step(seed: int = 0):
-    """view decays, its onset at step 1 (low at steps 1-5, so no step precedes the onset); "mover"
-    credits it as its share is about to move, "flat" credits it above the rest at every step."""
+def _decay_after_an_early_dip(seed: int = 0):
+    """view dips at steps 1-5 (low: past a quarter of the way down), rises, then decays from step
+    16; "mover" credits it as its share is about to move, "flat" credits it above the rest at every step."""
     rng = np.random.default_rng(seed)
     steps = 60
     t = np.arange(steps)
@@ -26,15 +27,32 @@ def _decay_from_the_first_step(seed: int = 0):
 
 
 def test_a_decay_is_predicted_by_the_estimator_whose_credit_moves_with_it_and_prints_no_nan():
-    result = attribute_drift(_decay_from_the_first_step(), no_flags(), "flat", "token-mean", DriftConfig(bootstrap=200))
+    result = attribute_drift(_decay_after_an_early_dip(), no_flags(), "flat", "token-mean", DriftConfig(bootstrap=200))
     view = result.frame.filter(pl.col("primary_class") == "view")
-    assert view["direction"][0] == "decayed" and view["onset_step"][0] == 1
+    # the early dip crosses the quarter-way mark and comes back: the onset is where the decay crosses for good
+    assert view["direction"][0] == "decayed" and view["onset_step"][0] == 19
     by_label = {row["estimator"]: row for row in view.iter_rows(named=True)}
     assert by_label["mover"]["r"] > 0.8 and predicts(by_label["mover"]["r_low"])
     sentence = next(f for f in result.findings if "view share" in f)
     assert "mover credit predicts the decay" in sentence
     assert "nan" not in sentence.lower()
-    assert "no step precedes the onset" in sentence
+    assert "(flat) its calls' relative credit was +0.25 [+0.24, +0.25] at steps 14-18 (steps before the onset)" in sentence
+
+
+@pytest.mark.parametrize(("series", "onset"), [
+    ([0.1] * 10 + [0.9] * 30, 8),  # a step at 11: the first 5-step mean a quarter of the way up
+    ([0.1, 0.9, 0.9, 0.9] + [0.1] * 6 + [0.9] * 30, 9),  # an early blip past the quarter mark comes back: no onset
+    ([0.1] * 10 + [0.9, 0.9] + [0.1] * 6 + [0.9] * 22, 16),  # nor does one that falls back before the rise
+    ([0.5] * 40, 40),  # no change: the last step
+])
+def test_the_onset_is_the_crossing_that_leads_into_the_drift(series, onset):
+    from trajlens.attribution.statistics import onset_step
+
+    share = np.array(series)
+    steps = np.arange(1, share.size + 1)
+    assert onset_step(steps, share, float(share[:10].mean()), float(share[-10:].mean()), 5) == onset
+    # a decay mirrors a growth
+    assert onset_step(steps, 1.0 - share, float(1.0 - share[:10].mean()), float(1.0 - share[-10:].mean()), 5) == onset
 
 
 def test_predicts_reads_the_printed_interval():

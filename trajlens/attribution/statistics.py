@@ -236,13 +236,32 @@ def _channel_advantages(wide: pl.DataFrame, names: list[str]) -> tuple[np.ndarra
     return np.concatenate(advantages), labels[np.concatenate(dominant)].tolist()
 
 
+SETTLED = 0.9
+"""Share of the way from the first stage's share to the last at which a drift has settled: the
+end of the stretch that :func:`onset_step` reads back from (and of the verdict's window)."""
+
+
 def onset_step(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int, fraction: float = 0.25) -> int:
-    """The first step from which the mean share over k steps has moved ``fraction`` of the way from
-    ``first`` to ``last`` (the onset at a quarter; the drift's end, for the verdict's window, at 0.9)."""
-    threshold = first + fraction * (last - first)
+    """The first step from which the mean share over k steps has moved ``fraction`` of the way
+    from ``first`` to ``last``, counted from the last time before the drift settled that the mean
+    was back at ``first`` (or short of it): a mean that crosses in the noise of the first stage
+    and returns is no onset, while one that wavers about the mark on its way is. The drift has
+    settled at the first mean :data:`SETTLED` of the way (``fraction`` of the way, when further);
+    without one, at the last step. Without a crossing after that return, the last step. The
+    onset at a quarter; the drift's end, for the verdict's window, at 0.9."""
     window = max(k, 1)
-    for i in range(steps.size):
-        mean = share[i:i + window].mean()
-        if (last > first and mean >= threshold) or (last < first and mean <= threshold):
-            return int(steps[i])
-    return int(steps[-1])
+    means = np.array([share[i:i + window].mean() for i in range(steps.size)])
+    sign = 1.0 if last > first else -1.0 if last < first else 0.0
+    if sign == 0.0:
+        return int(steps[-1])
+    moved = sign * (means - first)
+
+    def crossings(part: float) -> np.ndarray:
+        return np.flatnonzero(moved >= sign * part * (last - first))
+
+    settled = crossings(max(fraction, SETTLED))
+    end = int(settled[0]) if settled.size else steps.size - 1
+    returned = np.flatnonzero(moved[:end + 1] <= 0.0)
+    after = crossings(fraction)
+    onset = after[after > returned[-1]] if returned.size else after
+    return int(steps[onset[0]]) if onset.size else int(steps[-1])

@@ -63,7 +63,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.attribution.projection import PROJECTION_SCHEMA, project
-from trajlens.attribution.statistics import centred_correlation
+from trajlens.attribution.statistics import SETTLED, centred_correlation
 from trajlens.steps import steps_text
 
 ARTEFACT = "estimator artefact"
@@ -338,8 +338,9 @@ def reproduces(own: dict) -> bool:
     return abs(own["projected_end"] - own["share_end"]) <= REPRODUCED_SHARE * change
 
 
-DRIFT_END = 0.9
-"""Share of the way from the first stage's share to the last stage's at which the drift window ends."""
+DRIFT_END = SETTLED
+"""Share of the way from the first stage's share to the last stage's at which the drift window
+ends: where the drift settled (the point the onset is read back from)."""
 
 
 def _drift_end(credit: pl.DataFrame, name: str, steps: np.ndarray, drift: dict, k: int) -> int:
