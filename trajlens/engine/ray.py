@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import socket
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -32,7 +33,7 @@ import pyarrow as pa
 
 from trajlens.engine.base import StepFunction, StepResult, StepTables, run_group
 from trajlens.run.location import StoreLocation
-from trajlens.errors import MissingDependencyError, TrajlensError
+from trajlens.errors import ConfigError, MissingDependencyError, TrajlensError
 
 RAY_EXTRA = "'trajlens[ray]'"
 """What to install for this engine."""
@@ -45,6 +46,27 @@ RESULT_SCHEMA = pa.schema([
 ])
 """A step's results inside the pipeline: one row per named table (Arrow IPC stream bytes), or
 one row whose ``error`` holds the pickled :class:`~trajlens.errors.TrajlensError` the step raised."""
+
+
+CONNECT_TIMEOUT_S = 5.0
+"""Seconds a cluster's head has to accept a connection before --ray-address is refused (Ray itself
+retries an address that does not answer for minutes, printing a warning every few seconds)."""
+
+
+def reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise :class:`~trajlens.errors.ConfigError` when ``address`` (``host:port`` or
+    ``ray://host:port``) does not accept a TCP connection within ``timeout`` seconds; an address
+    of another form (``auto``) is left to Ray."""
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit() or not host:
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as error:
+        reason = "no answer" if isinstance(error, TimeoutError) else error.strerror or type(error).__name__
+        raise ConfigError([f"--ray-address {address}: no Ray cluster there ({reason}); start one with "
+                           "`ray start --head`, or name the address its head printed"]) from None
 
 
 def _import_ray() -> Any:
@@ -70,7 +92,12 @@ class RayEngine:
             own_cluster = {} if address else {"include_dashboard": False}
             # A cluster trajlens starts sends no usage statistics anywhere (Ray's default is to).
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, **own_cluster)
+            if address:
+                reachable(address)
+            try:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, **own_cluster)
+            except ConnectionError as error:  # "auto" with no cluster started on this machine
+                raise ConfigError([f"--ray-address {address}: {error}"]) from None
             self._started = True
         # The command draws its own progress; Ray Data's bars and notices would interleave with it.
         logging.getLogger("ray.data").setLevel(logging.ERROR)

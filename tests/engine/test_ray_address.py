@@ -1,0 +1,51 @@
+"""An address where no Ray cluster answers is refused in one line, within seconds, before Ray retries it."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from cli_run import run_cli
+
+pytest.importorskip("ray")
+
+
+def _closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_address_that_refuses_is_a_one_line_error(engine_store, tmp_path):
+    address = f"127.0.0.1:{_closed_port()}"
+    started = time.monotonic()
+    result = run_cli("advantages", engine_store, "--run", "sao-r6", "-e", "grpo", "--engine", "ray",
+                     "--ray-address", address)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: --ray-address {address}: no Ray cluster there (Connection refused); start one with "
+        "`ray start --head`, or name the address its head printed"]
+    assert time.monotonic() - started < 60  # Ray alone retries for minutes
+
+
+@pytest.mark.parametrize("form", ["{}", "ray://{}"])
+def test_reachable_accepts_a_listening_head_in_either_form(form):
+    from trajlens.engine.ray import reachable
+
+    with socket.socket() as head:
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        reachable(form.format(f"127.0.0.1:{head.getsockname()[1]}"))  # no error
+
+
+def test_reachable_names_the_address_that_does_not_answer():
+    from trajlens.engine.ray import reachable
+    from trajlens.errors import ConfigError
+
+    address = f"ray://127.0.0.1:{_closed_port()}"
+    with pytest.raises(ConfigError, match=f"--ray-address {address}: no Ray cluster there"):
+        reachable(address, timeout=2.0)
+    reachable("auto")  # left to Ray, which finds the cluster started on this machine
