@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 from trajlens.errors import InputError, Problem
 from trajlens.ingest import config_history
 from trajlens.rows import check_values
-from trajlens.schema import TABLES, conform
-from trajlens.store.layout import is_run_dir, table_files
+from trajlens.schema import SCHEMAS, TABLES, conform
+from trajlens.store.layout import STEP_PARTITIONED, is_run_dir, table_files
 from trajlens.store.writer import StoreWriter
 
 FORMAT = "parquet"
@@ -42,16 +42,34 @@ def scan_run(run_dir: Path | str) -> dict[str, pl.LazyFrame]:
 
 def read_table_file(path: Path, name: str) -> pa.Table:
     """Read and conform one Parquet file of table ``name``; a clear error if it cannot."""
+    return _read_checked(path, name)[0]
+
+
+def _read_checked(path: Path, name: str) -> tuple[pa.Table, bool]:
+    """:func:`read_table_file`, and whether the file held the table in its exact schema (so its
+    bytes are the stored table's as they stand, and :func:`conform` changed nothing)."""
     try:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason) from None
     check_text(table, path)
+    exact = table.schema.equals(SCHEMAS[name])  # a list's item is "element" once in Parquet: the same type
     table = conform(table, name, str(path))
     _check_steps(table, path)
     check_values(name, table, str(path))
-    return table
+    return table, exact
+
+
+def _verbatim_step(table: pa.Table, name: str, exact: bool, pack_bytes: int) -> int | None:
+    """The step of a file whose bytes can be stored as they are
+    (:meth:`~trajlens.store.layout.RunDirWriter.copy_step`): a step-partitioned table in its exact
+    schema, one step, at least ``pack_bytes`` of rows (a smaller step is packed with its
+    neighbours). None: decode and write it."""
+    if not exact or name not in STEP_PARTITIONED or table.num_rows == 0 or table.nbytes < pack_bytes:
+        return None
+    steps = pc.unique(table.column("step"))
+    return int(steps[0].as_py()) if len(steps) == 1 else None
 
 
 def _check_steps(table: pa.Table, path: Path) -> None:
@@ -146,7 +164,7 @@ def copy_run(
             for path in table_files(run_dir, name):
                 partition = str(path.parent.relative_to(run_dir / name))
                 try:
-                    table = read_table_file(path, name)
+                    table, exact = _read_checked(path, name)
                     _check_run_id(table, recorded, path)
                 except InputError as error:
                     if strict:
@@ -159,8 +177,12 @@ def copy_run(
                 if name == "trajectories":
                     read.setdefault(partition, []).append(table.select(["trajectory_id"]))
                 elif partition in partial and "trajectory_id" in table.column_names:
-                    table = _of_trajectories(table, partial[partition], path, problems)
-                stage.write_step(name, _with_run_id(table, stored))
+                    table, exact = _of_trajectories(table, partial[partition], path, problems), False
+                step = _verbatim_step(table, name, exact and stored == recorded, stage.pack_bytes)
+                if step is not None:  # a run in the store's own layout: its bytes, not decoded and written again
+                    stage.copy_step(name, step, path)
+                else:
+                    stage.write_step(name, _with_run_id(table, stored))
                 if on_file is not None:
                     on_file(path)
             if name == "trajectories":

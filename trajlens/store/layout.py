@@ -26,6 +26,7 @@ is 14 to 142 files a table rather than 100,000 (two tool calls of three tokens a
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -139,10 +140,23 @@ class RunDirWriter:
             steps = [step for step, _ in waiting]
             self._write_part(name, step_dir(min(steps), max(steps)), pa.concat_tables([t for _, t in waiting]))
 
+    def copy_step(self, name: str, step: int, source: Path) -> None:
+        """Store the Parquet file ``source`` as it is: its rows are one step of ``name``, in the
+        table's exact schema, and too many to pack. Its bytes are copied rather than decoded and
+        encoded again; the caller has read and checked them."""
+        self._flush(name)
+        target = self._part_path(name, step_dir(step))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        self._written.add(name)
+
     def _write_part(self, name: str, directory: str, table: pa.Table) -> None:
+        self._write(table, self._part_path(name, directory))
+
+    def _part_path(self, name: str, directory: str) -> Path:
         index = self._parts.get((name, directory), 0)
         self._parts[(name, directory)] = index + 1
-        self._write(table, self.directory / name / directory / f"part-{index}.parquet")
+        return self.directory / name / directory / f"part-{index}.parquet"
 
     def write_run(self, run: RunData) -> None:
         for name in TABLES[1:]:
