@@ -140,7 +140,7 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
     if own is None:
         return (f"{UNEXPLAINED}: {text}; the run's estimator is not known or has no length bias measured; "
                 f"length relevance signed by the drift {relevance_text}")
-    fair = [mode for mode, row in rows.items() if mode != aggregation and biased(own) and fairer(row, own)]
+    fair = [mode for mode, row in rows.items() if mode != aggregation and fairer(row, own)] if biased(own) else []
     others = "; ".join(f"under {mode} it would be {_elasticity(row)}" for mode, row in rows.items() if mode != aggregation)
     if fair and not relevant:
         verdict, reason = (AGGREGATION_ARTEFACT,

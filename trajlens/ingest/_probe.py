@@ -171,25 +171,25 @@ STREAM_SUFFIXES: frozenset[str] = frozenset({".jsonl", ".parquet"})
 """Suffixes of files that hold a stream of records (JSON Lines, Parquet)."""
 
 
-def strays(recognised: Sequence[Path], unrecognised: Sequence[Path]) -> list[Path]:
+def strays(recognised: Sequence[Probe | Path], unrecognised: Sequence[Probe | Path]) -> list[Path]:
     """The files of ``unrecognised`` that look like a log of ``recognised`` gone bad: beside one
     of them (same folder, same record-stream suffix), with a first record that is not a record
     at all (a garbled line, stray bytes) or has the same keys as that log's (a mistyped value).
     Their loader reads them and names the bad record, rather than the survey dropping them
-    without a word. A file of other records (a summary beside the logs) or an empty one is not a stray."""
+    without a word. A file of other records (a summary beside the logs) or an empty one is not a
+    stray. Pass the probes detection made, so no file's head is read twice."""
     beside: dict[tuple[Path, str], set[frozenset[str]]] = {}
-    for path in recognised:
-        if path.suffix in STREAM_SUFFIXES:
-            beside.setdefault((path.parent, path.suffix), set()).add(Probe(path).record_keys)
+    for probe in map(Probe.of, recognised):
+        if probe.suffix in STREAM_SUFFIXES:
+            beside.setdefault((probe.path.parent, probe.suffix), set()).add(probe.record_keys)
     found = []
-    for path in unrecognised:
-        keys_beside = beside.get((path.parent, path.suffix))
+    for probe in map(Probe.of, unrecognised):
+        keys_beside = beside.get((probe.path.parent, probe.suffix))
         if keys_beside is None:
             continue
-        probe = Probe(path)
         garbled = not probe.record_keys and bool(probe.head.strip())
         if garbled or probe.record_keys in keys_beside:
-            found.append(path)
+            found.append(probe.path)
     return found
 
 
@@ -201,20 +201,19 @@ def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"
     files: list[Path] = []
     for path in given:
         if path.is_dir():
-            candidates = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
-            recognised = {p: _recognised(p, detect) for p in candidates}
-            found = [p for p, known in recognised.items() if known]
+            probes = [Probe(p) for p in sorted(path.rglob("*")) if p.is_file() and not p.name.startswith(".")]
+            known = [_recognised(probe, detect) for probe in probes]
+            found = [probe for probe, ok in zip(probes, known) if ok]
             if not found:
                 raise InputError(str(path), "no files of this format in the directory", found="none")
-            found += strays(found, [p for p, known in recognised.items() if not known])
-            files.extend(sorted(found))
+            others = [probe for probe, ok in zip(probes, known) if not ok]
+            files.extend(sorted([probe.path for probe in found] + strays(found, others)))
         else:
             files.append(path)
     return files
 
 
-def _recognised(path: Path, detect: Callable[["Probe"], bool]) -> bool:
-    probe = Probe(path)
+def _recognised(probe: Probe, detect: Callable[["Probe"], bool]) -> bool:
     if detect(probe):
         return True
     if (error := damage_error(probe)) is not None:

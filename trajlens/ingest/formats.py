@@ -247,8 +247,8 @@ def _plan_folder(directory: Path) -> list[Source]:
             return [Source(fmt, folders, run_id), *_metrics_beside(directory)]
         return [Source(fmt, [directory]), *_metrics_beside(directory)]
     sources: list[Source] = []
-    loose: dict[str, list[Path]] = {}
-    unknown: list[Path] = []
+    loose: dict[str, list[Probe]] = {}
+    unknown: list[Probe] = []
     for child in _children(directory):
         if child.is_dir():
             found = detect(child)
@@ -256,18 +256,18 @@ def _plan_folder(directory: Path) -> list[Source]:
         elif child.suffix in SURVEY_SUFFIXES:
             fmt = detect(probe := Probe(child), surveyed_only=True)
             if fmt is not None:
-                loose.setdefault(fmt.name, []).append(child)
+                loose.setdefault(fmt.name, []).append(probe)
             elif (error := damage_error(probe)) is not None:
                 raise error
             else:
-                unknown.append(child)
-    for files in loose.values():
-        claimed = strays(files, unknown)
-        if not any(strays(others, claimed) for others in loose.values() if others is not files):
-            files.extend(claimed)  # a stray beside logs of two formats is left to neither
+                unknown.append(probe)
     from trajlens.store.writer import slug
 
-    for name, files in loose.items():
+    for name, probes in loose.items():
+        files = [probe.path for probe in probes]
+        claimed = strays(probes, unknown)
+        if not any(strays(others, claimed) for others in loose.values() if others is not probes):
+            files += claimed  # a stray beside logs of two formats is left to neither
         run_id = slug(directory.name if len(loose) == 1 else f"{directory.name}-{name}")
         sources.append(Source(by_name(name), files, run_id))
     return sources
@@ -292,7 +292,8 @@ def survey(directory: Path) -> list[tuple[Path, Format]]:
     """Every log below ``directory`` with its format: whole folders a folder format takes, and
     candidate files otherwise. Hidden entries and symbolic links to folders are skipped."""
     found: list[tuple[Path, Format]] = []
-    unknown: list[Path] = []
+    probed: list[Probe] = []
+    unknown: list[Probe] = []
     for child in _children(directory):
         if child.is_dir():
             fmt = detect(child, surveyed_only=True)
@@ -304,14 +305,15 @@ def survey(directory: Path) -> list[tuple[Path, Format]]:
             fmt = detect(probe := Probe(child), surveyed_only=True)
             if fmt is not None:
                 found.append((child, fmt))
+                probed.append(probe)
             elif (error := damage_error(probe)) is not None:
                 raise error
             else:
-                unknown.append(child)
+                unknown.append(probe)
     # A file no format recognised, beside logs of one format with its suffix, is read as one of
     # them (see strays): its loader names its bad record.
     here = [(path, fmt) for path, fmt in found if path.parent == directory and path.is_file()]
-    for stray in strays([path for path, _ in here], unknown):
+    for stray in strays(probed, unknown):
         owners = {fmt.name: fmt for path, fmt in here if path.suffix == stray.suffix}
         if len(owners) == 1:
             found.append((stray, *owners.values()))

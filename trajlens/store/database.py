@@ -40,28 +40,27 @@ VIEWS_RECORD = ".trajlens-views"
 # The oldest DuckDB storage format the file is written in; DuckDB 1.0 and later read it.
 STORAGE_VERSION = "v1.0.0"
 
-# Analysis table -> the command that creates it, for the error on a query that needs it early.
+ATTRIBUTION_TABLES: tuple[str, ...] = (
+    "call_credit", "class_credit", "attribution_steps", "attribution_summary", "attribution_length_bias",
+    "attribution_drift", "attribution_verdicts", "attribution_evidence", "attribution_projection",
+    "attribution_runs",
+)
+"""The tables ``trajlens attribute`` saves."""
+
+STAGE_TABLES: tuple[str, ...] = ("stage_rates", "stage_changes")
+"""The tables ``trajlens sample`` (and ``trajlens report``) saves."""
+
 ANALYSIS_TABLES: dict[str, str] = {
     "call_classes": "trajlens classify STORE",
     "trajectory_measures": "trajlens classify STORE",
     "unknown_tools": "trajlens classify STORE",
-    "stage_rates": "trajlens sample STORE --run RUN (or trajlens report)",
-    "stage_changes": "trajlens sample STORE --run RUN (or trajlens report)",
+    **{table: "trajlens sample STORE --run RUN (or trajlens report)" for table in STAGE_TABLES},
     "advantage_batches": "trajlens advantages STORE --run RUN --estimator NAME (or trajlens report)",
-    **{
-        table: "trajlens attribute STORE --run RUN"
-        for table in (
-            "call_credit", "class_credit", "attribution_steps", "attribution_summary", "attribution_length_bias",
-            "attribution_drift", "attribution_verdicts", "attribution_evidence", "attribution_projection",
-            "attribution_runs",
-        )
-    },
+    **{table: "trajlens attribute STORE --run RUN" for table in ATTRIBUTION_TABLES},
 }
 """Every analysis table, with the command that writes it (named when a query asks for one that is not there yet)."""
 
-CLASS_ANALYSES: tuple[str, ...] = tuple(
-    name for name, command in ANALYSIS_TABLES.items() if " sample " in command or " attribute " in command
-)
+CLASS_ANALYSES: tuple[str, ...] = STAGE_TABLES + ATTRIBUTION_TABLES
 """Analysis tables computed from a run's call classes: a classification that changes them makes these stale."""
 
 

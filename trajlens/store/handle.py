@@ -66,6 +66,11 @@ def is_published_store(path: Path) -> bool:
     return (path / RUNS_DIR).is_dir() and ((path / DATABASE_FILE).is_file() or (path / GENERATION_FILE).is_file())
 
 
+def _derived_part(name: str, run_id: str) -> str:
+    """The store-relative path of ``run_id``'s part of the analysis table ``name``."""
+    return f"{DERIVED_DIR}/{name}/{run_id}.parquet"
+
+
 class Store:
     """A store directory opened for reading.
 
@@ -269,8 +274,8 @@ class Store:
         if self._transaction is None:
             with self.transaction():
                 return self.write_derived(name, run_id, frame)
-        target = f"{DERIVED_DIR}/{name}/{run_id}.parquet"
-        staged = self._transaction.stage_path(DERIVED_DIR, name, f"{run_id}.parquet")
+        target = _derived_part(name, run_id)
+        staged = self._transaction.stage_path(*target.split("/"))
         try:
             staged.parent.mkdir(parents=True, exist_ok=True)
             frame.write_parquet(staged)
@@ -288,12 +293,12 @@ class Store:
         if self._transaction is None:
             with self.transaction():
                 return self.drop_derived(names, run_id)
-        held = [name for name in names if (self.path / DERIVED_DIR / name / f"{run_id}.parquet").exists()]
+        held = [name for name in names if (self.path / _derived_part(name, run_id)).exists()]
         for name in held:
-            part = self.path / DERIVED_DIR / name / f"{run_id}.parquet"
-            self._transaction.drop(str(part.relative_to(self.path)))
-            if checksum_file(part).exists():
-                self._transaction.drop(str(checksum_file(part).relative_to(self.path)))
+            part = _derived_part(name, run_id)
+            self._transaction.drop(part)
+            if (checksum := checksum_file(self.path / part)).exists():
+                self._transaction.drop(str(checksum.relative_to(self.path)))
         if held:
             self._forget_connection()
         return held
