@@ -50,3 +50,27 @@ def test_a_rise_below_the_threshold_is_no_finding():
     rise = VERIFICATION_SHIFT - 0.01
     rates = _rates({"ran_suite": (0.50, 0.52), **_mix((0.10, 0.10), (0.50, 0.50 - rise), (0.20, 0.20 + rise))})
     assert stage_findings(rates) == []
+
+
+def test_a_verdict_on_a_trending_metric_is_one_finding_that_says_why():
+    from trajlens.report.findings import Finding, with_verdicts
+
+    rates = _rates({"share:think": (0.08, 0.93), "mean:num_turns": (6.0, 9.0)})
+    trends = stage_findings(rates)
+    verdicts = [
+        Finding("estimator artefact: think grew 0.08 -> 0.93 from step 60 (gae_raw / token-mean: ...)",
+                "attribution_artefact", "attribution", subject="share:think"),
+        Finding("unexplained: edit decayed 0.20 -> 0.00 from step 30 (...)", "attribution_unexplained", "attribution",
+                subject="share:edit"),
+        Finding("estimator artefact: reward channel format collapsed: ...", "attribution_artefact", "attribution"),
+    ]
+    folded = with_verdicts(trends, verdicts)
+    assert [str(f) for f in folded] == [
+        "turns per trajectory: 6.0 in Q1 -> 9.0 in Q4 (N=80 sample: 9.0 [8.9, 9.1])",
+        "estimator artefact: think grew 0.08 -> 0.93 from step 60 (gae_raw / token-mean: ...); by stage, "
+        "think share: 0.080 in Q1 -> 0.930 in Q4 (N=80 sample: 0.930 [0.880, 0.980])",
+        *map(str, verdicts[1:]),
+    ]
+    think = folded[1]
+    assert think.kind == "attribution_artefact" and think.checks == ("think_share", "think_runs_growing")
+    assert think.importance > verdicts[0].importance  # the trend's size still weighs

@@ -1,7 +1,8 @@
 """Verdicts for the drifts that are not a behaviour class: response length, and a collapsing reward channel.
 
 Response length
-    A length drift is a change of the mean model tokens per trajectory of 20% or more between the
+    A length drift is a change of the mean model tokens per trajectory of a quarter or more
+    (:data:`LENGTH_CHANGE`, the shipped check ``response_length_inflation``'s) between the
     first and the last quarter of the steps (:func:`trajlens.run.quarters.quarters`, the quarters
     of every early-vs-late comparison; Welch p < 0.001). Its evidence is the length bias of every
     loss aggregation under the run's estimator (``length_bias``: the elasticity of push per
@@ -51,13 +52,17 @@ import polars as pl
 
 from trajlens.attribution.statistics import centred_correlation, p_text
 from trajlens.attribution.verdicts import AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Decision, Push
+from trajlens.checks.spec import shipped_change
 from trajlens.intervals import pooled, stage_z, sums, two_sided_p_value
 from trajlens.run.quarters import quarters
 
 BIAS_BAND = 0.2
 """Elasticity of push per token on length that counts as a length bias (either sign)."""
-LENGTH_CHANGE = 0.2
-"""Relative change of the mean length between the first and the last quarter that counts as drift."""
+LENGTH_CHANGE = shipped_change("response_length_inflation")
+"""Relative change of the mean length between the first and the last quarter that counts as drift:
+the change the shipped check and the report's length trend fire at, so the three agree."""
+LENGTH_SUBJECT = "response length"
+"""What a length drift's finding names after its verdict: "aggregation artefact: response length grew: ..."."""
 CHANGE_ALPHA = 0.001
 """Welch test level of a length drift or a channel collapse."""
 
@@ -127,7 +132,7 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
         return None
     verb = "grew" if change.last > change.first else "shrank"
     sign = 1.0 if verb == "grew" else -1.0
-    text = (f"response length {verb}: {change.first:.0f} -> {change.last:.0f} model tokens per trajectory "
+    text = (f"{LENGTH_SUBJECT} {verb}: {change.first:.0f} -> {change.last:.0f} model tokens per trajectory "
             f"(first vs last quarter of steps, {p_text(change.p_value)})")
     r, low, high = length_relevance(trajectory_frame)
     relevance = (sign * r, *sorted((sign * low, sign * high))) if math.isfinite(low) else (float("nan"),) * 3

@@ -8,6 +8,8 @@ from typing import Any
 
 import polars as pl
 
+from trajlens.attribution.causes import LENGTH_SUBJECT
+
 
 def _number(value: Any, digits: int = 2) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
@@ -46,14 +48,24 @@ def _superstition_rows(result: Any, top: int = 5) -> list[list[str]]:
 def verdict_lines(result: Any) -> list[str]:
     """One short line per drifting class, verdict first: "estimator artefact: think grew 0.08 -> 0.93 from
     step 60 (gae_raw / token-mean)"; the length and reward-channel verdicts after them."""
+    return [line for _, line in subject_lines(result)]
+
+
+def subject_lines(result: Any) -> list[tuple[str | None, str]]:
+    """:func:`verdict_lines` with what each is about, as a stage metric: ``share:<class>`` for a
+    class's drift, ``mean:model_tokens`` for the response length's, None for a reward channel's."""
     verdicts = getattr(result, "verdicts", None)
-    lines = []
+    lines: list[tuple[str | None, str]] = []
     if verdicts is not None and verdicts.height:
         for row in verdicts.iter_rows(named=True):
-            lines.append(f"{row['verdict']}: {row['primary_class']} {row['direction']} {row['share_first']:.2f} -> "
-                         f"{row['share_last']:.2f} from step {row['onset_step']} "
-                         f"({row['estimator']} / {row['aggregation']}: {row['reason']})")
-    return lines + list(getattr(result, "cause_verdicts", []) or [])
+            lines.append((f"share:{row['primary_class']}",
+                          f"{row['verdict']}: {row['primary_class']} {row['direction']} {row['share_first']:.2f} -> "
+                          f"{row['share_last']:.2f} from step {row['onset_step']} "
+                          f"({row['estimator']} / {row['aggregation']}: {row['reason']})"))
+    for line in getattr(result, "cause_verdicts", []) or []:
+        about_length = line.partition(": ")[2].startswith(LENGTH_SUBJECT)
+        lines.append(("mean:model_tokens" if about_length else None, line))
+    return lines
 
 
 def attribution_markdown(result: Any) -> str:

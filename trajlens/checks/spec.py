@@ -211,6 +211,17 @@ def default_checks() -> tuple[Check, ...]:
     return load_checks(DEFAULTS_FILE)
 
 
+def shipped_change(name: str) -> float:
+    """The least relative change, first quarter to last, at which the shipped check ``name``
+    (a ``stage_change`` with ``min_ratio``) fires: its ``min_ratio`` - 1. The report's stage
+    trends and attribution's length drift judge the same change, so they read it here and
+    agree with the check (``response_length_inflation``: 0.25, a quarter or more)."""
+    check = next((c for c in default_checks() if c.name == name), None)
+    if check is None or check.min_ratio <= 1.0:
+        raise KeyError(f"no shipped check {name!r} with a min_ratio above 1")
+    return float(check.min_ratio) - 1.0
+
+
 def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: list[str]) -> Check | None:
     where = f"{source}: check '{name}'"
     before = len(problems)
@@ -317,4 +328,4 @@ _TYPE_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "tru
 
 
 __all__ = ["CONDITIONS", "Check", "CheckConfigError", "ConfigPredicate", "DEFAULTS_FILE", "FIELDS", "SEVERITIES",
-           "default_checks", "load_checks", "parse_checks"]
+           "default_checks", "load_checks", "parse_checks", "shipped_change"]

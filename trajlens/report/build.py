@@ -19,7 +19,8 @@ from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import TrainedWith
 from trajlens.report import plots
 from trajlens.report.findings import (
-    RECOMPUTED, Finding, advantage_findings, attribution_findings, dead_group_finding, outcome_finding, ranked, stage_findings,
+    RECOMPUTED, Finding, advantage_findings, attribution_findings, dead_group_finding, outcome_finding, ranked,
+    stage_findings, with_verdicts,
 )
 from trajlens.report.overview import LENGTH_TRENDS, Trend, moved_class, overview_markdown, run_trends
 from trajlens.report.scalars import channel_findings, scalar_findings
@@ -187,8 +188,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     if with_tools and not single_step:
         charts["stage_rates"] = plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS),
                                                   f"{run_id}: N={n} per stage (bars: sample, x: whole stage)")
-    report.findings += stage_findings(stage.rates) + dead_group_finding(parts.summary)
-    report.findings += attribution_findings(store, run_id)
+    report.findings += with_verdicts(stage_findings(stage.rates), attribution_findings(store, run_id))
+    report.findings += dead_group_finding(parts.summary)
     if single_step:
         report.findings += outcome_finding(parts.summary)
         report.findings.append(Finding("a single step: no training stages to compare (agent logs without steps)",

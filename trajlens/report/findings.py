@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from trajlens.checks.spec import shipped_change
 from trajlens.classify.rules import VERIFICATION_CLASSES
 from trajlens.steps import spans_text
 
@@ -62,23 +63,26 @@ FINDING_CHECKS: dict[str, tuple[str, ...]] = {
 
 
 class Finding(str):
-    """A finding's sentence, with its kind, weight, evidence anchor, what it is about, and the
-    shipped checks that look at the same thing."""
+    """A finding's sentence, with its kind, weight, evidence anchor, what it is about, the
+    shipped checks that look at the same thing, and the stage metric it speaks of (``subject``:
+    ``share:think``, ``mean:model_tokens``; None when it names none)."""
 
     kind: str
     importance: float
     evidence: str | None
     about: str
     checks: tuple[str, ...]
+    subject: str | None
 
     def __new__(cls, text: str, kind: str, evidence: str | None = None, about: str = AS_TRAINED, *,
-                checks: tuple[str, ...] | None = None, bonus: float = 0.0) -> "Finding":
+                checks: tuple[str, ...] | None = None, bonus: float = 0.0, subject: str | None = None) -> "Finding":
         finding = super().__new__(cls, text)
         finding.kind = kind
         finding.importance = IMPORTANCE[kind] + bonus
         finding.evidence = evidence
         finding.about = about
         finding.checks = FINDING_CHECKS.get(kind, ()) if checks is None else checks
+        finding.subject = subject
         return finding
 
 
@@ -111,11 +115,11 @@ class StageTrend:
 
 
 STAGE_TRENDS: tuple[StageTrend, ...] = (
-    StageTrend("mean:model_tokens", "model tokens per trajectory", "length", 0.25, relative=True, digits=0,
+    StageTrend("mean:model_tokens", "model tokens per trajectory", "length", shipped_change("response_length_inflation"), relative=True, digits=0,
                checks=("response_length_inflation",)),
     StageTrend("share:think", "think share", "behaviour", 0.05, checks=("think_share", "think_runs_growing")),
     StageTrend("ran_suite", "runs the full suite", "behaviour", 0.05, checks=("suite_rate_decline", "suite_rate_floor")),
-    StageTrend("mean:num_turns", "turns per trajectory", "behaviour", 0.25, relative=True, digits=1,
+    StageTrend("mean:num_turns", "turns per trajectory", "behaviour", shipped_change("turns_inflation"), relative=True, digits=1,
                checks=("turns_inflation",)),
 )
 """Stage metrics that make a finding when they move, with the least change that counts."""
@@ -175,7 +179,7 @@ def stage_findings(rates: pl.DataFrame) -> list[Finding]:
         if trend.metric == SUITE_METRIC and change < 0:
             replaced = verification_shift(rates, tuple(c for c in VERIFICATION_CLASSES if c != SUITE_CLASS))
             text, shift = (f"{text}; {replaced}" if replaced else text), None
-        findings.append(Finding(text, trend.kind, "stage", checks=trend.checks,
+        findings.append(Finding(text, trend.kind, "stage", checks=trend.checks, subject=trend.metric,
                                 bonus=min(MAX_TREND_BONUS, MAX_TREND_BONUS * abs(change) / scale / trend.min_change / 4)))
     if shift is not None:
         findings.append(Finding(shift, "behaviour", "stage"))
@@ -225,19 +229,37 @@ def attribution_findings(store: Any, run_id: str) -> list[Finding]:
     """The verdicts of the run's saved attribution (``trajlens attribute``), one finding each,
     an artefact weighing most: "estimator artefact: think grew 0.08 -> 0.93 from step 60 (...)".
     Nothing for a run not attributed."""
-    from trajlens.attribution.render import verdict_lines
+    from trajlens.attribution.render import subject_lines
     from trajlens.attribution.saved import load_attribution
 
     saved = load_attribution(store, run_id)
     if saved is None:
         return []
     findings = []
-    for line in verdict_lines(saved):
+    for subject, line in subject_lines(saved):
         verdict = line.split(":", 1)[0]
         kind = ("attribution_artefact" if "artefact" in verdict else
                 "attribution_learning" if verdict == "learning" else "attribution_unexplained")
-        findings.append(Finding(line, kind, "attribution"))
+        findings.append(Finding(line, kind, "attribution", subject=subject))
     return findings
+
+
+def with_verdicts(trends: list[Finding], verdicts: list[Finding]) -> list[Finding]:
+    """The stage trends and the attribution verdicts, one finding per fact: a trend whose metric
+    a verdict speaks of (think's share, the response length) is folded into that verdict, which
+    says why it moved, and keeps the trend's stage figures, the checks that watch it and its weight."""
+    by_subject = {t.subject: t for t in trends if t.subject is not None}
+    folded = []
+    for verdict in verdicts:
+        trend = by_subject.pop(verdict.subject, None) if verdict.subject is not None else None
+        if trend is None:
+            folded.append(verdict)
+            continue
+        folded.append(Finding(f"{verdict}; by stage, {trend}", verdict.kind, verdict.evidence, verdict.about,
+                              checks=trend.checks, bonus=trend.importance - IMPORTANCE[trend.kind],
+                              subject=verdict.subject))
+    kept = set(map(id, by_subject.values()))
+    return [t for t in trends if t.subject is None or id(t) in kept] + folded
 
 
 def dead_group_finding(summary: list[Any]) -> list[Finding]:
