@@ -23,6 +23,7 @@ def synth(
     calls: Annotated[Optional[int], typer.Option("--calls", help="Mean tool calls per trajectory at the first step (3 to 1,000).")] = None,
     first_step: Annotated[int, typer.Option("--first-step", help="Number of the first step (steps are independent draws); the last step is at most 2**31 - 1.")] = 1,
     log_probs: Annotated[Optional[bool], typer.Option("--log-probs/--no-log-probs", help="Write per-token log-probabilities.")] = None,
+    log_advantages: Annotated[bool, typer.Option("--log-advantages", help="Write the per-token advantages the run trained with (its config's estimator), as a verl dump does: what `trajlens advantages --identify` reads.")] = False,
 ) -> None:
     """Generate an RL run of a coding agent that reproduces a seed phenomenon, with its ground truth.
 
@@ -41,7 +42,7 @@ def synth(
     from trajlens.synth.generate import OPTIONS, configure
 
     sizes = dict(steps=steps, batch=batch, seed=seed, first_step=first_step, tokens_per_trajectory=tokens,
-                 tool_calls_per_trajectory=calls, log_probs=log_probs)
+                 tool_calls_per_trajectory=calls, log_probs=log_probs, log_advantages=log_advantages or None)
     spec = configure(scenario, out, **sizes, names=OPTIONS)  # every bad option, before any work
     with folder_output(out) as partial, progress_bar(f"synth {scenario}", total=spec.steps) as tick:
         partial.rmdir()  # the generator makes the run directory itself

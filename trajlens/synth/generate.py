@@ -12,7 +12,7 @@ import json
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +30,9 @@ from trajlens.synth.scenarios import SCENARIOS
 from trajlens.synth.spec import Scenario
 from trajlens.synth.tasks import task_pool
 from trajlens.synth.truth import TruthRecorder
+
+if TYPE_CHECKING:
+    from trajlens.estimators.spec import EstimatorChoice
 
 GENERATOR_VERSION = "1"
 CHANNELS = ("format", "correctness")
@@ -93,6 +96,7 @@ def generate(
     tokens_per_trajectory: int | None = None,
     tool_calls_per_trajectory: int | None = None,
     log_probs: bool | None = None,
+    log_advantages: bool | None = None,
     progress: bool = False,
     on_step: Callable[[int], None] | None = None,
 ) -> SynthResult:
@@ -109,6 +113,9 @@ def generate(
         tokens_per_trajectory: mean tokens of a trajectory at step 1 (model and observation).
         tool_calls_per_trajectory: mean tool calls of a trajectory at step 1.
         log_probs: write per-token log-probabilities (default: the scenario's choice).
+        log_advantages: write the per-token advantages the run trained with (its config's
+            estimator over each step's batch) as ``logged_advantages``, what ``trajlens
+            advantages --identify`` reads (default: the scenario's choice, off).
         progress: show a progress bar on stderr.
         on_step: called with each step number once it is written.
 
@@ -120,7 +127,7 @@ def generate(
     """
     spec = configure(scenario, out, steps=steps, batch=batch, seed=seed, first_step=first_step,
                      tokens_per_trajectory=tokens_per_trajectory, tool_calls_per_trajectory=tool_calls_per_trajectory,
-                     log_probs=log_probs)
+                     log_probs=log_probs, log_advantages=log_advantages)
     directory = Path(out)
     if spec.resume is not None:
         from trajlens.synth._resume import generate_resume
@@ -160,6 +167,7 @@ def configure(
     tokens_per_trajectory: int | None = None,
     tool_calls_per_trajectory: int | None = None,
     log_probs: bool | None = None,
+    log_advantages: bool | None = None,
     names: dict[str, str] = PARAMETERS,
 ) -> Scenario:
     """Check the arguments of :func:`generate` before any work, the same way for every scenario;
@@ -235,6 +243,8 @@ def configure(
         changes["max_calls"] = max(4, round(spec.max_calls * tool_calls_per_trajectory / spec.tool_calls_per_trajectory))
     if log_probs is not None:
         changes["log_probs"] = log_probs
+    if log_advantages is not None:
+        changes["log_advantages"] = log_advantages
     return replace(spec, **changes)
 
 
@@ -254,6 +264,7 @@ def _generate(spec: Scenario, directory: Path, seed: int, first_step: int, on_st
     truth = TruthRecorder(_header(spec, seed, rid, first_step))
     metrics = MetricSource(spec)
     totals = np.zeros(3, dtype=np.int64)
+    trained = _trained_choice(spec, seed) if spec.log_advantages else None
     with RunDirWriter(directory, _runs_table(spec, seed, rid)) as writer:
         for step in range(first_step, first_step + spec.steps):
             rng = step_rng(seed, spec.name, step)
@@ -282,7 +293,7 @@ def _generate(spec: Scenario, directory: Path, seed: int, first_step: int, on_st
             scalars = metrics.step(step, computed, rng)
             row.update({k: v for k, v in scalars.items() if k == "val/score"})
             truth.add(step, row)
-            _write_step(writer, spec, rid, step, outcomes, calls, tokens, pool, scalars)
+            _write_step(writer, spec, rid, step, outcomes, calls, tokens, pool, scalars, trained)
             totals += (spec.batch, calls.codes.size, tokens.offsets[-1])
             if on_step is not None:
                 on_step(step)
@@ -346,7 +357,7 @@ def _computed_metrics(out: Outcomes, calls: StepCalls, tokens) -> dict:
 
 
 def _write_step(writer: RunDirWriter, spec: Scenario, rid: str, step: int, out: Outcomes, calls: StepCalls,
-                tokens, pool, scalars: dict) -> None:
+                tokens, pool, scalars: dict, trained: EstimatorChoice | None = None) -> None:
     batch = out.calls.size
     ids = [f"s{step:04d}-t{i:04d}" for i in range(batch)]
     per_call = np.repeat(np.arange(batch), calls.calls_per_trajectory)
@@ -401,6 +412,8 @@ def _write_step(writer: RunDirWriter, spec: Scenario, rid: str, step: int, out: 
         "trajectory_id": pa.array(ids),
         **arrays,
     })
+    if trained is not None:
+        token_table = token_table.append_column("logged_advantages", _trained_advantages(trajectories, token_table, trained))
     writer.write_step("tokens", token_table)
     names = sorted(scalars)
     writer.write_step("step_metrics", pa.table({
@@ -409,6 +422,28 @@ def _write_step(writer: RunDirWriter, spec: Scenario, rid: str, step: int, out: 
         "name": pa.array(names),
         "value": pa.array([float(scalars[k]) for k in names], pa.float64()),
     }))
+
+
+def _trained_choice(spec: Scenario, seed: int) -> EstimatorChoice:
+    """The estimator and options the run's config says it trained with."""
+    from trajlens.estimators.trained import trained_with
+
+    choice = trained_with(config(spec, seed)).choice
+    if choice is None:
+        raise ConfigError([f"{spec.name}: its config names no estimator, so it has no advantages to log"])
+    return choice
+
+
+def _trained_advantages(trajectories: pa.Table, tokens: pa.Table, trained: EstimatorChoice) -> pa.Array:
+    """Per trajectory of ``tokens``, the token advantages ``trained`` gives over the step's batch."""
+    import polars as pl
+
+    from trajlens.estimators.adapters import recompute
+
+    recomputed = recompute(pl.from_arrow(trajectories), pl.from_arrow(tokens), trained.estimator, **trained.options)
+    order = pl.from_arrow(tokens.select(["trajectory_id"])).join(
+        recomputed.select("trajectory_id", "token_advantages"), on="trajectory_id", how="left", maintain_order="left")
+    return order.get_column("token_advantages").cast(pl.List(pl.Float32)).to_arrow()
 
 
 def _starts(calls: StepCalls) -> np.ndarray:

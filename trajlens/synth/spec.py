@@ -177,6 +177,9 @@ class Scenario:
     resume: ResumeLR | None = None
     log_probs: bool = False
     """Whether to write per-token log-probabilities."""
+    log_advantages: bool = False
+    """Whether to write, as ``logged_advantages``, the per-token advantages the run trained with
+    (its config's estimator over each step's batch), as a verl dump holds them."""
     config_extra: tuple[tuple[tuple[str, ...], Any], ...] = ()
     """Further entries of the logged run config, as (path of keys, value) pairs."""
 
