@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trajlens.attribution import RECOMPUTATIONS, parse_recomputations
-from trajlens.attribution.recomputations import TOKEN_ESTIMATORS, own_recomputation
+from trajlens.attribution.recomputations import own_recomputation
+from trajlens.run.step_advantages import TOKEN_ESTIMATORS
 from trajlens.errors import ConfigError
 from trajlens.estimators import trained_with
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY, Input, RunFacts

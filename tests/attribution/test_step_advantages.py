@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from trajlens.attribution._advantages import Shifted, align_tokens, flat_kernel, step_advantages
+from trajlens.run.step_advantages import Shifted, align_tokens, flat_kernel, step_advantages
 from trajlens.attribution.calls import per_token_weights
 from trajlens.estimators import EstimatorChoice
 from trajlens.estimators import AGGREGATION_MODES, aggregation_weights, recompute

@@ -28,7 +28,7 @@ from trajlens.attribution.statistics import channel_measures, class_summary, len
 from trajlens.attribution.projection import PROJECTION_SCHEMA
 from trajlens.attribution.verdicts import EVIDENCE_SCHEMA, VERDICT_SCHEMA, drift_verdicts, structural_classes
 from trajlens.attribution.recomputations import (
-    AGGREGATIONS, RECOMPUTATIONS, TOKEN_ESTIMATORS, RunEstimator, other_conventions, own_recomputation, with_own,
+    AGGREGATIONS, RECOMPUTATIONS, RunEstimator, other_conventions, own_recomputation, with_own,
 )
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.errors import ConfigError
@@ -37,6 +37,7 @@ from trajlens.run.facts import stored_facts
 from trajlens.run.location import StoreLocation
 from trajlens.run.reader import RunReader
 from trajlens.run.splits import TRAIN_SPLIT
+from trajlens.run.step_advantages import TOKEN_ESTIMATORS
 from trajlens.run.trained import run_trained_with
 
 MapSteps = Callable[["CreditStep", list[int]], Iterator[tuple[int, dict[str, pa.Table]]]]
@@ -272,7 +273,7 @@ def _with_verdict(finding: str, lines: dict[str, str]) -> str:
 def _compared_by_default(rec: EstimatorChoice, facts: RunFacts) -> bool:
     """Token estimators without a flat step kernel only when the run declares them (module docstring
     of :mod:`.recomputations`); every other registry estimator always."""
-    from trajlens.attribution._advantages import flat_kernel
+    from trajlens.run.step_advantages import flat_kernel
 
     return rec.estimator not in TOKEN_ESTIMATORS or flat_kernel(rec) or rec.estimator in facts.declared
 
@@ -406,7 +407,7 @@ class CreditStream:
 
     def credit_here(self) -> Iterator[pa.Table]:
         """Credit the steps in this process, classifying calls a block of steps at a time."""
-        from trajlens.attribution._advantages import align_tokens, step_advantages
+        from trajlens.run.step_advantages import align_tokens, step_advantages
         from trajlens.run.stepwise import TOKEN_COLUMNS
 
         steps, batches = _steps_of(self.trajectories)

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from trajlens.attribution._advantages import Shifted
+from trajlens.run.step_advantages import Shifted
 from trajlens.attribution._spans import credited_spans, masked_prefix, span_bounds
 
 
@@ -140,7 +140,7 @@ def step_call_credit(
             this step (``token_advantages`` for token estimators, else ``advantage``), with
             ``trajectory_id``; or the flat (N,) token advantages of the step, trajectory after
             trajectory in ``trajectories`` order (``tokens`` then an Arrow table in that order),
-            or such an array with its whitening to apply (:class:`~._advantages.Shifted`);
+            or such an array with its whitening to apply (:class:`trajlens.run.step_advantages.Shifted`);
             None where the recomputation has nothing for this step.
         modes: aggregation modes.
     """

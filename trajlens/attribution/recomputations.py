@@ -7,7 +7,7 @@ itself: every estimator under each of its labelled variants (the report's labels
 ``gae_raw`` and ``gae_whitened`` for GAE; the estimator's name otherwise). What a run's data must
 hold for each comes from the registry entry's inputs (:meth:`EstimatorSpec.missing`), and which
 estimators are token-level from its ``Input.TOKEN_ARRAYS``. Of the token-level estimators, those
-without a flat step kernel (:func:`trajlens.attribution._advantages.flat_kernel`) cost a padded
+without a flat step kernel (:func:`trajlens.run.step_advantages.flat_kernel`) cost a padded
 recomputation per step; the default compares them only when the run's config declares them
 (name them with ``--estimator`` to add them).
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trajlens.errors import ConfigError
-from trajlens.estimators.registry import ESTIMATOR_REGISTRY, Input
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import TrainedWith
 
@@ -64,9 +64,6 @@ def other_conventions(trained: TrainedWith, wanted: tuple[EstimatorChoice, ...])
 AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 """verl's loss aggregation modes (``loss_agg_mode``); each call's push is computed under each."""
 
-TOKEN_ESTIMATORS: tuple[str, ...] = tuple(
-    name for name, spec in ESTIMATOR_REGISTRY.items() if Input.TOKEN_ARRAYS in spec.inputs)
-"""Estimators that need the token arrays, from the registry (so a new token-level one is one too)."""
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,20 @@ def _masked_returns_rows(  # pragma: no cover - compiled
     return empty, nonfinite
 
 
+def _reset_returns_rows(  # pragma: no cover - compiled
+    rewards: NDArray[Any], mask: NDArray[Any], offsets: NDArray[Any], gamma: float, out: NDArray[Any],
+) -> None:
+    """verl <= 0.8's discounted returns over the rows of the flat arrays: ``G_t = r_t + gamma
+    G_{t+1}`` at every token, the running sum multiplied by the mask after each token (reset
+    after every token outside it), as verl's loop does; accumulated in float64."""
+    for row in range(offsets.shape[0] - 1):
+        running = 0.0
+        for t in range(offsets[row + 1] - 1, offsets[row] - 1, -1):
+            running = float(rewards[t]) + gamma * running
+            out[t] = running
+            running = running * (1.0 if mask[t] else 0.0)  # as verl: inf * 0 is NaN
+
+
 def _row_summaries(  # pragma: no cover - compiled
     advantages: NDArray[Any], mask: NDArray[Any], offsets: NDArray[Any], mean: NDArray[Any], first: NDArray[Any],
     last: NDArray[Any],
@@ -233,11 +247,13 @@ if AVAILABLE:
     masked_moments = _jit(_masked_moments)
     masked_gae_rows = _jit(_masked_gae_rows)
     masked_returns_rows = _jit(_masked_returns_rows)
+    reset_returns_rows = _jit(_reset_returns_rows)
     row_summaries = _jit(_row_summaries)
     last_model_token = _jit(_last_model_token)
 else:
     masked_moments = _masked_moments  # type: ignore[assignment]
     masked_gae_rows = _masked_gae_rows  # type: ignore[assignment]
     masked_returns_rows = _masked_returns_rows  # type: ignore[assignment]
+    reset_returns_rows = _reset_returns_rows  # type: ignore[assignment]
     row_summaries = _row_summaries  # type: ignore[assignment]
     last_model_token = _last_model_token  # type: ignore[assignment]

@@ -156,10 +156,13 @@ def _padded(series: pl.Series, dtype: Any, fill: Any, width: int | None = None) 
     values = flat.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
     if width is None:
         width = max(int(lengths.max()) if lengths.size else 0, 1)
+    out = np.full((len(lengths), width), fill, dtype=dtype)
+    if not lengths.size or int(lengths.max()) <= width:
+        out[np.arange(width) < lengths[:, None]] = values  # row-major: each row's entries in order
+        return out, lengths
     rows = np.repeat(np.arange(len(lengths)), lengths)
     position = np.arange(values.shape[0]) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     keep = position < width
-    out = np.full((len(lengths), width), fill, dtype=dtype)
     out[rows[keep], position[keep]] = values[keep]
     return out, lengths
 

@@ -19,7 +19,7 @@ Notation: B trajectories, T token positions.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -164,31 +164,32 @@ class _Accumulated:
         self.groups: list[pl.DataFrame] = []
         self.error: str | None = None
 
-    def add(self, paired: pl.DataFrame) -> None:
-        diff = paired["diff"].to_numpy()
+    def add(self, paired: _Paired) -> None:
+        diff = paired.diff
         if not diff.size:
             return
         at = int(np.argmax(diff))
         if diff[at] > self.max:
             self.max = float(diff[at])
-            worst = paired.row(at, named=True)
+            worst = paired.keys.row(int(paired.row[at]), named=True)
             self.worst = (int(worst["step"]), str(worst["group_id"]), str(worst["trajectory_id"]))
         self.n += diff.size
-        self.histogram += np.bincount(np.ascontiguousarray(diff, dtype=np.float64).view(np.uint64) >> _HISTOGRAM_SHIFT,
-                                      minlength=self.histogram.size)
+        self.histogram += np.bincount(diff.view(np.uint64) >> _HISTOGRAM_SHIFT, minlength=self.histogram.size)
         if self.kept is not None:
-            self.kept.append(diff.copy())
+            self.kept.append(diff)
             if self.n > EXACT_MEDIAN_VALUES:
                 self.kept = None
-        self.steps.append(paired.group_by("step").agg(pl.col("diff").max().alias("max_abs_diff"), pl.len().alias("n")))
-        self.groups.append(paired.group_by("step", "group_id").agg(pl.col("diff").max().alias("max_abs_diff"),
-                                                                    pl.len().alias("n")))
+        per_row = paired.per_row()
+        self.steps.append(per_row.group_by("step").agg(pl.col("max_abs_diff").max(), pl.col("n").sum()))
+        self.groups.append(per_row.group_by("step", "group_id").agg(pl.col("max_abs_diff").max(), pl.col("n").sum()))
 
     def median(self) -> float:
         if self.kept is not None:
             return float(np.median(np.concatenate(self.kept)))
         rank = self.n // 2
         bin_ = int(np.searchsorted(np.cumsum(self.histogram), rank, side="right"))
+        if bin_ == 0:  # the bin of exact zeros (and differences below 2^-1012)
+            return 0.0
         low = np.array([bin_ << _HISTOGRAM_SHIFT], dtype=np.uint64).view(np.float64)[0]
         high = np.array([(bin_ + 1) << _HISTOGRAM_SHIFT], dtype=np.uint64).view(np.float64)[0]
         return float(low) if not math.isfinite(high) else float((low + high) / 2)
@@ -206,12 +207,16 @@ def identify_batches(
     config: Mapping[str, Any] | str | None = None,
     candidates: tuple[EstimatorChoice, ...] = CANDIDATES,
     tolerance: float = MATCH_TOLERANCE,
+    flat_step: FlatStep | None = None,
 ) -> Identification:
     """:func:`identify_advantages` over a run read in ``batches`` of whole steps (training
     trajectories and their token rows), in memory bounded by a batch: every estimator works
     within a step's batch, so each batch is recomputed on its own and the differences are
     gathered as they come (the median exact up to :data:`EXACT_MEDIAN_VALUES` per candidate).
-    ``facts``: the whole run's, deciding which candidates it allows.
+    ``facts``: the whole run's, deciding which candidates it allows. ``flat_step``: the
+    recomputation of the token-level candidates it can do on a batch of one step's flat
+    buffers (the run layer's, which ``trajlens advantages`` runs too); the others, and every
+    candidate without it, are recomputed on the batch's frames.
     """
     allowed = {c.label: c.missing(facts) for c in candidates}
     gathered = {c.label: _Accumulated() for c in candidates}
@@ -221,22 +226,30 @@ def identify_batches(
         found = _logged(trajectories, tokens)
         if found is None:
             continue  # steps with nothing logged
-        logged, batch_unit = found
+        batch_unit = found.unit
         if unit is not None and batch_unit != unit:
             raise EstimatorInputError(f"identify_advantages: advantages logged per {unit} in some steps and per "
                                       f"{batch_unit} in others")
         unit = batch_unit
-        scale = max(scale, float(cast(float, logged["logged"].abs().max()) or 0.0))
-        for candidate in candidates:
+        scale = max(scale, float(np.abs(found.logged).max(initial=0.0)))
+        todo = tuple(c for c in candidates if not allowed[c.label] and gathered[c.label].error is None)
+        flat = flat_step(trajectories, tokens, todo) if flat_step is not None and found.mask is not None else {}
+        index = found.flat_index(trajectories, tokens) if flat else None
+        for candidate in todo:
             accumulated = gathered[candidate.label]
-            if allowed[candidate.label] or accumulated.error is not None:
+            if candidate.label in flat:
+                result = flat[candidate.label]
+                if isinstance(result, Exception):
+                    accumulated.error = str(result)
+                else:
+                    accumulated.add(found.paired_flat(result, cast(np.ndarray, index)))
                 continue
             try:
                 recomputed = _recompute(trajectories, tokens, candidate)
             except EstimatorInputError as error:
                 accumulated.error = str(error)
                 continue
-            accumulated.add(_paired(logged, recomputed, unit))
+            accumulated.add(found.paired(recomputed))
     if unit is None:
         raise EstimatorInputError(
             "identify_advantages: no logged advantages: trajectories has no logged_advantage values and tokens no "
@@ -261,9 +274,95 @@ def identify_batches(
     return Identification(best, ranked, matched, tolerance * scale, unit, equivalent, departures, steps)
 
 
-def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[pl.DataFrame, str] | None:
-    """Long frame of logged values: run_id, step, trajectory_id, group_id, position (-1 per
-    trajectory), logged; and its unit. None when nothing is logged."""
+@dataclass(frozen=True)
+class _Paired:
+    """Each compared value's ``row`` of ``keys`` and its ``diff`` = |logged - recomputed|
+    (infinite where the recomputation has no finite value)."""
+
+    keys: pl.DataFrame
+    row: np.ndarray
+    diff: np.ndarray
+
+    def per_row(self) -> pl.DataFrame:
+        """``keys`` with each row's largest difference and count, for the rows compared at all."""
+        counts = np.bincount(self.row, minlength=self.keys.height)
+        compared = np.flatnonzero(counts)
+        starts = np.concatenate([[0], np.cumsum(counts[compared])[:-1]])
+        return self.keys[compared].select("step", "group_id").with_columns(
+            pl.Series("max_abs_diff", np.maximum.reduceat(self.diff, starts) if compared.size else np.zeros(0)),
+            pl.Series("n", counts[compared], dtype=pl.UInt32))
+
+
+@dataclass(frozen=True)
+class _Logged:
+    """A batch's logged advantages as flat arrays: per row of ``keys`` (run_id, step,
+    trajectory_id, group_id; one per trajectory with logged values), its values in row order.
+    Per token: ``mask`` picks the model tokens out of each row's ``lengths`` positions."""
+
+    keys: pl.DataFrame
+    unit: str
+    logged: np.ndarray
+    row: np.ndarray
+    lengths: np.ndarray | None = None
+    mask: np.ndarray | None = None
+
+    def paired(self, recomputed: pl.DataFrame) -> _Paired:
+        """The logged values beside ``recomputed`` (one row per trajectory: ``advantage``, and
+        ``token_advantages`` from a token-level estimator), row by row without a join per value."""
+        order = self.keys.select("run_id", "trajectory_id").join(
+            recomputed.with_row_index("__recomputed"), on=["run_id", "trajectory_id"], how="left",
+            maintain_order="left")["__recomputed"]
+        if self.unit == "model tokens" and "token_advantages" in recomputed.columns:
+            values = self._token_values(recomputed["token_advantages"].gather(order))
+        else:
+            per_row = recomputed["advantage"].cast(pl.Float64).gather(order).fill_null(math.inf).to_numpy()
+            values = per_row[self.row]
+        diff = np.abs(self.logged - values)
+        diff[~np.isfinite(diff)] = math.inf
+        return _Paired(self.keys, self.row, diff)
+
+    def paired_flat(self, flat: np.ndarray, index: np.ndarray) -> _Paired:
+        """The logged values beside ``flat``, one step's token advantages, at ``index``
+        (:meth:`flat_index`)."""
+        diff = np.abs(self.logged - flat[index].astype(np.float64))
+        diff[~np.isfinite(diff)] = math.inf
+        return _Paired(self.keys, self.row, diff)
+
+    def flat_index(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> np.ndarray:
+        """Where each logged value lies among the token rows of ``trajectories`` laid end to end
+        in its order (every trajectory with a row in ``tokens``), as the flat kernels lay them."""
+        assert self.lengths is not None and self.mask is not None and tokens is not None
+        ids = ["run_id", "trajectory_id"]
+        lengths = tokens.select(*ids, pl.col("response_mask").list.len().alias("__n"))
+        order = trajectories.select(ids).join(lengths, on=ids, how="left", maintain_order="left")["__n"]
+        counts = order.to_numpy().astype(np.int64)
+        starts = trajectories.select(ids).with_columns(pl.Series("__start", np.cumsum(counts) - counts))
+        start = self.keys.select(ids).join(starts, on=ids, how="left", maintain_order="left")["__start"].to_numpy()
+        within = np.arange(int(self.lengths.sum())) - np.repeat(np.cumsum(self.lengths) - self.lengths, self.lengths)
+        index: np.ndarray = (np.repeat(start, self.lengths) + within)[self.mask]
+        return index
+
+    def _token_values(self, lists: pl.Series) -> np.ndarray:
+        """Recomputed token values at the logged model tokens; infinite where a row's array has
+        another length than its response mask (or none)."""
+        assert self.lengths is not None and self.mask is not None
+        full = np.full(int(self.lengths.sum()), math.inf)
+        fits = (lists.list.len().fill_null(-1).to_numpy() == self.lengths)
+        if fits.any():
+            kept = lists.filter(pl.Series(fits)).explode().cast(pl.Float64).fill_null(math.inf)
+            full[np.repeat(fits, self.lengths)] = kept.to_numpy()
+        values: np.ndarray = full[self.mask]
+        return values
+
+
+FlatStep = Callable[[pl.DataFrame, "pl.DataFrame | None", tuple[EstimatorChoice, ...]], Mapping[str, "np.ndarray | Exception"]]
+"""One step's trajectories and tokens, and candidates -> per label it recomputed, the flat token
+advantages over the trajectories' token rows in their order, or the input error; labels it
+leaves out are recomputed on the frames."""
+
+
+def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> _Logged | None:
+    """The batch's logged advantages (:class:`_Logged`); None when nothing is logged."""
     keys = ["run_id", "step", "trajectory_id", "group_id"]
     if tokens is not None and "logged_advantages" in tokens.columns and tokens["logged_advantages"].null_count() < tokens.height:
         present = tokens.select("run_id", "trajectory_id", "response_mask", "logged_advantages").filter(
@@ -274,19 +373,17 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[pl
             raise EstimatorInputError(
                 f"identify_advantages: trajectory {row['trajectory_id']!r}: logged_advantages has "
                 f"{len(row['logged_advantages'])} entries but response_mask has {len(row['response_mask'])}")
-        rows = (
-            present
-            .join(trajectories.select(keys), on=["run_id", "trajectory_id"], how="inner")
-            .with_columns(pl.int_ranges(0, pl.col("response_mask").list.len()).alias("position"))
-            .explode(["response_mask", "logged_advantages", "position"])
-            .filter(pl.col("response_mask"))
-            .select(*keys, "position", pl.col("logged_advantages").cast(pl.Float64).alias("logged"))
-        )
-        return rows, "model tokens"
+        rows = present.join(trajectories.select(keys), on=["run_id", "trajectory_id"], how="inner",
+                            maintain_order="left")
+        lengths = rows["response_mask"].list.len().to_numpy().astype(np.int64)
+        mask = rows["response_mask"].explode().fill_null(False).to_numpy().astype(bool)
+        logged = rows["logged_advantages"].explode().cast(pl.Float64).to_numpy()[mask]
+        row_of = np.repeat(np.arange(rows.height), lengths)[mask]
+        return _Logged(rows.select(keys), "model tokens", logged, row_of, lengths, mask)
     if "logged_advantage" in trajectories.columns and trajectories["logged_advantage"].null_count() < trajectories.height:
-        rows = trajectories.filter(pl.col("logged_advantage").is_not_null()).select(
-            *keys, pl.lit(-1, dtype=pl.Int64).alias("position"), pl.col("logged_advantage").cast(pl.Float64).alias("logged"))
-        return rows, "trajectories"
+        rows = trajectories.filter(pl.col("logged_advantage").is_not_null())
+        return _Logged(rows.select(keys), "trajectories", rows["logged_advantage"].cast(pl.Float64).to_numpy(),
+                       np.arange(rows.height))
     return None
 
 
@@ -297,22 +394,6 @@ def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, candidat
     spec = estimator_spec(candidate.estimator)
     uses_tokens = bool(spec.inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS))
     return recompute(trajectories, tokens if uses_tokens else None, candidate.estimator, **dict(candidate.options))
-
-
-def _paired(logged: pl.DataFrame, recomputed: pl.DataFrame, unit: str) -> pl.DataFrame:
-    """``logged`` with the recomputed value beside each entry, and ``diff`` = |logged - recomputed|."""
-    if unit == "model tokens" and "token_advantages" in recomputed.columns:
-        per_token = (
-            recomputed.select("run_id", "trajectory_id", "token_advantages")
-            .with_columns(pl.int_ranges(0, pl.col("token_advantages").list.len()).alias("position"))
-            .explode(["token_advantages", "position"])
-            .select("run_id", "trajectory_id", "position", pl.col("token_advantages").cast(pl.Float64).alias("value"))
-        )
-        paired = logged.join(per_token, on=["run_id", "trajectory_id", "position"], how="left")
-    else:
-        paired = logged.join(recomputed.select("run_id", "trajectory_id", pl.col("advantage").alias("value")),
-                             on=["run_id", "trajectory_id"], how="left")
-    return paired.with_columns((pl.col("logged") - pl.col("value")).abs().fill_nan(math.inf).fill_null(math.inf).alias("diff"))
 
 
 def _departures(groups: pl.DataFrame, tolerance: float) -> pl.DataFrame:

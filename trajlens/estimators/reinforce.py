@@ -31,9 +31,12 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
+import numpy as np
 import torch
 
+from trajlens.estimators import _compiled
 from trajlens.estimators import _validate as check
+from trajlens.estimators._scan import use_compiled
 from trajlens.estimators.gae import returns_to_go
 from trajlens.estimators.whiten import masked_whiten
 
@@ -94,6 +97,13 @@ def _returns(
     check.same_shape(fn, token_rewards=token_rewards, response_mask=response_mask)
     check.nonempty_batch(fn, "token_rewards", token_rewards)
     gamma = check.unit_interval(fn, "gamma", gamma)
+    if use_compiled(token_rewards):  # the same loop, compiled: one pass over each row
+        rows, length = token_rewards.shape
+        flat = token_rewards.detach().contiguous().numpy().reshape(-1)
+        out = np.empty_like(flat)
+        _compiled.reset_returns_rows(flat, response_mask.detach().contiguous().numpy().reshape(-1),
+                                     np.arange(rows + 1, dtype=np.int64) * length, float(gamma), out)
+        return torch.from_numpy(out.reshape(rows, length))
     mask = response_mask.to(token_rewards.dtype)
     returns = torch.zeros_like(token_rewards)
     running = torch.zeros_like(token_rewards[:, 0])

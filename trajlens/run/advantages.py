@@ -188,6 +188,7 @@ def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
     from trajlens.run.config import run_config_text
     from trajlens.run.facts import stored_facts
     from trajlens.run.reader import RunReader
+    from trajlens.run.step_advantages import flat_step_advantages
     from trajlens.schema import SCHEMAS
 
     trajectories = train_trajectories(store, run_id)
@@ -195,11 +196,15 @@ def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
     facts = stored_facts(RunReader.of(store, run_id), trajectories, config, store).facts
     columns = SCHEMAS["tokens"].empty_table().column_names
 
-    def batches():
+    def steps():  # one step at a time: the flat kernels whiten over a step
         for batch in step_batches(store, run_id, trajectories, columns):
             tokens = pl.DataFrame(batch.tokens) if batch.tokens is not None and batch.tokens.num_rows else None
-            yield batch.trajectories, tokens
+            for (step,), part in batch.trajectories.partition_by("step", as_dict=True, maintain_order=True).items():
+                yield part, None if tokens is None else tokens.filter(pl.col("step") == step)
             if progress is not None:
                 progress(f"step {batch.steps[-1]}")
 
-    return identify_batches(batches(), facts=facts, config=config)
+    def flat_step(part: pl.DataFrame, tokens: pl.DataFrame | None, candidates: tuple) -> dict:
+        return flat_step_advantages(part, None if tokens is None else tokens.to_arrow(), candidates)
+
+    return identify_batches(steps(), facts=facts, config=config, flat_step=flat_step)

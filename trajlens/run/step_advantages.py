@@ -1,6 +1,8 @@
 """One step's advantages under each recomputation, token estimators on flat Arrow buffers.
 
-Attribution credits calls step by step, so it recomputes each estimator on one step at a time.
+Attribution credits calls step by step, and ``trajlens advantages --identify`` compares each
+candidate with the logged advantages step by step, so both recompute each estimator on one step
+at a time, here.
 Outcome and channel estimators are recomputed once for the whole run (their inputs are one row
 per trajectory, and dynamic GDPO carries its weights from step to step) and each step takes its
 rows. Token estimators read the step's token arrays:
@@ -31,8 +33,12 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from trajlens.attribution.recomputations import TOKEN_ESTIMATORS
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, Input
 from trajlens.estimators.spec import EstimatorChoice
+
+TOKEN_ESTIMATORS: tuple[str, ...] = tuple(
+    name for name, spec in ESTIMATOR_REGISTRY.items() if Input.TOKEN_ARRAYS in spec.inputs)
+"""Estimators that need the token arrays, from the registry (so a new token-level one is one too)."""
 
 
 class Shifted(NamedTuple):
@@ -95,6 +101,33 @@ def step_advantages(
             out.append(_flat(batch, aligned, rec, shared))
         else:
             out.append(_framed(batch, tokens, rec))
+    return out
+
+
+def flat_step_advantages(
+    batch: pl.DataFrame, tokens: pa.Table | None, recs: tuple[EstimatorChoice, ...],
+) -> dict[str, np.ndarray | Exception]:
+    """Per label of the ``recs`` that run on flat buffers here, this step's token advantages as
+    one flat float array over ``batch``'s token rows in its order, whitened where asked (labels
+    of one scan share it, as in :func:`step_advantages`); the input error instead where the step
+    refuses that label. Labels of other estimators, and every label when some trajectory of
+    ``batch`` has no token row, are left out: they go through the estimators' frames."""
+    from trajlens.estimators import EstimatorInputError
+
+    aligned = align_tokens(batch, tokens)
+    if aligned is None:
+        return {}
+    shared: dict[tuple[str, float, float], Any] = {}
+    out: dict[str, np.ndarray | Exception] = {}
+    for rec in recs:
+        if rec.estimator not in TOKEN_ESTIMATORS or not flat_kernel(rec):
+            continue
+        try:
+            found = _flat(batch, aligned, rec, shared)
+        except EstimatorInputError as error:
+            out[rec.label] = error
+            continue
+        out[rec.label] = (found.base - found.shift) * found.scale if isinstance(found, Shifted) else found
     return out
 
 
