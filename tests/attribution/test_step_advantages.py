@@ -19,6 +19,8 @@ RECS = (
     EstimatorChoice("gae_lam", "gae", {"gamma": 0.99, "lam": 0.9, "whiten": True}),
     EstimatorChoice("reinforce", "reinforce", {"gamma": 0.98}),
     EstimatorChoice("reinforce_whitened", "reinforce", {"gamma": 1.0, "whiten": True}),
+    EstimatorChoice("reinforce_pp", "reinforce_plus_plus", {"gamma": 0.98}),
+    EstimatorChoice("reinforce_pp_reset", "reinforce_plus_plus", {"gamma": 0.97, "convention": "reset"}),
 )
 
 
@@ -57,7 +59,7 @@ def test_flat_step_advantages_equal_recompute_at_model_tokens(seed):
     for rec, got in zip(RECS, flat):
         reference = recompute(trajectories, frame, rec.estimator, **rec.options)
         expected = np.concatenate(reference["token_advantages"].to_list())
-        assert isinstance(got, Shifted) == rec.options.get("whiten", False)
+        assert isinstance(got, Shifted) == (rec.estimator == "reinforce_plus_plus" or rec.options.get("whiten", False))
         got = (got.base - got.shift) * got.scale if isinstance(got, Shifted) else got
         assert got.shape == mask.shape
         np.testing.assert_allclose(got[mask], expected[mask], rtol=1e-5, atol=1e-5, err_msg=rec.label)

@@ -54,7 +54,7 @@ def test_flat_kernels_give_the_frames_fits(logged_store, monkeypatch):
     monkeypatch.setattr(step_advantages, "flat_step_advantages", recorded)
     store = trajlens.open(logged_store)
     flat = identify_run(store, "sao-r7")
-    assert on_flat == {"gae_whitened", "gae_raw", "reinforce_raw"}  # the labels with a flat scan
+    assert on_flat == {"gae_whitened", "gae_raw", "reinforce_raw", "verl_reinforce_pp", "verl_0.8_reinforce_pp"}
     trajectories = train_trajectories(store, "sao-r7")
     tokens = store.tokens.filter(pl.col("run_id") == "sao-r7").collect()
     facts = stored_facts(RunReader.of(store, "sao-r7"), trajectories, None, store).facts

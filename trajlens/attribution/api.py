@@ -273,9 +273,11 @@ def _with_verdict(finding: str, lines: dict[str, str]) -> str:
 def _compared_by_default(rec: EstimatorChoice, facts: RunFacts) -> bool:
     """Token estimators without a flat step kernel only when the run declares them (module docstring
     of :mod:`.recomputations`); every other registry estimator always."""
-    from trajlens.run.step_advantages import flat_kernel
+    from trajlens.estimators.flat import flat_scan_of
 
-    return rec.estimator not in TOKEN_ESTIMATORS or flat_kernel(rec) or rec.estimator in facts.declared
+    scan = flat_scan_of(rec)
+    return (rec.estimator not in TOKEN_ESTIMATORS or scan is not None and scan.compared_by_default
+            or rec.estimator in facts.declared)
 
 
 def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: EstimatorChoice) -> pl.DataFrame:

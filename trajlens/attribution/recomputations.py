@@ -8,8 +8,9 @@ itself: every estimator under each of its labelled variants (the report's labels
 hold for each comes from the registry entry's inputs (:meth:`EstimatorSpec.missing`), and which
 estimators are token-level from its ``Input.TOKEN_ARRAYS``. Of the token-level estimators, those
 without a flat step kernel (:func:`trajlens.run.step_advantages.flat_kernel`) cost a padded
-recomputation per step; the default compares them only when the run's config declares them
-(name them with ``--estimator`` to add them).
+recomputation per step, and REINFORCE++'s flat scan is marked not to be compared by default
+(``FlatScan.compared_by_default``); the default compares these only when the run's config
+declares them (name them with ``--estimator`` to add them).
 
 :func:`own_recomputation` finds the one the run trained with: what
 :func:`trajlens.estimators.trained_with` reads from its logged configuration, matched to a

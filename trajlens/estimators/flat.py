@@ -7,6 +7,7 @@ estimators' flat kernels, so nothing outside this package imports its private mo
 
 * :func:`flat_list` / :func:`list_array`: a list column as flat NumPy buffers, and back;
 * :func:`flat_masked_scan`: the masked reverse scan behind GAE and discounted returns;
+  :func:`reset_returns_rows`: verl <= 0.8's returns, reset after every token outside the mask;
 * :func:`masked_moments`, :func:`row_summaries`, :func:`last_model_token`: one compiled pass
   each over the model tokens (moments and sign counts; per-row mean, first and last; the last
   model token of each row);
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from trajlens.estimators._arrays import FlatList, flat_list, list_array
 from trajlens.estimators._compiled import AVAILABLE as COMPILED
-from trajlens.estimators._compiled import last_model_token, masked_moments, row_summaries
+from trajlens.estimators._compiled import last_model_token, masked_moments, reset_returns_rows, row_summaries
 from trajlens.estimators._scan import _one_intra_op_thread as one_intra_op_thread
 from trajlens.estimators._scan import flat_masked_scan
 from trajlens.estimators._validate import unit_interval
@@ -34,9 +35,11 @@ if TYPE_CHECKING:
 
 def flat_scan_of(choice: EstimatorChoice) -> FlatScan | None:
     """The registry entry's flat scan of ``choice`` when it runs on flat buffers here, else None."""
-    scan = choice.spec().flat_scan
-    return scan if COMPILED and scan is not None and scan.applies(choice.settings()) else None
+    if not COMPILED:
+        return None
+    settings = choice.settings()
+    return next((scan for scan in choice.spec().flat_scans if scan.applies(settings)), None)
 
 
 __all__ = ["COMPILED", "FlatList", "flat_list", "flat_masked_scan", "flat_scan_of", "last_model_token", "list_array",
-           "masked_moments", "one_intra_op_thread", "row_summaries", "unit_interval"]
+           "masked_moments", "one_intra_op_thread", "reset_returns_rows", "row_summaries", "unit_interval"]

@@ -21,11 +21,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from functools import cached_property
+from typing import Any, NamedTuple, TypeAlias, cast
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
+from trajlens.estimators._arrays import flat_list
 from trajlens.estimators._errors import EstimatorInputError
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY, RunFacts, estimator_spec, run_facts
 from trajlens.estimators.spec import EstimatorChoice
@@ -160,8 +163,9 @@ class _Accumulated:
         self.n = 0
         self.kept: list[np.ndarray] | None = []
         self.histogram = np.zeros(1 << (64 - _HISTOGRAM_SHIFT), dtype=np.int64)
-        self.steps: list[pl.DataFrame] = []
-        self.groups: list[pl.DataFrame] = []
+        self.rows: list[_RowMaxima] = []
+        """What was compared, kept as it came (its arrays, and the batch's keys it shares with the
+        other candidates): the rows' maxima are only summed up for the candidate named."""
         self.error: str | None = None
 
     def add(self, paired: _Paired) -> None:
@@ -174,14 +178,15 @@ class _Accumulated:
             worst = paired.keys.row(int(paired.row[at]), named=True)
             self.worst = (int(worst["step"]), str(worst["group_id"]), str(worst["trajectory_id"]))
         self.n += diff.size
-        self.histogram += np.bincount(diff.view(np.uint64) >> _HISTOGRAM_SHIFT, minlength=self.histogram.size)
+        bins = diff.view(np.int64) >> _HISTOGRAM_SHIFT  # differences are >= 0: the sign bit is clear
+        low, high = int(bins.min()), int(bins.max())
+        bins -= low
+        self.histogram[low:high + 1] += np.bincount(bins, minlength=high - low + 1)
         if self.kept is not None:
             self.kept.append(diff)
             if self.n > EXACT_MEDIAN_VALUES:
                 self.kept = None
-        per_row = paired.per_row()
-        self.steps.append(per_row.group_by("step").agg(pl.col("max_abs_diff").max(), pl.col("n").sum()))
-        self.groups.append(per_row.group_by("step", "group_id").agg(pl.col("max_abs_diff").max(), pl.col("n").sum()))
+        self.rows.append(paired.per_row())
 
     def median(self) -> float:
         if self.kept is not None:
@@ -269,8 +274,9 @@ def identify_batches(
     matched = best.max_abs_diff <= tolerance * scale
     equivalent = tuple(f for f in ranked[1:] if matched and f.max_abs_diff <= tolerance * scale)
     chosen = gathered[best.candidate.label]
-    departures = pl.DataFrame() if matched else _departures(pl.concat(chosen.groups), tolerance * scale)
-    steps = pl.concat(chosen.steps).group_by("step").agg(pl.col("max_abs_diff").max(), pl.col("n").sum()).sort("step")
+    rows = pl.concat([part.frame() for part in chosen.rows])
+    departures = pl.DataFrame() if matched else _departures(rows, tolerance * scale)
+    steps = rows.group_by("step").agg(pl.col("max_abs_diff").max(), pl.col("n").sum()).sort("step")
     return Identification(best, ranked, matched, tolerance * scale, unit, equivalent, departures, steps)
 
 
@@ -282,15 +288,44 @@ class _Paired:
     keys: pl.DataFrame
     row: np.ndarray
     diff: np.ndarray
+    rows: _Rows
 
-    def per_row(self) -> pl.DataFrame:
-        """``keys`` with each row's largest difference and count, for the rows compared at all."""
-        counts = np.bincount(self.row, minlength=self.keys.height)
+    def per_row(self) -> _RowMaxima:
+        """Each compared row's largest difference and count."""
+        rows = self.rows
+        largest = np.maximum.reduceat(self.diff, rows.starts) if rows.compared.size else np.zeros(0)
+        return _RowMaxima(self.keys, rows.compared, largest, rows.counts)
+
+
+class _Rows(NamedTuple):
+    """Which rows of a batch's keys have compared values (``row`` ascending), where each row's
+    values start and how many there are: the same for every candidate of the batch."""
+
+    compared: np.ndarray
+    starts: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, row: np.ndarray, height: int) -> _Rows:
+        counts = np.bincount(row, minlength=height)
         compared = np.flatnonzero(counts)
-        starts = np.concatenate([[0], np.cumsum(counts[compared])[:-1]])
-        return self.keys[compared].select("step", "group_id").with_columns(
-            pl.Series("max_abs_diff", np.maximum.reduceat(self.diff, starts) if compared.size else np.zeros(0)),
-            pl.Series("n", counts[compared], dtype=pl.UInt32))
+        starts = np.concatenate([[0], np.cumsum(counts[compared])[:-1]]).astype(np.int64)
+        return cls(compared, starts, counts[compared])
+
+
+@dataclass(frozen=True)
+class _RowMaxima:
+    """Per compared row (``rows`` of ``keys``): its largest difference and how many values."""
+
+    keys: pl.DataFrame
+    rows: np.ndarray
+    largest: np.ndarray
+    counts: np.ndarray
+
+    def frame(self) -> pl.DataFrame:
+        """``step``, ``group_id``, ``max_abs_diff`` and ``n`` of each compared row."""
+        return self.keys[self.rows].select("step", "group_id").with_columns(
+            pl.Series("max_abs_diff", self.largest, dtype=pl.Float64), pl.Series("n", self.counts, dtype=pl.UInt32))
 
 
 @dataclass(frozen=True)
@@ -306,6 +341,10 @@ class _Logged:
     lengths: np.ndarray | None = None
     mask: np.ndarray | None = None
 
+    @cached_property
+    def rows(self) -> _Rows:
+        return _Rows.of(self.row, self.keys.height)
+
     def paired(self, recomputed: pl.DataFrame) -> _Paired:
         """The logged values beside ``recomputed`` (one row per trajectory: ``advantage``, and
         ``token_advantages`` from a token-level estimator), row by row without a join per value."""
@@ -319,20 +358,28 @@ class _Logged:
             values = per_row[self.row]
         diff = np.abs(self.logged - values)
         diff[~np.isfinite(diff)] = math.inf
-        return _Paired(self.keys, self.row, diff)
+        return _Paired(self.keys, self.row, diff, self.rows)
 
-    def paired_flat(self, flat: np.ndarray, index: np.ndarray) -> _Paired:
+    def paired_flat(self, flat: FlatAdvantages, index: np.ndarray) -> _Paired:
         """The logged values beside ``flat``, one step's token advantages, at ``index``
         (:meth:`flat_index`)."""
-        diff = np.abs(self.logged - flat[index].astype(np.float64))
-        diff[~np.isfinite(diff)] = math.inf
-        return _Paired(self.keys, self.row, diff)
+        if isinstance(flat, tuple):  # (base, shift, scale): (base - shift) * scale, at the index alone
+            base, shift, scale = flat
+            values = (base[index] - shift) * scale
+        else:
+            values = flat[index]
+        diff = np.subtract(self.logged, values, dtype=np.float64)
+        np.abs(diff, out=diff)
+        diff[np.isnan(diff)] = math.inf  # |inf - inf|, a NaN on either side: no match
+        return _Paired(self.keys, self.row, diff, self.rows)
 
     def flat_index(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> np.ndarray:
         """Where each logged value lies among the token rows of ``trajectories`` laid end to end
         in its order (every trajectory with a row in ``tokens``), as the flat kernels lay them."""
         assert self.lengths is not None and self.mask is not None and tokens is not None
         ids = ["run_id", "trajectory_id"]
+        if self.keys.height == trajectories.height and self.keys.select(ids).equals(trajectories.select(ids)):
+            return np.flatnonzero(self.mask)  # every trajectory logged, its token rows in its order
         lengths = tokens.select(*ids, pl.col("response_mask").list.len().alias("__n"))
         order = trajectories.select(ids).join(lengths, on=ids, how="left", maintain_order="left")["__n"]
         counts = order.to_numpy().astype(np.int64)
@@ -355,29 +402,39 @@ class _Logged:
         return values
 
 
-FlatStep = Callable[[pl.DataFrame, "pl.DataFrame | None", tuple[EstimatorChoice, ...]], Mapping[str, "np.ndarray | Exception"]]
-"""One step's trajectories and tokens, and candidates -> per label it recomputed, the flat token
-advantages over the trajectories' token rows in their order, or the input error; labels it
-leaves out are recomputed on the frames."""
+FlatAdvantages: TypeAlias = "np.ndarray | tuple[np.ndarray, float, float]"
+"""One step's token advantages over its trajectories' token rows laid end to end in their order:
+the values, or ``(base, shift, scale)`` for ``(base - shift) * scale`` (a whitened scan)."""
+FlatStep: TypeAlias = Callable[[pl.DataFrame, "pl.DataFrame | None", tuple[EstimatorChoice, ...]],
+                    Mapping[str, "FlatAdvantages | Exception"]]
+"""One step's trajectories and tokens, and candidates -> per label it recomputed, its
+:data:`FlatAdvantages` or the input error; labels it leaves out are recomputed on the frames."""
 
 
 def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> _Logged | None:
     """The batch's logged advantages (:class:`_Logged`); None when nothing is logged."""
     keys = ["run_id", "step", "trajectory_id", "group_id"]
     if tokens is not None and "logged_advantages" in tokens.columns and tokens["logged_advantages"].null_count() < tokens.height:
-        present = tokens.select("run_id", "trajectory_id", "response_mask", "logged_advantages").filter(
-            pl.col("logged_advantages").is_not_null())
-        uneven = present.filter(pl.col("logged_advantages").list.len() != pl.col("response_mask").list.len())
-        if uneven.height:
-            row = uneven.row(0, named=True)
+        logged_lists, mask_lists = tokens["logged_advantages"], tokens["response_mask"]
+        present = logged_lists.is_not_null()
+        uneven = present & (logged_lists.list.len() != mask_lists.list.len())
+        if uneven.any():
+            row = tokens.filter(uneven).row(0, named=True)
             raise EstimatorInputError(
                 f"identify_advantages: trajectory {row['trajectory_id']!r}: logged_advantages has "
                 f"{len(row['logged_advantages'])} entries but response_mask has {len(row['response_mask'])}")
-        rows = present.join(trajectories.select(keys), on=["run_id", "trajectory_id"], how="inner",
-                            maintain_order="left")
-        lengths = rows["response_mask"].list.len().to_numpy().astype(np.int64)
-        mask = rows["response_mask"].explode().fill_null(False).to_numpy().astype(bool)
-        logged = rows["logged_advantages"].explode().cast(pl.Float64).to_numpy()[mask]
+        # the token rows of the batch's trajectories with logged values, in the tokens' order
+        rows = (tokens.select("run_id", "trajectory_id").with_row_index("__token").filter(present)
+                .join(trajectories.select(keys), on=["run_id", "trajectory_id"], how="inner", maintain_order="left"))
+        take = rows["__token"].to_numpy()
+        mask_arrow, logged_arrow = mask_lists.to_arrow(), logged_lists.to_arrow()
+        if take.size != tokens.height:  # (the join keeps the order: all rows kept means none moved)
+            order = pa.array(take)
+            mask_arrow, logged_arrow = mask_arrow.take(order), logged_arrow.take(order)
+        response = flat_list(mask_arrow, np.bool_, False)
+        mask, lengths = response.values, response.lengths
+        stored = logged_arrow.type.value_type.to_pandas_dtype()  # float32 as the schema has it; any float as it is
+        logged = flat_list(logged_arrow, stored, math.nan).values[mask].astype(np.float64)
         row_of = np.repeat(np.arange(rows.height), lengths)[mask]
         return _Logged(rows.select(keys), "model tokens", logged, row_of, lengths, mask)
     if "logged_advantage" in trajectories.columns and trajectories["logged_advantage"].null_count() < trajectories.height:

@@ -265,12 +265,21 @@ class Declaration:
 
 @dataclass(frozen=True)
 class FlatScan:
-    """When an estimator is the masked GAE scan on flat token buffers (attribution's step kernel)."""
+    """When an estimator is a masked scan on flat token buffers (the run layer's step kernels,
+    :mod:`trajlens.run.step_advantages`), whitened over the step's model tokens where asked."""
 
     critic: bool
     """True: the critic's values and the ``lam`` option; False: a zero critic and lambda 1."""
     when: tuple[tuple[str, Any], ...] = ()
     """Option values (of :meth:`EstimatorChoice.settings`) the scan needs."""
+    reset: bool = False
+    """verl <= 0.8's returns (no critic): the running sum reset after every token outside the
+    mask, rather than carried across observation tokens."""
+    whitened: bool = False
+    """Always whitened (REINFORCE++), rather than as the ``whiten`` option says."""
+    compared_by_default: bool = True
+    """Whether attribution compares it on every run with token arrays; else only on runs that
+    declare it (as token estimators without a flat scan)."""
 
     def applies(self, settings: Mapping[str, Any]) -> bool:
         return all(settings.get(name) == value for name, value in self.when)
@@ -345,8 +354,8 @@ class EstimatorSpec:
     ``trajlens.estimators.adapters.ADAPTERS`` (default: the kind's own, ``outcome`` or ``channel``)."""
     stateful: bool = False
     """Whether it carries state from one step to the next (``recompute(..., carry=...)``)."""
-    flat_scan: FlatScan | None = None
-    """When attribution may run it as the masked GAE scan on flat token buffers."""
+    flat_scans: tuple[FlatScan, ...] = ()
+    """When it runs as a masked scan on flat token buffers: the first that applies to its settings."""
     report_variants: tuple[EstimatorChoice, ...] = ()
     """Labels and options the report recomputes it under; one variant named after it by default."""
     conventions: tuple[EstimatorChoice, ...] = ()

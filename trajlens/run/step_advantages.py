@@ -12,12 +12,14 @@ rows. Token estimators read the step's token arrays:
   labels with the same gamma and lambda share one scan, and whitening is verl's
   ``(A - mean) * rsqrt(var + 1e-8)`` over the step's model tokens with the statistics of
   :func:`trajlens.run.stepwise.step_moments`;
-- REINFORCE with the ``carry`` convention is the same scan with the critic at zero and lambda 1
-  (``A_t = r_t + gamma * A_next`` over model tokens, as :mod:`trajlens.estimators.reinforce`
-  says), whitened the same way when asked;
-- every other token estimator (REINFORCE++ in verl's ``reset`` convention, ReMax, the token
-  baselines), and any step whose trajectories do not all have token arrays, goes through
-  :func:`trajlens.estimators.adapters` on the step's frames.
+- REINFORCE and REINFORCE++ with the ``carry`` convention are the same scan with the critic at
+  zero and lambda 1 (``A_t = r_t + gamma * A_next`` over model tokens, as
+  :mod:`trajlens.estimators.reinforce` says), whitened the same way when asked (REINFORCE++
+  always); with verl <= 0.8's ``reset`` convention, the compiled loop of
+  :func:`trajlens.run.stepwise.raw_reset_returns`, whitened too. Which applies is the registry
+  entry's :class:`~trajlens.estimators.spec.FlatScan` for the label's settings;
+- every other token estimator (ReMax, the token baselines), and any step whose trajectories do
+  not all have token arrays, goes through :func:`trajlens.estimators.adapters` on the step's frames.
 
 Each result is either a flat ``(N,)`` float array aligned with the step's tokens in batch order
 (trajectory after trajectory, as :func:`align_tokens` lays them out), or such an array with the
@@ -106,10 +108,10 @@ def step_advantages(
 
 def flat_step_advantages(
     batch: pl.DataFrame, tokens: pa.Table | None, recs: tuple[EstimatorChoice, ...],
-) -> dict[str, np.ndarray | Exception]:
+) -> dict[str, np.ndarray | Shifted | Exception]:
     """Per label of the ``recs`` that run on flat buffers here, this step's token advantages as
-    one flat float array over ``batch``'s token rows in its order, whitened where asked (labels
-    of one scan share it, as in :func:`step_advantages`); the input error instead where the step
+    one flat float array over ``batch``'s token rows in its order, or a :class:`Shifted` one
+    where whitened (labels of one scan share it, as in :func:`step_advantages`); the input error instead where the step
     refuses that label. Labels of other estimators, and every label when some trajectory of
     ``batch`` has no token row, are left out: they go through the estimators' frames."""
     from trajlens.estimators import EstimatorInputError
@@ -118,7 +120,7 @@ def flat_step_advantages(
     if aligned is None:
         return {}
     shared: dict[tuple[str, float, float], Any] = {}
-    out: dict[str, np.ndarray | Exception] = {}
+    out: dict[str, np.ndarray | Shifted | Exception] = {}
     for rec in recs:
         if rec.estimator not in TOKEN_ESTIMATORS or not flat_kernel(rec):
             continue
@@ -127,7 +129,7 @@ def flat_step_advantages(
         except EstimatorInputError as error:
             out[rec.label] = error
             continue
-        out[rec.label] = (found.base - found.shift) * found.scale if isinstance(found, Shifted) else found
+        out[rec.label] = found  # a Shifted is (base, shift, scale): whitened where the caller reads it
     return out
 
 
@@ -137,20 +139,32 @@ def _is_aligned(batch: pl.DataFrame, tokens: pa.Table) -> bool:
 
 
 def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: EstimatorChoice, shared: dict) -> np.ndarray | Shifted:
-    from trajlens.run.stepwise import raw_gae, step_moments
+    from trajlens.estimators.flat import flat_scan_of
+    from trajlens.run.stepwise import raw_gae, raw_reset_returns, step_moments
+
+    from trajlens.estimators.flat import flat_list
 
     settings = rec.settings()  # the registry's defaults, then the recomputation's options
-    gamma, whiten = float(settings["gamma"]), bool(settings["whiten"])
-    scan = rec.spec().flat_scan
+    scan = flat_scan_of(rec)
+    mask_key = ("mask", 0.0, 0.0)  # the step's response mask, read once for every scan
+    if mask_key not in shared:
+        shared[mask_key] = flat_list(tokens.column("response_mask"), np.bool_, False)
+    mask = shared[mask_key]
+    gamma = float(settings["gamma"])
+    whiten = scan is not None and scan.whitened or bool(settings.get("whiten", False))
     if scan is not None and scan.critic:
         lam = float(settings["lam"])
         key = ("critic", gamma, lam)
         if key not in shared:
-            shared[key] = raw_gae(batch, tokens, gamma=gamma, lam=lam)
+            shared[key] = raw_gae(batch, tokens, gamma=gamma, lam=lam, mask=mask)
+    elif scan is not None and scan.reset:  # verl <= 0.8's returns
+        key = ("reset", gamma, 1.0)
+        if key not in shared:
+            shared[key] = raw_reset_returns(batch, tokens, gamma=gamma, mask=mask)
     else:  # the returns (REINFORCE, carry): GAE with V = 0 and lambda = 1
         key = ("returns", gamma, 1.0)
         if key not in shared:
-            shared[key] = raw_gae(batch, _zero_values(tokens), gamma=gamma, lam=1.0)
+            shared[key] = raw_gae(batch, _zero_values(tokens), gamma=gamma, lam=1.0, mask=mask)
     raw = shared[key]
     advantages = raw.advantages
     if whiten:

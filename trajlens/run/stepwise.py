@@ -177,6 +177,34 @@ def raw_gae(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0,
     return RawGAE(keys, scan.scanned, scan.plus_values, mask.values, offsets)
 
 
+def raw_reset_returns(trajectories: pl.DataFrame, tokens: pa.Table, *, gamma: float = 1.0, mask: Any = None) -> RawGAE:
+    """verl <= 0.8's discounted returns of one step, flat, laid out as :func:`raw_gae` lays GAE
+    (its advantages and returns both the returns): ``G_t = r_t + gamma G_{t+1}`` at every token,
+    the running sum reset after every token outside the mask. Errors as the padded estimator's;
+    ``mask`` as :func:`raw_gae`'s."""
+    from trajlens.estimators import EstimatorInputError
+    from trajlens.estimators.flat import flat_list, last_model_token, reset_returns_rows, unit_interval
+
+    fn = "recompute"
+    gamma = unit_interval(fn, "gamma", gamma)
+    aligned = _aligned(fn, trajectories, tokens)
+    if mask is None or aligned is not tokens:
+        mask = flat_list(aligned.column("response_mask"), np.bool_, False)
+    tokens = aligned
+    last = np.empty(len(mask.lengths), dtype=np.int64)
+    last_model_token(mask.values, mask.offsets, last)
+    if (last < 0).any():
+        row = int(np.nonzero(last < 0)[0][0])
+        raise EstimatorInputError(
+            f"{fn}: trajectory {trajectories['trajectory_id'][row]!r} has no model tokens in its response_mask "
+            f"(step {trajectories['step'][row]}); drop it first")
+    rewards = _rewards(fn, trajectories, tokens, mask, last_model_token)
+    returns = np.empty_like(rewards)
+    reset_returns_rows(rewards, mask.values, mask.offsets, float(gamma), returns)
+    keys = trajectories.select([c for c in KEY_COLUMNS if c in trajectories.columns])
+    return RawGAE(keys, returns, returns, mask.values, mask.offsets)
+
+
 def _aligned(fn: str, trajectories: pl.DataFrame, tokens: pa.Table) -> pa.Table:
     """``tokens`` rows in the order of ``trajectories`` (a take only when the orders differ)."""
     from trajlens.estimators import EstimatorInputError
