@@ -53,7 +53,9 @@ class NewSteps:
             return self.tokens if columns is None else self.tokens.select(c for c in columns if c in self.tokens.columns)
         key = None if columns is None else tuple(columns)
         if key not in self._read:
-            self._read[key] = self.read_tokens(columns)
+            whole = self._read.get(None)  # every column read already: the asked ones are among them
+            self._read[key] = self.read_tokens(columns) if whole is None or key is None else \
+                whole.select(c for c in key if c in whole.columns)
         return self._read[key]
 
     def logs_advantages(self) -> bool:
@@ -253,6 +255,8 @@ class RunState:
             parts.append(m.diagnostic_stats(handed.advantages.filter(pl.col("step").is_in(batch_steps)), given,
                                             self.run_label))
         rest = tuple(label for label in self.labels if label not in given)
+        if "logged_advantages" in sources and batch.trajectories.height and batch.logs_advantages():
+            batch.token_rows()  # every column, once: the recomputations below read theirs from it
         if "advantages" in sources and rest and batch.trajectories.height:
             columns = choice_token_columns(rest) or TOKEN_COLUMNS
             stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories,

@@ -451,8 +451,8 @@ def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | No
     declares none; the closest is compared.
     """
     from trajlens.estimators import EstimatorInputError
-    from trajlens.estimators.identify import identify_advantages
     from trajlens.estimators.registry import declared_estimators
+    from trajlens.run.advantages import identify_frames
 
     measure = f"logged_advantage_diff:{candidate}"
     train = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
@@ -465,7 +465,7 @@ def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | No
     else:
         chosen = tuple(c for c in IDENTIFY_CANDIDATES if c.label == candidate)
     try:
-        found = identify_advantages(train, tokens, config=config, candidates=chosen)
+        found = identify_frames(train, tokens, config=config, candidates=chosen)
     except EstimatorInputError as error:
         return LoggedAdvantageFit(empty_stats(), problem=str(error).removeprefix("identify_advantages: "))
     scale = found.tolerance / MATCH_TOLERANCE  # max(1, max |logged|)
@@ -478,12 +478,12 @@ def _closest_of_all(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, con
                     tried: tuple[Any, ...]) -> str:
     """What the logged advantages match when the compared candidates do not."""
     from trajlens.estimators import EstimatorInputError
-    from trajlens.estimators.identify import identify_advantages
+    from trajlens.run.advantages import identify_frames
 
     if len(tried) == len(IDENTIFY_CANDIDATES):
         return "no other candidate comes closer"
     try:
-        found = identify_advantages(trajectories, tokens, config=config)
+        found = identify_frames(trajectories, tokens, config=config)
     except EstimatorInputError:
         return "no other candidate could be recomputed"
     if found.matched:

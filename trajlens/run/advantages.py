@@ -8,7 +8,7 @@ tokens or over trajectories, as the estimator's registry entry says its loss see
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,7 +188,6 @@ def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
     from trajlens.run.config import run_config_text
     from trajlens.run.facts import stored_facts
     from trajlens.run.reader import RunReader
-    from trajlens.run.step_advantages import flat_step_advantages
     from trajlens.schema import SCHEMAS
 
     trajectories = train_trajectories(store, run_id)
@@ -196,15 +195,36 @@ def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
     facts = stored_facts(RunReader.of(store, run_id), trajectories, config, store).facts
     columns = SCHEMAS["tokens"].empty_table().column_names
 
-    def steps():  # one step at a time: the flat kernels whiten over a step
+    def steps():
         for batch in step_batches(store, run_id, trajectories, columns):
             tokens = pl.DataFrame(batch.tokens) if batch.tokens is not None and batch.tokens.num_rows else None
-            for (step,), part in batch.trajectories.partition_by("step", as_dict=True, maintain_order=True).items():
-                yield part, None if tokens is None else tokens.filter(pl.col("step") == step)
+            yield from by_step(batch.trajectories, tokens)
             if progress is not None:
                 progress(f"step {batch.steps[-1]}")
 
-    def flat_step(part: pl.DataFrame, tokens: pl.DataFrame | None, candidates: tuple) -> dict:
-        return flat_step_advantages(part, None if tokens is None else tokens.to_arrow(), candidates)
+    return identify_batches(steps(), facts=facts, config=config, flat_step=_flat_step)
 
-    return identify_batches(steps(), facts=facts, config=config, flat_step=flat_step)
+
+def identify_frames(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, *, config: Any = None,
+                    candidates: tuple[Any, ...] | None = None) -> Any:
+    """:func:`trajlens.estimators.identify_advantages` of frames in memory (a batch of steps of a
+    run, as the checks read it), on the path :func:`identify_run` takes: a step at a time, the
+    token estimators on the flat step kernels."""
+    from trajlens.estimators.identify import CANDIDATES, identify_batches
+    from trajlens.estimators.registry import run_facts
+
+    return identify_batches(by_step(trajectories, tokens), facts=run_facts(trajectories, tokens, config),
+                            config=config, candidates=CANDIDATES if candidates is None else candidates,
+                            flat_step=_flat_step)
+
+
+def by_step(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Iterator[tuple[pl.DataFrame, pl.DataFrame | None]]:
+    """Each step's trajectories and token rows: the flat kernels whiten over a step."""
+    for (step,), part in trajectories.partition_by("step", as_dict=True, maintain_order=True).items():
+        yield part, None if tokens is None else tokens.filter(pl.col("step") == step)
+
+
+def _flat_step(part: pl.DataFrame, tokens: pl.DataFrame | None, candidates: tuple) -> dict:
+    from trajlens.run.step_advantages import flat_step_advantages
+
+    return flat_step_advantages(part, None if tokens is None else tokens.to_arrow(), candidates)
