@@ -4,12 +4,15 @@
     python benchmarks/bench_commands.py --steps 40      # the same shape per step, a fifth of the steps
     python benchmarks/bench_commands.py --steps 8       # a quick pass
 
-Generates a run with ``trajlens synth sao-r7`` (critic values on every token) under ``--work``
-once (a rerun reuses it). Then, as the machine is and under its own load (one spinning process
-per CPU, ``benchmarks/_load.py``), each command runs as a user types it, in a fresh process, in
-this order: ``ingest`` (into a new store), ``classify``, ``report``, ``advantages`` (GAE, raw),
-``check``, ``sample``, ``attribute``, ``view`` of one trajectory and ``compare`` of the first and
-last quartiles. Beside them, in the same condition, the **scan**: a fresh Python process that
+Generates a run with ``trajlens synth sao-r7 --log-advantages`` (critic values on every token, and
+the per-token advantages its trainer used, as a verl dump holds them) under ``--work`` once (a
+rerun reuses it). Then, as the machine is and under its own load (one spinning process per CPU,
+``benchmarks/_load.py``), each command runs as a user types it, in a fresh process, in this
+order: ``ingest`` (into a new store), ``classify``, ``report``, ``advantages`` (GAE, raw),
+``identify`` (``advantages --identify``: every candidate estimator the run allows against the
+logged advantages), ``check``, ``sample``, ``attribute``, ``view`` of one trajectory, ``compare``
+of the first and last quartiles and ``compare labels`` of two estimator labels (the one
+``advantages`` stored and the whitened GAE ``report`` stored). Beside them, in the same condition, the **scan**: a fresh Python process that
 reads the token arrays GAE needs (``response_mask``, ``values``, ``token_rewards``) with one
 Polars ``scan_parquet`` and sums them, nothing else.
 
@@ -68,12 +71,12 @@ def measured(argv: list[str]) -> dict:
 
 def build(work: Path, steps: int, batch: int, calls: int, tokens: int) -> Path:
     """The generated run directory (once)."""
-    run = work / f"run-{steps}x{batch}x{calls}x{tokens}"
+    run = work / f"run-{steps}x{batch}x{calls}x{tokens}-logged"
     if not (run / "truth.json").exists():
         shutil.rmtree(run, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "trajlens", "synth", "sao-r7", "--steps", str(steps), "--batch",
-                        str(batch), "--calls", str(calls), "--tokens", str(tokens), "--out", str(run)], check=True,
-                       stdout=subprocess.DEVNULL)
+                        str(batch), "--calls", str(calls), "--tokens", str(tokens), "--log-advantages", "--out",
+                        str(run)], check=True, stdout=subprocess.DEVNULL)
     return run
 
 
@@ -85,11 +88,13 @@ def commands(run: Path, store: Path, out: Path, trajectory: str) -> list[tuple[s
         ("classify", ["classify", s]),
         ("report", ["report", s, "--out", str(out / "report")]),
         ("advantages", ["advantages", s, "--run", RUN_ID, "-e", "gae", "--option", "whiten=false", "--label", "gae_b"]),
+        ("identify", ["advantages", s, "--run", RUN_ID, "--identify"]),
         ("check", ["check", s, "--run", RUN_ID]),
         ("sample", ["sample", s, "--run", RUN_ID]),
         ("attribute", ["attribute", s, "--run", RUN_ID]),
         ("view", ["view", s, "--run", RUN_ID, "-t", trajectory, "-o", str(out / "view.html")]),
         ("compare", ["compare", s, f"{RUN_ID}:Q1", f"{RUN_ID}:Q4"]),
+        ("compare labels", ["compare", s, f"{RUN_ID}:gae_b", f"{RUN_ID}:gae_whitened"]),
     ]
 
 
@@ -105,7 +110,7 @@ def one_condition(run: Path, work: Path, only: list[str] | None) -> list[dict]:
         if only and name not in only and name != "ingest":
             continue
         rows.append({"name": name, **measured([sys.executable, "-m", "trajlens", *argv])})
-        print(f"  {name:<11} {rows[-1]['seconds']:7.1f} s  {rows[-1]['peak'] / 1e9:5.2f} GB", flush=True)
+        print(f"  {name:<14} {rows[-1]['seconds']:7.1f} s  {rows[-1]['peak'] / 1e9:5.2f} GB", flush=True)
     return rows
 
 
