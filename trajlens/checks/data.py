@@ -182,7 +182,7 @@ class RunState:
         """When the config names no estimator: the one :func:`trajlens.estimators.identify_advantages`
         finds in the first batch's logged advantages, if they match one."""
         from trajlens.estimators import EstimatorInputError
-        from trajlens.estimators.identify import identify_advantages
+        from trajlens.run.advantages import identify_frames
 
         self._identify_pending = False
         train = batch.trajectories.filter(pl.col("split") == TRAIN_SPLIT)
@@ -190,7 +190,7 @@ class RunState:
         tokens = tokens if tokens.height else None
         config = self.info.history.current
         try:
-            found = identify_advantages(train, tokens, config=config)
+            found = identify_frames(train, tokens, config=config, medians=False)
         except EstimatorInputError as error:
             self.run_label_problem = str(error).removeprefix("identify_advantages: ")
             return

@@ -465,7 +465,7 @@ def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | No
     else:
         chosen = tuple(c for c in IDENTIFY_CANDIDATES if c.label == candidate)
     try:
-        found = identify_frames(train, tokens, config=config, candidates=chosen)
+        found = identify_frames(train, tokens, config=config, candidates=chosen, medians=False)  # maxima alone
     except EstimatorInputError as error:
         return LoggedAdvantageFit(empty_stats(), problem=str(error).removeprefix("identify_advantages: "))
     scale = found.tolerance / MATCH_TOLERANCE  # max(1, max |logged|)

@@ -157,12 +157,13 @@ _HISTOGRAM_SHIFT = 44
 class _Accumulated:
     """One candidate's differences, gathered batch after batch."""
 
-    def __init__(self) -> None:
+    def __init__(self, medians: bool = True) -> None:
         self.max = -math.inf
         self.worst: tuple[int, str, str] | None = None
         self.n = 0
-        self.kept: list[np.ndarray] | None = []
-        self.histogram = np.zeros(1 << (64 - _HISTOGRAM_SHIFT), dtype=np.int64)
+        self.medians = medians
+        self.kept: list[np.ndarray] | None = [] if medians else None
+        self.histogram = np.zeros(1 << (64 - _HISTOGRAM_SHIFT) if medians else 0, dtype=np.int64)
         self.rows: list[_RowMaxima] = []
         """What was compared, kept as it came (its arrays, and the batch's keys it shares with the
         other candidates): the rows' maxima are only summed up for the candidate named."""
@@ -178,6 +179,9 @@ class _Accumulated:
             worst = paired.keys.row(int(paired.row[at]), named=True)
             self.worst = (int(worst["step"]), str(worst["group_id"]), str(worst["trajectory_id"]))
         self.n += diff.size
+        self.rows.append(paired.per_row())
+        if not self.medians:
+            return
         bins = diff.view(np.int64) >> _HISTOGRAM_SHIFT  # differences are >= 0: the sign bit is clear
         low, high = int(bins.min()), int(bins.max())
         bins -= low
@@ -186,9 +190,10 @@ class _Accumulated:
             self.kept.append(diff)
             if self.n > EXACT_MEDIAN_VALUES:
                 self.kept = None
-        self.rows.append(paired.per_row())
 
     def median(self) -> float:
+        if not self.medians:
+            return math.nan
         if self.kept is not None:
             return float(np.median(np.concatenate(self.kept)))
         rank = self.n // 2
@@ -213,6 +218,7 @@ def identify_batches(
     candidates: tuple[EstimatorChoice, ...] = CANDIDATES,
     tolerance: float = MATCH_TOLERANCE,
     flat_step: FlatStep | None = None,
+    medians: bool = True,
 ) -> Identification:
     """:func:`identify_advantages` over a run read in ``batches`` of whole steps (training
     trajectories and their token rows), in memory bounded by a batch: every estimator works
@@ -221,10 +227,12 @@ def identify_batches(
     ``facts``: the whole run's, deciding which candidates it allows. ``flat_step``: the
     recomputation of the token-level candidates it can do on a batch of one step's flat
     buffers (the run layer's, which ``trajlens advantages`` runs too); the others, and every
-    candidate without it, are recomputed on the batch's frames.
+    candidate without it, are recomputed on the batch's frames. ``medians=False`` leaves each
+    fit's median difference NaN, and the differences it would need ungathered (a check that
+    reads the maxima alone).
     """
     allowed = {c.label: c.missing(facts) for c in candidates}
-    gathered = {c.label: _Accumulated() for c in candidates}
+    gathered = {c.label: _Accumulated(medians) for c in candidates}
     unit: str | None = None
     scale = 1.0
     for trajectories, tokens in batches:

@@ -206,16 +206,16 @@ def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
 
 
 def identify_frames(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, *, config: Any = None,
-                    candidates: tuple[Any, ...] | None = None) -> Any:
+                    candidates: tuple[Any, ...] | None = None, medians: bool = True) -> Any:
     """:func:`trajlens.estimators.identify_advantages` of frames in memory (a batch of steps of a
     run, as the checks read it), on the path :func:`identify_run` takes: a step at a time, the
-    token estimators on the flat step kernels."""
+    token estimators on the flat step kernels (``medians`` as ``identify_batches``)."""
     from trajlens.estimators.identify import CANDIDATES, identify_batches
     from trajlens.estimators.registry import run_facts
 
     return identify_batches(by_step(trajectories, tokens), facts=run_facts(trajectories, tokens, config),
                             config=config, candidates=CANDIDATES if candidates is None else candidates,
-                            flat_step=_flat_step)
+                            flat_step=_flat_step, medians=medians)
 
 
 def by_step(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Iterator[tuple[pl.DataFrame, pl.DataFrame | None]]:
