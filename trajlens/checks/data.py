@@ -53,9 +53,11 @@ class NewSteps:
             return self.tokens if columns is None else self.tokens.select(c for c in columns if c in self.tokens.columns)
         key = None if columns is None else tuple(columns)
         if key not in self._read:
-            whole = self._read.get(None)  # every column read already: the asked ones are among them
-            self._read[key] = self.read_tokens(columns) if whole is None or key is None else \
-                whole.select(c for c in key if c in whole.columns)
+            # a read that holds every column asked serves them (every column: None)
+            wider = next((frame for read, frame in self._read.items()
+                          if key is not None and (read is None or set(key) <= set(read))), None)
+            self._read[key] = self.read_tokens(columns) if wider is None else \
+                wider.select(c for c in key if c in wider.columns)
         return self._read[key]
 
     def logs_advantages(self) -> bool:
@@ -170,6 +172,8 @@ class RunState:
         self.run_label_source = "from its config"
         """How the run's estimator is known."""
         self._identify_pending = self.run_label is None and m.RUN_LABEL in needs.labels
+        self._run_logs = False
+        """Whether an earlier batch logged advantages: the later ones are read whole at once."""
         self.labels = tuple(m.LABELS[label] for label in needs.labels if label != m.RUN_LABEL)
         self._add_run_label()
 
@@ -177,6 +181,13 @@ class RunState:
         if m.RUN_LABEL in self.needs.labels and self.run_label is not None:
             if self.run_label.label not in [label.label for label in self.labels]:
                 self.labels += (self.run_label,)
+
+    def _logs(self, batch: NewSteps) -> bool:
+        """Whether to read ``batch``'s logged advantages with its token arrays: once a batch of
+        the run logged them, the rest are read whole without asking (a batch that logs none
+        then shows none); until then each is asked from its logged column alone."""
+        self._run_logs = self._run_logs or batch.logs_advantages()
+        return self._run_logs
 
     def _identify_run_label(self, batch: NewSteps) -> None:
         """When the config names no estimator: the one :func:`trajlens.estimators.identify_advantages`
@@ -255,8 +266,10 @@ class RunState:
             parts.append(m.diagnostic_stats(handed.advantages.filter(pl.col("step").is_in(batch_steps)), given,
                                             self.run_label))
         rest = tuple(label for label in self.labels if label not in given)
-        if "logged_advantages" in sources and batch.trajectories.height and batch.logs_advantages():
-            batch.token_rows()  # every column, once: the recomputations below read theirs from it
+        logged = "logged_advantages" in sources and batch.trajectories.height > 0 and self._logs(batch)
+        logged_columns = m.logged_token_columns(self.needs.logged, self.info.history.current) if logged else None
+        if logged_columns is not None:
+            batch.token_rows(logged_columns)  # once: the recomputations below read theirs from it
         if "advantages" in sources and rest and batch.trajectories.height:
             columns = choice_token_columns(rest) or TOKEN_COLUMNS
             stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories,
@@ -268,7 +281,7 @@ class RunState:
                 self.advantage_problems.setdefault(label, reason)
         if "logged_advantages" in sources and batch.trajectories.height:
             # a batch that logged nothing is told so without its token arrays
-            logged_tokens = batch.token_rows() if batch.logs_advantages() else None
+            logged_tokens = batch.token_rows(logged_columns) if logged_columns is not None else None
             for candidate in self.needs.logged:
                 fit = m.logged_advantage_stats(batch.trajectories, logged_tokens, candidate, self.info.history.current)
                 measure = f"logged_advantage_diff:{candidate}"

@@ -440,6 +440,28 @@ class LoggedAdvantageFit:
     """Why the comparison could not be made (no logged advantages, nothing recomputable)."""
 
 
+def logged_candidates(candidate: str, config: dict) -> tuple[Any, ...]:
+    """The candidates a ``logged_advantage_diff:<candidate>`` measure compares: the one labelled
+    so, or for ``auto`` those whose estimator the run's config declares (every one without)."""
+    from trajlens.estimators.registry import declared_estimators
+
+    if candidate == AUTO_CANDIDATE:
+        declared = declared_estimators(config)
+        return tuple(c for c in IDENTIFY_CANDIDATES if c.estimator in declared) or IDENTIFY_CANDIDATES
+    return tuple(c for c in IDENTIFY_CANDIDATES if c.label == candidate)
+
+
+def logged_token_columns(candidates: Sequence[str], config: dict) -> tuple[str, ...]:
+    """The token columns the measures of ``candidates`` read: the logged advantages beside the
+    columns their estimators recompute from (:func:`trajlens.run.stepwise.choice_token_columns`)."""
+    from trajlens.run.stepwise import choice_token_columns
+
+    chosen = tuple(c for name in candidates for c in logged_candidates(name, config))
+    columns = choice_token_columns(chosen) or ("trajectory_id", "response_mask")
+    extra = ("sum_pi_squared",) if "log_probs" in columns else ()
+    return ("run_id", "step", *columns, *extra, "logged_advantages")
+
+
 def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, candidate: str,
                            config: dict) -> LoggedAdvantageFit:
     """Per step, the largest |logged - recomputed| advantage under ``candidate``, relative to
@@ -451,7 +473,6 @@ def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | No
     declares none; the closest is compared.
     """
     from trajlens.estimators import EstimatorInputError
-    from trajlens.estimators.registry import declared_estimators
     from trajlens.run.advantages import identify_frames
 
     measure = f"logged_advantage_diff:{candidate}"
@@ -459,11 +480,7 @@ def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | No
     if train.is_empty():
         return LoggedAdvantageFit(empty_stats(), problem="the run has no training trajectories")
     tokens = None if tokens is None or tokens.is_empty() else tokens
-    if candidate == AUTO_CANDIDATE:
-        declared = declared_estimators(config)
-        chosen = tuple(c for c in IDENTIFY_CANDIDATES if c.estimator in declared) or IDENTIFY_CANDIDATES
-    else:
-        chosen = tuple(c for c in IDENTIFY_CANDIDATES if c.label == candidate)
+    chosen = logged_candidates(candidate, config)
     try:
         found = identify_frames(train, tokens, config=config, candidates=chosen, medians=False)  # maxima alone
     except EstimatorInputError as error:
