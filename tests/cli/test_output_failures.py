@@ -160,9 +160,9 @@ def _identified():
 
 
 def test_advantages_identify_json_is_checked_first_and_written_atomically(store, tmp_path, monkeypatch):
-    import trajlens.run.advantages
+    import trajlens.run.identify
 
-    monkeypatch.setattr(trajlens.run.advantages, "identify_run", lambda *args, **kwargs: _identified())
+    monkeypatch.setattr(trajlens.run.identify, "identify_run", lambda *args, **kwargs: _identified())
     missing = tmp_path / "missing" / "id.json"
     done = run_cli("advantages", store, "--run", "tiny", "--identify", "--json", missing)
     assert done.returncode == 1 and done.stdout == ""

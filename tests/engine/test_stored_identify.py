@@ -13,7 +13,7 @@ from cli_run import run_cli
 
 import trajlens
 from trajlens.estimators.identify import identify_batches
-from trajlens.run.advantages import identify_run
+from trajlens.run.identify import identify_run
 from trajlens.run.batches import train_trajectories
 from trajlens.run.facts import stored_facts
 from trajlens.run.reader import RunReader

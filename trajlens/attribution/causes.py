@@ -52,9 +52,8 @@ import polars as pl
 
 from trajlens.attribution.statistics import centred_correlation, p_text
 from trajlens.attribution.verdicts import AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Decision, Push
-from trajlens.checks.spec import shipped_change
 from trajlens.intervals import pooled, stage_z, sums, two_sided_p_value
-from trajlens.run.quarters import quarters
+from trajlens.run.quarters import quarters, shipped_change
 
 BIAS_BAND = 0.2
 """Elasticity of push per token on length that counts as a length bias (either sign)."""

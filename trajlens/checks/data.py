@@ -193,7 +193,7 @@ class RunState:
         """When the config names no estimator: the one :func:`trajlens.estimators.identify_advantages`
         finds in the first batch's logged advantages, if they match one."""
         from trajlens.estimators import EstimatorInputError
-        from trajlens.run.advantages import identify_frames
+        from trajlens.run.identify import identify_frames
 
         self._identify_pending = False
         train = batch.trajectories.filter(pl.col("split") == TRAIN_SPLIT)

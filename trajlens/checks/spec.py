@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 from trajlens.checks.kinds import KINDS
 from trajlens.errors import ConfigError
+from trajlens.run.quarters import SHIPPED_CHECKS
 
 CONDITIONS: tuple[str, ...] = tuple(KINDS)
 """Names of the conditions of :data:`trajlens.checks.kinds.CONDITION_KINDS`."""
@@ -203,23 +204,12 @@ def load_checks(path: Path | str) -> tuple[Check, ...]:
     return parse_checks(document, str(path))
 
 
-DEFAULTS_FILE = Path(__file__).with_name("defaults.toml")
+DEFAULTS_FILE = SHIPPED_CHECKS
 
 
 def default_checks() -> tuple[Check, ...]:
     """The checks trajlens ships (``trajlens check --print-defaults`` prints the file)."""
     return load_checks(DEFAULTS_FILE)
-
-
-def shipped_change(name: str) -> float:
-    """The least relative change, first quarter to last, at which the shipped check ``name``
-    (a ``stage_change`` with ``min_ratio``) fires: its ``min_ratio`` - 1. The report's stage
-    trends and attribution's length drift judge the same change, so they read it here and
-    agree with the check (``response_length_inflation``: 0.25, a quarter or more)."""
-    check = next((c for c in default_checks() if c.name == name), None)
-    if check is None or check.min_ratio <= 1.0:
-        raise KeyError(f"no shipped check {name!r} with a min_ratio above 1")
-    return float(check.min_ratio) - 1.0
 
 
 def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: list[str]) -> Check | None:
@@ -328,4 +318,4 @@ _TYPE_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "tru
 
 
 __all__ = ["CONDITIONS", "Check", "CheckConfigError", "ConfigPredicate", "DEFAULTS_FILE", "FIELDS", "SEVERITIES",
-           "default_checks", "load_checks", "parse_checks", "shipped_change"]
+           "default_checks", "load_checks", "parse_checks"]

@@ -473,7 +473,7 @@ def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | No
     declares none; the closest is compared.
     """
     from trajlens.estimators import EstimatorInputError
-    from trajlens.run.advantages import identify_frames
+    from trajlens.run.identify import identify_frames
 
     measure = f"logged_advantage_diff:{candidate}"
     train = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
@@ -495,7 +495,7 @@ def _closest_of_all(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, con
                     tried: tuple[Any, ...]) -> str:
     """What the logged advantages match when the compared candidates do not."""
     from trajlens.estimators import EstimatorInputError
-    from trajlens.run.advantages import identify_frames
+    from trajlens.run.identify import identify_frames
 
     if len(tried) == len(IDENTIFY_CANDIDATES):
         return "no other candidate comes closer"

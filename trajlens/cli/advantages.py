@@ -115,7 +115,7 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
     import polars as pl
 
     import trajlens
-    from trajlens.run.advantages import identify_run
+    from trajlens.run.identify import identify_run
 
     if json_out is not None:
         check_output(json_out, flag="--json")

@@ -34,7 +34,8 @@ CARRIES_STATE: frozenset[str] = frozenset(name for name, spec in ESTIMATOR_REGIS
 
 def _step_frames(location: StoreLocation, run_id: str, step: int, estimator: str) -> Any:
     """One step's training trajectories (and token arrays, when ``estimator`` reads them), or None."""
-    from trajlens.run.advantages import RunFrames, reads_tokens
+    from trajlens.run.advantages import RunFrames
+    from trajlens.estimators.registry import reads_tokens
 
     part = location.read_step(run_id, "trajectories", step)
     trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)) \

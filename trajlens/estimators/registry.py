@@ -57,7 +57,7 @@ from trajlens.estimators.spec import (
 __all__ = [
     "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "REPORT_VARIANTS", "Declaration", "EstimatorChoice", "EstimatorSpec",
     "FlatScan", "InReport", "Input", "Kind", "Option", "RunFacts", "Statistics", "declared_estimators", "estimator_spec",
-    "release_conventions", "render_markdown", "render_readme_table", "run_facts", "trainer_choice",
+    "reads_tokens", "release_conventions", "render_markdown", "render_readme_table", "run_facts", "trainer_choice",
 ]
 
 
@@ -470,6 +470,11 @@ def release_conventions() -> list[str]:
                 options = " ".join(f"{k}={v}" for k, v in changed.items())
                 lines.append(f"{spec.name} {options}: {', '.join(map(str, bounded))}")
     return lines
+
+
+def reads_tokens(name: str) -> bool:
+    """Whether estimator ``name`` reads a run's token arrays (or token counts from them)."""
+    return bool(estimator_spec(name).inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS))
 
 
 def estimator_spec(name: str) -> EstimatorSpec:

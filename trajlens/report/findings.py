@@ -15,8 +15,8 @@ from typing import Any
 
 import polars as pl
 
-from trajlens.checks.spec import shipped_change
 from trajlens.classify.rules import VERIFICATION_CLASSES
+from trajlens.run.quarters import shipped_change
 from trajlens.steps import spans_text
 
 AS_TRAINED = "as trained"

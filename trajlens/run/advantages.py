@@ -8,7 +8,7 @@ tokens or over trajectories, as the estimator's registry entry says its loss see
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,13 +41,6 @@ def read_run(store: Any, run_id: str, *, tokens: bool = True) -> RunFrames:
     return RunFrames(run_id, trajectories, None if token_frame is None or token_frame.is_empty() else token_frame)
 
 
-def reads_tokens(estimator: str) -> bool:
-    """Whether ``estimator`` reads a run's token arrays (or token counts from them)."""
-    from trajlens.estimators.registry import Input, estimator_spec
-
-    return bool(estimator_spec(estimator).inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS))
-
-
 def recompute_run(store: Any, run_id: str, estimator: str, *, frames: RunFrames | None = None,
                   **options: Any) -> pl.DataFrame:
     """Advantages ``estimator`` would have given the training trajectories of ``run_id``.
@@ -56,6 +49,7 @@ def recompute_run(store: Any, run_id: str, estimator: str, *, frames: RunFrames 
     one-line :class:`ConfigError` saying what is missing.
     """
     from trajlens.estimators import recompute
+    from trajlens.estimators.registry import reads_tokens
 
     if frames is None:
         frames = read_run(store, run_id, tokens=reads_tokens(estimator))
@@ -176,55 +170,3 @@ def _token_values(recomputed: pl.DataFrame, tokens: pl.DataFrame):
     for run_id, step, first, last in bounds.iter_rows():
         start, stop = int(advantages.offsets[first]), int(advantages.offsets[last + 1])
         yield (run_id, step), advantages.values[start:stop][mask.values[start:stop]]
-
-
-def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
-    """:func:`trajlens.estimators.identify.identify_batches` over ``run_id`` of an open store,
-    read a batch of steps at a time (:func:`trajlens.run.batches.step_batches`): memory is
-    that of a batch, whatever the length of the run. ``progress``: called with each batch's
-    last step."""
-    from trajlens.estimators.identify import identify_batches
-    from trajlens.run.batches import step_batches, train_trajectories
-    from trajlens.run.config import run_config_text
-    from trajlens.run.facts import stored_facts
-    from trajlens.run.reader import RunReader
-    from trajlens.schema import SCHEMAS
-
-    trajectories = train_trajectories(store, run_id)
-    config = run_config_text(store, run_id)
-    facts = stored_facts(RunReader.of(store, run_id), trajectories, config, store).facts
-    columns = SCHEMAS["tokens"].empty_table().column_names
-
-    def steps():
-        for batch in step_batches(store, run_id, trajectories, columns):
-            tokens = pl.DataFrame(batch.tokens) if batch.tokens is not None and batch.tokens.num_rows else None
-            yield from by_step(batch.trajectories, tokens)
-            if progress is not None:
-                progress(f"step {batch.steps[-1]}")
-
-    return identify_batches(steps(), facts=facts, config=config, flat_step=_flat_step)
-
-
-def identify_frames(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, *, config: Any = None,
-                    candidates: tuple[Any, ...] | None = None, medians: bool = True) -> Any:
-    """:func:`trajlens.estimators.identify_advantages` of frames in memory (a batch of steps of a
-    run, as the checks read it), on the path :func:`identify_run` takes: a step at a time, the
-    token estimators on the flat step kernels (``medians`` as ``identify_batches``)."""
-    from trajlens.estimators.identify import CANDIDATES, identify_batches
-    from trajlens.estimators.registry import run_facts
-
-    return identify_batches(by_step(trajectories, tokens), facts=run_facts(trajectories, tokens, config),
-                            config=config, candidates=CANDIDATES if candidates is None else candidates,
-                            flat_step=_flat_step, medians=medians)
-
-
-def by_step(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Iterator[tuple[pl.DataFrame, pl.DataFrame | None]]:
-    """Each step's trajectories and token rows: the flat kernels whiten over a step."""
-    for (step,), part in trajectories.partition_by("step", as_dict=True, maintain_order=True).items():
-        yield part, None if tokens is None else tokens.filter(pl.col("step") == step)
-
-
-def _flat_step(part: pl.DataFrame, tokens: pl.DataFrame | None, candidates: tuple) -> dict:
-    from trajlens.run.step_advantages import flat_step_advantages
-
-    return flat_step_advantages(part, None if tokens is None else tokens.to_arrow(), candidates)

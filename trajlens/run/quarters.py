@@ -9,11 +9,14 @@ than four steps compares the first stage it has with the last (one step: that st
 
 The report (channel findings, the overview's trends and their hover text) and attribution
 (length and channel changes, the projection's final shares) take their quarters from
-:func:`quarters`.
+:func:`quarters`, and the least change between them that counts, where a shipped check states
+it, from :func:`shipped_change`.
 """
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -23,6 +26,20 @@ from trajlens.steps import stage_index
 
 QUARTERS = 4
 """Stages of the quartile staging (Q1..Q4)."""
+
+SHIPPED_CHECKS = Path(__file__).resolve().parents[1] / "checks" / "defaults.toml"
+"""The checks trajlens ships (:func:`trajlens.checks.default_checks` loads and validates them)."""
+
+
+def shipped_change(check: str) -> float:
+    """The least relative change, first quarter to last, at which the shipped check ``check`` (a
+    ``stage_change`` with ``min_ratio``) fires: its ``min_ratio`` - 1. The report's stage trends
+    and attribution's length drift judge the same change, so they read it here and agree with
+    the check (``response_length_inflation``: 0.25, a quarter or more)."""
+    table = tomllib.loads(SHIPPED_CHECKS.read_text())["checks"].get(check, {})
+    if float(table.get("min_ratio", 1.0)) <= 1.0:
+        raise KeyError(f"no shipped check {check!r} with a min_ratio above 1")
+    return float(table["min_ratio"]) - 1.0
 
 
 class QuarterMeans(NamedTuple):
@@ -63,4 +80,4 @@ def _mean(values: np.ndarray) -> float:
     return float(finite.mean()) if finite.size else float("nan")
 
 
-__all__ = ["QuarterMeans", "Quarters", "quarters"]
+__all__ = ["QuarterMeans", "Quarters", "SHIPPED_CHECKS", "quarters", "shipped_change"]

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from trajlens.errors import ConfigError
+from trajlens.estimators.registry import reads_tokens
 from trajlens.estimators.spec import KEY_COLUMNS, EstimatorChoice
 
 if TYPE_CHECKING:
@@ -347,17 +348,13 @@ def _uses_flat_gae(choice: EstimatorChoice) -> bool:
     return scan is not None and scan.critic
 
 
-def _reads_tokens(estimator: str) -> bool:
-    from trajlens.run.advantages import reads_tokens
-
-    return reads_tokens(estimator)
 
 
 def choice_token_columns(choices: Sequence[EstimatorChoice]) -> tuple[str, ...] | None:
     """The token columns ``choices`` read (None when none reads token arrays)."""
     from trajlens.estimators.registry import Input, estimator_spec
 
-    if not any(_reads_tokens(c.estimator) for c in choices):
+    if not any(reads_tokens(c.estimator) for c in choices):
         return None
     needs_log_probs = any(estimator_spec(c.estimator).inputs & Input.LOG_PROBS for c in choices)
     return TOKEN_COLUMNS + (("log_probs",) if needs_log_probs else ())
@@ -401,7 +398,7 @@ def recompute_steps(
             yield pl.concat([gae_step(batch.trajectories.slice(a, b - a), batch.tokens, whiten=whiten,
                                       raw=_step_raw(raw, a, b)).frame for a, b in zip(starts, stops)])
             continue
-        tokens = pl.from_arrow(batch.tokens) if _reads_tokens(estimator) else None
+        tokens = pl.from_arrow(batch.tokens) if reads_tokens(estimator) else None
         yield recompute(batch.trajectories, tokens, estimator, carry=carry, **options)
 
 
@@ -551,7 +548,7 @@ def batch_choice_diagnostics(
                         write(choice.label, step, gae_step(trajectories.slice(a, b - a), tokens, whiten=whiten,
                                                            raw=_step_raw(raw, a, b)).frame)
                 continue
-            uses_tokens = _reads_tokens(choice.estimator)
+            uses_tokens = reads_tokens(choice.estimator)
             if uses_tokens and tokens_frame is None and tokens is not None:
                 tokens_frame = pl.from_arrow(tokens)  # type: ignore[assignment]
             recomputed = recompute(trajectories, tokens_frame if uses_tokens else None, choice.estimator,
@@ -633,7 +630,7 @@ def labelled_diagnostics(store: Any, run_id: str, estimator: str, label: str, *,
     trajectories. They are those of :func:`trajlens.run.stepwise.batch_choice_diagnostics`,
     the step-wise path, here over the whole of ``frames`` at once.
     """
-    from trajlens.run.advantages import read_run, reads_tokens, require_inputs
+    from trajlens.run.advantages import read_run, require_inputs
 
     if frames is None:
         frames = read_run(store, run_id, tokens=reads_tokens(estimator))

@@ -1,0 +1,67 @@
+"""Which estimator made a run's logged advantages, a step at a time.
+
+:func:`identify_run` reads a stored run a batch of steps at a time, :func:`identify_frames` takes
+frames in memory (the checks' batches); both cut them into steps and hand
+:func:`trajlens.estimators.identify.identify_batches` the flat step kernels of
+:mod:`trajlens.run.step_advantages` (the path attribution takes), so GAE, REINFORCE and
+REINFORCE++ are recomputed on flat buffers and the other estimators on the step's frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import polars as pl
+
+
+def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
+    """:func:`trajlens.estimators.identify.identify_batches` over ``run_id`` of an open store,
+    read a batch of steps at a time (:func:`trajlens.run.batches.step_batches`): memory is
+    that of a batch, whatever the length of the run. ``progress``: called with each batch's
+    last step."""
+    from trajlens.estimators.identify import identify_batches
+    from trajlens.run.batches import step_batches, train_trajectories
+    from trajlens.run.config import run_config_text
+    from trajlens.run.facts import stored_facts
+    from trajlens.run.reader import RunReader
+    from trajlens.schema import SCHEMAS
+
+    trajectories = train_trajectories(store, run_id)
+    config = run_config_text(store, run_id)
+    facts = stored_facts(RunReader.of(store, run_id), trajectories, config, store).facts
+    columns = SCHEMAS["tokens"].empty_table().column_names
+
+    def steps():
+        for batch in step_batches(store, run_id, trajectories, columns):
+            tokens = pl.DataFrame(batch.tokens) if batch.tokens is not None and batch.tokens.num_rows else None
+            yield from by_step(batch.trajectories, tokens)
+            if progress is not None:
+                progress(f"step {batch.steps[-1]}")
+
+    return identify_batches(steps(), facts=facts, config=config, flat_step=_flat_step)
+
+
+def identify_frames(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, *, config: Any = None,
+                    candidates: tuple[Any, ...] | None = None, medians: bool = True) -> Any:
+    """:func:`trajlens.estimators.identify_advantages` of frames in memory (a batch of steps of a
+    run, as the checks read it), on the path :func:`identify_run` takes: a step at a time, the
+    token estimators on the flat step kernels (``medians`` as ``identify_batches``)."""
+    from trajlens.estimators.identify import CANDIDATES, identify_batches
+    from trajlens.estimators.registry import run_facts
+
+    return identify_batches(by_step(trajectories, tokens), facts=run_facts(trajectories, tokens, config),
+                            config=config, candidates=CANDIDATES if candidates is None else candidates,
+                            flat_step=_flat_step, medians=medians)
+
+
+def by_step(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Iterator[tuple[pl.DataFrame, pl.DataFrame | None]]:
+    """Each step's trajectories and token rows: the flat kernels whiten over a step."""
+    for (step,), part in trajectories.partition_by("step", as_dict=True, maintain_order=True).items():
+        yield part, None if tokens is None else tokens.filter(pl.col("step") == step)
+
+
+def _flat_step(part: pl.DataFrame, tokens: pl.DataFrame | None, candidates: tuple) -> dict:
+    from trajlens.run.step_advantages import flat_step_advantages
+
+    return flat_step_advantages(part, None if tokens is None else tokens.to_arrow(), candidates)
