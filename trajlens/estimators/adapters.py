@@ -54,12 +54,11 @@ import torch
 from trajlens.estimators import _validate as check
 from trajlens.estimators._scan import intra_op_threads_for
 from trajlens.estimators.dynamic import weight_config
-from trajlens.estimators.registry import ESTIMATOR_NAMES, ESTIMATOR_REGISTRY, EstimatorSpec, Input, Kind, estimator_spec
+from trajlens.estimators.registry import ESTIMATOR_NAMES, EstimatorSpec, Input, Kind, estimator_spec
 from trajlens.estimators.spec import KEY_COLUMNS
 from trajlens.estimators.whiten import masked_whiten
 
 ESTIMATORS: tuple[str, ...] = ESTIMATOR_NAMES
-TOKEN_ESTIMATORS: tuple[str, ...] = tuple(n for n, s in ESTIMATOR_REGISTRY.items() if s.kind is Kind.TOKEN)
 
 _ROW = "__row"
 

@@ -364,9 +364,7 @@ class _Logged:
         else:
             per_row = recomputed["advantage"].cast(pl.Float64).gather(order).fill_null(math.inf).to_numpy()
             values = per_row[self.row]
-        diff = np.abs(self.logged - values)
-        diff[~np.isfinite(diff)] = math.inf
-        return _Paired(self.keys, self.row, diff, self.rows)
+        return self._paired(values)
 
     def paired_flat(self, flat: FlatAdvantages, index: np.ndarray) -> _Paired:
         """The logged values beside ``flat``, one step's token advantages, at ``index``
@@ -376,9 +374,13 @@ class _Logged:
             values = (base[index] - shift) * scale
         else:
             values = flat[index]
+        return self._paired(values)
+
+    def _paired(self, values: np.ndarray) -> _Paired:
+        """``|logged - values|``, infinite where either side is not a number (no match)."""
         diff = np.subtract(self.logged, values, dtype=np.float64)
         np.abs(diff, out=diff)
-        diff[np.isnan(diff)] = math.inf  # |inf - inf|, a NaN on either side: no match
+        diff[np.isnan(diff)] = math.inf  # |inf - inf|, a NaN on either side
         return _Paired(self.keys, self.row, diff, self.rows)
 
     def flat_index(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> np.ndarray:

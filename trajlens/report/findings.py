@@ -249,17 +249,17 @@ def with_verdicts(trends: list[Finding], verdicts: list[Finding]) -> list[Findin
     a verdict speaks of (think's share, the response length) is folded into that verdict, which
     says why it moved, and keeps the trend's stage figures, the checks that watch it and its weight."""
     by_subject = {t.subject: t for t in trends if t.subject is not None}
-    folded = []
+    folded, explained = [], set()
     for verdict in verdicts:
-        trend = by_subject.pop(verdict.subject, None) if verdict.subject is not None else None
+        trend = by_subject.get(verdict.subject) if verdict.subject not in explained else None
         if trend is None:
             folded.append(verdict)
             continue
+        explained.add(verdict.subject)
         folded.append(Finding(f"{verdict}; by stage, {trend}", verdict.kind, verdict.evidence, verdict.about,
                               checks=trend.checks, bonus=trend.importance - IMPORTANCE[trend.kind],
                               subject=verdict.subject))
-    kept = set(map(id, by_subject.values()))
-    return [t for t in trends if t.subject is None or id(t) in kept] + folded
+    return [t for t in trends if t.subject not in explained] + folded
 
 
 def dead_group_finding(summary: list[Any]) -> list[Finding]:

@@ -93,14 +93,16 @@ def step_advantages(
         recs: the recomputations.
         outcome: per label of an outcome or channel recomputation, its advantages over the run.
     """
-    aligned = tokens if tokens is not None and _is_aligned(batch, tokens) else None
-    shared: dict[tuple[str, float, float], Any] = {}
+    flat = flat_step_advantages(batch, tokens if tokens is not None and _is_aligned(batch, tokens) else None, recs)
     out: list[Any] = []
     for rec in recs:
         if rec.estimator not in TOKEN_ESTIMATORS:
             out.append(outcome[rec.label].join(batch.select("trajectory_id"), on="trajectory_id", how="semi"))
-        elif aligned is not None and flat_kernel(rec):
-            out.append(_flat(batch, aligned, rec, shared))
+        elif rec.label in flat:
+            found = flat[rec.label]
+            if isinstance(found, Exception):
+                raise found
+            out.append(found)
         else:
             out.append(_framed(batch, tokens, rec))
     return out
@@ -139,10 +141,8 @@ def _is_aligned(batch: pl.DataFrame, tokens: pa.Table) -> bool:
 
 
 def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: EstimatorChoice, shared: dict) -> np.ndarray | Shifted:
-    from trajlens.estimators.flat import flat_scan_of
+    from trajlens.estimators.flat import flat_list, flat_scan_of
     from trajlens.run.stepwise import raw_gae, raw_reset_returns, step_moments
-
-    from trajlens.estimators.flat import flat_list
 
     settings = rec.settings()  # the registry's defaults, then the recomputation's options
     scan = flat_scan_of(rec)

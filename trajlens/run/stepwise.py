@@ -348,8 +348,6 @@ def _uses_flat_gae(choice: EstimatorChoice) -> bool:
     return scan is not None and scan.critic
 
 
-
-
 def choice_token_columns(choices: Sequence[EstimatorChoice]) -> tuple[str, ...] | None:
     """The token columns ``choices`` read (None when none reads token arrays)."""
     from trajlens.estimators.registry import Input, estimator_spec

@@ -438,7 +438,7 @@ def _trained_advantages(trajectories: pa.Table, tokens: pa.Table, trained: Estim
     """Per trajectory of ``tokens``, the token advantages ``trained`` gives over the step's batch."""
     import polars as pl
 
-    from trajlens.estimators.adapters import recompute
+    from trajlens.estimators import recompute
 
     recomputed = recompute(pl.from_arrow(trajectories), pl.from_arrow(tokens), trained.estimator, **trained.options)
     order = pl.from_arrow(tokens.select(["trajectory_id"])).join(
