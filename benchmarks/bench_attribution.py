@@ -15,7 +15,7 @@ loaded before the clock starts):
 kernels
     the advantage kernels alone: step after step, read the step's trajectories and token arrays
     and compute the four estimators' token advantages as flat arrays
-    (:func:`trajlens.attribution._advantages.step_advantages`, the kernels attribution itself
+    (:func:`trajlens.run.step_advantages.step_advantages`, the kernels attribution itself
     uses: GAE on the compiled flat scan, REINFORCE as the same scan with the critic at zero),
     nothing else; a floor, printed for reference;
 recompute
@@ -115,7 +115,7 @@ def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
     import trajlens.estimators  # noqa: F401
     import trajlens.estimators.flat  # noqa: F401
     from trajlens.attribution import attribute
-    from trajlens.attribution._advantages import Shifted, align_tokens, step_advantages
+    from trajlens.run.step_advantages import Shifted, align_tokens, step_advantages
     from trajlens.run.stepwise import TOKEN_COLUMNS, read_step, run_steps
 
     store = trajlens.open(store_path)
@@ -134,7 +134,7 @@ def task(kind: str, store_path: str, run_id: str, count: int) -> dict:
                 if isinstance(advantages, Shifted):  # the whitened advantages, as a recomputation returns them
                     (advantages.base - np.float32(advantages.shift)) * np.float32(advantages.scale)
     elif kind == "recompute":
-        from trajlens.attribution._advantages import _zero_values
+        from trajlens.run.step_advantages import _zero_values
         from trajlens.run.stepwise import gae_step, raw_gae
 
         trajectories = (store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == "train")
