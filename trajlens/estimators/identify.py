@@ -213,7 +213,7 @@ class _Accumulated:
 def identify_batches(
     batches: Iterable[tuple[pl.DataFrame, pl.DataFrame | None]],
     *,
-    facts: RunFacts,
+    facts: RunFacts | None,
     config: Mapping[str, Any] | str | None = None,
     candidates: tuple[EstimatorChoice, ...] = CANDIDATES,
     tolerance: float = MATCH_TOLERANCE,
@@ -221,71 +221,118 @@ def identify_batches(
     medians: bool = True,
 ) -> Identification:
     """:func:`identify_advantages` over a run read in ``batches`` of whole steps (training
-    trajectories and their token rows), in memory bounded by a batch: every estimator works
-    within a step's batch, so each batch is recomputed on its own and the differences are
-    gathered as they come (the median exact up to :data:`EXACT_MEDIAN_VALUES` per candidate).
-    ``facts``: the whole run's, deciding which candidates it allows. ``flat_step``: the
-    recomputation of the token-level candidates it can do on a batch of one step's flat
-    buffers (the run layer's, which ``trajlens advantages`` runs too); the others, and every
-    candidate without it, are recomputed on the batch's frames. ``medians=False`` leaves each
-    fit's median difference NaN, and the differences it would need ungathered (a check that
-    reads the maxima alone).
-    """
-    allowed = {c.label: c.missing(facts) for c in candidates}
-    gathered = {c.label: _Accumulated(medians) for c in candidates}
-    unit: str | None = None
-    scale = 1.0
+    trajectories and their token rows), in memory bounded by a batch (an :class:`Identifier`
+    fed each batch in turn; its arguments are this function's)."""
+    identifier = Identifier(facts=facts, config=config, candidates=candidates, tolerance=tolerance,
+                            flat_step=flat_step, medians=medians)
     for trajectories, tokens in batches:
+        identifier.add(trajectories, tokens)
+    return identifier.result()
+
+
+class Identifier:
+    """:func:`identify_advantages` fed a batch of whole steps at a time (:meth:`add`), with its
+    verdict over everything fed at the end (:meth:`result`): every estimator works within a
+    step's batch, so each batch is recomputed on its own and the differences are gathered as
+    they come (the median exact up to :data:`EXACT_MEDIAN_VALUES` per candidate).
+
+    ``facts``: the whole run's, deciding which candidates it allows; None decides from each
+    batch's own frames (a candidate a batch does not allow is then left out of the verdict).
+    ``flat_step``: the recomputation of the token-level candidates it can do on a batch of one
+    step's flat buffers (the run layer's, which ``trajlens advantages`` runs too); the others,
+    and every candidate without it, are recomputed on the batch's frames. ``medians=False``
+    leaves each fit's median difference NaN, and the differences it would need ungathered (a
+    check that reads the maxima alone).
+    """
+
+    def __init__(self, *, facts: RunFacts | None = None, config: Mapping[str, Any] | str | None = None,
+                 candidates: tuple[EstimatorChoice, ...] = CANDIDATES, tolerance: float = MATCH_TOLERANCE,
+                 flat_step: FlatStep | None = None, medians: bool = True) -> None:
+        self.config = config
+        self.candidates = candidates
+        self.tolerance = tolerance
+        self.flat_step = flat_step
+        self.facts = facts
+        self.lacking: dict[str, list[str]] = {} if facts is None else {
+            c.label: list(missing) for c in candidates if (missing := c.missing(facts))}
+        self.gathered = {c.label: _Accumulated(medians) for c in candidates}
+        self.unit: str | None = None
+        self.scale = 1.0
+
+    def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.DataFrame | None:
+        """Compare one batch of whole steps. Returns, per step of it with logged values, the
+        closest candidate's largest difference relative to that step's own max(1, max |logged|)
+        (``step``, ``relative``; infinite where no candidate could be recomputed); None when
+        the batch logged nothing."""
         found = _logged(trajectories, tokens)
         if found is None:
-            continue  # steps with nothing logged
-        batch_unit = found.unit
-        if unit is not None and batch_unit != unit:
-            raise EstimatorInputError(f"identify_advantages: advantages logged per {unit} in some steps and per "
-                                      f"{batch_unit} in others")
-        unit = batch_unit
-        scale = max(scale, float(np.abs(found.logged).max(initial=0.0)))
-        todo = tuple(c for c in candidates if not allowed[c.label] and gathered[c.label].error is None)
-        flat = flat_step(trajectories, tokens, todo) if flat_step is not None and found.mask is not None else {}
+            return None  # steps with nothing logged
+        if self.unit is not None and found.unit != self.unit:
+            raise EstimatorInputError(f"identify_advantages: advantages logged per {self.unit} in some steps and per "
+                                      f"{found.unit} in others")
+        self.unit = found.unit
+        self.scale = max(self.scale, float(np.abs(found.logged).max(initial=0.0)))
+        if self.facts is None:
+            facts = run_facts(trajectories, tokens, self.config)
+            for candidate in self.candidates:
+                if (missing := candidate.missing(facts)):
+                    self.lacking.setdefault(candidate.label, list(missing))
+        todo = tuple(c for c in self.candidates
+                     if c.label not in self.lacking and self.gathered[c.label].error is None)
+        flat = self.flat_step(trajectories, tokens, todo) if self.flat_step is not None and found.mask is not None \
+            else {}
         index = found.flat_index(trajectories, tokens) if flat else None
+        closest = np.full(found.rows.compared.size, math.inf)
         for candidate in todo:
-            accumulated = gathered[candidate.label]
+            accumulated = self.gathered[candidate.label]
             if candidate.label in flat:
                 result = flat[candidate.label]
                 if isinstance(result, Exception):
                     accumulated.error = str(result)
-                else:
-                    accumulated.add(found.paired_flat(result, cast(np.ndarray, index)))
-                continue
-            try:
-                recomputed = _recompute(trajectories, tokens, candidate)
-            except EstimatorInputError as error:
-                accumulated.error = str(error)
-                continue
-            accumulated.add(found.paired(recomputed))
-    if unit is None:
-        raise EstimatorInputError(
-            "identify_advantages: no logged advantages: trajectories has no logged_advantage values and tokens no "
-            "logged_advantages arrays")
-    fits = []
-    for candidate in candidates:
-        lacking = allowed[candidate.label]
-        fits.append(CandidateFit(candidate, math.inf, math.inf, 0, error="needs " + " and ".join(lacking))
-                    if lacking else gathered[candidate.label].fit(candidate))
-    # among equally close candidates, the one the config says the run trained with comes first
-    declared = trained_with(config).choice
-    ranked = tuple(sorted(fits, key=lambda f: (f.max_abs_diff, f.median_abs_diff, not f.candidate.computes_as(declared))))
-    best = ranked[0]
-    if not math.isfinite(best.max_abs_diff):
-        reasons = "; ".join(f"{f.candidate.label}: {f.error}" for f in ranked[:3])
-        raise EstimatorInputError(f"identify_advantages: no candidate could be recomputed on this run ({reasons})")
-    matched = best.max_abs_diff <= tolerance * scale
-    equivalent = tuple(f for f in ranked[1:] if matched and f.max_abs_diff <= tolerance * scale)
-    chosen = gathered[best.candidate.label]
-    rows = pl.concat([part.frame() for part in chosen.rows])
-    departures = pl.DataFrame() if matched else _departures(rows, tolerance * scale)
-    steps = rows.group_by("step").agg(pl.col("max_abs_diff").max(), pl.col("n").sum()).sort("step")
-    return Identification(best, ranked, matched, tolerance * scale, unit, equivalent, departures, steps)
+                    continue
+                paired = found.paired_flat(result, cast(np.ndarray, index))
+            else:
+                try:
+                    recomputed = _recompute(trajectories, tokens, candidate)
+                except EstimatorInputError as error:
+                    accumulated.error = str(error)
+                    continue
+                paired = found.paired(recomputed)
+            accumulated.add(paired)
+            if paired.diff.size:
+                closest = np.minimum(closest, accumulated.rows[-1].largest)
+        return found.step_relative(closest)
+
+    def result(self) -> Identification:
+        """The verdict over every batch fed (:class:`Identification`).
+
+        Raises :class:`EstimatorInputError` when nothing fed was logged, or no candidate could
+        be recomputed.
+        """
+        if self.unit is None:
+            raise EstimatorInputError(
+                "identify_advantages: no logged advantages: trajectories has no logged_advantage values and tokens "
+                "no logged_advantages arrays")
+        fits = []
+        for candidate in self.candidates:
+            lacking = self.lacking.get(candidate.label)
+            fits.append(CandidateFit(candidate, math.inf, math.inf, 0, error="needs " + " and ".join(lacking))
+                        if lacking else self.gathered[candidate.label].fit(candidate))
+        # among equally close candidates, the one the config says the run trained with comes first
+        declared = trained_with(self.config).choice
+        ranked = tuple(sorted(fits, key=lambda f: (f.max_abs_diff, f.median_abs_diff,
+                                                   not f.candidate.computes_as(declared))))
+        best = ranked[0]
+        if not math.isfinite(best.max_abs_diff):
+            reasons = "; ".join(f"{f.candidate.label}: {f.error}" for f in ranked[:3])
+            raise EstimatorInputError(f"identify_advantages: no candidate could be recomputed on this run ({reasons})")
+        tolerance = self.tolerance * self.scale
+        matched = best.max_abs_diff <= tolerance
+        equivalent = tuple(f for f in ranked[1:] if matched and f.max_abs_diff <= tolerance)
+        rows = pl.concat([part.frame() for part in self.gathered[best.candidate.label].rows])
+        departures = pl.DataFrame() if matched else _departures(rows, tolerance)
+        steps = rows.group_by("step").agg(pl.col("max_abs_diff").max(), pl.col("n").sum()).sort("step")
+        return Identification(best, ranked, matched, tolerance, self.unit, equivalent, departures, steps)
 
 
 @dataclass(frozen=True)
@@ -352,6 +399,15 @@ class _Logged:
     @cached_property
     def rows(self) -> _Rows:
         return _Rows.of(self.row, self.keys.height)
+
+    def step_relative(self, largest: np.ndarray) -> pl.DataFrame:
+        """Per step, the largest of ``largest`` (one difference per compared row) relative to
+        the step's max(1, max |logged|): ``step``, ``relative``."""
+        rows = self.rows
+        logged = np.fmax.reduceat(np.abs(self.logged), rows.starts) if rows.compared.size else np.zeros(0)
+        return (pl.DataFrame({"step": self.keys["step"].gather(rows.compared), "diff": largest, "logged": logged})
+                .group_by("step", maintain_order=True)
+                .agg((pl.col("diff").max() / pl.max_horizontal(pl.col("logged").max(), 1.0)).alias("relative")))
 
     def paired(self, recomputed: pl.DataFrame) -> _Paired:
         """The logged values beside ``recomputed`` (one row per trajectory: ``advantage``, and
@@ -444,8 +500,9 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> _Logged 
         response = flat_list(mask_arrow, np.bool_, False)
         mask, lengths = response.values, response.lengths
         stored = logged_arrow.type.value_type.to_pandas_dtype()  # float32 as the schema has it; any float as it is
-        logged = flat_list(logged_arrow, stored, math.nan).values[mask].astype(np.float64)
-        row_of = np.repeat(np.arange(rows.height), lengths)[mask]
+        model = np.flatnonzero(mask)
+        logged = flat_list(logged_arrow, stored, math.nan).values[model].astype(np.float64)
+        row_of = np.searchsorted(response.offsets, model, side="right") - 1  # each model token's row
         return _Logged(rows.select(keys), "model tokens", logged, row_of, lengths, mask)
     if "logged_advantage" in trajectories.columns and trajectories["logged_advantage"].null_count() < trajectories.height:
         rows = trajectories.filter(pl.col("logged_advantage").is_not_null())

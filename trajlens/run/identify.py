@@ -39,7 +39,7 @@ def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
             if progress is not None:
                 progress(f"step {batch.steps[-1]}")
 
-    return identify_batches(steps(), facts=facts, config=config, flat_step=_flat_step)
+    return identify_batches(steps(), facts=facts, config=config, flat_step=flat_step)
 
 
 def identify_frames(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, *, config: Any = None,
@@ -52,7 +52,7 @@ def identify_frames(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, *, 
 
     return identify_batches(by_step(trajectories, tokens), facts=run_facts(trajectories, tokens, config),
                             config=config, candidates=CANDIDATES if candidates is None else candidates,
-                            flat_step=_flat_step, medians=medians)
+                            flat_step=flat_step, medians=medians)
 
 
 def by_step(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Iterator[tuple[pl.DataFrame, pl.DataFrame | None]]:
@@ -61,7 +61,9 @@ def by_step(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Iterator
         yield part, None if tokens is None else tokens.filter(pl.col("step") == step)
 
 
-def _flat_step(part: pl.DataFrame, tokens: pl.DataFrame | None, candidates: tuple) -> dict:
+def flat_step(part: pl.DataFrame, tokens: pl.DataFrame | None, candidates: tuple) -> dict:
+    """The flat step kernels' recomputation of one step's ``candidates`` (the
+    :data:`~trajlens.estimators.identify.FlatStep` that identify takes)."""
     from trajlens.run.step_advantages import flat_step_advantages
 
     return flat_step_advantages(part, None if tokens is None else tokens.to_arrow(), candidates)
