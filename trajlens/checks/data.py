@@ -10,7 +10,7 @@ and ``--watch`` can add each new step without touching the old ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -98,6 +98,9 @@ class Precomputed:
     ``min`` and ``max`` (:func:`trajlens.run.stepwise.batch_choice_diagnostics` with ``extremes``)."""
     choices: tuple[EstimatorChoice, ...] = ()
     """The estimator choices whose diagnostics ``advantages`` holds."""
+    logged: Mapping[str, m.LoggedAdvantages] = field(default_factory=dict)
+    """Candidate -> its ``logged_advantage_diff`` fed every training step of the run (by the
+    report's advantage pass, which reads the token arrays once for both)."""
 
     def has(self, choice: EstimatorChoice) -> bool:
         """Whether ``choice`` (label, estimator and options alike) was computed."""
@@ -156,15 +159,17 @@ class RunState:
         """Each measure's per-step statistics, as added (without the ``measure`` column)."""
         self._sorted: set[str] = set()
         """Measures whose statistics are one frame in step order."""
+        self._measured_rows: list[pl.DataFrame] = []
+        """Handed measures of the batches added, whose statistics are not yet computed."""
         self.steps: list[int] = []
         self.trajectory_steps: list[int] = []
         """The steps with trajectories of the measured split: the steps a stage cut divides."""
         self.seen: set[str] = set()
         """Tables that have had rows: what the run can provide."""
         self.advantage_problems: dict[str, str] = {}
-        self.notes: dict[str, str] = {}
-        """What a measure's computation says beside its values (the logged advantages' verdict)."""
-        self.measure_problems: dict[str, str] = {}
+        self.logged = {candidate: self.precomputed.logged.get(candidate) or m.LoggedAdvantages(candidate, info.history.current)
+                       for candidate in needs.logged}
+        """Candidate -> its ``logged_advantage_diff`` measure, fed batch after batch (or handed over whole)."""
         self.run_label = m.run_label(info.history.current)
         """The estimator the run trained with: from its config, else from its logged advantages."""
         self.run_label_problem = ""
@@ -214,8 +219,9 @@ class RunState:
     def note(self, measure: str) -> str | None:
         """What the measure's computation says beside its values: the logged advantages' verdict,
         or which estimator ``advantage:run:...`` stands for and how that is known."""
-        if measure in self.notes:
-            return self.notes[measure]
+        name = m.parse_measure(measure)
+        if name.family.source == "logged_advantages" and name.parameter in self.logged:
+            return self.logged[name.parameter].note
         if measure.startswith(f"advantage:{m.RUN_LABEL}:") and self.run_label is not None:
             return f"the run's estimator is {self.run_label.label} ({self.run_label_source})"
         return None
@@ -249,7 +255,7 @@ class RunState:
                                                                                    how="semi")
             if measured.height and rows.height and rows["n_calls"].sum():
                 self.seen.add("tool_calls")
-                parts.append(m.trajectory_measure_stats(rows))
+                self._measured_rows.append(rows)  # their statistics, per step, once for every batch
         elif "tool_calls" in sources:
             calls = batch.tool_calls.join(keys.select("trajectory_id"), on="trajectory_id", how="semi")
             parts.append(m.behaviour_stats(measured, calls))
@@ -266,8 +272,9 @@ class RunState:
             parts.append(m.diagnostic_stats(handed.advantages.filter(pl.col("step").is_in(batch_steps)), given,
                                             self.run_label))
         rest = tuple(label for label in self.labels if label not in given)
-        logged = "logged_advantages" in sources and batch.trajectories.height > 0 and self._logs(batch)
-        logged_columns = m.logged_token_columns(self.needs.logged, self.info.history.current) if logged else None
+        fed = [measure for candidate, measure in self.logged.items() if candidate not in handed.logged]
+        logged = bool(fed) and batch.trajectories.height > 0 and self._logs(batch)
+        logged_columns = tuple(dict.fromkeys(c for measure in fed for c in measure.token_columns)) if logged else None
         if logged_columns is not None:
             batch.token_rows(logged_columns)  # once: the recomputations below read theirs from it
         if "advantages" in sources and rest and batch.trajectories.height:
@@ -282,33 +289,41 @@ class RunState:
         if "logged_advantages" in sources and batch.trajectories.height:
             # a batch that logged nothing is told so without its token arrays
             logged_tokens = batch.token_rows(logged_columns) if logged_columns is not None else None
-            for candidate in self.needs.logged:
-                fit = m.logged_advantage_stats(batch.trajectories, logged_tokens, candidate, self.info.history.current)
-                measure = f"logged_advantage_diff:{candidate}"
-                parts.append(fit.stats)
-                if fit.note:
-                    self.notes[measure] = fit.note
-                if fit.problem:
-                    self.measure_problems.setdefault(measure, fit.problem)
-        for part in parts:
-            if part.height:
-                for (measure,), frame in part.partition_by("measure", as_dict=True).items():
-                    self._by_measure.setdefault(measure, []).append(frame.drop("measure"))
-                    self._sorted.discard(measure)
+            for candidate, measure in self.logged.items():
+                parts.append(measure.stats_of(batch_steps) if candidate in handed.logged
+                             else measure.add(batch.trajectories, logged_tokens))
+        self._keep(parts)
         self.steps = sorted(set(self.steps) | set(steps))
         return steps
+
+    def _keep(self, parts: list[pl.DataFrame]) -> None:
+        for part in parts:
+            if part.height:
+                for (measure,), frame in part.partition_by("measure", as_dict=True, include_key=False).items():
+                    self._by_measure.setdefault(measure, []).append(frame)
+                    self._sorted.discard(measure)
+
+    def _settle(self) -> None:
+        """Compute the statistics of the handed measures of every batch added, in one go (they
+        are per step, so the batches they came in do not matter)."""
+        if self._measured_rows:
+            rows, self._measured_rows = pl.concat(self._measured_rows), []
+            self._keep([m.trajectory_measure_stats(rows)])
 
     @property
     def stats(self) -> pl.DataFrame:
         """Every measure's per-step statistics (``measure``, ``step``, ...), sorted."""
+        self._settle()
         series = [self.series(measure) for measure in sorted(self._by_measure)]
         return pl.concat(series) if series else m.empty_stats()
 
     def measure_names(self) -> set[str]:
+        self._settle()
         return set(self._by_measure)
 
     def series(self, measure: str, upto: int | None = None) -> pl.DataFrame:
         """One measure's per-step statistics, in step order (of the steps up to ``upto``, when given)."""
+        self._settle()
         frames = self._by_measure.get(measure)
         if not frames:
             return m.empty_stats()
@@ -342,7 +357,8 @@ class RunState:
         if source == "logged_advantages":
             if "trajectories" not in self.seen:
                 return "the run has no trajectories"
-            return self.measure_problems.get(measure, "the run logged no advantages")
+            logged = self.logged.get(name.parameter)
+            return (logged.problem if logged is not None else "") or "the run logged no advantages"
         if source == "learning_rates":
             rate = name.parameter
             return f"the run logs no {rate} with a configured LR to compare" if rate != "*" else \
@@ -440,6 +456,11 @@ def _run_info(run_dir: Path, run_id: str | None) -> RunInfo:
     return RunInfo(recorded, str(run_dir), _history(runs.column("config")[0].as_py(), run_dir))
 
 
+def stored_run_info(store: Path | str, run_id: str) -> RunInfo:
+    """What the checks know of a store's run besides its rows (its config and config history)."""
+    return _run_info(_store_run(Path(store), run_id), run_id)
+
+
 def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, NewSteps]:
     """Read a store's run, a run directory, verl dumps or a metrics file, whole."""
     from trajlens.ingest import detect_source
@@ -508,4 +529,4 @@ def _history(config_text: str | None, directory: Path) -> m.ConfigHistory:
     return m.ConfigHistory(current, entries)
 
 
-__all__ = ["Needs", "Precomputed", "RunInfo", "RunState", "NewSteps", "open_batches", "open_source"]
+__all__ = ["Needs", "Precomputed", "RunInfo", "RunState", "NewSteps", "open_batches", "open_source", "stored_run_info"]

@@ -10,13 +10,26 @@ _EVALUATED: dict[tuple[str, str, tuple[int, int]], Any] = {}
 and its checks section (called with the store and run alone) share one."""
 
 
+def logged_feeds(store: Any, run_id: str) -> tuple[Any, ...]:
+    """The shipped checks' ``logged_advantage_diff`` measures of a stored run, to feed the
+    report's advantage pass (:func:`trajlens.run.choices.report_advantages` with ``logged``)
+    and hand to :func:`shipped_checks` with its result."""
+    from trajlens.checks.data import Needs, stored_run_info
+    from trajlens.checks.spec import default_checks
+    from trajlens.checks.step_measures import LoggedAdvantages
+
+    config = stored_run_info(store.path, run_id).history.current
+    return tuple(LoggedAdvantages(candidate, config) for candidate in Needs.of(default_checks()).logged)
+
+
 def shipped_checks(store: Any, run_id: str, measures: Any = None, advantages: Any = None) -> Any:
     """The shipped checks evaluated on a stored run (a :class:`~trajlens.checks.evaluate.RunChecks`),
     once per stored version of the run: the report's plots and its checks section share them.
 
     ``measures`` (the run's per-trajectory measures of its classified calls) and ``advantages``
-    (a :class:`~trajlens.run.choices.ReportAdvantages` computed with ``extremes``): what the
-    report has already computed, which the checks take instead of computing it again.
+    (a :class:`~trajlens.run.choices.ReportAdvantages` computed with ``extremes``, its ``logged``
+    those of :func:`logged_feeds`): what the report has already computed, which the checks take
+    instead of computing it again.
     """
     from trajlens.checks.data import Precomputed
     from trajlens.checks.evaluate import check_run
@@ -29,7 +42,9 @@ def shipped_checks(store: Any, run_id: str, measures: Any = None, advantages: An
             extremes = None if advantages is None else advantages.extremes
             diagnostics = None if extremes is None else advantages.diagnostics.join(
                 extremes, on=["estimator", "step"], how="left")
-            given = Precomputed(measures, diagnostics, tuple(advantages.choices) if diagnostics is not None else ())
+            logged = {} if advantages is None else {feed.measure.partition(":")[2]: feed for feed in advantages.logged}
+            given = Precomputed(measures, diagnostics, tuple(advantages.choices) if diagnostics is not None else (),
+                                logged)
         while len(_EVALUATED) >= 2:
             _EVALUATED.pop(next(iter(_EVALUATED)))
         _EVALUATED[key] = check_run(key[0], run_id=run_id, precomputed=given)

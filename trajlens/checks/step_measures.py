@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Sequence
 
 import polars as pl
@@ -428,18 +429,6 @@ def diagnostic_stats(diagnostics: pl.DataFrame, labels: Sequence[EstimatorChoice
     return pl.concat(parts) if parts else empty_stats()
 
 
-@dataclass(frozen=True)
-class LoggedAdvantageFit:
-    """``logged_advantage_diff:<candidate>`` of a batch of steps, and what to say about it."""
-
-    stats: pl.DataFrame
-    note: str = ""
-    """The verdict: the candidate compared, where it departs, and (when it departs) the closest
-    candidate of all."""
-    problem: str = ""
-    """Why the comparison could not be made (no logged advantages, nothing recomputable)."""
-
-
 def logged_candidates(candidate: str, config: dict) -> tuple[Any, ...]:
     """The candidates a ``logged_advantage_diff:<candidate>`` measure compares: the one labelled
     so, or for ``auto`` those whose estimator the run's config declares (every one without)."""
@@ -451,61 +440,134 @@ def logged_candidates(candidate: str, config: dict) -> tuple[Any, ...]:
     return tuple(c for c in IDENTIFY_CANDIDATES if c.label == candidate)
 
 
-def logged_token_columns(candidates: Sequence[str], config: dict) -> tuple[str, ...]:
-    """The token columns the measures of ``candidates`` read: the logged advantages beside the
-    columns their estimators recompute from (:func:`trajlens.run.stepwise.choice_token_columns`)."""
+def logged_token_columns(candidates: Sequence[Any]) -> tuple[str, ...]:
+    """The token columns that comparing ``candidates`` (:data:`~trajlens.estimators.identify.CANDIDATES`)
+    with the logged advantages reads: those their estimators recompute from
+    (:func:`trajlens.run.stepwise.choice_token_columns`), and the logged advantages."""
     from trajlens.run.stepwise import choice_token_columns
 
-    chosen = tuple(c for name in candidates for c in logged_candidates(name, config))
-    columns = choice_token_columns(chosen) or ("trajectory_id", "response_mask")
+    columns = choice_token_columns(tuple(candidates)) or ("trajectory_id", "response_mask")
     extra = ("sum_pi_squared",) if "log_probs" in columns else ()
     return ("run_id", "step", *columns, *extra, "logged_advantages")
 
 
-def logged_advantage_stats(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, candidate: str,
-                           config: dict) -> LoggedAdvantageFit:
-    """Per step, the largest |logged - recomputed| advantage under ``candidate``, relative to
-    max(1, max |logged|) as :func:`trajlens.estimators.identify_advantages` measures a match.
+class LoggedAdvantages:
+    """``logged_advantage_diff:<candidate>`` of a run fed a batch of whole steps at a time
+    (:meth:`add`): per step, the closest compared candidate's largest |logged - recomputed|
+    relative to the step's max(1, max |logged|), as :func:`trajlens.estimators.identify_advantages`
+    measures a match; over everything fed, its verdict (:attr:`note`) or why there is none
+    (:attr:`problem`).
 
     ``candidate`` is a label of :data:`~trajlens.estimators.identify.CANDIDATES`, or ``auto``:
     the candidates whose estimator the run's config declares
     (:func:`~trajlens.estimators.registry.declared_estimators`), or every candidate when it
-    declares none; the closest is compared.
+    declares none. A step's value does not depend on the batch it came in, so the checks'
+    batches and the report's advantage pass (which reads the token arrays once for its own
+    recomputations and this) give the same values and verdict.
     """
-    from trajlens.estimators import EstimatorInputError
-    from trajlens.run.identify import identify_frames
 
-    measure = f"logged_advantage_diff:{candidate}"
-    train = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
-    if train.is_empty():
-        return LoggedAdvantageFit(empty_stats(), problem="the run has no training trajectories")
-    tokens = None if tokens is None or tokens.is_empty() else tokens
-    chosen = logged_candidates(candidate, config)
-    try:
-        found = identify_frames(train, tokens, config=config, candidates=chosen, medians=False)  # maxima alone
-    except EstimatorInputError as error:
-        return LoggedAdvantageFit(empty_stats(), problem=str(error).removeprefix("identify_advantages: "))
-    scale = found.tolerance / MATCH_TOLERANCE  # max(1, max |logged|)
-    values = found.steps.select("step", pl.lit(measure).alias("measure"), (pl.col("max_abs_diff") / scale).alias("value"))
-    note = found.verdict if found.matched else f"{found.verdict}; {_closest_of_all(train, tokens, config, chosen)}"
-    return LoggedAdvantageFit(scalar_stats(values), note)
+    def __init__(self, candidate: str, config: dict) -> None:
+        self.measure = f"logged_advantage_diff:{candidate}"
+        self.config = config
+        self.chosen = logged_candidates(candidate, config)
+        self._compared = _logged_identifier(self.chosen, config)
+        self._others: Any = None
+        """Every candidate, fed the steps where the compared ones depart: what they match instead."""
+        self._error = ""
+        self._trained = False
+        self._stats: list[pl.DataFrame] = []
+
+    @property
+    def token_columns(self) -> tuple[str, ...]:
+        """The token columns it reads: the logged advantages beside the columns its candidates'
+        estimators recompute from (:func:`trajlens.run.stepwise.choice_token_columns`)."""
+        return logged_token_columns(self.chosen)
+
+    def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.DataFrame:
+        """Compare a batch of whole steps (the run's trajectories, any split, and their token
+        rows or None); returns the statistics of its steps with logged values."""
+        from trajlens.estimators import EstimatorInputError
+        from trajlens.run.identify import by_step
+
+        train = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
+        if train.is_empty() or self._error:
+            return empty_stats()
+        self._trained = True
+        tokens = None if tokens is None or tokens.is_empty() else tokens
+        found = []
+        try:
+            for part, part_tokens in by_step(train, tokens):
+                relative = self._compared.add(part, part_tokens)
+                if relative is None:
+                    continue
+                found.append(relative)
+                if float(relative["relative"].max()) > MATCH_TOLERANCE and len(self.chosen) < len(IDENTIFY_CANDIDATES):
+                    self._others = self._others or _logged_identifier(IDENTIFY_CANDIDATES, self.config)
+                    self._others.add(part, part_tokens)
+        except EstimatorInputError as error:
+            self._error = str(error).removeprefix("identify_advantages: ")
+            return empty_stats()
+        if not found:
+            return empty_stats()
+        values = pl.concat(found).select("step", pl.lit(self.measure).alias("measure"), pl.col("relative").alias("value"))
+        stats = scalar_stats(values)
+        self._stats.append(stats)
+        return stats
+
+    def stats_of(self, steps: pl.Series) -> pl.DataFrame:
+        """The statistics of ``steps`` (an imploded column) among those fed so far."""
+        return pl.concat(self._stats).filter(pl.col("step").is_in(steps)) if self._stats else empty_stats()
+
+    @cached_property
+    def _verdict(self) -> Any:
+        from trajlens.estimators import EstimatorInputError
+
+        if self._error:
+            return EstimatorInputError(self._error)
+        try:
+            return self._compared.result()
+        except EstimatorInputError as error:
+            return EstimatorInputError(str(error).removeprefix("identify_advantages: "))
+
+    @property
+    def problem(self) -> str:
+        """Why there are no values (no training trajectories, nothing logged or recomputable);
+        empty when there are. Read once everything is fed."""
+        if not self._trained:
+            return "the run has no training trajectories"
+        return str(self._verdict) if isinstance(self._verdict, Exception) else ""
+
+    @property
+    def note(self) -> str | None:
+        """The verdict over everything fed: the closest candidate compared and where it departs,
+        and when it departs, what matches there instead. Read once everything is fed."""
+        found = self._verdict
+        if not self._trained or isinstance(found, Exception):
+            return None
+        return found.verdict if found.matched else f"{found.verdict}; {self._closest_of_all()}"
+
+    def _closest_of_all(self) -> str:
+        """What the logged advantages match where the compared candidates depart."""
+        from trajlens.estimators import EstimatorInputError
+
+        if self._others is None:
+            return "no other candidate comes closer"
+        try:
+            found = self._others.result()
+        except EstimatorInputError:
+            return "no other candidate could be recomputed"
+        if found.matched:
+            return f"they match {found.best.candidate.label} instead: {found.verdict}"
+        return f"closest of all candidates: {found.best.candidate.label} ({found.best.max_abs_diff:.1e})"
 
 
-def _closest_of_all(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, config: dict,
-                    tried: tuple[Any, ...]) -> str:
-    """What the logged advantages match when the compared candidates do not."""
-    from trajlens.estimators import EstimatorInputError
-    from trajlens.run.identify import identify_frames
+def _logged_identifier(candidates: tuple[Any, ...], config: dict) -> Any:
+    """An :class:`~trajlens.estimators.identify.Identifier` of ``candidates`` on the run layer's
+    flat step kernels, deciding from each batch's facts, maxima alone (no medians)."""
+    from trajlens.estimators.identify import Identifier
+    from trajlens.run.identify import flat_step
 
-    if len(tried) == len(IDENTIFY_CANDIDATES):
-        return "no other candidate comes closer"
-    try:
-        found = identify_frames(trajectories, tokens, config=config)
-    except EstimatorInputError:
-        return "no other candidate could be recomputed"
-    if found.matched:
-        return f"they match {found.best.candidate.label} instead: {found.verdict}"
-    return f"closest of all candidates: {found.best.candidate.label} ({found.best.max_abs_diff:.1e})"
+    return Identifier(config=config, candidates=candidates, flat_step=flat_step, medians=False)
 
 
 def parse_config(text: str | None) -> dict:

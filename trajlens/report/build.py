@@ -161,7 +161,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     report.trends = run_trends(store, run_id, measures, report.split)
     charts = parts.charts
     # the checks, evaluated once, take these and ``measures`` rather than computing them again
-    advantages = report_advantages(store, run_id, extremes=True) if report.split == TRAIN_SPLIT else None
+    advantages = report_advantages(store, run_id, extremes=True, logged=_logged_feeds(store, run_id)) \
+        if report.split == TRAIN_SPLIT else None
     checks = _checks(store, run_id, measures, advantages) if report.split == TRAIN_SPLIT else _checks(store, run_id)
     report.findings += scalar_findings(store, run_id, checks) + channel_findings(store, run_id)
     report.failing = _failing(checks)
@@ -231,6 +232,18 @@ def _checks(store: Any, run_id: str, measures: pl.DataFrame | None = None, advan
         return shipped_checks(store, run_id, measures, advantages)
     except TrajlensError:
         return None
+
+
+def _logged_feeds(store: Any, run_id: str) -> tuple[Any, ...]:
+    """The shipped checks' logged-advantage measures, fed by the report's advantage pass (none
+    when the run cannot be checked: the checks section then says why)."""
+    from trajlens.checks.report import logged_feeds
+    from trajlens.errors import TrajlensError
+
+    try:
+        return logged_feeds(store, run_id)
+    except TrajlensError:
+        return ()
 
 
 def _failing(checks: Any) -> list[tuple[str, str, str]]:

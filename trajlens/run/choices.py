@@ -9,12 +9,15 @@ whose config names them. :func:`report_advantages` decides and computes in one r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import polars as pl
 
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.run.config import run_config_text
+
+if TYPE_CHECKING:
+    from trajlens.run.stepwise import BatchFeed
 
 
 def _report_choices() -> tuple[EstimatorChoice, ...]:
@@ -40,6 +43,8 @@ class ReportAdvantages(NamedTuple):
     extremes: pl.DataFrame | None = None
     """With ``extremes``: ``estimator``, ``step``, ``min`` and ``max`` of the values each row of
     ``diagnostics`` describes (what the checks' ``max_sigma`` reads)."""
+    logged: tuple[Any, ...] = ()
+    """The ``logged`` feeds that were fed every training step (none when the run logged no advantages)."""
 
 
 FACT_TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values", "log_probs")
@@ -47,7 +52,8 @@ FACT_TOKEN_COLUMNS: tuple[str, ...] = ("trajectory_id", "response_mask", "values
 
 
 def report_advantages(store: Any, run_id: str, *, compute: bool = True,
-                      steps: Sequence[int] | None = None, extremes: bool = False) -> ReportAdvantages:
+                      steps: Sequence[int] | None = None, extremes: bool = False,
+                      logged: Sequence[BatchFeed] = ()) -> ReportAdvantages:
     """Which report estimators the run's data (and logged config) allows, and, with ``compute``,
     their per-step diagnostics, in one read of the run a batch of steps at a time.
 
@@ -57,7 +63,9 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
     :meth:`~trajlens.estimators.registry.EstimatorSpec.in_report` decides from the whole run. An
     input error of a kept estimator is raised; one of an estimator the facts rule out is not.
     ``steps`` restricts all of it to those steps; ``extremes`` adds each row's ``min`` and ``max``
-    (:attr:`ReportAdvantages.extremes`, kept out of ``diagnostics``).
+    (:attr:`ReportAdvantages.extremes`, kept out of ``diagnostics``). ``logged``: readers of the
+    run's logged advantages (the checks' :class:`~trajlens.checks.step_measures.LoggedAdvantages`),
+    fed the same batches when the run logged some, so that its token arrays are read once.
     """
     from trajlens.errors import ConfigError
     from trajlens.estimators.registry import estimator_spec, run_facts
@@ -72,10 +80,12 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
         return ReportAdvantages([], pl.DataFrame(), _empty_token_arrays(store, run_id))
     config_value = run_config_text(store, run_id)
     # what the token arrays hold is known once they are read; before, the most their footers allow
-    possible = stored_facts(RunReader.of(store, run_id), trajectories, config_value).possible()
+    stored = stored_facts(RunReader.of(store, run_id), trajectories, config_value)
+    possible = stored.possible()
     candidates = [c for c in ESTIMATOR_CHOICES if c.in_report(possible)]
+    feeds = tuple(logged) if compute and stored.logged else ()
     result = advantage_pass(store, run_id, candidates if compute else [], trajectories=trajectories,
-                            token_columns=FACT_TOKEN_COLUMNS, extremes=extremes and compute)
+                            token_columns=FACT_TOKEN_COLUMNS, extremes=extremes and compute, feeds=feeds)
     facts = run_facts(trajectories, result.token_rows if result.token_rows.height else None, config_value)
     choices = [c for c in candidates if c.in_report(facts)]
     empty = _no_model_tokens(result.token_arrays, result.with_model_tokens, result.empty_arrays)
@@ -93,10 +103,10 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
     if diagnostics.height:
         diagnostics = diagnostics.filter(pl.col("estimator").is_in(labels))
     if not extremes:
-        return ReportAdvantages(choices, diagnostics, empty, notes)
+        return ReportAdvantages(choices, diagnostics, empty, notes, logged=feeds)
     bounds = [c for c in ("min", "max") if c in diagnostics.columns]
     return ReportAdvantages(choices, diagnostics.drop(bounds), empty, notes,
-                            diagnostics.select("estimator", "step", *bounds) if bounds else None)
+                            diagnostics.select("estimator", "step", *bounds) if bounds else None, feeds)
 
 
 def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[EstimatorChoice]:

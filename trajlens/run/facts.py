@@ -21,6 +21,8 @@ from trajlens.run.reader import RunReader
 
 OPTIONAL_TOKEN_COLUMNS: tuple[str, ...] = ("values", "log_probs", "sum_pi_squared")
 """Token columns a run may lack, or hold for some rows only."""
+LOGGED_TOKEN_COLUMN = "logged_advantages"
+"""The token column of the advantages a trainer logged (one per token)."""
 
 
 class StoredFacts(NamedTuple):
@@ -35,6 +37,9 @@ class StoredFacts(NamedTuple):
     """Optional token columns with no null entry."""
     present: frozenset[str]
     """Optional token columns some token file holds."""
+    logged: bool = False
+    """Whether the run logged advantages: a training trajectory's ``logged_advantage``, or an
+    entry of a token file's ``logged_advantages`` (from the footers)."""
 
     def possible(self) -> RunFacts:
         """The most the run's token arrays can turn out to hold once read (a model token in a
@@ -53,7 +58,7 @@ def stored_facts(reader: RunReader, trajectories: pl.DataFrame, config: Any, sto
     ``store``: the open store, asked by SQL whether every token row has its ``values`` list
     when the footers count nulls in that column (a null entry inside a list also counts there).
     """
-    token_rows, complete, present = _token_footers(reader)
+    token_rows, complete, present, logged_tokens = _token_footers(reader)
     if "values" not in complete and "values" in present and token_rows and store is not None:
         from trajlens.errors import QueryError
 
@@ -76,22 +81,32 @@ def stored_facts(reader: RunReader, trajectories: pl.DataFrame, config: Any, sto
         log_probs=token_arrays and "log_probs" in complete,
         sum_pi_squared=token_arrays and "sum_pi_squared" in complete,
     )
-    return StoredFacts(facts, token_rows, frozenset(complete), frozenset(present))
+    logged = logged_tokens or ("logged_advantage" in trajectories.columns
+                               and trajectories["logged_advantage"].null_count() < height)
+    return StoredFacts(facts, token_rows, frozenset(complete), frozenset(present), logged)
 
 
-def _token_footers(reader: RunReader) -> tuple[int, frozenset[str], frozenset[str]]:
-    """Token rows of the run, which optional token columns have no null entry, and which some
-    file holds: from the Parquet footers alone."""
+def _token_footers(reader: RunReader) -> tuple[int, frozenset[str], frozenset[str], bool]:
+    """Token rows of the run, which optional token columns have no null entry, which some
+    file holds, and whether some ``logged_advantages`` entry is not null: from the Parquet
+    footers alone (a row group without statistics counts as logged)."""
     filesystem, _ = reader.location.resolve()
     files = reader.location.partitions(reader.run_id, "tokens").all_files()
     rows = 0
     nulls = dict.fromkeys(OPTIONAL_TOKEN_COLUMNS, 0)
     present: set[str] = set()
+    logged = False
     for path in files:
         with filesystem.open_input_file(path) as source:
             metadata = pq.ParquetFile(source).metadata
         rows += metadata.num_rows
         leaves = {metadata.schema.column(i).path.split(".")[0]: i for i in range(metadata.num_columns)}
+        if not logged and LOGGED_TOKEN_COLUMN in leaves:
+            for group in range(metadata.num_row_groups):
+                chunk = metadata.row_group(group).column(leaves[LOGGED_TOKEN_COLUMN])
+                statistics = chunk.statistics
+                logged = logged or statistics is None or not statistics.has_null_count \
+                    or statistics.null_count < chunk.num_values
         for name in OPTIONAL_TOKEN_COLUMNS:
             if name not in leaves:
                 nulls[name] += 1
@@ -101,7 +116,7 @@ def _token_footers(reader: RunReader) -> tuple[int, frozenset[str], frozenset[st
                 statistics = metadata.row_group(group).column(leaves[name]).statistics
                 nulls[name] += statistics.null_count if statistics is not None and statistics.has_null_count else 1
     complete = {name for name, count in nulls.items() if files and count == 0}
-    return rows, frozenset(complete), frozenset(present)
+    return rows, frozenset(complete), frozenset(present), logged
 
 
 __all__ = ["OPTIONAL_TOKEN_COLUMNS", "StoredFacts", "stored_facts"]

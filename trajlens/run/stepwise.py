@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import polars as pl
@@ -400,6 +400,17 @@ def recompute_steps(
         yield recompute(batch.trajectories, tokens, estimator, carry=carry, **options)
 
 
+class BatchFeed(Protocol):
+    """Something else that reads a run's batches as :func:`advantage_pass` reads them."""
+
+    @property
+    def token_columns(self) -> tuple[str, ...]:
+        """The token columns it reads."""
+
+    def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Any:
+        """Take one batch of whole steps: its training trajectories and their token rows."""
+
+
 class AdvantagePass(NamedTuple):
     """What :func:`advantage_pass` read and computed over a run."""
 
@@ -424,7 +435,7 @@ class AdvantagePass(NamedTuple):
 def advantage_pass(
     store: Any, run_id: str, choices: Sequence[EstimatorChoice], *, steps: Sequence[int] | None = None,
     out: Path | str | None = None, trajectories: pl.DataFrame | None = None,
-    token_columns: Sequence[str] | None = None, extremes: bool = False,
+    token_columns: Sequence[str] | None = None, extremes: bool = False, feeds: Sequence[BatchFeed] = (),
 ) -> AdvantagePass:
     """Per-step batch diagnostics of each choice (``label``, ``estimator``, ``options``) in one
     read of the run, a batch of steps at a time (:mod:`trajlens.run.batches`), with the
@@ -436,7 +447,9 @@ def advantage_pass(
     read them (:func:`trajlens.run.batches.train_trajectories`); ``token_columns``: the
     token columns to read when no choice reads any (for the facts alone); ``extremes``: with
     ``min`` and ``max`` columns (:func:`batch_choice_diagnostics`). With ``out``, each step's recomputed frame of each choice is written to
-    ``out/<label>/step=NNNNNN.parquet``.
+    ``out/<label>/step=NNNNNN.parquet``. ``feeds``: what else reads the same batches (each
+    batch's trajectories and token rows, with the columns it asks beside the choices' own), so
+    that the run is read once for both.
 
     GAE statistics come from one compiled pass over the model tokens (float64 moments); the
     whitened label's are those of ``(A - mean) * rsqrt(var + 1e-8)`` with verl's whitening
@@ -450,6 +463,8 @@ def advantage_pass(
     if trajectories is None:
         trajectories = train_trajectories(store, run_id, steps)
     columns = choice_token_columns(choices) or (tuple(token_columns) if token_columns else None)
+    if feeds:
+        columns = tuple(dict.fromkeys([*(columns or ()), *(c for feed in feeds for c in feed.token_columns)]))
     parts: list[pl.DataFrame] = []
     errors: dict[str, Exception] = {}
     carry: dict[str, dict[str, Any]] = {c.label: {} for c in choices}
@@ -461,6 +476,10 @@ def advantage_pass(
             facts.append(_token_facts(batch.tokens, mask))
         parts.extend(batch_choice_diagnostics(run_id, batch.trajectories, batch.tokens, choices, carry=carry,
                                               errors=errors, mask=mask, out=out, extremes=extremes))
+        if feeds:
+            frame = None if batch.tokens is None else pl.from_arrow(batch.tokens)
+            for feed in feeds:
+                feed.add(batch.trajectories, frame)  # type: ignore[arg-type]
     failed = set(errors)
     parts = [p for p in parts if p.height and p["estimator"][0] not in failed]
     diagnostics = pl.DataFrame()

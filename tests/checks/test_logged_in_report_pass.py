@@ -1,0 +1,92 @@
+"""The shipped check of logged advantages, fed by the report's advantage pass (one read of the
+token arrays for both) or by the checks' own batches, gives the same values and verdict; a
+step's value does not depend on how the run is cut into batches."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import trajlens
+import trajlens.checks.data as check_data
+from trajlens.checks import check_run, default_checks
+from trajlens.checks.report import logged_feeds, shipped_checks
+from trajlens.run.batches import train_trajectories
+from trajlens.run.choices import report_advantages
+from trajlens.run.facts import stored_facts
+from trajlens.run.reader import RunReader
+from trajlens.synth import generate
+
+RUN = "sao-r7"
+LOGGED = "logged_advantage_diff:auto"
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    work = tmp_path_factory.mktemp("logged-pass")
+    for name, logs in (("logged", True), ("plain", False)):
+        generate("sao-r7", work / f"run-{name}", steps=4, batch=8, tokens_per_trajectory=1500,
+                 tool_calls_per_trajectory=6, log_advantages=logs)
+        trajlens.ingest([work / f"run-{name}"], work / name)
+    return work
+
+
+def _shipped(result):
+    return next(r for r in result.results if r.name == "logged_advantages_match")
+
+
+def test_the_footers_tell_a_run_that_logged_advantages(stores):
+    for name, logs in (("logged", True), ("plain", False)):
+        store = trajlens.open(stores / name)
+        facts = stored_facts(RunReader.of(store, RUN), train_trajectories(store, RUN), None)
+        assert facts.logged is logs, name
+
+
+def test_the_report_pass_feeds_the_check_which_then_reads_no_token_array(stores, monkeypatch):
+    store = trajlens.open(stores / "logged")
+    alone = check_run(stores / "logged", run_id=RUN)
+    advantages = report_advantages(store, RUN, extremes=True, logged=logged_feeds(store, RUN))
+    assert [feed.measure for feed in advantages.logged] == [LOGGED]  # fed: the run logged advantages
+
+    def unread(*args, **kwargs):
+        raise AssertionError("the checks read the token arrays the report's pass already read")
+
+    monkeypatch.setattr(check_data, "_read_tokens", unread)
+    fed = shipped_checks(store, RUN, advantages=advantages)
+    mine, theirs = _shipped(fed), _shipped(alone)
+    assert mine.status == theirs.status == "pass"
+    assert mine.reason == theirs.reason and "max |diff|" in mine.reason
+    assert mine.evidence.value == theirs.evidence.value < 1e-5
+    assert mine.outcomes[0].evaluated_steps == theirs.outcomes[0].evaluated_steps == 4
+
+
+def test_a_run_without_logged_advantages_is_not_fed_and_skips_alike(stores):
+    store = trajlens.open(stores / "plain")
+    advantages = report_advantages(store, RUN, extremes=True, logged=logged_feeds(store, RUN))
+    assert advantages.logged == ()  # nothing to feed: the pass reads no logged column
+    fed, alone = _shipped(shipped_checks(store, RUN, advantages=advantages)), _shipped(check_run(stores / "plain", run_id=RUN))
+    assert fed.status == alone.status == "skip"
+    assert fed.reason == alone.reason and "no logged advantages" in fed.reason
+
+
+def _logged_series(store_path) -> pl.DataFrame:
+    from trajlens.checks.data import Needs, RunState, open_batches
+
+    needs = Needs.of([c for c in default_checks() if c.name == "logged_advantages_match"])
+    info, batches = open_batches(store_path, RUN, needs)
+    state = RunState(info, needs)
+    for batch in batches:
+        state.add(batch)
+    return state.series(LOGGED)
+
+
+def test_a_step_s_value_does_not_depend_on_the_batches(stores, monkeypatch):
+    import trajlens.run.batches as batches
+
+    whole = _logged_series(stores / "logged")
+    plan = batches.plan_batches
+    monkeypatch.setattr(batches, "plan_batches", lambda trajectories, **kw: plan(trajectories, max_steps=1))
+    one_by_one = _logged_series(stores / "logged")
+    assert whole.height == 4
+    assert_frame_equal(whole, one_by_one)
