@@ -61,6 +61,19 @@ def test_the_report_pass_feeds_the_check_which_then_reads_no_token_array(stores,
     assert mine.outcomes[0].evaluated_steps == theirs.outcomes[0].evaluated_steps == 4
 
 
+def test_the_check_takes_the_pass_s_gae_scans_rather_than_running_them_again(stores, monkeypatch):
+    import trajlens.run.stepwise as stepwise
+
+    store = trajlens.open(stores / "logged")
+    scan, runs = stepwise.raw_gae, []
+    monkeypatch.setattr(stepwise, "raw_gae", lambda *a, **kw: runs.append(1) or scan(*a, **kw))
+    report_advantages(store, RUN, extremes=True)
+    alone, runs[:] = len(runs), []
+    advantages = report_advantages(store, RUN, extremes=True, logged=logged_feeds(store, RUN))
+    assert advantages.logged and alone > 0
+    assert len(runs) == alone  # the fed check compared whitened and raw GAE on the pass's own scans
+
+
 def test_a_run_without_logged_advantages_is_not_fed_and_skips_alike(stores):
     store = trajlens.open(stores / "plain")
     advantages = report_advantages(store, RUN, extremes=True, logged=logged_feeds(store, RUN))

@@ -483,11 +483,16 @@ class LoggedAdvantages:
         estimators recompute from (:func:`trajlens.run.stepwise.choice_token_columns`)."""
         return logged_token_columns(self.chosen)
 
-    def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.DataFrame:
+    def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None,
+            scans: Sequence[Any] | None = None) -> pl.DataFrame:
         """Compare a batch of whole steps (the run's trajectories, any split, and their token
-        rows or None); returns the statistics of its steps with logged values."""
+        rows or None); returns the statistics of its steps with logged values. ``scans``: each
+        step's GAE scans that the caller (the report's advantage pass) ran on the batch, of
+        training trajectories alone (:data:`trajlens.run.stepwise.StepScans`, in step order)."""
+        from functools import partial
+
         from trajlens.estimators import EstimatorInputError
-        from trajlens.run.identify import by_step
+        from trajlens.run.identify import by_step, flat_step
 
         train = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
         if train.is_empty() or self._error:
@@ -496,14 +501,15 @@ class LoggedAdvantages:
         tokens = None if tokens is None or tokens.is_empty() else tokens
         found = []
         try:
-            for part, part_tokens in by_step(train, tokens):
-                relative = self._compared.add(part, part_tokens)
+            for index, (part, part_tokens) in enumerate(by_step(train, tokens)):
+                ran = partial(flat_step, scans=scans[index]) if scans and train.height == trajectories.height else None
+                relative = self._compared.add(part, part_tokens, ran)
                 if relative is None:
                     continue
                 found.append(relative)
                 if float(relative["relative"].max()) > MATCH_TOLERANCE and len(self.chosen) < len(IDENTIFY_CANDIDATES):
                     self._others = self._others or _logged_identifier(IDENTIFY_CANDIDATES, self.config)
-                    self._others.add(part, part_tokens)
+                    self._others.add(part, part_tokens, ran)
         except EstimatorInputError as error:
             self._error = str(error).removeprefix("identify_advantages: ")
             return empty_stats()

@@ -259,11 +259,13 @@ class Identifier:
         self.unit: str | None = None
         self.scale = 1.0
 
-    def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> pl.DataFrame | None:
+    def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None,
+            flat_step: FlatStep | None = None) -> pl.DataFrame | None:
         """Compare one batch of whole steps. Returns, per step of it with logged values, the
         closest candidate's largest difference relative to that step's own max(1, max |logged|)
         (``step``, ``relative``; infinite where no candidate could be recomputed); None when
-        the batch logged nothing."""
+        the batch logged nothing. ``flat_step``: this batch's, in place of the identifier's."""
+        flat_step = flat_step or self.flat_step
         found = _logged(trajectories, tokens)
         if found is None:
             return None  # steps with nothing logged
@@ -279,8 +281,7 @@ class Identifier:
                     self.lacking.setdefault(candidate.label, list(missing))
         todo = tuple(c for c in self.candidates
                      if c.label not in self.lacking and self.gathered[c.label].error is None)
-        flat = self.flat_step(trajectories, tokens, todo) if self.flat_step is not None and found.mask is not None \
-            else {}
+        flat = flat_step(trajectories, tokens, todo) if flat_step is not None and found.mask is not None else {}
         index = found.flat_index(trajectories, tokens) if flat else None
         closest = np.full(found.rows.compared.size, math.inf)
         for candidate in todo:

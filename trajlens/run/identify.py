@@ -61,9 +61,10 @@ def by_step(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Iterator
         yield part, None if tokens is None else tokens.filter(pl.col("step") == step)
 
 
-def flat_step(part: pl.DataFrame, tokens: pl.DataFrame | None, candidates: tuple) -> dict:
+def flat_step(part: pl.DataFrame, tokens: pl.DataFrame | None, candidates: tuple, scans: Any = None) -> dict:
     """The flat step kernels' recomputation of one step's ``candidates`` (the
-    :data:`~trajlens.estimators.identify.FlatStep` that identify takes)."""
+    :data:`~trajlens.estimators.identify.FlatStep` that identify takes); ``scans``: the step's
+    GAE scans a caller already ran (:data:`trajlens.run.stepwise.StepScans`)."""
     from trajlens.run.step_advantages import flat_step_advantages
 
-    return flat_step_advantages(part, None if tokens is None else tokens.to_arrow(), candidates)
+    return flat_step_advantages(part, None if tokens is None else tokens.to_arrow(), candidates, scans)

@@ -109,19 +109,23 @@ def step_advantages(
 
 
 def flat_step_advantages(
-    batch: pl.DataFrame, tokens: pa.Table | None, recs: tuple[EstimatorChoice, ...],
+    batch: pl.DataFrame, tokens: pa.Table | None, recs: tuple[EstimatorChoice, ...], scans: Any = None,
 ) -> dict[str, np.ndarray | Shifted | Exception]:
     """Per label of the ``recs`` that run on flat buffers here, this step's token advantages as
     one flat float array over ``batch``'s token rows in its order, or a :class:`Shifted` one
     where whitened (labels of one scan share it, as in :func:`step_advantages`); the input error instead where the step
     refuses that label. Labels of other estimators, and every label when some trajectory of
-    ``batch`` has no token row, are left out: they go through the estimators' frames."""
+    ``batch`` has no token row, are left out: they go through the estimators' frames.
+    ``scans``: the step's GAE scans a caller already ran (:data:`trajlens.run.stepwise.StepScans`),
+    taken rather than run again."""
     from trajlens.estimators import EstimatorInputError
 
     aligned = align_tokens(batch, tokens)
     if aligned is None:
         return {}
-    shared: dict[tuple[str, float, float], Any] = {}
+    shared: dict[tuple, Any] = {}
+    for (gamma, lam), (raw, moments) in (scans or {}).items():
+        shared[("critic", gamma, lam)], shared[("moments", "critic", gamma, lam)] = raw, moments
     out: dict[str, np.ndarray | Shifted | Exception] = {}
     for rec in recs:
         if rec.estimator not in TOKEN_ESTIMATORS or not flat_kernel(rec):
@@ -170,7 +174,9 @@ def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: EstimatorChoice, shared: d
     if whiten:
         from trajlens.estimators.whiten import require_two_tokens
 
-        moments = step_moments(raw.advantages, raw.mask)
+        if ("moments", *key) not in shared:
+            shared[("moments", *key)] = step_moments(raw.advantages, raw.mask)
+        moments = shared[("moments", *key)]
         require_two_tokens("masked_whiten", moments.count, "a step")
         # verl masked_whiten: A' = (A - mean) * rsqrt(var + 1e-8) over the step's model tokens
         return Shifted(advantages, moments.whitening_mean, moments.whitening_scale)

@@ -400,6 +400,11 @@ def recompute_steps(
         yield recompute(batch.trajectories, tokens, estimator, carry=carry, **options)
 
 
+StepScans = dict[tuple[float, float], tuple[RawGAE, StepMoments]]
+"""One step's flat GAE scans as the advantage pass ran them: (gamma, lam) -> the raw scan of the
+step's trajectories (in their order) and its moments."""
+
+
 class BatchFeed(Protocol):
     """Something else that reads a run's batches as :func:`advantage_pass` reads them."""
 
@@ -407,8 +412,10 @@ class BatchFeed(Protocol):
     def token_columns(self) -> tuple[str, ...]:
         """The token columns it reads."""
 
-    def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Any:
-        """Take one batch of whole steps: its training trajectories and their token rows."""
+    def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None,
+            scans: Sequence[StepScans] | None = None) -> Any:
+        """Take one batch of whole steps: its training trajectories, their token rows, and each
+        step's scans the pass already ran (in step order)."""
 
 
 class AdvantagePass(NamedTuple):
@@ -474,12 +481,13 @@ def advantage_pass(
         if batch.tokens is not None:
             mask = flat_list(batch.tokens.column("response_mask"), np.bool_, False)
             facts.append(_token_facts(batch.tokens, mask))
+        scans: list[StepScans] = []
         parts.extend(batch_choice_diagnostics(run_id, batch.trajectories, batch.tokens, choices, carry=carry,
-                                              errors=errors, mask=mask, out=out, extremes=extremes))
+                                              errors=errors, mask=mask, out=out, extremes=extremes, scans=scans))
         if feeds:
             frame = None if batch.tokens is None else pl.from_arrow(batch.tokens)
             for feed in feeds:
-                feed.add(batch.trajectories, frame)  # type: ignore[arg-type]
+                feed.add(batch.trajectories, frame, scans)  # type: ignore[arg-type]
     failed = set(errors)
     parts = [p for p in parts if p.height and p["estimator"][0] not in failed]
     diagnostics = pl.DataFrame()
@@ -498,7 +506,7 @@ def advantage_pass(
 def batch_choice_diagnostics(
     run_id: str, trajectories: pl.DataFrame, tokens: pa.Table | None, choices: Sequence[EstimatorChoice], *,
     carry: dict[str, dict[str, Any]], errors: dict[str, Exception], mask: Any = None,
-    out: Path | str | None = None, extremes: bool = False,
+    out: Path | str | None = None, extremes: bool = False, scans: list[StepScans] | None = None,
 ) -> list[pl.DataFrame]:
     """Per-step batch diagnostics of each choice over one batch of whole steps (``trajectories``
     in step order, ``tokens`` their token rows as Arrow): the frames to stack, each with an
@@ -511,6 +519,7 @@ def batch_choice_diagnostics(
     labels; every other estimator through :func:`trajlens.estimators.recompute` on the batch.
     With ``out``, each step's recomputed frame is written to ``out/<label>/step=NNNNNN.parquet``.
     ``extremes``: with ``min`` and ``max`` columns, of the values each step's statistics describe.
+    ``scans``: filled with each step's :data:`StepScans` (in step order), for the caller to share.
     """
     from trajlens.estimators import EstimatorInputError
     from trajlens.estimators import recompute
@@ -579,6 +588,9 @@ def batch_choice_diagnostics(
             errors[choice.label] = error
     if columnar["step"]:
         parts.append(pl.DataFrame({"run_id": [run_id] * len(columnar["step"]), **columnar}))
+    if scans is not None:
+        scans[:] = [{key: (_step_raw(raw, a, b), moments[i]) for key, (raw, moments) in shared.items()}
+                    for i, (a, b) in enumerate(zip(starts, stops))]
     return parts
 
 
