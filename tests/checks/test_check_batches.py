@@ -51,3 +51,32 @@ def test_statistics_are_kept_per_measure_in_step_order(samples_store_path):
     assert series["step"].is_sorted() and series["step"].n_unique() == series.height == len(state.steps)
     assert state.stats.filter(state.stats["measure"] == "share:think").equals(series)
     assert state.series("no such measure").is_empty()
+
+
+def test_each_batch_s_token_arrays_are_read_ahead_while_the_one_before_is_checked(samples_store_path, monkeypatch):
+    import threading
+
+    import trajlens.checks.data as data
+    import trajlens.run.batches as batches
+
+    direct, threads = data._read_tokens, []
+
+    def recorded(partitions, steps, conformed, columns):
+        threads.append((tuple(steps), threading.current_thread().name))
+        return direct(partitions, steps, conformed, columns)
+
+    plan = batches.plan_batches
+    monkeypatch.setattr(batches, "plan_batches", lambda trajectories, **kw: plan(trajectories, max_steps=2))
+    monkeypatch.setattr(data, "_read_tokens", recorded)
+    needs = Needs.of(default_checks())
+    _, steps = open_batches(samples_store_path, "sao-r6", needs)
+    columns = ("trajectory_id", "step", "response_mask")
+    read = [(batch.steps, batch.token_rows(columns)) for batch in steps if batch.trajectories.height]
+    assert len(read) >= 3
+    for batch_steps, tokens in read:  # each batch got its own steps' rows, whichever thread read them
+        assert tokens.height and set(tokens["step"].unique().to_list()) <= set(batch_steps)
+    by_batch = dict(threads)
+    assert sorted(by_batch) == sorted(tuple(batch_steps) for batch_steps, _ in read) and len(threads) == len(read)
+    first = tuple(read[0][0])
+    assert by_batch.pop(first) == "MainThread"  # the first batch is read when asked; each later one ahead of it
+    assert all(name.startswith("trajlens-check-read") for name in by_batch.values())

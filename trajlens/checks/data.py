@@ -427,16 +427,52 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
 
         yield NewSteps(step_metrics=scan_run(run_dir)["step_metrics"].collect())
         trajectories = read_files(trajectory_files, "trajectories", trajectory_files.steps(), conformed=stored)
-        for start, stop in plan_batches(trajectories):
-            part = trajectories.slice(start, stop - start)
-            steps = part["step"].unique(maintain_order=True).to_list()
-            read = {name: read_files(partitions, name, steps, conformed=stored)
-                    for name, partitions in others.items() if name != "tokens"}
-            tokens = others.get("tokens")
-            reader = None if tokens is None else partial(_read_tokens, tokens, steps, stored)
-            yield NewSteps(trajectories=part, read_tokens=reader, **read)
+        plan = [trajectories.slice(start, stop - start) for start, stop in plan_batches(trajectories)]
+        steps = [part["step"].unique(maintain_order=True).to_list() for part in plan]
+        tokens = others.get("tokens")
+        with _Prefetch(tokens, steps, stored) as prefetch:
+            for index, part in enumerate(plan):
+                read = {name: read_files(partitions, name, steps[index], conformed=stored)
+                        for name, partitions in others.items() if name != "tokens"}
+                reader = None if tokens is None else partial(prefetch.read, index)
+                yield NewSteps(trajectories=part, read_tokens=reader, **read)
 
     return info, batches()
+
+
+class _Prefetch:
+    """Reads the token arrays of a run's batches of ``steps``, each batch's on a background
+    thread while the one before it is checked: the columns asked of a batch are read of the
+    next one as well (the checks ask every batch the same), so the read overlaps the work and
+    at most two batches' arrays are in memory."""
+
+    def __init__(self, partitions: Any, steps: list[list[int]], conformed: bool) -> None:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        self.partitions, self.steps, self.conformed = partitions, steps, conformed
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlens-check-read")
+        self.pending: dict[tuple[int, tuple[str, ...] | None], Future[pl.DataFrame]] = {}
+        self.closed = False
+
+    def __enter__(self) -> _Prefetch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.closed = True  # batches read after the last was handed out are read on the spot
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    def read(self, index: int, columns: Sequence[str] | None) -> pl.DataFrame:
+        key = (index, None if columns is None else tuple(columns))
+        ahead = self.pending.pop(key, None)
+        for other in self.pending.values():
+            other.cancel()
+        self.pending.clear()
+        if index + 1 < len(self.steps) and not self.closed:
+            self.pending[(index + 1, key[1])] = self.executor.submit(
+                _read_tokens, self.partitions, self.steps[index + 1], self.conformed, columns)
+        if ahead is not None and not ahead.cancelled():
+            return ahead.result()
+        return _read_tokens(self.partitions, self.steps[index], self.conformed, columns)
 
 
 def _read_tokens(partitions: Any, steps: list[int], conformed: bool, columns: Sequence[str] | None) -> pl.DataFrame:
