@@ -248,3 +248,60 @@ def test_every_candidate_is_a_valid_registry_call():
     for candidate in CANDIDATES:
         assert not estimator_spec(candidate.estimator).option_problems(candidate.options), candidate.label
         assert candidate.doc
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shifted", [False, True], ids=["plain", "whitened"])
+def test_the_compiled_pairing_gives_numpy_s_differences(dtype, shifted):
+    from trajlens.estimators import _compiled
+    from trajlens.estimators.identify import _Logged
+
+    if _compiled.abs_diff_at is None:
+        pytest.skip("numba is not installed: NumPy's expression is the only path")
+    rng = np.random.default_rng(7)
+    base = rng.normal(size=5_000).astype(dtype)
+    base[[3, 40]] = [np.nan, np.inf]
+    index = np.sort(rng.choice(base.size, 2_000, replace=False))
+    index[:2] = [3, 40]
+    logged = rng.normal(size=index.size)
+    logged[5] = np.nan
+    shift, scale = (0.123456789, 1.987654321) if shifted else (0.0, 1.0)
+    expected_values = (base[index] - shift) * scale if shifted else base[index]
+    expected = np.abs(np.subtract(logged, expected_values, dtype=np.float64))
+    expected[np.isnan(expected)] = np.inf
+    keys = pl.DataFrame({"run_id": ["r"], "step": [1], "trajectory_id": ["t"], "group_id": ["g"]})
+    found = _Logged(keys, "model tokens", logged, np.zeros(index.size, dtype=np.int64))
+    flat = (base, shift, scale) if shifted else base
+    diff = found.paired_flat(flat, index).diff
+    assert np.isinf(diff[:2]).all() and np.isinf(diff[5])
+    finite = np.isfinite(expected)
+    # the same IEEE operations in the same order (the recomputed value rounded to the base's dtype)
+    np.testing.assert_array_max_ulp(diff[finite], expected[finite], maxulp=2)
+    assert np.array_equal(np.isfinite(diff), finite)
+
+
+def test_the_compiled_histogram_counts_what_numpy_counts(monkeypatch):
+    from trajlens.estimators import _compiled
+    from trajlens.estimators.identify import _Accumulated, _Paired, _Rows
+
+    if _compiled.largest_and_histogram is None:
+        pytest.skip("numba is not installed: NumPy's expressions are the only path")
+    rng = np.random.default_rng(3)
+    diffs = [np.abs(rng.normal(scale=10.0 ** -batch, size=1_000)) for batch in range(3)]
+    diffs[2][[0, 17]] = [0.0, np.inf]
+    keys = pl.DataFrame({"run_id": ["r"] * 4, "step": [1, 1, 2, 2], "trajectory_id": list("abcd"),
+                         "group_id": ["g"] * 4})
+    row = np.repeat(np.arange(4), 250)
+
+    def accumulated() -> _Accumulated:
+        found = _Accumulated()
+        for diff in diffs:
+            found.add(_Paired(keys, row, diff, _Rows.of(row, 4)))
+        return found
+
+    compiled = accumulated()
+    monkeypatch.setattr(_compiled, "largest_and_histogram", None)
+    numpy = accumulated()
+    assert np.array_equal(compiled.histogram, numpy.histogram) and compiled.histogram.sum() == 3_000
+    assert compiled.max == numpy.max == np.inf and compiled.worst == numpy.worst
+    assert compiled.median() == numpy.median()

@@ -242,8 +242,33 @@ def _masked_moments(values: NDArray[Any], mask: NDArray[Any], out: NDArray[Any])
     out[10] = high if count else math.nan
 
 
+def _abs_diff_at(logged: NDArray[Any], base: NDArray[Any], index: NDArray[Any], shift: NDArray[Any],
+                 scale: NDArray[Any], out: NDArray[Any]) -> None:  # pragma: no cover - compiled
+    """``|logged_i - (base[index_i] - shift) * scale|`` in one pass, infinite where it is not a
+    number; ``shift`` and ``scale`` are one-element arrays of ``base``'s dtype, so the recomputed
+    value is rounded as NumPy rounds ``(base[index] - shift) * scale``, and the difference is float64."""
+    for i in range(logged.shape[0]):
+        value = (base[index[i]] - shift[0]) * scale[0]
+        diff = abs(float(logged[i]) - float(value))
+        out[i] = diff if diff == diff else math.inf
+
+
+def _largest_and_histogram(diff: NDArray[Any], bits: NDArray[Any], shift: int,
+                           histogram: NDArray[Any]) -> int:  # pragma: no cover - compiled
+    """Index of the first largest of ``diff`` (>= 0, no NaN), and each value counted in
+    ``histogram`` at its float64 bits (``bits``, the same buffer as int64) shifted right by ``shift``."""
+    at = 0
+    for i in range(diff.shape[0]):
+        if diff[i] > diff[at]:
+            at = i
+        histogram[bits[i] >> shift] += 1
+    return at
+
+
 if AVAILABLE:
     _jit = numba.njit(nogil=True, cache=True)
+    abs_diff_at = _jit(_abs_diff_at)
+    largest_and_histogram = _jit(_largest_and_histogram)
     masked_moments = _jit(_masked_moments)
     masked_gae_rows = _jit(_masked_gae_rows)
     masked_returns_rows = _jit(_masked_returns_rows)
@@ -251,6 +276,8 @@ if AVAILABLE:
     row_summaries = _jit(_row_summaries)
     last_model_token = _jit(_last_model_token)
 else:
+    abs_diff_at = None  # type: ignore[assignment]  # NumPy's expressions instead: no Python loop per value
+    largest_and_histogram = None  # type: ignore[assignment]
     masked_moments = _masked_moments  # type: ignore[assignment]
     masked_gae_rows = _masked_gae_rows  # type: ignore[assignment]
     masked_returns_rows = _masked_returns_rows  # type: ignore[assignment]

@@ -170,10 +170,14 @@ class _Accumulated:
         self.error: str | None = None
 
     def add(self, paired: _Paired) -> None:
+        from trajlens.estimators._compiled import largest_and_histogram
+
         diff = paired.diff
         if not diff.size:
             return
-        at = int(np.argmax(diff))
+        counted = self.medians and largest_and_histogram is not None  # in one pass, compiled
+        at = int(largest_and_histogram(diff, diff.view(np.int64), _HISTOGRAM_SHIFT, self.histogram) if counted
+                 else np.argmax(diff))
         if diff[at] > self.max:
             self.max = float(diff[at])
             worst = paired.keys.row(int(paired.row[at]), named=True)
@@ -182,10 +186,11 @@ class _Accumulated:
         self.rows.append(paired.per_row())
         if not self.medians:
             return
-        bins = diff.view(np.int64) >> _HISTOGRAM_SHIFT  # differences are >= 0: the sign bit is clear
-        low, high = int(bins.min()), int(bins.max())
-        bins -= low
-        self.histogram[low:high + 1] += np.bincount(bins, minlength=high - low + 1)
+        if not counted:
+            bins = diff.view(np.int64) >> _HISTOGRAM_SHIFT  # differences are >= 0: the sign bit is clear
+            low, high = int(bins.min()), int(bins.max())
+            bins -= low
+            self.histogram[low:high + 1] += np.bincount(bins, minlength=high - low + 1)
         if self.kept is not None:
             self.kept.append(diff)
             if self.n > EXACT_MEDIAN_VALUES:
@@ -426,12 +431,16 @@ class _Logged:
     def paired_flat(self, flat: FlatAdvantages, index: np.ndarray) -> _Paired:
         """The logged values beside ``flat``, one step's token advantages, at ``index``
         (:meth:`flat_index`)."""
-        if isinstance(flat, tuple):  # (base, shift, scale): (base - shift) * scale, at the index alone
-            base, shift, scale = flat
-            values = (base[index] - shift) * scale
-        else:
-            values = flat[index]
-        return self._paired(values)
+        from trajlens.estimators._compiled import abs_diff_at
+
+        base, shift, scale = flat if isinstance(flat, tuple) else (flat, 0.0, 1.0)
+        if abs_diff_at is None or base.dtype.kind != "f":
+            # (base - shift) * scale, at the index alone
+            return self._paired(base[index] if isinstance(flat, np.ndarray) else (base[index] - shift) * scale)
+        diff = np.empty(self.logged.size)
+        kind = np.result_type(base, shift, scale).type  # NumPy's promotion: float32 stays float32
+        abs_diff_at(self.logged, base, index, np.array([kind(shift)]), np.array([kind(scale)]), diff)
+        return _Paired(self.keys, self.row, diff, self.rows)
 
     def _paired(self, values: np.ndarray) -> _Paired:
         """``|logged - values|``, infinite where either side is not a number (no match)."""
@@ -503,7 +512,8 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> _Logged 
         stored = logged_arrow.type.value_type.to_pandas_dtype()  # float32 as the schema has it; any float as it is
         model = np.flatnonzero(mask)
         logged = flat_list(logged_arrow, stored, math.nan).values[model].astype(np.float64)
-        row_of = np.searchsorted(response.offsets, model, side="right") - 1  # each model token's row
+        per_row = np.diff(np.searchsorted(model, response.offsets))  # model tokens of each row
+        row_of = np.repeat(np.arange(rows.height), per_row)
         return _Logged(rows.select(keys), "model tokens", logged, row_of, lengths, mask)
     if "logged_advantage" in trajectories.columns and trajectories["logged_advantage"].null_count() < trajectories.height:
         rows = trajectories.filter(pl.col("logged_advantage").is_not_null())
