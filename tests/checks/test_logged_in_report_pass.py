@@ -103,3 +103,19 @@ def test_a_step_s_value_does_not_depend_on_the_batches(stores, monkeypatch):
     one_by_one = _logged_series(stores / "logged")
     assert whole.height == 4
     assert_frame_equal(whole, one_by_one)
+
+
+def test_the_verdict_is_read_again_once_more_steps_are_fed(stores):
+    from trajlens.checks.data import stored_run_info
+    from trajlens.checks.step_measures import LoggedAdvantages
+
+    store = trajlens.open(stores / "logged")
+    trajectories = store.trajectories.filter(pl.col("run_id") == RUN).collect().sort("step")
+    tokens = store.tokens.filter(pl.col("run_id") == RUN).collect()
+    measure = LoggedAdvantages("auto", stored_run_info(stores / "logged", RUN).history.current)
+    counts = []
+    for step in (1, 2):
+        measure.add(trajectories.filter(pl.col("step") == step), tokens.filter(pl.col("step") == step))
+        assert measure.note is not None and measure.problem == ""
+        counts.append(int(measure.note.split(" over ")[1].split()[0].replace(",", "")))
+    assert 0 < counts[0] < counts[1]  # as --watch reads it after each step: the second counts both

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from functools import cached_property
 from typing import Any, Sequence
 
 import polars as pl
@@ -476,6 +475,8 @@ class LoggedAdvantages:
         self._error = ""
         self._trained = False
         self._stats: list[pl.DataFrame] = []
+        self._found: tuple[Any] | None = None
+        """The verdict as last read, until the next batch is fed."""
 
     @property
     def token_columns(self) -> tuple[str, ...]:
@@ -494,6 +495,7 @@ class LoggedAdvantages:
         from trajlens.estimators import EstimatorInputError
         from trajlens.run.identify import by_step, flat_step
 
+        self._found = None
         train = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
         if train.is_empty() or self._error:
             return empty_stats()
@@ -524,16 +526,23 @@ class LoggedAdvantages:
         """The statistics of ``steps`` (an imploded column) among those fed so far."""
         return pl.concat(self._stats).filter(pl.col("step").is_in(steps)) if self._stats else empty_stats()
 
-    @cached_property
+    @property
     def _verdict(self) -> Any:
+        """The verdict over everything fed so far (or the error that stopped it), computed again
+        once a batch is fed: ``trajlens check --watch`` reads it after each."""
         from trajlens.estimators import EstimatorInputError
 
+        if self._found is not None:
+            return self._found[0]
         if self._error:
-            return EstimatorInputError(self._error)
-        try:
-            return self._compared.result()
-        except EstimatorInputError as error:
-            return EstimatorInputError(str(error).removeprefix("identify_advantages: "))
+            found: Any = EstimatorInputError(self._error)
+        else:
+            try:
+                found = self._compared.result()
+            except EstimatorInputError as error:
+                found = EstimatorInputError(str(error).removeprefix("identify_advantages: "))
+        self._found = (found,)
+        return found
 
     @property
     def problem(self) -> str:
