@@ -148,8 +148,13 @@ def step_call_credit(
     index = {t: i for i, t in enumerate(ids)}
     batch = len(ids)
     flat_mask, offsets, has_tokens = _flat_tokens(ids, tokens)
-    model_count = np.concatenate([[0], np.cumsum(flat_mask, dtype=np.int64)])  # prefix count of model tokens
-    token_lengths = model_count[offsets[1:]] - model_count[offsets[:-1]]
+    model_positions = np.flatnonzero(flat_mask)
+
+    def model_count(at: np.ndarray) -> np.ndarray:
+        """Model tokens before each flat position of ``at`` (a prefix count, read where needed)."""
+        return np.searchsorted(model_positions, at)
+
+    token_lengths = model_count(offsets[1:]) - model_count(offsets[:-1])
     call_trajectory = np.array([index[t] for t in calls["trajectory_id"].to_list()], dtype=np.int64)
     count = call_trajectory.size
     token_end_raw = calls["token_end"].fill_null(-1).to_numpy().astype(np.int64) if "token_end" in calls.columns else np.full(count, -1)
@@ -169,7 +174,7 @@ def step_call_credit(
 
     spans = credited_spans(call_trajectory, np.where(exact, token_end_raw, 0))
     bounds = span_bounds(offsets, call_trajectory, spans)
-    exact_tokens = model_count[bounds.high] - model_count[bounds.low]
+    exact_tokens = model_count(bounds.high) - model_count(bounds.low)
     tokens_per_call = np.where(exact, exact_tokens, fallback_tokens).astype(float)
     full_length = max(int(np.diff(offsets).max()) if flat_mask.size else 1, int(np.maximum(lengths, 1).max(initial=1)))
     weights = per_token_weights(lengths, full_length, modes)  # (M, B)
