@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -409,7 +410,7 @@ class CreditStream:
 
     def credit_here(self) -> Iterator[pa.Table]:
         """Credit the steps in this process, classifying calls a block of steps at a time."""
-        from trajlens.run.step_advantages import align_tokens, step_advantages
+        from trajlens.run.batches import read_ahead
         from trajlens.run.stepwise import TOKEN_COLUMNS
 
         steps, batches = _steps_of(self.trajectories)
@@ -417,6 +418,16 @@ class CreditStream:
             return
         block = max(1, CALLS_PER_BLOCK // max(1, int(self.trajectories["num_turns"].head(batches[0].height).sum() or 1)))
         needs_tokens = any(rec.estimator in TOKEN_ESTIMATORS for rec in self.recs) or self.has_tokens
+        # each step's token arrays are read while the step before is credited
+        token_steps = read_ahead(partial(self.reader.read_step, "tokens", columns=TOKEN_COLUMNS), steps) \
+            if needs_tokens else (None for _ in steps)
+        with contextlib.closing(token_steps):
+            yield from self._credit_blocks(steps, batches, block, token_steps)
+
+    def _credit_blocks(self, steps: list[int], batches: list[pl.DataFrame], block: int,
+                       token_steps: Iterator[pa.Table | None]) -> Iterator[pa.Table]:
+        from trajlens.run.step_advantages import align_tokens, step_advantages
+
         for first in range(0, len(steps), block):
             block_steps = steps[first:first + block]
             calls_block = self._classified_calls(block_steps)
@@ -424,7 +435,7 @@ class CreditStream:
                 calls = calls_block.filter(pl.col("step") == step)
                 order = batch.select("trajectory_id").with_row_index("__b")
                 calls = calls.join(order, on="trajectory_id").sort("__b", "call_index")
-                tokens = self.reader.read_step("tokens", step, TOKEN_COLUMNS) if needs_tokens else None
+                tokens = next(token_steps)
                 aligned = align_tokens(batch, tokens)
                 tokens = aligned if aligned is not None else tokens
                 advantages = step_advantages(batch, tokens, self.recs, self.outcome)

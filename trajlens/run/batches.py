@@ -10,8 +10,8 @@ the number of steps, and the fixed cost of a read is shared by the steps of a ba
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import polars as pl
@@ -29,6 +29,8 @@ BATCH_STEPS = 2_048
 """Steps read together at most (bounds the batch when the trajectories carry no token counts)."""
 LIST_ALL_ABOVE = 64
 """Steps above which the run's partitions are listed once rather than step by step."""
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class StepBatch(NamedTuple):
@@ -101,8 +103,6 @@ def step_batches(store: Any, run_id: str, trajectories: pl.DataFrame, token_colu
     """``trajectories`` (training rows in step order) cut into batches, each with its steps'
     token rows (``token_columns``, with ``run_id``; None reads no tokens). The next batch is read
     on a background thread while the caller works on this one (two batches in memory at most)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     plan = plan_batches(trajectories, max_tokens=max_tokens, max_steps=max_steps)
     # a few steps: list only theirs; many: list the run's partitions once
     files: Partitions | None | bool = True
@@ -118,9 +118,17 @@ def step_batches(store: Any, run_id: str, trajectories: pl.DataFrame, token_colu
             tokens = read_arrow_partitions(store, run_id, "tokens", steps, columns, files)
         return StepBatch(steps, part, tokens)
 
+    yield from read_ahead(read, plan)
+
+
+def read_ahead(read: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+    """``read(item)`` of each of ``items`` in order, the next one read on a background thread
+    while the caller works on this one (two results in memory at most)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlens-read") as reader:
-        pending = reader.submit(read, plan[0]) if plan else None
-        for following in plan[1:] + [None]:
+        pending = reader.submit(read, items[0]) if items else None
+        for following in [*items[1:], None]:
             assert pending is not None
             current = pending.result()
             pending = reader.submit(read, following) if following is not None else None
