@@ -439,17 +439,6 @@ def logged_candidates(candidate: str, config: dict) -> tuple[Any, ...]:
     return tuple(c for c in IDENTIFY_CANDIDATES if c.label == candidate)
 
 
-def logged_token_columns(candidates: Sequence[Any]) -> tuple[str, ...]:
-    """The token columns that comparing ``candidates`` (:data:`~trajlens.estimators.identify.CANDIDATES`)
-    with the logged advantages reads: those their estimators recompute from
-    (:func:`trajlens.run.stepwise.choice_token_columns`), and the logged advantages."""
-    from trajlens.run.stepwise import choice_token_columns
-
-    columns = choice_token_columns(tuple(candidates)) or ("trajectory_id", "response_mask")
-    extra = ("sum_pi_squared",) if "log_probs" in columns else ()
-    return ("run_id", "step", *columns, *extra, "logged_advantages")
-
-
 class LoggedAdvantages:
     """``logged_advantage_diff:<candidate>`` of a run fed a batch of whole steps at a time
     (:meth:`add`): per step, the closest compared candidate's largest |logged - recomputed|
@@ -482,6 +471,8 @@ class LoggedAdvantages:
     def token_columns(self) -> tuple[str, ...]:
         """The token columns it reads: the logged advantages beside the columns its candidates'
         estimators recompute from (:func:`trajlens.run.stepwise.choice_token_columns`)."""
+        from trajlens.run.identify import logged_token_columns
+
         return logged_token_columns(self.chosen)
 
     def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None,

@@ -9,7 +9,7 @@ REINFORCE++ are recomputed on flat buffers and the other estimators on the step'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import polars as pl
@@ -20,17 +20,16 @@ def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
     read a batch of steps at a time (:func:`trajlens.run.batches.step_batches`): memory is
     that of a batch, whatever the length of the run. ``progress``: called with each batch's
     last step."""
-    from trajlens.estimators.identify import identify_batches
+    from trajlens.estimators.identify import CANDIDATES, identify_batches
     from trajlens.run.batches import step_batches, train_trajectories
     from trajlens.run.config import run_config_text
     from trajlens.run.facts import stored_facts
     from trajlens.run.reader import RunReader
-    from trajlens.schema import SCHEMAS
 
     trajectories = train_trajectories(store, run_id)
     config = run_config_text(store, run_id)
     facts = stored_facts(RunReader.of(store, run_id), trajectories, config, store).facts
-    columns = SCHEMAS["tokens"].empty_table().column_names
+    columns = logged_token_columns(CANDIDATES)
 
     def steps():
         for batch in step_batches(store, run_id, trajectories, columns):
@@ -55,8 +54,23 @@ def identify_frames(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, *, 
                             flat_step=flat_step, medians=medians)
 
 
+def logged_token_columns(candidates: Sequence[Any]) -> tuple[str, ...]:
+    """The token columns that comparing ``candidates`` (:data:`~trajlens.estimators.identify.CANDIDATES`)
+    with the logged advantages reads: those their estimators recompute from
+    (:func:`trajlens.run.stepwise.choice_token_columns`), and the logged advantages."""
+    from trajlens.run.stepwise import choice_token_columns
+
+    columns = choice_token_columns(tuple(candidates)) or ("trajectory_id", "response_mask")
+    extra = ("sum_pi_squared",) if "log_probs" in columns else ()
+    return ("run_id", "step", *columns, *extra, "logged_advantages")
+
+
 def by_step(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Iterator[tuple[pl.DataFrame, pl.DataFrame | None]]:
     """Each step's trajectories and token rows: the flat kernels whiten over a step."""
+    steps = trajectories["step"].unique()
+    if steps.len() == 1 and (tokens is None or tokens["step"].unique().equals(steps)):
+        yield trajectories, tokens  # one step already: nothing to cut or copy
+        return
     for (step,), part in trajectories.partition_by("step", as_dict=True, maintain_order=True).items():
         yield part, None if tokens is None else tokens.filter(pl.col("step") == step)
 
