@@ -515,7 +515,9 @@ class LoggedAdvantages:
 
     def stats_of(self, steps: pl.Series) -> pl.DataFrame:
         """The statistics of ``steps`` (an imploded column) among those fed so far."""
-        return pl.concat(self._stats).filter(pl.col("step").is_in(steps)) if self._stats else empty_stats()
+        if len(self._stats) > 1:
+            self._stats[:] = [pl.concat(self._stats)]  # once, not per batch asked
+        return self._stats[0].filter(pl.col("step").is_in(steps)) if self._stats else empty_stats()
 
     @property
     def _verdict(self) -> Any:
