@@ -411,9 +411,11 @@ class _Logged:
         the step's max(1, max |logged|): ``step``, ``relative``."""
         rows = self.rows
         logged = np.fmax.reduceat(np.abs(self.logged), rows.starts) if rows.compared.size else np.zeros(0)
-        return (pl.DataFrame({"step": self.keys["step"].gather(rows.compared), "diff": largest, "logged": logged})
-                .group_by("step", maintain_order=True)
-                .agg((pl.col("diff").max() / pl.max_horizontal(pl.col("logged").max(), 1.0)).alias("relative")))
+        steps, step_of = np.unique(self.keys["step"].to_numpy()[rows.compared], return_inverse=True)
+        diff, scale = np.full(steps.size, -np.inf), np.ones(steps.size)
+        np.maximum.at(diff, step_of, largest)
+        np.fmax.at(scale, step_of, logged)  # max(1, max |logged|), a NaN left out
+        return pl.DataFrame({"step": steps, "relative": diff / scale})
 
     def paired(self, recomputed: pl.DataFrame) -> _Paired:
         """The logged values beside ``recomputed`` (one row per trajectory: ``advantage``, and
