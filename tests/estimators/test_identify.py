@@ -256,8 +256,6 @@ def test_the_compiled_pairing_gives_numpy_s_differences(dtype, shifted):
     from trajlens.estimators import _compiled
     from trajlens.estimators.identify import _Logged
 
-    if _compiled.abs_diff_at is None:
-        pytest.skip("numba is not installed: NumPy's expression is the only path")
     rng = np.random.default_rng(7)
     base = rng.normal(size=5_000).astype(dtype)
     base[[3, 40]] = [np.nan, np.inf]
@@ -269,26 +267,35 @@ def test_the_compiled_pairing_gives_numpy_s_differences(dtype, shifted):
     expected_values = (base[index] - shift) * scale if shifted else base[index]
     expected = np.abs(np.subtract(logged, expected_values, dtype=np.float64))
     expected[np.isnan(expected)] = np.inf
+    finite = np.isfinite(expected)
+    # the kernel (compiled where numba is installed, else the same loop in Python): the same IEEE
+    # operations in the same order, the recomputed value rounded to the base's dtype
+    kernel = _compiled.abs_diff_at or _compiled._abs_diff_at
+    kind = np.result_type(base, shift, scale).type
+    out = np.empty(index.size)
+    kernel(logged, base, index, np.array([kind(shift)]), np.array([kind(scale)]), out)
     keys = pl.DataFrame({"run_id": ["r"], "step": [1], "trajectory_id": ["t"], "group_id": ["g"]})
     found = _Logged(keys, "model tokens", logged, np.zeros(index.size, dtype=np.int64))
-    flat = (base, shift, scale) if shifted else base
-    diff = found.paired_flat(flat, index).diff
-    assert np.isinf(diff[:2]).all() and np.isinf(diff[5])
-    finite = np.isfinite(expected)
-    # the same IEEE operations in the same order (the recomputed value rounded to the base's dtype)
-    np.testing.assert_array_max_ulp(diff[finite], expected[finite], maxulp=2)
-    assert np.array_equal(np.isfinite(diff), finite)
+    paired = found.paired_flat((base, shift, scale) if shifted else base, index).diff  # the path identify takes
+    for diff in (out, paired):
+        assert np.isinf(diff[:2]).all() and np.isinf(diff[5])
+        assert np.array_equal(np.isfinite(diff), finite)
+        np.testing.assert_array_max_ulp(diff[finite], expected[finite], maxulp=2)
 
 
 def test_the_compiled_histogram_counts_what_numpy_counts(monkeypatch):
     from trajlens.estimators import _compiled
-    from trajlens.estimators.identify import _Accumulated, _Paired, _Rows
+    from trajlens.estimators.identify import _HISTOGRAM_SHIFT, _Accumulated, _Paired, _Rows
 
-    if _compiled.largest_and_histogram is None:
-        pytest.skip("numba is not installed: NumPy's expressions are the only path")
     rng = np.random.default_rng(3)
     diffs = [np.abs(rng.normal(scale=10.0 ** -batch, size=1_000)) for batch in range(3)]
     diffs[2][[0, 17]] = [0.0, np.inf]
+    # the kernel (compiled where numba is installed, else the same loop in Python) against NumPy
+    kernel = _compiled.largest_and_histogram or _compiled._largest_and_histogram
+    counted = np.zeros(1 << (64 - _HISTOGRAM_SHIFT), dtype=np.int64)
+    assert kernel(diffs[2], diffs[2].view(np.int64), _HISTOGRAM_SHIFT, counted) == 17
+    assert np.array_equal(counted, np.bincount(diffs[2].view(np.int64) >> _HISTOGRAM_SHIFT, minlength=counted.size))
+
     keys = pl.DataFrame({"run_id": ["r"] * 4, "step": [1, 1, 2, 2], "trajectory_id": list("abcd"),
                          "group_id": ["g"] * 4})
     row = np.repeat(np.arange(4), 250)
@@ -299,9 +306,9 @@ def test_the_compiled_histogram_counts_what_numpy_counts(monkeypatch):
             found.add(_Paired(keys, row, diff, _Rows.of(row, 4)))
         return found
 
-    compiled = accumulated()
+    either = accumulated()  # compiled where numba is installed
     monkeypatch.setattr(_compiled, "largest_and_histogram", None)
     numpy = accumulated()
-    assert np.array_equal(compiled.histogram, numpy.histogram) and compiled.histogram.sum() == 3_000
-    assert compiled.max == numpy.max == np.inf and compiled.worst == numpy.worst
-    assert compiled.median() == numpy.median()
+    assert np.array_equal(either.histogram, numpy.histogram) and either.histogram.sum() == 3_000
+    assert either.max == numpy.max == np.inf and either.worst == numpy.worst
+    assert either.median() == numpy.median()

@@ -62,10 +62,10 @@ class NewSteps:
 
     def logs_advantages(self) -> bool:
         """Whether the batch holds logged advantages (per trajectory, or per token, read alone)."""
-        if "logged_advantage" in self.trajectories.columns and self.trajectories["logged_advantage"].null_count() < self.trajectories.height:
-            return True
-        logged = self.token_rows(["logged_advantages"])
-        return "logged_advantages" in logged.columns and logged["logged_advantages"].null_count() < logged.height
+        from trajlens.estimators.identify import LOGGED_COLUMNS, logs_advantages
+
+        return logs_advantages(self.trajectories, "trajectories") or \
+            logs_advantages(self.token_rows([LOGGED_COLUMNS["tokens"]]), "tokens")
 
     @property
     def steps(self) -> list[int]:

@@ -42,7 +42,7 @@ def shipped_checks(store: Any, run_id: str, measures: Any = None, advantages: An
             extremes = None if advantages is None else advantages.extremes
             diagnostics = None if extremes is None else advantages.diagnostics.join(
                 extremes, on=["estimator", "step"], how="left")
-            logged = {} if advantages is None else {feed.measure.partition(":")[2]: feed for feed in advantages.logged}
+            logged = {} if advantages is None else {feed.candidate: feed for feed in advantages.logged}
             given = Precomputed(measures, diagnostics, tuple(advantages.choices) if diagnostics is not None else (),
                                 logged)
         while len(_EVALUATED) >= 2:

@@ -455,6 +455,7 @@ class LoggedAdvantages:
     """
 
     def __init__(self, candidate: str, config: dict) -> None:
+        self.candidate = candidate
         self.measure = f"logged_advantage_diff:{candidate}"
         self.config = config
         self.chosen = logged_candidates(candidate, config)

@@ -286,7 +286,7 @@ class Identifier:
                     self.lacking.setdefault(candidate.label, list(missing))
         todo = tuple(c for c in self.candidates
                      if c.label not in self.lacking and self.gathered[c.label].error is None)
-        flat = flat_step(trajectories, tokens, todo) if flat_step is not None and found.mask is not None else {}
+        flat = flat_step(trajectories, tokens, todo) if flat_step is not None and found.positions is not None else {}
         index = found.flat_index(trajectories, tokens) if flat else None
         closest = np.full(found.rows.compared.size, math.inf)
         for candidate in todo:
@@ -393,14 +393,16 @@ class _RowMaxima:
 class _Logged:
     """A batch's logged advantages as flat arrays: per row of ``keys`` (run_id, step,
     trajectory_id, group_id; one per trajectory with logged values), its values in row order.
-    Per token: ``mask`` picks the model tokens out of each row's ``lengths`` positions."""
+    Per token: ``positions`` are the model tokens among the rows' ``lengths`` positions."""
 
     keys: pl.DataFrame
     unit: str
     logged: np.ndarray
     row: np.ndarray
     lengths: np.ndarray | None = None
-    mask: np.ndarray | None = None
+    positions: np.ndarray | None = None
+    """Per token: where each logged value lies among the rows' positions laid end to end (the
+    response mask's model tokens)."""
 
     @cached_property
     def rows(self) -> _Rows:
@@ -454,29 +456,29 @@ class _Logged:
     def flat_index(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> np.ndarray:
         """Where each logged value lies among the token rows of ``trajectories`` laid end to end
         in its order (every trajectory with a row in ``tokens``), as the flat kernels lay them."""
-        assert self.lengths is not None and self.mask is not None and tokens is not None
+        assert self.lengths is not None and self.positions is not None and tokens is not None
         ids = ["run_id", "trajectory_id"]
         if self.keys.height == trajectories.height and self.keys.select(ids).equals(trajectories.select(ids)):
-            return np.flatnonzero(self.mask)  # every trajectory logged, its token rows in its order
+            return self.positions  # every trajectory logged, its token rows in its order
         lengths = tokens.select(*ids, pl.col("response_mask").list.len().alias("__n"))
         order = trajectories.select(ids).join(lengths, on=ids, how="left", maintain_order="left")["__n"]
         counts = order.to_numpy().astype(np.int64)
         starts = trajectories.select(ids).with_columns(pl.Series("__start", np.cumsum(counts) - counts))
         start = self.keys.select(ids).join(starts, on=ids, how="left", maintain_order="left")["__start"].to_numpy()
         within = np.arange(int(self.lengths.sum())) - np.repeat(np.cumsum(self.lengths) - self.lengths, self.lengths)
-        index: np.ndarray = (np.repeat(start, self.lengths) + within)[self.mask]
+        index: np.ndarray = (np.repeat(start, self.lengths) + within)[self.positions]
         return index
 
     def _token_values(self, lists: pl.Series) -> np.ndarray:
         """Recomputed token values at the logged model tokens; infinite where a row's array has
         another length than its response mask (or none)."""
-        assert self.lengths is not None and self.mask is not None
+        assert self.lengths is not None and self.positions is not None
         full = np.full(int(self.lengths.sum()), math.inf)
         fits = (lists.list.len().fill_null(-1).to_numpy() == self.lengths)
         if fits.any():
             kept = lists.filter(pl.Series(fits)).explode().cast(pl.Float64).fill_null(math.inf)
             full[np.repeat(fits, self.lengths)] = kept.to_numpy()
-        values: np.ndarray = full[self.mask]
+        values: np.ndarray = full[self.positions]
         return values
 
 
@@ -489,10 +491,21 @@ FlatStep: TypeAlias = Callable[[pl.DataFrame, "pl.DataFrame | None", tuple[Estim
 :data:`FlatAdvantages` or the input error; labels it leaves out are recomputed on the frames."""
 
 
+LOGGED_COLUMNS: dict[str, str] = {"trajectories": "logged_advantage", "tokens": "logged_advantages"}
+"""The column of the advantages a trainer logged, per table: one per trajectory, or one per token."""
+
+
+def logs_advantages(frame: pl.DataFrame | None, table: str) -> bool:
+    """Whether ``frame`` (rows of ``table``: ``trajectories`` or ``tokens``) holds a logged advantage."""
+    column = LOGGED_COLUMNS[table]
+    return frame is not None and column in frame.columns and frame[column].null_count() < frame.height
+
+
 def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> _Logged | None:
     """The batch's logged advantages (:class:`_Logged`); None when nothing is logged."""
     keys = ["run_id", "step", "trajectory_id", "group_id"]
-    if tokens is not None and "logged_advantages" in tokens.columns and tokens["logged_advantages"].null_count() < tokens.height:
+    if logs_advantages(tokens, "tokens"):
+        assert tokens is not None
         logged_lists, mask_lists = tokens["logged_advantages"], tokens["response_mask"]
         present = logged_lists.is_not_null()
         uneven = present & (logged_lists.list.len() != mask_lists.list.len())
@@ -510,14 +523,14 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> _Logged 
             order = pa.array(take)
             mask_arrow, logged_arrow = mask_arrow.take(order), logged_arrow.take(order)
         response = flat_list(mask_arrow, np.bool_, False)
-        mask, lengths = response.values, response.lengths
+        lengths = response.lengths
         stored = logged_arrow.type.value_type.to_pandas_dtype()  # float32 as the schema has it; any float as it is
-        model = np.flatnonzero(mask)
+        model = np.flatnonzero(response.values)
         logged = flat_list(logged_arrow, stored, math.nan).values[model].astype(np.float64)
         per_row = np.diff(np.searchsorted(model, response.offsets))  # model tokens of each row
         row_of = np.repeat(np.arange(rows.height), per_row)
-        return _Logged(rows.select(keys), "model tokens", logged, row_of, lengths, mask)
-    if "logged_advantage" in trajectories.columns and trajectories["logged_advantage"].null_count() < trajectories.height:
+        return _Logged(rows.select(keys), "model tokens", logged, row_of, lengths, model)
+    if logs_advantages(trajectories, "trajectories"):
         rows = trajectories.filter(pl.col("logged_advantage").is_not_null())
         return _Logged(rows.select(keys), "trajectories", rows["logged_advantage"].cast(pl.Float64).to_numpy(),
                        np.arange(rows.height))

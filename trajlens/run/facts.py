@@ -16,13 +16,13 @@ from typing import Any, NamedTuple
 import polars as pl
 import pyarrow.parquet as pq
 
+from trajlens.estimators.identify import LOGGED_COLUMNS, logs_advantages
 from trajlens.estimators.registry import RunFacts, run_facts
 from trajlens.run.reader import RunReader
 
 OPTIONAL_TOKEN_COLUMNS: tuple[str, ...] = ("values", "log_probs", "sum_pi_squared")
 """Token columns a run may lack, or hold for some rows only."""
-LOGGED_TOKEN_COLUMN = "logged_advantages"
-"""The token column of the advantages a trainer logged (one per token)."""
+LOGGED_TOKEN_COLUMN = LOGGED_COLUMNS["tokens"]
 
 
 class StoredFacts(NamedTuple):
@@ -81,8 +81,7 @@ def stored_facts(reader: RunReader, trajectories: pl.DataFrame, config: Any, sto
         log_probs=token_arrays and "log_probs" in complete,
         sum_pi_squared=token_arrays and "sum_pi_squared" in complete,
     )
-    logged = logged_tokens or ("logged_advantage" in trajectories.columns
-                               and trajectories["logged_advantage"].null_count() < height)
+    logged = logged_tokens or logs_advantages(trajectories, "trajectories")
     return StoredFacts(facts, token_rows, frozenset(complete), frozenset(present), logged)
 
 

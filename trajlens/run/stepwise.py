@@ -481,7 +481,7 @@ def advantage_pass(
         if batch.tokens is not None:
             mask = flat_list(batch.tokens.column("response_mask"), np.bool_, False)
             facts.append(_token_facts(batch.tokens, mask))
-        scans: list[StepScans] = []
+        scans: list[StepScans] | None = [] if feeds else None
         parts.extend(batch_choice_diagnostics(run_id, batch.trajectories, batch.tokens, choices, carry=carry,
                                               errors=errors, mask=mask, out=out, extremes=extremes, scans=scans))
         if feeds:
