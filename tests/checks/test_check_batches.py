@@ -61,9 +61,9 @@ def test_each_batch_s_token_arrays_are_read_ahead_while_the_one_before_is_checke
 
     direct, threads = data._read_tokens, []
 
-    def recorded(partitions, steps, conformed, columns):
+    def recorded(partitions, steps, columns, *, conformed):
         threads.append((tuple(steps), threading.current_thread().name))
-        return direct(partitions, steps, conformed, columns)
+        return direct(partitions, steps, columns, conformed=conformed)
 
     plan = batches.plan_batches
     monkeypatch.setattr(batches, "plan_batches", lambda trajectories, **kw: plan(trajectories, max_steps=2))
@@ -79,4 +79,4 @@ def test_each_batch_s_token_arrays_are_read_ahead_while_the_one_before_is_checke
     assert sorted(by_batch) == sorted(tuple(batch_steps) for batch_steps, _ in read) and len(threads) == len(read)
     first = tuple(read[0][0])
     assert by_batch.pop(first) == "MainThread"  # the first batch is read when asked; each later one ahead of it
-    assert all(name.startswith("trajlens-check-read") for name in by_batch.values())
+    assert all(name.startswith("trajlens-read") for name in by_batch.values())

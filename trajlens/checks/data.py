@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import polars as pl
 
@@ -25,6 +25,9 @@ from trajlens.estimators.spec import EstimatorChoice
 from trajlens.run.splits import TRAIN_SPLIT, chosen_split, ordered_splits
 from trajlens.run.stepwise import TOKEN_COLUMNS, choice_token_columns
 from trajlens.schema import SCHEMAS
+
+if TYPE_CHECKING:
+    from trajlens.run.batches import ReadAhead
 
 BATCH_TABLES: tuple[str, ...] = ("trajectories", "tool_calls", "tokens", "step_metrics")
 
@@ -414,7 +417,7 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
     with those steps' tool calls and token arrays (when ``tables`` has them); no batches when
     the run is not in the step layout. A ``stored`` run's files hold the store's schema; a run
     directory's are read as they are."""
-    from trajlens.run.batches import plan_batches
+    from trajlens.run.batches import ReadAhead, plan_batches
     from trajlens.run.partitions import read_files, table_partitions
 
     info, trajectory_files = _run_info(run_dir, run_id), table_partitions(run_dir / "trajectories")
@@ -430,52 +433,24 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
         plan = [trajectories.slice(start, stop - start) for start, stop in plan_batches(trajectories)]
         steps = [part["step"].unique(maintain_order=True).to_list() for part in plan]
         tokens = others.get("tokens")
-        with _Prefetch(tokens, steps, stored) as prefetch:
+        # the columns the checks ask of a batch's tokens are read of the next batch meanwhile
+        # (they ask every batch the same)
+        with ReadAhead(partial(_read_tokens, tokens, conformed=stored), steps) as ahead:
             for index, part in enumerate(plan):
                 read = {name: read_files(partitions, name, steps[index], conformed=stored)
                         for name, partitions in others.items() if name != "tokens"}
-                reader = None if tokens is None else partial(prefetch.read, index)
+                reader = None if tokens is None else partial(_ask_tokens, ahead, index)
                 yield NewSteps(trajectories=part, read_tokens=reader, **read)
 
     return info, batches()
 
 
-class _Prefetch:
-    """Reads the token arrays of a run's batches of ``steps``, each batch's on a background
-    thread while the one before it is checked: the columns asked of a batch are read of the
-    next one as well (the checks ask every batch the same), so the read overlaps the work and
-    at most two batches' arrays are in memory."""
-
-    def __init__(self, partitions: Any, steps: list[list[int]], conformed: bool) -> None:
-        from concurrent.futures import Future, ThreadPoolExecutor
-
-        self.partitions, self.steps, self.conformed = partitions, steps, conformed
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlens-check-read")
-        self.pending: dict[tuple[int, tuple[str, ...] | None], Future[pl.DataFrame]] = {}
-        self.closed = False
-
-    def __enter__(self) -> _Prefetch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.closed = True  # batches read after the last was handed out are read on the spot
-        self.executor.shutdown(wait=True, cancel_futures=True)
-
-    def read(self, index: int, columns: Sequence[str] | None) -> pl.DataFrame:
-        key = (index, None if columns is None else tuple(columns))
-        ahead = self.pending.pop(key, None)
-        for other in self.pending.values():
-            other.cancel()
-        self.pending.clear()
-        if index + 1 < len(self.steps) and not self.closed:
-            self.pending[(index + 1, key[1])] = self.executor.submit(
-                _read_tokens, self.partitions, self.steps[index + 1], self.conformed, columns)
-        if ahead is not None and not ahead.cancelled():
-            return ahead.result()
-        return _read_tokens(self.partitions, self.steps[index], self.conformed, columns)
+def _ask_tokens(ahead: ReadAhead[list[int], tuple[str, ...] | None, pl.DataFrame], index: int,
+                columns: Sequence[str] | None) -> pl.DataFrame:
+    return ahead.get(index, None if columns is None else tuple(columns))
 
 
-def _read_tokens(partitions: Any, steps: list[int], conformed: bool, columns: Sequence[str] | None) -> pl.DataFrame:
+def _read_tokens(partitions: Any, steps: list[int], columns: Sequence[str] | None, *, conformed: bool) -> pl.DataFrame:
     from trajlens.run.partitions import read_arrow_files
 
     return pl.from_arrow(read_arrow_files(partitions, "tokens", steps, columns, conformed=conformed))  # type: ignore[return-value]

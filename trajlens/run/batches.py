@@ -11,7 +11,8 @@ the number of steps, and the fixed cost of a read is shared by the steps of a ba
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 import polars as pl
@@ -31,6 +32,7 @@ LIST_ALL_ABOVE = 64
 """Steps above which the run's partitions are listed once rather than step by step."""
 T = TypeVar("T")
 R = TypeVar("R")
+K = TypeVar("K")
 
 
 class StepBatch(NamedTuple):
@@ -121,15 +123,46 @@ def step_batches(store: Any, run_id: str, trajectories: pl.DataFrame, token_colu
     yield from read_ahead(read, plan)
 
 
-def read_ahead(read: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
-    """``read(item)`` of each of ``items`` in order, the next one read on a background thread
-    while the caller works on this one (two results in memory at most)."""
-    from concurrent.futures import ThreadPoolExecutor
+class ReadAhead(Generic[T, K, R]):
+    """``read(items[index], ask)`` handed to the caller, the next item read with the same
+    ``ask`` on a background thread while the caller works on this one (two results in memory
+    at most). What a caller asks of each item (``ask``: the columns of a batch) may be known
+    only when it asks; a read ahead that was asked differently is dropped and the item read on
+    the spot. The first item is read when asked."""
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlens-read") as reader:
-        pending = reader.submit(read, items[0]) if items else None
-        for following in [*items[1:], None]:
-            assert pending is not None
-            current = pending.result()
-            pending = reader.submit(read, following) if following is not None else None
-            yield current
+    def __init__(self, read: Callable[[T, K], R], items: Sequence[T]) -> None:
+        self.read, self.items = read, items
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlens-read")
+        self._pending: tuple[int, K, Future[R]] | None = None
+        self._closed = False
+
+    def __enter__(self) -> ReadAhead[T, K, R]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop reading ahead; an item asked afterwards is read on the spot."""
+        self._closed = True
+        self._reader.shutdown(wait=True, cancel_futures=True)
+
+    def get(self, index: int, ask: K) -> R:
+        pending, self._pending = self._pending, None
+        if index + 1 < len(self.items) and not self._closed:
+            self._pending = (index + 1, ask, self._reader.submit(self.read, self.items[index + 1], ask))
+        if pending is not None:
+            at, asked, ahead = pending
+            if at == index and asked == ask and not ahead.cancelled():
+                return ahead.result()
+            ahead.cancel()
+        return self.read(self.items[index], ask)
+
+
+def read_ahead(read: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+    """``read(item)`` of each of ``items`` in order, through :class:`ReadAhead`: the next one
+    read on a background thread while the caller works on this one."""
+    ahead: ReadAhead[T, None, R] = ReadAhead(lambda item, _: read(item), items)
+    with ahead:
+        for index in range(len(items)):
+            yield ahead.get(index, None)
