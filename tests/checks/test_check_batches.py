@@ -80,3 +80,29 @@ def test_each_batch_s_token_arrays_are_read_ahead_while_the_one_before_is_checke
     first = tuple(read[0][0])
     assert by_batch.pop(first) == "MainThread"  # the first batch is read when asked; each later one ahead of it
     assert all(name.startswith("trajlens-read") for name in by_batch.values())
+
+
+def test_check_reads_each_batch_s_token_columns_once_and_every_batch_after_the_first_ahead(samples_store_path,
+                                                                                            monkeypatch):
+    """The checks ask a batch for its logged column, then for the arrays they recompute from:
+    each ask is read of the next batch ahead, so no batch is read twice or on the spot."""
+    import threading
+
+    import trajlens.checks.data as data
+    import trajlens.run.batches as batches
+
+    direct, reads = data._read_tokens, []
+
+    def recorded(partitions, steps, columns, *, conformed):
+        reads.append((tuple(steps), tuple(columns or ()), threading.current_thread().name))
+        return direct(partitions, steps, columns, conformed=conformed)
+
+    plan = batches.plan_batches
+    monkeypatch.setattr(batches, "plan_batches", lambda trajectories, **kw: plan(trajectories, max_steps=40))
+    monkeypatch.setattr(data, "_read_tokens", recorded)
+    check_run(samples_store_path, run_id="sao-r6")
+    first = min(steps for steps, _, _ in reads)
+    asks = {columns for _, columns, _ in reads}
+    assert len({steps for steps, _, _ in reads}) >= 3 and ("logged_advantages",) in asks and len(asks) == 2
+    assert len(reads) == len(set(reads)) == 2 * len({steps for steps, _, _ in reads})  # each ask once a batch
+    assert all(name.startswith("trajlens-read") for steps, _, name in reads if steps != first)

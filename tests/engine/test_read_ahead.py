@@ -37,6 +37,17 @@ def test_an_item_asked_differently_from_the_one_before_is_read_again_with_what_w
     assert [ask for item, ask, _ in log if item == 2] == ["b"]
 
 
+def test_each_ask_made_of_an_item_reads_the_next_item_the_same_way_once():
+    log: list[tuple[int, str | None, str]] = []
+    with ReadAhead(_recording(log), [0, 1, 2, 3]) as ahead:
+        for index in range(4):  # the checks ask a batch for its logged column, then for its arrays
+            assert ahead.get(index, "logged") == (index, "logged")
+            assert ahead.get(index, "arrays") == (index, "arrays")
+    assert sorted((item, ask) for item, ask, _ in log) == sorted(
+        (item, ask) for item in range(4) for ask in ("logged", "arrays"))
+    assert all(name.startswith("trajlens-read") for item, _, name in log if item > 0)
+
+
 def test_after_closing_an_item_is_read_on_the_spot():
     log: list[tuple[int, str | None, str]] = []
     ahead = ReadAhead(_recording(log), [0, 1])

@@ -433,8 +433,8 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
         plan = [trajectories.slice(start, stop - start) for start, stop in plan_batches(trajectories)]
         steps = [part["step"].unique(maintain_order=True).to_list() for part in plan]
         tokens = others.get("tokens")
-        # the columns the checks ask of a batch's tokens are read of the next batch meanwhile
-        # (they ask every batch the same)
+        # each set of columns the checks ask of a batch's tokens is read of the next batch
+        # meanwhile (they ask every batch alike)
         with ReadAhead(partial(_read_tokens, tokens, conformed=stored), steps) as ahead:
             for index, part in enumerate(plan):
                 read = {name: read_files(partitions, name, steps[index], conformed=stored)

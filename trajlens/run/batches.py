@@ -124,16 +124,19 @@ def step_batches(store: Any, run_id: str, trajectories: pl.DataFrame, token_colu
 
 
 class ReadAhead(Generic[T, K, R]):
-    """``read(items[index], ask)`` handed to the caller, the next item read with the same
-    ``ask`` on a background thread while the caller works on this one (two results in memory
-    at most). What a caller asks of each item (``ask``: the columns of a batch) may be known
-    only when it asks; a read ahead that was asked differently is dropped and the item read on
-    the spot. The first item is read when asked."""
+    """``read(items[index], ask)`` handed to the caller, the next item read with each ``ask``
+    made of this one on a background thread while the caller works on this one. What a caller
+    asks of an item (``ask``: the columns of a batch) may be known only when it asks, and it may
+    ask an item more than once (the checks ask a batch for its logged column, then for the
+    arrays they recompute from): each ask of an item reads the next item the same way, so a
+    caller that asks every item alike gets every item after the first read ahead. Reads ahead
+    that the caller does not ask for are dropped when it moves on. The first item is read when
+    asked."""
 
     def __init__(self, read: Callable[[T, K], R], items: Sequence[T]) -> None:
         self.read, self.items = read, items
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlens-read")
-        self._pending: tuple[int, K, Future[R]] | None = None
+        self._pending: dict[tuple[int, K], Future[R]] = {}
         self._closed = False
 
     def __enter__(self) -> ReadAhead[T, K, R]:
@@ -146,16 +149,17 @@ class ReadAhead(Generic[T, K, R]):
         """Stop reading ahead; an item asked afterwards is read on the spot."""
         self._closed = True
         self._reader.shutdown(wait=True, cancel_futures=True)
+        self._pending.clear()
 
     def get(self, index: int, ask: K) -> R:
-        pending, self._pending = self._pending, None
-        if index + 1 < len(self.items) and not self._closed:
-            self._pending = (index + 1, ask, self._reader.submit(self.read, self.items[index + 1], ask))
-        if pending is not None:
-            at, asked, ahead = pending
-            if at == index and asked == ask and not ahead.cancelled():
-                return ahead.result()
-            ahead.cancel()
+        for passed in [key for key in self._pending if key[0] < index]:
+            self._pending.pop(passed).cancel()
+        ahead = self._pending.pop((index, ask), None)
+        following = (index + 1, ask)
+        if index + 1 < len(self.items) and not self._closed and following not in self._pending:
+            self._pending[following] = self._reader.submit(self.read, self.items[index + 1], ask)
+        if ahead is not None and not ahead.cancelled():
+            return ahead.result()
         return self.read(self.items[index], ask)
 
 
