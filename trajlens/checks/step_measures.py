@@ -471,10 +471,18 @@ class LoggedAdvantages:
     @property
     def token_columns(self) -> tuple[str, ...]:
         """The token columns it reads: the logged advantages beside the columns its candidates'
-        estimators recompute from (:func:`trajlens.run.stepwise.choice_token_columns`)."""
+        estimators recompute from (:func:`trajlens.run.stepwise.choice_token_columns`), and
+        every candidate's when it may try them all."""
         from trajlens.run.identify import logged_token_columns
 
-        return logged_token_columns(self.chosen)
+        return logged_token_columns(IDENTIFY_CANDIDATES if self._widens else self.chosen)
+
+    @property
+    def _widens(self) -> bool:
+        """Whether every candidate is tried where the compared ones depart (they are not all of
+        them): what the logged advantages match instead. It reads their columns too, so the
+        answer does not depend on what else the caller read."""
+        return len(self.chosen) < len(IDENTIFY_CANDIDATES)
 
     def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None,
             scans: Sequence[Any] | None = None) -> pl.DataFrame:
@@ -492,21 +500,23 @@ class LoggedAdvantages:
         if train.is_empty() or self._error:
             return empty_stats()
         self._trained = True
-        tokens = None if tokens is None or tokens.is_empty() else tokens
+        # the columns it reads, whatever else the caller read: the checks and the report see the same
+        tokens = None if tokens is None or tokens.is_empty() else tokens.select(
+            c for c in self.token_columns if c in tokens.columns)
         found = []
         try:
             for index, (part, part_tokens) in enumerate(by_step(train, tokens)):
                 ran = partial(flat_step, scans=scans[index]) if scans and train.height == trajectories.height else None
                 relative = self._compared.add(part, part_tokens, ran)
-                if relative is None:
+                if relative is None or relative.is_empty():  # nothing logged, or no model token to compare
                     continue
                 found.append(relative)
-                if float(relative["relative"].max()) > MATCH_TOLERANCE and len(self.chosen) < len(IDENTIFY_CANDIDATES):
+                if float(relative["relative"].max()) > MATCH_TOLERANCE and self._widens:
                     self._others = self._others or _logged_identifier(IDENTIFY_CANDIDATES, self.config)
                     self._others.add(part, part_tokens, ran)
         except EstimatorInputError as error:
+            # the steps before the error keep their values, however the run was cut into batches
             self._error = str(error).removeprefix("identify_advantages: ")
-            return empty_stats()
         if not found:
             return empty_stats()
         values = pl.concat(found).select("step", pl.lit(self.measure).alias("measure"), pl.col("relative").alias("value"))

@@ -288,7 +288,7 @@ class Identifier:
                      if c.label not in self.lacking and self.gathered[c.label].error is None)
         flat = flat_step(trajectories, tokens, todo) if flat_step is not None and found.positions is not None else {}
         index = found.flat_index(trajectories, tokens) if flat else None
-        closest = np.full(found.rows.compared.size, math.inf)
+        closest = np.full(found.steps.size, math.inf)  # per step: the closest candidate's largest difference
         for candidate in todo:
             accumulated = self.gathered[candidate.label]
             if candidate.label in flat:
@@ -306,7 +306,7 @@ class Identifier:
                 paired = found.paired(recomputed)
             accumulated.add(paired)
             if paired.diff.size:
-                closest = np.minimum(closest, accumulated.rows[-1].largest)
+                closest = np.minimum(closest, found.step_largest(accumulated.rows[-1].largest))
         return found.step_relative(closest)
 
     def result(self) -> Identification:
@@ -330,7 +330,8 @@ class Identifier:
                                                    not f.candidate.computes_as(declared))))
         best = ranked[0]
         if not math.isfinite(best.max_abs_diff):
-            reasons = "; ".join(f"{f.candidate.label}: {f.error}" for f in ranked[:3])
+            reasons = "; ".join(f"{f.candidate.label}: {f.error or 'a logged or recomputed value is infinite'}"
+                                for f in ranked[:3])
             raise EstimatorInputError(f"identify_advantages: no candidate could be recomputed on this run ({reasons})")
         tolerance = self.tolerance * self.scale
         matched = best.max_abs_diff <= tolerance
@@ -408,16 +409,34 @@ class _Logged:
     def rows(self) -> _Rows:
         return _Rows.of(self.row, self.keys.height)
 
+    @cached_property
+    def _step_of(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.unique(self.keys["step"].to_numpy()[self.rows.compared], return_inverse=True)
+
+    @property
+    def steps(self) -> np.ndarray:
+        """The steps of the compared rows, ascending."""
+        return self._step_of[0]
+
+    def step_largest(self, largest: np.ndarray) -> np.ndarray:
+        """Per step of :attr:`steps`, the largest of ``largest`` (one difference per compared row)."""
+        steps, step_of = self._step_of
+        diff = np.full(steps.size, -np.inf)
+        np.maximum.at(diff, step_of, largest)
+        return diff
+
     def step_relative(self, largest: np.ndarray) -> pl.DataFrame:
-        """Per step, the largest of ``largest`` (one difference per compared row) relative to
-        the step's max(1, max |logged|): ``step``, ``relative``."""
+        """``largest`` (one difference per step of :attr:`steps`) relative to the step's max(1,
+        max |logged|): ``step``, ``relative``; infinite where an infinite value was logged (no
+        finite recomputation matches it)."""
         rows = self.rows
         logged = np.fmax.reduceat(np.abs(self.logged), rows.starts) if rows.compared.size else np.zeros(0)
-        steps, step_of = np.unique(self.keys["step"].to_numpy()[rows.compared], return_inverse=True)
-        diff, scale = np.full(steps.size, -np.inf), np.ones(steps.size)
-        np.maximum.at(diff, step_of, largest)
+        steps, step_of = self._step_of
+        scale = np.ones(steps.size)
         np.fmax.at(scale, step_of, logged)  # max(1, max |logged|), a NaN left out
-        return pl.DataFrame({"step": steps, "relative": diff / scale})
+        with np.errstate(invalid="ignore"):
+            relative = np.where(np.isinf(scale), np.inf, largest / scale)
+        return pl.DataFrame({"step": steps, "relative": relative})
 
     def paired(self, recomputed: pl.DataFrame) -> _Paired:
         """The logged values beside ``recomputed`` (one row per trajectory: ``advantage``, and
