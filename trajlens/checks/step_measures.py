@@ -131,7 +131,7 @@ MEASURE_FAMILIES: tuple[MeasureFamily, ...] = (
                   "was shrunk.", "critic_clip", False),
     MeasureFamily("logged_advantage_diff", "Largest |logged - recomputed| advantage of the step, relative to "
                   "the step's max(1, max |logged|), under a candidate of trajlens.estimators.identify: `auto` (the "
-                  "candidates the run's config declares, else every one; the closest at the step is taken) or a candidate's "
+                  "candidates the run's config declares, else every one; the closest single candidate at the step is taken) or a candidate's "
                   "label (trl_grpo_group, trl_grpo_batch, verl_grpo, ...).", "logged_advantages", False,
                   "candidate", LOGGED_ADVANTAGE_CHOICES),
 )
