@@ -11,7 +11,7 @@ and ``--watch`` can add each new step without touching the old ones.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -85,6 +85,10 @@ class RunInfo:
     run_id: str
     source: str
     history: m.ConfigHistory
+    split: str | None = None
+    """The split whose trajectories are measured, when it is known before the batches are read
+    (a run directory's or a store's run: training when it has any, else the first it has);
+    None: the first batch with trajectories tells it."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,12 @@ class Needs:
         return frozenset(tables)
 
 
+def measured_train(trajectories: pl.DataFrame) -> bool:
+    """Whether ``trajectories`` hold a training trajectory (a table without splits is all training)."""
+    return trajectories.height > 0 and ("split" not in trajectories.columns
+                                        or bool((trajectories["split"] == TRAIN_SPLIT).any()))
+
+
 class RunState:
     """Per-step statistics of every measure the checks need, grown by :meth:`add`."""
 
@@ -155,7 +165,7 @@ class RunState:
         self.info = info
         self.needs = needs
         self.precomputed = precomputed or Precomputed()
-        self.split = split
+        self.split = split if split is not None else info.split
         """The split whose trajectories are measured (:mod:`trajlens.run.splits`); None until the
         first batch with trajectories tells it: training when that batch has it, else the split it has."""
         self._by_measure: dict[str, list[pl.DataFrame]] = {}
@@ -180,6 +190,8 @@ class RunState:
         self.run_label_source = "from its config"
         """How the run's estimator is known."""
         self._identify_pending = self.run_label is None and m.RUN_LABEL in needs.labels
+        self._carry: dict[str, dict[str, Any]] = {}
+        """Per label, what its estimator carries from step to step, from one batch to the next."""
         self._run_logs = False
         """Whether an earlier batch logged advantages: the later ones are read whole at once."""
         self.labels = tuple(m.LABELS[label] for label in needs.labels if label != m.RUN_LABEL)
@@ -268,7 +280,7 @@ class RunState:
             parts.append(m.channel_stats(measured))
         if sources & {"step_metrics", "learning_rates", "critic_clip"}:
             parts.append(m.metric_stats(batch.step_metrics, self.info.history))
-        if "advantages" in sources and self._identify_pending and batch.trajectories.height:
+        if "advantages" in sources and self._identify_pending and measured_train(batch.trajectories):
             self._identify_run_label(batch)
         given = [label for label in self.labels if handed.has(label)]
         if "advantages" in sources and given and batch.trajectories.height and handed.advantages is not None:
@@ -284,7 +296,7 @@ class RunState:
             columns = choice_token_columns(rest) or TOKEN_COLUMNS
             stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories,
                                                 batch.token_rows(("run_id", *columns)), rest,
-                                                self.run_label)
+                                                self.run_label, carry=self._carry)
             parts.append(stats)
             for problem in problems:
                 label, _, reason = problem.partition(": ")
@@ -425,11 +437,15 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
     if trajectory_files is None or any(partitions is None for partitions in others.values()):
         return info, None
 
+    # every trajectory is read first: the measured split is the whole run's, not the first batch's
+    trajectories = read_files(trajectory_files, "trajectories", trajectory_files.steps(), conformed=stored)
+    if "split" in trajectories.columns and trajectories.height:
+        info = replace(info, split=chosen_split(ordered_splits(trajectories.get_column("split").unique().to_list())))
+
     def batches() -> Iterator[NewSteps]:
         from trajlens.ingest.parquet import scan_run
 
         yield NewSteps(step_metrics=scan_run(run_dir)["step_metrics"].collect())
-        trajectories = read_files(trajectory_files, "trajectories", trajectory_files.steps(), conformed=stored)
         plan = [trajectories.slice(start, stop - start) for start, stop in plan_batches(trajectories)]
         steps = [part["step"].unique(maintain_order=True).to_list() for part in plan]
         tokens = others.get("tokens")

@@ -178,7 +178,7 @@ def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id:
     if precomputed is not None and precomputed.measures is not None:
         needs = replace(needs, classified=True)
     info, batches = open_batches(source, run_id, needs)
-    state = RunState(info, needs, precomputed, split=_stored_split(source, run_id))
+    state = RunState(info, needs, precomputed)
     for batch in batches:
         state.add(batch)
     return RunChecks(info.run_id, info.source, evaluate_checks(checks, state), len(state.steps))
@@ -197,15 +197,6 @@ def _stored_run(source: Path | str, run_id: str | None) -> Path | None:
         return _store_run(path, run_id)
     except ConfigError:
         return None
-
-
-def _stored_split(source: Path | str, run_id: str | None) -> str | None:
-    """The split a stored run is measured on (:func:`trajlens.run.splits.chosen_split`); None for
-    anything else, whose first batch tells it."""
-    from trajlens.run.splits import chosen_split, run_dir_splits
-
-    run_dir = _stored_run(source, run_id)
-    return None if run_dir is None else chosen_split(run_dir_splits(run_dir))
 
 
 def _saved_measures(source: Path | str, run_id: str | None) -> Any:

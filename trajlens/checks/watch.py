@@ -26,6 +26,10 @@ Started on a run that is already far along, the watch catches up in batches of c
 ``trajlens check`` reads a run): a batch's measures are computed together, then each of its steps
 is judged on the steps up to it, so every line is the one a watch that saw the steps arrive one
 by one prints, and memory stays that of a batch.
+
+A watched run is measured on its training trajectories (the splits to come are not known while
+the trainer writes): a validation pass before the first training step (verl's ``val_before_train``)
+does not decide what the checks measure. A run that never trains has no values to check.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from trajlens.checks.output import spans
 from trajlens.checks.spec import Check
 from trajlens.errors import InputError
 from trajlens.run.batches import BATCH_STEPS, BATCH_TOKENS, token_sizes
+from trajlens.run.splits import TRAIN_SPLIT
 
 COMPLETE_MARKER = "_SUCCESS"
 STEP_PARTITION = re.compile(r"^step=(\d+)$")
@@ -401,7 +406,7 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
         batch = follower.poll()
         if batch is not None:
             if state is None:
-                state = RunState(follower.info, needs)
+                state = RunState(follower.info, needs, split=TRAIN_SPLIT)
             # the batch's measures are computed together; each step is then judged on the steps
             # up to it, as if it had come alone
             state.add(batch)

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(f"error: {MissingDependencyError(missing, f'trajlens {_command_name(argv)}')}", err=True)
         return 1
     except OSError as error:
-        typer.echo(f"error: {_damaged_store(argv) or _os_error_line(error)}", err=True)
+        typer.echo(f"error: {_damaged_store(argv) or _damaged_run_dir(argv) or _os_error_line(error)}", err=True)
         return 1
     except Exception as error:
         # Usage errors (a missing argument, a bad option value) come from the click that typer
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         if callable(getattr(error, "show", None)) and isinstance(getattr(error, "exit_code", None), int):
             error.show()
             return error.exit_code
-        damaged = _damaged_store(argv)
+        damaged = _damaged_store(argv) or _damaged_run_dir(argv)
         if damaged is None:
             raise
         typer.echo(f"error: {damaged}", err=True)
@@ -156,6 +156,27 @@ def _damaged_store(argv: list[str] | None) -> str | None:
             damaged = first_damaged_file(path, deep=True)
             if damaged is not None:
                 return str(damaged)
+    return None
+
+
+def _damaged_run_dir(argv: list[str] | None) -> str | None:
+    """After an unexpected error: when an argument is a run directory (a trainer's, read in
+    place) with a Parquet file that fails to read (cut short while being written, not
+    Parquet), the line naming that file."""
+    if "trajlens.store.layout" not in sys.modules:
+        return None  # no run directory was read
+    from pathlib import Path
+
+    from trajlens.store.integrity import parquet_problem, run_files
+    from trajlens.store.layout import is_run_dir
+
+    for arg in sys.argv[1:] if argv is None else argv:
+        path = Path(arg)
+        if not arg.startswith("-") and is_run_dir(path):
+            for file in run_files(path):
+                reason = parquet_problem(file)
+                if reason is not None:
+                    return f"{file}: {reason} (a table file of the run directory {path})"
     return None
 
 
