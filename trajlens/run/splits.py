@@ -9,7 +9,6 @@ on the split it has (:func:`measured_split`), and says so.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 TRAIN_SPLIT = "train"
@@ -22,15 +21,6 @@ def run_splits(store: Any, run_id: str) -> list[str]:
 
     found = scan_run_table(store, run_id, "trajectories").select("split").unique().collect()["split"]
     return ordered_splits(found.to_list())
-
-
-def run_dir_splits(run_dir: Path | str) -> list[str]:
-    """The splits of the trajectories in a stored run's folder, training first (none when its
-    trajectories are not in the step layout)."""
-    from trajlens.run.partitions import scan_run_dir_table
-
-    scanned = scan_run_dir_table(run_dir, "trajectories")
-    return [] if scanned is None else ordered_splits(scanned.select("split").unique().collect()["split"].to_list())
 
 
 def ordered_splits(splits: Iterable[str | None]) -> list[str]:
