@@ -118,3 +118,13 @@ def test_a_run_directory_file_cut_short_fails_in_one_line_naming_it(work, tmp_pa
     done = subprocess.run([sys.executable, "-m", "trajlens", "check", str(run_dir)], capture_output=True, text=True)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [done.stderr.strip()] and str(cut) in done.stderr
+
+
+def test_a_step_without_its_token_file_costs_that_step_alone(work, tmp_path, monkeypatch):
+    run_dir = tmp_path / "missing"
+    shutil.copytree(work / "plain", run_dir)
+    shutil.rmtree(run_dir / "tokens" / "step=000003")
+    whole = _statuses(check_run(run_dir), ("advantage_outliers",))
+    _one_step_a_batch(monkeypatch)
+    stepwise = _statuses(check_run(run_dir), ("advantage_outliers",))
+    assert whole == stepwise and whole["advantage_outliers"][0] != "skip", whole

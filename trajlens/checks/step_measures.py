@@ -395,6 +395,10 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
             reasons.append(f"{label.label}: {error}")
             continue
         computable.append(label)
+    steps = train.get_column("step").unique(maintain_order=True)
+    if reasons and steps.len() > 1:
+        # a step that lacks an input (its token file missing) costs that step alone, not its batch
+        return _step_by_step(run_id, train, frames.tokens, steps.to_list(), labels, run, carry)
     # every label in one pass over the batch (GAE's raw and whitened labels share one scan)
     errors: dict[str, Exception] = {}
     found = batch_choice_diagnostics(run_id, train.sort("step", maintain_order=True),
@@ -408,6 +412,21 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
     if stacked is not None:
         parts.append(diagnostic_stats(stacked, [c for c in computable if c.label not in errors], run))
     return (pl.concat(parts) if parts else empty_stats()), reasons
+
+
+def _step_by_step(run_id: str, train: pl.DataFrame, tokens: pl.DataFrame | None, steps: list[int],
+                  labels: Sequence[EstimatorChoice], run: EstimatorChoice | None,
+                  carry: dict[str, dict[str, Any]] | None) -> tuple[pl.DataFrame, list[str]]:
+    """:func:`advantage_stats` of each step of a batch on its own, in step order."""
+    parts, reasons = [], []
+    for step in steps:
+        rows = train.filter(pl.col("step") == step)
+        step_tokens = None if tokens is None else tokens.join(rows.select("trajectory_id"), on="trajectory_id",
+                                                               how="semi")
+        stats, problems = advantage_stats(run_id, rows, step_tokens, labels, run, carry)
+        parts.append(stats)
+        reasons += [problem for problem in problems if problem not in reasons]
+    return pl.concat(parts, how="diagonal_relaxed"), reasons
 
 
 def diagnostic_stats(diagnostics: pl.DataFrame, labels: Sequence[EstimatorChoice],
