@@ -151,7 +151,7 @@ class Needs:
         return frozenset(tables)
 
 
-def measured_train(trajectories: pl.DataFrame) -> bool:
+def _trains(trajectories: pl.DataFrame) -> bool:
     """Whether ``trajectories`` hold a training trajectory (a table without splits is all training)."""
     return trajectories.height > 0 and ("split" not in trajectories.columns
                                         or bool((trajectories["split"] == TRAIN_SPLIT).any()))
@@ -280,7 +280,7 @@ class RunState:
             parts.append(m.channel_stats(measured))
         if sources & {"step_metrics", "learning_rates", "critic_clip"}:
             parts.append(m.metric_stats(batch.step_metrics, self.info.history))
-        if "advantages" in sources and self._identify_pending and measured_train(batch.trajectories):
+        if "advantages" in sources and self._identify_pending and _trains(batch.trajectories):
             self._identify_run_label(batch)
         given = [label for label in self.labels if handed.has(label)]
         if "advantages" in sources and given and batch.trajectories.height and handed.advantages is not None:

@@ -387,18 +387,21 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
         return empty_stats(), ["no training trajectories"]
     frames = RunFrames(run_id, train, None if tokens is None or tokens.is_empty() else tokens)
     parts, reasons = [], []
-    computable = []
+    computable, lacking = [], []
     for label in labels:
         try:
             require_inputs(run_id, label.estimator, frames, label.options)
         except TrajlensError as error:
             reasons.append(f"{label.label}: {error}")
+            lacking.append(label)
             continue
         computable.append(label)
     steps = train.get_column("step").unique(maintain_order=True)
-    if reasons and steps.len() > 1:
-        # a step that lacks an input (its token file missing) costs that step alone, not its batch
-        return _step_by_step(run_id, train, frames.tokens, steps.to_list(), labels, run, carry)
+    if lacking and steps.len() > 1:
+        # a step that lacks an input (its token file missing) costs that step alone, not its
+        # batch: the labels the batch cannot give are tried step by step
+        stats, reasons = _step_by_step(run_id, train, frames.tokens, steps.to_list(), lacking, run, carry)
+        parts.append(stats)
     # every label in one pass over the batch (GAE's raw and whitened labels share one scan)
     errors: dict[str, Exception] = {}
     found = batch_choice_diagnostics(run_id, train.sort("step", maintain_order=True),
@@ -487,8 +490,8 @@ class LoggedAdvantages:
         self._error = ""
         self._trained = False
         self._stats: list[pl.DataFrame] = []
-        self._found: tuple[Any] | None = None
-        """The verdict as last read, until the next batch is fed."""
+        self._found: Any = None
+        """The verdict as last read (or its error), until the next batch is fed."""
 
     @property
     def token_columns(self) -> tuple[str, ...]:
@@ -558,17 +561,15 @@ class LoggedAdvantages:
         once a batch is fed: ``trajlens check --watch`` reads it after each."""
         from trajlens.estimators import EstimatorInputError
 
-        if self._found is not None:
-            return self._found[0]
-        if self._error:
-            found: Any = EstimatorInputError(self._error)
-        else:
-            try:
-                found = self._compared.result()
-            except EstimatorInputError as error:
-                found = EstimatorInputError(str(error).removeprefix("identify_advantages: "))
-        self._found = (found,)
-        return found
+        if self._found is None:
+            if self._error:
+                self._found = EstimatorInputError(self._error)
+            else:
+                try:
+                    self._found = self._compared.result()
+                except EstimatorInputError as error:
+                    self._found = EstimatorInputError(str(error).removeprefix("identify_advantages: "))
+        return self._found
 
     @property
     def problem(self) -> str:

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(f"error: {MissingDependencyError(missing, f'trajlens {_command_name(argv)}')}", err=True)
         return 1
     except OSError as error:
-        typer.echo(f"error: {_damaged_store(argv) or _damaged_run_dir(argv) or _os_error_line(error)}", err=True)
+        typer.echo(f"error: {_damaged_source(argv) or _os_error_line(error)}", err=True)
         return 1
     except Exception as error:
         # Usage errors (a missing argument, a bad option value) come from the click that typer
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         if callable(getattr(error, "show", None)) and isinstance(getattr(error, "exit_code", None), int):
             error.show()
             return error.exit_code
-        damaged = _damaged_store(argv) or _damaged_run_dir(argv)
+        damaged = _damaged_source(argv)
         if damaged is None:
             raise
         typer.echo(f"error: {damaged}", err=True)
@@ -140,39 +140,28 @@ def main(argv: list[str] | None = None) -> int:
     return status if isinstance(status, int) else 0
 
 
-def _damaged_store(argv: list[str] | None) -> str | None:
-    """After an unexpected error: when an argument is a store with a file that fails to read
-    (cut short, deleted, not Parquet), the line naming that file and ``trajlens verify``."""
-    if "trajlens.store.handle" not in sys.modules:
-        return None  # no store was opened
-    from pathlib import Path
-
-    from trajlens.store.handle import is_store
-    from trajlens.store.damage import first_damaged_file
-
-    for arg in sys.argv[1:] if argv is None else argv:
-        path = Path(arg)
-        if not arg.startswith("-") and path.is_dir() and is_store(path):
-            damaged = first_damaged_file(path, deep=True)
-            if damaged is not None:
-                return str(damaged)
-    return None
-
-
-def _damaged_run_dir(argv: list[str] | None) -> str | None:
-    """After an unexpected error: when an argument is a run directory (a trainer's, read in
-    place) with a Parquet file that fails to read (cut short while being written, not
-    Parquet), the line naming that file."""
+def _damaged_source(argv: list[str] | None) -> str | None:
+    """After an unexpected error: when an argument is a store, or a run directory read in place
+    (a trainer's), with a file that fails to read (cut short, deleted, not Parquet), the line
+    naming that file (for a store, with ``trajlens verify``)."""
     if "trajlens.store.layout" not in sys.modules:
-        return None  # no run directory was read
+        return None  # no store or run directory was opened
     from pathlib import Path
 
+    from trajlens.store.damage import first_damaged_file
+    from trajlens.store.handle import is_store
     from trajlens.store.integrity import parquet_problem, run_files
     from trajlens.store.layout import is_run_dir
 
     for arg in sys.argv[1:] if argv is None else argv:
         path = Path(arg)
-        if not arg.startswith("-") and is_run_dir(path):
+        if arg.startswith("-") or not path.is_dir():
+            continue
+        if is_store(path):
+            damaged = first_damaged_file(path, deep=True)
+            if damaged is not None:
+                return str(damaged)
+        elif is_run_dir(path):
             for file in run_files(path):
                 reason = parquet_problem(file)
                 if reason is not None:

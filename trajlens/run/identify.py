@@ -58,11 +58,12 @@ def logged_token_columns(candidates: Sequence[Any]) -> tuple[str, ...]:
     """The token columns that comparing ``candidates`` (:data:`~trajlens.estimators.identify.CANDIDATES`)
     with the logged advantages reads: those their estimators recompute from
     (:func:`trajlens.run.stepwise.choice_token_columns`), and the logged advantages."""
+    from trajlens.estimators.identify import LOGGED_COLUMNS
     from trajlens.run.stepwise import choice_token_columns
 
     columns = choice_token_columns(tuple(candidates)) or ("trajectory_id", "response_mask")
     extra = ("sum_pi_squared",) if "log_probs" in columns else ()
-    return ("run_id", "step", *columns, *extra, "logged_advantages")
+    return ("run_id", "step", *columns, *extra, LOGGED_COLUMNS["tokens"])
 
 
 def by_step(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Iterator[tuple[pl.DataFrame, pl.DataFrame | None]]:
