@@ -13,13 +13,12 @@ from typing import Callable, Sequence
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from trajlens.errors import InputError, Problem
 from trajlens.ingest import config_history
 from trajlens.rows import check_values
 from trajlens.schema import SCHEMAS, TABLES, conform
-from trajlens.store.layout import STEP_PARTITIONED, is_run_dir, table_files
+from trajlens.store.layout import STEP_PARTITIONED, is_run_dir, read_parquet_file, table_files
 from trajlens.store.writer import StoreWriter
 
 FORMAT = "parquet"
@@ -49,7 +48,7 @@ def _read_checked(path: Path, name: str) -> tuple[pa.Table, bool]:
     """:func:`read_table_file`, and whether the file held the table in its exact schema (so its
     bytes are the stored table's as they stand, and :func:`conform` changed nothing)."""
     try:
-        table = pq.read_table(path)
+        table = read_parquet_file(path)
     except (pa.ArrowInvalid, OSError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason) from None

@@ -32,7 +32,7 @@ from trajlens.errors import StoreError
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR
 from trajlens.store.integrity import checksum_name
 from trajlens.run.partitions import Partitions, list_partitions
-from trajlens.store.layout import rows_of_step
+from trajlens.store.layout import read_parquet_file, rows_of_step
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class StoreLocation:
         def read(path: str, wanted: list[str] | None, packed: bool) -> pa.Table:
             if packed:
                 return _packed_rows(self.uri, path, _stamp(filesystem, path), None if wanted is None else tuple(wanted))
-            return pq.read_table(path, columns=wanted, filesystem=filesystem)
+            return read_parquet_file(path, wanted, filesystem)
 
         names = pq.read_schema(paths[0], filesystem=filesystem).names if columns is not None else []
         rows, packed = rows_of_step(paths, step, columns, names, read)
@@ -134,7 +134,7 @@ class StoreLocation:
         path = f"{root}/{DERIVED_DIR}/{name}/{run_id}.parquet"
         if filesystem.get_file_info(path).type != pafs.FileType.File:
             return None
-        return pq.read_table(path, filesystem=filesystem)
+        return read_parquet_file(path, filesystem=filesystem)
 
     def write_derived(self, name: str, run_id: str, tables: Iterable[pa.Table], schema: pa.Schema | None = None) -> str:
         """Write a run's part of an analysis table from ``tables`` (one after the other), and
@@ -191,7 +191,7 @@ def _packed_rows(uri: str, path: str, stamp: tuple[int, int], columns: tuple[str
     version, so a run ingested again is read again. Packed files are under
     :data:`~trajlens.store.layout.PACK_BYTES` or about, so the cache holds a few MiB."""
     filesystem, _ = StoreLocation(uri).resolve()
-    return pq.read_table(path, columns=list(columns) if columns is not None else None, filesystem=filesystem)
+    return read_parquet_file(path, columns, filesystem)
 
 
 def _listing(filesystem: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:

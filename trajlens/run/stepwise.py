@@ -68,7 +68,7 @@ def read_step(store: Any, run_id: str, table: str, step: int, columns: Sequence[
     """The rows of one step of a stored table, read from the partitions that may hold it only
     (its ``step=N`` directory and any packed range around it)."""
     from trajlens.run.partitions import partition_files
-    from trajlens.store.layout import rows_of_step
+    from trajlens.store.layout import read_parquet_file, rows_of_step
 
     partitions = partition_files(store, run_id, table, [step])
     if partitions is not None:
@@ -79,7 +79,7 @@ def read_step(store: Any, run_id: str, table: str, step: int, columns: Sequence[
             empty = SCHEMAS[table].empty_table()
             return empty if columns is None else empty.select([c for c in columns if c in empty.column_names])
         rows, _ = rows_of_step(files, step, columns, pq.read_schema(files[0]).names,
-                               lambda path, wanted, packed: pq.read_table(path, columns=wanted))
+                               lambda path, wanted, packed: read_parquet_file(path, wanted))
         return rows
     frame = getattr(store, table).filter((pl.col("run_id") == run_id) & (pl.col("step") == step)).collect()
     return frame.select([c for c in (columns or frame.columns) if c in frame.columns]).to_arrow()
