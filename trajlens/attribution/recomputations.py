@@ -41,10 +41,13 @@ module docstring for the token-level estimators without a flat step kernel)."""
 def with_own(trained: TrainedWith, wanted: tuple[EstimatorChoice, ...]) -> tuple[EstimatorChoice, ...]:
     """``wanted`` with the run's own estimator in it: where the recomputation of its label has
     other settings (the run names an older trainer release, whose convention differs from the
-    registry's default), the run's own settings take that label's place."""
+    registry's default), the run's own settings take that label's place; a label none of them
+    has (an estimator identified from the logged advantages, ``trl_grpo_group``) is added."""
     choice = trained.choice
     if choice is None or any(choice.computes_as(rec) for rec in wanted):
         return wanted
+    if all(rec.label != choice.label for rec in wanted):
+        return (*wanted, choice)
     return tuple(choice if rec.label == choice.label else rec for rec in wanted)
 
 

@@ -210,20 +210,25 @@ class RunState:
         return self._run_logs
 
     def _identify_run_label(self, batch: NewSteps) -> None:
-        """When the config names no estimator: the one :func:`trajlens.estimators.identify_advantages`
-        finds in the first batch's logged advantages, if they match one."""
+        """When the config names no estimator: the one the logged advantages of the run's first
+        training step (in the first batch that trains) match, if they match one: asked of
+        :func:`trajlens.run.identify.identify_first_step`, as the report and attribution ask it."""
         from trajlens.estimators import EstimatorInputError
-        from trajlens.run.identify import identify_frames
+        from trajlens.run.identify import identify_first_step
 
         self._identify_pending = False
-        train = batch.trajectories.filter(pl.col("split") == TRAIN_SPLIT)
-        tokens = batch.token_rows()
-        tokens = tokens if tokens.height else None
         config = self.info.history.current
+
+        def step_tokens(step: int) -> pl.DataFrame:
+            return batch.token_rows().filter(pl.col("step") == step)
+
         try:
-            found = identify_frames(train, tokens, config=config, medians=False)
+            found = identify_first_step(batch.trajectories, step_tokens, config)
         except EstimatorInputError as error:
             self.run_label_problem = str(error).removeprefix("identify_advantages: ")
+            return
+        if found is None:
+            self.run_label_problem = "its first training step has no logged advantages"
             return
         self.run_label = m.run_label(config, identified=found)
         self.run_label_source = f"identified from its logged advantages: {found.verdict}"

@@ -131,7 +131,9 @@ MEASURE_FAMILIES: tuple[MeasureFamily, ...] = (
                   "was shrunk.", "critic_clip", False),
     MeasureFamily("logged_advantage_diff", "Largest |logged - recomputed| advantage of the step, relative to "
                   "the step's max(1, max |logged|), under a candidate of trajlens.estimators.identify: `auto` (the "
-                  "candidates the run's config declares, else every one; the closest single candidate at the step is taken) or a candidate's "
+                  "candidates the run's config declares; when it declares none, the one the logged advantages of its "
+                  "first training step match, the run's estimator as the report and attribution name it, else every "
+                  "one; the closest single candidate at the step is taken) or a candidate's "
                   "label (trl_grpo_group, trl_grpo_batch, verl_grpo, ...).", "logged_advantages", False,
                   "candidate", LOGGED_ADVANTAGE_CHOICES),
 )
@@ -473,10 +475,13 @@ class LoggedAdvantages:
 
     ``candidate`` is a label of :data:`~trajlens.estimators.identify.CANDIDATES`, or ``auto``:
     the candidates whose estimator the run's config declares
-    (:func:`~trajlens.estimators.registry.declared_estimators`), or every candidate when it
-    declares none. A step's value does not depend on the batch it came in, so the checks'
-    batches and the report's advantage pass (which reads the token arrays once for its own
-    recomputations and this) give the same values and verdict.
+    (:func:`~trajlens.estimators.registry.declared_estimators`). When it declares none, the run's
+    estimator as :func:`trajlens.run.identify.identify_first_step` names it (with those
+    indistinguishable from it on that step), so a run whose logged advantages change convention
+    after its first step departs there, as it does from the estimator the report names; every
+    candidate when the first step matches none. A step's value does not depend on the batch it
+    came in, so the checks' batches and the report's advantage pass (which reads the token arrays
+    once for its own recomputations and this) give the same values and verdict.
     """
 
     def __init__(self, candidate: str, config: dict) -> None:
@@ -485,6 +490,8 @@ class LoggedAdvantages:
         self.config = config
         self.chosen = logged_candidates(candidate, config)
         self._compared = _logged_identifier(self.chosen, config)
+        self._identify = candidate == AUTO_CANDIDATE and len(self.chosen) == len(IDENTIFY_CANDIDATES)
+        """Whether the candidates compared are still to be narrowed to the run's identified estimator."""
         self._others: Any = None
         """Every candidate, fed the steps where the compared ones depart: what they match instead."""
         self._error = ""
@@ -528,6 +535,8 @@ class LoggedAdvantages:
         # the columns it reads, whatever else the caller read: the checks and the report see the same
         tokens = None if tokens is None or tokens.is_empty() else tokens.select(
             c for c in self.token_columns if c in tokens.columns)
+        if self._identify:
+            self._narrow_to_identified(train, tokens)
         found = []
         try:
             for index, (part, part_tokens) in enumerate(by_step(train, tokens)):
@@ -554,6 +563,23 @@ class LoggedAdvantages:
         if len(self._stats) > 1:
             self._stats[:] = [pl.concat(self._stats)]  # once, not per batch asked
         return self._stats[0].filter(pl.col("step").is_in(steps)) if self._stats else empty_stats()
+
+    def _narrow_to_identified(self, train: pl.DataFrame, tokens: pl.DataFrame | None) -> None:
+        """Compare the run's estimator as its first training step (in ``train``) names it, and
+        those indistinguishable from it there; every candidate when that step matches none."""
+        from trajlens.estimators import EstimatorInputError
+        from trajlens.run.identify import identify_first_step
+
+        self._identify = False
+        try:
+            found = identify_first_step(train, lambda step: None if tokens is None else tokens.filter(pl.col("step") == step),
+                                        self.config)
+        except EstimatorInputError:
+            return
+        if found is not None and found.matched:
+            named = {fit.candidate.label for fit in (found.best, *found.equivalent)}
+            self.chosen = tuple(c for c in IDENTIFY_CANDIDATES if c.label in named)
+            self._compared = _logged_identifier(self.chosen, self.config)
 
     @property
     def _verdict(self) -> Any:

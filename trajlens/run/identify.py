@@ -9,7 +9,7 @@ REINFORCE++ are recomputed on flat buffers and the other estimators on the step'
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import polars as pl
@@ -52,6 +52,35 @@ def identify_frames(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, *, 
     return identify_batches(by_step(trajectories, tokens), facts=run_facts(trajectories, tokens, config),
                             config=config, candidates=CANDIDATES if candidates is None else candidates,
                             flat_step=flat_step, medians=medians)
+
+
+def identify_first_step(trajectories: pl.DataFrame, step_tokens: Callable[[int], pl.DataFrame | None],
+                        config: Any = None) -> Any:
+    """The estimator a run's logged advantages name when its config names none: the
+    :func:`identify_frames` verdict on the run's first training step (the first step of the
+    training rows of ``trajectories``) alone, so a run of any size costs one step. The report,
+    attribution (:func:`trajlens.run.trained.run_trained_with`) and the checks, which read a run a
+    batch at a time, all ask here, so they name one estimator on one piece of evidence.
+
+    ``step_tokens(step)``: that step's token rows (None when the run has none). None when the step
+    logs no advantages; raises :class:`~trajlens.estimators.EstimatorInputError` when they cannot
+    be recomputed to compare.
+    """
+    from trajlens.estimators.identify import LOGGED_COLUMNS
+    from trajlens.run.splits import TRAIN_SPLIT
+
+    if "split" in trajectories.columns:
+        trajectories = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
+    if not trajectories.height:
+        return None
+    first = trajectories.filter(pl.col("step") == trajectories["step"].min())
+    tokens = step_tokens(int(first["step"][0]))
+    tokens = tokens if tokens is not None and tokens.height else None
+    logged = [frame[column] for frame, column in ((first, LOGGED_COLUMNS["trajectories"]), (tokens, LOGGED_COLUMNS["tokens"]))
+              if frame is not None and column in frame.columns]
+    if not any(values.null_count() < values.len() for values in logged):
+        return None
+    return identify_frames(first, tokens, config=config, medians=False)
 
 
 def logged_token_columns(candidates: Sequence[Any]) -> tuple[str, ...]:

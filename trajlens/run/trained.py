@@ -4,8 +4,8 @@
 no estimator, the run's logged advantages may: the estimator :func:`~trajlens.estimators.identify_advantages`
 matches on its first training step (one step's rows, so a run of any size costs one step) is
 taken, and the answer says so (``source == "identified"``). Attribution and the report read the
-run's estimator here; the checks, which also read run folders that are not stores, identify on
-the first batch of steps they read (:mod:`trajlens.checks.data`), through the same two functions.
+run's estimator here; the checks, which also read run folders that are not stores, ask
+:func:`trajlens.run.identify.identify_first_step` of the first batch that trains, as this does.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import Any
 
 import polars as pl
 
+from trajlens.estimators import EstimatorInputError
 from trajlens.estimators.trained import TrainedWith, trained_with
+from trajlens.run.identify import identify_first_step
 from trajlens.run.reader import RunReader
 from trajlens.run.splits import TRAIN_SPLIT
 
@@ -29,33 +31,26 @@ def run_trained_with(store: Any, run_id: str, trajectories: pl.DataFrame | None 
         return found
     reader = RunReader.of(store, run_id)
     if trajectories is None:
-        steps = reader.steps("trajectories")
-        first = reader.read_steps("trajectories", steps[:1]) if steps else None
-        trajectories = first.filter(pl.col("split") == TRAIN_SPLIT) if first is not None else pl.DataFrame()
-    identified = identify_first_step(reader, trajectories, config)
+        trajectories = _first_training_step(reader)
+    try:
+        identified = identify_first_step(trajectories, lambda step: _step_tokens(reader, step), config)
+    except EstimatorInputError:
+        identified = None
     return trained_with(config, column, identified) if identified is not None else found
 
 
-def identify_first_step(reader: RunReader, trajectories: pl.DataFrame, config: Any) -> Any:
-    """:func:`~trajlens.estimators.identify_advantages` on the logged advantages of the first step
-    of ``trajectories`` (and that step's token arrays when the trajectories carry none); None
-    when none are logged or they cannot be compared."""
-    from trajlens.estimators import EstimatorInputError
-    from trajlens.estimators.identify import identify_advantages
-
-    if not trajectories.height:
-        return None
-    first = trajectories.filter(pl.col("step") == trajectories["step"].min())
-    tokens = None
-    if "logged_advantage" not in first.columns or first["logged_advantage"].null_count() == first.height:
-        rows = reader.read_step("tokens", int(first["step"][0]))
-        if rows is None or not rows.num_rows or "logged_advantages" not in rows.column_names:
-            return None
-        tokens = pl.from_arrow(rows)
-    try:
-        return identify_advantages(first, tokens, config=config)
-    except EstimatorInputError:
-        return None
+def _first_training_step(reader: RunReader) -> pl.DataFrame:
+    """The trajectories of the run's first step that trains (a validation pass may come first)."""
+    for step in reader.steps("trajectories"):
+        rows = reader.read_steps("trajectories", [step])
+        if rows is not None and (rows := rows.filter(pl.col("split") == TRAIN_SPLIT)).height:
+            return rows
+    return pl.DataFrame()
 
 
-__all__ = ["identify_first_step", "run_trained_with"]
+def _step_tokens(reader: RunReader, step: int) -> pl.DataFrame | None:
+    rows = reader.read_step("tokens", step)
+    return pl.from_arrow(rows) if rows is not None else None  # type: ignore[return-value]
+
+
+__all__ = ["run_trained_with"]
