@@ -141,3 +141,24 @@ def test_a_quarter_s_rel_gain_is_the_checks_pooled_over_its_groups():
                    for steps in ((0, 1), (6, 7)))
     assert (first, last) == pytest.approx((0.75, 0.5))  # (1 + 1 + 1 + 0) / 4 groups; a mean of steps gives 0.5
     assert f"rel_gain {first:.2f} -> {last:.2f}" in line
+
+
+def test_a_run_gdpo_dynamic_refuses_shows_no_weights_and_says_why():
+    """A trajectory without one of the channels: gdpo_dynamic refuses the run (as `trajlens
+    advantages -e gdpo_dynamic` and the report say), so the watch list shows no weight at any
+    step rather than weights over the other trajectories, and says why."""
+    from trajlens.run.channels import channel_watch, watch_lines
+
+    rows = []
+    for step in range(8):
+        for g in range(2):
+            for member, x in enumerate((0.0, 1.0)):
+                channels = [{"name": "x", "value": x}, {"name": "y", "value": 1.0 - x}]
+                if (step, g, member) == (3, 1, 0):
+                    channels = channels[:1]
+                rows.append({"run_id": "r", "step": step, "group_id": f"{step}-{g}", "reward": 1.0,
+                             "trajectory_id": f"{step}-{g}-{member}", "reward_channels": channels})
+    watch = channel_watch(pl.DataFrame(rows))
+    assert watch.table.height and watch.table["weight"].null_count() == watch.table.height
+    assert watch.weight_problem and "every reward channel on every trajectory" in watch.weight_problem
+    assert any(line.startswith("no weights: gdpo_dynamic cannot run") for line in watch_lines(watch))

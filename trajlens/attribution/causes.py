@@ -53,7 +53,7 @@ import polars as pl
 from trajlens.attribution.statistics import centred_correlation, p_text
 from trajlens.attribution.verdicts import AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Decision, Push
 from trajlens.intervals import pooled, stage_z, sums, two_sided_p_value
-from trajlens.run.quarters import quarters, shipped_change
+from trajlens.run.quarters import Quarters, quarters, shipped_change
 
 BIAS_BAND = 0.2
 """Elasticity of push per token on length that counts as a length bias (either sign)."""
@@ -89,11 +89,12 @@ def length_change(trajectory_frame: pl.DataFrame) -> Change | None:
     """The response length's change, when it grew or shrank by :data:`LENGTH_CHANGE` or more."""
     if "length" not in trajectory_frame.columns:
         return None
+    split = quarters(trajectory_frame["step"].to_numpy())  # the run's steps, as the stage table cuts them
     trajectory_frame = trajectory_frame.filter(pl.col("length").cast(pl.Float64).is_finite())  # counted lengths only
     if trajectory_frame.height < 8:
         return None
     steps, length = trajectory_frame["step"].to_numpy(), trajectory_frame["length"].to_numpy().astype(float)
-    first, last = quarters(steps).masks(steps)
+    first, last = split.masks(steps)
     a, b = length[first], length[last]
     p_value = welch_p(a, b)
     if not a.size or not math.isfinite(p_value) or p_value >= CHANGE_ALPHA or abs(b.mean() / a.mean() - 1) < LENGTH_CHANGE:
@@ -159,11 +160,11 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
             f"{_elasticity(own)}; {others}; length relevance signed by the drift {relevance_text}; {reason}")
 
 
-def channel_collapse(steps: np.ndarray, step_means: np.ndarray) -> Change | None:
+def channel_collapse(steps: np.ndarray, step_means: np.ndarray, split: Quarters | None = None) -> Change | None:
     """The change of a reward channel's step means (one per step of ``steps``) from the first
-    quarter of the steps to the last, when it collapsed: fell by half or more, Welch p <
-    :data:`CHANGE_ALPHA` (module docstring); None otherwise."""
-    first, last = quarters(steps).masks(steps)
+    quarter of the run's steps (``split``; those of ``steps`` without it) to the last, when it
+    collapsed: fell by half or more, Welch p < :data:`CHANGE_ALPHA` (module docstring); None otherwise."""
+    first, last = (split or quarters(steps)).masks(steps)
     values = np.asarray(step_means, dtype=float)
     a, b = values[first], values[last]
     p_value = welch_p(a, b)
@@ -245,8 +246,9 @@ def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome
         return []
     out = []
     steps = channels["step"].to_numpy()
+    split = quarters(trajectories["step"].to_numpy()) if trajectories.height else None
     for column in [c for c in channels.columns if c.startswith("mean:")]:
-        change = channel_collapse(steps, channels[column].to_numpy())
+        change = channel_collapse(steps, channels[column].to_numpy(), split)
         if change is None:
             continue
         name = column[5:]

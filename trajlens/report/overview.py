@@ -55,13 +55,15 @@ def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> d
     rewards = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split)
                .select("step", "reward", "resolved").collect())
     reward_stats = outcome_stats(rewards).filter(pl.col("measure") == "reward").sort("step")
+    # Every trend's quarters are those of the run's steps, as the stage table beside them cuts them,
+    # whichever steps lack a value.
+    run_quarters = quarters(measures["step"].to_numpy())
     if reward_stats.height >= MIN_TREND_STEPS:
         reward = pooled(reward_stats, proportion=False).select("step", pl.col("value").alias("reward"))
-        trends["reward"] = _measure_trend(reward, reward_stats, "reward", quarters(reward["step"].to_numpy()))
+        trends["reward"] = _measure_trend(reward, reward_stats, "reward", run_quarters)
     names = [TOKENS_MEASURE, *(f"share:{c}" for c in BEHAVIOUR_CLASSES)]
     stats = trajectory_measure_stats(measures).filter(pl.col("measure").is_in(names))
     per_step = step_values(measures, names, stats)
-    run_quarters = quarters(per_step["step"].to_numpy())
     if TOKENS_MEASURE in per_step.columns and per_step[TOKENS_MEASURE].drop_nulls().len() >= MIN_TREND_STEPS:
         trends["model tokens"] = _measure_trend(per_step, stats, TOKENS_MEASURE, run_quarters)
     else:

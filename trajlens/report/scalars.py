@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.report.findings import Finding
+from trajlens.run.quarters import Quarters, quarters
 from trajlens.run.splits import TRAIN_SPLIT
 from trajlens.steps import steps_text
 
@@ -98,36 +99,34 @@ def channel_findings(store: Any, run_id: str) -> list[Finding]:
     from trajlens.checks.step_measures import channel_gains
     from trajlens.run.channels import rel_gain_quarters
     from trajlens.run.partitions import scan_run_table
-    from trajlens.run.quarters import quarters
 
     trajectories = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == TRAIN_SPLIT)
                     .select("step", "group_id", "trajectory_id", "reward_channels").collect())
     gains = channel_gains(trajectories).sort("channel", maintain_order=True)  # the channels' order
     if gains.is_empty() or gains["channel"].n_unique() < 2:
         return []
-    run_quarters = quarters(gains["step"].to_numpy())
+    run_quarters = quarters(trajectories["step"].to_numpy())  # the run's steps, as its stage table cuts them
     findings = []
     for channel in gains["channel"].unique(maintain_order=True).to_list():
         early, late = rel_gain_quarters(gains, run_quarters, channel)
         if math.isnan(early) or math.isnan(late):
             continue  # the channel is missing from the first or the last quarter
-        note = _no_signal_note(trajectories, str(channel)) if late < SATURATED_REL_GAIN <= early else ""
+        note = _no_signal_note(trajectories, str(channel), run_quarters) if late < SATURATED_REL_GAIN <= early else ""
         findings.append(Finding(
             f"reward channel {channel}: rel_gain {early:.2f} in the first quarter -> {late:.2f} in the last{note}",
             "saturated_channel" if note else "channel", "summary-outcome"))
     return findings
 
 
-def _no_signal_note(trajectories: pl.DataFrame, channel: str) -> str:
+def _no_signal_note(trajectories: pl.DataFrame, channel: str, run_quarters: Quarters) -> str:
     """Why a channel's rel_gain fell, with its step means in the first and the last quarter:
     collapsed (attribution's definition) or, when not, saturated."""
     from trajlens.attribution.causes import channel_collapse
     from trajlens.run.channels import channel_step_means, channel_values
-    from trajlens.run.quarters import quarters
 
     means = channel_step_means(channel_values(trajectories)).filter(pl.col("channel") == channel).sort("step")
     steps, values = means["step"].to_numpy(), means["mean"].to_numpy()
-    collapse = channel_collapse(steps, values)
-    first, last = (collapse.first, collapse.last) if collapse is not None else quarters(steps).means(steps, values)
+    collapse = channel_collapse(steps, values, run_quarters)
+    first, last = (collapse.first, collapse.last) if collapse is not None else run_quarters.means(steps, values)
     return (f" ({'collapsed' if collapse is not None else 'saturated'}: its step mean {first:.2f} -> {last:.2f}; "
             "its group advantage carries no signal)")

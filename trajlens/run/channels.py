@@ -54,6 +54,11 @@ class ChannelWatch(NamedTuple):
                                                "gain": pl.Float64})
     """Each channel's gain in each group of two or more (the terms of ``rel_gain``,
     :func:`trajlens.checks.step_measures.channel_gains`): a quarter's rel_gain is their mean."""
+    steps: tuple[int, ...] = ()
+    """The steps of the trajectories watched: its first and last quarters are theirs, as the stage
+    table and the report cut them, whichever steps lack a channel value."""
+    weight_problem: str = ""
+    """Why there are no weights: what ``gdpo_dynamic`` says when it cannot run on the trajectories."""
 
 
 def channel_values(trajectories: pl.DataFrame, keep: tuple[str, ...] = ()) -> pl.DataFrame:
@@ -98,7 +103,7 @@ def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
         return ChannelWatch(pl.DataFrame(schema=WATCH_SCHEMA), pl.DataFrame(schema=COLLINEAR_SCHEMA), tuple(names))
     values = _value_measures(trajectories, long)
     advantages, collinear = _advantage_measures(wide, names)
-    weights = _dynamic_weights(trajectories, wide, names)
+    weights, weight_problem = _dynamic_weights(trajectories, names)
     table = (values.join(advantages, on=["step", "channel"], how="full", coalesce=True)
              .join(weights, on=["step", "channel"], how="left"))
     order = pl.col("channel").replace_strict({n: i for i, n in enumerate(names)}, return_dtype=pl.Int32)
@@ -106,7 +111,8 @@ def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
         [pl.col(name).cast(dtype) for name, dtype in WATCH_SCHEMA.items()])
     from trajlens.checks.step_measures import group_gains
 
-    return ChannelWatch(table, collinear, tuple(names), group_gains(long))
+    steps = tuple(trajectories.get_column("step").unique().sort().to_list())
+    return ChannelWatch(table, collinear, tuple(names), group_gains(long), steps, weight_problem)
 
 
 def _value_measures(trajectories: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
@@ -156,30 +162,28 @@ def _number(value: Any) -> float | None:
     return None if np.isnan(number) else number
 
 
-def _dynamic_weights(trajectories: pl.DataFrame, wide: pl.DataFrame, names: list[str]) -> pl.DataFrame:
+def _dynamic_weights(trajectories: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, str]:
     """Each step's channel weights as ``gdpo_dynamic`` (default settings) gives them over the
-    trajectories that have every channel (the rows of ``wide``, :func:`complete_rows`): the
-    estimator's own recomputation, its moving averages carried from step to step. Empty when it
-    cannot run on them."""
+    trajectories: the estimator's own recomputation, its moving averages carried from step to
+    step; and why there are none when it cannot run on them (a channel missing on a trajectory),
+    as ``trajlens advantages -e gdpo_dynamic`` and the report say."""
     from trajlens.errors import TrajlensError
     from trajlens.estimators import EstimatorInputError
     from trajlens.run.advantages import RunFrames, recompute_run
 
     schema = {"step": pl.Int64, "channel": pl.String, "weight": pl.Float64}
     run_id = str(trajectories["run_id"][0])
-    complete = trajectories.join(wide.select("step", "trajectory_id"), on=["step", "trajectory_id"], how="semi",
-                                 maintain_order="left")
     try:
         # The weights do not depend on how the fused advantage is normalised; over trajectories
         # it needs no token counts.
-        recomputed = recompute_run(None, run_id, "gdpo_dynamic", frames=RunFrames(run_id, complete, None),
+        recomputed = recompute_run(None, run_id, "gdpo_dynamic", frames=RunFrames(run_id, trajectories, None),
                                    channels=names, config={"batch_normalisation": "sequence"})
-    except (EstimatorInputError, TrajlensError):
-        return pl.DataFrame(schema=schema)
+    except (EstimatorInputError, TrajlensError) as error:
+        return pl.DataFrame(schema=schema), str(error).splitlines()[0]
     per_step = recomputed.group_by("step", maintain_order=True).agg(pl.col("channel_weights").first())
     rows = [{"step": step, "channel": name, "weight": weight}
             for step, weights in per_step.iter_rows() for name, weight in zip(names, weights)]
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=schema), ""
 
 
 def run_channel_watch(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> ChannelWatch:
@@ -207,12 +211,12 @@ def rel_gain_quarters(gains: pl.DataFrame, split: Quarters, channel: str) -> Qua
 
 def watch_lines(watch: ChannelWatch) -> list[str]:
     """One sentence per channel: its watched values in the first and the last quarter of the
-    steps (:func:`trajlens.run.quarters.quarters`; rel_gain by :func:`rel_gain_quarters`),
+    run's steps (:func:`trajlens.run.quarters.quarters`; rel_gain by :func:`rel_gain_quarters`),
     then the collinear pairs."""
     table = watch.table
     if table.is_empty():
         return []
-    split = quarters(table["step"].to_numpy())
+    split = quarters(np.asarray(watch.steps) if watch.steps else table["step"].to_numpy())
     total = pl.col("dominant").sum().over("step")
     table = table.with_columns((pl.col("dominant") / pl.when(total > 0).then(total)).alias("dominant in"))
     lines = []
@@ -230,6 +234,8 @@ def watch_lines(watch: ChannelWatch) -> list[str]:
                 continue
             words.append(f"{label} {_watch_number(first, digits)} -> {_watch_number(last, digits)}")
         lines.append(f"{name}: " + ", ".join(words) + " (first -> last quarter of the steps)")
+    if watch.weight_problem:
+        lines.append(f"no weights: gdpo_dynamic cannot run on these trajectories ({watch.weight_problem})")
     if watch.collinear.height:
         pairs = watch.collinear.group_by("channel_a", "channel_b", maintain_order=True).agg(
             pl.len().alias("steps"), pl.col("correlation").abs().max().alias("largest"))
