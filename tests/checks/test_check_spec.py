@@ -110,6 +110,13 @@ def test_invalid_toml_and_missing_file_name_the_file(tmp_path):
         load_checks(tmp_path / "absent.toml")
 
 
+def test_a_file_that_is_not_utf8_names_its_line_and_byte(tmp_path):
+    (tmp_path / "checks.toml").write_bytes(b'[checks.a]\nmeasure = "share:think"\n\xff\xfe = 1\n')
+    with pytest.raises(CheckConfigError) as raised:
+        load_checks(tmp_path / "checks.toml")
+    assert raised.value.problems == [f"{tmp_path / 'checks.toml'}: line 3: expected UTF-8 text (TOML), found the byte 0xff"]
+
+
 def test_parsed_values_are_typed():
     (check,) = parse_checks({"checks": {"c": {
         "measure": "ran_suite", "condition": "stage_change", "direction": "decrease",

@@ -266,6 +266,22 @@ def test_a_report_may_be_kept_beside_its_store(store):
     assert run_cli("verify", store).returncode == 0
 
 
+def test_a_report_is_not_written_into_the_store_s_own_folder(store):
+    """``--out STORE`` would put a folder per run among the store's own files (a run named
+    ``trajlens.duckdb`` over its database): refused before any work, the store left as it was."""
+    before = sorted(str(p.relative_to(store)) for p in store.rglob("*"))
+    for command in (("report", store), ("compare", store, "--no-advantages")):
+        run = trajlens.open(store).runs.collect()["run_id"][0]
+        arguments = (*command, "--run", run) if command[0] == "report" else (command[0], store, f"{run}:Q1", f"{run}:Q4",
+                                                                               *command[2:])
+        done = run_cli(*arguments, "--out", store)
+        assert done.returncode != 0
+        assert _one_error_line(done) == f"error: --out {store}: is a store; write into a folder of its own " \
+                                        f"(such as {store / 'report'})"
+    assert sorted(str(p.relative_to(store)) for p in store.rglob("*")) == before
+    assert run_cli("verify", store).returncode == 0
+
+
 def test_two_outputs_may_not_name_one_file(store, tmp_path):
     run = trajlens.open(store).runs.collect()["run_id"][0]
     done = run_cli("attribute", store, "--run", run, "--out", tmp_path / "a.md", "--json", tmp_path / "a.md")

@@ -197,6 +197,10 @@ def load_checks(path: Path | str) -> tuple[Check, ...]:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise CheckConfigError([f"{path}: cannot read the check file ({error.strerror or error})"]) from None
+    except UnicodeDecodeError as error:
+        line = error.object[:error.start].count(b"\n") + 1
+        raise CheckConfigError([f"{path}: line {line}: expected UTF-8 text (TOML), found the byte "
+                                f"0x{error.object[error.start]:02x}"]) from None
     try:
         document = tomllib.loads(text)
     except ValueError as error:  # TOMLDecodeError, or an integer past Python's digit limit

@@ -169,10 +169,15 @@ def folder_output(folder: Path, *, flag: str = "--out") -> Iterator[Path]:
 
 
 def check_folder_output(folder: Path, *, flag: str = "--out") -> None:
-    """Fail before any work when ``folder`` is an existing file (a folder is written into), or
-    lies among a store's own files (:func:`store_holding`)."""
+    """Fail before any work when ``folder`` is an existing file (a folder is written into), is a
+    store itself, or lies among a store's own files (:func:`store_holding`)."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError([f"{flag} {folder}: is a file; expected a folder"])
+    from trajlens.store.handle import is_published_store
+
+    if folder.is_dir() and is_published_store(folder):  # its runs' folders would land among the store's own
+        raise ConfigError([f"{flag} {folder}: is a store; write into a folder of its own "
+                           f"(such as {folder / 'report'})"])
     if (store := store_holding(folder)) is not None:
         raise ConfigError([f"{flag} {folder}: among the files of the store {store}, which only ingest and the "
                            "analyses write; write it elsewhere"])
