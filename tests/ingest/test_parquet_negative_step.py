@@ -55,7 +55,26 @@ def test_the_cli_refuses_it_in_one_line_and_stores_nothing(tmp_path, tiny_run_di
 
 def test_step_zero_is_kept(tmp_path, tiny_run_dir):
     for table in ("trajectories", "tool_calls", "tokens"):
-        _with_step(tiny_run_dir, table, 0, 0)
+        path = table_files(tiny_run_dir, table)[-1]
+        data = pq.read_table(path)
+        index = data.schema.get_field_index("step")
+        pq.write_table(data.set_column(index, data.schema.field(index), pa.array([0] * data.num_rows, pa.int64())), path)
+        path.parent.rename(path.parent.with_name("step=000000"))
     trajlens.ingest([tiny_run_dir], tmp_path / "store")
     steps = trajlens.open(tmp_path / "store").sql("SELECT min(step) AS first FROM trajectories")["first"][0]
     assert steps == 0
+
+
+@pytest.mark.parametrize("table", ["trajectories", "tool_calls", "tokens"])  # the step-partitioned tables
+def test_a_step_other_than_its_folder_s_is_refused_naming_file_record_and_field(tmp_path, tiny_run_dir, table):
+    """A row whose step is not its partition folder's would be stored at one step while every
+    reader finds its step's rows by folder (and its calls and tokens at another step)."""
+    path = table_files(tiny_run_dir, table)[-1]
+    folder_step = int(path.parent.name.removeprefix("step="))
+    path = _with_step(tiny_run_dir, table, 0, 999)
+    before = path.read_bytes()
+    with pytest.raises(InputError) as caught:
+        trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    assert (caught.value.file, caught.value.field) == (str(path), "step")
+    assert str(caught.value).endswith(f"expected {folder_step} (the step of its folder {path.parent.name}), found 999")
+    assert path.read_bytes() == before

@@ -18,7 +18,7 @@ from trajlens.errors import InputError, Problem
 from trajlens.ingest import config_history
 from trajlens.rows import check_values
 from trajlens.schema import SCHEMAS, TABLES, conform
-from trajlens.store.layout import STEP_PARTITIONED, is_run_dir, read_parquet_file, table_files
+from trajlens.store.layout import STEP_PARTITIONED, is_run_dir, read_parquet_file, step_range, table_files
 from trajlens.store.writer import StoreWriter
 
 FORMAT = "parquet"
@@ -81,6 +81,24 @@ def _check_steps(table: pa.Table, path: Path) -> None:
         row = int(pc.index(negative, True).as_py())
         raise InputError(str(path), record=row, field="step", expected="a step of 0 or more",
                          found=str(table.column("step")[row].as_py()))
+
+
+def _check_partition_steps(table: pa.Table, path: Path) -> None:
+    """Refuse rows whose step is not their folder's (``step=N``, or a packed ``step=A-B``): the
+    step partitions are how every reader finds a step's rows, so such a row would sit at one step
+    in the store and at another in its trajectory's calls and tokens."""
+    span = step_range(path.parent.name)
+    if span is None or "step" not in table.column_names or table.num_rows == 0:
+        return
+    steps = table.column("step")
+    outside = pc.or_(pc.less(steps, span[0]), pc.greater(steps, span[1]))
+    if not pc.any(outside).as_py():
+        return
+    row = int(pc.index(outside, True).as_py())
+    record = table.column("trajectory_id")[row].as_py() if "trajectory_id" in table.column_names else row
+    expected = f"{span[0]} (the step of its folder {path.parent.name})" if span[0] == span[1] else \
+        f"a step from {span[0]} to {span[1]} (the steps of its folder {path.parent.name})"
+    raise InputError(str(path), record=record, field="step", expected=expected, found=str(steps[row].as_py()))
 
 
 def check_text(table: pa.Table, path: Path) -> None:
@@ -165,6 +183,7 @@ def copy_run(
                 try:
                     table, exact = _read_checked(path, name)
                     _check_run_id(table, recorded, path)
+                    _check_partition_steps(table, path)
                 except InputError as error:
                     if strict:
                         raise
