@@ -116,8 +116,9 @@ def test_a_run_directory_file_cut_short_fails_in_one_line_naming_it(work, tmp_pa
     cut = next((run_dir / "tokens" / "step=000002").glob("*.parquet"))
     cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
     done = subprocess.run([sys.executable, "-m", "trajlens", "check", str(run_dir)], capture_output=True, text=True)
-    assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines() == [done.stderr.strip()] and str(cut) in done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr  # an input error, as the command's help says
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert done.stderr.startswith(f"error: {cut}: not a readable Parquet file, expected Parquet, found Parquet magic ")
 
 
 def test_a_step_without_its_token_file_costs_that_step_alone(work, tmp_path, monkeypatch):

@@ -433,9 +433,11 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
     """The run's step metrics as one batch, then its trajectories a batch of steps at a time
     with those steps' tool calls and token arrays (when ``tables`` has them); no batches when
     the run is not in the step layout. A ``stored`` run's files hold the store's schema; a run
-    directory's are read as they are."""
+    directory's are checked file by file as ingest checks them (:func:`_read_checked_files`)."""
     from trajlens.run.batches import ReadAhead, plan_batches
     from trajlens.run.partitions import read_files, table_partitions
+
+    read_rows = read_files if stored else _read_checked_files
 
     info, trajectory_files = _run_info(run_dir, run_id), table_partitions(run_dir / "trajectories")
     others = {name: table_partitions(run_dir / name) for name in ("tool_calls", "tokens") if name in tables}
@@ -443,7 +445,7 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
         return info, None
 
     # every trajectory is read first: the measured split is the whole run's, not the first batch's
-    trajectories = read_files(trajectory_files, "trajectories", trajectory_files.steps(), conformed=stored)
+    trajectories = read_rows(trajectory_files, "trajectories", trajectory_files.steps())
     if "split" in trajectories.columns and trajectories.height:
         info = replace(info, split=chosen_split(ordered_splits(trajectories.get_column("split").unique().to_list())))
 
@@ -456,9 +458,9 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
         tokens = others.get("tokens")
         # each set of columns the checks ask of a batch's tokens is read of the next batch
         # meanwhile (they ask every batch alike)
-        with ReadAhead(partial(_read_tokens, tokens, conformed=stored), steps) as ahead:
+        with ReadAhead(partial(_read_tokens, tokens, stored=stored), steps) as ahead:
             for index, part in enumerate(plan):
-                read = {name: read_files(partitions, name, steps[index], conformed=stored)
+                read = {name: read_rows(partitions, name, steps[index])
                         for name, partitions in others.items() if name != "tokens"}
                 reader = None if tokens is None else partial(_ask_tokens, ahead, index)
                 yield NewSteps(trajectories=part, read_tokens=reader, **read)
@@ -471,10 +473,32 @@ def _ask_tokens(ahead: ReadAhead[list[int], tuple[str, ...] | None, pl.DataFrame
     return ahead.get(index, None if columns is None else tuple(columns))
 
 
-def _read_tokens(partitions: Any, steps: list[int], columns: Sequence[str] | None, *, conformed: bool) -> pl.DataFrame:
+def _read_tokens(partitions: Any, steps: list[int], columns: Sequence[str] | None, *, stored: bool) -> pl.DataFrame:
     from trajlens.run.partitions import read_arrow_files
 
-    return pl.from_arrow(read_arrow_files(partitions, "tokens", steps, columns, conformed=conformed))  # type: ignore[return-value]
+    if not stored:
+        return _read_checked_files(partitions, "tokens", steps, columns)
+    return pl.from_arrow(read_arrow_files(partitions, "tokens", steps, columns))  # type: ignore[return-value]
+
+
+def _read_checked_files(partitions: Any, table: str, steps: Sequence[int], columns: Sequence[str] | None = None
+                        ) -> pl.DataFrame:
+    """The rows of ``steps`` of a run directory's ``table`` (``columns`` of them, when given), in
+    step order, each file read through :func:`trajlens.ingest.parquet.read_table_file`: a file
+    ingest would refuse (a NaN reward, a missing or mistyped column, a row outside its step's
+    folder) stops the check with ingest's one line naming the file, record and field."""
+    import pyarrow as pa
+
+    from trajlens.ingest.parquet import read_table_file
+    from trajlens.schema import SCHEMAS
+
+    paths, packed = partitions.files(steps)
+    parts = [read_table_file(Path(path), table) for path in paths]
+    frame = pl.from_arrow(pa.concat_tables(parts) if parts else SCHEMAS[table].empty_table())
+    assert isinstance(frame, pl.DataFrame)
+    if packed:
+        frame = frame.filter(pl.col("step").is_in(list(steps))).sort("step", maintain_order=True)
+    return frame if columns is None else frame.select(c for c in columns if c in frame.columns)
 
 
 def _run_info(run_dir: Path, run_id: str | None) -> RunInfo:

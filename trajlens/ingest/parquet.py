@@ -40,7 +40,10 @@ def scan_run(run_dir: Path | str) -> dict[str, pl.LazyFrame]:
 
 
 def read_table_file(path: Path, name: str) -> pa.Table:
-    """Read and conform one Parquet file of table ``name``; a clear error if it cannot."""
+    """Read and conform one Parquet file of table ``name``, checked as ingest checks it (readable,
+    valid UTF-8, the table's schema, finite values, steps of 0 or more and its folder's); a clear
+    error if it cannot. ``trajlens check`` reads a run directory through it too, so the two refuse
+    the same files with the same line."""
     return _read_checked(path, name)[0]
 
 
@@ -56,6 +59,7 @@ def _read_checked(path: Path, name: str) -> tuple[pa.Table, bool]:
     exact = table.schema.equals(SCHEMAS[name])  # a list's item is "element" once in Parquet: the same type
     table = conform(table, name, str(path))
     _check_steps(table, path)
+    _check_partition_steps(table, path)
     check_values(name, table, str(path))
     return table, exact
 
@@ -183,7 +187,6 @@ def copy_run(
                 try:
                     table, exact = _read_checked(path, name)
                     _check_run_id(table, recorded, path)
-                    _check_partition_steps(table, path)
                 except InputError as error:
                     if strict:
                         raise

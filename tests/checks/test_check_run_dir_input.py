@@ -1,0 +1,44 @@
+"""`trajlens check` on a trainer's run directory refuses the files `trajlens ingest` refuses, with
+the same line naming the file, record and field, and exits 2 (an input error), never checking a
+run ingest would not store nor ending in a traceback."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from cli_run import run_cli
+
+from trajlens.store.layout import table_files
+
+
+def _nan_reward(table: pa.Table) -> pa.Table:
+    rewards = table.column("reward").to_pylist()
+    rewards[1] = float("nan")
+    return table.set_column(table.schema.get_field_index("reward"), "reward", pa.array(rewards, pa.float64()))
+
+
+def _text_step(table: pa.Table) -> pa.Table:
+    return table.set_column(table.schema.get_field_index("step"), "step", pa.array(["x"] * table.num_rows))
+
+
+def _no_trajectory_id(table: pa.Table) -> pa.Table:
+    return table.drop(["trajectory_id"])
+
+
+def _step_not_its_folder_s(table: pa.Table) -> pa.Table:
+    return table.set_column(table.schema.get_field_index("step"), "step", pa.array([999] * table.num_rows, pa.int64()))
+
+
+@pytest.mark.parametrize("damage", [_nan_reward, _text_step, _no_trajectory_id, _step_not_its_folder_s])
+def test_check_refuses_what_ingest_refuses_with_its_line(tmp_path, tiny_run_dir, damage):
+    path = table_files(tiny_run_dir, "trajectories")[-1]
+    pq.write_table(damage(pq.read_table(path)), path)
+    before = path.read_bytes()
+    ingested = run_cli("ingest", tiny_run_dir, "--store", tmp_path / "store")
+    checked = run_cli("check", tiny_run_dir)
+    assert ingested.returncode == 1 and checked.returncode == 2
+    for done in (ingested, checked):
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert checked.stderr == ingested.stderr and checked.stderr.startswith(f"error: {path}: ")
+    assert path.read_bytes() == before
