@@ -329,15 +329,23 @@ def _check_config(config: str, run_id: str, source: str) -> None:
         raise InputError(source, record=run_id, field="config", expected="a JSON object", found=config)
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest float32: the estimators compute advantages in float32, as the trainers do, so a
+reward past it would reach them as infinite."""
+
+
 def _check_finite_column(table: pa.Table, values, field: str, source: str, parents=None) -> None:
-    bad = pc.invert(pc.is_finite(values.fill_null(0.0)))
+    values = values.fill_null(0.0)
+    bad = pc.or_(pc.invert(pc.is_finite(values)), pc.greater(pc.abs(values), FLOAT32_MAX))
     if not pc.any(bad).as_py():
         return
     index = int(pc.index(bad, True).as_py())
     row = index if parents is None else parents[index].as_py()
     trajectory = table.column("trajectory_id")[row].as_py()
-    raise InputError(source, record=trajectory, field=field,
-                     expected="a finite number", found=str(values[index].as_py()))
+    value = values[index].as_py()
+    expected = "a finite number" if not math.isfinite(value) else \
+        f"a number of at most {FLOAT32_MAX:.4g} in size (float32, in which the estimators compute)"
+    raise InputError(source, record=trajectory, field=field, expected=expected, found=str(value))
 
 
 def _check_unique(table: pa.Table, keys: tuple[str, ...], name: str, source: str) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 
 import duckdb
@@ -76,6 +77,9 @@ def _first_file(run_dir, table):
         ("extra_column", "field 'surprise'"),
         ("mistype", "field 'num_turns'"),
         ("nan_reward", "field 'reward': expected a finite number, found nan"),
+        # finite, but infinite once the estimators cast it to float32, as the trainers compute
+        ("huge_reward", re.escape("field 'reward': expected a number of at most 3.403e+38 in size (float32, in which "
+                                  "the estimators compute), found -1e+300")),
         ("duplicate_id", "field 'trajectory_id'"),
     ],
 )
@@ -91,8 +95,8 @@ def test_bad_parquet_leaves_store_untouched(tmp_path, tiny_run_dir, damage, mess
     elif damage == "mistype":
         pq.write_table(table.set_column(table.schema.get_field_index("num_turns"), "num_turns",
                                         pa.array(["many"] * table.num_rows)), path)
-    elif damage == "nan_reward":
-        rewards = [float("nan")] + table.column("reward").to_pylist()[1:]
+    elif damage in ("nan_reward", "huge_reward"):
+        rewards = [float("nan") if damage == "nan_reward" else -1e300] + table.column("reward").to_pylist()[1:]
         pq.write_table(table.set_column(table.schema.get_field_index("reward"), "reward", pa.array(rewards)), path)
     elif damage == "duplicate_id":
         shutil.copy(path, path.with_name("part-1.parquet"))
