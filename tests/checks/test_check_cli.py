@@ -67,6 +67,15 @@ def test_failing_run_exits_1_with_table_junit_and_json(tmp_path, config):
     assert document["counts"] == {"fail": 1, "warn": 0, "pass": 1, "skip": 1}
 
 
+def test_junit_and_json_may_not_name_one_file(tmp_path, config):
+    """One would silently replace the other: refused before any work, nothing written."""
+    both = tmp_path / "checks.out"
+    done = trajlens("check", "sample_data/resume-lr", "--config", config, "--junit", both, "--json", both)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == f"error: --json {both}: the same file as --junit; give each output its own file"
+    assert not both.exists()
+
+
 def test_junit_cases_map_statuses(tmp_path, config):
     import xml.etree.ElementTree as ElementTree
 

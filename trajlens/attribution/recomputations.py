@@ -24,7 +24,7 @@ from typing import Any
 
 from trajlens.errors import ConfigError
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY
-from trajlens.estimators.spec import EstimatorChoice
+from trajlens.estimators.spec import EstimatorChoice, label_problem
 from trajlens.estimators.trained import TrainedWith
 
 
@@ -98,6 +98,9 @@ def parse_recomputations(pairs: list[str], options: dict[str, dict[str, Any]]) -
         label, sep, name = pair.partition("=")
         if not sep:
             label, name = pair, pair
+        if (problem := label_problem(label)) is not None:
+            problems.append(f"--estimator {pair!r}: the label: {problem}")
+            continue
         if name not in ESTIMATORS:
             problems.append(f"--estimator {pair!r}: unknown estimator {name!r} (known: {', '.join(ESTIMATORS)})")
             continue

@@ -16,7 +16,7 @@ from trajlens.cli._options import (
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY, release_conventions
-from trajlens.estimators.spec import CURRENT_RELEASES
+from trajlens.estimators.spec import CURRENT_RELEASES, label_problem
 
 if TYPE_CHECKING:
     from trajlens.engine.session import EngineSession
@@ -82,6 +82,8 @@ def advantages(
 
     if label is not None:
         utf8_argument(label, "--label")
+        if (problem := label_problem(label)) is not None:
+            raise ConfigError([f"--label: {problem}"])
     options = parse_options(option or [])
     release = parse_trainer_option(trainer) if trainer is not None else None
     spec = estimator_spec(estimator)

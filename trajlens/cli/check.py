@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import output_problems, overwrites_input, write_text_atomically
+from trajlens.cli._output import distinct_outputs, output_problems, overwrites_input, write_text_atomically
 from trajlens.errors import ConfigError, InputError, TrajlensError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -77,6 +77,7 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
         if path is not None:
             problems += output_problems(path, flag=flag)
             problems += overwrites_input(path, source, flag=flag) if source is not None else []
+    problems += distinct_outputs({"--junit": junit, "--json": json_out})
     if not watch and (fail_fast or until_step is not None or timeout is not None):
         problems.append("--fail-fast, --until-step and --timeout need --watch")
     if watch and until_step is None and timeout is None:

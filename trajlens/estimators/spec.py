@@ -184,6 +184,17 @@ class Releases:
         return name
 
 
+def label_problem(label: str) -> str | None:
+    """Why ``label`` cannot name an estimator choice (a column value, ``RUN:LABEL`` of
+    ``trajlens compare``, a line of a table): empty, or holding a blank or a control character;
+    None when it can."""
+    if not label:
+        return "expected a name, found an empty one"
+    if any(c.isspace() or not c.isprintable() for c in label):
+        return f"expected a name without blanks or control characters, found {label!r}"
+    return None
+
+
 @dataclass(frozen=True)
 class EstimatorChoice:
     """An estimator under a label, with options: a report variant, a trainer's convention, a
