@@ -352,3 +352,16 @@ def test_a_folder_on_another_filesystem_is_filled_by_copying(tmp_path, monkeypat
         (partial / "run" / "a.md").write_text("a")
     assert (target / "index.html").read_text() == "page" and (target / "run" / "a.md").read_text() == "a"
     assert (target / "old").is_dir() and not list(tmp_path.glob(".mounted.*"))
+
+
+def test_attribute_takes_its_json_back_when_its_out_cannot_be_written(store, tmp_path, monkeypatch):
+    """``--json`` is written first: when ``--out`` then finds the disk full, the command failed,
+    and the ``--json`` file it made is taken back with it."""
+    run = trajlens.open(store).runs.collect()["run_id"][0]
+    verdicts, section = tmp_path / "verdicts.json", tmp_path / "section.md"
+    _full_disk_at(monkeypatch, section)
+    done = run_cli("attribute", store, "--run", run, "--k", "1", "--json", verdicts, "--out", section)
+    assert done.returncode == 1
+    assert _one_error_line(done) == f"error: --out {section}: cannot write it ({FULL_DISK})"
+    assert not verdicts.exists() and not section.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(("verdicts", "section"))] == []

@@ -92,6 +92,7 @@ def attribute(
         result = attribute_on(session.engine, handle, run, recomputations, progress=tick, **settings)
     text = attribution_markdown(result)
     typer.echo(text)
+    new_json = json_out is not None and not json_out.exists()
     if json_out is not None:
         import json
 
@@ -99,9 +100,14 @@ def attribute(
         write_text_atomically(json_out, document, flag="--json")
         typer.echo(f"wrote {json_out}")
     if out is not None:
-        if OUTPUT_FORMATS[out.suffix.lower()].documents:
-            write_output(out, document=text)
-        else:
-            write_output(out, frame=result.class_summary)
+        try:
+            if OUTPUT_FORMATS[out.suffix.lower()].documents:
+                write_output(out, document=text)
+            else:
+                write_output(out, frame=result.class_summary)
+        except ConfigError:
+            if new_json:  # the command failed: the --json file it made goes with it
+                json_out.unlink(missing_ok=True)  # type: ignore[union-attr]
+            raise
         typer.echo(f"wrote {out}")
     typer.echo(f"saved call_credit, class_credit and the attribution summary tables for {run} in {store}")
