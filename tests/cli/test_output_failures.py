@@ -365,3 +365,45 @@ def test_attribute_takes_its_json_back_when_its_out_cannot_be_written(store, tmp
     assert _one_error_line(done) == f"error: --out {section}: cannot write it ({FULL_DISK})"
     assert not verdicts.exists() and not section.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(("verdicts", "section"))] == []
+
+
+@pytest.mark.parametrize("raised", [
+    OSError("No space left on device (os error 28)"),  # Polars: the number in its text, no file
+    OSError("Error writing bytes to file. Detail: [errno 28] No space left on device"),  # pyarrow
+    OSError(errno.EDQUOT, os.strerror(errno.EDQUOT)),
+])
+def test_a_folder_writer_that_fills_the_disk_without_naming_a_file_names_the_folder(tmp_path, raised):
+    from trajlens.cli._output import folder_output
+    from trajlens.errors import ConfigError
+
+    out = tmp_path / "a" / "report"
+    with pytest.raises(ConfigError) as caught, folder_output(out) as partial:
+        (partial / "index.html").write_text("<html>")
+        raise raised
+    reason = os.strerror(errno.EDQUOT) if raised.errno else FULL_DISK
+    assert str(caught.value) == f"--out {out}: cannot write it ({reason})"
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_read_error_inside_a_folder_writer_is_not_blamed_on_the_folder(tmp_path):
+    """Only a write fills a disk: another error naming no file (a store that cannot be read) is
+    not said to be the output's."""
+    from trajlens.cli._output import folder_output
+
+    with pytest.raises(OSError, match="Input/output error"), folder_output(tmp_path / "report"):
+        raise OSError("Input/output error (os error 5)")
+    assert not (tmp_path / "report").exists()
+
+
+def test_synth_on_a_full_disk_names_its_out_and_leaves_nothing(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    def full(self, *args, **kwargs):
+        raise OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
+    out = tmp_path / "runs" / "r6"
+    done = run_cli("synth", "sao-r6", "--steps", "4", "--batch", "4", "--out", out)
+    assert done.returncode == 1
+    assert _one_error_line(done) == f"error: --out {out}: cannot write it ({FULL_DISK})"
+    assert list(tmp_path.iterdir()) == []

@@ -161,11 +161,26 @@ def folder_output(folder: Path, *, flag: str = "--out") -> Iterator[Path]:
     except BaseException as error:
         shutil.rmtree(partial, ignore_errors=True)
         _remove_empty(made)
-        if isinstance(error, OSError) and not isinstance(error, TrajlensError) and error.filename is not None:
-            inside = _under(Path(os.fsdecode(error.filename)), partial)
+        if isinstance(error, OSError) and not isinstance(error, TrajlensError):
+            inside = None if error.filename is None else _under(Path(os.fsdecode(error.filename)), partial)
             if inside is not None:
                 raise ConfigError([f"{flag} {folder / inside}: cannot write it ({_os_reason(error)})"]) from None
+            code = _errno(error)
+            if code in OUT_OF_SPACE:  # a writer that names no file (Polars, pyarrow): only a write fills a disk
+                raise ConfigError([f"{flag} {folder}: cannot write it ({os.strerror(code)})"]) from None
         raise
+
+
+OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""Errors only a write raises: a full disk, a spent quota."""
+
+
+def _errno(error: OSError) -> int | None:
+    """The error's number, also where a library gives it in its text alone (``(os error 28)``, ``[errno 28]``)."""
+    if error.errno is not None:
+        return error.errno
+    found = re.search(r"(?:os error|errno) (\d+)", str(error), flags=re.IGNORECASE)
+    return int(found.group(1)) if found else None
 
 
 def check_folder_output(folder: Path, *, flag: str = "--out") -> None:
