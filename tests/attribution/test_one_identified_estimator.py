@@ -19,19 +19,29 @@ SWITCH = 4
 """From this step on, the logged advantages are Dr.GRPO's."""
 
 
-def _switching_run(directory):
+def _switching_run(directory, variant: str = "switch"):
     """Six steps of four groups of four; each trajectory logs TRL GRPO's advantage before step
-    ``SWITCH`` and Dr.GRPO's from it, under a config that names no estimator."""
+    ``SWITCH`` and Dr.GRPO's from it, under a config that names no estimator. ``variant``
+    ``zero_first``: every reward of step 1 is 0 (every candidate gives 0 there) and every step
+    logs Dr.GRPO's; ``none_first``: step 1 logs none and every later step TRL GRPO's."""
     from trajlens.estimators import recompute
     from trajlens.rows import RunBuilder
     from trajlens.store.layout import RunDirWriter
 
     rows = pl.DataFrame([{"run_id": "switch", "step": step, "trajectory_id": f"{step}-{group}-{member}",
-                          "group_id": f"{step}:{group}", "reward": float((step + 3 * group + member * member) % 5)}
+                          "group_id": f"{step}:{group}",
+                          "reward": 0.0 if variant == "zero_first" and step == 1 else float((step + 3 * group + member * member) % 5)}
                          for step in range(1, 7) for group in range(4) for member in range(4)])
     trl = dict(recompute(rows, None, "grpo", **TRL_GROUP).select("trajectory_id", "advantage").iter_rows())
     dr = dict(recompute(rows, None, "dr_grpo").select("trajectory_id", "advantage").iter_rows())
-    logged = {t: (trl if step < SWITCH else dr)[t] for t, step in rows.select("trajectory_id", "step").iter_rows()}
+    def logged_of(trajectory: str, step: int) -> float | None:
+        if variant == "zero_first":
+            return dr[trajectory]
+        if variant == "none_first":
+            return None if step == 1 else trl[trajectory]
+        return (trl if step < SWITCH else dr)[trajectory]
+
+    logged = {t: logged_of(t, step) for t, step in rows.select("trajectory_id", "step").iter_rows()}
     builder = RunBuilder("switch", config={}, source_format="test", source="test")
     for row in rows.iter_rows(named=True):
         thinks = row["reward"] >= 3
@@ -58,14 +68,14 @@ def store(tmp_path_factory):
     return store
 
 
-def _results(store):
+def _results(store, run_id: str = "switch"):
     from trajlens.checks import check_run
     from trajlens.checks.spec import parse_checks
 
     checks = parse_checks({"checks": {
         "logged_advantages_match": {"measure": "logged_advantage_diff:auto", "condition": "threshold", "above": 1e-5},
         "run_mean": {"measure": "advantage:run:mean", "condition": "threshold", "above": 10}}}, "checks.toml")
-    return {result.check.name: result for result in check_run(store.path, checks, "switch").results}
+    return {result.check.name: result for result in check_run(store.path, checks, run_id).results}
 
 
 def test_report_attribution_and_checks_name_the_estimator_of_the_first_training_step(store, tmp_path):
@@ -93,3 +103,34 @@ def test_logged_advantages_fail_where_their_convention_leaves_the_run_s_estimato
     result = _results(store)["logged_advantages_match"]
     assert result.status == "fail"
     assert min(result.fired_steps) == SWITCH
+
+
+@pytest.mark.parametrize("variant, estimator", [("zero_first", "dr_grpo"), ("none_first", "grpo")])
+def test_a_first_step_that_tells_nothing_is_passed_over_on_every_surface(tmp_path, variant, estimator):
+    """A first training step whose advantages every candidate gives (all 0) or that logs none
+    decides nothing: the next step names the estimator, the same for the report, attribution and
+    the checks (on the run directory, and on the store)."""
+    from trajlens.attribution import attribute
+    from trajlens.report import classify_store
+    from trajlens.run.trained import run_trained_with
+
+    run_dir = _switching_run(tmp_path / variant, variant)
+    trajlens.ingest([run_dir], store=tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    classify_store(store)
+    trained = run_trained_with(store, "switch")
+    assert trained.source == "identified" and trained.estimator == estimator
+    if variant == "none_first":
+        assert trained.label == "trl_grpo_group"
+    attributed = attribute(store, "switch")
+    assert attributed.own.label is not None and not any("not known" in note for note in attributed.notes)
+    assert any(f"is identified from its logged advantages ({trained.evidence})" in note for note in attributed.notes)
+    from trajlens.checks import check_run
+    from trajlens.checks.spec import parse_checks
+
+    checks = parse_checks({"checks": {"run_mean": {"measure": "advantage:run:mean", "condition": "threshold",
+                                                   "above": 10}}}, "checks.toml")
+    for source, run_id in ((run_dir, None), (store.path, "switch")):
+        (result,) = check_run(source, checks, run_id).results
+        assert result.status == "pass"
+        assert result.reason.endswith(f"(identified from its logged advantages: {trained.evidence})"), result.reason

@@ -61,9 +61,9 @@ def test_each_batch_s_token_arrays_are_read_ahead_while_the_one_before_is_checke
 
     direct, threads = data._read_tokens, []
 
-    def recorded(partitions, steps, columns, *, stored):
+    def recorded(partitions, steps, columns):
         threads.append((tuple(steps), threading.current_thread().name))
-        return direct(partitions, steps, columns, stored=stored)
+        return direct(partitions, steps, columns)
 
     plan = batches.plan_batches
     monkeypatch.setattr(batches, "plan_batches", lambda trajectories, **kw: plan(trajectories, max_steps=2))
@@ -93,9 +93,9 @@ def test_check_reads_each_batch_s_token_columns_once_and_every_batch_after_the_f
 
     direct, reads = data._read_tokens, []
 
-    def recorded(partitions, steps, columns, *, stored):
+    def recorded(partitions, steps, columns):
         reads.append((tuple(steps), tuple(columns or ()), threading.current_thread().name))
-        return direct(partitions, steps, columns, stored=stored)
+        return direct(partitions, steps, columns)
 
     plan = batches.plan_batches
     monkeypatch.setattr(batches, "plan_batches", lambda trajectories, **kw: plan(trajectories, max_steps=40))

@@ -42,3 +42,29 @@ def test_check_refuses_what_ingest_refuses_with_its_line(tmp_path, tiny_run_dir,
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert checked.stderr == ingested.stderr and checked.stderr.startswith(f"error: {path}: ")
     assert path.read_bytes() == before
+
+
+def test_each_token_file_of_a_run_directory_is_read_once(tmp_path, monkeypatch):
+    """The checks ask each batch for its logged column, then for the arrays they recompute from:
+    a run directory's token file is read and checked once, serving both."""
+    import importlib
+    from collections import Counter
+
+    from trajlens.checks import check_run
+    from trajlens.synth.generate import generate
+
+    run_dir = tmp_path / "run"
+    generate("sao-r7", run_dir, steps=6, batch=4, tokens_per_trajectory=200, tool_calls_per_trajectory=4,
+             log_advantages=True)
+    parquet = importlib.import_module("trajlens.ingest.parquet")  # trajlens.ingest is also a function's name
+    reads, direct = Counter(), parquet.read_table_file
+
+    def counted(path, name):
+        reads[(str(path), name)] += 1
+        return direct(path, name)
+
+    monkeypatch.setattr(parquet, "read_table_file", counted)
+    check_run(run_dir)
+    token_files = {key for key in reads if key[1] == "tokens"}
+    assert len(token_files) == len(table_files(run_dir, "tokens")) > 1
+    assert all(reads[key] == 1 for key in token_files), reads

@@ -10,6 +10,7 @@ and ``--watch`` can add each new step without touching the old ones.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -190,6 +191,8 @@ class RunState:
         self.run_label_source = "from its config"
         """How the run's estimator is known."""
         self._identify_pending = self.run_label is None and m.RUN_LABEL in needs.labels
+        self._identifier: Any = None
+        """The run's estimator named by its logged advantages, fed batch after batch (when its config names none)."""
         self._carry: dict[str, dict[str, Any]] = {}
         """Per label, what its estimator carries from step to step, from one batch to the next."""
         self._run_logs = False
@@ -211,25 +214,30 @@ class RunState:
 
     def _identify_run_label(self, batch: NewSteps) -> None:
         """When the config names no estimator: the one the logged advantages of the run's first
-        training step (in the first batch that trains) match, if they match one: asked of
-        :func:`trajlens.run.identify.identify_first_step`, as the report and attribution ask it."""
+        training steps name, batch after batch until one decides (:class:`trajlens.run.identify.LoggedEstimator`,
+        the function the report and attribution ask)."""
         from trajlens.estimators import EstimatorInputError
-        from trajlens.run.identify import identify_first_step
+        from trajlens.run.identify import IDENTIFY_STEPS, LoggedEstimator
 
-        self._identify_pending = False
         config = self.info.history.current
+        if self._identifier is None:
+            self._identifier = LoggedEstimator(config)
 
-        def step_tokens(step: int) -> pl.DataFrame:
-            return batch.token_rows().filter(pl.col("step") == step)
+        def step_tokens(step: int) -> pl.DataFrame | None:
+            return batch.token_rows().filter(pl.col("step") == step) if batch.logs_advantages() else None
 
         try:
-            found = identify_first_step(batch.trajectories, step_tokens, config)
+            found = self._identifier.add(batch.trajectories, step_tokens)
         except EstimatorInputError as error:
+            self._identify_pending = False
             self.run_label_problem = str(error).removeprefix("identify_advantages: ")
             return
+        self._identify_pending = not self._identifier.done
         if found is None:
-            self.run_label_problem = "its first training step has no logged advantages"
+            self.run_label_problem = (f"its first {IDENTIFY_STEPS} training steps have no logged advantages that "
+                                      "tell the estimators apart")
             return
+        self.run_label_problem = ""
         self.run_label = m.run_label(config, identified=found)
         self.run_label_source = f"identified from its logged advantages: {found.verdict}"
         if self.run_label is None:
@@ -458,7 +466,8 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
         tokens = others.get("tokens")
         # each set of columns the checks ask of a batch's tokens is read of the next batch
         # meanwhile (they ask every batch alike)
-        with ReadAhead(partial(_read_tokens, tokens, stored=stored), steps) as ahead:
+        read_tokens = partial(_read_tokens, tokens) if stored else _CheckedTokens(tokens)
+        with ReadAhead(read_tokens, steps) as ahead:
             for index, part in enumerate(plan):
                 read = {name: read_rows(partitions, name, steps[index])
                         for name, partitions in others.items() if name != "tokens"}
@@ -473,12 +482,37 @@ def _ask_tokens(ahead: ReadAhead[list[int], tuple[str, ...] | None, pl.DataFrame
     return ahead.get(index, None if columns is None else tuple(columns))
 
 
-def _read_tokens(partitions: Any, steps: list[int], columns: Sequence[str] | None, *, stored: bool) -> pl.DataFrame:
+def _read_tokens(partitions: Any, steps: list[int], columns: Sequence[str] | None) -> pl.DataFrame:
     from trajlens.run.partitions import read_arrow_files
 
-    if not stored:
-        return _read_checked_files(partitions, "tokens", steps, columns)
     return pl.from_arrow(read_arrow_files(partitions, "tokens", steps, columns))  # type: ignore[return-value]
+
+
+class _CheckedTokens:
+    """A run directory's token rows of a batch, read with every column and checked
+    (:func:`_read_checked_files`) once: each set of columns the checks ask of the batch (its
+    logged column, then the arrays they recompute from) is taken from that one read. The last two
+    batches are kept (one is checked while the next is read ahead)."""
+
+    def __init__(self, partitions: Any) -> None:
+        self.partitions = partitions
+        self._read: dict[tuple[int, ...], tuple[threading.Lock, list[pl.DataFrame]]] = {}
+        self._lock = threading.Lock()
+        """Guards ``_read``; each batch's own lock guards its read, so asking one batch never waits on another's."""
+
+    def __call__(self, steps: list[int], columns: Sequence[str] | None) -> pl.DataFrame:
+        key = tuple(steps)
+        with self._lock:
+            if key not in self._read:
+                self._read[key] = (threading.Lock(), [])
+                while len(self._read) > 2:
+                    del self._read[next(iter(self._read))]
+            lock, read = self._read[key]
+        with lock:
+            if not read:
+                read.append(_read_checked_files(self.partitions, "tokens", steps))
+        rows = read[0]
+        return rows if columns is None else rows.select(c for c in columns if c in rows.columns)
 
 
 def _read_checked_files(partitions: Any, table: str, steps: Sequence[int], columns: Sequence[str] | None = None

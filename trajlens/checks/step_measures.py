@@ -476,9 +476,9 @@ class LoggedAdvantages:
     ``candidate`` is a label of :data:`~trajlens.estimators.identify.CANDIDATES`, or ``auto``:
     the candidates whose estimator the run's config declares
     (:func:`~trajlens.estimators.registry.declared_estimators`). When it declares none, the run's
-    estimator as :func:`trajlens.run.identify.identify_first_step` names it (with those
-    indistinguishable from it on that step), so a run whose logged advantages change convention
-    after its first step departs there, as it does from the estimator the report names; every
+    estimator as :func:`trajlens.run.identify.identify_logged_estimator` names it (with those
+    indistinguishable from it on the step that decided), so a run whose logged advantages change
+    convention later departs there, as it does from the estimator the report names; every
     candidate when the first step matches none. A step's value does not depend on the batch it
     came in, so the checks' batches and the report's advantage pass (which reads the token arrays
     once for its own recomputations and this) give the same values and verdict.
@@ -492,6 +492,7 @@ class LoggedAdvantages:
         self._compared = _logged_identifier(self.chosen, config)
         self._identify = candidate == AUTO_CANDIDATE and len(self.chosen) == len(IDENTIFY_CANDIDATES)
         """Whether the candidates compared are still to be narrowed to the run's identified estimator."""
+        self._identifier: Any = None
         self._others: Any = None
         """Every candidate, fed the steps where the compared ones depart: what they match instead."""
         self._error = ""
@@ -565,17 +566,22 @@ class LoggedAdvantages:
         return self._stats[0].filter(pl.col("step").is_in(steps)) if self._stats else empty_stats()
 
     def _narrow_to_identified(self, train: pl.DataFrame, tokens: pl.DataFrame | None) -> None:
-        """Compare the run's estimator as its first training step (in ``train``) names it, and
-        those indistinguishable from it there; every candidate when that step matches none."""
+        """Compare the run's estimator as its logged advantages name it
+        (:class:`trajlens.run.identify.LoggedEstimator`, fed this batch), and those
+        indistinguishable from it on the step that decided; every candidate while no step has
+        decided, and when it matches none."""
         from trajlens.estimators import EstimatorInputError
-        from trajlens.run.identify import identify_first_step
+        from trajlens.run.identify import LoggedEstimator
 
-        self._identify = False
+        if self._identifier is None:
+            self._identifier = LoggedEstimator(self.config)
         try:
-            found = identify_first_step(train, lambda step: None if tokens is None else tokens.filter(pl.col("step") == step),
-                                        self.config)
+            found = self._identifier.add(train, lambda step: None if tokens is None else
+                                         tokens.filter(pl.col("step") == step))
         except EstimatorInputError:
+            self._identify = False
             return
+        self._identify = not self._identifier.done
         if found is not None and found.matched:
             named = {fit.candidate.label for fit in (found.best, *found.equivalent)}
             self.chosen = tuple(c for c in IDENTIFY_CANDIDATES if c.label in named)

@@ -337,7 +337,8 @@ def _summary_markdown(tables: list) -> str:
 def _trained_sentence(trained: TrainedWith, choices: list[EstimatorChoice]) -> str:
     """Which of the recomputations is the run's own, and how that is known."""
     if trained.choice is None:
-        return "Its config names no estimator and its logged advantages match none: no row is the run's own."
+        return ("Its config names no estimator, and its logged advantages name none (none logged, none that tells "
+                "the estimators apart, or none that matches one): no row is the run's own.")
     own = trained.choice.among(choices)
     name = f"`{own.label}`" if own is not None else f"`{trained.choice.label}` (not recomputed here)"
     how = (f"from its config: {trained.evidence}" if trained.source == "config"

@@ -70,7 +70,7 @@ def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> d
         logged = _logged_length(store, run_id)
         if logged.height >= MIN_TREND_STEPS:
             steps, values = logged["step"].to_numpy(), logged["value"].to_numpy()
-            trends[LOGGED_LENGTH] = Trend(list(logged.iter_rows()), *quarters(steps).means(steps, values))
+            trends[LOGGED_LENGTH] = Trend(list(logged.iter_rows()), *run_quarters.means(steps, values))
     shares = {klass: _measure_trend(per_step, stats, f"share:{klass}", run_quarters)
               for klass in BEHAVIOUR_CLASSES if f"share:{klass}" in per_step.columns}
     moved = {klass: abs(trend.last - trend.first) for klass, trend in shares.items()

@@ -118,4 +118,9 @@ def _token_footers(reader: RunReader) -> tuple[int, frozenset[str], frozenset[st
     return rows, frozenset(complete), frozenset(present), logged
 
 
-__all__ = ["OPTIONAL_TOKEN_COLUMNS", "StoredFacts", "stored_facts"]
+def logs_token_advantages(reader: RunReader) -> bool:
+    """Whether some token file of the run holds a ``logged_advantages`` entry (footers alone)."""
+    return _token_footers(reader)[3]
+
+
+__all__ = ["OPTIONAL_TOKEN_COLUMNS", "StoredFacts", "logs_token_advantages", "stored_facts"]

@@ -54,17 +54,29 @@ def identify_frames(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, *, 
                             flat_step=flat_step, medians=medians)
 
 
-def identify_first_step(trajectories: pl.DataFrame, step_tokens: Callable[[int], pl.DataFrame | None],
-                        config: Any = None) -> Any:
-    """The estimator a run's logged advantages name when its config names none: the
-    :func:`identify_frames` verdict on the run's first training step (the first step of the
-    training rows of ``trajectories``) alone, so a run of any size costs one step. The report,
-    attribution (:func:`trajlens.run.trained.run_trained_with`) and the checks, which read a run a
-    batch at a time, all ask here, so they name one estimator on one piece of evidence.
+IDENTIFY_STEPS = 16
+"""Training steps, at most, :func:`identify_logged_estimator` tries before it names no estimator:
+the first that logs advantages and tells the candidates apart decides, so this bounds the reads
+of a run whose logged advantages never do (every group's rewards alike, every advantage 0)."""
 
-    ``step_tokens(step)``: that step's token rows (None when the run has none). None when the step
-    logs no advantages; raises :class:`~trajlens.estimators.EstimatorInputError` when they cannot
-    be recomputed to compare.
+
+def identify_logged_estimator(trajectories: pl.DataFrame, step_tokens: Callable[[int], pl.DataFrame | None],
+                              config: Any = None) -> Any:
+    """The estimator a run's logged advantages name when its config names none: the
+    :func:`identify_frames` verdict on the first training step (of the training rows of
+    ``trajectories``, in step order) that logs advantages and tells the candidates apart. A step
+    where every candidate recomputed matches (all its groups' rewards alike: every advantage 0)
+    decides nothing, and a step that logs none is passed over; a step that matches no candidate
+    decides (the verdict says so). A run of any size costs the steps read up to that one (at most
+    :data:`IDENTIFY_STEPS`). The report, attribution (:func:`trajlens.run.trained.run_trained_with`)
+    and the checks (on the first batch of steps that trains) all ask here, so they name one
+    estimator on one piece of evidence.
+
+    ``step_tokens(step)``: that step's token rows (None when the run has none), asked only for a
+    step whose trajectories log no advantage, as the advantages logged per token are then
+    compared. None when no step read decides; raises
+    :class:`~trajlens.estimators.EstimatorInputError` when a step's advantages cannot be
+    recomputed to compare.
     """
     from trajlens.estimators.identify import LOGGED_COLUMNS
     from trajlens.run.splits import TRAIN_SPLIT
@@ -73,14 +85,65 @@ def identify_first_step(trajectories: pl.DataFrame, step_tokens: Callable[[int],
         trajectories = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
     if not trajectories.height:
         return None
-    first = trajectories.filter(pl.col("step") == trajectories["step"].min())
-    tokens = step_tokens(int(first["step"][0]))
-    tokens = tokens if tokens is not None and tokens.height else None
-    logged = [frame[column] for frame, column in ((first, LOGGED_COLUMNS["trajectories"]), (tokens, LOGGED_COLUMNS["tokens"]))
-              if frame is not None and column in frame.columns]
-    if not any(values.null_count() < values.len() for values in logged):
-        return None
-    return identify_frames(first, tokens, config=config, medians=False)
+    steps = trajectories.get_column("step").unique().sort().to_list()[:IDENTIFY_STEPS]
+    per_trajectory = LOGGED_COLUMNS["trajectories"]
+    for step in steps:
+        part = trajectories.filter(pl.col("step") == step)
+        tokens = None
+        if per_trajectory not in part.columns or part[per_trajectory].null_count() == part.height:
+            tokens = step_tokens(step)
+            column = LOGGED_COLUMNS["tokens"]
+            if tokens is None or not tokens.height or column not in tokens.columns \
+                    or tokens[column].null_count() == tokens.height:
+                continue  # this step logs none
+        found = identify_frames(part, tokens, config=config, medians=False)
+        if _decides(found):
+            return found
+    return None
+
+
+class LoggedEstimator:
+    """:func:`identify_logged_estimator` of a run read a batch of steps at a time (:meth:`add`):
+    the same verdict on the same first :data:`IDENTIFY_STEPS` training steps, however the run is
+    cut into batches (the checks and the report's advantage pass read it so)."""
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
+        self.left = IDENTIFY_STEPS
+        """Training steps still to try."""
+        self.found: Any = None
+        """The verdict, once a step decided."""
+
+    @property
+    def done(self) -> bool:
+        """Whether a step decided, or every step there is to try was tried."""
+        return self.found is not None or self.left == 0
+
+    def add(self, trajectories: pl.DataFrame, step_tokens: Callable[[int], pl.DataFrame | None]) -> Any:
+        """Try the batch's training steps (while any are left to try); returns the verdict, None
+        until a step decides. Raises as :func:`identify_logged_estimator` does."""
+        from trajlens.run.splits import TRAIN_SPLIT
+
+        if self.done:
+            return self.found
+        if "split" in trajectories.columns:
+            trajectories = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
+        steps = trajectories.get_column("step").unique().sort().to_list()[:self.left] if trajectories.height else []
+        if not steps:
+            return None
+        self.left -= len(steps)
+        self.found = identify_logged_estimator(trajectories.filter(pl.col("step").is_in(steps)), step_tokens,
+                                               self.config)
+        return self.found
+
+
+def _decides(found: Any) -> bool:
+    """Whether a step's verdict tells the candidates apart: it matches none, or some candidate
+    recomputed on it does not match."""
+    if not found.matched:
+        return True
+    compared = [fit for fit in found.candidates if fit.error is None and fit.n]
+    return len(compared) > 1 + len(found.equivalent)
 
 
 def logged_token_columns(candidates: Sequence[Any]) -> tuple[str, ...]:

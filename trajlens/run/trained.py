@@ -2,10 +2,11 @@
 
 :func:`trajlens.estimators.trained_with` answers from a run's logged config; when the config names
 no estimator, the run's logged advantages may: the estimator :func:`~trajlens.estimators.identify_advantages`
-matches on its first training step (one step's rows, so a run of any size costs one step) is
+matches on its first training step that logs advantages and tells the estimators apart (a few
+steps' rows, so a run of any size costs a few steps) is
 taken, and the answer says so (``source == "identified"``). Attribution and the report read the
 run's estimator here; the checks, which also read run folders that are not stores, ask
-:func:`trajlens.run.identify.identify_first_step` of the first batch that trains, as this does.
+:func:`trajlens.run.identify.identify_logged_estimator` of the first batch that trains, as this does.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import polars as pl
 
 from trajlens.estimators import EstimatorInputError
 from trajlens.estimators.trained import TrainedWith, trained_with
-from trajlens.run.identify import identify_first_step
+from trajlens.run.facts import logs_token_advantages
+from trajlens.run.identify import IDENTIFY_STEPS, identify_logged_estimator
 from trajlens.run.reader import RunReader
 from trajlens.run.splits import TRAIN_SPLIT
 
@@ -31,21 +33,32 @@ def run_trained_with(store: Any, run_id: str, trajectories: pl.DataFrame | None 
         return found
     reader = RunReader.of(store, run_id)
     if trajectories is None:
-        trajectories = _first_training_step(reader)
+        trajectories = _training_trajectories(reader)
+    logs_tokens: list[bool] = []
+
+    def step_tokens(step: int) -> pl.DataFrame | None:
+        if not logs_tokens:  # the footers, once, before any token file is read
+            logs_tokens.append(logs_token_advantages(reader))
+        return _step_tokens(reader, step) if logs_tokens[0] else None
+
     try:
-        identified = identify_first_step(trajectories, lambda step: _step_tokens(reader, step), config)
+        identified = identify_logged_estimator(trajectories, step_tokens, config)
     except EstimatorInputError:
         identified = None
     return trained_with(config, column, identified) if identified is not None else found
 
 
-def _first_training_step(reader: RunReader) -> pl.DataFrame:
-    """The trajectories of the run's first step that trains (a validation pass may come first)."""
+def _training_trajectories(reader: RunReader) -> pl.DataFrame:
+    """The run's training trajectories, the first :data:`~trajlens.run.identify.IDENTIFY_STEPS`
+    steps that train (a validation pass may come first)."""
+    train: list[pl.DataFrame] = []
     for step in reader.steps("trajectories"):
         rows = reader.read_steps("trajectories", [step])
         if rows is not None and (rows := rows.filter(pl.col("split") == TRAIN_SPLIT)).height:
-            return rows
-    return pl.DataFrame()
+            train.append(rows)
+            if len(train) == IDENTIFY_STEPS:
+                break
+    return pl.concat(train) if train else pl.DataFrame()
 
 
 def _step_tokens(reader: RunReader, step: int) -> pl.DataFrame | None:
