@@ -8,6 +8,7 @@ import functools
 
 import polars as pl
 import pytest
+from logged_runs import write_logged_run
 
 import trajlens
 import trajlens.run.batches as batches
@@ -25,8 +26,6 @@ def _switching_run(directory, variant: str = "switch"):
     ``zero_first``: every reward of step 1 is 0 (every candidate gives 0 there) and every step
     logs Dr.GRPO's; ``none_first``: step 1 logs none and every later step TRL GRPO's."""
     from trajlens.estimators import recompute
-    from trajlens.rows import RunBuilder
-    from trajlens.store.layout import RunDirWriter
 
     rows = pl.DataFrame([{"run_id": "switch", "step": step, "trajectory_id": f"{step}-{group}-{member}",
                           "group_id": f"{step}:{group}",
@@ -42,19 +41,7 @@ def _switching_run(directory, variant: str = "switch"):
         return (trl if step < SWITCH else dr)[trajectory]
 
     logged = {t: logged_of(t, step) for t, step in rows.select("trajectory_id", "step").iter_rows()}
-    builder = RunBuilder("switch", config={}, source_format="test", source="test")
-    for row in rows.iter_rows(named=True):
-        thinks = row["reward"] >= 3
-        builder.add_trajectory(
-            {"step": row["step"], "trajectory_id": row["trajectory_id"], "group_id": row["group_id"], "task_id": "t",
-             "reward": row["reward"], "logged_advantage": logged[row["trajectory_id"]], "model_tokens": 8},
-            [{"turn": 0, "tool_name": "think" if thinks else "bash",
-              "arguments": '{"thought": "x"}' if thinks else '{"command": "ls"}'}],
-            where=row["trajectory_id"])
-    run = builder.build()
-    with RunDirWriter(directory, run.runs) as writer:
-        writer.write_run(run)
-    return directory
+    return write_logged_run(directory, "switch", rows.iter_rows(named=True), logged, {})
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import polars as pl
+from logged_runs import write_logged_run
 
 import trajlens
 
@@ -10,27 +11,13 @@ import trajlens
 def _run_with_logged_grpo(directory, *, config, logged="grpo"):
     """Six steps of four groups of four; each trajectory's logged advantage is verl GRPO's (or ``logged``'s)."""
     from trajlens.estimators import recompute
-    from trajlens.rows import RunBuilder
-    from trajlens.store.layout import RunDirWriter
 
     rows = [{"run_id": "silent", "step": step, "trajectory_id": f"{step}-{group}-{member}",
              "group_id": f"{step}:{group}", "reward": float((step + 3 * group + member * member) % 5)}
             for step in range(1, 7) for group in range(4) for member in range(4)]
     recomputed = recompute(pl.DataFrame(rows), None, logged)
     advantage = dict(zip(recomputed["trajectory_id"].to_list(), recomputed["advantage"].to_list()))
-    builder = RunBuilder("silent", config=config, source_format="test", source="test")
-    for row in rows:
-        thinks = row["reward"] >= 3
-        builder.add_trajectory(
-            {"step": row["step"], "trajectory_id": row["trajectory_id"], "group_id": row["group_id"], "task_id": "t",
-             "reward": row["reward"], "logged_advantage": advantage[row["trajectory_id"]], "model_tokens": 8},
-            [{"turn": 0, "tool_name": "think" if thinks else "bash",
-              "arguments": '{"thought": "x"}' if thinks else '{"command": "ls"}'}],
-            where=row["trajectory_id"])
-    run = builder.build()
-    with RunDirWriter(directory, run.runs) as writer:
-        writer.write_run(run)
-    return directory
+    return write_logged_run(directory, "silent", rows, advantage, config)
 
 
 def _attributed(tmp_path, config):
