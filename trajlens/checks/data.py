@@ -23,6 +23,7 @@ from trajlens.checks import step_measures as m
 from trajlens.checks.spec import Check
 from trajlens.errors import ConfigError, InputError
 from trajlens.estimators.spec import EstimatorChoice
+from trajlens.run.identify import LoggedEstimator
 from trajlens.run.splits import TRAIN_SPLIT, chosen_split, ordered_splits
 from trajlens.run.stepwise import TOKEN_COLUMNS, choice_token_columns
 from trajlens.schema import SCHEMAS
@@ -181,7 +182,11 @@ class RunState:
         self.seen: set[str] = set()
         """Tables that have had rows: what the run can provide."""
         self.advantage_problems: dict[str, str] = {}
-        self.logged = {candidate: self.precomputed.logged.get(candidate) or m.LoggedAdvantages(candidate, info.history.current)
+        self._identifier = LoggedEstimator(info.history.current)
+        """The run's estimator named by its logged advantages, fed batch after batch (when its
+        config names none): one for the run's own label and the logged-advantages measures."""
+        self.logged = {candidate: self.precomputed.logged.get(candidate)
+                       or m.LoggedAdvantages(candidate, info.history.current, identifier=self._identifier)
                        for candidate in needs.logged}
         """Candidate -> its ``logged_advantage_diff`` measure, fed batch after batch (or handed over whole)."""
         self.run_label = m.run_label(info.history.current)
@@ -191,8 +196,6 @@ class RunState:
         self.run_label_source = "from its config"
         """How the run's estimator is known."""
         self._identify_pending = self.run_label is None and m.RUN_LABEL in needs.labels
-        self._identifier: Any = None
-        """The run's estimator named by its logged advantages, fed batch after batch (when its config names none)."""
         self._carry: dict[str, dict[str, Any]] = {}
         """Per label, what its estimator carries from step to step, from one batch to the next."""
         self._run_logs = False
@@ -217,11 +220,9 @@ class RunState:
         training steps name, batch after batch until one decides (:class:`trajlens.run.identify.LoggedEstimator`,
         the function the report and attribution ask)."""
         from trajlens.estimators import EstimatorInputError
-        from trajlens.run.identify import IDENTIFY_STEPS, LoggedEstimator
+        from trajlens.run.identify import IDENTIFY_STEPS
 
         config = self.info.history.current
-        if self._identifier is None:
-            self._identifier = LoggedEstimator(config)
 
         def step_tokens(step: int) -> pl.DataFrame | None:
             return batch.token_rows().filter(pl.col("step") == step) if batch.logs_advantages() else None
@@ -515,10 +516,8 @@ class _CheckedTokens:
         return rows if columns is None else rows.select(c for c in columns if c in rows.columns)
 
 
-def _read_checked_files(partitions: Any, table: str, steps: Sequence[int], columns: Sequence[str] | None = None
-                        ) -> pl.DataFrame:
-    """The rows of ``steps`` of a run directory's ``table`` (``columns`` of them, when given), in
-    step order, each file read through :func:`trajlens.ingest.parquet.read_table_file`: a file
+def _read_checked_files(partitions: Any, table: str, steps: Sequence[int]) -> pl.DataFrame:
+    """The rows of ``steps`` of a run directory's ``table``, in step order, each file read through :func:`trajlens.ingest.parquet.read_table_file`: a file
     ingest would refuse (a NaN reward, a missing or mistyped column, a row outside its step's
     folder) stops the check with ingest's one line naming the file, record and field."""
     import pyarrow as pa
@@ -532,7 +531,7 @@ def _read_checked_files(partitions: Any, table: str, steps: Sequence[int], colum
     assert isinstance(frame, pl.DataFrame)
     if packed:
         frame = frame.filter(pl.col("step").is_in(list(steps))).sort("step", maintain_order=True)
-    return frame if columns is None else frame.select(c for c in columns if c in frame.columns)
+    return frame
 
 
 def _run_info(run_dir: Path, run_id: str | None) -> RunInfo:

@@ -484,7 +484,7 @@ class LoggedAdvantages:
     once for its own recomputations and this) give the same values and verdict.
     """
 
-    def __init__(self, candidate: str, config: dict) -> None:
+    def __init__(self, candidate: str, config: dict, identifier: Any = None) -> None:
         self.candidate = candidate
         self.measure = f"logged_advantage_diff:{candidate}"
         self.config = config
@@ -492,7 +492,9 @@ class LoggedAdvantages:
         self._compared = _logged_identifier(self.chosen, config)
         self._identify = candidate == AUTO_CANDIDATE and len(self.chosen) == len(IDENTIFY_CANDIDATES)
         """Whether the candidates compared are still to be narrowed to the run's identified estimator."""
-        self._identifier: Any = None
+        self._identifier = identifier
+        """The run's :class:`~trajlens.run.identify.LoggedEstimator`, shared with the checks' own
+        label when they pass it; one of its own otherwise."""
         self._others: Any = None
         """Every candidate, fed the steps where the compared ones depart: what they match instead."""
         self._error = ""

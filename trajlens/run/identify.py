@@ -69,7 +69,7 @@ def identify_logged_estimator(trajectories: pl.DataFrame, step_tokens: Callable[
     decides nothing, and a step that logs none is passed over; a step that matches no candidate
     decides (the verdict says so). A run of any size costs the steps read up to that one (at most
     :data:`IDENTIFY_STEPS`). The report, attribution (:func:`trajlens.run.trained.run_trained_with`)
-    and the checks (on the first batch of steps that trains) all ask here, so they name one
+    and the checks (:class:`LoggedEstimator`, batch after batch) all ask here, so they name one
     estimator on one piece of evidence.
 
     ``step_tokens(step)``: that step's token rows (None when the run has none), asked only for a
@@ -78,62 +78,62 @@ def identify_logged_estimator(trajectories: pl.DataFrame, step_tokens: Callable[
     :class:`~trajlens.estimators.EstimatorInputError` when a step's advantages cannot be
     recomputed to compare.
     """
-    from trajlens.estimators.identify import LOGGED_COLUMNS
-    from trajlens.run.splits import TRAIN_SPLIT
-
-    if "split" in trajectories.columns:
-        trajectories = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
-    if not trajectories.height:
-        return None
-    steps = trajectories.get_column("step").unique().sort().to_list()[:IDENTIFY_STEPS]
-    per_trajectory = LOGGED_COLUMNS["trajectories"]
-    for step in steps:
-        part = trajectories.filter(pl.col("step") == step)
-        tokens = None
-        if per_trajectory not in part.columns or part[per_trajectory].null_count() == part.height:
-            tokens = step_tokens(step)
-            column = LOGGED_COLUMNS["tokens"]
-            if tokens is None or not tokens.height or column not in tokens.columns \
-                    or tokens[column].null_count() == tokens.height:
-                continue  # this step logs none
-        found = identify_frames(part, tokens, config=config, medians=False)
-        if _decides(found):
-            return found
-    return None
+    return LoggedEstimator(config).add(trajectories, step_tokens)
 
 
 class LoggedEstimator:
     """:func:`identify_logged_estimator` of a run read a batch of steps at a time (:meth:`add`):
     the same verdict on the same first :data:`IDENTIFY_STEPS` training steps, however the run is
-    cut into batches (the checks and the report's advantage pass read it so)."""
+    cut into batches. A step is tried once, so a batch fed again (by each measure that asks for
+    the run's estimator) costs nothing more."""
 
     def __init__(self, config: Any = None) -> None:
         self.config = config
-        self.left = IDENTIFY_STEPS
-        """Training steps still to try."""
+        self.tried: set[int] = set()
+        """Training steps tried so far."""
         self.found: Any = None
         """The verdict, once a step decided."""
+        self.error: Exception | None = None
+        """Why a step's advantages could not be recomputed to compare: raised again at each :meth:`add`."""
 
     @property
     def done(self) -> bool:
-        """Whether a step decided, or every step there is to try was tried."""
-        return self.found is not None or self.left == 0
+        """Whether a step decided (or failed), or every step there is to try was tried."""
+        return self.found is not None or self.error is not None or len(self.tried) >= IDENTIFY_STEPS
 
     def add(self, trajectories: pl.DataFrame, step_tokens: Callable[[int], pl.DataFrame | None]) -> Any:
-        """Try the batch's training steps (while any are left to try); returns the verdict, None
-        until a step decides. Raises as :func:`identify_logged_estimator` does."""
+        """Try the batch's training steps not tried yet, in step order, while any are left to
+        try; returns the verdict, None until a step decides. Raises as
+        :func:`identify_logged_estimator` does."""
+        from trajlens.estimators import EstimatorInputError
+        from trajlens.estimators.identify import LOGGED_COLUMNS
         from trajlens.run.splits import TRAIN_SPLIT
 
-        if self.done:
-            return self.found
+        if self.error is not None:
+            raise self.error
         if "split" in trajectories.columns:
             trajectories = trajectories.filter(pl.col("split") == TRAIN_SPLIT)
-        steps = trajectories.get_column("step").unique().sort().to_list()[:self.left] if trajectories.height else []
-        if not steps:
-            return None
-        self.left -= len(steps)
-        self.found = identify_logged_estimator(trajectories.filter(pl.col("step").is_in(steps)), step_tokens,
-                                               self.config)
+        per_trajectory, per_token = LOGGED_COLUMNS["trajectories"], LOGGED_COLUMNS["tokens"]
+        for step in trajectories.get_column("step").unique().sort().to_list() if trajectories.height else []:
+            if self.done:
+                break
+            if step in self.tried:
+                continue
+            self.tried.add(step)
+            part = trajectories.filter(pl.col("step") == step)
+            tokens = None
+            if per_trajectory not in part.columns or part[per_trajectory].null_count() == part.height:
+                tokens = step_tokens(step)
+                if tokens is None or not tokens.height or per_token not in tokens.columns \
+                        or tokens[per_token].null_count() == tokens.height:
+                    continue  # this step logs none
+            try:
+                found = identify_frames(part, tokens, config=self.config, medians=False)
+            except EstimatorInputError as error:
+                self.error = error
+                raise
+            if _decides(found):
+                self.found = found
         return self.found
 
 

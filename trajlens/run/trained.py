@@ -11,6 +11,7 @@ run's estimator here; the checks, which also read run folders that are not store
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import polars as pl
@@ -34,12 +35,10 @@ def run_trained_with(store: Any, run_id: str, trajectories: pl.DataFrame | None 
     reader = RunReader.of(store, run_id)
     if trajectories is None:
         trajectories = _training_trajectories(reader)
-    logs_tokens: list[bool] = []
+    logs_tokens = functools.cache(lambda: logs_token_advantages(reader))  # the footers, once, before any token file
 
     def step_tokens(step: int) -> pl.DataFrame | None:
-        if not logs_tokens:  # the footers, once, before any token file is read
-            logs_tokens.append(logs_token_advantages(reader))
-        return _step_tokens(reader, step) if logs_tokens[0] else None
+        return _step_tokens(reader, step) if logs_tokens() else None
 
     try:
         identified = identify_logged_estimator(trajectories, step_tokens, config)
