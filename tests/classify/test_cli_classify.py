@@ -23,6 +23,9 @@ def store(tmp_path):
         {"turn": 2, "tool_name": "frobnicate", "arguments": "{}"},
         {"turn": 3, "tool_name": "zap", "arguments": "{}"},
         {"turn": 4, "tool_name": "think", "arguments": '{"thought": "ok"}'},
+        # a JSON null command is no command: an unknown tool; a shell tool without one is not
+        {"turn": 5, "tool_name": "mytool", "arguments": '{"command": null}'},
+        {"turn": 6, "tool_name": "bash", "arguments": "{}"},
     ]
     builder.add_trajectory({"step": 0, "trajectory_id": "t0", "group_id": "g", "task_id": "a", "reward": 1.0}, calls, None,
                            where="tools: record t0")
@@ -38,10 +41,27 @@ def store(tmp_path):
 def test_classify_lists_unknown_tools_and_saves_them(store, capsys):
     assert main(["classify", str(store)]) == 0
     out = capsys.readouterr().out
-    assert "tools: 2 unmapped tool(s) classed other: frobnicate (2), zap (1)" in out
-    assert main(["sql", str(store), str(QUERY), "--param", "run_id=tools"]) == 0
-    table = capsys.readouterr().out
-    assert "frobnicate" in table and "zap" in table
+    assert "tools: 3 unmapped tool(s) classed other: frobnicate (2), mytool (1), zap (1)" in out
+
+
+def test_the_saved_query_names_the_tools_the_classifier_names(store, tmp_path, capsys):
+    """unknown_tools.sql reads what `trajlens classify` saved: the same tools and counts as
+    trajlens.classify.unknown_tools(), next to every tool's executed calls."""
+    import csv
+
+    from trajlens.classify import unknown_tools
+    from trajlens.store import Store
+
+    assert main(["classify", str(store)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "unknown.csv"
+    assert main(["sql", str(store), str(QUERY), "--param", "run_id=tools", "--out", str(out)]) == 0
+    rows = {row["tool_name"]: row for row in csv.DictReader(out.open())}
+    unclassified = {name: int(row["unclassified_calls"]) for name, row in rows.items()}
+    assert unclassified == {"frobnicate": 2, "mytool": 1, "zap": 1, "bash": 0, "think": 0}
+    assert int(rows["bash"]["calls"]) == 2
+    expected = unknown_tools(Store(store).tool_calls.collect())
+    assert dict(zip(expected["tool_name"], expected["calls"])) == {k: v for k, v in unclassified.items() if v}
 
 
 def test_tool_map_and_explain(store, tmp_path, capsys):
@@ -57,8 +77,10 @@ def test_tool_map_and_explain(store, tmp_path, capsys):
         ("frobnicate", "edit", "tool map: frob edits", str(tool_map)),
         ("zap", "other", "unmapped tool", ""),
         ("think", "think", "tool map: think", "trajlens/classify/tool_maps/openhands.toml"),
+        ("mytool", "other", "unmapped tool", ""),
+        ("bash", "other", "shell tool without a command", "trajlens/classify/tool_maps/generic.toml"),
     }
-    assert len(rows) == 5
+    assert len(rows) == 7
 
 
 def test_bad_tool_map_is_one_line_error(store, tmp_path, capsys):
