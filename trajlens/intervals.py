@@ -144,3 +144,14 @@ def stage_z(first: dict, second: dict, proportion: bool) -> float | None:
 def two_sided_p_value(z: float) -> float:
     """Two-sided normal p-value of ``z``: erfc(|z| / sqrt 2)."""
     return math.erfc(abs(z) / math.sqrt(2))
+
+
+def repeat_key(values: Sequence[float | None], numbers: Sequence[float | int | None]) -> tuple | None:
+    """The key under which a table shows a measure as the same as an earlier one (one count
+    under two names: ``mean:n_calls`` and ``mean:num_turns`` when every turn makes one call):
+    ``numbers``, the row's estimates and sizes, to 12 decimals. None when its ``values`` (the
+    point estimates) are all missing or zero: zeros coincide without meaning, and such a
+    measure is shown on its own."""
+    if all(value is None or value == 0 for value in values):
+        return None
+    return tuple(None if number is None else round(float(number), 12) for number in numbers)

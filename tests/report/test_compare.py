@@ -58,8 +58,19 @@ def test_measures_with_the_same_numbers_are_one_row(sample_store):
     turns = row(table, "mean:num_turns")
     assert turns["same_as"] == "mean:n_calls"  # one call per turn in these runs
     assert "mean:n_calls" not in table["measure"].to_list()
-    numbers = table.select("kind", "a_value", "a_low", "a_high", "b_value", "b_low", "b_high")
-    assert numbers.unique().height == table.height
+    said = table.filter((pl.col("a_value") != 0) | (pl.col("b_value") != 0))  # zeros are not folded (below)
+    numbers = said.select("kind", "a_value", "a_low", "a_high", "b_value", "b_low", "b_high")
+    assert numbers.unique().height == said.height
+
+
+def test_measures_that_are_zero_on_both_sides_are_not_folded(sample_store):
+    """Zeros coincide without meaning: a class neither run used keeps its own row, as the
+    report's tables keep it (trajlens.intervals.repeat_key)."""
+    table = compare(sample_store, "causal-r6", "causal-r6-whitened", advantages=False)
+    zeros = table.filter((pl.col("a_value") == 0) & (pl.col("b_value") == 0))
+    assert {"share:submit", "share:run_script", "share:other"} <= set(zeros["measure"].to_list())
+    assert zeros["same_as"].null_count() == zeros.height
+    assert row(table, "ran_suite")["same_as"] == "uses:test_suite"  # equal numbers that say something still fold
 
 
 def test_grpo_leg_against_r7_grows_longer_and_keeps_running_the_suite(sample_store):

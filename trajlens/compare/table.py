@@ -32,7 +32,7 @@ from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
 from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side
 from trajlens.errors import ConfigError
-from trajlens.intervals import added, pooled_rows, stage_z, two_sided_p_value
+from trajlens.intervals import added, pooled_rows, repeat_key, stage_z, two_sided_p_value
 
 SIGNIFICANCE = 0.05
 """False discovery rate at which a row's adjusted p-value is called significant."""
@@ -182,16 +182,20 @@ def _p_text(p: float) -> str:
 
 def _fold_duplicates(rows: list[dict]) -> list[dict]:
     """Rows in order, each measure whose numbers repeat an earlier row's folded into that row's
-    ``same_as`` (``mean:n_calls`` into ``mean:num_turns`` when every turn makes one call)."""
-    kept: dict[tuple, dict] = {}
+    ``same_as`` (``mean:n_calls`` into ``mean:num_turns`` when every turn makes one call;
+    :func:`~trajlens.intervals.repeat_key`, as the report's tables fold them)."""
+    kept: list[dict] = []
+    first_of: dict[tuple, dict] = {}
     for row in rows:
-        key = (row["kind"], *(None if row[c] is None else round(row[c], 12) for c in _NUMBERS))
-        if key in kept:
-            first = kept[key]
+        numbers = repeat_key((row["a_value"], row["b_value"]), [row[c] for c in _NUMBERS])
+        first = None if numbers is None else first_of.get((row["kind"], *numbers))
+        if first is not None:
             first["same_as"] = ", ".join(filter(None, (first["same_as"], row["measure"])))
-        else:
-            kept[key] = row
-    return list(kept.values())
+            continue
+        if numbers is not None:
+            first_of[(row["kind"], *numbers)] = row
+        kept.append(row)
+    return kept
 
 
 _NUMBERS = ("a_value", "a_low", "a_high", "a_n", "b_value", "b_low", "b_high", "b_n")

@@ -19,7 +19,7 @@ from trajlens.checks.step_measures import outcome_stats
 from trajlens.classify.per_trajectory import behaviour_specs
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare.table import estimates as measure_estimates
-from trajlens.intervals import Spec, added, pooled_rows, sums
+from trajlens.intervals import Spec, added, pooled_rows, repeat_key, sums
 
 TOP_COMMANDS = 5
 """Commands listed per class."""
@@ -128,8 +128,9 @@ def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> Sum
             cells += [row["value"], row["low"], row["high"], int(row["units"])]
         if cells[1] is None and cells[5] is None:
             continue
-        moved = any(v not in (None, 0.0) for v in (cells[1], cells[5]))  # zeros coincide without meaning
-        repeats = next((row[0] for row in rows if row[1:] == tuple(cells[1:])), None) if moved else None
+        key = repeat_key((cells[1], cells[5]), cells[1:])
+        repeats = None if key is None else next(
+            (row[0] for row in rows if repeat_key((row[1], row[5]), row[1:]) == key), None)
         if repeats is not None:
             same.append(f"{name} as {repeats}")  # one count under two names (one call per turn)
             continue
