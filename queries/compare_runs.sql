@@ -1,7 +1,8 @@
--- Two runs side by side on the trajectories of their training split (split = 'train'), by the
--- definitions of `trajlens compare STORE A B`: a quick SQL view of some of its rows. Per
--- measure: each side's value and n, the difference B - A with its 95% interval, and the effect
--- size. Kinds, as compare has them (each side pooled as the checks pool a measure):
+-- Two runs side by side on the trajectories of their measured split (the measured_splits view:
+-- training, or the split a run without training data has), by the definitions of `trajlens
+-- compare STORE A B`: a quick SQL view of some of its rows. Per measure: each side's value and n,
+-- the difference B - A with its 95% interval, and the effect size. Kinds, as compare has them
+-- (each side pooled as the checks pool a measure):
 --   mean (num_turns, model_tokens, n_calls, n_format_errors, edits_per_turn, readback_share:
 --     compare's mean:<name>): mean over trajectories (nulls and NaNs left out), n trajectories;
 --     the difference's normal interval d +- 1.959964 sqrt(sd_a^2 / n_a + sd_b^2 / n_b) (the
@@ -19,7 +20,8 @@ WITH measures AS (
     SELECT m.*
     FROM trajectory_measures m
     JOIN trajectories t USING (run_id, trajectory_id)
-    WHERE m.run_id IN ($run_a, $run_b) AND t.split = 'train'
+    JOIN measured_splits s ON s.run_id = t.run_id AND s.split = t.split
+    WHERE m.run_id IN ($run_a, $run_b)
 ),
 long AS (
     UNPIVOT (

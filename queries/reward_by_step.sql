@@ -1,6 +1,7 @@
--- Reward, resolution, turns and length per training step of one run, on the training split
--- (split = 'train'). mean_reward leaves out null and NaN rewards, as the report's trend and
--- summary do; resolved_rate, turns and tokens leave out nulls.
+-- Reward, resolution, turns and length per training step of one run, on its measured split (the
+-- measured_splits view: training, or the split a run without training data has). mean_reward
+-- leaves out null and NaN rewards, as the report's trend and summary do; resolved_rate, turns and
+-- tokens leave out nulls.
 -- Parameters: $run_id (text).
 SELECT
     step,
@@ -11,6 +12,7 @@ SELECT
     round(avg(model_tokens), 1) AS mean_model_tokens,
     round(avg(reasoning_tokens), 1) AS mean_reasoning_tokens
 FROM trajectories
-WHERE run_id = $run_id AND split = 'train'
+JOIN measured_splits USING (run_id, split)
+WHERE run_id = $run_id
 GROUP BY step
 ORDER BY step;

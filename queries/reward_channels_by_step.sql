@@ -1,14 +1,16 @@
--- Each reward channel per step of one run, on the training split (split = 'train'): mean, std
--- and rel_gain, the mean over the step's groups of two or more trajectories of the channel's
--- max - min in the group (NaN values left out of max and min), as the checks' rel_gain:<channel>
--- and the report's channel findings compute it (trajlens.checks.step_measures.channel_gains);
--- null on a step with no such group. The per-channel signal that tells a saturated channel
--- (rel_gain near 0) from a live one.
+-- Each reward channel per step of one run, on its measured split (the measured_splits view:
+-- training, or the split a run without training data has): mean, std and rel_gain, the mean over
+-- the step's groups of two or more trajectories of the channel's max - min in the group (NaN
+-- values left out of max and min), as the checks' rel_gain:<channel> and the report's channel
+-- findings compute it (trajlens.checks.step_measures.channel_gains); null on a step with no such
+-- group. The per-channel signal that tells a saturated channel (rel_gain near 0) from a live one.
 -- Parameters: $run_id (text).
 WITH channels AS (
     SELECT t.step, t.group_id, c.name AS channel, c.value
-    FROM trajectories t, unnest(t.reward_channels) AS u(c)
-    WHERE t.run_id = $run_id AND t.split = 'train' AND c.name IS NOT NULL
+    FROM trajectories t
+    JOIN measured_splits s ON s.run_id = t.run_id AND s.split = t.split,
+         unnest(t.reward_channels) AS u(c)
+    WHERE t.run_id = $run_id AND c.name IS NOT NULL
 ),
 groups AS (
     SELECT step, channel, group_id, count(*) AS size,

@@ -1,8 +1,12 @@
--- Raw tool-name mix per step of one run, before classification.
+-- Raw tool-name mix per step of one run, before classification, on its measured split (the
+-- measured_splits view: training, or the split a run without training data has); format errors
+-- left out.
 -- Parameters: $run_id (text).
-SELECT step, tool_name, count(*) AS calls,
-       round(count(*) / sum(count(*)) OVER (PARTITION BY step), 4) AS share
-FROM tool_calls
-WHERE run_id = $run_id AND NOT format_error
-GROUP BY step, tool_name
+SELECT c.step, c.tool_name, count(*) AS calls,
+       round(count(*) / sum(count(*)) OVER (PARTITION BY c.step), 4) AS share
+FROM tool_calls c
+JOIN trajectories t USING (run_id, trajectory_id)
+JOIN measured_splits s ON s.run_id = t.run_id AND s.split = t.split
+WHERE c.run_id = $run_id AND NOT c.format_error
+GROUP BY c.step, c.tool_name
 ORDER BY step, calls DESC;

@@ -28,6 +28,9 @@ from trajlens.errors import SchemaError
 
 REWARD_CHANNEL = pa.struct([("name", pa.string()), ("value", pa.float64())])
 
+TRAIN_SPLIT = "train"
+"""The split a run trained on (``trajectories.split``); see :mod:`trajlens.run.splits`."""
+
 
 @dataclass(frozen=True)
 class Column:
@@ -59,7 +62,7 @@ TRAJECTORY_COLUMNS: tuple[Column, ...] = (
     Column("trajectory_id", pa.string(), False, "Unique id of the trajectory within the run."),
     Column("group_id", pa.string(), False, "Rollout group: trajectories of the same prompt at the same step."),
     Column("task_id", pa.string(), False, "Task or prompt id."),
-    Column("split", pa.string(), False, "'train' or 'val'."),
+    Column("split", pa.string(), False, f"'{TRAIN_SPLIT}' or 'val'."),
     Column("reward", pa.float64(), True, "Scalar reward the trainer used."),
     Column("reward_channels", pa.list_(REWARD_CHANNEL), False, "Every reward channel by name, as logged (may be empty when only the scalar reward is known)."),
     Column("resolved", pa.bool_(), True, "Whether the task was solved, per the harness verdict."),
@@ -117,6 +120,17 @@ TABLE_COLUMNS: dict[str, tuple[Column, ...]] = {
 }
 
 TABLES: tuple[str, ...] = tuple(TABLE_COLUMNS)
+
+VIEWS: dict[str, str] = {
+    "measured_splits": (
+        f"SELECT run_id, CASE WHEN bool_or(split = '{TRAIN_SPLIT}') THEN '{TRAIN_SPLIT}' ELSE min(split) END "
+        "AS split FROM trajectories GROUP BY run_id"
+    ),
+}
+"""SQL views every store offers beside its tables. ``measured_splits`` (``run_id``, ``split``):
+each run's measured split, the trajectories every surface measures
+(:func:`trajlens.run.splits.measured_split`: training when the run has it, else the first of
+its splits in name order); the saved queries join it."""
 
 SCHEMAS: dict[str, pa.Schema] = {
     table: pa.schema([column.field() for column in columns]) for table, columns in TABLE_COLUMNS.items()

@@ -195,7 +195,7 @@ def test_compare_command_writes_three_files(sample_store, tmp_path):
 @pytest.mark.parametrize("a, b, message", [
     ("sao-r6:Q9", "sao-r7", "'Q9' is neither a stage of run 'sao-r6' (Q1, Q2, Q3, Q4) nor an estimator label"),
     ("nope", "sao-r7", "run 'nope' is not in the store"),
-    ("resume-lr", "sao-r7", "side 'resume-lr': no training trajectories to compare"),
+    ("resume-lr", "sao-r7", "side 'resume-lr': no trajectories to compare"),
 ])
 def test_compare_errors_are_one_line(sample_store, a, b, message):
     done = cli("compare", sample_store.path, a, b)

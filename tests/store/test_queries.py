@@ -249,8 +249,11 @@ def test_nan_rewards_are_left_out():
         "group_id": ["a", "a", "b", "b", "c", "c"], "reward": [nan, 1.0, 0.0, 1.0, 0.5, 0.5],
         "resolved": [None, True, False, True, False, False], "num_turns": 1, "model_tokens": 1, "reasoning_tokens": None,
     }, schema_overrides={"reasoning_tokens": pl.Int64})
+    from trajlens.schema import VIEWS
+
     connection = duckdb.connect()
     connection.register("trajectories", trajectories)
+    connection.execute(f"CREATE VIEW measured_splits AS {VIEWS['measured_splits']}")
 
     def run(name: str):
         return connection.sql((QUERY_DIR / f"{name}.sql").read_text(), params={"run_id": "r"}).pl()

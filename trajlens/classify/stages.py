@@ -42,6 +42,7 @@ from trajlens.classify.per_trajectory import behaviour_specs, stored_measures, t
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
 from trajlens.intervals import pooled, stage_z, sums
+from trajlens.run.splits import TRAIN_SPLIT, in_measured_split
 from trajlens.steps import stage_index
 
 StageSpec = Any
@@ -179,7 +180,7 @@ def stage_report(
     n: int = 80,
     seed: int = 0,
     stages: StageSpec = "quartiles",
-    split: str | None = "train",
+    split: str | None = TRAIN_SPLIT,
     *,
     measures: pl.DataFrame | None = None,
 ) -> StageReport:
@@ -188,7 +189,9 @@ def stage_report(
     ``store_or_frames`` is a store (anything with ``trajectories`` and ``tool_calls`` tables,
     such as ``trajlens.open(DIR)``) or a pair ``(trajectories, tool_calls)`` of Polars or
     Arrow tables. ``run_id`` restricts the report to one run (each run is staged and sampled
-    on its own either way); ``split`` keeps only trajectories of that split (None: all).
+    on its own either way); ``split`` keeps each run's trajectories of that split, or of the split
+    it has when it has not that one (:func:`~trajlens.run.splits.in_measured_split`: a run with
+    validation data only is reported on it, as the CLI reports it); None keeps all.
     ``measures``: :func:`trajectory_measures` of (at least) those trajectories, when the caller
     has them; the tool calls are then neither read nor classified again. From a store, without
     them, each run's measures ``trajlens classify`` saved (with the tool map it was given) are
@@ -268,7 +271,7 @@ def _frames(source: Any, run_id: str | None, split: str | None, *, calls_of: lis
         trajectories = trajectories.filter(pl.col("run_id") == run_id)
         tool_calls = tool_calls.filter(pl.col("run_id") == run_id)
     if split is not None:
-        trajectories = trajectories.filter(pl.col("split") == split)
+        trajectories = trajectories.filter(in_measured_split(split))
     trajectory_frame = trajectories.collect()
     present = tool_calls.collect_schema().names()
     if calls_of is not None:

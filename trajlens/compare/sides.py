@@ -3,7 +3,9 @@
 A side is written ``RUN``, ``RUN:STAGE`` (a stage of the staging in use: ``Q1``..``Q4`` by
 default) or ``RUN:LABEL`` (an estimator label of the run's recomputed advantages, such as
 ``gae_raw``). :func:`read_side` turns one into the per-trajectory measures and per-step
-advantage statistics it covers.
+advantage statistics it covers. A side's trajectories are those of its run's measured split
+(:func:`trajlens.run.splits.measured_split`: training, or the split a run without training data
+has), and its name says so when that is not training.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.errors import ConfigError
-from trajlens.run.splits import TRAIN_SPLIT
+from trajlens.run.splits import TRAIN_SPLIT, measured_split
 
 
 RECOMPUTED = " recomputed under "
@@ -32,14 +34,20 @@ class Side:
     """Stage name when the side is a stage of the run."""
     label: str | None = None
     """Estimator label when the side is one recomputation of the run."""
+    split: str = TRAIN_SPLIT
+    """The split whose trajectories the side covers: the run's measured split."""
 
     @property
     def name(self) -> str:
         """How sentences name the side: ``sao-r7``, ``sao-r7 (Q4)``, ``sao-r6 recomputed under gae_raw``
-        (advantages recomputed from the run's rewards and values, not what it trained on)."""
+        (advantages recomputed from the run's rewards and values, not what it trained on), and
+        ``evals (val split, Q4)`` for a run measured on a split other than training."""
+        run = self.run_id if self.split == TRAIN_SPLIT else f"{self.run_id} ({self.split} split)"
         if self.label:
-            return f"{self.run_id}{RECOMPUTED}{self.label}"
-        return f"{self.run_id} ({self.stage})" if self.stage else self.run_id
+            return f"{run}{RECOMPUTED}{self.label}"
+        if self.split != TRAIN_SPLIT:
+            return f"{self.run_id} ({self.split} split{', ' + self.stage if self.stage else ''})"
+        return f"{run} ({self.stage})" if self.stage else run
 
 
 @dataclass(frozen=True)
@@ -58,33 +66,35 @@ def parse_side(store: Any, spec: str, stages: Any = "quartiles") -> Side:
     """Resolve ``spec`` against the store; a one-line error lists what ``RUN:X`` may name."""
     run_id, sep, part = spec.partition(":")
     store.require_runs([run_id])
+    split = measured_split(store, run_id)
     if not sep:
-        return Side(spec, run_id)
-    if part in _stage_names(store, run_id, stages):
-        return Side(spec, run_id, stage=part)
+        return Side(spec, run_id, split=split)
+    if part in _stage_names(store, run_id, stages, split):
+        return Side(spec, run_id, stage=part, split=split)
     if part in _labels(store, run_id):
-        return Side(spec, run_id, label=part)
+        return Side(spec, run_id, label=part, split=split)
     declared = {name: (first, last) for name, first, last in stages} if not isinstance(stages, str) else {}
     if part in declared:
         first, last = declared[part]
-        raise ConfigError([f"side {spec!r}: stage {part!r} (steps {first}-{last}) holds no training step "
+        which = "training" if split == TRAIN_SPLIT else split
+        raise ConfigError([f"side {spec!r}: stage {part!r} (steps {first}-{last}) holds no {which} step "
                            f"of run {run_id!r}"])
     raise ConfigError([
         f"side {spec!r}: {part!r} is neither a stage of run {run_id!r} "
-        f"({', '.join(_stage_names(store, run_id, stages)) or 'none'}) nor an estimator label "
+        f"({', '.join(_stage_names(store, run_id, stages, split)) or 'none'}) nor an estimator label "
         f"({', '.join(_labels(store, run_id)) or 'none'})"
     ])
 
 
-def _stage_names(store: Any, run_id: str, stages: Any) -> list[str]:
-    staged = _staged(store, run_id, stages)
+def _stage_names(store: Any, run_id: str, stages: Any, split: str) -> list[str]:
+    staged = _staged(store, run_id, stages, split)
     return staged.drop_nulls("stage").select("stage", "stage_index").unique().sort("stage_index")["stage"].to_list()
 
 
-def _staged(store: Any, run_id: str, stages: Any) -> pl.DataFrame:
+def _staged(store: Any, run_id: str, stages: Any, split: str) -> pl.DataFrame:
     from trajlens.classify import assign_stages
 
-    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)).select(
+    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == split)).select(
         "run_id", "trajectory_id", "step").collect()
     return assign_stages(trajectories, stages)
 
@@ -105,10 +115,10 @@ def read_side(store: Any, side: Side, stages: Any = "quartiles", labels: list[st
     the side's own label, or every label already stored for the run). Runs not classified yet
     are classified (saving ``call_classes`` and ``trajectory_measures``), and advantages not
     recomputed yet are recomputed (saving ``advantage_batches``), so later comparisons reuse them."""
-    staged = _staged(store, side.run_id, stages)
+    staged = _staged(store, side.run_id, stages, side.split)
     if side.stage is not None:
         staged = staged.filter(pl.col("stage") == side.stage)
-    measures = _measures(store, side.run_id).join(staged.select("trajectory_id"), on="trajectory_id", how="semi")
+    measures = _measures(store, side.run_id, side.split).join(staged.select("trajectory_id"), on="trajectory_id", how="semi")
     steps = staged["step"].unique()
     wanted = [side.label] if side.label else labels
     advantages = _advantages(store, side.run_id, wanted)
@@ -117,10 +127,10 @@ def read_side(store: Any, side: Side, stages: Any = "quartiles", labels: list[st
     return SideData(side, measures, advantages)
 
 
-def _measures(store: Any, run_id: str) -> pl.DataFrame:
+def _measures(store: Any, run_id: str, split: str) -> pl.DataFrame:
     from trajlens.engine.classify import run_measures
 
-    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)).collect()
+    trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == split)).collect()
     measures = run_measures(store, run_id).join(trajectories.select("trajectory_id"), on="trajectory_id", how="semi")
     outcome = trajectories.select("trajectory_id", "reward", pl.col("resolved").cast(pl.Boolean))
     return measures.join(outcome, on="trajectory_id", how="inner")

@@ -116,7 +116,7 @@ def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages
     data_b = read_side(store, side_b, stages, labels)
     if data_a.measures.is_empty() or data_b.measures.is_empty():
         empty = side_a if data_a.measures.is_empty() else side_b
-        raise ConfigError([f"side {empty.spec!r}: no training trajectories to compare"])
+        raise ConfigError([f"side {empty.spec!r}: no trajectories to compare"])
     rows = []
     same_trajectories = side_a.run_id == side_b.run_id and side_a.stage == side_b.stage
     if not same_trajectories:

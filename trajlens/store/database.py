@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from trajlens.schema import SCHEMAS, TABLES
+from trajlens.schema import SCHEMAS, TABLES, VIEWS
 from trajlens.store.layout import table_files
 
 DATABASE_FILE = "trajlens.duckdb"
@@ -110,13 +110,16 @@ def _file_list(files: list[Path]) -> str:
 
 
 def view_statements(store: Path) -> list[str]:
-    """CREATE VIEW statements for the run tables and the analysis tables present."""
+    """CREATE VIEW statements for the run tables, the views over them (:data:`~trajlens.schema.VIEWS`)
+    and the analysis tables present."""
     statements = []
     for name in TABLES:
         files = store_files(store, name)
         if files:
             statements.append(f"CREATE OR REPLACE VIEW {sql_identifier(name)} AS SELECT * FROM read_parquet("
                               f"{_file_list(files)}, hive_partitioning = false, union_by_name = true)")
+    if store_files(store, "trajectories"):
+        statements += [f"CREATE OR REPLACE VIEW {sql_identifier(name)} AS {query}" for name, query in VIEWS.items()]
     for name, files in derived_files(store).items():
         statements.append(f"CREATE OR REPLACE VIEW {sql_identifier(name)} AS SELECT * FROM read_parquet("
                           f"{_file_list(files)}, union_by_name = true)")
@@ -189,7 +192,8 @@ def _dataset(files: list[Path], schema: pa.Schema | None) -> ds.Dataset:
 
 def register_tables(connection: duckdb.DuckDBPyConnection, store: Path,
                     derived: dict[str, list[Path]] | None = None) -> list[str]:
-    """Register every table of the store on ``connection``; returns the table names.
+    """Register every table of the store on ``connection``, and the views over them
+    (:data:`~trajlens.schema.VIEWS`); returns the table names.
 
     ``derived`` replaces the analysis tables found on disk (a transaction's own view of them).
     """
@@ -200,6 +204,8 @@ def register_tables(connection: duckdb.DuckDBPyConnection, store: Path,
         relation = _dataset(files, schema) if files else schema.empty_table()
         connection.register(name, relation)
         names.append(name)
+    for name, query in VIEWS.items():
+        connection.execute(f"CREATE VIEW {sql_identifier(name)} AS {query}")
     for name, files in (derived_files(store) if derived is None else derived).items():
         connection.register(name, _dataset(files, None))
         names.append(name)
