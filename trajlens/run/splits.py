@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from trajlens.schema import TRAIN_SPLIT
+from trajlens.schema import TRAIN_SPLIT as TRAIN_SPLIT
 
 
 def run_splits(store: Any, run_id: str) -> list[str]:
