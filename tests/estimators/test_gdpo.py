@@ -169,3 +169,31 @@ def test_gdpo_verl_without_std_division():
     result = gdpo_verl(CHANNELS, MASK, GROUPS, divide_by_std=False)
     # Dr.GRPO per channel: value - group mean = +-0.5 where the group differs
     assert_close(result.channel_advantages, torch.tensor([[0.0, 0.5], [0.0, -0.5], [0.5, 0.5], [-0.5, -0.5]]))
+
+
+@pytest.mark.parametrize("weights, message", [
+    ([1.0, "a"], "weights must be numbers, one per channel"),
+    ([1.0, None], "weights must be numbers, one per channel"),
+    ([1.0, float("nan")], "weights must be finite"),
+    ([1.0, float("inf")], "weights must be finite"),
+    ([1e308, 1.0], "weights must be finite"),  # beyond float32: infinite where the estimator computes
+])
+def test_weights_that_are_not_finite_numbers_are_refused(weights, message):
+    with pytest.raises(EstimatorInputError, match=message):
+        gdpo_trl(CHANNELS, GROUPS, weights=weights)
+
+
+@pytest.mark.parametrize("option, value, found", [
+    ("weights", [1, "a"], "found 'a'"),
+    ("weights", [1, None], "found None"),
+    ("weights", {"format": float("nan")}, "found nan"),
+    ("weights", [1e308, 1], "found 1e+308"),
+    ("channels", ["format", "format"], "a channel named twice"),
+    ("channels", ["format", ""], "expected channel names, found ''"),
+])
+def test_recompute_refuses_channel_options_in_one_line(option, value, found):
+    from trajlens.estimators import estimator_spec
+
+    for name in ("gdpo_verl", "gdpo_trl", "sum_then_normalize"):
+        problems = estimator_spec(name).option_problems({option: value})
+        assert len(problems) == 1 and found in problems[0] and f"option {option!r}" in problems[0], problems

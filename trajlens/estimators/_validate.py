@@ -131,9 +131,14 @@ def weights_vector(fn: str, weights: object, channels: int, like: torch.Tensor) 
     """Channel weights as a (K,) tensor of ``like``'s dtype and device; ones when ``None``."""
     if weights is None:
         return torch.ones(channels, dtype=like.dtype, device=like.device)
-    w = torch.as_tensor(weights, dtype=like.dtype, device=like.device)
+    try:
+        w = torch.as_tensor(weights, dtype=like.dtype, device=like.device)
+    except (TypeError, ValueError, RuntimeError):
+        raise EstimatorInputError(f"{fn}: weights must be numbers, one per channel, got {weights!r}") from None
     if w.dim() != 1 or w.shape[0] != channels:
         raise EstimatorInputError(
             f"{fn}: weights must have one entry per channel ({channels}), got shape {shape_of(w)}"
         )
+    if not bool(torch.isfinite(w).all()):
+        raise EstimatorInputError(f"{fn}: weights must be finite in {like.dtype}, got {weights!r}")
     return w

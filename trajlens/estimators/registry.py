@@ -68,8 +68,10 @@ _MASKED = Option("masked_rewards", "str", "keep",
                  "`keep` sums every position of the token rewards (verl); `drop` only model tokens.", ("keep", "drop"))
 _SINGLETON = Option("singleton", "str", "raw",
                     "A group of one: `raw` keeps verl's rule (mean 0, std 1); `zero` gives advantage 0.", ("raw", "zero"))
-_CHANNELS = Option("channels", "list", None, "Reward channels to use, in order (default: every channel seen).")
-_WEIGHTS = Option("weights", "list|dict", None, "Channel weights, a list in channel order or {name: weight}; ones by default.")
+_CHANNELS = Option("channels", "list", None, "Reward channels to use, in order (default: every channel seen).",
+                   items="name")
+_WEIGHTS = Option("weights", "list|dict", None, "Channel weights, a list in channel order or {name: weight}; ones by default.",
+                  items="weight")
 _GAMMA = Option("gamma", "float", 1.0, "Discount in [0, 1].")
 _TRL_VERSION = Option("convention", "str", "trl",
                       "`trl`: trl >= 1.6, a trajectory whose every channel is NaN is left out of the "

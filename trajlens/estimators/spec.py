@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -85,6 +86,10 @@ class Option:
     doc: str
     choices: tuple[str, ...] = ()
     """The values a ``str`` option accepts (empty: any)."""
+    items: str | None = None
+    """What each entry of a ``list`` or ``list|dict`` option must be: ``"name"`` (distinct
+    non-empty texts: channel names) or ``"weight"`` (finite numbers the estimators' float32
+    holds: channel weights)."""
 
     def problem(self, estimator: str, value: Any) -> str | None:
         """Why ``value`` is no good for this option, or None."""
@@ -103,7 +108,34 @@ class Option:
             return f"{estimator} option {self.name!r}: expected {self.type}, found {value!r}"
         if self.choices and value not in self.choices:
             return f"{estimator} option {self.name!r}: expected one of {', '.join(self.choices)}, found {value!r}"
+        if self.items is not None and value is not None:
+            return self._item_problem(estimator, value)
         return None
+
+    def _item_problem(self, estimator: str, value: Any) -> str | None:
+        """Why an entry of a list (or a dict's value) is no good for this option, or None."""
+        entries = list(value.values()) if isinstance(value, dict) else list(value)
+        where = f"{estimator} option {self.name!r}"
+        if self.items == "name":
+            bad = [entry for entry in entries if not isinstance(entry, str) or not entry]
+            if bad:
+                return f"{where}: expected channel names, found {bad[0]!r}"
+            if len(set(entries)) != len(entries):
+                return f"{where}: expected distinct channel names, found {value!r} (a channel named twice)"
+        if self.items == "weight":
+            bad = [entry for entry in entries if not _finite_weight(entry)]
+            if bad:
+                return f"{where}: expected finite numbers of at most {WEIGHT_MAX:.4g} in size, found {bad[0]!r}"
+        return None
+
+
+WEIGHT_MAX = 3.4028234663852886e38
+"""The largest channel weight: float32's largest number, in which the estimators compute."""
+
+
+def _finite_weight(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and abs(value) <= WEIGHT_MAX)
 
 
 TRAINERS: Mapping[str, str] = {"verl": "verl", "trl": "TRL"}
