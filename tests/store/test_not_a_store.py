@@ -66,3 +66,20 @@ def test_a_store_without_its_database_file_is_still_a_store(tmp_path, tiny_run_d
         (store / name).unlink()
     assert is_store(store)
     assert open_store(store).sql("SELECT count(*) AS n FROM runs")["n"].to_list() == [1]
+
+
+READS_WITHOUT_CHECK = [args for args in READS if args[0] != "check"]
+
+
+@pytest.mark.parametrize("args", READS_WITHOUT_CHECK, ids=[args[0] for args in READS_WITHOUT_CHECK])
+def test_a_folder_of_synthetic_runs_is_no_store_and_stays_as_it_was(tmp_path, args):
+    """``trajlens synth --out runs/a`` writes a run directory, not a store: a read of the folder
+    above refuses in one line and writes nothing there, so a second synth run can follow."""
+    folder = tmp_path / "folder"
+    assert trajlens("synth", "sao-r6", "--steps", "2", "--batch", "2", "--out", folder / "runs" / "a").returncode == 0
+    before = _contents(folder)
+    done = trajlens(*(arg.format(store=folder, tmp=tmp_path) for arg in args))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1 and "no run written by trajlens ingest in runs/" in lines[0], done.stderr
+    assert _contents(folder) == before and not is_store(folder)
+    assert trajlens("synth", "sao-r6", "--steps", "2", "--batch", "2", "--out", folder / "runs" / "b").returncode == 0

@@ -35,7 +35,7 @@ from trajlens.store.database import (
 )
 from trajlens.store.integrity import checksum_file, write_checksum
 from trajlens.store.layout import is_run_dir
-from trajlens.store.writer import require_recorded_files
+from trajlens.store.writer import RUN_RECORD, require_recorded_files
 from trajlens.store.publish import (
     GENERATION_FILE,
     JOURNAL_FILE,
@@ -51,12 +51,15 @@ READ_ONLY_STATEMENTS: frozenset[str] = frozenset({"SELECT", "EXPLAIN"})
 
 
 def is_store(path: Path) -> bool:
-    """Whether ``path`` is a store ``trajlens ingest`` wrote: ``runs/`` with a run in it, or the
-    files every publish leaves (``trajlens.duckdb``, ``.generation``). A folder holding only an
-    empty ``runs/`` is not one, and reading it creates nothing there."""
+    """Whether ``path`` is a store ``trajlens ingest`` wrote: ``runs/`` with a run ingest wrote
+    in it (its ``ingest.json`` beside its tables), or the files every publish leaves
+    (``trajlens.duckdb``, ``.generation``). A folder holding only an empty ``runs/``, or runs
+    that ``trajlens synth`` wrote (``runs/a``, ``runs/b``), is not one, and reading it creates
+    nothing there."""
     if not (path / RUNS_DIR).is_dir():
         return False
-    return is_published_store(path) or any(is_run_dir(run_dir) for run_dir in run_dirs(path))
+    return is_published_store(path) or any(is_run_dir(run_dir) and (run_dir / RUN_RECORD).is_file()
+                                           for run_dir in run_dirs(path))
 
 
 def is_published_store(path: Path) -> bool:
@@ -88,7 +91,7 @@ class Store:
         if not self.path.is_dir():
             raise StoreError(f"{self.path}: no such store directory")
         if not is_store(self.path):
-            inside = "no runs/ inside" if not (self.path / RUNS_DIR).is_dir() else "no run written by trajlens in runs/"
+            inside = "no runs/ inside" if not (self.path / RUNS_DIR).is_dir() else "no run written by trajlens ingest in runs/"
             raise StoreError(f"{self.path}: not a trajlens store ({inside}); make one with "
                              f"`trajlens ingest LOGS --store {self.path}`")
         self._connection: duckdb.DuckDBPyConnection | None = None
