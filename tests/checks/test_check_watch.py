@@ -188,3 +188,20 @@ def test_catching_up_in_batches_prints_what_a_step_at_a_time_prints(monkeypatch)
     assert max(batch_sizes) > 10 and set(single_sizes) == {1}
     assert any(line.startswith("  FIRED ") for line in batched)
     assert batched == one_by_one
+
+
+def test_a_finished_run_whose_scalar_file_is_empty_is_still_checked_step_by_step(tmp_path):
+    """A run directory's step_metrics file outside step partitions is written whole: once read,
+    steps it holds no scalar for have none to come, and the watch goes on (it waited forever)."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLES / "sao-r6", run)
+    scalars = run / "step_metrics" / "part-0.parquet"
+    pq.write_table(pq.read_table(scalars).slice(0, 0), scalars)
+    lines: list[str] = []
+    ended = watch(run, default_checks(), WatchOptions(poll=0.01, settle=0, timeout=2, until_step=20), echo=lines.append)
+    assert ended.reason == "reached step 20"
+    assert _step_lines(lines) == list(range(1, 21)) and all(" 0 scalars" in line for line in lines if line.startswith("step "))

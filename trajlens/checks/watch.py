@@ -222,16 +222,21 @@ class RunFollower:
         return ready
 
     # -- metrics not partitioned by step ----------------------------------------------------------
-    def _read_flat_metrics(self) -> None:
+    def _read_flat_metrics(self) -> bool:
         """``step_metrics/*.parquet`` files outside step partitions (the scalars of a finished or
-        converted run, as ``trajlens check`` reads them): each read once, when its footer is valid."""
+        converted run, as ``trajlens check`` reads them): each read once, when its footer is valid.
+        Such files are written whole, so once read they hold every scalar of the steps they
+        cover and steps without scalars have none to come. False while one is still being
+        written (no step is released before it is read)."""
         from trajlens.ingest.parquet import read_table_file
 
         root = self.directory / "step_metrics"
         if not root.is_dir():
-            return
+            return True
+        finished = True
         for path in sorted(p for p in root.glob("*.parquet") if _readable(p) and p not in self._flat_metrics_read):
             if not _footer_valid(path):
+                finished = False
                 continue
             frame = pl.from_arrow(read_table_file(path, "step_metrics")).drop_nulls("value")
             self._flat_metrics_read.add(path)
@@ -239,8 +244,7 @@ class RunFollower:
             for step, name, value in frame.select("step", "name", "value").iter_rows():
                 if step not in self.released:
                     self._metric_rows.setdefault(step, []).append((name, float(value)))
-            if frame.height:
-                self._metrics_frontier = max(self._metrics_frontier, int(frame["step"].max()))
+        return finished
 
     # -- metrics JSONL ------------------------------------------------------------------------
     def _read_metrics(self) -> None:
@@ -310,10 +314,11 @@ class RunFollower:
         self._load_info()
         if self.info is None:
             return None
-        self._read_flat_metrics()
+        if not self._read_flat_metrics():
+            return None
         self._read_metrics()
         complete, has_trajectories = self._complete_trajectory_steps()
-        has_metrics = bool(self._metrics or self._flat_metrics_read)
+        has_metrics = bool(self._metrics)  # a metrics JSONL still growing: a step waits for its scalars
         if has_trajectories:
             ready = sorted(s for s in complete if not has_metrics or s <= self._metrics_frontier)
         else:
