@@ -77,6 +77,7 @@ SLOWEST_FIRST = (
     "tests/test_readme.py",
     "tests/engine/test_ray_cluster.py",
     "tests/notebooks/test_notebooks.py",
+    "tests/notebooks/test_notebook_numbers.py",
     "tests/checks/test_check_watch.py",
     "tests/report/test_report.py",
     "tests/report/test_degenerate.py",
