@@ -435,15 +435,35 @@ def _trained_choice(spec: Scenario, seed: int) -> EstimatorChoice:
 
 
 def _trained_advantages(trajectories: pa.Table, tokens: pa.Table, trained: EstimatorChoice) -> pa.Array:
-    """Per trajectory of ``tokens``, the token advantages ``trained`` gives over the step's batch."""
+    """Per trajectory of ``tokens``, the token advantages ``trained`` gives over the step's batch.
+
+    A token-level estimator (GAE) gives its per-token advantages as they are; a trajectory-level
+    one (GRPO, GDPO) gives one advantage per trajectory, put on each of its model tokens and zero
+    on the others, as verl applies it (``scores * response_mask``).
+    """
     import polars as pl
 
     from trajlens.estimators import recompute
 
     recomputed = recompute(pl.from_arrow(trajectories), pl.from_arrow(tokens), trained.estimator, **trained.options)
+    per_token = "token_advantages" in recomputed.columns
+    column = "token_advantages" if per_token else "advantage"
     order = pl.from_arrow(tokens.select(["trajectory_id"])).join(
-        recomputed.select("trajectory_id", "token_advantages"), on="trajectory_id", how="left", maintain_order="left")
-    return order.get_column("token_advantages").cast(pl.List(pl.Float32)).to_arrow()
+        recomputed.select("trajectory_id", column), on="trajectory_id", how="left", maintain_order="left")
+    if per_token:
+        return order.get_column(column).cast(pl.List(pl.Float32)).to_arrow()
+    return _on_model_tokens(order.get_column(column).to_numpy(), tokens.column("response_mask").combine_chunks())
+
+
+def _on_model_tokens(advantages: np.ndarray, response_mask: pa.ListArray) -> pa.ListArray:
+    """One float32 list per trajectory: its advantage (``advantages[i]``, B) on each token its
+    ``response_mask`` marks as the model's, zero on the others."""
+    offsets = response_mask.offsets.to_numpy()
+    offsets = offsets - offsets[0]  # a sliced array's offsets start where the slice does
+    is_model = response_mask.flatten().to_numpy(zero_copy_only=False).astype(bool)
+    per_token = np.repeat(advantages.astype(np.float32), np.diff(offsets))
+    values = np.where(is_model, per_token, np.float32(0.0))
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, pa.float32()))
 
 
 def _starts(calls: StepCalls) -> np.ndarray:
