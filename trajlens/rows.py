@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -298,20 +299,61 @@ class RunBuilder:
         return RunData(**tables, problems=list(self.problems)).validate(self.source)
 
 
+class RowProblem(NamedTuple):
+    """A row of a table that fails a per-row value check, and the error that names it."""
+
+    row: int
+    error: InputError
+
+
+class CheckedRows(NamedTuple):
+    """A table without its rows that failed the per-row value checks, and what each failed."""
+
+    table: pa.Table
+    problems: list[Problem]
+
+
 def check_values(name: str, table: pa.Table, source: str) -> None:
-    """Per-row value checks beyond the schema: finite rewards, consistent token arrays."""
+    """Per-row value checks beyond the schema: finite rewards, consistent token arrays. Raise the
+    :class:`InputError` of the first failure (field by field, then row by row)."""
+    first = next(value_problems(name, table, source), None)
+    if first is not None:
+        raise first.error
+
+
+def without_bad_rows(name: str, table: pa.Table, source: str) -> CheckedRows:
+    """``table`` (rows of table ``name``) less every row that fails :func:`check_values`, with one
+    problem per row left out, in row order (lenient loading)."""
+    first_error: dict[int, InputError] = {}
+    for row, error in value_problems(name, table, source):
+        first_error.setdefault(row, error)
+    if not first_error:
+        return CheckedRows(table, [])
+    keep = np.ones(table.num_rows, dtype=bool)
+    keep[list(first_error)] = False
+    problems = [first_error[row].as_problem() for row in sorted(first_error)]
+    return CheckedRows(table.filter(pa.array(keep)), problems)
+
+
+def value_problems(name: str, table: pa.Table, source: str) -> Iterator[RowProblem]:
+    """Every failure of the per-row value checks of ``table`` (rows of table ``name``), field by
+    field and within a field row by row; a row can fail more than one. Lazy: the first costs
+    one field's check."""
     if name == "runs":
         for row, config in enumerate(table.column("config").to_pylist()):
-            _check_config(config, table.column("run_id")[row].as_py(), source)
+            try:
+                _check_config(config, table.column("run_id")[row].as_py(), source)
+            except InputError as error:
+                yield RowProblem(row, error)
     elif name == "tokens":
-        _check_token_lengths(table, source)
+        yield from _token_problems(table, source)
     elif name == "trajectories" and table.num_rows:
-        _check_finite_column(table, table.column("reward"), "reward", source)
+        yield from _finite_problems(table, table.column("reward"), "reward", source)
         channels = pc.list_flatten(table.column("reward_channels"))
         if len(channels):
             values = pc.struct_field(channels, "value")
             parents = pc.list_parent_indices(table.column("reward_channels"))
-            _check_finite_column(table, values, "reward_channels.value", source, parents)
+            yield from _finite_problems(table, values, "reward_channels.value", source, parents)
 
 
 def _check_config(config: str, run_id: str, source: str) -> None:
@@ -334,18 +376,31 @@ FLOAT32_MAX = 3.4028234663852886e38
 reward past it would reach them as infinite."""
 
 
-def _check_finite_column(table: pa.Table, values, field: str, source: str, parents=None) -> None:
+def _finite_problems(table: pa.Table, values: pa.Array | pa.ChunkedArray, field: str, source: str,
+                     parents: pa.Array | pa.ChunkedArray | None = None) -> Iterator[RowProblem]:
+    """The rows of ``table`` with a value of ``values`` (one per row, or one per entry of the row
+    ``parents`` gives) that is not finite or past float32, each with its first such value."""
     values = values.fill_null(0.0)
     bad = pc.or_(pc.invert(pc.is_finite(values)), pc.greater(pc.abs(values), FLOAT32_MAX))
+    for index, row in _first_per_row(bad, parents):
+        trajectory = table.column("trajectory_id")[row].as_py()
+        value = values[index].as_py()
+        expected = "a finite number" if not math.isfinite(value) else \
+            f"a number of at most {FLOAT32_MAX:.4g} in size (float32, in which the estimators compute)"
+        yield RowProblem(row, InputError(source, record=trajectory, field=field, expected=expected, found=str(value)))
+
+
+def _first_per_row(bad: pa.Array | pa.ChunkedArray,
+                   parents: pa.Array | pa.ChunkedArray | None = None) -> Iterator[tuple[int, int]]:
+    """``(index, row)`` of the first true entry of ``bad`` in each row, rows ascending: an entry is
+    its own row, or belongs to row ``parents[index]`` (ascending, as list parent indices are)."""
     if not pc.any(bad).as_py():
         return
-    index = int(pc.index(bad, True).as_py())
-    row = index if parents is None else parents[index].as_py()
-    trajectory = table.column("trajectory_id")[row].as_py()
-    value = values[index].as_py()
-    expected = "a finite number" if not math.isfinite(value) else \
-        f"a number of at most {FLOAT32_MAX:.4g} in size (float32, in which the estimators compute)"
-    raise InputError(source, record=trajectory, field=field, expected=expected, found=str(value))
+    indices = np.flatnonzero(bad.fill_null(False).to_numpy(zero_copy_only=False))
+    rows = indices if parents is None else np.asarray(parents)[indices]
+    firsts = np.flatnonzero(np.diff(rows, prepend=-1))  # entries of one row lie together, rows ascending
+    for first in firsts:
+        yield int(indices[first]), int(rows[first])
 
 
 def _check_unique(table: pa.Table, keys: tuple[str, ...], name: str, source: str) -> None:
@@ -359,28 +414,31 @@ def _check_unique(table: pa.Table, keys: tuple[str, ...], name: str, source: str
     raise InputError(source, record=key, field=keys[-1], expected="unique keys", found="a duplicate")
 
 
-def _check_token_lengths(tokens: pa.Table, source: str) -> None:
+def _token_problems(tokens: pa.Table, source: str) -> Iterator[RowProblem]:
+    """Token rows whose arrays are not as long as their ``response_mask``, or hold a value that
+    is not finite: per array, the length failures then the value failures."""
     if tokens.num_rows == 0:
         return
     mask_lengths = pc.list_value_length(tokens.column("response_mask"))
     for name in TOKEN_ARRAYS[1:]:
         lengths = pc.list_value_length(tokens.column(name))
         bad = pc.and_(pc.is_valid(lengths), pc.not_equal(lengths, mask_lengths))
-        if pc.any(bad).as_py():
-            row = int(pc.index(bad, True).as_py())
+        for _, row in _first_per_row(bad):
             trajectory = tokens.column("trajectory_id")[row].as_py()
-            raise InputError(
+            yield RowProblem(row, InputError(
                 source, record=trajectory, field=name,
                 expected=f"{mask_lengths[row].as_py()} values (the response_mask length)",
                 found=f"{lengths[row].as_py()}",
-            )
+            ))
         values = pc.list_flatten(tokens.column(name))
-        if len(values) and not pc.all(pc.is_finite(values.fill_null(0.0))).as_py():
-            rows = pc.list_parent_indices(tokens.column(name))
-            first = int(pc.index(pc.invert(pc.is_finite(values.fill_null(0.0))), True).as_py())
-            trajectory = tokens.column("trajectory_id")[rows[first].as_py()].as_py()
-            raise InputError(source, record=trajectory, field=name,
-                             expected="finite numbers", found=str(values[first].as_py()))
+        if not len(values):
+            continue
+        not_finite = pc.invert(pc.is_finite(values.fill_null(0.0)))
+        parents = pc.list_parent_indices(tokens.column(name))
+        for first, row in _first_per_row(not_finite, parents):
+            trajectory = tokens.column("trajectory_id")[row].as_py()
+            yield RowProblem(row, InputError(source, record=trajectory, field=name,
+                                             expected="finite numbers", found=str(values[first].as_py())))
 
 
 def _check_finite(row: dict[str, Any], names: Iterable[str], where: str) -> None:

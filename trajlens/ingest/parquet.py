@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from trajlens.errors import InputError, Problem
 from trajlens.ingest import config_history
-from trajlens.rows import check_values
+from trajlens.rows import check_values, without_bad_rows
 from trajlens.schema import SCHEMAS, TABLES, conform
 from trajlens.store.layout import STEP_PARTITIONED, is_run_dir, read_parquet_file, step_range, table_files
 from trajlens.store.writer import StoreWriter
@@ -47,9 +47,12 @@ def read_table_file(path: Path, name: str) -> pa.Table:
     return _read_checked(path, name)[0]
 
 
-def _read_checked(path: Path, name: str) -> tuple[pa.Table, bool]:
+def _read_checked(path: Path, name: str, skipped: list[Problem] | None = None) -> tuple[pa.Table, bool]:
     """:func:`read_table_file`, and whether the file held the table in its exact schema (so its
-    bytes are the stored table's as they stand, and :func:`conform` changed nothing)."""
+    bytes are the stored table's as they stand, and :func:`conform` changed nothing).
+
+    With ``skipped`` (lenient), rows that fail the per-row value checks are left out and noted in
+    it, one problem each, rather than refusing the file; the table is then not exact."""
     try:
         table = read_parquet_file(path)
     except (pa.ArrowInvalid, OSError) as error:
@@ -60,8 +63,12 @@ def _read_checked(path: Path, name: str) -> tuple[pa.Table, bool]:
     table = conform(table, name, str(path))
     _check_steps(table, path)
     _check_partition_steps(table, path)
-    check_values(name, table, str(path))
-    return table, exact
+    if skipped is None:
+        check_values(name, table, str(path))
+        return table, exact
+    checked = without_bad_rows(name, table, str(path))
+    skipped.extend(checked.problems)
+    return checked.table, exact and not checked.problems
 
 
 def _verbatim_step(table: pa.Table, name: str, exact: bool, pack_bytes: int) -> int | None:
@@ -165,7 +172,10 @@ def copy_run(
     carrying the stored id) join the run's own training scalars.
 
     Lenient (``strict=False``), a file that cannot be read or does not fit the schema is
-    skipped and reported in ``problems``; whole-run checks (duplicate ids) still raise.
+    skipped and reported in ``problems``; a row that fails a value check (a token array not as
+    long as its response mask, a value that is not finite) is left out alone, with the calls and
+    tokens of a trajectory left out, and each is reported; whole-run checks (duplicate ids)
+    still raise.
 
     Strict and with no ``extra_metrics``, a run the store holds as the same ingest wrote it from
     this directory, unchanged since, is kept without reading the directory again
@@ -176,16 +186,19 @@ def copy_run(
     if strict and not extra_metrics and writer.keep_unchanged(stored, str(run_dir)):
         return stored
     runs = read_table_file(_single(run_dir, "runs"), "runs")
-    # Lenient: the trajectory ids read in each step partition whose trajectories lost a file, so
-    # that the calls and tokens of the trajectories skipped are left out with them.
+    # Lenient: the trajectory ids read in each step partition whose trajectories lost a file or
+    # a row, so that the calls and tokens of the trajectories skipped are left out with them; and
+    # why they were skipped.
     partial: dict[str, set[str]] = {}
+    skipped_why: dict[str, str] = {}
     with writer.stage(stored, _with_run_id(runs, stored), str(run_dir), self_contained=not extra_metrics) as stage:
         for name in TABLES[1:]:
             read: dict[str, list[pa.Table]] = {}
             for path in table_files(run_dir, name):
                 partition = str(path.parent.relative_to(run_dir / name))
+                bad_rows: list[Problem] | None = None if strict else []
                 try:
-                    table, exact = _read_checked(path, name)
+                    table, exact = _read_checked(path, name, bad_rows)
                     _check_run_id(table, recorded, path)
                 except InputError as error:
                     if strict:
@@ -194,11 +207,18 @@ def copy_run(
                         problems.append(error.as_problem())
                     if name == "trajectories":
                         partial.setdefault(partition, set())
+                        skipped_why[partition] = "were in a file that was skipped"
                     continue
+                if bad_rows and problems is not None:
+                    problems.extend(bad_rows)
                 if name == "trajectories":
                     read.setdefault(partition, []).append(table.select(["trajectory_id"]))
+                    if bad_rows:
+                        partial.setdefault(partition, set())
+                        skipped_why.setdefault(partition, "were skipped as bad records")
                 elif partition in partial and "trajectory_id" in table.column_names:
-                    table, exact = _of_trajectories(table, partial[partition], path, problems), False
+                    table, exact = _of_trajectories(table, partial[partition], path, problems,
+                                                    skipped_why[partition]), False
                 step = _verbatim_step(table, name, exact and stored == recorded, stage.pack_bytes)
                 if step is not None:  # a run in the store's own layout: its bytes, not decoded and written again
                     stage.copy_step(name, step, path)
@@ -215,13 +235,15 @@ def copy_run(
     return stored
 
 
-def _of_trajectories(table: pa.Table, kept: set[str], path: Path, problems: list[Problem] | None) -> pa.Table:
-    """The rows of ``table`` whose trajectory was read; the others are left out, and said so."""
+def _of_trajectories(table: pa.Table, kept: set[str], path: Path, problems: list[Problem] | None,
+                     why: str) -> pa.Table:
+    """The rows of ``table`` whose trajectory was read; the others are left out, and said so
+    (their trajectories ``why``: ``were in a file that was skipped``)."""
     keep = pc.is_in(table.column("trajectory_id"), value_set=pa.array(sorted(kept), pa.string()))
     left = table.num_rows - pc.sum(keep).as_py() if table.num_rows else 0
     if left and problems is not None:
         problems.append(Problem(str(path), None, "trajectory_id",
-                                f"{path}: {left} rows left out: their trajectories were in a file that was skipped"))
+                                f"{path}: {left} rows left out: their trajectories {why}"))
     return table.filter(keep)
 
 
