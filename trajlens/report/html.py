@@ -7,6 +7,7 @@ and opens from disk. Output is deterministic: the same store and seed give the s
 from __future__ import annotations
 
 import html
+import json
 import math
 import re
 from typing import Any, Iterable
@@ -44,6 +45,20 @@ table.overview a.more{font-size:11px;margin-left:4px}
 def escape(text: Any) -> str:
     """HTML-escaped text of any value."""
     return html.escape("" if text is None else str(text))
+
+
+_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                                "\u2028": "\\u2028", "\u2029": "\\u2029"})
+"""Characters written as JSON escapes inside a script element: with no ``<`` the HTML parser
+cannot leave the element early (``</script>``) or enter its escaped states (``<!--<script``),
+and the line separators are not line breaks to older JavaScript."""
+
+
+def json_script(element_id: str, value: Any) -> str:
+    """A ``<script type="application/json">`` element with id ``element_id`` holding ``value``
+    as JSON that no text inside it can end or alter; ``JSON.parse`` of its text gives ``value``."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_UNSAFE)
+    return f'<script type="application/json" id="{escape(element_id)}">{text}</script>'
 
 
 def page(title: str, body: str, *, nav: Iterable[tuple[str, str]] = (), script: str = "", style: str = "") -> str:

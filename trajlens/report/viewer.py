@@ -12,7 +12,6 @@ put into the page when opened, so a 60,000-token trajectory with 300 calls stays
 
 from __future__ import annotations
 
-import json
 import re
 import zlib
 from dataclasses import dataclass
@@ -109,14 +108,13 @@ def viewer_page(store: Any, run_id: str, trajectory_id: str, credit: Credit | No
     for index, sibling in enumerate(siblings.iter_rows(named=True)):
         data = _trajectory_data(sibling, calls.filter(pl.col("trajectory_id") == sibling["trajectory_id"]),
                                 credit, tokens.get(sibling["trajectory_id"]))
-        text = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
-        blocks.append(f'<script type="application/json" id="trajectory-{index}">{text}</script>')
+        blocks.append(html.json_script(f"trajectory-{index}", data))
     meta = {"run": run_id, "scope": scope, "start": ids.index(trajectory_id), "count": len(ids),
             "estimator": credit.label if credit else None, "colours": {**CLASS_COLOURS, "format_error": FORMAT_ERROR_COLOUR}}
     body = (
         '<header id="head"></header><div id="filters"></div><div id="legend"></div><div id="calls"></div>'
         + "".join(blocks)
-        + f'<script type="application/json" id="meta">{json.dumps(meta, separators=(",", ":"))}</script>'
+        + html.json_script("meta", meta)
     )
     nav = [(back, f"back to the report ({run_id})")] if back else []
     return html.page(f"{run_id}: {trajectory_id}", body, script=_SCRIPT, style=_STYLE, nav=nav)
