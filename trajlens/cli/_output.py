@@ -150,7 +150,7 @@ def folder_output(folder: Path, *, flag: str = "--out") -> Iterator[Path]:
     made = [parent for parent in [folder.parent, *folder.parent.parents] if not parent.exists()]
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
-        partial = folder.parent / f".{folder.name}.{uuid.uuid4().hex[:8]}.partial"
+        partial = _partial_folder(folder.parent, folder.name)
         partial.mkdir()  # not mkdtemp: the report folder keeps the usual permissions
     except OSError as error:
         _remove_empty(made)
@@ -185,7 +185,9 @@ def _errno(error: OSError) -> int | None:
 
 def check_folder_output(folder: Path, *, flag: str = "--out") -> None:
     """Fail before any work when ``folder`` is an existing file (a folder is written into), is a
-    store itself, or lies among a store's own files (:func:`store_holding`)."""
+    store itself, lies among a store's own files (:func:`store_holding`), or cannot be written: a
+    partial folder is made and removed where the write will make one (and inside ``folder``
+    when it exists), so that a read-only folder or a name too long fails here, not after the work."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError([f"{flag} {folder}: is a file; expected a folder"])
     from trajlens.store.handle import is_published_store
@@ -196,6 +198,31 @@ def check_folder_output(folder: Path, *, flag: str = "--out") -> None:
     if (store := store_holding(folder)) is not None:
         raise ConfigError([f"{flag} {folder}: among the files of the store {store}, which only ingest and the "
                            "analyses write; write it elsewhere"])
+    try:
+        _try_folder_in(_nearest_existing(folder.parent), folder.name)
+        if folder.is_dir():  # what the partial folder holds is moved into it
+            _try_folder_in(folder, folder.name)
+    except OSError as error:
+        raise ConfigError([f"{flag} {folder}: cannot write it ({_os_reason(error)})"]) from None
+
+
+def _partial_folder(parent: Path, name: str) -> Path:
+    """A fresh name in ``parent`` for the partial folder of an output folder called ``name``."""
+    return parent / f".{name}.{uuid.uuid4().hex[:8]}.partial"
+
+
+def _nearest_existing(folder: Path) -> Path:
+    """``folder``, or the nearest folder above it that exists (where the first missing one is made)."""
+    absolute = Path(os.path.abspath(folder))
+    return next((candidate for candidate in [absolute, *absolute.parents] if candidate.exists()), absolute)
+
+
+def _try_folder_in(parent: Path, name: str) -> None:
+    """Make and remove a partial folder for ``name`` in ``parent``: an ``OSError`` when ``parent``
+    refuses it (read-only, a name too long, not a folder)."""
+    probe = _partial_folder(parent, name)
+    probe.mkdir()
+    probe.rmdir()
 
 
 def store_holding(path: Path) -> Path | None:
@@ -204,17 +231,27 @@ def store_holding(path: Path) -> Path | None:
     analyses write those; a report or a table kept beside them, in the store's folder, is fine.
     Only stores ingest published count: ``runs/`` holding the runs ``trajlens synth`` wrote is
     where the next one goes."""
-    absolute = Path(os.path.abspath(path))
-    for folder in absolute.parents:
-        if (folder / "runs").is_dir():  # the store's first test, without importing the store
-            from trajlens.store.database import DATABASE_FILE, DERIVED_DIR, RUNS_DIR
-            from trajlens.store.handle import is_published_store
+    for written in _written_paths(path):
+        for folder in written.parents:
+            if (folder / "runs").is_dir():  # the store's first test, without importing the store
+                from trajlens.store.database import DATABASE_FILE, DERIVED_DIR, RUNS_DIR
+                from trajlens.store.handle import is_published_store
 
-            if is_published_store(folder):
-                first = absolute.relative_to(folder).parts[0]
-                managed = first in (RUNS_DIR, DERIVED_DIR, DATABASE_FILE) or first.startswith(".")
-                return (folder if path.is_absolute() else Path(os.path.relpath(folder))) if managed else None
+                if is_published_store(folder):
+                    first = written.relative_to(folder).parts[0]
+                    if first in (RUNS_DIR, DERIVED_DIR, DATABASE_FILE) or first.startswith("."):
+                        return folder if path.is_absolute() else Path(os.path.relpath(folder))
+                    break
     return None
+
+
+def _written_paths(path: Path) -> list[Path]:
+    """Where writing ``path`` may land: the path as given, and with links followed (in its
+    folders, which a partial file beside it is written through, and in itself, which a folder
+    output is filled through)."""
+    absolute = Path(os.path.abspath(path))
+    candidates = [absolute, Path(os.path.realpath(absolute.parent)) / absolute.name, Path(os.path.realpath(absolute))]
+    return list(dict.fromkeys(candidates))
 
 
 def overwrites_input(path: Path, source: Path, *, flag: str = "--out") -> list[str]:
@@ -344,12 +381,10 @@ def _cell_text(value: Any) -> str:
 
 
 def _markdown_table(frame: "pl.DataFrame") -> str:
-    def row(cells: list[str]) -> str:
-        return "| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in cells) + " |"
+    from trajlens.report.markdown import markdown_table
 
-    lines = [row(frame.columns), row(["---"] * frame.width)]
-    lines.extend(row([_cell_text(value) for value in values]) for values in frame.iter_rows())
-    return "\n".join(lines) + "\n"
+    rows = ([_cell_text(value) for value in values] for values in frame.iter_rows())
+    return "\n".join(markdown_table(frame.columns, rows)) + "\n"
 
 
 def _html_table(frame: "pl.DataFrame") -> str:

@@ -13,27 +13,26 @@ import polars as pl
 
 from trajlens.compare import adjustment_note, describe, title
 from trajlens.report import html
+from trajlens.report.markdown import markdown_table
 
 
 def comparison_markdown(comparison: pl.DataFrame, top: int = 5) -> str:
     """The comparison as Markdown: the largest differences in words, then the table."""
     if comparison.is_empty():
         return "No measure is present on both sides.\n"
-    lines = [f"# {title(comparison)}", "", *(f"- {s}" for s in describe(comparison, top)), "",
-             f"95% intervals; differences are B - A; {adjustment_note(comparison)}.", "",
-             "| measure | A | B | B - A [95%] | test | p | p adjusted | effect |", "|---|---|---|---|---|---|---|---|"]
+    header = ["measure", "A", "B", "B - A [95%]", "test", "p", "p adjusted", "effect"]
+    rows = []
     for row in comparison.iter_rows(named=True):
-        def cell(value, low, high):
-            if value is None:
-                return ""
-            return f"{value:.4g}" + (f" [{low:.4g}, {high:.4g}]" if low is not None and high is not None else "")
         p = "" if row["p_value"] is None else f"{row['p_value']:.2g}"
         adjusted = "" if row["p_adjusted"] is None else f"{row['p_adjusted']:.2g}" + (" *" if row["significant"] else "")
         effect = "" if row["effect_size"] is None else f"{row['effect']} {row['effect_size']:+.2f}"
-        lines.append(f"| {_measure_name(row)} | {cell(row['a_value'], row['a_low'], row['a_high'])} | "
-                     f"{cell(row['b_value'], row['b_low'], row['b_high'])} | "
-                     f"{cell(row['difference'], row['difference_low'], row['difference_high'])} | {row['test']} | "
-                     f"{p} | {adjusted} | {effect} |")
+        rows.append([_measure_name(row), _interval_text(row["a_value"], row["a_low"], row["a_high"]),
+                     _interval_text(row["b_value"], row["b_low"], row["b_high"]),
+                     _interval_text(row["difference"], row["difference_low"], row["difference_high"]),
+                     str(row["test"]), p, adjusted, effect])
+    lines = [f"# {title(comparison)}", "", *(f"- {s}" for s in describe(comparison, top)), "",
+             f"95% intervals; differences are B - A; {adjustment_note(comparison)}.", "",
+             *markdown_table(header, rows)]
     return "\n".join(lines) + "\n"
 
 
@@ -74,6 +73,13 @@ def comparison_section(anchor: str, comparison: pl.DataFrame, sentences: list[st
         f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
         f"{more}</section>"
     )
+
+
+def _interval_text(value: float | None, low: float | None, high: float | None) -> str:
+    """A value with its interval, as Markdown shows it; empty when there is no value."""
+    if value is None:
+        return ""
+    return f"{value:.4g}" + (f" [{low:.4g}, {high:.4g}]" if low is not None and high is not None else "")
 
 
 def _measure_name(row: dict) -> str:
