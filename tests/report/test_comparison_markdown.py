@@ -12,7 +12,7 @@ from cli_run import run_cli
 
 from trajlens.compare import compare
 from trajlens.report.compare_page import comparison_markdown
-from trajlens.report.markdown import markdown_row
+from trajlens.markdown import markdown_row
 
 pytestmark = pytest.mark.slow
 

@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.attribution.causes import LENGTH_SUBJECT
+from trajlens.markdown import markdown_table
 
 
 def _number(value: Any, digits: int = 2) -> str:
@@ -79,8 +80,7 @@ def attribution_markdown(result: Any) -> str:
         lines += ["Notes:", ""] + [f"- {n}" for n in result.notes] + [""]
     for title, rows in (("Drift", _drift_table(result)), ("Superstition (run's estimator)", _superstition_rows(result))):
         if len(rows) > 1:
-            lines += [f"### {title}", "", "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-            lines += ["| " + " | ".join(r) + " |" for r in rows[1:]] + [""]
+            lines += [f"### {title}", "", *markdown_table(rows[0], rows[1:]), ""]
     return "\n".join(lines)
 
 

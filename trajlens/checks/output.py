@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from trajlens.checks.evaluate import CheckResult, RunChecks
 from trajlens.steps import steps_text as spans
+from trajlens.markdown import markdown_table
 
 STATUS_LABELS: dict[str, str] = {"fail": "FAIL", "warn": "WARN", "pass": "pass", "skip": "skip"}
 
@@ -125,12 +126,9 @@ def _case_text(result: CheckResult) -> str:
 
 def checks_markdown(results: Sequence[CheckResult]) -> str:
     """A Markdown section body: one table row per check (for the report)."""
-    lines = ["| check | severity | status | fired at steps | evidence |", "|---|---|---|---|---|"]
-    for r in results:
-        cells = [f"`{r.name}`", r.check.severity, STATUS_LABELS[r.status], spans(r.fired_steps) or "-",
-                 r.evidence_text()]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
+    rows = ([f"`{r.name}`", r.check.severity, STATUS_LABELS[r.status], spans(r.fired_steps) or "-", r.evidence_text()]
+            for r in results)
+    return "\n".join(markdown_table(["check", "severity", "status", "fired at steps", "evidence"], rows)) + "\n"
 
 
 def checks_html(results: Sequence[CheckResult]) -> str:

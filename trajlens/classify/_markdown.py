@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from trajlens.markdown import markdown_table
+
 if TYPE_CHECKING:
     from trajlens.classify.stages import StageReport
 
@@ -26,12 +28,6 @@ def _cell(row: dict[str, Any], kind: str) -> str:
     return f"{value} [{low}, {high}] · pop {population}{flag}"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return lines
-
-
 def render(report: "StageReport") -> str:
     """Stages, then one rates table per run (metrics down, stages across), then changes."""
     lines = [
@@ -49,7 +45,7 @@ def render(report: "StageReport") -> str:
         [r["run_id"], r["stage"], f"{r['first_step']}–{r['last_step']}", str(r["n_population"]), str(r["n_sampled"])]
         for r in report.stages.iter_rows(named=True)
     ]
-    lines += _table(["run", "stage", "steps", "trajectories", "sampled"], stage_rows)
+    lines += markdown_table(["run", "stage", "steps", "trajectories", "sampled"], stage_rows)
     for (run_id,), rates in report.rates.group_by("run_id", maintain_order=True):
         stages = rates.select("stage", "stage_index").unique().sort("stage_index")["stage"].to_list()
         lines += ["", f"## Rates: {run_id}", ""]
@@ -58,7 +54,7 @@ def render(report: "StageReport") -> str:
             by_stage = {r["stage"]: r for r in part.iter_rows(named=True)}
             kind = part["kind"][0]
             rows.append([f"`{metric}`", *(_cell(by_stage[s], kind) if s in by_stage else "–" for s in stages)])
-        lines += _table(["metric", *stages], rows)
+        lines += markdown_table(["metric", *stages], rows)
     changes = report.changes.filter(pl.col("comparison") == "first_to_last")
     if changes.height:
         lines += [
@@ -77,5 +73,5 @@ def render(report: "StageReport") -> str:
              f"{100 * r['population_difference']:+.1f} pts" if r["population_difference"] is not None else "–"]
             for r in changes.iter_rows(named=True)
         ]
-        lines += _table(["run", "metric", "stages", "change (sample)", "z", "p", "h", "change (population)"], rows)
+        lines += markdown_table(["run", "metric", "stages", "change (sample)", "z", "p", "h", "change (population)"], rows)
     return "\n".join(lines) + "\n"

@@ -381,7 +381,7 @@ def _cell_text(value: Any) -> str:
 
 
 def _markdown_table(frame: "pl.DataFrame") -> str:
-    from trajlens.report.markdown import markdown_table
+    from trajlens.markdown import markdown_table
 
     rows = ([_cell_text(value) for value in values] for values in frame.iter_rows())
     return "\n".join(markdown_table(frame.columns, rows)) + "\n"

@@ -17,6 +17,7 @@ import polars as pl
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import TrainedWith
+from trajlens.markdown import markdown_table
 from trajlens.report import plots
 from trajlens.report.findings import (
     RECOMPUTED, Finding, advantage_findings, attribution_findings, dead_group_finding, outcome_finding, ranked,
@@ -378,10 +379,8 @@ def _advantage_markdown(diagnostics: pl.DataFrame, choices: list[EstimatorChoice
 
 
 def _markdown_table(frame: pl.DataFrame) -> str:
-    header = "| " + " | ".join(frame.columns) + " |"
-    rule = "|" + "---|" * frame.width
-    rows = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.iter_rows()]
-    return "\n".join([header, rule, *rows])
+    rows = (["" if v is None else str(v) for v in row] for row in frame.iter_rows())
+    return "\n".join(markdown_table(frame.columns, rows))
 
 
 def _write_index(out: Path, reports: list[RunReport]) -> None:

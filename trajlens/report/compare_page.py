@@ -13,7 +13,7 @@ import polars as pl
 
 from trajlens.compare import adjustment_note, describe, title
 from trajlens.report import html
-from trajlens.report.markdown import markdown_table
+from trajlens.markdown import markdown_table
 
 
 def comparison_markdown(comparison: pl.DataFrame, top: int = 5) -> str:

@@ -1,5 +1,8 @@
 """Markdown tables whose cells hold any text: the one writer of a table row that every Markdown
-output (``--out x.md``, ``comparison.md``) goes through."""
+output (``--out x.md``, ``comparison.md``, stage reports, the report's pages, attribution and
+check summaries) goes through.
+
+It stands below everything else in trajlens and imports nothing from it."""
 
 from __future__ import annotations
 
