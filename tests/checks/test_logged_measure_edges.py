@@ -98,3 +98,16 @@ def test_an_infinite_logged_value_is_an_infinite_difference_not_nan():
     values = dict(measure.add(trajectories, None).select("step", "x").iter_rows())
     assert values == {1: 0.0, 2: math.inf}
     assert "infinite" in measure.problem
+
+
+def test_a_step_no_candidate_can_recompute_is_skipped_with_its_reason_not_failed():
+    """A trajectory without its token row (left out of a lenient ingest): the run's GAE cannot be
+    recomputed on its step, so there is nothing to measure there (no infinite difference that
+    fails the check); the check says why."""
+    trajectories, tokens = frames()
+    recomputed = recompute(trajectories, tokens, "gae", whiten=False)
+    logged = tokens.join(recomputed.select("trajectory_id", "token_advantages"), on="trajectory_id").with_columns(
+        pl.col("token_advantages").cast(pl.List(pl.Float32)).alias("logged_advantages")).drop("token_advantages")
+    measure = LoggedAdvantages("gae_raw", {})
+    assert measure.add(trajectories, logged.filter(pl.col("trajectory_id") != "1-0-0")).is_empty()
+    assert "no candidate could be recomputed" in measure.problem and measure.note is None

@@ -268,8 +268,9 @@ class Identifier:
             flat_step: FlatStep | None = None) -> pl.DataFrame | None:
         """Compare one batch of whole steps. Returns, per step of it with logged values, the
         closest candidate's largest difference relative to that step's own max(1, max |logged|)
-        (``step``, ``relative``; infinite where no candidate could be recomputed); None when
-        the batch logged nothing. ``flat_step``: this batch's, in place of the identifier's."""
+        (``step``, ``relative``); None when the batch logged nothing, and no rows when no
+        candidate could be recomputed on it (there is nothing to measure; :meth:`result` says
+        why). ``flat_step``: this batch's, in place of the identifier's."""
         flat_step = flat_step or self.flat_step
         found = _logged(trajectories, tokens)
         if found is None:
@@ -289,6 +290,7 @@ class Identifier:
         flat = flat_step(trajectories, tokens, todo) if flat_step is not None and found.positions is not None else {}
         index = found.flat_index(trajectories, tokens) if flat else None
         closest = np.full(found.steps.size, math.inf)  # per step: the closest candidate's largest difference
+        compared = False
         for candidate in todo:
             accumulated = self.gathered[candidate.label]
             if candidate.label in flat:
@@ -305,9 +307,11 @@ class Identifier:
                     continue
                 paired = found.paired(recomputed)
             accumulated.add(paired)
+            compared = True
             if paired.diff.size:
                 closest = np.minimum(closest, found.step_largest(accumulated.rows[-1].largest))
-        return found.step_relative(closest)
+        relative = found.step_relative(closest)
+        return relative if compared else relative.clear()
 
     def result(self) -> Identification:
         """The verdict over every batch fed (:class:`Identification`).
