@@ -112,3 +112,29 @@ def test_a_bad_row_is_named_and_skipped_leniently(tmp_path):
         load(path)
     assert caught.value.field == "resolved" and "record 0" in str(caught.value)
     assert load(path, strict=False).trajectories.num_rows == 0
+
+
+@pytest.mark.parametrize("first", ["messages", "role"])
+def test_a_chat_log_whose_first_line_is_longer_than_the_probe_is_read(tmp_path, first):
+    """A conversation longer than the head detection reads (real agent trajectories run to 100 KB
+    a line) is chat all the same; such a line that turns out no JSON is named when it is read."""
+    from trajlens.ingest._probe import SNIFF_BYTES
+
+    long = "x" * (SNIFF_BYTES + 10)
+    if first == "messages":
+        rows = [{"id": name, "task_id": "t", "reward": 1.0,
+                 "messages": [{"role": "user", "content": long}, {"role": "assistant", "content": "ok"}]}
+                for name in ("a", "b")]
+    else:
+        rows = [{"role": "user", "content": long}, {"role": "assistant", "content": "ok"}]
+    path = tmp_path / "long.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert formats.detect(path).name == "openai-chat"
+    assert load(path).trajectories.num_rows == (2 if first == "messages" else 1)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"messages": [' + long + "\n")
+    with pytest.raises(InputError, match="record line 1: not JSON"):
+        load(cut)
+    short = tmp_path / "short.jsonl"
+    short.write_text('{"messages": [x\n')
+    assert formats.detect(short) is None

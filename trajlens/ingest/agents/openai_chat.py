@@ -51,6 +51,7 @@ from typing import Any, Iterator
 
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT32, read_lines
+from trajlens.ingest._probe import SNIFF_BYTES
 from trajlens.ingest.agents._common import (
     TOOL_CALL,
     TRAJECTORY,
@@ -89,10 +90,11 @@ def detect(target: Probe | Path | str) -> bool:
     if _OTHER_FORMAT_RE.search(head) or _OTHER_FORMAT_RE.search(tail):
         return False
     if probe.suffix == ".jsonl":
+        line = probe.first_line()
         try:
-            record = json.loads(probe.first_line())
+            record = json.loads(line)
         except (ValueError, RecursionError):
-            return False
+            return _cut_chat_record(probe, line)
         role = record.get("role") if isinstance(record, dict) else None
         return isinstance(record, dict) and (isinstance(record.get("messages"), list)
                                              or (isinstance(role, str) and role in ROLES))
@@ -100,6 +102,16 @@ def detect(target: Probe | Path | str) -> bool:
     if not _ROLE_RE.search(head):
         return False
     return start == "[" or (start == "{" and bool(_MESSAGES_RE.search(head)))
+
+
+def _cut_chat_record(probe: Probe, line: str) -> bool:
+    """Whether a first JSONL line that the probe's head cuts (a conversation longer than the
+    head, as real agent trajectories are) is chat: the keys before the cut hold a list of
+    messages, or a message's role. A line that ends within the head and is no JSON is not."""
+    if "\n" in probe.head[probe.head.find(line):] or probe.path.stat().st_size <= SNIFF_BYTES:
+        return False  # the line ends within the head
+    keys = probe.record_keys
+    return ("messages" in keys and bool(_MESSAGES_RE.search(line))) or ("role" in keys and bool(_ROLE_RE.search(line)))
 
 
 def load_openai_chat(paths: Any, *, run_id: str | None = None, strict: bool = True) -> RunData:
