@@ -174,21 +174,26 @@ STREAM_SUFFIXES: frozenset[str] = frozenset({".jsonl", ".parquet"})
 def strays(recognised: Sequence[Probe | Path], unrecognised: Sequence[Probe | Path]) -> list[Path]:
     """The files of ``unrecognised`` that look like a log of ``recognised`` gone bad: beside one
     of them (same folder, same record-stream suffix), with a first record that is not a record
-    at all (a garbled line, stray bytes) or has the same keys as that log's (a mistyped value).
+    at all (a garbled line, stray bytes) or has the same keys as that log's (a mistyped value); a
+    whole-file log (``.json``, ``.traj``) beside one of its suffix, when its record has that
+    log's keys (``"history": null`` where a list belongs).
     Their loader reads them and names the bad record, rather than the survey dropping them
     without a word. A file of other records (a summary beside the logs) or an empty one is not a
     stray. Pass the probes detection made, so no file's head is read twice."""
     beside: dict[tuple[Path, str], set[frozenset[str]]] = {}
     for probe in map(Probe.of, recognised):
-        if probe.suffix in STREAM_SUFFIXES:
+        if probe.suffix in STREAM_SUFFIXES or probe.suffix in RECORD_SUFFIXES:
             beside.setdefault((probe.path.parent, probe.suffix), set()).add(probe.record_keys)
     found = []
     for probe in map(Probe.of, unrecognised):
         keys_beside = beside.get((probe.path.parent, probe.suffix))
         if keys_beside is None:
             continue
-        garbled = not probe.record_keys and bool(probe.head.strip())
-        if garbled or probe.record_keys in keys_beside:
+        if probe.suffix in STREAM_SUFFIXES:
+            garbled = not probe.record_keys and bool(probe.head.strip())
+            if garbled or probe.record_keys in keys_beside:
+                found.append(probe.path)
+        elif probe.record_keys and probe.record_keys in keys_beside:  # a whole-file log with a mistyped value
             found.append(probe.path)
     return found
 

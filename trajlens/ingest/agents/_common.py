@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, decode_arguments, dumps, parse_json, read_json_file, type_name
-from trajlens.ingest._probe import Probe
+from trajlens.ingest._probe import Probe, strays
 from trajlens.ingest.tools import SHELL_TOOLS, shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 from trajlens.store.writer import slug
@@ -168,16 +168,21 @@ def walk(directory: Path) -> list[Path]:
 def collect(paths: Any, detect: Detect, fmt: str) -> Found:
     """The files of format ``fmt`` under ``paths``.
 
-    A directory is walked and keeps the files ``detect`` recognises; a file named directly is
-    always taken (parsing it then says what is wrong with it).
+    A directory is walked and keeps the files ``detect`` recognises, and their :func:`strays`
+    (a log of the format gone bad, whose parsing says what is wrong with it); a file named
+    directly is always taken.
     """
     files: list[Path] = []
     walked: dict[Path, list[Path]] = {}
     anchors: list[Path] = []
     for path in as_paths(paths):
         if path.is_dir():
-            inside = [f for f in walk(path) if detect(Probe(f))]
-            if not inside:
+            probes = [Probe(f) for f in walk(path)]
+            known = [detect(probe) for probe in probes]
+            recognised = [probe for probe, ok in zip(probes, known) if ok]
+            gone_bad = set(strays(recognised, [probe for probe, ok in zip(probes, known) if not ok]))
+            inside = [probe.path for probe, ok in zip(probes, known) if ok or probe.path in gone_bad]
+            if not recognised:
                 raise InputError(str(path), f"no {fmt} trajectory files in this directory",
                                  expected=f"{fmt} logs", found="none")
             walked[path] = inside

@@ -1,0 +1,34 @@
+"""A log of a folder's format gone bad (a value of the wrong type) is read and named, not left
+out of the folder without a word: a whole-file log (OpenHands V1's ``state_*.json``) whose
+record has a good log's keys is read as one of them, as a stream file beside its kind is."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_run import run_cli as trajlens
+from hostile import OPENHANDS_V1
+
+
+@pytest.fixture
+def folder(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "state_a.json").write_text(json.dumps(OPENHANDS_V1))
+    (logs / "state_b.json").write_text(json.dumps({**OPENHANDS_V1, "instance_id": "y", "history": None}))
+    (logs / "notes.json").write_text(json.dumps({"model": "m", "seed": 1}))  # not a log: still left out
+    return logs
+
+
+def test_strict_ingest_names_the_bad_log(folder, tmp_path):
+    done = trajlens("ingest", folder, "--store", tmp_path / "store")
+    assert done.returncode == 1 and not (tmp_path / "store").exists()
+    assert done.stderr.strip() == f"error: {folder / 'state_b.json'}: field 'history': expected a list, found null"
+
+
+def test_lenient_ingest_skips_it_with_a_line(folder, tmp_path):
+    done = trajlens("ingest", folder, "--store", tmp_path / "store", "--lenient")
+    assert done.returncode == 0, done.stderr
+    assert f"skipped: {folder / 'state_b.json'}: field 'history'" in done.stderr
+    assert "skipped 1 bad records" in done.stdout and "notes.json" not in done.stderr
