@@ -16,29 +16,17 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 from cli_run import run_cli
+from outputs import LONGEST_NAME, contents, one_error_line
 
 import trajlens
 
 FULL_DISK = os.strerror(errno.ENOSPC)
-LONGEST_NAME = 255
-"""Longest file name most filesystems take: a name this long has no room for ``.partial``."""
 
 
 @pytest.fixture
 def store(tmp_path, tiny_run_dir):
     trajlens.ingest([tiny_run_dir], tmp_path / "store")
     return tmp_path / "store"
-
-
-def _contents(folder: Path) -> dict[str, bytes | None]:
-    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
-
-
-def _one_error_line(done) -> str:
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
-    assert ".partial" not in lines[0] and "Traceback" not in done.stderr
-    return lines[0]
 
 
 def _full_disk_at(monkeypatch, target: Path) -> None:
@@ -67,7 +55,7 @@ def test_report_checks_the_compare_sides_before_any_work(store, tmp_path, monkey
     out = tmp_path / "report"
     done = run_cli("report", store, "--out", out, "--compare", "tiny,nope", "--compare", "tiny:Q9,tiny")
     assert done.returncode == 1
-    line = _one_error_line(done)
+    line = one_error_line(done)
     assert "--compare side 'nope': run 'nope' is not in the store" in line
     assert "--compare side 'tiny:Q9': 'Q9' is neither a stage" in line
     assert not out.exists()
@@ -83,17 +71,17 @@ def test_a_failed_report_leaves_no_folder_behind(store, tmp_path, monkeypatch, f
         raise OSError(errno.ENOSPC, FULL_DISK, str(Path(out) / "index.html"))
 
     monkeypatch.setattr(trajlens.report.html_report, "write_index", fail)
-    before = _contents(tmp_path)
+    before = contents(tmp_path)
     out = tmp_path / "new" / "folders" / "report"
     done = run_cli("report", store, "--out", out, "--viewers", "1")
     if failure == "interrupt":
         assert done.returncode == 130 and done.stderr.strip() == "interrupted"
     else:
         assert done.returncode == 1
-        assert _one_error_line(done) == f"error: --out {out / 'index.html'}: cannot write it ({FULL_DISK})"
+        assert one_error_line(done) == f"error: --out {out / 'index.html'}: cannot write it ({FULL_DISK})"
     # no OUT/RUN/, no partial folder, not even the parent folders made for it
     assert not (tmp_path / "new").exists()
-    assert _contents(tmp_path).keys() == before.keys()
+    assert contents(tmp_path).keys() == before.keys()
 
 
 def test_a_failed_report_leaves_an_earlier_report_as_it_was(store, tmp_path, monkeypatch):
@@ -102,14 +90,14 @@ def test_a_failed_report_leaves_an_earlier_report_as_it_was(store, tmp_path, mon
     out = tmp_path / "report"
     assert run_cli("report", store, "--out", out, "--viewers", "0").returncode == 0
     (out / "notes.txt").write_text("mine")
-    before = _contents(out)
+    before = contents(out)
 
     def fail(*args, **kwargs):
         raise OSError(errno.ENOSPC, FULL_DISK, None)
 
     monkeypatch.setattr(trajlens.report.html_report, "write_index", fail)
     assert run_cli("report", store, "--out", out, "--viewers", "0").returncode == 1
-    assert _contents(out) == before
+    assert contents(out) == before
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []
 
 
@@ -139,7 +127,7 @@ def _umask() -> int:
 def test_attribute_checks_its_json_path_before_the_work(store, tmp_path):
     done = run_cli("attribute", store, "--run", "tiny", "--json", tmp_path / "missing" / "v.json")
     assert done.returncode == 1
-    assert _one_error_line(done) == f"error: --json {tmp_path / 'missing' / 'v.json'}: folder {tmp_path / 'missing'} does not exist"
+    assert one_error_line(done) == f"error: --json {tmp_path / 'missing' / 'v.json'}: folder {tmp_path / 'missing'} does not exist"
     assert done.stdout == ""
     assert "call_credit" not in trajlens.open(store).tables()  # nothing was attributed
 
@@ -149,7 +137,7 @@ def test_attribute_json_is_written_atomically(store, tmp_path, monkeypatch):
     _full_disk_at(monkeypatch, target)
     done = run_cli("attribute", store, "--run", "tiny", "--json", target)
     assert done.returncode == 1
-    assert _one_error_line(done) == f"error: --json {target}: cannot write it ({FULL_DISK})"
+    assert one_error_line(done) == f"error: --json {target}: cannot write it ({FULL_DISK})"
     assert not target.exists() and not list(tmp_path.glob("*.partial"))
 
 
@@ -166,7 +154,7 @@ def test_advantages_identify_json_is_checked_first_and_written_atomically(store,
     missing = tmp_path / "missing" / "id.json"
     done = run_cli("advantages", store, "--run", "tiny", "--identify", "--json", missing)
     assert done.returncode == 1 and done.stdout == ""
-    assert _one_error_line(done) == f"error: --json {missing}: folder {missing.parent} does not exist"
+    assert one_error_line(done) == f"error: --json {missing}: folder {missing.parent} does not exist"
 
     target = tmp_path / "id.json"
     assert run_cli("advantages", store, "--run", "tiny", "--identify", "--json", target).returncode == 0
@@ -175,7 +163,7 @@ def test_advantages_identify_json_is_checked_first_and_written_atomically(store,
     _full_disk_at(monkeypatch, target)
     done = run_cli("advantages", store, "--run", "tiny", "--identify", "--json", target)
     assert done.returncode == 1
-    assert _one_error_line(done) == f"error: --json {target}: cannot write it ({FULL_DISK})"
+    assert one_error_line(done) == f"error: --json {target}: cannot write it ({FULL_DISK})"
     assert not target.exists() and not list(tmp_path.glob("*.partial"))
 
 
@@ -183,7 +171,7 @@ def test_sample_refuses_an_out_it_cannot_make_before_the_work(store, tmp_path):
     out = tmp_path / ("r" * (LONGEST_NAME - len(".md")) + ".md")
     done = run_cli("sample", store, "--run", "tiny", "--stages", "first:1-1,second:2-2", "--n", "2", "--out", out)
     assert done.returncode == 1
-    line = _one_error_line(done)
+    line = one_error_line(done)
     assert line.startswith(f"error: --out {out}: cannot write it (") and done.stdout == ""
     assert "stage_rates" not in trajlens.open(store).tables()  # refused before the work
     assert not list(tmp_path.glob("r*"))
@@ -199,7 +187,7 @@ def test_an_out_that_fails_while_written_names_the_path_given(store, tmp_path, m
     monkeypatch.setattr(pl.DataFrame, "write_parquet", full_disk)
     done = run_cli("sql", store, "SELECT * FROM runs", "--out", out)
     assert done.returncode == 1
-    assert _one_error_line(done) == f"error: --out {out}: cannot write it ({FULL_DISK})"
+    assert one_error_line(done) == f"error: --out {out}: cannot write it ({FULL_DISK})"
     assert not list(tmp_path.glob("runs.parquet*"))
 
 
@@ -212,7 +200,7 @@ def test_a_result_polars_cannot_write_names_the_path_given_once(store, tmp_path,
     monkeypatch.setattr(pl.DataFrame, "write_parquet", refuse)
     done = run_cli("sql", store, "SELECT * FROM runs", "--out", out)
     assert done.returncode == 1
-    assert _one_error_line(done) == f"error: --out {out}: cannot write the result (cannot write this column)"
+    assert one_error_line(done) == f"error: --out {out}: cannot write the result (cannot write this column)"
     assert "parquet.parquet" not in done.stderr and not list(tmp_path.glob("runs.parquet*"))
 
 
@@ -221,7 +209,7 @@ def test_an_out_whose_partial_name_is_too_long_is_refused_up_front(store, tmp_pa
         out = tmp_path / ("x" * (LONGEST_NAME - len(suffix)) + suffix)
         done = run_cli("sql", store, "SELECT * FROM runs", "--out", out)
         assert done.returncode == 1
-        assert _one_error_line(done).startswith(f"error: --out {out}: cannot write it (")
+        assert one_error_line(done).startswith(f"error: --out {out}: cannot write it (")
         assert not list(tmp_path.glob("x*"))
 
 
@@ -236,11 +224,11 @@ def test_no_output_goes_into_the_store(store, arguments):
     """An output inside the store could replace the store's own files (a table's Parquet, a
     run's ingest record): refused before any work, and the store is as it was."""
     run = trajlens.open(store).runs.collect()["run_id"][0]
-    before = _contents(store)
+    before = contents(store)
     done = run_cli(*(a.format(store=store, run=run) for a in arguments))
     assert done.returncode == 1
-    assert f"among the files of the store {store}, which only ingest" in _one_error_line(done)
-    assert _contents(store) == before
+    assert f"among the files of the store {store}, which only ingest" in one_error_line(done)
+    assert contents(store) == before
 
 
 def test_generated_runs_may_sit_side_by_side_under_runs(tmp_path):
@@ -276,7 +264,7 @@ def test_a_report_is_not_written_into_the_store_s_own_folder(store):
                                                                                *command[2:])
         done = run_cli(*arguments, "--out", store)
         assert done.returncode != 0
-        assert _one_error_line(done) == f"error: --out {store}: is a store; write into a folder of its own " \
+        assert one_error_line(done) == f"error: --out {store}: is a store; write into a folder of its own " \
                                         f"(such as {store / 'report'})"
     assert sorted(str(p.relative_to(store)) for p in store.rglob("*")) == before
     assert run_cli("verify", store).returncode == 0
@@ -286,7 +274,7 @@ def test_two_outputs_may_not_name_one_file(store, tmp_path):
     run = trajlens.open(store).runs.collect()["run_id"][0]
     done = run_cli("attribute", store, "--run", run, "--out", tmp_path / "a.md", "--json", tmp_path / "a.md")
     assert done.returncode == 1
-    assert _one_error_line(done).endswith("--json " + str(tmp_path / "a.md") + ": the same file as --out; "
+    assert one_error_line(done).endswith("--json " + str(tmp_path / "a.md") + ": the same file as --out; "
                                           "give each output its own file")
     assert not (tmp_path / "a.md").exists()
 
@@ -300,7 +288,7 @@ def test_compare_checks_its_report_index_before_the_work(store, tmp_path):
     for report in ("report", "missing"):
         done = run_cli("compare", store, run, run, "--out", tmp_path / "cmp", "--report", tmp_path / report)
         assert done.returncode == 1
-        assert _one_error_line(done).startswith(f"error: --report: {tmp_path / report / 'index.html'}: ")
+        assert one_error_line(done).startswith(f"error: --report: {tmp_path / report / 'index.html'}: ")
         assert not (tmp_path / "cmp").exists()
 
 
@@ -310,7 +298,7 @@ def test_a_split_the_run_does_not_have_is_refused(store, tmp_path, command):
     arguments = ("--out", tmp_path / "report") if command == "report" else ()
     done = run_cli(command, store, "--run", run, "--split", "nosuch", *arguments)
     assert done.returncode == 1
-    assert _one_error_line(done) == (f"error: split 'nosuch': run {run!r} has the splits train" if command == "sample"
+    assert one_error_line(done) == (f"error: split 'nosuch': run {run!r} has the splits train" if command == "sample"
                                      else "error: split 'nosuch': no run reported has it (their splits: train)")
     assert not (tmp_path / "report").exists()
 
@@ -327,7 +315,7 @@ def test_options_that_would_be_ignored_are_refused(store, tmp_path, arguments, m
     run = trajlens.open(store).runs.collect()["run_id"][0]
     done = run_cli(*(a.format(store=store, run=run, tmp=tmp_path) for a in arguments))
     assert done.returncode == 1
-    assert _one_error_line(done) == message
+    assert one_error_line(done) == message
     assert not any(tmp_path.glob("v.*"))
 
 
@@ -362,7 +350,7 @@ def test_attribute_takes_its_json_back_when_its_out_cannot_be_written(store, tmp
     _full_disk_at(monkeypatch, section)
     done = run_cli("attribute", store, "--run", run, "--k", "1", "--json", verdicts, "--out", section)
     assert done.returncode == 1
-    assert _one_error_line(done) == f"error: --out {section}: cannot write it ({FULL_DISK})"
+    assert one_error_line(done) == f"error: --out {section}: cannot write it ({FULL_DISK})"
     assert not verdicts.exists() and not section.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(("verdicts", "section"))] == []
 
@@ -405,5 +393,5 @@ def test_synth_on_a_full_disk_names_its_out_and_leaves_nothing(tmp_path, monkeyp
     out = tmp_path / "runs" / "r6"
     done = run_cli("synth", "sao-r6", "--steps", "4", "--batch", "4", "--out", out)
     assert done.returncode == 1
-    assert _one_error_line(done) == f"error: --out {out}: cannot write it ({FULL_DISK})"
+    assert one_error_line(done) == f"error: --out {out}: cannot write it ({FULL_DISK})"
     assert list(tmp_path.iterdir()) == []

@@ -14,29 +14,17 @@ from pathlib import Path
 
 import pytest
 from cli_run import run_cli
+from outputs import LONGEST_NAME, contents, one_error_line
 
 import trajlens
 
 PERMISSION_DENIED = os.strerror(errno.EACCES)
-LONGEST_NAME = 255
-"""Longest file name most filesystems take."""
 
 
 @pytest.fixture
 def store(tmp_path, tiny_run_dir):
     trajlens.ingest([tiny_run_dir], tmp_path / "store")
     return tmp_path / "store"
-
-
-def _contents(folder: Path) -> dict[str, bytes | None]:
-    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
-
-
-def _one_error_line(done) -> str:
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
-    assert ".partial" not in lines[0] and "Traceback" not in done.stderr
-    return lines[0]
 
 
 def _no_work(monkeypatch) -> None:
@@ -66,11 +54,11 @@ def test_a_link_to_a_store_folder_is_refused_like_the_folder(store, tmp_path, mo
     link = tmp_path / "link"
     link.symlink_to(store / link_to, target_is_directory=True)
     _no_work(monkeypatch)
-    before = _contents(store)
+    before = contents(store)
     done = run_cli(*(a.format(store=store, link=link) for a in arguments))
     assert done.returncode == 1
-    assert f"among the files of the store {store}, which only ingest" in _one_error_line(done)
-    assert _contents(store) == before
+    assert f"among the files of the store {store}, which only ingest" in one_error_line(done)
+    assert contents(store) == before
     assert run_cli("verify", store).returncode == 0
 
 
@@ -78,11 +66,11 @@ def test_a_link_to_a_store_file_is_refused(store, tmp_path):
     target = next((store / "runs" / "tiny" / "trajectories").rglob("*.parquet"))
     link = tmp_path / "out.parquet"
     link.symlink_to(target)
-    before = _contents(store)
+    before = contents(store)
     done = run_cli("sql", store, "SELECT 1 AS x", "--out", link)
     assert done.returncode == 1
-    assert f"among the files of the store {store}, which only ingest" in _one_error_line(done)
-    assert _contents(store) == before
+    assert f"among the files of the store {store}, which only ingest" in one_error_line(done)
+    assert contents(store) == before
 
 
 def test_a_relative_link_into_a_store_is_refused(store, tmp_path):
@@ -90,7 +78,7 @@ def test_a_relative_link_into_a_store_is_refused(store, tmp_path):
     (tmp_path / "work" / "cc").symlink_to(Path("..") / "store" / "runs" / "tiny", target_is_directory=True)
     done = run_cli("sql", store, "SELECT 1 AS x", "--out", Path("cc") / "x.parquet", cwd=tmp_path / "work")
     assert done.returncode == 1
-    assert "among the files of the store" in _one_error_line(done)
+    assert "among the files of the store" in one_error_line(done)
     assert not (store / "runs" / "tiny" / "x.parquet").exists()
 
 
@@ -137,7 +125,7 @@ def test_a_folder_output_in_a_folder_that_refuses_files_fails_before_the_work(st
     _no_work(monkeypatch)
     done = run_cli(*(a.format(store=store, out=out) for a in COMMANDS[command]))
     assert done.returncode == 1
-    assert _one_error_line(done) == f"error: --out {out}: cannot write it ({PERMISSION_DENIED})"
+    assert one_error_line(done) == f"error: --out {out}: cannot write it ({PERMISSION_DENIED})"
     assert done.stdout == "" and list(read_only.iterdir()) == []
 
 
@@ -149,7 +137,7 @@ def test_an_existing_folder_output_that_refuses_files_fails_before_the_work(stor
     _no_work(monkeypatch)
     done = run_cli(*(a.format(store=store, out=out) for a in COMMANDS[command]))
     assert done.returncode == 1
-    assert _one_error_line(done) == f"error: --out {out}: cannot write it ({PERMISSION_DENIED})"
+    assert one_error_line(done) == f"error: --out {out}: cannot write it ({PERMISSION_DENIED})"
     assert done.stdout == "" and list(out.iterdir()) == []
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
@@ -160,7 +148,7 @@ def test_a_folder_output_whose_partial_name_is_too_long_fails_before_the_work(st
     _no_work(monkeypatch)
     done = run_cli(*(a.format(store=store, out=out) for a in COMMANDS[command]))
     assert done.returncode == 1
-    assert _one_error_line(done).startswith(f"error: --out {out}: cannot write it (")
+    assert one_error_line(done).startswith(f"error: --out {out}: cannot write it (")
     assert done.stdout == "" and not list(tmp_path.glob("*c" * 8 + "*"))
 
 
