@@ -32,3 +32,17 @@ def test_lenient_ingest_skips_it_with_a_line(folder, tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"skipped: {folder / 'state_b.json'}: field 'history'" in done.stderr
     assert "skipped 1 bad records" in done.stdout and "notes.json" not in done.stderr
+
+
+def test_lenient_ingest_of_logs_that_are_all_bad_writes_no_empty_run(tmp_path):
+    """Every record skipped leaves nothing to ingest: one line and exit 1, no store, rather
+    than an empty run published with exit 0."""
+    bad = tmp_path / "chat.jsonl"
+    record = {"task_id": "t", "reward": "high", "messages": [{"role": "user", "content": "hi"},
+                                                             {"role": "assistant", "content": "ok"}]}
+    bad.write_text("".join(json.dumps({**record, "id": name}) + "\n" for name in ("a", "b")))
+    done = trajlens("ingest", bad, "--store", tmp_path / "store", "--lenient")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and not (tmp_path / "store").exists()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bad}: no record left to ingest"), done.stderr
+    assert lines[0].endswith("found 2 bad ones (the first: field 'reward')")

@@ -165,14 +165,32 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
             result.run_ids.append(parquet.copy_run(
                 source.paths[0], writer, run_id=run_id, extra_metrics=tables if owner else (), strict=strict,
                 problems=result.problems, on_file=lambda p: tick(str(p))))
+        emptied: list["RunData"] = []
         for run in loaded:
             run.validate(run.runs.column("source")[0].as_py())
+            result.problems.extend(run.problems)
+            if _every_record_bad(run):
+                emptied.append(run)
+                result.notes.append(f"run {run.run_id}: every record was bad; not written")
+                continue
             writer.add(run, run.runs.column("source")[0].as_py())
             result.run_ids.append(run.run_id)
-            result.problems.extend(run.problems)
+        if emptied and not result.run_ids:
+            run = emptied[0]
+            first = run.problems[0]
+            where = ", ".join(part for part in (first.record and f"record {first.record}",
+                                                first.field and f"field {first.field!r}") if part)
+            raise InputError(run.runs.column("source")[0].as_py(), "no record left to ingest",
+                             expected="a good record",
+                             found=f"{len(run.problems)} bad ones" + (f" (the first: {where})" if where else ""))
         writer.publish()
     result.notes.extend(writer.notes)
     return result
+
+
+def _every_record_bad(run: "RunData") -> bool:
+    """Whether a run loaded leniently kept nothing: its records were all skipped as bad."""
+    return bool(run.problems) and run.trajectories.num_rows == 0 and run.step_metrics.num_rows == 0
 
 
 def ingest_call(paths: "list[Path]", *, run_id: str | None, strict: bool) -> dict:
