@@ -41,6 +41,9 @@ MAX_INT_DIGITS = 4300
 UTF8_BOM = b"\xef\xbb\xbf"
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest float32: the estimators compute advantages in float32, as the trainers do, so a
+reward or a channel weight past it would reach them as infinite."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from trajlens.errors import InputError, Problem
+from trajlens.limits import FLOAT32_MAX
 from trajlens.schema import PRIMARY_KEYS, SCHEMAS, TABLE_COLUMNS, TABLES, TOKEN_ARRAYS, Column, conform, empty
 
 # Rows are turned into Arrow tables in chunks of this many, so a run of millions of small
@@ -371,9 +372,6 @@ def _check_config(config: str, run_id: str, source: str) -> None:
         raise InputError(source, record=run_id, field="config", expected="a JSON object", found=config)
 
 
-FLOAT32_MAX = 3.4028234663852886e38
-"""The largest float32: the estimators compute advantages in float32, as the trainers do, so a
-reward past it would reach them as infinite."""
 
 
 def _finite_problems(table: pa.Table, values: pa.Array | pa.ChunkedArray, field: str, source: str,

@@ -476,7 +476,7 @@ class LoggedAdvantages:
     ``candidate`` is a label of :data:`~trajlens.estimators.identify.CANDIDATES`, or ``auto``:
     the candidates whose estimator the run's config declares
     (:func:`~trajlens.estimators.registry.declared_estimators`). When it declares none, the run's
-    estimator as :func:`trajlens.run.identify.identify_logged_estimator` names it (with those
+    estimator as :class:`trajlens.run.identify.LoggedEstimator` names it (with those
     indistinguishable from it on the step that decided), so a run whose logged advantages change
     convention later departs there, as it does from the estimator the report names; every
     candidate when the first step matches none. A step's value does not depend on the batch it

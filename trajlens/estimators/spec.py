@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from trajlens.limits import FLOAT32_MAX
+
 KEY_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "group_id")
 """The columns that key a trajectory in every recomputed frame, in the order they come."""
 
@@ -125,17 +127,15 @@ class Option:
         if self.items == "weight":
             bad = [entry for entry in entries if not _finite_weight(entry)]
             if bad:
-                return f"{where}: expected finite numbers of at most {WEIGHT_MAX:.4g} in size, found {bad[0]!r}"
+                return f"{where}: expected finite numbers of at most {FLOAT32_MAX:.4g} in size, found {bad[0]!r}"
         return None
 
 
-WEIGHT_MAX = 3.4028234663852886e38
-"""The largest channel weight: float32's largest number, in which the estimators compute."""
 
 
 def _finite_weight(value: Any) -> bool:
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and abs(value) <= WEIGHT_MAX)
+            and math.isfinite(value) and abs(value) <= FLOAT32_MAX)
 
 
 TRAINERS: Mapping[str, str] = {"verl": "verl", "trl": "TRL"}

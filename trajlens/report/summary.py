@@ -121,6 +121,7 @@ def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> Sum
              for resolved in (True, False)}
     rows: list[tuple] = []
     same: list[str] = []
+    first_named: dict[tuple, str] = {}  # the numbers shown (intervals.repeat_key) -> the measure first shown with them
     for measure, name in CONTRAST_MEASURES:
         cells: list[Any] = [name]
         for resolved in (True, False):
@@ -129,11 +130,11 @@ def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> Sum
         if cells[1] is None and cells[5] is None:
             continue
         key = repeat_key((cells[1], cells[5]), cells[1:])
-        repeats = None if key is None else next(
-            (row[0] for row in rows if repeat_key((row[1], row[5]), row[1:]) == key), None)
-        if repeats is not None:
-            same.append(f"{name} as {repeats}")  # one count under two names (one call per turn)
+        if key in first_named:
+            same.append(f"{name} as {first_named[key]}")  # one count under two names (one call per turn)
             continue
+        if key is not None:
+            first_named[key] = name
         rows.append(tuple(cells))
     if not rows:
         return None

@@ -55,37 +55,23 @@ def identify_frames(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, *, 
 
 
 IDENTIFY_STEPS = 16
-"""Training steps, at most, :func:`identify_logged_estimator` tries before it names no estimator:
+"""Training steps, at most, :class:`LoggedEstimator` tries before it names no estimator:
 the first that logs advantages and tells the candidates apart decides, so this bounds the reads
 of a run whose logged advantages never do (every group's rewards alike, every advantage 0)."""
 
 
-def identify_logged_estimator(trajectories: pl.DataFrame, step_tokens: Callable[[int], pl.DataFrame | None],
-                              config: Any = None) -> Any:
-    """The estimator a run's logged advantages name when its config names none: the
-    :func:`identify_frames` verdict on the first training step (of the training rows of
-    ``trajectories``, in step order) that logs advantages and tells the candidates apart. A step
+class LoggedEstimator:
+    """The estimator a run's logged advantages name when its config names none, fed the run a
+    batch of steps at a time (:meth:`add`): the :func:`identify_frames` verdict on the first
+    training step (in step order) that logs advantages and tells the candidates apart. A step
     where every candidate recomputed matches (all its groups' rewards alike: every advantage 0)
     decides nothing, and a step that logs none is passed over; a step that matches no candidate
     decides (the verdict says so). A run of any size costs the steps read up to that one (at most
-    :data:`IDENTIFY_STEPS`). The report, attribution (:func:`trajlens.run.trained.run_trained_with`)
-    and the checks (:class:`LoggedEstimator`, batch after batch) all ask here, so they name one
-    estimator on one piece of evidence.
-
-    ``step_tokens(step)``: that step's token rows (None when the run has none), asked only for a
-    step whose trajectories log no advantage, as the advantages logged per token are then
-    compared. None when no step read decides; raises
-    :class:`~trajlens.estimators.EstimatorInputError` when a step's advantages cannot be
-    recomputed to compare.
-    """
-    return LoggedEstimator(config).add(trajectories, step_tokens)
-
-
-class LoggedEstimator:
-    """:func:`identify_logged_estimator` of a run read a batch of steps at a time (:meth:`add`):
-    the same verdict on the same first :data:`IDENTIFY_STEPS` training steps, however the run is
-    cut into batches. A step is tried once, so a batch fed again (by each measure that asks for
-    the run's estimator) costs nothing more."""
+    :data:`IDENTIFY_STEPS`), and the verdict is the same however the run is cut into batches. The
+    report, attribution (:func:`trajlens.run.trained.run_trained_with`, step after step) and the
+    checks (batch after batch) all ask one, so they name one estimator on one piece of evidence.
+    A step is tried once, so a batch fed again (by each measure that asks for the run's
+    estimator) costs nothing more."""
 
     def __init__(self, config: Any = None) -> None:
         self.config = config
@@ -103,8 +89,11 @@ class LoggedEstimator:
 
     def add(self, trajectories: pl.DataFrame, step_tokens: Callable[[int], pl.DataFrame | None]) -> Any:
         """Try the batch's training steps not tried yet, in step order, while any are left to
-        try; returns the verdict, None until a step decides. Raises as
-        :func:`identify_logged_estimator` does."""
+        try; returns the verdict, None until a step decides. ``step_tokens(step)``: that step's
+        token rows (None when the run has none), asked only for a step whose trajectories log no
+        advantage, as the advantages logged per token are then compared. Raises
+        :class:`~trajlens.estimators.EstimatorInputError` when a step's advantages cannot be
+        recomputed to compare (and again at each later call)."""
         from trajlens.estimators import EstimatorInputError
         from trajlens.estimators.identify import LOGGED_COLUMNS
         from trajlens.run.splits import TRAIN_SPLIT

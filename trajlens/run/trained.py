@@ -5,13 +5,14 @@ no estimator, the run's logged advantages may: the estimator :func:`~trajlens.es
 matches on its first training step that logs advantages and tells the estimators apart (a few
 steps' rows, so a run of any size costs a few steps) is
 taken, and the answer says so (``source == "identified"``). Attribution and the report read the
-run's estimator here; the checks, which also read run folders that are not stores, ask
-:func:`trajlens.run.identify.identify_logged_estimator` of the first batch that trains, as this does.
+run's estimator here; the checks, which also read run folders that are not stores, feed the same
+:class:`trajlens.run.identify.LoggedEstimator` batch after batch, as this does step after step.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import polars as pl
@@ -19,7 +20,7 @@ import polars as pl
 from trajlens.estimators import EstimatorInputError
 from trajlens.estimators.trained import TrainedWith, trained_with
 from trajlens.run.facts import logs_token_advantages
-from trajlens.run.identify import IDENTIFY_STEPS, identify_logged_estimator
+from trajlens.run.identify import LoggedEstimator
 from trajlens.run.reader import RunReader
 from trajlens.run.splits import TRAIN_SPLIT
 
@@ -33,31 +34,31 @@ def run_trained_with(store: Any, run_id: str, trajectories: pl.DataFrame | None 
     if found.choice is not None:
         return found
     reader = RunReader.of(store, run_id)
-    if trajectories is None:
-        trajectories = _training_trajectories(reader)
     logs_tokens = functools.cache(lambda: logs_token_advantages(reader))  # the footers, once, before any token file
 
     def step_tokens(step: int) -> pl.DataFrame | None:
         return _step_tokens(reader, step) if logs_tokens() else None
 
+    identifier = LoggedEstimator(config)
     try:
-        identified = identify_logged_estimator(trajectories, step_tokens, config)
+        # the caller's trajectories, or the run's training steps read one at a time until one decides
+        for part in [trajectories] if trajectories is not None else _training_steps(reader):
+            identifier.add(part, step_tokens)
+            if identifier.done:
+                break
     except EstimatorInputError:
-        identified = None
+        return found
+    identified = identifier.found
     return trained_with(config, column, identified) if identified is not None else found
 
 
-def _training_trajectories(reader: RunReader) -> pl.DataFrame:
-    """The run's training trajectories, the first :data:`~trajlens.run.identify.IDENTIFY_STEPS`
-    steps that train (a validation pass may come first)."""
-    train: list[pl.DataFrame] = []
+def _training_steps(reader: RunReader) -> Iterator[pl.DataFrame]:
+    """The trajectories of each of the run's steps that train, in step order (a validation pass
+    may come first)."""
     for step in reader.steps("trajectories"):
         rows = reader.read_steps("trajectories", [step])
         if rows is not None and (rows := rows.filter(pl.col("split") == TRAIN_SPLIT)).height:
-            train.append(rows)
-            if len(train) == IDENTIFY_STEPS:
-                break
-    return pl.concat(train) if train else pl.DataFrame()
+            yield rows
 
 
 def _step_tokens(reader: RunReader, step: int) -> pl.DataFrame | None:

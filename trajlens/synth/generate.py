@@ -452,18 +452,17 @@ def _trained_advantages(trajectories: pa.Table, tokens: pa.Table, trained: Estim
         recomputed.select("trajectory_id", column), on="trajectory_id", how="left", maintain_order="left")
     if per_token:
         return order.get_column(column).cast(pl.List(pl.Float32)).to_arrow()
-    return _on_model_tokens(order.get_column(column).to_numpy(), tokens.column("response_mask").combine_chunks())
+    return _on_model_tokens(order.get_column(column).to_numpy(), tokens.column("response_mask"))
 
 
 def _on_model_tokens(advantages: np.ndarray, response_mask: pa.ListArray) -> pa.ListArray:
     """One float32 list per trajectory: its advantage (``advantages[i]``, B) on each token its
     ``response_mask`` marks as the model's, zero on the others."""
-    offsets = response_mask.offsets.to_numpy()
-    offsets = offsets - offsets[0]  # a sliced array's offsets start where the slice does
-    is_model = response_mask.flatten().to_numpy(zero_copy_only=False).astype(bool)
-    per_token = np.repeat(advantages.astype(np.float32), np.diff(offsets))
-    values = np.where(is_model, per_token, np.float32(0.0))
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, pa.float32()))
+    from trajlens.estimators.flat import flat_list, list_array
+
+    mask = flat_list(response_mask, bool)
+    per_token = np.repeat(advantages.astype(np.float32), mask.lengths)
+    return list_array(np.where(mask.values, per_token, np.float32(0.0)), mask.offsets)
 
 
 def _starts(calls: StepCalls) -> np.ndarray:
