@@ -114,6 +114,16 @@ COMMANDS = {
 }
 
 
+def _refused_before_the_work(monkeypatch, store, command: str, out: Path, *, refusing: Path) -> None:
+    """``command --out out`` where ``refusing`` takes no new entry: one line, exit 1, nothing printed."""
+    _refuse_entries_in(monkeypatch, refusing)
+    _no_work(monkeypatch)
+    done = run_cli(*(a.format(store=store, out=out) for a in COMMANDS[command]))
+    assert done.returncode == 1
+    assert one_error_line(done) == f"error: --out {out}: cannot write it ({PERMISSION_DENIED})"
+    assert done.stdout == ""
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 @pytest.mark.parametrize("where", ["cmp", "missing/cmp"])
 def test_a_folder_output_in_a_folder_that_refuses_files_fails_before_the_work(store, tmp_path, monkeypatch,
@@ -121,24 +131,16 @@ def test_a_folder_output_in_a_folder_that_refuses_files_fails_before_the_work(st
     read_only = tmp_path / "ro"
     read_only.mkdir()
     out = read_only / where
-    _refuse_entries_in(monkeypatch, read_only)
-    _no_work(monkeypatch)
-    done = run_cli(*(a.format(store=store, out=out) for a in COMMANDS[command]))
-    assert done.returncode == 1
-    assert one_error_line(done) == f"error: --out {out}: cannot write it ({PERMISSION_DENIED})"
-    assert done.stdout == "" and list(read_only.iterdir()) == []
+    _refused_before_the_work(monkeypatch, store, command, out, refusing=read_only)
+    assert list(read_only.iterdir()) == []
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_an_existing_folder_output_that_refuses_files_fails_before_the_work(store, tmp_path, monkeypatch, command):
     out = tmp_path / "cmp"
     out.mkdir()
-    _refuse_entries_in(monkeypatch, out)
-    _no_work(monkeypatch)
-    done = run_cli(*(a.format(store=store, out=out) for a in COMMANDS[command]))
-    assert done.returncode == 1
-    assert one_error_line(done) == f"error: --out {out}: cannot write it ({PERMISSION_DENIED})"
-    assert done.stdout == "" and list(out.iterdir()) == []
+    _refused_before_the_work(monkeypatch, store, command, out, refusing=out)
+    assert list(out.iterdir()) == []
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
