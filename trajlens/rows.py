@@ -12,6 +12,7 @@ tables have passed :func:`trajlens.schema.conform` and the checks in
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -322,11 +323,12 @@ def check_values(name: str, table: pa.Table, source: str) -> None:
         raise first.error
 
 
-def without_bad_rows(name: str, table: pa.Table, source: str) -> CheckedRows:
-    """``table`` (rows of table ``name``) less every row that fails :func:`check_values`, with one
-    problem per row left out, in row order (lenient loading)."""
+def without_bad_rows(name: str, table: pa.Table, source: str, other: Iterable[RowProblem] = ()) -> CheckedRows:
+    """``table`` (rows of table ``name``) less every row that fails :func:`check_values` or has
+    one of the ``other`` problems (a reader's own row checks, found first), with one problem per
+    row left out, in row order (lenient loading)."""
     first_error: dict[int, InputError] = {}
-    for row, error in value_problems(name, table, source):
+    for row, error in itertools.chain(other, value_problems(name, table, source)):
         first_error.setdefault(row, error)
     if not first_error:
         return CheckedRows(table, [])

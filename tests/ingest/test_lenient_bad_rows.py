@@ -102,3 +102,29 @@ def test_lenient_leaves_out_a_trajectory_whose_reward_is_not_finite_with_its_cal
                           "their trajectories were skipped as bad records")
     calls = pq.read_table(run / "tool_calls" / STEP / "part-0.parquet").column("trajectory_id").to_pylist()
     assert _counts(tmp_path / "store") == (4, sum(c != "s0001-t0004" for c in calls), 4)
+
+
+def test_lenient_leaves_out_rows_whose_step_cannot_be_stored_and_keeps_the_rest_of_the_file(run, tmp_path):
+    """A negative step, or a step other than its folder's, is a fault of one row: lenient ingest
+    leaves out that row (a trajectory with its calls and tokens) and names it; strict refuses."""
+    trajectories = run / "trajectories" / STEP / "part-0.parquet"
+    calls_file = run / "tool_calls" / STEP / "part-0.parquet"
+    _change_rows(trajectories, "step", {3: lambda _: 7})
+    _change_rows(calls_file, "step", {0: lambda _: -2})
+
+    strict = run_cli("ingest", run, "--store", tmp_path / "strict")
+    assert strict.returncode == 1
+    assert strict.stderr == (f"error: {trajectories}: record s0001-t0003: field 'step': "
+                             f"expected 1 (the step of its folder {STEP}), found 7\n")
+
+    lenient = run_cli("ingest", run, "--store", tmp_path / "store", "--lenient")
+    assert lenient.returncode == 0, lenient.stderr
+    skipped = _skipped(lenient.stderr)
+    assert skipped[0] == (f"skipped: {trajectories}: record s0001-t0003: field 'step': "
+                          f"expected 1 (the step of its folder {STEP}), found 7")
+    assert skipped[1] == f"skipped: {calls_file}: record 0: field 'step': expected a step of 0 or more, found -2"
+    assert skipped[2].startswith(f"skipped: {calls_file}: ")
+    assert skipped[2].endswith("rows left out: their trajectories were skipped as bad records")
+    calls = pq.read_table(calls_file).column("trajectory_id").to_pylist()
+    kept_calls = sum(c != "s0001-t0003" for c in calls[1:])
+    assert _counts(tmp_path / "store") == (4, kept_calls, 4)

@@ -8,15 +8,16 @@ duplicate ids, so a run larger than memory ingests in bounded memory.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from trajlens.errors import InputError, Problem
 from trajlens.ingest import config_history
-from trajlens.rows import check_values, without_bad_rows
+from trajlens.rows import RowProblem, check_values, without_bad_rows
 from trajlens.schema import SCHEMAS, TABLES, conform
 from trajlens.store.layout import STEP_PARTITIONED, is_run_dir, read_parquet_file, step_range, table_files
 from trajlens.store.writer import StoreWriter
@@ -61,12 +62,12 @@ def _read_checked(path: Path, name: str, skipped: list[Problem] | None = None) -
     check_text(table, path)
     exact = table.schema.equals(SCHEMAS[name])  # a list's item is "element" once in Parquet: the same type
     table = conform(table, name, str(path))
-    _check_steps(table, path)
-    _check_partition_steps(table, path)
     if skipped is None:
+        for _, error in step_problems(table, path):
+            raise error
         check_values(name, table, str(path))
         return table, exact
-    checked = without_bad_rows(name, table, str(path))
+    checked = without_bad_rows(name, table, str(path), step_problems(table, path))
     skipped.extend(checked.problems)
     return checked.table, exact and not checked.problems
 
@@ -82,34 +83,33 @@ def _verbatim_step(table: pa.Table, name: str, exact: bool, pack_bytes: int) -> 
     return int(steps[0].as_py()) if len(steps) == 1 else None
 
 
-def _check_steps(table: pa.Table, path: Path) -> None:
-    """Refuse a negative training step: the step partitions, stage ranges and checks all count
-    from 0, so such rows would be stored but fall outside every view of the run."""
+def step_problems(table: pa.Table, path: Path) -> Iterator[RowProblem]:
+    """Every row whose training step cannot be stored, in row order: a negative step (the step
+    partitions, stage ranges and checks all count from 0, so such a row would be stored but fall
+    outside every view of the run), or a step that is not its folder's (``step=N``, or a packed
+    ``step=A-B``: the partitions are how every reader finds a step's rows, so such a row would
+    sit at one step in the store and at another in its trajectory's calls and tokens)."""
     if "step" not in table.column_names or table.num_rows == 0:
         return
-    negative = pc.less(table.column("step"), 0)
-    if pc.any(negative).as_py():
-        row = int(pc.index(negative, True).as_py())
-        raise InputError(str(path), record=row, field="step", expected="a step of 0 or more",
-                         found=str(table.column("step")[row].as_py()))
-
-
-def _check_partition_steps(table: pa.Table, path: Path) -> None:
-    """Refuse rows whose step is not their folder's (``step=N``, or a packed ``step=A-B``): the
-    step partitions are how every reader finds a step's rows, so such a row would sit at one step
-    in the store and at another in its trajectory's calls and tokens."""
-    span = step_range(path.parent.name)
-    if span is None or "step" not in table.column_names or table.num_rows == 0:
-        return
     steps = table.column("step")
-    outside = pc.or_(pc.less(steps, span[0]), pc.greater(steps, span[1]))
+    span = step_range(path.parent.name)
+    outside = pc.less(steps, 0)
+    if span is not None:
+        outside = pc.or_(outside, pc.or_(pc.less(steps, span[0]), pc.greater(steps, span[1])))
     if not pc.any(outside).as_py():
         return
-    row = int(pc.index(outside, True).as_py())
-    record = table.column("trajectory_id")[row].as_py() if "trajectory_id" in table.column_names else row
-    expected = f"{span[0]} (the step of its folder {path.parent.name})" if span[0] == span[1] else \
-        f"a step from {span[0]} to {span[1]} (the steps of its folder {path.parent.name})"
-    raise InputError(str(path), record=record, field="step", expected=expected, found=str(steps[row].as_py()))
+    ids = table.column("trajectory_id") if "trajectory_id" in table.column_names else None
+    for row in np.flatnonzero(outside.to_numpy(zero_copy_only=False)).tolist():
+        step = steps[row].as_py()
+        if step < 0:
+            yield RowProblem(row, InputError(str(path), record=row, field="step", expected="a step of 0 or more",
+                                             found=str(step)))
+            continue
+        assert span is not None  # only a folder's span puts a step of 0 or more outside
+        expected = f"{span[0]} (the step of its folder {path.parent.name})" if span[0] == span[1] else \
+            f"a step from {span[0]} to {span[1]} (the steps of its folder {path.parent.name})"
+        record = ids[row].as_py() if ids is not None else row
+        yield RowProblem(row, InputError(str(path), record=record, field="step", expected=expected, found=str(step)))
 
 
 def check_text(table: pa.Table, path: Path) -> None:
