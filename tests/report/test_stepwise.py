@@ -77,3 +77,19 @@ def test_a_trajectory_without_token_arrays_is_named(store, tmp_path):
     tokens = read_step(store, run_id, "tokens", 1).slice(1)
     with pytest.raises(trajlens.estimators.EstimatorInputError, match="has no row in tokens"):
         gae_step(trajectories, tokens)
+
+
+def test_token_facts_without_a_choice_load_no_torch(store):
+    """Reading a run's token facts with no estimator to run (``report_advantages(compute=False)``
+    on a run without a saved choice) never loads torch: a fresh interpreter shows it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, trajlens; from trajlens.run.stepwise import advantage_pass\n"
+            "from trajlens.run.choices import FACT_TOKEN_COLUMNS\n"
+            f"found = advantage_pass(trajlens.open({str(store.path)!r}), {store.run_ids()[0]!r}, [], "
+            "token_columns=FACT_TOKEN_COLUMNS)\n"
+            "print(found.token_arrays, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    count, torch_loaded = done.stdout.split()
+    assert int(count) == 12 * 8 and torch_loaded == "False"

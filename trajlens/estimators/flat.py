@@ -20,17 +20,35 @@ estimators' flat kernels, so nothing outside this package imports its private mo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from trajlens.estimators._arrays import FlatList, flat_list, list_array
 from trajlens.estimators._compiled import AVAILABLE as COMPILED
 from trajlens.estimators._compiled import last_model_token, masked_moments, reset_returns_rows, row_summaries
-from trajlens.estimators._scan import _one_intra_op_thread as one_intra_op_thread
-from trajlens.estimators._scan import flat_masked_scan
-from trajlens.estimators._validate import unit_interval
 
 if TYPE_CHECKING:
+    from trajlens.estimators._scan import _one_intra_op_thread as one_intra_op_thread
+    from trajlens.estimators._scan import flat_masked_scan
+    from trajlens.estimators._validate import unit_interval
     from trajlens.estimators.spec import EstimatorChoice, FlatScan
+
+_TORCH_NAMES: dict[str, tuple[str, str]] = {
+    "flat_masked_scan": ("_scan", "flat_masked_scan"),
+    "one_intra_op_thread": ("_scan", "_one_intra_op_thread"),
+    "unit_interval": ("_validate", "unit_interval"),
+}
+"""Names whose modules import torch: imported on first use, so a reader of flat buffers that
+runs no scan (``trajlens view``, the saved advantages of a report) never loads torch."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _TORCH_NAMES:
+        raise AttributeError(f"module 'trajlens.estimators.flat' has no attribute {name!r}")
+    module, attribute = _TORCH_NAMES[name]
+    value = getattr(importlib.import_module(f"trajlens.estimators.{module}"), attribute)
+    globals()[name] = value
+    return value
 
 
 def flat_scan_of(choice: EstimatorChoice) -> FlatScan | None:

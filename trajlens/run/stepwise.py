@@ -521,11 +521,17 @@ def batch_choice_diagnostics(
     ``extremes``: with ``min`` and ``max`` columns, of the values each step's statistics describe.
     ``scans``: filled with each step's :data:`StepScans` (in step order), for the caller to share.
     """
+    from trajlens.run.batches import step_bounds
+
+    starts, stops = step_bounds(trajectories["step"].to_numpy())
+    if not choices:  # the token facts alone (``trajlens view``): no estimator, so torch is never loaded
+        if scans is not None:
+            scans[:] = [{} for _ in starts]
+        return []
     from trajlens.estimators import EstimatorInputError
     from trajlens.estimators import recompute
     from trajlens.estimators.whiten import require_two_tokens
     from trajlens.run.advantages import DIAGNOSTIC_COLUMNS, diagnostics_of
-    from trajlens.run.batches import step_bounds
     from trajlens.store.layout import step_dir
 
     def write(label: str, step: int, frame: pl.DataFrame) -> None:
@@ -541,7 +547,6 @@ def batch_choice_diagnostics(
     if extremes:
         columnar.update(min=[], max=[])
     parts: list[pl.DataFrame] = []
-    starts, stops = step_bounds(trajectories["step"].to_numpy())
     step_values = trajectories["step"].to_numpy()[starts]
     tokens_frame: pl.DataFrame | None = None
     shared: dict[tuple[float, float], tuple[RawGAE, list[StepMoments]]] = {}
