@@ -22,7 +22,6 @@ import re
 from typing import Any, NamedTuple
 
 import polars as pl
-import pyarrow as pa
 
 from trajlens.classify import _syntax as sx
 from trajlens.classify._vectorised import classify_shell, distinct_codes, scatter
@@ -35,6 +34,7 @@ from trajlens.classify.rules import (
 )
 from trajlens.classify.tool_map import SHELL, ToolEntry, ToolMapLike, resolve_tool_map
 from trajlens.errors import FrameError
+from trajlens.frames import as_frame
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("tool_name", "arguments", "command")
 """Columns :func:`classify_calls` needs; ``format_error`` and the trajectory keys are optional."""
@@ -61,17 +61,6 @@ EXPLAIN_COLUMNS: tuple[str, ...] = ("tool_entry", "decided_by", "rule_source")
 UNMAPPED = "unmapped tool"
 
 _TRAJECTORY_KEYS = ("run_id", "trajectory_id", "call_index")
-
-
-def as_frame(table: Any, name: str) -> pl.DataFrame:
-    """A Polars DataFrame from a DataFrame, LazyFrame or Arrow table."""
-    if isinstance(table, pl.LazyFrame):
-        return table.collect()
-    if isinstance(table, pl.DataFrame):
-        return table
-    if isinstance(table, (pa.Table, pa.RecordBatch)):
-        return pl.from_arrow(table)  # type: ignore[return-value]
-    raise TypeError(f"{name}: expected a Polars DataFrame or LazyFrame or an Arrow table, got {type(table).__name__}")
 
 
 def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bool = False) -> pl.DataFrame:
@@ -101,6 +90,9 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise FrameError("tool_calls", "classify_calls", missing[0])
+    if "format_error" in frame.columns and frame.schema["format_error"] not in (pl.Boolean, pl.Null):
+        raise TypeError(f"classify_calls: the tool_calls frame's column 'format_error' must hold booleans, "
+                        f"found {frame.schema['format_error']}")
     clashing = [c for c in (*ADDED_COLUMNS, *EXPLAIN_COLUMNS) if c in frame.columns]
     if clashing:
         frame = frame.drop(clashing)

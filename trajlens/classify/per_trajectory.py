@@ -8,17 +8,22 @@ count behaviour calls in ``call_index`` order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from trajlens.classify.calls import as_frame, classify_calls
+from trajlens.classify.calls import classify_calls
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
+from trajlens.frames import as_frame, require_columns
 from trajlens.intervals import Spec
 
 KEYS: tuple[str, ...] = ("run_id", "trajectory_id")
+CALL_COLUMNS: tuple[str, ...] = (*KEYS, "step", "call_index", "primary_class", "action_classes", "is_edit", "paths")
+"""Columns of the classified calls :func:`trajectory_measures` reads."""
+TRAJECTORY_COLUMNS: tuple[str, ...] = (*KEYS, "step", "num_turns", "model_tokens", "reasoning_tokens")
+"""Columns of the trajectories :func:`trajectory_measures` reads."""
 READBACK_WINDOW = 3
 """An edit is read back when one of the next this-many behaviour calls views the same file."""
 EMPTY_THOUGHT_CHARS = 16
@@ -131,6 +136,7 @@ def trajectory_measures(classified_calls: Any, trajectories: Any = None) -> pl.D
     calls = as_frame(classified_calls, "classified_calls")
     if "primary_class" not in calls.columns:
         calls = classify_calls(calls)
+    require_columns(calls, "classified_calls", "trajectory_measures", CALL_COLUMNS)
     base = _trajectory_base(calls, trajectories)
     behaviour = calls.filter(pl.col("primary_class").is_not_null()).sort([*KEYS, "call_index"])
     behaviour = behaviour.with_columns(pl.int_range(pl.len()).over(list(KEYS)).alias("ordinal"))
@@ -174,6 +180,7 @@ def _trajectory_base(calls: pl.DataFrame, trajectories: Any) -> pl.DataFrame:
             pl.lit(None, dtype=pl.Int64).alias("reasoning_tokens"),
         )
     frame = as_frame(trajectories, "trajectories")
+    require_columns(frame, "trajectories", "trajectory_measures", TRAJECTORY_COLUMNS)
     return frame.select(
         *KEYS,
         "step",

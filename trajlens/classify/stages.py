@@ -37,10 +37,11 @@ import numpy as np
 import polars as pl
 
 from trajlens.classify import _stats
-from trajlens.classify.calls import as_frame, classify_calls
-from trajlens.classify.per_trajectory import behaviour_specs, stored_measures, trajectory_measures
+from trajlens.classify.calls import classify_calls
+from trajlens.classify.per_trajectory import TRAJECTORY_COLUMNS, behaviour_specs, stored_measures, trajectory_measures
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
+from trajlens.frames import as_frame, as_lazy, require_columns
 from trajlens.intervals import pooled, stage_z, sums
 from trajlens.run.splits import TRAIN_SPLIT, in_measured_split
 from trajlens.steps import stage_index
@@ -85,6 +86,7 @@ def assign_stages(trajectories: Any, stages: StageSpec = "quartiles") -> pl.Data
     must not overlap; trajectories outside every range get a null stage.
     """
     frame = as_frame(trajectories, "trajectories")
+    require_columns(frame, "trajectories", "assign_stages", ("run_id", "step"))
     if isinstance(stages, str):
         if stages not in NAMED_STAGINGS:
             raise ConfigError([f"stages: expected one of {', '.join(NAMED_STAGINGS)} or a list of "
@@ -203,6 +205,10 @@ def stage_report(
         problems.append(f"n: expected a positive number of trajectories per stage, found {n!r}")
     if not isinstance(seed, (int, np.integer)):
         problems.append(f"seed: expected an integer, found {seed!r}")
+    if run_id is not None and not isinstance(run_id, str):
+        problems.append(f"run_id: expected a run id (text), found {run_id!r}")
+    if split is not None and not isinstance(split, str):
+        problems.append(f"split: expected a split name (text), found {split!r}")
     if problems:
         raise ConfigError(problems)
     saved, unsaved = _saved_measures(store_or_frames, run_id) if measures is None else (measures, [])
@@ -265,8 +271,10 @@ def _frames(source: Any, run_id: str | None, split: str | None, *, calls_of: lis
             "stage_report: expected a store (with .trajectories and .tool_calls) or a pair "
             f"(trajectories, tool_calls), got {type(source).__name__}"
         )
-    trajectories = _lazy(trajectories)
-    tool_calls = _lazy(tool_calls)
+    trajectories = as_lazy(trajectories, "trajectories")
+    tool_calls = as_lazy(tool_calls, "tool_calls")
+    require_columns(trajectories, "trajectories", "stage_report", (*TRAJECTORY_COLUMNS, *(["split"] if split else [])))
+    require_columns(tool_calls, "tool_calls", "stage_report", ("run_id", "trajectory_id"))
     if run_id is not None:
         trajectories = trajectories.filter(pl.col("run_id") == run_id)
         tool_calls = tool_calls.filter(pl.col("run_id") == run_id)
@@ -283,10 +291,6 @@ def _frames(source: Any, run_id: str | None, split: str | None, *, calls_of: lis
         wanted = " and ".join(x for x in (run_id and f"run {run_id!r}", split and f"split {split!r}") if x)
         raise ConfigError([f"stage_report: no trajectories{' for ' + wanted if wanted else ''}"])
     return trajectory_frame, call_frame
-
-
-def _lazy(table: Any) -> pl.LazyFrame:
-    return table if isinstance(table, pl.LazyFrame) else as_frame(table, "table").lazy()
 
 
 def _draw(measures: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:

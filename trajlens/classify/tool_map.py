@@ -313,6 +313,8 @@ def resolve_tool_map(tool_map: ToolMapLike) -> ToolMap:
         return default_tool_map()
     if isinstance(tool_map, _Only):
         return tool_map.tool_map
+    if not isinstance(tool_map, (ToolMap, str, Path)):
+        raise TypeError(f"tool_map: expected a tool-map file, a ToolMap or None, got {type(tool_map).__name__}")
     user = tool_map if isinstance(tool_map, ToolMap) else load_tool_map(tool_map)
     return user + default_tool_map()
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import polars as pl
 
-from trajlens.classify.calls import UNMAPPED, as_frame, classify_calls
+from trajlens.classify.calls import UNMAPPED, classify_calls
 from trajlens.classify.tool_map import ToolMapLike
+from trajlens.frames import as_frame
 
 
 def unknown_tools(tool_calls: Any, tool_map: ToolMapLike = None) -> pl.DataFrame:

@@ -57,6 +57,8 @@ from trajlens.estimators.dynamic import weight_config
 from trajlens.estimators.registry import ESTIMATOR_NAMES, EstimatorSpec, Input, Kind, estimator_spec
 from trajlens.estimators.spec import KEY_COLUMNS
 from trajlens.estimators.whiten import masked_whiten
+from trajlens.frames import as_frame
+from trajlens.limits import FLOAT32_MAX
 
 ESTIMATORS: tuple[str, ...] = ESTIMATOR_NAMES
 
@@ -82,6 +84,8 @@ def recompute(
     """
     fn = "recompute"
     spec = estimator_spec(estimator)
+    trajectories = as_frame(trajectories, f"{fn}: trajectories")
+    tokens = None if tokens is None else as_frame(tokens, f"{fn}: tokens")
     missing = [c for c in KEY_COLUMNS if c not in trajectories.columns]
     if missing:
         raise check.EstimatorInputError(f"{fn}: trajectories lacks column(s) {', '.join(missing)}")
@@ -100,6 +104,11 @@ def recompute(
     if spec.kind is Kind.CHANNEL:
         frame, channel_names = _channel_columns(fn, frame, settings.pop("channels", None))
         settings["channels"] = channel_names
+        weights = settings.get("weights")
+        unknown = [name for name in weights if name not in channel_names] if isinstance(weights, dict) else []
+        if unknown:
+            raise check.EstimatorInputError(f"{fn}: weights name channel(s) {', '.join(map(repr, unknown))}, "
+                                            f"not among the channels used: {channel_names}")
     state: dict[str, torch.Tensor | None] = carry if carry is not None else {}
     call = _Call(fn, spec, settings, state)
     parts = []
@@ -397,6 +406,13 @@ def _channel_columns(fn: str, frame: pl.DataFrame, channels: list[str] | None) -
             pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value"),
         )
     )
+    value = pl.col("value")
+    unfit = long.filter(~value.is_finite() | (value.abs() > FLOAT32_MAX)).head(1)
+    if unfit.height:
+        row, name, found = unfit.row(0)
+        raise check.EstimatorInputError(
+            f"{fn}: trajectory {frame['trajectory_id'][row]!r}: reward channel {name!r} must be a finite number "
+            f"within float32's range, got {found}")
     seen = long["name"].unique(maintain_order=True).to_list()
     names = list(channels) if channels is not None else seen
     if not names:

@@ -33,6 +33,7 @@ from trajlens.estimators._errors import EstimatorInputError
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY, RunFacts, estimator_spec, run_facts
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import trained_with
+from trajlens.frames import as_frame
 
 # A logged advantage written in float32 differs from its float64 recomputation by ~1e-7 relative.
 MATCH_TOLERANCE = 1e-5
@@ -143,6 +144,8 @@ def identify_advantages(
         candidates: what to try (default :data:`CANDIDATES`).
         tolerance: a match is ``max |diff| <= tolerance * max(1, max |logged|)``.
     """
+    trajectories = as_frame(trajectories, "identify_advantages: trajectories")
+    tokens = None if tokens is None else as_frame(tokens, "identify_advantages: tokens")
     return identify_batches([(trajectories, tokens)], facts=run_facts(trajectories, tokens, config), config=config,
                             candidates=candidates, tolerance=tolerance)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import polars as pl
 
@@ -77,7 +77,20 @@ def classify_store(store: Any, run_ids: list[str] | None = None, tool_map: ToolM
     without it goes back to the shipped maps alone."""
     from trajlens.engine.classify import classify_run
 
-    return {run_id: classify_run(store, run_id, tool_map).measures for run_id in run_ids or store.run_ids()}
+    return {run_id: classify_run(store, run_id, tool_map).measures for run_id in chosen_runs(store, run_ids)}
+
+
+def chosen_runs(store: Any, run_ids: Sequence[str] | None) -> list[str]:
+    """The runs a library call works on: ``run_ids``, each checked to be a run of ``store``
+    (a :class:`ConfigError` naming those that are not, before anything is written), or every
+    run of the store when None or empty."""
+    if isinstance(run_ids, str):
+        raise TypeError(f"run_ids: expected a list of run ids, got the text {run_ids!r} (pass [{run_ids!r}])")
+    if not run_ids:
+        return store.run_ids()
+    chosen = list(run_ids)
+    store.require_runs(chosen)
+    return chosen
 
 
 @in_transaction
@@ -108,7 +121,7 @@ def report_store(
     out = Path(out)
     tick = progress or (lambda _: None)
     reports = []
-    for run_id in run_ids or store.run_ids():
+    for run_id in chosen_runs(store, run_ids):
         # the measures `trajlens classify` saved, else classified and saved now
         report = _report_run(store, run_id, run_measures(store, run_id), out / run_id, n=n, seed=seed, stages=stages,
                              viewers_per_run=viewers_per_run, split=split)

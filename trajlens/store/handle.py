@@ -145,6 +145,8 @@ class Store:
 
     def sql(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pl.DataFrame:
         """Run one read-only query with bound parameters (``$name`` with a mapping, ``?`` with a sequence)."""
+        if not isinstance(query, str):
+            raise TypeError(f"sql: expected the query as text, got {type(query).__name__}")
         _check_utf8(query, params)
         try:
             statements = duckdb.extract_statements(query)
