@@ -59,6 +59,10 @@ class Outcome:
     evaluated_steps: int
     values: pl.DataFrame = field(repr=False, default_factory=pl.DataFrame)
     """Per-step value, low and high as the condition saw them (for plots)."""
+    judged: bool = True
+    """Whether the condition could be judged at all: a step with a value (a threshold), two
+    stages with data (a stage change), a full window (a trend) or baseline (a jump). One that
+    could not is no pass: its check is skipped, with ``evidence.detail`` as the reason."""
 
 
 def _fmt(value: float | None) -> str:
@@ -122,7 +126,12 @@ def threshold(check: Check, measure: str, series: pl.DataFrame, proportion: bool
     fired = tuple(frame.filter("fired")["step"].to_list())
     sign = check.sign + (" (whole interval)" if check.significant else "")
     detail = f"window {check.window} steps" if check.window > 1 else ""
-    return Outcome(measure, fired, _evidence(_worst(check, frame), sign, detail), frame.height, _values(frame))
+    return Outcome(measure, fired, _evidence(_worst(check, frame), sign, detail), frame.height, _values(frame),
+                   _has_values(frame))
+
+
+def _has_values(frame: pl.DataFrame) -> bool:
+    return frame.height > 0 and frame["value"].drop_nulls().len() > 0
 
 
 def consecutive(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
@@ -139,7 +148,8 @@ def consecutive(check: Check, measure: str, series: pl.DataFrame, proportion: bo
     detail = f"longest run {longest[2] if longest else 0} steps" + \
         (f" ({longest[0]}-{longest[1]})" if longest else "") + f", needs {check.steps}"
     row = _worst(check, frame.filter(pl.col("step").is_in(fired)) if fired else frame)
-    return Outcome(measure, tuple(fired), _evidence(row, check.sign, detail), frame.height, _values(frame))
+    return Outcome(measure, tuple(fired), _evidence(row, check.sign, detail), frame.height, _values(frame),
+                   _has_values(frame))
 
 
 def _stage_ranges(check: Check, steps: list[int]) -> list[tuple[str, list[int]]]:
@@ -162,7 +172,7 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
     values = _values(pooled(series, proportion))
     if len(sums) < 2:
         return Outcome(measure, (), Evidence(None, None, detail=f"fewer than two stages with data ({len(sums)})"),
-                       len(steps), values)
+                       len(steps), values, judged=False)
     table = pooled(pl.concat(sums), proportion).to_dicts()
     pairs = list(zip(range(len(table) - 1), range(1, len(table)))) if check.compare == "consecutive" \
         else [(0, len(table) - 1)]
@@ -188,7 +198,7 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
         if best is None or score > best[0]:
             best = (score, evidence)
     evidence = best[1] if best else Evidence(None, None, detail="no stage pair with values")
-    return Outcome(measure, tuple(sorted(set(fired))), evidence, len(steps), values)
+    return Outcome(measure, tuple(sorted(set(fired))), evidence, len(steps), values, judged=best is not None)
 
 
 def _ratio(later: float, earlier: float, direction: str) -> float:
@@ -232,8 +242,8 @@ def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) ->
         score = signed if hit else signed - 1e9
         if best is None or score > best[0]:
             best = (score, evidence)
-    evidence = best[1] if best else Evidence(None, None, detail=f"fewer than {k} steps")
-    return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame))
+    evidence = best[1] if best else Evidence(None, None, detail=f"no window of {k} steps with {max(3, k // 2)} values")
+    return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame), judged=best is not None)
 
 
 def jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
@@ -261,7 +271,7 @@ def jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> 
         if best is None or strength > best[0]:
             best = (strength, evidence)
     evidence = best[1] if best else Evidence(None, None, detail=f"fewer than {check.baseline + 1} steps")
-    return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame))
+    return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame), judged=best is not None)
 
 
 __all__ = ["Evidence", "Outcome", "evaluate", "windowed"]

@@ -2,8 +2,10 @@
 
 A check's status is ``fail`` (an error-level check fired), ``warn`` (a warning-level check
 fired), ``pass`` (it was evaluated on at least one step and did not fire) or ``skip`` (the run
-cannot provide its measure, or its configuration lacks the key the check is conditional on;
-the reason is given). A skipped check is never counted as passed.
+cannot provide its measure, its configuration lacks the key the check is conditional on, no
+step comes after its ``after_step``, or its condition could not be judged on the run: fewer
+steps than its window or baseline, fewer than two stages with data; the reason is given). A
+skipped check is never counted as passed.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl
     if check.after_step is not None:
         series = series.filter(pl.col("step") > check.after_step)
     if check.when is None:
-        return series, "" if series.height else f"no step after {check.after_step}"
+        return series, "" if series.height else f"skip:no step after {check.after_step}"
     history = state.info.history
     keep, known = [], False
     for step in series["step"].to_list():
@@ -127,7 +129,11 @@ def evaluate_check(check: Check, state: RunState, upto: int | None = None) -> Ch
         if note.startswith("pass:"):
             outcomes.append(Outcome(measure, (), Evidence(None, None, detail=note[5:]), 0))
             continue
-        outcomes.append(conditions.evaluate(check, measure, series, name.proportion))
+        outcome = conditions.evaluate(check, measure, series, name.proportion)
+        if not outcome.judged:
+            skipped.append(outcome.evidence.detail if len(concrete) == 1 else f"{measure}: {outcome.evidence.detail}")
+            continue
+        outcomes.append(outcome)
     if not outcomes:
         return CheckResult(check, "skip", reason="; ".join(dict.fromkeys(skipped)))
     fired = any(outcome.fired_steps for outcome in outcomes)
