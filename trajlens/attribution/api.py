@@ -148,9 +148,14 @@ def attribute(
     from trajlens.estimators import AGGREGATION_MODES
 
     store.require_runs([run_id])
-    unknown = [m for m in aggregations if m not in AGGREGATION_MODES]
-    if unknown:
-        raise ConfigError([f"aggregation {m!r} is not one of {', '.join(AGGREGATION_MODES)}" for m in unknown])
+    problems = [f"aggregation {m!r} is not one of {', '.join(AGGREGATION_MODES)}"
+                for m in aggregations if m not in AGGREGATION_MODES]
+    if not aggregations:
+        problems.append(f"aggregations: expected at least one of {', '.join(AGGREGATION_MODES)}, found none")
+    problems += [f"drift: {problem}" for problem in drift.problems()]
+    if problems:
+        raise ConfigError(problems)
+    aggregations = tuple(dict.fromkeys(aggregations))  # each mode once, however often it was named
     runs = store.runs.filter(pl.col("run_id") == run_id).collect()
     trajectories = (store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT))
                     .collect().sort("step", "trajectory_id"))

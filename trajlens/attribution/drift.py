@@ -58,6 +58,30 @@ class DriftConfig:
     """Bootstrap replicates for the interval of r."""
     seed: int = 0
 
+    def problems(self) -> list[str]:
+        """What is wrong with these settings, one line each (none: they can be used)."""
+        found = []
+        if not _whole(self.k) or self.k < 1:
+            found.append(f"k: expected a lag of at least 1 step, found {self.k!r}")
+        if not _number(self.alpha) or not 0 < self.alpha < 1:
+            found.append(f"alpha: expected a significance level between 0 and 1, found {self.alpha!r}")
+        if not _number(self.min_change) or not 0 <= self.min_change <= 1:
+            found.append(f"min_change: expected a share change between 0 and 1, found {self.min_change!r}")
+        if not _whole(self.bootstrap) or self.bootstrap < 1:
+            found.append(f"bootstrap: expected at least 1 replicate, found {self.bootstrap!r}")
+        if not _whole(self.seed):
+            found.append(f"seed: expected an integer, found {self.seed!r}")
+        return found
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
 
 DRIFT_SCHEMA = {
     "primary_class": pl.String, "direction": pl.String, "share_first": pl.Float64, "share_last": pl.Float64,
