@@ -6,6 +6,7 @@ It stands below everything else in trajlens and imports nothing from it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 
@@ -23,3 +24,10 @@ def markdown_row(cells: Iterable[str]) -> str:
 def markdown_table(header: list[str], rows: Iterable[Iterable[str]]) -> list[str]:
     """The lines of a Markdown table: ``header``, its rule, then ``rows``."""
     return [markdown_row(header), markdown_row(["---"] * len(header)), *(markdown_row(row) for row in rows)]
+
+
+def markdown_anchor(heading: str) -> str:
+    """The fragment a Markdown renderer gives a heading (GitHub's rule: lower case, every
+    character but letters, digits, ``-``, ``_`` and spaces dropped, spaces as ``-``), for a
+    link to it: ``## My.Run_1`` is ``#myrun_1``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")

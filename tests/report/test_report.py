@@ -274,3 +274,20 @@ def test_the_critic_finding_reads_the_clip_of_each_step_and_names_real_steps(tmp
     # ratios: 2.0 on steps 11-15, 4.0 on 16-18, 0.4 on 19-20
     assert finding.startswith("critic grad_norm / its clip: median 2.0x, clipped on 80% of steps")
     assert finding.endswith("critic_grad_norm_run fires at steps 16-18")
+
+
+def test_the_overview_table_keeps_its_columns_and_links_each_run_to_its_heading():
+    """A ``|`` in a finding (a channel named ``fmt|x``) stays in its cell, and a run id with a
+    ``.`` or capitals links to the fragment a Markdown renderer gives its ``## run`` heading."""
+    from types import SimpleNamespace
+
+    from trajlens.markdown import markdown_anchor
+    from trajlens.report.overview import overview_markdown
+
+    report = SimpleNamespace(run_id="My.Run_1", kind="RL run", failing=[], findings=[], trends=[])
+    lines = overview_markdown([report])
+    assert lines[:2] == ["| run | kind | checks that fire | main finding |", "| --- | --- | --- | --- |"]
+    assert lines[2].startswith("| [My.Run_1](#myrun_1) | RL run | none | ")
+    assert markdown_anchor("sao-r6") == "sao-r6" and markdown_anchor("Run A.b") == "run-ab"
+    from trajlens.markdown import markdown_row
+    assert markdown_row(["reward channel fmt|x"]) == "| reward channel fmt\\|x |"

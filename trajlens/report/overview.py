@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Sequence
 import polars as pl
 
 from trajlens.intervals import added, pooled
+from trajlens.markdown import markdown_anchor, markdown_table
 from trajlens.report import html
 
 FINDINGS_SHOWN = 1
@@ -234,14 +235,13 @@ def overview_html(reports: Sequence[Any]) -> str:
 
 def overview_markdown(reports: Sequence[Any]) -> list[str]:
     """The overview as Markdown lines: a table of every run and its main finding."""
-    lines = ["| run | kind | checks that fire | main finding |", "|---|---|---|---|"]
+    rows = []
     for report in reports:
         named = [check_label(*check) for check in report.failing[:CHECKS_SHOWN]]
         more = len(report.failing) - CHECKS_SHOWN
         checks = ", ".join(named + ([f"{more} more"] if more > 0 else [])) or "none"
-        finding = main_finding(report)
-        lines.append(f"| [{report.run_id}](#{report.run_id}) | {report.kind} | {checks} | {finding} |")
-    return lines
+        rows.append([f"[{report.run_id}](#{markdown_anchor(report.run_id)})", report.kind, checks, main_finding(report)])
+    return markdown_table(["run", "kind", "checks that fire", "main finding"], rows)
 
 
 def overview_text(reports: Sequence[Any]) -> str:
