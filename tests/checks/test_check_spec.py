@@ -169,3 +169,26 @@ def test_yes_no_advantage_statistics_pool_as_shares_of_steps():
         assert parse_measure(f"advantage:gae_raw:{stat}").proportion is proportion, stat
     assert kinds["all_negative"] and not kinds["mean"]
     assert parse_measure("share:think").proportion and not parse_measure("mean:num_turns").proportion
+
+
+STAGE_CHANGE = 'measure = "share:think"\ncondition = "stage_change"\ndirection = "increase"\n'
+
+
+@pytest.mark.parametrize("stages, words", [
+    ("[]", ["field 'stages': no stage given"]),
+    ('[["only", 1, 200]]', ["field 'stages': expected at least two stages to compare"]),
+    ('[["a", 1, 100], ["a", 50, 135]]', ["field 'stages': 'a' is named twice",
+                                          "field 'stages': 'a' (steps 1-100) overlaps 'a' (steps 50-135)"]),
+    ('[["a", 1, 100], ["b", 50, 135]]', ["field 'stages': 'a' (steps 1-100) overlaps 'b' (steps 50-135)"]),
+])
+def test_explicit_stages_are_read_as_the_stage_report_reads_them(tmp_path, stages, words):
+    problems = _problems(tmp_path, f"[checks.c]\n{STAGE_CHANGE}stages = {stages}")
+    assert len(problems) == len(words)
+    for problem, expected in zip(problems, words):
+        assert problem.startswith(f"{tmp_path / 'checks.toml'}: check 'c': {expected}")
+
+
+def test_a_wrong_field_does_not_hide_a_wrong_measure(tmp_path):
+    problems = _problems(tmp_path, '[checks.b]\nmeasure = "share:thinking"\ncondition = "threshold"\nabove = "x"')
+    assert [p.split(": ", 2)[2][:14] for p in problems] == ["field 'above':", "field 'measure"]
+    assert "unknown class 'thinking'" in problems[1]

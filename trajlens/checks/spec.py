@@ -177,6 +177,11 @@ def parse_checks(document: Mapping[str, Any], source: str) -> tuple[Check, ...]:
             continue
         found = _check_fields(name, table, source, problems)
         if found is None:
+            # the measure is judged even when another field is wrong: every problem is told at once
+            measure = table.get("measure")
+            problem = measure_problem(measure, str(table.get("condition"))) if isinstance(measure, str) else None
+            if problem and not any(line.startswith(f"{where}: field 'measure'") for line in problems):
+                problems.append(f"{where}: field 'measure': {problem}")
             continue
         problem = measure_problem(found.measure, found.condition, significant=found.significant, window=found.window)
         if problem:
@@ -298,6 +303,13 @@ def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> No
             and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_STEP for v in s[1:])
             and s[1] <= s[2] for s in stages):
         bad("stages", "a list of [name, first_step, last_step] with 0 <= first_step <= last_step <= 2**63-1")
+    elif isinstance(stages, list):
+        from trajlens.classify.stages import stage_range_problems
+
+        problems += [f"{where}: field 'stages': {problem.removeprefix('stages: ')}"
+                     for problem in stage_range_problems(stages)]
+        if len(stages) == 1:
+            bad("stages", "at least two stages to compare")
     when = values.get("when")
     if when is not None and (set(when) != {"path", "equals"} or not isinstance(when.get("path"), str) or not when["path"]):
         bad("when", "a table {path = \"dotted.key\", equals = value}")

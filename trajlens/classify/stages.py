@@ -113,12 +113,22 @@ def assign_stages(trajectories: Any, stages: StageSpec = "quartiles") -> pl.Data
 
 
 def _check_ranges(stages: Any) -> list[tuple[str, int, int]]:
+    problems = stage_range_problems(stages)
+    if problems:
+        raise ConfigError(problems)
+    return [(str(name), int(low), int(high)) for name, low, high in stages]
+
+
+def stage_range_problems(stages: Any) -> list[str]:
+    """What is wrong with explicit stages ``[(name, first_step, last_step), ...]``, one line each:
+    an item of another shape, a name given twice, a range that ends before it starts, two ranges
+    that overlap, no stage at all. The stage report and the checks' ``stages`` read them alike."""
     problems: list[str] = []
     ranges: list[tuple[str, int, int]] = []
     try:
         items = list(stages)
     except TypeError:
-        raise ConfigError([f"stages: expected a name or a list of (name, first_step, last_step), found {stages!r}"]) from None
+        return [f"stages: expected a name or a list of (name, first_step, last_step), found {stages!r}"]
     for item in items:
         try:
             name, low, high = item
@@ -136,9 +146,7 @@ def _check_ranges(stages: Any) -> list[tuple[str, int, int]]:
     ]
     if not ranges and not problems:
         problems.append("stages: no stage given")
-    if problems:
-        raise ConfigError(problems)
-    return ranges
+    return problems
 
 
 @dataclass(frozen=True)
