@@ -357,6 +357,7 @@ def value_problems(name: str, table: pa.Table, source: str) -> Iterator[RowProbl
             values = pc.struct_field(channels, "value")
             parents = pc.list_parent_indices(table.column("reward_channels"))
             yield from _finite_problems(table, values, "reward_channels.value", source, parents)
+            yield from _repeated_channels(table, pc.struct_field(channels, "name"), parents, source)
 
 
 def _check_config(config: str, run_id: str, source: str) -> None:
@@ -388,6 +389,23 @@ def _finite_problems(table: pa.Table, values: pa.Array | pa.ChunkedArray, field:
         expected = "a finite number" if not math.isfinite(value) else \
             f"a number of at most {FLOAT32_MAX:.4g} in size (float32, in which the estimators compute)"
         yield RowProblem(row, InputError(source, record=trajectory, field=field, expected=expected, found=str(value)))
+
+
+def _repeated_channels(table: pa.Table, names: pa.Array | pa.ChunkedArray, parents: pa.Array | pa.ChunkedArray,
+                       source: str) -> Iterator[RowProblem]:
+    """The rows whose reward channels name one channel twice (which value would be its?), each
+    with the first name repeated."""
+    pairs = pa.table({"row": parents, "name": names})
+    counted = pairs.group_by(["row", "name"], use_threads=False).aggregate([([], "count_all")])
+    repeated = counted.filter(pc.greater(counted.column("count_all"), 1)).sort_by([("row", "ascending"), ("name", "ascending")])
+    seen: set[int] = set()
+    for row, name in zip(repeated.column("row").to_pylist(), repeated.column("name").to_pylist()):
+        if row in seen:
+            continue
+        seen.add(row)
+        trajectory = table.column("trajectory_id")[row].as_py()
+        yield RowProblem(row, InputError(source, record=trajectory, field="reward_channels.name",
+                                         expected="each channel once", found=f"{name!r} more than once"))
 
 
 def _first_per_row(bad: pa.Array | pa.ChunkedArray,

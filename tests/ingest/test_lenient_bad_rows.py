@@ -128,3 +128,22 @@ def test_lenient_leaves_out_rows_whose_step_cannot_be_stored_and_keeps_the_rest_
     calls = pq.read_table(calls_file).column("trajectory_id").to_pylist()
     kept_calls = sum(c != "s0001-t0003" for c in calls[1:])
     assert _counts(tmp_path / "store") == (4, kept_calls, 4)
+
+
+def test_a_channel_named_twice_in_one_trajectory_is_a_bad_row(tmp_path):
+    """Which of the two values would be the channel's? The channel table would average both and
+    the estimators take the first: ingest refuses the row (strict) or leaves it out (lenient)."""
+    run = generate("multireward", tmp_path / "mr", steps=1, batch=8, tokens_per_trajectory=60,
+                   tool_calls_per_trajectory=3).directory
+    trajectories = run / "trajectories" / STEP / "part-0.parquet"
+    _change_rows(trajectories, "reward_channels", {1: lambda channels: [*channels, dict(channels[0], value=0.0)]})
+    name = pq.read_table(trajectories).column("reward_channels")[1][0]["name"].as_py()
+    line = (f"{trajectories}: record s0001-t0001: field 'reward_channels.name': expected each channel once, "
+            f"found {name!r} more than once")
+
+    strict = run_cli("ingest", run, "--store", tmp_path / "strict")
+    assert strict.returncode == 1 and strict.stderr == f"error: {line}\n"
+    lenient = run_cli("ingest", run, "--store", tmp_path / "store", "--lenient")
+    assert lenient.returncode == 0, lenient.stderr
+    assert _skipped(lenient.stderr)[0] == f"skipped: {line}"
+    assert _counts(tmp_path / "store")[0] == 7
