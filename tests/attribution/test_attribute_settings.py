@@ -36,3 +36,19 @@ def test_an_aggregation_named_twice_counts_once(samples_store_path):
     once = attribute(store, "causal-r6", aggregations=("token-mean",), write=False, steps=range(1, 41))
     twice = attribute(store, "causal-r6", aggregations=("token-mean", "token-mean"), write=False, steps=range(1, 41))
     assert twice.drift.equals(once.drift) and twice.verdicts.equals(once.verdicts)
+
+
+def test_notes_say_when_the_runs_own_estimator_or_aggregation_was_not_asked_for(samples_store_path):
+    from trajlens.attribution import parse_recomputations
+
+    store = trajlens.open(samples_store_path)
+    steps = range(1, 41)
+    other = attribute(store, "causal-r6", aggregations=("luspo",), write=False, steps=steps)
+    assert "the run's loss aggregation, token-mean, is not among those asked for: the verdicts are under luspo" \
+        in other.notes
+    assert "run's estimator: gae_raw, aggregation token-mean (verdicts under luspo)" in other.findings
+    assert not any("; ;" in line for line in [*other.findings, *other.cause_verdicts])
+    without = attribute(store, "causal-r6", recomputations=parse_recomputations(["reinforce"], {}), write=False,
+                        steps=steps)
+    assert "the run's own estimator, gae_raw, is not among the recomputations asked for: no estimator is marked " \
+           "as the run's" in without.notes

@@ -193,13 +193,19 @@ def attribute(
         usable.append(rec)
     if not usable:
         raise ConfigError([f"run {run_id!r}: no estimator can be recomputed ({'; '.join(notes) or 'no data'})"])
-    if own.label is None:
+    if own.label is None and trained.choice is not None:
+        notes.append(f"the run's own estimator, {trained.choice.label}, is not among the recomputations asked for: "
+                     "no estimator is marked as the run's")
+    elif own.label is None:
         notes.append("the run's own estimator is not known from its config: no estimator is marked as the run's")
     elif own.label not in [r.label for r in usable]:
         own = RunEstimator(None, own.aggregation, own.aggregation_logged)
     if not own.aggregation_logged:
         notes.append("the run's loss aggregation is not logged; token-mean (verl's default) is taken as the run's")
     aggregation = own.aggregation if own.aggregation in aggregations else aggregations[0]
+    if aggregation != own.aggregation:
+        notes.append(f"the run's loss aggregation, {own.aggregation}, is not among those asked for: "
+                     f"the verdicts are under {aggregation}")
     outcome = {r.label: _recompute(trajectories, None, r) for r in usable if r.estimator not in TOKEN_ESTIMATORS}
     staged = assign_stages(trajectories.select("run_id", "step").unique(), stages).select("step", "stage", "stage_index")
 
@@ -645,7 +651,8 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
 
     out = []
     if own.label:
-        out.append(f"run's estimator: {own.label}, aggregation {aggregation}")
+        out.append(f"run's estimator: {own.label}, aggregation {own.aggregation}"
+                   + ("" if aggregation == own.aggregation else f" (verdicts under {aggregation})"))
     if own.label:  # counterfactual estimators' streaks are in step_flags, not findings: the run never saw them
         negative = flags.filter((pl.col("estimator") == own.label) & pl.col("all_negative"))["step"].to_list()
         if negative:

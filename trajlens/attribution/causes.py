@@ -157,7 +157,8 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
                                         "no unbiased aggregation to compare" if biased(own) else
                                         "the aggregation is not length-biased and length earns no reward")
     return (f"{verdict}: {text}; under {estimator} / {aggregation} the elasticity of push per token on length is "
-            f"{_elasticity(own)}; {others}; length relevance signed by the drift {relevance_text}; {reason}")
+            f"{_elasticity(own)}; {others + '; ' if others else ''}length relevance signed by the drift "
+            f"{relevance_text}; {reason}")
 
 
 def channel_collapse(steps: np.ndarray, step_means: np.ndarray, split: Quarters | None = None) -> Change | None:
