@@ -78,7 +78,9 @@ def test_repair_writes_the_runs_again_from_their_unchanged_sources(store):
     assert "repaired: wrote run grpo-sandbox again from its source" in done.stdout
     assert f"`trajlens classify {store}` computes it again" in done.stdout
     after = _digests(store)
-    expected = {name: digest for name, digest in before.items() if name != "derived/call_classes/grpo-sandbox.parquet"}
+    # the damaged classes go with the other tables `trajlens classify` wrote for the run
+    removed = {f"derived/{table}/grpo-sandbox.parquet" for table in ("call_classes", "trajectory_measures", "unknown_tools")}
+    expected = {name: digest for name, digest in before.items() if name not in removed}
     assert after == expected  # the runs' files byte for byte; the unchanged runs keep their analyses
     assert verify_store(store).ok
     assert trajlens("classify", store).returncode == 0
@@ -202,3 +204,18 @@ def test_verify_one_run_through_the_command(store):
     assert done.returncode == 1 and len(done.stdout.strip().splitlines()) == 1
     done = trajlens("verify", store, "--run", "nope")
     assert done.returncode == 1 and "no run 'nope'" in done.stderr
+
+
+def test_repair_removes_the_whole_set_one_command_wrote_for_the_run(store):
+    """A damaged part of one analysis table goes with the other tables its command wrote for that
+    run (classify's three, attribute's nine): a set missing one part would read as whole."""
+    measures = sorted((store / "derived" / "trajectory_measures").glob("*.parquet"))
+    run = measures[0].stem
+    with open(measures[0], "ab") as part:
+        part.write(b"x")
+    repair = repair_store(store)
+    assert repair.done and "call_classes" in repair.done[0] and "unknown_tools" in repair.done[0]
+    assert verify_store(store).ok
+    for table in ("call_classes", "trajectory_measures", "unknown_tools"):
+        left = sorted(p.stem for p in (store / "derived" / table).glob("*.parquet"))
+        assert run not in left and left  # the other run's part stays

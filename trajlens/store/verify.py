@@ -236,17 +236,28 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
         for run_id in verification.damaged_runs:
             if _restore_run(store, run_id, publisher, repair):
                 restored.append(run_id)
+        dropped: set[Path] = set()
+
+        def drop(part: Path) -> None:
+            for path in (part, checksum_file(part)):
+                if path.exists() and path not in dropped:
+                    publisher.drop(str(path.relative_to(store)))
+                    dropped.add(path)
+
         for finding in verification.damaged_parts:
             table = finding.table or ""
-            part = store / finding.path
-            if part.exists():
-                publisher.drop(finding.path)
-            if checksum_file(part).exists():
-                publisher.drop(str(checksum_file(part).relative_to(store)))
+            drop(store / finding.path)
             command = ANALYSIS_TABLES.get(table, "the command that wrote it")
             command = command.replace("STORE", str(store)).replace("RUN", finding.run_id or "RUN")
-            repair.done.append(f"removed {finding.path} ({finding.message.split(' (')[0]}); `{command}` computes it "
-                               "again (the options it ran with are not recorded)")
+            # the tables one command writes for a run go together: a set with one part removed would
+            # read as whole (attribution's verdicts without its drift table)
+            together = [store / DERIVED_DIR / other / f"{finding.run_id}.parquet" for other in written_with(table)]
+            kept = [part for part in together if part.exists() and part not in dropped]
+            for part in kept:
+                drop(part)
+            also = f", and {', '.join(str(p.relative_to(store)) for p in kept)} written with it" if kept else ""
+            repair.done.append(f"removed {finding.path} ({finding.message.split(' (')[0]}){also}; `{command}` computes "
+                               "it again (the options it ran with are not recorded)")
         publisher.publish(rebuild_database)
         for run_id in restored:
             repair.done.append(f"wrote run {run_id} again from its source: its files are as ingested")
@@ -256,6 +267,13 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
     if not verify_store(store, run).ok and not repair.cannot:
         repair.cannot.append("problems remain; run `trajlens verify` again to see them")
     return repair
+
+
+def written_with(table: str) -> list[str]:
+    """The other analysis tables the command that writes ``table`` writes with it, run by run."""
+    command = ANALYSIS_TABLES.get(table)
+    return [other for other, writer in ANALYSIS_TABLES.items() if writer == command and other != table] \
+        if command is not None else []
 
 
 def _restore_run(store: Path, run_id: str, publisher: Publisher, repair: Repair) -> bool:
