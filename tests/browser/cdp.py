@@ -50,7 +50,7 @@ LAYOUT_SCRIPT = """(() => {
   }
   const counts = {};
   for (const el of document.querySelectorAll('[id]')) counts[el.id] = (counts[el.id] || 0) + 1;
-  const overview = document.getElementById('overview');
+  const overview = document.getElementById('report:overview');
   return {width: width, scroll_width: document.documentElement.scrollWidth, height: window.innerHeight,
           wide: wide.slice(0, 20), duplicate_ids: Object.keys(counts).filter(k => counts[k] > 1).slice(0, 20),
           overview_bottom: overview ? overview.getBoundingClientRect().bottom + window.scrollY : null};
@@ -161,7 +161,7 @@ class Browser:
     def layout(self) -> dict:
         """What a reader at this window width meets: the page's width against the window's, the
         elements sticking out of it (outside a horizontally scrolling box), ids used more than
-        once, and how far down the page the element ``#overview`` ends."""
+        once, and how far down the page the element ``report:overview`` ends."""
         return self.evaluate(LAYOUT_SCRIPT)
 
     def close(self) -> None:

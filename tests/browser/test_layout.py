@@ -92,7 +92,7 @@ def test_index_first_screen_holds_the_runs(window, pages, tmp_path):
     open_page(window, pages["index"])
     shoot(window, tmp_path, "index_first_screen")
     runs = pages["runs"]
-    overview = window.evaluate("""(() => { const o = document.getElementById('overview');
+    overview = window.evaluate("""(() => { const o = document.getElementById('report:overview');
         return o && {top: o.getBoundingClientRect().top,
                      links: [...o.querySelectorAll('a[href^="#"]')].map(a => a.getAttribute('href').slice(1))}; })()""")
     if overview is not None:

@@ -45,9 +45,9 @@ def test_report_index_loads_clean_with_figures(browser, pages):
         assert figure["width"] > 300 and figure["height"] > 150 and figure["marks"] > 10
     assert sum(f["tips"] for f in figures) > 20
     assert browser.evaluate("document.querySelectorAll('section.run').length") == 4
-    assert browser.evaluate("document.querySelectorAll('#comparisons table tbody tr').length") > 10
+    assert browser.evaluate("document.querySelectorAll('[id=\"report:comparisons\"] table tbody tr').length") > 10
     browser.screenshot(SHOTS / "report_index.png")
-    browser.evaluate("document.querySelector('#long-figure-advantage_batches').scrollIntoView()")
+    browser.evaluate("document.querySelector('[id=\"long/figure-advantage_batches\"]').scrollIntoView()")
     browser.screenshot(SHOTS / "report_figure.png")
 
 
@@ -136,7 +136,7 @@ def test_the_overview_is_the_first_screen(browser, pages):
     load(browser, pages["index"])
     layout = browser.layout()
     assert layout["overview_bottom"] is not None and layout["overview_bottom"] <= layout["height"]
-    rows = browser.evaluate("""[...document.querySelectorAll('#overview tbody tr')].map(r => ({
+    rows = browser.evaluate("""[...document.querySelectorAll('[id=\"report:overview\"] tbody tr')].map(r => ({
         run: r.cells[0].textContent, kind: r.cells[1].textContent, finding: r.cells[3].textContent,
         trends: r.querySelectorAll('svg.trend').length,
         linked: !!document.getElementById(r.cells[0].querySelector('a').getAttribute('href').slice(1))}))""")
@@ -147,9 +147,9 @@ def test_the_overview_is_the_first_screen(browser, pages):
     assert by_run["math"]["kind"] == "RL run without tools" and by_run["math"]["finding"].startswith("dead groups:")
     assert by_run["math"]["trends"] == 2 and by_run["short"]["trends"] == 3
     # a link into the page lands below the sticky navigation, not under it
-    browser.evaluate("location.hash = '#short-findings'")
+    browser.evaluate("location.hash = '#short/findings'")
     browser.settle()
-    top = browser.evaluate("document.getElementById('short-findings').getBoundingClientRect().top")
+    top = browser.evaluate("document.getElementById('short/findings').getBoundingClientRect().top")
     nav = browser.evaluate("document.querySelector('nav.top').getBoundingClientRect().bottom")
     assert top >= nav
     browser.screenshot(SHOTS / "overview.png")

@@ -56,7 +56,7 @@ def test_index_is_self_contained_with_a_section_per_run_and_hook_points(built_st
         assert f'<section class="run" id="{run_id}">' in text
     assert not re.search(r'(src|href)="(https?:)?//', text) and "<script src" not in text and "<link" not in text
     assert text.count("<svg") >= 12 and "<title>" in text
-    assert 'id="comparisons"' in text and "A = short (Q1), B = short (Q4)" in text
+    assert 'id="report:comparisons"' in text and "A = short (Q1), B = short (Q4)" in text
     assert "Stages, N=80 sampled per stage" in text and "whole stage" in text
     from trajlens.report.sections import RUN_SECTIONS
 
@@ -81,7 +81,7 @@ def test_optional_sections_appear_once_their_provider_exists(built_store, tmp_pa
                         if s.key == "checks" else None)
     report_store(built_store, tmp_path, run_ids=["short"], viewers_per_run=0)
     text = (tmp_path / "index.html").read_text()
-    assert '<h3 id="short-checks">Checks</h3>' in text and "<p>checked short</p>" in text
+    assert '<h3 id="short/checks">Checks</h3>' in text and "<p>checked short</p>" in text
     assert "Missing" not in text
 
 
@@ -126,8 +126,8 @@ def test_report_on_every_real_log_folder(real_reports):
         assert "### Verification mix" in markdown and "### Class shares per trajectory" in markdown
         assert "### Turns and length per trajectory" in markdown and "format errors / tool calls" in markdown
         assert report.viewers and report.viewers[0].exists()
-        assert f'id="{run_id}-summary-top_commands"' in index
-    assert 'id="runs"' in index  # the runs side by side
+        assert f'id="{run_id}/summary-top_commands"' in index
+    assert 'id="report:runs"' in index  # the runs side by side
 
 
 def test_real_logs_report_resolved_rate_run_script_and_dead_groups(real_reports):
@@ -147,3 +147,22 @@ def test_real_logs_figures_say_no_data_rather_than_blank(real_reports):
     text = (out / "index.html").read_text()
     assert "one step, see the per-trajectory shares" not in text  # no per-step figure for one-step runs
     assert all("class_shares_by_step.png" not in str(f) for r in reports.values() for f in r.figures)
+
+
+def test_no_run_id_can_take_an_id_of_the_page_or_of_another_runs_parts(tmp_path, tiny_run_dir):
+    """Runs named like the page's own sections (``runs``, ``overview``, ``comparisons``), and a run
+    ``x`` beside a run ``x-checks``, each keep ids of their own, and every link finds its target."""
+    import re as regex
+
+    import trajlens as library
+
+    store = tmp_path / "store"
+    for run_id in ("runs", "overview", "x", "x-checks"):
+        library.ingest([tiny_run_dir], store, run_id=run_id)
+    library.report_store(library.open(store), tmp_path / "out", viewers_per_run=0)
+    page = (tmp_path / "out" / "index.html").read_text()
+    ids = regex.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+    for target in set(regex.findall(r'href="#([^"]+)"', page)):
+        assert target in ids, target
+    assert {"runs", "overview", "x", "x-checks", "x/checks"} <= set(ids)

@@ -94,7 +94,7 @@ def test_single_step_agent_logs_set_resolved_beside_unresolved(tmp_path):
 
 def _viewer_reasons(tmp_path) -> list[str]:
     page = (tmp_path / "out" / "index.html").read_text()
-    section = page[page.index('-trajectories">Trajectories</h3>'):]
+    section = page[page.index('/trajectories">Trajectories</h3>'):]
     return [item.split("</a>: ")[1].split("</li>")[0] for item in section.split("<li>")[1:] if "</a>: " in item]
 
 
@@ -128,9 +128,9 @@ def test_side_by_side_and_top_commands_report_the_split_of_the_run_section(tmp_p
     written = {r.run_id: r for r in report_store(store, tmp_path / "out", viewers_per_run=0, split=split)}
     assert written["mixed"].split == split
     page = (tmp_path / "out" / "index.html").read_text()
-    rows = {row[0]: row for row in _html_rows(page.split('<section id="runs">')[1])}
+    rows = {row[0]: row for row in _html_rows(page.split('<section id="report:runs">')[1])}
     assert rows["mixed"][1:4] == [split, trajectories, resolved]
     assert rows["plain"][1] == "train"  # no val split: the split its section reports
-    commands = written["mixed"].html.split('id="mixed-summary-top_commands"')[1].split("</table>")[0]
+    commands = written["mixed"].html.split('id="mixed/summary-top_commands"')[1].split("</table>")[0]
     assert (VAL_COMMAND in commands) == (split == "val")
     assert ("pytest -q" in commands) == (split == "train")

@@ -232,8 +232,8 @@ def test_the_overview_names_each_runs_main_problem_first(reports):
     assert main["sao-r6"].startswith(("think share: ", "critic grad_norm"))
     assert by_run["resume-lr"].kind == "training scalars only" and by_run["sao-r6"].kind == "RL run with tools"
     page = (out / "index.html").read_text()
-    overview = page[page.index('<section id="overview">'):page.index("</section>")]
-    assert page.index('<section id="overview">') < page.index('<section class="run"')
+    overview = page[page.index('<section id="report:overview">'):page.index("</section>")]
+    assert page.index('<section id="report:overview">') < page.index('<section class="run"')
     for run_id, report in by_run.items():
         assert f'<a href="#{run_id}">{run_id}</a>' in overview
         assert html.escape(main_finding(report)) in overview

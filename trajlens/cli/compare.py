@@ -42,6 +42,7 @@ def compare(
     from trajlens.compare import adjustment_note, describe, title
     from trajlens.compare import compare as compare_sides
     from trajlens.report.compare_page import comparison_section, write_comparison
+    from trajlens.report.html import comparison_anchor
     from trajlens.report.html_report import add_comparison, read_report_index
 
     if output is not None:
@@ -71,6 +72,6 @@ def compare(
     elif table.height > rows:
         typer.echo(f"(--out FOLDER writes all {table.height} rows)")
     if report is not None:
-        anchor = "comparison-" + "-".join("".join(ch if ch.isalnum() else "-" for ch in side) for side in (a, b))
+        anchor = comparison_anchor("-".join("".join(ch if ch.isalnum() else "-" for ch in side) for side in (a, b)))
         add_comparison(report / "index.html", anchor, f"{b} vs {a}", comparison_section(anchor, table, describe(table, top)))
         typer.echo(f"added the comparison to {report / 'index.html'}")

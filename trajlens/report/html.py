@@ -14,6 +14,23 @@ from typing import Any, Iterable
 
 import polars as pl
 
+OVERVIEW_ID, COMPARISONS_ID, RUNS_ID = "report:overview", "report:comparisons", "report:runs"
+"""Ids of the report page's own sections. Run ids are letters, digits, ``.``, ``_`` and ``-``, so a
+``:`` keeps these apart from every run's section, and :func:`run_anchor`'s ``/`` keeps a run's
+parts apart from every other run (``x/checks`` is no run ``x-checks``)."""
+
+
+def run_anchor(run_id: str, part: str | None = None) -> str:
+    """The id of a run's section on the report page (``sao-r6``), or of one part of it
+    (``sao-r6/findings``)."""
+    return run_id if part is None else f"{run_id}/{part}"
+
+
+def comparison_anchor(name: str) -> str:
+    """The id of a comparison's section on the report page (``comparison:0``)."""
+    return f"comparison:{name}"
+
+
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#222;background:#fafafa}
 main{max-width:1380px;margin:0 auto;padding:16px 24px 60px;box-sizing:border-box}

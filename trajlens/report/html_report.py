@@ -38,13 +38,13 @@ class RunParts:
 
 
 def _anchor(run_id: str, part: str) -> str:
-    return f"{run_id}-{part}"
+    return html.run_anchor(run_id, part)
 
 
 def run_section(store: Any, report: Any, parts: RunParts) -> str:
     """The HTML section of one run."""
     run_id = parts.run_id
-    out: list[str] = [f'<section class="run" id="{html.escape(run_id)}"><h2>{html.escape(run_id)}</h2>']
+    out: list[str] = [f'<section class="run" id="{html.escape(html.run_anchor(run_id))}"><h2>{html.escape(run_id)}</h2>']
     out.append(f'<p class="note"><a href="{html.escape(run_id)}/stage_report.md">Markdown stage report</a></p>')
     out.append(f'<p class="note">{html.escape(report.kind)}; trajectories of split {html.escape(report.split)}.</p>')
     out.append(f'<h3 id="{_anchor(run_id, "findings")}">Findings</h3>' + _findings(report.findings, parts))
@@ -120,17 +120,19 @@ def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[st
             f'<p class="note">{len(reports)} run(s), heaviest findings first; each run links to its section. '
             'Figures: hover a mark for its values. Findings link to their evidence.</p>', overview_html(reports)]
     body += [report.html for report in reports]
-    nav = [("#overview", "overview")] + [(f"#{report.run_id}", report.run_id) for report in reports]
+    nav = [(f"#{html.OVERVIEW_ID}", "overview")] + [(f"#{html.run_anchor(r.run_id)}", r.run_id) for r in reports]
     compared = []
     for index, (a, b) in enumerate(comparisons):
         table = compare(store, a, b, stages=stages)
-        compared.append(comparison_section(f"comparison-{index}", table, describe(table, 5)))
-        nav.append((f"#comparison-{index}", f"{b} vs {a}"))
-    body.append('<section id="comparisons"><h2>Comparisons</h2>' + "".join(compared) + COMPARISONS_END + "</section>")
-    nav.append(("#comparisons", "comparisons"))
+        anchor = html.comparison_anchor(str(index))
+        compared.append(comparison_section(anchor, table, describe(table, 5)))
+        nav.append((f"#{anchor}", f"{b} vs {a}"))
+    body.append(f'<section id="{html.COMPARISONS_ID}"><h2>Comparisons</h2>' + "".join(compared) + COMPARISONS_END
+                + "</section>")
+    nav.append((f"#{html.COMPARISONS_ID}", "comparisons"))
     if len(reports) > 1:
         body.append(_side_by_side(store, [(r.run_id, r.split) for r in reports]))
-        nav.append(("#runs", "runs side by side"))
+        nav.append((f"#{html.RUNS_ID}", "runs side by side"))
     path = out / "index.html"
     text = html.page("trajlens report", "\n".join(body), nav=nav)
     path.write_text(text.replace("</nav>", NAV_END + "</nav>", 1))
@@ -206,7 +208,7 @@ def _side_by_side(store: Any, runs: list[tuple[str, str]]) -> str:
         })
     if not rows:
         return ""
-    return ('<section id="runs"><h2>Runs side by side</h2><p class="note">Each run on the split its section reports; '
+    return (f'<section id="{html.RUNS_ID}"><h2>Runs side by side</h2><p class="note">Each run on the split its section reports; '
             '95% intervals as <code>trajlens check</code> and <code>trajlens compare</code> give them. '
             'Compare two of them in full with <code>trajlens compare STORE A B</code>.</p>'
             + html.table(pl.DataFrame(rows)) + "</section>")

@@ -196,7 +196,7 @@ def _checks_cell(run_id: str, failing: list[tuple[str, str, str]]) -> str:
     chips = "".join(f'<span class="chip {status}" title="{html.escape(check_label(name, status, steps))}">'
                     f'{html.escape(name)}</span>' for name, status, steps in failing[:CHECKS_SHOWN])
     more = len(failing) - CHECKS_SHOWN
-    return chips + (f'<a href="#{html.escape(run_id)}-checks">{more} more</a>' if more > 0 else "")
+    return chips + (f'<a href="#{html.escape(html.run_anchor(run_id, "checks"))}">{more} more</a>' if more > 0 else "")
 
 
 def main_finding(report: Any) -> str:
@@ -221,14 +221,14 @@ def overview_html(reports: Sequence[Any]) -> str:
         findings = html.escape(main_finding(report))
         more = len(report.findings) - FINDINGS_SHOWN
         if more > 0:
-            findings += f' <a class="more" href="#{run}-findings">+{more} more</a>'
+            findings += f' <a class="more" href="#{html.escape(html.run_anchor(report.run_id, "findings"))}">+{more} more</a>'
         trends = "".join(sparkline(name, trend) for name, trend in report.trends.items())
-        rows.append(f'<tr><td class="text"><a href="#{run}">{run}</a></td>'
+        rows.append(f'<tr><td class="text"><a href="#{html.escape(html.run_anchor(report.run_id))}">{run}</a></td>'
                     f'<td class="text">{html.escape(report.kind)}</td>'
                     f'<td class="text checks">{_checks_cell(report.run_id, report.failing)}</td>'
                     f'<td class="text finding">{findings}</td>'
                     f'<td class="text trends">{trends}</td></tr>')
-    return ('<section id="overview"><table class="overview"><thead><tr><th class="text">run</th>'
+    return (f'<section id="{html.OVERVIEW_ID}"><table class="overview"><thead><tr><th class="text">run</th>'
             '<th class="text">kind</th><th class="text">checks that fire</th><th class="text">main finding</th>'
             '<th class="text">over steps</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table></section>")
 
