@@ -134,3 +134,15 @@ def test_side_by_side_and_top_commands_report_the_split_of_the_run_section(tmp_p
     commands = written["mixed"].html.split('id="mixed/summary-top_commands"')[1].split("</table>")[0]
     assert (VAL_COMMAND in commands) == (split == "val")
     assert ("pytest -q" in commands) == (split == "train")
+
+
+def test_a_training_run_reported_on_its_validation_split_keeps_its_kind(tmp_path):
+    """``--split val`` on a verl run with 7 training and 2 validation trajectories: the run is an RL
+    run reported on its val split, not "validation split only"; its one validation step is said
+    as such (not "agent logs without steps"), and no training channel finding joins the section."""
+    store = tmp_path / "store"
+    trajlens.ingest([Path(__file__).resolve().parents[1] / "data" / "verl" / "grpo-sandbox"], store)
+    (report,) = report_store(trajlens.open(store), tmp_path / "out", split="val", viewers_per_run=0)
+    assert (report.split, report.kind) == ("val", "RL run with tools")
+    assert "the val split is at a single step: no stages to compare" in report.findings
+    assert not any("agent logs without steps" in f or f.startswith("reward channel") for f in report.findings)

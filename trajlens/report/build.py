@@ -93,6 +93,23 @@ def chosen_runs(store: Any, run_ids: Sequence[str] | None) -> list[str]:
     return chosen
 
 
+def _run_kind(store: Any, run_id: str, measures: pl.DataFrame, split: str, single_step: bool, with_tools: bool) -> str:
+    """What the run is (:data:`RUN_KINDS`), from its trajectories of ``split`` (``single_step``,
+    ``with_tools``); a run with training data reported on another split is what its training
+    trajectories make it (the section names the split)."""
+    from trajlens.run.partitions import scan_run_table
+
+    if split != TRAIN_SPLIT:
+        if TRAIN_SPLIT not in run_splits(store, run_id):
+            return RUN_KINDS["validation"]
+        trained = scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == TRAIN_SPLIT) \
+            .select("trajectory_id", "step").collect()
+        single_step = trained["step"].n_unique() == 1
+        calls = measures.join(trained, on="trajectory_id", how="semi")["n_calls"]
+        with_tools = int(calls.sum()) > 0 if calls.len() else with_tools
+    return RUN_KINDS["eval" if single_step else "rl_tools" if with_tools else "rl"]
+
+
 @in_transaction
 def report_store(
     store: Any,
@@ -143,6 +160,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     directory.mkdir(parents=True, exist_ok=True)
     report = RunReport(run_id, directory / "stage_report.md", split=measured_split(store, run_id, split))
     parts = RunParts(run_id)
+    every_split = measures
     if report.split != split:
         report.findings.append(Finding(
             f"no {split} split: reported on its {report.split} split ({', '.join(run_splits(store, run_id))})",
@@ -169,8 +187,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         return report
     single_step = measures["step"].n_unique() == 1
     with_tools = int(measures["n_calls"].sum()) > 0
-    report.kind = RUN_KINDS["validation" if report.split != TRAIN_SPLIT else "eval" if single_step
-                            else "rl_tools" if with_tools else "rl"]
+    report.kind = _run_kind(store, run_id, every_split, report.split, single_step, with_tools)
     parts.summary = run_summary(store, run_id, measures, split=report.split)
     report.trends = run_trends(store, run_id, measures, report.split)
     charts = parts.charts
@@ -178,7 +195,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     advantages = report_advantages(store, run_id, extremes=True, logged=_logged_feeds(store, run_id)) \
         if report.split == TRAIN_SPLIT else None
     checks = _checks(store, run_id, measures, advantages) if report.split == TRAIN_SPLIT else _checks(store, run_id)
-    report.findings += scalar_findings(store, run_id, checks) + channel_findings(store, run_id)
+    report.findings += scalar_findings(store, run_id, checks) + channel_findings(store, run_id, report.split)
     report.failing = _failing(checks)
     if single_step:  # the one step of an eval log is no point in training
         report.failing = [(name, status, "") for name, status, _ in report.failing]
@@ -207,8 +224,9 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     report.findings += dead_group_finding(parts.summary)
     if single_step:
         report.findings += outcome_finding(parts.summary)
-        report.findings.append(Finding("a single step: no training stages to compare (agent logs without steps)",
-                                       "single_step", "summary-outcome"))
+        said = ("a single step: no training stages to compare (agent logs without steps)" if report.split == TRAIN_SPLIT
+                else f"the {report.split} split is at a single step: no stages to compare")
+        report.findings.append(Finding(said, "single_step", "summary-outcome"))
     sections = [f"# {run_id}\n\n{report.kind}; trajectories of split {report.split}.",
                 *([] if single_step else [stage.to_markdown()]), _summary_markdown(parts.summary)]
     choices = advantages.choices if advantages is not None else []

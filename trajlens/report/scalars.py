@@ -89,8 +89,9 @@ def lr_findings(checks: Any) -> list[Finding]:
     return findings
 
 
-def channel_findings(store: Any, run_id: str) -> list[Finding]:
-    """rel_gain of each reward channel in the first and last quarter of the run's steps
+def channel_findings(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> list[Finding]:
+    """rel_gain of each reward channel, over the trajectories of ``split`` (those the run's
+    section reports), in the first and last quarter of the run's steps
     (:func:`trajlens.run.quarters.quarters`). A rel_gain that falls under
     :data:`SATURATED_REL_GAIN` leaves the channel's group advantage without signal: the finding
     says whether the channel *collapsed* (its step mean fell by half or more, attribution's
@@ -100,8 +101,10 @@ def channel_findings(store: Any, run_id: str) -> list[Finding]:
     from trajlens.run.channels import rel_gain_quarters
     from trajlens.run.partitions import scan_run_table
 
-    trajectories = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == TRAIN_SPLIT)
+    trajectories = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split)
                     .select("step", "group_id", "trajectory_id", "reward_channels").collect())
+    if trajectories["step"].n_unique() < 2:
+        return []  # one step: no first and last quarter to compare
     gains = channel_gains(trajectories).sort("channel", maintain_order=True)  # the channels' order
     if gains.is_empty() or gains["channel"].n_unique() < 2:
         return []
