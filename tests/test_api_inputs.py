@@ -108,3 +108,15 @@ def test_classify_and_report_refuse_unknown_runs_before_writing(store, tmp_path)
         trajlens.report_store(store, tmp_path / "out", run_ids=["nope"])
     assert not (tmp_path / "out").exists()
     assert not (store.path / "derived").exists() or not any((store.path / "derived").rglob("nope*"))
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, 1e39])
+@pytest.mark.parametrize("estimator", ["grpo", "rloo"])
+def test_a_reward_that_is_no_finite_float32_is_named_with_its_trajectory(store, estimator, value):
+    trajectories, _ = _frames(store, "multireward")
+    third = trajectories["trajectory_id"][3]
+    changed = trajectories.with_columns(
+        pl.when(pl.int_range(pl.len()) == 3).then(value).otherwise(pl.col("reward")).alias("reward"))
+    with pytest.raises(EstimatorInputError,
+                       match=f"trajectory '{third}': reward must be a finite number within float32's range"):
+        recompute(changed, None, estimator)

@@ -362,6 +362,13 @@ def _scores(fn: str, batch: pl.DataFrame, source: str, unscorable: bool = False)
     if missing.any() and not unscorable:
         first = int(np.nonzero(missing)[0][0])
         raise check.EstimatorInputError(f"{fn}: trajectory {batch['trajectory_id'][first]!r} has no reward")
+    unfit = np.isinf(rewards_np).any(axis=1)  # infinite, or past float32 (which the estimators compute in)
+    if unfit.any():
+        first = int(np.nonzero(unfit)[0][0])
+        raise check.EstimatorInputError(
+            f"{fn}: trajectory {batch['trajectory_id'][first]!r}: "
+            f"{'reward must be a finite number' if source == 'reward' else 'token_rewards must be finite numbers'} "
+            "within float32's range")
     return torch.from_numpy(np.ascontiguousarray(rewards_np))
 
 
