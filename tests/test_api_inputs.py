@@ -120,3 +120,11 @@ def test_a_reward_that_is_no_finite_float32_is_named_with_its_trajectory(store, 
     with pytest.raises(EstimatorInputError,
                        match=f"trajectory '{third}': reward must be a finite number within float32's range"):
         recompute(changed, None, estimator)
+
+
+def test_a_trajectory_given_twice_is_refused(store):
+    trajectories, _ = _frames(store, "multireward")
+    doubled = pl.concat([trajectories, trajectories.head(1)])
+    with pytest.raises(EstimatorInputError, match=f"trajectory '{trajectories['trajectory_id'][0]}' of run "
+                                                  "'multireward' has more than one row in trajectories"):
+        recompute(doubled, None, "grpo")

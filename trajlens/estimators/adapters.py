@@ -91,6 +91,10 @@ def recompute(
         raise check.EstimatorInputError(f"{fn}: trajectories lacks column(s) {', '.join(missing)}")
     if trajectories.height == 0:
         raise check.EstimatorInputError(f"{fn}: empty batch: trajectories has no rows")
+    repeated = trajectories.filter(pl.struct("run_id", "trajectory_id").is_duplicated()).head(1)
+    if repeated.height:  # a second row would count twice in its group's statistics
+        raise check.EstimatorInputError(f"{fn}: trajectory {repeated['trajectory_id'][0]!r} of run "
+                                        f"{repeated['run_id'][0]!r} has more than one row in trajectories")
     problems = spec.option_problems(options)
     if problems:
         raise check.EstimatorInputError(f"{fn}: " + "; ".join(problems))
