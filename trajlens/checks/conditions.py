@@ -213,13 +213,14 @@ def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) ->
     steps = np.asarray(frame["step"].to_list(), dtype=float)
     values = np.asarray(frame["value"].fill_null(float("nan")).to_list(), dtype=float)
     k = check.window
+    needed = max(3, k // 2)  # values a window must hold to fit a slope with a residual
     fired: list[int] = []
     best: tuple[float, Evidence] | None = None
     for end in range(k, len(steps) + 1):
         t, y = steps[end - k:end], values[end - k:end]
         keep = ~np.isnan(y)
         t, y = t[keep], y[keep]
-        if len(t) < max(3, k // 2):
+        if len(t) < needed:
             continue
         centred = t - t.mean()
         spread = float((centred**2).sum())
@@ -242,7 +243,7 @@ def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) ->
         score = signed if hit else signed - 1e9
         if best is None or score > best[0]:
             best = (score, evidence)
-    evidence = best[1] if best else Evidence(None, None, detail=f"no window of {k} steps with {max(3, k // 2)} values")
+    evidence = best[1] if best else Evidence(None, None, detail=f"no window of {k} steps with {needed} values")
     return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame), judged=best is not None)
 
 

@@ -180,7 +180,7 @@ def parse_checks(document: Mapping[str, Any], source: str) -> tuple[Check, ...]:
             # the measure is judged even when another field is wrong: every problem is told at once
             measure = table.get("measure")
             problem = measure_problem(measure, str(table.get("condition"))) if isinstance(measure, str) else None
-            if problem and not any(line.startswith(f"{where}: field 'measure'") for line in problems):
+            if problem:
                 problems.append(f"{where}: field 'measure': {problem}")
             continue
         problem = measure_problem(found.measure, found.condition, significant=found.significant, window=found.window)

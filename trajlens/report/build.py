@@ -100,13 +100,14 @@ def _run_kind(store: Any, run_id: str, measures: pl.DataFrame, split: str, singl
     from trajlens.run.partitions import scan_run_table
 
     if split != TRAIN_SPLIT:
-        if TRAIN_SPLIT not in run_splits(store, run_id):
-            return RUN_KINDS["validation"]
         trained = scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == TRAIN_SPLIT) \
             .select("trajectory_id", "step").collect()
+        if trained.height == 0:
+            return RUN_KINDS["validation"]
         single_step = trained["step"].n_unique() == 1
         calls = measures.join(trained, on="trajectory_id", how="semi")["n_calls"]
-        with_tools = int(calls.sum()) > 0 if calls.len() else with_tools
+        if calls.len():
+            with_tools = int(calls.sum()) > 0
     return RUN_KINDS["eval" if single_step else "rl_tools" if with_tools else "rl"]
 
 

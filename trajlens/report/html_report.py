@@ -37,25 +37,21 @@ class RunParts:
     exemplars: list[tuple[str, str, Path]] = field(default_factory=list)
 
 
-def _anchor(run_id: str, part: str) -> str:
-    return html.run_anchor(run_id, part)
-
-
 def run_section(store: Any, report: Any, parts: RunParts) -> str:
     """The HTML section of one run."""
     run_id = parts.run_id
     out: list[str] = [f'<section class="run" id="{html.escape(html.run_anchor(run_id))}"><h2>{html.escape(run_id)}</h2>']
     out.append(f'<p class="note"><a href="{html.escape(run_id)}/stage_report.md">Markdown stage report</a></p>')
     out.append(f'<p class="note">{html.escape(report.kind)}; trajectories of split {html.escape(report.split)}.</p>')
-    out.append(f'<h3 id="{_anchor(run_id, "findings")}">Findings</h3>' + _findings(report.findings, parts))
+    out.append(f'<h3 id="{html.run_anchor(run_id, "findings")}">Findings</h3>' + _findings(report.findings, parts))
     for summary in parts.summary:
-        out.append(f'<h3 id="{_anchor(run_id, "summary-" + summary.key)}">{html.escape(summary.title)}</h3>'
+        out.append(f'<h3 id="{html.run_anchor(run_id, "summary-" + summary.key)}">{html.escape(summary.title)}</h3>'
                    f'<p class="note">{html.escape(summary.note)}</p>'
                    + (html.table(summary.frame) if summary.frame.height else "<p>none</p>"))
     if parts.stage is not None:
         out.append(_stage_tables(run_id, parts.stage))
     for name, chart in parts.charts.items():
-        out.append(html.figure(_anchor(run_id, f"figure-{name}"), chart.svg(),
+        out.append(html.figure(html.run_anchor(run_id, f"figure-{name}"), chart.svg(),
                                f"{name.replace('_', ' ')}; hover a mark for its values"))
     if parts.diagnostics is not None and parts.diagnostics.height:
         summary = parts.diagnostics.group_by("estimator", maintain_order=True).agg(
@@ -63,17 +59,17 @@ def run_section(store: Any, report: Any, parts: RunParts) -> str:
             pl.col("std").median().alias("median std"), pl.col("std").max().alias("max std"),
             pl.col("all_negative").sum().alias("all-negative batches"),
             pl.col("all_positive").sum().alias("all-positive batches"))
-        out.append(f'<h3 id="{_anchor(run_id, "advantages")}">Recomputed advantages</h3>'
+        out.append(f'<h3 id="{html.run_anchor(run_id, "advantages")}">Recomputed advantages</h3>'
                    '<p class="note">Per-step batch statistics of what each estimator would have given these '
                    'trajectories (token-level estimators over model tokens).</p>' + html.table(summary, digits=4))
     if parts.exemplars:
         items = "".join(f'<li><a href="{html.escape(run_id)}/view/{html.escape(path.name)}">{html.escape(tid)}</a>: '
                         f'{html.escape(why)}</li>' for tid, why, path in parts.exemplars)
-        out.append(f'<h3 id="{_anchor(run_id, "trajectories")}">Trajectories</h3><ul>{items}</ul>')
+        out.append(f'<h3 id="{html.run_anchor(run_id, "trajectories")}">Trajectories</h3><ul>{items}</ul>')
     for section, fragment in run_sections(store, run_id):
-        out.append(f'<h3 id="{_anchor(run_id, section.key)}">{html.escape(section.title)}</h3>'
+        out.append(f'<h3 id="{html.run_anchor(run_id, section.key)}">{html.escape(section.title)}</h3>'
                    f'<div class="section-{html.escape(section.key)}">{fragment}</div>')
-    out.append(f'<span id="{_anchor(run_id, "scalars")}"></span></section>')
+    out.append(f'<span id="{html.run_anchor(run_id, "scalars")}"></span></section>')
     return "\n".join(out)
 
 
@@ -85,7 +81,7 @@ def _findings(findings: list[str], parts: RunParts) -> str:
         target = getattr(finding, "evidence", None)
         if target == "stage" and "stage_rates" in parts.charts:
             target = "figure-stage_rates"
-        links = [f'<a href="#{_anchor(parts.run_id, target)}">evidence</a>'] if target else []
+        links = [f'<a href="#{html.run_anchor(parts.run_id, target)}">evidence</a>'] if target else []
         if finding.startswith("think share") and parts.exemplars and "think" in parts.exemplars[0][1]:
             _, why, path = parts.exemplars[0]
             links.append(f'<a href="{html.escape(parts.run_id)}/view/{html.escape(path.name)}">a trajectory: '
@@ -103,7 +99,7 @@ def _stage_tables(run_id: str, stage: Any) -> str:
         pl.col("population_in_ci").alias("whole stage in interval"))
     key = rates.filter(pl.col("metric").is_in(list(KEY_STAGE_METRICS)))
     stages = html.table(stage.stages.drop("run_id"))
-    return (f'<h3 id="{_anchor(run_id, "stage")}">Stages, N={stage.n} sampled per stage</h3>'
+    return (f'<h3 id="{html.run_anchor(run_id, "stage")}">Stages, N={stage.n} sampled per stage</h3>'
             f'<p class="note">Seed {stage.seed}; rules {html.escape(stage.rules_version)}. The sample value with its '
             '95% interval, and the same metric on the whole stage beside it.</p>' + stages + html.table(key)
             + f"<details><summary>all {rates.height} rows</summary>{html.table(rates)}</details>")
