@@ -81,6 +81,26 @@ def test_the_projection_ends_on_the_last_quarter_of_the_steps():
     assert think["share_end"] == pytest.approx((6 / 10 + 9 / 10) / 2)
 
 
+def test_the_projection_pools_the_calls_of_its_stages_as_every_other_share_does():
+    """Steps of unequal size: the start and end shares are the class's calls over all calls of
+    the stage (what the drift finding and the checks show), not the mean of per-step shares; with
+    no credit the projection stays at the start share, pooled with the same weights."""
+    from trajlens.attribution.projection import project
+
+    steps = [1, 2, 3, 4, 5, 6, 7, 8]
+    think_calls = [1, 3, 2, 2, 3, 3, 2, 9]
+    all_calls = [10, 5, 10, 10, 10, 10, 40, 10]
+    rows = [{"estimator": "grpo", "aggregation": "token_mean", "primary_class": name, "step": step, "calls": calls,
+             "competing_credit": 0.0, "push_sum_scaled": 0.0, "push_sumsq_scaled": 0.0}
+            for step, think, total in zip(steps, think_calls, all_calls)
+            for name, calls in (("think", think), ("edit", total - think))]
+    think = project(pl.DataFrame(rows), "grpo", "token_mean", [], k=2).filter(
+        pl.col("primary_class") == "think").row(0, named=True)
+    assert think["share_start"] == pytest.approx((1 + 3) / (10 + 5))
+    assert think["share_end"] == pytest.approx((2 + 9) / (40 + 10))
+    assert think["projected_end"] == pytest.approx(think["share_start"], rel=1e-9)
+
+
 def test_no_other_module_of_the_report_or_attribution_cuts_steps_into_quarters():
     """A quarter computed by hand (``n // 4``) beside trajlens.run.quarters is a second definition."""
     found = [f"{path.relative_to(ROOT)}:{number}"

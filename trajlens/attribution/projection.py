@@ -20,9 +20,12 @@ counterfactual policy moves far from the run's, the credit of the rarer calls is
 The interval of each projected share is a parametric bootstrap over calls: every step's credit
 redrawn from a normal with its within-step standard error, :data:`DRAWS` times.
 
-``projection`` has one row per class and estimator: the share at the start, the share the run
-ended with and the projected final share (each a mean over the last quarter of the steps,
-:func:`trajlens.run.quarters.quarters`), the projected share's 95% interval, and the fitted gain.
+``projection`` has one row per class and estimator: the share at the start (over the calls of
+the first ``k`` steps), the share the run ended with and the projected final share (over the
+calls of the last quarter of the steps, :func:`trajlens.run.quarters.quarters`), the projected
+share's 95% interval, and the fitted gain. Shares over several steps are pooled, as every other
+share is (:func:`pooled_share`): the class's calls over all calls, and a projected share is the
+per-step projections weighted by each step's calls.
 """
 
 from __future__ import annotations
@@ -85,6 +88,16 @@ def fit_gain(start: np.ndarray, credit: np.ndarray, observed: np.ndarray) -> tup
     return float(fine[int(np.argmin(refined))]), float(min(refined))
 
 
+def pooled_share(shares: np.ndarray, calls: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """(..., C) share of each class over the calls of the chosen ``steps`` (a (T,) mask): the
+    (..., T, C) per-step ``shares`` weighted by each step's number of calls (``calls``, (T, C)), so
+    observed shares pool to the class's calls over all calls; the plain mean where the steps hold none."""
+    weights = calls.sum(axis=1) * steps
+    if weights.sum() == 0:
+        weights = steps.astype(float)
+    return np.tensordot(weights, shares, axes=([0], [-2])) / weights.sum()
+
+
 def project(credit: pl.DataFrame, own_label: str | None, aggregation: str, structural: list[str], k: int,
             seed: int = 0) -> pl.DataFrame:
     """The projection table (module docstring) from ``class_credit`` with ``competing_credit``."""
@@ -100,21 +113,23 @@ def project(credit: pl.DataFrame, own_label: str | None, aggregation: str, struc
     calls = np.stack([counts[c].to_numpy().astype(float) if c in counts.columns else np.zeros(counts.height)
                       for c in classes], axis=1)
     observed = calls / np.maximum(calls.sum(axis=1, keepdims=True), 1.0)
-    start = observed[: max(k, 1)].mean(axis=0)
+    first = np.arange(len(steps)) < max(k, 1)
+    start = pooled_share(observed, calls, first)
     own_credit, _ = _matrices(part, reference, steps, classes)
     gain, fit_error = fit_gain(start, own_credit, observed)
     _, last = quarters(steps).masks(steps)  # rows of the (T, C) matrices in the last quarter
+    end = pooled_share(observed, calls, last)
     rng = np.random.default_rng(seed)
     rows = []
     for label in labels:
         mean, se = _matrices(part, label, steps, classes)
-        projected = simulate(start, mean, gain)[last].mean(axis=0)
+        projected = pooled_share(simulate(start, mean, gain), calls, last)
         draws = simulate(start, mean[None] + se[None] * rng.standard_normal((DRAWS, *mean.shape)), gain)
-        low, high = np.quantile(draws[:, last, :].mean(axis=1), [0.025, 0.975], axis=0)
+        low, high = np.quantile(pooled_share(draws, calls, last), [0.025, 0.975], axis=0)
         for c, name in enumerate(classes):
             rows.append({"primary_class": name, "estimator": label, "aggregation": aggregation,
                          "own": label == own_label, "share_start": float(start[c]),
-                         "share_end": float(observed[last, c].mean()), "projected_end": float(projected[c]),
+                         "share_end": float(end[c]), "projected_end": float(projected[c]),
                          "projected_low": float(low[c]), "projected_high": float(high[c]), "gain": gain,
                          "fit_error": fit_error})
     return pl.DataFrame(rows, schema=PROJECTION_SCHEMA)
