@@ -74,3 +74,15 @@ def test_a_verdict_on_a_trending_metric_is_one_finding_that_says_why():
     think = folded[1]
     assert think.kind == "attribution_artefact" and think.checks == ("think_share", "think_runs_growing")
     assert think.importance > verdicts[0].importance  # the trend's size still weighs
+
+
+def test_a_suite_rate_fall_is_a_finding_from_the_change_the_shipped_check_fails_at():
+    """The report and ``suite_rate_decline`` judge one change: a fall of 0.096 (below the check's
+    min_change of 0.1) is no finding; a fall of 0.104 is."""
+    from trajlens.checks.spec import default_checks
+
+    (check,) = (c for c in default_checks() if c.name == "suite_rate_decline")
+    assert check.min_change == 0.1
+    assert stage_findings(_rates({"ran_suite": (0.598, 0.502)})) == []
+    (finding,) = stage_findings(_rates({"ran_suite": (0.598, 0.494)}))
+    assert str(finding).startswith("runs the full suite: 0.598 in Q1 -> 0.494 in Q4")

@@ -118,7 +118,7 @@ STAGE_TRENDS: tuple[StageTrend, ...] = (
     StageTrend("mean:model_tokens", "model tokens per trajectory", "length", shipped_change("response_length_inflation"), relative=True, digits=0,
                checks=("response_length_inflation",)),
     StageTrend("share:think", "think share", "behaviour", 0.05, checks=("think_share", "think_runs_growing")),
-    StageTrend("ran_suite", "runs the full suite", "behaviour", 0.05, checks=("suite_rate_decline", "suite_rate_floor")),
+    StageTrend("ran_suite", "runs the full suite", "behaviour", shipped_change("suite_rate_decline"), checks=("suite_rate_decline", "suite_rate_floor")),
     StageTrend("mean:num_turns", "turns per trajectory", "behaviour", shipped_change("turns_inflation"), relative=True, digits=1,
                checks=("turns_inflation",)),
 )

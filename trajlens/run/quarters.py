@@ -32,14 +32,19 @@ SHIPPED_CHECKS = Path(__file__).resolve().parents[1] / "checks" / "defaults.toml
 
 
 def shipped_change(check: str) -> float:
-    """The least relative change, first quarter to last, at which the shipped check ``check`` (a
-    ``stage_change`` with ``min_ratio``) fires: its ``min_ratio`` - 1. The report's stage trends
-    and attribution's length drift judge the same change, so they read it here and agree with
-    the check (``response_length_inflation``: 0.25, a quarter or more)."""
+    """The least change, first quarter to last, at which the shipped ``stage_change`` check
+    ``check`` fires: its ``min_ratio`` - 1 (a relative change) where it has one above 1, else its
+    ``min_change`` (an absolute one). The report's stage trends and attribution's length drift
+    judge the same change, so they read it here and agree with the check
+    (``response_length_inflation``: 0.25, a quarter or more; ``suite_rate_decline``: 0.1)."""
     table = tomllib.loads(SHIPPED_CHECKS.read_text())["checks"].get(check, {})
-    if float(table.get("min_ratio", 1.0)) <= 1.0:
-        raise KeyError(f"no shipped check {check!r} with a min_ratio above 1")
-    return float(table["min_ratio"]) - 1.0
+    if table.get("condition") != "stage_change":
+        raise KeyError(f"no shipped stage_change check {check!r}")
+    if float(table.get("min_ratio", 1.0)) > 1.0:
+        return float(table["min_ratio"]) - 1.0
+    if float(table.get("min_change", 0.0)) > 0.0:
+        return float(table["min_change"])
+    raise KeyError(f"the shipped check {check!r} has no min_ratio above 1 nor a min_change above 0")
 
 
 class QuarterMeans(NamedTuple):
