@@ -24,8 +24,8 @@ import polars as pl
 
 from trajlens.checks.kinds import KINDS
 from trajlens.checks.spec import Check
+from trajlens.classify.stages import assign_stages
 from trajlens.intervals import SUMS, added, pooled, stage_z, two_sided_p_value
-from trajlens.steps import stage_index
 
 @dataclass(frozen=True)
 class Evidence:
@@ -153,13 +153,14 @@ def consecutive(check: Check, measure: str, series: pl.DataFrame, proportion: bo
 
 
 def _stage_ranges(check: Check, steps: list[int]) -> list[tuple[str, list[int]]]:
-    if isinstance(check.stages, tuple):
-        return [(name, [s for s in steps if low <= s <= high]) for name, low, high in check.stages]
-    names = ("Q1", "Q2", "Q3", "Q4") if check.stages == "quartiles" else ("early", "late")
-    parts: list[tuple[str, list[int]]] = [(name, []) for name in names]
-    for rank, step in enumerate(steps):
-        parts[stage_index(rank, len(steps), len(names))][1].append(step)
-    return parts
+    """The check's stages, each with its steps, in order: cut by the stage report's own rule
+    (:func:`~trajlens.classify.stages.assign_stages`), so a check's Q4 is the report's Q4."""
+    staged = assign_stages(pl.DataFrame({"run_id": [""] * len(steps), "step": steps}, schema=_STEPS), check.stages)
+    staged = staged.drop_nulls("stage_index").group_by("stage_index", "stage").agg(pl.col("step").unique().sort())
+    return [(name, members) for _, name, members in staged.sort("stage_index").iter_rows()]
+
+
+_STEPS = {"run_id": pl.String, "step": pl.Int64}
 
 
 def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trajlens.checks.kinds import KINDS
+from trajlens.classify.stages import NAMED_STAGINGS, stage_range_problems
 from trajlens.errors import ConfigError
 from trajlens.run.quarters import SHIPPED_CHECKS
 
@@ -32,7 +33,7 @@ CONDITIONS: tuple[str, ...] = tuple(KINDS)
 SEVERITIES: tuple[str, ...] = ("error", "warning")
 DIRECTIONS: tuple[str, ...] = ("increase", "decrease")
 COMPARISONS: tuple[str, ...] = ("consecutive", "first_to_last")
-NAMED_STAGES: tuple[str, ...] = ("quartiles", "early_late")
+NAMED_STAGES: tuple[str, ...] = tuple(NAMED_STAGINGS)
 MAX_SPAN = 1_000_000
 """The most steps a ``window``, a ``consecutive`` run (``steps``) or a jump's ``baseline`` spans:
 far beyond any run, and small enough for every array and rolling window the conditions build."""
@@ -304,8 +305,6 @@ def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> No
             and s[1] <= s[2] for s in stages):
         bad("stages", "a list of [name, first_step, last_step] with 0 <= first_step <= last_step <= 2**63-1")
     elif isinstance(stages, list):
-        from trajlens.classify.stages import stage_range_problems
-
         problems += [f"{where}: field 'stages': {problem.removeprefix('stages: ')}"
                      for problem in stage_range_problems(stages)]
         if len(stages) == 1:
