@@ -89,7 +89,7 @@ def test_counts_and_shares(measures):
     assert counts == {"submit": 1, "test_suite": 1, "test_targeted": 1, "quick_check": 1, "run_script": 0,
                       "edit": 2, "view": 3, "search": 0, "think": 4, "other": 0}
     assert a["share_view"] == pytest.approx(3 / 13)
-    assert a["think_share"] == pytest.approx(4 / 13)
+    assert a["share_think"] == pytest.approx(4 / 13)
     assert sum(a[f"share_{c}"] for c in BEHAVIOUR_CLASSES) == pytest.approx(1.0)
 
 
@@ -97,7 +97,7 @@ def test_think_runs(measures):
     a, c = row(measures, "a"), row(measures, "c")
     # A: runs {0, 1} and {5, 6}; the rejected think between 4 and 5 neither joins nor breaks them.
     assert (a["think_longest_run"], a["think_runs"]) == (2, 2)
-    assert (c["think_longest_run"], c["think_runs"], c["think_share"]) == (3, 1, 1.0)
+    assert (c["think_longest_run"], c["think_runs"], c["share_think"]) == (3, 1, 1.0)
 
 
 def test_verification_mix(measures):
@@ -123,7 +123,7 @@ def test_edit_density_and_read_back(measures):
 def test_trajectory_without_calls(measures):
     b = row(measures, "b")
     assert (b["n_calls"], b["count_edit"], b["ran_suite"]) == (0, 0, False)
-    assert (b["share_edit"], b["think_share"], b["readback_share"], b["edits_per_1k_tokens"]) == (None, None, None, 0.0)
+    assert (b["share_edit"], b["share_think"], b["readback_share"], b["edits_per_1k_tokens"]) == (None, None, None, 0.0)
     assert b["edits_per_turn"] == 0.0
     c = row(measures, "c")
     assert (c["edits_per_turn"], c["edits_per_1k_tokens"], c["reasoning_tokens"]) == (None, None, 7)
@@ -185,3 +185,12 @@ def test_the_r6_collapse_fills_with_empty_thinks_and_r7_does_not(samples_store_p
 
     assert per_trajectory("sao-r6", 1, 30) < 1.5 and per_trajectory("sao-r6", 120, 135) > 15
     assert per_trajectory("sao-r7", 1, 30) < 1.5 and per_trajectory("sao-r7", 170, 200) < 1.5
+
+
+def test_each_measure_has_one_column():
+    """A share with two names (``think_share`` beside ``share_think``) became two check measures
+    (``share:think`` and ``mean:think_share``) of one quantity."""
+    from trajlens.classify.per_trajectory import MEASURES
+
+    assert "think_share" not in [m.name for m in MEASURES]
+    assert len({m.name for m in MEASURES}) == len(MEASURES)

@@ -50,7 +50,6 @@ MEASURES: tuple[Measure, ...] = (
     Measure("n_format_errors", "Calls the harness rejected as malformed; in no count or share."),
     *(Measure(f"count_{c}", f"Behaviour calls whose primary class is {c}.") for c in BEHAVIOUR_CLASSES),
     *(Measure(f"share_{c}", f"count_{c} / n_calls (null without calls).") for c in BEHAVIOUR_CLASSES),
-    Measure("think_share", "Share of behaviour calls that are think calls (the r6 collapse signal)."),
     Measure("think_longest_run", "Longest run of consecutive think calls with no environment action between."),
     Measure("think_runs", "Number of runs of two or more consecutive think calls."),
     Measure("think_empty", f"Think calls whose arguments' values hold fewer than {EMPTY_THOUGHT_CHARS} word characters "
@@ -155,7 +154,6 @@ def trajectory_measures(classified_calls: Any, trajectories: Any = None) -> pl.D
     n_verification = pl.col("n_verification")
     table = table.with_columns(
         *[_ratio(pl.col(f"count_{c}"), n_calls).alias(f"share_{c}") for c in BEHAVIOUR_CLASSES],
-        _ratio(pl.col("count_think"), n_calls).alias("think_share"),
         _ratio(pl.col("count_test_suite"), n_verification).alias("suite_share"),
         _ratio(pl.col("count_test_targeted"), n_verification).alias("targeted_share"),
         _ratio(pl.col("count_quick_check"), n_verification).alias("quick_check_share"),
