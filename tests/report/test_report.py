@@ -110,6 +110,17 @@ def test_analysis_tables_are_store_views(reports, sample_store):
 
 
 
+def test_a_runs_class_share_is_its_calls_over_all_calls_in_every_table(reports, sample_store):
+    """The per-trajectory class table shows the share the runs side by side (and compare) show:
+    the run's think calls over its calls, not the mean of its trajectories' shares."""
+    out, by_run = reports
+    totals = sample_store.sql("SELECT sum(count_think) / sum(n_calls) AS pooled, avg(share_think) AS averaged "
+                              "FROM trajectory_measures WHERE run_id = $run", {"run": "sao-r6"}).row(0, named=True)
+    assert abs(totals["pooled"] - totals["averaged"]) > 0.02  # the two statistics differ on this run
+    row = next(line for line in by_run["sao-r6"].markdown.read_text().splitlines() if line.startswith("| think |"))
+    assert float(row.split("|")[2]) == pytest.approx(totals["pooled"], abs=5e-5)
+
+
 def test_sample_and_advantages_commands(sample_store, tmp_path):
     markdown = tmp_path / "r7.md"
     done = cli("sample", sample_store.path, "--run", "sao-r7", "--stages", "early:1-50,late:151-200", "--out", markdown)

@@ -167,21 +167,26 @@ def _verification_mix(measures: pl.DataFrame) -> SummaryTable:
 
 
 def _class_spread(measures: pl.DataFrame) -> SummaryTable:
+    """Each class's share of the run's calls (the pooled ``share:<class>`` that ``compare`` and the
+    runs side by side show) beside the spread of its share over the trajectories."""
     with_calls = measures.filter(pl.col("n_calls") > 0)
+    estimates = measure_estimates([f"share:{klass}" for klass in BEHAVIOUR_CLASSES], measures)
     rows = []
     for klass in BEHAVIOUR_CLASSES:
         share = with_calls[f"share_{klass}"].drop_nulls()
-        if share.is_empty() or share.sum() == 0:
+        pooled_share = estimates[f"share:{klass}"]
+        if share.is_empty() or share.sum() == 0 or pooled_share is None:
             continue
-        rows.append((klass, float(share.mean()), float(share.quantile(0.25, "linear")),
+        rows.append((klass, pooled_share.value, float(share.quantile(0.25, "linear")),
                      float(share.median()), float(share.quantile(0.75, "linear")), float(share.max()),
                      int((with_calls[f"count_{klass}"] > 0).sum())))
-    frame = pl.DataFrame(rows, schema={"class": pl.String, "mean": pl.Float64, "q1": pl.Float64,
+    frame = pl.DataFrame(rows, schema={"class": pl.String, "share of calls": pl.Float64, "q1": pl.Float64,
                                        "median": pl.Float64, "q3": pl.Float64, "max": pl.Float64,
                                        "trajectories_using": pl.Int64}, orient="row")
     return SummaryTable("class_spread", "Class shares per trajectory",
-                        f"Each class's share of a trajectory's tool calls, over {with_calls.height} trajectories "
-                        "with calls: mean, quartiles, maximum.", frame)
+                        "Each class's share of the run's tool calls (as compared between runs), then the "
+                        f"quartiles and the maximum of its share of one trajectory's calls, over {with_calls.height} "
+                        "trajectories with calls.", frame)
 
 
 def _distributions(measures: pl.DataFrame) -> SummaryTable:
