@@ -340,6 +340,19 @@ def test_openhands_v0_counts_and_names():
     assert by_task["basic_interactions"]["num_turns"] == 3
 
 
+def test_openhands_v0_keeps_the_models_text():
+    run = load_agent_logs(OPENHANDS_V0)
+    calls = calls_of(run, "tests/runtime/trajs/wrong_initial_state")
+    # Each action's args.thought: what the model wrote with the call.
+    assert calls[1]["assistant_text"] == "Great, I found the file. Now I'll use the bash command `mv` to rename it."
+    assert calls[2]["assistant_text"] == "Let me verify that the file was renamed successfully:"
+    by_task = {t["task_id"]: t for t in rows(run, "trajectories")}
+    # basic_gui_mode ends with an agent message after its last tool call: its answer.
+    assert by_task["basic_gui_mode"]["response_text"].startswith("I've created a complete Vue.js todo application")
+    # basic_interactions' two messages come before its finish call: no text after the last call.
+    assert by_task["basic_interactions"]["response_text"] is None
+
+
 # -- OpenHands V1 ----------------------------------------------------------------------------
 
 
@@ -371,6 +384,25 @@ def test_openhands_v1_counts_names_and_scores():
     assert {t["reward"] for t in by_task.values()} == {None}
     # daemon: user message, 4 actions in 4 responses, then an agent message.
     assert (by_task["safety-daemon"]["num_turns"], by_task["safety-daemon"]["exit_status"]) == (5, "message")
+
+
+def test_openhands_v1_keeps_the_models_text(tmp_path):
+    run = load_agent_logs(SAFETY)
+    by_task = {t["task_id"]: t for t in rows(run, "trajectories")}
+    # Every run that ended with an agent message has it as its answer; none other has one.
+    assert {t for t, row in by_task.items() if row["response_text"]} == {
+        t for t, row in by_task.items() if row["exit_status"] == "message"}
+    assert by_task["safety-daemon"]["response_text"].startswith("The program was successfully compiled")
+    # The fixture's actions carry empty thoughts; a logged thought is the call's text, on the
+    # first call of its response only.
+    state = json.loads((SAFETY / "state_safety-applications.json").read_text())
+    actions = [e for e in state["history"] if e["kind"] == "ActionEvent"]
+    assert actions[4]["llm_response_id"] == actions[5]["llm_response_id"]
+    actions[4]["thought"] = [{"type": "text", "text": "Both files need the fix."}]
+    path = tmp_path / "state_safety-applications.json"
+    path.write_text(json.dumps(state))
+    texts = [c["assistant_text"] for c in rows(load_openhands_v1(path), "tool_calls")]
+    assert texts == [None, None, None, None, "Both files need the fix.", None, None]
 
 
 def test_openhands_v1_traj_files_hold_the_same_events():

@@ -19,6 +19,10 @@ an agent ``message`` without metadata is a turn of its own. ``model_tokens`` sum
 ``completion_tokens`` once per response. ``exit_status`` is the last logged agent state
 (``awaiting_user_input``, ``finished`` ...), else ``finished`` after a ``finish`` action.
 The task id is the file name; no verdict is logged.
+
+The model's text: a call's ``assistant_text`` is its action's ``args.thought`` (else the
+response's message content), on the first call of each response; ``response_text`` is what the
+agent's ``message`` actions after its last tool call say (the answer it ended with).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from trajlens.ingest.agents._common import (
     decode_arguments,
     dumps,
     load_run,
+    message_text,
     read_json,
     strip_suffix,
     type_name,
@@ -112,6 +117,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     turn = -1
     finished = False
     agent_state = None
+    replies: list[str] = []  # the agent's messages since its last tool call
     for index, event in enumerate(events):
         at = read.at(f"event {index}")
         if event.get("observation") == "agent_state_changed":
@@ -125,19 +131,24 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         if action_type in NON_TOOL_ACTIONS and action_type != "message" and not metadata:
             continue
         response_id = at.text(response, "id", name="model_response.id") or f"event {event['id']}"
-        if response_id not in turn_of_response:
+        first_of_turn = response_id not in turn_of_response
+        if first_of_turn:
             turn += 1
             turn_of_response[response_id] = turn
             tally.add(response.get("usage"), at)
         if action_type in NON_TOOL_ACTIONS:
+            if action_type == "message" and (text := at.text(event.get("args") or {}, "content", name="args.content")):
+                replies.append(text)
             continue
         finished = finished or action_type == "finish"
-        calls.append(_call(event, action_type, metadata, response, answers.get(event["id"]),
-                           turn_of_response[response_id], at))
+        replies = []
+        call = _call(event, action_type, metadata, response, answers.get(event["id"]), turn_of_response[response_id], at)
+        calls.append(call | {"assistant_text": _turn_text(event, response, at) if first_of_turn else None})
     row = TRAJECTORY(
         task_id=strip_suffix(path.name),
         exit_status=agent_state or ("finished" if finished else None),
         num_turns=turn + 1,
+        response_text="\n\n".join(replies) or None,
         **tally.columns(),
     )
     yield Record(row, calls, where=file, model=_model(events))
@@ -173,6 +184,19 @@ def _call(event: dict[str, Any], action_type: str, metadata: dict[str, Any], res
         return_code=return_code,
         format_error=not well_formed,
     )
+
+
+def _turn_text(event: dict[str, Any], response: dict[str, Any], read: Fields) -> str | None:
+    """What the model wrote in the turn of this action: its ``thought``, else the response's content."""
+    thought = read.text(event.get("args") or {}, "thought", name="args.thought")
+    if thought:
+        return thought
+    for choice in read.items(response, "choices", name="model_response.choices") or []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        text = message_text(message.get("content")) if isinstance(message, dict) else None
+        if text:
+            return text
+    return None
 
 
 def _raw_arguments(response: dict[str, Any], tool_call_id: Any, read: Fields) -> Any:

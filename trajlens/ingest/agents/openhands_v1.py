@@ -20,7 +20,9 @@ Tool calls are the action events, named by their ``tool_name`` (``execute_bash``
 shell actions. Turns: one per ``llm_response_id`` (parallel calls share it) plus one per
 agent message. ``exit_status`` is ``finish`` after a ``FinishAction``, ``message`` when the
 agent ended by replying, ``error`` after an error event, else ``None``. No token usage is
-logged in these files.
+logged in these files. A call's ``assistant_text`` is its event's ``thought`` (else its
+``reasoning_content``), on the first call of each response; ``response_text`` is what the
+agent's messages after its last action say.
 
 Scores: an ``eval_<task>.json`` beside the log (TheAgentCompany's checkpoint grader:
 ``final_score: {result, total}``) becomes the reward channel ``checkpoint_score`` =
@@ -136,6 +138,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     turn_of_response: dict[str, int] = {}
     turn = -1
     last = None
+    replies: list[str] = []  # the agent's messages since its last action
     for index, event in enumerate(events):
         kind = event["kind"]
         if event.get("source") != "agent" and not kind.endswith("ErrorEvent"):
@@ -143,15 +146,21 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         if kind == "ActionEvent":
             response_id = event.get("llm_response_id")
             key = response_id if isinstance(response_id, str) else f"event {index}"
-            if key not in turn_of_response:
+            first_of_turn = key not in turn_of_response
+            if first_of_turn:
                 turn += 1
                 turn_of_response[key] = turn
             answer = answers.get(event.get("id")) or answers.get(event.get("tool_call_id"))
-            calls.append(_call(event, answer, turn_of_response[key], read.at(f"event {index}")))
+            call = _call(event, answer, turn_of_response[key], read.at(f"event {index}"))
+            calls.append(call | {"assistant_text": _turn_text(event) if first_of_turn else None})
+            replies = []
             last = "finish" if event["action"].get("kind") == "FinishAction" else last
         elif kind == "MessageEvent":
             turn += 1
             last = last if last == "finish" else "message"
+            message = event.get("llm_message")
+            if isinstance(message, dict) and (text := message_text(message.get("content"))):
+                replies.append(text)
         elif kind.endswith("ErrorEvent"):
             last = "error"
     row = TRAJECTORY(
@@ -159,6 +168,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         reward_channels=_score(path.parent / f"eval_{task_name(path)}.json"),
         exit_status=last,
         num_turns=turn + 1,
+        response_text="\n\n".join(replies) or None,
     )
     yield Record(row, calls, where=file)
 
@@ -203,6 +213,16 @@ def _call(event: dict[str, Any], answer: dict[str, Any] | None, turn: int, read:
         return_code=return_code,
         format_error=decoded is None,
     )
+
+
+def _turn_text(event: dict[str, Any]) -> str | None:
+    """What the model wrote in the turn of this action: its ``thought``, else its reasoning."""
+    for key in ("thought", "reasoning_content"):
+        value = event.get(key)
+        text = message_text(value) if isinstance(value, (str, list)) else None
+        if text:
+            return text
+    return None
 
 
 def _observation(answer: dict[str, Any] | None, read: Fields) -> tuple[str | None, int | None]:
