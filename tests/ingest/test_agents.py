@@ -107,7 +107,7 @@ def test_mini_swe_agent_v1_counts_and_format_errors():
     assert all(c["observation"].startswith("Please always provide EXACTLY ONE action") for c in errors)
     assert all(c["return_code"] is None for c in errors)
     # sphinx: assistant turns 5, 6 and 12 hold 2, 7 and 2 bash blocks.
-    sphinx = calls_of(run, "trajs/sphinx-doc__sphinx-9320")
+    sphinx = calls_of(run, "20251118_gemini-3-pro-74pct/sphinx-doc__sphinx-9320")
     assert [c["turn"] for c in sphinx if c["format_error"]] == [5, 6, 12]
     assert sphinx[5]["command"] == "export PYTHONPATH=$PYTHONPATH:.\npython3 -m sphinx.cmd.quickstart"
     assert sphinx[0]["format_error"] is False and sphinx[0]["return_code"] == 0
@@ -128,6 +128,24 @@ def test_mini_swe_agent_v1_verdicts_and_tokens():
     assert (astropy["model_tokens"], astropy["reasoning_tokens"], astropy["observation_tokens"]) == (5083, 68, None)
     assert astropy["exit_status"] == "Submitted"
     assert astropy["group_id"] == astropy["task_id"]
+
+
+def test_mini_swe_agent_v1_run_above_its_trajs_folder_reads_the_runs_summary(tmp_path):
+    """SWE-bench's experiment layout, <run>/trajs/<id>/<id>.traj.json: the run is the folder
+    above trajs/, in the trajectory ids and in the summary <model>.<run>.json that holds the verdicts."""
+    import shutil
+
+    run_folder = tmp_path / "20251118_gemini-3-pro-74pct"
+    shutil.copytree(GEMINI / "swebench_results" / "20251118_gemini-3-pro-74pct" / "trajs", run_folder / "trajs")
+    resolved = ["astropy__astropy-12907", "django__django-12155"]
+    summary = {"resolved_ids": resolved, "unresolved_ids": ["psf__requests-6028"]}
+    (run_folder / "gemini-3-pro.20251118_gemini-3-pro-74pct.json").write_text(json.dumps(summary))
+    run = load_mini_swe_agent_v1(run_folder)
+    by_task = {t["task_id"]: t for t in rows(run, "trajectories")}
+    assert {task for task, t in by_task.items() if t["resolved"]} == set(resolved)
+    assert by_task["psf__requests-6028"]["resolved"] is False
+    assert by_task["mwaskom__seaborn-3187"]["resolved"] is None  # in neither list
+    assert {t["trajectory_id"].split("/")[0] for t in by_task.values()} == {"20251118_gemini-3-pro-74pct"}
 
 
 def test_mini_swe_agent_v1_message_without_a_bash_block(tmp_path):

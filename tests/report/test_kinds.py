@@ -106,12 +106,12 @@ def test_view_takes_a_task_id_or_suffix_and_suggests_close_ids(tmp_path):
     task = "astropy__astropy-12907"
     done = cli("view", store, "--run", run, "--trajectory", task, "--out", tmp_path / "a.html", "--no-credit")
     assert done.returncode == 0, done.stderr
-    assert "trajs/astropy__astropy-12907" in (tmp_path / "a.html").read_text()
+    assert "20251118_gemini-3-pro-74pct/astropy__astropy-12907" in (tmp_path / "a.html").read_text()
     done = cli("view", store, "--run", run, "--trajectory", "astropy__astropy-12908", "--out", tmp_path / "b.html")
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith(
         "error: --trajectory 'astropy__astropy-12908': not a trajectory or task of run")
-    assert "close ids: trajs/astropy__astropy-12907" in done.stderr
+    assert "close ids: 20251118_gemini-3-pro-74pct/astropy__astropy-12907" in done.stderr
 
 
 def _html_rows(section: str) -> list[list[str]]:

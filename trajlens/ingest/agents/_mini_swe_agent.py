@@ -1,7 +1,8 @@
 """What mini-swe-agent v1 and v2 share: recognising the file, the folder layout, the verdicts.
 
 Layout. ``mini-extra swebench`` writes ``<run>/<instance_id>/<instance_id>.traj.json``; the
-folder above the task folders names the run. Trajectory ids are ``<run>/<instance_id>``, so
+folder above the task folders names the run (above ``trajs/`` in SWE-bench's experiment layout,
+``<run>/trajs/<instance_id>/...`` beside ``<run>/logs/``). Trajectory ids are ``<run>/<instance_id>``, so
 several runs of the same tasks loaded together stay apart while sharing a group per task.
 
 Verdicts. The SWE-bench harness leaves its verdict in one of two places, searched in the
@@ -82,10 +83,17 @@ def is_safe_name(task: str) -> bool:
     return bool(_SAFE_NAME.fullmatch(task)) and task not in (".", "..")
 
 
+TRAJECTORY_FOLDER = "trajs"
+"""The folder SWE-bench's experiment layout keeps trajectories in, beside ``logs/``:
+``<run>/trajs/<instance_id>/<instance_id>.traj.json``; the folder above it names the run."""
+
+
 def run_folder(path: Path) -> Path:
-    """The folder naming the run: above the task folder when the file sits in one."""
+    """The folder naming the run: above the task folder when the file sits in one, and above a
+    :data:`TRAJECTORY_FOLDER` holding the tasks."""
     task = strip_suffix(path.name)
-    return path.parent.parent if path.parent.name == task else path.parent
+    folder = path.parent.parent if path.parent.name == task else path.parent
+    return folder.parent if folder.name == TRAJECTORY_FOLDER and folder.parent != folder else folder
 
 
 def trajectory_row(data: dict[str, Any], path: Path, messages: list[dict[str, Any]], num_turns: int) -> dict[str, Any]:
