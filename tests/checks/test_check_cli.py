@@ -246,3 +246,17 @@ def test_report_fragments_escape_and_carry_alarm_steps():
     assert spans([5, 1, 2, 3, 9, 10]) == "1-3, 5, 9-10"
     xml = junit_xml(RunChecks("r&d", "src<1>", results, 7))
     assert SCHEMA.is_valid(xml)
+
+
+def test_a_damaged_store_exits_2_never_1(tmp_path):
+    """Exit 1 means a check failed: a store whose trajectories cannot be read is an error (2)."""
+    import trajlens as api
+
+    store = tmp_path / "store"
+    api.ingest([REPO / "sample_data" / "causal-multireward"], store)
+    (part,) = sorted((store / "runs" / "causal-multireward" / "trajectories").rglob("*.parquet"))[:1]
+    part.write_bytes(part.read_bytes()[:100])
+    done = trajlens("check", store, "--run", "causal-multireward")
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"error: {part}") and f"trajlens verify {store}" in line

@@ -3,7 +3,9 @@
 Exit statuses: 0 success; 1 a user error (:class:`trajlens.errors.TrajlensError`, an
 operating-system error such as a full disk or a read-only folder, a missing optional
 dependency), printed as one line on stderr without a traceback; 2 a usage error; 130 an
-interrupt (Ctrl-C), after which every store is as it was before the command.
+interrupt (Ctrl-C), after which every store is as it was before the command. A command whose
+1 is a result (``check``: a check failed) exits 2 on every error instead
+(:data:`RESULT_COMMANDS`), so a pipeline never reads a damaged store as a failed check.
 """
 
 from __future__ import annotations
@@ -99,6 +101,14 @@ def _command_name(argv: list[str] | None) -> str:
     return next((arg for arg in args if not arg.startswith("-")), "trajlens")
 
 
+RESULT_COMMANDS: frozenset[str] = frozenset({"check"})
+"""Commands whose exit status 1 is a result, not an error: their errors exit 2."""
+
+
+def _error_status(argv: list[str] | None) -> int:
+    return 2 if _command_name(argv) in RESULT_COMMANDS else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit status (see the module docstring)."""
     try:
@@ -106,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
         status = app(args=argv, standalone_mode=False)
     except TrajlensError as error:
         typer.echo(f"error: {error}", err=True)
-        return 1
+        return _error_status(argv)
     except typer.Exit as stop:
         return stop.exit_code
     except typer.Abort:
         typer.echo("aborted", err=True)
-        return 1
+        return _error_status(argv)
     except KeyboardInterrupt:
         status = INTERRUPTED
     except ModuleNotFoundError as error:
@@ -119,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         if missing is None:
             raise
         typer.echo(f"error: {MissingDependencyError(missing, f'trajlens {_command_name(argv)}')}", err=True)
-        return 1
+        return _error_status(argv)
     except OSError as error:
         typer.echo(f"error: {_damaged_source(argv) or _os_error_line(error)}", err=True)
-        return 1
+        return _error_status(argv)
     except Exception as error:
         # Usage errors (a missing argument, a bad option value) come from the click that typer
         # bundles; recognise them by their interface rather than by importing click.
@@ -133,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         if damaged is None:
             raise
         typer.echo(f"error: {damaged}", err=True)
-        return 1
+        return _error_status(argv)
     if status == INTERRUPTED:
         typer.echo("interrupted", err=True)
         return INTERRUPTED
