@@ -3,6 +3,8 @@ saved query name, an unknown dot command: each a one-line error and a non-zero e
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from cli_run import run_cli
 
@@ -81,3 +83,23 @@ def test_shell_dot_commands_exit_status(store, command, status):
     done = run_cli("shell", store, "--command", command)
     assert done.returncode == status, done.stderr
     assert bool(done.stderr.strip()) == bool(status)
+
+
+@pytest.mark.parametrize("text, answers", [
+    ("-- the answer;\nSELECT 42 AS a;\n", ["42"]),  # a ';' in a comment ends nothing
+    ("SELECT 42 AS a; SELECT 43 AS b;\n", ["42", "43"]),  # two statements on one line
+    ("SELECT 'x;\ny' AS s, 42 AS a;\n", ["42"]),  # nor does a ';' in a string
+    ("SELECT 42 /* not; the end */ AS a;\n", ["42"]),
+    ("SELECT 41 AS a;\nSELECT 42 AS b", ["41", "42"]),  # the last statement needs no ';'
+])
+def test_shell_splits_statements_as_sql_does(store, text, answers):
+    done = run_cli("shell", store, stdin=text)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("shape: (1, ") == len(answers)  # one result per statement
+    assert all(f" {answer}  │" in done.stdout for answer in answers)
+
+
+def test_shell_runs_a_shipped_query_file(store):
+    text = (Path(__file__).resolve().parents[2] / "queries" / "runs_overview.sql").read_text()
+    done = run_cli("shell", store, stdin=text)
+    assert done.returncode == 0, done.stderr

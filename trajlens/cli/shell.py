@@ -23,9 +23,12 @@ HELP = ("End each statement with ';'. Dot commands: .tables (list the tables), .
 
 
 def statements_from_lines(lines: Iterable[str], on_dot: Callable[[str], bool]) -> Iterator[str]:
-    """Group input lines into SQL statements ending in ';'; dot commands run as they come.
+    """Group input lines into SQL statements; dot commands run as they come.
 
-    ``on_dot`` handles a dot command and returns False to stop (``.quit``).
+    A line ending in ';' ends the statements before it, split as DuckDB's parser splits them (a
+    ';' inside a string or a comment ends nothing; several statements may share a line), unless
+    a string or comment is still open. ``on_dot`` handles a dot command and returns False to
+    stop (``.quit``).
     """
     buffer: list[str] = []
     for line in lines:
@@ -35,12 +38,25 @@ def statements_from_lines(lines: Iterable[str], on_dot: Callable[[str], bool]) -
             continue
         buffer.append(line)
         if line.rstrip().endswith(";"):
-            text = "\n".join(buffer).strip()
-            buffer = []
-            if text.strip(";").strip():
-                yield text
-    if "".join(buffer).strip():
-        yield "\n".join(buffer).strip()
+            statements = _statements("\n".join(buffer))
+            if statements is not None:
+                buffer = []
+                yield from statements
+    rest = "\n".join(buffer)
+    if rest.strip():
+        yield from _statements(rest) or [rest.strip()]
+
+
+def _statements(text: str) -> list[str] | None:
+    """The statements of ``text`` (comments alone are none); None while a string, a quoted name
+    or a comment is still open; the whole text as one statement when it does not parse, for the
+    query to say why."""
+    import duckdb
+
+    try:
+        return [statement.query.strip() for statement in duckdb.extract_statements(text)]
+    except duckdb.ParserException as error:
+        return None if "unterminated" in str(error) else [text.strip()]
 
 
 def _interactive_lines() -> Iterator[str]:
