@@ -115,3 +115,16 @@ def test_console_table_headers_wrap_between_words_only():
     headers = [word for line in lines[:dashes] for word in line.split()]
     assert "bimodality" in headers and {"all_", "negative"} <= set(headers) and {"p", "adjusted"} <= set(headers)
     assert console_table(frame.head(0).vstack(frame).vstack(frame), rows=1).endswith("(1 more rows)")
+
+
+def test_json_output_writes_an_undefined_number_as_null(store, tmp_path, capsys):
+    """JSON has no NaN: a strict parser refuses NaN and Infinity, at any depth."""
+    path = tmp_path / "n.json"
+    query = "SELECT 'nan'::DOUBLE AS x, '-inf'::DOUBLE AS y, 1.5::DOUBLE AS z, ['nan'::DOUBLE, 2.0] AS l"
+    status, _, err = run_cli(capsys, "sql", store, query, "--out", path)
+    assert status == 0, err
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    assert json.loads(path.read_text(), parse_constant=refuse) == [{"x": None, "y": None, "z": 1.5, "l": [None, 2.0]}]

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import html
 import json
+import math
 import os
 import re
 import shutil
@@ -346,7 +347,8 @@ def _write_frame(frame: "pl.DataFrame", path: Path, suffix: str, shown: Path) ->
         if suffix == ".parquet":
             frame.write_parquet(path)
         elif suffix == ".json":
-            path.write_text(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False) + "\n", encoding="utf-8")
+            rows = json_values(frame.to_dicts())
+            path.write_text(json.dumps(rows, default=str, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
         elif suffix == ".csv":
             flat_frame(frame).write_csv(path)
         elif suffix == ".md":
@@ -356,6 +358,17 @@ def _write_frame(frame: "pl.DataFrame", path: Path, suffix: str, shown: Path) ->
     except pl.exceptions.PolarsError as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ConfigError([f"--out {shown}: cannot write the result ({reason})"]) from None
+
+
+def json_values(value: Any) -> Any:
+    """``value`` with every NaN or infinite float, at any depth, as None: JSON has no NaN."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_values(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_values(item) for item in value]
+    return value
 
 
 def flat_frame(frame: "pl.DataFrame") -> "pl.DataFrame":
