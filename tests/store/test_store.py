@@ -119,6 +119,26 @@ def test_token_arrays_of_different_lengths_are_refused(tmp_path, tiny_run_dir):
         trajlens.ingest([tiny_run_dir], tmp_path / "store")
 
 
+def test_a_call_filed_under_another_step_than_its_trajectory_is_refused(tmp_path, tiny_run_dir):
+    """A call in step 1's folder naming a trajectory of step 2: per-step measures would count it
+    at step 1."""
+    later = pq.read_table(sorted((tiny_run_dir / "trajectories").rglob("*.parquet"))[-1])
+    trajectory, step = later.column("trajectory_id")[0].as_py(), later.column("step")[0].as_py()
+    path = _first_file(tiny_run_dir, "tool_calls")
+    calls = pq.read_table(path)
+    assert calls.column("step")[0].as_py() != step
+    for name, value in (("trajectory_id", trajectory), ("call_index", 999)):
+        column = calls.column(name).to_pylist()
+        calls = calls.set_column(calls.schema.get_field_index(name), name,
+                                 pa.array([value, *column[1:]], calls.schema.field(name).type))
+    pq.write_table(calls, path)
+    with pytest.raises(InputError, match=re.escape(
+            f"record tool_calls {trajectory}: field 'step': expected {step} (the step of its trajectory), found "
+            f"{calls.column('step')[0].as_py()}")):
+        trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    assert not (tmp_path / "store" / "runs").exists() or not any((tmp_path / "store" / "runs").iterdir())
+
+
 def test_failed_reingest_keeps_the_previous_run(tmp_path, tiny_run_dir):
     store = tmp_path / "store"
     trajlens.ingest([tiny_run_dir], store)

@@ -382,7 +382,8 @@ def _same_record(held: RunRecord, staged: RunRecord) -> bool:
 
 
 def check_run_dir(directory: Path, source: str) -> None:
-    """Whole-run checks that no single file can show: unique keys and known trajectory ids."""
+    """Whole-run checks that no single file can show: unique keys, known trajectory ids, and
+    each call and token array at the step of its trajectory."""
     import pyarrow.dataset as ds
 
     from trajlens.schema import SCHEMAS
@@ -415,6 +416,12 @@ def check_run_dir(directory: Path, source: str) -> None:
             if stray:
                 raise InputError(source, record=f"{name} {stray[0]}", field="trajectory_id",
                                  expected="an id present in trajectories", found=stray[0])
+            elsewhere = connection.execute(
+                f"SELECT c.trajectory_id, c.step, t.step FROM {name} c JOIN trajectories t USING (trajectory_id) "
+                "WHERE c.step IS DISTINCT FROM t.step LIMIT 1").fetchone()
+            if elsewhere:
+                raise InputError(source, record=f"{name} {elsewhere[0]}", field="step",
+                                 expected=f"{elsewhere[2]} (the step of its trajectory)", found=str(elsewhere[1]))
     finally:
         connection.close()
 
