@@ -167,3 +167,14 @@ def test_out_of_range_counts_are_usage_errors_and_write_nothing(tmp_path, args):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "Invalid value" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_named_twice_is_classified_and_reported_once(tmp_path, tiny_run_dir):
+    store = tmp_path / "store"
+    trajlens("ingest", tiny_run_dir, "--store", store)
+    done = trajlens("classify", store, "--run", "tiny", "--run", "tiny")
+    assert done.returncode == 0, done.stderr
+    assert "classified 1 run(s), 8 trajectories" in done.stdout
+    done = trajlens("report", store, "--run", "tiny", "--run", "tiny", "--out", tmp_path / "report")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "report" / "README.md").read_text().count("\n## tiny") == 1

@@ -45,7 +45,7 @@ def classify(
     resolved = resolve_tool_map(tool_map)
     results = []
     with engine_session(engine, ray_address, store) as session:
-        runs = run or session.run_ids()
+        runs = list(dict.fromkeys(run or session.run_ids()))  # a run named twice is classified once
         session.require_runs(runs)
         with progress_bar("classifying", total=len(runs)) as tick:
             for run_id in runs:

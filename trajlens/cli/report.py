@@ -68,7 +68,7 @@ def report(
     pairs = [parse_pair(text) for text in compare or []]
     check_folder_output(output)
     handle = trajlens.open(store)
-    runs = run or handle.run_ids()
+    runs = list(dict.fromkeys(run or handle.run_ids()))  # a run named twice is reported once
     handle.require_runs(runs)
     split = reported_split(handle, runs, split)
     check_sides(handle, pairs)

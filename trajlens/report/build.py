@@ -81,14 +81,14 @@ def classify_store(store: Any, run_ids: list[str] | None = None, tool_map: ToolM
 
 
 def chosen_runs(store: Any, run_ids: Sequence[str] | None) -> list[str]:
-    """The runs a library call works on: ``run_ids``, each checked to be a run of ``store``
+    """The runs a library call works on: ``run_ids`` (each once), each checked to be a run of ``store``
     (a :class:`ConfigError` naming those that are not, before anything is written), or every
     run of the store when None or empty."""
     if isinstance(run_ids, str):
         raise TypeError(f"run_ids: expected a list of run ids, got the text {run_ids!r} (pass [{run_ids!r}])")
     if not run_ids:
         return store.run_ids()
-    chosen = list(run_ids)
+    chosen = list(dict.fromkeys(run_ids))  # each once, in the order first given
     store.require_runs(chosen)
     return chosen
 
