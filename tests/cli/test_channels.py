@@ -162,3 +162,22 @@ def test_a_run_gdpo_dynamic_refuses_shows_no_weights_and_says_why():
     assert watch.table.height and watch.table["weight"].null_count() == watch.table.height
     assert watch.weight_problem and "every reward channel on every trajectory" in watch.weight_problem
     assert any(line.startswith("no weights: gdpo_dynamic cannot run") for line in watch_lines(watch))
+
+
+def test_a_one_step_run_prints_no_warning(tmp_path):
+    """One step: the step's frame is the whole frame, whose arrays Polars may hand out read-only;
+    torch warned about them on stderr."""
+    import warnings
+
+    from trajlens.synth.generate import generate
+
+    run = tmp_path / "m1"
+    generate("multireward", run, steps=1, batch=8)
+    trajlens.ingest([run], tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    (run_id,) = store.run_ids()
+    trajectories = store.trajectories.filter(pl.col("run_id") == run_id).collect()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert run_channel_watch(store, run_id).table["step"].unique().to_list() == [1]
+        assert channel_measures(trajectories).height == 1

@@ -227,7 +227,7 @@ def _channel_advantages(wide: pl.DataFrame, names: list[str]) -> tuple[np.ndarra
 
     advantages, dominant = [], []
     for step in wide.partition_by("step", maintain_order=True):
-        rewards = torch.as_tensor(step.select(names).to_numpy(), dtype=torch.float64)
+        rewards = torch.tensor(step.select(names).to_numpy(), dtype=torch.float64)  # a copy: the frame's array may be read-only
         groups = group_index("channel_measures", step["group_id"].to_list(), step.height, rewards.device)
         found = per_channel_advantages(rewards, groups)
         advantages.append(found.numpy())

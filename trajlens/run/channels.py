@@ -145,7 +145,7 @@ def _advantage_measures(wide: pl.DataFrame, names: list[str]) -> tuple[pl.DataFr
         step = int(batch["step"][0])
         if batch.height < 2:
             continue
-        rewards = torch.as_tensor(batch.select(names).to_numpy(), dtype=torch.float64)
+        rewards = torch.tensor(batch.select(names).to_numpy(), dtype=torch.float64)  # a copy: the frame's array may be read-only
         found = channel_diagnostics(rewards, batch["group_id"].to_list(), names=names)
         for k, name in enumerate(names):
             rows.append({"step": step, "channel": name, "advantage_std": _number(found.advantage_std[k]),
