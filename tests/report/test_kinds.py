@@ -62,6 +62,23 @@ def test_an_rl_run_without_tools_shows_reward_length_and_dead_groups(tmp_path):
     assert page.count('<svg class="trend"') == 2
 
 
+def test_one_training_step_is_a_training_run_not_agent_logs(tmp_path):
+    """A trainer's run of one step (its token arrays and step metrics logged) is a one-step RL
+    run; its channels have no first and last quarter to compare."""
+    from trajlens.run.channels import run_channel_watch, watch_lines
+    from trajlens.synth.generate import generate
+
+    generate("multireward", tmp_path / "m1", steps=1, batch=8)
+    trajlens.ingest([tmp_path / "m1"], tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    (report,) = report_store(store, tmp_path / "out", viewers_per_run=0)
+    assert report.kind == "RL run of one training step"
+    assert "a single training step: no stages to compare" in report.findings
+    assert not any("agent logs" in f for f in report.findings)
+    lines = watch_lines(run_channel_watch(store, report.run_id))
+    assert lines[0].endswith("(the run's one step)") and "->" not in lines[0]
+
+
 REAL = Path("/work/shared/fixtures/real")
 for _root in (Path(__file__).resolve().parents[n] for n in (2, 3)):
     if (_root / "shared" / "fixtures" / "real").is_dir():

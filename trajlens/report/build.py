@@ -62,6 +62,7 @@ RUN_KINDS: dict[str, str] = {
     "rl_tools": "RL run with tools",
     "rl": "RL run without tools",
     "eval": "eval run (one step of agent logs)",
+    "rl_one_step": "RL run of one training step",
     "validation": "validation split only",
     "scalars": "training scalars only",
     "empty": "empty (no trajectories, no training scalars)",
@@ -108,7 +109,17 @@ def _run_kind(store: Any, run_id: str, measures: pl.DataFrame, split: str, singl
         calls = measures.join(trained, on="trajectory_id", how="semi")["n_calls"]
         if calls.len():
             with_tools = int(calls.sum()) > 0
-    return RUN_KINDS["eval" if single_step else "rl_tools" if with_tools else "rl"]
+    if single_step:
+        return RUN_KINDS["rl_one_step" if _trained(store, run_id) else "eval"]
+    return RUN_KINDS["rl_tools" if with_tools else "rl"]
+
+
+def _trained(store: Any, run_id: str) -> bool:
+    """Whether a trainer wrote the run: it logged step metrics or token arrays (agent logs have neither)."""
+    from trajlens.run.partitions import scan_run_table
+
+    return any(scan_run_table(store, run_id, table).select(pl.len()).collect().item() > 0
+               for table in ("step_metrics", "tokens"))
 
 
 @in_transaction
@@ -225,8 +236,9 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     report.findings += dead_group_finding(parts.summary)
     if single_step:
         report.findings += outcome_finding(parts.summary)
-        said = ("a single step: no training stages to compare (agent logs without steps)" if report.split == TRAIN_SPLIT
-                else f"the {report.split} split is at a single step: no stages to compare")
+        said = (f"the {report.split} split is at a single step: no stages to compare" if report.split != TRAIN_SPLIT
+                else "a single training step: no stages to compare" if report.kind == RUN_KINDS["rl_one_step"]
+                else "a single step: no training stages to compare (agent logs without steps)")
         report.findings.append(Finding(said, "single_step", "summary-outcome"))
     sections = [f"# {run_id}\n\n{report.kind}; trajectories of split {report.split}.",
                 *([] if single_step else [stage.to_markdown()]), _summary_markdown(parts.summary)]

@@ -212,11 +212,12 @@ def rel_gain_quarters(gains: pl.DataFrame, split: Quarters, channel: str) -> Qua
 def watch_lines(watch: ChannelWatch) -> list[str]:
     """One sentence per channel: its watched values in the first and the last quarter of the
     run's steps (:func:`trajlens.run.quarters.quarters`; rel_gain by :func:`rel_gain_quarters`),
-    then the collinear pairs."""
+    or at its one step, then the collinear pairs."""
     table = watch.table
     if table.is_empty():
         return []
     split = quarters(np.asarray(watch.steps) if watch.steps else table["step"].to_numpy())
+    one_step = np.array_equal(split.first, split.last) and split.first.size == 1  # nothing to compare
     total = pl.col("dominant").sum().over("step")
     table = table.with_columns((pl.col("dominant") / pl.when(total > 0).then(total)).alias("dominant in"))
     lines = []
@@ -232,8 +233,10 @@ def watch_lines(watch: ChannelWatch) -> list[str]:
         for label, (first, last), digits in quartered:
             if np.isnan(first) and np.isnan(last):
                 continue
-            words.append(f"{label} {_watch_number(first, digits)} -> {_watch_number(last, digits)}")
-        lines.append(f"{name}: " + ", ".join(words) + " (first -> last quarter of the steps)")
+            words.append(f"{label} {_watch_number(first, digits)}" if one_step
+                         else f"{label} {_watch_number(first, digits)} -> {_watch_number(last, digits)}")
+        lines.append(f"{name}: " + ", ".join(words) + (" (the run's one step)" if one_step
+                                                       else " (first -> last quarter of the steps)"))
     if watch.weight_problem:
         lines.append(f"no weights: gdpo_dynamic cannot run on these trajectories ({watch.weight_problem})")
     if watch.collinear.height:
