@@ -12,8 +12,14 @@ from collections.abc import Iterable
 
 def markdown_cell(text: str) -> str:
     """``text`` as one Markdown table cell: a ``|`` escaped (``\\|``) so that it does not end the
-    cell, a line break as a space so that it does not end the row."""
-    return text.replace("|", "\\|").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    cell, a line break as a space so that it does not end the row, and a ``<`` that could open an
+    HTML tag, comment or autolink escaped (``\\<``): a command from a log (``echo <script>``) is
+    shown, never rendered. A ``<`` before anything else (``2<&1``, ``<<'EOF'``) stays as it is."""
+    text = _TAG_START.sub(r"\\<", text.replace("|", "\\|"))
+    return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+
+
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def markdown_row(cells: Iterable[str]) -> str:

@@ -54,3 +54,18 @@ def test_sql_markdown_and_the_comparison_write_rows_alike(sample_store, tmp_path
     assert done.returncode == 0, done.stderr
     assert out.read_text().splitlines()[0] == markdown_row(["x|y", "z"]) == "| x\\|y | z |"
     assert out.read_text().splitlines()[2] == markdown_row(["a|b", "two\nlines"]) == "| a\\|b | two lines |"
+
+
+def test_html_in_a_cell_is_shown_never_rendered():
+    """A command from a log holding a tag, comment or autolink renders as its text; a ``<`` that
+    opens none (redirections, heredocs) is left as written."""
+    mistune = pytest.importorskip("mistune")
+    from trajlens.markdown import markdown_table
+
+    commands = ["echo <script>alert(1)</script>", "<!-- hidden -->", "<http://example.com>", "cat <<'EOF' > f 2<&1"]
+    text = "\n".join(markdown_table(["command"], [[c] for c in commands]))
+    assert "cat <<'EOF' > f 2<&1" in text
+    page = mistune.create_markdown(plugins=["table"])(text)
+    cells = re.findall(r"<td>(.*?)</td>", page)
+    assert cells == ["echo &lt;script&gt;alert(1)&lt;/script&gt;", "&lt;!-- hidden --&gt;", "&lt;http://example.com&gt;",
+                     "cat &lt;&lt;'EOF' &gt; f 2&lt;&amp;1"]
