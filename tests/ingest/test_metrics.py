@@ -290,3 +290,24 @@ def test_csv_the_csv_module_cannot_parse_is_an_input_error(tmp_path):
     path.write_text('step,loss\n1,0.5\n2,"' + "x" * 200_000 + "\n")
     with pytest.raises(InputError, match="huge.csv: record .*expected a CSV row, found field larger than field limit"):
         load_metrics(path, run_id="r", strict=True)
+
+
+def test_a_metrics_file_that_repeats_a_metric_of_the_run_is_named(tmp_path, tiny_run_dir):
+    """The error names the metrics file, the step and the metric, not the run it joins."""
+    import trajlens
+
+    repeated = tmp_path / "scalars.jsonl"
+    repeated.write_text(json.dumps({"step": 2, "data": {"critic/vf_explained_var": 0.3}}) + "\n")
+    with pytest.raises(InputError) as caught:
+        trajlens.ingest([tiny_run_dir, repeated], tmp_path / "store")
+    assert str(caught.value) == (
+        f"{repeated}: record step 2: field 'critic/vf_explained_var': expected a metric the run tiny does not "
+        "already log at that step, found one its own logs or an earlier metrics file give")
+    twice = tmp_path / "again.jsonl"
+    fresh = json.dumps({"step": 1, "data": {"actor/lr": 1e-6}}) + "\n"
+    twice.write_text(fresh)
+    (tmp_path / "first.jsonl").write_text(fresh)
+    with pytest.raises(InputError, match=f"^{twice}: record step 1: field 'actor/lr'"):
+        trajlens.ingest([tiny_run_dir, tmp_path / "first.jsonl", twice], tmp_path / "store")
+    trajlens.ingest([tiny_run_dir, twice], tmp_path / "store")  # a metric of its own joins the run
+    assert trajlens.open(tmp_path / "store").sql("SELECT count(*) AS n FROM step_metrics")["n"].item() == 3

@@ -42,6 +42,8 @@ from trajlens.errors import InputError, Problem
 from trajlens.limits import Limits
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from trajlens.ingest.formats import Source
     from trajlens.rows import RunData
 
@@ -153,6 +155,7 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
             else:
                 target = loaded[0].run_id
             tables = _load_metrics(metric_sources, target, strict, result, tick)
+            _refuse_repeated_metrics(target, _own_metrics(owner, loaded), metric_sources, tables)
             if owner is None:
                 loaded.append(_metrics_only_run(target, metric_files, tables))
             elif owner.format.kind != "parquet":
@@ -216,6 +219,39 @@ def _load_metrics(sources: "list[Source]", run_id: str, strict: bool, result: In
         result.problems.extend(loaded.problems)
         tick(", ".join(str(path) for path in source.paths))
     return tables
+
+
+def _own_metrics(owner: "Source | None", loaded: "list[RunData]") -> "pa.Table | None":
+    """The step metrics the run the metrics files join logs itself (step and name), if any."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from trajlens.store.layout import table_files
+
+    if owner is None:
+        return None
+    if owner.format.kind != "parquet":
+        return loaded[0].step_metrics.select(["step", "name"])
+    files = table_files(owner.paths[0], "step_metrics")
+    return pa.concat_tables([pq.read_table(f, columns=["step", "name"]) for f in files]) if files else None
+
+
+def _refuse_repeated_metrics(run_id: str, own: "pa.Table | None", sources: "list[Source]", tables: list) -> None:
+    """A metrics file may not give a metric at a step where the run (or an earlier metrics file)
+    already gives it: the error names that file, the step and the metric."""
+    import polars as pl
+
+    held = pl.from_arrow(own.select(["step", "name"])) if own is not None else None
+    for source, table in zip(sources, tables):
+        given = pl.from_arrow(table.select(["step", "name"]))
+        if held is not None:
+            repeated = given.join(held, on=["step", "name"], how="semi")
+            if repeated.height:
+                step, name = repeated.row(0)
+                raise InputError(", ".join(str(path) for path in source.paths), record=f"step {step}", field=name,
+                                 expected=f"a metric the run {run_id} does not already log at that step",
+                                 found="one its own logs or an earlier metrics file give")
+        held = given if held is None else pl.concat([held, given], how="vertical_relaxed")
 
 
 def _metrics_only_run(run_id: str, files: list[Path], tables) -> "RunData":
