@@ -311,3 +311,17 @@ def test_a_metrics_file_that_repeats_a_metric_of_the_run_is_named(tmp_path, tiny
         trajlens.ingest([tiny_run_dir, tmp_path / "first.jsonl", twice], tmp_path / "store")
     trajlens.ingest([tiny_run_dir, twice], tmp_path / "store")  # a metric of its own joins the run
     assert trajlens.open(tmp_path / "store").sql("SELECT count(*) AS n FROM step_metrics")["n"].item() == 3
+
+
+@pytest.mark.parametrize("name, content", [
+    ("m.csv", "step,actor/lr\n1,abc\n2,0.1\n"),
+    ("m.jsonl", jsonl('{"step": 1, "actor/lr": "abc"}')),
+])
+def test_a_bad_first_value_is_named_not_taken_for_an_unknown_format(tmp_path, name, content):
+    """The file is still scalars (a step and a metric name): ingest names the bad value."""
+    import trajlens
+
+    path = write(tmp_path, name, content)
+    assert detect(path)
+    with pytest.raises(InputError, match=r"record \d: field 'actor/lr': expected a number, found \"abc\""):
+        trajlens.ingest([path], tmp_path / "store")

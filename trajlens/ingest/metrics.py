@@ -98,8 +98,8 @@ class _Reading(NamedTuple):
 def detect(target: Probe | Path | str) -> bool:
     """True when ``path`` is a JSONL or CSV file whose first record looks like training scalars.
 
-    The first record must have a step key and a numeric metric whose name contains ``/`` or is
-    in :data:`KNOWN_METRIC_NAMES`.
+    The first record must have a step key and a metric (a number, or a text the loader then reads
+    as one or refuses) whose name contains ``/`` or is in :data:`KNOWN_METRIC_NAMES`.
     """
     probe = Probe.of(target)
     path = probe.path
@@ -116,12 +116,8 @@ def detect(target: Probe | Path | str) -> bool:
     for name, value in record.items():
         if name in STEP_KEYS or name.startswith("_") or ("/" not in name and name not in KNOWN_METRIC_NAMES):
             continue
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                continue
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        # A text value is a metric too: the loader names it when it is no number ("abc").
+        if isinstance(value, str) and value.strip() or isinstance(value, (int, float)) and not isinstance(value, bool):
             return True
     return False
 
