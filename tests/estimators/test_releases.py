@@ -116,3 +116,24 @@ def test_cli_trainer_picks_the_release_convention(verl_store, capsys):
     assert main([*base, "--trainer", "verl==zero"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--trainer 'verl==zero'" in err[0]
+
+
+@pytest.mark.parametrize("text, said", [
+    ("verl==0.8.0", None), ("verl==0.8", None), ("verl==0.9.1", None), ("trl==1.6", None),
+    ("verl==99", "verl 99 is newer than the newest verl release compared (0.9.1): computed as 0.9.1 computes, "
+                 "which it may not"),
+    ("verl==0.7.9", "verl 0.7.9 is older than the oldest verl release compared (0.8.0)"),
+    ("trl==1.16.2", "TRL 1.16.2 is newer than the newest TRL release compared (1.16.0)"),
+])
+def test_a_release_outside_those_compared_is_said(text, said):
+    from trajlens.estimators.spec import uncompared
+
+    note = uncompared(parse_trainer(text))
+    assert note == said if said is None else note.startswith(said)
+
+
+def test_the_cli_notes_an_uncompared_release_and_still_computes(capsys):
+    from trajlens.cli._options import parse_trainer_option
+
+    assert str(parse_trainer_option("verl==99")) == "verl==99"
+    assert capsys.readouterr().err.startswith("note: --trainer verl==99: verl 99 is newer than the newest")

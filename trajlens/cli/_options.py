@@ -106,13 +106,16 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 def parse_trainer_option(text: str) -> Any:
     """``--trainer verl==0.8.0`` (or ``trl==1.5``, or a bare ``verl``/``trl`` for its current
     release) as a :class:`~trajlens.estimators.spec.TrainerRelease`; a bad value is a one-line
-    :class:`ConfigError`."""
-    from trajlens.estimators.spec import parse_trainer
+    :class:`ConfigError`, and a release outside those compared gets a note on stderr."""
+    from trajlens.estimators.spec import parse_trainer, uncompared
 
     try:
-        return parse_trainer(text)
+        release = parse_trainer(text)
     except ValueError as error:
         raise ConfigError([f"--trainer {text!r}: {error}"]) from None
+    if (note := uncompared(release)) is not None:
+        typer.echo(f"note: --trainer {text}: {note}", err=True)
+    return release
 
 
 COUNT_MAX = 2**31 - 1

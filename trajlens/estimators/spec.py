@@ -179,6 +179,23 @@ def parse_trainer(text: str) -> TrainerRelease:
     return TrainerRelease(name, _version(version if sep else CURRENT_RELEASES[name]))
 
 
+def uncompared(release: TrainerRelease) -> str | None:
+    """What to say of a release outside the range of :data:`COMPARED_RELEASES` (None inside it):
+    its conventions are those of the nearest release compared, which it may not share."""
+    compared = [_version(v) for v in COMPARED_RELEASES[release.trainer]]
+    name = TRAINERS[release.trainer]
+    version = release.version
+    if version[:len(compared[-1])] > compared[-1]:
+        nearest, side = compared[-1], "newer than the newest"
+    elif version + (0,) * (len(compared[0]) - len(version)) < compared[0]:
+        nearest, side = compared[0], "older than the oldest"
+    else:
+        return None
+    shown = ".".join(map(str, nearest))
+    return (f"{name} {'.'.join(map(str, version))} is {side} {name} release compared ({shown}): "
+            f"computed as {shown} computes, which it may not")
+
+
 @dataclass(frozen=True)
 class Releases:
     """A range of one trainer's releases whose behaviour a convention reproduces.
