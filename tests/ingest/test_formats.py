@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -134,3 +135,14 @@ def test_a_verl_experiment_folder_is_one_run_with_validation_and_metrics(tmp_pat
                           for c in ("split", "count_all")]))
     assert splits == expected and set(splits) == {"train", "val"}
     assert store.sql("SELECT count(*) FROM step_metrics").item() == 4
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not Path("/dev/null").exists(), reason="no FIFOs or /dev/null here")
+def test_a_source_that_is_neither_file_nor_folder_is_named_for_what_it_is(tmp_path):
+    """Refused before it is read: reading a FIFO would wait for a writer forever."""
+    fifo = tmp_path / "x.jsonl"
+    os.mkfifo(fifo)
+    for path, kind in ((fifo, "a FIFO"), (Path("/dev/null"), "a character device")):
+        with pytest.raises(InputError) as caught:
+            trajlens.ingest([path], tmp_path / "store")
+        assert str(caught.value) == f"{path}: expected a regular file or a directory, found {kind}"

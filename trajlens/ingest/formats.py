@@ -182,6 +182,9 @@ def plan(path: Path | str) -> list[Source]:
     path = Path(path)
     if not path.exists():
         raise InputError(str(path), "no such file or directory")
+    if not path.is_dir() and not path.is_file():
+        # read before anything probes it: a FIFO would block, a device never end
+        raise InputError(str(path), expected="a regular file or a directory", found=_special_kind(path))
     found = detect(path)
     if found is not None:
         return [Source(found, [path])]
@@ -193,6 +196,15 @@ def plan(path: Path | str) -> list[Source]:
         raise InputError(str(path), "no logs in this directory", expected=f"files of a known format ({names})",
                          found="none")
     return sources
+
+
+def _special_kind(path: Path) -> str:
+    """What a path that is neither a regular file nor a directory is."""
+    for test, kind in ((path.is_fifo, "a FIFO"), (path.is_char_device, "a character device"),
+                       (path.is_block_device, "a block device"), (path.is_socket, "a socket")):
+        if test():
+            return kind
+    return "another kind of file"
 
 
 class Closeness(NamedTuple):
