@@ -601,3 +601,18 @@ def test_action_regex_from_the_log_is_bounded(tmp_path, pattern, note):
         assert "default pattern" in run.problems[0].message
     else:
         assert run.problems == []
+
+
+def test_two_files_of_one_task_from_two_runs_say_how_to_ingest_them(tmp_path):
+    import trajlens
+
+    task = "pylint-dev__astroid-1196"
+    files = [DEEPSEEK / "output" / run / task / f"{task}.traj.json"
+             for run in ("deepseek_lite_dev_noparallel", "deepseek_chat_dev")]
+    with pytest.raises(InputError) as caught:
+        trajlens.ingest(files, tmp_path / "store")
+    assert str(caught.value).endswith(f"field 'run_id': expected one source per run id in an ingest (ingest them one "
+                                      "at a time with --run NAME, or pass the folders that name their runs), found "
+                                      f"'{task}' twice")
+    trajlens.ingest([f.parent.parent for f in files], tmp_path / "store")
+    assert len(trajlens.open(tmp_path / "store").run_ids()) == 2

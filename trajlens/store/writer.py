@@ -288,8 +288,9 @@ class StoreWriter:
         check_run_id(run_id, source)
         check_outside_inputs(self.store, [part for part in source.split(", ") if part])
         if run_id in self._seen:
-            raise InputError(source, field="run_id", expected="one source per run id in an ingest",
-                             found=f"{run_id!r} twice")
+            raise InputError(source, field="run_id", found=f"{run_id!r} twice",
+                             expected="one source per run id in an ingest (ingest them one at a time with --run "
+                                      "NAME, or pass the folders that name their runs)")
 
     def _check_conflict(self, run_id: str, identity: str, source: str) -> None:
         existing = self.store / RUNS_DIR / run_id
