@@ -91,6 +91,7 @@ def test_shell_dot_commands_exit_status(store, command, status):
     ("SELECT 'x;\ny' AS s, 42 AS a;\n", ["42"]),  # nor does a ';' in a string
     ("SELECT 42 /* not; the end */ AS a;\n", ["42"]),
     ("SELECT 41 AS a;\nSELECT 42 AS b", ["41", "42"]),  # the last statement needs no ';'
+    ("SELECT 42 AS a;\n-- the end", ["42"]),  # nor is a closing comment a statement
 ])
 def test_shell_splits_statements_as_sql_does(store, text, answers):
     done = run_cli("shell", store, stdin=text)

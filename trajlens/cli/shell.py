@@ -44,7 +44,8 @@ def statements_from_lines(lines: Iterable[str], on_dot: Callable[[str], bool]) -
                 yield from statements
     rest = "\n".join(buffer)
     if rest.strip():
-        yield from _statements(rest) or [rest.strip()]
+        statements = _statements(rest)  # None: a string left open, for the query to name
+        yield from [rest.strip()] if statements is None else statements
 
 
 def _statements(text: str) -> list[str] | None:
