@@ -49,8 +49,8 @@ def test_multireward_report_flags_the_saturated_channel(reports):
     _, by_run = reports
     findings = "\n".join(by_run["multireward"].findings)
     assert "reward channel format: rel_gain" in findings and "(saturated" in findings
-    correctness = next(f for f in by_run["multireward"].findings if "channel correctness" in f)
-    assert "saturated" not in correctness
+    # correctness keeps its signal and its rel_gain moved less than a quarter (0.58 -> 0.48): no finding
+    assert not any("channel correctness" in f for f in by_run["multireward"].findings)
 
 
 def test_multireward_report_follows_the_estimator_registry(reports, sample_store):
@@ -262,9 +262,10 @@ def test_channel_findings_come_in_the_order_of_the_channels_names(sample_store):
     channel's or the other's."""
     from trajlens.report.scalars import channel_findings
 
-    for run_id in ("multireward", "causal-multireward-gdpo"):
-        channels = [f.split(":")[0] for f in channel_findings(sample_store, run_id)]
-        assert channels == sorted(channels) == ["reward channel correctness", "reward channel format"], run_id
+    channels = [f.split(":")[0] for f in channel_findings(sample_store, "causal-multireward")]
+    assert channels == sorted(channels) == ["reward channel correctness", "reward channel format"]
+    # the control run: neither channel's rel_gain moved by a quarter (4.96 -> 4.90, 0.87 -> 0.95)
+    assert channel_findings(sample_store, "causal-multireward-gdpo") == []
 
 
 def test_the_critic_finding_reads_the_clip_of_each_step_and_names_real_steps(tmp_path):

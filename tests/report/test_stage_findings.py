@@ -73,7 +73,21 @@ def test_a_verdict_on_a_trending_metric_is_one_finding_that_says_why():
     ]
     think = folded[1]
     assert think.kind == "attribution_artefact" and think.checks == ("think_share", "think_runs_growing")
-    assert think.importance > verdicts[0].importance  # the trend's size still weighs
+    trend = next(t for t in trends if t.subject == "share:think")
+    assert think.importance == max(verdicts[0].importance, trend.importance)
+
+
+def test_a_drift_left_unexplained_weighs_what_the_drift_does():
+    """Folding a large think trend into an 'unexplained' verdict kept the verdict's small weight:
+    the run's largest drift fell below findings of far less (sao-r6's critic clip)."""
+    from trajlens.report.findings import IMPORTANCE, Finding, with_verdicts
+
+    (trend,) = stage_findings(_rates({"share:think": (0.07, 0.48)}))
+    unexplained = Finding("unexplained: think grew 0.07 -> 0.48 from step 83 (...)", "attribution_unexplained",
+                          "attribution", subject="share:think")
+    (folded,) = with_verdicts([trend], [unexplained])
+    assert folded.kind == "attribution_unexplained"
+    assert folded.importance == trend.importance > IMPORTANCE["critic"]
 
 
 def test_a_suite_rate_fall_is_a_finding_from_the_change_the_shipped_check_fails_at():
@@ -86,3 +100,21 @@ def test_a_suite_rate_fall_is_a_finding_from_the_change_the_shipped_check_fails_
     assert stage_findings(_rates({"ran_suite": (0.598, 0.502)})) == []
     (finding,) = stage_findings(_rates({"ran_suite": (0.598, 0.494)}))
     assert str(finding).startswith("runs the full suite: 0.598 in Q1 -> 0.494 in Q4")
+
+
+def test_a_channel_verdict_and_the_channel_finding_are_one_finding():
+    """The collapse of a reward channel was said twice on the first screen: the rel_gain finding,
+    and apart from it the verdict that says why."""
+    from types import SimpleNamespace
+
+    from trajlens.attribution.render import subject_lines
+    from trajlens.report.findings import Finding, with_verdicts
+
+    line = "estimator artefact: reward channel format collapsed: 0.40 -> 0.01 (first vs last quarter of steps, ...)"
+    ((subject, text),) = subject_lines(SimpleNamespace(verdicts=None, cause_verdicts=[line]))
+    assert subject == "channel:format"
+    channel = Finding("reward channel format: rel_gain 0.94 in the first quarter -> 0.08 in the last (collapsed: ...)",
+                      "saturated_channel", "summary-outcome", subject="channel:format")
+    (folded,) = with_verdicts([channel], [Finding(text, "attribution_artefact", "attribution", subject=subject)])
+    assert str(folded) == f"{line}; by stage, {channel}"
+    assert folded.checks == ("reward_channel_rel_gain", "reward_channel_std")

@@ -62,6 +62,9 @@ LENGTH_CHANGE = shipped_change("response_length_inflation")
 the change the shipped check and the report's length trend fire at, so the three agree."""
 LENGTH_SUBJECT = "response length"
 """What a length drift's finding names after its verdict: "aggregation artefact: response length grew: ..."."""
+CHANNEL_PREFIX = "reward channel "
+"""What a channel collapse's finding names after its verdict, before the channel: "estimator
+artefact: reward channel format collapsed: ..."."""
 CHANGE_ALPHA = 0.001
 """Welch test level of a length drift or a channel collapse."""
 
@@ -253,7 +256,7 @@ def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome
         if change is None:
             continue
         name = column[5:]
-        text = (f"reward channel {name} collapsed: {change.first:.2f} -> {change.last:.2f} "
+        text = (f"{CHANNEL_PREFIX}{name} collapsed: {change.first:.2f} -> {change.last:.2f} "
                 f"(first vs last quarter of steps, step means, {p_text(change.p_value)})")
         credit = {label: channel_credit(trajectories, frame, name) for label, frame in outcome.items()}
         credit = {label: c for label, c in credit.items() if math.isfinite(c[1])}

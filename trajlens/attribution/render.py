@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from trajlens.attribution.causes import LENGTH_SUBJECT
+from trajlens.attribution.causes import CHANNEL_PREFIX, LENGTH_SUBJECT
 from trajlens.markdown import markdown_table
 
 
@@ -54,7 +54,8 @@ def verdict_lines(result: Any) -> list[str]:
 
 def subject_lines(result: Any) -> list[tuple[str | None, str]]:
     """:func:`verdict_lines` with what each is about, as a stage metric: ``share:<class>`` for a
-    class's drift, ``mean:model_tokens`` for the response length's, None for a reward channel's."""
+    class's drift, ``mean:model_tokens`` for the response length's, ``channel:<name>`` for a
+    reward channel's (None for any other)."""
     verdicts = getattr(result, "verdicts", None)
     lines: list[tuple[str | None, str]] = []
     if verdicts is not None and verdicts.height:
@@ -64,8 +65,13 @@ def subject_lines(result: Any) -> list[tuple[str | None, str]]:
                           f"{row['share_last']:.2f} from step {row['onset_step']} "
                           f"({row['estimator']} / {row['aggregation']}: {row['reason']})"))
     for line in getattr(result, "cause_verdicts", []) or []:
-        about_length = line.partition(": ")[2].startswith(LENGTH_SUBJECT)
-        lines.append(("mean:model_tokens" if about_length else None, line))
+        about = line.partition(": ")[2]
+        if about.startswith(LENGTH_SUBJECT):
+            lines.append(("mean:model_tokens", line))
+        elif about.startswith(CHANNEL_PREFIX):
+            lines.append((f"channel:{about[len(CHANNEL_PREFIX):].split(' ', 1)[0]}", line))
+        else:
+            lines.append((None, line))
     return lines
 
 

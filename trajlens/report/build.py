@@ -207,7 +207,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     advantages = report_advantages(store, run_id, extremes=True, logged=_logged_feeds(store, run_id)) \
         if report.split == TRAIN_SPLIT else None
     checks = _checks(store, run_id, measures, advantages) if report.split == TRAIN_SPLIT else _checks(store, run_id)
-    report.findings += scalar_findings(store, run_id, checks) + channel_findings(store, run_id, report.split)
+    report.findings += scalar_findings(store, run_id, checks)
+    channels = channel_findings(store, run_id, report.split)  # folded into their verdicts below
     report.failing = _failing(checks)
     if single_step:  # the one step of an eval log is no point in training
         report.failing = [(name, status, "") for name, status, _ in report.failing]
@@ -232,7 +233,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     if with_tools and not single_step:
         charts["stage_rates"] = plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS),
                                                   f"{run_id}: N={n} per stage (bars: sample, x: whole stage)")
-    report.findings += with_verdicts(stage_findings(stage.rates), attribution_findings(store, run_id))
+    report.findings += with_verdicts(stage_findings(stage.rates) + channels, attribution_findings(store, run_id))
     report.findings += dead_group_finding(parts.summary)
     if single_step:
         report.findings += outcome_finding(parts.summary)

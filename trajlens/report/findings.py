@@ -111,14 +111,18 @@ class StageTrend:
     relative: bool = False
     digits: int = 3
     checks: tuple[str, ...] = ()
-    """The shipped checks that watch the same metric."""
+    """The shipped checks that watch the same metric, in the direction of ``watched``."""
+    watched: int = 1
+    """The way the checks watch the metric move: 1 up (think share, length), -1 down (the suite
+    rate). A trend the other way is a finding of its own, not the one a firing check weighs up."""
 
 
 STAGE_TRENDS: tuple[StageTrend, ...] = (
     StageTrend("mean:model_tokens", "model tokens per trajectory", "length", shipped_change("response_length_inflation"), relative=True, digits=0,
                checks=("response_length_inflation",)),
     StageTrend("share:think", "think share", "behaviour", 0.05, checks=("think_share", "think_runs_growing")),
-    StageTrend("ran_suite", "runs the full suite", "behaviour", shipped_change("suite_rate_decline"), checks=("suite_rate_decline", "suite_rate_floor")),
+    StageTrend("ran_suite", "runs the full suite", "behaviour", shipped_change("suite_rate_decline"),
+               checks=("suite_rate_decline", "suite_rate_floor"), watched=-1),
     StageTrend("mean:num_turns", "turns per trajectory", "behaviour", shipped_change("turns_inflation"), relative=True, digits=1,
                checks=("turns_inflation",)),
 )
@@ -126,7 +130,12 @@ STAGE_TRENDS: tuple[StageTrend, ...] = (
 
 
 MAX_TREND_BONUS = 15.0
-"""Most weight a stage trend gains by its size (at four times its least change)."""
+"""Most weight a stage trend (or a drift attribution judged) gains by its size (at four times its least change)."""
+
+
+def size_bonus(change: float, least: float) -> float:
+    """The weight a change gains by its size: :data:`MAX_TREND_BONUS` at four times ``least``."""
+    return min(MAX_TREND_BONUS, MAX_TREND_BONUS * change / least / 4)
 
 
 VERIFICATION_SHIFT = 0.10
@@ -179,8 +188,8 @@ def stage_findings(rates: pl.DataFrame) -> list[Finding]:
         if trend.metric == SUITE_METRIC and change < 0:
             replaced = verification_shift(rates, tuple(c for c in VERIFICATION_CLASSES if c != SUITE_CLASS))
             text, shift = (f"{text}; {replaced}" if replaced else text), None
-        findings.append(Finding(text, trend.kind, "stage", checks=trend.checks, subject=trend.metric,
-                                bonus=min(MAX_TREND_BONUS, MAX_TREND_BONUS * abs(change) / scale / trend.min_change / 4)))
+        findings.append(Finding(text, trend.kind, "stage", checks=trend.checks if change * trend.watched > 0 else (),
+                                subject=trend.metric, bonus=size_bonus(abs(change) / scale, trend.min_change)))
     if shift is not None:
         findings.append(Finding(shift, "behaviour", "stage"))
     return findings
@@ -229,25 +238,38 @@ def attribution_findings(store: Any, run_id: str) -> list[Finding]:
     """The verdicts of the run's saved attribution (``trajlens attribute``), one finding each,
     an artefact weighing most: "estimator artefact: think grew 0.08 -> 0.93 from step 60 (...)".
     Nothing for a run not attributed."""
+    from trajlens.attribution.drift import DriftConfig
     from trajlens.attribution.render import subject_lines
     from trajlens.attribution.saved import load_attribution
 
     saved = load_attribution(store, run_id)
     if saved is None:
         return []
+    changes = {f"share:{row['primary_class']}": abs(row["share_last"] - row["share_first"])
+               for row in saved.verdicts.iter_rows(named=True)} if saved.verdicts is not None else {}
     findings = []
     for subject, line in subject_lines(saved):
         verdict = line.split(":", 1)[0]
         kind = ("attribution_artefact" if "artefact" in verdict else
                 "attribution_learning" if verdict == "learning" else "attribution_unexplained")
-        findings.append(Finding(line, kind, "attribution", subject=subject))
+        # A verdict is about a drift: it weighs at least what the drift itself does, and more the larger it is.
+        drift = IMPORTANCE[DRIFT_KINDS[(subject or "").partition(":")[0]]]
+        bonus = max(drift - IMPORTANCE[kind], 0) + size_bonus(changes.get(subject or "", 0.0), DriftConfig().min_change)
+        findings.append(Finding(line, kind, "attribution", subject=subject, bonus=bonus))
     return findings
+
+
+DRIFT_KINDS: dict[str, str] = {"share": "behaviour", "mean": "length", "channel": "saturated_channel", "": "behaviour"}
+"""The kind of finding the drift a verdict speaks of is, by its subject (``share:think``,
+``mean:model_tokens``, ``channel:format``)."""
 
 
 def with_verdicts(trends: list[Finding], verdicts: list[Finding]) -> list[Finding]:
     """The stage trends and the attribution verdicts, one finding per fact: a trend whose metric
     a verdict speaks of (think's share, the response length) is folded into that verdict, which
-    says why it moved, and keeps the trend's stage figures, the checks that watch it and its weight."""
+    says why it moved, and keeps the trend's stage figures, the checks that watch it and the
+    greater of the two weights (a drift left unexplained is still the drift it was). Reward
+    channel findings fold into a channel's verdict alike."""
     by_subject = {t.subject: t for t in trends if t.subject is not None}
     folded, explained = [], set()
     for verdict in verdicts:
@@ -257,8 +279,8 @@ def with_verdicts(trends: list[Finding], verdicts: list[Finding]) -> list[Findin
             continue
         explained.add(verdict.subject)
         folded.append(Finding(f"{verdict}; by stage, {trend}", verdict.kind, verdict.evidence, verdict.about,
-                              checks=trend.checks, bonus=trend.importance - IMPORTANCE[trend.kind],
-                              subject=verdict.subject))
+                              checks=trend.checks, subject=verdict.subject,
+                              bonus=max(trend.importance, verdict.importance) - IMPORTANCE[verdict.kind]))
     return [t for t in trends if t.subject not in explained] + folded
 
 

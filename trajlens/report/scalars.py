@@ -22,6 +22,10 @@ from trajlens.steps import steps_text
 
 SATURATED_REL_GAIN = 0.1
 """A last-quarter rel_gain under this, after a first quarter at or above it, leaves a channel without signal."""
+CHANNEL_CHANGE = 0.25
+"""Least relative change of a channel's rel_gain, first quarter to last, that is a finding when the
+channel keeps its signal: a quarter, as for the length and the turns (``response_length_inflation``,
+``turns_inflation``). A channel whose rel_gain barely moved says nothing about the run."""
 
 
 def _metric(store: Any, run_id: str, name: str) -> pl.DataFrame:
@@ -96,7 +100,9 @@ def channel_findings(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> list[
     :data:`SATURATED_REL_GAIN` leaves the channel's group advantage without signal: the finding
     says whether the channel *collapsed* (its step mean fell by half or more, attribution's
     :func:`~trajlens.attribution.causes.channel_collapse`) or *saturated* (every trajectory of a
-    group scores alike, and the channel did not collapse)."""
+    group scores alike, and the channel did not collapse). A channel that keeps its signal is a
+    finding when its rel_gain moved by :data:`CHANNEL_CHANGE` or more."""
+    from trajlens.attribution.causes import CHANNEL_PREFIX
     from trajlens.checks.step_measures import channel_gains
     from trajlens.run.channels import rel_gain_quarters
     from trajlens.run.partitions import scan_run_table
@@ -115,9 +121,11 @@ def channel_findings(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> list[
         if math.isnan(early) or math.isnan(late):
             continue  # the channel is missing from the first or the last quarter
         note = _no_signal_note(trajectories, str(channel), run_quarters) if late < SATURATED_REL_GAIN <= early else ""
+        if not note and (early == 0 or abs(late - early) / abs(early) < CHANNEL_CHANGE):
+            continue
         findings.append(Finding(
-            f"reward channel {channel}: rel_gain {early:.2f} in the first quarter -> {late:.2f} in the last{note}",
-            "saturated_channel" if note else "channel", "summary-outcome"))
+            f"{CHANNEL_PREFIX}{channel}: rel_gain {early:.2f} in the first quarter -> {late:.2f} in the last{note}",
+            "saturated_channel" if note else "channel", "summary-outcome", subject=f"channel:{channel}"))
     return findings
 
 
