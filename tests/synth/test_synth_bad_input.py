@@ -171,3 +171,20 @@ def test_ctrl_c_in_a_real_process_leaves_nothing(tmp_path):
     assert process.returncode == 130, err
     assert "Traceback" not in err
     assert_empty(tmp_path)
+
+
+def test_a_causal_scenario_runs_from_the_cli_with_the_verdicts_it_should_get(tmp_path):
+    """The causal loops were reachable from Python only; their truth.json now names the verdicts
+    attribution should give the drifts they cause, and whether the run is a control."""
+    import json
+
+    done = run_cli("synth", "causal-r6", "--steps", "5", "--batch", "8", "--seed", "3", "--out", tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "r" / "truth.json").read_text())["summary"]
+    assert summary["verdicts"] == [{"primary_class": "think", "direction": "grew", "verdict": "estimator artefact"}]
+    assert summary["control"] is False
+    assert json.loads((tmp_path / "r" / "truth.json").read_text())["sizes"] == {
+        "steps": 5, "batch": 8, "group_size": 1, "calls_per_trajectory": 10}
+    done = run_cli("synth", "causal-r6", "--calls", "5", "--steps", "0", "--out", tmp_path / "bad")
+    assert_refused(done, "--calls", "--steps")
+    assert not (tmp_path / "bad").exists()

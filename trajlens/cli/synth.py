@@ -14,7 +14,9 @@ from trajlens.cli._progress import progress_bar
 
 @app.command()
 def synth(
-    scenario: Annotated[str, typer.Argument(help="Scenario: sao-r6, sao-r7, grpo-leg, multireward or resume-lr.")],
+    scenario: Annotated[str, typer.Argument(help="Scenario: sao-r6, sao-r7, grpo-leg, multireward or resume-lr; or a "
+                                                 "causal one (causal-r6, causal-r6-whitened, ...: a training loop whose "
+                                                 "truth.json names the verdicts attribution should give).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run directory to create (must not exist).")],
     steps: Annotated[Optional[int], typer.Option("--steps", help="Training steps, at most 100,000 (default: the scenario's).")] = None,
     batch: Annotated[Optional[int], typer.Option("--batch", help="Trajectories per step, a multiple of the group size, at most 16,384.")] = None,
@@ -39,8 +41,14 @@ def synth(
     Example: trajlens synth sao-r7 --steps 200 --batch 64 --calls 50 --tokens 60000 --out runs/r7-large
     """
     from trajlens.synth import generate
+    from trajlens.synth.causal_spec import CAUSAL_SCENARIOS
     from trajlens.synth.generate import OPTIONS, configure
 
+    if scenario in CAUSAL_SCENARIOS:
+        given = {"--tokens": tokens, "--calls": calls, "--first-step": None if first_step == 1 else first_step,
+                 "--log-probs/--no-log-probs": log_probs, "--log-advantages": log_advantages or None}
+        _causal(scenario, out, steps, batch, seed, [name for name, value in given.items() if value is not None])
+        return
     sizes = dict(steps=steps, batch=batch, seed=seed, first_step=first_step, tokens_per_trajectory=tokens,
                  tool_calls_per_trajectory=calls, log_probs=log_probs, log_advantages=log_advantages or None)
     spec = configure(scenario, out, **sizes, names=OPTIONS)  # every bad option, before any work
@@ -49,3 +57,36 @@ def synth(
         result = generate(scenario, partial, **sizes, on_step=lambda step: tick(f"step {step}")).moved(out)
     typer.echo(f"wrote {result.scenario} ({result.steps} steps, {result.trajectories} trajectories, "
                f"{result.tool_calls} tool calls, {result.tokens} tokens) to {result.directory}; truth in {result.truth}")
+
+
+def _causal(scenario: str, out: Path, steps: int | None, batch: int | None, seed: int, unsupported: list[str]) -> None:
+    """A causal scenario's training loop (:mod:`trajlens.synth.causal`), at its own sizes or ``steps``
+    and ``batch`` (a multiple of its group size)."""
+    import dataclasses
+
+    from trajlens.errors import ConfigError
+    from trajlens.synth.causal import generate_causal
+    from trajlens.synth.causal_spec import CAUSAL_SCENARIOS
+
+    spec = CAUSAL_SCENARIOS[scenario]
+    problems = [f"{name}: not an option of a causal scenario (its loop sets tokens and calls)" for name in unsupported]
+    if steps is not None and not 1 <= steps <= CAUSAL_MAX_STEPS:
+        problems.append(f"--steps: expected 1 to {CAUSAL_MAX_STEPS:,} for a causal scenario, found {steps}")
+    if batch is not None and not (spec.group_size <= batch <= CAUSAL_MAX_BATCH and batch % spec.group_size == 0):
+        problems.append(f"--batch: expected a multiple of {scenario}'s group size {spec.group_size}, at most "
+                        f"{CAUSAL_MAX_BATCH:,}, found {batch}")
+    if problems:
+        raise ConfigError(problems)
+    spec = spec if batch is None else dataclasses.replace(spec, batch=batch)
+    total = spec.steps if steps is None else steps
+    with folder_output(out) as partial, progress_bar(f"synth {scenario}", total=total) as tick:
+        partial.rmdir()  # the generator makes the run directory itself
+        result = generate_causal(spec, partial, steps=total, seed=seed, on_step=lambda step: tick(f"step {step}")).moved(out)
+    typer.echo(f"wrote {result.scenario} ({result.steps} steps, {result.trajectories} trajectories, "
+               f"{result.tool_calls} tool calls, {result.tokens} tokens) to {result.directory}; truth in {result.truth}")
+
+
+CAUSAL_MAX_STEPS = 2_000
+"""The most steps a causal scenario's loop runs from the CLI: each step trains the policy in this process."""
+CAUSAL_MAX_BATCH = 4_096
+"""The most trajectories per step a causal scenario's loop samples from the CLI."""

@@ -29,7 +29,7 @@ same seed see the same tasks and draw the same calls until their policies differ
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -487,7 +487,9 @@ def _write_truth(out: Path, spec: CausalScenario, seed: int, steps: int, rows: l
         "curves": {},
         "per_step": per_step,
         "events": events,
-        "summary": {"all_negative_steps": negative, "expected": list(spec.expected)},
+        "summary": {"all_negative_steps": negative, "expected": list(spec.expected),
+                    # what attribution should say of the drifts the loop caused; a control run's may be no artefact
+                    "verdicts": [asdict(v) for v in spec.truth], "control": spec.control},
     }
     path = out / TRUTH_FILE
     path.write_text(json.dumps(_rounded(document), indent=1) + "\n")
