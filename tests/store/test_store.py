@@ -199,7 +199,8 @@ def test_metrics_file_joins_the_single_parquet_run(tmp_path, tiny_run_dir):
 def test_metrics_that_repeat_the_runs_own_scalars_are_refused(tmp_path, tiny_run_dir):
     metrics = tmp_path / "export.jsonl"
     metrics.write_text('{"_step": 1, "critic/vf_explained_var": 0.5}\n')
-    with pytest.raises(InputError, match="step_metrics step 1: field 'critic/vf_explained_var': expected one value per step"):
+    with pytest.raises(InputError, match=f"^{metrics}: record step 1: field 'critic/vf_explained_var': expected a "
+                                         "metric the run tiny does not already log at that step"):
         trajlens.ingest([tiny_run_dir, metrics], tmp_path / "store")
 
 
