@@ -22,20 +22,15 @@ Numbers that cannot be computed are ``null``, never NaN.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import polars as pl
 
-
-def _number(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+from trajlens.jsontext import json_values
 
 
 def _interval(row: dict[str, Any], prefix: str) -> dict[str, Any]:
-    return {"value": _number(row[prefix]), "low": _number(row[f"{prefix}_low"]), "high": _number(row[f"{prefix}_high"])}
+    return {"value": json_values(row[prefix]), "low": json_values(row[f"{prefix}_low"]), "high": json_values(row[f"{prefix}_high"])}
 
 
 def verdict_document(result: Any) -> dict[str, Any]:
@@ -49,20 +44,20 @@ def verdict_document(result: Any) -> dict[str, Any]:
         evidence = result.evidence.filter(pl.col("primary_class") == name) if result.evidence.height else result.evidence
         timing = result.drift.filter(pl.col("primary_class") == name) if result.drift.height else result.drift
         drifts.append({
-            "class": name, "direction": row["direction"], "share_first": _number(row["share_first"]),
-            "share_last": _number(row["share_last"]), "onset_step": row["onset_step"], "verdict": row["verdict"],
+            "class": name, "direction": row["direction"], "share_first": json_values(row["share_first"]),
+            "share_last": json_values(row["share_last"]), "onset_step": row["onset_step"], "verdict": row["verdict"],
             "reason": row["reason"], "estimator": row["estimator"], "aggregation": row["aggregation"],
             "own_known": row["own_known"], "dissenting": [d for d in row["dissenting"].split(", ") if d],
             "window": row["window"], "push": _interval(row, "push"), "relevance": _interval(row, "relevance"),
             "structural": [c for c in row["structural"].split(", ") if c],
             "counterfactuals": [{"estimator": e["estimator"], "aggregation": e["aggregation"], "own": e["own"],
                                  "push": _interval(e, "push")} for e in evidence.iter_rows(named=True)],
-            "timing": [{"estimator": t["estimator"], "r": _number(t["r"]), "r_low": _number(t["r_low"]),
-                        "r_high": _number(t["r_high"]), "pivotal_steps": t["pivotal_steps"],
+            "timing": [{"estimator": t["estimator"], "r": json_values(t["r"]), "r_low": json_values(t["r_low"]),
+                        "r_high": json_values(t["r_high"]), "pivotal_steps": t["pivotal_steps"],
                         "pivot_kind": t["pivot_kind"]} for t in timing.iter_rows(named=True)],
-            "projection": [{"estimator": p["estimator"], "share_start": _number(p["share_start"]),
-                            "share_end": _number(p["share_end"]), "projected_end": _number(p["projected_end"]),
-                            "projected_low": _number(p["projected_low"]), "projected_high": _number(p["projected_high"])}
+            "projection": [{"estimator": p["estimator"], "share_start": json_values(p["share_start"]),
+                            "share_end": json_values(p["share_end"]), "projected_end": json_values(p["projected_end"]),
+                            "projected_low": json_values(p["projected_low"]), "projected_high": json_values(p["projected_high"])}
                            for p in projection.filter(pl.col("primary_class") == name).iter_rows(named=True)]
             if projection.height else [],
         })

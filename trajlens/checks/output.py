@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import socket
 import xml.etree.ElementTree as ElementTree
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from trajlens.checks.evaluate import CheckResult, RunChecks
+from trajlens.jsontext import json_values
 from trajlens.steps import steps_text as spans
 from trajlens.markdown import markdown_table
 
@@ -61,8 +61,8 @@ def result_record(result: CheckResult) -> dict[str, Any]:
         "alarms": {measure: list(steps) for measure, steps in result.alarms.items()},
         "reason": result.reason,
         "evidence": None if evidence is None else {
-            "step": evidence.step, "value": _finite(evidence.value), "low": _finite(evidence.low),
-            "high": _finite(evidence.high),
+            "step": evidence.step, "value": json_values(evidence.value), "low": json_values(evidence.low),
+            "high": json_values(evidence.high),
             "threshold": evidence.threshold, "detail": evidence.detail,
         },
         "summary": result.evidence_text(),
@@ -74,11 +74,6 @@ def to_json(run: RunChecks) -> str:
     document = {"run_id": run.run_id, "source": run.source, "steps": run.steps, "counts": run.counts(),
                 "results": [result_record(r) for r in run.results]}
     return json.dumps(document, indent=1, default=_json_default) + "\n"
-
-
-def _finite(value: float | None) -> float | None:
-    """JSON has no NaN: an undefined number is null."""
-    return value if value is not None and math.isfinite(value) else None
 
 
 def _json_default(value: Any) -> Any:

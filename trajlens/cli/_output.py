@@ -14,7 +14,6 @@ import contextlib
 import errno
 import html
 import json
-import math
 import os
 import re
 import shutil
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from trajlens.errors import ConfigError, TrajlensError
+from trajlens.jsontext import json_values
 
 if TYPE_CHECKING:
     import polars as pl
@@ -358,17 +358,6 @@ def _write_frame(frame: "pl.DataFrame", path: Path, suffix: str, shown: Path) ->
     except pl.exceptions.PolarsError as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ConfigError([f"--out {shown}: cannot write the result ({reason})"]) from None
-
-
-def json_values(value: Any) -> Any:
-    """``value`` with every NaN or infinite float, at any depth, as None: JSON has no NaN."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: json_values(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_values(item) for item in value]
-    return value
 
 
 def flat_frame(frame: "pl.DataFrame") -> "pl.DataFrame":

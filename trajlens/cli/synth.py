@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -55,8 +55,7 @@ def synth(
     with folder_output(out) as partial, progress_bar(f"synth {scenario}", total=spec.steps) as tick:
         partial.rmdir()  # the generator makes the run directory itself
         result = generate(scenario, partial, **sizes, on_step=lambda step: tick(f"step {step}")).moved(out)
-    typer.echo(f"wrote {result.scenario} ({result.steps} steps, {result.trajectories} trajectories, "
-               f"{result.tool_calls} tool calls, {result.tokens} tokens) to {result.directory}; truth in {result.truth}")
+    _say(result)
 
 
 def _causal(scenario: str, out: Path, steps: int | None, batch: int | None, seed: int, unsupported: list[str]) -> None:
@@ -82,11 +81,16 @@ def _causal(scenario: str, out: Path, steps: int | None, batch: int | None, seed
     with folder_output(out) as partial, progress_bar(f"synth {scenario}", total=total) as tick:
         partial.rmdir()  # the generator makes the run directory itself
         result = generate_causal(spec, partial, steps=total, seed=seed, on_step=lambda step: tick(f"step {step}")).moved(out)
-    typer.echo(f"wrote {result.scenario} ({result.steps} steps, {result.trajectories} trajectories, "
-               f"{result.tool_calls} tool calls, {result.tokens} tokens) to {result.directory}; truth in {result.truth}")
+    _say(result)
 
 
 CAUSAL_MAX_STEPS = 2_000
 """The most steps a causal scenario's loop runs from the CLI: each step trains the policy in this process."""
 CAUSAL_MAX_BATCH = 4_096
 """The most trajectories per step a causal scenario's loop samples from the CLI."""
+
+
+def _say(result: Any) -> None:
+    """The line that says what a generated run holds and where."""
+    typer.echo(f"wrote {result.scenario} ({result.steps} steps, {result.trajectories} trajectories, "
+               f"{result.tool_calls} tool calls, {result.tokens} tokens) to {result.directory}; truth in {result.truth}")

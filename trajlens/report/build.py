@@ -116,10 +116,14 @@ def _run_kind(store: Any, run_id: str, measures: pl.DataFrame, split: str, singl
 
 def _trained(store: Any, run_id: str) -> bool:
     """Whether a trainer wrote the run: it logged step metrics or token arrays (agent logs have neither)."""
+    return _has_rows(store, run_id, "step_metrics") or _has_rows(store, run_id, "tokens")
+
+
+def _has_rows(store: Any, run_id: str, table: str) -> bool:
+    """Whether the run's ``table`` holds a row (read from the Parquet footers)."""
     from trajlens.run.partitions import scan_run_table
 
-    return any(scan_run_table(store, run_id, table).select(pl.len()).collect().item() > 0
-               for table in ("step_metrics", "tokens"))
+    return scan_run_table(store, run_id, table).select(pl.len()).collect().item() > 0
 
 
 @in_transaction
@@ -188,7 +192,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         checks = _checks(store, run_id)
         report.findings += scalar_findings(store, run_id, checks)
         report.failing = _failing(checks)
-        has_scalars = scan_run_table(store, run_id, "step_metrics").select(pl.len()).collect().item() > 0
+        has_scalars = _has_rows(store, run_id, "step_metrics")
         kind = "scalars" if has_scalars else "empty"
         report.kind = RUN_KINDS[kind]
         said = "No trajectories: training scalars only" if has_scalars else "No trajectories and no training scalars"
