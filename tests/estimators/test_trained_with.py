@@ -57,10 +57,12 @@ def test_verl_keys_beside_the_estimator_choose_its_label_and_options():
     assert vectorized is not None and vectorized.label == "verl_rloo_vectorized" and vectorized.settings()["vectorized"]
     grpo_vectorized = trained_with({"algorithm": {"adv_estimator": "grpo_vectorized"}}).choice
     assert grpo_vectorized is not None and (grpo_vectorized.estimator, grpo_vectorized.options) == ("grpo", {"vectorized": True})
+    # verl's trainer hands norm_adv_by_std_in_grpo to grpo alone: grpo_vectorized and gdpo still divide
     no_std_vectorized = trained_with({"algorithm": {"adv_estimator": "grpo_vectorized", "norm_adv_by_std_in_grpo": False}})
-    assert no_std_vectorized.label == "verl_dr_grpo_vectorized"
+    assert no_std_vectorized.label == "verl_grpo_vectorized" and "norm_adv_by_std_in_grpo=false" in no_std_vectorized.evidence
     no_std = trained_with({"algorithm": {"adv_estimator": "gdpo", "norm_adv_by_std_in_grpo": False}}).choice
-    assert no_std is not None and no_std.estimator == "gdpo_verl" and no_std.settings()["divide_by_std"] is False
+    assert no_std is not None and no_std.estimator == "gdpo_verl" and no_std.settings()["divide_by_std"] is True
+    assert trained_with({"algorithm": {"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": False}}).label == "dr_grpo"
     # runs.estimator stands in for algorithm.adv_estimator when the config lacks it
     assert trained_with({"algorithm": {"whiten_advantages": False}}, estimator_column="gae").label == "gae_raw"
     assert trained_with({}, estimator_column="gdpo").label == "gdpo_verl"
@@ -76,6 +78,20 @@ def test_trl_keys_name_the_convention_and_the_loss_aggregation():
     # normalize_then_sum ignores scale_rewards in TRL: it wins over it
     assert trained_with({"scale_rewards": "batch", "multi_objective_aggregation": "normalize_then_sum"}).label == "trl_gdpo"
     assert trained_with({"loss_type": "grpo"}).aggregation == "seq-mean-token-mean"
+    # TRL 1.16.0 _compute_loss: sapo averages per sequence as grpo does; cispo and vespo over every token as dapo
+    assert [(t.aggregation, t.aggregation_logged) for t in map(trained_with, (
+        {"loss_type": "sapo"}, {"loss_type": "cispo"}, {"loss_type": "vespo"}))] == [
+        ("seq-mean-token-mean", True), ("token-mean", True), ("token-mean", True)]
+
+
+def test_a_trl_release_in_the_config_sets_the_convention_of_a_declared_trl_label():
+    old = trained_with({"trainer": "trl==1.5.0", "scale_rewards": "group"})
+    assert old.label == "trl_grpo_group_1.5" and old.choice.settings()["convention"] == "trl-1.5"
+    assert trained_with({"trainer": "trl==1.5.0", "scale_rewards": "none"}).label == "trl_grpo_none_1.5"
+    assert trained_with({"trainer": "trl==1.16.0", "scale_rewards": "group"}).choice.settings()["convention"] == "trl"
+    # options that are not the convention stay the declared label's
+    raw = trained_with({"trainer": "verl==0.9.1", "algorithm": {"adv_estimator": "gae", "whiten_advantages": False}})
+    assert raw.label == "gae_raw" and raw.choice.settings()["whiten"] is False
 
 
 def test_a_config_naming_its_trainer_release_is_recomputed_as_that_release():

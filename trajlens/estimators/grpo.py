@@ -175,6 +175,10 @@ def rloo(
     gets 0, as does the one scorable member of a group), a group of one 0, and with
     ``normalize_advantages`` a batch z-score ``(A - nanmean) / (nanstd + 1e-4)`` (0 for a batch
     of one). ``"trl-1.5"``: the earlier ``RLOOTrainer`` (a NaN score counts as 0, ``Tensor.std``).
+    TRL's ``RLOOTrainer`` first subtracts its KL penalty from each score, ``beta`` (``RLOOConfig``
+    default 0.05) times the sequence's summed ``old - ref`` log-ratio; logs hold no reference
+    log-probabilities, so the score here is the logged reward alone: a TRL run with ``beta != 0``
+    differs by that penalty's leave-one-out.
     ``vectorized=True``: verl's ``rloo_vectorized``, ``(n r_i - sum_g) / (n - 1)``, a group of
     one 0 whatever ``singleton`` says.
     """

@@ -100,6 +100,9 @@ _TRL_15 = (Releases("trl", last="1.5"),)
 _TRL_16 = (Releases("trl", first="1.6"),)
 _ADV = "algorithm.adv_estimator"
 _NO_STD = ("algorithm.norm_adv_by_std_in_grpo", "false")
+"""verl's trainer hands this flag to ``grpo`` alone, and ``grpo_passk`` reads it from its config;
+``grpo_vectorized`` and ``gdpo`` never see it and divide by the std whatever it says
+(``compute_advantage`` in verl 0.8.0 to 0.9.1, ``trainer/ppo/ray_trainer.py``)."""
 
 
 def _verl(value: str, label: str | None = None) -> Declaration:
@@ -171,6 +174,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
                                      "verl GRPO, grpo_vectorized (float32 group statistics)", _ANY_VERL),
                      EstimatorChoice("verl_grpo_eps_1e-4", "grpo", {"epsilon": 1e-4}, "verl GRPO with epsilon 1e-4")),
         declared_by=(_verl("grpo"), _verl("grpo_vectorized", "verl_grpo_vectorized"),
+                     # verl ignores the flag here (see _NO_STD): still the std-dividing estimator
+                     Declaration(((_ADV, "grpo_vectorized"), _NO_STD), "verl_grpo_vectorized"),
                      Declaration((("scale_rewards", "group"),), "trl_grpo_group"),
                      Declaration((("scale_rewards", "true"),), "trl_grpo_group")),
     ),
@@ -188,11 +193,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
                                      "TRL >= 1.6 GRPO, scale_rewards=none", _TRL_16),
                      EstimatorChoice("trl_grpo_none_1.5", "dr_grpo", {"singleton": "zero", "convention": "trl-1.5"},
                                      "TRL <= 1.5 GRPO, scale_rewards=none", _TRL_15),
-                     EstimatorChoice("verl_dr_grpo", "dr_grpo", {}, "verl Dr.GRPO (norm_adv_by_std_in_grpo=False)", _ANY_VERL),
-                     EstimatorChoice("verl_dr_grpo_vectorized", "dr_grpo", {"vectorized": True},
-                                     "verl Dr.GRPO, grpo_vectorized (float32 group means)", _ANY_VERL)),
+                     EstimatorChoice("verl_dr_grpo", "dr_grpo", {}, "verl Dr.GRPO (norm_adv_by_std_in_grpo=False)", _ANY_VERL)),
         declared_by=(Declaration(((_ADV, "grpo"), _NO_STD), "dr_grpo"),
-                     Declaration(((_ADV, "grpo_vectorized"), _NO_STD), "verl_dr_grpo_vectorized"),
                      Declaration((("scale_rewards", "none"),), "trl_grpo_none"),
                      Declaration((("scale_rewards", "false"),), "trl_grpo_none")),
     ),
@@ -227,7 +229,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         options=(_SCORE, _SINGLETON, _MASKED,
                  Option("convention", "str", "verl", "`verl` (a group of one keeps its score), `trl` (RLOOTrainer, "
                         "trl >= 1.6: a group of one, a NaN score and a group's one scorable member get 0) or `trl-1.5` "
-                        "(trl <= 1.5: a NaN score counts as 0).", ("verl", "trl", "trl-1.5")),
+                        "(trl <= 1.5: a NaN score counts as 0); the logged reward alone, without TRL's KL penalty "
+                        "(`beta`, default 0.05), which needs reference log-probabilities.", ("verl", "trl", "trl-1.5")),
                  Option("normalize_advantages", "bool", False,
                         "TRL `normalize_advantages`: z-score over the batch, eps 1e-4 (with convention `trl` or `trl-1.5`)."),
                  _VECTORIZED),
@@ -373,15 +376,15 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         kind=Kind.CHANNEL,
         inputs=Input.CHANNELS | Input.FULL_CHANNELS | Input.TOKEN_COUNTS,
         options=(_CHANNELS, _WEIGHTS, Option("epsilon", "float", 1e-6, "Added to each channel's group std."),
-                 Option("divide_by_std", "bool", True, "False skips the per-channel division (`norm_adv_by_std_in_grpo`).")),
+                 Option("divide_by_std", "bool", True, "False skips the per-channel division (the function's "
+                        "`norm_adv_by_std_in_grpo` argument, which verl's trainer never passes it).")),
         reference="verl `compute_gdpo_outcome_advantage` (and the NVlabs GDPO fork)",
         reference_version=_VERL,
         statistics=Statistics.MODEL_TOKENS,
         adapter="channel_tokens",
-        conventions=(EstimatorChoice("verl_gdpo", "gdpo_verl", {}, "verl GDPO (token whitening)", _ANY_VERL),
-                     EstimatorChoice("verl_gdpo_no_std", "gdpo_verl", {"divide_by_std": False},
-                                     "verl GDPO, norm_adv_by_std_in_grpo=False")),
-        declared_by=(_verl("gdpo", "gdpo_verl"), Declaration(((_ADV, "gdpo"), _NO_STD), "verl_gdpo_no_std")),
+        conventions=(EstimatorChoice("verl_gdpo", "gdpo_verl", {}, "verl GDPO (token whitening)", _ANY_VERL),),
+        # verl ignores the flag here (see _NO_STD): still the std-dividing estimator
+        declared_by=(_verl("gdpo", "gdpo_verl"), Declaration(((_ADV, "gdpo"), _NO_STD), "gdpo_verl")),
     ),
     EstimatorSpec(
         name="gdpo_trl",

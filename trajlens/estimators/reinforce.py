@@ -21,8 +21,10 @@ whitens the returns over the batch's model tokens and zeroes masked positions.
 return (whiten it with :func:`masked_whiten` to compare with a trainer that whitens).
 
 Departure: ``"carry"`` is solved by a blocked scan, so float32 results differ from a loop by
-rounding (about 1e-6 relative); ``"reset"`` is verl's loop over T, so float32 results are
-bit-identical to verl's.
+rounding (about 1e-6 relative); ``"reset"`` is verl's loop over T: the torch kernel
+(``TRAJLENS_SCAN_KERNEL=torch``) repeats its float32 operations and is bit-identical to verl's, the
+compiled CPU kernel accumulates in float64 and rounds each return once, so its float32 results
+differ from verl's by rounding (below 1e-6 relative).
 
 Shapes: B trajectories, T token positions.
 """

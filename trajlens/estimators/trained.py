@@ -37,6 +37,10 @@ Source = Literal["config", "identified", "unknown"]
 ESTIMATOR_KEY = "algorithm.adv_estimator"
 """The config key a run's ``runs.estimator`` column stands in for when the config lacks it."""
 
+CONVENTION = "convention"
+"""The option in which an estimator's trainer conventions differ (``trl`` or ``trl-1.5``,
+``carry`` or ``reset``): a release named in the config sets it over a declared label's."""
+
 DEFAULT_AGGREGATION = "token-mean"
 """The loss aggregation taken when the config names none (verl's default)."""
 
@@ -53,11 +57,14 @@ class AggregationKey:
 
 AGGREGATION_KEYS: tuple[AggregationKey, ...] = (
     AggregationKey("actor_rollout_ref.actor.loss_agg_mode"),
-    AggregationKey("loss_type", {"grpo": "seq-mean-token-mean", "bnpo": "token-mean", "dapo": "token-mean",
+    AggregationKey("loss_type", {"grpo": "seq-mean-token-mean", "sapo": "seq-mean-token-mean", "bnpo": "token-mean",
+                                 "dapo": "token-mean", "cispo": "token-mean", "vespo": "token-mean",
                                  "dr_grpo": "dr-grpo", "luspo": "luspo"}),
 )
 """Where a run's config says its loss aggregation, first found wins: verl's ``loss_agg_mode``, and
-TRL's ``loss_type`` in the names of :data:`trajlens.estimators.AGGREGATION_MODES`."""
+TRL's ``loss_type`` in the names of :data:`trajlens.estimators.AGGREGATION_MODES` (TRL 1.5.0 to
+1.16.0 ``GRPOTrainer._compute_loss``: ``grpo`` and ``sapo`` average each sequence's tokens then the
+sequences; ``bnpo``, ``dapo``, ``cispo`` and ``vespo`` average every token of the batch)."""
 
 
 TRAINER_SIGNS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -149,7 +156,10 @@ def trained_with(
         release = _named_release(parsed)
         convention = spec.convention_of(release) if release is not None else None
         if convention is not None:
-            choice = replace(choice, options={**convention.options, **choice.options})
+            options = {**convention.options, **choice.options}
+            if CONVENTION in convention.options:  # the release's, not the one the label was written for
+                options[CONVENTION] = convention.options[CONVENTION]
+            choice = convention if options == dict(convention.options) else replace(choice, options=options)
             evidence += f", {RELEASE_KEY}={release}"
         return TrainedWith(choice, "config", aggregation, logged, evidence)
     if identified is not None and identified.matched:
