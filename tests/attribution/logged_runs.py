@@ -16,7 +16,7 @@ def write_logged_run(directory: Path, run_id: str, rows: Iterable[dict], logged:
 
     builder = RunBuilder(run_id, config=config, source_format="test", source="test")
     for row in rows:
-        thinks = row["reward"] >= 3
+        thinks = (row["reward"] or 0) >= 3
         builder.add_trajectory(
             {"step": row["step"], "trajectory_id": row["trajectory_id"], "group_id": row["group_id"], "task_id": "t",
              "reward": row["reward"], "logged_advantage": logged[row["trajectory_id"]], "model_tokens": 8},

@@ -66,3 +66,29 @@ def test_attribution_checks_report_and_identify_name_the_estimator_the_verl_conf
     assert result.status == "pass" and result.reason == "the run's estimator is dr_grpo (from its config)"
     trajectories = store.trajectories.collect()
     assert identify_advantages(trajectories, None, config=config).best.candidate.estimator == "dr_grpo"
+
+
+def test_an_own_estimator_that_cannot_be_recomputed_is_named_not_replaced(tmp_path):
+    """A reward missing from one trajectory: GRPO cannot be recomputed; the superstition table then
+    shows every estimator under a title that names the run's, also once saved and loaded."""
+    from trajlens.attribution import attribute
+    from trajlens.attribution.saved import load_attribution
+    from trajlens.attribution.render import attribution_markdown
+    from trajlens.estimators import recompute
+
+    rows = [{"run_id": "gap", "step": step, "trajectory_id": f"{step}-{group}-{member}",
+             "group_id": f"{step}:{group}", "reward": float((step + 3 * group + member * member) % 5)}
+            for step in range(1, 7) for group in range(4) for member in range(4)]
+    logged = recompute(pl.DataFrame(rows), None, "grpo")
+    advantage = dict(zip(logged["trajectory_id"].to_list(), logged["advantage"].to_list()))
+    rows[5]["reward"] = None
+    trajlens.ingest([write_logged_run(tmp_path / "gap", "gap", rows, advantage, {"algorithm": {"adv_estimator": "grpo"}})],
+                    store=tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    result = attribute(store, "gap")
+    assert (result.own.label, result.own.not_computed) == (None, "grpo")
+    assert "grpo: not computed (needs a reward for every trajectory)" in result.notes
+    for shown in (result, load_attribution(trajlens.open(tmp_path / "store"), "gap")):
+        text = attribution_markdown(shown)
+        assert "### Superstition (every estimator; the run's, grpo, was not computed)" in text
+        assert "run's estimator)" not in text

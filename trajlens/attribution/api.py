@@ -199,7 +199,7 @@ def attribute(
     elif own.label is None:
         notes.append("the run's own estimator is not known from its config: no estimator is marked as the run's")
     elif own.label not in [r.label for r in usable]:
-        own = RunEstimator(None, own.aggregation, own.aggregation_logged)
+        own = RunEstimator(None, own.aggregation, own.aggregation_logged, not_computed=own.label)
     if not own.aggregation_logged:
         notes.append("the run's loss aggregation is not logged; token-mean (verl's default) is taken as the run's")
     aggregation = own.aggregation if own.aggregation in aggregations else aggregations[0]
@@ -658,7 +658,7 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
         if negative:
             out.append(f"all-negative batches under the run's estimator ({own.label}) at steps {steps_text(negative)}")
     causes = []
-    length = length_verdict(stream.trajectory_frame(), bias, own.label, aggregation)
+    length = length_verdict(stream.trajectory_frame(), bias, own.label or own.not_computed, aggregation)
     causes += [length] if length is not None else []
     for row in bias.filter(pl.col("aggregation") == aggregation).iter_rows(named=True) if bias.height else []:
         if biased(row):

@@ -146,8 +146,9 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
     relevance_text = ("n/a" if not math.isfinite(relevance[0]) else
                       f"{relevance[0]:+.2f} [{relevance[1]:+.2f}, {relevance[2]:+.2f}]")
     if own is None:
-        return (f"{UNEXPLAINED}: {text}; the run's estimator is not known or has no length bias measured; "
-                f"length relevance signed by the drift {relevance_text}")
+        missing = ("the run's estimator is not known" if estimator is None else
+                   f"the run's estimator {estimator} has no length bias measured under {aggregation}")
+        return f"{UNEXPLAINED}: {text}; {missing}; length relevance signed by the drift {relevance_text}"
     fair = [mode for mode, row in rows.items() if mode != aggregation and fairer(row, own)] if biased(own) else []
     others = "; ".join(f"under {mode} it would be {_elasticity(row)}" for mode, row in rows.items() if mode != aggregation)
     if fair and not relevant:

@@ -79,6 +79,8 @@ class RunEstimator:
     aggregation: str
     """Its loss aggregation (``token-mean`` when the config does not say)."""
     aggregation_logged: bool
+    not_computed: str | None = None
+    """The run's estimator when it is known but could not be recomputed (``label`` is then None)."""
 
 
 def own_recomputation(trained: TrainedWith, recomputations: tuple[EstimatorChoice, ...]) -> RunEstimator:

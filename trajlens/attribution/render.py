@@ -31,11 +31,18 @@ def _drift_table(result: Any) -> list[list[str]]:
     return rows
 
 
-def _superstition_rows(result: Any, top: int = 5) -> list[list[str]]:
+def _superstition(result: Any, top: int = 5) -> tuple[str, list[list[str]]]:
+    """The superstition table's title and rows: the run's estimator's classes when it was computed,
+    else every estimator's, the title saying which."""
     own = result.own.label
     frame = result.class_summary
-    if own is not None:
+    if own is not None and own in frame["estimator"]:
+        title = f"Superstition (the run's estimator, {own})"
         frame = frame.filter(pl.col("estimator") == own)
+    else:
+        missing = result.own.not_computed
+        title = ("Superstition (every estimator; the run's is not known)" if missing is None else
+                 f"Superstition (every estimator; the run's, {missing}, was not computed)")
     aggregation = result.own.aggregation if result.own.aggregation in result.aggregations else result.aggregations[0]
     frame = frame.filter(pl.col("aggregation") == aggregation).sort("superstition", descending=True, nulls_last=True).head(top)
     rows = [["stage", "class", "estimator", "relative credit", "reward relevance [95%]", "superstition"]]
@@ -43,7 +50,7 @@ def _superstition_rows(result: Any, top: int = 5) -> list[list[str]]:
         rows.append([str(row["stage"]), row["primary_class"], row["estimator"], _number(row["relative_credit_scaled"]),
                      f"{_number(row['reward_relevance'])} [{_number(row['relevance_low'])}, {_number(row['relevance_high'])}]",
                      _number(row["superstition"])])
-    return rows
+    return title, rows
 
 
 def verdict_lines(result: Any) -> list[str]:
@@ -84,7 +91,7 @@ def attribution_markdown(result: Any) -> str:
     lines += [f"- {f}" for f in result.findings] + [""]
     if result.notes:
         lines += ["Notes:", ""] + [f"- {n}" for n in result.notes] + [""]
-    for title, rows in (("Drift", _drift_table(result)), ("Superstition (run's estimator)", _superstition_rows(result))):
+    for title, rows in (("Drift", _drift_table(result)), _superstition(result)):
         if len(rows) > 1:
             lines += [f"### {title}", "", *markdown_table(rows[0], rows[1:]), ""]
     return "\n".join(lines)
@@ -100,7 +107,7 @@ def attribution_html(result: Any) -> str:
     parts += [f"<li>{html.escape(f)}</li>" for f in result.findings] + ["</ul>"]
     if result.notes:
         parts += ["<p>Notes:</p><ul>"] + [f"<li>{html.escape(n)}</li>" for n in result.notes] + ["</ul>"]
-    for title, rows in (("Drift", _drift_table(result)), ("Superstition (run's estimator)", _superstition_rows(result))):
+    for title, rows in (("Drift", _drift_table(result)), _superstition(result)):
         if len(rows) > 1:
             parts.append(f"<h3>{html.escape(title)}</h3><table><thead><tr>"
                          + "".join(f"<th>{html.escape(c)}</th>" for c in rows[0]) + "</tr></thead><tbody>")

@@ -64,7 +64,7 @@ def save_attribution(store: Any, result: Any) -> None:
         store.write_derived(table, result.run_id, frame.select(pl.lit(result.run_id).alias("run_id"), pl.all()))
     row = {
         "run_id": result.run_id, "own_estimator": result.own.label, "aggregation": result.own.aggregation,
-        "aggregation_logged": result.own.aggregation_logged,
+        "aggregation_logged": result.own.aggregation_logged, "own_not_computed": result.own.not_computed,
         "recomputations": [r.label for r in result.recomputations],
         "estimators": [r.estimator for r in result.recomputations],
         "options": [json.dumps(r.options, sort_keys=True, default=str) for r in result.recomputations],
@@ -73,7 +73,7 @@ def save_attribution(store: Any, result: Any) -> None:
         "cause_verdicts": list(result.cause_verdicts),
     }
     schema = {"run_id": pl.String, "own_estimator": pl.String, "aggregation": pl.String,
-              "aggregation_logged": pl.Boolean, **{k: pl.List(pl.String) for k in (
+              "aggregation_logged": pl.Boolean, "own_not_computed": pl.String, **{k: pl.List(pl.String) for k in (
                   "recomputations", "estimators", "options", "aggregations", "findings", "notes", "flags")},
               "fallback_calls": pl.Int64, "cause_verdicts": pl.List(pl.String)}
     store.write_derived(RUNS_TABLE, result.run_id, pl.DataFrame([row], schema=schema))
@@ -105,7 +105,7 @@ def load_attribution(store: Any, run_id: str) -> Any | None:
     trajectories = store.trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)).collect()
     return AttributionResult(
         run_id=run_id,
-        own=RunEstimator(row["own_estimator"], row["aggregation"], row["aggregation_logged"]),
+        own=RunEstimator(row["own_estimator"], row["aggregation"], row["aggregation_logged"], row.get("own_not_computed")),
         recomputations=recomputations,
         aggregations=tuple(row["aggregations"]),
         call_credit=store.table("call_credit").filter(pl.col("run_id") == run_id),
