@@ -157,9 +157,12 @@ def trained_with(
         convention = spec.convention_of(release) if release is not None else None
         if convention is not None:
             options = {**convention.options, **choice.options}
-            if CONVENTION in convention.options:  # the release's, not the one the label was written for
+            if CONVENTION in choice.options and CONVENTION in convention.options:
+                # the release's convention, not the one the label was written for: under the release's label
                 options[CONVENTION] = convention.options[CONVENTION]
-            choice = convention if options == dict(convention.options) else replace(choice, options=options)
+                choice = convention if options == dict(convention.options) else replace(choice, options=options)
+            else:
+                choice = replace(choice, options=options)
             evidence += f", {RELEASE_KEY}={release}"
         return TrainedWith(choice, "config", aggregation, logged, evidence)
     if identified is not None and identified.matched:
