@@ -95,6 +95,10 @@ def test_shell_route_from_the_readme(tmp_path, tiny_run_dir):
     assert done.returncode == 0, done.stderr
     assert "│ 16    │" in done.stdout
     assert "runs  trajectories  tool_calls  tokens  step_metrics" in done.stdout
+    assert "measured_splits" in done.stdout  # a view, queryable as the tables are
+    refused = subprocess.run([sys.executable, "-m", "trajlens", "sql", str(tmp_path / "store"),
+                              "SELECT * FROM read_csv('/etc/passwd')"], capture_output=True, text=True)
+    assert refused.returncode == 1 and "measured_splits" in refused.stderr and "not files" in refused.stderr
 
 
 def test_database_file_opens_in_duckdb_from_1_0(tmp_path, tiny_run_dir):

@@ -108,7 +108,7 @@ def shell(
         if name in (".quit", ".exit"):
             return False
         if name == ".tables":
-            typer.echo("  ".join(handle.tables()))
+            typer.echo("  ".join(handle.queryable()))
         elif name == ".schema" and argument.strip():
             run(f"DESCRIBE {_identifier(argument.strip())}")
         elif name == ".help":

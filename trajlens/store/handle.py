@@ -20,7 +20,7 @@ import polars as pl
 import pyarrow as pa
 
 from trajlens.errors import ConfigError, QueryError, StoreError, non_utf8
-from trajlens.schema import SCHEMAS, TABLES
+from trajlens.schema import SCHEMAS, TABLES, VIEWS
 from trajlens.store.database import (
     ANALYSIS_TABLES,
     DATABASE_FILE,
@@ -165,7 +165,7 @@ class Store:
             return pl.DataFrame() if relation is None else relation.pl()
         except duckdb.PermissionException:
             raise QueryError("query refused: a query reads only the store's tables "
-                             f"({', '.join(self.tables())}), not files") from None
+                             f"({', '.join(self.queryable())}), not files") from None
         except duckdb.CatalogException as error:
             raise QueryError(self._catalog_message(error)) from None
         except duckdb.Error as error:
@@ -206,6 +206,10 @@ class Store:
 
     def tables(self) -> list[str]:
         return [*TABLES, *self._derived_files()]
+
+    def queryable(self) -> list[str]:
+        """What a query may read: the tables and the views every store offers (:data:`~trajlens.schema.VIEWS`)."""
+        return [*self.tables(), *VIEWS]
 
     def _derived_files(self) -> dict[str, list[Path]]:
         """Analysis tables and their files, as this handle sees them: inside a transaction,
