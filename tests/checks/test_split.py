@@ -106,3 +106,28 @@ def test_stages_are_the_run_s_not_those_of_the_steps_a_measure_has(samples_store
     detail = result.evidence.detail
     assert f"Q1 {means['Q1']:.4f}" in detail and f"Q4 {means['Q4']:.4f}" in detail, detail
     assert result.fired_steps == tuple(q4)
+
+
+def test_a_run_with_rewards_missing_and_a_validation_tail_is_staged_and_counted_as_the_report_does(tmp_path):
+    """grpo-leg with a reward missing at every odd step up to 59 (GRPO has no batch there) and
+    steps 76-80 relabelled validation: the advantage checks' quarters are the run's, not those of
+    the steps with a batch, and the run counts its 75 measured steps."""
+    from trajlens.classify.stages import assign_stages
+
+    source, target = Path(__file__).resolve().parents[2] / "sample_data" / "grpo-leg", tmp_path / "gappy"
+    for part in source.glob("*/**/*.parquet"):
+        frame = pl.read_parquet(part)
+        if part.parts[-3] == "trajectories":
+            first = pl.col("trajectory_id") == pl.col("trajectory_id").min()
+            gap = first & (pl.col("step") % 2 == 1) & (pl.col("step") < 60)
+            frame = frame.with_columns(pl.when(gap).then(None).otherwise(pl.col("reward")).alias("reward"),
+                                       pl.when(pl.col("step") > 75).then(pl.lit("val")).otherwise("split").alias("split"))
+        (target / part.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+        frame.write_parquet(target / part.relative_to(source))
+    trajlens.ingest([target], tmp_path / "store")
+    checked = check_run(tmp_path / "store", run_id="grpo-leg")
+    assert checked.steps == 75
+    steps = assign_stages(pl.DataFrame({"run_id": ["grpo-leg"] * 75, "step": range(1, 76)}))
+    q4_start = steps.filter(pl.col("stage") == "Q4")["step"].min()
+    bimodal = next(r for r in checked.results if r.name == "advantage_bimodal")
+    assert bimodal.status != "skip" and bimodal.evidence.step == q4_start, bimodal.evidence_text()

@@ -91,6 +91,12 @@ def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl
     return series.filter(pl.col("step").is_in(keep)), ""
 
 
+_STAGED_ON_RUN_STEPS = ("tool_calls", "trajectories", "channels", "advantages", "logged_advantages")
+"""Sources of measures of the measured split's trajectories: their stages are cut on the run's steps
+(:func:`_on_run_steps`), as the stage report cuts them, also where a step has no value (no
+advantage where a reward is missing)."""
+
+
 def _on_run_steps(series: pl.DataFrame, state: RunState, upto: int | None) -> pl.DataFrame:
     """``series`` with an empty row (no units) for each step with measured trajectories it lacks:
     stages cut by position (quartiles, early/late) are then the run's, as the stage report cuts
@@ -120,7 +126,7 @@ def evaluate_check(check: Check, state: RunState, upto: int | None = None) -> Ch
             skipped.append(state.missing_reason(measure))
             continue
         if check.condition == "stage_change" and isinstance(check.stages, str) and \
-                name.family.source in ("tool_calls", "trajectories", "channels"):
+                name.family.source in _STAGED_ON_RUN_STEPS:
             series = _on_run_steps(series, state, upto)
         series, note = _applicable(check, state, series)
         if note.startswith("skip:"):
@@ -157,6 +163,7 @@ class RunChecks:
     source: str
     results: list[CheckResult] = field(default_factory=list)
     steps: int = 0
+    """Steps of the run's measured split (those of its scalars for a run without trajectories)."""
 
     def failed(self, strict: bool = False) -> bool:
         """Whether a check failed (with ``strict``, a warning counts too)."""
@@ -187,7 +194,9 @@ def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id:
     state = RunState(info, needs, precomputed)
     for batch in batches:
         state.add(batch)
-    return RunChecks(info.run_id, info.source, evaluate_checks(checks, state), len(state.steps))
+    # the steps of the measured split, as the report counts them; a run of scalars alone, its logged steps
+    steps = len(state.trajectory_steps or state.steps)
+    return RunChecks(info.run_id, info.source, evaluate_checks(checks, state), steps)
 
 
 def _stored_run(source: Path | str, run_id: str | None) -> Path | None:

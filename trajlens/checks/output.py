@@ -38,7 +38,7 @@ def render_table(run: RunChecks, width: int = 200) -> str:
         lines.append(line if len(line) <= width else line[: width - 3] + "...")
     counts = run.counts()
     lines.append("")
-    lines.append(f"run {run.run_id} ({run.steps} steps): {counts['fail']} failed, {counts['warn']} warned, "
+    lines.append(f"run {run.run_id} ({run.steps} step{'' if run.steps == 1 else 's'}): {counts['fail']} failed, {counts['warn']} warned, "
                  f"{counts['pass']} passed, {counts['skip']} skipped")
     return "\n".join(lines)
 
