@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from cli_run import run_cli as cli
 
-from trajlens.compare import COMPARISON_COLUMNS, compare, describe
+from trajlens.compare import COMPARISON_COLUMNS, _stats, compare, describe
 
 pytestmark = pytest.mark.slow
 
@@ -40,6 +40,11 @@ def test_r7_last_quarter_suite_rate_against_r6_is_not_significant(sample_store):
     assert table.filter(pl.col("significant"))["p_adjusted"].max() < 0.05
     effects = table["effect_size"].drop_nulls().abs().to_list()
     assert effects == sorted(effects, reverse=True)
+    # behaviour and advantage rows are two families: a behaviour's adjusted p does not depend on the other
+    alone = compare(sample_store, "sao-r6:Q4", "sao-r7:Q4", advantages=False)
+    assert alone.height < table.height and row(alone, "ran_suite")["p_adjusted"] == suite["p_adjusted"]
+    behaviour = table.filter(~pl.col("measure").str.starts_with("advantage:")).drop_nulls("p_value")
+    assert behaviour["p_adjusted"].to_list() == _stats.benjamini_hochberg(behaviour["p_value"].to_list())
 
 
 def test_r6_against_r7_shows_the_think_runs_and_the_density_shift(sample_store):

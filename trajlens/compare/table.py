@@ -11,7 +11,8 @@ stages of a run reports the values, intervals and p-values ``trajlens check`` fi
 What a comparison adds (the difference's interval, Cohen's d) is in :mod:`trajlens.compare._stats`.
 
 With some 50 rows, two or three would cross p < 0.05 by chance, so each table's p-values are
-adjusted by Benjamini-Hochberg over its rows (:data:`ADJUSTMENT`): a row is ``significant``
+adjusted by Benjamini-Hochberg over its rows, the behaviour rows and the advantage rows each a
+family of their own (:data:`ADJUSTMENT`): a row is ``significant``
 when its adjusted p-value is below :data:`SIGNIFICANCE`, which keeps the expected share of
 false discoveries among the significant rows at or below 5%. Measures that carry the same
 numbers on both sides (turns and calls when every turn makes one call) are one row, whose
@@ -100,13 +101,18 @@ _TESTS = {"trajectory_rate": ("two-proportion z", "Cohen's h"), "call_share": ("
 and for means Welch's statistic ``(m2 - m1) / sqrt(var1 + var2)`` read on the normal distribution."""
 
 
+ADVANTAGE_PREFIX = "advantage:"
+"""Names of the advantage rows; they and the behaviour rows are two families, each adjusted apart."""
+
+
 def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages: bool = True) -> pl.DataFrame:
     """Compare side ``a`` with side ``b`` (``RUN``, ``RUN:STAGE`` or ``RUN:LABEL``).
 
     Returns one row per measure present on both sides (:data:`COMPARISON_COLUMNS`), sorted by
     the absolute effect size, largest first; measures with the same numbers as an earlier one
     are folded into it (``same_as``), and ``p_adjusted`` is the Benjamini-Hochberg adjustment
-    over the remaining rows. Behaviour measures are left out when both sides
+    over the remaining rows of its family (behaviour measures; advantage statistics), so a
+    behaviour's adjusted p is the same with ``advantages`` or without. Behaviour measures are left out when both sides
     cover the same trajectories (two estimator labels of one run). With ``advantages=False``,
     advantage statistics are left out (no recomputation) unless a side names a label.
     """
@@ -125,9 +131,11 @@ def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages
         rows += [_row(m, pooled_a.get(m.name), pooled_b.get(m.name)) for m in BEHAVIOUR_MEASURES]
     rows += _advantage_rows(data_a, data_b)
     rows = _fold_duplicates([r for r in rows if r is not None])
-    for row, adjusted in zip(rows, _stats.benjamini_hochberg([r["p_value"] for r in rows])):
-        row["p_adjusted"] = adjusted
-        row["significant"] = adjusted is not None and adjusted < SIGNIFICANCE
+    for family in (False, True):  # behaviour, then advantages: a behaviour's p is adjusted alike with or without them
+        members = [r for r in rows if r["measure"].startswith(ADVANTAGE_PREFIX) == family]
+        for row, adjusted in zip(members, _stats.benjamini_hochberg([r["p_value"] for r in members])):
+            row["p_adjusted"] = adjusted
+            row["significant"] = adjusted is not None and adjusted < SIGNIFICANCE
     frame = pl.DataFrame(rows, schema=_schema()).with_columns(
         _effect_sizes(), pl.lit(side_a.name).alias("a"), pl.lit(side_b.name).alias("b"))
     return frame.select(COMPARISON_COLUMNS).sort(
@@ -170,9 +178,12 @@ def title(comparison: pl.DataFrame) -> str:
 
 def adjustment_note(comparison: pl.DataFrame) -> str:
     """How the table's tests are read, for its caption and the console."""
-    tested = comparison["p_adjusted"].drop_nulls().len() if comparison.height else 0
+    tested = comparison.filter(pl.col("p_adjusted").is_not_null()) if comparison.height else comparison
+    advantage = tested.filter(pl.col("measure").str.starts_with(ADVANTAGE_PREFIX)).height if tested.height else 0
+    families = (f", the {tested.height - advantage} behaviour and the {advantage} advantage rows each as one family"
+                if advantage and advantage < tested.height else "")
     significant = int(comparison["significant"].sum()) if comparison.height else 0
-    return (f"p-values adjusted for {tested} rows by {ADJUSTMENT} (false discovery rate "
+    return (f"p-values adjusted for {tested.height} rows by {ADJUSTMENT}{families} (false discovery rate "
             f"{SIGNIFICANCE:g}); {significant} row(s) significant after adjustment")
 
 
@@ -223,7 +234,7 @@ def _advantage_rows(a: SideData, b: SideData) -> list[dict | None]:
         for statistic in ADVANTAGE_STATISTICS:
             # a side naming its label says it already ("sao-r6 recomputed under gae_raw")
             phrase = statistic.phrase if a.side.label else f"under {name} {statistic.phrase}"
-            measure = Measure(f"advantage:{name}:{statistic.name}", statistic.kind, phrase)
+            measure = Measure(f"{ADVANTAGE_PREFIX}{name}:{statistic.name}", statistic.kind, phrase)
             rows.append(_row(measure, pooled_a.get(statistic.name), pooled_b.get(statistic.name)))
     return rows
 
