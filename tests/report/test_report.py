@@ -303,3 +303,16 @@ def test_the_overview_table_keeps_its_columns_and_links_each_run_to_its_heading(
     assert markdown_anchor("sao-r6") == "sao-r6" and markdown_anchor("Run A.b") == "run-ab"
     from trajlens.markdown import markdown_row
     assert markdown_row(["reward channel fmt|x"]) == "| reward channel fmt\\|x |"
+
+
+def test_the_exemplar_of_a_shrinking_class_is_where_the_class_still_was(samples_store_copy, tmp_path):
+    """causal-multireward's submit share shrinks to 0 by Q4: its exemplar is Q1's highest, said so;
+    the class-shares figure's tips give the class spread table's quartiles, and no other share."""
+    store = trajlens.open(samples_store_copy)
+    (report,) = report_store(store, tmp_path / "report", run_ids=["causal-multireward"], viewers_per_run=3)
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "highest submit share in Q1, before it shrank" in page and "highest submit share in Q4" not in page
+    row = next(line for line in report.markdown.read_text().splitlines() if line.startswith("| edit | "))
+    q1, median, q3 = (float(value) for value in row.split(" | ")[2:5])  # the class spread table's
+    assert f"edit: median {median:.2f}, quartiles {q1:.2f}-{q3:.2f} of the shares of 1920 trajectories</title>" in page
+    assert "mean" not in page.split("<title>edit: median", 1)[1].split("</title>", 1)[0]

@@ -23,7 +23,7 @@ from trajlens.report.findings import (
     RECOMPUTED, Finding, advantage_findings, attribution_findings, dead_group_finding, outcome_finding, ranked,
     stage_findings, with_verdicts,
 )
-from trajlens.report.overview import LENGTH_TRENDS, Trend, moved_class, overview_markdown, run_trends
+from trajlens.report.overview import LENGTH_TRENDS, Trend, moved_share, overview_markdown, run_trends
 from trajlens.report.scalars import channel_findings, scalar_findings
 from trajlens.run.choices import report_advantages
 from trajlens.run.splits import TRAIN_SPLIT, measured_split, run_splits
@@ -266,7 +266,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     sections.append("## Figures\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in report.figures))
     report.markdown.write_text("\n\n".join(sections) + "\n")
     report.viewers, parts.exemplars = _viewer_pages(store, run_id, measures, stage, directory / "view",
-                                                    viewers_per_run, choices, moved_class(report.trends))
+                                                    viewers_per_run, choices, moved_share(report.trends))
     report.findings = ranked(report.findings, {name: status for name, status, _ in report.failing})
     report.html = run_section(store, report, parts)
     return report
@@ -313,10 +313,11 @@ def _alarms(checks: Any) -> list[plots.Alarm]:
 
 
 def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, folder: Path, count: int,
-                  choices: list, moved: str | None) -> tuple[list[Path], list[tuple[str, str, Path]]]:
+                  choices: list, moved: tuple[str, bool] | None) -> tuple[list[Path], list[tuple[str, str, Path]]]:
     """Pages for a few exemplar trajectories: the median-length one of the first and last
-    stage, and the last-stage trajectory with the highest share of ``moved``, the class whose
-    share moved most (the overview's trend, :func:`~trajlens.report.overview.moved_class`)."""
+    stage, and the trajectory with the highest share of the class whose share moved most (the
+    overview's trend, :func:`~trajlens.report.overview.moved_share`): of the last stage when it
+    grew, of the first when it shrank (where the class still was)."""
     from trajlens.report.viewer import Credit, page_name, run_credit, write_viewer
 
     if count <= 0:
@@ -330,9 +331,12 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
         return part["trajectory_id"][part.height // 2]
 
     early, late = staged.filter(pl.col("stage_index") == first), staged.filter(pl.col("stage_index") == last)
-    if first != last and moved is not None and f"share_{moved}" in staged.columns:
-        top = late.sort(f"share_{moved}", "trajectory_id", descending=[True, False], nulls_last=True)
-        picks.append((top["trajectory_id"][0], f"highest {moved} share in {late['stage'][0]}"))
+    if first != last and moved is not None and f"share_{moved[0]}" in staged.columns:
+        klass, grew = moved
+        where = late if grew else early
+        top = where.sort(f"share_{klass}", "trajectory_id", descending=[True, False], nulls_last=True)
+        picks.append((top["trajectory_id"][0], f"highest {klass} share in {where['stage'][0]}"
+                                               + ("" if grew else ", before it shrank")))
     outcomes = _outcomes(store, run_id) if first == last else {}
     if outcomes:
         # one step: a few of each outcome, the median and the longest attempt

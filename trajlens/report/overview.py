@@ -92,6 +92,15 @@ def moved_class(trends: dict[str, Trend]) -> str | None:
     return next((name.removesuffix(SHARE_TREND) for name in trends if name.endswith(SHARE_TREND)), None)
 
 
+def moved_share(trends: dict[str, Trend]) -> tuple[str, bool] | None:
+    """:func:`moved_class` and whether its share grew (else it shrank), None when no class moved."""
+    klass = moved_class(trends)
+    if klass is None:
+        return None
+    trend = trends[klass + SHARE_TREND]
+    return klass, not trend.last < trend.first
+
+
 def _measure_trend(per_step: pl.DataFrame, stats: pl.DataFrame, measure: str, split: Any) -> Trend:
     """The trend of one of the checks' measures: each step's value, and each quarter's, pooled
     over the quarter's steps (:func:`trajlens.intervals.pooled` of their summed statistics)."""

@@ -291,8 +291,9 @@ def class_shares_per_trajectory(measures: pl.DataFrame, title: str) -> Chart:
     for patch, klass, values in zip(boxes["boxes"], classes, data):
         patch.set_facecolor(CLASS_COLOURS[klass])
         q1, median, q3 = _quartiles(values)
-        chart.tip(patch, f"{klass}: median {median:.2f}, quartiles {q1:.2f}-{q3:.2f}, mean {values.mean():.2f} "
-                         f"over {len(values)} trajectories")
+        # the class spread table's quartiles; its share of all calls is the one share the report gives
+        chart.tip(patch, f"{klass}: median {median:.2f}, quartiles {q1:.2f}-{q3:.2f} of the shares of "
+                         f"{len(values)} trajectories")
     axis.set_yticks(range(1, len(classes) + 1), classes)
     axis.set(xlabel="share of the trajectory's tool calls (box: quartiles, line: median, whiskers: 1.5 IQR)",
              xlim=(0, 1))
