@@ -23,7 +23,7 @@ def parse_stages(stages: str):
         name, _, span = part.partition(":")
         first, _, last = span.partition("-")
         if not (name and first.strip().lstrip("-").isdigit() and last.strip().lstrip("-").isdigit()):
-            problems.append(f"--stages {part!r}: expected NAME:FIRST-LAST, such as early:0-40")
+            problems.append(f"--stages {part!r}: expected NAME:FIRST-LAST, such as early:1-40")
             continue
         ranges.append((name, int(first), int(last)))
     if problems:
@@ -49,7 +49,7 @@ def sample(
     is classified now with the shipped tool maps and saved, as `trajlens classify` would. The
     rates and changes are also saved as the store tables stage_rates and stage_changes.
 
-    Example: trajlens sample store --run sao-r7 --n 80 --stages early:0-45,late:135-180 --out r7.md
+    Example: trajlens sample store --run sao-r7 --n 80 --stages early:1-45,late:135-180 --out r7.md
     """
     import trajlens
     from trajlens.classify import stage_report
