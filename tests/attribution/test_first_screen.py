@@ -28,3 +28,20 @@ def test_a_learned_habit_leads_a_run_whose_think_share_sits_above_its_check(tmp_
     (report,) = report_store(store, tmp_path / "out", viewers_per_run=0)
     assert report.findings[0].startswith("learning: test_targeted grew 0.1")  # 0.10 -> 0.58 from step 21 here
     assert ("think_share", "fail") in [(name, status) for name, status, _ in report.failing]
+
+
+def test_a_collapsed_channel_the_checks_fail_on_leads_an_unexplained_length_drift(tmp_path):
+    """causal-multireward at seed 11: the format channel collapses (an estimator artefact; the
+    channel checks fail) while the length grows (unexplained; its check warns). Format's last
+    quarter rel_gain is 0.100, just not a saturation finding, so the channel checks weigh the
+    verdict up themselves; attribute lists the artefact first too."""
+    generate_causal(CAUSAL_SCENARIOS["causal-multireward"], tmp_path / "run", seed=11)
+    trajlens.ingest([tmp_path / "run"], tmp_path / "store", run_id="cmr")
+    store = trajlens.open(tmp_path / "store")
+    trajlens.classify_store(store, ["cmr"])
+    result = attribute(store, "cmr")
+    assert result.cause_verdicts[0].startswith("estimator artefact: reward channel format collapsed")
+    assert result.cause_verdicts[1].startswith("unexplained: response length grew")
+    (report,) = report_store(store, tmp_path / "out", viewers_per_run=0)
+    assert report.findings[0].startswith("estimator artefact: reward channel format collapsed")
+    assert ("reward_channel_rel_gain", "fail") in [(name, status) for name, status, _ in report.failing]

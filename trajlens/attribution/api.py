@@ -27,7 +27,7 @@ from trajlens.attribution.calls import step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
 from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, reward_relevance
 from trajlens.attribution.projection import PROJECTION_SCHEMA
-from trajlens.attribution.verdicts import EVIDENCE_SCHEMA, VERDICT_SCHEMA, drift_verdicts, structural_classes
+from trajlens.attribution.verdicts import EVIDENCE_SCHEMA, VERDICT_SCHEMA, VERDICTS, drift_verdicts, structural_classes
 from trajlens.attribution.recomputations import (
     AGGREGATIONS, RECOMPUTATIONS, RunEstimator, other_conventions, own_recomputation, with_own,
 )
@@ -669,4 +669,7 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
         if misalignment.len():
             out.append(f"sum-then-normalise vs GDPO rank misalignment: mean {misalignment.mean():.2f} per group")
         causes += channel_verdicts(channels, stream.trajectories, stream.outcome, own.label)
+    # an artefact first, as the drift verdicts come (sorted() keeps the order within a verdict)
+    causes = sorted(causes, key=lambda line: VERDICTS.index(line.split(":", 1)[0])
+                    if line.split(":", 1)[0] in VERDICTS else len(VERDICTS))
     return causes + out, causes

@@ -255,7 +255,9 @@ def attribution_findings(store: Any, run_id: str) -> list[Finding]:
         # A verdict is about a drift: it weighs at least what the drift itself does, and more the larger it is.
         drift = IMPORTANCE[DRIFT_KINDS[(subject or "").partition(":")[0]]]
         bonus = max(drift - IMPORTANCE[kind], 0) + size_bonus(changes.get(subject or "", 0.0), DriftConfig().min_change)
-        findings.append(Finding(line, kind, "attribution", subject=subject, bonus=bonus))
+        # the checks that watch a reward channel weigh its verdict up, as they weigh its saturation finding
+        checks = FINDING_CHECKS[DRIFT_KINDS["channel"]] if (subject or "").startswith("channel:") else ()
+        findings.append(Finding(line, kind, "attribution", subject=subject, bonus=bonus, checks=checks))
     return findings
 
 
@@ -267,7 +269,7 @@ DRIFT_KINDS: dict[str, str] = {"share": "behaviour", "mean": "length", "channel"
 def with_verdicts(trends: list[Finding], verdicts: list[Finding]) -> list[Finding]:
     """The stage trends and the attribution verdicts, one finding per fact: a trend whose metric
     a verdict speaks of (think's share, the response length) is folded into that verdict, which
-    says why it moved, and keeps the trend's stage figures, the checks that watch it and the
+    says why it moved, and keeps the trend's stage figures, the checks that watch either and the
     greater of the two weights (a drift left unexplained is still the drift it was). Reward
     channel findings fold into a channel's verdict alike."""
     by_subject = {t.subject: t for t in trends if t.subject is not None}
@@ -279,7 +281,7 @@ def with_verdicts(trends: list[Finding], verdicts: list[Finding]) -> list[Findin
             continue
         explained.add(verdict.subject)
         folded.append(Finding(f"{verdict}; by stage, {trend}", verdict.kind, verdict.evidence, verdict.about,
-                              checks=trend.checks, subject=verdict.subject,
+                              checks=tuple(dict.fromkeys(trend.checks + verdict.checks)), subject=verdict.subject,
                               bonus=max(trend.importance, verdict.importance) - IMPORTANCE[verdict.kind]))
     return [t for t in trends if t.subject not in explained] + folded
 
