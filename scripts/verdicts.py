@@ -32,48 +32,24 @@ def _policy_share(loop: list[dict], name: str) -> np.ndarray:
     return np.array([row[f"policy.{name}"] for row in loop])
 
 
-def _quarter_means(values: np.ndarray) -> tuple[float, float]:
-    """The mean of the first and of the last quarter of the steps."""
-    quarter = max(1, values.size // 4)
-    return float(values[:quarter].mean()), float(values[-quarter:].mean())
-
-
 def true_onsets(scenario, loop: list[dict], k: int) -> dict[str, int]:
     """Per class: the onset of the drift of its policy probability, by the rule attribution uses."""
     from trajlens.attribution.statistics import onset_step
+    from trajlens.synth.causal import quarter_means
 
     steps = np.array([row["step"] for row in loop])
     onsets = {}
     for name in scenario.class_names:
         share = _policy_share(loop, name)
-        onsets[name] = onset_step(steps, share, *_quarter_means(share), k)
+        onsets[name] = onset_step(steps, share, *quarter_means(share), k)
     return onsets
-
-
-def policy_drifted(scenario, loop: list[dict]) -> dict[str, bool]:
-    """Per class: whether the policy's own probability of it changed by the drift threshold between
-    the first and last quarter of the steps (the rule attribution applies to the logged shares);
-    a seed whose loop did not move a declared class cannot show its drift."""
-    from trajlens.attribution.drift import DriftConfig
-
-    changes = {name: _quarter_means(_policy_share(loop, name)) for name in scenario.class_names}
-    return {name: abs(last - first) >= DriftConfig().min_change for name, (first, last) in changes.items()}
-
-
-def length_drifted(loop: list[dict]) -> bool:
-    """Whether the loop's own mean model tokens changed by the drift threshold between the first and last
-    quarter of the steps (the rule attribution applies to the logged lengths)."""
-    from trajlens.attribution.causes import LENGTH_CHANGE
-
-    first, last = _quarter_means(np.array([row["mean_model_tokens"] for row in loop]))
-    return abs(last / first - 1.0) >= LENGTH_CHANGE
 
 
 def judge(scenario, seed: int, work: Path, tolerance: int) -> list[tuple[str, ...]]:
     """Rows ``(scenario, seed, class, direction, found, expected, onset, true onset, status)``."""
     import trajlens
     from trajlens.attribution import ARTEFACT_VERDICTS, attribute
-    from trajlens.synth.causal import generate_causal, simulate_causal
+    from trajlens.synth.causal import generate_causal, simulate_causal, unmoved
 
     run_dir, store_dir = work / f"{scenario.name}-{seed}", work / f"{scenario.name}-{seed}-store"
     generate_causal(scenario, run_dir, seed=seed)
@@ -86,16 +62,14 @@ def judge(scenario, seed: int, work: Path, tolerance: int) -> list[tuple[str, ..
         found[subject] = {"direction": direction, "verdict": verdict, "onset_step": None, "estimator": result.own.label}
     loop = simulate_causal(scenario, seed=seed)  # the truth: the policy's own probabilities and lengths
     onsets = true_onsets(scenario, loop, 5)
-    moved = policy_drifted(scenario, loop)
+    still = unmoved(scenario, loop)  # as truth.json's summary.not_moved says
     rows = []
     for expected in scenario.truth:
         row = found.get(expected.primary_class)
-        unmoved = ("policy" if not moved.get(expected.primary_class, True) else
-                   "length" if expected.primary_class == "response length" and not length_drifted(loop) else None)
-        if unmoved is not None:  # the loop itself made no drift to find: whatever is found stands
+        if expected.primary_class in still:  # the loop itself made no drift to find: whatever is found stands
             rows.append((scenario.name, str(seed), expected.primary_class, row["direction"] if row else "-",
-                         row["verdict"] if row else "no drift", f"no drift (the loop's {unmoved} moved less than the "
-                         "threshold)", str(row["onset_step"] or "-") if row else "-", "-", "OK"))
+                         row["verdict"] if row else "no drift",
+                         f"no drift (the loop's {still[expected.primary_class]} moved less than the threshold)", str(row["onset_step"] or "-") if row else "-", "-", "OK"))
             continue
         if row is None:
             rows.append((scenario.name, str(seed), expected.primary_class, expected.direction, "no drift found",

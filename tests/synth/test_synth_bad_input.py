@@ -181,8 +181,12 @@ def test_a_causal_scenario_runs_from_the_cli_with_the_verdicts_it_should_get(tmp
     done = run_cli("synth", "causal-r6", "--steps", "5", "--batch", "8", "--seed", "3", "--out", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "r" / "truth.json").read_text())["summary"]
-    assert summary["verdicts"] == [{"primary_class": "think", "direction": "grew", "verdict": "estimator artefact"}]
+    # five steps do not reach the hard tasks from which think takes off: no drift to find, and truth.json says so
+    think = {"primary_class": "think", "direction": "grew", "verdict": "estimator artefact"}
+    assert summary["verdicts"] == [] and summary["not_moved"] == [{**think, "unmoved": "policy"}]
     assert summary["control"] is False
+    shipped = json.loads((REPO / "sample_data" / "causal-r6" / "truth.json").read_text())["summary"]
+    assert shipped["verdicts"] == [think] and shipped["not_moved"] == []  # 90 steps: think takes off
     assert json.loads((tmp_path / "r" / "truth.json").read_text())["sizes"] == {
         "steps": 5, "batch": 8, "group_size": 1, "calls_per_trajectory": 10}
     done = run_cli("synth", "causal-r6", "--calls", "5", "--steps", "0", "--out", tmp_path / "bad")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import polars as pl
@@ -461,6 +461,36 @@ def _truth_row(spec: CausalScenario, step: int, policy: np.ndarray, sample: _Ste
     return row
 
 
+def quarter_means(values: Sequence[float]) -> tuple[float, float]:
+    """The mean of the first and of the last quarter of a per-step series."""
+    array = np.asarray(values, dtype=float)
+    quarter = max(1, array.size // 4)
+    return float(array[:quarter].mean()), float(array[-quarter:].mean())
+
+
+def unmoved(spec: CausalScenario, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """The drifts ``spec`` declares (:attr:`CausalScenario.truth`) that the loop's own truth
+    ``rows`` did not make, each with what stood still: ``policy`` (the class's own probability
+    moved less than attribution's drift threshold, first quarter of the steps to last) or
+    ``length`` (the mean model tokens moved less than its length threshold). A seed or size
+    that does not reach a scenario's drift has none to find."""
+    from trajlens.attribution.causes import LENGTH_CHANGE
+    from trajlens.attribution.drift import DriftConfig
+
+    still = {}
+    for expected in spec.truth:
+        name = expected.primary_class
+        if rows and f"policy.{name}" in rows[0]:
+            first, last = quarter_means([row[f"policy.{name}"] for row in rows])
+            if abs(last - first) < DriftConfig().min_change:
+                still[name] = "policy"
+        elif rows and name == "response length":
+            first, last = quarter_means([row["mean_model_tokens"] for row in rows])
+            if abs(last / first - 1.0) < LENGTH_CHANGE:
+                still[name] = "length"
+    return still
+
+
 def _write_truth(out: Path, spec: CausalScenario, seed: int, steps: int, rows: list[dict[str, Any]]) -> Path:
     per_step = {k: [row.get(k) for row in rows] for k in dict.fromkeys(k for row in rows for k in ["step", *row])}
     per_step["step"] = list(range(1, steps + 1))
@@ -469,6 +499,7 @@ def _write_truth(out: Path, spec: CausalScenario, seed: int, steps: int, rows: l
         events.append({"kind": "hard_tasks", "steps": [s for s in spec.hard_steps.steps if s <= steps],
                        "value": spec.hard_steps.offset, "doc": spec.hard_steps.doc})
     negative = [row_step for row_step, flag in zip(per_step["step"], per_step["all_negative"]) if flag]
+    still = unmoved(spec, rows)
     document = {
         "format": TRUTH_FORMAT, "scenario": spec.name, "seed": seed, "run_id": spec.name, "causal": True,
         "generator": f"trajlens.synth.causal/{CAUSAL_GENERATOR_VERSION}",
@@ -489,7 +520,11 @@ def _write_truth(out: Path, spec: CausalScenario, seed: int, steps: int, rows: l
         "events": events,
         "summary": {"all_negative_steps": negative, "expected": list(spec.expected),
                     # what attribution should say of the drifts the loop caused; a control run's may be no artefact
-                    "verdicts": [asdict(v) for v in spec.truth], "control": spec.control},
+                    "verdicts": [asdict(v) for v in spec.truth if v.primary_class not in still],
+                    # the scenario's drifts this seed and size did not make: nothing there to find
+                    "not_moved": [{**asdict(v), "unmoved": still[v.primary_class]}
+                                  for v in spec.truth if v.primary_class in still],
+                    "control": spec.control},
     }
     path = out / TRUTH_FILE
     path.write_text(json.dumps(_rounded(document), indent=1) + "\n")
