@@ -87,6 +87,10 @@ def test_an_own_estimator_that_cannot_be_recomputed_is_named_not_replaced(tmp_pa
     store = trajlens.open(tmp_path / "store")
     result = attribute(store, "gap")
     assert (result.own.label, result.own.not_computed) == (None, "grpo")
+    from trajlens.attribution.document import verdict_document
+
+    document = verdict_document(result)  # what attribute --json writes
+    assert (document["estimator"], document["estimator_not_computed"]) == (None, "grpo")
     assert "grpo: not computed (needs a reward for every trajectory)" in result.notes
     for shown in (result, load_attribution(trajlens.open(tmp_path / "store"), "gap")):
         text = attribution_markdown(shown)

@@ -88,6 +88,10 @@ def test_a_trl_release_in_the_config_sets_the_convention_of_a_declared_trl_label
     old = trained_with({"trainer": "trl==1.5.0", "scale_rewards": "group"})
     assert old.label == "trl_grpo_group_1.5" and old.choice.settings()["convention"] == "trl-1.5"
     assert trained_with({"trainer": "trl==1.5.0", "scale_rewards": "none"}).label == "trl_grpo_none_1.5"
+    # labels whose convention is the default (trl), not an option of their own, too
+    assert trained_with({"trainer": "trl==1.5.0", "scale_rewards": "batch"}).label == "trl_grpo_batch_1.5"
+    assert trained_with({"trainer": "trl==1.5.0", "multi_objective_aggregation": "normalize_then_sum"}).label == \
+        "trl_gdpo_1.5"
     assert trained_with({"trainer": "trl==1.16.0", "scale_rewards": "group"}).choice.settings()["convention"] == "trl"
     # options that are not the convention stay the declared label's
     raw = trained_with({"trainer": "verl==0.9.1", "algorithm": {"adv_estimator": "gae", "whiten_advantages": False}})

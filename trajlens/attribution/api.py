@@ -196,6 +196,7 @@ def attribute(
     if own.label is None and trained.choice is not None:
         notes.append(f"the run's own estimator, {trained.choice.label}, is not among the recomputations asked for: "
                      "no estimator is marked as the run's")
+        own = RunEstimator(None, own.aggregation, own.aggregation_logged, not_computed=trained.choice.label)
     elif own.label is None:
         notes.append("the run's own estimator is not known from its config: no estimator is marked as the run's")
     elif own.label not in [r.label for r in usable]:
@@ -243,7 +244,7 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
         notes.append(f"{stream.fallback_calls} of {stream.total_calls} calls have no token arrays: their credit is the "
                      "trajectory's advantage spread over its calls by turn (fallback; token estimators skip them)")
     judged = drift_verdicts(drifted.frame, class_credit, trajectory_frame, own.label, aggregation, drift.k,
-                            drift.bootstrap, drift.seed, structural)
+                            drift.bootstrap, drift.seed, structural, not_computed=own.not_computed)
     drift_findings = [_with_verdict(f, judged.lines) for f in drifted.findings]
     if judged.structural:
         notes.append(f"structural calls (every trajectory makes them equally often): {', '.join(judged.structural)}; "
@@ -668,8 +669,8 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
         misalignment = channels["rank_misalignment"].drop_nulls()
         if misalignment.len():
             out.append(f"sum-then-normalise vs GDPO rank misalignment: mean {misalignment.mean():.2f} per group")
-        causes += channel_verdicts(channels, stream.trajectories, stream.outcome, own.label)
-    # an artefact first, as the drift verdicts come (sorted() keeps the order within a verdict)
+        causes += channel_verdicts(channels, stream.trajectories, stream.outcome, own.label, own.not_computed)
+    # an artefact first, then learning, then unexplained (sorted() keeps the order within a verdict)
     causes = sorted(causes, key=lambda line: VERDICTS.index(line.split(":", 1)[0])
                     if line.split(":", 1)[0] in VERDICTS else len(VERDICTS))
     return causes + out, causes

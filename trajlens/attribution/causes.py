@@ -245,7 +245,7 @@ def channel_decision(own: Push, others: dict[str, Push], relevance: Push) -> Dec
 
 
 def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome: dict[str, pl.DataFrame],
-                     estimator: str | None) -> list[str]:
+                     estimator: str | None, not_computed: str | None = None) -> list[str]:
     """One finding per collapsed reward channel, verdict first (module docstring)."""
     if channels.height == 0:
         return []
@@ -263,7 +263,9 @@ def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome
         credit = {label: c for label, c in credit.items() if math.isfinite(c[1])}
         own = credit.get(estimator) if estimator is not None else None
         if own is None:
-            out.append(f"{UNEXPLAINED}: {text}; the run's estimator is not known or gives no advantage per trajectory")
+            missing = (f"the run's estimator {not_computed} was not recomputed" if not_computed is not None else
+                       "the run's estimator is not known or gives no advantage per trajectory")
+            out.append(f"{UNEXPLAINED}: {text}; {missing}")
             continue
         relevance = channel_relevance(trajectories, name)
         others = {label: _signed(c, -1.0) for label, c in credit.items() if label != estimator}

@@ -61,7 +61,8 @@ def verdict_document(result: Any) -> dict[str, Any]:
                            for p in projection.filter(pl.col("primary_class") == name).iter_rows(named=True)]
             if projection.height else [],
         })
-    return {"run_id": result.run_id, "estimator": result.own.label, "aggregation": result.own.aggregation,
+    return {"run_id": result.run_id, "estimator": result.own.label, "estimator_not_computed": result.own.not_computed,
+            "aggregation": result.own.aggregation,
             "aggregation_logged": result.own.aggregation_logged, "drifts": drifts,
             "causes": list(getattr(result, "cause_verdicts", []) or []),
             "findings": list(result.findings), "notes": list(result.notes)}

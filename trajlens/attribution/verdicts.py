@@ -251,9 +251,11 @@ def drift_verdicts(
     bootstrap: int = 1000,
     seed: int = 0,
     structural: list[str] | None = None,
+    not_computed: str | None = None,
 ) -> VerdictResult:
     """A verdict per drifting class of ``drift`` (the frame of :func:`~.drift.attribute_drift`);
-    ``structural`` the structural classes when already known (else found here)."""
+    ``structural`` the structural classes when already known (else found here); ``not_computed``
+    the run's estimator when it is known but has no credit here (``own_label`` is then None)."""
     classes = sorted(class_credit["primary_class"].unique().to_list()) if class_credit.height else []
     structural = structural_classes(trajectory_classes, classes) if structural is None else structural
     credit = competing_credit(class_credit, structural) if class_credit.height else class_credit
@@ -300,7 +302,7 @@ def drift_verdicts(
             "push": own.value, "push_low": own.low, "push_high": own.high, "relevance": relevance.value,
             "relevance_low": relevance.low, "relevance_high": relevance.high, "structural": ", ".join(structural),
         })
-        lines[name] = _line(rows[-1], own, others, relevance, decision, known, relevance_target) + _projection_text(
+        lines[name] = _line(rows[-1], own, others, relevance, decision, known, relevance_target, not_computed) + _projection_text(
             projected.filter(pl.col("primary_class") == name), sign, own_key[0])
     return VerdictResult(pl.DataFrame(rows, schema=VERDICT_SCHEMA), pl.DataFrame(evidence, schema=EVIDENCE_SCHEMA),
                          lines, structural, projected)
@@ -364,9 +366,10 @@ def _label(key: tuple[str, str], aggregation: str, own_key: tuple[str, str]) -> 
 
 
 def _line(row: dict, own: Push, others: dict[str, Push], relevance: Push, decision: Decision, known: bool,
-          target: str = "reward") -> str:
+          target: str = "reward", not_computed: str | None = None) -> str:
     """The verdict line: verdict first, then the drift and the evidence that decided it."""
-    who = f"{row['estimator']} / {row['aggregation']}" + ("" if known else " (the run's estimator is not known: "
+    missing = "is not known" if not_computed is None else f"{not_computed} was not recomputed"
+    who = f"{row['estimator']} / {row['aggregation']}" + ("" if known else f" (the run's estimator {missing}: "
                                                              "the counterfactual that pushed hardest stands in)")
     text = (f"{decision.verdict}: {row['primary_class']} {row['direction']} {row['share_first']:.2f} -> "
             f"{row['share_last']:.2f} from step {row['onset_step']}; cumulative push among the competing calls over "

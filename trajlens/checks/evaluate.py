@@ -194,9 +194,14 @@ def check_run(source: Path | str, checks: Iterable[Check] | None = None, run_id:
     state = RunState(info, needs, precomputed)
     for batch in batches:
         state.add(batch)
-    # the steps of the measured split, as the report counts them; a run of scalars alone, its logged steps
-    steps = len(state.trajectory_steps or state.steps)
-    return RunChecks(info.run_id, info.source, evaluate_checks(checks, state), steps)
+    return RunChecks(info.run_id, info.source, evaluate_checks(checks, state), measured_steps(state))
+
+
+def measured_steps(state: RunState, upto: int | None = None) -> int:
+    """The steps a run's checks report (up to ``upto``): those of its measured split, as the report
+    counts them; for a run of scalars alone, its logged steps."""
+    steps = state.trajectory_steps or state.steps
+    return len([step for step in steps if upto is None or step <= upto])
 
 
 def _stored_run(source: Path | str, run_id: str | None) -> Path | None:

@@ -46,7 +46,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from trajlens.checks.data import BATCH_TABLES, Needs, RunInfo, RunState, NewSteps, empty_frame
-from trajlens.checks.evaluate import RunChecks, evaluate_checks
+from trajlens.checks.evaluate import RunChecks, evaluate_checks, measured_steps
 from trajlens.checks.output import spans
 from trajlens.checks.spec import Check
 from trajlens.errors import InputError
@@ -404,7 +404,7 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
     state: RunState | None = None
     fired: set[str] = set()
     results = []
-    checked = 0
+    checked, last = 0, None
     started = time.monotonic()
     reason = "timeout"
     while True:
@@ -418,7 +418,7 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
             counts = _step_counts(batch)
             for step in batch.steps:
                 results = evaluate_checks(checks, state, upto=step)
-                checked += 1
+                checked, last = checked + 1, step
                 echo(_step_line(step, counts[step], results))
                 for result in results:
                     if result.fired and result.name not in fired:
@@ -426,15 +426,15 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
                         echo(f"  FIRED {result.name} ({result.check.severity}) at steps {spans(result.fired_steps)}: "
                              f"{result.evidence_text()}")
                 if options.fail_fast and any(r.status == "fail" for r in results):
-                    return _end(1, f"an error-level check fired at step {step}", state, checked, results, follower, echo)
+                    return _end(1, f"an error-level check fired at step {step}", state, (checked, last), results, follower, echo)
                 if options.until_step is not None and step >= options.until_step:
-                    return _end(None, f"reached step {step}", state, checked, results, follower, echo, options.strict)
+                    return _end(None, f"reached step {step}", state, (checked, last), results, follower, echo, options.strict)
         if follower.behind:  # catching up: the steps already complete are read at once, timeout or not
             continue
         if options.timeout is not None and time.monotonic() - started >= options.timeout:
             break
         time.sleep(options.poll)
-    return _end(None, reason, state, checked, results, follower, echo, options.strict)
+    return _end(None, reason, state, (checked, last), results, follower, echo, options.strict)
 
 
 def _step_counts(batch: NewSteps) -> dict[int, tuple[int, int]]:
@@ -453,16 +453,18 @@ def _step_line(step: int, counts: tuple[int, int], results) -> str:
             f"{len(warning)} warning{' (' + ', '.join(warning) + ')' if warning else ''}")
 
 
-def _end(code: int | None, reason: str, state: RunState | None, checked: int, results,
+def _end(code: int | None, reason: str, state: RunState | None, judged: tuple[int, int | None], results,
          follower: RunFollower, echo: Callable[[str], None], strict: bool = False) -> WatchResult:
-    """``checked``: how many steps were judged (a batch's measures may reach beyond the last)."""
+    """``judged``: how many steps were judged, and the last of them (a batch's measures may reach
+    beyond it); the run's checks count its measured steps up to it, as ``trajlens check`` does."""
+    checked, last = judged
     if state is None:
         echo(f"stopped ({reason}): no complete step seen")
         return WatchResult(0 if code is None else code, reason, None, follower)
-    run = RunChecks(state.info.run_id, state.info.source, list(results), checked)
+    run = RunChecks(state.info.run_id, state.info.source, list(results), measured_steps(state, last))
     if code is None:
         code = 1 if run.failed(strict) else 0
-    echo(f"stopped ({reason}) after {checked} steps")
+    echo(f"stopped ({reason}) after {checked} step{'' if checked == 1 else 's'}")
     return WatchResult(code, reason, run, follower)
 
 

@@ -28,8 +28,8 @@ def compare(
 
     Each row: the two values with 95% intervals, the difference B - A with its interval, a
     two-proportion z test (rates, shares) or z test on the two standard errors (means), as the
-    checks test stages, with its p-value adjusted over the table's rows
-    (Benjamini-Hochberg), and an effect size (Cohen's h or d), sorted by effect size.
+    checks test stages, with its p-value adjusted over the table's behaviour rows or over its
+    advantage rows (Benjamini-Hochberg, each family apart), and an effect size (Cohen's h or d), sorted by effect size.
 
     Example: trajlens compare store sao-r6:Q4 sao-r7:Q4 --out out/compare/r6-r7
     """

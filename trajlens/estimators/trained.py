@@ -157,12 +157,10 @@ def trained_with(
         convention = spec.convention_of(release) if release is not None else None
         if convention is not None:
             options = {**convention.options, **choice.options}
-            if CONVENTION in choice.options and CONVENTION in convention.options:
-                # the release's convention, not the one the label was written for: under the release's label
+            relabel = CONVENTION in convention.options and any(c.label == choice.label for c in spec.conventions)
+            if relabel:  # a label of another release's convention: the named release's, under its label if it has one
                 options[CONVENTION] = convention.options[CONVENTION]
-                choice = convention if options == dict(convention.options) else replace(choice, options=options)
-            else:
-                choice = replace(choice, options=options)
+            choice = convention if relabel and options == dict(convention.options) else replace(choice, options=options)
             evidence += f", {RELEASE_KEY}={release}"
         return TrainedWith(choice, "config", aggregation, logged, evidence)
     if identified is not None and identified.matched:
