@@ -671,6 +671,6 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
             out.append(f"sum-then-normalise vs GDPO rank misalignment: mean {misalignment.mean():.2f} per group")
         causes += channel_verdicts(channels, stream.trajectories, stream.outcome, own.label, own.not_computed)
     # an artefact first, then learning, then unexplained (sorted() keeps the order within a verdict)
-    causes = sorted(causes, key=lambda line: VERDICTS.index(line.split(":", 1)[0])
-                    if line.split(":", 1)[0] in VERDICTS else len(VERDICTS))
+    rank = {verdict: index for index, verdict in enumerate(VERDICTS)}
+    causes.sort(key=lambda line: rank.get(line.split(":", 1)[0], len(rank)))
     return causes + out, causes

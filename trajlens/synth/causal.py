@@ -31,13 +31,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from trajlens.errors import ConfigError
+from trajlens.run.quarters import quarters
 from trajlens.steps import steps_text
 from trajlens.store.layout import RunDirWriter
 from trajlens.synth import commands as cmd
@@ -461,13 +462,6 @@ def _truth_row(spec: CausalScenario, step: int, policy: np.ndarray, sample: _Ste
     return row
 
 
-def quarter_means(values: Sequence[float]) -> tuple[float, float]:
-    """The mean of the first and of the last quarter of a per-step series."""
-    array = np.asarray(values, dtype=float)
-    quarter = max(1, array.size // 4)
-    return float(array[:quarter].mean()), float(array[-quarter:].mean())
-
-
 def unmoved(spec: CausalScenario, rows: list[dict[str, Any]]) -> dict[str, str]:
     """The drifts ``spec`` declares (:attr:`CausalScenario.truth`) that the loop's own truth
     ``rows`` did not make, each with what stood still: ``policy`` (the class's own probability
@@ -477,15 +471,17 @@ def unmoved(spec: CausalScenario, rows: list[dict[str, Any]]) -> dict[str, str]:
     from trajlens.attribution.causes import LENGTH_CHANGE
     from trajlens.attribution.drift import DriftConfig
 
+    steps = [row["step"] for row in rows]
+    split = quarters(steps)  # attribution's first and last quarter
     still = {}
     for expected in spec.truth:
         name = expected.primary_class
         if rows and f"policy.{name}" in rows[0]:
-            first, last = quarter_means([row[f"policy.{name}"] for row in rows])
+            first, last = split.means(steps, [row[f"policy.{name}"] for row in rows])
             if abs(last - first) < DriftConfig().min_change:
                 still[name] = "policy"
         elif rows and name == "response length":
-            first, last = quarter_means([row["mean_model_tokens"] for row in rows])
+            first, last = split.means(steps, [row["mean_model_tokens"] for row in rows])
             if abs(last / first - 1.0) < LENGTH_CHANGE:
                 still[name] = "length"
     return still
