@@ -2,8 +2,10 @@
 
 The torch path on a GPU (:func:`trajlens.estimators._scan._masked_chunk`) compacts the model
 tokens, builds TD errors, runs blocked Toeplitz products and gathers back: a dozen kernels and
-as many round trips through memory. Here each row is cut into chunks of ``CHUNK`` tokens and
-one Triton program owns one chunk, so a batch of a few long rows still fills the GPU:
+as many round trips through memory. Here one Triton program owns a row when the rows alone
+fill the GPU (at least one a multiprocessor); otherwise each row is cut into chunks of
+``CHUNK`` tokens and a program owns a chunk, so a batch of a few long rows fills it too, in two
+passes (one, the second, when a program owns a row; see :func:`layout`):
 
 1. :func:`_summary_kernel` walks its chunk from the end in tiles of ``TILE`` tokens and writes
    five numbers: whether the chunk holds a model token, the value at its first model token, and
@@ -24,9 +26,10 @@ Within a tile two ``tl.associative_scan`` calls do the work, over the tile loade
   composing ``(a1, b1)`` then ``(a2, b2)`` gives ``(a2 a1, a2 b1 + b2)``, and the advantage is
   the composed map applied to the advantage carried from the tile before.
 
-Traffic is about 26 bytes a token in float32 (inputs read twice, outputs written once); the
-second kernel also counts rows without a model token and sums the advantages (a NaN or infinity
-shows in the sum), so the flags come back in one device-to-host copy of two numbers.
+Traffic is about 26 bytes a token in float32 with chunks (inputs read twice, outputs written
+once) and 17 with a program a row. The second kernel also counts rows without a model token
+and sums the advantages (a NaN or infinity shows in the sum), so the flags come back in one
+device-to-host copy of two numbers.
 
 Float32 only (Triton passes scalars as float32, so gamma would be rounded for float64); other
 dtypes, and any machine without Triton, use the torch path. :data:`AVAILABLE` says whether
@@ -49,7 +52,7 @@ except ImportError:  # no Triton: the torch path runs
     tl = None  # type: ignore[assignment, unused-ignore]
 
 AVAILABLE: bool = triton is not None
-TILE = 1024  # tokens a tile, and warps a program, when rows are cut into chunks
+TILE = 1024  # tokens a tile when rows are cut into chunks, and warps a program
 WARPS = 4
 CHUNK = 4096  # tokens a program owns; longer rows get longer chunks, at most MAX_CHUNKS a row
 MAX_CHUNKS = 64
