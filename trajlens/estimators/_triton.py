@@ -229,7 +229,7 @@ def layout(rows: int, length: int, processors: int, chunk: int | None = None) ->
     return chunk, -(-length // chunk)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=16)  # one entry a CUDA device
 def _processors(device: int) -> int:
     return int(torch.cuda.get_device_properties(device).multi_processor_count)
 
