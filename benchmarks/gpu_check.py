@@ -33,6 +33,7 @@ tests on CPU tensors through ``TRITON_INTERPRET=1`` where Triton is installed (n
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 import types
@@ -136,14 +137,15 @@ def run_kernel_tests(device: str = "cuda", shapes=KERNEL_SHAPES, chunkings=KERNE
             for lam in (0.0, 0.95, 1.0):
                 exact, exact_returns = gae_loop(rewards.double(), values.double(), mask, 1.0, lam)
                 out, plus_values, empty, nonfinite = _triton.masked_scan(rewards, values, mask, 1.0, lam, **options)
-                assert plus_values is not None and not empty and not nonfinite
+                if plus_values is None or empty or nonfinite:
+                    worst = math.inf  # a flag raised on good input, or no returns: the line fails
+                    continue
                 scale = max(1.0, float(exact_returns.abs().max()))
                 worst = max(worst, float((out.double() - exact).abs().max()) / scale,
                             float((plus_values.double() - exact_returns).abs().max()) / scale)
             exact_g, _ = gae_loop(rewards.double(), torch.zeros_like(values).double(), mask, 0.99, 1.0)
             returns, none, _, _ = _triton.masked_scan(rewards, None, mask, 0.99, 0.99, **options)
-            worst = max(worst, float((returns.double() - exact_g).abs().max()))
-            assert none is None
+            worst = max(worst, float((returns.double() - exact_g).abs().max()) if none is None else math.inf)
         label = ", ".join(f"{key} {value}" for key, value in options.items()) or "default chunks"
         results.append((f"Triton kernels ({label}) within 1e-5 of the float64 loop ({worst:.1e})", worst <= 1e-5))
     flagged = []

@@ -426,15 +426,15 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
                         echo(f"  FIRED {result.name} ({result.check.severity}) at steps {spans(result.fired_steps)}: "
                              f"{result.evidence_text()}")
                 if options.fail_fast and any(r.status == "fail" for r in results):
-                    return _end(1, f"an error-level check fired at step {step}", state, (checked, last), results, follower, echo)
+                    return _end(1, f"an error-level check fired at step {step}", state, checked, last, results, follower, echo)
                 if options.until_step is not None and step >= options.until_step:
-                    return _end(None, f"reached step {step}", state, (checked, last), results, follower, echo, options.strict)
+                    return _end(None, f"reached step {step}", state, checked, last, results, follower, echo, options.strict)
         if follower.behind:  # catching up: the steps already complete are read at once, timeout or not
             continue
         if options.timeout is not None and time.monotonic() - started >= options.timeout:
             break
         time.sleep(options.poll)
-    return _end(None, reason, state, (checked, last), results, follower, echo, options.strict)
+    return _end(None, reason, state, checked, last, results, follower, echo, options.strict)
 
 
 def _step_counts(batch: NewSteps) -> dict[int, tuple[int, int]]:
@@ -453,11 +453,10 @@ def _step_line(step: int, counts: tuple[int, int], results) -> str:
             f"{len(warning)} warning{' (' + ', '.join(warning) + ')' if warning else ''}")
 
 
-def _end(code: int | None, reason: str, state: RunState | None, judged: tuple[int, int | None], results,
+def _end(code: int | None, reason: str, state: RunState | None, checked: int, last: int | None, results,
          follower: RunFollower, echo: Callable[[str], None], strict: bool = False) -> WatchResult:
-    """``judged``: how many steps were judged, and the last of them (a batch's measures may reach
-    beyond it); the run's checks count its measured steps up to it, as ``trajlens check`` does."""
-    checked, last = judged
+    """``checked``: how many steps were judged, ``last`` the last of them (a batch's measures may
+    reach beyond it); the run's checks count its measured steps up to it, as ``trajlens check`` does."""
     if state is None:
         echo(f"stopped ({reason}): no complete step seen")
         return WatchResult(0 if code is None else code, reason, None, follower)

@@ -98,7 +98,7 @@ if AVAILABLE:
             has, nearest = tl.associative_scan((model_right, value_right), 0, _latest)
             delta = reward + gamma * tl.where(has > 0, nearest, carried_value) - value  # r + gamma V_next - V
             carried_value = tl.where(_last(has, is_last) > 0, _last(nearest, is_last), carried_value)
-        else:
+        else:  # returns alone: no values, and nothing reads has
             value = reward
             has = model.to(tl.int32)
             delta = reward
@@ -137,7 +137,7 @@ if AVAILABLE:
             offset = tile_slope * offset + _last(b, is_last)
             weight = tile_slope * weight + _last(e, is_last)
             slope = tile_slope * slope
-            first = tl.min(tl.where(model & (t >= start), t, length), axis=0)
+            first = tl.min(tl.where(model, t, length), axis=0)  # model is False outside
             first_value = tl.where(first < length, tl.sum(tl.where(t == first, value, 0.0), axis=0), first_value)
             seen = tl.where(first < length, 1.0, seen)
         out = summary_ptr + row * chunks + chunk
@@ -230,7 +230,7 @@ def layout(rows: int, length: int, processors: int, chunk: int | None = None) ->
 
 
 @functools.lru_cache(maxsize=16)  # one entry a CUDA device
-def _processors(device: int) -> int:
+def _processors(device: torch.device) -> int:
     return int(torch.cuda.get_device_properties(device).multi_processor_count)
 
 
@@ -253,7 +253,7 @@ def masked_scan(
     if not rows or not length:
         return out, plus_values, bool(rows), False
     values_arg = values.contiguous() if values is not None else x
-    processors = _processors(x.device.index if x.device.index is not None else 0) if x.is_cuda else 1
+    processors = _processors(x.device) if x.is_cuda else 1  # 1 on CPU: Triton's interpreter
     size, chunks = layout(rows, length, processors, chunk)
     per_row = chunks == 1
     tile = tile or (ROW_TILE if per_row else TILE)
