@@ -33,6 +33,13 @@ if TYPE_CHECKING:
 
 BATCH_TABLES: tuple[str, ...] = ("trajectories", "tool_calls", "tokens", "step_metrics")
 
+CLASSIFY_CALLS = 65_536
+"""Tool calls classified together: the classifier's cost has a fixed part of tens of
+milliseconds a call of it, so the calls of small batches (a step of a few thousand calls) are
+held until this many have come, or until statistics are asked (:meth:`RunState.series`), and
+classified at once: about five times the rate of classifying them step by step. Memory holds
+these calls beside a batch."""
+
 
 def empty_frame(name: str) -> pl.DataFrame:
     return pl.from_arrow(SCHEMAS[name].empty_table())
@@ -176,6 +183,9 @@ class RunState:
         """Measures whose statistics are one frame in step order."""
         self._measured_rows: list[pl.DataFrame] = []
         """Handed measures of the batches added, whose statistics are not yet computed."""
+        self._held_calls: list[tuple[pl.DataFrame, pl.DataFrame]] = []
+        """(measured trajectories, their tool calls) of the batches added whose calls are not
+        yet classified (:data:`CLASSIFY_CALLS`)."""
         self.steps: list[int] = []
         self.trajectory_steps: list[int] = []
         """The steps with trajectories of the measured split: the steps a stage cut divides."""
@@ -287,7 +297,9 @@ class RunState:
                 self._measured_rows.append(rows)  # their statistics, per step, once for every batch
         elif "tool_calls" in sources:
             calls = batch.tool_calls.join(keys.select("trajectory_id"), on="trajectory_id", how="semi")
-            parts.append(m.behaviour_stats(measured, calls))
+            self._held_calls.append((measured, calls))
+            if sum(held.height for _, held in self._held_calls) >= CLASSIFY_CALLS:
+                self._classify_held_calls()
         if "trajectories" in sources:
             parts.append(m.outcome_stats(measured))
         if "channels" in sources:
@@ -332,9 +344,19 @@ class RunState:
                     self._by_measure.setdefault(measure, []).append(frame)
                     self._sorted.discard(measure)
 
+    def _classify_held_calls(self) -> None:
+        """Classify the held calls of the batches added, at once, into their statistics (per step
+        and trajectory: the batches they came in do not matter)."""
+        if self._held_calls:
+            held, self._held_calls = self._held_calls, []
+            trajectories = pl.concat([t for t, _ in held], how="diagonal_relaxed")
+            calls = pl.concat([c for _, c in held], how="diagonal_relaxed")
+            self._keep([m.behaviour_stats(trajectories, calls)])
+
     def _settle(self) -> None:
-        """Compute the statistics of the handed measures of every batch added, in one go (they
-        are per step, so the batches they came in do not matter)."""
+        """Compute the statistics of the held calls and of the handed measures of every batch
+        added, in one go (they are per step, so the batches they came in do not matter)."""
+        self._classify_held_calls()
         if self._measured_rows:
             rows, self._measured_rows = pl.concat(self._measured_rows), []
             self._keep([m.trajectory_measure_stats(rows)])
