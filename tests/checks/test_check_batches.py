@@ -106,3 +106,41 @@ def test_check_reads_each_batch_s_token_columns_once_and_every_batch_after_the_f
     assert len({steps for steps, _, _ in reads}) >= 3 and ("logged_advantages",) in asks and len(asks) == 2
     assert len(reads) == len(set(reads)) == 2 * len({steps for steps, _, _ in reads})  # each ask once a batch
     assert all(name.startswith("trajlens-read") for steps, _, name in reads if steps != first)
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["store", "run-directory"])
+def test_the_calls_of_small_batches_are_classified_together_with_the_statistics_of_one_at_a_time(
+        samples_store_path, stored, monkeypatch):
+    import polars as pl
+    from polars.testing import assert_frame_equal
+
+    import trajlens.checks.data as data
+    import trajlens.classify as classify
+
+    source, run_id = (samples_store_path, "sao-r6") if stored else (SAMPLES / "sao-r6", None)
+    checks = tuple(c for c in default_checks() if c.measure.startswith(("share:", "verification:")))
+    needs = Needs.of(checks)
+    classified: list[int] = []
+    original, held = classify.classify_calls, data.CLASSIFY_CALLS
+
+    def counted(calls, *args, **kwargs):
+        classified.append(calls.height)
+        return original(calls, *args, **kwargs)
+
+    monkeypatch.setattr(classify, "classify_calls", counted)
+
+    def stats(calls: int) -> pl.DataFrame:
+        monkeypatch.setattr(data, "CLASSIFY_CALLS", calls)
+        classified.clear()
+        info, batches = open_batches(source, run_id, needs)
+        state = RunState(info, needs)
+        for batch in batches:
+            state.add(batch)
+        return state.stats
+
+    one_at_a_time = stats(1)
+    per_batch = list(classified)
+    together = stats(held)
+    assert len(per_batch) >= 2 and classified == [sum(per_batch)]  # every call, in one classification
+    assert one_at_a_time.filter(pl.col("measure") == "share:think").height == 135  # every step of the run
+    assert_frame_equal(together, one_at_a_time, check_exact=True)
