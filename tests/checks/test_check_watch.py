@@ -191,6 +191,33 @@ def test_catching_up_in_batches_prints_what_a_step_at_a_time_prints(monkeypatch)
     assert batched == one_by_one
 
 
+def test_catching_up_a_step_at_a_time_classifies_the_calls_of_many_steps_at_once(monkeypatch):
+    """Steps read one per poll while catching up are added before they are judged, so their
+    tool calls are classified together (trajlens.checks.data.CLASSIFY_CALLS); the lines are
+    those of classifying each step alone."""
+    import trajlens.classify as classify
+    from trajlens.checks import data, watch as watch_module
+
+    classified: list[int] = []
+    original, held = classify.classify_calls, data.CLASSIFY_CALLS
+    monkeypatch.setattr(classify, "classify_calls",
+                        lambda calls, *a, **k: classified.append(calls.height) or original(calls, *a, **k))
+    monkeypatch.setattr(watch_module, "BATCH_STEPS", 1)
+
+    def watched(calls: int) -> tuple[list[str], list[int]]:
+        monkeypatch.setattr(data, "CLASSIFY_CALLS", calls)
+        lines: list[str] = []
+        classified.clear()
+        watch(SAMPLES / "sao-r6", default_checks(), WatchOptions(poll=0.01, settle=0, timeout=1, until_step=30),
+              echo=lines.append)
+        return lines, list(classified)
+
+    together, groups = watched(held)
+    alone, steps = watched(1)
+    assert len(steps) == 30 and len(groups) == 1 and groups == [sum(steps)]
+    assert _step_lines(together) == list(range(1, 31)) and together == alone
+
+
 def test_a_finished_run_whose_scalar_file_is_empty_is_still_checked_step_by_step(tmp_path):
     """A run directory's step_metrics file outside step partitions is written whole: once read,
     steps it holds no scalar for have none to come, and the watch goes on (it waited forever)."""

@@ -344,6 +344,11 @@ class RunState:
                     self._by_measure.setdefault(measure, []).append(frame)
                     self._sorted.discard(measure)
 
+    @property
+    def holds_calls(self) -> bool:
+        """Whether tool calls of the batches added wait to be classified (:data:`CLASSIFY_CALLS`)."""
+        return bool(self._held_calls)
+
     def _classify_held_calls(self) -> None:
         """Classify the held calls of the batches added, at once, into their statistics (per step
         and trajectory: the batches they came in do not matter)."""

@@ -25,7 +25,10 @@ Started on a run that is already far along, the watch catches up in batches of c
 (at most :data:`~trajlens.run.batches.BATCH_TOKENS` tokens and ``BATCH_STEPS`` steps, as
 ``trajlens check`` reads a run): a batch's measures are computed together, then each of its steps
 is judged on the steps up to it, so every line is the one a watch that saw the steps arrive one
-by one prints, and memory stays that of a batch.
+by one prints, and memory stays that of a batch. Batches whose tool calls are few are added
+one after another before their steps are judged, until
+:data:`~trajlens.checks.data.CLASSIFY_CALLS` calls have come (or ``until_step``): the calls are
+classified together, at the classifier's rate on large batches.
 
 A watched run is measured on its training trajectories (the splits to come are not known while
 the trainer writes): a validation pass before the first training step (verl's ``val_before_train``)
@@ -409,26 +412,32 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
     reason = "timeout"
     while True:
         batch = follower.poll()
-        if batch is not None:
+        counts: dict[int, tuple[int, int]] = {}
+        while batch is not None:
             if state is None:
                 state = RunState(follower.info, needs, split=TRAIN_SPLIT)
             # the batch's measures are computed together; each step is then judged on the steps
             # up to it, as if it had come alone
             state.add(batch)
-            counts = _step_counts(batch)
-            for step in batch.steps:
-                results = evaluate_checks(checks, state, upto=step)
-                checked, last = checked + 1, step
-                echo(_step_line(step, counts[step], results))
-                for result in results:
-                    if result.fired and result.name not in fired:
-                        fired.add(result.name)
-                        echo(f"  FIRED {result.name} ({result.check.severity}) at steps {spans(result.fired_steps)}: "
-                             f"{result.evidence_text()}")
-                if options.fail_fast and any(r.status == "fail" for r in results):
-                    return _end(1, f"an error-level check fired at step {step}", state, checked, last, results, follower, echo)
-                if options.until_step is not None and step >= options.until_step:
-                    return _end(None, f"reached step {step}", state, checked, last, results, follower, echo, options.strict)
+            counts.update(_step_counts(batch))
+            # catching up: the next complete steps are added before these are judged while their
+            # calls wait to be classified together (trajlens.checks.data.CLASSIFY_CALLS), up to
+            # the last step the watch waits for
+            before_last = options.until_step is None or max(counts, default=-1) < options.until_step
+            batch = follower.poll() if follower.behind and state.holds_calls and before_last else None
+        for step in counts:
+            results = evaluate_checks(checks, state, upto=step)
+            checked, last = checked + 1, step
+            echo(_step_line(step, counts[step], results))
+            for result in results:
+                if result.fired and result.name not in fired:
+                    fired.add(result.name)
+                    echo(f"  FIRED {result.name} ({result.check.severity}) at steps {spans(result.fired_steps)}: "
+                         f"{result.evidence_text()}")
+            if options.fail_fast and any(r.status == "fail" for r in results):
+                return _end(1, f"an error-level check fired at step {step}", state, checked, last, results, follower, echo)
+            if options.until_step is not None and step >= options.until_step:
+                return _end(None, f"reached step {step}", state, checked, last, results, follower, echo, options.strict)
         if follower.behind:  # catching up: the steps already complete are read at once, timeout or not
             continue
         if options.timeout is not None and time.monotonic() - started >= options.timeout:
