@@ -10,7 +10,8 @@ rerun reuses it). Then, as the machine is and under its own load (one spinning p
 ``benchmarks/_load.py``), each command runs as a user types it, in a fresh process, in this
 order: ``ingest`` (into a new store), ``classify``, ``report``, ``advantages`` (GAE, raw),
 ``identify`` (``advantages --identify``: every candidate estimator the run allows against the
-logged advantages), ``check``, ``sample``, ``attribute``, ``view`` of one trajectory, ``compare``
+logged advantages), ``check``, ``check run dir`` (``check`` of the run directory itself, as a
+training pipeline runs it: every tool call classified, no store), ``sample``, ``attribute``, ``view`` of one trajectory, ``compare``
 of the first and last quartiles and ``compare labels`` of two estimator labels (the one
 ``advantages`` stored and the whitened GAE ``report`` stored). Beside them, in the same condition, the **scan**: a fresh Python process that
 reads the token arrays GAE needs (``response_mask``, ``values``, ``token_rewards``) with one
@@ -90,6 +91,7 @@ def commands(run: Path, store: Path, out: Path, trajectory: str) -> list[tuple[s
         ("advantages", ["advantages", s, "--run", RUN_ID, "-e", "gae", "--option", "whiten=false", "--label", "gae_b"]),
         ("identify", ["advantages", s, "--run", RUN_ID, "--identify"]),
         ("check", ["check", s, "--run", RUN_ID]),
+        ("check run dir", ["check", str(run)]),
         ("sample", ["sample", s, "--run", RUN_ID]),
         ("attribute", ["attribute", s, "--run", RUN_ID]),
         ("view", ["view", s, "--run", RUN_ID, "-t", trajectory, "-o", str(out / "view.html")]),

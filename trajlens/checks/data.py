@@ -34,11 +34,10 @@ if TYPE_CHECKING:
 BATCH_TABLES: tuple[str, ...] = ("trajectories", "tool_calls", "tokens", "step_metrics")
 
 CLASSIFY_CALLS = 65_536
-"""Tool calls classified together: the classifier's cost has a fixed part of tens of
-milliseconds a call of it, so the calls of small batches (a step of a few thousand calls) are
-held until this many have come, or until statistics are asked (:meth:`RunState.series`), and
-classified at once: about five times the rate of classifying them step by step. Memory holds
-these calls beside a batch."""
+"""Tool calls classified together. Each pass of the classifier costs tens of milliseconds
+whatever its size (about 55,000 calls/s on steps of 3,300 calls, 300,000 on 64,000 at once), so
+the calls of small batches are held until this many have come, or until statistics are asked
+(:meth:`RunState.series`), and classified in one pass. Memory holds these calls beside a batch."""
 
 
 def empty_frame(name: str) -> pl.DataFrame:
