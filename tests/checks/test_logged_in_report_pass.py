@@ -74,6 +74,21 @@ def test_the_check_takes_the_pass_s_gae_scans_rather_than_running_them_again(sto
     assert len(runs) == alone  # the fed check compared whitened and raw GAE on the pass's own scans
 
 
+@pytest.mark.parametrize("source", ["store", "run directory"])
+def test_check_compares_the_logged_advantages_on_the_scans_of_its_own_advantage_statistics(
+        stores, monkeypatch, source):
+    """``trajlens check`` runs each step's GAE scan once: its advantage statistics and the
+    comparison with the logged advantages share it, as the report's pass and the check do."""
+    import trajlens.run.stepwise as stepwise
+
+    scan, runs = stepwise.raw_gae, []
+    monkeypatch.setattr(stepwise, "raw_gae", lambda *a, **kw: runs.append(1) or scan(*a, **kw))
+    path, run_id = (stores / "logged", RUN) if source == "store" else (stores / "run-logged", None)
+    result = check_run(path, run_id=run_id)
+    assert _shipped(result).status == "pass" and _shipped(result).outcomes[0].evaluated_steps == 4
+    assert len(runs) == 1  # the four steps are one batch: one scan, not one more for the comparison
+
+
 def test_a_run_without_logged_advantages_is_not_fed_and_skips_alike(stores):
     store = trajlens.open(stores / "plain")
     advantages = report_advantages(store, RUN, extremes=True, logged=logged_feeds(store, RUN))

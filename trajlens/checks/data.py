@@ -317,11 +317,13 @@ class RunState:
         logged_columns = tuple(dict.fromkeys(c for measure in fed for c in measure.token_columns)) if logged else None
         if logged_columns is not None:
             batch.token_rows(logged_columns)  # once: the recomputations below read theirs from it
+        # the GAE scans the advantage statistics run, which the logged advantages' comparison takes
+        scans: list[Any] | None = [] if logged else None
         if "advantages" in sources and rest and batch.trajectories.height:
             columns = choice_token_columns(rest) or TOKEN_COLUMNS
             stats, problems = m.advantage_stats(self.info.run_id, batch.trajectories,
                                                 batch.token_rows(("run_id", *columns)), rest,
-                                                self.run_label, carry=self._carry)
+                                                self.run_label, carry=self._carry, scans=scans)
             parts.append(stats)
             for problem in problems:
                 label, _, reason = problem.partition(": ")
@@ -331,7 +333,7 @@ class RunState:
             logged_tokens = batch.token_rows(logged_columns) if logged_columns is not None else None
             for candidate, measure in self.logged.items():
                 parts.append(measure.stats_of(batch_steps) if candidate in handed.logged
-                             else measure.add(batch.trajectories, logged_tokens))
+                             else measure.add(batch.trajectories, logged_tokens, scans))
         self._keep(parts)
         self.steps = sorted(set(self.steps) | set(steps))
         return steps

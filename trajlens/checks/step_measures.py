@@ -373,12 +373,15 @@ def _positive(value: Any) -> bool:
 
 def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFrame | None,
                     labels: Sequence[EstimatorChoice], run: EstimatorChoice | None,
-                    carry: dict[str, dict[str, Any]] | None = None) -> tuple[pl.DataFrame, list[str]]:
+                    carry: dict[str, dict[str, Any]] | None = None,
+                    scans: list[Any] | None = None) -> tuple[pl.DataFrame, list[str]]:
     """advantage:<label>:<stat> for each label (and advantage:run:<stat> for the run's own).
 
     Returns the statistics and, per label the data cannot give, the reason. ``carry``: what an
     estimator carries from step to step (gdpo_dynamic's moving averages), per label, kept by
     the caller from one batch to the next so that the values do not depend on the batches.
+    ``scans``: filled with each training step's GAE scans (:data:`trajlens.run.stepwise.StepScans`,
+    in step order), for :meth:`LoggedAdvantages.add` to take rather than run again.
     """
     from trajlens.errors import TrajlensError
     from trajlens.run.advantages import RunFrames, require_inputs
@@ -408,7 +411,8 @@ def advantage_stats(run_id: str, trajectories: pl.DataFrame, tokens: pl.DataFram
     errors: dict[str, Exception] = {}
     found = batch_choice_diagnostics(run_id, train.sort("step", maintain_order=True),
                                      None if frames.tokens is None else frames.tokens.to_arrow(), computable,
-                                     carry=carry if carry is not None else {}, errors=errors, extremes=True)
+                                     carry=carry if carry is not None else {}, errors=errors, extremes=True,
+                                     scans=scans)
     by_label = {part["estimator"][0]: part for part in found if part.height}
     for label in computable:
         if label.label in errors:
