@@ -1,6 +1,7 @@
 """Benchmark: the vectorised tool-call classifier against the per-row reference.
 
     python benchmarks/bench_classify.py [--calls 1000000] [--reference-calls 20000] [--check-all] [--threads 1] [--stages]
+                                        [--batch 3300]
 
 Generates ``--calls`` realistic tool calls (chains, pipes, heredocs, test runners, editor and
 think tools; almost every command text distinct), classifies all of them with
@@ -17,7 +18,10 @@ otherwise (``--threads 0``: Polars' default, every core); the script restarts it
 time, which a busy machine disturbs less than wall time, and a PASS/FAIL line for the goal of
 1,000,000 calls/s (wall time, informational: it does not change the exit status). ``--stages``
 classifies the calls once more and prints the process time of each step of the classifier
-(what bounds its rate).
+(what bounds its rate). ``--batch N`` also classifies them N at a time, as a run's steps come
+(about 3,300 calls a step in the 388 M-token run of ``bench_commands.py``), and prints that rate:
+each pass has a fixed cost, which is why ``trajlens check`` holds the calls of small steps and
+classifies them together (:data:`trajlens.checks.data.CLASSIFY_CALLS`).
 """
 
 from __future__ import annotations
@@ -115,6 +119,19 @@ def _print_stages(calls: pl.DataFrame) -> None:
     print(f"  {'the rest (columns in, results out)':<56} {total - top:6.2f} s")
 
 
+def _print_batched(calls: pl.DataFrame, size: int, whole_rate: float) -> None:
+    """Classify ``calls`` ``size`` at a time and print the rate against classifying them at once."""
+    parts = [calls.slice(start, size) for start in range(0, calls.height, size)]
+    started, started_cpu = time.perf_counter(), time.process_time()
+    for part in parts:
+        classify_calls(part)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - started_cpu
+    rate = calls.height / seconds
+    print(f"\nin batches of {size:,} ({len(parts):,} passes): {seconds:.2f} s = {rate:,.0f} calls/s "
+          f"({calls.height / cpu:,.0f} in process time), {whole_rate / rate:.1f}x slower than at once; "
+          f"{1000 * seconds / len(parts):.1f} ms a pass")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1_000_000, help="generated tool calls to classify")
@@ -123,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-all", action="store_true", help="run the reference on every call")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated calls")
     parser.add_argument("--stages", action="store_true", help="also print the process time of each classifier step")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="also classify the calls this many at a time (a step's worth) and print that rate")
     parser.add_argument("--threads", type=int, default=None,
                         help="Polars threads (default: POLARS_MAX_THREADS, else 1; 0: every core)")
     args = parser.parse_args(argv)
@@ -171,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['tool_name']} {row['command']!r:.120}")
     if args.stages:
         _print_stages(calls)
+    if args.batch:
+        _print_batched(calls, args.batch, fast_rate)
     print()
     print(f"{'FAIL' if mismatches else 'PASS'}  labels identical to the per-row reference on {scope}")
     print(f"{'PASS' if speedup >= TARGET_SPEEDUP else 'FAIL'}  vectorised >= {TARGET_SPEEDUP:.0f}x the per-row reference")
