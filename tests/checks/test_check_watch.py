@@ -208,14 +208,14 @@ def test_catching_up_a_step_at_a_time_classifies_the_calls_of_many_steps_at_once
         monkeypatch.setattr(data, "CLASSIFY_CALLS", calls)
         lines: list[str] = []
         classified.clear()
-        watch(SAMPLES / "sao-r6", default_checks(), WatchOptions(poll=0.01, settle=0, timeout=1, until_step=30),
+        watch(SAMPLES / "sao-r6", default_checks(), WatchOptions(poll=0.01, settle=0, timeout=1, until_step=12),
               echo=lines.append)
         return lines, list(classified)
 
     together, groups = watched(held)
     alone, steps = watched(1)
-    assert len(steps) == 30 and len(groups) == 1 and groups == [sum(steps)]
-    assert _step_lines(together) == list(range(1, 31)) and together == alone
+    assert len(steps) == 12 and len(groups) == 1 and groups == [sum(steps)]
+    assert _step_lines(together) == list(range(1, 13)) and together == alone
 
 
 def test_a_finished_run_whose_scalar_file_is_empty_is_still_checked_step_by_step(tmp_path):
