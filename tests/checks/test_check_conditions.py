@@ -99,6 +99,24 @@ def test_stage_change_two_proportion_z_by_hand():
     assert evaluate(big, "r", series, True).fired_steps == ()
 
 
+def test_stage_change_reads_the_same_rows_of_a_stage_however_the_steps_are_ordered():
+    """A stage's rows are cut from steps in order (with gaps, repeated steps, steps outside every
+    range); shuffled, the same rows are found another way: the outcome is the same."""
+    rows = [(s, 9 - s % 3, 10) for s in (1, 2, 4, 5, 7, 8, 9)] + [(s, 3 + s % 2, 10) for s in (12, 13, 13, 15, 20, 21)]
+    series = _rates(rows)
+    shuffled = series.sample(fraction=1.0, shuffle=True, seed=3)
+    assert shuffled["step"].to_list() != series["step"].to_list()
+    for stages in ("quartiles", [["early", 2, 9], ["late", 12, 20]]):
+        check = _check(measure="ran_suite", condition="stage_change", direction="decrease", stages=stages,
+                       compare="consecutive", alpha=0.5)
+        in_order, reordered = evaluate(check, "r", series, True), evaluate(check, "r", shuffled, True)
+        assert in_order.fired_steps and in_order.fired_steps == reordered.fired_steps
+        assert in_order.evidence == reordered.evidence
+    late = evaluate(check, "r", series, True)
+    assert late.fired_steps == (12, 13, 15, 20)  # step 21 is in no stage
+    assert "early 0.7667 " in late.evidence.detail  # steps 2-9: 46 of 60 trajectories, step 1 left out
+
+
 def test_stage_change_needs_significance():
     rows = [(1, 8, 10), (2, 7, 10)]
     check = _check(measure="ran_suite", condition="stage_change", direction="decrease", stages="early_late")

@@ -16,15 +16,17 @@ best. Formulas (z = 1.959964, two-sided p = erfc(|z| / sqrt 2)):
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import polars as pl
 
 from trajlens.checks.kinds import KINDS
 from trajlens.checks.spec import Check
-from trajlens.classify.stages import assign_stages
+from trajlens.classify.stages import StageSpec, assign_stages
 from trajlens.intervals import SUMS, added, pooled, stage_z, two_sided_p_value
 
 @dataclass(frozen=True)
@@ -152,23 +154,34 @@ def consecutive(check: Check, measure: str, series: pl.DataFrame, proportion: bo
                    _has_values(frame))
 
 
-def _stage_ranges(check: Check, steps: list[int]) -> list[tuple[str, list[int]]]:
-    """The check's stages, each with its steps, in order: cut by the stage report's own rule
-    (:func:`~trajlens.classify.stages.assign_stages`), so a check's Q4 is the report's Q4."""
-    staged = assign_stages(pl.DataFrame({"run_id": [""] * len(steps), "step": steps}, schema=_STEPS), check.stages)
+@lru_cache(maxsize=64)
+def _stage_ranges(stages: StageSpec, steps: tuple[int, ...]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The stages ``stages`` cuts ``steps`` into, each with its steps, in order: cut by the stage
+    report's own rule (:func:`~trajlens.classify.stages.assign_stages`), so a check's Q4 is the
+    report's Q4. Remembered for the latest steps: every stage check of a step cuts the same ones."""
+    staged = assign_stages(pl.DataFrame({"run_id": [""] * len(steps), "step": steps}, schema=_STEPS), stages)
     staged = staged.drop_nulls("stage_index").group_by("stage_index", "stage").agg(pl.col("step").unique().sort())
-    return [(name, members) for _, name, members in staged.sort("stage_index").iter_rows()]
+    return tuple((name, tuple(members)) for _, name, members in staged.sort("stage_index").iter_rows())
 
 
 _STEPS = {"run_id": pl.String, "step": pl.Int64}
 
 
+def _stage_rows(series: pl.DataFrame, steps: list[int], members: tuple[int, ...]) -> pl.DataFrame:
+    """The rows of ``series`` (whose steps are ``steps``) at the stage's steps ``members``, in
+    their order. A stage is every step of a range, so in step order its rows are one slice."""
+    if all(a <= b for a, b in zip(steps, steps[1:])):
+        start = bisect.bisect_left(steps, members[0])
+        return series.slice(start, bisect.bisect_right(steps, members[-1]) - start)
+    return series.filter(pl.col("step").is_in(members))
+
+
 def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
     steps = series["step"].to_list()
-    stages = [(name, members) for name, members in _stage_ranges(check, steps) if members]
+    stages = [(name, members) for name, members in _stage_ranges(check.stages, tuple(steps)) if members]
     sums = []
     for name, members in stages:
-        part = added(series.filter(pl.col("step").is_in(members)), by=())
+        part = added(_stage_rows(series, steps, members), by=())
         sums.append(part.with_columns(pl.lit(name).alias("stage"), pl.lit(members[0]).alias("step")))
     values = _values(pooled(series, proportion))
     if len(sums) < 2:
