@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
+from functools import lru_cache
 
 import polars as pl
 
@@ -91,22 +92,31 @@ def wilson(x: pl.Expr, n: pl.Expr, z: float = Z95) -> tuple[pl.Expr, pl.Expr]:
 def pooled(frame: pl.DataFrame, proportion: bool) -> pl.DataFrame:
     """Add ``value``, ``variance``, ``n_effective``, ``low`` and ``high`` computed from the
     :data:`SUMS` of each row (see the module docstring)."""
+    for columns in _pooled_columns(proportion):
+        frame = frame.with_columns(columns)
+    return frame
+
+
+@lru_cache(maxsize=2)
+def _pooled_columns(proportion: bool) -> tuple[tuple[pl.Expr, ...], ...]:
+    """The expressions :func:`pooled` adds, in three rounds (each reads the columns of the one
+    before); built once, as checks and reports pool thousands of small frames."""
     p = pl.col("x") / pl.col("n")
     ss = pl.col("sxx") - 2 * p * pl.col("sxn") + p * p * pl.col("snn")
     variance = pl.when(pl.col("units") >= 2).then(
         pl.col("units") / (pl.col("units") - 1) * ss.clip(lower_bound=0.0) / pl.col("n") ** 2)
-    frame = frame.with_columns(pl.when(pl.col("n") > 0).then(p).alias("value"), variance.alias("variance"))
+    first = (pl.when(pl.col("n") > 0).then(p).alias("value"), variance.alias("variance"))
     if proportion:
         n_effective = pl.when(pl.col("variance") > 0).then(
             pl.min_horizontal(pl.col("value") * (1 - pl.col("value")) / pl.col("variance"), pl.col("n"))
         ).otherwise(pl.col("n"))
-        frame = frame.with_columns(n_effective.cast(pl.Float64).alias("n_effective"))
+        second = n_effective.cast(pl.Float64).alias("n_effective")
         low, high = wilson(pl.col("value") * pl.col("n_effective"), pl.col("n_effective"))
     else:
         half = Z95 * pl.col("variance").sqrt()
-        frame = frame.with_columns(pl.col("units").cast(pl.Float64).alias("n_effective"))
+        second = pl.col("units").cast(pl.Float64).alias("n_effective")
         low, high = pl.col("value") - half, pl.col("value") + half
-    return frame.with_columns(low.alias("low"), high.alias("high"))
+    return first, (second,), (low.alias("low"), high.alias("high"))
 
 
 def pooled_rows(stats: pl.DataFrame, proportions: Collection[str]) -> dict[str, dict]:
