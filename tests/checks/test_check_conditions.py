@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -112,7 +113,7 @@ def test_stage_change_reads_the_same_rows_of_a_stage_however_the_steps_are_order
         in_order, reordered = evaluate(check, "r", series, True), evaluate(check, "r", shuffled, True)
         assert in_order.fired_steps and in_order.fired_steps == reordered.fired_steps
         assert in_order.evidence == reordered.evidence
-    late = evaluate(check, "r", series, True)
+    late = evaluate(replace(check, stages=[["early", 2, 9], ["late", 12, 20]]), "r", series, True)  # a list, as in TOML
     assert late.fired_steps == (12, 13, 15, 20)  # step 21 is in no stage
     assert "early 0.7667 " in late.evidence.detail  # steps 2-9: 46 of 60 trajectories, step 1 left out
 

@@ -178,7 +178,8 @@ def _stage_rows(series: pl.DataFrame, steps: list[int], members: tuple[int, ...]
 
 def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
     steps = series["step"].to_list()
-    stages = [(name, members) for name, members in _stage_ranges(check.stages, tuple(steps)) if members]
+    staging = check.stages if isinstance(check.stages, str) else tuple(map(tuple, check.stages))
+    stages = [(name, members) for name, members in _stage_ranges(staging, tuple(steps)) if members]
     sums = []
     for name, members in stages:
         part = added(_stage_rows(series, steps, members), by=())
