@@ -36,7 +36,7 @@ def test_the_first_quarter_is_the_stage_report_s_q1_and_the_checks():
     steps = list(range(3, 138))  # 135 steps, as sao-r6
     staged = assign_stages(pl.DataFrame({"run_id": "r", "step": steps}), "quartiles")
     check = Check(name="c", measure="ran_suite", condition="stage_change", direction="decrease")
-    ranges = dict(_stage_ranges(check, steps))
+    ranges = {name: list(members) for name, members in _stage_ranges(check.stages, tuple(steps))}
     split = quarters(steps)
     assert staged.filter(pl.col("stage") == "Q1")["step"].to_list() == ranges["Q1"] == split.first.tolist()
     assert staged.filter(pl.col("stage") == "Q4")["step"].to_list() == ranges["Q4"] == split.last.tolist()
