@@ -154,11 +154,12 @@ def consecutive(check: Check, measure: str, series: pl.DataFrame, proportion: bo
                    _has_values(frame))
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=4)
 def _stage_ranges(stages: StageSpec, steps: tuple[int, ...]) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """The stages ``stages`` cuts ``steps`` into, each with its steps, in order: cut by the stage
     report's own rule (:func:`~trajlens.classify.stages.assign_stages`), so a check's Q4 is the
-    report's Q4. Remembered for the latest steps: every stage check of a step cuts the same ones."""
+    report's Q4. The last few are remembered: every stage check of a step cuts the same steps
+    (few entries, as a long run's steps are many)."""
     staged = assign_stages(pl.DataFrame({"run_id": [""] * len(steps), "step": steps}, schema=_STEPS), stages)
     staged = staged.drop_nulls("stage_index").group_by("stage_index", "stage").agg(pl.col("step").unique().sort())
     return tuple((name, tuple(members)) for _, name, members in staged.sort("stage_index").iter_rows())
