@@ -168,10 +168,11 @@ def _stage_ranges(stages: StageSpec, steps: tuple[int, ...]) -> tuple[tuple[str,
 _STEPS = {"run_id": pl.String, "step": pl.Int64}
 
 
-def _stage_rows(series: pl.DataFrame, steps: list[int], members: tuple[int, ...]) -> pl.DataFrame:
-    """The rows of ``series`` (whose steps are ``steps``) at the stage's steps ``members``, in
-    their order. A stage is every step of a range, so in step order its rows are one slice."""
-    if all(a <= b for a, b in zip(steps, steps[1:])):
+def _stage_rows(series: pl.DataFrame, steps: list[int], in_order: bool, members: tuple[int, ...]) -> pl.DataFrame:
+    """The rows of ``series`` (whose steps are ``steps``, ``in_order`` or not) at the stage's
+    steps ``members``, in their order. A stage is every step of a range, so in step order its
+    rows are one slice."""
+    if in_order:
         start = bisect.bisect_left(steps, members[0])
         return series.slice(start, bisect.bisect_right(steps, members[-1]) - start)
     return series.filter(pl.col("step").is_in(members))
@@ -179,11 +180,11 @@ def _stage_rows(series: pl.DataFrame, steps: list[int], members: tuple[int, ...]
 
 def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
     steps = series["step"].to_list()
-    staging = check.stages if isinstance(check.stages, str) else tuple(map(tuple, check.stages))
-    stages = [(name, members) for name, members in _stage_ranges(staging, tuple(steps)) if members]
+    stages = [(name, members) for name, members in _stage_ranges(check.stages, tuple(steps)) if members]
+    in_order = all(a <= b for a, b in zip(steps, steps[1:]))
     sums = []
     for name, members in stages:
-        part = added(_stage_rows(series, steps, members), by=())
+        part = added(_stage_rows(series, steps, in_order, members), by=())
         sums.append(part.with_columns(pl.lit(name).alias("stage"), pl.lit(members[0]).alias("step")))
     values = _values(pooled(series, proportion))
     if len(sums) < 2:

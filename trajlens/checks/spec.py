@@ -111,6 +111,11 @@ class Check:
     source: str = ""
     """File the check was read from."""
 
+    def __post_init__(self) -> None:
+        # stages as the tuple its type says, also when a Check made in Python is given a list
+        if not isinstance(self.stages, str):
+            object.__setattr__(self, "stages", tuple(tuple(stage) for stage in self.stages))
+
     @property
     def sign(self) -> str:
         """The threshold as text: ``> 0.15``, ``< 0.4`` or ``outside [a, b]``."""
