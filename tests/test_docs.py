@@ -34,6 +34,17 @@ def test_every_command_has_help_with_an_example():
         assert "Example: trajlens " + name in " ".join(result.output.split()), f"`trajlens {name} --help` lacks an example"
 
 
+def test_every_command_is_summed_up_in_one_line_of_its_docstring():
+    """``trajlens --help`` lists each command by its docstring's first paragraph, line breaks kept:
+    a summary that runs onto a second line breaks the list mid-sentence."""
+    _register()
+    for command in app.registered_commands:
+        paragraph = inspect.getdoc(command.callback).split("\n\n")[0]
+        assert "\n" not in paragraph and paragraph.endswith("."), \
+            f"`trajlens {command.name or command.callback.__name__}`: the docstring's first paragraph, {paragraph!r}, " \
+            "is not one line"
+
+
 def test_every_public_name_is_documented():
     for name in trajlens.__all__:
         if name.startswith("__"):

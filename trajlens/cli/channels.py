@@ -20,8 +20,10 @@ def channels(
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write every row to this file (" + ", ".join(TABLE_SUFFIXES) + ").")] = None,
     rows: Annotated[int, typer.Option("--rows", min=1, max=COUNT_MAX, help="Rows of the table printed.")] = 12,
 ) -> None:
-    """Watch each reward channel of a multi-reward run, step by step: rel_gain, dynamic weight,
-    advantage std and kurtosis, dominant count, collinear channels.
+    """Watch each reward channel of a multi-reward run, step by step.
+
+    Per channel and step: rel_gain, dynamic weight, advantage std and kurtosis, dominant count,
+    and the channels that move together (collinear).
 
     The channel's mean and std over the step's trajectories and its rel_gain (mean over groups
     of max - min) are the checks' measures; the advantage std, excess kurtosis and dominant

@@ -68,9 +68,10 @@ def sql(
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the result to a .csv, .json, .parquet, .md or .html file instead of printing it.")] = None,
     rows: Annotated[int, typer.Option("--rows", min=0, max=COUNT_MAX, help="Rows to print.")] = 40,
 ) -> None:
-    """Run a read-only query over a store's tables: runs, trajectories, tool_calls, tokens,
-    step_metrics, the measured_splits view (each run's measured split), and the analysis tables
-    once computed.
+    """Run a read-only SQL query over a store's tables and views.
+
+    The tables: runs, trajectories, tool_calls, tokens, step_metrics, the measured_splits view
+    (each run's measured split), and the analysis tables once computed.
 
     A query reads the store and nothing else: only SELECT is accepted, and files outside the
     tables cannot be read or written. Parameters are bound by DuckDB, never pasted into the text.

@@ -16,8 +16,11 @@ def verify(
     run: Annotated[Optional[str], typer.Option("--run", "-r", help="Check only this run and its analyses.")] = None,
     repair: Annotated[bool, typer.Option("--repair", help="Repair what the store's records allow, and say what they do not.")] = False,
 ) -> None:
-    """Check every table file of a store against the SHA-256 recorded when it was written, the
-    views against the files, interrupted writes, and the runs' sources.
+    """Check a store's files, views, interrupted writes and runs' sources.
+
+    Every table file is checked against the SHA-256 recorded when it was written, the views
+    against the files, and each run's source for whether it still exists unchanged since the
+    ingest.
 
     Prints one line per problem and exits 1 when there is any. With --repair: finishes an
     interrupted write, writes a damaged run again from its unchanged source, removes a damaged
