@@ -145,7 +145,9 @@ def test_unknown_engine_and_stray_address_are_config_errors():
 
 def test_ray_batches_carry_tables_and_errors_back_in_step_order(engine_store):
     """The map_batches function and its decoding, without a cluster (the cluster test runs them on Ray):
-    a batch holds a group of steps, each of which reports back in order."""
+    a batch holds groups of steps, each reporting back in order; a group of several steps, which
+    the step function takes at once (``RecomputeStep.steps``), under its last step, with the rows
+    each of its steps gives alone."""
     from trajlens.engine.advantages import RecomputeStep
     from trajlens.engine.ray import RayStep, step_results
 
@@ -153,9 +155,10 @@ def test_ray_batches_carry_tables_and_errors_back_in_step_order(engine_store):
     function = RecomputeStep("grpo", "grpo")
     batches = [RayStep(function, location, RUN_ID)(pa.table({"steps": [group]})) for group in ([2, 3], [5])]
     results = list(step_results(batches))
-    assert [result.step for result in results] == [2, 3, 5]
-    expected = [function(location, RUN_ID, step)["advantage_batches"] for step in (2, 3, 5)]
-    assert [result.tables["advantage_batches"] for result in results] == expected
+    assert [result.step for result in results] == [3, 5]
+    alone = [function(location, RUN_ID, step)["advantage_batches"] for step in (2, 3, 5)]
+    assert [result.tables["advantage_batches"] for result in results] == [pa.concat_tables(alone[:2]), alone[2]]
+    assert results[0].tables["advantage_batches"].column("step").to_pylist() == [2, 3]
     failing = RayStep(RecomputeStep("gdpo_trl", "g"), location, RUN_ID)(pa.table({"steps": [[1, 2]]}))
     assert failing.column("step").to_pylist() == [2]  # the first step's error ends the group
     with pytest.raises(ConfigError, match="gdpo_trl needs two or more reward channels"):

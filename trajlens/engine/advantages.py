@@ -61,25 +61,78 @@ class RecomputeStep:
     (``gdpo_dynamic``: the channels' moving average of advantage std), absent at the first."""
 
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
+        part = location.read_step(run_id, "trajectories", step)
+        trajectories = pl.DataFrame(part) if part is not None else pl.DataFrame()
+        columns = self._token_columns()
+        tokens = location.read_step(run_id, "tokens", step, columns) if columns is not None else None
+        return self._diagnostics(run_id, trajectories, tokens, self.carried.get(step))
+
+    def steps(self, location: StoreLocation, run_id: str, steps: list[int]) -> StepTables:
+        """Several steps at once (their file of trajectories read once), each step's batch
+        recomputed on its own as a step at a time would, in step order. Token arrays are read a
+        file of them at a time, so memory is that of one file's steps. An estimator in
+        :data:`CARRIES_STATE` starts each step from the state :attr:`carried` gives it, so its
+        steps go one at a time."""
+        from trajlens.run.reader import RunReader
+
+        if self.estimator in CARRIES_STATE:
+            results = [self(location, run_id, step) for step in steps]
+        else:
+            reader = RunReader(location, run_id)
+            read = reader.read_steps("trajectories", steps)
+            trajectories = pl.DataFrame() if read is None else read
+            columns = self._token_columns()
+            if columns is None:
+                results = [self._diagnostics(run_id, trajectories, None, None)]
+            else:
+                results = []
+                for group in location.step_groups(run_id, steps, "tokens"):
+                    tokens = reader.read_steps("tokens", group, columns)
+                    results.append(self._diagnostics(
+                        run_id, trajectories.filter(pl.col("step").is_in(group)) if trajectories.height else trajectories,
+                        None if tokens is None else tokens.to_arrow(), None))
+        parts = [tables["advantage_batches"] for tables in results if tables]
+        return {"advantage_batches": pa.concat_tables(parts, promote_options="default")} if parts else {}
+
+    def _token_columns(self) -> tuple[str, ...] | None:
+        from trajlens.estimators.spec import EstimatorChoice
+        from trajlens.run.stepwise import choice_token_columns
+
+        columns = choice_token_columns([EstimatorChoice(self.label, self.estimator, dict(self.options))])
+        return None if columns is None else ("run_id", *columns)
+
+    def _diagnostics(self, run_id: str, trajectories: pl.DataFrame, tokens: pa.Table | None,
+                     carried: list[float] | None) -> StepTables:
+        """The batch diagnostics of the training ``trajectories`` of one or more whole steps (in
+        step order) and their ``tokens``; ``carried``: the state a stateful estimator starts from."""
         from trajlens.estimators.spec import EstimatorChoice
         from trajlens.run.advantages import RunFrames, require_inputs
-        from trajlens.run.stepwise import batch_choice_diagnostics, choice_token_columns
+        from trajlens.run.batches import step_bounds
+        from trajlens.run.stepwise import batch_choice_diagnostics
 
-        choice = EstimatorChoice(self.label, self.estimator, dict(self.options))
-        part = location.read_step(run_id, "trajectories", step)
-        trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)) \
-            if part is not None else pl.DataFrame()
+        every_split = trajectories
+        if not trajectories.is_empty():
+            trajectories = trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT))
         if trajectories.is_empty():
             return {}
-        columns = choice_token_columns([choice])
-        tokens = location.read_step(run_id, "tokens", step, ("run_id", *columns)) if columns is not None else None
         if tokens is not None and not tokens.num_rows:
             tokens = None
-        require_inputs(run_id, self.estimator, RunFrames(run_id, trajectories, None if tokens is None else pl.DataFrame(tokens)),
-                       choice.options)
+        choice = EstimatorChoice(self.label, self.estimator, dict(self.options))
+        token_frame = None if tokens is None else pl.DataFrame(tokens)
+        starts, stops = step_bounds(trajectories["step"].to_numpy())
+        if len(starts) == 1:
+            require_inputs(run_id, self.estimator, RunFrames(run_id, trajectories, token_frame), choice.options)
+        for start, stop in zip(starts, stops) if len(starts) > 1 else ():
+            # each step's inputs as a step at a time checks them: its training rows, and the token
+            # rows of every trajectory of the step
+            step = trajectories.slice(start, stop - start)
+            step_tokens = None if token_frame is None else token_frame.join(
+                every_split.filter(pl.col("step") == step["step"][0]).select("trajectory_id"),
+                on="trajectory_id", how="semi")
+            require_inputs(run_id, self.estimator, RunFrames(run_id, step, step_tokens), choice.options)
         carry: dict[str, dict[str, Any]] = {self.label: {}}
-        if self.estimator in CARRIES_STATE and step in self.carried:
-            carry[self.label][run_id] = _ema_tensor(self.carried[step])
+        if carried is not None:
+            carry[self.label][run_id] = _ema_tensor(carried)
         errors: dict[str, Exception] = {}
         parts = batch_choice_diagnostics(run_id, trajectories, tokens, [choice], carry=carry, errors=errors)
         if self.label in errors:
