@@ -63,6 +63,8 @@ class RecomputeStep:
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
         part = location.read_step(run_id, "trajectories", step)
         trajectories = pl.DataFrame(part) if part is not None else pl.DataFrame()
+        if _training(run_id, trajectories).is_empty():  # a step of other splits only: its tokens are not read
+            return {}
         columns = self._token_columns()
         tokens = location.read_step(run_id, "tokens", step, columns) if columns is not None else None
         return self._diagnostics(run_id, trajectories, tokens, self.carried.get(step))
@@ -110,9 +112,7 @@ class RecomputeStep:
         from trajlens.run.batches import step_bounds
         from trajlens.run.stepwise import batch_choice_diagnostics
 
-        every_split = trajectories
-        if not trajectories.is_empty():
-            trajectories = trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT))
+        every_split, trajectories = trajectories, _training(run_id, trajectories)
         if trajectories.is_empty():
             return {}
         if tokens is not None and not tokens.num_rows:
@@ -138,6 +138,13 @@ class RecomputeStep:
         if self.label in errors:
             raise errors[self.label]
         return {"advantage_batches": pl.concat(parts, how="diagonal_relaxed").to_arrow()} if parts else {}
+
+
+def _training(run_id: str, trajectories: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``trajectories`` (an empty frame, or rows of one or more steps) of the run's training split."""
+    if trajectories.is_empty():
+        return trajectories
+    return trajectories.filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT))
 
 
 @dataclass(frozen=True)
