@@ -310,6 +310,10 @@ NO_TOOL_CALLS = ("no tool calls in the run: no behaviour class to attribute (dri
                  "only its response length and reward channels are attributed")
 """The finding of a run without tool calls."""
 
+CALL_CREDIT_GROUP_ROWS = 1 << 16
+"""Fewest ``call_credit`` rows in a row group of its file, but the last: the rows of many small
+steps are written together, not a step at a time."""
+
 KEPT_ROWS = ("class_rows", "trajectory_rows", "push_rows")
 """Per-step frames the credit stream keeps for the run-level measures."""
 
@@ -373,15 +377,31 @@ class CreditStream:
         self.fallback_calls = 0
         self.total_calls = 0
         self.kept: list[pl.DataFrame] | None = None
+        self.several_channels = _several_channels(trajectories)
+        """Whether the trajectories credited here have two or more reward channels (read once, not a step at a time)."""
 
     def write_parquet(self, path: Path | str) -> None:
-        """Stream the ``call_credit`` rows into one Parquet file, a step at a time."""
+        """Stream the ``call_credit`` rows into one Parquet file, a row group of
+        :data:`CALL_CREDIT_GROUP_ROWS` rows or more at a time (the steps' rows held until then)."""
         writer = None
+        held: list[pa.Table] = []
+        rows = 0
+
+        def flush() -> None:
+            nonlocal writer, held, rows
+            if writer is None:
+                writer = pq.ParquetWriter(str(path), CALL_CREDIT_SCHEMA, compression="zstd")
+            writer.write_table(pa.concat_tables(held) if len(held) > 1 else held[0])
+            held, rows = [], 0
+
         try:
             for table in self._steps():
-                if writer is None:
-                    writer = pq.ParquetWriter(str(path), CALL_CREDIT_SCHEMA, compression="zstd")
-                writer.write_table(table)
+                held.append(table)
+                rows += table.num_rows
+                if rows >= CALL_CREDIT_GROUP_ROWS:
+                    flush()
+            if held:
+                flush()
             if writer is None:
                 _empty_calls().write_parquet(path)
         finally:
@@ -539,7 +559,8 @@ class CreditStream:
         self.trajectory_rows.append(pl.DataFrame({
             "step": np.full(batch.height, step), "reward": batch["reward"].cast(pl.Float64),
             "length": np.where(credit.measured, length, np.nan),  # response length: model tokens, never calls
-            **{f"count:{n}": counts[:, i] for i, n in enumerate(names)}, **_channel_values(batch),
+            **{f"count:{n}": counts[:, i] for i, n in enumerate(names)},
+            **(_channel_values(batch) if self.several_channels else {}),
         }))
         return self._call_rows(step, calls, credit)
 
@@ -593,15 +614,26 @@ class CreditStream:
         return pl.concat(self.push_rows)
 
 
-def _channel_values(batch: pl.DataFrame) -> dict[str, np.ndarray]:
-    """``channel:<name>`` -> each trajectory's value of that reward channel (NaN where it has none), for
-    two or more channels."""
-    if "reward_channels" not in batch.columns:
-        return {}
-    long = (batch.select(pl.int_range(pl.len()).alias("index"), "reward_channels").explode("reward_channels")
+def _channel_rows(trajectories: pl.DataFrame) -> pl.DataFrame:
+    """One row per reward channel value of each trajectory: ``index`` (its row), ``name``, ``value``."""
+    if "reward_channels" not in trajectories.columns:
+        return pl.DataFrame(schema={"index": pl.Int64, "name": pl.String, "value": pl.Float64})
+    return (trajectories.select(pl.int_range(pl.len()).alias("index"), "reward_channels").explode("reward_channels")
             .drop_nulls("reward_channels")
             .select("index", pl.col("reward_channels").struct.field("name").alias("name"),
                     pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value")))
+
+
+def _several_channels(trajectories: pl.DataFrame) -> bool:
+    """Whether ``trajectories`` hold two or more reward channel names: when they do not, no step
+    of theirs has channel values to keep (:func:`_channel_values`)."""
+    return _channel_rows(trajectories)["name"].n_unique() > 1
+
+
+def _channel_values(batch: pl.DataFrame) -> dict[str, np.ndarray]:
+    """``channel:<name>`` -> each trajectory's value of that reward channel (NaN where it has none), for
+    two or more channels."""
+    long = _channel_rows(batch)
     names = long["name"].unique(maintain_order=True).to_list()
     out = {}
     for name in names if len(names) > 1 else []:
