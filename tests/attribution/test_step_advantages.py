@@ -81,3 +81,40 @@ def test_per_token_weights_equal_aggregation_weights(seed):
     for m, mode in enumerate(AGGREGATION_MODES):
         expected = aggregation_weights(mask, mode, max_length=max_length).per_token_weight.numpy()
         np.testing.assert_allclose(got[m], expected, rtol=1e-12, err_msg=mode)
+
+
+def _renamed(seed: int, step: int) -> tuple[pl.DataFrame, pa.Table]:
+    trajectories, tokens = _random_step(seed)
+    ids = pa.array([f"s{step}-{i}" for i in tokens.column("trajectory_id").to_pylist()])
+    trajectories = trajectories.with_columns(pl.lit(step).alias("step"), ("s" + pl.lit(str(step)) + "-" + pl.col("trajectory_id"))
+                                             .alias("trajectory_id"))
+    return trajectories, align_tokens(trajectories, tokens.set_column(0, "trajectory_id", ids))
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="the flat kernels need numba")
+def test_scans_run_over_a_window_of_steps_give_each_step_its_own_advantages():
+    from trajlens.run.step_advantages import window_scans
+
+    steps = [_renamed(seed, step) for seed, step in ((0, 1), (1, 2), (2, 3))]
+    cuts = window_scans([b for b, _ in steps], [t for _, t in steps], RECS)
+    assert cuts is not None and len(cuts) == 3
+    assert {key[0] for key in cuts[0]} == {"critic", "returns"}  # verl's reset returns go a step at a time
+    for (batch, tokens), cut in zip(steps, cuts):
+        alone = step_advantages(batch, tokens, RECS, {})
+        shared = step_advantages(batch, tokens, RECS, {}, cut)
+        for mine, theirs in zip(shared, alone):
+            if isinstance(theirs, Shifted):
+                assert np.array_equal(mine.base, theirs.base) and (mine.shift, mine.scale) == (theirs.shift, theirs.scale)
+            else:
+                assert np.array_equal(mine, theirs)
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="the flat kernels need numba")
+def test_a_window_with_a_step_its_scan_refuses_goes_a_step_at_a_time():
+    from trajlens.run.step_advantages import window_scans
+
+    steps = [_renamed(seed, step) for seed, step in ((0, 1), (1, 2))]
+    batch, tokens = steps[1]
+    nulls = pa.array([None] * tokens.num_rows, tokens.schema.field("values").type)
+    steps[1] = batch, tokens.set_column(tokens.column_names.index("values"), "values", nulls)
+    assert window_scans([b for b, _ in steps], [t for _, t in steps], RECS) is None

@@ -310,6 +310,9 @@ NO_TOOL_CALLS = ("no tool calls in the run: no behaviour class to attribute (dri
                  "only its response length and reward channels are attributed")
 """The finding of a run without tool calls."""
 
+SCAN_WINDOW_TOKENS = 1 << 20
+"""Most tokens of the consecutive small steps whose token scans run at once (attribution)."""
+
 CALL_CREDIT_GROUP_ROWS = 1 << 16
 """Fewest ``call_credit`` rows in a row group of its file, but the last: the rows of many small
 steps are written together, not a step at a time."""
@@ -458,24 +461,52 @@ class CreditStream:
 
     def _credit_blocks(self, steps: list[int], batches: list[pl.DataFrame], block: int,
                        token_steps: Iterator[pa.Table | None]) -> Iterator[pa.Table]:
-        from trajlens.run.step_advantages import align_tokens, step_advantages
+        from trajlens.run.step_advantages import step_advantages
 
         for first in range(0, len(steps), block):
             block_steps = steps[first:first + block]
             calls_block = self._classified_calls(block_steps)
-            for step, batch in zip(block_steps, batches[first:first + block]):
+            for step, batch, tokens, ran in self._scan_windows(block_steps, batches[first:first + block], token_steps):
                 calls = calls_block.filter(pl.col("step") == step)
                 order = batch.select("trajectory_id").with_row_index("__b")
                 calls = calls.join(order, on="trajectory_id").sort("__b", "call_index")
-                tokens = next(token_steps)
-                aligned = align_tokens(batch, tokens)
-                tokens = aligned if aligned is not None else tokens
-                advantages = step_advantages(batch, tokens, self.recs, self.outcome)
+                advantages = step_advantages(batch, tokens, self.recs, self.outcome, ran)
                 credit = step_call_credit(batch, calls, tokens, advantages, self.modes)
                 del advantages
                 yield self._reduce(step, batch, calls, credit)
                 if self.progress is not None and self.map_steps is None:
                     self.progress(f"step {step}")
+
+    def _scan_windows(self, steps: list[int], batches: list[pl.DataFrame], token_steps: Iterator[pa.Table | None]
+                      ) -> Iterator[tuple[int, pl.DataFrame, pa.Table | None, dict | None]]:
+        """Each step with its token rows (aligned with its trajectories when every one has them)
+        and its cut of the token scans run over a window of consecutive such steps at once, up to
+        :data:`SCAN_WINDOW_TOKENS` tokens (None for a step alone): small steps share one scan."""
+        from trajlens.run.step_advantages import align_tokens, window_scans
+
+        window: list[tuple[int, pl.DataFrame, pa.Table]] = []
+        held = 0
+
+        def flush() -> Iterator[tuple[int, pl.DataFrame, pa.Table | None, dict | None]]:
+            nonlocal window, held
+            cuts = window_scans([b for _, b, _ in window], [t for _, _, t in window], self.recs)
+            for index, (step, batch, tokens) in enumerate(window):
+                yield step, batch, tokens, None if cuts is None else cuts[index]
+            window, held = [], 0
+
+        for step, batch in zip(steps, batches):
+            tokens = next(token_steps)
+            aligned = align_tokens(batch, tokens)
+            if aligned is None:  # a step without every trajectory's tokens goes alone
+                yield from flush()
+                yield step, batch, tokens, None
+                continue
+            size = len(aligned.column("response_mask").combine_chunks().values)
+            if window and held + size > SCAN_WINDOW_TOKENS:
+                yield from flush()
+            window.append((step, batch, aligned))
+            held += size
+        yield from flush()
 
     def _classified_calls(self, steps: list[int]) -> pl.DataFrame:
         from trajlens.classify import classify_calls

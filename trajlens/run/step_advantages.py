@@ -83,6 +83,7 @@ def step_advantages(
     tokens: pa.Table | None,
     recs: tuple[EstimatorChoice, ...],
     outcome: dict[str, pl.DataFrame],
+    ran: dict[tuple, Any] | None = None,
 ) -> list[Any]:
     """Per recomputation, this step's advantages (see the module docstring for the three forms).
 
@@ -92,8 +93,10 @@ def step_advantages(
             :func:`align_tokens` when every trajectory has them, else as read (or None).
         recs: the recomputations.
         outcome: per label of an outcome or channel recomputation, its advantages over the run.
+        ran: this step's cut of scans run over several steps at once (:func:`window_scans`).
     """
-    flat = flat_step_advantages(batch, tokens if tokens is not None and _is_aligned(batch, tokens) else None, recs)
+    flat = flat_step_advantages(batch, tokens if tokens is not None and _is_aligned(batch, tokens) else None, recs,
+                                ran=ran)
     out: list[Any] = []
     for rec in recs:
         if rec.estimator not in TOKEN_ESTIMATORS:
@@ -110,6 +113,7 @@ def step_advantages(
 
 def flat_step_advantages(
     batch: pl.DataFrame, tokens: pa.Table | None, recs: tuple[EstimatorChoice, ...], scans: Any = None,
+    ran: dict[tuple, Any] | None = None,
 ) -> dict[str, np.ndarray | Shifted | Exception]:
     """Per label of the ``recs`` that run on flat buffers here, this step's token advantages as
     one flat float array over ``batch``'s token rows in its order, or a :class:`Shifted` one
@@ -117,13 +121,13 @@ def flat_step_advantages(
     refuses that label. Labels of other estimators, and every label when some trajectory of
     ``batch`` has no token row, are left out: they go through the estimators' frames.
     ``scans``: the step's GAE scans a caller already ran (:data:`trajlens.run.stepwise.StepScans`),
-    taken rather than run again."""
+    taken rather than run again; ``ran``: the same, keyed by :func:`scan_key` (:func:`window_scans`)."""
     from trajlens.estimators import EstimatorInputError
 
     aligned = align_tokens(batch, tokens)
     if aligned is None:
         return {}
-    shared: dict[tuple, Any] = {}
+    shared: dict[tuple, Any] = dict(ran or {})
     for (gamma, lam), (raw, moments) in (scans or {}).items():
         shared[("critic", gamma, lam)], shared[("moments", "critic", gamma, lam)] = raw, moments
     out: dict[str, np.ndarray | Shifted | Exception] = {}
@@ -150,24 +154,19 @@ def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: EstimatorChoice, shared: d
 
     settings = rec.settings()  # the registry's defaults, then the recomputation's options
     scan = flat_scan_of(rec)
-    mask_key = ("mask", 0.0, 0.0)  # the step's response mask, read once for every scan
-    if mask_key not in shared:
-        shared[mask_key] = flat_list(tokens.column("response_mask"), np.bool_, False)
-    mask = shared[mask_key]
     gamma = float(settings["gamma"])
     whiten = scan is not None and scan.whitened or bool(settings.get("whiten", False))
-    if scan is not None and scan.critic:
-        lam = float(settings["lam"])
-        key = ("critic", gamma, lam)
-        if key not in shared:
-            shared[key] = raw_gae(batch, tokens, gamma=gamma, lam=lam, mask=mask)
-    elif scan is not None and scan.reset:  # verl <= 0.8's returns
-        key = ("reset", gamma, 1.0)
-        if key not in shared:
+    key = scan_key(rec)
+    if key not in shared:
+        mask_key = ("mask", 0.0, 0.0)  # the step's response mask, read once for every scan
+        if mask_key not in shared:
+            shared[mask_key] = flat_list(tokens.column("response_mask"), np.bool_, False)
+        mask = shared[mask_key]
+        if key[0] == "critic":
+            shared[key] = raw_gae(batch, tokens, gamma=gamma, lam=key[2], mask=mask)
+        elif key[0] == "reset":  # verl <= 0.8's returns
             shared[key] = raw_reset_returns(batch, tokens, gamma=gamma, mask=mask)
-    else:  # the returns (REINFORCE, carry): GAE with V = 0 and lambda = 1
-        key = ("returns", gamma, 1.0)
-        if key not in shared:
+        else:  # the returns (REINFORCE, carry): GAE with V = 0 and lambda = 1
             shared[key] = raw_gae(batch, _zero_values(tokens), gamma=gamma, lam=1.0, mask=mask)
     raw = shared[key]
     advantages = raw.advantages
@@ -181,6 +180,51 @@ def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: EstimatorChoice, shared: d
         # verl masked_whiten: A' = (A - mean) * rsqrt(var + 1e-8) over the step's model tokens
         return Shifted(advantages, moments.whitening_mean, moments.whitening_scale)
     return advantages
+
+
+def scan_key(rec: EstimatorChoice) -> tuple[str, float, float]:
+    """The flat scan ``rec`` reads (one that runs on flat buffers, :func:`flat_kernel`), which
+    recomputations of the same scan share: ``("critic", gamma, lam)`` (GAE), ``("reset", gamma,
+    1.0)`` (verl <= 0.8's returns) or ``("returns", gamma, 1.0)`` (REINFORCE's returns)."""
+    from trajlens.estimators.flat import flat_scan_of
+
+    settings = rec.settings()
+    scan = flat_scan_of(rec)
+    gamma = float(settings["gamma"])
+    if scan is not None and scan.critic:
+        return ("critic", gamma, float(settings["lam"]))
+    return ("reset" if scan is not None and scan.reset else "returns", gamma, 1.0)
+
+
+def window_scans(batches: list[pl.DataFrame], tokens: list[pa.Table], recs: tuple[EstimatorChoice, ...]
+                 ) -> list[dict[tuple, Any]] | None:
+    """The GAE and returns scans of ``recs`` over consecutive steps at once, cut into each step's
+    (for :func:`flat_step_advantages`' ``ran``): each step's ``batches`` and its ``tokens``
+    aligned with it (:func:`align_tokens`). The scan runs row by row, so a step's cut is what
+    the step alone gives. None when some step's inputs stop a scan: the steps then go one at a
+    time and the step at fault says so."""
+    from trajlens.estimators import EstimatorInputError
+    from trajlens.estimators.flat import flat_list
+    from trajlens.run.stepwise import _step_raw, raw_gae
+
+    keys = sorted({scan_key(rec) for rec in recs
+                   if rec.estimator in TOKEN_ESTIMATORS and flat_kernel(rec) and scan_key(rec)[0] != "reset"})
+    if not keys or len(batches) < 2:
+        return None
+    batch = pl.concat(batches, how="vertical_relaxed")
+    joined = pa.concat_tables(tokens, promote_options="default")
+    bounds = np.cumsum([0, *(b.height for b in batches)])
+    mask = flat_list(joined.column("response_mask"), np.bool_, False)
+    out: list[dict[tuple, Any]] = [{} for _ in batches]
+    for key in keys:
+        kind, gamma, lam = key
+        try:
+            raw = raw_gae(batch, joined if kind == "critic" else _zero_values(joined), gamma=gamma, lam=lam, mask=mask)
+        except EstimatorInputError:
+            return None
+        for index, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
+            out[index][key] = _step_raw(raw, int(start), int(stop))
+    return out
 
 
 def _zero_values(tokens: pa.Table) -> pa.Table:
