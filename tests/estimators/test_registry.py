@@ -208,6 +208,26 @@ def test_declared_estimators_read_the_config():
     assert declared_estimators("not json") == frozenset()
     sample = pl.read_parquet(REPO / "sample_data" / "multireward" / "runs" / "part-0.parquet")["config"][0]
     assert "grpo_batch_std" in declared_estimators(sample)
+    assert declared_estimators(None) == declared_estimators({}) == declared_estimators("") == frozenset()
+
+
+def test_channel_facts_of_trajectories_without_channels_and_with_some():
+    from trajlens.estimators.registry import run_facts
+
+    channel = pl.Struct({"name": pl.String, "value": pl.Float64})
+    schema = {"step": pl.Int64, "group_id": pl.String, "trajectory_id": pl.String, "reward": pl.Float64,
+              "reward_channels": pl.List(channel)}
+
+    def facts(channels):
+        frame = pl.DataFrame({"step": [1, 1], "group_id": ["g", "g"], "trajectory_id": ["a", "b"], "reward": [1.0, 0.0],
+                              "reward_channels": channels}, schema=schema)
+        found = run_facts(frame)
+        return found.channels, found.channel_gap
+
+    assert facts([[], None]) == facts([[], []]) == (0, "")
+    assert facts([[{"name": "x", "value": 1.0}], []]) == (1, "")
+    assert facts([[{"name": "x", "value": 1.0}, {"name": "y", "value": 0.5}], [{"name": "x", "value": 2.0}]]) \
+        == (2, "trajectory 'b' lacks channel 'y'")
 
 
 def test_docs_match_the_registry():

@@ -32,6 +32,7 @@ declare it (read by :func:`trajlens.estimators.trained_with`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, cast
 
 from trajlens.estimators._errors import EstimatorInputError
@@ -493,10 +494,22 @@ def estimator_spec(name: str) -> EstimatorSpec:
 def declared_estimators(config: Mapping[str, Any] | str | None) -> frozenset[str]:
     """The registry name a run's logged config (a dict or its JSON) says it trained with, as a set
     (empty when the config names none): the estimator of :func:`trajlens.estimators.trained_with`."""
+    if not config:  # None, {} or "": one empty config, whose answer never changes
+        return _declared_without_config()
+    return _declared_by(config)
+
+
+def _declared_by(config: Mapping[str, Any] | str | None) -> frozenset[str]:
     from trajlens.estimators.trained import trained_with
 
     trained = trained_with(config)
     return frozenset({trained.estimator}) if trained.source == "config" and trained.estimator else frozenset()
+
+
+@lru_cache(maxsize=1)
+def _declared_without_config() -> frozenset[str]:
+    """What an empty config declares, read once (the facts of each step of a run ask it)."""
+    return _declared_by(None)
 
 
 def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] | str | None = None) -> RunFacts:
@@ -543,6 +556,8 @@ def _channel_facts(frame: Any) -> tuple[int, str]:
     and where the first trajectory (in row order) lacks a value (null or NaN) of one of them."""
     import polars as pl
 
+    if not frame["reward_channels"].list.len().sum():  # every list empty or null: no channel at all
+        return 0, ""
     values = frame.with_row_index("row").explode("reward_channels").unnest("reward_channels")
     names = sorted(values["name"].drop_nulls().unique().to_list())
     if len(names) < 2:
