@@ -120,15 +120,12 @@ class RecomputeStep:
         choice = EstimatorChoice(self.label, self.estimator, dict(self.options))
         token_frame = None if tokens is None else pl.DataFrame(tokens)
         starts, stops = step_bounds(trajectories["step"].to_numpy())
-        if len(starts) == 1:
-            require_inputs(run_id, self.estimator, RunFrames(run_id, trajectories, token_frame), choice.options)
-        for start, stop in zip(starts, stops) if len(starts) > 1 else ():
-            # each step's inputs as a step at a time checks them: its training rows, and the token
-            # rows of every trajectory of the step
+        # each step's inputs as a step at a time checks them: its training rows, and the token rows
+        # of every trajectory of the step (all the rows read, for a step alone)
+        by_step = None if token_frame is None or len(starts) == 1 else _token_rows_by_step(token_frame, every_split)
+        for start, stop in zip(starts, stops):
             step = trajectories.slice(start, stop - start)
-            step_tokens = None if token_frame is None else token_frame.join(
-                every_split.filter(pl.col("step") == step["step"][0]).select("trajectory_id"),
-                on="trajectory_id", how="semi")
+            step_tokens = token_frame if by_step is None else by_step.get(int(step["step"][0]))
             require_inputs(run_id, self.estimator, RunFrames(run_id, step, step_tokens), choice.options)
         carry: dict[str, dict[str, Any]] = {self.label: {}}
         if carried is not None:
@@ -138,6 +135,12 @@ class RecomputeStep:
         if self.label in errors:
             raise errors[self.label]
         return {"advantage_batches": pl.concat(parts, how="diagonal_relaxed").to_arrow()} if parts else {}
+
+
+def _token_rows_by_step(tokens: pl.DataFrame, trajectories: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    """The rows of ``tokens`` by the step of their trajectory in ``trajectories`` (one join, one split)."""
+    stepped = tokens.join(trajectories.select("trajectory_id", "step"), on="trajectory_id", maintain_order="left")
+    return {int(key[0]): rows for key, rows in stepped.partition_by("step", as_dict=True, include_key=False).items()}
 
 
 def _training(run_id: str, trajectories: pl.DataFrame) -> pl.DataFrame:
