@@ -23,6 +23,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from trajlens.attribution._rows import RowBlocks
 from trajlens.attribution.calls import step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
 from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, reward_relevance
@@ -350,7 +351,7 @@ class CreditStep:
         for name in KEPT_ROWS:
             rows = getattr(stream, name)
             if rows:
-                tables[name] = pl.concat(rows, how="diagonal_relaxed").to_arrow()
+                tables[name] = rows.frame().to_arrow()
         return tables
 
 
@@ -372,9 +373,7 @@ class CreditStream:
         ``call_index``, ``primary_class``), taken instead of classifying them again; None: classify."""
         self.step, self.progress, self.map_steps = step, progress, map_steps
         self.recs, self.outcome, self.modes, self.has_tokens = step.recs, step.outcome, step.modes, step.has_tokens
-        self.class_rows: list[pl.DataFrame] = []
-        self.trajectory_rows: list[pl.DataFrame] = []
-        self.push_rows: list[pl.DataFrame] = []
+        self.class_rows, self.trajectory_rows, self.push_rows = RowBlocks(), RowBlocks(), RowBlocks()
         self.flags: list[dict[str, Any]] = []
         self.classes: set[str] = set()
         self.fallback_calls = 0
@@ -465,11 +464,9 @@ class CreditStream:
 
         for first in range(0, len(steps), block):
             block_steps = steps[first:first + block]
-            calls_block = self._classified_calls(block_steps)
+            calls_of_step = self._classified_calls(block_steps).partition_by("step", as_dict=True)
             for step, batch, tokens, ran in self._scan_windows(block_steps, batches[first:first + block], token_steps):
-                calls = calls_block.filter(pl.col("step") == step)
-                order = batch.select("trajectory_id").with_row_index("__b")
-                calls = calls.join(order, on="trajectory_id").sort("__b", "call_index")
+                calls = _in_batch_order(calls_of_step.get((step,), _NO_STEP_CALLS), batch)
                 advantages = step_advantages(batch, tokens, self.recs, self.outcome, ran)
                 credit = step_call_credit(batch, calls, tokens, advantages, self.modes)
                 del advantages
@@ -561,7 +558,7 @@ class CreditStream:
             push_sum, push_sum_scaled = clean @ indicator, scaled @ indicator
             rows = push.shape[0]
             with np.errstate(invalid="ignore", divide="ignore"):
-                self.class_rows.append(pl.DataFrame({
+                self.class_rows.append({
                     "step": np.full(rows * k, step), "primary_class": np.tile(names, rows),
                     "estimator": np.repeat(labels, k), "aggregation": np.repeat(aggregation, k),
                     "calls": n.ravel().astype(np.int64), "step_calls": np.repeat(step_calls, k).astype(np.int64),
@@ -572,27 +569,27 @@ class CreditStream:
                     "push_sum_scaled": push_sum_scaled.ravel(), "push_sumsq_scaled": (scaled**2 @ indicator).ravel(),
                     "step_mean_scaled": np.repeat(scaled.sum(axis=1) / step_calls, k),
                     "fallback_share": ((valid & credit.fallback[None, :]).astype(float) @ indicator / n).ravel(),
-                }))
+                })
         # Per-trajectory push (length bias) needs no call: kept for a step without tool calls too.
         trajectory_push = credit.trajectory_push[computed].reshape(len(computed) * modes, -1)
         pushed = np.isfinite(trajectory_push).any(axis=1)
         if pushed.any():
             rows = int(pushed.sum())
-            self.push_rows.append(pl.DataFrame({
+            self.push_rows.append({
                 "step": np.full(rows * length.size, step),
                 "estimator": np.repeat(np.repeat([self.recs[r].label for r in computed], modes)[pushed], length.size),
                 "aggregation": np.repeat(np.tile(self.modes, len(computed))[pushed], length.size),
                 "length": np.tile(np.where(credit.measured, length, np.nan), rows),  # model tokens, never calls
                 "push_per_token": (trajectory_push[pushed] / np.maximum(length, 1.0)).ravel(),
-            }))
+            })
         counts = np.zeros((batch.height, k))
         np.add.at(counts, (credit.call_trajectory, class_index), 1.0)
-        self.trajectory_rows.append(pl.DataFrame({
+        self.trajectory_rows.append({
             "step": np.full(batch.height, step), "reward": batch["reward"].cast(pl.Float64),
             "length": np.where(credit.measured, length, np.nan),  # response length: model tokens, never calls
             **{f"count:{n}": counts[:, i] for i, n in enumerate(names)},
             **(_channel_values(batch) if self.several_channels else {}),
-        }))
+        })
         return self._call_rows(step, calls, credit)
 
     def _call_rows(self, step, calls, credit) -> pa.Table:
@@ -634,7 +631,7 @@ class CreditStream:
         return pa.Table.from_arrays(list(columns.values()), schema=CALL_CREDIT_SCHEMA)
 
     def trajectory_frame(self) -> pl.DataFrame:
-        frame = (pl.concat(self.trajectory_rows, how="diagonal_relaxed") if self.trajectory_rows else
+        frame = (self.trajectory_rows.frame() if self.trajectory_rows else
                  pl.DataFrame(schema={"step": pl.Int64, "reward": pl.Float64, "length": pl.Float64}))
         return frame.with_columns(pl.col("^count:.*$").fill_null(0.0))
 
@@ -642,7 +639,7 @@ class CreditStream:
         if not self.push_rows:
             return pl.DataFrame(schema={"step": pl.Int64, "estimator": pl.String, "aggregation": pl.String,
                                         "length": pl.Float64, "push_per_token": pl.Float64})
-        return pl.concat(self.push_rows)
+        return self.push_rows.frame()
 
 
 def _channel_rows(trajectories: pl.DataFrame) -> pl.DataFrame:
@@ -675,6 +672,19 @@ def _channel_values(batch: pl.DataFrame) -> dict[str, np.ndarray]:
     return out
 
 
+_NO_STEP_CALLS = pl.DataFrame(schema=NO_CALLS)
+
+
+def _in_batch_order(calls: pl.DataFrame, batch: pl.DataFrame) -> pl.DataFrame:
+    """The calls of ``batch``'s trajectories, trajectory after trajectory in batch order, each in
+    call order (a call of another trajectory, of another split, is dropped)."""
+    position = {trajectory: i for i, trajectory in enumerate(batch["trajectory_id"].to_list())}
+    at = np.array([position.get(t, -1) for t in calls["trajectory_id"].to_list()], dtype=np.int64)
+    kept = np.flatnonzero(at >= 0)
+    order = kept[np.lexsort((calls["call_index"].to_numpy()[kept], at[kept]))]
+    return calls[order]
+
+
 def _steps_of(trajectories: pl.DataFrame) -> tuple[list[int], list[pl.DataFrame]]:
     parts = trajectories.partition_by("step", maintain_order=True)
     return [int(p["step"][0]) for p in parts], parts
@@ -695,7 +705,7 @@ CLASS_CREDIT_TYPES: dict[str, pl.DataType] = {
 def _class_credit(stream: CreditStream, run_id: str, staged: pl.DataFrame) -> pl.DataFrame:
     if not stream.class_rows:
         return pl.DataFrame(schema=CLASS_CREDIT_TYPES)
-    frame = pl.concat(stream.class_rows, how="vertical_relaxed").with_columns(pl.lit(run_id).alias("run_id"))
+    frame = stream.class_rows.frame().with_columns(pl.lit(run_id).alias("run_id"))
     # Classes absent at a step count as zero calls there, so shares and drift see every step.
     full = frame.select("step", "estimator", "aggregation", "step_calls", "step_mean_scaled").unique().join(
         pl.DataFrame({"primary_class": sorted(stream.classes)}), how="cross")
