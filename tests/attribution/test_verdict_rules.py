@@ -102,6 +102,20 @@ def test_the_projection_recovers_the_gain_that_made_the_shares():
     assert observed[0] == pytest.approx(start) and observed[-1, 0] > 0.5  # the favoured class took over
 
 
+def test_projections_of_many_gains_at_once_are_each_gains_own():
+    from trajlens.attribution.projection import simulate
+
+    rng = np.random.default_rng(2)
+    credit = rng.normal(0.0, 1.0, (30, 4))
+    start = np.array([0.1, 0.2, 0.3, 0.4])
+    gains = np.array([0.0, 0.01, 0.3, 2.0])
+    together = simulate(start, credit, gains)
+    assert together.shape == (4, 30, 4)
+    for row, gain in zip(together, gains):
+        np.testing.assert_allclose(row, simulate(start, credit, float(gain)), rtol=4 * np.finfo(float).eps, atol=0)
+    assert not np.allclose(together[0], together[-1])  # the gains did move the shares apart
+
+
 def _bias(rows):
     return pl.DataFrame([{"estimator": "grpo", "aggregation": mode, "trajectories": 100, "elasticity": e,
                           "elasticity_low": e - 0.05, "elasticity_high": e + 0.05, "spearman": 0.0}

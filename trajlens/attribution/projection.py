@@ -64,28 +64,31 @@ def _matrices(credit: pl.DataFrame, label: str, steps: list[int], classes: list[
     return mean, se
 
 
-def simulate(start: np.ndarray, credit: np.ndarray, gain: float) -> np.ndarray:
-    """(..., T, C) shares from the (C,) start shares under per-step (..., T, C) credit and one gain;
-    the share at step t is the policy before step t's update."""
-    theta = np.broadcast_to(np.log(np.clip(start, 1e-3, None)), credit.shape[:-2] + start.shape[-1:]).copy()
-    shares = np.empty(credit.shape)
+def simulate(start: np.ndarray, credit: np.ndarray, gain: float | np.ndarray) -> np.ndarray:
+    """(..., T, C) shares from the (C,) start shares under per-step (..., T, C) credit and a gain
+    (a number, or an array of gains over the leading dimensions: one projection per gain); the
+    share at step t is the policy before step t's update."""
+    gain = np.asarray(gain, dtype=float)
+    lead = np.broadcast_shapes(credit.shape[:-2], gain.shape)
+    theta = np.broadcast_to(np.log(np.clip(start, 1e-3, None)), lead + start.shape[-1:]).copy()
+    shares = np.empty(lead + credit.shape[-2:])
     for t in range(credit.shape[-2]):
         z = np.exp(theta - theta.max(axis=-1, keepdims=True))
         shares[..., t, :] = z / z.sum(axis=-1, keepdims=True)
-        theta = theta + gain * credit[..., t, :]
+        theta = theta + gain[..., None] * credit[..., t, :]
     return shares
 
 
 def fit_gain(start: np.ndarray, credit: np.ndarray, observed: np.ndarray) -> tuple[float, float]:
     """The gain whose projection is closest to the observed shares (least squares) and its RMS error."""
-    def error(gain: float) -> float:
-        return float(np.sqrt(np.mean((simulate(start, credit, gain) - observed) ** 2)))
+    def errors(gains: np.ndarray) -> np.ndarray:
+        # every gain's projection in one pass over the steps
+        return np.sqrt(np.mean((simulate(start, credit, gains) - observed) ** 2, axis=(-2, -1)))
 
-    errors = [error(g) for g in GAINS]
-    best = int(np.argmin(errors))
+    best = int(np.argmin(errors(GAINS)))
     fine = np.linspace(GAINS[max(best - 1, 0)], GAINS[min(best + 1, GAINS.size - 1)], 21)
-    refined = [error(g) for g in fine]
-    return float(fine[int(np.argmin(refined))]), float(min(refined))
+    refined = errors(fine)
+    return float(fine[int(np.argmin(refined))]), float(refined.min())
 
 
 def pooled_share(shares: np.ndarray, calls: np.ndarray, steps: np.ndarray) -> np.ndarray:
