@@ -606,18 +606,17 @@ class CreditStream:
         def pick(values: np.ndarray) -> np.ndarray:
             return values if keep is None else values[keep]
 
-        def strings(names: list[str], codes: np.ndarray) -> pa.Array:
-            return pa.DictionaryArray.from_arrays(pick(codes).astype(np.int32), names).cast(pa.string())
+        def strings(names: list[str] | pa.Array, codes: np.ndarray) -> pa.Array:
+            return pa.array(names, pa.string()).take(pick(codes)) if isinstance(names, list) else \
+                names.take(pick(codes)).cast(pa.string())
 
         fallback = pick(credit.fallback[call])
         columns = {
             "run_id": strings([self.run_id], np.zeros(call.size, dtype=np.int32)),
             "step": pa.array(np.full(fallback.size, step, dtype=np.int64)),
-            "trajectory_id": pa.DictionaryArray.from_arrays(
-                pick(call).astype(np.int32), calls["trajectory_id"].to_arrow()).cast(pa.string()),
+            "trajectory_id": strings(calls["trajectory_id"].to_arrow(), call),
             "call_index": pa.array(pick(calls["call_index"].to_numpy().astype(np.int32)[call])),
-            "primary_class": pa.DictionaryArray.from_arrays(
-                pick(call).astype(np.int32), calls["primary_class"].to_arrow()).cast(pa.string()),
+            "primary_class": strings(calls["primary_class"].to_arrow(), call),
             "estimator": strings([rec.label for _, rec in computed],
                                  np.repeat(np.arange(len(computed)), count * len(self.modes))),
             "aggregation": strings(list(self.modes), np.tile(np.repeat(np.arange(len(self.modes)), count), len(computed))),
