@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from trajlens.attribution._rows import RowBlocks
@@ -498,7 +499,7 @@ class CreditStream:
                 yield from flush()
                 yield step, batch, tokens, None
                 continue
-            size = len(aligned.column("response_mask").combine_chunks().values)
+            size = pc.sum(pc.list_value_length(aligned.column("response_mask"))).as_py() or 0
             if window and held + size > SCAN_WINDOW_TOKENS:
                 yield from flush()
             window.append((step, batch, aligned))
