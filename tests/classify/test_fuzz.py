@@ -118,14 +118,15 @@ def _frame(tools: list[str], arguments: list[str | None], texts: list[str | None
 
 @contextlib.contextmanager
 def _as_large_log() -> Iterator[None]:
-    """Classify as a large log is: rewriting only the rows that need it and bisecting the rules,
-    however few the rows."""
-    saved = _vectorised.SELECT_ROWS_FROM, _vectorised.BISECT_FROM
+    """Classify as a large log is: rewriting only the rows that need it, bisecting the rules and
+    cutting heredocs with one pattern per delimiter word, however few the rows."""
+    saved = _vectorised.SELECT_ROWS_FROM, _vectorised.BISECT_FROM, _vectorised._COMMON_DELIMITER
     _vectorised.SELECT_ROWS_FROM = _vectorised.BISECT_FROM = 0
+    _vectorised._COMMON_DELIMITER = 1
     try:
         yield
     finally:
-        _vectorised.SELECT_ROWS_FROM, _vectorised.BISECT_FROM = saved
+        _vectorised.SELECT_ROWS_FROM, _vectorised.BISECT_FROM, _vectorised._COMMON_DELIMITER = saved
 
 
 def _check_agreement(frame: pl.DataFrame) -> None:

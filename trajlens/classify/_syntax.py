@@ -66,10 +66,12 @@ def heredoc_pattern(delimiter: str) -> str:
     """The pattern that splits a command around its heredoc whose delimiter is ``delimiter``.
 
     Groups: 1 the text before ``<<``, 2 the rest of the ``<<`` line (``> f.py``, ``| python``),
-    3 the text after the terminating line (absent when the heredoc ends the command).
+    3 the text after the terminating line (absent when the heredoc ends the command). The
+    terminating line is the earliest after the ``<<`` line: an empty body is tried first (``??``),
+    so ``<<EOF\\nEOF\\npython f.py\\nEOF`` ends at its second line, as a shell ends it.
     """
     return (
-        r"(?s)^(.*?\s|)<<-?[ \t]*['\"]?" + delimiter + r"['\"]?([^\n]*)\n(?:.*?\n)?[ \t]*"
+        r"(?s)^(.*?\s|)<<-?[ \t]*['\"]?" + delimiter + r"['\"]?([^\n]*)\n(?:.*?\n)??[ \t]*"
         + delimiter + r"[ \t]*(?:\n(.*))?$"
     )
 
