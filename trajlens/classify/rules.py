@@ -35,8 +35,9 @@ Rules match the text of one action after these rewrites, so patterns stay short:
 
 * quoted strings become ``__Q__`` unless they are a single plain word (``"tests/x.py"`` is
   unquoted to ``tests/x.py``); ``$(...)`` and backticks become ``__S__``;
-* a heredoc becomes the marker ``__HEREDOC__`` (its body removed), ``<<<`` becomes
-  ``__HERESTRING__``;
+* a heredoc becomes the marker ``__HEREDOC__`` (its body removed, up to the first line that
+  holds its delimiter alone, blanks around it allowed; to the end when no line does), ``<<<``
+  becomes ``__HERESTRING__``;
 * redirections are removed (and remembered), as are leading ``VAR=value`` assignments and
   wrappers such as ``timeout 60``, ``sudo``, ``env``, ``uv run`` (:data:`WRAPPER_PATTERN`);
 * ``/usr/bin/python3.11 -u -W ignore`` becomes ``python``, ``coverage run`` becomes
