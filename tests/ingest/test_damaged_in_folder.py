@@ -31,6 +31,32 @@ def test_a_cut_file_among_surveyed_logs_is_an_error(tmp_path, damaged, size, rea
     assert not (tmp_path / "store").exists()
 
 
+def _name_not_utf8(path: Path) -> None:
+    """Overwrite the first byte of a column's name in the footer's schema with 0x80: the file
+    still opens as Parquet, and decoding its column paths raises UnicodeDecodeError."""
+    import pyarrow.parquet as pq
+
+    name = pq.read_schema(path).names[-1].encode()
+    data = bytearray(path.read_bytes())
+    footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")  # the schema comes first in it
+    data[data.index(name, footer)] = 0x80
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("source, damaged", [
+    ("prime_hosted", "step_20.parquet"),
+    ("swe_agent_dataset", "train-00000-of-00001.parquet"),
+])
+def test_a_column_name_that_is_not_utf8_is_an_error(tmp_path, source, damaged):
+    folder = tmp_path / "logs"
+    shutil.copytree(DATA / source, folder, ignore=shutil.ignore_patterns("*.py"))
+    _name_not_utf8(folder / damaged)
+    done = run_cli("ingest", folder, "--store", tmp_path / "store")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"error: {folder / damaged}: not a readable Parquet file") and done.stderr.count("\n") == 1
+    assert "utf-8" in done.stderr and not (tmp_path / "store").exists()
+
+
 def test_a_cut_shard_in_a_folder_a_loader_reads_is_an_error(tmp_path):
     folder = tmp_path / "dataset"
     folder.mkdir()

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Callable, Sequence
 
+from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.errors import InputError
 from trajlens.limits import UTF8_BOM
 
@@ -68,12 +69,11 @@ class Probe:
         if not self.is_file:
             return frozenset()
         if self.suffix == ".parquet":
-            import pyarrow as pa
             import pyarrow.parquet as pq
 
             try:
                 return frozenset(pq.read_schema(self.path).names)
-            except (pa.ArrowInvalid, OSError):
+            except parquet_errors():
                 return frozenset()
         if self.suffix not in RECORD_SUFFIXES:
             return frozenset()
@@ -151,14 +151,12 @@ def damage_error(probe: Probe) -> InputError | None:
     word. A Parquet file must have a readable footer; a JSON file that opens as JSON (``{`` or
     ``[``) must close as JSON or JSON Lines do (``}`` or ``]``). Only the file's ends are read."""
     if probe.suffix == ".parquet":
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
         try:
             pq.read_schema(probe.path)
-        except (pa.ArrowInvalid, OSError) as error:
-            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            return InputError(str(probe.path), "not a readable Parquet file", expected="Parquet", found=reason)
+        except parquet_errors() as error:
+            return InputError(str(probe.path), "not a readable Parquet file", expected="Parquet", found=reason(error))
     elif probe.suffix == ".json":
         opens, closes = probe.head.lstrip()[:1], probe.tail.rstrip()[-1:]
         if opens in ("{", "[") and closes not in ("}", "]"):

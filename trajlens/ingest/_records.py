@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
+from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.errors import InputError
 from trajlens.ingest._fields import parse_json, read_json_file, read_lines
 
@@ -52,9 +53,8 @@ def _parquet_rows(file: Path) -> Iterator[tuple[int, Any]]:
 
     try:
         parquet = pq.ParquetFile(file)
-    except (pa.ArrowInvalid, OSError) as error:
-        raise InputError(str(file), "not a readable Parquet file", expected="Parquet",
-                         found=str(error).splitlines()[0]) from None
+    except parquet_errors() as error:
+        raise InputError(str(file), "not a readable Parquet file", expected="Parquet", found=reason(error)) from None
     number = 0
     batches = parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS)
     while True:
@@ -62,9 +62,9 @@ def _parquet_rows(file: Path) -> Iterator[tuple[int, Any]]:
             batch = next(batches)
         except StopIteration:
             return
-        except (pa.ArrowException, OSError) as error:
+        except parquet_errors() as error:
             yield number, InputError(str(file), "a damaged Parquet page", record=number, expected="Parquet",
-                                     found=str(error).splitlines()[0])
+                                     found=reason(error))
             return
         table = pa.Table.from_batches([batch])
         check_text(table, file)

@@ -15,6 +15,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.errors import InputError, Problem
 from trajlens.ingest import config_history
 from trajlens.rows import RowProblem, check_values, without_bad_rows
@@ -56,9 +57,8 @@ def _read_checked(path: Path, name: str, skipped: list[Problem] | None = None) -
     it, one problem each, rather than refusing the file; the table is then not exact."""
     try:
         table = read_parquet_file(path)
-    except (pa.ArrowInvalid, OSError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason) from None
+    except parquet_errors() as error:
+        raise InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason(error)) from None
     check_text(table, path)
     exact = table.schema.equals(SCHEMAS[name])  # a list's item is "element" once in Parquet: the same type
     table = conform(table, name, str(path))
@@ -126,9 +126,9 @@ def check_text(table: pa.Table, path: Path) -> None:
             column.validate(full=True)
             continue
         except pa.ArrowInvalid as error:
-            reason = str(error).splitlines()[0]
+            why = str(error).splitlines()[0]
         row = _first_invalid_row(column)
-        found = "an invalid UTF-8 sequence" if row is not None else reason
+        found = "an invalid UTF-8 sequence" if row is not None else why
         raise InputError(str(path), record=row, field=name, expected="UTF-8 text", found=found)
     raise InputError(str(path), expected="a valid Parquet table", found="invalid data")
 

@@ -44,6 +44,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
+from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.errors import InputError, Problem
 from trajlens.ingest._chat_template import parse_response
 from trajlens.ingest._fields import Fields
@@ -132,10 +133,9 @@ def _load_table(path: Path, builder: RunBuilder, strict: bool) -> None:
 
     try:
         table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    except parquet_errors() as error:
         raise InputError(str(path), "not a readable Parquet table", expected="a TRL completions table",
-                         found=reason) from None
+                         found=reason(error)) from None
     check_text(table, path)
     for column in ("step", "prompt", "completion"):
         if column not in table.column_names:

@@ -49,6 +49,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT32, read_lines
 from trajlens.ingest._probe import SNIFF_BYTES
@@ -175,12 +176,11 @@ def _parse_lines(context: FileContext) -> Iterator[Record | InputError]:
 
 
 def _parquet_columns(path: Path) -> list[str]:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         return pq.read_schema(path).names
-    except (pa.ArrowInvalid, OSError):
+    except parquet_errors():
         return []
 
 
@@ -194,9 +194,8 @@ def _parse_rows(context: FileContext) -> Iterator[Record | InputError]:
     file = str(context.path)
     try:
         parquet = pq.ParquetFile(context.path)
-    except (pa.ArrowInvalid, OSError) as error:
-        raise InputError(file, "not a readable Parquet file", expected="Parquet",
-                         found=str(error).splitlines()[0]) from None
+    except parquet_errors() as error:
+        raise InputError(file, "not a readable Parquet file", expected="Parquet", found=reason(error)) from None
     index = 0
     for batch in parquet.iter_batches(batch_size=256):
         table = pa.Table.from_batches([batch])
