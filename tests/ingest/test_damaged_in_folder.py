@@ -43,17 +43,19 @@ def _name_not_utf8(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("source, damaged", [
-    ("prime_hosted", "step_20.parquet"),
-    ("swe_agent_dataset", "train-00000-of-00001.parquet"),
+@pytest.mark.parametrize("source, damaged, reason", [
+    ("prime_hosted", "step_20.parquet", "not a readable Parquet file"),
+    ("swe_agent_dataset", "train-00000-of-00001.parquet", "not a readable Parquet file"),
+    # the TRL loader reads the table without the column paths: the names are checked with its text
+    ("trl/grpo-run", "completions/completions_00001.parquet", "a column name that is not UTF-8"),
 ])
-def test_a_column_name_that_is_not_utf8_is_an_error(tmp_path, source, damaged):
+def test_a_column_name_that_is_not_utf8_is_an_error(tmp_path, source, damaged, reason):
     folder = tmp_path / "logs"
     shutil.copytree(DATA / source, folder, ignore=shutil.ignore_patterns("*.py"))
     _name_not_utf8(folder / damaged)
     done = run_cli("ingest", folder, "--store", tmp_path / "store")
     assert done.returncode == 1, done.stderr
-    assert done.stderr.startswith(f"error: {folder / damaged}: not a readable Parquet file") and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"error: {folder / damaged}: {reason}") and done.stderr.count("\n") == 1
     assert "utf-8" in done.stderr and not (tmp_path / "store").exists()
 
 

@@ -113,8 +113,13 @@ def step_problems(table: pa.Table, path: Path) -> Iterator[RowProblem]:
 
 
 def check_text(table: pa.Table, path: Path) -> None:
-    """Refuse string columns holding invalid UTF-8: Parquet readers do not check, and such text
-    would break every later query on the column."""
+    """Refuse column names and string columns holding invalid UTF-8: Parquet readers do not
+    check, and such text would break every later query on the column."""
+    try:
+        table.schema.names
+    except UnicodeDecodeError as error:
+        raise InputError(str(path), "a column name that is not UTF-8", expected="UTF-8 text",
+                         found=reason(error)) from None
     try:
         table.validate(full=True)
         return
