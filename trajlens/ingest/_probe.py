@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Callable, Sequence
 
-from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.errors import InputError
+from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.limits import UTF8_BOM
 
 SNIFF_BYTES = 65536

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.errors import InputError
 from trajlens.ingest._fields import parse_json, read_json_file, read_lines
+from trajlens.ingest._unreadable import parquet_errors, reason
 
 PARQUET_BATCH_ROWS = 256
 """Rows read from Parquet at a time (a dataset shard is ~90 MB: read it in pieces)."""

@@ -15,9 +15,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.errors import InputError, Problem
 from trajlens.ingest import config_history
+from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.rows import RowProblem, check_values, without_bad_rows
 from trajlens.schema import SCHEMAS, TABLES, conform
 from trajlens.store.layout import STEP_PARTITIONED, is_run_dir, read_parquet_file, step_range, table_files

@@ -44,11 +44,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.errors import InputError, Problem
 from trajlens.ingest._chat_template import parse_response
 from trajlens.ingest._fields import Fields
 from trajlens.ingest._probe import Probe
+from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.ingest.tools import shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 

@@ -49,10 +49,10 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT32, read_lines
 from trajlens.ingest._probe import SNIFF_BYTES
+from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.ingest.agents._common import (
     TOOL_CALL,
     TRAJECTORY,
