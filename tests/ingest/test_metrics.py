@@ -143,6 +143,10 @@ BAD_CASES = [
     ("m.csv", "_step,a/b\n1,0.5\n,0.7\n", 3, "_step", "no step"),
     ("m.csv", "_step,a/b\nfirst,0.5\n", 2, "_step", "expected an integer step"),
     ("m.csv", "_step,a/b\n1,0.5,9\n", 2, None, "expected at most 2 cells"),
+    # a metric name with a lone surrogate (a JSON escape) cannot be stored: named as JSON writes it
+    ("m.jsonl", jsonl('{"_step": 1, "a/\\ud800": 1}'), 1, '"a/\\ud800"', "expected a metric name in UTF-8"),
+    ("trainer_state.json", '{"log_history": [{"step": 1, "loss\\ud800": 0.5}]}', 0, '"loss\\ud800"',
+     "found a lone UTF-16 surrogate at character 4"),
 ]
 
 

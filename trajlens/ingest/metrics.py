@@ -61,6 +61,7 @@ import pyarrow as pa
 from trajlens.errors import InputError, Problem
 from trajlens.ingest._fields import as_float
 from trajlens.ingest._probe import Probe
+from trajlens.limits import current, text_problem
 from trajlens.schema import conform
 
 STEP_KEYS: tuple[str, ...] = ("_step", "step", "global_step", "trainer/global_step", "training/global_step")
@@ -188,6 +189,11 @@ def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, s
                 continue
             if isinstance(raw, dict) and "_type" in raw:
                 continue  # a wandb media summary (table, histogram), not a scalar
+            unstorable = text_problem(name, current().field_bytes)
+            if unstorable:  # named as JSON writes it: a lone surrogate cannot be printed
+                fail(InputError(str(path), record=line_no, field=json.dumps(name), expected="a metric name in UTF-8",
+                                found=unstorable))
+                continue
             if isinstance(raw, bool) or not isinstance(raw, (int, float)):
                 fail(InputError(str(path), record=line_no, field=name, expected="a number", found=_text(raw)))
                 continue
@@ -344,6 +350,8 @@ def _fast_jsonl(path: Path) -> pl.DataFrame | None:
         frame = frame.select("step", pl.col("data").struct.unnest())  # verl's file logger
         if "step" in frame.columns[1:] or len(set(frame.columns)) != len(frame.columns):
             return None
+    if any("\x00" in name for name in frame.columns):
+        return None  # Polars reads some lone surrogates (a key "a/\ud800") as NUL: the reference reader names them
     metrics = []
     for name, dtype in frame.schema.items():
         if name.startswith("_") or dtype == pl.Null:
