@@ -116,7 +116,7 @@ def check_text(table: pa.Table, path: Path) -> None:
     """Refuse column names and string columns holding invalid UTF-8: Parquet readers do not
     check, and such text would break every later query on the column."""
     try:
-        table.schema.names
+        table.schema.names  # decodes every name: a footer's name that is not UTF-8 raises here
     except UnicodeDecodeError as error:
         raise InputError(str(path), "a column name that is not UTF-8", expected="UTF-8 text",
                          found=reason(error)) from None

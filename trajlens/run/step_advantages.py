@@ -154,20 +154,20 @@ def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: EstimatorChoice, shared: d
 
     settings = rec.settings()  # the registry's defaults, then the recomputation's options
     scan = flat_scan_of(rec)
-    gamma = float(settings["gamma"])
     whiten = scan is not None and scan.whitened or bool(settings.get("whiten", False))
     key = scan_key(rec)
+    kind, gamma, lam = key
     if key not in shared:
         mask_key = ("mask", 0.0, 0.0)  # the step's response mask, read once for every scan
         if mask_key not in shared:
             shared[mask_key] = flat_list(tokens.column("response_mask"), np.bool_, False)
         mask = shared[mask_key]
-        if key[0] == "critic":
-            shared[key] = raw_gae(batch, tokens, gamma=gamma, lam=key[2], mask=mask)
-        elif key[0] == "reset":  # verl <= 0.8's returns
+        if kind == "critic":
+            shared[key] = raw_gae(batch, tokens, gamma=gamma, lam=lam, mask=mask)
+        elif kind == "reset":  # verl <= 0.8's returns
             shared[key] = raw_reset_returns(batch, tokens, gamma=gamma, mask=mask)
         else:  # the returns (REINFORCE, carry): GAE with V = 0 and lambda = 1
-            shared[key] = raw_gae(batch, _zero_values(tokens), gamma=gamma, lam=1.0, mask=mask)
+            shared[key] = raw_gae(batch, _zero_values(tokens), gamma=gamma, lam=lam, mask=mask)
     raw = shared[key]
     advantages = raw.advantages
     if whiten:
@@ -207,8 +207,8 @@ def window_scans(batches: list[pl.DataFrame], tokens: list[pa.Table], recs: tupl
     from trajlens.estimators.flat import flat_list
     from trajlens.run.stepwise import _step_raw, raw_gae
 
-    keys = sorted({scan_key(rec) for rec in recs
-                   if rec.estimator in TOKEN_ESTIMATORS and flat_kernel(rec) and scan_key(rec)[0] != "reset"})
+    keys = sorted(key for key in {scan_key(rec) for rec in recs if rec.estimator in TOKEN_ESTIMATORS and flat_kernel(rec)}
+                  if key[0] != "reset")
     if not keys or len(batches) < 2:
         return None
     batch = pl.concat(batches, how="vertical_relaxed")
