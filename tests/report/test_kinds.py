@@ -102,15 +102,22 @@ def test_single_step_agent_logs_set_resolved_beside_unresolved(tmp_path):
     suite = next(line for line in contrast.splitlines() if line.startswith("| ran the full suite |"))
     assert all(0 <= float(cell) <= 1 for cell in suite.split("|")[2:5])  # a Wilson interval stays in [0, 1]
     assert "## Stages" not in text and "stage_rates" not in {f.stem for f in report.figures}
-    reasons = _viewer_reasons(tmp_path)
-    assert len(reasons) == 4
-    assert sum(r.startswith("resolved:") for r in reasons) == sum(r.startswith("unresolved:") for r in reasons) == 2
+    # Three pages (the default), both outcomes among them: the medians first.
+    assert _viewer_reasons(tmp_path) == ["resolved: median length", "unresolved: median length",
+                                         "resolved: most tool calls"]
     page = next((tmp_path / "out" / report.run_id / "view").glob("*.html")).read_text()
     assert '"text":"' in page and "back to the report" in page  # the model's own text, and the way back
+    # --viewers N gives at most N pages: here more than the default, and one.
+    (report,) = report_store(store, tmp_path / "six", viewers_per_run=6)
+    assert [r.split(": ")[1] for r in _viewer_reasons(tmp_path, "six")] == [
+        "median length", "median length", "most tool calls", "most tool calls", "fewest tool calls", "fewest tool calls"]
+    assert len(report.viewers) == len({p.name for p in report.viewers}) == 6
+    (report,) = report_store(store, tmp_path / "one", viewers_per_run=1)
+    assert len(report.viewers) == 1 and _viewer_reasons(tmp_path, "one") == ["resolved: median length"]
 
 
-def _viewer_reasons(tmp_path) -> list[str]:
-    page = (tmp_path / "out" / "index.html").read_text()
+def _viewer_reasons(tmp_path, out: str = "out") -> list[str]:
+    page = (tmp_path / out / "index.html").read_text()
     section = page[page.index('/trajectories">Trajectories</h3>'):]
     return [item.split("</a>: ")[1].split("</li>")[0] for item in section.split("<li>")[1:] if "</a>: " in item]
 

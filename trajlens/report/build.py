@@ -314,10 +314,12 @@ def _alarms(checks: Any) -> list[plots.Alarm]:
 
 def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, folder: Path, count: int,
                   choices: list, moved: tuple[str, bool] | None) -> tuple[list[Path], list[tuple[str, str, Path]]]:
-    """Pages for a few exemplar trajectories: the median-length one of the first and last
-    stage, and the trajectory with the highest share of the class whose share moved most (the
-    overview's trend, :func:`~trajlens.report.overview.moved_share`): of the last stage when it
-    grew, of the first when it shrank (where the class still was)."""
+    """Pages for at most ``count`` exemplar trajectories, in this order: the trajectory with the
+    highest share of the class whose share moved most (the overview's trend,
+    :func:`~trajlens.report.overview.moved_share`; of the last stage when it grew, of the first
+    when it shrank, where the class still was), then the median-length one of the first and last
+    stage. A run of one stage has no trend: the median, the longest and the shortest attempt of
+    each outcome (of the stage when the run has no verdicts), medians first."""
     from trajlens.report.viewer import Credit, page_name, run_credit, write_viewer
 
     if count <= 0:
@@ -337,21 +339,23 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
         top = where.sort(f"share_{klass}", "trajectory_id", descending=[True, False], nulls_last=True)
         picks.append((top["trajectory_id"][0], f"highest {klass} share in {where['stage'][0]}"
                                                + ("" if grew else ", before it shrank")))
-    outcomes = _outcomes(store, run_id) if first == last else {}
-    if outcomes:
-        # one step: a few of each outcome, the median and the longest attempt
-        resolved = staged.with_columns(pl.col("trajectory_id").replace_strict(outcomes, default=None).alias("ok"))
-        for ok, word in ((True, "resolved"), (False, "unresolved")):
-            part = resolved.filter(pl.col("ok") == ok)
-            if part.height:
-                picks.append((median_of(part), f"{word}: median length"))
-                longest = part.sort("n_calls", "trajectory_id", descending=[True, False])["trajectory_id"][0]
-                picks.append((longest, f"{word}: most tool calls"))
-        count = max(count, len(picks))
-    else:
-        picks.append((median_of(early), f"median length in {early['stage'][0]}"))
     if first != last:
+        picks.append((median_of(early), f"median length in {early['stage'][0]}"))
         picks.append((median_of(late), f"median length in {late['stage'][0]}"))
+    else:
+        # One stage: the median, the longest and the shortest attempt of each outcome (of the
+        # stage when the run has no verdicts), medians first, so that the first pages show both.
+        outcomes = _outcomes(store, run_id)
+        labelled = early.with_columns(pl.col("trajectory_id").replace_strict(outcomes, default=None).alias("ok"))
+        parts = ([(labelled.filter(pl.col("ok") == ok), word) for ok, word in ((True, "resolved"), (False, "unresolved"))]
+                 if outcomes else [(early, f"in {early['stage'][0]}")])
+        parts = [(part, word) for part, word in parts if part.height]
+        picks += [(median_of(part), f"{word}: median length" if outcomes else f"median length {word}")
+                  for part, word in parts]
+        for descending, extreme in ((True, "most"), (False, "fewest")):
+            picks += [(part.sort("n_calls", "trajectory_id", descending=[descending, False])["trajectory_id"][0],
+                       f"{word}: {extreme} tool calls" if outcomes else f"{extreme} tool calls {word}")
+                      for part, word in parts]
     seen, chosen = set(), []
     for trajectory_id, why in picks:
         if trajectory_id not in seen:
