@@ -96,11 +96,24 @@ def advantages(
         diagnostics = recompute_diagnostics_on(session.engine, session.location, run, estimator, label or estimator,
                                                options, progress=tick)
         save_advantage_batches_on(session.store, session.location, run, diagnostics)
+        alone = session.store is not None and _groups_of_one(session.store, run, estimator, options)
     shown = diagnostics.sort("step")
     streaks = sign_streaks(shown["step"].to_list(), shown["all_negative"].to_list(), shown["all_positive"].to_list())
     typer.echo(console_table(shown.drop("run_id", "estimator"), rows=12))
     typer.echo(f"all-negative batches: {list(streaks.negative_steps) or 'none'}; "
                f"all-positive batches: {list(streaks.positive_steps) or 'none'}")
+    if alone:
+        typer.echo(f"note: every group of run {run!r} has one trajectory, so {estimator} compares none with another: "
+                   "each has its advantage for a group of one (docs/estimators.md), and the report recomputes no "
+                   "group estimator on such a run", err=True)
+
+
+def _groups_of_one(store: object, run: str, estimator: str, options: dict) -> bool:
+    """Whether the run lacks, for ``estimator``, only what a group estimator finds in groups of two or more."""
+    from trajlens.estimators.spec import GROUPS_OF_TWO, EstimatorChoice
+    from trajlens.run.choices import stored_lacks
+
+    return GROUPS_OF_TWO in stored_lacks(store, run, EstimatorChoice(estimator, estimator, options))
 
 
 def _run_release(session: EngineSession, run: str) -> TrainerRelease:

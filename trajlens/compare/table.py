@@ -117,6 +117,9 @@ def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages
     advantage statistics are left out (no recomputation) unless a side names a label.
     """
     side_a, side_b = parse_side(store, a, stages), parse_side(store, b, stages)
+    if (side_a.run_id, side_a.stage, side_a.label) == (side_b.run_id, side_b.stage, side_b.label):
+        raise ConfigError([f"sides {a!r} and {b!r} are the same trajectories under the same advantages: compare two "
+                           f"runs, two stages of a run ({side_a.run_id}:Q1 {side_a.run_id}:Q4) or two estimator labels"])
     labels = _shared_labels(store, side_a, side_b) if advantages or side_a.label or side_b.label else []
     data_a = read_side(store, side_a, stages, labels)
     data_b = read_side(store, side_b, stages, labels)

@@ -375,12 +375,16 @@ UNSCORED_CONVENTIONS: tuple[str, ...] = ("trl", "trl-1.5")
 scored as TRL's trainers score an unscorable completion: left out of the statistics with
 advantage 0 (trl >= 1.6), or a reward of 0 (trl <= 1.5)."""
 
+GROUPS_OF_TWO = "groups of two or more"
+"""What :meth:`EstimatorSpec.missing` says a run of groups of one lacks for a group estimator
+(:attr:`Input.GROUPS`); recomputing it anyway gives each trajectory its group-of-one advantage."""
+
 # Input -> (is it there?, what to say when it is not), read by EstimatorSpec.missing
 _INPUT_CHECKS: tuple[tuple[Input, Callable[[RunFacts], bool], str], ...] = (
     (Input.TOKEN_ARRAYS, lambda f: f.token_arrays, "token arrays for every trajectory"),
     (Input.CRITIC_VALUES, lambda f: f.critic_values, "critic values"),
     (Input.TOKEN_COUNTS, lambda f: f.token_counts, "a model-token count for every trajectory"),
-    (Input.GROUPS, lambda f: f.largest_group > 1, "groups of two or more"),
+    (Input.GROUPS, lambda f: f.largest_group > 1, GROUPS_OF_TWO),
     (Input.FULL_GROUPS, lambda f: f.smallest_group > 1, "two or more trajectories in every group"),
     (Input.REWARDS, lambda f: f.all_rewarded, "a reward for every trajectory"),
     (Input.CHANNELS, lambda f: f.channels > 1, "two or more reward channels"),

@@ -48,15 +48,18 @@ def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list
     step's batch (whitening, groups), so a step's advantages do not depend on other steps.
     """
     from trajlens.errors import ConfigError
-    from trajlens.run.choices import available_estimators
+    from trajlens.run.choices import ESTIMATOR_CHOICES, available_estimators, stored_lacks
     from trajlens.run.stepwise import recompute_steps
 
     if choices is None:
         choices = available_estimators(store, run_id)
     chosen = [c for c in choices if label is None or c.label == label]
     if label is not None and not chosen:
-        raise ConfigError([f"--estimator {label!r}: run {run_id!r} allows "
-                           f"{', '.join(c.label for c in choices) or 'no estimator'}"])
+        known = next((c for c in ESTIMATOR_CHOICES if c.label == label), None)
+        lacks = stored_lacks(store, run_id, known) if known is not None else []
+        why = f" ({label} needs {' and '.join(lacks)})" if lacks else ""
+        raise ConfigError([f"--estimator {label!r}: the report recomputes "
+                           f"{', '.join(c.label for c in choices) or 'no estimator'} on run {run_id!r}{why}"])
     if not chosen:
         return None
     choice = chosen[0]

@@ -64,12 +64,11 @@ def require_inputs(run_id: str, estimator: str, frames: RunFrames, options: Mapp
     conventions score a trajectory without a reward). Groups of one are allowed: a group
     estimator gives them its documented advantage (0, or the score)."""
     from trajlens.estimators.registry import Input, run_facts
-    from trajlens.estimators.spec import EstimatorChoice
+    from trajlens.estimators.spec import GROUPS_OF_TWO, EstimatorChoice
 
     choice = EstimatorChoice(estimator, estimator, dict(options or {}))
     spec = choice.spec()
-    lacking = [what for what in choice.missing(run_facts(frames.trajectories, frames.tokens))
-               if what != "groups of two or more"]
+    lacking = [what for what in choice.missing(run_facts(frames.trajectories, frames.tokens)) if what != GROUPS_OF_TWO]
     if lacking:
         hint = "; use an outcome estimator (grpo, rloo, ...)" if spec.inputs & Input.TOKEN_ARRAYS else ""
         raise ConfigError([f"run {run_id!r}: {estimator} needs {' and '.join(lacking)}{hint}"])

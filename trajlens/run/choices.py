@@ -133,6 +133,27 @@ def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[Es
     return [choice for choice in ESTIMATOR_CHOICES if choice.in_report(facts)]
 
 
+def stored_lacks(store: Any, run_id: str, choice: EstimatorChoice) -> list[str]:
+    """What keeps the report from recomputing ``choice`` on a stored run, in the registry's
+    words (:meth:`~trajlens.estimators.spec.EstimatorChoice.missing` on the most the run's
+    stored data may hold, then a config that does not declare an estimator reported only when
+    declared); empty when nothing the trajectories and token footers tell does."""
+    from trajlens.errors import ConfigError
+    from trajlens.run.batches import train_trajectories
+    from trajlens.run.facts import stored_facts
+    from trajlens.run.reader import RunReader
+
+    try:
+        trajectories = train_trajectories(store, run_id)
+    except ConfigError:
+        return ["trajectories of split 'train'"]
+    facts = stored_facts(RunReader.of(store, run_id), trajectories, run_config_text(store, run_id)).possible()
+    lacking = choice.missing(facts)
+    if not lacking and not choice.in_report(facts):
+        lacking = [f"a config that names {choice.estimator} (the report recomputes it only on the runs that train with it)"]
+    return lacking
+
+
 _ALLOWED: dict[tuple[str, str, tuple[int, int]], list[EstimatorChoice]] = {}
 """The last :func:`available_estimators` answer read from a stored run, by store, run and the
 run directory's stamp: reading it means a pass over the run's token arrays."""
@@ -189,4 +210,4 @@ def _no_model_tokens(arrays: int, with_model_tokens: int, empty: int) -> str | N
 
 
 __all__ = ["ESTIMATOR_CHOICES", "FACT_TOKEN_COLUMNS", "EstimatorChoice", "ReportAdvantages", "advantage_diagnostics",
-           "available_estimators", "report_advantages", "run_stamp"]
+           "available_estimators", "report_advantages", "run_stamp", "stored_lacks"]
