@@ -46,6 +46,13 @@ SHELL_CASES: list[tuple[str, str, list[str]]] = [
     ("python manage.py test", "test_suite", ["test_suite"]),
     ("python setup.py test", "test_suite", ["test_suite"]),
     ("coverage run -m pytest", "test_suite", ["test_suite"]),
+    ("python -m coverage run -m pytest tests/test_a.py", "test_targeted", ["test_targeted"]),
+    ("python3 -m coverage run --branch -m pytest", "test_suite", ["test_suite"]),
+    # -- collecting tests runs none
+    ("pytest --co -q", "other", ["other"]),
+    ("cd /testbed && python -m pytest --collect-only tests/test_x.py 2>&1 | head -40", "other", ["other"]),
+    ("pytest -q --fixtures", "other", ["other"]),
+    ("pytest --cov=pkg tests/", "test_suite", ["test_suite"]),
     ("timeout 600 pytest -x", "test_suite", ["test_suite"]),
     ("PYTHONPATH=. DJANGO_SETTINGS_MODULE=x pytest", "test_suite", ["test_suite"]),
     ("source .venv/bin/activate && pytest", "test_suite", ["test_suite"]),

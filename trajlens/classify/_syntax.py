@@ -119,7 +119,7 @@ INTERPRETER = (
     r"^(?:(?:python|pypy)[\d.]*|ipython3?)(?:\s+(?:-[WX]\s*\S+|-[bBdEiIOqsSuvR]+))*(\s|$)",
     "python${1}",
 )
-COVERAGE_RUN = (r"^coverage\s+run(?:\s+--[\w-]+(?:=\S+)?)*\s+", "python ")
+COVERAGE_RUN = (r"^(?:(?:python|pypy)[\d.]*\s+-m\s+)?coverage\s+run(?:\s+--[\w-]+(?:=\S+)?)*\s+", "python ")
 PYTEST_ALIAS = (r"^py\.test(\s|$)", "pytest${1}")
 WHITESPACE = (r"\s+", " ")
 WRAPPER_PASSES = 3

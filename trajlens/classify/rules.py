@@ -51,9 +51,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RULES_VERSION = "1.3"
+RULES_VERSION = "1.4"
 """Version of the taxonomy, the shell rules and the shipped tool maps; stored beside every
-classification. 1.3: a word built partly from a quoted string or a command substitution
+classification. 1.4: ``pytest --collect-only`` (``--co``, ``--fixtures``, ``--markers``) lists
+tests and runs none (``other``); ``python -m coverage run`` is unwrapped as ``coverage run`` is.
+1.3: a word built partly from a quoted string or a command substitution
 (``"$D"/d.py``, ``$(pwd)/x.py``) is no path. 1.2: tool maps (TOML) replace the tool-name tables; browsers, search engines,
 calculators, MCP ``server__tool`` names and SWE-agent's CTF tools are mapped; fixed-class
 tools take their path from the JSON arguments; commands are classified on their first
@@ -205,6 +207,9 @@ SHELL_RULES: tuple[Rule, ...] = (
     Rule("version-query", "other", r"^\S+(?:\s+-m\s+\S+)?(?:\s+[a-z][\w-]*)?\s+(?:--version|-V|--help)$",
          doc="python --version, pytest --version, sqlfluff parse --help"),
     # -- pytest
+    Rule("pytest-collect", "other",
+         _PYTEST_ARGUMENT + r"(?:--collect-only|--co|--fixtures|--fixtures-per-test|--markers)(?:\s|$)",
+         doc="pytest --co -q, python -m pytest --collect-only tests/ (lists tests or fixtures, runs none)"),
     Rule("pytest-selected", "test_targeted", _PYTEST_ARGUMENT + r"(?:-k|-m|--keyword)(?:\s|$)",
          strip=_PYTEST_VALUE_OPTIONS, doc="pytest -k foo, python -m pytest -m slow"),
     Rule("pytest-files", "test_targeted", _PYTEST_ARGUMENT + r"(?:\S*\.py(?:\s|$|::|\[)|\S*::\S|__Q__(?:\s|$)|\$\{?\w+\}?(?:\s|$))",
