@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import trajlens.classify as classify
 from trajlens.classify.rules import CLASS_DESCRIPTIONS, rule_table
@@ -24,4 +25,6 @@ def test_taxonomy_is_ordered_and_described():
     assert {e.klass for e in classify.default_tool_map().entries} <= {*classify.BEHAVIOUR_CLASSES, SHELL}
     assert set(classify.VERIFICATION_CLASSES) == {"test_suite", "test_targeted", "quick_check", "run_script"}
     assert isinstance(classify.RULES_VERSION, str) and classify.RULES_VERSION
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "classify.md").read_text()
+    assert f"`trajlens.classify.RULES_VERSION` (now **{classify.RULES_VERSION}**)" in guide
     assert len(rule_table()) == len(classify.SHELL_RULES)
