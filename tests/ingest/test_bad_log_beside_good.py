@@ -31,7 +31,7 @@ def test_lenient_ingest_skips_it_with_a_line(folder, tmp_path):
     done = trajlens("ingest", folder, "--store", tmp_path / "store", "--lenient")
     assert done.returncode == 0, done.stderr
     assert f"skipped: {folder / 'state_b.json'}: field 'history'" in done.stderr
-    assert "skipped 1 bad records" in done.stdout and "notes.json" not in done.stderr
+    assert "; skipped 1 (each named above)" in done.stdout and "notes.json" not in done.stderr
 
 
 def test_lenient_ingest_of_logs_that_are_all_bad_writes_no_empty_run(tmp_path):

@@ -57,7 +57,7 @@ def test_lenient_leaves_out_only_the_token_row_whose_array_is_short(run, tmp_pat
 
     lenient = run_cli("ingest", run, "--store", tmp_path / "store", "--lenient")
     assert lenient.returncode == 0, lenient.stderr
-    assert "skipped 1 bad records" in lenient.stdout
+    assert "; skipped 1 (each named above)" in lenient.stdout
     assert [s.startswith(f"skipped: {line}") for s in _skipped(lenient.stderr)] == [True]
     calls = pq.read_table(run / "tool_calls" / STEP / "part-0.parquet").num_rows
     assert _counts(tmp_path / "store") == (5, calls, 4)
@@ -76,7 +76,7 @@ def test_lenient_names_every_bad_token_row_once(run, tmp_path):
 
     lenient = run_cli("ingest", run, "--store", tmp_path / "store", "--lenient")
     assert lenient.returncode == 0, lenient.stderr
-    assert "skipped 2 bad records" in lenient.stdout
+    assert "; skipped 2 (each named above)" in lenient.stdout
     skipped = _skipped(lenient.stderr)
     assert skipped[0].startswith(f"skipped: {tokens}: record s0001-t0001: field 'values': expected ")
     assert skipped[1] == f"skipped: {tokens}: record s0001-t0003: field 'values': expected finite numbers, found nan"

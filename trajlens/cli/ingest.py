@@ -44,5 +44,7 @@ def ingest(
         typer.echo(f"skipped: {problem.message}", err=True)
     for note in result.notes:
         typer.echo(note, err=True)
-    skipped = f", skipped {len(result.problems)} bad records" if result.problems else ""
-    typer.echo(f"ingested {len(result.run_ids)} run(s) into {store}: {', '.join(result.run_ids)}{skipped}")
+    skipped = f"; skipped {len(result.problems)} (each named above)" if result.problems else ""
+    written = [run_id for run_id in result.run_ids if run_id not in result.unchanged]
+    kept = f"; {len(result.unchanged)} unchanged: {', '.join(result.unchanged)}" if result.unchanged else ""
+    typer.echo(f"ingested {len(written)} run(s) into {store}: {', '.join(written) or 'none new'}{kept}{skipped}")

@@ -62,6 +62,8 @@ class IngestResult:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """Runs kept unchanged, and analyses dropped because their run changed."""
+    unchanged: list[str] = field(default_factory=list)
+    """The run ids of ``run_ids`` whose source had not changed: kept as they were."""
 
 
 def detect_source(path: Path) -> str:
@@ -188,6 +190,7 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
                              found=f"{len(run.problems)} bad ones" + (f" (the first: {where})" if where else ""))
         writer.publish()
     result.notes.extend(writer.notes)
+    result.unchanged.extend(writer.unchanged)
     return result
 
 

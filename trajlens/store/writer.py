@@ -204,6 +204,8 @@ class StoreWriter:
         check_outside_inputs(self.store, sources)
         self.replace = replace
         self.notes: list[str] = []
+        self.unchanged: list[str] = []
+        """Runs whose source had not changed: kept as they were, with their analyses."""
         self._created = not self.store.exists()
         self._lock: StoreLock | None = None
         self._publisher: Publisher | None = None
@@ -311,6 +313,7 @@ class StoreWriter:
         kept = "is unchanged: kept as it was, with its analyses"
         if not self._staged:
             self.notes.extend(f"run {run_id} {kept}" for run_id in self._seen)
+            self.unchanged.extend(self._seen)
             self._release()
             return []
         publisher = self._open()
@@ -318,6 +321,7 @@ class StoreWriter:
             for run_id in self._seen:
                 if run_id not in self._staged:  # kept unread
                     self.notes.append(f"run {run_id} {kept}")
+                    self.unchanged.append(run_id)
                     continue
                 staged = self._staged[run_id]
                 existing = self.store / RUNS_DIR / run_id
@@ -325,6 +329,7 @@ class StoreWriter:
                     held = RunRecord.read(existing)
                     if held == staged.record:
                         self.notes.append(f"run {run_id} {kept}")
+                        self.unchanged.append(run_id)
                         if not _same_record(held, staged.record):
                             # the same files, recorded anew: the source as now read, by this call
                             publisher.replace(staged.directory, f"{RUNS_DIR}/{run_id}")
