@@ -83,3 +83,15 @@ def test_a_share_that_swings_from_step_to_step_is_not_a_drift():
     frame = class_credit_frame({"think": steady, "other": 1.0 - steady}, {"own": credit})
     result = attribute_drift(frame, no_flags(), "own", "token-mean", DriftConfig(bootstrap=50))
     assert set(result.frame["primary_class"]) == {"think", "other"}  # one grew, the other decayed
+
+
+@pytest.mark.parametrize("steps, where", [(1, "step 1"), (3, "steps 1-3")])
+def test_a_run_of_one_stage_has_no_drift_and_says_why(steps, where):
+    """A drift is a change from the first stage to the last: a run of one stage (an eval, one
+    step of agent logs) has none, and the finding says so rather than that no share changed."""
+    think = np.full(steps, 0.3)
+    frame = class_credit_frame({"think": think, "other": 1.0 - think}, {"own": {"think": np.zeros(steps), "other": np.zeros(steps)}})
+    frame = frame.with_columns(pl.lit("all").alias("stage"), pl.lit(0).alias("stage_index"))
+    result = attribute_drift(frame, no_flags(), "own", "token-mean", DriftConfig(bootstrap=50))
+    assert result.frame.is_empty()
+    assert result.findings == [f"the run has one stage ({where}): a drift needs two, so there is none to attribute"]

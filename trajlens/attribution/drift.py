@@ -151,7 +151,10 @@ def attribute_drift(
             rows.append(row)
             per_estimator.append(row)
         findings.append(_sentence(name, per_estimator, own_label, steps))
-    if not rows:
+    if not rows and shares["stage_index"].n_unique() < 2:
+        where = f"step {steps[0]}" if steps.size == 1 else f"steps {steps[0]}-{steps[-1]}"
+        findings.append(f"the run has one stage ({where}): a drift needs two, so there is none to attribute")
+    elif not rows:
         findings.append(f"no class share changed by {config.min_change:.2f} or more between the first and the last "
                         f"stage (p < {config.alpha:g}): no drift to attribute")
     return DriftResult(pl.DataFrame(rows, schema=DRIFT_SCHEMA), findings)
