@@ -195,6 +195,15 @@ def test_an_output_may_not_write_over_the_run_it_checks(tmp_path):
     done = trajlens("check", "sample_data/resume-lr", "--junit", inside)
     assert done.returncode == 2 and "would write over the input sample_data/resume-lr" in done.stderr
     assert not inside.exists()
+    # the checks' own --config is an input too
+    config = tmp_path / "checks.toml"
+    config.write_text(trajlens("check", "--print-defaults").stdout)
+    written = config.read_bytes()
+    for flag in ("--json", "--junit"):
+        done = trajlens("check", metrics, "--config", config, flag, config)
+        assert done.returncode == 2
+        assert done.stderr == f"error: {flag} {config}: would write over the input {config}; write it elsewhere\n"
+        assert config.read_bytes() == written
 
 
 def test_results_may_be_kept_beside_a_stores_runs(samples_store_path, tmp_path):

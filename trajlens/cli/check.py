@@ -76,7 +76,8 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
     for path, flag in ((junit, "--junit"), (json_out, "--json")):
         if path is not None:
             problems += output_problems(path, flag=flag)
-            problems += overwrites_input(path, source, flag=flag) if source is not None else []
+            for read in (source, config):
+                problems += overwrites_input(path, read, flag=flag) if read is not None else []
     problems += distinct_outputs({"--junit": junit, "--json": json_out})
     if not watch and (fail_fast or until_step is not None or timeout is not None):
         problems.append("--fail-fast, --until-step and --timeout need --watch")
