@@ -46,8 +46,8 @@ def _no_work(monkeypatch) -> None:
     ("runs/tiny/trajectories", ("sql", "{store}", "SELECT 1 AS x", "--out", "{link}/part.parquet")),
     ("runs/tiny", ("sql", "{store}", "SELECT 1 AS x", "--out", "{link}/ingest.json")),
     ("runs/tiny", ("sample", "{store}", "--run", "tiny", "--stages", "first:1-1,second:2-2", "--out", "{link}/s.md")),
-    ("runs/tiny", ("compare", "{store}", "tiny", "tiny", "--no-advantages", "--out", "{link}")),
-    ("runs/tiny", ("compare", "{store}", "tiny", "tiny", "--no-advantages", "--out", "{link}/cmp")),
+    ("runs/tiny", ("compare", "{store}", "tiny:Q1", "tiny:Q3", "--no-advantages", "--out", "{link}")),
+    ("runs/tiny", ("compare", "{store}", "tiny:Q1", "tiny:Q3", "--no-advantages", "--out", "{link}/cmp")),
     ("runs", ("report", "{store}", "--run", "tiny", "--out", "{link}/tiny")),
 ], ids=["sql-table-folder", "sql-run-file", "sample", "compare-run-folder", "compare-under-run", "report"])
 def test_a_link_to_a_store_folder_is_refused_like_the_folder(store, tmp_path, monkeypatch, link_to, arguments):
@@ -88,7 +88,7 @@ def test_a_link_to_a_folder_outside_any_store_is_written_through(store, tmp_path
     done = run_cli("sql", store, "SELECT 1 AS x", "--out", tmp_path / "link" / "x.csv")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "elsewhere" / "x.csv").read_text() == "x\n1\n"
-    done = run_cli("compare", store, "tiny", "tiny", "--no-advantages", "--out", tmp_path / "link")
+    done = run_cli("compare", store, "tiny:Q1", "tiny:Q3", "--no-advantages", "--out", tmp_path / "link")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "elsewhere" / "comparison.md").is_file()
 
@@ -109,7 +109,7 @@ def _refuse_entries_in(monkeypatch, folder: Path) -> None:
 
 
 COMMANDS = {
-    "compare": ("compare", "{store}", "tiny", "tiny", "--no-advantages", "--out", "{out}"),
+    "compare": ("compare", "{store}", "tiny:Q1", "tiny:Q3", "--no-advantages", "--out", "{out}"),
     "report": ("report", "{store}", "--run", "tiny", "--out", "{out}"),
 }
 
