@@ -139,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         if callable(getattr(error, "show", None)) and isinstance(getattr(error, "exit_code", None), int):
             error.show()
             return error.exit_code
+        if _query_interrupted(error):
+            typer.echo("interrupted", err=True)
+            return INTERRUPTED
         damaged = _damaged_source(argv)
         if damaged is None:
             raise
@@ -148,6 +151,16 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo("interrupted", err=True)
         return INTERRUPTED
     return status if isinstance(status, int) else 0
+
+
+def _query_interrupted(error: Exception) -> bool:
+    """Whether ``error`` is how DuckDB ends a query that Ctrl-C interrupted: its
+    ``InterruptException``, or, from a query whose result was being fetched, a ``RuntimeError``."""
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is None:
+        return False
+    return isinstance(error, duckdb.InterruptException) or (
+        type(error) is RuntimeError and str(error).startswith("Query interrupted"))
 
 
 def _damaged_source(argv: list[str] | None) -> str | None:

@@ -262,7 +262,12 @@ class Store:
             try:
                 yield
             except BaseException:
-                publisher.discard()
+                while True:  # a second Ctrl-C: trajlens.interrupts
+                    try:
+                        publisher.discard()
+                        break
+                    except KeyboardInterrupt:
+                        continue
                 raise
             finally:
                 self._transaction = None
