@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -47,7 +48,9 @@ def classify(
     with engine_session(engine, ray_address, store) as session:
         runs = list(dict.fromkeys(run or session.run_ids()))  # a run named twice is classified once
         session.require_runs(runs)
-        with progress_bar("classifying", total=len(runs)) as tick:
+        # every run's tables are published together, or (an error, Ctrl-C) none of them
+        together = session.store.transaction() if session.store is not None else contextlib.nullcontext()
+        with together, progress_bar("classifying", total=len(runs)) as tick:
             for run_id in runs:
                 results.append(classify_run_on(session.engine, session.location, run_id, resolved,
                                                store=session.store, explain=explain))
