@@ -103,13 +103,14 @@ def test_a_failed_report_leaves_an_earlier_report_as_it_was(store, tmp_path, mon
 
 def test_a_report_into_an_earlier_one_replaces_its_files_and_keeps_others(store, tmp_path):
     out = tmp_path / "report"
-    out.mkdir()
+    assert run_cli("report", store, "--out", out, "--viewers", "0").returncode == 0
     (out / "notes.txt").write_text("mine")
-    (out / "index.html").write_text("old")
+    earlier = (out / "index.html").stat().st_mtime_ns
     done = run_cli("report", store, "--out", out, "--viewers", "1")
     assert done.returncode == 0, done.stderr
     assert (out / "notes.txt").read_text() == "mine"
     assert (out / "index.html").read_text().startswith("<!DOCTYPE html>")
+    assert (out / "index.html").stat().st_mtime_ns != earlier
     assert (out / "tiny" / "stage_report.md").is_file() and list((out / "tiny" / "view").glob("*.html"))
     assert oct(out.stat().st_mode & 0o777) == oct(0o777 & ~_umask())
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]

@@ -56,20 +56,38 @@ TABLE_SUFFIXES: tuple[str, ...] = tuple(s for s, f in OUTPUT_FORMATS.items() if 
 DOCUMENT_SUFFIXES: tuple[str, ...] = tuple(s for s, f in OUTPUT_FORMATS.items() if f.documents)
 
 
-def check_output(path: Path, suffixes: tuple[str, ...] | None = None, *, flag: str = "--out") -> None:
-    """Fail before any work when ``path`` cannot be written, or its suffix is not one of ``suffixes``."""
-    problems = output_problems(path, suffixes, flag=flag)
+def check_output(path: Path, suffixes: tuple[str, ...] | None = None, *, flag: str = "--out",
+                 store: Path | str | None = None) -> None:
+    """Fail before any work when ``path`` cannot be written, or its suffix is not one of
+    ``suffixes``, or it lies in an input of ``store``'s runs (:func:`source_problems`)."""
+    problems = output_problems(path, suffixes, flag=flag, store=store)
     if problems:
         raise ConfigError(problems)
 
 
-def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag: str = "--out") -> list[str]:
+def source_problems(path: Path, store: Path | str | None, *, flag: str = "--out") -> list[str]:
+    """Problems when writing ``path`` would write over, or into, a file or folder the runs of the
+    local ``store`` were ingested from (:func:`~trajlens.store.writer.recorded_sources`): input
+    files are never modified. None for a store given as a URI (another engine's)."""
+    if store is None or "://" in str(store):
+        return []
+    from trajlens.store.writer import recorded_sources
+
+    for source in recorded_sources(Path(store)):
+        problems = overwrites_input(path, source, flag=flag)
+        if problems:
+            return problems
+    return []
+
+
+def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag: str = "--out",
+                    store: Path | str | None = None) -> list[str]:
     """Why ``path`` cannot be written (``flag`` names the option), for :class:`ConfigError`.
 
     Beyond the folder existing, a file is made and removed under the partial name the write will
     use, so that a folder that refuses files (read-only, a name too long) fails here, not after
-    the work."""
-    problems = []
+    the work. With ``store``: also when ``path`` lies in an input of its runs."""
+    problems = source_problems(path, store, flag=flag)
     try:
         if path.is_dir():
             problems.append(f"{flag} {path}: is a folder; expected a file name")
@@ -79,8 +97,8 @@ def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag
         problems.append(f"{flag} {path}: cannot write it ({_os_reason(error)})")
     if suffixes and path.suffix.lower() not in suffixes:
         problems.append(f"{flag} {path}: expected a file ending in {', '.join(suffixes)}")
-    if (store := store_holding(path)) is not None:
-        problems.append(f"{flag} {path}: among the files of the store {store}, which only ingest and the "
+    if (holding := store_holding(path)) is not None:
+        problems.append(f"{flag} {path}: among the files of the store {holding}, which only ingest and the "
                         "analyses write; write it elsewhere")
     if not problems:
         partial = _partial(path)
@@ -197,13 +215,16 @@ def _errno(error: OSError) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def check_folder_output(folder: Path, *, flag: str = "--out") -> None:
+def check_folder_output(folder: Path, *, flag: str = "--out", store: Path | str | None = None) -> None:
     """Fail before any work when ``folder`` is an existing file (a folder is written into), is a
-    store itself, lies among a store's own files (:func:`store_holding`), or cannot be written: a
-    partial folder is made and removed where the write will make one (and inside ``folder``
-    when it exists), so that a read-only folder or a name too long fails here, not after the work."""
+    store itself, lies among a store's own files (:func:`store_holding`) or in an input of
+    ``store``'s runs (:func:`source_problems`), or cannot be written: a partial folder is made
+    and removed where the write will make one (and inside ``folder`` when it exists), so that a
+    read-only folder or a name too long fails here, not after the work."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError([f"{flag} {folder}: is a file; expected a folder"])
+    if problems := source_problems(folder, store, flag=flag):
+        raise ConfigError(problems)
     from trajlens.store.handle import is_published_store
 
     if folder.is_dir() and is_published_store(folder):  # its runs' folders would land among the store's own

@@ -133,7 +133,7 @@ def _identify(store: Path, run: str, json_out: Path | None) -> None:
     from trajlens.run.identify import identify_run
 
     if json_out is not None:
-        check_output(json_out, flag="--json")
+        check_output(json_out, flag="--json", store=store)
     handle = trajlens.open(store)
     with progress_bar("identifying") as tick:
         found = identify_run(handle, run, progress=tick)

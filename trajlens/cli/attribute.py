@@ -74,8 +74,8 @@ def attribute(
     from trajlens.engine.attribution import attribute_on
     from trajlens.engine.session import engine_session
 
-    problems = output_problems(out, tuple(OUTPUT_FORMATS)) if out is not None else []
-    problems += output_problems(json_out, flag="--json") if json_out is not None else []
+    problems = output_problems(out, tuple(OUTPUT_FORMATS), store=store) if out is not None else []
+    problems += output_problems(json_out, flag="--json", store=store) if json_out is not None else []
     problems += distinct_outputs({"--out": out, "--json": json_out})
     if problems:
         raise ConfigError(problems)

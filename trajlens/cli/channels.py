@@ -38,7 +38,7 @@ def channels(
     from trajlens.run.splits import TRAIN_SPLIT, requested_split
 
     if output is not None:
-        check_output(output, TABLE_SUFFIXES)
+        check_output(output, TABLE_SUFFIXES, store=store)
     handle = trajlens.open(store)
     handle.require_runs([run])
     chosen = requested_split(handle, run, split)

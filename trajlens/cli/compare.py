@@ -46,7 +46,7 @@ def compare(
     from trajlens.report.html_report import add_comparison, read_report_index
 
     if output is not None:
-        check_folder_output(output)
+        check_folder_output(output, store=store)
     if report is not None:
         read_report_index(report / "index.html")  # before any work
     handle = trajlens.open(store)

@@ -63,10 +63,14 @@ def report(
     """
     import trajlens
     from trajlens.report import report_store
+    from trajlens.report.build import foreign_files
     from trajlens.run.splits import reported_split
 
     pairs = [parse_pair(text) for text in compare or []]
-    check_folder_output(output)
+    check_folder_output(output, store=store)
+    if foreign := foreign_files(output):
+        raise ConfigError([f"--out {output}: holds {' and '.join(foreign)}, which no trajlens report wrote; report "
+                           "into a new or empty folder, or into one a report was written into"])
     handle = trajlens.open(store)
     runs = list(dict.fromkeys(run or handle.run_ids()))  # a run named twice is reported once
     handle.require_runs(runs)

@@ -57,7 +57,7 @@ def sample(
     from trajlens.run.splits import TRAIN_SPLIT, requested_split
 
     if output is not None:
-        check_output(output, tuple(OUTPUT_FORMATS))
+        check_output(output, tuple(OUTPUT_FORMATS), store=store)
     handle = trajlens.open(store)
     handle.require_runs([run])
     chosen = requested_split(handle, run, split)

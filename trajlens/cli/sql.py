@@ -85,7 +85,7 @@ def sql(
     import trajlens
 
     if output is not None:
-        check_output(output, TABLE_SUFFIXES)
+        check_output(output, TABLE_SUFFIXES, store=store)
     text = read_query(query)
     params = parse_params(param or [])
     frame = trajlens.open(store).sql(text, params)

@@ -36,7 +36,7 @@ def view(
 
     if estimator is not None and not credit:
         raise ConfigError(["--estimator picks the credit colours; drop it, or drop --no-credit"])
-    check_output(output, (".html",))
+    check_output(output, (".html",), store=store)
     handle = trajlens.open(store)
     handle.require_runs([run])
     trajectory, step = resolve_trajectory(handle, run, trajectory)

@@ -440,8 +440,39 @@ def _markdown_table(frame: pl.DataFrame) -> str:
     return "\n".join(markdown_table(frame.columns, rows))
 
 
+REPORT_TITLE = "# trajlens report"
+"""The first line of a report's ``README.md``."""
+
+
+def foreign_files(folder: Path) -> list[str]:
+    """The files of an existing ``folder`` that a report written into it would replace and that
+    no report wrote: a ``README.md`` not starting with :data:`REPORT_TITLE`, an ``index.html``
+    without a report index's markers. A report written again into its folder replaces its own."""
+    from trajlens.report.html_report import COMPARISONS_END, NAV_END
+
+    def starts_with(path: Path, text: str) -> bool:
+        with open(path, "rb") as handle:
+            return handle.read(len(text.encode())) == text.encode()
+
+    def holds(path: Path, *marks: str) -> bool:
+        content = path.read_bytes()
+        return all(mark.encode() in content for mark in marks)
+
+    checks = {"README.md": lambda path: starts_with(path, REPORT_TITLE),
+              "index.html": lambda path: holds(path, COMPARISONS_END, NAV_END)}
+    foreign = []
+    for name, ours in checks.items():
+        path = folder / name
+        try:
+            if path.exists() and not (path.is_file() and ours(path)):
+                foreign.append(name)
+        except OSError:
+            foreign.append(name)
+    return foreign
+
+
 def _write_index(out: Path, reports: list[RunReport]) -> None:
-    lines = ["# trajlens report", "", *overview_markdown(reports), ""]
+    lines = [REPORT_TITLE, "", *overview_markdown(reports), ""]
     for report in reports:
         lines += [f"## {report.run_id}", "", f"{report.kind}; split {report.split}.", "", f"[stage report]({report.run_id}/{report.markdown.name})", ""]
         lines += [f"- {finding}" for finding in report.findings] or ["- nothing notable"]

@@ -182,6 +182,27 @@ class RunRecord:
         (run_dir / RUN_RECORD).write_text(json.dumps(data, indent=1) + "\n")
 
 
+def recorded_sources(store: Path) -> list[Path]:
+    """The files and folders the store's runs were ingested from, as their records name them:
+    each run's own source and the other inputs of the ingest call that wrote it (absolute paths
+    only; a generated run's source names no file). An output written over or into one would
+    change an input. Reads the small records alone, never the runs."""
+    found: dict[str, None] = {}
+    try:
+        run_dirs = sorted((store / RUNS_DIR).iterdir())
+    except OSError:
+        return []
+    for run_dir in run_dirs:
+        try:
+            data = json.loads((run_dir / RUN_RECORD).read_text())
+            call = data.get("call") if isinstance(data.get("call"), dict) else {}
+            named = [data.get("source"), *(call.get("sources") or [])]
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+        found.update((name, None) for name in named if isinstance(name, str) and os.path.isabs(name))
+    return [Path(name) for name in found]
+
+
 @dataclass(frozen=True)
 class StagedRun:
     directory: Path
