@@ -19,6 +19,10 @@ def test_synth_errors_are_one_line(tmp_path, capsys):
     assert code == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: unknown scenario 'nope'") and "\n" not in err
+    from trajlens.synth.causal_spec import CAUSAL_SCENARIOS
+    from trajlens.synth.generate import SCENARIOS
+
+    assert all(name in err for name in (*SCENARIOS, *CAUSAL_SCENARIOS))  # every scenario synth takes
     code = main(["synth", "grpo-leg", "--batch", "12", "--out", str(tmp_path / "y")])
     assert code == 1 and "multiple of the group size 8" in capsys.readouterr().err
 

@@ -40,10 +40,14 @@ def synth(
 
     Example: trajlens synth sao-r7 --steps 200 --batch 64 --calls 50 --tokens 60000 --out runs/r7-large
     """
+    from trajlens.errors import ConfigError
     from trajlens.synth import generate
     from trajlens.synth.causal_spec import CAUSAL_SCENARIOS
-    from trajlens.synth.generate import OPTIONS, configure
+    from trajlens.synth.generate import OPTIONS, SCENARIOS, configure
 
+    if scenario not in SCENARIOS and scenario not in CAUSAL_SCENARIOS:
+        raise ConfigError([f"unknown scenario {scenario!r}: choose one of {', '.join(SCENARIOS)}, "
+                           f"or a causal one: {', '.join(CAUSAL_SCENARIOS)}"])
     if scenario in CAUSAL_SCENARIOS:
         given = {"--tokens": tokens, "--calls": calls, "--first-step": None if first_step == 1 else first_step,
                  "--log-probs/--no-log-probs": log_probs, "--log-advantages": log_advantages or None}
