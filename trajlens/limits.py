@@ -179,6 +179,11 @@ def _long_integer_at(value: Any) -> tuple[str, int] | None:
     return None
 
 
+def undecodable(error: UnicodeDecodeError) -> str:
+    """What an error says it found where UTF-8 text was expected: where the bad byte is."""
+    return f"an undecodable byte at offset {error.start}"
+
+
 def parse_json(text: str | bytes, file: str, *, record: str | int | None = None, sniff: bool = False) -> Any:
     """Parse one JSON record within the size and nesting limits; an InputError otherwise.
 
@@ -207,7 +212,7 @@ def parse_json(text: str | bytes, file: str, *, record: str | int | None = None,
         where = f"line {error.lineno}, column {error.colno}" if record is None else record
         raise InputError(file, f"not JSON ({error.msg})", record=where, expected="JSON") from None
     except UnicodeDecodeError as error:
-        raise InputError(file, record=record, expected="UTF-8 text", found=f"an undecodable byte at offset {error.start}") from None
+        raise InputError(file, record=record, expected="UTF-8 text", found=undecodable(error)) from None
     except RecursionError:  # only reachable with a depth limit above the interpreter's
         raise InputError(file, record=record, expected="JSON the parser can nest", found="deeper nesting") from None
     long_integer = _long_integer_at(value) if long_integers and not sniff else None

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 
 from trajlens.errors import InputError
 from trajlens.ingest._chat_template import parse_response
@@ -233,6 +234,19 @@ def test_not_utf8(tmp_path):
     path.write_bytes(record().encode() + b"\n" + b'{"input": "\xff"}\n')
     with pytest.raises(InputError, match="record 2: expected UTF-8 text"):
         load_verl([path])
+
+
+def test_a_lone_dump_with_a_byte_that_is_not_utf8_is_named_by_record_and_offset(tmp_path):
+    """The byte in the first record: the folder is still read as verl dumps (detection reads a
+    record's shape), and the error names the record and where the byte is."""
+    good = record().encode()
+    at = good.index(b'"output"')
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "3.jsonl").write_bytes(good[:at] + b'"note": "\xff", ' + good[at:] + b"\n")
+    done = run_cli("ingest", tmp_path / "run", "--store", tmp_path / "store")
+    assert done.returncode == 1
+    assert done.stderr == (f"error: {tmp_path / 'run' / '3.jsonl'}: record 1: expected UTF-8 text, found an "
+                           f"undecodable byte at offset {at + 9}\n")
 
 
 def test_empty_file(tmp_path):

@@ -61,7 +61,7 @@ import pyarrow as pa
 from trajlens.errors import InputError, Problem
 from trajlens.ingest._fields import as_float
 from trajlens.ingest._probe import Probe
-from trajlens.limits import current, text_problem
+from trajlens.limits import current, text_problem, undecodable
 from trajlens.schema import conform
 
 STEP_KEYS: tuple[str, ...] = ("_step", "step", "global_step", "trainer/global_step", "training/global_step")
@@ -143,7 +143,7 @@ def load_metrics(path: Path | str, *, run_id: str, strict: bool = True) -> Metri
         try:
             reading = _collect(path, read(path), strict=strict)
         except UnicodeDecodeError as error:
-            raise InputError(str(path), expected="UTF-8 text", found=f"byte {error.start}: {error.reason}") from None
+            raise InputError(str(path), expected="UTF-8 text", found=undecodable(error)) from None
         table, problems = _to_table(reading.values), reading.problems
     table = table.with_columns(pl.lit(run_id).alias("run_id")).select("run_id", "step", "name", "value")
     return MetricsLoad(conform(table.to_arrow(), "step_metrics", str(path)), problems)

@@ -55,6 +55,7 @@ from trajlens.errors import InputError
 from trajlens.ingest._chat_template import ParsedToolCall, parse_response
 from trajlens.ingest._fields import Fields, as_float, parse_json, read_lines
 from trajlens.ingest._probe import Probe
+from trajlens.limits import undecodable
 from trajlens.ingest.tools import shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 from trajlens.store.writer import slug
@@ -289,7 +290,7 @@ def _read_record(file: Path, line_index: int, line: bytes) -> dict[str, Any]:
     try:
         line.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InputError(str(file), record=line_index + 1, expected="UTF-8 text", found=f"byte {error.start}") from None
+        raise InputError(str(file), record=line_index + 1, expected="UTF-8 text", found=undecodable(error)) from None
     record = parse_json(line, str(file), record=line_index + 1)
     if not isinstance(record, dict):
         raise InputError(str(file), record=line_index + 1, expected="a JSON object", found=type(record).__name__)
@@ -324,7 +325,10 @@ def _looks_like_dump(file: Path) -> bool:
         return False
     try:
         first = next(iter(read_lines(file)), None)
-        record = parse_json(first[1], str(file), sniff=True) if first and not isinstance(first[1], InputError) else None
+        line = None if first is None or isinstance(first[1], InputError) else first[1]
+        # a byte that is not UTF-8 is the loader's error to name (record and offset), not a
+        # reason to take the file for something else: detection reads the record's shape alone
+        record = parse_json(line.decode("utf-8", "replace"), str(file), sniff=True) if line is not None else None
     except InputError:
         return False
     return isinstance(record, dict) and all(key in record for key in REQUIRED_KEYS) and isinstance(record["output"], str)

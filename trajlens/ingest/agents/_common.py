@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, decode_arguments, dumps, parse_json, read_json_file, type_name
 from trajlens.ingest._probe import Probe, strays
+from trajlens.limits import undecodable
 from trajlens.ingest.tools import SHELL_TOOLS, shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 from trajlens.store.writer import slug
@@ -94,7 +95,7 @@ def read_text(path: Path) -> str:
     except IsADirectoryError:
         raise InputError(file, expected="a file", found="a directory") from None
     except UnicodeDecodeError as error:
-        raise InputError(file, expected="UTF-8 text", found=f"an undecodable byte at offset {error.start}") from None
+        raise InputError(file, expected="UTF-8 text", found=undecodable(error)) from None
     except OSError as error:
         raise InputError(file, expected="a readable file", found=error.strerror or str(error)) from None
 
