@@ -151,8 +151,9 @@ TOKEN_ARRAYS: tuple[str, ...] = ("response_mask", "values", "token_rewards", "lo
 def conform(table: pa.Table, name: str, source: str) -> pa.Table:
     """Return ``table`` in the exact schema of trajlens table ``name``.
 
-    Columns are reordered and safely cast (int32 to int64, large_string to string, ...); a
-    column added to the schema later (``absent_as_null``) that the input lacks reads as nulls.
+    Columns are reordered and safely cast (int32 to int64, large_string to string, ...; never
+    text to numbers or numbers to text); a column added to the schema later
+    (``absent_as_null``) that the input lacks reads as nulls.
     Raises :class:`SchemaError` naming ``source`` on a missing, extra or mistyped column,
     or a null in a non-nullable column.
     """
@@ -173,6 +174,8 @@ def conform(table: pa.Table, name: str, source: str) -> pa.Table:
         column = table.column(field.name)
         if not column.type.equals(field.type):
             try:
+                if not pa.types.is_null(column.type) and _is_text(column.type) != _is_text(field.type):
+                    raise pa.ArrowInvalid("text is not read as a number, nor a number as text")
                 column = column.cast(field.type, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 raise SchemaError(
@@ -183,6 +186,14 @@ def conform(table: pa.Table, name: str, source: str) -> pa.Table:
             raise SchemaError(source, record=row, field=field.name, expected="a value", found="null")
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    """Whether ``kind`` holds text: a column of text is never cast to numbers (a step of "1"),
+    nor one of numbers to text, though Arrow's safe cast would do either."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or str(kind) == "string_view"
 
 
 def empty(name: str) -> pa.Table:
