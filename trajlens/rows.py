@@ -350,7 +350,12 @@ def value_problems(name: str, table: pa.Table, source: str) -> Iterator[RowProbl
                 yield RowProblem(row, error)
     elif name == "tokens":
         yield from _token_problems(table, source)
+    elif name == "tool_calls" and table.num_rows:
+        yield from _below_problems(table, "token_start", pa.scalar(0, pa.int64()), "0 or more", source)
+        yield from _below_problems(table, "token_end", table.column("token_start"), "token_start or more", source)
     elif name == "trajectories" and table.num_rows:
+        for count in ("num_turns", "model_tokens"):
+            yield from _below_problems(table, count, pa.scalar(0, table.schema.field(count).type), "0 or more", source)
         yield from _finite_problems(table, table.column("reward"), "reward", source)
         channels = pc.list_flatten(table.column("reward_channels"))
         if len(channels):
@@ -375,6 +380,23 @@ def _check_config(config: str, run_id: str, source: str) -> None:
         raise InputError(source, record=run_id, field="config", expected="a JSON object", found=config)
 
 
+
+
+def _below_problems(table: pa.Table, field: str, least: pa.Scalar | pa.ChunkedArray, expected: str,
+                    source: str) -> Iterator[RowProblem]:
+    """The rows whose ``field`` is below ``least`` (a value, or another column: a call's span
+    ending before it starts), each naming its trajectory (and call); nulls are not compared."""
+    values = table.column(field)
+    bad = pc.fill_null(pc.less(values, least), False)
+    for row in np.flatnonzero(bad.to_numpy(zero_copy_only=False)) if pc.any(bad).as_py() else ():
+        row = int(row)
+        record = table.column("trajectory_id")[row].as_py()
+        if "call_index" in table.column_names:
+            record = f"{record} call {table.column('call_index')[row].as_py()}"
+        bound = least[row].as_py() if isinstance(least, pa.ChunkedArray) else None
+        yield RowProblem(row, InputError(source, record=record, field=field,
+                                         expected=expected if bound is None else f"{expected} ({bound})",
+                                         found=str(values[row].as_py())))
 
 
 def _finite_problems(table: pa.Table, values: pa.Array | pa.ChunkedArray, field: str, source: str,

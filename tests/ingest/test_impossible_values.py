@@ -1,0 +1,50 @@
+"""Counts and spans that cannot be are refused, naming the file, the record and the field: a
+negative turn or model-token count, a call's token span that starts before 0 or ends before it
+starts. Stored, they would give classify, view and attribute offsets into nothing."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from cli_run import run_cli
+
+import trajlens
+from trajlens.errors import InputError
+from trajlens.store.layout import table_files
+
+
+def _set(run_dir, table: str, column: str, value: int):
+    """Set ``column`` of the first row of the table's first file; returns (file, its record)."""
+    path = table_files(run_dir, table)[0]
+    data = pq.read_table(path)
+    values = data.column(column).to_pylist()
+    values[0] = value
+    index = data.schema.get_field_index(column)
+    pq.write_table(data.set_column(index, data.schema.field(index), pa.array(values, data.schema.field(index).type)), path)
+    record = data.column("trajectory_id")[0].as_py()
+    if table == "tool_calls":
+        record = f"{record} call {data.column('call_index')[0].as_py()}"
+    return path, record, data
+
+
+@pytest.mark.parametrize("table, column, value, expected", [
+    ("trajectories", "num_turns", -1, "0 or more"),
+    ("trajectories", "model_tokens", -100, "0 or more"),
+    ("tool_calls", "token_start", -5, "0 or more"),
+    ("tool_calls", "token_start", 10**12, "token_start or more ({start})"),
+    ("tool_calls", "token_end", -100, "token_start or more ({start})"),
+])
+def test_an_impossible_count_or_span_is_refused(tmp_path, tiny_run_dir, table, column, value, expected):
+    path, record, data = _set(tiny_run_dir, table, column, value)
+    field, found, start = column, value, None
+    if table == "tool_calls":
+        start = value if column == "token_start" else data.column("token_start")[0].as_py()
+        if column == "token_start" and value > 0:  # past its end: the end is named
+            field, found = "token_end", data.column("token_end")[0].as_py()
+    message = f"{path}: record {record}: field '{field}': expected {expected.format(start=start)}, found {found}"
+    with pytest.raises(InputError) as caught:
+        trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    assert str(caught.value) == message
+    done = run_cli("check", tiny_run_dir)
+    assert done.returncode == 2 and done.stderr == f"error: {message}\n"
