@@ -44,6 +44,33 @@ def test_check_refuses_what_ingest_refuses_with_its_line(tmp_path, tiny_run_dir,
     assert path.read_bytes() == before
 
 
+def _duplicate_id(table: pa.Table) -> pa.Table:
+    ids = table.column("trajectory_id").to_pylist()
+    return table.set_column(table.schema.get_field_index("trajectory_id"), "trajectory_id", pa.array([ids[0]] * len(ids)))
+
+
+def _another_run(table: pa.Table) -> pa.Table:
+    return table.set_column(table.schema.get_field_index("run_id"), "run_id", pa.array(["other"] * table.num_rows))
+
+
+def _stray_call(table: pa.Table) -> pa.Table:  # of tool_calls: calls of a trajectory that is not there
+    return table.set_column(table.schema.get_field_index("trajectory_id"), "trajectory_id",
+                            pa.array(["nobody"] * table.num_rows))
+
+
+@pytest.mark.parametrize("table, damage", [("trajectories", _duplicate_id), ("trajectories", _another_run),
+                                           ("tool_calls", _stray_call)])
+def test_check_refuses_a_run_ingest_refuses_as_a_whole(tmp_path, tiny_run_dir, table, damage):
+    """Rows that are not one run's: every file reads, the run does not (ingest checks it last)."""
+    path = table_files(tiny_run_dir, table)[-1]
+    pq.write_table(damage(pq.read_table(path)), path)
+    ingested = run_cli("ingest", tiny_run_dir, "--store", tmp_path / "store")
+    checked = run_cli("check", tiny_run_dir)
+    assert ingested.returncode == 1 and checked.returncode == 2
+    assert checked.stderr == ingested.stderr and len(checked.stderr.strip().splitlines()) == 1, checked.stderr
+    assert "Traceback" not in checked.stderr
+
+
 def test_each_token_file_of_a_run_directory_is_read_once(tmp_path, monkeypatch):
     """The checks ask each batch for its logged column, then for the arrays they recompute from:
     a run directory's token file is read and checked once, serving both."""
@@ -59,9 +86,9 @@ def test_each_token_file_of_a_run_directory_is_read_once(tmp_path, monkeypatch):
     parquet = importlib.import_module("trajlens.ingest.parquet")  # trajlens.ingest is also a function's name
     reads, direct = Counter(), parquet.read_table_file
 
-    def counted(path, name):
+    def counted(path, name, run_id=None):
         reads[(str(path), name)] += 1
-        return direct(path, name)
+        return direct(path, name, run_id)
 
     monkeypatch.setattr(parquet, "read_table_file", counted)
     check_run(run_dir)

@@ -471,12 +471,13 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
     with those steps' tool calls and token arrays (when ``tables`` has them); no batches when
     the run is not in the step layout. A ``stored`` run's files hold the store's schema; a run
     directory's are checked file by file as ingest checks them (:func:`_read_checked_files`)."""
+    from trajlens.ingest.parquet import run_id_of
     from trajlens.run.batches import ReadAhead, plan_batches
     from trajlens.run.partitions import read_files, table_partitions
-
-    read_rows = read_files if stored else _read_checked_files
+    from trajlens.store.writer import check_run_dir
 
     info, trajectory_files = _run_info(run_dir, run_id), table_partitions(run_dir / "trajectories")
+    read_rows = read_files if stored else partial(_read_checked_files, run_id=run_id_of(run_dir))
     others = {name: table_partitions(run_dir / name) for name in ("tool_calls", "tokens") if name in tables}
     if trajectory_files is None or any(partitions is None for partitions in others.values()):
         return info, None
@@ -495,13 +496,15 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
         tokens = others.get("tokens")
         # each set of columns the checks ask of a batch's tokens is read of the next batch
         # meanwhile (they ask every batch alike)
-        read_tokens = partial(_read_tokens, tokens) if stored else _CheckedTokens(tokens)
+        read_tokens = partial(_read_tokens, tokens) if stored else _CheckedTokens(tokens, run_id_of(run_dir))
         with ReadAhead(read_tokens, steps) as ahead:
             for index, part in enumerate(plan):
                 read = {name: read_rows(partitions, name, steps[index])
                         for name, partitions in others.items() if name != "tokens"}
                 reader = None if tokens is None else partial(_ask_tokens, ahead, index)
                 yield NewSteps(trajectories=part, read_tokens=reader, **read)
+        if not stored:  # every file read as ingest reads it; then the whole run, as ingest checks it last
+            check_run_dir(run_dir, str(run_dir))
 
     return info, batches()
 
@@ -523,8 +526,9 @@ class _CheckedTokens:
     logged column, then the arrays they recompute from) is taken from that one read. The last two
     batches are kept (one is checked while the next is read ahead)."""
 
-    def __init__(self, partitions: Any) -> None:
+    def __init__(self, partitions: Any, run_id: str) -> None:
         self.partitions = partitions
+        self.run_id = run_id
         self._read: dict[tuple[int, ...], tuple[threading.Lock, list[pl.DataFrame]]] = {}
         self._lock = threading.Lock()
         """Guards ``_read``; each batch's own lock guards its read, so asking one batch never waits on another's."""
@@ -539,12 +543,12 @@ class _CheckedTokens:
             lock, read = self._read[key]
         with lock:
             if not read:
-                read.append(_read_checked_files(self.partitions, "tokens", steps))
+                read.append(_read_checked_files(self.partitions, "tokens", steps, run_id=self.run_id))
         rows = read[0]
         return rows if columns is None else rows.select(c for c in columns if c in rows.columns)
 
 
-def _read_checked_files(partitions: Any, table: str, steps: Sequence[int]) -> pl.DataFrame:
+def _read_checked_files(partitions: Any, table: str, steps: Sequence[int], *, run_id: str) -> pl.DataFrame:
     """The rows of ``steps`` of a run directory's ``table``, in step order, each file read through :func:`trajlens.ingest.parquet.read_table_file`: a file
     ingest would refuse (a NaN reward, a missing or mistyped column, a row outside its step's
     folder) stops the check with ingest's one line naming the file, record and field."""
@@ -554,7 +558,7 @@ def _read_checked_files(partitions: Any, table: str, steps: Sequence[int]) -> pl
     from trajlens.schema import SCHEMAS
 
     paths, packed = partitions.files(steps)
-    parts = [read_table_file(Path(path), table) for path in paths]
+    parts = [read_table_file(Path(path), table, run_id) for path in paths]
     frame = pl.from_arrow(pa.concat_tables(parts) if parts else SCHEMAS[table].empty_table())
     assert isinstance(frame, pl.DataFrame)
     if packed:

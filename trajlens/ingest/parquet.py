@@ -41,12 +41,15 @@ def scan_run(run_dir: Path | str) -> dict[str, pl.LazyFrame]:
     }
 
 
-def read_table_file(path: Path, name: str) -> pa.Table:
+def read_table_file(path: Path, name: str, run_id: str | None = None) -> pa.Table:
     """Read and conform one Parquet file of table ``name``, checked as ingest checks it (readable,
-    valid UTF-8, the table's schema, finite values, steps of 0 or more and its folder's); a clear
-    error if it cannot. ``trajlens check`` reads a run directory through it too, so the two refuse
-    the same files with the same line."""
-    return _read_checked(path, name)[0]
+    valid UTF-8, the table's schema, finite values, steps of 0 or more and its folder's, and with
+    ``run_id`` every row's run id); a clear error if it cannot. ``trajlens check`` reads a run
+    directory through it too, so the two refuse the same files with the same line."""
+    table = _read_checked(path, name)[0]
+    if run_id is not None:
+        _check_run_id(table, run_id, path)
+    return table
 
 
 def _read_checked(path: Path, name: str, skipped: list[Problem] | None = None) -> tuple[pa.Table, bool]:
