@@ -59,11 +59,11 @@ def test_an_output_beside_an_input_is_written(ingested):
     assert (source.parent / "x.csv").read_text() == "x\n1\n"
 
 
-def test_a_report_replaces_its_own_readme_and_no_other(tmp_path, samples_store_path):
+def test_a_report_replaces_its_own_readme_and_no_other(tmp_path, ingested):
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / "README.md").write_text("# my project\n")
-    arguments = ("report", samples_store_path, "--run", "grpo-leg", "--viewers", "0", "--out")
+    arguments = ("report", ingested[1], "--viewers", "0", "--out")
     done = run_cli(*arguments, folder)
     assert done.returncode == 1
     assert one_error_line(done) == (f"error: --out {folder}: holds README.md, which no trajlens report wrote; report "
