@@ -3,7 +3,8 @@
 -- (the measured_splits view: training, or the split a run without training data has), over groups
 -- of two or more rewarded trajectories (null and NaN rewards left out first), as the report's
 -- dead-groups table counts them: groups, dead groups, their share, and the mean reward spread
--- (max - min) of those groups. Steps without such a group are left out.
+-- (max - min) over all those groups, the dead ones (spread 0) included. Steps without such a
+-- group are left out.
 -- Parameters: $run_id (text).
 WITH groups AS (
     SELECT step, group_id, count(*) AS size, max(reward) - min(reward) AS spread

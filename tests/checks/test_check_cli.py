@@ -269,3 +269,12 @@ def test_a_damaged_store_exits_2_never_1(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"error: {part}") and f"trajlens verify {store}" in line
+
+
+def test_agent_logs_are_sent_to_ingest_naming_their_format():
+    log = REPO / "tests" / "data" / "openai_chat" / "rollouts.jsonl"
+    done = trajlens("check", log)
+    assert done.returncode == 2
+    assert done.stderr == (f"error: {log}: expected a store, a run directory, verl dumps, a metrics JSONL/CSV file or "
+                           "TensorBoard event files, found logs of the openai-chat format; ingest them first with "
+                           "`trajlens ingest`\n")

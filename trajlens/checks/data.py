@@ -618,7 +618,7 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, N
                          found=f"a folder of {len(names)} runs")
     raise InputError(str(path), expected="a store, a run directory, verl dumps, a metrics JSONL/CSV file or "
                      "TensorBoard event files",
-                     found=f"a {kind} source; ingest it first with `trajlens ingest`")
+                     found=f"logs of the {kind} format; ingest them first with `trajlens ingest`")
 
 
 def _store_run(store: Path, run_id: str | None) -> Path:

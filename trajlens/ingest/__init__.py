@@ -85,8 +85,9 @@ def load(path: Path | str, *, run_id: str | None = None, strict: bool = True,
     with _limits.using(limits):
         sources = [source for source in plan(path) if source.format.kind != "metrics"]
         if len(sources) != 1 or sources[0].format.load is None:
-            kind = sources[0].format.name if len(sources) == 1 else f"a folder of {len(sources)} runs"
-            raise InputError(str(path), f"a {kind} source is ingested into a store, not loaded",
+            what = (f"logs of the {sources[0].format.name} format are" if len(sources) == 1
+                    else f"a folder of {len(sources)} runs is")
+            raise InputError(str(path), f"{what} ingested into a store, not loaded",
                              expected="a log file or folder of one run")
         return _load_source(sources[0], run_id, strict)
 
