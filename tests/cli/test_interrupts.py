@@ -1,7 +1,7 @@
 """Ctrl-C ends a command with status 130 and leaves nothing behind: during a table write, though
 Polars raises the interrupt itself while Python's own flag is still set, so that a second one
-lands in the clean-up (:mod:`trajlens.interrupts`); during a DuckDB query, which DuckDB ends
-with an error of its own."""
+would land in the clean-up (:mod:`trajlens.interrupts`); during a DuckDB query, which DuckDB
+ends with an error of its own; between the runs of ``classify``."""
 
 from __future__ import annotations
 
@@ -11,11 +11,9 @@ import threading
 import time
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from trajlens.cli._app import INTERRUPTED, main
-from trajlens.cli._output import write_output
 from trajlens.store.handle import Store
 
 
@@ -32,19 +30,19 @@ def _interrupt_once_written(partial: Path, done: threading.Event) -> None:
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
-def test_ctrl_c_in_the_middle_of_a_write_leaves_no_partial_file(tmp_path, suffix):
-    rows = 20_000_000
-    frame = pl.DataFrame({"step": pl.int_range(rows, eager=True), "text": pl.repeat("tool call", rows, eager=True)})
+def test_ctrl_c_in_the_middle_of_a_write_leaves_no_partial_file(samples_store_path, tmp_path, capsys, suffix):
+    """``sql --out`` of 11 million rows, interrupted once its partial file holds bytes."""
     target = tmp_path / f"rows{suffix}"
+    query = "SELECT a.step, b.step AS other, a.trajectory_id FROM trajectories a, trajectories b WHERE b.step < 3"
     done = threading.Event()
     watcher = threading.Thread(target=_interrupt_once_written, args=(target.with_name(target.name + ".partial"), done))
     watcher.start()
     try:
-        with pytest.raises(KeyboardInterrupt):
-            write_output(target, frame=frame)
+        status = main(["sql", str(samples_store_path), query, "--out", str(target)])
     finally:
         done.set()
         watcher.join()
+    assert status == INTERRUPTED and capsys.readouterr().err == "interrupted\n"
     assert [p.name for p in tmp_path.iterdir()] == []
 
 

@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.errors import CommandImportError, MissingDependencyError, TrajlensError
+from trajlens.interrupts import one_interrupt_per_ctrl_c
 
 app = typer.Typer(
     name="trajlens",
@@ -113,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit status (see the module docstring)."""
     try:
         _register()
-        status = app(args=argv, standalone_mode=False)
+        with one_interrupt_per_ctrl_c():  # a clean-up an interrupt runs is not cut short by it
+            status = app(args=argv, standalone_mode=False)
     except TrajlensError as error:
         typer.echo(f"error: {error}", err=True)
         return _error_status(argv)

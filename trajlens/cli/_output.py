@@ -146,17 +146,8 @@ def write_atomically(path: Path, write: Callable[[Path], None], *, flag: str = "
         reason = _os_reason(error).replace(str(partial), str(path))
         raise ConfigError([f"{flag} {path}: cannot write it ({reason})"]) from None
     finally:
-        while True:  # a second Ctrl-C: trajlens.interrupts
-            try:
-                _remove_file(partial)
-                break
-            except KeyboardInterrupt:
-                continue
-
-
-def _remove_file(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
 
 
 def write_text_atomically(path: Path, text: str, *, flag: str = "--out") -> None:
@@ -187,12 +178,8 @@ def folder_output(folder: Path, *, flag: str = "--out") -> Iterator[Path]:
         yield partial
         _move_into(partial, folder)
     except BaseException as error:
-        while True:  # a second Ctrl-C: trajlens.interrupts
-            try:
-                _remove_partial_folder(partial, made)
-                break
-            except KeyboardInterrupt:
-                continue
+        shutil.rmtree(partial, ignore_errors=True)
+        _remove_empty(made)
         if isinstance(error, OSError) and not isinstance(error, TrajlensError):
             inside = None if error.filename is None else _under(Path(os.fsdecode(error.filename)), partial)
             if inside is not None:
@@ -353,11 +340,6 @@ def _replace(entry: Path, destination: Path) -> None:
         if error.errno != errno.EXDEV:
             raise
         shutil.move(entry, destination)
-
-
-def _remove_partial_folder(partial: Path, made: list[Path]) -> None:
-    shutil.rmtree(partial, ignore_errors=True)
-    _remove_empty(made)
 
 
 def _remove_empty(folders: list[Path]) -> None:

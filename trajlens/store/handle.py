@@ -262,12 +262,7 @@ class Store:
             try:
                 yield
             except BaseException:
-                while True:  # a second Ctrl-C: trajlens.interrupts
-                    try:
-                        publisher.discard()
-                        break
-                    except KeyboardInterrupt:
-                        continue
+                publisher.discard()
                 raise
             finally:
                 self._transaction = None
