@@ -61,6 +61,19 @@ def test_trl_scale_rewards_none_leaves_an_unscorable_completion_out():
     assert torch.equal(group, trl_sum_then_normalize_v16(rewards, 2, torch.ones(1), "group"))
 
 
+@pytest.mark.parametrize("convention, reference", [("trl", trl_sum_then_normalize_v16), ("trl-1.5", trl_sum_then_normalize)])
+def test_grpo_under_trl_takes_trl_s_epsilon_unless_told(convention, reference):
+    """TRL adds 1e-4 to the group std, verl 1e-6: the convention alone gives TRL's numbers (a
+    float32 near-tie, where the two differ a hundredfold), an explicit epsilon still wins."""
+    rewards, mask = _column([1.4, 1.4000001, 1.4, 1.4])
+    found = grpo(rewards, mask, [0, 0, 0, 0], convention=convention).sequence_advantages
+    assert torch.equal(found, reference(rewards, 4, torch.ones(1), "group"))
+    assert_close(found[0], torch.tensor(-0.0011907), atol=1e-7, rtol=0)
+    verl_eps = grpo(rewards, mask, [0, 0, 0, 0], convention=convention, epsilon=1e-6).sequence_advantages
+    assert_close(verl_eps[0], torch.tensor(-0.10651), atol=1e-5, rtol=0)
+    assert_close(grpo(rewards, mask, [0, 0, 0, 0]).sequence_advantages, verl_eps)  # verl's own default
+
+
 def test_trl_1_5_counts_an_unscorable_completion_as_zero():
     rewards, mask = _column([NAN, 1.0, 0.0, 2.0])
     zeroed = torch.nan_to_num(rewards, nan=0.0)

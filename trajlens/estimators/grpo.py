@@ -86,7 +86,7 @@ def grpo(
     token_rewards: torch.Tensor,
     response_mask: torch.Tensor,
     group_ids: Any,
-    epsilon: float = GRPO_EPS,
+    epsilon: float | None = None,
     singleton: Singleton = "raw",
     masked_rewards: MaskedRewards = "keep",
     convention: Convention = "verl",
@@ -98,7 +98,7 @@ def grpo(
         token_rewards: (B, T) float rewards; the score is their sum.
         response_mask: (B, T) bool, True for model tokens.
         group_ids: (B,) group of each trajectory: int tensor, or any sequence of hashable ids.
-        epsilon: added to the unbiased group std (verl 1e-6).
+        epsilon: added to the unbiased group std; None: the convention's (verl 1e-6, TRL 1e-4).
         singleton: ``"raw"`` (verl: mean 0, std 1) or ``"zero"`` for groups of one.
         masked_rewards: ``"keep"`` (verl: sum every position) or ``"drop"`` rewards on masked tokens.
         convention: ``"verl"``, or TRL's ``GRPOTrainer`` with ``scale_rewards="group"``: ``"trl"``
@@ -110,6 +110,8 @@ def grpo(
 
     Matches verl ``compute_grpo_outcome_advantage`` with ``norm_adv_by_std_in_grpo=True``.
     """
+    if epsilon is None:
+        epsilon = GRPO_EPS if convention == "verl" else TRL_EPS
     return _group_baseline("grpo", token_rewards, response_mask, group_ids, epsilon, True, singleton, masked_rewards,
                            convention, vectorized)
 

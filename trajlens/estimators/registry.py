@@ -160,8 +160,8 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         function="trajlens.estimators.grpo:grpo",
         kind=Kind.OUTCOME,
         inputs=Input.GROUPS | Input.REWARDS,
-        options=(_SCORE, Option("epsilon", "float", 1e-6, "Added to the unbiased group std (verl 1e-6)."), _SINGLETON, _MASKED,
-                 _GROUP_CONVENTION, _VECTORIZED),
+        options=(_SCORE, Option("epsilon", "float", None, "Added to the unbiased group std (default: the convention's, "
+                                "verl 1e-6, TRL 1e-4)."), _SINGLETON, _MASKED, _GROUP_CONVENTION, _VECTORIZED),
         reference="verl `compute_grpo_outcome_advantage` (loop version)",
         reference_version=_VERL,
         statistics=Statistics.TRAJECTORIES,
