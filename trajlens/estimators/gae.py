@@ -11,8 +11,9 @@ where ``next`` is the next *model* token of the same trajectory (mask True): the
 and advantage carry over observation tokens unchanged, so the last model token of one turn links
 to the first model token of the next. At an observation token the output holds the carried
 advantage (that of the next model token, 0 after the last), exactly as verl's loop leaves it.
-Rewards and values on observation tokens are ignored, as in verl. Returns are the raw
-advantages plus the values, built before any whitening.
+Rewards and values on observation tokens are ignored, as in verl (whose arithmetic still
+carries a NaN value there back to every earlier position of its row; here it is ignored like
+any other). Returns are the raw advantages plus the values, built before any whitening.
 
 Departures from verl:
 

@@ -67,7 +67,9 @@ def reinforce(
         convention: ``"carry"`` (across observation spans, verl >= 0.9) or ``"reset"`` (verl <= 0.8).
 
     Reference: the discounted sum of verl ``compute_reinforce_plus_plus_outcome_advantage``
-    without its whitening; see the module docstring.
+    without its whitening; see the module docstring. Half-precision rewards (float16, bfloat16):
+    ``"carry"`` computes and returns float32, as :func:`~trajlens.estimators.gae` does; ``"reset"``
+    keeps their dtype, within two ulp of verl's loop in it.
     """
     returns = _returns("reinforce", token_rewards, response_mask, gamma, convention)
     return ReinforceResult(returns, returns)
