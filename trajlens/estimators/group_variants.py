@@ -133,7 +133,9 @@ def gpg(
     alpha = scores.shape[0] / torch.count_nonzero(scores).clamp(min=1)  # alpha = B / m
     mean, _ = group_mean_std(scores, groups)
     mean = torch.where(group_sizes(groups) == 1, torch.zeros_like(mean), mean)
-    sequence = alpha * (scores - mean) / f_norm  # A_i = alpha (r_i - mu_g) / f_norm
-    sequence = sequence.to(scores.dtype)
+    # A_i = alpha (r_i - mu_g) / f_norm; verl takes it score by score, 0-d tensors that promote a
+    # half-precision difference to alpha's float32, so the product is rounded to the score's dtype once
+    centred = (scores - mean).to(torch.promote_types(scores.dtype, alpha.dtype))
+    sequence = (alpha * centred / f_norm).to(scores.dtype)
     scale = torch.full_like(scores, f_norm) / alpha
     return OutcomeResult(sequence[:, None] * mask, sequence, scores, mean, scale, "gpg_alpha")
