@@ -109,10 +109,13 @@ def advantages(
 
 
 def _groups_of_one(store: object, run: str, estimator: str, options: dict) -> bool:
-    """Whether the run lacks, for ``estimator``, only what a group estimator finds in groups of two or more."""
+    """Whether ``estimator`` compares trajectories within groups and every group of the run has one."""
+    from trajlens.estimators.registry import Input, estimator_spec
     from trajlens.estimators.spec import GROUPS_OF_TWO, EstimatorChoice
     from trajlens.run.choices import stored_lacks
 
+    if Input.GROUPS not in estimator_spec(estimator).inputs:
+        return False
     return GROUPS_OF_TWO in stored_lacks(store, run, EstimatorChoice(estimator, estimator, options))
 
 
