@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -329,3 +330,14 @@ def test_a_bad_first_value_is_named_not_taken_for_an_unknown_format(tmp_path, na
     assert detect(path)
     with pytest.raises(InputError, match=r"record \d: field 'actor/lr': expected a number, found \"abc\""):
         trajlens.ingest([path], tmp_path / "store")
+
+
+def test_a_csv_with_a_byte_that_is_not_utf8_is_read_as_metrics_and_named_by_offset(tmp_path):
+    """Detection reads the first record's shape, so the file is still metrics, and the error says
+    where the byte is rather than that the file has no known format."""
+    path = tmp_path / "m.csv"
+    path.write_bytes(b"step,train/loss\n1,0.5\n2,0.4 \xff\n")
+    done = run_cli("ingest", path, "--store", tmp_path / "store")
+    assert done.returncode == 1
+    assert done.stderr == f"error: {path}: expected UTF-8 text, found an undecodable byte at offset 28\n"
+    assert not (tmp_path / "store").exists()

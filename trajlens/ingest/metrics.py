@@ -411,7 +411,8 @@ def _long(frame: pl.DataFrame, metrics: list[str]) -> pl.DataFrame | None:
 
 def _first_record(path: Path) -> dict[str, Any] | None:
     if path.suffix.lower() == ".csv":
-        with open(path, newline="", encoding="utf-8-sig") as handle:
+        # a byte that is not UTF-8 is the loader's error to name, not a reason to take the file for another format
+        with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
             reader = csv.reader(handle)
             header = next(reader, None)
             row = next(reader, None)
