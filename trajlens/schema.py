@@ -173,19 +173,24 @@ def conform(table: pa.Table, name: str, source: str) -> pa.Table:
     for field in schema:
         column = table.column(field.name)
         if not column.type.equals(field.type):
-            try:
-                if not pa.types.is_null(column.type) and _is_text(column.type) != _is_text(field.type):
-                    raise pa.ArrowInvalid("text is not read as a number, nor a number as text")
-                column = column.cast(field.type, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                raise SchemaError(
-                    source, field=field.name, expected=str(field.type), found=str(column.type)
-                ) from None
+            column = _cast(column, field, source)
         if not field.nullable and column.null_count:
             row = _first_null(column)
             raise SchemaError(source, record=row, field=field.name, expected="a value", found="null")
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _cast(column: pa.ChunkedArray, field: pa.Field, source: str) -> pa.ChunkedArray:
+    """``column`` safely cast to ``field``'s type; a :class:`SchemaError` when it cannot be, or
+    when it would turn text into numbers or numbers into text (an all-null column casts to any)."""
+    mistyped = SchemaError(source, field=field.name, expected=str(field.type), found=str(column.type))
+    if not pa.types.is_null(column.type) and _is_text(column.type) != _is_text(field.type):
+        raise mistyped
+    try:
+        return column.cast(field.type, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise mistyped from None
 
 
 def _is_text(kind: pa.DataType) -> bool:

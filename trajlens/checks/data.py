@@ -471,13 +471,12 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
     with those steps' tool calls and token arrays (when ``tables`` has them); no batches when
     the run is not in the step layout. A ``stored`` run's files hold the store's schema; a run
     directory's are checked file by file as ingest checks them (:func:`_read_checked_files`)."""
-    from trajlens.ingest.parquet import run_id_of
     from trajlens.run.batches import ReadAhead, plan_batches
     from trajlens.run.partitions import read_files, table_partitions
     from trajlens.store.writer import check_run_dir
 
     info, trajectory_files = _run_info(run_dir, run_id), table_partitions(run_dir / "trajectories")
-    read_rows = read_files if stored else partial(_read_checked_files, run_id=run_id_of(run_dir))
+    read_rows = read_files if stored else partial(_read_checked_files, run_id=info.run_id)
     others = {name: table_partitions(run_dir / name) for name in ("tool_calls", "tokens") if name in tables}
     if trajectory_files is None or any(partitions is None for partitions in others.values()):
         return info, None
@@ -496,7 +495,7 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
         tokens = others.get("tokens")
         # each set of columns the checks ask of a batch's tokens is read of the next batch
         # meanwhile (they ask every batch alike)
-        read_tokens = partial(_read_tokens, tokens) if stored else _CheckedTokens(tokens, run_id_of(run_dir))
+        read_tokens = partial(_read_tokens, tokens) if stored else _CheckedTokens(tokens, info.run_id)
         with ReadAhead(read_tokens, steps) as ahead:
             for index, part in enumerate(plan):
                 read = {name: read_rows(partitions, name, steps[index])

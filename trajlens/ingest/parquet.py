@@ -134,7 +134,7 @@ def check_text(table: pa.Table, path: Path) -> None:
             column.validate(full=True)
             continue
         except pa.ArrowInvalid as error:
-            why = str(error).splitlines()[0]
+            why = reason(error)
         row = _first_invalid_row(column)
         found = "an invalid UTF-8 sequence" if row is not None else why
         raise InputError(str(path), record=row, field=name, expected="UTF-8 text", found=found)

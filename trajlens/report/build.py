@@ -447,26 +447,17 @@ REPORT_TITLE = "# trajlens report"
 def foreign_files(folder: Path) -> list[str]:
     """The files of an existing ``folder`` that a report written into it would replace and that
     no report wrote: a ``README.md`` not starting with :data:`REPORT_TITLE`, an ``index.html``
-    without a report index's markers. A report written again into its folder replaces its own."""
-    from trajlens.report.html_report import COMPARISONS_END, NAV_END
+    that is no report index. A report written again into its folder replaces its own."""
+    from trajlens.report.html_report import is_report_index
 
-    def starts_with(path: Path, text: str) -> bool:
-        with open(path, "rb") as handle:
-            return handle.read(len(text.encode())) == text.encode()
-
-    def holds(path: Path, *marks: str) -> bool:
-        content = path.read_bytes()
-        return all(mark.encode() in content for mark in marks)
-
-    checks = {"README.md": lambda path: starts_with(path, REPORT_TITLE),
-              "index.html": lambda path: holds(path, COMPARISONS_END, NAV_END)}
+    ours = {"README.md": lambda text: text.startswith(REPORT_TITLE), "index.html": is_report_index}
     foreign = []
-    for name, ours in checks.items():
+    for name, written_by_a_report in ours.items():
         path = folder / name
         try:
-            if path.exists() and not (path.is_file() and ours(path)):
+            if path.exists() and not written_by_a_report(path.read_bytes().decode("utf-8", "replace")):
                 foreign.append(name)
-        except OSError:
+        except OSError:  # a folder of that name, or one that cannot be read: not a report's
             foreign.append(name)
     return foreign
 

@@ -139,6 +139,12 @@ COMPARISONS_END = "<!-- comparisons end -->"
 NAV_END = "<!-- nav end -->"
 
 
+def is_report_index(text: str) -> bool:
+    """Whether ``text`` is an ``index.html`` that trajlens report wrote (it holds the markers a
+    comparison is added at)."""
+    return COMPARISONS_END in text and NAV_END in text
+
+
 def read_report_index(index: Path) -> str:
     """The text of a report's ``index.html``; a one-line error when it is missing, unreadable,
     not UTF-8 or not a trajlens report index (checked before a comparison's work)."""
@@ -151,7 +157,7 @@ def read_report_index(index: Path) -> str:
                            f"{error.start}); expected a trajlens report index"]) from None
     except OSError as error:
         raise ConfigError([f"--report: {index}: cannot read it ({error.strerror or error})"]) from None
-    if COMPARISONS_END not in text or NAV_END not in text:
+    if not is_report_index(text):
         raise ConfigError([f"--report: {index} is not a trajlens report index (write it with trajlens report)"])
     return text
 
