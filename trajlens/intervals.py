@@ -22,7 +22,9 @@ Intervals (``z = 1.959964``, :data:`Z95`):
       centre = (p + z^2 / 2n) / (1 + z^2 / n)
       half   = z * sqrt(p (1 - p) / n + z^2 / 4n^2) / (1 + z^2 / n)
 
-* means: ``p +- z sqrt(var)``, none below two units.
+* means: ``p +- z sqrt(var)``, none below two units, cut to the measure's support where the
+  caller declares one (``support``): a mean of shares lies in [0, 1], a mean of counts at 0 or
+  more, so its interval does too.
 
 The change from one set to another (:func:`stage_z`; two-sided ``p = erfc(|z| / sqrt 2)``): for
 proportions the two-proportion z test with pooled variance on the effective sizes,
@@ -37,13 +39,16 @@ every surface.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 
 import polars as pl
 
 Z95 = 1.959963984540054
 """Two-sided 95% standard-normal quantile: the 0.975 quantile of N(0, 1)."""
+
+Support = Mapping[str, tuple[float | None, float | None]]
+"""The (lowest, highest) value each measure, by name, can take; None: no bound that side."""
 
 SUMS: tuple[str, ...] = ("x", "n", "units", "sxx", "sxn", "snn")
 """The sums of a set of units from which :func:`pooled` computes its estimate."""
@@ -89,12 +94,27 @@ def wilson(x: pl.Expr, n: pl.Expr, z: float = Z95) -> tuple[pl.Expr, pl.Expr]:
     return low, high
 
 
-def pooled(frame: pl.DataFrame, proportion: bool) -> pl.DataFrame:
+def pooled(frame: pl.DataFrame, proportion: bool, support: Support | None = None) -> pl.DataFrame:
     """Add ``value``, ``variance``, ``n_effective``, ``low`` and ``high`` computed from the
-    :data:`SUMS` of each row (see the module docstring)."""
+    :data:`SUMS` of each row (see the module docstring); a mean's interval is cut to the
+    ``support`` of its ``measure``, where given."""
     for columns in _pooled_columns(proportion):
         frame = frame.with_columns(columns)
+    if support and not proportion and "measure" in frame.columns:
+        frame = _within_support(frame, support)
     return frame
+
+
+def _within_support(frame: pl.DataFrame, support: Support) -> pl.DataFrame:
+    """``low`` and ``high`` of each row cut to the support of its ``measure`` (a measure not in
+    ``support`` keeps its interval)."""
+    bounds = []
+    for column, side, clip in (("low", 0, pl.max_horizontal), ("high", 1, pl.min_horizontal)):
+        bound = pl.col("measure").replace_strict({name: limits[side] for name, limits in support.items()},
+                                                 default=None, return_dtype=pl.Float64)
+        bounds.append(pl.when(pl.col(column).is_not_null() & bound.is_not_null())
+                      .then(clip(pl.col(column), bound)).otherwise(pl.col(column)).alias(column))
+    return frame.with_columns(bounds)
 
 
 @lru_cache(maxsize=2)
@@ -119,15 +139,15 @@ def _pooled_columns(proportion: bool) -> tuple[tuple[pl.Expr, ...], ...]:
     return first, (second,), (low.alias("low"), high.alias("high"))
 
 
-def pooled_rows(stats: pl.DataFrame, proportions: Collection[str]) -> dict[str, dict]:
+def pooled_rows(stats: pl.DataFrame, proportions: Collection[str], support: Support | None = None) -> dict[str, dict]:
     """Each measure's :func:`pooled` row (value, variance, n_effective, low, high) by name, from
     one row of :data:`SUMS` per measure: those named in ``proportions`` as proportions, the
-    others as means."""
+    others as means (within their ``support``, where given)."""
     rows: dict[str, dict] = {}
     for proportion in (True, False):
         part = stats.filter(pl.col("measure").is_in(list(proportions)) == proportion)
         if part.height:
-            rows.update((row["measure"], row) for row in pooled(part, proportion).iter_rows(named=True))
+            rows.update((row["measure"], row) for row in pooled(part, proportion, support).iter_rows(named=True))
     return rows
 
 

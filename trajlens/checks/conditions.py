@@ -8,7 +8,7 @@ best. Formulas (z = 1.959964, two-sided p = erfc(|z| / sqrt 2)):
 * pooled value and interval over a window or a stage, and the stage change: the one estimate
   and test of :mod:`trajlens.intervals` (:func:`~trajlens.intervals.pooled`,
   :func:`~trajlens.intervals.stage_z`); proportions get a Wilson interval on the design-effect
-  sample size, means ``p +- z sqrt(var)``.
+  sample size, means ``p +- z sqrt(var)`` within the measure's support (``MEAN_SUPPORT``).
 * trend: least-squares slope of the per-step values over the window,
   ``se = sqrt(sum r^2 / (k - 2) / sum (t - mean t)^2)``, tested with the normal approximation
   (windows of 20 or more steps keep it close to Student's t).
@@ -26,6 +26,7 @@ import polars as pl
 
 from trajlens.checks.kinds import KINDS
 from trajlens.checks.spec import Check
+from trajlens.classify.per_trajectory import MEAN_SUPPORT
 from trajlens.classify.stages import StageSpec, assign_stages
 from trajlens.intervals import SUMS, added, pooled, stage_z, two_sided_p_value
 
@@ -78,7 +79,7 @@ def windowed(series: pl.DataFrame, window: int, proportion: bool) -> pl.DataFram
     if window > 1:
         series = series.with_columns(
             [pl.col(c).cast(pl.Float64).rolling_sum(window_size=window, min_samples=1) for c in SUMS])
-    return pooled(series, proportion)
+    return pooled(series, proportion, MEAN_SUPPORT)
 
 
 def evaluate(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
@@ -185,12 +186,13 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
     sums = []
     for name, members in stages:
         part = added(_stage_rows(series, steps, in_order, members), by=())
-        sums.append(part.with_columns(pl.lit(name).alias("stage"), pl.lit(members[0]).alias("step")))
-    values = _values(pooled(series, proportion))
+        sums.append(part.with_columns(pl.lit(name).alias("stage"), pl.lit(members[0]).alias("step"),
+                                      pl.lit(measure).alias("measure")))
+    values = _values(pooled(series, proportion, MEAN_SUPPORT))
     if len(sums) < 2:
         return Outcome(measure, (), Evidence(None, None, detail=f"fewer than two stages with data ({len(sums)})"),
                        len(steps), values, judged=False)
-    table = pooled(pl.concat(sums), proportion).to_dicts()
+    table = pooled(pl.concat(sums), proportion, MEAN_SUPPORT).to_dicts()
     pairs = list(zip(range(len(table) - 1), range(1, len(table)))) if check.compare == "consecutive" \
         else [(0, len(table) - 1)]
     fired: list[int] = []
@@ -226,7 +228,7 @@ def _ratio(later: float, earlier: float, direction: str) -> float:
 
 
 def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
-    frame = pooled(series, proportion)
+    frame = pooled(series, proportion, MEAN_SUPPORT)
     steps = np.asarray(frame["step"].to_list(), dtype=float)
     values = np.asarray(frame["value"].fill_null(float("nan")).to_list(), dtype=float)
     k = check.window
@@ -265,7 +267,7 @@ def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) ->
 
 
 def jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
-    per_step = pooled(series, proportion)["value"].to_list()
+    per_step = pooled(series, proportion, MEAN_SUPPORT)["value"].to_list()
     frame = windowed(series, check.window, proportion)
     fired: list[int] = []
     best: tuple[float, Evidence] | None = None

@@ -40,6 +40,9 @@ class Measure:
 
     name: str
     doc: str
+    high: float | None = None
+    """The largest value a trajectory can have (1 for a share or a position; None: no bound).
+    Every measure is 0 or more."""
 
 
 MEASURES: tuple[Measure, ...] = (
@@ -49,28 +52,28 @@ MEASURES: tuple[Measure, ...] = (
     Measure("n_calls", "Behaviour calls: tool calls that were executed (format errors excluded)."),
     Measure("n_format_errors", "Calls the harness rejected as malformed; in no count or share."),
     *(Measure(f"count_{c}", f"Behaviour calls whose primary class is {c}.") for c in BEHAVIOUR_CLASSES),
-    *(Measure(f"share_{c}", f"count_{c} / n_calls (null without calls).") for c in BEHAVIOUR_CLASSES),
+    *(Measure(f"share_{c}", f"count_{c} / n_calls (null without calls).", high=1.0) for c in BEHAVIOUR_CLASSES),
     Measure("think_longest_run", "Longest run of consecutive think calls with no environment action between."),
     Measure("think_runs", "Number of runs of two or more consecutive think calls."),
     Measure("think_empty", f"Think calls whose arguments' values hold fewer than {EMPTY_THOUGHT_CHARS} word characters "
                            "(an empty or filler thought: '', '...', 'Let me think.')."),
     Measure("n_verification", "Calls whose primary class is a verification class (suite, targeted, quick check, script)."),
-    Measure("suite_share", "test_suite calls / n_verification (null without verification)."),
-    Measure("targeted_share", "test_targeted calls / n_verification."),
-    Measure("quick_check_share", "quick_check calls / n_verification."),
-    Measure("run_script_share", "run_script calls / n_verification."),
+    Measure("suite_share", "test_suite calls / n_verification (null without verification).", high=1.0),
+    Measure("targeted_share", "test_targeted calls / n_verification.", high=1.0),
+    Measure("quick_check_share", "quick_check calls / n_verification.", high=1.0),
+    Measure("run_script_share", "run_script calls / n_verification.", high=1.0),
     Measure("ran_suite", "Whether any action of the trajectory ran the whole test suite."),
     Measure("n_edits", "Calls with at least one edit action (is_edit)."),
     Measure("edits_per_turn", "n_edits / num_turns (null when num_turns is 0)."),
     Measure("edits_per_1k_tokens", "n_edits per 1,000 model tokens (null when model_tokens is unknown or 0)."),
     Measure("readback_share", "Share of edit calls followed, within the next 3 behaviour calls, by a call that "
-                              "views a file of the same name (null without edits)."),
+                              "views a file of the same name (null without edits).", 1.0),
     Measure("num_turns", "Assistant turns (from the trajectories table)."),
     Measure("model_tokens", "Tokens the model generated (from the trajectories table)."),
     Measure("reasoning_tokens", "Reasoning tokens, where logged (from the trajectories table)."),
     Measure("first_verification_call", "call_index of the first verification call (null if none)."),
     Measure("first_verification_position", "Ordinal of the first verification call / n_calls: 0 at the start, "
-                                           "near 1 at the end (null if none)."),
+                                           "near 1 at the end (null if none).", 1.0),
 )
 """The columns of :func:`trajectory_measures`, in order, with what each means."""
 
@@ -86,6 +89,12 @@ AVERAGED_MEASURES: tuple[str, ...] = tuple(
     if m.name not in ("run_id", "step", "trajectory_id", "ran_suite") and not m.name.startswith("share_")
 )
 """Per-trajectory measures a ``mean:<measure>`` averages over trajectories."""
+
+
+MEAN_SUPPORT: dict[str, tuple[float | None, float | None]] = {
+    f"mean:{m.name}": (0.0, m.high) for m in MEASURES if m.name in AVERAGED_MEASURES}
+"""Where each ``mean:<measure>`` of :func:`behaviour_specs` can lie: a mean of trajectories' values
+lies where they do, so its interval is cut there (:func:`trajlens.intervals.pooled`)."""
 
 
 def behaviour_specs(averaged: Sequence[str] = AVERAGED_MEASURES) -> list[Spec]:

@@ -38,7 +38,8 @@ import polars as pl
 
 from trajlens.classify import _stats
 from trajlens.classify.calls import classify_calls
-from trajlens.classify.per_trajectory import TRAJECTORY_COLUMNS, behaviour_specs, stored_measures, trajectory_measures
+from trajlens.classify.per_trajectory import (
+    MEAN_SUPPORT, TRAJECTORY_COLUMNS, behaviour_specs, stored_measures, trajectory_measures)
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
 from trajlens.frames import as_frame, as_lazy, require_columns
@@ -342,7 +343,7 @@ def _metrics(measures: pl.DataFrame) -> pl.DataFrame:
     kind = pl.col("metric").replace_strict({name: k[1] for name, k in entry.items()}, return_dtype=pl.String)
     interval = pl.col("metric").replace_strict({name: k[2] for name, k in entry.items()}, return_dtype=pl.String)
     counts = measures.group_by(*_GROUP).agg(pl.len().alias("n_trajectories"))
-    parts = [pooled(stats.filter(pl.col("measure").str.starts_with("mean:") != proportion), proportion)
+    parts = [pooled(stats.filter(pl.col("measure").str.starts_with("mean:") != proportion), proportion, MEAN_SUPPORT)
              for proportion in (True, False)]
     return pl.concat(parts).rename({"measure": "metric"}).join(counts, on=list(_GROUP)).select(
         *_GROUP, "metric", kind.alias("kind"), "value", "low", "high", interval.alias("interval"),

@@ -29,6 +29,7 @@ import polars as pl
 
 from trajlens.checks.step_measures import outcome_stats, scalar_stats, trajectory_measure_stats
 from trajlens.classify._stats import cohens_h
+from trajlens.classify.per_trajectory import MEAN_SUPPORT
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
 from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side
@@ -273,7 +274,7 @@ def _pooled(sums: pl.DataFrame, measures: tuple[Measure, ...]) -> dict[str, dict
     """Each measure's pooled row (:func:`trajlens.intervals.pooled`: value, variance,
     n_effective, low, high) by name; proportions with their Wilson interval on the effective size."""
     wanted = sums.filter(pl.col("measure").is_in([m.name for m in measures]))
-    return pooled_rows(wanted, [m.name for m in measures if m.kind != "mean"])
+    return pooled_rows(wanted, [m.name for m in measures if m.kind != "mean"], MEAN_SUPPORT)
 
 
 def estimates(names: list[str], frame: pl.DataFrame) -> dict[str, _stats.Estimate | None]:

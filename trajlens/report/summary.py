@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.checks.step_measures import outcome_stats
-from trajlens.classify.per_trajectory import behaviour_specs
+from trajlens.classify.per_trajectory import MEAN_SUPPORT, behaviour_specs
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare.table import estimates as measure_estimates
 from trajlens.intervals import Spec, added, pooled_rows, repeat_key, sums
@@ -117,7 +117,7 @@ def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> Sum
     wanted = {measure for measure, _ in CONTRAST_MEASURES}
     specs = [spec for spec in behaviour_specs() if spec[0] in wanted]
     sides = {resolved: pooled_rows(sums(joined.filter(pl.col("resolved") == resolved), specs),
-                                   [name for name, _, _ in specs if not name.startswith("mean:")])
+                                   [name for name, _, _ in specs if not name.startswith("mean:")], MEAN_SUPPORT)
              for resolved in (True, False)}
     rows: list[tuple] = []
     same: list[str] = []
