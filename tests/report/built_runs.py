@@ -11,11 +11,12 @@ COMMANDS = ("pytest -q", "python -c 'import mod'", "grep -rn foo .", "cat src/mo
 
 def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6, tokens_per_call: int = 5,
               mask: str = "normal", long_trajectory: tuple[int, int] | None = None, first_step: int = 1,
-              split: str = "train", val_per_step: int = 0):
+              split: str = "train", val_per_step: int = 0, commands: tuple[str, ...] = COMMANDS):
     """A GAE-style run (token arrays with critic values). ``mask``: 'normal', 'all_false' or
     'empty'. ``long_trajectory=(calls, tokens)`` makes trajectory 0 of the last step that long;
     ``split`` is every trajectory's split, save ``val_per_step`` more per step of split 'val'
-    (ids ``v{step}-t{member}``), all resolved and all their commands ``VAL_COMMAND``."""
+    (ids ``v{step}-t{member}``), all resolved and all their commands ``VAL_COMMAND``; the other
+    calls run ``commands`` in turn."""
     from trajlens.rows import RunBuilder
 
     builder = RunBuilder(run_id, estimator="gae", config={}, source_format="test", source=run_id)
@@ -31,7 +32,7 @@ def built_run(run_id: str, *, steps: int = 3, per_step: int = 4, calls: int = 6,
             call_rows, mask_row = [], []
             for index in range(n_calls):
                 think = (index + member) % 4 == 3
-                command = VAL_COMMAND if validation else COMMANDS[(index + step + member) % len(COMMANDS)]
+                command = VAL_COMMAND if validation else commands[(index + step + member) % len(commands)]
                 start = len(mask_row)
                 mask_row += [True] * span + [False] * 2
                 call_rows.append({

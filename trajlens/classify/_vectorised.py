@@ -511,12 +511,14 @@ def scatter(height: int, positions: pl.Series, values: pl.Series) -> pl.Series:
     return pl.Series(values.name, [], dtype=values.dtype).extend_constant(None, height).scatter(positions, values)
 
 
-def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_id") -> pl.DataFrame:
+def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_id", *, actions: bool = False) -> pl.DataFrame:
     """Classify a frame of shell commands (``key``, ``column``).
 
     Returns one row per input row with ``action_classes`` (list, in command order), ``priority``
     (of the primary class; null when the command has no action), ``rule`` (the rule of the
-    first action with the primary class; null when there is no action) and ``paths``.
+    first action with the primary class; null when there is no action) and ``paths``; with
+    ``actions``, also ``actions``: each action's text as split from the command (quoted text and
+    heredocs hidden, before the action is normalised), beside its class.
 
     Every step keeps row order, so the actions of a command stay together and in order, and
     the per-command results are one pass over those runs.
@@ -531,8 +533,10 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     distinct = action_paths(_with_classes(distinct, SHELL_RULES))
     # Each stage's row of `distinct`: null where its text is not an action.
     row = scatter(firsts.len(), distinct["__code"], pl.Series(range(distinct.height), dtype=pl.UInt32)).gather(codes)
-    frame = frame.select("__text", "piped").filter(row.is_not_null())
+    keep = row.is_not_null()
     row = row.drop_nulls()
+    texts_of = ("__raw",) if actions else ()
+    frame = frame.select("__text", "piped", *texts_of).filter(keep)
     frame = frame.with_columns(
         distinct.get_column(name).gather(row) for name in ("head", "via_xargs", "writes", "klass", "rule", "paths")
     ).filter(~_filters_a_pipe())
@@ -542,6 +546,7 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
         pl.col("priority").min(),
         pl.col("rule").get(pl.col("priority").arg_min()),
         pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
+        *(pl.col("__raw").str.strip_chars().alias("actions") for _ in texts_of),
     )
     # Commands without an action have no group: their row of `grouped` is null.
     row = scatter(texts.height, grouped["__text"], pl.Series(range(grouped.height), dtype=pl.UInt32))
@@ -551,4 +556,5 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
         grouped.get_column("priority").gather(row),
         grouped.get_column("rule").gather(row),
         grouped.get_column("paths").gather(row).fill_null(empty),
+        *(grouped.get_column("actions").gather(row).fill_null(empty) for _ in texts_of),
     )

@@ -129,6 +129,34 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
     return pl.concat([frame, result], how="horizontal")
 
 
+HIDDEN_TEXT = sx.MARKS_PATTERN
+"""The pattern of the markers that stand, in an action's normalised text, for text the rules do
+not read: a quoted string, a command substitution, a heredoc or a here-string."""
+
+
+def deciding_actions(commands: pl.Series, classes: pl.Series) -> pl.Series:
+    """For each shell command and the primary class its call was given, the command's first
+    action of that class as split from the command: the action that gave the call its class
+    (``pytest tests/a.py`` of ``cd /repo && pytest tests/a.py | tail``; quoted text and heredocs
+    stand as :data:`HIDDEN_TEXT` markers, as the rules read them). Null where no action of the
+    command has the class (a tool map decided, or there is no command). Each distinct command is
+    split and classified once, as :func:`classify_calls` does."""
+    texts = commands.cast(pl.String).to_frame("text").select(_bounded_text(pl.col("text")))["text"]
+    rows = pl.DataFrame({"text": texts, "class": classes.cast(pl.String)}).with_row_index("__row")
+    given = rows.filter(pl.col("text").is_not_null() & pl.col("class").is_not_null())
+    found = pl.Series(commands.name, [], dtype=pl.String).extend_constant(None, commands.len())
+    if given.height == 0:
+        return found
+    codes, firsts = distinct_codes(given["text"])
+    distinct = given.select(pl.col("text").gather(firsts)).with_row_index("text_id")
+    shell = classify_shell(distinct, actions=True).select("action_classes", "actions")
+    per_action = given.select("__row", "class", shell.get_column("action_classes").gather(codes),
+                              shell.get_column("actions").gather(codes)).explode("action_classes", "actions")
+    first = (per_action.filter(pl.col("action_classes") == pl.col("class"))
+             .group_by("__row", maintain_order=True).agg(pl.col("actions").first()))
+    return found.scatter(first["__row"], first["actions"])
+
+
 def _bounded_text(command: pl.Expr) -> pl.Expr:
     """The part of a command that is classified (see the module docstring). Only a text with
     more bytes than the bound, or with a separator control, can change: the others are kept as

@@ -9,13 +9,13 @@ a :class:`SummaryTable`, which the Markdown and HTML reports render alike.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from trajlens.checks.step_measures import outcome_stats
+from trajlens.classify.calls import HIDDEN_TEXT, deciding_actions
 from trajlens.classify.per_trajectory import MEAN_SUPPORT, behaviour_specs
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare.table import estimates as measure_estimates
@@ -23,7 +23,6 @@ from trajlens.intervals import Spec, added, pooled_rows, repeat_key, sums
 
 TOP_COMMANDS = 5
 """Commands listed per class."""
-_LEADING_CD = re.compile(r"^\s*cd\s+\S+\s*(&&|;)\s*")
 
 
 @dataclass(frozen=True)
@@ -222,7 +221,9 @@ def _dead_groups(trajectories: pl.DataFrame) -> SummaryTable | None:
 
 
 def _top_commands(store: Any, run_id: str, trajectory_ids: pl.DataFrame) -> SummaryTable | None:
-    """The most common commands of each class, over the calls of ``trajectory_ids``."""
+    """The most common commands of each class, over the calls of ``trajectory_ids``: the first two
+    words of the action that gave a call its class (``pytest tests`` of ``cd /repo && pytest tests
+    | tail``), else of the command, else the tool's name."""
     from trajlens.run.partitions import scan_run_table
 
     calls = scan_run_table(store, run_id, "tool_calls").select(
@@ -235,11 +236,11 @@ def _top_commands(store: Any, run_id: str, trajectory_ids: pl.DataFrame) -> Summ
     joined = calls.join(classes, on=["trajectory_id", "call_index"]).drop_nulls("primary_class").collect()
     if joined.is_empty():
         return None
-    head = joined.with_columns(
-        pl.when(pl.col("command").is_not_null())
-        .then(pl.col("command").str.split("\n").list.first().str.replace(_LEADING_CD.pattern, "")
-              .str.split(" ").list.head(2).list.join(" ").str.slice(0, 40))
-        .otherwise(pl.col("tool_name")).alias("command"))
+    action = deciding_actions(joined["command"], joined["primary_class"])
+    words = (pl.coalesce(action, pl.col("command").str.split("\n").list.first().str.strip_chars())
+             .str.split(" ").list.head(2).list.eval(pl.element().filter(~pl.element().str.contains(HIDDEN_TEXT)))
+             .list.join(" ").str.slice(0, 40))
+    head = joined.with_columns(pl.when(words != "").then(words).otherwise(pl.col("tool_name")).alias("command"))
     counted = head.group_by("primary_class", "command").agg(pl.len().alias("calls")).sort(
         "primary_class", "calls", "command", descending=[False, True, False])
     top = counted.group_by("primary_class", maintain_order=True).head(TOP_COMMANDS)
@@ -247,4 +248,5 @@ def _top_commands(store: Any, run_id: str, trajectory_ids: pl.DataFrame) -> Summ
     top = top.sort(pl.col("primary_class").replace_strict(order, default=len(order)), "calls", "command",
                    descending=[False, True, False]).rename({"primary_class": "class"})
     return SummaryTable("top_commands", "Most common commands per class",
-                        f"The first two words of each command (after a leading cd), {TOP_COMMANDS} per class.", top)
+                        f"The first two words of the action that gave each call its class (of the command "
+                        f"when no action did), {TOP_COMMANDS} per class.", top)
