@@ -6,7 +6,8 @@ One JSON object per run::
      "drifts": [{"class", "direction", "share_first", "share_last", "onset_step", "verdict", "reason",
                  "estimator", "aggregation", "own_known", "dissenting", "window",
                  "push": {"value", "low", "high"}, "relevance": {"value", "low", "high"},
-                 "structural": [...],
+                 "structural": [...], "displaced_by": [the classes that drifted the other way and took its calls, or gave
+                 theirs up, when its share of the calls other than theirs held; empty when none did],
                  "counterfactuals": [{"estimator", "aggregation", "own", "push": {"value", "low", "high"}}],
                  "timing": [{"estimator", "r", "r_low", "r_high", "pivotal_steps", "pivot_kind"}],
                  "projection": [{"estimator", "share_start", "share_end", "projected_end",
@@ -50,6 +51,7 @@ def verdict_document(result: Any) -> dict[str, Any]:
             "own_known": row["own_known"], "dissenting": [d for d in row["dissenting"].split(", ") if d],
             "window": row["window"], "push": _interval(row, "push"), "relevance": _interval(row, "relevance"),
             "structural": [c for c in row["structural"].split(", ") if c],
+            "displaced_by": [c for c in (row.get("displaced_by") or "").split(", ") if c],
             "counterfactuals": [{"estimator": e["estimator"], "aggregation": e["aggregation"], "own": e["own"],
                                  "push": _interval(e, "push")} for e in evidence.iter_rows(named=True)],
             "timing": [{"estimator": t["estimator"], "r": json_values(t["r"]), "r_low": json_values(t["r_low"]),

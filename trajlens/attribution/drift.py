@@ -27,11 +27,20 @@ lagged regression
 counterfactual credit
     Each estimator's scaled relative credit of the same calls over the pivotal steps, with a
     95% normal interval from the calls' spread.
+displacement
+    A class can drift only because others took its calls, or gave theirs up: when think grows
+    from 0.08 to 0.90 of the calls, every other class's share falls though the policy chose
+    among them as before. A drifting class is *displaced by* the classes that drifted the other
+    way when its share of the calls *other than theirs* (and other than the structural ones)
+    is shown to have held, first stage to last: the 95% interval of that share's change lies
+    within +-``min_change`` (:func:`held`; a share of too few calls is not shown to hold). Its
+    verdict says so, and the report weighs it as a consequence, not a finding of its own size.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,8 +97,12 @@ DRIFT_SCHEMA = {
     "change_p": pl.Float64, "onset_step": pl.Int64, "estimator": pl.String, "own": pl.Boolean, "aggregation": pl.String,
     "r": pl.Float64, "r_low": pl.Float64, "r_high": pl.Float64, "slope": pl.Float64, "lag_steps": pl.Int64,
     "pivotal_steps": pl.String, "pivot_kind": pl.String, "window_relative_credit": pl.Float64,
-    "window_low": pl.Float64, "window_high": pl.Float64,
+    "window_low": pl.Float64, "window_high": pl.Float64, "displaced_by": pl.String, "rest_first": pl.Float64,
+    "rest_last": pl.Float64,
 }
+"""One row per drifting class and estimator. ``displaced_by``: the classes that displaced it
+(comma-separated; empty when none did), with its share of the calls other than theirs in the
+first and the last stage (``rest_first``, ``rest_last``; null when it was not displaced)."""
 
 
 class DriftResult:
@@ -133,6 +146,7 @@ def attribute_drift(
     rows, findings = [], []
     units = _units(shares, trajectory_counts, classes)
     changes = {c: change for c, name in enumerate(classes) if (change := _stage_change(units, name, config))}
+    displaced = _displacements(units, {classes[c]: change for c, change in changes.items()}, structural, config)
     for c in sorted(changes, key=lambda c: -abs(changes[c][1] - changes[c][0])):  # the largest drift first
         name = classes[c]
         first, last, p_value = changes[c]
@@ -147,7 +161,8 @@ def attribute_drift(
             row = {"primary_class": name, "direction": direction, "share_first": first, "share_last": last,
                    "change_p": p_value, "onset_step": int(onset), "estimator": label, "own": label == own_label,
                    "aggregation": aggregation, "r": r, "r_low": low, "r_high": high, "slope": slope,
-                   "lag_steps": config.k, "pivotal_steps": steps_text(pivotal), "pivot_kind": kind, **window}
+                   "lag_steps": config.k, "pivotal_steps": steps_text(pivotal), "pivot_kind": kind, **window,
+                   **displaced.get(name, NOT_DISPLACED)}
             rows.append(row)
             per_estimator.append(row)
         findings.append(_sentence(name, per_estimator, own_label, steps))
@@ -199,7 +214,21 @@ def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[
     stage sums, :func:`~trajlens.intervals.stage_z`) over :func:`_units`. Calls of one
     trajectory (or step) are not independent draws: each stage counts as many calls as the
     spread between its units allows."""
-    rows = units.filter(pl.col("primary_class") == name)
+    ends = _first_and_last(units.filter(pl.col("primary_class") == name), name)
+    if ends is None:
+        return None
+    first, last = ends
+    p1, p2 = first["value"], last["value"]
+    z = stage_z(first, last, True)
+    p_value = two_sided_p_value(z) if z is not None else 1.0
+    if abs(p2 - p1) < config.min_change or p_value >= config.alpha:
+        return None
+    return p1, p2, p_value
+
+
+def _first_and_last(rows: pl.DataFrame, name: str) -> tuple[dict, dict] | None:
+    """The share ``x / n`` of ``rows`` (units with ``stage_index``) pooled over the first and over
+    the last stage (:func:`~trajlens.intervals.pooled` rows); None without two stages with calls."""
     if rows.height == 0 or rows["stage_index"].min() == rows["stage_index"].max():
         return None
     stages = pooled(sums(rows, [(name, pl.col("x"), pl.col("n"))], by=("stage_index",)).sort("stage_index"),
@@ -207,12 +236,44 @@ def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[
     first, last = stages.row(0, named=True), stages.row(-1, named=True)
     if not first["n"] or not last["n"]:
         return None
+    return first, last
+
+
+def held(first: dict, last: dict, within: float) -> bool:
+    """Whether a share shown to have held from one pooled stage row to another: the 95% interval
+    of the change (normal, on each stage's effective size) lies inside +-``within``. A share of
+    few calls has a wide interval, so it is not shown to hold."""
+    n1, n2 = first["n_effective"], last["n_effective"]
     p1, p2 = first["value"], last["value"]
-    z = stage_z(first, last, True)
-    p_value = two_sided_p_value(z) if z is not None else 1.0
-    if abs(p2 - p1) < config.min_change or p_value >= config.alpha:
-        return None
-    return p1, p2, p_value
+    if not n1 or not n2 or not (0 < p1 < 1 and 0 < p2 < 1):
+        return False  # a share of 0 or 1 has no spread to tell a change from
+    half = Z95 * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+    return -within < p2 - p1 - half and p2 - p1 + half < within
+
+
+NOT_DISPLACED: dict[str, object] = {"displaced_by": "", "rest_first": None, "rest_last": None}
+
+
+def _displacements(units: pl.DataFrame, changes: dict[str, tuple[float, float, float]], structural: Sequence[str],
+                   config: DriftConfig) -> dict[str, dict[str, object]]:
+    """The drifting classes displaced by those that drifted the other way (see the module
+    docstring), each with the classes that displaced it and its share of the calls other than
+    theirs and the structural ones in the first and the last stage. A class's rows of
+    :func:`_units` are in the same order as every other class's (one row per unit each)."""
+    by_class = {name: units.filter(pl.col("primary_class") == name) for name in units["primary_class"].unique()}
+    found: dict[str, dict[str, object]] = {}
+    for name, (first, last, _) in changes.items():
+        grew = last > first
+        others = sorted(o for o, (a, b, _) in changes.items() if o != name and (b > a) != grew)
+        if not others:
+            continue
+        rows = by_class[name]
+        left_out = [by_class[c]["x"] for c in (*others, *structural) if c in by_class and c != name]
+        rest = rows.with_columns((pl.col("n") - pl.sum_horizontal(left_out)).alias("n"))
+        ends = _first_and_last(rest, name)
+        if ends is not None and held(*ends, config.min_change):
+            found[name] = {"displaced_by": ", ".join(others), "rest_first": ends[0]["value"], "rest_last": ends[1]["value"]}
+    return found
 
 
 def _credit_series(credit: pl.DataFrame, label: str, name: str, steps: np.ndarray) -> np.ndarray:

@@ -52,6 +52,11 @@ The rule (:func:`decide`); "with" means the interval lies above 0, "against" bel
 
 When the run's own estimator is unknown, the counterfactual with the largest cumulative push
 stands in for it and the finding says so.
+
+A class displaced by the classes that drifted the other way (its share of the calls other than
+theirs held: :mod:`.drift`, displacement) keeps the verdict of this rule; its reason adds which
+classes displaced it (:func:`displacement_text`), so a fall that another drift caused is not
+read as a drift of its own.
 """
 
 from __future__ import annotations
@@ -86,7 +91,8 @@ VERDICT_SCHEMA: dict[str, pl.DataType] = {
     "onset_step": pl.Int64, "verdict": pl.String, "reason": pl.String, "estimator": pl.String,
     "aggregation": pl.String, "own_known": pl.Boolean, "dissenting": pl.String, "window": pl.String,
     "push": pl.Float64, "push_low": pl.Float64, "push_high": pl.Float64, "relevance": pl.Float64,
-    "relevance_low": pl.Float64, "relevance_high": pl.Float64, "structural": pl.String,
+    "relevance_low": pl.Float64, "relevance_high": pl.Float64, "structural": pl.String, "displaced_by": pl.String,
+    "rest_first": pl.Float64, "rest_last": pl.Float64,
 }
 """One row per drifting class: the verdict, the run's estimator and aggregation, the decisive evidence
 (the run's signed cumulative push and the signed reward relevance, with intervals)."""
@@ -291,6 +297,8 @@ def drift_verdicts(
                           frozenset(_label(key, aggregation, own_key) for key in uncentred if key != own_key),
                           frozenset(_label(key, aggregation, own_key) for key in pushes
                                     if key != own_key and key[0] == own_key[0]))
+        if first.get("displaced_by"):
+            decision = Decision(decision.verdict, decision.reason + "; " + displacement_text(first), decision.dissenting)
         for key, p in pushes.items():
             evidence.append({"primary_class": name, "estimator": key[0], "aggregation": key[1], "own": key == own_key,
                              "push": p.value, "push_low": p.low, "push_high": p.high, "steps": int(window.size)})
@@ -301,11 +309,22 @@ def drift_verdicts(
             "dissenting": ", ".join(decision.dissenting), "window": steps_text(window.tolist()),
             "push": own.value, "push_low": own.low, "push_high": own.high, "relevance": relevance.value,
             "relevance_low": relevance.low, "relevance_high": relevance.high, "structural": ", ".join(structural),
+            "displaced_by": first.get("displaced_by") or "", "rest_first": first.get("rest_first"),
+            "rest_last": first.get("rest_last"),
         })
         lines[name] = _line(rows[-1], own, others, relevance, decision, known, relevance_target, not_computed) + _projection_text(
             projected.filter(pl.col("primary_class") == name), sign, own_key[0])
     return VerdictResult(pl.DataFrame(rows, schema=VERDICT_SCHEMA), pl.DataFrame(evidence, schema=EVIDENCE_SCHEMA),
                          lines, structural, projected)
+
+
+def displacement_text(drift: dict) -> str:
+    """What a displaced class's verdict adds (:mod:`.drift`, displacement): which classes took its
+    calls (or gave theirs up) and its share of the other calls, which held."""
+    others = drift["displaced_by"]
+    moved = "grew" if drift["direction"] == "decayed" else "decayed"
+    return (f"displaced by {others}: of the calls other than {others}'s, its share held "
+            f"({drift['rest_first']:.2f} -> {drift['rest_last']:.2f}), so it {drift['direction']} as {others} {moved}")
 
 
 def _projection_text(rows: pl.DataFrame, sign: float, own_label: str) -> str:

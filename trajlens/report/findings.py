@@ -245,7 +245,8 @@ def attribution_findings(store: Any, run_id: str) -> list[Finding]:
     saved = load_attribution(store, run_id)
     if saved is None:
         return []
-    changes = {f"share:{row['primary_class']}": abs(row["share_last"] - row["share_first"])
+    # A displaced class's drift is the size of the drift that displaced it, not a finding of its own size.
+    changes = {f"share:{row['primary_class']}": 0.0 if row.get("displaced_by") else abs(row["share_last"] - row["share_first"])
                for row in saved.verdicts.iter_rows(named=True)} if saved.verdicts is not None else {}
     findings = []
     for subject, line in subject_lines(saved):

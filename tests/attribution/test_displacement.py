@@ -1,0 +1,93 @@
+"""A class whose share moved only because others took its calls is named displaced, on hand-made
+units and on the shipped sao-r6, where view's share falls as think's grows."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import trajlens
+from trajlens.attribution import attribute
+from trajlens.attribution.document import verdict_document
+from trajlens.attribution.drift import DriftConfig, _displacements, _stage_change, held
+from trajlens.report.findings import IMPORTANCE, attribution_findings
+
+CONFIG = DriftConfig()
+
+
+def _units(stages: list[dict[str, int]], per_stage: int = 200) -> pl.DataFrame:
+    """``per_stage`` trajectories per stage (two stages), each making the given calls of each
+    class: rows (stage_index, primary_class, x, n), every class's rows in the same unit order."""
+    rows = []
+    for name in stages[0]:
+        for index, counts in enumerate(stages):
+            rows += [{"stage_index": index, "primary_class": name, "x": float(counts[name]),
+                      "n": float(sum(counts.values()))}] * per_stage
+    return pl.DataFrame(rows)
+
+
+def _displaced(stages: list[dict[str, int]], structural: tuple[str, ...] = (), per_stage: int = 200) -> dict:
+    units = _units(stages, per_stage)
+    changes = {name: change for name in stages[0] if (change := _stage_change(units, name, CONFIG))}
+    return _displacements(units, changes, structural, CONFIG)
+
+
+def test_classes_that_keep_their_share_of_the_other_calls_are_displaced_by_the_one_that_grew():
+    # think takes 2 of 20 calls, then 14; search and view split the rest 1:1 throughout
+    found = _displaced([{"think": 2, "search": 9, "view": 9}, {"think": 14, "search": 3, "view": 3}])
+    assert set(found) == {"search", "view"}
+    assert found["view"]["displaced_by"] == "think"
+    assert (found["view"]["rest_first"], found["view"]["rest_last"]) == pytest.approx((0.5, 0.5))
+
+
+def test_a_class_that_also_lost_among_the_other_calls_is_not_displaced():
+    # view falls from half of the non-think calls to a sixth: it moved on its own too
+    found = _displaced([{"think": 2, "search": 9, "view": 9}, {"think": 14, "search": 5, "view": 1}])
+    assert "view" not in found and "search" not in found
+
+
+def test_two_classes_that_trade_calls_with_nothing_beside_them_are_not_displaced():
+    # with only each other (and a structural submit) left, neither has a share of other calls to hold
+    assert _displaced([{"test_suite": 8, "quick_check": 1, "submit": 1}, {"test_suite": 1, "quick_check": 8, "submit": 1}],
+                      structural=("submit",)) == {}
+
+
+def test_a_share_of_too_few_calls_is_not_shown_to_hold():
+    # think takes nearly every call: of the rest, search and view hold their 1:1 split, but on a
+    # handful of calls in the last stage, so the change's interval is too wide to say so
+    found = _displaced([{"think": 2, "search": 9, "view": 9}, {"think": 198, "search": 1, "view": 1}], per_stage=3)
+    assert found == {}
+
+
+def test_held_needs_the_whole_interval_of_the_change_inside_the_band():
+    row = {"value": 0.5, "n_effective": 10_000.0}
+    assert held(row, {"value": 0.52, "n_effective": 10_000.0}, 0.1)
+    assert not held(row, {"value": 0.58, "n_effective": 100.0}, 0.1)  # 0.08 +- 0.14
+    assert not held(row, {"value": 0.65, "n_effective": 10_000.0}, 0.1)
+    assert not held({"value": 1.0, "n_effective": 50.0}, {"value": 1.0, "n_effective": 50.0}, 0.1)
+
+
+@pytest.fixture(scope="module")
+def r6(samples_store_path):
+    return attribute(trajlens.open(samples_store_path), "sao-r6", write=False)
+
+
+def test_sao_r6s_view_decays_as_think_grows_and_its_verdict_says_so(r6):
+    verdicts = {row["primary_class"]: row for row in r6.verdicts.iter_rows(named=True)}
+    assert verdicts["think"]["direction"] == "grew" and verdicts["think"]["displaced_by"] == ""
+    view = verdicts["view"]
+    assert view["direction"] == "decayed" and view["displaced_by"] == "think"
+    assert abs(view["rest_last"] - view["rest_first"]) < CONFIG.min_change < view["share_first"] - view["share_last"]
+    assert "; displaced by think: of the calls other than think's, its share held (0.30 -> 0.30), so it decayed as " \
+           "think grew" in view["reason"]
+    drifts = {drift["class"]: drift for drift in verdict_document(r6)["drifts"]}
+    assert (drifts["view"]["displaced_by"], drifts["think"]["displaced_by"]) == (["think"], [])
+
+
+def test_the_report_weighs_a_displaced_drift_by_nothing_of_its_own_size(samples_store_copy):
+    store = trajlens.open(samples_store_copy)
+    attribute(store, "sao-r6", write=True)
+    findings = {f.subject: f for f in attribution_findings(store, "sao-r6")}
+    view, think = findings["share:view"], findings["share:think"]
+    assert view.importance == max(IMPORTANCE[view.kind], IMPORTANCE["behaviour"])  # the drift's weight, no size bonus
+    assert think.importance > IMPORTANCE[think.kind]
