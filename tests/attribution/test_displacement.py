@@ -52,6 +52,16 @@ def test_two_classes_that_trade_calls_with_nothing_beside_them_are_not_displaced
                       structural=("submit",)) == {}
 
 
+def test_a_structural_class_that_drifts_is_left_out_once_and_displaces_no_other():
+    # trajectories shorten around one think call and one final submit: both their shares grow
+    found = _displaced([{"think": 1, "search": 9, "view": 9, "submit": 1}, {"think": 1, "search": 2, "view": 2, "submit": 1}],
+                       structural=("submit",))
+    # submit is no displacer (its count is not the policy's choice); its own share grew as the others fell
+    assert {name: row["displaced_by"] for name, row in found.items()} == {
+        "search": "think", "view": "think", "submit": "search, view"}
+    assert (found["view"]["rest_first"], found["view"]["rest_last"]) == pytest.approx((0.5, 0.5))
+
+
 def test_a_share_of_too_few_calls_is_not_shown_to_hold():
     # think takes nearly every call: of the rest, search and view hold their 1:1 split, but on a
     # handful of calls in the last stage, so the change's interval is too wide to say so

@@ -245,7 +245,7 @@ def held(first: dict, last: dict, within: float) -> bool:
     few calls has a wide interval, so it is not shown to hold."""
     n1, n2 = first["n_effective"], last["n_effective"]
     p1, p2 = first["value"], last["value"]
-    if not n1 or not n2 or not (0 < p1 < 1 and 0 < p2 < 1):
+    if not n1 or not n2 or p1 is None or p2 is None or not (0 < p1 < 1 and 0 < p2 < 1):
         return False  # a share of 0 or 1 has no spread to tell a change from
     half = Z95 * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
     return -within < p2 - p1 - half and p2 - p1 + half < within
@@ -264,11 +264,11 @@ def _displacements(units: pl.DataFrame, changes: dict[str, tuple[float, float, f
     found: dict[str, dict[str, object]] = {}
     for name, (first, last, _) in changes.items():
         grew = last > first
-        others = sorted(o for o, (a, b, _) in changes.items() if o != name and (b > a) != grew)
+        others = sorted(o for o, (a, b, _) in changes.items() if o != name and (b > a) != grew and o not in structural)
         if not others:
             continue
         rows = by_class[name]
-        left_out = [by_class[c]["x"] for c in (*others, *structural) if c in by_class and c != name]
+        left_out = [by_class[c]["x"] for c in dict.fromkeys((*others, *structural)) if c in by_class and c != name]
         rest = rows.with_columns((pl.col("n") - pl.sum_horizontal(left_out)).alias("n"))
         ends = _first_and_last(rest, name)
         if ends is not None and held(*ends, config.min_change):
