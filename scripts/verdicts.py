@@ -13,7 +13,9 @@ policy's own probability of the class moved by the detection threshold, a length
 the loop's own mean length did. A mismatch is an expected drift not found, found with another
 direction or verdict, an onset more than ``--onset-tolerance`` steps from the truth, or an
 artefact (of the estimator or of the loss aggregation) in a control run
-(``CausalScenario.control``). Exit status 1 on any mismatch. ``--first-seed 10 --seeds 20``
+(``CausalScenario.control``). A drift the scenario does not declare is shown with whether the
+loop's own policy moved that class (truth.json's ``summary.moved_undeclared``). Exit status 1 on
+any mismatch. ``--first-seed 10 --seeds 20``
 judges seeds 10-29, which no rule was tuned on.
 """
 
@@ -49,7 +51,7 @@ def judge(scenario, seed: int, work: Path, tolerance: int) -> list[tuple[str, ..
     """Rows ``(scenario, seed, class, direction, found, expected, onset, true onset, status)``."""
     import trajlens
     from trajlens.attribution import ARTEFACT_VERDICTS, attribute
-    from trajlens.synth.causal import generate_causal, simulate_causal, unmoved
+    from trajlens.synth.causal import generate_causal, moved_undeclared, simulate_causal, unmoved
 
     run_dir, store_dir = work / f"{scenario.name}-{seed}", work / f"{scenario.name}-{seed}-store"
     generate_causal(scenario, run_dir, seed=seed)
@@ -82,12 +84,15 @@ def judge(scenario, seed: int, work: Path, tolerance: int) -> list[tuple[str, ..
         rows.append((scenario.name, str(seed), expected.primary_class, row["direction"], row["verdict"], expected.verdict,
                      str(row["onset_step"] or "-"), str(true_onset or "-"), "OK" if ok else "MISMATCH"))
     declared = {e.primary_class for e in scenario.truth}
+    moved = {m["primary_class"]: m for m in moved_undeclared(scenario, loop)}  # as truth.json's summary.moved_undeclared
     for name, row in found.items():
         if name in declared:
             continue
         blamed = scenario.control and row["verdict"] in ARTEFACT_VERDICTS
-        rows.append((scenario.name, str(seed), name, row["direction"], row["verdict"],
-                     "not an artefact" if scenario.control else "(not declared)", str(row["onset_step"] or "-"),
+        truth = "not an artefact" if scenario.control else "(not declared)"
+        if name in moved:
+            truth += f" (the loop moved it: policy {moved[name]['policy_first']:.2f} -> {moved[name]['policy_last']:.2f})"
+        rows.append((scenario.name, str(seed), name, row["direction"], row["verdict"], truth, str(row["onset_step"] or "-"),
                      str(onsets.get(name, "-")), "MISMATCH" if blamed else "OK"))
     if not rows:
         rows.append((scenario.name, str(seed), "-", "-", "no drift", "no drift", "-", "-", "OK"))

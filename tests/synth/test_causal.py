@@ -88,3 +88,23 @@ def test_only_the_shipped_scenarios_are_sample_runs():
 
     assert set(CAUSAL_SAMPLES) == {p.name for p in SAMPLE.iterdir() if p.name.startswith("causal-")}
     assert {"causal-null", "causal-reward-driven", "causal-rpp-reset"} <= set(CAUSAL_SCENARIOS) - set(CAUSAL_SAMPLES)
+
+
+def test_truth_names_the_classes_the_loop_moved_that_no_drift_declares():
+    """A shipped causal run's truth.json lists the classes whose policy moved though the scenario
+    declares no drift of them, as the loop's own per-step policy says."""
+    from trajlens.synth.causal import moved_undeclared
+    from trajlens.synth.regenerate import CAUSAL_SAMPLES
+
+    for name in CAUSAL_SAMPLES:
+        truth = load_truth(SAMPLE / name)
+        rows = [dict(zip(truth["per_step"], values)) for values in zip(*truth["per_step"].values())]
+        shipped, found = truth["summary"]["moved_undeclared"], moved_undeclared(CAUSAL_SCENARIOS[name], rows)
+        # truth.json keeps six significant digits, of the policy and of these means alike
+        assert [(m["primary_class"], m["direction"]) for m in shipped] == [(m["primary_class"], m["direction"]) for m in found]
+        assert [m["policy_last"] for m in shipped] == pytest.approx([m["policy_last"] for m in found], rel=1e-5), name
+    moved = {m["primary_class"]: m for m in load_truth(SAMPLE / "causal-r6")["summary"]["moved_undeclared"]}
+    # think takes over causal-r6: the classes it displaced fall with it; think itself is declared
+    assert set(moved) == {"search", "view", "edit", "test_suite"} and moved["edit"]["direction"] == "decayed"
+    assert moved["edit"]["policy_first"] > 0.1 > moved["edit"]["policy_last"]
+    assert load_truth(SAMPLE / "causal-r6-whitened")["summary"]["moved_undeclared"] == []

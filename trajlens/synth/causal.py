@@ -487,6 +487,28 @@ def unmoved(spec: CausalScenario, rows: list[dict[str, Any]]) -> dict[str, str]:
     return still
 
 
+def moved_undeclared(spec: CausalScenario, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The classes the loop's policy moved though ``spec`` declares no drift of them: each class's
+    own probability in the loop's truth ``rows`` moved by attribution's drift threshold or more,
+    first quarter of the steps to last (as :func:`unmoved` reads the declared ones). A control
+    run makes none by design; at some seeds its policy drifts all the same (a class that earns
+    reward grows), and attribution is right to find that drift."""
+    from trajlens.attribution.drift import DriftConfig
+
+    declared = {expected.primary_class for expected in spec.truth}
+    steps = [row["step"] for row in rows]
+    split = quarters(steps)
+    moved = []
+    for name in spec.class_names:
+        if name in declared or name == spec.forced_final or not rows or f"policy.{name}" not in rows[0]:
+            continue
+        first, last = split.means(steps, [row[f"policy.{name}"] for row in rows])
+        if abs(last - first) >= DriftConfig().min_change:
+            moved.append({"primary_class": name, "direction": "grew" if last > first else "decayed",
+                          "policy_first": float(first), "policy_last": float(last)})
+    return moved
+
+
 def _write_truth(out: Path, spec: CausalScenario, seed: int, steps: int, rows: list[dict[str, Any]]) -> Path:
     per_step = {k: [row.get(k) for row in rows] for k in dict.fromkeys(k for row in rows for k in ["step", *row])}
     per_step["step"] = list(range(1, steps + 1))
@@ -520,6 +542,8 @@ def _write_truth(out: Path, spec: CausalScenario, seed: int, steps: int, rows: l
                     # the scenario's drifts this seed and size did not make: nothing there to find
                     "not_moved": [{**asdict(v), "unmoved": still[v.primary_class]}
                                   for v in spec.truth if v.primary_class in still],
+                    # the classes this seed's policy moved though the scenario declares no drift of them
+                    "moved_undeclared": moved_undeclared(spec, rows),
                     "control": spec.control},
     }
     path = out / TRUTH_FILE
