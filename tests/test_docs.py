@@ -45,6 +45,21 @@ def test_every_command_is_summed_up_in_one_line_of_its_docstring():
             "is not one line"
 
 
+def test_help_flows_each_paragraph_so_a_narrow_terminal_wraps_it_evenly():
+    from trajlens.cli._app import flowing_help
+
+    assert flowing_help("Do a thing.\n\nFirst line of a\nlong paragraph.\n\n- one item\n- two\n  wrapped\n\nExample: trajlens x") == (
+        "Do a thing.\n\nFirst line of a long paragraph.\n\n- one item\n- two wrapped\n\nExample: trajlens x")
+    _register()
+    for command in app.registered_commands:
+        assert command.help == flowing_help(inspect.getdoc(command.callback))
+    output = CliRunner().invoke(app, ["attribute", "--help"], env={"COLUMNS": "70"}).output
+    assert "summary tables the report reads" in " ".join(output.split())
+    # the docstring's own line ends no longer cut the text: no line of a paragraph is left short
+    body = [line.strip() for line in output.split("Example:")[0].splitlines()[3:] if line.strip()]
+    assert all(len(line) > 45 for line in body[:-1] if not line.endswith(".")), body
+
+
 def test_every_public_name_is_documented():
     for name in trajlens.__all__:
         if name.startswith("__"):

@@ -11,6 +11,8 @@ interrupt (Ctrl-C), after which every store is as it was before the command. A c
 from __future__ import annotations
 
 import importlib
+import inspect
+import re
 import sys
 from typing import Annotated, Optional
 
@@ -86,7 +88,30 @@ def _register() -> None:
             raise CommandImportError(module, error) from error
         except Exception as error:
             raise CommandImportError(module, error) from error
+    for command in app.registered_commands:
+        if command.help is None and command.callback is not None and command.callback.__doc__:
+            command.help = flowing_help(inspect.getdoc(command.callback) or "")
     _registered = True
+
+
+_LIST_ITEM = re.compile(r"^(?:[-*]|\d+\.)\s")
+
+
+def flowing_help(doc: str) -> str:
+    """A command's docstring as its ``--help`` shows it: each paragraph one line, which the
+    terminal wraps at its width (Typer keeps a docstring's line breaks, so a paragraph wrapped
+    for the source came out ragged on a narrow terminal). List items stay lines of their own."""
+    paragraphs = []
+    for paragraph in doc.split("\n\n"):
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            line = line.strip()
+            if lines and not _LIST_ITEM.match(line):
+                lines[-1] += " " + line
+            else:
+                lines.append(line)
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
 
 
 def _missing_distribution(error: ModuleNotFoundError) -> str | None:
