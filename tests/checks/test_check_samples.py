@@ -124,3 +124,19 @@ def test_resume_lr_from_a_store_keeps_the_config_history(samples_store_path, tmp
     (bare / "config.json").unlink()
     (result,) = check_run(bare, checks).results
     assert result.fired_steps == tuple(range(1, 160))
+
+
+def test_a_floor_on_a_habit_the_run_never_had_is_skipped_not_fired(results):
+    """causal-grpo-length has no test-suite class at all: the suite-rate floor has nothing to
+    fall from, so it is skipped with the reason; on sao-r7, which runs the suite, it is judged."""
+    length = results("causal-grpo-length")["suite_rate_floor"]
+    assert (length.status, length.reason) == ("skip", "ran_suite is 0 at every step: the run never shows it")
+    assert results("sao-r7")["suite_rate_floor"].status in ("pass", "warn")
+
+
+def test_skip_when_absent_is_a_yes_or_no(tmp_path):
+    from trajlens.checks.spec import CheckConfigError, parse_checks
+
+    with pytest.raises(CheckConfigError, match="check 'c': field 'skip_when_absent'"):
+        parse_checks({"checks": {"c": {"measure": "ran_suite", "condition": "threshold", "below": 0.2,
+                                       "skip_when_absent": "yes"}}}, "checks.toml")

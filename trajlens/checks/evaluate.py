@@ -73,6 +73,8 @@ class CheckResult:
 
 def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl.DataFrame, str]:
     """The rows of ``series`` the check applies to, and a reason when none."""
+    if check.skip_when_absent and not (series["x"] != 0).any():
+        return series.clear(), f"skip:{series['measure'][0]} is 0 at every step: the run never shows it"
     if check.after_step is not None:
         series = series.filter(pl.col("step") > check.after_step)
     if check.when is None:

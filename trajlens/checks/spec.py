@@ -108,6 +108,9 @@ class Check:
     """Ignore steps up to and including this one (warm-up)."""
     when: ConfigPredicate | None = None
     """Apply only on steps whose configuration matches (``when = {path = ..., equals = ...}``)."""
+    skip_when_absent: bool = False
+    """Skip the check on a run whose measure is 0 at every step: a habit the run never had (no
+    test suite in a math or safety task) has no floor to fall below."""
     source: str = ""
     """File the check was read from."""
 
@@ -161,6 +164,7 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("baseline", (int,)),
     FieldSpec("after_step", (int,), common=True),
     FieldSpec("when", (dict,), common=True),
+    FieldSpec("skip_when_absent", (bool,), common=True),
 )
 FIELD_BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
 
