@@ -233,6 +233,20 @@ def test_the_report_keeps_the_advantages_a_user_saved_under_other_labels(tmp_pat
     assert labels == {"mine", "grpo", "dr_grpo", "rloo", "sum_then_normalize"}
 
 
+def test_the_overview_lists_failures_in_the_order_they_first_fired(reports):
+    """sao-r6: the starved critic fails from step 1, the think share from step 67, the all-negative
+    streak at 119-121; the first screen names them in that order, failures before warnings."""
+    _, by_run = reports
+    failing = by_run["sao-r6"].failing
+    statuses = [status for _, status, _ in failing]
+    assert statuses == sorted(statuses, key=lambda status: status != "fail")
+    first = [int(steps.split("-")[0].split(",")[0]) for _, status, steps in failing if status == "fail"]
+    assert first == sorted(first)
+    names = [name for name, status, _ in failing if status == "fail"]
+    assert set(names[:2]) == {"critic_starved", "critic_explained_variance_unwhitened"}
+    assert names[-1] == "all_negative_streak"
+
+
 def test_the_overview_names_each_runs_main_problem_first(reports):
     out, by_run = reports
     main = {run_id: report.findings[0] for run_id, report in by_run.items()}

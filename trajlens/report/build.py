@@ -8,6 +8,7 @@ every estimator the run's data allows, plus an index ``README.md`` of findings.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -297,11 +298,14 @@ def _logged_feeds(store: Any, run_id: str) -> tuple[Any, ...]:
 
 
 def _failing(checks: Any) -> list[tuple[str, str, str]]:
-    """The shipped checks that fire on the run: (name, fail or warn, the steps they fire at)."""
+    """The shipped checks that fire on the run: (name, fail or warn, the steps they fire at);
+    failures first, each kind in the order the checks first fired, so the first screen names
+    what went wrong first (sao-r6: the starved critic before the think share it led to)."""
     from trajlens.checks.output import spans
 
     fired = [r for r in checks.results if r.status in ("fail", "warn")] if checks is not None else []
-    return [(r.name, r.status, spans(r.fired_steps)) for r in sorted(fired, key=lambda r: r.status != "fail")]
+    order = sorted(fired, key=lambda r: (r.status != "fail", min(r.fired_steps, default=math.inf)))
+    return [(r.name, r.status, spans(r.fired_steps)) for r in order]
 
 
 def _alarms(checks: Any) -> list[plots.Alarm]:
