@@ -140,3 +140,15 @@ def test_skip_when_absent_is_a_yes_or_no(tmp_path):
     with pytest.raises(CheckConfigError, match="check 'c': field 'skip_when_absent'"):
         parse_checks({"checks": {"c": {"measure": "ran_suite", "condition": "threshold", "below": 0.2,
                                        "skip_when_absent": "yes"}}}, "checks.toml")
+
+
+def test_a_star_check_leads_with_the_channel_it_fired_on(results):
+    """reward_channel_rel_gain checks every channel of multireward; it fires on format, not on the
+    healthy correctness channel, and its evidence and JSON record say format first."""
+    from trajlens.checks.output import result_record
+
+    rel_gain = results("multireward")["reward_channel_rel_gain"]
+    assert rel_gain.status == "fail" and set(rel_gain.alarms) == {"rel_gain:format"}
+    assert rel_gain.evidence_text().startswith("rel_gain:format: ")
+    record = result_record(rel_gain)
+    assert record["evidence"]["measure"] == "rel_gain:format" and record["summary"].startswith("rel_gain:format: ")

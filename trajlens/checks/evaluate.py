@@ -54,17 +54,25 @@ class CheckResult:
         return {o.measure: o.fired_steps for o in self.outcomes if o.fired_steps}
 
     @property
-    def evidence(self) -> Evidence | None:
-        """The evidence of the measure that fired most (or came closest)."""
+    def leading(self) -> Outcome | None:
+        """The outcome of the measure that fired most (of a ``*`` measure's, the channel or metric
+        that fired; the first in order among equals)."""
         if not self.outcomes:
             return None
-        return max(self.outcomes, key=lambda o: len(o.fired_steps)).evidence
+        return max(self.outcomes, key=lambda o: len(o.fired_steps))
+
+    @property
+    def evidence(self) -> Evidence | None:
+        """The evidence of the measure that fired most (or came closest)."""
+        return None if self.leading is None else self.leading.evidence
 
     def evidence_text(self) -> str:
+        """Each measure's evidence, the measures that fired first (most steps first), so a ``*``
+        check leads with the channel or metric it fired on."""
         if self.status == "skip":
             return self.reason
         parts = []
-        for outcome in self.outcomes:
+        for outcome in sorted(self.outcomes, key=lambda o: -len(o.fired_steps)):
             prefix = f"{outcome.measure}: " if len(self.outcomes) > 1 or outcome.measure != self.check.measure else ""
             parts.append(prefix + outcome.evidence.describe())
         text = "; ".join(parts)

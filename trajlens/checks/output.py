@@ -49,7 +49,8 @@ def _cut(text: str, width: int) -> str:
 
 def result_record(result: CheckResult) -> dict[str, Any]:
     """One check's result as JSON-ready data."""
-    evidence = result.evidence
+    leading = result.leading
+    evidence = None if leading is None else leading.evidence
     return {
         "check": result.name,
         "measure": result.check.measure,
@@ -60,8 +61,8 @@ def result_record(result: CheckResult) -> dict[str, Any]:
         "fired_steps": list(result.fired_steps),
         "alarms": {measure: list(steps) for measure, steps in result.alarms.items()},
         "reason": result.reason,
-        "evidence": None if evidence is None else {
-            "step": evidence.step, "value": json_values(evidence.value), "low": json_values(evidence.low),
+        "evidence": None if evidence is None or leading is None else {
+            "measure": leading.measure, "step": evidence.step, "value": json_values(evidence.value), "low": json_values(evidence.low),
             "high": json_values(evidence.high),
             "threshold": evidence.threshold, "detail": evidence.detail,
         },
