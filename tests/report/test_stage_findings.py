@@ -118,3 +118,15 @@ def test_a_channel_verdict_and_the_channel_finding_are_one_finding():
     (folded,) = with_verdicts([channel], [Finding(text, "attribution_artefact", "attribution", subject=subject)])
     assert str(folded) == f"{line}; by stage, {channel}"
     assert folded.checks == ("reward_channel_rel_gain", "reward_channel_std")
+
+
+def test_the_format_error_finding_says_its_calls_count_the_rejected_ones():
+    """A log of 8 attempts, 272 executed tool calls and 10 rejected as malformed: the share is of
+    the 282 calls made, which the stage report's 272 tool calls do not count, so the finding says so."""
+    from trajlens.report.findings import outcome_finding
+    from trajlens.report.summary import SummaryTable
+
+    frame = pl.DataFrame({"measure": ["trajectories with a format error", "format errors / tool calls"],
+                          "value": [5 / 8, 10 / 282], "n": [8, 282]})
+    (finding,) = outcome_finding([SummaryTable("outcome", "Outcome", "", frame)])
+    assert str(finding) == "format errors in 62% of 8 attempts (3.5% of 282 tool calls made, the rejected ones included)"

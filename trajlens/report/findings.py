@@ -337,7 +337,8 @@ def outcome_finding(summary: list[Any]) -> list[Finding]:
     if errors.height and errors["value"][0] >= FORMAT_ERROR_FINDING:
         findings.append(Finding(
             f"format errors in {errors['value'][0]:.0%} of {errors['n'][0]:,} attempts "
-            f"({calls['value'][0]:.1%} of {calls['n'][0]:,} tool calls)", "format_errors", "summary-outcome"))
+            f"({calls['value'][0]:.1%} of {calls['n'][0]:,} tool calls made, the rejected ones included)",
+            "format_errors", "summary-outcome"))
     return findings
 
 
