@@ -67,3 +67,16 @@ def test_benjamini_hochberg_never_lowers_a_p_value_and_keeps_the_order(p_values)
     assert all(p <= q <= 1 for p, q in zip(p_values, adjusted))
     pairs = sorted(zip(p_values, adjusted))
     assert all(a[1] <= b[1] for a, b in zip(pairs, pairs[1:]))
+
+
+def test_a_difference_of_float_rounding_is_no_difference():
+    """Two whitened batches' std is 1 up to its last bits; their spread over steps is as small, so a
+    test would call 1 against 1 - 1.6e-8 significant. It is rounding: p = 1, effect 0."""
+    from trajlens.compare.table import ADVANTAGE_STATISTICS, _row
+
+    std = next(m for m in ADVANTAGE_STATISTICS if m.name == "std")
+    side = {"value": 1.0, "low": 1.0, "high": 1.0, "variance": 1e-20, "n_effective": 40.0}
+    row = _row(std, side, {**side, "value": 1.0 - 1.6e-8})
+    assert (row["difference"], row["p_value"], row["effect_size"], row["statistic"]) == (0.0, 1.0, 0.0, None)
+    real = _row(std, side, {**side, "value": 0.9, "variance": 1e-4})
+    assert real["p_value"] < 1e-6 and real["effect_size"] < 0

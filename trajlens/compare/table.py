@@ -102,6 +102,11 @@ _TESTS = {"trajectory_rate": ("two-proportion z", "Cohen's h"), "call_share": ("
 and for means Welch's statistic ``(m2 - m1) / sqrt(var1 + var2)`` read on the normal distribution."""
 
 
+ROUNDING = 1e-6
+"""A difference of means at most this, relative to the larger value (or 1), is float rounding, not
+a difference: whitened batches have a std of 1 and a mean of 0 up to their last bits, which a test
+on their near-zero spread would call significant."""
+
 ADVANTAGE_PREFIX = "advantage:"
 """Names of the advantage rows; they and the behaviour rows are two families, each adjusted apart."""
 
@@ -296,7 +301,9 @@ def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:
         return None
     proportion = measure.kind != "mean"
     difference = b["value"] - a["value"]
-    z = stage_z(a, b, proportion)
+    if not proportion and abs(difference) <= ROUNDING * max(1.0, abs(a["value"]), abs(b["value"])):
+        difference = 0.0  # float rounding, as between two whitened batches' std of 1: no difference to test
+    z = stage_z(a, b, proportion) if difference or proportion else None
     # No test where the stage test cannot tell (no spread): nothing to tell when nothing differs.
     p_value = two_sided_p_value(z) if z is not None else 1.0 if difference == 0 else None
     if proportion:
@@ -304,7 +311,8 @@ def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:
         effect_size = None  # Cohen's h, set over the whole table (_effect_sizes)
     else:
         interval = _stats.mean_difference(difference, a["variance"], b["variance"])
-        effect_size = _stats.cohens_d(difference, a["variance"], a["n_effective"], b["variance"], b["n_effective"])
+        effect_size = _stats.cohens_d(difference, a["variance"], a["n_effective"], b["variance"], b["n_effective"]) \
+            if difference else 0.0
     test_name, effect = _TESTS[measure.kind]
     return {
         "measure": measure.name, "kind": measure.kind,
