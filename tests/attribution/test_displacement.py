@@ -69,9 +69,12 @@ def test_a_share_of_too_few_calls_is_not_shown_to_hold():
     assert found == {}
 
 
-def test_held_needs_the_whole_interval_of_the_change_inside_the_band():
+def test_held_needs_no_change_seen_and_the_whole_interval_inside_the_band():
     row = {"value": 0.5, "n_effective": 10_000.0}
-    assert held(row, {"value": 0.52, "n_effective": 10_000.0}, 0.1)
+    assert held(row, {"value": 0.505, "n_effective": 10_000.0}, 0.1)  # 0.005 +- 0.014
+    assert not held(row, {"value": 0.52, "n_effective": 10_000.0}, 0.1)  # 0.02 +- 0.014: a change, if small
+    # a share of the other calls that went 0.23 -> 0.30 did not hold, though 0.07 < 0.1
+    assert not held({"value": 0.23, "n_effective": 3_000.0}, {"value": 0.30, "n_effective": 3_000.0}, 0.1)
     assert not held(row, {"value": 0.58, "n_effective": 100.0}, 0.1)  # 0.08 +- 0.14
     assert not held(row, {"value": 0.65, "n_effective": 10_000.0}, 0.1)
     assert not held({"value": 1.0, "n_effective": 50.0}, {"value": 1.0, "n_effective": 50.0}, 0.1)
@@ -101,3 +104,11 @@ def test_the_report_weighs_a_displaced_drift_by_nothing_of_its_own_size(samples_
     view, think = findings["share:view"], findings["share:think"]
     assert view.importance == max(IMPORTANCE[view.kind], IMPORTANCE["behaviour"])  # the drift's weight, no size bonus
     assert think.importance > IMPORTANCE[think.kind]
+
+
+def test_the_reason_names_several_displacing_classes_in_words():
+    from trajlens.attribution.verdicts import displacement_text
+
+    text = displacement_text({"displaced_by": "search, view", "direction": "decayed", "rest_first": 0.5, "rest_last": 0.48})
+    assert text == ("displaced by search and view: of the calls other than search and view's, its share held "
+                    "(0.50 -> 0.48), so it decayed as search and view grew")

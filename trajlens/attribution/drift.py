@@ -32,8 +32,8 @@ displacement
     from 0.08 to 0.90 of the calls, every other class's share falls though the policy chose
     among them as before. A drifting class is *displaced by* the classes that drifted the other
     way when its share of the calls *other than theirs* (and other than the structural ones)
-    is shown to have held, first stage to last: the 95% interval of that share's change lies
-    within +-``min_change`` (:func:`held`; a share of too few calls is not shown to hold). Its
+    held, first stage to last: the 95% interval of that share's change holds 0 and lies within
+    +-``min_change`` (:func:`held`; a share of too few calls is not shown to hold). Its
     verdict says so, and the report weighs it as a consequence, not a finding of its own size.
 """
 
@@ -240,15 +240,17 @@ def _first_and_last(rows: pl.DataFrame, name: str) -> tuple[dict, dict] | None:
 
 
 def held(first: dict, last: dict, within: float) -> bool:
-    """Whether a share shown to have held from one pooled stage row to another: the 95% interval
-    of the change (normal, on each stage's effective size) lies inside +-``within``. A share of
-    few calls has a wide interval, so it is not shown to hold."""
+    """Whether a share held from one pooled stage row to another: the 95% interval of the change
+    (normal, on each stage's effective size) holds 0, so no change is seen, and lies inside
+    +-``within``, so a change the drift test would count is ruled out. A share of few calls has a
+    wide interval, so it is not shown to hold."""
     n1, n2 = first["n_effective"], last["n_effective"]
     p1, p2 = first["value"], last["value"]
     if not n1 or not n2 or p1 is None or p2 is None or not (0 < p1 < 1 and 0 < p2 < 1):
         return False  # a share of 0 or 1 has no spread to tell a change from
     half = Z95 * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
-    return -within < p2 - p1 - half and p2 - p1 + half < within
+    low, high = p2 - p1 - half, p2 - p1 + half
+    return -within < low <= 0 <= high < within
 
 
 NOT_DISPLACED: dict[str, object] = {"displaced_by": "", "rest_first": None, "rest_last": None}

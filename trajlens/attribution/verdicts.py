@@ -321,7 +321,8 @@ def drift_verdicts(
 def displacement_text(drift: dict) -> str:
     """What a displaced class's verdict adds (:mod:`.drift`, displacement): which classes took its
     calls (or gave theirs up) and its share of the other calls, which held."""
-    others = drift["displaced_by"]
+    names = drift["displaced_by"].split(", ")
+    others = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
     moved = "grew" if drift["direction"] == "decayed" else "decayed"
     return (f"displaced by {others}: of the calls other than {others}'s, its share held "
             f"({drift['rest_first']:.2f} -> {drift['rest_last']:.2f}), so it {drift['direction']} as {others} {moved}")
