@@ -14,7 +14,7 @@ import pytest
 from trajlens.classify import SHELL_RULES, classify_calls, classify_command_slow
 from trajlens.classify.calls import deciding_actions
 from trajlens.classify.reference import explain_command, shell_action_classes
-from trajlens.classify.rules import BEHAVIOUR_CLASSES, PRIORITY, rule_table
+from trajlens.classify.rules import BEHAVIOUR_CLASSES, PRIORITY, REDIRECT_RULE, rule_table
 
 SHELL_CASES: list[tuple[str, str, list[str]]] = [
     # -- submit
@@ -301,19 +301,22 @@ def test_shell_case(index, shell_results):
     assert shell_action_classes(command) == actions
 
 
-def test_the_deciding_action_is_the_references_first_stage_of_the_primary_class():
+def test_the_deciding_action_is_the_references_first_action_of_the_primary_class():
     """The action the report's top commands name: the first of the command's actions with the
-    call's class, as the per-row reference splits it from the command."""
+    call's class, normalised as the per-row reference normalises it, with the rule that decided."""
     commands = [c for c, _, _ in SHELL_CASES]
     classes = [primary for _, primary, _ in SHELL_CASES]
-    found = deciding_actions(pl.Series(commands), pl.Series(classes)).to_list()
-    expected = [next((a.stage.strip() for a in explain_command(c) if a.klass == primary), None)
-                for c, primary in zip(commands, classes)]
-    assert found == expected
-    assert sum(text is not None for text in found) > 150
-    assert deciding_actions(pl.Series(["cd /repo && python -m pytest tests/a.py -x 2>&1 | tail -5"]),
-                            pl.Series(["test_targeted"])).to_list() == ["python -m pytest tests/a.py -x 2>&1"]
-    assert deciding_actions(pl.Series(["ls", None]), pl.Series(["think", "view"])).to_list() == [None, None]
+    found = deciding_actions(pl.Series(commands), pl.Series(classes))
+    expected = [next((a for a in explain_command(c) if a.klass == primary), None) for c, primary in zip(commands, classes)]
+    assert found["action"].to_list() == [None if a is None else a.normalised for a in expected]
+    # the reference says "rule NAME" or "...; output redirect"; the vectorised rule is NAME or redirect-to-file
+    redirected = [a is not None and "redirect" in a.reason for a in expected]
+    assert (found["rule"] == REDIRECT_RULE).fill_null(False).to_list() == redirected
+    assert sum(text is not None for text in found["action"]) > 150 and any(redirected)
+    decided = deciding_actions(pl.Series(["cd /repo && timeout 60 python3 -m pytest tests/a.py -x 2>&1 | tail -5"]),
+                               pl.Series(["test_targeted"]))
+    assert decided.row(0) == ("python -m pytest tests/a.py -x", "pytest-files")
+    assert deciding_actions(pl.Series(["ls", None]), pl.Series(["think", "view"])).rows() == [(None, None), (None, None)]
 
 
 @pytest.mark.parametrize("tool, arguments, command, expected", TOOL_CASES, ids=[f"{c[0]}-{c[3]}" for c in TOOL_CASES])

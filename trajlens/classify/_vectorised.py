@@ -517,8 +517,8 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     Returns one row per input row with ``action_classes`` (list, in command order), ``priority``
     (of the primary class; null when the command has no action), ``rule`` (the rule of the
     first action with the primary class; null when there is no action) and ``paths``; with
-    ``actions``, also ``actions``: each action's text as split from the command (quoted text and
-    heredocs hidden, before the action is normalised), beside its class.
+    ``actions``, also ``actions`` and ``action_rules``: each action's normalised text (the text the
+    rules read) and the rule that gave it its class, beside its class.
 
     Every step keeps row order, so the actions of a command stay together and in order, and
     the per-command results are one pass over those runs.
@@ -535,10 +535,10 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     row = scatter(firsts.len(), distinct["__code"], pl.Series(range(distinct.height), dtype=pl.UInt32)).gather(codes)
     keep = row.is_not_null()
     row = row.drop_nulls()
-    texts_of = ("__raw",) if actions else ()
-    frame = frame.select("__text", "piped", *texts_of).filter(keep)
+    texts_of = ("action",) if actions else ()
+    frame = frame.select("__text", "piped").filter(keep)
     frame = frame.with_columns(
-        distinct.get_column(name).gather(row) for name in ("head", "via_xargs", "writes", "klass", "rule", "paths")
+        distinct.get_column(name).gather(row) for name in ("head", "via_xargs", "writes", "klass", "rule", "paths", *texts_of)
     ).filter(~_filters_a_pipe())
     priority = pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8)
     grouped = frame.with_columns(priority.alias("priority")).group_by("__text", maintain_order=True).agg(
@@ -546,7 +546,7 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
         pl.col("priority").min(),
         pl.col("rule").get(pl.col("priority").arg_min()),
         pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
-        *(pl.col("__raw").str.strip_chars().alias("actions") for _ in texts_of),
+        *(column for _ in texts_of for column in (pl.col("action").alias("actions"), pl.col("rule").alias("action_rules"))),
     )
     # Commands without an action have no group: their row of `grouped` is null.
     row = scatter(texts.height, grouped["__text"], pl.Series(range(grouped.height), dtype=pl.UInt32))
@@ -556,5 +556,5 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
         grouped.get_column("priority").gather(row),
         grouped.get_column("rule").gather(row),
         grouped.get_column("paths").gather(row).fill_null(empty),
-        *(grouped.get_column("actions").gather(row).fill_null(empty) for _ in texts_of),
+        *(grouped.get_column(name).gather(row).fill_null(empty) for _ in texts_of for name in ("actions", "action_rules")),
     )

@@ -134,27 +134,31 @@ HIDDEN_TEXT = sx.MARKS_PATTERN
 not read: a quoted string, a command substitution, a heredoc or a here-string."""
 
 
-def deciding_actions(commands: pl.Series, classes: pl.Series) -> pl.Series:
+def deciding_actions(commands: pl.Series, classes: pl.Series) -> pl.DataFrame:
     """For each shell command and the primary class its call was given, the command's first
-    action of that class as split from the command: the action that gave the call its class
-    (``pytest tests/a.py`` of ``cd /repo && pytest tests/a.py | tail``; quoted text and heredocs
-    stand as :data:`HIDDEN_TEXT` markers, as the rules read them). Null where no action of the
-    command has the class (a tool map decided, or there is no command). Each distinct command is
-    split and classified once, as :func:`classify_calls` does."""
+    action of that class: the action that gave the call its class (``python -m pytest tests/a.py``
+    of ``cd /repo && timeout 60 python3 -m pytest tests/a.py | tail``). Columns ``action``, its
+    normalised text as the rules read it (wrappers and redirections gone, quoted text and
+    heredocs standing as :data:`HIDDEN_TEXT` markers), and ``rule``, the rule that gave it its
+    class (``redirect-to-file`` when an output redirection made it an edit). Null where no
+    action of the command has the class (a tool map decided, or there is no command). Each
+    distinct command is split and classified once, as :func:`classify_calls` does."""
     texts = commands.cast(pl.String).to_frame("text").select(_bounded_text(pl.col("text")))["text"]
     rows = pl.DataFrame({"text": texts, "class": classes.cast(pl.String)}).with_row_index("__row")
     given = rows.filter(pl.col("text").is_not_null() & pl.col("class").is_not_null())
-    found = pl.Series(commands.name, [], dtype=pl.String).extend_constant(None, commands.len())
+    none = pl.Series([], dtype=pl.String).extend_constant(None, commands.len())
+    found = pl.DataFrame({"action": none, "rule": none})
     if given.height == 0:
         return found
     codes, firsts = distinct_codes(given["text"])
     distinct = given.select(pl.col("text").gather(firsts)).with_row_index("text_id")
-    shell = classify_shell(distinct, actions=True).select("action_classes", "actions")
-    per_action = given.select("__row", "class", shell.get_column("action_classes").gather(codes),
-                              shell.get_column("actions").gather(codes)).explode("action_classes", "actions")
+    shell = classify_shell(distinct, actions=True).select("action_classes", "actions", "action_rules")
+    per_action = given.select("__row", "class", *(shell.get_column(c).gather(codes) for c in shell.columns)).explode(
+        "action_classes", "actions", "action_rules")
     first = (per_action.filter(pl.col("action_classes") == pl.col("class"))
-             .group_by("__row", maintain_order=True).agg(pl.col("actions").first()))
-    return found.scatter(first["__row"], first["actions"])
+             .group_by("__row", maintain_order=True).agg(pl.col("actions").first(), pl.col("action_rules").first()))
+    return found.with_columns(found["action"].scatter(first["__row"], first["actions"]),
+                              found["rule"].scatter(first["__row"], first["action_rules"]))
 
 
 def _bounded_text(command: pl.Expr) -> pl.Expr:

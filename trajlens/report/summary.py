@@ -17,7 +17,7 @@ import polars as pl
 from trajlens.checks.step_measures import outcome_stats
 from trajlens.classify.calls import HIDDEN_TEXT, deciding_actions
 from trajlens.classify.per_trajectory import MEAN_SUPPORT, behaviour_specs
-from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
+from trajlens.classify.rules import BEHAVIOUR_CLASSES, REDIRECT_RULE, VERIFICATION_CLASSES
 from trajlens.compare.table import estimates as measure_estimates
 from trajlens.intervals import Spec, added, pooled_rows, repeat_key, sums
 
@@ -220,10 +220,21 @@ def _dead_groups(trajectories: pl.DataFrame) -> SummaryTable | None:
                         "advantage gives every one of them zero.", frame)
 
 
+def _command_words(text: pl.Expr, redirected: pl.Series) -> pl.Expr:
+    """The words a command is listed by: the first two words of its text (three for a module run,
+    ``python -m pytest``), the markers of hidden text left out, ``>`` after them when an output
+    redirection gave the action its class (``cat >``, ``git diff >``)."""
+    words = text.str.strip_chars().str.split(" ").list.eval(
+        pl.element().filter((pl.element() != "") & ~pl.element().str.contains(HIDDEN_TEXT)))
+    count = pl.when(words.list.get(1, null_on_oob=True) == "-m").then(3).otherwise(2)
+    listed = words.list.head(count).list.join(" ").str.slice(0, 40)
+    return pl.when(pl.lit(redirected).fill_null(False)).then(pl.concat_str(listed, pl.lit(" >"))).otherwise(listed)
+
+
 def _top_commands(store: Any, run_id: str, trajectory_ids: pl.DataFrame) -> SummaryTable | None:
-    """The most common commands of each class, over the calls of ``trajectory_ids``: the first two
-    words of the action that gave a call its class (``pytest tests`` of ``cd /repo && pytest tests
-    | tail``), else of the command, else the tool's name."""
+    """The most common commands of each class, over the calls of ``trajectory_ids``: the words
+    (:func:`_command_words`) of the action that gave a call its class (``pytest tests`` of
+    ``cd /repo && timeout 60 pytest tests | tail``), else of the command, else the tool's name."""
     from trajlens.run.partitions import scan_run_table
 
     calls = scan_run_table(store, run_id, "tool_calls").select(
@@ -236,11 +247,10 @@ def _top_commands(store: Any, run_id: str, trajectory_ids: pl.DataFrame) -> Summ
     joined = calls.join(classes, on=["trajectory_id", "call_index"]).drop_nulls("primary_class").collect()
     if joined.is_empty():
         return None
-    action = deciding_actions(joined["command"], joined["primary_class"])
-    words = (pl.coalesce(action, pl.col("command").str.split("\n").list.first().str.strip_chars())
-             .str.split(" ").list.head(2).list.eval(pl.element().filter(~pl.element().str.contains(HIDDEN_TEXT)))
-             .list.join(" ").str.slice(0, 40))
-    head = joined.with_columns(pl.when(words != "").then(words).otherwise(pl.col("tool_name")).alias("command"))
+    decided = deciding_actions(joined["command"], joined["primary_class"])
+    words = pl.coalesce(pl.lit(decided["action"]), pl.col("command").str.split("\n").list.first())
+    head = joined.with_columns(_command_words(words, decided["rule"] == REDIRECT_RULE).alias("words")).select(
+        "primary_class", pl.when(pl.col("words") != "").then("words").otherwise("tool_name").alias("command"))
     counted = head.group_by("primary_class", "command").agg(pl.len().alias("calls")).sort(
         "primary_class", "calls", "command", descending=[False, True, False])
     top = counted.group_by("primary_class", maintain_order=True).head(TOP_COMMANDS)
@@ -248,5 +258,6 @@ def _top_commands(store: Any, run_id: str, trajectory_ids: pl.DataFrame) -> Summ
     top = top.sort(pl.col("primary_class").replace_strict(order, default=len(order)), "calls", "command",
                    descending=[False, True, False]).rename({"primary_class": "class"})
     return SummaryTable("top_commands", "Most common commands per class",
-                        f"The first two words of the action that gave each call its class (of the command "
-                        f"when no action did), {TOP_COMMANDS} per class.", top)
+                        "The first two words of the action that gave each call its class, as the rules read "
+                        "it (wrappers such as timeout and env left out; `>` when an output redirection made it an "
+                        f"edit), else of the command, else the tool's name; {TOP_COMMANDS} per class.", top)
