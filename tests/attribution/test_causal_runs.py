@@ -88,7 +88,7 @@ def test_length_bias_under_sequence_mean_and_not_under_token_mean(store):
     assert any("response length grew" in f for f in result.flags)
     # the aggregation, not the estimator, is blamed, and the unbiased aggregation is named
     assert any(f.startswith("aggregation artefact: response length grew")
-               and "seq-mean-token-mean weighs tokens by length; token-mean" in f for f in result.cause_verdicts)
+               and "seq-mean-token-mean weighs tokens by length, which token-mean" in f for f in result.cause_verdicts)
 
 
 def test_format_collapses_under_sum_then_normalise_and_not_under_gdpo(store):

@@ -45,3 +45,22 @@ def test_a_collapsed_channel_the_checks_fail_on_leads_an_unexplained_length_drif
     (report,) = report_store(store, tmp_path / "out", viewers_per_run=0)
     assert report.findings[0].startswith("estimator artefact: reward channel format collapsed")
     assert ("reward_channel_rel_gain", "fail") in [(name, status) for name, status, _ in report.failing]
+    # the first screen gives the drift and the reason; every estimator's credit stays in the run's section
+    from trajlens.report.overview import main_finding
+
+    shown, full = main_finding(report), str(report.findings[0])
+    assert shown.startswith("estimator artefact: reward channel format collapsed") and "would have credited" in shown
+    assert "in-group value" in full and "in-group value" not in shown and len(shown) < 0.6 * len(full)
+
+
+def test_a_verdict_headline_keeps_the_drift_and_the_reason():
+    from trajlens.attribution.render import headline
+
+    line = ("aggregation artefact: response length grew: 778 -> 1061 model tokens per trajectory (p < 0.001); under "
+            "grpo / seq-mean-token-mean the elasticity is -1.3 [-1.4, -1.2]; under token-mean it would be -0.3; "
+            "length relevance signed by the drift -0.1 [-0.2, 0.0]; the loss aggregation seq-mean-token-mean weighs "
+            "tokens by length, which token-mean would not")
+    assert headline(line) == ("aggregation artefact: response length grew: 778 -> 1061 model tokens per trajectory "
+                              "(p < 0.001); the loss aggregation seq-mean-token-mean weighs tokens by length, which "
+                              "token-mean would not")
+    assert headline("learning: x grew") == "learning: x grew"

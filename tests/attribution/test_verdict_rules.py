@@ -138,7 +138,7 @@ def test_a_length_drift_under_a_biased_aggregation_is_its_artefact():
     line = length_verdict(_growing(0.0), _bias([("seq-mean-token-mean", -0.95), ("token-mean", 0.05)]), "grpo",
                           "seq-mean-token-mean")
     assert line.startswith(f"{AGGREGATION_ARTEFACT}: response length grew")  # the aggregation, not the estimator
-    assert "the loss aggregation seq-mean-token-mean weighs tokens by length; token-mean would not" in line
+    assert "the loss aggregation seq-mean-token-mean weighs tokens by length, which token-mean would not" in line
     assert "under token-mean it would be 0.05 [0.00, 0.10]" in line
     learned = length_verdict(_growing(2.0), _bias([("token-mean", 0.05), ("seq-mean-token-mean", -0.95)]), "grpo",
                              "token-mean")

@@ -148,12 +148,12 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
     if own is None:
         missing = ("the run's estimator is not known" if estimator is None else
                    f"the run's estimator {estimator} has no length bias measured under {aggregation}")
-        return f"{UNEXPLAINED}: {text}; {missing}; length relevance signed by the drift {relevance_text}"
+        return f"{UNEXPLAINED}: {text}; length relevance signed by the drift {relevance_text}; {missing}"
     fair = [mode for mode, row in rows.items() if mode != aggregation and fairer(row, own)] if biased(own) else []
     others = "; ".join(f"under {mode} it would be {_elasticity(row)}" for mode, row in rows.items() if mode != aggregation)
     if fair and not relevant:
         verdict, reason = (AGGREGATION_ARTEFACT,
-                           f"the loss aggregation {aggregation} weighs tokens by length; {', '.join(fair)} would not")
+                           f"the loss aggregation {aggregation} weighs tokens by length, which {', '.join(fair)} would not")
     elif relevant and not biased(own):
         verdict, reason = LEARNING, "longer (or shorter) responses earn more reward, and the aggregation is not length-biased"
     else:

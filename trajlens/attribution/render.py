@@ -59,6 +59,15 @@ def verdict_lines(result: Any) -> list[str]:
     return [line for _, line in subject_lines(result)]
 
 
+def headline(line: str) -> str:
+    """A response-length or reward-channel verdict (:mod:`.causes`) as a first screen shows it: the
+    verdict and the drift, then the reason, without the evidence between them (every aggregation's
+    elasticity, every estimator's credit), which the full line keeps. Each such line is
+    ``VERDICT: drift; evidence; ...; reason``."""
+    head, _, rest = line.partition("; ")
+    return f"{head}; {rest.rsplit('; ', 1)[-1]}" if rest else line
+
+
 def subject_lines(result: Any) -> list[tuple[str | None, str]]:
     """:func:`verdict_lines` with what each is about, as a stage metric: ``share:<class>`` for a
     class's drift, ``mean:model_tokens`` for the response length's, ``channel:<name>`` for a

@@ -73,9 +73,13 @@ class Finding(str):
     about: str
     checks: tuple[str, ...]
     subject: str | None
+    headline: str
+    """The finding as a first screen shows it: the sentence itself, or a shorter one that leaves
+    the evidence to the run's section."""
 
     def __new__(cls, text: str, kind: str, evidence: str | None = None, about: str = AS_TRAINED, *,
-                checks: tuple[str, ...] | None = None, bonus: float = 0.0, subject: str | None = None) -> "Finding":
+                checks: tuple[str, ...] | None = None, bonus: float = 0.0, subject: str | None = None,
+                headline: str | None = None) -> "Finding":
         finding = super().__new__(cls, text)
         finding.kind = kind
         finding.importance = IMPORTANCE[kind] + bonus
@@ -83,6 +87,7 @@ class Finding(str):
         finding.about = about
         finding.checks = FINDING_CHECKS.get(kind, ()) if checks is None else checks
         finding.subject = subject
+        finding.headline = text if headline is None else headline
         return finding
 
 
@@ -239,7 +244,7 @@ def attribution_findings(store: Any, run_id: str) -> list[Finding]:
     an artefact weighing most: "estimator artefact: think grew 0.08 -> 0.93 from step 60 (...)".
     Nothing for a run not attributed."""
     from trajlens.attribution.drift import DriftConfig
-    from trajlens.attribution.render import subject_lines
+    from trajlens.attribution.render import headline, subject_lines
     from trajlens.attribution.saved import load_attribution
 
     saved = load_attribution(store, run_id)
@@ -258,7 +263,9 @@ def attribution_findings(store: Any, run_id: str) -> list[Finding]:
         bonus = max(drift - IMPORTANCE[kind], 0) + size_bonus(changes.get(subject or "", 0.0), DriftConfig().min_change)
         # the checks that watch a reward channel weigh its verdict up, as they weigh its saturation finding
         checks = FINDING_CHECKS[DRIFT_KINDS["channel"]] if (subject or "").startswith("channel:") else ()
-        findings.append(Finding(line, kind, "attribution", subject=subject, bonus=bonus, checks=checks))
+        # a length or channel verdict carries every estimator's evidence: the first screen shows its drift and reason
+        short = line if subject is None or subject.startswith("share:") else headline(line)
+        findings.append(Finding(line, kind, "attribution", subject=subject, bonus=bonus, checks=checks, headline=short))
     return findings
 
 
@@ -283,7 +290,8 @@ def with_verdicts(trends: list[Finding], verdicts: list[Finding]) -> list[Findin
         explained.add(verdict.subject)
         folded.append(Finding(f"{verdict}; by stage, {trend}", verdict.kind, verdict.evidence, verdict.about,
                               checks=tuple(dict.fromkeys(trend.checks + verdict.checks)), subject=verdict.subject,
-                              bonus=max(trend.importance, verdict.importance) - IMPORTANCE[verdict.kind]))
+                              bonus=max(trend.importance, verdict.importance) - IMPORTANCE[verdict.kind],
+                              headline=f"{verdict.headline}; by stage, {trend.headline}"))
     return [t for t in trends if t.subject not in explained] + folded
 
 

@@ -215,7 +215,7 @@ def main_finding(report: Any) -> str:
 
     as_trained = [f for f in report.findings if getattr(f, "about", None) != RECOMPUTED]
     if as_trained:
-        return str(as_trained[0])
+        return str(getattr(as_trained[0], "headline", as_trained[0]))
     if report.findings:
         return (f"nothing notable in the run as trained; {len(report.findings)} finding(s) about recomputations "
                 "under other estimators")
