@@ -46,7 +46,7 @@ def test_a_mean_interval_is_cut_to_the_support_and_only_where_it_is_declared():
     values = pl.DataFrame({"v": [0.0] * 29 + [1.0]})
     spec = [("mean:readback_share", pl.col("v"), pl.lit(1)), ("other", pl.col("v") - 0.5, pl.lit(1))]
     plain = {row["measure"]: row for row in pooled(sums(values, spec), False).iter_rows(named=True)}
-    cut = {row["measure"]: row for row in pooled(sums(values, spec), False, MEAN_SUPPORT).iter_rows(named=True)}
+    cut = {row["measure"]: row for row in pooled(sums(values, spec), False, MEAN_SUPPORT.get).iter_rows(named=True)}
     assert plain["mean:readback_share"]["low"] < 0  # the normal interval crosses the bound
     assert cut["mean:readback_share"]["low"] == 0.0
     assert cut["mean:readback_share"]["high"] == plain["mean:readback_share"]["high"]
@@ -83,3 +83,25 @@ def test_the_reports_resolved_against_unresolved_keeps_a_mean_in_its_support():
     table = _outcome_contrast(trajectories, trajectory_measures(calls, trajectories)).frame
     row = table.filter(pl.col("measure") == "read-back share").row(0, named=True)
     assert row["unresolved"] > 0 and row["unresolved low"] == 0.0
+
+
+def test_bounded_statistics_of_advantages_and_channels_keep_their_intervals_inside_their_bounds():
+    """A share of positive advantages lies in [0, 1], the bimodality coefficient in (0, 1], a spread
+    at 0 or more: the checks' (and compare's) intervals of them too. The reward has no bound."""
+    from trajlens.checks.conditions import windowed
+    from trajlens.checks.step_measures import measure_support, scalar_stats
+
+    assert measure_support("advantage:gae_raw:positive_share") == (0.0, 1.0)
+    assert measure_support("advantage:run:bimodality") == (0.0, 1.0)
+    assert measure_support("rel_gain:format") == (0.0, None)
+    assert measure_support("mean:readback_share") == (0.0, 1.0)
+    assert measure_support("reward") is None and measure_support("advantage:gae_raw:mean") is None
+    for measure, values in (("advantage:gae_raw:positive_share", [0.0, 0.0, 0.0, 0.05, 0.0]),
+                            ("advantage:gae_raw:bimodality", [0.99, 1.0, 0.97, 1.0, 0.6]),
+                            ("rel_gain:format", [0.0, 0.0, 0.2, 0.0, 0.0])):
+        series = scalar_stats(pl.DataFrame({"measure": [measure] * 5, "step": range(5), "value": values}))
+        last = windowed(series, 5, proportion=False).row(-1, named=True)
+        low, high = measure_support(measure)
+        assert low <= last["low"] and (high is None or last["high"] <= high), (measure, last)
+    reward = scalar_stats(pl.DataFrame({"measure": ["reward"] * 5, "step": range(5), "value": [0.0, 0.0, 0.0, 0.4, 0.0]}))
+    assert windowed(reward, 5, proportion=False)["low"][-1] < 0  # no declared bound: the normal interval as it is

@@ -39,7 +39,7 @@ every surface.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import lru_cache
 
 import polars as pl
@@ -47,8 +47,10 @@ import polars as pl
 Z95 = 1.959963984540054
 """Two-sided 95% standard-normal quantile: the 0.975 quantile of N(0, 1)."""
 
-Support = Mapping[str, tuple[float | None, float | None]]
-"""The (lowest, highest) value each measure, by name, can take; None: no bound that side."""
+Bounds = tuple[float | None, float | None]
+Support = Callable[[str], "Bounds | None"]
+"""The (lowest, highest) value a measure, by name, can take (None: no bound that side), or None
+for a measure without a declared support; ``MEAN_SUPPORT.get`` is one."""
 
 SUMS: tuple[str, ...] = ("x", "n", "units", "sxx", "sxn", "snn")
 """The sums of a set of units from which :func:`pooled` computes its estimate."""
@@ -106,11 +108,14 @@ def pooled(frame: pl.DataFrame, proportion: bool, support: Support | None = None
 
 
 def _within_support(frame: pl.DataFrame, support: Support) -> pl.DataFrame:
-    """``low`` and ``high`` of each row cut to the support of its ``measure`` (a measure not in
-    ``support`` keeps its interval)."""
+    """``low`` and ``high`` of each row cut to the support of its ``measure`` (a measure without
+    one keeps its interval)."""
+    declared = {name: limits for name in frame["measure"].unique().to_list() if (limits := support(name)) is not None}
+    if not declared:
+        return frame
     bounds = []
     for column, side, clip in (("low", 0, pl.max_horizontal), ("high", 1, pl.min_horizontal)):
-        bound = pl.col("measure").replace_strict({name: limits[side] for name, limits in support.items()},
+        bound = pl.col("measure").replace_strict({name: limits[side] for name, limits in declared.items()},
                                                  default=None, return_dtype=pl.Float64)
         bounds.append(pl.when(pl.col(column).is_not_null() & bound.is_not_null())
                       .then(clip(pl.col(column), bound)).otherwise(pl.col(column)).alias(column))

@@ -8,7 +8,7 @@ best. Formulas (z = 1.959964, two-sided p = erfc(|z| / sqrt 2)):
 * pooled value and interval over a window or a stage, and the stage change: the one estimate
   and test of :mod:`trajlens.intervals` (:func:`~trajlens.intervals.pooled`,
   :func:`~trajlens.intervals.stage_z`); proportions get a Wilson interval on the design-effect
-  sample size, means ``p +- z sqrt(var)`` within the measure's support (``MEAN_SUPPORT``).
+  sample size, means ``p +- z sqrt(var)`` within the measure's support (:func:`~trajlens.checks.step_measures.measure_support`).
 * trend: least-squares slope of the per-step values over the window,
   ``se = sqrt(sum r^2 / (k - 2) / sum (t - mean t)^2)``, tested with the normal approximation
   (windows of 20 or more steps keep it close to Student's t).
@@ -26,7 +26,7 @@ import polars as pl
 
 from trajlens.checks.kinds import KINDS
 from trajlens.checks.spec import Check
-from trajlens.classify.per_trajectory import MEAN_SUPPORT
+from trajlens.checks.step_measures import measure_support
 from trajlens.classify.stages import StageSpec, assign_stages
 from trajlens.intervals import SUMS, added, pooled, stage_z, two_sided_p_value
 
@@ -79,7 +79,7 @@ def windowed(series: pl.DataFrame, window: int, proportion: bool) -> pl.DataFram
     if window > 1:
         series = series.with_columns(
             [pl.col(c).cast(pl.Float64).rolling_sum(window_size=window, min_samples=1) for c in SUMS])
-    return pooled(series, proportion, MEAN_SUPPORT)
+    return pooled(series, proportion, measure_support)
 
 
 def evaluate(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
@@ -188,11 +188,11 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
         part = added(_stage_rows(series, steps, in_order, members), by=())
         sums.append(part.with_columns(pl.lit(name).alias("stage"), pl.lit(members[0]).alias("step"),
                                       pl.lit(measure).alias("measure")))
-    values = _values(pooled(series, proportion, MEAN_SUPPORT))
+    values = _values(pooled(series, proportion, measure_support))
     if len(sums) < 2:
         return Outcome(measure, (), Evidence(None, None, detail=f"fewer than two stages with data ({len(sums)})"),
                        len(steps), values, judged=False)
-    table = pooled(pl.concat(sums), proportion, MEAN_SUPPORT).to_dicts()
+    table = pooled(pl.concat(sums), proportion, measure_support).to_dicts()
     pairs = list(zip(range(len(table) - 1), range(1, len(table)))) if check.compare == "consecutive" \
         else [(0, len(table) - 1)]
     fired: list[int] = []
@@ -228,7 +228,7 @@ def _ratio(later: float, earlier: float, direction: str) -> float:
 
 
 def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
-    frame = pooled(series, proportion, MEAN_SUPPORT)
+    frame = pooled(series, proportion, measure_support)
     steps = np.asarray(frame["step"].to_list(), dtype=float)
     values = np.asarray(frame["value"].fill_null(float("nan")).to_list(), dtype=float)
     k = check.window
@@ -267,7 +267,7 @@ def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) ->
 
 
 def jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
-    per_step = pooled(series, proportion, MEAN_SUPPORT)["value"].to_list()
+    per_step = pooled(series, proportion, measure_support)["value"].to_list()
     frame = windowed(series, check.window, proportion)
     fired: list[int] = []
     best: tuple[float, Evidence] | None = None

@@ -21,12 +21,12 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from trajlens.classify.per_trajectory import AVERAGED_MEASURES, behaviour_specs
+from trajlens.classify.per_trajectory import AVERAGED_MEASURES, MEAN_SUPPORT, behaviour_specs
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.estimators.identify import CANDIDATES as IDENTIFY_CANDIDATES
 from trajlens.estimators.identify import MATCH_TOLERANCE
 from trajlens.estimators.spec import EstimatorChoice
-from trajlens.intervals import Spec, sums
+from trajlens.intervals import Bounds, Spec, sums
 # Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step: the same
 # table the report's scalar findings read.
 from trajlens.run.config import LEARNING_RATES, configured_lr, critic_grad_clip_of
@@ -68,6 +68,12 @@ DIAGNOSTIC_STATS: tuple[str, ...] = (
 )
 """Statistics of a step's advantage batch (see :func:`trajlens.run.advantages.batch_diagnostics`);
 ``max_sigma`` is the largest |A - mean| / std over the batch."""
+STAT_SUPPORT: dict[str, Bounds] = {
+    "std": (0.0, None), "kurtosis": (-2.0, None), "bimodality": (0.0, 1.0), "positive_share": (0.0, 1.0),
+    "max_sigma": (0.0, None),
+}
+"""Where each statistic of an advantage batch can lie (see :mod:`trajlens.estimators.diagnostics`:
+excess kurtosis is -2 or more, the bimodality coefficient at most 1); the mean and skew have no bound."""
 YES_NO_STATS: tuple[str, ...] = ("all_negative", "all_positive")
 """Statistics of a step's advantage batch that are yes or no: pooled over steps, a share of steps
 (a proportion, with its Wilson interval, as ``trajlens compare`` gives it)."""
@@ -138,6 +144,24 @@ MEASURE_FAMILIES: tuple[MeasureFamily, ...] = (
                   "candidate", LOGGED_ADVANTAGE_CHOICES),
 )
 FAMILIES: dict[str, MeasureFamily] = {family.prefix: family for family in MEASURE_FAMILIES}
+
+FAMILY_SUPPORT: dict[str, Bounds] = {
+    "rel_gain": (0.0, None), "channel_std": (0.0, None), "channel_collinearity": (0.0, 1.0),
+    "lr_ratio": (0.0, None), "critic_clip_ratio": (0.0, None), "logged_advantage_diff": (0.0, None),
+}
+"""Where the measures of a family that are means can lie (a spread, a ratio of sizes, an absolute
+correlation); the reward and a logged metric have no bound trajlens can know."""
+
+
+def measure_support(name: str) -> Bounds | None:
+    """Where the measure ``name`` (as the checks name it) can lie, or None: the checks' and
+    compare's means cut their intervals there (:func:`trajlens.intervals.pooled`)."""
+    family, _, parameter = name.partition(":")
+    if family == "mean":
+        return MEAN_SUPPORT.get(name)
+    if family == "advantage":
+        return STAT_SUPPORT.get(parameter.rpartition(":")[2])
+    return FAMILY_SUPPORT.get(family)
 
 
 @dataclass(frozen=True)

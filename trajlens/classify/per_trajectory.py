@@ -17,7 +17,7 @@ import polars as pl
 from trajlens.classify.calls import classify_calls
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.frames import as_frame, require_columns
-from trajlens.intervals import Spec
+from trajlens.intervals import Bounds, Spec
 
 KEYS: tuple[str, ...] = ("run_id", "trajectory_id")
 CALL_COLUMNS: tuple[str, ...] = (*KEYS, "step", "call_index", "primary_class", "action_classes", "is_edit", "paths")
@@ -91,7 +91,7 @@ AVERAGED_MEASURES: tuple[str, ...] = tuple(
 """Per-trajectory measures a ``mean:<measure>`` averages over trajectories."""
 
 
-MEAN_SUPPORT: dict[str, tuple[float | None, float | None]] = {
+MEAN_SUPPORT: dict[str, Bounds] = {
     f"mean:{m.name}": (0.0, m.high) for m in MEASURES if m.name in AVERAGED_MEASURES}
 """Where each ``mean:<measure>`` of :func:`behaviour_specs` can lie: a mean of trajectories' values
 lies where they do, so its interval is cut there (:func:`trajlens.intervals.pooled`)."""

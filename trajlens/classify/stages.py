@@ -21,7 +21,8 @@ Metrics (``metric`` column; ``kind`` says which formula applies):
 Each is the checks' measure of the same name, with the one estimate of
 :mod:`trajlens.intervals`: proportions get a Wilson interval on the effective sample size
 (``n_effective``: calls shrunk by how much they cluster in trajectories; ``m - 1`` for a share
-of ``m`` trajectories), means ``value +- z sqrt(s^2 / m)``. Changes between consecutive
+of ``m`` trajectories), means ``value +- z sqrt(s^2 / m)`` cut to where the trajectories' values
+lie (:data:`~trajlens.classify.per_trajectory.MEAN_SUPPORT`). Changes between consecutive
 stages, and from the first stage to the last, are tested for the proportion metrics with the
 checks' stage test (:func:`trajlens.intervals.stage_z`; unadjusted for the number of metrics)
 and sized with Cohen's h.
@@ -343,7 +344,7 @@ def _metrics(measures: pl.DataFrame) -> pl.DataFrame:
     kind = pl.col("metric").replace_strict({name: k[1] for name, k in entry.items()}, return_dtype=pl.String)
     interval = pl.col("metric").replace_strict({name: k[2] for name, k in entry.items()}, return_dtype=pl.String)
     counts = measures.group_by(*_GROUP).agg(pl.len().alias("n_trajectories"))
-    parts = [pooled(stats.filter(pl.col("measure").str.starts_with("mean:") != proportion), proportion, MEAN_SUPPORT)
+    parts = [pooled(stats.filter(pl.col("measure").str.starts_with("mean:") != proportion), proportion, MEAN_SUPPORT.get)
              for proportion in (True, False)]
     return pl.concat(parts).rename({"measure": "metric"}).join(counts, on=list(_GROUP)).select(
         *_GROUP, "metric", kind.alias("kind"), "value", "low", "high", interval.alias("interval"),

@@ -27,14 +27,14 @@ from typing import Any
 
 import polars as pl
 
-from trajlens.checks.step_measures import outcome_stats, scalar_stats, trajectory_measure_stats
+from trajlens.checks.step_measures import (
+    STAT_SUPPORT, measure_support, outcome_stats, scalar_stats, trajectory_measure_stats)
 from trajlens.classify._stats import cohens_h
-from trajlens.classify.per_trajectory import MEAN_SUPPORT
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
 from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side
 from trajlens.errors import ConfigError
-from trajlens.intervals import added, pooled_rows, repeat_key, stage_z, two_sided_p_value
+from trajlens.intervals import Support, added, pooled_rows, repeat_key, stage_z, two_sided_p_value
 
 SIGNIFICANCE = 0.05
 """False discovery rate at which a row's adjusted p-value is called significant."""
@@ -237,8 +237,10 @@ def _advantage_rows(a: SideData, b: SideData) -> list[dict | None]:
              [(label, label) for label in a.advantages["estimator"].unique().sort().to_list()
               if label in set(b.advantages["estimator"].to_list())])
     for label_a, label_b in pairs:
-        pooled_a = _pooled(_advantage_sums(a.advantages.filter(pl.col("estimator") == label_a)), ADVANTAGE_STATISTICS)
-        pooled_b = _pooled(_advantage_sums(b.advantages.filter(pl.col("estimator") == label_b)), ADVANTAGE_STATISTICS)
+        pooled_a = _pooled(_advantage_sums(a.advantages.filter(pl.col("estimator") == label_a)), ADVANTAGE_STATISTICS,
+                           STAT_SUPPORT.get)
+        pooled_b = _pooled(_advantage_sums(b.advantages.filter(pl.col("estimator") == label_b)), ADVANTAGE_STATISTICS,
+                           STAT_SUPPORT.get)
         name = label_a if label_a == label_b else f"{label_a}|{label_b}"
         for statistic in ADVANTAGE_STATISTICS:
             # a side naming its label says it already ("sao-r6 recomputed under gae_raw")
@@ -275,11 +277,12 @@ def _advantage_sums(steps: pl.DataFrame) -> pl.DataFrame:
     return added(scalar_stats(long))
 
 
-def _pooled(sums: pl.DataFrame, measures: tuple[Measure, ...]) -> dict[str, dict]:
+def _pooled(sums: pl.DataFrame, measures: tuple[Measure, ...], support: Support = measure_support) -> dict[str, dict]:
     """Each measure's pooled row (:func:`trajlens.intervals.pooled`: value, variance,
-    n_effective, low, high) by name; proportions with their Wilson interval on the effective size."""
+    n_effective, low, high) by name; proportions with their Wilson interval on the effective size,
+    means within their ``support`` (by default the checks', :func:`~trajlens.checks.step_measures.measure_support`)."""
     wanted = sums.filter(pl.col("measure").is_in([m.name for m in measures]))
-    return pooled_rows(wanted, [m.name for m in measures if m.kind != "mean"], MEAN_SUPPORT)
+    return pooled_rows(wanted, [m.name for m in measures if m.kind != "mean"], support)
 
 
 def estimates(names: list[str], frame: pl.DataFrame) -> dict[str, _stats.Estimate | None]:

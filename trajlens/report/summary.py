@@ -116,7 +116,7 @@ def _outcome_contrast(trajectories: pl.DataFrame, measures: pl.DataFrame) -> Sum
     wanted = {measure for measure, _ in CONTRAST_MEASURES}
     specs = [spec for spec in behaviour_specs() if spec[0] in wanted]
     sides = {resolved: pooled_rows(sums(joined.filter(pl.col("resolved") == resolved), specs),
-                                   [name for name, _, _ in specs if not name.startswith("mean:")], MEAN_SUPPORT)
+                                   [name for name, _, _ in specs if not name.startswith("mean:")], MEAN_SUPPORT.get)
              for resolved in (True, False)}
     rows: list[tuple] = []
     same: list[str] = []
