@@ -304,9 +304,10 @@ def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:
         return None
     proportion = measure.kind != "mean"
     difference = b["value"] - a["value"]
-    if not proportion and abs(difference) <= ROUNDING * max(1.0, abs(a["value"]), abs(b["value"])):
+    rounding = not proportion and 0 < abs(difference) <= ROUNDING * max(1.0, abs(a["value"]), abs(b["value"]))
+    if rounding:
         difference = 0.0  # float rounding, as between two whitened batches' std of 1: no difference to test
-    z = stage_z(a, b, proportion) if difference or proportion else None
+    z = None if rounding else stage_z(a, b, proportion)
     # No test where the stage test cannot tell (no spread): nothing to tell when nothing differs.
     p_value = two_sided_p_value(z) if z is not None else 1.0 if difference == 0 else None
     if proportion:
@@ -314,8 +315,8 @@ def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:
         effect_size = None  # Cohen's h, set over the whole table (_effect_sizes)
     else:
         interval = _stats.mean_difference(difference, a["variance"], b["variance"])
-        effect_size = _stats.cohens_d(difference, a["variance"], a["n_effective"], b["variance"], b["n_effective"]) \
-            if difference else 0.0
+        effect_size = 0.0 if rounding else _stats.cohens_d(
+            difference, a["variance"], a["n_effective"], b["variance"], b["n_effective"])
     test_name, effect = _TESTS[measure.kind]
     return {
         "measure": measure.name, "kind": measure.kind,
