@@ -101,6 +101,19 @@ def test_shell_route_from_the_readme(tmp_path, tiny_run_dir):
     assert refused.returncode == 1 and "measured_splits" in refused.stderr and "not files" in refused.stderr
 
 
+def test_the_shell_refuses_closed_input_and_bytes_that_are_not_utf8_in_one_line(tmp_path, tiny_run_dir):
+    trajlens("ingest", tiny_run_dir, "--store", tmp_path / "store")
+    shell = [sys.executable, "-m", "trajlens", "shell", str(tmp_path / "store")]
+    closed = subprocess.run(shell, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            preexec_fn=lambda: __import__("os").close(0))
+    assert closed.returncode == 1 and closed.stderr == (
+        "error: shell: standard input is closed; give the statements with -c SQL or on standard input\n")
+    for given in ({"input": b"SELECT \xff;\n"}, {"args": ["-c", b"SELECT \xff".decode("utf-8", "surrogateescape")]}):
+        done = subprocess.run(shell + given.get("args", []), input=given.get("input", b""), capture_output=True)
+        assert done.returncode == 1 and done.stderr == (
+            b"error: shell: line 1: expected UTF-8 text, found the byte 0xff at character 8\n"), done.stderr
+
+
 def test_database_file_opens_in_duckdb_from_1_0(tmp_path, tiny_run_dir):
     """trajlens.duckdb is written in storage format v1.0.0 (version number 64 in its header)."""
     import duckdb

@@ -14,7 +14,7 @@ import typer
 
 from trajlens.cli._app import app
 from trajlens.cli._options import COUNT_MAX
-from trajlens.errors import TrajlensError
+from trajlens.errors import ConfigError, TrajlensError
 
 PROMPT = "trajlens> "
 CONTINUATION = "     ...> "
@@ -46,6 +46,19 @@ def statements_from_lines(lines: Iterable[str], on_dot: Callable[[str], bool]) -
     if rest.strip():
         statements = _statements(rest)  # None: a string left open, for the query to name
         yield from [rest.strip()] if statements is None else statements
+
+
+def _utf8_lines(lines: Iterable[str]) -> Iterator[str]:
+    """``lines`` as given, refusing one that holds a byte that is not UTF-8 (read from the
+    terminal or the command line as an escaped byte), as ``trajlens sql`` refuses a query file."""
+    for number, line in enumerate(lines, 1):
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as error:
+            byte = ord(line[error.start]) & 0xFF
+            raise ConfigError([f"shell: line {number}: expected UTF-8 text, found the byte 0x{byte:02x} at "
+                               f"character {error.start + 1}"]) from None
+        yield line
 
 
 def _statements(text: str) -> list[str] | None:
@@ -132,12 +145,14 @@ def shell(
 
     if command is not None:
         lines: Iterable[str] = command.splitlines()
+    elif sys.stdin is None:
+        raise ConfigError(["shell: standard input is closed; give the statements with -c SQL or on standard input"])
     elif sys.stdin.isatty():
         typer.echo(f"trajlens shell on {store} (DuckDB {duckdb.__version__}, read-only). {HELP}", err=True)
         lines = _interactive_lines()
     else:
         lines = (line.rstrip("\n") for line in sys.stdin)
-    for statement in statements_from_lines(lines, on_dot):
+    for statement in statements_from_lines(_utf8_lines(lines), on_dot):
         run(statement)
     if failures:
         raise typer.Exit(1)
