@@ -96,3 +96,21 @@ def test_import_trajlens_does_not_import_torch():
     code = "import sys, trajlens, trajlens.errors; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("epsilon", [-1.0, float("inf"), float("nan")])
+def test_every_group_estimator_refuses_an_epsilon_that_is_negative_or_not_finite(epsilon):
+    rewards = torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 0.5], [0.0, 0.2]])
+    mask = torch.ones(4, 2, dtype=torch.bool)
+    groups = [0, 0, 1, 1]
+    channels = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    calls = {
+        "grpo": lambda: grpo(rewards, mask, groups, epsilon=epsilon),
+        "grpo_batch_std": lambda: estimators.grpo_batch_std(rewards, mask, groups, epsilon=epsilon),
+        "grpo_passk": lambda: estimators.grpo_passk(rewards, mask, groups, epsilon=epsilon),
+        "gdpo_verl": lambda: estimators.gdpo_verl(channels, mask, groups, epsilon=epsilon),
+        "gdpo_trl": lambda: estimators.gdpo_trl(channels, groups, epsilon=epsilon),
+    }
+    for name, call in calls.items():
+        with pytest.raises(EstimatorInputError, match=f"{name}: epsilon must be a finite number >= 0"):
+            call()

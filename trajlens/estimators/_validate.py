@@ -108,6 +108,15 @@ def positive(fn: str, name: str, value: float, allow_zero: bool = False) -> floa
     return value
 
 
+def epsilon(fn: str, value: float) -> float:
+    """An epsilon added to a std: finite and 0 or more, for every estimator alike (a negative one
+    can divide by nearly zero, an infinite one zeroes every advantage)."""
+    value = float(value)
+    if not (math.isfinite(value) and value >= 0.0):
+        raise EstimatorInputError(f"{fn}: epsilon must be a finite number >= 0, got {value}")
+    return value
+
+
 def choice(fn: str, name: str, value: str, allowed: Sequence[str]) -> str:
     if value not in allowed:
         raise EstimatorInputError(f"{fn}: {name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")

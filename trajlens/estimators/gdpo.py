@@ -97,6 +97,7 @@ def gdpo_verl(
         divide_by_std: False skips the per-channel division (verl ``norm_adv_by_std_in_grpo``).
     """
     fn = "gdpo_verl"
+    check.epsilon(fn, epsilon)
     channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
     response_mask = _mask(fn, response_mask, channel_rewards)
     bad = torch.isnan(channel_rewards).nonzero()
@@ -148,6 +149,7 @@ def gdpo_trl(
             ``"trl-1.5"`` (such a trajectory's fused value is 0 and counts; plain ``mean``/``std``).
     """
     fn = "gdpo_trl"
+    check.epsilon(fn, epsilon)
     check.choice(fn, "convention", convention, TRL_CONVENTIONS)
     channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
     mask = None if response_mask is None else _mask(fn, response_mask, channel_rewards)

@@ -74,6 +74,7 @@ def grpo_passk(
     ``compute_grpo_passk_outcome_advantage``; every group needs two or more members.
     """
     fn = "grpo_passk"
+    check.epsilon(fn, epsilon)
     scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
     sizes = group_sizes(groups)
     if bool((sizes < 2).any()):

@@ -152,6 +152,7 @@ def grpo_batch_std(
     """
     fn = "grpo_batch_std"
     check.choice(fn, "convention", convention, TRL_CONVENTIONS)
+    check.epsilon(fn, epsilon)
     scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards, allow_nan=True)
     found = _as_dtype(trl_group_advantages(trl_scores(scores, convention), groups, "batch", convention, epsilon), scores)
     sequence = found.advantages
@@ -230,7 +231,7 @@ def _group_baseline(
 ) -> OutcomeResult:
     check.choice(fn, "singleton", singleton, ("raw", "zero"))
     check.choice(fn, "convention", convention, ("verl", *TRL_CONVENTIONS))
-    check.positive(fn, "epsilon", epsilon, allow_zero=True)
+    check.epsilon(fn, epsilon)
     trl = convention != "verl"
     scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards, allow_nan=trl)
     if vectorized and trl:
