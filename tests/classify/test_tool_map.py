@@ -243,3 +243,19 @@ def test_an_entry_built_in_python_takes_the_classes_a_file_may_give():
     with pytest.raises(ConfigError, match="tool-map entry 'w': class: expected one of submit, .*, shell, found 'browse'"):
         ToolEntry(id="w", klass="browse", names=("browser",))
     assert ToolEntry(id="v", klass="view", names=("browser",)).klass == "view"
+
+
+def test_the_map_table_and_duplicate_ids_are_checked():
+    from trajlens.classify.tool_map import parse_tool_map
+
+    entry = '[[tools]]\nid = "a"\nname = "x"\nclass = "think"\n'
+    for text, problem in (
+        ("map = 3\n" + entry, "m.toml: [map]: expected a table (name, description), found int"),
+        ('[map]\nname = 5\nbogus = 1\n' + entry, "m.toml: [map]: unknown key 'bogus' (expected name, description); "
+                                                 "m.toml: [map]: field 'name': expected a string, found 5"),
+        (entry + entry.replace('"x"', '"y"'), "m.toml: tools[1]: id 'a' already used by tools[0]"),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            parse_tool_map(text, "m.toml")
+        assert str(caught.value) == problem
+    assert parse_tool_map('[map]\nname = "mine"\ndescription = "d"\n' + entry, "m.toml").entries[0].id == "a"

@@ -83,6 +83,8 @@ ENTRY_CLASSES: tuple[str, ...] = (*BEHAVIOUR_CLASSES, SHELL)
 """The classes a tool-map entry may give: a behaviour class, or :data:`SHELL` (classify the command)."""
 
 _ENTRY_KEYS = frozenset({"id", "name", "glob", "regex", "arguments", "command", "class", "doc"})
+_MAP_KEYS = ("name", "description")
+"""The keys of a tool map's ``[map]`` table, both text."""
 _ARGUMENT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -274,11 +276,26 @@ def parse_tool_map(text: str, source: str) -> ToolMap:
     unknown = sorted(set(data) - {"map", "tools"})
     if unknown:
         problems.append(f"{source}: unknown top-level key {unknown[0]!r} (expected [map] and [[tools]])")
+    header = data.get("map", {})
+    if not isinstance(header, dict):
+        problems.append(f"{source}: [map]: expected a table (name, description), found {type(header).__name__}")
+        header = {}
+    problems += [f"{source}: [map]: unknown key {key!r} (expected {', '.join(_MAP_KEYS)})"
+                 for key in sorted(set(header) - set(_MAP_KEYS))]
+    problems += [f"{source}: [map]: field {key!r}: expected a string, found {header[key]!r}"
+                 for key in _MAP_KEYS if key in header and not isinstance(header[key], str)]
     raw_entries = data.get("tools", [])
     if not isinstance(raw_entries, list):
         problems.append(f"{source}: 'tools' must be an array of tables ([[tools]])")
         raw_entries = []
     entries = [_parse_entry(raw, index, source, problems) for index, raw in enumerate(raw_entries)]
+    first: dict[str, int] = {}
+    for index, raw in enumerate(raw_entries):
+        given = raw.get("id") if isinstance(raw, dict) else None
+        if isinstance(given, str) and given:
+            if given in first:
+                problems.append(f"{source}: tools[{index}]: id {given!r} already used by tools[{first[given]}]")
+            first.setdefault(given, index)
     if problems:
         raise ConfigError(problems)
     return ToolMap(tuple(e for e in entries if e is not None), (source,))
