@@ -61,7 +61,7 @@ def result_record(result: CheckResult) -> dict[str, Any]:
         "fired_steps": list(result.fired_steps),
         "alarms": {measure: list(steps) for measure, steps in result.alarms.items()},
         "reason": result.reason,
-        "evidence": None if evidence is None or leading is None else {
+        "evidence": None if leading is None or evidence is None else {
             "measure": leading.measure, "step": evidence.step, "value": json_values(evidence.value), "low": json_values(evidence.low),
             "high": json_values(evidence.high),
             "threshold": evidence.threshold, "detail": evidence.detail,

@@ -535,18 +535,20 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     row = scatter(firsts.len(), distinct["__code"], pl.Series(range(distinct.height), dtype=pl.UInt32)).gather(codes)
     keep = row.is_not_null()
     row = row.drop_nulls()
-    texts_of = ("action",) if actions else ()
+    texts_of = ["action"] if actions else []
     frame = frame.select("__text", "piped").filter(keep)
     frame = frame.with_columns(
         distinct.get_column(name).gather(row) for name in ("head", "via_xargs", "writes", "klass", "rule", "paths", *texts_of)
     ).filter(~_filters_a_pipe())
+    # the actions' texts and rules, in command order, beside their classes (deciding_actions)
+    per_action = [pl.col("action").alias("actions"), pl.col("rule").alias("action_rules")] if actions else []
     priority = pl.col("klass").replace_strict(PRIORITY, return_dtype=pl.Int8)
     grouped = frame.with_columns(priority.alias("priority")).group_by("__text", maintain_order=True).agg(
         pl.col("klass").alias("action_classes"),
         pl.col("priority").min(),
         pl.col("rule").get(pl.col("priority").arg_min()),
         pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
-        *(column for _ in texts_of for column in (pl.col("action").alias("actions"), pl.col("rule").alias("action_rules"))),
+        *per_action,
     )
     # Commands without an action have no group: their row of `grouped` is null.
     row = scatter(texts.height, grouped["__text"], pl.Series(range(grouped.height), dtype=pl.UInt32))
@@ -556,5 +558,5 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
         grouped.get_column("priority").gather(row),
         grouped.get_column("rule").gather(row),
         grouped.get_column("paths").gather(row).fill_null(empty),
-        *(grouped.get_column(name).gather(row).fill_null(empty) for _ in texts_of for name in ("actions", "action_rules")),
+        *(grouped.get_column(name).gather(row).fill_null(empty) for name in ("actions", "action_rules") if actions),
     )

@@ -67,13 +67,13 @@ MEASURES: tuple[Measure, ...] = (
     Measure("edits_per_turn", "n_edits / num_turns (null when num_turns is 0)."),
     Measure("edits_per_1k_tokens", "n_edits per 1,000 model tokens (null when model_tokens is unknown or 0)."),
     Measure("readback_share", "Share of edit calls followed, within the next 3 behaviour calls, by a call that "
-                              "views a file of the same name (null without edits).", 1.0),
+                              "views a file of the same name (null without edits).", high=1.0),
     Measure("num_turns", "Assistant turns (from the trajectories table)."),
     Measure("model_tokens", "Tokens the model generated (from the trajectories table)."),
     Measure("reasoning_tokens", "Reasoning tokens, where logged (from the trajectories table)."),
     Measure("first_verification_call", "call_index of the first verification call (null if none)."),
     Measure("first_verification_position", "Ordinal of the first verification call / n_calls: 0 at the start, "
-                                           "near 1 at the end (null if none).", 1.0),
+                                           "near 1 at the end (null if none).", high=1.0),
 )
 """The columns of :func:`trajectory_measures`, in order, with what each means."""
 
