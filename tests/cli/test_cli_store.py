@@ -45,6 +45,10 @@ def test_sql_writes_csv(tmp_path, tiny_run_dir):
         (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "whiten=no"), "'whiten': expected bool, found 'no'"),
         (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "gama=0.5"), "gae takes no option 'gama'"),
         (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "gamma=abc"), "'gamma': expected float"),
+        (("advantages", "{store}", "--run", "tiny", "-e", "gdpo_dynamic", "--option", "config=3"),
+         "'config': expected a table of DynamicWeightConfig fields, found 3"),
+        (("advantages", "{store}", "--run", "tiny", "-e", "gdpo_dynamic", "--option", 'config={{"alpha": 0.1}}'),
+         "'config': unknown field 'alpha' (fields: ema_alpha,"),
     ],
 )
 def test_user_errors_are_one_line_without_traceback(tmp_path, tiny_run_dir, args, message):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
 from torch.testing import assert_close
 
 from trajlens.estimators import DynamicWeightConfig, EstimatorInputError, dynamic_weights, gdpo_dynamic
+from trajlens.estimators.dynamic import weight_config
 
 GROUPS = [i // 8 for i in range(64)]  # 8 groups of 8, the digest's group size
 
@@ -92,6 +94,28 @@ def test_invalid_config_lists_every_problem():
     with pytest.raises(EstimatorInputError, match="temperature must be > 0.*advantage_clip must be > 0"):
         config = DynamicWeightConfig(temperature=0.0, advantage_clip=-1.0, batch_normalisation="sequence")
         gdpo_dynamic(torch.rand(4, 2), [0, 0, 1, 1], config=config)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"ema_alpha": "x"}, "ema_alpha must be a finite number, got 'x'"),
+        ({"temperature": float("nan")}, "temperature must be a finite number, got nan"),
+        ({"ema_alpha": True}, "ema_alpha must be a finite number, got True"),
+        ({"epsilon": -1.0}, "epsilon must be >= 0, got -1.0"),
+        ({"bound": 3}, "bound must be a text, got 3"),
+    ],
+)
+def test_a_config_of_the_wrong_kind_is_one_clear_problem(fields, message):
+    """Not a TypeError from comparing a text with a number, and no NaN that passes every bound."""
+    with pytest.raises(EstimatorInputError, match=f"invalid DynamicWeightConfig: {re.escape(message)}$"):
+        gdpo_dynamic(torch.rand(4, 2), [0, 0, 1, 1], config=DynamicWeightConfig(**fields, batch_normalisation="sequence"))
+
+
+def test_an_unknown_config_field_is_named_with_the_fields_there_are():
+    """As the ``config`` option (``--option config={...}``) reads a dict of fields."""
+    with pytest.raises(EstimatorInputError, match="unknown field 'emma_alpha' \\(fields: ema_alpha, temperature"):
+        weight_config("gdpo_dynamic", {"emma_alpha": 0.1})
 
 
 def test_token_normalisation_needs_a_mask():

@@ -113,6 +113,8 @@ def test_weights_scale_each_channel():
     assert_close(weighted.fused, torch.tensor([0.0, 0.0, 2 * b, -2 * b]))
     with pytest.raises(EstimatorInputError, match="weights must have one entry per channel"):
         gdpo_trl(CHANNELS, GROUPS, weights=[1.0])
+    with pytest.raises(EstimatorInputError, match="gdpo_trl: weights are all zero"):
+        gdpo_trl(CHANNELS, GROUPS, weights=[0.0, 0.0])
 
 
 def test_the_reference_trainers_to_rounding():

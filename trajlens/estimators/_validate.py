@@ -150,4 +150,6 @@ def weights_vector(fn: str, weights: object, channels: int, like: torch.Tensor) 
         )
     if not bool(torch.isfinite(w).all()):
         raise EstimatorInputError(f"{fn}: weights must be finite in {like.dtype}, got {weights!r}")
+    if not bool((w != 0).any()):
+        raise EstimatorInputError(f"{fn}: weights are all zero, which gives every trajectory an advantage of 0; got {weights!r}")
     return w

@@ -33,7 +33,8 @@ Shapes: B trajectories, T token positions, G groups, K reward channels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 from typing import Any, Literal, NamedTuple, cast
 
 import torch
@@ -67,7 +68,19 @@ class DynamicWeightConfig:
     """Normalise the fused advantage over model tokens (verl) or over trajectories (TRL-like)."""
 
     def problems(self) -> list[str]:
-        found = []
+        """Why these settings cannot run, one line each (empty when they can)."""
+        numbers = ("ema_alpha", "temperature", "min_weight", "max_weight", "advantage_clip", "epsilon")
+        found = [
+            f"{name} must be a finite number, got {getattr(self, name)!r}"
+            for name in numbers if not _finite_number(getattr(self, name))
+        ]
+        for name in ("bound", "batch_normalisation"):
+            if not isinstance(getattr(self, name), str):
+                found.append(f"{name} must be a text, got {getattr(self, name)!r}")
+        if found:
+            return found
+        if self.epsilon < 0.0:
+            found.append(f"epsilon must be >= 0, got {self.epsilon}")
         if not 0.0 < self.ema_alpha <= 1.0:
             found.append(f"ema_alpha must lie in (0, 1], got {self.ema_alpha}")
         if self.temperature <= 0.0:
@@ -212,11 +225,18 @@ def weight_config(fn: str, value: DynamicWeightConfig | dict[str, Any] | None) -
     if value is None:
         return DynamicWeightConfig()
     if isinstance(value, dict):
-        try:
-            return DynamicWeightConfig(**value)
-        except TypeError as error:
-            raise check.EstimatorInputError(f"{fn}: gdpo_dynamic option 'config': {error}") from None
+        known = [field.name for field in fields(DynamicWeightConfig)]
+        unknown = [key for key in value if key not in known]
+        if unknown:
+            raise check.EstimatorInputError(
+                f"{fn}: gdpo_dynamic option 'config': unknown field {unknown[0]!r} (fields: {', '.join(known)})"
+            )
+        return DynamicWeightConfig(**value)
     return value
+
+
+def _finite_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_config(fn: str, config: DynamicWeightConfig) -> None:

@@ -107,7 +107,8 @@ class Option:
         if value is None and self.default is None:
             return None
         if not kinds[self.type](value):
-            return f"{estimator} option {self.name!r}: expected {self.type}, found {value!r}"
+            expected = "a table of DynamicWeightConfig fields" if self.type == "config" else self.type
+            return f"{estimator} option {self.name!r}: expected {expected}, found {value!r}"
         if self.choices and value not in self.choices:
             return f"{estimator} option {self.name!r}: expected one of {', '.join(self.choices)}, found {value!r}"
         if self.items is not None and value is not None:
