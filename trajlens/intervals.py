@@ -29,7 +29,8 @@ Intervals (``z = 1.959964``, :data:`Z95`):
 The change from one set to another (:func:`stage_z`; two-sided ``p = erfc(|z| / sqrt 2)``): for
 proportions the two-proportion z test with pooled variance on the effective sizes,
 ``z = (p2 - p1) / sqrt(q (1 - q) (1 / n1 + 1 / n2))`` with ``q = (p1 n1 + p2 n2) / (n1 + n2)``;
-for means ``z = (p2 - p1) / sqrt(var1 + var2)`` (Welch's statistic).
+for means ``z = (p2 - p1) / sqrt(var1 + var2)`` (Welch's statistic). The interval of a
+proportion's change is Newcombe's (:func:`newcombe`).
 
 The checks, the stage report, the report's overview and run summary, comparisons and drift
 attribution all compute their estimates here, so one fact has one value and one interval on
@@ -41,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Sequence
 from functools import lru_cache
+from typing import NamedTuple
 
 import polars as pl
 
@@ -174,6 +176,33 @@ def stage_z(first: dict, second: dict, proportion: bool) -> float | None:
             return None
         se = math.sqrt(first["variance"] + second["variance"])
     return (second["value"] - first["value"]) / se if se > 0 else None
+
+
+class Difference(NamedTuple):
+    """The 95% interval of a difference ``second - first`` (None where it cannot be told)."""
+
+    low: float | None
+    high: float | None
+
+
+def newcombe(first: dict, second: dict) -> Difference:
+    """Newcombe's hybrid score interval (Newcombe 1998, method 10) of the change of a proportion
+    from one :func:`pooled` row to another, built from their Wilson intervals ``(l1, u1)`` and
+    ``(l2, u2)``::
+
+        d    = p2 - p1
+        low  = d - sqrt((p2 - l2)^2 + (u1 - p1)^2)
+        high = d + sqrt((u2 - p2)^2 + (p1 - l1)^2)
+
+    Unlike the normal interval it holds a share of 0 or 1 and does not cross +-1."""
+    values = (first["value"], first["low"], first["high"], second["value"], second["low"], second["high"])
+    if any(value is None for value in values):
+        return Difference(None, None)
+    p1, l1, u1, p2, l2, u2 = values
+    difference = p2 - p1
+    low = difference - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
+    high = difference + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return Difference(max(low, -1.0), min(high, 1.0))
 
 
 def two_sided_p_value(z: float) -> float:

@@ -10,6 +10,7 @@ import trajlens
 from trajlens.attribution import attribute
 from trajlens.attribution.document import verdict_document
 from trajlens.attribution.drift import DriftConfig, _displacements, _stage_change, held
+from trajlens.intervals import newcombe, wilson
 from trajlens.report.findings import IMPORTANCE, attribution_findings
 
 CONFIG = DriftConfig()
@@ -69,15 +70,32 @@ def test_a_share_of_too_few_calls_is_not_shown_to_hold():
     assert found == {}
 
 
+def _share(value: float, n: float) -> dict:
+    """A pooled stage row of a share ``value`` on an effective size ``n``, with its Wilson interval."""
+    low, high = (bound.alias(name) for bound, name in zip(wilson(pl.lit(value * n), pl.lit(n)), ("low", "high")))
+    low, high = pl.select(low, high).row(0)
+    return {"value": value, "n_effective": n, "low": low, "high": high}
+
+
 def test_held_needs_no_change_seen_and_the_whole_interval_inside_the_band():
-    row = {"value": 0.5, "n_effective": 10_000.0}
-    assert held(row, {"value": 0.505, "n_effective": 10_000.0}, 0.1)  # 0.005 +- 0.014
-    assert not held(row, {"value": 0.52, "n_effective": 10_000.0}, 0.1)  # 0.02 +- 0.014: a change, if small
+    row = _share(0.5, 10_000.0)
+    assert held(row, _share(0.505, 10_000.0), 0.1)  # 0.005 +- 0.014
+    assert not held(row, _share(0.52, 10_000.0), 0.1)  # 0.02 +- 0.014: a change, if small
     # a share of the other calls that went 0.23 -> 0.30 did not hold, though 0.07 < 0.1
-    assert not held({"value": 0.23, "n_effective": 3_000.0}, {"value": 0.30, "n_effective": 3_000.0}, 0.1)
-    assert not held(row, {"value": 0.58, "n_effective": 100.0}, 0.1)  # 0.08 +- 0.14
-    assert not held(row, {"value": 0.65, "n_effective": 10_000.0}, 0.1)
-    assert not held({"value": 1.0, "n_effective": 50.0}, {"value": 1.0, "n_effective": 50.0}, 0.1)
+    assert not held(_share(0.23, 3_000.0), _share(0.30, 3_000.0), 0.1)
+    assert not held(row, _share(0.58, 100.0), 0.1)  # 0.08 +- 0.14
+    assert not held(row, _share(0.65, 10_000.0), 0.1)
+    assert not held(_share(1.0, 50.0), _share(1.0, 50.0), 0.1)
+
+
+def test_held_is_the_comparisons_interval_of_the_change():
+    """The interval is Newcombe's, as `trajlens compare` gives a share's difference: near 0 it is
+    wider than the normal one, so a change of a rare class's share is not called held."""
+    first, last = _share(0.02, 400.0), _share(0.01, 400.0)
+    low, high = newcombe(first, last)
+    assert low == pytest.approx(-0.0299, abs=1e-4) and high == pytest.approx(0.0083, abs=1e-4)
+    # the normal interval, -0.01 +- 0.0168, lies inside +-0.028; Newcombe's does not
+    assert held(first, last, 0.031) and not held(first, last, 0.028)
 
 
 @pytest.fixture(scope="module")

@@ -49,7 +49,7 @@ import polars as pl
 from trajlens.attribution.statistics import Z95
 from trajlens.attribution.statistics import onset_step
 from trajlens.attribution.verdicts import block_indices, competing_credit
-from trajlens.intervals import pooled, stage_z, sums, two_sided_p_value
+from trajlens.intervals import newcombe, pooled, stage_z, sums, two_sided_p_value
 from trajlens.steps import steps_text
 
 
@@ -241,16 +241,14 @@ def _first_and_last(rows: pl.DataFrame, name: str) -> tuple[dict, dict] | None:
 
 def held(first: dict, last: dict, within: float) -> bool:
     """Whether a share held from one pooled stage row to another: the 95% interval of the change
-    (normal, on each stage's effective size) holds 0, so no change is seen, and lies inside
-    +-``within``, so a change the drift test would count is ruled out. A share of few calls has a
-    wide interval, so it is not shown to hold."""
-    n1, n2 = first["n_effective"], last["n_effective"]
-    p1, p2 = first["value"], last["value"]
-    if not n1 or not n2 or p1 is None or p2 is None or not (0 < p1 < 1 and 0 < p2 < 1):
-        return False  # a share of 0 or 1 has no spread to tell a change from
-    half = Z95 * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
-    low, high = p2 - p1 - half, p2 - p1 + half
-    return -within < low <= 0 <= high < within
+    (Newcombe's, :func:`~trajlens.intervals.newcombe`, as a comparison gives it) holds 0, so no
+    change is seen, and lies inside +-``within``, so a change the drift test would count is
+    ruled out. A share of few calls has a wide interval, so it is not shown to hold; a share of 0
+    or 1 (the class is all there is, or nothing, of the calls left) has nothing to hold."""
+    if any(row["value"] is None or not 0 < row["value"] < 1 for row in (first, last)):
+        return False
+    low, high = newcombe(first, last)
+    return low is not None and high is not None and -within < low <= 0 <= high < within
 
 
 NOT_DISPLACED: dict[str, object] = {"displaced_by": "", "rest_first": None, "rest_last": None}

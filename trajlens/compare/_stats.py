@@ -9,12 +9,8 @@ comparison of two stages of a run gives the numbers ``trajlens check`` gives for
 h is :func:`trajlens.classify._stats.cohens_h`. Notation: side 1 is A, side 2 is B;
 differences are ``B - A``; ``z = 1.959964`` for 95%.
 
-* Proportions: Newcombe's hybrid score interval of the difference (Newcombe 1998, method 10),
-  built from the two sides' Wilson intervals ``(l1, u1)`` and ``(l2, u2)``::
-
-      d    = p2 - p1
-      low  = d - sqrt((p2 - l2)^2 + (u1 - p1)^2)
-      high = d + sqrt((u2 - p2)^2 + (p1 - l1)^2)
+* Proportions: Newcombe's hybrid score interval of the difference
+  (:func:`trajlens.intervals.newcombe`, as drift attribution tells a share that held).
 
 * Means: the normal interval of the difference with the variance of the stage test,
   ``d +- z sqrt(var1 + var2)`` (``var = s^2 / m`` over ``m`` units: Welch's standard error),
@@ -29,7 +25,7 @@ import math
 from typing import NamedTuple
 
 
-from trajlens.intervals import Z95
+from trajlens.intervals import Z95, Difference
 
 
 class Estimate(NamedTuple):
@@ -39,24 +35,6 @@ class Estimate(NamedTuple):
     low: float | None
     high: float | None
     n: float
-
-
-class Difference(NamedTuple):
-    """The 95% interval of a difference ``B - A``."""
-
-    low: float | None
-    high: float | None
-
-
-def newcombe(a: Estimate, b: Estimate) -> Difference:
-    """Newcombe's interval of ``b.value - a.value`` from the sides' Wilson intervals."""
-    if None in (a.value, a.low, a.high, b.value, b.low, b.high):
-        return Difference(None, None)
-    p1, p2 = a.value, b.value
-    difference = p2 - p1
-    low = difference - math.sqrt((p2 - b.low) ** 2 + (a.high - p1) ** 2)  # type: ignore[operator]
-    high = difference + math.sqrt((b.high - p2) ** 2 + (p1 - a.low) ** 2)  # type: ignore[operator]
-    return Difference(max(low, -1.0), min(high, 1.0))  # type: ignore[operator]
 
 
 def mean_difference(difference: float, variance_a: float | None, variance_b: float | None,

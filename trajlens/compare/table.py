@@ -34,7 +34,7 @@ from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
 from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side
 from trajlens.errors import ConfigError
-from trajlens.intervals import Support, added, pooled_rows, repeat_key, stage_z, two_sided_p_value
+from trajlens.intervals import Support, added, newcombe, pooled_rows, repeat_key, stage_z, two_sided_p_value
 
 SIGNIFICANCE = 0.05
 """False discovery rate at which a row's adjusted p-value is called significant."""
@@ -311,7 +311,7 @@ def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:
     # No test where the stage test cannot tell (no spread): nothing to tell when nothing differs.
     p_value = two_sided_p_value(z) if z is not None else 1.0 if difference == 0 else None
     if proportion:
-        interval = _stats.newcombe(_estimate(a), _estimate(b))
+        interval = newcombe(a, b)
         effect_size = None  # Cohen's h, set over the whole table (_effect_sizes)
     else:
         interval = _stats.mean_difference(difference, a["variance"], b["variance"])
