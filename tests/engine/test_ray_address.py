@@ -49,3 +49,23 @@ def test_reachable_names_the_address_that_does_not_answer():
     with pytest.raises(ConfigError, match=f"--ray-address {address}: no Ray cluster there"):
         reachable(address, timeout=2.0)
     reachable("auto")  # left to Ray, which finds the cluster started on this machine
+
+
+def test_a_local_cluster_that_does_not_start_is_a_one_line_error(monkeypatch):
+    """Ray's start-up timeout on a busy machine is a plain Exception with a long message."""
+    import ray
+
+    from trajlens.engine.ray import RayEngine
+    from trajlens.errors import ConfigError
+
+    def timed_out(**_: object) -> None:
+        raise Exception("The current node timed out during startup. This could happen because some of the raylet "
+                        "failed to startup or the GCS has become overloaded.\nmore lines of Ray's")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", timed_out)
+    with pytest.raises(ConfigError) as raised:
+        RayEngine()
+    assert str(raised.value) == ("--engine ray: a local Ray cluster did not start: The current node timed out during "
+                                 "startup. This could happen because some of the raylet failed to startup or the GCS "
+                                 "has become overloaded.")

@@ -125,8 +125,8 @@ a number fits no table, array index or generator a command hands it to."""
 
 # Where per-step work runs (trajlens.engine), shared by classify, advantages and attribute.
 EngineOption = Annotated[str, typer.Option(
-    "--engine", help="Where the per-step work runs: local (this process) or ray (a Ray cluster, one task per step; "
-    "pip install 'trajlens\\[ray]').")]
+    "--engine", help="Where the per-step work runs: local (this process) or ray (a Ray cluster, a task per step, and one for "
+    "the steps of a packed file; pip install 'trajlens\\[ray]').")]
 RayAddressOption = Annotated[Optional[str], typer.Option(
     "--ray-address", help="With --engine ray: the cluster to join (auto: the one `ray start --head` started here; "
     "ray://HOST:10001; HOST:6379). Default: start a local cluster.")]

@@ -16,7 +16,7 @@ def ingest(
     sources: Annotated[list[Path], typer.Argument(help="Log files or folders: Parquet run folders, verl dumps, agent logs, metrics JSONL/CSV, TensorBoard event files.")],
     store: Annotated[Path, typer.Option("--store", "-s", help="Store directory to write (created if missing; never inside an input).")],
     lenient: Annotated[bool, typer.Option("--lenient", help="Skip bad records and list them, instead of stopping at the first.")] = False,
-    run: Annotated[Optional[str], typer.Option("--run", "-r", help="Run id for a single source (default: from its name).")] = None,
+    run: Annotated[Optional[str], typer.Option("--run", "-r", help="Run id for a single source (default: the run id the source records, as a Parquet run folder does in its runs table; else from its file or folder name).")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="Let a run replace a run of the same id that came from a different source; read every source again, even one unchanged since it was ingested.")] = False,
     limit: Annotated[Optional[list[str]], typer.Option("--limit", help="Raise or lower a reading limit, NAME=VALUE: depth, field_mb, record_mb, regex_seconds (see docs/limits.md).")] = None,
 ) -> None:

@@ -98,6 +98,10 @@ class RayEngine:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, **own_cluster)
             except ConnectionError as error:  # "auto" with no cluster started on this machine
                 raise ConfigError([f"--ray-address {address}: {error}"]) from None
+            except Exception as error:  # Ray's own start-up failures (a node timed out on a busy machine)
+                where = f"--ray-address {address}" if address else "--engine ray: a local Ray cluster"
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                raise ConfigError([f"{where} did not start: {reason}"]) from None
             self._started = True
         # The command draws its own progress; Ray Data's bars and notices would interleave with it.
         logging.getLogger("ray.data").setLevel(logging.ERROR)
