@@ -35,7 +35,7 @@ from trajlens.store.database import (
 )
 from trajlens.store.integrity import checksum_file, write_checksum
 from trajlens.store.layout import is_run_dir
-from trajlens.store.writer import RUN_RECORD, require_recorded_files
+from trajlens.store.writer import RUN_RECORD, recorded_content_hash, require_recorded_files
 from trajlens.store.publish import (
     GENERATION_FILE,
     JOURNAL_FILE,
@@ -99,6 +99,9 @@ class Store:
         self._transaction: Publisher | None = None
         self._settle()
         self._check_complete()
+        self._opened_runs = {run_dir.name: recorded_content_hash(run_dir) for run_dir in run_dirs(self.path)}
+        """Each run's recorded content hash when this handle opened the store: an analysis of a
+        run that an ingest replaced since is not saved (:meth:`_require_unreplaced`)."""
 
     def _check_complete(self) -> None:
         """Every run file the runs' records list is on disk (:func:`require_recorded_files`)."""
@@ -283,6 +286,7 @@ class Store:
         if self._transaction is None:
             with self.transaction():
                 return self.write_derived(name, run_id, frame)
+        self._require_unreplaced(run_id)
         target = _derived_part(name, run_id)
         staged = self._transaction.stage_path(*target.split("/"))
         try:
@@ -295,6 +299,18 @@ class Store:
         self._transaction.replace(checksum, f"{DERIVED_DIR}/{name}/{checksum.name}")
         self._forget_connection()
         return self.path / target
+
+    def _require_unreplaced(self, run_id: str) -> None:
+        """A :class:`StoreError` when ``run_id`` was replaced or removed by an ingest since this
+        handle opened the store: what was computed may mix the two runs' steps. Checked under the
+        store lock, so no ingest can publish between the check and the write."""
+        if run_id not in self._opened_runs:
+            return  # ingested after the store was opened: read as it is now
+        run_dir = self.path / RUNS_DIR / run_id
+        if not run_dir.is_dir() or recorded_content_hash(run_dir) != self._opened_runs[run_id]:
+            raise StoreError(
+                f"{self.path}: run {run_id!r} was ingested again while this command read it; nothing was saved "
+                "(what was read may mix the old run's steps with the new one's): run the command again")
 
     def drop_derived(self, names: Sequence[str], run_id: str) -> list[str]:
         """Remove ``run_id``'s part of each analysis table in ``names`` that holds one (with the

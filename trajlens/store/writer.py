@@ -454,6 +454,16 @@ def check_run_dir(directory: Path, source: str) -> None:
 
 
 
+def recorded_content_hash(run_dir: Path) -> str | None:
+    """The ``content_hash`` the run's ``ingest.json`` records (what changes when an ingest
+    replaces the run); None when there is no readable record. Reads the record alone."""
+    try:
+        value = json.loads((run_dir / RUN_RECORD).read_text()).get("content_hash")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
 def require_recorded_files(store: Path, run_dir: Path) -> None:
     """A :class:`DamagedStoreError` for the first file the run's ``ingest.json`` records that
     the disk lacks: every read lists the files on disk, so a deleted one would take its rows out
@@ -464,4 +474,4 @@ def require_recorded_files(store: Path, run_dir: Path) -> None:
                                     "missing, though the run's ingest.json records it")
 
 __all__ = ["MAX_RUN_ID_LENGTH", "RUN_ID_PATTERN", "RunRecord", "StoreWriter", "check_outside_inputs", "check_run_id",
-           "content_hash", "require_recorded_files", "slug", "source_fingerprint", "source_identity"]
+           "content_hash", "recorded_content_hash", "require_recorded_files", "slug", "source_fingerprint", "source_identity"]

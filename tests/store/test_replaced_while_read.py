@@ -1,0 +1,36 @@
+"""An analysis computed while an ingest replaced its run is not saved: it may mix the two runs."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import trajlens
+from trajlens.errors import StoreError
+from trajlens.synth.generate import generate
+
+
+def _analysis() -> pl.DataFrame:
+    return pl.DataFrame({"run_id": ["r"], "step": [0], "value": [1.0]})
+
+
+def test_a_run_replaced_since_the_store_was_opened_gets_no_analysis(tmp_path):
+    store = tmp_path / "store"
+    generate("sao-r6", tmp_path / "first", steps=4, batch=4)
+    generate("sao-r6", tmp_path / "second", steps=6, batch=4, seed=1)
+    trajlens.ingest([tmp_path / "first"], store, run_id="r")
+    handle = trajlens.open(store)
+    trajlens.ingest([tmp_path / "second"], store, run_id="r", replace=True)  # as a second process would
+    with pytest.raises(StoreError, match="run 'r' was ingested again while this command read it; nothing was saved"):
+        handle.write_derived("advantage_batches", "r", _analysis())
+    assert "advantage_batches" not in trajlens.open(store).tables()
+
+
+def test_an_ingest_that_keeps_the_run_as_it_was_changes_nothing(tmp_path):
+    store = tmp_path / "store"
+    generate("sao-r6", tmp_path / "first", steps=4, batch=4)
+    trajlens.ingest([tmp_path / "first"], store, run_id="r")
+    handle = trajlens.open(store)
+    trajlens.ingest([tmp_path / "first"], store, run_id="r")  # unchanged: kept as it is
+    handle.write_derived("advantage_batches", "r", _analysis())
+    assert trajlens.open(store).table("advantage_batches").collect().height == 1
