@@ -1,4 +1,5 @@
-"""An analysis computed while an ingest replaced its run is not saved: it may mix the two runs."""
+"""An analysis computed while an ingest replaced its run is not saved (it may mix the two runs), and
+one whose part was deleted is named when the store opens, not read as no rows."""
 
 from __future__ import annotations
 
@@ -34,3 +35,16 @@ def test_an_ingest_that_keeps_the_run_as_it_was_changes_nothing(tmp_path):
     trajlens.ingest([tmp_path / "first"], store, run_id="r")  # unchanged: kept as it is
     handle.write_derived("advantage_batches", "r", _analysis())
     assert trajlens.open(store).table("advantage_batches").collect().height == 1
+
+
+def test_a_deleted_analysis_part_is_named_when_the_store_opens(tmp_path):
+    """Not an empty answer: its checksum file says the part was written."""
+    store = tmp_path / "store"
+    generate("sao-r6", tmp_path / "first", steps=4, batch=4)
+    trajlens.ingest([tmp_path / "first"], store, run_id="r")
+    trajlens.open(store).write_derived("advantage_batches", "r", _analysis())
+    part = store / "derived" / "advantage_batches" / "r.parquet"
+    part.unlink()
+    with pytest.raises(StoreError, match=f"{part}: cannot be read \\(missing, though its checksum file remains\\); "
+                                         "the store is damaged: run `trajlens verify"):
+        trajlens.open(store)

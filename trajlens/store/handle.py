@@ -33,7 +33,7 @@ from trajlens.store.database import (
     run_dirs,
     store_files,
 )
-from trajlens.store.integrity import checksum_file, write_checksum
+from trajlens.store.integrity import CHECKSUM_SUFFIX, DamagedStoreError, checksum_file, write_checksum
 from trajlens.store.layout import is_run_dir
 from trajlens.store.writer import RUN_RECORD, recorded_content_hash, require_recorded_files
 from trajlens.store.publish import (
@@ -104,9 +104,20 @@ class Store:
         run that an ingest replaced since is not saved (:meth:`_require_unreplaced`)."""
 
     def _check_complete(self) -> None:
-        """Every run file the runs' records list is on disk (:func:`require_recorded_files`)."""
+        """Every run file the runs' records list is on disk (:func:`require_recorded_files`), and
+        every analysis part whose checksum file is: a deleted part would take its run's rows out
+        of every answer without a word. One stat per file."""
         for run_dir in run_dirs(self.path):
             require_recorded_files(self.path, run_dir)
+        derived = self.path / DERIVED_DIR
+        if not derived.is_dir():
+            return
+        for checksum in sorted(derived.glob(f"*/.*.parquet{CHECKSUM_SUFFIX}")):
+            part = checksum.with_name(checksum.name[1:-len(CHECKSUM_SUFFIX)])
+            # A publish moves parts aside and back, and drops a part before its checksum: a part
+            # is missing only when it still is once no publish is under way.
+            if not part.exists() and not (self.path / JOURNAL_FILE).exists() and not part.exists() and checksum.exists():
+                raise DamagedStoreError(self.path, part, "missing, though its checksum file remains")
 
     def _settle(self) -> None:
         """Finish a publish a crash interrupted, and bring trajlens.duckdb up to date (a moved
