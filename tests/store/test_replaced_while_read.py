@@ -48,3 +48,33 @@ def test_a_deleted_analysis_part_is_named_when_the_store_opens(tmp_path):
     with pytest.raises(StoreError, match=f"{part}: cannot be read \\(missing, though its checksum file remains\\); "
                                          "the store is damaged: run `trajlens verify"):
         trajlens.open(store)
+
+
+def _rewritten(path, column: str) -> None:
+    """``path`` written again with every ``column`` value 1, its schema kept (as a script might)."""
+    frame = pl.read_parquet(path)
+    frame.with_columns(pl.lit(1).cast(frame.schema[column]).alias(column)).write_parquet(path)
+
+
+def test_a_run_file_rewritten_with_other_values_is_named_when_the_store_opens(tmp_path):
+    """Not read silently: before, every reward set to 1 gave a mean reward of 1.0 on every surface."""
+    store = tmp_path / "store"
+    generate("sao-r6", tmp_path / "first", steps=4, batch=4)
+    trajlens.ingest([tmp_path / "first"], store, run_id="r")
+    part = sorted((store / "runs" / "r" / "trajectories").rglob("*.parquet"))[0]
+    written = part.stat().st_size
+    _rewritten(part, "reward")
+    with pytest.raises(StoreError, match=f"{part}: changed since it was written: {part.stat().st_size:,} bytes where "
+                                         f"{written:,} were written; the store is damaged: run `trajlens verify"):
+        trajlens.open(store)
+
+
+def test_an_analysis_part_rewritten_is_named_when_the_store_opens(tmp_path):
+    store = tmp_path / "store"
+    generate("sao-r6", tmp_path / "first", steps=4, batch=4)
+    trajlens.ingest([tmp_path / "first"], store, run_id="r")
+    trajlens.open(store).write_derived("advantage_batches", "r", pl.DataFrame({"run_id": ["r"] * 50, "value": range(50)}))
+    part = store / "derived" / "advantage_batches" / "r.parquet"
+    _rewritten(part, "value")
+    with pytest.raises(StoreError, match=f"{part}: changed since it was written"):
+        trajlens.open(store)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 import trajlens
+from trajlens.store.integrity import write_checksum
 from trajlens.classify.per_trajectory import MEASURES
 from trajlens.engine.classify import run_measures, saved_measures
 from trajlens.report import classify_store
@@ -18,6 +19,7 @@ def test_a_run_saved_without_a_newer_measure_is_measured_again(samples_store_cop
     for run in ("multireward", "sao-r6"):  # the first file read is old, and a later one is
         path = folder / f"{run}.parquet"
         pl.read_parquet(path).drop("think_empty").write_parquet(path)
+        write_checksum(path)  # as the older version that wrote it recorded it
     store = trajlens.open(samples_store_copy)
     table = store.table("trajectory_measures").collect()  # one table over files of both kinds
     assert {"think_empty", "run_id"} <= set(table.columns) and table["run_id"].n_unique() == 3

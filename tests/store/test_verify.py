@@ -77,11 +77,15 @@ def test_repair_writes_the_runs_again_from_their_unchanged_sources(store):
     assert "repaired: wrote run tiny again from its source" in done.stdout
     assert "repaired: wrote run grpo-sandbox again from its source" in done.stdout
     assert f"`trajlens classify {store}` computes it again" in done.stdout
+    # a restored run's analyses may have been computed from its damaged files: they go too
+    assert ("repaired: removed run tiny's analyses (call_classes, trajectory_measures, unknown_tools), which may "
+            f"have been computed from its damaged files; `trajlens classify {store}` computes them again") in done.stdout
     after = _digests(store)
     # the damaged classes go with the other tables `trajlens classify` wrote for the run
-    removed = {f"derived/{table}/grpo-sandbox.parquet" for table in ("call_classes", "trajectory_measures", "unknown_tools")}
+    removed = {f"derived/{table}/{run}.parquet" for table in ("call_classes", "trajectory_measures", "unknown_tools")
+               for run in ("grpo-sandbox", "tiny")}
     expected = {name: digest for name, digest in before.items() if name not in removed}
-    assert after == expected  # the runs' files byte for byte; the unchanged runs keep their analyses
+    assert after == expected  # the runs' files byte for byte
     assert verify_store(store).ok
     assert trajlens("classify", store).returncode == 0
     assert _digests(store) == before
@@ -150,7 +154,10 @@ def test_repair_after_a_crash_that_set_an_unchanged_run_aside_keeps_its_analyses
                                      ("report", "{store}", "--run", "tiny", "--out", "{tmp}/r.html")])
 def test_other_commands_name_the_file_that_fails_to_read_and_suggest_verify(store, tmp_path, command):
     cut = _first(store, "tiny", "trajectories")
-    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    data = bytearray(cut.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little")
+    data[-8 - footer:-8] = b"\xff" * footer  # the footer overwritten at the size written: only the read fails
+    cut.write_bytes(bytes(data))
     (store / "trajlens.duckdb").unlink()  # the next read rebuilds the views, and meets the file first
     done = trajlens(*(arg.format(store=store, tmp=tmp_path) for arg in command))
     assert done.returncode == 1

@@ -33,7 +33,14 @@ from trajlens.store.database import (
     run_dirs,
     store_files,
 )
-from trajlens.store.integrity import CHECKSUM_SUFFIX, DamagedStoreError, checksum_file, write_checksum
+from trajlens.store.integrity import (
+    CHECKSUM_SUFFIX,
+    DamagedStoreError,
+    checksum_file,
+    read_recorded_size,
+    size_problem,
+    write_checksum,
+)
 from trajlens.store.layout import is_run_dir
 from trajlens.store.writer import RUN_RECORD, recorded_content_hash, require_recorded_files
 from trajlens.store.publish import (
@@ -104,9 +111,10 @@ class Store:
         run that an ingest replaced since is not saved (:meth:`_require_unreplaced`)."""
 
     def _check_complete(self) -> None:
-        """Every run file the runs' records list is on disk (:func:`require_recorded_files`), and
-        every analysis part whose checksum file is: a deleted part would take its run's rows out
-        of every answer without a word. One stat per file."""
+        """Every run file the runs' records list, and every analysis part whose checksum file
+        remains, is on disk at the size recorded (:func:`require_recorded_files`): a deleted part
+        would take its run's rows out of every answer without a word, a rewritten one would change
+        them. One stat per file; ``trajlens verify`` reads every byte."""
         for run_dir in run_dirs(self.path):
             require_recorded_files(self.path, run_dir)
         derived = self.path / DERIVED_DIR
@@ -115,9 +123,15 @@ class Store:
         for checksum in sorted(derived.glob(f"*/.*.parquet{CHECKSUM_SUFFIX}")):
             part = checksum.with_name(checksum.name[1:-len(CHECKSUM_SUFFIX)])
             # A publish moves parts aside and back, and drops a part before its checksum: a part
-            # is missing only when it still is once no publish is under way.
-            if not part.exists() and not (self.path / JOURNAL_FILE).exists() and not part.exists() and checksum.exists():
+            # is missing, or of another size than its checksum file records, only when it still
+            # is once no publish is under way.
+            problem = size_problem(part, read_recorded_size(part))
+            if problem is None or (self.path / JOURNAL_FILE).exists():
+                continue
+            if problem == "missing" and not part.exists() and checksum.exists():
                 raise DamagedStoreError(self.path, part, "missing, though its checksum file remains")
+            if problem.startswith("changed") and size_problem(part, read_recorded_size(part)) == problem:
+                raise DamagedStoreError(self.path, part, problem, readable=True)
 
     def _settle(self) -> None:
         """Finish a publish a crash interrupted, and bring trajlens.duckdb up to date (a moved

@@ -32,6 +32,9 @@ class RunHashes:
 
     content_hash: str
     files: dict[str, str]
+    sizes: dict[str, int]
+    """Each file's size in bytes (by path inside the run directory): what a store checks, one
+    stat per file, when it opens (:func:`size_problem`)."""
 
 
 def run_files(run_dir: Path) -> list[Path]:
@@ -42,7 +45,7 @@ def run_files(run_dir: Path) -> list[Path]:
 def hash_run(run_dir: Path) -> RunHashes:
     """Both digests of a run directory, reading each file once."""
     whole = hashlib.sha256()
-    files = {}
+    files, sizes = {}, {}
     for path in run_files(run_dir):
         name = path.relative_to(run_dir).as_posix()
         whole.update(str(path.relative_to(run_dir)).encode())
@@ -52,7 +55,8 @@ def hash_run(run_dir: Path) -> RunHashes:
                 whole.update(block)
                 one.update(block)
         files[name] = one.hexdigest()
-    return RunHashes(whole.hexdigest(), files)
+        sizes[name] = path.stat().st_size
+    return RunHashes(whole.hexdigest(), files, sizes)
 
 
 def file_sha256(path: Path) -> str:
@@ -74,18 +78,51 @@ def checksum_file(part: Path) -> Path:
 
 
 def write_checksum(part: Path) -> Path:
-    """Record the SHA-256 of ``part`` beside it; returns the checksum file."""
+    """Record the SHA-256 of ``part`` beside it, and on a second line its size in bytes;
+    returns the checksum file."""
     target = checksum_file(part)
-    target.write_text(file_sha256(part) + "\n")
+    target.write_text(f"{file_sha256(part)}\n{SIZE_PREFIX}{part.stat().st_size}\n")
     return target
 
 
-def read_checksum(part: Path) -> str | None:
+SIZE_PREFIX = "size "
+
+
+def _checksum_lines(part: Path) -> list[str]:
     try:
-        text = checksum_file(part).read_text().strip()
+        return checksum_file(part).read_text().split("\n")
     except (OSError, UnicodeDecodeError):
-        return None
-    return text or None
+        return []
+
+
+def read_checksum(part: Path) -> str | None:
+    """The SHA-256 recorded beside an analysis table's part (its checksum file's first line)."""
+    lines = _checksum_lines(part)
+    return (lines[0].strip() or None) if lines else None
+
+
+def read_recorded_size(part: Path) -> int | None:
+    """The size recorded beside an analysis table's part; None when none is (a part written
+    before sizes were recorded)."""
+    for line in _checksum_lines(part)[1:]:
+        if line.startswith(SIZE_PREFIX) and line[len(SIZE_PREFIX):].strip().isdigit():
+            return int(line[len(SIZE_PREFIX):])
+    return None
+
+
+def size_problem(path: Path, recorded: int | None) -> str | None:
+    """Why a store file is not the one written, as far as its size tells (one stat): missing,
+    or another size than ``recorded``; None when it matches or no size was recorded. A change
+    that keeps the size is found by ``trajlens verify``, which reads every byte."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return "missing"
+    except OSError as error:
+        return error.strerror or type(error).__name__
+    if recorded is not None and size != recorded:
+        return f"changed since it was written: {size:,} bytes where {recorded:,} were written"
+    return None
 
 
 def parquet_problem(path: Path) -> str | None:
@@ -109,12 +146,14 @@ def parquet_problem(path: Path) -> str | None:
 class DamagedStoreError(StoreError):
     """A file of a store that cannot be read; the message names it and ``trajlens verify``."""
 
-    def __init__(self, store: Path, path: Path, reason: str) -> None:
+    def __init__(self, store: Path, path: Path, reason: str, *, readable: bool = False) -> None:
         self.store = store
         self.path = path
-        super().__init__(f"{path}: cannot be read ({reason}); the store is damaged: run `trajlens verify {store}` "
+        what = reason if readable else f"cannot be read ({reason})"
+        super().__init__(f"{path}: {what}; the store is damaged: run `trajlens verify {store}` "
                          "(--repair restores what it can)")
 
 
 __all__ = ["CHECKSUM_SUFFIX", "DamagedStoreError", "RunHashes", "checksum_file", "checksum_name", "file_sha256",
-           "hash_run", "parquet_problem", "read_checksum", "run_files", "write_checksum"]
+           "hash_run", "parquet_problem", "read_checksum", "read_recorded_size", "run_files", "size_problem",
+           "write_checksum"]

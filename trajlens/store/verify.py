@@ -14,7 +14,8 @@
 Each finding is one line. :func:`repair_store` then, holding the store lock: finishes or
 clears an interrupted write; writes a damaged run again from its source through the ingest
 call recorded with it, and publishes it only when the new files hash to the recorded
-``content_hash`` (the run is then exactly what it was, and its analyses stay valid); removes a
+``content_hash`` (the run is then exactly what it was), and removes its analyses, which may
+have been computed from the damaged files (their commands compute them again); removes a
 damaged analysis part (its command computes it again; the options it ran with are not
 recorded); and rebuilds the views. What it cannot repair it says, with what to do instead.
 """
@@ -32,6 +33,7 @@ from trajlens.store.database import (
     DERIVED_DIR,
     RUNS_DIR,
     database_is_current,
+    derived_files,
     rebuild_database,
     run_dirs,
 )
@@ -258,9 +260,23 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
             also = f", and {', '.join(str(p.relative_to(store)) for p in kept)} written with it" if kept else ""
             repair.done.append(f"removed {finding.path} ({finding.message.split(' (')[0]}){also}; `{command}` computes "
                                "it again (the options it ran with are not recorded)")
+        # A restored run's analyses may have been computed from its damaged files: they go too.
+        stale: dict[str, list[str]] = {}
+        for run_id in restored:
+            for table, parts in derived_files(store).items():
+                part = store / DERIVED_DIR / table / f"{run_id}.parquet"
+                if part in parts and part not in dropped:
+                    drop(part)
+                    stale.setdefault(run_id, []).append(table)
         publisher.publish(rebuild_database)
         for run_id in restored:
             repair.done.append(f"wrote run {run_id} again from its source: its files are as ingested")
+            if stale.get(run_id):
+                commands = dict.fromkeys(ANALYSIS_TABLES.get(table, "the command that wrote it") for table in stale[run_id])
+                again = " and ".join(f"`{c.replace('STORE', str(store)).replace('RUN', run_id)}`" for c in commands)
+                verb = "computes" if len(commands) == 1 else "compute"
+                repair.done.append(f"removed run {run_id}'s analyses ({', '.join(stale[run_id])}), which may have been "
+                                   f"computed from its damaged files; {again} {verb} them again")
         rebuild_database(store)
     finally:
         lock.release()

@@ -32,7 +32,7 @@ import duckdb
 from trajlens.errors import InputError, RunConflictError, StoreError
 from trajlens.rows import RunData
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_files, rebuild_database
-from trajlens.store.integrity import DamagedStoreError, checksum_file, hash_run
+from trajlens.store.integrity import DamagedStoreError, checksum_file, hash_run, size_problem
 from trajlens.store.layout import PACK_BYTES, RunDirWriter, table_files
 from trajlens.store.publish import LOCK_FILE, Publisher, StoreLock, describe_os_error, recover
 
@@ -145,16 +145,23 @@ class RunRecord:
     self_contained: bool = field(default=False, compare=False)
     """Written from its source alone (a run directory, nothing joined from the call's other
     sources): only then does an unchanged ``source_fingerprint`` mean unchanged content."""
+    sizes: dict[str, int] | None = field(default=None, compare=False)
+    """Each file's size in bytes, checked (one stat per file) whenever the store opens."""
 
     @staticmethod
-    def recorded_files(run_dir: Path) -> list[str]:
-        """The files (paths inside the run directory) the record lists; none when it lists none
-        or cannot be read (a store written before per-file records). Reads the record alone."""
+    def recorded_files(run_dir: Path) -> dict[str, int | None]:
+        """The files (paths inside the run directory) the record lists, with the size it records
+        for each (None: no size, a store written before sizes were recorded); none when it lists
+        none or cannot be read (a store written before per-file records). Reads the record alone."""
         try:
-            files = json.loads((run_dir / RUN_RECORD).read_text()).get("files")
+            data = json.loads((run_dir / RUN_RECORD).read_text())
+            files, sizes = data.get("files"), data.get("sizes")
         except (OSError, ValueError, AttributeError):
-            return []
-        return [str(name) for name in files] if isinstance(files, dict) else []
+            return {}
+        if not isinstance(files, dict):
+            return {}
+        sizes = sizes if isinstance(sizes, dict) else {}
+        return {str(name): size if isinstance(size := sizes.get(name), int) else None for name in files}
 
     @classmethod
     def read(cls, run_dir: Path) -> "RunRecord":
@@ -162,10 +169,12 @@ class RunRecord:
             data = json.loads((run_dir / RUN_RECORD).read_text())
             files = data.get("files")
             call = data.get("call")
+            sizes = data.get("sizes")
             return cls(str(data["source"]), str(data["content_hash"]),
                        {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else None,
                        data.get("source_fingerprint") if isinstance(data.get("source_fingerprint"), str) else None,
-                       call if isinstance(call, dict) else None, data.get("self_contained") is True)
+                       call if isinstance(call, dict) else None, data.get("self_contained") is True,
+                       {str(k): v for k, v in sizes.items() if isinstance(v, int)} if isinstance(sizes, dict) else None)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return cls(None, content_hash(run_dir))  # a store written before records: source unknown
 
@@ -173,6 +182,8 @@ class RunRecord:
         data: dict[str, Any] = {"source": self.source, "content_hash": self.content_hash}
         if self.files is not None:
             data["files"] = self.files
+        if self.sizes is not None:
+            data["sizes"] = self.sizes
         if self.source_fingerprint is not None:
             data["source_fingerprint"] = self.source_fingerprint
         if self.call is not None:
@@ -274,7 +285,7 @@ class StoreWriter:
             check_run_dir(directory, source)
             hashes = hash_run(directory)
             record = RunRecord(identity, hashes.content_hash, hashes.files, fingerprint, self.call,
-                               self_contained and fingerprint is not None and not linked)
+                               self_contained and fingerprint is not None and not linked, hashes.sizes)
             record.write(directory)
         except OSError as error:
             if isinstance(error, StoreError):
@@ -466,12 +477,15 @@ def recorded_content_hash(run_dir: Path) -> str | None:
 
 def require_recorded_files(store: Path, run_dir: Path) -> None:
     """A :class:`DamagedStoreError` for the first file the run's ``ingest.json`` records that
-    the disk lacks: every read lists the files on disk, so a deleted one would take its rows out
-    of every answer without a word. One stat per file."""
-    for name in RunRecord.recorded_files(run_dir):
-        if not (run_dir / name).is_file():
-            raise DamagedStoreError(store, store / RUNS_DIR / run_dir.name / name,
-                                    "missing, though the run's ingest.json records it")
+    the disk lacks, or holds at another size than recorded: every read lists the files on disk,
+    so a deleted one would take its rows out of every answer without a word, and a rewritten one
+    would change them. One stat per file (``trajlens verify`` reads every byte)."""
+    for name, size in RunRecord.recorded_files(run_dir).items():
+        problem = size_problem(run_dir / name, size)
+        if problem is not None:
+            reason = "missing, though the run's ingest.json records it" if problem == "missing" else problem
+            raise DamagedStoreError(store, store / RUNS_DIR / run_dir.name / name, reason,
+                                    readable=problem.startswith("changed"))
 
 __all__ = ["MAX_RUN_ID_LENGTH", "RUN_ID_PATTERN", "RunRecord", "StoreWriter", "check_outside_inputs", "check_run_id",
            "content_hash", "recorded_content_hash", "require_recorded_files", "slug", "source_fingerprint", "source_identity"]
