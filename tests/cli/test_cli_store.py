@@ -199,3 +199,17 @@ def test_a_run_named_twice_is_classified_and_reported_once(tmp_path, tiny_run_di
     done = trajlens("report", store, "--run", "tiny", "--run", "tiny", "--out", tmp_path / "report")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "report" / "README.md").read_text().count("\n## tiny") == 1
+
+
+def test_a_recomputation_with_options_is_saved_under_a_label_that_says_so(tmp_path, tiny_run_dir):
+    """Not as the plain estimator: compare reuses saved labels, and the checks recompute the plain one."""
+    store = tmp_path / "store"
+    trajlens("ingest", tiny_run_dir, "--store", store)
+    for extra in ((), ("--option", "epsilon=1000"), ("--trainer", "trl==1.5", "--option", "epsilon=0.5"),
+                  ("--option", "epsilon=1000", "--label", "mine")):
+        done = trajlens("advantages", store, "--run", "tiny", "-e", "grpo", *extra)
+        assert done.returncode == 0, done.stderr
+    saved = trajlens("sql", store, "SELECT DISTINCT estimator FROM advantage_batches ORDER BY 1", "--out", tmp_path / "l.csv")
+    assert saved.returncode == 0, saved.stderr
+    assert (tmp_path / "l.csv").read_text().splitlines() == [
+        "estimator", "grpo", "grpo+epsilon=1000", "grpo@trl==1.5+epsilon=0.5", "mine"]

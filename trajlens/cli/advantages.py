@@ -16,7 +16,7 @@ from trajlens.cli._options import (
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY, release_conventions
-from trajlens.estimators.spec import CURRENT_RELEASES, label_problem
+from trajlens.estimators.spec import CURRENT_RELEASES, label_problem, recomputation_label
 
 if TYPE_CHECKING:
     from trajlens.engine.session import EngineSession
@@ -41,7 +41,7 @@ def advantages(
     estimator: Annotated[Optional[str], typer.Option("--estimator", "-e", help=_ESTIMATOR_HELP)] = None,
     option: Annotated[Optional[list[str]], typer.Option("--option", help=_OPTION_HELP)] = None,
     trainer: Annotated[Optional[str], typer.Option("--trainer", help=_TRAINER_HELP)] = None,
-    label: Annotated[Optional[str], typer.Option("--label", help="Name of this recomputation in the advantage_batches table (default: the estimator).")] = None,
+    label: Annotated[Optional[str], typer.Option("--label", help="Name of this recomputation in the advantage_batches table (default: the estimator, followed by --trainer and each --option: grpo@trl==1.5+epsilon=0.001).")] = None,
     identify: Annotated[bool, typer.Option("--identify", help="Recompute the run's logged advantages under every estimator and convention, and name the one that produced them.")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="With --identify: write the verdict and every candidate's fit to this JSON file.")] = None,
     engine: EngineOption = "local",
@@ -87,13 +87,14 @@ def advantages(
     options = parse_options(option or [])
     release = parse_trainer_option(trainer) if trainer is not None else None
     spec = estimator_spec(estimator)
+    label = label or recomputation_label(estimator, options, release)
     with engine_session(engine, ray_address, store) as session, progress_bar("recomputing") as tick:
         session.require_runs([run])
         if release is None:
             release = _run_release(session, run)
         convention = spec.convention_of(release)
         options = {**(convention.options if convention is not None else {}), **options}
-        diagnostics = recompute_diagnostics_on(session.engine, session.location, run, estimator, label or estimator,
+        diagnostics = recompute_diagnostics_on(session.engine, session.location, run, estimator, label,
                                                options, progress=tick)
         save_advantage_batches_on(session.store, session.location, run, diagnostics)
         alone = session.store is not None and _groups_of_one(session.store, run, estimator, options)

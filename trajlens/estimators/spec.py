@@ -6,8 +6,10 @@ entries themselves live in :mod:`trajlens.estimators.registry`. No torch here.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import importlib
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -232,6 +234,32 @@ class Releases:
         if self.last:
             return f"{name} <= {self.last}"
         return name
+
+
+def recomputation_label(estimator: str, options: Mapping[str, Any], release: "TrainerRelease | None" = None) -> str:
+    """The label of a recomputation given no label of its own: the estimator's name when it runs
+    as the report and the checks recompute it (no options, the run's own trainer), else that name
+    followed by the trainer release and the options asked for (``grpo@trl==1.5+epsilon=1000``),
+    so that saved numbers never pass for the estimator's plain ones."""
+    label = estimator if release is None else f"{estimator}@{release}"
+    for name, value in _flat_options(options):
+        text = value if isinstance(value, str) else json.dumps(value, separators=(",", "="))
+        # a label is one word, and `:` separates it from the statistic in `advantage:LABEL:STAT`
+        label += f"+{name}=" + "".join(text.split()).replace(":", "_")
+    return label
+
+
+def _flat_options(options: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``(name, value)`` of each option, a table's fields as ``name.field``, sorted by name."""
+    flat: list[tuple[str, Any]] = []
+    for name, value in sorted(options.items()):
+        if isinstance(value, Mapping):
+            flat.extend(_flat_options(value, f"{prefix}{name}."))
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            flat.extend(_flat_options(dataclasses.asdict(value), f"{prefix}{name}."))
+        else:
+            flat.append((f"{prefix}{name}", value))
+    return flat
 
 
 def label_problem(label: str) -> str | None:
