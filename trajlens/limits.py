@@ -29,6 +29,7 @@ import contextlib
 import contextvars
 import dataclasses
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -44,6 +45,22 @@ INT64 = (-(2**63), 2**63 - 1)
 FLOAT32_MAX = 3.4028234663852886e38
 """The largest float32: the estimators compute advantages in float32, as the trainers do, so a
 reward or a channel weight past it would reach them as infinite."""
+
+FLOAT32_TINY = 1.1754943508222875e-38
+"""The smallest normal float32 in size: a setting below it becomes 0 (or a subnormal that
+divides to infinity) in the estimators' float32 arithmetic."""
+
+
+def float32_number(value: object) -> bool:
+    """Whether a number keeps its meaning as a float32: finite, not above :data:`FLOAT32_MAX`
+    in size, and 0 or not below :data:`FLOAT32_TINY` (a Python integer of any size included)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        size = abs(float(value))
+    except OverflowError:
+        return False
+    return math.isfinite(size) and size <= FLOAT32_MAX and (size == 0 or size >= FLOAT32_TINY)
 
 
 @dataclass(frozen=True)

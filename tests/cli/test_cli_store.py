@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cli_run import run_cli as trajlens
 from cli_run import run_cli_subprocess
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
@@ -45,6 +48,11 @@ def test_sql_writes_csv(tmp_path, tiny_run_dir):
         (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "whiten=no"), "'whiten': expected bool, found 'no'"),
         (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "gama=0.5"), "gae takes no option 'gama'"),
         (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "gamma=abc"), "'gamma': expected float"),
+        (("advantages", "{store}", "--run", "tiny", "-e", "gpg", "--option", "f_norm=1e39"),
+         "gpg option 'f_norm': expected a finite number that float32 holds (0, or 1.175e-38 to 3.403e+38 in size), "
+         "found 1e+39"),
+        (("advantages", "{store}", "--run", "tiny", "-e", "grpo", "--option", "epsilon=1e-300"),
+         "grpo option 'epsilon': expected a finite number that float32 holds"),
         (("advantages", "{store}", "--run", "tiny", "-e", "gdpo_dynamic", "--option", "config=3"),
          "'config': expected a table of DynamicWeightConfig fields, found 3"),
         (("advantages", "{store}", "--run", "tiny", "-e", "gdpo_dynamic", "--option", 'config={{"alpha": 0.1}}'),
@@ -213,3 +221,14 @@ def test_a_recomputation_with_options_is_saved_under_a_label_that_says_so(tmp_pa
     assert saved.returncode == 0, saved.stderr
     assert (tmp_path / "l.csv").read_text().splitlines() == [
         "estimator", "grpo", "grpo+epsilon=1000", "grpo@trl==1.5+epsilon=0.5", "mine"]
+
+
+def test_steps_whose_advantages_are_not_numbers_get_a_note(tmp_path):
+    """With epsilon=0, as verl allows, a group of equal rewards divides 0 by 0: saved as the trainer
+    computes it, but said, not left for a reader to find as NaN rows."""
+    store = tmp_path / "store"
+    assert trajlens("ingest", REPO / "sample_data" / "multireward", "--store", store).returncode == 0
+    done = trajlens("advantages", store, "--run", "multireward", "-e", "grpo", "--option", "epsilon=0")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == ("note: 41 of 320 steps have advantages that are not numbers (NaN), from step 2: with "
+                                   "epsilon=0 a group whose rewards are all equal divides 0 by 0, as the trainer would")

@@ -96,13 +96,20 @@ def test_invalid_config_lists_every_problem():
         gdpo_dynamic(torch.rand(4, 2), [0, 0, 1, 1], config=config)
 
 
+FLOAT32 = "a finite number that float32 holds (0, or 1.175e-38 to 3.403e+38 in size)"
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"ema_alpha": "x"}, "ema_alpha must be a finite number, got 'x'"),
-        ({"temperature": float("nan")}, "temperature must be a finite number, got nan"),
-        ({"ema_alpha": True}, "ema_alpha must be a finite number, got True"),
+        ({"ema_alpha": "x"}, f"ema_alpha must be {FLOAT32}, got 'x'"),
+        ({"temperature": float("nan")}, f"temperature must be {FLOAT32}, got nan"),
+        ({"ema_alpha": True}, f"ema_alpha must be {FLOAT32}, got True"),
+        ({"advantage_clip": 1e300}, f"advantage_clip must be {FLOAT32}, got 1e+300"),  # overflowed torch's clamp
+        ({"temperature": 1e-39}, f"temperature must be {FLOAT32}, got 1e-39"),  # e / temperature: inf, softmax NaN
         ({"epsilon": -1.0}, "epsilon must be >= 0, got -1.0"),
+        ({"min_weight": 0.0, "max_weight": 0.0}, "max_weight must be > 0: every channel weighted 0 gives every "
+                                                 "trajectory an advantage of 0"),
         ({"bound": 3}, "bound must be a text, got 3"),
     ],
 )

@@ -253,3 +253,10 @@ def test_token_rows_without_a_model_token_do_not_count_as_token_arrays():
     assert not facts.token_arrays and not facts.critic_values
     assert facts.token_counts  # the model_tokens column still counts them
     assert not estimator_spec("gae").applies(facts) and estimator_spec("grpo").applies(facts)
+
+
+def test_an_integer_too_large_for_int64_reaches_a_float_option_as_a_float(tiny):
+    """`--option epsilon=100000000000000000000` is JSON's integer 1e20: torch took it as an int64 and raised."""
+    from trajlens.estimators import recompute
+
+    assert recompute(tiny.trajectories, None, "grpo", epsilon=10**20)["advantage"].abs().max() < 1e-15

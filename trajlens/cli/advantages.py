@@ -74,6 +74,8 @@ def advantages(
     if estimator is None:
         raise ConfigError(["--estimator is required (or pass --identify)"])
 
+    import polars as pl
+
     from trajlens.engine.advantages import recompute_diagnostics_on, save_advantage_batches_on
     from trajlens.engine.session import engine_session
     from trajlens.estimators import sign_streaks
@@ -103,6 +105,11 @@ def advantages(
     typer.echo(console_table(shown.drop("run_id", "estimator"), rows=12))
     typer.echo(f"all-negative batches: {list(streaks.negative_steps) or 'none'}; "
                f"all-positive batches: {list(streaks.positive_steps) or 'none'}")
+    undefined = shown.filter(pl.col("mean").is_nan())["step"].to_list()
+    if undefined:
+        typer.echo(f"note: {len(undefined)} of {shown.height} steps have advantages that are not numbers (NaN), from step "
+                   f"{undefined[0]}: with epsilon=0 a group whose rewards are all equal divides 0 by 0, as the trainer "
+                   "would", err=True)
     if alone:
         typer.echo(f"note: every group of run {run!r} has one trajectory, so {estimator} compares none with another: "
                    "each has its advantage for a group of one (docs/estimators.md), and the report recomputes no "

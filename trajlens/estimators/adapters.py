@@ -99,7 +99,7 @@ def recompute(
     if problems:
         raise check.EstimatorInputError(f"{fn}: " + "; ".join(problems))
     adapter = _adapter(fn, spec)
-    settings = {**spec.defaults(), **options}  # the registry's defaults, then the caller's options
+    settings = spec.settings(options)  # the registry's defaults, then the caller's options
     frame = trajectories.with_row_index(_ROW)
     needs_tokens = bool(spec.inputs & Input.TOKEN_ARRAYS)
     if needs_tokens or tokens is not None:

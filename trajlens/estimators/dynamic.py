@@ -33,7 +33,6 @@ Shapes: B trajectories, T token positions, G groups, K reward channels.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any, Literal, NamedTuple, cast
 
@@ -44,6 +43,7 @@ from trajlens.estimators._groups import group_index
 from trajlens.estimators.epsilons import GRPO_EPS
 from trajlens.estimators.grpo import group_normalise
 from trajlens.estimators.whiten import masked_whiten
+from trajlens.limits import FLOAT32_MAX, FLOAT32_TINY, float32_number
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,9 @@ class DynamicWeightConfig:
         """Why these settings cannot run, one line each (empty when they can)."""
         numbers = ("ema_alpha", "temperature", "min_weight", "max_weight", "advantage_clip", "epsilon")
         found = [
-            f"{name} must be a finite number, got {getattr(self, name)!r}"
-            for name in numbers if not _finite_number(getattr(self, name))
+            f"{name} must be a finite number that float32 holds (0, or {FLOAT32_TINY:.4g} to {FLOAT32_MAX:.4g} in "
+            f"size), got {getattr(self, name)!r}"
+            for name in numbers if not float32_number(getattr(self, name))
         ]
         for name in ("bound", "batch_normalisation"):
             if not isinstance(getattr(self, name), str):
@@ -87,6 +88,8 @@ class DynamicWeightConfig:
             found.append(f"temperature must be > 0, got {self.temperature}")
         if not 0.0 <= self.min_weight <= self.max_weight:
             found.append(f"need 0 <= min_weight <= max_weight, got {self.min_weight} and {self.max_weight}")
+        elif self.max_weight == 0.0:
+            found.append("max_weight must be > 0: every channel weighted 0 gives every trajectory an advantage of 0")
         if self.advantage_clip <= 0.0:
             found.append(f"advantage_clip must be > 0, got {self.advantage_clip}")
         if self.bound not in ("clamp", "project"):
@@ -234,9 +237,6 @@ def weight_config(fn: str, value: DynamicWeightConfig | dict[str, Any] | None) -
         return DynamicWeightConfig(**value)
     return value
 
-
-def _finite_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_config(fn: str, config: DynamicWeightConfig) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from trajlens.limits import FLOAT32_MAX
+from trajlens.limits import FLOAT32_MAX, FLOAT32_TINY, float32_number
 
 KEY_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "group_id")
 """The columns that key a trajectory in every recomputed frame, in the order they come."""
@@ -111,6 +111,9 @@ class Option:
         if not kinds[self.type](value):
             expected = "a table of DynamicWeightConfig fields" if self.type == "config" else self.type
             return f"{estimator} option {self.name!r}: expected {expected}, found {value!r}"
+        if self.type == "float" and value is not None and not float32_number(value):
+            return (f"{estimator} option {self.name!r}: expected a finite number that float32 holds (0, or "
+                    f"{FLOAT32_TINY:.4g} to {FLOAT32_MAX:.4g} in size), found {value!r}")
         if self.choices and value not in self.choices:
             return f"{estimator} option {self.name!r}: expected one of {', '.join(self.choices)}, found {value!r}"
         if self.items is not None and value is not None:
@@ -303,7 +306,7 @@ class EstimatorChoice:
 
     def settings(self) -> dict[str, Any]:
         """Every option as the recomputation uses it: the registry's defaults, then ``options``."""
-        return {**self.spec().defaults(), **self.options}
+        return self.spec().settings(self.options)
 
     def missing(self, facts: RunFacts) -> list[str]:
         """What the run lacks for this estimator with these settings (the registry entry's
@@ -475,6 +478,15 @@ class EstimatorSpec:
     def defaults(self) -> dict[str, Any]:
         """Option name -> default."""
         return {option.name: option.default for option in self.options}
+
+    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The options an estimator runs with: its defaults, then ``options`` (checked by
+        :meth:`option_problems`), each ``float`` option as a Python float (an integer of any
+        size would reach torch as an int64)."""
+        kinds = {option.name: option.type for option in self.options}
+        merged = {**self.defaults(), **options}
+        return {name: float(value) if kinds.get(name) == "float" and isinstance(value, int) and not isinstance(value, bool)
+                else value for name, value in merged.items()}
 
     def option_problems(self, options: Mapping[str, Any]) -> list[str]:
         """Every unknown option name and every value of the wrong kind."""
