@@ -12,6 +12,7 @@ from cli_run import run_cli
     ("", "expected a name, found an empty one"),
     ("a\nb", "expected a name without blanks or control characters, found 'a\\nb'"),
     ("my label", "expected a name without blanks or control characters, found 'my label'"),
+    ("gae:raw", "expected a name without ':', which separates it in advantage:LABEL:STAT and RUN:LABEL, found 'gae:raw'"),
 ])
 def test_a_label_that_cannot_name_a_recomputation_is_refused(samples_store_path, label, problem):
     advantages = run_cli("advantages", samples_store_path, "--run", "sao-r6", "-e", "grpo", "--label", label)

@@ -273,6 +273,8 @@ def label_problem(label: str) -> str | None:
         return "expected a name, found an empty one"
     if any(c.isspace() or not c.isprintable() for c in label):
         return f"expected a name without blanks or control characters, found {label!r}"
+    if ":" in label:
+        return f"expected a name without ':', which separates it in advantage:LABEL:STAT and RUN:LABEL, found {label!r}"
     return None
 
 
