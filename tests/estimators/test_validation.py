@@ -114,3 +114,35 @@ def test_every_group_estimator_refuses_an_epsilon_that_is_negative_or_not_finite
     for name, call in calls.items():
         with pytest.raises(EstimatorInputError, match=f"{name}: epsilon must be a finite number >= 0"):
             call()
+
+
+GROUPS = [0, 0]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: estimators.gpg(REWARDS, MASK, GROUPS, f_norm="1"), "gpg: f_norm must be a number, got '1'"),
+    (lambda: grpo(REWARDS, MASK, GROUPS, epsilon="x"), "grpo: epsilon must be a number, got 'x'"),
+    (lambda: gae(REWARDS, VALUES, MASK, gamma=None), "gae: gamma must be a number, got None"),
+    (lambda: gae(REWARDS, VALUES, MASK, gamma="0.5"), "gae: gamma must be a number, got '0.5'"),
+    (lambda: grpo(REWARDS, MASK, GROUPS, vectorized="no"), "grpo: vectorized must be True or False, got 'no'"),
+    (lambda: rloo(REWARDS, MASK, GROUPS, normalize_advantages=1), "rloo: normalize_advantages must be True or False, got 1"),
+    (lambda: estimators.gdpo_verl(torch.zeros(2, 2), MASK, GROUPS, divide_by_std="no"),
+     "gdpo_verl: divide_by_std must be True or False, got 'no'"),
+    (lambda: estimators.grpo_passk(REWARDS, MASK, GROUPS, norm_adv_by_std_in_grpo="no"),
+     "grpo_passk: norm_adv_by_std_in_grpo must be True or False, got 'no'"),
+    (lambda: estimators.gdpo_dynamic(torch.zeros(2, 2), GROUPS, MASK, config=3),
+     "gdpo_dynamic: config must be a DynamicWeightConfig or a dict of its fields, got 3"),
+])
+def test_a_setting_of_the_wrong_kind_is_one_error_naming_it(call, message):
+    """Not a TypeError from deep inside, and no text read as True (``"no"``) or as a number."""
+    with pytest.raises(EstimatorInputError) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+def test_gdpo_dynamic_takes_its_config_as_a_dict_of_fields_as_documented():
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    as_dict = estimators.gdpo_dynamic(rewards, [0, 0, 1, 1], MASK.repeat(2, 1), config={"temperature": 0.3})
+    as_config = estimators.gdpo_dynamic(rewards, [0, 0, 1, 1], MASK.repeat(2, 1),
+                                        config=estimators.DynamicWeightConfig(temperature=0.3))
+    assert torch.equal(as_dict.advantages, as_config.advantages)

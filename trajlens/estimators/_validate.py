@@ -92,15 +92,33 @@ def rows_have_tokens(fn: str, name: str, mask: torch.Tensor) -> None:
         )
 
 
+def number(fn: str, name: str, value: object) -> float:
+    """``value`` as a float when it is a real number (an int or a float, not a bool, and not
+    text: ``gamma="0.5"`` is refused, as a trainer's typed config would refuse it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EstimatorInputError(f"{fn}: {name} must be a number, got {value!r}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise EstimatorInputError(f"{fn}: {name} must be a finite number, got {value!r}") from None
+
+
+def flag(fn: str, name: str, value: object) -> bool:
+    """``value`` when it is a bool: a text such as ``"no"`` would otherwise read as True."""
+    if not isinstance(value, bool):
+        raise EstimatorInputError(f"{fn}: {name} must be True or False, got {value!r}")
+    return value
+
+
 def unit_interval(fn: str, name: str, value: float) -> float:
-    value = float(value)
+    value = number(fn, name, value)
     if not (0.0 <= value <= 1.0) or math.isnan(value):
         raise EstimatorInputError(f"{fn}: {name} must lie in [0, 1], got {value}")
     return value
 
 
 def positive(fn: str, name: str, value: float, allow_zero: bool = False) -> float:
-    value = float(value)
+    value = number(fn, name, value)
     ok = value >= 0.0 if allow_zero else value > 0.0
     if not ok or math.isnan(value):
         bound = ">= 0" if allow_zero else "> 0"
@@ -111,7 +129,7 @@ def positive(fn: str, name: str, value: float, allow_zero: bool = False) -> floa
 def epsilon(fn: str, value: float) -> float:
     """An epsilon added to a std: finite and 0 or more, for every estimator alike (a negative one
     can divide by nearly zero, an infinite one zeroes every advantage)."""
-    value = float(value)
+    value = number(fn, "epsilon", value)
     if not (math.isfinite(value) and value >= 0.0):
         raise EstimatorInputError(f"{fn}: epsilon must be a finite number >= 0, got {value}")
     return value

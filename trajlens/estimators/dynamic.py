@@ -162,7 +162,7 @@ def gdpo_dynamic(
     group_ids: Any,
     response_mask: torch.Tensor | None = None,
     previous_ema: torch.Tensor | None = None,
-    config: DynamicWeightConfig = DynamicWeightConfig(),
+    config: DynamicWeightConfig | dict[str, Any] | None = None,
 ) -> DynamicGDPOResult:
     """One step of GDPO with EMA-softmax channel weights and a per-channel clip.
 
@@ -171,7 +171,7 @@ def gdpo_dynamic(
         group_ids: (B,) group of each trajectory.
         response_mask: (B, T) bool; required with ``batch_normalisation="token"``.
         previous_ema: (K,) ``weights.ema_std`` of the previous step's result, None at the start.
-        config: :class:`DynamicWeightConfig`.
+        config: :class:`DynamicWeightConfig`, or a dict of its fields; None: the defaults.
 
     Reference: none in code; follows the digest's recipe (EMA, softmax, bounds, clip) with the
     weights increasing in each channel's advantage std, as its prose intends (its snippet used
@@ -179,6 +179,7 @@ def gdpo_dynamic(
     whitening or a sequence z-score.
     """
     fn = "gdpo_dynamic"
+    config = weight_config(fn, config)
     _check_config(fn, config)
     channel_rewards = check.float_tensor(fn, "channel_rewards", channel_rewards, ndim=2)
     if channel_rewards.shape[0] < 2 or channel_rewards.shape[1] == 0:
@@ -227,6 +228,9 @@ def weight_config(fn: str, value: DynamicWeightConfig | dict[str, Any] | None) -
     None for the defaults) turned into a :class:`DynamicWeightConfig`."""
     if value is None:
         return DynamicWeightConfig()
+    if not isinstance(value, (dict, DynamicWeightConfig)):
+        raise check.EstimatorInputError(f"{fn}: config must be a DynamicWeightConfig or a dict of its fields, "
+                                        f"got {value!r}")
     if isinstance(value, dict):
         known = [field.name for field in fields(DynamicWeightConfig)]
         unknown = [key for key in value if key not in known]

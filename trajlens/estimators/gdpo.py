@@ -98,6 +98,7 @@ def gdpo_verl(
     """
     fn = "gdpo_verl"
     check.epsilon(fn, epsilon)
+    check.flag(fn, "divide_by_std", divide_by_std)
     channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
     response_mask = _mask(fn, response_mask, channel_rewards)
     bad = torch.isnan(channel_rewards).nonzero()

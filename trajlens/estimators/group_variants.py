@@ -75,6 +75,7 @@ def grpo_passk(
     """
     fn = "grpo_passk"
     check.epsilon(fn, epsilon)
+    check.flag(fn, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo)
     scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
     sizes = group_sizes(groups)
     if bool((sizes < 2).any()):
@@ -129,7 +130,7 @@ def gpg(
     A group of one gets mean 0. Matches verl ``compute_gpg_outcome_advantage``.
     """
     fn = "gpg"
-    check.positive(fn, "f_norm", f_norm)
+    f_norm = check.positive(fn, "f_norm", f_norm)
     scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
     alpha = scores.shape[0] / torch.count_nonzero(scores).clamp(min=1)  # alpha = B / m
     mean, _ = group_mean_std(scores, groups)

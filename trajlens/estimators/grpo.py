@@ -186,6 +186,8 @@ def rloo(
     one 0 whatever ``singleton`` says.
     """
     fn = "rloo"
+    check.flag(fn, "normalize_advantages", normalize_advantages)
+    check.flag(fn, "vectorized", vectorized)
     check.choice(fn, "singleton", singleton, ("raw", "zero"))
     check.choice(fn, "convention", convention, ("verl", *TRL_CONVENTIONS))
     scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards,
@@ -232,6 +234,8 @@ def _group_baseline(
     check.choice(fn, "singleton", singleton, ("raw", "zero"))
     check.choice(fn, "convention", convention, ("verl", *TRL_CONVENTIONS))
     check.epsilon(fn, epsilon)
+    check.flag(fn, "divide", divide)
+    check.flag(fn, "vectorized", vectorized)
     trl = convention != "verl"
     scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards, allow_nan=trl)
     if vectorized and trl:

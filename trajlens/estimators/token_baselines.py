@@ -103,6 +103,8 @@ def optimal_token_baseline(
     Matches verl ``compute_optimal_token_baseline_advantage``.
     """
     fn = "optimal_token_baseline"
+    check.epsilon(fn, epsilon)
+    check.flag(fn, "handle_zero_tail", handle_zero_tail)
     returns, mask, w_cumulative = _otb_inputs(fn, token_rewards, response_mask, log_probs, sum_pi_squared,
                                               rollout_is_weights)
     groups = group_index(fn, group_ids, returns.shape[0], returns.device)
@@ -140,6 +142,8 @@ def tir_optimal_token_baseline(
     (``tir_optimal_token_baseline``).
     """
     fn = "tir_optimal_token_baseline"
+    check.epsilon(fn, epsilon)
+    check.flag(fn, "handle_zero_tail", handle_zero_tail)
     returns, mask, w_cumulative = _otb_inputs(fn, token_rewards, response_mask, log_probs, sum_pi_squared,
                                               rollout_is_weights)
     lengths = response_mask.sum(dim=-1)
