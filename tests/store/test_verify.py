@@ -226,3 +226,23 @@ def test_repair_removes_the_whole_set_one_command_wrote_for_the_run(store):
     for table in ("call_classes", "trajectory_measures", "unknown_tools"):
         left = sorted(p.stem for p in (store / "derived" / table).glob("*.parquet"))
         assert run not in left and left  # the other run's part stays
+
+
+def test_a_write_under_way_is_a_note_not_a_problem(store):
+    """A writer's staging folder is not left over by an interrupted write while the writer holds the lock."""
+    from trajlens.store.publish import STAGING_DIR, StoreLock
+
+    writer = StoreLock(store)
+    assert writer.acquire()
+    staged = store / STAGING_DIR / "write-1"
+    staged.mkdir(parents=True)
+    try:
+        done = trajlens("verify", store)
+        assert done.returncode == 0, done.stdout
+        assert done.stdout.strip().splitlines()[0] == (
+            f"note: {store}/.lock: another trajlens command is writing to the store now; what it writes may be seen "
+            "half done: verify again once it ends")
+    finally:
+        writer.release()
+    done = trajlens("verify", store)  # no writer now: the folder was left over
+    assert done.returncode == 1 and f"{staged}: left over by a write that did not finish" in done.stdout

@@ -85,14 +85,33 @@ class Verification:
         return not self.problems
 
 
-def verify_store(store: Path | str, run: str | None = None) -> Verification:
-    """Check ``store`` (only run ``run`` and its analyses, when given); see the module docstring."""
+def verify_store(store: Path | str, run: str | None = None, *, locked: bool = False) -> Verification:
+    """Check ``store`` (only run ``run`` and its analyses, when given); see the module docstring.
+
+    Holds the store lock while it checks (``locked``: the caller holds it), so no write changes
+    the files under it. When another command holds it, the check goes on, with a note, and the
+    staging files of the write under way are not counted as left over by an interrupted one."""
     store = Path(store)
     if not store.is_dir() or not is_store(store):
         raise StoreError(f"{store}: not a trajlens store; make one with `trajlens ingest LOGS --store {store}`")
+    lock = StoreLock(store)
+    try:
+        held = locked or lock.acquire(wait=False)
+    except StoreError:
+        held = True  # a store this user cannot write: no writer of theirs can be under way
+    try:
+        return _verify(store, run, writing=not held)
+    finally:
+        lock.release()
+
+
+def _verify(store: Path, run: str | None, writing: bool) -> Verification:
     result = Verification(store)
     found = result.findings
-    if run is None:
+    if writing:
+        found.append(Finding(".lock", "another trajlens command is writing to the store now; what it writes may be "
+                             "seen half done: verify again once it ends", kind="note"))
+    elif run is None:
         found.extend(_interrupted_writes(store))
     runs = {path.name: path for path in run_dirs(store)}
     if run is not None and run not in runs:
@@ -221,18 +240,20 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
     """Repair what :func:`verify_store` finds, where the store's records allow (see the module
     docstring); holds the store lock throughout."""
     store = Path(store)
-    verification = verify_store(store, run)
+    if not store.is_dir() or not is_store(store):
+        raise StoreError(f"{store}: not a trajlens store; make one with `trajlens ingest LOGS --store {store}`")
     repair = Repair()
     lock = StoreLock(store)
-    lock.acquire()
+    lock.acquire()  # a write under way ends first: what it stages is not left over
     try:
+        verification = verify_store(store, run, locked=True)
         if run is None and any(f.path == JOURNAL_FILE or f.path.startswith((STAGING_DIR, ".")) for f in
                                verification.problems if f.path != DATABASE_FILE):
             recover(store, rebuild_database)
             repair.done.append("finished the interrupted write and removed what it left")
             # what the interrupted write had moved aside is back: judge the store as it is now
             # (an analysis of a run set aside mid-replace is not an orphan)
-            verification = verify_store(store, run)
+            verification = verify_store(store, run, locked=True)
         publisher = Publisher(store)
         restored: list[str] = []
         for run_id in verification.damaged_runs:
