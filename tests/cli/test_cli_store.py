@@ -232,3 +232,22 @@ def test_steps_whose_advantages_are_not_numbers_get_a_note(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip() == ("note: 41 of 320 steps have advantages that are not numbers (NaN), from step 2: with "
                                    "epsilon=0 a group whose rewards are all equal divides 0 by 0, as the trainer would")
+
+
+def test_odd_values_and_paths_are_named_as_what_they_are(tmp_path, tiny_run_dir):
+    store = tmp_path / "store"
+    trajlens("ingest", tiny_run_dir, "--store", store)
+    (tmp_path / "q.sql").mkdir()
+    (tmp_path / "afile").write_text("")
+    cases = [
+        (("sql", store, "SELECT $s AS x", "--param", "s:json=NaN"),
+         "error: --param 's:json=NaN': not a json (expected JSON, whose numbers are finite, found NaN)"),
+        (("sql", store, "SELECT $s AS x", "--param", "s:json=1e400"),
+         "error: --param 's:json=1e400': not a json (expected finite numbers, found 1e400)"),
+        (("sql", store, tmp_path / "q.sql"), f"error: {tmp_path / 'q.sql'}: expected a query file, found a folder"),
+        (("sql", store, "SELECT 1", "--out", tmp_path / "afile" / "x.csv"),
+         f"error: --out {tmp_path / 'afile' / 'x.csv'}: folder {tmp_path / 'afile'} is a file, not a folder"),
+    ]
+    for args, message in cases:
+        done = trajlens(*args)
+        assert (done.returncode, done.stderr.strip()) == (1, message)

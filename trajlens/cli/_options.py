@@ -34,13 +34,32 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"expected JSON, whose numbers are finite, found {name}")
+
+
 def _json(text: str) -> Any:
-    return json.loads(text)
+    """A JSON value, as the standard has it: ``NaN`` and ``Infinity`` (which Python's reader takes)
+    are refused, as ``:float=nan`` is; a number too large for a float (``1e400``) too."""
+    value = json.loads(text, parse_constant=_no_constant)
+    if not _finite(value):
+        raise ValueError(f"expected finite numbers, found {text}")
+    return value
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
 
 
 def _json_or_text(text: str) -> Any:
     try:
-        return json.loads(text)
+        return _json(text)
     except json.JSONDecodeError:
         return text
 

@@ -92,7 +92,8 @@ def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag
         if path.is_dir():
             problems.append(f"{flag} {path}: is a folder; expected a file name")
         elif not path.parent.is_dir():
-            problems.append(f"{flag} {path}: folder {path.parent} does not exist")
+            what = "is a file, not a folder" if path.parent.exists() else "does not exist"
+            problems.append(f"{flag} {path}: folder {path.parent} {what}")
     except OSError as error:
         problems.append(f"{flag} {path}: cannot write it ({_os_reason(error)})")
     if suffixes and path.suffix.lower() not in suffixes:

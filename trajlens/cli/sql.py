@@ -39,6 +39,8 @@ def read_query(query: str) -> str:
         return query
     path = Path(query)
     if not path.is_file():
+        if path.exists():
+            raise InputError(query, expected="a query file", found="a folder" if path.is_dir() else "not a regular file")
         hint = f" (saved queries: {', '.join(saved)})" if saved else ""
         raise InputError(query, "no such query file" + hint)
     if path.stat().st_size > MAX_QUERY_BYTES:
