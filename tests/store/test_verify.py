@@ -246,3 +246,20 @@ def test_a_write_under_way_is_a_note_not_a_problem(store):
         writer.release()
     done = trajlens("verify", store)  # no writer now: the folder was left over
     assert done.returncode == 1 and f"{staged}: left over by a write that did not finish" in done.stdout
+
+
+def test_a_database_restored_in_place_verifies_and_one_copied_elsewhere_or_changed_does_not(store, tmp_path):
+    """Its file's time is new after `cp -a` back, its views are right; read back, they tell."""
+    import os
+
+    import duckdb
+
+    database = store / "trajlens.duckdb"
+    os.utime(database, ns=(database.stat().st_atime_ns, database.stat().st_mtime_ns + 10**9))
+    assert verify_store(store).ok
+    copy = tmp_path / "copy"
+    shutil.copytree(store, copy)  # its views still name the first store's files
+    assert [f.path for f in verify_store(copy).problems] == ["trajlens.duckdb"]
+    with duckdb.connect(str(database)) as other_client:
+        other_client.execute("DROP VIEW tool_calls")
+    assert [f.path for f in verify_store(store).problems] == ["trajlens.duckdb"]

@@ -148,6 +148,7 @@ def rebuild_database(store: Path) -> Path:
                 connection.execute("USE store")
                 for statement in statements:
                     connection.execute(statement)
+                stored = _stored_views_digest(connection)
                 connection.execute("USE memory")
                 connection.execute("DETACH store")
             finally:
@@ -155,7 +156,7 @@ def rebuild_database(store: Path) -> Path:
             shutil.copyfile(built, partial)
         partial.rename(path)
         record_partial = record.with_name(record.name + ".partial")
-        record_partial.write_text(_record_text(statements, path))
+        record_partial.write_text(_record_text(statements, path) + f"stored sha256 {stored}\n")
         record_partial.rename(record)
     finally:
         with contextlib.suppress(OSError):
@@ -171,17 +172,58 @@ def _record_text(statements: list[str], database: Path) -> str:
     return f"views sha256 {digest}\ndatabase {stat.st_size} {stat.st_mtime_ns}\n"
 
 
+def _stored_views_digest(connection: duckdb.DuckDBPyConnection) -> str:
+    """A digest of the views the attached database in use holds, as DuckDB keeps their text."""
+    rows = connection.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal "
+                              "AND database_name = current_database() ORDER BY view_name").fetchall()
+    return hashlib.sha256("".join(f"{name}\n{sql}\n" for name, sql in rows).encode()).hexdigest()
+
+
 def _record_matches(store: Path, statements: list[str]) -> bool:
     database, record = store / DATABASE_FILE, store / VIEWS_RECORD
     try:
-        return record.read_text() == _record_text(statements, database)
+        return _written_part(record.read_text()) == _record_text(statements, database)
     except OSError:
         return False
+
+
+def _written_part(record: str) -> str:
+    """The record's lines about what was written and where (without the stored views' digest)."""
+    return "".join(line for line in record.splitlines(keepends=True) if not line.startswith("stored sha256 "))
 
 
 def database_is_current(store: Path) -> bool:
     """Whether ``trajlens.duckdb`` holds the views of the files now in the store."""
     return _record_matches(store, view_statements(store))
+
+
+def database_holds_its_views(store: Path) -> bool:
+    """Whether ``trajlens.duckdb`` holds the views of the files now in the store, reading its
+    views back: true of a copy restored in place (its time is new, its views are right), false of
+    a store moved or copied elsewhere (its views name the first store's files) or of a database
+    another DuckDB client changed. :func:`database_is_current` tells from the file's size and
+    time, with no read; this is what ``trajlens verify`` asks when they changed."""
+    if database_is_current(store):
+        return True
+    database, record = store / DATABASE_FILE, store / VIEWS_RECORD
+    try:
+        lines = record.read_text().splitlines()
+    except OSError:
+        return False
+    written = hashlib.sha256("".join(s + ";\n" for s in view_statements(store)).encode()).hexdigest()
+    stored = next((line.split()[-1] for line in lines if line.startswith("stored sha256 ")), None)
+    if stored is None or f"views sha256 {written}" not in lines:
+        return False
+    try:
+        connection = duckdb.connect(str(database), read_only=True)
+    except duckdb.Error:
+        return False
+    try:
+        return _stored_views_digest(connection) == stored
+    except duckdb.Error:
+        return False
+    finally:
+        connection.close()
 
 
 def _dataset(files: list[Path], schema: pa.Schema | None) -> ds.Dataset:
@@ -217,6 +259,7 @@ __all__ = [
     "CLASS_ANALYSES",
     "DATABASE_FILE",
     "DERIVED_DIR",
+    "database_holds_its_views",
     "database_is_current",
     "derived_files",
     "escape_glob",

@@ -32,7 +32,7 @@ from trajlens.store.database import (
     DATABASE_FILE,
     DERIVED_DIR,
     RUNS_DIR,
-    database_is_current,
+    database_holds_its_views,
     derived_files,
     rebuild_database,
     run_dirs,
@@ -121,7 +121,7 @@ def _verify(store: Path, run: str | None, writing: bool) -> Verification:
             found.extend(_check_run(store, run_id, run_dir))
     found.extend(_check_analyses(store, set(runs), run))
     if run is None and not any(f.kind == "problem" and f.path != DATABASE_FILE for f in found):
-        if not database_is_current(store):
+        if not database_holds_its_views(store):
             found.append(Finding(DATABASE_FILE, "its views do not list the store's files as they are now; "
                                  "--repair writes them again"))
     return result
