@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -89,3 +91,20 @@ def test_ctrl_c_between_runs_of_classify_publishes_none_of_them(samples_store_co
     assert main(["classify", str(samples_store_copy), "--run", "sao-r6", "--run", "grpo-leg"]) == INTERRUPTED
     assert done == ["sao-r6"] and capsys.readouterr().err.endswith("interrupted\n")
     assert sorted(str(p.relative_to(samples_store_copy)) for p in samples_store_copy.rglob("*")) == before
+
+
+def test_ctrl_c_stops_a_long_query_at_once(samples_store_path):
+    """DuckDB notices no interrupt of the process while a recursive query runs (it ran on for
+    minutes): the query runs beside the main thread, which interrupts the connection; the process
+    ends with 130, and no query thread is left running to abort the interpreter at its end."""
+    query = ("WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 100000000000) "
+             "SELECT count(*) FROM t")
+    command = subprocess.Popen([sys.executable, "-m", "trajlens", "sql", str(samples_store_path), query],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # well into the query
+    command.send_signal(signal.SIGINT)
+    try:
+        _, stderr = command.communicate(timeout=30)
+    finally:
+        command.kill()
+    assert (command.returncode, stderr) == (INTERRUPTED, "interrupted\n")

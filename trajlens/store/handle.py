@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar, cast
 
 import duckdb
 import polars as pl
@@ -188,9 +189,14 @@ class Store:
                              f"(SELECT), never write, attach, load or change settings")
         if params is None or isinstance(params, Mapping):
             _check_parameters(statements[0].named_parameters, params or {})
-        try:
-            relation = self.connection.sql(query, params=params or None)
+        connection = self.connection
+
+        def run() -> pl.DataFrame:
+            relation = connection.sql(query, params=params or None)
             return pl.DataFrame() if relation is None else relation.pl()
+
+        try:
+            return _interruptible(connection, run)
         except duckdb.PermissionException:
             raise QueryError("query refused: a query reads only the store's tables "
                              f"({', '.join(self.queryable())}), not files") from None
@@ -376,6 +382,43 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r}, runs={self.run_ids()})"
+
+
+Result = TypeVar("Result")
+
+
+def _interruptible(connection: duckdb.DuckDBPyConnection, work: Callable[[], Result]) -> Result:
+    """``work()`` (a query on ``connection``) run so that Ctrl-C stops it: DuckDB does not notice
+    Python's interrupt while a query runs (a recursive query ran on for minutes), so in the main
+    thread the query runs in a thread of its own, and a ``KeyboardInterrupt`` in the waiting main
+    thread interrupts the connection, then is raised when the query has stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as error:  # handed to the main thread as it is
+            outcome["error"] = error
+        finally:
+            done.set()
+
+    # An Event, not Thread.join: a join that Ctrl-C interrupts can return early on a thread still
+    # running, and a query thread left running when the interpreter ends aborts the process.
+    threading.Thread(target=target, name="trajlens-query", daemon=True).start()
+    try:
+        while not done.wait(0.05):
+            pass
+    except KeyboardInterrupt:
+        connection.interrupt()
+        while not done.is_set():
+            done.wait(0.05)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return cast(Result, outcome["value"])
 
 
 def _check_utf8(query: str, params: Mapping[str, Any] | Sequence[Any] | None) -> None:
