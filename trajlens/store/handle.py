@@ -341,7 +341,8 @@ class Store:
         if not run_dir.is_dir() or recorded_content_hash(run_dir) != self._opened_runs[run_id]:
             raise StoreError(
                 f"{self.path}: run {run_id!r} was ingested again while this command read it; nothing was saved "
-                "(what was read may mix the old run's steps with the new one's): run the command again")
+                "(what was read may mix the old run's steps with the new one's): run the command again "
+                "(in Python, on the store opened again)")
 
     def drop_derived(self, names: Sequence[str], run_id: str) -> list[str]:
         """Remove ``run_id``'s part of each analysis table in ``names`` that holds one (with the
