@@ -48,6 +48,11 @@ def test_sql_writes_csv(tmp_path, tiny_run_dir):
         (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "whiten=no"), "'whiten': expected bool, found 'no'"),
         (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "gama=0.5"), "gae takes no option 'gama'"),
         (("advantages", "{store}", "--run", "tiny", "-e", "gae", "--option", "gamma=abc"), "'gamma': expected float"),
+        # digits of another script are no release and no step (str.isdigit took them)
+        (("advantages", "{store}", "--run", "tiny", "-e", "grpo", "--trainer", "verl==\u0663.\u0664"),
+         "expected a release such as 0.9.0, found '\u0663.\u0664'"),
+        (("sample", "{store}", "--run", "tiny", "--stages", "a:\u0661-\u0665", "--out", "{tmp}/s.md"),
+         "--stages 'a:\u0661-\u0665': expected NAME:FIRST-LAST, such as early:1-40"),
         (("advantages", "{store}", "--run", "tiny", "-e", "gpg", "--option", "f_norm=1e39"),
          "gpg option 'f_norm': expected a finite number that float32 holds (0, or 1.175e-38 to 3.403e+38 in size), "
          "found 1e+39"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,6 +14,9 @@ from trajlens.cli._output import OUTPUT_FORMATS, check_output, write_output
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
 
+STEP = re.compile(r"-?[0-9]{1,18}")
+"""A step bound of ``--stages``: ASCII digits (not another script's), within an int64."""
+
 
 def parse_stages(stages: str):
     """``quartiles``, ``early_late``, or ``NAME:FIRST-LAST,...`` (inclusive step ranges)."""
@@ -22,7 +26,7 @@ def parse_stages(stages: str):
     for part in stages.split(","):
         name, _, span = part.partition(":")
         first, _, last = span.partition("-")
-        if not (name and first.strip().lstrip("-").isdigit() and last.strip().lstrip("-").isdigit()):
+        if not (name and STEP.fullmatch(first.strip()) and STEP.fullmatch(last.strip())):
             problems.append(f"--stages {part!r}: expected NAME:FIRST-LAST, such as early:1-40")
             continue
         ranges.append((name, int(first), int(last)))

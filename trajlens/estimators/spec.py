@@ -157,8 +157,9 @@ CURRENT_RELEASES: Mapping[str, str] = {"verl": "0.9.1", "trl": "1.16.0"}
 
 def _version(text: str) -> tuple[int, ...]:
     parts = text.strip().split(".")
-    if not text.strip() or not all(part.isdigit() for part in parts):
-        raise ValueError(f"expected a release such as 0.9.0, found {text!r}")
+    # ASCII digits only (str.isdigit takes Arabic-Indic and other scripts' digits), a few per part
+    if not text.strip() or not all(part.isascii() and part.isdigit() and len(part) <= 9 for part in parts):
+        raise ValueError(f"expected a release such as 0.9.0, found {text[:40]!r}{'...' if len(text) > 40 else ''}")
     return tuple(int(part) for part in parts)
 
 
