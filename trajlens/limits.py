@@ -51,16 +51,33 @@ FLOAT32_TINY = 1.1754943508222875e-38
 divides to infinity) in the estimators' float32 arithmetic."""
 
 
-def float32_number(value: object) -> bool:
-    """Whether a number keeps its meaning as a float32: finite, not above :data:`FLOAT32_MAX`
-    in size, and 0 or not below :data:`FLOAT32_TINY` (a Python integer of any size included)."""
+FLOAT32_NUMBER = f"a finite number that float32 holds (0, or {FLOAT32_TINY:.4g} to {FLOAT32_MAX:.4g} in size)"
+"""What :func:`float32_number` accepts, in words, for the messages that refuse a setting."""
+
+
+def _size(value: object) -> float | None:
+    """``abs(value)`` as a float; None when ``value`` is no number (a bool is none) or a Python
+    integer too large for a float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
+        return None
     try:
-        size = abs(float(value))
+        return abs(float(value))
     except OverflowError:
-        return False
-    return math.isfinite(size) and size <= FLOAT32_MAX and (size == 0 or size >= FLOAT32_TINY)
+        return None
+
+
+def float32_finite(value: object) -> bool:
+    """Whether ``value`` is a number float32 holds as a finite one: not above
+    :data:`FLOAT32_MAX` in size."""
+    size = _size(value)
+    return size is not None and math.isfinite(size) and size <= FLOAT32_MAX
+
+
+def float32_number(value: object) -> bool:
+    """Whether a setting keeps its meaning as a float32: :func:`float32_finite`, and 0 or not
+    below :data:`FLOAT32_TINY` in size (a smaller one becomes 0 or a subnormal)."""
+    size = _size(value)
+    return float32_finite(value) and size is not None and (size == 0 or size >= FLOAT32_TINY)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from trajlens.estimators._groups import group_index
 from trajlens.estimators.epsilons import GRPO_EPS
 from trajlens.estimators.grpo import group_normalise
 from trajlens.estimators.whiten import masked_whiten
-from trajlens.limits import FLOAT32_MAX, FLOAT32_TINY, float32_number
+from trajlens.limits import FLOAT32_NUMBER, float32_number
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,7 @@ class DynamicWeightConfig:
         """Why these settings cannot run, one line each (empty when they can)."""
         numbers = ("ema_alpha", "temperature", "min_weight", "max_weight", "advantage_clip", "epsilon")
         found = [
-            f"{name} must be a finite number that float32 holds (0, or {FLOAT32_TINY:.4g} to {FLOAT32_MAX:.4g} in "
-            f"size), got {getattr(self, name)!r}"
+            f"{name} must be {FLOAT32_NUMBER}, got {getattr(self, name)!r}"
             for name in numbers if not float32_number(getattr(self, name))
         ]
         for name in ("bound", "batch_normalisation"):
@@ -240,7 +239,6 @@ def weight_config(fn: str, value: DynamicWeightConfig | dict[str, Any] | None) -
             )
         return DynamicWeightConfig(**value)
     return value
-
 
 
 def _check_config(fn: str, config: DynamicWeightConfig) -> None:

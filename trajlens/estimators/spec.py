@@ -10,12 +10,11 @@ import dataclasses
 import enum
 import importlib
 import json
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from trajlens.limits import FLOAT32_MAX, FLOAT32_TINY, float32_number
+from trajlens.limits import FLOAT32_MAX, FLOAT32_NUMBER, float32_finite, float32_number
 
 KEY_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "group_id")
 """The columns that key a trajectory in every recomputed frame, in the order they come."""
@@ -112,8 +111,7 @@ class Option:
             expected = "a table of DynamicWeightConfig fields" if self.type == "config" else self.type
             return f"{estimator} option {self.name!r}: expected {expected}, found {value!r}"
         if self.type == "float" and value is not None and not float32_number(value):
-            return (f"{estimator} option {self.name!r}: expected a finite number that float32 holds (0, or "
-                    f"{FLOAT32_TINY:.4g} to {FLOAT32_MAX:.4g} in size), found {value!r}")
+            return f"{estimator} option {self.name!r}: expected {FLOAT32_NUMBER}, found {value!r}"
         if self.choices and value not in self.choices:
             return f"{estimator} option {self.name!r}: expected one of {', '.join(self.choices)}, found {value!r}"
         if self.items is not None and value is not None:
@@ -131,17 +129,12 @@ class Option:
             if len(set(entries)) != len(entries):
                 return f"{where}: expected distinct channel names, found {value!r} (a channel named twice)"
         if self.items == "weight":
-            bad = [entry for entry in entries if not _finite_weight(entry)]
+            bad = [entry for entry in entries if not float32_finite(entry)]
             if bad:
                 return f"{where}: expected finite numbers of at most {FLOAT32_MAX:.4g} in size, found {bad[0]!r}"
         return None
 
 
-
-
-def _finite_weight(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and abs(value) <= FLOAT32_MAX)
 
 
 TRAINERS: Mapping[str, str] = {"verl": "verl", "trl": "TRL"}

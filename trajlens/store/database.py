@@ -168,8 +168,11 @@ def _record_text(statements: list[str], database: Path) -> str:
     """A digest of the views written, and the size and time of the file they went into: a file
     changed since (a view dropped with another DuckDB) no longer matches, and is written again."""
     stat = database.stat()
-    digest = hashlib.sha256("".join(statement + ";\n" for statement in statements).encode()).hexdigest()
-    return f"views sha256 {digest}\ndatabase {stat.st_size} {stat.st_mtime_ns}\n"
+    return f"views sha256 {_statements_digest(statements)}\ndatabase {stat.st_size} {stat.st_mtime_ns}\n"
+
+
+def _statements_digest(statements: list[str]) -> str:
+    return hashlib.sha256("".join(statement + ";\n" for statement in statements).encode()).hexdigest()
 
 
 def _stored_views_digest(connection: duckdb.DuckDBPyConnection) -> str:
@@ -203,14 +206,15 @@ def database_holds_its_views(store: Path) -> bool:
     a store moved or copied elsewhere (its views name the first store's files) or of a database
     another DuckDB client changed. :func:`database_is_current` tells from the file's size and
     time, with no read; this is what ``trajlens verify`` asks when they changed."""
-    if database_is_current(store):
+    statements = view_statements(store)
+    if _record_matches(store, statements):
         return True
     database, record = store / DATABASE_FILE, store / VIEWS_RECORD
     try:
         lines = record.read_text().splitlines()
     except OSError:
         return False
-    written = hashlib.sha256("".join(s + ";\n" for s in view_statements(store)).encode()).hexdigest()
+    written = _statements_digest(statements)
     stored = next((line.split()[-1] for line in lines if line.startswith("stored sha256 ")), None)
     if stored is None or f"views sha256 {written}" not in lines:
         return False

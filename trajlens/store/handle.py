@@ -43,7 +43,7 @@ from trajlens.store.integrity import (
     write_checksum,
 )
 from trajlens.store.layout import is_run_dir
-from trajlens.store.writer import RUN_RECORD, recorded_content_hash, require_recorded_files
+from trajlens.store.writer import RUN_RECORD, RecordedFiles, require_recorded_files
 from trajlens.store.publish import (
     GENERATION_FILE,
     JOURNAL_FILE,
@@ -106,21 +106,24 @@ class Store:
         self._generation = ""
         self._transaction: Publisher | None = None
         self._settle()
-        self._check_complete()
-        self._opened_runs = {run_dir.name: recorded_content_hash(run_dir) for run_dir in run_dirs(self.path)}
+        self._opened_runs = self._check_complete()
         """Each run's recorded content hash when this handle opened the store: an analysis of a
         run that an ingest replaced since is not saved (:meth:`_require_unreplaced`)."""
 
-    def _check_complete(self) -> None:
+    def _check_complete(self) -> dict[str, str | None]:
         """Every run file the runs' records list, and every analysis part whose checksum file
         remains, is on disk at the size recorded (:func:`require_recorded_files`): a deleted part
         would take its run's rows out of every answer without a word, a rewritten one would change
-        them. One stat per file; ``trajlens verify`` reads every byte."""
+        them. One stat per file; ``trajlens verify`` reads every byte. Returns each run's recorded
+        content hash, read with its files."""
+        content_hashes = {}
         for run_dir in run_dirs(self.path):
-            require_recorded_files(self.path, run_dir)
+            recorded = RecordedFiles.read(run_dir)
+            require_recorded_files(self.path, run_dir, recorded)
+            content_hashes[run_dir.name] = recorded.content_hash
         derived = self.path / DERIVED_DIR
         if not derived.is_dir():
-            return
+            return content_hashes
         for checksum in sorted(derived.glob(f"*/.*.parquet{CHECKSUM_SUFFIX}")):
             part = checksum.with_name(checksum.name[1:-len(CHECKSUM_SUFFIX)])
             # A publish moves parts aside and back, and drops a part before its checksum: a part
@@ -133,6 +136,7 @@ class Store:
                 raise DamagedStoreError(self.path, part, "missing, though its checksum file remains")
             if problem.startswith("changed") and size_problem(part, read_recorded_size(part)) == problem:
                 raise DamagedStoreError(self.path, part, problem, readable=True)
+        return content_hashes
 
     def _settle(self) -> None:
         """Finish a publish a crash interrupted, and bring trajlens.duckdb up to date (a moved
@@ -338,7 +342,7 @@ class Store:
         if run_id not in self._opened_runs:
             return  # ingested after the store was opened: read as it is now
         run_dir = self.path / RUNS_DIR / run_id
-        if not run_dir.is_dir() or recorded_content_hash(run_dir) != self._opened_runs[run_id]:
+        if not run_dir.is_dir() or RecordedFiles.read(run_dir).content_hash != self._opened_runs[run_id]:
             raise StoreError(
                 f"{self.path}: run {run_id!r} was ingested again while this command read it; nothing was saved "
                 "(what was read may mix the old run's steps with the new one's): run the command again "

@@ -148,33 +148,16 @@ class RunRecord:
     sizes: dict[str, int] | None = field(default=None, compare=False)
     """Each file's size in bytes, checked (one stat per file) whenever the store opens."""
 
-    @staticmethod
-    def recorded_files(run_dir: Path) -> dict[str, int | None]:
-        """The files (paths inside the run directory) the record lists, with the size it records
-        for each (None: no size, a store written before sizes were recorded); none when it lists
-        none or cannot be read (a store written before per-file records). Reads the record alone."""
-        try:
-            data = json.loads((run_dir / RUN_RECORD).read_text())
-            files, sizes = data.get("files"), data.get("sizes")
-        except (OSError, ValueError, AttributeError):
-            return {}
-        if not isinstance(files, dict):
-            return {}
-        sizes = sizes if isinstance(sizes, dict) else {}
-        return {str(name): size if isinstance(size := sizes.get(name), int) else None for name in files}
-
     @classmethod
     def read(cls, run_dir: Path) -> "RunRecord":
         try:
             data = json.loads((run_dir / RUN_RECORD).read_text())
             files = data.get("files")
             call = data.get("call")
-            sizes = data.get("sizes")
             return cls(str(data["source"]), str(data["content_hash"]),
                        {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else None,
                        data.get("source_fingerprint") if isinstance(data.get("source_fingerprint"), str) else None,
-                       call if isinstance(call, dict) else None, data.get("self_contained") is True,
-                       {str(k): v for k, v in sizes.items() if isinstance(v, int)} if isinstance(sizes, dict) else None)
+                       call if isinstance(call, dict) else None, data.get("self_contained") is True)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return cls(None, content_hash(run_dir))  # a store written before records: source unknown
 
@@ -465,22 +448,38 @@ def check_run_dir(directory: Path, source: str) -> None:
 
 
 
-def recorded_content_hash(run_dir: Path) -> str | None:
-    """The ``content_hash`` the run's ``ingest.json`` records (what changes when an ingest
-    replaces the run); None when there is no readable record. Reads the record alone."""
-    try:
-        value = json.loads((run_dir / RUN_RECORD).read_text()).get("content_hash")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
+@dataclass(frozen=True)
+class RecordedFiles:
+    """What a store checks of a run whenever it opens, read from its ``ingest.json`` alone (one
+    small read, never the run's files)."""
+
+    sizes: dict[str, int | None]
+    """The files (paths inside the run directory) the record lists, with the size it records for
+    each (None: a store written before sizes were recorded); none when it lists none or cannot
+    be read (a store written before per-file records)."""
+    content_hash: str | None
+    """What changes when an ingest replaces the run; None without a readable record."""
+
+    @classmethod
+    def read(cls, run_dir: Path) -> "RecordedFiles":
+        try:
+            data = json.loads((run_dir / RUN_RECORD).read_text())
+            files, sizes, whole = data.get("files"), data.get("sizes"), data.get("content_hash")
+        except (OSError, ValueError, AttributeError):
+            return cls({}, None)
+        sizes = sizes if isinstance(sizes, dict) else {}
+        listed = {str(name): size if isinstance(size := sizes.get(name), int) else None
+                  for name in files} if isinstance(files, dict) else {}
+        return cls(listed, whole if isinstance(whole, str) else None)
 
 
-def require_recorded_files(store: Path, run_dir: Path) -> None:
-    """A :class:`DamagedStoreError` for the first file the run's ``ingest.json`` records that
-    the disk lacks, or holds at another size than recorded: every read lists the files on disk,
-    so a deleted one would take its rows out of every answer without a word, and a rewritten one
-    would change them. One stat per file (``trajlens verify`` reads every byte)."""
-    for name, size in RunRecord.recorded_files(run_dir).items():
+def require_recorded_files(store: Path, run_dir: Path, recorded: RecordedFiles | None = None) -> None:
+    """A :class:`DamagedStoreError` for the first file the run's ``ingest.json`` records (as
+    ``recorded`` holds it, when the caller read it) that the disk lacks, or holds at another size
+    than recorded: every read lists the files on disk, so a deleted one would take its rows out
+    of every answer without a word, and a rewritten one would change them. One stat per file
+    (``trajlens verify`` reads every byte)."""
+    for name, size in (recorded or RecordedFiles.read(run_dir)).sizes.items():
         problem = size_problem(run_dir / name, size)
         if problem is not None:
             reason = "missing, though the run's ingest.json records it" if problem == "missing" else problem
@@ -488,4 +487,4 @@ def require_recorded_files(store: Path, run_dir: Path) -> None:
                                     readable=problem.startswith("changed"))
 
 __all__ = ["MAX_RUN_ID_LENGTH", "RUN_ID_PATTERN", "RunRecord", "StoreWriter", "check_outside_inputs", "check_run_id",
-           "content_hash", "recorded_content_hash", "require_recorded_files", "slug", "source_fingerprint", "source_identity"]
+           "RecordedFiles", "content_hash", "require_recorded_files", "slug", "source_fingerprint", "source_identity"]
