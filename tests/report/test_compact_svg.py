@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from trajlens.report.html import PATH_DECIMALS, compact_path, compact_svg  # noqa: E402
+from trajlens.report.plots import PATH_DECIMALS, compact_path, compact_svg  # noqa: E402
 
 
 def _vertices(data: str) -> list[tuple[str, tuple[float, ...]]]:

@@ -45,7 +45,7 @@ def test_report_is_byte_reproducible(built_store, tmp_path):
     report_store(built_store, tmp_path / "two", run_ids=["short"], comparisons=[("short:Q1", "short:Q4")])
     one, two = tree_digest(tmp_path / "one"), tree_digest(tmp_path / "two")
     assert one == two
-    assert {"index.html", "README.md", "short/stage_report.md", "short/stage_rates.png"} <= set(one)
+    assert {"index.html", "README.md", "short/stage_report.md", "short/stage_rates.svg"} <= set(one)
     assert len(first[0].viewers) == 3
 
 
@@ -142,11 +142,25 @@ def test_real_logs_report_resolved_rate_run_script_and_dead_groups(real_reports)
     assert "| resolved rate |" in gemini and "| quick_check | python -c |" in gemini
 
 
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_png_writes_each_figure_as_png_too_and_the_markdown_shows_them(built_store, tmp_path):
+    done = run_cli("report", built_store.path, "--run", "short", "--out", tmp_path / "report", "--png", "--viewers", "0")
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "report" / "short"
+    svgs, pngs = sorted(run.glob("*.svg")), sorted(run.glob("*.png"))
+    assert [p.stem for p in pngs] == [s.stem for s in svgs] and "stage_rates" in [p.stem for p in pngs]
+    assert all(p.read_bytes().startswith(PNG_MAGIC) and p.stat().st_size > 10_000 for p in pngs)
+    markdown = (run / "stage_report.md").read_text()
+    assert all(f"![{p.stem}]({p.name})" in markdown for p in pngs) and ".svg)" not in markdown
+
+
 def test_real_logs_figures_say_no_data_rather_than_blank(real_reports):
     _, out, reports = real_reports
     text = (out / "index.html").read_text()
     assert "one step, see the per-trajectory shares" not in text  # no per-step figure for one-step runs
-    assert all("class_shares_by_step.png" not in str(f) for r in reports.values() for f in r.figures)
+    assert all("class_shares_by_step.svg" not in str(f) for r in reports.values() for f in r.figures)
 
 
 def test_no_run_id_can_take_an_id_of_the_page_or_of_another_runs_parts(tmp_path, tiny_run_dir):

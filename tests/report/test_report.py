@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from xml.etree import ElementTree
 
 import polars as pl
 import pytest
@@ -16,7 +17,6 @@ from trajlens.report.overview import main_finding
 pytestmark = pytest.mark.slow
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
@@ -85,15 +85,23 @@ def test_findings_say_what_the_run_does_and_what_a_recomputation_would_do(report
     assert not any("0.000 in Q1 -> 0.000" in f for report in by_run.values() for f in report.findings)
 
 
-def test_figures_are_real_pngs(reports):
-    _, by_run = reports
+def test_figures_are_standalone_svgs_drawn_once_for_both_pages(reports):
+    """Each figure is an SVG file the Markdown shows, with a hover title per mark, and the very
+    element index.html shows inline."""
+    out, by_run = reports
     figures = by_run["sao-r6"].figures
-    assert {f.name for f in figures} == {"class_shares_by_step.png", "class_shares_per_trajectory.png",
-                                         "distributions.png", "stage_rates.png", "advantage_batches.png",
-                                         "reward_and_length_by_step.png"}
+    assert {f.name for f in figures} == {"class_shares_by_step.svg", "class_shares_per_trajectory.svg",
+                                         "distributions.svg", "stage_rates.svg", "advantage_batches.svg",
+                                         "reward_and_length_by_step.svg"}
+    markdown = by_run["sao-r6"].markdown.read_text()
+    page = (out / "index.html").read_text()
     for figure in figures:
-        data = figure.read_bytes()
-        assert data.startswith(PNG_MAGIC) and len(data) > 20_000
+        text = figure.read_text()
+        root = ElementTree.fromstring(text)
+        assert root.tag == "{http://www.w3.org/2000/svg}svg" and len(text) > 20_000
+        assert next(root.iter("{http://www.w3.org/2000/svg}title"), None) is not None, figure.name
+        assert f"![{figure.stem}]({figure.name})" in markdown
+        assert text.rstrip("\n") in page, figure.name
 
 
 def test_analysis_tables_are_store_views(reports, sample_store):

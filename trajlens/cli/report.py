@@ -48,6 +48,7 @@ def report(
     compare: Annotated[Optional[list[str]], typer.Option("--compare", help="A,B: a comparison for index.html (repeatable); sides as in trajlens compare.")] = None,
     viewers: Annotated[int, typer.Option("--viewers", min=0, max=COUNT_MAX, help="Trajectory viewer pages per run.")] = 3,
     split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split; a run without it is reported on the split it has, and when no run has it the command names their splits (default: training).")] = None,
+    png: Annotated[bool, typer.Option("--png", help="Also write each figure as PNG, and show the PNGs in the Markdown (for a page that shows no SVG).")] = False,
 ) -> None:
     """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.
 
@@ -55,7 +56,7 @@ def report(
 
     Prints the overview (per run: its kind, the checks that fire, its main finding) and writes
     OUT/index.html (one self-contained page: the overview, every run, comparisons, figures with hover
-    values), OUT/README.md (findings per run), OUT/RUN/stage_report.md with PNG figures, and
+    values), OUT/README.md (findings per run), OUT/RUN/stage_report.md with SVG figures, and
     OUT/RUN/view/*.html (viewer pages of a few trajectories per run). They are written beside OUT
     first and moved into it at the end, so a report that fails leaves OUT as it was.
 
@@ -78,7 +79,7 @@ def report(
     check_sides(handle, pairs)
     with folder_output(output) as partial, progress_bar("reporting", total=len(runs)) as tick:
         written = report_store(handle, partial, n=n, seed=seed, run_ids=runs, comparisons=pairs,
-                               viewers_per_run=viewers, progress=tick, split=split)
+                               viewers_per_run=viewers, progress=tick, split=split, png=png)
     from trajlens.report.overview import overview_text
 
     typer.echo(overview_text(written))

@@ -45,6 +45,7 @@ class RunReport:
     run_id: str
     markdown: Path
     figures: list[Path] = field(default_factory=list)
+    """Every figure file written: each figure's SVG, and its PNG after it when PNGs were asked for."""
     findings: list[str] = field(default_factory=list)
     html: str = ""
     """The run's section of ``index.html``."""
@@ -140,11 +141,13 @@ def report_store(
     viewers_per_run: int = 3,
     progress: Callable[[str], None] | None = None,
     split: str = TRAIN_SPLIT,
+    png: bool = False,
 ) -> list[RunReport]:
     """Write reports for every run (or ``run_ids``) under ``out``; returns what was written.
 
-    Per run: ``RUN/stage_report.md`` with PNG figures, and viewer pages of a few trajectories
-    (``RUN/view/*.html``), on the trajectories of ``split`` (a run without that split is
+    Per run: ``RUN/stage_report.md`` with its figures as SVG files beside it (with ``png``, also
+    as PNG, which the Markdown then shows: for a page that shows no SVG), and viewer pages of a few
+    trajectories (``RUN/view/*.html``), on the trajectories of ``split`` (a run without that split is
     reported on the split it has, and says so). Over all runs: ``README.md`` (findings) and ``index.html`` (one
     self-contained page: every run, the ``comparisons`` given as (A, B) sides, and the runs
     side by side when there are several).
@@ -158,7 +161,7 @@ def report_store(
     for run_id in chosen_runs(store, run_ids):
         # the measures `trajlens classify` saved, else classified and saved now
         report = _report_run(store, run_id, run_measures(store, run_id), out / run_id, n=n, seed=seed, stages=stages,
-                             viewers_per_run=viewers_per_run, split=split)
+                             viewers_per_run=viewers_per_run, split=split, png=png)
         reports.append(report)
         tick(run_id)
     _write_index(out, reports)
@@ -167,7 +170,7 @@ def report_store(
 
 
 def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path, *, n: int, seed: int,
-                stages: Any, viewers_per_run: int, split: str = TRAIN_SPLIT) -> RunReport:
+                stages: Any, viewers_per_run: int, split: str = TRAIN_SPLIT, png: bool = False) -> RunReport:
     from trajlens.classify import stage_report
     from trajlens.run.partitions import scan_run_table
     from trajlens.run.advantages import save_advantage_batches
@@ -262,9 +265,13 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         sections.append(_advantage_markdown(diagnostics, choices, trained))
         own = trained.choice.among(choices) if trained.choice is not None else None
         report.findings += advantage_findings(diagnostics, None if own is None else own.label)
+    shown = []  # the HTML page inlines the same drawing of each SVG (Chart.svg)
     for name, chart in charts.items():
-        report.figures.append(chart.png(directory / f"{name}.png"))
-    sections.append("## Figures\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in report.figures))
+        report.figures.append(chart.write_svg(directory / f"{name}.svg"))
+        if png:
+            report.figures.append(chart.png(directory / f"{name}.png"))
+        shown.append(report.figures[-1])
+    sections.append("## Figures\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in shown))
     report.markdown.write_text("\n\n".join(sections) + "\n")
     report.viewers, parts.exemplars = _viewer_pages(store, run_id, measures, stage, directory / "view",
                                                     viewers_per_run, choices, moved_share(report.trends))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import re
 from typing import Any, Iterable
 
 import polars as pl
@@ -126,70 +125,8 @@ def _align(frame: pl.DataFrame, column: str) -> str:
     return "text" if frame.schema[column] in (pl.String, pl.Categorical) else "num"
 
 
-PATH_DECIMALS = 2
-"""Decimals kept of an inline figure's path coordinates (in points: a hundredth of a point is far
-below a screen pixel)."""
-
-_PATH_DATA = re.compile(r'\bd="([^"]*)"')
-_PATH_TOKEN = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[A-Za-z]")
-
-
-def _coordinate(value: str) -> str:
-    text = f"{float(value):.{PATH_DECIMALS}f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-def compact_path(data: str) -> str:
-    """SVG path data drawn the same at screen resolution, in fewer bytes: coordinates to
-    :data:`PATH_DECIMALS` decimals, one space between tokens, a line along an axis as ``H`` or
-    ``V``, lines in a row under one ``L``, and a line to the point the path is already at (after
-    rounding) left out."""
-    out: list[str] = []
-    point: list[str] | None = None
-    command: list[str] = []
-
-    def flush() -> None:
-        nonlocal point
-        if not command:
-            return
-        letter, numbers = command[0], [_coordinate(v) for v in command[1:]]
-        if letter == "L" and len(numbers) == 2 and point is not None:
-            x, y = numbers
-            if [x, y] == point:
-                return
-            if y == point[1] or x == point[0]:
-                out.append(f"H {x}" if y == point[1] else f"V {y}")
-                point = [x, y]
-                return
-        if letter == "L" and out and out[-1].startswith("L "):
-            out[-1] += " " + " ".join(numbers)  # a line after a line needs no letter of its own
-        else:
-            out.append(" ".join([letter, *numbers]))
-        point = numbers[-2:] if letter in "MLCQ" and len(numbers) >= 2 and len(numbers) % 2 == 0 else None
-
-    for token in _PATH_TOKEN.findall(data):
-        if token.isalpha():
-            flush()
-            command = [token]
-        elif command:
-            command.append(token)
-        else:
-            return data  # numbers before any command: not path data this handles
-    flush()
-    return " ".join(out)
-
-
-_BETWEEN_TAGS = re.compile(r">\s+<")
-
-
-def compact_svg(svg: str) -> str:
-    """An SVG with every path's data compacted (:func:`compact_path`) and the indentation
-    between its tags left out."""
-    return _BETWEEN_TAGS.sub("><", _PATH_DATA.sub(lambda m: f'd="{compact_path(m.group(1))}"', svg))
-
-
 def figure(anchor: str, svg: str, caption: str) -> str:
-    """An inline SVG figure with an anchor and a caption (its ids made unique by
-    :meth:`trajlens.report.plots.Chart.svg`, its paths compacted by :func:`compact_svg`)."""
-    return (f'<figure id="{escape(anchor)}" class="chart">{compact_svg(svg)}'
+    """An inline SVG figure with an anchor and a caption (``svg`` as
+    :meth:`trajlens.report.plots.Chart.svg` gives it: its ids unique on the page, its paths compacted)."""
+    return (f'<figure id="{escape(anchor)}" class="chart">{svg}'
             f'<figcaption>{escape(caption)}</figcaption></figure>')

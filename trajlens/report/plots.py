@@ -1,4 +1,5 @@
-"""Figures of a run's behaviour and advantages, as PNG (for Markdown) and SVG with hover values.
+"""Figures of a run's behaviour and advantages, as SVG with hover values (a file beside the
+Markdown, and inline in the HTML report: one drawing for both), and as PNG on request.
 
 Why matplotlib SVG rather than an interactive spec (Vega-Lite, Plotly): the report must open
 from disk with no network and be byte-reproducible for the same store and seed. Inlining
@@ -60,6 +61,8 @@ class Chart:
     tips: dict[str, str] = field(default_factory=dict)
     hover_only: list[object] = field(default_factory=list)
     """Invisible marks that exist only to carry hover text: drawn in the SVG, left out of the PNG."""
+    _svg: str | None = field(default=None, repr=False)
+    """The SVG with its default prefix, once drawn: the file and the HTML page share one drawing."""
 
     def tip(self, artist: object, text: str) -> None:
         """Give ``artist`` the hover text ``text`` in the SVG."""
@@ -88,11 +91,27 @@ class Chart:
         self._freeze_layout()
         return path
 
+    def write_svg(self, path: Path) -> Path:
+        """Write :meth:`svg` as a file (a standalone SVG: its hover text shows when it is opened
+        on its own)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.svg() + "\n")
+        return path
+
     def svg(self, prefix: str | None = None) -> str:
         """The figure as an SVG element with a ``<title>`` (the browser's tooltip) per mark, every
         element id (and reference to one) starting with ``prefix``; by default a prefix derived
         from the figure's content, so the same figure gives the same bytes and different figures
-        on one page never share an id."""
+        on one page never share an id. With the default prefix the figure is drawn once, however
+        often this is asked."""
+        if prefix is None and self._svg is not None:
+            return self._svg
+        text = self._drawn_svg(prefix)
+        if prefix is None:
+            self._svg = text
+        return text
+
+    def _drawn_svg(self, prefix: str | None) -> str:
         import matplotlib
 
         buffer = io.StringIO()
@@ -109,12 +128,12 @@ class Chart:
         text = re.sub(r'<g id="(tip\d+)">', titled, text)
         if prefix is None:
             prefix = "f" + hashlib.sha1(text.encode()).hexdigest()[:10] + "-"
-        text = prefixed_ids(text, prefix)
+        text = compact_svg(prefixed_ids(text, prefix))
         return text.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
 
     def _freeze_layout(self) -> None:
-        """Keep the axes where the first save's constrained layout put them: a second save (PNG
-        then SVG) draws the same figure without laying it out again, which is half the cost."""
+        """Keep the axes where the first save's constrained layout put them: a second save (SVG
+        then PNG) draws the same figure without laying it out again, which is half the cost."""
         self.figure.set_layout_engine("none")  # type: ignore[attr-defined]
 
 
@@ -132,6 +151,68 @@ def prefixed_ids(svg: str, prefix: str) -> str:
     svg = re.sub(r'(\bid=")([^"]+)(")', renamed, svg)
     svg = re.sub(r'(href="#)([^"]+)(")', renamed, svg)
     return re.sub(r'(url\(#)([^)]+)(\))', renamed, svg)
+
+
+PATH_DECIMALS = 2
+"""Decimals kept of a figure's path coordinates (in points: a hundredth of a point is far
+below a screen pixel)."""
+
+_PATH_DATA = re.compile(r'\bd="([^"]*)"')
+_PATH_TOKEN = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[A-Za-z]")
+
+
+def _coordinate(value: str) -> str:
+    text = f"{float(value):.{PATH_DECIMALS}f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def compact_path(data: str) -> str:
+    """SVG path data drawn the same at screen resolution, in fewer bytes: coordinates to
+    :data:`PATH_DECIMALS` decimals, one space between tokens, a line along an axis as ``H`` or
+    ``V``, lines in a row under one ``L``, and a line to the point the path is already at (after
+    rounding) left out."""
+    out: list[str] = []
+    point: list[str] | None = None
+    command: list[str] = []
+
+    def flush() -> None:
+        nonlocal point
+        if not command:
+            return
+        letter, numbers = command[0], [_coordinate(v) for v in command[1:]]
+        if letter == "L" and len(numbers) == 2 and point is not None:
+            x, y = numbers
+            if [x, y] == point:
+                return
+            if y == point[1] or x == point[0]:
+                out.append(f"H {x}" if y == point[1] else f"V {y}")
+                point = [x, y]
+                return
+        if letter == "L" and out and out[-1].startswith("L "):
+            out[-1] += " " + " ".join(numbers)  # a line after a line needs no letter of its own
+        else:
+            out.append(" ".join([letter, *numbers]))
+        point = numbers[-2:] if letter in "MLCQ" and len(numbers) >= 2 and len(numbers) % 2 == 0 else None
+
+    for token in _PATH_TOKEN.findall(data):
+        if token.isalpha():
+            flush()
+            command = [token]
+        elif command:
+            command.append(token)
+        else:
+            return data  # numbers before any command: not path data this handles
+    flush()
+    return " ".join(out)
+
+
+_BETWEEN_TAGS = re.compile(r">\s+<")
+
+
+def compact_svg(svg: str) -> str:
+    """An SVG with every path's data compacted (:func:`compact_path`) and the indentation
+    between its tags left out."""
+    return _BETWEEN_TAGS.sub("><", _PATH_DATA.sub(lambda m: f'd="{compact_path(m.group(1))}"', svg))
 
 
 TITLE_CHARACTERS_PER_INCH = 8.5
