@@ -228,6 +228,38 @@ def test_a_recomputation_with_options_is_saved_under_a_label_that_says_so(tmp_pa
         "estimator", "grpo", "grpo+epsilon=1000", "grpo@trl==1.5+epsilon=0.5", "mine"]
 
 
+def test_a_label_the_report_reads_names_only_its_own_computation(tmp_path, tiny_run_dir):
+    """`grpo` and `gae_raw` are what the report, the checks and compare read under those names: a
+    recomputation with other settings under such a label is refused, and nothing is saved."""
+    store = tmp_path / "store"
+    assert trajlens("ingest", tiny_run_dir, "--store", store).returncode == 0
+    refused = {
+        ("-e", "grpo", "--option", "epsilon=1000", "--label", "grpo"):
+            "error: --label: 'grpo' names grpo with its defaults (the report, the checks and compare read it so), "
+            "not this recomputation; name it otherwise, or drop --label to save it as 'grpo+epsilon=1000'",
+        ("-e", "gae", "--label", "gae_raw"):
+            "error: --label: 'gae_raw' names gae with gamma=1.0, lam=1.0, whiten=False (the report, the checks and "
+            "compare read it so), not this recomputation; name it otherwise, or drop --label to save it as 'gae'",
+        ("-e", "grpo", "--label", "rloo"):
+            "error: --label: 'rloo' names rloo with its defaults (the report, the checks and compare read it so), "
+            "not this recomputation; name it otherwise, or drop --label to save it as 'grpo'",
+        ("-e", "grpo", "--trainer", "trl==1.5", "--label", "grpo"):
+            "error: --label: 'grpo' names the computation of the run's own trainer (verl==0.9.1), and trl==1.5 "
+            "computes grpo otherwise; name it otherwise, or drop --label to save it as 'grpo@trl==1.5'",
+    }
+    for args, message in refused.items():
+        done = trajlens("advantages", store, "--run", "tiny", *args)
+        assert (done.returncode, done.stderr.strip()) == (1, message)
+    from trajlens import open as open_store
+
+    assert "advantage_batches" not in open_store(store).tables()
+    for args in (("-e", "gae", "--option", "whiten=false", "--label", "gae_raw"),
+                 ("-e", "gae", "--option", "whiten=false", "--option", "lam=1.0", "--label", "gae_raw"),
+                 ("-e", "grpo", "--trainer", "verl==0.9.0", "--label", "grpo")):
+        done = trajlens("advantages", store, "--run", "tiny", *args)
+        assert done.returncode == 0, (args, done.stderr)
+
+
 def test_steps_whose_advantages_are_not_numbers_get_a_note(tmp_path):
     """With epsilon=0, as verl allows, a group of equal rewards divides 0 by 0: saved as the trainer
     computes it, but said, not left for a reader to find as NaN rows."""

@@ -58,7 +58,7 @@ from trajlens.estimators.spec import (
 __all__ = [
     "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "REPORT_VARIANTS", "Declaration", "EstimatorChoice", "EstimatorSpec",
     "FlatScan", "InReport", "Input", "Kind", "Option", "RunFacts", "Statistics", "declared_estimators", "estimator_spec",
-    "reads_tokens", "release_conventions", "render_markdown", "render_readme_table", "run_facts", "trainer_choice",
+    "label_mismatch", "named_computation", "reads_tokens", "release_conventions", "render_markdown", "render_readme_table", "run_facts", "trainer_choice",
 ]
 
 
@@ -456,6 +456,31 @@ REPORT_VARIANTS: tuple[tuple[EstimatorSpec, EstimatorChoice], ...] = tuple(
     for variant in spec.variants()
 )
 """Every labelled recomputation the report (and the checks' ``advantage:<label>``) can make, in display order."""
+
+
+def named_computation(label: str) -> EstimatorChoice | None:
+    """The computation ``label`` stands for wherever a saved label is read (the report, the checks'
+    ``advantage:<label>``, ``trajlens compare``'s ``RUN:LABEL``): a report variant's, or an
+    estimator's name for that estimator with its defaults; None for any other label."""
+    variant = next((v for _, v in REPORT_VARIANTS if v.label == label), None)
+    if variant is None and label in ESTIMATOR_REGISTRY:
+        return EstimatorChoice(label, label)
+    return variant
+
+
+def label_mismatch(label: str, estimator: str, options: Mapping[str, Any]) -> str | None:
+    """Why a recomputation of ``estimator`` with ``options`` may not be saved as ``label``: the
+    label names another computation (:func:`named_computation`), so its numbers would be read as
+    that one's. None when the label names no computation, or this one."""
+    named = named_computation(label)
+    if named is None:
+        return None
+    spec = named.spec()
+    if named.estimator == estimator and spec.settings(named.options) == estimator_spec(estimator).settings(options):
+        return None
+    settings = ", ".join(f"{k}={v}" for k, v in sorted(named.options.items())) or "its defaults"
+    return (f"{label!r} names {named.estimator} with {settings} (the report, the checks and compare read it so), "
+            "not this recomputation")
 
 
 def trainer_choice(name: str, release: TrainerRelease) -> EstimatorChoice | None:
