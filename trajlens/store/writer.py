@@ -227,6 +227,9 @@ class StoreWriter:
         self._staged: dict[str, StagedRun] = {}
         self._seen: list[str] = []
         """Run ids in the order the call met them, staged or kept: the order of the notes."""
+        self._moved: dict[str, str] = {}
+        """Run id -> the source the store recorded for it, which no longer exists: a run whose
+        source moved is taken from its new place when its content is the same."""
         self.call: dict[str, Any] | None = None
         """The ingest call (sources and options), recorded with each run so that
         ``trajlens verify --repair`` can write the run again from its source."""
@@ -314,9 +317,25 @@ class StoreWriter:
         if self.replace or not existing.is_dir():
             return
         held = RunRecord.read(existing).source
-        if held is not None and held != identity:
-            raise RunConflictError(f"{source}: run id {run_id!r} is already in {self.store} from another source "
-                                   f"({held}); choose another id with --run, or pass --replace to replace it")
+        if held is None or held == identity:
+            return
+        if not any(Path(part).exists() for part in held.split(", ") if part):
+            self._moved[run_id] = held  # moved, or gone: publish compares the content
+            return
+        raise RunConflictError(f"{source}: run id {run_id!r} is already in {self.store} from another source "
+                               f"({held}); choose another id with --run, or pass --replace to replace it")
+
+    def _check_moved(self) -> None:
+        """Refuse a run whose recorded source no longer exists when what was read in its stead holds
+        other content: it is another run under the same id, not the same one moved."""
+        for run_id, held in self._moved.items():
+            staged = self._staged.get(run_id)
+            if staged is None or staged.record.content_hash == RunRecord.read(self.store / RUNS_DIR / run_id).content_hash:
+                continue
+            raise RunConflictError(
+                f"{staged.record.source}: run id {run_id!r} is already in {self.store} from {held}, which no longer "
+                "exists, and this source holds other data; choose another id with --run, or pass --replace to "
+                "replace it")
 
     def add(self, run: RunData, source: str) -> None:
         with self.stage(run.run_id, run.runs, source) as writer:
@@ -331,6 +350,7 @@ class StoreWriter:
             self.unchanged.extend(self._seen)
             self._release()
             return []
+        self._check_moved()
         publisher = self._open()
         try:
             for run_id in self._seen:
@@ -349,6 +369,9 @@ class StoreWriter:
                             # the same files, recorded anew: the source as now read, by this call
                             publisher.replace(staged.directory, f"{RUNS_DIR}/{run_id}")
                         continue
+                    if run_id in self._moved:
+                        self.notes.append(f"run {run_id} moved from {self._moved[run_id]} to {staged.record.source}: "
+                                          "the same content, kept with its analyses")
                     if held.content_hash != staged.record.content_hash:
                         dropped = [name for name in derived_files(self.store)
                                    if (self.store / DERIVED_DIR / name / f"{run_id}.parquet").exists()]

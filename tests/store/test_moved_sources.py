@@ -1,0 +1,66 @@
+"""A run whose recorded source no longer exists: the same logs at a new place are the same run
+(a project folder moved), other logs under its id are refused."""
+
+from __future__ import annotations
+
+import shutil
+
+from cli_run import run_cli
+
+import trajlens
+
+
+def _ingest(source, store):
+    return run_cli("ingest", source, "--store", store, "--run", "tiny")
+
+
+def test_a_moved_source_is_the_same_run_with_its_analyses(tiny_run_dir, tmp_path):
+    first = tmp_path / "project" / "logs"
+    shutil.copytree(tiny_run_dir, first)
+    store = tmp_path / "store"
+    assert _ingest(first, store).returncode == 0
+    assert run_cli("classify", store).returncode == 0
+    moved = tmp_path / "moved" / "logs"
+    shutil.move(tmp_path / "project", tmp_path / "moved")
+
+    done = _ingest(moved, store)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == (f"run tiny moved from {first} to {moved}: the same content, kept with "
+                                           "its analyses")
+    handle = trajlens.open(store)
+    assert "call_classes" in handle.tables()
+    assert handle.sql("SELECT count(*) AS n FROM runs")["n"][0] == 1
+    again = _ingest(moved, store)
+    assert again.stderr.splitlines()[0] == "run tiny is unchanged: kept as it was, with its analyses"
+    assert run_cli("verify", store).returncode == 0
+
+
+def test_other_logs_in_place_of_a_source_that_is_gone_are_refused(tiny_run_dir, tmp_path):
+    first = tmp_path / "logs"
+    shutil.copytree(tiny_run_dir, first)
+    store = tmp_path / "store"
+    assert _ingest(first, store).returncode == 0
+    other = tmp_path / "other"
+    shutil.move(first, other)
+    for table in ("trajectories", "tool_calls", "tokens"):  # one step fewer: other data
+        shutil.rmtree(other / table / "step=000002")
+
+    done = _ingest(other, store)
+    assert done.returncode == 1
+    assert done.stderr == (f"error: {other}: run id 'tiny' is already in {store} from {first}, which no longer "
+                           "exists, and this source holds other data; choose another id with --run, or pass "
+                           "--replace to replace it\n")
+    assert trajlens.open(store).sql("SELECT max(step) AS last FROM trajectories")["last"][0] == 2
+    assert _ingest(other, store).returncode == 1
+    assert run_cli("ingest", other, "--store", store, "--run", "tiny", "--replace").returncode == 0
+
+
+def test_a_source_that_still_exists_is_another_source(tiny_run_dir, tmp_path):
+    store = tmp_path / "store"
+    assert _ingest(tiny_run_dir, store).returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_run_dir, copy)
+    done = _ingest(copy, store)
+    assert done.returncode == 1
+    assert done.stderr == (f"error: {copy}: run id 'tiny' is already in {store} from another source "
+                           f"({tiny_run_dir}); choose another id with --run, or pass --replace to replace it\n")
