@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -59,14 +58,13 @@ def report(
     OUT/index.html (one self-contained page: the overview, every run, comparisons, figures with hover
     values), OUT/README.md (findings per run), OUT/RUN/stage_report.md with SVG figures, and
     OUT/RUN/view/*.html (viewer pages of a few trajectories per run). They are written beside OUT
-    first and moved into it at the end, so a report that fails leaves OUT as it was; the figures and
-    viewer pages an earlier report there wrote for these runs, and this one did not, are removed.
+    first and moved into it at the end, so a report that fails leaves OUT as it was.
 
     Example: trajlens report store --out out/report --compare sao-r6,sao-r7
     """
     import trajlens
     from trajlens.report import report_store
-    from trajlens.report.build import foreign_files, stale_files
+    from trajlens.report.build import foreign_files
     from trajlens.run.splits import reported_split
 
     pairs = [parse_pair(text) for text in compare or []]
@@ -82,9 +80,6 @@ def report(
     with folder_output(output) as partial, progress_bar("reporting", total=len(runs)) as tick:
         written = report_store(handle, partial, n=n, seed=seed, run_ids=runs, comparisons=pairs,
                                viewers_per_run=viewers, progress=tick, split=split, png=png)
-    for path in stale_files(output, written):  # an earlier report's figures and pages of these runs
-        with contextlib.suppress(OSError):
-            path.unlink()
     from trajlens.report.overview import overview_text
 
     typer.echo(overview_text(written))

@@ -473,25 +473,6 @@ def foreign_files(folder: Path) -> list[str]:
     return foreign
 
 
-FIGURE_NAMES: tuple[str, ...] = ("class_shares_by_step", "reward_and_length_by_step", "class_shares_per_trajectory",
-                                 "distributions", "stage_rates", "advantage_batches")
-"""The figures a run's report can hold, by file name without its suffix."""
-
-
-def stale_files(folder: Path, reports: Sequence[RunReport]) -> list[Path]:
-    """The files of an earlier report in ``folder`` that the reports just moved into it did not
-    write again for their runs: a figure (PNG or SVG) or a viewer page. Read by no page of the
-    new report, they would show an older run beside it. Other files are not a report's."""
-    stale = []
-    for report in reports:
-        run = folder / report.run_id
-        written = {f.name for f in report.figures} | {f"view/{v.name}" for v in report.viewers}
-        candidates = [*(p for p in run.glob("*.png") if p.stem in FIGURE_NAMES),
-                      *(p for p in run.glob("*.svg") if p.stem in FIGURE_NAMES), *run.glob("view/*.html")]
-        stale += [p for p in candidates if p.is_file() and str(p.relative_to(run)) not in written]
-    return sorted(stale)
-
-
 def _write_index(out: Path, reports: list[RunReport]) -> None:
     lines = [REPORT_TITLE, "", *overview_markdown(reports), ""]
     for report in reports:
