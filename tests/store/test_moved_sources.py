@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from cli_run import run_cli
 
 import trajlens
+
+TRL_LOGS = Path(__file__).resolve().parents[1] / "data" / "trl" / "grpo-run"
 
 
 def _ingest(source, store):
@@ -64,3 +67,23 @@ def test_a_source_that_still_exists_is_another_source(tiny_run_dir, tmp_path):
     assert done.returncode == 1
     assert done.stderr == (f"error: {copy}: run id 'tiny' is already in {store} from another source "
                            f"({tiny_run_dir}); choose another id with --run, or pass --replace to replace it\n")
+
+
+def test_a_moved_log_folder_whose_run_names_its_files_is_the_same_run(tmp_path):
+    """A log format's loader records the files as they were given in the run's ``runs`` table:
+    that is where the run was read from, not what it holds."""
+    first = tmp_path / "project" / "grpo-run"
+    shutil.copytree(TRL_LOGS, first)
+    store = tmp_path / "store"
+    assert run_cli("ingest", first, "--store", store).returncode == 0
+    assert run_cli("classify", store).returncode == 0
+    shutil.move(tmp_path / "project", tmp_path / "moved")
+    moved = tmp_path / "moved" / "grpo-run"
+
+    done = run_cli("ingest", moved, "--store", store)
+    assert done.returncode == 0, done.stderr
+    assert "moved from" in done.stderr and "the same content, kept with its analyses" in done.stderr
+    handle = trajlens.open(store)
+    assert "call_classes" in handle.tables()
+    assert str(moved) in handle.sql("SELECT source FROM runs")["source"][0]
+    assert run_cli("verify", store).returncode == 0

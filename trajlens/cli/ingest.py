@@ -26,7 +26,9 @@ def ingest(
     store is left as it was. Ingesting an unchanged source again changes nothing and keeps its
     analyses (a run directory whose files kept their sizes and times is not read again); a
     changed one replaces its run and drops its analyses, and says so. A run id the store already
-    holds for another source is refused unless --replace. Input files are never modified.
+    holds for another source is refused unless --replace; when that source no longer exists (a
+    moved folder), the same content from the new source is the same run, kept with its analyses.
+    Input files are never modified.
 
     Example: trajlens ingest sample_data/sao-r6 metrics.jsonl --store store
     """

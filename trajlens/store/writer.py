@@ -319,7 +319,7 @@ class StoreWriter:
         held = RunRecord.read(existing).source
         if held is None or held == identity:
             return
-        if not any(Path(part).exists() for part in held.split(", ") if part):
+        if not Path(held).exists() and not any(Path(part).exists() for part in held.split(", ") if part):
             self._moved[run_id] = held  # moved, or gone: publish compares the content
             return
         raise RunConflictError(f"{source}: run id {run_id!r} is already in {self.store} from another source "
@@ -330,7 +330,7 @@ class StoreWriter:
         other content: it is another run under the same id, not the same one moved."""
         for run_id, held in self._moved.items():
             staged = self._staged.get(run_id)
-            if staged is None or staged.record.content_hash == RunRecord.read(self.store / RUNS_DIR / run_id).content_hash:
+            if staged is None or _same_but_where(self.store / RUNS_DIR / run_id, staged):
                 continue
             raise RunConflictError(
                 f"{staged.record.source}: run id {run_id!r} is already in {self.store} from {held}, which no longer "
@@ -372,7 +372,7 @@ class StoreWriter:
                     if run_id in self._moved:
                         self.notes.append(f"run {run_id} moved from {self._moved[run_id]} to {staged.record.source}: "
                                           "the same content, kept with its analyses")
-                    if held.content_hash != staged.record.content_hash:
+                    if held.content_hash != staged.record.content_hash and run_id not in self._moved:
                         dropped = [name for name in derived_files(self.store)
                                    if (self.store / DERIVED_DIR / name / f"{run_id}.parquet").exists()]
                         for name in dropped:
@@ -417,6 +417,31 @@ class StoreWriter:
             self.discard()
         else:
             self._release()
+
+
+def _same_but_where(existing: Path, staged: StagedRun) -> bool:
+    """Whether a staged run holds what the store holds for its id but for where it was read from:
+    every file the same, save the ``runs`` table, whose ``source`` names the files as they were
+    given (a log format's loader records them there) and may differ."""
+    held = RunRecord.read(existing)
+    if held.content_hash == staged.record.content_hash:
+        return True
+    if held.files is None or staged.record.files is None:
+        return False
+    if {k: v for k, v in held.files.items() if not k.startswith(f"{RUNS_TABLE}/")} != \
+            {k: v for k, v in staged.record.files.items() if not k.startswith(f"{RUNS_TABLE}/")}:
+        return False
+    import pyarrow.parquet as pq
+
+    def located_nowhere(run_dir: Path) -> Any:
+        table = pq.read_table(run_dir / RUNS_TABLE)
+        return table.drop_columns(["source"]) if "source" in table.column_names else table
+
+    return located_nowhere(existing).equals(located_nowhere(staged.directory))
+
+
+RUNS_TABLE = "runs"
+"""The folder of a run directory's one-row ``runs`` table."""
 
 
 def _same_record(held: RunRecord, staged: RunRecord) -> bool:
