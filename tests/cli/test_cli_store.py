@@ -244,8 +244,8 @@ def test_a_label_the_report_reads_names_only_its_own_computation(tmp_path, tiny_
             "error: --label: 'rloo' names rloo with its defaults (the report, the checks and compare read it so), "
             "not this recomputation; name it otherwise, or drop --label to save it as 'grpo'",
         ("-e", "grpo", "--trainer", "trl==1.5", "--label", "grpo"):
-            "error: --label: 'grpo' names the computation of the run's own trainer (verl==0.9.1), and trl==1.5 "
-            "computes grpo otherwise; name it otherwise, or drop --label to save it as 'grpo@trl==1.5'",
+            "error: --label: 'grpo' names grpo with its defaults (the report, the checks and compare read it so), "
+            "not this recomputation; name it otherwise, or drop --label to save it as 'grpo@trl==1.5'",
     }
     for args, message in refused.items():
         done = trajlens("advantages", store, "--run", "tiny", *args)
@@ -258,6 +258,26 @@ def test_a_label_the_report_reads_names_only_its_own_computation(tmp_path, tiny_
                  ("-e", "grpo", "--trainer", "verl==0.9.0", "--label", "grpo")):
         done = trajlens("advantages", store, "--run", "tiny", *args)
         assert done.returncode == 0, (args, done.stderr)
+
+
+def test_a_run_whose_own_convention_is_not_the_reports_is_saved_under_its_release(tmp_path):
+    """causal-multireward comes from verl, whose sum_then_normalize is not the registry's default
+    (TRL's, which the report computes): recomputed as the run's trainer did, it is labelled with
+    that release; as the report computes it (TRL's convention), it may take the report's label."""
+    store = tmp_path / "store"
+    assert trajlens("ingest", REPO / "sample_data" / "causal-multireward", "--store", store).returncode == 0
+    args = ("advantages", store, "--run", "causal-multireward", "-e", "sum_then_normalize")
+    refused = trajlens(*args, "--label", "sum_then_normalize")
+    assert refused.returncode == 1 and refused.stderr.endswith(
+        "drop --label to save it as 'sum_then_normalize@verl==0.9.1'\n")
+    for extra in ((), ("--trainer", "trl==1.16.0", "--label", "sum_then_normalize")):
+        assert trajlens(*args, *extra).returncode == 0
+    saved = trajlens("sql", store, "SELECT estimator, avg(std) AS std FROM advantage_batches GROUP BY 1 ORDER BY 1",
+                     "--out", tmp_path / "l.csv")
+    assert saved.returncode == 0, saved.stderr
+    rows = (tmp_path / "l.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in rows] == ["estimator", "sum_then_normalize", "sum_then_normalize@verl==0.9.1"]
+    assert rows[1] != rows[2].replace("@verl==0.9.1", "")  # two computations, two numbers
 
 
 def test_steps_whose_advantages_are_not_numbers_get_a_note(tmp_path):

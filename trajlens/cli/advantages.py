@@ -16,7 +16,7 @@ from trajlens.cli._options import (
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY, release_conventions
-from trajlens.estimators.spec import CURRENT_RELEASES, label_problem, recomputation_label
+from trajlens.estimators.spec import CURRENT_RELEASES, label_problem
 
 if TYPE_CHECKING:
     from trajlens.engine.session import EngineSession
@@ -41,7 +41,7 @@ def advantages(
     estimator: Annotated[Optional[str], typer.Option("--estimator", "-e", help=_ESTIMATOR_HELP)] = None,
     option: Annotated[Optional[list[str]], typer.Option("--option", help=_OPTION_HELP)] = None,
     trainer: Annotated[Optional[str], typer.Option("--trainer", help=_TRAINER_HELP)] = None,
-    label: Annotated[Optional[str], typer.Option("--label", help="Name of this recomputation in the advantage_batches table (default: the estimator, followed by --trainer and each --option: grpo@trl==1.5+epsilon=0.001). A report label (gae_raw) or an estimator's name names only the computation the report and compare read under it.")] = None,
+    label: Annotated[Optional[str], typer.Option("--label", help="Name of this recomputation in the advantage_batches table (default: the estimator, followed by the release and each --option where they make it differ from the report's: grpo@trl==1.5+epsilon=0.001). A report label (gae_raw) or an estimator's name is taken only for the computation the report and compare read under it.")] = None,
     identify: Annotated[bool, typer.Option("--identify", help="Recompute the run's logged advantages under every estimator and convention, and name the one that produced them.")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="With --identify: write the verdict and every candidate's fit to this JSON file.")] = None,
     engine: EngineOption = "local",
@@ -80,7 +80,8 @@ def advantages(
     from trajlens.engine.session import engine_session
     from trajlens.estimators import sign_streaks
 
-    from trajlens.estimators.registry import estimator_spec, label_mismatch, named_computation
+    from trajlens.estimators import EstimatorInputError
+    from trajlens.estimators.registry import estimator_spec, label_mismatch, saved_label
 
     if label is not None:
         utf8_argument(label, "--label")
@@ -89,21 +90,19 @@ def advantages(
     options = parse_options(option or [])
     release = parse_trainer_option(trainer) if trainer is not None else None
     spec = estimator_spec(estimator)
-    named, default = label, recomputation_label(estimator, options, release)
-    label = named or default
-    if named is not None and (mismatch := label_mismatch(named, estimator, options)) is not None:
-        raise ConfigError([f"--label: {mismatch}; name it otherwise, or drop --label to save it as {default!r}"])
+    if problems := spec.option_problems(options):  # before any label is judged on them
+        raise EstimatorInputError("recompute: " + "; ".join(problems))
     with engine_session(engine, ray_address, store) as session, progress_bar("recomputing") as tick:
         session.require_runs([run])
         own = _run_release(session, run)
-        if named is not None and release is not None and named_computation(named) is not None \
-                and spec.convention_of(release) != spec.convention_of(own):
-            raise ConfigError([f"--label: {named!r} names the computation of the run's own trainer ({own}), and "
-                               f"{release} computes {estimator} otherwise; name it otherwise, or drop --label to "
-                               f"save it as {default!r}"])
+        default = saved_label(estimator, options, release, own)
         release = own if release is None else release
         convention = spec.convention_of(release)
-        options = {**(convention.options if convention is not None else {}), **options}
+        decided = {**(convention.options if convention is not None else {}), **options}
+        if label is not None and (mismatch := label_mismatch(label, estimator, decided)) is not None:
+            raise ConfigError([f"--label: {mismatch}; name it otherwise, or drop --label to save it as {default!r}"])
+        label = label or default
+        options = decided
         diagnostics = recompute_diagnostics_on(session.engine, session.location, run, estimator, label,
                                                options, progress=tick)
         save_advantage_batches_on(session.store, session.location, run, diagnostics)

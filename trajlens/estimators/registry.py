@@ -53,12 +53,13 @@ from trajlens.estimators.spec import (
     TrainerRelease,
     UNSCORED_CONVENTIONS,
     parse_trainer,
+    recomputation_label,
 )
 
 __all__ = [
     "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "REPORT_VARIANTS", "Declaration", "EstimatorChoice", "EstimatorSpec",
     "FlatScan", "InReport", "Input", "Kind", "Option", "RunFacts", "Statistics", "declared_estimators", "estimator_spec",
-    "label_mismatch", "named_computation", "reads_tokens", "release_conventions", "render_markdown", "render_readme_table", "run_facts", "trainer_choice",
+    "label_mismatch", "named_computation", "reads_tokens", "saved_label", "release_conventions", "render_markdown", "render_readme_table", "run_facts", "trainer_choice",
 ]
 
 
@@ -469,9 +470,10 @@ def named_computation(label: str) -> EstimatorChoice | None:
 
 
 def label_mismatch(label: str, estimator: str, options: Mapping[str, Any]) -> str | None:
-    """Why a recomputation of ``estimator`` with ``options`` may not be saved as ``label``: the
-    label names another computation (:func:`named_computation`), so its numbers would be read as
-    that one's. None when the label names no computation, or this one."""
+    """Why a recomputation of ``estimator`` with ``options`` (every option that decides it, a
+    trainer convention's included) may not be saved as ``label``: the label names another
+    computation (:func:`named_computation`), so its numbers would be read as that one's. None
+    when the label names no computation, or this one."""
     named = named_computation(label)
     if named is None:
         return None
@@ -481,6 +483,22 @@ def label_mismatch(label: str, estimator: str, options: Mapping[str, Any]) -> st
     settings = ", ".join(f"{k}={v}" for k, v in sorted(named.options.items())) or "its defaults"
     return (f"{label!r} names {named.estimator} with {settings} (the report, the checks and compare read it so), "
             "not this recomputation")
+
+
+def saved_label(estimator: str, options: Mapping[str, Any], release: TrainerRelease | None,
+                own: TrainerRelease) -> str:
+    """The label a recomputation of ``estimator`` is saved under when it is given none: the
+    estimator's name when ``options`` over the convention of ``release`` (the run's own release,
+    ``own``, when None) give what the report reads under that name (:func:`named_computation`);
+    else the name, the release (when asked for, or when the run's own convention is not the
+    estimator's defaults) and the options (:func:`recomputation_label`), so that its numbers
+    never pass for the report's."""
+    spec = estimator_spec(estimator)
+    convention = spec.convention_of(release or own)
+    if label_mismatch(estimator, estimator, {**(convention.options if convention else {}), **options}) is None:
+        return estimator
+    own_convention = convention is not None and spec.settings(convention.options) != spec.settings({})
+    return recomputation_label(estimator, options, release if release is not None else own if own_convention else None)
 
 
 def trainer_choice(name: str, release: TrainerRelease) -> EstimatorChoice | None:

@@ -234,10 +234,9 @@ class Releases:
 
 
 def recomputation_label(estimator: str, options: Mapping[str, Any], release: "TrainerRelease | None" = None) -> str:
-    """The label of a recomputation given no label of its own: the estimator's name when it runs
-    as the report and the checks recompute it (no options, the run's own trainer), else that name
-    followed by the trainer release and the options asked for (``grpo@trl==1.5+epsilon=1000``),
-    so that saved numbers never pass for the estimator's plain ones."""
+    """A recomputation's label spelled out: the estimator's name, then ``release`` and each option
+    (``grpo@trl==1.5+epsilon=1000``); :func:`trajlens.estimators.registry.saved_label` decides
+    when a label needs more than the name."""
     label = estimator if release is None else f"{estimator}@{release}"
     for name, value in _flat_options(options):
         text = value if isinstance(value, str) else json.dumps(value, separators=(",", "="))
