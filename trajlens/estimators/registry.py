@@ -59,7 +59,8 @@ from trajlens.estimators.spec import (
 __all__ = [
     "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "REPORT_VARIANTS", "Declaration", "EstimatorChoice", "EstimatorSpec",
     "FlatScan", "InReport", "Input", "Kind", "Option", "RunFacts", "Statistics", "declared_estimators", "estimator_spec",
-    "label_mismatch", "named_computation", "reads_tokens", "saved_label", "release_conventions", "render_markdown", "render_readme_table", "run_facts", "trainer_choice",
+    "label_mismatch", "named_computation", "reads_tokens", "release_conventions", "render_markdown",
+    "render_readme_table", "run_facts", "saved_label", "trainer_choice",
 ]
 
 
@@ -497,8 +498,8 @@ def saved_label(estimator: str, options: Mapping[str, Any], release: TrainerRele
     convention = spec.convention_of(release or own)
     if label_mismatch(estimator, estimator, {**(convention.options if convention else {}), **options}) is None:
         return estimator
-    own_convention = convention is not None and spec.settings(convention.options) != spec.settings({})
-    return recomputation_label(estimator, options, release if release is not None else own if own_convention else None)
+    own_differs = convention is not None and spec.settings(convention.options) != spec.settings({})
+    return recomputation_label(estimator, options, release if release is not None else own if own_differs else None)
 
 
 def trainer_choice(name: str, release: TrainerRelease) -> EstimatorChoice | None:

@@ -272,7 +272,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
             report.figures.append(chart.png(directory / f"{name}.png"))
         shown.append(report.figures[-1])
     sections.append("## Figures\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in shown))
-    report.markdown.write_text("\n\n".join(sections) + "\n")
+    report.markdown.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
     report.viewers, parts.exemplars = _viewer_pages(store, run_id, measures, stage, directory / "view",
                                                     viewers_per_run, choices, moved_share(report.trends))
     report.findings = ranked(report.findings, {name: status for name, status, _ in report.failing})

@@ -95,7 +95,7 @@ class Chart:
         """Write :meth:`svg` as a file (a standalone SVG: its hover text shows when it is opened
         on its own)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.svg() + "\n")
+        path.write_text(self.svg() + "\n", encoding="utf-8")
         return path
 
     def svg(self, prefix: str | None = None) -> str:
