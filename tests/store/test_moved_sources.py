@@ -6,11 +6,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from cli_run import run_cli
 
 import trajlens
 
-TRL_LOGS = Path(__file__).resolve().parents[1] / "data" / "trl" / "grpo-run"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _ingest(source, store):
@@ -69,16 +70,18 @@ def test_a_source_that_still_exists_is_another_source(tiny_run_dir, tmp_path):
                            f"({tiny_run_dir}); choose another id with --run, or pass --replace to replace it\n")
 
 
-def test_a_moved_log_folder_whose_run_names_its_files_is_the_same_run(tmp_path):
-    """A log format's loader records the files as they were given in the run's ``runs`` table:
-    that is where the run was read from, not what it holds."""
-    first = tmp_path / "project" / "grpo-run"
-    shutil.copytree(TRL_LOGS, first)
+@pytest.mark.parametrize("logs", ["trl/grpo-run", "verl/grpo-sandbox"])
+def test_a_moved_log_folder_whose_run_names_its_files_is_the_same_run(logs, tmp_path):
+    """A log format's loader records the files as they were given in the ``source`` of the runs
+    table (TRL) and of each trajectory (verl dumps, ``path:line``): where a row was read, not what
+    the run holds."""
+    first = tmp_path / "project" / Path(logs).name
+    shutil.copytree(DATA / logs, first)
     store = tmp_path / "store"
     assert run_cli("ingest", first, "--store", store).returncode == 0
     assert run_cli("classify", store).returncode == 0
     shutil.move(tmp_path / "project", tmp_path / "moved")
-    moved = tmp_path / "moved" / "grpo-run"
+    moved = tmp_path / "moved" / Path(logs).name
 
     done = run_cli("ingest", moved, "--store", store)
     assert done.returncode == 0, done.stderr

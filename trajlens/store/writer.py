@@ -421,27 +421,32 @@ class StoreWriter:
 
 def _same_but_where(existing: Path, staged: StagedRun) -> bool:
     """Whether a staged run holds what the store holds for its id but for where it was read from:
-    every file the same, save the ``runs`` table, whose ``source`` names the files as they were
-    given (a log format's loader records them there) and may differ."""
+    every file the same, save those of the tables whose ``source`` column names the files a row
+    was read from, as they were given (:data:`WHERE_READ`), which are compared without it."""
     held = RunRecord.read(existing)
     if held.content_hash == staged.record.content_hash:
         return True
-    if held.files is None or staged.record.files is None:
+    if held.files is None or staged.record.files is None or held.files.keys() != staged.record.files.keys():
         return False
-    if {k: v for k, v in held.files.items() if not k.startswith(f"{RUNS_TABLE}/")} != \
-            {k: v for k, v in staged.record.files.items() if not k.startswith(f"{RUNS_TABLE}/")}:
-        return False
+    for name, digest in held.files.items():
+        if digest == staged.record.files[name]:
+            continue
+        if name.split("/")[0] not in WHERE_READ or \
+                not _read_nowhere(existing / name).equals(_read_nowhere(staged.directory / name)):
+            return False
+    return True
+
+
+WHERE_READ: tuple[str, ...] = ("runs", "trajectories")
+"""Tables whose ``source`` column says where the loader read a row (a file as given, with its line
+or row): a log moved elsewhere changes it and nothing else."""
+
+
+def _read_nowhere(path: Path) -> Any:
     import pyarrow.parquet as pq
 
-    def located_nowhere(run_dir: Path) -> Any:
-        table = pq.read_table(run_dir / RUNS_TABLE)
-        return table.drop_columns(["source"]) if "source" in table.column_names else table
-
-    return located_nowhere(existing).equals(located_nowhere(staged.directory))
-
-
-RUNS_TABLE = "runs"
-"""The folder of a run directory's one-row ``runs`` table."""
+    table = pq.read_table(path)
+    return table.drop_columns(["source"]) if "source" in table.column_names else table
 
 
 def _same_record(held: RunRecord, staged: RunRecord) -> bool:
