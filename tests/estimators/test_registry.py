@@ -176,6 +176,17 @@ def test_cli_runs_every_estimator_or_says_what_the_run_lacks(name, tiny_store, c
         assert len(lines) == 1 and name in lines[0] and "needs" in lines[0], captured.err
 
 
+def test_a_label_names_one_computation_however_its_settings_are_spelled():
+    from trajlens.estimators.registry import label_mismatch
+
+    for same in ({}, {"config": {}}, {"config": {"ema_alpha": 0.05}}, {"config": None}):
+        assert label_mismatch("gdpo_dynamic", "gdpo_dynamic", same) is None, same
+    assert label_mismatch("gdpo_dynamic", "gdpo_dynamic", {"config": {"ema_alpha": 0.5}}) is not None
+    assert label_mismatch("gae_raw", "gae", {"whiten": False, "gamma": 1}) is None
+    assert label_mismatch("gae_raw", "gae", {}) is not None
+    assert label_mismatch("mine", "grpo", {"epsilon": 1000.0}) is None  # a label no surface reads
+
+
 def test_report_choices_follow_the_registry(tiny_store):
     from trajlens.run.choices import ESTIMATOR_CHOICES, available_estimators
 

@@ -478,12 +478,23 @@ def label_mismatch(label: str, estimator: str, options: Mapping[str, Any]) -> st
     named = named_computation(label)
     if named is None:
         return None
-    spec = named.spec()
-    if named.estimator == estimator and spec.settings(named.options) == estimator_spec(estimator).settings(options):
+    if named.estimator == estimator and _decided(named.spec(), named.options) == _decided(named.spec(), options):
         return None
     settings = ", ".join(f"{k}={v}" for k, v in sorted(named.options.items())) or "its defaults"
     return (f"{label!r} names {named.estimator} with {settings} (the report, the checks and compare read it so), "
             "not this recomputation")
+
+
+def _decided(spec: EstimatorSpec, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings ``options`` give, each ``config`` option as the :class:`DynamicWeightConfig` it
+    stands for (None, ``{}`` and the defaults' fields are one config)."""
+    settings = spec.settings(options)
+    for option in spec.options:
+        if option.type == "config":
+            from trajlens.estimators.dynamic import weight_config
+
+            settings[option.name] = weight_config(spec.name, settings[option.name])
+    return settings
 
 
 def saved_label(estimator: str, options: Mapping[str, Any], release: TrainerRelease | None,
