@@ -81,7 +81,7 @@ def advantages(
     from trajlens.estimators import sign_streaks
 
     from trajlens.estimators import EstimatorInputError
-    from trajlens.estimators.registry import estimator_spec, label_mismatch, saved_label
+    from trajlens.estimators.registry import convention_options, estimator_spec, label_mismatch, saved_label
 
     if label is not None:
         utf8_argument(label, "--label")
@@ -96,9 +96,7 @@ def advantages(
         session.require_runs([run])
         own = _run_release(session, run)
         default = saved_label(estimator, options, release, own)
-        release = own if release is None else release
-        convention = spec.convention_of(release)
-        decided = {**(convention.options if convention is not None else {}), **options}
+        decided = convention_options(estimator, options, own if release is None else release)
         if label is not None and (mismatch := label_mismatch(label, estimator, decided)) is not None:
             raise ConfigError([f"--label: {mismatch}; name it otherwise, or drop --label to save it as {default!r}"])
         label = label or default

@@ -58,7 +58,8 @@ from trajlens.estimators.spec import (
 
 __all__ = [
     "ESTIMATOR_NAMES", "ESTIMATOR_REGISTRY", "REPORT_VARIANTS", "Declaration", "EstimatorChoice", "EstimatorSpec",
-    "FlatScan", "InReport", "Input", "Kind", "Option", "RunFacts", "Statistics", "declared_estimators", "estimator_spec",
+    "FlatScan", "InReport", "Input", "Kind", "Option", "RunFacts", "Statistics", "convention_options",
+    "declared_estimators", "estimator_spec",
     "label_mismatch", "named_computation", "reads_tokens", "release_conventions", "render_markdown",
     "render_readme_table", "run_facts", "saved_label", "trainer_choice",
 ]
@@ -505,12 +506,18 @@ def saved_label(estimator: str, options: Mapping[str, Any], release: TrainerRele
     else the name, the release (when asked for, or when the run's own convention is not the
     estimator's defaults) and the options (:func:`recomputation_label`), so that its numbers
     never pass for the report's."""
-    spec = estimator_spec(estimator)
-    convention = spec.convention_of(release or own)
-    if label_mismatch(estimator, estimator, {**(convention.options if convention else {}), **options}) is None:
+    if label_mismatch(estimator, estimator, convention_options(estimator, options, release or own)) is None:
         return estimator
-    own_differs = convention is not None and spec.settings(convention.options) != spec.settings({})
+    spec = estimator_spec(estimator)
+    own_differs = spec.settings(convention_options(estimator, {}, own)) != spec.settings({})
     return recomputation_label(estimator, options, release if release is not None else own if own_differs else None)
+
+
+def convention_options(estimator: str, options: Mapping[str, Any], release: TrainerRelease) -> dict[str, Any]:
+    """``options`` over those of the convention by which ``release`` computes ``estimator``: what a
+    recomputation as that release runs with (the registry's defaults fill the rest)."""
+    convention = estimator_spec(estimator).convention_of(release)
+    return {**(convention.options if convention is not None else {}), **options}
 
 
 def trainer_choice(name: str, release: TrainerRelease) -> EstimatorChoice | None:

@@ -369,10 +369,10 @@ class StoreWriter:
                             # the same files, recorded anew: the source as now read, by this call
                             publisher.replace(staged.directory, f"{RUNS_DIR}/{run_id}")
                         continue
-                    if run_id in self._moved:
+                    if run_id in self._moved:  # the same content as read elsewhere (_check_moved)
                         self.notes.append(f"run {run_id} moved from {self._moved[run_id]} to {staged.record.source}: "
                                           "the same content, kept with its analyses")
-                    if held.content_hash != staged.record.content_hash and run_id not in self._moved:
+                    elif held.content_hash != staged.record.content_hash:
                         dropped = [name for name in derived_files(self.store)
                                    if (self.store / DERIVED_DIR / name / f"{run_id}.parquet").exists()]
                         for name in dropped:
