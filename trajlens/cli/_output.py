@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from trajlens.cli._written import read_list, remove_unwritten, write_list
 from trajlens.errors import ConfigError, TrajlensError
 from trajlens.jsontext import json_values
 
@@ -157,9 +158,12 @@ def write_text_atomically(path: Path, text: str, *, flag: str = "--out") -> None
 
 
 @contextlib.contextmanager
-def folder_output(folder: Path, *, flag: str = "--out") -> Iterator[Path]:
+def folder_output(folder: Path, *, flag: str = "--out", listed: bool = False) -> Iterator[Path]:
     """A partial sibling of ``folder`` to write into; on success what it holds is moved into
     ``folder`` (made if missing; a file of the same name is replaced, other files are kept).
+
+    ``listed``: the files written are listed in the folder (:mod:`trajlens.cli._written`), and
+    those the last listed write made that this one does not, unchanged since, are removed.
 
     On any failure, an interrupt included, the partial folder and any parent folders made for it
     are removed: nothing is left behind, and an existing ``folder`` is as it was. An
@@ -177,6 +181,8 @@ def folder_output(folder: Path, *, flag: str = "--out") -> Iterator[Path]:
         raise ConfigError([f"{flag} {folder}: cannot write it ({_os_reason(error)})"]) from None
     try:
         yield partial
+        earlier = read_list(folder) if listed else {}
+        written = write_list(partial) if listed else {}
         _move_into(partial, folder)
     except BaseException as error:
         shutil.rmtree(partial, ignore_errors=True)
@@ -189,6 +195,7 @@ def folder_output(folder: Path, *, flag: str = "--out") -> Iterator[Path]:
             if code in OUT_OF_SPACE:  # a writer that names no file (Polars, pyarrow): only a write fills a disk
                 raise ConfigError([f"{flag} {folder}: cannot write it ({os.strerror(code)})"]) from None
         raise
+    remove_unwritten(folder, earlier, written)
 
 
 OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})

@@ -58,7 +58,9 @@ def report(
     OUT/index.html (one self-contained page: the overview, every run, comparisons, figures with hover
     values), OUT/README.md (findings per run), OUT/RUN/stage_report.md with SVG figures, and
     OUT/RUN/view/*.html (viewer pages of a few trajectories per run). They are written beside OUT
-    first and moved into it at the end, so a report that fails leaves OUT as it was.
+    first and moved into it at the end, so a report that fails leaves OUT as it was. Files an
+    earlier report wrote into OUT that this one does not (a run left out, fewer viewer pages) are
+    removed where unchanged since; other files in OUT are kept.
 
     Example: trajlens report store --out out/report --compare sao-r6,sao-r7
     """
@@ -77,7 +79,7 @@ def report(
     handle.require_runs(runs)
     split = reported_split(handle, runs, split)
     check_sides(handle, pairs)
-    with folder_output(output) as partial, progress_bar("reporting", total=len(runs)) as tick:
+    with folder_output(output, listed=True) as partial, progress_bar("reporting", total=len(runs)) as tick:
         written = report_store(handle, partial, n=n, seed=seed, run_ids=runs, comparisons=pairs,
                                viewers_per_run=viewers, progress=tick, split=split, png=png)
     from trajlens.report.overview import overview_text

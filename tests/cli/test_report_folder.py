@@ -1,0 +1,82 @@
+"""A report written again into its folder leaves no file of the earlier report behind that it no
+longer writes (a run left out, fewer viewer pages, no PNGs), and removes nothing else: not a
+user's file, not a file the user changed, not a file reached through a symbolic link."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from cli_run import run_cli
+
+import trajlens
+from trajlens.cli._written import LIST_NAME, read_list, remove_unwritten
+
+
+@pytest.fixture
+def store(tmp_path, tiny_run_dir):
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    trajlens.ingest([tiny_run_dir], tmp_path / "store", run_id="twin")
+    return tmp_path / "store"
+
+
+def _report(store: Path, out: Path, *args: object) -> None:
+    done = run_cli("report", store, "--out", out, *args)
+    assert done.returncode == 0, done.stderr
+
+
+def _files(folder: Path) -> set[str]:
+    """Every file under ``folder``, through linked folders too."""
+    return {(Path(root) / name).relative_to(folder).as_posix()
+            for root, _, names in os.walk(folder, followlinks=True) for name in names}
+
+
+def test_a_report_of_fewer_runs_views_and_formats_leaves_what_it_wrote_and_the_users_files(store, tmp_path):
+    out = tmp_path / "report"
+    _report(store, out, "--viewers", "2", "--png")
+    before = _files(out)
+    assert {"twin/stage_report.md", "tiny/class_shares_by_step.png"} <= before
+    assert len([name for name in before if name.startswith("tiny/view/")]) == 2
+    (out / "notes.txt").write_text("mine")
+    (out / "twin" / "stage_report.md").write_text("my notes on twin")
+    # twin's viewer pages now lie in a folder of the user's, linked in where the report put them
+    mine = tmp_path / "mine"
+    (out / "twin" / "view").rename(mine)
+    (out / "twin" / "view").symlink_to(mine)
+    pages = sorted(p.name for p in mine.iterdir())
+    assert pages
+
+    _report(store, out, "--run", "tiny", "--viewers", "1")
+    listed = set(json.loads((out / LIST_NAME).read_text())["files"])
+    assert listed and not [name for name in listed if name.startswith("twin/") or name.endswith(".png")]
+    assert len([name for name in listed if name.startswith("tiny/view/")]) == 1
+    # what this report wrote, and the user's: the changed file, the linked folder's pages, their own
+    assert _files(out) == listed | {LIST_NAME, "notes.txt", "twin/stage_report.md"} | {f"twin/view/{p}" for p in pages}
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "twin" / "stage_report.md").read_text() == "my notes on twin"
+    assert sorted(p.name for p in mine.iterdir()) == pages and (out / "twin" / "view").is_symlink()
+    # twin's unchanged files were removed; tiny's folder now holds what a report into a new folder writes
+    assert not (out / "twin" / "class_shares_by_step.svg").exists()
+    assert not (out / "tiny" / "class_shares_by_step.png").exists()
+
+
+def test_a_list_naming_paths_outside_the_folder_removes_nothing(tmp_path):
+    folder, outside = tmp_path / "report", tmp_path / "outside.txt"
+    folder.mkdir()
+    outside.write_text("x")
+    (folder / "kept.txt").write_text("x")
+    digest = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"  # sha256 of "x"
+    names = ["../outside.txt", str(outside), "./kept.txt", "kept.txt/", ""]
+    (folder / LIST_NAME).write_text(json.dumps({"files": {name: digest for name in names}}))
+    assert remove_unwritten(folder, read_list(folder), {}) == []
+    assert outside.read_text() == "x" and (folder / "kept.txt").read_text() == "x"
+    (folder / LIST_NAME).write_text(json.dumps({"files": {"kept.txt": digest}}))
+    assert remove_unwritten(folder, read_list(folder), {}) == [folder / "kept.txt"]
+
+
+@pytest.mark.parametrize("text", ["", "not json", "[]", '{"files": [1]}', '{"files": {"a": 1}}'])
+def test_a_list_that_cannot_be_read_lists_nothing(tmp_path, text):
+    (tmp_path / LIST_NAME).write_text(text)
+    assert read_list(tmp_path) == {}
