@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import polars as pl
+import pytest
 import torch
 from _tolerance import assert_close_ulp
 from trajlens.estimators.reference.trl import trl_sum_then_normalize
@@ -148,3 +149,17 @@ def test_group_advantages_sum_to_zero(sizes, seed, discrete):
         sequence = estimator(rewards, mask, ids).sequence_advantages
         per_group = torch.zeros(len(sizes), dtype=torch.float64).index_add_(0, ids, sequence)
         assert_close(per_group, torch.zeros_like(per_group), atol=1e-9, rtol=0)
+
+
+def test_a_dead_group_of_equal_float32_rewards_can_share_an_advantage_far_from_zero():
+    """The report's dead-groups caption: eight rewards of 5/3 average to 5/3 plus a rounding step
+    in float32, and dividing by their std (1.3e-7) plus eps (1e-6) makes that -0.106 for each, as
+    verl's own loop computes it; eight of 4/3 get +0.106. In float64 both are 0."""
+    for score, expected in ((5 / 3, -0.10573), (4 / 3, 0.10573)):
+        rewards, mask = _batch([score] * 8)
+        result = grpo(rewards, mask, [0] * 8)
+        loop = grpo_loop(rewards, mask, [0] * 8, epsilon=1e-6)
+        assert result.advantages[:, -1].tolist() == pytest.approx([expected] * 8, abs=1e-4)
+        assert_close(result.advantages, loop, rtol=0, atol=1e-6)
+        exact = grpo(rewards.double(), mask, [0] * 8)
+        assert exact.advantages.abs().max().item() == 0.0

@@ -12,6 +12,7 @@ from cli_run import run_cli as cli
 
 import trajlens
 from trajlens.report import report_store
+from trajlens.report.summary import COMMAND_CHARS
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def test_an_rl_run_without_tools_shows_reward_length_and_dead_groups(tmp_path):
     (report,) = report_store(store, tmp_path / "out", viewers_per_run=1)
     assert report.kind == "RL run without tools"
     assert report.findings[0] == ("dead groups: 24 of 32 groups (75%, 95% [58%, 87%]) have equal rewards, so a "
-                                  "group-relative advantage gives them no signal")
+                                  "group-relative advantage tells none of their rollouts apart")
     assert not any("0.000" in f for f in report.findings)
     names = {f.stem for f in report.figures}
     assert "reward_and_length_by_step" in names and not names & {"class_shares_by_step", "stage_rates"}
@@ -103,17 +104,17 @@ def test_single_step_agent_logs_set_resolved_beside_unresolved(tmp_path):
     assert all(0 <= float(cell) <= 1 for cell in suite.split("|")[2:5])  # a Wilson interval stays in [0, 1]
     assert "## Stages" not in text and "stage_rates" not in {f.stem for f in report.figures}
     # Three pages (the default), both outcomes among them: the medians first.
-    assert _viewer_reasons(tmp_path) == ["resolved: median length", "unresolved: median length",
+    assert _viewer_reasons(tmp_path) == ["resolved: median tool calls", "unresolved: median tool calls",
                                          "resolved: most tool calls"]
     page = next((tmp_path / "out" / report.run_id / "view").glob("*.html")).read_text()
     assert '"text":"' in page and "back to the report" in page  # the model's own text, and the way back
     # --viewers N gives at most N pages: here more than the default, and one.
     (report,) = report_store(store, tmp_path / "six", viewers_per_run=6)
     assert [r.split(": ")[1] for r in _viewer_reasons(tmp_path, "six")] == [
-        "median length", "median length", "most tool calls", "most tool calls", "fewest tool calls", "fewest tool calls"]
+        "median tool calls", "median tool calls", "most tool calls", "most tool calls", "fewest tool calls", "fewest tool calls"]
     assert len(report.viewers) == len({p.name for p in report.viewers}) == 6
     (report,) = report_store(store, tmp_path / "one", viewers_per_run=1)
-    assert len(report.viewers) == 1 and _viewer_reasons(tmp_path, "one") == ["resolved: median length"]
+    assert len(report.viewers) == 1 and _viewer_reasons(tmp_path, "one") == ["resolved: median tool calls"]
 
 
 def _viewer_reasons(tmp_path, out: str = "out") -> list[str]:
@@ -173,6 +174,20 @@ def test_top_commands_name_the_action_that_gave_each_call_its_class(tmp_path):
     assert rows == {("test_suite", "pytest -q"), ("test_suite", "pytest"), ("run_script", "python run.py"),
                     ("search", "grep -rn"), ("search", "ls -la"), ("edit", "cat >"), ("edit", "sed -i"),
                     ("edit", "git diff >"), ("test_targeted", "python -m pytest"), ("think", "think")}
+
+
+def test_top_commands_count_commands_whose_words_differ_past_their_start_apart(tmp_path):
+    """Two tests of one file share their first 40 characters: each is its own row; words longer than
+    the table shows are cut with an ellipsis, not silently."""
+    long_name = "pytest tests/test_requests.py::test_" + "x" * 60
+    commands = ("pytest tests/test_requests.py::test_prepare_body_unicode",
+                "pytest tests/test_requests.py::test_prepared_request_none", long_name)
+    store = trajlens.open(write_store(tmp_path, [built_run("long", commands=commands, calls=3)]))
+    report_store(store, tmp_path / "out", viewers_per_run=0)
+    table = (tmp_path / "out" / "long" / "stage_report.md").read_text().split("### Most common commands per class")[1]
+    rows = {line.strip("|").split("|")[1].strip() for line in table.split("\n#")[0].splitlines()
+            if line.startswith("| test_targeted")}
+    assert rows == {commands[0], commands[1], long_name[:COMMAND_CHARS - 1] + "…"}
 
 
 def test_a_training_run_reported_on_its_validation_split_keeps_its_kind(tmp_path):

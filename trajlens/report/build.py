@@ -240,7 +240,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     store.write_derived("stage_changes", run_id, stage.changes)
     if with_tools and not single_step:
         charts["stage_rates"] = plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS),
-                                                  f"{run_id}: N={n} per stage (bars: sample, x: whole stage)")
+                                                  f"{run_id}: {stage.sample_size} (bars: sample, x: whole stage)")
     report.findings += with_verdicts(stage_findings(stage.rates) + channels, attribution_findings(store, run_id))
     report.findings += dead_group_finding(parts.summary)
     if single_step:
@@ -351,8 +351,8 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
         picks.append((top["trajectory_id"][0], f"highest {klass} share in {where['stage'][0]}"
                                                + ("" if grew else ", before it shrank")))
     if first != last:
-        picks.append((median_of(early), f"median length in {early['stage'][0]}"))
-        picks.append((median_of(late), f"median length in {late['stage'][0]}"))
+        picks.append((median_of(early), f"median tool calls in {early['stage'][0]}"))
+        picks.append((median_of(late), f"median tool calls in {late['stage'][0]}"))
     else:
         # One stage: the median, the longest and the shortest attempt of each outcome (of the
         # stage when the run has no verdicts), medians first, so that the first pages show both.
@@ -361,7 +361,7 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
         parts = ([(labelled.filter(pl.col("ok") == ok), word) for ok, word in ((True, "resolved"), (False, "unresolved"))]
                  if outcomes else [(early, f"in {early['stage'][0]}")])
         parts = [(part, word) for part, word in parts if part.height]
-        picks += [(median_of(part), f"{word}: median length" if outcomes else f"median length {word}")
+        picks += [(median_of(part), f"{word}: median tool calls" if outcomes else f"median tool calls {word}")
                   for part, word in parts]
         for descending, extreme in ((True, "most"), (False, "fewest")):
             picks += [(part.sort("n_calls", "trajectory_id", descending=[descending, False])["trajectory_id"][0],

@@ -306,7 +306,7 @@ def dead_group_finding(summary: list[Any]) -> list[Finding]:
         return []
     return [Finding(f"dead groups: {row['dead_groups']:,} of {row['groups']:,} groups ({row['share']:.0%}, "
                     f"95% [{row['ci_low']:.0%}, {row['ci_high']:.0%}]) have equal rewards, so a group-relative "
-                    "advantage gives them no signal", "dead_groups", "summary-dead_groups")]
+                    "advantage tells none of their rollouts apart", "dead_groups", "summary-dead_groups")]
 
 
 FORMAT_ERROR_FINDING = 0.1

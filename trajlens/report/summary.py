@@ -23,6 +23,8 @@ from trajlens.intervals import Spec, added, pooled_rows, repeat_key, sums
 
 TOP_COMMANDS = 5
 """Commands listed per class."""
+COMMAND_CHARS = 72
+"""Characters of a command's words shown in the most-common-commands table (longer ones are cut with …)."""
 
 
 @dataclass(frozen=True)
@@ -216,8 +218,12 @@ def _dead_groups(trajectories: pl.DataFrame) -> SummaryTable | None:
                           "ci_low": [estimate["low"]], "ci_high": [estimate["high"]],
                           "trajectories_in_dead_groups": [int(dead["size"].sum())]})
     return SummaryTable("dead_groups", "Dead groups",
-                        "Groups of two or more rewarded rollouts whose rewards are all equal: a group-relative "
-                        "advantage gives every one of them zero.", frame)
+                        "Groups of two or more rewarded rollouts whose rewards are all equal: nothing tells their "
+                        "rollouts apart, and a group-relative advantage is zero for each in exact arithmetic. In "
+                        "float32, as trainers compute it, the group mean of equal rewards can miss them by a "
+                        "rounding step, and dividing by a standard deviation near zero (plus eps) can make that an "
+                        "advantage well away from zero that the whole group shares (verl's GRPO gives -0.106 to each of "
+                        "eight rewards of 5/3, +0.106 to each of eight of 4/3).", frame)
 
 
 def _command_words(text: pl.Expr, redirected: pl.Series) -> pl.Expr:
@@ -227,7 +233,7 @@ def _command_words(text: pl.Expr, redirected: pl.Series) -> pl.Expr:
     words = text.str.strip_chars().str.split(" ").list.eval(
         pl.element().filter((pl.element() != "") & ~pl.element().str.contains(HIDDEN_TEXT)))
     count = pl.when(words.list.get(1, null_on_oob=True) == "-m").then(3).otherwise(2)
-    listed = words.list.head(count).list.join(" ").str.slice(0, 40)
+    listed = words.list.head(count).list.join(" ")
     return pl.when(pl.lit(redirected).fill_null(False)).then(pl.concat_str(listed, pl.lit(" >"))).otherwise(listed)
 
 
@@ -257,7 +263,11 @@ def _top_commands(store: Any, run_id: str, trajectory_ids: pl.DataFrame) -> Summ
     order = {c: i for i, c in enumerate(BEHAVIOUR_CLASSES)}
     top = top.sort(pl.col("primary_class").replace_strict(order, default=len(order)), "calls", "command",
                    descending=[False, True, False]).rename({"primary_class": "class"})
+    # counted by their whole words, shown cut: two commands never share a row because their starts do
+    shown = pl.when(pl.col("command").str.len_chars() > COMMAND_CHARS).then(
+        pl.concat_str(pl.col("command").str.slice(0, COMMAND_CHARS - 1), pl.lit("…"))).otherwise("command")
     return SummaryTable("top_commands", "Most common commands per class",
                         "The first two words of the action that gave each call its class, as the rules read "
                         "it (wrappers such as timeout and env left out; `>` when an output redirection made it an "
-                        f"edit), else of the command, else the tool's name; {TOP_COMMANDS} per class.", top)
+                        f"edit), else of the command, else the tool's name; {TOP_COMMANDS} per class; words "
+                        f"longer than {COMMAND_CHARS} characters are cut with …", top.with_columns(shown))
