@@ -161,6 +161,15 @@ def test_sample_of_a_small_stage_is_the_whole_stage(frames):
     assert change["p_value"][0] < 1e-6
 
 
+def test_the_sample_size_says_what_the_stages_gave(frames):
+    assert stage_report(frames, n=10, seed=0).sample_size == "N=10 sampled per stage"
+    assert stage_report(frames, n=1000, seed=0).sample_size == "N=60 sampled per stage (whole stages)"
+    trajectories, calls = frames
+    uneven = (trajectories.filter(~((pl.col("step") == 0) & (pl.col("trajectory_id") != "s0-0"))), calls)
+    # Q1 (steps 0-1) keeps 31 trajectories; the others 60: 40 drawn from each
+    assert stage_report(uneven, n=40, seed=0).sample_size == "N=31-40 sampled per stage (40 drawn, all of a stage with fewer)"
+
+
 def test_draw_is_seeded_without_replacement_and_order_free(frames):
     trajectories, calls = frames
     first = stage_report(frames, n=7, seed=3).sample

@@ -174,6 +174,19 @@ class StageReport:
     measures: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
     """Per-trajectory measures of the whole population, with stage and ``sampled`` columns."""
 
+    @property
+    def sample_size(self) -> str:
+        """The trajectories drawn per stage, in words: ``N=80 sampled per stage``, or where a stage
+        held fewer and was taken whole, what the stages gave (``N=40-44 sampled per stage (whole
+        stages)``)."""
+        drawn = self.stages.get_column("n_sampled") if "n_sampled" in self.stages.columns else pl.Series([], dtype=pl.Int64)
+        if drawn.is_empty() or int(drawn.min()) >= self.n:  # type: ignore[arg-type]
+            return f"N={self.n} sampled per stage"
+        low, high = int(drawn.min()), int(drawn.max())  # type: ignore[arg-type]
+        counts = f"{low}" if low == high else f"{low}-{high}"
+        taken = "whole stages" if high < self.n else f"{self.n} drawn, all of a stage with fewer"
+        return f"N={counts} sampled per stage ({taken})"
+
     def tables(self) -> dict[str, pl.DataFrame]:
         """The report's tables by the names a store keeps them under."""
         return {"stage_rates": self.rates, "stage_changes": self.changes, "stages": self.stages,

@@ -99,7 +99,7 @@ def _stage_tables(run_id: str, stage: Any) -> str:
         pl.col("population_in_ci").alias("whole stage in interval"))
     key = rates.filter(pl.col("metric").is_in(list(KEY_STAGE_METRICS)))
     stages = html.table(stage.stages.drop("run_id"))
-    return (f'<h3 id="{html.run_anchor(run_id, "stage")}">Stages, N={stage.n} sampled per stage</h3>'
+    return (f'<h3 id="{html.run_anchor(run_id, "stage")}">Stages, {stage.sample_size}</h3>'
             f'<p class="note">Seed {stage.seed}; rules {html.escape(stage.rules_version)}. The sample value with its '
             '95% interval, and the same metric on the whole stage beside it.</p>' + stages + html.table(key)
             + f"<details><summary>all {rates.height} rows</summary>{html.table(rates)}</details>")
