@@ -115,6 +115,14 @@ def test_sao_r6s_view_decays_as_think_grows_and_its_verdict_says_so(r6):
     assert (drifts["view"]["displaced_by"], drifts["think"]["displaced_by"]) == (["think"], [])
 
 
+def test_the_pivotal_steps_name_the_window_they_were_chosen_in(r6):
+    """sao-r6's think credit was highest at steps 119-121, after the window searched around the
+    drift's onset: the steps it names say which window they are the highest of."""
+    own = r6.drift.filter((pl.col("primary_class") == "think") & pl.col("own")).row(0, named=True)
+    assert (own["pivotal_steps"], own["pivot_kind"]) == (
+        "88", "the steps of 73-88 around the onset where it had the highest relative credit of all classes")
+
+
 def test_the_report_weighs_a_displaced_drift_by_nothing_of_its_own_size(samples_store_copy):
     store = trajlens.open(samples_store_copy)
     attribute(store, "sao-r6", write=True)

@@ -323,7 +323,9 @@ def _pivotal_steps(credit: pl.DataFrame, step_flags: pl.DataFrame, reference: st
     best = window.sort("relative_credit_scaled", descending=direction == "grew").group_by("step", maintain_order=True).first()
     top = sorted(best.filter(pl.col("primary_class") == name)["step"].to_list())
     if top:
-        return top, "steps where it had the highest relative credit" if direction == "grew" else "steps where it had the lowest relative credit"
+        extreme = "highest" if direction == "grew" else "lowest"
+        first, last = max(lo, int(steps.min())), min(hi, int(steps.max()))
+        return top, f"the steps of {first}-{last} around the onset where it had the {extreme} relative credit of all classes"
     return [s for s in steps.tolist() if onset - k <= s < onset], "steps before the onset"
 
 

@@ -100,7 +100,7 @@ class Identification:
     @property
     def verdict(self) -> str:
         fit = self.best
-        measured = f"max |diff| {fit.max_abs_diff:.1e} over {fit.n:,} {self.unit}"
+        measured = f"max |diff| {fit.max_abs_diff:.1e} over {fit.n:,} {self.unit}{self._of_steps}"
         if self.matched:
             also = "; ".join(other.candidate.doc for other in self.equivalent)
             return f"{fit.candidate.doc}: {measured}" + (f" (indistinguishable here from: {also})" if also else "")
@@ -108,6 +108,13 @@ class Identification:
                           for row in self.departures.head(5).iter_rows(named=True))
         return (f"no candidate matches within {self.tolerance:.0e}; closest: {fit.candidate.doc}: {measured}"
                 + (f"; it departs most at {where}" if where else ""))
+
+    @property
+    def _of_steps(self) -> str:
+        """The steps the evidence covers: `` of step 3`` (one step decided), `` of 12 steps``."""
+        if "step" not in self.steps.columns or self.steps.is_empty():
+            return ""
+        return f" of step {self.steps['step'][0]}" if self.steps.height == 1 else f" of {self.steps.height:,} steps"
 
     def to_dict(self) -> dict[str, Any]:
         """``{"best": {...}, "candidates": [...], "matched", "verdict", "departures"}``, JSON-ready."""
