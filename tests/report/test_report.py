@@ -264,6 +264,12 @@ def test_the_overview_names_each_runs_main_problem_first(reports):
     assert main["multireward"].startswith("reward channel format:") and "saturated" in main["multireward"]
     assert main["sao-r6"].startswith(("think share: ", "critic grad_norm"))
     assert by_run["resume-lr"].kind == "training scalars only" and by_run["sao-r6"].kind == "RL run with tools"
+    # a run with no trajectories is reported on none: no split is named for it, on any surface
+    readme = (out / "README.md").read_text()
+    assert "## resume-lr\n\ntraining scalars only.\n" in readme and "## sao-r6\n\nRL run with tools; trajectories " \
+        "of split train.\n" in readme
+    assert (out / "resume-lr" / "stage_report.md").read_text().startswith("# resume-lr\n\nNo trajectories: training "
+                                                                          "scalars only.\n")
     page = (out / "index.html").read_text()
     overview = page[page.index('<section id="report:overview">'):page.index("</section>")]
     assert page.index('<section id="report:overview">') < page.index('<section class="run"')

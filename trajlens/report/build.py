@@ -59,6 +59,14 @@ class RunReport:
     trends: dict[str, Trend] = field(default_factory=dict)
     """The overview's small trends, by name: per-step values and the first and last quarter's."""
 
+    @property
+    def described(self) -> str:
+        """What the run is and which trajectories it is reported on, in a sentence (a run with no
+        trajectories is reported on none, whatever split was asked for)."""
+        if self.kind in (RUN_KINDS["scalars"], RUN_KINDS["empty"]):
+            return f"{self.kind}."
+        return f"{self.kind}; trajectories of split {self.split}."
+
 
 RUN_KINDS: dict[str, str] = {
     "rl_tools": "RL run with tools",
@@ -249,7 +257,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
                 else "a single training step: no stages to compare" if report.kind == RUN_KINDS["rl_one_step"]
                 else "a single step: no training stages to compare (agent logs without steps)")
         report.findings.append(Finding(said, "single_step", "summary-outcome"))
-    sections = [f"# {run_id}\n\n{report.kind}; trajectories of split {report.split}.",
+    sections = [f"# {run_id}\n\n{report.described}",
                 *([] if single_step else [stage.to_markdown()]), _summary_markdown(parts.summary)]
     choices = advantages.choices if advantages is not None else []
     if advantages is not None and advantages.empty_tokens:
@@ -476,7 +484,7 @@ def foreign_files(folder: Path) -> list[str]:
 def _write_index(out: Path, reports: list[RunReport]) -> None:
     lines = [REPORT_TITLE, "", *overview_markdown(reports), ""]
     for report in reports:
-        lines += [f"## {report.run_id}", "", f"{report.kind}; split {report.split}.", "", f"[stage report]({report.run_id}/{report.markdown.name})", ""]
+        lines += [f"## {report.run_id}", "", report.described, "", f"[stage report]({report.run_id}/{report.markdown.name})", ""]
         lines += [f"- {finding}" for finding in report.findings] or ["- nothing notable"]
         lines.append("")
     (out / "README.md").write_text("\n".join(lines))

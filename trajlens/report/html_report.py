@@ -42,7 +42,7 @@ def run_section(store: Any, report: Any, parts: RunParts) -> str:
     run_id = parts.run_id
     out: list[str] = [f'<section class="run" id="{html.escape(html.run_anchor(run_id))}"><h2>{html.escape(run_id)}</h2>']
     out.append(f'<p class="note"><a href="{html.escape(run_id)}/stage_report.md">Markdown stage report</a></p>')
-    out.append(f'<p class="note">{html.escape(report.kind)}; trajectories of split {html.escape(report.split)}.</p>')
+    out.append(f'<p class="note">{html.escape(report.described)}</p>')
     out.append(f'<h3 id="{html.run_anchor(run_id, "findings")}">Findings</h3>' + _findings(report.findings, parts))
     for summary in parts.summary:
         out.append(f'<h3 id="{html.run_anchor(run_id, "summary-" + summary.key)}">{html.escape(summary.title)}</h3>'
@@ -113,7 +113,7 @@ def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[st
     from trajlens.report.overview import overview_html
 
     body = ["<h1>trajlens report</h1>",
-            f'<p class="note">{len(reports)} run(s), heaviest findings first; each run links to its section. '
+            f'<p class="note">{len(reports)} run(s), each with its heaviest finding; each run links to its section. '
             'Figures: hover a mark for its values. Findings link to their evidence.</p>', overview_html(reports)]
     body += [report.html for report in reports]
     nav = [(f"#{html.OVERVIEW_ID}", "overview")] + [(f"#{html.run_anchor(r.run_id)}", r.run_id) for r in reports]
