@@ -9,11 +9,22 @@ import polars as pl
 import pytest
 
 from trajlens.attribution.verdicts import (
-    AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Push, competing_credit, cumulative_push, decide, structural_classes,
-    within_step_relevance,
+    AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Push, competing_credit, cumulative_push, decide, is_centred,
+    structural_classes, within_step_relevance,
 )
 
 WITH, NONE, AGAINST, WEAK = Push(5.0, 2.0, 8.0), Push(0.1, -0.5, 0.7), Push(-4.0, -6.0, -1.0), Push(1.0, 0.5, 1.5)
+
+
+@pytest.mark.parametrize(("step_means", "centred"), [
+    ([0.0] * 20, True),  # whitened, group-normalised: zero at every step
+    ([0.4, -0.45, 0.3, -0.5, 0.2, -0.35] * 3, True),  # a critic's noise: large, but on both sides
+    ([1.0] * 20, False),  # REINFORCE without a baseline on rewards in [0, 1]
+    ([-0.45, -0.5, -0.48, -0.4, -0.52, 0.1] * 3, False),  # a critic valuing every state too high: one side
+    ([0.6, -0.7, 0.8, -0.55] * 5, False),  # as large as the push itself
+])
+def test_a_centred_counterfactual_has_small_step_means_on_both_sides_of_zero(step_means, centred):
+    assert is_centred(pl.Series(step_means)) is centred
 
 
 @pytest.mark.parametrize(("own", "others", "relevance", "verdict"), [

@@ -30,9 +30,11 @@ Reward relevance
     the one whose interval's lower end is highest (:func:`signed_relevance`).
 
 A counterfactual is *centred* when the median over the window of its step's mean push, in
-units of the step's mean |push|, is within +-:data:`CENTRED` of 0: it has a baseline, so its
-relative credit says which calls it favours rather than which are long (REINFORCE without a
-baseline on rewards in [0, 1] pushes every call up and is not centred). Only a centred
+units of the step's mean |push|, is within +-:data:`CENTRED` of 0 and that push is not shifted
+to one side (its signed median within +-:data:`SHIFTED`): it has a baseline, so its relative
+credit says which calls it favours rather than which are long (REINFORCE without a baseline on
+rewards in [0, 1] pushes every call up and is not centred, nor is unwhitened GAE under a critic
+that values every state too high: it pushes every long call down). Only a centred
 counterfactual can dissent.
 
 The rule (:func:`decide`); "with" means the interval lies above 0, "against" below:
@@ -82,6 +84,23 @@ ARTEFACTS: tuple[str, ...] = (ARTEFACT, AGGREGATION_ARTEFACT)
 
 CENTRED = 0.5
 """Largest median |step mean push| (in units of the step's mean |push|) of a centred counterfactual."""
+
+SHIFTED = 0.25
+"""Largest |median step mean push| (signed, in the same units) of a centred counterfactual. A
+baseline that is off (a critic that values every state too high, or too low) moves every step's
+mean push the same way, where a centred one scatters around 0: a push whose median sits a
+quarter of the way to its typical size on one side is the baseline's offset, not a preference."""
+
+
+def is_centred(step_means: pl.Series) -> bool:
+    """Whether a counterfactual's step mean pushes over a drift's window (``step_mean_scaled``)
+    are those of a centred one: small (:data:`CENTRED`) and not shifted to one side
+    (:data:`SHIFTED`)."""
+    if step_means.is_empty():
+        return True
+    magnitude = float(step_means.abs().median() or 0.0)
+    shift = abs(float(step_means.median() or 0.0))
+    return magnitude <= CENTRED and shift <= SHIFTED
 
 STRUCTURAL_STEPS = 0.9
 """Share of steps at which every trajectory must call a class equally often for it to be structural."""
@@ -282,7 +301,7 @@ def drift_verdicts(
         for label, mode in pairs:
             part = credit.filter((pl.col("estimator") == label) & (pl.col("aggregation") == mode)
                                  & (pl.col("primary_class") == name) & pl.col("step").is_in(window.tolist()))
-            if part.height and float(part["step_mean_scaled"].abs().median() or 0.0) > CENTRED:
+            if not is_centred(part["step_mean_scaled"]):
                 uncentred.add((label, mode))
             lookup = dict(zip(part["step"].to_list(), part["competing_credit"].to_list()))
             series = np.array([np.nan if lookup.get(s) is None else lookup[s] for s in window], dtype=float)
