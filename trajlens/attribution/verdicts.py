@@ -88,8 +88,8 @@ CENTRED = 0.5
 SHIFTED = 0.25
 """Largest |median step mean push| (signed, in the same units) of a centred counterfactual. A
 baseline that is off (a critic that values every state too high, or too low), or a token-weighted
-aggregation of group-centred advantages where length and reward go together (long trajectories
-score lower: every step's token-weighted mean is negative), moves every step's mean push the same
+aggregation of group-centred advantages where length and reward are correlated (where long
+trajectories score lower, every step's token-weighted mean is negative), moves every step's mean push the same
 way, where a centred one scatters around 0: a push whose median sits a quarter of the way to its
 typical size on one side is that offset, not a preference."""
 
