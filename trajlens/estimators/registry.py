@@ -489,11 +489,11 @@ def label_mismatch(label: str, estimator: str, options: Mapping[str, Any]) -> st
 def _decided(spec: EstimatorSpec, options: Mapping[str, Any]) -> dict[str, Any]:
     """The settings ``options`` give, each ``config`` option as the :class:`DynamicWeightConfig` it
     stands for (None, ``{}`` and the defaults' fields are one config)."""
+    from trajlens.estimators.dynamic import weight_config
+
     settings = spec.settings(options)
     for option in spec.options:
         if option.type == "config":
-            from trajlens.estimators.dynamic import weight_config
-
             settings[option.name] = weight_config(spec.name, settings[option.name])
     return settings
 

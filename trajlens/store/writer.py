@@ -33,7 +33,7 @@ from trajlens.errors import InputError, RunConflictError, StoreError
 from trajlens.rows import RunData
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_files, rebuild_database
 from trajlens.store.integrity import DamagedStoreError, checksum_file, hash_run, size_problem
-from trajlens.store.layout import PACK_BYTES, RunDirWriter, table_files
+from trajlens.store.layout import PACK_BYTES, RunDirWriter, read_parquet_file, table_files
 from trajlens.store.publish import LOCK_FILE, Publisher, StoreLock, describe_os_error, recover
 
 # A run id names a folder: 1-128 characters, letters, digits, '.', '_' and '-', starting
@@ -443,9 +443,7 @@ or row): a log moved elsewhere changes it and nothing else."""
 
 
 def _read_nowhere(path: Path) -> Any:
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path)
+    table = read_parquet_file(path)
     return table.drop_columns(["source"]) if "source" in table.column_names else table
 
 
