@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -142,27 +143,29 @@ def attribute_drift(
               .select("step", "stage", "stage_index", "primary_class", "calls", "step_calls").sort("step"))
     steps = np.array(sorted(shares["step"].unique().to_list()))
     classes = sorted(shares["primary_class"].unique().to_list())
-    share = _share_matrix(shares, steps, classes)
     rows, findings = [], []
-    units = _units(shares, trajectory_counts, classes)
-    changes = {c: change for c, name in enumerate(classes) if (change := _stage_change(units, name, config))}
-    displaced = _displacements(units, {classes[c]: change for c, change in changes.items()}, structural, config)
-    for c in sorted(changes, key=lambda c: -abs(changes[c][1] - changes[c][0])):  # the largest drift first
-        name = classes[c]
-        first, last, p_value = changes[c]
-        direction = "grew" if last > first else "decayed"
-        onset = onset_step(steps, share[:, c], first, last, config.k)
+    if trajectory_counts is not None and trajectory_counts.height:
+        staged = shares.select("step", "stage_index").unique()
+        units = trajectory_units(trajectory_counts, staged, classes)
+        share = step_shares(trajectory_counts, steps, classes)
+    else:
+        units = _step_units(shares, classes)
+        share = _share_matrix(shares, steps, classes)
+    for drift in share_drifts(units, classes, config, structural):
+        name, first, last = drift.name, drift.first, drift.last
+        direction = drift.direction
+        onset = onset_step(steps, share[:, classes.index(name)], first, last, config.k)
         pivotal, kind = _pivotal_steps(credit, step_flags, reference, name, steps, onset, direction, config.k)
         per_estimator = []
         for label in labels:
             x = _credit_series(credit, label, name, steps)
-            r, low, high, slope = _lagged(x, share[:, c], config)
+            r, low, high, slope = _lagged(x, share[:, classes.index(name)], config)
             window = _window_credit(credit, label, name, pivotal)
             row = {"primary_class": name, "direction": direction, "share_first": first, "share_last": last,
-                   "change_p": p_value, "onset_step": int(onset), "estimator": label, "own": label == own_label,
+                   "change_p": drift.p_value, "onset_step": int(onset), "estimator": label, "own": label == own_label,
                    "aggregation": aggregation, "r": r, "r_low": low, "r_high": high, "slope": slope,
                    "lag_steps": config.k, "pivotal_steps": steps_text(pivotal), "pivot_kind": kind, **window,
-                   **displaced.get(name, NOT_DISPLACED)}
+                   **drift.displacement}
             rows.append(row)
             per_estimator.append(row)
         findings.append(_sentence(name, per_estimator, own_label, steps))
@@ -184,20 +187,23 @@ def _share_matrix(shares: pl.DataFrame, steps: np.ndarray, classes: list[str]) -
     return out
 
 
-def _units(shares: pl.DataFrame, trajectory_counts: pl.DataFrame | None, classes: list[str]) -> pl.DataFrame:
+def trajectory_units(trajectory_counts: pl.DataFrame, staged: pl.DataFrame, classes: Sequence[str]) -> pl.DataFrame:
     """``stage_index``, ``primary_class``, ``x`` (the unit's calls of the class), ``n`` (all its
-    calls): one row per unit and class, the units being the trajectories of ``trajectory_counts``
-    (every one, with or without calls, as the checks count them) or else the steps of ``shares``."""
-    stages = shares.select("step", "stage_index").unique()
-    if trajectory_counts is not None and trajectory_counts.height:
-        counted = [c for c in trajectory_counts.columns if c.startswith("count:")]
-        rows = trajectory_counts.join(stages, on="step", how="inner").with_columns(
-            pl.sum_horizontal(counted).alias("n") if counted else pl.lit(0.0).alias("n"))
-        return pl.concat([
-            rows.select("stage_index", pl.lit(name).alias("primary_class"),
-                        (pl.col(f"count:{name}") if f"count:{name}" in counted else pl.lit(0.0)).cast(pl.Float64).alias("x"),
-                        pl.col("n").cast(pl.Float64))
-            for name in classes])
+    calls): one row per trajectory of ``trajectory_counts`` (``step`` and ``count:<class>``; every
+    one, with or without calls, as the checks count them) in a step of ``staged`` (``step``,
+    ``stage_index``), and class of ``classes``."""
+    counted = [c for c in trajectory_counts.columns if c.startswith("count:")]
+    rows = trajectory_counts.join(staged.select("step", "stage_index"), on="step", how="inner").with_columns(
+        pl.sum_horizontal(counted).alias("n") if counted else pl.lit(0.0).alias("n"))
+    return pl.concat([
+        rows.select("stage_index", pl.lit(name).alias("primary_class"),
+                    (pl.col(f"count:{name}") if f"count:{name}" in counted else pl.lit(0.0)).cast(pl.Float64).alias("x"),
+                    pl.col("n").cast(pl.Float64))
+        for name in classes])
+
+
+def _step_units(shares: pl.DataFrame, classes: list[str]) -> pl.DataFrame:
+    """:func:`trajectory_units` with the steps of ``shares`` (per-step class credit) as the units."""
     totals = shares.group_by("stage_index", "step").agg(pl.col("step_calls").first())
     per_class = shares.group_by("stage_index", "step", "primary_class").agg(pl.col("calls").sum())
     return pl.concat([
@@ -208,10 +214,84 @@ def _units(shares: pl.DataFrame, trajectory_counts: pl.DataFrame | None, classes
         for name in classes])
 
 
+def step_shares(trajectory_counts: pl.DataFrame, steps: np.ndarray, classes: Sequence[str]) -> np.ndarray:
+    """Each class's share of the calls at each of ``steps`` (rows) from the trajectories'
+    ``count:<class>`` columns: the step's calls of the class over all its calls (0 at a step
+    without calls)."""
+    counted = [c for c in trajectory_counts.columns if c.startswith("count:")]
+    per_step = trajectory_counts.group_by("step").agg(
+        *(pl.col(c).sum() for c in counted), pl.sum_horizontal(counted).sum().alias("__n") if counted
+        else pl.lit(0.0).alias("__n"))
+    position = {int(step): i for i, step in enumerate(steps)}
+    out = np.zeros((steps.size, len(classes)))
+    for row in per_step.iter_rows(named=True):
+        i = position.get(int(row["step"]))
+        if i is None or not row["__n"]:
+            continue
+        for c, name in enumerate(classes):
+            out[i, c] = row.get(f"count:{name}", 0.0) / row["__n"]
+    return out
+
+
+class ShareDrift(NamedTuple):
+    """A class whose share of calls drifted between the first stage and the last (:func:`share_drifts`)."""
+
+    name: str
+    first: float
+    last: float
+    p_value: float
+    displacement: dict[str, object]
+    """:data:`NOT_DISPLACED`, or the classes that displaced it with its share of the calls
+    other than theirs (``displaced_by``, ``rest_first``, ``rest_last``)."""
+
+    @property
+    def direction(self) -> str:
+        return "grew" if self.last > self.first else "decayed"
+
+
+def share_drifts(units: pl.DataFrame, classes: Sequence[str], config: DriftConfig = DriftConfig(),
+                 structural: Sequence[str] = ()) -> list[ShareDrift]:
+    """The classes whose share of calls drifted (the stage test of :func:`_stage_change` over
+    ``units``, :func:`trajectory_units`), the largest drift first, each with its displacement."""
+    changes = {name: change for name in classes if (change := _stage_change(units, name, config))}
+    displaced = _displacements(units, changes, structural, config)
+    ordered = sorted(changes, key=lambda name: -abs(changes[name][1] - changes[name][0]))
+    return [ShareDrift(name, *changes[name], displaced.get(name, NOT_DISPLACED)) for name in ordered]
+
+
+def class_drifts(trajectory_counts: pl.DataFrame, staged: pl.DataFrame, config: DriftConfig = DriftConfig()) -> pl.DataFrame:
+    """The drifting classes of a run from its trajectories' class counts alone, before any
+    advantage is recomputed: what :func:`attribute_drift` finds to attribute, with the same
+    test, onset and displacement (``primary_class``, ``direction``, ``share_first``,
+    ``share_last``, ``change_p``, ``onset_step`` and the displacement columns), the largest
+    first. ``trajectory_counts``: ``step`` and ``count:<class>`` per trajectory; ``staged``:
+    ``step`` and ``stage_index``."""
+    from trajlens.attribution.verdicts import structural_classes
+
+    classes = sorted(c.removeprefix("count:") for c in trajectory_counts.columns
+                     if c.startswith("count:") and trajectory_counts[c].sum())
+    schema = {name: DRIFT_SCHEMA[name] for name in CLASS_DRIFT_COLUMNS}
+    if not classes:
+        return pl.DataFrame(schema=schema)  # no calls: nothing to drift
+    steps = np.array(sorted(trajectory_counts["step"].unique().to_list()))
+    units = trajectory_units(trajectory_counts, staged, classes)
+    share = step_shares(trajectory_counts, steps, classes)
+    rows = []
+    for drift in share_drifts(units, classes, config, structural_classes(trajectory_counts, classes)):
+        onset = onset_step(steps, share[:, classes.index(drift.name)], drift.first, drift.last, config.k)
+        rows.append({"primary_class": drift.name, "direction": drift.direction, "share_first": drift.first,
+                     "share_last": drift.last, "change_p": drift.p_value, "onset_step": int(onset), **drift.displacement})
+    return pl.DataFrame(rows, schema=schema)
+
+
+CLASS_DRIFT_COLUMNS: tuple[str, ...] = ("primary_class", "direction", "share_first", "share_last", "change_p",
+                                        "onset_step", "displaced_by", "rest_first", "rest_last")
+
+
 def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[float, float, float] | None:
     """The class's share of calls in the first and the last stage, and the p-value of the change,
     when it drifted: the checks' ``stage_change`` test (:func:`~trajlens.intervals.pooled`
-    stage sums, :func:`~trajlens.intervals.stage_z`) over :func:`_units`. Calls of one
+    stage sums, :func:`~trajlens.intervals.stage_z`) over :func:`trajectory_units`. Calls of one
     trajectory (or step) are not independent draws: each stage counts as many calls as the
     spread between its units allows."""
     ends = _first_and_last(units.filter(pl.col("primary_class") == name), name)
@@ -259,7 +339,7 @@ def _displacements(units: pl.DataFrame, changes: dict[str, tuple[float, float, f
     """The drifting classes displaced by those that drifted the other way (see the module
     docstring), each with the classes that displaced it and its share of the calls other than
     theirs and the structural ones in the first and the last stage. A class's rows of
-    :func:`_units` are in the same order as every other class's (one row per unit each)."""
+    :func:`trajectory_units` are in the same order as every other class's (one row per unit each)."""
     by_class = {name: units.filter(pl.col("primary_class") == name) for name in units["primary_class"].unique()}
     found: dict[str, dict[str, object]] = {}
     for name, (first, last, _) in changes.items():

@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.attribution.causes import CHANNEL_PREFIX, LENGTH_SUBJECT
+from trajlens.attribution.verdicts import drift_phrase
 from trajlens.markdown import markdown_table
 
 
@@ -76,10 +77,10 @@ def subject_lines(result: Any) -> list[tuple[str | None, str]]:
     lines: list[tuple[str | None, str]] = []
     if verdicts is not None and verdicts.height:
         for row in verdicts.iter_rows(named=True):
+            drift = drift_phrase(row["primary_class"], row["direction"], row["share_first"], row["share_last"],
+                                 row["onset_step"])
             lines.append((f"share:{row['primary_class']}",
-                          f"{row['verdict']}: {row['primary_class']} {row['direction']} {row['share_first']:.2f} -> "
-                          f"{row['share_last']:.2f} from step {row['onset_step']} "
-                          f"({row['estimator']} / {row['aggregation']}: {row['reason']})"))
+                          f"{row['verdict']}: {drift} ({row['estimator']} / {row['aggregation']}: {row['reason']})"))
     for line in getattr(result, "cause_verdicts", []) or []:
         about = line.partition(": ")[2]
         if about.startswith(LENGTH_SUBJECT):

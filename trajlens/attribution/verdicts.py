@@ -339,6 +339,11 @@ def drift_verdicts(
                          lines, structural, projected)
 
 
+def drift_phrase(name: str, direction: str, first: float, last: float, onset: int) -> str:
+    """A class's drift in words, as every verdict and finding says it: ``think grew 0.08 -> 0.93 from step 60``."""
+    return f"{name} {direction} {first:.2f} -> {last:.2f} from step {onset}"
+
+
 def displacement_text(drift: dict) -> str:
     """What a displaced class's verdict adds (:mod:`.drift`, displacement): which classes took its
     calls (or gave theirs up) and its share of the other calls, which held."""
@@ -412,8 +417,8 @@ def _line(row: dict, own: Push, others: dict[str, Push], relevance: Push, decisi
     missing = "is not known" if not_computed is None else f"{not_computed} was not recomputed"
     who = f"{row['estimator']} / {row['aggregation']}" + ("" if known else f" (the run's estimator {missing}: "
                                                              "the counterfactual that pushed hardest stands in)")
-    text = (f"{decision.verdict}: {row['primary_class']} {row['direction']} {row['share_first']:.2f} -> "
-            f"{row['share_last']:.2f} from step {row['onset_step']}; cumulative push among the competing calls over "
+    drift = drift_phrase(row["primary_class"], row["direction"], row["share_first"], row["share_last"], row["onset_step"])
+    text = (f"{decision.verdict}: {drift}; cumulative push among the competing calls over "
             f"steps {row['window']}, signed by the drift, under {who}: {own.text()}")
     named = list(decision.dissenting) or sorted(others, key=lambda label: others[label].value)[:2]
     if named:

@@ -21,8 +21,8 @@ from trajlens.estimators.trained import TrainedWith
 from trajlens.markdown import markdown_table
 from trajlens.report import plots
 from trajlens.report.findings import (
-    RECOMPUTED, Finding, advantage_findings, attribution_findings, dead_group_finding, outcome_finding, ranked,
-    stage_findings, with_verdicts,
+    RECOMPUTED, Finding, advantage_findings, attribution_findings, dead_group_finding, drift_findings, outcome_finding,
+    ranked, stage_findings, with_verdicts,
 )
 from trajlens.report.overview import LENGTH_TRENDS, Trend, moved_share, overview_markdown, run_trends
 from trajlens.report.scalars import channel_findings, scalar_findings
@@ -249,7 +249,9 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     if with_tools and not single_step:
         charts["stage_rates"] = plots.stage_rates(stage.rates, list(STAGE_PLOT_METRICS),
                                                   f"{run_id}: {stage.sample_size} (bars: sample, x: whole stage)")
-    report.findings += with_verdicts(stage_findings(stage.rates) + channels, attribution_findings(store, run_id))
+    # a run not attributed yet still shows each class drift that attribution would judge
+    verdicts = attribution_findings(store, run_id) or drift_findings(measures, _staged(measures, stages), run_id)
+    report.findings += with_verdicts(stage_findings(stage.rates) + channels, verdicts)
     report.findings += dead_group_finding(parts.summary)
     if single_step:
         report.findings += outcome_finding(parts.summary)
@@ -286,6 +288,15 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     report.findings = ranked(report.findings, {name: status for name, status, _ in report.failing})
     report.html = run_section(store, report, parts)
     return report
+
+
+def _staged(measures: pl.DataFrame, stages: Any) -> pl.DataFrame:
+    """Each step's ``stage_index``, as the stage report cuts the run's steps (steps outside every
+    stage left out)."""
+    from trajlens.classify.stages import assign_stages
+
+    staged = assign_stages(measures.select("run_id", "step").unique(), stages)
+    return staged.select("step", "stage_index").drop_nulls("stage_index")
 
 
 def _checks(store: Any, run_id: str, measures: pl.DataFrame | None = None, advantages: Any = None) -> Any:

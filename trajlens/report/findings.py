@@ -269,6 +269,42 @@ def attribution_findings(store: Any, run_id: str) -> list[Finding]:
     return findings
 
 
+def drift_findings(measures: pl.DataFrame, staged: pl.DataFrame, run_id: str) -> list[Finding]:
+    """Each class whose share of calls drifted, found as attribution finds what it attributes
+    (:func:`trajlens.attribution.drift.class_drifts`: the same test, onset and displacement), for
+    a run not attributed yet: "think grew 0.07 -> 0.48 from step 83 (...); not attributed yet (...)".
+    ``measures``: the run's ``trajectory_measures`` (``step``, ``count_<class>``); ``staged``: each
+    step's ``stage_index``. A displaced class says what displaced it and weighs as the
+    consequence it is, not by its own size (as :func:`attribution_findings` weighs it)."""
+    from trajlens.attribution.drift import DriftConfig, class_drifts
+    from trajlens.attribution.statistics import p_text
+    from trajlens.attribution.verdicts import displacement_text, drift_phrase
+
+    config = DriftConfig()
+    findings = []
+    for row in class_drifts(class_counts(measures), staged, config).iter_rows(named=True):
+        drift = drift_phrase(row["primary_class"], row["direction"], row["share_first"], row["share_last"], row["onset_step"])
+        text = f"{drift} (first vs last stage, {p_text(row['change_p'])})"
+        if row["displaced_by"]:
+            text += f"; {displacement_text(row)}"
+        text += f"; not attributed yet (`trajlens attribute --run {run_id}` tells learning from an estimator artefact)"
+        change = 0.0 if row["displaced_by"] else abs(row["share_last"] - row["share_first"])
+        findings.append(Finding(text, "behaviour", "stage", subject=f"share:{row['primary_class']}",
+                                bonus=size_bonus(change, config.min_change), headline=f"{drift} (not attributed)"))
+    return findings
+
+
+def class_counts(measures: pl.DataFrame) -> pl.DataFrame:
+    """``step`` and ``count:<class>`` of each trajectory of ``trajectory_measures`` (its
+    ``count_<class>`` columns), as attribution counts a trajectory's calls."""
+    return measures.select("step", *(pl.col(c).cast(pl.Float64).fill_null(0.0).alias("count:" + c.removeprefix(COUNT_PREFIX))
+                                     for c in measures.columns if c.startswith(COUNT_PREFIX)))
+
+
+COUNT_PREFIX = "count_"
+"""The prefix of ``trajectory_measures``' per-class call counts (``count_think``)."""
+
+
 DRIFT_KINDS: dict[str, str] = {"share": "behaviour", "mean": "length", "channel": "saturated_channel", "": "behaviour"}
 """The kind of finding the drift a verdict speaks of is, by its subject (``share:think``,
 ``mean:model_tokens``, ``channel:format``)."""

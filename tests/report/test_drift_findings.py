@@ -1,0 +1,73 @@
+"""A run not attributed yet: its report shows each class drift that attribution would judge,
+found by attribution's own test, onset and displacement, with the same numbers."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from trajlens.attribution import attribute
+from trajlens.attribution.drift import CLASS_DRIFT_COLUMNS, class_drifts
+from trajlens.attribution.verdicts import drift_phrase
+from trajlens.classify.stages import assign_stages
+from trajlens.engine.classify import run_measures
+from trajlens.report.findings import class_counts, drift_findings, with_verdicts
+
+pytestmark = pytest.mark.slow
+
+
+def _staged(measures: pl.DataFrame) -> pl.DataFrame:
+    return assign_stages(measures.select("run_id", "step").unique(), "quartiles").select("step", "stage_index")
+
+
+@pytest.mark.parametrize("run_id", ["causal-r6", "sao-r6"])
+def test_the_drifts_a_report_finds_are_those_attribution_judges(sample_store, run_id):
+    measures = run_measures(sample_store, run_id)
+    found = class_drifts(class_counts(measures), _staged(measures))
+    attributed = attribute(sample_store, run_id, write=False).drift.select(CLASS_DRIFT_COLUMNS).unique(
+        "primary_class", maintain_order=True)
+    assert found["primary_class"].to_list() == attributed["primary_class"].to_list()
+    assert found.height >= 2  # a growth, and a class it displaced or that decayed on its own
+    for mine, theirs in zip(found.iter_rows(named=True), attributed.iter_rows(named=True)):
+        for name in CLASS_DRIFT_COLUMNS:
+            if isinstance(theirs[name], float):
+                # the same counts, pooled in another order: a few ulp at most
+                assert mine[name] == pytest.approx(theirs[name], rel=1e-12, abs=1e-300), (run_id, mine["primary_class"], name)
+            else:
+                assert mine[name] == theirs[name], (run_id, mine["primary_class"], name)
+
+
+def test_an_unattributed_drift_is_a_finding_that_folds_the_stage_trend(sample_store):
+    measures = run_measures(sample_store, "causal-r6")
+    drifts = drift_findings(measures, _staged(measures), "causal-r6")
+    by_class = {f.subject: f for f in drifts}
+    think = by_class["share:think"]
+    assert think.startswith(drift_phrase("think", "grew", 0.076, 0.926, 60) + " (first vs last stage, p < 0.001); "
+                            "not attributed yet (`trajlens attribute --run causal-r6`")
+    assert think.headline == "think grew 0.08 -> 0.93 from step 60 (not attributed)"
+    # test_suite fell only because think took the calls: said so, and weighed as the consequence
+    suite = by_class["share:test_suite"]
+    assert "displaced by think: of the calls other than think's, its share held (0.15 -> 0.17)" in suite
+    assert suite.importance < think.importance and suite.importance < by_class["share:edit"].importance
+    # the stage trend of think's share folds into its drift, as into a verdict
+    from trajlens.report.findings import Finding
+
+    trend = Finding("think share: 0.076 in Q1 -> 0.926 in Q4", "behaviour", "stage", subject="share:think",
+                    checks=("think_share",))
+    folded = with_verdicts([trend], drifts)
+    assert sum(f.subject == "share:think" for f in folded) == 1
+    one = next(f for f in folded if f.subject == "share:think")
+    assert one.startswith("think grew 0.08 -> 0.93 from step 60") and "; by stage, think share: 0.076" in one
+    assert one.checks == ("think_share",)
+
+
+def test_a_run_without_a_drift_has_no_drift_finding(sample_store):
+    measures = run_measures(sample_store, "causal-r6-whitened")
+    assert drift_findings(measures, _staged(measures), "causal-r6-whitened") == []
+
+
+def test_a_run_without_calls_has_no_drift():
+    counts = pl.DataFrame({"step": [1, 1, 2, 2], "count:think": [0.0, 0.0, 0.0, 0.0]})
+    staged = pl.DataFrame({"step": [1, 2], "stage_index": [0, 1]})
+    assert class_drifts(counts, staged).is_empty()
+    assert class_drifts(counts.drop("count:think"), staged).columns == list(CLASS_DRIFT_COLUMNS)
