@@ -127,7 +127,7 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
 
     from trajlens.ingest import parquet
     from trajlens.ingest.formats import plan
-    from trajlens.store.writer import StoreWriter, slug
+    from trajlens.store.writer import StoreWriter, joined_source, slug
 
     paths = [Path(source) for source in sources]
     if not paths:
@@ -149,7 +149,7 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
         for source in others:
             if source.format.kind == "log":
                 loaded.append(_load_source(source, run_id, strict))
-                tick(", ".join(str(p) for p in source.paths))
+                tick(joined_source(source.paths))
         if metric_files:
             if owner is None:
                 target = run_id or slug(metric_files[0].stem)
@@ -215,13 +215,15 @@ def ingest_call(paths: "list[Path]", *, run_id: str | None, strict: bool) -> dic
 
 
 def _load_metrics(sources: "list[Source]", run_id: str, strict: bool, result: IngestResult, tick: Progress):
+    from trajlens.store.writer import joined_source
+
     tables = []
     for source in sources:
         assert source.format.load is not None  # every metrics format has a loader
         loaded = source.format.load(source.paths, run_id=run_id, strict=strict)
         tables.append(loaded.table)
         result.problems.extend(loaded.problems)
-        tick(", ".join(str(path) for path in source.paths))
+        tick(joined_source(source.paths))
     return tables
 
 
@@ -245,6 +247,8 @@ def _refuse_repeated_metrics(run_id: str, own: "pa.Table | None", sources: "list
     already gives it: the error names that file, the step and the metric."""
     import polars as pl
 
+    from trajlens.store.writer import joined_source
+
     held = pl.from_arrow(own.select(["step", "name"])) if own is not None else None
     for source, table in zip(sources, tables):
         given = pl.from_arrow(table.select(["step", "name"]))
@@ -252,7 +256,7 @@ def _refuse_repeated_metrics(run_id: str, own: "pa.Table | None", sources: "list
             repeated = given.join(held, on=["step", "name"], how="semi")
             if repeated.height:
                 step, name = repeated.row(0)
-                raise InputError(", ".join(str(path) for path in source.paths), record=f"step {step}", field=name,
+                raise InputError(joined_source(source.paths), record=f"step {step}", field=name,
                                  expected=f"a metric the run {run_id} does not already log at that step",
                                  found="one its own logs or an earlier metrics file give")
         held = given if held is None else pl.concat([held, given], how="vertical_relaxed")
@@ -262,8 +266,9 @@ def _metrics_only_run(run_id: str, files: list[Path], tables) -> "RunData":
     import pyarrow as pa
 
     from trajlens.rows import RunBuilder
+    from trajlens.store.writer import joined_source
 
-    builder = RunBuilder(run_id, source_format="metrics", source=", ".join(str(f) for f in files))
+    builder = RunBuilder(run_id, source_format="metrics", source=joined_source(files))
     run = builder.build()
     run.step_metrics = pa.concat_tables(tables)
     return run

@@ -43,12 +43,12 @@ def detect(target: Probe | Path | str) -> bool:
 def load_art(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
              strict: bool = True) -> RunData:
     """Load ART trajectory files (a model's ``trajectories`` folder, or files) as one run."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     files = files_of(paths, detect)
     given = Path(paths) if isinstance(paths, (str, Path)) else files[0]
     name = given.parent.name if given.name == "trajectories" else given.name
-    builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=", ".join(map(str, files)))
+    builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=joined_source(files))
     for file in files:
         step = int(file.stem) if _STEP.match(file.stem) else 0
         split = "val" if file.parent.name == "val" else "train"

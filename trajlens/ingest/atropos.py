@@ -44,13 +44,13 @@ def detect(target: Probe | Path | str) -> bool:
 def load_atropos(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
                  strict: bool = True) -> RunData:
     """Load Atropos scored-group JSONL files as one run."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
 
     files = files_of(paths, detect)
     name = Path(paths).stem if isinstance(paths, (str, Path)) else files[0].stem
     builder = RunBuilder(run_id or slug(name), source_format=FORMAT,
-                         source=", ".join(str(f) for f in files))
+                         source=joined_source(files))
     for file in files:
         prefix = "" if len(files) == 1 else f"{file.stem}:"
         for number, line in read_lines(file):

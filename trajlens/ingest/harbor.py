@@ -36,6 +36,7 @@ from trajlens.ingest._fields import INT64, Fields, dumps, read_json_file, type_n
 from trajlens.ingest._probe import Probe, files_of, run_name
 from trajlens.ingest.agents._common import message_text, shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
+from trajlens.store.writer import joined_source
 
 FORMAT = "harbor"
 RESULT_KEYS: frozenset[str] = frozenset({"task_name", "trial_name", "agent_info"})
@@ -95,7 +96,7 @@ def _builder(run_id: str, result: dict[str, Any] | None, files: list[Path]) -> R
         for key in ("config", "agent_info"):
             if isinstance(result.get(key), dict):
                 config[key] = result[key]
-    return RunBuilder(run_id, config=config, source_format=FORMAT, source=", ".join(map(str, files)))
+    return RunBuilder(run_id, config=config, source_format=FORMAT, source=joined_source(files))
 
 
 def _object(path: Path) -> dict[str, Any]:

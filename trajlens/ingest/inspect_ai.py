@@ -68,7 +68,7 @@ def detect(target: Probe | Path | str) -> bool:
 def load_inspect_ai(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
                     strict: bool = True) -> RunData:
     """Load inspect_ai logs (``.eval`` or ``.json`` files, or folders of them) as one run."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     files = files_of(paths, detect)
     name = Path(paths).stem if isinstance(paths, (str, Path)) else files[0].stem
@@ -78,7 +78,7 @@ def load_inspect_ai(paths: Sequence[Path | str] | Path | str, *, run_id: str | N
     if isinstance(header.get("plan"), dict):
         config["plan"] = header["plan"]
     builder = RunBuilder(run_id or slug(name), name=str(spec.get("task") or name), config=config,
-                         source_format=FORMAT, source=", ".join(map(str, files)))
+                         source_format=FORMAT, source=joined_source(files))
     for file in files:
         prefix = "" if len(files) == 1 else f"{file.name}:"
         for where, sample in _samples(file):

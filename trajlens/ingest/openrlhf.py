@@ -43,11 +43,11 @@ def detect(target: Probe | Path | str) -> bool:
 def load_openrlhf(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
                   strict: bool = True) -> RunData:
     """Load OpenRLHF ``generated_samples`` tables (files, or a wandb run folder) as one run."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     files = files_of(paths, detect)
     name = run_name(paths, files)
-    builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=", ".join(map(str, files)))
+    builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=joined_source(files))
     rows: dict[int, tuple[dict[str, Any], str]] = {}
     for file in files:
         try:

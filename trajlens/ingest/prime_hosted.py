@@ -87,7 +87,7 @@ class Sample(NamedTuple):
 def load_prime_hosted(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
                       strict: bool = True) -> RunData:
     """Load pages of samples, sample files or the Parquet sample files (or folders of them) as one run."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     files = files_of(paths, detect)
     counts: dict[tuple[int, str], int] = {}
@@ -111,7 +111,7 @@ def load_prime_hosted(paths: Sequence[Path | str] | Path | str, *, run_id: str |
     name = ", ".join(sorted(run_ids)) or Path(run_name(paths, files)).stem
     config: dict[str, Any] = {"env_names": sorted(env_names)} if env_names else {}
     builder = RunBuilder(run_id or slug(name), name=name, config=config, source_format=FORMAT,
-                         source=", ".join(map(str, files)))
+                         source=joined_source(files))
     for where, item in read:
         builder.add_record(item, lambda record: record.trajectories(), where=where, strict=strict)
     return builder.build()

@@ -57,7 +57,7 @@ def detect(target: Probe | Path | str) -> bool:
 def load_prime_rl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
                   strict: bool = True) -> RunData:
     """Load prime-rl batch files (or folders of them) as one run, in step order."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     files = sorted(files_of(paths, lambda probe: not probe.is_dir and detect(probe)), key=_step)
     output = files[0].parents[2]
@@ -70,7 +70,7 @@ def load_prime_rl(paths: Sequence[Path | str] | Path | str, *, run_id: str | Non
             batch = _decode(file)
             if builder is None:
                 builder = RunBuilder(run_id or slug(name), name=name, config=_config(batch),
-                                     source_format=FORMAT, source=", ".join(map(str, files)))
+                                     source_format=FORMAT, source=joined_source(files))
             for row, tokens, at in batch_rows(batch, _step(file), prompts, where):
                 builder.add_trajectory(row, (), tokens, where=at)
         except InputError as error:
@@ -78,7 +78,7 @@ def load_prime_rl(paths: Sequence[Path | str] | Path | str, *, run_id: str | Non
                 raise
             if builder is None:
                 builder = RunBuilder(run_id or slug(name), name=name, source_format=FORMAT,
-                                     source=", ".join(map(str, files)))
+                                     source=joined_source(files))
             builder.skip(error)
     assert builder is not None
     return builder.build()

@@ -58,11 +58,11 @@ def load_rllm(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = 
               strict: bool = True) -> RunData:
     """Load rLLM episode files (or folders of them) as one run."""
     from trajlens.ingest._records import records
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     files = files_of(paths, detect)
     name = run_name(paths, files)
-    builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=", ".join(map(str, files)))
+    builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=joined_source(files))
     for file in files:
         folder = _STEP_FOLDER.match(file.parent.name)
         split = folder.group(1) if folder else "train"

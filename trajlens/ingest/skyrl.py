@@ -58,11 +58,11 @@ def detect(target: Probe | Path | str) -> bool:
 def load_skyrl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
                strict: bool = True) -> RunData:
     """Load SkyRL evaluation dumps or generator outputs (files, or folders of them) as one run."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     files = files_of(paths, detect)
     name = run_name(paths, files)
-    builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=", ".join(map(str, files)))
+    builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=joined_source(files))
     for file in files:
         label = file.stem if len(files) == 1 else f"{file.parent.name}/{file.stem}"
         step = _step(file)

@@ -55,7 +55,7 @@ def detect(target: Probe | Path | str) -> bool:
 def load_skyrl_agent(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
                      strict: bool = True) -> RunData:
     """Load SkyRL-Agent trace files (or folders of them) as one run: the latest file of each trajectory."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     latest: dict[Path, Path] = {}
     for file in files_of(paths, detect):
@@ -63,7 +63,7 @@ def load_skyrl_agent(paths: Sequence[Path | str] | Path | str, *, run_id: str | 
             latest[file.parent] = file
     files = sorted(latest.values())
     name = files[0].parents[3].name
-    builder = RunBuilder(run_id or slug(name), name=name, source_format=FORMAT, source=", ".join(map(str, files)))
+    builder = RunBuilder(run_id or slug(name), name=name, source_format=FORMAT, source=joined_source(files))
     for file in files:
         builder.add_record(file, lambda file: trace_record(read_json_file(file), file).trajectories(),
                            where=str(file), strict=strict)

@@ -48,12 +48,12 @@ def detect(target: Probe | Path | str) -> bool:
 def load_swe_agent_dataset(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
                            strict: bool = True) -> RunData:
     """Load dataset rows (Parquet or JSONL files) as one run."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
 
     files = files_of(paths, detect)
     name = Path(paths).stem if isinstance(paths, (str, Path)) else files[0].stem
-    builder = RunBuilder(run_id or slug(name), source_format=FORMAT, source=", ".join(map(str, files)))
+    builder = RunBuilder(run_id or slug(name), source_format=FORMAT, source=joined_source(files))
     for file in files:
         prefix = "" if len(files) == 1 else f"{file.stem}:"
         for index, (number, row) in enumerate(records(file)):

@@ -62,11 +62,11 @@ def detect(target: Probe | Path | str) -> bool:
 def load_terminal_bench(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
                         strict: bool = True) -> RunData:
     """Load Terminal-Bench trials (a ``tb run`` folder, trial folders or their results) as one run."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     files = files_of(paths, detect)
     name = run_name(paths, files)
-    builder = RunBuilder(run_id or slug(name), source_format=FORMAT, source=", ".join(map(str, files)))
+    builder = RunBuilder(run_id or slug(name), source_format=FORMAT, source=joined_source(files))
     for file in files:
         try:
             row, calls = trial(file)

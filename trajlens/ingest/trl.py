@@ -72,7 +72,7 @@ def detect(target: Probe | Path | str) -> bool:
 
 def load_trl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None, strict: bool = True) -> RunData:
     """Load TRL completions tables (an output folder, its ``completions/``, or table files) as one run."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     roots = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     tables: list[Path] = []
@@ -84,7 +84,7 @@ def load_trl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = N
         tables.extend(found)
     output_dir = _output_dir(roots[0])
     builder = RunBuilder(run_id or slug(output_dir.name), source_format=FORMAT,
-                         source=", ".join(str(root) for root in roots))
+                         source=joined_source(roots))
     for table in tables:
         try:
             _load_table(table, builder, strict)

@@ -60,14 +60,14 @@ def detect(target: Probe | Path | str) -> bool:
 def load_verifiers(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
                    strict: bool = True) -> RunData:
     """Load verifiers results (``results.jsonl`` files, or folders of them) as one run."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     files = files_of(paths, detect)
     metadata = _metadata(files[0])
     given = Path(paths) if isinstance(paths, (str, Path)) else files[0]
     name = given.parent.name if given.is_file() and given.stem == "results" else given.stem
     builder = RunBuilder(run_id or slug(name), name=str(metadata.get("env_id") or name), config=metadata,
-                         source_format=FORMAT, source=", ".join(map(str, files)))
+                         source_format=FORMAT, source=joined_source(files))
     for file in files:
         prefix = "" if len(files) == 1 else f"{file.parent.name}:"
         seen: dict[str, int] = {}

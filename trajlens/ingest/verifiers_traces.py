@@ -55,14 +55,14 @@ def detect(target: Probe | Path | str) -> bool:
 def load_verifiers_traces(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
                           strict: bool = True) -> RunData:
     """Load verifiers ``traces.jsonl`` files (or folders of them) as one run."""
-    from trajlens.store.writer import slug
+    from trajlens.store.writer import joined_source, slug
 
     files = files_of(paths, detect)
     config = _config(files[0])
     given = Path(paths) if isinstance(paths, (str, Path)) else files[0]
     name = files[0].parent.name if len(files) == 1 or given.is_file() else given.name
     builder = RunBuilder(run_id or slug(name), name=name, config=config, source_format=FORMAT,
-                         source=", ".join(map(str, files)))
+                         source=joined_source(files))
     for file in files:
         prefix = "" if len(files) == 1 else f"{file.parent.name}:"
         for number, episode in records(file):

@@ -58,7 +58,7 @@ from trajlens.ingest._probe import Probe
 from trajlens.limits import undecodable
 from trajlens.ingest.tools import shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
-from trajlens.store.writer import slug
+from trajlens.store.writer import joined_source, slug
 
 SOURCE_FORMAT = "verl"
 
@@ -125,7 +125,7 @@ def load_verl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = 
     builder = RunBuilder(
         run_id or _default_run_id(roots[0]),
         source_format=SOURCE_FORMAT,
-        source=", ".join(str(root) for root in roots),
+        source=joined_source(roots),
     )
     loaded: dict[str, Path] = {}
     for file in files:

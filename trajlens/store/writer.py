@@ -59,13 +59,24 @@ def check_run_id(run_id: object, source: str) -> str:
     return run_id
 
 
+SOURCE_SEPARATOR = ", "
+"""What separates the files of a run read from several (a run record's ``source``)."""
+
+
+def joined_source(parts: Iterable[Path | str]) -> str:
+    """The ``source`` of a run read from ``parts`` (files or folders): their paths, in order."""
+    return SOURCE_SEPARATOR.join(map(str, parts))
+
+
+def source_parts(source: str) -> list[str]:
+    """The paths a run's ``source`` names (:func:`joined_source`), empty parts left out."""
+    return [part for part in source.split(SOURCE_SEPARATOR) if part]
+
+
 def source_identity(source: str) -> str:
     """A source as the absolute paths it names, so ``./a`` and ``a`` are one source."""
-    parts = []
-    for part in source.split(", "):
-        path = Path(part)
-        parts.append(str(path.resolve()) if part and path.exists() else part)
-    return ", ".join(parts)
+    return joined_source(str(Path(part).resolve()) if part and Path(part).exists() else part
+                         for part in source.split(SOURCE_SEPARATOR))
 
 
 def check_outside_inputs(store: Path, sources: Iterable[Path | str]) -> None:
@@ -103,7 +114,7 @@ def source_state(source: str | None) -> tuple[str | None, bool]:
         return None, False
     digest = hashlib.sha256()
     linked = False
-    for part in source.split(", "):
+    for part in source.split(SOURCE_SEPARATOR):
         path = Path(part)
         if not path.exists():
             return None, linked
@@ -306,7 +317,7 @@ class StoreWriter:
     def _check_new(self, run_id: str, source: str) -> None:
         """Refuse an invalid run id, a source inside the store and a second source of one run id."""
         check_run_id(run_id, source)
-        check_outside_inputs(self.store, [part for part in source.split(", ") if part])
+        check_outside_inputs(self.store, source_parts(source))
         if run_id in self._seen:
             raise InputError(source, field="run_id", found=f"{run_id!r} twice",
                              expected="one source per run id in an ingest (ingest them one at a time with --run "
@@ -319,7 +330,7 @@ class StoreWriter:
         held = RunRecord.read(existing).source
         if held is None or held == identity:
             return
-        if not Path(held).exists() and not any(Path(part).exists() for part in held.split(", ") if part):
+        if not Path(held).exists() and not any(Path(part).exists() for part in source_parts(held)):
             self._moved[run_id] = held  # moved, or gone: publish compares the content
             return
         raise RunConflictError(f"{source}: run id {run_id!r} is already in {self.store} from another source "
@@ -537,5 +548,6 @@ def require_recorded_files(store: Path, run_dir: Path, recorded: RecordedFiles |
             raise DamagedStoreError(store, store / RUNS_DIR / run_dir.name / name, reason,
                                     readable=problem.startswith("changed"))
 
-__all__ = ["MAX_RUN_ID_LENGTH", "RUN_ID_PATTERN", "RunRecord", "StoreWriter", "check_outside_inputs", "check_run_id",
-           "RecordedFiles", "content_hash", "require_recorded_files", "slug", "source_fingerprint", "source_identity"]
+__all__ = ["MAX_RUN_ID_LENGTH", "RUN_ID_PATTERN", "SOURCE_SEPARATOR", "RunRecord", "StoreWriter", "check_outside_inputs", "check_run_id",
+           "RecordedFiles", "content_hash", "joined_source", "require_recorded_files", "slug", "source_fingerprint",
+           "source_identity", "source_parts"]

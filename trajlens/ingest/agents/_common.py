@@ -21,7 +21,7 @@ from trajlens.ingest._probe import Probe, strays
 from trajlens.limits import undecodable
 from trajlens.ingest.tools import SHELL_TOOLS, shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
-from trajlens.store.writer import slug
+from trajlens.store.writer import joined_source, slug
 
 __all__ = [
     "SHELL_TOOLS", "TOOL_CALL", "TRAJECTORY", "Fields", "FileContext", "Probe", "Record", "TokenTally",
@@ -292,7 +292,7 @@ def load_run(
         run_id or default_run_id(given, found.root),
         config={"models": models} if models else None,
         source_format=fmt,
-        source=", ".join(str(p) for p in given),
+        source=joined_source(given),
     )
     for note in notes:
         builder.skip(note)
