@@ -9,7 +9,12 @@ import pytest
 
 from cli_run import run_cli
 
-pytest.importorskip("ray")
+
+@pytest.fixture(autouse=True)
+def _ray():
+    """Ray is an optional extra; importing it costs seconds, so it is asked for by the tests that
+    run, not at collection (which every pytest-xdist worker does)."""
+    pytest.importorskip("ray")
 
 
 def _closed_port() -> int:
