@@ -151,10 +151,9 @@ def attribute_drift(
     else:
         units = _step_units(shares, classes)
         share = _share_matrix(shares, steps, classes)
-    for drift in share_drifts(units, classes, config, structural):
+    for drift, onset in drifts_with_onsets(units, share, steps, classes, config, structural):
         name, first, last = drift.name, drift.first, drift.last
         direction = drift.direction
-        onset = onset_step(steps, share[:, classes.index(name)], first, last, config.k)
         pivotal, kind = _pivotal_steps(credit, step_flags, reference, name, steps, onset, direction, config.k)
         per_estimator = []
         for label in labels:
@@ -219,17 +218,15 @@ def step_shares(trajectory_counts: pl.DataFrame, steps: np.ndarray, classes: Seq
     ``count:<class>`` columns: the step's calls of the class over all its calls (0 at a step
     without calls)."""
     counted = [c for c in trajectory_counts.columns if c.startswith("count:")]
-    per_step = trajectory_counts.group_by("step").agg(
-        *(pl.col(c).sum() for c in counted), pl.sum_horizontal(counted).sum().alias("__n") if counted
-        else pl.lit(0.0).alias("__n"))
-    position = {int(step): i for i, step in enumerate(steps)}
+    total = pl.sum_horizontal(counted) if counted else pl.lit(0.0)
+    per_step = trajectory_counts.group_by("step").agg(*(pl.col(c).sum() for c in counted), total.sum().alias("__n"))
+    at_steps = pl.DataFrame({"step": steps}, schema={"step": per_step.schema["step"]}).join(per_step, on="step", how="left")
+    n = at_steps["__n"].fill_null(0.0).to_numpy().astype(float)
     out = np.zeros((steps.size, len(classes)))
-    for row in per_step.iter_rows(named=True):
-        i = position.get(int(row["step"]))
-        if i is None or not row["__n"]:
-            continue
-        for c, name in enumerate(classes):
-            out[i, c] = row.get(f"count:{name}", 0.0) / row["__n"]
+    for c, name in enumerate(classes):
+        if f"count:{name}" in counted:
+            calls = at_steps[f"count:{name}"].fill_null(0.0).to_numpy().astype(float)
+            np.divide(calls, n, out=out[:, c], where=n > 0)
     return out
 
 
@@ -259,6 +256,15 @@ def share_drifts(units: pl.DataFrame, classes: Sequence[str], config: DriftConfi
     return [ShareDrift(name, *changes[name], displaced.get(name, NOT_DISPLACED)) for name in ordered]
 
 
+def drifts_with_onsets(units: pl.DataFrame, share: np.ndarray, steps: np.ndarray, classes: Sequence[str],
+                       config: DriftConfig, structural: Sequence[str]) -> list[tuple[ShareDrift, int]]:
+    """:func:`share_drifts`, each with its onset (:func:`~.statistics.onset_step` on the class's
+    column of ``share``, the per-step shares at ``steps``): what attribution attributes and what
+    :func:`class_drifts` reports before it does."""
+    return [(drift, int(onset_step(steps, share[:, list(classes).index(drift.name)], drift.first, drift.last, config.k)))
+            for drift in share_drifts(units, classes, config, structural)]
+
+
 def class_drifts(trajectory_counts: pl.DataFrame, staged: pl.DataFrame, config: DriftConfig = DriftConfig()) -> pl.DataFrame:
     """The drifting classes of a run from its trajectories' class counts alone, before any
     advantage is recomputed: what :func:`attribute_drift` finds to attribute, with the same
@@ -277,8 +283,8 @@ def class_drifts(trajectory_counts: pl.DataFrame, staged: pl.DataFrame, config: 
     units = trajectory_units(trajectory_counts, staged, classes)
     share = step_shares(trajectory_counts, steps, classes)
     rows = []
-    for drift in share_drifts(units, classes, config, structural_classes(trajectory_counts, classes)):
-        onset = onset_step(steps, share[:, classes.index(drift.name)], drift.first, drift.last, config.k)
+    structural = structural_classes(trajectory_counts, classes)
+    for drift, onset in drifts_with_onsets(units, share, steps, classes, config, structural):
         rows.append({"primary_class": drift.name, "direction": drift.direction, "share_first": drift.first,
                      "share_last": drift.last, "change_p": drift.p_value, "onset_step": int(onset), **drift.displacement})
     return pl.DataFrame(rows, schema=schema)
