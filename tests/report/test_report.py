@@ -281,7 +281,10 @@ def test_the_overview_names_each_runs_main_problem_first(reports):
     for run_id, report in by_run.items():
         assert f'<a href="#{run_id}">{run_id}</a>' in overview
         assert html.escape(main_finding(report)) in overview
-    assert main_finding(by_run["causal-r6-whitened"]).startswith("nothing notable in the run as trained; ")
+    # the control run's story: raw GAE, which it did not train with, would have collapsed it
+    assert main_finding(by_run["causal-r6-whitened"]).startswith(
+        "nothing notable in the run as trained; recomputed under gae_raw (not what this run trained with): "
+        "all-negative batches at steps ")
     assert overview.count('<svg class="trend"') >= 3 * 4  # reward, length and a class for each run with steps
     readme = (out / "README.md").read_text().splitlines()
     assert readme[2] == "| run | kind | checks that fire | main finding |"

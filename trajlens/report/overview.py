@@ -210,16 +210,20 @@ def _checks_cell(run_id: str, failing: list[tuple[str, str, str]]) -> str:
 
 def main_finding(report: Any) -> str:
     """The finding the overview leads with: the heaviest about the run as trained; when every
-    finding is about a recomputation under another estimator, a sentence saying so."""
+    finding is about a recomputation under another estimator, the heaviest of those, said to be
+    one (a control run's story is what its own estimator kept from happening)."""
     from trajlens.report.findings import RECOMPUTED
 
     as_trained = [f for f in report.findings if getattr(f, "about", None) != RECOMPUTED]
     if as_trained:
-        return str(getattr(as_trained[0], "headline", as_trained[0]))
+        return _headline(as_trained[0])
     if report.findings:
-        return (f"nothing notable in the run as trained; {len(report.findings)} finding(s) about recomputations "
-                "under other estimators")
+        return f"nothing notable in the run as trained; {_headline(report.findings[0])}"
     return "nothing notable"
+
+
+def _headline(finding: Any) -> str:
+    return str(getattr(finding, "headline", finding))
 
 
 def overview_html(reports: Sequence[Any]) -> str:
