@@ -102,7 +102,8 @@ def test_view_command(built_store, tmp_path):
     out = tmp_path / "t.html"
     done = run_cli("view", built_store.path, "--run", "short", "--trajectory", "s2-t1", "--out", out)
     assert done.returncode == 0, done.stderr
-    assert "credit under gae_raw" in done.stdout and '"id":"s2-t1"' in out.read_text()
+    # the built run declares verl's GAE (its runs.estimator), which whitens: its own estimator colours the page
+    assert "credit under gae_whitened" in done.stdout and '"id":"s2-t1"' in out.read_text()
     done = run_cli("view", built_store.path, "--run", "short", "--trajectory", "nope", "--out", out)
     assert done.returncode == 1 and done.stderr.strip() == "error: --trajectory 'nope': not a trajectory or task of run 'short'"
 

@@ -65,6 +65,10 @@ def test_multireward_report_follows_the_estimator_registry(reports, sample_store
     assert worst["gdpo_verl"] < 1e-6  # summarised over model tokens, as verl's GDPO whitens
     text = (out / "multireward" / "stage_report.md").read_text()
     assert "over model tokens for gdpo_verl, gdpo_dynamic; over trajectories for grpo" in text
+    # its viewer pages colour each call by the credit of the estimator the page says it trained with
+    assert "The run trained with `grpo_batch_std`" in text
+    pages = sorted((out / "multireward" / "view").glob("*.html"))
+    assert pages and all('"estimator":"grpo_batch_std"' in page.read_text() for page in pages)
 
 
 def test_resume_report_flags_the_doubled_learning_rate_on_the_checks_steps(reports):

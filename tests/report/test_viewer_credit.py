@@ -55,3 +55,19 @@ def test_each_call_shows_the_credit_attribution_saved(attributed, label):
             assert shown[key] is None, key
         else:
             assert shown[key] == pytest.approx(want, abs=5.1e-5), key  # the page rounds to 4 decimals
+
+
+@pytest.mark.parametrize(("run_id", "own"), [("sao-r7", "gae_whitened"), ("multireward", "grpo_batch_std")])
+def test_the_page_colours_credit_under_the_estimator_the_run_trained_with(samples_store_copy, tmp_path, run_id, own):
+    """Not the first estimator the run's data allows (gae_raw, grpo): the report's sentence, the
+    checks and attribution all name the run's own, and so does the page, by default."""
+    from trajlens.run.trained import run_trained_with
+
+    store = trajlens.open(samples_store_copy)
+    assert run_trained_with(store, run_id).label == own
+    trajectory = store.trajectories.filter(pl.col("run_id") == run_id).select("trajectory_id").head(1).collect().item()
+    page = tmp_path / "page.html"
+    done = run_cli("view", samples_store_copy, "--run", run_id, "--trajectory", trajectory, "--out", page)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(f"(credit under {own})")
+    assert f'"estimator":"{own}"' in page.read_text()

@@ -87,7 +87,7 @@ def own_recomputation(trained: TrainedWith, recomputations: tuple[EstimatorChoic
     """Of ``recomputations``, the one the run trained with (``trained``, from
     :func:`trajlens.estimators.trained_with` or :func:`trajlens.run.trained.run_trained_with`): the
     recomputation of the same estimator and settings, preferring one of the same label; None when none is."""
-    own = trained.choice.among(recomputations) if trained.choice is not None else None
+    own = trained.among(recomputations)
     return RunEstimator(own.label if own is not None else None, trained.aggregation, trained.aggregation_logged)
 
 

@@ -17,7 +17,7 @@ def view(
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
     trajectory: Annotated[str, typer.Option("--trajectory", "-t", help="Trajectory id, task id, or a unique end of an id.")],
     output: Annotated[Path, typer.Option("--out", "-o", help="The .html file to write.")],
-    estimator: Annotated[Optional[str], typer.Option("--estimator", "-e", help="Estimator label for the credit colours (gae_raw, grpo, ...; default: the first the run allows).")] = None,
+    estimator: Annotated[Optional[str], typer.Option("--estimator", "-e", help="Estimator label for the credit colours (gae_raw, grpo, ...; default: the one the run trained with, else the first the run allows).")] = None,
     credit: Annotated[bool, typer.Option("--credit/--no-credit", help="Recompute advantages to colour each call's credit.")] = True,
 ) -> None:
     """Write one trajectory as a page: turns, classes, observations, reward and per-call credit.

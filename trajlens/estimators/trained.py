@@ -19,7 +19,7 @@ No torch here.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -129,6 +129,11 @@ class TrainedWith:
     @property
     def estimator(self) -> str | None:
         return self.choice.estimator if self.choice is not None else None
+
+    def among(self, choices: Iterable[EstimatorChoice]) -> EstimatorChoice | None:
+        """Of ``choices``, the run's own: the one that computes as the estimator it trained with,
+        preferring one of the same label; None when its estimator is unknown or none is."""
+        return self.choice.among(choices) if self.choice is not None else None
 
 
 def trained_with(

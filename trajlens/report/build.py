@@ -262,6 +262,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     sections = [f"# {run_id}\n\n{report.described}",
                 *([] if single_step else [stage.to_markdown()]), _summary_markdown(parts.summary)]
     choices = advantages.choices if advantages is not None else []
+    trained = run_trained_with(store, run_id) if choices else None
     if advantages is not None and advantages.empty_tokens:
         report.findings.append(Finding(advantages.empty_tokens, "token_arrays", "advantages"))
     if advantages is not None:
@@ -271,9 +272,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         parts.diagnostics = diagnostics
         save_advantage_batches(store, run_id, diagnostics, keep_other_labels=True)
         charts["advantage_batches"] = plots.advantage_batches(diagnostics, f"{run_id}: recomputed advantages per batch")
-        trained = run_trained_with(store, run_id)
         sections.append(_advantage_markdown(diagnostics, choices, trained))
-        own = trained.choice.among(choices) if trained.choice is not None else None
+        own = trained.among(choices)
         report.findings += advantage_findings(diagnostics, None if own is None else own.label)
     shown = []  # the HTML page inlines the same drawing of each SVG (Chart.svg)
     for name, chart in charts.items():
@@ -284,7 +284,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     sections.append("## Figures\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in shown))
     report.markdown.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
     report.viewers, parts.exemplars = _viewer_pages(store, run_id, measures, stage, directory / "view",
-                                                    viewers_per_run, choices, moved_share(report.trends))
+                                                    viewers_per_run, choices, trained, moved_share(report.trends))
     report.findings = ranked(report.findings, {name: status for name, status, _ in report.failing})
     report.html = run_section(store, report, parts)
     return report
@@ -343,7 +343,8 @@ def _alarms(checks: Any) -> list[plots.Alarm]:
 
 
 def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, folder: Path, count: int,
-                  choices: list, moved: tuple[str, bool] | None) -> tuple[list[Path], list[tuple[str, str, Path]]]:
+                  choices: list, trained: TrainedWith | None,
+                  moved: tuple[str, bool] | None) -> tuple[list[Path], list[tuple[str, str, Path]]]:
     """Pages for at most ``count`` exemplar trajectories, in this order: the trajectory with the
     highest share of the class whose share moved most (the overview's trend,
     :func:`~trajlens.report.overview.moved_share`; of the last stage when it grew, of the first
@@ -393,7 +394,8 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
             chosen.append((trajectory_id, why))
     chosen = chosen[:count]
     steps = staged.filter(pl.col("trajectory_id").is_in([t for t, _ in chosen]))["step"].unique().to_list()
-    credit: Credit | None = (run_credit(store, run_id, choices[0].label, steps=steps, choices=choices)
+    # credit under the run's own estimator, as its findings, checks and attribution give it
+    credit: Credit | None = (run_credit(store, run_id, steps=steps, choices=choices, trained=trained)
                              if choices else None)
     written = []
     step_of = dict(staged.filter(pl.col("trajectory_id").is_in([t for t, _ in chosen]))
@@ -427,7 +429,7 @@ def _trained_sentence(trained: TrainedWith, choices: list[EstimatorChoice]) -> s
     if trained.choice is None:
         return ("Its config names no estimator, and its logged advantages name none (none logged, none that tells "
                 "the estimators apart, or none that matches one): no row is the run's own.")
-    own = trained.choice.among(choices)
+    own = trained.among(choices)
     name = f"`{own.label}`" if own is not None else f"`{trained.choice.label}` (not recomputed here)"
     how = (f"from its config: {trained.evidence}" if trained.source == "config"
            else f"identified from its logged advantages: {trained.evidence}")

@@ -41,8 +41,11 @@ class Credit:
 
 
 def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list[int] | None = None,
-               choices: list | None = None) -> Credit | None:
-    """Advantages under ``label`` (default: the first estimator the run's data allows).
+               choices: list | None = None, trained: Any = None) -> Credit | None:
+    """Advantages under ``label``; by default under the estimator the run trained with, as every
+    other surface names it (:func:`~trajlens.run.trained.run_trained_with`, or ``trained`` when the
+    caller has it), else, when that is unknown or cannot be recomputed, the first estimator the
+    run's data allows.
 
     With ``steps``, only those steps are recomputed: every estimator normalises within a
     step's batch (whitening, groups), so a step's advantages do not depend on other steps.
@@ -62,6 +65,11 @@ def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list
                            f"{', '.join(c.label for c in choices) or 'no estimator'} on run {run_id!r}{why}"])
     if not chosen:
         return None
+    if label is None:
+        from trajlens.run.trained import run_trained_with
+
+        own = (trained if trained is not None else run_trained_with(store, run_id)).among(chosen)
+        chosen = [own] if own is not None else chosen
     choice = chosen[0]
     # a stateful estimator (gdpo_dynamic's moving averages) reads every step, the others only theirs
     read = None if steps is None or choice.spec().stateful else sorted(set(steps))
