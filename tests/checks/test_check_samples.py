@@ -152,3 +152,27 @@ def test_a_star_check_leads_with_the_channel_it_fired_on(results):
     assert rel_gain.evidence_text().startswith("rel_gain:format: ")
     record = result_record(rel_gain)
     assert record["evidence"]["measure"] == "rel_gain:format" and record["summary"].startswith("rel_gain:format: ")
+
+
+def test_a_config_without_adv_estimator_is_read_by_its_runs_estimator_column(tmp_path):
+    """The runs table's estimator stands in for the config's algorithm.adv_estimator, for the
+    checks as for the report and attribution (run_trained_with): the run's advantage checks run."""
+    import pyarrow.parquet as pq
+
+    import trajlens
+    from trajlens.run.trained import run_trained_with
+
+    run = shutil.copytree(SAMPLES / "causal-r6", tmp_path / "run")
+    runs_file = run / "runs" / "part-0.parquet"
+    runs = pq.read_table(runs_file)
+    config = json.loads(runs.column("config")[0].as_py())
+    del config["algorithm"]["adv_estimator"]
+    runs = runs.set_column(runs.schema.get_field_index("config"), "config", [[json.dumps(config)]])
+    pq.write_table(runs, runs_file)
+    assert runs.column("estimator")[0].as_py() == "gae"
+    trajlens.ingest([run], tmp_path / "store")
+    assert run_trained_with(trajlens.open(tmp_path / "store"), "causal-r6").label == "gae_raw"
+    for source in (run, tmp_path / "store"):
+        streak = next(r for r in check_run(source, default_checks(), run_id="causal-r6").results
+                      if r.name == "all_negative_streak")
+        assert streak.status == "fail" and list(streak.fired_steps) == [61, 62, 63, 64], source

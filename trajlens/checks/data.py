@@ -29,6 +29,8 @@ from trajlens.run.stepwise import TOKEN_COLUMNS, choice_token_columns
 from trajlens.schema import SCHEMAS
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from trajlens.run.batches import ReadAhead
 
 BATCH_TABLES: tuple[str, ...] = ("trajectories", "tool_calls", "tokens", "step_metrics")
@@ -97,6 +99,16 @@ class RunInfo:
     """The split whose trajectories are measured, when it is known before the batches are read
     (a run directory's or a store's run: training when it has any, else the first it has);
     None: the first batch with trajectories tells it."""
+    estimator: str | None = None
+    """The run's ``runs.estimator`` (the estimator its log declares), read as the config's
+    ``algorithm.adv_estimator`` when the config lacks it, as the report and attribution read it."""
+
+    @classmethod
+    def of_runs(cls, run_id: str, source: str, runs: pa.Table, folder: Path) -> "RunInfo":
+        """A run's info from its ``runs`` row: its config (with the config history kept in
+        ``folder``) and its estimator column."""
+        return cls(run_id, source, _history(runs.column("config")[0].as_py(), folder),
+                   estimator=runs.column("estimator")[0].as_py())
 
 
 @dataclass(frozen=True)
@@ -198,7 +210,7 @@ class RunState:
                        or m.LoggedAdvantages(candidate, info.history.current, identifier=self._identifier)
                        for candidate in needs.logged}
         """Candidate -> its ``logged_advantage_diff`` measure, fed batch after batch (or handed over whole)."""
-        self.run_label = m.run_label(info.history.current)
+        self.run_label = m.run_label(info.history.current, info.estimator)
         """The estimator the run trained with: from its config, else from its logged advantages."""
         self.run_label_problem = ""
         """Why neither its config nor its logged advantages name one."""
@@ -248,7 +260,7 @@ class RunState:
                                       "tell the estimators apart")
             return
         self.run_label_problem = ""
-        self.run_label = m.run_label(config, identified=found)
+        self.run_label = m.run_label(config, self.info.estimator, found)
         self.run_label_source = f"identified from its logged advantages: {found.verdict}"
         if self.run_label is None:
             self.run_label_problem = f"its logged advantages match no estimator ({found.verdict})"
@@ -573,7 +585,7 @@ def _run_info(run_dir: Path, run_id: str | None) -> RunInfo:
     if run_id is not None and run_id != recorded and run_dir.parent.name != "runs":
         raise ConfigError([f"{run_dir}: --run: the directory holds run {recorded!r}, not {run_id!r}"])
     runs = read_table_file(table_files(run_dir, "runs")[0], "runs")
-    return RunInfo(recorded, str(run_dir), _history(runs.column("config")[0].as_py(), run_dir))
+    return RunInfo.of_runs(recorded, str(run_dir), runs, run_dir)
 
 
 def stored_run_info(store: Path | str, run_id: str) -> RunInfo:
@@ -599,7 +611,7 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, N
 
         run = load_verl([path], run_id=run_id)
         batch = NewSteps(*(pl.from_arrow(run.table(name)) for name in BATCH_TABLES))
-        return RunInfo(run.run_id, str(path), _history(run.runs.column("config")[0].as_py(), path)), batch
+        return RunInfo.of_runs(run.run_id, str(path), run.runs, path), batch
     from trajlens.ingest.formats import by_name
 
     metrics_format = by_name(kind) if kind != "mixed" else None

@@ -253,14 +253,15 @@ class ConfigHistory:
         return len(self.entries) > 0
 
 
-def run_label(config: dict, identified: Any = None) -> EstimatorChoice | None:
+def run_label(config: dict, estimator_column: str | None = None, identified: Any = None) -> EstimatorChoice | None:
     """The estimator, under its label and options, the run trained with: what
-    :func:`trajlens.estimators.trained_with` reads from its config, or from ``identified`` (an
-    :class:`~trajlens.estimators.identify.Identification` of its logged advantages) when the
-    config is silent. A label of :data:`LABELS` where one recomputes the same thing."""
+    :func:`trajlens.estimators.trained_with` reads from its config and its ``runs.estimator``
+    value (``estimator_column``), or from ``identified`` (an
+    :class:`~trajlens.estimators.identify.Identification` of its logged advantages) when both are
+    silent. A label of :data:`LABELS` where one recomputes the same thing."""
     from trajlens.estimators.trained import trained_with
 
-    own = trained_with(config, identified=identified).choice
+    own = trained_with(config, estimator_column, identified).choice
     return None if own is None else own.among(ADVANTAGE_LABELS) or own
 
 

@@ -131,8 +131,7 @@ class RunFollower:
             table = read_table_file(runs[0], "runs")
             self.files_read.append(runs[0])
             run_id = table.column("run_id")[0].as_py()
-            self.info = RunInfo(self.run_id or run_id, str(self.directory),
-                                _history(table.column("config")[0].as_py(), self.directory))
+            self.info = RunInfo.of_runs(self.run_id or run_id, str(self.directory), table, self.directory)
         elif self._verl_dumps() or self._metrics_paths():
             self.info = RunInfo(self.run_id or slug(self.directory.resolve().name), str(self.directory),
                                 _history(None, self.directory))
