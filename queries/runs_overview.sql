@@ -2,11 +2,15 @@
 -- training, or the split a run without training data has), its steps and trajectories on it,
 -- their mean reward (null and NaN rewards left out), resolved rate and mean turns, as the
 -- report's summary measures them. A run without trajectories is listed with 0 trajectories.
+-- declared_estimator is the estimator name the run's log declares (runs.estimator: verl's
+-- algorithm.adv_estimator, gae, grpo, ...); the estimator the run trained with, under the label
+-- trajlens recomputes it as, also reads the config's options (gae whitened or not, GRPO's std):
+-- `trajlens check` and the report name that one (gae_whitened, grpo_batch_std, ...).
 -- Parameters: none.
 SELECT
     r.run_id,
     r.source_format,
-    r.estimator,
+    r.estimator AS declared_estimator,
     s.split,
     count(DISTINCT t.step) AS steps,
     count(t.trajectory_id) AS trajectories,

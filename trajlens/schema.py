@@ -50,7 +50,9 @@ class Column:
 RUN_COLUMNS: tuple[Column, ...] = (
     Column("run_id", pa.string(), False, "Stable id of the run (a slug)."),
     Column("name", pa.string(), False, "Human-readable run name."),
-    Column("estimator", pa.string(), True, "Advantage estimator the run trained with (gae, grpo, gdpo, ...), if known."),
+    Column("estimator", pa.string(), True, "Advantage estimator the run's log declares (verl's algorithm.adv_estimator: "
+           "gae, grpo, ...), if known; its config's options (whitening, GRPO's std) decide the label it trained "
+           "under (trajlens.run.trained.run_trained_with)."),
     Column("config", pa.string(), False, "The logged configuration as a JSON object ('{}' when none)."),
     Column("source_format", pa.string(), False, "Loader that produced the run (parquet, verl, mini-swe-agent-v1, ...)."),
     Column("source", pa.string(), False, "Path(s) the run was read from."),
