@@ -62,6 +62,34 @@ def test_a_report_of_fewer_runs_views_and_formats_leaves_what_it_wrote_and_the_u
     assert not (out / "tiny" / "class_shares_by_step.png").exists()
 
 
+def test_a_report_replaces_no_file_of_the_users_at_a_path_it_writes(store, tmp_path):
+    """Not the user's own stage_report.md or figure in a run's folder, nor a report's file the user
+    changed after a report of fewer runs dropped it from the list: refused, the folder as it was."""
+    out = tmp_path / "mine"
+    (out / "tiny").mkdir(parents=True)
+    (out / "tiny" / "stage_report.md").write_text("my notes")
+    (out / "tiny" / "distributions.svg").write_text("<svg/>")
+    done = run_cli("report", store, "--out", out, "--viewers", "0")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (f"error: --out {out}: holds tiny/distributions.svg and 1 more, which this would "
+                                   "replace and the last report written there did not write; report into a new or "
+                                   "empty folder, or move them away")
+    assert _files(out) == {"tiny/stage_report.md", "tiny/distributions.svg"}
+    assert (out / "tiny" / "stage_report.md").read_text() == "my notes"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".mine")]  # no partial folder left
+
+    report = tmp_path / "report"
+    _report(store, report, "--viewers", "0")
+    (report / "twin" / "stage_report.md").write_text("my notes on twin")
+    _report(store, report, "--run", "tiny", "--viewers", "0")  # twin's changed file is kept, and no longer listed
+    done = run_cli("report", store, "--out", report, "--viewers", "0")
+    assert done.returncode == 1 and "holds twin/stage_report.md, which this would replace" in done.stderr
+    assert (report / "twin" / "stage_report.md").read_text() == "my notes on twin"
+    # a report into its own folder, unchanged, replaces its own files as before
+    (report / "twin" / "stage_report.md").unlink()
+    _report(store, report, "--viewers", "0")
+
+
 def test_a_list_naming_paths_outside_the_folder_removes_nothing(tmp_path):
     folder, outside = tmp_path / "report", tmp_path / "outside.txt"
     folder.mkdir()

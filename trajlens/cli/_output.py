@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from trajlens.cli._written import read_list, remove_unwritten, write_list
+from trajlens.cli._written import read_list, remove_unwritten, unlisted_replacements, write_list
 from trajlens.errors import ConfigError, TrajlensError
 from trajlens.jsontext import json_values
 
@@ -163,7 +163,9 @@ def folder_output(folder: Path, *, flag: str = "--out", listed: bool = False) ->
     ``folder`` (made if missing; a file of the same name is replaced, other files are kept).
 
     ``listed``: the files written are listed in the folder (:mod:`trajlens.cli._written`), and
-    those the last listed write made that this one does not, unchanged since, are removed.
+    those the last listed write made that this one does not, unchanged since, are removed; a
+    file in ``folder`` that it would replace and that the last listed write did not make (the
+    user's own) fails the write, leaving ``folder`` as it was.
 
     On any failure, an interrupt included, the partial folder and any parent folders made for it
     are removed: nothing is left behind, and an existing ``folder`` is as it was. An
@@ -183,6 +185,11 @@ def folder_output(folder: Path, *, flag: str = "--out", listed: bool = False) ->
         yield partial
         earlier = read_list(folder) if listed else {}
         written = write_list(partial) if listed else {}
+        if listed and (theirs := unlisted_replacements(folder, earlier, written)):
+            more = f" and {len(theirs) - 1} more" if len(theirs) > 1 else ""
+            raise ConfigError([f"{flag} {folder}: holds {theirs[0]}{more}, which this would replace and the last "
+                               "report written there did not write; report into a new or empty folder, or move "
+                               f"{'them' if more else 'it'} away"])
         _move_into(partial, folder)
     except BaseException as error:
         shutil.rmtree(partial, ignore_errors=True)

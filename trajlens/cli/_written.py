@@ -7,7 +7,8 @@ stay behind with the earlier numbers, beside an index that no longer names them.
 (:data:`LIST_NAME`) records each file's path under the folder and its SHA-256. A later write
 removes a listed file it did not write again only when it is still a plain file with those exact
 bytes, reached through no symbolic link: a file the user changed, replaced or moved in behind a
-link is kept, and so is every file the list does not name.
+link is kept, and so is every file the list does not name. Nor does a write replace such a file
+of the user's where it would write one of its own (:func:`unlisted_replacements`): it is refused.
 """
 
 from __future__ import annotations
@@ -56,6 +57,25 @@ def read_list(folder: Path) -> dict[str, str]:
     if not isinstance(files, dict):
         return {}
     return {name: digest for name, digest in files.items() if isinstance(name, str) and isinstance(digest, str)}
+
+
+def unlisted_replacements(folder: Path, earlier: dict[str, str], written: dict[str, str]) -> list[str]:
+    """The paths this write (``written``) would replace in ``folder`` that the last listed write
+    (``earlier``) did not make there: a file of the user's (or one they changed after a later
+    write dropped it from the list), or anything else in its place, unless it holds the very
+    bytes written."""
+    found = []
+    for name, digest in written.items():
+        if name in earlier or name == LIST_NAME:
+            continue
+        path = folder / name
+        if not os.path.lexists(path):
+            continue
+        with contextlib.suppress(OSError):
+            if _inside(folder, name) is not None and _digest(path) == digest:
+                continue
+        found.append(name)
+    return found
 
 
 def remove_unwritten(folder: Path, earlier: dict[str, str], written: dict[str, str]) -> list[Path]:

@@ -60,7 +60,8 @@ def report(
     OUT/RUN/view/*.html (viewer pages of a few trajectories per run). They are written beside OUT
     first and moved into it at the end, so a report that fails leaves OUT as it was. Files an
     earlier report wrote into OUT that this one does not (a run left out, fewer viewer pages) are
-    removed where unchanged since; other files in OUT are kept.
+    removed where unchanged since; other files in OUT are kept, and a report that would replace
+    one of them (a stage_report.md of your own in a run's folder) fails, leaving OUT as it was.
 
     Example: trajlens report store --out out/report --compare sao-r6,sao-r7
     """
