@@ -52,6 +52,17 @@ def test_an_output_in_an_input_is_refused_before_any_work(ingested, command, ins
     assert _digest(source.parent) == before
 
 
+@pytest.mark.parametrize("flag", ["--json", "--junit"])
+def test_checks_of_a_stored_run_are_not_written_into_its_input(ingested, flag):
+    """check exits 2 on a usage error, as on every other problem with what it was asked."""
+    source, store = ingested
+    before = _digest(source.parent)
+    done = run_cli("check", store, "--run", "sao-r7", flag, source / "checks.out")
+    assert done.returncode == 2
+    assert one_error_line(done) == f"error: {flag} {source / 'checks.out'}: would write over the input {source}; write it elsewhere"
+    assert _digest(source.parent) == before
+
+
 def test_an_output_beside_an_input_is_written(ingested):
     source, store = ingested
     done = run_cli("sql", store, "SELECT 1 AS x", "--out", source.parent / "x.csv")

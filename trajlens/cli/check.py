@@ -75,7 +75,7 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
         problems.append("SOURCE: expected a store, run directory, verl dumps or metrics file, found nothing")
     for path, flag in ((junit, "--junit"), (json_out, "--json")):
         if path is not None:
-            problems += output_problems(path, flag=flag)
+            problems += output_problems(path, flag=flag, store=source)  # a store's: not into its runs' inputs
             for read in (source, config):
                 problems += overwrites_input(path, read, flag=flag) if read is not None else []
     problems += distinct_outputs({"--junit": junit, "--json": json_out})
