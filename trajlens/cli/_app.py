@@ -17,7 +17,9 @@ import sys
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperCommand
 
+from trajlens.cli._once import OnceOptionsCommand
 from trajlens.errors import CommandImportError, MissingDependencyError, TrajlensError
 from trajlens.interrupts import one_interrupt_per_ctrl_c
 
@@ -91,6 +93,8 @@ def _register() -> None:
     for command in app.registered_commands:
         if command.help is None and command.callback is not None and command.callback.__doc__:
             command.help = flowing_help(inspect.getdoc(command.callback) or "")
+        if command.cls in (None, TyperCommand):  # an option of one value given twice is refused
+            command.cls = OnceOptionsCommand
     _registered = True
 
 
