@@ -32,6 +32,14 @@ def markdown_table(header: list[str], rows: Iterable[Iterable[str]]) -> list[str
     return [markdown_row(header), markdown_row(["---"] * len(header)), *(markdown_row(row) for row in rows)]
 
 
+def markdown_html(document: str) -> str:
+    """A Markdown ``document`` as trajlens writes one (headings, lists, its tables) in HTML, for
+    ``--out x.html``; HTML in the text is shown as text, never interpreted."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False}).enable("table").render(document)
+
+
 def markdown_anchor(heading: str) -> str:
     """The fragment a Markdown renderer gives a heading (GitHub's rule: lower case, every
     character but letters, digits, ``-``, ``_`` and spaces dropped, spaces as ``-``), for a

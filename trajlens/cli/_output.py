@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from trajlens.cli._written import read_list, remove_unwritten, unlisted_replacements, write_list
 from trajlens.errors import ConfigError, TrajlensError
 from trajlens.jsontext import json_values
+from trajlens.markdown import markdown_html
 
 if TYPE_CHECKING:
     import polars as pl
@@ -371,7 +372,7 @@ def write_output(path: Path, *, frame: "pl.DataFrame | None" = None, document: s
     if frame is not None:
         write_atomically(path, lambda partial: _write_frame(frame, partial, suffix, path))
     elif document is not None:
-        text = document if suffix == ".md" else _html_page(f"<pre>{html.escape(document)}</pre>")
+        text = document if suffix == ".md" else _html_page(markdown_html(document))
         write_text_atomically(path, text)
 
 
@@ -528,8 +529,14 @@ def _wrap_header(name: str, width: int) -> list[str]:
     return lines
 
 
+HTML_STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;line-height:1.4}"
+              "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:.25em .6em;"
+              "text-align:left}th{background:#f3f3f3}")
+
+
 def _html_page(body: str) -> str:
-    return f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>trajlens</title></head>\n<body>\n{body}\n</body></html>\n'
+    return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>trajlens</title><style>{HTML_STYLE}</style>'
+            f'</head>\n<body>\n{body}\n</body></html>\n')
 
 
 __all__ = ["CONSOLE_WIDTH", "DOCUMENT_SUFFIXES", "OUTPUT_FORMATS", "TABLE_SUFFIXES", "OutputFormat", "check_folder_output",
