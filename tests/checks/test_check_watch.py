@@ -146,6 +146,16 @@ def test_timeout_ends_a_watch_that_sees_no_step(tmp_path):
     assert lines == ["stopped (timeout): no complete step seen"]
 
 
+def test_a_watch_on_a_store_is_refused_with_what_to_do(samples_store_path):
+    """It said "no complete step seen" of a store holding 135 complete steps of the run."""
+    from cli_run import run_cli
+
+    done = run_cli("check", samples_store_path, "--run", "sao-r6", "--watch", "--timeout", "1")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (f"error: --watch follows a run directory a trainer is still writing; {samples_store_path} "
+                           "is a store, whose runs are ingested whole: check it without --watch\n")
+
+
 @pytest.mark.parametrize("run", ["resume-lr", "sao-r6"])
 def test_watch_on_a_finished_run_directory_reads_its_scalars_as_check_does(run):
     """The scalars of a converted run sit in step_metrics/ outside step partitions: the watch

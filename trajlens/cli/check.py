@@ -84,6 +84,12 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
     if watch and until_step is None and timeout is None:
         problems.append("--watch needs --until-step or --timeout to end")
     problems += _watch_option_problems(until_step, timeout, poll, settle)
+    if watch and source is not None:
+        from trajlens.store.handle import is_store
+
+        if is_store(source):
+            problems.append(f"--watch follows a run directory a trainer is still writing; {source} is a store, whose "
+                            "runs are ingested whole: check it without --watch")
     if problems:
         raise ConfigError(problems)
     checks = load_checks(config) if config is not None else default_checks()
