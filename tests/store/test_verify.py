@@ -121,6 +121,15 @@ def test_stale_views_interrupted_writes_and_their_repair(store):
     assert (store / "trajlens.duckdb").is_file() and not (store / ".staging").exists()
 
 
+def test_repair_says_it_wrote_the_views_of_a_store_moved_elsewhere(store, tmp_path):
+    moved = tmp_path / "moved"
+    shutil.copytree(store, moved)
+    assert [f.path for f in verify_store(moved).problems] == ["trajlens.duckdb"]
+    assert repair_store(moved).done == ["wrote the views of trajlens.duckdb again: they list the store's files as "
+                                        "they are now"]
+    assert verify_store(moved).ok
+
+
 _CRASH_AT = """
 import os, sys
 from trajlens.store import publish

@@ -247,6 +247,7 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
     lock.acquire()  # a write under way ends first: what it stages is not left over
     try:
         verification = verify_store(store, run, locked=True)
+        database_stale = any(f.path == DATABASE_FILE for f in verification.problems)
         if run is None and any(f.path == JOURNAL_FILE or f.path.startswith((STAGING_DIR, ".")) for f in
                                verification.problems if f.path != DATABASE_FILE):
             recover(store, rebuild_database)
@@ -299,6 +300,8 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
                 repair.done.append(f"removed run {run_id}'s analyses ({', '.join(stale[run_id])}), which may have been "
                                    f"computed from its damaged files; {again} {verb} them again")
         rebuild_database(store)
+        if database_stale:
+            repair.done.append(f"wrote the views of {DATABASE_FILE} again: they list the store's files as they are now")
     finally:
         lock.release()
     if not verify_store(store, run).ok and not repair.cannot:
