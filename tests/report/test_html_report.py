@@ -49,6 +49,19 @@ def test_report_is_byte_reproducible(built_store, tmp_path):
     assert len(first[0].viewers) == 3
 
 
+def test_comparisons_say_how_to_add_one_until_one_is_added(built_store, tmp_path):
+    from trajlens.report.html_report import NO_COMPARISONS
+
+    report_store(built_store, tmp_path / "report", run_ids=["short"])
+    index = tmp_path / "report" / "index.html"
+    assert index.read_text().count(NO_COMPARISONS) == 1
+    done = run_cli("compare", built_store.path, "short:Q1", "short:Q4", "--out", tmp_path / "cmp", "--report",
+                   tmp_path / "report")
+    assert done.returncode == 0, done.stderr
+    text = index.read_text()
+    assert NO_COMPARISONS not in text and "A = short (Q1), B = short (Q4)" in text
+
+
 def test_index_is_self_contained_with_a_section_per_run_and_hook_points(built_store, tmp_path):
     report_store(built_store, tmp_path, comparisons=[("short:Q1", "short:Q4")])
     text = (tmp_path / "index.html").read_text()

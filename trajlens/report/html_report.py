@@ -123,8 +123,8 @@ def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[st
         anchor = html.comparison_anchor(str(index))
         compared.append(comparison_section(anchor, table, describe(table, 5)))
         nav.append((f"#{anchor}", f"{b} vs {a}"))
-    body.append(f'<section id="{html.COMPARISONS_ID}"><h2>Comparisons</h2>' + "".join(compared) + COMPARISONS_END
-                + "</section>")
+    body.append(f'<section id="{html.COMPARISONS_ID}"><h2>Comparisons</h2>' + ("".join(compared) or NO_COMPARISONS)
+                + COMPARISONS_END + "</section>")
     nav.append((f"#{html.COMPARISONS_ID}", "comparisons"))
     if len(reports) > 1:
         body.append(_side_by_side(store, [(r.run_id, r.split) for r in reports]))
@@ -136,6 +136,10 @@ def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[st
 
 
 COMPARISONS_END = "<!-- comparisons end -->"
+NO_COMPARISONS = ('<p class="note">None yet: <code>trajlens report STORE --out FOLDER --compare A,B</code> or '
+                  '<code>trajlens compare STORE A B --report FOLDER</code> adds one here (a side is a run, '
+                  '<code>RUN:STAGE</code> or <code>RUN:LABEL</code>).</p>')
+"""What the comparisons section says while it holds none; the first comparison added replaces it."""
 NAV_END = "<!-- nav end -->"
 
 
@@ -173,7 +177,8 @@ def add_comparison(index: Path, anchor: str, title: str, section: str) -> None:
     if start in text:
         text = text[:text.index(start)] + block + text[text.index(end) + len(end):]
     else:
-        text = text.replace(COMPARISONS_END, block + COMPARISONS_END, 1).replace(NAV_END, link + NAV_END, 1)
+        text = (text.replace(NO_COMPARISONS, "", 1).replace(COMPARISONS_END, block + COMPARISONS_END, 1)
+                .replace(NAV_END, link + NAV_END, 1))
     partial = index.with_name(f".{index.name}.partial")
     partial.write_text(text)
     partial.replace(index)
