@@ -25,6 +25,9 @@ def test_synth_errors_are_one_line(tmp_path, capsys):
     assert all(name in err for name in (*SCENARIOS, *CAUSAL_SCENARIOS))  # every scenario synth takes
     code = main(["synth", "grpo-leg", "--batch", "12", "--out", str(tmp_path / "y")])
     assert code == 1 and "multiple of the group size 8" in capsys.readouterr().err
+    # single rollouts: no group size to be a multiple of, only the bounds
+    code = main(["synth", "sao-r6", "--batch", "1", "--out", str(tmp_path / "z")])
+    assert code == 1 and capsys.readouterr().err == "error: --batch must be between 2 and 16,384, got 1\n"
 
 
 def test_synth_help_has_an_example(capsys):

@@ -211,8 +211,8 @@ def configure(
             problems.append(f"{names['batch']} must be a multiple of the group size {spec.group_size} and at least "
                             f"{low} for {scenario}, got {batch}")
         else:
-            batch_bad = bad("batch", batch, low, MAX_BATCH, f" (a multiple of the group size {spec.group_size} "
-                                                            f"for {scenario})")
+            multiple = f" (a multiple of the group size {spec.group_size} for {scenario})" if spec.group_size > 1 else ""
+            batch_bad = bad("batch", batch, low, MAX_BATCH, multiple)
     calls_bad = (tool_calls_per_trajectory is not None
                  and bad("tool_calls_per_trajectory", tool_calls_per_trajectory, 3, MAX_TOOL_CALLS_PER_TRAJECTORY))
     tokens_bad = (tokens_per_trajectory is not None
