@@ -31,6 +31,20 @@ def test_a_cut_file_among_surveyed_logs_is_an_error(tmp_path, damaged, size, rea
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.parametrize("log", ["prime_hosted/rollouts_step_10.json", "a mini-swe-agent trajectory"])
+def test_a_single_log_cut_short_is_said_to_be_not_of_no_known_format(tmp_path, log):
+    """Its keys before the cut came close to a format's, and the error named that format's missing keys."""
+    path = tmp_path / "log.traj.json"
+    if log.endswith(".json"):
+        path.write_bytes((DATA / log).read_bytes()[:1500])
+    else:  # cut inside its info, before its messages and trajectory_format
+        path.write_text('{"info": {"exit_status": "Submitted", "submission": "diff --git a/x.py')
+    done = run_cli("ingest", path, "--store", tmp_path / "store")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"error: {path}: JSON cut short, expected JSON that closes its last record")
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "store").exists()
+
+
 def _name_not_utf8(path: Path) -> None:
     """Overwrite the first byte of a column's name in the footer's schema with 0x80: the file
     still opens as Parquet, and decoding its column paths raises UnicodeDecodeError."""

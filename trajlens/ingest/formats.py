@@ -189,7 +189,8 @@ def plan(path: Path | str) -> list[Source]:
     if found is not None:
         return [Source(found, [path])]
     if path.is_file():
-        raise unknown_file(Probe(path))
+        probe = Probe(path)
+        raise damage_error(probe) or unknown_file(probe)  # a log cut short is said to be, before any format
     sources = _plan_folder(path)
     if not sources:
         names = ", ".join(f.name for f in registry())
