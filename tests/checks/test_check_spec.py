@@ -55,6 +55,10 @@ def _problems(tmp_path, text: str) -> list[str]:
      "at most 1000000, found 99999999999999999999"),
     ('measure = "share:think"\ncondition = "trend"\ndirection = "increase"\nwindow = 1000001', "window",
      "at most 1000000"),
+    # a trend fits a slope to its window: of fewer than 3 steps it could never be judged
+    ('measure = "share:think"\ncondition = "trend"\ndirection = "increase"\nwindow = 2', "window",
+     "expected at least 3 steps for a trend (a slope with a residual), at most 1000000, found 2"),
+    ('measure = "share:think"\ncondition = "trend"\ndirection = "increase"', "window", "required"),
     ('measure = "share:think"\ncondition = "consecutive"\nabove = 0.1\nsteps = 99999999999999999999', "steps",
      "at most 1000000"),
     ('measure = "share:think"\ncondition = "jump"\nfactor = 2\nbaseline = 99999999999999999999', "baseline",

@@ -23,7 +23,6 @@ def _result(body: str):
 
 @pytest.mark.parametrize("body, reason", [
     ('condition = "threshold"\nabove = 0.1\nafter_step = 1000000', "no step after 1000000"),
-    ('condition = "trend"\ndirection = "increase"\nwindow = 2', "no window of 2 steps with 3 values"),
     ('condition = "trend"\ndirection = "increase"\nwindow = 1000', "no window of 1000 steps with 500 values"),
     ('condition = "jump"\nfactor = 2\nbaseline = 1000', "fewer than 1001 steps"),
     ('condition = "stage_change"\ndirection = "increase"\nstages = [["a", 1000, 2000], ["b", 3000, 4000]]',

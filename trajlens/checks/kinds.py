@@ -51,7 +51,7 @@ CONDITION_KINDS: tuple[ConditionKind, ...] = (
                   one_of=("above", "below")),
     ConditionKind("stage_change", f"{_CONDITIONS}:stage_change", requires=("direction",),
                   reads=("alpha", "stages", "compare", "min_change", "min_ratio")),
-    ConditionKind("trend", f"{_CONDITIONS}:trend", requires=("direction",), reads=("window", "alpha", "min_change")),
+    ConditionKind("trend", f"{_CONDITIONS}:trend", requires=("direction", "window"), reads=("alpha", "min_change")),
     ConditionKind("jump", f"{_CONDITIONS}:jump", requires=("factor",), reads=("window", "direction", "baseline")),
 )
 """Every condition, in the order the docs list them."""

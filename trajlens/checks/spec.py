@@ -272,6 +272,10 @@ def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: li
     return Check(name=name, source=source, **values)
 
 
+TREND_MIN_WINDOW = 3
+"""The fewest steps a trend's window may span: a slope fitted to fewer has no residual to test it by."""
+
+
 def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> None:
     def bad(key: str, expected: str) -> None:
         problems.append(f"{where}: field '{key}': expected {expected}, found {_found(values[key])}")
@@ -282,6 +286,8 @@ def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> No
     for key in ("window", "steps", "baseline"):
         if key in values and not 1 <= values[key] <= MAX_SPAN:
             bad(key, f"a whole number of steps, at least 1 and at most {MAX_SPAN}")
+        elif key == "window" and condition == "trend" and values[key] < TREND_MIN_WINDOW:
+            bad(key, f"at least {TREND_MIN_WINDOW} steps for a trend (a slope with a residual), at most {MAX_SPAN}")
     if "after_step" in values and not 0 <= values["after_step"] <= MAX_STEP:
         bad("after_step", "a step number, at least 0 and at most 2**63-1")
     infinite = {key for key in ("above", "below", "min_change", "factor", "min_ratio")
