@@ -209,6 +209,15 @@ def test_compare_errors_are_one_line(sample_store, a, b, message):
     assert len(lines) == 1 and message in lines[0], done.stderr
 
 
+def test_an_out_named_like_a_file_is_refused_before_any_work(sample_store, tmp_path):
+    """compare writes a folder: --out x.csv made a folder called x.csv holding comparison.csv."""
+    done = cli("compare", sample_store.path, "sao-r6:Q1", "sao-r6:Q4", "--out", tmp_path / "x.csv")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == (f"error: --out {tmp_path / 'x.csv'}: names a file; compare writes a folder (comparison.csv, "
+                           "comparison.md and comparison.html): name the folder\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_declared_stage_without_steps_says_so(sample_store):
     done = cli("compare", sample_store.path, "sao-r6:a", "sao-r6:b", "--stages", "a:1-10,b:200-300")
     assert done.returncode == 1

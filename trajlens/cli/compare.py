@@ -10,6 +10,7 @@ import typer
 from trajlens.cli._app import app
 from trajlens.cli._options import COUNT_MAX
 from trajlens.cli.sample import parse_stages
+from trajlens.errors import ConfigError
 
 
 @app.command()
@@ -38,7 +39,7 @@ def compare(
     import polars as pl
 
     import trajlens
-    from trajlens.cli._output import check_folder_output, console_table, folder_output
+    from trajlens.cli._output import DOCUMENT_SUFFIXES, TABLE_SUFFIXES, check_folder_output, console_table, folder_output
     from trajlens.compare import adjustment_note, describe, title
     from trajlens.compare import compare as compare_sides
     from trajlens.report.compare_page import comparison_section, write_comparison
@@ -46,6 +47,9 @@ def compare(
     from trajlens.report.html_report import add_comparison, read_report_index
 
     if output is not None:
+        if output.suffix.lower() in {*TABLE_SUFFIXES, *DOCUMENT_SUFFIXES} and not output.is_dir():
+            raise ConfigError([f"--out {output}: names a file; compare writes a folder (comparison.csv, comparison.md "
+                               "and comparison.html): name the folder"])
         check_folder_output(output, store=store)
     if report is not None:
         read_report_index(report / "index.html")  # before any work
