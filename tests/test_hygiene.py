@@ -197,7 +197,7 @@ def test_every_module_level_name_is_read_somewhere():
 
 # --- declared dependencies are used -------------------------------------------------------------------
 
-IMPORT_NAMES = {"pyyaml": "yaml"}
+IMPORT_NAMES = {"pyyaml": "yaml", "markdown-it-py": "markdown_it"}
 
 
 def test_every_runtime_dependency_is_imported_by_the_package():
