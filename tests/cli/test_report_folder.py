@@ -90,6 +90,38 @@ def test_a_report_replaces_no_file_of_the_users_at_a_path_it_writes(store, tmp_p
     _report(store, report, "--viewers", "0")
 
 
+def test_a_report_clears_no_file_or_folder_of_the_users_where_it_makes_a_folder_or_a_file(store, tmp_path):
+    """A file where the report makes a run's folder was unlinked, a folder where it puts a listed
+    file was removed with what it held: both are refused, listed or not."""
+    out = tmp_path / "a"
+    out.mkdir()
+    (out / "tiny").write_text("my notes")
+    done = run_cli("report", store, "--out", out, "--run", "tiny", "--viewers", "0")
+    assert done.returncode == 1 and f"--out {out}: holds tiny, which this would replace" in done.stderr
+    assert (out / "tiny").read_text() == "my notes"
+
+    report = tmp_path / "report"
+    _report(store, report, "--run", "tiny", "--viewers", "0")
+    (report / "tiny" / "stage_report.md").unlink()
+    (report / "tiny" / "stage_report.md").mkdir()
+    (report / "tiny" / "stage_report.md" / "notes.txt").write_text("precious")
+    done = run_cli("report", store, "--out", report, "--run", "tiny", "--viewers", "0")
+    assert done.returncode == 1 and "holds tiny/stage_report.md, which this would replace" in done.stderr
+    assert (report / "tiny" / "stage_report.md" / "notes.txt").read_text() == "precious"
+
+
+def test_a_report_folder_without_its_list_is_reported_into_again(store, tmp_path):
+    """Written before lists were kept, or copied without its hidden list: its README.md says it
+    is a report's, and the report replaces its own files as it did."""
+    report = tmp_path / "report"
+    _report(store, report, "--run", "tiny", "--viewers", "0")
+    (report / LIST_NAME).unlink()
+    (report / "tiny" / "stage_report.md").write_text("an older report's")
+    _report(store, report, "--run", "tiny", "--viewers", "0")
+    assert (report / "tiny" / "stage_report.md").read_text().startswith("# tiny")
+    assert (report / LIST_NAME).is_file()
+
+
 def test_a_list_naming_paths_outside_the_folder_removes_nothing(tmp_path):
     folder, outside = tmp_path / "report", tmp_path / "outside.txt"
     folder.mkdir()

@@ -159,14 +159,17 @@ def write_text_atomically(path: Path, text: str, *, flag: str = "--out") -> None
 
 
 @contextlib.contextmanager
-def folder_output(folder: Path, *, flag: str = "--out", listed: bool = False) -> Iterator[Path]:
+def folder_output(folder: Path, *, flag: str = "--out", listed: bool = False, unlisted_ours: bool = False
+                  ) -> Iterator[Path]:
     """A partial sibling of ``folder`` to write into; on success what it holds is moved into
     ``folder`` (made if missing; a file of the same name is replaced, other files are kept).
 
     ``listed``: the files written are listed in the folder (:mod:`trajlens.cli._written`), and
-    those the last listed write made that this one does not, unchanged since, are removed; a
-    file in ``folder`` that it would replace and that the last listed write did not make (the
-    user's own) fails the write, leaving ``folder`` as it was.
+    those the last listed write made that this one does not, unchanged since, are removed; what
+    it would replace in ``folder`` that the last listed write did not make (the user's own,
+    :func:`~trajlens.cli._written.unlisted_replacements`) fails the write, leaving ``folder`` as
+    it was. ``unlisted_ours``: a folder with no list holds an earlier write of the same command
+    (one from before lists were kept), whose plain files it replaces.
 
     On any failure, an interrupt included, the partial folder and any parent folders made for it
     are removed: nothing is left behind, and an existing ``folder`` is as it was. An
@@ -186,7 +189,8 @@ def folder_output(folder: Path, *, flag: str = "--out", listed: bool = False) ->
         yield partial
         earlier = read_list(folder) if listed else {}
         written = write_list(partial) if listed else {}
-        if listed and (theirs := unlisted_replacements(folder, earlier, written)):
+        if listed and (theirs := unlisted_replacements(folder, None if unlisted_ours and not earlier else earlier,
+                                                        written)):
             more = f" and {len(theirs) - 1} more" if len(theirs) > 1 else ""
             raise ConfigError([f"{flag} {folder}: holds {theirs[0]}{more}, which this would replace and the last "
                                "report written there did not write; report into a new or empty folder, or move "

@@ -59,23 +59,34 @@ def read_list(folder: Path) -> dict[str, str]:
     return {name: digest for name, digest in files.items() if isinstance(name, str) and isinstance(digest, str)}
 
 
-def unlisted_replacements(folder: Path, earlier: dict[str, str], written: dict[str, str]) -> list[str]:
-    """The paths this write (``written``) would replace in ``folder`` that the last listed write
-    (``earlier``) did not make there: a file of the user's (or one they changed after a later
-    write dropped it from the list), or anything else in its place, unless it holds the very
-    bytes written."""
-    found = []
+def unlisted_replacements(folder: Path, earlier: dict[str, str] | None, written: dict[str, str]) -> list[str]:
+    """The paths in ``folder`` that moving this write (``written``) into it would replace or clear
+    and that are not the last listed write's own (``earlier``): a file of the user's where the
+    write puts one, unless it holds the very bytes written; and, listed or not, a file or a link
+    where the write makes a folder, or a folder or a link where it puts a file. ``earlier`` None:
+    the folder holds a report written before lists were kept, whose plain files are its own."""
+    found: dict[str, None] = {}
     for name, digest in written.items():
-        if name in earlier or name == LIST_NAME:
+        if name == LIST_NAME:
             continue
-        path = folder / name
-        if not os.path.lexists(path):
-            continue
-        with contextlib.suppress(OSError):
-            if _inside(folder, name) is not None and _digest(path) == digest:
-                continue
-        found.append(name)
-    return found
+        parts = PurePosixPath(name).parts
+        path = folder
+        for index, part in enumerate(parts):
+            path = path / part
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                break  # nothing there: nothing replaced
+            except OSError:
+                found["/".join(parts[:index + 1])] = None
+                break
+            if index < len(parts) - 1:
+                if not stat.S_ISDIR(mode):  # a file or a link where the write makes a folder
+                    found["/".join(parts[:index + 1])] = None
+                    break
+            elif not stat.S_ISREG(mode) or (earlier is not None and name not in earlier and _digest(path) != digest):
+                found[name] = None
+    return list(found)
 
 
 def remove_unwritten(folder: Path, earlier: dict[str, str], written: dict[str, str]) -> list[Path]:

@@ -480,18 +480,30 @@ def foreign_files(folder: Path) -> list[str]:
     """The files of an existing ``folder`` that a report written into it would replace and that
     no report wrote: a ``README.md`` not starting with :data:`REPORT_TITLE`, an ``index.html``
     that is no report index. A report written again into its folder replaces its own."""
+    return [name for name, ours in _front_files(folder).items() if ours is False]
+
+
+def holds_a_report(folder: Path) -> bool:
+    """Whether ``folder`` holds a report's ``README.md`` or ``index.html`` and no one else's."""
+    found = _front_files(folder).values()
+    return True in found and False not in found
+
+
+def _front_files(folder: Path) -> dict[str, bool | None]:
+    """Per front file of a report (README.md, index.html): whether the one in ``folder`` is a
+    report's (None: there is none)."""
     from trajlens.report.html_report import is_report_index
 
     ours = {"README.md": lambda text: text.startswith(REPORT_TITLE), "index.html": is_report_index}
-    foreign = []
+    found: dict[str, bool | None] = {}
     for name, written_by_a_report in ours.items():
         path = folder / name
         try:
-            if path.exists() and not written_by_a_report(path.read_bytes().decode("utf-8", "replace")):
-                foreign.append(name)
+            found[name] = (written_by_a_report(path.read_bytes().decode("utf-8", "replace"))
+                           if path.exists() else None)
         except OSError:  # a folder of that name, or one that cannot be read: not a report's
-            foreign.append(name)
-    return foreign
+            found[name] = False
+    return found
 
 
 def _write_index(out: Path, reports: list[RunReport]) -> None:
