@@ -154,6 +154,12 @@ def test_a_watch_on_a_store_is_refused_with_what_to_do(samples_store_path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (f"error: --watch follows a run directory a trainer is still writing; {samples_store_path} "
                            "is a store, whose runs are ingested whole: check it without --watch\n")
+    # one of its runs' folders, whose packed steps the watch does not read: it checked no trajectory
+    run = samples_store_path / "runs" / "sao-r6"
+    done = run_cli("check", run, "--watch", "--timeout", "1")
+    assert done.returncode == 2 and done.stderr.startswith(
+        f"error: --watch follows a run directory a trainer is still writing; {run} is among the files of the store "
+        f"{samples_store_path}, whose runs are ingested whole")
 
 
 @pytest.mark.parametrize("run", ["resume-lr", "sao-r6"])

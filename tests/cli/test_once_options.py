@@ -42,14 +42,19 @@ def test_every_command_is_parsed_so():
     assert {command.cls for command in app.registered_commands} == {OnceOptionsCommand}
 
 
-@pytest.mark.parametrize(("args", "status"), [
-    (("check", "{store}", "--run", "sao-r6", "--run", "sao-r7"), 2),  # check's usage errors exit 2
-    (("attribute", "{store}", "--run", "sao-r6", "--run", "sao-r7"), 1),
-    (("advantages", "{store}", "--run", "sao-r6", "-e", "gae", "-e", "grpo"), 1),
+@pytest.mark.parametrize("args", [
+    ("check", "{store}", "--run", "sao-r6", "--run", "sao-r7"),
+    ("attribute", "{store}", "--run", "sao-r6", "--run", "sao-r7"),
+    ("advantages", "{store}", "--run", "sao-r6", "-e", "gae", "-e", "grpo"),
 ], ids=["check", "attribute", "advantages"])
-def test_the_command_refuses_it_in_one_line_before_any_work(samples_store_path, args, status):
+def test_the_command_refuses_it_as_a_usage_error_before_any_work(samples_store_path, args):
+    """Exit status 2, as a command line that does not parse: for check too, whose 1 is a failed check."""
     done = run_cli(*(a.format(store=samples_store_path) for a in args))
-    assert done.returncode == status and done.stdout == ""
-    command, option = args[0], args[-2]
-    assert done.stderr == (f"error: {option} is given more than once; `trajlens {command}` takes one value of it "
-                           "(run it once per value)\n")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().endswith(f"Error: Option '{args[-2]}' is given more than once; it takes one value "
+                                        "(run the command once per value).")
+
+
+def test_help_is_shown_however_the_options_repeat():
+    done = run_cli("check", "store", "--run", "a", "--run", "b", "--help")
+    assert done.returncode == 0 and "Evaluate declared checks on a run" in done.stdout

@@ -2,9 +2,10 @@
 
 Click keeps the last value of an option given twice, so ``trajlens check store --run sao-r6 --run
 sao-r7`` checked sao-r7 alone and passed, and ``attribute --run a --run b`` attributed b without
-a word. Every command is parsed by :class:`OnceOptionsCommand`, which refuses such a repeat
-with a one-line error before anything runs. Options declared to repeat (``report --run``,
-``--param``, ``--option``) repeat as before.
+a word. Every command is parsed by :class:`OnceOptionsCommand`, which refuses such a repeat as
+the command line's other usage errors are refused (exit status 2), before anything runs; with
+``--help`` the help is shown. Options declared to repeat (``report --run``, ``--param``,
+``--option``) repeat as before.
 
 The parameters are read by their interface (``opts``, ``multiple``, ...), as the rest of the
 command line reads click's errors: Typer has used click and a copy of it of its own.
@@ -16,8 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from typer.core import TyperCommand
-
-from trajlens.errors import ConfigError
 
 
 def _value_options(params: Sequence[Any]) -> dict[str, Any]:
@@ -59,8 +58,9 @@ class OnceOptionsCommand(TyperCommand):
     """A Typer command that refuses an option of one value given twice (see the module)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        repeated = repeated_option(self.params, args)
+        words = args[:args.index("--")] if "--" in args else args
+        asks_help = any(word in self.get_help_option_names(ctx) for word in words)
+        repeated = None if asks_help else repeated_option(self.params, args)
         if repeated is not None:
-            raise ConfigError([f"{repeated} is given more than once; `trajlens {self.name}` takes one value of it "
-                               "(run it once per value)"])
+            ctx.fail(f"Option '{repeated}' is given more than once; it takes one value (run the command once per value).")
         return super().parse_args(ctx, args)

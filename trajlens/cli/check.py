@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import distinct_outputs, output_problems, overwrites_input, write_text_atomically
+from trajlens.cli._output import distinct_outputs, output_problems, overwrites_input, store_holding, write_text_atomically
 from trajlens.errors import ConfigError, InputError, TrajlensError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -90,6 +90,10 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
         if is_store(source):
             problems.append(f"--watch follows a run directory a trainer is still writing; {source} is a store, whose "
                             "runs are ingested whole: check it without --watch")
+        elif (holding := store_holding(source)) is not None:
+            problems.append(f"--watch follows a run directory a trainer is still writing; {source} is among the files "
+                            f"of the store {holding}, whose runs are ingested whole: check the store's run without "
+                            "--watch (trajlens check STORE --run RUN)")
     if problems:
         raise ConfigError(problems)
     checks = load_checks(config) if config is not None else default_checks()
