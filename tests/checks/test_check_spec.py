@@ -196,3 +196,12 @@ def test_a_wrong_field_does_not_hide_a_wrong_measure(tmp_path):
     problems = _problems(tmp_path, '[checks.b]\nmeasure = "share:thinking"\ncondition = "threshold"\nabove = "x"')
     assert [p.split(": ", 2)[2][:14] for p in problems] == ["field 'above':", "field 'measure"]
     assert "unknown class 'thinking'" in problems[1]
+
+
+def test_a_trend_made_in_python_spans_three_steps_or_more():
+    """Made without a check file, its default window of 1 was skipped on every run."""
+    from trajlens.checks.spec import Check, CheckConfigError
+
+    with pytest.raises(CheckConfigError, match=r"check 't': a trend's window spans 3 steps or more .*, got 1"):
+        Check(name="t", measure="share:think", condition="trend", direction="increase")
+    assert Check(name="t", measure="share:think", condition="trend", direction="increase", window=3).window == 3

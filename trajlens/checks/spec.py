@@ -41,6 +41,10 @@ MAX_STEP = 2**63 - 1
 """The largest step number (``after_step``, a stage's first and last step): ingest's bound on a step."""
 
 
+TREND_MIN_WINDOW = 3
+"""The fewest steps a trend's window may span: a slope fitted to fewer has no residual to test it by."""
+
+
 class CheckConfigError(ConfigError):
     """A check file with invalid checks; ``problems`` holds one line per problem."""
 
@@ -79,7 +83,8 @@ class Check:
     description: str = ""
     """One sentence on what firing means."""
     window: int = 1
-    """Steps pooled into each step's value (rates pool their counts, scalars average)."""
+    """Steps pooled into each step's value (rates pool their counts, scalars average); for a
+    trend, the steps its slope spans (:data:`TREND_MIN_WINDOW` or more)."""
     above: float | None = None
     """Fire when the value is above this (threshold, consecutive)."""
     below: float | None = None
@@ -118,6 +123,9 @@ class Check:
         # stages as the tuple its type says, also when a Check made in Python is given a list
         if not isinstance(self.stages, str):
             object.__setattr__(self, "stages", tuple(tuple(stage) for stage in self.stages))
+        if self.condition == "trend" and self.window < TREND_MIN_WINDOW:  # a check file says so sooner, by field
+            raise CheckConfigError([f"check {self.name!r}: a trend's window spans {TREND_MIN_WINDOW} steps or more "
+                                    f"(a slope with a residual), got {self.window}"])
 
     @property
     def sign(self) -> str:
@@ -270,10 +278,6 @@ def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: li
         if key in values:
             values[key] = float(values[key])
     return Check(name=name, source=source, **values)
-
-
-TREND_MIN_WINDOW = 3
-"""The fewest steps a trend's window may span: a slope fitted to fewer has no residual to test it by."""
 
 
 def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> None:
