@@ -33,11 +33,14 @@ def markdown_table(header: list[str], rows: Iterable[Iterable[str]]) -> list[str
 
 
 def markdown_html(document: str) -> str:
-    """A Markdown ``document`` as trajlens writes one (headings, lists, its tables) in HTML, for
-    ``--out x.html``; HTML in the text is shown as text, never interpreted."""
+    """A Markdown ``document`` as trajlens writes one (headings, lists, code spans, its tables) in
+    HTML, for ``--out x.html``. Text from runs and users stays as it is written: HTML in it is
+    shown as text, and so are emphasis, links and images (a stage called ``__x__`` is not made
+    bold, ``![x](http://...)`` fetches nothing)."""
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark", {"html": False}).enable("table").render(document)
+    parser = MarkdownIt("commonmark", {"html": False}).enable("table")
+    return parser.disable(["emphasis", "link", "image", "autolink"]).render(document)
 
 
 def markdown_anchor(heading: str) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import polars as pl
 import pytest
@@ -131,3 +133,15 @@ def test_json_output_writes_an_undefined_number_as_null(store, tmp_path, capsys)
         raise ValueError(f"not JSON: {constant}")
 
     assert json.loads(path.read_text(), parse_constant=refuse) == [{"x": None, "y": None, "z": 1.5, "l": [None, 2.0]}]
+
+
+def test_an_html_document_shows_text_from_runs_and_users_as_written():
+    """Stage names, run ids and commands in a document's cells: no emphasis, link or image is
+    made of them, and HTML in them is text."""
+    from trajlens.markdown import markdown_html, markdown_table
+
+    cells = ["__x__", "*late*", "![i](http://e.example/p.png)", "[l](javascript:alert(1))", "<script>x</script>",
+             "a|b"]
+    page = markdown_html("\n".join(markdown_table(["text"], [[cell] for cell in cells])))
+    assert [html.unescape(cell) for cell in re.findall(r"<td>(.*?)</td>", page)] == cells
+    assert "<img" not in page and "<a " not in page and "<script" not in page
