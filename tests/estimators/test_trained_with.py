@@ -179,3 +179,15 @@ def test_a_registry_name_as_the_estimator_declares_that_entry():
     assert trained_with({"algorithm": {"adv_estimator": "sum_then_normalize"}}).label == "sum_then_normalize"
     assert trained_with({}, estimator_column="gdpo_verl").label == "gdpo_verl"
     assert trained_with({"algorithm": {"adv_estimator": "dr_grpo"}}).label == "dr_grpo"
+
+
+def test_an_estimator_named_by_the_runs_column_alone_is_said_to_be():
+    """Where the config lacks algorithm.adv_estimator, the runs table's estimator names it; the
+    evidence says which one spoke."""
+    from trajlens.estimators.trained import trained_with
+
+    found = trained_with({"algorithm": {"whiten_advantages": False}}, "gae")
+    assert (found.label, found.source, found.evidence) == ("gae_raw", "config",
+                                                           "runs.estimator=gae, algorithm.whiten_advantages=false")
+    declared = trained_with({"algorithm": {"adv_estimator": "grpo"}}, "gae")
+    assert (declared.label, declared.evidence) == ("grpo", "algorithm.adv_estimator=grpo")

@@ -156,7 +156,10 @@ def trained_with(
     found = _declared(parsed, estimator_column)
     if found is not None:
         declaration, spec = found
-        evidence = ", ".join(f"{key}={value}" for key, value in declaration.when)
+        # where the config lacks the estimator's key, the runs table's column named it: say so
+        column = config_value(parsed, ESTIMATOR_KEY) is None and bool(estimator_column)
+        evidence = ", ".join(f"{ESTIMATOR_COLUMN if key == ESTIMATOR_KEY and column else key}={value}"
+                             for key, value in declaration.when)
         choice = spec.choice(declaration.label)
         release = _named_release(parsed)
         convention = spec.convention_of(release) if release is not None else None
@@ -197,6 +200,10 @@ def _as_mapping(config: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value).lower()
+
+
+ESTIMATOR_COLUMN = "runs.estimator"
+"""How the evidence names the runs table's estimator, read where the config lacks :data:`ESTIMATOR_KEY`."""
 
 
 def _declared(config: Mapping[str, Any], estimator_column: str | None) -> tuple[Declaration, EstimatorSpec] | None:
