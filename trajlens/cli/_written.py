@@ -70,22 +70,11 @@ def unlisted_replacements(folder: Path, earlier: dict[str, str] | None, written:
         if name == LIST_NAME:
             continue
         parts = PurePosixPath(name).parts
-        path = folder
-        for index, part in enumerate(parts):
-            path = path / part
-            try:
-                mode = os.lstat(path).st_mode
-            except FileNotFoundError:
-                break  # nothing there: nothing replaced
-            except OSError:
-                found["/".join(parts[:index + 1])] = None
-                break
-            if index < len(parts) - 1:
-                if not stat.S_ISDIR(mode):  # a file or a link where the write makes a folder
-                    found["/".join(parts[:index + 1])] = None
-                    break
-            elif not stat.S_ISREG(mode) or (earlier is not None and name not in earlier and _digest(path) != digest):
-                found[name] = None
+        standing, index = _standing(folder, parts)
+        if standing == "other":
+            found["/".join(parts[:index + 1])] = None
+        elif standing == "file" and earlier is not None and name not in earlier and _digest(folder / name) != digest:
+            found[name] = None
     return list(found)
 
 
@@ -123,14 +112,24 @@ def _inside(folder: Path, name: str) -> Path | None:
     parts = pure.parts
     if not parts or pure.is_absolute() or pure.as_posix() != name or ".." in parts:
         return None
+    return folder / name if _standing(folder, parts)[0] == "file" else None
+
+
+def _standing(folder: Path, parts: tuple[str, ...]) -> tuple[str, int]:
+    """What stands at ``folder`` joined with ``parts``, and at which part it was decided:
+    ``file``, a plain file reached through real folders; ``missing``, nothing at that part;
+    ``other``, a part that is not what the path needs (a file or a link where a folder goes, a
+    folder or a link at its end) or that cannot be read."""
     path = folder
     for index, part in enumerate(parts):
         path = path / part
         try:
             mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return "missing", index
         except OSError:
-            return None
+            return "other", index
         last = index == len(parts) - 1
         if not (stat.S_ISREG(mode) if last else stat.S_ISDIR(mode)):
-            return None
-    return path
+            return "other", index
+    return "file", len(parts) - 1
