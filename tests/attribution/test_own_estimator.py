@@ -96,3 +96,41 @@ def test_an_own_estimator_that_cannot_be_recomputed_is_named_not_replaced(tmp_pa
         text = attribution_markdown(shown)
         assert "### Superstition (every estimator; the run's, grpo, was not computed)" in text
         assert "run's estimator)" not in text
+
+
+def test_a_run_whose_estimator_only_its_runs_column_names_is_recomputed_and_shown_under_it(tmp_path):
+    """A config without algorithm.adv_estimator and runs.estimator = reinforce_plus_plus (an
+    estimator the report recomputes only for the runs that declare it): the report's choices,
+    the run's own estimator, the viewer and the checks all take it."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cli_run import run_cli
+    from trajlens.run.choices import available_estimators
+    from trajlens.run.trained import run_trained_with
+
+    run = shutil.copytree(Path(__file__).resolve().parents[2] / "sample_data" / "grpo-leg", tmp_path / "run")
+    runs_file = run / "runs" / "part-0.parquet"
+    runs = pq.read_table(runs_file)
+    config = json.loads(runs.column("config")[0].as_py())
+    del config["algorithm"]["adv_estimator"]
+    runs = runs.set_column(runs.schema.get_field_index("config"), "config", [[json.dumps(config)]])
+    runs = runs.set_column(runs.schema.get_field_index("estimator"), "estimator",
+                           pa.array(["reinforce_plus_plus"], pa.string()))
+    pq.write_table(runs, runs_file)
+    trajlens.ingest([run], tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+
+    trained = run_trained_with(store, "grpo-leg")
+    assert (trained.label, trained.evidence) == ("reinforce_plus_plus", "runs.estimator=reinforce_plus_plus")
+    own = trained.among(available_estimators(store, "grpo-leg"))
+    assert own is not None and own.label == "reinforce_plus_plus"
+    trajectory = store.trajectories.select("trajectory_id").head(1).collect().item()
+    done = run_cli("view", tmp_path / "store", "--run", "grpo-leg", "-t", trajectory, "-o", tmp_path / "page.html")
+    assert done.returncode == 0 and done.stdout.strip().endswith("(credit under reinforce_plus_plus)"), done.stderr
+    done = run_cli("check", tmp_path / "store", "--run", "grpo-leg")
+    assert "(the run's estimator is reinforce_plus_plus " in done.stdout

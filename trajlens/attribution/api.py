@@ -172,7 +172,7 @@ def attribute(
         raise ConfigError([f"lag k={drift.k}: run {run_id!r} has {held} training steps, so no step has one k steps "
                            f"after it to relate its credit to (k at most {held - 1})"])
     reader = RunReader.of(store, run_id)
-    stored = stored_facts(reader, trajectories, runs["config"][0], store)
+    stored = stored_facts(reader, trajectories, runs["config"][0], store, runs["estimator"][0])
     facts, token_rows = stored.facts, stored.token_rows
     wanted = tuple(recomputations) if recomputations is not None else tuple(
         r for r in RECOMPUTATIONS if _compared_by_default(r, facts))

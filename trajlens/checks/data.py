@@ -207,7 +207,8 @@ class RunState:
         """The run's estimator named by its logged advantages, fed batch after batch (when its
         config names none): one for the run's own label and the logged-advantages measures."""
         self.logged = {candidate: self.precomputed.logged.get(candidate)
-                       or m.LoggedAdvantages(candidate, info.history.current, identifier=self._identifier)
+                       or m.LoggedAdvantages(candidate, info.history.current, identifier=self._identifier,
+                                             estimator_column=info.estimator)
                        for candidate in needs.logged}
         """Candidate -> its ``logged_advantage_diff`` measure, fed batch after batch (or handed over whole)."""
         self.run_label = m.run_label(info.history.current, info.estimator)

@@ -18,8 +18,9 @@ def logged_feeds(store: Any, run_id: str) -> tuple[Any, ...]:
     from trajlens.checks.spec import default_checks
     from trajlens.checks.step_measures import LoggedAdvantages
 
-    config = stored_run_info(store.path, run_id).history.current
-    return tuple(LoggedAdvantages(candidate, config) for candidate in Needs.of(default_checks()).logged)
+    info = stored_run_info(store.path, run_id)
+    return tuple(LoggedAdvantages(candidate, info.history.current, estimator_column=info.estimator)
+                 for candidate in Needs.of(default_checks()).logged)
 
 
 def shipped_checks(store: Any, run_id: str, measures: Any = None, advantages: Any = None) -> Any:

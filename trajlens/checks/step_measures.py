@@ -484,13 +484,14 @@ def diagnostic_stats(diagnostics: pl.DataFrame, labels: Sequence[EstimatorChoice
     return pl.concat(parts) if parts else empty_stats()
 
 
-def logged_candidates(candidate: str, config: dict) -> tuple[Any, ...]:
+def logged_candidates(candidate: str, config: dict, estimator_column: str | None = None) -> tuple[Any, ...]:
     """The candidates a ``logged_advantage_diff:<candidate>`` measure compares: the one labelled
-    so, or for ``auto`` those whose estimator the run's config declares (every one without)."""
+    so, or for ``auto`` those whose estimator the run's config (or its ``runs.estimator``:
+    ``estimator_column``) declares (every one without)."""
     from trajlens.estimators.registry import declared_estimators
 
     if candidate == AUTO_CANDIDATE:
-        declared = declared_estimators(config)
+        declared = declared_estimators(config, estimator_column)
         return tuple(c for c in IDENTIFY_CANDIDATES if c.estimator in declared) or IDENTIFY_CANDIDATES
     return tuple(c for c in IDENTIFY_CANDIDATES if c.label == candidate)
 
@@ -513,11 +514,12 @@ class LoggedAdvantages:
     once for its own recomputations and this) give the same values and verdict.
     """
 
-    def __init__(self, candidate: str, config: dict, identifier: Any = None) -> None:
+    def __init__(self, candidate: str, config: dict, identifier: Any = None, estimator_column: str | None = None
+                 ) -> None:
         self.candidate = candidate
         self.measure = f"logged_advantage_diff:{candidate}"
         self.config = config
-        self.chosen = logged_candidates(candidate, config)
+        self.chosen = logged_candidates(candidate, config, estimator_column)
         self._compared = _logged_identifier(self.chosen, config)
         self._identify = candidate == AUTO_CANDIDATE and len(self.chosen) == len(IDENTIFY_CANDIDATES)
         """Whether the candidates compared are still to be narrowed to the run's identified estimator."""

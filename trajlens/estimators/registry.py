@@ -553,18 +553,20 @@ def estimator_spec(name: str) -> EstimatorSpec:
     return spec
 
 
-def declared_estimators(config: Mapping[str, Any] | str | None) -> frozenset[str]:
-    """The registry name a run's logged config (a dict or its JSON) says it trained with, as a set
-    (empty when the config names none): the estimator of :func:`trajlens.estimators.trained_with`."""
-    if not config:  # None, {} or "": one empty config, whose answer never changes
+def declared_estimators(config: Mapping[str, Any] | str | None, estimator_column: str | None = None) -> frozenset[str]:
+    """The registry name a run's logged config (a dict or its JSON) and its ``runs.estimator``
+    (``estimator_column``, read where the config lacks ``algorithm.adv_estimator``) say it
+    trained with, as a set (empty when neither names one): the estimator of
+    :func:`trajlens.estimators.trained_with`."""
+    if not config and not estimator_column:  # None, {} or "": one empty config, whose answer never changes
         return _declared_without_config()
-    return _declared_by(config)
+    return _declared_by(config, estimator_column)
 
 
-def _declared_by(config: Mapping[str, Any] | str | None) -> frozenset[str]:
+def _declared_by(config: Mapping[str, Any] | str | None, estimator_column: str | None = None) -> frozenset[str]:
     from trajlens.estimators.trained import trained_with
 
-    trained = trained_with(config)
+    trained = trained_with(config, estimator_column)
     return frozenset({trained.estimator}) if trained.source == "config" and trained.estimator else frozenset()
 
 
@@ -574,8 +576,10 @@ def _declared_without_config() -> frozenset[str]:
     return _declared_by(None)
 
 
-def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] | str | None = None) -> RunFacts:
-    """The :class:`RunFacts` of a run's ``trajectories`` and ``tokens`` frames (Polars) and config."""
+def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] | str | None = None,
+              estimator_column: str | None = None) -> RunFacts:
+    """The :class:`RunFacts` of a run's ``trajectories`` and ``tokens`` frames (Polars), config and
+    ``runs.estimator`` (``estimator_column``)."""
     import polars as pl
 
     height = trajectories.height
@@ -609,7 +613,7 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
         log_probs=log_probs,
         sum_pi_squared=sum_pi_squared,
         baseline_rewards="reward_baseline" in trajectories.columns and trajectories["reward_baseline"].null_count() == 0,
-        declared=declared_estimators(config),
+        declared=declared_estimators(config, estimator_column),
     )
 
 

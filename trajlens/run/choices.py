@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import polars as pl
 
 from trajlens.estimators.spec import EstimatorChoice
-from trajlens.run.config import run_config_text
+from trajlens.run.config import run_declared
 
 if TYPE_CHECKING:
     from trajlens.run.stepwise import BatchFeed
@@ -78,15 +78,15 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
         trajectories = train_trajectories(store, run_id, steps)
     except ConfigError:
         return ReportAdvantages([], pl.DataFrame(), _empty_token_arrays(store, run_id))
-    config_value = run_config_text(store, run_id)
+    declared = run_declared(store, run_id)
     # what the token arrays hold is known once they are read; before, the most their footers allow
-    stored = stored_facts(RunReader.of(store, run_id), trajectories, config_value)
+    stored = stored_facts(RunReader.of(store, run_id), trajectories, declared.config, estimator_column=declared.estimator)
     possible = stored.possible()
     candidates = [c for c in ESTIMATOR_CHOICES if c.in_report(possible)]
     feeds = tuple(logged) if compute and stored.logged else ()
     result = advantage_pass(store, run_id, candidates if compute else [], trajectories=trajectories,
                             token_columns=FACT_TOKEN_COLUMNS, extremes=extremes and compute, feeds=feeds)
-    facts = run_facts(trajectories, result.token_rows if result.token_rows.height else None, config_value)
+    facts = run_facts(trajectories, result.token_rows if result.token_rows.height else None, *declared)
     choices = [c for c in candidates if c.in_report(facts)]
     empty = _no_model_tokens(result.token_arrays, result.with_model_tokens, result.empty_arrays)
     if empty:
@@ -129,7 +129,7 @@ def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[Es
             _ALLOWED.clear()  # one run's answer kept: a comparison asks for both its sides
             _ALLOWED[key] = choices
         return list(_ALLOWED[key])
-    facts = run_facts(frames.trajectories, frames.tokens, run_config_text(store, run_id))
+    facts = run_facts(frames.trajectories, frames.tokens, *run_declared(store, run_id))
     return [choice for choice in ESTIMATOR_CHOICES if choice.in_report(facts)]
 
 
@@ -147,7 +147,9 @@ def stored_lacks(store: Any, run_id: str, choice: EstimatorChoice) -> list[str]:
         trajectories = train_trajectories(store, run_id)
     except ConfigError:
         return ["trajectories of split 'train'"]
-    facts = stored_facts(RunReader.of(store, run_id), trajectories, run_config_text(store, run_id)).possible()
+    declared = run_declared(store, run_id)
+    facts = stored_facts(RunReader.of(store, run_id), trajectories, declared.config,
+                         estimator_column=declared.estimator).possible()
     lacking = choice.missing(facts)
     if not lacking and not choice.in_report(facts):
         lacking = [f"a config that names {choice.estimator} (the report recomputes it only on the runs that train with it)"]

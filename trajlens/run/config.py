@@ -4,7 +4,7 @@ with the logged metrics."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -41,9 +41,23 @@ def critic_grad_clip_of(config: Any) -> Any:
 
 def run_config_text(store: Any, run_id: str) -> str | None:
     """The run's logged config (JSON text), read from its ``runs`` row without a query engine."""
-    frame = store.table("runs").filter(pl.col("run_id") == run_id).select("config").collect()
-    return frame["config"][0] if frame.height else None
+    return run_declared(store, run_id).config
 
 
-__all__ = ["CRITIC_GRAD_CLIP_PATHS", "LEARNING_RATES", "LearningRate", "configured_lr", "critic_grad_clip_of",
-           "run_config_text"]
+class Declared(NamedTuple):
+    """What a stored run's ``runs`` row declares of its training: its logged config (JSON text)
+    and its ``estimator`` column, which stands for the config's ``algorithm.adv_estimator``
+    where the config lacks it (:func:`trajlens.estimators.trained_with`)."""
+
+    config: str | None
+    estimator: str | None
+
+
+def run_declared(store: Any, run_id: str) -> Declared:
+    """The run's :class:`Declared`, read from its ``runs`` row without a query engine."""
+    frame = store.table("runs").filter(pl.col("run_id") == run_id).select("config", "estimator").collect()
+    return Declared(frame["config"][0], frame["estimator"][0]) if frame.height else Declared(None, None)
+
+
+__all__ = ["CRITIC_GRAD_CLIP_PATHS", "LEARNING_RATES", "Declared", "LearningRate", "configured_lr",
+           "critic_grad_clip_of", "run_config_text", "run_declared"]

@@ -51,9 +51,11 @@ class StoredFacts(NamedTuple):
                        sum_pi_squared=self.token_rows > 0 and "sum_pi_squared" in self.present)
 
 
-def stored_facts(reader: RunReader, trajectories: pl.DataFrame, config: Any, store: Any = None) -> StoredFacts:
+def stored_facts(reader: RunReader, trajectories: pl.DataFrame, config: Any, store: Any = None,
+                 estimator_column: str | None = None) -> StoredFacts:
     """The :class:`StoredFacts` of the run ``reader`` reads, whose training ``trajectories``
-    are given (in memory: one row each) and whose logged ``config`` names its estimator.
+    are given (in memory: one row each) and whose logged ``config`` (or, where it lacks
+    ``algorithm.adv_estimator``, its ``runs.estimator``: ``estimator_column``) names its estimator.
 
     ``store``: the open store, asked by SQL whether every token row has its ``values`` list
     when the footers count nulls in that column (a null entry inside a list also counts there).
@@ -69,7 +71,7 @@ def stored_facts(reader: RunReader, trajectories: pl.DataFrame, config: Any, sto
             counted = 0
         if counted >= token_rows:
             complete = complete | {"values"}
-    base = run_facts(trajectories, None, config)
+    base = run_facts(trajectories, None, config, estimator_column)
     height = trajectories.height
     token_arrays = height > 0 and token_rows >= height
     facts = replace(

@@ -22,13 +22,13 @@ def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
     last step."""
     from trajlens.estimators.identify import CANDIDATES, identify_batches
     from trajlens.run.batches import step_batches, train_trajectories
-    from trajlens.run.config import run_config_text
+    from trajlens.run.config import run_declared
     from trajlens.run.facts import stored_facts
     from trajlens.run.reader import RunReader
 
     trajectories = train_trajectories(store, run_id)
-    config = run_config_text(store, run_id)
-    facts = stored_facts(RunReader.of(store, run_id), trajectories, config, store).facts
+    config, estimator = run_declared(store, run_id)
+    facts = stored_facts(RunReader.of(store, run_id), trajectories, config, store, estimator).facts
     columns = logged_token_columns(CANDIDATES)
 
     def steps():

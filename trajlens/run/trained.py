@@ -19,6 +19,7 @@ import polars as pl
 
 from trajlens.estimators import EstimatorInputError
 from trajlens.estimators.trained import TrainedWith, trained_with
+from trajlens.run.config import run_declared
 from trajlens.run.facts import logs_token_advantages
 from trajlens.run.identify import LoggedEstimator
 from trajlens.run.reader import RunReader
@@ -28,8 +29,7 @@ from trajlens.run.splits import TRAIN_SPLIT
 def run_trained_with(store: Any, run_id: str, trajectories: pl.DataFrame | None = None) -> TrainedWith:
     """The estimator and loss aggregation ``run_id`` trained with: from its config, else from its
     logged advantages. ``trajectories``: its training trajectories when the caller has them."""
-    runs = store.table("runs").filter(pl.col("run_id") == run_id).select("config", "estimator").collect()
-    config, column = (runs["config"][0], runs["estimator"][0]) if runs.height else (None, None)
+    config, column = run_declared(store, run_id)
     found = trained_with(config, column)
     if found.choice is not None:
         return found
