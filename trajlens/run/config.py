@@ -1,5 +1,5 @@
-"""A stored run's logged config, and where a verl-style config keeps what the checks compare
-with the logged metrics."""
+"""What a stored run's ``runs`` row declares (its logged config and its estimator), and where a
+verl-style config keeps what the checks compare with the logged metrics."""
 
 from __future__ import annotations
 
@@ -39,11 +39,6 @@ def critic_grad_clip_of(config: Any) -> Any:
     return next((value for path in CRITIC_GRAD_CLIP_PATHS if (value := config_at(config, path)) is not None), None)
 
 
-def run_config_text(store: Any, run_id: str) -> str | None:
-    """The run's logged config (JSON text), read from its ``runs`` row without a query engine."""
-    return run_declared(store, run_id).config
-
-
 class Declared(NamedTuple):
     """What a stored run's ``runs`` row declares of its training: its logged config (JSON text)
     and its ``estimator`` column, which stands for the config's ``algorithm.adv_estimator``
@@ -60,4 +55,4 @@ def run_declared(store: Any, run_id: str) -> Declared:
 
 
 __all__ = ["CRITIC_GRAD_CLIP_PATHS", "LEARNING_RATES", "Declared", "LearningRate", "configured_lr",
-           "critic_grad_clip_of", "run_config_text", "run_declared"]
+           "critic_grad_clip_of", "run_declared"]
