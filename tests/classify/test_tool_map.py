@@ -198,6 +198,11 @@ def test_bad_tool_map_lists_every_problem_with_file_and_entry(tmp_path):
         parse_tool_map("[[tools]\n", "x.toml")
     with pytest.raises(ConfigError, match="cannot read the tool map"):
         load_tool_map(tmp_path / "missing.toml")
+    # an empty file, or a [map] table alone, classes nothing: a mistake, as an empty check file is
+    for text in ("", '[map]\nname = "mine"\n'):
+        with pytest.raises(ConfigError) as caught:
+            parse_tool_map(text, "empty.toml")
+        assert caught.value.problems == ["empty.toml: field 'tools': expected at least one [[tools]] entry, found none"]
 
 
 @pytest.mark.parametrize("glob, matches, misses", [

@@ -288,6 +288,8 @@ def parse_tool_map(text: str, source: str) -> ToolMap:
     if not isinstance(raw_entries, list):
         problems.append(f"{source}: 'tools' must be an array of tables ([[tools]])")
         raw_entries = []
+    elif not raw_entries:  # an empty file, or a [map] alone: a map that classes nothing is a mistake
+        problems.append(f"{source}: field 'tools': expected at least one [[tools]] entry, found none")
     entries = [_parse_entry(raw, index, source, problems) for index, raw in enumerate(raw_entries)]
     first: dict[str, int] = {}
     for index, raw in enumerate(raw_entries):
