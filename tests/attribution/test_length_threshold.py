@@ -1,5 +1,5 @@
-"""One threshold of a length drift on every surface: the shipped check ``response_length_inflation``,
-the report's length trend and attribution's length drift fire on the same runs."""
+"""One rule of a length drift on every surface: the shipped check ``response_length_inflation``,
+the report's length trend and attribution's length drift fire on the same runs (:mod:`trajlens.run.change`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from trajlens.attribution.causes import length_change
 from trajlens.checks.conditions import evaluate
 from trajlens.checks.spec import default_checks
 from trajlens.checks.step_measures import scalar_stats
+from staged_runs import staged
 from trajlens.report.findings import stage_findings
 
 STEPS, PER_STEP, FIRST = 40, 16, 1000.0
@@ -31,16 +32,38 @@ def _check_fires(steps: np.ndarray, lengths: np.ndarray) -> bool:
     return bool(evaluate(check, "m", series, False).fired_steps)
 
 
-def _report_finds(growth: float) -> bool:
-    rows = [{"metric": "mean:model_tokens", "stage": stage, "stage_index": index, "population_value": value,
-             "value": value, "ci_low": value - 10, "ci_high": value + 10, "n_sampled": 80}
-            for index, (stage, value) in enumerate((("Q1", FIRST), ("Q4", FIRST * (1 + growth))))]
-    return any("model tokens per trajectory" in str(f) for f in stage_findings(pl.DataFrame(rows)))
+def _report_finds(steps: np.ndarray, lengths: np.ndarray) -> bool:
+    frame = pl.DataFrame({"run_id": "r", "step": steps, "trajectory_id": [f"t{i}" for i in range(steps.size)],
+                          "model_tokens": lengths})
+    return any("model tokens per trajectory" in str(f) for f in stage_findings(*staged(frame)))
 
 
 @pytest.mark.parametrize(("growth", "drifts"), [(0.22, False), (0.24, False), (0.26, True), (0.40, True)])
 def test_the_check_the_report_and_attribution_agree_on_a_length_drift(growth, drifts):
     steps, lengths = _lengths(growth)
     assert _check_fires(steps, lengths) is drifts
-    assert _report_finds(growth) is drifts
+    assert _report_finds(steps, lengths) is drifts
     assert (length_change(pl.DataFrame({"step": steps, "length": lengths})) is not None) is drifts
+
+
+@pytest.mark.parametrize("growth", [0.26, 0.40])
+def test_a_growth_too_noisy_to_be_significant_is_a_drift_on_no_surface(growth):
+    """Lengths that spread far more than they grow, within a step and from step to step: the
+    means rise by a quarter or more, but not significantly (the check's alpha), so the check,
+    the report and attribution all see no drift; the report once showed one, judging the size alone."""
+    steps = np.repeat(np.arange(1, 9), 4)
+    noise = np.tile([-100.0, -30.0, 30.0, 100.0], 8) + np.where(steps % 2, -800.0, 800.0)
+    lengths = FIRST * np.where(steps > 6, 1.0 + growth, 1.0) + noise
+    assert not _check_fires(steps, lengths)
+    assert not _report_finds(steps, lengths)
+    assert length_change(pl.DataFrame({"step": steps, "length": lengths})) is None
+
+
+def test_a_shrinking_length_is_judged_by_the_same_ratio():
+    """A fall counts from the ratio a rise does (x1.25: the mean falls to 0.8 of itself or
+    less) in the report and in attribution; the check watches growth alone."""
+    for fall, drifts in ((0.78, True), (0.82, False)):
+        steps, lengths = _lengths(fall - 1.0)
+        assert _report_finds(steps, lengths) is drifts
+        assert (length_change(pl.DataFrame({"step": steps, "length": lengths})) is not None) is drifts
+        assert not _check_fires(steps, lengths)

@@ -119,23 +119,23 @@ def test_two_stages_of_a_run_compare_as_the_checks_stage_change_finds(sample_sto
     """One truth: sao-r6's Q1 against its Q4 gives, row for row, the stage values, intervals,
     effective sizes, z and p of the checks' first-to-last stage_change on the same steps, and
     of the stage report's quartiles (every trajectory drawn)."""
-    from trajlens.checks import conditions
     from trajlens.checks.evaluate import check_run
     from trajlens.checks.spec import parse_checks
     from trajlens.classify import stage_report
     from trajlens.intervals import two_sided_p_value
+    from trajlens.run import change
 
     table = compare(sample_store, "sao-r6:Q1", "sao-r6:Q4", advantages=False)
     measures = ("ran_suite", "share:think", "mean:num_turns")
     seen: list[tuple[dict, dict, float | None]] = []
-    stage_z = conditions.stage_z
+    stage_z = change.stage_z  # the stage test of the checks' stage_change (trajlens.run.change)
 
     def spy(first: dict, second: dict, proportion: bool) -> float | None:
         z = stage_z(first, second, proportion)
         seen.append((first, second, z))
         return z
 
-    monkeypatch.setattr(conditions, "stage_z", spy)
+    monkeypatch.setattr(change, "stage_z", spy)
     checks = parse_checks({"checks": {measure.replace(":", "_"): {
         "measure": measure, "condition": "stage_change", "stages": "quartiles", "compare": "first_to_last",
         "direction": "increase"} for measure in measures}}, "test")

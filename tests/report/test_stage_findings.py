@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from staged_runs import staged_run
 from trajlens.report.findings import VERIFICATION_SHIFT, stage_findings
-
-
-def _rates(values: dict[str, tuple[float, float]]) -> pl.DataFrame:
-    """Two stages, Q1 and Q4, of each metric: (first, last) population values (the sample's the same)."""
-    rows = []
-    for metric, pair in values.items():
-        for index, (stage, value) in enumerate(zip(("Q1", "Q4"), pair)):
-            rows.append({"metric": metric, "stage": stage, "stage_index": index, "population_value": value,
-                         "value": value, "ci_low": value - 0.05, "ci_high": value + 0.05, "n_sampled": 80})
-    return pl.DataFrame(rows)
 
 
 def _mix(suite: tuple[float, float], targeted: tuple[float, float], quick: tuple[float, float]) -> dict:
@@ -24,39 +15,39 @@ def _mix(suite: tuple[float, float], targeted: tuple[float, float], quick: tuple
 
 
 def test_a_falling_suite_rate_names_the_verification_that_took_its_place():
-    rates = _rates({"ran_suite": (0.78, 0.48), **_mix((0.09, 0.04), (0.33, 0.21), (0.41, 0.66))})
-    findings = stage_findings(rates)
+    rates = staged_run({"ran_suite": (0.78, 0.48), **_mix((0.09, 0.04), (0.33, 0.21), (0.41, 0.66))})
+    findings = stage_findings(*rates)
     assert [str(f) for f in findings] == [
-        "runs the full suite: 0.780 in Q1 -> 0.480 in Q4 (N=80 sample: 0.480 [0.430, 0.530]); "
+        "runs the full suite: 0.780 in Q1 -> 0.480 in Q4 (N=80 sample: 0.512 [0.404, 0.620]); "
         "verification moved to quick_check: 0.410 -> 0.660 of verification calls"]
     assert findings[0].checks == ("suite_rate_decline", "suite_rate_floor")
 
 
 def test_a_suite_that_falls_while_its_share_of_verification_rises_names_no_other_class():
     # verification calls dwindle; the few left run the suite more often: nothing took its place
-    rates = _rates({"ran_suite": (0.73, 0.12), **_mix((0.41, 0.69), (0.30, 0.20), (0.20, 0.06))})
-    assert [str(f) for f in stage_findings(rates)] == [
-        "runs the full suite: 0.730 in Q1 -> 0.120 in Q4 (N=80 sample: 0.120 [0.070, 0.170])"]
+    rates = staged_run({"ran_suite": (0.73, 0.12), **_mix((0.41, 0.69), (0.30, 0.20), (0.20, 0.06))})
+    assert [str(f) for f in stage_findings(*rates)] == [
+        "runs the full suite: 0.730 in Q1 -> 0.120 in Q4 (N=80 sample: 0.138 [0.078, 0.230])"]
 
 
 def test_a_shift_of_the_mix_without_a_suite_trend_is_a_finding_of_its_own():
-    rates = _rates({"ran_suite": (0.50, 0.52), **_mix((0.10, 0.10), (0.50, 0.20), (0.20, 0.50))})
-    findings = stage_findings(rates)
+    rates = staged_run({"ran_suite": (0.50, 0.52), **_mix((0.10, 0.10), (0.50, 0.20), (0.20, 0.50))})
+    findings = stage_findings(*rates)
     assert [str(f) for f in findings] == ["verification moved to quick_check: 0.200 -> 0.500 of verification calls"]
     assert findings[0].kind == "behaviour" and findings[0].evidence == "stage"
 
 
 def test_a_rise_below_the_threshold_is_no_finding():
     rise = VERIFICATION_SHIFT - 0.01
-    rates = _rates({"ran_suite": (0.50, 0.52), **_mix((0.10, 0.10), (0.50, 0.50 - rise), (0.20, 0.20 + rise))})
-    assert stage_findings(rates) == []
+    rates = staged_run({"ran_suite": (0.50, 0.52), **_mix((0.10, 0.10), (0.50, 0.50 - rise), (0.20, 0.20 + rise))})
+    assert stage_findings(*rates) == []
 
 
 def test_a_verdict_on_a_trending_metric_is_one_finding_that_says_why():
     from trajlens.report.findings import Finding, with_verdicts
 
-    rates = _rates({"share:think": (0.08, 0.93), "mean:num_turns": (6.0, 9.0)})
-    trends = stage_findings(rates)
+    rates = staged_run({"share:think": (0.08, 0.93), "mean:num_turns": (6.0, 9.0)})
+    trends = stage_findings(*rates)
     verdicts = [
         Finding("estimator artefact: think grew 0.08 -> 0.93 from step 60 (gae_raw / token-mean: ...)",
                 "attribution_artefact", "attribution", subject="share:think"),
@@ -66,9 +57,9 @@ def test_a_verdict_on_a_trending_metric_is_one_finding_that_says_why():
     ]
     folded = with_verdicts(trends, verdicts)
     assert [str(f) for f in folded] == [
-        "turns per trajectory: 6.0 in Q1 -> 9.0 in Q4 (N=80 sample: 9.0 [8.9, 9.1])",
+        "turns per trajectory: 6.0 in Q1 -> 9.0 in Q4 (N=80 sample: 9.0 [9.0, 9.0])",
         "estimator artefact: think grew 0.08 -> 0.93 from step 60 (gae_raw / token-mean: ...); by stage, "
-        "think share: 0.080 in Q1 -> 0.930 in Q4 (N=80 sample: 0.930 [0.880, 0.980])",
+        "think share: 0.080 in Q1 -> 0.930 in Q4 (N=80 sample: 0.930 [0.924, 0.935])",
         *map(str, verdicts[1:]),
     ]
     think = folded[1]
@@ -77,12 +68,27 @@ def test_a_verdict_on_a_trending_metric_is_one_finding_that_says_why():
     assert think.importance == max(verdicts[0].importance, trend.importance)
 
 
+def test_a_think_share_trend_is_a_drift_attribution_would_attribute():
+    """The report judged a class share's trend by its size alone (0.05 or more), attribution by
+    0.10 or more at p < 0.001: a rise of 0.08 was the report's main finding while attribution said
+    no share drifted. Both now judge by one rule, on the same trajectories."""
+    from trajlens.attribution.drift import class_drifts
+    from trajlens.report.findings import class_counts
+
+    for (first, last), drifts in (((0.10, 0.18), False), ((0.10, 0.22), True)):
+        rates, measures = staged_run({"share:think": (first, last)})
+        trend = [f for f in stage_findings(rates, measures) if f.subject == "share:think"]
+        drift = class_drifts(class_counts(measures), measures.select("step", "stage_index").unique())
+        assert bool(trend) is drifts
+        assert ("think" in drift["primary_class"].to_list()) is drifts
+
+
 def test_a_drift_left_unexplained_weighs_what_the_drift_does():
     """Folding a large think trend into an 'unexplained' verdict kept the verdict's small weight:
     the run's largest drift fell below findings of far less (sao-r6's critic clip)."""
     from trajlens.report.findings import IMPORTANCE, Finding, with_verdicts
 
-    (trend,) = stage_findings(_rates({"share:think": (0.07, 0.48)}))
+    (trend,) = stage_findings(*staged_run({"share:think": (0.07, 0.48)}))
     unexplained = Finding("unexplained: think grew 0.07 -> 0.48 from step 83 (...)", "attribution_unexplained",
                           "attribution", subject="share:think")
     (folded,) = with_verdicts([trend], [unexplained])
@@ -97,8 +103,8 @@ def test_a_suite_rate_fall_is_a_finding_from_the_change_the_shipped_check_fails_
 
     (check,) = (c for c in default_checks() if c.name == "suite_rate_decline")
     assert check.min_change == 0.1
-    assert stage_findings(_rates({"ran_suite": (0.598, 0.502)})) == []
-    (finding,) = stage_findings(_rates({"ran_suite": (0.598, 0.494)}))
+    assert stage_findings(*staged_run({"ran_suite": (0.598, 0.502)})) == []
+    (finding,) = stage_findings(*staged_run({"ran_suite": (0.598, 0.494)}))
     assert str(finding).startswith("runs the full suite: 0.598 in Q1 -> 0.494 in Q4")
 
 

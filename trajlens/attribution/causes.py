@@ -1,10 +1,11 @@
 """Verdicts for the drifts that are not a behaviour class: response length, and a collapsing reward channel.
 
 Response length
-    A length drift is a change of the mean model tokens per trajectory of a quarter or more
-    (:data:`LENGTH_CHANGE`, the shipped check ``response_length_inflation``'s) between the
-    first and the last quarter of the steps (:func:`trajlens.run.quarters.quarters`, the quarters
-    of every early-vs-late comparison; Welch p < 0.001). Its evidence is the length bias of every
+    A length drift is a change of the mean model tokens per trajectory between the first and
+    the last quarter of the steps (:func:`trajlens.run.quarters.quarters`, the quarters of every
+    early-vs-late comparison) that counts under the shipped check ``response_length_inflation``'s
+    rule (:data:`LENGTH_RULE`: x1.25 or more either way, p < 0.05; :mod:`trajlens.run.change`,
+    the rule the check and the report's length trend apply). Its evidence is the length bias of every
     loss aggregation under the run's estimator (``length_bias``: the elasticity of push per
     token on length, 95% bootstrap interval over steps) and the *length relevance*: the
     correlation of a trajectory's length with its reward, both centred within their step, signed
@@ -22,7 +23,7 @@ Response length
     * **unexplained** otherwise.
 Reward channel
     A channel collapses when its step mean falls by half or more from the first quarter of the
-    steps to the last (Welch p < 0.001; :func:`channel_collapse`, which the report's channel
+    steps to the last (p < 0.001, each step a unit; :func:`channel_collapse`, which the report's channel
     findings use too). Its evidence is each estimator's *channel credit*: the Pearson
     correlation, over the trajectories of the run, of the channel's value centred in its
     group with the estimator's advantage, with a 95% bootstrap interval over groups; and the
@@ -45,64 +46,54 @@ Reward channel
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 
 from trajlens.attribution.statistics import centred_correlation, p_text
 from trajlens.attribution.verdicts import AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Decision, Push
-from trajlens.intervals import pooled, stage_z, sums, two_sided_p_value
-from trajlens.run.quarters import Quarters, quarters, shipped_change
+from trajlens.intervals import Spec
+from trajlens.run.change import Change, ChangeRule, shipped_rule, stage_change
+from trajlens.run.quarters import Quarters, quarters
 
 BIAS_BAND = 0.2
 """Elasticity of push per token on length that counts as a length bias (either sign)."""
-LENGTH_CHANGE = shipped_change("response_length_inflation")
-"""Relative change of the mean length between the first and the last quarter that counts as drift:
-the change the shipped check and the report's length trend fire at, so the three agree."""
+LENGTH_RULE = shipped_rule("response_length_inflation")
+"""What change of the mean length between the first and the last quarter counts as drift: the
+shipped check's (x1.25, p < 0.05), by which the report's length trend judges too, so the three agree."""
 LENGTH_SUBJECT = "response length"
 """What a length drift's finding names after its verdict: "aggregation artefact: response length grew: ..."."""
 CHANNEL_PREFIX = "reward channel "
 """What a channel collapse's finding names after its verdict, before the channel: "estimator
 artefact: reward channel format collapsed: ..."."""
-CHANGE_ALPHA = 0.001
-"""Welch test level of a length drift or a channel collapse."""
+COLLAPSE_RULE = ChangeRule(alpha=0.001, min_ratio=2.0)
+"""What fall of a reward channel's step means counts as a collapse: by half or more, p < 0.001."""
 
 
-class Change(NamedTuple):
-    """A first-quarter vs last-quarter change of a per-step quantity."""
+def quarter_units(steps: np.ndarray, values: np.ndarray, split: Quarters | None = None) -> pl.DataFrame:
+    """``stage_index`` (0: the first quarter of the steps, ``split`` or those of ``steps``; 1: the
+    last) and ``value`` of each unit in either quarter (a unit of a one-step run is in both)."""
+    first, last = (split or quarters(steps)).masks(steps)
+    values = np.asarray(values, dtype=float)
+    return pl.DataFrame({"stage_index": np.r_[np.zeros(first.sum(), dtype=np.int64), np.ones(last.sum(), dtype=np.int64)],
+                         "value": np.r_[values[first], values[last]]})
 
-    first: float
-    last: float
-    p_value: float
 
-
-def welch_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided p-value of Welch's test of equal means (normal approximation): the checks'
-    stage test of two means (:func:`trajlens.intervals.stage_z`), each value one unit."""
-    if a.size < 2 or b.size < 2:
-        return float("nan")
-    first, second = (pooled(sums(pl.DataFrame({"value": values}), [("mean", pl.col("value"), pl.lit(1))]), False)
-                     .row(0, named=True) for values in (a.astype(float), b.astype(float)))
-    z = stage_z(first, second, proportion=False)
-    return two_sided_p_value(z) if z is not None else 0.0
+VALUE: Spec = ("value", pl.col("value"), pl.lit(1))
+"""The mean of a unit's ``value`` (:func:`quarter_units`)."""
 
 
 def length_change(trajectory_frame: pl.DataFrame) -> Change | None:
-    """The response length's change, when it grew or shrank by :data:`LENGTH_CHANGE` or more."""
+    """The response length's change, first quarter of the steps to last, when it counts under
+    :data:`LENGTH_RULE` either way (trajectories as units)."""
     if "length" not in trajectory_frame.columns:
         return None
     split = quarters(trajectory_frame["step"].to_numpy())  # the run's steps, as the stage table cuts them
     trajectory_frame = trajectory_frame.filter(pl.col("length").cast(pl.Float64).is_finite())  # counted lengths only
     if trajectory_frame.height < 8:
         return None
-    steps, length = trajectory_frame["step"].to_numpy(), trajectory_frame["length"].to_numpy().astype(float)
-    first, last = split.masks(steps)
-    a, b = length[first], length[last]
-    p_value = welch_p(a, b)
-    if not a.size or not math.isfinite(p_value) or p_value >= CHANGE_ALPHA or abs(b.mean() / a.mean() - 1) < LENGTH_CHANGE:
-        return None
-    return Change(float(a.mean()), float(b.mean()), p_value)
+    units = quarter_units(trajectory_frame["step"].to_numpy(), trajectory_frame["length"].to_numpy(), split)
+    return stage_change(units, VALUE, False, LENGTH_RULE)
 
 
 def length_relevance(trajectory_frame: pl.DataFrame) -> tuple[float, float, float]:
@@ -166,16 +157,10 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
 
 
 def channel_collapse(steps: np.ndarray, step_means: np.ndarray, split: Quarters | None = None) -> Change | None:
-    """The change of a reward channel's step means (one per step of ``steps``) from the first
-    quarter of the run's steps (``split``; those of ``steps`` without it) to the last, when it
-    collapsed: fell by half or more, Welch p < :data:`CHANGE_ALPHA` (module docstring); None otherwise."""
-    first, last = (split or quarters(steps)).masks(steps)
-    values = np.asarray(step_means, dtype=float)
-    a, b = values[first], values[last]
-    p_value = welch_p(a, b)
-    if not (a.size and a.mean() > 0 and b.mean() <= 0.5 * a.mean() and math.isfinite(p_value) and p_value < CHANGE_ALPHA):
-        return None
-    return Change(float(a.mean()), float(b.mean()), p_value)
+    """The change of a reward channel's step means (one per step of ``steps``, each a unit) from
+    the first quarter of the run's steps (``split``; those of ``steps`` without it) to the last,
+    when it collapsed: fell under :data:`COLLAPSE_RULE` (module docstring); None otherwise."""
+    return stage_change(quarter_units(steps, step_means, split), VALUE, False, COLLAPSE_RULE, "decrease")
 
 
 def channel_values(trajectories: pl.DataFrame, channel: str) -> pl.DataFrame:

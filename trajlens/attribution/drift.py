@@ -50,7 +50,8 @@ import polars as pl
 from trajlens.attribution.statistics import Z95
 from trajlens.attribution.statistics import onset_step
 from trajlens.attribution.verdicts import block_indices, competing_credit
-from trajlens.intervals import newcombe, pooled, stage_z, sums, two_sided_p_value
+from trajlens.intervals import Spec, newcombe
+from trajlens.run.change import ChangeRule, stage_change, stage_ends
 from trajlens.steps import steps_text
 
 
@@ -296,33 +297,29 @@ CLASS_DRIFT_COLUMNS: tuple[str, ...] = ("primary_class", "direction", "share_fir
 
 def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[float, float, float] | None:
     """The class's share of calls in the first and the last stage, and the p-value of the change,
-    when it drifted: the checks' ``stage_change`` test (:func:`~trajlens.intervals.pooled`
-    stage sums, :func:`~trajlens.intervals.stage_z`) over :func:`trajectory_units`. Calls of one
+    when it drifted: :func:`trajlens.run.change.stage_change` (the checks' stage test) under the
+    rule of ``config`` (:func:`share_rule`), over :func:`trajectory_units`. Calls of one
     trajectory (or step) are not independent draws: each stage counts as many calls as the
     spread between its units allows."""
-    ends = _first_and_last(units.filter(pl.col("primary_class") == name), name)
-    if ends is None:
-        return None
-    first, last = ends
-    p1, p2 = first["value"], last["value"]
-    z = stage_z(first, last, True)
-    p_value = two_sided_p_value(z) if z is not None else 1.0
-    if abs(p2 - p1) < config.min_change or p_value >= config.alpha:
-        return None
-    return p1, p2, p_value
+    found = stage_change(units.filter(pl.col("primary_class") == name), _share(name), True, share_rule(config))
+    return (found.first, found.last, found.p_value) if found is not None else None
+
+
+def share_rule(config: DriftConfig = DriftConfig()) -> ChangeRule:
+    """What change of a class's share of calls counts as drift: ``config.min_change`` or more,
+    significant at ``config.alpha``. The report's share trends judge by it too."""
+    return ChangeRule(alpha=config.alpha, min_change=config.min_change)
+
+
+def _share(name: str) -> Spec:
+    """The share ``x / n`` of :func:`trajectory_units`' rows of class ``name``."""
+    return (name, pl.col("x"), pl.col("n"))
 
 
 def _first_and_last(rows: pl.DataFrame, name: str) -> tuple[dict, dict] | None:
-    """The share ``x / n`` of ``rows`` (units with ``stage_index``) pooled over the first and over
-    the last stage (:func:`~trajlens.intervals.pooled` rows); None without two stages with calls."""
-    if rows.height == 0 or rows["stage_index"].min() == rows["stage_index"].max():
-        return None
-    stages = pooled(sums(rows, [(name, pl.col("x"), pl.col("n"))], by=("stage_index",)).sort("stage_index"),
-                    proportion=True)
-    first, last = stages.row(0, named=True), stages.row(-1, named=True)
-    if not first["n"] or not last["n"]:
-        return None
-    return first, last
+    """The share of ``rows`` (units with ``stage_index``) pooled over the first and over the last
+    stage (:func:`~trajlens.run.change.stage_ends`); None without two stages with calls."""
+    return stage_ends(rows, _share(name), True)
 
 
 def held(first: dict, last: dict, within: float) -> bool:

@@ -9,6 +9,8 @@ best. Formulas (z = 1.959964, two-sided p = erfc(|z| / sqrt 2)):
   and test of :mod:`trajlens.intervals` (:func:`~trajlens.intervals.pooled`,
   :func:`~trajlens.intervals.stage_z`); proportions get a Wilson interval on the design-effect
   sample size, means ``p +- z sqrt(var)`` within the measure's support (:func:`~trajlens.checks.step_measures.measure_support`).
+  Whether a stage change counts is :mod:`trajlens.run.change`'s rule, which the report's stage
+  trends and attribution's drifts judge by too.
 * trend: least-squares slope of the per-step values over the window,
   ``se = sqrt(sum r^2 / (k - 2) / sum (t - mean t)^2)``, tested with the normal approximation
   (windows of 20 or more steps keep it close to Student's t).
@@ -28,7 +30,8 @@ from trajlens.checks.kinds import KINDS
 from trajlens.checks.spec import Check
 from trajlens.checks.step_measures import measure_support
 from trajlens.classify.stages import StageSpec, assign_stages
-from trajlens.intervals import SUMS, added, pooled, stage_z, two_sided_p_value
+from trajlens.intervals import SUMS, added, pooled, two_sided_p_value
+from trajlens.run import change
 
 @dataclass(frozen=True)
 class Evidence:
@@ -202,15 +205,14 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
         if first["value"] is None or second["value"] is None:
             continue
         difference = second["value"] - first["value"]
-        z = stage_z(first, second, proportion)
-        p_value = two_sided_p_value(z) if z is not None else 1.0
+        p_value = change.p_value(first, second, proportion)
         signed = difference if check.direction == "increase" else -difference
-        ratio = _ratio(second["value"], first["value"], check.direction)
         detail = (f"{first['stage']} {_fmt(first['value'])} [{_fmt(first['low'])}, {_fmt(first['high'])}] -> "
                   f"{second['stage']} {_fmt(second['value'])}; p = {p_value:.2g}")
         evidence = Evidence(int(second["step"]), second["value"], second["low"], second["high"],
                             f"a significant {check.direction} (alpha {check.alpha:g})", detail)
-        hit = p_value < check.alpha and signed > 0 and signed >= check.min_change and ratio >= check.min_ratio
+        rule = change.ChangeRule(check.alpha, check.min_change, check.min_ratio)
+        hit = change.counts(rule, first["value"], second["value"], p_value, check.direction)
         if hit:
             fired += stages[b][1]
         score = signed if hit else signed - 1e9
@@ -218,13 +220,6 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
             best = (score, evidence)
     evidence = best[1] if best else Evidence(None, None, detail="no stage pair with values")
     return Outcome(measure, tuple(sorted(set(fired))), evidence, len(steps), values, judged=best is not None)
-
-
-def _ratio(later: float, earlier: float, direction: str) -> float:
-    numerator, denominator = (later, earlier) if direction == "increase" else (earlier, later)
-    if denominator <= 0:
-        return math.inf if numerator > 0 else 1.0
-    return numerator / denominator
 
 
 def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:

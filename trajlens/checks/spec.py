@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from trajlens.checks.kinds import KINDS
 from trajlens.classify.stages import NAMED_STAGINGS, stage_range_problems
 from trajlens.errors import ConfigError
-from trajlens.run.quarters import SHIPPED_CHECKS
+from trajlens.run.change import SHIPPED_CHECKS
 
 CONDITIONS: tuple[str, ...] = tuple(KINDS)
 """Names of the conditions of :data:`trajlens.checks.kinds.CONDITION_KINDS`."""

@@ -251,7 +251,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
                                                   f"{run_id}: {stage.sample_size} (bars: sample, x: whole stage)")
     # a run not attributed yet still shows each class drift that attribution would judge
     verdicts = attribution_findings(store, run_id) or drift_findings(measures, _staged(measures, stages), run_id)
-    report.findings += with_verdicts(stage_findings(stage.rates) + channels, verdicts)
+    report.findings += with_verdicts(stage_findings(stage.rates, stage.measures) + channels, verdicts)
     report.findings += dead_group_finding(parts.summary)
     if single_step:
         report.findings += outcome_finding(parts.summary)

@@ -16,7 +16,8 @@ from typing import Any
 import polars as pl
 
 from trajlens.classify.rules import VERIFICATION_CLASSES
-from trajlens.run.quarters import shipped_change
+from trajlens.attribution.drift import share_rule
+from trajlens.run.change import ChangeRule, judged, ratio, shipped_rule, stage_ends
 from trajlens.steps import spans_text
 
 AS_TRAINED = "as trained"
@@ -106,14 +107,14 @@ def ranked(findings: list[str], fired: dict[str, str] | None = None) -> list[str
 
 @dataclass(frozen=True)
 class StageTrend:
-    """A stage metric worth a finding when it moves by at least ``min_change`` from the first
-    stage to the last (``relative``: as a fraction of the first stage's value)."""
+    """A stage metric worth a finding when its change from the first stage to the last counts
+    under ``rule`` (:mod:`trajlens.run.change`): the rule the checks or attribution judge the
+    same fact by, so the report shows the drifts they see and no other."""
 
     metric: str
     label: str
     kind: str
-    min_change: float
-    relative: bool = False
+    rule: ChangeRule
     digits: int = 3
     checks: tuple[str, ...] = ()
     """The shipped checks that watch the same metric, in the direction of ``watched``."""
@@ -121,17 +122,30 @@ class StageTrend:
     """The way the checks watch the metric move: 1 up (think share, length), -1 down (the suite
     rate). A trend the other way is a finding of its own, not the one a firing check weighs up."""
 
+    @property
+    def least(self) -> float:
+        """The least change that counts, as :func:`size_bonus` measures a change: relative (the
+        ratio less one) for a rule of ratios, absolute otherwise."""
+        return self.rule.min_ratio - 1 if self.rule.min_ratio > 1 else self.rule.min_change
+
+    def size(self, first: float, last: float) -> float:
+        """The change from ``first`` to ``last`` as :attr:`least` measures it."""
+        if self.rule.min_ratio > 1:
+            return ratio(last, first, "increase" if last > first else "decrease") - 1
+        return abs(last - first)
+
 
 STAGE_TRENDS: tuple[StageTrend, ...] = (
-    StageTrend("mean:model_tokens", "model tokens per trajectory", "length", shipped_change("response_length_inflation"), relative=True, digits=0,
-               checks=("response_length_inflation",)),
-    StageTrend("share:think", "think share", "behaviour", 0.05, checks=("think_share", "think_runs_growing")),
-    StageTrend("ran_suite", "runs the full suite", "behaviour", shipped_change("suite_rate_decline"),
+    StageTrend("mean:model_tokens", "model tokens per trajectory", "length", shipped_rule("response_length_inflation"),
+               digits=0, checks=("response_length_inflation",)),
+    StageTrend("share:think", "think share", "behaviour", share_rule(), checks=("think_share", "think_runs_growing")),
+    StageTrend("ran_suite", "runs the full suite", "behaviour", shipped_rule("suite_rate_decline"),
                checks=("suite_rate_decline", "suite_rate_floor"), watched=-1),
-    StageTrend("mean:num_turns", "turns per trajectory", "behaviour", shipped_change("turns_inflation"), relative=True, digits=1,
+    StageTrend("mean:num_turns", "turns per trajectory", "behaviour", shipped_rule("turns_inflation"), digits=1,
                checks=("turns_inflation",)),
 )
-"""Stage metrics that make a finding when they move, with the least change that counts."""
+"""Stage metrics that make a finding when they drift, each judged by the rule of the check
+that watches it (a class share by attribution's, as the drifts it attributes)."""
 
 
 MAX_TREND_BONUS = 15.0
@@ -169,32 +183,36 @@ def verification_shift(rates: pl.DataFrame, among: tuple[str, ...] = VERIFICATIO
     return f"verification moved to {klass}: {first:.3f} -> {last:.3f} of verification calls"
 
 
-def stage_findings(rates: pl.DataFrame) -> list[Finding]:
-    """First stage -> last stage of each :data:`STAGE_TRENDS` metric that moved (whole stages,
-    with the last stage's sample and interval). A falling suite rate says which other
-    verification took its place (:func:`verification_shift`, when one did); without such a fall,
-    a shift of the verification mix is a finding of its own."""
+def stage_findings(rates: pl.DataFrame, measures: pl.DataFrame) -> list[Finding]:
+    """First stage -> last stage of each :data:`STAGE_TRENDS` metric whose change counts under
+    its rule, over the whole stages (``measures``: the stage report's trajectories, with their
+    ``stage_index``; ``rates``: its table, for the last stage's sample and interval). A falling
+    suite rate says which other verification took its place (:func:`verification_shift`, when
+    one did); without such a fall, a shift of the verification mix is a finding of its own."""
+    from trajlens.classify.per_trajectory import behaviour_specs
+    from trajlens.classify.stages import MEAN_MEASURES
+
+    specs = {spec[0]: spec for spec in behaviour_specs(MEAN_MEASURES)}
     findings = []
     shift = verification_shift(rates)
     for trend in STAGE_TRENDS:
-        rows = rates.filter(pl.col("metric") == trend.metric).sort("stage_index").drop_nulls(
-            ["population_value", "value", "ci_low", "ci_high"])
-        if rows.height < 2:
+        proportion = not trend.metric.startswith("mean:")
+        ends = stage_ends(measures, specs[trend.metric], proportion)
+        found = judged(*ends, proportion, trend.rule) if ends is not None else None
+        if ends is None or found is None:
             continue
-        first, last = rows.row(0, named=True), rows.row(-1, named=True)
-        change = last["population_value"] - first["population_value"]
-        scale = abs(first["population_value"]) if trend.relative else 1.0
-        if scale == 0 or abs(change) / scale < trend.min_change:
-            continue
+        stage_of = {row["stage_index"]: row for row in rates.filter(pl.col("metric") == trend.metric).iter_rows(named=True)}
+        first, last = stage_of[ends[0]["stage_index"]], stage_of[ends[1]["stage_index"]]
         d = trend.digits
-        text = (f"{trend.label}: {first['population_value']:.{d}f} in {first['stage']} -> "
-                f"{last['population_value']:.{d}f} in {last['stage']} (N={last['n_sampled']} sample: "
-                f"{last['value']:.{d}f} [{last['ci_low']:.{d}f}, {last['ci_high']:.{d}f}])")
-        if trend.metric == SUITE_METRIC and change < 0:
+        sampled = "" if None in (last["value"], last["ci_low"], last["ci_high"]) else (
+            f" (N={last['n_sampled']} sample: {last['value']:.{d}f} [{last['ci_low']:.{d}f}, {last['ci_high']:.{d}f}])")
+        text = f"{trend.label}: {found.first:.{d}f} in {first['stage']} -> {found.last:.{d}f} in {last['stage']}{sampled}"
+        if trend.metric == SUITE_METRIC and not found.rose:
             replaced = verification_shift(rates, tuple(c for c in VERIFICATION_CLASSES if c != SUITE_CLASS))
             text, shift = (f"{text}; {replaced}" if replaced else text), None
-        findings.append(Finding(text, trend.kind, "stage", checks=trend.checks if change * trend.watched > 0 else (),
-                                subject=trend.metric, bonus=size_bonus(abs(change) / scale, trend.min_change)))
+        watched = found.rose == (trend.watched > 0)
+        findings.append(Finding(text, trend.kind, "stage", checks=trend.checks if watched else (), subject=trend.metric,
+                                bonus=size_bonus(trend.size(found.first, found.last), trend.least)))
     if shift is not None:
         findings.append(Finding(shift, "behaviour", "stage"))
     return findings

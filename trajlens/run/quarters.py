@@ -9,14 +9,11 @@ than four steps compares the first stage it has with the last (one step: that st
 
 The report (channel findings, the overview's trends and their hover text) and attribution
 (length and channel changes, the projection's final shares) take their quarters from
-:func:`quarters`, and the least change between them that counts, where a shipped check states
-it, from :func:`shipped_change`.
+:func:`quarters`; what change between them counts is :mod:`trajlens.run.change`'s.
 """
 
 from __future__ import annotations
 
-import tomllib
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -26,26 +23,6 @@ from trajlens.steps import stage_index
 
 QUARTERS = 4
 """Stages of the quartile staging (Q1..Q4)."""
-
-SHIPPED_CHECKS = Path(__file__).resolve().parents[1] / "checks" / "defaults.toml"
-"""The checks trajlens ships (:func:`trajlens.checks.default_checks` loads and validates them)."""
-
-
-def shipped_change(check: str) -> float:
-    """The least change, first quarter to last, at which the shipped ``stage_change`` check
-    ``check`` fires: its ``min_ratio`` - 1 (a relative change) where it has one above 1, else its
-    ``min_change`` (an absolute one). The report's stage trends and attribution's length drift
-    judge the same change, so they read it here and agree with the check
-    (``response_length_inflation``: 0.25, a quarter or more; ``suite_rate_decline``: 0.1)."""
-    table = tomllib.loads(SHIPPED_CHECKS.read_text())["checks"].get(check, {})
-    if table.get("condition") != "stage_change":
-        raise KeyError(f"no shipped stage_change check {check!r}")
-    if float(table.get("min_ratio", 1.0)) > 1.0:
-        return float(table["min_ratio"]) - 1.0
-    if float(table.get("min_change", 0.0)) > 0.0:
-        return float(table["min_change"])
-    raise KeyError(f"the shipped check {check!r} has no min_ratio above 1 nor a min_change above 0")
-
 
 class QuarterMeans(NamedTuple):
     """Means of a quantity over the first and the last quarter of the steps (NaN: no value there)."""
@@ -85,4 +62,4 @@ def _mean(values: np.ndarray) -> float:
     return float(finite.mean()) if finite.size else float("nan")
 
 
-__all__ = ["QuarterMeans", "Quarters", "SHIPPED_CHECKS", "quarters", "shipped_change"]
+__all__ = ["QuarterMeans", "Quarters", "quarters"]

@@ -468,8 +468,9 @@ def unmoved(spec: CausalScenario, rows: list[dict[str, Any]]) -> dict[str, str]:
     moved less than attribution's drift threshold, first quarter of the steps to last) or
     ``length`` (the mean model tokens moved less than its length threshold). A seed or size
     that does not reach a scenario's drift has none to find."""
-    from trajlens.attribution.causes import LENGTH_CHANGE
+    from trajlens.attribution.causes import LENGTH_RULE
     from trajlens.attribution.drift import DriftConfig
+    from trajlens.run.change import ratio
 
     steps = [row["step"] for row in rows]
     split = quarters(steps)  # attribution's first and last quarter
@@ -482,7 +483,7 @@ def unmoved(spec: CausalScenario, rows: list[dict[str, Any]]) -> dict[str, str]:
                 still[name] = "policy"
         elif rows and name == "response length":
             first, last = split.means(steps, [row["mean_model_tokens"] for row in rows])
-            if abs(last / first - 1.0) < LENGTH_CHANGE:
+            if ratio(last, first, "increase" if last > first else "decrease") < LENGTH_RULE.min_ratio:
                 still[name] = "length"
     return still
 
