@@ -405,6 +405,17 @@ class RunState:
             frame = frame.head(int(frame["step"].search_sorted(upto, side="right")))
         return frame.select(pl.lit(measure).alias("measure"), pl.all())
 
+    def _missing_channels(self, measure: str) -> str:
+        """Why a reward channel measure has no values: the run has no channels (in groups of two
+        or more, for rel_gain), or, for their collinearity, no two that vary at a step."""
+        channels = sorted(name.removeprefix("channel_std:") for name in self._by_measure if name.startswith("channel_std:"))
+        if measure != "channel_collinearity" or not channels:
+            return "the run has no reward channels in groups of two or more"
+        if len(channels) == 1:
+            return f"the run has one reward channel ({channels[0]}): nothing to correlate it with"
+        return (f"no two of the run's reward channels ({', '.join(channels)}) vary at the same step: "
+                "a channel every trajectory of a step scores alike on has no correlation")
+
     def missing_reason(self, measure: str) -> str:
         """Why ``measure`` has no values in this run."""
         name = m.parse_measure(measure)
@@ -414,7 +425,7 @@ class RunState:
         if source == "tool_calls" and "tool_calls" not in self.seen:
             return "the run has no tool calls"
         if source == "channels":
-            return "the run has no reward channels in groups of two or more"
+            return self._missing_channels(measure)
         if source == "advantages":
             label = name.parameter.split(":")[0]
             if label == m.RUN_LABEL and self.run_label is None:

@@ -16,12 +16,13 @@ from typing import Any
 import polars as pl
 
 from trajlens.report.findings import Finding
+from trajlens.run.change import shipped_check
 from trajlens.run.quarters import Quarters, quarters
 from trajlens.run.splits import TRAIN_SPLIT
 from trajlens.steps import steps_text
 
-SATURATED_REL_GAIN = 0.1
-"""A last-quarter rel_gain under this, after a first quarter at or above it, leaves a channel without signal."""
+SATURATED_REL_GAIN = float(shipped_check("reward_channel_rel_gain")["below"])
+"""A rel_gain under this leaves a channel without signal: the shipped check ``reward_channel_rel_gain``'s line."""
 CHANNEL_CHANGE = 0.25
 """Least relative change of a channel's rel_gain, first quarter to last, that is a finding when the
 channel keeps its signal: a quarter, as for the length and the turns (``response_length_inflation``,
@@ -96,11 +97,12 @@ def lr_findings(checks: Any) -> list[Finding]:
 def channel_findings(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> list[Finding]:
     """rel_gain of each reward channel, over the trajectories of ``split`` (those the run's
     section reports), in the first and last quarter of the run's steps
-    (:func:`trajlens.run.quarters.quarters`). A rel_gain that falls under
-    :data:`SATURATED_REL_GAIN` leaves the channel's group advantage without signal: the finding
-    says whether the channel *collapsed* (its step mean fell by half or more, attribution's
-    :func:`~trajlens.attribution.causes.channel_collapse`) or *saturated* (every trajectory of a
-    group scores alike, and the channel did not collapse). A channel that keeps its signal is a
+    (:func:`trajlens.run.quarters.quarters`). A rel_gain under :data:`SATURATED_REL_GAIN` in the
+    last quarter leaves the channel's group advantage without signal: the finding says whether
+    the channel had none from the first quarter (a format reward every trajectory meets: the
+    shipped checks fail on it from the first steps), *collapsed* (its step mean fell by half or
+    more, attribution's :func:`~trajlens.attribution.causes.channel_collapse`) or *saturated*
+    (every trajectory of a group scores alike, and the channel did not collapse). A channel that keeps its signal is a
     finding when its rel_gain moved by :data:`CHANNEL_CHANGE` or more."""
     from trajlens.attribution.causes import CHANNEL_PREFIX
     from trajlens.checks.step_measures import channel_gains
@@ -120,7 +122,7 @@ def channel_findings(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> list[
         early, late = rel_gain_quarters(gains, run_quarters, channel)
         if math.isnan(early) or math.isnan(late):
             continue  # the channel is missing from the first or the last quarter
-        note = _no_signal_note(trajectories, str(channel), run_quarters) if late < SATURATED_REL_GAIN <= early else ""
+        note = _no_signal_note(trajectories, str(channel), run_quarters, early) if late < SATURATED_REL_GAIN else ""
         if not note and (early == 0 or abs(late - early) / abs(early) < CHANNEL_CHANGE):
             continue
         findings.append(Finding(
@@ -129,9 +131,11 @@ def channel_findings(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> list[
     return findings
 
 
-def _no_signal_note(trajectories: pl.DataFrame, channel: str, run_quarters: Quarters) -> str:
-    """Why a channel's rel_gain fell, with its step means in the first and the last quarter:
-    collapsed (attribution's definition) or, when not, saturated."""
+def _no_signal_note(trajectories: pl.DataFrame, channel: str, run_quarters: Quarters, early: float) -> str:
+    """Why a channel's rel_gain is without signal in the last quarter, with its step means in the
+    first and the last quarter: it had none in the first either (``early``, its rel_gain there, is
+    under the line too: the checks fail from the first steps), it collapsed (attribution's
+    definition) or, when neither, it saturated."""
     from trajlens.attribution.causes import channel_collapse
     from trajlens.run.channels import channel_step_means, channel_values
 
@@ -139,5 +143,6 @@ def _no_signal_note(trajectories: pl.DataFrame, channel: str, run_quarters: Quar
     steps, values = means["step"].to_numpy(), means["mean"].to_numpy()
     collapse = channel_collapse(steps, values, run_quarters)
     first, last = (collapse.first, collapse.last) if collapse is not None else run_quarters.means(steps, values)
-    return (f" ({'collapsed' if collapse is not None else 'saturated'}: its step mean {first:.2f} -> {last:.2f}; "
-            "its group advantage carries no signal)")
+    how = ("without signal from the first quarter" if early < SATURATED_REL_GAIN else
+           "collapsed" if collapse is not None else "saturated")
+    return f" ({how}: its step mean {first:.2f} -> {last:.2f}; its group advantage carries no signal)"

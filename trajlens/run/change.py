@@ -115,14 +115,27 @@ def stage_change(units: pl.DataFrame, spec: Spec, proportion: bool, rule: Change
     return judged(*ends, proportion, rule, direction) if ends is not None else None
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, dict]:
+    return tomllib.loads(SHIPPED_CHECKS.read_text())["checks"]
+
+
+def shipped_check(check: str) -> dict:
+    """The table of the shipped check ``check`` (a copy): the thresholds the report reads where
+    it tells the fact that check watches."""
+    if check not in _shipped():
+        raise KeyError(f"no shipped check {check!r}")
+    return dict(_shipped()[check])
+
+
 def shipped_rule(check: str) -> ChangeRule:
     """The rule of the shipped ``stage_change`` check ``check`` (its ``alpha``, ``min_change``
     and ``min_ratio``): what the report's trends and attribution judge the fact it watches by."""
-    table = tomllib.loads(SHIPPED_CHECKS.read_text())["checks"].get(check, {})
+    table = shipped_check(check)
     if table.get("condition") != "stage_change" or "alpha" not in table:
         raise KeyError(f"no shipped stage_change check {check!r} stating its alpha")
     return ChangeRule(float(table["alpha"]), float(table.get("min_change", 0.0)), float(table.get("min_ratio", 1.0)))
 
 
-__all__ = ["Change", "ChangeRule", "counts", "judged", "p_value", "ratio", "shipped_rule", "stage_change", "stage_ends"]
+__all__ = ["Change", "ChangeRule", "counts", "judged", "p_value", "ratio", "shipped_check", "shipped_rule", "stage_change",
+           "stage_ends"]
