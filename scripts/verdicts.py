@@ -36,14 +36,15 @@ def _policy_share(loop: list[dict], name: str) -> np.ndarray:
 
 def true_onsets(scenario, loop: list[dict], k: int) -> dict[str, int]:
     """Per class: the onset of the drift of its policy probability, by the rule attribution uses."""
-    from trajlens.attribution.statistics import onset_step
+    from trajlens.attribution.drift import DriftConfig
+    from trajlens.attribution.statistics import drift_onset
     from trajlens.run.quarters import quarters
 
     steps = np.array([row["step"] for row in loop])
     onsets = {}
     for name in scenario.class_names:
         share = _policy_share(loop, name)
-        onsets[name] = onset_step(steps, share, *quarters(steps).means(steps, share), k)
+        onsets[name] = drift_onset(steps, share, *quarters(steps).means(steps, share), k, DriftConfig().min_change)
     return onsets
 
 

@@ -55,6 +55,45 @@ def test_the_onset_is_the_crossing_that_leads_into_the_drift(series, onset):
     assert onset_step(steps, 1.0 - share, float(1.0 - share[:10].mean()), float(1.0 - share[-10:].mean()), 5) == onset
 
 
+def _rise_then_fall() -> tuple[np.ndarray, np.ndarray]:
+    """A think share at 0.02 over the first stage, then about 0.10 with a bump to 0.17 at steps
+    35-39, rising over steps 56-65 to 0.98 and falling to 0 after step 78: the last stage (steps
+    69-90) holds ten steps of the peak and twelve of nothing, a share of 0.45 (causal-r6 seed 84)."""
+    steps = np.arange(1, 91)
+    share = np.where(steps <= 22, 0.02, 0.10)
+    share = np.where((steps >= 35) & (steps <= 39), 0.17, share)
+    share = np.where((steps >= 56) & (steps <= 65), 0.10 + (steps - 55) * 0.088, share)
+    share = np.where((steps > 65) & (steps <= 78), 0.98, share)
+    return steps, np.where(steps > 78, 0.0, share)
+
+
+def test_a_drift_that_turned_back_is_dated_by_its_rise_not_by_its_diluted_last_stage():
+    """The quarter-way mark toward the last stage's 0.45 is 0.13, which the bump at step 35
+    crosses: the onset was 32, over twenty steps before the rise, and the verdict's window missed the
+    rise. The drift reached 0.98 (the furthest mean over a stage's length of steps, a drift's
+    worth beyond the last stage's): its quarter-way mark is crossed in the rise."""
+    from trajlens.attribution.statistics import drift_onset, drift_reach, onset_step
+
+    steps, share = _rise_then_fall()
+    first, last = float(share[:22].mean()), float(share[-22:].mean())
+    assert onset_step(steps, share, first, last, 5) == 32  # the 5-step mean from step 32 holds the bump
+    assert 0.8 < drift_reach(steps, share, first, last, 0.1) < 0.98  # 22 steps from 57: the rise and the peak
+    assert 55 <= drift_onset(steps, share, first, last, 5, 0.1) <= 60
+
+
+@pytest.mark.parametrize("series", [
+    [0.1] * 10 + [0.9] * 30,  # a rise that holds
+    [0.1] * 20 + [0.95] * 10 + [0.9] * 10,  # a rise that eases back by less than a drift's worth
+])
+def test_a_drift_that_did_not_turn_back_reaches_its_last_stage(series):
+    from trajlens.attribution.statistics import drift_reach
+
+    share = np.array(series)
+    steps = np.arange(1, share.size + 1)
+    last = float(share[-10:].mean())
+    assert drift_reach(steps, share, float(share[:10].mean()), last, 0.1) == last
+
+
 def test_predicts_reads_the_printed_interval():
     assert not predicts(0.004)  # printed [0.00, ...]
     assert predicts(0.006)

@@ -246,7 +246,8 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
         notes.append(f"{stream.fallback_calls} of {stream.total_calls} calls have no token arrays: their credit is the "
                      "trajectory's advantage spread over its calls by turn (fallback; token estimators skip them)")
     judged = drift_verdicts(drifted.frame, class_credit, trajectory_frame, own.label, aggregation, drift.k,
-                            drift.bootstrap, drift.seed, structural, not_computed=own.not_computed)
+                            drift.bootstrap, drift.seed, structural, not_computed=own.not_computed,
+                            min_change=drift.min_change)
     drift_findings = [_with_verdict(f, judged.lines) for f in drifted.findings]
     if judged.structural:
         notes.append(f"structural calls (every trajectory makes them equally often): {', '.join(judged.structural)}; "

@@ -48,7 +48,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.attribution.statistics import Z95
-from trajlens.attribution.statistics import onset_step
+from trajlens.attribution.statistics import drift_onset
 from trajlens.attribution.verdicts import block_indices, competing_credit
 from trajlens.intervals import Spec, newcombe
 from trajlens.run.change import ChangeRule, stage_change, stage_ends
@@ -262,7 +262,8 @@ def drifts_with_onsets(units: pl.DataFrame, share: np.ndarray, steps: np.ndarray
     """:func:`share_drifts`, each with its onset (:func:`~.statistics.onset_step` on the class's
     column of ``share``, the per-step shares at ``steps``): what attribution attributes and what
     :func:`class_drifts` reports before it does."""
-    return [(drift, int(onset_step(steps, share[:, list(classes).index(drift.name)], drift.first, drift.last, config.k)))
+    return [(drift, drift_onset(steps, share[:, list(classes).index(drift.name)], drift.first, drift.last, config.k,
+                                config.min_change))
             for drift in share_drifts(units, classes, config, structural)]
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.intervals import Z95
+from trajlens.run.quarters import quarters
 
 
 P_FLOOR = 0.001
@@ -239,6 +240,29 @@ def _channel_advantages(wide: pl.DataFrame, names: list[str]) -> tuple[np.ndarra
 SETTLED = 0.9
 """Share of the way from the first stage's share to the last at which a drift has settled: the
 end of the stretch that :func:`onset_step` reads back from (and of the verdict's window)."""
+
+
+def drift_reach(steps: np.ndarray, share: np.ndarray, first: float, last: float, min_change: float) -> float:
+    """How far a drift went: the last stage's share ``last``; or, for a share that went further
+    and turned back (think rose to 0.98, then fell to 0 late in the last stage, whose share is
+    0.4), the furthest mean over as many steps as the last stage holds (whole windows only), when
+    it lies ``min_change`` (a drift's worth) or more beyond ``last``. The onset and the drift's
+    end are read toward it, so a drift that turned back is not dated by its diluted last stage."""
+    share = np.asarray(share, dtype=float)
+    width = max(int(quarters(steps).last.size), 1)
+    if last == first or share.size < width:
+        return last
+    means = np.convolve(share, np.ones(width), "valid") / width
+    sign = 1.0 if last > first else -1.0
+    furthest = float(means.max() if sign > 0 else means.min())
+    return furthest if sign * (furthest - last) >= min_change else last
+
+
+def drift_onset(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int, min_change: float,
+                fraction: float = 0.25) -> int:
+    """:func:`onset_step` toward the drift's reach (:func:`drift_reach`): the onset of a drift,
+    and, at a ``fraction`` of :data:`SETTLED`, its end."""
+    return onset_step(steps, share, first, drift_reach(steps, share, first, last, min_change), k, fraction)
 
 
 def onset_step(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int, fraction: float = 0.25) -> int:

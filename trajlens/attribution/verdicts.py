@@ -279,10 +279,13 @@ def drift_verdicts(
     seed: int = 0,
     structural: list[str] | None = None,
     not_computed: str | None = None,
+    min_change: float = 0.1,
 ) -> VerdictResult:
     """A verdict per drifting class of ``drift`` (the frame of :func:`~.drift.attribute_drift`);
     ``structural`` the structural classes when already known (else found here); ``not_computed``
-    the run's estimator when it is known but has no credit here (``own_label`` is then None)."""
+    the run's estimator when it is known but has no credit here (``own_label`` is then None);
+    ``min_change`` the drift's worth of share (:class:`~.drift.DriftConfig`), which tells a
+    drift that turned back (:func:`~.statistics.drift_reach`)."""
     classes = sorted(class_credit["primary_class"].unique().to_list()) if class_credit.height else []
     structural = structural_classes(trajectory_classes, classes) if structural is None else structural
     credit = competing_credit(class_credit, structural) if class_credit.height else class_credit
@@ -295,7 +298,7 @@ def drift_verdicts(
     for first in drift.unique("primary_class", maintain_order=True).iter_rows(named=True):
         name, sign = first["primary_class"], (1.0 if first["direction"] == "grew" else -1.0)
         steps = np.array(sorted(credit["step"].unique().to_list()))
-        window = steps[(steps >= first["onset_step"] - k) & (steps <= _drift_end(credit, name, steps, first, k))]
+        window = steps[(steps >= first["onset_step"] - k) & (steps <= _drift_end(credit, name, steps, first, k, min_change))]
         pairs = [(label, aggregation) for label in labels]
         if known:
             pairs += [(own_label, mode) for mode in aggregations if mode != aggregation]
@@ -391,16 +394,17 @@ DRIFT_END = SETTLED
 ends: where the drift settled (the point the onset is read back from)."""
 
 
-def _drift_end(credit: pl.DataFrame, name: str, steps: np.ndarray, drift: dict, k: int) -> int:
-    """The step at which the class's share (mean over k steps) has moved :data:`DRIFT_END` of the way."""
-    from trajlens.attribution.statistics import onset_step
+def _drift_end(credit: pl.DataFrame, name: str, steps: np.ndarray, drift: dict, k: int, min_change: float) -> int:
+    """The step at which the class's share (mean over k steps) has moved :data:`DRIFT_END` of the
+    way to the drift's reach (:func:`~.statistics.drift_reach`)."""
+    from trajlens.attribution.statistics import drift_onset
 
     reference = credit.filter(pl.col("estimator") == credit["estimator"][0]).filter(
         pl.col("aggregation") == credit["aggregation"][0])
     counts = reference.filter(pl.col("primary_class") == name).select("step", "calls", "step_calls")
     lookup = {step: calls / total if total else 0.0 for step, calls, total in counts.iter_rows()}
     share = np.array([lookup.get(int(step), 0.0) for step in steps])
-    end = onset_step(steps, share, drift["share_first"], drift["share_last"], k, DRIFT_END)
+    end = drift_onset(steps, share, drift["share_first"], drift["share_last"], k, min_change, DRIFT_END)
     return max(end, int(drift["onset_step"]) + k)
 
 
