@@ -173,8 +173,7 @@ def attribute_drift(
         where = f"step {steps[0]}" if steps.size == 1 else f"steps {steps[0]}-{steps[-1]}"
         findings.append(f"the run has one stage ({where}): a drift needs two, so there is none to attribute")
     elif not rows:
-        findings.append(f"no class share changed by {config.min_change:.2f} or more between the first and the last "
-                        f"stage (p < {config.alpha:g}): no drift to attribute")
+        findings.append(no_drift_sentence(units, classes, config))
     return DriftResult(pl.DataFrame(rows, schema=DRIFT_SCHEMA), findings)
 
 
@@ -185,6 +184,28 @@ def _share_matrix(shares: pl.DataFrame, steps: np.ndarray, classes: list[str]) -
         if total:
             out[position[step], classes.index(name)] = calls / total
     return out
+
+
+def no_drift_sentence(units: pl.DataFrame, classes: Sequence[str], config: DriftConfig) -> str:
+    """What attribution says of a run none of whose class shares drifted: the rule, and the
+    largest change there was (first stage to last, with its p-value), so a move the rule does
+    not count is not read as no move at all."""
+    from trajlens.attribution.statistics import p_text
+    from trajlens.run.change import p_value
+
+    said = (f"no class share drifted ({config.min_change:.2f} or more between the first and the last stage, "
+            f"at p < {config.alpha:g}): no drift to attribute")
+    moves = []
+    for name in classes:
+        ends = stage_ends(units.filter(pl.col("primary_class") == name), _share(name), True)
+        if ends is not None and ends[0]["value"] is not None and ends[1]["value"] is not None:
+            moves.append((abs(ends[1]["value"] - ends[0]["value"]), name, ends))
+    if not moves:
+        return said
+    size, name, (first, last) = max(moves)
+    if size == 0:
+        return said
+    return f"{said}; the largest change, {name} {first['value']:.2f} -> {last['value']:.2f} ({p_text(p_value(first, last, True))}), falls short of it"
 
 
 def trajectory_units(trajectory_counts: pl.DataFrame, staged: pl.DataFrame, classes: Sequence[str]) -> pl.DataFrame:
