@@ -19,7 +19,8 @@ def staged_run(values: dict[str, tuple[float, float]], per_step: int = 500) -> t
     """``(rates, measures)`` of :func:`~trajlens.classify.stage_report` on a run of ``per_step``
     trajectories a step whose metrics (``share:<class>``, ``verification:<class>``,
     ``ran_suite``, ``mean:<measure>``) hold the first value of their pair in Q1-Q3 and the second
-    in Q4; a share or rate of units is rounded to whole calls or trajectories."""
+    in Q4; a share or rate of units is rounded to whole calls or trajectories, a mean's
+    trajectories lie a tenth of it either side."""
     rows = []
     for step in range(1, STEPS + 1):
         for unit in range(per_step):
@@ -32,8 +33,8 @@ def staged_run(values: dict[str, tuple[float, float]], per_step: int = 500) -> t
                     row[f"count_{name}"] = round(value * CALLS)
                 elif kind == "ran_suite":
                     row["ran_suite"] = unit < round(value * per_step)
-                else:
-                    row[name] = value
+                else:  # a tenth either side of the value, one trajectory in two: a mean with spread
+                    row[name] = value * (1.1 if unit % 2 else 0.9)
             # the calls no metric names are `other`, so the classes' counts add up to the calls
             row.setdefault("count_other", CALLS - sum(v for k, v in row.items() if k.startswith("count_")))
             rows.append(row)

@@ -92,6 +92,9 @@ def test_a_drift_that_did_not_turn_back_reaches_its_last_stage(series):
     steps = np.arange(1, share.size + 1)
     last = float(share[-10:].mean())
     assert drift_reach(steps, share, float(share[:10].mean()), last, 0.1) == last
+    # in two stages (early_late), a steady rise's last stage lies far below its final quarter: no turn back
+    rise = np.linspace(0.1, 0.9, 40)
+    assert drift_reach(steps, rise, float(rise[:20].mean()), float(rise[20:].mean()), 0.1) == float(rise[20:].mean())
 
 
 def test_predicts_reads_the_printed_interval():

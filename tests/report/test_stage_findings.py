@@ -57,7 +57,7 @@ def test_a_verdict_on_a_trending_metric_is_one_finding_that_says_why():
     ]
     folded = with_verdicts(trends, verdicts)
     assert [str(f) for f in folded] == [
-        "turns per trajectory: 6.0 in Q1 -> 9.0 in Q4 (N=80 sample: 9.0 [9.0, 9.0])",
+        "turns per trajectory: 6.0 in Q1 -> 9.0 in Q4 (N=80 sample: 8.8 [8.6, 9.0])",
         "estimator artefact: think grew 0.08 -> 0.93 from step 60 (gae_raw / token-mean: ...); by stage, "
         "think share: 0.080 in Q1 -> 0.930 in Q4 (N=80 sample: 0.930 [0.924, 0.935])",
         *map(str, verdicts[1:]),

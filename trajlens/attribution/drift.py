@@ -205,7 +205,8 @@ def no_drift_sentence(units: pl.DataFrame, classes: Sequence[str], config: Drift
     size, name, (first, last) = max(moves)
     if size == 0:
         return said
-    return f"{said}; the largest change, {name} {first['value']:.2f} -> {last['value']:.2f} ({p_text(p_value(first, last, True))}), falls short of it"
+    moved = f"{name} {first['value']:.2f} -> {last['value']:.2f} ({p_text(p_value(first, last, True))})"
+    return f"{said}; the largest change, {moved}, falls short of it"
 
 
 def trajectory_units(trajectory_counts: pl.DataFrame, staged: pl.DataFrame, classes: Sequence[str]) -> pl.DataFrame:

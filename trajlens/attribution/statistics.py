@@ -244,10 +244,11 @@ end of the stretch that :func:`onset_step` reads back from (and of the verdict's
 
 def drift_reach(steps: np.ndarray, share: np.ndarray, first: float, last: float, min_change: float) -> float:
     """How far a drift went: the last stage's share ``last``; or, for a share that went further
-    and turned back (think rose to 0.98, then fell to 0 late in the last stage, whose share is
-    0.4), the furthest mean over as many steps as the last stage holds (whole windows only), when
-    it lies ``min_change`` (a drift's worth) or more beyond ``last``. The onset and the drift's
-    end are read toward it, so a drift that turned back is not dated by its diluted last stage."""
+    and turned back (think rose to 0.98, then fell to 0 late in the run, its last quarter's share
+    0.45), the furthest mean over a quarter of the steps (whole windows of per-step shares), when
+    the run's final such mean fell back from it by ``min_change`` (a drift's worth) or more. The
+    onset and the drift's end are read toward it, so a drift that turned back is not dated by its
+    diluted end; a drift that holds, or eases back by less, keeps ``last`` whatever the stages."""
     share = np.asarray(share, dtype=float)
     width = max(int(quarters(steps).last.size), 1)
     if last == first or share.size < width:
@@ -255,7 +256,8 @@ def drift_reach(steps: np.ndarray, share: np.ndarray, first: float, last: float,
     means = np.convolve(share, np.ones(width), "valid") / width
     sign = 1.0 if last > first else -1.0
     furthest = float(means.max() if sign > 0 else means.min())
-    return furthest if sign * (furthest - last) >= min_change else last
+    turned_back = sign * (furthest - means[-1]) >= min_change
+    return furthest if turned_back and sign * (furthest - last) > 0 else last
 
 
 def drift_onset(steps: np.ndarray, share: np.ndarray, first: float, last: float, k: int, min_change: float,

@@ -198,6 +198,7 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
     table = pooled(pl.concat(sums), proportion, measure_support).to_dicts()
     pairs = list(zip(range(len(table) - 1), range(1, len(table)))) if check.compare == "consecutive" \
         else [(0, len(table) - 1)]
+    rule = change.ChangeRule(check.alpha, check.min_change, check.min_ratio)
     fired: list[int] = []
     best: tuple[float, Evidence] | None = None
     for a, b in pairs:
@@ -211,7 +212,6 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
                   f"{second['stage']} {_fmt(second['value'])}; p = {p_value:.2g}")
         evidence = Evidence(int(second["step"]), second["value"], second["low"], second["high"],
                             f"a significant {check.direction} (alpha {check.alpha:g})", detail)
-        rule = change.ChangeRule(check.alpha, check.min_change, check.min_ratio)
         hit = change.counts(rule, first["value"], second["value"], p_value, check.direction)
         if hit:
             fired += stages[b][1]

@@ -15,8 +15,8 @@ from typing import Any
 
 import polars as pl
 
-from trajlens.classify.rules import VERIFICATION_CLASSES
 from trajlens.attribution.drift import share_rule
+from trajlens.classify.rules import VERIFICATION_CLASSES
 from trajlens.run.change import ChangeRule, judged, ratio, shipped_rule, stage_ends
 from trajlens.steps import spans_text
 

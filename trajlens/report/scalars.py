@@ -25,8 +25,9 @@ SATURATED_REL_GAIN = float(shipped_check("reward_channel_rel_gain")["below"])
 """A rel_gain under this leaves a channel without signal: the shipped check ``reward_channel_rel_gain``'s line."""
 CHANNEL_CHANGE = 0.25
 """Least relative change of a channel's rel_gain, first quarter to last, that is a finding when the
-channel keeps its signal: a quarter, as for the length and the turns (``response_length_inflation``,
-``turns_inflation``). A channel whose rel_gain barely moved says nothing about the run."""
+channel keeps its signal: a quarter, the size the length and turns checks count. No check
+compares a channel's rel_gain between stages, so the size alone decides. A channel whose rel_gain
+barely moved says nothing about the run."""
 
 
 def _metric(store: Any, run_id: str, name: str) -> pl.DataFrame:

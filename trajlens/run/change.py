@@ -54,15 +54,11 @@ class Change(NamedTuple):
 
 
 def p_value(first: dict, last: dict, proportion: bool) -> float:
-    """Two-sided p-value of the change between two :func:`~trajlens.intervals.pooled` rows: 1.0
-    where :func:`~trajlens.intervals.stage_z` cannot tell, but 0.0 between two means that differ
-    without any spread (each stage's units all equal)."""
+    """Two-sided p-value of the change between two :func:`~trajlens.intervals.pooled` rows; 1.0
+    where :func:`~trajlens.intervals.stage_z` cannot tell (a stage of one unit, or two stages
+    without any spread): no change is shown, as ``trajlens compare`` shows none."""
     z = stage_z(first, last, proportion)
-    if z is not None:
-        return two_sided_p_value(z)
-    # Two means without any spread on either side differ for certain, where they differ at all.
-    steady = not proportion and first["variance"] == 0 and last["variance"] == 0
-    return 0.0 if steady and first["value"] != last["value"] else 1.0
+    return two_sided_p_value(z) if z is not None else 1.0
 
 
 def ratio(later: float, earlier: float, direction: Literal["increase", "decrease"]) -> float:

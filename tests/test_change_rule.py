@@ -1,0 +1,57 @@
+"""The one rule of a change between two stages (:mod:`trajlens.run.change`), as the checks, the
+report and attribution apply it."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from trajlens.run.change import ChangeRule, counts, p_value, shipped_rule, stage_change
+
+
+def _units(first: list[float], last: list[float]) -> pl.DataFrame:
+    return pl.DataFrame({"stage_index": [0] * len(first) + [1] * len(last), "value": [*first, *last]})
+
+
+VALUE = ("value", pl.col("value"), pl.lit(1))
+
+
+def test_a_rise_and_a_fall_count_by_the_same_ratio():
+    rule = ChangeRule(alpha=0.05, min_ratio=1.25)
+    assert counts(rule, 100.0, 125.0, 0.01) and not counts(rule, 100.0, 124.0, 0.01)
+    assert counts(rule, 100.0, 80.0, 0.01) and not counts(rule, 100.0, 81.0, 0.01)
+    assert not counts(rule, 100.0, 200.0, 0.05)  # not significant at alpha
+    assert not counts(rule, 100.0, 200.0, 0.01, "decrease")  # a check watching a fall
+
+
+def test_two_stages_without_spread_show_no_change_on_any_surface():
+    """Every trajectory of a stage alike: the stage test cannot tell, so no change is shown, as
+    ``trajlens compare`` shows none (p left blank, not significant)."""
+    from trajlens.compare.table import Measure, _row
+    from trajlens.intervals import pooled, sums
+
+    units = _units([3.0] * 8, [4.0] * 8)
+    rows = pooled(sums(units, [VALUE], by=("stage_index",)).sort("stage_index"), False).to_dicts()
+    assert p_value(rows[0], rows[1], False) == 1.0
+    assert stage_change(units, VALUE, False, ChangeRule(alpha=0.05, min_ratio=1.25)) is None
+    compared = _row(Measure("mean:num_turns", "mean", ""), rows[0], rows[1])
+    assert compared["p_value"] is None and not compared["significant"]
+
+
+def test_a_significant_change_is_the_checks_stage_test():
+    from trajlens.intervals import stage_z, two_sided_p_value, pooled, sums
+
+    rng = np.random.default_rng(0)
+    units = _units(list(rng.normal(100, 10, 40)), list(rng.normal(140, 10, 40)))
+    found = stage_change(units, VALUE, False, shipped_rule("response_length_inflation"))
+    rows = pooled(sums(units, [VALUE], by=("stage_index",)).sort("stage_index"), False).to_dicts()
+    assert found is not None and found.rose
+    assert found.p_value == two_sided_p_value(stage_z(rows[0], rows[1], False))
+
+
+def test_the_rule_of_a_shipped_check_is_read_from_its_table():
+    assert shipped_rule("response_length_inflation") == ChangeRule(alpha=0.05, min_change=0.0, min_ratio=1.25)
+    assert shipped_rule("suite_rate_decline") == ChangeRule(alpha=0.05, min_change=0.1, min_ratio=1.0)
+    with pytest.raises(KeyError):
+        shipped_rule("think_share")  # a threshold check compares no stages
