@@ -51,7 +51,7 @@ from trajlens.attribution.statistics import Z95
 from trajlens.attribution.statistics import drift_onset
 from trajlens.attribution.verdicts import block_indices, competing_credit
 from trajlens.intervals import Spec, newcombe
-from trajlens.run.change import ChangeRule, stage_change, stage_ends
+from trajlens.run.change import ChangeRule, judged, stage_ends
 from trajlens.steps import steps_text
 
 
@@ -195,16 +195,12 @@ def no_drift_sentence(units: pl.DataFrame, classes: Sequence[str], config: Drift
 
     said = (f"no class share drifted ({config.min_change:.2f} or more between the first and the last stage, "
             f"at p < {config.alpha:g}): no drift to attribute")
-    moves = []
-    for name in classes:
-        ends = stage_ends(units.filter(pl.col("primary_class") == name), _share(name), True)
-        if ends is not None and ends[0]["value"] is not None and ends[1]["value"] is not None:
-            moves.append((abs(ends[1]["value"] - ends[0]["value"]), name, ends))
-    if not moves:
-        return said
-    size, name, (first, last) = max(moves)
+    ends = {name: found for name in classes if (found := _first_and_last(units, name)) is not None}
+    moves = [(abs(last["value"] - first["value"]), name) for name, (first, last) in ends.items()]
+    size, name = max(moves, default=(0.0, ""))
     if size == 0:
         return said
+    first, last = ends[name]
     moved = f"{name} {first['value']:.2f} -> {last['value']:.2f} ({p_text(p_value(first, last, True))})"
     return f"{said}; the largest change, {moved}, falls short of it"
 
@@ -324,7 +320,8 @@ def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[
     rule of ``config`` (:func:`share_rule`), over :func:`trajectory_units`. Calls of one
     trajectory (or step) are not independent draws: each stage counts as many calls as the
     spread between its units allows."""
-    found = stage_change(units.filter(pl.col("primary_class") == name), _share(name), True, share_rule(config))
+    ends = _first_and_last(units, name)
+    found = judged(*ends, True, share_rule(config)) if ends is not None else None
     return (found.first, found.last, found.p_value) if found is not None else None
 
 
@@ -339,10 +336,11 @@ def _share(name: str) -> Spec:
     return (name, pl.col("x"), pl.col("n"))
 
 
-def _first_and_last(rows: pl.DataFrame, name: str) -> tuple[dict, dict] | None:
-    """The share of ``rows`` (units with ``stage_index``) pooled over the first and over the last
-    stage (:func:`~trajlens.run.change.stage_ends`); None without two stages with calls."""
-    return stage_ends(rows, _share(name), True)
+def _first_and_last(units: pl.DataFrame, name: str) -> tuple[dict, dict] | None:
+    """The share of class ``name`` in ``units`` (:func:`trajectory_units`' rows, or rows of one
+    class) pooled over the first and over the last stage (:func:`~trajlens.run.change.stage_ends`);
+    None without two stages with calls."""
+    return stage_ends(units.filter(pl.col("primary_class") == name), _share(name), True)
 
 
 def held(first: dict, last: dict, within: float) -> bool:
