@@ -5,7 +5,8 @@ from __future__ import annotations
 import polars as pl
 
 from staged_runs import staged_run
-from trajlens.report.findings import VERIFICATION_SHIFT, stage_findings
+from trajlens.attribution.drift import share_rule
+from trajlens.report.findings import stage_findings
 
 
 def _mix(suite: tuple[float, float], targeted: tuple[float, float], quick: tuple[float, float]) -> dict:
@@ -38,9 +39,20 @@ def test_a_shift_of_the_mix_without_a_suite_trend_is_a_finding_of_its_own():
 
 
 def test_a_rise_below_the_threshold_is_no_finding():
-    rise = VERIFICATION_SHIFT - 0.01
+    rise = share_rule().min_change - 0.01
     rates = staged_run({"ran_suite": (0.50, 0.52), **_mix((0.10, 0.10), (0.50, 0.50 - rise), (0.20, 0.20 + rise))})
     assert stage_findings(*rates) == []
+
+
+def test_a_shift_of_the_mix_no_test_supports_is_no_finding():
+    """The report said "verification moved to quick_check: 0.167 -> 0.269" as a run's main
+    finding where the stage table and ``trajlens compare`` gave the same change p = 0.11. The
+    mix is judged by the rule of a class share's drift: the same rise counts on a large run, not
+    on a run of a few trajectories a step."""
+    mix = _mix((0.10, 0.10), (0.50, 0.38), (0.20, 0.32))
+    assert [str(f) for f in stage_findings(*staged_run({"ran_suite": (0.50, 0.50), **mix}))] == [
+        "verification moved to quick_check: 0.200 -> 0.320 of verification calls"]
+    assert stage_findings(*staged_run({"ran_suite": (0.50, 0.50), **mix}, per_step=1)) == []
 
 
 def test_a_verdict_on_a_trending_metric_is_one_finding_that_says_why():

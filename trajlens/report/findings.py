@@ -157,29 +157,27 @@ def size_bonus(change: float, least: float) -> float:
     return min(MAX_TREND_BONUS, MAX_TREND_BONUS * change / least / 4)
 
 
-VERIFICATION_SHIFT = 0.10
-"""Least rise, first stage to last, of one class's share of the verification calls that says
-where verification moved: beside a falling suite rate, what took the suite's place (the suite
-habit decaying into ``python -c`` checks); alone, a finding of its own."""
-
 SUITE_METRIC, SUITE_CLASS = "ran_suite", "test_suite"
 
 
-def verification_shift(rates: pl.DataFrame, among: tuple[str, ...] = VERIFICATION_CLASSES) -> str | None:
-    """The class of ``among`` whose share of the verification calls (``verification:<class>``,
-    whole stages) rose most from the first stage to the last, as "verification moved to C: a -> b
-    of verification calls", when it rose by :data:`VERIFICATION_SHIFT` or more; None otherwise."""
+def verification_shift(measures: pl.DataFrame, specs: dict[str, Any],
+                       among: tuple[str, ...] = VERIFICATION_CLASSES) -> str | None:
+    """Where verification moved: the class of ``among`` whose share of the verification calls
+    (``verification:<class>``, pooled over the whole first and last stage of ``measures``) rose
+    most among those whose rise counts under attribution's class-share rule (:func:`share_rule`:
+    the same change of a share of calls that makes a drift), as "verification moved to C: a -> b
+    of verification calls"; None when no rise counts. Beside a falling suite rate it says what
+    took the suite's place (the suite habit decaying into ``python -c`` checks); alone, it is a
+    finding of its own."""
     rises = []
     for klass in among:
-        rows = rates.filter(pl.col("metric") == f"verification:{klass}").sort("stage_index").drop_nulls("population_value")
-        if rows.height >= 2:
-            first, last = rows["population_value"][0], rows["population_value"][-1]
-            rises.append((last - first, klass, first, last))
+        ends = stage_ends(measures, specs[f"verification:{klass}"], proportion=True)
+        found = judged(*ends, True, share_rule(), "increase") if ends is not None else None
+        if found is not None:
+            rises.append((found.last - found.first, klass, found.first, found.last))
     if not rises:
         return None
-    rise, klass, first, last = max(rises)
-    if rise < VERIFICATION_SHIFT:
-        return None
+    _, klass, first, last = max(rises)
     return f"verification moved to {klass}: {first:.3f} -> {last:.3f} of verification calls"
 
 
@@ -194,7 +192,7 @@ def stage_findings(rates: pl.DataFrame, measures: pl.DataFrame) -> list[Finding]
 
     specs = {spec[0]: spec for spec in behaviour_specs(MEAN_MEASURES)}
     findings = []
-    shift = verification_shift(rates)
+    shift = verification_shift(measures, specs)
     for trend in STAGE_TRENDS:
         proportion = not trend.metric.startswith("mean:")
         ends = stage_ends(measures, specs[trend.metric], proportion)
@@ -208,7 +206,7 @@ def stage_findings(rates: pl.DataFrame, measures: pl.DataFrame) -> list[Finding]
             f" (N={last['n_sampled']} sample: {last['value']:.{d}f} [{last['ci_low']:.{d}f}, {last['ci_high']:.{d}f}])")
         text = f"{trend.label}: {found.first:.{d}f} in {first['stage']} -> {found.last:.{d}f} in {last['stage']}{sampled}"
         if trend.metric == SUITE_METRIC and not found.rose:
-            replaced = verification_shift(rates, tuple(c for c in VERIFICATION_CLASSES if c != SUITE_CLASS))
+            replaced = verification_shift(measures, specs, tuple(c for c in VERIFICATION_CLASSES if c != SUITE_CLASS))
             text, shift = (f"{text}; {replaced}" if replaced else text), None
         watched = found.rose == (trend.watched > 0)
         findings.append(Finding(text, trend.kind, "stage", checks=trend.checks if watched else (), subject=trend.metric,
