@@ -28,9 +28,13 @@ def spans_text(spans: Iterable[tuple[int, int]]) -> str:
     return ", ".join(f"{first}-{last}" if first != last else str(first) for first, last in spans)
 
 
-def steps_text(steps: Iterable[int]) -> str:
-    """``1-3, 7, 9-10`` for steps 1, 2, 3, 7, 9, 10 (in any order); ``""`` for none."""
-    return spans_text(step_spans(steps))
+def steps_text(steps: Iterable[int], most: int | None = None) -> str:
+    """``1-3, 7, 9-10`` for steps 1, 2, 3, 7, 9, 10 (in any order); ``""`` for none. With
+    ``most``, the first ``most`` spans and how many more there are (``1-3, 7 and 4 more``)."""
+    spans = step_spans(steps)
+    if most is None or len(spans) <= most:
+        return spans_text(spans)
+    return f"{spans_text(spans[:most])} and {len(spans) - most:,} more"
 
 
 def stage_index(rank: Rank, count: int | Rank, parts: int) -> Rank:

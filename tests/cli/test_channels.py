@@ -15,7 +15,7 @@ import trajlens
 from cli_run import run_cli
 from trajlens.attribution.statistics import channel_measures
 from trajlens.estimators import channel_diagnostics, recompute
-from trajlens.run.channels import WATCH_SCHEMA, run_channel_watch
+from trajlens.run.channels import WATCH_SCHEMA, run_channel_watch, watch_lines
 
 RUN = "multireward"
 QUERY = Path(__file__).resolve().parents[2] / "queries" / "reward_channels_by_step.sql"
@@ -124,7 +124,7 @@ def test_a_quarter_s_rel_gain_is_the_checks_pooled_over_its_groups():
     them: the mean over the quarter's groups, not a mean of the steps' rel_gains."""
     from trajlens.checks.step_measures import channel_stats
     from trajlens.intervals import added, pooled
-    from trajlens.run.channels import channel_watch, watch_lines
+    from trajlens.run.channels import channel_watch
 
     rows = []
     # eight steps, two per quarter; step 0 has three groups (gain 1 each), step 1 one (gain 0)
@@ -147,7 +147,7 @@ def test_a_run_gdpo_dynamic_refuses_shows_no_weights_and_says_why():
     """A trajectory without one of the channels: gdpo_dynamic refuses the run (as `trajlens
     advantages -e gdpo_dynamic` and the report say), so the watch list shows no weight at any
     step rather than weights over the other trajectories, and says why."""
-    from trajlens.run.channels import channel_watch, watch_lines
+    from trajlens.run.channels import channel_watch
 
     rows = []
     for step in range(8):
@@ -181,3 +181,31 @@ def test_a_one_step_run_prints_no_warning(tmp_path):
         warnings.simplefilter("error")
         assert run_channel_watch(store, run_id).table["step"].unique().to_list() == [1]
         assert channel_measures(trajectories).height == 1
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_collinear_steps_are_those_the_shipped_check_fires_at(tmp_path, seed):
+    """The watch flagged each step whose |r| passed 0.85 on its own, the check
+    ``reward_channels_collinear`` a 5-step window: on one run the watch said "collinear at 12 of
+    20 steps" where the check fired at 6, and on the sample run it advised dropping a channel
+    the check let pass. Both now say the check's steps, each named with its pair."""
+    from trajlens.checks.evaluate import check_run
+    from trajlens.steps import steps_text
+    from trajlens.synth.generate import generate
+
+    generate("multireward", tmp_path / "run", steps=20, batch=8, seed=seed)
+    trajlens.ingest([tmp_path / "run"], tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    (run_id,) = store.run_ids()
+    (result,) = [r for r in check_run(tmp_path / "store", run_id=run_id).results if r.name == "reward_channels_collinear"]
+    watch = run_channel_watch(store, run_id)
+    assert result.fired_steps and watch.collinear["step"].to_list() == list(result.fired_steps)
+    assert set(zip(watch.collinear["channel_a"], watch.collinear["channel_b"])) == {("format", "correctness")}
+    (line,) = [line for line in watch_lines(watch) if "collinear" in line]
+    assert line.startswith(f"channels format and correctness are collinear at {len(result.fired_steps)} of 20 steps, "
+                           f"{steps_text(result.fired_steps)} (|r| up to ")
+
+
+def test_a_run_the_check_lets_pass_has_no_collinear_channels(watch):
+    assert watch.collinear.is_empty()
+    assert not any("collinear" in line for line in watch_lines(watch))

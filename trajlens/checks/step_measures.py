@@ -333,14 +333,35 @@ def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
     spread = long.group_by("step", "channel").agg(pl.col("value").std().alias("value"))
     parts.append(scalar_stats(spread.select("step", pl.concat_str(pl.lit("channel_std:"), "channel").alias("measure"),
                                             "value")))
+    correlations = channel_correlations(long)
+    if correlations.height:
+        largest = correlations.group_by("step").agg(pl.col("value").max())
+        parts.append(scalar_stats(largest.with_columns(pl.lit(COLLINEARITY).alias("measure"))))
+    return pl.concat(parts) if parts else empty_stats()
+
+
+COLLINEARITY = "channel_collinearity"
+"""The measure of how far two reward channels move together: the largest |r| of a pair at a step."""
+
+
+def channel_correlations(long: pl.DataFrame) -> pl.DataFrame:
+    """``step``, ``channel_a``, ``channel_b``, ``value``: the |Pearson r| of each pair of channels
+    over each step's trajectories (:func:`trajlens.run.channels.channel_values`), null where it
+    is undefined (a channel that does not vary); a step's ``channel_collinearity`` is its largest.
+    Empty with fewer than two channels."""
     wide = long.pivot("channel", index=["step", "trajectory_id"], values="value", aggregate_function="first")
     channels = [c for c in wide.columns if c not in ("step", "trajectory_id")]
-    if len(channels) >= 2:
-        pairs = [(a, b) for i, a in enumerate(channels) for b in channels[i + 1:]]
-        correlations = wide.group_by("step").agg(
-            pl.max_horizontal(*[pl.corr(a, b).abs().fill_nan(None) for a, b in pairs]).alias("value"))
-        parts.append(scalar_stats(correlations.with_columns(pl.lit("channel_collinearity").alias("measure"))))
-    return pl.concat(parts) if parts else empty_stats()
+    pairs = [(a, b) for i, a in enumerate(channels) for b in channels[i + 1:]]
+    schema = {"step": pl.Int64, "channel_a": pl.String, "channel_b": pl.String, "value": pl.Float64}
+    if not pairs:
+        return pl.DataFrame(schema=schema)
+    per_step = wide.group_by("step", maintain_order=True).agg(
+        pl.corr(a, b).abs().fill_nan(None).alias(f"{i}") for i, (a, b) in enumerate(pairs))
+    return pl.concat([
+        per_step.select(pl.col("step").cast(pl.Int64), pl.lit(a).alias("channel_a"), pl.lit(b).alias("channel_b"),
+                        pl.col(f"{i}").cast(pl.Float64).alias("value"))
+        for i, (a, b) in enumerate(pairs)
+    ]).sort("step", maintain_order=True)
 
 
 def channel_gains(trajectories: pl.DataFrame) -> pl.DataFrame:

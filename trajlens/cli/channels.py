@@ -23,7 +23,8 @@ def channels(
     """Watch each reward channel of a multi-reward run, step by step.
 
     Per channel and step: rel_gain, dynamic weight, advantage std and kurtosis, dominant count,
-    and the channels that move together (collinear).
+    and the channels that move together (collinear: at the steps where the shipped check
+    reward_channels_collinear fires).
 
     The channel's mean and std over the step's trajectories and its rel_gain (mean over groups
     of max - min) are the checks' measures; the advantage std, excess kurtosis and dominant

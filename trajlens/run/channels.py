@@ -19,7 +19,9 @@ them for every step of a run, one row per step and channel:
     channel's advantage std, bounded; default settings) gives the channel at that step, as the
     estimator computes it when it recomputes the run.
 
-Pairs of channels correlated above the collinearity threshold are listed per step as well.
+Pairs of channels that move together are listed at the steps where the shipped check
+``reward_channels_collinear`` fires (:func:`collinear_steps`: the check's own measure,
+condition, threshold and window), so the watch and ``trajlens check`` name the same steps.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import polars as pl
 
 from trajlens.run.quarters import QuarterMeans, Quarters, quarters
 from trajlens.run.splits import TRAIN_SPLIT
+from trajlens.steps import steps_text
 
 WATCH_SCHEMA: dict[str, Any] = {
     "step": pl.Int64, "channel": pl.String, "mean": pl.Float64, "std": pl.Float64, "rel_gain": pl.Float64,
@@ -47,7 +50,8 @@ class ChannelWatch(NamedTuple):
     table: pl.DataFrame
     """One row per step and channel, columns :data:`WATCH_SCHEMA`, in step then channel order."""
     collinear: pl.DataFrame
-    """Per step, each pair of channels correlated above the threshold (:data:`COLLINEAR_SCHEMA`)."""
+    """The steps at which the channels are collinear, each with its pair (:func:`collinear_steps`,
+    :data:`COLLINEAR_SCHEMA`)."""
     channels: tuple[str, ...]
     """The channels, in order of first appearance."""
     gains: pl.DataFrame = pl.DataFrame(schema={"step": pl.Int64, "group_id": pl.String, "channel": pl.String,
@@ -102,7 +106,7 @@ def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
     if len(names) < 2 or wide.is_empty():
         return ChannelWatch(pl.DataFrame(schema=WATCH_SCHEMA), pl.DataFrame(schema=COLLINEAR_SCHEMA), tuple(names))
     values = _value_measures(trajectories, long)
-    advantages, collinear = _advantage_measures(wide, names)
+    advantages = _advantage_measures(wide, names)
     weights, weight_problem = _dynamic_weights(trajectories, names)
     table = (values.join(advantages, on=["step", "channel"], how="full", coalesce=True)
              .join(weights, on=["step", "channel"], how="left"))
@@ -112,7 +116,7 @@ def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
     from trajlens.checks.step_measures import group_gains
 
     steps = tuple(trajectories.get_column("step").unique().sort().to_list())
-    return ChannelWatch(table, collinear, tuple(names), group_gains(long), steps, weight_problem)
+    return ChannelWatch(table, collinear_steps(long), tuple(names), group_gains(long), steps, weight_problem)
 
 
 def _value_measures(trajectories: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
@@ -133,14 +137,46 @@ def _value_measures(trajectories: pl.DataFrame, long: pl.DataFrame) -> pl.DataFr
     return channel_step_means(long).join(measure.rename({"channel_std": "std"}), on=["step", "channel"], how="left")
 
 
-def _advantage_measures(wide: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per step: each channel's advantage std, kurtosis and dominant count, and the collinear pairs."""
+COLLINEAR_CHECK = "reward_channels_collinear"
+"""The shipped check that says when two reward channels are collinear."""
+LISTED_SPANS = 10
+"""Spans of collinear steps a line of the watch lists before counting the rest."""
+
+
+def collinear_steps(long: pl.DataFrame) -> pl.DataFrame:
+    """The steps at which the shipped check :data:`COLLINEAR_CHECK` fires on the channel values
+    ``long`` (:func:`channel_values`), by its own measure (``channel_collinearity``: a step's
+    largest |r| of a pair), condition, threshold and window; each with the pair whose |r|, over
+    the same window, is the largest there, and that |r| (:data:`COLLINEAR_SCHEMA`)."""
+    from trajlens.checks.conditions import evaluate, windowed
+    from trajlens.checks.spec import default_checks
+    from trajlens.checks.step_measures import COLLINEARITY, channel_correlations, scalar_stats
+
+    check = next(c for c in default_checks() if c.name == COLLINEAR_CHECK)
+    correlations = channel_correlations(long)
+    largest = correlations.group_by("step", maintain_order=True).agg(pl.col("value").max())
+    outcome = evaluate(check, COLLINEARITY, scalar_stats(largest.with_columns(pl.lit(COLLINEARITY).alias("measure"))),
+                       proportion=False)
+    if not outcome.fired_steps:
+        return pl.DataFrame(schema=COLLINEAR_SCHEMA)
+    per_pair = [
+        windowed(scalar_stats(part.with_columns(pl.lit(COLLINEARITY).alias("measure"))), check.window, False)
+        .select("step", pl.lit(a).alias("channel_a"), pl.lit(b).alias("channel_b"), pl.col("value").alias("correlation"))
+        for (a, b), part in correlations.partition_by("channel_a", "channel_b", as_dict=True, maintain_order=True).items()
+    ]
+    return (pl.concat(per_pair).filter(pl.col("step").is_in(list(outcome.fired_steps)))
+            .sort("step", "correlation", "channel_a", "channel_b", descending=[False, True, False, False], nulls_last=True)
+            .unique("step", keep="first", maintain_order=True)
+            .select([pl.col(name).cast(dtype) for name, dtype in COLLINEAR_SCHEMA.items()]))
+
+
+def _advantage_measures(wide: pl.DataFrame, names: list[str]) -> pl.DataFrame:
+    """Per step: each channel's advantage std, kurtosis and dominant count."""
     import torch
 
     from trajlens.estimators.channels import channel_diagnostics
 
     rows: list[dict[str, Any]] = []
-    pairs: list[dict[str, Any]] = []
     for batch in wide.partition_by("step", maintain_order=True):
         step = int(batch["step"][0])
         if batch.height < 2:
@@ -151,10 +187,9 @@ def _advantage_measures(wide: pl.DataFrame, names: list[str]) -> tuple[pl.DataFr
             rows.append({"step": step, "channel": name, "advantage_std": _number(found.advantage_std[k]),
                          "advantage_kurtosis": _number(found.advantage_kurtosis[k]),
                          "dominant": int(found.dominant_counts[k])})
-        pairs.extend({"step": step, "channel_a": a, "channel_b": b, "correlation": r} for a, b, r in found.collinear_pairs)
     schema = {"step": pl.Int64, "channel": pl.String, "advantage_std": pl.Float64,
               "advantage_kurtosis": pl.Float64, "dominant": pl.Int64}
-    return pl.DataFrame(rows, schema=schema), pl.DataFrame(pairs, schema=COLLINEAR_SCHEMA)
+    return pl.DataFrame(rows, schema=schema)
 
 
 def _number(value: Any) -> float | None:
@@ -241,10 +276,11 @@ def watch_lines(watch: ChannelWatch) -> list[str]:
         lines.append(f"no weights: gdpo_dynamic cannot run on these trajectories ({watch.weight_problem})")
     if watch.collinear.height:
         pairs = watch.collinear.group_by("channel_a", "channel_b", maintain_order=True).agg(
-            pl.len().alias("steps"), pl.col("correlation").abs().max().alias("largest"))
+            pl.col("step"), pl.col("correlation").max().alias("largest"))
         for a, b, steps_seen, largest in pairs.iter_rows():
-            lines.append(f"channels {a} and {b} are collinear at {steps_seen} of {table['step'].n_unique()} steps "
-                         f"(|r| up to {largest:.2f}): GDPO will not collapse but diversity suffers; consider dropping one")
+            lines.append(f"channels {a} and {b} are collinear at {len(steps_seen)} of {table['step'].n_unique()} steps, "
+                         f"{steps_text(steps_seen, LISTED_SPANS)} (|r| up to {largest:.2f}, {COLLINEAR_CHECK}): "
+                         "GDPO will not collapse but diversity suffers; consider dropping one")
     return lines
 
 
