@@ -72,6 +72,32 @@ def test_a_bad_out_is_one_line_and_writes_nothing(store, tmp_path, capsys, args,
     assert not out.is_file() and not (tmp_path / "missing").exists()
 
 
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (("check", "{store}", "--run", "tiny", "--json"), "--json"),
+        (("check", "{store}", "--run", "tiny", "--junit"), "--junit"),
+        (("attribute", "{store}", "--run", "tiny", "--json"), "--json"),
+        (("advantages", "{store}", "--run", "tiny", "--identify", "--json"), "--json"),
+        (("sql", "{store}", "SELECT * FROM runs", "--out"), "--out"),
+        (("compare", "{store}", "tiny:1-1", "tiny:2-2", "--no-advantages", "--out"), "--out"),
+        (("report", "{store}", "--out"), "--out"),
+        (("ingest", "{store}/../tiny-run", "--store"), "--store"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else f"{value[0]}-{value[-1]}",
+)
+def test_a_dash_for_an_output_is_refused_in_one_line_and_makes_no_file(store, tmp_path, capsys, monkeypatch, args, flag):
+    """``check --json -`` wrote a file named ``-`` and said "wrote -"; each output, a file or a
+    folder, now refuses it before any work: the commands write their outputs whole, beside their
+    own lines on standard output."""
+    monkeypatch.chdir(tmp_path)
+    status, _, err = run_cli(capsys, *(a.format(store=store) for a in args), "-")
+    lines = err.strip().splitlines()
+    assert status != 0
+    assert len(lines) == 1 and lines[0].startswith(f"error: {flag} -: expected a ") and "standard output" in lines[0], err
+    assert not (tmp_path / "-").exists() and not list(tmp_path.glob("*.partial*"))
+
+
 def test_view_writes_html_only(store, tmp_path, capsys):
     status, _, err = run_cli(capsys, "view", store, "--run", "tiny", "--trajectory", "1-a-0", "--out", tmp_path / "t.md")
     assert status == 1 and "expected a file ending in .html" in err

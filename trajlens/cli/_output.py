@@ -88,7 +88,10 @@ def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag
 
     Beyond the folder existing, a file is made and removed under the partial name the write will
     use, so that a folder that refuses files (read-only, a name too long) fails here, not after
-    the work. With ``store``: also when ``path`` lies in an input of its runs."""
+    the work. With ``store``: also when ``path`` lies in an input of its runs. ``-`` is refused
+    (:func:`standard_output_problem`)."""
+    if (refused := standard_output_problem(path, flag, "a file")) is not None:
+        return [refused]
     problems = source_problems(path, store, flag=flag)
     try:
         if path.is_dir():
@@ -116,6 +119,18 @@ def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag
         else:
             partial.unlink(missing_ok=True)
     return problems
+
+
+STANDARD_OUTPUT = "-"
+
+
+def standard_output_problem(path: Path, flag: str, kind: str) -> str | None:
+    """Why ``-`` is no output: the commands write their files whole, beside their own lines on
+    standard output, so ``-`` would make a file (or a folder) of that name rather than mean
+    standard output. None for any other path."""
+    if str(path) != STANDARD_OUTPUT:
+        return None
+    return f"{flag} -: expected {kind} name; {flag} does not write to standard output"
 
 
 def _partial(path: Path) -> Path:
@@ -227,7 +242,10 @@ def check_folder_output(folder: Path, *, flag: str = "--out", store: Path | str 
     store itself, lies among a store's own files (:func:`store_holding`) or in an input of
     ``store``'s runs (:func:`source_problems`), or cannot be written: a partial folder is made
     and removed where the write will make one (and inside ``folder`` when it exists), so that a
-    read-only folder or a name too long fails here, not after the work."""
+    read-only folder or a name too long fails here, not after the work. ``-`` is refused
+    (:func:`standard_output_problem`)."""
+    if (refused := standard_output_problem(folder, flag, "a folder")) is not None:
+        raise ConfigError([refused])
     if folder.exists() and not folder.is_dir():
         raise ConfigError([f"{flag} {folder}: is a file; expected a folder"])
     if problems := source_problems(folder, store, flag=flag):

@@ -8,7 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
+from trajlens.cli._output import standard_output_problem
 from trajlens.cli._progress import progress_bar
+from trajlens.errors import ConfigError
 
 
 @app.command()
@@ -36,6 +38,8 @@ def ingest(
     from trajlens.ingest import ingest as ingest_sources
     from trajlens.store.writer import check_run_id
 
+    if (refused := standard_output_problem(store, "--store", "a folder")) is not None:
+        raise ConfigError([refused])
     if run is not None:
         check_run_id(run, "--run")
     limits = Limits.parse(limit or [])
