@@ -95,3 +95,17 @@ def test_each_token_file_of_a_run_directory_is_read_once(tmp_path, monkeypatch):
     token_files = {key for key in reads if key[1] == "tokens"}
     assert len(token_files) == len(table_files(run_dir, "tokens")) > 1
     assert all(reads[key] == 1 for key in token_files), reads
+
+
+@pytest.mark.parametrize("parent", ["runs", "elsewhere"])
+def test_a_run_directory_named_with_another_run_id_is_refused_wherever_it_lies(tmp_path, tiny_run_dir, parent):
+    """``check runs/r6 --run wrong`` checked the folder's run and passed: the folder was taken for
+    a store's run because its parent is named ``runs``, the layout ``synth --help`` suggests."""
+    import shutil
+
+    run_dir = tmp_path / parent / "r"
+    shutil.copytree(tiny_run_dir, run_dir)
+    done = run_cli("check", run_dir, "--run", "no-such-run")
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: {run_dir}: --run: the directory holds run 'tiny', not 'no-such-run'"
+    assert run_cli("check", run_dir, "--run", "tiny").returncode in (0, 1)

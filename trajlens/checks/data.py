@@ -499,7 +499,7 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
     from trajlens.run.partitions import read_files, table_partitions
     from trajlens.store.writer import check_run_dir
 
-    info, trajectory_files = _run_info(run_dir, run_id), table_partitions(run_dir / "trajectories")
+    info, trajectory_files = _run_info(run_dir, run_id, stored), table_partitions(run_dir / "trajectories")
     read_rows = read_files if stored else partial(_read_checked_files, run_id=info.run_id)
     others = {name: table_partitions(run_dir / name) for name in ("tool_calls", "tokens") if name in tables}
     if trajectory_files is None or any(partitions is None for partitions in others.values()):
@@ -589,12 +589,14 @@ def _read_checked_files(partitions: Any, table: str, steps: Sequence[int], *, ru
     return frame
 
 
-def _run_info(run_dir: Path, run_id: str | None) -> RunInfo:
+def _run_info(run_dir: Path, run_id: str | None, stored: bool = False) -> RunInfo:
+    """What the checks know of the run in ``run_dir`` besides its rows. A run directory given
+    with ``--run`` must hold that run; a ``stored`` one (a store's, found by its id) does."""
     from trajlens.ingest.parquet import read_table_file, run_id_of
     from trajlens.store.layout import table_files
 
     recorded = run_id_of(run_dir)
-    if run_id is not None and run_id != recorded and run_dir.parent.name != "runs":
+    if run_id is not None and run_id != recorded and not stored:
         raise ConfigError([f"{run_dir}: --run: the directory holds run {recorded!r}, not {run_id!r}"])
     runs = read_table_file(table_files(run_dir, "runs")[0], "runs")
     return RunInfo.of_runs(recorded, str(run_dir), runs, run_dir)
@@ -602,7 +604,7 @@ def _run_info(run_dir: Path, run_id: str | None) -> RunInfo:
 
 def stored_run_info(store: Path | str, run_id: str) -> RunInfo:
     """What the checks know of a store's run besides its rows (its config and config history)."""
-    return _run_info(_store_run(Path(store), run_id), run_id)
+    return _run_info(_store_run(Path(store), run_id), run_id, stored=True)
 
 
 def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, NewSteps]:
