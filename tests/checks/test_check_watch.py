@@ -249,3 +249,45 @@ def test_a_finished_run_whose_scalar_file_is_empty_is_still_checked_step_by_step
     ended = watch(run, default_checks(), WatchOptions(poll=0.01, settle=0, timeout=2, until_step=20), echo=lines.append)
     assert ended.reason == "reached step 20"
     assert _step_lines(lines) == list(range(1, 21)) and all(" 0 scalars" in line for line in lines if line.startswith("step "))
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.0])
+def test_a_damaged_step_stops_the_watch_with_the_line_check_gives(tmp_path, cut):
+    """A step file without its footer while later steps were written was taken for a write in
+    progress: the watch checked the later steps and passed, never reading it. Once it stays so
+    for ``settle`` seconds it is refused with the line ``trajlens check`` gives, and no step
+    after it is checked."""
+    import shutil
+
+    from trajlens.errors import InputError
+
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLES / "sao-r6", run)
+    damaged = run / "trajectories" / "step=000003" / "part-0.parquet"
+    damaged.write_bytes(damaged.read_bytes()[:int(damaged.stat().st_size * cut)])
+    with pytest.raises(InputError) as unwatched:
+        check_run(run)
+    lines: list[str] = []
+    with pytest.raises(InputError) as watched:
+        watch(run, default_checks(), WatchOptions(poll=0.01, settle=0.2, timeout=60, until_step=20), echo=lines.append)
+    assert str(watched.value) == str(unwatched.value) and str(damaged) in str(watched.value)
+    assert _step_lines(lines) == [1, 2]
+
+
+@pytest.mark.parametrize("line", ['{"_step": 2, "actor/entropy": {"a": 1}}', '{"_step": -7, "actor/entropy": 0.5}',
+                                  '{"_step": 1, "actor/entropy": 0.5}'])
+def test_a_metrics_line_check_refuses_stops_the_watch_with_its_line(tmp_path, line):
+    """The watch read metrics lines by rules of its own: it skipped a value that is an object
+    (and waited forever for the step it emptied), took a negative step and a second value of a
+    step and metric. It reads them as ``trajlens check`` and ingest do, and stops with their line."""
+    from trajlens.errors import InputError
+
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    metrics.parent.mkdir()
+    metrics.write_text('{"_step": 1, "actor/entropy": 0.5}\n' + line + "\n")
+    with pytest.raises(InputError) as unwatched:
+        check_run(metrics)
+    with pytest.raises(InputError) as watched:
+        watch(metrics.parent, default_checks(), WatchOptions(poll=0.01, settle=0.1, timeout=30, until_step=2))
+    assert str(watched.value) == str(unwatched.value)
+    assert str(watched.value).startswith(f"{metrics}: record 2: ")

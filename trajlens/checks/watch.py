@@ -37,8 +37,6 @@ does not decide what the checks measure. A run that never trains has no values t
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -81,6 +79,7 @@ class _MetricsFile:
     changed_at: float = field(default_factory=time.monotonic)
     line_no: int = 0
     pending: dict[int, list[tuple[str, float]]] = field(default_factory=dict)
+    seen: set[tuple[int, str]] = field(default_factory=set)
 
 
 class RunFollower:
@@ -114,6 +113,8 @@ class RunFollower:
         """Each table's step partitions, as this poll listed them."""
         self._ready: set[int] = set()
         """Steps whose files were all found finished."""
+        self._unfinished_sizes: dict[Path, tuple[int, float]] = {}
+        """Each file of a complete-looking step found without its footer: its size, and since when."""
 
     # -- the run --------------------------------------------------------------------------
     def _load_info(self) -> None:
@@ -158,15 +159,23 @@ class RunFollower:
     def _metrics_paths(self) -> list[Path]:
         return sorted(p for p in self.directory.glob("*.jsonl") if not VERL_DUMP.match(p.name) and _readable(p))
 
-    def _settled(self, path: Path, sizes: dict[Path, tuple[int, float]]) -> bool:
-        """True when ``path`` ends in a newline and its size has not changed for ``settle`` seconds."""
+    def _unchanged(self, path: Path, sizes: dict[Path, tuple[int, float]]) -> bool:
+        """True when the size of ``path`` has not changed for ``settle`` seconds (``sizes``: the
+        size each path had, and since when)."""
         size = path.stat().st_size
         now = self.clock()
         seen = sizes.get(path)
         if seen is None or seen[0] != size:
             sizes[path] = (size, now)
             return False
-        if size == 0 or now - seen[1] < self.settle:
+        return now - seen[1] >= self.settle
+
+    def _settled(self, path: Path, sizes: dict[Path, tuple[int, float]]) -> bool:
+        """True when ``path`` ends in a newline and its size has not changed for ``settle`` seconds."""
+        if not self._unchanged(path, sizes):
+            return False
+        size = path.stat().st_size
+        if size == 0:
             return False
         with path.open("rb") as handle:
             handle.seek(size - 1)
@@ -179,12 +188,16 @@ class RunFollower:
         complete: dict[int, str] = {}
         if partitions:
             latest = max(partitions)
-            for step, directory in partitions.items():
+            # In step order, up to the first step not complete yet: no step is checked before an
+            # earlier one (a damaged file stops the watch at its step, with its line).
+            for step in sorted(partitions):
                 if step in self.released:
                     continue
+                directory = partitions[step]
                 done = step < latest or (directory / COMPLETE_MARKER).exists() or self._last_settled(step)
-                if done and self._parquet_step_ready(step):
-                    complete[step] = "parquet"
+                if not (done and self._parquet_step_ready(step)):
+                    break
+                complete[step] = "parquet"
         if dumps:
             latest = max(dumps)
             for step, path in dumps.items():
@@ -214,14 +227,25 @@ class RunFollower:
         return files
 
     def _parquet_step_ready(self, step: int) -> bool:
-        """Whether every file of a complete-looking step has its footer (once so, always so)."""
+        """Whether every file of a complete-looking step has its footer (once so, always so).
+
+        A file still without one after ``settle`` seconds at the same size is no write in
+        progress but a damaged file: it is read as ``trajlens check`` without ``--watch`` reads
+        it (:func:`~trajlens.ingest.parquet.read_table_file`), which refuses it with the same
+        line, rather than left unread while later steps are checked."""
+        from trajlens.ingest.parquet import read_table_file
+
         if step in self._ready:
             return True
-        ready = all(_footer_valid(p) for paths in self._step_files(step).values() for p in paths)
-        self.unfinished_seen += not ready
-        if ready:
+        unfinished = [(table, p) for table, paths in self._step_files(step).items() for p in paths if not _footer_valid(p)]
+        if not unfinished:
             self._ready.add(step)
-        return ready
+            return True
+        self.unfinished_seen += 1
+        for table, path in unfinished:
+            if self._unchanged(path, self._unfinished_sizes):
+                read_table_file(path, table)
+        return False
 
     # -- metrics not partitioned by step ----------------------------------------------------------
     def _read_flat_metrics(self) -> bool:
@@ -278,30 +302,21 @@ class RunFollower:
                     self._metrics_frontier = max(self._metrics_frontier, step)
 
     def _metric_record(self, state: _MetricsFile, line: bytes) -> None:
-        from trajlens.ingest.metrics import STEP_KEYS
+        """Hold the scalars of one line of a metrics log for their step, read as ``trajlens
+        check`` and ingest read it (:func:`~trajlens.ingest.metrics.record_scalars`); a line they
+        refuse stops the watch with the same error."""
+        from trajlens.ingest.metrics import jsonl_record, record_scalars
 
         if not line.strip():
             return
-        where = dict(record=state.line_no)
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise InputError(str(state.path), **where, expected="a JSON object", found=str(error)) from None
-        if not isinstance(record, dict):
-            raise InputError(str(state.path), **where, expected="a JSON object", found=type(record).__name__)
-        step = next((record[k] for k in STEP_KEYS if record.get(k) is not None), None)
-        if isinstance(step, float) and step.is_integer():
-            step = int(step)
-        if not isinstance(step, int) or isinstance(step, bool):
-            raise InputError(str(state.path), **where, field="_step", expected="an integer step", found=repr(step))
-        for key, value in record.items():
-            if key in STEP_KEYS or key.startswith("_") or value is None or isinstance(value, dict):
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise InputError(str(state.path), **where, field=key, expected="a finite number", found=repr(value))
-            if step in self.released:
-                continue
-            state.pending.setdefault(step, []).append((key, float(value)))
+        record = jsonl_record(state.path, state.line_no, line)
+        if isinstance(record, InputError):
+            raise record
+        for value in record_scalars(state.path, state.line_no, record, state.seen):
+            if isinstance(value, InputError):
+                raise value
+            if value.step not in self.released:
+                state.pending.setdefault(value.step, []).append((value.name, value.value))
 
     # -- one poll ---------------------------------------------------------------------------
     def poll(self, max_tokens: int | None = None, max_steps: int | None = None) -> NewSteps | None:

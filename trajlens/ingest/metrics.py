@@ -167,7 +167,6 @@ def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, s
     """Apply the reading rules to ``(line number, record)`` pairs."""
     values: list[_Value] = []
     problems: list[Problem] = []
-    seen: set[tuple[int, str]] = set()
 
     def fail(error: InputError) -> None:
         if strict:
@@ -175,40 +174,52 @@ def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, s
         problems.append(error.as_problem())
 
     any_record = False
+    seen: set[tuple[int, str]] = set()
     for line_no, record in records:
         any_record = True
         if isinstance(record, InputError):
             fail(record)
             continue
-        step = _record_step(path, line_no, record)
-        if isinstance(step, InputError):
-            fail(step)
-            continue
-        for name, raw in record:
-            if name in STEP_KEYS or name.startswith("_") or raw is None:
-                continue
-            if isinstance(raw, dict) and "_type" in raw:
-                continue  # a wandb media summary (table, histogram), not a scalar
-            unstorable = text_problem(name, current().field_bytes)
-            if unstorable:  # named as JSON writes it: a lone surrogate cannot be printed
-                fail(InputError(str(path), record=line_no, field=json.dumps(name), expected="a metric name in UTF-8",
-                                found=unstorable))
-                continue
-            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-                fail(InputError(str(path), record=line_no, field=name, expected="a number", found=_text(raw)))
-                continue
-            if not math.isfinite(as_float(raw)):
-                fail(InputError(str(path), record=line_no, field=name, expected="a finite number", found=_text(raw)))
-                continue
-            if (step, name) in seen:
-                fail(InputError(str(path), f"duplicate step {step} for metric {name}", record=line_no, field=name,
-                                expected="one value per step and metric", found=_text(raw)))
-                continue
-            seen.add((step, name))
-            values.append(_Value(step, name, as_float(raw)))
+        for value in record_scalars(path, line_no, record, seen):
+            if isinstance(value, InputError):
+                fail(value)
+            else:
+                values.append(value)
     if not any_record:
         fail(InputError(str(path), "no records", expected="at least one logged step", found="an empty file"))
     return _Reading(values, problems)
+
+
+def record_scalars(path: Path, line_no: int, record: Pairs, seen: set[tuple[int, str]]) -> Iterator[_Value | InputError]:
+    """The scalars of one record of a metrics log (a JSONL line, a CSV row), each with its step,
+    or the error that refuses it: a record without a step (the step's own error, and nothing
+    else), a value that is no finite number, a name that cannot be stored, a second value of a
+    step and metric (``seen``: the steps and metrics read so far, added to). Keys of the step
+    (:data:`STEP_KEYS`), keys starting with ``_``, nulls and wandb media summaries are no
+    scalars. ``trajlens ingest``, ``trajlens check`` and ``check --watch`` read records by it."""
+    step = _record_step(path, line_no, record)
+    if isinstance(step, InputError):
+        yield step
+        return
+    for name, raw in record:
+        if name in STEP_KEYS or name.startswith("_") or raw is None:
+            continue
+        if isinstance(raw, dict) and "_type" in raw:
+            continue  # a wandb media summary (table, histogram), not a scalar
+        unstorable = text_problem(name, current().field_bytes)
+        if unstorable:  # named as JSON writes it: a lone surrogate cannot be printed
+            yield InputError(str(path), record=line_no, field=json.dumps(name), expected="a metric name in UTF-8",
+                             found=unstorable)
+        elif isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            yield InputError(str(path), record=line_no, field=name, expected="a number", found=_text(raw))
+        elif not math.isfinite(as_float(raw)):
+            yield InputError(str(path), record=line_no, field=name, expected="a finite number", found=_text(raw))
+        elif (step, name) in seen:
+            yield InputError(str(path), f"duplicate step {step} for metric {name}", record=line_no, field=name,
+                             expected="one value per step and metric", found=_text(raw))
+        else:
+            seen.add((step, name))
+            yield _Value(step, name, as_float(raw))
 
 
 def _record_step(path: Path, line_no: int, record: Pairs) -> int | InputError:
@@ -241,21 +252,24 @@ def _text(raw: object) -> str:
 
 
 def _read_jsonl_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
-    from trajlens.ingest._fields import parse_json, read_lines
+    from trajlens.ingest._fields import read_lines
 
     for line_no, line in read_lines(path):
-        if isinstance(line, InputError):
-            yield line_no, line
-            continue
-        try:
-            record = parse_json(line, str(path), record=line_no)
-        except InputError as error:
-            yield line_no, error
-            continue
-        if not isinstance(record, dict):
-            yield line_no, InputError(str(path), record=line_no, expected="a JSON object", found=type(record).__name__)
-            continue
-        yield line_no, list(_file_logger_record(record).items())
+        yield line_no, line if isinstance(line, InputError) else jsonl_record(path, line_no, line)
+
+
+def jsonl_record(path: Path, line_no: int, line: bytes) -> Pairs | InputError:
+    """One line of a JSONL metrics log as a record (its keys and values, a verl file-logger line
+    flattened), or the error that refuses it."""
+    from trajlens.ingest._fields import parse_json
+
+    try:
+        record = parse_json(line, str(path), record=line_no)
+    except InputError as error:
+        return error
+    if not isinstance(record, dict):
+        return InputError(str(path), record=line_no, expected="a JSON object", found=type(record).__name__)
+    return list(_file_logger_record(record).items())
 
 
 def _file_logger_record(record: dict[str, Any]) -> dict[str, Any]:
