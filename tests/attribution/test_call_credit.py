@@ -159,3 +159,28 @@ def test_length_bias_leaves_out_lengths_that_were_not_counted():
     assert found["elasticity"].item() == pytest.approx(-1.0, abs=1e-9)
     unknown = counted.with_columns(pl.lit(float("nan")).alias("length"))
     assert length_bias(unknown, bootstrap=50).is_empty()
+
+
+def test_the_weight_elasticity_leaves_out_what_the_advantages_make_of_length():
+    """Advantages whose size grows with length (|A| ~ L^0.3) add 0.3 to every aggregation's
+    elasticity; the weight elasticity, each aggregation's push per token over token-mean's for
+    the same trajectory, is what its weights alone make: -1 for seq-mean-token-mean, 0 for the rest."""
+    from trajlens.attribution.statistics import length_bias
+
+    rng = np.random.default_rng(1)
+    steps = np.repeat(np.arange(20), 8)
+    length = rng.integers(10, 1000, steps.size).astype(float)
+    advantage = length**0.3 * rng.choice([-1.0, 1.0], steps.size) * np.exp(rng.normal(0, 0.2, steps.size))
+    per_token = {"token-mean": advantage / 4000.0, "seq-mean-token-sum": advantage / 8,
+                 "seq-mean-token-mean": advantage / (8 * length)}
+    frame = pl.concat([pl.DataFrame({"step": steps, "estimator": "grpo", "aggregation": mode, "length": length,
+                                     "push_per_token": values, "trajectory": np.tile(np.arange(8), 20)})
+                       for mode, values in per_token.items()])
+    found = {row["aggregation"]: row for row in length_bias(frame, bootstrap=50).iter_rows(named=True)}
+    assert found["token-mean"]["elasticity"] == pytest.approx(0.3, abs=0.1)
+    assert found["seq-mean-token-mean"]["elasticity"] == pytest.approx(found["token-mean"]["elasticity"] - 1.0, abs=1e-9)
+    for mode, weight in (("token-mean", 0.0), ("seq-mean-token-sum", 0.0), ("seq-mean-token-mean", -1.0)):
+        assert [found[mode][c] for c in ("weight_elasticity", "weight_low", "weight_high")] == pytest.approx(
+            [weight] * 3, abs=1e-9)
+    # without each trajectory's place in its step, nothing pairs the aggregations: no weight elasticity
+    assert length_bias(frame.drop("trajectory"), bootstrap=50)["weight_elasticity"].is_nan().all()

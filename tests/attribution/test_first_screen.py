@@ -30,9 +30,10 @@ def test_a_learned_habit_leads_a_run_whose_think_share_sits_above_its_check(tmp_
     assert ("think_share", "fail") in [(name, status) for name, status, _ in report.failing]
 
 
-def test_a_collapsed_channel_the_checks_fail_on_leads_an_unexplained_length_drift(tmp_path):
+def test_a_collapsed_channel_the_checks_fail_on_leads_a_learned_length_drift(tmp_path):
     """causal-multireward at seed 11: the format channel collapses (an estimator artefact; the
-    channel checks fail) while the length grows (unexplained; its check warns). Format's last
+    channel checks fail) while the length grows (its check warns), longer responses earning more
+    reward under token-mean, whose weights do not depend on length: learning. Format's last
     quarter rel_gain is 0.100, just not a saturation finding, so the channel checks weigh the
     verdict up themselves; attribute lists the artefact first too."""
     generate_causal(CAUSAL_SCENARIOS["causal-multireward"], tmp_path / "run", seed=11)
@@ -41,7 +42,9 @@ def test_a_collapsed_channel_the_checks_fail_on_leads_an_unexplained_length_drif
     trajlens.classify_store(store, ["cmr"])
     result = attribute(store, "cmr")
     assert result.cause_verdicts[0].startswith("estimator artefact: reward channel format collapsed")
-    assert result.cause_verdicts[1].startswith("unexplained: response length grew")
+    assert result.cause_verdicts[1].startswith("learning: response length grew")
+    assert "under sum_then_normalize / token-mean the elasticity of push per token on length is " in result.cause_verdicts[1]
+    assert "(its weights 0.00 [0.00, 0.00])" in result.cause_verdicts[1]
     (report,) = report_store(store, tmp_path / "out", viewers_per_run=0)
     assert report.findings[0].startswith("estimator artefact: reward channel format collapsed")
     assert ("reward_channel_rel_gain", "fail") in [(name, status) for name, status, _ in report.failing]

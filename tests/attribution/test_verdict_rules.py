@@ -267,3 +267,25 @@ def test_projections_that_miss_the_run_itself_are_read_as_directions_only():
     assert fits.endswith("under own 0.80 (observed 0.90)")
     assert misses.endswith("under own 0.12 (observed 0.90); the projection does not reproduce the run under its own "
                            "estimator, so read these as directions only")
+
+
+def _weighed(mode: str, elasticity: float, weight: float) -> dict:
+    return {**_interval(mode, elasticity, elasticity - 0.1, elasticity + 0.1),
+            "weight_elasticity": weight, "weight_low": weight, "weight_high": weight}
+
+
+def test_an_aggregation_is_judged_by_what_its_weights_make_of_length():
+    """Where long responses score lower, every aggregation's elasticity carries the same positive
+    part from the advantages: token-mean read 0.19 at causal-grpo-length seed 145, and at 0.21 it
+    would have left the band, turning the run's aggregation artefact into "unexplained". The bias
+    is judged by the weights' own elasticity (-1 for seq-mean-token-mean, 0 for token-mean)."""
+    from trajlens.attribution.causes import biased, fairer, length_verdict
+
+    own, other = _weighed("seq-mean-token-mean", -0.70, -1.0), _weighed("token-mean", 0.30, 0.0)
+    assert biased(own) and not biased(other) and fairer(other, own)
+    line = length_verdict(_growing(0.0), pl.DataFrame([own, other]), "grpo", "seq-mean-token-mean")
+    assert line.startswith(f"{AGGREGATION_ARTEFACT}: response length grew")
+    assert "is -0.70 [-0.80, -0.60] (its weights -1.00 [-1.00, -1.00]); under token-mean it would be 0.30 " \
+           "[0.20, 0.40] (its weights 0.00 [0.00, 0.00])" in line
+    # judged by the whole elasticity (no weights measured), token-mean would be biased itself
+    assert not fairer(_interval("token-mean", 0.30, 0.25, 0.35), _interval("seq-mean-token-mean", -0.70, -0.8, -0.6))

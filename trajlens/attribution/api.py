@@ -583,6 +583,7 @@ class CreditStream:
                 "aggregation": np.repeat(np.tile(self.modes, len(computed))[pushed], length.size),
                 "length": np.tile(np.where(credit.measured, length, np.nan), rows),  # model tokens, never calls
                 "push_per_token": (trajectory_push[pushed] / np.maximum(length, 1.0)).ravel(),
+                "trajectory": np.tile(np.arange(length.size), rows),  # its place in the step, under every aggregation
             })
         counts = np.zeros((batch.height, k))
         np.add.at(counts, (credit.call_trajectory, class_index), 1.0)
@@ -639,7 +640,7 @@ class CreditStream:
     def trajectory_push_frame(self) -> pl.DataFrame:
         if not self.push_rows:
             return pl.DataFrame(schema={"step": pl.Int64, "estimator": pl.String, "aggregation": pl.String,
-                                        "length": pl.Float64, "push_per_token": pl.Float64})
+                                        "length": pl.Float64, "push_per_token": pl.Float64, "trajectory": pl.Int64})
         return self.push_rows.frame()
 
 
@@ -721,7 +722,7 @@ def _class_credit(stream: CreditStream, run_id: str, staged: pl.DataFrame) -> pl
 def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl.DataFrame, channels: pl.DataFrame,
               stream: CreditStream) -> tuple[list[str], list[str]]:
     """The run-level findings, and among them the length and reward-channel verdicts (verdict first)."""
-    from trajlens.attribution.causes import biased, channel_verdicts, length_verdict
+    from trajlens.attribution.causes import biased, channel_verdicts, elasticity_text, length_verdict
     from trajlens.steps import steps_text
 
     out = []
@@ -738,7 +739,7 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
     for row in bias.filter(pl.col("aggregation") == aggregation).iter_rows(named=True) if bias.height else []:
         if biased(row):
             out.append(f"length bias under {row['estimator']} / {row['aggregation']}: elasticity of push per token on "
-                       f"length {row['elasticity']:.2f} [{row['elasticity_low']:.2f}, {row['elasticity_high']:.2f}]")
+                       f"length {elasticity_text(row)}")
     if channels.height:
         misalignment = channels["rank_misalignment"].drop_nulls()
         if misalignment.len():

@@ -9,12 +9,13 @@ Response length
     loss aggregation under the run's estimator (``length_bias``: the elasticity of push per
     token on length, 95% bootstrap interval over steps) and the *length relevance*: the
     correlation of a trajectory's length with its reward, both centred within their step, signed
-    by the drift's direction, with a Fisher interval. An aggregation is *biased* when its
-    elasticity's interval lies wholly beyond +-:data:`BIAS_BAND` (:func:`biased`, the flag the
-    length-bias finding uses). Another aggregation is *fair* beside a biased one when its
-    elasticity lies within the band, it is not biased, and its interval lies wholly on zero's
-    side of the biased one's (:func:`fairer`): it would have weighed length measurably less, and
-    not by a bias of its own.
+    by the drift's direction, with a Fisher interval. An aggregation is judged by its *weight
+    elasticity* (:func:`judged_elasticity`: what its own weights make of length, net of what the
+    advantages make of it under every aggregation alike). It is *biased* when that interval lies
+    wholly beyond +-:data:`BIAS_BAND` (:func:`biased`, the flag the length-bias finding uses).
+    Another aggregation is *fair* beside a biased one when its weight elasticity lies within the
+    band, it is not biased, and its interval lies wholly on zero's side of the biased one's
+    (:func:`fairer`): it would have weighed length measurably less, and not by a bias of its own.
 
     * **aggregation artefact**: the run's aggregation is biased, some other aggregation is
       fair beside it, and length relevance is not with the drift (the loss aggregation, not the
@@ -101,21 +102,46 @@ def length_relevance(trajectory_frame: pl.DataFrame) -> tuple[float, float, floa
     return centred_correlation(trajectory_frame, "length", "reward")[:3]
 
 
+def judged_elasticity(row: dict) -> tuple[float, float, float]:
+    """The elasticity (and interval) a ``length_bias`` row's aggregation is judged by: its weight
+    elasticity, what its own weights make of length (:func:`~trajlens.attribution.statistics.length_bias`),
+    where measured; else the whole elasticity. The advantages' own tie to length (long responses
+    scoring lower) is the same under every aggregation: it would take every aggregation out of
+    the band together, and the one that weighs tokens by length would no longer stand out."""
+    weight = row.get("weight_elasticity")
+    if weight is not None and math.isfinite(weight) and math.isfinite(row.get("weight_low", math.nan)):
+        return weight, row["weight_low"], row["weight_high"]
+    return row["elasticity"], row["elasticity_low"], row["elasticity_high"]
+
+
 def biased(row: dict) -> bool:
-    """Whether a ``length_bias`` row's elasticity interval lies wholly beyond +-:data:`BIAS_BAND`."""
-    return math.isfinite(row["elasticity_low"]) and (row["elasticity_high"] < -BIAS_BAND or row["elasticity_low"] > BIAS_BAND)
+    """Whether a ``length_bias`` row's judged elasticity interval (:func:`judged_elasticity`) lies
+    wholly beyond +-:data:`BIAS_BAND`."""
+    _, low, high = judged_elasticity(row)
+    return math.isfinite(low) and (high < -BIAS_BAND or low > BIAS_BAND)
 
 
 def fairer(row: dict, own: dict) -> bool:
     """Whether the aggregation of ``row`` is fair beside the biased ``own`` (module docstring): its
-    elasticity within the band, not biased itself, its interval wholly on zero's side of own's."""
-    if not (math.isfinite(row["elasticity_low"]) and abs(row["elasticity"]) <= BIAS_BAND) or biased(row):
+    judged elasticity (:func:`judged_elasticity`) within the band, not biased itself, its interval
+    wholly on zero's side of own's."""
+    value, low, high = judged_elasticity(row)
+    own_value, own_low, own_high = judged_elasticity(own)
+    if not (math.isfinite(low) and abs(value) <= BIAS_BAND) or biased(row):
         return False
-    return row["elasticity_low"] > own["elasticity_high"] if own["elasticity"] < 0 else row["elasticity_high"] < own["elasticity_low"]
+    return low > own_high if own_value < 0 else high < own_low
 
 
-def _elasticity(row: dict) -> str:
-    return f"{row['elasticity']:.2f} [{row['elasticity_low']:.2f}, {row['elasticity_high']:.2f}]"
+def elasticity_text(row: dict) -> str:
+    """A ``length_bias`` row's elasticity with its interval, and its weights' where measured."""
+    whole = (row["elasticity"], row["elasticity_low"], row["elasticity_high"])
+    judged = judged_elasticity(row)
+    return _interval_text(*whole) + ("" if judged == whole else f" (its weights {_interval_text(*judged)})")
+
+
+def _interval_text(value: float, low: float, high: float) -> str:
+    # rounded first, so that a weight elasticity of -1e-17 reads 0.00, not -0.00
+    return "{:.2f} [{:.2f}, {:.2f}]".format(*(round(x, 2) + 0.0 for x in (value, low, high)))
 
 
 def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator: str | None,
@@ -141,7 +167,7 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
                    f"the run's estimator {estimator} has no length bias measured under {aggregation}")
         return f"{UNEXPLAINED}: {text}; length relevance signed by the drift {relevance_text}; {missing}"
     fair = [mode for mode, row in rows.items() if mode != aggregation and fairer(row, own)] if biased(own) else []
-    others = "; ".join(f"under {mode} it would be {_elasticity(row)}" for mode, row in rows.items() if mode != aggregation)
+    others = "; ".join(f"under {mode} it would be {elasticity_text(row)}" for mode, row in rows.items() if mode != aggregation)
     if fair and not relevant:
         verdict, reason = (AGGREGATION_ARTEFACT,
                            f"the loss aggregation {aggregation} weighs tokens by length, which {', '.join(fair)} would not")
@@ -152,7 +178,7 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
                                         "no unbiased aggregation to compare" if biased(own) else
                                         "the aggregation is not length-biased and length earns no reward")
     return (f"{verdict}: {text}; under {estimator} / {aggregation} the elasticity of push per token on length is "
-            f"{_elasticity(own)}; {others + '; ' if others else ''}length relevance signed by the drift "
+            f"{elasticity_text(own)}; {others + '; ' if others else ''}length relevance signed by the drift "
             f"{relevance_text}; {reason}")
 
 

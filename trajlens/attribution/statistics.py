@@ -14,8 +14,9 @@
     over trajectories, both centred within each step (so only trajectories of the same batch
     are compared) (0: every token of a long response is pushed as hard as one of a short
     response; -1: a token of a twice-as-long response is pushed half as hard), with a bootstrap
-    interval over steps; ``spearman``: the rank correlation of length with the signed push per
-    token.
+    interval over steps; ``weight_elasticity`` (``weight_low``, ``weight_high``): the part of it
+    the aggregation's own weights make (:func:`length_bias`); ``spearman``: the rank correlation
+    of length with the signed push per token.
 ``channels`` (one row per step, runs with two or more reward channels)
     Each channel's mean (``mean:<channel>``), each trajectory's ``dominant`` channel (argmax
     over its stacked per-channel GRPO advantages, as :func:`trajlens.estimators.channel_diagnostics`
@@ -119,46 +120,81 @@ def class_summary(class_credit: pl.DataFrame, relevance: pl.DataFrame) -> pl.Dat
     )
 
 
+WEIGHT_REFERENCE = "token-mean"
+"""The aggregation that weighs every token of a batch alike: an aggregation's *weight elasticity*
+is its elasticity net of this one's, on the same trajectories."""
+
+
 def length_bias(trajectory_push: pl.DataFrame, bootstrap: int = 500, seed: int = 0) -> pl.DataFrame:
-    """Per estimator and aggregation: elasticity of |push per token| on length, and its interval.
+    """Per estimator and aggregation: elasticity of |push per token| on length, and its interval;
+    and the *weight elasticity*, the part of it the aggregation's weights make.
 
     ``trajectory_push`` has ``step``, ``estimator``, ``aggregation``, ``length`` (model tokens; NaN
-    where the log counts none), ``push_per_token``.
+    where the log counts none), ``push_per_token``, and ``trajectory`` (a trajectory's place in its
+    step). Every aggregation of an estimator weighs the same advantages: a trajectory's push per
+    token under one over its push per token under :data:`WEIGHT_REFERENCE` is the ratio of their
+    weights, so the elasticity of that ratio is what the aggregation adds (exactly -1 for
+    ``seq-mean-token-mean``, 0 for the reference itself), whatever the advantages make of length
+    (long responses scoring lower). NaN without the reference or a ``trajectory`` column.
     """
     rng = np.random.default_rng(seed)
+    weight_rng = np.random.default_rng([seed, 1])
     rows = []
     usable = trajectory_push.filter(  # a length not counted in model tokens is NaN: left out
         pl.col("length").is_finite() & (pl.col("length") > 0) & pl.col("push_per_token").is_finite()
         & (pl.col("push_per_token") != 0)
-    )
+    ).with_columns(pl.col("push_per_token").abs().log().alias("__log_push"))
+    keys = ["estimator", "step", "trajectory"]
+    paired = "trajectory" in usable.columns
+    if paired:
+        reference = usable.filter(pl.col("aggregation") == WEIGHT_REFERENCE).select(
+            *keys, pl.col("__log_push").alias("__reference"))
+        usable = usable.join(reference, on=keys, how="left", maintain_order="left")
     for (estimator, aggregation), part in usable.group_by(["estimator", "aggregation"], maintain_order=True):
         steps = part["step"].to_numpy()
-        signed = part["push_per_token"].to_numpy().astype(float)
         # Within-step: centre both logs by step, so drift between steps does not pose as length bias.
-        x = _centred(np.log(part["length"].to_numpy().astype(float)), steps)
-        y = _centred(np.log(np.abs(signed)), steps)
-        slope = _slope(x, y)
-        unique_steps, inverse = np.unique(steps, return_inverse=True)
-        # A resample of steps is a multiplicity per step; the slope of the resampled rows is a
-        # function of per-step sums (n, sum x, sum y, sum xy, sum x^2), so each draw is a dot product.
-        sums = np.stack([np.bincount(inverse, weights=w, minlength=unique_steps.size)
-                         for w in (np.ones_like(x), x, y, x * y, x * x)], axis=1)
-        draws = np.empty(0)
-        if unique_steps.size > 2 and bootstrap:
-            chosen = np.stack([rng.integers(0, unique_steps.size, unique_steps.size) for _ in range(bootstrap)])
-            multiplicity = np.stack([np.bincount(c, minlength=unique_steps.size) for c in chosen])
-            n, sx, sy, sxy, sxx = (multiplicity @ sums).T
-            with np.errstate(invalid="ignore", divide="ignore"):
-                denominator = sxx - sx * sx / n
-                draws = np.where(denominator > 1e-12, (sxy - sx * sy / n) / denominator, np.nan)
-        finite = draws[np.isfinite(draws)]
-        low, high = (np.quantile(finite, [0.025, 0.975]) if finite.size else (float("nan"), float("nan")))
-        rows.append({"estimator": estimator, "aggregation": aggregation, "trajectories": int(x.size),
-                     "elasticity": slope, "elasticity_low": float(low), "elasticity_high": float(high),
-                     "spearman": _spearman(x, signed)})
+        log_length = np.log(part["length"].to_numpy().astype(float))
+        log_push = part["__log_push"].to_numpy()
+        x = _centred(log_length, steps)
+        slope, low, high = _elasticity(x, _centred(log_push, steps), steps, rng, bootstrap)
+        weight = (float("nan"),) * 3
+        if paired:
+            both = part["__reference"].is_not_null().to_numpy()
+            if both.any():
+                ratio = log_push[both] - part["__reference"].to_numpy()[both]
+                weight = _elasticity(_centred(log_length[both], steps[both]), _centred(ratio, steps[both]), steps[both],
+                                     weight_rng, bootstrap)
+        rows.append({"estimator": estimator, "aggregation": aggregation, "trajectories": int(steps.size),
+                     "elasticity": slope, "elasticity_low": low, "elasticity_high": high,
+                     "weight_elasticity": weight[0], "weight_low": weight[1], "weight_high": weight[2],
+                     "spearman": _spearman(x, part["push_per_token"].to_numpy().astype(float))})
     schema = {"estimator": pl.String, "aggregation": pl.String, "trajectories": pl.Int64, "elasticity": pl.Float64,
-              "elasticity_low": pl.Float64, "elasticity_high": pl.Float64, "spearman": pl.Float64}
+              "elasticity_low": pl.Float64, "elasticity_high": pl.Float64, "weight_elasticity": pl.Float64,
+              "weight_low": pl.Float64, "weight_high": pl.Float64, "spearman": pl.Float64}
     return pl.DataFrame(rows, schema=schema)
+
+
+def _elasticity(x: np.ndarray, y: np.ndarray, steps: np.ndarray, rng: np.random.Generator,
+                bootstrap: int) -> tuple[float, float, float]:
+    """The least-squares slope of ``y`` on ``x`` (both centred within their step) and its 95%
+    bootstrap interval over ``steps`` (NaN with fewer than three steps)."""
+    slope = _slope(x, y)
+    unique_steps, inverse = np.unique(steps, return_inverse=True)
+    # A resample of steps is a multiplicity per step; the slope of the resampled rows is a
+    # function of per-step sums (n, sum x, sum y, sum xy, sum x^2), so each draw is a dot product.
+    sums = np.stack([np.bincount(inverse, weights=w, minlength=unique_steps.size)
+                     for w in (np.ones_like(x), x, y, x * y, x * x)], axis=1)
+    draws = np.empty(0)
+    if unique_steps.size > 2 and bootstrap:
+        chosen = np.stack([rng.integers(0, unique_steps.size, unique_steps.size) for _ in range(bootstrap)])
+        multiplicity = np.stack([np.bincount(c, minlength=unique_steps.size) for c in chosen])
+        n, sx, sy, sxy, sxx = (multiplicity @ sums).T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            denominator = sxx - sx * sx / n
+            draws = np.where(denominator > 1e-12, (sxy - sx * sy / n) / denominator, np.nan)
+    finite = draws[np.isfinite(draws)]
+    low, high = (np.quantile(finite, [0.025, 0.975]) if finite.size else (float("nan"), float("nan")))
+    return slope, float(low), float(high)
 
 
 def _centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
