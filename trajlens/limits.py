@@ -121,6 +121,9 @@ class Limits:
             if not 0 < value <= LIMIT_CEILING[name]:
                 problems.append(f"--limit {name}: expected a positive number up to {LIMIT_CEILING[name]:,.0f}, found {text!r}")
                 continue
+            if name.endswith("_mb") and value * MB < 1:
+                problems.append(f"--limit {name}: expected at least one byte ({1 / MB:.2g} MB), found {text!r}")
+                continue
             if name == "depth" and not value.is_integer():
                 problems.append(f"--limit depth: expected a whole number of levels, found {text!r}")
                 continue

@@ -53,6 +53,12 @@ def test_sql_writes_csv(tmp_path, tiny_run_dir):
          "expected a release such as 0.9.0, found '\u0663.\u0664'"),
         (("sample", "{store}", "--run", "tiny", "--stages", "a:\u0661-\u0665", "--out", "{tmp}/s.md"),
          "--stages 'a:\u0661-\u0665': expected NAME:FIRST-LAST, such as early:1-40"),
+        (("sample", "{store}", "--run", "tiny", "--stages", "a:1-1,", "--out", "{tmp}/s.md"),
+         "--stages 'a:1-1,' (an empty part): expected NAME:FIRST-LAST"),
+        (("sql", "{tmp}/tiny-run", "SELECT 1"),
+         "tiny-run: not a trajlens store but a run directory; ingest it into a store with `trajlens ingest "),
+        (("ingest", "{tmp}/tiny-run", "--store", "{tmp}/s2", "--limit", "record_mb=0.0000001"),
+         "--limit record_mb: expected at least one byte (9.5e-07 MB), found '0.0000001'"),
         (("advantages", "{store}", "--run", "tiny", "-e", "gpg", "--option", "f_norm=1e39"),
          "gpg option 'f_norm': expected a finite number that float32 holds (0, or 1.175e-38 to 3.403e+38 in size), "
          "found 1e+39"),

@@ -27,7 +27,8 @@ def parse_stages(stages: str):
         name, _, span = part.partition(":")
         first, _, last = span.partition("-")
         if not (name and STEP.fullmatch(first.strip()) and STEP.fullmatch(last.strip())):
-            problems.append(f"--stages {part!r}: expected NAME:FIRST-LAST, such as early:1-40")
+            named = repr(part) if part.strip() else f"{stages!r} (an empty part)"
+            problems.append(f"--stages {named}: expected NAME:FIRST-LAST, such as early:1-40")
             continue
         ranges.append((name, int(first), int(last)))
     if problems:

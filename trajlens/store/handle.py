@@ -99,6 +99,9 @@ class Store:
         if not self.path.is_dir():
             raise StoreError(f"{self.path}: no such store directory")
         if not is_store(self.path):
+            if is_run_dir(self.path):  # a run's own folder: the store is made beside it, never inside an input
+                raise StoreError(f"{self.path}: not a trajlens store but a run directory; ingest it into a store "
+                                 f"with `trajlens ingest {self.path} --store STORE`")
             inside = "no runs/ inside" if not (self.path / RUNS_DIR).is_dir() else "no run written by trajlens ingest in runs/"
             raise StoreError(f"{self.path}: not a trajlens store ({inside}); make one with "
                              f"`trajlens ingest LOGS --store {self.path}`")
