@@ -67,3 +67,23 @@ def test_a_verdict_headline_keeps_the_drift_and_the_reason():
                               "(p < 0.001); the loss aggregation seq-mean-token-mean weighs tokens by length, which "
                               "token-mean would not")
     assert headline("learning: x grew") == "learning: x grew"
+
+
+def test_a_drift_the_run_s_advantages_caused_leads_their_sign_streaks(tmp_path):
+    """causal-critic-decay at 80 steps of 8, seed 293: edit decays under gae_raw as the critic
+    stays above the reward (an estimator artefact). The run's all-negative batches, which the
+    failing all_negative_streak check weighed up, led the first screen as a list of 24 spans; the
+    verdict they are the mechanism of now carries that check and leads, its headline without the
+    stage figures that repeat its drift."""
+    scenario = dataclasses.replace(CAUSAL_SCENARIOS["causal-critic-decay"], batch=8)
+    generate_causal(scenario, tmp_path / "run", steps=80, seed=293)
+    trajlens.ingest([tmp_path / "run"], tmp_path / "store", run_id="ccd")
+    store = trajlens.open(tmp_path / "store")
+    trajlens.classify_store(store, ["ccd"])
+    attribute(store, "ccd")
+    (report,) = report_store(store, tmp_path / "out", viewers_per_run=0)
+    from trajlens.report.overview import main_finding
+
+    assert ("all_negative_streak", "fail") in [(name, status) for name, status, _ in report.failing]
+    assert main_finding(report).startswith("estimator artefact: edit decayed")
+    assert "by stage" not in main_finding(report)

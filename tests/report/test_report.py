@@ -35,7 +35,7 @@ def reports(sample_store, tmp_path_factory):
 def test_r6_report_finds_the_collapse_and_its_cause(reports):
     out, by_run = reports
     findings = "\n".join(by_run["sao-r6"].findings)
-    assert "as trained (gae_raw): all-negative batches at steps 119-121; all-positive at none" in findings
+    assert "as trained (gae_raw): all-negative batches at steps 119-121" in findings.splitlines()
     assert "gae_whitened" not in findings
     assert "critic grad_norm / its clip: median" in findings and "clipped on 100% of steps" in findings
     # not attributed here: the drift attribution would judge, with the stage trend folded into it
@@ -81,8 +81,7 @@ def test_resume_report_flags_the_doubled_learning_rate_on_the_checks_steps(repor
 def test_findings_say_what_the_run_does_and_what_a_recomputation_would_do(reports):
     out, by_run = reports
     twin = by_run["causal-r6-whitened"].findings
-    assert "recomputed under gae_raw (not what this run trained with): all-negative batches at steps 58-59, 61-64; " \
-           "all-positive at none" in twin
+    assert "recomputed under gae_raw (not what this run trained with): all-negative batches at steps 58-59, 61-64" in twin
     assert not any(f.startswith("gae_raw:") for f in twin)
     assert '<li class="recomputed" title="about a recomputation, not the run as trained">recomputed under gae_raw' \
         in (out / "index.html").read_text()

@@ -148,3 +148,34 @@ def test_the_format_error_finding_says_its_calls_count_the_rejected_ones():
                           "value": [5 / 8, 10 / 282], "n": [8, 282]})
     (finding,) = outcome_finding([SummaryTable("outcome", "Outcome", "", frame)])
     assert str(finding) == "format errors in 62% of 8 attempts (3.5% of 282 tool calls made, the rejected ones included)"
+
+
+def test_a_sign_streak_finding_says_only_the_signs_it_saw():
+    """"all-negative batches at steps none; all-positive at 31" led a run's first screen."""
+    from trajlens.report.findings import advantage_findings
+
+    def diagnostics(negative, positive):
+        return pl.DataFrame({"estimator": "grpo", "step": [1, 2, 3, 4], "all_negative": negative,
+                             "all_positive": positive, "std": [1.0] * 4})
+
+    (only_positive,) = advantage_findings(diagnostics([False] * 4, [False, False, True, False]), "grpo")
+    assert str(only_positive) == "as trained (grpo): all-positive batches at steps 3"
+    (both,) = advantage_findings(diagnostics([True, True, False, False], [False, False, False, True]), None)
+    assert str(both) == ("recomputed under grpo (not what this run trained with): all-negative batches at steps 1-2; "
+                         "all-positive batches at steps 4")
+
+
+def test_a_light_finding_is_context_not_the_run_s_story():
+    """A grad norm sitting at its clip led the first screen of runs where nothing happened, worded
+    as sao-r6's critic starvation; a finding lighter than the floor follows "nothing notable"."""
+    from types import SimpleNamespace
+
+    from trajlens.report.findings import Finding
+    from trajlens.report.overview import MAIN_FINDING_LEAST, main_finding
+
+    clip = Finding("critic grad_norm / its clip: median 1.0x (0.9x), clipped on 48% (42%) of steps", "explained_variance",
+                   "summary-critic", checks=("critic_explained_variance_unwhitened",))
+    assert clip.importance < MAIN_FINDING_LEAST
+    assert main_finding(SimpleNamespace(findings=[clip], failing=[])) == f"nothing notable; {clip}"
+    fired = [("critic_explained_variance_unwhitened", "fail", "")]
+    assert main_finding(SimpleNamespace(findings=[clip], failing=fired)) == str(clip)

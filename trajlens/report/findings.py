@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.attribution.drift import share_rule
+from trajlens.attribution.verdicts import ARTEFACT
 from trajlens.classify.rules import VERIFICATION_CLASSES
 from trajlens.run.change import ChangeRule, judged, ratio, shipped_rule, stage_ends
 from trajlens.steps import spans_text
@@ -92,17 +93,18 @@ class Finding(str):
         return finding
 
 
-def ranked(findings: list[str], fired: dict[str, str] | None = None) -> list[str]:
-    """Findings heaviest first, a finding weighing more when a check on the same thing fires
-    (``fired``: check name -> fail or warn); plain strings, of unknown weight, last."""
+def weight(finding: str, fired: dict[str, str] | None = None) -> float:
+    """What ``finding`` weighs: its importance, and more when a check on the same thing fires
+    (``fired``: check name -> fail or warn); a plain string, of unknown weight, nothing."""
+    if not isinstance(finding, Finding):
+        return 0.0
     fired = fired or {}
+    return finding.importance + max((CHECK_WEIGHT[fired[c]] for c in finding.checks if c in fired), default=0)
 
-    def weight(finding: str) -> float:
-        if not isinstance(finding, Finding):
-            return 0.0
-        return finding.importance + max((CHECK_WEIGHT[fired[c]] for c in finding.checks if c in fired), default=0)
 
-    return sorted(findings, key=lambda f: -weight(f))
+def ranked(findings: list[str], fired: dict[str, str] | None = None) -> list[str]:
+    """Findings heaviest first (:func:`weight`); plain strings last."""
+    return sorted(findings, key=lambda f: -weight(f, fired))
 
 
 @dataclass(frozen=True)
@@ -221,7 +223,7 @@ MAX_LISTED_STREAKS = 20
 
 
 def _streak_text(streaks: tuple[tuple[int, int], ...]) -> str:
-    listed = spans_text(streaks[:MAX_LISTED_STREAKS]) or "none"
+    listed = spans_text(streaks[:MAX_LISTED_STREAKS])
     more = len(streaks) - MAX_LISTED_STREAKS
     return listed + (f" and {more:,} more streaks" if more > 0 else "")
 
@@ -239,10 +241,10 @@ def advantage_findings(diagnostics: pl.DataFrame, own_label: str | None) -> list
                 else f"recomputed under {estimator} (not what this run trained with)")
         about, kind = (AS_TRAINED, "advantage_as_trained") if own else (RECOMPUTED, "advantage_recomputed")
         streaks = sign_streaks(part["step"].to_list(), part["all_negative"].to_list(), part["all_positive"].to_list())
-        if streaks.negative_streaks or streaks.positive_streaks:
-            findings.append(Finding(
-                f"{head}: all-negative batches at steps {_streak_text(streaks.negative_streaks)}; "
-                f"all-positive at {_streak_text(streaks.positive_streaks)}", kind, "figure-advantage_batches", about))
+        signs = [f"all-{sign} batches at steps {_streak_text(spans)}"
+                 for sign, spans in (("negative", streaks.negative_streaks), ("positive", streaks.positive_streaks)) if spans]
+        if signs:
+            findings.append(Finding(f"{head}: {'; '.join(signs)}", kind, "figure-advantage_batches", about))
         std = part["std"]
         if std.len() > 4 and std.max() > 3 * std.median():
             peak = part.row(int(std.arg_max()), named=True)
@@ -277,8 +279,11 @@ def attribution_findings(store: Any, run_id: str) -> list[Finding]:
         # A verdict is about a drift: it weighs at least what the drift itself does, and more the larger it is.
         drift = IMPORTANCE[DRIFT_KINDS[(subject or "").partition(":")[0]]]
         bonus = max(drift - IMPORTANCE[kind], 0) + size_bonus(changes.get(subject or "", 0.0), DriftConfig().min_change)
-        # the checks that watch a reward channel weigh its verdict up, as they weigh its saturation finding
-        checks = FINDING_CHECKS[DRIFT_KINDS["channel"]] if (subject or "").startswith("channel:") else ()
+        # the checks that watch a reward channel weigh its verdict up, as they weigh its saturation
+        # finding; those that watch the advantages the run trained with weigh up a drift those
+        # advantages caused (an all-negative streak is how a decaying critic pushes a class down)
+        checks = (FINDING_CHECKS[DRIFT_KINDS["channel"]] if (subject or "").startswith("channel:") else
+                  FINDING_CHECKS["advantage_as_trained"] if verdict == ARTEFACT else ())
         # a length or channel verdict carries every estimator's evidence: the first screen shows its drift and reason
         short = line if subject is None or subject.startswith("share:") else headline(line)
         findings.append(Finding(line, kind, "attribution", subject=subject, bonus=bonus, checks=checks, headline=short))
@@ -343,7 +348,7 @@ def with_verdicts(trends: list[Finding], verdicts: list[Finding]) -> list[Findin
         folded.append(Finding(f"{verdict}; by stage, {trend}", verdict.kind, verdict.evidence, verdict.about,
                               checks=tuple(dict.fromkeys(trend.checks + verdict.checks)), subject=verdict.subject,
                               bonus=max(trend.importance, verdict.importance) - IMPORTANCE[verdict.kind],
-                              headline=f"{verdict.headline}; by stage, {trend.headline}"))
+                              headline=verdict.headline))  # the stage figures repeat the drift: the section has them
     return [t for t in trends if t.subject not in explained] + folded
 
 

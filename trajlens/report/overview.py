@@ -208,15 +208,25 @@ def _checks_cell(run_id: str, failing: list[tuple[str, str, str]]) -> str:
     return chips + (f'<a href="#{html.escape(html.run_anchor(run_id, "checks"))}">{more} more</a>' if more > 0 else "")
 
 
-def main_finding(report: Any) -> str:
-    """The finding the overview leads with: the heaviest about the run as trained; when every
-    finding is about a recomputation under another estimator, the heaviest of those, said to be
-    one (a control run's story is what its own estimator kept from happening)."""
-    from trajlens.report.findings import RECOMPUTED
+MAIN_FINDING_LEAST = 40.0
+"""Least weight (:func:`trajlens.report.findings.weight`, a firing check's included) of a finding
+the overview leads with as the run's story; a lighter one (a grad norm at its clip, a rel_gain
+that moved a little) is context, shown after "nothing notable"."""
 
+
+def main_finding(report: Any) -> str:
+    """The finding the overview leads with: the heaviest about the run as trained, when it weighs
+    :data:`MAIN_FINDING_LEAST` or more; when every finding is about a recomputation under another
+    estimator, the heaviest of those, said to be one (a control run's story is what its own
+    estimator kept from happening)."""
+    from trajlens.report.findings import RECOMPUTED, Finding, weight
+
+    fired = {name: status for name, status, _ in getattr(report, "failing", ())}
     as_trained = [f for f in report.findings if getattr(f, "about", None) != RECOMPUTED]
-    if as_trained:
+    if as_trained and (not isinstance(as_trained[0], Finding) or weight(as_trained[0], fired) >= MAIN_FINDING_LEAST):
         return _headline(as_trained[0])
+    if as_trained:
+        return f"nothing notable; {_headline(as_trained[0])}"
     if report.findings:
         return f"nothing notable in the run as trained; {_headline(report.findings[0])}"
     return "nothing notable"
