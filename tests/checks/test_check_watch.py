@@ -255,8 +255,8 @@ def test_a_finished_run_whose_scalar_file_is_empty_is_still_checked_step_by_step
 def test_a_damaged_step_stops_the_watch_with_the_line_check_gives(tmp_path, cut):
     """A step file without its footer while later steps were written was taken for a write in
     progress: the watch checked the later steps and passed, never reading it. Once it stays so
-    for ``settle`` seconds it is refused with the line ``trajlens check`` gives, and no step
-    after it is checked."""
+    for ``damage_wait`` seconds (a minute by default: a slow writer pauses less) it is refused
+    with the line ``trajlens check`` gives, and no step after it is checked."""
     import shutil
 
     from trajlens.errors import InputError
@@ -269,7 +269,8 @@ def test_a_damaged_step_stops_the_watch_with_the_line_check_gives(tmp_path, cut)
         check_run(run)
     lines: list[str] = []
     with pytest.raises(InputError) as watched:
-        watch(run, default_checks(), WatchOptions(poll=0.01, settle=0.2, timeout=60, until_step=20), echo=lines.append)
+        watch(run, default_checks(), WatchOptions(poll=0.01, settle=0.2, timeout=60, until_step=20, damage_wait=0.5),
+              echo=lines.append)
     assert str(watched.value) == str(unwatched.value) and str(damaged) in str(watched.value)
     assert _step_lines(lines) == [1, 2]
 
@@ -291,3 +292,31 @@ def test_a_metrics_line_check_refuses_stops_the_watch_with_its_line(tmp_path, li
         watch(metrics.parent, default_checks(), WatchOptions(poll=0.01, settle=0.1, timeout=30, until_step=2))
     assert str(watched.value) == str(unwatched.value)
     assert str(watched.value).startswith(f"{metrics}: record 2: ")
+
+
+def test_a_writer_pausing_mid_file_longer_than_settle_is_waited_for(tmp_path):
+    """A file without its footer that stays so for longer than ``settle`` while the writer pauses
+    is a write in progress, not damage: the watch waits for it (the live writer pauses 0.6 s in
+    each file, the next step's folder already made)."""
+    target = tmp_path / "live"
+    target.mkdir()
+    writer = start_writer("parquet", SAMPLES / "sao-r6", target, 112, 113, 0.6)
+    lines: list[str] = []
+    try:
+        ended = watch(target, default_checks(), WatchOptions(poll=0.05, settle=0.2, until_step=113, timeout=300),
+                      echo=lines.append)
+    finally:
+        writer.wait(timeout=120)
+    assert writer.returncode == 0, writer.stderr.read()
+    assert ended.reason == "reached step 113" and _step_lines(lines) == [112, 113]
+
+
+def test_a_step_and_metric_logged_in_two_metrics_files_stops_the_watch_as_ingest_refuses_it(tmp_path):
+    from trajlens.errors import InputError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a.jsonl").write_text('{"_step": 1, "actor/entropy": 0.5}\n')
+    (run / "b.jsonl").write_text('{"_step": 1, "actor/entropy": 0.6}\n')
+    with pytest.raises(InputError, match="duplicate step 1 for metric actor/entropy"):
+        watch(run, default_checks(), WatchOptions(poll=0.01, settle=0.1, timeout=30, until_step=1))

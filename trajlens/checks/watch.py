@@ -55,6 +55,9 @@ from trajlens.run.batches import BATCH_STEPS, BATCH_TOKENS, token_sizes
 from trajlens.run.splits import TRAIN_SPLIT
 
 COMPLETE_MARKER = "_SUCCESS"
+DAMAGE_WAIT = 60.0
+"""Seconds a file of a step the writer has moved past (a later step exists) may stay without its
+footer at the same size before it counts as damaged rather than written slowly."""
 STEP_PARTITION = re.compile(r"^step=(\d+)$")
 VERL_DUMP = re.compile(r"^(\d+)\.jsonl$")
 
@@ -79,15 +82,17 @@ class _MetricsFile:
     changed_at: float = field(default_factory=time.monotonic)
     line_no: int = 0
     pending: dict[int, list[tuple[str, float]]] = field(default_factory=dict)
-    seen: set[tuple[int, str]] = field(default_factory=set)
 
 
 class RunFollower:
     """Reads the complete steps of a growing run directory, each file once."""
 
     def __init__(self, directory: Path | str, run_id: str | None = None, settle: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic, last_step: int | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, last_step: int | None = None,
+                 damage_wait: float = DAMAGE_WAIT) -> None:
         self.directory = Path(directory)
+        self.damage_wait = max(damage_wait, settle)
+        """Seconds a file of a complete-looking step may stay unfinished before it is refused."""
         self.last_step = last_step
         """The last step the watch waits for (``--until-step``): no later step will show it complete."""
         self._last_files: tuple[tuple[str, int], ...] | None = None
@@ -103,6 +108,8 @@ class RunFollower:
         self.released: set[int] = set()
         self._metrics: dict[Path, _MetricsFile] = {}
         self._metric_rows: dict[int, list[tuple[str, float]]] = {}
+        self._metric_seen: set[tuple[int, str]] = set()
+        """The steps and metrics read from every metrics file: one value each, as ingest reads them."""
         self._metrics_frontier = -1
         self._verl_sizes: dict[Path, tuple[int, float]] = {}
         self._flat_metrics_read: set[Path] = set()
@@ -159,20 +166,20 @@ class RunFollower:
     def _metrics_paths(self) -> list[Path]:
         return sorted(p for p in self.directory.glob("*.jsonl") if not VERL_DUMP.match(p.name) and _readable(p))
 
-    def _unchanged(self, path: Path, sizes: dict[Path, tuple[int, float]]) -> bool:
-        """True when the size of ``path`` has not changed for ``settle`` seconds (``sizes``: the
-        size each path had, and since when)."""
+    def _unchanged(self, path: Path, sizes: dict[Path, tuple[int, float]], seconds: float) -> bool:
+        """True when the size of ``path`` has not changed for ``seconds`` (``sizes``: the size
+        each path had, and since when)."""
         size = path.stat().st_size
         now = self.clock()
         seen = sizes.get(path)
         if seen is None or seen[0] != size:
             sizes[path] = (size, now)
             return False
-        return now - seen[1] >= self.settle
+        return now - seen[1] >= seconds
 
     def _settled(self, path: Path, sizes: dict[Path, tuple[int, float]]) -> bool:
         """True when ``path`` ends in a newline and its size has not changed for ``settle`` seconds."""
-        if not self._unchanged(path, sizes):
+        if not self._unchanged(path, sizes, self.settle):
             return False
         size = path.stat().st_size
         if size == 0:
@@ -229,8 +236,9 @@ class RunFollower:
     def _parquet_step_ready(self, step: int) -> bool:
         """Whether every file of a complete-looking step has its footer (once so, always so).
 
-        A file still without one after ``settle`` seconds at the same size is no write in
-        progress but a damaged file: it is read as ``trajlens check`` without ``--watch`` reads
+        A file still without one after :attr:`damage_wait` seconds at the same size (the writer
+        has gone on to a later step, or marked or settled this one) is no write in progress but
+        a damaged file: it is read as ``trajlens check`` without ``--watch`` reads
         it (:func:`~trajlens.ingest.parquet.read_table_file`), which refuses it with the same
         line, rather than left unread while later steps are checked."""
         from trajlens.ingest.parquet import read_table_file
@@ -243,7 +251,7 @@ class RunFollower:
             return True
         self.unfinished_seen += 1
         for table, path in unfinished:
-            if self._unchanged(path, self._unfinished_sizes):
+            if self._unchanged(path, self._unfinished_sizes, self.damage_wait):
                 read_table_file(path, table)
         return False
 
@@ -312,7 +320,7 @@ class RunFollower:
         record = jsonl_record(state.path, state.line_no, line)
         if isinstance(record, InputError):
             raise record
-        for value in record_scalars(state.path, state.line_no, record, state.seen):
+        for value in record_scalars(state.path, state.line_no, record, self._metric_seen):
             if isinstance(value, InputError):
                 raise value
             if value.step not in self.released:
@@ -340,9 +348,15 @@ class RunFollower:
             ready = sorted(s for s in complete if not has_metrics or s <= self._metrics_frontier)
         else:
             ready = sorted(s for s in self._metric_rows if s not in self.released)
-            ready += sorted(s for s, path in self._partitions("step_metrics").items()
-                            if s not in self.released and s not in ready and self._parquet_step_ready(s)
-                            and (s < max(self._partitions("step_metrics")) or (path / COMPLETE_MARKER).exists()))
+            partitions = self._partitions("step_metrics")
+            for s in sorted(partitions):  # in step order, up to the first not complete yet
+                if s in self.released or s in ready:
+                    continue
+                if not (s < max(partitions) or (partitions[s] / COMPLETE_MARKER).exists()) \
+                        or not self._parquet_step_ready(s):
+                    break
+                ready.append(s)
+            ready.sort()
         if not ready:
             return None
         frames: dict[str, list[pl.DataFrame]] = {name: [] for name in BATCH_TABLES}
@@ -401,6 +415,8 @@ class WatchOptions:
     """Stop after this many seconds (once the steps complete at the last look are checked)."""
     strict: bool = False
     """Warnings fail the run too."""
+    damage_wait: float = DAMAGE_WAIT
+    """Seconds a file of a step the writer moved past may stay unfinished before it is refused."""
 
 
 @dataclass
@@ -416,7 +432,8 @@ class WatchResult:
 def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions = WatchOptions(),
           run_id: str | None = None, echo: Callable[[str], None] = print) -> WatchResult:
     """Check each new complete step of a run directory as it appears (see the module docstring)."""
-    follower = RunFollower(directory, run_id, options.settle, last_step=options.until_step)
+    follower = RunFollower(directory, run_id, options.settle, last_step=options.until_step,
+                           damage_wait=options.damage_wait)
     needs = Needs.of(checks)
     state: RunState | None = None
     fired: set[str] = set()
