@@ -583,7 +583,6 @@ class CreditStream:
                 "aggregation": np.repeat(np.tile(self.modes, len(computed))[pushed], length.size),
                 "length": np.tile(np.where(credit.measured, length, np.nan), rows),  # model tokens, never calls
                 "push_per_token": (trajectory_push[pushed] / np.maximum(length, 1.0)).ravel(),
-                "trajectory": np.tile(np.arange(length.size), rows),  # its place in the step, under every aggregation
             })
         counts = np.zeros((batch.height, k))
         np.add.at(counts, (credit.call_trajectory, class_index), 1.0)
@@ -640,7 +639,7 @@ class CreditStream:
     def trajectory_push_frame(self) -> pl.DataFrame:
         if not self.push_rows:
             return pl.DataFrame(schema={"step": pl.Int64, "estimator": pl.String, "aggregation": pl.String,
-                                        "length": pl.Float64, "push_per_token": pl.Float64, "trajectory": pl.Int64})
+                                        "length": pl.Float64, "push_per_token": pl.Float64})
         return self.push_rows.frame()
 
 

@@ -120,54 +120,43 @@ def class_summary(class_credit: pl.DataFrame, relevance: pl.DataFrame) -> pl.Dat
     )
 
 
-WEIGHT_REFERENCE = "token-mean"
-"""The aggregation that weighs every token of a batch alike: an aggregation's *weight elasticity*
-is its elasticity net of this one's, on the same trajectories."""
-
-
 def length_bias(trajectory_push: pl.DataFrame, bootstrap: int = 500, seed: int = 0) -> pl.DataFrame:
     """Per estimator and aggregation: elasticity of |push per token| on length, and its interval;
     and the *weight elasticity*, the part of it the aggregation's weights make.
 
     ``trajectory_push`` has ``step``, ``estimator``, ``aggregation``, ``length`` (model tokens; NaN
-    where the log counts none), ``push_per_token``, and ``trajectory`` (a trajectory's place in its
-    step). Every aggregation of an estimator weighs the same advantages: a trajectory's push per
-    token under one over its push per token under :data:`WEIGHT_REFERENCE` is the ratio of their
-    weights, so the elasticity of that ratio is what the aggregation adds (exactly -1 for
-    ``seq-mean-token-mean``, 0 for the reference itself), whatever the advantages make of length
-    (long responses scoring lower). NaN without the reference or a ``trajectory`` column.
+    where the log counts none), ``push_per_token``. Every aggregation of an estimator weighs the
+    same advantages, so what the advantages make of length (long responses scoring lower) is in
+    every aggregation's elasticity alike; the weight elasticity is the slope of log(per-token
+    weight) on log(length) over the same trajectories, the weights the aggregation gives each
+    step's lengths (:func:`trajlens.attribution.calls.per_token_weights`; -1 for
+    ``seq-mean-token-mean``, 0 for the others), whichever aggregations are compared.
     """
+    from trajlens.attribution.calls import per_token_weights
+
     rng = np.random.default_rng(seed)
     weight_rng = np.random.default_rng([seed, 1])
     rows = []
     usable = trajectory_push.filter(  # a length not counted in model tokens is NaN: left out
         pl.col("length").is_finite() & (pl.col("length") > 0) & pl.col("push_per_token").is_finite()
         & (pl.col("push_per_token") != 0)
-    ).with_columns(pl.col("push_per_token").abs().log().alias("__log_push"))
-    keys = ["estimator", "step", "trajectory"]
-    paired = "trajectory" in usable.columns
-    if paired:
-        reference = usable.filter(pl.col("aggregation") == WEIGHT_REFERENCE).select(
-            *keys, pl.col("__log_push").alias("__reference"))
-        usable = usable.join(reference, on=keys, how="left", maintain_order="left")
+    )
     for (estimator, aggregation), part in usable.group_by(["estimator", "aggregation"], maintain_order=True):
         steps = part["step"].to_numpy()
+        lengths = part["length"].to_numpy().astype(float)
+        signed = part["push_per_token"].to_numpy().astype(float)
         # Within-step: centre both logs by step, so drift between steps does not pose as length bias.
-        log_length = np.log(part["length"].to_numpy().astype(float))
-        log_push = part["__log_push"].to_numpy()
-        x = _centred(log_length, steps)
-        slope, low, high = _elasticity(x, _centred(log_push, steps), steps, rng, bootstrap)
-        weight = (float("nan"),) * 3
-        if paired:
-            both = part["__reference"].is_not_null().to_numpy()
-            if both.any():
-                ratio = log_push[both] - part["__reference"].to_numpy()[both]
-                weight = _elasticity(_centred(log_length[both], steps[both]), _centred(ratio, steps[both]), steps[both],
-                                     weight_rng, bootstrap)
-        rows.append({"estimator": estimator, "aggregation": aggregation, "trajectories": int(steps.size),
+        x = _centred(np.log(lengths), steps)
+        slope, low, high = _elasticity(x, _centred(np.log(np.abs(signed)), steps), steps, rng, bootstrap)
+        # A weight is a factor of the trajectory's own length (1, or 1 / L) times one of its step's
+        # (its batch size, token count, L_max): centred by step, the latter cancels, so the weights
+        # of every row at once give the slope the weights of each step give.
+        log_weight = np.log(per_token_weights(lengths, int(lengths.max()), (aggregation,))[0])
+        weight = _elasticity(x, _centred(log_weight, steps), steps, weight_rng, bootstrap)
+        rows.append({"estimator": estimator, "aggregation": aggregation, "trajectories": int(x.size),
                      "elasticity": slope, "elasticity_low": low, "elasticity_high": high,
                      "weight_elasticity": weight[0], "weight_low": weight[1], "weight_high": weight[2],
-                     "spearman": _spearman(x, part["push_per_token"].to_numpy().astype(float))})
+                     "spearman": _spearman(x, signed)})
     schema = {"estimator": pl.String, "aggregation": pl.String, "trajectories": pl.Int64, "elasticity": pl.Float64,
               "elasticity_low": pl.Float64, "elasticity_high": pl.Float64, "weight_elasticity": pl.Float64,
               "weight_low": pl.Float64, "weight_high": pl.Float64, "spearman": pl.Float64}
