@@ -146,27 +146,23 @@ LISTED_SPANS = 10
 def collinear_steps(long: pl.DataFrame) -> pl.DataFrame:
     """The steps at which the shipped check :data:`COLLINEAR_CHECK` fires on the channel values
     ``long`` (:func:`channel_values`), by its own measure (``channel_collinearity``: a step's
-    largest |r| of a pair), condition, threshold and window; each with the pair whose |r|, over
-    the same window, is the largest there, and that |r| (:data:`COLLINEAR_SCHEMA`)."""
-    from trajlens.checks.conditions import evaluate, windowed
+    largest |r| of a pair), condition, threshold and window; each with the pair whose |r| is that
+    step's largest, and the value the check judged there (the measure over its window)
+    (:data:`COLLINEAR_SCHEMA`)."""
+    from trajlens.checks.conditions import evaluate
     from trajlens.checks.spec import default_checks
     from trajlens.checks.step_measures import COLLINEARITY, channel_correlations, scalar_stats
 
     check = next(c for c in default_checks() if c.name == COLLINEAR_CHECK)
-    correlations = channel_correlations(long)
-    largest = correlations.group_by("step", maintain_order=True).agg(pl.col("value").max())
+    correlations = channel_correlations(long).drop_nulls("value")
+    largest = (correlations.sort("step", "value", "channel_a", "channel_b", descending=[False, True, False, False])
+               .unique("step", keep="first", maintain_order=True))
     outcome = evaluate(check, COLLINEARITY, scalar_stats(largest.with_columns(pl.lit(COLLINEARITY).alias("measure"))),
                        proportion=False)
     if not outcome.fired_steps:
         return pl.DataFrame(schema=COLLINEAR_SCHEMA)
-    per_pair = [
-        windowed(scalar_stats(part.with_columns(pl.lit(COLLINEARITY).alias("measure"))), check.window, False)
-        .select("step", pl.lit(a).alias("channel_a"), pl.lit(b).alias("channel_b"), pl.col("value").alias("correlation"))
-        for (a, b), part in correlations.partition_by("channel_a", "channel_b", as_dict=True, maintain_order=True).items()
-    ]
-    return (pl.concat(per_pair).filter(pl.col("step").is_in(list(outcome.fired_steps)))
-            .sort("step", "correlation", "channel_a", "channel_b", descending=[False, True, False, False], nulls_last=True)
-            .unique("step", keep="first", maintain_order=True)
+    judged = outcome.values.select("step", pl.col("value").alias("correlation"))
+    return (largest.filter(pl.col("step").is_in(list(outcome.fired_steps))).join(judged, on="step", how="left")
             .select([pl.col(name).cast(dtype) for name, dtype in COLLINEAR_SCHEMA.items()]))
 
 
@@ -279,7 +275,8 @@ def watch_lines(watch: ChannelWatch) -> list[str]:
             pl.col("step"), pl.col("correlation").max().alias("largest"))
         for a, b, steps_seen, largest in pairs.iter_rows():
             lines.append(f"channels {a} and {b} are collinear at {len(steps_seen)} of {table['step'].n_unique()} steps, "
-                         f"{steps_text(steps_seen, LISTED_SPANS)} (|r| up to {largest:.2f}, {COLLINEAR_CHECK}): "
+                         f"{steps_text(steps_seen, LISTED_SPANS)} (|r| over the check's window up to {largest:.2f}, "
+                         f"{COLLINEAR_CHECK}): "
                          "GDPO will not collapse but diversity suffers; consider dropping one")
     return lines
 
