@@ -94,7 +94,7 @@ def test_a_dash_for_an_output_is_refused_in_one_line_and_makes_no_file(store, tm
     status, _, err = run_cli(capsys, *(a.format(store=store) for a in args), "-")
     lines = err.strip().splitlines()
     assert status != 0
-    assert len(lines) == 1 and lines[0].startswith(f"error: {flag} -: expected a ") and "standard output" in lines[0], err
+    assert len(lines) == 1 and lines[0].startswith(f"error: {flag} -: {flag} writes a ") and "standard output" in lines[0], err
     assert not (tmp_path / "-").exists() and not list(tmp_path.glob("*.partial*"))
 
 

@@ -130,7 +130,7 @@ def standard_output_problem(path: Path, flag: str, kind: str) -> str | None:
     standard output. None for any other path."""
     if str(path) != STANDARD_OUTPUT:
         return None
-    return f"{flag} -: expected {kind} name; {flag} does not write to standard output"
+    return f"{flag} -: {flag} writes {kind}, not to standard output; name {kind} other than -"
 
 
 def _partial(path: Path) -> Path:

@@ -18,7 +18,7 @@ import polars as pl
 from trajlens.attribution.drift import share_rule
 from trajlens.attribution.verdicts import ARTEFACT
 from trajlens.classify.rules import VERIFICATION_CLASSES
-from trajlens.run.change import ChangeRule, judged, ratio, shipped_rule, stage_ends
+from trajlens.run.change import ChangeRule, judged, ratio, shipped_rule, stage_change, stage_ends
 from trajlens.steps import spans_text
 
 AS_TRAINED = "as trained"
@@ -173,8 +173,7 @@ def verification_shift(measures: pl.DataFrame, specs: dict[str, Any],
     finding of its own."""
     rises = []
     for klass in among:
-        ends = stage_ends(measures, specs[f"verification:{klass}"], proportion=True)
-        found = judged(*ends, True, share_rule(), "increase") if ends is not None else None
+        found = stage_change(measures, specs[f"verification:{klass}"], True, share_rule(), "increase")
         if found is not None:
             rises.append((found.last - found.first, klass, found.first, found.last))
     if not rises:
