@@ -289,3 +289,15 @@ def test_an_aggregation_is_judged_by_what_its_weights_make_of_length():
            "[0.20, 0.40] (its weights 0.00 [0.00, 0.00])" in line
     # judged by the whole elasticity (no weights measured), token-mean would be biased itself
     assert not fairer(_interval("token-mean", 0.30, 0.25, 0.35), _interval("seq-mean-token-mean", -0.70, -0.8, -0.6))
+
+
+def test_an_estimator_that_gives_a_channel_no_credit_pushes_it_down_less_it_does_not_keep_it():
+    """grpo_passk's channel credit +0.02 [-0.05, +0.09] lies only below the run's: it was said to
+    have "credited the channel more and kept it"."""
+    from trajlens.attribution.causes import channel_decision
+    from trajlens.attribution.verdicts import Push
+
+    own, nil = Push(0.27, 0.20, 0.34), Push(0.02, -0.05, 0.09)
+    decision = channel_decision(own, {"gdpo": AGAINST, "grpo_passk": nil}, WITH)
+    assert decision.verdict == ARTEFACT and set(decision.dissenting) == {"gdpo", "grpo_passk"}
+    assert decision.reason == "gdpo would have credited the channel and kept it; grpo_passk would have pushed it down less"

@@ -245,7 +245,13 @@ def channel_decision(own: Push, others: dict[str, Push], relevance: Push) -> Dec
                             if math.isfinite(p.high) and math.isfinite(own.low) and p.high < own.low),
                            key=lambda label: others[label].value))
     if keepers:
-        return Decision(ARTEFACT, f"{', '.join(keepers)} would have credited the channel more and kept it", keepers)
+        # "kept it" only of an estimator whose own credit goes against the collapse; of another,
+        # what its interval shows: it would have pushed the channel down less than the run's did
+        kept = [label for label in keepers if others[label].against_drift]
+        less = [label for label in keepers if not others[label].against_drift]
+        reasons = ([f"{', '.join(kept)} would have credited the channel and kept it"] if kept else []) + \
+                  ([f"{', '.join(less)} would have pushed it down less"] if less else [])
+        return Decision(ARTEFACT, "; ".join(reasons), keepers)
     if relevance.with_drift and not own.against_drift:
         return Decision(LEARNING, "no compared estimator credits the channel more, and within a step the trajectories "
                                   "with more of it earned less reward: the run traded the channel for reward", ())
