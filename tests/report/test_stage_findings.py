@@ -179,3 +179,7 @@ def test_a_light_finding_is_context_not_the_run_s_story():
     assert main_finding(SimpleNamespace(findings=[clip], failing=[])) == f"nothing notable; {clip}"
     fired = [("critic_explained_variance_unwhitened", "fail", "")]
     assert main_finding(SimpleNamespace(findings=[clip], failing=fired)) == str(clip)
+    # a check that fires where no finding speaks (a think share held above its bound from the first step)
+    think = [("think_share", "fail", "1-8, 10-30")]
+    assert main_finding(SimpleNamespace(findings=[], failing=think)) == "no finding beyond the checks that fire"
+    assert main_finding(SimpleNamespace(findings=[], failing=[])) == "nothing notable"

@@ -218,18 +218,22 @@ def main_finding(report: Any) -> str:
     """The finding the overview leads with: the heaviest about the run as trained, when it weighs
     :data:`MAIN_FINDING_LEAST` or more; when every finding is about a recomputation under another
     estimator, the heaviest of those, said to be one (a control run's story is what its own
-    estimator kept from happening)."""
+    estimator kept from happening); without a finding, "nothing notable", or "no finding beyond
+    the checks that fire" when one fires."""
     from trajlens.report.findings import RECOMPUTED, Finding, weight
 
     fired = {name: status for name, status, _ in getattr(report, "failing", ())}
     as_trained = [f for f in report.findings if getattr(f, "about", None) != RECOMPUTED]
     if as_trained and (not isinstance(as_trained[0], Finding) or weight(as_trained[0], fired) >= MAIN_FINDING_LEAST):
         return _headline(as_trained[0])
+    # beside a check that fires (a level held from the first step, which no trend explains), the
+    # run is not one where nothing happened: the check's cell says what
+    quiet = "no finding beyond the checks that fire" if fired else "nothing notable"
     if as_trained:
-        return f"nothing notable; {_headline(as_trained[0])}"
+        return f"{quiet}; {_headline(as_trained[0])}"
     if report.findings:
         return f"nothing notable in the run as trained; {_headline(report.findings[0])}"
-    return "nothing notable"
+    return quiet
 
 
 def _headline(finding: Any) -> str:
