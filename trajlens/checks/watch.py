@@ -168,8 +168,12 @@ class RunFollower:
 
     def _unchanged(self, path: Path, sizes: dict[Path, tuple[int, float]], seconds: float) -> bool:
         """True when the size of ``path`` has not changed for ``seconds`` (``sizes``: the size
-        each path had, and since when)."""
-        size = path.stat().st_size
+        each path had, and since when); False for a file gone since it was listed (replaced)."""
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            sizes.pop(path, None)
+            return False
         now = self.clock()
         seen = sizes.get(path)
         if seen is None or seen[0] != size:
