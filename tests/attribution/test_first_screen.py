@@ -15,17 +15,23 @@ from trajlens.synth.causal_spec import CAUSAL_SCENARIOS
 pytestmark = pytest.mark.slow
 
 
+def _attributed_report(tmp_path, scenario, *, steps: int, seed: int):
+    """The report of a causal run generated, ingested, classified and attributed as a user would."""
+    generate_causal(scenario, tmp_path / "run", steps=steps, seed=seed)
+    trajlens.ingest([tmp_path / "run"], tmp_path / "store", run_id="run")
+    store = trajlens.open(tmp_path / "store")
+    trajlens.classify_store(store, ["run"])
+    attribute(store, "run")
+    (report,) = report_store(store, tmp_path / "out", viewers_per_run=0)
+    return report
+
+
 def test_a_learned_habit_leads_a_run_whose_think_share_sits_above_its_check(tmp_path):
     """causal-reward-driven at another size and seed: test_targeted grows because it earns reward
     (learning). The think share sits above the think_share check's 0.15 from the first step and
     drifts down a little; it led the overview, the run's story second."""
     scenario = dataclasses.replace(CAUSAL_SCENARIOS["causal-reward-driven"], batch=16)
-    generate_causal(scenario, tmp_path / "run", steps=60, seed=44)
-    trajlens.ingest([tmp_path / "run"], tmp_path / "store", run_id="crd")
-    store = trajlens.open(tmp_path / "store")
-    trajlens.classify_store(store, ["crd"])
-    attribute(store, "crd")
-    (report,) = report_store(store, tmp_path / "out", viewers_per_run=0)
+    report = _attributed_report(tmp_path, scenario, steps=60, seed=44)
     assert report.findings[0].startswith("learning: test_targeted grew 0.1")  # 0.10 -> 0.58 from step 21 here
     assert ("think_share", "fail") in [(name, status) for name, status, _ in report.failing]
 
@@ -76,12 +82,7 @@ def test_a_drift_the_run_s_advantages_caused_leads_their_sign_streaks(tmp_path):
     verdict they are the mechanism of now carries that check and leads, its headline without the
     stage figures that repeat its drift."""
     scenario = dataclasses.replace(CAUSAL_SCENARIOS["causal-critic-decay"], batch=8)
-    generate_causal(scenario, tmp_path / "run", steps=80, seed=293)
-    trajlens.ingest([tmp_path / "run"], tmp_path / "store", run_id="ccd")
-    store = trajlens.open(tmp_path / "store")
-    trajlens.classify_store(store, ["ccd"])
-    attribute(store, "ccd")
-    (report,) = report_store(store, tmp_path / "out", viewers_per_run=0)
+    report = _attributed_report(tmp_path, scenario, steps=80, seed=293)
     from trajlens.report.overview import main_finding
 
     assert ("all_negative_streak", "fail") in [(name, status) for name, status, _ in report.failing]
