@@ -58,7 +58,9 @@ def test_a_collapsed_channel_the_checks_fail_on_leads_a_learned_length_drift(tmp
     from trajlens.report.overview import main_finding
 
     shown, full = main_finding(report), str(report.findings[0])
-    assert shown.startswith("estimator artefact: reward channel format collapsed") and "would have pushed it down less" in shown
+    assert shown.startswith("estimator artefact: reward channel format collapsed")
+    assert shown.endswith(str(result.cause_verdicts[0]).split("; ")[-1])  # the reason, whole
+    assert "would have credited the channel and kept it" in shown or "would have pushed it down less" in shown
     assert "in-group value" in full and "in-group value" not in shown and len(shown) < 0.6 * len(full)
 
 

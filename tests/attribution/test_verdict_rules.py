@@ -300,4 +300,5 @@ def test_an_estimator_that_gives_a_channel_no_credit_pushes_it_down_less_it_does
     own, nil = Push(0.27, 0.20, 0.34), Push(0.02, -0.05, 0.09)
     decision = channel_decision(own, {"gdpo": AGAINST, "grpo_passk": nil}, WITH)
     assert decision.verdict == ARTEFACT and set(decision.dissenting) == {"gdpo", "grpo_passk"}
-    assert decision.reason == "gdpo would have credited the channel and kept it; grpo_passk would have pushed it down less"
+    assert decision.reason == ("gdpo would have credited the channel and kept it, and grpo_passk would have pushed it "
+                               "down less")

@@ -33,8 +33,9 @@ Reward channel
     positive number goes with it (:func:`channel_decision`):
 
     * **estimator artefact**: a counterfactual estimator's channel credit lies wholly above the
-      run's (it would have kept the channel: the finding names it, GDPO for a sum-then-normalise
-      run). Reward relevance does not overrule it: the run's reward is the sum the estimator
+      run's (the finding names it, GDPO for a sum-then-normalise run: it "would have credited the
+      channel and kept it" when its own credit goes against the collapse, else it "would have
+      pushed it down less"). Reward relevance does not overrule it: the run's reward is the sum the estimator
       normalises, so a channel the sum outweighs is the case another estimator exists for;
     * **learning**: no compared estimator credits the channel more (they agree with the run's), the
       channel's reward relevance is with the collapse (within a step, trajectories with more of the
@@ -251,7 +252,7 @@ def channel_decision(own: Push, others: dict[str, Push], relevance: Push) -> Dec
         less = [label for label in keepers if not others[label].against_drift]
         reasons = ([f"{', '.join(kept)} would have credited the channel and kept it"] if kept else []) + \
                   ([f"{', '.join(less)} would have pushed it down less"] if less else [])
-        return Decision(ARTEFACT, "; ".join(reasons), keepers)
+        return Decision(ARTEFACT, ", and ".join(reasons), keepers)  # one clause: the first screen shows it whole
     if relevance.with_drift and not own.against_drift:
         return Decision(LEARNING, "no compared estimator credits the channel more, and within a step the trajectories "
                                   "with more of it earned less reward: the run traded the channel for reward", ())
