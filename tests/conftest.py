@@ -92,6 +92,7 @@ SLOWEST_FIRST = (
     "tests/report/test_html_report.py",
     "tests/report/test_kinds.py",
     "tests/attribution/test_causal_runs.py",
+    "tests/attribution/test_first_screen.py",
     "tests/browser/test_pages.py",
 )
 """Modules whose tests or module fixtures take longest (pytest --durations): under pytest-xdist
