@@ -325,6 +325,24 @@ def test_the_critic_finding_reads_the_clip_of_each_step_and_names_real_steps(tmp
     # ratios: 2.0 on steps 11-15, 4.0 on 16-18, 0.4 on 19-20
     assert finding.startswith("critic grad_norm / its clip: median 2.0x, clipped on 80% of steps")
     assert finding.endswith("critic_grad_norm_run fires at steps 16-18")
+    assert finding.kind == "critic"  # a check on the critic fires: a finding of weight
+
+
+def test_a_grad_norm_at_its_clip_without_a_check_firing_is_context(tmp_path):
+    """A critic's grad_norm at its clip on half the steps (median 1.0x) led the first screen of
+    runs where nothing happened, weighed as sao-r6's starved critic; no check on the critic fires."""
+    import json
+
+    from trajlens.checks.evaluate import check_run
+    from trajlens.report.overview import MAIN_FINDING_LEAST
+    from trajlens.report.scalars import critic_findings
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps({"_step": step, "critic/grad_norm": 1.0 + (0.1 if step % 2 else -0.1),
+                                           "critic/grad_clip": 1.0}) + "\n" for step in range(1, 21)))
+    (finding,) = critic_findings(check_run(metrics))
+    assert finding.startswith("critic grad_norm / its clip: median 1.0x, clipped on 50% of steps")
+    assert finding.importance < MAIN_FINDING_LEAST
 
 
 def test_the_overview_table_keeps_its_columns_and_links_each_run_to_its_heading():
