@@ -333,10 +333,9 @@ def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
     spread = long.group_by("step", "channel").agg(pl.col("value").std().alias("value"))
     parts.append(scalar_stats(spread.select("step", pl.concat_str(pl.lit("channel_std:"), "channel").alias("measure"),
                                             "value")))
-    correlations = channel_correlations(long)
-    if correlations.height:
-        largest = correlations.group_by("step").agg(pl.col("value").max())
-        parts.append(scalar_stats(largest.with_columns(pl.lit(COLLINEARITY).alias("measure"))))
+    largest = most_correlated(channel_correlations(long))
+    if largest.height:
+        parts.append(collinearity_stats(largest))
     return pl.concat(parts) if parts else empty_stats()
 
 
@@ -362,6 +361,19 @@ def channel_correlations(long: pl.DataFrame) -> pl.DataFrame:
                         pl.col(f"{i}").cast(pl.Float64).alias("value"))
         for i, (a, b) in enumerate(pairs)
     ]).sort("step", maintain_order=True)
+
+
+def most_correlated(correlations: pl.DataFrame) -> pl.DataFrame:
+    """Of :func:`channel_correlations`, the pair with the largest |r| at each step (ties to the
+    first by name), in step order: its ``value`` is the step's ``channel_collinearity``."""
+    return (correlations.drop_nulls("value")
+            .sort("step", "value", "channel_a", "channel_b", descending=[False, True, False, False])
+            .unique("step", keep="first", maintain_order=True))
+
+
+def collinearity_stats(largest: pl.DataFrame) -> pl.DataFrame:
+    """The ``channel_collinearity`` statistics of each step, from :func:`most_correlated`."""
+    return scalar_stats(largest.select("step", "value", pl.lit(COLLINEARITY).alias("measure")))
 
 
 def channel_gains(trajectories: pl.DataFrame) -> pl.DataFrame:

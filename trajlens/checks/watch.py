@@ -185,7 +185,7 @@ class RunFollower:
         """True when ``path`` ends in a newline and its size has not changed for ``settle`` seconds."""
         if not self._unchanged(path, sizes, self.settle):
             return False
-        size = path.stat().st_size
+        size = sizes[path][0]  # the size it kept
         if size == 0:
             return False
         with path.open("rb") as handle:
@@ -353,11 +353,11 @@ class RunFollower:
         else:
             ready = sorted(s for s in self._metric_rows if s not in self.released)
             partitions = self._partitions("step_metrics")
+            latest = max(partitions, default=None)
             for s in sorted(partitions):  # in step order, up to the first not complete yet
                 if s in self.released or s in ready:
                     continue
-                if not (s < max(partitions) or (partitions[s] / COMPLETE_MARKER).exists()) \
-                        or not self._parquet_step_ready(s):
+                if not (s < latest or (partitions[s] / COMPLETE_MARKER).exists()) or not self._parquet_step_ready(s):
                     break
                 ready.append(s)
             ready.sort()

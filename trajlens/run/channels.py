@@ -151,14 +151,11 @@ def collinear_steps(long: pl.DataFrame) -> pl.DataFrame:
     (:data:`COLLINEAR_SCHEMA`)."""
     from trajlens.checks.conditions import evaluate
     from trajlens.checks.spec import default_checks
-    from trajlens.checks.step_measures import COLLINEARITY, channel_correlations, scalar_stats
+    from trajlens.checks.step_measures import COLLINEARITY, channel_correlations, collinearity_stats, most_correlated
 
     check = next(c for c in default_checks() if c.name == COLLINEAR_CHECK)
-    correlations = channel_correlations(long).drop_nulls("value")
-    largest = (correlations.sort("step", "value", "channel_a", "channel_b", descending=[False, True, False, False])
-               .unique("step", keep="first", maintain_order=True))
-    outcome = evaluate(check, COLLINEARITY, scalar_stats(largest.with_columns(pl.lit(COLLINEARITY).alias("measure"))),
-                       proportion=False)
+    largest = most_correlated(channel_correlations(long))
+    outcome = evaluate(check, COLLINEARITY, collinearity_stats(largest), proportion=False)
     if not outcome.fired_steps:
         return pl.DataFrame(schema=COLLINEAR_SCHEMA)
     judged = outcome.values.select("step", pl.col("value").alias("correlation"))
