@@ -326,17 +326,19 @@ def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
     long = channel_values(trajectories)
     if long.is_empty():
         return empty_stats()
-    groups = group_gains(long)
-    parts = []
-    for (channel,), part in groups.partition_by("channel", as_dict=True, maintain_order=True).items():
-        parts.append(_ratio_stats(part, f"rel_gain:{channel}", pl.col("gain"), pl.lit(1)))
+    largest = most_correlated(channel_correlations(long))
+    return pl.concat([channel_value_stats(long), *([collinearity_stats(largest)] if largest.height else [])])
+
+
+def channel_value_stats(long: pl.DataFrame) -> pl.DataFrame:
+    """The rel_gain: and channel_std: statistics of the channel values ``long``
+    (:func:`trajlens.run.channels.channel_values`), without their collinearity."""
+    parts = [_ratio_stats(part, f"rel_gain:{channel}", pl.col("gain"), pl.lit(1))
+             for (channel,), part in group_gains(long).partition_by("channel", as_dict=True, maintain_order=True).items()]
     spread = long.group_by("step", "channel").agg(pl.col("value").std().alias("value"))
     parts.append(scalar_stats(spread.select("step", pl.concat_str(pl.lit("channel_std:"), "channel").alias("measure"),
                                             "value")))
-    largest = most_correlated(channel_correlations(long))
-    if largest.height:
-        parts.append(collinearity_stats(largest))
-    return pl.concat(parts) if parts else empty_stats()
+    return pl.concat(parts)
 
 
 COLLINEARITY = "channel_collinearity"

@@ -105,7 +105,7 @@ def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
     wide, names = complete_rows(long)
     if len(names) < 2 or wide.is_empty():
         return ChannelWatch(pl.DataFrame(schema=WATCH_SCHEMA), pl.DataFrame(schema=COLLINEAR_SCHEMA), tuple(names))
-    values = _value_measures(trajectories, long)
+    values = _value_measures(long)
     advantages = _advantage_measures(wide, names)
     weights, weight_problem = _dynamic_weights(trajectories, names)
     table = (values.join(advantages, on=["step", "channel"], how="full", coalesce=True)
@@ -119,12 +119,11 @@ def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
     return ChannelWatch(table, collinear_steps(long), tuple(names), group_gains(long), steps, weight_problem)
 
 
-def _value_measures(trajectories: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
+def _value_measures(long: pl.DataFrame) -> pl.DataFrame:
     """mean of each channel per step, and the checks' channel_std: and rel_gain: measures."""
-    from trajlens.checks.step_measures import channel_stats
+    from trajlens.checks.step_measures import channel_value_stats
 
-    stats = channel_stats(trajectories).filter(
-        pl.col("measure").str.starts_with("rel_gain:") | pl.col("measure").str.starts_with("channel_std:"))
+    stats = channel_value_stats(long)  # the channel values read once; their collinearity is collinear_steps'
     measure = stats.select(
         "step",
         pl.col("measure").str.split_exact(":", 1).struct.field("field_0").alias("kind"),
