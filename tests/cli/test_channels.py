@@ -229,3 +229,28 @@ def test_with_three_channels_a_collinear_step_names_its_most_correlated_pair():
     pairs = dict(zip(found["step"], zip(found["channel_a"], found["channel_b"])))
     assert pairs and all(pairs[s] == (("a", "b") if s <= 6 else ("a", "c")) for s in pairs)
     assert (found["correlation"] > 0.85).all()
+
+
+def test_channels_never_on_one_trajectory_are_still_watched_by_their_values(tmp_path):
+    """Each trajectory scores one of two channels: the channels' values (what the checks judge)
+    are watched step by step, and the watch says why it shows no advantages and no weights."""
+    from trajlens.run.channels import channel_watch
+
+    rows = []
+    for step in range(8):
+        for g in range(2):
+            for member in range(4):
+                name = "x" if member % 2 == 0 else "y"
+                value = float(member // 2 == 0 or step < 4) if name == "x" else 0.5
+                rows.append({"run_id": "r", "step": step, "group_id": f"{step}-{g}", "reward": 1.0,
+                             "trajectory_id": f"{step}-{g}-{member}",
+                             "reward_channels": [{"name": name, "value": value}]})
+    watch = channel_watch(pl.DataFrame(rows))
+    assert watch.table.height == 16 and watch.table["dominant"].null_count() == 16
+    x = watch.table.filter(pl.col("channel") == "x")
+    assert x["rel_gain"].to_list() == [0.0] * 4 + [1.0] * 4  # each group's x: 1 and 1 early, 1 and 0 late
+    assert watch.table.filter(pl.col("channel") == "y")["rel_gain"].to_list() == [0.0] * 8
+    lines = watch_lines(watch)
+    assert lines[0].startswith("x: rel_gain 0.00 -> 1.00")
+    assert "no advantages: no step has two trajectories with a value of every channel" in lines
+    assert any(line.startswith("no weights: gdpo_dynamic cannot run") for line in lines)

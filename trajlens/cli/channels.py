@@ -48,9 +48,7 @@ def channels(
         write_output(output, frame=watch.table)  # the columns, without rows, when there is nothing to watch
     if watch.table.is_empty():
         named = ", ".join(watch.channels) or "none"
-        why = ("fewer than two reward channels" if len(watch.channels) < 2
-               else "no trajectory with a value of every channel")
-        typer.echo(f"run {run}: {why} on split {chosen!r} (channels: {named}); nothing to watch")
+        typer.echo(f"run {run}: fewer than two reward channels on split {chosen!r} (channels: {named}); nothing to watch")
         if output is not None:
             typer.echo(f"wrote {output} (no rows)")
         return

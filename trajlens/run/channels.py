@@ -98,12 +98,14 @@ def channel_step_means(long: pl.DataFrame) -> pl.DataFrame:
 def channel_watch(trajectories: pl.DataFrame) -> ChannelWatch:
     """The watch list of the trajectories of one run (one split): module docstring.
 
-    Empty (with no channels) when the trajectories have fewer than two reward channels: the
-    list watches how channels compete.
+    Empty when the trajectories have fewer than two reward channels: the list watches how
+    channels compete. Where no trajectory has a value of every channel, each channel's values
+    (mean, std, rel_gain: what the checks judge) are still watched; its advantages and weights
+    are not, and :attr:`ChannelWatch.weight_problem` says why.
     """
     long = channel_values(trajectories)
     wide, names = complete_rows(long)
-    if len(names) < 2 or wide.is_empty():
+    if len(names) < 2:
         return ChannelWatch(pl.DataFrame(schema=WATCH_SCHEMA), pl.DataFrame(schema=COLLINEAR_SCHEMA), tuple(names))
     values = _value_measures(long)
     advantages = _advantage_measures(wide, names)
@@ -266,6 +268,8 @@ def watch_lines(watch: ChannelWatch) -> list[str]:
                                                        else " (first -> last quarter of the steps)"))
     if watch.weight_problem:
         lines.append(f"no weights: gdpo_dynamic cannot run on these trajectories ({watch.weight_problem})")
+    if table["dominant"].null_count() == table.height:
+        lines.append("no advantages: no step has two trajectories with a value of every channel")
     if watch.collinear.height:
         pairs = watch.collinear.group_by("channel_a", "channel_b", maintain_order=True).agg(
             pl.col("step"), pl.col("correlation").max().alias("largest"))
