@@ -105,9 +105,15 @@ def test_csv_whitespace_and_number_forms(tmp_path):
     assert rows(load_metrics(path, run_id="r")) == [(1, "a/b", 2.0), (1, "c/d", 0.001), (2, "c/d", 4.0)]
 
 
-def test_csv_short_row_misses_last_cells(tmp_path):
-    path = write(tmp_path, "m.csv", "_step,a/b,c/d\n1,0.5\n")
-    assert rows(load_metrics(path, run_id="r")) == [(1, "a/b", 0.5)]
+def test_csv_empty_last_cells_are_missing_values_and_a_short_row_is_refused(tmp_path):
+    """``1,0.5,`` leaves c/d empty at step 1; ``1,0.5`` is a line cut off (its 0.5 may be 0.5xx)."""
+    path = write(tmp_path, "m.csv", "_step,a/b,c/d\n1,0.5,\n2,0.25,3\n")
+    assert metrics._fast_csv(path) is not None
+    assert rows(load_metrics(path, run_id="r")) == [(1, "a/b", 0.5), (2, "a/b", 0.25), (2, "c/d", 3.0)]
+    cut = write(tmp_path, "cut.csv", "_step,a/b,c/d\n1,0.5,1\n2,0.2")
+    assert metrics._fast_csv(cut) is None
+    with pytest.raises(InputError, match="record 3: expected 3 cells"):
+        load_metrics(cut, run_id="r")
 
 
 def test_only_step_column_gives_empty_table(tmp_path):
@@ -143,7 +149,8 @@ BAD_CASES = [
     ("m.csv", "_step,a/b,a/b\n1,0.5,0.7\n", 2, "a/b", "duplicate step 1 for metric a/b"),
     ("m.csv", "_step,a/b\n1,0.5\n,0.7\n", 3, "_step", "no step"),
     ("m.csv", "_step,a/b\nfirst,0.5\n", 2, "_step", "expected an integer step"),
-    ("m.csv", "_step,a/b\n1,0.5,9\n", 2, None, "expected at most 2 cells"),
+    ("m.csv", "_step,a/b\n1,0.5,9\n", 2, None, "expected 2 cells (the header's), found 3 cells"),
+    ("m.csv", "_step,a/b,c\n1,0.5,0.001\n2,0.4\n", 3, None, "expected 3 cells (the header's), found 2 cells"),
     # a metric name with a lone surrogate (a JSON escape) cannot be stored: named as JSON writes it
     ("m.jsonl", jsonl('{"_step": 1, "a/\\ud800": 1}'), 1, '"a/\\ud800"', "expected a metric name in UTF-8"),
     ("trainer_state.json", '{"log_history": [{"step": 1, "loss\\ud800": 0.5}]}', 0, '"loss\\ud800"',

@@ -311,9 +311,11 @@ def _read_csv_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
         while (row := _next_row(reader, path)) is not None:
             if not any(cell.strip() for cell in row):
                 continue
-            if len(row) > len(header):
+            if len(row) != len(header):
+                # A short row is a line cut off (a file still being written, or damaged): its last
+                # cell may be a number cut short too, so it is not read as empty cells.
                 yield reader.line_num, InputError(
-                    str(path), record=reader.line_num, expected=f"at most {len(header)} cells (the header's)",
+                    str(path), record=reader.line_num, expected=f"{len(header)} cells (the header's)",
                     found=f"{len(row)} cells",
                 )
                 continue
@@ -389,6 +391,8 @@ def _fast_csv(path: Path) -> pl.DataFrame | None:
         frame = pl.read_csv(path, infer_schema=False, new_columns=header)
     except Exception:  # polars raises several error types for malformed input
         return None
+    if not _rows_have_every_cell(path, len(header)):
+        return None  # a short row (cut off) or a quoted cell: the reference reader names the row or reads it
     cells = frame.select(pl.all().str.strip_chars().replace("", None))
     numbers = cells.select(pl.all().cast(pl.Float64, strict=False))
     if cells.null_count().row(0) != numbers.null_count().row(0):
@@ -397,6 +401,16 @@ def _fast_csv(path: Path) -> pl.DataFrame | None:
         return None
     metrics = [name for name in frame.columns if name not in STEP_KEYS and not name.startswith("_")]
     return _long(numbers, metrics)
+
+
+def _rows_have_every_cell(path: Path, cells: int) -> bool:
+    """Whether every non-blank line of a CSV file without quotes has ``cells`` cells; False for a
+    file with quotes (a quoted cell may hold a comma). Polars reads a short row's missing cells
+    as empty ones, so the fast path asks here."""
+    data = path.read_bytes()
+    if b'"' in data:
+        return False
+    return all(line.count(b",") == cells - 1 for line in data.splitlines() if line.strip())
 
 
 def _long(frame: pl.DataFrame, metrics: list[str]) -> pl.DataFrame | None:
