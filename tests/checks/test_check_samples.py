@@ -176,3 +176,4 @@ def test_a_config_without_adv_estimator_is_read_by_its_runs_estimator_column(tmp
         streak = next(r for r in check_run(source, default_checks(), run_id="causal-r6").results
                       if r.name == "all_negative_streak")
         assert streak.status == "fail" and list(streak.fired_steps) == [61, 62, 63, 64], source
+        assert "the run's estimator is gae_raw (from its runs.estimator=gae)" in streak.evidence_text(), source

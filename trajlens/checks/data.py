@@ -215,7 +215,7 @@ class RunState:
         """The estimator the run trained with: from its config, else from its logged advantages."""
         self.run_label_problem = ""
         """Why neither its config nor its logged advantages name one."""
-        self.run_label_source = "from its config"
+        self.run_label_source = m.declared_source(info.history.current, info.estimator)
         """How the run's estimator is known."""
         self._identify_pending = self.run_label is None and m.RUN_LABEL in needs.labels
         self._carry: dict[str, dict[str, Any]] = {}

@@ -265,6 +265,17 @@ def run_label(config: dict, estimator_column: str | None = None, identified: Any
     return None if own is None else own.among(ADVANTAGE_LABELS) or own
 
 
+def declared_source(config: dict, estimator_column: str | None = None) -> str:
+    """How the run's declared estimator (:func:`run_label` without ``identified``) is known:
+    ``from its config``, or ``from its runs.estimator=NAME`` where the config lacks
+    ``algorithm.adv_estimator`` and the runs table's column stands in for it."""
+    from trajlens.estimators.trained import ESTIMATOR_COLUMN, trained_with
+
+    evidence = trained_with(config, estimator_column).evidence
+    named = next((part for part in evidence.split(", ") if part.startswith(f"{ESTIMATOR_COLUMN}=")), None)
+    return f"from its {named}" if named else "from its config"
+
+
 # --- statistics of a batch of steps -----------------------------------------------------------
 
 def empty_stats() -> pl.DataFrame:
