@@ -16,9 +16,11 @@ def test_bench_classify_checks_labels_and_times_each_step():
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_classify.py"), "--calls", "6000", "--reference-calls", "600",
          "--stages", "--batch", "1500"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    # Exit 1: labels differ. Exit 2 is the speed target, which a run this small beside other tests cannot judge.
-    assert done.returncode in (0, 2), done.stdout + done.stderr
+    # Exit 1 for a failed target: the labels must pass; the speed target is one a run this small
+    # beside other tests cannot judge.
+    assert done.returncode in (0, 1), done.stdout + done.stderr
     assert "PASS  labels identical to the per-row reference on a 600-call subsample" in done.stdout
+    assert done.returncode == 0 or "FAIL  vectorised >= 10x the per-row reference" in done.stdout
     assert "1 thread)" in done.stdout  # one Polars thread unless asked
     steps = dict(re.findall(r"^  (\S.*?|  \S.*?)\s+(\d+\.\d\d) s$", done.stdout, re.MULTILINE))
     shell = float(steps.pop("shell commands, each distinct one once:"))
