@@ -114,6 +114,11 @@ def test_csv_empty_last_cells_are_missing_values_and_a_short_row_is_refused(tmp_
     assert metrics._fast_csv(cut) is None
     with pytest.raises(InputError, match="record 3: expected 3 cells"):
         load_metrics(cut, run_id="r")
+    # Quoted cells, as spreadsheet and wandb exports write them, are counted as the csv module reads them.
+    quoted = write(tmp_path, "quoted.csv", '"_step","a/b","c, d"\n"1","0.5",""\n"2","0.25","3"\n')
+    assert metrics._fast_csv(quoted) is not None
+    assert rows(load_metrics(quoted, run_id="r")) == [(1, "a/b", 0.5), (2, "a/b", 0.25), (2, "c, d", 3.0)]
+    assert metrics._fast_csv(write(tmp_path, "quoted-cut.csv", '"_step","a/b","c"\n"1","0.5"\n')) is None
 
 
 def test_only_step_column_gives_empty_table(tmp_path):

@@ -391,8 +391,10 @@ def _fast_csv(path: Path) -> pl.DataFrame | None:
         frame = pl.read_csv(path, infer_schema=False, new_columns=header)
     except Exception:  # polars raises several error types for malformed input
         return None
-    if not _rows_have_every_cell(path, len(header)):
-        return None  # a short row (cut off) or a quoted cell: the reference reader names the row or reads it
+    # Polars reads a short row's missing cells as nulls, as it reads empty unquoted cells (a quoted
+    # "" is an empty text): only a file with nulls may hold a short row, which the reference reader names.
+    if sum(frame.null_count().row(0)) and not _rows_have_every_cell(path, len(header)):
+        return None
     cells = frame.select(pl.all().str.strip_chars().replace("", None))
     numbers = cells.select(pl.all().cast(pl.Float64, strict=False))
     if cells.null_count().row(0) != numbers.null_count().row(0):
@@ -404,13 +406,21 @@ def _fast_csv(path: Path) -> pl.DataFrame | None:
 
 
 def _rows_have_every_cell(path: Path, cells: int) -> bool:
-    """Whether every non-blank line of a CSV file without quotes has ``cells`` cells; False for a
-    file with quotes (a quoted cell may hold a comma). Polars reads a short row's missing cells
-    as empty ones, so the fast path asks here."""
-    data = path.read_bytes()
-    if b'"' in data:
+    """Whether every line of a CSV file that is not blank has ``cells`` cells: each line's commas
+    counted outside its quoted cells; False (the reference reader decides) where a line's quotes
+    do not pair up (a quoted cell over several lines) or the lines cannot be read."""
+    try:
+        lines = pl.read_csv(path, has_header=False, separator="\x1f", quote_char=None, new_columns=["line"],
+                            infer_schema=False)
+    except Exception:  # polars raises several error types for malformed input
         return False
-    return all(line.count(b",") == cells - 1 for line in data.splitlines() if line.strip())
+    line = pl.col("line").str.strip_chars()
+    outside_quotes = line.str.replace_all(r'"(?:[^"]|"")*"', "")
+    found = lines.filter(line.str.len_bytes() > 0).select(
+        (line.str.count_matches('"', literal=True) % 2 == 0).all().alias("paired"),
+        (outside_quotes.str.count_matches(",", literal=True) == cells - 1).all().alias("every"),
+    )
+    return bool(found["paired"].item() and found["every"].item())
 
 
 def _long(frame: pl.DataFrame, metrics: list[str]) -> pl.DataFrame | None:
