@@ -211,11 +211,14 @@ class RunState:
                                              estimator_column=info.estimator)
                        for candidate in needs.logged}
         """Candidate -> its ``logged_advantage_diff`` measure, fed batch after batch (or handed over whole)."""
-        self.run_label = m.run_label(info.history.current, info.estimator)
+        from trajlens.estimators.trained import trained_with
+
+        declared = trained_with(info.history.current, info.estimator)
+        self.run_label = m.own_label(declared)
         """The estimator the run trained with: from its config, else from its logged advantages."""
         self.run_label_problem = ""
         """Why neither its config nor its logged advantages name one."""
-        self.run_label_source = m.declared_source(info.history.current, info.estimator)
+        self.run_label_source = m.declared_source(declared)
         """How the run's estimator is known."""
         self._identify_pending = self.run_label is None and m.RUN_LABEL in needs.labels
         self._carry: dict[str, dict[str, Any]] = {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import polars as pl
 
@@ -26,6 +26,9 @@ from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.estimators.identify import CANDIDATES as IDENTIFY_CANDIDATES
 from trajlens.estimators.identify import MATCH_TOLERANCE
 from trajlens.estimators.spec import EstimatorChoice
+
+if TYPE_CHECKING:
+    from trajlens.estimators.trained import TrainedWith
 from trajlens.intervals import Bounds, Spec, sums
 # Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step: the same
 # table the report's scalar findings read.
@@ -261,19 +264,21 @@ def run_label(config: dict, estimator_column: str | None = None, identified: Any
     silent. A label of :data:`LABELS` where one recomputes the same thing."""
     from trajlens.estimators.trained import trained_with
 
-    own = trained_with(config, estimator_column, identified).choice
+    return own_label(trained_with(config, estimator_column, identified))
+
+
+def own_label(trained: TrainedWith) -> EstimatorChoice | None:
+    """:func:`run_label` of what :func:`~trajlens.estimators.trained_with` answered."""
+    own = trained.choice
     return None if own is None else own.among(ADVANTAGE_LABELS) or own
 
 
-def declared_source(config: dict, estimator_column: str | None = None) -> str:
-    """How the run's declared estimator (:func:`run_label` without ``identified``) is known:
-    ``from its config``, or ``from its runs.estimator=NAME`` where the config lacks
-    ``algorithm.adv_estimator`` and the runs table's column stands in for it."""
-    from trajlens.estimators.trained import ESTIMATOR_COLUMN, trained_with
+def declared_source(trained: TrainedWith) -> str:
+    """How the run's declared estimator is known: ``from its config``, or ``from its
+    runs.estimator=NAME`` where that column stood in for the config's ``algorithm.adv_estimator``."""
+    from trajlens.estimators.trained import ESTIMATOR_COLUMN
 
-    evidence = trained_with(config, estimator_column).evidence
-    named = next((part for part in evidence.split(", ") if part.startswith(f"{ESTIMATOR_COLUMN}=")), None)
-    return f"from its {named}" if named else "from its config"
+    return f"from its {ESTIMATOR_COLUMN}={trained.stand_in}" if trained.stand_in else "from its config"
 
 
 # --- statistics of a batch of steps -----------------------------------------------------------

@@ -121,6 +121,9 @@ class TrainedWith:
     """Whether the config names the aggregation."""
     evidence: str = ""
     """What said so: the config values, or identify's verdict."""
+    stand_in: str = ""
+    """The run's ``runs.estimator`` value where it stood in for a config without
+    ``algorithm.adv_estimator``; empty otherwise."""
 
     @property
     def label(self) -> str | None:
@@ -170,7 +173,8 @@ def trained_with(
                 options[CONVENTION] = convention.options[CONVENTION]
             choice = convention if relabel and options == dict(convention.options) else replace(choice, options=options)
             evidence += f", {RELEASE_KEY}={release}"
-        return TrainedWith(choice, "config", aggregation, logged, evidence)
+        return TrainedWith(choice, "config", aggregation, logged, evidence,
+                           stand_in=estimator_column if column and estimator_column else "")
     if identified is not None and identified.matched:
         return TrainedWith(identified.best.candidate, "identified", aggregation, logged, identified.verdict)
     return TrainedWith(None, "unknown", aggregation, logged)
