@@ -1,8 +1,8 @@
 -- Think share per step of one run: think calls / all executed tool calls (format errors
 -- excluded), pooled over the step's trajectories of the run's measured split (the measured_splits
 -- view: training, or the split a run without training data has), as the checks' share:think and
--- the report measure it: the r6 collapse signal (0.06-0.08 early, 0.73 at collapse). Steps
--- without executed calls are left out. Needs the call_classes table (`trajlens classify`).
+-- the report measure it: the r6 collapse signal (0.075 over steps 1-50, single steps 0.05-0.10;
+-- 0.72-0.75 at collapse, steps 130-135). Steps without executed calls are left out. Needs the call_classes table (`trajlens classify`).
 -- Parameters: $run_id (text).
 SELECT
     c.step,
