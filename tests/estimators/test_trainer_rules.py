@@ -164,6 +164,29 @@ def test_an_empty_response_stays_in_its_group_as_verl_keeps_it():
     assert_close_ulp(opo(rewards, mask, ["g", "g", "g"]).advantages, opo_loop(rewards.clone(), mask.float(), ["g", "g", "g"]))
 
 
+_EMPTY_FIRST = {"run_id": ["r"] * 3, "step": [1] * 3, "trajectory_id": ["a", "b", "c"], "group_id": ["g"] * 3,
+                "split": ["train"] * 3, "reward": [0.0, 1.0, 2.0]}
+
+
+@pytest.mark.parametrize(("estimator", "expected"), [
+    ("grpo", [0.0, 0.0, 0.999999]), ("dr_grpo", [0.0, 0.0, 1.0]), ("rloo", [0.0, 0.0, 1.5]),
+    ("opo", [0.0, -0.5, 0.5]), ("gpg", [0.0, 0.0, 1.5]),
+])
+def test_recompute_gives_an_empty_response_its_token_advantage_zero(estimator, expected):
+    """The group statistics count the empty response (its score 0); its trajectory's advantage is
+    what its token arrays hold, 0, whether told by the tokens frame or by the model-token count."""
+    import polars as pl
+
+    from trajlens.estimators import recompute
+
+    tokens = pl.DataFrame({"run_id": ["r"] * 3, "trajectory_id": ["a", "b", "c"],
+                           "response_mask": [[False, False], [True, True], [True, True]]})
+    by_count = pl.DataFrame({**_EMPTY_FIRST, "model_tokens": [0, 2, 2]})
+    for trajectories, frame in ((pl.DataFrame(_EMPTY_FIRST), tokens), (by_count, None)):
+        found = recompute(trajectories, frame, estimator)["advantage"]
+        assert found.to_list() == pytest.approx(expected, abs=1e-6)
+
+
 def test_an_empty_response_stays_in_the_token_baseline():
     generator = torch.Generator().manual_seed(1)
     rewards = torch.zeros(4, 6)

@@ -29,7 +29,8 @@ References, matched operation for operation so float32 results are bit-identical
 TRL's conventions compute in float32, as TRL does, and take a NaN score for TRL's unscorable
 completion (left out and given 0 from trl 1.6; 0 and counted before). verl has no such
 completion: a NaN score is refused. A response with no model tokens is kept, as verl keeps it:
-it counts in its group and its advantages are 0.
+it counts in its group and its token advantages are 0 (its ``sequence_advantages`` entry holds
+the value its score was given; :func:`~trajlens.estimators.recompute` gives such a trajectory 0).
 
 Dtypes: verl holds a group of one's std as a float32 ``torch.tensor(1.0)``, so with float64
 scores it divides by float32(1 + 1e-6) = 1.00000095367..., not 1.000001 (4.6e-8 relative). That
