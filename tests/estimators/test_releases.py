@@ -118,6 +118,30 @@ def test_cli_trainer_picks_the_release_convention(verl_store, capsys):
     assert len(err) == 1 and "--trainer 'verl==zero'" in err[0]
 
 
+@pytest.mark.parametrize(("trainer", "estimator", "said"), [
+    ("trl==1.5", "reinforce_plus_plus", "TRL computes no reinforce_plus_plus (its conventions are verl's)"),
+    ("verl==0.8.0", "gdpo_trl", "verl computes no gdpo_trl (its conventions are TRL's)"),
+    ("verl", "grpo_batch_std", "verl computes no grpo_batch_std (its conventions are TRL's)"),
+])
+def test_trainer_of_no_convention_of_the_estimator_is_refused(verl_store, capsys, trainer, estimator, said):
+    """Not the defaults saved under the bare name as if the release had computed them."""
+    from trajlens.cli import main
+
+    path = str(verl_store.path)
+    assert main(["advantages", path, "--run", "tiny", "--estimator", estimator, "--trainer", trainer]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+    assert "advantage_batches" not in verl_store.tables() or _batches(verl_store, estimator).height == 0
+
+
+def test_an_estimator_of_no_trainer_runs_under_either():
+    from trajlens.estimators.spec import TrainerRelease
+
+    spec = ESTIMATOR_REGISTRY["reinforce"]
+    assert spec.trainers() == () and spec.computed_by(TrainerRelease("trl", (1, 5)))
+    assert ESTIMATOR_REGISTRY["grpo"].trainers() == ("verl", "trl")
+
+
 @pytest.mark.parametrize("text, said", [
     ("verl==0.8.0", None), ("verl==0.8", None), ("verl==0.9.1", None), ("trl==1.6", None),
     ("verl==99", "verl 99 is newer than the newest verl release compared (0.9.1): computed as 0.9.1 computes, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -28,7 +28,8 @@ _OPTION_HELP = "Estimator option NAME=VALUE, repeatable; values read as JSON. " 
     for spec in ESTIMATOR_REGISTRY.values() if spec.options
 ) + "."
 _TRAINER_HELP = ("Recompute as this trainer release did, e.g. verl==0.8.0 or trl==1.5: every estimator takes the "
-                 "convention that release computes (--option values still win). Default: the current release of "
+                 "convention that release computes (--option values still win); an estimator the release does not compute "
+                 "(reinforce_plus_plus under trl) is refused. Default: the current release of "
                  "the trainer the run came from (its format or config), else the current verl ("
                  + ", ".join(f"{name} {version}" for name, version in CURRENT_RELEASES.items())
                  + "). Release-dependent conventions: " + "; ".join(release_conventions()) + ".")
@@ -92,6 +93,8 @@ def advantages(
     spec = estimator_spec(estimator)
     if problems := spec.option_problems(options):  # before any label is judged on them
         raise EstimatorInputError("recompute: " + "; ".join(problems))
+    if release is not None and not spec.computed_by(release):
+        raise ConfigError([_not_computed_by(trainer or "", release, estimator, spec.trainers())])
     with engine_session(engine, ray_address, store) as session, progress_bar("recomputing") as tick:
         session.require_runs([run])
         own = _run_release(session, run)
@@ -119,6 +122,18 @@ def advantages(
         typer.echo(f"note: every group of run {run!r} has one trajectory, so {estimator} compares none with another: "
                    "each has its advantage for a group of one (docs/estimators.md), and the report recomputes no "
                    "group estimator on such a run", err=True)
+
+
+def _not_computed_by(trainer: str, release: Any, estimator: str, trainers: tuple[str, ...]) -> str:
+    """Why ``--trainer`` cannot pick a convention of ``estimator``: its trainer has none."""
+    from trajlens.estimators.registry import ESTIMATOR_REGISTRY
+    from trajlens.estimators.spec import TRAINERS
+
+    name = TRAINERS[release.trainer]
+    others = " and ".join(TRAINERS[t] for t in trainers)
+    theirs = [spec.name for spec in ESTIMATOR_REGISTRY.values() if release.trainer in spec.trainers()]
+    return (f"--trainer {trainer}: {name} computes no {estimator} (its conventions are {others}'s); drop --trainer, "
+            f"or choose an estimator with a convention of {name}'s: {', '.join(theirs)}")
 
 
 def _groups_of_one(store: object, run: str, estimator: str, options: dict) -> bool:

@@ -546,6 +546,16 @@ class EstimatorSpec:
         names none of that trainer's (the estimator's defaults then stand)."""
         return next((c for c in self.conventions if c.for_release(release)), None)
 
+    def trainers(self) -> tuple[str, ...]:
+        """The trainers whose releases its conventions name (empty: none names a trainer, and
+        its defaults are what every release computes)."""
+        return tuple(dict.fromkeys(r.trainer for c in self.conventions for r in c.releases))
+
+    def computed_by(self, release: TrainerRelease) -> bool:
+        """Whether ``release``'s trainer computes it: its conventions name that trainer, or no trainer."""
+        trainers = self.trainers()
+        return not trainers or release.trainer in trainers
+
     def frame_adapter(self) -> str:
         """The name of the adapter that feeds it in :func:`~trajlens.estimators.adapters`."""
         return self.adapter or self.kind.value
