@@ -117,6 +117,23 @@ def test_recompute_runs_every_estimator(name):
         assert "token_advantages" in out.columns or "model_tokens" in out.columns, name
 
 
+def test_run_facts_reads_lazy_frames_and_names_the_trajectory_without_token_arrays():
+    import polars as pl
+
+    trajectories, tokens = full_frames()
+    eager = run_facts(trajectories, tokens)
+    assert run_facts(trajectories.lazy(), tokens.lazy()) == eager and eager.token_arrays and not eager.token_gap
+    first = trajectories["trajectory_id"][0]
+    emptied = tokens.with_columns(
+        pl.when(pl.col("trajectory_id") == first).then(pl.col("response_mask").list.eval(pl.element() & False))
+        .otherwise(pl.col("response_mask")).alias("response_mask"))
+    facts = run_facts(trajectories, emptied)
+    assert not facts.token_arrays and facts.token_gap == f"trajectory {first!r} has no model token"
+    assert estimator_spec("gae").missing(facts) == [f"token arrays for every trajectory (trajectory {first!r} has no model token)"]
+    dropped = run_facts(trajectories, tokens.filter(pl.col("trajectory_id") != first))
+    assert dropped.token_gap == f"trajectory {first!r} has no row in tokens"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_recompute_says_what_is_missing(name):
     spec = estimator_spec(name)

@@ -582,10 +582,16 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
     ``runs.estimator`` (``estimator_column``)."""
     import polars as pl
 
+    from trajlens.frames import as_frame
+
+    trajectories = as_frame(trajectories, "run_facts: trajectories")
+    tokens = None if tokens is None else as_frame(tokens, "run_facts: tokens")
     height = trajectories.height
     token_ids: set[Any] = set()
+    token_rows: set[Any] = set()
     critic_values = log_probs = sum_pi_squared = False
     if tokens is not None and tokens.height:
+        token_rows = set(tokens["trajectory_id"].to_list())
         # a token row counts only when its response mask holds a model token
         tokens = tokens.filter(pl.col("response_mask").list.any().fill_null(False))
         token_ids = set(tokens["trajectory_id"].to_list())
@@ -594,6 +600,9 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
         sum_pi_squared = "sum_pi_squared" in tokens.columns and tokens["sum_pi_squared"].null_count() == 0
     ids = trajectories["trajectory_id"].to_list()
     token_arrays = height > 0 and all(i in token_ids for i in ids)
+    lacking = next((i for i in ids if i not in token_ids), None)
+    token_gap = "" if lacking is None else (
+        f"trajectory {lacking!r} has no model token" if lacking in token_rows else f"trajectory {lacking!r} has no row in tokens")
     counted = trajectories["model_tokens"].is_not_null().to_list() if "model_tokens" in trajectories.columns else [False] * height
     token_counts = height > 0 and all(c or i in token_ids for c, i in zip(counted, ids))
     sizes = trajectories.group_by("step", "group_id").len()["len"] if height else pl.Series([], dtype=pl.UInt32)
@@ -603,6 +612,7 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
     return RunFacts(
         trajectories=height,
         token_arrays=token_arrays,
+        token_gap=token_gap,
         critic_values=critic_values,
         token_counts=token_counts,
         largest_group=int(cast(int, sizes.max()) or 0) if len(sizes) else 0,

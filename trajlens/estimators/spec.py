@@ -378,7 +378,10 @@ class RunFacts:
 
     trajectories: int = 0
     token_arrays: bool = False
-    """Every training trajectory has a row in ``tokens``."""
+    """Every training trajectory has a row in ``tokens`` with a model token."""
+    token_gap: str = ""
+    """The first trajectory without token arrays, and why (``trajectory '1-0' has no model
+    token``, ``... has no row in tokens``); empty when every trajectory has them."""
     critic_values: bool = False
     """Some token row carries critic values."""
     token_counts: bool = False
@@ -418,7 +421,7 @@ _INPUT_CHECKS: tuple[tuple[Input, Callable[[RunFacts], bool], str], ...] = (
     (Input.FULL_CHANNELS, lambda f: not f.channel_gap, "every reward channel on every trajectory"),
     (Input.LOG_PROBS, lambda f: f.log_probs, "behaviour log-probs per token"),
     (Input.SUM_PI_SQUARED, lambda f: f.sum_pi_squared, "per-token sum_pi_squared (not in the trajlens schema)"),
-    (Input.BASELINE_REWARDS, lambda f: f.baseline_rewards, "the greedy baseline's reward (column reward_baseline)"),
+    (Input.BASELINE_REWARDS, lambda f: f.baseline_rewards, "the greedy baseline's reward (column reward_baseline, not in the trajlens schema)"),
 )
 
 
@@ -506,7 +509,8 @@ class EstimatorSpec:
         needed = self.inputs
         if settings.get("convention") in UNSCORED_CONVENTIONS:
             needed &= ~Input.REWARDS
-        return [what + (f" ({facts.channel_gap})" if flag is Input.FULL_CHANNELS else "")
+        gaps = {Input.FULL_CHANNELS: facts.channel_gap, Input.TOKEN_ARRAYS: facts.token_gap}
+        return [what + (f" ({gaps[flag]})" if gaps.get(flag) else "")
                 for flag, present, what in _INPUT_CHECKS if flag in needed and not present(facts)]
 
     def applies(self, facts: RunFacts, settings: Mapping[str, Any] | None = None) -> bool:

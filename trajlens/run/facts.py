@@ -77,6 +77,7 @@ def stored_facts(reader: RunReader, trajectories: pl.DataFrame, config: Any, sto
     facts = replace(
         base,
         token_arrays=token_arrays,
+        token_gap="",  # which trajectory lacks them is not known from the footers
         critic_values=token_arrays and "values" in complete,
         token_counts=height > 0 and "model_tokens" in trajectories.columns
         and trajectories["model_tokens"].null_count() == 0,
