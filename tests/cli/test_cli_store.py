@@ -302,12 +302,17 @@ def test_odd_values_and_paths_are_named_as_what_they_are(tmp_path, tiny_run_dir)
     trajlens("ingest", tiny_run_dir, "--store", store)
     (tmp_path / "q.sql").mkdir()
     (tmp_path / "afile").write_text("")
+    (tmp_path / "two.sql").write_text("SELECT 1;\nSELECT 2;\n")
     cases = [
         (("sql", store, "SELECT $s AS x", "--param", "s:json=NaN"),
          "error: --param 's:json=NaN': not a json (expected JSON, whose numbers are finite, found NaN)"),
         (("sql", store, "SELECT $s AS x", "--param", "s:json=1e400"),
          "error: --param 's:json=1e400': not a json (expected finite numbers, found 1e400)"),
         (("sql", store, tmp_path / "q.sql"), f"error: {tmp_path / 'q.sql'}: expected a query file, found a folder"),
+        (("sql", store, tmp_path / "two.sql"), f"error: {tmp_path / 'two.sql'}: expected one SQL statement, found 2"),
+        (("sql", store, "think_share_by_step", "--param", "run_id=tiny"),
+         f"error: think_share_by_step: query failed: table call_classes does not exist yet in {store}; `trajlens "
+         "classify STORE` creates it"),
         (("sql", store, "SELECT 1", "--out", tmp_path / "afile" / "x.csv"),
          f"error: --out {tmp_path / 'afile' / 'x.csv'}: folder {tmp_path / 'afile'} is a file, not a folder"),
     ]

@@ -11,7 +11,7 @@ import typer
 from trajlens.cli._app import app
 from trajlens.cli._options import COUNT_MAX, parse_params
 from trajlens.cli._output import TABLE_SUFFIXES, check_output, write_output
-from trajlens.errors import ConfigError, InputError
+from trajlens.errors import ConfigError, InputError, QueryError
 
 # Saved queries ship inside the package (trajlens/queries is the repository's queries/).
 SAVED_QUERIES = Path(__file__).resolve().parents[1] / "queries"
@@ -78,7 +78,7 @@ def sql(
     A query reads the store and nothing else: only SELECT is accepted, and files outside the
     tables cannot be read or written. Parameters are bound by DuckDB, never pasted into the text.
 
-    Example: trajlens sql store think_share_by_step --param run_id=sao-r6
+    Example (a saved query over classify's tables): trajlens sql store think_share_by_step --param run_id=sao-r6
 
     Example: trajlens sql store 'SELECT * FROM trajectories WHERE step > $s' --param s:int=100 --out late.csv
     """
@@ -90,7 +90,12 @@ def sql(
         check_output(output, TABLE_SUFFIXES, store=store)
     text = read_query(query)
     params = parse_params(param or [])
-    frame = trajlens.open(store).sql(text, params)
+    try:
+        frame = trajlens.open(store).sql(text, params)
+    except QueryError as error:
+        if text == query:
+            raise
+        raise QueryError(f"{query}: {error}") from None  # the file or saved query whose text failed
     if output is not None:
         write_output(output, frame=frame)
         typer.echo(f"wrote {frame.height} rows to {output}")
