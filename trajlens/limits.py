@@ -183,11 +183,19 @@ def json_depth(data: bytes, limit: int | None = None) -> int:
     return int(np.cumsum(steps).max(initial=0))
 
 
-class _LongInteger:
-    """Stands in for an integer too long to convert, so the field holding it can be named."""
+class _LongInteger(int):
+    """Stands in for an integer too long to convert, so the field holding it can be named.
 
-    def __init__(self, digits: int) -> None:
-        self.digits = digits
+    It is an ``int`` (of value 0) so that format detection, which reads a record's shape
+    alone, sees an integer where the log holds one; no loader ever keeps it as a value.
+    """
+
+    digits: int
+
+    def __new__(cls, digits: int) -> "_LongInteger":
+        stand_in = super().__new__(cls, 0)
+        stand_in.digits = digits
+        return stand_in
 
 
 def _integer_reader(seen: list[int]) -> Any:
@@ -227,7 +235,8 @@ def parse_json(text: str | bytes, file: str, *, record: str | int | None = None,
     A leading UTF-8 byte-order mark is skipped; an integer of more than
     :data:`MAX_INT_DIGITS` digits is refused, naming the field that holds it. Format
     detection (``sniff``) only looks at a record's shape: it keeps such an integer as a
-    placeholder, so the loader, not the detector, reports it.
+    stand-in integer and reads nesting past the depth limit (a record the parser cannot
+    nest is still no JSON), so the loader, not the detector, reports them.
     """
     limits = current()
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
@@ -238,7 +247,7 @@ def parse_json(text: str | bytes, file: str, *, record: str | int | None = None,
     if len(data) > limits.record_bytes:
         raise InputError(file, record=record, expected=f"a record of at most {limits.record_bytes:,} bytes "
                          "(raise it with --limit record_mb=...)", found=f"{len(data):,} bytes")
-    depth = json_depth(data, limits.depth)
+    depth = 0 if sniff else json_depth(data, limits.depth)
     if depth > limits.depth:
         raise InputError(file, record=record, expected=f"JSON nested at most {limits.depth} levels "
                          "(raise it with --limit depth=...)", found=f"{depth} levels")

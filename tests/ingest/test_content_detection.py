@@ -64,6 +64,17 @@ def test_a_near_miss_names_the_closest_format_and_what_it_lacks(tmp_path):
     assert [c.format.name for c in formats.closest(Probe(path))] == ["swe-agent-dataset", "harbor"]  # shares "steps"
 
 
+def test_a_near_miss_with_every_key_of_a_format_says_its_values_are_not_that_formats(tmp_path):
+    path = tmp_path / "near.jsonl"
+    path.write_text(json.dumps({"messages": "not a list"}) + "\n")
+    with pytest.raises(InputError) as caught:
+        formats.plan(path)
+    message = str(caught.value)
+    assert "closest: openai-chat (conversations: messages of role, content, tool_calls; has all its keys, but their " \
+           "values are not this format's)" in message
+    assert "lacks )" not in message and "lacks ;" not in message
+
+
 def test_a_file_near_no_format_lists_every_format_and_its_keys(tmp_path):
     path = tmp_path / "other.json"
     path.write_text(json.dumps([{"foo": 1}]))

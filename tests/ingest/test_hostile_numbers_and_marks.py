@@ -48,6 +48,34 @@ def test_a_5000_digit_reward_in_a_chat_log_names_the_field(tmp_path):
     assert (caught.value.file, caught.value.field) == (str(log), "reward")
 
 
+def _chat_line_with_a_long_integer() -> str:
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a", "usage": {"completion_tokens": 0}}]
+    return json.dumps({"messages": messages}).replace('"completion_tokens": 0', f'"completion_tokens": {LONG}')
+
+
+@pytest.mark.parametrize("name, text, record, field", [
+    ("chat.jsonl", _chat_line_with_a_long_integer() + "\n", "line 1", "messages.1.usage.completion_tokens"),
+    ("metrics.jsonl", '{"_step": 1, "actor/lr": ' + LONG + "}\n", 1, "actor/lr"),
+])
+def test_a_long_integer_in_the_first_jsonl_record_is_refused_by_the_format_that_reads_it(tmp_path, name, text,
+                                                                                        record, field):
+    log = tmp_path / name
+    log.write_text(text)
+    with pytest.raises(InputError) as caught:
+        trajlens.ingest([log], tmp_path / "store")
+    error = caught.value
+    assert (error.file, error.record, error.field) == (str(log), record, field)
+    assert "at most 4300 digits" in str(error) and "5,000 digits" in str(error)
+    assert not (tmp_path / "store").exists()
+
+
+def test_detection_reads_a_long_integer_as_an_integer_and_the_loader_refuses_it():
+    sniffed = parse_json('{"a/b": ' + LONG + "}", "f.jsonl", sniff=True)
+    assert isinstance(sniffed["a/b"], int)
+    with pytest.raises(InputError, match="5,000 digits"):
+        parse_json('{"a/b": ' + LONG + "}", "f.jsonl")
+
+
 def test_a_long_integer_deep_inside_is_named_by_its_path():
     text = '{"a": [1, {"b": ' + "9" * (MAX_INT_DIGITS + 1) + "}]}"
     with pytest.raises(InputError) as caught:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from trajlens.errors import InputError
 from trajlens.ingest._unreadable import parquet_errors, reason
-from trajlens.limits import UTF8_BOM
+from trajlens.limits import UTF8_BOM, parse_json
 
 SNIFF_BYTES = 65536
 
@@ -54,6 +54,13 @@ class Probe:
     def first_line(self) -> str:
         """The first non-blank line of the head ('' when none)."""
         return next((line for line in self.head.splitlines() if line.strip()), "")
+
+    def first_line_record(self) -> Any:
+        """The first non-blank line of the head as JSON, read for its shape alone
+        (:func:`~trajlens.limits.parse_json` with ``sniff``): an integer too long to convert
+        reads as an integer and nesting past the depth limit is read, so the loader refuses
+        them naming the record and field. An InputError when the line is empty or no JSON."""
+        return parse_json(self.first_line(), str(self.path), sniff=True)
 
     @property
     def record_keys(self) -> frozenset[str]:

@@ -238,9 +238,18 @@ def unknown_file(probe: Probe) -> InputError:
         names = ", ".join(f.name for f in registry())
         found = "a file of no known format" + (f" (records with keys {', '.join(keys[:8])})" if keys else "")
         return InputError(str(probe.path), expected=f"a log of a known format ({names})", found=found)
-    parts = [f"{c.format.name} ({c.format.expects}; lacks {', '.join(sorted(c.missing))})" for c in near]
+    parts = [f"{c.format.name} ({c.format.expects}; {_shortfall(c)})" for c in near]
     return InputError(str(probe.path), "no known format; closest: " + "; ".join(parts),
                       found=f"records with keys {', '.join(keys[:8])}")
+
+
+def _shortfall(near: Closeness) -> str:
+    """What keeps a file from a format it came close to: the keys its first record lacks, or,
+    when it has them all, that their values are not the ones the format's detection reads (a
+    list of messages that is no list, another ``trajectory_format``, a record that is no JSON)."""
+    if near.missing:
+        return f"lacks {', '.join(sorted(near.missing))}"
+    return "has all its keys, but their values are not this format's"
 
 
 def _plan_folder(directory: Path) -> list[Source]:

@@ -457,9 +457,6 @@ def _first_record(path: Path) -> dict[str, Any] | None:
         if header is None or row is None:
             return None
         return dict(zip((name.strip() for name in header), row))
-    line = Probe(path).first_line()
-    try:
-        record = json.loads(line) if line else None
-    except RecursionError:
-        return None
+    probe = Probe(path)
+    record = probe.first_line_record() if probe.first_line() else None
     return _file_logger_record(record) if isinstance(record, dict) else record

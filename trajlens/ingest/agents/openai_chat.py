@@ -44,7 +44,6 @@ kept as ``{"raw": ...}`` with ``format_error=True``.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterator
@@ -91,11 +90,10 @@ def detect(target: Probe | Path | str) -> bool:
     if _OTHER_FORMAT_RE.search(head) or _OTHER_FORMAT_RE.search(tail):
         return False
     if probe.suffix == ".jsonl":
-        line = probe.first_line()
         try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            return _cut_chat_record(probe, line)
+            record = probe.first_line_record()
+        except InputError:
+            return _cut_chat_record(probe, probe.first_line())
         role = record.get("role") if isinstance(record, dict) else None
         return isinstance(record, dict) and (isinstance(record.get("messages"), list)
                                              or (isinstance(role, str) and role in ROLES))
