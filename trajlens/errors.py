@@ -8,6 +8,7 @@ traceback.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 class TrajlensError(Exception):
@@ -54,12 +55,13 @@ class InputError(TrajlensError, ValueError):
             body.append(f"found {_short(self.found)}")
         return head + ": " + ", ".join(body) if body else head
 
-    def as_problem(self) -> "Problem":
+    def as_problem(self, kind: "ProblemKind" = "skipped") -> "Problem":
         return Problem(
             file=self.file,
             record=None if self.record is None else str(self.record),
             field=self.field,
             message=str(self),
+            kind=kind,
         )
 
 
@@ -122,6 +124,7 @@ __all__ = [
     "InputError",
     "MissingDependencyError",
     "Problem",
+    "ProblemKind",
     "QueryError",
     "RunConflictError",
     "SchemaError",
@@ -130,14 +133,22 @@ __all__ = [
 ]
 
 
+ProblemKind = Literal["skipped", "note"]
+"""What a load did about a :class:`Problem`: ``skipped`` left something out (a bad record in
+lenient mode, a run folder a folder of runs leaves out); ``note`` kept the record and says how
+it read it otherwise (a logged pattern replaced by the harness default)."""
+
+
 @dataclass(frozen=True)
 class Problem:
-    """A record that lenient loading skipped, and why."""
+    """Something a load met in a source: a record it skipped, and why, or a note on one it kept."""
 
     file: str
     record: str | None
     field: str | None
     message: str
+    kind: ProblemKind = "skipped"
+    """``skipped`` (the record is not in the run) or ``note`` (it is, read as the message says)."""
 
 
 def non_utf8(text: str) -> str | None:

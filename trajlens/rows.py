@@ -274,6 +274,10 @@ class RunBuilder:
         """Record a skipped record (lenient mode)."""
         self.problems.append(error.as_problem())
 
+    def note(self, error: InputError) -> None:
+        """Record how a record that was kept was read otherwise (in either mode)."""
+        self.problems.append(error.as_problem("note"))
+
     def add_record(self, item: Any, trajectories: Callable[[Any], Iterable[tuple[Any, ...]]], *,
                    where: str, strict: bool) -> None:
         """Add every trajectory of one source record: ``trajectories(item)`` yields

@@ -47,10 +47,10 @@ def ingest(
         result = ingest_sources(sources, store, strict=not lenient, run_id=run, progress=tick, replace=replace,
                                 limits=limits)
     for problem in result.problems:
-        typer.echo(f"skipped: {problem.message}", err=True)
+        typer.echo(f"{problem.kind}: {problem.message}", err=True)
     for note in result.notes:
         typer.echo(note, err=True)
-    skipped = f"; skipped {len(result.problems)} (each named above)" if result.problems else ""
+    skipped = f"; skipped {len(result.skipped)} (each named above)" if result.skipped else ""
     written = [run_id for run_id in result.run_ids if run_id not in result.unchanged]
     kept = f"; {len(result.unchanged)} unchanged: {', '.join(result.unchanged)}" if result.unchanged else ""
     typer.echo(f"ingested {len(written)} run(s) into {store}: {', '.join(written) or 'none new'}{kept}{skipped}")

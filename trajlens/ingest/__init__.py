@@ -55,15 +55,27 @@ Progress = Callable[[str], None]
 
 @dataclass
 class IngestResult:
-    """What an ingest wrote: run ids, and (lenient mode) the records it skipped."""
+    """What an ingest wrote: run ids, the records it skipped (lenient mode) and the notes on
+    records it kept but read otherwise."""
 
     store: Path
     run_ids: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    """Each record skipped (``kind`` ``skipped``) and each note on a record kept (``note``)."""
     notes: list[str] = field(default_factory=list)
     """Runs kept unchanged, and analyses dropped because their run changed."""
     unchanged: list[str] = field(default_factory=list)
     """The run ids of ``run_ids`` whose source had not changed: kept as they were."""
+
+    @property
+    def skipped(self) -> list[Problem]:
+        """The problems that left a record out of its run."""
+        return _skipped(self.problems)
+
+
+def _skipped(problems: Sequence[Problem]) -> list[Problem]:
+    """The problems of ``problems`` that left something out (not the notes on records kept)."""
+    return [problem for problem in problems if problem.kind == "skipped"]
 
 
 def detect_source(path: Path) -> str:
@@ -183,12 +195,13 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
             result.run_ids.append(run.run_id)
         if emptied and not result.run_ids:
             run = emptied[0]
-            first = run.problems[0]
+            bad = _skipped(run.problems)
+            first = bad[0]
             where = ", ".join(part for part in (first.record and f"record {first.record}",
                                                 first.field and f"field {first.field!r}") if part)
             raise InputError(run.runs.column("source")[0].as_py(), "no record left to ingest",
                              expected="a good record",
-                             found=f"{len(run.problems)} bad ones" + (f" (the first: {where})" if where else ""))
+                             found=f"{len(bad)} bad ones" + (f" (the first: {where})" if where else ""))
         writer.publish()
     result.notes.extend(writer.notes)
     result.unchanged.extend(writer.unchanged)
@@ -197,7 +210,7 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
 
 def _every_record_bad(run: "RunData") -> bool:
     """Whether a run loaded leniently kept nothing: its records were all skipped as bad."""
-    return bool(run.problems) and run.trajectories.num_rows == 0 and run.step_metrics.num_rows == 0
+    return bool(_skipped(run.problems)) and run.trajectories.num_rows == 0 and run.step_metrics.num_rows == 0
 
 
 def ingest_call(paths: "list[Path]", *, run_id: str | None, strict: bool) -> dict:

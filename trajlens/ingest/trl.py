@@ -20,7 +20,7 @@ Mapping:
   way TRL forms them: the completions of one prompt within one step (its sampler repeats each
   prompt ``num_generations`` times), ``group_id = "{step}:{task_id}"``. When the groups of a
   step differ in size, ``num_generations`` cannot be recovered from the table (a prompt drawn
-  twice, or a batch cut short); the run's problems say so for that step.
+  twice, or a batch cut short); the run's problems say so for that step (a note: its rows are kept).
 * ``reward_channels``: one per reward-function column, NaN read as a missing value;
   ``reward``: their sum over the channels present, as TRL sums them (``nansum``) with its
   default unit ``reward_weights`` (the weights are not in the output folder).
@@ -158,7 +158,7 @@ def _load_table(path: Path, builder: RunBuilder, strict: bool) -> None:
             builder.skip(error)
     for step, sizes in group_sizes.items():
         if len(set(sizes.values())) > 1:
-            builder.skip(InputError(str(path), f"groups of step {step} differ in size, so num_generations cannot be "
+            builder.note(InputError(str(path), f"groups of step {step} differ in size, so num_generations cannot be "
                                     "recovered from the table; groups are the completions of one prompt",
                                     field="prompt", found=", ".join(str(n) for n in sorted(set(sizes.values())))))
 

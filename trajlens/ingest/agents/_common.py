@@ -45,7 +45,8 @@ class Record:
     where: str
     model: str | None = None
     notes: list[InputError] = field(default_factory=list)
-    """What the loader worked around in this record (kept as problems in either mode)."""
+    """What the loader worked around in this record (kept as problems of kind ``note`` in
+    either mode: the record itself is kept)."""
 
     def trajectories(self) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
         """The record as :meth:`trajlens.rows.RunBuilder.add_record` takes it."""
@@ -247,8 +248,8 @@ def load_run(
     """Load every file of format ``fmt`` under ``paths`` as one run.
 
     ``select`` may drop some of the files found by walking a directory, returning the files
-    it keeps and a note (an :class:`InputError`, recorded as a problem in either mode) for
-    what it dropped. ``trajectory_ids`` may replace the default ids (relative paths) when the
+    it keeps and an :class:`InputError` for what it dropped (recorded as a skipped problem in
+    either mode). ``trajectory_ids`` may replace the default ids (relative paths) when the
     ones it returns are unique.
     """
     given = as_paths(paths)
@@ -301,7 +302,7 @@ def load_run(
             if isinstance(item, InputError):
                 raise item
             for note in item.notes:
-                builder.skip(note)
+                builder.note(note)
             builder.add_trajectory(item.row, item.tool_calls, where=item.where)
         except InputError as error:
             if strict:

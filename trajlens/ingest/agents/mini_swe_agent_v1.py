@@ -12,7 +12,8 @@ How the harness is matched (``minisweagent.agents.default.DefaultAgent.parse_act
   ``info.config.agent.action_regex`` or the default ``r"```bash\\s*\\n(.*?)\\n```"``;
   the logged pattern is data, so it runs under the ``regex`` package's timeout
   (:attr:`~trajlens.limits.Limits.regex_seconds` per message); a pattern that does not
-  compile or runs out of time is replaced by the default one, and the file's problems say so;
+  compile or runs out of time is replaced by the default one, and the file's problems say so
+  (a note: the trajectory is kept);
 * exactly one match is executed, stripped; any other count raises ``FormatError``. A match
   whose first group takes no part in it (``(x)?`` unmatched) has no action: the turn is
   read as a format error (the harness's ``findall`` would run an empty command).
