@@ -355,6 +355,9 @@ def value_problems(name: str, table: pa.Table, source: str) -> Iterator[RowProbl
     elif name == "tokens":
         yield from _token_problems(table, source)
     elif name == "tool_calls" and table.num_rows:
+        for position in ("call_index", "turn"):  # both count from 0
+            yield from _below_problems(table, position, pa.scalar(0, table.schema.field(position).type), "0 or more",
+                                       source)
         yield from _below_problems(table, "token_start", pa.scalar(0, pa.int64()), "0 or more", source)
         yield from _below_problems(table, "token_end", table.column("token_start"), "token_start or more", source)
     elif name == "trajectories" and table.num_rows:

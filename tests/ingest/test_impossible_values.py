@@ -1,6 +1,6 @@
 """Counts and spans that cannot be are refused, naming the file, the record and the field: a
-negative turn or model-token count, a call's token span that starts before 0 or ends before it
-starts. Stored, they would give classify, view and attribute offsets into nothing."""
+negative turn or model-token count, a negative call index or call turn, a call's token span
+that starts before 0 or ends before it starts. Stored, they would give classify, view and attribute offsets into nothing."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ def _set(run_dir, table: str, column: str, value: int):
 @pytest.mark.parametrize("table, column, value, expected", [
     ("trajectories", "num_turns", -1, "0 or more"),
     ("trajectories", "model_tokens", -100, "0 or more"),
+    ("tool_calls", "turn", -1, "0 or more"),
+    ("tool_calls", "call_index", -7, "0 or more"),
     ("tool_calls", "token_start", -5, "0 or more"),
     ("tool_calls", "token_start", 10**12, "token_start or more ({start})"),
     ("tool_calls", "token_end", -100, "token_start or more ({start})"),
@@ -38,6 +40,8 @@ def _set(run_dir, table: str, column: str, value: int):
 def test_an_impossible_count_or_span_is_refused(tmp_path, tiny_run_dir, table, column, value, expected):
     path, record, data = _set(tiny_run_dir, table, column, value)
     field, found, start = column, value, None
+    if column == "call_index":  # the record names the call by its index as the file gives it
+        record = f"{record.rsplit(' call ', 1)[0]} call {value}"
     if table == "tool_calls":
         start = value if column == "token_start" else data.column("token_start")[0].as_py()
         if column == "token_start" and value > 0:  # past its end: the end is named
