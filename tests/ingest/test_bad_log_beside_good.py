@@ -45,4 +45,27 @@ def test_lenient_ingest_of_logs_that_are_all_bad_writes_no_empty_run(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1 and not (tmp_path / "store").exists()
     assert len(lines) == 1 and lines[0].startswith(f"error: {bad}: no record left to ingest"), done.stderr
-    assert lines[0].endswith("found 2 bad ones (the first: field 'reward')")
+    strict = trajlens("ingest", bad, "--store", tmp_path / "store")
+    assert strict.returncode == 1 and strict.stderr.startswith(f"error: {bad}: line 1: field 'reward': ")
+    assert lines[0] == f"error: {bad}: no record left to ingest: 2 skipped as bad; the first: " + strict.stderr[7:].strip()
+
+
+@pytest.mark.parametrize("name, text", [
+    ("deepargs.jsonl", json.dumps({"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "bash", "arguments": "[" * 301 + "]" * 301}}]}]}) + "\n"),
+    ("deep.json", '{"messages": [{"role": "user", "content": "hi"}], "x": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+])
+def test_lenient_ingest_of_a_file_whose_only_record_is_past_a_limit_names_the_limit(tmp_path, name, text):
+    """The line says what ingest without --lenient says of the record: its file, its record,
+    the limit and how to raise it."""
+    log = tmp_path / name
+    log.write_text(text)
+    strict = trajlens("ingest", log, "--store", tmp_path / "store")
+    lenient = trajlens("ingest", log, "--store", tmp_path / "store", "--lenient")
+    reason = strict.stderr.removeprefix("error: ").strip()
+    assert strict.returncode == lenient.returncode == 1 and not (tmp_path / "store").exists()
+    assert "(raise it with --limit depth=...)" in reason and reason.startswith(f"{log}: ")
+    assert name == "deep.json" or "record message 1, call 0" in reason  # a whole file is its only record
+    assert lenient.stderr == f"error: {log}: no record left to ingest: 1 skipped as bad; the first: {reason}\n"

@@ -196,12 +196,10 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
         if emptied and not result.run_ids:
             run = emptied[0]
             bad = _skipped(run.problems)
-            first = bad[0]
-            where = ", ".join(part for part in (first.record and f"record {first.record}",
-                                                first.field and f"field {first.field!r}") if part)
-            raise InputError(run.runs.column("source")[0].as_py(), "no record left to ingest",
-                             expected="a good record",
-                             found=f"{len(bad)} bad ones" + (f" (the first: {where})" if where else ""))
+            # the first one's whole reason (its file, record, field, any limit and how to raise
+            # it), as ingest without --lenient would have stopped with it
+            raise InputError(run.runs.column("source")[0].as_py(),
+                             f"no record left to ingest: {len(bad)} skipped as bad; the first: {bad[0].message}")
         writer.publish()
     result.notes.extend(writer.notes)
     result.unchanged.extend(writer.unchanged)
