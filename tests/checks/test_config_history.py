@@ -33,7 +33,10 @@ def test_no_history_is_no_history(tmp_path):
 
 
 @pytest.mark.parametrize("document, words", [
-    ("{not json", "expected a JSON object, found invalid JSON"),
+    ("{not json", "not JSON (Expecting property name enclosed in double quotes)"),
+    ('{"history": [{"from_step": 1, "config": {"seed": ' + "9" * 5000 + "}}]}",
+     "field 'history.0.config.seed': expected an integer of at most 4300 digits, found 5,000 digits"),
+    ("[" * 300 + "]" * 300, "expected JSON nested at most 200 levels (raise it with --limit depth=...), found 300 levels"),
     ({"history": {"from_step": 1}}, "field 'history': expected a list of {from_step, config}"),
     ({"history": [{"from_step": "1", "config": {}}]}, "record history[0]: field 'from_step': expected a step number"),
     ({"history": [{"from_step": 1, "config": []}]}, "record history[0]: field 'config': expected a JSON object"),

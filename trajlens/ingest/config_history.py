@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from trajlens.errors import InputError
+from trajlens.limits import parse_json
 
 CONFIG_FILE = "config.json"
 TABLE_DIR = "config_history"
@@ -35,11 +36,11 @@ COLUMNS = pa.schema([
 def read_config_file(path: Path) -> list[tuple[int, dict]]:
     """(from_step, config) entries of a ``config.json``, in step order; [] without ``history``."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
+        data = path.read_bytes()
+    except OSError as error:
         raise InputError(str(path), "cannot read the config file", found=str(error)) from None
-    except json.JSONDecodeError as error:
-        raise InputError(str(path), expected="a JSON object", found=f"invalid JSON ({error.msg}, line {error.lineno})") from None
+    # within ingest's limits: its size, nesting and integers' digits, each named where it fails
+    document = parse_json(data, str(path))
     if not isinstance(document, dict):
         raise InputError(str(path), expected="a JSON object", found=type(document).__name__)
     history = document.get("history")
