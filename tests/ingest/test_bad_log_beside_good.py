@@ -51,6 +51,20 @@ def test_lenient_ingest_of_logs_that_are_all_bad_writes_no_empty_run(tmp_path):
 
 
 @pytest.mark.parametrize("name, text", [
+    ("metrics.jsonl", '{"_step": 1, "actor/lr": "abc"}\n{"_step": 2, "actor/lr": [1]}\n'),
+    ("metrics.csv", "step,actor/lr\n1,abc\n"),
+])
+def test_lenient_ingest_of_a_metrics_file_whose_every_record_is_bad_writes_no_empty_run(tmp_path, name, text):
+    metrics = tmp_path / name
+    metrics.write_text(text)
+    strict = trajlens("ingest", metrics, "--store", tmp_path / "store")
+    lenient = trajlens("ingest", metrics, "--store", tmp_path / "store", "--lenient")
+    assert strict.returncode == lenient.returncode == 1 and not (tmp_path / "store").exists()
+    assert lenient.stderr.startswith(f"error: {metrics}: no record left to ingest: ")
+    assert lenient.stderr.strip().endswith("; the first: " + strict.stderr.removeprefix("error: ").strip())
+
+
+@pytest.mark.parametrize("name, text", [
     ("deepargs.jsonl", json.dumps({"messages": [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": None, "tool_calls": [

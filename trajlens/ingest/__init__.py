@@ -169,12 +169,14 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
                 target = run_id or parquet.run_id_of(owner.paths[0])
             else:
                 target = loaded[0].run_id
-            tables = _load_metrics(metric_sources, target, strict, result, tick)
+            tables, problems = _load_metrics(metric_sources, target, strict, tick)
             _refuse_repeated_metrics(target, _own_metrics(owner, loaded), metric_sources, tables)
-            if owner is None:
-                loaded.append(_metrics_only_run(target, metric_files, tables))
-            elif owner.format.kind != "parquet":
-                loaded[0].step_metrics = pa.concat_tables([loaded[0].step_metrics, *tables])
+            if owner is None:  # a run of metrics alone: its problems are its own (every record bad: none)
+                loaded.append(_metrics_only_run(target, metric_files, tables, problems))
+            else:
+                result.problems.extend(problems)
+                if owner.format.kind != "parquet":
+                    loaded[0].step_metrics = pa.concat_tables([loaded[0].step_metrics, *tables])
         else:
             tables = []
         for source in others:
@@ -225,17 +227,19 @@ def ingest_call(paths: "list[Path]", *, run_id: str | None, strict: bool) -> dic
             "limits": dataclasses.asdict(_limits.current()), "trajlens": __version__}
 
 
-def _load_metrics(sources: "list[Source]", run_id: str, strict: bool, result: IngestResult, tick: Progress):
+def _load_metrics(sources: "list[Source]", run_id: str, strict: bool,
+                  tick: Progress) -> "tuple[list[pa.Table], list[Problem]]":
+    """Each metrics source's table, and the records skipped (lenient mode)."""
     from trajlens.store.writer import joined_source
 
-    tables = []
+    tables, problems = [], []
     for source in sources:
         assert source.format.load is not None  # every metrics format has a loader
         loaded = source.format.load(source.paths, run_id=run_id, strict=strict)
         tables.append(loaded.table)
-        result.problems.extend(loaded.problems)
+        problems.extend(loaded.problems)
         tick(joined_source(source.paths))
-    return tables
+    return tables, problems
 
 
 def _own_metrics(owner: "Source | None", loaded: "list[RunData]") -> "pa.Table | None":
@@ -273,13 +277,14 @@ def _refuse_repeated_metrics(run_id: str, own: "pa.Table | None", sources: "list
         held = given if held is None else pl.concat([held, given], how="vertical_relaxed")
 
 
-def _metrics_only_run(run_id: str, files: list[Path], tables) -> "RunData":
+def _metrics_only_run(run_id: str, files: list[Path], tables, problems: "list[Problem]") -> "RunData":
     import pyarrow as pa
 
     from trajlens.rows import RunBuilder
     from trajlens.store.writer import joined_source
 
     builder = RunBuilder(run_id, source_format="metrics", source=joined_source(files))
+    builder.problems.extend(problems)
     run = builder.build()
     run.step_metrics = pa.concat_tables(tables)
     return run
