@@ -137,6 +137,24 @@ def test_extras_numeric_and_boolean_kept_others_dropped(tmp_path):
     assert run.trajectories.column("resolved").to_pylist() == [True]
 
 
+def test_model_tokens_count_the_logged_response_mask(tmp_path):
+    """A dump with per-token advantages says how many tokens each response trained; the empty
+    response (no model token) then gets advantage 0 from an outcome estimator, as its token
+    arrays hold it, on the command line as in the Python API."""
+    dump = write(tmp_path / "rollout" / "3.jsonl",
+                 record(score=0.0, output="", advantages=[], response_mask=[]),
+                 record(score=1.0, advantages=[0.1, 0.1, 0.0], response_mask=[1, 1, 0]),
+                 record(score=2.0, advantages=[0.2], response_mask=[1]),
+                 record(score=2.0))
+    assert load_verl([dump]).trajectories.column("model_tokens").to_pylist() == [0, 2, 1, None]
+    store = tmp_path / "store"
+    assert run_cli("ingest", dump.parent, "--store", store, "--run", "v").returncode == 0
+    done = run_cli("advantages", store, "--run", "v", "--estimator", "rloo")
+    assert done.returncode == 0, done.stderr
+    row = done.stdout.splitlines()[3].split()  # scores [0, 1, 2, 2]: RLOO [-5/3, -1/3, 1, 1], the first trained on no token
+    assert row[:4] == ["3", "4", "0.417", "0.687"], done.stdout
+
+
 def test_groups_follow_the_prompt(tmp_path):
     other = PROMPT.replace("a.txt", "b.txt")
     path = write(tmp_path / "3.jsonl", record(), record(score=0.0), record(input=other), record(input=other, score=0.0))

@@ -29,8 +29,8 @@ Mapping to the trajectories table:
 * ``resolved``: the ``acc`` key when it is a boolean or exactly 0/1, else null.
 * ``num_turns`` and tool calls: parsed from ``output``. Shell tools
   (:data:`~trajlens.ingest.tools.SHELL_TOOLS`) get ``command`` from ``arguments["command"]`` or
-  ``arguments["cmd"]``. Token counts, reasoning tokens and exit status are not in the dump and
-  stay null.
+  ``arguments["cmd"]``. Reasoning tokens and exit status are not in the dump and stay null;
+  ``model_tokens`` is the count of the logged ``response_mask`` (below) where there is one, else null.
 
 Logged advantages. verl's own dump (``RayPPOTrainer._log_rollout_data`` and
 ``_dump_generations`` in volcengine/verl, read at v0.5-v0.6 and main of late 2025) writes no
@@ -222,6 +222,7 @@ def _rollout(
     task_id = hashlib.sha1(record["input"].encode("utf-8")).hexdigest()[:TASK_ID_DIGITS]
     prefix = "val-" if split == "val" else ""
     parsed = parse_response(record["output"])
+    tokens = _advantages(record, read)
     trajectory = TRAJECTORY(
         step=step,
         trajectory_id=f"{prefix}{step}-{line_index}",
@@ -234,8 +235,9 @@ def _rollout(
         num_turns=parsed.num_turns,
         source=f"{file}:{line_no}",
         logged_advantage=read.number(record, "advantage"),
+        model_tokens=None if tokens is None else sum(tokens["response_mask"]),
     )
-    return _Rollout(trajectory, [_call_row(call) for call in parsed.tool_calls], _advantages(record, read))
+    return _Rollout(trajectory, [_call_row(call) for call in parsed.tool_calls], tokens)
 
 
 def _advantages(record: dict[str, Any], read: Fields) -> dict[str, Any] | None:
