@@ -234,9 +234,9 @@ def parse_json(text: str | bytes, file: str, *, record: str | int | None = None,
 
     A leading UTF-8 byte-order mark is skipped; an integer of more than
     :data:`MAX_INT_DIGITS` digits is refused, naming the field that holds it. Format
-    detection (``sniff``) only looks at a record's shape: it keeps such an integer as a
-    stand-in integer and reads nesting past the depth limit (a record the parser cannot
-    nest is still no JSON), so the loader, not the detector, reports them.
+    detection (``sniff``, on a file's head) only looks at a record's shape: it keeps such an
+    integer as a stand-in integer and reads a record past the size or depth limit (a record
+    the parser cannot nest is still no JSON), so the loader, not the detector, reports them.
     """
     limits = current()
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
@@ -244,7 +244,7 @@ def parse_json(text: str | bytes, file: str, *, record: str | int | None = None,
         data = data[len(UTF8_BOM):]
     if not data.strip():
         raise InputError(file, record=record, expected="JSON", found="an empty line" if record else "an empty file")
-    if len(data) > limits.record_bytes:
+    if len(data) > limits.record_bytes and not sniff:
         raise InputError(file, record=record, expected=f"a record of at most {limits.record_bytes:,} bytes "
                          "(raise it with --limit record_mb=...)", found=f"{len(data):,} bytes")
     depth = 0 if sniff else json_depth(data, limits.depth)

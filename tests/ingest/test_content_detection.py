@@ -108,3 +108,22 @@ def test_a_sample_without_its_problem_id_names_prime_hosted_as_closest(tmp_path)
         formats.plan(path)
     assert "no known format; closest: prime-hosted (" in str(caught.value)
     assert "problem_id or example_id" in str(caught.value) and "lacks example_id, problem_id)" in str(caught.value)
+
+
+@pytest.mark.parametrize("name, first, second", [
+    ("metrics.jsonl", {"_step": 1, "actor/lr": 0.1, "note/x": "y" * 2000}, {"_step": 2, "actor/lr": 0.2}),
+    ("chat.jsonl", {"messages": [{"role": "user", "content": "y" * 2000}, {"role": "assistant", "content": "a"}]},
+     {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "b"}]}),
+])
+def test_a_first_line_past_the_record_limit_is_detected_and_refused_by_its_loader(tmp_path, name, first, second):
+    """Detection reads the first line's shape whatever its size: the loader names the limit, and
+    --lenient skips that line and ingests the rest."""
+    from cli_run import run_cli
+
+    log = tmp_path / name
+    log.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n")
+    limit = ("--limit", "record_mb=0.001")
+    strict = run_cli("ingest", log, "--store", tmp_path / "strict", *limit)
+    assert strict.returncode == 1 and "record line 1: expected a line of at most 1,048 bytes" in strict.stderr
+    lenient = run_cli("ingest", log, "--store", tmp_path / "lenient", *limit, "--lenient")
+    assert lenient.returncode == 0 and lenient.stdout.strip().endswith("skipped 1 (each named above)"), lenient.stderr
