@@ -47,7 +47,7 @@ def test_lenient_ingest_of_logs_that_are_all_bad_writes_no_empty_run(tmp_path):
     assert len(lines) == 1 and lines[0].startswith(f"error: {bad}: no record left to ingest"), done.stderr
     strict = trajlens("ingest", bad, "--store", tmp_path / "store")
     assert strict.returncode == 1 and strict.stderr.startswith(f"error: {bad}: line 1: field 'reward': ")
-    assert lines[0] == f"error: {bad}: no record left to ingest: 2 skipped as bad; the first: " + strict.stderr[7:].strip()
+    assert lines[0] == f"error: {bad}: no record left to ingest: 2 skipped; the first: " + strict.stderr[7:].strip()
 
 
 @pytest.mark.parametrize("name, text", [
@@ -82,4 +82,4 @@ def test_lenient_ingest_of_a_file_whose_only_record_is_past_a_limit_names_the_li
     assert strict.returncode == lenient.returncode == 1 and not (tmp_path / "store").exists()
     assert "(raise it with --limit depth=...)" in reason and reason.startswith(f"{log}: ")
     assert name == "deep.json" or "record message 1, call 0" in reason  # a whole file is its only record
-    assert lenient.stderr == f"error: {log}: no record left to ingest: 1 skipped as bad; the first: {reason}\n"
+    assert lenient.stderr == f"error: {log}: no record left to ingest: 1 skipped; the first: {reason}\n"

@@ -53,3 +53,34 @@ def test_the_python_result_carries_each_problem_with_its_kind(logs, tmp_path):
     kinds = sorted((problem.kind, problem.file) for problem in result.problems)
     assert kinds == [("note", str(logs / "task-1.traj.json")), ("skipped", str(logs / "task-2.traj.json"))]
     assert [problem.file for problem in result.skipped] == [str(logs / "task-2.traj.json")]
+
+
+def test_a_record_skipped_has_its_skip_and_no_note(logs, tmp_path):
+    """A record whose pattern was replaced and whose observation is past the field limit is not
+    in the run: it is one skip, with no note on it."""
+    (logs / "task-2.traj.json").unlink()
+    slow = json.loads((logs / "task-1.traj.json").read_text())
+    observation = next(m for m in slow["messages"] if "<output>" in str(m["content"]))
+    observation["content"] = "<returncode>0</returncode>\n<output>" + "x" * 3000 + "</output>"
+    (logs / "task-1.traj.json").write_text(json.dumps(slow))
+    (logs / "task-3.traj.json").write_text(json.dumps({**MINI_V1, "instance_id": "task-3"}))
+    result = api.ingest([logs], tmp_path / "store", strict=False, limits=Limits(regex_seconds=0.2, field_mb=0.001))
+    assert [(problem.kind, problem.file) for problem in result.problems] == [("skipped", str(logs / "task-1.traj.json"))]
+
+
+def test_lenient_ingest_with_no_record_left_names_the_first_bad_record_not_a_run_folder_left_out(tmp_path):
+    """A folder of runs leaves out a run without a harness summary; when every record of the
+    others is bad, the line gives the first bad record's reason, as ingest without --lenient does."""
+    root = tmp_path / "runs"
+    bad, left_out = root / "runA" / "task-1", root / "runB" / "task-2"
+    bad.mkdir(parents=True)
+    left_out.mkdir(parents=True)
+    (bad / "task-1.traj.json").write_text(json.dumps({**MINI_V1, "messages": None}))
+    (root / "runA" / "model.runA.json").write_text(json.dumps({"resolved_ids": [], "unresolved_ids": ["task-1"]}))
+    (left_out / "task-2.traj.json").write_text(json.dumps({**MINI_V1, "instance_id": "task-2"}))
+    strict = trajlens("ingest", root, "--store", tmp_path / "store")
+    lenient = trajlens("ingest", root, "--store", tmp_path / "store", "--lenient")
+    assert strict.returncode == lenient.returncode == 1 and not (tmp_path / "store").exists()
+    assert strict.stderr.startswith(f"error: {bad / 'task-1.traj.json'}: field 'messages'"), strict.stderr
+    reason = strict.stderr.removeprefix("error: ").strip()
+    assert lenient.stderr.strip() == f"error: {root}: no record left to ingest: 2 skipped; the first: {reason}"

@@ -201,7 +201,7 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
             # the first one's whole reason (its file, record, field, any limit and how to raise
             # it), as ingest without --lenient would have stopped with it
             raise InputError(run.runs.column("source")[0].as_py(),
-                             f"no record left to ingest: {len(bad)} skipped as bad; the first: {bad[0].message}")
+                             f"no record left to ingest: {len(bad)} skipped; the first: {bad[0].message}")
         writer.publish()
     result.notes.extend(writer.notes)
     result.unchanged.extend(writer.unchanged)

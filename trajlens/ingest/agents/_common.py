@@ -295,19 +295,22 @@ def load_run(
         source_format=fmt,
         source=joined_source(given),
     )
-    for note in notes:
-        builder.skip(note)
     for item in items:
         try:
             if isinstance(item, InputError):
                 raise item
-            for note in item.notes:
-                builder.note(note)
             builder.add_trajectory(item.row, item.tool_calls, where=item.where)
         except InputError as error:
             if strict:
                 raise
             builder.skip(error)
+            continue
+        for note in item.notes:  # on a record kept: a record skipped is named by its own problem
+            builder.note(note)
+    # what ``select`` left out, after the records: the first record skipped is the one strict
+    # ingest stops at, and says so first
+    for note in notes:
+        builder.skip(note)
     return builder.build()
 
 
