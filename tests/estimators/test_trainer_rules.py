@@ -187,6 +187,19 @@ def test_recompute_gives_an_empty_response_its_token_advantage_zero(estimator, e
         assert found.to_list() == pytest.approx(expected, abs=1e-6)
 
 
+def test_a_step_whose_every_response_is_empty_gives_zero_or_a_one_line_refusal():
+    """No IndexError from a (B, 0) mask: OPO gives 0 to responses that trained on no token, and
+    REINFORCE++ with a baseline, which whitens over the step's model tokens, says there are none."""
+    import polars as pl
+
+    from trajlens.estimators import EstimatorInputError, recompute
+
+    empty = pl.DataFrame({**_EMPTY_FIRST, "model_tokens": [0, 0, 0]})
+    assert recompute(empty, None, "opo")["advantage"].to_list() == [0.0, 0.0, 0.0]
+    with pytest.raises(EstimatorInputError, match="has 0 model tokens; whitening needs at least two"):
+        recompute(empty, None, "reinforce_plus_plus_baseline")
+
+
 def test_an_empty_response_stays_in_the_token_baseline():
     generator = torch.Generator().manual_seed(1)
     rewards = torch.zeros(4, 6)

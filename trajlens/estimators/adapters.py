@@ -541,4 +541,5 @@ def _count_mask(fn: str, batch: pl.DataFrame) -> torch.Tensor:
             f"{fn}: token-level whitening needs each trajectory's model-token count: pass tokens or fill model_tokens"
         )
     counts = torch.tensor(batch["model_tokens"].to_numpy(), dtype=torch.int64)
-    return torch.arange(int(counts.max()))[None, :] < counts[:, None]
+    # one position at least: a step whose every response is empty still has its (B, 1) mask
+    return torch.arange(max(int(counts.max()), 1))[None, :] < counts[:, None]
