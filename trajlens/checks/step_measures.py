@@ -26,14 +26,14 @@ from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.estimators.identify import CANDIDATES as IDENTIFY_CANDIDATES
 from trajlens.estimators.identify import MATCH_TOLERANCE
 from trajlens.estimators.spec import EstimatorChoice
-
-if TYPE_CHECKING:
-    from trajlens.estimators.trained import TrainedWith
 from trajlens.intervals import Bounds, Spec, sums
 # Logged LRs that ``lr_ratio:`` compares with the configuration in force at each step: the same
 # table the report's scalar findings read.
 from trajlens.run.config import LEARNING_RATES, configured_lr, critic_grad_clip_of
 from trajlens.run.splits import TRAIN_SPLIT
+
+if TYPE_CHECKING:
+    from trajlens.estimators.trained import TrainedWith
 
 STAT_COLUMNS: tuple[str, ...] = ("measure", "step", "x", "n", "units", "sxx", "sxn", "snn")
 """Columns of a step-statistics frame (see the module docstring)."""

@@ -599,8 +599,8 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
         log_probs = "log_probs" in tokens.columns and tokens["log_probs"].null_count() == 0
         sum_pi_squared = "sum_pi_squared" in tokens.columns and tokens["sum_pi_squared"].null_count() == 0
     ids = trajectories["trajectory_id"].to_list()
-    token_arrays = height > 0 and all(i in token_ids for i in ids)
     lacking = next((i for i in ids if i not in token_ids), None)
+    token_arrays = height > 0 and lacking is None
     token_gap = "" if lacking is None else (
         f"trajectory {lacking!r} has no model token" if lacking in token_rows else f"trajectory {lacking!r} has no row in tokens")
     counted = trajectories["model_tokens"].is_not_null().to_list() if "model_tokens" in trajectories.columns else [False] * height

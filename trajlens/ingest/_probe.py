@@ -58,8 +58,8 @@ class Probe:
     def first_line_record(self) -> Any:
         """The first non-blank line of the head as JSON, read for its shape alone
         (:func:`~trajlens.limits.parse_json` with ``sniff``): an integer too long to convert
-        reads as an integer and nesting past the depth limit is read, so the loader refuses
-        them naming the record and field. An InputError when the line is empty or no JSON."""
+        reads as an integer, and a line past the size or depth limit is read, so the loader
+        refuses them naming the record and field. An InputError when the line is empty or no JSON."""
         return parse_json(self.first_line(), str(self.path), sniff=True)
 
     @property

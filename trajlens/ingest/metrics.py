@@ -109,7 +109,7 @@ def detect(target: Probe | Path | str) -> bool:
     if not path.is_file() or path.suffix.lower() not in SUFFIXES:
         return False
     try:
-        record = _first_record(path)
+        record = _first_record(probe)
     except (OSError, ValueError, csv.Error):
         return False
     if not isinstance(record, dict) or not any(record.get(key) not in (None, "") for key in STEP_KEYS):
@@ -447,7 +447,8 @@ def _long(frame: pl.DataFrame, metrics: list[str]) -> pl.DataFrame | None:
     return long.sort("step", "name")
 
 
-def _first_record(path: Path) -> dict[str, Any] | None:
+def _first_record(probe: Probe) -> dict[str, Any] | None:
+    path = probe.path
     if path.suffix.lower() == ".csv":
         # a byte that is not UTF-8 is the loader's error to name, not a reason to take the file for another format
         with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
@@ -457,6 +458,5 @@ def _first_record(path: Path) -> dict[str, Any] | None:
         if header is None or row is None:
             return None
         return dict(zip((name.strip() for name in header), row))
-    probe = Probe(path)
     record = probe.first_line_record() if probe.first_line() else None
     return _file_logger_record(record) if isinstance(record, dict) else record
