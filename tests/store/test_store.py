@@ -139,6 +139,28 @@ def test_a_call_filed_under_another_step_than_its_trajectory_is_refused(tmp_path
     assert not (tmp_path / "store" / "runs").exists() or not any((tmp_path / "store" / "runs").iterdir())
 
 
+@pytest.mark.parametrize("table, damage, message", [
+    ("tool_calls", "copy", r"record tool_calls \S+: field 'call_index': expected unique keys, found a duplicate"),
+    ("tokens", "copy", r"record tokens \S+: field 'trajectory_id': expected unique keys, found a duplicate"),
+    ("step_metrics", "copy", r"record step_metrics step \d+: field '\S+': expected one value per step and metric"),
+    ("tool_calls", "stray", r"record tool_calls nowhere: field 'trajectory_id': expected an id present in trajectories"),
+    ("tokens", "stray", r"record tokens nowhere: field 'trajectory_id': expected an id present in trajectories"),
+])
+def test_whole_run_key_checks_refuse_what_no_single_file_shows(tmp_path, tiny_run_dir, table, damage, message):
+    """Each file is valid on its own; the run is not (writer.check_run_dir)."""
+    path = _first_file(tiny_run_dir, table)
+    if damage == "copy":
+        shutil.copy(path, path.with_name("part-9.parquet"))
+    else:
+        rows = pq.read_table(path)
+        ids = rows.column("trajectory_id").to_pylist()
+        pq.write_table(rows.set_column(rows.schema.get_field_index("trajectory_id"), "trajectory_id",
+                                       pa.array(["nowhere", *ids[1:]], rows.schema.field("trajectory_id").type)), path)
+    with pytest.raises(InputError, match=message):
+        trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    assert not (tmp_path / "store" / "runs").exists() or not any((tmp_path / "store" / "runs").iterdir())
+
+
 def test_failed_reingest_keeps_the_previous_run(tmp_path, tiny_run_dir):
     store = tmp_path / "store"
     trajlens.ingest([tiny_run_dir], store)

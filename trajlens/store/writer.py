@@ -464,6 +464,15 @@ def _same_record(held: RunRecord, staged: RunRecord) -> bool:
         (staged.source_fingerprint, staged.call, staged.self_contained)
 
 
+CHECKED_KEYS: dict[str, tuple[str, ...]] = {
+    "trajectories": ("trajectory_id", "step"),
+    "tool_calls": ("trajectory_id", "call_index", "step"),
+    "tokens": ("trajectory_id", "step"),
+    "step_metrics": ("step", "name"),
+}
+"""The columns :func:`check_run_dir` reads of each table."""
+
+
 def check_run_dir(directory: Path, source: str) -> None:
     """Whole-run checks that no single file can show: unique keys, known trajectory ids, and
     each call and token array at the step of its trajectory."""
@@ -473,10 +482,12 @@ def check_run_dir(directory: Path, source: str) -> None:
 
     connection = duckdb.connect()
     try:
-        for name in ("trajectories", "tool_calls", "tokens", "step_metrics"):
+        for name, keys in CHECKED_KEYS.items():
             files = [str(path) for path in table_files(directory, name)]
-            # Registered as datasets of listed files: no path is parsed as a glob or a URL.
-            connection.register(name, ds.dataset(files, format="parquet", schema=SCHEMAS[name]))
+            # Read as datasets of listed files (no path is parsed as a glob or a URL), the key
+            # columns once: every check below reads them again, never a token array or a text.
+            dataset = ds.dataset(files, format="parquet", schema=SCHEMAS[name])
+            connection.register(name, dataset.to_table(columns=list(keys)))
         duplicate = connection.execute(
             "SELECT trajectory_id FROM trajectories GROUP BY trajectory_id HAVING count(*) > 1 LIMIT 1").fetchone()
         if duplicate:
