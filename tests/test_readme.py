@@ -4,7 +4,11 @@ Every fenced ``python``, ``bash``, ``sh``, ``shell`` and ``console`` block runs,
 one working directory that is a copy of the checkout's tracked files, with ``trajlens`` and
 ``python`` on PATH. So the ``out/store`` the tour's first command ingests is the store every
 later example reads, as it is for a reader who types them in order. Python blocks run each in a fresh interpreter; shell blocks run command by
-command under ``bash -o pipefail``. Each command must exit 0, or with the status
+command under ``bash -o pipefail``; a command that is a plain ``trajlens`` call (no pipe,
+redirection, variable, substitution or glob) runs through the CLI's entry point in the test's
+own process (:func:`cli_run.run_cli`), with the arguments bash would give it: a fresh
+interpreter for each would cost seconds of imports a command, and a shell adds nothing to such
+a command. Each command must exit 0, or with the status
 ``EXIT_STATUS`` documents. A command that cannot run here is in ``NOT_RUN`` with its reason, and
 a file the examples name as the reader's own is made by ``READER_FILES``; any other command,
 such as one a new section adds, runs and is held to the same rule.
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,6 +31,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from cli_run import run_cli
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
@@ -165,12 +171,31 @@ def tour(tmp_path_factory) -> tuple[Path, list[Outcome]]:
     for example in readme_examples():
         if not example.is_python and _listed(example.code, NOT_RUN):
             continue
-        argv = [sys.executable, "-c", example.code] if example.is_python else ["bash", "-o", "pipefail", "-c", example.code]
         started = time.monotonic()
-        done = subprocess.run(argv, cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=900)
+        arguments = None if example.is_python else plain_trajlens_arguments(example.code)
+        if arguments is not None:
+            done = run_cli(*arguments, cwd=work)
+        else:
+            argv = [sys.executable, "-c", example.code] if example.is_python else ["bash", "-o", "pipefail", "-c", example.code]
+            done = subprocess.run(argv, cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=900)
         outcomes.append(Outcome(example, done.returncode, done.stderr, time.monotonic() - started))
     return work, outcomes
+
+
+SHELL_SYNTAX = re.compile(r"[|&;<>()$`*?\[\]{}~\\\n]")
+"""Characters that make bash do more than split a command into words: pipes, redirections,
+variables, substitutions, globs, escapes."""
+
+
+def plain_trajlens_arguments(command: str) -> list[str] | None:
+    """The arguments of ``command`` if it is ``trajlens`` and words alone (quoted words included),
+    as bash would pass them; None for anything a shell must run."""
+    unquoted = re.sub(r"'[^']*'|\"[^\"$`\\]*\"", "", command.split(" #", 1)[0])
+    if SHELL_SYNTAX.search(unquoted) or "'" in unquoted or '"' in unquoted:
+        return None
+    words = shlex.split(command, comments=True)
+    return words[1:] if words[:1] == ["trajlens"] else None
 
 
 def test_examples_are_found_in_every_kind_of_block():
@@ -183,6 +208,16 @@ def test_examples_are_found_in_every_kind_of_block():
     assert [(e.language, e.code) for e in readme_examples(text)] == [
         ("bash", "trajlens a --b   # c"), ("bash", "cat <<'SQL'\nSELECT 1;\nSQL"),
         ("console", "trajlens d"), ("python", "print(1)\n")]
+
+
+def test_only_plain_trajlens_calls_skip_the_shell():
+    assert plain_trajlens_arguments("trajlens sql s 'SELECT $s > 1' --out a.csv   # note") == \
+        ["sql", "s", "SELECT $s > 1", "--out", "a.csv"]
+    assert plain_trajlens_arguments('trajlens sql s "SELECT count(*) FROM t"') == ["sql", "s", "SELECT count(*) FROM t"]
+    for command in ("trajlens check --print-defaults > checks.toml", "trajlens sql s q | head", 'trajlens sql s "$Q"',
+                    "trajlens ingest logs/*.jsonl --store s", "trajlens a; rm -r x", "trajlens a $(pwd)",
+                    "trajlens a ~/runs", "python -m trajlens a", "trajlens a 'unclosed", "A=1 trajlens a"):
+        assert plain_trajlens_arguments(command) is None, command
 
 
 def test_the_readme_has_a_shell_and_a_python_tour():
