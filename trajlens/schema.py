@@ -21,10 +21,14 @@ Every table carries ``run_id``; all but ``runs`` and ``step_metrics`` are keyed 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from trajlens.errors import SchemaError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 REWARD_CHANNEL = pa.struct([("name", pa.string()), ("value", pa.float64())])
 
@@ -133,6 +137,21 @@ VIEWS: dict[str, str] = {
 each run's measured split, the trajectories every surface measures
 (:func:`trajlens.run.splits.measured_split`: training when the run has it, else the first of
 its splits in name order); the saved queries join it."""
+
+def in_measured_split(split: str = TRAIN_SPLIT) -> pl.Expr:
+    """Polars filter of the trajectories of each run's chosen split for ``split``
+    (:func:`trajlens.run.splits.chosen_split`): ``split`` where a run has it, else training, else
+    the first of its splits in name order (evaluated per ``run_id`` over the frame filtered); with
+    the default, the ``measured_splits`` view in Polars."""
+    import polars as pl
+
+    def has(name: str) -> pl.Expr:
+        return (pl.col("split") == name).any().over("run_id")
+
+    chosen = (pl.when(has(split)).then(pl.lit(split)).when(has(TRAIN_SPLIT)).then(pl.lit(TRAIN_SPLIT))
+              .otherwise(pl.col("split").min().over("run_id")))
+    return pl.col("split") == chosen
+
 
 SCHEMAS: dict[str, pa.Schema] = {
     table: pa.schema([column.field() for column in columns]) for table, columns in TABLE_COLUMNS.items()

@@ -65,7 +65,8 @@ def _tree(folder) -> list[tuple[str, int, int]]:
 
 def test_check_on_a_classified_store_takes_its_saved_classification_and_writes_nothing(samples_store_copy):
     from trajlens.checks.evaluate import _saved_measures, check_run
-    from trajlens.engine.classify import classify_run, saved_measures
+    from trajlens.engine.classify import classify_run
+    from trajlens.run.measures import saved_measures
 
     before = check_run(samples_store_copy, run_id=RUN)
     assert _saved_measures(samples_store_copy, RUN) is None  # nothing saved yet: the checks classify

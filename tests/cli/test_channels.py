@@ -16,7 +16,7 @@ import trajlens
 from cli_run import run_cli
 from trajlens.attribution.statistics import channel_measures
 from trajlens.estimators import channel_diagnostics, recompute
-from trajlens.run.channels import WATCH_SCHEMA, run_channel_watch, watch_lines
+from trajlens.checks.channels import WATCH_SCHEMA, run_channel_watch, watch_lines
 
 RUN = "multireward"
 QUERY = Path(__file__).resolve().parents[2] / "queries" / "reward_channels_by_step.sql"
@@ -125,7 +125,7 @@ def test_a_quarter_s_rel_gain_is_the_checks_pooled_over_its_groups():
     them: the mean over the quarter's groups, not a mean of the steps' rel_gains."""
     from trajlens.checks.step_measures import channel_stats
     from trajlens.intervals import added, pooled
-    from trajlens.run.channels import channel_watch
+    from trajlens.checks.channels import channel_watch
 
     rows = []
     # eight steps, two per quarter; step 0 has three groups (gain 1 each), step 1 one (gain 0)
@@ -148,7 +148,7 @@ def test_a_run_gdpo_dynamic_refuses_shows_no_weights_and_says_why():
     """A trajectory without one of the channels: gdpo_dynamic refuses the run (as `trajlens
     advantages -e gdpo_dynamic` and the report say), so the watch list shows no weight at any
     step rather than weights over the other trajectories, and says why."""
-    from trajlens.run.channels import channel_watch
+    from trajlens.checks.channels import channel_watch
 
     rows = []
     for step in range(8):
@@ -215,7 +215,7 @@ def test_with_three_channels_a_collinear_step_names_its_most_correlated_pair():
     """With three channels whose collinear pair changes mid-run, the watch named a pair by its
     own windowed |r| (0.69, below the threshold) at steps where another pair made the check fire.
     Each step now names the pair whose |r| is that step's largest."""
-    from trajlens.run.channels import collinear_steps
+    from trajlens.checks.channels import collinear_steps
 
     rng = np.random.default_rng(0)
     rows = []
@@ -234,7 +234,7 @@ def test_with_three_channels_a_collinear_step_names_its_most_correlated_pair():
 def test_channels_never_on_one_trajectory_are_still_watched_by_their_values(tmp_path):
     """Each trajectory scores one of two channels: the channels' values (what the checks judge)
     are watched step by step, and the watch says why it shows no advantages and no weights."""
-    from trajlens.run.channels import channel_watch
+    from trajlens.checks.channels import channel_watch
 
     rows = []
     for step in range(8):

@@ -83,7 +83,7 @@ def _saved_classes(store) -> dict[str, list[tuple[int, str]]]:
 
 def test_sample_reports_the_saved_classes(classified, tmp_path):
     from trajlens.classify import stage_report
-    from trajlens.engine.classify import saved_measures
+    from trajlens.run.measures import saved_measures
 
     import trajlens as tl
 

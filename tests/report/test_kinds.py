@@ -66,7 +66,7 @@ def test_an_rl_run_without_tools_shows_reward_length_and_dead_groups(tmp_path):
 def test_one_training_step_is_a_training_run_not_agent_logs(tmp_path):
     """A trainer's run of one step (its token arrays and step metrics logged) is a one-step RL
     run; its channels have no first and last quarter to compare."""
-    from trajlens.run.channels import run_channel_watch, watch_lines
+    from trajlens.checks.channels import run_channel_watch, watch_lines
     from trajlens.synth.generate import generate
 
     generate("multireward", tmp_path / "m1", steps=1, batch=8)

@@ -66,7 +66,7 @@ def _gain_means(store, first, last) -> dict[str, tuple[float, float]]:
 
 def test_channel_findings_and_the_watch_list_cut_the_stage_table_s_quarters(store):
     from trajlens.report.scalars import channel_findings
-    from trajlens.run.channels import run_channel_watch, watch_lines
+    from trajlens.checks.channels import run_channel_watch, watch_lines
 
     first, last = _first_and_last_quarter(store)
     assert first == [1, 2, 3, 4] and last == [13, 14, 15, 16]

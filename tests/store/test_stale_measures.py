@@ -8,7 +8,8 @@ import polars as pl
 import trajlens
 from trajlens.store.integrity import write_checksum
 from trajlens.classify.per_trajectory import MEASURES
-from trajlens.engine.classify import run_measures, saved_measures
+from trajlens.engine.classify import run_measures
+from trajlens.run.measures import saved_measures
 from trajlens.report import classify_store
 
 

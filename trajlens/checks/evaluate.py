@@ -232,7 +232,7 @@ def _stored_run(source: Path | str, run_id: str | None) -> Path | None:
 def _saved_measures(source: Path | str, run_id: str | None) -> Any:
     """The classified calls' measures a store saved for the run (``trajlens classify``), which
     the checks take rather than classifying the calls again; None for anything else."""
-    from trajlens.engine.classify import saved_measures
+    from trajlens.run.measures import saved_measures
 
     run_dir = _stored_run(source, run_id)
     if run_dir is None:

@@ -45,7 +45,7 @@ from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATI
 from trajlens.errors import ConfigError
 from trajlens.frames import as_frame, as_lazy, require_columns
 from trajlens.intervals import pooled, stage_z, sums
-from trajlens.run.splits import TRAIN_SPLIT, in_measured_split
+from trajlens.schema import TRAIN_SPLIT, in_measured_split
 from trajlens.steps import stage_index
 
 StageSpec = Any
@@ -215,7 +215,7 @@ def stage_report(
     such as ``trajlens.open(DIR)``) or a pair ``(trajectories, tool_calls)`` of Polars or
     Arrow tables. ``run_id`` restricts the report to one run (each run is staged and sampled
     on its own either way); ``split`` keeps each run's trajectories of that split, or of the split
-    it has when it has not that one (:func:`~trajlens.run.splits.in_measured_split`: a run with
+    it has when it has not that one (:func:`~trajlens.schema.in_measured_split`: a run with
     validation data only is reported on it, as the CLI reports it); None keeps all.
     ``measures``: :func:`trajectory_measures` of (at least) those trajectories, when the caller
     has them; the tool calls are then neither read nor classified again. From a store, without

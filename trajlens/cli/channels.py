@@ -35,7 +35,7 @@ def channels(
     Example: trajlens channels store --run multireward --out multireward-channels.csv
     """
     import trajlens
-    from trajlens.run.channels import run_channel_watch, watch_lines
+    from trajlens.checks.channels import run_channel_watch, watch_lines
     from trajlens.run.splits import TRAIN_SPLIT, requested_split
 
     if output is not None:

@@ -12,17 +12,17 @@ one step. :func:`classify_run_on` runs on any engine; :func:`classify_run` on th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import polars as pl
 
 from trajlens.classify.calls import CALL_CLASS_COLUMNS, UNMAPPED, classify_calls
-from trajlens.classify.per_trajectory import current_measures, stored_measures, trajectory_measures
+from trajlens.classify.per_trajectory import current_measures, trajectory_measures
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.classify.unknown import unknown_tools
 from trajlens.engine.base import Engine, StepResult, StepTables
 from trajlens.run.location import StoreLocation
+from trajlens.run.measures import saved_measures
 from trajlens.run.reader import RunReader
 from trajlens.engine.writing import StepStream, save_table
 from trajlens.schema import SCHEMAS
@@ -121,18 +121,6 @@ def classify_run(store: Any, run_id: str, tool_map: ToolMapLike = None, *, expla
     return classify_run_on(LocalEngine(), StoreLocation.of(store.path), run_id, tool_map, store=store, explain=explain)
 
 
-def saved_measures(store: Any, run_id: str) -> pl.DataFrame | None:
-    """The run's ``trajectory_measures`` as ``trajlens classify`` (or the report) saved them in
-    ``store`` (an open store, as it sees them inside a transaction, or a local store's folder, read
-    without opening it); None when they were not saved. Ingesting a changed run drops them, so
-    saved measures are those of the run as stored. Measures saved with other columns than
-    :data:`~trajlens.classify.per_trajectory.MEASURES` (by another version) count as not saved."""
-    if not isinstance(store, (str, Path)):
-        return stored_measures(store, [run_id])[run_id]
-    table = StoreLocation.of(store).read_derived("trajectory_measures", run_id)
-    return None if table is None else current_measures(pl.DataFrame(table))
-
-
 def run_measures(store: Any, run_id: str) -> pl.DataFrame:
     """The run's trajectory measures: those saved (:func:`saved_measures`), else classified and
     saved now (:func:`classify_run`, as ``trajlens classify`` does)."""
@@ -140,4 +128,4 @@ def run_measures(store: Any, run_id: str) -> pl.DataFrame:
     return classify_run(store, run_id).measures if measures is None else measures
 
 
-__all__ = ["ClassifyStep", "EngineClasses", "classify_run", "classify_run_on", "run_measures", "saved_measures"]
+__all__ = ["ClassifyStep", "EngineClasses", "classify_run", "classify_run_on", "run_measures"]

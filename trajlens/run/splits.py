@@ -4,7 +4,7 @@ Every surface that measures a run's behaviour (the report, the stage reports of 
 ``compare``, the checks, attribution and the saved queries) measures the trajectories of the
 training split, :data:`TRAIN_SPLIT`. A run that logged validation trajectories only is measured
 on the split it has (:func:`measured_split`), and says so. In SQL, the store's
-``measured_splits`` view (:data:`trajlens.schema.VIEWS`) names each run's measured split; in Polars, :func:`in_measured_split`
+``measured_splits`` view (:data:`trajlens.schema.VIEWS`) names each run's measured split; in Polars, :func:`trajlens.schema.in_measured_split`
 keeps its trajectories.
 """
 
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
-
-import polars as pl
 
 from trajlens.schema import TRAIN_SPLIT as TRAIN_SPLIT
 
@@ -69,15 +67,3 @@ def measured_split(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> str:
     """``split`` when the stored run has it, else the split it has (a run with validation data
     only is measured on that, as what it is)."""
     return chosen_split(run_splits(store, run_id), split)
-
-
-def in_measured_split(split: str = TRAIN_SPLIT) -> pl.Expr:
-    """Polars filter of the trajectories of each run's :func:`chosen_split` for ``split``:
-    ``split`` where a run has it, else training, else the first of its splits in name order
-    (evaluated per ``run_id`` over the frame filtered)."""
-    def has(name: str) -> pl.Expr:
-        return (pl.col("split") == name).any().over("run_id")
-
-    chosen = (pl.when(has(split)).then(pl.lit(split)).when(has(TRAIN_SPLIT)).then(pl.lit(TRAIN_SPLIT))
-              .otherwise(pl.col("split").min().over("run_id")))
-    return pl.col("split") == chosen
