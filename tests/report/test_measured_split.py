@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import trajlens
 from trajlens.cli._app import main
 from trajlens.compare import compare
-from trajlens.run.splits import chosen_split, in_measured_split, measured_split, ordered_splits
+from trajlens.run.splits import chosen_split, measured_split, ordered_splits
+from trajlens.schema import in_measured_split
 from trajlens.schema import VIEWS
 
 
