@@ -6,6 +6,7 @@ ingest then sql, a user error, the shell and Ctrl-C.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,9 +53,10 @@ def test_sql_writes_csv(tmp_path, tiny_run_dir):
         (("advantages", "{store}", "--run", "tiny", "-e", "grpo", "--trainer", "verl==\u0663.\u0664"),
          "expected a release such as 0.9.0, found '\u0663.\u0664'"),
         (("sample", "{store}", "--run", "tiny", "--stages", "a:\u0661-\u0665", "--out", "{tmp}/s.md"),
-         "--stages 'a:\u0661-\u0665': expected NAME:FIRST-LAST, such as early:1-40"),
+         "--stages 'a:\u0661-\u0665': expected quartiles, early_late, or NAME:FIRST-LAST parts, such as early:1-40"),
         (("sample", "{store}", "--run", "tiny", "--stages", "a:1-1,", "--out", "{tmp}/s.md"),
-         "--stages 'a:1-1,' (an empty part): expected NAME:FIRST-LAST"),
+         "--stages 'a:1-1,' (an empty part): expected quartiles, early_late, or NAME:FIRST-LAST"),
+        (("advantages", "{store}", "--run", "tiny", "-e", "nope"), "--estimator: estimator must be one of 'gae', "),
         (("sql", "{tmp}/tiny-run", "SELECT 1"),
          "tiny-run: not a trajlens store but a run directory; ingest it into a store with `trajlens ingest "),
         (("ingest", "{tmp}/tiny-run", "--store", "{tmp}/s2", "--limit", "record_mb=0.0000001"),
@@ -319,3 +321,11 @@ def test_odd_values_and_paths_are_named_as_what_they_are(tmp_path, tiny_run_dir)
     for args, message in cases:
         done = trajlens(*args)
         assert (done.returncode, done.stderr.strip()) == (1, message)
+
+
+def test_the_help_of_attribute_lists_every_aggregation_mode():
+    from trajlens.estimators.aggregation import AGGREGATION_MODES
+
+    done = trajlens("attribute", "--help", env={"COLUMNS": "400"})
+    listed = re.search(r"repeatable: (.*?) \(default", " ".join(done.stdout.replace("│", " ").split())).group(1)
+    assert re.split(r", | or ", listed) == list(AGGREGATION_MODES)

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from trajlens.engine.session import EngineSession
     from trajlens.estimators.spec import TrainerRelease
 
-_ESTIMATOR_HELP = "One of: " + ", ".join(ESTIMATOR_REGISTRY) + " (options and references: docs/estimators.md)."
+_ESTIMATOR_HELP = ("Required unless --identify. One of: " + ", ".join(ESTIMATOR_REGISTRY)
+                   + " (options and references: docs/estimators.md).")
 _OPTION_HELP = "Estimator option NAME=VALUE, repeatable; values read as JSON. " + "; ".join(
     f"{spec.name}: {', '.join(option.name for option in spec.options)}"
     for spec in ESTIMATOR_REGISTRY.values() if spec.options
@@ -90,7 +91,10 @@ def advantages(
             raise ConfigError([f"--label: {problem}"])
     options = parse_options(option or [])
     release = parse_trainer_option(trainer) if trainer is not None else None
-    spec = estimator_spec(estimator)
+    try:
+        spec = estimator_spec(estimator)
+    except EstimatorInputError as error:
+        raise ConfigError([f"--estimator: {error}"]) from None
     if problems := spec.option_problems(options):  # before any label is judged on them
         raise EstimatorInputError("recompute: " + "; ".join(problems))
     if release is not None and not spec.computed_by(release):

@@ -39,12 +39,14 @@ def attribute(
     store: Annotated[str, typer.Argument(help="Store directory (with --engine ray, also a file:// URI).")],
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
     estimator: Annotated[Optional[list[str]], typer.Option(
-        "--estimator", "-e", help="Recomputation LABEL=NAME (repeatable; default: every one the run's data allows).")] = None,
+        "--estimator", "-e", help="Recomputation NAME or LABEL=NAME (repeatable; default: every one the run's data allows).")] = None,
     option: Annotated[Optional[list[str]], typer.Option(
         "--option", help="Estimator option NAME=VALUE (one --estimator) or LABEL.NAME=VALUE.")] = None,
     k: Annotated[int, typer.Option("--k", min=1, max=COUNT_MAX, help="Lag in steps: credit at step t against the share change to t+k.")] = 5,
     aggregation: Annotated[Optional[list[str]], typer.Option(
-        "--aggregation", help="Loss aggregation modes (repeatable; default: verl's four).")] = None,
+        "--aggregation", help="Loss aggregation mode, repeatable: token-mean, token-sum, seq-mean-token-mean, "
+        "seq-mean-token-sum, seq-mean-token-sum-norm, dr-grpo or luspo (default: verl's four, token-mean and the "
+        "seq-mean ones).")] = None,
     out: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Also write the section to a .md or .html file, or the per-class summary table "
         "(class, estimator, aggregation: credit, relative credit, superstition) to a .csv, .json or .parquet file.")] = None,

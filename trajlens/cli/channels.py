@@ -16,7 +16,7 @@ from trajlens.cli._output import TABLE_SUFFIXES, check_output, console_table, wr
 def channels(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     run: Annotated[str, typer.Option("--run", "-r", help="Run id.")],
-    split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split (default: training, else the split the run has).")] = None,
+    split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split (default: train, else the split the run has).")] = None,
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write every row to this file (" + ", ".join(TABLE_SUFFIXES) + ").")] = None,
     rows: Annotated[int, typer.Option("--rows", min=1, max=COUNT_MAX, help="Rows of the table printed.")] = 12,
 ) -> None:

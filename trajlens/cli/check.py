@@ -28,7 +28,7 @@ def check(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the results as JSON here.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail the run too (exit 1).")] = False,
     print_defaults: Annotated[bool, typer.Option("--print-defaults", help="Print the shipped checks (TOML) and exit.")] = False,
-    watch: Annotated[bool, typer.Option("--watch", help="Follow a run directory a trainer is still writing.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Follow a run directory a trainer is still writing, until --until-step or --timeout (one is needed).")] = False,
     fail_fast: Annotated[bool, typer.Option("--fail-fast", help="With --watch: exit 1 at the first error-level failure.")] = False,
     until_step: Annotated[Optional[int], typer.Option("--until-step", help="With --watch: stop after this step.")] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="With --watch: stop after this many seconds (once the steps complete at the last look are checked).")] = None,

@@ -47,7 +47,7 @@ def report(
     seed: Annotated[int, typer.Option("--seed", min=0, max=COUNT_MAX, help="Seed of the draw.")] = 0,
     compare: Annotated[Optional[list[str]], typer.Option("--compare", help="A,B: a comparison for index.html (repeatable); sides as in trajlens compare.")] = None,
     viewers: Annotated[int, typer.Option("--viewers", min=0, max=COUNT_MAX, help="Trajectory viewer pages per run.")] = 3,
-    split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split; a run without it is reported on the split it has, and when no run has it the command names their splits (default: training).")] = None,
+    split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split; a run without it is reported on the split it has, and when no run has it the command names their splits (default: train).")] = None,
     png: Annotated[bool, typer.Option("--png", help="Also write each figure as PNG, and show the PNGs in the Markdown (for a page that shows no SVG).")] = False,
 ) -> None:
     """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.

@@ -28,7 +28,7 @@ def parse_stages(stages: str):
         first, _, last = span.partition("-")
         if not (name and STEP.fullmatch(first.strip()) and STEP.fullmatch(last.strip())):
             named = repr(part) if part.strip() else f"{stages!r} (an empty part)"
-            problems.append(f"--stages {named}: expected NAME:FIRST-LAST, such as early:1-40")
+            problems.append(f"--stages {named}: expected quartiles, early_late, or NAME:FIRST-LAST parts, such as early:1-40")
             continue
         ranges.append((name, int(first), int(last)))
     if problems:
@@ -43,7 +43,7 @@ def sample(
     n: Annotated[int, typer.Option("--n", min=1, max=COUNT_MAX, help="Trajectories drawn per stage (all when a stage has fewer).")] = 80,
     seed: Annotated[int, typer.Option("--seed", min=0, max=COUNT_MAX, help="Seed of the draw.")] = 0,
     stages: Annotated[str, typer.Option("--stages", help="quartiles, early_late, or NAME:FIRST-LAST,... step ranges.")] = "quartiles",
-    split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split (default: training, else the split the run has).")] = None,
+    split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split (default: train, else the split the run has).")] = None,
     output: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Write the report to a .md or .html file, or its rates table (sample beside population) "
         "to a .csv, .json or .parquet file, instead of printing it.")] = None,

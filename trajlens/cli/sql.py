@@ -66,7 +66,7 @@ def _parses(query: str) -> bool:
 def sql(
     store: Annotated[Path, typer.Argument(help="Store directory written by `trajlens ingest`.")],
     query: Annotated[str, typer.Argument(help="A SELECT query, a .sql file, or a saved query's name such as think_share_by_step.")],
-    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Bind $NAME: NAME=VALUE binds text; NAME:TYPE=VALUE with TYPE int, float, bool, json or text.")] = None,
+    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Bind $NAME: NAME=VALUE binds text; NAME:TYPE=VALUE with TYPE int, float, bool, json, or text (or str).")] = None,
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the result to a .csv, .json, .parquet, .md or .html file instead of printing it.")] = None,
     rows: Annotated[int, typer.Option("--rows", min=0, max=COUNT_MAX, help="Rows to print.")] = 40,
 ) -> None:
@@ -75,8 +75,9 @@ def sql(
     The tables: runs, trajectories, tool_calls, tokens, step_metrics, the measured_splits view
     (each run's measured split), and the analysis tables once computed.
 
-    A query reads the store and nothing else: only SELECT is accepted, and files outside the
-    tables cannot be read or written. Parameters are bound by DuckDB, never pasted into the text.
+    A query reads the store and nothing else: only a statement that reads is accepted (SELECT,
+    and DESCRIBE or EXPLAIN, which read too), and files outside the tables cannot be read or
+    written. Parameters are bound by DuckDB, never pasted into the text.
 
     Example (a saved query over classify's tables): trajlens sql store think_share_by_step --param run_id=sao-r6
 

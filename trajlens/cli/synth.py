@@ -18,8 +18,8 @@ def synth(
                                                  "causal one (causal-r6, causal-r6-whitened, ...: a training loop whose "
                                                  "truth.json names the verdicts attribution should give).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run directory to create (must not exist).")],
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Training steps, at most 100,000 (default: the scenario's).")] = None,
-    batch: Annotated[Optional[int], typer.Option("--batch", help="Trajectories per step, a multiple of the group size, at most 16,384.")] = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Training steps, at most 100,000; 2,000 for a causal scenario (default: the scenario's).")] = None,
+    batch: Annotated[Optional[int], typer.Option("--batch", help="Trajectories per step, a multiple of the group size, at most 16,384; 4,096 for a causal scenario.")] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1, help="Random seed (0 or more); the same arguments give identical files.")] = 0,
     tokens: Annotated[Optional[int], typer.Option("--tokens", help="Mean tokens per trajectory at the first step (50 to 200,000).")] = None,
     calls: Annotated[Optional[int], typer.Option("--calls", help="Mean tool calls per trajectory at the first step (3 to 1,000).")] = None,
@@ -33,8 +33,9 @@ def synth(
     in memory) and truth.json beside its tables: the injected curves and events, and what was
     generated. The run is written beside OUT first and moved into place at the end, so a run that
     fails or is interrupted leaves nothing under OUT. A step holds at most a million tool calls and
-    50 million tokens (batch x calls, batch x tokens). `python -m trajlens.synth.regenerate
-    sample_data` rebuilds the shipped samples.
+    50 million tokens (batch x calls, batch x tokens). A causal scenario's loop sets its own
+    tokens, calls, first step, log-probabilities and advantages: it takes --steps, --batch and
+    --seed only. `python -m trajlens.synth.regenerate sample_data` rebuilds the shipped samples.
 
     Example: trajlens synth sao-r6 --out runs/r6
 
@@ -72,7 +73,8 @@ def _causal(scenario: str, out: Path, steps: int | None, batch: int | None, seed
     from trajlens.synth.causal_spec import CAUSAL_SCENARIOS
 
     spec = CAUSAL_SCENARIOS[scenario]
-    problems = [f"{name}: not an option of a causal scenario (its loop sets tokens and calls)" for name in unsupported]
+    problems = [f"{name}: not an option of a causal scenario (its loop sets its tokens, calls, first step, "
+                "log-probabilities and advantages; it takes --steps, --batch and --seed)" for name in unsupported]
     if steps is not None and not 1 <= steps <= CAUSAL_MAX_STEPS:
         problems.append(f"--steps: expected 1 to {CAUSAL_MAX_STEPS:,} for a causal scenario, found {steps}")
     if batch is not None and not (spec.group_size <= batch <= CAUSAL_MAX_BATCH and batch % spec.group_size == 0):

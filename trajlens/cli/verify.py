@@ -22,7 +22,9 @@ def verify(
     against the files, and each run's source for whether it still exists unchanged since the
     ingest.
 
-    Prints one line per problem and exits 1 when there is any. With --repair: finishes an
+    Prints one line per problem and exits 1 when there is any. A source moved or changed is a
+    note, not a problem: the store is whole without it, but a damaged run can be written again
+    only from its unchanged source. With --repair: finishes an
     interrupted write, writes a damaged run again from its unchanged source, removes a damaged
     analysis table's part (naming the command that computes it again) and rebuilds the views;
     what cannot be repaired is said, and the exit status is 1 while a problem remains.
