@@ -150,7 +150,7 @@ def test_sample_and_advantages_commands(sample_store, tmp_path):
     "args, message",
     [
         (("sample", "{store}", "--run", "nope"), "run 'nope' is not in the store"),
-        (("sample", "{store}", "--run", "sao-r7", "--stages", "early"), "expected NAME:FIRST-LAST"),
+        (("sample", "{store}", "--run", "sao-r7", "--stages", "early"), "expected quartiles, early_late, or NAME:FIRST-LAST"),
         (("sample", "{store}", "--run", "sao-r6", "--stages", "early:1000-2000"), "no trajectory falls in any stage"),
         (("sample", "{store}", "--run", "sao-r6", "--stages", "early:1-50,late:500-600"),
          "stage 'late' (steps 500-600) holds no training step (the run's steps are 1-135)"),
