@@ -12,6 +12,7 @@ from trajlens.cli._options import COUNT_MAX, EngineOption, RayAddressOption, utf
 from trajlens.cli._output import OUTPUT_FORMATS, distinct_outputs, output_problems, write_text_atomically, write_output
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError
+from trajlens.estimators.spec import AGGREGATION_MODES
 
 
 def _split_options(pairs: list[str], labels: list[str]) -> dict[str, dict]:
@@ -44,9 +45,8 @@ def attribute(
         "--option", help="Estimator option NAME=VALUE (one --estimator) or LABEL.NAME=VALUE.")] = None,
     k: Annotated[int, typer.Option("--k", min=1, max=COUNT_MAX, help="Lag in steps: credit at step t against the share change to t+k.")] = 5,
     aggregation: Annotated[Optional[list[str]], typer.Option(
-        "--aggregation", help="Loss aggregation mode, repeatable: token-mean, token-sum, seq-mean-token-mean, "
-        "seq-mean-token-sum, seq-mean-token-sum-norm, dr-grpo or luspo (default: verl's four, token-mean and the "
-        "seq-mean ones).")] = None,
+        "--aggregation", help=f"Loss aggregation mode, repeatable: {', '.join(AGGREGATION_MODES[:-1])} or "
+        f"{AGGREGATION_MODES[-1]} (default: verl's four, token-mean and the seq-mean ones).")] = None,
     out: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Also write the section to a .md or .html file, or the per-class summary table "
         "(class, estimator, aggregation: credit, relative credit, superstition) to a .csv, .json or .parquet file.")] = None,

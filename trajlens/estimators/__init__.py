@@ -50,7 +50,7 @@ from typing import Any
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
-    "AGGREGATION_MODES": "aggregation",
+    "AGGREGATION_MODES": "spec",
     "AggregationWeights": "aggregation",
     "aggregation_weights": "aggregation",
     "ChannelDiagnostics": "channels",

@@ -40,17 +40,14 @@ Shapes: B trajectories, T token positions.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple, get_args
+from typing import NamedTuple
 
 import torch
 
 from trajlens.estimators import _validate as check
+from trajlens.estimators.spec import AGGREGATION_MODES as AGGREGATION_MODES
+from trajlens.estimators.spec import AggregationMode as AggregationMode
 
-AggregationMode = Literal[
-    "token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "dr-grpo",
-    "luspo",
-]
-AGGREGATION_MODES: tuple[str, ...] = get_args(AggregationMode)
 AGGREGATION_CONVENTIONS: tuple[str, ...] = ("verl", "verl-pre-5417")
 
 

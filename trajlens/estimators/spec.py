@@ -12,11 +12,19 @@ import importlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast, get_args
 
 from trajlens.limits import FLOAT32_MAX, FLOAT32_NUMBER, float32_finite, float32_number
 
 KEY_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "group_id")
+
+AggregationMode = Literal[
+    "token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "dr-grpo",
+    "luspo",
+]
+AGGREGATION_MODES: tuple[str, ...] = get_args(AggregationMode)
+"""The loss aggregation modes (:mod:`trajlens.estimators.aggregation`), here without torch: the
+command line's help lists them."""
 """The columns that key a trajectory in every recomputed frame, in the order they come."""
 
 
