@@ -116,6 +116,7 @@ class Chart:
 
         buffer = io.StringIO()
         with matplotlib.rc_context(RENDER_SETTINGS):
+            self._lay_out_for_svg()
             self.figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})  # type: ignore[attr-defined]
         self._freeze_layout()
         text = buffer.getvalue()
@@ -131,10 +132,35 @@ class Chart:
         text = compact_svg(prefixed_ids(text, prefix))
         return text.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
 
+    def _lay_out_for_svg(self) -> None:
+        """Run the figure's layout engine once, as saving an SVG would (on an SVG canvas, so text
+        is measured as the SVG draws it), and freeze it. Saving a figure that has a layout
+        engine first draws it in full without output to lay it out; laying it out alone and
+        saving it without an engine gives the same axes in one draw."""
+        from matplotlib.backends.backend_svg import FigureCanvasSVG
+
+        figure: Any = self.figure
+        engine = figure.get_layout_engine()
+        if engine is None or not figure.axes:
+            return
+        dpi, canvas = figure.dpi, figure.canvas
+        FigureCanvasSVG(figure)
+        try:
+            engine.execute(figure)
+        finally:
+            figure.dpi = dpi
+            figure.set_canvas(canvas)
+        self._freeze_layout()
+
     def _freeze_layout(self) -> None:
-        """Keep the axes where the first save's constrained layout put them: a second save (SVG
-        then PNG) draws the same figure without laying it out again, which is half the cost."""
-        self.figure.set_layout_engine("none")  # type: ignore[attr-defined]
+        """Keep the axes where the layout put them and drop the layout engine: a figure without
+        one is saved in a single draw (with one, even a placeholder, matplotlib draws it twice),
+        and a second save (SVG then PNG) does not lay it out again."""
+        import matplotlib
+
+        # Without an engine named, matplotlib would take one from these settings.
+        with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+            self.figure.set_layout_engine(None)  # type: ignore[attr-defined]
 
 
 def prefixed_ids(svg: str, prefix: str) -> str:
