@@ -120,28 +120,35 @@ def recompute(
     # order already (the row index ascends within a step).
     for batch in frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True):
         with intra_op_threads_for(_padded_size(batch)):
-            parts.append(_untrained_at_zero(batch, adapter(call, batch)))
-    out = pl.concat(parts, how="diagonal_relaxed").sort(_ROW)
-    keys = frame.select(_ROW, *KEY_COLUMNS)
-    return keys.join(out, on=_ROW, how="left").sort(_ROW).drop(_ROW).with_columns(pl.lit(estimator).alias("estimator"))
+            parts.append(adapter(call, batch))
+    out = pl.concat(parts, how="diagonal_relaxed")
+    keys = frame.select(_ROW, *KEY_COLUMNS, _untrained(frame))
+    result = _untrained_at_zero(keys.join(out, on=_ROW, how="left").sort(_ROW))
+    return result.drop(_ROW, _UNTRAINED).with_columns(pl.lit(estimator).alias("estimator"))
 
 
-def _untrained_at_zero(batch: pl.DataFrame, result: pl.DataFrame) -> pl.DataFrame:
-    """``result`` with advantage 0 for each response without a model token (by its
-    ``model_tokens`` count, else its ``response_mask``), as the trainer's token arrays hold it:
-    such a response counts in its group's statistics, but no token of it carries an advantage."""
+_UNTRAINED = "__untrained"
+
+
+def _untrained(frame: pl.DataFrame) -> pl.Expr:
+    """Whether each response has no model token (by its ``model_tokens`` count, else its
+    ``response_mask``), as the column ``__untrained``; False where neither tells."""
     known = [
-        *([pl.col("model_tokens") == 0] if "model_tokens" in batch.columns else []),
-        *([~pl.col("response_mask").list.any()] if "response_mask" in batch.columns else []),
+        *([pl.col("model_tokens") == 0] if "model_tokens" in frame.columns else []),
+        *([~pl.col("response_mask").list.any()] if "response_mask" in frame.columns else []),
     ]
-    if not known:
-        return result
-    if len(known) > 1 and batch["model_tokens"].null_count() == 0:
+    if len(known) > 1 and frame["model_tokens"].null_count() == 0:
         known = known[:1]  # the count alone: no pass over the token arrays
-    untrained = batch.select(pl.coalesce(known).fill_null(False)).to_series()
-    if not untrained.any():
+    return (pl.coalesce(known).fill_null(False) if known else pl.lit(False)).alias(_UNTRAINED)
+
+
+def _untrained_at_zero(result: pl.DataFrame) -> pl.DataFrame:
+    """``result`` with advantage 0 for each response without a model token (``__untrained``),
+    as the trainer's token arrays hold it: such a response counts in its group's statistics,
+    but no token of it carries an advantage."""
+    if not result[_UNTRAINED].any():
         return result
-    return result.with_columns(pl.when(untrained).then(0.0).otherwise(pl.col("advantage")).alias("advantage"))
+    return result.with_columns(pl.when(pl.col(_UNTRAINED)).then(0.0).otherwise(pl.col("advantage")).alias("advantage"))
 
 
 def _padded_size(batch: pl.DataFrame) -> int:
