@@ -29,7 +29,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from trajlens.errors import StoreError
-from trajlens.store.database import DERIVED_DIR, RUNS_DIR
+from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_part
 from trajlens.store.integrity import checksum_name
 from trajlens.run.partitions import Partitions, list_partitions
 from trajlens.store.layout import read_parquet_file, rows_of_step
@@ -145,9 +145,10 @@ class StoreLocation:
         or the new one. A local store is written through :meth:`trajlens.store.Store.write_derived`
         instead, which also rebuilds the store's database.
         """
+        part = derived_part(name, run_id)
         filesystem, root = self.resolve()
         directory = f"{root}/{DERIVED_DIR}/{name}"
-        target = f"{directory}/{run_id}.parquet"
+        target = f"{root}/{part}"
         partial = f"{directory}/.{run_id}.{uuid.uuid4().hex[:8]}.partial"
         try:
             filesystem.create_dir(directory, recursive=True)

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import shutil
 import tempfile
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
@@ -28,8 +30,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from trajlens.errors import ConfigError
 from trajlens.schema import SCHEMAS, TABLES, VIEWS
-from trajlens.store.layout import table_files
+from trajlens.store.layout import MAX_RUN_ID_LENGTH, RUN_ID_PATTERN, table_files
 
 DATABASE_FILE = "trajlens.duckdb"
 # Tables written by analyses (stage reports, advantages) live beside the runs.
@@ -75,6 +78,28 @@ def run_dirs(store: Path) -> list[Path]:
 def store_files(store: Path, name: str) -> list[Path]:
     """Every Parquet file of run table ``name`` in the store, run by run, in step order."""
     return [path for run_dir in run_dirs(store) for path in table_files(run_dir, name)]
+
+
+ANALYSIS_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+"""The name of an analysis table: a plain SQL identifier, as its folder and its view are named."""
+
+
+def derived_part(name: str, run_id: str) -> str:
+    """The store-relative path of ``run_id``'s part of the analysis table ``name``: a
+    :class:`ConfigError` for a name that is no plain identifier or is already a table or view
+    of every store (the analysis table would hide it from queries), or a run id that ingest
+    would refuse (either would reach outside the table's folder)."""
+    problems = []
+    if not isinstance(name, str) or not ANALYSIS_TABLE_NAME.fullmatch(name):
+        problems.append(f"analysis table name {name!r}: expected letters, digits and '_', not starting with a digit")
+    elif name in TABLES or name in VIEWS:
+        problems.append(f"analysis table name {name!r}: a table or view every store has; name the analysis otherwise")
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
+        problems.append(f"run id {run_id!r}: expected 1-{MAX_RUN_ID_LENGTH} letters, digits, '.', '_' or '-', "
+                        "starting with a letter or digit")
+    if problems:
+        raise ConfigError(problems)
+    return f"{DERIVED_DIR}/{name}/{run_id}.parquet"
 
 
 def derived_files(store: Path) -> dict[str, list[Path]]:
@@ -230,32 +255,44 @@ def database_holds_its_views(store: Path) -> bool:
         connection.close()
 
 
-def _dataset(files: list[Path], schema: pa.Schema | None) -> ds.Dataset:
-    if schema is None:
-        schema = pa.unify_schemas([pq.read_schema(path) for path in files], promote_options="permissive")
+def analysis_schema(name: str, files: Sequence[Path]) -> pa.Schema:
+    """The schema queries read the analysis table ``name`` with: the schemas of its runs' parts
+    unified (a column one part lacks is null there, an integer column another holds as floats
+    is read as floats). A :class:`ConfigError` naming the table when two parts hold one column
+    as types that do not unify (text in one, numbers in another)."""
+    try:
+        return pa.unify_schemas([pq.read_schema(path) for path in files], promote_options="permissive")
+    except (pa.ArrowTypeError, pa.ArrowInvalid) as error:
+        reason = str(error).strip().splitlines()[0].removeprefix("Unable to merge: ")
+        raise ConfigError([f"analysis table {name}: its runs' parts do not fit together ({reason})"]) from None
+
+
+def _dataset(files: list[Path], schema: pa.Schema) -> ds.Dataset:
     return ds.dataset([str(path) for path in files], format="parquet", schema=schema)
 
 
 def register_tables(connection: duckdb.DuckDBPyConnection, store: Path,
-                    derived: dict[str, list[Path]] | None = None) -> list[str]:
+                    derived: dict[str, list[Path]] | None = None) -> dict[str, str]:
     """Register every table of the store on ``connection``, and the views over them
-    (:data:`~trajlens.schema.VIEWS`); returns the table names.
+    (:data:`~trajlens.schema.VIEWS`). An analysis table whose parts do not fit together
+    (:func:`analysis_schema`) is left out, so every other table can still be read; returns
+    those left out, each with why.
 
     ``derived`` replaces the analysis tables found on disk (a transaction's own view of them).
     """
-    names = []
     for name in TABLES:
         files = store_files(store, name)
         schema = SCHEMAS[name]
-        relation = _dataset(files, schema) if files else schema.empty_table()
-        connection.register(name, relation)
-        names.append(name)
+        connection.register(name, _dataset(files, schema) if files else schema.empty_table())
     for name, query in VIEWS.items():
         connection.execute(f"CREATE VIEW {sql_identifier(name)} AS {query}")
+    left_out = {}
     for name, files in (derived_files(store) if derived is None else derived).items():
-        connection.register(name, _dataset(files, None))
-        names.append(name)
-    return names
+        try:
+            connection.register(name, _dataset(files, analysis_schema(name, files)))
+        except ConfigError as error:
+            left_out[name] = str(error)
+    return left_out
 
 
 __all__ = [
@@ -265,7 +302,9 @@ __all__ = [
     "DERIVED_DIR",
     "database_holds_its_views",
     "database_is_current",
+    "analysis_schema",
     "derived_files",
+    "derived_part",
     "escape_glob",
     "rebuild_database",
     "register_tables",

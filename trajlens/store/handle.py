@@ -21,14 +21,17 @@ import polars as pl
 import pyarrow as pa
 
 from trajlens.errors import ConfigError, QueryError, StoreError, non_utf8
+from trajlens.frames import as_frame
 from trajlens.schema import SCHEMAS, TABLES, VIEWS
 from trajlens.store.database import (
     ANALYSIS_TABLES,
     DATABASE_FILE,
     DERIVED_DIR,
     RUNS_DIR,
+    analysis_schema,
     database_is_current,
     derived_files,
+    derived_part,
     rebuild_database,
     register_tables,
     run_dirs,
@@ -77,11 +80,6 @@ def is_published_store(path: Path) -> bool:
     return (path / RUNS_DIR).is_dir() and ((path / DATABASE_FILE).is_file() or (path / GENERATION_FILE).is_file())
 
 
-def _derived_part(name: str, run_id: str) -> str:
-    """The store-relative path of ``run_id``'s part of the analysis table ``name``."""
-    return f"{DERIVED_DIR}/{name}/{run_id}.parquet"
-
-
 class Store:
     """A store directory opened for reading.
 
@@ -106,6 +104,8 @@ class Store:
             raise StoreError(f"{self.path}: not a trajlens store ({inside}); make one with "
                              f"`trajlens ingest LOGS --store {self.path}`")
         self._connection: duckdb.DuckDBPyConnection | None = None
+        self._left_out: dict[str, str] = {}
+        """Analysis tables the connection left out, each with why (:func:`register_tables`)."""
         self._generation = ""
         self._transaction: Publisher | None = None
         self._settle()
@@ -172,7 +172,7 @@ class Store:
         if self._connection is None:
             self._generation = current
             connection = duckdb.connect()
-            register_tables(connection, self.path, self._derived_files())
+            self._left_out = register_tables(connection, self.path, self._derived_files())
             for setting in ("python_enable_replacements = false", "enable_external_access = false",
                             "lock_configuration = true"):
                 connection.execute(f"SET {setting}")
@@ -224,6 +224,9 @@ class Store:
 
     def _catalog_message(self, error: duckdb.Error) -> str:
         text = str(error)
+        for name, reason in self._left_out.items():
+            if f"with name {name} does not exist" in text:
+                return f"query failed: {reason}; drop one run's part (Store.drop_derived) or analyse that run again"
         for name, command in ANALYSIS_TABLES.items():
             if f"with name {name} does not exist" in text and name not in self.tables():
                 return f"query failed: table {name} does not exist yet in {self.path}; `{command}` creates it"
@@ -321,11 +324,16 @@ class Store:
         The table becomes a view of the store named ``name``; writing the same run again
         replaces its part. Outside :meth:`transaction` the write is published at once.
         """
+        target = derived_part(name, run_id)
+        if not isinstance(frame, pl.DataFrame) and not hasattr(frame, "write_parquet"):  # a stream of steps has it
+            frame = as_frame(frame, "frame")
+        if isinstance(frame, pl.DataFrame) and not frame.width:
+            raise ConfigError([f"analysis table {name}: the frame has no column"])
         if self._transaction is None:
             with self.transaction():
                 return self.write_derived(name, run_id, frame)
+        self.require_runs([run_id])
         self._require_unreplaced(run_id)
-        target = _derived_part(name, run_id)
         staged = self._transaction.stage_path(*target.split("/"))
         try:
             staged.parent.mkdir(parents=True, exist_ok=True)
@@ -333,6 +341,10 @@ class Store:
             checksum = write_checksum(staged)
         except OSError as error:
             raise describe_os_error(self.path, error, f"write analysis table {name}") from None
+        except pl.exceptions.PolarsError as error:
+            raise ConfigError([f"analysis table {name}: the frame cannot be saved as Parquet ({_first_line(error)})"]) from None
+        others = [path for path in self._derived_files().get(name, []) if path.name != f"{run_id}.parquet"]
+        analysis_schema(name, [*others, staged])  # it must read together with the other runs' parts
         self._transaction.replace(staged, target)
         self._transaction.replace(checksum, f"{DERIVED_DIR}/{name}/{checksum.name}")
         self._forget_connection()
@@ -357,9 +369,11 @@ class Store:
         if self._transaction is None:
             with self.transaction():
                 return self.drop_derived(names, run_id)
-        held = [name for name in names if (self.path / _derived_part(name, run_id)).exists()]
+        if isinstance(names, str):
+            raise ConfigError([f"names: expected a list of analysis tables, got the text {names!r} (pass [{names!r}])"])
+        held = [name for name in names if (self.path / derived_part(name, run_id)).exists()]
         for name in held:
-            part = _derived_part(name, run_id)
+            part = derived_part(name, run_id)
             self._transaction.drop(part)
             if (checksum := checksum_file(self.path / part)).exists():
                 self._transaction.drop(str(checksum.relative_to(self.path)))

@@ -39,6 +39,11 @@ import pyarrow.parquet as pq
 from trajlens.rows import RunData
 from trajlens.schema import SCHEMAS, TABLES, conform
 
+# A run id names a folder: 1-128 characters, letters, digits, '.', '_' and '-', starting
+# with a letter or digit (so never '.', '..', empty, or a hidden name).
+MAX_RUN_ID_LENGTH = 128
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (MAX_RUN_ID_LENGTH - 1))
+
 STEP_PARTITIONED: tuple[str, ...] = ("trajectories", "tool_calls", "tokens")
 # Level 9: the shipped samples are read far more often than written; writing stays fast.
 PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 9, "write_statistics": True}

@@ -33,13 +33,11 @@ from trajlens.errors import InputError, RunConflictError, StoreError
 from trajlens.rows import RunData
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_files, rebuild_database
 from trajlens.store.integrity import DamagedStoreError, checksum_file, hash_run, size_problem
-from trajlens.store.layout import PACK_BYTES, RunDirWriter, read_parquet_file, table_files
+from trajlens.store.layout import (
+    MAX_RUN_ID_LENGTH, PACK_BYTES, RUN_ID_PATTERN, RunDirWriter, read_parquet_file, table_files,
+)
 from trajlens.store.publish import LOCK_FILE, Publisher, StoreLock, describe_os_error, recover
 
-# A run id names a folder: 1-128 characters, letters, digits, '.', '_' and '-', starting
-# with a letter or digit (so never '.', '..', empty, or a hidden name).
-MAX_RUN_ID_LENGTH = 128
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (MAX_RUN_ID_LENGTH - 1))
 RUN_RECORD = "ingest.json"
 
 
