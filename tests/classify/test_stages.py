@@ -44,6 +44,15 @@ def test_early_late():
     assert staged["stage"].to_list() == ["early", "early", "early", "late", "late"]
 
 
+@pytest.mark.parametrize("stages", ["quartiles", "early_late", [("a", 0, 3), ("b", 4, 7)]])
+def test_staging_again_replaces_the_stages_a_table_holds(stages):
+    """Part of a staged table staged again is staged on its own steps, as if never staged."""
+    table = trajectories([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+    part = assign_stages(table).filter(pl.col("step") <= 7)
+    assert assign_stages(part, stages).equals(assign_stages(part.drop("stage", "stage_index"), stages))
+    assert sorted(assign_stages(part, stages).columns) == ["run_id", "stage", "stage_index", "step", "trajectory_id"]
+
+
 def test_explicit_ranges_are_inclusive_and_leave_gaps_null():
     staged = assign_stages(trajectories([0, 10, 49, 50, 99, 120]), [("warm-up", 0, 49), ("main", 50, 100)])
     assert staged["stage"].to_list() == ["warm-up", "warm-up", "warm-up", "main", "main", None]
@@ -230,3 +239,19 @@ def test_markdown(frames):
         assert heading in text
     assert "| `ran_suite` | 100.0% [" in text
     assert "pop 50.0%" in text
+
+
+def test_measures_given_to_the_stage_report_are_read_as_any_frame_and_checked(samples_store_path):
+    import trajlens
+    from trajlens.classify import classify_calls, trajectory_measures
+    from trajlens.errors import FrameError
+
+    store = trajlens.open(samples_store_path)
+    run = pl.col("run_id") == "sao-r6"
+    measures = trajectory_measures(classify_calls(store.tool_calls.filter(run).collect()),
+                                   store.trajectories.filter(run).collect())
+    eager = stage_report(store, run_id="sao-r6", n=4, measures=measures)
+    assert stage_report(store, run_id="sao-r6", n=4, measures=measures.lazy()).rates.equals(eager.rates)
+    assert stage_report(store, run_id="sao-r6", n=4, measures=measures.to_arrow()).rates.equals(eager.rates)
+    with pytest.raises(FrameError, match="^stage_report: the measures frame has no column 'n_calls'$"):
+        stage_report(store, run_id="sao-r6", measures=measures.drop("n_calls"))

@@ -163,6 +163,8 @@ def test_errors_name_what_is_missing():
         recompute(_trajectories(), estimator="gae")
     with pytest.raises(EstimatorInputError, match="trajectory 't1' \\(run 'r'\\) has no row in tokens"):
         recompute(_trajectories(), _tokens().filter(pl.col("trajectory_id") != "t1"), "gae")
+    with pytest.raises(EstimatorInputError, match="trajectory 't1' of run 'r' has more than one row in tokens"):
+        recompute(_trajectories(), pl.concat([_tokens(), _tokens().filter(pl.col("trajectory_id") == "t1")]), "gae")
     with pytest.raises(EstimatorInputError, match="trajectory 't2' has no reward"):
         no_reward = pl.when(pl.col("trajectory_id") == "t2").then(None).otherwise(pl.col("reward")).alias("reward")
         recompute(_trajectories().with_columns(no_reward), estimator="grpo")

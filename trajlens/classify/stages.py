@@ -40,7 +40,7 @@ import polars as pl
 from trajlens.classify import _stats
 from trajlens.classify.calls import classify_calls
 from trajlens.classify.per_trajectory import (
-    MEAN_SUPPORT, TRAJECTORY_COLUMNS, behaviour_specs, stored_measures, trajectory_measures)
+    MEASURES, MEAN_SUPPORT, TRAJECTORY_COLUMNS, behaviour_specs, stored_measures, trajectory_measures)
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
 from trajlens.frames import as_frame, as_lazy, require_columns
@@ -85,9 +85,10 @@ def assign_stages(trajectories: Any, stages: StageSpec = "quartiles") -> pl.Data
     ``"quartiles"`` cuts each run's distinct steps, in order, into four equal-sized groups
     (Q1..Q4; fewer when a run has fewer than four steps); ``"early_late"`` into two.
     Explicit ranges ``[(name, first_step, last_step), ...]`` are inclusive at both ends and
-    must not overlap; trajectories outside every range get a null stage.
+    must not overlap; trajectories outside every range get a null stage. A ``stage`` or
+    ``stage_index`` the table holds already (an earlier staging) is replaced.
     """
-    frame = as_frame(trajectories, "trajectories")
+    frame = as_frame(trajectories, "trajectories").drop("stage", "stage_index", strict=False)
     require_columns(frame, "trajectories", "assign_stages", ("run_id", "step"))
     if isinstance(stages, str):
         if stages not in NAMED_STAGINGS:
@@ -234,6 +235,9 @@ def stage_report(
         problems.append(f"split: expected a split name (text), found {split!r}")
     if problems:
         raise ConfigError(problems)
+    if measures is not None:
+        measures = as_frame(measures, "measures")
+        require_columns(measures, "measures", "stage_report", [measure.name for measure in MEASURES])
     saved, unsaved = _saved_measures(store_or_frames, run_id) if measures is None else (measures, [])
     trajectories, tool_calls = _frames(store_or_frames, run_id, split, calls_of=unsaved)
     parts = [] if saved is None else [saved.join(trajectories.select("run_id", "trajectory_id"),

@@ -166,6 +166,10 @@ def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, requ
     absent = [c for c in need if c not in tokens.columns]
     if absent:
         raise check.EstimatorInputError(f"{fn}: tokens lacks column(s) {', '.join(absent)}")
+    repeated = tokens.filter(pl.struct("run_id", "trajectory_id").is_duplicated()).head(1)
+    if repeated.height:  # each copy would be a trajectory of its own in the batch
+        raise check.EstimatorInputError(f"{fn}: trajectory {repeated['trajectory_id'][0]!r} of run "
+                                        f"{repeated['run_id'][0]!r} has more than one row in tokens")
     keep = [c for c in ("run_id", "trajectory_id", "response_mask", "values", "token_rewards", "log_probs",
                         "sum_pi_squared") if c in tokens.columns]
     joined = frame.join(tokens.select(keep), on=["run_id", "trajectory_id"], how="left")
