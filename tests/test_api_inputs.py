@@ -128,3 +128,59 @@ def test_a_trajectory_given_twice_is_refused(store):
     with pytest.raises(EstimatorInputError, match=f"trajectory '{trajectories['trajectory_id'][0]}' of run "
                                                   "'multireward' has more than one row in trajectories"):
         recompute(doubled, None, "grpo")
+
+
+def test_one_text_where_a_list_is_expected_is_named(store, tmp_path):
+    from trajlens.errors import InputError, QueryError
+
+    with pytest.raises(InputError, match=r"^ingest: field 'sources': expected a list of paths, found the path "
+                                         r"'sample_data/sao-r6' \(pass \['sample_data/sao-r6'\]\)$"):
+        trajlens.ingest("sample_data/sao-r6", tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+    with pytest.raises(ConfigError, match=r"^run_ids: expected a list of run ids, got the text 'sao-r6'"):
+        store.require_runs("sao-r6")
+    with pytest.raises(QueryError, match=r"^params: expected a mapping or a list of values, got the text 'sao-r6'"):
+        store.sql("SELECT count(*) FROM trajectories WHERE run_id = ?", "sao-r6")
+    assert store.sql("SELECT count(*) FROM trajectories WHERE run_id = ?", ["sao-r6"]).item() == 32
+
+
+def test_a_store_given_as_its_path_is_opened(store):
+    classified = trajlens.classify_store(str(store.path), ["sao-r6"])
+    assert list(classified) == ["sao-r6"]
+    assert classified["sao-r6"].equals(trajlens.open(store.path).table("trajectory_measures").collect()
+                                       .filter(pl.col("run_id") == "sao-r6").select(classified["sao-r6"].columns))
+
+
+def test_a_run_s_tables_are_named_by_the_store_s_table_names(store):
+    from trajlens.rows import RunData
+    from trajlens.schema import SCHEMAS, TABLES
+
+    run = RunData(**{name: SCHEMAS[name].empty_table() for name in TABLES})
+    assert run.table("tokens").schema == SCHEMAS["tokens"]
+    for name in ("validate", "nope"):
+        with pytest.raises(ConfigError, match=rf"^no table '{name}' \(tables: runs, trajectories, tool_calls"):
+            run.table(name)
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"comparisons": [("sao-r6", "nope")]}, r"^run 'nope' is not in the store"),
+    ({"comparisons": [("sao-r6:Q9", "sao-r6:Q1")]}, r"^side 'sao-r6:Q9': 'Q9' is neither a stage of run 'sao-r6'"),
+    ({"n": 0}, r"^n: expected a positive number of trajectories per stage, found 0$"),
+    ({"stages": "halves"}, r"^stages: expected one of quartiles, early_late or a list"),
+    ({"stages": [("a", 3, 1)]}, r"^stages: "),
+])
+def test_a_report_s_wrong_arguments_are_refused_before_it_writes(store, tmp_path, arguments, message):
+    with pytest.raises(ConfigError, match=message):
+        trajlens.report_store(store, tmp_path / "report", run_ids=["sao-r6"], **arguments)
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_report_is_not_written_over_a_file_or_among_the_store_s_own(store, tmp_path):
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(ConfigError, match=rf"^out {tmp_path / 'file'}: is a file; expected a folder$"):
+        trajlens.report_store(store, tmp_path / "file", run_ids=["sao-r6"])
+    assert (tmp_path / "file").read_text() == "mine"
+    before = sorted(path.name for path in (store.path / "runs").iterdir())
+    with pytest.raises(ConfigError, match=rf"^out {store.path / 'runs'}: among the files of the store {store.path}"):
+        trajlens.report_store(store, store.path / "runs", run_ids=["sao-r6"])
+    assert sorted(path.name for path in (store.path / "runs").iterdir()) == before

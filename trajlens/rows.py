@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trajlens.errors import InputError, Problem
+from trajlens.errors import ConfigError, InputError, Problem
 from trajlens.limits import FLOAT32_MAX
 from trajlens.schema import PRIMARY_KEYS, SCHEMAS, TABLE_COLUMNS, TABLES, TOKEN_ARRAYS, Column, conform, empty
 
@@ -159,6 +159,9 @@ class RunData:
         return str(self.runs.column("run_id")[0].as_py())
 
     def table(self, name: str) -> pa.Table:
+        """The table ``name`` (one of :data:`~trajlens.schema.TABLES`); a :class:`ConfigError` for any other name."""
+        if name not in TABLES:
+            raise ConfigError([f"no table {name!r} (tables: {', '.join(TABLES)})"])
         return getattr(self, name)
 
     def validate(self, source: str) -> "RunData":

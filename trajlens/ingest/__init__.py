@@ -34,6 +34,7 @@ How much of a file a loader reads is bounded by :class:`~trajlens.limits.Limits`
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -141,6 +142,9 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
     from trajlens.ingest.formats import plan
     from trajlens.store.writer import StoreWriter, joined_source, slug
 
+    if isinstance(sources, (str, bytes, os.PathLike)):
+        raise InputError("ingest", field="sources", expected="a list of paths", found=f"the path {str(sources)!r} "
+                         f"(pass [{str(sources)!r}])")
     paths = [Path(source) for source in sources]
     if not paths:
         raise InputError("ingest", expected="at least one source", found="none")

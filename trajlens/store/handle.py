@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar, cast
@@ -183,6 +184,9 @@ class Store:
         """Run one read-only query with bound parameters (``$name`` with a mapping, ``?`` with a sequence)."""
         if not isinstance(query, str):
             raise TypeError(f"sql: expected the query as text, got {type(query).__name__}")
+        if isinstance(params, (str, bytes)):
+            raise QueryError(f"params: expected a mapping or a list of values, got the text {params!r} "
+                             f"(pass [{params!r}])")
         _check_utf8(query, params)
         try:
             statements = duckdb.extract_statements(query)
@@ -278,6 +282,8 @@ class Store:
 
     def require_runs(self, run_ids: list[str]) -> None:
         """Raise :class:`ConfigError` naming every id that is not a run of this store."""
+        if isinstance(run_ids, str):
+            raise ConfigError([f"run_ids: expected a list of run ids, got the text {run_ids!r} (pass [{run_ids!r}])"])
         known = self.run_ids()
         missing = [run_id for run_id in run_ids if run_id not in known]
         if missing:
@@ -478,12 +484,41 @@ def open_store(path: Path | str) -> Store:
 Function = TypeVar("Function", bound=Callable[..., Any])
 
 
+def store_holding(path: Path, *, hidden: bool = True) -> Path | None:
+    """The store whose own files ``path`` would write over, or None: its runs (``runs/``,
+    ``derived/``), its database or (unless not ``hidden``) a hidden file of its (a lock, a
+    journal). Only ingest and the analyses write those; a report or a table kept beside them, in
+    the store's folder, is fine. Only stores ingest published count: ``runs/`` holding the runs
+    ``trajlens synth`` wrote is where the next one goes."""
+    for written in _written_paths(path):
+        for folder in written.parents:
+            if (folder / RUNS_DIR).is_dir():
+                if is_published_store(folder):
+                    first = written.relative_to(folder).parts[0]
+                    if first in (RUNS_DIR, DERIVED_DIR, DATABASE_FILE) or (hidden and first.startswith(".")):
+                        return folder if path.is_absolute() else Path(os.path.relpath(folder))
+                    break
+    return None
+
+
+def _written_paths(path: Path) -> list[Path]:
+    """Where writing ``path`` may land: the path as given, and with links followed (in its
+    folders, which a partial file beside it is written through, and in itself, which a folder
+    output is filled through)."""
+    absolute = Path(os.path.abspath(path))
+    candidates = [absolute, Path(os.path.realpath(absolute.parent)) / absolute.name, Path(os.path.realpath(absolute))]
+    return list(dict.fromkeys(candidates))
+
+
 def in_transaction(function: Function) -> Function:
     """Run ``function(store, ...)`` inside ``store.transaction()``: its analysis tables appear
-    together when it returns, and none of them when it raises."""
+    together when it returns, and none of them when it raises. A store given as its path is
+    opened first."""
 
     @functools.wraps(function)
     def wrapper(store: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(store, (str, os.PathLike)):
+            store = open_store(store)
         transaction = getattr(store, "transaction", None)
         if transaction is None:
             return function(store, *args, **kwargs)
@@ -493,4 +528,4 @@ def in_transaction(function: Function) -> Function:
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "is_store", "open_store"]
+__all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "is_store", "open_store", "store_holding"]
