@@ -122,6 +122,23 @@ def _check_ranges(stages: Any) -> list[tuple[str, int, int]]:
     return [(str(name), int(low), int(high)) for name, low, high in stages]
 
 
+def sampling_problems(n: Any, seed: Any, stages: Any = None) -> list[str]:
+    """What is wrong with a stage report's sample size ``n``, its ``seed`` and (when given) its
+    ``stages``, one line each: checked before any work by every caller of :func:`stage_report`."""
+    problems = []
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+        problems.append(f"n: expected a positive number of trajectories per stage, found {n!r}")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        problems.append(f"seed: expected an integer, found {seed!r}")
+    if isinstance(stages, str):
+        if stages not in NAMED_STAGINGS:
+            problems.append(f"stages: expected one of {', '.join(NAMED_STAGINGS)} or a list of "
+                            f"(name, first_step, last_step), found {stages!r}")
+    elif stages is not None:
+        problems += stage_range_problems(stages)
+    return problems
+
+
 def stage_range_problems(stages: Any) -> list[str]:
     """What is wrong with explicit stages ``[(name, first_step, last_step), ...]``, one line each:
     an item of another shape, a name given twice, a range that ends before it starts, two ranges
@@ -224,11 +241,7 @@ def stage_report(
     read, as the CLI's reports read them; only the calls of runs without are classified, with
     the shipped tool maps.
     """
-    problems = []
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        problems.append(f"n: expected a positive number of trajectories per stage, found {n!r}")
-    if not isinstance(seed, (int, np.integer)):
-        problems.append(f"seed: expected an integer, found {seed!r}")
+    problems = sampling_problems(n, seed)
     if run_id is not None and not isinstance(run_id, str):
         problems.append(f"run_id: expected a run id (text), found {run_id!r}")
     if split is not None and not isinstance(split, str):

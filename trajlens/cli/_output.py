@@ -103,6 +103,8 @@ def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag
         problems.append(f"{flag} {path}: cannot write it ({_os_reason(error)})")
     if suffixes and path.suffix.lower() not in suffixes:
         problems.append(f"{flag} {path}: expected a file ending in {', '.join(suffixes)}")
+    from trajlens.store.handle import store_holding
+
     if (holding := store_holding(path)) is not None:
         problems.append(f"{flag} {path}: among the files of the store {holding}, which only ingest and the "
                         "analyses write; write it elsewhere")
@@ -250,7 +252,7 @@ def check_folder_output(folder: Path, *, flag: str = "--out", store: Path | str 
         raise ConfigError([f"{flag} {folder}: is a file; expected a folder"])
     if problems := source_problems(folder, store, flag=flag):
         raise ConfigError(problems)
-    from trajlens.store.handle import is_published_store
+    from trajlens.store.handle import is_published_store, store_holding
 
     if folder.is_dir() and is_published_store(folder):  # its runs' folders would land among the store's own
         raise ConfigError([f"{flag} {folder}: is a store; write into a folder of its own "
@@ -283,35 +285,6 @@ def _try_folder_in(parent: Path, name: str) -> None:
     probe = _partial_folder(parent, name)
     probe.mkdir()
     probe.rmdir()
-
-
-def store_holding(path: Path) -> Path | None:
-    """The store whose own files ``path`` would write over, or None: its runs (``runs/``,
-    ``derived/``), its database or a hidden file of its (a lock, a journal). Only ingest and the
-    analyses write those; a report or a table kept beside them, in the store's folder, is fine.
-    Only stores ingest published count: ``runs/`` holding the runs ``trajlens synth`` wrote is
-    where the next one goes."""
-    for written in _written_paths(path):
-        for folder in written.parents:
-            if (folder / "runs").is_dir():  # the store's first test, without importing the store
-                from trajlens.store.database import DATABASE_FILE, DERIVED_DIR, RUNS_DIR
-                from trajlens.store.handle import is_published_store
-
-                if is_published_store(folder):
-                    first = written.relative_to(folder).parts[0]
-                    if first in (RUNS_DIR, DERIVED_DIR, DATABASE_FILE) or first.startswith("."):
-                        return folder if path.is_absolute() else Path(os.path.relpath(folder))
-                    break
-    return None
-
-
-def _written_paths(path: Path) -> list[Path]:
-    """Where writing ``path`` may land: the path as given, and with links followed (in its
-    folders, which a partial file beside it is written through, and in itself, which a folder
-    output is filled through)."""
-    absolute = Path(os.path.abspath(path))
-    candidates = [absolute, Path(os.path.realpath(absolute.parent)) / absolute.name, Path(os.path.realpath(absolute))]
-    return list(dict.fromkeys(candidates))
 
 
 def overwrites_input(path: Path, source: Path, *, flag: str = "--out") -> list[str]:
@@ -563,5 +536,5 @@ def _html_page(body: str) -> str:
 
 __all__ = ["CONSOLE_WIDTH", "DOCUMENT_SUFFIXES", "OUTPUT_FORMATS", "TABLE_SUFFIXES", "OutputFormat", "check_folder_output",
            "check_output", "console_table", "distinct_outputs", "flat_frame", "folder_output", "output_problems",
-           "store_holding", "overwrites_input", "write_atomically",
+           "overwrites_input", "write_atomically",
            "write_output", "write_text_atomically"]

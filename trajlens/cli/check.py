@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from trajlens.cli._app import app
-from trajlens.cli._output import distinct_outputs, output_problems, overwrites_input, store_holding, write_text_atomically
+from trajlens.cli._output import distinct_outputs, output_problems, overwrites_input, write_text_atomically
 from trajlens.errors import ConfigError, InputError, TrajlensError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -85,7 +85,7 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
         problems.append("--watch needs --until-step or --timeout to end")
     problems += _watch_option_problems(until_step, timeout, poll, settle)
     if watch and source is not None:
-        from trajlens.store.handle import is_store
+        from trajlens.store.handle import is_store, store_holding
 
         if is_store(source):
             problems.append(f"--watch follows a run directory a trainer is still writing; {source} is a store, whose "

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import polars as pl
 
 from trajlens.classify.tool_map import ToolMapLike
+from trajlens.errors import ConfigError
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import TrainedWith
 from trajlens.markdown import markdown_table
@@ -164,9 +165,11 @@ def report_store(
     from trajlens.report.html_report import write_index
 
     out = Path(out)
+    chosen = chosen_runs(store, run_ids)
+    _check_report_arguments(store, out, n=n, seed=seed, stages=stages, comparisons=comparisons or [])
     tick = progress or (lambda _: None)
     reports = []
-    for run_id in chosen_runs(store, run_ids):
+    for run_id in chosen:
         # the measures `trajlens classify` saved, else classified and saved now
         report = _report_run(store, run_id, run_measures(store, run_id), out / run_id, n=n, seed=seed, stages=stages,
                              viewers_per_run=viewers_per_run, split=split, png=png)
@@ -175,6 +178,34 @@ def report_store(
     _write_index(out, reports)
     write_index(store, out, reports, comparisons or [], stages=stages)
     return reports
+
+
+def _check_report_arguments(store: Any, out: Path, *, n: Any, seed: Any, stages: Any,
+                            comparisons: Sequence[tuple[str, str]]) -> None:
+    """A :class:`ConfigError` naming every argument of :func:`report_store` that is wrong, before
+    any file is written: the sample size, seed and stages, each side of each comparison
+    (:func:`trajlens.compare.parse_side`), and an ``out`` that is a file or lies among the
+    store's own files (which only ingest and the analyses write)."""
+    from trajlens.classify.stages import sampling_problems
+    from trajlens.compare import parse_side
+    from trajlens.store.handle import store_holding
+
+    problems = sampling_problems(n, seed, stages)
+    if out.exists() and not out.is_dir():
+        problems.append(f"out {out}: is a file; expected a folder")
+    # not hidden: the command line writes a report into a hidden folder beside its --out first
+    elif (holding := store_holding(out, hidden=False)) is not None:
+        problems.append(f"out {out}: among the files of the store {holding}, which only ingest and the analyses "
+                        "write; write it elsewhere")
+    if not problems:
+        for pair in comparisons:
+            for side in pair:
+                try:
+                    parse_side(store, side, stages)
+                except ConfigError as error:
+                    problems += error.problems
+    if problems:
+        raise ConfigError(problems)
 
 
 def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path, *, n: int, seed: int,
