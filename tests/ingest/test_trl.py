@@ -80,6 +80,7 @@ def test_groups_of_unequal_size_are_said_so(tmp_path):
 @pytest.mark.parametrize("column, value, field", [
     ("step", "two", "step"), ("prompt", None, "prompt"), ("advantage", "high", "advantage"),
     ("step", str(10**20), "step"), ("completion", "ls \ud800", "completion"),
+    ("step", "5", "step"),  # not the step of its file's name
 ])
 def test_bad_rows_are_named(tmp_path, column, value, field):
     output = write_trl_output(tmp_path / "run")
@@ -104,6 +105,14 @@ def _with_raw_text(rows, column):
     table = pa.Table.from_pylist([{**row, column: "x"} for row in rows])
     index = table.schema.get_field_index(column)
     return table.set_column(index, column, pa.array(values, pa.binary()).view(pa.string()))
+
+
+def test_a_log_history_of_the_wrong_kind_is_named_as_what_it_is(tmp_path):
+    state = write_trl_output(tmp_path / "run") / "trainer_state.json"
+    for history, found in (({"step": 1}, "an object"), (None, "null")):
+        state.write_text(json.dumps({**json.loads(state.read_text()), "log_history": history}))
+        with pytest.raises(InputError, match=f"field 'log_history': expected a list of logged dicts, found {found}$"):
+            load_metrics(state, run_id="r")
 
 
 def test_trainer_state_alone_is_step_metrics(tmp_path):

@@ -61,7 +61,7 @@ import pyarrow as pa
 from trajlens.errors import InputError, Problem
 from trajlens.ingest._fields import as_float
 from trajlens.ingest._probe import Probe
-from trajlens.limits import current, text_problem, undecodable
+from trajlens.limits import current, text_problem, type_name, undecodable
 from trajlens.schema import conform
 
 STEP_KEYS: tuple[str, ...] = ("_step", "step", "global_step", "trainer/global_step", "training/global_step")
@@ -286,8 +286,9 @@ def _read_trainer_state(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
     data = read_json_file(path)
     history = data.get("log_history") if isinstance(data, dict) else None
     if not isinstance(history, list):
-        raise InputError(str(path), field="log_history", expected="a list of logged dicts",
-                         found="no such key" if isinstance(data, dict) else type(data).__name__)
+        found = ("no such key" if "log_history" not in data else type_name(history)) if isinstance(data, dict) \
+            else f"a file holding {type_name(data)}"
+        raise InputError(str(path), field="log_history", expected="a list of logged dicts", found=found)
     merged: dict[Any, tuple[int, dict[str, Any]]] = {}
     for index, entry in enumerate(history):
         if not isinstance(entry, dict):

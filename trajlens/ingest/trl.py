@@ -145,11 +145,14 @@ def _load_table(path: Path, builder: RunBuilder, strict: bool) -> None:
                 and (pa.types.is_floating(table.schema.field(name).type) or pa.types.is_integer(table.schema.field(name).type)
                      or pa.types.is_boolean(table.schema.field(name).type))]
     split = "val" if path.parent.name == "eval" else "train"
+    file_step = int(TABLE_NAME.fullmatch(path.name).group(1))  # type: ignore[union-attr]
     group_sizes: dict[int, Counter[str]] = {}
     for index, row in enumerate(table.to_pylist()):
         read = Fields(path, index)
         try:
             trajectory, calls = _row(row, index, channels, split, read)
+            if trajectory["step"] != file_step:  # a table moved or renamed: its rows would land on another step
+                raise read.error("step", f"{file_step} (the step in the file name)", str(trajectory["step"]))
             builder.add_trajectory(trajectory, calls, where=f"{path}: record {index}")
             group_sizes.setdefault(trajectory["step"], Counter())[trajectory["group_id"]] += 1
         except InputError as error:
