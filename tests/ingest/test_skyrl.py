@@ -37,6 +37,20 @@ def test_eval_dumps_are_validation_rollouts_at_their_step_grouped_by_prompt():
     assert run.tool_calls.num_rows == 0
 
 
+@pytest.mark.parametrize("change, found", [(lambda row: row.update(score=None), "null"),
+                                           (lambda row: row.pop("score"), "no such key")])
+def test_an_eval_row_without_its_score_is_named(tmp_path, change, found):
+    export = tmp_path / "export"
+    shutil.copytree(EXPORT, export)
+    dump = next(export.rglob("gsm8k.jsonl"))
+    rows = [json.loads(line) for line in dump.read_text().splitlines()]
+    change(rows[1])
+    dump.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(InputError, match=f"record 2: field 'score': expected a finite number, found {found}$") as caught:
+        load(export)
+    assert str(caught.value).startswith(f"{dump}: record 2: ")
+
+
 def test_a_generator_output_gives_token_arrays_grouped_by_instance():
     run = load(GENERATOR)
     rows = [(r["trajectory_id"], r["group_id"], r["reward"], r["model_tokens"]) for r in run.trajectories.to_pylist()]

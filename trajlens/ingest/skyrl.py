@@ -105,7 +105,7 @@ def _reward(row: dict[str, Any], key: str, read: Fields) -> float | None:
     value = row.get(key)
     if isinstance(value, list):
         return sum(_numbers(value, key, read))
-    return read.number(row, key)
+    return read.number(row, key, required=True)  # every row SkyRL dumps scores its response
 
 
 def _numbers(values: Any, name: str, read: Fields) -> list[float]:
