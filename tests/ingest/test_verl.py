@@ -267,6 +267,21 @@ def test_a_lone_dump_with_a_byte_that_is_not_utf8_is_named_by_record_and_offset(
                            f"undecodable byte at offset {at + 9}\n")
 
 
+def test_an_empty_first_dump_of_a_folder_is_named_not_dropped(tmp_path):
+    """A step cut short to 0 bytes is the run's first dump: the folder is still read as verl's,
+    and the empty file is an error rather than a step gone without a word."""
+    import trajlens
+
+    (tmp_path / "run").mkdir()
+    empty = tmp_path / "run" / "1.jsonl"
+    empty.write_bytes(b"")
+    write(tmp_path / "run" / "2.jsonl", record(step=2))
+    with pytest.raises(InputError, match="no records") as caught:
+        trajlens.ingest([tmp_path / "run"], tmp_path / "store")
+    assert caught.value.file == str(empty)
+    assert not (tmp_path / "store").exists()
+
+
 def test_empty_file(tmp_path):
     empty = tmp_path / "run" / "4.jsonl"
     empty.parent.mkdir()

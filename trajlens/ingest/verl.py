@@ -94,8 +94,9 @@ def detect(target: Probe | Path | str) -> bool:
     if path.is_dir():
         # Dumps lie directly in the folder verl writes them to; a folder whose only dumps are in
         # a validation sub-folder is an experiment folder (rollouts and validation side by side).
-        files = sorted(path.glob("*.jsonl"), key=_file_order)
-        return bool(files) and _looks_like_dump(files[0])
+        # the first dump that holds a record: an empty one (a step cut short) is the loader's to name
+        first = next((file for file in sorted(path.glob("*.jsonl"), key=_file_order) if file.stat().st_size), None)
+        return first is not None and _looks_like_dump(first)
     return path.is_file() and path.suffix == ".jsonl" and _looks_like_dump(path)
 
 
