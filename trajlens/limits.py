@@ -80,6 +80,24 @@ def float32_number(value: object) -> bool:
     return float32_finite(value) and size is not None and (size == 0 or size >= FLOAT32_TINY)
 
 
+LIMIT_CEILING: dict[str, float] = {"depth": 100_000, "field_mb": 1 << 20, "record_mb": 1 << 20, "regex_seconds": 86_400}
+"""The largest value ``--limit`` (or :class:`Limits`) takes for each limit (a TiB, a day, far past any log): a bound
+must stay a number every reader can hold."""
+
+
+def _expected(name: str, value: object) -> str | None:
+    """What the limit ``name`` expects, when ``value`` is not that; None when it is."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "a number"
+    if not 0 < value <= LIMIT_CEILING[name]:
+        return f"a positive number up to {LIMIT_CEILING[name]:,.0f}"
+    if name.endswith("_mb") and value * MB < 1:
+        return f"at least one byte ({1 / MB:.2g} MB)"
+    if name == "depth" and not float(value).is_integer():
+        return "a whole number of levels"
+    return None
+
+
 @dataclass(frozen=True)
 class Limits:
     """Bounds on what one log may make a loader do."""
@@ -92,6 +110,12 @@ class Limits:
     """Largest record (a JSONL line, or a whole JSON file), in MiB."""
     regex_seconds: float = 1.0
     """Time allowed for one log-supplied regular expression on one message."""
+
+    def __post_init__(self) -> None:
+        problems = [f"Limits {field.name}: expected {expected}, found {getattr(self, field.name)!r}"
+                    for field in dataclasses.fields(self) if (expected := _expected(field.name, getattr(self, field.name)))]
+        if problems:
+            raise ConfigError(problems)
 
     @property
     def field_bytes(self) -> int:
@@ -118,14 +142,8 @@ class Limits:
             except ValueError:
                 problems.append(f"--limit {name}: expected a number, found {text!r}")
                 continue
-            if not 0 < value <= LIMIT_CEILING[name]:
-                problems.append(f"--limit {name}: expected a positive number up to {LIMIT_CEILING[name]:,.0f}, found {text!r}")
-                continue
-            if name.endswith("_mb") and value * MB < 1:
-                problems.append(f"--limit {name}: expected at least one byte ({1 / MB:.2g} MB), found {text!r}")
-                continue
-            if name == "depth" and not value.is_integer():
-                problems.append(f"--limit depth: expected a whole number of levels, found {text!r}")
+            if (expected := _expected(name, value)) is not None:
+                problems.append(f"--limit {name}: expected {expected}, found {text!r}")
                 continue
             values[name] = int(value) if name == "depth" else value
         if problems:
@@ -134,10 +152,6 @@ class Limits:
 
 
 DEFAULT = Limits()
-
-LIMIT_CEILING: dict[str, float] = {"depth": 100_000, "field_mb": 1 << 20, "record_mb": 1 << 20, "regex_seconds": 86_400}
-"""The largest value ``--limit`` takes for each limit (a TiB, a day, far past any log): a bound
-must stay a number every reader can hold."""
 
 _current: contextvars.ContextVar[Limits] = contextvars.ContextVar("trajlens_limits", default=DEFAULT)
 
@@ -150,6 +164,8 @@ def current() -> Limits:
 @contextlib.contextmanager
 def using(limits: Limits | None) -> Iterator[Limits]:
     """Make ``limits`` current for the block (``None`` keeps the current ones)."""
+    if limits is not None and not isinstance(limits, Limits):
+        raise ConfigError([f"limits: expected Limits(...) (from trajlens.limits), got {type(limits).__name__}"])
     if limits is None:
         yield current()
         return

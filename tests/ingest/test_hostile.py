@@ -219,3 +219,28 @@ def test_a_limit_must_be_a_number_a_reader_can_hold(item, message):
         Limits.parse([item])
     assert str(caught.value) == message
     assert Limits.parse(["depth=1000", "field_mb=1024"]).field_bytes == 1 << 30
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"depth": "x"}, "Limits depth: expected a number, found 'x'"),
+    ({"depth": 2.5}, "Limits depth: expected a whole number of levels, found 2.5"),
+    ({"record_mb": -1}, "Limits record_mb: expected a positive number up to 1,048,576, found -1"),
+    ({"field_mb": float("nan")}, "Limits field_mb: expected a positive number up to 1,048,576, found nan"),
+    ({"regex_seconds": True}, "Limits regex_seconds: expected a number, found True"),
+])
+def test_limits_made_in_python_are_held_to_what_the_command_line_takes(fields, message):
+    from trajlens.errors import ConfigError
+    from trajlens.limits import Limits
+
+    with pytest.raises(ConfigError) as caught:
+        Limits(**fields)
+    assert str(caught.value) == message
+
+
+def test_limits_that_are_no_limits_are_refused_before_ingest_reads(tmp_path, tiny_run_dir):
+    import trajlens
+    from trajlens.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^limits: expected Limits\(\.\.\.\) \(from trajlens.limits\), got dict$"):
+        trajlens.ingest([tiny_run_dir], tmp_path / "store", limits={"depth": 3})
+    assert not (tmp_path / "store").exists()
