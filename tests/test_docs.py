@@ -61,7 +61,7 @@ def test_help_flows_each_paragraph_so_a_narrow_terminal_wraps_it_evenly():
 
 
 def test_every_public_name_is_documented():
-    for name in trajlens.__all__:
+    for name in dir(trajlens):
         if name.startswith("__"):
             continue
         value = getattr(trajlens, name)
@@ -76,6 +76,9 @@ def test_import_does_not_pull_torch():
     code = "import sys, trajlens; trajlens.open; trajlens.ingest; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+    code = "import sys; from trajlens import *; print('torch' in sys.modules, callable(open), callable(stage_report))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False True True"
 
 
 def test_ingest_stays_a_function_after_its_subpackage_is_imported():

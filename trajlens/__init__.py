@@ -9,7 +9,8 @@ and recompute the advantages each estimator would have given::
     store.sql("SELECT step, count(*) AS n FROM trajectories GROUP BY step ORDER BY step")
     report = trajlens.stage_report(store, run_id="sao-r6")
 
-Names are imported on first use, so ``import trajlens`` stays fast and never imports torch.
+Names are imported on first use, so ``import trajlens`` stays fast and never imports torch
+(nor does ``from trajlens import *``, which leaves out ``recompute``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ _EXPORTS: dict[str, str] = {
 # would otherwise leave the module, not the function, under ``trajlens.ingest``.
 from trajlens.ingest import ingest  # noqa: E402
 
-__all__ = ["__version__", "ingest", *_EXPORTS]
+_IMPORTS_TORCH = frozenset({"recompute"})
+"""Names left out of ``from trajlens import *``, which would otherwise import torch."""
+
+__all__ = ["__version__", "ingest", *(name for name in _EXPORTS if name not in _IMPORTS_TORCH)]
 
 
 def __getattr__(name: str) -> Any:
@@ -64,4 +68,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted([*__all__, *_IMPORTS_TORCH])
