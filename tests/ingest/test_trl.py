@@ -107,6 +107,20 @@ def _with_raw_text(rows, column):
     return table.set_column(index, column, pa.array(values, pa.binary()).view(pa.string()))
 
 
+def test_a_reward_column_written_as_text_is_said_so(tmp_path):
+    """A reward function's column of text is no channel: the reward is summed without it, and
+    the run's problems say which column of which file was not read."""
+    output = write_trl_output(tmp_path / "run")
+    path = output / "completions" / "completions_00001.parquet"
+    table = pq.read_table(path)
+    channel = next(name for name in table.column_names if name not in ("step", "prompt", "completion", "advantage"))
+    index = table.schema.get_field_index(channel)
+    pq.write_table(table.set_column(index, channel, table.column(channel).cast(pa.string())), path)
+    run = load(output)
+    notes = [(p.kind, p.file, p.field) for p in run.problems if "not read as a reward channel" in p.message]
+    assert notes == [("note", str(path), channel)]
+
+
 def test_a_log_history_of_the_wrong_kind_is_named_as_what_it_is(tmp_path):
     state = write_trl_output(tmp_path / "run") / "trainer_state.json"
     for history, found in (({"step": 1}, "an object"), (None, "null")):

@@ -144,6 +144,10 @@ def _load_table(path: Path, builder: RunBuilder, strict: bool) -> None:
     channels = [name for name in table.column_names if name not in STANDARD_COLUMNS
                 and (pa.types.is_floating(table.schema.field(name).type) or pa.types.is_integer(table.schema.field(name).type)
                      or pa.types.is_boolean(table.schema.field(name).type))]
+    for name in table.column_names:  # TRL writes each reward function's column as numbers
+        if name not in STANDARD_COLUMNS and name not in channels:
+            builder.note(InputError(str(path), "not read as a reward channel", field=name,
+                                    expected="numbers (a reward function's column)", found=str(table.schema.field(name).type)))
     split = "val" if path.parent.name == "eval" else "train"
     file_step = int(TABLE_NAME.fullmatch(path.name).group(1))  # type: ignore[union-attr]
     group_sizes: dict[int, Counter[str]] = {}
