@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from xml.etree import ElementTree
 from pathlib import Path
 
 import pytest
@@ -108,8 +109,18 @@ def test_warnings_fail_only_with_strict(tmp_path):
     config = tmp_path / "warn.toml"
     config.write_text('[checks.lr]\nmeasure = "lr_ratio:critic/lr"\ncondition = "threshold"\nabove = 1.5\n'
                       'severity = "warning"\n')
-    assert trajlens("check", "sample_data/resume-lr", "--config", config).returncode == 0
-    assert trajlens("check", "sample_data/resume-lr", "--config", config, "--strict").returncode == 1
+    for strict, code, failures in ((False, 0, "0"), (True, 1, "1")):
+        junit, report = tmp_path / f"{strict}.xml", tmp_path / f"{strict}.json"
+        options = ("--strict",) if strict else ()
+        done = trajlens("check", "sample_data/resume-lr", "--config", config, *options, "--junit", junit, "--json", report)
+        assert done.returncode == code, done.stderr
+        # the files a CI job reads say what the exit status says
+        SCHEMA.validate(str(junit))
+        suites = ElementTree.parse(junit).getroot()
+        assert suites.get("failures") == suites.find("testsuite").get("failures") == failures
+        assert len(suites.findall(".//failure")) == int(failures)
+        document = json.loads(report.read_text())
+        assert (document["strict"], document["failed"], document["counts"]["warn"]) == (strict, strict, 1)
 
 
 def test_config_errors_exit_2_on_one_line(tmp_path):
@@ -278,3 +289,36 @@ def test_agent_logs_are_sent_to_ingest_naming_their_format():
     assert done.stderr == (f"error: {log}: expected a store, a run directory, verl dumps, a metrics JSONL/CSV file or "
                            "TensorBoard event files, found logs of the openai-chat format; ingest them first with "
                            "`trajlens ingest`\n")
+
+
+@pytest.mark.parametrize("equals, status, evidence", [
+    ("1", "FAIL", "vs > 10"),  # an integer matches the config's gamma = 1.0: a number is a number
+    ("1.0", "FAIL", "vs > 10"),
+    ('"GAE"', "pass", "algorithm.adv_estimator == 'GAE' holds at no step"),
+])
+def test_a_when_compares_numbers_as_numbers(tmp_path, equals, status, evidence):
+    path = "algorithm.adv_estimator" if equals.startswith('"') else "algorithm.gamma"
+    config = tmp_path / "when.toml"
+    config.write_text('[checks.grad]\nmeasure = "metric:critic/grad_norm"\ncondition = "threshold"\nabove = 10\n'
+                      f'when = {{ path = "{path}", equals = {equals} }}\n')
+    done = trajlens("check", "sample_data/resume-lr", "--config", config)
+    row = next(line for line in done.stdout.splitlines() if line.startswith("grad"))
+    assert row.split()[2] == status and evidence in row
+    assert done.returncode == (1 if status == "FAIL" else 0)
+
+
+@pytest.mark.parametrize("path, equals, holds", [
+    ("algorithm.whiten_advantages", '"false"', "a switch (true or false)"),
+    ("algorithm.whiten_advantages", "0", "a switch (true or false)"),
+    ("algorithm", "false", "a table"),
+])
+def test_a_when_of_another_kind_than_the_config_s_value_is_skipped_not_passed(tmp_path, path, equals, holds):
+    """A when that could never hold (text for a switch) checked nothing: the gate does not pass."""
+    config = tmp_path / "when.toml"
+    config.write_text('[checks.ev]\nmeasure = "metric:critic/grad_norm"\ncondition = "threshold"\nabove = 10\n'
+                      f'when = {{ path = "{path}", equals = {equals} }}\n')
+    done = trajlens("check", "sample_data/resume-lr", "--config", config)
+    row = next(line for line in done.stdout.splitlines() if line.startswith("ev "))
+    assert row.split()[2] == "skip"
+    assert f"{path} holds {holds} in the run's config, never " in row
+    assert done.returncode == 2 and "every check was skipped" in done.stderr

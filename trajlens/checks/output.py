@@ -70,10 +70,11 @@ def result_record(result: CheckResult) -> dict[str, Any]:
     }
 
 
-def to_json(run: RunChecks) -> str:
-    """The results as a JSON document: run, counts, and one record per check."""
+def to_json(run: RunChecks, strict: bool = False) -> str:
+    """The results as a JSON document: run, counts, whether the gate failed (with ``strict``, a
+    warning that fired fails it, as the exit status says), and one record per check."""
     document = {"run_id": run.run_id, "source": run.source, "steps": run.steps, "counts": run.counts(),
-                "results": [result_record(r) for r in run.results]}
+                "strict": strict, "failed": run.failed(strict), "results": [result_record(r) for r in run.results]}
     return json.dumps(document, indent=1, default=_json_default) + "\n"
 
 
@@ -81,10 +82,11 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def junit_xml(run: RunChecks, elapsed: float = 0.0) -> str:
-    """The results as JUnit XML (one test case per check)."""
+def junit_xml(run: RunChecks, elapsed: float = 0.0, strict: bool = False) -> str:
+    """The results as JUnit XML (one test case per check); with ``strict``, a warning that fired
+    is a failure there too, as it is for the exit status."""
     counts = run.counts()
-    failures = counts["fail"]
+    failures = counts["fail"] + (counts["warn"] if strict else 0)
     suites = ElementTree.Element("testsuites", name="trajlens check", tests=str(len(run.results)),
                                  failures=str(failures), errors="0", time=f"{elapsed:.3f}")
     suite = ElementTree.SubElement(
@@ -98,10 +100,10 @@ def junit_xml(run: RunChecks, elapsed: float = 0.0) -> str:
         case = ElementTree.SubElement(suite, "testcase", name=result.name, classname=f"trajlens.checks.{run.run_id}",
                                       time="0.000")
         text = _case_text(result)
-        if result.status == "fail":
+        if result.status == "fail" or strict and result.status == "warn":
             failure = ElementTree.SubElement(case, "failure", type=result.check.condition,
                                              message=f"fired at steps {spans(result.fired_steps)}")
-            failure.text = text
+            failure.text = ("WARNING (--strict) " if result.status == "warn" else "") + text
         elif result.status == "skip":
             ElementTree.SubElement(case, "skipped", message=result.reason)
         else:

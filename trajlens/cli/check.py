@@ -120,9 +120,9 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
     elapsed = time.monotonic() - started
     # a file that cannot be written is an error (exit 2), never a check result
     if junit is not None:
-        write_text_atomically(junit, output.junit_xml(result, elapsed), flag="--junit")
+        write_text_atomically(junit, output.junit_xml(result, elapsed, strict), flag="--junit")
     if json_out is not None:
-        write_text_atomically(json_out, output.to_json(result), flag="--json")
+        write_text_atomically(json_out, output.to_json(result, strict), flag="--json")
     return code
 
 
