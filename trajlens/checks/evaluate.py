@@ -88,17 +88,33 @@ def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl
     if check.when is None:
         return series, "" if series.height else f"skip:no step after {check.after_step}"
     history = state.info.history
-    keep, known = [], False
+    keep, kinds = [], set()
+    wanted = _kind(check.when.equals)
     for step in series["step"].to_list():
         value = config_at(history.at(step), check.when.path)
-        known = known or value is not None
-        if value == check.when.equals and type(value) is type(check.when.equals):
+        if value is not None:
+            kinds.add(_kind(value))
+        if value is not None and _kind(value) == wanted and value == check.when.equals:
             keep.append(step)
-    if not known:
-        return series.clear(), f"skip:the run's config has no {'.'.join(check.when.path)}"
+    path = ".".join(check.when.path)
+    if not kinds:
+        return series.clear(), f"skip:the run's config has no {path}"
+    if not keep and wanted not in kinds:  # `equals = "false"` for a switch, `= 1` for a name: it could never hold
+        return series.clear(), (f"skip:{path} holds {' or '.join(sorted(kinds))} in the run's config, never "
+                                f"{wanted} as the check's when asks ({check.when.describe()})")
     if not keep:
         return series.clear(), f"pass:{check.when.describe()} holds at no step"
     return series.filter(pl.col("step").is_in(keep)), ""
+
+
+def _kind(value: Any) -> str:
+    """What a configuration value is, in words: a ``when`` matches a value of its own kind
+    (an integer and a float are both numbers; true and 1 are not the same)."""
+    if isinstance(value, bool):
+        return "a switch (true or false)"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "text", dict: "a table", list: "a list"}.get(type(value), type(value).__name__)
 
 
 _STAGED_ON_RUN_STEPS = ("tool_calls", "trajectories", "channels", "advantages", "logged_advantages")
