@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from trajlens.errors import ConfigError, InputError, Problem
 from trajlens.limits import FLOAT32_MAX
-from trajlens.schema import PRIMARY_KEYS, SCHEMAS, SPLITS, TABLE_COLUMNS, TABLES, TOKEN_ARRAYS, Column, conform, empty
+from trajlens.schema import PRIMARY_KEYS, SCHEMAS, TABLE_COLUMNS, TABLES, TOKEN_ARRAYS, Column, conform, empty
 
 # Rows are turned into Arrow tables in chunks of this many, so a run of millions of small
 # records is held columnar rather than as millions of dicts.
@@ -366,7 +366,6 @@ def value_problems(name: str, table: pa.Table, source: str) -> Iterator[RowProbl
     elif name == "trajectories" and table.num_rows:
         for count in ("num_turns", "model_tokens"):
             yield from _below_problems(table, count, pa.scalar(0, table.schema.field(count).type), "0 or more", source)
-        yield from _split_problems(table, source)
         yield from _finite_problems(table, table.column("reward"), "reward", source)
         channels = pc.list_flatten(table.column("reward_channels"))
         if len(channels):
@@ -408,17 +407,6 @@ def _below_problems(table: pa.Table, field: str, least: pa.Scalar | pa.ChunkedAr
         yield RowProblem(row, InputError(source, record=record, field=field,
                                          expected=expected if bound is None else f"{expected} ({bound})",
                                          found=str(values[row].as_py())))
-
-
-def _split_problems(table: pa.Table, source: str) -> Iterator[RowProblem]:
-    """The rows whose ``split`` is none of :data:`~trajlens.schema.SPLITS` (a misspelt split
-    would leave its trajectories out of every measure)."""
-    values = table.column("split")
-    bad = pc.invert(pc.is_in(values, pa.array(SPLITS)))
-    for row in np.flatnonzero(bad.to_numpy(zero_copy_only=False)) if pc.any(bad).as_py() else ():
-        row = int(row)
-        yield RowProblem(row, InputError(source, record=table.column("trajectory_id")[row].as_py(), field="split",
-                                         expected=" or ".join(map(repr, SPLITS)), found=repr(values[row].as_py())))
 
 
 def _finite_problems(table: pa.Table, values: pa.Array | pa.ChunkedArray, field: str, source: str,

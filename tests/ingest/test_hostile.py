@@ -128,32 +128,6 @@ def test_invalid_utf8_in_a_parquet_run_is_refused(tmp_path, tiny_run_dir):
             (tmp_path / f"store-{table}-{column}" / "runs").iterdir())
 
 
-def test_a_split_that_is_neither_train_nor_val_is_refused(tmp_path, tiny_run_dir):
-    """A misspelt split would leave its trajectories out of every measure without a word."""
-    import shutil
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    import trajlens
-    from trajlens.store.layout import table_files
-
-    run_dir = tmp_path / "run"
-    shutil.copytree(tiny_run_dir, run_dir)
-    file = table_files(run_dir, "trajectories")[0]
-    data = pq.read_table(file)
-    splits = data.column("split").to_pylist()
-    splits[1] = "trian"
-    index = data.schema.get_field_index("split")
-    pq.write_table(data.set_column(index, data.schema.field(index), pa.array(splits, pa.string())), file)
-    with pytest.raises(InputError) as caught:
-        trajlens.ingest([run_dir], tmp_path / "store")
-    assert (caught.value.file, caught.value.record, caught.value.field) == (
-        str(file), data.column("trajectory_id")[1].as_py(), "split")
-    assert str(caught.value).endswith("expected 'train' or 'val', found 'trian'")
-    assert not (tmp_path / "store").exists()
-
-
 CLI_SAMPLE = [case for case in CASES if case.name in {
     "openhands-v0:2.cause=object", "openai-chat:messages.3.return_code=int>64bit", "swe-agent:trajectory.0.action=surrogate",
     "deep arguments string", "metrics step as a string", "catastrophic action_regex", "openai-chat:reward=int>64bit",
