@@ -68,7 +68,7 @@ TRAJECTORY_COLUMNS: tuple[Column, ...] = (
     Column("trajectory_id", pa.string(), False, "Unique id of the trajectory within the run."),
     Column("group_id", pa.string(), False, "Rollout group: trajectories of the same prompt at the same step."),
     Column("task_id", pa.string(), False, "Task or prompt id."),
-    Column("split", pa.string(), False, f"'{TRAIN_SPLIT}' or 'val'."),
+    Column("split", pa.string(), False, f"'{TRAIN_SPLIT}' for training data; any other name (the adapters write 'val') is held-out data, measured only in a run without '{TRAIN_SPLIT}' (the first such name in order)."),
     Column("reward", pa.float64(), True, "Scalar reward the trainer used."),
     Column("reward_channels", pa.list_(REWARD_CHANNEL), False, "Every reward channel by name, as logged (may be empty when only the scalar reward is known)."),
     Column("resolved", pa.bool_(), True, "Whether the task was solved, per the harness verdict."),
