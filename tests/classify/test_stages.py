@@ -71,6 +71,23 @@ def test_bad_stage_specs_report_every_problem():
         assign_stages(trajectories([0]), "thirds")
 
 
+def test_stages_out_of_step_order_are_refused_where_a_change_would_read_backwards(tmp_path):
+    """A change runs from the first stage listed to the last: listed late before early, a
+    decrease would be judged an increase. The report and the checks refuse them alike."""
+    from trajlens.checks.spec import load_checks
+
+    backwards = [("late", 61, 135), ("early", 1, 60)]
+    message = "stages: 'early' (steps 1-60) comes after 'late' (steps 61-135); list the stages in step order"
+    with pytest.raises(ConfigError) as error:
+        assign_stages(trajectories([1, 70]), backwards)
+    assert error.value.problems == [message]
+    config = tmp_path / "checks.toml"
+    config.write_text('[checks.suite]\nmeasure = "share:test_suite"\ncondition = "stage_change"\n'
+                      'direction = "decrease"\nstages = [["late", 61, 135], ["early", 1, 60]]\n')
+    with pytest.raises(ConfigError, match="list the stages in step order"):
+        load_checks(config)
+
+
 # -- formulas ----------------------------------------------------------------------------------
 
 

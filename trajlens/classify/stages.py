@@ -142,7 +142,7 @@ def sampling_problems(n: Any, seed: Any, stages: Any = None) -> list[str]:
 def stage_range_problems(stages: Any) -> list[str]:
     """What is wrong with explicit stages ``[(name, first_step, last_step), ...]``, one line each:
     an item of another shape, a name given twice, a range that ends before it starts, two ranges
-    that overlap, no stage at all. The stage report and the checks' ``stages`` read them alike."""
+    that overlap, stages out of step order, no stage at all. The stage report and the checks' ``stages`` read them alike."""
     problems: list[str] = []
     ranges: list[tuple[str, int, int]] = []
     try:
@@ -159,10 +159,18 @@ def stage_range_problems(stages: Any) -> list[str]:
     problems += [f"stages: {name!r} is named twice" for name in sorted({n for n in names if names.count(n) > 1})]
     problems += [f"stages: {name!r} ends (step {high}) before it starts (step {low})" for name, low, high in ranges if high < low]
     ordered = sorted(ranges, key=lambda r: r[1])
-    problems += [
+    overlaps = [
         f"stages: {a[0]!r} (steps {a[1]}-{a[2]}) overlaps {b[0]!r} (steps {b[1]}-{b[2]})"
         for a, b in zip(ordered, ordered[1:])
         if b[1] <= a[2]
+    ]
+    problems += overlaps
+    # Stages are compared in the order given (a change runs from the first to the last): out of
+    # step order, a decrease would read as an increase.
+    problems += [
+        f"stages: {b[0]!r} (steps {b[1]}-{b[2]}) comes after {a[0]!r} (steps {a[1]}-{a[2]}); list the stages in step order"
+        for a, b in zip(ranges, ranges[1:])
+        if not overlaps and b[1] < a[1]
     ]
     if not ranges and not problems:
         problems.append("stages: no stage given")
