@@ -142,6 +142,27 @@ def test_jump_against_the_trailing_mean():
     assert evaluate(up, "m", _scalars(values), False).fired_steps == (11,)
 
 
+def test_a_jump_s_evidence_is_a_step_that_fired_the_way_the_check_looks():
+    # an increase at step 12 (x3), a larger drop at step 24 (x1/10) that an increase check ignores
+    values = {s: 1.0 for s in range(1, 31)} | {12: 3.0, 24: 0.1}
+    up = _check(measure="metric:x", condition="jump", factor=2.0, baseline=5, direction="increase")
+    outcome = evaluate(up, "m", _scalars(values), False)
+    assert outcome.fired_steps == (12,) and outcome.evidence.step == 12
+    down = _check(measure="metric:x", condition="jump", factor=2.0, baseline=5, direction="decrease")
+    assert evaluate(down, "m", _scalars(values), False).evidence.step == 24
+
+
+def test_a_jump_judges_no_step_below_zero():
+    """A loss falling from -0.1 to -1.0 is no tenfold increase; a value crossing zero no drop."""
+    values = {s: -0.1 for s in range(1, 15)} | {15: -1.0} | {s: 0.01 * (1 if s % 2 else -1) for s in range(16, 21)}
+    check = _check(measure="metric:x", condition="jump", factor=3.0, baseline=5, direction="increase")
+    outcome = evaluate(check, "m", _scalars(values), False)
+    assert outcome.fired_steps == () and not outcome.judged
+    assert outcome.evidence.detail.startswith("no step with a baseline above 0 and a value of 0 or more")
+    positive = {s: 0.1 for s in range(1, 15)} | {15: 1.0}
+    assert evaluate(check, "m", _scalars(positive), False).fired_steps == (15,)
+
+
 def test_learning_rate_ratio_follows_the_config_history():
     metrics = pl.DataFrame({"run_id": "r", "step": [1, 2, 3, 4], "name": "critic/lr", "value": [5e-6] * 4})
     current = {"critic": {"optim": {"lr": 2.5e-6}}}

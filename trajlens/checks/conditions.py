@@ -267,25 +267,37 @@ def jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> 
     fired: list[int] = []
     best: tuple[float, Evidence] | None = None
     rows = frame.to_dicts()
+    full_baselines = 0
     for index, row in enumerate(rows):
         previous = [v for v in per_step[max(0, index - check.baseline):index] if v is not None]
         if len(previous) < check.baseline or row["value"] is None:
             continue
+        full_baselines += 1
         base = sum(previous) / len(previous)
-        if base == 0:
+        # A ratio to the baseline says how far a value moved only for a measure above zero: with a
+        # negative baseline (a loss) a fall reads as a rise, and across zero as a drop.
+        if base <= 0 or row["value"] < 0:
             continue
         ratio = row["value"] / base
         up, down = ratio >= check.factor, ratio <= 1 / check.factor
         hit = up if check.direction == "increase" else down if check.direction == "decrease" else up or down
         if hit:
             fired.append(int(row["step"]))
-        strength = max(ratio, 1 / ratio) if ratio > 0 else math.inf
+        # The evidence is the step that moved most the way the check looks (a step that fired first).
+        rise, fall = ratio, (1 / ratio if ratio > 0 else math.inf)
+        strength = rise if check.direction == "increase" else fall if check.direction == "decrease" else max(rise, fall)
+        score = strength if hit else strength - 1e9
         evidence = Evidence(int(row["step"]), row["value"], row["low"], row["high"],
                             f"x{check.factor:g} of the previous {check.baseline} steps' mean",
                             f"ratio {ratio:.3g} to {base:.4g}")
-        if best is None or strength > best[0]:
-            best = (strength, evidence)
-    evidence = best[1] if best else Evidence(None, None, detail=f"fewer than {check.baseline + 1} steps")
+        if best is None or score > best[0]:
+            best = (score, evidence)
+    if best is None:
+        detail = (f"fewer than {check.baseline + 1} steps" if not full_baselines
+                  else "no step with a baseline above 0 and a value of 0 or more (a jump is a ratio to the baseline)")
+        evidence = Evidence(None, None, detail=detail)
+    else:
+        evidence = best[1]
     return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame), judged=best is not None)
 
 
