@@ -88,6 +88,19 @@ def test_stages_out_of_step_order_are_refused_where_a_change_would_read_backward
         load_checks(config)
 
 
+def test_two_stages_are_compared_first_to_last_as_well_as_neighbours(samples_store_path):
+    """early_late (or any two ranges) has one pair, which is both: the report's "First stage to
+    last" table and the stage_changes rows for it are there, with the neighbours' numbers."""
+    import trajlens
+
+    report = stage_report(trajlens.open(samples_store_path), run_id="sao-r7", stages="early_late")
+    changes = report.changes.sort("metric")
+    first_to_last = changes.filter(pl.col("comparison") == "first_to_last").drop("comparison")
+    consecutive = changes.filter(pl.col("comparison") == "consecutive").drop("comparison")
+    assert first_to_last.height > 0 and first_to_last.equals(consecutive)
+    assert "## First stage to last" in report.to_markdown()
+
+
 # -- formulas ----------------------------------------------------------------------------------
 
 

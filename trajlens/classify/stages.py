@@ -425,12 +425,12 @@ def _changes(rates: pl.DataFrame) -> pl.DataFrame:
     pairs = present.join(present.select("run_id", "stage_index", "position"), on="run_id", suffix="_to").filter(
         pl.col("position_to") > pl.col("position")
     )
-    pairs = pairs.with_columns(
-        pl.when(pl.col("position_to") == pl.col("position") + 1).then(pl.lit("consecutive"))
-        .when((pl.col("position") == 1) & (pl.col("position_to") == pl.col("count")))
-        .then(pl.lit("first_to_last"))
-        .alias("comparison")
-    ).filter(pl.col("comparison").is_not_null())
+    # Two stages are both neighbours and the first and the last: the pair is compared as each.
+    pairs = pl.concat([
+        pairs.filter(pl.col("position_to") == pl.col("position") + 1).with_columns(pl.lit("consecutive").alias("comparison")),
+        pairs.filter((pl.col("position") == 1) & (pl.col("position_to") == pl.col("count")))
+        .with_columns(pl.lit("first_to_last").alias("comparison")),
+    ])
     columns = ["run_id", "stage_index", "stage", "metric", "kind", "value", "n_effective", "population_value"]
     left = proportions.select(columns)
     right = proportions.select(columns).rename({c: f"{c}_to" for c in columns if c not in ("run_id", "metric", "kind")})
