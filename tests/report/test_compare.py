@@ -222,3 +222,20 @@ def test_a_declared_stage_without_steps_says_so(sample_store):
     done = cli("compare", sample_store.path, "sao-r6:a", "sao-r6:b", "--stages", "a:1-10,b:200-300")
     assert done.returncode == 1
     assert done.stderr == "error: side 'sao-r6:b': stage 'b' (steps 200-300) holds no training step of run 'sao-r6'\n"
+
+
+def test_a_comparison_does_not_change_with_what_earlier_commands_stored(samples_store_copy):
+    """Advantages another command saved under labels the report does not recompute (opo, gpg
+    here) join neither the table nor the family its p-values are adjusted over."""
+    import trajlens
+
+    before = compare(trajlens.open(samples_store_copy), "grpo-leg:Q1", "grpo-leg:Q4")
+    for estimator in ("opo", "gpg"):
+        assert cli("advantages", samples_store_copy, "--run", "grpo-leg", "-e", estimator).returncode == 0
+    store = trajlens.open(samples_store_copy)
+    assert {"opo", "gpg"} <= set(store.sql("SELECT DISTINCT estimator FROM advantage_batches")["estimator"])
+    after = compare(store, "grpo-leg:Q1", "grpo-leg:Q4")
+    assert after.equals(before)
+    assert not after["measure"].str.contains(":opo:|:gpg:").any()
+    # a side may still name a stored label
+    assert compare(store, "grpo-leg:opo", "grpo-leg:gpg").height > 0

@@ -99,10 +99,18 @@ def _staged(store: Any, run_id: str, stages: Any, split: str) -> pl.DataFrame:
     return assign_stages(trajectories, stages)
 
 
-def _labels(store: Any, run_id: str) -> list[str]:
+def report_labels(store: Any, run_id: str) -> list[str]:
+    """The estimator labels the report recomputes for the run (the data allows them): what a
+    comparison of two sides compares unless a side names its own, whatever else earlier
+    commands stored."""
     from trajlens.run.choices import available_estimators
 
-    labels = [choice.label for choice in available_estimators(store, run_id)]
+    return [choice.label for choice in available_estimators(store, run_id)]
+
+
+def _labels(store: Any, run_id: str) -> list[str]:
+    """Every label a side ``RUN:LABEL`` may name: the report's, and those stored for the run."""
+    labels = report_labels(store, run_id)
     if "advantage_batches" in store.tables():
         stored = store.sql("SELECT DISTINCT estimator FROM advantage_batches WHERE run_id = $run ORDER BY 1",
                            {"run": run_id})["estimator"].to_list()
@@ -112,7 +120,7 @@ def _labels(store: Any, run_id: str) -> list[str]:
 
 def read_side(store: Any, side: Side, stages: Any = "quartiles", labels: list[str] | None = None) -> SideData:
     """Measures of the side's trajectories, and advantage statistics for ``labels`` (default:
-    the side's own label, or every label already stored for the run). Runs not classified yet
+    the side's own label, or the labels the report recomputes for the run). Runs not classified yet
     are classified (saving ``call_classes`` and ``trajectory_measures``), and advantages not
     recomputed yet are recomputed (saving ``advantage_batches``), so later comparisons reuse them."""
     staged = _staged(store, side.run_id, stages, side.split)

@@ -222,11 +222,14 @@ _NUMBERS = ("a_value", "a_low", "a_high", "a_n", "b_value", "b_low", "b_high", "
 
 
 def _shared_labels(store: Any, a: Side, b: Side) -> list[str]:
-    from trajlens.compare.sides import _labels
+    """The labels both sides are compared under: those the sides name, else those the report
+    recomputes for both runs (not whatever earlier commands stored, which would change the
+    table, and its adjusted p-values, with the store's history)."""
+    from trajlens.compare.sides import report_labels
 
     if a.label or b.label:
         return [label for label in (a.label, b.label) if label]
-    return [label for label in _labels(store, a.run_id) if label in set(_labels(store, b.run_id))]
+    return [label for label in report_labels(store, a.run_id) if label in set(report_labels(store, b.run_id))]
 
 
 def _advantage_rows(a: SideData, b: SideData) -> list[dict | None]:
