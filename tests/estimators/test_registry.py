@@ -230,6 +230,18 @@ def test_report_includes_each_estimator_when_its_data_allows(name):
     assert not spec.in_report(nothing)
 
 
+@pytest.mark.parametrize("name", [n for n, s in ESTIMATOR_REGISTRY.items() if Input.REWARDS in s.inputs
+                                  and any(o.name == "convention" and "trl" in o.choices for o in s.options)])
+def test_a_run_without_any_reward_has_nothing_to_estimate_even_where_one_may_be_unscorable(name):
+    """Under TRL's conventions a trajectory without a reward is unscorable (advantage 0); a run
+    with none at all is refused, not recomputed as all zeros."""
+    spec = estimator_spec(name)
+    groups = dict(trajectories=8, largest_group=4, smallest_group=4, token_counts=True, channels=2)
+    assert "a reward for some trajectory (every one is unscorable: nothing to estimate)" in spec.missing(
+        RunFacts(**groups), {**spec.defaults(), "convention": "trl"})
+    assert not spec.missing(RunFacts(**groups, any_rewarded=True), {**spec.defaults(), "convention": "trl"})
+
+
 def test_declared_estimators_read_the_config():
     # one answer: the estimator the run trained with (trained_with), not every entry a key mentions
     assert declared_estimators({"algorithm": {"adv_estimator": "grpo", "norm_adv": "batch_std"}}) == {"grpo_batch_std"}

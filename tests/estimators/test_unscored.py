@@ -12,7 +12,8 @@ from trajlens.estimators.spec import EstimatorChoice
 from trajlens.run.advantages import RunFrames, require_inputs
 from trajlens.run.choices import ESTIMATOR_CHOICES
 
-UNREWARDED = RunFacts(trajectories=4, largest_group=2, smallest_group=2, all_rewarded=False)
+UNREWARDED = RunFacts(trajectories=4, largest_group=2, smallest_group=2, all_rewarded=False, any_rewarded=True)
+"""A run where some trajectory has no reward (and some has one)."""
 
 
 def test_trl_conventions_need_no_reward_for_every_trajectory():
@@ -27,7 +28,7 @@ def test_trl_conventions_need_no_reward_for_every_trajectory():
 
 def test_the_report_and_the_explicit_recomputation_agree():
     """What the report recomputes on such a run is what `trajlens advantages` and the checks accept."""
-    declared = RunFacts(trajectories=4, largest_group=2, smallest_group=2, all_rewarded=False,
+    declared = RunFacts(trajectories=4, largest_group=2, smallest_group=2, all_rewarded=False, any_rewarded=True,
                         declared=frozenset({"grpo_batch_std"}))
     in_report = {c.label for c in ESTIMATOR_CHOICES if c.in_report(declared)}
     assert "grpo_batch_std" in in_report and "grpo" not in in_report

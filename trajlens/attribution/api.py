@@ -186,15 +186,18 @@ def attribute(
         notes.append(f"the run's own estimator, {own.label}, is identified from its logged advantages "
                      f"({trained.evidence}); its config names none")
     usable = []
+    lacking: dict[str, None] = {}
     for rec in wanted:
         missing = rec.missing(facts)
         if missing:
+            lacking.update(dict.fromkeys(missing))
             if recomputations is not None or rec.label == own.label or rec.spec().channel_gap_note(facts):
                 notes.append(f"{rec.label}: not computed (needs {', '.join(missing)})")
             continue
         usable.append(rec)
     if not usable:
-        raise ConfigError([f"run {run_id!r}: no estimator can be recomputed ({'; '.join(notes) or 'no data'})"])
+        why = '; '.join(notes) or f"the run lacks what they need: {'; '.join(lacking) or 'trajectories'}"
+        raise ConfigError([f"run {run_id!r}: no estimator can be recomputed ({why})"])
     if own.label is None and trained.choice is not None:
         notes.append(f"the run's own estimator, {trained.choice.label}, is not among the recomputations asked for: "
                      "no estimator is marked as the run's")

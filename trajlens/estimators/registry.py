@@ -618,6 +618,7 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
         largest_group=int(cast(int, sizes.max()) or 0) if len(sizes) else 0,
         smallest_group=int(cast(int, sizes.min()) or 0) if len(sizes) else 0,
         all_rewarded=height > 0 and "reward" in trajectories.columns and trajectories["reward"].null_count() == 0,
+        any_rewarded="reward" in trajectories.columns and trajectories["reward"].null_count() < height,
         channels=channels,
         channel_gap=channel_gap,
         log_probs=log_probs,

@@ -397,6 +397,9 @@ class RunFacts:
     largest_group: int = 0
     smallest_group: int = 0
     all_rewarded: bool = False
+    any_rewarded: bool = False
+    """Some trajectory has a reward: under TRL's conventions one without is unscorable, but a run
+    without any has nothing to estimate."""
     channels: int = 0
     channel_gap: str = ""
     """Where a trajectory lacks a reward channel of the run (``trajectory '3-a-1' lacks channel
@@ -515,11 +518,15 @@ class EstimatorSpec:
         every trajectory."""
         settings = self.defaults() if settings is None else settings
         needed = self.inputs
-        if settings.get("convention") in UNSCORED_CONVENTIONS:
+        unscored = settings.get("convention") in UNSCORED_CONVENTIONS
+        if unscored:
             needed &= ~Input.REWARDS
         gaps = {Input.FULL_CHANNELS: facts.channel_gap, Input.TOKEN_ARRAYS: facts.token_gap}
-        return [what + (f" ({gaps[flag]})" if gaps.get(flag) else "")
-                for flag, present, what in _INPUT_CHECKS if flag in needed and not present(facts)]
+        missing = [what + (f" ({gaps[flag]})" if gaps.get(flag) else "")
+                   for flag, present, what in _INPUT_CHECKS if flag in needed and not present(facts)]
+        if unscored and Input.REWARDS in self.inputs and facts.trajectories and not (facts.any_rewarded or facts.all_rewarded):
+            missing.append("a reward for some trajectory (every one is unscorable: nothing to estimate)")
+        return missing
 
     def applies(self, facts: RunFacts, settings: Mapping[str, Any] | None = None) -> bool:
         """Whether the run's data allows this estimator (under ``settings``, see :meth:`missing`)."""
