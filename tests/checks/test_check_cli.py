@@ -322,3 +322,23 @@ def test_a_when_of_another_kind_than_the_config_s_value_is_skipped_not_passed(tm
     assert row.split()[2] == "skip"
     assert f"{path} holds {holds} in the run's config, never " in row
     assert done.returncode == 2 and "every check was skipped" in done.stderr
+
+
+def test_a_check_after_the_run_s_last_step_says_so_even_with_a_when(tmp_path):
+    config = tmp_path / "after.toml"
+    config.write_text('[checks.ev]\nmeasure = "metric:critic/grad_norm"\ncondition = "threshold"\nabove = 10\n'
+                      'after_step = 500\nwhen = { path = "algorithm.whiten_advantages", equals = false }\n')
+    done = trajlens("check", "sample_data/resume-lr", "--config", config)
+    row = next(line for line in done.stdout.splitlines() if line.startswith("ev "))
+    assert row.split()[2] == "skip" and row.endswith("no step after 500")
+
+
+def test_junit_holds_any_character_of_a_check_s_name_or_description(tmp_path):
+    config = tmp_path / "odd.toml"
+    config.write_text('[checks."grad<norm> & \\"x\\""]\ndescription = "bell \\u0007 here"\n'
+                      'measure = "metric:critic/grad_norm"\ncondition = "threshold"\nabove = 10\n')
+    junit = tmp_path / "odd.xml"
+    assert trajlens("check", "sample_data/resume-lr", "--config", config, "--junit", junit).returncode == 1
+    SCHEMA.validate(str(junit))
+    case = ElementTree.parse(junit).getroot().find(".//testcase")
+    assert case.get("name") == 'grad<norm> & "x"' and "bell \\u0007 here" in case.find("failure").text

@@ -178,3 +178,13 @@ def test_warmup_steps_are_not_compared():
     config = {"actor_rollout_ref": {"actor": {"optim": {"lr": 1e-6, "lr_warmup_steps": 2}}}}
     ratio = metric_stats(metrics, ConfigHistory(config)).filter(pl.col("measure") == "lr_ratio:actor/lr")
     assert ratio["step"].to_list() == [3]
+
+
+def test_a_streak_longer_than_the_run_is_not_judged():
+    """No run of 500 steps fits in 10: the check cannot pass, so it is skipped (as jump and trend are)."""
+    check = _check(measure="metric:x", condition="consecutive", above=1.0, steps=500)
+    outcome = evaluate(check, "m", _scalars({s: 5.0 for s in range(1, 11)}), False)
+    assert not outcome.judged and outcome.fired_steps == ()
+    assert outcome.evidence.detail == "fewer than 500 steps with a value (10)"
+    fits = _check(measure="metric:x", condition="consecutive", above=1.0, steps=10)
+    assert evaluate(fits, "m", _scalars({s: 5.0 for s in range(1, 11)}), False).fired_steps == tuple(range(1, 11))

@@ -154,6 +154,10 @@ def consecutive(check: Check, measure: str, series: pl.DataFrame, proportion: bo
     detail = f"longest run {longest[2] if longest else 0} steps" + \
         (f" ({longest[0]}-{longest[1]})" if longest else "") + f", needs {check.steps}"
     row = _worst(check, frame.filter(pl.col("step").is_in(fired)) if fired else frame)
+    valued = frame["value"].drop_nulls().len()
+    if valued < (check.steps or 1):  # no run of that length could be: nothing was judged
+        return Outcome(measure, (), Evidence(None, None, detail=f"fewer than {check.steps} steps with a value ({valued})"),
+                       frame.height, _values(frame), judged=False)
     return Outcome(measure, tuple(fired), _evidence(row, check.sign, detail), frame.height, _values(frame),
                    _has_values(frame))
 

@@ -85,8 +85,10 @@ def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl
         return series.clear(), f"skip:{series['measure'][0]} is 0 at every step: the run never shows it"
     if check.after_step is not None:
         series = series.filter(pl.col("step") > check.after_step)
+        if not series.height:  # before any when: the config holds its key, the run no step after
+            return series, f"skip:no step after {check.after_step}"
     if check.when is None:
-        return series, "" if series.height else f"skip:no step after {check.after_step}"
+        return series, ""
     history = state.info.history
     keep, kinds = [], set()
     wanted = _kind(check.when.equals)

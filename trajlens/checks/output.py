@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import socket
 import xml.etree.ElementTree as ElementTree
 from datetime import datetime, timezone
@@ -109,8 +110,21 @@ def junit_xml(run: RunChecks, elapsed: float = 0.0, strict: bool = False) -> str
         else:
             out = ElementTree.SubElement(case, "system-out")
             out.text = ("WARNING " if result.status == "warn" else "") + text
+    for element in suites.iter():  # a check's name or description, a channel's name, may hold any character
+        element.text = element.text and _xml_text(element.text)
+        for name, value in element.attrib.items():
+            element.set(name, _xml_text(value))
     ElementTree.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
+
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+"""Characters XML 1.0 cannot hold, escaped or not."""
+
+
+def _xml_text(text: str) -> str:
+    """``text`` with each character XML cannot hold written as its escape (``\\u0007``)."""
+    return _NOT_XML.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def _case_text(result: CheckResult) -> str:
