@@ -239,3 +239,10 @@ def test_a_comparison_does_not_change_with_what_earlier_commands_stored(samples_
     assert not after["measure"].str.contains(":opo:|:gpg:").any()
     # a side may still name a stored label
     assert compare(store, "grpo-leg:opo", "grpo-leg:gpg").height > 0
+
+
+def test_the_words_tell_no_measure_on_which_the_sides_are_equal(sample_store):
+    table = compare(sample_store, "sao-r6:Q4", "sao-r7:Q4")
+    equal = table.with_columns(pl.lit(0.0).alias("difference"), pl.lit(0.0).alias("effect_size"))
+    assert describe(equal) == []
+    assert len(describe(table)) == 3

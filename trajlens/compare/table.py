@@ -153,9 +153,11 @@ def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages
 
 def describe(comparison: pl.DataFrame, top: int = 3) -> list[str]:
     """The ``top`` largest differences in words, such as "sao-r7 (Q4) runs the full suite 0.48
-    of the time against sao-r6 (Q4)'s 0.52; not significant (p = 0.62)"."""
+    of the time against sao-r6 (Q4)'s 0.52; not significant (p = 0.62)". A measure on which
+    the sides do not differ at all is no difference to tell."""
     sentences: list[str] = []
-    for row in comparison.drop_nulls("effect_size").head(top).iter_rows(named=True):
+    differing = comparison.drop_nulls("effect_size").filter(pl.col("difference").fill_null(1.0) != 0)
+    for row in differing.head(top).iter_rows(named=True):
         value_b = _format(row["b_value"], row["kind"])
         value_a = _format(row["a_value"], row["kind"])
         verdict = "significant" if row["significant"] else "not significant"
