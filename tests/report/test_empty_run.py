@@ -21,4 +21,8 @@ def test_an_empty_run_is_named_empty(tmp_path):
     assert "| [hollow](#hollow) | empty (no trajectories, no training scalars) |" in (tmp_path / "report" / "README.md").read_text()
     channels = run_cli("channels", store, "--run", "hollow", "--split", "train")
     assert channels.returncode == 1
-    assert channels.stderr == "error: split 'train': run 'hollow' has no trajectories\n"
+    expected = "error: run 'hollow' has no trajectories: nothing to measure (`trajlens check` reads a run's training scalars)\n"
+    assert channels.stderr == expected
+    for command in (("channels", store, "--run", "hollow"), ("sample", store, "--run", "hollow")):
+        done = run_cli(*command)
+        assert (done.returncode, done.stderr) == (1, expected)

@@ -331,8 +331,9 @@ class Identifier:
         """
         if self.unit is None:
             raise EstimatorInputError(
-                "identify_advantages: no logged advantages: trajectories has no logged_advantage values and tokens "
-                "no logged_advantages arrays")
+                "identify_advantages: no logged advantages to identify (trajectories has no logged_advantage values "
+                "and tokens no logged_advantages arrays): a log that keeps them is needed, such as verl's rollout "
+                "dumps with advantages or TRL's completions table")
         fits = []
         for candidate in self.candidates:
             lacking = self.lacking.get(candidate.label)

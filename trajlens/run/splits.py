@@ -37,15 +37,17 @@ def chosen_split(splits: Sequence[str], split: str = TRAIN_SPLIT) -> str:
 def requested_split(store: Any, run_id: str, split: str | None) -> str:
     """The split a command measures: ``split`` when the user named one, which the run must have
     (else a one-line :class:`~trajlens.errors.ConfigError` naming the splits it has); without
-    one, :func:`measured_split`."""
+    one, :func:`measured_split`. A run without trajectories is a ConfigError either way."""
+    from trajlens.errors import ConfigError
+
+    splits = run_splits(store, run_id)
+    if not splits:
+        raise ConfigError([f"run {run_id!r} has no trajectories: nothing to measure (`trajlens check` reads a "
+                           "run's training scalars)"])
     if split is None:
         return measured_split(store, run_id)
-    splits = run_splits(store, run_id)
     if split not in splits:
-        from trajlens.errors import ConfigError
-
-        has = f"has the splits {', '.join(splits)}" if splits else "has no trajectories"
-        raise ConfigError([f"split {split!r}: run {run_id!r} {has}"])
+        raise ConfigError([f"split {split!r}: run {run_id!r} has the splits {', '.join(splits)}"])
     return split
 
 
