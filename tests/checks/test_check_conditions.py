@@ -188,3 +188,17 @@ def test_a_streak_longer_than_the_run_is_not_judged():
     assert outcome.evidence.detail == "fewer than 500 steps with a value (10)"
     fits = _check(measure="metric:x", condition="consecutive", above=1.0, steps=10)
     assert evaluate(fits, "m", _scalars({s: 5.0 for s in range(1, 11)}), False).fired_steps == tuple(range(1, 11))
+
+
+def test_a_windowed_threshold_judges_only_full_windows():
+    """A floor pooled over 20 steps is never judged on one step's value, nor on a run shorter than 20."""
+    values = {s: (0.01 if s == 1 else 1.0) for s in range(1, 41)}
+    floor = _check(measure="metric:x", condition="threshold", below=0.1, window=20)
+    outcome = evaluate(floor, "m", _scalars(values), False)
+    assert outcome.fired_steps == () and outcome.judged
+    assert outcome.values.filter(pl.col("value").is_not_null())["step"].to_list() == list(range(20, 41))
+    assert outcome.evidence.detail == "window 20 steps"
+    short = evaluate(floor, "m", _scalars({s: 0.01 for s in range(1, 11)}), False)
+    assert not short.judged and short.fired_steps == () and short.evidence.detail == "no window of 20 steps"
+    low = {s: 0.01 for s in range(1, 41)}
+    assert evaluate(floor, "m", _scalars(low), False).fired_steps == tuple(range(20, 41))

@@ -67,7 +67,7 @@ def _statuses(result, names):
 
 
 def test_a_run_directory_is_measured_on_its_training_split_whatever_its_first_batch(work, monkeypatch):
-    names = ("think_share", "suite_rate_floor", "turns_inflation")
+    names = ("think_share", "suite_rate_decline", "turns_inflation")  # measured on 4 steps (no 20-step window)
     whole = _statuses(check_run(work / "val0"), names)
     _one_step_a_batch(monkeypatch)
     stepwise = _statuses(check_run(work / "val0"), names)

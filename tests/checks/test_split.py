@@ -11,6 +11,7 @@ import pytest
 import trajlens
 from trajlens.checks.evaluate import check_run
 from trajlens.checks.report import shipped_checks
+from trajlens.checks.spec import parse_checks
 from trajlens.engine.classify import classify_run
 from trajlens.run.splits import chosen_split, ordered_splits
 
@@ -42,7 +43,13 @@ def test_check_measures_the_training_trajectories_only(store_path):
     checked = check_run(store_path, run_id=RUN)
     assert _values(checked, "turns_inflation")["mean:num_turns"] == pytest.approx(turns)
     train_channels = set(train.explode("reward_channels")["reward_channels"].struct.field("name").drop_nulls())
-    assert {m.removeprefix("rel_gain:") for m in _values(checked, "reward_channel_rel_gain")} == train_channels
+    # each step on its own: the run is shorter than the shipped check's 5-step window
+    (per_step,) = parse_checks({"checks": {"rel_gain": {"measure": "rel_gain:*", "condition": "threshold", "below": 0.1}}},
+                               "test")
+    by_step = check_run(store_path, [per_step], run_id=RUN)
+    assert {m.removeprefix("rel_gain:") for m in _values(by_step, "rel_gain")} == train_channels
+    shipped = next(r for r in checked.results if r.name == "reward_channel_rel_gain")
+    assert shipped.status == "skip" and "no window of 5 steps" in shipped.reason
 
 
 def test_the_reports_checks_and_the_check_command_agree(store_path):

@@ -51,5 +51,6 @@ def test_the_checks_fail_on_it_and_say_why_its_collinearity_is_not_judged(store)
     done = run_cli("check", store, "--run", RUN)
     lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
     assert done.returncode == 1
-    assert " FAIL " in lines["reward_channel_rel_gain"] and "rel_gain:format: step 1: 0 " in lines["reward_channel_rel_gain"]
+    # its first full 5-step window ends at step 5
+    assert " FAIL " in lines["reward_channel_rel_gain"] and "rel_gain:format: step 5: 0 " in lines["reward_channel_rel_gain"]
     assert "no two of the run's reward channels (correctness, format) vary at the same step" in lines["reward_channels_collinear"]

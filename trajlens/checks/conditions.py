@@ -78,11 +78,19 @@ def _fmt(value: float | None) -> str:
 
 
 def windowed(series: pl.DataFrame, window: int, proportion: bool) -> pl.DataFrame:
-    """Each step's statistics pooled with the ``window - 1`` steps before it."""
+    """Each step's statistics pooled with the ``window - 1`` steps before it; a step with fewer
+    before it has no value (a window of 20 steps is never judged on one)."""
     if window > 1:
         series = series.with_columns(
-            [pl.col(c).cast(pl.Float64).rolling_sum(window_size=window, min_samples=1) for c in SUMS])
+            [pl.col(c).cast(pl.Float64).rolling_sum(window_size=window, min_samples=window) for c in SUMS])
     return pooled(series, proportion, measure_support)
+
+
+def _window_detail(check: Check, frame: pl.DataFrame) -> str:
+    """The evidence's note on the window: its size, or that the run has no full one."""
+    if check.window <= 1:
+        return ""
+    return f"window {check.window} steps" if _has_values(frame) else f"no window of {check.window} steps"
 
 
 def evaluate(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> Outcome:
@@ -131,7 +139,7 @@ def threshold(check: Check, measure: str, series: pl.DataFrame, proportion: bool
     frame = frame.with_columns(hit.alias("fired"))
     fired = tuple(frame.filter("fired")["step"].to_list())
     sign = check.sign + (" (whole interval)" if check.significant else "")
-    detail = f"window {check.window} steps" if check.window > 1 else ""
+    detail = _window_detail(check, frame)
     return Outcome(measure, fired, _evidence(_worst(check, frame), sign, detail), frame.height, _values(frame),
                    _has_values(frame))
 
