@@ -107,6 +107,13 @@ def test_problems_of_several_checks_are_collected(tmp_path):
     assert [p.split(": ")[1] for p in problems] == ["check 'a'", "check 'b'"]
 
 
+def test_a_misspelt_condition_hides_no_other_problem_of_its_check(tmp_path):
+    problems = _problems(tmp_path, '[checks.a]\nmeasure = "share:thinkk"\ncondition = "treshold"\nabove = "high"\n'
+                                   'severity = "fatal"\n')
+    fields = [p.split("field ")[1].split(":")[0] for p in problems]
+    assert fields == ["'condition'", "'above'", "'severity'", "'measure'"]
+
+
 def test_invalid_toml_and_missing_file_name_the_file(tmp_path):
     problems = _problems(tmp_path, "[checks.a\nmeasure =")
     assert problems[0].startswith(f"{tmp_path / 'checks.toml'}: not valid TOML")

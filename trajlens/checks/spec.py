@@ -243,9 +243,10 @@ def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: li
     where = f"{source}: check '{name}'"
     before = len(problems)
     condition = table.get("condition")
-    if condition is not None and condition not in CONDITIONS:
+    unknown_condition = condition is not None and condition not in CONDITIONS
+    if unknown_condition:
         problems.append(f"{where}: field 'condition': expected one of {', '.join(CONDITIONS)}, found {condition!r}")
-        return None
+        condition = None  # which fields it takes or needs cannot be told; every field's type still can
     values: dict[str, Any] = {}
     for key, value in table.items():
         spec = FIELD_BY_NAME.get(key)
@@ -260,6 +261,10 @@ def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: li
             problems.append(f"{where}: field '{key}': expected {kinds}, found {_found(value)}")
             continue
         values[key] = value
+    if unknown_condition:
+        if isinstance(values.get("severity"), str) and values["severity"] not in SEVERITIES:
+            problems.append(f"{where}: field 'severity': expected {' or '.join(SEVERITIES)}, found {_found(values['severity'])}")
+        return None
     for spec in FIELDS:
         if spec.required_by(condition) and spec.name not in table:
             problems.append(f"{where}: field '{spec.name}': required, found nothing")
