@@ -329,3 +329,25 @@ def test_the_help_of_attribute_lists_every_aggregation_mode():
     done = trajlens("attribute", "--help", env={"COLUMNS": "400"})
     listed = re.search(r"repeatable: (.*?) \(default", " ".join(done.stdout.replace("│", " ").split())).group(1)
     assert re.split(r", | or ", listed) == list(AGGREGATION_MODES)
+
+
+def test_steps_where_every_advantage_is_alike_get_a_note(tmp_path, tiny_run_dir):
+    """Every group's rewards equal: every advantage is 0, and its shape statistics are nan; said."""
+    import shutil
+
+    import polars as pl
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run_dir, run)
+    for part in (run / "trajectories").rglob("*.parquet"):
+        frame = pl.read_parquet(part)
+        frame.with_columns(pl.lit(1.0, frame["reward"].dtype).alias("reward")).write_parquet(part)
+    store = tmp_path / "store"
+    assert trajlens("ingest", run, "--store", store).returncode == 0
+    import trajlens as library
+
+    (run_id,) = library.open(store).run_ids()
+    done = trajlens("advantages", store, "--run", run_id, "-e", "grpo")
+    assert done.returncode == 0, done.stderr
+    assert "give every trajectory the same advantage (0 when each group's rewards are equal), so their skew, " \
+           "kurtosis and bimodality are undefined (nan)" in done.stderr

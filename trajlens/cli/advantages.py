@@ -117,6 +117,11 @@ def advantages(
     typer.echo(console_table(shown.drop("run_id", "estimator"), rows=12))
     typer.echo(f"all-negative batches: {list(streaks.negative_steps) or 'none'}; "
                f"all-positive batches: {list(streaks.positive_steps) or 'none'}")
+    flat = shown.filter((pl.col("std") == 0) & pl.col("skew").is_nan())["step"].to_list()
+    if flat:  # every advantage of the step alike (0 where each group's rewards are equal): no shape to measure
+        typer.echo(f"note: {len(flat)} of {shown.height} steps, from step {flat[0]}, give every trajectory the same "
+                   "advantage (0 when each group's rewards are equal), so their skew, kurtosis and bimodality are "
+                   "undefined (nan)", err=True)
     undefined = shown.filter(pl.col("mean").is_nan())["step"].to_list()
     if undefined:
         typer.echo(f"note: {len(undefined)} of {shown.height} steps have advantages that are not numbers (NaN), from step "
