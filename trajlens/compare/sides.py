@@ -119,8 +119,8 @@ def _labels(store: Any, run_id: str) -> list[str]:
 
 
 def read_side(store: Any, side: Side, stages: Any = "quartiles", labels: list[str] | None = None) -> SideData:
-    """Measures of the side's trajectories, and advantage statistics for ``labels`` (default:
-    the side's own label, or the labels the report recomputes for the run). Runs not classified yet
+    """Measures of the side's trajectories, and advantage statistics for the side's own label,
+    else for ``labels`` (None: every label stored for the run). Runs not classified yet
     are classified (saving ``call_classes`` and ``trajectory_measures``), and advantages not
     recomputed yet are recomputed (saving ``advantage_batches``), so later comparisons reuse them."""
     staged = _staged(store, side.run_id, stages, side.split)
