@@ -21,6 +21,7 @@ def _files(store) -> set[str]:
     ("../x", "sao-r6", r"analysis table name '\.\./x': expected letters, digits and '_'"),
     ("trajectories", "sao-r6", r"'trajectories': a table or view every store has"),
     ("measured_splits", "sao-r6", r"'measured_splits': a table or view every store has"),
+    ("Tool_Calls", "sao-r6", r"'Tool_Calls': a table or view every store has"),
     ("mine", "nope", r"run 'nope' is not in the store"),
 ])
 def test_a_part_outside_its_table_folder_or_hiding_a_table_is_refused(samples_store_copy, name, run_id, message):

@@ -92,7 +92,7 @@ def derived_part(name: str, run_id: str) -> str:
     problems = []
     if not isinstance(name, str) or not ANALYSIS_TABLE_NAME.fullmatch(name):
         problems.append(f"analysis table name {name!r}: expected letters, digits and '_', not starting with a digit")
-    elif name in TABLES or name in VIEWS:
+    elif name.lower() in {reserved.lower() for reserved in (*TABLES, *VIEWS)}:  # SQL names ignore case
         problems.append(f"analysis table name {name!r}: a table or view every store has; name the analysis otherwise")
     if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
         problems.append(f"run id {run_id!r}: expected 1-{MAX_RUN_ID_LENGTH} letters, digits, '.', '_' or '-', "
