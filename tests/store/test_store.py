@@ -134,8 +134,9 @@ def test_a_call_filed_under_another_step_than_its_trajectory_is_refused(tmp_path
     pq.write_table(calls, path)
     with pytest.raises(InputError, match=re.escape(
             f"record tool_calls {trajectory}: field 'step': expected {step} (the step of its trajectory), found "
-            f"{calls.column('step')[0].as_py()}")):
+            f"{calls.column('step')[0].as_py()}")) as caught:
         trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    assert caught.value.file == str(path)  # the file that holds the call, not the run's folder
     assert not (tmp_path / "store" / "runs").exists() or not any((tmp_path / "store" / "runs").iterdir())
 
 
@@ -156,8 +157,10 @@ def test_whole_run_key_checks_refuse_what_no_single_file_shows(tmp_path, tiny_ru
         ids = rows.column("trajectory_id").to_pylist()
         pq.write_table(rows.set_column(rows.schema.get_field_index("trajectory_id"), "trajectory_id",
                                        pa.array(["nowhere", *ids[1:]], rows.schema.field("trajectory_id").type)), path)
-    with pytest.raises(InputError, match=message):
+    with pytest.raises(InputError, match=message) as caught:
         trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    # the file that holds the row: the copy of a duplicate, the stray's own file
+    assert caught.value.file == str(path.with_name("part-9.parquet") if damage == "copy" else path)
     assert not (tmp_path / "store" / "runs").exists() or not any((tmp_path / "store" / "runs").iterdir())
 
 

@@ -489,33 +489,62 @@ def check_run_dir(directory: Path, source: str) -> None:
         duplicate = connection.execute(
             "SELECT trajectory_id FROM trajectories GROUP BY trajectory_id HAVING count(*) > 1 LIMIT 1").fetchone()
         if duplicate:
-            raise InputError(source, record=f"trajectories {duplicate[0]}", field="trajectory_id",
+            raise InputError(_file_holding("trajectories", {"trajectory_id": duplicate[0]}, source),
+                             record=f"trajectories {duplicate[0]}", field="trajectory_id",
                              expected="a unique id", found="a duplicate")
         duplicate = connection.execute(
             "SELECT step, name FROM step_metrics GROUP BY step, name HAVING count(*) > 1 LIMIT 1").fetchone()
         if duplicate:
-            raise InputError(source, record=f"step_metrics step {duplicate[0]}", field=duplicate[1],
+            raise InputError(_file_holding("step_metrics", {"step": duplicate[0], "name": duplicate[1]}, source),
+                             record=f"step_metrics step {duplicate[0]}", field=duplicate[1],
                              expected="one value per step and metric", found="two")
         for name, keys in (("tool_calls", "trajectory_id, call_index"), ("tokens", "trajectory_id")):
             duplicate = connection.execute(
-                f"SELECT trajectory_id FROM {name} GROUP BY {keys} HAVING count(*) > 1 LIMIT 1").fetchone()
+                f"SELECT {keys} FROM {name} GROUP BY {keys} HAVING count(*) > 1 LIMIT 1").fetchone()
             if duplicate:
-                raise InputError(source, record=f"{name} {duplicate[0]}", field=keys.split(", ")[-1],
+                raise InputError(_file_holding(name, dict(zip(keys.split(", "), duplicate)), source),
+                                 record=f"{name} {duplicate[0]}", field=keys.split(", ")[-1],
                                  expected="unique keys", found="a duplicate")
             stray = connection.execute(
                 f"SELECT c.trajectory_id FROM {name} c ANTI JOIN trajectories t USING (trajectory_id) LIMIT 1"
             ).fetchone()
             if stray:
-                raise InputError(source, record=f"{name} {stray[0]}", field="trajectory_id",
+                raise InputError(_file_holding(name, {"trajectory_id": stray[0]}, source),
+                                 record=f"{name} {stray[0]}", field="trajectory_id",
                                  expected="an id present in trajectories", found=stray[0])
             elsewhere = connection.execute(
                 f"SELECT c.trajectory_id, c.step, t.step FROM {name} c JOIN trajectories t USING (trajectory_id) "
                 "WHERE c.step IS DISTINCT FROM t.step LIMIT 1").fetchone()
             if elsewhere:
-                raise InputError(source, record=f"{name} {elsewhere[0]}", field="step",
+                raise InputError(_file_holding(name, {"trajectory_id": elsewhere[0], "step": elsewhere[1]}, source),
+                                 record=f"{name} {elsewhere[0]}", field="step",
                                  expected=f"{elsewhere[2]} (the step of its trajectory)", found=str(elsewhere[1]))
     finally:
         connection.close()
+
+
+def _file_holding(name: str, key: dict[str, Any], source: str) -> str:
+    """For an error of :func:`check_run_dir`: the last file of table ``name`` in the run
+    directory ``source`` holding a row with ``key`` (the second copy of a duplicate; the file of
+    a stray row), else ``source`` (a log of another format, or several). The source's files, not
+    ``directory``'s: a run staged for the store is packed into files of its own, which name
+    nothing the user has. Read only on the way to an error, the key columns."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    holding = source
+    root = Path(source)
+    if not root.is_dir():
+        return holding
+    for path in table_files(root, name):
+        rows = pq.read_table(path, columns=list(key))
+        match = None
+        for column, value in key.items():
+            equal = pc.equal(rows.column(column), value)
+            match = equal if match is None else pc.and_(match, equal)
+        if match is not None and pc.any(match).as_py():
+            holding = str(path)
+    return holding
 
 
 
