@@ -91,9 +91,8 @@ def assign_stages(trajectories: Any, stages: StageSpec = "quartiles") -> pl.Data
     frame = as_frame(trajectories, "trajectories").drop("stage", "stage_index", strict=False)
     require_columns(frame, "trajectories", "assign_stages", ("run_id", "step"))
     if isinstance(stages, str):
-        if stages not in NAMED_STAGINGS:
-            raise ConfigError([f"stages: expected one of {', '.join(NAMED_STAGINGS)} or a list of "
-                               f"(name, first_step, last_step), found {stages!r}"])
+        if problems := staging_problems(stages):
+            raise ConfigError(problems)
         names = NAMED_STAGINGS[stages]
         steps = frame.select("run_id", "step").unique().with_columns(
             pl.col("step").rank("dense").over("run_id").sub(1).alias("__rank"),
@@ -130,13 +129,17 @@ def sampling_problems(n: Any, seed: Any, stages: Any = None) -> list[str]:
         problems.append(f"n: expected a positive number of trajectories per stage, found {n!r}")
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         problems.append(f"seed: expected an integer, found {seed!r}")
+    return problems if stages is None else problems + staging_problems(stages)
+
+
+def staging_problems(stages: Any) -> list[str]:
+    """What is wrong with ``stages``, one line each: a name that is none of
+    :data:`NAMED_STAGINGS`, or explicit ranges (:func:`stage_range_problems`)."""
     if isinstance(stages, str):
-        if stages not in NAMED_STAGINGS:
-            problems.append(f"stages: expected one of {', '.join(NAMED_STAGINGS)} or a list of "
-                            f"(name, first_step, last_step), found {stages!r}")
-    elif stages is not None:
-        problems += stage_range_problems(stages)
-    return problems
+        return [] if stages in NAMED_STAGINGS else [
+            f"stages: expected one of {', '.join(NAMED_STAGINGS)} or a list of (name, first_step, last_step), "
+            f"found {stages!r}"]
+    return stage_range_problems(stages)
 
 
 def stage_range_problems(stages: Any) -> list[str]:

@@ -529,23 +529,18 @@ def _file_holding(name: str, key: dict[str, Any], source: str) -> str:
     a stray row), else ``source`` (a log of another format, or several). The source's files, not
     ``directory``'s: a run staged for the store is packed into files of its own, which name
     nothing the user has. Read only on the way to an error, the key columns."""
+    import functools
+
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     holding = source
     root = Path(source)
-    if not root.is_dir():
-        return holding
-    for path in table_files(root, name):
+    for path in table_files(root, name) if root.is_dir() else []:
         rows = pq.read_table(path, columns=list(key))
-        match = None
-        for column, value in key.items():
-            equal = pc.equal(rows.column(column), value)
-            match = equal if match is None else pc.and_(match, equal)
-        if match is not None and pc.any(match).as_py():
+        if pc.any(functools.reduce(pc.and_, (pc.equal(rows.column(c), v) for c, v in key.items()))).as_py():
             holding = str(path)
     return holding
-
 
 
 @dataclass(frozen=True)
