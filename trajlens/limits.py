@@ -245,7 +245,9 @@ def undecodable(error: UnicodeDecodeError) -> str:
     return f"an undecodable byte at offset {error.start}"
 
 
-def parse_json(text: str | bytes, file: str, *, record: str | int | None = None, sniff: bool = False) -> Any:
+def parse_json(
+    text: str | bytes, file: str, *, record: str | int | None = None, sniff: bool = False, first_key_wins: bool = False
+) -> Any:
     """Parse one JSON record within the size and nesting limits; an InputError otherwise.
 
     A leading UTF-8 byte-order mark is skipped; an integer of more than
@@ -253,6 +255,8 @@ def parse_json(text: str | bytes, file: str, *, record: str | int | None = None,
     detection (``sniff``, on a file's head) only looks at a record's shape: it keeps such an
     integer as a stand-in integer and reads a record past the size or depth limit (a record
     the parser cannot nest is still no JSON), so the loader, not the detector, reports them.
+    A key repeated in one object keeps its last value, as Python reads JSON, or with
+    ``first_key_wins`` its first, as Polars' JSON reader does (a reader with a Polars fast path).
     """
     limits = current()
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
@@ -269,7 +273,8 @@ def parse_json(text: str | bytes, file: str, *, record: str | int | None = None,
                          "(raise it with --limit depth=...)", found=f"{depth} levels")
     try:
         long_integers: list[int] = []
-        value = json.loads(data, parse_int=_integer_reader(long_integers))
+        value = json.loads(data, parse_int=_integer_reader(long_integers),
+                           object_pairs_hook=_first_value_of_each_key if first_key_wins else None)
     except json.JSONDecodeError as error:
         where = f"line {error.lineno}, column {error.colno}" if record is None else record
         raise InputError(file, f"not JSON ({error.msg})", record=where, expected="JSON") from None
@@ -283,6 +288,13 @@ def parse_json(text: str | bytes, file: str, *, record: str | int | None = None,
         raise InputError(file, record=record, field=path or None,
                          expected=f"an integer of at most {MAX_INT_DIGITS} digits", found=f"{digits:,} digits")
     return value
+
+
+def _first_value_of_each_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        obj.setdefault(key, value)
+    return obj
 
 
 def type_name(value: Any) -> str:

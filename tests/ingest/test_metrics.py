@@ -262,6 +262,26 @@ def test_fast_path_matches_reference(tmp_path_factory, logs):
         assert rows(load_metrics(path, run_id="r")) == expected
 
 
+@pytest.mark.parametrize(("line", "fast_reads"), [
+    ('{"_step": 1, "loss": 1.5, "lr": 0.1, "loss": 2.5}', True),
+    # verl's file logger: Polars refuses a struct with a repeated field, so the reference reads it
+    ('{"step": 1, "data": {"loss": 1.5, "lr": 0.1, "loss": 2.5}}', False),
+])
+def test_a_key_repeated_in_one_line_reads_the_same_on_both_paths(tmp_path, line, fast_reads):
+    path = write(tmp_path, "m.jsonl", jsonl(line))
+    fast = metrics._fast_jsonl(path)
+    expected = [(1, "loss", 1.5), (1, "lr", 0.1)]
+    assert (fast is not None) == fast_reads
+    if fast is not None:
+        assert [(r["step"], r["name"], r["value"]) for r in fast.to_dicts()] == expected
+    assert reference(path) == expected
+    assert rows(load_metrics(path, run_id="r")) == expected
+    # a bad line sends the whole file to the reference reader: the repeated key reads the same
+    damaged = write(tmp_path, "n.jsonl", jsonl(line, '{"_step": 2, "loss": "high"}'))
+    assert metrics._fast_jsonl(damaged) is None
+    assert rows(load_metrics(damaged, run_id="r", strict=False)) == expected
+
+
 def test_fast_path_defers_on_bad_values(tmp_path):
     assert metrics._fast_jsonl(write(tmp_path, "a.jsonl", jsonl('{"_step": 1, "a/b": NaN}'))) is None
     assert metrics._fast_jsonl(write(tmp_path, "b.jsonl", jsonl('{"_step": 1, "a/b": 1}', '{"_step": 1, "a/b": 2}'))) is None

@@ -260,11 +260,12 @@ def _read_jsonl_records(path: Path) -> Iterator[tuple[int, Pairs | InputError]]:
 
 def jsonl_record(path: Path, line_no: int, line: bytes) -> Pairs | InputError:
     """One line of a JSONL metrics log as a record (its keys and values, a verl file-logger line
-    flattened), or the error that refuses it."""
+    flattened), or the error that refuses it. A key repeated in one object keeps its first value,
+    as the fast path (Polars' reader) reads it, so a file reads the same whichever path reads it."""
     from trajlens.ingest._fields import parse_json
 
     try:
-        record = parse_json(line, str(path), record=line_no)
+        record = parse_json(line, str(path), record=line_no, first_key_wins=True)
     except InputError as error:
         return error
     if not isinstance(record, dict):
