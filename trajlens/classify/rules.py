@@ -51,11 +51,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RULES_VERSION = "1.4"
+RULES_VERSION = "1.5"
 """Version of the taxonomy, the shell rules and the shipped tool maps; stored beside every
-classification. 1.4: ``pytest --collect-only`` (``--co``, ``--fixtures``, ``--markers``) lists
-tests and runs none (``other``); ``python -m coverage run`` is unwrapped as ``coverage run`` is.
-1.3: a word built partly from a quoted string or a command substitution
+classification. 1.5: ``gunzip``, ``unzip`` and ``tar -x`` (archives unpacked into files) are edits.
+1.4: ``pytest --collect-only`` (``--co``, ``--fixtures``, ``--markers``) lists tests and runs none
+(``other``); ``python -m coverage run`` is unwrapped as ``coverage run`` is. 1.3: a word built partly from a quoted string or a command substitution
 (``"$D"/d.py``, ``$(pwd)/x.py``) is no path. 1.2: tool maps (TOML) replace the tool-name tables; browsers, search engines,
 calculators, MCP ``server__tool`` names and SWE-agent's CTF tools are mapped; fixed-class
 tools take their path from the JSON arguments; commands are classified on their first
@@ -303,8 +303,13 @@ SHELL_RULES: tuple[Rule, ...] = (
     Rule("sed-in-place", "edit", r"^sed\s(?:.*\s)?(?:-[a-zA-Z]*i[a-zA-Z.]*|--in-place\S*)(?:\s|$)",
          doc="sed -i 's/a/b/' f, sed -i.bak ..."),
     Rule("awk-in-place", "edit", r"^g?awk\s(?:.*\s)?-i\s+inplace(?:\s|$)", doc="awk -i inplace ..."),
-    Rule("file-changing-command", "edit", r"^(?:cp|mv|rm|touch|truncate|ln|rmdir|unlink|install|dd|shred)(?:\s|$)",
-         doc="mv a b, cp a b, rm f, touch f"),
+    Rule("file-changing-command", "edit",
+         r"^(?:cp|mv|rm|touch|truncate|ln|rmdir|unlink|install|dd|shred|gunzip)(?:\s|$)",
+         doc="mv a b, cp a b, rm f, touch f, gunzip f.gz (mkdir is other: an empty folder is no change git sees)"),
+    Rule("archive-extract", "edit",
+         r"^unzip(?:\s+-[a-km-su-zA-Z]+)*\s+[^\s-]"
+         r"|^tar\s+(?:[a-wyz]*x[a-z]*|(?:.*\s)?(?:-[a-zA-Z]*x[a-zA-Z]*|--extract|--get))(?:\s|$)",
+         doc="unzip a.zip, tar -xzf a.tgz, tar xf a.tar (unzip -l and tar -t only list)"),
     Rule("tee-file", "edit", r"^tee(?:\s+-\S+)*\s+[^\s-]", doc="... | tee f"),
     Rule("patch", "edit", r"^(?:patch|apply_?patch)(?:\s|$)",
          doc="patch -p1 < fix.patch, apply_patch <<'EOF' *** Begin Patch ..."),
