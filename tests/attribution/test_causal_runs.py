@@ -91,6 +91,31 @@ def test_length_bias_under_sequence_mean_and_not_under_token_mean(store):
                and "seq-mean-token-mean weighs tokens by length, which token-mean" in f for f in result.cause_verdicts)
 
 
+def test_the_length_attribution_judges_is_the_model_tokens_the_checks_read(tmp_path):
+    """A log whose ``model_tokens`` is not its response mask's count (an API usage count): the
+    attribution verdict's length and the shipped length check read the same number."""
+    import re
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE / "causal-grpo-length", run)
+    for part in (run / "trajectories").glob("step=*/*.parquet"):
+        frame = pl.read_parquet(part)
+        frame.with_columns(pl.col("model_tokens") * 13 // 10).write_parquet(part)
+    store = tmp_path / "store"
+    assert cli("ingest", run, "--store", store, "--run", "len").returncode == 0
+    opened = trajlens.open(store)
+    result = attribute(opened, "len", _recs("grpo"), write=False)
+    verdict = next(f for f in result.cause_verdicts if "response length grew" in f)
+    grew = re.search(r"response length grew: (\d+) -> (\d+) model tokens", verdict)
+    checked = cli("check", store, "--run", "len")
+    line = next(line for line in checked.stdout.splitlines() if line.startswith("response_length_inflation"))
+    quarters = re.search(r"Q1 (\d+) \[[^]]*\] -> Q4 (\d+)", line)
+    assert grew and quarters and grew.groups() == quarters.groups(), (verdict, line)
+    masked = opened.sql("SELECT avg(model_tokens) AS m FROM trajectories WHERE run_id = 'len' AND step <= 15")["m"][0]
+    assert int(grew.group(1)) == round(masked)
+
+
 def test_format_collapses_under_sum_then_normalise_and_not_under_gdpo(store):
     recs = _recs("sum_then_normalize", "gdpo_verl")
     summed = attribute(store, "causal-multireward", recs, write=False)

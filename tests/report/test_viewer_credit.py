@@ -71,3 +71,36 @@ def test_the_page_colours_credit_under_the_estimator_the_run_trained_with(sample
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith(f"(credit under {own})")
     assert f'"estimator":"{own}"' in page.read_text()
+
+
+def test_a_call_the_harness_rejected_owns_no_tokens_on_the_page_as_in_call_credit(tmp_path):
+    """A rejected call's tokens go to the next call that ran, on the page as in ``call_credit``."""
+    import shutil
+    from pathlib import Path
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "sample_data" / "causal-r6", run)
+    step = 10
+    for part in (run / "tool_calls").glob(f"step={step:06d}/*.parquet"):
+        calls = pl.read_parquet(part)
+        calls.with_columns(pl.col("format_error") | (pl.col("call_index") % 5 == 2)).write_parquet(part)
+    store = tmp_path / "store"
+    for command in (("ingest", run, "--store", store, "--run", "fe"), ("attribute", store, "--run", "fe", "--out", tmp_path / "a.md")):
+        done = run_cli(*command)
+        assert done.returncode == 0, done.stderr
+    opened = trajlens.open(store)
+    saved = (opened.table("call_credit")
+             .filter((pl.col("step") == step) & (pl.col("estimator") == "gae_raw") & (pl.col("aggregation") == "token-mean"))
+             .collect())
+    trajectory = saved["trajectory_id"][0]
+    shown = page_calls(viewer_page(opened, "fe", trajectory, run_credit(opened, "fe", "gae_raw", steps=[step]), step=step))
+    wanted = {(t, i): a for t, i, a in saved.select("trajectory_id", "call_index", "advantage").iter_rows()
+              if any(key[0] == t for key in shown)}
+    rejected = [key for key in shown if key[1] % 5 == 2]
+    assert rejected and all(key not in wanted for key in rejected)
+    assert [shown[key] for key in rejected] == [None] * len(rejected)
+    after = [(t, i + 1) for t, i in rejected if (t, i + 1) in wanted]
+    assert after, "a call follows a rejected one"
+    assert {key for key in shown if shown[key] is not None} == set(wanted)
+    for key, want in wanted.items():
+        assert shown[key] == pytest.approx(want, abs=5.1e-5), key

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from trajlens.attribution._rows import RowBlocks
-from trajlens.attribution.calls import step_call_credit
+from trajlens.attribution.calls import CREDITED_CALLS, step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
 from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, reward_relevance
 from trajlens.attribution.projection import PROJECTION_SCHEMA
@@ -525,7 +525,7 @@ class CreditStream:
             classified = calls.join(block, on=["step", "trajectory_id", "call_index"], how="left", maintain_order="left")
         else:
             classified = classify_calls(calls)
-        classified = classified.filter(pl.col("primary_class").is_not_null())
+        classified = classified.filter(CREDITED_CALLS)
         return classified.select(list(NO_CALLS)).cast(NO_CALLS)  # type: ignore[arg-type]
 
     def _reduce(self, step, batch, calls, credit) -> pl.DataFrame:
@@ -591,7 +591,7 @@ class CreditStream:
         np.add.at(counts, (credit.call_trajectory, class_index), 1.0)
         self.trajectory_rows.append({
             "step": np.full(batch.height, step), "reward": batch["reward"].cast(pl.Float64),
-            "length": np.where(credit.measured, length, np.nan),  # response length: model tokens, never calls
+            "length": credit.response_lengths,  # response length as the report and the checks read it
             **{f"count:{n}": counts[:, i] for i, n in enumerate(names)},
             **(_channel_values(batch) if self.several_channels else {}),
         })

@@ -28,6 +28,11 @@ from trajlens.run.step_advantages import Shifted
 from trajlens.attribution._spans import credited_spans, masked_prefix, span_bounds
 
 
+CREDITED_CALLS = pl.col("primary_class").is_not_null()
+"""The calls given credit: those the harness ran (they have a class). A call it rejected
+(``format_error``) owns no tokens; its tokens go to the next credited call of its trajectory."""
+
+
 class StepCredit(NamedTuple):
     """Credit of every call of one step under every recomputation and aggregation."""
 
@@ -49,6 +54,10 @@ class StepCredit(NamedTuple):
     measured: np.ndarray
     """(B,) bool: ``lengths`` counts the trajectory's model tokens (its response mask, or its
     logged ``model_tokens``), not its calls."""
+    response_lengths: np.ndarray
+    """(B,) the trajectory's response length as every other surface reads it (the report's and
+    the checks' ``mean:model_tokens``): its logged ``model_tokens``, else its response mask's
+    count; NaN where it has neither. ``lengths`` weighs tokens, so it counts the mask first."""
     trajectory_advantage: np.ndarray
     """(R, B) mean advantage over the trajectory's model tokens."""
     trajectory_push: np.ndarray
@@ -162,6 +171,8 @@ def step_call_credit(
     calls_per_trajectory = np.bincount(call_trajectory, minlength=batch)
     model_tokens = trajectories["model_tokens"].to_numpy() if "model_tokens" in trajectories.columns else np.full(batch, np.nan)
     measured = has_tokens | ~np.isnan(model_tokens.astype(float))
+    response_lengths = np.where(np.isnan(model_tokens.astype(float)), np.where(has_tokens, token_lengths, np.nan),
+                                model_tokens).astype(float)
     model_tokens = np.where(np.isnan(model_tokens.astype(float)), calls_per_trajectory, model_tokens).astype(float)
     lengths = np.where(has_tokens, token_lengths, model_tokens).astype(np.int64)
 
@@ -230,4 +241,4 @@ def step_call_credit(
     start = np.where(exact, spans.start, -1)
     end = np.where(exact, spans.end, -1)
     return StepCredit(push, advantage, tokens_per_call, start, end, ~exact, call_trajectory, lengths, measured,
-                      trajectory_advantage, trajectory_push, all_negative, all_positive, computed)
+                      response_lengths, trajectory_advantage, trajectory_push, all_negative, all_positive, computed)

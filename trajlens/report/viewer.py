@@ -188,10 +188,11 @@ def call_credit(store: Any, run_id: str, step: int, trajectories: pl.DataFrame, 
     ``advantage``): the mean advantage over the model tokens credited to the call, its own and
     its turn's reasoning before it (:mod:`trajlens.attribution._spans`); the trajectory's
     advantage where a trajectory has no token arrays and the estimator is an outcome one; None
-    where there is none. ``calls`` are sorted by trajectory, in ``trajectories`` order, and call."""
+    where there is none, and for a call the harness rejected, which owns no tokens. ``calls`` are
+    sorted by trajectory, in ``trajectories`` order, and call."""
     import math
 
-    from trajlens.attribution.calls import step_call_credit
+    from trajlens.attribution.calls import CREDITED_CALLS, step_call_credit
     from trajlens.run.partitions import read_partitions
 
     ids = trajectories["trajectory_id"].to_list()
@@ -200,8 +201,11 @@ def call_credit(store: Any, run_id: str, step: int, trajectories: pl.DataFrame, 
     if "token_advantages" in advantages.columns:
         tokens = read_partitions(store, run_id, "tokens", [step], ["trajectory_id", "response_mask"])
         tokens = None if tokens is None else tokens.filter(pl.col("trajectory_id").is_in(ids))
-    found = step_call_credit(trajectories, calls, tokens, [advantages], ("token-mean",)).advantage[0]
-    return [None if math.isnan(value) else round(float(value), 4) for value in found]
+    credited = calls.select(CREDITED_CALLS.alias("credited")).to_series().to_list()
+    found = iter(step_call_credit(trajectories, calls.filter(CREDITED_CALLS), tokens, [advantages],
+                                  ("token-mean",)).advantage[0])
+    values = [next(found) if given else math.nan for given in credited]
+    return [None if math.isnan(value) else round(float(value), 4) for value in values]
 
 
 def _calls(store: Any, run_id: str, ids: list[str], step: int | None = None) -> pl.DataFrame:
