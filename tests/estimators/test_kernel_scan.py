@@ -140,6 +140,16 @@ def test_moments_match_advantage_stats():
         assert getattr(got, name) == pytest.approx(getattr(expected, name), rel=1e-9, abs=1e-12), name
 
 
+@needs_numba
+@pytest.mark.parametrize("whitened", [False, True])
+def test_a_step_without_model_tokens_is_neither_all_negative_nor_all_positive(whitened):
+    # as attribution's step flags read it: no token, no sign
+    from trajlens.run.stepwise import model_token_stats, step_moments
+
+    got = model_token_stats(step_moments(np.ones(4, dtype=np.float32), np.zeros(4, dtype=bool)), whitened=whitened)
+    assert got.count == 0 and not got.all_negative and not got.all_positive
+
+
 @pytest.mark.parametrize(("gamma", "lam"), [(1.0, 1.0), (0.0, 1.0), (1.0, 0.0), (0.0, 0.0)])
 @pytest.mark.parametrize("position", [0, 17, 38, 39])
 def test_a_non_finite_reward_anywhere_in_a_row_is_named_whatever_the_discount(kernel, gamma, lam, position):

@@ -337,7 +337,7 @@ def model_token_stats(moments: StepMoments, whitened: bool):
     return AdvantageStats(count=n, mean=mean, std=std, skew=skew, kurtosis=kurtosis, bimodality=bimodality,
                           positive_share=positive / n if n else float("nan"),
                           negative_share=negative / n if n else float("nan"),
-                          all_negative=negative == n, all_positive=positive == n)
+                          all_negative=n > 0 and negative == n, all_positive=n > 0 and positive == n)
 
 
 def _uses_flat_gae(choice: EstimatorChoice) -> bool:
