@@ -173,3 +173,27 @@ def test_a_figure_is_laid_out_once_and_saved_alike_as_png_then_svg(tmp_path):
     fresh.png(tmp_path / "again.png")
     assert (tmp_path / "again.png").read_bytes() == (tmp_path / "r.png").read_bytes()
     assert placed[0] != (0.125, 0.11, 0.775, 0.77)  # the constrained layout moved the axes from matplotlib's default
+
+
+def test_every_behaviour_class_has_a_colour():
+    from trajlens.classify import BEHAVIOUR_CLASSES
+
+    assert list(plots.CLASS_COLOURS) == list(BEHAVIOUR_CLASSES)
+
+
+def test_stacked_shares_are_the_share_measures_over_all_calls():
+    """A step's stack is ``share:<class>`` (its calls over ``n_calls``), as the overview and the
+    checks pool it, also when a class has no column of its own."""
+    from trajlens.classify.per_trajectory import behaviour_specs
+    from trajlens.intervals import sums
+
+    frame = measures().with_columns(pl.col("n_calls") + 1)  # one call of a class the frame has no column for
+    chart = plots.class_shares_by_step(frame, "r")
+    tip = next(text for text in chart.tips.values() if text.startswith("step 0:"))
+    specs = [spec for spec in behaviour_specs(()) if spec[0] in {f"share:{c}" for c in CLASSES}]
+    pooled = sums(frame.filter(pl.col("step") == 0), specs)
+    for klass in CLASSES:
+        row = pooled.filter(pl.col("measure") == f"share:{klass}")
+        value = row["x"].item() / row["n"].item()
+        assert f"{klass} {value:.2f}" in tip, tip
+    assert "(10 calls, 2 trajectories)" in tip

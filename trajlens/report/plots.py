@@ -337,13 +337,15 @@ def _alarm_lines(chart: Chart, axis, alarms: Sequence[Alarm]) -> None:
 
 
 def class_shares_by_step(measures: pl.DataFrame, title: str, alarms: Sequence[Alarm] = ()) -> Chart:
-    """Stacked shares of behaviour classes per step (calls pooled over the step's trajectories),
-    with a dashed line where each fired check first fired."""
+    """Stacked shares of behaviour classes per step (calls pooled over the step's trajectories:
+    ``share:<class>`` of :func:`~trajlens.classify.per_trajectory.behaviour_specs`, a class's
+    calls over ``n_calls``), with a dashed line where each fired check first fired."""
     figure, axis = _figure()
     chart = Chart(figure)
     classes = [c for c in CLASS_COLOURS if f"count_{c}" in measures.columns]
-    per_step = measures.group_by("step").agg(pl.len().alias("n"), *[pl.col(f"count_{c}").sum() for c in classes]).sort("step")
-    total = per_step.select(pl.sum_horizontal([f"count_{c}" for c in classes])).to_series()
+    sums = [pl.col("n_calls").sum(), *[pl.col(f"count_{c}").sum() for c in classes]]
+    per_step = measures.group_by("step").agg(pl.len().alias("n"), *sums).sort("step")
+    total = per_step["n_calls"]
     per_step = per_step.filter(total > 0)
     total = total.filter(total > 0)
     title = f"{title} (N={measures.height} trajectories, {int(total.sum()):,} calls)"
@@ -355,8 +357,8 @@ def class_shares_by_step(measures: pl.DataFrame, title: str, alarms: Sequence[Al
         # calls pooled over each bin of consecutive steps, drawn at the bin's mean step
         per_step = per_step.with_columns(bins).group_by("__bin", maintain_order=True).agg(
             pl.col("step").mean(), pl.col("step").min().alias("first"), pl.col("step").max().alias("last"),
-            pl.col("n").sum(), *[pl.col(f"count_{c}").sum() for c in classes])
-        total = per_step.select(pl.sum_horizontal([f"count_{c}" for c in classes])).to_series()
+            pl.col("n").sum(), *sums)
+        total = per_step["n_calls"]
         title = f"{title}, steps pooled in {per_step.height} bins"
     steps = per_step["step"].to_numpy()
     bottom = None
