@@ -107,16 +107,24 @@ def test_a_report_clears_no_file_or_folder_of_the_users_where_it_makes_a_folder_
     assert (report / "tiny" / "stage_report.md" / "notes.txt").read_text() == "precious"
 
 
-def test_a_report_folder_without_its_list_is_reported_into_again(store, tmp_path):
-    """Written before lists were kept, or copied without its hidden list: its README.md says it
-    is a report's, and the report replaces its own files as it did."""
+def test_a_report_folder_without_its_list_keeps_every_file_a_report_cannot_tell_is_its_own(store, tmp_path):
+    """Written before lists were kept, or copied without its hidden list: its README.md and
+    index.html say they are a report's and are replaced, and unchanged files are written again;
+    a changed file (a stage_report.md of the user's) fails the report, as in a listed folder."""
     report = tmp_path / "report"
     _report(store, report, "--run", "tiny", "--viewers", "0")
     (report / LIST_NAME).unlink()
-    (report / "tiny" / "stage_report.md").write_text("an older report's")
+    (report / "README.md").write_text("# trajlens report\n\nan older report's front page\n")
     _report(store, report, "--run", "tiny", "--viewers", "0")
-    assert (report / "tiny" / "stage_report.md").read_text().startswith("# tiny")
-    assert (report / LIST_NAME).is_file()
+    assert "an older" not in (report / "README.md").read_text() and (report / LIST_NAME).is_file()
+
+    (report / LIST_NAME).unlink()
+    (report / "tiny" / "stage_report.md").write_text("my own notes")
+    done = run_cli("report", store, "--out", report, "--run", "tiny", "--viewers", "0")
+    assert done.returncode == 1, done.stdout
+    assert "holds tiny/stage_report.md, which this would replace" in done.stderr
+    assert "keeps no list of what a report wrote there" in done.stderr
+    assert (report / "tiny" / "stage_report.md").read_text() == "my own notes"
 
 
 def test_a_list_naming_paths_outside_the_folder_removes_nothing(tmp_path):

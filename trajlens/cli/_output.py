@@ -18,12 +18,12 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from trajlens.cli._written import read_list, remove_unwritten, unlisted_replacements, write_list
+from trajlens.cli._written import LIST_NAME, read_list, remove_unwritten, unlisted_replacements, write_list
 from trajlens.errors import ConfigError, TrajlensError
 from trajlens.jsontext import json_values
 from trajlens.markdown import markdown_html
@@ -176,7 +176,7 @@ def write_text_atomically(path: Path, text: str, *, flag: str = "--out") -> None
 
 
 @contextlib.contextmanager
-def folder_output(folder: Path, *, flag: str = "--out", listed: bool = False, unlisted_ours: bool = False
+def folder_output(folder: Path, *, flag: str = "--out", listed: bool = False, unlisted_ours: Sequence[str] = ()
                   ) -> Iterator[Path]:
     """A partial sibling of ``folder`` to write into; on success what it holds is moved into
     ``folder`` (made if missing; a file of the same name is replaced, other files are kept).
@@ -185,8 +185,9 @@ def folder_output(folder: Path, *, flag: str = "--out", listed: bool = False, un
     those the last listed write made that this one does not, unchanged since, are removed; what
     it would replace in ``folder`` that the last listed write did not make (the user's own,
     :func:`~trajlens.cli._written.unlisted_replacements`) fails the write, leaving ``folder`` as
-    it was. ``unlisted_ours``: a folder with no list holds an earlier write of the same command
-    (one from before lists were kept), whose plain files it replaces.
+    it was. ``unlisted_ours``: in a folder with no list (a write from before lists were kept, or
+    one copied without its hidden list), the files known by their content to be an earlier
+    write's of the same command, which it replaces; any other file it would replace fails it.
 
     On any failure, an interrupt included, the partial folder and any parent folders made for it
     are removed: nothing is left behind, and an existing ``folder`` is as it was. An
@@ -206,12 +207,13 @@ def folder_output(folder: Path, *, flag: str = "--out", listed: bool = False, un
         yield partial
         earlier = read_list(folder) if listed else {}
         written = write_list(partial) if listed else {}
-        if listed and (theirs := unlisted_replacements(folder, None if unlisted_ours and not earlier else earlier,
-                                                        written)):
+        known = earlier or dict.fromkeys(unlisted_ours, "")
+        if listed and (theirs := unlisted_replacements(folder, known, written)):
             more = f" and {len(theirs) - 1} more" if len(theirs) > 1 else ""
+            unlisted = f" (it keeps no list of what a report wrote there, {LIST_NAME})" if unlisted_ours and not earlier else ""
             raise ConfigError([f"{flag} {folder}: holds {theirs[0]}{more}, which this would replace and the last "
-                               "report written there did not write; report into a new or empty folder, or move "
-                               f"{'them' if more else 'it'} away"])
+                               f"report written there did not write{unlisted}; report into a new or empty folder, or "
+                               f"move {'them' if more else 'it'} away"])
         _move_into(partial, folder)
     except BaseException as error:
         shutil.rmtree(partial, ignore_errors=True)

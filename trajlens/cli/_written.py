@@ -59,12 +59,11 @@ def read_list(folder: Path) -> dict[str, str]:
     return {name: digest for name, digest in files.items() if isinstance(name, str) and isinstance(digest, str)}
 
 
-def unlisted_replacements(folder: Path, earlier: dict[str, str] | None, written: dict[str, str]) -> list[str]:
+def unlisted_replacements(folder: Path, earlier: dict[str, str], written: dict[str, str]) -> list[str]:
     """The paths in ``folder`` that moving this write (``written``) into it would replace or clear
     and that are not the last listed write's own (``earlier``): a file of the user's where the
     write puts one, unless it holds the very bytes written; and, listed or not, a file or a link
-    where the write makes a folder, or a folder or a link where it puts a file. ``earlier`` None:
-    the folder holds a report written before lists were kept, whose plain files are its own."""
+    where the write makes a folder, or a folder or a link where it puts a file."""
     found: dict[str, None] = {}
     for name, digest in written.items():
         if name == LIST_NAME:
@@ -73,7 +72,7 @@ def unlisted_replacements(folder: Path, earlier: dict[str, str] | None, written:
         standing, index = _standing(folder, parts)
         if standing == "other":
             found["/".join(parts[:index + 1])] = None
-        elif standing == "file" and earlier is not None and name not in earlier and _digest(folder / name) != digest:
+        elif standing == "file" and name not in earlier and _digest(folder / name) != digest:
             found[name] = None
     return list(found)
 

@@ -67,7 +67,7 @@ def report(
     """
     import trajlens
     from trajlens.report import report_store
-    from trajlens.report.build import foreign_files, holds_a_report
+    from trajlens.report.build import foreign_files, report_front_files
     from trajlens.run.splits import reported_split
 
     pairs = [parse_pair(text) for text in compare or []]
@@ -80,8 +80,7 @@ def report(
     handle.require_runs(runs)
     split = reported_split(handle, runs, split)
     check_sides(handle, pairs)
-    # a report folder from before lists were kept replaces its own files as before
-    with folder_output(output, listed=True, unlisted_ours=holds_a_report(output)) as partial, \
+    with folder_output(output, listed=True, unlisted_ours=report_front_files(output)) as partial, \
             progress_bar("reporting", total=len(runs)) as tick:
         written = report_store(handle, partial, n=n, seed=seed, run_ids=runs, comparisons=pairs,
                                viewers_per_run=viewers, progress=tick, split=split, png=png)

@@ -514,10 +514,11 @@ def foreign_files(folder: Path) -> list[str]:
     return [name for name, ours in _front_files(folder).items() if ours is False]
 
 
-def holds_a_report(folder: Path) -> bool:
-    """Whether ``folder`` holds a report's ``README.md`` or ``index.html`` and no one else's."""
-    found = _front_files(folder).values()
-    return True in found and False not in found
+def report_front_files(folder: Path) -> list[str]:
+    """The front files of a report (``README.md``, ``index.html``) that ``folder`` holds and a
+    report wrote, known by their content: a report written again replaces them, also in a folder
+    that keeps no list of what a report wrote there."""
+    return [name for name, ours in _front_files(folder).items() if ours]
 
 
 def _front_files(folder: Path) -> dict[str, bool | None]:
