@@ -462,6 +462,16 @@ def test_queries_cannot_touch_files_or_change_the_store(tmp_path, tiny_run_dir):
     assert not (tmp_path / "x.csv").exists()
 
 
+@pytest.mark.parametrize(("query", "named"), [
+    ("INSTALL httpfs", "INSTALL"), ("-- fetch it\nFORCE INSTALL httpfs", "FORCE INSTALL"), ("/* x */ load httpfs", "LOAD"),
+    ("COPY runs TO 'x.csv'", "COPY"), ("ATTACH 'x.duckdb'", "ATTACH"),
+])
+def test_a_refused_statement_is_named_as_written(tmp_path, tiny_run_dir, query, named):
+    store = trajlens.open(trajlens.ingest([tiny_run_dir], tmp_path / "store").store)
+    with pytest.raises(QueryError, match=f"^query refused: {named} is not a read;"):
+        store.sql(query)
+
+
 def test_long_names_slug_to_a_bounded_unique_id():
     from trajlens.store.writer import MAX_RUN_ID_LENGTH, slug
 

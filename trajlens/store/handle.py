@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar, cast
@@ -196,7 +197,8 @@ class Store:
             raise QueryError(f"expected one SQL statement, found {len(statements)}")
         kind = statements[0].type.name
         if kind not in READ_ONLY_STATEMENTS:
-            raise QueryError(f"query refused: {kind} is not a read; a query may only read the store's tables "
+            raise QueryError(f"query refused: {_statement_name(statements[0].query, kind)} is not a read; "
+                             f"a query may only read the store's tables "
                              f"(SELECT), never write, attach, load or change settings")
         if params is None or isinstance(params, Mapping):
             _check_parameters(statements[0].named_parameters, params or {})
@@ -447,6 +449,15 @@ def _interruptible(connection: duckdb.DuckDBPyConnection, work: Callable[[], Res
     if "error" in outcome:
         raise outcome["error"]
     return cast(Result, outcome["value"])
+
+
+def _statement_name(text: str, kind: str) -> str:
+    """The statement as it was written (``INSTALL``, ``FORCE INSTALL``), which DuckDB's type may
+    not say (it types ``INSTALL`` as ``LOAD``); its type where the text starts otherwise."""
+    words = re.findall(r"[A-Za-z]+", re.sub(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", "", text, flags=re.S)[:40])
+    if not words:
+        return kind
+    return " ".join(words[:2]).upper() if words[0].upper() == "FORCE" and len(words) > 1 else words[0].upper()
 
 
 def _check_utf8(query: str, params: Mapping[str, Any] | Sequence[Any] | None) -> None:
