@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from trajlens.run.change import ChangeRule, counts, p_value, shipped_rule, stage_change
+from trajlens.run.change import ChangeRule, counts, p_value, shipped_rule, stage_change, stage_ends
 
 
 def _units(first: list[float], last: list[float]) -> pl.DataFrame:
@@ -40,14 +40,14 @@ def test_two_stages_without_spread_show_no_change_on_any_surface():
 
 
 def test_a_significant_change_is_the_checks_stage_test():
-    from trajlens.intervals import stage_z, two_sided_p_value, pooled, sums
+    from trajlens.intervals import pooled, stage_p_value, sums
 
     rng = np.random.default_rng(0)
     units = _units(list(rng.normal(100, 10, 40)), list(rng.normal(140, 10, 40)))
     found = stage_change(units, VALUE, False, shipped_rule("response_length_inflation"))
     rows = pooled(sums(units, [VALUE], by=("stage_index",)).sort("stage_index"), False).to_dicts()
     assert found is not None and found.rose
-    assert found.p_value == two_sided_p_value(stage_z(rows[0], rows[1], False))
+    assert found.p_value == stage_p_value(rows[0], rows[1], False)
 
 
 def test_the_rule_of_a_shipped_check_is_read_from_its_table():
@@ -55,3 +55,33 @@ def test_the_rule_of_a_shipped_check_is_read_from_its_table():
     assert shipped_rule("suite_rate_decline") == ChangeRule(alpha=0.05, min_change=0.1, min_ratio=1.0)
     with pytest.raises(KeyError):
         shipped_rule("think_share")  # a threshold check compares no stages
+
+
+@pytest.mark.parametrize(("t", "df"), [(0.0, 3), (0.7, 1), (2.0, 2), (1.96, 6.5), (3.3, 14), (5.0, 40), (8.0, 300),
+                                        (4.0, 5e4)])
+def test_the_t_p_value_is_students(t, df):
+    stats = pytest.importorskip("scipy.stats")
+    from trajlens.intervals import student_t_p_value
+
+    assert student_t_p_value(t, df) == pytest.approx(2 * stats.t.sf(t, df), rel=1e-9)
+
+
+def test_two_stages_of_two_trajectories_are_no_evidence_of_a_fall():
+    """Every trajectory ran the suite in the first stage and none in the last, two against two:
+    the normal reading would call it p = 0.046; on Student's t (2 + 2 - 2 degrees of freedom) it is 0.18."""
+    units = _units([1.0, 1.0], [0.0, 0.0])
+    ran = ("ran_suite", pl.col("value"), pl.lit(1))
+    first, last = stage_ends(units, ran, True)
+    assert p_value(first, last, True) == pytest.approx(0.1835, abs=1e-4)
+    assert stage_change(units, ran, True, ChangeRule(alpha=0.05)) is None
+    many = _units([1.0] * 40, [0.0] * 40)
+    assert stage_change(many, ran, True, ChangeRule(alpha=0.05)) is not None
+
+
+def test_a_mean_over_few_units_is_read_with_welchs_degrees_of_freedom():
+    stats = pytest.importorskip("scipy.stats")
+    first, last = [650.0, 700.0, 610.0, 660.0], [820.0, 790.0, 880.0, 835.0]
+    units = _units(first, last)
+    ends = stage_ends(units, VALUE, False)
+    welch = stats.ttest_ind(last, first, equal_var=False)
+    assert p_value(*ends, False) == pytest.approx(welch.pvalue, rel=1e-9)

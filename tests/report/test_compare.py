@@ -122,26 +122,26 @@ def test_two_stages_of_a_run_compare_as_the_checks_stage_change_finds(sample_sto
     from trajlens.checks.evaluate import check_run
     from trajlens.checks.spec import parse_checks
     from trajlens.classify import stage_report
-    from trajlens.intervals import two_sided_p_value
+    from trajlens.intervals import stage_z
     from trajlens.run import change
 
     table = compare(sample_store, "sao-r6:Q1", "sao-r6:Q4", advantages=False)
     measures = ("ran_suite", "share:think", "mean:num_turns")
-    seen: list[tuple[dict, dict, float | None]] = []
-    stage_z = change.stage_z  # the stage test of the checks' stage_change (trajlens.run.change)
+    seen: list[tuple[dict, dict, float | None, float | None]] = []
+    stage_p_value = change.stage_p_value  # the stage test of the checks' stage_change (trajlens.run.change)
 
     def spy(first: dict, second: dict, proportion: bool) -> float | None:
-        z = stage_z(first, second, proportion)
-        seen.append((first, second, z))
-        return z
+        p = stage_p_value(first, second, proportion)
+        seen.append((first, second, stage_z(first, second, proportion), p))
+        return p
 
-    monkeypatch.setattr(change, "stage_z", spy)
+    monkeypatch.setattr(change, "stage_p_value", spy)
     checks = parse_checks({"checks": {measure.replace(":", "_"): {
         "measure": measure, "condition": "stage_change", "stages": "quartiles", "compare": "first_to_last",
         "direction": "increase"} for measure in measures}}, "test")
     results = check_run(sample_store.path, checks, "sao-r6").results
     assert len(seen) == len(measures)  # one first-to-last pair per check, in the checks' order
-    for measure, result, (q1, q4, z) in zip(measures, results, seen):
+    for measure, result, (q1, q4, z, p) in zip(measures, results, seen):
         found = row(table, measure)
         assert (q1["stage"], q4["stage"]) == ("Q1", "Q4")
         for side, stage in (("a", q1), ("b", q4)):
@@ -150,9 +150,9 @@ def test_two_stages_of_a_run_compare_as_the_checks_stage_change_finds(sample_sto
         assert (result.evidence.value, result.evidence.low, result.evidence.high) == pytest.approx(
             (found["b_value"], found["b_low"], found["b_high"]), rel=1e-9)
         assert found["statistic"] == pytest.approx(z, rel=1e-9)
-        assert found["p_value"] == pytest.approx(two_sided_p_value(z), rel=1e-6)
+        assert found["p_value"] == pytest.approx(p, rel=1e-9)
     report = stage_report(sample_store, run_id="sao-r6", split="train", n=10**6)
-    for measure, (q1, q4, z) in zip(measures, seen):
+    for measure, (q1, q4, z, p) in zip(measures, seen):
         for stage in (q1, q4):
             staged = report.rates.filter((pl.col("metric") == measure) & (pl.col("stage") == stage["stage"])).row(0, named=True)
             assert (staged["value"], staged["ci_low"], staged["ci_high"], staged["n_effective"]) == pytest.approx(
@@ -160,9 +160,10 @@ def test_two_stages_of_a_run_compare_as_the_checks_stage_change_finds(sample_sto
         if measure != "mean:num_turns":  # the stage report tests the proportions
             change = report.changes.filter((pl.col("metric") == measure) & (pl.col("comparison") == "first_to_last"))
             assert change["z"].item() == pytest.approx(z, rel=1e-9)
+            assert change["p_value"].item() == pytest.approx(p, rel=1e-9)
     suite = row(table, "ran_suite")  # the numbers `trajlens check` prints for suite_rate_decline
     assert (suite["a_value"], suite["a_low"], suite["a_high"]) == pytest.approx((0.6412, 0.5888, 0.6904), abs=5e-5)
-    assert suite["p_value"] == pytest.approx(0.00097, abs=5e-6)
+    assert suite["p_value"] == pytest.approx(0.00102, abs=5e-6)
 
 
 def test_a_call_share_of_one_trajectory_counts_its_calls():

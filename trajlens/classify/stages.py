@@ -24,7 +24,7 @@ Each is the checks' measure of the same name, with the one estimate of
 of ``m`` trajectories), means ``value +- z sqrt(s^2 / m)`` cut to where the trajectories' values
 lie (:data:`~trajlens.classify.per_trajectory.MEAN_SUPPORT`). Changes between consecutive
 stages, and from the first stage to the last, are tested for the proportion metrics with the
-checks' stage test (:func:`trajlens.intervals.stage_z`; unadjusted for the number of metrics)
+checks' stage test (:func:`trajlens.intervals.stage_p_value`; unadjusted for the number of metrics)
 and sized with Cohen's h.
 """
 
@@ -44,7 +44,7 @@ from trajlens.classify.per_trajectory import (
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
 from trajlens.frames import as_frame, as_lazy, require_columns
-from trajlens.intervals import pooled, stage_z, sums
+from trajlens.intervals import pooled, stage_p_value, stage_z, sums
 from trajlens.schema import TRAIN_SPLIT, in_measured_split
 from trajlens.steps import stage_index
 
@@ -189,7 +189,7 @@ class StageReport:
     same metric on the whole stage (``population_value``) beside it."""
     changes: pl.DataFrame
     """Proportion metrics compared between consecutive stages and first to last stage:
-    difference, two-proportion z, p-value, Cohen's h, and the population difference."""
+    difference, two-proportion z and its p-value (on Student's t), Cohen's h, and the population difference."""
     stages: pl.DataFrame
     """The stages: step range, trajectories in the population and in the sample."""
     sample: pl.DataFrame
@@ -440,14 +440,16 @@ def _changes(rates: pl.DataFrame) -> pl.DataFrame:
     table = pairs.select("run_id", "stage_index", "stage_index_to", "comparison").join(
         left, on=["run_id", "stage_index"]).join(right, on=["run_id", "stage_index_to", "metric", "kind"])
     p1, p2 = pl.col("value"), pl.col("value_to")
-    z = [stage_z({"value": a, "n_effective": n1}, {"value": b, "n_effective": n2}, proportion=True)
-         for a, n1, b, n2 in table.select("value", "n_effective", "value_to", "n_effective_to").iter_rows()]
-    table = table.with_columns(pl.Series("z", z, dtype=pl.Float64))
+    sides = [({"value": a, "n_effective": n1}, {"value": b, "n_effective": n2})
+             for a, n1, b, n2 in table.select("value", "n_effective", "value_to", "n_effective_to").iter_rows()]
+    table = table.with_columns(pl.Series("z", [stage_z(*pair, proportion=True) for pair in sides], dtype=pl.Float64),
+                               pl.Series("p_value", [stage_p_value(*pair, proportion=True) for pair in sides],
+                                         dtype=pl.Float64))
     return table.select(
         "run_id", "metric", "kind", "comparison",
         pl.col("stage").alias("from_stage"), pl.col("stage_to").alias("to_stage"),
         p1.alias("value_from"), p2.alias("value_to"), (p2 - p1).alias("difference"),
-        "z", _stats.two_sided_p(pl.col("z")).alias("p_value"), _stats.cohens_h(p1, p2).alias("cohens_h"),
+        "z", "p_value", _stats.cohens_h(p1, p2).alias("cohens_h"),
         pl.col("n_effective").alias("n_from"), pl.col("n_effective_to").alias("n_to"),
         (pl.col("population_value_to") - pl.col("population_value")).alias("population_difference"),
     ).sort("run_id", "metric", "comparison", "from_stage")

@@ -3,8 +3,8 @@ and the adjustment of a table's p-values.
 
 Each side's value, 95% interval and effective size is the checks' pooled estimate
 (:func:`trajlens.intervals.pooled` of the side's summed per-unit statistics), and the
-test of ``B - A`` is the checks' stage test (:func:`trajlens.intervals.stage_z`,
-p = erfc(|z| / sqrt 2) by :func:`trajlens.intervals.two_sided_p_value`), so a
+test of ``B - A`` is the checks' stage test (:func:`trajlens.intervals.stage_p_value`:
+:func:`~trajlens.intervals.stage_z` on Student's t with its units' degrees of freedom), so a
 comparison of two stages of a run gives the numbers ``trajlens check`` gives for them. Cohen's
 h is :func:`trajlens.classify._stats.cohens_h`. Notation: side 1 is A, side 2 is B;
 differences are ``B - A``; ``z = 1.959964`` for 95%.

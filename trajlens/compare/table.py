@@ -6,7 +6,7 @@ size, sorted by the size of the effect.
 
 Each side's numbers are the checks' (:mod:`trajlens.checks.step_measures` statistics of its
 trajectories or steps, summed and pooled by :func:`trajlens.intervals.pooled`), and each
-test is the checks' stage test (:func:`trajlens.intervals.stage_z`): a comparison of two
+test is the checks' stage test (:func:`trajlens.intervals.stage_p_value`): a comparison of two
 stages of a run reports the values, intervals and p-values ``trajlens check`` finds for them.
 What a comparison adds (the difference's interval, Cohen's d) is in :mod:`trajlens.compare._stats`.
 
@@ -34,7 +34,7 @@ from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
 from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side
 from trajlens.errors import ConfigError
-from trajlens.intervals import Support, added, newcombe, pooled_rows, repeat_key, stage_z, two_sided_p_value
+from trajlens.intervals import Support, added, newcombe, pooled_rows, repeat_key, stage_p_value, stage_z
 
 SIGNIFICANCE = 0.05
 """False discovery rate at which a row's adjusted p-value is called significant."""
@@ -50,7 +50,7 @@ class Measure:
     kind: str
     """'trajectory_rate' (share of trajectories, or of steps), 'call_share' (share of calls pooled
     over trajectories) or 'mean' (mean of a per-trajectory or per-step value). The first two are
-    proportions: a Wilson interval on the design-effect sample size, a two-proportion z test."""
+    proportions: a Wilson interval on the design-effect sample size, a two-proportion test."""
     phrase: str
     """Completes "<side> ...", with ``{value}`` for the side's value."""
 
@@ -96,10 +96,11 @@ COMPARISON_COLUMNS: tuple[str, ...] = (
     "effect_size", "significant", "same_as", "phrase",
 )
 
-_TESTS = {"trajectory_rate": ("two-proportion z", "Cohen's h"), "call_share": ("two-proportion z", "Cohen's h"),
-          "mean": ("Welch z", "Cohen's d")}
-"""Each kind's test and effect size: the checks' stage test, on effective sizes for proportions,
-and for means Welch's statistic ``(m2 - m1) / sqrt(var1 + var2)`` read on the normal distribution."""
+_TESTS = {"trajectory_rate": ("two-proportion t", "Cohen's h"), "call_share": ("two-proportion t", "Cohen's h"),
+          "mean": ("Welch t", "Cohen's d")}
+"""Each kind's test and effect size: the checks' stage test (:func:`trajlens.intervals.stage_p_value`),
+on effective sizes for proportions, and for means Welch's statistic ``(m2 - m1) / sqrt(var1 + var2)``,
+each read on Student's t."""
 
 
 ROUNDING = 1e-6
@@ -304,7 +305,7 @@ def estimates(names: list[str], frame: pl.DataFrame) -> dict[str, _stats.Estimat
 
 def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:
     """The row of a measure from the two sides' pooled rows: the difference tested as the
-    checks' stage change tests it (:func:`trajlens.intervals.stage_z`)."""
+    checks' stage change tests it (:func:`trajlens.intervals.stage_p_value`)."""
     if a is None or b is None or a["value"] is None or b["value"] is None:
         return None
     proportion = measure.kind != "mean"
@@ -312,9 +313,9 @@ def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:
     rounding = not proportion and 0 < abs(difference) <= ROUNDING * max(1.0, abs(a["value"]), abs(b["value"]))
     if rounding:
         difference = 0.0  # float rounding, as between two whitened batches' std of 1: no difference to test
-    z = None if rounding else stage_z(a, b, proportion)
+    p = None if rounding else stage_p_value(a, b, proportion)
     # No test where the stage test cannot tell (no spread): nothing to tell when nothing differs.
-    p_value = two_sided_p_value(z) if z is not None else 1.0 if difference == 0 else None
+    p_value = p if p is not None else 1.0 if difference == 0 else None
     if proportion:
         interval = newcombe(a, b)
         effect_size = None  # Cohen's h, set over the whole table (_effect_sizes)
@@ -328,7 +329,7 @@ def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:
         "a_value": a["value"], "a_low": a["low"], "a_high": a["high"], "a_n": float(a["n_effective"]),
         "b_value": b["value"], "b_low": b["low"], "b_high": b["high"], "b_n": float(b["n_effective"]),
         "difference": difference, "difference_low": interval.low, "difference_high": interval.high,
-        "test": test_name, "statistic": z, "p_value": p_value, "effect": effect,
+        "test": test_name, "statistic": None if rounding else stage_z(a, b, proportion), "p_value": p_value, "effect": effect,
         "effect_size": effect_size,
         "p_adjusted": None, "significant": False, "same_as": None,
         "phrase": measure.phrase,

@@ -3,7 +3,7 @@ the checks' stage comparisons (``condition = "stage_change"``), the report's sta
 attribution's drifts (class shares, response length).
 
 A change counts when it is significant (the two-sided p-value of
-:func:`trajlens.intervals.stage_z` between the two stages' :func:`~trajlens.intervals.pooled`
+:func:`trajlens.intervals.stage_p_value` between the two stages' :func:`~trajlens.intervals.pooled`
 rows is below ``alpha``), at least ``min_change`` in absolute terms, and at least ``min_ratio``
 as a ratio: the later value over the earlier for a rise, the earlier over the later for a fall.
 
@@ -25,7 +25,7 @@ from typing import Literal, NamedTuple
 
 import polars as pl
 
-from trajlens.intervals import Spec, pooled, stage_z, sums, two_sided_p_value
+from trajlens.intervals import Spec, pooled, stage_p_value, sums
 
 SHIPPED_CHECKS = Path(__file__).resolve().parents[1] / "checks" / "defaults.toml"
 """The checks trajlens ships (:func:`trajlens.checks.default_checks` loads and validates them)."""
@@ -54,11 +54,11 @@ class Change(NamedTuple):
 
 
 def p_value(first: dict, last: dict, proportion: bool) -> float:
-    """Two-sided p-value of the change between two :func:`~trajlens.intervals.pooled` rows; 1.0
-    where :func:`~trajlens.intervals.stage_z` cannot tell (a stage of one unit, or two stages
-    without any spread): no change is shown, as ``trajlens compare`` shows none."""
-    z = stage_z(first, last, proportion)
-    return two_sided_p_value(z) if z is not None else 1.0
+    """Two-sided p-value of the change between two :func:`~trajlens.intervals.pooled` rows
+    (:func:`~trajlens.intervals.stage_p_value`); 1.0 where it cannot be told (a stage of one
+    unit, or two stages without any spread): no change is shown, as ``trajlens compare`` shows none."""
+    p = stage_p_value(first, last, proportion)
+    return p if p is not None else 1.0
 
 
 def ratio(later: float, earlier: float, direction: Literal["increase", "decrease"]) -> float:
