@@ -205,3 +205,16 @@ def test_a_windowed_threshold_judges_only_full_windows():
     assert not short.judged and short.fired_steps == () and short.evidence.detail == "no window of 20 steps"
     low = {s: 0.01 for s in range(1, 41)}
     assert evaluate(floor, "m", _scalars(low), False).fired_steps == tuple(range(20, 41))
+
+
+def test_a_trend_over_a_short_window_is_read_on_students_t():
+    """Four steps: the slope's p-value is scipy's linregress (Student's t, 2 degrees of freedom),
+    not the normal's, which would call this rise significant at 0.05."""
+    stats = pytest.importorskip("scipy.stats")
+    values = {1: 0.0, 2: 1.6, 3: 1.0, 4: 2.6}
+    check = _check(measure="metric:x", condition="trend", direction="increase", window=4, alpha=0.05)
+    outcome = evaluate(check, "m", _scalars(values), False)
+    fit = stats.linregress(list(values), list(values.values()))
+    assert f"p = {fit.pvalue:.2g}" in outcome.evidence.detail
+    assert fit.pvalue > 0.05 and outcome.fired_steps == ()
+    assert math.erfc(abs(fit.slope / fit.stderr) / math.sqrt(2)) < 0.05

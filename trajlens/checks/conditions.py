@@ -12,8 +12,8 @@ best. Formulas (z = 1.959964, two-sided p = erfc(|z| / sqrt 2)):
   Whether a stage change counts is :mod:`trajlens.run.change`'s rule, which the report's stage
   trends and attribution's drifts judge by too.
 * trend: least-squares slope of the per-step values over the window,
-  ``se = sqrt(sum r^2 / (k - 2) / sum (t - mean t)^2)``, tested with the normal approximation
-  (windows of 20 or more steps keep it close to Student's t).
+  ``se = sqrt(sum r^2 / (k - 2) / sum (t - mean t)^2)``, ``slope / se`` read on Student's t
+  with ``k - 2`` degrees of freedom (``k`` the window's values).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from trajlens.checks.kinds import KINDS
 from trajlens.checks.spec import Check
 from trajlens.checks.step_measures import measure_support
 from trajlens.classify.stages import StageSpec, assign_stages
-from trajlens.intervals import SUMS, added, pooled, two_sided_p_value
+from trajlens.intervals import SUMS, added, pooled, student_t_p_value
 from trajlens.run import change
 
 @dataclass(frozen=True)
@@ -255,7 +255,8 @@ def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) ->
         slope = float((centred * (y - y.mean())).sum() / spread)  # least-squares slope per step
         residual = y - y.mean() - slope * centred
         se = math.sqrt(float((residual**2).sum()) / (len(t) - 2) / spread)
-        p_value = two_sided_p_value(slope / se) if se > 0 else (0.0 if slope else 1.0)
+        # the slope's t statistic, on Student's t with n - 2 degrees of freedom
+        p_value = student_t_p_value(slope / se, len(t) - 2) if se > 0 else (0.0 if slope else 1.0)
         change = slope * (t[-1] - t[0])
         signed = change if check.direction == "increase" else -change
         hit = p_value < check.alpha and signed > 0 and signed >= check.min_change
