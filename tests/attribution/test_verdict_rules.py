@@ -89,6 +89,16 @@ def test_cumulative_push_is_signed_and_its_interval_covers_it():
     assert grew.low <= grew.value <= grew.high and grew.with_drift and decayed.against_drift
 
 
+def test_a_window_of_fewer_than_two_blocks_has_no_push_interval():
+    """Four steps with blocks of five: every resample would be the window itself, an interval of
+    no width, and a counterfactual 6e-8 below the run's would count as pushing significantly less."""
+    series = np.array([0.7, 0.8, 0.75, 0.73])
+    short = cumulative_push(series, 1.0, 5, 400, 0)
+    assert short.value == pytest.approx(2.98) and math.isnan(short.low) and math.isnan(short.high)
+    assert not short.with_drift and not short.against_drift
+    assert math.isfinite(cumulative_push(np.tile(series, 3), 1.0, 5, 400, 0).low)  # twelve steps: two blocks
+
+
 def test_relevance_ignores_a_shared_trend():
     # reward and the count both rise from step to step; within a step they are unrelated
     rng = np.random.default_rng(0)

@@ -21,7 +21,8 @@ Cumulative push
     estimator under every aggregation), the sum over the window's steps of the class's
     competing relative credit, signed by the drift's direction (+ growth, - decay), so a
     positive number pushed the class the way it went. Its 95% interval is a moving-block
-    bootstrap over the window's steps (blocks of ``k``, as for r; :func:`block_indices`).
+    bootstrap over the window's steps (blocks of ``k``, as for r; :func:`block_indices`); a
+    window of fewer than two blocks has none, so its push is with no side of the rule below.
 Reward relevance
     The Pearson correlation of the class's count in a trajectory with the trajectory's reward,
     both centred within their step (so a trend of both over the run is not read as relevance),
@@ -223,10 +224,12 @@ def competing_credit(class_credit: pl.DataFrame, structural: list[str]) -> pl.Da
 
 
 def cumulative_push(series: np.ndarray, sign: float, block: int, draws: int, seed: int) -> Push:
-    """Signed sum of a per-step series (NaN steps count 0) and its moving-block bootstrap interval."""
+    """Signed sum of a per-step series (NaN steps count 0) and its moving-block bootstrap
+    interval; no interval (NaN) over fewer than two blocks of steps, where every resample would
+    be the whole window again and the interval would have no width."""
     values = sign * np.nan_to_num(series.astype(float), nan=0.0)
     total = float(values.sum())
-    if values.size < 2:
+    if values.size < max(2, 2 * block):
         return Push(total, float("nan"), float("nan"))
     index = block_indices(values.size, block, draws, np.random.default_rng(seed))
     sums = values[index].sum(axis=1)
