@@ -173,6 +173,22 @@ def test_ctrl_c_in_a_real_process_leaves_nothing(tmp_path):
     assert_empty(tmp_path)
 
 
+def test_a_reward_channel_the_loop_did_not_collapse_is_declared_not_moved(tmp_path):
+    """Four steps of the two-channel loop: its format rate never halves, so truth.json names the
+    declared collapse as not made, as it names a class whose policy stood still."""
+    import json
+
+    done = run_cli("synth", "causal-multireward", "--steps", "4", "--batch", "64", "--seed", "3", "--out", tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    truth = json.loads((tmp_path / "r" / "truth.json").read_text())
+    rates = truth["per_step"]["format_rate"]
+    assert min(rates[-1:]) > max(rates[:1]) / 2  # the last quarter's rate is more than half the first's
+    collapse = {"primary_class": "reward channel format", "direction": "collapsed", "verdict": "estimator artefact"}
+    assert truth["summary"]["verdicts"] == [] and truth["summary"]["not_moved"] == [{**collapse, "unmoved": "channel"}]
+    shipped = json.loads((REPO / "sample_data" / "causal-multireward" / "truth.json").read_text())["summary"]
+    assert shipped["verdicts"] == [collapse] and shipped["not_moved"] == []
+
+
 def test_a_causal_scenario_runs_from_the_cli_with_the_verdicts_it_should_get(tmp_path):
     """The causal loops were reachable from Python only; their truth.json now names the verdicts
     attribution should give the drifts they cause, and whether the run is a control."""

@@ -465,10 +465,11 @@ def _truth_row(spec: CausalScenario, step: int, policy: np.ndarray, sample: _Ste
 def unmoved(spec: CausalScenario, rows: list[dict[str, Any]]) -> dict[str, str]:
     """The drifts ``spec`` declares (:attr:`CausalScenario.truth`) that the loop's own truth
     ``rows`` did not make, each with what stood still: ``policy`` (the class's own probability
-    moved less than attribution's drift threshold, first quarter of the steps to last) or
-    ``length`` (the mean model tokens moved less than its length threshold). A seed or size
-    that does not reach a scenario's drift has none to find."""
-    from trajlens.attribution.causes import LENGTH_RULE
+    moved less than attribution's drift threshold, first quarter of the steps to last),
+    ``length`` (the mean model tokens moved less than its length threshold) or ``channel`` (a
+    reward channel's rate did not fall by attribution's collapse ratio). A seed or size that
+    does not reach a scenario's drift has none to find."""
+    from trajlens.attribution.causes import CHANNEL_PREFIX, COLLAPSE_RULE, LENGTH_RULE
     from trajlens.attribution.drift import DriftConfig
     from trajlens.run.change import ratio
 
@@ -485,6 +486,10 @@ def unmoved(spec: CausalScenario, rows: list[dict[str, Any]]) -> dict[str, str]:
             first, last = split.means(steps, [row["mean_model_tokens"] for row in rows])
             if ratio(last, first, "increase" if last > first else "decrease") < LENGTH_RULE.min_ratio:
                 still[name] = "length"
+        elif rows and name.startswith(CHANNEL_PREFIX) and f"{name.removeprefix(CHANNEL_PREFIX)}_rate" in rows[0]:
+            first, last = split.means(steps, [row[f"{name.removeprefix(CHANNEL_PREFIX)}_rate"] for row in rows])
+            if len(set(steps)) < 2 or ratio(last, first, "decrease") < COLLAPSE_RULE.min_ratio:
+                still[name] = "channel"
     return still
 
 
