@@ -34,8 +34,7 @@ with ``n1 + n2 - 2`` degrees of freedom for a proportion (its effective sizes), 
 whose variances come from the sets' ``m`` units, Welch-Satterthwaite's
 ``(v1 + v2)^2 / (v1^2 / (m1 - 1) + v2^2 / (m2 - 1))``. Two stages of a few trajectories each
 (2 against 2) so get the wide p-value they warrant rather than the normal one; over hundreds of
-draws the two agree. The interval of a
-proportion's change is Newcombe's (:func:`newcombe`).
+draws the two agree. The interval of a proportion's change is Newcombe's (:func:`newcombe`).
 
 The checks, the stage report, the report's overview and run summary, comparisons and drift
 attribution all compute their estimates here, so one fact has one value and one interval on
@@ -215,11 +214,6 @@ def two_sided_p_value(z: float) -> float:
     return math.erfc(abs(z) / math.sqrt(2))
 
 
-NORMAL_FROM_DF = 1e5
-"""Degrees of freedom from which Student's t is read as the normal (they differ by under 1e-5
-relative there at any p-value :func:`stage_p_value` prints)."""
-
-
 def stage_p_value(first: dict, second: dict, proportion: bool) -> float | None:
     """Two-sided p-value of the change from one :func:`pooled` row to another: :func:`stage_z`
     on Student's t (module docstring); a mean on the normal where a row does not say its
@@ -231,7 +225,7 @@ def stage_p_value(first: dict, second: dict, proportion: bool) -> float | None:
     df = _degrees_of_freedom(first, second, proportion)
     if df is not None and df < 1:
         return None
-    return two_sided_p_value(z) if df is None or df >= NORMAL_FROM_DF else student_t_p_value(z, df)
+    return two_sided_p_value(z) if df is None else student_t_p_value(z, df)
 
 
 def _degrees_of_freedom(first: dict, second: dict, proportion: bool) -> float | None:
@@ -249,7 +243,8 @@ def _degrees_of_freedom(first: dict, second: dict, proportion: bool) -> float | 
 
 def student_t_p_value(t: float, df: float) -> float:
     """Two-sided p-value of ``t`` on Student's t with ``df`` degrees of freedom (``df`` may be
-    fractional): the regularized incomplete beta ``I_x(df / 2, 1 / 2)`` at ``x = df / (df + t^2)``."""
+    fractional): the regularized incomplete beta ``I_x(df / 2, 1 / 2)`` at ``x = df / (df + t^2)``;
+    within 1e-9 relative of SciPy's up to 1e7 degrees of freedom, in a few microseconds."""
     return min(1.0, _regularized_beta(df / (df + t * t), df / 2, 0.5))
 
 

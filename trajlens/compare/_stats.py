@@ -4,7 +4,7 @@ and the adjustment of a table's p-values.
 Each side's value, 95% interval and effective size is the checks' pooled estimate
 (:func:`trajlens.intervals.pooled` of the side's summed per-unit statistics), and the
 test of ``B - A`` is the checks' stage test (:func:`trajlens.intervals.stage_p_value`:
-:func:`~trajlens.intervals.stage_z` on Student's t with its units' degrees of freedom), so a
+:func:`~trajlens.intervals.stage_z` read on Student's t), so a
 comparison of two stages of a run gives the numbers ``trajlens check`` gives for them. Cohen's
 h is :func:`trajlens.classify._stats.cohens_h`. Notation: side 1 is A, side 2 is B;
 differences are ``B - A``; ``z = 1.959964`` for 95%.
