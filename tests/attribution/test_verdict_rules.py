@@ -61,10 +61,13 @@ def test_a_counterfactual_without_a_baseline_cannot_dissent():
 
 def test_structural_calls_leave_the_competition():
     # every trajectory ends with exactly one submit; think and edit share the other calls
-    trajectories = pl.DataFrame({"step": [1, 1, 2, 2], "reward": [0.0, 1.0, 0.0, 1.0],
-                                 "count:submit": [1.0, 1.0, 1.0, 1.0], "count:think": [2.0, 0.0, 1.0, 0.0],
-                                 "count:edit": [0.0, 2.0, 1.0, 2.0]})
+    trajectories = pl.DataFrame({"step": [1, 1, 2, 2] * 5, "reward": [0.0, 1.0, 0.0, 1.0] * 5,
+                                 "count:submit": [1.0, 1.0, 1.0, 1.0] * 5, "count:think": [2.0, 0.0, 1.0, 0.0] * 5,
+                                 "count:edit": [0.0, 2.0, 1.0, 2.0] * 5})
     assert structural_classes(trajectories, ["edit", "submit", "think"]) == ["submit"]
+    # two trajectories of one step that both edit once and view once: chance, not structure
+    one_step = pl.DataFrame({"step": [1, 1], "count:edit": [1.0, 1.0], "count:view": [1.0, 1.0]})
+    assert structural_classes(one_step, ["edit", "view"]) == []
     credit = pl.DataFrame({"step": [1, 1, 1], "estimator": ["e"] * 3, "aggregation": ["m"] * 3,
                            "primary_class": ["submit", "think", "edit"], "calls": [2, 2, 2],
                            "push_sum_scaled": [6.0, -1.0, -3.0]})

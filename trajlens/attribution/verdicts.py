@@ -7,7 +7,8 @@ Every number here is computed at the level of the behaviour class, from the per-
 Competing calls
     A call competes with a class when the policy chose between them. A *structural* class is
     one every trajectory calls the same number of times (at least once) at :data:`STRUCTURAL_STEPS`
-    of the steps or more, such as a final submit every trajectory makes: its count is not the
+    of the steps or more, steps of :data:`STRUCTURAL_TRAJECTORIES` trajectories or more in all,
+    such as a final submit every trajectory makes: its count is not the
     policy's choice, so it takes no part in the competition. A class's *competing relative
     credit* at a step is its calls' mean scaled push minus the mean scaled push over the calls
     of every non-structural class (the step's mean |push| is the unit, as in ``class_credit``).
@@ -107,6 +108,9 @@ def is_centred(step_means: pl.Series) -> bool:
 
 STRUCTURAL_STEPS = 0.9
 """Share of steps at which every trajectory must call a class equally often for it to be structural."""
+STRUCTURAL_TRAJECTORIES = 20
+"""Trajectories those steps must hold in all: two trajectories of a one-step run calling a class
+equally often is chance, not structure."""
 
 VERDICT_SCHEMA: dict[str, pl.DataType] = {
     "primary_class": pl.String, "direction": pl.String, "share_first": pl.Float64, "share_last": pl.Float64,
@@ -196,7 +200,8 @@ def block_indices(size: int, block: int, draws: int, rng: np.random.Generator) -
 
 
 def structural_classes(trajectory_classes: pl.DataFrame, classes: list[str]) -> list[str]:
-    """Classes every trajectory calls equally often (at least once) at :data:`STRUCTURAL_STEPS` of the steps."""
+    """Classes every trajectory calls equally often (at least once) at :data:`STRUCTURAL_STEPS` of the
+    steps, those steps holding :data:`STRUCTURAL_TRAJECTORIES` trajectories or more."""
     if trajectory_classes.height == 0:
         return []
     out = []
@@ -205,8 +210,9 @@ def structural_classes(trajectory_classes: pl.DataFrame, classes: list[str]) -> 
         if column not in trajectory_classes.columns:
             continue
         per_step = trajectory_classes.group_by("step").agg(
-            ((pl.col(column).min() == pl.col(column).max()) & (pl.col(column).min() >= 1)).alias("fixed"))
-        if per_step["fixed"].mean() >= STRUCTURAL_STEPS:
+            ((pl.col(column).min() == pl.col(column).max()) & (pl.col(column).min() >= 1)).alias("fixed"), pl.len())
+        fixed = per_step.filter("fixed")
+        if per_step["fixed"].mean() >= STRUCTURAL_STEPS and fixed["len"].sum() >= STRUCTURAL_TRAJECTORIES:
             out.append(name)
     return out
 
