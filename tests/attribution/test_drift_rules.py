@@ -43,6 +43,8 @@ def test_a_decay_is_predicted_by_the_estimator_whose_credit_moves_with_it_and_pr
     ([0.1] * 10 + [0.9] * 30, 8),  # a step at 11: the first 5-step mean a quarter of the way up
     ([0.1, 0.9, 0.9, 0.9] + [0.1] * 6 + [0.9] * 30, 9),  # an early blip past the quarter mark comes back: no onset
     ([0.1] * 10 + [0.9, 0.9] + [0.1] * 6 + [0.9] * 22, 16),  # nor does one that falls back before the rise
+    # a spike past the settling mark that falls back to the first stage's share: not where the drift settled
+    ([0.1] * 10 + [0.9] * 6 + [0.1] * 34 + [0.9] * 30, 48),
     ([0.5] * 40, 40),  # no change: the last step
 ])
 def test_the_onset_is_the_crossing_that_leads_into_the_drift(series, onset):

@@ -297,9 +297,11 @@ def onset_step(steps: np.ndarray, share: np.ndarray, first: float, last: float, 
     from ``first`` to ``last``, counted from the last time before the drift settled that the mean
     was back at ``first`` (or short of it): a mean that crosses in the noise of the first stage
     and returns is no onset, while one that wavers about the mark on its way is. The drift has
-    settled at the first mean :data:`SETTLED` of the way (``fraction`` of the way, when further);
-    without one, at the last step. Without a crossing after that return, the last step. The
-    onset at a quarter; the drift's end, for the verdict's window, at 0.9."""
+    settled at the first mean :data:`SETTLED` of the way (``fraction`` of the way, when further)
+    that is not back at ``first`` within a quarter of the steps after it: a spike that reaches
+    the mark and falls back is no settling, so the onset is not read back from it (the first such
+    mean when every one falls back; the last step without one). Without a crossing after that
+    return, the last step. The onset at a quarter; the drift's end, for the verdict's window, at 0.9."""
     window = max(k, 1)
     means = np.array([share[i:i + window].mean() for i in range(steps.size)])
     sign = 1.0 if last > first else -1.0 if last < first else 0.0
@@ -311,7 +313,10 @@ def onset_step(steps: np.ndarray, share: np.ndarray, first: float, last: float, 
         return np.flatnonzero(moved >= sign * part * (last - first))
 
     settled = crossings(max(fraction, SETTLED))
-    end = int(settled[0]) if settled.size else steps.size - 1
+    back = np.concatenate([[0], np.cumsum(moved <= 0.0)])  # back[i]: means at first before index i
+    quarter = max(int(quarters(steps).last.size), 1)
+    holds = settled[back[np.minimum(settled + 1 + quarter, steps.size)] == back[settled + 1]]
+    end = int(holds[0]) if holds.size else int(settled[0]) if settled.size else steps.size - 1
     returned = np.flatnonzero(moved[:end + 1] <= 0.0)
     after = crossings(fraction)
     onset = after[after > returned[-1]] if returned.size else after
