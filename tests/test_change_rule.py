@@ -85,3 +85,22 @@ def test_a_mean_over_few_units_is_read_with_welchs_degrees_of_freedom():
     ends = stage_ends(units, VALUE, False)
     welch = stats.ttest_ind(last, first, equal_var=False)
     assert p_value(*ends, False) == pytest.approx(welch.pvalue, rel=1e-9)
+
+
+def test_a_call_share_over_few_trajectories_takes_its_degrees_of_freedom_from_them():
+    """Eight trajectories a stage whose calls cluster (their shares differ): the variance of each
+    stage's share is estimated from its eight trajectories, so each side has seven degrees of
+    freedom (Welch-Satterthwaite over 1 / n_eff), not the hundred-odd its calls would give."""
+    stats = pytest.importorskip("scipy.stats")
+    from trajlens.intervals import pooled, stage_z, sums
+
+    calls = [10, 12, 9, 11, 10, 8, 12, 10]
+    first, last = [5, 2, 6, 1, 7, 2, 3, 4], [1, 0, 2, 0, 1, 3, 0, 1]
+    units = pl.DataFrame({"stage_index": [0] * 8 + [1] * 8, "x": first + last, "n": calls + calls})
+    share = ("share", pl.col("x"), pl.col("n"))
+    a, b = pooled(sums(units, [share], by=("stage_index",)).sort("stage_index"), True).to_dicts()
+    assert a["n_effective"] < a["n"] and b["n_effective"] < b["n"]  # the calls cluster
+    v1, v2 = 1 / a["n_effective"], 1 / b["n_effective"]
+    df = (v1 + v2) ** 2 / (v1 * v1 / 7 + v2 * v2 / 7)
+    assert df < 14.01
+    assert p_value(a, b, True) == pytest.approx(2 * stats.t.sf(abs(stage_z(a, b, True)), df), rel=1e-8)

@@ -29,10 +29,11 @@ Intervals (``z = 1.959964``, :data:`Z95`):
 The change from one set to another (:func:`stage_z`): for proportions the two-proportion z test
 with pooled variance on the effective sizes, ``z = (p2 - p1) / sqrt(q (1 - q) (1 / n1 + 1 / n2))``
 with ``q = (p1 n1 + p2 n2) / (n1 + n2)``; for means ``z = (p2 - p1) / sqrt(var1 + var2)`` (Welch's
-statistic). Its two-sided p-value (:func:`stage_p_value`) reads the statistic on Student's t:
-with ``n1 + n2 - 2`` degrees of freedom for a proportion (its effective sizes), and for a mean,
-whose variances come from the sets' ``m`` units, Welch-Satterthwaite's
-``(v1 + v2)^2 / (v1^2 / (m1 - 1) + v2^2 / (m2 - 1))``. Two stages of a few trajectories each
+statistic). Its two-sided p-value (:func:`stage_p_value`) reads the statistic on Student's t
+with Welch-Satterthwaite's degrees of freedom ``(v1 + v2)^2 / (v1^2 / d1 + v2^2 / d2)``: for a
+mean, whose variances come from the sets' ``m`` units, ``d = m - 1``; for a proportion, ``v =
+1 / n_eff`` and ``d = m - 1`` where the design effect was estimated from the units (``n_eff`` below
+``N``), else ``n_eff - 1``. Two stages of a few trajectories each
 (2 against 2) so get the wide p-value they warrant rather than the normal one; over hundreds of
 draws the two agree. The interval of a proportion's change is Newcombe's (:func:`newcombe`).
 
@@ -230,7 +231,7 @@ def stage_p_value(first: dict, second: dict, proportion: bool) -> float | None:
 
 def _degrees_of_freedom(first: dict, second: dict, proportion: bool) -> float | None:
     if proportion:
-        return float(first["n_effective"] + second["n_effective"] - 2)
+        return _proportion_degrees_of_freedom(first, second)
     m1, m2 = first.get("units"), second.get("units")
     if m1 is None or m2 is None:
         return None
@@ -239,6 +240,20 @@ def _degrees_of_freedom(first: dict, second: dict, proportion: bool) -> float | 
         return None
     spread = v1 * v1 / (m1 - 1) + v2 * v2 / (m2 - 1)
     return (v1 + v2) ** 2 / spread if spread > 0 else None
+
+
+def _proportion_degrees_of_freedom(first: dict, second: dict) -> float:
+    """Welch-Satterthwaite's degrees of freedom of a two-proportion statistic: a side's variance
+    ``q (1 - q) / n_eff`` has ``units - 1`` of its own where its design effect was estimated from
+    its units (``n_eff`` below ``n``: calls clustered in trajectories), else ``n_eff - 1``."""
+    parts = []
+    for row in (first, second):
+        n_effective, n, units = row["n_effective"], row.get("n"), row.get("units")
+        clustered = n is not None and units is not None and n_effective < n
+        parts.append((1.0 / n_effective, (units - 1) if clustered else n_effective - 1))
+    if any(own <= 0 for _, own in parts):
+        return 0.0
+    return sum(v for v, _ in parts) ** 2 / sum(v * v / own for v, own in parts)
 
 
 def student_t_p_value(t: float, df: float) -> float:

@@ -434,14 +434,16 @@ def _changes(rates: pl.DataFrame) -> pl.DataFrame:
         pairs.filter((pl.col("position") == 1) & (pl.col("position_to") == pl.col("count")))
         .with_columns(pl.lit("first_to_last").alias("comparison")),
     ])
-    columns = ["run_id", "stage_index", "stage", "metric", "kind", "value", "n_effective", "population_value"]
+    columns = ["run_id", "stage_index", "stage", "metric", "kind", "value", "n_effective", "n_units", "n_sampled",
+               "population_value"]
     left = proportions.select(columns)
     right = proportions.select(columns).rename({c: f"{c}_to" for c in columns if c not in ("run_id", "metric", "kind")})
     table = pairs.select("run_id", "stage_index", "stage_index_to", "comparison").join(
         left, on=["run_id", "stage_index"]).join(right, on=["run_id", "stage_index_to", "metric", "kind"])
     p1, p2 = pl.col("value"), pl.col("value_to")
-    sides = [({"value": a, "n_effective": n1}, {"value": b, "n_effective": n2})
-             for a, n1, b, n2 in table.select("value", "n_effective", "value_to", "n_effective_to").iter_rows()]
+    read = ("value", "n_effective", "n_units", "n_sampled")  # a pooled row's value, n_eff, n and units
+    sides = [(dict(zip(("value", "n_effective", "n", "units"), row[:4])), dict(zip(("value", "n_effective", "n", "units"), row[4:])))
+             for row in table.select(*read, *(f"{c}_to" for c in read)).iter_rows()]
     table = table.with_columns(pl.Series("z", [stage_z(*pair, proportion=True) for pair in sides], dtype=pl.Float64),
                                pl.Series("p_value", [stage_p_value(*pair, proportion=True) for pair in sides],
                                          dtype=pl.Float64))
