@@ -3,11 +3,11 @@
 Each function takes the statistics of one measure (rows of :data:`trajlens.checks.step_measures.STAT_COLUMNS`
 for the steps the check applies to, in step order) and returns a :class:`Outcome`: the steps
 where it fired and the evidence (value, 95% interval, threshold) for the step that shows it
-best. Formulas (z = 1.959964, two-sided p = erfc(|z| / sqrt 2)):
+best. Formulas (z = 1.959964; p-values two-sided, on Student's t):
 
 * pooled value and interval over a window or a stage, and the stage change: the one estimate
   and test of :mod:`trajlens.intervals` (:func:`~trajlens.intervals.pooled`,
-  :func:`~trajlens.intervals.stage_z`); proportions get a Wilson interval on the design-effect
+  :func:`~trajlens.intervals.stage_p_value`); proportions get a Wilson interval on the design-effect
   sample size, means ``p +- z sqrt(var)`` within the measure's support (:func:`~trajlens.checks.step_measures.measure_support`).
   Whether a stage change counts is :mod:`trajlens.run.change`'s rule, which the report's stage
   trends and attribution's drifts judge by too.
