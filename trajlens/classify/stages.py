@@ -441,9 +441,12 @@ def _changes(rates: pl.DataFrame) -> pl.DataFrame:
     table = pairs.select("run_id", "stage_index", "stage_index_to", "comparison").join(
         left, on=["run_id", "stage_index"]).join(right, on=["run_id", "stage_index_to", "metric", "kind"])
     p1, p2 = pl.col("value"), pl.col("value_to")
-    read = ("value", "n_effective", "n_units", "n_sampled")  # a pooled row's value, n_eff, n and units
-    sides = [(dict(zip(("value", "n_effective", "n", "units"), row[:4])), dict(zip(("value", "n_effective", "n", "units"), row[4:])))
-             for row in table.select(*read, *(f"{c}_to" for c in read)).iter_rows()]
+    read = {"value": "value", "n_effective": "n_effective", "n": "n_units", "units": "n_sampled"}  # a pooled row's keys
+
+    def side(suffix: str) -> list[dict[str, Any]]:
+        return table.select(**{key: f"{column}{suffix}" for key, column in read.items()}).to_dicts()
+
+    sides = list(zip(side(""), side("_to")))
     table = table.with_columns(pl.Series("z", [stage_z(*pair, proportion=True) for pair in sides], dtype=pl.Float64),
                                pl.Series("p_value", [stage_p_value(*pair, proportion=True) for pair in sides],
                                          dtype=pl.Float64))

@@ -103,11 +103,10 @@ def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag
         problems.append(f"{flag} {path}: cannot write it ({_os_reason(error)})")
     if suffixes and path.suffix.lower() not in suffixes:
         problems.append(f"{flag} {path}: expected a file ending in {', '.join(suffixes)}")
-    from trajlens.store.handle import store_holding
+    from trajlens.store.handle import store_holding_problem
 
-    if (holding := store_holding(path)) is not None:
-        problems.append(f"{flag} {path}: among the files of the store {holding}, which only ingest and the "
-                        "analyses write; write it elsewhere")
+    if (holding := store_holding_problem(path, f"{flag} {path}")) is not None:
+        problems.append(holding)
     if not problems:
         partial = _partial(path)
         try:
@@ -254,14 +253,13 @@ def check_folder_output(folder: Path, *, flag: str = "--out", store: Path | str 
         raise ConfigError([f"{flag} {folder}: is a file; expected a folder"])
     if problems := source_problems(folder, store, flag=flag):
         raise ConfigError(problems)
-    from trajlens.store.handle import is_published_store, store_holding
+    from trajlens.store.handle import is_published_store, store_holding_problem
 
     if folder.is_dir() and is_published_store(folder):  # its runs' folders would land among the store's own
         raise ConfigError([f"{flag} {folder}: is a store; write into a folder of its own "
                            f"(such as {folder / 'report'})"])
-    if (store := store_holding(folder)) is not None:
-        raise ConfigError([f"{flag} {folder}: among the files of the store {store}, which only ingest and the "
-                           "analyses write; write it elsewhere"])
+    if (holding := store_holding_problem(folder, f"{flag} {folder}")) is not None:
+        raise ConfigError([holding])
     try:
         _try_folder_in(_nearest_existing(folder.parent), folder.name)
         if folder.is_dir():  # what the partial folder holds is moved into it

@@ -188,15 +188,14 @@ def _check_report_arguments(store: Any, out: Path, *, n: Any, seed: Any, stages:
     store's own files (which only ingest and the analyses write)."""
     from trajlens.classify.stages import sampling_problems
     from trajlens.compare import parse_side
-    from trajlens.store.handle import store_holding
+    from trajlens.store.handle import store_holding_problem
 
     problems = sampling_problems(n, seed, stages)
     if out.exists() and not out.is_dir():
         problems.append(f"out {out}: is a file; expected a folder")
     # not hidden: the command line writes a report into a hidden folder beside its --out first
-    elif (holding := store_holding(out, hidden=False)) is not None:
-        problems.append(f"out {out}: among the files of the store {holding}, which only ingest and the analyses "
-                        "write; write it elsewhere")
+    elif (holding := store_holding_problem(out, f"out {out}", hidden=False)) is not None:
+        problems.append(holding)
     if not problems:
         for pair in comparisons:
             for side in pair:

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from trajlens.errors import ConfigError
 from trajlens.schema import SCHEMAS, TABLES, VIEWS
-from trajlens.store.layout import MAX_RUN_ID_LENGTH, RUN_ID_PATTERN, table_files
+from trajlens.store.layout import RUN_ID_PATTERN, RUN_ID_RULE, table_files
 
 DATABASE_FILE = "trajlens.duckdb"
 # Tables written by analyses (stage reports, advantages) live beside the runs.
@@ -95,8 +95,7 @@ def derived_part(name: str, run_id: str) -> str:
     elif name.lower() in {reserved.lower() for reserved in (*TABLES, *VIEWS)}:  # SQL names ignore case
         problems.append(f"analysis table name {name!r}: a table or view every store has; name the analysis otherwise")
     if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
-        problems.append(f"run id {run_id!r}: expected 1-{MAX_RUN_ID_LENGTH} letters, digits, '.', '_' or '-', "
-                        "starting with a letter or digit")
+        problems.append(f"run id {run_id!r}: expected {RUN_ID_RULE}")
     if problems:
         raise ConfigError(problems)
     return f"{DERIVED_DIR}/{name}/{run_id}.parquet"

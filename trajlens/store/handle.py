@@ -512,6 +512,15 @@ def store_holding(path: Path, *, hidden: bool = True) -> Path | None:
     return None
 
 
+def store_holding_problem(path: Path, label: str, *, hidden: bool = True) -> str | None:
+    """Why ``path`` (named ``label`` in the message: ``--out PATH``) may not be written, when it
+    lies among a store's own files (:func:`store_holding`); None when it does not."""
+    holding = store_holding(path, hidden=hidden)
+    if holding is None:
+        return None
+    return f"{label}: among the files of the store {holding}, which only ingest and the analyses write; write it elsewhere"
+
+
 def _written_paths(path: Path) -> list[Path]:
     """Where writing ``path`` may land: the path as given, and with links followed (in its
     folders, which a partial file beside it is written through, and in itself, which a folder
@@ -539,4 +548,5 @@ def in_transaction(function: Function) -> Function:
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "is_store", "open_store", "store_holding"]
+__all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "is_store", "open_store", "store_holding",
+           "store_holding_problem"]

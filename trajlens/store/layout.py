@@ -43,6 +43,8 @@ from trajlens.schema import SCHEMAS, TABLES, conform
 # with a letter or digit (so never '.', '..', empty, or a hidden name).
 MAX_RUN_ID_LENGTH = 128
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (MAX_RUN_ID_LENGTH - 1))
+RUN_ID_RULE = f"1-{MAX_RUN_ID_LENGTH} letters, digits, '.', '_' or '-', starting with a letter or digit"
+"""What :data:`RUN_ID_PATTERN` takes, in words: what an error says it expected."""
 
 STEP_PARTITIONED: tuple[str, ...] = ("trajectories", "tool_calls", "tokens")
 # Level 9: the shipped samples are read far more often than written; writing stays fast.

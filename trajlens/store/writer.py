@@ -34,7 +34,7 @@ from trajlens.rows import RunData
 from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_files, rebuild_database
 from trajlens.store.integrity import DamagedStoreError, checksum_file, hash_run, size_problem
 from trajlens.store.layout import (
-    MAX_RUN_ID_LENGTH, PACK_BYTES, RUN_ID_PATTERN, RunDirWriter, read_parquet_file, table_files,
+    MAX_RUN_ID_LENGTH, PACK_BYTES, RUN_ID_PATTERN, RUN_ID_RULE, RunDirWriter, read_parquet_file, table_files,
 )
 from trajlens.store.publish import LOCK_FILE, Publisher, StoreLock, describe_os_error, recover
 
@@ -52,8 +52,7 @@ def slug(text: str) -> str:
 
 def check_run_id(run_id: object, source: str) -> str:
     if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
-        raise InputError(source, field="run_id", expected=f"1-{MAX_RUN_ID_LENGTH} letters, digits, '.', '_' or '-', "
-                         "starting with a letter or digit", found=repr(run_id))
+        raise InputError(source, field="run_id", expected=RUN_ID_RULE, found=repr(run_id))
     return run_id
 
 
