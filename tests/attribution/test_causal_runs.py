@@ -159,7 +159,7 @@ def test_cli_attribute_and_its_errors(store, tmp_path):
     assert "## Attribution: causal-r6-whitened" in done.stdout and (tmp_path / "a.md").exists()
     for args, message in (
         (("--run", "nope"), "run 'nope' is not in the store"),
-        (("--run", "causal-r6", "-e", "x=gaee"), "unknown estimator 'gaee'"),
+        (("--run", "causal-r6", "-e", "x=gaee"), "estimator must be one of 'gae', 'reinforce'"),
         (("--run", "causal-r6", "--option", "whiten=false"), "--option needs an --estimator"),
         (("--run", "causal-r6", "--k", "90"), "lag k=90: run 'causal-r6' has 90 training steps, "
                                                "so no step has one k steps after it to relate its credit to (k at most 89)"),

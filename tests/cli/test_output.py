@@ -69,6 +69,7 @@ def test_a_bad_out_is_one_line_and_writes_nothing(store, tmp_path, capsys, args,
     assert status == 1
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --out ") and message in lines[0], err
+    assert lines[0].count("--out ") == 1, "one problem, said once"
     assert not out.is_file() and not (tmp_path / "missing").exists()
 
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trajlens.errors import ConfigError
-from trajlens.estimators.registry import ESTIMATOR_REGISTRY
+from trajlens.estimators import EstimatorInputError
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, estimator_spec
 from trajlens.estimators.spec import EstimatorChoice, label_problem
 from trajlens.estimators.trained import TrainedWith
 
@@ -93,8 +94,6 @@ def own_recomputation(trained: TrainedWith, recomputations: tuple[EstimatorChoic
 
 def parse_recomputations(pairs: list[str], options: dict[str, dict[str, Any]]) -> tuple[EstimatorChoice, ...]:
     """``LABEL=NAME`` pairs with their options (``{label: {name: value}}``) as recomputations."""
-    from trajlens.estimators import ESTIMATORS
-
     problems, out = [], []
     for pair in pairs:
         label, sep, name = pair.partition("=")
@@ -103,8 +102,10 @@ def parse_recomputations(pairs: list[str], options: dict[str, dict[str, Any]]) -
         if (problem := label_problem(label)) is not None:
             problems.append(f"--estimator {pair!r}: the label: {problem}")
             continue
-        if name not in ESTIMATORS:
-            problems.append(f"--estimator {pair!r}: unknown estimator {name!r} (known: {', '.join(ESTIMATORS)})")
+        try:
+            estimator_spec(name)
+        except EstimatorInputError as unknown:
+            problems.append(f"--estimator {pair!r}: {unknown}")
             continue
         given = dict(options.get(label, {}))
         problems += [f"--option for {label!r}: {problem}" for problem in ESTIMATOR_REGISTRY[name].option_problems(given)]

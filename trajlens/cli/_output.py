@@ -93,16 +93,18 @@ def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag
     if (refused := standard_output_problem(path, flag, "a file")) is not None:
         return [refused]
     problems = source_problems(path, store, flag=flag)
+    ending = f" ending in {', '.join(suffixes)}" if suffixes else ""
     try:
         if path.is_dir():
-            problems.append(f"{flag} {path}: is a folder; expected a file name")
+            problems.append(f"{flag} {path}: is a folder; expected a file name{ending}")
+            return problems
         elif not path.parent.is_dir():
             what = "is a file, not a folder" if path.parent.exists() else "does not exist"
             problems.append(f"{flag} {path}: folder {path.parent} {what}")
     except OSError as error:
         problems.append(f"{flag} {path}: cannot write it ({_os_reason(error)})")
     if suffixes and path.suffix.lower() not in suffixes:
-        problems.append(f"{flag} {path}: expected a file ending in {', '.join(suffixes)}")
+        problems.append(f"{flag} {path}: expected a file{ending}")
     from trajlens.store.handle import store_holding_problem
 
     if (holding := store_holding_problem(path, f"{flag} {path}")) is not None:
