@@ -56,6 +56,8 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from _verdict import report_targets
+
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "sao-r7"
 ESTIMATORS = (
@@ -227,9 +229,7 @@ def main(argv: list[str] | None = None) -> int:
          "with the steps would double)", growth <= args.max_growth),
     ]
     print()
-    for text, ok in checks:
-        print(f"{'PASS' if ok else 'FAIL'}  {text}")
-    return 0 if all(ok for _, ok in checks) else 1
+    return report_targets(checks)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _load import condition  # noqa: E402
 from _memory import release_free_memory, status_bytes  # noqa: E402
+from _verdict import report_targets  # noqa: E402
 
 from trajlens.estimators import _scan, gae  # noqa: E402
 from trajlens.estimators.reference.verl import gae_loop  # noqa: E402
@@ -341,9 +342,7 @@ def main() -> int:
                     all(r <= MEMORY_FACTOR for r in ratios)))
     accuracy(batch, lengths[0], args.device)
     print()
-    for text, ok in results:
-        print(f"{'PASS' if ok else 'FAIL'}  {text}")
-    return 0 if all(ok for _, ok in results) else 1
+    return report_targets(results)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _load import condition  # noqa: E402
 from _memory import release_free_memory, status_bytes  # noqa: E402
+from _verdict import report_targets  # noqa: E402
 
 SPEEDUP = 1.5
 """trajlens must load at least this many times the baseline's tool calls per second."""
@@ -208,9 +209,7 @@ def main() -> int:
                         (f"{label}: trajlens extra memory <= {MEMORY_SHARE:g}x the baseline's", memory <= MEMORY_SHARE)]
     print("extra = peak RSS while loading - RSS with the loader's libraries imported (fresh process each)")
     print()
-    for text, ok in results:
-        print(f"{'PASS' if ok else 'FAIL'}  {text}")
-    return 0 if all(ok for _, ok in results) else 1
+    return report_targets(results)
 
 
 if __name__ == "__main__":

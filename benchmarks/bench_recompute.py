@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _load import condition  # noqa: E402
+from _verdict import report_targets  # noqa: E402
 
 GAE_SPEEDUP = 2.0
 REPORT_FACTOR = 3.0
@@ -237,9 +238,7 @@ def degenerate(work: Path, steps: int, loads: list[bool]) -> int:
              growth <= allowed),
         ]
     print()
-    for text, ok in results:
-        print(f"{'PASS' if ok else 'FAIL'}  {text}")
-    return 0 if all(ok for _, ok in results) else 1
+    return report_targets(results)
 
 
 def main() -> int:
@@ -308,9 +307,7 @@ def main() -> int:
                    per_million[kind][-1] <= LINEAR_FACTOR * per_million[kind][0]) for kind in ("gae", "report")),
             ]
     print()
-    for text, ok in results:
-        print(f"{'PASS' if ok else 'FAIL'}  {text}")
-    return 0 if all(ok for _, ok in results) else 1
+    return report_targets(results)
 
 
 if __name__ == "__main__":

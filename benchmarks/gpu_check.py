@@ -40,6 +40,7 @@ import types
 from pathlib import Path
 
 import torch
+from _verdict import report_targets
 
 ROOT = Path(__file__).resolve().parents[1]
 CLONE_FACTOR = 5.0
@@ -259,9 +260,7 @@ def main() -> int:
 
 def _report(results: list[tuple[str, bool]]) -> int:
     print()
-    for text, ok in results:
-        print(f"{'PASS' if ok else 'FAIL'}  {text}")
-    return 0 if all(ok for _, ok in results) else 1
+    return report_targets(results)
 
 
 if __name__ == "__main__":
