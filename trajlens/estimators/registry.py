@@ -137,6 +137,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
                      EstimatorChoice("gae_raw", "gae", {"whiten": False}, "GAE (gamma 1, lambda 1), not whitened")),
         declared_by=(_verl("gae", "gae_whitened"),
                      Declaration(((_ADV, "gae"), ("algorithm.whiten_advantages", "false")), "gae_raw")),
+        config_options=(("gamma", "algorithm.gamma"), ("lam", "algorithm.lam")),
     ),
     EstimatorSpec(
         name="reinforce",
@@ -270,6 +271,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
                      EstimatorChoice("verl_0.8_reinforce_pp", "reinforce_plus_plus", {"convention": "reset"},
                                      "verl <= 0.8 REINFORCE++ (return reset at every mask-0 token)", _VERL_08)),
         declared_by=(_verl("reinforce_plus_plus"),),
+        config_options=(("gamma", "algorithm.gamma"),),
     ),
     EstimatorSpec(
         name="reinforce_plus_plus_baseline",
@@ -389,6 +391,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         conventions=(EstimatorChoice("verl_gdpo", "gdpo_verl", {}, "verl GDPO (token whitening)", _ANY_VERL),),
         # verl ignores the flag here (see _NO_STD): still the std-dividing estimator
         declared_by=(_verl("gdpo", "gdpo_verl"), Declaration(((_ADV, "gdpo"), _NO_STD), "gdpo_verl")),
+        config_options=(("channels", "algorithm.gdpo_reward_keys"), ("weights", "algorithm.gdpo_reward_weights")),
     ),
     EstimatorSpec(
         name="gdpo_trl",
@@ -407,6 +410,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
         # TRL's normalize_then_sum ignores scale_rewards: it outranks the scale_rewards declarations
         declared_by=(Declaration((("multi_objective_aggregation", "normalize_then_sum"),), "trl_gdpo", rank=2),
                      Declaration((("reward.aggregation", "normalize_then_sum"),), "gdpo_trl")),
+        config_options=(("weights", "reward_weights"),),
     ),
     EstimatorSpec(
         name="sum_then_normalize",
@@ -431,6 +435,7 @@ _SPECS: tuple[EstimatorSpec, ...] = (
                      EstimatorChoice("trl_1.5_grpo_group", "sum_then_normalize", {"convention": "trl-1.5"},
                                      "TRL <= 1.5 GRPO on the summed reward functions, scale_rewards=group", _TRL_15)),
         declared_by=(Declaration((("reward.aggregation", "sum_then_normalize"),), "sum_then_normalize"),),
+        config_options=(("weights", "reward_weights"),),
     ),
     EstimatorSpec(
         name="gdpo_dynamic",
@@ -682,6 +687,10 @@ def render_markdown() -> str:
         if spec.declared_by:
             lines.append("- declared by config: " + "; ".join(
                 " and ".join(f"`{k}={v}`" for k, v in d.when) + f" ({d.label})" for d in spec.declared_by))
+        if spec.config_options:
+            lines.append("- the run's own estimator takes from its config: " + ", ".join(
+                f"`{option}` = `{key}`" for option, key in spec.config_options)
+                + " (where that differs from the label's, under `LABEL@option=value,...`)")
         if spec.options:
             lines += ["", "| option | type | default | meaning |", "|---|---|---|---|"]
             lines += [f"| `{o.name}` | {o.type} | `{o.default!r}` | {o.doc}"

@@ -468,6 +468,10 @@ class EstimatorSpec:
     :func:`~trajlens.estimators.identify_advantages` tries)."""
     declared_by: tuple[Declaration, ...] = ()
     """Config values that say a run trained with it (read by :func:`~trajlens.estimators.trained_with`)."""
+    config_options: tuple[tuple[str, str], ...] = ()
+    """(option, dotted config key): where a trainer's config sets an option (verl's
+    ``algorithm.gamma``); :func:`~trajlens.estimators.trained_with` gives the run's own estimator
+    the value its config logged."""
 
     def __post_init__(self) -> None:
         for choice in (*self.report_variants, *self.conventions):
@@ -478,6 +482,10 @@ class EstimatorSpec:
             if declaration.label not in labels:
                 raise ValueError(f"estimator {self.name}: declaration {declaration.when} names no label "
                                  f"{declaration.label!r} (labels: {', '.join(sorted(labels))})")
+        known = {option.name for option in self.options}
+        for option, key in self.config_options:
+            if option not in known:
+                raise ValueError(f"estimator {self.name}: config key {key!r} sets no option {option!r}")
 
     def tensor_function(self) -> Callable[..., Any]:
         """The tensor function itself (imports torch)."""

@@ -24,7 +24,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY
-from trajlens.estimators.spec import CURRENT_RELEASES, Declaration, EstimatorChoice, EstimatorSpec, TrainerRelease, parse_trainer
+from trajlens.estimators.spec import (
+    CURRENT_RELEASES, Declaration, EstimatorChoice, EstimatorSpec, TrainerRelease, label_problem, parse_trainer,
+)
 
 if TYPE_CHECKING:
     from trajlens.estimators.identify import Identification
@@ -173,11 +175,46 @@ def trained_with(
                 options[CONVENTION] = convention.options[CONVENTION]
             choice = convention if relabel and options == dict(convention.options) else replace(choice, options=options)
             evidence += f", {RELEASE_KEY}={release}"
+        choice, logged_settings = _with_logged_options(choice, spec, parsed)
+        evidence += "".join(f", {key}={value}" for key, value in logged_settings)
         return TrainedWith(choice, "config", aggregation, logged, evidence,
                            stand_in=estimator_column if column and estimator_column else "")
     if identified is not None and identified.matched:
         return TrainedWith(identified.best.candidate, "identified", aggregation, logged, identified.verdict)
     return TrainedWith(None, "unknown", aggregation, logged)
+
+
+def _with_logged_options(choice: EstimatorChoice, spec: EstimatorSpec, config: Mapping[str, Any]
+                         ) -> tuple[EstimatorChoice, list[tuple[str, Any]]]:
+    """``choice`` with the options the run's config sets (the entry's ``config_options``: verl's
+    ``algorithm.gamma``, ``algorithm.gdpo_reward_keys``), and the (key, value) pairs that changed
+    it. A value of the wrong kind is left out, as an unknown key is. Settings that differ from
+    the choice's own give it a label of its own, ``LABEL@option=value,...``
+    (``gae_whitened@gamma=0.99,lam=0.95``): the report's ``gae_whitened`` stays gamma 1, lambda 1."""
+    settings = choice.settings()
+    changed: dict[str, Any] = {}
+    evidence: list[tuple[str, Any]] = []
+    for option, key in spec.config_options:
+        value = config_value(config, key)
+        if value is None or spec.option_problems({option: value}):
+            continue
+        if spec.settings({option: value})[option] != settings[option]:
+            changed[option] = value
+            evidence.append((key, value))
+    if not changed:
+        return choice, []
+    label = f"{choice.label}@" + ",".join(f"{option}={_setting_text(value)}" for option, value in changed.items())
+    if label_problem(label) is not None:  # a channel name with a blank, say
+        label = f"{choice.label}@config"
+    return replace(choice, label=label, options={**choice.options, **changed}, releases=()), evidence
+
+
+def _setting_text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "/".join(f"{name}={_setting_text(item)}" for name, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return "/".join(_setting_text(item) for item in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def config_at(config: Any, path: Sequence[str]) -> Any:

@@ -1,7 +1,8 @@
 """Which estimators the report recomputes on a stored run, and their per-step diagnostics.
 
-The report's choices are the registry's report variants (:data:`ESTIMATOR_CHOICES`); a run
-allows those whose inputs its data holds (:func:`trajlens.run.facts.stored_facts`, then the
+The report's choices are the registry's report variants (:data:`ESTIMATOR_CHOICES`), and the
+estimator a run's config says it trained with where none of them computes it (:func:`run_choices`:
+verl GAE at the run's own gamma and lambda); a run allows those whose inputs its data holds (:func:`trajlens.run.facts.stored_facts`, then the
 facts of its token arrays as they are read) and, for estimators reported only when declared,
 whose config names them. :func:`report_advantages` decides and computes in one read of the run.
 """
@@ -28,6 +29,18 @@ def _report_choices() -> tuple[EstimatorChoice, ...]:
 
 ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = _report_choices()
 """Every recomputation the report can make, read from the estimator registry's report variants."""
+
+
+def run_choices(config: Any, estimator_column: str | None = None) -> tuple[EstimatorChoice, ...]:
+    """The recomputations the report can make on a run: :data:`ESTIMATOR_CHOICES`, and the
+    estimator the run's config says it trained with where none of them computes it under a label
+    of its own (verl's GAE at the run's gamma and lambda: ``gae_whitened@gamma=0.99,lam=0.95``)."""
+    from trajlens.estimators.trained import trained_with
+
+    own = trained_with(config, estimator_column).choice
+    if own is None or own.among(ESTIMATOR_CHOICES) is not None or own.label in {c.label for c in ESTIMATOR_CHOICES}:
+        return ESTIMATOR_CHOICES
+    return (*ESTIMATOR_CHOICES, own)
 
 
 class ReportAdvantages(NamedTuple):
@@ -82,7 +95,8 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
     # what the token arrays hold is known once they are read; before, the most their footers allow
     stored = stored_facts(RunReader.of(store, run_id), trajectories, declared.config, estimator_column=declared.estimator)
     possible = stored.possible()
-    candidates = [c for c in ESTIMATOR_CHOICES if c.in_report(possible)]
+    reportable = run_choices(*declared)
+    candidates = [c for c in reportable if c.in_report(possible)]
     feeds = tuple(logged) if compute and stored.logged else ()
     result = advantage_pass(store, run_id, candidates if compute else [], trajectories=trajectories,
                             token_columns=FACT_TOKEN_COLUMNS, extremes=extremes and compute, feeds=feeds)
@@ -91,13 +105,18 @@ def report_advantages(store: Any, run_id: str, *, compute: bool = True,
     empty = _no_model_tokens(result.token_arrays, result.with_model_tokens, result.empty_arrays)
     if empty:
         choices = [c for c in choices if c.needs not in ("values", "channels_with_lengths")]
-    notes = tuple(dict.fromkeys(note for c in ESTIMATOR_CHOICES
+    notes = tuple(dict.fromkeys(note for c in reportable
                                 if (note := estimator_spec(c.estimator).channel_gap_note(possible))))
     if not compute:
         return ReportAdvantages(choices, pl.DataFrame(), empty, notes)
-    for choice in choices:
+    for choice in list(choices):
         if choice.label in result.errors:
-            raise result.errors[choice.label]
+            if choice in ESTIMATOR_CHOICES:
+                raise result.errors[choice.label]
+            # the run's own settings, read from its config, that its data does not fit (a channel it lacks)
+            choices.remove(choice)
+            notes += (f"{choice.label} (the run's own estimator, as its config sets it): not recomputed "
+                      f"({result.errors[choice.label]})",)
     labels = [c.label for c in choices]
     diagnostics = result.diagnostics
     if diagnostics.height:
@@ -129,8 +148,9 @@ def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[Es
             _ALLOWED.clear()  # one run's answer kept: a comparison asks for both its sides
             _ALLOWED[key] = choices
         return list(_ALLOWED[key])
-    facts = run_facts(frames.trajectories, frames.tokens, *run_declared(store, run_id))
-    return [choice for choice in ESTIMATOR_CHOICES if choice.in_report(facts)]
+    declared = run_declared(store, run_id)
+    facts = run_facts(frames.trajectories, frames.tokens, *declared)
+    return [choice for choice in run_choices(*declared) if choice.in_report(facts)]
 
 
 def stored_lacks(store: Any, run_id: str, choice: EstimatorChoice) -> list[str]:
