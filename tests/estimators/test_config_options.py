@@ -9,18 +9,18 @@ import pytest
 import trajlens
 from trajlens.estimators import trained_with
 
-DISCOUNTED = "gae_raw@gamma=0.99,lam=0.95"
+DISCOUNTED = "gae_raw+gamma=0.99+lam=0.95"
 """sao-r6's estimator (verl GAE, not whitened) at the gamma and lambda its config is given below."""
 
 
 @pytest.mark.parametrize(("config", "label", "options"), [
-    ({"algorithm": {"adv_estimator": "gae", "gamma": 0.99, "lam": 0.95}}, "gae_whitened@gamma=0.99,lam=0.95",
+    ({"algorithm": {"adv_estimator": "gae", "gamma": 0.99, "lam": 0.95}}, "gae_whitened+gamma=0.99+lam=0.95",
      {"gamma": 0.99, "lam": 0.95, "whiten": True}),
     ({"algorithm": {"adv_estimator": "gae", "gamma": 1, "lam": 1.0}}, "gae_whitened", {"gamma": 1.0, "lam": 1.0, "whiten": True}),
-    ({"algorithm": {"adv_estimator": "reinforce_plus_plus", "gamma": 0.9}}, "reinforce_plus_plus@gamma=0.9", {"gamma": 0.9}),
+    ({"algorithm": {"adv_estimator": "reinforce_plus_plus", "gamma": 0.9}}, "reinforce_plus_plus+gamma=0.9", {"gamma": 0.9}),
     ({"algorithm": {"adv_estimator": "gdpo", "gdpo_reward_keys": ["acc", "format"], "gdpo_reward_weights": [2.0, 0.5]}},
-     "gdpo_verl@channels=acc/format,weights=2/0.5", {"channels": ["acc", "format"], "weights": [2.0, 0.5]}),
-    ({"multi_objective_aggregation": "normalize_then_sum", "reward_weights": [1.0, 0.2]}, "trl_gdpo@weights=1/0.2",
+     'gdpo_verl+channels=["acc","format"]+weights=[2.0,0.5]', {"channels": ["acc", "format"], "weights": [2.0, 0.5]}),
+    ({"multi_objective_aggregation": "normalize_then_sum", "reward_weights": [1.0, 0.2]}, "trl_gdpo+weights=[1.0,0.2]",
      {"weights": [1.0, 0.2]}),
     # a value of the wrong kind is not the run's setting
     ({"algorithm": {"adv_estimator": "gae", "gamma": "high"}}, "gae_whitened", {"gamma": 1.0, "lam": 1.0, "whiten": True}),

@@ -690,7 +690,7 @@ def render_markdown() -> str:
         if spec.config_options:
             lines.append("- the run's own estimator takes from its config: " + ", ".join(
                 f"`{option}` = `{key}`" for option, key in spec.config_options)
-                + " (where that differs from the label's, under `LABEL@option=value,...`)")
+                + " (where that differs from the label's, under `LABEL+option=value`)")
         if spec.options:
             lines += ["", "| option | type | default | meaning |", "|---|---|---|---|"]
             lines += [f"| `{o.name}` | {o.type} | `{o.default!r}` | {o.doc}"

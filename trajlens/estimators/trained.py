@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY
 from trajlens.estimators.spec import (
     CURRENT_RELEASES, Declaration, EstimatorChoice, EstimatorSpec, TrainerRelease, label_problem, parse_trainer,
+    recomputation_label,
 )
 
 if TYPE_CHECKING:
@@ -189,8 +190,9 @@ def _with_logged_options(choice: EstimatorChoice, spec: EstimatorSpec, config: M
     """``choice`` with the options the run's config sets (the entry's ``config_options``: verl's
     ``algorithm.gamma``, ``algorithm.gdpo_reward_keys``), and the (key, value) pairs that changed
     it. A value of the wrong kind is left out, as an unknown key is. Settings that differ from
-    the choice's own give it a label of its own, ``LABEL@option=value,...``
-    (``gae_whitened@gamma=0.99,lam=0.95``): the report's ``gae_whitened`` stays gamma 1, lambda 1."""
+    the choice's own give it a label of its own, spelled as every recomputation's options are
+    (:func:`~trajlens.estimators.spec.recomputation_label`: ``gae_raw+gamma=0.99+lam=0.95``), so the
+    report's ``gae_raw`` stays gamma 1, lambda 1."""
     settings = choice.settings()
     changed: dict[str, Any] = {}
     evidence: list[tuple[str, Any]] = []
@@ -203,18 +205,10 @@ def _with_logged_options(choice: EstimatorChoice, spec: EstimatorSpec, config: M
             evidence.append((key, value))
     if not changed:
         return choice, []
-    label = f"{choice.label}@" + ",".join(f"{option}={_setting_text(value)}" for option, value in changed.items())
+    label = recomputation_label(choice.label, changed)
     if label_problem(label) is not None:  # a channel name with a blank, say
-        label = f"{choice.label}@config"
+        label = f"{choice.label}+config"
     return replace(choice, label=label, options={**choice.options, **changed}, releases=()), evidence
-
-
-def _setting_text(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return "/".join(f"{name}={_setting_text(item)}" for name, item in value.items())
-    if isinstance(value, (list, tuple)):
-        return "/".join(_setting_text(item) for item in value)
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def config_at(config: Any, path: Sequence[str]) -> Any:

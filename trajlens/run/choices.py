@@ -34,7 +34,7 @@ ESTIMATOR_CHOICES: tuple[EstimatorChoice, ...] = _report_choices()
 def run_choices(config: Any, estimator_column: str | None = None) -> tuple[EstimatorChoice, ...]:
     """The recomputations the report can make on a run: :data:`ESTIMATOR_CHOICES`, and the
     estimator the run's config says it trained with where none of them computes it under a label
-    of its own (verl's GAE at the run's gamma and lambda: ``gae_whitened@gamma=0.99,lam=0.95``)."""
+    of its own (verl's GAE at the run's gamma and lambda: ``gae_raw+gamma=0.99+lam=0.95``)."""
     from trajlens.estimators.trained import trained_with
 
     own = trained_with(config, estimator_column).choice
