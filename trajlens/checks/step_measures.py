@@ -69,7 +69,7 @@ MEAN_TRAJECTORY_MEASURES: tuple[str, ...] = AVERAGED_MEASURES
 DIAGNOSTIC_STATS: tuple[str, ...] = (
     "mean", "std", "skew", "kurtosis", "bimodality", "positive_share", "all_negative", "all_positive", "max_sigma",
 )
-"""Statistics of a step's advantage batch (see :func:`trajlens.run.advantages.batch_diagnostics`);
+"""Statistics of a step's advantage batch (see :func:`trajlens.run.choices.advantage_diagnostics`);
 ``max_sigma`` is the largest |A - mean| / std over the batch."""
 STAT_SUPPORT: dict[str, Bounds] = {
     "std": (0.0, None), "kurtosis": (-2.0, None), "bimodality": (0.0, 1.0), "positive_share": (0.0, 1.0),

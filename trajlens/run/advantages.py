@@ -2,8 +2,9 @@
 
 :func:`recompute_run` reads a run's trajectories (and token arrays, for the token-level
 estimators) from a store and returns what :func:`trajlens.estimators.adapters` gives;
-:func:`batch_diagnostics` summarises each step's batch the way the trainer saw it: over model
-tokens or over trajectories, as the estimator's registry entry says its loss sees them.
+:func:`diagnostics_of` summarises each step's batch the way the trainer saw it: over model
+tokens or over trajectories, as the estimator's registry entry says its loss sees them
+(:func:`batch_diagnostics` summarises a frame over whatever it is given).
 """
 
 from __future__ import annotations
