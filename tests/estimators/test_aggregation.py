@@ -22,7 +22,7 @@ MASK = torch.tensor([[True, False, False, False], [True, True, False, True]])
         ("seq-mean-token-mean", "verl", [1 / 2, 1 / 6], -1.0),  # 1 / (B L_i) = 1/(2*1), 1/(2*3)
         ("seq-mean-token-sum", "verl", [1 / 2, 1 / 2], 0.0),  # 1 / B
         ("seq-mean-token-sum-norm", "verl", [1 / 8, 1 / 8], 0.0),  # 1 / (B L_max), L_max = T = 4
-        ("seq-mean-token-sum-norm", "verl-pre-5417", [1 / 4, 1 / 4], 0.0),  # 1 / L_max
+        ("seq-mean-token-sum-norm", "verl-0.7.0", [1 / 4, 1 / 4], 0.0),  # 1 / L_max
         ("dr-grpo", "verl", [1 / 8, 1 / 8], 0.0),  # 1 / (B L_max)
         ("luspo", "verl", [1 / 2, 1 / 2], 0.0),  # L_i / B per sequence, 1 / B per token
     ],

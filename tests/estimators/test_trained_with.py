@@ -191,3 +191,18 @@ def test_an_estimator_named_by_the_runs_column_alone_is_said_to_be():
                                                            "runs.estimator=gae, algorithm.whiten_advantages=false")
     declared = trained_with({"algorithm": {"adv_estimator": "grpo"}}, "gae")
     assert (declared.label, declared.evidence) == ("grpo", "algorithm.adv_estimator=grpo")
+
+
+@pytest.mark.parametrize(("loss_mode", "trainer", "aggregation"), [
+    ("sapo", None, "seq-mean-token-mean"), ("sapo", "verl==0.8.0", "seq-mean-token-mean"),
+    ("gspo", "verl==0.9.0", "seq-mean-token-mean"), ("gspo", "verl==0.8.0", "seq-mean-token-mean"),
+    ("gspo", None, "token-sum"), ("gspo", "verl==0.9.1", "token-sum"), ("vanilla", "verl==0.8.0", "token-sum"),
+])
+def test_verl_policy_losses_that_ignore_loss_agg_mode_set_the_runs_aggregation(loss_mode, trainer, aggregation):
+    """verl's SAPO loss (0.8.0 to 0.9.1) and GSPO loss (to 0.9.0) aggregate seq-mean-token-mean
+    whatever ``loss_agg_mode`` says; 0.9.1's GSPO reads it."""
+    config = {"algorithm": {"adv_estimator": "grpo"},
+              "actor_rollout_ref": {"actor": {"loss_agg_mode": "token-sum", "policy_loss": {"loss_mode": loss_mode}}},
+              **({"trainer": trainer} if trainer else {})}
+    trained = trained_with(config)
+    assert (trained.aggregation, trained.aggregation_logged) == (aggregation, True)

@@ -7,7 +7,7 @@ verl's ``agg_loss``, plus TRL's ``dr-grpo`` and ``luspo``; L_i model tokens of t
 B trajectories, L_max a fixed length)::
 
     token-mean               w = m / sum(m)            every token equal (verl default, TRL "dapo")
-    token-sum                w = m                     verl (PR #7197): the plain sum, no normaliser
+    token-sum                w = m                     verl >= 0.9.0: the plain sum, no normaliser
     seq-mean-token-mean      w = m / (B * L_i)         GRPO as published (TRL "grpo"):
                                                        every trajectory equal, long ones diluted
     seq-mean-token-sum       w = m / B                 every token equal, per batch size
@@ -17,9 +17,9 @@ B trajectories, L_max a fixed length)::
                                                        loss times L_i, averaged over sequences
 
 Versions. verl's ``seq-mean-token-sum-norm`` divides the summed loss by the number of sequences
-and by ``loss_scale_factor`` (L_max by default) at verl 0.9.0
-(``verl/trainer/ppo/core_algos.py``, since verl PR #5417); before it divided by L_max only,
-``w = m / L_max``. ``convention="verl-pre-5417"`` gives that earlier weight; the default is the
+and by ``loss_scale_factor`` (L_max by default) from verl 0.7.1 to 0.9.1
+(``agg_loss`` in ``verl/trainer/ppo/core_algos.py``); verl 0.7.0 and earlier divided by L_max
+only, ``w = m / L_max``. ``convention="verl-0.7.0"`` gives that earlier weight; the default is the
 current one. TRL's ``luspo`` with sequence-level importance sampling (the setup it is meant
 for) multiplies each sequence's loss by its length L_i and averages over the B sequences, so a
 trajectory weighs L_i / B in total and each of its tokens 1 / B (as seq-mean-token-sum); older
@@ -48,7 +48,7 @@ from trajlens.estimators import _validate as check
 from trajlens.estimators.spec import AGGREGATION_MODES as AGGREGATION_MODES
 from trajlens.estimators.spec import AggregationMode as AggregationMode
 
-AGGREGATION_CONVENTIONS: tuple[str, ...] = ("verl", "verl-pre-5417")
+AGGREGATION_CONVENTIONS: tuple[str, ...] = ("verl", "verl-0.7.0")
 
 
 class AggregationWeights(NamedTuple):
@@ -78,7 +78,7 @@ def aggregation_weights(
     ``max_length`` is L_max of the fixed-length modes, ``T`` by default (verl uses the padded
     response length or ``loss_scale_factor``; TRL ``max_completion_length``). ``convention``
     matters for ``seq-mean-token-sum-norm`` only: ``"verl"`` (current, 1 / (B L_max)) or
-    ``"verl-pre-5417"`` (1 / L_max).
+    ``"verl-0.7.0"`` (1 / L_max, verl 0.7.0 and earlier).
 
     Reference: the normalisers of verl ``agg_loss`` (verl 0.9.0) and TRL
     ``GRPOTrainer`` loss types (see the module docstring); cross-GPU counts are not modelled.
@@ -101,7 +101,7 @@ def aggregation_weights(
         per_token = torch.ones_like(lengths)  # w = 1
     elif mode in ("seq-mean-token-sum", "luspo"):
         per_token = torch.full_like(lengths, 1.0 / batch)  # w = 1 / B (luspo: L_i / B per sequence)
-    elif mode == "seq-mean-token-sum-norm" and convention == "verl-pre-5417":
+    elif mode == "seq-mean-token-sum-norm" and convention == "verl-0.7.0":
         per_token = torch.full_like(lengths, 1.0 / fixed)  # w = 1 / L_max
     else:
         per_token = torch.full_like(lengths, 1.0 / (batch * fixed))  # w = 1 / (B L_max)

@@ -25,14 +25,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from trajlens.estimators.registry import ESTIMATOR_REGISTRY
 from trajlens.estimators.spec import (
-    CURRENT_RELEASES, Declaration, EstimatorChoice, EstimatorSpec, TrainerRelease, label_problem, parse_trainer,
+    CURRENT_RELEASES, Declaration, EstimatorChoice, EstimatorSpec, Releases, TrainerRelease, label_problem, parse_trainer,
     recomputation_label,
 )
 
 if TYPE_CHECKING:
     from trajlens.estimators.identify import Identification
 
-__all__ = ["AGGREGATION_KEYS", "DEFAULT_AGGREGATION", "ESTIMATOR_KEY", "TRAINER_SIGNS", "AggregationKey", "TrainedWith",
+__all__ = ["AGGREGATION_KEYS", "DEFAULT_AGGREGATION", "ESTIMATOR_KEY", "FORCED_AGGREGATIONS", "TRAINER_SIGNS", "AggregationKey",
+           "ForcedAggregation", "TrainedWith",
            "config_at", "config_value", "run_release", "trained_with"]
 
 Source = Literal["config", "identified", "unknown"]
@@ -68,6 +69,28 @@ AGGREGATION_KEYS: tuple[AggregationKey, ...] = (
 TRL's ``loss_type`` in the names of :data:`trajlens.estimators.AGGREGATION_MODES` (TRL 1.5.0 to
 1.16.0 ``GRPOTrainer._compute_loss``: ``grpo`` and ``sapo`` average each sequence's tokens then the
 sequences; ``bnpo``, ``dapo``, ``cispo`` and ``vespo`` average every token of the batch)."""
+
+
+@dataclass(frozen=True)
+class ForcedAggregation:
+    """A config value under which a trainer release aggregates the loss one way whatever its
+    aggregation key says."""
+
+    key: str
+    value: str
+    mode: str
+    releases: Releases
+
+
+POLICY_LOSS_KEY = "actor_rollout_ref.actor.policy_loss.loss_mode"
+
+FORCED_AGGREGATIONS: tuple[ForcedAggregation, ...] = (
+    ForcedAggregation(POLICY_LOSS_KEY, "sapo", "seq-mean-token-mean", Releases("verl")),
+    ForcedAggregation(POLICY_LOSS_KEY, "gspo", "seq-mean-token-mean", Releases("verl", last="0.9.0")),
+)
+"""verl's policy losses that ignore ``loss_agg_mode`` (``compute_policy_loss_sapo`` in verl 0.8.0
+to 0.9.1, ``compute_policy_loss_gspo`` up to 0.9.0; 0.9.1's GSPO reads ``loss_agg_mode``): the
+run's aggregation is theirs, under the release its config names (the current verl otherwise)."""
 
 
 TRAINER_SIGNS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -160,6 +183,9 @@ def trained_with(
     parsed = _as_mapping(config)
     aggregation, logged = _aggregation(parsed)
     found = _declared(parsed, estimator_column)
+    forced = _forced_aggregation(parsed)
+    if forced is not None:
+        aggregation, logged = forced.mode, True
     if found is not None:
         declaration, spec = found
         # where the config lacks the estimator's key, the runs table's column named it: say so
@@ -267,6 +293,14 @@ def _declarations(spec: EstimatorSpec) -> tuple[Declaration, ...]:
     if any(own in declaration.when for declaration in spec.declared_by):
         return spec.declared_by
     return (*spec.declared_by, Declaration((own,), spec.variants()[0].label, rank=0))
+
+
+def _forced_aggregation(config: Mapping[str, Any]) -> ForcedAggregation | None:
+    """The rule of :data:`FORCED_AGGREGATIONS` the config's policy loss falls under, at the verl
+    release it names (the current one when it names none); None when none does."""
+    release = _named_release(config) or parse_trainer(f"verl=={CURRENT_RELEASES['verl']}")
+    return next((rule for rule in FORCED_AGGREGATIONS
+                 if _text(config_value(config, rule.key)) == rule.value and rule.releases.holds(release)), None)
 
 
 def _aggregation(config: Mapping[str, Any]) -> tuple[str, bool]:
