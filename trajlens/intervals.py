@@ -32,8 +32,9 @@ with ``q = (p1 n1 + p2 n2) / (n1 + n2)``; for means ``z = (p2 - p1) / sqrt(var1 
 statistic). Its two-sided p-value (:func:`stage_p_value`) reads the statistic on Student's t
 with Welch-Satterthwaite's degrees of freedom ``(v1 + v2)^2 / (v1^2 / d1 + v2^2 / d2)``: for a
 mean, whose variances come from the sets' ``m`` units, ``d = m - 1``; for a proportion, ``v =
-1 / n_eff`` and ``d = m - 1`` where the design effect was estimated from the units (``n_eff`` below
-``N``), else ``n_eff - 1``. Two stages of a few trajectories each
+1 / n_eff`` and ``d = m - 1`` where the design effect was estimated from the units (``N`` draws
+from fewer units, calls from trajectories, as clustered inference counts its clusters), else
+``n_eff - 1``. Two stages of a few trajectories each
 (2 against 2) so get the wide p-value they warrant rather than the normal one; over hundreds of
 draws the two agree. The interval of a proportion's change is Newcombe's (:func:`newcombe`).
 
@@ -245,11 +246,12 @@ def _degrees_of_freedom(first: dict, second: dict, proportion: bool) -> float | 
 def _proportion_degrees_of_freedom(first: dict, second: dict) -> float:
     """Welch-Satterthwaite's degrees of freedom of a two-proportion statistic: a side's variance
     ``q (1 - q) / n_eff`` has ``units - 1`` of its own where its design effect was estimated from
-    its units (``n_eff`` below ``n``: calls clustered in trajectories), else ``n_eff - 1``."""
+    its units (calls drawn from fewer trajectories: six trajectories give 5 whatever their calls,
+    also where the estimate came out at 1), else ``n_eff - 1``."""
     parts = []
     for row in (first, second):
         n_effective, n, units = row["n_effective"], row.get("n"), row.get("units")
-        clustered = n is not None and units is not None and n_effective < n
+        clustered = n is not None and units is not None and units < n
         parts.append((1.0 / n_effective, (units - 1) if clustered else n_effective - 1))
     if any(own <= 0 for _, own in parts):
         return 0.0

@@ -85,7 +85,8 @@ def test_stage_change_two_proportion_z_by_hand():
     from trajlens.intervals import student_t_p_value
 
     # early: 80/100 trajectories ran the suite, late: 50/100; pooled p = 0.65,
-    # z = -0.3 / sqrt(0.65 * 0.35 * 0.02) = -4.447, on Student's t with 100 + 100 - 2 degrees of freedom
+    # z = -0.3 / sqrt(0.65 * 0.35 * 0.02) = -4.447, on Student's t with the degrees of freedom of
+    # the units the variance was estimated from: 10 steps a side, 9 + 9 (Welch-Satterthwaite, equal sides)
     rows = [(s, 8, 10) for s in range(1, 11)] + [(s, 5, 10) for s in range(11, 21)]
     series = _rates(rows)
     # one unit per step of 10 trajectories: the cluster variance of equal steps is 0, so n_eff = n
@@ -94,8 +95,8 @@ def test_stage_change_two_proportion_z_by_hand():
     outcome = evaluate(check, "r", series, True)
     assert outcome.fired_steps == tuple(range(11, 21))
     z = -0.3 / math.sqrt(0.65 * 0.35 * (1 / 100 + 1 / 100))
-    assert f"p = {student_t_p_value(z, 198):.2g}" in outcome.evidence.detail
-    assert student_t_p_value(z, 198) == pytest.approx(1.4e-5, abs=1e-6)  # the normal would say 8.7e-6
+    assert f"p = {student_t_p_value(z, 18):.2g}" in outcome.evidence.detail
+    assert student_t_p_value(z, 18) == pytest.approx(3.1e-4, abs=1e-5)  # 198 df would say 1.4e-5, the normal 8.7e-6
     rising = _check(measure="ran_suite", condition="stage_change", direction="increase", stages="early_late")
     assert evaluate(rising, "r", series, True).fired_steps == ()
     big = _check(measure="ran_suite", condition="stage_change", direction="decrease", stages="early_late",
