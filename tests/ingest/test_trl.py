@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -154,3 +155,29 @@ def test_verl_file_logger_lines_are_step_metrics(tmp_path):
 
 def test_prompts_differ():
     assert len(set(PROMPTS)) == 2
+
+
+def test_rewards_are_summed_in_float32_as_trl_sums_them_so_its_ties_break_as_trls_did(tmp_path):
+    """Channels 0.1 + 0.1 + 0.7 and 0.1 + 0.7 + 0.1 tie in decimals but not in float32: TRL's
+    rewards differ by one float32 step and its eps 1e-4 turns that into advantages near 6e-4. The
+    ingested reward is TRL's sum, so the run's own estimator (GRPO, TRL's scale_rewards=group)
+    gives them, as GRPO on the summed channels does."""
+    import torch
+
+    from trajlens.estimators import recompute
+
+    channels = [(0.1, 0.1, 0.7), (0.1, 0.7, 0.1)] * 2
+    completions = tmp_path / "run" / "completions"
+    completions.mkdir(parents=True)
+    rows = [{"step": "1", "prompt": PROMPTS[0], "completion": "done", "a": a, "b": b, "c": c, "advantage": 0.0}
+            for a, b, c in channels]
+    pq.write_table(pa.Table.from_pylist(rows), completions / "completions_00001.parquet")
+    trajectories = load(tmp_path / "run").trajectories
+    rewards = torch.tensor(channels, dtype=torch.float32).nansum(dim=1)  # TRL: rewards_per_func.nansum(dim=1)
+    assert trajectories.column("reward").to_pylist() == rewards.tolist()
+    expected = (rewards - rewards.mean()) / (rewards.std() + EPS)  # TRL's scale_rewards="group", in float32
+    frame = pl.from_arrow(trajectories)
+    own = recompute(frame, None, "grpo", convention="trl")["advantage"].to_list()
+    assert own == pytest.approx(expected.tolist(), abs=1e-9) and max(own) > 5e-4
+    summed = recompute(frame, None, "sum_then_normalize")["advantage"].to_list()
+    assert own == summed

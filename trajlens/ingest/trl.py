@@ -22,8 +22,11 @@ Mapping:
   step differ in size, ``num_generations`` cannot be recovered from the table (a prompt drawn
   twice, or a batch cut short); the run's problems say so for that step (a note: its rows are kept).
 * ``reward_channels``: one per reward-function column, NaN read as a missing value;
-  ``reward``: their sum over the channels present, as TRL sums them (``nansum``) with its
-  default unit ``reward_weights`` (the weights are not in the output folder).
+  ``reward``: their sum over the channels present, as TRL sums them: the float32 ``nansum`` of
+  :func:`trajlens.estimators._trl.trl_weighted_sum` (what ``sum_then_normalize`` sums too) with
+  TRL's default unit ``reward_weights`` (the weights are not in the output folder), so that two
+  completions whose rewards tie in decimals but not in float32 (0.1 + 0.1 + 0.7 against
+  0.1 + 0.7 + 0.1) get the advantages TRL gave them.
 * ``logged_advantage``: the ``advantage`` column.
 * tool calls and turns: read from the completion text like verl's dumps (Hermes
   ``<tool_call>`` blocks, :mod:`trajlens.ingest._chat_template`).
@@ -151,18 +154,24 @@ def _load_table(path: Path, builder: RunBuilder, strict: bool) -> None:
     split = "val" if path.parent.name == "eval" else "train"
     file_step = int(TABLE_NAME.fullmatch(path.name).group(1))  # type: ignore[union-attr]
     group_sizes: dict[int, Counter[str]] = {}
+    rows = []
     for index, row in enumerate(table.to_pylist()):
         read = Fields(path, index)
         try:
             trajectory, calls = _row(row, index, channels, split, read)
             if trajectory["step"] != file_step:  # a table moved or renamed: its rows would land on another step
                 raise read.error("step", f"{file_step} (the step in the file name)", str(trajectory["step"]))
-            builder.add_trajectory(trajectory, calls, where=f"{path}: record {index}")
-            group_sizes.setdefault(trajectory["step"], Counter())[trajectory["group_id"]] += 1
+            rows.append((index, trajectory, calls))
         except InputError as error:
             if strict:
                 raise
             builder.skip(error)
+    if len(channels) > 1:
+        for (_, trajectory, _), reward in zip(rows, _trl_rewards([t["reward_channels"] for _, t, _ in rows])):
+            trajectory["reward"] = reward
+    for index, trajectory, calls in rows:
+        builder.add_trajectory(trajectory, calls, where=f"{path}: record {index}")
+        group_sizes.setdefault(trajectory["step"], Counter())[trajectory["group_id"]] += 1
     for step, sizes in group_sizes.items():
         if len(set(sizes.values())) > 1:
             builder.note(InputError(str(path), f"groups of step {step} differ in size, so num_generations cannot be "
@@ -203,6 +212,22 @@ def _row(row: dict[str, Any], index: int, channels: list[str], split: str, read:
                        command=shell_command(call.tool_name, call.arguments_object), observation=call.observation,
                        format_error=call.format_error) for call in parsed.tool_calls]
     return trajectory, calls
+
+
+def _trl_rewards(channel_rows: list[list[dict[str, Any]]]) -> list[float | None]:
+    """Each row's reward as TRL sums its reward functions (float32 ``nansum``, unit weights); None
+    where no function scored the row (TRL's unscorable completion)."""
+    import torch
+
+    from trajlens.estimators._trl import trl_weighted_sum
+
+    if not channel_rows:
+        return []
+    nan = float("nan")
+    values = torch.tensor([[nan if c["value"] is None else c["value"] for c in row] for row in channel_rows],
+                          dtype=torch.float64)
+    summed = trl_weighted_sum(values, torch.ones(values.shape[1], dtype=torch.float32), "trl")
+    return [None if math.isnan(value) else value for value in summed.tolist()]
 
 
 def _tables(directory: Path) -> list[Path]:
