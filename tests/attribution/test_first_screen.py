@@ -90,3 +90,27 @@ def test_a_drift_the_run_s_advantages_caused_leads_their_sign_streaks(tmp_path):
     assert ("all_negative_streak", "fail") in [(name, status) for name, status, _ in report.failing]
     assert main_finding(report).startswith("estimator artefact: edit decayed")
     assert "by stage" not in main_finding(report)
+
+
+def test_report_attribute_gives_each_drift_its_verdict_and_says_why_a_run_has_none(samples_store_copy, tmp_path):
+    """``trajlens report --attribute`` attributes each run before reporting it: the first screen
+    says causal-grpo-length's longer responses are an aggregation artefact (its truth), where the
+    report alone shows only the length; agent logs no estimator can be recomputed on (terminal-bench
+    trials without groups or token arrays) say why they have no verdict."""
+    from pathlib import Path
+
+    from cli_run import run_cli
+
+    trials = Path(__file__).resolve().parents[1] / "data" / "terminal_bench"
+    assert run_cli("ingest", trials, "--store", samples_store_copy, "--run", "trials").returncode == 0
+    runs = ("--run", "causal-grpo-length", "--run", "trials")
+    plain = run_cli("report", samples_store_copy, "--out", tmp_path / "plain", "--viewers", "0", *runs)
+    assert plain.returncode == 0 and "aggregation artefact" not in plain.stdout
+    attributed = run_cli("report", samples_store_copy, "--out", tmp_path / "report", "--viewers", "0", "--attribute", *runs)
+    assert attributed.returncode == 0, attributed.stderr
+    overview = attributed.stdout.split("causal-grpo-length", 1)[1]
+    assert "main:   aggregation artefact: response length grew" in overview
+    readme = (tmp_path / "report" / "README.md").read_text()
+    assert "not attributed: run 'trials': no estimator can be recomputed (the run lacks what they need: " in readme
+    assert trajlens.open(samples_store_copy).sql(
+        "SELECT count(*) AS n FROM attribution_runs WHERE run_id = 'causal-grpo-length'")["n"][0] == 1

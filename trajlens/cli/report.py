@@ -49,6 +49,7 @@ def report(
     viewers: Annotated[int, typer.Option("--viewers", min=0, max=COUNT_MAX, help="Trajectory viewer pages per run.")] = 3,
     split: Annotated[Optional[str], typer.Option("--split", help="Trajectories of this split; a run without it is reported on the split it has, and when no run has it the command names their splits (default: train).")] = None,
     png: Annotated[bool, typer.Option("--png", help="Also write each figure as PNG, and show the PNGs in the Markdown (for a page that shows no SVG).")] = False,
+    attribute: Annotated[bool, typer.Option("--attribute", help="Attribute every run first, as trajlens attribute does (its tables saved in the store), so each drift on the first screen says whether it is learning or an estimator artefact; about one more read of each run.")] = False,
 ) -> None:
     """Classify, report every stage (N=80), recompute advantages and plot, for every run of a store.
 
@@ -64,6 +65,8 @@ def report(
     one of them (a stage_report.md of your own in a run's folder) fails, leaving OUT as it was.
 
     Example: trajlens report store --out out/report --compare sao-r6,sao-r7
+
+    Example: trajlens report store --out out/report --attribute
     """
     import trajlens
     from trajlens.report import report_store
@@ -83,7 +86,7 @@ def report(
     with folder_output(output, listed=True, unlisted_ours=report_front_files(output)) as partial, \
             progress_bar("reporting", total=len(runs)) as tick:
         written = report_store(handle, partial, n=n, seed=seed, run_ids=runs, comparisons=pairs,
-                               viewers_per_run=viewers, progress=tick, split=split, png=png)
+                               viewers_per_run=viewers, progress=tick, split=split, png=png, attribute=attribute)
     from trajlens.report.overview import overview_text
 
     typer.echo(overview_text(written))

@@ -151,8 +151,14 @@ def report_store(
     progress: Callable[[str], None] | None = None,
     split: str = TRAIN_SPLIT,
     png: bool = False,
+    attribute: bool = False,
 ) -> list[RunReport]:
     """Write reports for every run (or ``run_ids``) under ``out``; returns what was written.
+
+    With ``attribute``, each run is first attributed as ``trajlens attribute`` attributes it
+    (:func:`trajlens.attribution.attribute` on the report's stages, its tables saved in the store),
+    so that every drift on the first screen carries its verdict (learning, an estimator artefact or
+    unexplained); a run that cannot be attributed says why among its findings.
 
     Per run: ``RUN/stage_report.md`` with its figures as SVG files beside it (with ``png``, also
     as PNG, which the Markdown then shows: for a page that shows no SVG), and viewer pages of a few
@@ -171,13 +177,26 @@ def report_store(
     reports = []
     for run_id in chosen:
         # the measures `trajlens classify` saved, else classified and saved now
-        report = _report_run(store, run_id, run_measures(store, run_id), out / run_id, n=n, seed=seed, stages=stages,
-                             viewers_per_run=viewers_per_run, split=split, png=png)
+        measures = run_measures(store, run_id)
+        unattributed = _attribute(store, run_id, stages) if attribute else None
+        report = _report_run(store, run_id, measures, out / run_id, n=n, seed=seed, stages=stages,
+                             viewers_per_run=viewers_per_run, split=split, png=png, unattributed=unattributed)
         reports.append(report)
         tick(run_id)
     _write_index(out, reports)
     write_index(store, out, reports, comparisons or [], stages=stages)
     return reports
+
+
+def _attribute(store: Any, run_id: str, stages: Any) -> str | None:
+    """Attribute ``run_id`` and save it, as ``trajlens attribute`` does; why it could not be, or None."""
+    from trajlens.attribution import attribute
+
+    try:
+        attribute(store, run_id, stages=stages)
+    except ConfigError as error:
+        return "; ".join(error.problems)
+    return None
 
 
 def _check_report_arguments(store: Any, out: Path, *, n: Any, seed: Any, stages: Any,
@@ -208,7 +227,8 @@ def _check_report_arguments(store: Any, out: Path, *, n: Any, seed: Any, stages:
 
 
 def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path, *, n: int, seed: int,
-                stages: Any, viewers_per_run: int, split: str = TRAIN_SPLIT, png: bool = False) -> RunReport:
+                stages: Any, viewers_per_run: int, split: str = TRAIN_SPLIT, png: bool = False,
+                unattributed: str | None = None) -> RunReport:
     from trajlens.classify import stage_report
     from trajlens.run.partitions import scan_run_table
     from trajlens.run.advantages import save_advantage_batches
@@ -282,6 +302,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     # a run not attributed yet still shows each class drift that attribution would judge
     verdicts = attribution_findings(store, run_id) or drift_findings(measures, _staged(measures, stages), run_id)
     report.findings += with_verdicts(stage_findings(stage.rates, stage.measures) + channels, verdicts)
+    if unattributed is not None:
+        report.findings.append(Finding(f"not attributed: {unattributed}", "attribution_unavailable", None, RECOMPUTED))
     report.findings += dead_group_finding(parts.summary)
     if single_step:
         report.findings += outcome_finding(parts.summary)

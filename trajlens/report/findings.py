@@ -43,6 +43,7 @@ IMPORTANCE: dict[str, int] = {
     "attribution_artefact": 85,
     "attribution_learning": 45,
     "attribution_unexplained": 22,
+    "attribution_unavailable": 10,
     "estimator_inputs": 15,
     "split": 50,
     "single_step": 5,
