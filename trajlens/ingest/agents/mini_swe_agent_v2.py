@@ -5,7 +5,9 @@ The agent calls tools the OpenAI way: assistant messages carry ``tool_calls`` to
 message (``tool_call_id``, ``content`` with ``<returncode>``/``<output>``, and
 ``extra.returncode``). The episode ends with a ``role: "exit"`` message holding the exit
 status and the submission; the submit call itself gets no tool message, so its observation
-is the exit message's content. Reasoner models add ``reasoning_content``.
+is the exit message's content. Reasoner models add ``reasoning_content``. Call ids may repeat
+from turn to turn, so a tool message answers the nearest call of its id before it
+(:mod:`~trajlens.ingest.agents._pairing`).
 
 Each assistant message is one turn; each of its tool calls is one row. A call is a format
 error when its arguments are not a JSON object, or when the harness answered the message
@@ -26,6 +28,7 @@ from typing import Any, Iterator
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT32
 from trajlens.ingest.agents import _mini_swe_agent as mini
+from trajlens.ingest.agents._pairing import ResultPairing
 from trajlens.ingest.agents._common import (
     TOOL_CALL,
     Fields,
@@ -66,11 +69,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     file = str(path)
     data, messages = mini.load_document(path, TRAJECTORY_FORMAT)
     read = Fields(file)
-    results = {}
-    for index, message in enumerate(messages):
-        call_id = read.at(f"message {index}").identifier(message, "tool_call_id")
-        if message["role"] == "tool" and call_id:
-            results[call_id] = message
+    results = _pair_results(messages, read)
     calls: list[dict[str, Any]] = []
     turn = -1
     for index, message in enumerate(messages):
@@ -88,7 +87,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
             ))
             continue
         for position, tool_call in enumerate(tool_calls):
-            calls.append(_call(tool_call, turn, results, following, rejected,
+            calls.append(_call(tool_call, turn, results.of((index, position)), following, rejected,
                                read.at(f"message {index}, call {position}")))
             calls[-1]["assistant_text"] = text if position == 0 else None
     row = mini.trajectory_row(data, path, messages, num_turns=turn + 1)
@@ -103,12 +102,27 @@ def turn_text(message: dict[str, Any]) -> str | None:
     return text or None
 
 
-def _call(tool_call: Any, turn: int, results: dict[Any, dict[str, Any]], following: dict[str, Any] | None,
+def _pair_results(messages: list[dict[str, Any]], read: Fields) -> ResultPairing:
+    """Each ``tool`` message paired with the call it answers: the nearest call of its
+    ``tool_call_id`` before it (ids such as ``call_0`` may repeat from turn to turn)."""
+    pairing = ResultPairing(read.file)
+    for index, message in enumerate(messages):
+        at = read.at(f"message {index}")
+        if message["role"] == "assistant":
+            for position, tool_call in enumerate(at.items(message, "tool_calls") or []):
+                call_id = read.at(f"message {index}, call {position}").identifier(tool_call, "id")
+                pairing.call(call_id or None, (index, position), f"message {index}")
+        call_id = at.identifier(message, "tool_call_id")
+        if message["role"] == "tool":
+            pairing.result(call_id or None, message, f"message {index}", "tool_call_id")
+    return pairing
+
+
+def _call(tool_call: Any, turn: int, result: dict[str, Any] | None, following: dict[str, Any] | None,
           rejected: bool, read: Fields) -> dict[str, Any]:
     function = read.mapping(tool_call, "function", required=True)
     name = read.text(function, "name", required=True, name="function.name")
     arguments, arguments_json = decode_arguments(function.get("arguments"), read.file, read.record)
-    result = results.get(read.identifier(tool_call, "id"))
     return_code = None
     if result is not None:
         observation = message_text(result.get("content"))

@@ -10,7 +10,9 @@ Accepted layouts:
 A message is ``{"role", "content", ...}``; assistant messages may carry ``tool_calls``
 (``{"id", "function": {"name", "arguments"}}``, arguments a JSON string or an object) or the
 older single ``function_call``. Tool results are ``role: "tool"`` messages answering a
-``tool_call_id`` (``role: "function"`` results are matched in order). A result's
+``tool_call_id`` (``role: "function"`` results, and tool results without one, are matched in
+order); ids may repeat from turn to turn, so a result answers the nearest call of its id
+before it (:mod:`~trajlens.ingest.agents._pairing`). A result's
 ``return_code`` or ``exit_code`` key, when an integer, is the return code.
 
 Trajectory ids: a file holding one conversation is one trajectory named by its relative path
@@ -68,6 +70,7 @@ from trajlens.ingest.agents._common import (
     type_name,
     with_texts,
 )
+from trajlens.ingest.agents._pairing import ResultPairing
 from trajlens.rows import RunData
 
 FORMAT = "openai-chat"
@@ -241,7 +244,7 @@ def conversation(record: dict[str, Any], context: FileContext, default_id: str, 
     for index, message in enumerate(messages):
         _check_message(message, where, f"message {index}")
 
-    results = {m.get("tool_call_id"): m for m in messages if m["role"] == "tool" and m.get("tool_call_id")}
+    results = _pair_results(messages, where)
     function_results = iter([m for m in messages if m["role"] == "function"])
     unmatched_tool_results = iter([m for m in messages if m["role"] == "tool" and not m.get("tool_call_id")])
     calls: list[dict[str, Any]] = []
@@ -258,7 +261,7 @@ def conversation(record: dict[str, Any], context: FileContext, default_id: str, 
             call = read.at(f"message {index}, call {position}")
             function = call.mapping(tool_call, "function", required=True)
             call_id = call.identifier(tool_call, "id")
-            result = results.get(call_id) if call_id else next(unmatched_tool_results, None)
+            result = results.of((index, position)) if call_id else next(unmatched_tool_results, None)
             calls.append(_call(function, result, turn, call))
         legacy = read.mapping(message, "function_call")
         if legacy is not None:
@@ -290,6 +293,21 @@ def conversation(record: dict[str, Any], context: FileContext, default_id: str, 
         row["source"] = f"{context.source}:{default_id.rsplit(':', 1)[1]}"
     with_texts(calls, row, messages)
     return Record(row, calls, where=where, model=read.text(record, "model"))
+
+
+def _pair_results(messages: list[dict[str, Any]], where: str) -> ResultPairing:
+    """Each ``tool`` message with a ``tool_call_id`` paired with the call it answers: the
+    nearest call of that id before it (ids such as ``call_0`` may repeat from turn to turn)."""
+    pairing = ResultPairing(where)
+    for index, message in enumerate(messages):
+        if message["role"] == "assistant":
+            read = Fields(where, f"message {index}")
+            for position, tool_call in enumerate(read.items(message, "tool_calls") or []):
+                call_id = read.at(f"message {index}, call {position}").identifier(tool_call, "id")
+                pairing.call(call_id or None, (index, position), f"message {index}")
+        elif message["role"] == "tool":
+            pairing.result(message.get("tool_call_id") or None, message, f"message {index}", "tool_call_id")
+    return pairing
 
 
 def _call(function: dict[str, Any], result: dict[str, Any] | None, turn: int, read: Fields) -> dict[str, Any]:

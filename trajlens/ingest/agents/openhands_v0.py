@@ -5,7 +5,10 @@ is either an action (``action``: ``run``, ``edit``, ``read``, ``think``, ``finis
 ``message`` ...; its inputs under ``args``) or an observation (``observation``; ``cause`` is
 the id of the action it answers, ``content`` its text, ``extras.metadata.exit_code`` the exit
 code of a command). Actions issued through function calling carry ``tool_call_metadata``:
-the function name, the tool call id and the raw ``model_response`` with its ``usage``.
+the function name, the tool call id and the raw ``model_response`` with its ``usage``. An
+observation answers the nearest action before it with the id its ``cause`` names, so a stream
+that repeats an id never gives one action's output to another
+(:mod:`~trajlens.ingest.agents._pairing`).
 
 Tool calls are the agent's actions other than messages and state changes. Names:
 ``run`` is ``bash`` (its ``args.command`` is the command), ``think`` is ``think``, ``finish``
@@ -49,6 +52,7 @@ from trajlens.ingest.agents._common import (
     strip_suffix,
     type_name,
 )
+from trajlens.ingest.agents._pairing import ResultPairing
 from trajlens.rows import RunData
 
 FORMAT = "openhands-v0"
@@ -94,22 +98,22 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     if not isinstance(events, list):
         raise InputError(file, expected="a JSON list of OpenHands events", found=type_name(events))
     read = Fields(file)
-    answers: dict[Any, dict[str, Any]] = {}
+    answers = ResultPairing(file)
     for index, event in enumerate(events):
         at = read.at(f"event {index}")
         if not isinstance(event, dict):
             raise at.error(None, "an event object", type_name(event))
         if "action" not in event and "observation" not in event:
             raise at.error("action", "an action or observation event", "neither key")
-        at.identifier(event, "id", required=True)
+        event_id = at.identifier(event, "id", required=True)
         at.text(event, "action" if "action" in event else "observation", required=True)
         at.text(event, "source")
         for key in ("args", "extras", "tool_call_metadata"):
             at.mapping(event, key)
         if "observation" in event:
-            cause = at.identifier(event, "cause")
-            if cause is not None:
-                answers[cause] = event
+            answers.result(at.identifier(event, "cause"), event, f"event {index}", "cause")
+        else:
+            answers.call(event_id, index, f"event {index}")
 
     calls: list[dict[str, Any]] = []
     tally = TokenTally()
@@ -130,7 +134,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         response = at.mapping(metadata, "model_response", name="tool_call_metadata.model_response") or {}
         if action_type in NON_TOOL_ACTIONS and action_type != "message" and not metadata:
             continue
-        response_id = at.text(response, "id", name="model_response.id") or f"event {event['id']}"
+        response_id = at.text(response, "id", name="model_response.id") or f"event {index}"
         first_of_turn = response_id not in turn_of_response
         if first_of_turn:
             turn += 1
@@ -142,7 +146,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
             continue
         finished = finished or action_type == "finish"
         replies = []
-        call = _call(event, action_type, metadata, response, answers.get(event["id"]), turn_of_response[response_id], at)
+        call = _call(event, action_type, metadata, response, answers.of(index), turn_of_response[response_id], at)
         calls.append(call | {"assistant_text": _turn_text(event, response, at) if first_of_turn else None})
     row = TRAJECTORY(
         task_id=strip_suffix(path.name),

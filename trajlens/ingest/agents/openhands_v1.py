@@ -7,7 +7,9 @@
   ``FileEditorAction``, ``ThinkAction``, ``FinishAction``, ``Browser*Action`` ...),
   ``tool_name``, ``tool_call`` (with the model's ``arguments`` string), ``llm_response_id``;
 * ``ObservationEvent``: ``observation`` (``output``/``content``/``message``, ``error``,
-  ``metadata.exit_code`` for commands) and ``action_id`` naming the action it answers;
+  ``metadata.exit_code`` for commands) and ``action_id`` naming the action it answers (the
+  nearest action of that id before it, :mod:`~trajlens.ingest.agents._pairing`); an error
+  event answers the action of its ``tool_call_id`` the same way (the first, when several do);
 * ``MessageEvent``: a chat message (``llm_message``) from the user or the agent.
 
 One export writes ``action``/``observation`` as Python ``repr`` strings instead of objects.
@@ -56,6 +58,7 @@ from trajlens.ingest.agents._common import (
     read_json,
     type_name,
 )
+from trajlens.ingest.agents._pairing import ResultPairing
 from trajlens.rows import RunData
 
 FORMAT = "openhands-v1"
@@ -121,18 +124,22 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         raise InputError(file, expected="a list of events or an object with 'history'", found=type_name(data))
     _check_events(events, read)
 
-    answers: dict[Any, dict[str, Any]] = {}
+    observations = ResultPairing(file)
+    errors = ResultPairing(file, first_result_wins=True)
     for index, event in enumerate(events):
         at = read.at(f"event {index}")
         action_id = at.identifier(event, "action_id")
         tool_call_id = at.identifier(event, "tool_call_id")
-        at.identifier(event, "id")
+        event_id = at.identifier(event, "id")
         at.identifier(event, "llm_response_id")
         at.text(event, "source")
-        if event["kind"] == "ObservationEvent" and action_id is not None:
-            answers[action_id] = event
-        elif event["kind"].endswith("ErrorEvent") and tool_call_id is not None:
-            answers.setdefault(tool_call_id, event)
+        if event["kind"] == "ActionEvent":
+            observations.call(event_id, index, f"event {index}")
+            errors.call(tool_call_id, index, f"event {index}")
+        elif event["kind"] == "ObservationEvent":
+            observations.result(action_id, event, f"event {index}", "action_id")
+        elif event["kind"].endswith("ErrorEvent"):
+            errors.result(tool_call_id, event, f"event {index}", "tool_call_id")
 
     calls: list[dict[str, Any]] = []
     turn_of_response: dict[str, int] = {}
@@ -150,7 +157,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
             if first_of_turn:
                 turn += 1
                 turn_of_response[key] = turn
-            answer = answers.get(event.get("id")) or answers.get(event.get("tool_call_id"))
+            answer = observations.of(index) or errors.of(index)
             call = _call(event, answer, turn_of_response[key], read.at(f"event {index}"))
             calls.append(call | {"assistant_text": _turn_text(event) if first_of_turn else None})
             replies = []
