@@ -57,6 +57,26 @@ def test_a_broken_batch_is_named(tmp_path, data, message):
     assert load(tmp_path / "run", strict=False).trajectories.num_rows == 4
 
 
+def with_step_1(tmp_path, examples):
+    """A copy of the run whose step 1 batch holds ``examples`` (prime-rl's array form)."""
+    import msgpack
+
+    shutil.copytree(RUN, tmp_path / "run")
+    batch = msgpack.packb([examples, 1.0])
+    (tmp_path / "run" / "rollouts" / "step_1" / "rollouts.bin").write_bytes(batch)
+    return tmp_path / "run"
+
+
+@pytest.mark.parametrize("mask, found", [([1, 5], "found 5"), ([True, "no"], "found 'no'")])
+def test_a_completion_mask_entry_that_is_no_flag_is_named(tmp_path, mask, found):
+    run = with_step_1(tmp_path, [[[1, 2], [1, 1], [10, 11], mask, [-0.5, -0.5], 1.0]])
+    with pytest.raises(InputError) as caught:
+        load(run)
+    message = str(caught.value)
+    assert "step_1" in message and "record example 0: field 'completion_mask[1]'" in message
+    assert f"expected true, false, 0 or 1, {found}" in message and "\n" not in message
+
+
 def test_prime_rl_batches_ingest_report_and_check(tmp_path):
     # its batches log advantages but no reward: no estimator has anything to recompute them from
     store, _ = through_every_surface(DATA, tmp_path, nothing_to_check=True)

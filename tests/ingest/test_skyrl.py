@@ -63,7 +63,8 @@ def test_a_generator_output_gives_token_arrays_grouped_by_instance():
 
 @pytest.mark.parametrize("change, field", [
     (lambda o: o["loss_masks"].pop(), "loss_masks"),
-    (lambda o: o["loss_masks"][0].__setitem__(0, 2), "loss_masks"),
+    (lambda o: o["loss_masks"][0].__setitem__(0, 2), "loss_masks[0][0]"),
+    (lambda o: o["loss_masks"][1].__setitem__(2, "no"), "loss_masks[1][2]"),
     (lambda o: o["trajectory_ids"].__setitem__(1, "q1_1"), "trajectory_ids"),
     (lambda o: o["rewards"][0].__setitem__(0, "high"), "rewards"),
 ])

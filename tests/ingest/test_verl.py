@@ -155,6 +155,18 @@ def test_model_tokens_count_the_logged_response_mask(tmp_path):
     assert row[:4] == ["3", "4", "0.417", "0.687"], done.stdout
 
 
+def test_a_response_mask_logged_without_advantages_counts_the_model_tokens(tmp_path):
+    """The mask alone sets model_tokens (no token row: there is nothing else to hold); 0/1 as
+    numbers and booleans read alike."""
+    dump = write(tmp_path / "rollout" / "3.jsonl",
+                 record(response_mask=[1, 1, 0]),
+                 record(response_mask=[True, 0.0, 1.0]),
+                 record(advantages=[0.5, 0.5], response_mask=[False, 1]))
+    run = load_verl([dump])
+    assert run.trajectories.column("model_tokens").to_pylist() == [2, 2, 1]
+    assert [(t["trajectory_id"], t["response_mask"]) for t in run.tokens.to_pylist()] == [("3-2", [False, True])]
+
+
 def test_groups_follow_the_prompt(tmp_path):
     other = PROMPT.replace("a.txt", "b.txt")
     path = write(tmp_path / "3.jsonl", record(), record(score=0.0), record(input=other), record(input=other, score=0.0))
@@ -224,6 +236,9 @@ BAD_LINES = [
     (record().replace('"score": 1.0', '"score": NaN'), "score", "expected a finite number, found nan"),
     (record().replace('"score": 1.0', '"score": Infinity'), "score", "found inf"),
     (record().replace('"score": 1.0', '"score": 1.0, "acc": -Infinity'), "acc", "found -inf"),
+    (record(advantages=[0.1, 0.1], response_mask=["no", "no"]), "response_mask[0]",
+     "expected true, false, 0 or 1, found 'no'"),
+    (record(response_mask=[1, 5]), "response_mask[1]", "expected true, false, 0 or 1, found 5"),
 ]
 
 

@@ -119,6 +119,23 @@ class Fields:
             raise self.error(name or key, "a list", type_name(value))
         return value
 
+    def mask(self, obj: Any, key: str, *, required: bool = False, name: str | None = None) -> list[bool] | None:
+        """A list of flags (a response or loss mask): each item true or false, or a number equal
+        to 0 or 1. Anything else (``"no"``, ``5``) is an error naming the item, since reading it
+        as a truth value would count a token as trained on a guess."""
+        values = self.items(obj, key, required=required, name=name)
+        if values is None:
+            return None
+        flags = []
+        for position, value in enumerate(values):
+            if isinstance(value, bool):
+                flags.append(value)
+            elif isinstance(value, (int, float)) and value in (0, 1):
+                flags.append(value == 1)
+            else:
+                raise self.error(f"{name or key}[{position}]", "true, false, 0 or 1", _found(value))
+        return flags
+
     def identifier(self, obj: Any, key: str, *, required: bool = False, name: str | None = None) -> Hashable | None:
         """An id that links records (a tool-call id, an event id, an observation's cause):
         a string or an integer, never a list or object."""

@@ -16,7 +16,8 @@ Mapping: each example is a trajectory ``<step>/<index>`` at the folder's step; e
 same prompt token ids at a step form a group (the batch keeps no example id), named
 ``<step>:p<k>`` by first appearance, with task ``p<k>`` by the prompt's first appearance in the
 run. The token arrays are the prompt (untrained) then the completion: ``completion_mask`` as
-the response mask, ``completion_logprobs`` as log-probs, and the example's ``advantage`` as
+the response mask (each entry a boolean or 0/1; anything else is an error naming it),
+``completion_logprobs`` as log-probs, and the example's ``advantage`` as
 ``logged_advantage`` and on every trained token as ``logged_advantages`` (the trainer's loss
 applies it so). The batch keeps no reward, text or tool calls; ``model_tokens`` counts the
 trained tokens and the batch's ``temperature`` is the run's config (its first step's).
@@ -119,7 +120,7 @@ def batch_rows(batch: Any, step: int, prompts: dict[tuple[int, ...], str], where
                            "completion_logprobs, advantage]", type_name(example))
         prompt = _ints(example[0], "prompt_ids", at)
         completion = _ints(example[2], "completion_ids", at)
-        mask = _ints(example[3], "completion_mask", at)
+        mask = at.mask({"completion_mask": example[3]}, "completion_mask", required=True)
         logprobs = example[4]
         if len(mask) != len(completion):
             raise at.error("completion_mask", f"{len(completion)} entries (one per completion id)", str(len(mask)))
@@ -131,7 +132,7 @@ def batch_rows(batch: Any, step: int, prompts: dict[tuple[int, ...], str], where
         key = tuple(prompt)
         task = prompts.setdefault(key, f"p{len(prompts)}")
         group = groups.setdefault(key, f"{step}:{task}")
-        trained = [bool(m) for m in mask]
+        trained = mask
         row = TRAJECTORY(trajectory_id=f"{step}/{index}", step=step, task_id=task, group_id=group, num_turns=1,
                          model_tokens=sum(trained), logged_advantage=advantage)
         tokens = TOKENS(

@@ -127,9 +127,8 @@ def generator_rollouts(output: dict[str, Any], read: Fields, label: str, step: i
         at = read.at(f"{read.record}, rollout {index}" if read.record else f"rollout {index}")
         if not isinstance(response, list):
             raise at.error("response_ids", "a list of token ids", type_name(response))
-        mask = columns["loss_masks"][index]
-        if not isinstance(mask, list) or any(m not in (0, 1) for m in mask):
-            raise at.error("loss_masks", "a list of 0 and 1", type_name(mask) if not isinstance(mask, list) else "other values")
+        mask = at.mask({"loss_masks": columns["loss_masks"][index]}, "loss_masks", required=True,
+                       name=f"loss_masks[{index}]")
         reward = columns["rewards"][index]
         token_rewards = None
         if isinstance(reward, list):
@@ -148,7 +147,7 @@ def generator_rollouts(output: dict[str, Any], read: Fields, label: str, step: i
             reward=reward, exit_status=stop if isinstance(stop, str) else None, num_turns=1,
             model_tokens=sum(mask),
         )
-        tokens = TOKENS(response_mask=[bool(m) for m in mask], token_rewards=token_rewards, log_probs=log_probs)
+        tokens = TOKENS(response_mask=mask, token_rewards=token_rewards, log_probs=log_probs)
         yield trajectory, tokens
 
 

@@ -30,7 +30,9 @@ Mapping to the trajectories table:
 * ``num_turns`` and tool calls: parsed from ``output``. Shell tools
   (:data:`~trajlens.ingest.tools.SHELL_TOOLS`) get ``command`` from ``arguments["command"]`` or
   ``arguments["cmd"]``. Reasoning tokens and exit status are not in the dump and stay null;
-  ``model_tokens`` is the count of the logged ``response_mask`` (below) where there is one, else null.
+  ``model_tokens`` counts the model tokens of the logged ``response_mask`` (below) where there
+  is one, with or without advantages beside it; of logged ``advantages`` without a mask, every
+  token; else it is null. Each mask item is a boolean or 0/1; any other value is an error.
 
 Logged advantages. verl's own dump (``RayPPOTrainer._log_rollout_data`` and
 ``_dump_generations`` in volcengine/verl, read at v0.5-v0.6 and main of late 2025) writes no
@@ -39,7 +41,8 @@ built on verl add them through ``reward_extra_info`` or a patched dump; trajlens
 when present: ``advantage`` (a number) as ``logged_advantage``, and ``advantages`` (a list of
 numbers, one per response token, with ``response_mask`` beside it when logged, else every
 token counted as a model token) as the token row's ``logged_advantages``. Neither is a reward
-channel.
+channel. A ``response_mask`` logged without advantages sets ``model_tokens`` only: no token
+row is written for it.
 """
 
 from __future__ import annotations
@@ -223,7 +226,10 @@ def _rollout(
     task_id = hashlib.sha1(record["input"].encode("utf-8")).hexdigest()[:TASK_ID_DIGITS]
     prefix = "val-" if split == "val" else ""
     parsed = parse_response(record["output"])
-    tokens = _advantages(record, read)
+    mask = read.mask(record, "response_mask")
+    tokens = _advantages(record, mask, read)
+    if tokens is not None:
+        mask = tokens["response_mask"]
     trajectory = TRAJECTORY(
         step=step,
         trajectory_id=f"{prefix}{step}-{line_index}",
@@ -236,22 +242,22 @@ def _rollout(
         num_turns=parsed.num_turns,
         source=f"{file}:{line_no}",
         logged_advantage=read.number(record, "advantage"),
-        model_tokens=None if tokens is None else sum(tokens["response_mask"]),
+        model_tokens=None if mask is None else sum(mask),
     )
     return _Rollout(trajectory, [_call_row(call) for call in parsed.tool_calls], tokens)
 
 
-def _advantages(record: dict[str, Any], read: Fields) -> dict[str, Any] | None:
-    """The token row of a record that logged per-token advantages, else None."""
+def _advantages(record: dict[str, Any], mask: list[bool] | None, read: Fields) -> dict[str, Any] | None:
+    """The token row of a record that logged per-token advantages (with its ``response_mask``,
+    read already, or every token a model token when none was logged), else None."""
     advantages = read.items(record, "advantages")
     if advantages is None:
         return None
-    mask = read.items(record, "response_mask")
     if mask is None:
         mask = [True] * len(advantages)
     elif len(mask) != len(advantages):
         raise read.error("response_mask", f"{len(advantages)} values (one per advantage)", f"{len(mask)}")
-    return {"response_mask": [bool(m) for m in mask], "logged_advantages": advantages}
+    return {"response_mask": mask, "logged_advantages": advantages}
 
 
 def _call_row(call: ParsedToolCall) -> dict[str, Any]:
