@@ -77,6 +77,13 @@ def test_a_completion_mask_entry_that_is_no_flag_is_named(tmp_path, mask, found)
     assert f"expected true, false, 0 or 1, {found}" in message and "\n" not in message
 
 
+def test_a_null_completion_logprob_stays_null(tmp_path):
+    run = with_step_1(tmp_path, [[[1, 2], [1, 1], [10, 11], [True, 1], [None, -0.5], 1.0]])
+    tokens = [t for t in load(run).tokens.to_pylist() if t["trajectory_id"] == "1/0"]
+    assert tokens[0]["response_mask"] == [False, False, True, True]
+    assert tokens[0]["log_probs"] == [0.0, 0.0, None, -0.5]
+
+
 def test_prime_rl_batches_ingest_report_and_check(tmp_path):
     # its batches log advantages but no reward: no estimator has anything to recompute them from
     store, _ = through_every_surface(DATA, tmp_path, nothing_to_check=True)

@@ -17,7 +17,8 @@ same prompt token ids at a step form a group (the batch keeps no example id), na
 ``<step>:p<k>`` by first appearance, with task ``p<k>`` by the prompt's first appearance in the
 run. The token arrays are the prompt (untrained) then the completion: ``completion_mask`` as
 the response mask (each entry a boolean or 0/1; anything else is an error naming it),
-``completion_logprobs`` as log-probs, and the example's ``advantage`` as
+``completion_logprobs`` as log-probs (a null entry stays null: not logged, never 0.0, which
+would claim probability 1), and the example's ``advantage`` as
 ``logged_advantage`` and on every trained token as ``logged_advantages`` (the trainer's loss
 applies it so). The batch keeps no reward, text or tool calls; ``model_tokens`` counts the
 trained tokens and the batch's ``temperature`` is the run's config (its first step's).
@@ -127,7 +128,8 @@ def batch_rows(batch: Any, step: int, prompts: dict[tuple[int, ...], str], where
         if not isinstance(logprobs, list) or len(logprobs) != len(completion):
             raise at.error("completion_logprobs", f"{len(completion)} numbers (one per completion id)",
                            str(len(logprobs)) if isinstance(logprobs, list) else type_name(logprobs))
-        numbers = [at.number({"completion_logprobs": v}, "completion_logprobs") or 0.0 for v in logprobs]
+        numbers = [at.number({"completion_logprobs": v}, "completion_logprobs", name=f"completion_logprobs[{position}]")
+                   for position, v in enumerate(logprobs)]
         advantage = at.number({"advantage": example[5]}, "advantage") if len(example) > 5 else None
         key = tuple(prompt)
         task = prompts.setdefault(key, f"p{len(prompts)}")
