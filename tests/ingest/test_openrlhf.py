@@ -40,6 +40,20 @@ def test_a_table_of_other_columns_is_not_taken_and_a_bad_row_is_named(tmp_path):
     assert formats.detect(path) is None
 
 
+def test_two_different_samples_of_one_step_are_named_not_one_kept(tmp_path):
+    path = tmp_path / "t.table.json"
+    path.write_text(json.dumps({"columns": ["global_step", "text", "reward"],
+                                "data": [[1, "x", 1.0], [1, "x", 1.0], [2, "z", 0.5], [1, "y", 0.0]]}))
+    with pytest.raises(InputError) as caught:
+        load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: record row 3: field 'global_step': expected one sample per step")
+    assert message.endswith("found step 1 unlike its sample at row 1")
+    run = load(path, strict=False)
+    assert run.trajectories.column("trajectory_id").to_pylist() == ["step2"]
+    assert [p.record for p in run.problems] == ["row 3"]
+
+
 def test_openrlhf_samples_ingest_classify_report_and_check(tmp_path):
     store, _ = through_every_surface(RUN, tmp_path, nothing_to_check=True)  # no tool calls, no scalars
     assert store.sql("SELECT count(*) AS n FROM trajectories")["n"].to_list() == [3]

@@ -11,8 +11,10 @@ and to TensorBoard as text. The wandb run keeps each logged table as
 
 Mapping: a row is a trajectory ``step<global_step>`` at that step, its own task and group (one
 sample per step), ``reward`` as logged, ``response_text`` the decoded text. Tables logged at
-several steps repeat earlier rows: a row is read once, from the last table holding it. The
-text keeps no tool-call structure, so there are no calls.
+several steps repeat earlier rows: a row is read once, from the last table holding it. Two
+rows of one step that differ in text or reward (two runs' tables mixed, or a damaged one) are
+the standard error naming the file, the row and the step (under lenient loading, the step is
+left out with that problem). The text keeps no tool-call structure, so there are no calls.
 """
 
 from __future__ import annotations
@@ -48,23 +50,42 @@ def load_openrlhf(paths: Sequence[Path | str] | Path | str, *, run_id: str | Non
     files = files_of(paths, detect)
     name = run_name(paths, files)
     builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=joined_source(files))
-    rows: dict[int, tuple[dict[str, Any], str]] = {}
+    rows: dict[int, tuple[dict[str, Any], str, str]] = {}
+    conflicts: dict[int, InputError] = {}
     for file in files:
         try:
-            for step, row in table_rows(file):
-                rows[step] = (row, str(file))
+            for step, record, row in table_rows(file):
+                held = rows.get(step)
+                if held is not None and _sample(held[0]) != _sample(row):
+                    first = held[2] if held[1] == str(file) else f"{Path(held[1]).name} {held[2]}"
+                    error = InputError(str(file), record=record, field="global_step",
+                                       expected="one sample per step (a table logged again repeats its rows unchanged)",
+                                       found=f"step {step} unlike its sample at {first}")
+                    if strict:
+                        raise error
+                    conflicts.setdefault(step, error)
+                rows[step] = (row, str(file), record)
         except InputError as error:
             if strict:
                 raise
             builder.skip(error)
+    for step, error in conflicts.items():  # which of the samples is the step's cannot be told
+        del rows[step]
+        builder.skip(error)
     for step in sorted(rows):
-        row, where = rows[step]
+        row, where, _ = rows[step]
         builder.add_trajectory(row, where=where)
     return builder.build()
 
 
+def _sample(row: dict[str, Any]) -> tuple[Any, ...]:
+    """What a logged sample says (not where it was read)."""
+    return row["reward"], row["response_text"]
+
+
 def table_rows(file: Path):
-    """``(global_step, trajectory row)`` for each row of one table file."""
+    """``(global_step, record, trajectory row)`` for each row of one table file; ``record``
+    names the row as errors do (``row 3``)."""
     table = read_json_file(file)
     read = Fields(file)
     if not isinstance(table, dict):
@@ -79,7 +100,7 @@ def table_rows(file: Path):
         row = dict(zip(COLUMNS, values))
         step = at.integer(row, "global_step", required=True, bounds=(0, INT64[1]))
         assert step is not None  # required
-        yield step, TRAJECTORY(trajectory_id=f"step{step}", step=step, task_id=f"step{step}",
+        yield step, f"row {index}", TRAJECTORY(trajectory_id=f"step{step}", step=step, task_id=f"step{step}",
                                reward=at.number(row, "reward"), response_text=at.text(row, "text"), num_turns=1,
                                source=f"{file}:row {index}")
 
