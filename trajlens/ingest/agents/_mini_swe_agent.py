@@ -11,7 +11,9 @@ folders above the trajectory (up to three levels):
 * ``logs/<instance_id>/report.json`` (also ``logs/run_evaluation/<run>/<model>/<instance_id>/
   report.json``), holding ``resolved`` either at the top or under the instance id;
 * a run summary ``<model>.<run>.json`` with ``resolved_ids``; an id listed among
-  ``unresolved_ids``, ``empty_patch_ids`` or ``error_ids`` counts as not resolved.
+  ``unresolved_ids``, ``empty_patch_ids`` or ``error_ids`` counts as not resolved. A file of
+  that name without ``resolved_ids``, or a name that holds no file (a dangling link, a
+  folder), is not a summary.
 
 ``resolved`` is ``None`` when neither mentions the task; the reward is 1.0 or 0.0 when the
 verdict is known and ``None`` otherwise.
@@ -179,7 +181,15 @@ def _summary_verdicts_cached(summary: str, mtime_ns: int) -> dict[str, bool]:
 
 
 def _summary_verdicts(summary: Path) -> dict[str, bool]:
-    return _summary_verdicts_cached(str(summary), summary.stat().st_mtime_ns)
+    """Verdicts of a file named like a run's summary; a name that holds no file (a dangling link,
+    a folder) is not a summary, and gives none."""
+    try:
+        if not summary.is_file():
+            return {}
+        mtime_ns = summary.stat().st_mtime_ns
+    except OSError:
+        return {}
+    return _summary_verdicts_cached(str(summary), mtime_ns)
 
 
 # -- folders of runs -----------------------------------------------------------------------
