@@ -44,7 +44,9 @@ def test_one_batch_file_loads_alone():
 
 
 @pytest.mark.parametrize("data, message", [
-    (b"\xc1", "not a msgpack training batch"),
+    (b"\xc1", "not a msgpack training batch, expected msgpack, found a byte that begins no msgpack value"),
+    (b"\x91" * 100_000, "found arrays or maps nested deeper than the decoder allows"),
+    (b"\x92\x01", "found Unpack failed: incomplete input"),
     (b"\x93\x91\x93\x90\x90\x90\x01\x02", "example 0"),  # an example of three fields
     (b"\x91\x01", "a TrainingBatch"),
 ])

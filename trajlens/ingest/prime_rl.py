@@ -33,6 +33,7 @@ from typing import Any, Sequence
 from trajlens.errors import InputError, MissingDependencyError
 from trajlens.ingest._fields import Fields, type_name
 from trajlens.ingest._probe import Probe, files_of
+from trajlens.ingest._unreadable import reason
 from trajlens.rows import TOKENS, TRAJECTORY, RunBuilder, RunData
 
 FORMAT = "prime-rl"
@@ -98,7 +99,18 @@ def _decode(file: Path) -> Any:
     try:
         return msgpack.unpackb(file.read_bytes(), raw=False, strict_map_key=False)
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as error:
-        raise InputError(str(file), "not a msgpack training batch", expected="msgpack", found=str(error)) from None
+        raise InputError(str(file), "not a msgpack training batch", expected="msgpack",
+                         found=_undecodable(error, msgpack)) from None
+
+
+def _undecodable(error: Exception, msgpack: Any) -> str:
+    """What the decoder found wrong, in words: its own message where it gives one (the
+    format and nesting errors give none)."""
+    if isinstance(error, msgpack.StackError):
+        return "arrays or maps nested deeper than the decoder allows"
+    if isinstance(error, msgpack.FormatError):
+        return "a byte that begins no msgpack value"
+    return reason(error)
 
 
 def _config(batch: Any) -> dict[str, Any]:
