@@ -301,3 +301,22 @@ def test_an_integer_too_large_for_int64_reaches_a_float_option_as_a_float(tiny):
     from trajlens.estimators import recompute
 
     assert recompute(tiny.trajectories, None, "grpo", epsilon=10**20)["advantage"].abs().max() < 1e-15
+
+
+@pytest.mark.parametrize(("position", "refused"), [(0, True), (1, False)])
+def test_a_log_prob_missing_on_a_model_token_is_refused_not_read_as_certainty(position, refused):
+    """prime-rl may log a null log-prob; read as 0 it would be probability 1. On a model token
+    the optimal token baseline refuses it, naming the trajectory and token; on an observation
+    token (position 1 of every response here) it is never read."""
+    from trajlens.estimators import EstimatorInputError, recompute
+
+    trajectories, tokens = full_frames()
+    first = tokens["log_probs"][0].to_list()
+    first[position] = None
+    tokens = tokens.with_columns(pl.Series("log_probs", [first, *tokens["log_probs"].to_list()[1:]], dtype=pl.List(pl.Float32)))
+    if refused:
+        with pytest.raises(EstimatorInputError, match=r"behaviour log-probs \(tokens column log_probs\) of trajectory "
+                                                      r"'1-a-0' has no value at token 0, a model token"):
+            recompute(trajectories, tokens, "optimal_token_baseline")
+    else:
+        assert recompute(trajectories, tokens, "optimal_token_baseline")["advantage"].is_finite().all()

@@ -340,7 +340,23 @@ def _token_array(fn: str, batch: pl.DataFrame, column: str, what: str, width: in
             f"{fn}: {estimator} needs {what} (tokens column {column}); trajectory {row['trajectory_id'][0]!r} has none")
     padded, found = _padded(batch[column], np.float32, 0.0, width)
     _same_lengths(fn, batch["trajectory_id"], column, lengths, found, np.ones(batch.height, dtype=bool))
+    _no_gap_on_model_tokens(fn, batch, column, what)
     return torch.from_numpy(padded)
+
+
+def _no_gap_on_model_tokens(fn: str, batch: pl.DataFrame, column: str, what: str) -> None:
+    """A one-line error where an item of ``column`` is null on a model token (a log-prob the log
+    did not hold); a null on an observation or prompt token is never read, and stays allowed."""
+    if not batch[column].explode().null_count():
+        return
+    items = batch.select("trajectory_id", pl.col(column).list.eval(pl.element().is_null()).alias("__null"),
+                         "response_mask").explode("__null", "response_mask")
+    gap = items.with_row_index("__at").filter(pl.col("__null") & pl.col("response_mask")).head(1)
+    if gap.height:
+        trajectory = gap["trajectory_id"][0]
+        position = gap["__at"][0] - items.with_row_index("__at").filter(pl.col("trajectory_id") == trajectory)["__at"][0]
+        raise check.EstimatorInputError(f"{fn}: {what} (tokens column {column}) of trajectory {trajectory!r} has no value "
+                                        f"at token {position}, a model token")
 
 
 def _same_lengths(fn: str, ids: pl.Series, name: str, lengths: np.ndarray, other: np.ndarray, present: np.ndarray) -> None:
