@@ -26,9 +26,9 @@ Intervals (``z = 1.959964``, :data:`Z95`):
   caller declares one (``support``): a mean of shares lies in [0, 1], a mean of counts at 0 or
   more, so its interval does too.
 
-The change from one set to another (:func:`stage_z`): for proportions the two-proportion z test
-with pooled variance on the effective sizes, ``z = (p2 - p1) / sqrt(q (1 - q) (1 / n1 + 1 / n2))``
-with ``q = (p1 n1 + p2 n2) / (n1 + n2)``; for means ``z = (p2 - p1) / sqrt(var1 + var2)`` (Welch's
+The change from one set to another (:func:`stage_z`): for proportions the two-proportion
+statistic with pooled variance on the effective sizes, ``t = (p2 - p1) / sqrt(q (1 - q) (1 / n1 + 1 / n2))``
+with ``q = (p1 n1 + p2 n2) / (n1 + n2)``; for means ``t = (p2 - p1) / sqrt(var1 + var2)`` (Welch's
 statistic). Its two-sided p-value (:func:`stage_p_value`) reads the statistic on Student's t
 with Welch-Satterthwaite's degrees of freedom ``(v1 + v2)^2 / (v1^2 / d1 + v2^2 / d2)``: for a
 mean, whose variances come from the sets' ``m`` units, ``d = m - 1``; for a proportion, ``v =
@@ -36,7 +36,8 @@ mean, whose variances come from the sets' ``m`` units, ``d = m - 1``; for a prop
 from fewer units, calls from trajectories, as clustered inference counts its clusters), else
 ``n_eff - 1``. Two stages of a few trajectories each
 (2 against 2) so get the wide p-value they warrant rather than the normal one; over hundreds of
-draws the two agree. The interval of a proportion's change is Newcombe's (:func:`newcombe`).
+draws the two agree. So the tests are t tests, :data:`PROPORTION_TEST` and :data:`MEAN_TEST` by
+name. The interval of a proportion's change is Newcombe's (:func:`newcombe`).
 
 The checks, the stage report, the report's overview and run summary, comparisons and drift
 attribution all compute their estimates here, so one fact has one value and one interval on
@@ -54,6 +55,12 @@ import polars as pl
 
 Z95 = 1.959963984540054
 """Two-sided 95% standard-normal quantile: the 0.975 quantile of N(0, 1)."""
+
+PROPORTION_TEST = "two-proportion t"
+"""The name of :func:`stage_p_value`'s test of a proportion, wherever a report names it: the
+two-proportion statistic is read on Student's t, not on the normal, so it is no z test."""
+MEAN_TEST = "Welch t"
+"""The name of :func:`stage_p_value`'s test of a mean: Welch's statistic on Student's t."""
 
 Bounds = tuple[float | None, float | None]
 Support = Callable[[str], "Bounds | None"]
@@ -165,8 +172,9 @@ def pooled_rows(stats: pl.DataFrame, proportions: Collection[str], support: Supp
 
 
 def stage_z(first: dict, second: dict, proportion: bool) -> float | None:
-    """z statistic of the change from one :func:`pooled` row to another: for a proportion, a
-    two-proportion test on each side's effective count (its calls or trajectories shrunk by
+    """Statistic of the change from one :func:`pooled` row to another, which
+    :func:`stage_p_value` reads on Student's t: for a proportion, a two-proportion statistic on
+    each side's effective count (its calls or trajectories shrunk by
     how much they cluster in units); else the difference over the root of the summed
     variances. None when it cannot be told."""
     if first["value"] is None or second["value"] is None:

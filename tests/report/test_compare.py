@@ -247,3 +247,21 @@ def test_the_words_tell_no_measure_on_which_the_sides_are_equal(sample_store):
     equal = table.with_columns(pl.lit(0.0).alias("difference"), pl.lit(0.0).alias("effect_size"))
     assert describe(equal) == []
     assert len(describe(table)) == 3
+
+
+def test_the_notes_name_the_t_tests_the_p_values_come_from(sample_store):
+    """The stage test reads its statistic on Student's t (``intervals.stage_p_value``): the stage
+    report and the comparison's note name the t tests the comparison's own test column names,
+    and no z test."""
+    import trajlens
+    from trajlens.report.compare_page import comparison_section
+
+    table = compare(sample_store, "sao-r6:Q1", "sao-r6:Q4")
+    names = set(table["test"].unique())
+    assert names == {"two-proportion t", "Welch t"}
+    note = comparison_section("c", table, []).lower()
+    assert all(f"{name.lower()} test" in note for name in names) and "z test" not in note
+    stage = trajlens.stage_report(sample_store, run_id="sao-r6").to_markdown()
+    changes = stage[stage.index("## First stage to last"):]
+    assert "Two-proportion t test on the" in changes and "z test" not in changes
+    assert "| change (sample) | t | p |" in changes

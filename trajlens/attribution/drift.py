@@ -1,7 +1,7 @@
 """Drift attribution: which behaviour grew or decayed, from when, and which estimator's credit predicts it.
 
 For each class whose share of calls changes significantly from the first stage to the last
-(the checks' ``share:<class>`` stage test, the trajectories as units: a two-proportion z
+(the checks' ``share:<class>`` stage test, the trajectories as units: a two-proportion t
 on the calls each stage's spread between trajectories is worth, read on Student's t, p < ``alpha``; and an absolute
 change of at least ``min_change``):
 

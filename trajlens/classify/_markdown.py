@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from trajlens.intervals import PROPORTION_TEST
 from trajlens.markdown import markdown_table
 
 if TYPE_CHECKING:
@@ -61,8 +62,9 @@ def render(report: "StageReport") -> str:
             "",
             "## First stage to last",
             "",
-            "Two-proportion z test on the samples (p-values not adjusted for the number of metrics); "
-            "Cohen's h: 0.2 small, 0.5 medium, 0.8 large.",
+            f"{PROPORTION_TEST.capitalize()} test on the samples (the change over its "
+            "standard error, read on Student's t with Welch-Satterthwaite degrees of freedom; p-values not adjusted "
+            "for the number of metrics); Cohen's h: 0.2 small, 0.5 medium, 0.8 large.",
             "",
         ]
         rows = [
@@ -73,5 +75,5 @@ def render(report: "StageReport") -> str:
              f"{100 * r['population_difference']:+.1f} pts" if r["population_difference"] is not None else "–"]
             for r in changes.iter_rows(named=True)
         ]
-        lines += markdown_table(["run", "metric", "stages", "change (sample)", "z", "p", "h", "change (population)"], rows)
+        lines += markdown_table(["run", "metric", "stages", "change (sample)", "t", "p", "h", "change (population)"], rows)
     return "\n".join(lines) + "\n"

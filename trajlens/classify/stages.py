@@ -189,7 +189,8 @@ class StageReport:
     same metric on the whole stage (``population_value``) beside it."""
     changes: pl.DataFrame
     """Proportion metrics compared between consecutive stages and first to last stage:
-    difference, two-proportion z and its p-value (on Student's t), Cohen's h, and the population difference."""
+    difference, two-proportion t statistic (column ``z``) and its p-value (on Student's t), Cohen's h,
+    and the population difference."""
     stages: pl.DataFrame
     """The stages: step range, trajectories in the population and in the sample."""
     sample: pl.DataFrame

@@ -28,7 +28,7 @@ def compare(
     """Compare every behaviour measure and advantage statistic present on both sides.
 
     Each row: the two values with 95% intervals, the difference B - A with its interval, a
-    two-proportion z (rates, shares) or Welch's statistic (means), read on Student's t as the
+    two-proportion t (rates, shares) or Welch's t (means), read on Student's t as the
     checks test stages, with its p-value adjusted over the table's behaviour rows or over its
     advantage rows (Benjamini-Hochberg, each family apart), and an effect size (Cohen's h or d), sorted by effect size.
 

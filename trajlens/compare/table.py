@@ -34,7 +34,8 @@ from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
 from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side
 from trajlens.errors import ConfigError
-from trajlens.intervals import Support, added, newcombe, pooled_rows, repeat_key, stage_p_value, stage_z
+from trajlens.intervals import (MEAN_TEST, PROPORTION_TEST, Support, added, newcombe, pooled_rows, repeat_key,
+                                stage_p_value, stage_z)
 
 SIGNIFICANCE = 0.05
 """False discovery rate at which a row's adjusted p-value is called significant."""
@@ -96,8 +97,8 @@ COMPARISON_COLUMNS: tuple[str, ...] = (
     "effect_size", "significant", "same_as", "phrase",
 )
 
-_TESTS = {"trajectory_rate": ("two-proportion t", "Cohen's h"), "call_share": ("two-proportion t", "Cohen's h"),
-          "mean": ("Welch t", "Cohen's d")}
+_TESTS = {"trajectory_rate": (PROPORTION_TEST, "Cohen's h"), "call_share": (PROPORTION_TEST, "Cohen's h"),
+          "mean": (MEAN_TEST, "Cohen's d")}
 """Each kind's test and effect size: the checks' stage test (:func:`trajlens.intervals.stage_p_value`),
 on effective sizes for proportions, and for means Welch's statistic ``(m2 - m1) / sqrt(var1 + var2)``,
 each read on Student's t."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from trajlens.compare import adjustment_note, describe, title
+from trajlens.intervals import MEAN_TEST, PROPORTION_TEST
 from trajlens.report import html
 from trajlens.markdown import markdown_table
 
@@ -34,6 +35,13 @@ def comparison_markdown(comparison: pl.DataFrame, top: int = 5) -> str:
              f"95% intervals; differences are B - A; {adjustment_note(comparison)}.", "",
              *markdown_table(header, rows)]
     return "\n".join(lines) + "\n"
+
+
+TESTS_NOTE = (f"{PROPORTION_TEST.capitalize()} test for rates and shares, {MEAN_TEST} test for means (each "
+              "statistic read on Student's t with Welch-Satterthwaite degrees of freedom), as trajlens check tests "
+              "stages.")
+"""What the comparison's p-values are, as the note under its sentences says it: by the names the
+comparison's ``test`` column gives them (:data:`trajlens.intervals.PROPORTION_TEST`, ``MEAN_TEST``)."""
 
 
 def comparison_section(anchor: str, comparison: pl.DataFrame, sentences: list[str], *, limit: int | None = None) -> str:
@@ -66,8 +74,7 @@ def comparison_section(anchor: str, comparison: pl.DataFrame, sentences: list[st
         f'<section id="{html.escape(anchor)}"><h3>A = {html.escape(a)}, B = {html.escape(b)}</h3>'
         f'<ul class="findings">{words}</ul>'
         f'<p class="note">95% intervals; n is the effective size the checks use (trajectories for rates, calls for '
-        f'call shares, each shrunk by how much they cluster; steps for advantage statistics). Two-proportion z test '
-        f'for rates and shares, a z test on the two standard errors for means, as trajlens check tests stages. '
+        f'call shares, each shrunk by how much they cluster; steps for advantage statistics). {TESTS_NOTE} '
         f'{html.escape(adjustment_note(comparison))}; highlighted rows have an adjusted p &lt; 0.05. '
         f"Sorted by effect size (Cohen's h for proportions, d for means).</p>"
         f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
