@@ -117,7 +117,22 @@ def test_titles_carry_the_real_n():
     assert "(N=6 trajectories with calls)" in plots.class_shares_per_trajectory(frame, "r").figure.axes[0].get_title()
     assert [axis.get_title() for axis in plots.distributions(frame, "r").figure.axes] == [
         "turns per trajectory (N=6)", "model tokens per trajectory (N=6)"]
-    assert plots.advantage_batches(diagnostics(), "r").figure.axes[0].get_title() == "r (3 steps, N=384 units)"
+    assert plots.advantage_batches(diagnostics(), "r").figure.axes[0].get_title() == "r (3 steps, N=192 units per estimator)"
+
+
+def test_the_advantage_title_counts_one_estimator_s_batches_in_what_it_counts():
+    """Two estimators of a run describe the same trajectories: the N is one estimator's, not the
+    sum of both; estimators that count different things (model tokens, trajectories) say each."""
+    tokens = {"gae_raw": "model tokens", "gae_whitened": "model tokens"}
+    title = plots.advantage_batches(diagnostics(), "r", tokens).figure.axes[0].get_title()
+    assert title == "r (3 steps, N=192 model tokens per estimator)"
+    outcome = diagnostics().filter(pl.col("estimator") == "gae_raw").with_columns(
+        pl.lit("grpo").alias("estimator"), pl.lit(4, pl.Int64).alias("count"))
+    mixed = pl.concat([diagnostics(), outcome])
+    title = plots.advantage_batches(mixed, "r", {**tokens, "grpo": "trajectories"}).figure.axes[0].get_title()
+    assert title.replace("\n", " ") == "r (3 steps, N=192 model tokens or 12 trajectories per estimator)"
+    alone = plots.advantage_batches(outcome, "r", {"grpo": "trajectories"}).figure.axes[0].get_title()
+    assert alone == "r (3 steps, N=12 trajectories)"
 
 
 def test_a_batch_mean_zero_by_construction_is_not_drawn():

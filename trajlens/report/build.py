@@ -323,7 +323,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         diagnostics = advantages.diagnostics
         parts.diagnostics = diagnostics
         save_advantage_batches(store, run_id, diagnostics, keep_other_labels=True)
-        charts["advantage_batches"] = plots.advantage_batches(diagnostics, f"{run_id}: recomputed advantages per batch")
+        charts["advantage_batches"] = plots.advantage_batches(diagnostics, f"{run_id}: recomputed advantages per batch",
+                                                              _counted_units(choices))
         sections.append(_advantage_markdown(diagnostics, choices, trained))
         own = trained.among(choices)
         report.findings += advantage_findings(diagnostics, None if own is None else own.label)
@@ -488,6 +489,14 @@ def _trained_sentence(trained: TrainedWith, choices: list[EstimatorChoice]) -> s
     aggregation = (f"loss aggregation {trained.aggregation}" if trained.aggregation_logged
                    else f"loss aggregation not logged, {trained.aggregation} (verl's default) taken")
     return f"The run trained with {name} ({how}; {aggregation})."
+
+
+def _counted_units(choices: list[EstimatorChoice]) -> dict[str, str]:
+    """What each estimator label's batch statistics count (``model tokens``, ``trajectories``), as
+    its registry entry says its loss sees the batch."""
+    from trajlens.estimators.registry import estimator_spec
+
+    return {choice.label: estimator_spec(choice.estimator).statistics.value for choice in choices}
 
 
 def _advantage_markdown(diagnostics: pl.DataFrame, choices: list[EstimatorChoice], trained: TrainedWith) -> str:

@@ -29,7 +29,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import polars as pl
 
@@ -492,9 +492,11 @@ ZERO_MEAN = 1e-6
 (group-normalised GRPO advantages, whitened ones): the mean panel is then left out, with a note."""
 
 
-def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
+def advantage_batches(diagnostics: pl.DataFrame, title: str, units: Mapping[str, str] | None = None) -> Chart:
     """Per-step advantage mean and std per estimator; all-negative batches marked. When every
-    batch mean is zero (:data:`ZERO_MEAN`), only the std is drawn and the title says why."""
+    batch mean is zero (:data:`ZERO_MEAN`), only the std is drawn and the title says why. The
+    title's N is what one estimator's batches describe (:func:`_described`), as ``units`` names
+    it per estimator label (``model tokens``, ``trajectories``: what its loss counts)."""
     zero_mean = diagnostics.height > 0 and float(diagnostics["mean"].abs().max()) <= ZERO_MEAN
     if zero_mean:
         figure, bottom = _figure(height=3.4)
@@ -542,9 +544,9 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
         if axis is not None and high - low < MIN_SPAN:
             centre = (high + low) / 2
             axis.set_ylim(centre - MIN_SPAN / 2, centre + MIN_SPAN / 2)
-    n = diagnostics["count"].sum() if "count" in diagnostics.columns else None
+    described = _described(diagnostics, units or {})
     pooled = f", pooled in {MAX_DRAWN_STEPS:,} bins" if bins is not None else ""
-    heading = f"{title} ({len(steps)} steps{pooled}" + (f", N={int(n):,} units)" if n else ")")
+    heading = f"{title} ({len(steps)} steps{pooled}" + (f", N={described})" if described else ")")
     if top is not None:
         top.axhline(0.0, color="black", linewidth=0.6)
         top.set(ylabel="batch mean advantage")
@@ -555,6 +557,20 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str) -> Chart:
     _integer_steps(bottom)
     first.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return chart
+
+
+def _described(diagnostics: pl.DataFrame, units: Mapping[str, str]) -> str | None:
+    """What each estimator's batches describe, summed over its steps: "613,137 model tokens" (of
+    one estimator, or "per estimator" of several), or "122,906 model tokens or 1,280 trajectories
+    per estimator" where estimators count different things. The estimators of a figure describe
+    the same trajectories, so their counts are not added up. None without counts."""
+    if "count" not in diagnostics.columns or diagnostics.is_empty():
+        return None
+    totals = diagnostics.group_by("estimator", maintain_order=True).agg(pl.col("count").sum())
+    said = dict.fromkeys(f"{int(n):,} {units.get(estimator, 'units')}" for estimator, n in totals.iter_rows() if n)
+    if not said:
+        return None
+    return " or ".join(said) + (" per estimator" if totals.height > 1 else "")
 
 
 def reward_and_length_by_step(trends: dict[str, Any], title: str) -> Chart:
