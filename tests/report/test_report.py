@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -45,6 +46,18 @@ def test_r6_report_finds_the_collapse_and_its_cause(reports):
     last = float(think.split("-> ")[1].split(" in ")[0])
     assert first < 0.1 and last > 0.4
     assert "all-negative batches at steps 119-121" in (out / "README.md").read_text()
+
+
+def test_the_think_drift_links_the_trajectory_that_shows_it(reports):
+    """The finding about think's share links to the trajectory with the highest think share, by
+    the metric it is about, however it is worded ("think grew ...")."""
+    out, _ = reports
+    page = (out / "index.html").read_text()
+    findings = page[page.index('id="sao-r6/findings"'):]
+    findings = findings[:findings.index("</ul>")]
+    think = next(item for item in findings.split("<li") if ">think grew 0.07 -&gt; 0.48" in item)
+    assert re.search(r'<a href="sao-r6/view/[^"]+\.html">a trajectory: highest think share in Q4</a>', think)
+    assert findings.count("a trajectory:") == 1
 
 
 def test_multireward_report_flags_the_saturated_channel(reports):

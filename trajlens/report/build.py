@@ -25,6 +25,7 @@ from trajlens.report.findings import (
     RECOMPUTED, Finding, advantage_findings, attribution_findings, dead_group_finding, drift_findings, outcome_finding,
     ranked, stage_findings, with_verdicts,
 )
+from trajlens.report.html_report import Exemplar
 from trajlens.report.overview import LENGTH_TRENDS, Trend, moved_share, overview_markdown, run_trends
 from trajlens.report.scalars import channel_findings, scalar_findings
 from trajlens.run.choices import report_advantages
@@ -397,7 +398,7 @@ def _alarms(checks: Any) -> list[plots.Alarm]:
 
 def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, folder: Path, count: int,
                   choices: list, trained: TrainedWith | None,
-                  moved: tuple[str, bool] | None) -> tuple[list[Path], list[tuple[str, str, Path]]]:
+                  moved: tuple[str, bool] | None) -> tuple[list[Path], list[Exemplar]]:
     """Pages for at most ``count`` exemplar trajectories, in this order: the trajectory with the
     highest share of the class whose share moved most (the overview's trend,
     :func:`~trajlens.report.overview.moved_share`; of the last stage when it grew, of the first
@@ -410,7 +411,7 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
         return [], []
     staged = stage.measures
     first, last = staged["stage_index"].min(), staged["stage_index"].max()
-    picks: list[tuple[str, str]] = []
+    picks: list[tuple[str, str, str | None]] = []  # trajectory, why, the stage metric it is the extreme of
 
     def median_of(part: pl.DataFrame) -> str:
         part = part.sort("n_calls", "trajectory_id")
@@ -422,10 +423,10 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
         where = late if grew else early
         top = where.sort(f"share_{klass}", "trajectory_id", descending=[True, False], nulls_last=True)
         picks.append((top["trajectory_id"][0], f"highest {klass} share in {where['stage'][0]}"
-                                               + ("" if grew else ", before it shrank")))
+                                               + ("" if grew else ", before it shrank"), f"share:{klass}"))
     if first != last:
-        picks.append((median_of(early), f"median tool calls in {early['stage'][0]}"))
-        picks.append((median_of(late), f"median tool calls in {late['stage'][0]}"))
+        picks.append((median_of(early), f"median tool calls in {early['stage'][0]}", None))
+        picks.append((median_of(late), f"median tool calls in {late['stage'][0]}", None))
     else:
         # One stage: the median, the longest and the shortest attempt of each outcome (of the
         # stage when the run has no verdicts), medians first, so that the first pages show both.
@@ -434,30 +435,30 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
         parts = ([(labelled.filter(pl.col("ok") == ok), word) for ok, word in ((True, "resolved"), (False, "unresolved"))]
                  if outcomes else [(early, f"in {early['stage'][0]}")])
         parts = [(part, word) for part, word in parts if part.height]
-        picks += [(median_of(part), f"{word}: median tool calls" if outcomes else f"median tool calls {word}")
+        picks += [(median_of(part), f"{word}: median tool calls" if outcomes else f"median tool calls {word}", None)
                   for part, word in parts]
         for descending, extreme in ((True, "most"), (False, "fewest")):
             picks += [(part.sort("n_calls", "trajectory_id", descending=[descending, False])["trajectory_id"][0],
-                       f"{word}: {extreme} tool calls" if outcomes else f"{extreme} tool calls {word}")
+                       f"{word}: {extreme} tool calls" if outcomes else f"{extreme} tool calls {word}", None)
                       for part, word in parts]
     seen, chosen = set(), []
-    for trajectory_id, why in picks:
+    for trajectory_id, why, subject in picks:
         if trajectory_id not in seen:
             seen.add(trajectory_id)
-            chosen.append((trajectory_id, why))
+            chosen.append((trajectory_id, why, subject))
     chosen = chosen[:count]
-    steps = staged.filter(pl.col("trajectory_id").is_in([t for t, _ in chosen]))["step"].unique().to_list()
+    steps = staged.filter(pl.col("trajectory_id").is_in([t for t, _, _ in chosen]))["step"].unique().to_list()
     # credit under the run's own estimator, as its findings, checks and attribution give it
     credit: Credit | None = (run_credit(store, run_id, steps=steps, choices=choices, trained=trained)
                              if choices else None)
     written = []
-    step_of = dict(staged.filter(pl.col("trajectory_id").is_in([t for t, _ in chosen]))
+    step_of = dict(staged.filter(pl.col("trajectory_id").is_in([t for t, _, _ in chosen]))
                    .select("trajectory_id", "step").iter_rows())
-    for trajectory_id, why in chosen:
+    for trajectory_id, why, subject in chosen:
         path = write_viewer(store, run_id, trajectory_id, folder / page_name(trajectory_id), credit,
                             step=step_of[trajectory_id], back=f"../../index.html#{run_id}")
-        written.append((trajectory_id, why, path))
-    return [p for _, _, p in written], written
+        written.append(Exemplar(trajectory_id, why, path, subject))
+    return [e.path for e in written], written
 
 
 def _outcomes(store: Any, run_id: str) -> dict[str, bool]:

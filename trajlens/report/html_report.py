@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -25,6 +25,18 @@ KEY_STAGE_METRICS: tuple[str, ...] = (
 )
 """Stage metrics shown open in a run's section; the rest sit in a collapsed table."""
 
+class Exemplar(NamedTuple):
+    """A trajectory the run's section links to, with its viewer page."""
+
+    trajectory_id: str
+    why: str
+    """Why it was picked: "highest think share in Q4", "median tool calls in Q1"."""
+    path: Path
+    subject: str | None = None
+    """The stage metric it is the extreme of (``share:think``), so that a finding about that
+    metric (:attr:`~trajlens.report.findings.Finding.subject`) links to it; None for a median."""
+
+
 @dataclass
 class RunParts:
     """What a run's HTML section is built from."""
@@ -34,7 +46,7 @@ class RunParts:
     charts: dict = field(default_factory=dict)
     stage: Any = None
     diagnostics: pl.DataFrame | None = None
-    exemplars: list[tuple[str, str, Path]] = field(default_factory=list)
+    exemplars: list[Exemplar] = field(default_factory=list)
 
 
 def run_section(store: Any, report: Any, parts: RunParts) -> str:
@@ -63,8 +75,8 @@ def run_section(store: Any, report: Any, parts: RunParts) -> str:
                    '<p class="note">Per-step batch statistics of what each estimator would have given these '
                    'trajectories (token-level estimators over model tokens).</p>' + html.table(summary, digits=4))
     if parts.exemplars:
-        items = "".join(f'<li><a href="{html.escape(run_id)}/view/{html.escape(path.name)}">{html.escape(tid)}</a>: '
-                        f'{html.escape(why)}</li>' for tid, why, path in parts.exemplars)
+        items = "".join(f'<li><a href="{html.escape(run_id)}/view/{html.escape(e.path.name)}">'
+                        f'{html.escape(e.trajectory_id)}</a>: {html.escape(e.why)}</li>' for e in parts.exemplars)
         out.append(f'<h3 id="{html.run_anchor(run_id, "trajectories")}">Trajectories</h3><ul>{items}</ul>')
     for section, fragment in run_sections(store, run_id):
         out.append(f'<h3 id="{html.run_anchor(run_id, section.key)}">{html.escape(section.title)}</h3>'
@@ -82,10 +94,12 @@ def _findings(findings: list[str], parts: RunParts) -> str:
         if target == "stage" and "stage_rates" in parts.charts:
             target = "figure-stage_rates"
         links = [f'<a href="#{html.run_anchor(parts.run_id, target)}">evidence</a>'] if target else []
-        if finding.startswith("think share") and parts.exemplars and "think" in parts.exemplars[0][1]:
-            _, why, path = parts.exemplars[0]
-            links.append(f'<a href="{html.escape(parts.run_id)}/view/{html.escape(path.name)}">a trajectory: '
-                         f'{html.escape(why)}</a>')
+        # the trajectory that shows a drift at its extreme, by the metric the finding is about, however it is worded
+        subject = getattr(finding, "subject", None)
+        shown = next((e for e in parts.exemplars if subject is not None and e.subject == subject), None)
+        if shown is not None:
+            links.append(f'<a href="{html.escape(parts.run_id)}/view/{html.escape(shown.path.name)}">a trajectory: '
+                         f'{html.escape(shown.why)}</a>')
         about = getattr(finding, "about", None)
         marked = ' class="recomputed" title="about a recomputation, not the run as trained"' if about == RECOMPUTED else ""
         items.append(f"<li{marked}>{html.escape(finding)}{''.join(links)}</li>")
