@@ -189,7 +189,9 @@ def call_credit(store: Any, run_id: str, step: int, trajectories: pl.DataFrame, 
     its turn's reasoning before it (:mod:`trajlens.attribution._spans`); the trajectory's
     advantage where a trajectory has no token arrays and the estimator is an outcome one; None
     where there is none, and for a call the harness rejected, which owns no tokens. ``calls`` are
-    sorted by trajectory, in ``trajectories`` order, and call."""
+    sorted by trajectory, in ``trajectories`` order, and call. Not rounded: the page rounds the
+    value once, to what ``call_credit`` rounds to, where rounding it here first could move the
+    last digit shown (0.8544921875 to 0.8545, shown as 0.855)."""
     import math
 
     from trajlens.attribution.calls import CREDITED_CALLS, step_call_credit
@@ -205,7 +207,7 @@ def call_credit(store: Any, run_id: str, step: int, trajectories: pl.DataFrame, 
     found = iter(step_call_credit(trajectories, calls.filter(CREDITED_CALLS), tokens, [advantages],
                                   ("token-mean",)).advantage[0])
     values = [next(found) if given else math.nan for given in credited]
-    return [None if math.isnan(value) else round(float(value), 4) for value in values]
+    return [None if math.isnan(value) else float(value) for value in values]
 
 
 def _calls(store: Any, run_id: str, ids: list[str], step: int | None = None) -> pl.DataFrame:
