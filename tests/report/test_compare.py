@@ -263,5 +263,5 @@ def test_the_notes_name_the_t_tests_the_p_values_come_from(sample_store):
     assert all(f"{name.lower()} test" in note for name in names) and "z test" not in note
     stage = trajlens.stage_report(sample_store, run_id="sao-r6").to_markdown()
     changes = stage[stage.index("## First stage to last"):]
-    assert "Two-proportion t test on the" in changes and "z test" not in changes
+    assert "Two-proportion t test on the N=80 sample of each stage" in changes and "z test" not in changes
     assert "| change (sample) | t | p |" in changes

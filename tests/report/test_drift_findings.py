@@ -44,8 +44,11 @@ def test_an_unattributed_drift_is_a_finding_that_folds_the_stage_trend(sample_st
     drifts = drift_findings(measures, _staged(measures), "causal-r6")
     by_class = {f.subject: f for f in drifts}
     think = by_class["share:think"]
-    assert think.startswith(drift_phrase("think", "grew", 0.076, 0.926, 60) + " (first vs last stage, p < 0.001); "
-                            "not attributed yet (`trajlens attribute --run causal-r6`")
+    # the test pools every trajectory of the two stages, not the stage report's N=80 samples: said so
+    tested = measures.join(_staged(measures).filter(pl.col("stage_index").is_in([0, 3])), on="step", how="semi").height
+    assert tested == 720
+    assert think.startswith(drift_phrase("think", "grew", 0.076, 0.926, 60) + " (all 720 trajectories of the first "
+                            "and last stage, p < 0.001); not attributed yet (`trajlens attribute --run causal-r6`")
     assert think.headline == "think grew 0.08 -> 0.93 from step 60 (not attributed)"
     # test_suite fell only because think took the calls: said so, and weighed as the consequence
     suite = by_class["share:test_suite"]

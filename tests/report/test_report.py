@@ -280,9 +280,10 @@ def test_the_overview_names_each_runs_main_problem_first(reports):
     assert "response_length_inflation" in [name for name, _, _ in by_run["causal-grpo-length"].failing]
     assert main["resume-lr"].startswith("critic/lr logged at 2.00x")
     assert main["multireward"].startswith("reward channel format:") and "saturated" in main["multireward"]
-    assert main["sao-r6"].startswith(("think grew 0.07 -> 0.48 from step 83 (first vs last stage, p < 0.001); not "
-                                      "attributed yet", "critic grad_norm"))
-    assert "view decayed 0.28 -> 0.16 from step 68 (first vs last stage, p < 0.001); displaced by think" in \
+    assert main["sao-r6"].startswith(("think grew 0.07 -> 0.48 from step 83 (all 670 trajectories of the first and "
+                                      "last stage, p < 0.001); not attributed yet", "critic grad_norm"))
+    assert ("view decayed 0.28 -> 0.16 from step 68 (all 670 trajectories of the first and last stage, p < 0.001); "
+            "displaced by think") in \
         "\n".join(by_run["sao-r6"].findings)
     assert by_run["resume-lr"].kind == "training scalars only" and by_run["sao-r6"].kind == "RL run with tools"
     # a run with no trajectories is reported on none: no split is named for it, on any surface

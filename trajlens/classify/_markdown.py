@@ -62,7 +62,7 @@ def render(report: "StageReport") -> str:
             "",
             "## First stage to last",
             "",
-            f"{PROPORTION_TEST.capitalize()} test on the samples (the change over its "
+            f"{PROPORTION_TEST.capitalize()} test on the N={report.n} sample of each stage (the change over its "
             "standard error, read on Student's t with Welch-Satterthwaite degrees of freedom; p-values not adjusted "
             "for the number of metrics); Cohen's h: 0.2 small, 0.5 medium, 0.8 large.",
             "",

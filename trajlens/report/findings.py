@@ -293,19 +293,27 @@ def attribution_findings(store: Any, run_id: str) -> list[Finding]:
 def drift_findings(measures: pl.DataFrame, staged: pl.DataFrame, run_id: str) -> list[Finding]:
     """Each class whose share of calls drifted, found as attribution finds what it attributes
     (:func:`trajlens.attribution.drift.class_drifts`: the same test, onset and displacement), for
-    a run not attributed yet: "think grew 0.07 -> 0.48 from step 83 (...); not attributed yet (...)".
-    ``measures``: the run's ``trajectory_measures`` (``step``, ``count_<class>``); ``staged``: each
-    step's ``stage_index``. A displaced class says what displaced it and weighs as the
-    consequence it is, not by its own size (as :func:`attribution_findings` weighs it)."""
+    a run not attributed yet: "think grew 0.07 -> 0.48 from step 83 (all 800 trajectories of the
+    first and last stage, p < 0.001); not attributed yet (...)": the test is on every trajectory
+    of the two stages, which the sentence says, since the stage report beside it tests the
+    stages' samples. ``measures``: the run's ``trajectory_measures`` (``step``,
+    ``count_<class>``); ``staged``: each step's ``stage_index``. A displaced class says what
+    displaced it and weighs as the consequence it is, not by its own size (as
+    :func:`attribution_findings` weighs it)."""
     from trajlens.attribution.drift import DriftConfig, class_drifts
     from trajlens.attribution.statistics import p_text
     from trajlens.attribution.verdicts import displacement_text, drift_phrase
 
     config = DriftConfig()
     findings = []
-    for row in class_drifts(class_counts(measures), staged, config).iter_rows(named=True):
+    drifts = class_drifts(class_counts(measures), staged, config)
+    if drifts.is_empty():
+        return []
+    ends = staged.filter(pl.col("stage_index").is_in([staged["stage_index"].min(), staged["stage_index"].max()]))
+    tested = measures.join(ends, on="step", how="semi").height  # the trajectories the drift test pools
+    for row in drifts.iter_rows(named=True):
         drift = drift_phrase(row["primary_class"], row["direction"], row["share_first"], row["share_last"], row["onset_step"])
-        text = f"{drift} (first vs last stage, {p_text(row['change_p'])})"
+        text = f"{drift} (all {tested:,} trajectories of the first and last stage, {p_text(row['change_p'])})"
         if row["displaced_by"]:
             text += f"; {displacement_text(row)}"
         text += f"; not attributed yet (`trajlens attribute --run {run_id}` tells learning from an estimator artefact)"
