@@ -13,7 +13,7 @@ from cli_run import run_cli as cli
 
 import trajlens
 from trajlens.report import report_store
-from trajlens.report.overview import main_finding
+from trajlens.report.overview import check_label, main_finding
 
 pytestmark = pytest.mark.slow
 
@@ -307,6 +307,17 @@ def test_the_overview_names_each_runs_main_problem_first(reports):
     assert readme[2] == "| run | kind | checks that fire | main finding |"
     row = next(line for line in readme if line.startswith("| [causal-grpo-length]"))
     assert "response_length_inflation (warn, steps 46-60)" in row and "| model tokens per trajectory: " in row
+    # the table names a run's first checks and "N more"; its section lists every one, and its pages
+    start = readme.index("## sao-r6")
+    section = "\n".join(readme[start:next((i for i in range(start + 1, len(readme)) if readme[i].startswith("## ")),
+                                           len(readme))])
+    assert "| 5 more |" not in section and by_run["sao-r6"].failing[3:], "sao-r6 fires more checks than the table shows"
+    for check in by_run["sao-r6"].failing:
+        assert f"- {check_label(*check)}" in section
+    assert "think_share (fail, steps " in section
+    for exemplar in by_run["sao-r6"].exemplars:
+        assert f"- [{exemplar.trajectory_id}](sao-r6/view/{exemplar.path.name}): {exemplar.why}" in section
+        assert (out / "sao-r6" / "view" / exemplar.path.name).is_file()
 
 
 def test_channel_findings_come_in_the_order_of_the_channels_names(sample_store):

@@ -26,7 +26,9 @@ from trajlens.report.findings import (
     ranked, stage_findings, with_verdicts,
 )
 from trajlens.report.html_report import Exemplar
-from trajlens.report.overview import LENGTH_TRENDS, Trend, moved_share, overview_markdown, run_trends
+from trajlens.report.overview import (
+    LENGTH_TRENDS, Trend, check_label, main_finding, moved_share, overview_markdown, run_trends,
+)
 from trajlens.report.scalars import channel_findings, scalar_findings
 from trajlens.run.choices import report_advantages
 from trajlens.run.splits import TRAIN_SPLIT, measured_split, run_splits
@@ -60,6 +62,8 @@ class RunReport:
     """The shipped checks that fired: (name, status, steps)."""
     trends: dict[str, Trend] = field(default_factory=dict)
     """The overview's small trends, by name: per-step values and the first and last quarter's."""
+    exemplars: list[Exemplar] = field(default_factory=list)
+    """The trajectories its pages show, each with why it was picked."""
 
     @property
     def described(self) -> str:
@@ -337,8 +341,9 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         shown.append(report.figures[-1])
     sections.append("## Figures\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in shown))
     report.markdown.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
-    report.viewers, parts.exemplars = _viewer_pages(store, run_id, measures, stage, directory / "view",
+    report.viewers, report.exemplars = _viewer_pages(store, run_id, measures, stage, directory / "view",
                                                     viewers_per_run, choices, trained, moved_share(report.trends))
+    parts.exemplars = report.exemplars
     report.findings = ranked(report.findings, {name: status for name, status, _ in report.failing})
     report.html = run_section(store, report, parts)
     return report
@@ -573,6 +578,11 @@ def _write_index(out: Path, reports: list[RunReport]) -> None:
     lines = [REPORT_TITLE, "", *overview_markdown(reports), ""]
     for report in reports:
         lines += [f"## {report.run_id}", "", report.described, "", f"[stage report]({report.run_id}/{report.markdown.name})", ""]
-        lines += [f"- {finding}" for finding in report.findings] or ["- nothing notable"]
+        lines += [f"- {finding}" for finding in report.findings] or [f"- {main_finding(report)}"]
+        if report.failing:  # every one, where the overview's cell names the first few
+            lines += ["", "Checks that fire:", "", *(f"- {check_label(*check)}" for check in report.failing)]
+        if report.exemplars:
+            lines += ["", "Trajectory pages:", "",
+                      *(f"- [{e.trajectory_id}]({report.run_id}/view/{e.path.name}): {e.why}" for e in report.exemplars)]
         lines.append("")
     (out / "README.md").write_text("\n".join(lines))
