@@ -138,3 +138,18 @@ def test_the_reason_names_several_displacing_classes_in_words():
     text = displacement_text({"displaced_by": "search, view", "direction": "decayed", "rest_first": 0.5, "rest_last": 0.48})
     assert text == ("displaced by search and view: of the calls other than search and view's, its share held "
                     "(0.50 -> 0.48), so it decayed as search and view grew")
+
+
+def test_a_displaced_class_leads_with_what_displaced_it_and_reads_its_own_push_after(r6):
+    """sao-r6's view share fell because think took its calls: its line leads with that, and the
+    verdict its own push reads (learning) follows as that, not as a rival cause."""
+    from trajlens.attribution.render import verdict_lines
+
+    view = next(line for line in verdict_lines(r6) if "view decayed" in line)
+    assert view.startswith("displaced by think: view decayed 0.28 -> 0.16 from step 68 (gae_raw / token-mean: "
+                           "read on its own push, learning: ")
+    assert view.endswith("so it decayed as think grew)")
+    think = next(line for line in verdict_lines(r6) if "think grew" in line)
+    assert not think.startswith("displaced") and "read on its own push" not in think
+    detailed = next(finding for finding in r6.findings if "view decayed" in finding)
+    assert detailed.startswith("displaced by think: view decayed 0.28 -> 0.16 from step 68; cumulative push ")

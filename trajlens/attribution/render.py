@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.attribution.causes import CHANNEL_PREFIX, LENGTH_SUBJECT
-from trajlens.attribution.verdicts import drift_phrase
+from trajlens.attribution.verdicts import drift_phrase, own_push_reason, verdict_head
 from trajlens.markdown import markdown_table
 
 
@@ -79,8 +79,10 @@ def subject_lines(result: Any) -> list[tuple[str | None, str]]:
         for row in verdicts.iter_rows(named=True):
             drift = drift_phrase(row["primary_class"], row["direction"], row["share_first"], row["share_last"],
                                  row["onset_step"])
+            head = verdict_head(row["verdict"], row.get("displaced_by") or "")
+            reason = own_push_reason(row["verdict"], row["reason"], row.get("displaced_by") or "")
             lines.append((f"share:{row['primary_class']}",
-                          f"{row['verdict']}: {drift} ({row['estimator']} / {row['aggregation']}: {row['reason']})"))
+                          f"{head}: {drift} ({row['estimator']} / {row['aggregation']}: {reason})"))
     for line in getattr(result, "cause_verdicts", []) or []:
         about = line.partition(": ")[2]
         if about.startswith(LENGTH_SUBJECT):

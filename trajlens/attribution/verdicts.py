@@ -59,8 +59,8 @@ stands in for it and the finding says so.
 
 A class displaced by the classes that drifted the other way (its share of the calls other than
 theirs held: :mod:`.drift`, displacement) keeps the verdict of this rule; its reason adds which
-classes displaced it (:func:`displacement_text`), so a fall that another drift caused is not
-read as a drift of its own.
+classes displaced it (:func:`displacement_text`), and its line leads with them
+(:func:`verdict_head`), so a fall that another drift caused is not read as a drift of its own.
 """
 
 from __future__ import annotations
@@ -356,6 +356,23 @@ def drift_phrase(name: str, direction: str, first: float, last: float, onset: in
     return f"{name} {direction} {first:.2f} -> {last:.2f} from step {onset}"
 
 
+def verdict_head(verdict: str, displaced_by: str) -> str:
+    """What a class's verdict line leads with: its verdict, or for a class that other drifts
+    displaced, ``displaced by think``: that drift moved it, and the verdict of its own push
+    follows as what the push alone would read (a line that led "learning: view decayed" and then
+    said think had displaced it gave two rival causes)."""
+    if not displaced_by:
+        return verdict
+    names = displaced_by.split(", ")
+    return "displaced by " + (names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}")
+
+
+def own_push_reason(verdict: str, reason: str, displaced_by: str) -> str:
+    """The reason a verdict line gives: for a displaced class, prefixed with the verdict its own
+    push alone reads (its reason ends with the displacement, :func:`displacement_text`)."""
+    return f"read on its own push, {verdict}: {reason}" if displaced_by else reason
+
+
 def displacement_text(drift: dict) -> str:
     """What a displaced class's verdict adds (:mod:`.drift`, displacement): which classes took its
     calls (or gave theirs up) and its share of the other calls, which held."""
@@ -431,7 +448,7 @@ def _line(row: dict, own: Push, others: dict[str, Push], relevance: Push, decisi
     who = f"{row['estimator']} / {row['aggregation']}" + ("" if known else f" (the run's estimator {missing}: "
                                                              "the counterfactual that pushed hardest stands in)")
     drift = drift_phrase(row["primary_class"], row["direction"], row["share_first"], row["share_last"], row["onset_step"])
-    text = (f"{decision.verdict}: {drift}; cumulative push among the competing calls over "
+    text = (f"{verdict_head(decision.verdict, row['displaced_by'])}: {drift}; cumulative push among the competing calls over "
             f"steps {row['window']}, signed by the drift, under {who}: {own.text()}")
     named = list(decision.dissenting) or sorted(others, key=lambda label: others[label].value)[:2]
     if named:
@@ -439,7 +456,8 @@ def _line(row: dict, own: Push, others: dict[str, Push], relevance: Push, decisi
     relevance_text = ("n/a" if not math.isfinite(relevance.value) else
                       f"{relevance.value:+.2f} [{relevance.low:+.2f}, {relevance.high:+.2f}]")
     where = "" if target == "reward" else f" (to the {target.removeprefix('channel:')} channel)"
-    text += f"; reward relevance signed by the drift {relevance_text}{where}; {decision.reason}"
+    text += (f"; reward relevance signed by the drift {relevance_text}{where}; "
+             f"{own_push_reason(decision.verdict, decision.reason, row['displaced_by'])}")
     if row["structural"]:
         text += f" (structural calls left out of the competition: {row['structural']})"
     return text
