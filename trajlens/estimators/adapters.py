@@ -347,7 +347,9 @@ def _token_array(fn: str, batch: pl.DataFrame, column: str, what: str, width: in
 def _no_gap_on_model_tokens(fn: str, batch: pl.DataFrame, column: str, what: str) -> None:
     """A one-line error where an item of ``column`` is null on a model token (a log-prob the log
     did not hold); a null on an observation or prompt token is never read, and stays allowed."""
-    if not batch[column].explode().null_count():
+    array = batch[column].to_arrow()
+    chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+    if not any(chunk.flatten().null_count for chunk in chunks):  # the items' validity bitmap, no copy
         return
     items = batch.select("trajectory_id", pl.col(column).list.eval(pl.element().is_null()).alias("__null"),
                          "response_mask").explode("__null", "response_mask")
