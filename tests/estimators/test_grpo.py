@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from trajlens.estimators import dr_grpo, grpo, grpo_batch_std, rloo
+from trajlens.estimators import EstimatorInputError, dr_grpo, grpo, grpo_batch_std, rloo
 
 # Six trajectories in three non-contiguous groups; the score sits on the last token.
 GROUPS = ["p", "q", "p", "q", "p", "r"]
@@ -61,6 +61,21 @@ def test_rloo_by_hand():
     expected = torch.tensor([1.0, 0.0, -0.5, 0.0, -0.5, 3.0])
     assert_close(rloo(rewards, mask, GROUPS).sequence_advantages, expected)
     assert float(rloo(rewards, mask, GROUPS, singleton="zero").sequence_advantages[5]) == 0.0
+
+
+def test_rloo_clamps_scores_to_trls_reward_clip_range_before_the_leave_one_out():
+    """TRL ``RLOOTrainer``: ``rewards.clamp(min=range[0], max=range[1])``, then the leave-one-out."""
+    scores = torch.tensor([3.0, -1.0, 0.5, 2.0])
+    mask = torch.ones(4, 1, dtype=torch.bool)
+    # clamped to [-0.5, 1]: 1, -0.5, 0.5, 1 (sum 2); A_i = r_i - (2 - r_i) / 3
+    expected = torch.tensor([1 - 1 / 3, -0.5 - 2.5 / 3, 0.5 - 1.5 / 3, 1 - 1 / 3])
+    found = rloo(scores[:, None], mask, [0] * 4, convention="trl", reward_clip_range=[-0.5, 1.0]).sequence_advantages
+    assert_close(found, expected)
+    assert not torch.allclose(rloo(scores[:, None], mask, [0] * 4, convention="trl").sequence_advantages, expected)
+    with pytest.raises(EstimatorInputError, match="reward_clip_range is TRL's option"):
+        rloo(scores[:, None], mask, [0] * 4, reward_clip_range=[-0.5, 1.0])
+    with pytest.raises(EstimatorInputError, match="two finite numbers, low then high"):
+        rloo(scores[:, None], mask, [0] * 4, convention="trl", reward_clip_range=[1.0, -0.5])
 
 
 def test_batch_std_by_hand():

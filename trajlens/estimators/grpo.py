@@ -45,6 +45,8 @@ Shapes: B trajectories, T token positions, G groups.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple, cast
 
 import torch
@@ -169,6 +171,7 @@ def rloo(
     convention: Convention = "verl",
     normalize_advantages: bool = False,
     vectorized: bool = False,
+    reward_clip_range: Sequence[float] | None = None,
 ) -> OutcomeResult:
     """RLOO: ``A_i = score_i - mean of the other members`` of the group.
 
@@ -184,7 +187,9 @@ def rloo(
     log-probabilities, so the score here is the logged reward alone: a TRL run with ``beta != 0``
     differs by that penalty's leave-one-out.
     ``vectorized=True``: verl's ``rloo_vectorized``, ``(n r_i - sum_g) / (n - 1)``, a group of
-    one 0 whatever ``singleton`` says.
+    one 0 whatever ``singleton`` says. ``reward_clip_range=(low, high)``: TRL's
+    ``RLOOConfig.reward_clip_range``, each score clamped to it before the leave-one-out (TRL
+    1.5.0 to 1.16.0, ``RLOOTrainer._generate_and_score_completions``); a TRL option only.
     """
     fn = "rloo"
     check.flag(fn, "normalize_advantages", normalize_advantages)
@@ -193,9 +198,14 @@ def rloo(
     check.choice(fn, "convention", convention, ("verl", *TRL_CONVENTIONS))
     scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards,
                                    allow_nan=convention != "verl")
+    if reward_clip_range is not None and convention == "verl":
+        raise check.EstimatorInputError(f"{fn}: reward_clip_range is TRL's option; pass convention='trl' with it")
     if convention != "verl":
-        found = _as_dtype(trl_rloo_advantages(trl_scores(scores, convention), groups, normalize_advantages, convention),
-                          scores)
+        held = trl_scores(scores, convention)
+        if reward_clip_range is not None:
+            low, high = _clip_range(fn, reward_clip_range)
+            held = held.clamp(min=low, max=high)  # TRL: rewards.clamp(min=range[0], max=range[1]); NaN stays NaN
+        found = _as_dtype(trl_rloo_advantages(held, groups, normalize_advantages, convention), scores)
         label = "leave_one_out(trl)" + ("+batch_zscore" if normalize_advantages else "")
         sequence = found.advantages
         return OutcomeResult(sequence[:, None] * mask, sequence, scores, found.baseline, found.scale, label)
@@ -218,6 +228,16 @@ def rloo(
     sequence = torch.where(several, loo, single)
     baseline = torch.where(several, scores - sequence, torch.zeros_like(scores))
     return OutcomeResult(sequence[:, None] * mask, sequence, scores, baseline, torch.ones_like(scores), "leave_one_out")
+
+
+def _clip_range(fn: str, value: Sequence[float]) -> tuple[float, float]:
+    """``reward_clip_range`` as (low, high): two finite numbers, low at most high."""
+    bounds = list(value)
+    if len(bounds) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b)
+                                   for b in bounds) or bounds[0] > bounds[1]:
+        raise check.EstimatorInputError(f"{fn}: reward_clip_range must be two finite numbers, low then high, "
+                                        f"got {value!r}")
+    return float(bounds[0]), float(bounds[1])
 
 
 def _group_baseline(

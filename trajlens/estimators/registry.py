@@ -238,7 +238,9 @@ _SPECS: tuple[EstimatorSpec, ...] = (
                         "(`beta`, default 0.05), which needs reference log-probabilities.", ("verl", "trl", "trl-1.5")),
                  Option("normalize_advantages", "bool", False,
                         "TRL `normalize_advantages`: z-score over the batch, eps 1e-4 (with convention `trl` or `trl-1.5`)."),
-                 _VECTORIZED),
+                 _VECTORIZED,
+                 Option("reward_clip_range", "list", None, "TRL `reward_clip_range`: [low, high] each score is clamped "
+                        "to before the leave-one-out (with convention `trl` or `trl-1.5`).", items="weight")),
         reference="verl `compute_rloo_outcome_advantage`; TRL `RLOOTrainer` (convention `trl`)",
         reference_version=_VERL + "; " + _TRL_RLOO,
         statistics=Statistics.TRAJECTORIES,
