@@ -106,9 +106,15 @@ def load(path: Path | str, *, run_id: str | None = None, strict: bool = True,
 
 
 def _load_source(source: "Source", run_id: str | None, strict: bool) -> "RunData":
+    """The run a source holds; the files planning left out of it (:attr:`Source.left_out`) stop
+    a strict load with the first one's error, and are skipped problems of a lenient one."""
     assert source.format.load is not None  # only log sources are loaded
+    if strict and source.left_out:
+        raise source.left_out[0]
     paths: "Path | list[Path]" = source.paths if len(source.paths) > 1 else source.paths[0]
-    return source.format.load(paths, run_id=run_id or source.run_id, strict=strict)
+    run = source.format.load(paths, run_id=run_id or source.run_id, strict=strict)
+    run.problems.extend(error.as_problem() for error in source.left_out)
+    return run
 
 
 def ingest(

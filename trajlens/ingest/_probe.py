@@ -7,6 +7,7 @@ them only as long as the probe lives: detection holds no cache beyond one file's
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from pathlib import Path
@@ -201,6 +202,11 @@ def strays(recognised: Sequence[Probe | Path], unrecognised: Sequence[Probe | Pa
         elif probe.record_keys and probe.record_keys in keys_beside:  # a whole-file log with a mistyped value
             found.append(probe.path)
     return found
+
+
+def named_like(path: Path, names: Sequence[str]) -> bool:
+    """Whether the name of ``path`` matches one of ``names`` (``fnmatch`` patterns, case kept)."""
+    return any(fnmatch.fnmatchcase(path.name, pattern) for pattern in names)
 
 
 def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"], bool]) -> list[Path]:

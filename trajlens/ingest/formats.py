@@ -14,7 +14,10 @@ with those two functions plus one line in :data:`REGISTRY`.
   folder of several run folders of mini-swe-agent, say, is one run whose groups are tasks;
   a folder of Parquet run directories is one source per run). When it mixes formats, each
   sub-folder is planned on its own, and loose files form one source per format, so a folder
-  holding SWE-agent, OpenHands and mini-swe-agent logs side by side ingests in one call.
+  holding SWE-agent, OpenHands and mini-swe-agent logs side by side ingests in one call;
+* a file named as a format's logs are (:attr:`Format.names`) that no format detects goes to
+  that format's loader, which says what is wrong with it; one that two formats of a mixed
+  folder could claim goes to neither, but its error goes with the first (:attr:`Source.left_out`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from trajlens.errors import InputError
-from trajlens.ingest._probe import Probe, damage_error, strays
+from trajlens.ingest._probe import Probe, damage_error, named_like, strays
 
 
 # Only files with these suffixes are probed while surveying a folder; everything else (YAML
@@ -56,6 +59,11 @@ class Format:
     is compared with to name the formats it came closest to."""
     expects: str = ""
     """What a log of this format looks like, in a few words (for that message)."""
+    names: tuple[str, ...] = ()
+    """Patterns (``fnmatch``) of the file names that say a file is a log of this format
+    (``*.traj.json``): such a file that no format detects (empty, another ``trajectory_format``)
+    is read by this format's loader, which says what is wrong with it, instead of being left out
+    of the run without a word."""
 
 
 class Source(NamedTuple):
@@ -64,6 +72,10 @@ class Source(NamedTuple):
     format: Format
     paths: list[Path]
     run_id: str | None = None
+    left_out: tuple[InputError, ...] = ()
+    """Files beside this run's logs that look like logs gone bad but that planning could give to
+    no one format (beside logs of two): the error for each, raised (or, lenient, kept as a
+    skipped problem) when the run is loaded, so none is left out without a word."""
 
 
 def _registry() -> tuple[Format, ...]:
@@ -135,11 +147,14 @@ def _registry() -> tuple[Format, ...]:
         Format("openrlhf", openrlhf.detect, openrlhf.load_openrlhf, keys=openrlhf.KEYS,
                expects='a wandb table of columns ["global_step", "text", "reward"]'),
         Format("mini-swe-agent-v1", mini_swe_agent_v1.detect, mini_swe_agent_v1.load_mini_swe_agent_v1,
-               keys=frozenset({"trajectory_format", "messages", "info"}), expects='trajectory_format "mini-swe-agent-1", messages, info'),
+               keys=frozenset({"trajectory_format", "messages", "info"}), expects='trajectory_format "mini-swe-agent-1", messages, info',
+               names=mini_swe_agent_v1.FILE_NAMES),
         Format("mini-swe-agent-v2", mini_swe_agent_v2.detect, mini_swe_agent_v2.load_mini_swe_agent_v2,
-               keys=frozenset({"trajectory_format", "messages", "info"}), expects='trajectory_format "mini-swe-agent-1.1", messages, info'),
+               keys=frozenset({"trajectory_format", "messages", "info"}), expects='trajectory_format "mini-swe-agent-1.1", messages, info',
+               names=mini_swe_agent_v2.FILE_NAMES),
         Format("swe-agent", swe_agent.detect, swe_agent.load_swe_agent,
-               keys=frozenset({"trajectory", "history", "info"}), expects='a .traj object of trajectory, history, info'),
+               keys=frozenset({"trajectory", "history", "info"}), expects='a .traj object of trajectory, history, info',
+               names=swe_agent.FILE_NAMES),
         Format("openhands-v0", openhands_v0.detect, openhands_v0.load_openhands_v0),
         Format("openhands-v1", openhands_v1.detect, openhands_v1.load_openhands_v1),
         # Last: a chat log is what several of the formats above also hold.
@@ -190,7 +205,12 @@ def plan(path: Path | str) -> list[Source]:
         return [Source(found, [path])]
     if path.is_file():
         probe = Probe(path)
-        raise damage_error(probe) or unknown_file(probe)  # a log cut short is said to be, before any format
+        if (error := damage_error(probe)) is not None:
+            raise error  # a log cut short is said to be, before any format
+        named = claimed_by(path)
+        if named is not None:  # its loader says what keeps it from being one (empty, another version)
+            return [Source(named, [path])]
+        raise unknown_file(probe)
     sources = _plan_folder(path)
     if not sources:
         names = ", ".join(f.name for f in registry())
@@ -236,7 +256,7 @@ def unknown_file(probe: Probe) -> InputError:
     keys = sorted(probe.record_keys)
     if not near:
         names = ", ".join(f.name for f in registry())
-        found = "a file of no known format" + (f" (records with keys {', '.join(keys[:8])})" if keys else "")
+        found = _what_file(probe) + (f" (records with keys {', '.join(keys[:8])})" if keys else "")
         return InputError(str(probe.path), expected=f"a log of a known format ({names})", found=found)
     parts = [f"{c.format.name} ({c.format.expects}; {_shortfall(c)})" for c in near]
     return InputError(str(probe.path), "no known format; closest: " + "; ".join(parts),
@@ -285,14 +305,57 @@ def _plan_folder(directory: Path) -> list[Source]:
                 unknown.append(probe)
     from trajlens.store.writer import slug
 
+    given, left_out = _loose_strays(loose, unknown)
     for name, probes in loose.items():
-        files = [probe.path for probe in probes]
-        claimed = strays(probes, unknown)
-        if not any(strays(others, claimed) for others in loose.values() if others is not probes):
-            files += claimed  # a stray beside logs of two formats is left to neither
+        files = [probe.path for probe in probes] + given.get(name, [])
         run_id = slug(directory.name if len(loose) == 1 else f"{directory.name}-{name}")
-        sources.append(Source(by_name(name), files, run_id))
+        sources.append(Source(by_name(name), files, run_id, tuple(left_out.get(name, ()))))
     return sources
+
+
+def _loose_strays(loose: dict[str, list[Probe]],
+                  unknown: list[Probe]) -> tuple[dict[str, list[Path]], dict[str, list[InputError]]]:
+    """The loose files of a mixed folder that no format detected, given to the format whose logs
+    they look like gone bad: its :func:`strays`, or named as its logs are (:attr:`Format.names`).
+    One that looks like the logs of two formats is read by neither, but its error goes with the
+    first of them (raised on load, or a skipped problem under lenient), so it is never dropped
+    without a word."""
+    claims: dict[Path, list[str]] = {}
+    for name, probes in loose.items():
+        named = [probe.path for probe in unknown if named_like(probe.path, by_name(name).names)]
+        for path in dict.fromkeys([*strays(probes, unknown), *named]):
+            claims.setdefault(path, []).append(name)
+    given: dict[str, list[Path]] = {}
+    left_out: dict[str, list[InputError]] = {}
+    for path, names in claims.items():
+        if len(names) == 1:
+            given.setdefault(names[0], []).append(path)
+        else:
+            left_out.setdefault(names[0], []).append(InputError(
+                str(path), f"left out: it looks like a log of {' and of '.join(names)} gone bad, and sits beside both",
+                expected="a log of one known format (load the file on its own to see what is wrong with it)",
+                found=_what_file(Probe(path))))
+    return given, left_out
+
+
+def claimed_by(path: Path) -> Format | None:
+    """The first format whose log file names (:attr:`Format.names`) ``path`` has, when no format
+    detects it: a file named as a log of that format that cannot be read as one (an empty
+    ``*.traj.json``, one of another ``trajectory_format``), whose loader says why."""
+    if not any(named_like(path, fmt.names) for fmt in registry()):
+        return None
+    if detect(path) is not None:
+        return None
+    return next(fmt for fmt in registry() if named_like(path, fmt.names))
+
+
+def _what_file(probe: Probe) -> str:
+    """A file no format detects, in a few words: empty, blank, or of no known format."""
+    if probe.is_file and probe.path.stat().st_size == 0:
+        return "an empty file"
+    if not probe.head.strip():
+        return "a file of only blank space"
+    return "a file of no known format"
 
 
 def _metrics_beside(directory: Path) -> list[Source]:
@@ -350,4 +413,5 @@ def _children(directory: Path) -> list[Path]:
     return [directory / name for name in names if not name.startswith(".")]
 
 
-__all__ = ["Closeness", "Format", "Source", "by_name", "closest", "detect", "plan", "registry", "survey", "unknown_file"]
+__all__ = ["Closeness", "Format", "Source", "by_name", "claimed_by", "closest", "detect", "plan", "registry", "survey",
+           "unknown_file"]

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, decode_arguments, dumps, parse_json, read_json_file, type_name
-from trajlens.ingest._probe import Probe, strays
+from trajlens.ingest._probe import Probe, named_like, strays
 from trajlens.limits import undecodable
 from trajlens.ingest.tools import SHELL_TOOLS, shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
@@ -167,12 +167,14 @@ def walk(directory: Path) -> list[Path]:
     return found
 
 
-def collect(paths: Any, detect: Detect, fmt: str) -> Found:
+def collect(paths: Any, detect: Detect, fmt: str, names: tuple[str, ...] = ()) -> Found:
     """The files of format ``fmt`` under ``paths``.
 
-    A directory is walked and keeps the files ``detect`` recognises, and their :func:`strays`
-    (a log of the format gone bad, whose parsing says what is wrong with it); a file named
-    directly is always taken.
+    A directory is walked and keeps the files ``detect`` recognises, and the logs of the format
+    gone bad, whose parsing says what is wrong with them: their :func:`strays`, and the files
+    anywhere below it named as the format names its logs (``names``, ``*.traj.json``) that no
+    format detects (an empty file, another ``trajectory_format``: in the one-folder-per-task
+    layout no bad file sits beside a good one). A file named directly is always taken.
     """
     files: list[Path] = []
     walked: dict[Path, list[Path]] = {}
@@ -182,7 +184,8 @@ def collect(paths: Any, detect: Detect, fmt: str) -> Found:
             probes = [Probe(f) for f in walk(path)]
             known = [detect(probe) for probe in probes]
             recognised = [probe for probe, ok in zip(probes, known) if ok]
-            gone_bad = set(strays(recognised, [probe for probe, ok in zip(probes, known) if not ok]))
+            unknown = [probe for probe, ok in zip(probes, known) if not ok]
+            gone_bad = set(strays(recognised, unknown)) | set(_named_unread(unknown, names))
             inside = [probe.path for probe, ok in zip(probes, known) if ok or probe.path in gone_bad]
             if not recognised:
                 raise InputError(str(path), f"no {fmt} trajectory files in this directory",
@@ -197,6 +200,15 @@ def collect(paths: Any, detect: Detect, fmt: str) -> Found:
             raise InputError(str(path), expected="an existing file or directory", found="no such path")
     unique = list(dict.fromkeys(files))
     return Found(unique, Path(os.path.commonpath(anchors)), walked)
+
+
+def _named_unread(unknown: list[Probe], names: tuple[str, ...]) -> list[Path]:
+    """The files of ``unknown`` named as a log of the format (``names``) that no format detects."""
+    if not names:
+        return []
+    from trajlens.ingest.formats import claimed_by
+
+    return [probe.path for probe in unknown if named_like(probe.path, names) and claimed_by(probe.path) is not None]
 
 
 def relative(path: Path, root: Path) -> str:
@@ -244,8 +256,13 @@ def load_run(
     strict: bool,
     select: Select | None = None,
     trajectory_ids: Callable[[list[Path], Path], dict[Path, str]] | None = None,
+    names: tuple[str, ...] = (),
 ) -> RunData:
     """Load every file of format ``fmt`` under ``paths`` as one run.
+
+    ``names`` are the patterns of the format's file names (``*.traj.json``): a file so named
+    below a directory that no format detects is read too, so its parsing names what is wrong
+    with it (see :func:`collect`).
 
     ``select`` may drop some of the files found by walking a directory, returning the files
     it keeps and an :class:`InputError` for what it dropped (recorded as a skipped problem in
@@ -253,7 +270,7 @@ def load_run(
     ones it returns are unique.
     """
     given = as_paths(paths)
-    found = collect(given, detect, fmt)
+    found = collect(given, detect, fmt, names)
     notes: list[InputError] = []
     files = found.files
     if select is not None:

@@ -38,6 +38,13 @@ from typing import Any
 from trajlens.errors import InputError
 from trajlens.ingest.agents._common import Fields, Probe, TokenTally, read_json, strip_suffix, type_name
 
+FILE_NAMES: tuple[str, ...] = ("*.traj.json",)
+"""The names of a trajectory file of either version: one so named below a run that neither
+detects (empty, another ``trajectory_format``) is read, and its error names the file."""
+
+KNOWN_FORMATS: tuple[str, ...] = ("mini-swe-agent-1", "mini-swe-agent-1.1")
+"""The ``trajectory_format`` values read: v1 and v2."""
+
 FORMAT_RE = re.compile(r'"trajectory_format"\s*:\s*"(mini-swe-agent-[^"]*)"')
 
 VERDICT_SEARCH_DEPTH = 3
@@ -56,15 +63,19 @@ def trajectory_format(probe: Probe) -> str | None:
 
 
 def load_document(path: Path, expected_format: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The parsed file and its ``messages``, checked to be a non-empty list of role-tagged dicts."""
+    """The parsed file and its ``messages``, checked to be a non-empty list of role-tagged dicts;
+    its ``trajectory_format`` must be ``expected_format`` (the error names the one found and
+    the ones known: a file read for its name alone may hold another, or none)."""
     file = str(path)
     read = Fields(file)
     data = read_json(path)
     if not isinstance(data, dict):
         raise InputError(file, expected="a JSON object with 'messages'", found=type_name(data))
     found_format = read.text(data, "trajectory_format")
-    if found_format is not None and found_format != expected_format:
-        raise InputError(file, field="trajectory_format", expected=repr(expected_format), found=repr(found_format))
+    if found_format != expected_format:  # a file named like a trajectory, with no version or another
+        known = " or ".join(map(repr, KNOWN_FORMATS))
+        raise InputError(file, field="trajectory_format", expected=f"{expected_format!r} (the formats known: {known})",
+                         found="no such key" if found_format is None else repr(found_format))
     messages = read.items(data, "messages", required=True)
     if not messages:
         raise InputError(file, field="messages", expected="at least the system and task messages", found="an empty list")

@@ -45,6 +45,7 @@ from trajlens.ingest.agents._common import TOOL_CALL, FileContext, Probe, Record
 from trajlens.ingest.tools import observed_return_code
 from trajlens.rows import RunData
 
+FILE_NAMES = mini.FILE_NAMES
 FORMAT = "mini-swe-agent-v1"
 TRAJECTORY_FORMAT = "mini-swe-agent-1"
 DEFAULT_ACTION_REGEX = r"```bash\s*\n(.*?)\n```"
@@ -61,7 +62,7 @@ def load_mini_swe_agent_v1(paths: Any, *, run_id: str | None = None, strict: boo
     """Load mini-swe-agent v1 trajectory files, or folders of them, as one run."""
     return load_run(
         paths, fmt=FORMAT, detect=detect, parse=parse_file, run_id=run_id, strict=strict,
-        select=mini.select_scored_runs, trajectory_ids=mini.run_task_ids,
+        select=mini.select_scored_runs, trajectory_ids=mini.run_task_ids, names=FILE_NAMES,
     )
 
 

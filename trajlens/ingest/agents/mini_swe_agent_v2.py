@@ -42,6 +42,7 @@ from trajlens.ingest.agents._common import (
 )
 from trajlens.rows import RunData
 
+FILE_NAMES = mini.FILE_NAMES
 FORMAT = "mini-swe-agent-v2"
 TRAJECTORY_FORMAT = "mini-swe-agent-1.1"
 
@@ -59,7 +60,7 @@ def load_mini_swe_agent_v2(paths: Any, *, run_id: str | None = None, strict: boo
     """
     return load_run(
         paths, fmt=FORMAT, detect=detect, parse=parse_file, run_id=run_id, strict=strict,
-        select=mini.select_scored_runs, trajectory_ids=mini.run_task_ids,
+        select=mini.select_scored_runs, trajectory_ids=mini.run_task_ids, names=FILE_NAMES,
     )
 
 

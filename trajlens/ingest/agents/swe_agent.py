@@ -54,6 +54,9 @@ from trajlens.ingest.agents._pairing import ResultPairing
 from trajlens.rows import RunData
 
 FORMAT = "swe-agent"
+FILE_NAMES: tuple[str, ...] = ("*.traj",)
+"""The names of a trajectory file: one so named below a run that no format detects (empty, no
+JSON object) is read, and its error names the file."""
 
 # Commands of SWE-agent's tool bundles (tools/*/config.yaml), EnIGMA's CTF tools, and the
 # special actions the agent ends an episode with. Anything else is a plain shell line.
@@ -75,7 +78,8 @@ def detect(target: Probe | Path | str) -> bool:
 
 def load_swe_agent(paths: Any, *, run_id: str | None = None, strict: bool = True) -> RunData:
     """Load SWE-agent ``.traj`` files, or folders of them, as one run."""
-    return load_run(paths, fmt=FORMAT, detect=detect, parse=parse_file, run_id=run_id, strict=strict)
+    return load_run(paths, fmt=FORMAT, detect=detect, parse=parse_file, run_id=run_id, strict=strict,
+                    names=FILE_NAMES)
 
 
 def tool_name(action: str) -> str:
