@@ -112,7 +112,8 @@ def _registry() -> tuple[Format, ...]:
     return (
         Format("parquet", lambda probe: is_run_dir(probe.path), None, kind="parquet", folder=True),
         Format("trl", trl.detect, trl.load_trl, folder=True),
-        Format("verl", verl.detect, verl.load_verl, folder=True),
+        Format("verl", verl.detect, verl.load_verl, folder=True, keys=frozenset(verl.REQUIRED_KEYS),
+               expects="rollout dump rows (<step>.jsonl): input, output, score"),
         Format("metrics", metrics.detect, metrics.load_metric_files, kind="metrics", surveyed=False),
         Format("tensorboard", tensorboard.detect, tensorboard.load_tensorboard, kind="metrics", folder=True,
                surveyed=False),

@@ -90,3 +90,9 @@ class ResultPairing:
         if call.problem is not None:
             raise call.problem
         return call.result
+
+    def where(self, key: Hashable) -> str | None:
+        """The record of the result that answers the call ``key`` (a message or event, named as
+        errors name it), None when none does: a bad field of the result is that record's."""
+        call = self._by_key.get(key)
+        return None if call is None else call.answered_by

@@ -89,7 +89,7 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
             continue
         for position, tool_call in enumerate(tool_calls):
             calls.append(_call(tool_call, turn, results.of((index, position)), following, rejected,
-                               read.at(f"message {index}, call {position}")))
+                               read.at(f"message {index}, call {position}"), read.at(results.where((index, position)))))
             calls[-1]["assistant_text"] = text if position == 0 else None
     row = mini.trajectory_row(data, path, messages, num_turns=turn + 1)
     yield Record(row, calls, where=file, model=mini.model_name(data))
@@ -120,16 +120,18 @@ def _pair_results(messages: list[dict[str, Any]], read: Fields) -> ResultPairing
 
 
 def _call(tool_call: Any, turn: int, result: dict[str, Any] | None, following: dict[str, Any] | None,
-          rejected: bool, read: Fields) -> dict[str, Any]:
+          rejected: bool, read: Fields, read_result: Fields) -> dict[str, Any]:
+    """One tool call; ``read`` names the assistant message's call in errors, ``read_result`` the
+    tool message answering it (a bad field of the result is its own record's)."""
     function = read.mapping(tool_call, "function", required=True)
     name = read.text(function, "name", required=True, name="function.name")
     arguments, arguments_json = decode_arguments(function.get("arguments"), read.file, read.record)
     return_code = None
     if result is not None:
         observation = message_text(result.get("content"))
-        extra = read.mapping(result, "extra", name="tool result extra")
+        extra = read_result.mapping(result, "extra")
         if extra is not None:
-            return_code = read.integer(extra, "returncode", name="extra.returncode", bounds=INT32)
+            return_code = read_result.integer(extra, "returncode", name="extra.returncode", bounds=INT32)
     elif following is not None and following["role"] in ("exit", "user"):
         observation = message_text(following.get("content"))
     else:

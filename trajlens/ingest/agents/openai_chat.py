@@ -3,7 +3,8 @@
 Accepted layouts:
 
 * a ``.json`` file holding a list of messages, an object ``{"messages": [...], ...}``, or a
-  list of such objects (one conversation each);
+  list of such objects (one conversation each: when one item has ``messages``, an item
+  without is that record's error, never read as a message);
 * a ``.jsonl`` file with one conversation per line (``{"messages": [...], "reward": ...,
   "task_id": ...}``), or with one message per line (the whole file is one conversation).
 
@@ -134,10 +135,14 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     data = read_json(path)
     if isinstance(data, dict):
         yield conversation(data, context, context.trajectory_id, file)
-    elif isinstance(data, list) and data and all(isinstance(d, dict) and "messages" in d for d in data):
+    elif isinstance(data, list) and any(isinstance(d, dict) and "messages" in d for d in data):
+        # conversations: one lacking its messages is that record's error, not a list of messages
         for index, item in enumerate(data):
+            where = f"{file}: record {index}"
             try:
-                yield conversation(item, context, f"{context.trajectory_id}:{index}", f"{file}: record {index}")
+                if not isinstance(item, dict):
+                    raise InputError(where, expected="a conversation: an object with 'messages'", found=type_name(item))
+                yield conversation(item, context, f"{context.trajectory_id}:{index}", where)
             except InputError as error:
                 yield error
     elif isinstance(data, list):
@@ -250,6 +255,7 @@ def conversation(record: dict[str, Any], context: FileContext, default_id: str, 
     calls: list[dict[str, Any]] = []
     tally = TokenTally()
     turn = -1
+    record_of = {id(message): index for index, message in enumerate(messages)}  # a result's own record
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
@@ -262,16 +268,16 @@ def conversation(record: dict[str, Any], context: FileContext, default_id: str, 
             function = call.mapping(tool_call, "function", required=True)
             call_id = call.identifier(tool_call, "id")
             result = results.of((index, position)) if call_id else next(unmatched_tool_results, None)
-            calls.append(_call(function, result, turn, call))
+            calls.append(_call(function, result, turn, call, record_of))
         legacy = read.mapping(message, "function_call")
         if legacy is not None:
-            calls.append(_call(legacy, next(function_results, None), turn, read))
+            calls.append(_call(legacy, next(function_results, None), turn, read, record_of))
         content = message_text(message.get("content"))
         if not tool_calls and legacy is None and content and "<function=" in content:
             reply = messages[index + 1] if index + 1 < len(messages) else None
             answer = reply if isinstance(reply, dict) and reply.get("role") != "assistant" else None
             for function in _xml_calls(content):
-                calls.append(_call(function, answer, turn, read))
+                calls.append(_call(function, answer, turn, read, record_of))
 
     own_id = _text(record, where, "trajectory_id", "id")
     trajectory_id = default_id
@@ -310,14 +316,18 @@ def _pair_results(messages: list[dict[str, Any]], where: str) -> ResultPairing:
     return pairing
 
 
-def _call(function: dict[str, Any], result: dict[str, Any] | None, turn: int, read: Fields) -> dict[str, Any]:
+def _call(function: dict[str, Any], result: dict[str, Any] | None, turn: int, read: Fields,
+          record_of: dict[int, int]) -> dict[str, Any]:
+    """One call; ``read`` names the calling message in errors, and a bad field of the result is
+    named by the result's own message (its index in ``record_of``, keyed by ``id``)."""
     name = read.text(function, "name", required=True, name="function.name")
     arguments, arguments_json = decode_arguments(function.get("arguments"), read.file, read.record)
     return_code = None
     if result is not None:
-        return_code = read.integer(result, "return_code", name="tool result return_code", bounds=INT32)
+        read_result = read.at(f"message {record_of[id(result)]}")
+        return_code = read_result.integer(result, "return_code", bounds=INT32)
         if return_code is None:
-            return_code = read.integer(result, "exit_code", name="tool result exit_code", bounds=INT32)
+            return_code = read_result.integer(result, "exit_code", bounds=INT32)
     return TOOL_CALL(
         turn=turn,
         tool_name=name,

@@ -146,7 +146,9 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
             continue
         finished = finished or action_type == "finish"
         replies = []
-        call = _call(event, action_type, metadata, response, answers.of(index), turn_of_response[response_id], at)
+        answer = answers.of(index)
+        call = _call(event, action_type, metadata, response, answer, turn_of_response[response_id], at,
+                     read.at(answers.where(index)))
         calls.append(call | {"assistant_text": _turn_text(event, response, at) if first_of_turn else None})
     row = TRAJECTORY(
         task_id=strip_suffix(path.name),
@@ -159,7 +161,9 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
 
 
 def _call(event: dict[str, Any], action_type: str, metadata: dict[str, Any], response: dict[str, Any],
-          answer: dict[str, Any] | None, turn: int, read: Fields) -> dict[str, Any]:
+          answer: dict[str, Any] | None, turn: int, read: Fields, read_answer: Fields) -> dict[str, Any]:
+    """One action event as a call; ``read`` names the action's event in errors, ``read_answer``
+    the observation's (a bad field of the observation is its own record's)."""
     args = event.get("args") or {}
     function_name = read.text(metadata, "function_name", name="tool_call_metadata.function_name")
     name = ACTION_TOOL_NAMES.get(action_type) or function_name or action_type
@@ -177,8 +181,8 @@ def _call(event: dict[str, Any], action_type: str, metadata: dict[str, Any], res
         content = answer.get("content")
         observation = content if isinstance(content, str) else None
         extras = answer.get("extras") or {}
-        meta = read.mapping(extras, "metadata", name="observation extras.metadata") or {}
-        return_code = read.integer(meta, "exit_code", name="extras.metadata.exit_code", bounds=INT32)
+        meta = read_answer.mapping(extras, "metadata", name="extras.metadata") or {}
+        return_code = read_answer.integer(meta, "exit_code", name="extras.metadata.exit_code", bounds=INT32)
     return TOOL_CALL(
         turn=turn,
         tool_name=name,

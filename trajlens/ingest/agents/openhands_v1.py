@@ -157,8 +157,10 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
             if first_of_turn:
                 turn += 1
                 turn_of_response[key] = turn
-            answer = observations.of(index) or errors.of(index)
-            call = _call(event, answer, turn_of_response[key], read.at(f"event {index}"))
+            answer, answered_by = observations.of(index), observations.where(index)
+            if answer is None:
+                answer, answered_by = errors.of(index), errors.where(index)
+            call = _call(event, answer, turn_of_response[key], read.at(f"event {index}"), read.at(answered_by))
             calls.append(call | {"assistant_text": _turn_text(event) if first_of_turn else None})
             replies = []
             last = "finish" if event["action"].get("kind") == "FinishAction" else last
@@ -197,7 +199,10 @@ def _check_events(events: list[Any], read: Fields) -> None:
             at.mapping(event, "tool_call")
 
 
-def _call(event: dict[str, Any], answer: dict[str, Any] | None, turn: int, read: Fields) -> dict[str, Any]:
+def _call(event: dict[str, Any], answer: dict[str, Any] | None, turn: int, read: Fields,
+          read_answer: Fields) -> dict[str, Any]:
+    """One action event as a call; ``read`` names the action's event in errors, ``read_answer``
+    the event answering it (a bad field of the observation is its own record's)."""
     action = event["action"]
     kind = action.get("kind")
     tool_call = event.get("tool_call") or {}
@@ -210,7 +215,7 @@ def _call(event: dict[str, Any], answer: dict[str, Any] | None, turn: int, read:
         arguments_json = dumps(decoded)
     shell = kind in SHELL_ACTIONS or name in SHELL_TOOLS
     command = read.text(action, "command", name="action.command") if shell else None
-    observation, return_code = _observation(answer, read)
+    observation, return_code = _observation(answer, read_answer)
     return TOOL_CALL(
         turn=turn,
         tool_name=name,

@@ -1,0 +1,79 @@
+"""An error names the record that holds the bad field, and the format a file came closest to:
+a tool result's field is the result's record, not the calling message's; a conversation of a
+JSON array that lacks its messages is that record; a verl dump whose first row lacks a key
+names verl and the key."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from hostile import OPENAI_CHAT, OPENHANDS_V0, OPENHANDS_V1
+
+from trajlens.errors import InputError
+from trajlens.ingest.agents import load_mini_swe_agent_v2, load_openai_chat, load_openhands_v0, load_openhands_v1
+from trajlens.ingest.formats import plan
+
+MINI_V2 = {
+    "trajectory_format": "mini-swe-agent-1.1", "instance_id": "t", "info": {"exit_status": "Submitted"},
+    "messages": [
+        {"role": "system", "content": "use bash"}, {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py", "extra": {"returncode": "0"}},
+    ],
+}
+
+
+def error_of(load, path) -> str:
+    with pytest.raises(InputError) as caught:
+        load(path)
+    return str(caught.value)
+
+
+def test_mini_swe_agent_v2_returncode_is_the_tool_message_s(tmp_path):
+    path = tmp_path / "t.traj.json"
+    path.write_text(json.dumps(MINI_V2))
+    assert error_of(load_mini_swe_agent_v2, path).startswith(f"{path}: record message 3: field 'extra.returncode': ")
+
+
+def test_openhands_v0_exit_code_is_the_observation_s(tmp_path):
+    events = copy.deepcopy(OPENHANDS_V0)
+    events[2]["extras"]["metadata"]["exit_code"] = "1"
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events))
+    assert error_of(load_openhands_v0, path).startswith(f"{path}: record event 2: field 'extras.metadata.exit_code': ")
+
+
+def test_openhands_v1_exit_code_is_the_observation_s(tmp_path):
+    state = copy.deepcopy(OPENHANDS_V1)
+    state["history"][1]["observation"]["metadata"]["exit_code"] = "0"
+    path = tmp_path / "state_x.json"
+    path.write_text(json.dumps(state))
+    assert error_of(load_openhands_v1, path).startswith(
+        f"{path}: record event 1: field 'observation.metadata.exit_code': ")
+
+
+def test_openai_chat_return_code_is_the_tool_message_s(tmp_path):
+    chat = copy.deepcopy(OPENAI_CHAT)
+    chat["messages"][3]["return_code"] = "0"
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(chat))
+    assert error_of(load_openai_chat, path).startswith(f"{path}: record message 3: field 'return_code': ")
+
+
+def test_a_conversation_of_an_array_without_messages_is_named(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps([OPENAI_CHAT, {"id": "r2", "task_id": "t"}]))
+    assert error_of(load_openai_chat, path) == (
+        f"{path}: record 1: field 'messages': expected a list of chat messages, found no such key")
+    assert load_openai_chat(path, strict=False).trajectories.num_rows == 1
+
+
+def test_a_verl_dump_whose_first_row_lacks_output_names_verl(tmp_path):
+    path = tmp_path / "1.jsonl"
+    path.write_text(json.dumps({"input": "system\nuser\nq\nassistant\n", "gts": "1", "score": 1.0, "step": 1}) + "\n")
+    with pytest.raises(InputError) as caught:
+        plan(path)
+    assert "closest: verl (" in str(caught.value) and "lacks output" in str(caught.value)
