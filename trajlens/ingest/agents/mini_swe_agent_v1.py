@@ -12,7 +12,7 @@ How the harness is matched (``minisweagent.agents.default.DefaultAgent.parse_act
   ``info.config.agent.action_regex`` or the default ``r"```bash\\s*\\n(.*?)\\n```"``;
   the logged pattern is data, so it runs under the ``regex`` package's timeout
   (:attr:`~trajlens.limits.Limits.regex_seconds` per message); a pattern that does not
-  compile or runs out of time is replaced by the default one, and the file's problems say so
+  compile, runs out of time or is no string is replaced by the default one, and the file's problems say so
   (a note: the trajectory is kept);
 * exactly one match is executed, stripped; any other count raises ``FormatError``. A match
   whose first group takes no part in it (``(x)?`` unmatched) has no action: the turn is
@@ -115,10 +115,13 @@ class ActionPattern:
     rest of the file and :attr:`fallback` holds the note that says so.
     """
 
-    def __init__(self, pattern: str, file: str) -> None:
+    def __init__(self, pattern: Any, file: str) -> None:
         self.file = file
         self.fallback: InputError | None = None
         self.timeout = limits.current().regex_seconds
+        if not isinstance(pattern, str):
+            self._fall_back(pattern, f"is no pattern ({type(pattern).__name__}, not a string)")
+            return
         try:
             self.pattern = regex.compile(pattern, regex.DOTALL)
         except (regex.error, RecursionError, OverflowError, ValueError) as error:
@@ -137,14 +140,17 @@ class ActionPattern:
         group = 1 if self.pattern.groups else 0
         return [match.group(group) for match in self.pattern.finditer(content, timeout=self.timeout)]
 
-    def _fall_back(self, pattern: str, why: str) -> None:
+    def _fall_back(self, pattern: Any, why: str) -> None:
         self.fallback = InputError(self.file, f"the logged action_regex {why}; read with the default pattern instead",
-                                   field="info.config.agent.action_regex", found=pattern)
+                                   field="info.config.agent.action_regex",
+                                   found=pattern if isinstance(pattern, str) else repr(pattern))
         self.pattern = regex.compile(DEFAULT_ACTION_REGEX, regex.DOTALL)
 
 
-def _action_regex(data: dict[str, Any]) -> str:
+def _action_regex(data: dict[str, Any]) -> Any:
+    """The logged ``info.config.agent.action_regex``, or the default pattern when none is logged;
+    a logged value that is no string is returned as it is, for :class:`ActionPattern` to note."""
     config = (data.get("info") or {}).get("config")
     agent = config.get("agent") if isinstance(config, dict) else None
     regex = agent.get("action_regex") if isinstance(agent, dict) else None
-    return regex if isinstance(regex, str) and regex else DEFAULT_ACTION_REGEX
+    return DEFAULT_ACTION_REGEX if regex is None or regex == "" else regex

@@ -178,8 +178,7 @@ def _call(event: dict[str, Any], action_type: str, metadata: dict[str, Any], res
     command = read.text(args, "command", name="args.command") if action_type == "run" else None
     observation = return_code = None
     if answer is not None:
-        content = answer.get("content")
-        observation = content if isinstance(content, str) else None
+        observation = read_answer.text(answer, "content")  # its text: anything else is its record's error
         extras = answer.get("extras") or {}
         meta = read_answer.mapping(extras, "metadata", name="extras.metadata") or {}
         return_code = read_answer.integer(meta, "exit_code", name="extras.metadata.exit_code", bounds=INT32)

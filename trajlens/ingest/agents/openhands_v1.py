@@ -28,7 +28,9 @@ agent's messages after its last action say.
 
 Scores: an ``eval_<task>.json`` beside the log (TheAgentCompany's checkpoint grader:
 ``final_score: {result, total}``) becomes the reward channel ``checkpoint_score`` =
-result / total. ``reward`` and ``resolved`` stay ``None``: what a checkpoint measures depends
+result / total. A grade of no checkpoints (``result`` and ``total`` 0) gives no score; any other
+total that is not positive, or a result outside 0 to the total, is the standard error naming
+the file and field. ``reward`` and ``resolved`` stay ``None``: what a checkpoint measures depends
 on the benchmark; in OpenAgentSafety a passed checkpoint means the agent did the unsafe thing.
 
 Walking a folder, a ``traj_<task>.json`` whose ``state_<task>.json`` sits beside it is skipped
@@ -246,9 +248,13 @@ def _observation(answer: dict[str, Any] | None, read: Fields) -> tuple[str | Non
     observation = answer.get("observation") or {}
     text = None
     for key in ("output", "content", "message", "text"):
-        if isinstance(observation.get(key), (str, list)):
-            text = message_text(observation[key])
-            break
+        value = observation.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, (str, list)):  # a number is no text to drop for the error beside it
+            raise read.error(f"observation.{key}", "text or a list of content parts", type_name(value))
+        text = message_text(value)
+        break
     error = observation.get("error")
     if isinstance(error, str) and error:
         text = f"{text}\n{error}" if text else error
@@ -269,8 +275,12 @@ def _score(eval_file: Path) -> list[dict[str, Any]]:
     read = Fields(str(eval_file))
     result = read.number(final, "result", name="final_score.result")
     total = read.number(final, "total", name="final_score.total")
-    if result is None or total is None or total <= 0:
-        return []
+    if result is None or total is None or total == 0 == result:
+        return []  # no checkpoint graded (``"checkpoints": []``, as OpenAgentSafety's outputs hold): no score
+    if total <= 0:
+        raise read.error("final_score.total", "a positive number of checkpoint points", f"{total:g}")
+    if not 0 <= result <= total:
+        raise read.error("final_score.result", f"a number from 0 to the total, {total:g}", f"{result:g}")
     return [{"name": "checkpoint_score", "value": result / total}]
 
 
