@@ -77,3 +77,16 @@ def test_a_verl_dump_whose_first_row_lacks_output_names_verl(tmp_path):
     with pytest.raises(InputError) as caught:
         plan(path)
     assert "closest: verl (" in str(caught.value) and "lacks output" in str(caught.value)
+
+
+@pytest.mark.parametrize("levels", [5_000, 100_000])
+def test_a_jsonl_first_record_nested_past_the_parser_is_the_depth_error(tmp_path, levels):
+    """Deeper than the parser can nest, detection cannot read the record's shape: the file is
+    said to be too deep (docs/limits.md), not of no known format."""
+    path = tmp_path / "1.jsonl"
+    path.write_text(json.dumps({"input": "q", "output": "a", "score": 1.0})[:-1] + ', "x": '
+                    + "[" * levels + "]" * levels + "}\n")
+    with pytest.raises(InputError) as caught:
+        plan(path)
+    assert str(caught.value).startswith(f"{path}: record line 1: expected JSON nested at most 200 levels "
+                                        "(raise it with --limit depth=...), found ")

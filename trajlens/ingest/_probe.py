@@ -173,6 +173,26 @@ def damage_error(probe: Probe) -> InputError | None:
     return None
 
 
+def depth_error(probe: Probe) -> InputError | None:
+    """The depth-limit error for a JSONL file whose first record is nested past the limit, or
+    None. Detection reads a record's shape by parsing it, and a record deeper than the parser
+    can nest reads as no JSON at all: such a file is said to be too deep (naming the limit and
+    how to raise it), not of no known format. Only the head is read: a record longer than it is
+    at least as deep as its head shows."""
+    from trajlens import limits as _limits
+
+    if probe.suffix != ".jsonl":
+        return None
+    line = probe.first_line()
+    limit = _limits.current().depth
+    depth = _limits.json_depth(line.encode("utf-8", "surrogatepass"), limit)
+    if depth <= limit:
+        return None
+    cut = "\n" not in probe.head[probe.head.find(line):] and probe.path.stat().st_size > SNIFF_BYTES
+    return InputError(str(probe.path), record="line 1", expected=f"JSON nested at most {limit} levels "
+                      "(raise it with --limit depth=...)", found=f"{'at least ' if cut else ''}{depth} levels")
+
+
 STREAM_SUFFIXES: frozenset[str] = frozenset({".jsonl", ".parquet"})
 """Suffixes of files that hold a stream of records (JSON Lines, Parquet)."""
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from trajlens.errors import InputError
-from trajlens.ingest._probe import Probe, damage_error, named_like, strays
+from trajlens.ingest._probe import Probe, damage_error, depth_error, named_like, strays
 
 
 # Only files with these suffixes are probed while surveying a folder; everything else (YAML
@@ -211,7 +211,7 @@ def plan(path: Path | str) -> list[Source]:
         named = claimed_by(path)
         if named is not None:  # its loader says what keeps it from being one (empty, another version)
             return [Source(named, [path])]
-        raise unknown_file(probe)
+        raise depth_error(probe) or unknown_file(probe)  # too deep to detect is said to be
     sources = _plan_folder(path)
     if not sources:
         names = ", ".join(f.name for f in registry())
