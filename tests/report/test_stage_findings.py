@@ -183,3 +183,39 @@ def test_a_light_finding_is_context_not_the_run_s_story():
     think = [("think_share", "fail", "1-8, 10-30")]
     assert main_finding(SimpleNamespace(findings=[], failing=think)) == "no finding beyond the checks that fire"
     assert main_finding(SimpleNamespace(findings=[], failing=[])) == "nothing notable"
+
+
+def _with_outcome(reward: tuple[float, float], resolved: tuple[float, float]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A staged run whose trajectories' reward and resolved rate hold the first value in Q1-Q3
+    and the second in Q4 (reward a tenth either side; resolved on that share of each step),
+    with its stage table and its outcome by stage as the report joins them."""
+    from trajlens.classify.stages import outcome_rates
+
+    rates, measures = staged_run({})
+    unit = pl.col("trajectory_id").str.split("-").list.last().cast(pl.Int64)
+    late = pl.col("step") > 6
+    measures = measures.with_columns(
+        (pl.when(late).then(reward[1]).otherwise(reward[0]) * pl.when(unit % 2 == 1).then(1.1).otherwise(0.9))
+        .alias("reward"),
+        (unit < pl.when(late).then(round(resolved[1] * 500)).otherwise(round(resolved[0] * 500))).alias("resolved"))
+    return pl.concat([rates, outcome_rates(measures)]), measures
+
+
+def test_a_falling_reward_and_resolved_rate_are_stage_trends():
+    """sao-r6's reward fell 0.443 -> 0.303 and its resolved rate 38.5% -> 24.8% without a finding:
+    the outcome is a stage trend, worded as the others, judged as a mean (a quarter or more) and
+    a rate of trajectories (ten points or more) are judged."""
+    rates, measures = _with_outcome((0.44, 0.30), (0.385, 0.248))
+    findings = {f.subject: f for f in stage_findings(rates, measures)}
+    q4 = {row["metric"]: row for row in rates.filter(pl.col("stage") == "Q4").iter_rows(named=True)}
+    assert str(findings["reward"]) == (
+        f"mean reward: 0.440 in Q1 -> 0.300 in Q4 (N=80 sample: {q4['reward']['value']:.3f} "
+        f"[{q4['reward']['ci_low']:.3f}, {q4['reward']['ci_high']:.3f}])")
+    assert str(findings["resolved"]).startswith("resolved rate: 0.384 in Q1 -> 0.248 in Q4 (N=80 sample: ")
+    assert findings["reward"].kind == findings["resolved"].kind == "reward"
+    assert findings["reward"].evidence == "stage"
+
+
+def test_an_outcome_change_under_the_rule_is_no_finding():
+    rates, measures = _with_outcome((0.44, 0.40), (0.385, 0.30))  # a tenth less; 8.5 points
+    assert stage_findings(rates, measures) == []

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import polars as pl
 
-from trajlens.classify.per_trajectory import AVERAGED_MEASURES, MEAN_SUPPORT, behaviour_specs
+from trajlens.classify.per_trajectory import AVERAGED_MEASURES, MEAN_SUPPORT, OUTCOME_SPECS, behaviour_specs
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.estimators.identify import CANDIDATES as IDENTIFY_CANDIDATES
 from trajlens.estimators.identify import MATCH_TOLERANCE
@@ -325,12 +325,10 @@ def trajectory_measure_stats(measures: pl.DataFrame) -> pl.DataFrame:
 
 
 def outcome_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
+    """``reward`` and ``resolved`` per step (:data:`~trajlens.classify.per_trajectory.OUTCOME_SPECS`)."""
     if trajectories.is_empty():
         return empty_stats()
-    return pl.concat([
-        _ratio_stats(trajectories, "reward", pl.col("reward").fill_nan(None), pl.lit(1)),  # NaN left out, as everywhere
-        _ratio_stats(trajectories, "resolved", pl.col("resolved"), pl.lit(1)),
-    ])
+    return pl.concat([_ratio_stats(trajectories, *spec) for spec in OUTCOME_SPECS])
 
 
 def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:

@@ -29,6 +29,18 @@ def _cell(row: dict[str, Any], kind: str) -> str:
     return f"{value} [{low}, {high}] · pop {population}{flag}"
 
 
+def rates_table(rates: pl.DataFrame) -> list[str]:
+    """The Markdown lines of one run's rates (rows of :attr:`StageReport.rates`): metrics down,
+    stages across, each cell as :func:`_cell` writes it."""
+    stages = rates.select("stage", "stage_index").unique().sort("stage_index")["stage"].to_list()
+    rows = []
+    for (metric,), part in rates.group_by("metric", maintain_order=True):
+        by_stage = {r["stage"]: r for r in part.iter_rows(named=True)}
+        kind = part["kind"][0]
+        rows.append([f"`{metric}`", *(_cell(by_stage[s], kind) if s in by_stage else "–" for s in stages)])
+    return markdown_table(["metric", *stages], rows)
+
+
 def render(report: "StageReport") -> str:
     """Stages, then one rates table per run (metrics down, stages across), then changes."""
     lines = [
@@ -48,14 +60,7 @@ def render(report: "StageReport") -> str:
     ]
     lines += markdown_table(["run", "stage", "steps", "trajectories", "sampled"], stage_rows)
     for (run_id,), rates in report.rates.group_by("run_id", maintain_order=True):
-        stages = rates.select("stage", "stage_index").unique().sort("stage_index")["stage"].to_list()
-        lines += ["", f"## Rates: {run_id}", ""]
-        rows = []
-        for (metric,), part in rates.group_by("metric", maintain_order=True):
-            by_stage = {r["stage"]: r for r in part.iter_rows(named=True)}
-            kind = part["kind"][0]
-            rows.append([f"`{metric}`", *(_cell(by_stage[s], kind) if s in by_stage else "–" for s in stages)])
-        lines += markdown_table(["metric", *stages], rows)
+        lines += ["", f"## Rates: {run_id}", "", *rates_table(rates)]
     changes = report.changes.filter(pl.col("comparison") == "first_to_last")
     if changes.height:
         lines += [

@@ -97,6 +97,16 @@ MEAN_SUPPORT: dict[str, Bounds] = {
 lies where they do, so its interval is cut there (:func:`trajlens.intervals.pooled`)."""
 
 
+OUTCOME_SPECS: tuple[Spec, ...] = (
+    ("reward", pl.col("reward").fill_nan(None), pl.lit(1)),  # NaN left out, as everywhere
+    ("resolved", pl.col("resolved"), pl.lit(1)),
+)
+"""The outcome measures over trajectories (rows of the ``trajectories`` table), as measures of
+units for :func:`trajlens.intervals.sums`: ``reward`` (the mean reward) and ``resolved`` (the
+share of trajectories resolved; a trajectory without a verdict is left out). The checks, the
+report's summary, its overview trends and its outcome by stage all pool these."""
+
+
 def behaviour_specs(averaged: Sequence[str] = AVERAGED_MEASURES) -> list[Spec]:
     """The behaviour measures over trajectories (rows of :func:`trajectory_measures`), as
     measures of units for :func:`trajlens.intervals.sums`: ``share:<class>`` (calls of the class

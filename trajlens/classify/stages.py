@@ -40,11 +40,11 @@ import polars as pl
 from trajlens.classify import _stats
 from trajlens.classify.calls import classify_calls
 from trajlens.classify.per_trajectory import (
-    MEASURES, MEAN_SUPPORT, TRAJECTORY_COLUMNS, behaviour_specs, stored_measures, trajectory_measures)
+    MEASURES, MEAN_SUPPORT, OUTCOME_SPECS, TRAJECTORY_COLUMNS, behaviour_specs, stored_measures, trajectory_measures)
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
 from trajlens.frames import as_frame, as_lazy, require_columns
-from trajlens.intervals import pooled, stage_p_value, stage_z, sums
+from trajlens.intervals import Spec, pooled, stage_p_value, stage_z, sums
 from trajlens.schema import TRAIN_SPLIT, in_measured_split
 from trajlens.steps import stage_index
 
@@ -371,22 +371,26 @@ _KINDS: tuple[tuple[str, str, str], ...] = (
     ("share:", "call_share", "wilson, design effect"),
     ("verification:", "call_share", "wilson, design effect"),
     ("mean:", "mean", "normal"),
+    ("reward", "mean", "normal"),
+    ("resolved", "trajectory_rate", "wilson"),
 )
 """Each metric's kind and interval, by the start of its name."""
 
 
-def _metrics(measures: pl.DataFrame) -> pl.DataFrame:
+def _metrics(measures: pl.DataFrame, specs: Sequence[Spec] | None = None) -> pl.DataFrame:
     """Long table (run_id, stage, stage_index, metric, kind, value, low, high, interval,
     n_trajectories, n_units, n_effective) of every metric over the given trajectories: the
     checks' measures of the same names (:func:`~trajlens.classify.per_trajectory.behaviour_specs`)
     pooled over each stage's trajectories by :func:`trajlens.intervals.pooled`, so a stage's
-    value and interval are the ones ``trajlens check`` and ``trajlens compare`` give it."""
-    stats = sums(measures, behaviour_specs(MEAN_MEASURES), by=_GROUP)
+    value and interval are the ones ``trajlens check`` and ``trajlens compare`` give it.
+    ``specs``: the measures (the behaviour metrics when None)."""
+    stats = sums(measures, behaviour_specs(MEAN_MEASURES) if specs is None else specs, by=_GROUP)
     entry = {name: next(k for k in _KINDS if name.startswith(k[0])) for name in stats["measure"].unique()}
     kind = pl.col("metric").replace_strict({name: k[1] for name, k in entry.items()}, return_dtype=pl.String)
     interval = pl.col("metric").replace_strict({name: k[2] for name, k in entry.items()}, return_dtype=pl.String)
     counts = measures.group_by(*_GROUP).agg(pl.len().alias("n_trajectories"))
-    parts = [pooled(stats.filter(pl.col("measure").str.starts_with("mean:") != proportion), proportion, MEAN_SUPPORT.get)
+    means = [name for name, k in entry.items() if k[1] == "mean"]
+    parts = [pooled(stats.filter(pl.col("measure").is_in(means) != proportion), proportion, MEAN_SUPPORT.get)
              for proportion in (True, False)]
     return pl.concat(parts).rename({"measure": "metric"}).join(counts, on=list(_GROUP)).select(
         *_GROUP, "metric", kind.alias("kind"), "value", "low", "high", interval.alias("interval"),
@@ -414,8 +418,26 @@ def _metric_order() -> list[str]:
     return [
         *(f"uses:{c}" for c in BEHAVIOUR_CLASSES), "ran_suite",
         *(f"share:{c}" for c in BEHAVIOUR_CLASSES), *(f"verification:{c}" for c in VERIFICATION_CLASSES),
-        *(f"mean:{m}" for m in MEAN_MEASURES),
+        *(f"mean:{m}" for m in MEAN_MEASURES), *OUTCOME_METRICS,
     ]
+
+
+OUTCOME_METRICS: tuple[str, ...] = tuple(name for name, _, _ in OUTCOME_SPECS)
+"""The outcome metrics by stage (:func:`outcome_rates`): the checks' ``reward`` and ``resolved``."""
+
+
+def outcome_rates(measures: pl.DataFrame) -> pl.DataFrame:
+    """The run's outcome by stage, as :func:`stage_report` gives its behaviour metrics, in the
+    columns of :attr:`StageReport.rates`: the checks' ``reward`` (mean reward, a mean) and
+    ``resolved`` (the resolved rate, a rate of trajectories; no rows for a run without verdicts),
+    on each stage's sample with its 95% interval and on the whole stage beside it. ``measures``:
+    :attr:`StageReport.measures` (each trajectory's stage and whether it was drawn: the same
+    sample as the behaviour metrics) with each trajectory's ``reward`` and ``resolved``. Kept
+    apart from the behaviour rates, which are the classification's."""
+    population = _metrics(measures, OUTCOME_SPECS)
+    if population.is_empty():
+        return _rates(population, population).clear()
+    return _rates(_metrics(measures.filter(pl.col("sampled")), OUTCOME_SPECS), population)
 
 
 def _changes(rates: pl.DataFrame) -> pl.DataFrame:

@@ -146,9 +146,15 @@ STAGE_TRENDS: tuple[StageTrend, ...] = (
                checks=("suite_rate_decline", "suite_rate_floor"), watched=-1),
     StageTrend("mean:num_turns", "turns per trajectory", "behaviour", shipped_rule("turns_inflation"), digits=1,
                checks=("turns_inflation",)),
+    StageTrend("reward", "mean reward", "reward", shipped_rule("response_length_inflation")),
+    StageTrend("resolved", "resolved rate", "reward", shipped_rule("suite_rate_decline")),
 )
 """Stage metrics that make a finding when they drift, each judged by the rule of the check
-that watches it (a class share by attribution's, as the drifts it attributes)."""
+that watches it (a class share by attribution's, as the drifts it attributes). The outcome
+(:data:`~trajlens.classify.stages.OUTCOME_METRICS`: mean reward, resolved rate), which no check
+compares between stages, is judged as the checks judge the same kind of number: the mean reward
+as the length and turns (a quarter or more, at 95%), the resolved rate as the suite rate (ten
+points or more, at 95%)."""
 
 
 MAX_TREND_BONUS = 15.0
@@ -186,22 +192,27 @@ def verification_shift(measures: pl.DataFrame, specs: dict[str, Any],
 def stage_findings(rates: pl.DataFrame, measures: pl.DataFrame) -> list[Finding]:
     """First stage -> last stage of each :data:`STAGE_TRENDS` metric whose change counts under
     its rule, over the whole stages (``measures``: the stage report's trajectories, with their
-    ``stage_index``; ``rates``: its table, for the last stage's sample and interval). A falling
-    suite rate says which other verification took its place (:func:`verification_shift`, when
-    one did); without such a fall, a shift of the verification mix is a finding of its own."""
-    from trajlens.classify.per_trajectory import behaviour_specs
+    ``stage_index``, and ``reward`` and ``resolved`` for the outcome trends; ``rates``: its table,
+    with the outcome's rows (:func:`~trajlens.classify.stages.outcome_rates`), for the last
+    stage's sample and interval; a metric without rows is not judged). A falling suite rate
+    says which other verification took its place (:func:`verification_shift`, when one did);
+    without such a fall, a shift of the verification mix is a finding of its own."""
+    from trajlens.classify.per_trajectory import OUTCOME_SPECS, behaviour_specs
     from trajlens.classify.stages import MEAN_MEASURES
 
-    specs = {spec[0]: spec for spec in behaviour_specs(MEAN_MEASURES)}
+    specs = {spec[0]: spec for spec in (*behaviour_specs(MEAN_MEASURES), *OUTCOME_SPECS)}
     findings = []
     shift = verification_shift(measures, specs)
     for trend in STAGE_TRENDS:
-        proportion = not trend.metric.startswith("mean:")
+        rows = rates.filter(pl.col("metric") == trend.metric)
+        if rows.is_empty():
+            continue
+        proportion = rows["kind"][0] != "mean"
         ends = stage_ends(measures, specs[trend.metric], proportion)
         found = judged(*ends, proportion, trend.rule) if ends is not None else None
         if ends is None or found is None:
             continue
-        stage_of = {row["stage_index"]: row for row in rates.filter(pl.col("metric") == trend.metric).iter_rows(named=True)}
+        stage_of = {row["stage_index"]: row for row in rows.iter_rows(named=True)}
         first, last = stage_of[ends[0]["stage_index"]], stage_of[ends[1]["stage_index"]]
         d = trend.digits
         sampled = "" if None in (last["value"], last["ci_low"], last["ci_high"]) else (
