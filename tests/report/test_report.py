@@ -398,3 +398,67 @@ def test_the_exemplar_of_a_shrinking_class_is_where_the_class_still_was(samples_
     q1, median, q3 = (float(value) for value in row.split(" | ")[2:5])  # the class spread table's
     assert f"edit: median {median:.2f}, quartiles {q1:.2f}-{q3:.2f} of the shares of 1920 trajectories</title>" in page
     assert "mean" not in page.split("<title>edit: median", 1)[1].split("</title>", 1)[0]
+
+
+def test_a_falling_reward_is_a_finding_that_leaves_the_main_one_first(reports):
+    """sao-r6's mean reward fell 0.443 -> 0.303 and its resolved rate 38.5% -> 24.8% (first vs last
+    quarter); only an unlabelled sparkline showed it. Both are stage trends now, worded as the
+    others, with the N=80 sample of the last stage from the outcome by stage; the think drift
+    still leads."""
+    out, by_run = reports
+    findings = [str(f) for f in by_run["sao-r6"].findings]
+    reward = next(f for f in findings if f.startswith("mean reward: "))
+    resolved = next(f for f in findings if f.startswith("resolved rate: "))
+    assert reward.startswith("mean reward: 0.443 in Q1 -> 0.303 in Q4 (N=80 sample: ")
+    assert resolved.startswith("resolved rate: 0.385 in Q1 -> 0.248 in Q4 (N=80 sample: ")
+    assert main_finding(by_run["sao-r6"]).startswith("think grew 0.07 -> 0.48 from step 83")
+    stage_report = (out / "sao-r6" / "stage_report.md").read_text()
+    assert "## Outcome by stage" in stage_report and "· pop 0.303 |" in stage_report and "· pop 24.8% |" in stage_report
+
+
+def _element(page: str, anchor: str) -> str:
+    """The text of the element ``id=anchor`` of ``page`` up to the next heading (a row: the row)."""
+    start = page.index(f'id="{anchor}"')
+    tag = page.rfind("<", 0, start)
+    if page.startswith("<tr", tag):
+        return page[tag:page.index("</tr>", start)]
+    end = page.find("<h3", start + 1)
+    return page[tag:end if end > 0 else len(page)]
+
+
+def test_every_evidence_link_lands_where_its_fact_is_shown(reports):
+    """index.html linked every stage trend to the stage figure, which plots the think share, the
+    suite rate and the verification mix only (tokens, turns, the view and submit shares were on no
+    figure), and each channel finding to the outcome table, which holds no channel. A finding now
+    links to the figure when it plots its metric, else to its metric's first row of the stage
+    tables, and a channel finding to the channel table, which holds its rel_gain."""
+    from trajlens.report.plots import STAGE_PLOT_METRICS
+
+    out, by_run = reports
+    page = (out / "index.html").read_text()
+    seen = set()
+    for run_id in ("sao-r6", "multireward", "causal-grpo-length"):
+        start = page.index(f'id="{run_id}/findings"')
+        items = re.findall(r"<li[^>]*>(.*?)</li>", page[start:page.index("</ul>", start)])
+        subjects = {html.escape(str(f)): getattr(f, "subject", None) for f in by_run[run_id].findings}
+        for item in items:
+            text = item.split("<a ", 1)[0]
+            subject = subjects[text]
+            (target,) = re.findall(r'<a href="#([^"]+)">evidence</a>', item)
+            if subject is None:
+                continue
+            shown = _element(page, target)
+            if subject in STAGE_PLOT_METRICS:
+                assert target == f"{run_id}/figure-stage_rates", text
+            elif subject.startswith("channel:"):
+                assert target == f"{run_id}/channels", text
+                row = re.search(rf'<tr><td class="text">{subject.partition(":")[2]}</td>(.*?)</tr>', shown)
+                early, late = re.search(r"rel_gain (\S+) in the first quarter -&gt; (\S+) in the last", text).groups()
+                cells = re.findall(r'<td class="num">([^<]*)</td>', row.group(1))
+                assert [f"{float(c):.2f}" for c in cells[:2]] == [early, late], text
+            else:
+                assert shown.startswith("<tr") and f'<td class="text">{subject}</td>' in shown, text
+            seen.add(subject)
+    assert {"mean:model_tokens", "mean:num_turns", "share:view", "share:submit", "reward", "resolved",
+            "channel:format"} <= seen
+

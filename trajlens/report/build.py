@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
+from trajlens.classify.stages import outcome_rates
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.errors import ConfigError
 from trajlens.estimators.spec import EstimatorChoice
@@ -25,21 +26,17 @@ from trajlens.report.findings import (
     RECOMPUTED, Finding, advantage_findings, attribution_findings, dead_group_finding, drift_findings, outcome_finding,
     ranked, stage_findings, with_verdicts,
 )
-from trajlens.report.html_report import Exemplar
+from trajlens.report.html_report import OUTCOME_BY_STAGE, OUTCOME_BY_STAGE_NOTE, Exemplar
 from trajlens.report.overview import (
     LENGTH_TRENDS, Trend, check_label, main_finding, moved_share, overview_markdown, run_trends,
 )
-from trajlens.report.scalars import channel_findings, scalar_findings
+from trajlens.report.scalars import CHANNELS_NOTE, CHANNELS_TITLE, channel_findings, run_channels, scalar_findings
 from trajlens.run.choices import report_advantages
 from trajlens.run.splits import TRAIN_SPLIT, measured_split, run_splits
 from trajlens.run.trained import run_trained_with
 from trajlens.store.handle import in_transaction
 
-# Metrics plotted per stage: the r6 collapse signal and the r7 verification shift.
-STAGE_PLOT_METRICS: tuple[str, ...] = (
-    "share:think", "ran_suite", "verification:test_suite", "verification:test_targeted", "verification:quick_check",
-    "verification:run_script",
-)
+STAGE_PLOT_METRICS = plots.STAGE_PLOT_METRICS
 
 
 @dataclass
@@ -279,7 +276,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         if report.split == TRAIN_SPLIT else None
     checks = _checks(store, run_id, measures, advantages) if report.split == TRAIN_SPLIT else _checks(store, run_id)
     report.findings += scalar_findings(store, run_id, checks)
-    channels = channel_findings(store, run_id, report.split)  # folded into their verdicts below
+    parts.channels = run_channels(store, run_id, report.split)
+    channels = channel_findings(store, run_id, report.split, parts.channels)  # folded into their verdicts below
     report.failing = _failing(checks)
     if single_step:  # the one step of an eval log is no point in training
         report.failing = [(name, status, "") for name, status, _ in report.failing]
@@ -299,6 +297,10 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     stage = stage_report(run_tables, run_id=run_id, n=n, seed=seed, stages=stages, split=report.split,
                          measures=measures)
     parts.stage = None if single_step else stage  # one stage: the summary says it all
+    # the outcome by stage, on the stage report's stages and sample: the reward and resolved trends judge it
+    outcomes = run_tables[0].filter(pl.col("split") == report.split).select("trajectory_id", "reward", "resolved").collect()
+    staged_outcomes = stage.measures.join(outcomes, on="trajectory_id", how="left")
+    parts.outcome = outcome_rates(staged_outcomes)
     store.write_derived("stage_rates", run_id, stage.rates)
     store.write_derived("stage_changes", run_id, stage.changes)
     if with_tools and not single_step:
@@ -306,7 +308,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
                                                   f"{run_id}: {stage.sample_size} (bars: sample, x: whole stage)")
     # a run not attributed yet still shows each class drift that attribution would judge
     verdicts = attribution_findings(store, run_id) or drift_findings(measures, _staged(measures, stages), run_id)
-    report.findings += with_verdicts(stage_findings(stage.rates, stage.measures) + channels, verdicts)
+    trends = stage_findings(pl.concat([stage.rates, parts.outcome]), staged_outcomes)
+    report.findings += with_verdicts(trends + channels, verdicts)
     if unattributed is not None:
         report.findings.append(Finding(f"not attributed: {unattributed}", "attribution_unavailable", None, RECOMPUTED))
     report.findings += dead_group_finding(parts.summary)
@@ -317,7 +320,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
                 else "a single step: no training stages to compare (agent logs without steps)")
         report.findings.append(Finding(said, "single_step", "summary-outcome"))
     sections = [f"# {run_id}\n\n{report.described}",
-                *([] if single_step else [stage.to_markdown()]), _summary_markdown(parts.summary)]
+                *([] if single_step else [stage.to_markdown(), _outcome_markdown(parts.outcome)]),
+                _summary_markdown(parts.summary), *_channels_markdown(parts.channels)]
     choices = advantages.choices if advantages is not None else []
     trained = run_trained_with(store, run_id) if choices else None
     if advantages is not None and advantages.empty_tokens:
@@ -472,6 +476,23 @@ def _outcomes(store: Any, run_id: str) -> dict[str, bool]:
 
     rows = scan_run_table(store, run_id, "trajectories").select("trajectory_id", "resolved").drop_nulls().collect()
     return dict(rows.iter_rows()) if rows["resolved"].n_unique() == 2 else {}
+
+
+def _outcome_markdown(outcome: pl.DataFrame) -> str:
+    """The stage report's outcome by stage, as its rates tables show a metric (none without one)."""
+    from trajlens.classify._markdown import rates_table
+
+    if outcome.is_empty():
+        return f"## {OUTCOME_BY_STAGE}\n\nNo reward or verdict logged."
+    return "\n".join([f"## {OUTCOME_BY_STAGE}", "", OUTCOME_BY_STAGE_NOTE, "", *rates_table(outcome)])
+
+
+def _channels_markdown(channels: Any) -> list[str]:
+    """The stage report's channel table (none for a run without two channels)."""
+    if channels is None:
+        return []
+    frame = channels.table.with_columns(pl.col(pl.Float64).round(3))
+    return ["\n".join([f"## {CHANNELS_TITLE}", "", CHANNELS_NOTE, "", _markdown_table(frame)])]
 
 
 def _summary_markdown(tables: list) -> str:

@@ -106,14 +106,18 @@ def number(value: Any, digits: int = 3) -> str:
     return escape(value)
 
 
-def table(frame: pl.DataFrame, *, row_class: str | None = None, digits: int = 3, limit: int | None = None) -> str:
-    """A frame as an HTML table; ``row_class`` names a boolean column that marks rows."""
-    columns = [c for c in frame.columns if c != row_class]
+def table(frame: pl.DataFrame, *, row_class: str | None = None, digits: int = 3, limit: int | None = None,
+          row_id: str | None = None) -> str:
+    """A frame as an HTML table; ``row_class`` names a boolean column that marks rows, ``row_id``
+    a column of ids (null: none) that a link can point at a row by (neither column shown)."""
+    columns = [c for c in frame.columns if c not in (row_class, row_id)]
     head = "".join(f'<th class="{_align(frame, c)}">{escape(c)}</th>' for c in columns)
     rows = []
     shown = frame if limit is None else frame.head(limit)
     for row in shown.iter_rows(named=True):
         marked = ' class="significant"' if row_class and row.get(row_class) else ""
+        if row_id is not None and row.get(row_id) is not None:
+            marked += f' id="{escape(row[row_id])}"'
         cells = "".join(f'<td class="{_align(frame, c)}">{number(row[c], digits)}</td>' for c in columns)
         rows.append(f"<tr{marked}>{cells}</tr>")
     more = f'<p class="note">{frame.height - shown.height} more rows not shown.</p>' if shown.height < frame.height else ""

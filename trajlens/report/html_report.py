@@ -25,6 +25,14 @@ KEY_STAGE_METRICS: tuple[str, ...] = (
 )
 """Stage metrics shown open in a run's section; the rest sit in a collapsed table."""
 
+OUTCOME_BY_STAGE = "Outcome by stage"
+"""The title of a run's outcome by stage (:func:`~trajlens.classify.stages.outcome_rates`), in
+its stage report and its section of ``index.html``."""
+OUTCOME_BY_STAGE_NOTE = ("The checks' mean reward and resolved rate (the share of the trajectories with a verdict) "
+                         "on the same sample of each stage as the behaviour metrics, with its 95% interval, and on "
+                         "the whole stage.")
+
+
 class Exemplar(NamedTuple):
     """A trajectory the run's section links to, with its viewer page."""
 
@@ -45,6 +53,10 @@ class RunParts:
     summary: list = field(default_factory=list)
     charts: dict = field(default_factory=dict)
     stage: Any = None
+    outcome: pl.DataFrame | None = None
+    channels: Any = None
+    """The run's reward channels (:func:`~trajlens.report.scalars.run_channels`), None without two."""
+    """The outcome by stage (:func:`~trajlens.classify.stages.outcome_rates`), on the stage's sample."""
     diagnostics: pl.DataFrame | None = None
     exemplars: list[Exemplar] = field(default_factory=list)
 
@@ -60,8 +72,13 @@ def run_section(store: Any, report: Any, parts: RunParts) -> str:
         out.append(f'<h3 id="{html.run_anchor(run_id, "summary-" + summary.key)}">{html.escape(summary.title)}</h3>'
                    f'<p class="note">{html.escape(summary.note)}</p>'
                    + (html.table(summary.frame) if summary.frame.height else "<p>none</p>"))
+    if parts.channels is not None:
+        from trajlens.report.scalars import CHANNELS_EVIDENCE, CHANNELS_NOTE, CHANNELS_TITLE
+
+        out.append(f'<h3 id="{html.run_anchor(run_id, CHANNELS_EVIDENCE)}">{CHANNELS_TITLE}</h3>'
+                   f'<p class="note">{html.escape(CHANNELS_NOTE)}</p>' + html.table(parts.channels.table))
     if parts.stage is not None:
-        out.append(_stage_tables(run_id, parts.stage))
+        out.append(_stage_tables(run_id, parts.stage, parts.outcome, _subjects(report.findings)))
     for name, chart in parts.charts.items():
         out.append(html.figure(html.run_anchor(run_id, f"figure-{name}"), chart.svg(),
                                f"{name.replace('_', ' ')}; hover a mark for its values"))
@@ -90,9 +107,7 @@ def _findings(findings: list[str], parts: RunParts) -> str:
         return "<p>Nothing notable.</p>"
     items = []
     for finding in findings:
-        target = getattr(finding, "evidence", None)
-        if target == "stage" and "stage_rates" in parts.charts:
-            target = "figure-stage_rates"
+        target = _evidence(finding, parts)
         links = [f'<a href="#{html.run_anchor(parts.run_id, target)}">evidence</a>'] if target else []
         # the trajectory that shows a drift at its extreme, by the metric the finding is about, however it is worded
         subject = getattr(finding, "subject", None)
@@ -106,17 +121,71 @@ def _findings(findings: list[str], parts: RunParts) -> str:
     return f'<ul class="findings">{"".join(items)}</ul>'
 
 
-def _stage_tables(run_id: str, stage: Any) -> str:
-    rates = stage.rates.select(
+def _evidence(finding: str, parts: RunParts) -> str | None:
+    """The part of the run's section that shows a finding's fact: a stage trend's metric in the
+    stage figure when the figure plots it (:data:`~trajlens.report.plots.STAGE_PLOT_METRICS`),
+    else its rows of the stage table (:func:`stage_row_anchor`); a stage finding about no one
+    metric (where verification moved) the figure, which plots the verification mix; any other
+    finding the part it names."""
+    from trajlens.report.plots import STAGE_PLOT_METRICS
+
+    target = getattr(finding, "evidence", None)
+    if target != "stage":
+        return target
+    subject = getattr(finding, "subject", None)
+    plotted = "stage_rates" in parts.charts
+    if plotted and (subject is None or subject in STAGE_PLOT_METRICS):
+        return "figure-stage_rates"
+    if subject is not None and subject in _stage_metrics(parts):
+        return stage_row_anchor(subject)
+    return target
+
+
+def _stage_metrics(parts: RunParts) -> set[str]:
+    """The metrics the run's stage tables hold (behaviour and outcome)."""
+    held = set(parts.stage.rates["metric"].to_list()) if parts.stage is not None else set()
+    return held | (set(parts.outcome["metric"].to_list()) if parts.outcome is not None else set())
+
+
+def _subjects(findings: list[str]) -> set[str]:
+    """The stage metrics the findings speak of (:attr:`~trajlens.report.findings.Finding.subject`)."""
+    return {s for f in findings if (s := getattr(f, "subject", None)) is not None}
+
+
+def stage_row_anchor(metric: str) -> str:
+    """The part of a run's section (:func:`html.run_anchor`) at the first row of ``metric`` in
+    its stage tables: where a finding about a metric the stage figure does not plot points."""
+    return f"stage-{metric}"
+
+
+def _stage_rows(run_id: str, rates: pl.DataFrame) -> str:
+    """Stage rows as the section shows them, each metric's first row anchored (:func:`stage_row_anchor`)."""
+    first = pl.col("stage_index") == pl.col("stage_index").min().over("metric")
+    anchors = pl.when(first).then(pl.lit(html.run_anchor(run_id, stage_row_anchor(""))) + pl.col("metric"))
+    shown = rates.select(
         "metric", "stage", pl.col("value").alias("sample"), "ci_low", "ci_high", pl.col("n_sampled").alias("N sample"),
         pl.col("population_value").alias("whole stage"), pl.col("n_population").alias("N stage"),
-        pl.col("population_in_ci").alias("whole stage in interval"))
-    key = rates.filter(pl.col("metric").is_in(list(KEY_STAGE_METRICS)))
+        pl.col("population_in_ci").alias("whole stage in interval"), anchors.alias("anchor"))
+    return html.table(shown, row_id="anchor")
+
+
+def _stage_tables(run_id: str, stage: Any, outcome: pl.DataFrame | None = None, subjects: set[str] = frozenset()) -> str:
+    """The stage section: the stages, the key metrics open (with every metric a finding speaks
+    of, so that its evidence link lands on a row shown), the outcome by stage, and every row in
+    a collapsed table."""
+    key = stage.rates.filter(pl.col("metric").is_in([*KEY_STAGE_METRICS, *sorted(subjects)]))
     stages = html.table(stage.stages.drop("run_id"))
-    return (f'<h3 id="{html.run_anchor(run_id, "stage")}">Stages, {stage.sample_size}</h3>'
+    text = (f'<h3 id="{html.run_anchor(run_id, "stage")}">Stages, {stage.sample_size}</h3>'
             f'<p class="note">Seed {stage.seed}; rules {html.escape(stage.rules_version)}. The sample value with its '
-            '95% interval, and the same metric on the whole stage beside it.</p>' + stages + html.table(key)
-            + f"<details><summary>all {rates.height} rows</summary>{html.table(rates)}</details>")
+            '95% interval, and the same metric on the whole stage beside it.</p>' + stages + _stage_rows(run_id, key))
+    if outcome is not None and outcome.height:
+        text += (f'<h4 id="{html.run_anchor(run_id, "stage-outcome")}">{OUTCOME_BY_STAGE}</h4>'
+                 f'<p class="note">{html.escape(OUTCOME_BY_STAGE_NOTE)}</p>' + _stage_rows(run_id, outcome))
+    every = stage.rates.select("metric", "stage", pl.col("value").alias("sample"), "ci_low", "ci_high",
+                               pl.col("n_sampled").alias("N sample"), pl.col("population_value").alias("whole stage"),
+                               pl.col("n_population").alias("N stage"),
+                               pl.col("population_in_ci").alias("whole stage in interval"))
+    return text + f"<details><summary>all {every.height} rows</summary>{html.table(every)}</details>"
 
 
 def write_index(store: Any, out: Path, reports: list, comparisons: list[tuple[str, str]], *, stages: Any) -> Path:

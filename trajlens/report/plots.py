@@ -449,6 +449,14 @@ def distributions(measures: pl.DataFrame, title: str) -> Chart:
     return chart
 
 
+STAGE_PLOT_METRICS: tuple[str, ...] = (
+    "share:think", "ran_suite", "verification:test_suite", "verification:test_targeted", "verification:quick_check",
+    "verification:run_script",
+)
+"""Metrics the report plots per stage (:func:`stage_rates`): the r6 collapse signal and the r7
+verification shift. A finding about another metric links to its row of the stage table."""
+
+
 def stage_rates(rates: pl.DataFrame, metrics: list[str], title: str) -> Chart:
     """Sample rates with 95% intervals per stage, population values as crosses."""
     figure, axis = _figure()

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -99,55 +99,113 @@ def lr_findings(checks: Any) -> list[Finding]:
     return findings
 
 
-def channel_findings(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> list[Finding]:
-    """rel_gain of each reward channel, over the trajectories of ``split`` (those the run's
-    section reports), in the first and last quarter of the run's steps
-    (:func:`trajlens.run.quarters.quarters`). A rel_gain under :data:`SATURATED_REL_GAIN` in the
-    last quarter leaves the channel's group advantage without signal: the finding says whether
-    the channel had none from the first quarter (a format reward every trajectory meets: the
-    shipped checks fail on it from the first steps), *collapsed* (its step mean fell by half or
-    more, attribution's :func:`~trajlens.attribution.causes.channel_collapse`) or *saturated*
-    (every trajectory of a group scores alike, and the channel did not collapse). A channel that keeps its signal is a
-    finding when its rel_gain moved by :data:`CHANNEL_CHANGE` or more."""
-    from trajlens.attribution.causes import CHANNEL_PREFIX
-    from trajlens.checks.step_measures import channel_gains
-    from trajlens.run.channels import rel_gain_quarters
+CHANNEL_QUARTER_COLUMNS: dict[str, Any] = {
+    "channel": pl.String, "rel_gain first quarter": pl.Float64, "rel_gain last quarter": pl.Float64,
+    "step mean first quarter": pl.Float64, "step mean last quarter": pl.Float64}
+"""The columns of :func:`channel_quarters`."""
+
+
+class RunChannels(NamedTuple):
+    """A run's reward channels, read once for its channel findings and its channel table."""
+
+    gains: pl.DataFrame
+    """Each channel's gain per group (:func:`trajlens.checks.step_measures.channel_gains`)."""
+    step_means: pl.DataFrame
+    """Each channel's step mean (:func:`trajlens.run.channels.channel_step_means`)."""
+    quarters: Quarters
+    """The first and last quarter of the steps of the trajectories reported."""
+    table: pl.DataFrame
+    """:func:`channel_quarters`: each channel's rel_gain and step mean in the first and last quarter."""
+
+
+def run_channels(store: Any, run_id: str, split: str = TRAIN_SPLIT) -> RunChannels | None:
+    """The reward channels of the run's trajectories of ``split`` (those its section reports);
+    None for a run of fewer than two channels (nothing competes) or of one step (no first and
+    last quarter to compare)."""
+    from trajlens.checks.step_measures import group_gains
+    from trajlens.run.channels import channel_step_means, channel_values
     from trajlens.run.partitions import scan_run_table
 
     trajectories = (scan_run_table(store, run_id, "trajectories").filter(pl.col("split") == split)
                     .select("step", "group_id", "trajectory_id", "reward_channels").collect())
     if trajectories["step"].n_unique() < 2:
-        return []  # one step: no first and last quarter to compare
-    gains = channel_gains(trajectories).sort("channel", maintain_order=True)  # the channels' order
+        return None  # one step: no first and last quarter to compare
+    long = channel_values(trajectories)
+    gains = group_gains(long).sort("channel", maintain_order=True)  # the channels' order
     if gains.is_empty() or gains["channel"].n_unique() < 2:
-        return []
+        return None
     run_quarters = quarters(trajectories["step"].to_numpy())  # the run's steps, as its stage table cuts them
-    findings = []
+    step_means = channel_step_means(long)
+    return RunChannels(gains, step_means, run_quarters, channel_quarters(gains, step_means, run_quarters))
+
+
+def channel_quarters(gains: pl.DataFrame, step_means: pl.DataFrame, split: Quarters) -> pl.DataFrame:
+    """Each channel's rel_gain and step mean over the first and the last quarter of ``split``,
+    as ``trajlens channels`` says them: rel_gain by :func:`~trajlens.run.channels.rel_gain_quarters`,
+    the step mean (its ``mean`` column) averaged over the quarter's steps; in the channels' order
+    (:data:`CHANNEL_QUARTER_COLUMNS`). The channel findings quote these numbers; the run's
+    section shows them."""
+    from trajlens.run.channels import rel_gain_quarters
+
+    rows = []
     for channel in gains["channel"].unique(maintain_order=True).to_list():
-        early, late = rel_gain_quarters(gains, run_quarters, channel)
+        means = step_means.filter(pl.col("channel") == channel).sort("step")
+        mean = split.means(means["step"].to_numpy(), means["mean"].cast(pl.Float64).fill_null(math.nan).to_numpy())
+        rows.append((channel, *rel_gain_quarters(gains, split, channel), *mean))
+    return pl.DataFrame(rows, schema=CHANNEL_QUARTER_COLUMNS, orient="row")
+
+
+def channel_findings(store: Any, run_id: str, split: str = TRAIN_SPLIT, channels: RunChannels | None = None) -> list[Finding]:
+    """rel_gain of each reward channel, over the trajectories of ``split`` (those the run's
+    section reports), in the first and last quarter of the run's steps
+    (:func:`trajlens.run.quarters.quarters`), as :func:`channel_quarters` gives it
+    (``channels``: :func:`run_channels`, when read already). A rel_gain under
+    :data:`SATURATED_REL_GAIN` in the last quarter leaves the channel's group advantage without
+    signal: the finding says whether the channel had none from the first quarter (a format
+    reward every trajectory meets: the shipped checks fail on it from the first steps),
+    *collapsed* (its step mean fell by half or more, attribution's
+    :func:`~trajlens.attribution.causes.channel_collapse`) or *saturated* (every trajectory of a
+    group scores alike, and the channel did not collapse). A channel that keeps its signal is a
+    finding when its rel_gain moved by :data:`CHANNEL_CHANGE` or more. Each links to the run's
+    channel table, which shows its numbers."""
+    from trajlens.attribution.causes import CHANNEL_PREFIX
+
+    channels = channels if channels is not None else run_channels(store, run_id, split)
+    if channels is None:
+        return []
+    findings = []
+    for row in channels.table.iter_rows(named=True):
+        channel, early, late = row["channel"], row["rel_gain first quarter"], row["rel_gain last quarter"]
         if math.isnan(early) or math.isnan(late):
             continue  # the channel is missing from the first or the last quarter
-        note = _no_signal_note(trajectories, str(channel), run_quarters, early) if late < SATURATED_REL_GAIN else ""
+        note = _no_signal_note(channels, row) if late < SATURATED_REL_GAIN else ""
         if not note and (early == 0 or abs(late - early) / abs(early) < CHANNEL_CHANGE):
             continue
         findings.append(Finding(
             f"{CHANNEL_PREFIX}{channel}: rel_gain {early:.2f} in the first quarter -> {late:.2f} in the last{note}",
-            "saturated_channel" if note else "channel", "summary-outcome", subject=f"channel:{channel}"))
+            "saturated_channel" if note else "channel", CHANNELS_EVIDENCE, subject=f"channel:{channel}"))
     return findings
 
 
-def _no_signal_note(trajectories: pl.DataFrame, channel: str, run_quarters: Quarters, early: float) -> str:
-    """Why a channel's rel_gain is without signal in the last quarter, with its step means in the
-    first and the last quarter: it had none in the first either (``early``, its rel_gain there, is
-    under the line too: the checks fail from the first steps), it collapsed (attribution's
-    definition) or, when neither, it saturated."""
-    from trajlens.attribution.causes import channel_collapse
-    from trajlens.run.channels import channel_step_means, channel_values
+CHANNELS_EVIDENCE = "channels"
+"""The part of a run's section that holds its channel table (:func:`channel_quarters`)."""
+CHANNELS_TITLE = "Reward channels"
+"""The title of a run's channel table, in its section and its stage report."""
+CHANNELS_NOTE = ("Each reward channel's rel_gain (mean over groups of max - min: the signal a group baseline "
+                 "sees) and its step mean, over the first and the last quarter of the steps, as "
+                 "trajlens channels gives them.")
 
-    means = channel_step_means(channel_values(trajectories)).filter(pl.col("channel") == channel).sort("step")
-    steps, values = means["step"].to_numpy(), means["mean"].to_numpy()
-    collapse = channel_collapse(steps, values, run_quarters)
-    first, last = (collapse.first, collapse.last) if collapse is not None else run_quarters.means(steps, values)
-    how = ("without signal from the first quarter" if early < SATURATED_REL_GAIN else
+
+def _no_signal_note(channels: RunChannels, row: dict[str, Any]) -> str:
+    """Why a channel's rel_gain is without signal in the last quarter (``row``: its row of
+    :func:`channel_quarters`), with its step means in the first and the last quarter: it had
+    none in the first either (its rel_gain there is under the line too: the checks fail from
+    the first steps), it collapsed (attribution's definition) or, when neither, it saturated."""
+    from trajlens.attribution.causes import channel_collapse
+
+    means = channels.step_means.filter(pl.col("channel") == row["channel"]).sort("step")
+    collapse = channel_collapse(means["step"].to_numpy(), means["mean"].to_numpy(), channels.quarters)
+    how = ("without signal from the first quarter" if row["rel_gain first quarter"] < SATURATED_REL_GAIN else
            "collapsed" if collapse is not None else "saturated")
-    return f" ({how}: its step mean {first:.2f} -> {last:.2f}; its group advantage carries no signal)"
+    return (f" ({how}: its step mean {row['step mean first quarter']:.2f} -> {row['step mean last quarter']:.2f}; "
+            "its group advantage carries no signal)")
