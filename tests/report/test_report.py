@@ -38,7 +38,7 @@ def test_r6_report_finds_the_collapse_and_its_cause(reports):
     findings = "\n".join(by_run["sao-r6"].findings)
     assert "as trained (gae_raw): all-negative batches at steps 119-121" in findings.splitlines()
     assert "gae_whitened" not in findings
-    assert "critic grad_norm / its clip: median" in findings and "clipped on 100% of steps" in findings
+    assert "critic grad_norm / its clip: median" in findings and "clipped on 135 of 135 steps (100%)" in findings
     # not attributed here: the drift attribution would judge, with the stage trend folded into it
     think = next(f for f in by_run["sao-r6"].findings if f.startswith("think grew 0.07 -> 0.48 from step 83 "))
     think = think.split("; by stage, think share: ")[1]
@@ -87,7 +87,7 @@ def test_multireward_report_follows_the_estimator_registry(reports, sample_store
 def test_resume_report_flags_the_doubled_learning_rate_on_the_checks_steps(reports):
     _, by_run = reports
     lr = next(f for f in by_run["resume-lr"].findings if f.startswith("critic/lr logged at 2.00x"))
-    assert "on steps 41-159 (119 of 200 steps checked; check learning_rate_mismatch)" in lr
+    assert "on steps 41-159 (check learning_rate_mismatch fires on 119 of the 200 steps it checks)" in lr
     assert lr == by_run["resume-lr"].findings[0]  # the heaviest finding of the run
 
 
@@ -348,7 +348,7 @@ def test_the_critic_finding_reads_the_clip_of_each_step_and_names_real_steps(tmp
     metrics.write_text("".join(json.dumps(line) + "\n" for line in lines))
     (finding,) = critic_findings(check_run(metrics))
     # ratios: 2.0 on steps 11-15, 4.0 on 16-18, 0.4 on 19-20
-    assert finding.startswith("critic grad_norm / its clip: median 2.0x, clipped on 80% of steps")
+    assert finding.startswith("critic grad_norm / its clip: median 2.0x, clipped on 8 of 10 steps (80%)")
     assert finding.endswith("critic_grad_norm_run fires at steps 16-18")
     assert finding.kind == "critic"  # a check on the critic fires: a finding of weight
 
@@ -366,7 +366,7 @@ def test_a_grad_norm_at_its_clip_without_a_check_firing_is_context(tmp_path):
     metrics.write_text("".join(json.dumps({"_step": step, "critic/grad_norm": 1.0 + (0.1 if step % 2 else -0.1),
                                            "critic/grad_clip": 1.0}) + "\n" for step in range(1, 21)))
     (finding,) = critic_findings(check_run(metrics))
-    assert finding.startswith("critic grad_norm / its clip: median 1.0x, clipped on 50% of steps")
+    assert finding.startswith("critic grad_norm / its clip: median 1.0x, clipped on 10 of 20 steps (50%)")
     assert finding.importance < MAIN_FINDING_LEAST
 
 
@@ -462,3 +462,20 @@ def test_every_evidence_link_lands_where_its_fact_is_shown(reports):
     assert {"mean:model_tokens", "mean:num_turns", "share:view", "share:submit", "reward", "resolved",
             "channel:format"} <= seen
 
+
+def test_the_first_screen_gives_its_denominators_and_says_how_to_read_its_numbers(reports):
+    """resume-lr's critic was "clipped on 44% of steps" (89 of 200, no denominator said) and its LR line
+    read "(119 of 200 steps checked; ...)", as if only 119 were checked; neither page said what
+    the brackets or Q1 and Q4 are."""
+    from trajlens.report.overview import OVERVIEW_LEGEND
+
+    out, by_run = reports
+    findings = by_run["resume-lr"].findings
+    assert any(f.startswith("critic grad_norm / its clip: median 1.0x, clipped on 89 of 200 steps (44%)") for f in findings)
+    assert not any("steps checked" in f for f in findings)
+    assert "95% interval" in OVERVIEW_LEGEND and "Q1, Q4: the first and the last quarter" in OVERVIEW_LEGEND
+    readme = (out / "README.md").read_text().splitlines()
+    table_end = next(i for i, line in enumerate(readme) if i > 2 and not line.startswith("|"))
+    assert readme[table_end:table_end + 2] == ["", OVERVIEW_LEGEND]
+    page = (out / "index.html").read_text()
+    assert f'</table><p class="note">{html.escape(OVERVIEW_LEGEND)}</p></section>' in page

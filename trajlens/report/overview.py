@@ -240,6 +240,12 @@ def _headline(finding: Any) -> str:
     return str(getattr(finding, "headline", finding))
 
 
+OVERVIEW_LEGEND = ("Brackets: a 95% interval. Q1, Q4: the first and the last quarter of a run's steps (its first "
+                   "and last stage); 'a in Q1 -> b in Q4' is over every trajectory of the two, an 'N= sample' over "
+                   "the trajectories the stage report drew from the last.")
+"""The line under the overview table that says how to read the numbers of its findings."""
+
+
 def overview_html(reports: Sequence[Any]) -> str:
     """The overview table, first on ``index.html``."""
     rows = []
@@ -257,7 +263,8 @@ def overview_html(reports: Sequence[Any]) -> str:
                     f'<td class="text trends">{trends}</td></tr>')
     return (f'<section id="{html.OVERVIEW_ID}"><table class="overview"><thead><tr><th class="text">run</th>'
             '<th class="text">kind</th><th class="text">checks that fire</th><th class="text">main finding</th>'
-            '<th class="text">over steps</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table></section>")
+            '<th class="text">over steps</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>"
+            f'<p class="note">{html.escape(OVERVIEW_LEGEND)}</p></section>')
 
 
 def overview_markdown(reports: Sequence[Any]) -> list[str]:
@@ -268,7 +275,7 @@ def overview_markdown(reports: Sequence[Any]) -> list[str]:
         more = len(report.failing) - CHECKS_SHOWN
         checks = ", ".join(named + ([f"{more} more"] if more > 0 else [])) or "none"
         rows.append([f"[{report.run_id}](#{markdown_anchor(report.run_id)})", report.kind, checks, main_finding(report)])
-    return markdown_table(["run", "kind", "checks that fire", "main finding"], rows)
+    return [*markdown_table(["run", "kind", "checks that fire", "main finding"], rows), "", OVERVIEW_LEGEND]
 
 
 def overview_text(reports: Sequence[Any]) -> str:

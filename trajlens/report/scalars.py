@@ -64,15 +64,15 @@ def critic_findings(checks: Any) -> list[Finding]:
     if not ratios:
         return []
     ratio = ratios[0]["value"]
-    clipped = float((ratio > 1.0).mean() or 0.0)
+    clipped = int((ratio > 1.0).sum())
     alarms = "".join(f"; {r.name} fires at steps {steps_text(r.fired_steps)}" for r in results
                      if r.check.measure == CRITIC_GRAD_NORM_MEASURE and r.fired_steps)
     # How much it matters is the checks' to say: a critic starved by its clip, or a grad norm that
     # stays high, is a finding of weight; a grad norm sitting at its clip with no check firing
     # (median 1.0x, clipped on half the steps, on runs where nothing happened) is context.
     firing = any(r.name in FINDING_CHECKS["critic"] and r.status in ("fail", "warn") for r in results)
-    return [Finding(f"critic grad_norm / its clip: median {ratio.median():.1f}x, clipped on {clipped:.0%} of steps"
-                    + alarms, "critic" if firing else "explained_variance", "scalars")]
+    return [Finding(f"critic grad_norm / its clip: median {ratio.median():.1f}x, clipped on {clipped:,} of "
+                    f"{ratio.len():,} steps ({clipped / ratio.len():.0%})" + alarms, "critic" if firing else "explained_variance", "scalars")]
 
 
 LR_CHECK_MEASURE = "lr_ratio:*"
@@ -94,8 +94,8 @@ def lr_findings(checks: Any) -> list[Finding]:
             off = outcome.values.filter(pl.col("step").is_in(list(outcome.fired_steps)))
             findings.append(Finding(
                 f"{metric} logged at {off['value'].median():.2f}x the LR configured at each step on steps "
-                f"{steps_text(list(outcome.fired_steps))} ({len(outcome.fired_steps)} of {outcome.evaluated_steps} "
-                f"steps checked; check {result.name})", "learning_rate", "checks"))
+                f"{steps_text(list(outcome.fired_steps))} (check {result.name} fires on {len(outcome.fired_steps)} "
+                f"of the {outcome.evaluated_steps} steps it checks)", "learning_rate", "checks"))
     return findings
 
 
