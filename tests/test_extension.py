@@ -127,7 +127,7 @@ def _toy_log(path: Path) -> Path:
 def test_a_toy_log_format_and_a_toy_check_condition(tmp_path):
     root = _copy_package(tmp_path / "copy")
     (root / "trajlens" / "ingest" / "toylog.py").write_text(TOY_FORMAT)
-    _add_line(root / "trajlens" / "ingest" / "formats.py", 'Format("verl"',
+    _add_line(root / "trajlens" / "ingest" / "formats.py", 'Format("trl"',
               '        Format("toylog", *(lambda m: (m.detect, m.load_toy))(__import__("trajlens.ingest.toylog", '
               'fromlist=["load_toy"]))),')
     (root / "trajlens" / "checks" / "toy_condition.py").write_text(TOY_CONDITION)

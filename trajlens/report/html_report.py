@@ -54,9 +54,9 @@ class RunParts:
     charts: dict = field(default_factory=dict)
     stage: Any = None
     outcome: pl.DataFrame | None = None
+    """The outcome by stage (:func:`~trajlens.classify.stages.outcome_rates`), on the stage's sample."""
     channels: Any = None
     """The run's reward channels (:func:`~trajlens.report.scalars.run_channels`), None without two."""
-    """The outcome by stage (:func:`~trajlens.classify.stages.outcome_rates`), on the stage's sample."""
     diagnostics: pl.DataFrame | None = None
     exemplars: list[Exemplar] = field(default_factory=list)
 
