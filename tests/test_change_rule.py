@@ -104,3 +104,27 @@ def test_a_call_share_over_few_trajectories_takes_its_degrees_of_freedom_from_th
     df = (v1 + v2) ** 2 / (v1 * v1 / 7 + v2 * v2 / 7)
     assert df < 14.01
     assert p_value(a, b, True) == pytest.approx(2 * stats.t.sf(abs(stage_z(a, b, True)), df), rel=1e-8)
+
+
+def test_the_mean_reward_counts_by_its_effect_size_whatever_its_sign():
+    """Rewards of -1 and +1: a mean going -0.6 -> -0.2 is a large change that no ratio can see
+    (both negative), and a significant change of a twentieth of the spread is too small to count."""
+    from trajlens.intervals import cohens_d
+    from trajlens.report.findings import REWARD_RULE
+    from trajlens.run.change import judged
+
+    rng = np.random.default_rng(0)
+    negative = _units(list(rng.choice([-1.0, 1.0], 400, p=[0.8, 0.2])), list(rng.choice([-1.0, 1.0], 400, p=[0.6, 0.4])))
+    first, last = stage_ends(negative, VALUE, False)
+    assert first["value"] < last["value"] < 0
+    assert stage_change(negative, VALUE, False, ChangeRule(alpha=0.05, min_ratio=1.25)) is None  # the ratio rule
+    found = judged(first, last, False, REWARD_RULE)
+    assert found is not None and found.rose
+    # 20,000 rewards a stage: a shift of 0.05 of the spread is significant, and too small
+    draws = rng.normal(0.0, 1.0, 40_000)
+    small = _units(list(draws[:20_000]), list(draws[20_000:] + 0.05))
+    first, last = stage_ends(small, VALUE, False)
+    d = cohens_d(last["value"] - first["value"], first["variance"], first["n_effective"], last["variance"],
+                 last["n_effective"])
+    assert p_value(first, last, False) < 0.05 and abs(d) < REWARD_RULE.min_effect
+    assert judged(first, last, False, REWARD_RULE) is None

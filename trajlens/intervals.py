@@ -224,6 +224,17 @@ def two_sided_p_value(z: float) -> float:
     return math.erfc(abs(z) / math.sqrt(2))
 
 
+def cohens_d(difference: float, variance_a: float | None, units_a: float,
+             variance_b: float | None, units_b: float) -> float | None:
+    """Cohen's d on the pooled standard deviation, each side's ``s^2 = m var`` (``var`` the
+    variance of its mean over ``m`` units); None without a spread."""
+    if variance_a is None or variance_b is None or units_a + units_b <= 2:
+        return None
+    pooled_variance = ((units_a - 1) * units_a * variance_a + (units_b - 1) * units_b * variance_b) \
+        / (units_a + units_b - 2)
+    return difference / math.sqrt(pooled_variance) if pooled_variance > 0 else None
+
+
 def stage_p_value(first: dict, second: dict, proportion: bool) -> float | None:
     """Two-sided p-value of the change from one :func:`pooled` row to another: :func:`stage_z`
     on Student's t (module docstring); a mean on the normal where a row does not say its

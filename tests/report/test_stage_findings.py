@@ -203,8 +203,8 @@ def _with_outcome(reward: tuple[float, float], resolved: tuple[float, float]) ->
 
 def test_a_falling_reward_and_resolved_rate_are_stage_trends():
     """sao-r6's reward fell 0.443 -> 0.303 and its resolved rate 38.5% -> 24.8% without a finding:
-    the outcome is a stage trend, worded as the others, judged as a mean (a quarter or more) and
-    a rate of trajectories (ten points or more) are judged."""
+    the outcome is a stage trend, worded as the others, the mean reward judged by its effect size
+    (a fifth of its spread or more) and the resolved rate as a rate of trajectories (ten points or more)."""
     rates, measures = _with_outcome((0.44, 0.30), (0.385, 0.248))
     findings = {f.subject: f for f in stage_findings(rates, measures)}
     q4 = {row["metric"]: row for row in rates.filter(pl.col("stage") == "Q4").iter_rows(named=True)}
@@ -217,5 +217,9 @@ def test_a_falling_reward_and_resolved_rate_are_stage_trends():
 
 
 def test_an_outcome_change_under_the_rule_is_no_finding():
-    rates, measures = _with_outcome((0.44, 0.40), (0.385, 0.30))  # a tenth less; 8.5 points
+    # a reward 0.005 less, about a ninth of its spread (0.044: a tenth either side of the value); 8.5 points
+    rates, measures = _with_outcome((0.44, 0.435), (0.385, 0.30))
     assert stage_findings(rates, measures) == []
+    # a tenth less is more than twice its spread here, whatever the ratio (the ratio rule said no)
+    rates, measures = _with_outcome((0.44, 0.40), (0.385, 0.30))
+    assert [f.subject for f in stage_findings(rates, measures)] == ["reward"]

@@ -47,17 +47,6 @@ def mean_difference(difference: float, variance_a: float | None, variance_b: flo
     return Difference(difference - half, difference + half)
 
 
-def cohens_d(difference: float, variance_a: float | None, units_a: float,
-             variance_b: float | None, units_b: float) -> float | None:
-    """Cohen's d on the pooled standard deviation, each side's ``s^2 = m var`` (``var`` the
-    variance of its mean over ``m`` units); None without a spread."""
-    if variance_a is None or variance_b is None or units_a + units_b <= 2:
-        return None
-    pooled_variance = ((units_a - 1) * units_a * variance_a + (units_b - 1) * units_b * variance_b) \
-        / (units_a + units_b - 2)
-    return difference / math.sqrt(pooled_variance) if pooled_variance > 0 else None
-
-
 def benjamini_hochberg(p_values: list[float | None]) -> list[float | None]:
     """Benjamini-Hochberg adjusted p-values (the false discovery rate controlled at the level a
     row is called significant), over the values that are not None; None stays None.

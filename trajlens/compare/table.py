@@ -34,7 +34,7 @@ from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
 from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side
 from trajlens.errors import ConfigError
-from trajlens.intervals import (MEAN_TEST, PROPORTION_TEST, Support, added, newcombe, pooled_rows, repeat_key,
+from trajlens.intervals import (MEAN_TEST, PROPORTION_TEST, Support, added, cohens_d, newcombe, pooled_rows, repeat_key,
                                 stage_p_value, stage_z)
 
 SIGNIFICANCE = 0.05
@@ -322,7 +322,7 @@ def _row(measure: Measure, a: dict | None, b: dict | None) -> dict | None:
         effect_size = None  # Cohen's h, set over the whole table (_effect_sizes)
     else:
         interval = _stats.mean_difference(difference, a["variance"], b["variance"])
-        effect_size = 0.0 if rounding else _stats.cohens_d(
+        effect_size = 0.0 if rounding else cohens_d(
             difference, a["variance"], a["n_effective"], b["variance"], b["n_effective"])
     test_name, effect = _TESTS[measure.kind]
     return {

@@ -18,7 +18,7 @@ import polars as pl
 from trajlens.attribution.drift import share_rule
 from trajlens.attribution.verdicts import ARTEFACT
 from trajlens.classify.rules import VERIFICATION_CLASSES
-from trajlens.run.change import ChangeRule, judged, ratio, shipped_rule, stage_change, stage_ends
+from trajlens.run.change import Change, ChangeRule, judged, ratio, shipped_rule, stage_change, stage_ends
 from trajlens.steps import spans_text
 
 AS_TRAINED = "as trained"
@@ -127,15 +127,26 @@ class StageTrend:
 
     @property
     def least(self) -> float:
-        """The least change that counts, as :func:`size_bonus` measures a change: relative (the
-        ratio less one) for a rule of ratios, absolute otherwise."""
+        """The least change that counts, as :func:`size_bonus` measures a change: in units of
+        spread for a rule of effect sizes, relative (the ratio less one) for a rule of ratios,
+        absolute otherwise."""
+        if self.rule.min_effect > 0:
+            return self.rule.min_effect
         return self.rule.min_ratio - 1 if self.rule.min_ratio > 1 else self.rule.min_change
 
-    def size(self, first: float, last: float) -> float:
-        """The change from ``first`` to ``last`` as :attr:`least` measures it."""
+    def size(self, change: Change) -> float:
+        """A change that counts, as :attr:`least` measures it."""
+        if self.rule.min_effect > 0:
+            return abs(change.effect or 0.0)
         if self.rule.min_ratio > 1:
-            return ratio(last, first, "increase" if last > first else "decrease") - 1
-        return abs(last - first)
+            return ratio(change.last, change.first, "increase" if change.rose else "decrease") - 1
+        return abs(change.last - change.first)
+
+
+REWARD_RULE = ChangeRule(alpha=0.05, min_effect=0.2)
+"""When the mean reward's change between the first and last stage counts: significant at 95% and
+at least a fifth of its spread (Cohen's d 0.2, a small effect). Rewards have no common unit and
+may be negative (a -1 / +1 verdict, a penalty), so no ratio or fixed change can say it."""
 
 
 STAGE_TRENDS: tuple[StageTrend, ...] = (
@@ -146,15 +157,15 @@ STAGE_TRENDS: tuple[StageTrend, ...] = (
                checks=("suite_rate_decline", "suite_rate_floor"), watched=-1),
     StageTrend("mean:num_turns", "turns per trajectory", "behaviour", shipped_rule("turns_inflation"), digits=1,
                checks=("turns_inflation",)),
-    StageTrend("reward", "mean reward", "reward", shipped_rule("response_length_inflation")),
+    StageTrend("reward", "mean reward", "reward", REWARD_RULE),
     StageTrend("resolved", "resolved rate", "reward", shipped_rule("suite_rate_decline")),
 )
 """Stage metrics that make a finding when they drift, each judged by the rule of the check
 that watches it (a class share by attribution's, as the drifts it attributes). The outcome
 (:data:`~trajlens.classify.stages.OUTCOME_METRICS`: mean reward, resolved rate), which no check
-compares between stages, is judged as the checks judge the same kind of number: the mean reward
-as the length and turns (a quarter or more, at 95%), the resolved rate as the suite rate (ten
-points or more, at 95%)."""
+compares between stages, is judged by its own rule: the mean reward by :data:`REWARD_RULE`
+(at 95%, a fifth of its spread or more), the resolved rate as the checks judge the suite rate
+(ten points or more, at 95%)."""
 
 
 MAX_TREND_BONUS = 15.0
@@ -223,7 +234,7 @@ def stage_findings(rates: pl.DataFrame, measures: pl.DataFrame) -> list[Finding]
             text, shift = (f"{text}; {replaced}" if replaced else text), None
         watched = found.rose == (trend.watched > 0)
         findings.append(Finding(text, trend.kind, "stage", checks=trend.checks if watched else (), subject=trend.metric,
-                                bonus=size_bonus(trend.size(found.first, found.last), trend.least)))
+                                bonus=size_bonus(trend.size(found), trend.least)))
     if shift is not None:
         findings.append(Finding(shift, "behaviour", "stage"))
     return findings

@@ -25,7 +25,7 @@ from typing import Literal, NamedTuple
 
 import polars as pl
 
-from trajlens.intervals import Spec, pooled, stage_p_value, sums
+from trajlens.intervals import Spec, cohens_d, pooled, stage_p_value, sums
 
 SHIPPED_CHECKS = Path(__file__).resolve().parents[1] / "checks" / "defaults.toml"
 """The checks trajlens ships (:func:`trajlens.checks.default_checks` loads and validates them)."""
@@ -39,6 +39,10 @@ class ChangeRule(NamedTuple):
     alpha: float
     min_change: float = 0.0
     min_ratio: float = 1.0
+    min_effect: float = 0.0
+    """Least size of a mean's change in units of its spread (Cohen's d, as ``trajlens compare``
+    gives it, :func:`~trajlens.intervals.cohens_d`): for a measure with no natural unit or zero,
+    such as the mean reward, whose values may be negative."""
 
 
 class Change(NamedTuple):
@@ -47,6 +51,8 @@ class Change(NamedTuple):
     first: float
     last: float
     p_value: float
+    effect: float | None = None
+    """Cohen's d of the change, where the rule asks for one (:attr:`ChangeRule.min_effect`)."""
 
     @property
     def rose(self) -> bool:
@@ -85,7 +91,15 @@ def judged(first: dict, last: dict, proportion: bool, rule: ChangeRule, directio
     if first["value"] is None or last["value"] is None:
         return None
     p = p_value(first, last, proportion)
-    return Change(first["value"], last["value"], p) if counts(rule, first["value"], last["value"], p, direction) else None
+    if not counts(rule, first["value"], last["value"], p, direction):
+        return None
+    d = None
+    if rule.min_effect > 0:
+        d = cohens_d(last["value"] - first["value"], first.get("variance"), first["n_effective"],
+                     last.get("variance"), last["n_effective"])
+        if d is None or abs(d) < rule.min_effect:
+            return None
+    return Change(first["value"], last["value"], p, d)
 
 
 def stage_ends(units: pl.DataFrame, spec: Spec, proportion: bool, stage: str = "stage_index") -> tuple[dict, dict] | None:
