@@ -240,9 +240,9 @@ def _headline(finding: Any) -> str:
     return str(getattr(finding, "headline", finding))
 
 
-OVERVIEW_LEGEND = ("Brackets: a 95% interval. Q1, Q4: the first and the last quarter of a run's steps (its first "
-                   "and last stage); 'a in Q1 -> b in Q4' is over every trajectory of the two, an 'N= sample' over "
-                   "the trajectories the stage report drew from the last.")
+OVERVIEW_LEGEND = ("Brackets: a 95% interval. Stages cut a run's steps (by default Q1-Q4, its quarters); "
+                   "'a in Q1 -> b in Q4' is over every trajectory of the first and the last stage, an 'N= sample' "
+                   "over the trajectories the stage report drew from the last.")
 """The line under the overview table that says how to read the numbers of its findings."""
 
 
