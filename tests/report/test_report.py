@@ -479,3 +479,26 @@ def test_the_first_screen_gives_its_denominators_and_says_how_to_read_its_number
     assert readme[table_end:table_end + 2] == ["", OVERVIEW_LEGEND]
     page = (out / "index.html").read_text()
     assert f'</table><p class="note">{html.escape(OVERVIEW_LEGEND)}</p></section>' in page
+
+
+def test_the_critic_findings_link_to_the_table_of_the_scalars_they_read(reports):
+    """sao-r6's starved critic and its explained variance linked to an empty anchor: they link to
+    a table of the scalars they read, whose numbers are theirs, in the page and the stage report."""
+    import re
+
+    out, by_run = reports
+    critic = next(f for f in by_run["sao-r6"].findings if f.startswith("critic grad_norm / its clip: median "))
+    explained = next(f for f in by_run["sao-r6"].findings if f.startswith("critic/vf_explained_var "))
+    assert critic.evidence == explained.evidence == "scalars"
+    page = (out / "index.html").read_text()
+    start = page.index('<h3 id="sao-r6/scalars">Training scalars</h3>')
+    table = page[start:page.index("</table>", start)]
+    cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in table.split("<tr")[2:]]
+    rows = {cells_[0]: cells_[1:] for cells_ in cells}
+    median = float(critic.split("median ")[1].split("x")[0])
+    clipped, steps = critic.split("clipped on ")[1].split(" steps")[0].split(" of ")
+    ratio = rows["critic grad_norm / its clip"]
+    assert (int(ratio[0].replace(",", "")), round(float(ratio[2]), 1), ratio[4]) == (int(steps), median, clipped)
+    low, high = explained.split(" ")[1], explained.split(" ")[3]
+    assert f"{float(rows['critic/vf_explained_var'][1]):.2f}" == low and f"{float(rows['critic/vf_explained_var'][3]):.2f}" == high
+    assert "## Training scalars" in (out / "sao-r6" / "stage_report.md").read_text()

@@ -30,7 +30,10 @@ from trajlens.report.html_report import OUTCOME_BY_STAGE, OUTCOME_BY_STAGE_NOTE,
 from trajlens.report.overview import (
     LENGTH_TRENDS, Trend, check_label, main_finding, moved_share, overview_markdown, run_trends,
 )
-from trajlens.report.scalars import CHANNELS_NOTE, CHANNELS_TITLE, channel_findings, run_channels, scalar_findings
+from trajlens.report.scalars import (
+    CHANNELS_NOTE, CHANNELS_TITLE, SCALARS_NOTE, SCALARS_TITLE, channel_findings, run_channels, run_scalars,
+    scalar_findings,
+)
 from trajlens.run.choices import report_advantages
 from trajlens.run.splits import TRAIN_SPLIT, measured_split, run_splits
 from trajlens.run.trained import run_trained_with
@@ -254,15 +257,17 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
             .select("trajectory_id").collect(), on="trajectory_id", how="semi")
     if measures.height == 0:
         checks = _checks(store, run_id)
-        report.findings += scalar_findings(store, run_id, checks)
+        parts.scalars = run_scalars(store, run_id, checks)
+        report.findings += scalar_findings(store, run_id, checks, parts.scalars)
         report.failing = _failing(checks)
         has_scalars = _has_rows(store, run_id, "step_metrics")
         kind = "scalars" if has_scalars else "empty"
         report.kind = RUN_KINDS[kind]
         said = "No trajectories: training scalars only" if has_scalars else "No trajectories and no training scalars"
         report.findings.append(Finding(said[0].lower() + said[1:], "no_trajectories", "scalars" if has_scalars else None))
-        report.markdown.write_text(f"# {run_id}\n\n{said}.\n\n"
-                                   + "\n".join(f"- {f}" for f in report.findings) + "\n")
+        report.markdown.write_text("\n\n".join([f"# {run_id}\n\n{said}.",
+                                                 "\n".join(f"- {f}" for f in report.findings),
+                                                 *_scalars_markdown(parts.scalars)]) + "\n")
         report.html = run_section(store, report, parts)
         return report
     single_step = measures["step"].n_unique() == 1
@@ -275,7 +280,8 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     advantages = report_advantages(store, run_id, extremes=True, logged=_logged_feeds(store, run_id)) \
         if report.split == TRAIN_SPLIT else None
     checks = _checks(store, run_id, measures, advantages) if report.split == TRAIN_SPLIT else _checks(store, run_id)
-    report.findings += scalar_findings(store, run_id, checks)
+    parts.scalars = run_scalars(store, run_id, checks)
+    report.findings += scalar_findings(store, run_id, checks, parts.scalars)
     parts.channels = run_channels(store, run_id, report.split)
     channels = channel_findings(store, run_id, report.split, parts.channels)  # folded into their verdicts below
     report.failing = _failing(checks)
@@ -321,7 +327,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         report.findings.append(Finding(said, "single_step", "summary-outcome"))
     sections = [f"# {run_id}\n\n{report.described}",
                 *([] if single_step else [stage.to_markdown(), _outcome_markdown(parts.outcome)]),
-                _summary_markdown(parts.summary), *_channels_markdown(parts.channels)]
+                _summary_markdown(parts.summary), *_channels_markdown(parts.channels), *_scalars_markdown(parts.scalars)]
     choices = advantages.choices if advantages is not None else []
     trained = run_trained_with(store, run_id) if choices else None
     if advantages is not None and advantages.empty_tokens:
@@ -493,6 +499,14 @@ def _channels_markdown(channels: Any) -> list[str]:
         return []
     frame = channels.table.with_columns(pl.col(pl.Float64).round(3))
     return ["\n".join([f"## {CHANNELS_TITLE}", "", CHANNELS_NOTE, "", _markdown_table(frame)])]
+
+
+def _scalars_markdown(scalars: Any) -> list[str]:
+    """The stage report's table of the critic scalars its findings read (none without any)."""
+    if scalars is None or scalars.table.is_empty():
+        return []
+    frame = scalars.table.with_columns(pl.col(pl.Float64).round(3))
+    return ["\n".join([f"## {SCALARS_TITLE}", "", SCALARS_NOTE, "", _markdown_table(frame)])]
 
 
 def _summary_markdown(tables: list) -> str:

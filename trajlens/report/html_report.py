@@ -57,6 +57,8 @@ class RunParts:
     """The outcome by stage (:func:`~trajlens.classify.stages.outcome_rates`), on the stage's sample."""
     channels: Any = None
     """The run's reward channels (:func:`~trajlens.report.scalars.run_channels`), None without two."""
+    scalars: Any = None
+    """The run's critic scalars (:func:`~trajlens.report.scalars.run_scalars`), what its critic findings read."""
     diagnostics: pl.DataFrame | None = None
     exemplars: list[Exemplar] = field(default_factory=list)
 
@@ -98,7 +100,15 @@ def run_section(store: Any, report: Any, parts: RunParts) -> str:
     for section, fragment in run_sections(store, run_id):
         out.append(f'<h3 id="{html.run_anchor(run_id, section.key)}">{html.escape(section.title)}</h3>'
                    f'<div class="section-{html.escape(section.key)}">{fragment}</div>')
-    out.append(f'<span id="{html.run_anchor(run_id, "scalars")}"></span></section>')
+    from trajlens.report.scalars import SCALARS_EVIDENCE, SCALARS_NOTE, SCALARS_TITLE
+
+    table = parts.scalars.table if parts.scalars is not None else None
+    if table is not None and table.height:
+        out.append(f'<h3 id="{html.run_anchor(run_id, SCALARS_EVIDENCE)}">{SCALARS_TITLE}</h3>'
+                   f'<p class="note">{html.escape(SCALARS_NOTE)}</p>' + html.table(table))
+    else:
+        out.append(f'<span id="{html.run_anchor(run_id, SCALARS_EVIDENCE)}"></span>')
+    out.append("</section>")
     return "\n".join(out)
 
 

@@ -36,34 +36,81 @@ def _metric(store: Any, run_id: str, name: str) -> pl.DataFrame:
             .select("step", "value").sort("step").collect())
 
 
-def scalar_findings(store: Any, run_id: str, checks: Any) -> list[Finding]:
-    """Learning-rate mismatches (from ``checks``, the run's evaluated shipped checks, a
-    :class:`~trajlens.checks.evaluate.RunChecks` or None), critic clipping and explained
-    variance, as sentences."""
-    findings = lr_findings(checks) + critic_findings(checks)
-    explained = _metric(store, run_id, "critic/vf_explained_var")
-    if not explained.is_empty():
-        findings.append(Finding(
-            f"critic/vf_explained_var {explained['value'].min():.2f} to {explained['value'].max():.2f} "
-            f"(median {explained['value'].median():.2f})", "explained_variance", "scalars"))
-    return findings
-
-
 CRITIC_CLIP_MEASURE = "critic_clip_ratio"
 """The checks' measure of the critic's grad_norm over the clip in force at that step."""
 CRITIC_GRAD_NORM_MEASURE = "metric:critic/grad_norm"
 
+SCALARS_EVIDENCE = "scalars"
+"""The anchor of a run's training-scalar table in its section of ``index.html``."""
+SCALARS_TITLE = "Training scalars"
+SCALARS_NOTE = ("The step scalars the critic findings read, over the steps that give each: the critic's grad_norm "
+                "over the clip in force at that step (as the checks measure it; above 1 it was clipped) and its "
+                "explained variance.")
+EXPLAINED_VARIANCE = "critic/vf_explained_var"
 
-def critic_findings(checks: Any) -> list[Finding]:
-    """How far the critic's gradient is shrunk by its clip, from the checks' per-step ratios
-    (the clip logged at each step, else the one configured then), with the steps where a shipped
-    check on the critic's grad_norm fires: read from ``checks``, as :func:`lr_findings` reads them."""
+
+class TrainingScalars(NamedTuple):
+    """A run's critic scalars, read once for its findings and its table (:func:`run_scalars`)."""
+
+    critic_ratio: pl.Series | None
+    """Per step, the critic's grad_norm over its clip (the checks' :data:`CRITIC_CLIP_MEASURE`)."""
+    explained: pl.Series | None
+    """Per step, the logged ``critic/vf_explained_var``."""
+
+    @property
+    def table(self) -> pl.DataFrame:
+        """One row per scalar the run has: steps, least, median and largest value, and for the
+        grad_norm ratio the steps it was clipped on."""
+        rows = [{"scalar": name, "steps": series.len(), "min": series.min(), "median": series.median(),
+                 "max": series.max(), "clipped steps": clipped}
+                for name, series, clipped in (
+                    ("critic grad_norm / its clip", self.critic_ratio,
+                     None if self.critic_ratio is None else int((self.critic_ratio > 1.0).sum())),
+                    (EXPLAINED_VARIANCE, self.explained, None))
+                if series is not None]
+        return pl.DataFrame(rows, schema={"scalar": pl.String, "steps": pl.Int64, "min": pl.Float64,
+                                          "median": pl.Float64, "max": pl.Float64, "clipped steps": pl.Int64})
+
+
+def critic_ratio(checks: Any) -> pl.Series | None:
+    """Per step, the critic's grad_norm over the clip in force, as ``checks`` (the run's evaluated
+    shipped checks, or None) measured it; None where they did not."""
     results = checks.results if checks is not None else []
-    ratios = [o.values for r in results if r.check.measure == CRITIC_CLIP_MEASURE for o in r.outcomes
+    ratios = [o.values["value"] for r in results if r.check.measure == CRITIC_CLIP_MEASURE for o in r.outcomes
               if not o.values.is_empty()]
-    if not ratios:
+    return ratios[0] if ratios else None
+
+
+def run_scalars(store: Any, run_id: str, checks: Any) -> TrainingScalars:
+    """The run's critic scalars: the grad_norm ratio from ``checks`` (:func:`critic_ratio`), the
+    explained variance from its step metrics."""
+    explained = _metric(store, run_id, EXPLAINED_VARIANCE)["value"]
+    return TrainingScalars(critic_ratio(checks), None if explained.is_empty() else explained)
+
+
+def scalar_findings(store: Any, run_id: str, checks: Any, scalars: TrainingScalars | None = None) -> list[Finding]:
+    """Learning-rate mismatches (from ``checks``, the run's evaluated shipped checks, a
+    :class:`~trajlens.checks.evaluate.RunChecks` or None), critic clipping and explained
+    variance (``scalars``, read from the run when None), as sentences."""
+    scalars = run_scalars(store, run_id, checks) if scalars is None else scalars
+    findings = lr_findings(checks) + critic_findings(checks, scalars)
+    explained = scalars.explained
+    if explained is not None:
+        findings.append(Finding(
+            f"{EXPLAINED_VARIANCE} {explained.min():.2f} to {explained.max():.2f} "
+            f"(median {explained.median():.2f})", "explained_variance", SCALARS_EVIDENCE))
+    return findings
+
+
+def critic_findings(checks: Any, scalars: TrainingScalars | None = None) -> list[Finding]:
+    """How far the critic's gradient is shrunk by its clip, from the checks' per-step ratios
+    (:func:`critic_ratio`, or ``scalars.critic_ratio``: the clip logged at each step, else the one
+    configured then), with the steps where a shipped check on the critic's grad_norm fires, read
+    from ``checks``."""
+    results = checks.results if checks is not None else []
+    ratio = critic_ratio(checks) if scalars is None else scalars.critic_ratio
+    if ratio is None:
         return []
-    ratio = ratios[0]["value"]
     clipped = int((ratio > 1.0).sum())
     alarms = "".join(f"; {r.name} fires at steps {steps_text(r.fired_steps)}" for r in results
                      if r.check.measure == CRITIC_GRAD_NORM_MEASURE and r.fired_steps)
@@ -72,7 +119,8 @@ def critic_findings(checks: Any) -> list[Finding]:
     # (median 1.0x, clipped on half the steps, on runs where nothing happened) is context.
     firing = any(r.name in FINDING_CHECKS["critic"] and r.status in ("fail", "warn") for r in results)
     return [Finding(f"critic grad_norm / its clip: median {ratio.median():.1f}x, clipped on {clipped:,} of "
-                    f"{ratio.len():,} steps ({clipped / ratio.len():.0%})" + alarms, "critic" if firing else "explained_variance", "scalars")]
+                    f"{ratio.len():,} steps ({clipped / ratio.len():.0%})" + alarms, "critic" if firing else "explained_variance",
+                    SCALARS_EVIDENCE)]
 
 
 LR_CHECK_MEASURE = "lr_ratio:*"
