@@ -473,7 +473,7 @@ def test_the_first_screen_gives_its_denominators_and_says_how_to_read_its_number
     findings = by_run["resume-lr"].findings
     assert any(f.startswith("critic grad_norm / its clip: median 1.0x, clipped on 89 of 200 steps (44%)") for f in findings)
     assert not any("steps checked" in f for f in findings)
-    assert "95% interval" in OVERVIEW_LEGEND and "by default Q1-Q4, its quarters" in OVERVIEW_LEGEND
+    assert "95% interval" in OVERVIEW_LEGEND and "by default Q1-Q4, its quarters" in OVERVIEW_LEGEND and "rel_gain: " in OVERVIEW_LEGEND
     readme = (out / "README.md").read_text().splitlines()
     table_end = next(i for i, line in enumerate(readme) if i > 2 and not line.startswith("|"))
     assert readme[table_end:table_end + 2] == ["", OVERVIEW_LEGEND]

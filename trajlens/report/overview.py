@@ -242,7 +242,8 @@ def _headline(finding: Any) -> str:
 
 OVERVIEW_LEGEND = ("Brackets: a 95% interval. Stages cut a run's steps (by default Q1-Q4, its quarters); "
                    "'a in Q1 -> b in Q4' is over every trajectory of the first and the last stage, an 'N= sample' "
-                   "over the trajectories the stage report drew from the last.")
+                   "over the trajectories the stage report drew from the last. rel_gain: a reward channel's mean "
+                   "over groups of max - min, the signal its group advantage has.")
 """The line under the overview table that says how to read the numbers of its findings."""
 
 
