@@ -77,23 +77,24 @@ def test_mini_swe_agent_v2_one_message_giving_two_calls_one_id_is_an_error(tmp_p
     assert "'call_0', the id of 2 calls of message 2" in message
 
 
-def test_mini_swe_agent_v2_second_result_for_one_call_is_an_error(tmp_path):
-    path = mini_swe_agent(tmp_path, [
+def _answered_twice(tmp_path):
+    """A mini-swe-agent v2 trajectory whose one call has two results."""
+    return mini_swe_agent(tmp_path, [
         {"role": "assistant", "content": "", "tool_calls": [bash_call("call_0", "ls")]},
         tool_result("call_0", "a.py", 0),
         tool_result("call_0", "b.py", 0),
     ])
+
+
+def test_mini_swe_agent_v2_second_result_for_one_call_is_an_error(tmp_path):
+    path = _answered_twice(tmp_path)
     message = one_line_error(load_mini_swe_agent_v2, path)
     assert "record message 4: field 'tool_call_id': expected one result per call" in message
     assert "a second result for 'call_0' (the call of message 2, answered by message 3)" in message
 
 
 def test_mini_swe_agent_v2_lenient_skips_the_trajectory_it_cannot_pair(tmp_path):
-    path = mini_swe_agent(tmp_path, [
-        {"role": "assistant", "content": "", "tool_calls": [bash_call("call_0", "ls")]},
-        tool_result("call_0", "a.py", 0),
-        tool_result("call_0", "b.py", 0),
-    ])
+    path = _answered_twice(tmp_path)
     run = load_mini_swe_agent_v2(path, strict=False)
     assert run.trajectories.num_rows == 0
     assert ["one result per call" in p.message for p in run.problems] == [True]

@@ -353,10 +353,10 @@ def _no_gap_on_model_tokens(fn: str, batch: pl.DataFrame, column: str, what: str
         return
     items = batch.select("trajectory_id", pl.col(column).list.eval(pl.element().is_null()).alias("__null"),
                          "response_mask").explode("__null", "response_mask")
-    gap = items.with_row_index("__at").filter(pl.col("__null") & pl.col("response_mask")).head(1)
+    gap = items.with_columns(pl.int_range(pl.len()).over("trajectory_id").alias("__at")).filter(
+        pl.col("__null") & pl.col("response_mask")).head(1)
     if gap.height:
-        trajectory = gap["trajectory_id"][0]
-        position = gap["__at"][0] - items.with_row_index("__at").filter(pl.col("trajectory_id") == trajectory)["__at"][0]
+        trajectory, position = gap["trajectory_id"][0], gap["__at"][0]
         raise check.EstimatorInputError(f"{fn}: {what} (tokens column {column}) of trajectory {trajectory!r} has no value "
                                         f"at token {position}, a model token")
 

@@ -208,7 +208,7 @@ def plan(path: Path | str) -> list[Source]:
         probe = Probe(path)
         if (error := damage_error(probe)) is not None:
             raise error  # a log cut short is said to be, before any format
-        named = claimed_by(path)
+        named = named_format(path)  # no format detected it (above)
         if named is not None:  # its loader says what keeps it from being one (empty, another version)
             return [Source(named, [path])]
         raise depth_error(probe) or unknown_file(probe)  # too deep to detect is said to be
@@ -339,15 +339,17 @@ def _loose_strays(loose: dict[str, list[Probe]],
     return given, left_out
 
 
+def named_format(path: Path) -> Format | None:
+    """The first format whose log file names (:attr:`Format.names`) ``path`` has, or None."""
+    return next((fmt for fmt in registry() if named_like(path, fmt.names)), None)
+
+
 def claimed_by(path: Path) -> Format | None:
-    """The first format whose log file names (:attr:`Format.names`) ``path`` has, when no format
-    detects it: a file named as a log of that format that cannot be read as one (an empty
-    ``*.traj.json``, one of another ``trajectory_format``), whose loader says why."""
-    if not any(named_like(path, fmt.names) for fmt in registry()):
-        return None
-    if detect(path) is not None:
-        return None
-    return next(fmt for fmt in registry() if named_like(path, fmt.names))
+    """:func:`named_format`, when no format detects ``path``: a file named as a log of that format
+    that cannot be read as one (an empty ``*.traj.json``, one of another ``trajectory_format``),
+    whose loader says why."""
+    named = named_format(path)
+    return named if named is not None and detect(path) is None else None
 
 
 def _what_file(probe: Probe) -> str:

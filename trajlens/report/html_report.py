@@ -168,15 +168,18 @@ def stage_row_anchor(metric: str) -> str:
     return f"stage-{metric}"
 
 
+def _stage_columns() -> list[pl.Expr]:
+    """The columns of a stage table as the section shows them."""
+    return [pl.col("metric"), pl.col("stage"), pl.col("value").alias("sample"), pl.col("ci_low"), pl.col("ci_high"),
+            pl.col("n_sampled").alias("N sample"), pl.col("population_value").alias("whole stage"),
+            pl.col("n_population").alias("N stage"), pl.col("population_in_ci").alias("whole stage in interval")]
+
+
 def _stage_rows(run_id: str, rates: pl.DataFrame) -> str:
     """Stage rows as the section shows them, each metric's first row anchored (:func:`stage_row_anchor`)."""
     first = pl.col("stage_index") == pl.col("stage_index").min().over("metric")
     anchors = pl.when(first).then(pl.lit(html.run_anchor(run_id, stage_row_anchor(""))) + pl.col("metric"))
-    shown = rates.select(
-        "metric", "stage", pl.col("value").alias("sample"), "ci_low", "ci_high", pl.col("n_sampled").alias("N sample"),
-        pl.col("population_value").alias("whole stage"), pl.col("n_population").alias("N stage"),
-        pl.col("population_in_ci").alias("whole stage in interval"), anchors.alias("anchor"))
-    return html.table(shown, row_id="anchor")
+    return html.table(rates.select(*_stage_columns(), anchors.alias("anchor")), row_id="anchor")
 
 
 def _stage_tables(run_id: str, stage: Any, outcome: pl.DataFrame | None = None, subjects: set[str] = frozenset()) -> str:
@@ -191,10 +194,7 @@ def _stage_tables(run_id: str, stage: Any, outcome: pl.DataFrame | None = None, 
     if outcome is not None and outcome.height:
         text += (f'<h4 id="{html.run_anchor(run_id, "stage-outcome")}">{OUTCOME_BY_STAGE}</h4>'
                  f'<p class="note">{html.escape(OUTCOME_BY_STAGE_NOTE)}</p>' + _stage_rows(run_id, outcome))
-    every = stage.rates.select("metric", "stage", pl.col("value").alias("sample"), "ci_low", "ci_high",
-                               pl.col("n_sampled").alias("N sample"), pl.col("population_value").alias("whole stage"),
-                               pl.col("n_population").alias("N stage"),
-                               pl.col("population_in_ci").alias("whole stage in interval"))
+    every = stage.rates.select(_stage_columns())
     return text + f"<details><summary>all {every.height} rows</summary>{html.table(every)}</details>"
 
 
