@@ -271,11 +271,11 @@ SHELL_RULES: tuple[Rule, ...] = (
          doc="bash run_tests.sh, ./run_tests.sh (R2E-Gym's and many repositories' whole-suite script)"),
     # -- a test file or test module run directly
     Rule("python-test-file", "test_targeted",
-         r"^python\s+(?:\S*/)?tests?/(?:\S*/)?(?:test_\w+|\w+_tests?|tests)\.py(?:\s|$)",
-         doc="python tests/test_x.py (a test module inside a tests/ folder)"),
+         r"^python\s+(?:\S*/)?tests?/(?:\S*/)?(?:test_\w+|unittest_\w+|\w+_tests?|tests)\.py(?:\s|$)",
+         doc="python tests/test_x.py, python tests/unittest_x.py (astroid's and pylint's naming): a test module inside a tests/ folder"),
     Rule("doctest-file", "test_targeted", r"^python -m doctest(?:\s+-\S+)*\s+[^\s-]", doc="python -m doctest -v README.rst"),
-    Rule("python-test-module", "test_targeted", r"^python -m (?:\w+\.)*tests?\.(?:\w+\.)*(?:test_\w+|\w+_tests?)(?:\s|$)",
-         doc="python -m pkg.tests.test_x"),
+    Rule("python-test-module", "test_targeted", r"^python -m (?:\w+\.)*tests?\.(?:\w+\.)*(?:test_\w+|unittest_\w+|\w+_tests?)(?:\s|$)",
+         doc="python -m pkg.tests.test_x, python -m tests.unittest_x"),
     # -- inline interpreter code
     Rule("python-inline", "quick_check", r"^python\s+-c(?:\s|$)", doc='python -c "..."'),
     Rule("python-stdin", "quick_check", r"^python(?:$|\s+-(?:\s|$)|\s+__HERE(?:DOC|STRING)__(?:\s|$))",
@@ -344,7 +344,9 @@ SHELL_RULES: tuple[Rule, ...] = (
     Rule("git-blame", "view", r"^git\s+blame(?:\s|$)", doc="git blame -L 10,30 f.py (prints the lines)"),
     # -- searches
     Rule("grep", "search", r"^(?:grep|egrep|fgrep|rg|ag|ack|ack-grep)(?:\s|$)", doc="grep -rn foo src/"),
-    Rule("git-search", "search", r"^git\s+(?:grep|ls-files|ls-tree)(?:\s|$)", doc="git grep foo"),
+    Rule("git-search", "search",
+         r"^git\s+(?:grep|ls-files|ls-tree)(?:\s|$)|^git\s+log\s(?:.*\s)?(?:--grep|-[SG])",
+         doc="git grep foo, git log --grep L031 (a search of the history's messages or, with -S/-G, its changes)"),
     Rule("list-or-find", "search", r"^(?:find|fd|fdfind|locate|ls|ll|tree|dir)(?:\s|$)", doc="find . -name x, ls -la"),
     Rule("swe-agent-search", "search", r"^(?:find_file|search_dir|search_file)(?:\s|$)", doc="search_dir foo"),
 )
