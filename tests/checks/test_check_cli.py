@@ -294,7 +294,7 @@ def test_agent_logs_are_sent_to_ingest_naming_their_format():
 @pytest.mark.parametrize("equals, status, evidence", [
     ("1", "FAIL", "vs > 10"),  # an integer matches the config's gamma = 1.0: a number is a number
     ("1.0", "FAIL", "vs > 10"),
-    ('"GAE"', "pass", "algorithm.adv_estimator == 'GAE' holds at no step"),
+    ('"GAE"', "skip", "algorithm.adv_estimator == 'GAE' holds at no step"),
 ])
 def test_a_when_compares_numbers_as_numbers(tmp_path, equals, status, evidence):
     path = "algorithm.adv_estimator" if equals.startswith('"') else "algorithm.gamma"
@@ -304,7 +304,8 @@ def test_a_when_compares_numbers_as_numbers(tmp_path, equals, status, evidence):
     done = trajlens("check", "sample_data/resume-lr", "--config", config)
     row = next(line for line in done.stdout.splitlines() if line.startswith("grad"))
     assert row.split()[2] == status and evidence in row
-    assert done.returncode == (1 if status == "FAIL" else 0)
+    # a when that holds at no step checked nothing: skipped, not passed, and nothing else was checked
+    assert done.returncode == (1 if status == "FAIL" else 2)
 
 
 @pytest.mark.parametrize("path, equals, holds", [

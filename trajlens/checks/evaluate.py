@@ -3,7 +3,7 @@
 A check's status is ``fail`` (an error-level check fired), ``warn`` (a warning-level check
 fired), ``pass`` (it was evaluated on at least one step and did not fire) or ``skip`` (the run
 cannot provide its measure, its configuration lacks the key the check is conditional on, no
-step comes after its ``after_step``, or its condition could not be judged on the run: fewer
+step comes after its ``after_step`` or has the configuration its ``when`` asks for, or its condition could not be judged on the run: fewer
 steps than its window or baseline, fewer than two stages with data; the reason is given). A
 skipped check is never counted as passed.
 """
@@ -105,7 +105,7 @@ def _applicable(check: Check, state: RunState, series: pl.DataFrame) -> tuple[pl
         return series.clear(), (f"skip:{path} holds {' or '.join(sorted(kinds))} in the run's config, never "
                                 f"{wanted} as the check's when asks ({check.when.describe()})")
     if not keep:
-        return series.clear(), f"pass:{check.when.describe()} holds at no step"
+        return series.clear(), f"skip:{check.when.describe()} holds at no step"
     return series.filter(pl.col("step").is_in(keep)), ""
 
 
@@ -159,9 +159,6 @@ def evaluate_check(check: Check, state: RunState, upto: int | None = None) -> Ch
         series, note = _applicable(check, state, series)
         if note.startswith("skip:"):
             skipped.append(note[5:])
-            continue
-        if note.startswith("pass:"):
-            outcomes.append(Outcome(measure, (), Evidence(None, None, detail=note[5:]), 0))
             continue
         outcome = conditions.evaluate(check, measure, series, name.proportion)
         if not outcome.judged:
