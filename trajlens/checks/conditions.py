@@ -222,8 +222,13 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
         signed = difference if check.direction == "increase" else -difference
         detail = (f"{first['stage']} {_fmt(first['value'])} [{_fmt(first['low'])}, {_fmt(first['high'])}] -> "
                   f"{second['stage']} {_fmt(second['value'])}; p = {p_value:.2g}")
+        # the sizes the rule asks for, as the change has them
+        if rule.min_change > 0:
+            detail += f"; change {_fmt(signed)}"
+        if rule.min_ratio > 1:
+            detail += f"; ratio {_fmt(change.ratio(second['value'], first['value'], check.direction))}"
         evidence = Evidence(int(second["step"]), second["value"], second["low"], second["high"],
-                            f"a significant {check.direction} (alpha {check.alpha:g})", detail)
+                            rule.describe(check.direction), detail)
         hit = change.counts(rule, first["value"], second["value"], p_value, check.direction)
         if hit:
             fired += stages[b][1]

@@ -13,6 +13,7 @@ import html
 import json
 import re
 import socket
+import textwrap
 import xml.etree.ElementTree as ElementTree
 from datetime import datetime, timezone
 from typing import Any, Sequence
@@ -26,17 +27,21 @@ STATUS_LABELS: dict[str, str] = {"fail": "FAIL", "warn": "WARN", "pass": "pass",
 
 
 def render_table(run: RunChecks, width: int = 200) -> str:
-    """A plain-text table: check, severity, status, steps fired, evidence."""
+    """A plain-text table: check, severity, status, steps fired, evidence. A cell too long for
+    its column (the steps fired: at most :data:`STEPS_WIDTH`; the evidence: the rest of
+    ``width``) goes on over the next lines, so no step, p-value or reason is cut."""
     header = ("check", "severity", "status", "fired at steps", "evidence")
     rows = [(r.name, r.check.severity, STATUS_LABELS[r.status], spans(r.fired_steps) or "-", r.evidence_text())
             for r in run.results]
     widths = [max(len(header[i]), *(len(row[i]) for row in rows)) if rows else len(header[i]) for i in range(4)]
-    widths = [min(w, 40) for w in widths]
+    widths[3] = min(widths[3], STEPS_WIDTH)
+    evidence_width = max(width - sum(widths) - 2 * len(widths), 40)
     lines = []
     for row in (header, *rows):
-        cells = [_cut(cell, widths[i]).ljust(widths[i]) for i, cell in enumerate(row[:4])]
-        line = "  ".join(cells) + "  " + row[4]
-        lines.append(line if len(line) <= width else line[: width - 3] + "...")
+        cells = [[cell] for cell in row[:3]] + [_wrap(row[3], widths[3]), _wrap(row[4], evidence_width)]
+        for depth in range(max(map(len, cells))):
+            parts = [(cell[depth] if depth < len(cell) else "").ljust(widths[i]) for i, cell in enumerate(cells[:4])]
+            lines.append(("  ".join(parts) + "  " + (cells[4][depth] if depth < len(cells[4]) else "")).rstrip())
     counts = run.counts()
     lines.append("")
     lines.append(f"run {run.run_id} ({run.steps} step{'' if run.steps == 1 else 's'}): {counts['fail']} failed, {counts['warn']} warned, "
@@ -44,8 +49,13 @@ def render_table(run: RunChecks, width: int = 200) -> str:
     return "\n".join(lines)
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
+STEPS_WIDTH = 40
+"""Characters of the steps-fired column; longer lists of steps go on over the next lines."""
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken at blanks where it can be."""
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
 
 
 def result_record(result: CheckResult) -> dict[str, Any]:

@@ -44,6 +44,18 @@ class ChangeRule(NamedTuple):
     gives it, :func:`~trajlens.intervals.cohens_d`): for a measure with no natural unit or zero,
     such as the mean reward, whose values may be negative."""
 
+    def describe(self, direction: str) -> str:
+        """The rule in words, as the checks' evidence gives it: ``a significant increase (alpha
+        0.05, ratio >= 1.25)``; only the bounds the rule sets are named."""
+        bounds = [f"alpha {self.alpha:g}"]
+        if self.min_change > 0:
+            bounds.append(f"change >= {self.min_change:g}")
+        if self.min_ratio > 1:
+            bounds.append(f"ratio >= {self.min_ratio:g}")
+        if self.min_effect > 0:
+            bounds.append(f"Cohen's d >= {self.min_effect:g}")
+        return f"a significant {direction} ({', '.join(bounds)})"
+
 
 class Change(NamedTuple):
     """A change that counts: the two stages' values and the p-value of the difference."""
