@@ -320,3 +320,11 @@ def test_a_step_and_metric_logged_in_two_metrics_files_stops_the_watch_as_ingest
     (run / "b.jsonl").write_text('{"_step": 1, "actor/entropy": 0.6}\n')
     with pytest.raises(InputError, match="duplicate step 1 for metric actor/entropy"):
         watch(run, default_checks(), WatchOptions(poll=0.01, settle=0.1, timeout=30, until_step=1))
+
+
+def test_no_step_after_the_until_step_is_judged_the_first_one_read_included():
+    lines: list[str] = []
+    ended = watch(SAMPLES / "sao-r6", default_checks(), WatchOptions(poll=0.01, settle=0, timeout=1, until_step=0),
+                  echo=lines.append)
+    assert ended.run is None and ended.exit_code == 0  # the CLI makes it 2: nothing was checked
+    assert lines == ["stopped: the run's first complete step, 1, comes after step 0"]

@@ -60,5 +60,5 @@ def test_a_watch_that_sees_no_complete_step_is_not_a_pass(tmp_path):
     assert done.returncode == EXIT_ERROR
     assert done.stdout.strip() == "stopped (timeout): no complete step seen"
     assert done.stderr.strip().splitlines() == [
-        f"error: {live}: the watch ended (timeout) before any complete step; nothing was checked"]
+        f"error: {live}: the watch ended (timeout) before it checked a step; nothing was checked"]
     assert not json_out.exists()

@@ -10,6 +10,8 @@ and ``--watch`` can add each new step without touching the old ones.
 
 from __future__ import annotations
 
+import difflib
+
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -450,8 +452,11 @@ class RunState:
         if source == "critic_clip":
             return f"the run logs no {m.CRITIC_GRAD_NORM} with a known grad clip"
         if source == "step_metrics":
-            return "the run logs no training scalars" if "step_metrics" not in self.seen else \
-                f"the run logs no {name.parameter}"
+            if "step_metrics" not in self.seen:
+                return "the run logs no training scalars"
+            logged = [n.removeprefix("metric:") for n in self.measure_names() if n.startswith("metric:")]
+            close = difflib.get_close_matches(name.parameter, logged, n=3, cutoff=0.75)
+            return f"the run logs no {name.parameter}" + (f" (it logs {' and '.join(close)})" if close else "")
         return f"no values of {measure}"
 
     def expand(self, measure: str, upto: int | None = None) -> list[str]:

@@ -461,6 +461,14 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
             before_last = options.until_step is None or max(counts, default=-1) < options.until_step
             batch = follower.poll() if follower.behind and state.holds_calls and before_last else None
         for step in counts:
+            if options.until_step is not None and step > options.until_step:
+                # a step past the last one asked for is never judged, the first one read included
+                if not checked:
+                    reason = f"the run's first complete step, {step}, comes after step {options.until_step}"
+                    echo(f"stopped: {reason}")
+                    return WatchResult(0, reason, None, follower)
+                return _end(None, f"passed step {options.until_step}", state, checked, last, results, follower, echo,
+                            options.strict)
             results = evaluate_checks(checks, state, upto=step)
             checked, last = checked + 1, step
             echo(_step_line(step, counts[step], results))

@@ -107,7 +107,7 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
         result = ended.run
         code = ended.exit_code
         if result is None:
-            raise InputError(str(source), f"the watch ended ({ended.reason}) before any complete step; "
+            raise InputError(str(source), f"the watch ended ({ended.reason}) before it checked a step; "
                              "nothing was checked")
     else:
         result = check_run(source, checks, run)
