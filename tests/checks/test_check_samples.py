@@ -182,3 +182,23 @@ def test_a_config_without_adv_estimator_is_read_by_its_runs_estimator_column(tmp
                       if r.name == "all_negative_streak")
         assert streak.status == "fail" and list(streak.fired_steps) == [61, 62, 63, 64], source
         assert "the run's estimator is gae_raw (from its runs.estimator=gae)" in streak.evidence_text(), source
+
+
+def test_the_table_shows_every_step_fired_and_the_bounds_a_change_missed(results):
+    """The terminal table wraps a long cell over the next lines rather than cutting it, and a
+    stage change that is significant but smaller than its check asks says by how much."""
+    from trajlens.checks.evaluate import RunChecks
+    from trajlens.checks.output import render_table
+    from trajlens.steps import steps_text
+
+    multi = results("multireward")
+    table = render_table(RunChecks("multireward", "sample_data/multireward", list(multi.values()), 320))
+    assert all(len(line) <= 200 for line in table.splitlines())
+    fired = steps_text(multi["reward_channel_rel_gain"].fired_steps)
+    steps_column = [line[line.index("FAIL") + 8:].split("  ")[0] for line in table.splitlines() if "FAIL" in line]
+    continued = table.split("reward_channel_rel_gain", 1)[1].splitlines()[1]
+    assert fired.startswith(steps_column[0]) and fired.endswith(continued.strip().split("  ")[0])
+    assert fired.count(",") > 5  # long enough to wrap
+    length = results("sao-r7")["response_length_inflation"]
+    assert length.status == "pass" and length.evidence.threshold == "a significant increase (alpha 0.05, ratio >= 1.25)"
+    assert length.evidence.detail.endswith("; ratio 1.15")
