@@ -45,3 +45,17 @@ def test_parse_recomputations_checks_options_against_the_registry():
     assert rec.settings()["lam"] == 0.9 and rec.settings()["whiten"] is True
     with pytest.raises(ConfigError, match="gae takes no option 'alpha'"):
         parse_recomputations(["mine=gae"], {"mine": {"alpha": 1.0}})
+
+
+@pytest.mark.parametrize("pairs, options", [
+    (["gae_raw=gae"], {"gae_raw": {"whiten": True}}),
+    (["grpo=dr_grpo"], {}),
+])
+def test_a_label_that_names_another_computation_is_refused(pairs, options):
+    """Its credit would be saved under that label, and the report and the viewer would read it as
+    the labelled computation's."""
+    with pytest.raises(ConfigError) as refused:
+        parse_recomputations(pairs, options)
+    (problem,) = refused.value.problems
+    assert problem.startswith(f"--estimator {pairs[0]!r}: {pairs[0].split('=')[0]!r} names ")
+    assert parse_recomputations(["mine=dr_grpo"], {})[0].estimator == "dr_grpo"

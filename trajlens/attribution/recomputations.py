@@ -24,7 +24,7 @@ from typing import Any
 
 from trajlens.errors import ConfigError
 from trajlens.estimators import EstimatorInputError
-from trajlens.estimators.registry import ESTIMATOR_REGISTRY, estimator_spec
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, estimator_spec, label_mismatch
 from trajlens.estimators.spec import EstimatorChoice, label_problem
 from trajlens.estimators.trained import TrainedWith
 
@@ -108,7 +108,11 @@ def parse_recomputations(pairs: list[str], options: dict[str, dict[str, Any]]) -
             problems.append(f"--estimator {pair!r}: {unknown}")
             continue
         given = dict(options.get(label, {}))
-        problems += [f"--option for {label!r}: {problem}" for problem in ESTIMATOR_REGISTRY[name].option_problems(given)]
+        option_problems = ESTIMATOR_REGISTRY[name].option_problems(given)
+        problems += [f"--option for {label!r}: {problem}" for problem in option_problems]
+        if not option_problems and (mismatch := label_mismatch(label, name, given)) is not None:
+            # its credit would be saved, and read by the report and the viewer, as that computation's
+            problems.append(f"--estimator {pair!r}: {mismatch}; name it otherwise")
         out.append(EstimatorChoice(label, name, given, f"{name} {given}"))
     labels = [r.label for r in out]
     problems += [f"--estimator label {label!r} given twice" for label in sorted({x for x in labels if labels.count(x) > 1})]
