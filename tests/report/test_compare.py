@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+from polars.testing import assert_frame_equal
 import pytest
 from cli_run import run_cli as cli
 
@@ -193,6 +194,11 @@ def test_compare_command_writes_three_files(sample_store, tmp_path):
     assert len(table_rows) == 5 and "more rows" in done.stdout and "full table of" in done.stdout
     csv = pl.read_csv(tmp_path / "cmp" / "comparison.csv")
     assert "share:think" in csv["measure"].to_list()
+    # the full table: every digit of the p-values that print as 1e-12 (once rounded to 0.000000)
+    assert_frame_equal(csv.select("measure", "p_value", "p_adjusted"),
+                       compare(sample_store, "sao-r6:Q1", "sao-r6:Q4").select("measure", "p_value", "p_adjusted"),
+                       check_exact=True)
+    assert 0 < csv["p_value"].min() < 1e-6
     page = (tmp_path / "cmp" / "comparison.html").read_text()
     assert "<table>" in page and "Benjamini-Hochberg" in page
     assert "| share:think |" in (tmp_path / "cmp" / "comparison.md").read_text()

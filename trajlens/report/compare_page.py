@@ -125,7 +125,7 @@ def write_comparison(comparison: pl.DataFrame, out: Path | str, top: int = 5, *,
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "comparison.csv"
-    comparison.drop("phrase").write_csv(csv, float_precision=6)
+    comparison.drop("phrase").write_csv(csv)  # every digit: the full table, as --json and --csv give it
     markdown = out / "comparison.md"
     markdown.write_text(comparison_markdown(comparison, top))
     page = out / "comparison.html"
