@@ -40,6 +40,6 @@ def test_a_side_compared_with_itself_is_refused(samples_store_path, tmp_path):
     done = run_cli("compare", samples_store_path, "sao-r6:Q4", "sao-r6:Q4", "--out", tmp_path / "cmp")
     assert done.returncode == 1
     assert one_error_line(done) == ("error: sides 'sao-r6:Q4' and 'sao-r6:Q4' are the same trajectories under the same "
-                                    "advantages: compare two runs, two stages of a run (sao-r6:Q1 sao-r6:Q4) or two "
+                                    "advantages: compare two runs, two stages of the run (sao-r6:Q1 sao-r6:Q4) or two "
                                     "estimator labels")
     assert not (tmp_path / "cmp").exists()

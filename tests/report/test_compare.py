@@ -208,6 +208,13 @@ def test_compare_command_writes_three_files(sample_store, tmp_path):
     ("sao-r6:Q9", "sao-r7", "'Q9' is neither a stage of run 'sao-r6' (Q1, Q2, Q3, Q4) nor an estimator label"),
     ("nope", "sao-r7", "run 'nope' is not in the store"),
     ("resume-lr", "sao-r7", "side 'resume-lr': no trajectories to compare"),
+    # a label the other side's data cannot give is no table without advantages
+    ("sao-r6:gae_raw", "grpo-leg", "side 'grpo-leg': run 'grpo-leg' has no gae_raw advantages, and its data cannot give "
+                                   "them (estimator labels it has: grpo, dr_grpo, rloo"),
+    ("grpo-leg:grpo", "sao-r6:Q4", "side 'sao-r6:Q4': run 'sao-r6' has no grpo advantages"),
+    # overlapping sides are not two samples
+    ("sao-r6", "sao-r6:Q4", "sides 'sao-r6' and 'sao-r6:Q4' overlap: the stage's trajectories are part of the whole run's"),
+    ("sao-r6:gae_raw", "sao-r6", "sides 'sao-r6:gae_raw' and 'sao-r6' are the same trajectories under the same advantages"),
 ])
 def test_compare_errors_are_one_line(sample_store, a, b, message):
     done = cli("compare", sample_store.path, a, b)

@@ -71,7 +71,7 @@ def parse_side(store: Any, spec: str, stages: Any = "quartiles") -> Side:
         return Side(spec, run_id, split=split)
     if part in _stage_names(store, run_id, stages, split):
         return Side(spec, run_id, stage=part, split=split)
-    if part in _labels(store, run_id):
+    if part in side_labels(store, run_id):
         return Side(spec, run_id, label=part, split=split)
     declared = {name: (first, last) for name, first, last in stages} if not isinstance(stages, str) else {}
     if part in declared:
@@ -82,7 +82,7 @@ def parse_side(store: Any, spec: str, stages: Any = "quartiles") -> Side:
     raise ConfigError([
         f"side {spec!r}: {part!r} is neither a stage of run {run_id!r} "
         f"({', '.join(_stage_names(store, run_id, stages, split)) or 'none'}) nor an estimator label "
-        f"({', '.join(_labels(store, run_id)) or 'none'})"
+        f"({', '.join(side_labels(store, run_id)) or 'none'})"
     ])
 
 
@@ -108,7 +108,7 @@ def report_labels(store: Any, run_id: str) -> list[str]:
     return [choice.label for choice in available_estimators(store, run_id)]
 
 
-def _labels(store: Any, run_id: str) -> list[str]:
+def side_labels(store: Any, run_id: str) -> list[str]:
     """Every label a side ``RUN:LABEL`` may name: the report's, and those stored for the run."""
     labels = report_labels(store, run_id)
     if "advantage_batches" in store.tables():

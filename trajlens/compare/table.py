@@ -125,15 +125,16 @@ def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages
     advantage statistics are left out (no recomputation) unless a side names a label.
     """
     side_a, side_b = parse_side(store, a, stages), parse_side(store, b, stages)
-    if (side_a.run_id, side_a.stage, side_a.label) == (side_b.run_id, side_b.stage, side_b.label):
-        raise ConfigError([f"sides {a!r} and {b!r} are the same trajectories under the same advantages: compare two "
-                           f"runs, two stages of a run ({side_a.run_id}:Q1 {side_a.run_id}:Q4) or two estimator labels"])
+    _require_apart(side_a, side_b)
     labels = _shared_labels(store, side_a, side_b) if advantages or side_a.label or side_b.label else []
     data_a = read_side(store, side_a, stages, labels)
     data_b = read_side(store, side_b, stages, labels)
     if data_a.measures.is_empty() or data_b.measures.is_empty():
         empty = side_a if data_a.measures.is_empty() else side_b
         raise ConfigError([f"side {empty.spec!r}: no trajectories to compare"])
+    if side_a.label or side_b.label:
+        _require_labels(store, data_a, labels)
+        _require_labels(store, data_b, labels)
     rows = []
     same_trajectories = side_a.run_id == side_b.run_id and side_a.stage == side_b.stage
     if not same_trajectories:
@@ -234,6 +235,36 @@ def _shared_labels(store: Any, a: Side, b: Side) -> list[str]:
     if a.label or b.label:
         return [label for label in (a.label, b.label) if label]
     return [label for label in report_labels(store, a.run_id) if label in set(report_labels(store, b.run_id))]
+
+
+def _require_apart(a: Side, b: Side) -> None:
+    """Two sides must differ in their trajectories (two runs, two stages) or in the advantages
+    they are read under (two labels): a side compared with itself, or with a stage of itself,
+    is not two samples, and its tests would count one set of trajectories twice."""
+    if a.run_id != b.run_id:
+        return
+    stages = f"two stages of the run ({a.run_id}:Q1 {a.run_id}:Q4)"
+    if a.stage != b.stage and None in (a.stage, b.stage):
+        raise ConfigError([f"sides {a.spec!r} and {b.spec!r} overlap: the stage's trajectories are part of the whole "
+                           f"run's; compare {stages}"])
+    # a side without a label is read under the other's
+    if a.stage == b.stage and (a.label is None or b.label is None or a.label == b.label):
+        raise ConfigError([f"sides {a.spec!r} and {b.spec!r} are the same trajectories under the same advantages: "
+                           f"compare two runs, {stages} or two estimator labels"])
+
+
+def _require_labels(store: Any, data: SideData, labels: list[str]) -> None:
+    """A side is compared under its own label, else under the label the other side names: a
+    run that cannot be recomputed under it is an error, not a table without advantages."""
+    from trajlens.compare.sides import side_labels
+
+    wanted = [data.side.label] if data.side.label else labels
+    have = set(data.advantages["estimator"].to_list()) if data.advantages.height else set()
+    for label in wanted:
+        if label not in have:
+            can = ", ".join(side_labels(store, data.side.run_id)) or "none"
+            raise ConfigError([f"side {data.side.spec!r}: run {data.side.run_id!r} has no {label} advantages, and its "
+                               f"data cannot give them (estimator labels it has: {can})"])
 
 
 def _advantage_rows(a: SideData, b: SideData) -> list[dict | None]:
