@@ -20,7 +20,7 @@ def _number(value: Any, digits: int = 2) -> str:
 
 
 def _drift_table(result: Any) -> list[list[str]]:
-    rows = [["class", "change", "onset", "estimator", "r [95%]", "relative credit at pivotal steps [95%]"]]
+    rows = [["class", "change", "onset", "estimator", "r [95%]", "relative credit (scaled) at pivotal steps [95%]"]]
     for row in result.drift.iter_rows(named=True):
         rows.append([
             row["primary_class"], f"{row['share_first']:.2f} -> {row['share_last']:.2f}", str(row["onset_step"]),
@@ -46,7 +46,7 @@ def _superstition(result: Any, top: int = 5) -> tuple[str, list[list[str]]]:
                  f"Superstition (every estimator; the run's, {missing}, was not computed)")
     aggregation = result.own.aggregation if result.own.aggregation in result.aggregations else result.aggregations[0]
     frame = frame.filter(pl.col("aggregation") == aggregation).sort("superstition", descending=True, nulls_last=True).head(top)
-    rows = [["stage", "class", "estimator", "relative credit", "reward relevance [95%]", "superstition"]]
+    rows = [["stage", "class", "estimator", "relative credit (scaled)", "reward relevance [95%]", "superstition"]]
     for row in frame.iter_rows(named=True):
         rows.append([str(row["stage"]), row["primary_class"], row["estimator"], _number(row["relative_credit_scaled"]),
                      f"{_number(row['reward_relevance'])} [{_number(row['relevance_low'])}, {_number(row['relevance_high'])}]",
