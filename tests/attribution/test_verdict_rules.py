@@ -168,6 +168,12 @@ def test_a_length_drift_under_a_biased_aggregation_is_its_artefact():
                              "token-mean")
     assert learned.startswith(f"{LEARNING}: response length grew")  # longer answers earn more, no bias
     assert length_verdict(_growing(0.0).with_columns(pl.lit(300.0).alias("length")), _bias([]), "grpo", "token-mean") is None
+    # reward that favours shorter answers is no "length earns no reward": it went against the growth
+    against = length_verdict(_growing(-2.0), _bias([("token-mean", 0.05)]), "grpo", "token-mean")
+    assert against.startswith("unexplained: response length grew")
+    assert against.endswith("; the aggregation is not length-biased and reward went against the drift")
+    unrewarded = length_verdict(_growing(0.0), _bias([("token-mean", 0.05)]), "grpo", "token-mean")
+    assert unrewarded.endswith("; the aggregation is not length-biased and length earns no reward")
 
 
 

@@ -158,6 +158,7 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
     r, low, high = length_relevance(trajectory_frame)
     relevance = (sign * r, *sorted((sign * low, sign * high))) if math.isfinite(low) else (float("nan"),) * 3
     relevant = math.isfinite(relevance[1]) and relevance[1] > 0
+    against = math.isfinite(relevance[2]) and relevance[2] < 0
     rows = {row["aggregation"]: row for row in bias.filter(pl.col("estimator") == estimator).iter_rows(named=True)} \
         if estimator is not None and bias.height else {}
     own = rows.get(aggregation)
@@ -177,7 +178,8 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
     else:
         verdict, reason = UNEXPLAINED, ("the aggregation is length-biased but length also earns reward" if relevant else
                                         "no unbiased aggregation to compare" if biased(own) else
-                                        "the aggregation is not length-biased and length earns no reward")
+                                        "the aggregation is not length-biased and " + (
+                                            "reward went against the drift" if against else "length earns no reward"))
     return (f"{verdict}: {text}; under {estimator} / {aggregation} the elasticity of push per token on length is "
             f"{elasticity_text(own)}; {others + '; ' if others else ''}length relevance signed by the drift "
             f"{relevance_text}; {reason}")
