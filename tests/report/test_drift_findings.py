@@ -3,6 +3,7 @@ found by attribution's own test, onset and displacement, with the same numbers."
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -47,7 +48,8 @@ def test_an_unattributed_drift_is_a_finding_that_folds_the_stage_trend(sample_st
     # the test pools every trajectory of the two stages, not the stage report's N=80 samples: said so
     tested = measures.join(_staged(measures).filter(pl.col("stage_index").is_in([0, 3])), on="step", how="semi").height
     assert tested == 720
-    assert think.startswith(drift_phrase("think", "grew", 0.076, 0.926, 60) + " (all 720 trajectories of the first "
+    assert think.startswith(drift_phrase({"primary_class": "think", "direction": "grew", "share_first": 0.076,
+                                              "share_last": 0.926, "onset_step": 60}) + " (all 720 trajectories of the first "
                             "and last stage, p < 0.001); not attributed yet (`trajlens attribute --run causal-r6`")
     assert think.headline == "think grew 0.08 -> 0.93 from step 60 (not attributed)"
     # test_suite fell only because think took the calls: said so, and weighed as the consequence
@@ -76,3 +78,35 @@ def test_a_run_without_calls_has_no_drift():
     staged = pl.DataFrame({"step": [1, 2], "stage_index": [0, 1]})
     assert class_drifts(counts, staged).is_empty()
     assert class_drifts(counts.drop("count:think"), staged).columns == list(CLASS_DRIFT_COLUMNS)
+
+
+def _counts(think_by_step, trajectories: int = 20, calls: int = 10, seed: int = 0) -> pl.DataFrame:
+    """Per trajectory: ``calls`` calls, each think with the step's probability, else edit."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for step, p in enumerate(think_by_step, start=1):
+        think = rng.binomial(calls, p, trajectories).astype(float)
+        rows += [{"step": step, "count:think": t, "count:edit": calls - t} for t in think]
+    return pl.DataFrame(rows)
+
+
+def _quartiles(steps: int) -> pl.DataFrame:
+    return pl.DataFrame({"step": range(1, steps + 1), "stage_index": [4 * i // steps for i in range(steps)]})
+
+
+def test_a_share_that_went_and_came_back_is_an_excursion_drift():
+    """think 0.06 in Q1, 0.66 in Q3, 0.07 in Q4: the first-to-last test sees no move; the habit the
+    run took up and dropped is a drift to its furthest stage, said so."""
+    think = [0.06] * 40 + [0.66] * 20 + [0.06] * 20
+    drifts = class_drifts(_counts(think), _quartiles(80))
+    row = drifts.filter(pl.col("primary_class") == "think").row(0, named=True)
+    assert (row["direction"], row["peak_steps"]) == ("grew", "41-60")
+    assert row["share_first"] < 0.1 and row["share_last"] > 0.6 and row["share_end"] < 0.1
+    assert 36 <= row["onset_step"] <= 41  # the mean over the k = 5 steps from the onset crosses a quarter of the way
+    assert drift_phrase(row).endswith(f"from step {row['onset_step']} (by steps 41-60), then fell back to "
+                                      f"{row['share_end']:.2f}")
+    # a drift from the first stage to the last is told as before, its end its reach
+    grown = class_drifts(_counts([0.06] * 40 + [0.66] * 40), _quartiles(80)).row(0, named=True)
+    assert (grown["peak_steps"], grown["share_end"]) == ("", grown["share_last"])
+    # a wobble smaller than min_excursion is no excursion
+    assert class_drifts(_counts([0.2] * 40 + [0.35] * 20 + [0.2] * 20), _quartiles(80)).is_empty()

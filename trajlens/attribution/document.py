@@ -3,7 +3,9 @@
 One JSON object per run::
 
     {"run_id", "estimator", "aggregation", "aggregation_logged",
-     "drifts": [{"class", "direction", "share_first", "share_last", "onset_step", "verdict", "reason",
+     "drifts": [{"class", "direction", "share_first", "share_last", "onset_step",
+                 "peak_steps" (an excursion's furthest steps, where share_last was reached; null for a drift
+                 from the first stage to the last), "share_end" (the last stage's share), "verdict", "reason",
                  "estimator", "aggregation", "own_known", "dissenting", "window",
                  "push": {"value", "low", "high"}, "relevance": {"value", "low", "high"},
                  "structural": [...], "displaced_by": [the classes that drifted the other way and took its calls, or gave
@@ -46,7 +48,8 @@ def verdict_document(result: Any) -> dict[str, Any]:
         timing = result.drift.filter(pl.col("primary_class") == name) if result.drift.height else result.drift
         drifts.append({
             "class": name, "direction": row["direction"], "share_first": json_values(row["share_first"]),
-            "share_last": json_values(row["share_last"]), "onset_step": row["onset_step"], "verdict": row["verdict"],
+            "share_last": json_values(row["share_last"]), "onset_step": row["onset_step"],
+            "peak_steps": row["peak_steps"] or None, "share_end": json_values(row["share_end"]), "verdict": row["verdict"],
             "reason": row["reason"], "estimator": row["estimator"], "aggregation": row["aggregation"],
             "own_known": row["own_known"], "dissenting": [d for d in row["dissenting"].split(", ") if d],
             "window": row["window"], "push": _interval(row, "push"), "relevance": _interval(row, "relevance"),

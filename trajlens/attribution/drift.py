@@ -50,8 +50,8 @@ import polars as pl
 from trajlens.attribution.statistics import Z95
 from trajlens.attribution.statistics import drift_onset
 from trajlens.attribution.verdicts import block_indices, competing_credit
-from trajlens.intervals import Spec, newcombe
-from trajlens.run.change import ChangeRule, judged, stage_ends
+from trajlens.intervals import Spec, newcombe, pooled, sums
+from trajlens.run.change import Change, ChangeRule, judged, stage_ends
 from trajlens.steps import steps_text
 
 
@@ -65,6 +65,10 @@ class DriftConfig:
     """Significance level of the first-vs-last-stage share change."""
     min_change: float = 0.1
     """Smallest absolute share change that counts as drift."""
+    min_excursion: float = 0.2
+    """Smallest absolute share change, out and back, that counts as an excursion (a share that
+    went and came back between the first stage and the last): its furthest stage is searched
+    among several, and a run wanders, so it must be larger than a drift."""
     bootstrap: int = 1000
     """Bootstrap replicates for the interval of r."""
     seed: int = 0
@@ -78,6 +82,8 @@ class DriftConfig:
             found.append(f"alpha: expected a significance level between 0 and 1, found {self.alpha!r}")
         if not _number(self.min_change) or not 0 <= self.min_change <= 1:
             found.append(f"min_change: expected a share change between 0 and 1, found {self.min_change!r}")
+        if not _number(self.min_excursion) or not 0 <= self.min_excursion <= 1:
+            found.append(f"min_excursion: expected a share change between 0 and 1, found {self.min_excursion!r}")
         if not _whole(self.bootstrap) or self.bootstrap < 1:
             found.append(f"bootstrap: expected at least 1 replicate, found {self.bootstrap!r}")
         if not _whole(self.seed):
@@ -100,11 +106,13 @@ DRIFT_SCHEMA = {
     "r": pl.Float64, "r_low": pl.Float64, "r_high": pl.Float64, "slope": pl.Float64, "lag_steps": pl.Int64,
     "pivotal_steps": pl.String, "pivot_kind": pl.String, "window_relative_credit": pl.Float64,
     "window_low": pl.Float64, "window_high": pl.Float64, "displaced_by": pl.String, "rest_first": pl.Float64,
-    "rest_last": pl.Float64,
+    "rest_last": pl.Float64, "peak_steps": pl.String, "share_end": pl.Float64,
 }
 """One row per drifting class and estimator. ``displaced_by``: the classes that displaced it
 (comma-separated; empty when none did), with its share of the calls other than theirs in the
-first and the last stage (``rest_first``, ``rest_last``; null when it was not displaced)."""
+first and the last stage (``rest_first``, ``rest_last``; null when it was not displaced).
+``peak_steps``: for an excursion, the steps of the stage where ``share_last`` was reached (empty
+for a drift from the first stage to the last); ``share_end``: the last stage's share."""
 
 
 class DriftResult:
@@ -165,7 +173,7 @@ def attribute_drift(
                    "change_p": drift.p_value, "onset_step": int(onset), "estimator": label, "own": label == own_label,
                    "aggregation": aggregation, "r": r, "r_low": low, "r_high": high, "slope": slope,
                    "lag_steps": config.k, "pivotal_steps": steps_text(pivotal), "pivot_kind": kind, **window,
-                   **drift.displacement}
+                   **drift.displacement, **_reach(drift)}
             rows.append(row)
             per_estimator.append(row)
         findings.append(_sentence(name, per_estimator, own_label, steps))
@@ -206,15 +214,15 @@ def no_drift_sentence(units: pl.DataFrame, classes: Sequence[str], config: Drift
 
 
 def trajectory_units(trajectory_counts: pl.DataFrame, staged: pl.DataFrame, classes: Sequence[str]) -> pl.DataFrame:
-    """``stage_index``, ``primary_class``, ``x`` (the unit's calls of the class), ``n`` (all its
-    calls): one row per trajectory of ``trajectory_counts`` (``step`` and ``count:<class>``; every
+    """``stage_index``, ``step``, ``primary_class``, ``x`` (the unit's calls of the class), ``n``
+    (all its calls): one row per trajectory of ``trajectory_counts`` (``step`` and ``count:<class>``; every
     one, with or without calls, as the checks count them) in a step of ``staged`` (``step``,
     ``stage_index``), and class of ``classes``."""
     counted = [c for c in trajectory_counts.columns if c.startswith("count:")]
     rows = trajectory_counts.join(staged.select("step", "stage_index"), on="step", how="inner").with_columns(
         pl.sum_horizontal(counted).alias("n") if counted else pl.lit(0.0).alias("n"))
     return pl.concat([
-        rows.select("stage_index", pl.lit(name).alias("primary_class"),
+        rows.select("stage_index", "step", pl.lit(name).alias("primary_class"),
                     (pl.col(f"count:{name}") if f"count:{name}" in counted else pl.lit(0.0)).cast(pl.Float64).alias("x"),
                     pl.col("n").cast(pl.Float64))
         for name in classes])
@@ -227,7 +235,8 @@ def _step_units(shares: pl.DataFrame, classes: list[str]) -> pl.DataFrame:
     return pl.concat([
         totals.join(per_class.filter(pl.col("primary_class") == name).drop("primary_class"), on=["stage_index", "step"],
                     how="left")
-        .select("stage_index", pl.lit(name).alias("primary_class"), pl.col("calls").fill_null(0).cast(pl.Float64).alias("x"),
+        .select("stage_index", "step", pl.lit(name).alias("primary_class"),
+                pl.col("calls").fill_null(0).cast(pl.Float64).alias("x"),
                 pl.col("step_calls").cast(pl.Float64).alias("n"))
         for name in classes])
 
@@ -250,15 +259,22 @@ def step_shares(trajectory_counts: pl.DataFrame, steps: np.ndarray, classes: Seq
 
 
 class ShareDrift(NamedTuple):
-    """A class whose share of calls drifted between the first stage and the last (:func:`share_drifts`)."""
+    """A class whose share of calls drifted between the first stage and the last, or went and
+    came back (:func:`share_drifts`)."""
 
     name: str
     first: float
     last: float
+    """The share the drift reached: the last stage's, or an excursion's furthest stage's."""
     p_value: float
     displacement: dict[str, object]
     """:data:`NOT_DISPLACED`, or the classes that displaced it with its share of the calls
     other than theirs (``displaced_by``, ``rest_first``, ``rest_last``)."""
+    peak_steps: str = ""
+    """An excursion's furthest stage (``61-90``): its share moved there and came back by the
+    last stage (:func:`_excursion`). Empty for a drift from the first stage to the last."""
+    share_end: float | None = None
+    """The last stage's share: ``last``, or where an excursion came back to."""
 
     @property
     def direction(self) -> str:
@@ -271,8 +287,37 @@ def share_drifts(units: pl.DataFrame, classes: Sequence[str], config: DriftConfi
     ``units``, :func:`trajectory_units`), the largest drift first, each with its displacement."""
     changes = {name: change for name in classes if (change := _stage_change(units, name, config))}
     displaced = _displacements(units, changes, structural, config)
-    ordered = sorted(changes, key=lambda name: -abs(changes[name][1] - changes[name][0]))
-    return [ShareDrift(name, *changes[name], displaced.get(name, NOT_DISPLACED)) for name in ordered]
+    drifts = [ShareDrift(name, *change, displaced.get(name, NOT_DISPLACED), share_end=change[1])
+              for name, change in changes.items()]
+    drifts += [excursion for name in classes if name not in changes and (excursion := _excursion(units, name, config))]
+    return sorted(drifts, key=lambda drift: -abs(drift.last - drift.first))
+
+
+def _excursion(units: pl.DataFrame, name: str, config: DriftConfig) -> ShareDrift | None:
+    """A class whose share moved from the first stage to a later one and came back by the last
+    (think 0.06 in Q1, 0.70 in Q3, 0.07 in Q4): both moves are significant at ``config.alpha``
+    and at least ``config.min_excursion``, out and back; the stage furthest from the first one
+    is the drift's reach. The first-to-last test cannot see it, yet it is the habit a run took up and dropped.
+    None when no stage between the first and the last is such a stage."""
+    rows = units.filter(pl.col("primary_class") == name)
+    stages = pooled(sums(rows, [_share(name)], by=("stage_index",)).sort("stage_index"), True).to_dicts()
+    if len(stages) < 3 or not stages[0]["n"] or not stages[-1]["n"]:
+        return None
+    first, last = stages[0], stages[-1]
+    rule = ChangeRule(alpha=config.alpha, min_change=config.min_excursion)
+    best: tuple[Change, int] | None = None
+    for row in stages[1:-1]:
+        out = judged(first, row, True, rule) if row["n"] else None
+        if out is None or judged(row, last, True, rule, "decrease" if out.rose else "increase") is None:
+            continue
+        if best is None or abs(out.last - out.first) > abs(best[0].last - best[0].first):
+            best = (out, row["stage_index"])
+    if best is None:
+        return None
+    change, index = best
+    steps = rows.filter(pl.col("stage_index") == index)["step"]
+    return ShareDrift(name, change.first, change.last, change.p_value, NOT_DISPLACED,
+                      steps_text(range(int(steps.min()), int(steps.max()) + 1)), last["value"])
 
 
 def drifts_with_onsets(units: pl.DataFrame, share: np.ndarray, steps: np.ndarray, classes: Sequence[str],
@@ -306,12 +351,19 @@ def class_drifts(trajectory_counts: pl.DataFrame, staged: pl.DataFrame, config: 
     structural = structural_classes(trajectory_counts, classes)
     for drift, onset in drifts_with_onsets(units, share, steps, classes, config, structural):
         rows.append({"primary_class": drift.name, "direction": drift.direction, "share_first": drift.first,
-                     "share_last": drift.last, "change_p": drift.p_value, "onset_step": int(onset), **drift.displacement})
+                     "share_last": drift.last, "change_p": drift.p_value, "onset_step": int(onset), **drift.displacement,
+                     **_reach(drift)})
     return pl.DataFrame(rows, schema=schema)
 
 
 CLASS_DRIFT_COLUMNS: tuple[str, ...] = ("primary_class", "direction", "share_first", "share_last", "change_p",
-                                        "onset_step", "displaced_by", "rest_first", "rest_last")
+                                        "onset_step", "displaced_by", "rest_first", "rest_last", "peak_steps",
+                                        "share_end")
+
+
+def _reach(drift: ShareDrift) -> dict[str, object]:
+    """The drift rows' ``peak_steps`` and ``share_end``."""
+    return {"peak_steps": drift.peak_steps, "share_end": drift.share_end}
 
 
 def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[float, float, float] | None:

@@ -23,7 +23,8 @@ def _drift_table(result: Any) -> list[list[str]]:
     rows = [["class", "change", "onset", "estimator", "r [95%]", "relative credit (scaled) at pivotal steps [95%]"]]
     for row in result.drift.iter_rows(named=True):
         rows.append([
-            row["primary_class"], f"{row['share_first']:.2f} -> {row['share_last']:.2f}", str(row["onset_step"]),
+            row["primary_class"], f"{row['share_first']:.2f} -> {row['share_last']:.2f}"
+            + (f" -> {row['share_end']:.2f}" if row["peak_steps"] else ""), str(row["onset_step"]),
             row["estimator"] + (" (run's)" if row["own"] else ""),
             f"{_number(row['r'])} [{_number(row['r_low'])}, {_number(row['r_high'])}]",
             f"{_number(row['window_relative_credit'])} [{_number(row['window_low'])}, {_number(row['window_high'])}] "
@@ -77,8 +78,7 @@ def subject_lines(result: Any) -> list[tuple[str | None, str]]:
     lines: list[tuple[str | None, str]] = []
     if verdicts is not None and verdicts.height:
         for row in verdicts.iter_rows(named=True):
-            drift = drift_phrase(row["primary_class"], row["direction"], row["share_first"], row["share_last"],
-                                 row["onset_step"])
+            drift = drift_phrase(row)
             head = verdict_head(row["verdict"], row.get("displaced_by") or "")
             reason = own_push_reason(row["verdict"], row["reason"], row.get("displaced_by") or "")
             lines.append((f"share:{row['primary_class']}",

@@ -66,7 +66,9 @@ classes displaced it (:func:`displacement_text`), and its line leads with them
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -118,7 +120,7 @@ VERDICT_SCHEMA: dict[str, pl.DataType] = {
     "aggregation": pl.String, "own_known": pl.Boolean, "dissenting": pl.String, "window": pl.String,
     "push": pl.Float64, "push_low": pl.Float64, "push_high": pl.Float64, "relevance": pl.Float64,
     "relevance_low": pl.Float64, "relevance_high": pl.Float64, "structural": pl.String, "displaced_by": pl.String,
-    "rest_first": pl.Float64, "rest_last": pl.Float64,
+    "rest_first": pl.Float64, "rest_last": pl.Float64, "peak_steps": pl.String, "share_end": pl.Float64,
 }
 """One row per drifting class: the verdict, the run's estimator and aggregation, the decisive evidence
 (the run's signed cumulative push and the signed reward relevance, with intervals)."""
@@ -343,7 +345,8 @@ def drift_verdicts(
             "push": own.value, "push_low": own.low, "push_high": own.high, "relevance": relevance.value,
             "relevance_low": relevance.low, "relevance_high": relevance.high, "structural": ", ".join(structural),
             "displaced_by": first.get("displaced_by") or "", "rest_first": first.get("rest_first"),
-            "rest_last": first.get("rest_last"),
+            "rest_last": first.get("rest_last"), "peak_steps": first.get("peak_steps") or "",
+            "share_end": first.get("share_end"),
         })
         lines[name] = _line(rows[-1], own, others, relevance, decision, known, relevance_target, not_computed) + _projection_text(
             projected.filter(pl.col("primary_class") == name), sign, own_key[0])
@@ -351,9 +354,16 @@ def drift_verdicts(
                          lines, structural, projected)
 
 
-def drift_phrase(name: str, direction: str, first: float, last: float, onset: int) -> str:
-    """A class's drift in words, as every verdict and finding says it: ``think grew 0.08 -> 0.93 from step 60``."""
-    return f"{name} {direction} {first:.2f} -> {last:.2f} from step {onset}"
+def drift_phrase(drift: Mapping[str, Any]) -> str:
+    """A drift row's change in words, as every verdict and finding says it: ``think grew 0.08 ->
+    0.93 from step 60``; an excursion also where it went and where it came back to: ``think
+    grew 0.06 -> 0.70 from step 62 (by steps 61-90), then fell back to 0.07``."""
+    text = (f"{drift['primary_class']} {drift['direction']} {drift['share_first']:.2f} -> {drift['share_last']:.2f} "
+            f"from step {drift['onset_step']}")
+    if drift.get("peak_steps"):
+        back = "fell" if drift["direction"] == "grew" else "rose"
+        text += f" (by steps {drift['peak_steps']}), then {back} back to {drift['share_end']:.2f}"
+    return text
 
 
 def verdict_head(verdict: str, displaced_by: str) -> str:
@@ -447,7 +457,7 @@ def _line(row: dict, own: Push, others: dict[str, Push], relevance: Push, decisi
     missing = "is not known" if not_computed is None else f"{not_computed} was not recomputed"
     who = f"{row['estimator']} / {row['aggregation']}" + ("" if known else f" (the run's estimator {missing}: "
                                                              "the counterfactual that pushed hardest stands in)")
-    drift = drift_phrase(row["primary_class"], row["direction"], row["share_first"], row["share_last"], row["onset_step"])
+    drift = drift_phrase(row)
     text = (f"{verdict_head(decision.verdict, row['displaced_by'])}: {drift}; cumulative push among the competing calls over "
             f"steps {row['window']}, signed by the drift, under {who}: {own.text()}")
     named = list(decision.dissenting) or sorted(others, key=lambda label: others[label].value)[:2]

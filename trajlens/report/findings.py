@@ -334,7 +334,7 @@ def drift_findings(measures: pl.DataFrame, staged: pl.DataFrame, run_id: str) ->
     ends = staged.filter(pl.col("stage_index").is_in([staged["stage_index"].min(), staged["stage_index"].max()]))
     tested = measures.join(ends, on="step", how="semi").height  # the trajectories the drift test pools
     for row in drifts.iter_rows(named=True):
-        drift = drift_phrase(row["primary_class"], row["direction"], row["share_first"], row["share_last"], row["onset_step"])
+        drift = drift_phrase(row)
         text = f"{drift} (all {tested:,} trajectories of the first and last stage, {p_text(row['change_p'])})"
         if row["displaced_by"]:
             text += f"; {displacement_text(row)}"
