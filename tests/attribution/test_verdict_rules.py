@@ -321,3 +321,12 @@ def test_an_estimator_that_gives_a_channel_no_credit_pushes_it_down_less_it_does
     assert decision.verdict == ARTEFACT and set(decision.dissenting) == {"gdpo", "grpo_passk"}
     assert decision.reason == ("gdpo would have credited the channel and kept it, and grpo_passk would have pushed it "
                                "down less")
+
+
+def test_a_relevance_bound_the_verdict_reads_as_above_0_never_prints_as_0():
+    from trajlens.attribution.verdicts import Push, signed_text
+
+    assert [signed_text(x) for x in (0.0013, 0.04, 0.0, -0.004, 0.005)] == ["+0.0013", "+0.04", "+0.00", "-0.004", "+0.01"]
+    relevance = Push(0.04, 0.0013, 0.08)
+    assert relevance.with_drift and relevance.correlation_text() == "+0.04 [+0.0013, +0.08]"
+    assert Push(float("nan"), float("nan"), float("nan")).correlation_text() == "n/a"

@@ -162,8 +162,7 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
     rows = {row["aggregation"]: row for row in bias.filter(pl.col("estimator") == estimator).iter_rows(named=True)} \
         if estimator is not None and bias.height else {}
     own = rows.get(aggregation)
-    relevance_text = ("n/a" if not math.isfinite(relevance[0]) else
-                      f"{relevance[0]:+.2f} [{relevance[1]:+.2f}, {relevance[2]:+.2f}]")
+    relevance_text = Push(*relevance).correlation_text()
     if own is None:
         missing = ("the run's estimator is not known" if estimator is None else
                    f"the run's estimator {estimator} has no length bias measured under {aggregation}")
@@ -293,8 +292,7 @@ def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome
         shown = list(decision.dissenting[:3]) or sorted(others, key=lambda label: -credit[label][0])[:2]
         evidence = "; ".join(f"{label}: {credit[label][0]:+.2f} [{credit[label][1]:+.2f}, {credit[label][2]:+.2f}]"
                              for label in shown)
-        relevance_text = ("n/a" if not math.isfinite(relevance.low) else
-                          f"{relevance.value:+.2f} [{relevance.low:+.2f}, {relevance.high:+.2f}]")
+        relevance_text = relevance.correlation_text() if math.isfinite(relevance.low) else "n/a"
         out.append(f"{decision.verdict}: {text}; the channel's credit (correlation of its in-group value with the "
                    f"advantage) under {estimator} {own[0]:+.2f} [{own[1]:+.2f}, {own[2]:+.2f}]"
                    + (f"; {evidence}" if evidence else "")

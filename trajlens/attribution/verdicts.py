@@ -153,6 +153,19 @@ class Push:
             return f"{self.value:+.1f} (no interval: too few steps)" if math.isfinite(self.value) else "n/a"
         return f"{self.value:+.1f} [{self.low:+.1f}, {self.high:+.1f}]"
 
+    def correlation_text(self) -> str:
+        """A reward relevance (a correlation) and its interval: ``+0.04 [+0.0013, +0.08]``, no bound
+        that is not 0 printed as 0, since the verdicts read them unrounded (:func:`signed_text`)."""
+        if not math.isfinite(self.value):
+            return "n/a"
+        return f"{signed_text(self.value)} [{signed_text(self.low)}, {signed_text(self.high)}]"
+
+
+def signed_text(value: float) -> str:
+    """A signed number of a correlation's scale to two decimals (``+0.04``), or two significant
+    digits where two decimals would print a number that is not 0 as 0 (``+0.0013``)."""
+    return f"{value:+.2f}" if value == 0 or not math.isfinite(value) or abs(value) >= 0.005 else f"{value:+.2g}"
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -463,8 +476,7 @@ def _line(row: dict, own: Push, others: dict[str, Push], relevance: Push, decisi
     named = list(decision.dissenting) or sorted(others, key=lambda label: others[label].value)[:2]
     if named:
         text += "; " + ", ".join(f"{label}: {others[label].text()}" for label in named if label in others)
-    relevance_text = ("n/a" if not math.isfinite(relevance.value) else
-                      f"{relevance.value:+.2f} [{relevance.low:+.2f}, {relevance.high:+.2f}]")
+    relevance_text = relevance.correlation_text()
     where = "" if target == "reward" else f" (to the {target.removeprefix('channel:')} channel)"
     text += (f"; reward relevance signed by the drift {relevance_text}{where}; "
              f"{own_push_reason(decision.verdict, decision.reason, row['displaced_by'])}")
