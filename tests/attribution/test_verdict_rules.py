@@ -55,7 +55,11 @@ def test_an_artefact_only_other_aggregations_dissent_from_is_the_aggregations():
 
 
 def test_a_counterfactual_without_a_baseline_cannot_dissent():
-    assert decide(WITH, {"b": AGAINST}, NONE, frozenset({"b"})).verdict == UNEXPLAINED
+    left_out = decide(WITH, {"b": AGAINST}, NONE, frozenset({"b"}))
+    assert left_out.verdict == UNEXPLAINED
+    # the line prints b's push against the drift: the reason says why it did not count
+    assert left_out.reason == ("the run's push moved with the drift, but every centred counterfactual pushed it as hard "
+                               "(b: not centred, so not compared) and reward relevance does not explain it")
     assert decide(WITH, {"b": AGAINST, "c": WEAK}, NONE, frozenset({"b"})).dissenting == ("c",)
 
 

@@ -202,8 +202,10 @@ def decide(own: Push, counterfactuals: dict[str, Push], relevance: Push,
                   "the run's push did not clearly move with the drift")
         reason += "; " + ("reward relevance is with it" if relevant else "the class's reward relevance does not explain it")
         return Decision(UNEXPLAINED, reason, ())
+    left_out = sorted(label for label in counterfactuals if label in uncentred)
     return Decision(UNEXPLAINED, "the run's push moved with the drift, but every centred counterfactual pushed it as "
-                                 "hard and reward relevance does not explain it", ())
+                                 "hard" + (f" ({', '.join(left_out)}: not centred, so not compared)" if left_out else "")
+                    + " and reward relevance does not explain it", ())
 
 
 def block_indices(size: int, block: int, draws: int, rng: np.random.Generator) -> np.ndarray:
