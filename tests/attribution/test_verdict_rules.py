@@ -55,7 +55,8 @@ def test_an_artefact_only_other_aggregations_dissent_from_is_the_aggregations():
 
 
 def test_a_counterfactual_without_a_baseline_cannot_dissent():
-    left_out = decide(WITH, {"b": AGAINST}, NONE, frozenset({"b"}))
+    left_out = decide(WITH, {"b": AGAINST, "own under seq-mean": WITH}, NONE, frozenset({"b", "own under seq-mean"}),
+                      frozenset({"own under seq-mean"}))
     assert left_out.verdict == UNEXPLAINED
     # the line prints b's push against the drift: the reason says why it did not count
     assert left_out.reason == ("the run's push moved with the drift, but every centred counterfactual pushed it as hard "

@@ -202,7 +202,8 @@ def decide(own: Push, counterfactuals: dict[str, Push], relevance: Push,
                   "the run's push did not clearly move with the drift")
         reason += "; " + ("reward relevance is with it" if relevant else "the class's reward relevance does not explain it")
         return Decision(UNEXPLAINED, reason, ())
-    left_out = sorted(label for label in counterfactuals if label in uncentred)
+    # other estimators not centred (the run's own under other aggregations is no rival to name)
+    left_out = sorted(label for label in counterfactuals if label in uncentred and label not in aggregations)
     return Decision(UNEXPLAINED, "the run's push moved with the drift, but every centred counterfactual pushed it as "
                                  "hard" + (f" ({', '.join(left_out)}: not centred, so not compared)" if left_out else "")
                     + " and reward relevance does not explain it", ())
