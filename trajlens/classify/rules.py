@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RULES_VERSION = "1.5"
+RULES_VERSION = "1.6"
 """Version of the taxonomy, the shell rules and the shipped tool maps; stored beside every
 classification. 1.5: ``gunzip``, ``unzip`` and ``tar -x`` (archives unpacked into files) are edits.
 1.4: ``pytest --collect-only`` (``--co``, ``--fixtures``, ``--markers``) lists tests and runs none
