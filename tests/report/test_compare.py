@@ -192,6 +192,9 @@ def test_compare_command_writes_three_files(sample_store, tmp_path):
     table_rows = [line for line in lines if line.startswith(("share:", "uses:", "mean:", "verification:", "ran_suite",
                                                               "resolved", "advantage:"))]
     assert len(table_rows) == 5 and "more rows" in done.stdout and "full table of" in done.stdout
+    sentences_only = cli("compare", sample_store.path, "sao-r6:Q1", "sao-r6:Q4", "--rows", "0")
+    assert sentences_only.returncode == 0 and "measure" not in sentences_only.stdout
+    assert sentences_only.stdout.splitlines()[1:3] == lines[1:3]
     csv = pl.read_csv(tmp_path / "cmp" / "comparison.csv")
     assert "share:think" in csv["measure"].to_list()
     # the full table: every digit of the p-values that print as 1e-12 (once rounded to 0.000000)

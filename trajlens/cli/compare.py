@@ -67,7 +67,8 @@ def compare(
         pl.col("a_value").alias("A"), pl.col("b_value").alias("B"), pl.col("difference").alias("B - A"),
         pl.col("p_value").alias("p"), pl.col("p_adjusted").alias("p adjusted"), pl.col("effect_size").alias("effect"),
         pl.when(pl.col("significant")).then(pl.lit("*")).otherwise(pl.lit("")).alias("significant"))
-    typer.echo(console_table(shown, rows=max(rows, 0)))
+    if rows > 0:  # --rows 0: the sentences alone, no table header without rows
+        typer.echo(console_table(shown, rows=rows))
     if output is not None:
         index = os.path.relpath(report / "index.html", output) if report is not None else None
         with folder_output(output) as partial:
