@@ -143,6 +143,8 @@ SHELL_CASES: list[tuple[str, str, list[str]]] = [
     ("cat > f.py <<EOF\nprint('truncated log, no terminator')", "edit", ["edit"]),
     ("tee f.py <<EOF\nx\nEOF", "edit", ["edit"]),
     ("cat <<EOF\nhello\nEOF", "other", ["other"]),
+    # the earliest operator starts the heredoc, also where it starts the command and a later one follows
+    ("<<'PY'\nimport os\nPY cd /testbed <<'PY'\nimport os\nPY \n ls", "search", ["other", "search"]),
     # the earliest terminating line ends a heredoc, an empty one too
     ("cat > empty.py <<'EOF'\nEOF\npython empty.py\nEOF", "run_script", ["edit", "run_script", "other"]),
     ("cat > f.py <<EOF\n EOF\nsubmit\nEOF", "submit", ["edit", "submit", "other"]),

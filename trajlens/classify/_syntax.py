@@ -67,11 +67,13 @@ def heredoc_pattern(delimiter: str) -> str:
 
     Groups: 1 the text before ``<<``, 2 the rest of the ``<<`` line (``> f.py``, ``| python``),
     3 the text after the terminating line (absent when the heredoc ends the command). The
+    operator is the earliest: the empty text before it is tried first, so a heredoc that starts
+    the command is not passed over for a later one (``<<'PY'\\n...\\nPY cd x <<'PY'...``). The
     terminating line is the earliest after the ``<<`` line: an empty body is tried first (``??``),
     so ``<<EOF\\nEOF\\npython f.py\\nEOF`` ends at its second line, as a shell ends it.
     """
     return (
-        r"(?s)^(.*?\s|)<<-?[ \t]*['\"]?" + delimiter + r"['\"]?([^\n]*)\n(?:.*?\n)??[ \t]*"
+        r"(?s)^(|.*?\s)<<-?[ \t]*['\"]?" + delimiter + r"['\"]?([^\n]*)\n(?:.*?\n)??[ \t]*"
         + delimiter + r"[ \t]*(?:\n(.*))?$"
     )
 
