@@ -45,3 +45,25 @@ def test_each_run_reads_its_own_saved_classes(samples_store_copy, tmp_path):
     think = report.rates.filter(pl.col("metric") == "share:think")
     assert think.filter(pl.col("run_id") == RUN)["population_value"].to_list() == [0.0, 0.0]
     assert think.filter(pl.col("run_id") == "sao-r7")["population_value"].max() > 0.05
+
+
+def test_a_report_says_which_rules_classified_the_saved_classes(samples_store_copy, tmp_path):
+    """Classes saved under other rules than this trajlens has are read as saved (with the tool map
+    they were given), and the stage report says under which rules, and how to classify again."""
+    from trajlens.classify import RULES_VERSION
+    from trajlens.classify.per_trajectory import RULES_COLUMN
+
+    store = trajlens.open(samples_store_copy)
+    trajlens.classify_store(store, [RUN])
+    saved = trajlens.open(samples_store_copy).table("trajectory_measures").filter(pl.col("run_id") == RUN).collect()
+    assert saved[RULES_COLUMN].unique().to_list() == [RULES_VERSION]
+    assert f"classification rules v{RULES_VERSION}. " in trajlens.stage_report(store, run_id=RUN).to_markdown()
+    trajlens.open(samples_store_copy).write_derived("trajectory_measures", RUN,
+                                                    saved.with_columns(pl.lit("1.5").alias(RULES_COLUMN)))
+    said = (f"classification rules v1.5, as `trajlens classify` saved the classes (this trajlens has v{RULES_VERSION}: "
+            "`trajlens classify STORE` classifies them again)")
+    assert said in trajlens.stage_report(trajlens.open(samples_store_copy), run_id=RUN).to_markdown()
+    cli = run_cli("sample", samples_store_copy, "--run", RUN)
+    assert cli.returncode == 0 and said in cli.stdout
+    assert run_cli("classify", samples_store_copy, "--run", RUN).returncode == 0
+    assert f"classification rules v{RULES_VERSION}. " in run_cli("sample", samples_store_copy, "--run", RUN).stdout

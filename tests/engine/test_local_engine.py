@@ -29,6 +29,8 @@ def _tables(store_path, names):
 
 def test_classify_steps_equal_the_whole_run(store_copy):
     from trajlens.classify import classify_calls, trajectory_measures, unknown_tools
+    from trajlens.classify import RULES_VERSION
+    from trajlens.classify.per_trajectory import RULES_COLUMN
     from trajlens.classify.calls import CALL_CLASS_COLUMNS
     from trajlens.classify.tool_map import ToolMap, only
     from trajlens.engine.classify import classify_run_on
@@ -38,15 +40,17 @@ def test_classify_steps_equal_the_whole_run(store_copy):
     for tool_map in (None, only(ToolMap((), ()))):
         calls = classify_calls(store.tool_calls.filter(pl.col("run_id") == RUN_ID), tool_map, explain=True)
         trajectories = store.trajectories.filter(pl.col("run_id") == RUN_ID).collect()
+        # the saved measures say which rules classified them
+        measured = trajectory_measures(calls, trajectories).with_columns(pl.lit(RULES_VERSION).alias(RULES_COLUMN))
         expected = {"call_classes": calls.select(CALL_CLASS_COLUMNS),
-                    "trajectory_measures": trajectory_measures(calls, trajectories),
+                    "trajectory_measures": measured,
                     "unknown_tools": unknown_tools(calls, tool_map)}
         stepped = classify_run_on(LocalEngine(), StoreLocation.of(store_copy), RUN_ID, tool_map, store=store)
         found = _tables(store_copy, expected)
         for name, frame in expected.items():
             assert found[name].height == frame.height > 0 or name == "unknown_tools"
             assert_frame_close_ulp(found[name], frame)
-        assert_frame_close_ulp(stepped.measures, expected["trajectory_measures"])
+        assert_frame_close_ulp(stepped.measures, expected["trajectory_measures"].drop(RULES_COLUMN))
     assert expected["unknown_tools"].height > 0
 
 

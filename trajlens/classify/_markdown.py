@@ -47,7 +47,7 @@ def render(report: "StageReport") -> str:
         "# Stage report",
         "",
         f"{report.n} trajectories sampled per stage (seed {report.seed}, without replacement; all of a stage "
-        f"when it has fewer), classification rules v{report.rules_version}. Each cell is the sample value with "
+        f"when it has fewer), {report.rules_text}. Each cell is the sample value with "
         "its 95% interval, then the value on the whole stage (pop); ⚠ marks a population value outside the "
         "sample's interval.",
         "",

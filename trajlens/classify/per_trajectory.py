@@ -134,6 +134,26 @@ def current_measures(saved: pl.DataFrame) -> pl.DataFrame | None:
     return saved.select(names)
 
 
+RULES_COLUMN = "rules_version"
+"""The column of a saved ``trajectory_measures`` table that names the classification rules
+(:data:`~trajlens.classify.rules.RULES_VERSION`) its run's calls were classified under; tables
+saved before trajlens recorded it lack it (:data:`UNRECORDED`)."""
+
+UNRECORDED = "unrecorded"
+"""The rules version of measures saved without one (by a trajlens that did not record it)."""
+
+
+def stored_rules(store: Any, runs: Sequence[str]) -> dict[str, str]:
+    """Per run of ``runs`` whose measures an open store saved, the classification rules they were
+    classified under (:data:`RULES_COLUMN`; :data:`UNRECORDED` where the table does not say)."""
+    if "trajectory_measures" not in store.tables():
+        return {}
+    table = store.table("trajectory_measures").filter(pl.col("run_id").is_in(list(runs)))
+    version = pl.col(RULES_COLUMN) if RULES_COLUMN in table.collect_schema().names() else pl.lit(None, pl.String)
+    saved = table.select("run_id", version.fill_null(UNRECORDED).alias(RULES_COLUMN)).unique().collect()
+    return dict(saved.iter_rows())
+
+
 def stored_measures(store: Any, runs: Sequence[str]) -> dict[str, pl.DataFrame | None]:
     """Per run, the :func:`current_measures` an open store saved for it (as the store sees them,
     inside a transaction too); None for a run without. One read of the table for every run."""

@@ -40,7 +40,8 @@ import polars as pl
 from trajlens.classify import _stats
 from trajlens.classify.calls import classify_calls
 from trajlens.classify.per_trajectory import (
-    MEASURES, MEAN_SUPPORT, OUTCOME_SPECS, TRAJECTORY_COLUMNS, behaviour_specs, stored_measures, trajectory_measures)
+    MEASURES, MEAN_SUPPORT, OUTCOME_SPECS, TRAJECTORY_COLUMNS, UNRECORDED, behaviour_specs, stored_measures, stored_rules,
+    trajectory_measures)
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, RULES_VERSION, VERIFICATION_CLASSES
 from trajlens.errors import ConfigError
 from trajlens.frames import as_frame, as_lazy, require_columns
@@ -200,7 +201,20 @@ class StageReport:
     seed: int
     """Seed of the draw."""
     rules_version: str = RULES_VERSION
-    """Version of the classification rules behind the numbers."""
+    """Version of the classification rules behind the numbers: those of the classes ``trajlens
+    classify`` saved, where the report read them (:data:`~trajlens.classify.per_trajectory.UNRECORDED`
+    when they do not say; several, comma-separated, for runs saved under several)."""
+
+    @property
+    def rules_text(self) -> str:
+        """The rules behind the numbers, in words: ``classification rules v1.6``; for classes saved
+        under other rules than this trajlens has, which, and how to classify them again."""
+        if self.rules_version == RULES_VERSION:
+            return f"classification rules v{RULES_VERSION}"
+        saved = ("an earlier trajlens's classification rules, which it did not record" if self.rules_version == UNRECORDED
+                 else f"classification rules v{self.rules_version}")
+        return (f"{saved}, as `trajlens classify` saved the classes (this trajlens has v{RULES_VERSION}: "
+                "`trajlens classify STORE` classifies them again)")
     measures: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
     """Per-trajectory measures of the whole population, with stage and ``sampled`` columns."""
 
@@ -238,6 +252,7 @@ def stage_report(
     split: str | None = TRAIN_SPLIT,
     *,
     measures: pl.DataFrame | None = None,
+    rules_version: str | None = None,
 ) -> StageReport:
     """Sample ``n`` trajectories per training stage and report behaviour rates with intervals.
 
@@ -251,7 +266,9 @@ def stage_report(
     has them; the tool calls are then neither read nor classified again. From a store, without
     them, each run's measures ``trajlens classify`` saved (with the tool map it was given) are
     read, as the CLI's reports read them; only the calls of runs without are classified, with
-    the shipped tool maps.
+    the shipped tool maps. ``rules_version``: the classification rules behind ``measures``
+    (:func:`trajlens.engine.classify.measures_rules`; default: this trajlens's); the report says
+    which (:attr:`StageReport.rules_text`).
     """
     problems = sampling_problems(n, seed)
     if run_id is not None and not isinstance(run_id, str):
@@ -264,6 +281,8 @@ def stage_report(
         measures = as_frame(measures, "measures")
         require_columns(measures, "measures", "stage_report", [measure.name for measure in MEASURES])
     saved, unsaved = _saved_measures(store_or_frames, run_id) if measures is None else (measures, [])
+    if rules_version is None:
+        rules_version = _saved_rules(store_or_frames, run_id, unsaved) if measures is None else RULES_VERSION
     trajectories, tool_calls = _frames(store_or_frames, run_id, split, calls_of=unsaved)
     parts = [] if saved is None else [saved.join(trajectories.select("run_id", "trajectory_id"),
                                                  on=["run_id", "trajectory_id"], how="semi", maintain_order="left")]
@@ -295,8 +314,20 @@ def stage_report(
             "run_id", "stage", "trajectory_id"),
         n=int(n),
         seed=int(seed),
+        rules_version=rules_version,
         measures=measures,
     )
+
+
+def _saved_rules(source: Any, run_id: str | None, unsaved: list[str] | None) -> str:
+    """The rules behind a store's saved measures of ``run_id`` (every run when None) and, for the
+    runs classified now (``unsaved``), this trajlens's: one version, or several comma-separated."""
+    if not (hasattr(source, "tables") and hasattr(source, "run_ids")):
+        return RULES_VERSION
+    runs = [run_id] if run_id is not None else source.run_ids()
+    saved = stored_rules(source, [run for run in runs if run not in (unsaved or [])])
+    versions = sorted(set(saved.values()) | ({RULES_VERSION} if unsaved or not saved else set()))
+    return ", ".join(versions)
 
 
 def _saved_measures(source: Any, run_id: str | None) -> tuple[pl.DataFrame | None, list[str] | None]:

@@ -58,7 +58,7 @@ def sample(
     """
     import trajlens
     from trajlens.classify import stage_report
-    from trajlens.engine.classify import run_measures
+    from trajlens.engine.classify import measures_rules, run_measures
     from trajlens.run.splits import TRAIN_SPLIT, requested_split
 
     if output is not None:
@@ -70,8 +70,9 @@ def sample(
         typer.echo(f"run {run!r} has no {TRAIN_SPLIT} split: sampling its {chosen} split", err=True)
     with progress_bar("sampling") as tick:
         # the measures `trajlens classify` saved (its tool map), else classified and saved now, as the report does
+        measures = run_measures(handle, run)
         report = stage_report(handle, run_id=run, n=n, seed=seed, stages=parse_stages(stages), split=chosen,
-                              measures=run_measures(handle, run))
+                              measures=measures, rules_version=measures_rules(handle, run))
         tick(run)
     handle.write_derived("stage_rates", run, report.rates)
     handle.write_derived("stage_changes", run, report.changes)

@@ -17,7 +17,8 @@ from typing import Any, Callable, NamedTuple
 import polars as pl
 
 from trajlens.classify.calls import CALL_CLASS_COLUMNS, UNMAPPED, classify_calls
-from trajlens.classify.per_trajectory import current_measures, trajectory_measures
+from trajlens.classify.per_trajectory import RULES_COLUMN, current_measures, stored_rules, trajectory_measures
+from trajlens.classify.rules import RULES_VERSION
 from trajlens.classify.tool_map import ToolMapLike
 from trajlens.classify.unknown import unknown_tools
 from trajlens.engine.base import Engine, StepResult, StepTables
@@ -105,7 +106,8 @@ def classify_run_on(engine: Engine, location: StoreLocation, run_id: str, tool_m
     if not unmapped.width:
         unmapped = pl.DataFrame(SCHEMAS["tool_calls"].empty_table())
     unknown = unknown_tools(unmapped, tool_map)
-    save_table(store, location, "trajectory_measures", run_id, measures)
+    # saved with the rules they were classified under, so a report on them says which
+    save_table(store, location, "trajectory_measures", run_id, measures.with_columns(pl.lit(RULES_VERSION).alias(RULES_COLUMN)))
     save_table(store, location, "unknown_tools", run_id, unknown)
     dropped: list[str] = []
     if earlier is not None and not earlier.equals(current_measures(measures)):
@@ -128,4 +130,11 @@ def run_measures(store: Any, run_id: str) -> pl.DataFrame:
     return classify_run(store, run_id).measures if measures is None else measures
 
 
-__all__ = ["ClassifyStep", "EngineClasses", "classify_run", "classify_run_on", "run_measures"]
+def measures_rules(store: Any, run_id: str) -> str:
+    """The classification rules behind :func:`run_measures`' answer, asked after it: those the
+    saved measures were classified under (:func:`~trajlens.classify.per_trajectory.stored_rules`),
+    else, for a run classified now, this trajlens's."""
+    return stored_rules(store, [run_id]).get(run_id, RULES_VERSION)
+
+
+__all__ = ["ClassifyStep", "EngineClasses", "classify_run", "classify_run_on", "measures_rules", "run_measures"]

@@ -235,6 +235,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
                 stages: Any, viewers_per_run: int, split: str = TRAIN_SPLIT, png: bool = False,
                 unattributed: str | None = None) -> RunReport:
     from trajlens.classify import stage_report
+    from trajlens.engine.classify import measures_rules
     from trajlens.run.partitions import scan_run_table
     from trajlens.run.advantages import save_advantage_batches
     from trajlens.report.html_report import RunParts, run_section
@@ -301,7 +302,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         charts["distributions"] = plots.distributions(measures, f"{run_id}: turns and length")
     run_tables = (scan_run_table(store, run_id, "trajectories"), scan_run_table(store, run_id, "tool_calls"))
     stage = stage_report(run_tables, run_id=run_id, n=n, seed=seed, stages=stages, split=report.split,
-                         measures=measures)
+                         measures=measures, rules_version=measures_rules(store, run_id))
     parts.stage = None if single_step else stage  # one stage: the summary says it all
     # the outcome by stage, on the stage report's stages and sample: the reward and resolved trends judge it
     outcomes = run_tables[0].filter(pl.col("split") == report.split).select("trajectory_id", "reward", "resolved").collect()

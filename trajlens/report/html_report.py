@@ -189,7 +189,7 @@ def _stage_tables(run_id: str, stage: Any, outcome: pl.DataFrame | None = None, 
     key = stage.rates.filter(pl.col("metric").is_in([*KEY_STAGE_METRICS, *sorted(subjects)]))
     stages = html.table(stage.stages.drop("run_id"))
     text = (f'<h3 id="{html.run_anchor(run_id, "stage")}">Stages, {stage.sample_size}</h3>'
-            f'<p class="note">Seed {stage.seed}; rules {html.escape(stage.rules_version)}. The sample value with its '
+            f'<p class="note">Seed {stage.seed}; {html.escape(stage.rules_text)}. The sample value with its '
             '95% interval, and the same metric on the whole stage beside it.</p>' + stages + _stage_rows(run_id, key))
     if outcome is not None and outcome.height:
         text += (f'<h4 id="{html.run_anchor(run_id, "stage-outcome")}">{OUTCOME_BY_STAGE}</h4>'
