@@ -53,3 +53,13 @@ def test_truth_names_its_curves_and_events():
     assert [e["steps"] for e in truth["events"] if e["kind"] == "all_negative_batch"] == [[119, 120, 121]]
     assert len(truth["per_step"]["step"]) == 135
     json.dumps(truth, allow_nan=False)
+
+
+def test_the_grad_norm_spike_comes_with_empty_shells_however_small_the_batch():
+    """sao-r7's critic/grad_norm of 233 at step 143 is a batch of empty shells (sandbox pods lost),
+    as its README says: at 5 trajectories a step, a quarter of them drawn at random could be none."""
+    import polars as pl
+
+    step = pl.read_parquet(sample("sao-r7") / "trajectories" / "step=000143" / "part-0.parquet")
+    shells = step.filter(pl.col("exit_status") == "sandbox_error")
+    assert shells.height >= 1 and shells["num_turns"].to_list() == [1] * shells.height

@@ -80,6 +80,8 @@ def sample_outcomes(scenario: Scenario, params: StepParams, pool: TaskPool, batc
         calls = np.where(premature, rng.integers(2, 4, batch), calls)
     if shells_event:
         shell = rng.random(batch) < 0.25
+        if not shell.any():  # a batch of empty shells holds one at least, however small the batch
+            shell[rng.integers(batch)] = True
         timeout = timeout & ~shell
     calls = np.where(timeout & ~premature, max_calls, calls)
     calls = np.where(shell, 1, calls)
