@@ -30,7 +30,9 @@ def channels(
     of max - min) are the checks' measures; the advantage std, excess kurtosis and dominant
     count are those of each channel's own group-normalised advantages; the weight is the one
     gdpo_dynamic (EMA of each channel's advantage std, softmax, bounds) gives it at that step.
-    A saturated channel shows as rel_gain and weight falling while another channel dominates.
+    A saturated channel shows as its rel_gain and weight falling. The dominant count is the
+    argmax of the signed advantages, so a saturated channel, whose advantages sit at 0 while
+    the others' go negative, can lead more often, not less.
 
     Example: trajlens channels store --run multireward --out multireward-channels.csv
     """
