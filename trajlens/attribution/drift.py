@@ -50,8 +50,8 @@ import polars as pl
 from trajlens.attribution.statistics import Z95
 from trajlens.attribution.statistics import drift_onset
 from trajlens.attribution.verdicts import block_indices, competing_credit
-from trajlens.intervals import Spec, newcombe, pooled, sums
-from trajlens.run.change import Change, ChangeRule, judged, stage_ends
+from trajlens.intervals import Spec, newcombe
+from trajlens.run.change import Change, ChangeRule, judged, stage_ends, stage_rows
 from trajlens.steps import steps_text
 
 
@@ -300,7 +300,7 @@ def _excursion(units: pl.DataFrame, name: str, config: DriftConfig) -> ShareDrif
     is the drift's reach. The first-to-last test cannot see it, yet it is the habit a run took up and dropped.
     None when no stage between the first and the last is such a stage."""
     rows = units.filter(pl.col("primary_class") == name)
-    stages = pooled(sums(rows, [_share(name)], by=("stage_index",)).sort("stage_index"), True).to_dicts()
+    stages = stage_rows(rows, _share(name), True).to_dicts()
     if len(stages) < 3 or not stages[0]["n"] or not stages[-1]["n"]:
         return None
     first, last = stages[0], stages[-1]

@@ -114,13 +114,19 @@ def judged(first: dict, last: dict, proportion: bool, rule: ChangeRule, directio
     return Change(first["value"], last["value"], p, d)
 
 
+def stage_rows(units: pl.DataFrame, spec: Spec, proportion: bool, stage: str = "stage_index") -> pl.DataFrame:
+    """The :func:`~trajlens.intervals.pooled` rows of the measure ``spec`` over the units of each
+    stage (the rows of ``units``, each with its ``stage``), in stage order."""
+    return pooled(sums(units, [spec], by=(stage,)).sort(stage), proportion)
+
+
 def stage_ends(units: pl.DataFrame, spec: Spec, proportion: bool, stage: str = "stage_index") -> tuple[dict, dict] | None:
     """The :func:`~trajlens.intervals.pooled` rows of the measure ``spec`` over the units of the
     first and of the last stage (the rows of ``units``, each with its ``stage``); None without two
     stages holding a unit of it."""
     if units.height == 0:
         return None
-    stages = pooled(sums(units, [spec], by=(stage,)).sort(stage), proportion)
+    stages = stage_rows(units, spec, proportion, stage)
     if stages.height < 2:
         return None
     first, last = stages.row(0, named=True), stages.row(-1, named=True)
