@@ -127,14 +127,14 @@ def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages
     side_a, side_b = parse_side(store, a, stages), parse_side(store, b, stages)
     _require_apart(side_a, side_b)
     labels = _shared_labels(store, side_a, side_b) if advantages or side_a.label or side_b.label else []
+    if side_a.label or side_b.label:  # before any side is read or recomputed
+        _require_labels(store, side_a, labels)
+        _require_labels(store, side_b, labels)
     data_a = read_side(store, side_a, stages, labels)
     data_b = read_side(store, side_b, stages, labels)
     if data_a.measures.is_empty() or data_b.measures.is_empty():
         empty = side_a if data_a.measures.is_empty() else side_b
         raise ConfigError([f"side {empty.spec!r}: no trajectories to compare"])
-    if side_a.label or side_b.label:
-        _require_labels(store, data_a, labels)
-        _require_labels(store, data_b, labels)
     rows = []
     same_trajectories = side_a.run_id == side_b.run_id and side_a.stage == side_b.stage
     if not same_trajectories:
@@ -253,18 +253,16 @@ def _require_apart(a: Side, b: Side) -> None:
                            f"compare two runs, {stages} or two estimator labels"])
 
 
-def _require_labels(store: Any, data: SideData, labels: list[str]) -> None:
+def _require_labels(store: Any, side: Side, labels: list[str]) -> None:
     """A side is compared under its own label, else under the label the other side names: a
     run that cannot be recomputed under it is an error, not a table without advantages."""
     from trajlens.compare.sides import side_labels
 
-    wanted = [data.side.label] if data.side.label else labels
-    have = set(data.advantages["estimator"].to_list()) if data.advantages.height else set()
-    for label in wanted:
-        if label not in have:
-            can = ", ".join(side_labels(store, data.side.run_id)) or "none"
-            raise ConfigError([f"side {data.side.spec!r}: run {data.side.run_id!r} has no {label} advantages, and its "
-                               f"data cannot give them (estimator labels it has: {can})"])
+    can = side_labels(store, side.run_id)
+    for label in [side.label] if side.label else labels:
+        if label not in can:
+            raise ConfigError([f"side {side.spec!r}: run {side.run_id!r} has no {label} advantages, and its "
+                               f"data cannot give them (estimator labels it has: {', '.join(can) or 'none'})"])
 
 
 def _advantage_rows(a: SideData, b: SideData) -> list[dict | None]:
