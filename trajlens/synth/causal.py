@@ -426,13 +426,13 @@ def _tables(spec: CausalScenario, step: int, seed: int, sample: _Step, frames: d
 
 
 def _metrics(spec: CausalScenario, step: int, sample: _Step, values: np.ndarray | None, level: float | None) -> pa.Table:
+    # verl's response length counts the response's attention mask: the model's tokens and the
+    # observations between them (the trajectories' model_tokens count the first alone).
     lengths = np.diff(sample.offsets)
-    model_tokens = np.add.reduceat(sample.model_mask.astype(np.int64), sample.offsets[:-1])
     metrics = {
-        "response_length/mean": float(model_tokens.mean()),
+        "response_length/mean": float(lengths.mean()),
         "num_turns/mean": float(sample.calls.mean()),
         "critic/score/mean": float(sample.reward.mean()),
-        "prompt_and_response_length/mean": float(lengths.mean()),
     }
     if values is not None and level is not None:
         metrics["critic/values/mean"] = float(values[sample.model_mask].mean())
