@@ -78,8 +78,10 @@ def gdpo_channels(channels: np.ndarray, groups: np.ndarray, weights: np.ndarray,
 
 
 def rel_gain(channel: np.ndarray, groups: np.ndarray) -> float:
-    """The seed's ``rel_gain`` of one channel: mean over groups of ``max - min``."""
-    spans = [channel[groups == g].max() - channel[groups == g].min() for g in np.unique(groups)]
+    """The seed's ``rel_gain`` of one channel: mean over groups of ``max - min``, over the groups
+    of two or more, as the checks' ``rel_gain`` (a group of one has no spread to lose)."""
+    spans = [channel[groups == g].max() - channel[groups == g].min() for g in np.unique(groups)
+             if np.count_nonzero(groups == g) >= 2]
     return float(np.mean(spans))
 
 

@@ -6,10 +6,12 @@ cannot drift from its data; the prose comes from the scenario spec.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow.parquet as pq
 
 from trajlens.synth import multireward
@@ -73,62 +75,71 @@ def run_readme(directory: Path, truth: dict[str, Any], seed_batch: dict[str, Any
 
 
 def _measured(directory: Path, truth: dict[str, Any]) -> list[str]:
-    ps = {k: np.array([np.nan if v is None else v for v in vals], dtype=float) if k not in ("all_negative", "all_positive")
-          else np.array(vals) for k, vals in truth["per_step"].items()}
-    step = ps["step"]
+    """What trajlens measures on the run: behaviour through the stage report (the population values
+    ``trajlens sample --stages`` prints, which the checks and the report pool the same way), channel
+    gains through the checks' ``rel_gain``, scalars as the trainer logged them."""
+    step = np.array(truth["per_step"]["step"])
     name = truth["scenario"]
-
-    def window(key: str, lo: int, hi: int) -> float:
-        mask = (step >= lo) & (step <= hi)
-        return float(np.nanmean(ps[key][mask]))
-
-    def pooled_think(lo: int, hi: int) -> float:
-        mask = (step >= lo) & (step <= hi)
-        return float(ps["calls.think"][mask].sum() / ps["calls"][mask].sum())
-
+    last = int(step.max())
+    stage = _StageValues(directory)
     metrics = _metrics(directory)
     out: list[str] = []
     if name == "sao-r6":
-        out.append("think share (pooled over steps): " + ", ".join(
-            f"{lo}-{hi}: {pooled_think(lo, hi):.3f}" for lo, hi in ((5, 50), (80, 100), (113, 117), (128, 132))))
+        windows = ((5, 50), (80, 100), (113, 117), (128, 132))
+        think = stage.values("share:think", windows)
+        out.append("think share (calls pooled over the steps): " + ", ".join(
+            f"{lo}-{hi}: {value:.3f}" for (lo, hi), value in zip(windows, think)) + stage.command(windows))
         out.append(f"all-negative batches (unwhitened GAE, every model token): steps {truth['summary']['all_negative_steps']}")
         ev = metrics["critic/vf_explained_var"]
         out.append(f"critic/vf_explained_var {ev.min():.3f} to {ev.max():.3f}; critic/grad_norm "
                    f"{metrics['critic/grad_norm'].min():.1f} to {metrics['critic/grad_norm'].max():.1f} under clip 1.0")
         val = _val(metrics, 20, 120)
         out.append(f"val/score over steps 20-120: {val.min():.3f} to {val.max():.3f}")
-        useful = 1 - ps["calls.think"] / ps["calls"]
-        out.append(f"num_turns/mean {window('num_turns_mean', 1, 20):.1f} (steps 1-20) -> {window('num_turns_mean', 126, 135):.1f} "
-                   f"(126-135); non-think share of calls {np.nanmean(useful[:20]):.2f} -> {np.nanmean(useful[-10:]):.2f}")
+        ends = ((1, 20), (126, last))
+        turns, think = stage.values("mean:num_turns", ends), stage.values("share:think", ends)
+        out.append(f"turns per trajectory {turns[0]:.1f} (steps 1-20) -> {turns[1]:.1f} (126-{last}); non-think share "
+                   f"of calls {1 - think[0]:.2f} -> {1 - think[1]:.2f}" + stage.command(ends))
     elif name == "sao-r7":
-        rolling = [pooled_think(s, s + 9) for s in range(1, int(step.max()) - 8, 10)]
-        out.append(f"think share over 10-step windows: {min(rolling):.3f} to {max(rolling):.3f}")
-        out.append(f"suite run rate: steps 1-50 {window('suite_run_rate', 1, 50):.2f}, 151-200 {window('suite_run_rate', 151, 200):.2f}")
+        tens = tuple((s, s + 9) for s in range(1, last - 8, 10))
+        think = stage.values("share:think", tens)
+        out.append(f"think share over 10-step windows: {min(think):.3f} to {max(think):.3f}")
+        halves = ((1, 50), (151, last))
+        suite = stage.values("ran_suite", halves)
+        out.append(f"suite run rate: steps 1-50 {suite[0]:.2f}, 151-{last} {suite[1]:.2f}" + stage.command(halves))
+        ends = ((1, 20), (last - 19, last))
+        calls = stage.values("mean:n_calls", ends)
         for klass in ("quick_check", "edit"):
-            per = ps[f"calls.{klass}"] / truth["sizes"]["batch"]
-            out.append(f"{klass} calls per trajectory: {np.nanmean(per[:20]):.1f} (steps 1-20) -> {np.nanmean(per[-20:]):.1f} (last 20)")
-        turns = [window("num_turns_mean", s, s + 9) for s in range(1, int(step.max()) - 8, 10)]
-        out.append(f"num_turns/mean over 10-step windows: {min(turns):.1f} to {max(turns):.1f}")
+            per = [share * n for share, n in zip(stage.values(f"share:{klass}", ends), calls)]
+            out.append(f"{klass} calls per trajectory: {per[0]:.1f} (steps 1-20) -> {per[1]:.1f} (last 20)")
+        turns = stage.values("mean:num_turns", tens)
+        out.append(f"turns per trajectory over 10-step windows: {min(turns):.1f} to {max(turns):.1f}")
         length = metrics["response_length/mean"]
-        out.append(f"response_length/mean {np.mean(length[:20]):.0f} (steps 1-20) -> {np.mean(length[-20:]):.0f} (last 20)")
+        out.append(f"response_length/mean (logged) {np.mean(length[:20]):.0f} (steps 1-20) -> {np.mean(length[-20:]):.0f} (last 20)")
         ev, grad = metrics["critic/vf_explained_var"], metrics["critic/grad_norm"]
         out.append(f"critic/vf_explained_var {ev.min():.2f} to {ev.max():.2f}; critic/grad_norm median {np.median(grad):.1f}, "
                    f"max {grad.max():.0f} at step {int(metrics['_step'][np.argmax(grad)])}; longest run above 30: {_longest(grad > 30)}")
         out.append("val/score: " + ", ".join(f"{s}: {v:.3f}" for s, v in _val_points(metrics, (20, 100, 180))) +
                    f"; 100-160: {_val(metrics, 100, 160).min():.3f} to {_val(metrics, 100, 160).max():.3f}")
     elif name == "grpo-leg":
-        last = int(step.max())
-        out.append(f"num_turns/mean {window('num_turns_mean', 1, 10):.1f} (steps 1-10) -> {window('num_turns_mean', last - 9, last):.1f} (last 10)")
+        ends = ((1, 10), (last - 9, last))
+        turns = stage.values("mean:num_turns", ends)
+        out.append(f"turns per trajectory {turns[0]:.1f} (steps 1-10) -> {turns[1]:.1f} (last 10)" + stage.command(ends))
+        tokens = stage.values("mean:model_tokens", ends)
         length = metrics["response_length/mean"]
-        out.append(f"response_length/mean {np.mean(length[:10]):.0f} -> {np.mean(length[-10:]):.0f}")
-        per_call = ps["reasoning_tokens_mean"] / ps["num_turns_mean"]
+        out.append(f"model tokens per trajectory {tokens[0]:.0f} -> {tokens[1]:.0f}; response_length/mean (logged, "
+                   f"observations included) {np.mean(length[:10]):.0f} -> {np.mean(length[-10:]):.0f}")
+        ps = truth["per_step"]
+        per_call = np.array(ps["reasoning_tokens_mean"], dtype=float) / np.array(ps["num_turns_mean"], dtype=float)
         out.append(f"reasoning tokens per call x{np.nanmean(per_call[-10:]) / np.nanmean(per_call[:10]):.2f} (last 10 steps vs first 10)")
-        rate = ps["readbacks"] / np.maximum(ps["edits"], 1)
-        out.append(f"read-back rate {np.nanmean(rate[:10]):.2f} -> {np.nanmean(rate[-10:]):.2f}; suite run rate "
-                   f"{window('suite_run_rate', 1, 10):.2f} -> {window('suite_run_rate', last - 9, last):.2f}")
+        readback, suite = stage.values("mean:readback_share", ends), stage.values("ran_suite", ends)
+        out.append(f"read-back after edit {readback[0]:.2f} -> {readback[1]:.2f}; suite run rate {suite[0]:.2f} -> {suite[1]:.2f}")
     elif name == "multireward":
-        out.append(f"format rel_gain {window('format/rel_gain', 1, 20):.2f} (steps 1-20) -> {window('format/rel_gain', 271, 320):.2f} "
-                   f"(271-320); correctness rel_gain {window('correctness/rel_gain', 1, 20):.2f} -> {window('correctness/rel_gain', 271, 320):.2f}")
+        gains = _rel_gains(directory)
+        def gain(channel: str, lo: int, hi: int) -> float:
+            return float(gains.filter((pl.col("channel") == channel) & pl.col("step").is_between(lo, hi))["rel_gain"].mean())
+        out.append(f"format rel_gain {gain('format', 1, 20):.2f} (steps 1-20) -> {gain('format', 271, 320):.2f} "
+                   f"(271-320); correctness rel_gain {gain('correctness', 1, 20):.2f} -> {gain('correctness', 271, 320):.2f} "
+                   "(the checks' `rel_gain:*`, as `trajlens channels` prints it per step)")
     elif name == "resume-lr":
         s = truth["summary"]
         out.append(f"critic/lr doubled at steps {s['doubled_lr_steps'][0]}-{s['doubled_lr_steps'][1]} "
@@ -140,6 +151,52 @@ def _measured(directory: Path, truth: dict[str, Any]) -> list[str]:
     return out
 
 
+class _StageValues:
+    """The stage report's population values over windows of a run directory's steps, its calls
+    classified once."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._frames: tuple[pl.DataFrame, pl.DataFrame] | None = None
+        self._measures: pl.DataFrame | None = None
+
+    def values(self, metric: str, windows: Sequence[tuple[int, int]]) -> list[float]:
+        """``metric`` over each window (first and last step, inclusive)."""
+        from trajlens.classify import classify_calls, trajectory_measures
+        from trajlens.classify.stages import stage_report
+
+        frames = self._read()
+        if self._measures is None:
+            self._measures = trajectory_measures(classify_calls(frames[1]), frames[0])
+        values = []
+        for lo, hi in windows:  # one stage a report: windows may overlap
+            rates = stage_report(frames, stages=[("window", lo, hi)], measures=self._measures).rates
+            values.append(float(rates.filter(pl.col("metric") == metric)["population_value"].item()))
+        return values
+
+    def _read(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        if self._frames is None:
+            trajectories, calls = (_read_table(self.directory, name) for name in ("trajectories", "tool_calls"))
+            self._frames = (trajectories, calls)
+        return self._frames
+
+    def command(self, windows: Sequence[tuple[int, int]]) -> str:
+        stages = ",".join(f"s{i + 1}:{lo}-{hi}" for i, (lo, hi) in enumerate(windows))
+        run = self._read()[0]["run_id"][0]
+        return f" (`trajlens sample STORE --run {run} --stages {stages}`, population)"
+
+
+def _rel_gains(directory: Path) -> pl.DataFrame:
+    """Each step's and channel's ``rel_gain`` as the checks compute it (groups of two or more)."""
+    from trajlens.checks.step_measures import channel_gains
+
+    return channel_gains(_read_table(directory, "trajectories")).group_by("step", "channel").agg(pl.col("gain").mean().alias("rel_gain"))
+
+
+def _read_table(directory: Path, name: str) -> pl.DataFrame:
+    return pl.read_parquet(directory / name / "**" / "*.parquet", hive_partitioning=False)
+
+
 def _multireward_section(truth: dict[str, Any], seed_batch: dict[str, Any] | None) -> list[str]:
     lines = [
         "", "## Which of the seed's advantage statistics reproduce", "",
@@ -149,7 +206,11 @@ def _multireward_section(truth: dict[str, Any], seed_batch: dict[str, Any] | Non
         f"rewards (`truth.json` keeps every statistic per step). The run's config declares `{multireward.DECLARED}`.",
         "",
         "Statistics per step over the trajectories of the step: `std` (unbiased), `max_sigma` (largest "
-        "|A - mean| / std), `kurtosis` (excess); each cell is the mean over the window, with the maximum for max_sigma.",
+        "|A - mean| / std), `kurtosis` (excess); each cell is the mean over the window, with the maximum for max_sigma. "
+        "Each trajectory counts once here; `trajlens advantages` (the `advantage_batches` table) gives the same "
+        "normalisations' statistics over model tokens, each token once, where token whitening has std 1 by "
+        "construction: the two agree on the rows that whiten nothing over tokens (`group_std` and `batch_std`, "
+        "trajlens' `grpo` and `grpo_batch_std`), and differ on the others (`gdpo_verl` among them).",
         "",
     ]
     lines += _table(truth, f"this sample ({truth['sizes']['batch']} trajectories per step)")
