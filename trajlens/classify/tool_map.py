@@ -50,8 +50,8 @@ Regular expressions must be in the subset that Rust's ``regex`` (Polars) and Pyt
 read the same way: no look-around, no back-references. Every problem in a file is reported
 at once, each naming the file and the entry.
 
-A user's map is tried before the maps shipped in ``trajlens/classify/tool_maps/`` (SWE-agent,
-OpenHands, and generic tools: search, browsers, calculators, MCP ``server__tool`` names), so
+A user's map is tried before the maps shipped in ``trajlens/classify/tool_maps/`` (OpenHands,
+SWE-agent, then generic tools: search, browsers, calculators, MCP ``server__tool`` names), so
 it can override any of them. A call that no entry matches and that has no shell command is
 ``other`` and counts as an unknown tool (:func:`trajlens.classify.unknown_tools`).
 """
