@@ -48,7 +48,7 @@ import numpy as np
 import polars as pl
 
 from trajlens.attribution.statistics import Z95
-from trajlens.attribution.statistics import drift_onset
+from trajlens.attribution.statistics import drift_onset, step_shares
 from trajlens.attribution.verdicts import block_indices, competing_credit
 from trajlens.intervals import Spec, newcombe
 from trajlens.run.change import Change, ChangeRule, judged, stage_ends, stage_rows
@@ -239,23 +239,6 @@ def _step_units(shares: pl.DataFrame, classes: list[str]) -> pl.DataFrame:
                 pl.col("calls").fill_null(0).cast(pl.Float64).alias("x"),
                 pl.col("step_calls").cast(pl.Float64).alias("n"))
         for name in classes])
-
-
-def step_shares(trajectory_counts: pl.DataFrame, steps: np.ndarray, classes: Sequence[str]) -> np.ndarray:
-    """Each class's share of the calls at each of ``steps`` (rows) from the trajectories'
-    ``count:<class>`` columns: the step's calls of the class over all its calls (0 at a step
-    without calls)."""
-    counted = [c for c in trajectory_counts.columns if c.startswith("count:")]
-    total = pl.sum_horizontal(counted) if counted else pl.lit(0.0)
-    per_step = trajectory_counts.group_by("step").agg(*(pl.col(c).sum() for c in counted), total.sum().alias("__n"))
-    at_steps = pl.DataFrame({"step": steps}, schema={"step": per_step.schema["step"]}).join(per_step, on="step", how="left")
-    n = at_steps["__n"].fill_null(0.0).to_numpy().astype(float)
-    out = np.zeros((steps.size, len(classes)))
-    for c, name in enumerate(classes):
-        if f"count:{name}" in counted:
-            calls = at_steps[f"count:{name}"].fill_null(0.0).to_numpy().astype(float)
-            np.divide(calls, n, out=out[:, c], where=n > 0)
-    return out
 
 
 class ShareDrift(NamedTuple):

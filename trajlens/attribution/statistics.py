@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -321,3 +322,20 @@ def onset_step(steps: np.ndarray, share: np.ndarray, first: float, last: float, 
     after = crossings(fraction)
     onset = after[after > returned[-1]] if returned.size else after
     return int(steps[onset[0]]) if onset.size else int(steps[-1])
+
+
+def step_shares(trajectory_counts: pl.DataFrame, steps: np.ndarray, classes: Sequence[str]) -> np.ndarray:
+    """Each class's share of the calls at each of ``steps`` (rows) from the trajectories'
+    ``count:<class>`` columns: the step's calls of the class over all its calls (0 at a step
+    without calls)."""
+    counted = [c for c in trajectory_counts.columns if c.startswith("count:")]
+    total = pl.sum_horizontal(counted) if counted else pl.lit(0.0)
+    per_step = trajectory_counts.group_by("step").agg(*(pl.col(c).sum() for c in counted), total.sum().alias("__n"))
+    at_steps = pl.DataFrame({"step": steps}, schema={"step": per_step.schema["step"]}).join(per_step, on="step", how="left")
+    n = at_steps["__n"].fill_null(0.0).to_numpy().astype(float)
+    out = np.zeros((steps.size, len(classes)))
+    for c, name in enumerate(classes):
+        if f"count:{name}" in counted:
+            calls = at_steps[f"count:{name}"].fill_null(0.0).to_numpy().astype(float)
+            np.divide(calls, n, out=out[:, c], where=n > 0)
+    return out

@@ -325,7 +325,7 @@ def drift_verdicts(
     for first in drift.unique("primary_class", maintain_order=True).iter_rows(named=True):
         name, sign = first["primary_class"], (1.0 if first["direction"] == "grew" else -1.0)
         steps = np.array(sorted(credit["step"].unique().to_list()))
-        window = steps[(steps >= first["onset_step"] - k) & (steps <= _drift_end(credit, name, steps, first, k, min_change))]
+        window = steps[(steps >= first["onset_step"] - k) & (steps <= _drift_end(credit, trajectory_classes, name, steps, first, k, min_change))]
         pairs = [(label, aggregation) for label in labels]
         if known:
             pairs += [(own_label, mode) for mode in aggregations if mode != aggregation]
@@ -446,16 +446,21 @@ DRIFT_END = SETTLED
 ends: where the drift settled (the point the onset is read back from)."""
 
 
-def _drift_end(credit: pl.DataFrame, name: str, steps: np.ndarray, drift: dict, k: int, min_change: float) -> int:
+def _drift_end(credit: pl.DataFrame, trajectory_classes: pl.DataFrame, name: str, steps: np.ndarray, drift: dict,
+               k: int, min_change: float) -> int:
     """The step at which the class's share (mean over k steps) has moved :data:`DRIFT_END` of the
-    way to the drift's reach (:func:`~.statistics.drift_reach`)."""
-    from trajlens.attribution.statistics import drift_onset
+    way to the drift's reach (:func:`~.statistics.drift_reach`). The share is the one the drift was
+    found on (:func:`~.statistics.step_shares` of the trajectories' counts: every classified call)."""
+    from trajlens.attribution.statistics import drift_onset, step_shares
 
-    reference = credit.filter(pl.col("estimator") == credit["estimator"][0]).filter(
-        pl.col("aggregation") == credit["aggregation"][0])
-    counts = reference.filter(pl.col("primary_class") == name).select("step", "calls", "step_calls")
-    lookup = {step: calls / total if total else 0.0 for step, calls, total in counts.iter_rows()}
-    share = np.array([lookup.get(int(step), 0.0) for step in steps])
+    if trajectory_classes.height and f"count:{name}" in trajectory_classes.columns:
+        share = step_shares(trajectory_classes, steps, [name])[:, 0]  # as the drift was found
+    else:  # no trajectories: the calls the credit counted
+        reference = credit.filter((pl.col("estimator") == credit["estimator"][0])
+                                  & (pl.col("aggregation") == credit["aggregation"][0]))
+        counts = reference.filter(pl.col("primary_class") == name).select("step", "calls", "step_calls")
+        lookup = {step: calls / total if total else 0.0 for step, calls, total in counts.iter_rows()}
+        share = np.array([lookup.get(int(step), 0.0) for step in steps])
     end = drift_onset(steps, share, drift["share_first"], drift["share_last"], k, min_change, DRIFT_END)
     return max(end, int(drift["onset_step"]) + k)
 
