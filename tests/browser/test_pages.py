@@ -162,3 +162,31 @@ def test_viewer_and_comparison_pages_link_back_to_the_report(browser, pages):
         assert href.startswith("file://") and "index.html" in href
         target = Path(href[len("file://"):].split("#")[0])
         assert target.resolve() == pages["index"].resolve()
+
+
+def test_the_viewer_counts_the_calls_the_shares_count_and_the_rejected_apart(browser, tmp_path):
+    """A trajectory's header gives the calls its shares count (``n_calls``), then those the harness
+    rejected, which no share counts."""
+    import shutil
+
+    import polars as pl
+
+    import trajlens
+    from cli_run import run_cli
+    from trajlens.report.viewer import write_viewer
+
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "sample_data" / "causal-r6", run)
+    (part,) = (run / "tool_calls").glob("step=000010/*.parquet")
+    pl.read_parquet(part).with_columns(pl.col("format_error") | (pl.col("call_index") % 5 == 2)).write_parquet(part)
+    store = tmp_path / "store"
+    assert run_cli("ingest", run, "--store", store, "--run", "fe").returncode == 0
+    assert run_cli("classify", store).returncode == 0
+    opened = trajlens.open(store)
+    measured = opened.table("trajectory_measures").filter(pl.col("step") == 10).select("trajectory_id", "n_calls").collect()
+    trajectory, counted = measured.row(0)
+    rejected = opened.tool_calls.filter((pl.col("trajectory_id") == trajectory) & pl.col("format_error")).collect().height
+    assert rejected > 0
+    load(browser, write_viewer(opened, "fe", trajectory, tmp_path / "page.html"))
+    assert_clean(browser)
+    assert f"{counted} calls (+{rejected} rejected)" in browser.evaluate("document.querySelector('#head .meta').textContent")

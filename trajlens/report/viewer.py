@@ -328,8 +328,14 @@ function header(){
   const facts=[meta.run, meta.scope, (index+1)+' of '+meta.count, 'task '+current.task,
     'reward '+(current.reward==null?'none':current.reward), 'resolved '+(current.resolved==null?'unknown':current.resolved),
     'exit '+(current.exit||'unknown'), current.turns+' turns', (current.tokens==null?'?':current.tokens)+' model tokens',
-    current.calls.length+' calls'];
+    callCount()];
   h.append(el('div',{class:'meta'},facts.join(' \u00b7 ')));
+}
+function callCount(){
+  // the calls the shares count (n_calls); those the harness rejected are counted apart
+  const rejected=current.calls.filter(c=>c.class==='format_error').length;
+  const counted=(current.calls.length-rejected)+' calls';
+  return rejected?counted+' (+'+rejected+' rejected)':counted;
 }
 function filters(){
   const f=document.getElementById('filters');f.textContent='';
