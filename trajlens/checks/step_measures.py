@@ -123,7 +123,7 @@ MEASURE_FAMILIES: tuple[MeasureFamily, ...] = (
                   "num_turns, model_tokens, edits_per_turn, readback_share, ...).", "tool_calls", False,
                   "measure", MEAN_TRAJECTORY_MEASURES),
     MeasureFamily("reward", "Mean scalar reward of the step's trajectories.", "trajectories", False),
-    MeasureFamily("resolved", "Share of the step's trajectories that solved their task.", "trajectories", True),
+    MeasureFamily("resolved", "Share of the step's trajectories with a verdict that solved their task.", "trajectories", True),
     MeasureFamily("rel_gain", "A reward channel's mean over groups of (max - min) in the group (groups of 2+).",
                   "channels", False, "channel", None, True),
     MeasureFamily("channel_std", "A reward channel's std over the step's trajectories (unbiased).",
