@@ -230,6 +230,15 @@ def test_draw_of_a_run_does_not_depend_on_other_runs(frames):
     assert set(stage_report(both, n=7, seed=3).tables()) == {"stage_rates", "stage_changes", "stages", "stage_sample"}
 
 
+def test_a_stage_draws_the_same_trajectories_whatever_other_stages_are_asked_for(frames):
+    steps = sorted(frames[0]["step"].unique().to_list())
+    late = ("late", steps[-2], steps[-1])
+    alone = stage_report(frames, n=7, seed=3, stages=[late]).sample
+    beside = stage_report(frames, n=7, seed=3, stages=[("early", steps[0], steps[1]), late]).sample
+    assert alone.height == 7
+    assert beside.filter(pl.col("stage") == "late").equals(alone)
+
+
 def test_changes_compare_consecutive_stages_and_first_to_last(frames):
     changes = stage_report(frames, n=20, seed=0).changes.filter(pl.col("metric") == "ran_suite")
     pairs = list(zip(changes["from_stage"], changes["to_stage"], changes["comparison"]))

@@ -291,8 +291,10 @@ def stage_report(
         parts.append(trajectory_measures(classify_calls(tool_calls), classified))
     measures = pl.concat(parts, how="diagonal_relaxed")
     staged = assign_stages(trajectories.select("run_id", "trajectory_id", "step"), stages)
-    measures = measures.join(staged.select("run_id", "trajectory_id", "stage", "stage_index"),
-                             on=["run_id", "trajectory_id"]).filter(pl.col("stage").is_not_null())
+    # keys drawn over every trajectory of the run, before the stages keep some: a stage's sample
+    # does not depend on which other stages were asked for
+    measures = _draw_keys(measures, int(seed)).join(staged.select("run_id", "trajectory_id", "stage", "stage_index"),
+                                                     on=["run_id", "trajectory_id"]).filter(pl.col("stage").is_not_null())
     span = "{}-{}".format(*trajectories.select(pl.col("step").min().alias("first"), pl.col("step").max().alias("last")).row(0))
     if measures.is_empty():
         raise ConfigError([f"stages: no trajectory falls in any stage (the run's steps are {span})"])
@@ -302,7 +304,7 @@ def stage_report(
                  for name, first, last in _check_ranges(stages) if name not in held]
         if empty:
             raise ConfigError(empty)
-    measures = _draw(measures, int(n), int(seed))
+    measures = _draw(measures, int(n))
     population = _metrics(measures)
     drawn = _metrics(measures.filter(pl.col("sampled")))
     rates = _rates(drawn, population)
@@ -376,21 +378,25 @@ def _frames(source: Any, run_id: str | None, split: str | None, *, calls_of: lis
     return trajectory_frame, call_frame
 
 
-def _draw(measures: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
-    """Mark ``n`` trajectories per (run, stage) as sampled.
-
-    Each trajectory of a run gets a uniform key from a generator seeded with ``(seed, run)``,
-    in trajectory_id order; the ``n`` smallest keys of a stage are its sample. The draw is
-    reproducible and without replacement, and depends neither on the input's row order nor on
-    which other runs are in the report.
-    """
+def _draw_keys(measures: pl.DataFrame, seed: int) -> pl.DataFrame:
+    """``measures`` with a uniform key per trajectory (``__key``), from a generator seeded with
+    ``(seed, run)`` and read in trajectory_id order over each run's trajectories."""
     parts = []
     for (run_id,), run in measures.sort("run_id", "trajectory_id").group_by("run_id", maintain_order=True):
         generator = np.random.default_rng([seed, zlib.crc32(str(run_id).encode())])
         parts.append(run.with_columns(pl.Series("__key", generator.random(run.height))))
-    keyed = pl.concat(parts)
+    return pl.concat(parts)
+
+
+def _draw(measures: pl.DataFrame, n: int) -> pl.DataFrame:
+    """Mark ``n`` trajectories per (run, stage) as sampled: the ``n`` smallest keys of a stage
+    (:func:`_draw_keys`, drawn over the run's trajectories before staging).
+
+    The draw is reproducible and without replacement, and depends neither on the input's row
+    order, nor on which other runs are in the report, nor on the other stages asked for.
+    """
     rank = pl.col("__key").rank("ordinal").over("run_id", "stage")
-    return keyed.with_columns((rank <= n).alias("sampled")).drop("__key")
+    return measures.with_columns((rank <= n).alias("sampled")).drop("__key")
 
 
 _GROUP = ("run_id", "stage", "stage_index")
