@@ -66,6 +66,17 @@ def test_a_parameter_the_query_does_not_take_or_lacks_is_named(store, args, mess
     assert _one_error_line(done) == message
 
 
+@pytest.mark.parametrize("out", [None, "x.json", "x.csv"])
+@pytest.mark.parametrize("select, column", [("'infinity'::DATE AS d", "d"), ("1 AS n, '-infinity'::TIMESTAMP AS t", "t")])
+def test_a_date_beyond_any_calendar_is_named_not_a_panic(store, tmp_path, select, column, out):
+    written = [] if out is None else ["--out", tmp_path / out]
+    done = run_cli("sql", store, f"SELECT {select}", *written)
+    assert done.returncode == 1
+    assert f"column {column!r}" in _one_error_line(done) and "panicked" not in done.stderr
+    assert not (tmp_path / (out or "none")).exists()
+    assert run_cli("sql", store, f"SELECT {select.split(' AS ')[0].split(', ')[-1]}::VARCHAR AS v").returncode == 0
+
+
 def test_a_saved_query_and_plain_sql_still_run(store):
     assert run_cli("sql", store, "runs_overview").returncode == 0
     assert run_cli("sql", store, "SELECT count(*) AS n FROM runs").returncode == 0

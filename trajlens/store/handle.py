@@ -209,7 +209,7 @@ class Store:
             return pl.DataFrame() if relation is None else relation.pl()
 
         try:
-            return _interruptible(connection, run)
+            return _printable_times(_interruptible(connection, run))
         except duckdb.PermissionException:
             raise QueryError("query refused: a query reads only the store's tables "
                              f"({', '.join(self.queryable())}), not files") from None
@@ -550,3 +550,28 @@ def in_transaction(function: Function) -> Function:
 
 __all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "is_store", "open_store", "store_holding",
            "store_holding_problem"]
+
+
+TIME_DAYS = 95_000_000
+"""Days either side of 1970 within which a date or time can be printed or written (Polars'
+calendar ends near the year 262,000; DuckDB's ``infinity`` lies beyond)."""
+
+_DAY = {"ns": 86_400_000_000_000, "us": 86_400_000_000, "ms": 86_400_000}
+
+
+def _printable_times(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame``, or a QueryError naming its first date or time column with a value no calendar
+    holds (``'infinity'::date``), which Polars could neither print nor write."""
+    for name, dtype in frame.schema.items():
+        if dtype == pl.Date:
+            days = frame.get_column(name).cast(pl.Int64)
+        elif isinstance(dtype, pl.Datetime):
+            days = frame.get_column(name).cast(pl.Int64) // _DAY[dtype.time_unit or "us"]
+        else:
+            continue
+        furthest = days.abs().max()
+        if furthest is not None and furthest > TIME_DAYS:  # type: ignore[operator]
+            kind = "date" if dtype == pl.Date else "timestamp"
+            raise QueryError(f"query result column {name!r}: a {kind} beyond any calendar (infinity?); "
+                             f"cast it to text ({name}::VARCHAR) or leave it out")
+    return frame
