@@ -52,3 +52,26 @@ def test_an_impossible_count_or_span_is_refused(tmp_path, tiny_run_dir, table, c
     assert str(caught.value) == message
     done = run_cli("check", tiny_run_dir)
     assert done.returncode == 2 and done.stderr == f"error: {message}\n"
+
+
+def test_a_call_span_past_its_token_arrays_is_refused_or_its_tokens_left_out(tmp_path, tiny_run_dir):
+    """The arrays are another file's: the call's file is named, and the arrays' length and file."""
+    import polars as pl
+
+    tokens = pq.read_table(table_files(tiny_run_dir, "tokens")[0])
+    length = len(tokens.column("response_mask")[0].as_py())
+    path, record, _ = _set(tiny_run_dir, "tool_calls", "token_end", length + 1)
+    trajectory = record.rsplit(" call ", 1)[0]
+    assert tokens.column("trajectory_id")[0].as_py() == trajectory
+    message = (f"{path}: record {record}: field 'token_end': expected at most {length} (the length of its token "
+               f"arrays in {table_files(tiny_run_dir, 'tokens')[0]}), found {length + 1}")
+    with pytest.raises(InputError) as caught:
+        trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    assert str(caught.value) == message
+    assert not (tmp_path / "store").exists()
+    done = run_cli("ingest", tiny_run_dir, "--store", tmp_path / "lenient", "--lenient")
+    assert done.returncode == 0 and f"skipped: {message}; the trajectory's tokens are left out" in done.stderr
+    kept = trajlens.open(tmp_path / "lenient").tokens.select("trajectory_id").collect()["trajectory_id"]
+    assert trajectory not in kept.to_list() and kept.len() == tokens.num_rows - 1 + sum(
+        pq.read_table(f).num_rows for f in table_files(tiny_run_dir, "tokens")[1:])
+    assert trajlens.open(tmp_path / "lenient").tool_calls.filter(pl.col("trajectory_id") == trajectory).collect().height

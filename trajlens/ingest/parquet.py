@@ -199,6 +199,7 @@ def copy_run(
     # why they were skipped.
     partial: dict[str, set[str]] = {}
     skipped_why: dict[str, str] = {}
+    span_ends: list[pl.DataFrame] = []  # each trajectory's furthest call span, per tool_calls file
     with writer.stage(stored, _with_run_id(runs, stored), str(run_dir), self_contained=not extra_metrics) as stage:
         for name in TABLES[1:]:
             read: dict[str, list[pa.Table]] = {}
@@ -227,6 +228,13 @@ def copy_run(
                 elif partition in partial and "trajectory_id" in table.column_names:
                     table, exact = _of_trajectories(table, partial[partition], path, problems,
                                                     skipped_why[partition]), False
+                if name == "tool_calls":
+                    span_ends.append(_span_ends(table, path))
+                elif name == "tokens" and span_ends:
+                    if len(span_ends) > 1:
+                        span_ends[:] = [pl.concat(span_ends)]
+                    table, beyond = _within_spans(table, span_ends[0], path, problems if not strict else None)
+                    exact = exact and not beyond
                 step = _verbatim_step(table, name, exact and stored == recorded, stage.pack_bytes)
                 if step is not None:  # a run in the store's own layout: its bytes, not decoded and written again
                     stage.copy_step(name, step, path)
@@ -241,6 +249,43 @@ def copy_run(
             stage.write_step("step_metrics", table)
         config_history.copy_history(run_dir, stage.directory)
     return stored
+
+
+def _span_ends(calls: pa.Table, path: Path) -> pl.DataFrame:
+    """Each trajectory's call that ends furthest in ``calls`` (``trajectory_id``, ``call_index``,
+    ``token_end``) and the file that holds it."""
+    frame = pl.from_arrow(calls.select(["trajectory_id", "call_index", "token_end"]))
+    assert isinstance(frame, pl.DataFrame)
+    furthest = pl.col("token_end").arg_max()
+    return (frame.drop_nulls("token_end").group_by("trajectory_id")
+            .agg(pl.col("call_index").get(furthest), pl.col("token_end").max())
+            .with_columns(pl.lit(str(path)).alias("file")))
+
+
+def _within_spans(tokens: pa.Table, ends: pl.DataFrame, path: Path, problems: list[Problem] | None
+                  ) -> tuple[pa.Table, bool]:
+    """``tokens``, checked against the calls' spans: a call whose ``token_end`` lies past its
+    trajectory's token arrays is an InputError naming the call's file; lenient (``problems``
+    given), that trajectory's tokens are left out and said so. Also whether any was."""
+    lengths = pl.from_arrow(pa.table({"trajectory_id": tokens.column("trajectory_id"),
+                                      "length": pc.list_value_length(tokens.column("response_mask"))}))
+    assert isinstance(lengths, pl.DataFrame)
+    beyond = lengths.with_row_index("__row").join(ends, on="trajectory_id").filter(pl.col("token_end") > pl.col("length"))
+    if beyond.is_empty():
+        return tokens, False
+    errors = [InputError(file, record=f"{trajectory} call {call}", field="token_end",
+                         expected=f"at most {length} (the length of its token arrays in {path})", found=str(end))
+              for trajectory, call, length, end, file in beyond.sort("__row").select(
+                  "trajectory_id", "call_index", "length", "token_end", "file").iter_rows()]
+    if problems is None:
+        raise errors[0]
+    for error in errors:
+        problem = error.as_problem()
+        problems.append(Problem(problem.file, problem.record, problem.field,
+                                f"{problem.message}; the trajectory's tokens are left out"))
+    keep = np.ones(tokens.num_rows, dtype=bool)
+    keep[beyond["__row"].to_numpy()] = False
+    return tokens.filter(pa.array(keep)), True
 
 
 def _of_trajectories(table: pa.Table, kept: set[str], path: Path, problems: list[Problem] | None,
