@@ -208,6 +208,15 @@ def _cast(column: pa.ChunkedArray, field: pa.Field, source: str) -> pa.ChunkedAr
     mistyped = SchemaError(source, field=field.name, expected=str(field.type), found=str(column.type))
     if not pa.types.is_null(column.type) and _is_text(column.type) != _is_text(field.type):
         raise mistyped
+    if pa.types.is_boolean(field.type) and not pa.types.is_null(column.type):
+        # Arrow reads any number but 0 as true; a flag given as numbers is one only as 0 and 1
+        import pyarrow.compute as pc
+
+        other = pc.invert(pc.is_in(column, value_set=pa.array([0, 1], column.type))).fill_null(False)
+        if pc.any(other).as_py():
+            row = pc.index(other, True).as_py()
+            raise SchemaError(source, record=row, field=field.name, expected="bool (or 0 and 1)",
+                              found=f"{column.type} {column[row].as_py()!r}") from None
     try:
         return column.cast(field.type, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

@@ -48,3 +48,22 @@ def test_a_number_of_another_width_is_read(tmp_path, tiny_run_dir):
     _retyped(tiny_run_dir, "trajectories", "step", pa.int32())
     trajlens.ingest([tiny_run_dir], tmp_path / "store")
     assert trajlens.open(tmp_path / "store").run_ids()
+
+
+@pytest.mark.parametrize("kind", [pa.int64(), pa.float64()])
+def test_a_flag_given_as_numbers_is_read_as_0_and_1_and_refused_otherwise(tmp_path, tiny_run_dir, kind):
+    """Arrow would read any number but 0 as true: a ``resolved`` of 5 is no verdict."""
+    import polars as pl
+
+    path = table_files(tiny_run_dir, "trajectories")[0]
+    data = pq.read_table(path)
+    index = data.schema.get_field_index("resolved")
+    flags = [row % 2 for row in range(data.num_rows)]
+    pq.write_table(data.set_column(index, pa.field("resolved", kind), pa.array(flags, kind)), path)
+    trajlens.ingest([tiny_run_dir], tmp_path / "store")
+    stored = trajlens.open(tmp_path / "store").trajectories.filter(pl.col("step") == data.column("step")[0].as_py())
+    assert stored.select("resolved").collect()["resolved"].to_list() == [bool(f) for f in flags]
+    pq.write_table(data.set_column(index, pa.field("resolved", kind), pa.array([0] + [5] * (data.num_rows - 1), kind)), path)
+    with pytest.raises(InputError) as caught:
+        trajlens.ingest([tiny_run_dir], tmp_path / "again")
+    assert str(caught.value) == f"{path}: record 1: field 'resolved': expected bool (or 0 and 1), found {kind} {pa.scalar(5, kind).as_py()!r}"
