@@ -272,3 +272,24 @@ def test_a_database_restored_in_place_verifies_and_one_copied_elsewhere_or_chang
     with duckdb.connect(str(database)) as other_client:
         other_client.execute("DROP VIEW tool_calls")
     assert [f.path for f in verify_store(store).problems] == ["trajlens.duckdb"]
+
+
+def test_what_an_interrupted_write_left_is_named_by_verify_and_removed_by_the_next_ingest_with_a_note(tmp_path, tiny_run_dir):
+    """A first ingest killed while it staged leaves no store, only its staging: verify says so
+    (not just "not a store"), and the next ingest says what it removed."""
+    from trajlens.store.publish import LOCK_FILE, STAGING_DIR
+
+    store = tmp_path / "store"
+    staged = store / STAGING_DIR / "write-1"
+    staged.mkdir(parents=True)
+    (staged / "part.parquet").write_bytes(b"PAR1")
+    (store / LOCK_FILE).touch()
+    done = trajlens("verify", store)
+    assert done.returncode == 1
+    assert done.stderr == (f"error: {store}: not a trajlens store yet: the first write into it did not finish, and left "
+                           f"{STAGING_DIR}; `trajlens ingest LOGS --store {store}` removes it and writes the runs\n")
+    done = trajlens("ingest", tiny_run_dir, "--store", store)
+    assert done.returncode == 0, done.stderr
+    assert f"note: {store}: removed what a write that did not finish had staged ({STAGING_DIR}/write-1)" in done.stderr
+    assert not (store / STAGING_DIR).exists()
+    assert trajlens("verify", store).returncode == 0

@@ -200,13 +200,13 @@ def _roll_back(store: Path, journal: Journal) -> None:
             _rename(aside, target)
 
 
-def recover(store: Path, rebuild_database) -> bool:
+def recover(store: Path, rebuild_database) -> list[str]:
     """Finish a publish a crash interrupted, and remove staging left by dead writers.
 
-    The caller holds the store lock. Returns True when a journal was found and completed.
-    """
+    The caller holds the store lock. Returns what it did, a sentence each (none: nothing was
+    left over)."""
     journal_path = store / JOURNAL_FILE
-    finished = False
+    done = []
     if journal_path.exists():
         try:
             journal = Journal.load(journal_path.read_text())
@@ -214,17 +214,21 @@ def recover(store: Path, rebuild_database) -> bool:
             journal = None  # a journal torn before its rename never existed: nothing was moved
         if journal is not None:
             _roll_forward(store, journal, rebuild_database)
-            finished = True
+            done.append(f"{store}: finished a write that was interrupted after it began to publish")
         journal_path.unlink()
     staging_root = store / STAGING_DIR
     if staging_root.is_dir():
-        for left_over in staging_root.iterdir():
+        left = sorted(staging_root.iterdir())
+        for left_over in left:
             _remove(left_over)
         _remove_if_empty(staging_root)
+        if left:
+            names = ", ".join(str(path.relative_to(store)) for path in left)
+            done.append(f"{store}: removed what a write that did not finish had staged ({names})")
     for partial in store.glob(".*.partial"):  # a journal, database or record cut short while written
         if partial.is_file():  # a folder is another writer's: a report written beside the runs
             partial.unlink()
-    return finished
+    return done
 
 
 def generation(store: Path) -> str:

@@ -93,7 +93,7 @@ def verify_store(store: Path | str, run: str | None = None, *, locked: bool = Fa
     staging files of the write under way are not counted as left over by an interrupted one."""
     store = Path(store)
     if not store.is_dir() or not is_store(store):
-        raise StoreError(f"{store}: not a trajlens store; make one with `trajlens ingest LOGS --store {store}`")
+        raise _not_a_store(store)
     lock = StoreLock(store)
     try:
         held = locked or lock.acquire(wait=False)
@@ -103,6 +103,15 @@ def verify_store(store: Path | str, run: str | None = None, *, locked: bool = Fa
         return _verify(store, run, writing=not held)
     finally:
         lock.release()
+
+
+def _not_a_store(store: Path) -> StoreError:
+    """The error for a folder that is no store; it says so when a first write into it was
+    interrupted, leaving only what it had staged (which the next ingest removes)."""
+    if store.is_dir() and ((store / STAGING_DIR).is_dir() or (store / JOURNAL_FILE).exists()):
+        return StoreError(f"{store}: not a trajlens store yet: the first write into it did not finish, and left "
+                          f"{STAGING_DIR}; `trajlens ingest LOGS --store {store}` removes it and writes the runs")
+    return StoreError(f"{store}: not a trajlens store; make one with `trajlens ingest LOGS --store {store}`")
 
 
 def _verify(store: Path, run: str | None, writing: bool) -> Verification:
@@ -241,7 +250,7 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
     docstring); holds the store lock throughout."""
     store = Path(store)
     if not store.is_dir() or not is_store(store):
-        raise StoreError(f"{store}: not a trajlens store; make one with `trajlens ingest LOGS --store {store}`")
+        raise _not_a_store(store)
     repair = Repair()
     lock = StoreLock(store)
     lock.acquire()  # a write under way ends first: what it stages is not left over

@@ -216,8 +216,9 @@ class StoreWriter:
 
     ``sources`` (the inputs of the ingest) are checked first: a store inside an input is
     refused before anything is written. ``replace`` lets a run take the id of a run from a
-    different source. ``notes`` lists, after :meth:`publish`, the runs kept unchanged and the
-    analyses dropped because their run changed.
+    different source. ``notes`` lists, after :meth:`publish`, what an interrupted write had left
+    and this one finished or removed, the runs kept unchanged and the analyses dropped because
+    their run changed.
     """
 
     def __init__(self, store: Path | str, *, sources: Iterable[Path | str] = (), replace: bool = False) -> None:
@@ -253,7 +254,7 @@ class StoreWriter:
             lock.acquire()
             self._lock = lock
             try:
-                recover(self.store, rebuild_database)
+                self.notes.extend(f"note: {done}" for done in recover(self.store, rebuild_database))
             except OSError as error:
                 raise describe_os_error(self.store, error, "write to the store") from None
             self._publisher = Publisher(self.store)
