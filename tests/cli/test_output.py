@@ -172,3 +172,23 @@ def test_an_html_document_shows_text_from_runs_and_users_as_written():
     page = markdown_html("\n".join(markdown_table(["text"], [[cell] for cell in cells])))
     assert [html.unescape(cell) for cell in re.findall(r"<td>(.*?)</td>", page)] == cells
     assert "<img" not in page and "<a " not in page and "<script" not in page
+
+
+def test_a_partial_folder_whose_writer_was_killed_is_removed_by_the_next_write(tmp_path):
+    """A write killed outright (SIGKILL) cannot clean up: the next write of the same folder removes
+    what it left; one whose writer still runs is kept."""
+    import os
+    import subprocess
+    import sys
+
+    from trajlens.cli._output import folder_output
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f".out.{dead.stdout.strip()}-0123abcd.partial"
+    live = tmp_path / f".out.{os.getpid()}-4567cdef.partial"
+    for folder in (left, live):
+        (folder / "step").mkdir(parents=True)
+    with folder_output(tmp_path / "out") as partial:
+        (partial / "a.txt").write_text("a")
+    assert (tmp_path / "out" / "a.txt").read_text() == "a"
+    assert not left.exists() and live.exists()

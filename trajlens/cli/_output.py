@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import html
 import json
 import os
@@ -199,6 +200,7 @@ def folder_output(folder: Path, *, flag: str = "--out", listed: bool = False, un
     made = [parent for parent in [folder.parent, *folder.parent.parents] if not parent.exists()]
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
+        _remove_dead_partials(folder.parent, folder.name)
         partial = _partial_folder(folder.parent, folder.name)
         partial.mkdir()  # not mkdtemp: the report folder keeps the usual permissions
     except OSError as error:
@@ -271,8 +273,28 @@ def check_folder_output(folder: Path, *, flag: str = "--out", store: Path | str 
 
 
 def _partial_folder(parent: Path, name: str) -> Path:
-    """A fresh name in ``parent`` for the partial folder of an output folder called ``name``."""
-    return parent / f".{name}.{uuid.uuid4().hex[:8]}.partial"
+    """A fresh name in ``parent`` for the partial folder of an output folder called ``name``,
+    naming the process that writes it (:func:`_remove_dead_partials`)."""
+    return parent / f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial"
+
+
+def _remove_dead_partials(parent: Path, name: str) -> None:
+    """Remove the partial folders of ``name`` in ``parent`` whose writer is no longer running (a
+    write killed outright, which could not clean up after itself)."""
+    for partial in parent.glob(f".{glob.escape(name)}.*-*.partial"):
+        pid = partial.name[len(name) + 2:].split("-", 1)[0]
+        if pid.isdigit() and partial.is_dir() and not _running(int(pid)):
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
 
 
 def _nearest_existing(folder: Path) -> Path:
