@@ -179,6 +179,12 @@ def test_a_length_drift_under_a_biased_aggregation_is_its_artefact():
     assert against.endswith("; the aggregation is not length-biased and reward went against the drift")
     unrewarded = length_verdict(_growing(0.0), _bias([("token-mean", 0.05)]), "grpo", "token-mean")
     assert unrewarded.endswith("; the aggregation is not length-biased and length earns no reward")
+    assert learned.endswith("; longer responses earn more reward, and the aggregation is not length-biased")
+    # shrinking, with reward that favours shorter answers: learning, in the drift's own words
+    shrinking = _growing(2.0).with_columns((300.0 * 300.0 / pl.col("length")).alias("length"))
+    shorter = length_verdict(shrinking, _bias([("token-mean", 0.05)]), "grpo", "token-mean")
+    assert shorter.startswith(f"{LEARNING}: response length shrank")
+    assert shorter.endswith("; shorter responses earn more reward, and the aggregation is not length-biased")
 
 
 

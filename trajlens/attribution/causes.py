@@ -173,7 +173,8 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
         verdict, reason = (AGGREGATION_ARTEFACT,
                            f"the loss aggregation {aggregation} weighs tokens by length, which {', '.join(fair)} would not")
     elif relevant and not biased(own):
-        verdict, reason = LEARNING, "longer (or shorter) responses earn more reward, and the aggregation is not length-biased"
+        verdict, reason = LEARNING, (f"{'longer' if verb == 'grew' else 'shorter'} responses earn more reward, and the "
+                                     "aggregation is not length-biased")
     else:
         verdict, reason = UNEXPLAINED, ("the aggregation is length-biased but length also earns reward" if relevant else
                                         "no unbiased aggregation to compare" if biased(own) else
