@@ -183,6 +183,13 @@ def test_a_light_finding_is_context_not_the_run_s_story():
     think = [("think_share", "fail", "1-8, 10-30")]
     assert main_finding(SimpleNamespace(findings=[], failing=think)) == "no finding beyond the checks that fire"
     assert main_finding(SimpleNamespace(findings=[], failing=[])) == "nothing notable"
+    # the run's own section says what the overview says
+    from trajlens.report.html_report import _findings
+    from trajlens.report.overview import quiet_finding
+
+    section = _findings([], None, quiet_finding(SimpleNamespace(findings=[], failing=think)))  # type: ignore[arg-type]
+    assert section == "<p>No finding beyond the checks that fire.</p>"
+    assert _findings([], None, quiet_finding(SimpleNamespace(findings=[], failing=[]))) == "<p>Nothing notable.</p>"  # type: ignore[arg-type]
 
 
 def _with_outcome(reward: tuple[float, float], resolved: tuple[float, float]) -> tuple[pl.DataFrame, pl.DataFrame]:

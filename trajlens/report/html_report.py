@@ -16,6 +16,7 @@ import polars as pl
 
 from trajlens.report import html
 from trajlens.report.findings import RECOMPUTED
+from trajlens.report.overview import quiet_finding
 from trajlens.report.sections import run_sections
 
 KEY_STAGE_METRICS: tuple[str, ...] = (
@@ -69,7 +70,8 @@ def run_section(store: Any, report: Any, parts: RunParts) -> str:
     out: list[str] = [f'<section class="run" id="{html.escape(html.run_anchor(run_id))}"><h2>{html.escape(run_id)}</h2>']
     out.append(f'<p class="note"><a href="{html.escape(run_id)}/stage_report.md">Markdown stage report</a></p>')
     out.append(f'<p class="note">{html.escape(report.described)}</p>')
-    out.append(f'<h3 id="{html.run_anchor(run_id, "findings")}">Findings</h3>' + _findings(report.findings, parts))
+    out.append(f'<h3 id="{html.run_anchor(run_id, "findings")}">Findings</h3>'
+               + _findings(report.findings, parts, quiet_finding(report)))
     for summary in parts.summary:
         out.append(f'<h3 id="{html.run_anchor(run_id, "summary-" + summary.key)}">{html.escape(summary.title)}</h3>'
                    f'<p class="note">{html.escape(summary.note)}</p>'
@@ -112,9 +114,10 @@ def run_section(store: Any, report: Any, parts: RunParts) -> str:
     return "\n".join(out)
 
 
-def _findings(findings: list[str], parts: RunParts) -> str:
+def _findings(findings: list[str], parts: RunParts, quiet: str) -> str:
+    """The findings as a list, each linked to its evidence; ``quiet`` (the overview's words) without any."""
     if not findings:
-        return "<p>Nothing notable.</p>"
+        return f"<p>{html.escape(quiet[0].upper() + quiet[1:])}.</p>"
     items = []
     for finding in findings:
         target = _evidence(finding, parts)

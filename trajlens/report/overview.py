@@ -226,14 +226,18 @@ def main_finding(report: Any) -> str:
     as_trained = [f for f in report.findings if getattr(f, "about", None) != RECOMPUTED]
     if as_trained and (not isinstance(as_trained[0], Finding) or weight(as_trained[0], fired) >= MAIN_FINDING_LEAST):
         return _headline(as_trained[0])
-    # beside a check that fires (a level held from the first step, which no trend explains), the
-    # run is not one where nothing happened: the check's cell says what
-    quiet = "no finding beyond the checks that fire" if fired else "nothing notable"
+    quiet = quiet_finding(report)
     if as_trained:
         return f"{quiet}; {_headline(as_trained[0])}"
     if report.findings:
         return f"nothing notable in the run as trained; {_headline(report.findings[0])}"
     return quiet
+
+
+def quiet_finding(report: Any) -> str:
+    """What a run without a finding is: beside a check that fires (a level held from the first
+    step, which no trend explains), not one where nothing happened; the check says what."""
+    return "no finding beyond the checks that fire" if getattr(report, "failing", ()) else "nothing notable"
 
 
 def _headline(finding: Any) -> str:
