@@ -265,12 +265,14 @@ def _span_ends(calls: pa.Table, path: Path) -> pl.DataFrame:
 def _within_spans(tokens: pa.Table, ends: pl.DataFrame, path: Path, problems: list[Problem] | None
                   ) -> tuple[pa.Table, bool]:
     """``tokens``, checked against the calls' spans: a call whose ``token_end`` lies past its
-    trajectory's token arrays is an InputError naming the call's file; lenient (``problems``
+    trajectory's token arrays (when they hold any) is an InputError naming the call's file; lenient (``problems``
     given), that trajectory's tokens are left out and said so. Also whether any was."""
     lengths = pl.from_arrow(pa.table({"trajectory_id": tokens.column("trajectory_id"),
                                       "length": pc.list_value_length(tokens.column("response_mask"))}))
     assert isinstance(lengths, pl.DataFrame)
-    beyond = lengths.with_row_index("__row").join(ends, on="trajectory_id").filter(pl.col("token_end") > pl.col("length"))
+    # an empty array recorded no tokens (a degenerate run the report names): only held tokens bound a span
+    beyond = lengths.with_row_index("__row").join(ends, on="trajectory_id").filter(
+        (pl.col("length") > 0) & (pl.col("token_end") > pl.col("length")))
     if beyond.is_empty():
         return tokens, False
     errors = [InputError(file, record=f"{trajectory} call {call}", field="token_end",
