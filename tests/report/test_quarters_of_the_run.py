@@ -89,5 +89,5 @@ def test_the_reward_trend_is_the_mean_reward_of_the_stage_table_s_quarters(store
     trajectories = store.trajectories.filter(pl.col("split") == "train").collect()
     means = [trajectories.filter(pl.col("step").is_in(steps))["reward"].drop_nulls().mean() for steps in (first, last)]
     measures = store.table("trajectory_measures").filter(pl.col("run_id") == _run(store)).collect()
-    trend = run_trends(store, _run(store), measures, "train")["reward"]
+    trend = run_trends(store, _run(store), measures, "train")[0]["reward"]
     assert trend.first == pytest.approx(means[0], rel=1e-12) and trend.last == pytest.approx(means[1], rel=1e-12)

@@ -64,7 +64,7 @@ def test_the_share_trend_is_the_pooled_share_of_the_checks_and_the_saved_sql(une
     from trajlens.engine.classify import run_measures
 
     measures = run_measures(uneven_store, "uneven")
-    trend = dict(run_trends(uneven_store, "uneven", measures, "train")["think share"].points)
+    trend = dict(run_trends(uneven_store, "uneven", measures, "train")[0]["think share"].points)
     assert trend == pytest.approx({1: 1 / 3, 2: 3 / 5, 3: 5 / 7, 4: 7 / 9})
     assert trend == pytest.approx(_checks_think_share(measures))
     assert trend == pytest.approx(_think_share_by_step(uneven_store, "uneven"), abs=5.1e-5)
@@ -77,7 +77,7 @@ def test_the_share_trend_of_a_sample_run_is_its_think_share_by_step(sample_store
 
     classify_store(sample_store, ["sao-r6"])
     measures = run_measures(sample_store, "sao-r6")
-    trend = dict(run_trends(sample_store, "sao-r6", measures, "train")["think share"].points)
+    trend = dict(run_trends(sample_store, "sao-r6", measures, "train")[0]["think share"].points)
     sql = _think_share_by_step(sample_store, "sao-r6")
     assert sorted(trend) == sorted(sql) and len(sql) == 135
     assert trend == pytest.approx(sql, abs=5.1e-5)
@@ -98,11 +98,11 @@ def test_the_hover_gives_the_findings_q1_and_q4(sample_store):
     from trajlens.engine.classify import run_measures
     from trajlens.report import classify_store
 
-    trends = run_trends(sample_store, "sao-r7", run_measures(sample_store, "sao-r7"), "train")
+    trends = run_trends(sample_store, "sao-r7", run_measures(sample_store, "sao-r7"), "train")[0]
     assert trends["model tokens"].points[0] == (1, pytest.approx(408.4))  # above the first quarter's value
     assert trend_hover("model tokens", trends["model tokens"]) == "model tokens: 346 in the first quarter -> 398 in the last"
     classify_store(sample_store, ["sao-r6"])
-    think = run_trends(sample_store, "sao-r6", run_measures(sample_store, "sao-r6"), "train")["think share"]
+    think = run_trends(sample_store, "sao-r6", run_measures(sample_store, "sao-r6"), "train")[0]["think share"]
     assert trend_hover("think share", think) == "think share: 0.074 in the first quarter -> 0.482 in the last"
 
 
@@ -125,3 +125,23 @@ def test_a_channel_that_collapsed_is_not_called_saturated(sample_store):
     assert "saturated" not in collapsed and collapsed.kind == "saturated_channel"
     saturated = next(f for f in channel_findings(sample_store, "multireward") if "channel format" in f)
     assert "(saturated: its step mean 0.82 -> 0.99; its group advantage carries no signal)" in saturated
+
+
+def test_the_class_line_beside_a_run_s_story_is_the_story_s_class():
+    """The sparkline drew the class that moved most (edit, on a run whose story is think's rise and
+    fall): it draws the class of the leading finding, and the one that moved most only when the
+    lead speaks of no class's share."""
+    from trajlens.report.findings import RECOMPUTED, Finding
+    from trajlens.report.overview import lead_class_trend, moved_share
+
+    think, edit = Trend([(1, 0.1), (2, 0.7)], 0.1, 0.2), Trend([(1, 0.2), (2, 0.5)], 0.2, 0.55)
+    trends = {"reward": Trend([(1, 0.0), (2, 1.0)], 0.0, 1.0), "edit share": edit}
+    drift = Finding("estimator artefact: think grew", "attribution_artefact", "attribution", subject="share:think")
+    drawn = lead_class_trend(trends, {"think": think, "edit": edit}, [drift])
+    assert list(drawn) == ["reward", "think share"] and drawn["think share"] is think
+    assert moved_share(drawn) == ("think", True)
+    critic = Finding("critic grad_norm at its clip", "explained_variance", "summary-critic")
+    assert lead_class_trend(trends, {"think": think, "edit": edit}, [critic, drift]) is trends
+    recomputed = Finding("recomputed under gae_raw: think grew", "attribution_artefact", "attribution", RECOMPUTED,
+                         subject="share:think")
+    assert lead_class_trend(trends, {"think": think, "edit": edit}, [recomputed]) is trends

@@ -203,7 +203,7 @@ def test_rewards_and_runs_overview_are_the_training_splits(split_store):
 
     trajectories, measures = train_frames(split_store, "split-a")
     rewards = saved(split_store, "reward_by_step", run_id="split-a")
-    trend = dict(run_trends(split_store, "split-a", measures, "train")["reward"].points)
+    trend = dict(run_trends(split_store, "split-a", measures, "train")[0]["reward"].points)
     for row in rewards.iter_rows(named=True):
         assert same(row["mean_reward"], trend[row["step"]]), row
     overview = saved(split_store, "runs_overview").filter(pl.col("run_id") == "split-a").row(0, named=True)

@@ -28,7 +28,7 @@ from trajlens.report.findings import (
 )
 from trajlens.report.html_report import OUTCOME_BY_STAGE, OUTCOME_BY_STAGE_NOTE, Exemplar
 from trajlens.report.overview import (
-    LENGTH_TRENDS, Trend, check_label, main_finding, moved_share, overview_markdown, run_trends,
+    LENGTH_TRENDS, Trend, check_label, main_finding, lead_class_trend, moved_share, overview_markdown, run_trends,
 )
 from trajlens.report.scalars import (
     CHANNELS_NOTE, CHANNELS_TITLE, SCALARS_NOTE, SCALARS_TITLE, channel_findings, run_channels, run_scalars,
@@ -275,7 +275,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     with_tools = int(measures["n_calls"].sum()) > 0
     report.kind = _run_kind(store, run_id, every_split, report.split, single_step, with_tools)
     parts.summary = run_summary(store, run_id, measures, split=report.split)
-    report.trends = run_trends(store, run_id, measures, report.split)
+    report.trends, class_trends = run_trends(store, run_id, measures, report.split)
     charts = parts.charts
     # the checks, evaluated once, take these and ``measures`` rather than computing them again
     advantages = report_advantages(store, run_id, extremes=True, logged=_logged_feeds(store, run_id)) \
@@ -352,10 +352,11 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         shown.append(report.figures[-1])
     sections.append("## Figures\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in shown))
     report.markdown.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
+    report.findings = ranked(report.findings, {name: status for name, status, _ in report.failing})
+    report.trends = lead_class_trend(report.trends, class_trends, report.findings)
     report.viewers, report.exemplars = _viewer_pages(store, run_id, measures, stage, directory / "view",
                                                     viewers_per_run, choices, trained, moved_share(report.trends))
     parts.exemplars = report.exemplars
-    report.findings = ranked(report.findings, {name: status for name, status, _ in report.failing})
     report.html = run_section(store, report, parts)
     return report
 

@@ -36,9 +36,10 @@ class Trend(NamedTuple):
     last: float
 
 
-def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> dict[str, Trend]:
+def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> tuple[dict[str, Trend], dict[str, Trend]]:
     """The run's mean reward, its mean model tokens per trajectory and the share of the behaviour
-    class that moved most between the first and the last quarter of its steps. Reward, tokens
+    class that moved most between the first and the last quarter of its steps; then every class's
+    share, by class (:func:`lead_class_trend` draws the class the run's story is about). Reward, tokens
     and shares are the checks' ``reward``, ``mean:model_tokens`` and ``share:<class>`` (calls of the class / all calls,
     pooled over the step's trajectories, as the stage tables and the saved ``think_share_by_step``
     measure them). A run whose trajectories count no tokens shows its logged response length
@@ -49,7 +50,7 @@ def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> d
     from trajlens.run.quarters import quarters
 
     if measures.is_empty() or measures["step"].n_unique() < MIN_TREND_STEPS:
-        return {}
+        return {}, {}
     trends: dict[str, Trend] = {}
     # The checks' `reward` (NaN left out), summed in memory in row order: the streaming engine's
     # partial sums may round the last bit either way from one report to the next.
@@ -79,16 +80,32 @@ def run_trends(store: Any, run_id: str, measures: pl.DataFrame, split: str) -> d
     if moved:
         klass = max(moved, key=lambda c: (moved[c], c))
         trends[f"{klass}{SHARE_TREND}"] = shares[klass]
-    return trends
+    return trends, shares
+
+
+def lead_class_trend(trends: dict[str, Trend], shares: dict[str, Trend], findings: list[Any]) -> dict[str, Trend]:
+    """``trends`` drawing the share of the class the run's leading finding is about (its subject
+    ``share:<class>``), in place of the class that moved most, so the line beside the story is
+    the story's; as they are when the lead is about no class's share."""
+    from trajlens.report.findings import RECOMPUTED
+
+    lead = next((f for f in findings if getattr(f, "about", None) != RECOMPUTED), None)
+    subject = getattr(lead, "subject", None) or ""
+    klass = subject.removeprefix("share:")
+    if not subject.startswith("share:") or klass not in shares or moved_class(trends) == klass:
+        return trends
+    return {**{name: trend for name, trend in trends.items() if not name.endswith(SHARE_TREND)},
+            f"{klass}{SHARE_TREND}": shares[klass]}
 
 
 SHARE_TREND = " share"
-"""The end of the name of the trend of the class whose share moved most."""
+"""The end of the name of the trend of a class's share (the class the run's story is about, else
+the one that moved most)."""
 
 
 def moved_class(trends: dict[str, Trend]) -> str | None:
-    """The behaviour class whose share moved most between the first and the last quarter of the
-    run's steps (the one :func:`run_trends` draws), None when it draws none."""
+    """The behaviour class whose share the trends draw (:func:`run_trends`, :func:`lead_class_trend`),
+    None when they draw none."""
     return next((name.removesuffix(SHARE_TREND) for name in trends if name.endswith(SHARE_TREND)), None)
 
 
