@@ -1,20 +1,25 @@
 """A file named as a trajectory of the format being loaded (``*.traj.json`` in a mini-swe-agent
-run) that cannot be read as one is never left out of the run without a word: an empty file,
-one of another ``trajectory_format``, one beside logs of two formats. Strict ingest stops with
+run, ``rollouts_step_<N>.json`` among Prime hosted samples) that cannot be read as one is never
+left out of the run without a word: an empty file, one of another ``trajectory_format`` or
+shape, one beside logs of two formats. Strict ingest stops with
 the standard one-line error naming it; lenient ingest skips it with that problem. Files named
 otherwise (a README, a JSON config) are still left out."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 from cli_run import run_cli as trajlens
 from hostile import OPENHANDS_V1, SWE_AGENT
 
 from trajlens.errors import InputError
+from trajlens.ingest import load
 from trajlens.ingest.agents import load_mini_swe_agent_v2
 
+DATA = Path(__file__).resolve().parents[1] / "data"
 KNOWN = "(the formats known: 'mini-swe-agent-1' or 'mini-swe-agent-1.1')"
 
 
@@ -136,3 +141,49 @@ def test_an_empty_swe_agent_trajectory_beside_good_ones_is_named(tmp_path):
     (run / "b" / "b.traj").write_text("")
     done = trajlens("ingest", run, "--store", tmp_path / "store")
     assert done.stderr == f"error: {run / 'b' / 'b.traj'}: expected JSON, found an empty file\n"
+
+
+def with_notes_beside(folder: Path) -> Path:
+    """A README and a JSON config beside the logs of ``folder``: neither is a log gone bad."""
+    (folder / "README.md").write_text("notes")
+    (folder / "config.json").write_text(json.dumps({"model": "m"}))
+    return folder
+
+
+def named_not_dropped(tmp_path: Path, folder: Path, bad: Path, reason: str, kept: int) -> None:
+    """Strict ingest of ``folder`` stops with the one-line error naming ``bad``; lenient ingest
+    skips it with that problem and keeps the ``kept`` trajectories of the other logs."""
+    done = trajlens("ingest", folder, "--store", tmp_path / "store")
+    assert done.returncode == 1 and not (tmp_path / "store").exists()
+    assert done.stderr == f"error: {bad}: {reason}\n"
+    lenient = trajlens("ingest", folder, "--store", tmp_path / "store", "--lenient")
+    assert lenient.returncode == 0, lenient.stderr
+    assert lenient.stderr == f"skipped: {bad}: {reason}\n"
+    assert "skipped 1 (each named above)" in lenient.stdout
+    assert load(folder, strict=False).trajectories.num_rows == kept
+
+
+def prime_hosted(tmp_path: Path) -> Path:
+    return with_notes_beside(Path(shutil.copytree(DATA / "prime_hosted", tmp_path / "hosted",
+                                                  ignore=shutil.ignore_patterns("*.py"))))
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", "expected JSON, found an empty file"),
+    ('{"data": []}', "record 0: field 'step': expected an integer from 0 to 9223372036854775807, found no such key"),
+    ('"hello"', "record 0: expected a rollout sample (an object), found a string"),
+    ("hello", "record line 1, column 1: not JSON (Expecting value), expected JSON"),
+])
+def test_a_prime_hosted_page_that_is_no_page_is_named_not_dropped(tmp_path, text, reason):
+    """``rollouts_step_10.json`` holds the 8 samples of step 10: gone bad, the run is not step 20 alone."""
+    folder = prime_hosted(tmp_path)
+    (folder / "rollouts_step_10.json").write_text(text)
+    named_not_dropped(tmp_path, folder, folder / "rollouts_step_10.json", reason, kept=8)
+
+
+def test_beside_prime_hosted_samples_files_named_otherwise_are_still_left_out(tmp_path):
+    folder = prime_hosted(tmp_path)
+    (folder / "notes.json").write_text("")
+    done = trajlens("ingest", folder, "--store", tmp_path / "store")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert load(folder).trajectories.num_rows == 16

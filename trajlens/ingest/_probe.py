@@ -229,9 +229,21 @@ def named_like(path: Path, names: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(path.name, pattern) for pattern in names)
 
 
-def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"], bool]) -> list[Path]:
+def named_unread(unknown: Sequence[Probe], names: Sequence[str]) -> list[Path]:
+    """The files of ``unknown`` named as a format names its logs (``names``) that no format
+    detects (an empty file, one of another shape): their loader says what is wrong with them."""
+    if not names:
+        return []
+    from trajlens.ingest.formats import claimed_by
+
+    return [probe.path for probe in unknown if named_like(probe.path, names) and claimed_by(probe.path) is not None]
+
+
+def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"], bool],
+             names: Sequence[str] = ()) -> list[Path]:
     """The files a loader of row files reads: files named directly, and the files below named
-    folders that ``detect`` recognises, with their :func:`strays` (sorted); an InputError when a
+    folders that ``detect`` recognises, with their :func:`strays` and the files named as the
+    format names its logs (``names``) that no format detects (sorted); an InputError when a
     folder holds none, or holds a damaged file (:func:`damage_error`)."""
     given = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     files: list[Path] = []
@@ -243,7 +255,8 @@ def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"
             if not found:
                 raise InputError(str(path), "no files of this format in the directory", found="none")
             others = [probe for probe, ok in zip(probes, known) if not ok]
-            files.extend(sorted([probe.path for probe in found] + strays(found, others)))
+            gone_bad = {*strays(found, others), *named_unread(others, names)}
+            files.extend(sorted([*(probe.path for probe in found), *gone_bad]))
         else:
             files.append(path)
     return files

@@ -45,6 +45,16 @@ def records(file: Path) -> Iterator[tuple[int, Any]]:
         yield 0, data
 
 
+def readable_records(file: Path) -> Iterator[tuple[int, Any]]:
+    """:func:`records`, with a file that cannot be read as records at all (empty, no JSON, past
+    the size limit) given as one record numbered 0, its :class:`InputError`: a lenient loader
+    skips the file, naming it, and goes on with the next."""
+    try:
+        yield from records(file)
+    except InputError as error:
+        yield 0, error
+
+
 def _parquet_rows(file: Path) -> Iterator[tuple[int, Any]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -73,4 +83,4 @@ def _parquet_rows(file: Path) -> Iterator[tuple[int, Any]]:
             number += 1
 
 
-__all__ = ["records"]
+__all__ = ["readable_records", "records"]

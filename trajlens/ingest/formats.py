@@ -127,7 +127,7 @@ def _registry() -> tuple[Format, ...]:
         Format("prime-hosted", prime_hosted.detect, prime_hosted.load_prime_hosted,
                keys=prime_hosted.SAMPLE_KEYS | frozenset(prime_hosted.PROBLEM_KEYS),
                expects="rollout pages {run_id, samples, total_pages} or samples: step, problem_id or example_id, "
-               "completion, reward, advantage"),
+               "completion, reward, advantage", names=prime_hosted.FILE_NAMES),
         Format("verifiers", verifiers.detect, verifiers.load_verifiers,
                keys=verifiers.KEYS, expects="rollout rows: example_id, prompt, completion, reward"),
         Format("verifiers-traces", verifiers_traces.detect, verifiers_traces.load_verifiers_traces,

@@ -50,7 +50,7 @@ from trajlens.errors import InputError
 from trajlens.ingest._chat import chat_record
 from trajlens.ingest._fields import INT64, Fields, parse_json, type_name
 from trajlens.ingest._probe import Probe, files_of, run_name
-from trajlens.ingest._records import records
+from trajlens.ingest._records import readable_records
 from trajlens.ingest.agents._common import Record
 from trajlens.ingest.tools import observed_return_code
 from trajlens.rows import TRAJECTORY, RunBuilder, RunData
@@ -62,6 +62,9 @@ SAMPLE_KEYS: frozenset[str] = frozenset({"step", "completion", "reward", "advant
 """Keys of every sample of either generation, besides its problem's id."""
 PROBLEM_KEYS: tuple[str, ...] = ("problem_id", "example_id")
 """The problem's id: ``problem_id`` in the Parquet files, ``example_id`` in the older samples."""
+FILE_NAMES: tuple[str, ...] = ("rollouts_step_*.json",)
+"""Names of a step's page as saved from ``prime train rollouts RUN_ID --step N``: such a file that
+is no page (empty, another shape) is read and named, not left out."""
 _TOTAL_PAGES = re.compile(r'"total_pages"\s*:\s*\d+\s*\}')
 
 
@@ -89,7 +92,7 @@ def load_prime_hosted(paths: Sequence[Path | str] | Path | str, *, run_id: str |
     """Load pages of samples, sample files or the Parquet sample files (or folders of them) as one run."""
     from trajlens.store.writer import joined_source, slug
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, FILE_NAMES)
     counts: dict[tuple[int, str], int] = {}
     read: list[tuple[str, Record | InputError]] = []
     run_ids: set[str] = set()
@@ -119,7 +122,7 @@ def load_prime_hosted(paths: Sequence[Path | str] | Path | str, *, run_id: str |
 
 def samples(file: Path) -> Iterator[Sample]:
     """Every sample of ``file``: the records themselves, or the samples of each page record."""
-    for number, record in records(file):
+    for number, record in readable_records(file):
         where = f"{file}: record {number}"
         if not (isinstance(record, dict) and PAGE_KEYS <= record.keys()):
             yield Sample(where, str(number), record, None)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, decode_arguments, dumps, parse_json, read_json_file, type_name
-from trajlens.ingest._probe import Probe, named_like, strays
+from trajlens.ingest._probe import Probe, named_unread, strays
 from trajlens.limits import undecodable
 from trajlens.ingest.tools import SHELL_TOOLS, shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
@@ -185,7 +185,7 @@ def collect(paths: Any, detect: Detect, fmt: str, names: tuple[str, ...] = ()) -
             known = [detect(probe) for probe in probes]
             recognised = [probe for probe, ok in zip(probes, known) if ok]
             unknown = [probe for probe, ok in zip(probes, known) if not ok]
-            gone_bad = set(strays(recognised, unknown)) | set(_named_unread(unknown, names))
+            gone_bad = set(strays(recognised, unknown)) | set(named_unread(unknown, names))
             inside = [probe.path for probe, ok in zip(probes, known) if ok or probe.path in gone_bad]
             if not recognised:
                 raise InputError(str(path), f"no {fmt} trajectory files in this directory",
@@ -200,15 +200,6 @@ def collect(paths: Any, detect: Detect, fmt: str, names: tuple[str, ...] = ()) -
             raise InputError(str(path), expected="an existing file or directory", found="no such path")
     unique = list(dict.fromkeys(files))
     return Found(unique, Path(os.path.commonpath(anchors)), walked)
-
-
-def _named_unread(unknown: list[Probe], names: tuple[str, ...]) -> list[Path]:
-    """The files of ``unknown`` named as a log of the format (``names``) that no format detects."""
-    if not names:
-        return []
-    from trajlens.ingest.formats import claimed_by
-
-    return [probe.path for probe in unknown if named_like(probe.path, names) and claimed_by(probe.path) is not None]
 
 
 def relative(path: Path, root: Path) -> str:
