@@ -1,5 +1,6 @@
 """A file named as a trajectory of the format being loaded (``*.traj.json`` in a mini-swe-agent
-run, ``rollouts_step_<N>.json`` among Prime hosted samples) that cannot be read as one is never
+run, ``rollouts_step_<N>.json`` among Prime hosted samples, ``episode_*.json`` in an rLLM episode
+folder) that cannot be read as one is never
 left out of the run without a word: an empty file, one of another ``trajectory_format`` or
 shape, one beside logs of two formats. Strict ingest stops with
 the standard one-line error naming it; lenient ingest skips it with that problem. Files named
@@ -187,3 +188,26 @@ def test_beside_prime_hosted_samples_files_named_otherwise_are_still_left_out(tm
     done = trajlens("ingest", folder, "--store", tmp_path / "store")
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert load(folder).trajectories.num_rows == 16
+
+
+RLLM_EPISODE = Path("deepswe/run1/episodes/train_step_3_epoch_0/episode_hashe956f804_idastropy__astropy-12907_1.json")
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", "expected JSON, found an empty file"),
+    ('{"foo": 1}', "field 'id': expected a string or integer id, found no such key"),
+])
+def test_an_rllm_episode_file_that_is_no_episode_is_named_not_dropped(tmp_path, text, reason):
+    logs = Path(shutil.copytree(DATA / "rllm" / "logs", tmp_path / "logs"))
+    with_notes_beside(logs / RLLM_EPISODE.parent)
+    (logs / RLLM_EPISODE).write_text(text)
+    named_not_dropped(tmp_path, logs, logs / RLLM_EPISODE, reason, kept=2)
+
+
+def test_beside_rllm_episodes_files_named_otherwise_are_still_left_out(tmp_path):
+    logs = Path(shutil.copytree(DATA / "rllm" / "logs", tmp_path / "logs"))
+    with_notes_beside(logs / RLLM_EPISODE.parent)
+    (logs / RLLM_EPISODE.parent / "batch_summary.json").write_text("")
+    done = trajlens("ingest", logs, "--store", tmp_path / "store")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert load(logs).trajectories.num_rows == 3

@@ -140,7 +140,7 @@ def _registry() -> tuple[Format, ...]:
                keys=terminal_bench.KEYS,
                expects="a trial's results.json: trial_name, task_id, instruction, is_resolved"),
         Format("rllm", rllm.detect, rllm.load_rllm, keys=rllm.LOGGER_KEYS,
-               expects="an episode: episode_id, is_correct, trajectories of steps"),
+               expects="an episode: episode_id, is_correct, trajectories of steps", names=rllm.FILE_NAMES),
         Format("art", art.detect, art.load_art, keys=art.KEYS,
                expects="trajectory group rows: group_index, reward, messages"),
         Format("prime-rl", prime_rl.detect, prime_rl.load_prime_rl, folder=True),

@@ -45,6 +45,9 @@ LOGGER_KEYS: frozenset[str] = frozenset({"episode_id", "is_correct", "trajectori
 """Keys of an episode logger file."""
 EPISODE_KEYS: frozenset[str] = frozenset({"id", "is_correct", "termination_reason", "trajectories"})
 """Keys of ``Episode.to_dict()``."""
+FILE_NAMES: tuple[str, ...] = ("episode_*.json",)
+"""Names the episode logger gives its files: such a file that is no episode (empty, another
+shape) is read and named, not left out."""
 _STEP_FOLDER = re.compile(r"^(train|val)_step_(\d+)_epoch_\d+$")
 
 
@@ -57,16 +60,16 @@ def detect(target: Probe | Path | str) -> bool:
 def load_rllm(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
               strict: bool = True) -> RunData:
     """Load rLLM episode files (or folders of them) as one run."""
-    from trajlens.ingest._records import records
+    from trajlens.ingest._records import readable_records
     from trajlens.store.writer import joined_source, slug
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, FILE_NAMES)
     name = run_name(paths, files)
     builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=joined_source(files))
     for file in files:
         folder = _STEP_FOLDER.match(file.parent.name)
         split = folder.group(1) if folder else "train"
-        for number, episode in records(file):
+        for number, episode in readable_records(file):
             where = f"{file}: record {number}" if file.suffix == ".jsonl" else str(file)
             builder.add_record(episode, lambda episode: episode_rows(episode, Fields(where), split),
                                where=where, strict=strict)
