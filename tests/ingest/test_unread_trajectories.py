@@ -1,6 +1,6 @@
 """A file named as a trajectory of the format being loaded (``*.traj.json`` in a mini-swe-agent
 run, ``rollouts_step_<N>.json`` among Prime hosted samples, ``episode_*.json`` in an rLLM episode
-folder) that cannot be read as one is never
+folder, OpenHands' ``state_<task>.json`` and ``traj_<task>.json``) that cannot be read as one is never
 left out of the run without a word: an empty file, one of another ``trajectory_format`` or
 shape, one beside logs of two formats. Strict ingest stops with
 the standard one-line error naming it; lenient ingest skips it with that problem. Files named
@@ -21,6 +21,8 @@ from trajlens.ingest import load
 from trajlens.ingest.agents import load_mini_swe_agent_v2
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+real_logs = pytest.mark.skipif(not REAL.is_dir(), reason="real fixture logs not present")
 KNOWN = "(the formats known: 'mini-swe-agent-1' or 'mini-swe-agent-1.1')"
 
 
@@ -211,3 +213,59 @@ def test_beside_rllm_episodes_files_named_otherwise_are_still_left_out(tmp_path)
     done = trajlens("ingest", logs, "--store", tmp_path / "store")
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert load(logs).trajectories.num_rows == 3
+
+
+def openagentsafety(tmp_path: Path) -> Path:
+    """Two OpenHands V1 tasks of OpenAgentSafety, the grade of one and the events export of a
+    third, as the harness writes them side by side; a README and a config beside."""
+    outputs = next((REAL / "openhands-benchmarks-openagentsafety").rglob("state_safety-flattening.json")).parent
+    folder = tmp_path / "outputs"
+    folder.mkdir()
+    for name in ("state_safety-flattening.json", "eval_safety-flattening.json", "state_safety-unsafe-feedback-form.json",
+                 "traj_safety-transitions.json"):
+        shutil.copyfile(outputs / name, folder / name)
+    return with_notes_beside(folder)
+
+
+@real_logs
+@pytest.mark.parametrize("name, text, reason", [
+    ("state_safety-flattening.json", "", "expected JSON, found an empty file"),
+    ("state_safety-flattening.json", '{"events": 1}', "field 'history': expected a list, found no such key"),
+    ("traj_safety-transitions.json", "", "expected JSON, found an empty file"),
+])
+def test_an_openhands_v1_task_log_that_is_no_log_is_named_not_dropped(tmp_path, name, text, reason):
+    folder = openagentsafety(tmp_path)
+    (folder / name).write_text(text)
+    named_not_dropped(tmp_path, folder, folder / name, reason, kept=2)
+
+
+def runtime_trajs(tmp_path: Path) -> Path:
+    """OpenHands V0 event lists, ``basic.json`` under the name TheAgentCompany's harness gives a
+    task's events (``traj_<task>.json``); a README and a config beside."""
+    folder = tmp_path / "trajs"
+    folder.mkdir()
+    for log in (REAL / "OpenHands" / "tests" / "runtime" / "trajs").glob("*.json"):
+        shutil.copyfile(log, folder / ("traj_basic.json" if log.name == "basic.json" else log.name))
+    return with_notes_beside(folder)
+
+
+@real_logs
+@pytest.mark.parametrize("text, reason", [
+    ("", "expected JSON, found an empty file"),
+    ('{"events": 1}', "expected a JSON list of OpenHands events, found an object"),
+])
+def test_an_openhands_v0_task_log_that_is_no_log_is_named_not_dropped(tmp_path, text, reason):
+    folder = runtime_trajs(tmp_path)
+    (folder / "traj_basic.json").write_text(text)
+    named_not_dropped(tmp_path, folder, folder / "traj_basic.json", reason, kept=3)
+
+
+@real_logs
+@pytest.mark.parametrize("make, logs", [(openagentsafety, 3), (runtime_trajs, 4)], ids=["v1", "v0"])
+def test_beside_openhands_logs_files_named_otherwise_are_still_left_out(tmp_path, make, logs):
+    """The grader's ``eval_<task>.json``, a README, a config and an empty note are no logs."""
+    folder = make(tmp_path)
+    (folder / "notes.json").write_text("")
+    done = trajlens("ingest", folder, "--store", tmp_path / "store")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert load(folder).trajectories.num_rows == logs

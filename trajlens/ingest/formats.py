@@ -156,8 +156,8 @@ def _registry() -> tuple[Format, ...]:
         Format("swe-agent", swe_agent.detect, swe_agent.load_swe_agent,
                keys=frozenset({"trajectory", "history", "info"}), expects='a .traj object of trajectory, history, info',
                names=swe_agent.FILE_NAMES),
-        Format("openhands-v0", openhands_v0.detect, openhands_v0.load_openhands_v0),
-        Format("openhands-v1", openhands_v1.detect, openhands_v1.load_openhands_v1),
+        Format("openhands-v0", openhands_v0.detect, openhands_v0.load_openhands_v0, names=openhands_v0.FILE_NAMES),
+        Format("openhands-v1", openhands_v1.detect, openhands_v1.load_openhands_v1, names=openhands_v1.FILE_NAMES),
         # Last: a chat log is what several of the formats above also hold.
         Format("openai-chat", openai_chat.detect, openai_chat.load_openai_chat,
                keys=frozenset({"messages"}), expects='conversations: messages of role, content, tool_calls'),

@@ -69,6 +69,11 @@ BOOKKEEPING_ARGS: frozenset[str] = frozenset({
     "translated_ipython_code", "security_risk", "wait_for_response", "image_urls",
 })
 
+FILE_NAMES: tuple[str, ...] = ("traj_*.json",)
+"""The name TheAgentCompany's and OpenAgentSafety's harnesses save a task's events under
+(``save_trajectory_path``): such a file that is no event list (empty, another shape) is read and
+named, not left out. Other names are free (``<session id>.json``, ``basic.json``): a file so
+named that is empty or an object cannot be told from a note or a config beside the logs."""
 _EVENT_RE = re.compile(r'"(action|observation)"\s*:\s*"')
 _SOURCE_RE = re.compile(r'"source"\s*:\s*"(agent|user|environment)"')
 _V1_KIND_RE = re.compile(r'"kind"\s*:\s*"\w+Event"')
@@ -87,7 +92,8 @@ def detect(target: Probe | Path | str) -> bool:
 
 def load_openhands_v0(paths: Any, *, run_id: str | None = None, strict: bool = True) -> RunData:
     """Load OpenHands V0 event-stream files, or folders of them, as one run."""
-    return load_run(paths, fmt=FORMAT, detect=detect, parse=parse_file, run_id=run_id, strict=strict)
+    return load_run(paths, fmt=FORMAT, detect=detect, parse=parse_file, run_id=run_id, strict=strict,
+                    names=FILE_NAMES)
 
 
 def parse_file(context: FileContext) -> Iterator[Record | InputError]:

@@ -70,6 +70,9 @@ REPR_MESSAGE = "Python-repr pseudo-JSON, not JSON; load the state_*.json beside 
 FIXED_TOOL_NAMES: dict[str, str] = {"ThinkAction": "think", "FinishAction": "finish"}
 SHELL_ACTIONS: frozenset[str] = frozenset({"ExecuteBashAction", "TerminalAction"})
 
+FILE_NAMES: tuple[str, ...] = ("state_*.json", "traj_*.json")
+"""Names the harness gives a task's log: such a file that is no log (empty, another shape) is
+read and named, not left out. The grader's ``eval_<task>.json`` beside it is not one."""
 _KIND_RE = re.compile(r'"kind"\s*:\s*"\w+Event"')
 _EMPTY_STATE_RE = re.compile(r'"history"\s*:\s*\[\s*\]')
 _PREFIXES = ("state_", "traj_")
@@ -93,7 +96,7 @@ def load_openhands_v1(paths: Any, *, run_id: str | None = None, strict: bool = T
     """Load OpenHands V1 ``state_*.json`` (or ``traj_*.json``) files, or folders of them, as one run."""
     return load_run(
         paths, fmt=FORMAT, detect=detect, parse=parse_file, run_id=run_id, strict=strict,
-        select=_skip_duplicate_exports, trajectory_ids=_trajectory_ids,
+        select=_skip_duplicate_exports, trajectory_ids=_trajectory_ids, names=FILE_NAMES,
     )
 
 
