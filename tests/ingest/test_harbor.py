@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from cli_run import run_cli  # noqa: E402
 from end_to_end import through_every_surface  # noqa: E402
 
 from trajlens.errors import InputError  # noqa: E402
@@ -74,3 +75,34 @@ def test_the_agent_s_own_chat_logs_in_a_trial_do_not_split_the_job(tmp_path):
     sources = formats.plan(job)
     assert [(s.format.name, s.run_id, len(s.paths)) for s in sources] == [("harbor", "job", 2)]
     assert load(job).trajectories.num_rows == 2
+
+
+@pytest.mark.parametrize("text, found", [
+    ("", "expected JSON, found an empty file"),
+    ("[]", "expected a JSON object, found a list"),
+    ('{"foo": 1}', "field 'task_name': expected a string, found no such key"),
+], ids=["empty", "array", "no-trial-result"])
+def test_a_trial_s_result_gone_bad_is_named_not_read_as_a_trajectory_of_its_own(tmp_path, text, found):
+    """A result.json beside a trial's agent/ folder is that trial's result whatever it holds."""
+    jobs = tmp_path / "jobs"
+    shutil.copytree(JOBS, jobs)
+    result = jobs / TRIAL.relative_to(JOBS) / "result.json"
+    result.write_text(text)
+    done = run_cli("ingest", jobs, "--store", tmp_path / "store")
+    assert done.returncode == 1 and not (tmp_path / "store").exists()
+    assert done.stderr == f"error: {result}: {found}\n"
+    run = load(jobs, strict=False)
+    assert run.trajectories.column("trajectory_id").to_pylist() == ["hello-world__trial2"]
+    assert [p.message for p in run.problems] == [f"{result}: {found}"]
+    assert json.loads(run.runs.column("config")[0].as_py())["agent_info"]["name"] == "terminus-2"
+
+
+def test_a_trial_whose_result_is_gone_bad_and_has_no_trajectory_is_named(tmp_path):
+    jobs = tmp_path / "jobs"
+    shutil.copytree(JOBS, jobs)
+    trial = jobs / TRIAL.relative_to(JOBS)
+    (trial / "agent" / "trajectory.json").unlink()
+    (trial / "result.json").write_text("")
+    with pytest.raises(InputError, match="expected JSON, found an empty file") as caught:
+        load(jobs)
+    assert caught.value.file == str(trial / "result.json")

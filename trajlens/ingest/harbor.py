@@ -6,7 +6,10 @@ Read as harbor 0.26.0 writes them. A trial folder (``harbor/models/trial/paths.p
 ``verifier_result.rewards`` (name -> number), ``exception_info``, ``config``) and
 ``agent/trajectory.json``, an ATIF ``Trajectory`` (``harbor/models/trajectories/``:
 ``schema_version``, ``session_id``, ``agent``, ``steps``, ``final_metrics``). A job folder
-holds one folder per trial. Terminal-Bench 2 runs through Harbor and writes the same.
+holds one folder per trial. Terminal-Bench 2 runs through Harbor and writes the same. A
+``result.json`` beside a trial's ``agent/`` folder is that trial's result whatever it holds: one
+that is empty or no ``TrialResult`` is an error naming it, never left out or its trajectory
+read as one of its own.
 
 Mapping: a trial is a trajectory named by its ``trial_name``; ``task_id`` and ``group_id``
 are its ``task_name`` (the attempts at one task form a group). Every verifier reward is a
@@ -23,7 +26,7 @@ of commands, ``harbor/agents/terminus_2/terminus_2.py``) is the observation of t
 last call. ``reasoning_content`` then ``message`` is the turn's text; the last agent step's
 text after its last call is the response. Terminus 2's ``bash_command`` calls carry
 ``keystrokes``, which are the command (a trailing newline, the Enter key, dropped).
-The first trial's ``config`` and ``agent_info`` are the run's config.
+The ``config`` and ``agent_info`` of the first trial that loads are the run's config.
 """
 
 from __future__ import annotations
@@ -55,9 +58,17 @@ def detect(target: Probe | Path | str) -> bool:
     ``episode-<n>/debug.json`` holds chat messages) are not logs of another format."""
     probe = Probe.of(target)
     if probe.is_dir:
-        return RESULT_KEYS <= Probe(probe.path / RESULT_FILE).record_keys
-    keys = probe.record_keys
-    return RESULT_KEYS <= keys or TRAJECTORY_KEYS <= keys
+        return is_result(Probe(probe.path / RESULT_FILE))
+    return is_result(probe) or TRAJECTORY_KEYS <= probe.record_keys
+
+
+def is_result(probe: Probe) -> bool:
+    """Whether a file is a trial's ``result.json``: by its keys, or by where harbor writes it
+    (beside the trial's ``agent/`` folder), so one that is empty or no ``TrialResult`` is read,
+    and named, as its trial's result rather than left out or its trajectory read alone."""
+    if RESULT_KEYS <= probe.record_keys:
+        return True
+    return probe.path.name == RESULT_FILE and probe.is_file and (probe.path.parent / TRAJECTORY_FILE.parent).is_dir()
 
 
 def load_harbor(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
@@ -66,27 +77,28 @@ def load_harbor(paths: Sequence[Path | str] | Path | str, *, run_id: str | None 
     from trajlens.store.writer import slug
 
     files = files_of(paths, detect)
-    results = [f for f in files if RESULT_KEYS <= Probe(f).record_keys]
+    results = [f for f in files if is_result(Probe(f))]
     claimed = {(f.parent / TRAJECTORY_FILE).resolve() for f in results}
     loose = [f for f in files if f not in results and f.resolve() not in claimed]
-    name = run_name(paths, files)
+    run = run_id or slug(Path(run_name(paths, files)).stem)
     builder = None
+    skipped: list[InputError] = []
     for file in [*results, *loose]:
         try:
             result = _object(file) if file in results else None
-            if builder is None:
-                builder = _builder(run_id or slug(Path(name).stem), result, files)
             trajectory_file = file.parent / TRAJECTORY_FILE if result is not None else file
             trajectory = _object(trajectory_file) if trajectory_file.is_file() else None
             row, calls = trial(result, trajectory, file, trajectory_file)
+            if builder is None:  # the run's config is the first trial's that loads, not a skipped one's
+                builder = _builder(run, result, files)
             builder.add_trajectory(row, calls, where=str(file))
         except InputError as error:
             if strict:
                 raise
-            if builder is None:
-                builder = _builder(run_id or slug(Path(name).stem), None, files)
-            builder.skip(error)
-    assert builder is not None  # files_of found at least one file
+            skipped.append(error)
+    builder = builder or _builder(run, None, files)
+    for error in skipped:
+        builder.skip(error)
     return builder.build()
 
 
@@ -203,4 +215,4 @@ def _command(name: str, arguments: dict[str, Any]) -> str | None:
     return shell_command(name, arguments)
 
 
-__all__ = ["FORMAT", "RESULT_KEYS", "TRAJECTORY_KEYS", "detect", "load_harbor", "trial"]
+__all__ = ["FORMAT", "RESULT_KEYS", "TRAJECTORY_KEYS", "detect", "is_result", "load_harbor", "trial"]
