@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from cli_run import run_cli  # noqa: E402
 from end_to_end import through_every_surface  # noqa: E402
 
 from trajlens.errors import InputError  # noqa: E402
@@ -59,3 +60,24 @@ def test_the_agent_s_own_logs_in_a_trial_do_not_split_the_run(tmp_path):
         (episode / "debug.json").write_text('{"messages": [{"role": "user", "content": "hi"}]}')
     assert [(s.format.name, s.run_id) for s in formats.plan(run)] == [("terminal-bench", "run")]
     assert load(run).trajectories.num_rows == 2
+
+
+@pytest.mark.parametrize("text, found", [
+    ("", "expected JSON, found an empty file"),
+    ("[]", "expected a trial's results (an object), found a list"),
+    ('{"foo": 1}', "field 'task_id': expected a string, found no such key"),
+], ids=["empty", "array", "no-trial-results"])
+def test_a_trial_s_results_gone_bad_are_named_and_the_run_keeps_its_name(tmp_path, text, found):
+    """A results.json in a folder named as the harness names trials is that trial's whatever it holds."""
+    runs = tmp_path / "runs"
+    shutil.copytree(RUNS, runs)
+    results = runs / HELLO.relative_to(RUNS) / "results.json"
+    results.write_text(text)
+    done = run_cli("ingest", runs, "--store", tmp_path / "store")
+    assert done.returncode == 1 and not (tmp_path / "store").exists()
+    assert done.stderr == f"error: {results}: {found}\n"
+    assert [(s.format.name, s.run_id) for s in formats.plan(runs)] == [("terminal-bench", "runs")]
+    run = load(runs, strict=False)
+    assert [r["trajectory_id"].split(".")[0] for r in run.trajectories.to_pylist()] == ["fix-permissions"]
+    assert run.runs.column("run_id").to_pylist() == ["runs"]
+    assert [p.message for p in run.problems] == [f"{results}: {found}"]

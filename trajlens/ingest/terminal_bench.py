@@ -10,7 +10,9 @@ writes one folder per trial, ``<run>/<task_id>/<trial_name>/``
 sessions, one ``repr(keys)`` per line (``terminal_bench/terminal/tmux_session.py``
 ``send_keys``), keys a string or a list of strings and tmux key names (``Enter``, ``C-c``).
 The run folder also holds ``results.json`` (the ``BenchmarkResults`` aggregate) and
-``run_metadata.json``, which are not read: the trials' own results are the source.
+``run_metadata.json``, which are not read: the trials' own results are the source. A
+``results.json`` in a folder named as the harness names trials is that trial's whatever it
+holds: one that is empty or no ``TrialResults`` is an error naming it, never left out.
 
 Mapping: a trial is a trajectory named by its ``trial_name``; ``task_id`` and ``group_id``
 are its ``task_id``; ``resolved`` is ``is_resolved`` and ``reward`` 1.0 or 0.0 from it; the
@@ -46,6 +48,8 @@ TOOL = "tmux_send_keys"
 NEWLINE_KEYS: frozenset[str] = frozenset({"Enter", "C-m", "KPEnter"})
 _CONTROL_KEY = re.compile(r"^[CM]-\S$")
 """A tmux control or meta key (``C-c``, ``C-d``, ``M-x``): typed, but not text."""
+_TRIAL_NAME = r"\.\d+-of-\d+\..+"
+"""A trial folder's name after its task id (``harness.py`` ``_get_trial_name``: attempt, attempts, run id)."""
 TEST_RUN_SCRIPT = "run-tests.sh"
 TEST_STATUS: dict[str, float] = {"passed": 1.0, "failed": 0.0}
 
@@ -55,8 +59,19 @@ def detect(target: Probe | Path | str) -> bool:
     as Terminus' ``episode-<n>/debug.json``, are not logs of another format) or the file."""
     probe = Probe.of(target)
     if probe.is_dir:
-        return KEYS <= Probe(probe.path / RESULTS).record_keys
-    return KEYS <= probe.record_keys
+        return is_trial_results(Probe(probe.path / RESULTS))
+    return is_trial_results(probe)
+
+
+def is_trial_results(probe: Probe) -> bool:
+    """Whether a file is a trial's ``results.json``: by its keys, or by where the harness writes
+    it (``<task_id>/<task_id>.<n>-of-<N>.<run_id>/results.json``), so one that is empty or no
+    ``TrialResults`` is read, and named, as its trial's rather than left out of the run."""
+    if KEYS <= probe.record_keys:
+        return True
+    path = probe.path
+    return (path.name == RESULTS and probe.is_file
+            and re.fullmatch(re.escape(path.parent.parent.name) + _TRIAL_NAME, path.parent.name) is not None)
 
 
 def load_terminal_bench(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
@@ -140,4 +155,4 @@ def _command(keys: list[str]) -> str | None:
     return text.rstrip("\n") or None
 
 
-__all__ = ["FORMAT", "KEYS", "detect", "load_terminal_bench", "trial"]
+__all__ = ["FORMAT", "KEYS", "detect", "is_trial_results", "load_terminal_bench", "trial"]
