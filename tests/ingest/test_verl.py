@@ -297,6 +297,26 @@ def test_an_empty_first_dump_of_a_folder_is_named_not_dropped(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.parametrize("first", ['{"foo": {"bar": 1}}', '{"input": "a", "output": "b"}', "not json"],
+                         ids=["other-keys", "no-score", "garbled"])
+def test_a_first_step_that_is_no_dump_is_named_by_ingest_as_by_check(tmp_path, first):
+    """A <step>.jsonl whose first record is no dump's does not make the folder another kind of
+    folder: ingest reads it with the rest, as check does, and names its record."""
+    folder = tmp_path / "run"
+    shutil.copytree(DUMP, folder)
+    (folder / "1.jsonl").write_text(first + "\n")
+    ingested = run_cli("ingest", folder, "--store", tmp_path / "store")
+    checked = run_cli("check", folder)
+    assert ingested.returncode == 1 and not (tmp_path / "store").exists()
+    assert ingested.stderr.startswith(f"error: {folder / '1.jsonl'}: record 1: ") and ingested.stderr.count("\n") == 1
+    assert checked.returncode == 2 and checked.stderr == ingested.stderr
+    lenient = run_cli("ingest", folder, "--store", tmp_path / "store", "--lenient")
+    assert lenient.returncode == 0 and "; skipped 1 (each named above)" in lenient.stdout
+    assert lenient.stderr == ingested.stderr.replace("error: ", "skipped: ", 1)
+    run = load_verl(folder, strict=False)
+    assert sorted(set(run.trajectories.column("step").to_pylist())) == [2]
+
+
 def test_empty_file(tmp_path):
     empty = tmp_path / "run" / "4.jsonl"
     empty.parent.mkdir()

@@ -97,9 +97,14 @@ def detect(target: Probe | Path | str) -> bool:
     if path.is_dir():
         # Dumps lie directly in the folder verl writes them to; a folder whose only dumps are in
         # a validation sub-folder is an experiment folder (rollouts and validation side by side).
-        # the first dump that holds a record: an empty one (a step cut short) is the loader's to name
-        first = next((file for file in sorted(path.glob("*.jsonl"), key=_file_order) if file.stat().st_size), None)
-        return first is not None and _looks_like_dump(first)
+        for file in sorted(path.glob("*.jsonl"), key=_file_order):  # files not named <step>.jsonl first
+            if _looks_like_dump(file):
+                return True
+            if file.stat().st_size and _file_step(file) is None:
+                return False  # records of another kind: not a dump folder
+            # an empty <step>.jsonl (a step cut short), or one whose first record is no dump's, is
+            # a step gone bad: the loader's to name, so the folder is still read whole
+        return False
     return path.is_file() and path.suffix == ".jsonl" and _looks_like_dump(path)
 
 
