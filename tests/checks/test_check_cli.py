@@ -291,6 +291,26 @@ def test_agent_logs_are_sent_to_ingest_naming_their_format():
                            "`trajlens ingest`\n")
 
 
+def test_verl_dumps_are_checked_as_ingest_reads_them(tmp_path):
+    """An experiment folder (rollouts and validation side by side) is planned as ingest plans
+    it: every step's rollouts are checked, not only the validation dumps."""
+    import shutil
+
+    from trajlens.checks.data import open_source
+    from trajlens.ingest import load
+
+    dump = REPO / "tests" / "data" / "verl" / "grpo-sandbox"
+    experiment = tmp_path / "experiment"
+    shutil.copytree(dump, experiment / "rollouts", ignore=shutil.ignore_patterns("val"))
+    shutil.copytree(dump / "val", experiment / "val")
+    _, checked = open_source(experiment)
+    ingested = load(experiment).trajectories.column("trajectory_id").to_pylist()
+    assert sorted(checked.trajectories.get_column("trajectory_id").to_list()) == sorted(ingested)
+    assert {"1-0", "2-0", "val-2-0"} <= set(ingested)
+    done = trajlens("check", experiment)
+    assert "run experiment (2 steps)" in done.stdout, done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("equals, status, evidence", [
     ("1", "FAIL", "vs > 10"),  # an integer matches the config's gamma = 1.0: a number is a number
     ("1.0", "FAIL", "vs > 10"),

@@ -629,9 +629,9 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, N
         return _read_run_dir(_store_run(path, run_id), run_id)
     kind = detect_source(path)
     if kind == "verl":
-        from trajlens.ingest.verl import load_verl
+        from trajlens.ingest import load
 
-        run = load_verl([path], run_id=run_id)
+        run = load(path, run_id=run_id)  # the files ingest would read, planned as ingest plans them
         batch = NewSteps(*(pl.from_arrow(run.table(name)) for name in BATCH_TABLES))
         return RunInfo.of_runs(run.run_id, str(path), run.runs, path), batch
     from trajlens.ingest.formats import by_name
