@@ -37,6 +37,15 @@ def test_eval_dumps_are_validation_rollouts_at_their_step_grouped_by_prompt():
     assert run.tool_calls.num_rows == 0
 
 
+def test_an_eval_row_s_id_is_the_same_loaded_alone_or_with_its_folder(tmp_path):
+    export = tmp_path / "export"
+    shutil.copytree(EXPORT, export)
+    dump = next(export.rglob("primes_easy.jsonl"))
+    alone = load(dump).trajectories.column("trajectory_id").to_pylist()
+    assert alone == ["global_step_2_evals/primes_easy/1", "global_step_2_evals/primes_easy/2"]
+    assert set(alone) <= set(load(export).trajectories.column("trajectory_id").to_pylist())
+
+
 @pytest.mark.parametrize("change, found", [(lambda row: row.update(score=None), "null"),
                                            (lambda row: row.pop("score"), "no such key")])
 def test_an_eval_row_without_its_score_is_named(tmp_path, change, found):

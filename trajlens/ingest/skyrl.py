@@ -14,7 +14,8 @@ Read as skyrl-train 0.3.1 writes them:
   (``TrajectoryID`` ``{instance_id, repetition_id}``). The trainer's own dumps of the training
   batch are pickles (``dump_data``), which are never loaded: nothing from a log is executed.
 
-Mapping, evaluation rows: a row is a trajectory ``<file stem>/<row>`` at the step of its
+Mapping, evaluation rows: a row is a trajectory ``<folder>/<file stem>/<row>``
+(``global_step_2_evals/gsm8k/1``, loaded alone or with its folder) at the step of its
 ``global_step_<N>_evals`` folder (0 otherwise), split ``val``; the rollouts of one prompt
 (same ``input_prompt``) form a group whose id is the data source and a digest of the
 prompt; ``reward`` is ``score`` (summed when per token), ``exit_status`` the
@@ -22,7 +23,7 @@ prompt; ``reward`` is ``score`` (summed when per token), ``exit_status`` the
 structure, so these rows have no calls.
 
 Generator outputs: rollout ``i`` is a trajectory ``<instance_id>_<repetition_id>`` (or
-``<file>/<i>``), grouped by ``instance_id``; its token arrays are the response's:
+``<folder>/<file stem>/<i>``), grouped by ``instance_id``; its token arrays are the response's:
 ``response_mask`` from ``loss_masks``, ``token_rewards`` where rewards are per token,
 ``log_probs`` from ``rollout_logprobs``; ``reward`` is the scalar (or the token rewards'
 sum), ``model_tokens`` the masked-in response tokens.
@@ -64,7 +65,7 @@ def load_skyrl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None =
     name = run_name(paths, files)
     builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=joined_source(files))
     for file in files:
-        label = file.stem if len(files) == 1 else f"{file.parent.name}/{file.stem}"
+        label = f"{file.parent.name}/{file.stem}"  # the same whichever files beside it are read
         step = _step(file)
         for number, row in records(file):
             where = f"{file}: record {number}"
