@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from cli_run import run_cli  # noqa: E402
 from end_to_end import through_every_surface  # noqa: E402
 
 from trajlens.errors import InputError  # noqa: E402
@@ -44,6 +45,26 @@ def test_an_eval_row_s_id_is_the_same_loaded_alone_or_with_its_folder(tmp_path):
     alone = load(dump).trajectories.column("trajectory_id").to_pylist()
     assert alone == ["global_step_2_evals/primes_easy/1", "global_step_2_evals/primes_easy/2"]
     assert set(alone) <= set(load(export).trajectories.column("trajectory_id").to_pylist())
+
+
+@pytest.mark.parametrize("text, found", [
+    ("", "no records, expected evaluation rows or a generator output, found an empty file"),
+    ('{"foo": 1}\n', "record 1: field 'input_prompt': expected a string, found no such key"),
+], ids=["empty", "other-records"])
+def test_a_data_source_s_eval_rows_gone_bad_are_named_not_left_out(tmp_path, text, found):
+    """Every .jsonl in a global_step_<N>_evals folder but the aggregated metrics is a data source's rows."""
+    export = tmp_path / "export"
+    shutil.copytree(EXPORT, export)
+    dump = next(export.rglob("gsm8k.jsonl"))
+    dump.write_text(text)
+    done = run_cli("ingest", export, "--store", tmp_path / "store")
+    assert done.returncode == 1 and not (tmp_path / "store").exists()
+    assert done.stderr == f"error: {dump}: {found}\n"
+    lenient = run_cli("ingest", export, "--store", tmp_path / "store", "--lenient")
+    assert lenient.returncode == 0 and lenient.stderr == f"skipped: {dump}: {found}\n"
+    run = load(export, strict=False)
+    assert run.trajectories.column("trajectory_id").to_pylist() == [
+        "global_step_2_evals/primes_easy/1", "global_step_2_evals/primes_easy/2"]
 
 
 @pytest.mark.parametrize("change, found", [(lambda row: row.update(score=None), "null"),

@@ -7,7 +7,9 @@ Read as skyrl-train 0.3.1 writes them:
   an evaluation without training, ``skyrl_train/evaluate.py``), one line per rollout:
   ``input_prompt`` and ``output_response`` (the decoded token ids), ``score`` (the reward, a
   number or a list of per-token rewards), ``stop_reason``, ``env_class``, ``env_extras``,
-  ``data_source``; and ``aggregated_results.jsonl`` (the eval metrics, not read here).
+  ``data_source``; and ``aggregated_results.jsonl`` (the eval metrics, not read here). Every
+  other ``.jsonl`` there is a data source's rows whatever it holds: one that is empty or holds
+  other records is an error naming it, never left out.
 * a ``GeneratorOutput`` (``skyrl_train/generators/base.py``) saved as JSON: columns
   ``prompt_token_ids``, ``response_ids``, ``rewards`` (per rollout or per token),
   ``loss_masks``, ``stop_reasons``, ``rollout_logprobs``, ``trajectory_ids``
@@ -48,12 +50,27 @@ EVAL_KEYS: frozenset[str] = frozenset({"input_prompt", "output_response", "score
 GENERATOR_KEYS: frozenset[str] = frozenset({"prompt_token_ids", "response_ids", "rewards", "loss_masks"})
 """Keys of a ``GeneratorOutput``."""
 _STEP_FOLDER = re.compile(r"global_step_(\d+)_evals$")
+EVAL_ONLY_FOLDER = "eval_only"
+"""The folder ``evaluate.py`` dumps an evaluation without training to."""
+AGGREGATED = "aggregated_results.jsonl"
+"""The eval metrics beside the rows in an eval dump folder (not read)."""
 
 
 def detect(target: Probe | Path | str) -> bool:
     """Evaluation rows or a generator output, in any container."""
-    keys = Probe.of(target).record_keys
-    return EVAL_KEYS <= keys or GENERATOR_KEYS <= keys
+    probe = Probe.of(target)
+    keys = probe.record_keys
+    return EVAL_KEYS <= keys or GENERATOR_KEYS <= keys or is_eval_dump(probe)
+
+
+def is_eval_dump(probe: Probe) -> bool:
+    """Whether a file is a data source's evaluation rows by where skyrl-train dumps them
+    (``<data_source>.jsonl`` in ``global_step_<N>_evals/`` or ``eval_only/``), so one that is
+    empty or holds other records is read, and named, rather than left out of the run."""
+    path = probe.path
+    folder = path.parent.name
+    return (path.suffix == ".jsonl" and path.name != AGGREGATED and probe.is_file
+            and (_STEP_FOLDER.match(folder) is not None or folder == EVAL_ONLY_FOLDER))
 
 
 def load_skyrl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None,
@@ -67,10 +84,18 @@ def load_skyrl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None =
     for file in files:
         label = f"{file.parent.name}/{file.stem}"  # the same whichever files beside it are read
         step = _step(file)
+        records_read = 0
         for number, row in records(file):
+            records_read += 1
             where = f"{file}: record {number}"
             builder.add_record(row, lambda row: _trajectories(row, where, label, number, step),
                                where=where, strict=strict)
+        if not records_read:  # a dump cut short to nothing is a data source's rows gone, not a file to pass over
+            empty = InputError(str(file), "no records", expected="evaluation rows or a generator output",
+                               found="an empty file" if not file.stat().st_size else "only blank lines")
+            if strict:
+                raise empty
+            builder.skip(empty)
     return builder.build()
 
 
@@ -164,4 +189,5 @@ def _trajectory_id(ids: list[Any] | None, index: int, read: Fields) -> tuple[str
     return str(instance), repetition
 
 
-__all__ = ["EVAL_KEYS", "FORMAT", "GENERATOR_KEYS", "detect", "eval_row", "generator_rollouts", "load_skyrl"]
+__all__ = ["EVAL_KEYS", "FORMAT", "GENERATOR_KEYS", "detect", "eval_row", "generator_rollouts", "is_eval_dump",
+           "load_skyrl"]
