@@ -27,3 +27,21 @@ def test_a_second_side_of_the_same_run_reuses_the_answer_until_the_run_changes(s
     os.utime(run_dir, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000_000))
     assert choices.available_estimators(store, RUN_ID) == first
     assert calls == [RUN_ID, RUN_ID]
+
+
+def test_two_runs_asked_by_turns_are_each_read_once(samples_store_path, monkeypatch):
+    """A comparison of two runs asks for each side's estimators several times, by turns: each
+    answer is kept beside the other's, not in its place."""
+    store = trajlens.open(samples_store_path)
+    calls = []
+    original = choices.report_advantages
+
+    def counted(*args, **kwargs):
+        calls.append(args[1])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(choices, "report_advantages", counted)
+    monkeypatch.setattr(choices, "_ALLOWED", {})
+    answers = [choices.available_estimators(store, run) for run in ("grpo-leg", "sao-r6") * 3]
+    assert calls == ["grpo-leg", "sao-r6"]
+    assert answers[0] == answers[2] == answers[4] and answers[1] == answers[3] == answers[5]

@@ -145,7 +145,8 @@ def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[Es
             choices = report_advantages(store, run_id, compute=False).choices
             if stamp is None:
                 return choices
-            _ALLOWED.clear()  # one run's answer kept: a comparison asks for both its sides
+            while len(_ALLOWED) >= ALLOWED_KEPT:  # the oldest answer goes: a comparison asks for both its sides, by turns
+                del _ALLOWED[next(iter(_ALLOWED))]
             _ALLOWED[key] = choices
         return list(_ALLOWED[key])
     declared = run_declared(store, run_id)
@@ -177,8 +178,12 @@ def stored_lacks(store: Any, run_id: str, choice: EstimatorChoice) -> list[str]:
 
 
 _ALLOWED: dict[tuple[str, str, tuple[int, int]], list[EstimatorChoice]] = {}
-"""The last :func:`available_estimators` answer read from a stored run, by store, run and the
-run directory's stamp: reading it means a pass over the run's token arrays."""
+"""The last :func:`available_estimators` answers read from stored runs (:data:`ALLOWED_KEPT` at
+most), by store, run and the run directory's stamp: reading one means a pass over the run's token arrays."""
+
+ALLOWED_KEPT = 8
+"""Runs whose :func:`available_estimators` answer is kept: a few choices each, where reading one
+again is a pass over a run (a comparison of two runs asks for each several times, by turns)."""
 
 
 def run_stamp(store: Any, run_id: str) -> tuple[int, int] | None:
