@@ -53,10 +53,10 @@ def test_ctrl_c_in_the_middle_of_a_write_leaves_no_partial_file(samples_store_pa
     lambda: __import__("duckdb").InterruptException("INTERRUPT Error: Interrupted!"),
 ])
 def test_a_query_ctrl_c_ended_is_an_interrupt_not_a_traceback(samples_store_path, tmp_path, monkeypatch, capsys, ending):
-    def interrupted(self, query, params=None):
+    def interrupted(self, query, params=None, **options):
         raise ending()
 
-    monkeypatch.setattr(Store, "sql", interrupted)
+    monkeypatch.setattr(Store, "sql_batches", interrupted)
     status = main(["sql", str(samples_store_path), "SELECT 1", "--out", str(tmp_path / "rows.csv")])
     assert status == INTERRUPTED
     assert capsys.readouterr().err == "interrupted\n"
@@ -64,10 +64,10 @@ def test_a_query_ctrl_c_ended_is_an_interrupt_not_a_traceback(samples_store_path
 
 
 def test_another_runtime_error_is_not_taken_for_an_interrupt(samples_store_path, monkeypatch):
-    def broken(self, query, params=None):
+    def broken(self, query, params=None, **options):
         raise RuntimeError("Query failed for another reason")
 
-    monkeypatch.setattr(Store, "sql", broken)
+    monkeypatch.setattr(Store, "sql_batches", broken)
     with pytest.raises(RuntimeError, match="another reason"):
         main(["sql", str(samples_store_path), "SELECT 1"])
 

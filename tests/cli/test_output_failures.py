@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from cli_run import run_cli
 from outputs import LONGEST_NAME, contents, one_error_line
@@ -181,24 +182,24 @@ def test_sample_refuses_an_out_it_cannot_make_before_the_work(store, tmp_path):
 def test_an_out_that_fails_while_written_names_the_path_given(store, tmp_path, monkeypatch):
     out = tmp_path / "runs.parquet"
 
-    def full_disk(self, path, *args, **kwargs):
-        # polars says so without errno or file name: "Reason (os error N): PATH"
-        raise OSError(f"No space left on device (os error {errno.ENOSPC}): {path}")
+    def full_disk(self, *args, **kwargs):
+        # said without errno or file name: "Reason (os error N): PATH"
+        raise OSError(f"No space left on device (os error {errno.ENOSPC}): {out}.partial")
 
-    monkeypatch.setattr(pl.DataFrame, "write_parquet", full_disk)
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full_disk)
     done = run_cli("sql", store, "SELECT * FROM runs", "--out", out)
     assert done.returncode == 1
     assert one_error_line(done) == f"error: --out {out}: cannot write it ({FULL_DISK})"
     assert not list(tmp_path.glob("runs.parquet*"))
 
 
-def test_a_result_polars_cannot_write_names_the_path_given_once(store, tmp_path, monkeypatch):
+def test_a_result_that_cannot_be_written_names_the_path_given_once(store, tmp_path, monkeypatch):
     out = tmp_path / "runs.parquet"
 
-    def refuse(self, path, *args, **kwargs):
-        raise pl.exceptions.ComputeError("cannot write this column")
+    def refuse(self, *args, **kwargs):
+        raise pa.ArrowInvalid("cannot write this column")
 
-    monkeypatch.setattr(pl.DataFrame, "write_parquet", refuse)
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", refuse)
     done = run_cli("sql", store, "SELECT * FROM runs", "--out", out)
     assert done.returncode == 1
     assert one_error_line(done) == f"error: --out {out}: cannot write the result (cannot write this column)"

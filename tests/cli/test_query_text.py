@@ -115,3 +115,39 @@ def test_shell_runs_a_shipped_query_file(store):
     text = (Path(__file__).resolve().parents[2] / "queries" / "runs_overview.sql").read_text()
     done = run_cli("shell", store, stdin=text)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".json", ".parquet", ".md"])
+def test_a_result_written_a_batch_at_a_time_is_the_whole_result(store, tmp_path, monkeypatch, suffix):
+    """``sql --out`` holds one batch of rows at a time: what it writes is what writing the whole
+    result at once writes."""
+    import polars as pl
+
+    from trajlens.cli._output import write_output
+    from trajlens.store import handle
+
+    query = "SELECT trajectory_id, step, response_mask FROM tokens ORDER BY step, trajectory_id"
+    whole = trajlens.open(store).sql(query)
+    write_output(tmp_path / f"whole{suffix}", frame=whole)
+    monkeypatch.setattr(handle, "NESTED_BATCH_ROWS", 3)  # the token arrays: a nested result
+    assert len(list(trajlens.open(store).sql_batches(query))) == -(-whole.height // 3) > 2
+    done = run_cli("sql", store, query, "--out", tmp_path / f"batched{suffix}")
+    assert done.returncode == 0 and done.stdout == f"wrote {whole.height} rows to {tmp_path / f'batched{suffix}'}\n"
+    if suffix == ".parquet":
+        assert pl.read_parquet(tmp_path / "batched.parquet").equals(whole)
+    else:
+        assert (tmp_path / f"batched{suffix}").read_bytes() == (tmp_path / f"whole{suffix}").read_bytes()
+
+
+def test_a_printed_result_longer_than_rows_gives_its_first_rows_and_its_length(store, monkeypatch):
+    from trajlens.store import handle
+
+    monkeypatch.setattr(handle, "QUERY_BATCH_ROWS", 2)
+    height = trajlens.open(store).sql("SELECT count(*) AS n FROM tool_calls")["n"][0]
+    done = run_cli("sql", store, "SELECT call_index FROM tool_calls", "--rows", "3")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and height > 3
+    assert lines[0] == f"shape: ({height}, 1)" and len(lines) == 1 + 5 + 3 + 1 + 1
+    assert lines[-1] == f"the first 3 of {height:,} rows; --rows N prints more, --out FILE writes them all"
+    short = run_cli("sql", store, "SELECT 1 AS a")
+    assert short.stdout.splitlines()[0] == "shape: (1, 1)" and "the first" not in short.stdout

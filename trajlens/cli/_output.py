@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -393,6 +393,70 @@ def write_output(path: Path, *, frame: "pl.DataFrame | None" = None, document: s
     elif document is not None:
         text = document if suffix == ".md" else _html_page(markdown_html(document))
         write_text_atomically(path, text)
+
+
+def write_table_batches(path: Path, batches: Iterable["pl.DataFrame"]) -> int:
+    """Write a table given a batch of rows at a time (all in one schema) to ``path`` by its
+    extension, as :func:`write_output` writes it whole, and return the rows written. Parquet, CSV
+    and JSON hold one batch at a time; a Markdown or HTML table, a page to read, is built whole."""
+    import polars as pl
+    import pyarrow as pa
+
+    suffix = path.suffix.lower()
+    check_output(path, TABLE_SUFFIXES)
+    written = 0
+
+    def counted() -> Iterator["pl.DataFrame"]:
+        nonlocal written
+        for batch in batches:
+            written += batch.height
+            yield batch
+
+    def write(partial: Path) -> None:
+        try:
+            if suffix == ".parquet":
+                _parquet_batches(counted(), partial)
+            elif suffix == ".csv":
+                with open(partial, "wb") as handle:
+                    for index, batch in enumerate(counted()):
+                        flat_frame(batch).write_csv(handle, include_header=index == 0)
+            elif suffix == ".json":
+                with open(partial, "w", encoding="utf-8") as handle:
+                    _json_rows(counted(), handle)
+            else:
+                _write_frame(pl.concat(list(counted())), partial, suffix, path)
+        except (pl.exceptions.PolarsError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ConfigError([f"--out {path}: cannot write the result ({reason})"]) from None
+
+    write_atomically(path, write)
+    return written
+
+
+def _parquet_batches(batches: Iterable["pl.DataFrame"], path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for batch in batches:
+            table = batch.to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+            writer.write_table(table.cast(writer.schema))
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _json_rows(batches: Iterable["pl.DataFrame"], handle: Any) -> None:
+    """The rows of ``batches`` as one JSON list, written as ``json.dumps`` writes the whole list."""
+    handle.write("[")
+    first = True
+    for batch in batches:
+        for row in json_values(batch.to_dicts()):
+            handle.write(("" if first else ", ") + json.dumps(row, default=str, ensure_ascii=False, allow_nan=False))
+            first = False
+    handle.write("]\n")
 
 
 def _write_frame(frame: "pl.DataFrame", path: Path, suffix: str, shown: Path) -> None:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+if TYPE_CHECKING:
+    import polars as pl
+
 from trajlens.cli._app import app
 from trajlens.cli._options import COUNT_MAX, parse_params
-from trajlens.cli._output import TABLE_SUFFIXES, check_output, write_output
+from trajlens.cli._output import TABLE_SUFFIXES, check_output, write_table_batches
 from trajlens.errors import ConfigError, InputError, QueryError
 
 # Saved queries ship inside the package (trajlens/queries is the repository's queries/).
@@ -91,15 +95,32 @@ def sql(
         check_output(output, TABLE_SUFFIXES, store=store)
     text = read_query(query)
     params = parse_params(param or [])
+    # the result a batch of rows at a time: written whole, or printed in part, never held whole
+    batches = trajlens.open(store).sql_batches(text, params)
     try:
-        frame = trajlens.open(store).sql(text, params)
+        if output is not None:
+            written = write_table_batches(output, batches)
+            typer.echo(f"wrote {written} rows to {output}")
+            return
+        head, total = _head(batches, rows)
     except QueryError as error:
         if text == query:
             raise
         raise QueryError(f"{query}: {error}") from None  # the file or saved query whose text failed
-    if output is not None:
-        write_output(output, frame=frame)
-        typer.echo(f"wrote {frame.height} rows to {output}")
-        return
-    with pl.Config(tbl_rows=rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=160):
-        typer.echo(str(frame))
+    with pl.Config(tbl_rows=rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=160, tbl_hide_dataframe_shape=True):
+        typer.echo(f"shape: ({total}, {head.width})\n{head}")
+    if total > head.height:
+        typer.echo(f"the first {head.height} of {total:,} rows; --rows N prints more, --out FILE writes them all")
+
+
+def _head(batches: Iterator["pl.DataFrame"], rows: int) -> tuple["pl.DataFrame", int]:
+    """The first ``rows`` rows of a result given in batches, and how many rows it has."""
+    import polars as pl
+
+    kept: list[pl.DataFrame] = []
+    total = 0
+    for batch in batches:
+        if total < rows or not kept:
+            kept.append(batch.head(max(rows - total, 0)))
+        total += batch.height
+    return pl.concat(kept), total

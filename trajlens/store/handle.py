@@ -62,6 +62,18 @@ from trajlens.store.publish import (
 # Statement kinds a query may hold: they read, and write nothing.
 READ_ONLY_STATEMENTS: frozenset[str] = frozenset({"SELECT", "EXPLAIN"})
 
+QUERY_BATCH_ROWS = 65_536
+"""Rows of a query's result read at a time by :meth:`Store.sql_batches`."""
+
+NESTED_BATCH_ROWS = 256
+"""Rows read at a time of a result with a list or struct column: a row of token arrays holds a
+trajectory's tens of thousands of values."""
+
+
+def _nested_type(kind: str) -> bool:
+    """Whether a DuckDB type (as DuckDB names it) holds many values a row: a list, array, struct or map."""
+    return kind.endswith("]") or kind.startswith(("STRUCT", "MAP", "UNION"))
+
 
 def is_store(path: Path) -> bool:
     """Whether ``path`` is a store ``trajlens ingest`` wrote: ``runs/`` with a run ingest wrote
@@ -183,6 +195,48 @@ class Store:
 
     def sql(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pl.DataFrame:
         """Run one read-only query with bound parameters (``$name`` with a mapping, ``?`` with a sequence)."""
+        connection = self._read_only(query, params)
+
+        def run() -> pl.DataFrame:
+            relation = connection.sql(query, params=params or None)
+            return pl.DataFrame() if relation is None else relation.pl()
+
+        return self._answered(lambda: _printable_times(_interruptible(connection, run)))
+
+    def sql_batches(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None = None, *,
+                    rows: int | None = None) -> Iterator[pl.DataFrame]:
+        """:meth:`sql` a batch of at most ``rows`` rows (:data:`QUERY_BATCH_ROWS`, or
+        :data:`NESTED_BATCH_ROWS` for a result with nested columns) at a time, so a
+        result larger than memory can be printed in part or written whole; at least one batch (an
+        empty one for an empty result), every one in the result's schema."""
+        connection = self._read_only(query, params)
+
+        def start() -> Any:
+            relation = connection.sql(query, params=params or None)
+            if relation is None:
+                return None
+            # newer DuckDB calls fetch_record_batch (kept there, deprecated) to_arrow_reader
+            reader = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch
+            nested = any(_nested_type(str(kind)) for kind in relation.types)
+            return reader(rows or (NESTED_BATCH_ROWS if nested else QUERY_BATCH_ROWS))
+
+        reader = self._answered(lambda: _interruptible(connection, start))
+        if reader is None:
+            yield pl.DataFrame()
+            return
+        empty = True
+        while True:
+            batch = self._answered(lambda: _interruptible(connection, lambda: _next_batch(reader)))
+            if batch is None:
+                break
+            empty = False
+            yield self._answered(lambda: _printable_times(pl.from_arrow(batch)))  # type: ignore[arg-type]
+        if empty:
+            yield self._answered(lambda: pl.from_arrow(reader.schema.empty_table()))  # type: ignore[arg-type]
+
+    def _read_only(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None) -> duckdb.DuckDBPyConnection:
+        """The connection to run ``query`` on, once it is known to be one statement that reads,
+        with the parameters it takes; a QueryError otherwise."""
         if not isinstance(query, str):
             raise TypeError(f"sql: expected the query as text, got {type(query).__name__}")
         if isinstance(params, (str, bytes)):
@@ -202,14 +256,12 @@ class Store:
                              f"(SELECT), never write, attach, load or change settings")
         if params is None or isinstance(params, Mapping):
             _check_parameters(statements[0].named_parameters, params or {})
-        connection = self.connection
+        return self.connection
 
-        def run() -> pl.DataFrame:
-            relation = connection.sql(query, params=params or None)
-            return pl.DataFrame() if relation is None else relation.pl()
-
+    def _answered(self, work: Callable[[], Result]) -> Result:
+        """``work()`` (running a query or reading its result), its failures as one-line errors."""
         try:
-            return _printable_times(_interruptible(connection, run))
+            return work()
         except duckdb.PermissionException:
             raise QueryError("query refused: a query reads only the store's tables "
                              f"({', '.join(self.queryable())}), not files") from None
@@ -575,3 +627,12 @@ def _printable_times(frame: pl.DataFrame) -> pl.DataFrame:
             raise QueryError(f"query result column {name!r}: a {kind} beyond any calendar (infinity?); "
                              f"cast it to text ({name}::VARCHAR) or leave it out")
     return frame
+
+
+
+def _next_batch(reader: Any) -> pa.RecordBatch | None:
+    """The next batch of a record-batch reader; None at its end."""
+    try:
+        return reader.read_next_batch()
+    except StopIteration:
+        return None
