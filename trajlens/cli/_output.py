@@ -481,17 +481,30 @@ def _write_frame(frame: "pl.DataFrame", path: Path, suffix: str, shown: Path) ->
 
 
 def flat_frame(frame: "pl.DataFrame") -> "pl.DataFrame":
-    """``frame`` with every nested column (list, array, struct) as JSON text, for flat formats."""
+    """``frame`` with every nested column (list, array, struct) as compact JSON text, for flat
+    formats: encoded by Polars, no Python object made per value (a row of token arrays holds tens
+    of thousands); a column of Python objects, or one Polars cannot encode, through ``json.dumps``."""
     import polars as pl
 
     nested = [name for name, dtype in frame.schema.items() if dtype.is_nested() or dtype == pl.Object]
     if not nested:
         return frame
-    return frame.with_columns(
-        pl.Series(name, [None if value is None else _json_cell(value) for value in frame[name].to_list()],
-                  dtype=pl.String)
-        for name in nested
-    )
+    return frame.with_columns(_json_column(frame, name) for name in nested)
+
+
+def _json_column(frame: "pl.DataFrame", name: str) -> "pl.Series":
+    import polars as pl
+
+    if frame.schema[name] != pl.Object:
+        # {"name": value} encoded whole, then the value cut out of it
+        prefix = "{" + json.dumps(name, ensure_ascii=False) + ":"
+        whole = pl.struct(name).struct.json_encode()
+        encoded = pl.when(pl.col(name).is_null()).then(None).otherwise(whole.str.strip_prefix(prefix).str.strip_suffix("}"))
+        with contextlib.suppress(pl.exceptions.PolarsError):
+            cut = frame.select(encoded.alias(name), whole.str.starts_with(prefix).all().alias("__cut"))
+            if cut["__cut"][0]:  # the name written as json.dumps writes it: the value is what is left
+                return cut.get_column(name)
+    return pl.Series(name, [None if value is None else _json_cell(value) for value in frame[name].to_list()], dtype=pl.String)
 
 
 def _json_cell(value: Any) -> str:
