@@ -599,12 +599,18 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
     critic_values = log_probs = sum_pi_squared = False
     if tokens is not None and tokens.height:
         token_rows = set(tokens["trajectory_id"].to_list())
-        # a token row counts only when its response mask holds a model token
-        tokens = tokens.filter(pl.col("response_mask").list.any().fill_null(False))
-        token_ids = set(tokens["trajectory_id"].to_list())
-        critic_values = "values" in tokens.columns and tokens["values"].null_count() < tokens.height
-        log_probs = "log_probs" in tokens.columns and tokens["log_probs"].null_count() == 0
-        sum_pi_squared = "sum_pi_squared" in tokens.columns and tokens["sum_pi_squared"].null_count() == 0
+        # a token row counts only when its response mask holds a model token (read through the
+        # mask: filtering the frame would copy every array of the step)
+        counts = tokens["response_mask"].list.any().fill_null(False)
+        kept = int(counts.sum())
+        token_ids = set(tokens["trajectory_id"].filter(counts).to_list())
+
+        def nulls(name: str) -> int:
+            return int(tokens[name].is_null().filter(counts).sum())
+
+        critic_values = "values" in tokens.columns and nulls("values") < kept
+        log_probs = "log_probs" in tokens.columns and nulls("log_probs") == 0
+        sum_pi_squared = "sum_pi_squared" in tokens.columns and nulls("sum_pi_squared") == 0
     ids = trajectories["trajectory_id"].to_list()
     lacking = next((i for i in ids if i not in token_ids), None)
     token_arrays = height > 0 and lacking is None
