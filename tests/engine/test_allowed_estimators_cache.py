@@ -9,9 +9,9 @@ from engine_helpers import RUN_ID
 from trajlens.run import choices
 
 
-def test_a_second_side_of_the_same_run_reuses_the_answer_until_the_run_changes(store_copy, monkeypatch):
-    store = trajlens.open(store_copy)
-    calls = []
+def _counted_reads(monkeypatch) -> list[str]:
+    """The runs each pass over a run's data asks about, in order, from now on (none kept before)."""
+    calls: list[str] = []
     original = choices.report_advantages
 
     def counted(*args, **kwargs):
@@ -19,6 +19,13 @@ def test_a_second_side_of_the_same_run_reuses_the_answer_until_the_run_changes(s
         return original(*args, **kwargs)
 
     monkeypatch.setattr(choices, "report_advantages", counted)
+    monkeypatch.setattr(choices, "_ALLOWED", {})
+    return calls
+
+
+def test_a_second_side_of_the_same_run_reuses_the_answer_until_the_run_changes(store_copy, monkeypatch):
+    store = trajlens.open(store_copy)
+    calls = _counted_reads(monkeypatch)
     first = choices.available_estimators(store, RUN_ID)
     assert first and choices.available_estimators(store, RUN_ID) == first
     assert calls == [RUN_ID]
@@ -33,15 +40,7 @@ def test_two_runs_asked_by_turns_are_each_read_once(samples_store_path, monkeypa
     """A comparison of two runs asks for each side's estimators several times, by turns: each
     answer is kept beside the other's, not in its place."""
     store = trajlens.open(samples_store_path)
-    calls = []
-    original = choices.report_advantages
-
-    def counted(*args, **kwargs):
-        calls.append(args[1])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(choices, "report_advantages", counted)
-    monkeypatch.setattr(choices, "_ALLOWED", {})
+    calls = _counted_reads(monkeypatch)
     answers = [choices.available_estimators(store, run) for run in ("grpo-leg", "sao-r6") * 3]
     assert calls == ["grpo-leg", "sao-r6"]
     assert answers[0] == answers[2] == answers[4] and answers[1] == answers[3] == answers[5]
