@@ -43,10 +43,18 @@ SLOW_MACHINE_SETTINGS = {"RAY_agent_register_timeout_ms": "120000", "RAY_raylet_
                          "RAY_worker_register_timeout_seconds": "120", "RAY_enable_worker_prestart": "0"}
 
 
+RAY_FIXED_PORTS = frozenset({6379, 8265, 10001, 52365})
+"""Ports Ray's own components take by default (GCS, dashboard, client server, dashboard agent):
+a head given one of them for its GCS refuses to start."""
+
+
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port not in RAY_FIXED_PORTS and not 10002 <= port <= 19999:  # nor Ray's worker ports
+            return port
 
 
 class _Node:
