@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -86,9 +87,12 @@ class Browser:
         """Launch Chromium on a fresh profile; its DevTools port, or None if none shows in time."""
         browser = find_chromium()
         self.profile = tempfile.mkdtemp(prefix="trajlens-chromium-")
+        # its temporary folders (org.chromium.Chromium.*) inside the profile, removed with it
+        scratch = Path(self.profile) / "tmp"
+        scratch.mkdir()
         with open(Path(self.profile) / "chromium.log", "wb") as log:
             self.process = subprocess.Popen([browser, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
-                                            stdout=log, stderr=subprocess.STDOUT)
+                                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(scratch)})
         port_file = Path(self.profile) / "DevToolsActivePort"
         deadline = time.time() + seconds
         while not port_file.exists() or not port_file.read_text().strip():
