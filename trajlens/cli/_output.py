@@ -386,19 +386,20 @@ def _remove_empty(folders: list[Path]) -> None:
 
 def write_output(path: Path, *, frame: "pl.DataFrame | None" = None, document: str | None = None) -> None:
     """Write a table (``frame``) or a Markdown ``document`` to ``path`` by its extension."""
-    suffix = path.suffix.lower()
-    check_output(path, TABLE_SUFFIXES if frame is not None else DOCUMENT_SUFFIXES)
     if frame is not None:
-        write_atomically(path, lambda partial: _write_frame(frame, partial, suffix, path))
-    elif document is not None:
+        write_table_batches(path, [frame])
+        return
+    suffix = path.suffix.lower()
+    check_output(path, DOCUMENT_SUFFIXES)
+    if document is not None:
         text = document if suffix == ".md" else _html_page(markdown_html(document))
         write_text_atomically(path, text)
 
 
 def write_table_batches(path: Path, batches: Iterable["pl.DataFrame"]) -> int:
     """Write a table given a batch of rows at a time (all in one schema) to ``path`` by its
-    extension, as :func:`write_output` writes it whole, and return the rows written. Parquet, CSV
-    and JSON hold one batch at a time; a Markdown or HTML table, a page to read, is built whole."""
+    extension, and return the rows written. Parquet, CSV and JSON hold one batch at a time; a
+    Markdown or HTML table, a page to read, is built whole. An error names ``path`` as given."""
     import polars as pl
     import pyarrow as pa
 
@@ -423,8 +424,10 @@ def write_table_batches(path: Path, batches: Iterable["pl.DataFrame"]) -> int:
             elif suffix == ".json":
                 with open(partial, "w", encoding="utf-8") as handle:
                     _json_rows(counted(), handle)
-            else:
-                _write_frame(pl.concat(list(counted())), partial, suffix, path)
+            else:  # .md, .html
+                table = flat_frame(pl.concat(list(counted())))
+                page = _markdown_table(table) if suffix == ".md" else _html_page(_html_table(table))
+                partial.write_text(page, encoding="utf-8")
         except (pl.exceptions.PolarsError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ConfigError([f"--out {path}: cannot write the result ({reason})"]) from None
@@ -457,27 +460,6 @@ def _json_rows(batches: Iterable["pl.DataFrame"], handle: Any) -> None:
             handle.write(("" if first else ", ") + json.dumps(row, default=str, ensure_ascii=False, allow_nan=False))
             first = False
     handle.write("]\n")
-
-
-def _write_frame(frame: "pl.DataFrame", path: Path, suffix: str, shown: Path) -> None:
-    """Write ``frame`` to ``path`` (a partial file); an error names ``shown``, the path as given."""
-    import polars as pl
-
-    try:
-        if suffix == ".parquet":
-            frame.write_parquet(path)
-        elif suffix == ".json":
-            rows = json_values(frame.to_dicts())
-            path.write_text(json.dumps(rows, default=str, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
-        elif suffix == ".csv":
-            flat_frame(frame).write_csv(path)
-        elif suffix == ".md":
-            path.write_text(_markdown_table(flat_frame(frame)), encoding="utf-8")
-        elif suffix == ".html":
-            path.write_text(_html_page(_html_table(flat_frame(frame))), encoding="utf-8")
-    except pl.exceptions.PolarsError as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConfigError([f"--out {shown}: cannot write the result ({reason})"]) from None
 
 
 def flat_frame(frame: "pl.DataFrame") -> "pl.DataFrame":

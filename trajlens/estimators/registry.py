@@ -601,12 +601,12 @@ def run_facts(trajectories: Any, tokens: Any = None, config: Mapping[str, Any] |
         token_rows = set(tokens["trajectory_id"].to_list())
         # a token row counts only when its response mask holds a model token (read through the
         # mask: filtering the frame would copy every array of the step)
-        counts = tokens["response_mask"].list.any().fill_null(False)
-        kept = int(counts.sum())
-        token_ids = set(tokens["trajectory_id"].filter(counts).to_list())
+        held = tokens["response_mask"].list.any().fill_null(False)
+        kept = int(held.sum())
+        token_ids = set(tokens["trajectory_id"].filter(held).to_list())
 
         def nulls(name: str) -> int:
-            return int(tokens[name].is_null().filter(counts).sum())
+            return int(tokens[name].is_null().filter(held).sum())
 
         critic_values = "values" in tokens.columns and nulls("values") < kept
         log_probs = "log_probs" in tokens.columns and nulls("log_probs") == 0

@@ -87,10 +87,7 @@ def lead_class_trend(trends: dict[str, Trend], shares: dict[str, Trend], finding
     """``trends`` drawing the share of the class the run's leading finding is about (its subject
     ``share:<class>``), in place of the class that moved most, so the line beside the story is
     the story's; as they are when the lead is about no class's share."""
-    from trajlens.report.findings import RECOMPUTED
-
-    lead = next((f for f in findings if getattr(f, "about", None) != RECOMPUTED), None)
-    subject = getattr(lead, "subject", None) or ""
+    subject = getattr(next(iter(as_trained(findings)), None), "subject", None) or ""
     klass = subject.removeprefix("share:")
     if not subject.startswith("share:") or klass not in shares or moved_class(trends) == klass:
         return trends
@@ -237,18 +234,26 @@ def main_finding(report: Any) -> str:
     estimator, the heaviest of those, said to be one (a control run's story is what its own
     estimator kept from happening); without a finding, "nothing notable", or "no finding beyond
     the checks that fire" when one fires."""
-    from trajlens.report.findings import RECOMPUTED, Finding, weight
+    from trajlens.report.findings import Finding, weight
 
     fired = {name: status for name, status, _ in getattr(report, "failing", ())}
-    as_trained = [f for f in report.findings if getattr(f, "about", None) != RECOMPUTED]
-    if as_trained and (not isinstance(as_trained[0], Finding) or weight(as_trained[0], fired) >= MAIN_FINDING_LEAST):
-        return _headline(as_trained[0])
+    trained = as_trained(report.findings)
+    if trained and (not isinstance(trained[0], Finding) or weight(trained[0], fired) >= MAIN_FINDING_LEAST):
+        return _headline(trained[0])
     quiet = quiet_finding(report)
-    if as_trained:
-        return f"{quiet}; {_headline(as_trained[0])}"
+    if trained:
+        return f"{quiet}; {_headline(trained[0])}"
     if report.findings:
         return f"nothing notable in the run as trained; {_headline(report.findings[0])}"
     return quiet
+
+
+def as_trained(findings: list[Any]) -> list[Any]:
+    """The findings about the run as it trained (not about a recomputation under another
+    estimator), in their order: the first is the one a run's first screen leads with."""
+    from trajlens.report.findings import RECOMPUTED
+
+    return [f for f in findings if getattr(f, "about", None) != RECOMPUTED]
 
 
 def quiet_finding(report: Any) -> str:

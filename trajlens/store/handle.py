@@ -194,14 +194,9 @@ class Store:
         return self._connection
 
     def sql(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pl.DataFrame:
-        """Run one read-only query with bound parameters (``$name`` with a mapping, ``?`` with a sequence)."""
-        connection = self._read_only(query, params)
-
-        def run() -> pl.DataFrame:
-            relation = connection.sql(query, params=params or None)
-            return pl.DataFrame() if relation is None else relation.pl()
-
-        return self._answered(lambda: _printable_times(_interruptible(connection, run)))
+        """Run one read-only query with bound parameters (``$name`` with a mapping, ``?`` with a
+        sequence): the whole result of :meth:`sql_batches`."""
+        return pl.concat(list(self.sql_batches(query, params)))
 
     def sql_batches(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None = None, *,
                     rows: int | None = None) -> Iterator[pl.DataFrame]:
@@ -600,10 +595,6 @@ def in_transaction(function: Function) -> Function:
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "is_store", "open_store", "store_holding",
-           "store_holding_problem"]
-
-
 TIME_DAYS = 95_000_000
 """Days either side of 1970 within which a date or time can be printed or written (Polars'
 calendar ends near the year 262,000; DuckDB's ``infinity`` lies beyond)."""
@@ -629,10 +620,13 @@ def _printable_times(frame: pl.DataFrame) -> pl.DataFrame:
     return frame
 
 
-
 def _next_batch(reader: Any) -> pa.RecordBatch | None:
     """The next batch of a record-batch reader; None at its end."""
     try:
         return reader.read_next_batch()
     except StopIteration:
         return None
+
+
+__all__ = ["QueryError", "READ_ONLY_STATEMENTS", "Store", "in_transaction", "is_store", "open_store", "store_holding",
+           "store_holding_problem"]

@@ -7,6 +7,7 @@ cannot drift from its data; the prose comes from the scenario spec.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -152,37 +153,40 @@ def _measured(directory: Path, truth: dict[str, Any]) -> list[str]:
 
 
 class _StageValues:
-    """The stage report's population values over windows of a run directory's steps, its calls
-    classified once."""
+    """The stage report's population values over windows of a run directory's steps: its calls
+    classified once, each window's report made once."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._frames: tuple[pl.DataFrame, pl.DataFrame] | None = None
-        self._measures: pl.DataFrame | None = None
+        self._rates: dict[tuple[int, int], pl.DataFrame] = {}
+
+    @cached_property
+    def _frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        return _read_table(self.directory, "trajectories"), _read_table(self.directory, "tool_calls")
+
+    @cached_property
+    def _measures(self) -> pl.DataFrame:
+        from trajlens.classify import classify_calls, trajectory_measures
+
+        return trajectory_measures(classify_calls(self._frames[1]), self._frames[0])
 
     def values(self, metric: str, windows: Sequence[tuple[int, int]]) -> list[float]:
         """``metric`` over each window (first and last step, inclusive)."""
-        from trajlens.classify import classify_calls, trajectory_measures
+        return [float(self._window(*window).filter(pl.col("metric") == metric)["population_value"].item())
+                for window in windows]
+
+    def _window(self, first: int, last: int) -> pl.DataFrame:
+        """The stage report's rates over one window (one stage a report: windows may overlap)."""
         from trajlens.classify.stages import stage_report
 
-        frames = self._read()
-        if self._measures is None:
-            self._measures = trajectory_measures(classify_calls(frames[1]), frames[0])
-        values = []
-        for lo, hi in windows:  # one stage a report: windows may overlap
-            rates = stage_report(frames, stages=[("window", lo, hi)], measures=self._measures).rates
-            values.append(float(rates.filter(pl.col("metric") == metric)["population_value"].item()))
-        return values
-
-    def _read(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        if self._frames is None:
-            trajectories, calls = (_read_table(self.directory, name) for name in ("trajectories", "tool_calls"))
-            self._frames = (trajectories, calls)
-        return self._frames
+        if (first, last) not in self._rates:
+            self._rates[first, last] = stage_report(self._frames, stages=[("window", first, last)],
+                                                    measures=self._measures).rates
+        return self._rates[first, last]
 
     def command(self, windows: Sequence[tuple[int, int]]) -> str:
         stages = ",".join(f"s{i + 1}:{lo}-{hi}" for i, (lo, hi) in enumerate(windows))
-        run = self._read()[0]["run_id"][0]
+        run = self._frames[0]["run_id"][0]
         return f" (`trajlens sample STORE --run {run} --stages {stages}`, population)"
 
 
