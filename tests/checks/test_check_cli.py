@@ -57,7 +57,7 @@ def test_failing_run_exits_1_with_table_junit_and_json(tmp_path, config):
     lines = done.stdout.splitlines()
     assert lines[0].split()[:4] == ["check", "severity", "status", "fired"]
     row = next(line for line in lines if line.startswith("learning_rate_mismatch"))
-    assert "FAIL" in row and "41-159" in row and "step 41: 2 vs outside [0.999, 1.001]" in row
+    assert "FAIL" in row and "41-159" in row and "step 41: 2, fires when outside [0.999, 1.001]" in row
     assert next(line for line in lines if line.startswith("think_share")).split()[2] == "skip"
     SCHEMA.validate(str(junit))
     document = json.loads(report.read_text())
@@ -259,7 +259,7 @@ def _result(status: str, steps: tuple[int, ...]) -> CheckResult:
 def test_report_fragments_escape_and_carry_alarm_steps():
     results = [_result("fail", (1, 2, 3, 7)), _result("pass", ())]
     markdown = checks_markdown(results)
-    assert "| `c\\|x` | error | FAIL | 1-3, 7 | step 1: 0.5 [0.4, 0.6] vs > 0.15 |" in markdown
+    assert "| `c\\|x` | error | FAIL | 1-3, 7 | step 1: 0.5 [0.4, 0.6], fires when > 0.15 |" in markdown
     html = checks_html(results)
     assert '<tr class="check-fail"><td>c|x</td>' in html and "&lt;" not in html.split("</thead>")[0]
     assert results[0].alarms == {"share:think": (1, 2, 3, 7)}
@@ -312,8 +312,8 @@ def test_verl_dumps_are_checked_as_ingest_reads_them(tmp_path):
 
 
 @pytest.mark.parametrize("equals, status, evidence", [
-    ("1", "FAIL", "vs > 10"),  # an integer matches the config's gamma = 1.0: a number is a number
-    ("1.0", "FAIL", "vs > 10"),
+    ("1", "FAIL", "fires when > 10"),  # an integer matches the config's gamma = 1.0: a number is a number
+    ("1.0", "FAIL", "fires when > 10"),
     ('"GAE"', "skip", "algorithm.adv_estimator == 'GAE' holds at no step"),
 ])
 def test_a_when_compares_numbers_as_numbers(tmp_path, equals, status, evidence):

@@ -42,7 +42,10 @@ class Evidence:
     low: float | None = None
     high: float | None = None
     threshold: str = ""
+    """What makes the check fire, read after ``fires`` and ``fires_on``: ``> 0.15``, ``outside [a, b]``."""
     detail: str = ""
+    fires_on: str = "when"
+    """The word that joins ``fires`` to the threshold: ``when > 0.15``, ``on a significant increase``."""
 
     def describe(self) -> str:
         if self.value is None:
@@ -51,7 +54,7 @@ class Evidence:
         where = f"step {self.step}: " if self.step is not None else ""
         text = f"{where}{_fmt(self.value)}{interval}"
         if self.threshold:
-            text += f" vs {self.threshold}"
+            text += f", fires {self.fires_on} {self.threshold}"
         return text + (f"; {self.detail}" if self.detail else "")
 
 
@@ -228,7 +231,7 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
         if rule.min_ratio > 1:
             detail += f"; ratio {_fmt(change.ratio(second['value'], first['value'], check.direction))}"
         evidence = Evidence(int(second["step"]), second["value"], second["low"], second["high"],
-                            rule.describe(check.direction), detail)
+                            rule.describe(check.direction), detail, fires_on="on")
         hit = change.counts(rule, first["value"], second["value"], p_value, check.direction)
         if hit:
             fired += stages[b][1]
@@ -271,7 +274,8 @@ def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) ->
         evidence = Evidence(step, float(values[end - 1]), None, None,
                             f"a significant {check.direction} over {k} steps (alpha {check.alpha:g}, "
                             f"change >= {check.min_change:g})",
-                            f"slope {slope:.3g}/step, change {change:.3g} over steps {int(t[0])}-{step}, p = {p_value:.2g}")
+                            f"slope {slope:.3g}/step, change {change:.3g} over steps {int(t[0])}-{step}, p = {p_value:.2g}",
+                            fires_on="on")
         score = signed if hit else signed - 1e9
         if best is None or score > best[0]:
             best = (score, evidence)
@@ -307,7 +311,7 @@ def jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> 
         score = strength if hit else strength - 1e9
         evidence = Evidence(int(row["step"]), row["value"], row["low"], row["high"],
                             f"x{check.factor:g} of the previous {check.baseline} steps' mean",
-                            f"ratio {ratio:.3g} to {base:.4g}")
+                            f"ratio {ratio:.3g} to {base:.4g}", fires_on="at")
         if best is None or score > best[0]:
             best = (score, evidence)
     if best is None:
