@@ -230,4 +230,7 @@ def _os_error_line(error: OSError) -> str:
 
 
 def run() -> None:
+    from trajlens.cli._memory import keep_freed_memory
+
+    keep_freed_memory()
     sys.exit(main())
