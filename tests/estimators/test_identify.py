@@ -275,7 +275,7 @@ def test_the_compiled_pairing_gives_numpy_s_differences(dtype, shifted):
     out = np.empty(index.size)
     kernel(logged, base, index, np.array([kind(shift)]), np.array([kind(scale)]), out)
     keys = pl.DataFrame({"run_id": ["r"], "step": [1], "trajectory_id": ["t"], "group_id": ["g"]})
-    found = _Logged(keys, "model tokens", logged, np.zeros(index.size, dtype=np.int64))
+    found = _Logged(keys, "model tokens", logged, np.array([index.size]))
     paired = found.paired_flat((base, shift, scale) if shifted else base, index).diff  # the path identify takes
     for diff in (out, paired):
         assert np.isinf(diff[:2]).all() and np.isinf(diff[5])
@@ -298,12 +298,12 @@ def test_the_compiled_histogram_counts_what_numpy_counts(monkeypatch):
 
     keys = pl.DataFrame({"run_id": ["r"] * 4, "step": [1, 1, 2, 2], "trajectory_id": list("abcd"),
                          "group_id": ["g"] * 4})
-    row = np.repeat(np.arange(4), 250)
+    rows = _Rows.of(np.full(4, 250))
 
     def accumulated() -> _Accumulated:
         found = _Accumulated()
         for diff in diffs:
-            found.add(_Paired(keys, row, diff, _Rows.of(row, 4)))
+            found.add(_Paired(keys, diff, rows))
         return found
 
     either = accumulated()  # compiled where numba is installed

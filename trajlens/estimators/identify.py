@@ -190,7 +190,7 @@ class _Accumulated:
                  else np.argmax(diff))
         if diff[at] > self.max:
             self.max = float(diff[at])
-            worst = paired.keys.row(int(paired.row[at]), named=True)
+            worst = paired.keys.row(paired.rows.row_at(at), named=True)
             self.worst = (int(worst["step"]), str(worst["group_id"]), str(worst["trajectory_id"]))
         self.n += diff.size
         self.rows.append(paired.per_row())
@@ -359,11 +359,10 @@ class Identifier:
 
 @dataclass(frozen=True)
 class _Paired:
-    """Each compared value's ``row`` of ``keys`` and its ``diff`` = |logged - recomputed|
-    (infinite where the recomputation has no finite value)."""
+    """Each compared value's ``diff`` = |logged - recomputed| (infinite where the recomputation
+    has no finite value), laid out by the ``rows`` of ``keys`` they belong to."""
 
     keys: pl.DataFrame
-    row: np.ndarray
     diff: np.ndarray
     rows: _Rows
 
@@ -383,11 +382,16 @@ class _Rows(NamedTuple):
     counts: np.ndarray
 
     @classmethod
-    def of(cls, row: np.ndarray, height: int) -> _Rows:
-        counts = np.bincount(row, minlength=height)
+    def of(cls, counts: np.ndarray) -> _Rows:
+        """From how many values each row of the keys has (the values laid out row by row)."""
         compared = np.flatnonzero(counts)
-        starts = np.concatenate([[0], np.cumsum(counts[compared])[:-1]]).astype(np.int64)
-        return cls(compared, starts, counts[compared])
+        kept = counts[compared].astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(kept)[:-1]]).astype(np.int64)
+        return cls(compared, starts, kept)
+
+    def row_at(self, value: int) -> int:
+        """The row of the keys the value at position ``value`` belongs to."""
+        return int(self.compared[np.searchsorted(self.starts, value, side="right") - 1])
 
 
 @dataclass(frozen=True)
@@ -408,13 +412,13 @@ class _RowMaxima:
 @dataclass(frozen=True)
 class _Logged:
     """A batch's logged advantages as flat arrays: per row of ``keys`` (run_id, step,
-    trajectory_id, group_id; one per trajectory with logged values), its values in row order.
-    Per token: ``positions`` are the model tokens among the rows' ``lengths`` positions."""
+    trajectory_id, group_id; one per trajectory with logged values), its ``counts`` values in row
+    order. Per token: ``positions`` are the model tokens among the rows' ``lengths`` positions."""
 
     keys: pl.DataFrame
     unit: str
     logged: np.ndarray
-    row: np.ndarray
+    counts: np.ndarray
     lengths: np.ndarray | None = None
     positions: np.ndarray | None = None
     """Per token: where each logged value lies among the rows' positions laid end to end (the
@@ -422,7 +426,12 @@ class _Logged:
 
     @cached_property
     def rows(self) -> _Rows:
-        return _Rows.of(self.row, self.keys.height)
+        return _Rows.of(self.counts)
+
+    @cached_property
+    def row(self) -> np.ndarray:
+        """Each value's row of ``keys``."""
+        return np.repeat(np.arange(self.counts.size), self.counts)
 
     @cached_property
     def _step_of(self) -> tuple[np.ndarray, np.ndarray]:
@@ -478,14 +487,14 @@ class _Logged:
         diff = np.empty(self.logged.size)
         kind = np.result_type(base, shift, scale).type  # NumPy's promotion: float32 stays float32
         abs_diff_at(self.logged, base, index, np.array([kind(shift)]), np.array([kind(scale)]), diff)
-        return _Paired(self.keys, self.row, diff, self.rows)
+        return _Paired(self.keys, diff, self.rows)
 
     def _paired(self, values: np.ndarray) -> _Paired:
         """``|logged - values|``, infinite where either side is not a number (no match)."""
         diff = np.subtract(self.logged, values, dtype=np.float64)
         np.abs(diff, out=diff)
         diff[np.isnan(diff)] = math.inf  # |inf - inf|, a NaN on either side
-        return _Paired(self.keys, self.row, diff, self.rows)
+        return _Paired(self.keys, diff, self.rows)
 
     def flat_index(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> np.ndarray:
         """Where each logged value lies among the token rows of ``trajectories`` laid end to end
@@ -562,12 +571,11 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> _Logged 
         model = np.flatnonzero(response.values)
         logged = flat_list(logged_arrow, stored, math.nan).values[model].astype(np.float64)
         per_row = np.diff(np.searchsorted(model, response.offsets))  # model tokens of each row
-        row_of = np.repeat(np.arange(rows.height), per_row)
-        return _Logged(rows.select(keys), "model tokens", logged, row_of, lengths, model)
+        return _Logged(rows.select(keys), "model tokens", logged, per_row, lengths, model)
     if logs_advantages(trajectories, "trajectories"):
         rows = trajectories.filter(pl.col("logged_advantage").is_not_null())
         return _Logged(rows.select(keys), "trajectories", rows["logged_advantage"].cast(pl.Float64).to_numpy(),
-                       np.arange(rows.height))
+                       np.ones(rows.height, dtype=np.int64))
     return None
 
 
