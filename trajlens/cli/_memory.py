@@ -2,8 +2,9 @@
 
 A command reads a run step by step, and every step allocates arrays of about the same sizes (the
 step's token arrays, their flat buffers, the recomputations) and frees them. By default glibc's
-malloc hands blocks of 128 KiB to 32 MiB back to the system as they are freed (each is a mapping
-of its own, or the trimmed top of the heap), so the next step faults every page of them in again:
+malloc gives a block above its threshold a mapping of its own and unmaps it when it is freed (the
+threshold starts at 128 KiB and rises with the blocks freed, up to 32 MiB: larger ones always), and
+trims the top of its heap, so the next step faults every page of them in again:
 on the 388 M-token run of ``benchmarks/bench_commands.py``, ``trajlens check`` of the run
 directory took 700,000 page faults and 6.7 s of system time beside 22 s of wall time. Kept, the
 pages are reused: 300,000 faults, 4 s of system time, about 2 s less wall time. The peak is the
