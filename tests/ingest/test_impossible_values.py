@@ -54,9 +54,16 @@ def test_an_impossible_count_or_span_is_refused(tmp_path, tiny_run_dir, table, c
     assert done.returncode == 2 and done.stderr == f"error: {message}\n"
 
 
-def test_a_call_span_past_its_token_arrays_is_refused_or_its_tokens_left_out(tmp_path, tiny_run_dir):
-    """The arrays are another file's: the call's file is named, and the arrays' length and file."""
+@pytest.mark.parametrize("span_calls", [65_536, 1], ids=["files-together", "file-by-file"])
+def test_a_call_span_past_its_token_arrays_is_refused_or_its_tokens_left_out(tmp_path, tiny_run_dir, monkeypatch,
+                                                                            span_calls):
+    """The arrays are another file's: the call's file is named, and the arrays' length and file,
+    whether the calls' spans were gathered over several files or one at a time."""
     import polars as pl
+
+    from trajlens.ingest import parquet
+
+    monkeypatch.setattr(parquet, "SPAN_CALLS", span_calls)
 
     tokens = pq.read_table(table_files(tiny_run_dir, "tokens")[0])
     length = len(tokens.column("response_mask")[0].as_py())

@@ -199,7 +199,7 @@ def copy_run(
     # why they were skipped.
     partial: dict[str, set[str]] = {}
     skipped_why: dict[str, str] = {}
-    span_ends: list[pl.DataFrame] = []  # each trajectory's furthest call span, per tool_calls file
+    span_ends = _SpanEnds()  # each trajectory's furthest call span, from the tool_calls files
     with writer.stage(stored, _with_run_id(runs, stored), str(run_dir), self_contained=not extra_metrics) as stage:
         for name in TABLES[1:]:
             read: dict[str, list[pa.Table]] = {}
@@ -229,11 +229,9 @@ def copy_run(
                     table, exact = _of_trajectories(table, partial[partition], path, problems,
                                                     skipped_why[partition]), False
                 if name == "tool_calls":
-                    span_ends.append(_span_ends(table, path))
+                    span_ends.add(table, path)
                 elif name == "tokens" and span_ends:
-                    if len(span_ends) > 1:
-                        span_ends[:] = [pl.concat(span_ends)]
-                    table, beyond = _within_spans(table, span_ends[0], path, problems if not strict else None)
+                    table, beyond = _within_spans(table, span_ends.frame(), path, problems if not strict else None)
                     exact = exact and not beyond
                 step = _verbatim_step(table, name, exact and stored == recorded, stage.pack_bytes)
                 if step is not None:  # a run in the store's own layout: its bytes, not decoded and written again
@@ -251,15 +249,50 @@ def copy_run(
     return stored
 
 
-def _span_ends(calls: pa.Table, path: Path) -> pl.DataFrame:
-    """Each trajectory's call that ends furthest in ``calls`` (``trajectory_id``, ``call_index``,
-    ``token_end``) and the file that holds it."""
-    frame = pl.from_arrow(calls.select(["trajectory_id", "call_index", "token_end"]))
-    assert isinstance(frame, pl.DataFrame)
-    furthest = pl.col("token_end").arg_max()
-    return (frame.drop_nulls("token_end").group_by("trajectory_id")
-            .agg(pl.col("call_index").get(furthest), pl.col("token_end").max())
-            .with_columns(pl.lit(str(path)).alias("file")))
+SPAN_CALLS = 65_536
+"""Calls of tool_calls files held before their furthest spans are found together: one pass per
+this many calls rather than one per file (a run directory holds a file per step)."""
+
+
+class _SpanEnds:
+    """Each trajectory's call that ends furthest (``trajectory_id``, ``call_index``, ``token_end``)
+    and the file that holds it, among the tool_calls files added; the calls of a few files are
+    held (up to :data:`SPAN_CALLS`) and reduced together, so memory holds about a row per trajectory."""
+
+    def __init__(self) -> None:
+        self._held: list[pa.Table] = []
+        self._files: list[str] = []
+        self._calls = 0
+        self._ends: list[pl.DataFrame] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._held or self._ends)
+
+    def add(self, calls: pa.Table, path: Path) -> None:
+        self._held.append(calls.select(["trajectory_id", "call_index", "token_end"]))
+        self._files.append(str(path))
+        self._calls += calls.num_rows
+        if self._calls >= SPAN_CALLS:
+            self._reduce()
+
+    def frame(self) -> pl.DataFrame:
+        self._reduce()
+        if len(self._ends) > 1:
+            self._ends[:] = [pl.concat(self._ends)]
+        return self._ends[0]
+
+    def _reduce(self) -> None:
+        if not self._held:
+            return
+        counts = [table.num_rows for table in self._held]
+        frame = pl.from_arrow(pa.concat_tables(self._held, promote_options="permissive"))
+        assert isinstance(frame, pl.DataFrame)
+        file = pl.Series("file", self._files, dtype=pl.String).gather(np.repeat(np.arange(len(counts)), counts))
+        furthest = pl.col("token_end").arg_max()
+        self._ends.append(frame.with_columns(file).drop_nulls("token_end").group_by("trajectory_id", "file")
+                          .agg(pl.col("call_index").get(furthest), pl.col("token_end").max())
+                          .select("trajectory_id", "call_index", "token_end", "file"))
+        self._held, self._files, self._calls = [], [], 0
 
 
 def _within_spans(tokens: pa.Table, ends: pl.DataFrame, path: Path, problems: list[Problem] | None
