@@ -88,17 +88,27 @@ class _Node:
         return f"{self.log.read_text()[-1500:]}\n{chr(10).join(self._raylet_crashes())[-1500:]}"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                pass
+        _stop([self])
+
+
+def _stop(nodes: list[_Node]) -> None:
+    """Stop the nodes together: each is asked to stop (SIGTERM) and given STOP_TIMEOUT_S in all,
+    then its process group is killed (the node's own processes left behind, if any)."""
+    for node in nodes:
+        if node.process.poll() is None:
+            os.killpg(node.process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for node in nodes:
         try:
-            os.killpg(self.process.pid, signal.SIGKILL)  # the node's own processes left behind, if any
+            node.process.wait(max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            pass
+    for node in nodes:
+        try:
+            os.killpg(node.process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        self.process.wait(STOP_TIMEOUT_S)
+        node.process.wait(STOP_TIMEOUT_S)
 
 
 def _start(args: list[str], env: dict[str, str], log: Path, nodes: list[_Node]) -> _Node:
@@ -130,8 +140,7 @@ def ray_cluster():
         _start([f"--address={address}", *common], env, temp / "worker.log", nodes)
         yield address, env
     finally:
-        for node in reversed(nodes):
-            node.stop()
+        _stop(nodes)
         shutil.rmtree(temp, ignore_errors=True)
 
 
