@@ -324,6 +324,13 @@ def trajectory_measure_stats(measures: pl.DataFrame) -> pl.DataFrame:
     return _ratio_stats_of(measures, behaviour_specs())
 
 
+def measure_stats_of(measures: pl.DataFrame, names: Sequence[str]) -> pl.DataFrame:
+    """:func:`trajectory_measure_stats` of the measures ``names`` alone (a frame holding only the
+    columns they read will do)."""
+    specs = [spec for spec in behaviour_specs() if spec[0] in set(names)]
+    return _ratio_stats_of(measures, specs) if specs and not measures.is_empty() else empty_stats()
+
+
 def outcome_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
     """``reward`` and ``resolved`` per step (:data:`~trajlens.classify.per_trajectory.OUTCOME_SPECS`)."""
     if trajectories.is_empty():

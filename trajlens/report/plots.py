@@ -343,34 +343,26 @@ def class_shares_by_step(measures: pl.DataFrame, title: str, alarms: Sequence[Al
     figure, axis = _figure()
     chart = Chart(figure)
     classes = [c for c in CLASS_COLOURS if f"count_{c}" in measures.columns]
-    sums = [pl.col("n_calls").sum(), *[pl.col(f"count_{c}").sum() for c in classes]]
-    per_step = measures.group_by("step").agg(pl.len().alias("n"), *sums).sort("step")
+    per_step, binned = _pooled_shares(measures, classes)
     total = per_step["n_calls"]
-    per_step = per_step.filter(total > 0)
-    total = total.filter(total > 0)
-    title = f"{title} (N={measures.height} trajectories, {int(total.sum()):,} calls)"
+    title = f"{title} (N={measures.height} trajectories, {int(measures['n_calls'].sum()):,} calls)"
     if per_step.height < 2:
         _no_data(axis, title + ": one step, see the per-trajectory shares")
         return chart
-    bins = _step_bins(per_step["step"])
-    if bins is not None:
-        # calls pooled over each bin of consecutive steps, drawn at the bin's mean step
-        per_step = per_step.with_columns(bins).group_by("__bin", maintain_order=True).agg(
-            pl.col("step").mean(), pl.col("step").min().alias("first"), pl.col("step").max().alias("last"),
-            pl.col("n").sum(), *sums)
-        total = per_step["n_calls"]
+    if binned:
         title = f"{title}, steps pooled in {per_step.height} bins"
     steps = per_step["step"].to_numpy()
     bottom = None
     shares = {}
     for klass in classes:
-        share = (per_step[f"count_{klass}"] / total).fill_nan(0.0).to_numpy()
+        share = per_step[f"share:{klass}"].fill_null(0.0).to_numpy()
         shares[klass] = share
         axis.fill_between(steps, 0 if bottom is None else bottom, share if bottom is None else bottom + share,
                           step="mid", color=CLASS_COLOURS[klass], label=klass, linewidth=0)
         bottom = share if bottom is None else bottom + share
+
     def text_of(i: int) -> str:
-        where = (f"step {steps[i]}" if bins is None
+        where = (f"step {steps[i]}" if not binned
                  else f"steps {per_step['first'][i]}-{per_step['last'][i]}")
         return (f"{where}: " + ", ".join(f"{k} {shares[k][i]:.2f}" for k in classes if shares[k][i] > 0)
                 + f" ({int(total[i])} calls, {per_step['n'][i]} trajectories)")
@@ -385,6 +377,35 @@ def class_shares_by_step(measures: pl.DataFrame, title: str, alarms: Sequence[Al
     return chart
 
 
+def _pooled_shares(measures: pl.DataFrame, classes: Sequence[str]) -> tuple[pl.DataFrame, bool]:
+    """Each step with calls (``step``, ``first``, ``last``, ``n`` trajectories, ``n_calls``) and
+    each class's ``share:<class>`` of its calls: the checks' statistics of the measure
+    (:func:`~trajlens.checks.step_measures.measure_stats_of`) pooled over the step's
+    trajectories, the value every surface gives. Over :data:`MAX_DRAWN_STEPS` steps, rows are
+    bins of consecutive steps (drawn at their mean step), pooled over the bin; and whether they are."""
+    from trajlens.checks.step_measures import measure_stats_of
+    from trajlens.intervals import added, pooled
+
+    names = [f"share:{klass}" for klass in classes]
+    stats = measure_stats_of(measures, names)
+    calls = stats.group_by("step").agg(pl.col("n").first().alias("n_calls")).filter(pl.col("n_calls") > 0)
+    steps = measures.group_by("step").len("n").join(calls, on="step").sort("step")
+    bins = _step_bins(steps["step"])
+    key = "__bin" if bins is not None else "step"
+    if bins is not None:
+        steps = steps.with_columns(bins)
+        stats = stats.join(steps.select("step", "__bin"), on="step")
+        steps = steps.group_by("__bin", maintain_order=True).agg(
+            pl.col("step").mean(), pl.col("step").min().alias("first"), pl.col("step").max().alias("last"),
+            pl.col("n").sum(), pl.col("n_calls").sum())
+    else:
+        steps = steps.with_columns(pl.col("step").alias("first"), pl.col("step").alias("last"))
+    shares = pooled(added(stats, by=(key, "measure")), proportion=False).pivot(on="measure", index=key, values="value")
+    return steps.join(shares, on=key, how="left").select(
+        "step", "first", "last", "n", "n_calls", *(pl.col(n) if n in shares.columns else pl.lit(None).alias(n)
+                                                    for n in names)), bins is not None
+
+
 def class_shares_per_trajectory(measures: pl.DataFrame, title: str) -> Chart:
     """Box plots of each class's share of a trajectory's calls: the spread across trajectories."""
     figure, axis = _figure(height=3.8)
@@ -395,11 +416,13 @@ def class_shares_per_trajectory(measures: pl.DataFrame, title: str) -> Chart:
     if with_calls.is_empty() or not classes:
         _no_data(axis, title)
         return chart
+    from trajlens.report.summary import quartiles
+
     data = [with_calls[f"share_{c}"].to_numpy() for c in classes]
     boxes = axis.boxplot(data, orientation="horizontal", patch_artist=True, widths=0.6, showfliers=False)
     for patch, klass, values in zip(boxes["boxes"], classes, data):
         patch.set_facecolor(CLASS_COLOURS[klass])
-        q1, median, q3 = _quartiles(values)
+        q1, median, q3 = quartiles(pl.Series(values))
         # the class spread table's quartiles; its share of all calls is the one share the report gives
         chart.tip(patch, f"{klass}: median {median:.2f}, quartiles {q1:.2f}-{q3:.2f} of the shares of "
                          f"{len(values)} trajectories")
@@ -412,12 +435,6 @@ def class_shares_per_trajectory(measures: pl.DataFrame, title: str) -> Chart:
     axis.legend(handles=[Patch(facecolor="#cccccc", edgecolor="black", label="quartiles, median")],
                 fontsize=8, frameon=False, loc="lower right")
     return chart
-
-
-def _quartiles(values) -> tuple[float, float, float]:
-    series = pl.Series(values)
-    return (float(series.quantile(0.25, "linear")), float(series.quantile(0.5, "linear")),
-            float(series.quantile(0.75, "linear")))
 
 
 def distributions(measures: pl.DataFrame, title: str) -> Chart:

@@ -167,6 +167,13 @@ def _verification_mix(measures: pl.DataFrame) -> SummaryTable:
     return SummaryTable("verification", "Verification mix", note, frame)
 
 
+def quartiles(values: pl.Series) -> tuple[float, float, float]:
+    """The first quartile, median and third quartile of ``values`` (nulls left out; linear
+    interpolation), as every table and figure of the report gives them."""
+    values = values.drop_nulls().cast(pl.Float64)
+    return tuple(float(values.quantile(q, "linear")) for q in (0.25, 0.5, 0.75))  # type: ignore[return-value]
+
+
 def _class_spread(measures: pl.DataFrame) -> SummaryTable:
     """Each class's share of the run's calls (the pooled ``share:<class>`` that ``compare`` and the
     runs side by side show) beside the spread of its share over the trajectories."""
@@ -178,8 +185,7 @@ def _class_spread(measures: pl.DataFrame) -> SummaryTable:
         pooled_share = estimates[f"share:{klass}"]
         if share.is_empty() or share.sum() == 0 or pooled_share is None:
             continue
-        rows.append((klass, pooled_share.value, float(share.quantile(0.25, "linear")),
-                     float(share.median()), float(share.quantile(0.75, "linear")), float(share.max()),
+        rows.append((klass, pooled_share.value, *quartiles(share), float(share.max()),
                      int((with_calls[f"count_{klass}"] > 0).sum())))
     frame = pl.DataFrame(rows, schema={"class": pl.String, "share of calls": pl.Float64, "q1": pl.Float64,
                                        "median": pl.Float64, "q3": pl.Float64, "max": pl.Float64,
@@ -196,8 +202,7 @@ def _distributions(measures: pl.DataFrame) -> SummaryTable:
         values = measures[column].drop_nulls().cast(pl.Float64)
         if values.is_empty():
             continue
-        rows.append((column, values.len(), float(values.min()), float(values.quantile(0.25, "linear")),
-                     float(values.median()), float(values.quantile(0.75, "linear")), float(values.max()),
+        rows.append((column, values.len(), float(values.min()), *quartiles(values), float(values.max()),
                      float(values.mean())))
     frame = pl.DataFrame(rows, schema={"measure": pl.String, "n": pl.Int64, "min": pl.Float64, "q1": pl.Float64,
                                        "median": pl.Float64, "q3": pl.Float64, "max": pl.Float64,
