@@ -212,3 +212,20 @@ def test_stacked_shares_are_the_share_measures_over_all_calls():
         value = row["x"].item() / row["n"].item()
         assert f"{klass} {value:.2f}" in tip, tip
     assert "(10 calls, 2 trajectories)" in tip
+
+
+def test_a_long_run_s_stack_pools_the_calls_of_each_bin_of_steps(monkeypatch):
+    """Over MAX_DRAWN_STEPS steps, each drawn point is a bin of consecutive steps whose share is
+    the bin's calls of the class over all its calls, not a mean of its steps' shares."""
+    monkeypatch.setattr(plots, "MAX_DRAWN_STEPS", 2)
+    # steps 0 and 1 share a bin: think is 1 of 2 calls, then 1 of 10 (pooled 2/12, not (0.5 + 0.1) / 2)
+    think, edit = {0: 1, 1: 1, 2: 3, 3: 1}, {0: 1, 1: 9, 2: 1, 3: 3}
+    frame = pl.DataFrame([{"step": step, "trajectory_id": f"t{step}", "n_calls": think[step] + edit[step],
+                           "num_turns": 1, "model_tokens": 100, "count_think": think[step], "count_edit": edit[step],
+                           "share_think": think[step] / (think[step] + edit[step]),
+                           "share_edit": edit[step] / (think[step] + edit[step])} for step in range(4)])
+    chart = plots.class_shares_by_step(frame, "r")
+    assert "steps pooled in 2 bins" in chart.figure.axes[0].get_title()
+    tips = sorted(text for text in chart.tips.values() if text.startswith("steps "))
+    assert tips == [f"steps 0-1: edit {10 / 12:.2f}, think {2 / 12:.2f} (12 calls, 2 trajectories)",
+                    f"steps 2-3: edit {4 / 8:.2f}, think {4 / 8:.2f} (8 calls, 2 trajectories)"], tips
