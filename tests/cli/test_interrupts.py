@@ -19,17 +19,6 @@ from trajlens.cli._app import INTERRUPTED, main
 from trajlens.store.handle import Store
 
 
-@pytest.fixture
-def default_sigint():
-    """Python's own SIGINT handler, the one a ``trajlens`` process starts with, for the test's
-    duration: a handler another test's library left in this pytest worker would take the signal
-    instead (trajlens.interrupts leaves a program's own handler in place), and the command would
-    run to its end."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
 def _interrupt_once_written(partial: Path, done: threading.Event) -> None:
     """Send this process SIGINT as soon as ``partial`` holds bytes: in the middle of the write."""
     while not done.is_set():
@@ -43,8 +32,7 @@ def _interrupt_once_written(partial: Path, done: threading.Event) -> None:
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
-def test_ctrl_c_in_the_middle_of_a_write_leaves_no_partial_file(samples_store_path, tmp_path, capsys, suffix,
-                                                                default_sigint):
+def test_ctrl_c_in_the_middle_of_a_write_leaves_no_partial_file(samples_store_path, tmp_path, capsys, suffix):
     """``sql --out`` of 11 million rows, interrupted once its partial file holds bytes."""
     target = tmp_path / f"rows{suffix}"
     query = "SELECT a.step, b.step AS other, a.trajectory_id FROM trajectories a, trajectories b WHERE b.step < 3"
