@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,13 @@ from hypothesis import settings
 
 from stores import copy_store
 from tinyrun import tiny_run
+
+# A suite started in the background by a shell without job control (`bash scripts/test &`)
+# inherits SIGINT ignored, and so would every trajlens process a test starts: the Ctrl-C tests
+# would see commands run to their end. A user's trajlens starts with Python's own handler; so
+# do the tests' processes (each pytest worker runs this; its children start with the default).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # No property test has a deadline: a test example that takes 260 ms on a busy machine (CI's, or
 # one beside a trainer) is no failure; times are the benchmarks' to judge (benchmarks/).
