@@ -447,15 +447,17 @@ def _parquet_batches(batches: Iterable["pl.DataFrame"], path: Path) -> None:
 
     writer = None
     held: list[pa.Table] = []
+    held_bytes = 0
     try:
         for batch in batches:
             table = batch.to_arrow()
             if writer is None:
                 writer = pq.ParquetWriter(path, table.schema, compression="zstd")
             held.append(table.cast(writer.schema))
-            if sum(part.nbytes for part in held) >= ROW_GROUP_BYTES:
+            held_bytes += held[-1].nbytes
+            if held_bytes >= ROW_GROUP_BYTES:
                 writer.write_table(pa.concat_tables(held))
-                held = []
+                held, held_bytes = [], 0
         if held and writer is not None:
             writer.write_table(pa.concat_tables(held))
     finally:
