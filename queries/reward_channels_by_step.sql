@@ -1,5 +1,7 @@
 -- Each reward channel per step of one run, on its measured split (the measured_splits view:
--- training, or the split a run without training data has): mean, std and rel_gain, the mean over
+-- training, or the split a run without training data has): mean and std (NaN values left out, as
+-- trajlens.run.channels.channel_step_means and the checks' channel_std:<channel> leave them out),
+-- and rel_gain, the mean over
 -- the step's groups of two or more trajectories of the channel's max - min in the group (NaN
 -- values left out of max and min), as the checks' rel_gain:<channel> and the report's channel
 -- findings compute it (trajlens.checks.step_measures.channel_gains); null on a step with no such
@@ -27,8 +29,8 @@ gains AS (
 SELECT
     c.step,
     c.channel,
-    round(avg(c.value), 4) AS mean,
-    round(stddev_samp(c.value), 4) AS std,
+    round(avg(c.value) FILTER (WHERE NOT isnan(c.value)), 4) AS mean,
+    round(stddev_samp(c.value) FILTER (WHERE NOT isnan(c.value)), 4) AS std,
     round(any_value(g.rel_gain), 4) AS rel_gain
 FROM channels c
 LEFT JOIN gains g USING (step, channel)

@@ -264,6 +264,37 @@ def test_nan_rewards_are_left_out():
     assert dead.select("step", "groups", "dead_groups").rows() == [(1, 1, 0), (2, 1, 1)]
 
 
+def test_nan_channel_values_are_left_out_as_the_checks_leave_them():
+    """A frame given to the Python API may hold NaN channel values (ingest refuses them): the
+    saved query's mean, std and rel_gain leave them out, as the watch list and the checks do."""
+    import duckdb
+    import polars as pl
+
+    from trajlens.checks.step_measures import channel_stats
+    from trajlens.run.channels import channel_step_means, channel_values
+    from trajlens.schema import VIEWS
+
+    nan = float("nan")
+    values = [nan, 1.0, 0.0, 0.5, 0.25, 0.25]
+    trajectories = pl.DataFrame({
+        "run_id": "r", "split": "train", "step": [1, 1, 1, 1, 2, 2], "group_id": ["a", "a", "b", "b", "c", "c"],
+        "trajectory_id": [f"t{i}" for i in range(6)],
+        "reward_channels": [[{"name": "format", "value": v}] for v in values],
+    })
+    connection = duckdb.connect()
+    connection.register("trajectories", trajectories)
+    connection.execute(f"CREATE VIEW measured_splits AS {VIEWS['measured_splits']}")
+    sql = connection.sql((QUERY_DIR / "reward_channels_by_step.sql").read_text(), params={"run_id": "r"}).pl()
+    python = step_values(channel_stats(trajectories))
+    means = channel_step_means(channel_values(trajectories)).sort("step")
+    assert sql["mean"].to_list() == pytest.approx(means["mean"].to_list(), abs=5.1e-5) == [0.5, 0.25]
+    assert sql["std"].to_list() == pytest.approx([python["channel_std:format", s] for s in (1, 2)], abs=5.1e-5)
+    assert sql["std"].to_list() == pytest.approx([0.5, 0.0], abs=5.1e-5)
+    # groups count their trajectories, NaN left out of max and min only: a's gain is 0, b's 0.5, c's 0
+    assert sql["rel_gain"].to_list() == pytest.approx([python["rel_gain:format", s] for s in (1, 2)])
+    assert sql["rel_gain"].to_list() == pytest.approx([0.25, 0.0])
+
+
 def test_the_run_summary_outcome_is_compares(split_store):
     """One truth: the run summary's resolved rate and mean reward carry the values and 95%
     intervals ``trajlens compare`` (and the checks' ``resolved`` and ``reward``) give the run."""

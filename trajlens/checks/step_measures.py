@@ -126,7 +126,7 @@ MEASURE_FAMILIES: tuple[MeasureFamily, ...] = (
     MeasureFamily("resolved", "Share of the step's trajectories with a verdict that solved their task.", "trajectories", True),
     MeasureFamily("rel_gain", "A reward channel's mean over groups of (max - min) in the group (groups of 2+).",
                   "channels", False, "channel", None, True),
-    MeasureFamily("channel_std", "A reward channel's std over the step's trajectories (unbiased).",
+    MeasureFamily("channel_std", "A reward channel's std over the step's trajectories (unbiased; NaN left out).",
                   "channels", False, "channel", None, True),
     MeasureFamily("channel_collinearity", "Largest absolute Pearson correlation between two reward channels over the "
                   "step's trajectories.", "channels", False),
@@ -356,7 +356,7 @@ def channel_value_stats(long: pl.DataFrame) -> pl.DataFrame:
     (:func:`trajlens.run.channels.channel_values`), without their collinearity."""
     parts = [_ratio_stats(part, f"rel_gain:{channel}", pl.col("gain"), pl.lit(1))
              for (channel,), part in group_gains(long).partition_by("channel", as_dict=True, maintain_order=True).items()]
-    spread = long.group_by("step", "channel").agg(pl.col("value").std().alias("value"))
+    spread = long.group_by("step", "channel").agg(pl.col("value").fill_nan(None).std().alias("value"))
     parts.append(scalar_stats(spread.select("step", pl.concat_str(pl.lit("channel_std:"), "channel").alias("measure"),
                                             "value")))
     return pl.concat(parts)
