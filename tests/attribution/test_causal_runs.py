@@ -91,6 +91,21 @@ def test_length_bias_under_sequence_mean_and_not_under_token_mean(store):
                and "seq-mean-token-mean weighs tokens by length, which token-mean" in f for f in result.cause_verdicts)
 
 
+def test_r6_length_fell_with_the_calls_it_stopped_making(r6):
+    """causal-r6's responses shrank because edits, views and searches stopped, not because its calls got shorter."""
+    import re
+
+    line = next(f for f in r6.cause_verdicts if "response length shrank" in f)
+    assert line.startswith("unexplained: ")
+    split = re.search(r"of the (-\d+) token change, the calls made account for (-\d+) \(edit (-\d+): ([\d.]+) -> ([\d.]+) "
+                      r"calls of \d+ tokens.*\), tokens per call for ([-+]\d+) and other tokens for ([-+]\d+);", line)
+    assert split, line
+    change, calls, edit, edits_first, edits_last, per_call, other = (float(g) for g in split.groups())
+    assert abs(calls + per_call + other - change) <= 2  # each rounded to a token
+    assert calls / change > 0.9 and edit < -100 and edits_first >= 1.5 and edits_last <= 0.1
+    assert "it follows the calls made, which account for" in line and "(fewer edit, " in line
+
+
 def test_the_length_attribution_judges_is_the_model_tokens_the_checks_read(tmp_path):
     """A log whose ``model_tokens`` is not its response mask's count (an API usage count): the
     attribution verdict's length and the shipped length check read the same number."""

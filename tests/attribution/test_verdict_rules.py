@@ -188,6 +188,68 @@ def test_a_length_drift_under_a_biased_aggregation_is_its_artefact():
 
 
 
+def _calls_drift(seed: int = 0) -> pl.DataFrame:
+    """40 steps of 16 trajectories: two edits of 100 tokens and one think of 10 up to step 20,
+    then no edit and three thinks of 20 tokens; 50 tokens after the last call, give or take."""
+    rng = np.random.default_rng(seed)
+    steps = np.repeat(np.arange(1, 41), 16)
+    early = steps <= 20
+    edits, thinks = np.where(early, 2.0, 0.0), np.where(early, 1.0, 3.0)
+    think_tokens = thinks * np.where(early, 10.0, 20.0)
+    tail = 50.0 + rng.normal(0.0, 5.0, steps.size)
+    return pl.DataFrame({"step": steps, "reward": rng.normal(0.0, 1.0, steps.size),
+                         "length": edits * 100.0 + think_tokens + tail, "count:edit": edits, "count:think": thinks,
+                         "tokens:edit": edits * 100.0, "tokens:think": think_tokens})
+
+
+def test_a_length_change_splits_into_the_calls_made_the_tokens_per_call_and_the_rest():
+    from trajlens.attribution.causes import length_mix
+
+    frame = _calls_drift()
+    mix = length_mix(frame)
+    tail_change = float(frame.filter(pl.col("step") > 30)["length"].mean() - 60.0
+                        - (frame.filter(pl.col("step") <= 10)["length"].mean() - 210.0))
+    edit, think = mix.classes  # largest part first
+    assert (edit.name, edit.calls_first, edit.calls_last, edit.tokens_per_call) == ("edit", 2.0, 0.0, 100.0)
+    assert (think.name, think.calls_first, think.calls_last, think.tokens_per_call) == ("think", 1.0, 3.0, 10.0)
+    assert (edit.calls_part, think.calls_part, mix.calls) == (-200.0, 20.0, -180.0)
+    assert mix.per_call == 30.0  # three thinks of 10 more tokens each
+    assert mix.other == pytest.approx(tail_change, abs=1e-9)
+    assert mix.calls + mix.per_call + mix.other == pytest.approx(mix.last - mix.first, abs=1e-9)
+    assert mix.follows_calls()
+    assert mix.evidence().startswith(f"of the {round(mix.last - mix.first):+d} token change, the calls made account for "
+                                     "-180 (edit -200: 2.0 -> 0.0 calls of 100 tokens, think +20: 1.0 -> 3.0 calls of "
+                                     "10 tokens), tokens per call for +30 and other tokens for ")
+    # A trajectory whose tokens are not all its calls' (the fallback's guess) is left out.
+    guessed = frame.head(16).with_columns(pl.lit(float("nan")).alias("tokens:edit"), pl.lit(5000.0).alias("length"))
+    assert length_mix(pl.concat([guessed, frame])) == mix
+    assert length_mix(frame.drop("tokens:edit", "tokens:think")) is None
+    # Tokens per call that grew with the calls held are no drift of the calls made.
+    longer = frame.with_columns(pl.col("length") + 2.0 * pl.col("count:think") * (pl.col("step") > 20) * 40.0,
+                                pl.col("tokens:think") * (1.0 + 4.0 * (pl.col("step") > 20)))
+    assert not length_mix(longer).follows_calls()
+
+
+def test_an_unexplained_length_drift_that_follows_the_calls_made_says_so():
+    from trajlens.attribution.causes import length_verdict
+
+    line = length_verdict(_calls_drift(), _bias([("token-mean", 0.05)]), "grpo", "token-mean")
+    assert line.startswith("unexplained: response length shrank")
+    assert "; of the -" in line and "the calls made account for -180 (edit -200" in line
+    assert line.endswith("; it follows the calls made, which account for 120% of it (fewer edit calls most): the "
+                         "aggregation is not length-biased and length earns no reward")
+    # artefact and learning verdicts keep their reason; the split is evidence beside it
+    artefact = length_verdict(_calls_drift(), _bias([("seq-mean-token-mean", -0.95), ("token-mean", 0.05)]), "grpo",
+                              "seq-mean-token-mean")
+    assert artefact.startswith(f"{AGGREGATION_ARTEFACT}: response length shrank") and "the calls made account" in artefact
+    assert artefact.endswith("which token-mean would not")
+    # without the calls' tokens, the verdict reads as before
+    plain = length_verdict(_calls_drift().drop("tokens:edit", "tokens:think"), _bias([("token-mean", 0.05)]), "grpo",
+                           "token-mean")
+    assert plain.endswith("; the aggregation is not length-biased and length earns no reward")
+    assert "calls made" not in plain
+
+
 def _interval(mode: str, elasticity: float, low: float, high: float) -> dict:
     return {"estimator": "grpo", "aggregation": mode, "trajectories": 100, "elasticity": elasticity,
             "elasticity_low": low, "elasticity_high": high, "spearman": 0.0}

@@ -593,6 +593,7 @@ class CreditStream:
             "step": np.full(batch.height, step), "reward": batch["reward"].cast(pl.Float64),
             "length": credit.response_lengths,  # response length as the report and the checks read it
             **{f"count:{n}": counts[:, i] for i, n in enumerate(names)},
+            **{f"tokens:{n}": tokens for n, tokens in zip(names, _class_tokens(credit, class_index, k).T)},
             **(_channel_values(batch) if self.several_channels else {}),
         })
         return self._call_rows(step, calls, credit)
@@ -637,13 +638,25 @@ class CreditStream:
     def trajectory_frame(self) -> pl.DataFrame:
         frame = (self.trajectory_rows.frame() if self.trajectory_rows else
                  pl.DataFrame(schema={"step": pl.Int64, "reward": pl.Float64, "length": pl.Float64}))
-        return frame.with_columns(pl.col("^count:.*$").fill_null(0.0))
+        return frame.with_columns(pl.col("^count:.*$", "^tokens:.*$").fill_null(0.0))
 
     def trajectory_push_frame(self) -> pl.DataFrame:
         if not self.push_rows:
             return pl.DataFrame(schema={"step": pl.Int64, "estimator": pl.String, "aggregation": pl.String,
                                         "length": pl.Float64, "push_per_token": pl.Float64})
         return self.push_rows.frame()
+
+
+def _class_tokens(credit: Any, class_index: np.ndarray, classes: int) -> np.ndarray:
+    """(B, K) model tokens each trajectory's calls of each class own (the token rule of
+    :mod:`.calls`); NaN for a trajectory whose tokens are not all known to their calls (a call
+    under the fallback, or no counted length), whose split between classes would be a guess."""
+    tokens = np.zeros((credit.lengths.size, classes))
+    np.add.at(tokens, (credit.call_trajectory, class_index), credit.tokens.astype(float))
+    guessed = ~credit.measured.copy()
+    np.logical_or.at(guessed, credit.call_trajectory, credit.fallback)
+    tokens[guessed] = np.nan
+    return tokens
 
 
 def _channel_rows(trajectories: pl.DataFrame) -> pl.DataFrame:

@@ -22,6 +22,11 @@ Response length
       estimator, is the cause: the finding names the aggregations that would not be biased);
     * **learning**: length relevance is with the drift and the run's aggregation is not biased;
     * **unexplained** otherwise.
+
+    The finding splits the change into the calls made, the tokens per call and the tokens no call
+    owns (:func:`length_mix`); an unexplained drift whose calls made account for
+    :data:`CALLS_SHARE` of it or more says that it follows them (the classes' drifts have their
+    own verdicts).
 Reward channel
     A channel collapses when its step mean falls by half or more from the first quarter of the
     steps to the last (p < 0.001, each step a unit; :func:`channel_collapse`, which the report's channel
@@ -48,6 +53,7 @@ Reward channel
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -96,6 +102,121 @@ def length_change(trajectory_frame: pl.DataFrame) -> Change | None:
         return None
     units = quarter_units(trajectory_frame["step"].to_numpy(), trajectory_frame["length"].to_numpy(), split)
     return stage_change(units, VALUE, False, LENGTH_RULE)
+
+
+@dataclass(frozen=True)
+class ClassTokens:
+    """One class's part in a length change (:func:`length_mix`)."""
+
+    name: str
+    calls_first: float
+    """Calls of the class per trajectory in the first quarter of the steps."""
+    calls_last: float
+    """... and in the last."""
+    tokens_per_call: float
+    """Model tokens each call owns, in the first quarter (the last where it made none)."""
+
+    @property
+    def calls_part(self) -> float:
+        """What the change of its calls per trajectory alone did to the length: the calls' tokens
+        held at ``tokens_per_call``."""
+        return self.tokens_per_call * (self.calls_last - self.calls_first)
+
+
+@dataclass(frozen=True)
+class LengthMix:
+    """A length change split by what the policy changed: how many calls of each class it made
+    (:attr:`calls`), how long each call is, and the tokens no call owns (:func:`length_mix`).
+    The three parts add up to ``last - first``."""
+
+    first: float
+    last: float
+    classes: tuple[ClassTokens, ...]
+    """Largest ``calls_part`` first (by size)."""
+    per_call: float
+    """The change of tokens per call, at the last quarter's calls."""
+    other: float
+    """The change of the tokens no call owns: after a trajectory's last call, or counted by its
+    ``model_tokens`` beyond its response mask."""
+
+    @property
+    def calls(self) -> float:
+        return sum(c.calls_part for c in self.classes)
+
+    def follows_calls(self) -> bool:
+        """Whether the calls made account for :data:`CALLS_SHARE` of the change or more, the same way."""
+        change = self.last - self.first
+        return change != 0 and self.calls / change >= CALLS_SHARE
+
+    def evidence(self) -> str:
+        """``of the -577 token change, the calls made account for -560 (edit -210: 1.0 -> 0.0 calls
+        of 210 tokens, ...), tokens per call for -12 and other tokens for -5`` (calls per trajectory)."""
+        shown = [c for c in self.classes if abs(c.calls_part) >= 0.5][:SHOWN_CLASSES]
+        parts = ", ".join(f"{c.name} {_signed_tokens(c.calls_part)}: {c.calls_first:.1f} -> {c.calls_last:.1f} calls of "
+                          f"{c.tokens_per_call:.0f} tokens" for c in shown)
+        return (f"of the {_signed_tokens(self.last - self.first)} token change, the calls made account for "
+                f"{_signed_tokens(self.calls)}{f' ({parts})' if parts else ''}, tokens per call for "
+                f"{_signed_tokens(self.per_call)} and other tokens for {_signed_tokens(self.other)}")
+
+    def reason(self) -> str:
+        """What a length drift that follows the calls made comes from: ``it follows the calls made,
+        which account for 97% of it (fewer edit, view and search calls most)``."""
+        change = self.last - self.first
+        movers = [c.name for c in self.classes if c.calls_part * change > 0][:SHOWN_CLASSES]
+        return (f"it follows the calls made, which account for {min(self.calls / change, 9.99):.0%} of it "
+                f"({'more' if change > 0 else 'fewer'} {_names(movers)} calls most)")
+
+
+CALLS_SHARE = 2 / 3
+"""The part of a length change the calls made must account for (the same way) for the drift to
+follow them: the unexplained verdict then says so (:func:`length_verdict`)."""
+SHOWN_CLASSES = 3
+"""Classes a length finding's evidence names (those whose calls moved the length most)."""
+
+
+def _signed_tokens(tokens: float) -> str:
+    return f"{round(tokens) + 0:+d}"  # rounded first: -0.3 tokens reads +0
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def length_mix(trajectory_frame: pl.DataFrame) -> LengthMix | None:
+    """The response length's change from the first quarter of the steps to the last, split into
+    the calls made, the tokens per call and the other tokens (:class:`LengthMix`; shift-share at the
+    first quarter's tokens per call: ``n_L t_L - n_F t_F = t_F (n_L - n_F) + n_L (t_L - t_F)``
+    per class, with ``n`` the calls per trajectory and ``t`` the tokens per call). Over the
+    trajectories whose tokens are all known to their calls (``tokens:<class>`` finite,
+    :class:`CreditStream`); None without eight of them in each quarter."""
+    names = [c.removeprefix("tokens:") for c in trajectory_frame.columns if c.startswith("tokens:")]
+    if not names or "length" not in trajectory_frame.columns:
+        return None
+    split = quarters(trajectory_frame["step"].to_numpy())  # as length_change cuts them
+    frame = trajectory_frame.select("step", pl.col("length").cast(pl.Float64),
+                                    *(pl.col(f"count:{n}").cast(pl.Float64) for n in names),
+                                    *(pl.col(f"tokens:{n}").cast(pl.Float64) for n in names))
+    frame = frame.filter(pl.all_horizontal(pl.exclude("step").is_finite()))
+    masks = split.masks(frame["step"].to_numpy())
+    if min(int(m.sum()) for m in masks) < 8:
+        return None
+    (first, last), classes, per_call = ((frame.filter(m) for m in masks)), [], 0.0
+    n = {q: {c: frame_q[f"count:{c}"].mean() for c in names} for q, frame_q in (("first", first), ("last", last))}
+    t = {q: {c: frame_q[f"tokens:{c}"].sum() / frame_q[f"count:{c}"].sum() if frame_q[f"count:{c}"].sum() else math.nan
+             for c in names} for q, frame_q in (("first", first), ("last", last))}
+    for c in names:
+        base = t["first"][c] if math.isfinite(t["first"][c]) else t["last"][c]
+        if not math.isfinite(base):
+            continue  # no calls of the class in either quarter
+        classes.append(ClassTokens(c, n["first"][c], n["last"][c], base))
+        per_call += n["last"][c] * (t["last"][c] - base) if n["last"][c] else 0.0
+
+    def other(q: pl.DataFrame) -> float:
+        return float(q["length"].mean() - sum(q[f"tokens:{c}"].mean() for c in names))
+
+    classes.sort(key=lambda c: -abs(c.calls_part))
+    return LengthMix(float(first["length"].mean()), float(last["length"].mean()), tuple(classes), per_call,
+                     other(last) - other(first))
 
 
 def length_relevance(trajectory_frame: pl.DataFrame) -> tuple[float, float, float]:
@@ -163,10 +284,16 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
         if estimator is not None and bias.height else {}
     own = rows.get(aggregation)
     relevance_text = Push(*relevance).correlation_text()
+    mix = length_mix(trajectory_frame)
+    mix_text = f"; {mix.evidence()}" if mix is not None else ""
+
+    def unexplained(reason: str) -> str:
+        return f"{mix.reason()}: {reason}" if mix is not None and mix.follows_calls() else reason
+
     if own is None:
         missing = ("the run's estimator is not known" if estimator is None else
                    f"the run's estimator {estimator} has no length bias measured under {aggregation}")
-        return f"{UNEXPLAINED}: {text}; length relevance signed by the drift {relevance_text}; {missing}"
+        return f"{UNEXPLAINED}: {text}{mix_text}; length relevance signed by the drift {relevance_text}; {unexplained(missing)}"
     fair = [mode for mode, row in rows.items() if mode != aggregation and fairer(row, own)] if biased(own) else []
     others = "; ".join(f"under {mode} it would be {elasticity_text(row)}" for mode, row in rows.items() if mode != aggregation)
     if fair and not relevant:
@@ -176,12 +303,13 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
         verdict, reason = LEARNING, (f"{'longer' if verb == 'grew' else 'shorter'} responses earn more reward, and the "
                                      "aggregation is not length-biased")
     else:
-        verdict, reason = UNEXPLAINED, ("the aggregation is length-biased but length also earns reward" if relevant else
-                                        "no unbiased aggregation to compare" if biased(own) else
-                                        "the aggregation is not length-biased and " + (
-                                            "reward went against the drift" if against else "length earns no reward"))
-    return (f"{verdict}: {text}; under {estimator} / {aggregation} the elasticity of push per token on length is "
-            f"{elasticity_text(own)}; {others + '; ' if others else ''}length relevance signed by the drift "
+        verdict, reason = UNEXPLAINED, unexplained(
+            "the aggregation is length-biased but length also earns reward" if relevant else
+            "no unbiased aggregation to compare" if biased(own) else
+            "the aggregation is not length-biased and " + ("reward went against the drift" if against else
+                                                           "length earns no reward"))
+    return (f"{verdict}: {text}{mix_text}; under {estimator} / {aggregation} the elasticity of push per token on length "
+            f"is {elasticity_text(own)}; {others + '; ' if others else ''}length relevance signed by the drift "
             f"{relevance_text}; {reason}")
 
 
