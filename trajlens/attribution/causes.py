@@ -200,23 +200,30 @@ def length_mix(trajectory_frame: pl.DataFrame) -> LengthMix | None:
     masks = split.masks(frame["step"].to_numpy())
     if min(int(m.sum()) for m in masks) < 8:
         return None
-    (first, last), classes, per_call = ((frame.filter(m) for m in masks)), [], 0.0
-    n = {q: {c: frame_q[f"count:{c}"].mean() for c in names} for q, frame_q in (("first", first), ("last", last))}
-    t = {q: {c: frame_q[f"tokens:{c}"].sum() / frame_q[f"count:{c}"].sum() if frame_q[f"count:{c}"].sum() else math.nan
-             for c in names} for q, frame_q in (("first", first), ("last", last))}
-    for c in names:
-        base = t["first"][c] if math.isfinite(t["first"][c]) else t["last"][c]
+    length = frame["length"].to_numpy()
+    counts = frame.select(f"count:{n}" for n in names).to_numpy()  # (T, K) calls of each class
+    tokens = frame.select(f"tokens:{n}" for n in names).to_numpy()  # (T, K) the tokens they own
+    first, last = masks
+    per_call = [_tokens_per_call(tokens[q], counts[q]) for q in masks]
+    classes, per_call_part = [], 0.0
+    for k, name in enumerate(names):
+        base = per_call[0][k] if math.isfinite(per_call[0][k]) else per_call[1][k]
         if not math.isfinite(base):
             continue  # no calls of the class in either quarter
-        classes.append(ClassTokens(c, n["first"][c], n["last"][c], base))
-        per_call += n["last"][c] * (t["last"][c] - base) if n["last"][c] else 0.0
-
-    def other(q: pl.DataFrame) -> float:
-        return float(q["length"].mean() - sum(q[f"tokens:{c}"].mean() for c in names))
-
+        calls_first, calls_last = float(counts[first, k].mean()), float(counts[last, k].mean())
+        classes.append(ClassTokens(name, calls_first, calls_last, float(base)))
+        per_call_part += calls_last * float(per_call[1][k] - base) if calls_last else 0.0
+    other = [float(length[q].mean() - tokens[q].sum(axis=1).mean()) for q in masks]
     classes.sort(key=lambda c: -abs(c.calls_part))
-    return LengthMix(float(first["length"].mean()), float(last["length"].mean()), tuple(classes), per_call,
-                     other(last) - other(first))
+    return LengthMix(float(length[first].mean()), float(length[last].mean()), tuple(classes), per_call_part,
+                     other[1] - other[0])
+
+
+def _tokens_per_call(tokens: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(K,) the tokens each class's calls own over their number (NaN for a class without calls)."""
+    calls = counts.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(calls > 0, tokens.sum(axis=0) / calls, np.nan)
 
 
 def length_relevance(trajectory_frame: pl.DataFrame) -> tuple[float, float, float]:
