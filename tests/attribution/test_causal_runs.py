@@ -138,6 +138,9 @@ def test_format_collapses_under_sum_then_normalise_and_not_under_gdpo(store):
     assert summed.own.label == "sum_then_normalize" and gdpo.own.label == "gdpo_verl"
     assert any(f.startswith("estimator artefact: reward channel format collapsed") and "gdpo_verl" in f for f in summed.flags)
     assert not any("collapsed" in f for f in gdpo.findings)
+    # from the step its mean over 5 steps had fallen a quarter of the way (0.42 -> 0.00: under 0.32 from step 8)
+    assert any(f.startswith("estimator artefact: reward channel format collapsed: 0.42 -> 0.00 from step 8 (")
+               for f in summed.cause_verdicts), summed.cause_verdicts
     assert summed.channels["rank_misalignment"].drop_nulls().mean() > 0
 
 

@@ -110,7 +110,7 @@ def test_the_hover_gives_the_findings_q1_and_q4(sample_store):
 def test_a_channel_that_collapsed_is_not_called_saturated(sample_store):
     """causal-multireward's format channel fell to 0 (attribution: collapsed); multireward's rose to
     its maximum of 1: both leave the group advantage without signal, the finding says which."""
-    from trajlens.attribution.causes import channel_collapse
+    from trajlens.attribution.causes import channel_collapse, collapse_onset
     from trajlens.attribution.statistics import channel_measures
     from trajlens.report.scalars import channel_findings
     from trajlens.run.partitions import scan_run_table
@@ -121,7 +121,9 @@ def test_a_channel_that_collapsed_is_not_called_saturated(sample_store):
     channels = channel_measures(trajectories)
     change = channel_collapse(channels["step"].to_numpy(), channels["mean:format"].to_numpy())
     assert change is not None  # what `trajlens attribute` calls collapsed
-    assert f"(collapsed: its step mean {change.first:.2f} -> {change.last:.2f}; " in collapsed
+    onset = collapse_onset(channels["step"].to_numpy(), channels["mean:format"].to_numpy(), change)
+    assert 5 <= onset <= 12  # its step mean halves from about step 8 on
+    assert f"(collapsed from step {onset}: its step mean {change.first:.2f} -> {change.last:.2f}; " in collapsed
     assert "saturated" not in collapsed and collapsed.kind == "saturated_channel"
     saturated = next(f for f in channel_findings(sample_store, "multireward") if "channel format" in f)
     assert "(saturated: its step mean 0.82 -> 0.99; its group advantage carries no signal)" in saturated

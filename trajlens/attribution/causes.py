@@ -30,7 +30,7 @@ Response length
 Reward channel
     A channel collapses when its step mean falls by half or more from the first quarter of the
     steps to the last (p < 0.001, each step a unit; :func:`channel_collapse`, which the report's channel
-    findings use too). Its evidence is each estimator's *channel credit*: the Pearson
+    findings use too), from the step a class drift's onset rule finds (:func:`collapse_onset`). Its evidence is each estimator's *channel credit*: the Pearson
     correlation, over the trajectories of the run, of the channel's value centred in its
     group with the estimator's advantage, with a 95% bootstrap interval over groups; and the
     channel's *reward relevance*: the correlation of its value with the trajectory's reward, both
@@ -58,7 +58,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from trajlens.attribution.statistics import centred_correlation, p_text
+from trajlens.attribution.drift import DriftConfig
+from trajlens.attribution.statistics import centred_correlation, onset_step, p_text
 from trajlens.attribution.verdicts import AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Decision, Push
 from trajlens.intervals import Spec
 from trajlens.run.change import Change, ChangeRule, shipped_rule, stage_change
@@ -327,6 +328,15 @@ def channel_collapse(steps: np.ndarray, step_means: np.ndarray, split: Quarters 
     return stage_change(quarter_units(steps, step_means, split), VALUE, False, COLLAPSE_RULE, "decrease")
 
 
+def collapse_onset(steps: np.ndarray, step_means: np.ndarray, change: Change, k: int = DriftConfig.k) -> int:
+    """The step from which a collapsed channel's step mean (one per step of ``steps``), averaged
+    over ``k`` steps, had fallen a quarter of the way from its first quarter's mean to its last:
+    the rule of a class drift's onset (:func:`~trajlens.attribution.statistics.onset_step`)."""
+    known = np.isfinite(step_means)
+    order = np.argsort(steps[known], kind="stable")
+    return onset_step(steps[known][order], step_means[known][order], change.first, change.last, k)
+
+
 def channel_values(trajectories: pl.DataFrame, channel: str) -> pl.DataFrame:
     """``step, group_id, trajectory_id, reward, value``: the channel's value per trajectory (where
     it has one), from :func:`trajlens.run.channels.channel_values`."""
@@ -400,8 +410,9 @@ def channel_decision(own: Push, others: dict[str, Push], relevance: Push) -> Dec
 
 
 def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome: dict[str, pl.DataFrame],
-                     estimator: str | None, not_computed: str | None = None) -> list[str]:
-    """One finding per collapsed reward channel, verdict first (module docstring)."""
+                     estimator: str | None, not_computed: str | None = None, k: int = DriftConfig.k) -> list[str]:
+    """One finding per collapsed reward channel, verdict first (module docstring), from the step
+    its collapse set in (:func:`collapse_onset`, over ``k`` steps as a class drift's onset)."""
     if channels.height == 0:
         return []
     out = []
@@ -412,7 +423,8 @@ def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome
         if change is None:
             continue
         name = column[5:]
-        text = (f"{CHANNEL_PREFIX}{name} collapsed: {change.first:.2f} -> {change.last:.2f} "
+        onset = collapse_onset(steps, channels[column].to_numpy(), change, k)
+        text = (f"{CHANNEL_PREFIX}{name} collapsed: {change.first:.2f} -> {change.last:.2f} from step {onset} "
                 f"(first vs last quarter of steps, step means, {p_text(change.p_value)})")
         credit = {label: channel_credit(trajectories, frame, name) for label, frame in outcome.items()}
         credit = {label: c for label, c in credit.items() if math.isfinite(c[1])}

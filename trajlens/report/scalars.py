@@ -212,7 +212,7 @@ def channel_findings(store: Any, run_id: str, split: str = TRAIN_SPLIT, channels
     signal: the finding says whether the channel had none from the first quarter (a format
     reward every trajectory meets: the shipped checks fail on it from the first steps),
     *collapsed* (its step mean fell by half or more, attribution's
-    :func:`~trajlens.attribution.causes.channel_collapse`) or *saturated* (every trajectory of a
+    :func:`~trajlens.attribution.causes.channel_collapse`, from the step attribution says) or *saturated* (every trajectory of a
     group scores alike, and the channel did not collapse). A channel that keeps its signal is a
     finding when its rel_gain moved by :data:`CHANNEL_CHANGE` or more. Each links to the run's
     channel table, which shows its numbers."""
@@ -249,11 +249,12 @@ def _no_signal_note(channels: RunChannels, row: dict[str, Any]) -> str:
     :func:`channel_quarters`), with its step means in the first and the last quarter: it had
     none in the first either (its rel_gain there is under the line too: the checks fail from
     the first steps), it collapsed (attribution's definition) or, when neither, it saturated."""
-    from trajlens.attribution.causes import channel_collapse
+    from trajlens.attribution.causes import channel_collapse, collapse_onset
 
     means = channels.step_means.filter(pl.col("channel") == row["channel"]).sort("step")
-    collapse = channel_collapse(means["step"].to_numpy(), means["mean"].to_numpy(), channels.quarters)
+    steps, values = means["step"].to_numpy(), means["mean"].cast(pl.Float64).fill_null(math.nan).to_numpy()
+    collapse = channel_collapse(steps, values, channels.quarters)
     how = ("without signal from the first quarter" if row["rel_gain first quarter"] < SATURATED_REL_GAIN else
-           "collapsed" if collapse is not None else "saturated")
+           f"collapsed from step {collapse_onset(steps, values, collapse)}" if collapse is not None else "saturated")
     return (f" ({how}: its step mean {row['step mean first quarter']:.2f} -> {row['step mean last quarter']:.2f}; "
             "its group advantage carries no signal)")
