@@ -83,6 +83,35 @@ def test_tool_map_and_explain(store, tmp_path, capsys):
     assert len(rows) == 7
 
 
+def test_the_explanation_is_one_line_a_call_with_the_start_of_its_command():
+    import polars as pl
+
+    from trajlens.classify import classify_calls
+    from trajlens.classify.explanation import EXPLAIN_COMMAND_CHARS, EXPLANATION_HEADER, explanation_lines
+
+    long = "python - <<'EOF'\nprint(1)\tprint(2)\n" + "x = 1\n" * 20 + "EOF"
+    calls = pl.DataFrame({"run_id": ["r", None], "trajectory_id": ["t", "t"], "call_index": [0, 1],
+                          "tool_name": ["bash", "think"], "command": [long, None],
+                          "arguments": ['{"command": "..."}', "{}"]})
+    lines = explanation_lines(classify_calls(calls, explain=True)).to_list()
+    first, second = (line.split("\t") for line in lines)
+    assert len(first) == len(second) == len(EXPLANATION_HEADER)
+    command = long.replace("\n", "\\n").replace("\t", " ")
+    assert first[:5] == ["r", "t", "0", "bash", "quick_check"] and first[-1] == command[:EXPLAIN_COMMAND_CHARS - 1] + "…"
+    assert len(first[-1]) == EXPLAIN_COMMAND_CHARS
+    assert second[0] == "" and second[3:5] == ["think", "think"] and second[-1] == ""  # missing fields are empty
+
+
+def test_explaining_several_runs_prints_one_header(samples_store_copy, capsys):
+    from trajlens.classify.explanation import EXPLANATION_HEADER
+
+    runs = ("sao-r6", "grpo-leg")
+    assert main(["classify", str(samples_store_copy), "--run", runs[0], "--run", runs[1], "--explain"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "\t" in line]
+    assert lines[0] == "\t".join(EXPLANATION_HEADER) and lines.count(lines[0]) == 1
+    assert {line.split("\t")[0] for line in lines[1:]} == set(runs)
+
+
 def test_bad_tool_map_is_one_line_error(store, tmp_path, capsys):
     tool_map = tmp_path / "bad.toml"
     tool_map.write_text('[[tools]]\nname = "x"\nclass = "nonsense"\n')

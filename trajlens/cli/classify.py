@@ -12,10 +12,6 @@ from trajlens.cli._app import app
 from trajlens.cli._options import EngineOption, RayAddressOption
 from trajlens.cli._progress import progress_bar
 
-EXPLAIN_COMMAND_CHARS = 60
-"""Characters of a command shown per call by ``--explain``."""
-
-
 @app.command()
 def classify(
     store: Annotated[str, typer.Argument(help="Store directory (with --engine ray, also a URI: file://..., s3://...).")],
@@ -56,8 +52,7 @@ def classify(
                                                store=session.store, explain=explain))
                 tick(run_id)
     if explain:
-        for result in results:
-            _print_explanation(result.calls)
+        _print_explanation(results)
     trajectories = sum(result.measures.height for result in results)
     typer.echo(f"classified {len(results)} run(s), {trajectories} trajectories; "
                "tables call_classes, trajectory_measures and unknown_tools")
@@ -71,15 +66,15 @@ def classify(
             typer.echo(f"{result.run_id}: {result.unknown.height} unmapped tool(s) classed other: {listed}{more}")
 
 
-def _print_explanation(calls) -> None:
-    """One tab-separated line per call: run, trajectory, call index, tool, class, decided by,
-    source, start of the command."""
-    typer.echo("\t".join(("run_id", "trajectory_id", "call_index", "tool_name", "class", "decided_by", "source", "command")))
-    for row in calls.iter_rows(named=True):
-        command = (row["command"] or "").replace("\n", "\\n").replace("\t", " ")
-        if len(command) > EXPLAIN_COMMAND_CHARS:
-            command = command[: EXPLAIN_COMMAND_CHARS - 1] + "…"
-        typer.echo("\t".join(str(v) if v is not None else "" for v in (
-            row.get("run_id"), row.get("trajectory_id"), row.get("call_index"), row["tool_name"],
-            row["primary_class"], row["decided_by"], row["rule_source"], command,
-        )))
+def _print_explanation(results) -> None:
+    """The explanation of every run (:mod:`trajlens.classify.explanation`), under one header."""
+    from trajlens.classify.explanation import EXPLANATION_HEADER
+
+    typer.echo("\t".join(EXPLANATION_HEADER))
+    for result in results:
+        for start in range(0, result.explanation.len(), EXPLAIN_LINES_AT_ONCE):
+            typer.echo("\n".join(result.explanation.slice(start, EXPLAIN_LINES_AT_ONCE).to_list()))
+
+
+EXPLAIN_LINES_AT_ONCE = 65_536
+"""Lines of an explanation written together."""

@@ -17,6 +17,7 @@ from typing import Any, Callable, NamedTuple
 import polars as pl
 
 from trajlens.classify.calls import CALL_CLASS_COLUMNS, UNMAPPED, classify_calls
+from trajlens.classify.explanation import explanation_lines
 from trajlens.classify.per_trajectory import RULES_COLUMN, current_measures, stored_rules, trajectory_measures
 from trajlens.classify.rules import RULES_VERSION
 from trajlens.classify.tool_map import ToolMapLike
@@ -34,8 +35,9 @@ class EngineClasses(NamedTuple):
     """What :func:`classify_run_on` computed for one run."""
 
     run_id: str
-    calls: pl.DataFrame | None
-    """The classified calls with the explain columns, when asked for (they stream to the store otherwise)."""
+    explanation: pl.Series | None
+    """What ``--explain`` prints, a line per call (:func:`~trajlens.classify.explanation.explanation_lines`),
+    when asked for; the calls themselves stream to the store."""
     measures: pl.DataFrame
     unknown: pl.DataFrame
     dropped: tuple[str, ...] = ()
@@ -68,7 +70,7 @@ class ClassifyStep:
         tables = {"call_classes": calls.select(CALL_CLASS_COLUMNS).to_arrow(),
                   "trajectory_measures": measures.to_arrow(), "unmapped_calls": unmapped.to_arrow()}
         if self.explain:
-            tables["explained_calls"] = calls.to_arrow()
+            tables["explanation"] = explanation_lines(calls).to_frame().to_arrow()
         return tables
 
 
@@ -112,7 +114,10 @@ def classify_run_on(engine: Engine, location: StoreLocation, run_id: str, tool_m
     dropped: list[str] = []
     if earlier is not None and not earlier.equals(current_measures(measures)):
         dropped = store.drop_derived(CLASS_ANALYSES, run_id)
-    return EngineClasses(run_id, stream.frame("explained_calls") if explain else None, measures, unknown, tuple(dropped))
+    explained = stream.frame("explanation") if explain else None
+    explanation = None if explained is None else \
+        explained.get_column("line") if explained.width else pl.Series("line", [], dtype=pl.String)
+    return EngineClasses(run_id, explanation, measures, unknown, tuple(dropped))
 
 
 def classify_run(store: Any, run_id: str, tool_map: ToolMapLike = None, *, explain: bool = False) -> EngineClasses:
