@@ -11,6 +11,7 @@ from stores import copy_store
 
 import trajlens
 from trajlens.attribution import RECOMPUTATIONS, attribute, attribution_html, attribution_markdown
+from trajlens.attribution.drift import DriftConfig
 
 pytestmark = pytest.mark.slow
 
@@ -141,6 +142,9 @@ def test_format_collapses_under_sum_then_normalise_and_not_under_gdpo(store):
     # from the step its mean over 5 steps had fallen a quarter of the way (0.42 -> 0.00: under 0.32 from step 8)
     assert any(f.startswith("estimator artefact: reward channel format collapsed: 0.42 -> 0.00 from step 8 (")
                for f in summed.cause_verdicts), summed.cause_verdicts
+    # dated the same way whatever lag the credit regressions use, as the report's channel finding dates it
+    lagged = attribute(store, "causal-multireward", recs, write=False, drift=DriftConfig(k=1))
+    assert any("reward channel format collapsed: 0.42 -> 0.00 from step 8 (" in f for f in lagged.cause_verdicts)
     assert summed.channels["rank_misalignment"].drop_nulls().mean() > 0
 
 

@@ -217,17 +217,51 @@ def test_a_length_change_splits_into_the_calls_made_the_tokens_per_call_and_the_
     assert mix.other == pytest.approx(tail_change, abs=1e-9)
     assert mix.calls + mix.per_call + mix.other == pytest.approx(mix.last - mix.first, abs=1e-9)
     assert mix.follows_calls()
-    assert mix.evidence().startswith(f"of the {round(mix.last - mix.first):+d} token change, the calls made account for "
-                                     "-180 (edit -200: 2.0 -> 0.0 calls of 100 tokens, think +20: 1.0 -> 3.0 calls of "
-                                     "10 tokens), tokens per call for +30 and other tokens for ")
-    # A trajectory whose tokens are not all its calls' (the fallback's guess) is left out.
-    guessed = frame.head(16).with_columns(pl.lit(float("nan")).alias("tokens:edit"), pl.lit(5000.0).alias("length"))
-    assert length_mix(pl.concat([guessed, frame])) == mix
+    assert mix.evidence().startswith(f"of the {round(mix.last) - round(mix.first):+d} token change, the calls made "
+                                     "account for -180 (edit -200: 2.00 -> 0.00 calls of 100 tokens, think +20: 1.00 -> "
+                                     "3.00 calls of 10 tokens), tokens per call for +30 and other tokens for ")
+    assert (mix.trajectories, mix.counted) == (320, 320) and mix.counted_change == mix.last - mix.first
+    # A trajectory with a call under the fallback (its tokens spread by turn) is left out of the split.
+    guessed = frame.head(16).with_columns(pl.lit(float("nan")).alias("tokens:edit"), pl.lit(500.0).alias("length"))
+    with_guessed = length_mix(pl.concat([guessed, frame]))
+    assert with_guessed.classes == mix.classes and (with_guessed.trajectories, with_guessed.counted) == (320, 336)
+    assert with_guessed.evidence().startswith("over the 320 of the two quarters' 336 trajectories without a fallback "
+                                              f"call ({mix.first:.0f} -> {mix.last:.0f}), of the ")
     assert length_mix(frame.drop("tokens:edit", "tokens:think")) is None
     # Tokens per call that grew with the calls held are no drift of the calls made.
     longer = frame.with_columns(pl.col("length") + 2.0 * pl.col("count:think") * (pl.col("step") > 20) * 40.0,
                                 pl.col("tokens:think") * (1.0 + 4.0 * (pl.col("step") > 20)))
     assert not length_mix(longer).follows_calls()
+
+
+def test_the_length_split_of_a_class_the_first_quarter_did_not_call_adds_up():
+    from trajlens.attribution.causes import length_mix
+
+    late = pl.col("step") > 30
+    frame = _calls_drift().with_columns(pl.when(late).then(2.0).otherwise(0.0).alias("count:search"),
+                                        pl.when(late).then(60.0).otherwise(0.0).alias("tokens:search"),
+                                        pl.col("length") + pl.when(late).then(60.0).otherwise(0.0))
+    mix = length_mix(frame)
+    search = next(c for c in mix.classes if c.name == "search")
+    assert (search.calls_first, search.calls_last, search.tokens_per_call, search.calls_part) == (0.0, 2.0, 30.0, 60.0)
+    assert mix.per_call == 30.0  # the thinks' alone: search's tokens per call are its last quarter's
+    assert mix.calls + mix.per_call + mix.other == pytest.approx(mix.last - mix.first, abs=1e-9)
+
+
+def test_a_split_that_goes_against_the_drift_it_reads_is_no_cause_of_it():
+    """Fallback trajectories (a call without its tokens) that grew long while the others shrank:
+    the split reads the others only, and does not say the drift follows their calls."""
+    from trajlens.attribution.causes import length_mix, length_verdict
+
+    frame = _calls_drift()
+    last_half = (pl.col("step") > 30) & (pl.int_range(pl.len()) % 2 == 0)
+    fallback = frame.with_columns(pl.when(last_half).then(float("nan")).otherwise(pl.col("tokens:edit")).alias("tokens:edit"),
+                                  pl.when(last_half).then(900.0).otherwise(pl.col("length")).alias("length"))
+    mix = length_mix(fallback)
+    assert mix.last < mix.first and mix.counted_change > 0 and not mix.follows_calls()
+    line = length_verdict(fallback, _bias([("token-mean", 0.05)]), "grpo", "token-mean")
+    assert line.startswith("unexplained: response length grew") and "trajectories without a fallback call" in line
+    assert line.endswith("; the aggregation is not length-biased and length earns no reward")
 
 
 def test_an_unexplained_length_drift_that_follows_the_calls_made_says_so():

@@ -257,7 +257,7 @@ def _attribute_stream(store, run_id, own, usable, aggregations, aggregation, tra
                      "left out of the calls a class competes with")
     if stream.total_calls == 0:
         drift_findings = [NO_TOOL_CALLS]
-    findings, causes = _findings(own, aggregation, flags, bias, channels, stream, drift.k)
+    findings, causes = _findings(own, aggregation, flags, bias, channels, stream)
     flagged = causes + [f for f in findings if f.startswith("all-negative")
                         or (own.label is not None and f.startswith(f"length bias under {own.label} "))]
     flagged += [f for f in drift_findings if drifted.frame.height]
@@ -649,11 +649,11 @@ class CreditStream:
 
 def _class_tokens(credit: Any, class_index: np.ndarray, classes: int) -> np.ndarray:
     """(B, K) model tokens each trajectory's calls of each class own (the token rule of
-    :mod:`.calls`); NaN for a trajectory whose tokens are not all known to their calls (a call
-    under the fallback, or no counted length), whose split between classes would be a guess."""
+    :mod:`.calls`); NaN for a trajectory with a call under the fallback (its tokens spread by
+    turn: their split between classes would be a guess) or without a counted length."""
     tokens = np.zeros((credit.lengths.size, classes))
     np.add.at(tokens, (credit.call_trajectory, class_index), credit.tokens.astype(float))
-    guessed = ~credit.measured.copy()
+    guessed = ~credit.measured
     np.logical_or.at(guessed, credit.call_trajectory, credit.fallback)
     tokens[guessed] = np.nan
     return tokens
@@ -735,9 +735,8 @@ def _class_credit(stream: CreditStream, run_id: str, staged: pl.DataFrame) -> pl
 
 
 def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl.DataFrame, channels: pl.DataFrame,
-              stream: CreditStream, k: int) -> tuple[list[str], list[str]]:
-    """The run-level findings, and among them the length and reward-channel verdicts (verdict first;
-    a channel's onset over ``k`` steps, as the class drifts')."""
+              stream: CreditStream) -> tuple[list[str], list[str]]:
+    """The run-level findings, and among them the length and reward-channel verdicts (verdict first)."""
     from trajlens.attribution.causes import biased, channel_verdicts, elasticity_text, length_verdict
     from trajlens.steps import steps_text
 
@@ -760,7 +759,7 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
         misalignment = channels["rank_misalignment"].drop_nulls()
         if misalignment.len():
             out.append(f"sum-then-normalise vs GDPO rank misalignment: mean {misalignment.mean():.2f} per group")
-        causes += channel_verdicts(channels, stream.trajectories, stream.outcome, own.label, own.not_computed, k)
+        causes += channel_verdicts(channels, stream.trajectories, stream.outcome, own.label, own.not_computed)
     # an artefact first, then learning, then unexplained (sorted() keeps the order within a verdict)
     rank = {verdict: index for index, verdict in enumerate(VERDICTS)}
     causes.sort(key=lambda line: rank.get(line.split(":", 1)[0], len(rank)))

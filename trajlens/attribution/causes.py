@@ -30,7 +30,8 @@ Response length
 Reward channel
     A channel collapses when its step mean falls by half or more from the first quarter of the
     steps to the last (p < 0.001, each step a unit; :func:`channel_collapse`, which the report's channel
-    findings use too), from the step a class drift's onset rule finds (:func:`collapse_onset`). Its evidence is each estimator's *channel credit*: the Pearson
+    findings use too), from the step its mean over five steps had fallen a quarter of the way
+    (:func:`collapse_onset`). Its evidence is each estimator's *channel credit*: the Pearson
     correlation, over the trajectories of the run, of the channel's value centred in its
     group with the estimator's advantage, with a 95% bootstrap interval over groups; and the
     channel's *reward relevance*: the correlation of its value with the trajectory's reward, both
@@ -128,7 +129,8 @@ class ClassTokens:
 class LengthMix:
     """A length change split by what the policy changed: how many calls of each class it made
     (:attr:`calls`), how long each call is, and the tokens no call owns (:func:`length_mix`).
-    The three parts add up to ``last - first``."""
+    The three parts add up to ``last - first``, the change over the trajectories without a
+    fallback call (``trajectories`` of the ``counted`` whose length counts)."""
 
     first: float
     last: float
@@ -137,35 +139,44 @@ class LengthMix:
     per_call: float
     """The change of tokens per call, at the last quarter's calls."""
     other: float
-    """The change of the tokens no call owns: after a trajectory's last call, or counted by its
-    ``model_tokens`` beyond its response mask."""
+    """The change of the tokens no call owns: after a trajectory's last call, and the difference
+    between its ``model_tokens`` and its response mask's count where the log gives both."""
+    trajectories: int
+    counted: int
+    counted_change: float
+    """The change over every counted trajectory: the length drift's own (:func:`length_change`)."""
 
     @property
     def calls(self) -> float:
         return sum(c.calls_part for c in self.classes)
 
     def follows_calls(self) -> bool:
-        """Whether the calls made account for :data:`CALLS_SHARE` of the change or more, the same way."""
-        change = self.last - self.first
-        return change != 0 and self.calls / change >= CALLS_SHARE
+        """Whether the calls made account for :data:`CALLS_SHARE` or more of the change, the same
+        way, both over the trajectories split and over every counted one."""
+        return all(change != 0 and self.calls / change >= CALLS_SHARE
+                   for change in (self.last - self.first, self.counted_change))
 
     def evidence(self) -> str:
-        """``of the -577 token change, the calls made account for -560 (edit -210: 1.0 -> 0.0 calls
-        of 210 tokens, ...), tokens per call for -12 and other tokens for -5`` (calls per trajectory)."""
+        """``of the -577 token change, the calls made account for -560 (edit -210: 1.50 -> 0.00 calls
+        of 140 tokens, ...), tokens per call for -12 and other tokens for -5`` (calls per
+        trajectory), led by the trajectories split when some are left out."""
         shown = [c for c in self.classes if abs(c.calls_part) >= 0.5][:SHOWN_CLASSES]
-        parts = ", ".join(f"{c.name} {_signed_tokens(c.calls_part)}: {c.calls_first:.1f} -> {c.calls_last:.1f} calls of "
-                          f"{c.tokens_per_call:.0f} tokens" for c in shown)
-        return (f"of the {_signed_tokens(self.last - self.first)} token change, the calls made account for "
-                f"{_signed_tokens(self.calls)}{f' ({parts})' if parts else ''}, tokens per call for "
-                f"{_signed_tokens(self.per_call)} and other tokens for {_signed_tokens(self.other)}")
+        parts = ", ".join(f"{c.name} {_signed_tokens(c.calls_part)}: {c.calls_first:.2f} -> {c.calls_last:.2f} "
+                          f"calls of {c.tokens_per_call:.0f} tokens" for c in shown)
+        subset = (f"over the {self.trajectories:,} of the two quarters' {self.counted:,} trajectories without a "
+                  f"fallback call ({self.first:.0f} -> {self.last:.0f}), " if self.trajectories < self.counted else "")
+        change = round(self.last) - round(self.first)  # as the drift's "671 -> 94" reads
+        return (f"{subset}of the {change:+d} token change, the calls made account for {_signed_tokens(self.calls)}"
+                f"{f' ({parts})' if parts else ''}, tokens per call for {_signed_tokens(self.per_call)} and other "
+                f"tokens for {_signed_tokens(self.other)}")
 
     def reason(self) -> str:
         """What a length drift that follows the calls made comes from: ``it follows the calls made,
         which account for 97% of it (fewer edit, view and search calls most)``."""
         change = self.last - self.first
-        movers = [c.name for c in self.classes if c.calls_part * change > 0][:SHOWN_CLASSES]
-        return (f"it follows the calls made, which account for {min(self.calls / change, 9.99):.0%} of it "
-                f"({'more' if change > 0 else 'fewer'} {_names(movers)} calls most)")
+        movers = [c.name for c in self.classes if c.calls_part * change > 0 and abs(c.calls_part) >= 0.5]
+        return (f"it follows the calls made, which account for {self.calls / change:.0%} of it "
+                f"({'more' if change > 0 else 'fewer'} {_names(movers[:SHOWN_CLASSES])} calls most)")
 
 
 CALLS_SHARE = 2 / 3
@@ -188,19 +199,21 @@ def length_mix(trajectory_frame: pl.DataFrame) -> LengthMix | None:
     the calls made, the tokens per call and the other tokens (:class:`LengthMix`; shift-share at the
     first quarter's tokens per call: ``n_L t_L - n_F t_F = t_F (n_L - n_F) + n_L (t_L - t_F)``
     per class, with ``n`` the calls per trajectory and ``t`` the tokens per call). Over the
-    trajectories whose tokens are all known to their calls (``tokens:<class>`` finite,
-    :class:`CreditStream`); None without eight of them in each quarter."""
+    trajectories with a counted length and no fallback call (``tokens:<class>`` finite,
+    :class:`~trajlens.attribution.api.CreditStream`); None without eight of them in each quarter."""
     names = [c.removeprefix("tokens:") for c in trajectory_frame.columns if c.startswith("tokens:")]
     if not names or "length" not in trajectory_frame.columns:
         return None
     split = quarters(trajectory_frame["step"].to_numpy())  # as length_change cuts them
-    frame = trajectory_frame.select("step", pl.col("length").cast(pl.Float64),
-                                    *(pl.col(f"count:{n}").cast(pl.Float64) for n in names),
-                                    *(pl.col(f"tokens:{n}").cast(pl.Float64) for n in names))
-    frame = frame.filter(pl.all_horizontal(pl.exclude("step").is_finite()))
+    counted = trajectory_frame.select("step", pl.col("length").cast(pl.Float64),
+                                      *(pl.col(f"count:{n}").cast(pl.Float64) for n in names),
+                                      *(pl.col(f"tokens:{n}").cast(pl.Float64) for n in names))
+    counted = counted.filter(pl.col("length").is_finite())  # the trajectories length_change reads
+    frame = counted.filter(pl.all_horizontal(pl.exclude("step").is_finite()))
     masks = split.masks(frame["step"].to_numpy())
     if min(int(m.sum()) for m in masks) < 8:
         return None
+    every = [counted["length"].to_numpy()[m] for m in split.masks(counted["step"].to_numpy())]
     length = frame["length"].to_numpy()
     counts = frame.select(f"count:{n}" for n in names).to_numpy()  # (T, K) calls of each class
     tokens = frame.select(f"tokens:{n}" for n in names).to_numpy()  # (T, K) the tokens they own
@@ -217,7 +230,8 @@ def length_mix(trajectory_frame: pl.DataFrame) -> LengthMix | None:
     other = [float(length[q].mean() - tokens[q].sum(axis=1).mean()) for q in masks]
     classes.sort(key=lambda c: -abs(c.calls_part))
     return LengthMix(float(length[first].mean()), float(length[last].mean()), tuple(classes), per_call_part,
-                     other[1] - other[0])
+                     other[1] - other[0], int(first.sum() + last.sum()), sum(part.size for part in every),
+                     float(every[1].mean() - every[0].mean()))
 
 
 def _tokens_per_call(tokens: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -301,7 +315,8 @@ def length_verdict(trajectory_frame: pl.DataFrame, bias: pl.DataFrame, estimator
     if own is None:
         missing = ("the run's estimator is not known" if estimator is None else
                    f"the run's estimator {estimator} has no length bias measured under {aggregation}")
-        return f"{UNEXPLAINED}: {text}{mix_text}; length relevance signed by the drift {relevance_text}; {unexplained(missing)}"
+        return (f"{UNEXPLAINED}: {text}{mix_text}; length relevance signed by the drift {relevance_text}; "
+                f"{unexplained(missing)}")
     fair = [mode for mode, row in rows.items() if mode != aggregation and fairer(row, own)] if biased(own) else []
     others = "; ".join(f"under {mode} it would be {elasticity_text(row)}" for mode, row in rows.items() if mode != aggregation)
     if fair and not relevant:
@@ -328,13 +343,19 @@ def channel_collapse(steps: np.ndarray, step_means: np.ndarray, split: Quarters 
     return stage_change(quarter_units(steps, step_means, split), VALUE, False, COLLAPSE_RULE, "decrease")
 
 
-def collapse_onset(steps: np.ndarray, step_means: np.ndarray, change: Change, k: int = DriftConfig.k) -> int:
+def collapse_onset(steps: np.ndarray, step_means: np.ndarray, change: Change) -> int:
     """The step from which a collapsed channel's step mean (one per step of ``steps``), averaged
-    over ``k`` steps, had fallen a quarter of the way from its first quarter's mean to its last:
-    the rule of a class drift's onset (:func:`~trajlens.attribution.statistics.onset_step`)."""
+    over :data:`ONSET_STEPS` steps, had fallen a quarter of the way from its first quarter's mean
+    to its last (:func:`~trajlens.attribution.statistics.onset_step`, which dates a class drift
+    toward its reach). Attribution and the report's channel finding both date a collapse by it."""
     known = np.isfinite(step_means)
     order = np.argsort(steps[known], kind="stable")
-    return onset_step(steps[known][order], step_means[known][order], change.first, change.last, k)
+    return onset_step(steps[known][order], step_means[known][order], change.first, change.last, ONSET_STEPS)
+
+
+ONSET_STEPS = DriftConfig.k
+"""Steps a collapse's onset averages the channel's step means over: the default lag of drift
+attribution, whatever lag a call asks for (the lag is credit's, not a smoothing to tune)."""
 
 
 def channel_values(trajectories: pl.DataFrame, channel: str) -> pl.DataFrame:
@@ -410,9 +431,9 @@ def channel_decision(own: Push, others: dict[str, Push], relevance: Push) -> Dec
 
 
 def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome: dict[str, pl.DataFrame],
-                     estimator: str | None, not_computed: str | None = None, k: int = DriftConfig.k) -> list[str]:
+                     estimator: str | None, not_computed: str | None = None) -> list[str]:
     """One finding per collapsed reward channel, verdict first (module docstring), from the step
-    its collapse set in (:func:`collapse_onset`, over ``k`` steps as a class drift's onset)."""
+    its collapse set in (:func:`collapse_onset`)."""
     if channels.height == 0:
         return []
     out = []
@@ -423,7 +444,7 @@ def channel_verdicts(channels: pl.DataFrame, trajectories: pl.DataFrame, outcome
         if change is None:
             continue
         name = column[5:]
-        onset = collapse_onset(steps, channels[column].to_numpy(), change, k)
+        onset = collapse_onset(steps, channels[column].to_numpy(), change)
         text = (f"{CHANNEL_PREFIX}{name} collapsed: {change.first:.2f} -> {change.last:.2f} from step {onset} "
                 f"(first vs last quarter of steps, step means, {p_text(change.p_value)})")
         credit = {label: channel_credit(trajectories, frame, name) for label, frame in outcome.items()}

@@ -13,6 +13,8 @@ EXPLAIN_COMMAND_CHARS = 60
 EXPLANATION_HEADER: tuple[str, ...] = (
     "run_id", "trajectory_id", "call_index", "tool_name", "class", "decided_by", "source", "command")
 """The columns of the lines, in order."""
+EXPLAIN_LINES_AT_ONCE = 65_536
+"""Lines of an explanation written to the output together."""
 _FIELDS = ("run_id", "trajectory_id", "call_index", "tool_name", "primary_class", "decided_by", "rule_source")
 
 

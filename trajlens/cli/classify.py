@@ -12,6 +12,7 @@ from trajlens.cli._app import app
 from trajlens.cli._options import EngineOption, RayAddressOption
 from trajlens.cli._progress import progress_bar
 
+
 @app.command()
 def classify(
     store: Annotated[str, typer.Argument(help="Store directory (with --engine ray, also a URI: file://..., s3://...).")],
@@ -68,13 +69,9 @@ def classify(
 
 def _print_explanation(results) -> None:
     """The explanation of every run (:mod:`trajlens.classify.explanation`), under one header."""
-    from trajlens.classify.explanation import EXPLANATION_HEADER
+    from trajlens.classify.explanation import EXPLAIN_LINES_AT_ONCE, EXPLANATION_HEADER
 
     typer.echo("\t".join(EXPLANATION_HEADER))
     for result in results:
         for start in range(0, result.explanation.len(), EXPLAIN_LINES_AT_ONCE):
             typer.echo("\n".join(result.explanation.slice(start, EXPLAIN_LINES_AT_ONCE).to_list()))
-
-
-EXPLAIN_LINES_AT_ONCE = 65_536
-"""Lines of an explanation written together."""

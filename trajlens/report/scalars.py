@@ -212,8 +212,8 @@ def channel_findings(store: Any, run_id: str, split: str = TRAIN_SPLIT, channels
     signal: the finding says whether the channel had none from the first quarter (a format
     reward every trajectory meets: the shipped checks fail on it from the first steps),
     *collapsed* (its step mean fell by half or more, attribution's
-    :func:`~trajlens.attribution.causes.channel_collapse`, from the step attribution says) or *saturated* (every trajectory of a
-    group scores alike, and the channel did not collapse). A channel that keeps its signal is a
+    :func:`~trajlens.attribution.causes.channel_collapse`, from the step attribution says) or
+    *saturated* (every trajectory of a group scores alike, and the channel did not collapse). A channel that keeps its signal is a
     finding when its rel_gain moved by :data:`CHANNEL_CHANGE` or more. Each links to the run's
     channel table, which shows its numbers."""
     from trajlens.attribution.causes import CHANNEL_PREFIX
