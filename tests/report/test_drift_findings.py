@@ -110,3 +110,21 @@ def test_a_share_that_went_and_came_back_is_an_excursion_drift():
     assert (grown["peak_steps"], grown["share_end"]) == ("", grown["share_last"])
     # a wobble smaller than min_excursion is no excursion
     assert class_drifts(_counts([0.2] * 40 + [0.35] * 20 + [0.2] * 20), _quartiles(80)).is_empty()
+
+
+def test_a_drift_that_turned_back_within_the_last_stage_says_how_far_it_went():
+    """think 0.05 to step 60, then 0.05 -> 0.70 by step 78 and none from step 79 (a run that gave
+    it up at once): its last quarter's 0.23 hides both moves, so the drift says where it went."""
+    think = [0.05] * 60 + list(np.linspace(0.05, 0.7, 18)) + [0.0] * 12
+    row = class_drifts(_counts(think, trajectories=40), _quartiles(90)).filter(
+        pl.col("primary_class") == "think").row(0, named=True)
+    assert row["direction"] == "grew" and 0.15 < row["share_last"] < 0.35
+    assert row["peak_steps"] == "74-78" and 0.55 < row["peak_share"] < 0.75 and row["share_end"] < 0.02
+    assert drift_phrase(row).endswith(f"from step {row['onset_step']}, to {row['peak_share']:.2f} by steps 74-78, then "
+                                      f"back to {row['share_end']:.2f} at the run's end")
+    # a drift that holds to the end, or eases back by less than min_excursion, is told as before
+    held = [0.05] * 60 + list(np.linspace(0.05, 0.7, 18)) + [0.7] * 12
+    eased = [0.05] * 60 + list(np.linspace(0.05, 0.7, 18)) + [0.6] * 12
+    for shares in (held, eased):
+        row = class_drifts(_counts(shares, trajectories=40), _quartiles(90)).row(0, named=True)
+        assert (row["peak_steps"], row["peak_share"]) == ("", None) and "at the run's end" not in drift_phrase(row)

@@ -4,8 +4,11 @@ One JSON object per run::
 
     {"run_id", "estimator", "aggregation", "aggregation_logged",
      "drifts": [{"class", "direction", "share_first", "share_last", "onset_step",
-                 "peak_steps" (an excursion's furthest steps, where share_last was reached; null for a drift
-                 from the first stage to the last), "share_end" (the last stage's share), "verdict", "reason",
+                 "peak_steps" (an excursion's furthest steps, where share_last was reached; for a drift that
+                 turned back within the last stage, the k steps where it went furthest; null for a drift
+                 from the first stage to the last that held), "share_end" (the last stage's share, or the
+                 last k steps' after a late turn), "peak_share" (a late turn's furthest share, else null),
+                 "verdict", "reason",
                  "estimator", "aggregation", "own_known", "dissenting", "window",
                  "push": {"value", "low", "high"}, "relevance": {"value", "low", "high"},
                  "structural": [...], "displaced_by": [the classes that drifted the other way and took its calls, or gave
@@ -49,7 +52,8 @@ def verdict_document(result: Any) -> dict[str, Any]:
         drifts.append({
             "class": name, "direction": row["direction"], "share_first": json_values(row["share_first"]),
             "share_last": json_values(row["share_last"]), "onset_step": row["onset_step"],
-            "peak_steps": row["peak_steps"] or None, "share_end": json_values(row["share_end"]), "verdict": row["verdict"],
+            "peak_steps": row["peak_steps"] or None, "share_end": json_values(row["share_end"]),
+            "peak_share": json_values(row.get("peak_share")), "verdict": row["verdict"],
             "reason": row["reason"], "estimator": row["estimator"], "aggregation": row["aggregation"],
             "own_known": row["own_known"], "dissenting": [d for d in row["dissenting"].split(", ") if d],
             "window": row["window"], "push": _interval(row, "push"), "relevance": _interval(row, "relevance"),

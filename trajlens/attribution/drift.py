@@ -106,13 +106,15 @@ DRIFT_SCHEMA = {
     "r": pl.Float64, "r_low": pl.Float64, "r_high": pl.Float64, "slope": pl.Float64, "lag_steps": pl.Int64,
     "pivotal_steps": pl.String, "pivot_kind": pl.String, "window_relative_credit": pl.Float64,
     "window_low": pl.Float64, "window_high": pl.Float64, "displaced_by": pl.String, "rest_first": pl.Float64,
-    "rest_last": pl.Float64, "peak_steps": pl.String, "share_end": pl.Float64,
+    "rest_last": pl.Float64, "peak_steps": pl.String, "share_end": pl.Float64, "peak_share": pl.Float64,
 }
 """One row per drifting class and estimator. ``displaced_by``: the classes that displaced it
 (comma-separated; empty when none did), with its share of the calls other than theirs in the
 first and the last stage (``rest_first``, ``rest_last``; null when it was not displaced).
-``peak_steps``: for an excursion, the steps of the stage where ``share_last`` was reached (empty
-for a drift from the first stage to the last); ``share_end``: the last stage's share."""
+``peak_steps``: for an excursion, the steps of the stage where ``share_last`` was reached; for a
+drift that turned back late, the k steps where it went furthest (``peak_share``, null
+otherwise); empty for a drift from the first stage to the last that held. ``share_end``: the
+last stage's share, or where a late turn came back to over the last k steps."""
 
 
 class DriftResult:
@@ -257,7 +259,10 @@ class ShareDrift(NamedTuple):
     """An excursion's furthest stage (``61-90``): its share moved there and came back by the
     last stage (:func:`_excursion`). Empty for a drift from the first stage to the last."""
     share_end: float | None = None
-    """The last stage's share: ``last``, or where an excursion came back to."""
+    """The last stage's share: ``last``, or where an excursion came back to (a late turn: over
+    the run's last k steps)."""
+    peak_share: float | None = None
+    """A late turn's furthest share, over ``peak_steps`` (:func:`late_turn`); None otherwise."""
 
     @property
     def direction(self) -> str:
@@ -308,9 +313,45 @@ def drifts_with_onsets(units: pl.DataFrame, share: np.ndarray, steps: np.ndarray
     """:func:`share_drifts`, each with its onset (:func:`~.statistics.onset_step` on the class's
     column of ``share``, the per-step shares at ``steps``): what attribution attributes and what
     :func:`class_drifts` reports before it does."""
-    return [(drift, drift_onset(steps, share[:, list(classes).index(drift.name)], drift.first, drift.last, config.k,
-                                config.min_change))
-            for drift in share_drifts(units, classes, config, structural)]
+    found = []
+    for drift in share_drifts(units, classes, config, structural):
+        column = share[:, list(classes).index(drift.name)]
+        onset = drift_onset(steps, column, drift.first, drift.last, config.k, config.min_change)
+        found.append((late_turn(units, drift, column, steps, onset, config), onset))
+    return found
+
+
+def late_turn(units: pl.DataFrame, drift: ShareDrift, share: np.ndarray, steps: np.ndarray, onset: int,
+              config: DriftConfig) -> ShareDrift:
+    """``drift`` with where it went and came back to, when it turned back within the last stage:
+    think's share rose to 0.63 over steps 74-78 and was 0 from step 79, so its last quarter's
+    0.23 hides both the rise and the fall. From the onset on, the k steps whose mean share
+    (``share``, per step of ``steps``) went furthest the drift's way, pooled over their
+    trajectories (``units``), lie at least ``config.min_excursion`` beyond the last stage's share,
+    and the run's last k steps came back from them by as much, significant at ``config.alpha``
+    (:func:`~trajlens.run.change.judged`, as an excursion's stages). ``drift`` itself otherwise,
+    and for an excursion (which has its reach already)."""
+    k = max(config.k, 1)
+    if drift.peak_steps or steps.size < 2 * k:
+        return drift
+    sign = 1.0 if drift.last > drift.first else -1.0
+    means = np.convolve(share, np.ones(k), "valid") / k  # means[i]: steps[i:i + k]
+    after = np.flatnonzero(steps[:means.size] >= onset)
+    after = after[after + k <= steps.size - k]  # the furthest k steps end before the last k steps begin
+    if after.size == 0:
+        return drift
+    at = int(after[np.argmax(sign * means[after])])
+    peak_steps, end_steps = steps[at:at + k], steps[-k:]
+    rows = units.filter((pl.col("primary_class") == drift.name) & pl.col("step").is_in(np.r_[peak_steps, end_steps]))
+    rows = rows.with_columns(pl.col("step").is_in(end_steps).cast(pl.Int64).alias("stage_index"))
+    ends = stage_ends(rows, _share(drift.name), True)
+    if ends is None or sign * (ends[0]["value"] - drift.last) < config.min_excursion:
+        return drift
+    rule = ChangeRule(alpha=config.alpha, min_change=config.min_excursion)
+    back = judged(*ends, True, rule, "decrease" if sign > 0 else "increase")
+    if back is None:
+        return drift
+    return drift._replace(peak_steps=steps_text(peak_steps.tolist()), share_end=back.last, peak_share=back.first)
 
 
 def class_drifts(trajectory_counts: pl.DataFrame, staged: pl.DataFrame, config: DriftConfig = DriftConfig()) -> pl.DataFrame:
@@ -341,12 +382,12 @@ def class_drifts(trajectory_counts: pl.DataFrame, staged: pl.DataFrame, config: 
 
 CLASS_DRIFT_COLUMNS: tuple[str, ...] = ("primary_class", "direction", "share_first", "share_last", "change_p",
                                         "onset_step", "displaced_by", "rest_first", "rest_last", "peak_steps",
-                                        "share_end")
+                                        "share_end", "peak_share")
 
 
 def _reach(drift: ShareDrift) -> dict[str, object]:
-    """The drift rows' ``peak_steps`` and ``share_end``."""
-    return {"peak_steps": drift.peak_steps, "share_end": drift.share_end}
+    """The drift rows' ``peak_steps``, ``share_end`` and ``peak_share``."""
+    return {"peak_steps": drift.peak_steps, "share_end": drift.share_end, "peak_share": drift.peak_share}
 
 
 def _stage_change(units: pl.DataFrame, name: str, config: DriftConfig) -> tuple[float, float, float] | None:

@@ -24,6 +24,7 @@ def _drift_table(result: Any) -> list[list[str]]:
     for row in result.drift.iter_rows(named=True):
         rows.append([
             row["primary_class"], f"{row['share_first']:.2f} -> {row['share_last']:.2f}"
+            + (f" ({row['peak_share']:.2f} at {row['peak_steps']})" if row.get("peak_share") is not None else "")
             + (f" -> {row['share_end']:.2f}" if row["peak_steps"] else ""), str(row["onset_step"]),
             row["estimator"] + (" (run's)" if row["own"] else ""),
             f"{_number(row['r'])} [{_number(row['r_low'])}, {_number(row['r_high'])}]",

@@ -121,6 +121,7 @@ VERDICT_SCHEMA: dict[str, pl.DataType] = {
     "push": pl.Float64, "push_low": pl.Float64, "push_high": pl.Float64, "relevance": pl.Float64,
     "relevance_low": pl.Float64, "relevance_high": pl.Float64, "structural": pl.String, "displaced_by": pl.String,
     "rest_first": pl.Float64, "rest_last": pl.Float64, "peak_steps": pl.String, "share_end": pl.Float64,
+    "peak_share": pl.Float64,
 }
 """One row per drifting class: the verdict, the run's estimator and aggregation, the decisive evidence
 (the run's signed cumulative push and the signed reward relevance, with intervals)."""
@@ -362,7 +363,7 @@ def drift_verdicts(
             "relevance_low": relevance.low, "relevance_high": relevance.high, "structural": ", ".join(structural),
             "displaced_by": first.get("displaced_by") or "", "rest_first": first.get("rest_first"),
             "rest_last": first.get("rest_last"), "peak_steps": first.get("peak_steps") or "",
-            "share_end": first.get("share_end"),
+            "share_end": first.get("share_end"), "peak_share": first.get("peak_share"),
         })
         lines[name] = _line(rows[-1], own, others, relevance, decision, known, relevance_target, not_computed) + _projection_text(
             projected.filter(pl.col("primary_class") == name), sign, own_key[0])
@@ -373,10 +374,16 @@ def drift_verdicts(
 def drift_phrase(drift: Mapping[str, Any]) -> str:
     """A drift row's change in words, as every verdict and finding says it: ``think grew 0.08 ->
     0.93 from step 60``; an excursion also where it went and where it came back to: ``think
-    grew 0.06 -> 0.70 from step 62 (by steps 61-90), then fell back to 0.07``."""
+    grew 0.06 -> 0.70 from step 62 (by steps 61-90), then fell back to 0.07``; a drift that
+    turned back within the last stage (:func:`~trajlens.attribution.drift.late_turn`) how far it
+    went first: ``think grew 0.08 -> 0.23 from step 60, to 0.63 by steps 74-78, then back to 0.00 at
+    the run's end`` (its last k steps)."""
     text = (f"{drift['primary_class']} {drift['direction']} {drift['share_first']:.2f} -> {drift['share_last']:.2f} "
             f"from step {drift['onset_step']}")
-    if drift.get("peak_steps"):
+    if drift.get("peak_share") is not None:
+        text += (f", to {drift['peak_share']:.2f} by steps {drift['peak_steps']}, then back to {drift['share_end']:.2f} "
+                 "at the run's end")
+    elif drift.get("peak_steps"):
         back = "fell" if drift["direction"] == "grew" else "rose"
         text += f" (by steps {drift['peak_steps']}), then {back} back to {drift['share_end']:.2f}"
     return text
