@@ -122,9 +122,19 @@ def test_a_drift_that_turned_back_within_the_last_stage_says_how_far_it_went():
     assert row["peak_steps"] == "74-78" and 0.55 < row["peak_share"] < 0.75 and row["share_end"] < 0.02
     assert drift_phrase(row).endswith(f"from step {row['onset_step']}, to {row['peak_share']:.2f} by steps 74-78, then "
                                       f"back to {row['share_end']:.2f} at the run's end")
-    # a drift that holds to the end, or eases back by less than min_excursion, is told as before
+    # edit, the rest of the calls, decayed and came back the other way: the same turn, mirrored
+    edit = class_drifts(_counts(think, trajectories=40), _quartiles(90)).filter(
+        pl.col("primary_class") == "edit").row(0, named=True)
+    assert edit["direction"] == "decayed" and edit["peak_steps"] == "74-78"
+    assert edit["peak_share"] == pytest.approx(1 - row["peak_share"]) and edit["share_end"] > 0.98
+    assert ", to 0.3" in drift_phrase(edit) and drift_phrase(edit).endswith("then back to 1.00 at the run's end")
+    # a drift that holds to the end, eases back by less than min_excursion, or overshot before the
+    # last stage (the stages show that) is told as before
     held = [0.05] * 60 + list(np.linspace(0.05, 0.7, 18)) + [0.7] * 12
     eased = [0.05] * 60 + list(np.linspace(0.05, 0.7, 18)) + [0.6] * 12
-    for shares in (held, eased):
-        row = class_drifts(_counts(shares, trajectories=40), _quartiles(90)).row(0, named=True)
+    overshot = [0.05] * 20 + [0.8] * 20 + [0.45] * 50
+    for shares in (held, eased, overshot):
+        row = class_drifts(_counts(shares, trajectories=40), _quartiles(90)).filter(
+            pl.col("primary_class") == "think").row(0, named=True)
+        assert row["direction"] == "grew", shares
         assert (row["peak_steps"], row["peak_share"]) == ("", None) and "at the run's end" not in drift_phrase(row)

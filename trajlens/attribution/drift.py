@@ -250,14 +250,16 @@ class ShareDrift(NamedTuple):
     name: str
     first: float
     last: float
-    """The share the drift reached: the last stage's, or an excursion's furthest stage's."""
+    """The last stage's share, or an excursion's furthest stage's (the share a late turn reached
+    is ``peak_share``)."""
     p_value: float
     displacement: dict[str, object]
     """:data:`NOT_DISPLACED`, or the classes that displaced it with its share of the calls
     other than theirs (``displaced_by``, ``rest_first``, ``rest_last``)."""
     peak_steps: str = ""
     """An excursion's furthest stage (``61-90``): its share moved there and came back by the
-    last stage (:func:`_excursion`). Empty for a drift from the first stage to the last."""
+    last stage (:func:`_excursion`); a late turn's furthest k steps (:func:`late_turn`). Empty
+    for a drift from the first stage to the last that held."""
     share_end: float | None = None
     """The last stage's share: ``last``, or where an excursion came back to (a late turn: over
     the run's last k steps)."""
@@ -324,10 +326,10 @@ def drifts_with_onsets(units: pl.DataFrame, share: np.ndarray, steps: np.ndarray
 def late_turn(units: pl.DataFrame, drift: ShareDrift, share: np.ndarray, steps: np.ndarray, onset: int,
               config: DriftConfig) -> ShareDrift:
     """``drift`` with where it went and came back to, when it turned back within the last stage:
-    think's share rose to 0.63 over steps 74-78 and was 0 from step 79, so its last quarter's
-    0.23 hides both the rise and the fall. From the onset on, the k steps whose mean share
-    (``share``, per step of ``steps``) went furthest the drift's way, pooled over their
-    trajectories (``units``), lie at least ``config.min_excursion`` beyond the last stage's share,
+    think's share rose to 0.61 over steps 74-78 and was 0 from step 79, so its last quarter's
+    0.23 hides both the rise and the fall. Of the k steps from the onset on that end in the last
+    stage, those whose mean share (``share``, per step of ``steps``) went furthest the drift's
+    way, pooled over their units (``units``), lie at least ``config.min_excursion`` beyond the last stage's share,
     and the run's last k steps came back from them by as much, significant at ``config.alpha``
     (:func:`~trajlens.run.change.judged`, as an excursion's stages). ``drift`` itself otherwise,
     and for an excursion (which has its reach already)."""
@@ -336,8 +338,10 @@ def late_turn(units: pl.DataFrame, drift: ShareDrift, share: np.ndarray, steps: 
         return drift
     sign = 1.0 if drift.last > drift.first else -1.0
     means = np.convolve(share, np.ones(k), "valid") / k  # means[i]: steps[i:i + k]
+    last_stage = units.filter(pl.col("stage_index") == pl.col("stage_index").max())["step"].min()
     after = np.flatnonzero(steps[:means.size] >= onset)
     after = after[after + k <= steps.size - k]  # the furthest k steps end before the last k steps begin
+    after = after[steps[after + k - 1] >= last_stage]  # and within the last stage: a turn the stages hide
     if after.size == 0:
         return drift
     at = int(after[np.argmax(sign * means[after])])
@@ -351,7 +355,8 @@ def late_turn(units: pl.DataFrame, drift: ShareDrift, share: np.ndarray, steps: 
     back = judged(*ends, True, rule, "decrease" if sign > 0 else "increase")
     if back is None:
         return drift
-    return drift._replace(peak_steps=steps_text(peak_steps.tolist()), share_end=back.last, peak_share=back.first)
+    span = steps_text(range(int(peak_steps[0]), int(peak_steps[-1]) + 1))  # as an excursion's stage reads
+    return drift._replace(peak_steps=span, share_end=back.last, peak_share=back.first)
 
 
 def class_drifts(trajectory_counts: pl.DataFrame, staged: pl.DataFrame, config: DriftConfig = DriftConfig()) -> pl.DataFrame:

@@ -376,7 +376,7 @@ def drift_phrase(drift: Mapping[str, Any]) -> str:
     0.93 from step 60``; an excursion also where it went and where it came back to: ``think
     grew 0.06 -> 0.70 from step 62 (by steps 61-90), then fell back to 0.07``; a drift that
     turned back within the last stage (:func:`~trajlens.attribution.drift.late_turn`) how far it
-    went first: ``think grew 0.08 -> 0.23 from step 60, to 0.63 by steps 74-78, then back to 0.00 at
+    went first: ``think grew 0.08 -> 0.23 from step 60, to 0.61 by steps 74-78, then back to 0.00 at
     the run's end`` (its last k steps)."""
     text = (f"{drift['primary_class']} {drift['direction']} {drift['share_first']:.2f} -> {drift['share_last']:.2f} "
             f"from step {drift['onset_step']}")
@@ -387,6 +387,14 @@ def drift_phrase(drift: Mapping[str, Any]) -> str:
         back = "fell" if drift["direction"] == "grew" else "rose"
         text += f" (by steps {drift['peak_steps']}), then {back} back to {drift['share_end']:.2f}"
     return text
+
+
+def drift_size(drift: Mapping[str, Any]) -> float:
+    """How far a drift row's share moved, as the report ranks its findings: from the first stage
+    to the last (an excursion's furthest stage), or to a late turn's furthest share when further."""
+    size = abs(drift["share_last"] - drift["share_first"])
+    peak = drift.get("peak_share")
+    return size if peak is None else max(size, abs(peak - drift["share_first"]))
 
 
 def verdict_head(verdict: str, displaced_by: str) -> str:

@@ -286,12 +286,13 @@ def attribution_findings(store: Any, run_id: str) -> list[Finding]:
     from trajlens.attribution.drift import DriftConfig
     from trajlens.attribution.render import headline, subject_lines
     from trajlens.attribution.saved import load_attribution
+    from trajlens.attribution.verdicts import drift_size
 
     saved = load_attribution(store, run_id)
     if saved is None:
         return []
     # A displaced class's drift is the size of the drift that displaced it, not a finding of its own size.
-    changes = {f"share:{row['primary_class']}": 0.0 if row.get("displaced_by") else abs(row["share_last"] - row["share_first"])
+    changes = {f"share:{row['primary_class']}": 0.0 if row.get("displaced_by") else drift_size(row)
                for row in saved.verdicts.iter_rows(named=True)} if saved.verdicts is not None else {}
     findings = []
     for subject, line in subject_lines(saved):
@@ -324,7 +325,7 @@ def drift_findings(measures: pl.DataFrame, staged: pl.DataFrame, run_id: str) ->
     :func:`attribution_findings` weighs it)."""
     from trajlens.attribution.drift import DriftConfig, class_drifts
     from trajlens.attribution.statistics import p_text
-    from trajlens.attribution.verdicts import displacement_text, drift_phrase
+    from trajlens.attribution.verdicts import displacement_text, drift_phrase, drift_size
 
     config = DriftConfig()
     findings = []
@@ -339,7 +340,7 @@ def drift_findings(measures: pl.DataFrame, staged: pl.DataFrame, run_id: str) ->
         if row["displaced_by"]:
             text += f"; {displacement_text(row)}"
         text += f"; not attributed yet (`trajlens attribute --run {run_id}` tells learning from an estimator artefact)"
-        change = 0.0 if row["displaced_by"] else abs(row["share_last"] - row["share_first"])
+        change = 0.0 if row["displaced_by"] else drift_size(row)
         findings.append(Finding(text, "behaviour", "stage", subject=f"share:{row['primary_class']}",
                                 bonus=size_bonus(change, config.min_change), headline=f"{drift} (not attributed)"))
     return findings
