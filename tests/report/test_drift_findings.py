@@ -128,6 +128,12 @@ def test_a_drift_that_turned_back_within_the_last_stage_says_how_far_it_went():
     assert edit["direction"] == "decayed" and edit["peak_steps"] == "74-78"
     assert edit["peak_share"] == pytest.approx(1 - row["peak_share"]) and edit["share_end"] > 0.98
     assert ", to 0.3" in drift_phrase(edit) and drift_phrase(edit).endswith("then back to 1.00 at the run's end")
+    # steps without calls (the policy stopped early at steps 70-72) are no share of 0 for either class
+    quiet = _counts(think, trajectories=40).with_columns(
+        pl.when(pl.col("step").is_between(70, 72)).then(0.0).otherwise(pl.col(c)).alias(c) for c in ("count:think", "count:edit"))
+    for name in ("think", "edit"):
+        found = class_drifts(quiet, _quartiles(90)).filter(pl.col("primary_class") == name).row(0, named=True)
+        assert found["peak_steps"] == "74-78", name
     # a drift that holds to the end, eases back by less than min_excursion, or overshot before the
     # last stage (the stages show that) is told as before
     held = [0.05] * 60 + list(np.linspace(0.05, 0.7, 18)) + [0.7] * 12

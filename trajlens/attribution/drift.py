@@ -319,29 +319,37 @@ def drifts_with_onsets(units: pl.DataFrame, share: np.ndarray, steps: np.ndarray
     for drift in share_drifts(units, classes, config, structural):
         column = share[:, list(classes).index(drift.name)]
         onset = drift_onset(steps, column, drift.first, drift.last, config.k, config.min_change)
-        found.append((late_turn(units, drift, column, steps, onset, config), onset))
+        found.append((late_turn(units, drift, steps, onset, config), onset))
     return found
 
 
-def late_turn(units: pl.DataFrame, drift: ShareDrift, share: np.ndarray, steps: np.ndarray, onset: int,
-              config: DriftConfig) -> ShareDrift:
+def late_turn(units: pl.DataFrame, drift: ShareDrift, steps: np.ndarray, onset: int, config: DriftConfig) -> ShareDrift:
     """``drift`` with where it went and came back to, when it turned back within the last stage:
     think's share rose to 0.61 over steps 74-78 and was 0 from step 79, so its last quarter's
-    0.23 hides both the rise and the fall. Of the k steps from the onset on that end in the last
-    stage, those whose mean share (``share``, per step of ``steps``) went furthest the drift's
-    way, pooled over their units (``units``), lie at least ``config.min_excursion`` beyond the last stage's share,
-    and the run's last k steps came back from them by as much, significant at ``config.alpha``
-    (:func:`~trajlens.run.change.judged`, as an excursion's stages). ``drift`` itself otherwise,
-    and for an excursion (which has its reach already)."""
+    0.23 hides both the rise and the fall. Of the runs of k steps (of ``steps``) from the onset
+    on that end in the last stage, the one whose share, pooled over its units (``units``), went
+    furthest the drift's way (steps without calls count for nothing, not as a share of 0) lies at
+    least ``config.min_excursion`` beyond the last stage's share, and the run's last k steps came
+    back from it by as much, significant at ``config.alpha`` (:func:`~trajlens.run.change.judged`,
+    as an excursion's stages). ``drift`` itself otherwise, and for an excursion (which has its
+    reach already)."""
     k = max(config.k, 1)
     if drift.peak_steps or steps.size < 2 * k:
         return drift
     sign = 1.0 if drift.last > drift.first else -1.0
-    means = np.convolve(share, np.ones(k), "valid") / k  # means[i]: steps[i:i + k]
+    per_step = (units.filter(pl.col("primary_class") == drift.name).group_by("step").agg(pl.col("x").sum(), pl.col("n").sum())
+                .join(pl.DataFrame({"step": steps}).with_row_index("at"), on="step"))
+    calls, total = np.zeros(steps.size), np.zeros(steps.size)
+    at_step = per_step["at"].to_numpy()
+    calls[at_step], total[at_step] = per_step["x"].to_numpy(), per_step["n"].to_numpy()
+    window_total = np.convolve(total, np.ones(k), "valid")  # [i]: steps[i:i + k]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(window_total > 0, np.convolve(calls, np.ones(k), "valid") / window_total, np.nan)
     last_stage = units.filter(pl.col("stage_index") == pl.col("stage_index").max())["step"].min()
     after = np.flatnonzero(steps[:means.size] >= onset)
     after = after[after + k <= steps.size - k]  # the furthest k steps end before the last k steps begin
     after = after[steps[after + k - 1] >= last_stage]  # and within the last stage: a turn the stages hide
+    after = after[np.isfinite(means[after])]
     if after.size == 0:
         return drift
     at = int(after[np.argmax(sign * means[after])])
