@@ -213,7 +213,8 @@ def length_mix(trajectory_frame: pl.DataFrame) -> LengthMix | None:
     masks = split.masks(frame["step"].to_numpy())
     if min(int(m.sum()) for m in masks) < 8:
         return None
-    every = [counted["length"].to_numpy()[m] for m in split.masks(counted["step"].to_numpy())]
+    drift = split.means(counted["step"].to_numpy(), counted["length"].to_numpy())
+    own = split.means(frame["step"].to_numpy(), frame["length"].to_numpy())
     length = frame["length"].to_numpy()
     counts = frame.select(f"count:{n}" for n in names).to_numpy()  # (T, K) calls of each class
     tokens = frame.select(f"tokens:{n}" for n in names).to_numpy()  # (T, K) the tokens they own
@@ -229,9 +230,9 @@ def length_mix(trajectory_frame: pl.DataFrame) -> LengthMix | None:
         per_call_part += calls_last * float(per_call[1][k] - base) if calls_last else 0.0
     other = [float(length[q].mean() - tokens[q].sum(axis=1).mean()) for q in masks]
     classes.sort(key=lambda c: -abs(c.calls_part))
-    return LengthMix(float(length[first].mean()), float(length[last].mean()), tuple(classes), per_call_part,
-                     other[1] - other[0], int(first.sum() + last.sum()), sum(part.size for part in every),
-                     float(every[1].mean() - every[0].mean()))
+    in_quarters = sum(int(m.sum()) for m in split.masks(counted["step"].to_numpy()))
+    return LengthMix(own.first, own.last, tuple(classes), per_call_part, other[1] - other[0],
+                     int(first.sum() + last.sum()), in_quarters, drift.last - drift.first)
 
 
 def _tokens_per_call(tokens: np.ndarray, counts: np.ndarray) -> np.ndarray:

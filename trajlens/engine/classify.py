@@ -114,9 +114,10 @@ def classify_run_on(engine: Engine, location: StoreLocation, run_id: str, tool_m
     dropped: list[str] = []
     if earlier is not None and not earlier.equals(current_measures(measures)):
         dropped = store.drop_derived(CLASS_ANALYSES, run_id)
-    explained = stream.frame("explanation") if explain else None
-    explanation = None if explained is None else \
-        explained.get_column("line") if explained.width else pl.Series("line", [], dtype=pl.String)
+    explanation = None
+    if explain:
+        explained = stream.frame("explanation")
+        explanation = explained.get_column("line") if explained.width else pl.Series("line", [], dtype=pl.String)
     return EngineClasses(run_id, explanation, measures, unknown, tuple(dropped))
 
 

@@ -213,9 +213,9 @@ def channel_findings(store: Any, run_id: str, split: str = TRAIN_SPLIT, channels
     reward every trajectory meets: the shipped checks fail on it from the first steps),
     *collapsed* (its step mean fell by half or more, attribution's
     :func:`~trajlens.attribution.causes.channel_collapse`, from the step attribution says) or
-    *saturated* (every trajectory of a group scores alike, and the channel did not collapse). A channel that keeps its signal is a
-    finding when its rel_gain moved by :data:`CHANNEL_CHANGE` or more. Each links to the run's
-    channel table, which shows its numbers."""
+    *saturated* (every trajectory of a group scores alike, and the channel did not collapse). A
+    channel that keeps its signal is a finding when its rel_gain moved by :data:`CHANNEL_CHANGE`
+    or more. Each links to the run's channel table, which shows its numbers."""
     from trajlens.attribution.causes import CHANNEL_PREFIX
 
     channels = channels if channels is not None else run_channels(store, run_id, split)
