@@ -105,6 +105,12 @@ def test_a_share_that_went_and_came_back_is_an_excursion_drift():
     assert 36 <= row["onset_step"] <= 41  # the mean over the k = 5 steps from the onset crosses a quarter of the way
     assert drift_phrase(row).endswith(f"from step {row['onset_step']} (by steps 41-60), then fell back to "
                                       f"{row['share_end']:.2f}")
+    # the finding says the test where it belongs: first stage against those steps, before the return
+    measures = _counts(think).rename(lambda c: c.replace("count:", "count_"))
+    finding = next(f for f in drift_findings(measures, _quartiles(80), "r") if f.subject == "share:think")
+    assert finding.startswith(f"think grew {row['share_first']:.2f} -> {row['share_last']:.2f} from step {row['onset_step']} "
+                              "(by steps 41-60; all 800 trajectories of the first stage and those steps, p < 0.001), "
+                              f"then fell back to {row['share_end']:.2f}; not attributed yet")
     # a drift from the first stage to the last is told as before, its end its reach
     grown = class_drifts(_counts([0.06] * 40 + [0.66] * 40), _quartiles(80)).row(0, named=True)
     assert (grown["peak_steps"], grown["share_end"]) == ("", grown["share_last"])
@@ -122,6 +128,12 @@ def test_a_drift_that_turned_back_within_the_last_stage_says_how_far_it_went():
     assert row["peak_steps"] == "74-78" and 0.55 < row["peak_share"] < 0.75 and row["share_end"] < 0.02
     assert drift_phrase(row).endswith(f"from step {row['onset_step']}, to {row['peak_share']:.2f} by steps 74-78, then "
                                       f"back to {row['share_end']:.2f} at the run's end")
+    # the finding's test is of the first stage against the last, so it follows that change, not the turn
+    measures = _counts(think, trajectories=40).rename(lambda c: c.replace("count:", "count_"))
+    finding = next(f for f in drift_findings(measures, _quartiles(90), "r") if f.subject == "share:think")
+    assert finding.startswith(f"think grew {row['share_first']:.2f} -> {row['share_last']:.2f} from step {row['onset_step']} "
+                              "(all 1,800 trajectories of the first and last stage, p < 0.001), "
+                              f"to {row['peak_share']:.2f} by steps 74-78, then back to")
     # edit, the rest of the calls, decayed and came back the other way: the same turn, mirrored
     edit = class_drifts(_counts(think, trajectories=40), _quartiles(90)).filter(
         pl.col("primary_class") == "edit").row(0, named=True)

@@ -371,21 +371,27 @@ def drift_verdicts(
                          lines, structural, projected)
 
 
-def drift_phrase(drift: Mapping[str, Any]) -> str:
+def drift_phrase(drift: Mapping[str, Any], evidence: str = "") -> str:
     """A drift row's change in words, as every verdict and finding says it: ``think grew 0.08 ->
     0.93 from step 60``; an excursion also where it went and where it came back to: ``think
     grew 0.06 -> 0.70 from step 62 (by steps 61-90), then fell back to 0.07``; a drift that
     turned back within the last stage (:func:`~trajlens.attribution.drift.late_turn`) how far it
     went first: ``think grew 0.08 -> 0.23 from step 60, to 0.61 by steps 74-78, then back to 0.00 at
-    the run's end`` (its last k steps)."""
+    the run's end`` (its last k steps).
+
+    ``evidence`` (the test of the change: ``all 800 trajectories ..., p < 0.001``) stands in the
+    parentheses right after the change it tested, before what the share did next."""
     text = (f"{drift['primary_class']} {drift['direction']} {drift['share_first']:.2f} -> {drift['share_last']:.2f} "
             f"from step {drift['onset_step']}")
     if drift.get("peak_share") is not None:
-        text += (f", to {drift['peak_share']:.2f} by steps {drift['peak_steps']}, then back to {drift['share_end']:.2f} "
-                 "at the run's end")
+        text += (f"{f' ({evidence})' if evidence else ''}, to {drift['peak_share']:.2f} by steps {drift['peak_steps']}, "
+                 f"then back to {drift['share_end']:.2f} at the run's end")
     elif drift.get("peak_steps"):
         back = "fell" if drift["direction"] == "grew" else "rose"
-        text += f" (by steps {drift['peak_steps']}), then {back} back to {drift['share_end']:.2f}"
+        reach = f"by steps {drift['peak_steps']}" + (f"; {evidence}" if evidence else "")
+        text += f" ({reach}), then {back} back to {drift['share_end']:.2f}"
+    elif evidence:
+        text += f" ({evidence})"
     return text
 
 

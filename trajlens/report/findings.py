@@ -326,23 +326,31 @@ def drift_findings(measures: pl.DataFrame, staged: pl.DataFrame, run_id: str) ->
     from trajlens.attribution.drift import DriftConfig, class_drifts
     from trajlens.attribution.statistics import p_text
     from trajlens.attribution.verdicts import displacement_text, drift_phrase, drift_size
+    from trajlens.steps import steps_text
 
     config = DriftConfig()
     findings = []
     drifts = class_drifts(class_counts(measures), staged, config)
     if drifts.is_empty():
         return []
-    ends = staged.filter(pl.col("stage_index").is_in([staged["stage_index"].min(), staged["stage_index"].max()]))
-    tested = measures.join(ends, on="step", how="semi").height  # the trajectories the drift test pools
+    # the trajectories the drift test pools: the first stage's and the last's, or an excursion's furthest stage's
+    stages = measures.select("step").join(staged, on="step").group_by("stage_index").agg(
+        pl.col("step").min().alias("first"), pl.col("step").max().alias("last"), pl.len()).sort("stage_index")
+    counts = {steps_text(range(first, last + 1)): n for first, last, n in stages.select("first", "last", "len").iter_rows()}
+    first_stage, last_stage = stages["len"][0], stages["len"][-1]
     for row in drifts.iter_rows(named=True):
-        drift = drift_phrase(row)
-        text = f"{drift} (all {tested:,} trajectories of the first and last stage, {p_text(row['change_p'])})"
+        if row["peak_steps"] and row["peak_share"] is None:
+            tested = f"all {first_stage + counts[row['peak_steps']]:,} trajectories of the first stage and those steps"
+        else:
+            tested = f"all {first_stage + last_stage:,} trajectories of the first and last stage"
+        drift = drift_phrase(row, f"{tested}, {p_text(row['change_p'])}")
+        text = drift
         if row["displaced_by"]:
             text += f"; {displacement_text(row)}"
         text += f"; not attributed yet (`trajlens attribute --run {run_id}` tells learning from an estimator artefact)"
         change = 0.0 if row["displaced_by"] else drift_size(row)
         findings.append(Finding(text, "behaviour", "stage", subject=f"share:{row['primary_class']}",
-                                bonus=size_bonus(change, config.min_change), headline=f"{drift} (not attributed)"))
+                                bonus=size_bonus(change, config.min_change), headline=f"{drift_phrase(row)} (not attributed)"))
     return findings
 
 
