@@ -52,6 +52,30 @@ SHELL_CASES: list[tuple[str, str, list[str]]] = [
     # -- collecting tests runs none
     ("pytest --co -q", "other", ["other"]),
     ("cd /testbed && python -m pytest --collect-only tests/test_x.py 2>&1 | head -40", "other", ["other"]),
+    # help lists options and runs no test, as --version does
+    ("pytest -h", "other", ["other"]),
+    ("python -m pytest -h | grep -- --co", "other", ["other"]),
+    # a doctest file, or discover narrowed to one file without wildcards, is targeted
+    ("pytest README.rst", "test_targeted", ["test_targeted"]),
+    ("python -m pytest doc/en/example.rst -q", "test_targeted", ["test_targeted"]),
+    ('python -m unittest discover -s tests -p "test_json.py"', "test_targeted", ["test_targeted"]),
+    ('python -m unittest discover -s tests -p "test*.py"', "test_suite", ["test_suite"]),
+    # git's dry runs and its index alone change no file; the same commands that do are edits
+    ("git apply --check fix.patch && git apply fix.patch", "edit", ["other", "edit"]),
+    ("git apply --stat fix.patch", "other", ["other"]),
+    ("git clean -n", "other", ["other"]),
+    ("git clean -fdn", "other", ["other"]),
+    ("git clean --dry-run -d", "other", ["other"]),
+    ("git clean -fd", "edit", ["edit"]),
+    ("git rm --cached src/x.py", "other", ["other"]),
+    ("git restore --staged src/x.py", "other", ["other"]),
+    ("git restore --staged --worktree src/x.py", "edit", ["edit"]),
+    # a wrapper's or a shell's option that takes a value is unwrapped with it
+    ("sudo -u app python reproduce.py", "run_script", ["run_script"]),
+    ('bash -o pipefail -c "pytest tests/test_x.py | tail"', "test_targeted", ["test_targeted"]),
+    ("bash -euo pipefail -c 'python -m pytest tests/test_x.py'", "test_targeted", ["test_targeted"]),
+    ('bash --login -c "python reproduce.py"', "run_script", ["run_script"]),
+    ("bash -O extglob -c 'ls tests'", "search", ["search"]),
     ("pytest -q --fixtures", "other", ["other"]),
     ("pytest --cov=pkg tests/", "test_suite", ["test_suite"]),
     ("timeout 600 pytest -x", "test_suite", ["test_suite"]),

@@ -50,10 +50,13 @@ COMMENT_LINES = (r"(?m)^[ \t]*#[^\n]*", "")
 
 CONTINUATIONS = (r"\\\n", " ")
 
-UNWRAP_SINGLE = (r"(^|\s)(?:\S*/)?(?:ba|z)?sh(?:\s+-[a-zA-Z]+)*?\s+-[a-zA-Z]*c\s+'([^']*)'", "${1}${2}")
+_SHELL_OPTIONS = r"(?:\s+(?:[-+][a-zA-Z]*[oO]\s+[a-z]\w*|--[a-z][\w-]*|-[a-zA-Z]+))*?"
+"""A shell's options before ``-c``: flags, ``-o pipefail`` (``-euo pipefail``), ``-O extglob``, ``--login``."""
+
+UNWRAP_SINGLE = (r"(^|\s)(?:\S*/)?(?:ba|z)?sh" + _SHELL_OPTIONS + r"\s+-[a-zA-Z]*c\s+'([^']*)'", "${1}${2}")
 """``bash -lc 'cmd'`` -> ``cmd``."""
 
-UNWRAP_DOUBLE = (r"(^|\s)(?:\S*/)?(?:ba|z)?sh(?:\s+-[a-zA-Z]+)*?\s+-[a-zA-Z]*c\s+\"((?:[^\"\\]|\\.)*)\"", "${1}${2}")
+UNWRAP_DOUBLE = (r"(^|\s)(?:\S*/)?(?:ba|z)?sh" + _SHELL_OPTIONS + r"\s+-[a-zA-Z]*c\s+\"((?:[^\"\\]|\\.)*)\"", "${1}${2}")
 """``bash -c "cmd"`` -> ``cmd`` (escaped quotes inside stay escaped and later hide as quotes)."""
 
 HERESTRING = (r"<<<", f" {HERESTRING_MARK} ")

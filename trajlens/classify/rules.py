@@ -51,9 +51,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RULES_VERSION = "1.6"
+RULES_VERSION = "1.7"
 """Version of the taxonomy, the shell rules and the shipped tool maps; stored beside every
-classification. 1.5: ``gunzip``, ``unzip`` and ``tar -x`` (archives unpacked into files) are edits.
+classification. 1.7: ``pytest -h`` runs no test; ``git apply --check``, ``git clean -n``,
+``git rm --cached`` and ``git restore --staged`` change no file; pytest given a ``.rst``, ``.txt``
+or ``.md`` file runs its doctests (targeted), as ``unittest discover -p test_x.py`` runs one
+file's; ``sudo -u user`` and ``bash -o pipefail -c '...'`` are unwrapped. 1.5: ``gunzip``,
+``unzip`` and ``tar -x`` (archives unpacked into files) are edits.
 1.4: ``pytest --collect-only`` (``--co``, ``--fixtures``, ``--markers``) lists tests and runs none
 (``other``); ``python -m coverage run`` is unwrapped as ``coverage run`` is. 1.3: a word built partly from a quoted string or a command substitution
 (``"$D"/d.py``, ``$(pwd)/x.py``) is no path. 1.2: tool maps (TOML) replace the tool-name tables; browsers, search engines,
@@ -137,7 +141,7 @@ PIPE_FILTERS: frozenset[str] = frozenset(
 writes a file (``| grep x > out``) or edits in place (``| sed -i``) is still an action."""
 
 WRAPPER_PATTERN = (
-    r"^(?:sudo(?:\s+-\S+)*|nohup|time|command|exec|builtin|nice(?:\s+-n\s*-?\d+|\s+-\d+)?"
+    r"^(?:sudo(?:\s+-[ugCDhprtTU]\s+[^\s-]\S*|\s+-\S+)*|nohup|time|command|exec|builtin|nice(?:\s+-n\s*-?\d+|\s+-\d+)?"
     r"|stdbuf(?:\s+-\S+)+|timeout(?:\s+-[ks]\s+\w+|\s+-\S+)*\s+\d+(?:\.\d+)?[smhd]?|env(?:\s+-\S+)*"
     r"|xvfb-run(?:\s+-\S+)*|(?:uv|poetry|pipenv|pdm|hatch|rye)\s+run"
     r"|conda\s+run(?:\s+(?:-n|--name|-p|--prefix)\s+\S+|\s+--\S+)*"
@@ -208,13 +212,14 @@ SHELL_RULES: tuple[Rule, ...] = (
          doc="python --version, pytest --version, sqlfluff parse --help"),
     # -- pytest
     Rule("pytest-collect", "other",
-         _PYTEST_ARGUMENT + r"(?:--collect-only|--co|--fixtures|--fixtures-per-test|--markers)(?:\s|$)",
-         doc="pytest --co -q, python -m pytest --collect-only tests/ (lists tests or fixtures, runs none)"),
+         _PYTEST_ARGUMENT + r"(?:--collect-only|--co|--fixtures|--fixtures-per-test|--markers|-h|--help)(?:\s|$)",
+         doc="pytest --co -q, python -m pytest --collect-only tests/, pytest -h (lists tests, fixtures or options, runs none)"),
     Rule("pytest-selected", "test_targeted", _PYTEST_ARGUMENT + r"(?:-k|-m|--keyword)(?:\s|$)",
          strip=_PYTEST_VALUE_OPTIONS, doc="pytest -k foo, python -m pytest -m slow"),
-    Rule("pytest-files", "test_targeted", _PYTEST_ARGUMENT + r"(?:\S*\.py(?:\s|$|::|\[)|\S*::\S|__Q__(?:\s|$)|\$\{?\w+\}?(?:\s|$))",
+    Rule("pytest-files", "test_targeted", _PYTEST_ARGUMENT + r"(?:\S*\.(?:py|rst|txt|md)(?:\s|$|::|\[)|\S*::\S|__Q__(?:\s|$)|\$\{?\w+\}?(?:\s|$))",
          strip=_PYTEST_VALUE_OPTIONS,
-         doc="pytest tests/test_x.py, pytest a.py::test_b, pytest $f (a quoted argument or a variable names tests)"),
+         doc="pytest tests/test_x.py, pytest a.py::test_b, pytest $f (a quoted argument or a variable names tests), "
+             "pytest README.rst (its doctests)"),
     Rule("pytest-pyargs", "test_targeted",
          _PYTEST_ARGUMENT + r"(?:(?:.*\s)?--pyargs\s(?:.*\s)?" + _PYARGS_TEST_MODULE + r"|" + _PYARGS_TEST_MODULE
          + r"\s(?:.*\s)?--pyargs)(?:\s|$)",
@@ -224,6 +229,9 @@ SHELL_RULES: tuple[Rule, ...] = (
     # -- unittest
     Rule("unittest-selected", "test_targeted", r"^python -m unittest\s.*-k(?:\s|$)",
          doc="python -m unittest -k foo"),
+    Rule("unittest-discover-file", "test_targeted",
+         r"^python -m unittest\s+discover\s(?:.*\s)?(?:-p|--pattern)\s+[\w./-]+\.py(?:\s|$)",
+         doc="python -m unittest discover -s tests -p test_json.py (a pattern without wildcards names one file)"),
     Rule("unittest-named", "test_targeted", r"^python -m unittest(?:\s+-\S+)*\s+[^\s-]",
          strip=r"\sdiscover(?:\s.*)?$",
          doc="python -m unittest tests.test_x (discover and its options are the suite)"),
@@ -314,6 +322,12 @@ SHELL_RULES: tuple[Rule, ...] = (
     Rule("patch", "edit", r"^(?:patch|apply_?patch)(?:\s|$)",
          doc="patch -p1 < fix.patch, apply_patch <<'EOF' *** Begin Patch ..."),
     Rule("line-editor", "edit", r"^(?:ed|ex)(?:\s|$)", doc="ed -s f.py <<< $'...\\nw', ex -sc '%s/a/b/|x' f.py"),
+    Rule("git-no-file-change", "other",
+         r"^git\s+apply\s(?:.*\s)?(?:--check|--stat|--numstat|--summary)(?:\s|$)"
+         r"|^git\s+clean\s(?:.*\s)?(?:-[a-zA-Z]*n[a-zA-Z]*|--dry-run)(?:\s|$)"
+         r"|^git\s+rm\s(?:.*\s)?--cached(?:\s|$)|^git\s+restore(?:\s+(?:--staged|-S|--quiet|-q))+\s+[^\s-]",
+         doc="git apply --check fix.patch, git clean -n, git rm --cached f, git restore --staged f "
+             "(a dry run, or the index alone: no file changes)"),
     Rule("git-file-change", "edit",
          r"^git\s+(?:apply|am|restore|cherry-pick|revert|mv|rm|clean)(?:\s|$)"
          r"|^git\s+checkout\s+(?:.*\s)?(?:--(?:\s|$)|\S*[./]\S*)|^git\s+reset\s.*--hard"
