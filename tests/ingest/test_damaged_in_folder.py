@@ -149,3 +149,31 @@ def test_lenient_leaves_out_a_cut_step_file_with_the_calls_and_tokens_of_its_tra
                        "(SELECT count(*) FROM tokens WHERE step = 1) AS tokens, "
                        "(SELECT count(*) FROM tool_calls WHERE step = 2) AS later")
     assert counts.row(0)[:3] == (2, 0, 0) and counts["later"][0] > 0
+
+
+REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="real fixture logs not present")
+@pytest.mark.parametrize("size", [3000, 20000])
+def test_a_cut_trajectory_in_a_folder_of_runs_leaves_the_run_whole(tmp_path, size):
+    """A mini-swe-agent trajectory cut short reads as no log (3,000 bytes) or as a chat log (its
+    head has messages, its tail no longer says mini-swe-agent): either way it is one of the logs
+    beside it, so the folder stays one run; lenient leaves that file out and names it."""
+    import trajlens
+
+    folder = tmp_path / "ds"
+    shutil.copytree(REAL / "mini-swe-agent-deepseek-pr816", folder)
+    cut = folder / "output" / "deepseek_chat_dev" / "pvlib__pvlib-python-1154" / "pvlib__pvlib-python-1154.traj.json"
+    _cut(cut, size)
+    done = run_cli("ingest", folder, "--store", tmp_path / "store")
+    assert done.returncode == 1 and done.stderr.startswith(f"error: {cut}: ") and done.stderr.count("\n") == 1
+    assert not (tmp_path / "store").exists()
+    lenient = run_cli("ingest", folder, "--store", tmp_path / "store", "--lenient")
+    assert lenient.returncode == 0, lenient.stderr
+    assert lenient.stderr.count(f"skipped: {cut}: ") == 1
+    assert "ingested 1 run(s)" in lenient.stdout
+    assert run_cli("ingest", REAL / "mini-swe-agent-deepseek-pr816", "--store", tmp_path / "whole").returncode == 0
+    count = "SELECT run_id, count(*) AS n FROM trajectories GROUP BY run_id"
+    runs, whole = (trajlens.open(tmp_path / name).sql(count) for name in ("store", "whole"))
+    assert runs["run_id"].to_list() == ["ds"] and runs["n"][0] == whole["n"][0] - 1

@@ -274,12 +274,24 @@ def _shortfall(near: Closeness) -> str:
 
 
 def _plan_folder(directory: Path) -> list[Source]:
-    entries = survey(directory)
+    damaged: list[InputError] = []
+    entries = survey(directory, damaged)
     formats = {fmt.name: fmt for _, fmt in entries}
     if not formats:
+        if damaged:
+            raise damaged[0]
         return []
     if len(formats) == 1:
         (fmt,) = formats.values()
+        if damaged:
+            # A log cut short reads as no log, or as another format's (its ends are what tells a
+            # format): beside logs of one format it is one of them, and their run says so (lenient:
+            # a skipped problem, the rest of the run loaded as it would be without it).
+            if fmt.kind != "log" or fmt.folder:
+                raise damaged[0]
+            # one named as its logs are is read by its loader, which names the bad record
+            unread = tuple(error for error in damaged if not named_like(Path(error.file), fmt.names))
+            return [Source(fmt, [directory], left_out=unread), *_metrics_beside(directory)]
         if fmt.kind == "parquet":
             return [Source(fmt, [entry]) for entry, _ in entries]
         if fmt.folder:  # a trainer's dump folders (rollouts, validation) are one run
@@ -345,11 +357,14 @@ def named_format(path: Path) -> Format | None:
 
 
 def claimed_by(path: Path) -> Format | None:
-    """:func:`named_format`, when no format detects ``path``: a file named as a log of that format
-    that cannot be read as one (an empty ``*.traj.json``, one of another ``trajectory_format``),
-    whose loader says why."""
+    """:func:`named_format`, when no format detects ``path`` or it is cut short: a file named as a
+    log of that format that cannot be read as one (an empty ``*.traj.json``, one of another
+    ``trajectory_format``, one whose end, which tells the format, was cut off), whose loader says why."""
     named = named_format(path)
-    return named if named is not None and detect(path) is None else None
+    if named is None:
+        return None
+    probe = Probe(path)
+    return named if detect(probe) is None or damage_error(probe) is not None else None
 
 
 def _what_file(probe: Probe) -> str:
@@ -376,9 +391,13 @@ def _metrics_beside(directory: Path) -> list[Source]:
     return sources
 
 
-def survey(directory: Path) -> list[tuple[Path, Format]]:
+def survey(directory: Path, damaged: list[InputError] | None = None) -> list[tuple[Path, Format]]:
     """Every log below ``directory`` with its format: whole folders a folder format takes, and
-    candidate files otherwise. Hidden entries and symbolic links to folders are skipped."""
+    candidate files otherwise. Hidden entries and symbolic links to folders are skipped.
+
+    A JSON file cut short (:func:`damage_error`) is no log of any format, whatever its head looks
+    like: its error goes to ``damaged`` when given (the caller decides whose run it belongs to),
+    else it is raised."""
     found: list[tuple[Path, Format]] = []
     probed: list[Probe] = []
     unknown: list[Probe] = []
@@ -388,9 +407,15 @@ def survey(directory: Path) -> list[tuple[Path, Format]]:
             if fmt is not None and fmt.folder:
                 found.append((child, fmt))
             elif not child.is_symlink():
-                found.extend(survey(child))
+                found.extend(survey(child, damaged))
         elif child.suffix in SURVEY_SUFFIXES:
-            fmt = detect(probe := Probe(child), surveyed_only=True)
+            probe = Probe(child)
+            if child.suffix == ".json" and (error := damage_error(probe)) is not None:
+                if damaged is None:
+                    raise error
+                damaged.append(error)
+                continue
+            fmt = detect(probe, surveyed_only=True)
             if fmt is not None:
                 found.append((child, fmt))
                 probed.append(probe)
