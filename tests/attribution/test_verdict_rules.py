@@ -59,8 +59,13 @@ def test_a_counterfactual_without_a_baseline_cannot_dissent():
                       frozenset({"own under seq-mean"}))
     assert left_out.verdict == UNEXPLAINED
     # the line prints b's push against the drift: the reason says why it did not count
-    assert left_out.reason == ("the run's push moved with the drift, but every centred counterfactual pushed it as hard "
-                               "(b: not centred, so not compared) and reward relevance does not explain it")
+    assert left_out.reason == ("the run's push moved with the drift, but no centred counterfactual was recomputed to "
+                               "compare it with (b: not centred, so not compared) and reward relevance does not explain it")
+    # a centred counterfactual whose interval overlaps the run's does not dissent: said so, not "as hard"
+    overlapping = decide(WITH, {"b": WITH, "c": Push(1.0, -1.0, 3.0)}, NONE)
+    assert overlapping.verdict == UNEXPLAINED and overlapping.reason == (
+        "the run's push moved with the drift, but no centred counterfactual pushed it against or significantly less "
+        "and reward relevance does not explain it")
     assert decide(WITH, {"b": AGAINST, "c": WEAK}, NONE, frozenset({"b"})).dissenting == ("c",)
 
 

@@ -51,8 +51,9 @@ The rule (:func:`decide`); "with" means the interval lies above 0, "against" bel
 2. **learning** when the class's reward relevance is *with* the drift and the run's push is not
    against it: the class moved the way the run's reward, or one of its reward channels, asks;
    whether another estimator would have kept a channel is the reward-channel verdict (:mod:`.causes`).
-3. **unexplained** otherwise (the run's push does not move with the drift, or every centred
-   counterfactual pushed the class as hard and reward does not explain it), with the reason.
+3. **unexplained** otherwise (the run's push does not move with the drift, or no centred
+   counterfactual pushed the class against it or significantly less, or none was recomputed,
+   and reward does not explain it), with the reason.
 
 When the run's own estimator is unknown, the counterfactual with the largest cumulative push
 stands in for it and the finding says so.
@@ -205,8 +206,11 @@ def decide(own: Push, counterfactuals: dict[str, Push], relevance: Push,
         return Decision(UNEXPLAINED, reason, ())
     # other estimators not centred (the run's own under other aggregations is no rival to name)
     left_out = sorted(label for label in counterfactuals if label in uncentred and label not in aggregations)
-    return Decision(UNEXPLAINED, "the run's push moved with the drift, but every centred counterfactual pushed it as "
-                                 "hard" + (f" ({', '.join(left_out)}: not centred, so not compared)" if left_out else "")
+    # no dissent: their intervals overlap the run's (a push "as hard" would claim more than that)
+    compared = ("no centred counterfactual pushed it against or significantly less" if centred else
+                "no centred counterfactual was recomputed to compare it with")
+    return Decision(UNEXPLAINED, f"the run's push moved with the drift, but {compared}"
+                    + (f" ({', '.join(left_out)}: not centred, so not compared)" if left_out else "")
                     + " and reward relevance does not explain it", ())
 
 
