@@ -154,6 +154,11 @@ def test_a_jump_s_evidence_is_a_step_that_fired_the_way_the_check_looks():
     assert outcome.fired_steps == (12,) and outcome.evidence.step == 12
     down = _check(measure="metric:x", condition="jump", factor=2.0, baseline=5, direction="decrease")
     assert evaluate(down, "m", _scalars(values), False).evidence.step == 24
+    # the evidence says where the check fires, the way it looks: a drop is no "x2"
+    either = _check(measure="metric:x", condition="jump", factor=2.0, baseline=5)
+    assert [evaluate(c, "m", _scalars(values), False).evidence.threshold for c in (up, down, either)] == [
+        "x2 of the previous 5 steps' mean", "x1/2 of the previous 5 steps' mean",
+        "x2 or x1/2 of the previous 5 steps' mean"]
 
 
 def test_a_jump_judges_no_step_below_zero():

@@ -310,7 +310,7 @@ def jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> 
         strength = rise if check.direction == "increase" else fall if check.direction == "decrease" else max(rise, fall)
         score = strength if hit else strength - 1e9
         evidence = Evidence(int(row["step"]), row["value"], row["low"], row["high"],
-                            f"x{check.factor:g} of the previous {check.baseline} steps' mean",
+                            f"{_jump_bound(check)} of the previous {check.baseline} steps' mean",
                             f"ratio {ratio:.3g} to {base:.4g}", fires_on="at")
         if best is None or score > best[0]:
             best = (score, evidence)
@@ -321,6 +321,12 @@ def jump(check: Check, measure: str, series: pl.DataFrame, proportion: bool) -> 
     else:
         evidence = best[1]
     return Outcome(measure, tuple(fired), evidence, frame.height, _values(frame), judged=best is not None)
+
+
+def _jump_bound(check: Check) -> str:
+    """Where a jump check fires, the way it looks: ``x2``, ``x1/2``, or ``x2 or x1/2``."""
+    up, down = f"x{check.factor:g}", f"x1/{check.factor:g}"
+    return up if check.direction == "increase" else down if check.direction == "decrease" else f"{up} or {down}"
 
 
 __all__ = ["Evidence", "Outcome", "evaluate", "windowed"]
