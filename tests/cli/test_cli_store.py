@@ -207,7 +207,8 @@ def test_a_missing_dependency_names_the_install_command(monkeypatch, capsys):
 def test_out_of_range_counts_are_usage_errors_and_write_nothing(tmp_path, args):
     done = trajlens(*(a.format(tmp=tmp_path) for a in args))
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "Invalid value" in done.stderr
+    assert done.stderr.startswith("error: Invalid value") and done.stderr.count("\n") == 1
+    assert done.stderr.rstrip().endswith(f"(see trajlens {args[0]} --help)")
     assert list(tmp_path.iterdir()) == []
 
 

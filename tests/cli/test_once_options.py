@@ -51,8 +51,8 @@ def test_the_command_refuses_it_as_a_usage_error_before_any_work(samples_store_p
     """Exit status 2, as a command line that does not parse: for check too, whose 1 is a failed check."""
     done = run_cli(*(a.format(store=samples_store_path) for a in args))
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.strip().endswith(f"Error: Option '{args[-2]}' is given more than once; it takes one value "
-                                        "(run the command once per value).")
+    assert done.stderr == (f"error: Option '{args[-2]}' is given more than once; it takes one value (run the "
+                           f"command once per value) (see trajlens {args[0]} --help)\n")
 
 
 def test_help_is_shown_however_the_options_repeat():

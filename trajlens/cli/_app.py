@@ -14,7 +14,7 @@ import importlib
 import inspect
 import re
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from typer.core import TyperCommand
@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:
         # Usage errors (a missing argument, a bad option value) come from the click that typer
         # bundles; recognise them by their interface rather than by importing click.
-        if callable(getattr(error, "show", None)) and isinstance(getattr(error, "exit_code", None), int):
-            error.show()
+        if callable(getattr(error, "format_message", None)) and isinstance(getattr(error, "exit_code", None), int):
+            typer.echo(f"error: {_usage_line(error)}", err=True)
             return error.exit_code
         if _query_interrupted(error):
             typer.echo("interrupted", err=True)
@@ -182,6 +182,15 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo("interrupted", err=True)
         return INTERRUPTED
     return status if isinstance(status, int) else 0
+
+
+def _usage_line(error: Any) -> str:
+    """A usage error (click's, through typer) in one line, with where the command's help is:
+    ``Invalid value for '--n': ... (trajlens sample --help)``. Click prints three lines and the usage."""
+    context = getattr(error, "ctx", None)
+    command = f"trajlens {context.info_name}" if context is not None and context.parent is not None else "trajlens"
+    message = " ".join(str(error.format_message()).split()).rstrip(".")
+    return f"{message} (see {command} --help)"
 
 
 def _query_interrupted(error: Exception) -> bool:
