@@ -144,6 +144,9 @@ def test_report_on_every_real_log_folder(real_reports):
         assert report.viewers and report.viewers[0].exists()
         assert f'id="{run_id}/summary-top_commands"' in index
     assert 'id="report:runs"' in index  # the runs side by side
+    # agent logs without steps or outcomes: their exemplar is the run's median, not a quarter's
+    section = (out / "README.md").read_text().split("## OpenHands")[1].split("\n## ")[0]
+    assert "): median tool calls of the run" in section and " in Q1" not in section
 
 
 def test_real_logs_report_resolved_rate_run_script_and_dead_groups(real_reports):

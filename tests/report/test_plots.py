@@ -76,6 +76,18 @@ def test_a_single_step_says_so_rather_than_drawing_one_column():
     assert "no data" in _texts(chart) and "one step" in chart.figure.axes[0].get_title()
 
 
+def test_a_run_of_one_step_draws_its_batches_as_points_at_that_step():
+    """A line through one point draws nothing: each estimator's batch is a marker, at step 0 alone."""
+    one = diagnostics().filter(pl.col("step") == 0)
+    top, bottom = plots.advantage_batches(one, "r").figure.axes
+    for axis in (top, bottom):
+        assert [line.get_marker() for line in axis.get_lines() if line.get_label() in ("gae_raw", "gae_whitened")
+                ] == ["o", "o"]
+    assert list(bottom.get_xticks()) == [0] and top.get_title().startswith("r (1 step, ")
+    # many steps keep plain lines
+    assert {line.get_marker() for line in plots.advantage_batches(diagnostics(), "r").figure.axes[1].get_lines()} == {"None"}
+
+
 def test_every_kind_of_mark_has_a_legend_entry():
     by_step = plots.class_shares_by_step(measures(), "r", alarms=[plots.Alarm("think_share", "error", 1)])
     axis = by_step.figure.axes[0]

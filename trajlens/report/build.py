@@ -449,8 +449,10 @@ def _viewer_pages(store: Any, run_id: str, measures: pl.DataFrame, stage: Any, f
         # stage when the run has no verdicts), medians first, so that the first pages show both.
         outcomes = _outcomes(store, run_id)
         labelled = early.with_columns(pl.col("trajectory_id").replace_strict(outcomes, default=None).alias("ok"))
+        # a run of one step has no stages: its trajectories are the run's, not a quarter's
+        whole = "of the run" if early["step"].n_unique() == 1 else f"in {early['stage'][0]}"
         parts = ([(labelled.filter(pl.col("ok") == ok), word) for ok, word in ((True, "resolved"), (False, "unresolved"))]
-                 if outcomes else [(early, f"in {early['stage'][0]}")])
+                 if outcomes else [(early, whole)])
         parts = [(part, word) for part, word in parts if part.height]
         picks += [(median_of(part), f"{word}: median tool calls" if outcomes else f"median tool calls {word}", None)
                   for part, word in parts]

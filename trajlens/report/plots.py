@@ -269,10 +269,12 @@ def _no_data(axis, title: str) -> None:
     axis.set_yticks([])
 
 
-def _integer_steps(axis) -> None:
-    from matplotlib.ticker import MaxNLocator
+def _integer_steps(axis, steps: Sequence[int] = ()) -> None:
+    """Whole training steps on the x axis; of a run of one step, that step alone (a locator
+    given a range under one step ticks fractions of it)."""
+    from matplotlib.ticker import FixedLocator, MaxNLocator
 
-    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.xaxis.set_major_locator(FixedLocator(list(steps)) if len(set(steps)) == 1 else MaxNLocator(integer=True))
 
 
 MAX_HOVER_COLUMNS = 300
@@ -455,7 +457,9 @@ def distributions(measures: pl.DataFrame, title: str) -> Chart:
         for count, low, high, patch in zip(counts, edges, edges[1:], patches):
             chart.tip(patch, f"{label} {low:,.0f}-{high:,.0f}: {int(count)} trajectories")
         median = float(values.median())
-        axis.axvline(median, color="black", linewidth=1, label=f"median {median:,.0f}")
+        # a median between two counts (3.5 turns) says so: the line is drawn where it is
+        axis.axvline(median, color="black", linewidth=1, label=f"median {median:,.0f}" if median.is_integer()
+                     else f"median {median:,.1f}")
         axis.set(xlabel=label, ylabel="trajectories")
         _title(axis, name, share=0.45)
         from matplotlib.ticker import MaxNLocator
@@ -517,6 +521,11 @@ ZERO_MEAN = 1e-6
 (group-normalised GRPO advantages, whitened ones): the mean panel is then left out, with a note."""
 
 
+def _lone_point(points: int) -> dict[str, Any]:
+    """A line of one point draws nothing: it gets a marker (a run of one step)."""
+    return {"marker": "o", "markersize": 4} if points == 1 else {}
+
+
 def advantage_batches(diagnostics: pl.DataFrame, title: str, units: Mapping[str, str] | None = None) -> Chart:
     """Per-step advantage mean and std per estimator; all-negative batches marked. When every
     batch mean is zero (:data:`ZERO_MEAN`), only the std is drawn and the title says why. The
@@ -544,10 +553,11 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str, units: Mapping[str,
             pl.col("step").mean(), pl.col("mean").mean(), pl.col("std").mean(), pl.col("all_negative").any())
     for (estimator,), part in drawn.partition_by("estimator", as_dict=True, maintain_order=True).items():
         part = part.sort("step")
-        bottom.plot(part["step"], part["std"], label=estimator, linewidth=1)
+        point = _lone_point(part.height)
+        bottom.plot(part["step"], part["std"], label=estimator, linewidth=1, **point)
         if top is None:
             continue
-        top.plot(part["step"], part["mean"], label=estimator, linewidth=1)
+        top.plot(part["step"], part["mean"], label=estimator, linewidth=1, **point)
         negative = part.filter(pl.col("all_negative"))
         if negative.height:
             top.scatter(negative["step"], negative["mean"], color="red", s=14, zorder=3,
@@ -571,7 +581,7 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str, units: Mapping[str,
             axis.set_ylim(centre - MIN_SPAN / 2, centre + MIN_SPAN / 2)
     described = _described(diagnostics, units or {})
     pooled = f", pooled in {MAX_DRAWN_STEPS:,} bins" if bins is not None else ""
-    heading = f"{title} ({len(steps)} steps{pooled}" + (f", N={described})" if described else ")")
+    heading = f"{title} ({len(steps)} step{'s' if len(steps) != 1 else ''}{pooled}" + (f", N={described})" if described else ")")
     if top is not None:
         top.axhline(0.0, color="black", linewidth=0.6)
         top.set(ylabel="batch mean advantage")
@@ -579,7 +589,7 @@ def advantage_batches(diagnostics: pl.DataFrame, title: str, units: Mapping[str,
         heading += "; batch mean 0 at every step (zero by construction), not drawn"
     _title(first, heading, share=0.75)
     bottom.set(xlabel="training step", ylabel="batch std")
-    _integer_steps(bottom)
+    _integer_steps(bottom, steps.to_list())
     first.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return chart
 
@@ -613,11 +623,11 @@ def reward_and_length_by_step(trends: dict[str, Any], title: str) -> Chart:
     for axis, name in zip(axes, names):
         steps = [s for s, _ in trends[name].points]
         values = [v for _, v in trends[name].points]
-        axis.plot(steps, values, linewidth=1, color="#1565c0")
+        axis.plot(steps, values, linewidth=1, color="#1565c0", **_lone_point(len(steps)))
         axis.set_ylabel(f"mean {name}")
         _hover_columns(chart, axis, steps, lambda i, s=steps, v=values, n=name: f"step {s[i]}: mean {n} {v[i]:.4g}",
                        1.0)
     axes[0].set_title(title)
     axes[-1].set_xlabel("training step")
-    _integer_steps(axes[-1])
+    _integer_steps(axes[-1], [s for name in names for s, _ in trends[name].points])
     return chart
