@@ -177,3 +177,16 @@ def test_a_cut_trajectory_in_a_folder_of_runs_leaves_the_run_whole(tmp_path, siz
     count = "SELECT run_id, count(*) AS n FROM trajectories GROUP BY run_id"
     runs, whole = (trajlens.open(tmp_path / name).sql(count) for name in ("store", "whole"))
     assert runs["run_id"].to_list() == ["ds"] and runs["n"][0] == whole["n"][0] - 1
+
+
+def test_a_cut_trl_table_says_why_it_cannot_be_read(tmp_path):
+    """Arrow's message quotes the file's path before its cause; the line names the file once, so
+    the cause is not pushed out of it."""
+    folder = tmp_path / "a-long-folder-name-for-a-training-run" / "grpo-run"
+    shutil.copytree(DATA / "trl" / "grpo-run", folder)
+    table = folder / "completions" / "completions_00002.parquet"
+    _cut(table, table.stat().st_size - 100)
+    done = run_cli("ingest", folder, "--store", tmp_path / "store")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"error: {table}: not a readable Parquet table")
+    assert "magic bytes not found" in done.stderr and done.stderr.count(str(table)) == 1

@@ -3,6 +3,8 @@ the one line that says why."""
 
 from __future__ import annotations
 
+import re
+
 
 def parquet_errors() -> tuple[type[Exception], ...]:
     """What opening or reading a damaged Parquet file raises: Arrow's errors, the operating
@@ -14,6 +16,11 @@ def parquet_errors() -> tuple[type[Exception], ...]:
 
 
 def reason(error: BaseException) -> str:
-    """The first line of ``error``'s message, or the name of its type when it has none."""
+    """The first line of ``error``'s message, or the name of its type when it has none. A path
+    the message quotes (``Could not open Parquet input source '/long/path/x.parquet': Parquet
+    magic bytes not found``) is left out: the error names the file already, and the line is
+    shortened to a width where the path would push out the cause."""
     text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    if not text:
+        return type(error).__name__
+    return re.sub(r" ?'[^'\n]*/[^'\n]*'", "", text.splitlines()[0])
