@@ -64,8 +64,13 @@ def test_a_counterfactual_without_a_baseline_cannot_dissent():
     # a centred counterfactual whose interval overlaps the run's does not dissent: said so, not "as hard"
     overlapping = decide(WITH, {"b": WITH, "c": Push(1.0, -1.0, 3.0)}, NONE)
     assert overlapping.verdict == UNEXPLAINED and overlapping.reason == (
-        "the run's push moved with the drift, but no centred counterfactual pushed it against or significantly less "
-        "and reward relevance does not explain it")
+        "the run's push moved with the drift, but no centred counterfactual pushed against it or pushed it "
+        "significantly less and reward relevance does not explain it")
+    # without an interval there is nothing to compare: said so, not counted as agreeing
+    bare = Push(1.0, float("nan"), float("nan"))
+    assert decide(WITH, {"b": bare}, NONE).reason.startswith(
+        "the run's push moved with the drift, but no centred counterfactual could be compared with it (too few steps")
+    assert "(c: too few steps for an interval)" in decide(WITH, {"b": WITH, "c": bare}, NONE).reason
     assert decide(WITH, {"b": AGAINST, "c": WEAK}, NONE, frozenset({"b"})).dissenting == ("c",)
 
 

@@ -63,6 +63,9 @@ SHELL_CASES: list[tuple[str, str, list[str]]] = [
     # git's dry runs and its index alone change no file; the same commands that do are edits
     ("git apply --check fix.patch && git apply fix.patch", "edit", ["other", "edit"]),
     ("git apply --stat fix.patch", "other", ["other"]),
+    ("git apply --stat --apply fix.patch", "edit", ["edit"]),
+    ("git restore -q src/x.py", "edit", ["edit"]),
+    ("git restore --quiet --staged src/x.py", "other", ["other"]),
     ("git clean -n", "other", ["other"]),
     ("git clean -fdn", "other", ["other"]),
     ("git clean --dry-run -d", "other", ["other"]),
@@ -72,6 +75,12 @@ SHELL_CASES: list[tuple[str, str, list[str]]] = [
     ("git restore --staged --worktree src/x.py", "edit", ["edit"]),
     # a wrapper's or a shell's option that takes a value is unwrapped with it
     ("sudo -u app python reproduce.py", "run_script", ["run_script"]),
+    ("sudo -Eu app python reproduce.py", "run_script", ["run_script"]),
+    ("sudo --user app python reproduce.py", "run_script", ["run_script"]),
+    ("sudo -h python reproduce.py", "run_script", ["run_script"]),
+    # a file given as an option's value is no test file
+    ("pytest tests/ --log-file log.txt --report-log report.txt", "test_suite", ["test_suite"]),
+    ("pytest --doctest-glob *.rst docs/", "test_suite", ["test_suite"]),
     ('bash -o pipefail -c "pytest tests/test_x.py | tail"', "test_targeted", ["test_targeted"]),
     ("bash -euo pipefail -c 'python -m pytest tests/test_x.py'", "test_targeted", ["test_targeted"]),
     ('bash --login -c "python reproduce.py"', "run_script", ["run_script"]),

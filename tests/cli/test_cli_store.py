@@ -212,6 +212,21 @@ def test_out_of_range_counts_are_usage_errors_and_write_nothing(tmp_path, args):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args, line", [
+    (("sample", "store", "--n"), "error: Option '--n' requires an argument (see trajlens sample --help)"),
+    (("sample",), "error: Missing argument 'store' (see trajlens sample --help)"),
+    (("nosuch",), "error: No such command 'nosuch' (see trajlens --help)"),
+])
+def test_a_usage_error_is_one_line_pointing_at_the_command_s_help(args, line):
+    done = trajlens(*args)
+    assert (done.returncode, done.stderr) == (2, line + "\n")
+
+
+def test_no_arguments_prints_the_help_and_no_error():
+    done = trajlens()
+    assert done.returncode == 2 and "Commands" in done.stdout + done.stderr and "error:" not in done.stderr
+
+
 def test_a_run_named_twice_is_classified_and_reported_once(tmp_path, tiny_run_dir):
     store = tmp_path / "store"
     trajlens("ingest", tiny_run_dir, "--store", store)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cli_run import run_cli
+from conftest import REAL_FIXTURES as REAL
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -151,9 +152,6 @@ def test_lenient_leaves_out_a_cut_step_file_with_the_calls_and_tokens_of_its_tra
     assert counts.row(0)[:3] == (2, 0, 0) and counts["later"][0] > 0
 
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
-
-
 @pytest.mark.skipif(not REAL.is_dir(), reason="real fixture logs not present")
 @pytest.mark.parametrize("size", [3000, 20000])
 def test_a_cut_trajectory_in_a_folder_of_runs_leaves_the_run_whole(tmp_path, size):
@@ -190,3 +188,26 @@ def test_a_cut_trl_table_says_why_it_cannot_be_read(tmp_path):
     assert done.returncode == 1 and done.stderr.count("\n") == 1
     assert done.stderr.startswith(f"error: {table}: not a readable Parquet table")
     assert "magic bytes not found" in done.stderr and done.stderr.count(str(table)) == 1
+
+
+def test_a_cut_log_of_a_format_without_file_names_is_named_once(tmp_path):
+    """Chat logs have no names of their own: the cut one is a stray beside the others, which their
+    loader reads and names; lenient skips it once, not once for planning and once for loading."""
+    folder = tmp_path / "chats"
+    folder.mkdir()
+    for index in (1, 2, 3):
+        shutil.copy(DATA / "openai_chat" / "messages.json", folder / f"t{index}.json")
+    _cut(folder / "t2.json", 300)
+    done = run_cli("ingest", folder, "--store", tmp_path / "store")
+    assert done.returncode == 1 and done.stderr.startswith(f"error: {folder / 't2.json'}: ")
+    lenient = run_cli("ingest", folder, "--store", tmp_path / "store", "--lenient")
+    assert lenient.returncode == 0 and lenient.stderr.count("skipped: ") == 1
+    assert "ingested 1 run(s)" in lenient.stdout and "; skipped 1 (each named above)" in lenient.stdout
+
+
+def test_the_reason_of_an_unreadable_file_leaves_out_the_path_it_quotes():
+    from trajlens.ingest._unreadable import reason
+
+    error = OSError("Could not open Parquet input source '/home/o'brien/runs/x.parquet': Parquet magic bytes not found")
+    assert reason(error) == "Could not open Parquet input source: Parquet magic bytes not found"
+    assert reason(OSError("no path 'here': at all")) == "no path 'here': at all"

@@ -206,9 +206,17 @@ def decide(own: Push, counterfactuals: dict[str, Push], relevance: Push,
         return Decision(UNEXPLAINED, reason, ())
     # other estimators not centred (the run's own under other aggregations is no rival to name)
     left_out = sorted(label for label in counterfactuals if label in uncentred and label not in aggregations)
-    # no dissent: their intervals overlap the run's (a push "as hard" would claim more than that)
-    compared = ("no centred counterfactual pushed it against or significantly less" if centred else
-                "no centred counterfactual was recomputed to compare it with")
+    # no dissent: their intervals overlap the run's (a push "as hard" would claim more than that),
+    # or an interval is missing (too few steps), which leaves nothing to compare
+    unbounded = [label for label, p in centred.items()
+                 if not (math.isfinite(p.high) and math.isfinite(own.low))]
+    if not centred:
+        compared = "no centred counterfactual was recomputed to compare it with"
+    elif len(unbounded) == len(centred):
+        compared = "no centred counterfactual could be compared with it (too few steps for an interval)"
+    else:
+        compared = "no centred counterfactual pushed against it or pushed it significantly less" + (
+            f" ({', '.join(unbounded)}: too few steps for an interval)" if unbounded else "")
     return Decision(UNEXPLAINED, f"the run's push moved with the drift, but {compared}"
                     + (f" ({', '.join(left_out)}: not centred, so not compared)" if left_out else "")
                     + " and reward relevance does not explain it", ())

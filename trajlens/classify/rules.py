@@ -141,7 +141,7 @@ PIPE_FILTERS: frozenset[str] = frozenset(
 writes a file (``| grep x > out``) or edits in place (``| sed -i``) is still an action."""
 
 WRAPPER_PATTERN = (
-    r"^(?:sudo(?:\s+-[ugCDhprtTU]\s+[^\s-]\S*|\s+-\S+)*|nohup|time|command|exec|builtin|nice(?:\s+-n\s*-?\d+|\s+-\d+)?"
+    r"^(?:sudo(?:\s+-[a-zA-Z]*[ugCDprtTU]\s+[^\s-]\S*|\s+--(?:user|group|chdir|prompt)\s+[^\s-]\S*|\s+-\S+)*|nohup|time|command|exec|builtin|nice(?:\s+-n\s*-?\d+|\s+-\d+)?"
     r"|stdbuf(?:\s+-\S+)+|timeout(?:\s+-[ks]\s+\w+|\s+-\S+)*\s+\d+(?:\.\d+)?[smhd]?|env(?:\s+-\S+)*"
     r"|xvfb-run(?:\s+-\S+)*|(?:uv|poetry|pipenv|pdm|hatch|rye)\s+run"
     r"|conda\s+run(?:\s+(?:-n|--name|-p|--prefix)\s+\S+|\s+--\S+)*"
@@ -187,7 +187,8 @@ class Rule:
 _PYTEST_VALUE_OPTIONS = (
     r"\s(?:-[Wpocn]|--(?:tb|durations|maxfail|timeout|rootdir|basetemp|cov|cov-report|cov-config"
     r"|junitxml|junit-xml|confcutdir|ignore|ignore-glob|deselect|log-level|log-cli-level|color"
-    r"|import-mode|capture|override-ini|reruns|count|dist|numprocesses|random-order-seed|benchmark-\w+))"
+    r"|import-mode|capture|override-ini|reruns|count|dist|numprocesses|random-order-seed|benchmark-\w+"
+    r"|log-file|report-log|resultlog|doctest-glob|junit-prefix|md-report-output))"
     r"\s+\S+|\s--?[\w-]+=\S*"
 )
 _PYTEST = r"^(?:pytest|python -m pytest)(?:\s|$)"
@@ -322,10 +323,13 @@ SHELL_RULES: tuple[Rule, ...] = (
     Rule("patch", "edit", r"^(?:patch|apply_?patch)(?:\s|$)",
          doc="patch -p1 < fix.patch, apply_patch <<'EOF' *** Begin Patch ..."),
     Rule("line-editor", "edit", r"^(?:ed|ex)(?:\s|$)", doc="ed -s f.py <<< $'...\\nw', ex -sc '%s/a/b/|x' f.py"),
+    Rule("git-apply-as-well", "edit", r"^git\s+apply\s(?:.*\s)?--apply(?:\s|$)",
+         doc="git apply --stat --apply fix.patch (--apply applies the patch as well as --check or --stat)"),
     Rule("git-no-file-change", "other",
          r"^git\s+apply\s(?:.*\s)?(?:--check|--stat|--numstat|--summary)(?:\s|$)"
          r"|^git\s+clean\s(?:.*\s)?(?:-[a-zA-Z]*n[a-zA-Z]*|--dry-run)(?:\s|$)"
-         r"|^git\s+rm\s(?:.*\s)?--cached(?:\s|$)|^git\s+restore(?:\s+(?:--staged|-S|--quiet|-q))+\s+[^\s-]",
+         r"|^git\s+rm\s(?:.*\s)?--cached(?:\s|$)"
+         r"|^git\s+restore(?:\s+(?:-q|--quiet))*\s+(?:--staged|-S)(?:\s+(?:--staged|-S|-q|--quiet))*\s+[^\s-]",
          doc="git apply --check fix.patch, git clean -n, git rm --cached f, git restore --staged f "
              "(a dry run, or the index alone: no file changes)"),
     Rule("git-file-change", "edit",

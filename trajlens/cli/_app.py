@@ -168,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         # Usage errors (a missing argument, a bad option value) come from the click that typer
         # bundles; recognise them by their interface rather than by importing click.
         if callable(getattr(error, "format_message", None)) and isinstance(getattr(error, "exit_code", None), int):
-            typer.echo(f"error: {_usage_line(error)}", err=True)
+            line = _usage_line(error, argv)
+            if line:  # none after the help a command line without arguments prints
+                typer.echo(f"error: {line}", err=True)
             return error.exit_code
         if _query_interrupted(error):
             typer.echo("interrupted", err=True)
@@ -184,12 +186,20 @@ def main(argv: list[str] | None = None) -> int:
     return status if isinstance(status, int) else 0
 
 
-def _usage_line(error: Any) -> str:
+def _usage_line(error: Any, argv: list[str] | None) -> str:
     """A usage error (click's, through typer) in one line, with where the command's help is:
-    ``Invalid value for '--n': ... (trajlens sample --help)``. Click prints three lines and the usage."""
-    context = getattr(error, "ctx", None)
-    command = f"trajlens {context.info_name}" if context is not None and context.parent is not None else "trajlens"
+    ``Invalid value for '--n': ... (see trajlens sample --help)``; empty when it has no message.
+    Click prints three lines and the usage."""
     message = " ".join(str(error.format_message()).split()).rstrip(".")
+    if not message:
+        return ""
+    context = getattr(error, "ctx", None)
+    if context is not None:
+        command = f"trajlens {context.info_name}" if context.parent is not None else "trajlens"
+    else:  # an option's missing value is told before the command's context exists
+        name = _command_name(argv)
+        command = f"trajlens {name}" if name in {c.name or c.callback.__name__ for c in app.registered_commands
+                                                 if c.callback is not None} else "trajlens"
     return f"{message} (see {command} --help)"
 
 

@@ -23,4 +23,4 @@ def reason(error: BaseException) -> str:
     text = str(error).strip()
     if not text:
         return type(error).__name__
-    return re.sub(r" ?'[^'\n]*/[^'\n]*'", "", text.splitlines()[0])
+    return re.sub(r" ?'[^\n]*/[^\n]*?'(?=:|$)", "", text.splitlines()[0])

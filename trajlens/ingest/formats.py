@@ -285,12 +285,17 @@ def _plan_folder(directory: Path) -> list[Source]:
         (fmt,) = formats.values()
         if damaged:
             # A log cut short reads as no log, or as another format's (its ends are what tells a
-            # format): beside logs of one format it is one of them, and their run says so (lenient:
-            # a skipped problem, the rest of the run loaded as it would be without it).
+            # format): beside logs of one format it is one of them, and their run says so (lenient,
+            # where its loader reads each file on its own: a skipped problem, the rest of the run
+            # loaded as it would be without it).
             if fmt.kind != "log" or fmt.folder:
                 raise damaged[0]
-            # one named as its logs are is read by its loader, which names the bad record
-            unread = tuple(error for error in damaged if not named_like(Path(error.file), fmt.names))
+            # one named as its logs are, or a stray beside them, is read by its loader, which names
+            # the bad record; the others' errors go with the run
+            logs = [path for path, _ in entries if path.is_file()]
+            read = {*strays(logs, [Path(error.file) for error in damaged])}
+            unread = tuple(error for error in damaged
+                           if Path(error.file) not in read and not named_like(Path(error.file), fmt.names))
             return [Source(fmt, [directory], left_out=unread), *_metrics_beside(directory)]
         if fmt.kind == "parquet":
             return [Source(fmt, [entry]) for entry, _ in entries]
@@ -309,7 +314,10 @@ def _plan_folder(directory: Path) -> list[Source]:
             found = detect(child)
             sources.extend([Source(found, [child])] if found is not None else _plan_folder(child))
         elif child.suffix in SURVEY_SUFFIXES:
-            fmt = detect(probe := Probe(child), surveyed_only=True)
+            probe = Probe(child)
+            if child.suffix == ".json" and (error := damage_error(probe)) is not None:
+                raise error  # cut short: no format's, whatever its head looks like (see survey)
+            fmt = detect(probe, surveyed_only=True)
             if fmt is not None:
                 loose.setdefault(fmt.name, []).append(probe)
             elif (error := damage_error(probe)) is not None:
