@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from cli_run import run_cli
-from conftest import REAL_FIXTURES as REAL
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"  # as tests/conftest.py names it
 
 
 def _cut(path: Path, size: int) -> None:
