@@ -315,8 +315,8 @@ def _plan_folder(directory: Path) -> list[Source]:
             sources.extend([Source(found, [child])] if found is not None else _plan_folder(child))
         elif child.suffix in SURVEY_SUFFIXES:
             probe = Probe(child)
-            if child.suffix == ".json" and (error := damage_error(probe)) is not None:
-                raise error  # cut short: no format's, whatever its head looks like (see survey)
+            if (error := _cut_short(probe)) is not None:
+                raise error  # no format's, whatever its head looks like (see survey)
             fmt = detect(probe, surveyed_only=True)
             if fmt is not None:
                 loose.setdefault(fmt.name, []).append(probe)
@@ -418,7 +418,7 @@ def survey(directory: Path, damaged: list[InputError] | None = None) -> list[tup
                 found.extend(survey(child, damaged))
         elif child.suffix in SURVEY_SUFFIXES:
             probe = Probe(child)
-            if child.suffix == ".json" and (error := damage_error(probe)) is not None:
+            if (error := _cut_short(probe)) is not None:
                 if damaged is None:
                     raise error
                 damaged.append(error)
@@ -439,6 +439,13 @@ def survey(directory: Path, damaged: list[InputError] | None = None) -> list[tup
         if len(owners) == 1:
             found.append((stray, *owners.values()))
     return found
+
+
+def _cut_short(probe: Probe) -> InputError | None:
+    """The error of a JSON log cut short (:func:`damage_error`), checked before detection: its end,
+    which tells a format, is gone, so what its head looks like says nothing. Only a JSON file's two
+    ends are read (a Parquet file's footer is read after detection, where none takes it)."""
+    return damage_error(probe) if probe.suffix == ".json" else None
 
 
 def _children(directory: Path) -> list[Path]:

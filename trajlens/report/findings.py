@@ -343,8 +343,7 @@ def drift_findings(measures: pl.DataFrame, staged: pl.DataFrame, run_id: str) ->
             tested = f"all {first_stage + counts[row['peak_steps']]:,} trajectories of the first stage and those steps"
         else:
             tested = f"all {first_stage + last_stage:,} trajectories of the first and last stage"
-        drift = drift_phrase(row, f"{tested}, {p_text(row['change_p'])}")
-        text = drift
+        text = drift_phrase(row, f"{tested}, {p_text(row['change_p'])}")
         if row["displaced_by"]:
             text += f"; {displacement_text(row)}"
         text += f"; not attributed yet (`trajlens attribute --run {run_id}` tells learning from an estimator artefact)"
