@@ -211,3 +211,47 @@ def test_the_reason_of_an_unreadable_file_leaves_out_the_path_it_quotes():
     error = OSError("Could not open Parquet input source '/home/o'brien/runs/x.parquet': Parquet magic bytes not found")
     assert reason(error) == "Could not open Parquet input source: Parquet magic bytes not found"
     assert reason(OSError("no path 'here': at all")) == "no path 'here': at all"
+
+
+CUT_BESIDE_OTHERS = [
+    # (folder of logs, the file to cut, a file to copy to it first, so that the loader reads two alike)
+    ("prime_hosted", "rollouts_step_10.json", None),
+    ("prime_hosted", "step_20.parquet", None),
+    ("openrlhf/wandb-run", "generated_samples_1.table.json", None),
+    ("rllm/logs", "deepswe/run1/episodes/train_step_3_epoch_0/episode_hashe956f804_idastropy__astropy-12907_1.json",
+     None),
+    ("skyrl_agent/trace", "demo-run/step10/astropy__astropy-12907/0/trace_20260101_000000_000002.json", None),
+    ("art/email-agent", "models/agent-001/trajectories/train/0002.parquet",
+     "models/agent-001/trajectories/train/0001.parquet"),
+    ("swe_agent_dataset", "train-00001-of-00002.parquet", "train-00000-of-00001.parquet"),
+    ("inspect_ai", "copy.json", "tiny.json"),
+]
+CUMULATIVE = {"openrlhf/wandb-run"}
+"""OpenRLHF's wandb tables hold every row logged before them: the last one read holds the cut one's."""
+
+
+@pytest.mark.parametrize("source, damaged, copied", CUT_BESIDE_OTHERS,
+                         ids=[f"{source.split('/')[0]}-{Path(damaged).suffix[1:]}" for source, damaged, _ in CUT_BESIDE_OTHERS])
+def test_lenient_skips_a_cut_log_once_and_loads_the_others(tmp_path, source, damaged, copied):
+    """Each loader that reads a folder of files: strict stops at a file cut in half, saying so;
+    lenient skips that file, naming it once with the same words, and keeps every trajectory of
+    the others."""
+    from trajlens.errors import InputError
+    from trajlens.ingest import load
+
+    folder = tmp_path / "logs"
+    ignored = ("*.py", "zstd", "*.eval") if source == "inspect_ai" else ("*.py",)
+    shutil.copytree(DATA / source, folder, ignore=shutil.ignore_patterns(*ignored))
+    if copied is not None:
+        shutil.copy(folder / copied, folder / damaged)
+    cut = folder / damaged
+    whole = load(folder).trajectories.num_rows
+    expected = whole if source in CUMULATIVE else whole - load(cut).trajectories.num_rows
+    _cut(cut, cut.stat().st_size // 2)
+    reason = "not a readable Parquet file" if cut.suffix == ".parquet" else "JSON cut short"
+    with pytest.raises(InputError) as stopped:
+        load(folder)
+    assert str(stopped.value).startswith(f"{cut}: {reason}")
+    run = load(folder, strict=False)
+    assert [problem.message for problem in run.problems] == [str(stopped.value)]
+    assert run.trajectories.num_rows == expected > 0

@@ -113,7 +113,8 @@ def _load_source(source: "Source", run_id: str | None, strict: bool) -> "RunData
         raise source.left_out[0]
     paths: "Path | list[Path]" = source.paths if len(source.paths) > 1 else source.paths[0]
     run = source.format.load(paths, run_id=run_id or source.run_id, strict=strict)
-    run.problems.extend(error.as_problem() for error in source.left_out)
+    named = set(run.problems)  # its loader may have read such a file too, and skipped it with the same words
+    run.problems.extend(problem for problem in map(InputError.as_problem, source.left_out) if problem not in named)
     return run
 
 

@@ -179,7 +179,14 @@ def read_json_file(path: Path) -> Any:
         raise InputError(file, expected="a file", found="a directory") from None
     except OSError as error:
         raise InputError(file, expected="a readable file", found=error.strerror or str(error)) from None
-    return parse_json(data, file)
+    try:
+        return parse_json(data, file)
+    except InputError:
+        from trajlens.ingest._probe import Probe, damage_error
+
+        if (cut := damage_error(Probe(path))) is not None:  # said so, not where the parser gave up
+            raise cut from None
+        raise
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, bytes | InputError]]:

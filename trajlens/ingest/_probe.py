@@ -240,17 +240,21 @@ def named_unread(unknown: Sequence[Probe], names: Sequence[str]) -> list[Path]:
 
 
 def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"], bool],
-             names: Sequence[str] = ()) -> list[Path]:
+             names: Sequence[str] = (), *, strict: bool = True) -> list[Path]:
     """The files a loader of row files reads: files named directly, and the files below named
     folders that ``detect`` recognises, with their :func:`strays` and the files named as the
     format names its logs (``names``) that no format detects (sorted); an InputError when a
-    folder holds none, or holds a damaged file (:func:`damage_error`)."""
+    folder holds none.
+
+    A damaged file in a folder (:func:`damage_error`) stops a strict load with its error.
+    Lenient, it is read with the others, and its loader skips it and names it
+    (:func:`~trajlens.ingest._records.readable_records`), so the rest of the run loads."""
     given = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     files: list[Path] = []
     for path in given:
         if path.is_dir():
             probes = [Probe(p) for p in sorted(path.rglob("*")) if p.is_file() and not p.name.startswith(".")]
-            known = [_recognised(probe, detect) for probe in probes]
+            known = [_recognised(probe, detect, strict) for probe in probes]
             found = [probe for probe, ok in zip(probes, known) if ok]
             if not found:
                 raise InputError(str(path), "no files of this format in the directory", found="none")
@@ -262,12 +266,14 @@ def files_of(paths: Sequence[Path | str] | Path | str, detect: Callable[["Probe"
     return files
 
 
-def _recognised(probe: Probe, detect: Callable[["Probe"], bool]) -> bool:
+def _recognised(probe: Probe, detect: Callable[["Probe"], bool], strict: bool) -> bool:
     if detect(probe):
         return True
-    if (error := damage_error(probe)) is not None:
+    if (error := damage_error(probe)) is None:
+        return False
+    if strict:
         raise error
-    return False
+    return True
 
 
 def run_name(paths: Sequence[Path | str] | Path | str, files: list[Path]) -> str:

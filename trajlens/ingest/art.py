@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from trajlens.ingest._chat import chat_record
 from trajlens.ingest._fields import INT64, Fields, parse_json, type_name
 from trajlens.ingest._probe import Probe, files_of
-from trajlens.ingest._records import records
+from trajlens.ingest._records import readable_records
 from trajlens.rows import RunBuilder, RunData
 
 FORMAT = "art"
@@ -45,7 +45,7 @@ def load_art(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = N
     """Load ART trajectory files (a model's ``trajectories`` folder, or files) as one run."""
     from trajlens.store.writer import joined_source, slug
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, strict=strict)
     given = Path(paths) if isinstance(paths, (str, Path)) else files[0]
     name = given.parent.name if given.name == "trajectories" else given.name
     builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=joined_source(files))
@@ -53,7 +53,7 @@ def load_art(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = N
         step = int(file.stem) if _STEP.match(file.stem) else 0
         split = "val" if file.parent.name == "val" else "train"
         counts: dict[int, int] = {}
-        for number, row in records(file):
+        for number, row in readable_records(file):
             where = f"{file}: record {number}"
             builder.add_record(row, lambda row: trajectory_row(row, file, where, split, step, counts).trajectories(),
                                where=where, strict=strict)

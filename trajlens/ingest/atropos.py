@@ -47,7 +47,7 @@ def load_atropos(paths: Sequence[Path | str] | Path | str, *, run_id: str | None
     from trajlens.store.writer import joined_source, slug
 
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, strict=strict)
     name = Path(paths).stem if isinstance(paths, (str, Path)) else files[0].stem
     builder = RunBuilder(run_id or slug(name), source_format=FORMAT,
                          source=joined_source(files))

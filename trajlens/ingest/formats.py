@@ -428,7 +428,9 @@ def survey(directory: Path, damaged: list[InputError] | None = None) -> list[tup
                 found.append((child, fmt))
                 probed.append(probe)
             elif (error := damage_error(probe)) is not None:
-                raise error
+                if damaged is None:
+                    raise error
+                damaged.append(error)
             else:
                 unknown.append(probe)
     # A file no format recognised, beside logs of one format with its suffix, is read as one of

@@ -76,7 +76,7 @@ def load_harbor(paths: Sequence[Path | str] | Path | str, *, run_id: str | None 
     """Load Harbor trial folders (a job folder, trial folders, or their files) as one run."""
     from trajlens.store.writer import slug
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, strict=strict)
     results = [f for f in files if is_result(Probe(f))]
     claimed = {(f.parent / TRAJECTORY_FILE).resolve() for f in results}
     loose = [f for f in files if f not in results and f.resolve() not in claimed]

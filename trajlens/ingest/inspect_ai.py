@@ -70,9 +70,9 @@ def load_inspect_ai(paths: Sequence[Path | str] | Path | str, *, run_id: str | N
     """Load inspect_ai logs (``.eval`` or ``.json`` files, or folders of them) as one run."""
     from trajlens.store.writer import joined_source, slug
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, strict=strict)
     name = Path(paths).stem if isinstance(paths, (str, Path)) else files[0].stem
-    header, _ = _header(files[0])
+    header = _first_header(files, strict)
     spec = header.get("eval") if isinstance(header.get("eval"), dict) else {}
     config = {key: spec[key] for key in CONFIG_KEYS if key in spec}
     if isinstance(header.get("plan"), dict):
@@ -102,7 +102,28 @@ def _header(file: Path) -> tuple[dict[str, Any], list[Any] | None]:
     return log, samples
 
 
+def _first_header(files: list[Path], strict: bool) -> dict[str, Any]:
+    """The run's ``EvalLog`` header: the first file's, or (lenient) the first that reads, the
+    others named when their samples are read."""
+    for file in files:
+        try:
+            return _header(file)[0]
+        except InputError:
+            if strict:
+                raise
+    return {}
+
+
 def _samples(file: Path) -> Iterator[tuple[str, Any]]:
+    """``(where, sample)`` for each sample of ``file``; a file that cannot be read as a log is
+    one item, its :class:`InputError`, as a sample that cannot be read is."""
+    try:
+        yield from _file_samples(file)
+    except InputError as error:
+        yield str(file), error
+
+
+def _file_samples(file: Path) -> Iterator[tuple[str, Any]]:
     if file.suffix != ".eval":
         _, samples = _header(file)
         for index, sample in enumerate(samples or []):

@@ -47,7 +47,7 @@ def load_openrlhf(paths: Sequence[Path | str] | Path | str, *, run_id: str | Non
     """Load OpenRLHF ``generated_samples`` tables (files, or a wandb run folder) as one run."""
     from trajlens.store.writer import joined_source, slug
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, strict=strict)
     name = run_name(paths, files)
     builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=joined_source(files))
     rows: dict[int, tuple[dict[str, Any], str, str]] = {}

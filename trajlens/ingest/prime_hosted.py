@@ -92,7 +92,7 @@ def load_prime_hosted(paths: Sequence[Path | str] | Path | str, *, run_id: str |
     """Load pages of samples, sample files or the Parquet sample files (or folders of them) as one run."""
     from trajlens.store.writer import joined_source, slug
 
-    files = files_of(paths, detect, FILE_NAMES)
+    files = files_of(paths, detect, FILE_NAMES, strict=strict)
     counts: dict[tuple[int, str], int] = {}
     read: list[tuple[str, Record | InputError]] = []
     run_ids: set[str] = set()

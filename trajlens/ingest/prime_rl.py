@@ -62,7 +62,7 @@ def load_prime_rl(paths: Sequence[Path | str] | Path | str, *, run_id: str | Non
     """Load prime-rl batch files (or folders of them) as one run, in step order."""
     from trajlens.store.writer import joined_source, slug
 
-    files = sorted(files_of(paths, lambda probe: not probe.is_dir and detect(probe)), key=_step)
+    files = sorted(files_of(paths, lambda probe: not probe.is_dir and detect(probe), strict=strict), key=_step)
     output = files[0].parents[2]
     name = output.name or "prime-rl"
     builder: RunBuilder | None = None

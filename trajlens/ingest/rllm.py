@@ -63,7 +63,7 @@ def load_rllm(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = 
     from trajlens.ingest._records import readable_records
     from trajlens.store.writer import joined_source, slug
 
-    files = files_of(paths, detect, FILE_NAMES)
+    files = files_of(paths, detect, FILE_NAMES, strict=strict)
     name = run_name(paths, files)
     builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=joined_source(files))
     for file in files:

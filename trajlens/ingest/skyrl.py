@@ -41,7 +41,7 @@ from typing import Any, Iterator, Sequence
 from trajlens.errors import InputError
 from trajlens.ingest._fields import INT64, Fields, type_name
 from trajlens.ingest._probe import Probe, files_of, run_name
-from trajlens.ingest._records import records
+from trajlens.ingest._records import readable_records
 from trajlens.rows import TOKENS, TRAJECTORY, RunBuilder, RunData
 
 FORMAT = "skyrl"
@@ -78,14 +78,14 @@ def load_skyrl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None =
     """Load SkyRL evaluation dumps or generator outputs (files, or folders of them) as one run."""
     from trajlens.store.writer import joined_source, slug
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, strict=strict)
     name = run_name(paths, files)
     builder = RunBuilder(run_id or slug(Path(name).stem), source_format=FORMAT, source=joined_source(files))
     for file in files:
         label = f"{file.parent.name}/{file.stem}"  # the same whichever files beside it are read
         step = _step(file)
         records_read = 0
-        for number, row in records(file):
+        for number, row in readable_records(file):
             records_read += 1
             where = f"{file}: record {number}"
             builder.add_record(row, lambda row: _trajectories(row, where, label, number, step),

@@ -58,7 +58,7 @@ def load_skyrl_agent(paths: Sequence[Path | str] | Path | str, *, run_id: str | 
     from trajlens.store.writer import joined_source, slug
 
     latest: dict[Path, Path] = {}
-    for file in files_of(paths, detect):
+    for file in files_of(paths, detect, strict=strict):
         if file.parent not in latest or file.name > latest[file.parent].name:
             latest[file.parent] = file
     files = sorted(latest.values())

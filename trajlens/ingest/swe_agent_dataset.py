@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 from trajlens.ingest._fields import Fields, dumps
 from trajlens.ingest._probe import Probe, files_of
-from trajlens.ingest._records import records
+from trajlens.ingest._records import readable_records
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 
 FORMAT = "swe-agent-dataset"
@@ -51,12 +51,12 @@ def load_swe_agent_dataset(paths: Sequence[Path | str] | Path | str, *, run_id: 
     from trajlens.store.writer import joined_source, slug
 
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, strict=strict)
     name = Path(paths).stem if isinstance(paths, (str, Path)) else files[0].stem
     builder = RunBuilder(run_id or slug(name), source_format=FORMAT, source=joined_source(files))
     for file in files:
         prefix = "" if len(files) == 1 else f"{file.stem}:"
-        for index, (number, row) in enumerate(records(file)):
+        for index, (number, row) in enumerate(readable_records(file)):
             where = f"{file}: record {number}"
             builder.add_record(row, lambda row: [_trajectory(row, Fields(file, number), index, prefix)],
                                where=where, strict=strict)

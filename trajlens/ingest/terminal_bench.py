@@ -79,7 +79,7 @@ def load_terminal_bench(paths: Sequence[Path | str] | Path | str, *, run_id: str
     """Load Terminal-Bench trials (a ``tb run`` folder, trial folders or their results) as one run."""
     from trajlens.store.writer import joined_source, slug
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, strict=strict)
     name = run_name(paths, files)
     builder = RunBuilder(run_id or slug(name), source_format=FORMAT, source=joined_source(files))
     for file in files:

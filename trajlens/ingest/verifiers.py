@@ -36,7 +36,7 @@ from trajlens.errors import InputError
 from trajlens.ingest._chat import chat_record
 from trajlens.ingest._fields import Fields, read_json_file, type_name
 from trajlens.ingest._probe import Probe, files_of
-from trajlens.ingest._records import records
+from trajlens.ingest._records import readable_records
 from trajlens.ingest.agents._common import Record
 from trajlens.rows import TRAJECTORY, RunBuilder, RunData
 
@@ -62,7 +62,7 @@ def load_verifiers(paths: Sequence[Path | str] | Path | str, *, run_id: str | No
     """Load verifiers results (``results.jsonl`` files, or folders of them) as one run."""
     from trajlens.store.writer import joined_source, slug
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, strict=strict)
     metadata = _metadata(files[0])
     given = Path(paths) if isinstance(paths, (str, Path)) else files[0]
     name = given.parent.name if given.is_file() and given.stem == "results" else given.stem
@@ -71,7 +71,7 @@ def load_verifiers(paths: Sequence[Path | str] | Path | str, *, run_id: str | No
     for file in files:
         prefix = "" if len(files) == 1 else f"{file.parent.name}:"
         seen: dict[str, int] = {}
-        for number, row in records(file):
+        for number, row in readable_records(file):
             where = f"{file}: record {number}"
             builder.add_record(row, lambda row: rollout_record(row, file, where, prefix, seen).trajectories(),
                                where=where, strict=strict)

@@ -38,7 +38,7 @@ from trajlens.errors import InputError
 from trajlens.ingest._chat import chat_record
 from trajlens.ingest._fields import Fields, read_json_file, type_name
 from trajlens.ingest._probe import Probe, files_of
-from trajlens.ingest._records import records
+from trajlens.ingest._records import readable_records
 from trajlens.rows import TOKENS, RunBuilder, RunData
 
 FORMAT = "verifiers-traces"
@@ -57,7 +57,7 @@ def load_verifiers_traces(paths: Sequence[Path | str] | Path | str, *, run_id: s
     """Load verifiers ``traces.jsonl`` files (or folders of them) as one run."""
     from trajlens.store.writer import joined_source, slug
 
-    files = files_of(paths, detect)
+    files = files_of(paths, detect, strict=strict)
     config = _config(files[0])
     given = Path(paths) if isinstance(paths, (str, Path)) else files[0]
     name = files[0].parent.name if len(files) == 1 or given.is_file() else given.name
@@ -65,7 +65,7 @@ def load_verifiers_traces(paths: Sequence[Path | str] | Path | str, *, run_id: s
                          source=joined_source(files))
     for file in files:
         prefix = "" if len(files) == 1 else f"{file.parent.name}:"
-        for number, episode in records(file):
+        for number, episode in readable_records(file):
             where = f"{file}: record {number}"
             builder.add_record(episode, lambda episode: episode_trajectories(episode, file, where, prefix),
                                where=where, strict=strict)
