@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_run import run_cli
+from cli_run import run_cli, run_cli_subprocess
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"  # as tests/conftest.py names it
@@ -153,16 +153,19 @@ def test_lenient_leaves_out_a_cut_step_file_with_the_calls_and_tokens_of_its_tra
 
 
 @pytest.mark.skipif(not REAL.is_dir(), reason="real fixture logs not present")
-@pytest.mark.parametrize("size", [3000, 20000])
+@pytest.mark.parametrize("size", [3000, 20000, "after a brace"])
 def test_a_cut_trajectory_in_a_folder_of_runs_leaves_the_run_whole(tmp_path, size):
     """A mini-swe-agent trajectory cut short reads as no log (3,000 bytes) or as a chat log (its
-    head has messages, its tail no longer says mini-swe-agent): either way it is one of the logs
-    beside it, so the folder stays one run; lenient leaves that file out and names it."""
+    head has messages, its tail no longer says mini-swe-agent; cut just after a closing brace,
+    it even closes): either way it is one of the logs beside it, named as they are, so the folder
+    stays one run; lenient leaves that file out and names it."""
     import trajlens
 
     folder = tmp_path / "ds"
     shutil.copytree(REAL / "mini-swe-agent-deepseek-pr816", folder)
     cut = folder / "output" / "deepseek_chat_dev" / "pvlib__pvlib-python-1154" / "pvlib__pvlib-python-1154.traj.json"
+    if size == "after a brace":
+        size = cut.read_bytes().rindex(b"}", 0, 20000) + 1
     _cut(cut, size)
     done = run_cli("ingest", folder, "--store", tmp_path / "store")
     assert done.returncode == 1 and done.stderr.startswith(f"error: {cut}: ") and done.stderr.count("\n") == 1
@@ -255,3 +258,38 @@ def test_lenient_skips_a_cut_log_once_and_loads_the_others(tmp_path, source, dam
     run = load(folder, strict=False)
     assert [problem.message for problem in run.problems] == [str(stopped.value)]
     assert run.trajectories.num_rows == expected > 0
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="real fixture logs not present")
+@pytest.mark.parametrize("size", [5000, "inside a character"])
+def test_a_swe_agent_traj_cut_short_is_said_to_be(tmp_path, size):
+    """A ``.traj`` is one JSON document, as a ``.json`` is: cut anywhere, even inside a character
+    of several bytes, it is said to be cut short, not badly encoded or badly delimited."""
+    folder = tmp_path / "trajectories"
+    shutil.copytree(REAL / "SWE-agent" / "tests" / "test_data" / "trajectories", folder)
+    cut = next(folder.rglob("*.traj"))
+    if size == "inside a character":  # the log's text is ASCII: give it an "é" of two bytes, and cut between them
+        data = cut.read_bytes()
+        middle = data.index(b"e", len(data) // 2)
+        cut.write_bytes(data[:middle] + "\u00e9".encode() + data[middle + 1:])
+        size = middle + 1
+    _cut(cut, size)
+    done = run_cli("ingest", cut, "--store", tmp_path / "store")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"error: {cut}: JSON cut short, expected JSON that closes its last record")
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="real fixture logs not present")
+def test_a_fifo_named_as_a_log_is_refused_not_waited_on(tmp_path):
+    """A FIFO is read only when a writer comes: one named as a log below a run is an error naming
+    it (lenient: skipped), where reading it would wait forever."""
+    import os
+
+    folder = tmp_path / "gemini"
+    shutil.copytree(REAL / "mini-swe-agent-gemini3pro", folder)
+    fifo = next(folder.rglob("*.traj.json")).parent / "extra.traj.json"
+    os.mkfifo(fifo)
+    done = run_cli_subprocess("ingest", folder, "--store", tmp_path / "store", timeout=60)
+    assert done.returncode == 1 and done.stderr == f"error: {fifo}: expected a regular file, found a FIFO\n"
+    lenient = run_cli_subprocess("ingest", folder, "--store", tmp_path / "store", "--lenient", timeout=60)
+    assert lenient.returncode == 0 and lenient.stderr == f"skipped: {fifo}: expected a regular file, found a FIFO\n"

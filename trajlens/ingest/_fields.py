@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 from pathlib import Path
 from typing import Any, Hashable, Iterator
 
 from trajlens.errors import InputError
 from trajlens import limits as _limits
+from trajlens.ingest._unreadable import special_kind
 from trajlens.limits import INT32, INT64, parse_json, text_problem, type_name  # noqa: F401 - loaders read them from here
 
 
@@ -168,7 +170,9 @@ def read_json_file(path: Path) -> Any:
     limits = _limits.current()
     file = str(path)
     try:
-        size = path.stat().st_size
+        found = path.stat()
+        _refuse_special(path, found.st_mode)
+        size = found.st_size
         if size > limits.record_bytes:
             raise InputError(file, expected=f"a file of at most {limits.record_bytes:,} bytes "
                              "(raise it with --limit record_mb=...)", found=f"{size:,} bytes")
@@ -189,13 +193,22 @@ def read_json_file(path: Path) -> Any:
         raise
 
 
+def _refuse_special(path: Path, mode: int) -> None:
+    """An InputError for a FIFO, a device or a socket (read, it would wait or never end)."""
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise InputError(str(path), expected="a regular file", found=special_kind(path))
+
+
 def read_lines(path: Path) -> Iterator[tuple[int, bytes | InputError]]:
     """Non-blank lines of a JSONL file with their 1-based numbers; a line over the record limit
     is yielded as an InputError and skipped without being held in memory."""
     limit = _limits.current().record_bytes
     file = str(path)
     try:
+        _refuse_special(path, path.stat().st_mode)
         handle = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(file, expected="an existing file", found="no such file") from None
     except OSError as error:
         raise InputError(file, expected="a readable file", found=error.strerror or str(error)) from None
     with handle:

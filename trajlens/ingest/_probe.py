@@ -115,6 +115,9 @@ def _ends(path: Path) -> tuple[str, str]:
 
 RECORD_SUFFIXES: frozenset[str] = frozenset({".json", ".jsonl", ".traj"})
 """Suffixes of files whose records :attr:`Probe.record_keys` reads (JSON or JSONL)."""
+WHOLE_JSON_SUFFIXES: frozenset[str] = frozenset({".json", ".traj"})
+"""Suffixes of files that hold one JSON document (a SWE-agent ``.traj`` is JSON): one cut short
+no longer closes it (:func:`damage_error`)."""
 
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:]')
 
@@ -165,7 +168,7 @@ def damage_error(probe: Probe) -> InputError | None:
             pq.read_schema(probe.path)
         except parquet_errors() as error:
             return InputError(str(probe.path), "not a readable Parquet file", expected="Parquet", found=reason(error))
-    elif probe.suffix == ".json":
+    elif probe.suffix in WHOLE_JSON_SUFFIXES:
         opens, closes = probe.head.lstrip()[:1], probe.tail.rstrip()[-1:]
         if opens in ("{", "[") and closes not in ("}", "]"):
             return InputError(str(probe.path), "JSON cut short", expected="JSON that closes its last record",

@@ -1,9 +1,10 @@
-"""A Parquet file given as input that cannot be read: what opening or reading it raises, and
-the one line that says why."""
+"""A file given as input that cannot be read: what opening or reading a Parquet file raises,
+the one line that says why, and what a path that is no regular file is."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 
 def parquet_errors() -> tuple[type[Exception], ...]:
@@ -24,3 +25,13 @@ def reason(error: BaseException) -> str:
     if not text:
         return type(error).__name__
     return re.sub(r" ?'[^\n]*/[^\n]*?'(?=:|$)", "", text.splitlines()[0])
+
+
+def special_kind(path: Path) -> str:
+    """What a path that is neither a regular file nor a directory is (``a FIFO``): such a path is
+    refused before it is opened, since reading a FIFO waits for a writer and a device never ends."""
+    for test, kind in ((path.is_fifo, "a FIFO"), (path.is_char_device, "a character device"),
+                       (path.is_block_device, "a block device"), (path.is_socket, "a socket")):
+        if test():
+            return kind
+    return "another kind of file"

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from trajlens.errors import InputError
-from trajlens.ingest._probe import Probe, damage_error, depth_error, named_like, strays
+from trajlens.ingest._probe import WHOLE_JSON_SUFFIXES, Probe, damage_error, depth_error, named_like, strays
+from trajlens.ingest._unreadable import special_kind
 
 
 # Only files with these suffixes are probed while surveying a folder; everything else (YAML
@@ -200,7 +201,7 @@ def plan(path: Path | str) -> list[Source]:
         raise InputError(str(path), "no such file or directory")
     if not path.is_dir() and not path.is_file():
         # read before anything probes it: a FIFO would block, a device never end
-        raise InputError(str(path), expected="a regular file or a directory", found=_special_kind(path))
+        raise InputError(str(path), expected="a regular file or a directory", found=special_kind(path))
     found = detect(path)
     if found is not None:
         return [Source(found, [path])]
@@ -218,15 +219,6 @@ def plan(path: Path | str) -> list[Source]:
         raise InputError(str(path), "no logs in this directory", expected=f"files of a known format ({names})",
                          found="none")
     return sources
-
-
-def _special_kind(path: Path) -> str:
-    """What a path that is neither a regular file nor a directory is."""
-    for test, kind in ((path.is_fifo, "a FIFO"), (path.is_char_device, "a character device"),
-                       (path.is_block_device, "a block device"), (path.is_socket, "a socket")):
-        if test():
-            return kind
-    return "another kind of file"
 
 
 class Closeness(NamedTuple):
@@ -275,7 +267,7 @@ def _shortfall(near: Closeness) -> str:
 
 def _plan_folder(directory: Path) -> list[Source]:
     damaged: list[InputError] = []
-    entries = survey(directory, damaged)
+    entries = _named_as_beside(survey(directory, damaged))
     formats = {fmt.name: fmt for _, fmt in entries}
     if not formats:
         if damaged:
@@ -334,6 +326,23 @@ def _plan_folder(directory: Path) -> list[Source]:
     return sources
 
 
+def _named_as_beside(entries: list[tuple[Path, Format]]) -> list[tuple[Path, Format]]:
+    """``entries`` with each file named as the logs of one format among them (``*.traj.json``),
+    that another format, which does not name its logs so, detected, given to the format of its
+    name: it is such a log gone bad (see :func:`claimed_by`), and its loader says how, rather than
+    the folder splitting into runs of two formats."""
+    present = list({fmt.name: fmt for _, fmt in entries}.values())
+    if len(present) < 2:
+        return entries
+    given = []
+    for path, fmt in entries:
+        named = [other for other in present if other is not fmt and named_like(path, other.names)]
+        if path.is_file() and len(named) == 1 and not named_like(path, fmt.names):
+            fmt = named[0]
+        given.append((path, fmt))
+    return given
+
+
 def _loose_strays(loose: dict[str, list[Probe]],
                   unknown: list[Probe]) -> tuple[dict[str, list[Path]], dict[str, list[InputError]]]:
     """The loose files of a mixed folder that no format detected, given to the format whose logs
@@ -365,14 +374,20 @@ def named_format(path: Path) -> Format | None:
 
 
 def claimed_by(path: Path) -> Format | None:
-    """:func:`named_format`, when no format detects ``path`` or it is cut short: a file named as a
-    log of that format that cannot be read as one (an empty ``*.traj.json``, one of another
-    ``trajectory_format``, one whose end, which tells the format, was cut off), whose loader says why."""
+    """:func:`named_format`, when no format detects ``path``, it is cut short, or the format that
+    detects it does not name its logs so: a file named as a log of that format that cannot be read
+    as one (an empty ``*.traj.json``, one of another ``trajectory_format``, one whose end, which
+    tells the format, was cut off), whose loader says why."""
     named = named_format(path)
     if named is None:
         return None
     probe = Probe(path)
-    return named if detect(probe) is None or damage_error(probe) is not None else None
+    found = detect(probe)
+    if found is None or damage_error(probe) is not None:
+        return named
+    # a log of another format that does not name its logs so: one cut just after a closing brace
+    # still closes, and reads as a chat log once the end that named its own format is gone
+    return None if named_like(path, found.names) else named
 
 
 def _what_file(probe: Probe) -> str:
@@ -447,7 +462,7 @@ def _cut_short(probe: Probe) -> InputError | None:
     """The error of a JSON log cut short (:func:`damage_error`), checked before detection: its end,
     which tells a format, is gone, so what its head looks like says nothing. Only a JSON file's two
     ends are read (a Parquet file's footer is read after detection, where none takes it)."""
-    return damage_error(probe) if probe.suffix == ".json" else None
+    return damage_error(probe) if probe.suffix in WHOLE_JSON_SUFFIXES else None
 
 
 def _children(directory: Path) -> list[Path]:
