@@ -134,3 +134,32 @@ def test_a_run_whose_estimator_only_its_runs_column_names_is_recomputed_and_show
     assert done.returncode == 0 and done.stdout.strip().endswith("(credit under reinforce_plus_plus)"), done.stderr
     done = run_cli("check", tmp_path / "store", "--run", "grpo-leg")
     assert "(the run's estimator is reinforce_plus_plus " in done.stdout
+
+
+def test_the_viewer_colours_credit_under_an_identified_estimator_the_report_does_not_recompute(tmp_path):
+    """A TRL run whose logged advantages identify ``trl_grpo_group`` (not among the report's
+    recomputations): the viewer recomputes it, as attribution does, rather than colouring the
+    calls under the report's first estimator while naming none of the run's."""
+    from pathlib import Path
+
+    from cli_run import run_cli
+    from trajlens.attribution import attribute
+    from trajlens.report import classify_store
+    from trajlens.report.viewer import run_credit
+    from trajlens.run.choices import available_estimators
+
+    source = Path(__file__).resolve().parents[1] / "data" / "trl" / "grpo-run"
+    trajlens.ingest([source], tmp_path / "store", run_id="trl")
+    store = trajlens.open(tmp_path / "store")
+    classify_store(store)
+    own = attribute(store, "trl").own.label
+    assert own == "trl_grpo_group" and own not in [c.label for c in available_estimators(store, "trl")]
+    credit = run_credit(store, "trl")
+    assert credit is not None and credit.label == own
+    logged = store.sql("SELECT trajectory_id, logged_advantage FROM trajectories WHERE run_id = 'trl'")
+    joined = credit.advantages.join(logged, on="trajectory_id")
+    assert joined.height == logged.height
+    assert (joined["advantage"] - joined["logged_advantage"]).abs().max() < 1e-6  # TRL computes in float32
+    done = run_cli("view", tmp_path / "store", "--run", "trl", "--trajectory", logged["trajectory_id"][0],
+                   "--out", tmp_path / "v.html")
+    assert done.returncode == 0 and done.stdout.strip().endswith(f"(credit under {own})")

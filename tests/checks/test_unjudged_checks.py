@@ -39,3 +39,19 @@ def test_the_same_checks_on_steps_the_run_has_are_judged():
     assert _result('condition = "trend"\ndirection = "increase"\nwindow = 20').status == "fail"
     assert _result('condition = "stage_change"\ndirection = "increase"\nstages = [["a", 1, 30], ["b", 100, 135]]'
                    ).status == "fail"
+
+
+def test_the_skip_reason_counts_the_steps_identification_read(tmp_path):
+    """A two-step run whose config names no estimator and that logs no advantages: the advantage
+    checks are skipped because its first 2 training steps tell no estimator, not its first 16."""
+    from cli_run import run_cli
+
+    import trajlens
+
+    trajlens.ingest([Path(__file__).resolve().parents[1] / "data" / "verl" / "grpo-sandbox"], tmp_path / "store",
+                    run_id="verl")
+    done = run_cli("check", tmp_path / "store", "--run", "verl", "--json", tmp_path / "checks.json")
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "checks.json").read_text()
+    assert "its first 2 training steps have no logged advantages that tell the estimators apart" in text
+    assert "first 16" not in text

@@ -348,7 +348,7 @@ def test_the_critic_finding_reads_the_clip_of_each_step_and_names_real_steps(tmp
     metrics.write_text("".join(json.dumps(line) + "\n" for line in lines))
     (finding,) = critic_findings(check_run(metrics))
     # ratios: 2.0 on steps 11-15, 4.0 on 16-18, 0.4 on 19-20
-    assert finding.startswith("critic grad_norm / its clip: median 2.0x, clipped on 8 of 10 steps (80%)")
+    assert finding.startswith("critic grad_norm / its clip: median 2.00x, clipped on 8 of 10 steps (80%)")
     assert finding.endswith("critic_grad_norm_run fires at steps 16-18")
     assert finding.kind == "critic"  # a check on the critic fires: a finding of weight
 
@@ -366,7 +366,7 @@ def test_a_grad_norm_at_its_clip_without_a_check_firing_is_context(tmp_path):
     metrics.write_text("".join(json.dumps({"_step": step, "critic/grad_norm": 1.0 + (0.1 if step % 2 else -0.1),
                                            "critic/grad_clip": 1.0}) + "\n" for step in range(1, 21)))
     (finding,) = critic_findings(check_run(metrics))
-    assert finding.startswith("critic grad_norm / its clip: median 1.0x, clipped on 10 of 20 steps (50%)")
+    assert finding.startswith("critic grad_norm / its clip: median 1.00x, clipped on 10 of 20 steps (50%)")
     assert finding.importance < MAIN_FINDING_LEAST
 
 
@@ -471,7 +471,7 @@ def test_the_first_screen_gives_its_denominators_and_says_how_to_read_its_number
 
     out, by_run = reports
     findings = by_run["resume-lr"].findings
-    assert any(f.startswith("critic grad_norm / its clip: median 1.0x, clipped on 89 of 200 steps (44%)") for f in findings)
+    assert any(f.startswith("critic grad_norm / its clip: median 0.97x, clipped on 89 of 200 steps (44%)") for f in findings)
     assert not any("steps checked" in f for f in findings)
     assert "95% interval" in OVERVIEW_LEGEND and "by default Q1-Q4, its quarters" in OVERVIEW_LEGEND and "rel_gain: " in OVERVIEW_LEGEND
     readme = (out / "README.md").read_text().splitlines()
@@ -498,7 +498,7 @@ def test_the_critic_findings_link_to_the_table_of_the_scalars_they_read(reports)
     median = float(critic.split("median ")[1].split("x")[0])
     clipped, steps = critic.split("clipped on ")[1].split(" steps")[0].split(" of ")
     ratio = rows["critic grad_norm / its clip"]
-    assert (int(ratio[0].replace(",", "")), round(float(ratio[2]), 1), ratio[4]) == (int(steps), median, clipped)
+    assert (int(ratio[0].replace(",", "")), round(float(ratio[2]), 2), ratio[4]) == (int(steps), median, clipped)
     low, high = explained.split(" ")[1], explained.split(" ")[3]
     assert f"{float(rows['critic/vf_explained_var'][1]):.2f}" == low and f"{float(rows['critic/vf_explained_var'][3]):.2f}" == high
     assert "## Training scalars" in (out / "sao-r6" / "stage_report.md").read_text()

@@ -173,7 +173,7 @@ def test_a_light_finding_is_context_not_the_run_s_story():
     from trajlens.report.findings import Finding
     from trajlens.report.overview import MAIN_FINDING_LEAST, main_finding
 
-    clip = Finding("critic grad_norm / its clip: median 1.0x (0.9x), clipped on 48% (42%) of steps", "explained_variance",
+    clip = Finding("critic grad_norm / its clip: median 1.00x (0.95x), clipped on 48% (42%) of steps", "explained_variance",
                    "summary-critic", checks=("critic_explained_variance_unwhitened",))
     assert clip.importance < MAIN_FINDING_LEAST
     assert main_finding(SimpleNamespace(findings=[clip], failing=[])) == f"nothing notable; {clip}"

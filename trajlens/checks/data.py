@@ -247,8 +247,6 @@ class RunState:
         training steps name, batch after batch until one decides (:class:`trajlens.run.identify.LoggedEstimator`,
         the function the report and attribution ask)."""
         from trajlens.estimators import EstimatorInputError
-        from trajlens.run.identify import IDENTIFY_STEPS
-
         config = self.info.history.current
 
         def step_tokens(step: int) -> pl.DataFrame | None:
@@ -262,8 +260,8 @@ class RunState:
             return
         self._identify_pending = not self._identifier.done
         if found is None:
-            self.run_label_problem = (f"its first {IDENTIFY_STEPS} training steps have no logged advantages that "
-                                      "tell the estimators apart")
+            self.run_label_problem = f"{_first_steps(len(self._identifier.tried))} no logged advantages that " \
+                                     "tell the estimators apart"
             return
         self.run_label_problem = ""
         self.run_label = m.run_label(config, self.info.estimator, found)
@@ -681,6 +679,13 @@ def _history(config_text: str | None, directory: Path) -> m.ConfigHistory:
     if not current and entries:
         current = entries[-1][1]
     return m.ConfigHistory(current, entries)
+
+
+def _first_steps(count: int) -> str:
+    """The training steps identification read, as the subject of a sentence: ``its first 16
+    training steps have`` (at most :data:`~trajlens.run.identify.IDENTIFY_STEPS`), ``its first
+    training step has``."""
+    return "its first training step has" if count == 1 else f"its first {count} training steps have"
 
 
 __all__ = ["Needs", "Precomputed", "RunInfo", "RunState", "NewSteps", "open_batches", "open_source", "stored_run_info"]

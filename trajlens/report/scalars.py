@@ -116,9 +116,9 @@ def critic_findings(checks: Any, scalars: TrainingScalars | None = None) -> list
                      if r.check.measure == CRITIC_GRAD_NORM_MEASURE and r.fired_steps)
     # How much it matters is the checks' to say: a critic starved by its clip, or a grad norm that
     # stays high, is a finding of weight; a grad norm sitting at its clip with no check firing
-    # (median 1.0x, clipped on half the steps, on runs where nothing happened) is context.
+    # (median 1.00x, clipped on half the steps, on runs where nothing happened) is context.
     firing = any(r.name in FINDING_CHECKS["critic"] and r.status in ("fail", "warn") for r in results)
-    return [Finding(f"critic grad_norm / its clip: median {ratio.median():.1f}x, clipped on {clipped:,} of "
+    return [Finding(f"critic grad_norm / its clip: median {ratio.median():.2f}x, clipped on {clipped:,} of "
                     f"{ratio.len():,} steps ({clipped / ratio.len():.0%})" + alarms, "critic" if firing else "explained_variance",
                     SCALARS_EVIDENCE)]
 

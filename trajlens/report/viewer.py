@@ -51,7 +51,7 @@ def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list
     step's batch (whitening, groups), so a step's advantages do not depend on other steps.
     """
     from trajlens.errors import ConfigError
-    from trajlens.run.choices import ESTIMATOR_CHOICES, available_estimators, stored_lacks
+    from trajlens.run.choices import ESTIMATOR_CHOICES, available_estimators, possible_facts, stored_lacks
     from trajlens.run.stepwise import recompute_steps
 
     if choices is None:
@@ -63,13 +63,17 @@ def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list
         why = f" ({label} needs {' and '.join(lacks)})" if lacks else ""
         raise ConfigError([f"--estimator {label!r}: the report recomputes "
                            f"{', '.join(c.label for c in choices) or 'no estimator'} on run {run_id!r}{why}"])
-    if not chosen:
-        return None
     if label is None:
         from trajlens.run.trained import run_trained_with
 
-        own = (trained if trained is not None else run_trained_with(store, run_id)).among(chosen)
+        trained = trained if trained is not None else run_trained_with(store, run_id)
+        own = trained.among(chosen)
+        facts = possible_facts(store, run_id) if own is None and trained.choice is not None else None
+        if facts is not None and not trained.choice.missing(facts):
+            own = trained.choice  # identified from the logged advantages (trl_grpo_group), as attribution recomputes it
         chosen = [own] if own is not None else chosen
+    if not chosen:
+        return None
     choice = chosen[0]
     # a stateful estimator (gdpo_dynamic's moving averages) reads every step, the others only theirs
     read = None if steps is None or choice.spec().stateful else sorted(set(steps))

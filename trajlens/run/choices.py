@@ -154,11 +154,10 @@ def available_estimators(store: Any, run_id: str, frames: Any = None) -> list[Es
     return [choice for choice in run_choices(*declared) if choice.in_report(facts)]
 
 
-def stored_lacks(store: Any, run_id: str, choice: EstimatorChoice) -> list[str]:
-    """What keeps the report from recomputing ``choice`` on a stored run, in the registry's
-    words (:meth:`~trajlens.estimators.spec.EstimatorChoice.missing` on the most the run's
-    stored data may hold, then a config that does not declare an estimator reported only when
-    declared); empty when nothing the trajectories and token footers tell does."""
+def possible_facts(store: Any, run_id: str) -> Any:
+    """The most a stored run's data may hold (:meth:`~trajlens.run.facts.StoredFacts.possible`:
+    what its trajectories, token footers and config tell, before its token arrays are read);
+    None when it has no training trajectories."""
     from trajlens.errors import ConfigError
     from trajlens.run.batches import train_trajectories
     from trajlens.run.facts import stored_facts
@@ -167,10 +166,20 @@ def stored_lacks(store: Any, run_id: str, choice: EstimatorChoice) -> list[str]:
     try:
         trajectories = train_trajectories(store, run_id)
     except ConfigError:
-        return ["trajectories of split 'train'"]
+        return None
     declared = run_declared(store, run_id)
-    facts = stored_facts(RunReader.of(store, run_id), trajectories, declared.config,
-                         estimator_column=declared.estimator).possible()
+    return stored_facts(RunReader.of(store, run_id), trajectories, declared.config,
+                        estimator_column=declared.estimator).possible()
+
+
+def stored_lacks(store: Any, run_id: str, choice: EstimatorChoice) -> list[str]:
+    """What keeps the report from recomputing ``choice`` on a stored run, in the registry's
+    words (:meth:`~trajlens.estimators.spec.EstimatorChoice.missing` on :func:`possible_facts`,
+    then a config that does not declare an estimator reported only when declared); empty when
+    nothing the trajectories and token footers tell does."""
+    facts = possible_facts(store, run_id)
+    if facts is None:
+        return ["trajectories of split 'train'"]
     lacking = choice.missing(facts)
     if not lacking and not choice.in_report(facts):
         lacking = [f"a config that names {choice.estimator} (the report recomputes it only on the runs that train with it)"]
