@@ -293,3 +293,33 @@ def test_a_fifo_named_as_a_log_is_refused_not_waited_on(tmp_path):
     assert done.returncode == 1 and done.stderr == f"error: {fifo}: expected a regular file, found a FIFO\n"
     lenient = run_cli_subprocess("ingest", folder, "--store", tmp_path / "store", "--lenient", timeout=60)
     assert lenient.returncode == 0 and lenient.stderr == f"skipped: {fifo}: expected a regular file, found a FIFO\n"
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="real fixture logs not present")
+@pytest.mark.parametrize("fixture, side, size, unscored", [
+    ("mini-swe-agent-deepseek-pr816", "deepseek__deepseek-chat.deepseek_chat_dev_rerun.json", 100, 8),
+    ("mini-swe-agent-deepseek-pr816", "deepseek__deepseek-chat.deepseek_chat_dev_rerun.json", 0, 8),
+    ("mini-swe-agent-gemini3pro", "swebench_results/20251118_gemini-3-pro-74pct/logs/django__django-12155/report.json",
+     30, 1),
+    ("openhands-benchmarks-openagentsafety", "benchmarks/openagentsafety/outputs/mgulavani__openagentsafety_full_updated-"
+     "train/litellm_proxy/neulab/gpt-4o-2024-08-06_maxiter_100_N_initial/eval_safety-metrics.json", 60, 0),
+], ids=["summary-cut", "summary-empty", "report-cut", "grade-cut"])
+def test_a_verdict_file_that_cannot_be_read_leaves_its_trajectories_in_the_run(tmp_path, fixture, side, size, unscored):
+    """A harness summary, a SWE-bench report or a grader's score beside the logs, cut short or
+    empty: strict stops naming it; lenient names it once and keeps every trajectory, those it
+    scored without a verdict, as they load without it (it dropped them, or stopped the load)."""
+    from trajlens.errors import InputError
+    from trajlens.ingest import load
+
+    folder = tmp_path / "logs"
+    shutil.copytree(REAL / fixture, folder)
+    whole = load(folder, strict=False).trajectories
+    _cut(folder / side, size)
+    with pytest.raises(InputError) as stopped:
+        load(folder)
+    assert str(stopped.value).startswith(f"{folder / side}: ")
+    run = load(folder, strict=False)
+    assert [problem.message for problem in run.problems if problem.file == str(folder / side)] == [str(stopped.value)]
+    assert run.trajectories.num_rows == whole.num_rows
+    verdicts = [table.column("resolved").null_count for table in (whole, run.trajectories)]
+    assert verdicts[1] - verdicts[0] == unscored

@@ -13,15 +13,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
-from trajlens.errors import InputError
+from trajlens.errors import InputError, Problem
 from trajlens.ingest._fields import INT64, Fields, decode_arguments, dumps, parse_json, read_json_file, type_name
 from trajlens.ingest._probe import Probe, named_unread, strays
 from trajlens.limits import undecodable
 from trajlens.ingest.tools import SHELL_TOOLS, shell_command
 from trajlens.rows import TOOL_CALL, TRAJECTORY, RunBuilder, RunData
 from trajlens.store.writer import joined_source, slug
+
+T = TypeVar("T")
 
 __all__ = [
     "SHELL_TOOLS", "TOOL_CALL", "TRAJECTORY", "Fields", "FileContext", "Probe", "Record", "TokenTally",
@@ -47,6 +49,10 @@ class Record:
     notes: list[InputError] = field(default_factory=list)
     """What the loader worked around in this record (kept as problems of kind ``note`` in
     either mode: the record itself is kept)."""
+    unread: list[InputError] = field(default_factory=list)
+    """Files beside the log that it reads its outcome from (a verdict, a grade) and that could not
+    be read (:func:`read_beside`): a strict load stops at the first; a lenient one skips each such
+    file, naming it once, and keeps the record without what it would have said."""
 
     def trajectories(self) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
         """The record as :meth:`trajlens.rows.RunBuilder.add_record` takes it."""
@@ -103,6 +109,16 @@ def read_text(path: Path) -> str:
 
 def read_json(path: Path) -> Any:
     return read_json_file(path)
+
+
+def read_beside(read: Callable[[], T], default: T, unread: list[InputError]) -> T:
+    """What a file beside a log says (``read()``: its verdict, its grade), or ``default`` when it
+    cannot be read, its error added to ``unread`` (:attr:`Record.unread`)."""
+    try:
+        return read()
+    except InputError as error:
+        unread.append(error)
+        return default
 
 
 def message_text(content: Any) -> str | None:
@@ -285,6 +301,8 @@ def load_run(
         context = FileContext(path=path, source=sources[path], trajectory_id=ids[path])
         try:
             for item in parse(context):
+                if isinstance(item, Record) and strict and item.unread:
+                    raise item.unread[0]
                 if isinstance(item, Record):
                     item.row = {**item.row, "trajectory_id": item.row.get("trajectory_id") or context.trajectory_id,
                                 "source": item.row.get("source") or context.source}
@@ -303,6 +321,7 @@ def load_run(
         source_format=fmt,
         source=joined_source(given),
     )
+    unread: set[Problem] = set()
     for item in items:
         try:
             if isinstance(item, InputError):
@@ -315,6 +334,10 @@ def load_run(
             continue
         for note in item.notes:  # on a record kept: a record skipped is named by its own problem
             builder.note(note)
+        for error in item.unread:  # a run's summary read for each of its trajectories is named once
+            if error.as_problem() not in unread:
+                unread.add(error.as_problem())
+                builder.skip(error)
     # what ``select`` left out, after the records: the first record skipped is the one strict
     # ingest stops at, and says so first
     for note in notes:

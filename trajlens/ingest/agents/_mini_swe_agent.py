@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from trajlens.errors import InputError
-from trajlens.ingest.agents._common import Fields, Probe, TokenTally, read_json, strip_suffix, type_name
+from trajlens.ingest.agents._common import Fields, Probe, TokenTally, read_beside, read_json, strip_suffix, type_name
 
 FILE_NAMES: tuple[str, ...] = ("*.traj.json",)
 """The names of a trajectory file of either version: one so named below a run that neither
@@ -109,8 +109,10 @@ def run_folder(path: Path) -> Path:
     return folder.parent if folder.name == TRAJECTORY_FOLDER and folder.parent != folder else folder
 
 
-def trajectory_row(data: dict[str, Any], path: Path, messages: list[dict[str, Any]], num_turns: int) -> dict[str, Any]:
-    """Trajectory columns both versions fill the same way."""
+def trajectory_row(data: dict[str, Any], path: Path, messages: list[dict[str, Any]], num_turns: int,
+                   unread: list[InputError]) -> dict[str, Any]:
+    """Trajectory columns both versions fill the same way; a verdict file that cannot be read
+    goes to ``unread`` (:attr:`~trajlens.ingest.agents._common.Record.unread`), its verdict unknown."""
     task = instance_id(data, path)
     read = Fields(str(path))
     info = data.get("info") or {}
@@ -121,7 +123,7 @@ def trajectory_row(data: dict[str, Any], path: Path, messages: list[dict[str, An
             extra = at.mapping(message, "extra")
             response = None if extra is None else at.mapping(extra, "response", name="extra.response")
             tally.add(None if response is None else response.get("usage"), at)
-    resolved = verdict(path, task)
+    resolved = read_beside(lambda: verdict(path, task), None, unread)
     return {
         "task_id": task,
         "group_id": task,
@@ -164,7 +166,16 @@ def verdict(path: Path, task: str) -> bool | None:
 
 def has_summary(run: Path) -> bool:
     folders = [run, *run.parents][: VERDICT_SEARCH_DEPTH]
-    return any(_summary_verdicts(s) for folder in folders for s in folder.glob(f"*.{glob.escape(run.name)}.json"))
+    return any(_is_summary(s) for folder in folders for s in folder.glob(f"*.{glob.escape(run.name)}.json"))
+
+
+def _is_summary(summary: Path) -> bool:
+    """Whether a file named like a run's summary gives verdicts; one that cannot be read (cut
+    short, empty) is the run's summary still, and each trajectory it would have scored says so."""
+    try:
+        return bool(_summary_verdicts(summary))
+    except InputError:
+        return True
 
 
 def _report_verdict(report: Path, task: str) -> bool:

@@ -88,9 +88,10 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
         else:
             command = blocks[0] if blocks else None
             calls.append(_call(turn, command, observation, None, True, thought))
-    row = mini.trajectory_row(data, path, messages, num_turns=turn + 1)
+    unread: list[InputError] = []
+    row = mini.trajectory_row(data, path, messages, num_turns=turn + 1, unread=unread)
     notes = [actions.fallback] if actions.fallback is not None else []
-    yield Record(row, calls, where=str(path), model=mini.model_name(data), notes=notes)
+    yield Record(row, calls, where=str(path), model=mini.model_name(data), notes=notes, unread=unread)
 
 
 def _call(turn: int, command: str | None, observation: str | None, return_code: int | None,

@@ -91,8 +91,9 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
             calls.append(_call(tool_call, turn, results.of((index, position)), following, rejected,
                                read.at(f"message {index}, call {position}"), read.at(results.where((index, position)))))
             calls[-1]["assistant_text"] = text if position == 0 else None
-    row = mini.trajectory_row(data, path, messages, num_turns=turn + 1)
-    yield Record(row, calls, where=file, model=mini.model_name(data))
+    unread: list[InputError] = []
+    row = mini.trajectory_row(data, path, messages, num_turns=turn + 1, unread=unread)
+    yield Record(row, calls, where=file, model=mini.model_name(data), unread=unread)
 
 
 def turn_text(message: dict[str, Any]) -> str | None:

@@ -57,6 +57,7 @@ from trajlens.ingest.agents._common import (
     dumps,
     load_run,
     message_text,
+    read_beside,
     read_json,
     type_name,
 )
@@ -177,14 +178,15 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
                 replies.append(text)
         elif kind.endswith("ErrorEvent"):
             last = "error"
+    unread: list[InputError] = []
     row = TRAJECTORY(
         task_id=task,
-        reward_channels=_score(path.parent / f"eval_{task_name(path)}.json"),
+        reward_channels=read_beside(lambda: _score(path.parent / f"eval_{task_name(path)}.json"), [], unread),
         exit_status=last,
         num_turns=turn + 1,
         response_text="\n\n".join(replies) or None,
     )
-    yield Record(row, calls, where=file)
+    yield Record(row, calls, where=file, unread=unread)
 
 
 def _check_events(events: list[Any], read: Fields) -> None:
