@@ -146,3 +146,19 @@ def test_a_source_that_is_neither_file_nor_folder_is_named_for_what_it_is(tmp_pa
         with pytest.raises(InputError) as caught:
             trajlens.ingest([path], tmp_path / "store")
         assert str(caught.value) == f"{path}: expected a regular file or a directory, found {kind}"
+
+
+@pytest.mark.parametrize("given, found", [
+    (["sao-r6", "sao-r6"], "the same path as the source '{root}/sao-r6'"),
+    (["", "sao-r6"], "a path inside the source '{root}'"),
+    (["sao-r6", ""], "a folder holding the source '{root}/sao-r6'"),
+], ids=["twice", "inside", "holding"])
+def test_sources_that_overlap_are_refused_before_anything_is_read(tmp_path, given, found):
+    """A folder and a folder inside it would be read twice, as two runs of the same logs (agent
+    logs, whose run ids come from the folders, are not refused for their ids)."""
+    root = Path(__file__).resolve().parents[2] / "sample_data"
+    sources = [str(root / name) for name in given]
+    done = run_cli("ingest", *sources, "--store", tmp_path / "store")
+    assert done.returncode == 1 and not (tmp_path / "store").exists()
+    assert done.stderr == (f"error: {sources[1]}: expected sources that do not overlap (each log read once), "
+                           f"found {found.format(root=root)}\n")

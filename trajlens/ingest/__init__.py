@@ -155,6 +155,7 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
     paths = [Path(source) for source in sources]
     if not paths:
         raise InputError("ingest", expected="at least one source", found="none")
+    _refuse_overlap(paths)
     planned = [source for path in paths for source in plan(path)]
     result = IngestResult(store=Path(store))
     tick = progress or (lambda _: None)
@@ -217,6 +218,19 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
     result.notes.extend(writer.notes)
     result.unchanged.extend(writer.unchanged)
     return result
+
+
+def _refuse_overlap(paths: list[Path]) -> None:
+    """An InputError for a source given twice, or inside another source of the call: its logs
+    would be read twice, as two runs of the same trajectories."""
+    resolved = [path.resolve() for path in paths]
+    for index, (path, inner) in enumerate(zip(paths, resolved)):
+        for outer_path, outer in zip(paths[:index], resolved[:index]):
+            if inner == outer or outer in inner.parents or inner in outer.parents:
+                how = ("the same path as" if inner == outer else "a path inside" if outer in inner.parents
+                       else "a folder holding")
+                raise InputError(str(path), expected="sources that do not overlap (each log read once)",
+                                 found=f"{how} the source {str(outer_path)!r}")
 
 
 def _every_record_bad(run: "RunData") -> bool:
