@@ -32,23 +32,6 @@ CARRIES_STATE: frozenset[str] = frozenset(name for name, spec in ESTIMATOR_REGIS
 """Estimators whose result at a step depends on earlier steps (the registry's ``stateful``): they run in two passes."""
 
 
-def _step_frames(location: StoreLocation, run_id: str, step: int, estimator: str) -> Any:
-    """One step's training trajectories (and token arrays, when ``estimator`` reads them), or None."""
-    from trajlens.run.advantages import RunFrames
-    from trajlens.estimators.registry import reads_tokens
-
-    part = location.read_step(run_id, "trajectories", step)
-    trajectories = pl.DataFrame(part).filter((pl.col("run_id") == run_id) & (pl.col("split") == TRAIN_SPLIT)) \
-        if part is not None else pl.DataFrame()
-    if trajectories.is_empty():
-        return None
-    tokens = None
-    if reads_tokens(estimator):
-        token_part = location.read_step(run_id, "tokens", step)
-        tokens = pl.DataFrame(token_part) if token_part is not None and token_part.num_rows else None
-    return RunFrames(run_id, trajectories, tokens)
-
-
 @dataclass(frozen=True)
 class RecomputeStep:
     """The step function: one step's batch diagnostics under one estimator."""
@@ -158,11 +141,16 @@ class ChannelSignalStep:
     options: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> StepTables:
-        from trajlens.run.advantages import recompute_run
+        from trajlens.run.advantages import RunFrames, recompute_run
 
-        frames = _step_frames(location, run_id, step, "gdpo_dynamic")
-        if frames is None:
+        part = location.read_step(run_id, "trajectories", step)
+        trajectories = _training(run_id, pl.DataFrame(part) if part is not None else pl.DataFrame())
+        if trajectories.is_empty():
             return {}
+        # the token columns the second pass reads (the model-token counts), not every column of the step
+        columns = RecomputeStep("gdpo_dynamic", "gdpo_dynamic", dict(self.options))._token_columns()
+        tokens = location.read_step(run_id, "tokens", step, columns) if columns is not None else None
+        frames = RunFrames(run_id, trajectories, pl.DataFrame(tokens) if tokens is not None and tokens.num_rows else None)
         state: dict[str, Any] = {}
         recompute_run(None, run_id, "gdpo_dynamic", frames=frames, carry=state, **self.options)
         return {"channel_std": pa.table({"step": [step], "std": [state[run_id].tolist()]})}
