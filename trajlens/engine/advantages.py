@@ -48,7 +48,7 @@ class RecomputeStep:
         trajectories = pl.DataFrame(part) if part is not None else pl.DataFrame()
         if _training(run_id, trajectories).is_empty():  # a step of other splits only: its tokens are not read
             return {}
-        columns = self._token_columns()
+        columns = _token_columns(self.estimator, self.label, self.options)
         tokens = location.read_step(run_id, "tokens", step, columns) if columns is not None else None
         return self._diagnostics(run_id, trajectories, tokens, self.carried.get(step))
 
@@ -66,7 +66,7 @@ class RecomputeStep:
             reader = RunReader(location, run_id)
             read = reader.read_steps("trajectories", steps)
             trajectories = pl.DataFrame() if read is None else read
-            columns = self._token_columns()
+            columns = _token_columns(self.estimator, self.label, self.options)
             if columns is None:
                 results = [self._diagnostics(run_id, trajectories, None, None)]
             else:
@@ -78,13 +78,6 @@ class RecomputeStep:
                         None if tokens is None else tokens.to_arrow(), None))
         parts = [tables["advantage_batches"] for tables in results if tables]
         return {"advantage_batches": pa.concat_tables(parts, promote_options="default")} if parts else {}
-
-    def _token_columns(self) -> tuple[str, ...] | None:
-        from trajlens.estimators.spec import EstimatorChoice
-        from trajlens.run.stepwise import choice_token_columns
-
-        columns = choice_token_columns([EstimatorChoice(self.label, self.estimator, dict(self.options))])
-        return None if columns is None else ("run_id", *columns)
 
     def _diagnostics(self, run_id: str, trajectories: pl.DataFrame, tokens: pa.Table | None,
                      carried: list[float] | None) -> StepTables:
@@ -126,6 +119,15 @@ def _token_rows_by_step(tokens: pl.DataFrame, trajectories: pl.DataFrame) -> dic
     return {int(key[0]): rows for key, rows in stepped.partition_by("step", as_dict=True, include_key=False).items()}
 
 
+def _token_columns(estimator: str, label: str, options: dict[str, Any]) -> tuple[str, ...] | None:
+    """The token columns a step of ``estimator`` reads, with ``run_id`` (None when it reads none)."""
+    from trajlens.estimators.spec import EstimatorChoice
+    from trajlens.run.stepwise import choice_token_columns
+
+    columns = choice_token_columns([EstimatorChoice(label, estimator, dict(options))])
+    return None if columns is None else ("run_id", *columns)
+
+
 def _training(run_id: str, trajectories: pl.DataFrame) -> pl.DataFrame:
     """The rows of ``trajectories`` (an empty frame, or rows of one or more steps) of the run's training split."""
     if trajectories.is_empty():
@@ -148,7 +150,7 @@ class ChannelSignalStep:
         if trajectories.is_empty():
             return {}
         # the token columns the second pass reads (the model-token counts), not every column of the step
-        columns = RecomputeStep("gdpo_dynamic", "gdpo_dynamic", dict(self.options))._token_columns()
+        columns = _token_columns("gdpo_dynamic", "gdpo_dynamic", self.options)
         tokens = location.read_step(run_id, "tokens", step, columns) if columns is not None else None
         frames = RunFrames(run_id, trajectories, pl.DataFrame(tokens) if tokens is not None and tokens.num_rows else None)
         state: dict[str, Any] = {}

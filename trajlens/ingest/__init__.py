@@ -226,11 +226,16 @@ def _refuse_overlap(paths: list[Path]) -> None:
     resolved = [path.resolve() for path in paths]
     for index, (path, inner) in enumerate(zip(paths, resolved)):
         for outer_path, outer in zip(paths[:index], resolved[:index]):
-            if inner == outer or outer in inner.parents or inner in outer.parents:
-                how = ("the same path as" if inner == outer else "a path inside" if outer in inner.parents
-                       else "a folder holding")
-                raise InputError(str(path), expected="sources that do not overlap (each log read once)",
-                                 found=f"{how} the source {str(outer_path)!r}")
+            if inner == outer:
+                how = "the same path as"
+            elif outer in inner.parents:
+                how = "a path inside"
+            elif inner in outer.parents:
+                how = "a folder holding"
+            else:
+                continue
+            raise InputError(str(path), expected="sources that do not overlap (each log read once)",
+                             found=f"{how} the source {str(outer_path)!r}")
 
 
 def _every_record_bad(run: "RunData") -> bool:

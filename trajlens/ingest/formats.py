@@ -419,8 +419,9 @@ def survey(directory: Path, damaged: list[InputError] | None = None) -> list[tup
     candidate files otherwise. Hidden entries and symbolic links to folders are skipped.
 
     A JSON file cut short (:func:`damage_error`) is no log of any format, whatever its head looks
-    like: its error goes to ``damaged`` when given (the caller decides whose run it belongs to),
-    else it is raised."""
+    like, and a damaged file no format detects (a Parquet file without its footer) is none either:
+    the error of each goes to ``damaged`` when given (the caller decides whose run it belongs
+    to), else it is raised."""
     found: list[tuple[Path, Format]] = []
     probed: list[Probe] = []
     unknown: list[Probe] = []

@@ -301,9 +301,9 @@ def load_run(
         context = FileContext(path=path, source=sources[path], trajectory_id=ids[path])
         try:
             for item in parse(context):
-                if isinstance(item, Record) and strict and item.unread:
-                    raise item.unread[0]
                 if isinstance(item, Record):
+                    if strict and item.unread:
+                        raise item.unread[0]
                     item.row = {**item.row, "trajectory_id": item.row.get("trajectory_id") or context.trajectory_id,
                                 "source": item.row.get("source") or context.source}
                 elif strict:
@@ -335,8 +335,8 @@ def load_run(
         for note in item.notes:  # on a record kept: a record skipped is named by its own problem
             builder.note(note)
         for error in item.unread:  # a run's summary read for each of its trajectories is named once
-            if error.as_problem() not in unread:
-                unread.add(error.as_problem())
+            if (problem := error.as_problem()) not in unread:
+                unread.add(problem)
                 builder.skip(error)
     # what ``select`` left out, after the records: the first record skipped is the one strict
     # ingest stops at, and says so first
