@@ -3,10 +3,15 @@
     python benchmarks/bench_commands.py                 # 200 steps x 64 trajectories x 50 calls x 30,000 tokens
     python benchmarks/bench_commands.py --steps 40      # the same shape per step, a fifth of the steps
     python benchmarks/bench_commands.py --steps 8       # a quick pass
+    python benchmarks/bench_commands.py --scenario multireward   # a multi-reward run of the same shape
 
 Generates a run with ``trajlens synth sao-r7 --log-advantages`` (critic values on every token, and
 the per-token advantages its trainer used, as a verl dump holds them) under ``--work`` once (a
-rerun reuses it). Then, as the machine is and under its own load (one spinning process per CPU,
+rerun reuses it). ``--scenario multireward`` generates ``trajlens synth multireward`` of the same
+shape instead (two reward channels, groups of trajectories, no critic) and times what differs on
+it: the channel estimators that whiten over model tokens (``gdpo_verl``, ``gdpo_dynamic``),
+REINFORCE++-baseline, ``--identify`` among the channel estimators, ``channels``, and the report,
+checks, attribution and comparison of such a run. Then, as the machine is and under its own load (one spinning process per CPU,
 ``benchmarks/_load.py``), each command runs as a user types it, in a fresh process, in this
 order: ``ingest`` (into a new store), ``classify``, ``report``, ``advantages`` (GAE, raw),
 ``identify`` (``advantages --identify``: every candidate estimator the run allows against the
@@ -44,7 +49,6 @@ SCAN_FACTOR = 5.0
 FULL_STEPS = 200
 """Steps of the full-size run (388 M tokens at the default shape): the ratio target holds from here."""
 PEAK_BYTES = 1.5e9
-RUN_ID = "sao-r7"
 
 SCAN = """
 import polars as pl, sys
@@ -70,37 +74,53 @@ def measured(argv: list[str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def build(work: Path, steps: int, batch: int, calls: int, tokens: int) -> Path:
+def build(work: Path, scenario: str, steps: int, batch: int, calls: int, tokens: int) -> Path:
     """The generated run directory (once)."""
-    run = work / f"run-{steps}x{batch}x{calls}x{tokens}-logged"
+    logged = ["--log-advantages"] if scenario == "sao-r7" else []  # multireward logs its advantages itself
+    run = work / f"run-{scenario}-{steps}x{batch}x{calls}x{tokens}-logged"
     if not (run / "truth.json").exists():
         shutil.rmtree(run, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "trajlens", "synth", "sao-r7", "--steps", str(steps), "--batch",
-                        str(batch), "--calls", str(calls), "--tokens", str(tokens), "--log-advantages", "--out",
+        subprocess.run([sys.executable, "-m", "trajlens", "synth", scenario, "--steps", str(steps), "--batch",
+                        str(batch), "--calls", str(calls), "--tokens", str(tokens), *logged, "--out",
                         str(run)], check=True, stdout=subprocess.DEVNULL)
     return run
 
 
-def commands(run: Path, store: Path, out: Path, trajectory: str) -> list[tuple[str, list[str]]]:
-    """(name, argv after ``python -m trajlens``) of every timed command, in order."""
-    s = str(store)
-    return [
+def commands(scenario: str, run: Path, store: Path, out: Path, trajectory: str) -> list[tuple[str, list[str]]]:
+    """(name, argv after ``python -m trajlens``) of every timed command of ``scenario``, in order."""
+    s, run_id = str(store), scenario
+    shared = [
         ("ingest", ["ingest", str(run), "--store", s]),
         ("classify", ["classify", s]),
         ("report", ["report", s, "--out", str(out / "report")]),
-        ("advantages", ["advantages", s, "--run", RUN_ID, "-e", "gae", "--option", "whiten=false", "--label", "gae_b"]),
-        ("identify", ["advantages", s, "--run", RUN_ID, "--identify"]),
-        ("check", ["check", s, "--run", RUN_ID]),
+    ]
+    if scenario == "multireward":
+        return [
+            *shared,
+            ("gdpo_verl", ["advantages", s, "--run", run_id, "-e", "gdpo_verl"]),
+            ("gdpo_dynamic", ["advantages", s, "--run", run_id, "-e", "gdpo_dynamic"]),
+            ("rpp_baseline", ["advantages", s, "--run", run_id, "-e", "reinforce_plus_plus_baseline"]),
+            ("identify", ["advantages", s, "--run", run_id, "--identify"]),
+            ("channels", ["channels", s, "--run", run_id]),
+            ("check", ["check", s, "--run", run_id]),
+            ("attribute", ["attribute", s, "--run", run_id]),
+            ("compare", ["compare", s, f"{run_id}:Q1", f"{run_id}:Q4"]),
+        ]
+    return [
+        *shared,
+        ("advantages", ["advantages", s, "--run", run_id, "-e", "gae", "--option", "whiten=false", "--label", "gae_b"]),
+        ("identify", ["advantages", s, "--run", run_id, "--identify"]),
+        ("check", ["check", s, "--run", run_id]),
         ("check run dir", ["check", str(run)]),
-        ("sample", ["sample", s, "--run", RUN_ID]),
-        ("attribute", ["attribute", s, "--run", RUN_ID]),
-        ("view", ["view", s, "--run", RUN_ID, "-t", trajectory, "-o", str(out / "view.html")]),
-        ("compare", ["compare", s, f"{RUN_ID}:Q1", f"{RUN_ID}:Q4"]),
-        ("compare labels", ["compare", s, f"{RUN_ID}:gae_b", f"{RUN_ID}:gae_whitened"]),
+        ("sample", ["sample", s, "--run", run_id]),
+        ("attribute", ["attribute", s, "--run", run_id]),
+        ("view", ["view", s, "--run", run_id, "-t", trajectory, "-o", str(out / "view.html")]),
+        ("compare", ["compare", s, f"{run_id}:Q1", f"{run_id}:Q4"]),
+        ("compare labels", ["compare", s, f"{run_id}:gae_b", f"{run_id}:gae_whitened"]),
     ]
 
 
-def one_condition(run: Path, work: Path, only: list[str] | None) -> list[dict]:
+def one_condition(scenario: str, run: Path, work: Path, only: list[str] | None) -> list[dict]:
     """The scan, then every command, each in a fresh process, on a new store."""
     store, out = work / "store", work / "out"
     shutil.rmtree(store, ignore_errors=True)
@@ -108,7 +128,7 @@ def one_condition(run: Path, work: Path, only: list[str] | None) -> list[dict]:
     out.mkdir(parents=True)
     rows = [{"name": "scan", **measured([sys.executable, "-c", SCAN, str(run / "tokens")])}]
     trajectory = _middle_trajectory(run)
-    for name, argv in commands(run, store, out, trajectory):
+    for name, argv in commands(scenario, run, store, out, trajectory):
         if only and name not in only and name != "ingest":
             continue
         rows.append({"name": name, **measured([sys.executable, "-m", "trajlens", *argv])})
@@ -127,6 +147,8 @@ def _middle_trajectory(run: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", choices=("sao-r7", "multireward"), default="sao-r7",
+                        help="The run generated: a critic run (sao-r7) or a multi-reward one.")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--calls", type=int, default=50)
@@ -136,15 +158,15 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", help="Time only these commands (ingest always runs).")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    run = build(args.work, args.steps, args.batch, args.calls, args.tokens)
-    print(f"run: {args.steps} steps x {args.batch} trajectories x {args.calls} calls x {args.tokens:,} tokens "
+    run = build(args.work, args.scenario, args.steps, args.batch, args.calls, args.tokens)
+    print(f"run: {args.scenario}, {args.steps} steps x {args.batch} trajectories x {args.calls} calls x {args.tokens:,} tokens "
           f"({run})")
     failures = []
     tables = []
     for loaded in ([False] if args.quiet_only else [False, True]):
         with condition(loaded) as label:
             print(f"== {label}")
-            rows = one_condition(run, args.work, args.only)
+            rows = one_condition(args.scenario, run, args.work, args.only)
         tables.append((label, rows))
     for label, rows in tables:
         scan = rows[0]["seconds"]

@@ -81,15 +81,14 @@ def nonempty_batch(fn: str, name: str, x: torch.Tensor) -> None:
 
 
 def rows_have_tokens(fn: str, name: str, mask: torch.Tensor) -> None:
-    """Every row of a (B, T) mask has at least one model token."""
-    empty_rows = (~mask.any(dim=-1)).nonzero().flatten()
+    """Every row of a (B, T) mask, or every (B,) model-token count, has at least one model token."""
+    empty_rows = ((mask == 0) if mask.dim() == 1 else ~mask.any(dim=-1)).nonzero().flatten()
     if empty_rows.numel():
         listed = ", ".join(str(int(i)) for i in empty_rows[:8])
         more = f" and {empty_rows.numel() - 8} more" if empty_rows.numel() > 8 else ""
-        raise EstimatorInputError(
-            f"{fn}: {name} of shape {shape_of(mask)} has rows with no model tokens: {listed}{more}; "
-            "drop those trajectories first"
-        )
+        what = f"{name} counts no model token for trajectories" if mask.dim() == 1 else \
+            f"{name} of shape {shape_of(mask)} has rows with no model tokens:"
+        raise EstimatorInputError(f"{fn}: {what} {listed}{more}; drop those trajectories first")
 
 
 def number(fn: str, name: str, value: object) -> float:

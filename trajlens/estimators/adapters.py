@@ -431,12 +431,10 @@ def _outcome_estimator(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
     scores = _scores(fn, batch, opts.pop("score"), unscorable=str(opts.get("convention", "")).startswith("trl"))
     extra: dict[str, Any] = {}
     if spec.inputs & Input.TOKEN_COUNTS:
-        # the score on the first position of a mask with each trajectory's model-token count
-        mask = _count_mask(fn, batch)
-        placed = torch.zeros(mask.shape, dtype=scores.dtype)
-        placed[:, 0] = scores.sum(dim=1)
-        scores = placed
-        extra["model_tokens"] = mask.sum(dim=1).numpy()
+        # each trajectory's score and model-token count: the estimator reads no more of its tokens
+        mask = _model_token_counts(fn, batch)
+        scores = scores.sum(dim=1, keepdim=True)
+        extra["model_tokens"] = mask.numpy()
     else:
         mask = torch.ones_like(scores, dtype=torch.bool)
     result = spec.tensor_function()(scores, mask, batch["group_id"], **opts)
@@ -514,9 +512,9 @@ def _channel_estimator(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
 def _channel_tokens(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
     """Channel values, each trajectory's model-token count and groups (GDPO as verl, whitened over tokens)."""
     channels, opts = _channel_inputs(call, batch)
-    mask = _count_mask(call.fn, batch)
-    result = call.spec.tensor_function()(channels, mask, batch["group_id"], **opts)
-    return _channel_frame(batch, result.sequence_advantages, result.normalisation, model_tokens=mask.sum(dim=1).numpy())
+    counts = _model_token_counts(call.fn, batch)
+    result = call.spec.tensor_function()(channels, counts, batch["group_id"], **opts)
+    return _channel_frame(batch, result.sequence_advantages, result.normalisation, model_tokens=counts.numpy())
 
 
 def _channel_dynamic(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
@@ -526,9 +524,9 @@ def _channel_dynamic(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
     config = weight_config(call.fn, opts.pop("config") or None)
     key = str(batch["run_id"][0])
     extra: dict[str, Any] = {}
-    mask = _count_mask(call.fn, batch) if config.batch_normalisation == "token" else None
+    mask = _model_token_counts(call.fn, batch) if config.batch_normalisation == "token" else None
     if mask is not None:
-        extra["model_tokens"] = mask.sum(dim=1).numpy()
+        extra["model_tokens"] = mask.numpy()
     step = call.spec.tensor_function()(channels, batch["group_id"], mask, previous_ema=call.state.get(key),
                                        config=config, **opts)
     call.state[key] = step.weights.ema_std
@@ -560,15 +558,13 @@ def _adapter(fn: str, spec: EstimatorSpec) -> Callable[[_Call, pl.DataFrame], pl
     return adapter
 
 
-def _count_mask(fn: str, batch: pl.DataFrame) -> torch.Tensor:
-    """(B, L) response mask with each trajectory's model-token count (only counts matter here)."""
+def _model_token_counts(fn: str, batch: pl.DataFrame) -> torch.Tensor:
+    """(B,) each trajectory's model-token count, from its response mask (else ``model_tokens``):
+    the estimators that whiten over tokens need only the counts, never the padded mask."""
     if "response_mask" in batch.columns and batch["response_mask"].null_count() == 0:
-        mask_np, _ = _padded(batch["response_mask"], np.bool_, False)
-        return torch.from_numpy(mask_np)
+        return torch.tensor(batch["response_mask"].list.sum().cast(pl.Int64).to_numpy())
     if "model_tokens" not in batch.columns or batch["model_tokens"].null_count():
         raise check.EstimatorInputError(
             f"{fn}: token-level whitening needs each trajectory's model-token count: pass tokens or fill model_tokens"
         )
-    counts = torch.tensor(batch["model_tokens"].to_numpy(), dtype=torch.int64)
-    # one position at least: a step whose every response is empty still has its (B, 1) mask
-    return torch.arange(max(int(counts.max()), 1))[None, :] < counts[:, None]
+    return torch.tensor(batch["model_tokens"].cast(pl.Int64).to_numpy())

@@ -102,27 +102,49 @@ def moment_shape(n: int, m2: float, m3: float, m4: float) -> tuple[float, float,
     return skew, kurtosis, bimodality
 
 
-def advantage_stats(advantages: torch.Tensor, response_mask: torch.Tensor | None = None) -> AdvantageStats:
+def advantage_stats(
+    advantages: torch.Tensor, response_mask: torch.Tensor | None = None, repeats: torch.Tensor | None = None
+) -> AdvantageStats:
     """Distribution statistics of ``advantages`` over the model tokens of one batch.
 
     Args:
         advantages: (B, T) token advantages with ``response_mask``, or (N,) values without.
         response_mask: (B, T) bool, True for model tokens; None to use every value.
+        repeats: (N,) non-negative integers, with (N,) values and no mask: how many model tokens
+            each value stands for (a trajectory's advantage over its tokens). The statistics are
+            those of the values so repeated, as count-weighted sums (a few ulp from the repeated
+            values' own), without building them.
 
     Reference: verl logs only mean, max and min of the advantages; the moments here are the
     population ones (m3 / m2^1.5, m4 / m2^2 - 3) and the bimodality coefficient SAS's formula.
     """
-    values = _selected("advantage_stats", advantages, response_mask).double()
-    n = values.numel()
-    mean = values.mean()
+    fn = "advantage_stats"
+    if repeats is None:
+        values = _selected(fn, advantages, response_mask).double()
+        weights = None
+        n = values.numel()
+    else:
+        values, weights = _repeated(fn, advantages, response_mask, repeats)
+        n = int(weights.sum())
+
+    def mean_of(x: torch.Tensor) -> torch.Tensor:
+        return x.mean() if weights is None else (weights * x).sum() / n
+
+    def count_of(chosen: torch.Tensor) -> int:
+        return int(chosen.sum()) if weights is None else int(weights[chosen].sum())
+
+    mean = mean_of(values)
     centred = values - mean
-    m2 = (centred**2).mean()
-    m3 = (centred**3).mean()
-    m4 = (centred**4).mean()
-    std = float(values.std()) if n > 1 else float("nan")
+    m2 = mean_of(centred**2)
+    m3 = mean_of(centred**3)
+    m4 = mean_of(centred**4)
+    if n < 2:
+        std = float("nan")
+    else:
+        std = float(values.std()) if weights is None else math.sqrt(float(m2) * n / (n - 1))  # unbiased
     skew, kurtosis, bimodality = moment_shape(n, float(m2), float(m3), float(m4))
-    positive = int((values > 0).sum())
-    negative = int((values < 0).sum())
+    positive = count_of(values > 0)
+    negative = count_of(values < 0)
     return AdvantageStats(
         count=n,
         mean=float(mean),
@@ -312,6 +334,24 @@ def _selected(fn: str, advantages: torch.Tensor, response_mask: torch.Tensor | N
             f"{fn}: nothing to describe: advantages has shape {check.shape_of(advantages)} and no model tokens"
         )
     return values
+
+
+def _repeated(fn: str, advantages: torch.Tensor, response_mask: torch.Tensor | None,
+              repeats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N,) float64 values and their (N,) float64 repeat counts, checked."""
+    if response_mask is not None:
+        raise check.EstimatorInputError(f"{fn}: give response_mask or repeats, not both")
+    values = check.float_tensor(fn, "advantages", advantages, ndim=1)
+    if not isinstance(repeats, torch.Tensor) or repeats.dtype.is_floating_point or repeats.dtype == torch.bool:
+        raise check.EstimatorInputError(f"{fn}: repeats must be an integer torch.Tensor")
+    check.same_shape(fn, advantages=values, repeats=repeats)
+    if bool((repeats < 0).any()):
+        raise check.EstimatorInputError(f"{fn}: repeats holds a negative count")
+    if int(repeats.sum()) == 0:
+        raise check.EstimatorInputError(
+            f"{fn}: nothing to describe: advantages has shape {check.shape_of(values)} and no model tokens")
+    counted = repeats > 0  # a value that stands for no token is not described
+    return values[counted].double(), repeats[counted].to(torch.float64)
 
 
 def _at_least(fn: str, name: str, mask: torch.Tensor, n: int) -> None:

@@ -42,7 +42,7 @@ from trajlens.estimators import _validate as check
 from trajlens.estimators._groups import group_index
 from trajlens.estimators.epsilons import GRPO_EPS
 from trajlens.estimators.grpo import group_normalise
-from trajlens.estimators.whiten import masked_whiten
+from trajlens.estimators.whiten import model_token_counts, whiten_rows
 from trajlens.limits import FLOAT32_NUMBER, float32_number
 
 
@@ -113,7 +113,7 @@ class DynamicGDPOResult(NamedTuple):
     """One step of GDPO with dynamic weights."""
 
     advantages: torch.Tensor | None
-    """(B, T) advantages on model tokens (None with sequence normalisation and no mask)."""
+    """(B, T) advantages on model tokens (None without a (B, T) mask)."""
     sequence_advantages: torch.Tensor
     """(B,) one advantage per trajectory."""
     channel_advantages: torch.Tensor
@@ -168,7 +168,9 @@ def gdpo_dynamic(
     Args:
         channel_rewards: (B, K) float, one score per trajectory and channel; no NaN.
         group_ids: (B,) group of each trajectory.
-        response_mask: (B, T) bool; required with ``batch_normalisation="token"``.
+        response_mask: (B, T) bool, or (B,) integer model-token counts (the token whitening then
+            comes from the counts: :func:`~trajlens.estimators.whiten.whiten_rows`); required with
+            ``batch_normalisation="token"``.
         previous_ema: (K,) ``weights.ema_std`` of the previous step's result, None at the start.
         config: :class:`DynamicWeightConfig`, or a dict of its fields; None: the defaults.
 
@@ -188,12 +190,7 @@ def gdpo_dynamic(
         )
     check.finite_where(fn, "channel_rewards", channel_rewards)
     if response_mask is not None:
-        response_mask = check.bool_mask(fn, "response_mask", response_mask)
-        if response_mask.shape[0] != channel_rewards.shape[0]:
-            raise check.EstimatorInputError(
-                f"{fn}: response_mask has shape {check.shape_of(response_mask)} but channel_rewards has shape "
-                f"{check.shape_of(channel_rewards)}; both need one row per trajectory"
-            )
+        response_mask = model_token_counts(fn, "response_mask", response_mask, channel_rewards.shape[0])
         check.rows_have_tokens(fn, "response_mask", response_mask)
     elif config.batch_normalisation == "token":
         raise check.EstimatorInputError(f"{fn}: batch_normalisation='token' needs response_mask")
@@ -208,16 +205,13 @@ def gdpo_dynamic(
     clip_share = (raw.abs() > clip).to(raw.dtype).mean(dim=0)
     weights = dynamic_weights(channel_std, previous_ema, config)
     fused = clipped @ weights.weights  # F_i = sum_k w_k A^k_i
+    advantages: torch.Tensor | None
     if config.batch_normalisation == "token":
-        fused_tokens = fused[:, None] * cast(torch.Tensor, response_mask)
-        advantages = (masked_whiten(fused_tokens, cast(torch.Tensor, response_mask)).advantages
-                      * cast(torch.Tensor, response_mask))
-        first = cast(torch.Tensor, response_mask).int().argmax(dim=1)
-        sequence = advantages.gather(1, first[:, None]).squeeze(1)
+        sequence, advantages = whiten_rows(fused, cast(torch.Tensor, response_mask), fn)
         label = "dynamic_gdpo+token_whiten"
     else:
         sequence = (fused - fused.mean()) / (fused.std() + config.epsilon)  # z-score over trajectories
-        advantages = None if response_mask is None else sequence[:, None] * response_mask  # type: ignore[assignment]
+        advantages = None if response_mask is None or response_mask.dim() == 1 else sequence[:, None] * response_mask
         label = "dynamic_gdpo+sequence_zscore"
     return DynamicGDPOResult(advantages, sequence, clipped, channel_std, clip_share, weights, label)
 

@@ -56,7 +56,7 @@ from trajlens.estimators._groups import GroupIndex, group_index
 from trajlens.estimators._trl import TRL_CONVENTIONS, trl_group_advantages, trl_nanstd, trl_weighted_sum
 from trajlens.estimators.epsilons import GRPO_EPS, TRL_EPS
 from trajlens.estimators.grpo import group_normalise
-from trajlens.estimators.whiten import masked_whiten
+from trajlens.estimators.whiten import model_token_counts, whiten_rows
 
 TRLConvention = Literal["trl", "trl-1.5"]
 
@@ -65,7 +65,7 @@ class GDPOResult(NamedTuple):
     """Advantages of a multi-channel estimator and its intermediate quantities."""
 
     advantages: torch.Tensor | None
-    """(B, T) the sequence advantage on model tokens, 0 elsewhere; None without a mask."""
+    """(B, T) the sequence advantage on model tokens, 0 elsewhere; None without a (B, T) mask."""
     sequence_advantages: torch.Tensor
     """(B,) one advantage per trajectory."""
     fused: torch.Tensor
@@ -90,7 +90,9 @@ def gdpo_verl(
 
     Args:
         channel_rewards: (B, K) float, one score per trajectory and channel; no NaN.
-        response_mask: (B, T) bool, True for model tokens.
+        response_mask: (B, T) bool, True for model tokens; or (B,) integer model-token counts, which
+            whiten from the counts (:func:`~trajlens.estimators.whiten.whiten_rows`; ``advantages``
+            is then None).
         group_ids: (B,) group of each trajectory.
         weights: (K,) channel weights, ones by default (verl ``gdpo_reward_weights``).
         epsilon: added to each channel's group std (verl 1e-6).
@@ -100,7 +102,8 @@ def gdpo_verl(
     check.epsilon(fn, epsilon)
     check.flag(fn, "divide_by_std", divide_by_std)
     channel_rewards, groups, w = _channels(fn, channel_rewards, group_ids, weights)
-    response_mask = _mask(fn, response_mask, channel_rewards)
+    response_mask = model_token_counts(fn, "response_mask", response_mask, channel_rewards.shape[0])
+    check.same_device(fn, channel_rewards=channel_rewards, response_mask=response_mask)
     bad = torch.isnan(channel_rewards).nonzero()
     if bad.numel():
         row, channel = (int(i) for i in bad[0])
@@ -121,11 +124,9 @@ def gdpo_verl(
     fused = w[0] * channel_advantages[:, 0]
     for k in range(1, channel_rewards.shape[1]):
         fused = fused + w[k] * channel_advantages[:, k]  # F_i = sum_k w_k A^k_i, in verl's order
-    fused_tokens = fused[:, None] * response_mask
-    advantages = masked_whiten(fused_tokens, response_mask).advantages * response_mask
-    sequence = _sequence_values(advantages, response_mask)
-    advantages, sequence, fused, channel_advantages, w = (x.to(dtype) for x in (advantages, sequence, fused,
-                                                                                channel_advantages, w))
+    whitened = whiten_rows(fused, response_mask, fn)  # verl: masked_whiten(F_i tiled over the response)
+    sequence, fused, channel_advantages, w = (x.to(dtype) for x in (whitened.sequence, fused, channel_advantages, w))
+    advantages = None if whitened.advantages is None else whitened.advantages.to(dtype)
     return GDPOResult(advantages, sequence, fused, channel_advantages, w, "group_per_channel+token_whiten")
 
 
@@ -239,9 +240,3 @@ def _mask(fn: str, response_mask: torch.Tensor, channel_rewards: torch.Tensor) -
         )
     check.same_device(fn, channel_rewards=channel_rewards, response_mask=response_mask)
     return response_mask
-
-
-def _sequence_values(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """The (constant) value of each row on its model tokens, (B,)."""
-    first = response_mask.int().argmax(dim=1)
-    return advantages.gather(1, first[:, None]).squeeze(1)

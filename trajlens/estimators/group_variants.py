@@ -29,7 +29,7 @@ from trajlens.estimators import _validate as check
 from trajlens.estimators._groups import group_mean_std, group_sizes
 from trajlens.estimators.epsilons import GRPO_EPS
 from trajlens.estimators.grpo import OutcomeResult, _scores
-from trajlens.estimators.whiten import masked_whiten
+from trajlens.estimators.whiten import counts_of, whiten_rows
 
 
 def reinforce_plus_plus_baseline(
@@ -39,7 +39,9 @@ def reinforce_plus_plus_baseline(
 
     Args:
         token_rewards: (B, T) float rewards; the score is their sum.
-        response_mask: (B, T) bool, True for model tokens.
+        response_mask: (B, T) bool, True for model tokens; or (B,) integer model-token counts, which
+            whiten from the counts (:func:`~trajlens.estimators.whiten.whiten_rows`; ``advantages``
+            is then None and ``token_rewards`` may be (B, 1) scores).
         group_ids: (B,) group of each trajectory.
         masked_rewards: ``"keep"`` (verl) or ``"drop"`` rewards on masked tokens.
 
@@ -48,14 +50,11 @@ def reinforce_plus_plus_baseline(
     model-token count. ``sequence_advantages`` holds the value on the model tokens.
     """
     fn = "reinforce_plus_plus_baseline"
-    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
+    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards, counts=True)
     mean, _ = group_mean_std(scores, groups)
     mean = torch.where(group_sizes(groups) == 1, torch.zeros_like(mean), mean)  # verl: a group of one, mean 0
-    centred = scores - mean
-    tiled = centred[:, None] * mask  # verl: scores.unsqueeze(-1).tile([1, T]) * mask
-    advantages = masked_whiten(tiled, mask).advantages * mask
-    first = mask.int().argmax(dim=1)
-    sequence = advantages.gather(1, first[:, None]).squeeze(1)
+    # verl: masked_whiten(scores.unsqueeze(-1).tile([1, T]) * mask) * mask
+    sequence, advantages = whiten_rows(scores - mean, mask, fn)
     return OutcomeResult(advantages, sequence, scores, mean, torch.ones_like(scores), "group_mean+token_whiten")
 
 
@@ -101,12 +100,13 @@ def opo(
 ) -> OutcomeResult:
     """OPO: the baseline is the group mean weighted by response length, ``sum L_j r_j / sum L_j``.
 
-    ``L_j`` counts model tokens. A group of one gets baseline 0. Matches verl
+    ``L_j`` counts model tokens (``response_mask`` may be (B,) integer counts, as for
+    :func:`reinforce_plus_plus_baseline`). A group of one gets baseline 0. Matches verl
     ``compute_opo_outcome_advantage``.
     """
     fn = "opo"
-    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards)
-    lengths = mask.sum(dim=-1).to(scores.dtype)
+    scores, mask, groups = _scores(fn, token_rewards, response_mask, group_ids, masked_rewards, counts=True)
+    lengths = counts_of(mask).to(scores.dtype)
     baseline = torch.zeros_like(scores)
     for bucket in groups.buckets:
         if bucket.size == 1:
@@ -115,7 +115,8 @@ def opo(
         group_baseline = (length_rows * score_rows).sum(dim=1) / length_rows.sum(dim=1)  # sum L r / sum L
         baseline[bucket.members] = group_baseline[:, None].expand_as(score_rows)
     sequence = scores - baseline
-    return OutcomeResult(sequence[:, None] * mask, sequence, scores, baseline, torch.ones_like(scores), "length_weighted_mean")
+    advantages = sequence[:, None] * mask if mask.dim() == 2 else None
+    return OutcomeResult(advantages, sequence, scores, baseline, torch.ones_like(scores), "length_weighted_mean")
 
 
 def gpg(

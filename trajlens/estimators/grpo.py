@@ -62,6 +62,7 @@ from trajlens.estimators._trl import (
     trl_scores,
 )
 from trajlens.estimators.epsilons import GRPO_EPS, TRL_EPS
+from trajlens.estimators.whiten import model_token_counts
 
 Singleton = Literal["raw", "zero"]
 Convention = Literal["verl", "trl", "trl-1.5"]
@@ -71,8 +72,9 @@ MaskedRewards = Literal["keep", "drop"]
 class OutcomeResult(NamedTuple):
     """Advantages of an outcome estimator, per token and per trajectory."""
 
-    advantages: torch.Tensor
-    """(B, T) the sequence advantage on model tokens, 0 elsewhere."""
+    advantages: torch.Tensor | None
+    """(B, T) the sequence advantage on model tokens, 0 elsewhere; None where the estimator was
+    given model-token counts for the mask."""
     sequence_advantages: torch.Tensor
     """(B,) one advantage per trajectory."""
     scores: torch.Tensor
@@ -313,19 +315,28 @@ def _as_dtype(found: TRLAdvantages, like: torch.Tensor) -> TRLAdvantages:
 
 def _scores(
     fn: str, token_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: Any, masked_rewards: str,
-    allow_nan: bool = False,
+    allow_nan: bool = False, counts: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, GroupIndex]:
     """Validated scores (B,), mask (B, T) and groups of an outcome estimator.
 
     A response with no model tokens is kept, as verl keeps it: it counts in its group's
     statistics and its advantage row is all zeros. ``allow_nan``: a NaN score (TRL's unscorable
-    completion) passes; an infinite one never does."""
+    completion) passes; an infinite one never does. ``counts``: the estimator reads only how many
+    model tokens each response has, so ``response_mask`` may be (B,) integer counts instead (then
+    ``token_rewards`` is (B, L) for any L, and every reward counts)."""
     token_rewards = check.float_tensor(fn, "token_rewards", token_rewards, ndim=2)
-    response_mask = check.bool_mask(fn, "response_mask", response_mask)
-    check.same_shape(fn, token_rewards=token_rewards, response_mask=response_mask)
+    check.choice(fn, "masked_rewards", masked_rewards, ("keep", "drop"))
+    if counts:
+        response_mask = model_token_counts(fn, "response_mask", response_mask, token_rewards.shape[0])
+    else:
+        response_mask = check.bool_mask(fn, "response_mask", response_mask)
+    if response_mask.dim() == 1:
+        if masked_rewards == "drop":
+            raise check.EstimatorInputError(f"{fn}: masked_rewards='drop' needs the (B, T) response_mask, not counts")
+    else:
+        check.same_shape(fn, token_rewards=token_rewards, response_mask=response_mask)
     check.same_device(fn, token_rewards=token_rewards, response_mask=response_mask)
     check.nonempty_batch(fn, "token_rewards", token_rewards)
-    check.choice(fn, "masked_rewards", masked_rewards, ("keep", "drop"))
     if masked_rewards == "drop":
         token_rewards = torch.where(response_mask, token_rewards, 0.0)
     scores = token_rewards.sum(dim=-1)  # score_i = sum_t r_{i,t}

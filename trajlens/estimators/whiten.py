@@ -15,6 +15,13 @@ bare ``ValueError`` for fewer than two model tokens; here the error names the ar
 The same statistics from a batch's plain moments (count, mean, mean squared deviation), for
 callers that scan flat buffers without tensors, are :func:`whitening_of_moments`.
 
+Outcome and channel estimators whiten one value per trajectory, repeated over its model tokens
+(verl tiles the score over the response). :func:`whiten_rows` takes that value and either the
+(B, T) mask (verl's padded tensor, bit-identical) or each trajectory's model-token count: then the
+statistics are count-weighted sums in float64 and the padded tensor is never built. verl's float32
+sums over the padded tensor round differently, so the two agree to a few ulp of the result
+(``tests/estimators/test_whiten_rows.py`` states the tolerance), not bit for bit.
+
 Shapes: B trajectories, T token positions.
 """
 
@@ -115,6 +122,67 @@ def whitening_of_moments(count: int, mean: float, m2: float) -> Whitening:
         return Whitening(verl_mean, float("nan"))
     var = (n * m2 + n * (mean - verl_mean) ** 2) / (n + WHITEN_EPS) * (n / (n - 1))  # Bessel
     return Whitening(verl_mean, 1.0 / math.sqrt(var + WHITEN_EPS))
+
+
+class RowWhitening(NamedTuple):
+    """:func:`whiten_rows`' result."""
+
+    sequence: torch.Tensor
+    """(B,) each trajectory's whitened value (0 for a trajectory with no model tokens, as verl's row)."""
+    advantages: torch.Tensor | None
+    """(B, T) the value on each model token, 0 elsewhere; None when counts were given."""
+
+
+def whiten_rows(values: torch.Tensor, response_mask: torch.Tensor, fn: str = "masked_whiten") -> RowWhitening:
+    """:func:`masked_whiten` of ``values[:, None] * response_mask``, read once per trajectory.
+
+    Args:
+        values: (B,) float, one value per trajectory, constant over its model tokens.
+        response_mask: (B, T) bool (verl's tensor is built and whitened: bit-identical to verl),
+            or (B,) integer model-token counts (count-weighted float64 statistics rounded to the
+            dtype of ``values``, then verl's elementwise formula: a few ulp from verl's float32 sums).
+        fn: the estimator named in errors.
+
+    The statistics need two model tokens or more in the batch.
+    """
+    if response_mask.dim() == 2:
+        tokens = values[:, None] * response_mask
+        advantages = masked_whiten(tokens, response_mask).advantages * response_mask
+        first = response_mask.int().argmax(dim=1)
+        return RowWhitening(advantages.gather(1, first[:, None]).squeeze(1), advantages)
+    counts = response_mask
+    total = int(counts.sum())
+    require_two_tokens(fn, total, f"a batch of {counts.shape[0]} trajectories")
+    n = float(total)
+    weights = counts.to(torch.float64)
+    mean = ((weights * values.double()).sum() / (n + WHITEN_EPS)).to(values.dtype)  # sum / (count + eps)
+    centred = values.double() - mean.double()
+    var = ((weights * centred * centred).sum() / (n + WHITEN_EPS) * (n / (n - 1))).to(values.dtype)  # Bessel
+    sequence = (values - mean) * torch.rsqrt(var + WHITEN_EPS)  # verl: (A - mean) * rsqrt(var + eps)
+    return RowWhitening(torch.where(counts > 0, sequence, torch.zeros_like(sequence)), None)
+
+
+def model_token_counts(fn: str, name: str, response_mask: object, rows: int) -> torch.Tensor:
+    """``response_mask`` of an estimator that reads only how many model tokens each trajectory has:
+    a (B, T) bool mask, or (B,) non-negative integer counts; checked, returned as given."""
+    if isinstance(response_mask, torch.Tensor) and response_mask.dim() == 1 and not response_mask.dtype.is_floating_point \
+            and response_mask.dtype != torch.bool:
+        if response_mask.shape[0] != rows:
+            raise check.EstimatorInputError(
+                f"{fn}: {name} holds {response_mask.shape[0]} model-token counts for {rows} trajectories")
+        if bool((response_mask < 0).any()):
+            raise check.EstimatorInputError(f"{fn}: {name}: a model-token count is negative")
+        return response_mask
+    mask = check.bool_mask(fn, name, response_mask)
+    if mask.shape[0] != rows:
+        raise check.EstimatorInputError(
+            f"{fn}: {name} has shape {check.shape_of(mask)} for {rows} trajectories; it needs one row per trajectory")
+    return mask
+
+
+def counts_of(response_mask: torch.Tensor) -> torch.Tensor:
+    """(B,) model tokens per trajectory of a (B, T) mask or of (B,) counts."""
+    return response_mask.sum(dim=1) if response_mask.dim() == 2 else response_mask
 
 
 def require_two_tokens(fn: str, count: int, where: str) -> None:

@@ -86,8 +86,7 @@ def diagnostics_of(estimator: str, recomputed: pl.DataFrame, tokens: pl.DataFram
     if spec.statistics is Statistics.MODEL_TOKENS and "token_advantages" in recomputed.columns:
         return batch_diagnostics(recomputed, tokens, extremes=extremes)
     if spec.statistics is Statistics.MODEL_TOKENS and "model_tokens" in recomputed.columns:
-        per_token = recomputed.select("run_id", "step", pl.col("advantage").repeat_by("model_tokens")).explode("advantage")
-        return batch_diagnostics(per_token, extremes=extremes)
+        return batch_diagnostics(recomputed, extremes=extremes, repeats="model_tokens")
     return batch_diagnostics(recomputed, extremes=extremes)
 
 
@@ -102,14 +101,16 @@ def save_advantage_batches(store: Any, run_id: str, diagnostics: pl.DataFrame, *
 
 
 def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = None, *,
-                      extremes: bool = False) -> pl.DataFrame:
+                      extremes: bool = False, repeats: str | None = None) -> pl.DataFrame:
     """One row per (run_id, step): the shape of that step's advantage batch.
 
     With ``token_advantages`` in ``recomputed`` and the run's ``tokens`` frame given, the
     statistics run over model tokens (as the actor loss sees them); otherwise over the
-    per-trajectory ``advantage``. Token values are read from the Arrow buffers of the two list
-    columns, step by step, never expanded to one row per token. ``extremes``: with the ``min``
-    and ``max`` of the values described (NaN for none).
+    per-trajectory ``advantage``, each counted as many times as its ``repeats`` column says
+    (``model_tokens``: over model tokens, as a trajectory's advantage reaches the loss). Token
+    values are read from the Arrow buffers of the two list columns, step by step, never expanded
+    to one row per token. ``extremes``: with the ``min`` and ``max`` of the values described
+    (NaN for none).
     """
     import torch
 
@@ -117,11 +118,14 @@ def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = No
 
     token_level = tokens is not None and "token_advantages" in recomputed.columns
     rows = []
-    for (run_id, step), values in (_token_values(recomputed, tokens) if token_level else _trajectory_values(recomputed)):
+    steps = _token_values(recomputed, tokens) if token_level else _trajectory_values(recomputed, repeats)
+    for (run_id, step), values, counts in steps:
         # Arrow hands out read-only buffers; torch wants to own what it wraps.
-        stats = advantage_stats(torch.from_numpy(values if values.flags.writeable else values.copy()))
+        counted = None if counts is None else torch.from_numpy(counts)
+        stats = advantage_stats(torch.from_numpy(values if values.flags.writeable else values.copy()), repeats=counted)
+        described = values if counts is None else values[counts > 0]
         rows.append({"run_id": run_id, "step": step, **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS},
-                     **(_extremes(values) if extremes else {})})
+                     **(_extremes(described) if extremes else {})})
     return pl.DataFrame(rows).sort("run_id", "step")
 
 
@@ -132,11 +136,13 @@ def _extremes(values: Any) -> dict[str, float]:
     return {"min": float(values.min()), "max": float(values.max())}
 
 
-def _trajectory_values(recomputed: pl.DataFrame):
-    """(run_id, step) and that step's per-trajectory advantages (float64), step by step."""
-    values = recomputed.select("run_id", "step", pl.col("advantage").cast(pl.Float64))
+def _trajectory_values(recomputed: pl.DataFrame, repeats: str | None = None):
+    """(run_id, step), that step's per-trajectory advantages (float64) and their ``repeats``
+    column (int64; None without one), step by step."""
+    counts = [pl.col(repeats).cast(pl.Int64).alias("__repeats")] if repeats else []
+    values = recomputed.select("run_id", "step", pl.col("advantage").cast(pl.Float64), *counts)
     for key, part in values.partition_by(["run_id", "step"], as_dict=True, maintain_order=True).items():
-        yield key, part["advantage"].to_numpy()
+        yield key, part["advantage"].to_numpy(), part["__repeats"].to_numpy() if repeats else None
 
 
 def _token_values(recomputed: pl.DataFrame, tokens: pl.DataFrame):
@@ -169,4 +175,4 @@ def _token_values(recomputed: pl.DataFrame, tokens: pl.DataFrame):
         pl.col("__position").first().alias("first"), pl.col("__position").last().alias("last"))
     for run_id, step, first, last in bounds.iter_rows():
         start, stop = int(advantages.offsets[first]), int(advantages.offsets[last + 1])
-        yield (run_id, step), advantages.values[start:stop][mask.values[start:stop]]
+        yield (run_id, step), advantages.values[start:stop][mask.values[start:stop]], None

@@ -349,13 +349,21 @@ def _uses_flat_gae(choice: EstimatorChoice) -> bool:
 
 
 def choice_token_columns(choices: Sequence[EstimatorChoice]) -> tuple[str, ...] | None:
-    """The token columns ``choices`` read (None when none reads token arrays)."""
+    """The token columns ``choices`` read (None when none reads token arrays). An estimator that
+    reads only each trajectory's model-token count reads the response mask (and the token
+    rewards when it scores by them), not the critic's values."""
     from trajlens.estimators.registry import Input, estimator_spec
 
     if not any(reads_tokens(c.estimator) for c in choices):
         return None
-    needs_log_probs = any(estimator_spec(c.estimator).inputs & Input.LOG_PROBS for c in choices)
-    return TOKEN_COLUMNS + (("log_probs",) if needs_log_probs else ())
+    read = {"trajectory_id", "response_mask"}
+    for choice in choices:
+        inputs = estimator_spec(choice.estimator).inputs
+        if inputs & Input.TOKEN_ARRAYS:
+            read.update(TOKEN_COLUMNS, ("log_probs",) if inputs & Input.LOG_PROBS else ())
+        elif choice.settings().get("score") == "token_rewards":
+            read.add("token_rewards")
+    return tuple(name for name in (*TOKEN_COLUMNS, "log_probs") if name in read)
 
 
 def _step_raw(raw: RawGAE, start: int, stop: int) -> RawGAE:
@@ -452,7 +460,7 @@ def advantage_pass(
     and its error kept in ``errors``: the caller raises it, or drops the choice when the run's
     facts rule it out. ``trajectories``: the run's training trajectories when the caller has
     read them (:func:`trajlens.run.batches.train_trajectories`); ``token_columns``: the
-    token columns to read when no choice reads any (for the facts alone); ``extremes``: with
+    token columns the facts read (beside the choices' own; alone when no choice reads any); ``extremes``: with
     ``min`` and ``max`` columns (:func:`batch_choice_diagnostics`). With ``out``, each step's recomputed frame of each choice is written to
     ``out/<label>/step=NNNNNN.parquet``. ``feeds``: what else reads the same batches (each
     batch's trajectories and token rows, with the columns it asks beside the choices' own), so
@@ -469,7 +477,11 @@ def advantage_pass(
     choices = list(choices)
     if trajectories is None:
         trajectories = train_trajectories(store, run_id, steps)
-    columns = choice_token_columns(choices) or (tuple(token_columns) if token_columns else None)
+    columns = choice_token_columns(choices)
+    if token_columns and columns is not None:  # the facts' columns beside the choices' own
+        columns = tuple(dict.fromkeys([*columns, *token_columns]))
+    elif token_columns:
+        columns = tuple(token_columns)
     if feeds:
         columns = tuple(dict.fromkeys([*(columns or ()), *(c for feed in feeds for c in feed.token_columns)]))
     parts: list[pl.DataFrame] = []
