@@ -151,13 +151,14 @@ def whiten_rows(values: torch.Tensor, response_mask: torch.Tensor, fn: str = "ma
         first = response_mask.int().argmax(dim=1)
         return RowWhitening(advantages.gather(1, first[:, None]).squeeze(1), advantages)
     counts = response_mask
-    total = int(counts.sum())
-    require_two_tokens(fn, total, f"a batch of {counts.shape[0]} trajectories")
-    n = float(total)
+    count = counts.sum().to(torch.int64)
+    require_two_tokens(fn, int(count), f"a batch of {counts.shape[0]} trajectories")
+    # verl's integer count: count + eps and count / (count - 1) are in torch's default float dtype
+    denominator, bessel = count + WHITEN_EPS, count / (count - 1)
     weights = counts.to(torch.float64)
-    mean = ((weights * values.double()).sum() / (n + WHITEN_EPS)).to(values.dtype)  # sum / (count + eps)
+    mean = ((weights * values.double()).sum() / denominator).to(values.dtype)  # sum / (count + eps)
     centred = values.double() - mean.double()
-    var = ((weights * centred * centred).sum() / (n + WHITEN_EPS) * (n / (n - 1))).to(values.dtype)  # Bessel
+    var = ((weights * centred * centred).sum() / denominator * bessel).to(values.dtype)  # Bessel
     sequence = (values - mean) * torch.rsqrt(var + WHITEN_EPS)  # verl: (A - mean) * rsqrt(var + eps)
     return RowWhitening(torch.where(counts > 0, sequence, torch.zeros_like(sequence)), None)
 
