@@ -7,8 +7,8 @@
 
 Generates a run with ``trajlens synth sao-r7 --log-advantages`` (critic values on every token, and
 the per-token advantages its trainer used, as a verl dump holds them) under ``--work`` once (a
-rerun reuses it). ``--scenario multireward`` generates ``trajlens synth multireward`` of the same
-shape instead (two reward channels, groups of trajectories, no critic) and times what differs on
+rerun reuses it). ``--scenario multireward`` generates ``trajlens synth multireward --log-advantages``
+of the same shape instead (two reward channels, groups of trajectories, no critic) and times what differs on
 it: the channel estimators that whiten over model tokens (``gdpo_verl``, ``gdpo_dynamic``),
 REINFORCE++-baseline, ``--identify`` among the channel estimators, ``channels``, and the report,
 checks, attribution and comparison of such a run. Then, as the machine is and under its own load (one spinning process per CPU,
@@ -76,12 +76,11 @@ def measured(argv: list[str]) -> dict:
 
 def build(work: Path, scenario: str, steps: int, batch: int, calls: int, tokens: int) -> Path:
     """The generated run directory (once)."""
-    logged = ["--log-advantages"] if scenario == "sao-r7" else []  # multireward logs its advantages itself
     run = work / f"run-{scenario}-{steps}x{batch}x{calls}x{tokens}-logged"
     if not (run / "truth.json").exists():
         shutil.rmtree(run, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "trajlens", "synth", scenario, "--steps", str(steps), "--batch",
-                        str(batch), "--calls", str(calls), "--tokens", str(tokens), *logged, "--out",
+                        str(batch), "--calls", str(calls), "--tokens", str(tokens), "--log-advantages", "--out",
                         str(run)], check=True, stdout=subprocess.DEVNULL)
     return run
 

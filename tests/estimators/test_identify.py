@@ -283,6 +283,25 @@ def test_the_compiled_pairing_gives_numpy_s_differences(dtype, shifted):
         np.testing.assert_array_max_ulp(diff[finite], expected[finite], maxulp=2)
 
 
+def test_a_trajectory_s_advantage_is_paired_with_each_of_its_logged_tokens(monkeypatch):
+    from trajlens.estimators import _compiled
+    from trajlens.estimators.identify import _Logged
+
+    rng = np.random.default_rng(11)
+    counts = np.array([3, 0, 5, 2])
+    logged = rng.normal(size=int(counts.sum()))
+    logged[4] = np.nan
+    keys = pl.DataFrame({"run_id": ["r"] * 4, "step": [1] * 4, "trajectory_id": list("abcd"), "group_id": ["g"] * 4})
+    found = _Logged(keys, "model tokens", logged, counts)
+    per_row = np.array([0.5, 9.0, np.inf, -1.25])  # an infinite recomputation (none) matches nothing
+    expected = np.abs(logged - np.repeat(per_row, counts))
+    expected[np.isnan(expected)] = np.inf
+    compiled = found._paired_rows(per_row).diff  # compiled where numba is installed
+    monkeypatch.setattr(_compiled, "abs_diff_rows", None)
+    assert np.array_equal(compiled, expected) and np.array_equal(found._paired_rows(per_row).diff, expected)
+    assert np.isinf(compiled[3:8]).all()
+
+
 def test_the_compiled_histogram_counts_what_numpy_counts(monkeypatch):
     from trajlens.estimators import _compiled
     from trajlens.estimators.identify import _HISTOGRAM_SHIFT, _Accumulated, _Paired, _Rows

@@ -253,6 +253,19 @@ def _abs_diff_at(logged: NDArray[Any], base: NDArray[Any], index: NDArray[Any], 
         out[i] = diff if diff == diff else math.inf
 
 
+def _abs_diff_rows(logged: NDArray[Any], counts: NDArray[Any], per_row: NDArray[Any],
+                   out: NDArray[Any]) -> None:  # pragma: no cover - compiled
+    """``|logged_i - per_row[r]|`` for the ``counts[r]`` values of each row r laid out row by row,
+    in one pass, infinite where it is not a number (float64)."""
+    i = 0
+    for r in range(counts.shape[0]):
+        value = float(per_row[r])
+        for _ in range(counts[r]):
+            diff = abs(float(logged[i]) - value)
+            out[i] = diff if diff == diff else math.inf
+            i += 1
+
+
 def _largest_and_histogram(diff: NDArray[Any], bits: NDArray[Any], shift: int,
                            histogram: NDArray[Any]) -> int:  # pragma: no cover - compiled
     """Index of the first largest of ``diff`` (>= 0, no NaN), and each value counted in
@@ -268,6 +281,7 @@ def _largest_and_histogram(diff: NDArray[Any], bits: NDArray[Any], shift: int,
 if AVAILABLE:
     _jit = numba.njit(nogil=True, cache=True)
     abs_diff_at = _jit(_abs_diff_at)
+    abs_diff_rows = _jit(_abs_diff_rows)
     largest_and_histogram = _jit(_largest_and_histogram)
     masked_moments = _jit(_masked_moments)
     masked_gae_rows = _jit(_masked_gae_rows)
@@ -277,6 +291,7 @@ if AVAILABLE:
     last_model_token = _jit(_last_model_token)
 else:
     abs_diff_at = None  # type: ignore[assignment]  # NumPy's expressions instead: no Python loop per value
+    abs_diff_rows = None  # type: ignore[assignment]
     largest_and_histogram = None  # type: ignore[assignment]
     masked_moments = _masked_moments  # type: ignore[assignment]
     masked_gae_rows = _masked_gae_rows  # type: ignore[assignment]

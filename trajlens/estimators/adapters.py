@@ -103,7 +103,7 @@ def recompute(
     frame = trajectories.with_row_index(_ROW)
     needs_tokens = bool(spec.inputs & Input.TOKEN_ARRAYS)
     if needs_tokens or tokens is not None:
-        frame = _join_tokens(fn, frame, tokens, required=needs_tokens)
+        frame = _join_tokens(fn, frame, tokens, required=needs_tokens, rewards=settings.get("score") == "token_rewards")
     channel_names: list[str] = []
     if spec.kind is Kind.CHANNEL:
         frame, channel_names = _channel_columns(fn, frame, settings.pop("channels", None))
@@ -128,6 +128,8 @@ def recompute(
 
 
 _UNTRAINED = "__untrained"
+_MASK_TOKENS = "__mask_tokens"
+"""Each response's model tokens by its response mask, for the estimators that read only the counts."""
 
 
 def _untrained(frame: pl.DataFrame) -> pl.Expr:
@@ -136,6 +138,7 @@ def _untrained(frame: pl.DataFrame) -> pl.Expr:
     known = [
         *([pl.col("model_tokens") == 0] if "model_tokens" in frame.columns else []),
         *([~pl.col("response_mask").list.any()] if "response_mask" in frame.columns else []),
+        *([pl.col(_MASK_TOKENS) == 0] if _MASK_TOKENS in frame.columns else []),
     ]
     if len(known) > 1 and frame["model_tokens"].null_count() == 0:
         known = known[:1]  # the count alone: no pass over the token arrays
@@ -159,7 +162,11 @@ def _padded_size(batch: pl.DataFrame) -> int:
     return batch.height * max(1, longest or 0)
 
 
-def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, required: bool) -> pl.DataFrame:
+def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, required: bool,
+                 rewards: bool = False) -> pl.DataFrame:
+    """``frame`` with the columns of ``tokens`` its estimator reads: every array when it is
+    ``required`` (a token-level estimator); else each response's model-token count, and its
+    token rewards when the estimator scores by them (``rewards``)."""
     if tokens is None:
         raise check.EstimatorInputError(f"{fn}: this estimator needs the tokens frame (response_mask, values, token_rewards)")
     need = ["run_id", "trajectory_id", "response_mask"]
@@ -170,8 +177,13 @@ def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, requ
     if repeated.height:  # each copy would be a trajectory of its own in the batch
         raise check.EstimatorInputError(f"{fn}: trajectory {repeated['trajectory_id'][0]!r} of run "
                                         f"{repeated['run_id'][0]!r} has more than one row in tokens")
-    keep = [c for c in ("run_id", "trajectory_id", "response_mask", "values", "token_rewards", "log_probs",
-                        "sum_pi_squared") if c in tokens.columns]
+    if required:
+        keep = [pl.col(c) for c in ("run_id", "trajectory_id", "response_mask", "values", "token_rewards", "log_probs",
+                                    "sum_pi_squared") if c in tokens.columns]
+    else:  # an estimator of whole responses reads each one's model-token count, not its mask
+        keep = [pl.col("run_id"), pl.col("trajectory_id"),
+                pl.col("response_mask").list.sum().cast(pl.Int64).alias(_MASK_TOKENS),
+                *([pl.col("token_rewards")] if rewards and "token_rewards" in tokens.columns else [])]
     joined = frame.join(tokens.select(keep), on=["run_id", "trajectory_id"], how="left")
     if required:
         lacking = joined.filter(pl.col("response_mask").is_null())
@@ -561,8 +573,8 @@ def _adapter(fn: str, spec: EstimatorSpec) -> Callable[[_Call, pl.DataFrame], pl
 def _model_token_counts(fn: str, batch: pl.DataFrame) -> torch.Tensor:
     """(B,) each trajectory's model-token count, from its response mask (else ``model_tokens``):
     the estimators that whiten over tokens need only the counts, never the padded mask."""
-    if "response_mask" in batch.columns and batch["response_mask"].null_count() == 0:
-        return torch.tensor(batch["response_mask"].list.sum().cast(pl.Int64).to_numpy())
+    if _MASK_TOKENS in batch.columns and batch[_MASK_TOKENS].null_count() == 0:
+        return torch.tensor(batch[_MASK_TOKENS].to_numpy())
     if "model_tokens" not in batch.columns or batch["model_tokens"].null_count():
         raise check.EstimatorInputError(
             f"{fn}: token-level whitening needs each trajectory's model-token count: pass tokens or fill model_tokens"

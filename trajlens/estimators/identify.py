@@ -158,22 +158,26 @@ def identify_advantages(
 
 
 EXACT_MEDIAN_VALUES = 4_000_000
-"""Differences kept per candidate for an exact median; beyond that (a stored run read a batch
-of steps at a time) the median comes from a histogram of the differences' leading 20 bits
-(sign, exponent and 8 mantissa bits): the midpoint of the bin holding it, within 2^-9 relative."""
+"""Differences kept for exact medians, shared among the candidates compared (32 MB in all);
+beyond a candidate's share (a stored run read a batch of steps at a time) its median comes from
+a histogram of the differences' exponent and leading 8 mantissa bits (4 MB): the midpoint of
+the bin holding it, within 2^-9 relative."""
 _HISTOGRAM_SHIFT = 44
 
 
 class _Accumulated:
     """One candidate's differences, gathered batch after batch."""
 
-    def __init__(self, medians: bool = True) -> None:
+    def __init__(self, medians: bool = True, exact: int = EXACT_MEDIAN_VALUES) -> None:
         self.max = -math.inf
+        self.exact = exact
+        """Differences kept for an exact median, at most."""
         self.worst: tuple[int, str, str] | None = None
         self.n = 0
         self.medians = medians
         self.kept: list[np.ndarray] | None = [] if medians else None
-        self.histogram = np.zeros(1 << (64 - _HISTOGRAM_SHIFT) if medians else 0, dtype=np.int64)
+        # differences are >= 0 (infinite at most, never NaN): the sign bit is clear, 19 bits count
+        self.histogram = np.zeros(1 << (63 - _HISTOGRAM_SHIFT) if medians else 0, dtype=np.int64)
         self.rows: list[_RowMaxima] = []
         """What was compared, kept as it came (its arrays, and the batch's keys it shares with the
         other candidates): the rows' maxima are only summed up for the candidate named."""
@@ -203,7 +207,7 @@ class _Accumulated:
             self.histogram[low:high + 1] += np.bincount(bins, minlength=high - low + 1)
         if self.kept is not None:
             self.kept.append(diff)
-            if self.n > EXACT_MEDIAN_VALUES:
+            if self.n > self.exact:
                 self.kept = None
 
     def median(self) -> float:
@@ -249,7 +253,9 @@ class Identifier:
     """:func:`identify_advantages` fed a batch of whole steps at a time (:meth:`add`), with its
     verdict over everything fed at the end (:meth:`result`): every estimator works within a
     step's batch, so each batch is recomputed on its own and the differences are gathered as
-    they come (the median exact up to :data:`EXACT_MEDIAN_VALUES` per candidate).
+    they come (the median exact up to a candidate's share of :data:`EXACT_MEDIAN_VALUES`).
+    Candidates whose advantages on a batch are the very same share their differences, computed
+    once.
 
     ``facts``: the whole run's, deciding which candidates it allows; None decides from each
     batch's own frames (a candidate a batch does not allow is then left out of the verdict).
@@ -270,7 +276,8 @@ class Identifier:
         self.facts = facts
         self.lacking: dict[str, list[str]] = {} if facts is None else {
             c.label: list(missing) for c in candidates if (missing := c.missing(facts))}
-        self.gathered = {c.label: _Accumulated(medians) for c in candidates}
+        share = EXACT_MEDIAN_VALUES // max(1, sum(c.label not in self.lacking for c in candidates))
+        self.gathered = {c.label: _Accumulated(medians, share) for c in candidates}
         self.unit: str | None = None
         self.scale = 1.0
 
@@ -301,25 +308,44 @@ class Identifier:
         index = found.flat_index(trajectories, tokens) if flat else None
         closest = np.full(found.steps.size, math.inf)  # per step: the closest candidate's largest difference
         compared = False
+        # what to pair with the logged values (a flat result, or a recomputation of whole
+        # trajectories), each with the candidates it stands for: conventions that give the very
+        # same advantages on this batch are paired once
+        pending: list[tuple[Any, list[_Accumulated]]] = []
+
+        def add(paired: _Paired, members: list[_Accumulated]) -> None:
+            nonlocal closest, compared
+            for accumulated in members:
+                accumulated.add(paired)
+                compared = True
+                if paired.diff.size:
+                    closest = np.minimum(closest, found.step_largest(accumulated.rows[-1].largest))
+
         for candidate in todo:
             accumulated = self.gathered[candidate.label]
             if candidate.label in flat:
                 result = flat[candidate.label]
                 if isinstance(result, Exception):
                     accumulated.error = str(result)
-                    continue
-                paired = found.paired_flat(result, cast(np.ndarray, index))
+                else:
+                    pending.append((result, [accumulated]))
+                continue
+            try:
+                recomputed = _recompute(trajectories, tokens, candidate)
+            except EstimatorInputError as error:
+                accumulated.error = str(error)
+                continue
+            if "token_advantages" in recomputed.columns:  # a step's token arrays: paired now, not kept
+                add(found.paired(recomputed), [accumulated])
+                continue
+            same = _same_advantages(pending, recomputed)
+            if same is None:
+                pending.append((recomputed, [accumulated]))
             else:
-                try:
-                    recomputed = _recompute(trajectories, tokens, candidate)
-                except EstimatorInputError as error:
-                    accumulated.error = str(error)
-                    continue
-                paired = found.paired(recomputed)
-            accumulated.add(paired)
-            compared = True
-            if paired.diff.size:
-                closest = np.minimum(closest, found.step_largest(accumulated.rows[-1].largest))
+                same.append(accumulated)
+        for source, members in pending:
+            add(found.paired(source) if isinstance(source, pl.DataFrame)
+                else found.paired_flat(source, cast(np.ndarray, index)), members)
         relative = found.step_relative(closest)
         return relative if compared else relative.clear()
 
@@ -355,6 +381,17 @@ class Identifier:
         departures = pl.DataFrame() if matched else _departures(rows, tolerance)
         steps = rows.group_by("step").agg(pl.col("max_abs_diff").max(), pl.col("n").sum()).sort("step")
         return Identification(best, ranked, matched, tolerance, self.unit, equivalent, departures, steps)
+
+
+def _same_advantages(pending: list[tuple[Any, list[_Accumulated]]], recomputed: pl.DataFrame
+                     ) -> list[_Accumulated] | None:
+    """The candidates of the recomputation in ``pending`` with the very same per-trajectory
+    advantages as ``recomputed`` (in the same rows), or None."""
+    values = recomputed["advantage"].to_numpy()
+    for source, members in pending:
+        if isinstance(source, pl.DataFrame) and np.array_equal(source["advantage"].to_numpy(), values, equal_nan=True):
+            return members
+    return None
 
 
 @dataclass(frozen=True)
@@ -472,8 +509,19 @@ class _Logged:
             values = self._token_values(recomputed["token_advantages"].gather(order))
         else:
             per_row = recomputed["advantage"].cast(pl.Float64).gather(order).fill_null(math.inf).to_numpy()
-            values = per_row[self.row]
+            return self._paired_rows(per_row)
         return self._paired(values)
+
+    def _paired_rows(self, per_row: np.ndarray) -> _Paired:
+        """``|logged - per_row[row]|``: one recomputed value per row of the keys, beside each of
+        its logged values (one compiled pass; NumPy's gather and expressions without numba)."""
+        from trajlens.estimators._compiled import abs_diff_rows
+
+        if abs_diff_rows is None:
+            return self._paired(per_row[self.row])
+        diff = np.empty(self.logged.size)
+        abs_diff_rows(self.logged, self.counts.astype(np.int64, copy=False), per_row, diff)
+        return _Paired(self.keys, diff, self.rows)
 
     def paired_flat(self, flat: FlatAdvantages, index: np.ndarray) -> _Paired:
         """The logged values beside ``flat``, one step's token advantages, at ``index``
