@@ -25,7 +25,7 @@ Polars ``scan_parquet`` and sums them, nothing else.
 Each time is wall-clock seconds of the whole process (its imports included); each peak is the
 child's peak resident memory (``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` read in a small
 wrapper process that runs only that command). Targets, in both conditions: every command exits
-0 and peaks under 1.5 GB, and, on a run of the full size or longer (``FULL_STEPS``), takes at
+0 (``check`` 0 or 1: 1 says a check failed) and peaks under 1.5 GB, and, on a run of the full size or longer (``FULL_STEPS``), takes at
 most 5x the scan. On a smaller run the ratios are printed but not held to it: a scan of a second
 is shorter than any command's fixed start-up (importing torch and numba, 2-4 s). Exit 1 when one
 fails.
@@ -49,6 +49,9 @@ SCAN_FACTOR = 5.0
 FULL_STEPS = 200
 """Steps of the full-size run (388 M tokens at the default shape): the ratio target holds from here."""
 PEAK_BYTES = 1.5e9
+ALLOWED_EXIT = {"check": (0, 1), "check run dir": (0, 1)}
+"""A check that fails exits 1, as documented (the multi-reward run's format channel does fail):
+the command did its work; 2 is an error."""
 
 SCAN = """
 import polars as pl, sys
@@ -174,7 +177,7 @@ def main() -> int:
         for row in rows:
             ratio = row["seconds"] / scan
             print(f"| {row['name']} | {row['seconds']:.1f} | {ratio:.1f} | {row['peak'] / 1e9:.2f} |")
-            if row["code"] != 0:
+            if row["code"] not in ALLOWED_EXIT.get(row["name"], (0,)):
                 failures.append(f"{label}: {row['name']} exited {row['code']}: {row['error'].strip()[-200:]}")
             if row["name"] != "scan" and ratio > SCAN_FACTOR and args.steps >= FULL_STEPS:
                 failures.append(f"{label}: {row['name']} {ratio:.1f}x the scan (target <= {SCAN_FACTOR:g}x)")

@@ -24,8 +24,9 @@ Diagnostics:
     :func:`advantage_outliers`, :func:`clip_share`, :func:`critic_grad_clip`,
     :func:`channel_diagnostics`
 Tables:
-    :func:`recompute` (Polars frames in the trajlens schema), :func:`identify_advantages`
-    (which estimator and convention produced a run's logged advantages)
+    :func:`recompute` (Polars frames in the trajlens schema; :class:`Recomputer` for several
+    estimators on the same frames), :func:`identify_advantages` (which estimator and convention
+    produced a run's logged advantages)
 The registry (what each estimator needs, its options, reference and version):
     :data:`ESTIMATOR_REGISTRY`, :func:`estimator_spec`, :class:`EstimatorSpec`, :class:`RunFacts`,
     :func:`run_facts`, :func:`declared_estimators`; :class:`EstimatorChoice` (an estimator under
@@ -74,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "EstimatorInputError": "_errors",
     "ESTIMATORS": "adapters",
     "recompute": "adapters",
+    "Recomputer": "adapters",
     "GAEResult": "gae",
     "discounted_returns": "gae",
     "gae": "gae",

@@ -81,50 +81,94 @@ def recompute(
             batches of steps to get what one call over all of them gives.
         **options: the estimator's options (its registry entry lists them); problems with
             several options are reported together.
+
+    Several estimators on the same frames: :class:`Recomputer`, which prepares them once.
     """
-    fn = "recompute"
-    spec = estimator_spec(estimator)
-    trajectories = as_frame(trajectories, f"{fn}: trajectories")
-    tokens = None if tokens is None else as_frame(tokens, f"{fn}: tokens")
-    missing = [c for c in KEY_COLUMNS if c not in trajectories.columns]
-    if missing:
-        raise check.EstimatorInputError(f"{fn}: trajectories lacks column(s) {', '.join(missing)}")
-    if trajectories.height == 0:
-        raise check.EstimatorInputError(f"{fn}: empty batch: trajectories has no rows")
-    repeated = trajectories.filter(pl.struct("run_id", "trajectory_id").is_duplicated()).head(1)
-    if repeated.height:  # a second row would count twice in its group's statistics
-        raise check.EstimatorInputError(f"{fn}: trajectory {repeated['trajectory_id'][0]!r} of run "
-                                        f"{repeated['run_id'][0]!r} has more than one row in trajectories")
-    problems = spec.option_problems(options)
-    if problems:
-        raise check.EstimatorInputError(f"{fn}: " + "; ".join(problems))
-    adapter = _adapter(fn, spec)
-    settings = spec.settings(options)  # the registry's defaults, then the caller's options
-    frame = trajectories.with_row_index(_ROW)
-    needs_tokens = bool(spec.inputs & Input.TOKEN_ARRAYS)
-    if needs_tokens or tokens is not None:
-        frame = _join_tokens(fn, frame, tokens, required=needs_tokens, rewards=settings.get("score") == "token_rewards")
-    channel_names: list[str] = []
-    if spec.kind is Kind.CHANNEL:
-        frame, channel_names = _channel_columns(fn, frame, settings.pop("channels", None))
-        settings["channels"] = channel_names
-        weights = settings.get("weights")
-        unknown = [name for name in weights if name not in channel_names] if isinstance(weights, dict) else []
-        if unknown:
-            raise check.EstimatorInputError(f"{fn}: weights name channel(s) {', '.join(map(repr, unknown))}, "
-                                            f"not among the channels used: {channel_names}")
-    state: dict[str, torch.Tensor | None] = carry if carry is not None else {}
-    call = _Call(fn, spec, settings, state)
-    parts = []
-    # Sorted once, the run's steps are cut from it as they lie; each step's rows are then in their
-    # order already (the row index ascends within a step).
-    for batch in frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True):
-        with intra_op_threads_for(_padded_size(batch)):
-            parts.append(adapter(call, batch))
-    out = pl.concat(parts, how="diagonal_relaxed")
-    keys = frame.select(_ROW, *KEY_COLUMNS, _untrained(frame))
-    result = _untrained_at_zero(keys.join(out, on=_ROW, how="left").sort(_ROW))
-    return result.drop(_ROW, _UNTRAINED).with_columns(pl.lit(estimator).alias("estimator"))
+    return Recomputer(trajectories, tokens).recompute(estimator, carry=carry, **options)
+
+
+class _Prepared(NamedTuple):
+    """The frames of a batch as the estimators reading the same columns take them."""
+
+    steps: list[pl.DataFrame]
+    """Each step's rows, in their order."""
+    keys: pl.DataFrame
+    """The row index, key columns and whether each response is untrained, in the input order."""
+    channels: list[str]
+    """The reward channels pivoted into ``__channel_<i>`` columns, in order (none for other estimators)."""
+
+
+class Recomputer:
+    """``trajectories`` (and their ``tokens``) checked once, for several estimators recomputed on
+    them (:meth:`recompute`, which :func:`recompute` calls for one): the estimators that read
+    the same columns share the join of the token columns, the pivot of the reward channels and
+    the cut into steps."""
+
+    def __init__(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None = None) -> None:
+        fn = "recompute"
+        trajectories = as_frame(trajectories, f"{fn}: trajectories")
+        missing = [c for c in KEY_COLUMNS if c not in trajectories.columns]
+        if missing:
+            raise check.EstimatorInputError(f"{fn}: trajectories lacks column(s) {', '.join(missing)}")
+        if trajectories.height == 0:
+            raise check.EstimatorInputError(f"{fn}: empty batch: trajectories has no rows")
+        repeated = trajectories.filter(pl.struct("run_id", "trajectory_id").is_duplicated()).head(1)
+        if repeated.height:  # a second row would count twice in its group's statistics
+            raise check.EstimatorInputError(f"{fn}: trajectory {repeated['trajectory_id'][0]!r} of run "
+                                            f"{repeated['run_id'][0]!r} has more than one row in trajectories")
+        self.trajectories = trajectories
+        self.tokens = None if tokens is None else as_frame(tokens, f"{fn}: tokens")
+        self._prepared: dict[tuple[Any, ...], _Prepared] = {}
+
+    def recompute(self, estimator: str, *, carry: dict[str, Any] | None = None, **options: Any) -> pl.DataFrame:
+        """:func:`recompute` of ``estimator`` on these frames."""
+        fn = "recompute"
+        spec = estimator_spec(estimator)
+        problems = spec.option_problems(options)
+        if problems:
+            raise check.EstimatorInputError(f"{fn}: " + "; ".join(problems))
+        adapter = _adapter(fn, spec)
+        settings = spec.settings(options)  # the registry's defaults, then the caller's options
+        needs_tokens = bool(spec.inputs & Input.TOKEN_ARRAYS)
+        rewards = settings.get("score") == "token_rewards"
+        chosen = settings.pop("channels", None) if spec.kind is Kind.CHANNEL else None
+        key = (needs_tokens, rewards, spec.kind is Kind.CHANNEL, None if chosen is None else tuple(chosen))
+        if key not in self._prepared:
+            self._prepared[key] = self._prepare(fn, needs_tokens, rewards, spec.kind is Kind.CHANNEL, chosen)
+        prepared = self._prepared[key]
+        if spec.kind is Kind.CHANNEL:
+            settings["channels"] = prepared.channels
+            weights = settings.get("weights")
+            unknown = [name for name in weights if name not in prepared.channels] if isinstance(weights, dict) else []
+            if unknown:
+                raise check.EstimatorInputError(f"{fn}: weights name channel(s) {', '.join(map(repr, unknown))}, "
+                                                f"not among the channels used: {prepared.channels}")
+        state: dict[str, torch.Tensor | None] = carry if carry is not None else {}
+        call = _Call(fn, spec, settings, state)
+        parts = []
+        for batch in prepared.steps:
+            with intra_op_threads_for(_padded_size(batch)):
+                parts.append(adapter(call, batch))
+        out = pl.concat(parts, how="diagonal_relaxed")
+        keys = prepared.keys
+        if out[_ROW].equals(keys[_ROW]):  # the steps in the input's order already (one step, say)
+            joined = keys.hstack(out.drop(_ROW))
+        else:
+            joined = keys.join(out, on=_ROW, how="left").sort(_ROW)
+        result = _untrained_at_zero(joined)
+        return result.drop(_ROW, _UNTRAINED).with_columns(pl.lit(estimator).alias("estimator"))
+
+    def _prepare(self, fn: str, needs_tokens: bool, rewards: bool, channels: bool, chosen: Any) -> _Prepared:
+        frame = self.trajectories.with_row_index(_ROW)
+        if needs_tokens or self.tokens is not None:
+            frame = _join_tokens(fn, frame, self.tokens, required=needs_tokens, rewards=rewards)
+        names: list[str] = []
+        if channels:
+            frame, names = _channel_columns(fn, frame, chosen)
+        # Sorted once, the run's steps are cut from it as they lie; each step's rows are then in
+        # their order already (the row index ascends within a step).
+        steps = frame.sort(["step", _ROW]).partition_by(["run_id", "step"], maintain_order=True)
+        return _Prepared(steps, frame.select(_ROW, *KEY_COLUMNS, _untrained(frame)), names)
 
 
 _UNTRAINED = "__untrained"

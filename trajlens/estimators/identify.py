@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
 
 import numpy as np
 import polars as pl
@@ -30,10 +30,13 @@ import pyarrow as pa
 
 from trajlens.estimators._arrays import flat_list
 from trajlens.estimators._errors import EstimatorInputError
-from trajlens.estimators.registry import ESTIMATOR_REGISTRY, RunFacts, estimator_spec, run_facts
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, RunFacts, reads_tokens, run_facts
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import trained_with
 from trajlens.frames import as_frame
+
+if TYPE_CHECKING:
+    from trajlens.estimators.adapters import Recomputer
 
 # A logged advantage written in float32 differs from its float64 recomputation by ~1e-7 relative.
 MATCH_TOLERANCE = 1e-5
@@ -312,6 +315,7 @@ class Identifier:
         # trajectories), each with the candidates it stands for: conventions that give the very
         # same advantages on this batch are paired once
         pending: list[tuple[Any, list[_Accumulated]]] = []
+        frames: tuple[Recomputer, Recomputer] | None = None  # the batch prepared once for every candidate recomputed on it
 
         def add(paired: _Paired, members: list[_Accumulated]) -> None:
             nonlocal closest, compared
@@ -331,7 +335,9 @@ class Identifier:
                     pending.append((result, [accumulated]))
                 continue
             try:
-                recomputed = _recompute(trajectories, tokens, candidate)
+                if frames is None:
+                    frames = _recomputers(trajectories, tokens)
+                recomputed = _recompute(frames, candidate)
             except EstimatorInputError as error:
                 accumulated.error = str(error)
                 continue
@@ -627,13 +633,20 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> _Logged 
     return None
 
 
-def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, candidate: EstimatorChoice) -> pl.DataFrame:
-    from trajlens.estimators.adapters import recompute
-    from trajlens.estimators.registry import Input
+def _recompute(frames: tuple[Recomputer, Recomputer], candidate: EstimatorChoice) -> pl.DataFrame:
+    """``candidate`` recomputed by ``frames``: a :class:`~trajlens.estimators.adapters.Recomputer`
+    of the batch without its tokens, and one with them (for the estimators that read them)."""
+    without, with_tokens = frames
+    recomputer = with_tokens if reads_tokens(candidate.estimator) else without
+    return recomputer.recompute(candidate.estimator, **dict(candidate.options))
 
-    spec = estimator_spec(candidate.estimator)
-    uses_tokens = bool(spec.inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS))
-    return recompute(trajectories, tokens if uses_tokens else None, candidate.estimator, **dict(candidate.options))
+
+def _recomputers(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[Recomputer, Recomputer]:
+    """The batch's frames for :func:`_recompute`: without its tokens, and with them."""
+    from trajlens.estimators.adapters import Recomputer
+
+    without = Recomputer(trajectories)
+    return without, (without if tokens is None else Recomputer(trajectories, tokens))
 
 
 def _departures(groups: pl.DataFrame, tolerance: float) -> pl.DataFrame:

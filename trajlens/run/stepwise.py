@@ -528,7 +528,8 @@ def batch_choice_diagnostics(
     ``errors``: label -> the input error that stopped a choice (choices already in it are
     skipped; a new error is added, not raised); ``mask``: the caller's ``flat_list`` of the
     response mask. GAE runs on the flat buffers once per (gamma, lam) for its raw and whitened
-    labels; every other estimator through :func:`trajlens.estimators.recompute` on the batch.
+    labels; every other estimator through :func:`trajlens.estimators.recompute` on the batch (one
+    :class:`~trajlens.estimators.adapters.Recomputer` for them all).
     With ``out``, each step's recomputed frame is written to ``out/<label>/step=NNNNNN.parquet``.
     ``extremes``: with ``min`` and ``max`` columns, of the values each step's statistics describe.
     ``scans``: filled with each step's :data:`StepScans` (in step order), for the caller to share.
@@ -541,7 +542,7 @@ def batch_choice_diagnostics(
             scans[:] = [{} for _ in starts]
         return []
     from trajlens.estimators import EstimatorInputError
-    from trajlens.estimators import recompute
+    from trajlens.estimators.adapters import Recomputer
     from trajlens.estimators.whiten import require_two_tokens
     from trajlens.run.advantages import DIAGNOSTIC_COLUMNS, diagnostics_of
     from trajlens.store.layout import step_dir
@@ -561,6 +562,7 @@ def batch_choice_diagnostics(
     parts: list[pl.DataFrame] = []
     step_values = trajectories["step"].to_numpy()[starts]
     tokens_frame: pl.DataFrame | None = None
+    recomputers: dict[bool, Recomputer] = {}
     shared: dict[tuple[float, float], tuple[RawGAE, list[StepMoments]]] = {}
     for choice in choices:
         if choice.label in errors:
@@ -594,8 +596,11 @@ def batch_choice_diagnostics(
             uses_tokens = reads_tokens(choice.estimator)
             if uses_tokens and tokens_frame is None and tokens is not None:
                 tokens_frame = pl.from_arrow(tokens)  # type: ignore[assignment]
-            recomputed = recompute(trajectories, tokens_frame if uses_tokens else None, choice.estimator,
-                                   carry=carry.setdefault(choice.label, {}), **choice.options)
+            key = uses_tokens and tokens_frame is not None
+            if key not in recomputers:  # the batch prepared once for every choice that reads the same
+                recomputers[key] = Recomputer(trajectories, tokens_frame if key else None)
+            recomputed = recomputers[key].recompute(choice.estimator, carry=carry.setdefault(choice.label, {}),
+                                                    **choice.options)
             parts.append(diagnostics_of(choice.estimator, recomputed, tokens_frame, extremes=extremes)
                          .with_columns(pl.lit(choice.label).alias("estimator")))
             if out is not None:
