@@ -68,3 +68,42 @@ def test_flat_kernels_give_the_frames_fits(logged_store, monkeypatch):
             assert abs(a.max_abs_diff - b.max_abs_diff) <= 1e-6 * max(1.0, b.max_abs_diff), a.candidate.label
     assert flat.best.candidate.label == framed.best.candidate.label == "gae_whitened"
     assert flat.best.median_abs_diff == 0.0  # the bin of exact zeros is zero, not its midpoint
+
+
+@pytest.fixture(scope="module")
+def outcome_store(tmp_path_factory):
+    work = tmp_path_factory.mktemp("identify-outcome")
+    generate("multireward", work / "run", steps=3, batch=16, tokens_per_trajectory=600, tool_calls_per_trajectory=4,
+             log_advantages=True)
+    trajlens.ingest([work / "run"], work / "store")
+    return work / "store"
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_runs_of_equal_logged_values_give_what_each_value_gives(outcome_store, monkeypatch, exact):
+    """An outcome estimator logs one value over a trajectory's tokens: the comparison takes each
+    run of equal values once, weighted by its length, and finds every fit the values give."""
+    import trajlens.estimators.identify as identify
+
+    if not exact:
+        monkeypatch.setattr(identify, "EXACT_MEDIAN_VALUES", 10)  # the histogram's median, weighted
+    store = trajlens.open(outcome_store)
+    runs_seen: list[int] = []
+    runs = identify._Logged.runs.func
+
+    def recorded(self):
+        found = runs(self)
+        runs_seen.append(0 if found is None else found.values.size)
+        return found
+
+    monkeypatch.setattr(identify._Logged, "runs", property(recorded))
+    by_runs = identify_run(store, "multireward")
+    assert runs_seen and all(0 < n <= 16 for n in runs_seen)  # one run per trajectory of a step
+    monkeypatch.setattr(identify._Logged, "runs", property(lambda self: None))
+    by_values = identify_run(store, "multireward")
+    assert by_runs.matched and by_runs.unit == "model tokens"
+    for a, b in zip(by_runs.candidates, by_values.candidates):
+        assert a.candidate.label == b.candidate.label
+        assert (a.max_abs_diff, a.median_abs_diff, a.n, a.error) == (b.max_abs_diff, b.median_abs_diff, b.n, b.error)
+        assert (a.worst_step, a.worst_group, a.worst_trajectory) == (b.worst_step, b.worst_group, b.worst_trajectory)
+    assert by_runs.steps.equals(by_values.steps) and by_runs.departures.equals(by_values.departures)

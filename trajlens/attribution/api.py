@@ -61,6 +61,15 @@ CALL_CREDIT_SCHEMA: pa.Schema = pa.schema([
     for field in pl.DataFrame(schema=CALL_CREDIT_COLUMNS).to_arrow().schema])
 """``call_credit`` as Arrow writes it (the columns above)."""
 
+CALL_CREDIT_WRITE: dict[str, Any] = {
+    "compression": "zstd",
+    "use_dictionary": [f.name for f in CALL_CREDIT_SCHEMA if pa.types.is_string(f.type)],
+    "write_statistics": [f.name for f in CALL_CREDIT_SCHEMA if not pa.types.is_floating(f.type)],
+}
+"""How ``call_credit`` is written: dictionaries for its strings, min/max statistics for the
+columns a query filters on (not the floats: their statistics took 40% of the write, a tenth of
+``trajlens attribute`` on a run of 64 x 50 calls a step and 14 estimators)."""
+
 CALLS_PER_BLOCK = 20_000
 """Tool calls classified together (a block of steps); bounds memory, amortises the classifier."""
 
@@ -397,7 +406,7 @@ class CreditStream:
         def flush() -> None:
             nonlocal writer, held, rows
             if writer is None:
-                writer = pq.ParquetWriter(str(path), CALL_CREDIT_SCHEMA, compression="zstd")
+                writer = pq.ParquetWriter(str(path), CALL_CREDIT_SCHEMA, **CALL_CREDIT_WRITE)
             writer.write_table(pa.concat_tables(held) if len(held) > 1 else held[0])
             held, rows = [], 0
 

@@ -178,7 +178,8 @@ class _Accumulated:
         self.worst: tuple[int, str, str] | None = None
         self.n = 0
         self.medians = medians
-        self.kept: list[np.ndarray] | None = [] if medians else None
+        self.kept: list[tuple[np.ndarray, np.ndarray | None]] | None = [] if medians else None
+        """The differences so far, each with how many values it stands for (None: one each)."""
         # differences are >= 0 (infinite at most, never NaN): the sign bit is clear, 19 bits count
         self.histogram = np.zeros(1 << (63 - _HISTOGRAM_SHIFT) if medians else 0, dtype=np.int64)
         self.rows: list[_RowMaxima] = []
@@ -189,17 +190,18 @@ class _Accumulated:
     def add(self, paired: _Paired) -> None:
         from trajlens.estimators._compiled import largest_and_histogram
 
-        diff = paired.diff
+        diff, weights = paired.diff, paired.weights
         if not diff.size:
             return
-        counted = self.medians and largest_and_histogram is not None  # in one pass, compiled
+        # in one pass, compiled (a run-length pairing is short: NumPy's)
+        counted = self.medians and largest_and_histogram is not None and weights is None
         at = int(largest_and_histogram(diff, diff.view(np.int64), _HISTOGRAM_SHIFT, self.histogram) if counted
                  else np.argmax(diff))
         if diff[at] > self.max:
             self.max = float(diff[at])
             worst = paired.keys.row(paired.rows.row_at(at), named=True)
             self.worst = (int(worst["step"]), str(worst["group_id"]), str(worst["trajectory_id"]))
-        self.n += diff.size
+        self.n += paired.count
         self.rows.append(paired.per_row())
         if not self.medians:
             return
@@ -207,9 +209,9 @@ class _Accumulated:
             bins = diff.view(np.int64) >> _HISTOGRAM_SHIFT  # differences are >= 0: the sign bit is clear
             low, high = int(bins.min()), int(bins.max())
             bins -= low
-            self.histogram[low:high + 1] += np.bincount(bins, minlength=high - low + 1)
+            self.histogram[low:high + 1] += np.bincount(bins, weights, minlength=high - low + 1).astype(np.int64)
         if self.kept is not None:
-            self.kept.append(diff)
+            self.kept.append((diff, weights))
             if self.n > self.exact:
                 self.kept = None
 
@@ -217,7 +219,7 @@ class _Accumulated:
         if not self.medians:
             return math.nan
         if self.kept is not None:
-            return float(np.median(np.concatenate(self.kept)))
+            return _median(self.kept)
         rank = self.n // 2
         bin_ = int(np.searchsorted(np.cumsum(self.histogram), rank, side="right"))
         if bin_ == 0:  # the bin of exact zeros (and differences below 2^-1012)
@@ -230,6 +232,20 @@ class _Accumulated:
         if self.error is not None or self.worst is None:
             return CandidateFit(candidate, math.inf, math.inf, 0, error=self.error or "nothing to compare")
         return CandidateFit(candidate, self.max, self.median(), self.n, *self.worst)
+
+
+def _median(kept: list[tuple[np.ndarray, np.ndarray | None]]) -> float:
+    """``np.median`` of the differences ``kept``, each repeated as many times as its weight says."""
+    diff = np.concatenate([d for d, _ in kept])
+    if all(w is None for _, w in kept):
+        return float(np.median(diff))
+    weights = np.concatenate([np.ones(d.size, dtype=np.int64) if w is None else w for d, w in kept])
+    order = np.argsort(diff, kind="stable")
+    ends = np.cumsum(weights[order])  # the position after each value's last copy, in sorted order
+    n = int(ends[-1])
+    lower, upper = (diff[order][np.searchsorted(ends, (n - 1) // 2, side="right")],
+                    diff[order][np.searchsorted(ends, n // 2, side="right")])
+    return float(np.mean([lower, upper]))  # the two middle values, as np.median takes them
 
 
 def identify_batches(
@@ -403,11 +419,18 @@ def _same_advantages(pending: list[tuple[Any, list[_Accumulated]]], recomputed: 
 @dataclass(frozen=True)
 class _Paired:
     """Each compared value's ``diff`` = |logged - recomputed| (infinite where the recomputation
-    has no finite value), laid out by the ``rows`` of ``keys`` they belong to."""
+    has no finite value), laid out by the ``rows`` of ``keys`` they belong to; with ``weights``,
+    each difference stands for that many values (a run of equal logged values in a row)."""
 
     keys: pl.DataFrame
     diff: np.ndarray
     rows: _Rows
+    weights: np.ndarray | None = None
+
+    @property
+    def count(self) -> int:
+        """Values compared."""
+        return self.diff.size if self.weights is None else int(self.weights.sum())
 
     def per_row(self) -> _RowMaxima:
         """Each compared row's largest difference and count."""
@@ -435,6 +458,22 @@ class _Rows(NamedTuple):
     def row_at(self, value: int) -> int:
         """The row of the keys the value at position ``value`` belongs to."""
         return int(self.compared[np.searchsorted(self.starts, value, side="right") - 1])
+
+
+RUNS_WORTH = 8
+"""Logged values per run of equal values, at least, for the comparisons to take the runs."""
+
+
+class _Runs(NamedTuple):
+    """A batch's logged values as runs of equal values within each row."""
+
+    values: np.ndarray
+    lengths: np.ndarray
+    """Values in each run."""
+    row: np.ndarray
+    """Each run's row of the keys."""
+    rows: _Rows
+    """The compared rows, their runs laid out row by row (``starts`` in runs, ``counts`` in values)."""
 
 
 @dataclass(frozen=True)
@@ -466,10 +505,43 @@ class _Logged:
     positions: np.ndarray | None = None
     """Per token: where each logged value lies among the rows' positions laid end to end (the
     response mask's model tokens)."""
+    orders: dict[str, Any] = field(default_factory=dict, compare=False)
+    """:meth:`order_of`'s last answer, and the recomputation's ids it answered for."""
 
     @cached_property
     def rows(self) -> _Rows:
         return _Rows.of(self.counts)
+
+    @cached_property
+    def runs(self) -> _Runs | None:
+        """The logged values as runs of equal values within each row, when there are few (an
+        estimator of whole trajectories logs one value over each one's tokens); None otherwise."""
+        rows, logged = self.rows, self.logged
+        if logged.size < RUNS_WORTH or not rows.compared.size:
+            return None
+        begins = np.ones(logged.size, dtype=bool)
+        begins[1:] = logged[1:] != logged[:-1]  # (a NaN begins a run of its own)
+        begins[rows.starts] = True
+        starts = np.flatnonzero(begins)
+        if starts.size * RUNS_WORTH > logged.size:
+            return None
+        lengths = np.diff(np.append(starts, logged.size))
+        row = rows.compared[np.searchsorted(rows.starts, starts, side="right") - 1]
+        return _Runs(logged[starts], lengths, row, _Rows(rows.compared, np.searchsorted(starts, rows.starts), rows.counts))
+
+    def order_of(self, recomputed: pl.DataFrame) -> pl.Series:
+        """Each row of the keys' row in ``recomputed`` (null where it has none); the recomputations
+        of a batch share their order, so it is found once."""
+        ids = recomputed.select("run_id", "trajectory_id")
+        cached = self.orders.get("ids")
+        if cached is not None and cached.equals(ids):
+            found: pl.Series = self.orders["order"]
+            return found
+        order = self.keys.select("run_id", "trajectory_id").join(
+            ids.with_row_index("__recomputed"), on=["run_id", "trajectory_id"], how="left",
+            maintain_order="left")["__recomputed"]
+        self.orders.update(ids=ids, order=order)
+        return order
 
     @cached_property
     def row(self) -> np.ndarray:
@@ -508,9 +580,7 @@ class _Logged:
     def paired(self, recomputed: pl.DataFrame) -> _Paired:
         """The logged values beside ``recomputed`` (one row per trajectory: ``advantage``, and
         ``token_advantages`` from a token-level estimator), row by row without a join per value."""
-        order = self.keys.select("run_id", "trajectory_id").join(
-            recomputed.with_row_index("__recomputed"), on=["run_id", "trajectory_id"], how="left",
-            maintain_order="left")["__recomputed"]
+        order = self.order_of(recomputed)
         if self.unit == "model tokens" and "token_advantages" in recomputed.columns:
             values = self._token_values(recomputed["token_advantages"].gather(order))
         else:
@@ -523,6 +593,11 @@ class _Logged:
         its logged values (one compiled pass; NumPy's gather and expressions without numba)."""
         from trajlens.estimators._compiled import abs_diff_rows
 
+        runs = self.runs
+        if runs is not None:  # one difference per run of equal logged values
+            diff = np.abs(runs.values - per_row[runs.row])
+            diff[np.isnan(diff)] = math.inf
+            return _Paired(self.keys, diff, runs.rows, runs.lengths)
         if abs_diff_rows is None:
             return self._paired(per_row[self.row])
         diff = np.empty(self.logged.size)
