@@ -221,7 +221,7 @@ def attribute(
     if aggregation != own.aggregation:
         notes.append(f"the run's loss aggregation, {own.aggregation}, is not among those asked for: "
                      f"the verdicts are under {aggregation}")
-    outcome = {r.label: _recompute(trajectories, None, r) for r in usable if r.estimator not in TOKEN_ESTIMATORS}
+    outcome = _outcomes(trajectories, [r for r in usable if r.estimator not in TOKEN_ESTIMATORS])
     staged = assign_stages(trajectories.select("run_id", "step").unique(), stages).select("step", "stage", "stage_index")
 
     credit = CreditStep(tuple(usable), outcome, tuple(aggregations), token_rows > 0)
@@ -308,11 +308,16 @@ def _compared_by_default(rec: EstimatorChoice, facts: RunFacts) -> bool:
             or rec.estimator in facts.declared)
 
 
-def _recompute(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, rec: EstimatorChoice) -> pl.DataFrame:
-    from trajlens.estimators import recompute
+def _outcomes(trajectories: pl.DataFrame, recs: Sequence[EstimatorChoice]) -> dict[str, pl.DataFrame]:
+    """Each estimator of whole trajectories in ``recs`` recomputed over the run (``trajectory_id``
+    and ``advantage``), the run's frame prepared once for them all."""
+    from trajlens.estimators import Recomputer
 
-    result = recompute(trajectories, tokens, rec.estimator, **rec.options)
-    return result.select([c for c in ("trajectory_id", "advantage", "token_advantages") if c in result.columns])
+    if not recs:
+        return {}
+    recomputer = Recomputer(trajectories)
+    return {rec.label: recomputer.recompute(rec.estimator, **rec.options).select("trajectory_id", "advantage")
+            for rec in recs}
 
 
 NO_CALLS: dict[str, pl.DataType] = {
