@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -316,7 +316,7 @@ def _outcomes(trajectories: pl.DataFrame, recs: Sequence[EstimatorChoice]) -> di
     if not recs:
         return {}
     recomputer = Recomputer(trajectories)
-    return {rec.label: recomputer.recompute(rec.estimator, **rec.options).select("trajectory_id", "advantage")
+    return {rec.label: recomputer.recompute(rec.estimator, **rec.options).select("step", "trajectory_id", "advantage")
             for rec in recs}
 
 
@@ -349,9 +349,19 @@ class CreditStep:
 
     recs: tuple[EstimatorChoice, ...]
     outcome: dict[str, pl.DataFrame]
-    """Advantages of the outcome estimators, recomputed once on the run's trajectories."""
+    """Advantages of the outcome estimators, recomputed once on the run's trajectories (``step``,
+    ``trajectory_id``, ``advantage``)."""
     modes: tuple[str, ...]
     has_tokens: bool
+
+    @cached_property
+    def outcome_steps(self) -> dict[int, dict[str, pl.DataFrame]]:
+        """:attr:`outcome` cut into its steps once (``trajectory_id``, ``advantage``), by step and label."""
+        steps: dict[int, dict[str, pl.DataFrame]] = {}
+        for label, frame in self.outcome.items():
+            for (step,), part in frame.partition_by("step", as_dict=True, maintain_order=True).items():
+                steps.setdefault(int(step), {})[label] = part.drop("step")
+        return steps
 
     def __call__(self, location: StoreLocation, run_id: str, step: int) -> dict[str, pa.Table]:
         reader = RunReader(location, run_id)
@@ -403,26 +413,37 @@ class CreditStream:
 
     def write_parquet(self, path: Path | str) -> None:
         """Stream the ``call_credit`` rows into one Parquet file, a row group of
-        :data:`CALL_CREDIT_GROUP_ROWS` rows or more at a time (the steps' rows held until then)."""
+        :data:`CALL_CREDIT_GROUP_ROWS` rows or more at a time (the steps' rows held until then).
+        Each row group is encoded on a thread of its own while the next steps are credited (Arrow
+        encodes without the GIL): one at a time, in order, an error raised here."""
+        from concurrent.futures import Future, ThreadPoolExecutor
+
         writer = None
         held: list[pa.Table] = []
         rows = 0
+        pending: Future[None] | None = None
 
-        def flush() -> None:
-            nonlocal writer, held, rows
+        def flush(encoder: ThreadPoolExecutor) -> None:
+            nonlocal writer, held, rows, pending
             if writer is None:
                 writer = pq.ParquetWriter(str(path), CALL_CREDIT_SCHEMA, **CALL_CREDIT_WRITE)
-            writer.write_table(pa.concat_tables(held) if len(held) > 1 else held[0])
+            group = pa.concat_tables(held) if len(held) > 1 else held[0]
+            if pending is not None:
+                pending.result()  # the row group before it is written first
+            pending = encoder.submit(writer.write_table, group)
             held, rows = [], 0
 
         try:
-            for table in self._steps():
-                held.append(table)
-                rows += table.num_rows
-                if rows >= CALL_CREDIT_GROUP_ROWS:
-                    flush()
-            if held:
-                flush()
+            with ThreadPoolExecutor(max_workers=1) as encoder:
+                for table in self._steps():
+                    held.append(table)
+                    rows += table.num_rows
+                    if rows >= CALL_CREDIT_GROUP_ROWS:
+                        flush(encoder)
+                if held:
+                    flush(encoder)
+                if pending is not None:
+                    pending.result()
             if writer is None:
                 _empty_calls().write_parquet(path)
         finally:
@@ -486,7 +507,7 @@ class CreditStream:
             calls_of_step = self._classified_calls(block_steps).partition_by("step", as_dict=True)
             for step, batch, tokens, ran in self._scan_windows(block_steps, batches[first:first + block], token_steps):
                 calls = _in_batch_order(calls_of_step.get((step,), _NO_STEP_CALLS), batch)
-                advantages = step_advantages(batch, tokens, self.recs, self.outcome, ran)
+                advantages = step_advantages(batch, tokens, self.recs, self.step.outcome_steps.get(step, {}), ran)
                 credit = step_call_credit(batch, calls, tokens, advantages, self.modes)
                 del advantages
                 yield self._reduce(step, batch, calls, credit)

@@ -92,7 +92,8 @@ def step_advantages(
         tokens: the step's token arrays (:data:`trajlens.run.stepwise.TOKEN_COLUMNS`), aligned with ``batch`` by
             :func:`align_tokens` when every trajectory has them, else as read (or None).
         recs: the recomputations.
-        outcome: per label of an outcome or channel recomputation, its advantages over the run.
+        outcome: per label of an outcome or channel recomputation, its advantages over the run or
+            the step (``trajectory_id``, ``advantage``).
         ran: this step's cut of scans run over several steps at once (:func:`window_scans`).
     """
     flat = flat_step_advantages(batch, tokens if tokens is not None and _is_aligned(batch, tokens) else None, recs,
@@ -100,7 +101,10 @@ def step_advantages(
     out: list[Any] = []
     for rec in recs:
         if rec.estimator not in TOKEN_ESTIMATORS:
-            out.append(outcome[rec.label].join(batch.select("trajectory_id"), on="trajectory_id", how="semi"))
+            found = outcome[rec.label]
+            if not found["trajectory_id"].equals(batch["trajectory_id"]):  # not the step's rows as they lie
+                found = found.join(batch.select("trajectory_id"), on="trajectory_id", how="semi")
+            out.append(found)
         elif rec.label in flat:
             found = flat[rec.label]
             if isinstance(found, Exception):
