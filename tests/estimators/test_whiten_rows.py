@@ -131,3 +131,18 @@ def test_advantage_stats_of_repeated_values():
     assert (described.count, described.mean) == (2, 2.0)
     with pytest.raises(EstimatorInputError, match="advantage_stats: nothing to describe"):
         advantage_stats(torch.tensor([1.0]), repeats=torch.tensor([0]))
+
+
+def test_step_statistics_count_each_trajectory_by_its_model_tokens():
+    import polars as pl
+
+    from trajlens.run.advantages import batch_diagnostics
+
+    recomputed = pl.DataFrame({"run_id": ["r"] * 5, "step": [1, 1, 1, 2, 2], "advantage": [0.5, -1.0, 2.0, 1.0, -3.0],
+                               "model_tokens": [3, 0, 2, 1, 4]})
+    weighted = batch_diagnostics(recomputed, extremes=True, repeats="model_tokens")
+    expanded = batch_diagnostics(recomputed.select("run_id", "step", pl.col("advantage").repeat_by("model_tokens"))
+                                 .explode("advantage").drop_nulls(), extremes=True)
+    assert weighted["count"].to_list() == [5, 5] and weighted["min"].to_list() == [0.5, -3.0]  # -1.0 has no token
+    for name in ("mean", "std", "skew", "kurtosis", "positive_share", "min", "max"):
+        assert_close_ulp(weighted[name].to_numpy(), expanded[name].to_numpy(), ulps=16)

@@ -112,8 +112,6 @@ def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = No
     to one row per token. ``extremes``: with the ``min`` and ``max`` of the values described
     (NaN for none).
     """
-    import torch
-
     from trajlens.estimators import advantage_stats
 
     token_level = tokens is not None and "token_advantages" in recomputed.columns
@@ -121,12 +119,18 @@ def batch_diagnostics(recomputed: pl.DataFrame, tokens: pl.DataFrame | None = No
     steps = _token_values(recomputed, tokens) if token_level else _trajectory_values(recomputed, repeats)
     for (run_id, step), values, counts in steps:
         # Arrow hands out read-only buffers; torch wants to own what it wraps.
-        counted = None if counts is None else torch.from_numpy(counts)
-        stats = advantage_stats(torch.from_numpy(values if values.flags.writeable else values.copy()), repeats=counted)
+        stats = advantage_stats(_tensor(values), repeats=None if counts is None else _tensor(counts))
         described = values if counts is None else values[counts > 0]
         rows.append({"run_id": run_id, "step": step, **{name: getattr(stats, name) for name in DIAGNOSTIC_COLUMNS},
                      **(_extremes(described) if extremes else {})})
     return pl.DataFrame(rows).sort("run_id", "step")
+
+
+def _tensor(values: Any) -> Any:
+    """``values`` as a torch tensor, copied when they are read-only (as Arrow hands them out)."""
+    import torch
+
+    return torch.from_numpy(values if values.flags.writeable else values.copy())
 
 
 def _extremes(values: Any) -> dict[str, float]:
