@@ -20,13 +20,17 @@ from trajlens.run.reader import RunReader
 from trajlens.synth import generate
 
 
-@pytest.fixture(scope="module")
-def logged_store(tmp_path_factory):
-    work = tmp_path_factory.mktemp("identify")
-    generate("sao-r7", work / "run", steps=3, batch=8, tokens_per_trajectory=1500, tool_calls_per_trajectory=8,
-             log_advantages=True)
+def _logged_store(work, scenario: str, batch: int, tokens: int, calls: int):
+    """A store of a 3-step ``scenario`` run whose trainer logged its per-token advantages."""
+    generate(scenario, work / "run", steps=3, batch=batch, tokens_per_trajectory=tokens,
+             tool_calls_per_trajectory=calls, log_advantages=True)
     trajlens.ingest([work / "run"], work / "store")
     return work / "store"
+
+
+@pytest.fixture(scope="module")
+def logged_store(tmp_path_factory):
+    return _logged_store(tmp_path_factory.mktemp("identify"), "sao-r7", batch=8, tokens=1500, calls=8)
 
 
 def test_the_synthetic_trainer_logs_the_advantages_it_trained_with(logged_store, tmp_path):
@@ -72,11 +76,7 @@ def test_flat_kernels_give_the_frames_fits(logged_store, monkeypatch):
 
 @pytest.fixture(scope="module")
 def outcome_store(tmp_path_factory):
-    work = tmp_path_factory.mktemp("identify-outcome")
-    generate("multireward", work / "run", steps=3, batch=16, tokens_per_trajectory=600, tool_calls_per_trajectory=4,
-             log_advantages=True)
-    trajlens.ingest([work / "run"], work / "store")
-    return work / "store"
+    return _logged_store(tmp_path_factory.mktemp("identify-outcome"), "multireward", batch=16, tokens=600, calls=4)
 
 
 @pytest.mark.parametrize("exact", [True, False])
