@@ -149,14 +149,14 @@ class Recomputer:
         for batch in prepared.steps:
             with intra_op_threads_for(_padded_size(batch)):
                 parts.append(adapter(call, batch))
-        out = pl.concat(parts, how="diagonal_relaxed")
+        out = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
         keys = prepared.keys
-        if out[_ROW].equals(keys[_ROW]):  # the steps in the input's order already (one step, say)
-            joined = keys.hstack(out.drop(_ROW))
-        else:
-            joined = keys.join(out, on=_ROW, how="left").sort(_ROW)
-        result = _untrained_at_zero(joined)
-        return result.drop(_ROW, _UNTRAINED).with_columns(pl.lit(estimator).alias("estimator"))
+        if not out[_ROW].equals(keys[_ROW]):  # the steps not in the input's order
+            out = keys.select(_ROW).join(out, on=_ROW, how="left", maintain_order="left")
+        # assembled from its columns: each eager frame operation costs a query of its own
+        result = _untrained_at_zero(keys[_UNTRAINED], [out[name] for name in out.columns if name != _ROW])
+        return pl.DataFrame([*(keys[name] for name in KEY_COLUMNS), *result,
+                             pl.Series("estimator", [estimator] * keys.height, dtype=pl.String)])
 
     def _prepare(self, fn: str, needs_tokens: bool, rewards: bool, channels: bool, chosen: Any) -> _Prepared:
         frame = self.trajectories.with_row_index(_ROW)
@@ -189,13 +189,14 @@ def _untrained(frame: pl.DataFrame) -> pl.Expr:
     return (pl.coalesce(known).fill_null(False) if known else pl.lit(False)).alias(_UNTRAINED)
 
 
-def _untrained_at_zero(result: pl.DataFrame) -> pl.DataFrame:
-    """``result`` with advantage 0 for each response without a model token (``__untrained``),
+def _untrained_at_zero(untrained: pl.Series, columns: list[pl.Series]) -> list[pl.Series]:
+    """``columns`` with ``advantage`` 0 for each response without a model token (``untrained``),
     as the trainer's token arrays hold it: such a response counts in its group's statistics,
     but no token of it carries an advantage."""
-    if not result[_UNTRAINED].any():
-        return result
-    return result.with_columns(pl.when(pl.col(_UNTRAINED)).then(0.0).otherwise(pl.col("advantage")).alias("advantage"))
+    if not untrained.any():
+        return columns
+    return [c.zip_with(~untrained, pl.Series([0.0], dtype=c.dtype).extend_constant(0.0, len(c) - 1))
+            if c.name == "advantage" else c for c in columns]
 
 
 def _padded_size(batch: pl.DataFrame) -> int:
