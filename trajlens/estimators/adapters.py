@@ -54,7 +54,7 @@ import torch
 from trajlens.estimators import _validate as check
 from trajlens.estimators._scan import intra_op_threads_for
 from trajlens.estimators.dynamic import weight_config
-from trajlens.estimators.registry import ESTIMATOR_NAMES, EstimatorSpec, Input, Kind, estimator_spec
+from trajlens.estimators.registry import ESTIMATOR_NAMES, EstimatorSpec, Input, Kind, estimator_spec, reads_tokens
 from trajlens.estimators.spec import KEY_COLUMNS
 from trajlens.estimators.whiten import masked_whiten
 from trajlens.frames import as_frame
@@ -102,9 +102,11 @@ class Recomputer:
     """``trajectories`` (and their ``tokens``) checked once, for several estimators recomputed on
     them (:meth:`recompute`, which :func:`recompute` calls for one): the estimators that read
     the same columns share the join of the token columns, the pivot of the reward channels and
-    the cut into steps."""
+    the cut into steps. ``readers_only``: the tokens go to the estimators whose registry entry
+    reads them (token arrays or counts) alone, as if the others had been given none."""
 
-    def __init__(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None = None) -> None:
+    def __init__(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None = None, *,
+                 readers_only: bool = False) -> None:
         fn = "recompute"
         trajectories = as_frame(trajectories, f"{fn}: trajectories")
         missing = [c for c in KEY_COLUMNS if c not in trajectories.columns]
@@ -118,6 +120,7 @@ class Recomputer:
                                             f"{repeated['run_id'][0]!r} has more than one row in trajectories")
         self.trajectories = trajectories
         self.tokens = None if tokens is None else as_frame(tokens, f"{fn}: tokens")
+        self.readers_only = readers_only
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
 
     def recompute(self, estimator: str, *, carry: dict[str, Any] | None = None, **options: Any) -> pl.DataFrame:
@@ -132,9 +135,11 @@ class Recomputer:
         needs_tokens = bool(spec.inputs & Input.TOKEN_ARRAYS)
         rewards = settings.get("score") == "token_rewards"
         chosen = settings.pop("channels", None) if spec.kind is Kind.CHANNEL else None
-        key = (needs_tokens, rewards, spec.kind is Kind.CHANNEL, None if chosen is None else tuple(chosen))
+        tokens = None if self.readers_only and not reads_tokens(estimator) else self.tokens
+        key = (tokens is not None, needs_tokens, rewards, spec.kind is Kind.CHANNEL,
+               None if chosen is None else tuple(chosen))
         if key not in self._prepared:
-            self._prepared[key] = self._prepare(fn, needs_tokens, rewards, spec.kind is Kind.CHANNEL, chosen)
+            self._prepared[key] = self._prepare(fn, tokens, needs_tokens, rewards, spec.kind is Kind.CHANNEL, chosen)
         prepared = self._prepared[key]
         if spec.kind is Kind.CHANNEL:
             settings["channels"] = prepared.channels
@@ -158,10 +163,11 @@ class Recomputer:
         return pl.DataFrame([*(keys[name] for name in KEY_COLUMNS), *result,
                              pl.Series("estimator", [estimator] * keys.height, dtype=pl.String)])
 
-    def _prepare(self, fn: str, needs_tokens: bool, rewards: bool, channels: bool, chosen: Any) -> _Prepared:
+    def _prepare(self, fn: str, tokens: pl.DataFrame | None, needs_tokens: bool, rewards: bool, channels: bool,
+                 chosen: Any) -> _Prepared:
         frame = self.trajectories.with_row_index(_ROW)
-        if needs_tokens or self.tokens is not None:
-            frame = _join_tokens(fn, frame, self.tokens, required=needs_tokens, rewards=rewards)
+        if needs_tokens or tokens is not None:
+            frame = _join_tokens(fn, frame, tokens, required=needs_tokens, rewards=rewards)
         names: list[str] = []
         if channels:
             frame, names = _channel_columns(fn, frame, chosen)

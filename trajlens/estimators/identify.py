@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
+from typing import Any, NamedTuple, TypeAlias, cast
 
 import numpy as np
 import polars as pl
@@ -30,13 +30,10 @@ import pyarrow as pa
 
 from trajlens.estimators._arrays import flat_list
 from trajlens.estimators._errors import EstimatorInputError
-from trajlens.estimators.registry import ESTIMATOR_REGISTRY, RunFacts, reads_tokens, run_facts
+from trajlens.estimators.registry import ESTIMATOR_REGISTRY, RunFacts, run_facts
 from trajlens.estimators.spec import EstimatorChoice
 from trajlens.estimators.trained import trained_with
 from trajlens.frames import as_frame
-
-if TYPE_CHECKING:
-    from trajlens.estimators.adapters import Recomputer
 
 # A logged advantage written in float32 differs from its float64 recomputation by ~1e-7 relative.
 MATCH_TOLERANCE = 1e-5
@@ -307,6 +304,8 @@ class Identifier:
         (``step``, ``relative``); None when the batch logged nothing, and no rows when no
         candidate could be recomputed on it (there is nothing to measure; :meth:`result` says
         why). ``flat_step``: this batch's, in place of the identifier's."""
+        from trajlens.estimators.adapters import Recomputer
+
         flat_step = flat_step or self.flat_step
         found = _logged(trajectories, tokens)
         if found is None:
@@ -331,7 +330,7 @@ class Identifier:
         # trajectories), each with the candidates it stands for: conventions that give the very
         # same advantages on this batch are paired once
         pending: list[tuple[Any, list[_Accumulated]]] = []
-        frames: tuple[Recomputer, Recomputer] | None = None  # the batch prepared once for every candidate recomputed on it
+        recomputer: Recomputer | None = None  # the batch prepared once for every candidate recomputed on it
 
         def add(paired: _Paired, members: list[_Accumulated]) -> None:
             nonlocal closest, compared
@@ -351,9 +350,9 @@ class Identifier:
                     pending.append((result, [accumulated]))
                 continue
             try:
-                if frames is None:
-                    frames = _recomputers(trajectories, tokens)
-                recomputed = _recompute(frames, candidate)
+                if recomputer is None:
+                    recomputer = Recomputer(trajectories, tokens, readers_only=True)
+                recomputed = recomputer.recompute(candidate.estimator, **dict(candidate.options))
             except EstimatorInputError as error:
                 accumulated.error = str(error)
                 continue
@@ -706,22 +705,6 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> _Logged 
         return _Logged(rows.select(keys), "trajectories", rows["logged_advantage"].cast(pl.Float64).to_numpy(),
                        np.ones(rows.height, dtype=np.int64))
     return None
-
-
-def _recompute(frames: tuple[Recomputer, Recomputer], candidate: EstimatorChoice) -> pl.DataFrame:
-    """``candidate`` recomputed by ``frames``: a :class:`~trajlens.estimators.adapters.Recomputer`
-    of the batch without its tokens, and one with them (for the estimators that read them)."""
-    without, with_tokens = frames
-    recomputer = with_tokens if reads_tokens(candidate.estimator) else without
-    return recomputer.recompute(candidate.estimator, **dict(candidate.options))
-
-
-def _recomputers(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> tuple[Recomputer, Recomputer]:
-    """The batch's frames for :func:`_recompute`: without its tokens, and with them."""
-    from trajlens.estimators.adapters import Recomputer
-
-    without = Recomputer(trajectories)
-    return without, (without if tokens is None else Recomputer(trajectories, tokens))
 
 
 def _departures(groups: pl.DataFrame, tolerance: float) -> pl.DataFrame:

@@ -477,13 +477,10 @@ def advantage_pass(
     choices = list(choices)
     if trajectories is None:
         trajectories = train_trajectories(store, run_id, steps)
-    columns = choice_token_columns(choices)
-    if token_columns and columns is not None:  # the facts' columns beside the choices' own
-        columns = tuple(dict.fromkeys([*columns, *token_columns]))
-    elif token_columns:
-        columns = tuple(token_columns)
-    if feeds:
-        columns = tuple(dict.fromkeys([*(columns or ()), *(c for feed in feeds for c in feed.token_columns)]))
+    # the choices' token columns, the facts' beside them and what the feeds ask (None: no token is read)
+    asked = [*(choice_token_columns(choices) or ()), *(token_columns or ()),
+             *(c for feed in feeds for c in feed.token_columns)]
+    columns = tuple(dict.fromkeys(asked)) or None
     parts: list[pl.DataFrame] = []
     errors: dict[str, Exception] = {}
     carry: dict[str, dict[str, Any]] = {c.label: {} for c in choices}
@@ -562,7 +559,7 @@ def batch_choice_diagnostics(
     parts: list[pl.DataFrame] = []
     step_values = trajectories["step"].to_numpy()[starts]
     tokens_frame: pl.DataFrame | None = None
-    recomputers: dict[bool, Recomputer] = {}
+    recomputer: Recomputer | None = None
     shared: dict[tuple[float, float], tuple[RawGAE, list[StepMoments]]] = {}
     for choice in choices:
         if choice.label in errors:
@@ -593,14 +590,12 @@ def batch_choice_diagnostics(
                         write(choice.label, step, gae_step(trajectories.slice(a, b - a), tokens, whiten=whiten,
                                                            raw=_step_raw(raw, a, b)).frame)
                 continue
-            uses_tokens = reads_tokens(choice.estimator)
-            if uses_tokens and tokens_frame is None and tokens is not None:
-                tokens_frame = pl.from_arrow(tokens)  # type: ignore[assignment]
-            key = uses_tokens and tokens_frame is not None
-            if key not in recomputers:  # the batch prepared once for every choice that reads the same
-                recomputers[key] = Recomputer(trajectories, tokens_frame if key else None)
-            recomputed = recomputers[key].recompute(choice.estimator, carry=carry.setdefault(choice.label, {}),
-                                                    **choice.options)
+            if recomputer is None:  # the batch prepared once for every choice recomputed on it
+                if tokens is not None and any(reads_tokens(c.estimator) for c in choices):
+                    tokens_frame = pl.from_arrow(tokens)  # type: ignore[assignment]
+                recomputer = Recomputer(trajectories, tokens_frame, readers_only=True)
+            recomputed = recomputer.recompute(choice.estimator, carry=carry.setdefault(choice.label, {}),
+                                              **choice.options)
             parts.append(diagnostics_of(choice.estimator, recomputed, tokens_frame, extremes=extremes)
                          .with_columns(pl.lit(choice.label).alias("estimator")))
             if out is not None:
