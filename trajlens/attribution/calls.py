@@ -18,7 +18,7 @@ Notation: B trajectories of the step, C calls, R recomputations, M aggregation m
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -71,8 +71,10 @@ class StepCredit(NamedTuple):
     """(R,) bool: the recomputation gave this step advantages."""
 
 
-def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | pa.Table | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Flat model mask of the step in trajectory order, trajectory offsets, and which have tokens."""
+def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | pa.Table | None, mask: Any = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flat model mask of the step in trajectory order, trajectory offsets, and which have tokens
+    (``mask``: the ``flat_list`` of ``tokens``'s response mask, when the caller read it)."""
     batch = len(trajectory_ids)
     if tokens is None or len(tokens) == 0:
         return np.zeros(0, dtype=bool), np.zeros(batch + 1, dtype=np.int64), np.zeros(batch, dtype=bool)
@@ -81,7 +83,8 @@ def _flat_tokens(trajectory_ids: list[str], tokens: pl.DataFrame | pa.Table | No
         if len(ids) == batch and ids.to_pylist() == trajectory_ids:
             from trajlens.estimators.flat import flat_list
 
-            mask = flat_list(tokens.column("response_mask"), np.bool_, False)
+            if mask is None:
+                mask = flat_list(tokens.column("response_mask"), np.bool_, False)
             return mask.values, mask.offsets, mask.present
         tokens = pl.from_arrow(tokens.select(["trajectory_id", "response_mask"]))
     order = pl.DataFrame({"trajectory_id": trajectory_ids}).with_row_index("__b")
@@ -135,6 +138,7 @@ def step_call_credit(
     tokens: pl.DataFrame | None,
     advantages: list[pl.DataFrame | np.ndarray | Shifted | None],
     modes: tuple[str, ...],
+    mask: Any = None,
 ) -> StepCredit:
     """Credit every call of one step.
 
@@ -152,11 +156,12 @@ def step_call_credit(
             or such an array with its whitening to apply (:class:`trajlens.run.step_advantages.Shifted`);
             None where the recomputation has nothing for this step.
         modes: aggregation modes.
+        mask: the ``flat_list`` of ``tokens``'s response mask (an Arrow table), when the caller read it.
     """
     ids = trajectories["trajectory_id"].to_list()
     index = {t: i for i, t in enumerate(ids)}
     batch = len(ids)
-    flat_mask, offsets, has_tokens = _flat_tokens(ids, tokens)
+    flat_mask, offsets, has_tokens = _flat_tokens(ids, tokens, mask)
     model_positions = np.flatnonzero(flat_mask)
 
     def model_count(at: np.ndarray) -> np.ndarray:
@@ -204,8 +209,8 @@ def step_call_credit(
             continue
         computed[r] = True
         flat = isinstance(frame, (np.ndarray, Shifted))
-        aligned = None if flat else pl.DataFrame({"trajectory_id": ids}).join(
-            frame, on="trajectory_id", how="left", maintain_order="left")
+        aligned = None if flat else frame if frame["trajectory_id"].equals(trajectories["trajectory_id"]) else \
+            pl.DataFrame({"trajectory_id": ids}).join(frame, on="trajectory_id", how="left", maintain_order="left")
         if flat or "token_advantages" in aligned.columns:
             if flat:
                 base, shift, scale = frame if isinstance(frame, Shifted) else (frame, 0.0, 1.0)
@@ -228,7 +233,7 @@ def step_call_credit(
             all_negative[r] = bool(flat_mask.any() and (largest - shift) * scale < 0)
             all_positive[r] = bool(flat_mask.any() and (smallest - shift) * scale > 0)
         else:
-            a = aligned["advantage"].fill_null(float("nan")).to_numpy().astype(np.float64)
+            a = aligned["advantage"].cast(pl.Float64).to_numpy()  # a null is NaN
             sums = a[call_trajectory] * tokens_per_call
             trajectory_sum = a * lengths
             finite = a[np.isfinite(a)]

@@ -84,6 +84,7 @@ def step_advantages(
     recs: tuple[EstimatorChoice, ...],
     outcome: dict[str, pl.DataFrame],
     ran: dict[tuple, Any] | None = None,
+    mask: Any = None,
 ) -> list[Any]:
     """Per recomputation, this step's advantages (see the module docstring for the three forms).
 
@@ -95,9 +96,10 @@ def step_advantages(
         outcome: per label of an outcome or channel recomputation, its advantages over the run or
             the step (``trajectory_id``, ``advantage``).
         ran: this step's cut of scans run over several steps at once (:func:`window_scans`).
+        mask: the ``flat_list`` of ``tokens``'s response mask, when the caller read it.
     """
-    flat = flat_step_advantages(batch, tokens if tokens is not None and _is_aligned(batch, tokens) else None, recs,
-                                ran=ran)
+    aligned = tokens is not None and _is_aligned(batch, tokens)
+    flat = flat_step_advantages(batch, tokens if aligned else None, recs, ran=ran, mask=mask if aligned else None)
     out: list[Any] = []
     for rec in recs:
         if rec.estimator not in TOKEN_ESTIMATORS:
@@ -117,7 +119,7 @@ def step_advantages(
 
 def flat_step_advantages(
     batch: pl.DataFrame, tokens: pa.Table | None, recs: tuple[EstimatorChoice, ...], scans: Any = None,
-    ran: dict[tuple, Any] | None = None,
+    ran: dict[tuple, Any] | None = None, mask: Any = None,
 ) -> dict[str, np.ndarray | Shifted | Exception]:
     """Per label of the ``recs`` that run on flat buffers here, this step's token advantages as
     one flat float array over ``batch``'s token rows in its order, or a :class:`Shifted` one
@@ -125,13 +127,16 @@ def flat_step_advantages(
     refuses that label. Labels of other estimators, and every label when some trajectory of
     ``batch`` has no token row, are left out: they go through the estimators' frames.
     ``scans``: the step's GAE scans a caller already ran (:data:`trajlens.run.stepwise.StepScans`),
-    taken rather than run again; ``ran``: the same, keyed by :func:`scan_key` (:func:`window_scans`)."""
+    taken rather than run again; ``ran``: the same, keyed by :func:`scan_key` (:func:`window_scans`);
+    ``mask``: the ``flat_list`` of ``tokens``'s response mask (in ``batch`` order), when the caller read it."""
     from trajlens.estimators import EstimatorInputError
 
     aligned = align_tokens(batch, tokens)
     if aligned is None:
         return {}
     shared: dict[tuple, Any] = dict(ran or {})
+    if mask is not None and aligned is tokens:
+        shared.setdefault(_MASK_KEY, mask)
     for (gamma, lam), (raw, moments) in (scans or {}).items():
         shared[("critic", gamma, lam)], shared[("moments", "critic", gamma, lam)] = raw, moments
     out: dict[str, np.ndarray | Shifted | Exception] = {}
@@ -145,6 +150,10 @@ def flat_step_advantages(
             continue
         out[rec.label] = found  # a Shifted is (base, shift, scale): whitened where the caller reads it
     return out
+
+
+_MASK_KEY = ("mask", 0.0, 0.0)
+"""Where the step's flat response mask is kept among its scans."""
 
 
 def _is_aligned(batch: pl.DataFrame, tokens: pa.Table) -> bool:
@@ -162,10 +171,9 @@ def _flat(batch: pl.DataFrame, tokens: pa.Table, rec: EstimatorChoice, shared: d
     key = scan_key(rec)
     kind, gamma, lam = key
     if key not in shared:
-        mask_key = ("mask", 0.0, 0.0)  # the step's response mask, read once for every scan
-        if mask_key not in shared:
-            shared[mask_key] = flat_list(tokens.column("response_mask"), np.bool_, False)
-        mask = shared[mask_key]
+        if _MASK_KEY not in shared:  # the step's response mask, read once for every scan
+            shared[_MASK_KEY] = flat_list(tokens.column("response_mask"), np.bool_, False)
+        mask = shared[_MASK_KEY]
         if kind == "critic":
             shared[key] = raw_gae(batch, tokens, gamma=gamma, lam=lam, mask=mask)
         elif kind == "reset":  # verl <= 0.8's returns
