@@ -52,6 +52,7 @@ import pyarrow as pa
 import torch
 
 from trajlens.estimators import _validate as check
+from trajlens.estimators._groups import group_index
 from trajlens.estimators._scan import intra_op_threads_for
 from trajlens.estimators.dynamic import weight_config
 from trajlens.estimators.registry import ESTIMATOR_NAMES, EstimatorSpec, Input, Kind, estimator_spec, reads_tokens
@@ -122,6 +123,7 @@ class Recomputer:
         self.tokens = None if tokens is None else as_frame(tokens, f"{fn}: tokens")
         self.readers_only = readers_only
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
+        self._steps = _StepInputs()
 
     def recompute(self, estimator: str, *, carry: dict[str, Any] | None = None, **options: Any) -> pl.DataFrame:
         """:func:`recompute` of ``estimator`` on these frames."""
@@ -149,7 +151,7 @@ class Recomputer:
                 raise check.EstimatorInputError(f"{fn}: weights name channel(s) {', '.join(map(repr, unknown))}, "
                                                 f"not among the channels used: {prepared.channels}")
         state: dict[str, torch.Tensor | None] = carry if carry is not None else {}
-        call = _Call(fn, spec, settings, state)
+        call = _Call(fn, spec, settings, state, self._steps)
         parts = []
         for batch in prepared.steps:
             with intra_op_threads_for(_padded_size(batch)):
@@ -289,6 +291,40 @@ class _Call(NamedTuple):
     """Every option: the registry's defaults, then the caller's (``channels``: the names, in order)."""
     state: dict[str, torch.Tensor | None]
     """What a stateful estimator carries from one step to the next, per run."""
+    steps: _StepInputs
+    """What every estimator reads alike of a prepared step, found once for them all."""
+
+    def groups(self, batch: pl.DataFrame) -> Any:
+        """The step's groups, as the tensor functions take ``group_ids``."""
+        return self.steps.groups(batch)
+
+
+class _StepInputs:
+    """What the estimators recomputed on the same prepared steps read alike, found once per step
+    for them all: its groups (:class:`~trajlens.estimators._groups.GroupIndex`) and its scores.
+    Kept by the step frame's identity, with the frame (so the identity stays its own)."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[Any, ...], tuple[pl.DataFrame, Any]] = {}
+
+    def _get(self, batch: pl.DataFrame, what: tuple[Any, ...], find: Callable[[], Any]) -> Any:
+        key = (id(batch), *what)
+        found = self._found.get(key)
+        if found is None or found[0] is not batch:
+            found = self._found[key] = (batch, find())
+        return found[1]
+
+    def groups(self, batch: pl.DataFrame) -> Any:
+        """The step's groups; its ``group_id`` column where they cannot be found (the estimator then says why)."""
+        try:
+            return self._get(batch, ("groups",),
+                             lambda: group_index("recompute", batch["group_id"], batch.height, torch.device("cpu")))
+        except check.EstimatorInputError:
+            return batch["group_id"]
+
+    def scores(self, fn: str, batch: pl.DataFrame, source: str, unscorable: bool) -> torch.Tensor:
+        """:func:`_scores` of the step, a copy of each estimator's own."""
+        return self._get(batch, ("scores", fn, source, unscorable), lambda: _scores(fn, batch, source, unscorable)).clone()
 
 
 class _TokenInputs(NamedTuple):
@@ -352,7 +388,7 @@ def _token_baseline(call: _Call, batch: pl.DataFrame, inputs: _TokenInputs) -> A
     log_probs = _token_array(call.fn, batch, "log_probs", "behaviour log-probs", width, inputs.lengths)
     sum_pi_squared = _token_array(call.fn, batch, "sum_pi_squared", "per-token sum_pi_squared (verl "
                                   "actor.calculate_sum_pi_squared)", width, inputs.lengths)
-    return call.spec.tensor_function()(inputs.rewards, inputs.mask, batch["group_id"], log_probs, sum_pi_squared,
+    return call.spec.tensor_function()(inputs.rewards, inputs.mask, call.groups(batch), log_probs, sum_pi_squared,
                                        handle_zero_tail=call.settings["handle_zero_tail"],
                                        epsilon=call.settings["epsilon"])
 
@@ -491,7 +527,7 @@ def _outcome_estimator(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
     entry needs it) into the tensor function."""
     fn, spec = call.fn, call.spec
     opts = dict(call.settings)
-    scores = _scores(fn, batch, opts.pop("score"), unscorable=str(opts.get("convention", "")).startswith("trl"))
+    scores = call.steps.scores(fn, batch, opts.pop("score"), str(opts.get("convention", "")).startswith("trl"))
     extra: dict[str, Any] = {}
     if spec.inputs & Input.TOKEN_COUNTS:
         # each trajectory's score and model-token count: the estimator reads no more of its tokens
@@ -500,7 +536,7 @@ def _outcome_estimator(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
         extra["model_tokens"] = mask.numpy()
     else:
         mask = torch.ones_like(scores, dtype=torch.bool)
-    result = spec.tensor_function()(scores, mask, batch["group_id"], **opts)
+    result = spec.tensor_function()(scores, mask, call.groups(batch), **opts)
     return pl.DataFrame(
         {
             _ROW: batch[_ROW],
@@ -568,7 +604,7 @@ def _channel_frame(batch: pl.DataFrame, sequence: torch.Tensor, label: str, **ex
 def _channel_estimator(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
     """Channel values and groups into the tensor function (GDPO as TRL, the summed channels)."""
     channels, opts = _channel_inputs(call, batch)
-    result = call.spec.tensor_function()(channels, batch["group_id"], **opts)
+    result = call.spec.tensor_function()(channels, call.groups(batch), **opts)
     return _channel_frame(batch, result.sequence_advantages, result.normalisation)
 
 
@@ -576,7 +612,7 @@ def _channel_tokens(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
     """Channel values, each trajectory's model-token count and groups (GDPO as verl, whitened over tokens)."""
     channels, opts = _channel_inputs(call, batch)
     counts = _model_token_counts(call.fn, batch)
-    result = call.spec.tensor_function()(channels, counts, batch["group_id"], **opts)
+    result = call.spec.tensor_function()(channels, counts, call.groups(batch), **opts)
     return _channel_frame(batch, result.sequence_advantages, result.normalisation, model_tokens=counts.numpy())
 
 
@@ -590,7 +626,7 @@ def _channel_dynamic(call: _Call, batch: pl.DataFrame) -> pl.DataFrame:
     mask = _model_token_counts(call.fn, batch) if config.batch_normalisation == "token" else None
     if mask is not None:
         extra["model_tokens"] = mask.numpy()
-    step = call.spec.tensor_function()(channels, batch["group_id"], mask, previous_ema=call.state.get(key),
+    step = call.spec.tensor_function()(channels, call.groups(batch), mask, previous_ema=call.state.get(key),
                                        config=config, **opts)
     call.state[key] = step.weights.ema_std
     # the step's weights on every row, built as one array: a Python list per row costs 15 ms a step
