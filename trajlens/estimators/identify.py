@@ -254,12 +254,13 @@ def identify_batches(
     tolerance: float = MATCH_TOLERANCE,
     flat_step: FlatStep | None = None,
     medians: bool = True,
+    run: pl.DataFrame | None = None,
 ) -> Identification:
     """:func:`identify_advantages` over a run read in ``batches`` of whole steps (training
     trajectories and their token rows), in memory bounded by a batch (an :class:`Identifier`
     fed each batch in turn; its arguments are this function's)."""
     identifier = Identifier(facts=facts, config=config, candidates=candidates, tolerance=tolerance,
-                            flat_step=flat_step, medians=medians)
+                            flat_step=flat_step, medians=medians, run=run)
     for trajectories, tokens in batches:
         identifier.add(trajectories, tokens)
     return identifier.result()
@@ -279,12 +280,15 @@ class Identifier:
     step's flat buffers (the run layer's, which ``trajlens advantages`` runs too); the others,
     and every candidate without it, are recomputed on the batch's frames. ``medians=False``
     leaves each fit's median difference NaN, and the differences it would need ungathered (a
-    check that reads the maxima alone).
+    check that reads the maxima alone). ``run``: the run's training trajectories, whole, when the
+    caller holds them: the candidates that read nothing of the token arrays are recomputed on
+    them at once (every estimator works within a step, so a batch's rows of that are what the
+    batch alone gives), and each batch takes its rows, rather than preparing them batch after batch.
     """
 
     def __init__(self, *, facts: RunFacts | None = None, config: Mapping[str, Any] | str | None = None,
                  candidates: tuple[EstimatorChoice, ...] = CANDIDATES, tolerance: float = MATCH_TOLERANCE,
-                 flat_step: FlatStep | None = None, medians: bool = True) -> None:
+                 flat_step: FlatStep | None = None, medians: bool = True, run: pl.DataFrame | None = None) -> None:
         self.config = config
         self.candidates = candidates
         self.tolerance = tolerance
@@ -296,6 +300,9 @@ class Identifier:
         self.gathered = {c.label: _Accumulated(medians, share) for c in candidates}
         self.unit: str | None = None
         self.scale = 1.0
+        self.run = run
+        self.whole = _whole_run(run, tuple(c for c in candidates if c.label not in self.lacking))
+        """Label -> the candidate recomputed on ``run`` (those that read no token array and raise nothing there)."""
 
     def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None,
             flat_step: FlatStep | None = None) -> pl.DataFrame | None:
@@ -331,6 +338,7 @@ class Identifier:
         # same advantages on this batch are paired once
         pending: list[tuple[Any, list[_Accumulated]]] = []
         recomputer: Recomputer | None = None  # the batch prepared once for every candidate recomputed on it
+        rows = _rows_in(self.run, trajectories) if self.whole else None  # the batch's rows of the whole run
 
         def add(paired: _Paired, members: list[_Accumulated]) -> None:
             nonlocal closest, compared
@@ -350,9 +358,12 @@ class Identifier:
                     pending.append((result, [accumulated]))
                 continue
             try:
-                if recomputer is None:
-                    recomputer = Recomputer(trajectories, tokens, readers_only=True)
-                recomputed = recomputer.recompute(candidate.estimator, **dict(candidate.options))
+                if rows is not None and candidate.label in self.whole:
+                    recomputed = self.whole[candidate.label][rows]
+                else:
+                    if recomputer is None:
+                        recomputer = Recomputer(trajectories, tokens, readers_only=True)
+                    recomputed = recomputer.recompute(candidate.estimator, **dict(candidate.options))
             except EstimatorInputError as error:
                 accumulated.error = str(error)
                 continue
@@ -402,6 +413,37 @@ class Identifier:
         departures = pl.DataFrame() if matched else _departures(rows, tolerance)
         steps = rows.group_by("step").agg(pl.col("max_abs_diff").max(), pl.col("n").sum()).sort("step")
         return Identification(best, ranked, matched, tolerance, self.unit, equivalent, departures, steps)
+
+
+def _whole_run(run: pl.DataFrame | None, candidates: tuple[EstimatorChoice, ...]) -> dict[str, pl.DataFrame]:
+    """Each of ``candidates`` that reads no token array recomputed on ``run`` (one preparation for
+    them all); one whose inputs fail there is left to the batches, which find its error where it is."""
+    from trajlens.estimators.adapters import Recomputer
+    from trajlens.estimators.registry import reads_tokens
+
+    if run is None or run.is_empty():
+        return {}
+    whole: dict[str, pl.DataFrame] = {}
+    recomputer: Recomputer | None = None
+    for candidate in candidates:
+        if reads_tokens(candidate.estimator):
+            continue
+        try:
+            recomputer = recomputer or Recomputer(run)
+            whole[candidate.label] = recomputer.recompute(candidate.estimator, **dict(candidate.options))
+        except EstimatorInputError:
+            continue
+    return whole
+
+
+def _rows_in(run: pl.DataFrame | None, batch: pl.DataFrame) -> pl.Series | None:
+    """Each row of ``batch``'s row in ``run`` (by run and trajectory); None where one is not there."""
+    if run is None:
+        return None
+    keys = ["run_id", "trajectory_id"]
+    found = batch.select(keys).join(run.select(keys).with_row_index("__run"), on=keys, how="left",
+                                    maintain_order="left")["__run"]
+    return None if found.null_count() else found
 
 
 def _same_advantages(pending: list[tuple[Any, list[_Accumulated]]], recomputed: pl.DataFrame

@@ -38,7 +38,7 @@ def identify_run(store: Any, run_id: str, *, progress: Any = None) -> Any:
             if progress is not None:
                 progress(f"step {batch.steps[-1]}")
 
-    return identify_batches(steps(), facts=facts, config=config, flat_step=flat_step)
+    return identify_batches(steps(), facts=facts, config=config, flat_step=flat_step, run=trajectories)
 
 
 def identify_frames(trajectories: pl.DataFrame, tokens: pl.DataFrame | None, *, config: Any = None,

@@ -470,6 +470,11 @@ def advantage_pass(
     whitened label's are those of ``(A - mean) * rsqrt(var + 1e-8)`` with verl's whitening
     statistics, computed on the fly, so the whitened token arrays are only built for ``out``.
     They agree with ``labelled_diagnostics`` to float32 rounding.
+
+    The choices that read nothing of the token arrays (outcome and channel estimators scored by
+    the trajectory's reward) are recomputed on the run's trajectories at once, before the pass:
+    every estimator works within a step, so each step's rows are what that step alone gives, and
+    the per-batch cost of preparing them is paid once.
     """
     from trajlens.estimators.flat import flat_list
     from trajlens.run.batches import step_batches, train_trajectories
@@ -481,9 +486,13 @@ def advantage_pass(
     asked = [*(choice_token_columns(choices) or ()), *(token_columns or ()),
              *(c for feed in feeds for c in feed.token_columns)]
     columns = tuple(dict.fromkeys(asked)) or None
-    parts: list[pl.DataFrame] = []
     errors: dict[str, Exception] = {}
     carry: dict[str, dict[str, Any]] = {c.label: {} for c in choices}
+    whole = [c for c in choices if not reads_tokens(c.estimator)]
+    parts: list[pl.DataFrame] = batch_choice_diagnostics(
+        run_id, trajectories, None, whole, carry=carry, errors=errors, out=out, extremes=extremes) \
+        if whole and trajectories.height else []
+    stepwise = [c for c in choices if reads_tokens(c.estimator)]
     facts: list[pl.DataFrame] = []
     for batch in step_batches(store, run_id, trajectories, columns):
         mask = None
@@ -491,7 +500,7 @@ def advantage_pass(
             mask = flat_list(batch.tokens.column("response_mask"), np.bool_, False)
             facts.append(_token_facts(batch.tokens, mask))
         scans: list[StepScans] | None = [] if feeds else None
-        parts.extend(batch_choice_diagnostics(run_id, batch.trajectories, batch.tokens, choices, carry=carry,
+        parts.extend(batch_choice_diagnostics(run_id, batch.trajectories, batch.tokens, stepwise, carry=carry,
                                               errors=errors, mask=mask, out=out, extremes=extremes, scans=scans))
         if feeds:
             frame = None if batch.tokens is None else pl.from_arrow(batch.tokens)
