@@ -50,8 +50,8 @@ def test_flat_kernels_give_the_frames_fits(logged_store, monkeypatch):
     kernels = step_advantages.flat_step_advantages
     on_flat: set[str] = set()
 
-    def recorded(*args):
-        found = kernels(*args)
+    def recorded(*args, **options):
+        found = kernels(*args, **options)
         on_flat.update(found)
         return found
 
@@ -107,3 +107,24 @@ def test_runs_of_equal_logged_values_give_what_each_value_gives(outcome_store, m
         assert (a.max_abs_diff, a.median_abs_diff, a.n, a.error) == (b.max_abs_diff, b.median_abs_diff, b.n, b.error)
         assert (a.worst_step, a.worst_group, a.worst_trajectory) == (b.worst_step, b.worst_group, b.worst_trajectory)
     assert by_runs.steps.equals(by_values.steps) and by_runs.departures.equals(by_values.departures)
+
+
+def test_candidates_recomputed_on_the_whole_run_give_each_batchs_fits(outcome_store):
+    """The candidates that read no token array are recomputed once on the run's trajectories
+    (``run=``); each batch takes its rows, and every fit is the one batch-by-batch recomputation gives."""
+    from trajlens.run.identify import by_step
+
+    store = trajlens.open(outcome_store)
+    trajectories = train_trajectories(store, "multireward")
+    tokens = store.tokens.filter(pl.col("run_id") == "multireward").collect()
+    facts = stored_facts(RunReader.of(store, "multireward"), trajectories, None, store).facts
+    whole = identify_batches(by_step(trajectories, tokens), facts=facts, run=trajectories)
+    batched = identify_batches(by_step(trajectories, tokens), facts=facts)
+    assert whole.best.candidate.label == batched.best.candidate.label and whole.matched
+    compared = [f for f in whole.candidates if f.error is None]
+    assert len(compared) > 10  # the outcome and channel candidates, among others
+    for a, b in zip(whole.candidates, batched.candidates):
+        assert a.candidate.label == b.candidate.label
+        assert (a.max_abs_diff, a.median_abs_diff, a.n, a.error) == (b.max_abs_diff, b.median_abs_diff, b.n, b.error)
+        assert (a.worst_step, a.worst_group, a.worst_trajectory) == (b.worst_step, b.worst_group, b.worst_trajectory)
+    assert whole.steps.equals(batched.steps)

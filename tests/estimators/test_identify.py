@@ -296,9 +296,9 @@ def test_a_trajectory_s_advantage_is_paired_with_each_of_its_logged_tokens(monke
     per_row = np.array([0.5, 9.0, np.inf, -1.25])  # an infinite recomputation (none) matches nothing
     expected = np.abs(logged - np.repeat(per_row, counts))
     expected[np.isnan(expected)] = np.inf
-    compiled = found._paired_rows(per_row).diff  # compiled where numba is installed
+    compiled = found.paired_values(per_row).diff  # compiled where numba is installed
     monkeypatch.setattr(_compiled, "abs_diff_rows", None)
-    assert np.array_equal(compiled, expected) and np.array_equal(found._paired_rows(per_row).diff, expected)
+    assert np.array_equal(compiled, expected) and np.array_equal(found.paired_values(per_row).diff, expected)
     assert np.isinf(compiled[3:8]).all()
 
 

@@ -93,3 +93,28 @@ def test_token_facts_without_a_choice_load_no_torch(store):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     count, torch_loaded = done.stdout.split()
     assert int(count) == 12 * 8 and torch_loaded == "False"
+
+
+def test_estimators_that_read_no_token_array_give_what_each_batch_gives(store, tmp_path):
+    """The pass recomputes the estimators of whole responses on the run's trajectories at once:
+    each step's statistics and written frame are the ones that step's batch alone gives."""
+    from trajlens.run.batches import step_batches, train_trajectories
+    from trajlens.run.stepwise import advantage_pass, batch_choice_diagnostics
+
+    run_id = store.run_ids()[0]
+    choices = [EstimatorChoice("grpo", "grpo", {}), EstimatorChoice("rloo", "rloo", {}),
+               EstimatorChoice("grpo_batch_std", "grpo_batch_std", {})]
+    got = advantage_pass(store, run_id, choices, out=tmp_path / "whole", extremes=True)
+    trajectories = train_trajectories(store, run_id)
+    parts, carry, errors = [], {}, {}
+    for batch in step_batches(store, run_id, trajectories, None, max_steps=2):
+        parts += batch_choice_diagnostics(run_id, batch.trajectories, None, choices, carry=carry, errors=errors,
+                                          out=tmp_path / "batched", extremes=True)
+    expected = pl.concat(parts).sort("estimator", "step")
+    assert not got.errors and not errors
+    assert_frame_equal(got.diagnostics.sort("estimator", "step"), expected.select(got.diagnostics.columns))
+    for choice in choices:
+        written = sorted((tmp_path / "whole" / choice.label).iterdir())
+        assert len(written) == 12
+        for path in written:
+            assert pl.read_parquet(path).equals(pl.read_parquet(tmp_path / "batched" / choice.label / path.name))

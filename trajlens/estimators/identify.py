@@ -300,9 +300,11 @@ class Identifier:
         self.gathered = {c.label: _Accumulated(medians, share) for c in candidates}
         self.unit: str | None = None
         self.scale = 1.0
-        self.run = run
+        self.run = None if run is None else run.select("run_id", "trajectory_id")
         self.whole = _whole_run(run, tuple(c for c in candidates if c.label not in self.lacking))
-        """Label -> the candidate recomputed on ``run`` (those that read no token array and raise nothing there)."""
+        """Label -> each trajectory's advantage (float64; infinite where it has none) of the
+        candidate recomputed on ``run``, in its rows' order (the candidates that read no token
+        array and raise nothing there)."""
 
     def add(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None,
             flat_step: FlatStep | None = None) -> pl.DataFrame | None:
@@ -329,7 +331,8 @@ class Identifier:
                     self.lacking.setdefault(candidate.label, list(missing))
         todo = tuple(c for c in self.candidates
                      if c.label not in self.lacking and self.gathered[c.label].error is None)
-        flat = flat_step(trajectories, tokens, todo) if flat_step is not None and found.positions is not None else {}
+        flat = flat_step(trajectories, tokens, todo, mask=found.token_mask) \
+            if flat_step is not None and found.positions is not None else {}
         index = found.flat_index(trajectories, tokens) if flat else None
         closest = np.full(found.steps.size, math.inf)  # per step: the closest candidate's largest difference
         compared = False
@@ -338,7 +341,7 @@ class Identifier:
         # same advantages on this batch are paired once
         pending: list[tuple[Any, list[_Accumulated]]] = []
         recomputer: Recomputer | None = None  # the batch prepared once for every candidate recomputed on it
-        rows = _rows_in(self.run, trajectories) if self.whole else None  # the batch's rows of the whole run
+        rows = _rows_in(self.run, found.keys) if self.whole else None  # the logged rows' rows of the whole run
 
         def add(paired: _Paired, members: list[_Accumulated]) -> None:
             nonlocal closest, compared
@@ -357,13 +360,19 @@ class Identifier:
                 else:
                     pending.append((result, [accumulated]))
                 continue
-            try:
-                if rows is not None and candidate.label in self.whole:
-                    recomputed = self.whole[candidate.label][rows]
+            if rows is not None and candidate.label in self.whole:
+                per_row = _PerRow(self.whole[candidate.label][rows])
+                same = next((members for source, members in pending if isinstance(source, _PerRow)
+                             and np.array_equal(source.values, per_row.values, equal_nan=True)), None)
+                if same is None:
+                    pending.append((per_row, [accumulated]))
                 else:
-                    if recomputer is None:
-                        recomputer = Recomputer(trajectories, tokens, readers_only=True)
-                    recomputed = recomputer.recompute(candidate.estimator, **dict(candidate.options))
+                    same.append(accumulated)
+                continue
+            try:
+                if recomputer is None:
+                    recomputer = Recomputer(trajectories, tokens, readers_only=True)
+                recomputed = recomputer.recompute(candidate.estimator, **dict(candidate.options))
             except EstimatorInputError as error:
                 accumulated.error = str(error)
                 continue
@@ -377,6 +386,7 @@ class Identifier:
                 same.append(accumulated)
         for source, members in pending:
             add(found.paired(source) if isinstance(source, pl.DataFrame)
+                else found.paired_values(source.values) if isinstance(source, _PerRow)
                 else found.paired_flat(source, cast(np.ndarray, index)), members)
         relative = found.step_relative(closest)
         return relative if compared else relative.clear()
@@ -415,35 +425,42 @@ class Identifier:
         return Identification(best, ranked, matched, tolerance, self.unit, equivalent, departures, steps)
 
 
-def _whole_run(run: pl.DataFrame | None, candidates: tuple[EstimatorChoice, ...]) -> dict[str, pl.DataFrame]:
+def _whole_run(run: pl.DataFrame | None, candidates: tuple[EstimatorChoice, ...]) -> dict[str, np.ndarray]:
     """Each of ``candidates`` that reads no token array recomputed on ``run`` (one preparation for
-    them all); one whose inputs fail there is left to the batches, which find its error where it is."""
+    them all): its advantages, in ``run``'s order, infinite where null (as :meth:`_Logged.paired`
+    reads them). One whose inputs fail there is left to the batches, which find its error where it is."""
     from trajlens.estimators.adapters import Recomputer
     from trajlens.estimators.registry import reads_tokens
 
     if run is None or run.is_empty():
         return {}
-    whole: dict[str, pl.DataFrame] = {}
+    whole: dict[str, np.ndarray] = {}
     recomputer: Recomputer | None = None
     for candidate in candidates:
         if reads_tokens(candidate.estimator):
             continue
         try:
             recomputer = recomputer or Recomputer(run)
-            whole[candidate.label] = recomputer.recompute(candidate.estimator, **dict(candidate.options))
+            recomputed = recomputer.recompute(candidate.estimator, **dict(candidate.options))
         except EstimatorInputError:
             continue
+        whole[candidate.label] = recomputed["advantage"].cast(pl.Float64).fill_null(math.inf).to_numpy()
     return whole
 
 
-def _rows_in(run: pl.DataFrame | None, batch: pl.DataFrame) -> pl.Series | None:
-    """Each row of ``batch``'s row in ``run`` (by run and trajectory); None where one is not there."""
+def _rows_in(run: pl.DataFrame | None, keys: pl.DataFrame) -> np.ndarray | None:
+    """Each row of ``keys``'s row in ``run`` (by run and trajectory); None where one is not there."""
     if run is None:
         return None
-    keys = ["run_id", "trajectory_id"]
-    found = batch.select(keys).join(run.select(keys).with_row_index("__run"), on=keys, how="left",
-                                    maintain_order="left")["__run"]
-    return None if found.null_count() else found
+    ids = ["run_id", "trajectory_id"]
+    found = keys.select(ids).join(run.with_row_index("__run"), on=ids, how="left", maintain_order="left")["__run"]
+    return None if found.null_count() else found.to_numpy()
+
+
+class _PerRow(NamedTuple):
+    """One recomputed advantage per row of a batch's logged keys."""
+
+    values: np.ndarray
 
 
 def _same_advantages(pending: list[tuple[Any, list[_Accumulated]]], recomputed: pl.DataFrame
@@ -548,6 +565,9 @@ class _Logged:
     response mask's model tokens)."""
     orders: dict[str, Any] = field(default_factory=dict, compare=False)
     """:meth:`order_of`'s last answer, and the recomputation's ids it answered for."""
+    token_mask: Any = field(default=None, compare=False)
+    """Per token: the ``flat_list`` of the tokens frame's response mask, in its rows' order, when
+    every row logged values (the flat kernels read the same); None otherwise."""
 
     @cached_property
     def rows(self) -> _Rows:
@@ -626,10 +646,10 @@ class _Logged:
             values = self._token_values(recomputed["token_advantages"].gather(order))
         else:
             per_row = recomputed["advantage"].cast(pl.Float64).gather(order).fill_null(math.inf).to_numpy()
-            return self._paired_rows(per_row)
+            return self.paired_values(per_row)
         return self._paired(values)
 
-    def _paired_rows(self, per_row: np.ndarray) -> _Paired:
+    def paired_values(self, per_row: np.ndarray) -> _Paired:
         """``|logged - per_row[row]|``: one recomputed value per row of the keys, beside each of
         its logged values (one compiled pass; NumPy's gather and expressions without numba)."""
         from trajlens.estimators._compiled import abs_diff_rows
@@ -698,9 +718,9 @@ class _Logged:
 FlatAdvantages: TypeAlias = "np.ndarray | tuple[np.ndarray, float, float]"
 """One step's token advantages over its trajectories' token rows laid end to end in their order:
 the values, or ``(base, shift, scale)`` for ``(base - shift) * scale`` (a whitened scan)."""
-FlatStep: TypeAlias = Callable[[pl.DataFrame, "pl.DataFrame | None", tuple[EstimatorChoice, ...]],
-                    Mapping[str, "FlatAdvantages | Exception"]]
-"""One step's trajectories and tokens, and candidates -> per label it recomputed, its
+FlatStep: TypeAlias = Callable[..., Mapping[str, "FlatAdvantages | Exception"]]
+"""One step's trajectories and tokens, and candidates (and ``mask=``: the ``flat_list`` of the
+tokens' response mask in their order, or None) -> per label it recomputed, its
 :data:`FlatAdvantages` or the input error; labels it leaves out are recomputed on the frames."""
 
 
@@ -741,7 +761,8 @@ def _logged(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> _Logged 
         model = np.flatnonzero(response.values)
         logged = flat_list(logged_arrow, stored, math.nan).values[model].astype(np.float64)
         per_row = np.diff(np.searchsorted(model, response.offsets))  # model tokens of each row
-        return _Logged(rows.select(keys), "model tokens", logged, per_row, lengths, model)
+        return _Logged(rows.select(keys), "model tokens", logged, per_row, lengths, model,
+                       token_mask=response if take.size == tokens.height else None)
     if logs_advantages(trajectories, "trajectories"):
         rows = trajectories.filter(pl.col("logged_advantage").is_not_null())
         return _Logged(rows.select(keys), "trajectories", rows["logged_advantage"].cast(pl.Float64).to_numpy(),

@@ -157,10 +157,12 @@ def by_step(trajectories: pl.DataFrame, tokens: pl.DataFrame | None) -> Iterator
         yield part, None if tokens is None else tokens.filter(pl.col("step") == step)
 
 
-def flat_step(part: pl.DataFrame, tokens: pl.DataFrame | None, candidates: tuple, scans: Any = None) -> dict:
+def flat_step(part: pl.DataFrame, tokens: pl.DataFrame | None, candidates: tuple, scans: Any = None, *,
+              mask: Any = None) -> dict:
     """The flat step kernels' recomputation of one step's ``candidates`` (the
     :data:`~trajlens.estimators.identify.FlatStep` that identify takes); ``scans``: the step's
-    GAE scans a caller already ran (:data:`trajlens.run.stepwise.StepScans`)."""
+    GAE scans a caller already ran (:data:`trajlens.run.stepwise.StepScans`); ``mask``: the
+    ``flat_list`` of ``tokens``'s response mask, when the caller read it."""
     from trajlens.run.step_advantages import flat_step_advantages
 
-    return flat_step_advantages(part, None if tokens is None else tokens.to_arrow(), candidates, scans)
+    return flat_step_advantages(part, None if tokens is None else tokens.to_arrow(), candidates, scans, mask=mask)
