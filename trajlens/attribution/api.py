@@ -579,10 +579,12 @@ class CreditStream:
         return classified.select(list(NO_CALLS)).cast(NO_CALLS)  # type: ignore[arg-type]
 
     def _reduce(self, step, batch, calls, credit) -> pl.DataFrame:
-        classes = calls["primary_class"].to_numpy()
-        names, class_index = np.unique(classes, return_inverse=True)
+        distinct = calls["primary_class"].unique().sort()  # as np.unique: sorted, each class's number its place
+        names = distinct.to_numpy()
+        class_index = calls["primary_class"].replace_strict(distinct, pl.int_range(distinct.len(), eager=True),
+                                                            return_dtype=pl.Int64).to_numpy().astype(np.int64)
         self.classes.update(names.tolist())
-        count = classes.size
+        count = calls.height
         self.total_calls += count
         self.fallback_calls += int(credit.fallback.sum())
         per_class = np.bincount(class_index, minlength=names.size)
@@ -714,13 +716,20 @@ def _class_tokens(credit: Any, class_index: np.ndarray, classes: int) -> np.ndar
 
 
 def _channel_rows(trajectories: pl.DataFrame) -> pl.DataFrame:
-    """One row per reward channel value of each trajectory: ``index`` (its row), ``name``, ``value``."""
+    """One row per reward channel value of each trajectory: ``index`` (its row), ``name``, ``value``
+    (read from the Arrow buffers of the list column: a null list, or a null entry, has none)."""
+    schema = {"index": pl.Int64, "name": pl.String, "value": pl.Float64}
     if "reward_channels" not in trajectories.columns:
-        return pl.DataFrame(schema={"index": pl.Int64, "name": pl.String, "value": pl.Float64})
-    return (trajectories.select(pl.int_range(pl.len()).alias("index"), "reward_channels").explode("reward_channels")
-            .drop_nulls("reward_channels")
-            .select("index", pl.col("reward_channels").struct.field("name").alias("name"),
-                    pl.col("reward_channels").struct.field("value").cast(pl.Float64).alias("value")))
+        return pl.DataFrame(schema=schema)
+    lists = trajectories["reward_channels"].to_arrow()
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    entries = pc.list_flatten(lists)
+    index = pc.list_parent_indices(lists)
+    kept = entries.is_valid()
+    entries, index = entries.filter(kept), index.filter(kept)
+    return pl.DataFrame([pl.Series("index", index).cast(pl.Int64), pl.Series("name", entries.field("name")).cast(pl.String),
+                         pl.Series("value", entries.field("value")).cast(pl.Float64)], schema=schema)
 
 
 def _several_channels(trajectories: pl.DataFrame) -> bool:
