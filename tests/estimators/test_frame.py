@@ -172,3 +172,19 @@ def test_errors_name_what_is_missing():
         recompute(_trajectories(), estimator="ppo")
     with pytest.raises(EstimatorInputError, match="channel\\(s\\) style appear in no trajectory"):
         recompute(_trajectories(), estimator="gdpo_trl", channels=["correct", "style"])
+
+
+def test_a_recomputer_gives_each_estimator_what_it_alone_gives():
+    """Estimators recomputed on one Recomputer share each step's groups and scores: every result
+    is the one a fresh recomputation of that estimator alone gives, whatever ran before it."""
+    from trajlens.estimators.adapters import Recomputer
+
+    trajectories = _trajectories()
+    names = ["grpo", "rloo", "dr_grpo", "grpo_batch_std", "gdpo_trl", "sum_then_normalize",
+             "reinforce_plus_plus_baseline", "opo", "gpg"]
+    shared = Recomputer(trajectories, _tokens())
+    for name in [*names, *reversed(names)]:
+        alone = recompute(trajectories, _tokens(), name)
+        assert shared.recompute(name).equals(alone), name
+    trl = {"convention": "trl"}  # TRL's conventions score an unscorable completion: another set of scores
+    assert shared.recompute("grpo", **trl).equals(recompute(trajectories, _tokens(), "grpo", **trl))

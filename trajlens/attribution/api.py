@@ -594,8 +594,7 @@ class CreditStream:
         for r in computed:
             self.flags.append({"step": step, "estimator": self.recs[r].label, "all_negative": bool(credit.all_negative[r]),
                                "all_positive": bool(credit.all_positive[r])})
-        # One row per (estimator, aggregation) with a credited call; class sums as products with
-        # the (calls x classes) indicator matrix.
+        # One row per (estimator, aggregation) with a credited call, and its sums over each class's calls.
         modes = len(self.modes)
         push = credit.push[computed].reshape(len(computed) * modes, count)
         valid = np.isfinite(push)
@@ -609,23 +608,28 @@ class CreditStream:
             scale = np.abs(clean).sum(axis=1) / step_calls  # mean |push| over the step's credited calls
             with np.errstate(invalid="ignore", divide="ignore"):
                 scaled = np.where(scale[:, None] > 0, clean / scale[:, None], 0.0)
-            indicator = np.zeros((count, k))
-            indicator[np.arange(count), class_index] = 1.0
-            n = valid.astype(float) @ indicator
-            push_sum, push_sum_scaled = clean @ indicator, scaled @ indicator
             rows = push.shape[0]
+            cell = (np.arange(rows)[:, None] * k + class_index[None, :]).ravel()  # each entry's (row, class)
+
+            def by_class(values: np.ndarray) -> np.ndarray:
+                """(rows, C) -> (rows, K): the sum over each class's calls (one pass, in call
+                order; a BLAS product with an indicator matrix stalls beside busy threads)."""
+                return np.bincount(cell, weights=values.ravel(), minlength=rows * k).reshape(rows, k)
+
+            n = by_class(valid)
+            push_sum, push_sum_scaled = by_class(clean), by_class(scaled)
             with np.errstate(invalid="ignore", divide="ignore"):
                 self.class_rows.append({
                     "step": np.full(rows * k, step), "primary_class": np.tile(names, rows),
                     "estimator": np.repeat(labels, k), "aggregation": np.repeat(aggregation, k),
                     "calls": n.ravel().astype(np.int64), "step_calls": np.repeat(step_calls, k).astype(np.int64),
                     "class_share": np.tile(per_class / count, rows), "credit": (push_sum / n).ravel(),
-                    "share_pushed_up": ((valid & (push > 0)).astype(float) @ indicator / n).ravel(),
+                    "share_pushed_up": (by_class(valid & (push > 0)) / n).ravel(),
                     "relative_credit": (push_sum / n - (clean.sum(axis=1) / step_calls)[:, None]).ravel(),
                     "relative_credit_scaled": (push_sum_scaled / n - (scaled.sum(axis=1) / step_calls)[:, None]).ravel(),
-                    "push_sum_scaled": push_sum_scaled.ravel(), "push_sumsq_scaled": (scaled**2 @ indicator).ravel(),
+                    "push_sum_scaled": push_sum_scaled.ravel(), "push_sumsq_scaled": by_class(scaled**2).ravel(),
                     "step_mean_scaled": np.repeat(scaled.sum(axis=1) / step_calls, k),
-                    "fallback_share": ((valid & credit.fallback[None, :]).astype(float) @ indicator / n).ravel(),
+                    "fallback_share": (by_class(valid & credit.fallback[None, :]) / n).ravel(),
                 })
         # Per-trajectory push (length bias) needs no call: kept for a step without tool calls too.
         trajectory_push = credit.trajectory_push[computed].reshape(len(computed) * modes, -1)
@@ -659,34 +663,42 @@ class CreditStream:
             return CALL_CREDIT_BUILT.empty_table()
         push = credit.push[[r for r, _ in computed]].reshape(-1)  # (R', M, C) in row order
         keep = np.nonzero(~np.isnan(push))[0] if np.isnan(push).any() else None
-        call = np.tile(np.arange(count), blocks)  # each row's call
 
         def pick(values: np.ndarray) -> np.ndarray:
             return values if keep is None else values[keep]
 
+        def per_call(values: np.ndarray) -> np.ndarray:
+            """Each row's value of its call: ``values`` (C,) once per block of rows."""
+            return pick(np.tile(values, blocks))
+
         def strings(names: list[str] | pa.Array, codes: np.ndarray) -> pa.Array:
             """Each row's name, ``names[codes]``: a code into the distinct names (no string copied)."""
-            if isinstance(names, list):
-                return pa.DictionaryArray.from_arrays(pa.array(pick(codes).astype(np.int32, copy=False)),
-                                                      pa.array(names, pa.string()))
-            distinct = pc.dictionary_encode(names.cast(pa.string()))
-            return pa.DictionaryArray.from_arrays(pa.array(distinct.indices.to_numpy()[pick(codes)]), distinct.dictionary)
+            return pa.DictionaryArray.from_arrays(pa.array(pick(codes).astype(np.int32, copy=False)),
+                                                  pa.array(names, pa.string()))
 
-        fallback = pick(credit.fallback[call])
+        def call_strings(names: pa.Array) -> pa.Array:
+            """Each row's name of its call (``names``: one per call), a code into the distinct names."""
+            distinct = pc.dictionary_encode(names.cast(pa.string()))
+            return pa.DictionaryArray.from_arrays(pa.array(per_call(distinct.indices.to_numpy())), distinct.dictionary)
+
+        fallback = per_call(credit.fallback)
+        missing = fallback if fallback.any() else None  # a fallback call has no span
+        rows = fallback.size
         columns = {
-            "run_id": strings([self.run_id], np.zeros(call.size, dtype=np.int32)),
-            "step": pa.array(np.full(fallback.size, step, dtype=np.int64)),
-            "trajectory_id": strings(calls["trajectory_id"].to_arrow(), call),
-            "call_index": pa.array(pick(calls["call_index"].to_numpy().astype(np.int32)[call])),
-            "primary_class": strings(calls["primary_class"].to_arrow(), call),
+            "run_id": strings([self.run_id], np.zeros(push.size, dtype=np.int32)),
+            "step": pa.array(np.full(rows, step, dtype=np.int64)),
+            "trajectory_id": call_strings(calls["trajectory_id"].to_arrow()),
+            "call_index": pa.array(per_call(calls["call_index"].to_numpy().astype(np.int32))),
+            "primary_class": call_strings(calls["primary_class"].to_arrow()),
             "estimator": strings([rec.label for _, rec in computed],
-                                 np.repeat(np.arange(len(computed)), count * len(self.modes))),
-            "aggregation": strings(list(self.modes), np.tile(np.repeat(np.arange(len(self.modes)), count), len(computed))),
+                                 np.repeat(np.arange(len(computed), dtype=np.int32), count * len(self.modes))),
+            "aggregation": strings(list(self.modes),
+                                   np.tile(np.repeat(np.arange(len(self.modes), dtype=np.int32), count), len(computed))),
             "advantage": pa.array(pick(np.repeat(credit.advantage[[r for r, _ in computed]], len(self.modes), axis=0).reshape(-1))),
             "push": pa.array(pick(push)),
-            "tokens": pa.array(pick(credit.tokens[call]).astype(np.float64)),
-            "token_start": pa.array(pick(credit.token_start[call]).astype(np.int64), mask=fallback),
-            "token_end": pa.array(pick(credit.token_end[call]).astype(np.int64), mask=fallback),
+            "tokens": pa.array(per_call(credit.tokens.astype(np.float64))),
+            "token_start": pa.array(per_call(credit.token_start.astype(np.int64)), mask=missing),
+            "token_end": pa.array(per_call(credit.token_end.astype(np.int64)), mask=missing),
             "fallback": pa.array(fallback),
         }
         return pa.Table.from_arrays(list(columns.values()), schema=CALL_CREDIT_BUILT)

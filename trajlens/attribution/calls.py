@@ -169,9 +169,12 @@ def step_call_credit(
         return np.searchsorted(model_positions, at)
 
     token_lengths = model_count(offsets[1:]) - model_count(offsets[:-1])
-    call_trajectory = np.array([index[t] for t in calls["trajectory_id"].to_list()], dtype=np.int64)
+    call_trajectory = calls["trajectory_id"].replace_strict(index, return_dtype=pl.Int64).to_numpy().astype(np.int64)
     count = call_trajectory.size
-    token_end_raw = calls["token_end"].fill_null(-1).to_numpy().astype(np.int64) if "token_end" in calls.columns else np.full(count, -1)
+    token_end_raw = np.full(count, -1)
+    if "token_end" in calls.columns:
+        token_end = calls["token_end"]
+        token_end_raw = (token_end if token_end.null_count() == 0 else token_end.fill_null(-1)).to_numpy().astype(np.int64)
     exact = has_tokens[call_trajectory] & (token_end_raw >= 0) if count else np.zeros(0, dtype=bool)
     calls_per_trajectory = np.bincount(call_trajectory, minlength=batch)
     model_tokens = trajectories["model_tokens"].to_numpy() if "model_tokens" in trajectories.columns else np.full(batch, np.nan)
@@ -204,6 +207,7 @@ def step_call_credit(
     all_positive = np.zeros(recs, dtype=bool)
     computed = np.zeros(recs, dtype=bool)
     prefixes: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}  # id of a flat array -> its span and row sums, max
+    call_weights = weights[:, call_trajectory]  # (M, C) each call's loss weight under each mode
     for r, frame in enumerate(advantages):
         if frame is None or len(frame) == 0:
             continue
@@ -241,7 +245,7 @@ def step_call_credit(
             all_positive[r] = bool(finite.size and (finite > 0).all())
         advantage[r] = sums / np.maximum(tokens_per_call, 1e-12)
         trajectory_advantage[r] = trajectory_sum / np.maximum(lengths, 1)
-        push[r] = weights[:, call_trajectory] * sums[None, :]
+        push[r] = call_weights * sums[None, :]
         trajectory_push[r] = weights * trajectory_sum[None, :]
     start = np.where(exact, spans.start, -1)
     end = np.where(exact, spans.end, -1)
