@@ -96,20 +96,23 @@ def test_token_facts_without_a_choice_load_no_torch(store):
 
 
 def test_estimators_that_read_no_token_array_give_what_each_batch_gives(store, tmp_path):
-    """The pass recomputes the estimators of whole responses on the run's trajectories at once:
-    each step's statistics and written frame are the ones that step's batch alone gives."""
+    """The pass recomputes the estimators of whole responses on the run's trajectories at once
+    (those that whiten over model tokens, on the counts it took of the response masks): each
+    step's statistics and written frame are the ones that step's batch alone gives."""
     from trajlens.run.batches import step_batches, train_trajectories
-    from trajlens.run.stepwise import advantage_pass, batch_choice_diagnostics
+    from trajlens.run.stepwise import advantage_pass, batch_choice_diagnostics, choice_token_columns
 
     run_id = store.run_ids()[0]
     choices = [EstimatorChoice("grpo", "grpo", {}), EstimatorChoice("rloo", "rloo", {}),
-               EstimatorChoice("grpo_batch_std", "grpo_batch_std", {})]
+               EstimatorChoice("grpo_batch_std", "grpo_batch_std", {}),
+               EstimatorChoice("reinforce_plus_plus_baseline", "reinforce_plus_plus_baseline", {}),
+               EstimatorChoice("opo", "opo", {})]
     got = advantage_pass(store, run_id, choices, out=tmp_path / "whole", extremes=True)
     trajectories = train_trajectories(store, run_id)
     parts, carry, errors = [], {}, {}
-    for batch in step_batches(store, run_id, trajectories, None, max_steps=2):
-        parts += batch_choice_diagnostics(run_id, batch.trajectories, None, choices, carry=carry, errors=errors,
-                                          out=tmp_path / "batched", extremes=True)
+    for batch in step_batches(store, run_id, trajectories, choice_token_columns(choices), max_steps=2):
+        parts += batch_choice_diagnostics(run_id, batch.trajectories, batch.tokens, choices, carry=carry,
+                                          errors=errors, out=tmp_path / "batched", extremes=True)
     expected = pl.concat(parts).sort("estimator", "step")
     assert not got.errors and not errors
     assert_frame_equal(got.diagnostics.sort("estimator", "step"), expected.select(got.diagnostics.columns))

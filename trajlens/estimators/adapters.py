@@ -104,10 +104,13 @@ class Recomputer:
     them (:meth:`recompute`, which :func:`recompute` calls for one): the estimators that read
     the same columns share the join of the token columns, the pivot of the reward channels and
     the cut into steps. ``readers_only``: the tokens go to the estimators whose registry entry
-    reads them (token arrays or counts) alone, as if the others had been given none."""
+    reads them (token arrays or counts) alone, as if the others had been given none.
+    ``mask_counts``: each response's model-token count by its response mask (``run_id``,
+    ``trajectory_id``, ``count``), given without ``tokens``: what the estimators that read the
+    counts alone read of the tokens (scored by the trajectory's reward)."""
 
     def __init__(self, trajectories: pl.DataFrame, tokens: pl.DataFrame | None = None, *,
-                 readers_only: bool = False) -> None:
+                 readers_only: bool = False, mask_counts: pl.DataFrame | None = None) -> None:
         fn = "recompute"
         trajectories = as_frame(trajectories, f"{fn}: trajectories")
         missing = [c for c in KEY_COLUMNS if c not in trajectories.columns]
@@ -122,6 +125,12 @@ class Recomputer:
         self.trajectories = trajectories
         self.tokens = None if tokens is None else as_frame(tokens, f"{fn}: tokens")
         self.readers_only = readers_only
+        if mask_counts is not None:
+            repeated = mask_counts.filter(pl.struct("run_id", "trajectory_id").is_duplicated()).head(1)
+            if repeated.height:  # as _join_tokens says it of the token rows they were counted from
+                raise check.EstimatorInputError(f"{fn}: trajectory {repeated['trajectory_id'][0]!r} of run "
+                                                f"{repeated['run_id'][0]!r} has more than one row in tokens")
+        self.mask_counts = mask_counts
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
         self._steps = _StepInputs()
 
@@ -138,10 +147,13 @@ class Recomputer:
         rewards = settings.get("score") == "token_rewards"
         chosen = settings.pop("channels", None) if spec.kind is Kind.CHANNEL else None
         tokens = None if self.readers_only and not reads_tokens(estimator) else self.tokens
+        counted = tokens is None and self.mask_counts is not None and reads_tokens(estimator) \
+            and not needs_tokens and not rewards
         key = (tokens is not None, needs_tokens, rewards, spec.kind is Kind.CHANNEL,
-               None if chosen is None else tuple(chosen))
+               None if chosen is None else tuple(chosen), counted)
         if key not in self._prepared:
-            self._prepared[key] = self._prepare(fn, tokens, needs_tokens, rewards, spec.kind is Kind.CHANNEL, chosen)
+            self._prepared[key] = self._prepare(fn, tokens, needs_tokens, rewards, spec.kind is Kind.CHANNEL, chosen,
+                                                counted)
         prepared = self._prepared[key]
         if spec.kind is Kind.CHANNEL:
             settings["channels"] = prepared.channels
@@ -166,10 +178,14 @@ class Recomputer:
                              pl.Series("estimator", [estimator] * keys.height, dtype=pl.String)])
 
     def _prepare(self, fn: str, tokens: pl.DataFrame | None, needs_tokens: bool, rewards: bool, channels: bool,
-                 chosen: Any) -> _Prepared:
+                 chosen: Any, counted: bool = False) -> _Prepared:
         frame = self.trajectories.with_row_index(_ROW)
         if needs_tokens or tokens is not None:
             frame = _join_tokens(fn, frame, tokens, required=needs_tokens, rewards=rewards)
+        elif counted:
+            assert self.mask_counts is not None
+            counts = self.mask_counts.select("run_id", "trajectory_id", pl.col("count").cast(pl.Int64).alias(_MASK_TOKENS))
+            frame = frame.join(counts, on=["run_id", "trajectory_id"], how="left")
         names: list[str] = []
         if channels:
             frame, names = _channel_columns(fn, frame, chosen)

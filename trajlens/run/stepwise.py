@@ -472,9 +472,10 @@ def advantage_pass(
     They agree with ``labelled_diagnostics`` to float32 rounding.
 
     The choices that read nothing of the token arrays (outcome and channel estimators scored by
-    the trajectory's reward) are recomputed on the run's trajectories at once, before the pass:
-    every estimator works within a step, so each step's rows are what that step alone gives, and
-    the per-batch cost of preparing them is paid once.
+    the trajectory's reward) are recomputed on the run's trajectories at once, before the pass,
+    and those that read only each response's model-token count after it, on the counts the pass
+    took of the response masks: every estimator works within a step, so each step's rows are
+    what that step alone gives, and the per-batch cost of preparing them is paid once.
     """
     from trajlens.estimators.flat import flat_list
     from trajlens.run.batches import step_batches, train_trajectories
@@ -492,7 +493,8 @@ def advantage_pass(
     parts: list[pl.DataFrame] = batch_choice_diagnostics(
         run_id, trajectories, None, whole, carry=carry, errors=errors, out=out, extremes=extremes) \
         if whole and trajectories.height else []
-    stepwise = [c for c in choices if reads_tokens(c.estimator)]
+    counted = [c for c in choices if _reads_counts_alone(c)]
+    stepwise = [c for c in choices if reads_tokens(c.estimator) and c not in counted]
     facts: list[pl.DataFrame] = []
     for batch in step_batches(store, run_id, trajectories, columns):
         mask = None
@@ -506,6 +508,11 @@ def advantage_pass(
             frame = None if batch.tokens is None else pl.from_arrow(batch.tokens)
             for feed in feeds:
                 feed.add(batch.trajectories, frame, scans)  # type: ignore[arg-type]
+    if counted and trajectories.height:
+        counts = pl.concat(facts).select(pl.lit(run_id).alias("run_id"), "trajectory_id", pl.col("model_tokens").alias("count")) \
+            if facts else None
+        parts += batch_choice_diagnostics(run_id, trajectories, None, counted, carry=carry, errors=errors, out=out,
+                                          extremes=extremes, mask_counts=counts)
     failed = set(errors)
     parts = [p for p in parts if p.height and p["estimator"][0] not in failed]
     diagnostics = pl.DataFrame()
@@ -525,6 +532,7 @@ def batch_choice_diagnostics(
     run_id: str, trajectories: pl.DataFrame, tokens: pa.Table | None, choices: Sequence[EstimatorChoice], *,
     carry: dict[str, dict[str, Any]], errors: dict[str, Exception], mask: Any = None,
     out: Path | str | None = None, extremes: bool = False, scans: list[StepScans] | None = None,
+    mask_counts: pl.DataFrame | None = None,
 ) -> list[pl.DataFrame]:
     """Per-step batch diagnostics of each choice over one batch of whole steps (``trajectories``
     in step order, ``tokens`` their token rows as Arrow): the frames to stack, each with an
@@ -539,6 +547,8 @@ def batch_choice_diagnostics(
     With ``out``, each step's recomputed frame is written to ``out/<label>/step=NNNNNN.parquet``.
     ``extremes``: with ``min`` and ``max`` columns, of the values each step's statistics describe.
     ``scans``: filled with each step's :data:`StepScans` (in step order), for the caller to share.
+    ``mask_counts``: each response's model-token count (``run_id``, ``trajectory_id``, ``count``),
+    given without ``tokens``, for the choices that read the counts alone.
     """
     from trajlens.run.batches import step_bounds
 
@@ -602,7 +612,7 @@ def batch_choice_diagnostics(
             if recomputer is None:  # the batch prepared once for every choice recomputed on it
                 if tokens is not None and any(reads_tokens(c.estimator) for c in choices):
                     tokens_frame = pl.from_arrow(tokens)  # type: ignore[assignment]
-                recomputer = Recomputer(trajectories, tokens_frame, readers_only=True)
+                recomputer = Recomputer(trajectories, tokens_frame, readers_only=True, mask_counts=mask_counts)
             recomputed = recomputer.recompute(choice.estimator, carry=carry.setdefault(choice.label, {}),
                                               **choice.options)
             parts.append(diagnostics_of(choice.estimator, recomputed, tokens_frame, extremes=extremes)
@@ -632,21 +642,32 @@ def _model_token_extremes(moments: StepMoments, whitened: bool) -> tuple[float, 
 
 def _token_facts(tokens: pa.Table, mask: Any) -> pl.DataFrame:
     """Per token row: its id, whether its response ``mask`` (``flat_list`` of the column) holds
-    a model token, its length, and whether it carries ``values`` and ``log_probs``."""
+    a model token and how many (``model_tokens``, as ``list.sum`` counts them: null for a row
+    without a mask), its length, and whether it carries ``values`` and ``log_probs``."""
     lengths = mask.lengths
-    model = np.zeros(lengths.size, dtype=bool)
+    counts = np.zeros(lengths.size, dtype=np.int64)
     filled = np.flatnonzero(lengths > 0)
     if filled.size:
-        model[filled] = np.logical_or.reduceat(mask.values, mask.offsets[filled])
+        counts[filled] = np.add.reduceat(mask.values, mask.offsets[filled], dtype=np.int64)
     columns = {
         "trajectory_id": pl.Series(tokens.column("trajectory_id").combine_chunks()).cast(pl.String),
-        "model": model,
+        "model": counts > 0,
+        "model_tokens": pl.Series(counts).scatter(np.flatnonzero(~mask.present), None),
         "length": lengths,
     }
     for name in ("values", "log_probs"):
         if name in tokens.column_names:
             columns[f"has_{name}"] = tokens.column(name).is_valid().to_numpy(zero_copy_only=False)
     return pl.DataFrame(columns)
+
+
+def _reads_counts_alone(choice: EstimatorChoice) -> bool:
+    """Whether ``choice`` reads each response's model-token count and nothing else of its tokens
+    (an estimator of whole responses scored by the trajectory's reward that whitens over tokens)."""
+    from trajlens.estimators.registry import Input, estimator_spec
+
+    return reads_tokens(choice.estimator) and not estimator_spec(choice.estimator).inputs & Input.TOKEN_ARRAYS \
+        and choice.settings().get("score") != "token_rewards"
 
 
 def _token_rows(facts: list[pl.DataFrame]) -> pl.DataFrame:
