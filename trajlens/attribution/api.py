@@ -736,11 +736,12 @@ def _channel_rows(trajectories: pl.DataFrame) -> pl.DataFrame:
     lists = trajectories["reward_channels"].to_arrow()
     if isinstance(lists, pa.ChunkedArray):
         lists = lists.combine_chunks()
-    entries = pc.list_flatten(lists)
-    index = pc.list_parent_indices(lists)
-    kept = entries.is_valid()
-    entries, index = entries.filter(kept), index.filter(kept)
-    return pl.DataFrame([pl.Series("index", index).cast(pl.Int64), pl.Series("name", entries.field("name")).cast(pl.String),
+    entries = pc.list_flatten(lists)  # (the entries a null list may hold in its buffers are left out)
+    lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
+    index = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
+    kept = entries.is_valid().to_numpy(zero_copy_only=False)
+    entries = entries.filter(pa.array(kept))
+    return pl.DataFrame([pl.Series("index", index[kept]), pl.Series("name", entries.field("name")).cast(pl.String),
                          pl.Series("value", entries.field("value")).cast(pl.Float64)], schema=schema)
 
 

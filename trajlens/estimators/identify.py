@@ -283,7 +283,8 @@ class Identifier:
     check that reads the maxima alone). ``run``: the run's training trajectories, whole, when the
     caller holds them: the candidates that read nothing of the token arrays are recomputed on
     them at once (every estimator works within a step, so a batch's rows of that are what the
-    batch alone gives), and each batch takes its rows, rather than preparing them batch after batch.
+    batch alone gives), and each batch takes its rows, rather than preparing them batch after batch;
+    a channel estimator's channels are then named and ordered over the run, as attribution names them.
     """
 
     def __init__(self, *, facts: RunFacts | None = None, config: Mapping[str, Any] | str | None = None,

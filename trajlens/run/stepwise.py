@@ -475,7 +475,9 @@ def advantage_pass(
     the trajectory's reward) are recomputed on the run's trajectories at once, before the pass,
     and those that read only each response's model-token count after it, on the counts the pass
     took of the response masks: every estimator works within a step, so each step's rows are
-    what that step alone gives, and the per-batch cost of preparing them is paid once.
+    what that step alone gives, and the per-batch cost of preparing them is paid once. A channel
+    estimator's channels are named and ordered over the run (their first appearance), as
+    attribution names them, not over whichever steps a batch happened to hold.
     """
     from trajlens.estimators.flat import flat_list
     from trajlens.run.batches import step_batches, train_trajectories
