@@ -340,7 +340,9 @@ class _StepInputs:
 
     def scores(self, fn: str, batch: pl.DataFrame, source: str, unscorable: bool) -> torch.Tensor:
         """:func:`_scores` of the step, a copy of each estimator's own."""
-        return self._get(batch, ("scores", fn, source, unscorable), lambda: _scores(fn, batch, source, unscorable)).clone()
+        found: torch.Tensor = self._get(batch, ("scores", fn, source, unscorable),
+                                        lambda: _scores(fn, batch, source, unscorable))
+        return found.clone()
 
 
 class _TokenInputs(NamedTuple):
