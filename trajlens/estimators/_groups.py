@@ -10,7 +10,9 @@ sizes (usually one or two).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,6 +50,21 @@ class GroupIndex:
         return int(self.index.shape[0])
 
 
+_FOUND: ContextVar[dict[int, tuple[Any, GroupIndex]] | None] = ContextVar("trajlens_found_groups", default=None)
+
+
+@contextlib.contextmanager
+def found_groups(found: dict[int, tuple[Any, GroupIndex]]) -> Iterator[None]:
+    """Within it, :func:`group_index` of an ids object in ``found`` (by identity: ``id(ids) ->
+    (ids, its GroupIndex)``) is the index found before, not factorised again: estimators
+    recomputed on the same step share its groups, while each still receives the ids themselves."""
+    token = _FOUND.set(found)
+    try:
+        yield
+    finally:
+        _FOUND.reset(token)
+
+
 def group_index(fn: str, group_ids: Any, batch_size: int, device: torch.device) -> GroupIndex:
     """Factorise ``group_ids`` (length B) into a :class:`GroupIndex` on ``device``."""
     if isinstance(group_ids, GroupIndex):
@@ -56,6 +73,10 @@ def group_index(fn: str, group_ids: Any, batch_size: int, device: torch.device) 
                 f"{fn}: group_ids has {group_ids.batch_size} entries but the batch has {batch_size} trajectories"
             )
         return group_ids
+    found = (_FOUND.get() or {}).get(id(group_ids))
+    if found is not None and found[0] is group_ids and found[1].batch_size == batch_size \
+            and found[1].index.device == device:
+        return found[1]
     index = _factorise(fn, group_ids)
     if index.shape[0] != batch_size:
         raise EstimatorInputError(

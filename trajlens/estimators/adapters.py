@@ -52,7 +52,7 @@ import pyarrow as pa
 import torch
 
 from trajlens.estimators import _validate as check
-from trajlens.estimators._groups import group_index
+from trajlens.estimators._groups import found_groups, group_index
 from trajlens.estimators._scan import intra_op_threads_for
 from trajlens.estimators.dynamic import weight_config
 from trajlens.estimators.registry import ESTIMATOR_NAMES, EstimatorSpec, Input, Kind, estimator_spec, reads_tokens
@@ -165,9 +165,10 @@ class Recomputer:
         state: dict[str, torch.Tensor | None] = carry if carry is not None else {}
         call = _Call(fn, spec, settings, state, self._steps)
         parts = []
-        for batch in prepared.steps:
-            with intra_op_threads_for(_padded_size(batch)):
-                parts.append(adapter(call, batch))
+        with found_groups(self._steps.groups_found):
+            for batch in prepared.steps:
+                with intra_op_threads_for(_padded_size(batch)):
+                    parts.append(adapter(call, batch))
         out = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
         keys = prepared.keys
         if not out[_ROW].equals(keys[_ROW]):  # the steps not in the input's order
@@ -310,18 +311,21 @@ class _Call(NamedTuple):
     steps: _StepInputs
     """What every estimator reads alike of a prepared step, found once for them all."""
 
-    def groups(self, batch: pl.DataFrame) -> Any:
-        """The step's groups, as the tensor functions take ``group_ids``."""
+    def groups(self, batch: pl.DataFrame) -> pl.Series:
+        """The step's group ids, as the tensor functions take ``group_ids`` (their groups found once)."""
         return self.steps.groups(batch)
 
 
 class _StepInputs:
     """What the estimators recomputed on the same prepared steps read alike, found once per step
-    for them all: its groups (:class:`~trajlens.estimators._groups.GroupIndex`) and its scores.
-    Kept by the step frame's identity, with the frame (so the identity stays its own)."""
+    for them all: its group ids, with their :class:`~trajlens.estimators._groups.GroupIndex`
+    (:attr:`groups_found`, which :func:`~trajlens.estimators._groups.group_index` reads within
+    :func:`~trajlens.estimators._groups.found_groups`), and its scores. Kept by the step frame's
+    identity, with the frame (so the identity stays its own)."""
 
     def __init__(self) -> None:
         self._found: dict[tuple[Any, ...], tuple[pl.DataFrame, Any]] = {}
+        self.groups_found: dict[int, tuple[Any, Any]] = {}
 
     def _get(self, batch: pl.DataFrame, what: tuple[Any, ...], find: Callable[[], Any]) -> Any:
         key = (id(batch), *what)
@@ -330,13 +334,16 @@ class _StepInputs:
             found = self._found[key] = (batch, find())
         return found[1]
 
-    def groups(self, batch: pl.DataFrame) -> Any:
-        """The step's groups; its ``group_id`` column where they cannot be found (the estimator then says why)."""
-        try:
-            return self._get(batch, ("groups",),
-                             lambda: group_index("recompute", batch["group_id"], batch.height, torch.device("cpu")))
-        except check.EstimatorInputError:
-            return batch["group_id"]
+    def groups(self, batch: pl.DataFrame) -> pl.Series:
+        """The step's ``group_id`` column, the same object for every estimator, its groups found
+        once (where they cannot be found, each estimator says why)."""
+        ids: pl.Series = self._get(batch, ("group ids",), lambda: batch["group_id"])
+        if id(ids) not in self.groups_found:
+            try:
+                self.groups_found[id(ids)] = (ids, group_index("recompute", ids, batch.height, torch.device("cpu")))
+            except check.EstimatorInputError:
+                pass
+        return ids
 
     def scores(self, fn: str, batch: pl.DataFrame, source: str, unscorable: bool) -> torch.Tensor:
         """:func:`_scores` of the step, a copy of each estimator's own."""
