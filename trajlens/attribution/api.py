@@ -772,7 +772,7 @@ def _in_batch_order(calls: pl.DataFrame, batch: pl.DataFrame) -> pl.DataFrame:
     """The calls of ``batch``'s trajectories, trajectory after trajectory in batch order, each in
     call order (a call of another trajectory, of another split, is dropped)."""
     position = {trajectory: i for i, trajectory in enumerate(batch["trajectory_id"].to_list())}
-    at = np.array([position.get(t, -1) for t in calls["trajectory_id"].to_list()], dtype=np.int64)
+    at = calls["trajectory_id"].replace_strict(position, default=-1, return_dtype=pl.Int64).fill_null(-1).to_numpy()
     kept = np.flatnonzero(at >= 0)
     order = kept[np.lexsort((calls["call_index"].to_numpy()[kept], at[kept]))]
     return calls if np.array_equal(order, np.arange(calls.height)) else calls[order]

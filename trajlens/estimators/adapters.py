@@ -43,6 +43,7 @@ with ``estimator`` and ``normalisation``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -55,7 +56,9 @@ from trajlens.estimators import _validate as check
 from trajlens.estimators._groups import found_groups, group_index
 from trajlens.estimators._scan import intra_op_threads_for
 from trajlens.estimators.dynamic import weight_config
-from trajlens.estimators.registry import ESTIMATOR_NAMES, EstimatorSpec, Input, Kind, estimator_spec, reads_tokens
+from trajlens.estimators.registry import (
+    ESTIMATOR_NAMES, EstimatorSpec, Input, Kind, estimator_spec, reads_counts_alone, reads_tokens,
+)
 from trajlens.estimators.spec import KEY_COLUMNS
 from trajlens.estimators.whiten import masked_whiten
 from trajlens.frames import as_frame
@@ -118,18 +121,12 @@ class Recomputer:
             raise check.EstimatorInputError(f"{fn}: trajectories lacks column(s) {', '.join(missing)}")
         if trajectories.height == 0:
             raise check.EstimatorInputError(f"{fn}: empty batch: trajectories has no rows")
-        repeated = trajectories.filter(pl.struct("run_id", "trajectory_id").is_duplicated()).head(1)
-        if repeated.height:  # a second row would count twice in its group's statistics
-            raise check.EstimatorInputError(f"{fn}: trajectory {repeated['trajectory_id'][0]!r} of run "
-                                            f"{repeated['run_id'][0]!r} has more than one row in trajectories")
+        _one_row_each(fn, trajectories, "trajectories")  # a second row would count twice in its group's statistics
         self.trajectories = trajectories
         self.tokens = None if tokens is None else as_frame(tokens, f"{fn}: tokens")
         self.readers_only = readers_only
         if mask_counts is not None:
-            repeated = mask_counts.filter(pl.struct("run_id", "trajectory_id").is_duplicated()).head(1)
-            if repeated.height:  # as _join_tokens says it of the token rows they were counted from
-                raise check.EstimatorInputError(f"{fn}: trajectory {repeated['trajectory_id'][0]!r} of run "
-                                                f"{repeated['run_id'][0]!r} has more than one row in tokens")
+            _one_row_each(fn, mask_counts, "tokens")  # counted from the token rows: as _join_tokens says it
         self.mask_counts = mask_counts
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
         self._steps = _StepInputs()
@@ -147,8 +144,7 @@ class Recomputer:
         rewards = settings.get("score") == "token_rewards"
         chosen = settings.pop("channels", None) if spec.kind is Kind.CHANNEL else None
         tokens = None if self.readers_only and not reads_tokens(estimator) else self.tokens
-        counted = tokens is None and self.mask_counts is not None and reads_tokens(estimator) \
-            and not needs_tokens and not rewards
+        counted = tokens is None and self.mask_counts is not None and reads_counts_alone(estimator, settings)
         key = (tokens is not None, needs_tokens, rewards, spec.kind is Kind.CHANNEL,
                None if chosen is None else tuple(chosen), counted)
         if key not in self._prepared:
@@ -243,10 +239,7 @@ def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, requ
     absent = [c for c in need if c not in tokens.columns]
     if absent:
         raise check.EstimatorInputError(f"{fn}: tokens lacks column(s) {', '.join(absent)}")
-    repeated = tokens.filter(pl.struct("run_id", "trajectory_id").is_duplicated()).head(1)
-    if repeated.height:  # each copy would be a trajectory of its own in the batch
-        raise check.EstimatorInputError(f"{fn}: trajectory {repeated['trajectory_id'][0]!r} of run "
-                                        f"{repeated['run_id'][0]!r} has more than one row in tokens")
+    _one_row_each(fn, tokens, "tokens")  # each copy would be a trajectory of its own in the batch
     if required:
         keep = [pl.col(c) for c in ("run_id", "trajectory_id", "response_mask", "values", "token_rewards", "log_probs",
                                     "sum_pi_squared") if c in tokens.columns]
@@ -262,6 +255,14 @@ def _join_tokens(fn: str, frame: pl.DataFrame, tokens: pl.DataFrame | None, requ
                 f"{fn}: trajectory {lacking['trajectory_id'][0]!r} (run {lacking['run_id'][0]!r}) has no row in tokens"
             )
     return joined
+
+
+def _one_row_each(fn: str, frame: pl.DataFrame, table: str) -> None:
+    """A one-line error naming the first trajectory with more than one row in ``frame`` (rows of ``table``)."""
+    repeated = frame.filter(pl.struct("run_id", "trajectory_id").is_duplicated()).head(1)
+    if repeated.height:
+        raise check.EstimatorInputError(f"{fn}: trajectory {repeated['trajectory_id'][0]!r} of run "
+                                        f"{repeated['run_id'][0]!r} has more than one row in {table}")
 
 
 def _padded(series: pl.Series, dtype: Any, fill: Any, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -339,10 +340,8 @@ class _StepInputs:
         once (where they cannot be found, each estimator says why)."""
         ids: pl.Series = self._get(batch, ("group ids",), lambda: batch["group_id"])
         if id(ids) not in self.groups_found:
-            try:
+            with contextlib.suppress(check.EstimatorInputError):
                 self.groups_found[id(ids)] = (ids, group_index("recompute", ids, batch.height, torch.device("cpu")))
-            except check.EstimatorInputError:
-                pass
         return ids
 
     def scores(self, fn: str, batch: pl.DataFrame, source: str, unscorable: bool) -> torch.Tensor:

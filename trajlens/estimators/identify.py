@@ -362,13 +362,7 @@ class Identifier:
                     pending.append((result, [accumulated]))
                 continue
             if rows is not None and candidate.label in self.whole:
-                per_row = _PerRow(self.whole[candidate.label][rows])
-                same = next((members for source, members in pending if isinstance(source, _PerRow)
-                             and np.array_equal(source.values, per_row.values, equal_nan=True)), None)
-                if same is None:
-                    pending.append((per_row, [accumulated]))
-                else:
-                    same.append(accumulated)
+                _pair_once(pending, _PerRow(self.whole[candidate.label][rows]), accumulated)
                 continue
             try:
                 if recomputer is None:
@@ -380,11 +374,7 @@ class Identifier:
             if "token_advantages" in recomputed.columns:  # a step's token arrays: paired now, not kept
                 add(found.paired(recomputed), [accumulated])
                 continue
-            same = _same_advantages(pending, recomputed)
-            if same is None:
-                pending.append((recomputed, [accumulated]))
-            else:
-                same.append(accumulated)
+            _pair_once(pending, recomputed, accumulated)
         for source, members in pending:
             add(found.paired(source) if isinstance(source, pl.DataFrame)
                 else found.paired_values(source.values) if isinstance(source, _PerRow)
@@ -464,15 +454,21 @@ class _PerRow(NamedTuple):
     values: np.ndarray
 
 
-def _same_advantages(pending: list[tuple[Any, list[_Accumulated]]], recomputed: pl.DataFrame
-                     ) -> list[_Accumulated] | None:
-    """The candidates of the recomputation in ``pending`` with the very same per-trajectory
-    advantages as ``recomputed`` (in the same rows), or None."""
-    values = recomputed["advantage"].to_numpy()
-    for source, members in pending:
-        if isinstance(source, pl.DataFrame) and np.array_equal(source["advantage"].to_numpy(), values, equal_nan=True):
-            return members
-    return None
+def _pair_once(pending: list[tuple[Any, list[_Accumulated]]], source: pl.DataFrame | _PerRow,
+               accumulated: _Accumulated) -> None:
+    """``accumulated``'s candidate among the members of the source in ``pending`` of the same
+    kind with the very same per-trajectory advantages (in the same rows), else ``source`` added
+    to ``pending`` with it: candidates that agree on the batch are paired once."""
+    values = _advantages_of(source)
+    for other, members in pending:
+        if type(other) is type(source) and np.array_equal(_advantages_of(other), values, equal_nan=True):
+            members.append(accumulated)
+            return
+    pending.append((source, [accumulated]))
+
+
+def _advantages_of(source: pl.DataFrame | _PerRow) -> np.ndarray:
+    return source.values if isinstance(source, _PerRow) else source["advantage"].to_numpy()
 
 
 @dataclass(frozen=True)

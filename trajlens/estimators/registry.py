@@ -552,6 +552,15 @@ def reads_tokens(name: str) -> bool:
     return bool(estimator_spec(name).inputs & (Input.TOKEN_ARRAYS | Input.TOKEN_COUNTS))
 
 
+def reads_counts_alone(name: str, settings: Mapping[str, Any]) -> bool:
+    """Whether estimator ``name`` with ``settings`` (its options over the registry's defaults)
+    reads each response's model-token count and nothing else of its tokens: an estimator of whole
+    responses, scored by the trajectory's reward, that whitens over model tokens."""
+    inputs = estimator_spec(name).inputs
+    return bool(inputs & Input.TOKEN_COUNTS) and not inputs & Input.TOKEN_ARRAYS \
+        and settings.get("score") != "token_rewards"
+
+
 def estimator_spec(name: str) -> EstimatorSpec:
     """The registry entry of ``name``; an unknown name is a one-line :class:`EstimatorInputError`."""
     spec = ESTIMATOR_REGISTRY.get(name)

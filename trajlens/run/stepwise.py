@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from trajlens.errors import ConfigError
-from trajlens.estimators.registry import reads_tokens
+from trajlens.estimators.registry import reads_counts_alone, reads_tokens
 from trajlens.estimators.spec import KEY_COLUMNS, EstimatorChoice
 
 if TYPE_CHECKING:
@@ -495,7 +495,7 @@ def advantage_pass(
     parts: list[pl.DataFrame] = batch_choice_diagnostics(
         run_id, trajectories, None, whole, carry=carry, errors=errors, out=out, extremes=extremes) \
         if whole and trajectories.height else []
-    counted = [c for c in choices if _reads_counts_alone(c)]
+    counted = [c for c in choices if reads_counts_alone(c.estimator, c.settings())]
     stepwise = [c for c in choices if reads_tokens(c.estimator) and c not in counted]
     facts: list[pl.DataFrame] = []
     for batch in step_batches(store, run_id, trajectories, columns):
@@ -661,15 +661,6 @@ def _token_facts(tokens: pa.Table, mask: Any) -> pl.DataFrame:
         if name in tokens.column_names:
             columns[f"has_{name}"] = tokens.column(name).is_valid().to_numpy(zero_copy_only=False)
     return pl.DataFrame(columns)
-
-
-def _reads_counts_alone(choice: EstimatorChoice) -> bool:
-    """Whether ``choice`` reads each response's model-token count and nothing else of its tokens
-    (an estimator of whole responses scored by the trajectory's reward that whitens over tokens)."""
-    from trajlens.estimators.registry import Input, estimator_spec
-
-    return reads_tokens(choice.estimator) and not estimator_spec(choice.estimator).inputs & Input.TOKEN_ARRAYS \
-        and choice.settings().get("score") != "token_rewards"
 
 
 def _token_rows(facts: list[pl.DataFrame]) -> pl.DataFrame:
