@@ -1,11 +1,11 @@
-"""The one read-ahead of a run's batches (run.batches.ReadAhead): the next item is read on a
+"""The one read-ahead of a run's batches (store.ahead.ReadAhead): the next item is read on a
 background thread with what the caller asked of this one; asked otherwise, it is read again."""
 
 from __future__ import annotations
 
 import threading
 
-from trajlens.run.batches import ReadAhead, read_ahead
+from trajlens.store.ahead import ReadAhead, read_ahead
 
 
 def _recording(log: list[tuple[int, str | None, str]]):

@@ -33,7 +33,7 @@ from trajlens.schema import SCHEMAS
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from trajlens.run.batches import ReadAhead
+    from trajlens.store.ahead import ReadAhead
 
 BATCH_TABLES: tuple[str, ...] = ("trajectories", "tool_calls", "tokens", "step_metrics")
 
@@ -501,7 +501,8 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
     with those steps' tool calls and token arrays (when ``tables`` has them); no batches when
     the run is not in the step layout. A ``stored`` run's files hold the store's schema; a run
     directory's are checked file by file as ingest checks them (:func:`_read_checked_files`)."""
-    from trajlens.run.batches import ReadAhead, plan_batches
+    from trajlens.run.batches import plan_batches
+    from trajlens.store.ahead import ReadAhead
     from trajlens.run.partitions import read_files, table_partitions
     from trajlens.store.writer import check_run_dir
 

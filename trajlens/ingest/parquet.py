@@ -7,6 +7,7 @@ duplicate ids, so a run larger than memory ingests in bounded memory.
 
 from __future__ import annotations
 
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -20,6 +21,7 @@ from trajlens.ingest import config_history
 from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.rows import RowProblem, check_values, without_bad_rows
 from trajlens.schema import SCHEMAS, TABLES, conform
+from trajlens.store.ahead import read_ahead
 from trajlens.store.layout import STEP_PARTITIONED, is_run_dir, read_parquet_file, step_range, table_files
 from trajlens.store.writer import StoreWriter
 
@@ -52,16 +54,27 @@ def read_table_file(path: Path, name: str, run_id: str | None = None) -> pa.Tabl
     return table
 
 
-def _read_checked(path: Path, name: str, skipped: list[Problem] | None = None) -> tuple[pa.Table, bool]:
+def _read_file(path: Path) -> pa.Table | Exception:
+    """The Parquet file at ``path`` as a table, or the error that says it is not a readable one
+    (kept, not raised: :func:`copy_run` reads each file ahead, and the error is the file's to
+    raise when its turn comes)."""
+    try:
+        return read_parquet_file(path)
+    except parquet_errors() as error:
+        return error
+
+
+def _read_checked(path: Path, name: str, skipped: list[Problem] | None = None,
+                  read: pa.Table | Exception | None = None) -> tuple[pa.Table, bool]:
     """:func:`read_table_file`, and whether the file held the table in its exact schema (so its
-    bytes are the stored table's as they stand, and :func:`conform` changed nothing).
+    bytes are the stored table's as they stand, and :func:`conform` changed nothing). ``read``:
+    the file's :func:`_read_file`, when it was read ahead.
 
     With ``skipped`` (lenient), rows that fail the per-row value checks are left out and noted in
     it, one problem each, rather than refusing the file; the table is then not exact."""
-    try:
-        table = read_parquet_file(path)
-    except parquet_errors() as error:
-        raise InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason(error)) from None
+    table = _read_file(path) if read is None else read
+    if isinstance(table, Exception):
+        raise InputError(str(path), "not a readable Parquet file", expected="Parquet", found=reason(table))
     check_text(table, path)
     exact = table.schema.equals(SCHEMAS[name])  # a list's item is "element" once in Parquet: the same type
     table = conform(table, name, str(path))
@@ -200,14 +213,18 @@ def copy_run(
     partial: dict[str, set[str]] = {}
     skipped_why: dict[str, str] = {}
     span_ends = _SpanEnds()  # each trajectory's furthest call span, from the tool_calls files
-    with writer.stage(stored, _with_run_id(runs, stored), str(run_dir), self_contained=not extra_metrics) as stage:
+    with writer.stage(stored, _with_run_id(runs, stored), str(run_dir), self_contained=not extra_metrics) as stage, \
+            ExitStack() as reading:
         for name in TABLES[1:]:
             read: dict[str, list[pa.Table]] = {}
-            for path in table_files(run_dir, name):
+            files = table_files(run_dir, name)
+            # each file read while the one before is checked and written (two in memory at most)
+            contents = reading.enter_context(closing(read_ahead(_read_file, files)))
+            for path, content in zip(files, contents, strict=True):
                 partition = str(path.parent.relative_to(run_dir / name))
                 bad_rows: list[Problem] | None = None if strict else []
                 try:
-                    table, exact = _read_checked(path, name, bad_rows)
+                    table, exact = _read_checked(path, name, bad_rows, content)
                     _check_run_id(table, recorded, path)
                 except InputError as error:
                     if strict:

@@ -10,9 +10,8 @@ the number of steps, and the fixed cost of a read is shared by the steps of a ba
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Generic, NamedTuple, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -21,6 +20,7 @@ import pyarrow as pa
 from trajlens.errors import ConfigError
 from trajlens.run.partitions import Partitions, partition_files, read_arrow_partitions, read_partitions, scan_run_table
 from trajlens.run.splits import TRAIN_SPLIT
+from trajlens.store.ahead import read_ahead
 
 BATCH_TOKENS = 1_000_000
 """Tokens (model and observation, as the trajectories count them) read together at most; a
@@ -30,9 +30,6 @@ BATCH_STEPS = 2_048
 """Steps read together at most (bounds the batch when the trajectories carry no token counts)."""
 LIST_ALL_ABOVE = 64
 """Steps above which the run's partitions are listed once rather than step by step."""
-T = TypeVar("T")
-R = TypeVar("R")
-K = TypeVar("K")
 
 
 class StepBatch(NamedTuple):
@@ -121,52 +118,3 @@ def step_batches(store: Any, run_id: str, trajectories: pl.DataFrame, token_colu
         return StepBatch(steps, part, tokens)
 
     yield from read_ahead(read, plan)
-
-
-class ReadAhead(Generic[T, K, R]):
-    """``read(items[index], ask)`` handed to the caller, the next item read with each ``ask``
-    made of this one on a background thread while the caller works on this one. What a caller
-    asks of an item (``ask``: the columns of a batch) may be known only when it asks, and it may
-    ask an item more than once (the checks ask a batch for its logged column, then for the
-    arrays they recompute from): each ask of an item reads the next item the same way, so a
-    caller that asks every item alike gets every item after the first read ahead. Reads ahead
-    that the caller does not ask for are dropped when it moves on. The first item is read when
-    asked."""
-
-    def __init__(self, read: Callable[[T, K], R], items: Sequence[T]) -> None:
-        self.read, self.items = read, items
-        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlens-read")
-        self._pending: dict[tuple[int, K], Future[R]] = {}
-        self._closed = False
-
-    def __enter__(self) -> ReadAhead[T, K, R]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop reading ahead; an item asked afterwards is read on the spot."""
-        self._closed = True
-        self._reader.shutdown(wait=True, cancel_futures=True)
-        self._pending.clear()
-
-    def get(self, index: int, ask: K) -> R:
-        for passed in [key for key in self._pending if key[0] < index]:
-            self._pending.pop(passed).cancel()
-        ahead = self._pending.pop((index, ask), None)
-        following = (index + 1, ask)
-        if index + 1 < len(self.items) and not self._closed and following not in self._pending:
-            self._pending[following] = self._reader.submit(self.read, self.items[index + 1], ask)
-        if ahead is not None and not ahead.cancelled():
-            return ahead.result()
-        return self.read(self.items[index], ask)
-
-
-def read_ahead(read: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
-    """``read(item)`` of each of ``items`` in order, through :class:`ReadAhead`: the next one
-    read on a background thread while the caller works on this one."""
-    ahead: ReadAhead[T, None, R] = ReadAhead(lambda item, _: read(item), items)
-    with ahead:
-        for index in range(len(items)):
-            yield ahead.get(index, None)
