@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,10 @@ class RunDirWriter:
     ``pack_bytes``, the rows of a step smaller than that wait, with those of the steps after
     it, until together they reach it (or a larger step comes, or the writer closes), and go
     to one file under ``step=FIRST-LAST/``; memory holds at most ``pack_bytes`` a table.
+
+    A step's file is encoded and written on a background thread while the caller reads the
+    next: one write at a time, waited for before the next starts and when the writer closes
+    (or leaves on an exception), so a write's error is raised by the call after it at the latest.
     """
 
     def __init__(self, directory: Path | str, runs: pa.Table, *, pack_bytes: int = 0) -> None:
@@ -124,6 +129,8 @@ class RunDirWriter:
         self._packed_bytes: dict[str, int] = {}
         self._written: set[str] = set()
         self._metrics: list[pa.Table] = []
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlens-write")
+        self._writing: Future[None] | None = None
         self._write(conform(runs, "runs", str(self.directory)), self.directory / "runs" / "part-0.parquet")
         self._written.add("runs")
 
@@ -174,7 +181,15 @@ class RunDirWriter:
         self._written.add(name)
 
     def _write_part(self, name: str, directory: str, table: pa.Table) -> None:
-        self._write(table, self._part_path(name, directory))
+        path = self._part_path(name, directory)
+        self._wait()
+        self._writing = self._writer.submit(self._write, table, path)
+
+    def _wait(self) -> None:
+        """Wait for the write in progress; its error, if it failed, is raised here."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
 
     def _part_path(self, name: str, directory: str) -> Path:
         index = self._parts.get((name, directory), 0)
@@ -188,6 +203,7 @@ class RunDirWriter:
     def close(self) -> None:
         for name in list(self._packing):
             self._flush(name)
+        self._stop_writing()
         metrics = pa.concat_tables(self._metrics) if self._metrics else SCHEMAS["step_metrics"].empty_table()
         if metrics.num_rows:
             metrics = metrics.sort_by([("step", "ascending"), ("name", "ascending")])
@@ -202,6 +218,14 @@ class RunDirWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.close()
+        else:  # nothing is written into the directory once the caller has it back
+            self._writer.shutdown(wait=True)
+
+    def _stop_writing(self) -> None:
+        try:
+            self._wait()
+        finally:
+            self._writer.shutdown(wait=True)
 
     @staticmethod
     def _write(table: pa.Table, path: Path) -> None:
