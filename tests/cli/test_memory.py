@@ -46,3 +46,22 @@ def test_the_command_line_entry_point_keeps_freed_memory():
               "app.main = lambda: print(m.keep_freed_memory()) or 0; app.run()")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "True"
+
+
+ARROW_POOL = ("import sys, trajlens.cli._app as app; "
+              "app.main = lambda: print(__import__('pyarrow').default_memory_pool().backend_name) or 0; app.run()")
+
+
+def test_the_command_line_entry_point_gives_arrow_s_buffers_to_malloc_unless_the_user_chose_a_pool():
+    import os
+
+    environment = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    out = subprocess.run([sys.executable, "-c", ARROW_POOL], capture_output=True, text=True, env=environment)
+    assert out.returncode == 0 and out.stdout.strip() == "system", out.stderr
+    chosen = subprocess.run([sys.executable, "-c", ARROW_POOL], capture_output=True, text=True,
+                            env={**environment, "ARROW_DEFAULT_MEMORY_POOL": "mimalloc"})
+    assert chosen.returncode == 0 and chosen.stdout.strip() == "mimalloc", chosen.stderr
+    pools = [subprocess.run([sys.executable, "-c", f"{imports}; print(pyarrow.default_memory_pool().backend_name)"],
+                            capture_output=True, text=True, env=environment).stdout.strip()
+             for imports in ("import pyarrow", "import trajlens, trajlens.store, pyarrow")]
+    assert pools[0] and pools[1] == pools[0]  # a program that imports trajlens keeps its pool

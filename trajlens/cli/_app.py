@@ -249,7 +249,8 @@ def _os_error_line(error: OSError) -> str:
 
 
 def run() -> None:
-    from trajlens.cli._memory import keep_freed_memory
+    from trajlens.cli._memory import arrow_on_malloc, keep_freed_memory
 
     keep_freed_memory()
+    arrow_on_malloc()
     sys.exit(main())
