@@ -25,10 +25,7 @@ STEP_TABLES = ("trajectories", "tool_calls", "tokens")
 
 def _write(directory: Path, run) -> None:
     with RunDirWriter(directory, run.runs) as writer:
-        for name in STEP_TABLES:
-            table = run.table(name)
-            for step in sorted(set(table.column("step").to_pylist())):
-                writer.write_step(name, table.filter([s == step for s in table.column("step").to_pylist()]))
+        writer.write_run(run)  # a file per step of each table
 
 
 def test_step_files_are_written_on_the_writing_thread_and_complete_when_the_writer_closes(tmp_path, monkeypatch):

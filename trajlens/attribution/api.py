@@ -495,8 +495,8 @@ class CreditStream:
 
     def credit_here(self) -> Iterator[pa.Table]:
         """Credit the steps in this process, classifying calls a block of steps at a time."""
-        from trajlens.store.ahead import read_ahead
         from trajlens.run.stepwise import TOKEN_COLUMNS
+        from trajlens.store.ahead import read_ahead
 
         steps, batches = _steps_of(self.trajectories)
         if not steps:

@@ -2,8 +2,8 @@
 
 Every reader of many files or batches in turn (ingest's files of a run directory, the run
 layer's batches of steps, the checks' token columns) reads through here: one background
-thread, one item ahead, so memory holds at most two items and the order of the reads, and of
-their errors, is the caller's.
+thread, one item ahead (for each way the caller asks an item), so memory holds the item in hand
+and the next one, and the order of the reads, and of their errors, is the caller's.
 """
 
 from __future__ import annotations
