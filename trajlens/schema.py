@@ -59,7 +59,7 @@ RUN_COLUMNS: tuple[Column, ...] = (
            "under (trajlens.run.trained.run_trained_with)."),
     Column("config", pa.string(), False, "The logged configuration as a JSON object ('{}' when none)."),
     Column("source_format", pa.string(), False, "Loader that produced the run (parquet, verl, mini-swe-agent-v1, ...)."),
-    Column("source", pa.string(), False, "Path(s) the run was read from."),
+    Column("source", pa.string(), False, "Path(s) the run was read from, absolute for a log (a Parquet run directory keeps its own)."),
 )
 
 TRAJECTORY_COLUMNS: tuple[Column, ...] = (
@@ -77,7 +77,7 @@ TRAJECTORY_COLUMNS: tuple[Column, ...] = (
     Column("model_tokens", pa.int64(), True, "Tokens the model generated."),
     Column("observation_tokens", pa.int64(), True, "Tokens of tool output fed back to the model."),
     Column("reasoning_tokens", pa.int64(), True, "Reasoning (thinking) tokens, where logged."),
-    Column("source", pa.string(), True, "File (and record) the trajectory was read from."),
+    Column("source", pa.string(), True, "File (and record) the trajectory was read from; a path that named the source as given is written absolute."),
     Column("logged_advantage", pa.float64(), True, "The advantage the trainer logged for the whole trajectory (TRL's `advantage` column), where it logged one.", absent_as_null=True),
     Column("response_text", pa.string(), True, "The model's text after its last tool call: the final answer, or the whole completion of a run without tools, where logged.", absent_as_null=True),
 )

@@ -160,6 +160,9 @@ def test_classes_that_change_drop_the_analyses_computed_from_them(store, tmp_pat
     changed = trajlens("classify", store, "--run", RUN, "--tool-map", tmp_path / "map.toml")
     assert changed.returncode == 0, changed.stderr
     assert f"{RUN}: its classes changed: dropped its analyses stage_rates, stage_changes, call_credit, " in changed.stdout
+    # each dropped table's own command, once (ANALYSIS_TABLES): sample writes the stage tables, attribute the rest
+    assert changed.stdout.rstrip().endswith(f"; run `trajlens sample {store} --run {RUN}` (or `trajlens report`) and "
+                                            f"`trajlens attribute {store} --run {RUN}` again"), changed.stdout
     left = set(api.open(store).tables())
     assert not analyses & left and not any(name.startswith("attribution_") for name in left)
     assert {"call_classes", "trajectory_measures", "unknown_tools"} <= left

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -90,3 +91,28 @@ def test_a_moved_log_folder_whose_run_names_its_files_is_the_same_run(logs, tmp_
     assert "call_classes" in handle.tables()
     assert str(moved) in handle.sql("SELECT source FROM runs")["source"][0]
     assert run_cli("verify", store).returncode == 0
+
+
+@pytest.mark.parametrize("logs", ["verl/grpo-sandbox", "trl/grpo-run"])
+def test_a_log_named_by_another_spelling_of_its_path_is_the_same_run(logs, tmp_path, monkeypatch):
+    """``./grpo-sandbox`` from its folder, then its absolute path after its files were touched (so
+    the store reads it again): the same content, kept with its analyses. The store records where
+    rows were read as absolute paths, as ``ingest.json`` records the source."""
+    folder = tmp_path / "project"
+    shutil.copytree(DATA / logs, folder / Path(logs).name)
+    store = tmp_path / "store"
+    monkeypatch.chdir(folder)
+    assert run_cli("ingest", f"./{Path(logs).name}", "--store", store).returncode == 0
+    assert run_cli("classify", store).returncode == 0
+    for file in (folder / Path(logs).name).rglob("*"):
+        os.utime(file)
+    monkeypatch.chdir(tmp_path)
+
+    done = run_cli("ingest", folder / Path(logs).name, "--store", store)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == f"run {Path(logs).name} is unchanged: kept as it was, with its analyses"
+    handle = trajlens.open(store)
+    assert "call_classes" in handle.tables()
+    assert handle.sql("SELECT source FROM runs")["source"].to_list() == [str(folder / Path(logs).name)]
+    where = handle.sql("SELECT source FROM trajectories WHERE source IS NOT NULL")["source"].to_list()
+    assert all(value.startswith(str(folder)) for value in where)

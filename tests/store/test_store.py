@@ -59,6 +59,18 @@ def test_ingesting_twice_changes_nothing(tmp_path, tiny_run_dir):
     assert trajlens.open(store).sql("SELECT count(*) AS n FROM trajectories")["n"].to_list() == [8]
 
 
+@pytest.mark.parametrize("inside", ["runs", "runs/other", "derived/x"])
+def test_a_store_among_another_stores_files_is_refused_before_anything_is_written(tmp_path, tiny_run_dir, inside):
+    """A store in ``runs/`` would read, to the store around it, as a run without its records."""
+    outer = tmp_path / "store"
+    trajlens.ingest([tiny_run_dir], outer)
+    before = sorted(str(p.relative_to(outer)) for p in outer.rglob("*"))
+    with pytest.raises(StoreError, match=f"^store {outer / inside}: among the files of the store {outer}, which only "
+                                         "ingest and the analyses write; write it elsewhere$"):
+        trajlens.ingest([tiny_run_dir], outer / inside)
+    assert sorted(str(p.relative_to(outer)) for p in outer.rglob("*")) == before
+
+
 def test_input_files_are_not_modified(tmp_path, tiny_run_dir):
     before = _tree_digest(tiny_run_dir)
     trajlens.ingest([tiny_run_dir], tmp_path / "store")
@@ -269,7 +281,7 @@ def test_reingest_keeps_analyses_when_unchanged_and_drops_them_when_changed(tmp_
         pq.write_table(tokens.filter(pa.array([t in kept for t in tokens.column("trajectory_id").to_pylist()])), token_file)
     changed = trajlens.ingest([tiny_run_dir], tmp_path / "store")
     assert changed.notes == ["run tiny changed: dropped its analyses call_classes, trajectory_measures, unknown_tools; "
-                             "run `trajlens classify` or `trajlens report` again"]
+                             f"run `trajlens classify {tmp_path / 'store'}` again"]
     store = trajlens.open(tmp_path / "store")
     assert "call_classes" not in store.tables()
     assert store.sql("SELECT count(*) AS n FROM trajectories")["n"].to_list() == [7]

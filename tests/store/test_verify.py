@@ -108,6 +108,39 @@ def test_repair_says_what_it_cannot_when_the_source_is_gone_or_changed(store, tm
     assert len(verify_store(store).problems) == 2  # left as they were
 
 
+def test_repair_restores_a_log_ingested_by_a_relative_path(tmp_path, monkeypatch):
+    """The recorded call names the source by its absolute path; the run it writes again is the
+    run ingested as ``sources/grpo-sandbox``, so its content hash matches the record."""
+    shutil.copytree(VERL_DUMP, tmp_path / "sources" / "grpo-sandbox")
+    monkeypatch.chdir(tmp_path)
+    assert trajlens("ingest", "sources/grpo-sandbox", "--store", "store").returncode == 0
+    _first(tmp_path / "store", "grpo-sandbox", "tool_calls").write_bytes(b"cut")
+    done = trajlens("verify", "store", "--repair")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "repaired: wrote run grpo-sandbox again from its source: its files are as ingested" in done.stdout
+    assert verify_store(tmp_path / "store").ok
+
+
+def test_repair_of_a_copied_store_says_what_it_cannot_while_a_run_stays_damaged(store, tmp_path):
+    """A copy's database no longer matches its record, so repair writes its views again, which
+    cannot be done over a file that cannot be read: with the run not restorable (its source
+    changed), each is a `cannot repair` line, not an error; ingesting the run again mends both."""
+    copy = tmp_path / "copy"
+    shutil.copytree(store, copy)
+    _first(copy, "grpo-sandbox", "tool_calls").write_bytes(b"cut")
+    dump = tmp_path / "sources" / "grpo-sandbox" / "1.jsonl"
+    original = dump.read_text()
+    dump.write_text(original.replace('"score": 1.0', '"score": 0.5', 1))
+    done = trajlens("verify", copy, "--repair")
+    assert done.returncode == 1 and done.stderr == "", done.stderr
+    assert "cannot repair: run grpo-sandbox: cannot restore it: its source now gives other content" in done.stdout
+    assert ("cannot repair: the views of trajlens.duckdb are not written again while run grpo-sandbox cannot be read; "
+            "ingesting it again writes them") in done.stdout
+    dump.write_text(original)
+    assert trajlens("ingest", tmp_path / "sources" / "grpo-sandbox", "--store", copy, "--replace").returncode == 0
+    assert verify_store(copy).ok
+
+
 def test_stale_views_interrupted_writes_and_their_repair(store):
     (store / "trajlens.duckdb").unlink()
     found = verify_store(store)

@@ -39,6 +39,7 @@ def classify(
     from trajlens.classify.tool_map import resolve_tool_map
     from trajlens.engine.classify import classify_run_on
     from trajlens.engine.session import engine_session
+    from trajlens.store.database import rewriting_commands
 
     resolved = resolve_tool_map(tool_map)
     results = []
@@ -59,8 +60,9 @@ def classify(
                "tables call_classes, trajectory_measures and unknown_tools")
     for result in results:
         if result.dropped:
+            again = rewriting_commands(result.dropped, store, result.run_id)
             typer.echo(f"{result.run_id}: its classes changed: dropped its analyses {', '.join(result.dropped)}; "
-                       "run `trajlens attribute` or `trajlens report` again")
+                       f"run {again} again")
         if result.unknown.height:
             listed = ", ".join(f"{row['tool_name']} ({row['calls']})" for row in result.unknown.head(10).iter_rows(named=True))
             more = f" and {result.unknown.height - 10} more" if result.unknown.height > 10 else ""

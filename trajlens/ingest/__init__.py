@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from trajlens.errors import InputError, Problem
+from trajlens.errors import InputError, Problem, StoreError
 from trajlens.limits import Limits
 
 if TYPE_CHECKING:
@@ -147,6 +147,7 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
 
     from trajlens.ingest import parquet
     from trajlens.ingest.formats import plan
+    from trajlens.store.handle import store_holding_problem
     from trajlens.store.writer import StoreWriter, joined_source, slug
 
     if isinstance(sources, (str, bytes, os.PathLike)):
@@ -156,6 +157,10 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
     if not paths:
         raise InputError("ingest", expected="at least one source", found="none")
     _refuse_overlap(paths)
+    # a store among another's runs would read to that one as a damaged run (its hidden staging is
+    # where `verify --repair` ingests a run again, so hidden folders are not refused)
+    if (holding := store_holding_problem(Path(store), f"store {store}", hidden=False)) is not None:
+        raise StoreError(holding)
     planned = [source for path in paths for source in plan(path)]
     result = IngestResult(store=Path(store))
     tick = progress or (lambda _: None)

@@ -22,7 +22,7 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import duckdb
@@ -62,6 +62,20 @@ ANALYSIS_TABLES: dict[str, str] = {
     **{table: "trajlens attribute STORE --run RUN" for table in ATTRIBUTION_TABLES},
 }
 """Every analysis table, with the command that writes it (named when a query asks for one that is not there yet)."""
+
+def rewriting_commands(tables: Iterable[str], store: Path | str, run_id: str) -> str:
+    """The commands that write ``tables`` of run ``run_id`` in ``store`` again
+    (:data:`ANALYSIS_TABLES`), each once, in backticks and joined by "and": what a message names
+    after those tables were dropped (```trajlens sample out/store --run r6` (or `trajlens report`)``)."""
+
+    def filled(command: str) -> str:
+        named = re.sub(r"\b(STORE|RUN)\b", lambda m: str(store) if m.group(1) == "STORE" else run_id, command)
+        first, _, alternative = named.partition(" (or ")
+        return f"`{first}`" + (f" (or `{alternative.rstrip(')')}`)" if alternative else "")
+
+    commands = dict.fromkeys(ANALYSIS_TABLES.get(table) for table in tables)
+    return " and ".join(filled(c) if c is not None else "the command that wrote it" for c in commands)
+
 
 CLASS_ANALYSES: tuple[str, ...] = STAGE_TABLES + ATTRIBUTION_TABLES
 """Analysis tables computed from a run's call classes: a classification that changes them makes these stale."""

@@ -23,8 +23,11 @@ recorded); and rebuilds the views. What it cannot repair it says, with what to d
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import duckdb
 
 from trajlens.errors import StoreError, TrajlensError
 from trajlens.store.database import (
@@ -35,6 +38,7 @@ from trajlens.store.database import (
     database_holds_its_views,
     derived_files,
     rebuild_database,
+    rewriting_commands,
     run_dirs,
 )
 from trajlens.store.handle import is_store
@@ -269,6 +273,8 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
         for run_id in verification.damaged_runs:
             if _restore_run(store, run_id, publisher, repair):
                 restored.append(run_id)
+        unrestored = [run_id for run_id in verification.damaged_runs if run_id not in restored]
+        rebuild = _views_unless_damaged(unrestored, repair) if unrestored else rebuild_database
         dropped: set[Path] = set()
 
         def drop(part: Path) -> None:
@@ -280,8 +286,7 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
         for finding in verification.damaged_parts:
             table = finding.table or ""
             drop(store / finding.path)
-            command = ANALYSIS_TABLES.get(table, "the command that wrote it")
-            command = command.replace("STORE", str(store)).replace("RUN", finding.run_id or "RUN")
+            command = rewriting_commands([table], store, finding.run_id or "RUN")
             # the tables one command writes for a run go together: a set with one part removed would
             # read as whole (attribution's verdicts without its drift table)
             together = [store / DERIVED_DIR / other / f"{finding.run_id}.parquet" for other in written_with(table)]
@@ -289,7 +294,7 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
             for part in kept:
                 drop(part)
             also = f", and {', '.join(str(p.relative_to(store)) for p in kept)} written with it" if kept else ""
-            repair.done.append(f"removed {finding.path} ({finding.message.split(' (')[0]}){also}; `{command}` computes "
+            repair.done.append(f"removed {finding.path} ({finding.message.split(' (')[0]}){also}; {command} computes "
                                "it again (the options it ran with are not recorded)")
         # A restored run's analyses may have been computed from its damaged files: they go too.
         stale: dict[str, list[str]] = {}
@@ -299,23 +304,38 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
                 if part in parts and part not in dropped:
                     drop(part)
                     stale.setdefault(run_id, []).append(table)
-        publisher.publish(rebuild_database)
+        publisher.publish(rebuild)
         for run_id in restored:
             repair.done.append(f"wrote run {run_id} again from its source: its files are as ingested")
             if stale.get(run_id):
-                commands = dict.fromkeys(ANALYSIS_TABLES.get(table, "the command that wrote it") for table in stale[run_id])
-                again = " and ".join(f"`{c.replace('STORE', str(store)).replace('RUN', run_id)}`" for c in commands)
-                verb = "computes" if len(commands) == 1 else "compute"
+                again = rewriting_commands(stale[run_id], store, run_id)
+                verb = "compute" if " and " in again else "computes"
                 repair.done.append(f"removed run {run_id}'s analyses ({', '.join(stale[run_id])}), which may have been "
                                    f"computed from its damaged files; {again} {verb} them again")
-        rebuild_database(store)
-        if database_stale:
+        rebuild(store)
+        if database_stale and not unrestored:
             repair.done.append(f"wrote the views of {DATABASE_FILE} again: they list the store's files as they are now")
     finally:
         lock.release()
     if not verify_store(store, run).ok and not repair.cannot:
         repair.cannot.append("problems remain; run `trajlens verify` again to see them")
     return repair
+
+
+def _views_unless_damaged(damaged: list[str], repair: Repair) -> Callable[[Path], object]:
+    """:func:`rebuild_database` while runs stay damaged: views over a file that cannot be read
+    cannot be written, so the database is left as it is, and :attr:`Repair.cannot` says so once
+    (ingesting those runs again writes it)."""
+
+    def rebuild(store: Path) -> None:
+        try:
+            rebuild_database(store)
+        except duckdb.Error:
+            said = f"the views of {DATABASE_FILE} are not written again while run {', '.join(damaged)} cannot be read"
+            if not any(line.startswith(said) for line in repair.cannot):
+                repair.cannot.append(f"{said}; ingesting it again writes them")
+
+    return rebuild
 
 
 def written_with(table: str) -> list[str]:

@@ -19,6 +19,7 @@ refused unless ``replace=True``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -28,10 +29,11 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import duckdb
+import pyarrow as pa
 
 from trajlens.errors import InputError, RunConflictError, StoreError
 from trajlens.rows import RunData
-from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_files, rebuild_database
+from trajlens.store.database import DERIVED_DIR, RUNS_DIR, derived_files, rebuild_database, rewriting_commands
 from trajlens.store.integrity import DamagedStoreError, checksum_file, hash_run, size_problem
 from trajlens.store.layout import (
     MAX_RUN_ID_LENGTH, PACK_BYTES, RUN_ID_PATTERN, RUN_ID_RULE, RunDirWriter, read_parquet_file, table_files,
@@ -347,6 +349,9 @@ class StoreWriter:
                 "replace it")
 
     def add(self, run: RunData, source: str) -> None:
+        """Stage a loaded log's run, the paths it records where it read its rows written as the
+        absolute paths ``ingest.json`` records (:func:`read_where_absolute`)."""
+        run = read_where_absolute(run, source)
         with self.stage(run.run_id, run.runs, source) as writer:
             writer.write_run(run)
 
@@ -390,8 +395,9 @@ class StoreWriter:
                             if checksum_file(part).exists():
                                 publisher.drop(f"{DERIVED_DIR}/{name}/{checksum_file(part).name}")
                         if dropped:
+                            again = rewriting_commands(dropped, self.store, run_id)
                             self.notes.append(f"run {run_id} changed: dropped its analyses {', '.join(dropped)}; "
-                                              "run `trajlens classify` or `trajlens report` again")
+                                              f"run {again} again")
                 publisher.replace(staged.directory, f"{RUNS_DIR}/{run_id}")
             publisher.publish(rebuild_database)
         except OSError as error:
@@ -449,6 +455,41 @@ def _same_but_where(existing: Path, staged: StagedRun) -> bool:
 WHERE_READ: tuple[str, ...] = ("runs", "trajectories")
 """Tables whose ``source`` column says where the loader read a row (a file as given, with its line
 or row): a log moved elsewhere changes it and nothing else."""
+
+
+def read_where_absolute(run: RunData, source: str) -> RunData:
+    """``run`` with the ``source`` columns of :data:`WHERE_READ` naming the source's paths as
+    :func:`source_identity` gives them: a log read as ``logs/a`` (``logs/a/1.jsonl:3``) holds
+    what it holds when read as ``./logs/a`` or ``/home/x/logs/a``. So an unchanged source ingested
+    again by another spelling keeps its analyses, and ``verify --repair``, which runs the recorded
+    (absolute) call, writes the same files. Values that do not start with a path of the source
+    (a file named relative to the source folder) are kept."""
+    spelled: dict[str, str] = {}
+    for part in source_parts(source):
+        identity = source_identity(part)
+        for spelling in (part.rstrip(os.sep) or part, str(Path(part))):
+            if spelling != identity:
+                spelled[spelling] = identity
+
+    def absolute(value: str | None) -> str | None:
+        if value is None:
+            return None
+        for spelling, identity in spelled.items():
+            if value == spelling or value.startswith((spelling + os.sep, spelling + ":")):
+                return identity + value[len(spelling):]
+        return value
+
+    if not spelled:
+        return run
+    tables: dict[str, pa.Table] = {}
+    for name in WHERE_READ:
+        table = run.table(name)
+        column = table.schema.get_field_index("source")
+        values = table.column(column).to_pylist()
+        # the run's source is the whole source, every part of it; a trajectory's, one file of it
+        rewritten = [source_identity(v) if name == "runs" and v is not None else absolute(v) for v in values]
+        tables[name] = table.set_column(column, table.schema.field(column), pa.array(rewritten, pa.string()))
+    return dataclasses.replace(run, **tables)
 
 
 def _read_nowhere(path: Path) -> Any:
