@@ -9,7 +9,7 @@ from polars.testing import assert_frame_equal
 import pytest
 from cli_run import run_cli as cli
 
-from trajlens.compare import COMPARISON_COLUMNS, _stats, compare, describe
+from trajlens.compare import COMPARISON_COLUMNS, _stats, compare, describe, p_text
 
 pytestmark = pytest.mark.slow
 
@@ -281,3 +281,22 @@ def test_the_notes_name_the_t_tests_the_p_values_come_from(sample_store):
     changes = stage[stage.index("## First stage to last"):]
     assert "Two-proportion t test on the N=80 sample of each stage" in changes and "z test" not in changes
     assert "| change (sample) | t | p |" in changes
+
+
+def test_a_p_value_below_the_floor_reads_the_same_on_every_surface(sample_store, tmp_path):
+    """r7 against r6 has p-values that round to 0.0: the console's table, its sentences, the
+    Markdown and the page each say ``< 1e-15`` (one function, :func:`p_text`), never ``0``."""
+    assert (p_text(0.0), p_text(3e-16), p_text(0.0123), p_text(None)) == ("< 1e-15", "< 1e-15", "0.012", "")
+    done = cli("compare", sample_store.path, "sao-r6", "sao-r7", "--no-advantages", "--rows", "3",
+               "--out", tmp_path / "cmp")
+    assert done.returncode == 0, done.stderr
+    table = compare(sample_store, "sao-r6", "sao-r7", advantages=False)
+    assert table["p_value"].min() == 0.0  # what the rows below must not print as 0
+    first = table.row(0, named=True)
+    assert first["p_value"] < 1e-15 and first["p_adjusted"] < 1e-15
+    line = next(line for line in done.stdout.splitlines() if line.startswith(first["measure"]))
+    assert line.split()[-6:-2] == ["<", "1e-15", "<", "1e-15"] and " 0 " not in line, line
+    assert "(p < 1e-15, p < 1e-15 adjusted" in done.stdout
+    markdown = (tmp_path / "cmp" / "comparison.md").read_text()
+    assert f"| {first['measure']} |" in markdown and "| < 1e-15 | < 1e-15 * |" in markdown
+    assert '<td class="num">&lt; 1e-15</td>' in (tmp_path / "cmp" / "comparison.html").read_text()

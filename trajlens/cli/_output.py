@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -529,7 +529,8 @@ CONSOLE_WIDTH = 120
 """Widest line a console table aims for; a header wider than its column wraps at its spaces."""
 
 
-def console_table(frame: "pl.DataFrame", *, rows: int | None = None, width: int = CONSOLE_WIDTH) -> str:
+def console_table(frame: "pl.DataFrame", *, rows: int | None = None, width: int = CONSOLE_WIDTH,
+                  right: Collection[str] = ()) -> str:
     """``frame`` as a plain-text table for the terminal.
 
     Headers wrap only at spaces (and at ``_`` when a name has no space), never inside a word, so
@@ -538,7 +539,8 @@ def console_table(frame: "pl.DataFrame", *, rows: int | None = None, width: int 
     enough decimals for three significant digits of its smallest value; any other column gives
     each value three significant digits, in scientific notation below 0.001 (``8.9e-08``,
     ``4.9e-04``), so that small values never all read "0.00".
-    ``rows`` keeps the first rows and says how many more there are.
+    ``rows`` keeps the first rows and says how many more there are. Numbers are aligned right, as
+    are the ``right`` columns (numbers already written as text, such as ``< 1e-15``).
     """
     import polars as pl
 
@@ -559,7 +561,7 @@ def console_table(frame: "pl.DataFrame", *, rows: int | None = None, width: int 
         widths.append(max(cell_width, word_width, min(len(name), max(cell_width, spare // max(len(columns), 1)))))
     headers = [_wrap_header(name, w) for (name, _), w in zip(columns, widths)]
     height = max((len(h) for h in headers), default=0)
-    numeric = [frame.schema[name].is_numeric() for name, _ in columns]
+    numeric = [frame.schema[name].is_numeric() or name in right for name, _ in columns]
 
     def line(cells: list[str]) -> str:
         return "  ".join(cell.rjust(w) if right else cell.ljust(w)

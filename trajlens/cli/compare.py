@@ -40,7 +40,7 @@ def compare(
 
     import trajlens
     from trajlens.cli._output import DOCUMENT_SUFFIXES, TABLE_SUFFIXES, check_folder_output, console_table, folder_output
-    from trajlens.compare import adjustment_note, describe, title
+    from trajlens.compare import adjustment_note, describe, p_text, title
     from trajlens.compare import compare as compare_sides
     from trajlens.report.compare_page import comparison_section, write_comparison
     from trajlens.report.html import comparison_anchor
@@ -65,10 +65,12 @@ def compare(
     shown = table.select(
         pl.Series("measure", names, dtype=pl.String),
         pl.col("a_value").alias("A"), pl.col("b_value").alias("B"), pl.col("difference").alias("B - A"),
-        pl.col("p_value").alias("p"), pl.col("p_adjusted").alias("p adjusted"), pl.col("effect_size").alias("effect"),
+        *(pl.Series(name, [p_text(p) for p in table[column]], dtype=pl.String)
+          for column, name in (("p_value", "p"), ("p_adjusted", "p adjusted"))),
+        pl.col("effect_size").alias("effect"),
         pl.when(pl.col("significant")).then(pl.lit("*")).otherwise(pl.lit("")).alias("significant"))
     if rows > 0:  # --rows 0: the sentences alone, no table header without rows
-        typer.echo(console_table(shown, rows=rows))
+        typer.echo(console_table(shown, rows=rows, right=("p", "p adjusted")))
     if output is not None:
         index = os.path.relpath(report / "index.html", output) if report is not None else None
         with folder_output(output) as partial:

@@ -15,8 +15,9 @@ from trajlens.compare.table import (
     adjustment_note,
     compare,
     describe,
+    p_text,
     title,
 )
 
 __all__ = ["compare", "describe", "title", "adjustment_note", "parse_side", "Side", "Measure", "BEHAVIOUR_MEASURES",
-           "ADVANTAGE_STATISTICS", "COMPARISON_COLUMNS", "ADJUSTMENT"]
+           "ADVANTAGE_STATISTICS", "COMPARISON_COLUMNS", "ADJUSTMENT", "p_text"]

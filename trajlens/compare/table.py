@@ -201,8 +201,22 @@ def adjustment_note(comparison: pl.DataFrame) -> str:
             f"{SIGNIFICANCE:g}); {significant} row(s) significant after adjustment")
 
 
+P_FLOOR = 1e-15
+"""The smallest p-value told as a number: below it a p-value is shown as ``< 1e-15`` (a float's
+rounding sets it there, a test's exact answer would be smaller still, never 0)."""
+
+
+def p_text(p: float | None) -> str:
+    """A p-value as every surface shows it (the console's table and sentences, the Markdown and the
+    page): two significant digits, ``< 1e-15`` below :data:`P_FLOOR`, empty for no test."""
+    if p is None:
+        return ""
+    return f"< {P_FLOOR:g}" if p < P_FLOOR else f"{p:.2g}"
+
+
 def _p_text(p: float) -> str:
-    return "p < 1e-15" if p < 1e-15 else f"p = {p:.2g}"
+    text = p_text(p)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
 
 
 def _fold_duplicates(rows: list[dict]) -> list[dict]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from trajlens.compare import adjustment_note, describe, title
+from trajlens.compare import adjustment_note, describe, p_text, title
 from trajlens.intervals import MEAN_TEST, PROPORTION_TEST
 from trajlens.report import html
 from trajlens.markdown import markdown_table
@@ -24,8 +24,8 @@ def comparison_markdown(comparison: pl.DataFrame, top: int = 5) -> str:
     header = ["measure", "A", "B", "B - A [95%]", "test", "p", "p adjusted", "effect"]
     rows = []
     for row in comparison.iter_rows(named=True):
-        p = "" if row["p_value"] is None else f"{row['p_value']:.2g}"
-        adjusted = "" if row["p_adjusted"] is None else f"{row['p_adjusted']:.2g}" + (" *" if row["significant"] else "")
+        p = p_text(row["p_value"])
+        adjusted = p_text(row["p_adjusted"]) + (" *" if row["p_adjusted"] is not None and row["significant"] else "")
         effect = "" if row["effect_size"] is None else f"{row['effect']} {row['effect_size']:+.2f}"
         rows.append([_measure_name(row), _interval_text(row["a_value"], row["a_low"], row["a_high"]),
                      _interval_text(row["b_value"], row["b_low"], row["b_high"]),
@@ -114,9 +114,7 @@ def _effect(name: str, size: float | None) -> str:
 
 
 def _p(value: float | None) -> str:
-    if value is None:
-        return ""
-    return "&lt; 1e-15" if value < 1e-15 else f"{value:.2g}"
+    return html.escape(p_text(value))
 
 
 def write_comparison(comparison: pl.DataFrame, out: Path | str, top: int = 5, *, index: str | None = None) -> list[Path]:
