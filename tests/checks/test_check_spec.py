@@ -114,6 +114,15 @@ def test_a_misspelt_condition_hides_no_other_problem_of_its_check(tmp_path):
     assert fields == ["'condition'", "'above'", "'severity'", "'measure'"]
 
 
+def test_a_missing_or_misspelt_field_hides_no_wrong_value_of_its_check(tmp_path):
+    """Every problem of a file at once: the values given are judged though a field is missing."""
+    problems = _problems(tmp_path, '[checks.t]\nmeasure = "reward"\ncondition = "trend"\nwindow = 2\nalpha = 1.5\n')
+    assert [p.split("field ")[1].split(":")[0] for p in problems] == ["'direction'", "'window'", "'alpha'"]
+    problems = _problems(tmp_path, '[checks.t]\nmeasure = "reward"\ncondition = "threshold"\nabvoe = 1.0\n')
+    assert [p.split("field ")[1].split(":")[0] for p in problems] == ["'abvoe'", "'above'"]
+    assert problems[1].endswith("a threshold check needs 'above' or 'below', found neither")
+
+
 def test_invalid_toml_and_missing_file_name_the_file(tmp_path):
     problems = _problems(tmp_path, "[checks.a\nmeasure =")
     assert problems[0].startswith(f"{tmp_path / 'checks.toml'}: not valid TOML")

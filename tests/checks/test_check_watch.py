@@ -328,3 +328,46 @@ def test_no_step_after_the_until_step_is_judged_the_first_one_read_included():
                   echo=lines.append)
     assert ended.run is None and ended.exit_code == 0  # the CLI makes it 2: nothing was checked
     assert lines == ["stopped: the run's first complete step, 1, comes after step 0"]
+
+
+def _without_step_metrics(run: Path, target: Path) -> Path:
+    """``run``'s tables but its step_metrics/, as a trainer that logs its scalars elsewhere writes them."""
+    import shutil
+
+    for table in ("runs", "trajectories", "tool_calls", "tokens"):
+        shutil.copytree(run / table, target / table)
+    return target
+
+
+def test_a_run_directory_without_step_metrics_is_checked_with_its_metrics_jsonl_as_the_watch_reads_it(tmp_path):
+    """No step_metrics/ at all: the metric checks have nothing to judge (a traceback before). With a
+    metrics JSONL beside the tables, the layout check --watch follows, check reads that file as the
+    watch does and gives the verdicts the Parquet scalars give."""
+    import polars as pl
+    from cli_run import run_cli
+
+    bare = _without_step_metrics(SAMPLES / "sao-r6", tmp_path / "bare")
+    done = run_cli("check", bare)
+    assert done.returncode == 1 and done.stderr == "", done.stderr
+    unjudged = _verdicts(check_run(bare).results)
+    assert unjudged["critic_starved"][0] == "skip"
+
+    logged = _without_step_metrics(SAMPLES / "sao-r6", tmp_path / "logged")
+    scalars = pl.read_parquet(SAMPLES / "sao-r6" / "step_metrics")
+    rows = scalars.pivot("name", index="step", values="value").sort("step")
+    (logged / "metrics.jsonl").write_text("".join(line + "\n" for line in rows.write_ndjson().splitlines()))
+    expected = _verdicts(check_run(SAMPLES / "sao-r6").results)
+    assert _verdicts(check_run(logged).results) == expected
+    assert expected["critic_starved"][0] == "fail"
+    ended = watch(logged, default_checks(), WatchOptions(poll=0.01, settle=0, timeout=2), echo=lambda line: None)
+    assert _verdicts(ended.run.results)["critic_starved"][0] == "fail"
+
+
+def test_watch_given_a_metrics_file_names_the_folder_to_watch(tmp_path):
+    from cli_run import run_cli
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n')
+    done = run_cli("check", tmp_path / "metrics.jsonl", "--watch", "--timeout", "1")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (f"error: {tmp_path / 'metrics.jsonl'}: a file, not a run directory: watch the folder that "
+                           f"holds it, {tmp_path}\n")

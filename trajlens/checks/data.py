@@ -11,6 +11,7 @@ and ``--watch`` can add each new step without touching the old ones.
 from __future__ import annotations
 
 import difflib
+import re
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -518,9 +519,7 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
         info = replace(info, split=chosen_split(ordered_splits(trajectories.get_column("split").unique().to_list())))
 
     def batches() -> Iterator[NewSteps]:
-        from trajlens.ingest.parquet import scan_run
-
-        yield NewSteps(step_metrics=scan_run(run_dir)["step_metrics"].collect())
+        yield NewSteps(step_metrics=run_dir_metrics(run_dir, info.run_id))
         plan = [trajectories.slice(start, stop - start) for start, stop in plan_batches(trajectories)]
         steps = [part["step"].unique(maintain_order=True).to_list() for part in plan]
         tokens = others.get("tokens")
@@ -669,7 +668,35 @@ def _read_run_dir(run_dir: Path, run_id: str | None) -> tuple[RunInfo, NewSteps]
 
     info = _run_info(run_dir, run_id)
     frames = scan_run(run_dir)
-    return info, NewSteps(*(frames[name].collect() for name in BATCH_TABLES))
+    read = {name: frames[name].collect() for name in BATCH_TABLES if name != "step_metrics"}
+    return info, NewSteps(**read, step_metrics=run_dir_metrics(run_dir, info.run_id))
+
+
+VERL_DUMP = re.compile(r"^(\d+)\.jsonl$")
+"""A verl rollout dump in a run's folder (``N.jsonl``): the rows of step N, not training scalars."""
+
+
+def written_file(path: Path) -> bool:
+    """Whether ``path`` is named as a finished file: not hidden, not ``_``-prefixed (``_SUCCESS``)
+    and not a ``.tmp`` still being written (then renamed)."""
+    return not path.name.startswith((".", "_")) and not path.name.endswith(".tmp")
+
+
+def metrics_jsonl_files(directory: Path) -> list[Path]:
+    """The metrics JSONL files beside a run's tables: every ``*.jsonl`` but verl dumps."""
+    return sorted(p for p in directory.glob("*.jsonl") if not VERL_DUMP.match(p.name) and written_file(p))
+
+
+def run_dir_metrics(run_dir: Path, run_id: str) -> pl.DataFrame:
+    """A run directory's training scalars: its ``step_metrics`` Parquet files or, when it has none,
+    the metrics JSONL files beside its tables (:func:`metrics_jsonl_files`), which ``check --watch``
+    follows there; no rows when it has neither."""
+    from trajlens.ingest.metrics import load_metric_files
+    from trajlens.ingest.parquet import scan_run
+
+    if not any((run_dir / "step_metrics").glob("**/*.parquet")) and (files := metrics_jsonl_files(run_dir)):
+        return pl.from_arrow(load_metric_files(files, run_id=run_id).table)
+    return scan_run(run_dir)["step_metrics"].collect()
 
 
 def _history(config_text: str | None, directory: Path) -> m.ConfigHistory:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -268,12 +269,9 @@ def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: li
     for spec in FIELDS:
         if spec.required_by(condition) and spec.name not in table:
             problems.append(f"{where}: field '{spec.name}': required, found nothing")
+    if "condition" in values:  # the values given are judged whatever else is wrong: every problem at once
+        _check_values(values, where, problems, table.keys())
     if len(problems) > before:
-        return None
-    problems_here: list[str] = []
-    _check_values(values, where, problems_here)
-    if problems_here:
-        problems += problems_here
         return None
     if "stages" in values and isinstance(values["stages"], list):
         values["stages"] = tuple((str(n), int(a), int(b)) for n, a, b in values["stages"])
@@ -285,7 +283,9 @@ def _check_fields(name: str, table: Mapping[str, Any], source: str, problems: li
     return Check(name=name, source=source, **values)
 
 
-def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> None:
+def _check_values(values: dict[str, Any], where: str, problems: list[str], given: Collection[str]) -> None:
+    """The problems of the well-typed ``values`` of a check; ``given``: every field the file gives
+    (one given with a wrong type is already a problem, not also a missing one)."""
     def bad(key: str, expected: str) -> None:
         problems.append(f"{where}: field '{key}': expected {expected}, found {_found(values[key])}")
 
@@ -293,7 +293,9 @@ def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> No
     if values.get("severity", "error") not in SEVERITIES:
         bad("severity", " or ".join(SEVERITIES))
     for key in ("window", "steps", "baseline"):
-        if key in values and not 1 <= values[key] <= MAX_SPAN:
+        if key not in values:
+            continue
+        if not 1 <= values[key] <= MAX_SPAN:
             bad(key, f"a whole number of steps, at least 1 and at most {MAX_SPAN}")
         elif key == "window" and condition == "trend" and values[key] < TREND_MIN_WINDOW:
             bad(key, f"at least {TREND_MIN_WINDOW} steps for a trend (a slope with a residual), at most {MAX_SPAN}")
@@ -314,7 +316,7 @@ def _check_values(values: dict[str, Any], where: str, problems: list[str]) -> No
     if "compare" in values and values["compare"] not in COMPARISONS:
         bad("compare", " or ".join(COMPARISONS))
     one_of = KINDS[condition].one_of
-    if one_of and not any(key in values for key in one_of):
+    if one_of and not any(key in given for key in one_of):
         problems.append(f"{where}: field '{one_of[0]}': a {condition} check needs {' or '.join(map(repr, one_of))}, "
                         "found neither")
     if "above" in values and "below" in values and not infinite & {"above", "below"} \

@@ -46,7 +46,8 @@ from typing import Callable, Sequence
 import polars as pl
 import pyarrow.parquet as pq
 
-from trajlens.checks.data import BATCH_TABLES, Needs, RunInfo, RunState, NewSteps, empty_frame
+from trajlens.checks.data import (BATCH_TABLES, VERL_DUMP, Needs, RunInfo, RunState, NewSteps, empty_frame,
+                                  metrics_jsonl_files, written_file)
 from trajlens.checks.evaluate import RunChecks, evaluate_checks, measured_steps
 from trajlens.checks.output import spans
 from trajlens.checks.spec import Check
@@ -59,11 +60,6 @@ DAMAGE_WAIT = 60.0
 """Seconds a file of a step the writer has moved past (a later step exists) may stay without its
 footer at the same size before it counts as damaged rather than written slowly."""
 STEP_PARTITION = re.compile(r"^step=(\d+)$")
-VERL_DUMP = re.compile(r"^(\d+)\.jsonl$")
-
-
-def _readable(path: Path) -> bool:
-    return not path.name.startswith((".", "_")) and not path.name.endswith(".tmp")
 
 
 def _footer_valid(path: Path) -> bool:
@@ -97,6 +93,9 @@ class RunFollower:
         """The last step the watch waits for (``--until-step``): no later step will show it complete."""
         self._last_files: tuple[tuple[str, int], ...] | None = None
         self._last_since = 0.0
+        if self.directory.is_file():
+            raise InputError(str(self.directory), f"a file, not a run directory: watch the folder that holds it, "
+                                                  f"{self.directory.parent}")
         if not self.directory.is_dir():
             raise InputError(str(self.directory), expected="a run directory to watch", found="no such directory")
         self.run_id = run_id
@@ -131,7 +130,7 @@ class RunFollower:
 
         if self.info is not None:
             return
-        runs = [p for p in sorted((self.directory / "runs").glob("*.parquet")) if _readable(p)] \
+        runs = [p for p in sorted((self.directory / "runs").glob("*.parquet")) if written_file(p)] \
             if (self.directory / "runs").is_dir() else []
         if runs:
             if not _footer_valid(runs[0]):
@@ -164,7 +163,7 @@ class RunFollower:
                 if (match := VERL_DUMP.match(path.name))}
 
     def _metrics_paths(self) -> list[Path]:
-        return sorted(p for p in self.directory.glob("*.jsonl") if not VERL_DUMP.match(p.name) and _readable(p))
+        return metrics_jsonl_files(self.directory)
 
     def _unchanged(self, path: Path, sizes: dict[Path, tuple[int, float]], seconds: float) -> bool:
         """True when the size of ``path`` has not changed for ``seconds`` (``sizes``: the size
@@ -234,7 +233,7 @@ class RunFollower:
         files = {}
         for table in BATCH_TABLES:
             directory = self._partitions(table).get(step)
-            files[table] = sorted(p for p in directory.glob("*.parquet") if _readable(p)) if directory else []
+            files[table] = sorted(p for p in directory.glob("*.parquet") if written_file(p)) if directory else []
         return files
 
     def _parquet_step_ready(self, step: int) -> bool:
@@ -272,7 +271,7 @@ class RunFollower:
         if not root.is_dir():
             return True
         finished = True
-        for path in sorted(p for p in root.glob("*.parquet") if _readable(p) and p not in self._flat_metrics_read):
+        for path in sorted(p for p in root.glob("*.parquet") if written_file(p) and p not in self._flat_metrics_read):
             if not _footer_valid(path):
                 finished = False
                 continue

@@ -37,10 +37,15 @@ def scan_run(run_dir: Path | str) -> dict[str, pl.LazyFrame]:
     run_dir = Path(run_dir)
     if not is_run_dir(run_dir):
         raise InputError(str(run_dir), expected="a run directory with runs/ and trajectories/", found="neither")
-    return {
-        name: pl.scan_parquet(str(run_dir / name / "**" / "*.parquet"), hive_partitioning=False)
-        for name in TABLES
-    }
+    return {name: _scan_table(run_dir, name) for name in TABLES}
+
+
+def _scan_table(run_dir: Path, name: str) -> pl.LazyFrame:
+    """Table ``name`` of a run directory; no rows (in the table's columns) where it has no file,
+    as ingest reads a run without ``step_metrics/``."""
+    if not any((run_dir / name).glob("**/*.parquet")):
+        return pl.from_arrow(SCHEMAS[name].empty_table()).lazy()
+    return pl.scan_parquet(str(run_dir / name / "**" / "*.parquet"), hive_partitioning=False)
 
 
 def read_table_file(path: Path, name: str, run_id: str | None = None) -> pa.Table:
