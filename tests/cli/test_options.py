@@ -42,3 +42,11 @@ def test_advantages_uses_the_shared_parser():
     import trajlens.cli.advantages as advantages
 
     assert advantages.parse_options is parse_options
+
+
+def test_an_option_for_a_label_no_estimator_gives_is_named_as_such():
+    """``raw.whiten=false`` is NAME=VALUE in form: what is wrong is the label."""
+    with pytest.raises(ConfigError) as caught:
+        parse_options(["raw.whiten=false", "gamma=0.99"])
+    assert caught.value.problems == ["--option 'raw.whiten=false': no --estimator is labelled 'raw'; give the option "
+                                     "as NAME=VALUE"]

@@ -52,6 +52,20 @@ def test_an_output_in_an_input_is_refused_before_any_work(ingested, command, ins
     assert _digest(source.parent) == before
 
 
+def test_a_report_into_the_folder_above_a_run_s_logs_named_as_the_run_is_refused(tmp_path):
+    """A report writes each run's files into OUT/<run id>/: with OUT the folder of the logs, that
+    is the run's own log folder when it is named as the run (the default run id of a folder)."""
+    source = tmp_path / "logs" / "sao-r7"
+    shutil.copytree(REPO / "sample_data" / "sao-r7", source)
+    trajlens.ingest([source], tmp_path / "store")
+    before = _digest(source.parent)
+    done = run_cli("report", tmp_path / "store", "--viewers", "0", "--out", source.parent)
+    assert done.returncode == 1
+    assert one_error_line(done) == (f"error: --out {source.parent}: {source} would be written into the input "
+                                    f"{source}; write it elsewhere")
+    assert _digest(source.parent) == before
+
+
 @pytest.mark.parametrize("flag", ["--json", "--junit"])
 def test_checks_of_a_stored_run_are_not_written_into_its_input(ingested, flag):
     """check exits 2 on a usage error, as on every other problem with what it was asked."""

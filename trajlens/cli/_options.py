@@ -118,7 +118,14 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
-    """Estimator options: JSON where the value parses (numbers, true/false, lists), else text."""
+    """Estimator options: JSON where the value parses (numbers, true/false, lists), else text. A
+    ``LABEL.NAME=VALUE`` left here names a label no ``--estimator`` gives (the labelled ones are
+    taken off before, by the command that has labels)."""
+    labelled = [pair for pair in pairs if (name := pair.partition("=")[0]).count(".") == 1
+                and all(NAME.fullmatch(part) for part in name.partition(":")[0].split("."))]
+    if labelled:
+        raise ConfigError([f"--option {pair!r}: no --estimator is labelled {pair.partition('.')[0]!r}; give the "
+                           "option as NAME=VALUE" for pair in labelled])
     return parse_pairs(pairs, flag="--option", untyped=_json_or_text, example="gamma=0.99")
 
 

@@ -83,6 +83,23 @@ def source_problems(path: Path, store: Path | str | None, *, flag: str = "--out"
     return []
 
 
+def entry_source_problems(folder: Path, names: Iterable[str], store: Path | str | None, *,
+                          flag: str = "--out") -> list[str]:
+    """:func:`source_problems` of the entries ``names`` a command writes inside ``folder`` (a
+    report's run folders, ``OUT/<run id>/``): an input of the store's runs at such a place (the
+    folder of logs a run was ingested from, named as its run) would be written into."""
+    if store is None or "://" in str(store):
+        return []
+    from trajlens.store.writer import recorded_sources
+
+    sources = recorded_sources(Path(store))
+    for name in names:
+        for source in sources:
+            if overwrites_input(folder / name, source, flag=flag):
+                return [f"{flag} {folder}: {folder / name} would be written into the input {source}; write it elsewhere"]
+    return []
+
+
 def output_problems(path: Path, suffixes: tuple[str, ...] | None = None, *, flag: str = "--out",
                     store: Path | str | None = None) -> list[str]:
     """Why ``path`` cannot be written (``flag`` names the option), for :class:`ConfigError`.

@@ -26,6 +26,8 @@ def _split_options(pairs: list[str], labels: list[str]) -> dict[str, dict]:
         label, dot, option = name.partition(".")
         if dot and label in labels:
             grouped.setdefault(label, []).append(pair[len(label) + 1:])
+        elif dot and len(labels) > 1:
+            problems.append(f"--option {pair!r}: no --estimator is labelled {label!r} (labels: {', '.join(labels)})")
         elif len(labels) == 1:
             grouped.setdefault(labels[0], []).append(pair)
         else:

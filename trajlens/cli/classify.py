@@ -60,7 +60,7 @@ def classify(
                "tables call_classes, trajectory_measures and unknown_tools")
     for result in results:
         if result.dropped:
-            again = rewriting_commands(result.dropped, store, result.run_id)
+            again = " and ".join(rewriting_commands(result.dropped, store, result.run_id))
             typer.echo(f"{result.run_id}: its classes changed: dropped its analyses {', '.join(result.dropped)}; "
                        f"run {again} again")
         if result.unknown.height:

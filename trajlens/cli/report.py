@@ -9,7 +9,7 @@ import typer
 
 from trajlens.cli._app import app
 from trajlens.cli._options import COUNT_MAX
-from trajlens.cli._output import check_folder_output, folder_output
+from trajlens.cli._output import check_folder_output, entry_source_problems, folder_output
 from trajlens.cli._progress import progress_bar
 from trajlens.errors import ConfigError, TrajlensError
 
@@ -81,6 +81,8 @@ def report(
     handle = trajlens.open(store)
     runs = list(dict.fromkeys(run or handle.run_ids()))  # a run named twice is reported once
     handle.require_runs(runs)
+    if problems := entry_source_problems(output, runs, store):  # each run's files go into OUT/<run id>/
+        raise ConfigError(problems)
     split = reported_split(handle, runs, split)
     check_sides(handle, pairs)
     with folder_output(output, listed=True, unlisted_ours=report_front_files(output)) as partial, \
