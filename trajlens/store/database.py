@@ -63,18 +63,20 @@ ANALYSIS_TABLES: dict[str, str] = {
 }
 """Every analysis table, with the command that writes it (named when a query asks for one that is not there yet)."""
 
-def rewriting_commands(tables: Iterable[str], store: Path | str, run_id: str) -> str:
-    """The commands that write ``tables`` of run ``run_id`` in ``store`` again
-    (:data:`ANALYSIS_TABLES`), each once, in backticks and joined by "and": what a message names
-    after those tables were dropped (```trajlens sample out/store --run r6` (or `trajlens report`)``)."""
 
-    def filled(command: str) -> str:
+def rewriting_commands(tables: Iterable[str], store: Path | str, run_id: str) -> list[str]:
+    """The commands that write ``tables`` of run ``run_id`` in ``store`` again, by
+    :data:`ANALYSIS_TABLES`, each once and in backticks: what a message names after those tables
+    were dropped (```trajlens sample out/store --run r6` (or `trajlens report`)``)."""
+
+    def filled(command: str | None) -> str:
+        if command is None:
+            return "the command that wrote it"
         named = re.sub(r"\b(STORE|RUN)\b", lambda m: str(store) if m.group(1) == "STORE" else run_id, command)
         first, _, alternative = named.partition(" (or ")
-        return f"`{first}`" + (f" (or `{alternative.rstrip(')')}`)" if alternative else "")
+        return f"`{first}`" + (f" (or `{alternative.removesuffix(')')}`)" if alternative else "")
 
-    commands = dict.fromkeys(ANALYSIS_TABLES.get(table) for table in tables)
-    return " and ".join(filled(c) if c is not None else "the command that wrote it" for c in commands)
+    return [filled(command) for command in dict.fromkeys(ANALYSIS_TABLES.get(table) for table in tables)]
 
 
 CLASS_ANALYSES: tuple[str, ...] = STAGE_TABLES + ATTRIBUTION_TABLES

@@ -23,7 +23,6 @@ recorded); and rebuilds the views. What it cannot repair it says, with what to d
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -273,8 +272,7 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
         for run_id in verification.damaged_runs:
             if _restore_run(store, run_id, publisher, repair):
                 restored.append(run_id)
-        unrestored = [run_id for run_id in verification.damaged_runs if run_id not in restored]
-        rebuild = _views_unless_damaged(unrestored, repair) if unrestored else rebuild_database
+        views = _Views([run_id for run_id in verification.damaged_runs if run_id not in restored], repair)
         dropped: set[Path] = set()
 
         def drop(part: Path) -> None:
@@ -286,7 +284,7 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
         for finding in verification.damaged_parts:
             table = finding.table or ""
             drop(store / finding.path)
-            command = rewriting_commands([table], store, finding.run_id or "RUN")
+            command = rewriting_commands([table], store, finding.run_id or "RUN")[0]
             # the tables one command writes for a run go together: a set with one part removed would
             # read as whole (attribution's verdicts without its drift table)
             together = [store / DERIVED_DIR / other / f"{finding.run_id}.parquet" for other in written_with(table)]
@@ -304,16 +302,16 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
                 if part in parts and part not in dropped:
                     drop(part)
                     stale.setdefault(run_id, []).append(table)
-        publisher.publish(rebuild)
+        publisher.publish(views)
         for run_id in restored:
             repair.done.append(f"wrote run {run_id} again from its source: its files are as ingested")
             if stale.get(run_id):
-                again = rewriting_commands(stale[run_id], store, run_id)
-                verb = "compute" if " and " in again else "computes"
+                commands = rewriting_commands(stale[run_id], store, run_id)
+                verb = "computes" if len(commands) == 1 else "compute"
                 repair.done.append(f"removed run {run_id}'s analyses ({', '.join(stale[run_id])}), which may have been "
-                                   f"computed from its damaged files; {again} {verb} them again")
-        rebuild(store)
-        if database_stale and not unrestored:
+                                   f"computed from its damaged files; {' and '.join(commands)} {verb} them again")
+        views(store)
+        if database_stale and views.written:
             repair.done.append(f"wrote the views of {DATABASE_FILE} again: they list the store's files as they are now")
     finally:
         lock.release()
@@ -322,20 +320,28 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
     return repair
 
 
-def _views_unless_damaged(damaged: list[str], repair: Repair) -> Callable[[Path], object]:
-    """:func:`rebuild_database` while runs stay damaged: views over a file that cannot be read
-    cannot be written, so the database is left as it is, and :attr:`Repair.cannot` says so once
-    (ingesting those runs again writes it)."""
+@dataclass
+class _Views:
+    """:func:`rebuild_database` for a repair that leaves the runs ``damaged`` as they were: views
+    over a file that cannot be read cannot be written, so then the database is left as it is and
+    :attr:`Repair.cannot` says so, once (ingesting those runs again writes it)."""
 
-    def rebuild(store: Path) -> None:
+    damaged: list[str]
+    repair: Repair
+    written: bool = False
+
+    def __call__(self, store: Path) -> None:
         try:
             rebuild_database(store)
         except duckdb.Error:
-            said = f"the views of {DATABASE_FILE} are not written again while run {', '.join(damaged)} cannot be read"
-            if not any(line.startswith(said) for line in repair.cannot):
-                repair.cannot.append(f"{said}; ingesting it again writes them")
-
-    return rebuild
+            if not self.damaged:
+                raise
+            if not any(line.startswith(f"the views of {DATABASE_FILE}") for line in self.repair.cannot):
+                self.repair.cannot.append(f"the views of {DATABASE_FILE} are not written again while run "
+                                          f"{', '.join(self.damaged)} cannot be read; ingesting it again writes them")
+            self.written = False
+        else:
+            self.written = True
 
 
 def written_with(table: str) -> list[str]:

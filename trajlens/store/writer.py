@@ -395,7 +395,7 @@ class StoreWriter:
                             if checksum_file(part).exists():
                                 publisher.drop(f"{DERIVED_DIR}/{name}/{checksum_file(part).name}")
                         if dropped:
-                            again = rewriting_commands(dropped, self.store, run_id)
+                            again = " and ".join(rewriting_commands(dropped, self.store, run_id))
                             self.notes.append(f"run {run_id} changed: dropped its analyses {', '.join(dropped)}; "
                                               f"run {again} again")
                 publisher.replace(staged.directory, f"{RUNS_DIR}/{run_id}")
