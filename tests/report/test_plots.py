@@ -111,6 +111,17 @@ def test_every_kind_of_mark_has_a_legend_entry():
     assert _legend_labels(boxes.figure.axes[0]) == ["quartiles, median"]
 
 
+def test_a_class_one_trajectory_in_many_uses_is_drawn_in_its_row():
+    """Its box and whiskers have no width (every other share is 0): the trajectory beyond them is drawn."""
+    frame = measures(steps=3, per_step=4)
+    frame = frame.with_columns(pl.when(pl.col("trajectory_id") == "0-0").then(0.25).otherwise(0.0).alias("share_quick_check"))
+    chart = plots.class_shares_per_trajectory(frame, "r")
+    axis = chart.figure.axes[0]
+    row = [label.get_text() for label in axis.get_yticklabels()].index("quick_check") + 1
+    drawn = [line for line in axis.lines if len(line.get_xdata()) and list(line.get_ydata()) == [row]]
+    assert [list(line.get_xdata()) for line in drawn if line.get_marker() == "o"] == [[0.25]]
+
+
 def test_values_constant_by_construction_do_not_fill_the_axis():
     whitened_only = diagnostics(whitened_mean=0.01).filter(pl.col("estimator") == "gae_whitened")
     top, bottom = plots.advantage_batches(whitened_only, "r").figure.axes

@@ -421,7 +421,10 @@ def class_shares_per_trajectory(measures: pl.DataFrame, title: str) -> Chart:
     from trajlens.report.summary import quartiles
 
     data = [with_calls[f"share_{c}"].to_numpy() for c in classes]
-    boxes = axis.boxplot(data, orientation="horizontal", patch_artist=True, widths=0.6, showfliers=False)
+    # trajectories beyond the whiskers are drawn: a class that few trajectories use (one quick check
+    # in 22) has a box of zero width, and its row would otherwise show nothing
+    boxes = axis.boxplot(data, orientation="horizontal", patch_artist=True, widths=0.6,
+                         flierprops={"marker": "o", "markersize": 3, "markerfacecolor": "none", "alpha": 0.6})
     for patch, klass, values in zip(boxes["boxes"], classes, data):
         patch.set_facecolor(CLASS_COLOURS[klass])
         q1, median, q3 = quartiles(pl.Series(values))
@@ -429,8 +432,8 @@ def class_shares_per_trajectory(measures: pl.DataFrame, title: str) -> Chart:
         chart.tip(patch, f"{klass}: median {median:.2f}, quartiles {q1:.2f}-{q3:.2f} of the shares of "
                          f"{len(values)} trajectories")
     axis.set_yticks(range(1, len(classes) + 1), classes)
-    axis.set(xlabel="share of the trajectory's tool calls (box: quartiles, line: median, whiskers: 1.5 IQR)",
-             xlim=(0, 1))
+    axis.set(xlabel="share of the trajectory's tool calls (box: quartiles, line: median, whiskers: 1.5 IQR, "
+                    "circles: trajectories beyond)", xlim=(0, 1))
     _title(axis, title, share=0.75)  # the class names take the left of the figure
     from matplotlib.patches import Patch
 
