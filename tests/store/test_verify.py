@@ -108,16 +108,24 @@ def test_repair_says_what_it_cannot_when_the_source_is_gone_or_changed(store, tm
     assert len(verify_store(store).problems) == 2  # left as they were
 
 
-def test_repair_restores_a_log_ingested_by_a_relative_path(tmp_path, monkeypatch):
+@pytest.mark.parametrize("spelled", ["store", "./store/", "{tmp_path}/store"])
+def test_repair_restores_a_log_ingested_by_a_relative_path(tmp_path, monkeypatch, spelled):
     """The recorded call names the source by its absolute path; the run it writes again is the
-    run ingested as ``sources/grpo-sandbox``, so its content hash matches the record."""
+    run ingested as ``sources/grpo-sandbox``, so its content hash matches the record. Its
+    analyses go, however the store is spelled (they were kept when it was relative)."""
     shutil.copytree(VERL_DUMP, tmp_path / "sources" / "grpo-sandbox")
     monkeypatch.chdir(tmp_path)
     assert trajlens("ingest", "sources/grpo-sandbox", "--store", "store").returncode == 0
+    assert trajlens("classify", "store").returncode == 0
     _first(tmp_path / "store", "grpo-sandbox", "tool_calls").write_bytes(b"cut")
-    done = trajlens("verify", "store", "--repair")
+    store = spelled.format(tmp_path=tmp_path)
+    done = trajlens("verify", store, "--repair")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "repaired: wrote run grpo-sandbox again from its source: its files are as ingested" in done.stdout
+    assert ("repaired: removed run grpo-sandbox's analyses (call_classes, trajectory_measures, unknown_tools), which "
+            f"may have been computed from its damaged files; `trajlens classify {Path(store)}` computes them again"
+            ) in done.stdout
+    assert not list((tmp_path / "store" / "derived").rglob("*.parquet"))
     assert verify_store(tmp_path / "store").ok
 
 

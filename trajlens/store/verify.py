@@ -297,9 +297,9 @@ def repair_store(store: Path | str, run: str | None = None) -> Repair:
         # A restored run's analyses may have been computed from its damaged files: they go too.
         stale: dict[str, list[str]] = {}
         for run_id in restored:
-            for table, parts in derived_files(store).items():
+            for table, parts in derived_files(store).items():  # resolved paths, however STORE was spelled
                 part = store / DERIVED_DIR / table / f"{run_id}.parquet"
-                if part in parts and part not in dropped:
+                if store.resolve() / DERIVED_DIR / table / part.name in parts and part not in dropped:
                     drop(part)
                     stale.setdefault(run_id, []).append(table)
         publisher.publish(views)
