@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import re
-
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
