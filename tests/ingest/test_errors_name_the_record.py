@@ -90,3 +90,17 @@ def test_a_jsonl_first_record_nested_past_the_parser_is_the_depth_error(tmp_path
         plan(path)
     assert str(caught.value).startswith(f"{path}: record line 1: expected JSON nested at most 200 levels "
                                         "(raise it with --limit depth=...), found ")
+
+
+@pytest.mark.parametrize("levels", [5_000, 100_000])
+def test_a_json_document_nested_past_the_parser_under_a_format_s_key_is_the_depth_error(tmp_path, levels):
+    """``{"messages": [[[...]]]}``: the keys of a chat log, values nested past the limit. It said
+    "no known format; closest: openai-chat" (docs/limits.md: an error naming its depth)."""
+    path = tmp_path / "deep.json"
+    path.write_text('{"messages": ' + "[" * levels + "]" * levels + "}")
+    with pytest.raises(InputError) as caught:
+        plan(path)
+    at_least = "at least " if path.stat().st_size > 65536 else ""
+    assert str(caught.value).startswith(f"{path}: expected JSON nested at most 200 levels (raise it with --limit "
+                                        f"depth=...), found {at_least}")
+    assert str(caught.value).endswith(" levels")

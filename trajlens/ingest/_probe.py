@@ -177,22 +177,27 @@ def damage_error(probe: Probe) -> InputError | None:
 
 
 def depth_error(probe: Probe) -> InputError | None:
-    """The depth-limit error for a JSONL file whose first record is nested past the limit, or
-    None. Detection reads a record's shape by parsing it, and a record deeper than the parser
-    can nest reads as no JSON at all: such a file is said to be too deep (naming the limit and
-    how to raise it), not of no known format. Only the head is read: a record longer than it is
-    at least as deep as its head shows."""
+    """The depth-limit error for a JSONL file whose first record, or a JSON file (``.json``,
+    ``.traj``) whose document, is nested past the limit, or None. Detection reads a record's shape
+    by parsing it, and a record deeper than the parser can nest reads as no JSON at all (or as a
+    format's keys with values of no format): such a file is said to be too deep (naming the limit
+    and how to raise it), not of no known format. Only the head is read: a record longer than it
+    is at least as deep as its head shows."""
     from trajlens import limits as _limits
 
-    if probe.suffix != ".jsonl":
+    if probe.suffix == ".jsonl":
+        text, record = probe.first_line(), "line 1"
+        cut = "\n" not in probe.head[probe.head.find(text):]
+    elif probe.suffix in WHOLE_JSON_SUFFIXES:
+        text, record, cut = probe.head, None, True
+    else:
         return None
-    line = probe.first_line()
     limit = _limits.current().depth
-    depth = _limits.json_depth(line.encode("utf-8", "surrogatepass"), limit)
+    depth = _limits.json_depth(text.encode("utf-8", "surrogatepass"), limit)
     if depth <= limit:
         return None
-    cut = "\n" not in probe.head[probe.head.find(line):] and probe.path.stat().st_size > SNIFF_BYTES
-    return InputError(str(probe.path), record="line 1", expected=f"JSON nested at most {limit} levels "
+    cut = cut and probe.path.stat().st_size > SNIFF_BYTES
+    return InputError(str(probe.path), record=record, expected=f"JSON nested at most {limit} levels "
                       "(raise it with --limit depth=...)", found=f"{'at least ' if cut else ''}{depth} levels")
 
 
