@@ -663,11 +663,10 @@ def _store_run(store: Path, run_id: str | None) -> Path:
 
 
 def _read_run_dir(run_dir: Path, run_id: str | None) -> tuple[RunInfo, NewSteps]:
-    from trajlens.ingest.parquet import scan_run
+    from trajlens.ingest.parquet import scan_table
 
     info = _run_info(run_dir, run_id)
-    frames = scan_run(run_dir)
-    read = {name: frames[name].collect() for name in BATCH_TABLES if name != "step_metrics"}
+    read = {name: scan_table(run_dir, name).collect() for name in BATCH_TABLES if name != "step_metrics"}
     return info, NewSteps(**read, step_metrics=run_dir_metrics(run_dir, info.run_id))
 
 
@@ -691,11 +690,12 @@ def run_dir_metrics(run_dir: Path, run_id: str) -> pl.DataFrame:
     the metrics JSONL files beside its tables (:func:`metrics_jsonl_files`), which ``check --watch``
     follows there; no rows when it has neither."""
     from trajlens.ingest.metrics import load_metric_files
-    from trajlens.ingest.parquet import scan_run
+    from trajlens.ingest.parquet import scan_table
+    from trajlens.store.layout import table_files
 
-    if not any((run_dir / "step_metrics").glob("**/*.parquet")) and (files := metrics_jsonl_files(run_dir)):
+    if not table_files(run_dir, "step_metrics") and (files := metrics_jsonl_files(run_dir)):
         return pl.from_arrow(load_metric_files(files, run_id=run_id).table)
-    return scan_run(run_dir)["step_metrics"].collect()
+    return scan_table(run_dir, "step_metrics").collect()
 
 
 def _history(config_text: str | None, directory: Path) -> m.ConfigHistory:

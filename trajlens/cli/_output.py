@@ -68,17 +68,22 @@ def check_output(path: Path, suffixes: tuple[str, ...] | None = None, *, flag: s
         raise ConfigError(problems)
 
 
-def source_problems(path: Path, store: Path | str | None, *, flag: str = "--out") -> list[str]:
-    """Problems when writing ``path`` would write over, or into, a file or folder the runs of the
-    local ``store`` were ingested from (:func:`~trajlens.store.writer.recorded_sources`): input
-    files are never modified. None for a store given as a URI (another engine's)."""
+def _recorded_inputs(store: Path | str | None) -> list[Path]:
+    """What the runs of the local ``store`` were ingested from
+    (:func:`~trajlens.store.writer.recorded_sources`); none for a store given as a URI (another
+    engine's) or no store."""
     if store is None or "://" in str(store):
         return []
     from trajlens.store.writer import recorded_sources
 
-    for source in recorded_sources(Path(store)):
-        problems = overwrites_input(path, source, flag=flag)
-        if problems:
+    return recorded_sources(Path(store))
+
+
+def source_problems(path: Path, store: Path | str | None, *, flag: str = "--out") -> list[str]:
+    """Problems when writing ``path`` would write over, or into, a file or folder the runs of the
+    local ``store`` were ingested from (:func:`_recorded_inputs`): input files are never modified."""
+    for source in _recorded_inputs(store):
+        if problems := overwrites_input(path, source, flag=flag):
             return problems
     return []
 
@@ -88,11 +93,7 @@ def entry_source_problems(folder: Path, names: Iterable[str], store: Path | str 
     """:func:`source_problems` of the entries ``names`` a command writes inside ``folder`` (a
     report's run folders, ``OUT/<run id>/``): an input of the store's runs at such a place (the
     folder of logs a run was ingested from, named as its run) would be written into."""
-    if store is None or "://" in str(store):
-        return []
-    from trajlens.store.writer import recorded_sources
-
-    sources = recorded_sources(Path(store))
+    sources = _recorded_inputs(store)
     for name in names:
         for source in sources:
             if overwrites_input(folder / name, source, flag=flag):

@@ -37,15 +37,17 @@ def scan_run(run_dir: Path | str) -> dict[str, pl.LazyFrame]:
     run_dir = Path(run_dir)
     if not is_run_dir(run_dir):
         raise InputError(str(run_dir), expected="a run directory with runs/ and trajectories/", found="neither")
-    return {name: _scan_table(run_dir, name) for name in TABLES}
+    return {name: scan_table(run_dir, name) for name in TABLES}
 
 
-def _scan_table(run_dir: Path, name: str) -> pl.LazyFrame:
-    """Table ``name`` of a run directory; no rows (in the table's columns) where it has no file,
-    as ingest reads a run without ``step_metrics/``."""
-    if not any((run_dir / name).glob("**/*.parquet")):
+def scan_table(run_dir: Path, name: str) -> pl.LazyFrame:
+    """Table ``name`` of a run directory, over its files listed once (:func:`table_files`); no
+    rows (in the table's columns) where it has no file, as ingest reads a run without
+    ``step_metrics/``."""
+    files = table_files(run_dir, name)
+    if not files:
         return pl.from_arrow(SCHEMAS[name].empty_table()).lazy()
-    return pl.scan_parquet(str(run_dir / name / "**" / "*.parquet"), hive_partitioning=False)
+    return pl.scan_parquet([str(path) for path in files], hive_partitioning=False)
 
 
 def read_table_file(path: Path, name: str, run_id: str | None = None) -> pa.Table:
@@ -380,4 +382,4 @@ def _check_run_id(table: pa.Table, run_id: str, path: Path) -> None:
                          found=repr(table.column("run_id")[row].as_py()))
 
 
-__all__ = ["FORMAT", "copy_run", "detect", "read_table_file", "run_id_of", "scan_run"]
+__all__ = ["FORMAT", "copy_run", "detect", "read_table_file", "run_id_of", "scan_run", "scan_table"]
