@@ -53,6 +53,9 @@ def test_a_trace_that_is_not_a_message_list_is_named(tmp_path):
 
 
 def test_skyrl_agent_traces_ingest_classify_report_and_check(tmp_path):
-    _, classes = through_every_surface(DATA, tmp_path)
+    store, classes = through_every_surface(DATA, tmp_path)
+    (run_id,) = store.sql("SELECT run_id FROM runs")["run_id"].to_list()
+    summary = (tmp_path / "report" / "README.md").read_text()
+    assert "one step of agent logs (step 10): no training stages to compare" in summary  # the step the paths give
     assert classes["tool_name"].to_list()[:3] == ["execute_bash", "execute_bash", "finish"]
     assert classes["primary_class"].to_list()[0] != classes["primary_class"].to_list()[1]  # ls vs pytest

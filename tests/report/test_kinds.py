@@ -193,10 +193,10 @@ def test_top_commands_count_commands_whose_words_differ_past_their_start_apart(t
 def test_a_training_run_reported_on_its_validation_split_keeps_its_kind(tmp_path):
     """``--split val`` on a verl run with 7 training and 2 validation trajectories: the run is an RL
     run reported on its val split, not "validation split only"; its one validation step is said
-    as such (not "agent logs without steps"), and no training channel finding joins the section."""
+    as such (not "one step of agent logs"), and no training channel finding joins the section."""
     store = tmp_path / "store"
     trajlens.ingest([Path(__file__).resolve().parents[1] / "data" / "verl" / "grpo-sandbox"], store)
     (report,) = report_store(trajlens.open(store), tmp_path / "out", split="val", viewers_per_run=0)
     assert (report.split, report.kind) == ("val", "RL run with tools")
     assert "the val split is at a single step: no stages to compare" in report.findings
-    assert not any("agent logs without steps" in f or f.startswith("reward channel") for f in report.findings)
+    assert not any("one step of agent logs" in f or f.startswith("reward channel") for f in report.findings)

@@ -232,7 +232,7 @@ def test_report_on_real_agent_logs(tmp_path):
     store = trajlens.open(tmp_path / "store")
     written = {r.run_id: r for r in report_store(store, tmp_path / "report")}
     deepseek = written["mini-swe-agent-deepseek-pr816"]
-    assert "a single step: no training stages to compare (agent logs without steps)" in deepseek.findings
+    assert "one step of agent logs (step 0): no training stages to compare" in deepseek.findings
     assert "## Recomputed advantages" in deepseek.markdown.read_text()  # groups of 3 with verdicts
     assert "## Recomputed advantages" not in written["SWE-agent"].markdown.read_text()  # no rewards
     assert written["SWE-agent"].findings[0] == "no resolved verdicts in the log; exit status: submitted 21, not logged 1"

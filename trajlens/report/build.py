@@ -324,7 +324,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         report.findings += outcome_finding(parts.summary)
         said = (f"the {report.split} split is at a single step: no stages to compare" if report.split != TRAIN_SPLIT
                 else "a single training step: no stages to compare" if report.kind == RUN_KINDS["rl_one_step"]
-                else "a single step: no training stages to compare (agent logs without steps)")
+                else f"one step of agent logs (step {measures['step'][0]}): no training stages to compare")
         report.findings.append(Finding(said, "single_step", "summary-outcome"))
     sections = [f"# {run_id}\n\n{report.described}",
                 *([] if single_step else [stage.to_markdown(), _outcome_markdown(parts.outcome)]),
