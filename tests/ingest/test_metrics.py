@@ -373,3 +373,17 @@ def test_a_csv_with_a_byte_that_is_not_utf8_is_read_as_metrics_and_named_by_offs
     assert done.returncode == 1
     assert done.stderr == f"error: {path}: expected UTF-8 text, found an undecodable byte at offset 28\n"
     assert not (tmp_path / "store").exists()
+
+
+def test_a_metrics_file_beside_two_runs_is_a_run_of_its_own_and_ingest_says_so(tmp_path, tiny_run_dir):
+    import trajlens
+
+    resumed = Path(__file__).resolve().parents[2] / "sample_data" / "resume-lr"
+    scalars = tmp_path / "scalars.jsonl"
+    scalars.write_text(json.dumps({"step": 1, "data": {"actor/lr": 1e-6}}) + "\n")
+    result = trajlens.ingest([tiny_run_dir, resumed, scalars], tmp_path / "store")
+    assert sorted(result.run_ids) == ["resume-lr", "scalars", "tiny"]
+    assert result.notes == [f"{scalars}: training scalars beside 2 runs, ingested as their own run scalars (they "
+                            "join a run only when the call has one)"]
+    store = trajlens.open(tmp_path / "store")
+    assert store.sql("SELECT source_format FROM runs WHERE run_id = 'scalars'").item() == "metrics"

@@ -145,6 +145,7 @@ def test_a_runs_folder_alone_is_a_run_of_its_metrics(tmp_path):
     store = trajlens.open(tmp_path / "s")
     assert store.sql("SELECT count(*) FROM step_metrics").item() == len(expected_scalars())
     assert result.run_ids == ["runs"]
+    assert store.sql("SELECT source_format FROM runs").item() == "tensorboard"  # the loader that read it
 
 
 def test_tensorboard_beside_verl_dumps_joins_the_experiment_run(tmp_path):

@@ -189,7 +189,11 @@ def _ingest(sources, store, *, strict, run_id, progress, replace) -> IngestResul
             tables, problems = _load_metrics(metric_sources, target, strict, tick)
             _refuse_repeated_metrics(target, _own_metrics(owner, loaded), metric_sources, tables)
             if owner is None:  # a run of metrics alone: its problems are its own (every record bad: none)
-                loaded.append(_metrics_only_run(target, metric_files, tables, problems))
+                loaded.append(_metrics_only_run(target, metric_sources, tables, problems))
+                if others:
+                    result.notes.append(f"{joined_source(metric_files)}: training scalars beside {len(others)} runs, "
+                                        f"ingested as their own run {target} (they join a run only when the call "
+                                        "has one)")
             else:
                 result.problems.extend(problems)
                 if owner.format.kind != "parquet":
@@ -312,13 +316,17 @@ def _refuse_repeated_metrics(run_id: str, own: "pa.Table | None", sources: "list
         held = given if held is None else pl.concat([held, given], how="vertical_relaxed")
 
 
-def _metrics_only_run(run_id: str, files: list[Path], tables, problems: "list[Problem]") -> "RunData":
+def _metrics_only_run(run_id: str, sources: "list[Source]", tables, problems: "list[Problem]") -> "RunData":
+    """A run of training scalars alone, named for the loader that read them (``tensorboard``,
+    ``metrics`` for JSONL or CSV, ``metrics`` when both did)."""
     import pyarrow as pa
 
     from trajlens.rows import RunBuilder
     from trajlens.store.writer import joined_source
 
-    builder = RunBuilder(run_id, source_format="metrics", source=joined_source(files))
+    formats = {source.format.name for source in sources}
+    builder = RunBuilder(run_id, source_format=formats.pop() if len(formats) == 1 else "metrics",
+                         source=joined_source([path for source in sources for path in source.paths]))
     builder.problems.extend(problems)
     run = builder.build()
     run.step_metrics = pa.concat_tables(tables)
