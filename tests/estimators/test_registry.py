@@ -320,3 +320,14 @@ def test_a_log_prob_missing_on_a_model_token_is_refused_not_read_as_certainty(po
             recompute(trajectories, tokens, "optimal_token_baseline")
     else:
         assert recompute(trajectories, tokens, "optimal_token_baseline")["advantage"].is_finite().all()
+
+
+def test_the_estimators_no_store_can_feed_are_named_in_the_help_and_the_readme():
+    from cli_run import run_cli
+
+    outside = [name for name, spec in ESTIMATOR_REGISTRY.items() if not spec.from_store]
+    assert outside == ["remax", "optimal_token_baseline", "tir_optimal_token_baseline"]
+    shown = " ".join(run_cli("advantages", "--help", env={"COLUMNS": "200"}).stdout.split())
+    assert f"{', '.join(outside)} read inputs no store holds" in shown
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert "ReMax and the optimal token baselines read inputs that no log format carries into a store" in readme

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from trajlens.estimators.spec import TrainerRelease
 
 _ESTIMATOR_HELP = ("Required unless --identify. One of: " + ", ".join(ESTIMATOR_REGISTRY)
-                   + " (options and references: docs/estimators.md).")
+                   + " (options and references: docs/estimators.md). "
+                   + ", ".join(name for name, spec in ESTIMATOR_REGISTRY.items() if not spec.from_store)
+                   + " read inputs no store holds: recompute them in Python on frames that carry them.")
 _OPTION_HELP = "Estimator option NAME=VALUE, repeatable; values read as JSON. " + "; ".join(
     f"{spec.name}: {', '.join(option.name for option in spec.options)}"
     for spec in ESTIMATOR_REGISTRY.values() if spec.options

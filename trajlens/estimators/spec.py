@@ -420,6 +420,11 @@ GROUPS_OF_TWO = "groups of two or more"
 """What :meth:`EstimatorSpec.missing` says a run of groups of one lacks for a group estimator
 (:attr:`Input.GROUPS`); recomputing it anyway gives each trajectory its group-of-one advantage."""
 
+OUTSIDE_SCHEMA = Input.SUM_PI_SQUARED | Input.BASELINE_REWARDS
+"""Inputs no store holds (the trajlens schema has no column for them): an estimator that reads
+one is recomputed in Python on frames that carry it (:func:`trajlens.recompute`), never from a
+store."""
+
 # Input -> (is it there?, what to say when it is not), read by EstimatorSpec.missing
 _INPUT_CHECKS: tuple[tuple[Input, Callable[[RunFacts], bool], str], ...] = (
     (Input.TOKEN_ARRAYS, lambda f: f.token_arrays, "token arrays for every trajectory"),
@@ -486,6 +491,12 @@ class EstimatorSpec:
         for option, key in self.config_options:
             if option not in known:
                 raise ValueError(f"estimator {self.name}: config key {key!r} sets no option {option!r}")
+
+    @property
+    def from_store(self) -> bool:
+        """Whether a store can hold what it reads: False when it needs an input of
+        :data:`OUTSIDE_SCHEMA`."""
+        return not self.inputs & OUTSIDE_SCHEMA
 
     def tensor_function(self) -> Callable[..., Any]:
         """The tensor function itself (imports torch)."""
