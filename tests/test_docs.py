@@ -34,6 +34,16 @@ def test_every_command_has_help_with_an_example():
         assert "Example: trajlens " + name in " ".join(result.output.split()), f"`trajlens {name} --help` lacks an example"
 
 
+def test_every_help_shows_whole_in_80_columns():
+    """Help printed to a pipe or a log is 80 columns wide: no option's name or text may be cut
+    (``--log-advantag…``, ``log-probabiliti…``)."""
+    runner = CliRunner()
+    for name in _commands():
+        output = runner.invoke(app, [name, "--help"], env={"COLUMNS": "80"}).output
+        cut = [line for line in output.splitlines() if "…" in line]
+        assert not cut, f"`trajlens {name} --help`: {cut}"
+
+
 def test_every_command_is_summed_up_in_one_line_of_its_docstring():
     """``trajlens --help`` lists each command by its docstring's first paragraph, line breaks kept:
     a summary that runs onto a second line breaks the list mid-sentence."""

@@ -197,6 +197,7 @@ def test_a_missing_dependency_names_the_install_command(monkeypatch, capsys):
 @pytest.mark.parametrize("args", [
     ("synth", "sao-r6", "--steps", "2", "--seed", "-1", "--out", "{tmp}/run"),
     ("synth", "sao-r6", "--steps", "2", "--seed", str(2**64), "--out", "{tmp}/run"),
+    ("synth", "causal-r6", "--steps", "2", "--seed", str(2**63), "--out", "{tmp}/run"),
     ("sample", "{tmp}/store", "--run", "r", "--seed", "-1"),
     ("report", "{tmp}/store", "--seed", "-1", "--out", "{tmp}/report"),
     ("report", "{tmp}/store", "--viewers", "-1", "--out", "{tmp}/report"),

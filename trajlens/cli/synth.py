@@ -12,6 +12,16 @@ from trajlens.cli._output import folder_output
 from trajlens.cli._progress import progress_bar
 
 
+def _seed(value: int) -> int:
+    """The seed, if 0 to 2**63 - 1 (a usage error otherwise). Checked here, not by a range on the
+    option, whose bounds would take a column of the help wide enough to cut option names."""
+    from trajlens.synth.generate import MAX_SEED
+
+    if not 0 <= value <= MAX_SEED:
+        raise typer.BadParameter(f"{value} is not in the range 0<=x<={MAX_SEED}.")
+    return value
+
+
 @app.command()
 def synth(
     scenario: Annotated[str, typer.Argument(help="Scenario: sao-r6, sao-r7, grpo-leg, multireward or resume-lr; or a "
@@ -20,7 +30,7 @@ def synth(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run directory to create (must not exist).")],
     steps: Annotated[Optional[int], typer.Option("--steps", help="Training steps, at most 100,000; 2,000 for a causal scenario (default: the scenario's).")] = None,
     batch: Annotated[Optional[int], typer.Option("--batch", help="Trajectories per step, a multiple of the group size, at most 16,384; 4,096 for a causal scenario.")] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1, help="Random seed (0 or more); the same arguments give identical files.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", callback=_seed, help="Random seed, 0 to 2**63 - 1; the same arguments give identical files.")] = 0,
     tokens: Annotated[Optional[int], typer.Option("--tokens", help="Mean tokens per trajectory at the first step (50 to 200,000).")] = None,
     calls: Annotated[Optional[int], typer.Option("--calls", help="Mean tool calls per trajectory at the first step (3 to 1,000).")] = None,
     first_step: Annotated[int, typer.Option("--first-step", help="Number of the first step (steps are independent draws); the last step is at most 2**31 - 1.")] = 1,
