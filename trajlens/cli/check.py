@@ -21,7 +21,7 @@ POLL_MAX = 86_400.0
 @app.command()
 def check(
     source: Annotated[Optional[Path], typer.Argument(
-        help="A store (with --run), a run directory, verl dumps or a metrics JSONL/CSV file.")] = None,
+        help="A store (with --run), a run directory, verl dumps, a metrics JSONL/CSV file or TensorBoard event files.")] = None,
     run: Annotated[Optional[str], typer.Option("--run", "-r", help="Run id (needed for a store of several runs).")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML file of checks (default: the shipped checks).")] = None,
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML here (one test case per check).")] = None,
@@ -72,7 +72,7 @@ def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_s
 
     problems = []
     if source is None:
-        problems.append("SOURCE: expected a store, run directory, verl dumps or metrics file, found nothing")
+        problems.append("SOURCE: expected a store, run directory, verl dumps, metrics file or TensorBoard event files, found nothing")
     for path, flag in ((junit, "--junit"), (json_out, "--json")):
         if path is not None:
             problems += output_problems(path, flag=flag, store=source)  # a store's: not into its runs' inputs
