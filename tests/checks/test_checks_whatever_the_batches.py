@@ -121,6 +121,37 @@ def test_a_run_directory_file_cut_short_fails_in_one_line_naming_it(work, tmp_pa
     assert done.stderr.startswith(f"error: {cut}: not a readable Parquet file, expected Parquet, found Parquet magic ")
 
 
+def _set(path, column, row, value) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    values = table.column(column).to_pylist()
+    values[row] = value
+    index = table.schema.get_field_index(column)
+    pq.write_table(table.set_column(index, table.schema.field(index), pa.array(values, table.schema.field(index).type)), path)
+
+
+@pytest.mark.parametrize("table, column, value, said", [
+    ("tool_calls/step=000002", "token_end", 10**9, "record s0002-t0000 call 0: field 'token_end': expected at most "),
+    ("step_metrics", "step", -5, "record 0: field 'step': expected a step of 0 or more, found -5"),
+    ("runs", "run_id", "it's", "record 0: field 'run_id': expected 1-128 letters, digits, "),
+])
+def test_check_refuses_a_run_directory_ingest_refuses_in_its_line(work, tmp_path, table, column, value, said):
+    """A call past its trajectory's token arrays, a negative step of a training scalar, a run id no
+    store can hold: check stops with ingest's own line, naming the file that holds the value."""
+    from cli_run import run_cli
+
+    run_dir = tmp_path / "damaged"
+    shutil.copytree(work / "plain", run_dir)
+    damaged = next((run_dir / table).glob("*.parquet"))
+    _set(damaged, column, 0, value)
+    refused = run_cli("ingest", run_dir, "--store", tmp_path / "store")
+    assert refused.returncode == 1 and refused.stderr.startswith(f"error: {damaged}: {said}")
+    done = run_cli("check", run_dir)
+    assert (done.returncode, done.stderr) == (2, refused.stderr)
+
+
 def test_a_step_without_its_token_file_costs_that_step_alone(work, tmp_path, monkeypatch):
     run_dir = tmp_path / "missing"
     shutil.copytree(work / "plain", run_dir)

@@ -524,7 +524,8 @@ def _run_dir_batches(run_dir: Path, run_id: str | None, tables: frozenset[str], 
         tokens = others.get("tokens")
         # each set of columns the checks ask of a batch's tokens is read of the next batch
         # meanwhile (they ask every batch alike)
-        read_tokens = partial(_read_tokens, tokens) if stored else _CheckedTokens(tokens, info.run_id)
+        read_tokens = partial(_read_tokens, tokens) if stored else \
+            _CheckedTokens(tokens, info.run_id, table_partitions(run_dir / "tool_calls"))
         with ReadAhead(read_tokens, steps) as ahead:
             for index, part in enumerate(plan):
                 read = {name: read_rows(partitions, name, steps[index])
@@ -554,9 +555,11 @@ class _CheckedTokens:
     logged column, then the arrays they recompute from) is taken from that one read. The last two
     batches are kept (one is checked while the next is read ahead)."""
 
-    def __init__(self, partitions: Any, run_id: str) -> None:
+    def __init__(self, partitions: Any, run_id: str, calls: Any = None) -> None:
         self.partitions = partitions
         self.run_id = run_id
+        self.calls = calls
+        """The run's tool_calls partitions: each batch's calls must lie within its token arrays."""
         self._read: dict[tuple[int, ...], tuple[threading.Lock, list[pl.DataFrame]]] = {}
         self._lock = threading.Lock()
         """Guards ``_read``; each batch's own lock guards its read, so asking one batch never waits on another's."""
@@ -571,27 +574,61 @@ class _CheckedTokens:
             lock, read = self._read[key]
         with lock:
             if not read:
-                read.append(_read_checked_files(self.partitions, "tokens", steps, run_id=self.run_id))
+                read.append(_read_checked_files(self.partitions, "tokens", steps, run_id=self.run_id,
+                                                calls=self.calls))
         rows = read[0]
         return rows if columns is None else rows.select(c for c in columns if c in rows.columns)
 
 
-def _read_checked_files(partitions: Any, table: str, steps: Sequence[int], *, run_id: str) -> pl.DataFrame:
-    """The rows of ``steps`` of a run directory's ``table``, in step order, each file read through :func:`trajlens.ingest.parquet.read_table_file`: a file
-    ingest would refuse (a NaN reward, a missing or mistyped column, a row outside its step's
-    folder) stops the check with ingest's one line naming the file, record and field."""
+def _read_checked_files(partitions: Any, table: str, steps: Sequence[int], *, run_id: str,
+                        calls: Any = None) -> pl.DataFrame:
+    """The rows of ``steps`` of a run directory's ``table``, in step order, each file read through
+    :func:`trajlens.ingest.parquet.read_table_file`: a file ingest would refuse (a NaN reward, a
+    missing or mistyped column, a row outside its step's folder) stops the check with ingest's one
+    line naming the file, record and field. Token rows read with the run's tool_calls partitions
+    (``calls``) are checked against the calls of those steps as ingest checks them: a call's
+    ``token_end`` past its trajectory's token arrays is the same line
+    (:func:`~trajlens.ingest.parquet.within_spans`)."""
     import pyarrow as pa
 
-    from trajlens.ingest.parquet import read_table_file
+    from trajlens.ingest.parquet import read_table_file, within_spans
     from trajlens.schema import SCHEMAS
 
     paths, packed = partitions.files(steps)
     parts = [read_table_file(Path(path), table, run_id) for path in paths]
+    ends = _call_spans(calls, steps) if calls is not None and parts else None
+    for path, part in zip(paths, parts) if ends is not None else ():
+        within_spans(part, ends, Path(path), None)
     frame = pl.from_arrow(pa.concat_tables(parts) if parts else SCHEMAS[table].empty_table())
     assert isinstance(frame, pl.DataFrame)
     if packed:
         frame = frame.filter(pl.col("step").is_in(list(steps))).sort("step", maintain_order=True)
     return frame
+
+
+def _call_spans(partitions: Any, steps: Sequence[int]) -> pl.DataFrame | None:
+    """Each trajectory's call of ``steps`` that ends furthest, with its file
+    (:class:`~trajlens.ingest.parquet.SpanEnds`); None when the steps have no call with a span.
+    Reads three columns of the steps' tool_calls files."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from trajlens.ingest._unreadable import parquet_errors
+    from trajlens.ingest.parquet import SpanEnds, read_table_file
+
+    columns = ["trajectory_id", "call_index", "token_end", "step"]
+    paths, packed = partitions.files(steps)
+    ends = SpanEnds()
+    for path in paths:
+        try:
+            calls = pq.read_table(path, columns=columns)
+        except (*parquet_errors(), KeyError):  # read whole, as ingest reads it: its error names what is wrong
+            calls = read_table_file(Path(path), "tool_calls").select(columns)
+        if packed:
+            calls = calls.filter(pc.is_in(calls.column("step"), value_set=pa.array(list(steps), pa.int64())))
+        ends.add(calls, Path(path))
+    return ends.frame() if ends else None
 
 
 def _run_info(run_dir: Path, run_id: str | None, stored: bool = False) -> RunInfo:
@@ -663,11 +700,25 @@ def _store_run(store: Path, run_id: str | None) -> Path:
 
 
 def _read_run_dir(run_dir: Path, run_id: str | None) -> tuple[RunInfo, NewSteps]:
-    from trajlens.ingest.parquet import scan_table
-
     info = _run_info(run_dir, run_id)
-    read = {name: scan_table(run_dir, name).collect() for name in BATCH_TABLES if name != "step_metrics"}
+    read = {name: checked_table(run_dir, name, info.run_id) for name in BATCH_TABLES if name != "step_metrics"}
     return info, NewSteps(**read, step_metrics=run_dir_metrics(run_dir, info.run_id))
+
+
+def checked_table(run_dir: Path, name: str, run_id: str) -> pl.DataFrame:
+    """Table ``name`` of a run directory, each file read as ingest reads it
+    (:func:`~trajlens.ingest.parquet.read_table_file`: a file ingest refuses stops the check with
+    ingest's line); no rows where it has no file."""
+    import pyarrow as pa
+
+    from trajlens.ingest.parquet import read_table_file
+    from trajlens.schema import SCHEMAS
+    from trajlens.store.layout import table_files
+
+    parts = [read_table_file(path, name, run_id) for path in table_files(run_dir, name)]
+    frame = pl.from_arrow(pa.concat_tables(parts) if parts else SCHEMAS[name].empty_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 VERL_DUMP = re.compile(r"^(\d+)\.jsonl$")
@@ -690,12 +741,11 @@ def run_dir_metrics(run_dir: Path, run_id: str) -> pl.DataFrame:
     the metrics JSONL files beside its tables (:func:`metrics_jsonl_files`), which ``check --watch``
     follows there; no rows when it has neither."""
     from trajlens.ingest.metrics import load_metric_files
-    from trajlens.ingest.parquet import scan_table
     from trajlens.store.layout import table_files
 
     if not table_files(run_dir, "step_metrics") and (files := metrics_jsonl_files(run_dir)):
         return pl.from_arrow(load_metric_files(files, run_id=run_id).table)
-    return scan_table(run_dir, "step_metrics").collect()
+    return checked_table(run_dir, "step_metrics", run_id)
 
 
 def _history(config_text: str | None, directory: Path) -> m.ConfigHistory:

@@ -22,7 +22,9 @@ from trajlens.ingest._unreadable import parquet_errors, reason
 from trajlens.rows import RowProblem, check_values, without_bad_rows
 from trajlens.schema import SCHEMAS, TABLES, conform
 from trajlens.store.ahead import read_ahead
-from trajlens.store.layout import STEP_PARTITIONED, is_run_dir, read_parquet_file, step_range, table_files
+from trajlens.store.layout import (
+    RUN_ID_PATTERN, RUN_ID_RULE, STEP_PARTITIONED, is_run_dir, read_parquet_file, step_range, table_files,
+)
 from trajlens.store.writer import StoreWriter
 
 FORMAT = "parquet"
@@ -176,12 +178,18 @@ def _first_invalid_row(column: pa.ChunkedArray) -> int | None:
     return None
 
 
-def run_id_of(run_dir: Path) -> str:
-    """The run id recorded in a run directory's ``runs`` table."""
-    runs = read_table_file(_single(run_dir, "runs"), "runs")
+def run_id_of(run_dir: Path, *, checked: bool = True) -> str:
+    """The run id recorded in a run directory's ``runs`` table; ``checked``, one a store can hold
+    (:data:`~trajlens.store.layout.RUN_ID_RULE`), else an error naming the ``runs`` file. Not
+    ``checked`` where the run is stored under an id given instead (``ingest --run``)."""
+    path = _single(run_dir, "runs")
+    runs = read_table_file(path, "runs")
     if runs.num_rows != 1:
         raise InputError(str(run_dir / "runs"), expected="exactly one run row", found=f"{runs.num_rows} rows")
-    return runs.column("run_id")[0].as_py()
+    run_id = runs.column("run_id")[0].as_py()
+    if checked and not RUN_ID_PATTERN.fullmatch(run_id):
+        raise InputError(str(path), record=0, field="run_id", expected=RUN_ID_RULE, found=repr(run_id))
+    return run_id
 
 
 def copy_run(
@@ -209,7 +217,7 @@ def copy_run(
     this directory, unchanged since, is kept without reading the directory again
     (:meth:`~trajlens.store.writer.StoreWriter.keep_unchanged`).
     """
-    recorded = run_id_of(run_dir)
+    recorded = run_id_of(run_dir, checked=run_id is None)
     stored = run_id or recorded
     if strict and not extra_metrics and writer.keep_unchanged(stored, str(run_dir)):
         return stored
@@ -219,7 +227,7 @@ def copy_run(
     # why they were skipped.
     partial: dict[str, set[str]] = {}
     skipped_why: dict[str, str] = {}
-    span_ends = _SpanEnds()  # each trajectory's furthest call span, from the tool_calls files
+    span_ends = SpanEnds()  # each trajectory's furthest call span, from the tool_calls files
     with writer.stage(stored, _with_run_id(runs, stored), str(run_dir), self_contained=not extra_metrics) as stage, \
             ExitStack() as reading:
         for name in TABLES[1:]:
@@ -255,7 +263,7 @@ def copy_run(
                 if name == "tool_calls":
                     span_ends.add(table, path)
                 elif name == "tokens" and span_ends:
-                    table, beyond = _within_spans(table, span_ends.frame(), path, problems if not strict else None)
+                    table, beyond = within_spans(table, span_ends.frame(), path, problems if not strict else None)
                     exact = exact and not beyond
                 step = _verbatim_step(table, name, exact and stored == recorded, stage.pack_bytes)
                 if step is not None:  # a run in the store's own layout: its bytes, not decoded and written again
@@ -278,7 +286,7 @@ SPAN_CALLS = 65_536
 this many calls rather than one per file (a run directory holds a file per step)."""
 
 
-class _SpanEnds:
+class SpanEnds:
     """Each trajectory's call that ends furthest (``trajectory_id``, ``call_index``, ``token_end``)
     and the file that holds it, among the tool_calls files added; the calls of a few files are
     held (up to :data:`SPAN_CALLS`) and reduced together, so memory holds about a row per trajectory."""
@@ -319,7 +327,7 @@ class _SpanEnds:
         self._held, self._files, self._calls = [], [], 0
 
 
-def _within_spans(tokens: pa.Table, ends: pl.DataFrame, path: Path, problems: list[Problem] | None
+def within_spans(tokens: pa.Table, ends: pl.DataFrame, path: Path, problems: list[Problem] | None
                   ) -> tuple[pa.Table, bool]:
     """``tokens``, checked against the calls' spans: a call whose ``token_end`` lies past its
     trajectory's token arrays (when they hold any) is an InputError naming the call's file; lenient (``problems``
@@ -382,4 +390,5 @@ def _check_run_id(table: pa.Table, run_id: str, path: Path) -> None:
                          found=repr(table.column("run_id")[row].as_py()))
 
 
-__all__ = ["FORMAT", "copy_run", "detect", "read_table_file", "run_id_of", "scan_run", "scan_table"]
+__all__ = ["FORMAT", "SpanEnds", "copy_run", "detect", "read_table_file", "run_id_of", "scan_run", "scan_table",
+           "within_spans"]
