@@ -3,6 +3,7 @@ leaves a file out only when it reads as something else, never because it cannot 
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -323,3 +324,32 @@ def test_a_verdict_file_that_cannot_be_read_leaves_its_trajectories_in_the_run(t
     assert run.trajectories.num_rows == whole.num_rows
     verdicts = [table.column("resolved").null_count for table in (whole, run.trajectories)]
     assert verdicts[1] - verdicts[0] == unscored
+
+
+MINI_SWE_AGENT = {"trajectory_format": "mini-swe-agent-1", "info": {"exit_status": "Submitted", "submission": ""},
+                  "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "fix"},
+                               {"role": "assistant", "content": "THOUGHT\n```bash\nls\n```"},
+                               {"role": "user", "content": "<returncode>0</returncode><output>a</output>"}]}
+
+
+@pytest.mark.parametrize("name, content, said", [
+    ("t.traj", b"", "t.traj: expected JSON, found an empty file"),
+    ("t.traj.json", json.dumps({**MINI_SWE_AGENT, "trajectory_format": "mini-swe-agent-9"}).encode(),
+     "t.traj.json: field 'trajectory_format': expected 'mini-swe-agent-1' (the formats known: 'mini-swe-agent-1' or "
+     "'mini-swe-agent-1.1'), found 'mini-swe-agent-9'"),
+    ("t.traj.json", json.dumps(MINI_SWE_AGENT).encode("utf-16"), None),
+])
+def test_a_folder_whose_one_log_no_detection_reads_is_read_as_the_log_alone_would_be(tmp_path, name, content, said):
+    """A log named as a format's (``*.traj.json``) that no detection reads, alone in its folder:
+    its loader reads it (UTF-16) or names it in its line (empty, another trajectory_format), as
+    when the file is given alone; not 'no logs in this directory'."""
+    log = tmp_path / "run" / "task" / name
+    log.parent.mkdir(parents=True)
+    log.write_bytes(content)
+    done = run_cli("ingest", tmp_path / "run", "--store", tmp_path / "store")
+    if said is None:
+        assert (done.returncode, done.stderr) == (0, "")
+        assert done.stdout.startswith(f"ingested 1 run(s) into {tmp_path / 'store'}: run")
+    else:
+        assert (done.returncode, done.stderr) == (1, f"error: {log.parent}/{said}\n")
+        assert not (tmp_path / "store").exists()

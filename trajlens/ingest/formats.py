@@ -26,7 +26,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 from trajlens.errors import InputError
 from trajlens.ingest._probe import WHOLE_JSON_SUFFIXES, Probe, damage_error, depth_error, named_like, strays
@@ -213,12 +213,39 @@ def plan(path: Path | str) -> list[Source]:
         if named is not None:  # its loader says what keeps it from being one (empty, another version)
             return [Source(named, [path])]
         raise depth_error(probe) or unknown_file(probe)  # too deep to detect is said to be
-    sources = _plan_folder(path)
+    sources = _plan_folder(path) or _named_logs(path)
     if not sources:
         names = ", ".join(f.name for f in registry())
         raise InputError(str(path), "no logs in this directory", expected=f"files of a known format ({names})",
                          found="none")
     return sources
+
+
+NAMED_LOGS_LOOKED_AT = 10_000
+"""How many files :func:`_named_logs` looks at in a folder no format's survey found logs in."""
+
+
+def _named_logs(directory: Path) -> list[Source]:
+    """The files under ``directory`` named as a format's logs (``*.traj.json``, ``*.traj``) when its
+    survey found none: one run per format, read by that format's loader, as the file given alone
+    would be. A log no detection reads (UTF-16, another ``trajectory_format``, empty) is loaded, or
+    named in its loader's one line, rather than the folder said to hold no logs. Looks at the first
+    :data:`NAMED_LOGS_LOOKED_AT` files, hidden ones left out."""
+    from itertools import islice
+
+    from trajlens.store.writer import slug
+
+    def files() -> Iterator[Path]:
+        for root, folders, names in os.walk(directory):
+            folders[:] = sorted(name for name in folders if not name.startswith("."))
+            yield from (Path(root) / name for name in sorted(names) if not name.startswith("."))
+
+    named: dict[str, list[Path]] = {}
+    for file in islice(files(), NAMED_LOGS_LOOKED_AT):
+        if (fmt := named_format(file)) is not None and fmt.kind == "log" and file.is_file():
+            named.setdefault(fmt.name, []).append(file)
+    return [Source(by_name(name), found, slug(directory.name if len(named) == 1 else f"{directory.name}-{name}"))
+            for name, found in named.items()]
 
 
 class Closeness(NamedTuple):
