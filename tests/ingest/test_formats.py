@@ -162,3 +162,28 @@ def test_sources_that_overlap_are_refused_before_anything_is_read(tmp_path, give
     assert done.returncode == 1 and not (tmp_path / "store").exists()
     assert done.stderr == (f"error: {sources[1]}: expected sources that do not overlap (each log read once), "
                            f"found {found.format(root=root)}\n")
+
+
+@pytest.mark.parametrize("source, name", [
+    ("atropos/groups.jsonl", "G.JSONL"),
+    ("openai_chat/messages.jsonl", "M.Jsonl"),
+    ("swe_agent_dataset/train-00000-of-00001.parquet", "T.PARQUET"),
+])
+def test_an_extension_in_upper_case_is_read_as_in_lower_case(tmp_path, source, name):
+    """``G.JSONL`` (a tool on Windows, a renamed export) is the log ``g.jsonl`` is, alone or in a folder."""
+    import trajlens
+
+    data = Path(__file__).resolve().parents[1] / "data" / source
+    (tmp_path / "lower").mkdir()
+    (tmp_path / "upper").mkdir()
+    shutil.copy(data, tmp_path / "lower" / name.lower())
+    shutil.copy(data, tmp_path / "upper" / name)
+    counts = {}
+    for case in ("lower", "upper"):
+        for given in (tmp_path / case, tmp_path / case / (name if case == "upper" else name.lower())):
+            store = tmp_path / f"store-{case}-{given.name}"
+            trajlens.ingest([given], store)
+            counts[case, given.is_dir()] = trajlens.open(store).sql(
+                "SELECT (SELECT source_format FROM runs) AS format, count(*) AS n FROM trajectories").row(0)
+    assert counts["upper", True] == counts["upper", False] == counts["lower", False] == counts["lower", True]
+    assert counts["upper", True][1] > 0

@@ -42,7 +42,8 @@ class Probe:
 
     @property
     def suffix(self) -> str:
-        return self.path.suffix
+        """The file's extension in lower case: ``LOG.JSONL`` is read as ``log.jsonl`` is."""
+        return self.path.suffix.lower()
 
     @property
     def head(self) -> str:
@@ -233,8 +234,10 @@ def strays(recognised: Sequence[Probe | Path], unrecognised: Sequence[Probe | Pa
 
 
 def named_like(path: Path, names: Sequence[str]) -> bool:
-    """Whether the name of ``path`` matches one of ``names`` (``fnmatch`` patterns, case kept)."""
-    return any(fnmatch.fnmatchcase(path.name, pattern) for pattern in names)
+    """Whether the name of ``path`` matches one of ``names`` (lower-case ``fnmatch`` patterns), its
+    extensions in any case (``X.TRAJ.JSON`` as ``x.traj.json``)."""
+    return any(fnmatch.fnmatchcase(path.name, pattern) or fnmatch.fnmatchcase(path.name.lower(), pattern)
+               for pattern in names)
 
 
 def named_unread(unknown: Sequence[Probe], names: Sequence[str]) -> list[Path]:

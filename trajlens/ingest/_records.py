@@ -25,10 +25,10 @@ def records(file: Path) -> Iterator[tuple[int, Any]]:
     Numbers are 1-based lines in JSONL and 0-based positions in a JSON array or Parquet file;
     a JSON file holding one object is one record numbered 0.
     """
-    if file.suffix == ".parquet":
+    if file.suffix.lower() == ".parquet":
         yield from _parquet_rows(file)
         return
-    if file.suffix == ".jsonl":
+    if file.suffix.lower() == ".jsonl":
         for number, line in read_lines(file):
             if isinstance(line, InputError):
                 yield number, line

@@ -332,7 +332,7 @@ def _plan_folder(directory: Path) -> list[Source]:
         if child.is_dir():
             found = detect(child)
             sources.extend([Source(found, [child])] if found is not None else _plan_folder(child))
-        elif child.suffix in SURVEY_SUFFIXES:
+        elif child.suffix.lower() in SURVEY_SUFFIXES:
             probe = Probe(child)
             if (error := _cut_short(probe)) is not None:
                 raise error  # no format's, whatever its head looks like (see survey)
@@ -459,7 +459,7 @@ def survey(directory: Path, damaged: list[InputError] | None = None) -> list[tup
                 found.append((child, fmt))
             elif not child.is_symlink():
                 found.extend(survey(child, damaged))
-        elif child.suffix in SURVEY_SUFFIXES:
+        elif child.suffix.lower() in SURVEY_SUFFIXES:
             probe = Probe(child)
             if (error := _cut_short(probe)) is not None:
                 if damaged is None:

@@ -89,7 +89,7 @@ def load_inspect_ai(paths: Sequence[Path | str] | Path | str, *, run_id: str | N
 
 def _header(file: Path) -> tuple[dict[str, Any], list[Any] | None]:
     """The log's ``EvalLog`` object without samples, and its samples for a ``.json`` log."""
-    if file.suffix == ".eval":
+    if file.suffix.lower() == ".eval":
         with _open_zip(file) as archive:
             header = _member(archive, file, HEADER) if HEADER in archive.namelist() else {}
         return (header if isinstance(header, dict) else {}), None
@@ -124,7 +124,7 @@ def _samples(file: Path) -> Iterator[tuple[str, Any]]:
 
 
 def _file_samples(file: Path) -> Iterator[tuple[str, Any]]:
-    if file.suffix != ".eval":
+    if file.suffix.lower() != ".eval":
         _, samples = _header(file)
         for index, sample in enumerate(samples or []):
             yield f"{file}: sample {index}", sample

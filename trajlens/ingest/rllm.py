@@ -70,7 +70,7 @@ def load_rllm(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = 
         folder = _STEP_FOLDER.match(file.parent.name)
         split = folder.group(1) if folder else "train"
         for number, episode in readable_records(file):
-            where = f"{file}: record {number}" if file.suffix == ".jsonl" else str(file)
+            where = f"{file}: record {number}" if file.suffix.lower() == ".jsonl" else str(file)
             builder.add_record(episode, lambda episode: episode_rows(episode, Fields(where), split),
                                where=where, strict=strict)
     return builder.build()

@@ -69,7 +69,7 @@ def is_eval_dump(probe: Probe) -> bool:
     empty or holds other records is read, and named, rather than left out of the run."""
     path = probe.path
     folder = path.parent.name
-    return (path.suffix == ".jsonl" and path.name != AGGREGATED and probe.is_file
+    return (path.suffix.lower() == ".jsonl" and path.name != AGGREGATED and probe.is_file
             and (_STEP_FOLDER.match(folder) is not None or folder == EVAL_ONLY_FOLDER))
 
 

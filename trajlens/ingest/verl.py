@@ -105,7 +105,7 @@ def detect(target: Probe | Path | str) -> bool:
             # an empty <step>.jsonl (a step cut short), or one whose first record is no dump's, is
             # a step gone bad: the loader's to name, so the folder is still read whole
         return False
-    return path.is_file() and path.suffix == ".jsonl" and _looks_like_dump(path)
+    return path.is_file() and path.suffix.lower() == ".jsonl" and _looks_like_dump(path)
 
 
 def load_verl(paths: Sequence[Path | str] | Path | str, *, run_id: str | None = None, strict: bool = True) -> RunData:

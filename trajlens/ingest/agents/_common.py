@@ -178,7 +178,7 @@ def walk(directory: Path) -> list[Path]:
     for dirpath, dirnames, filenames in os.walk(directory):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            if not name.startswith(".") and Path(name).suffix in CANDIDATE_SUFFIXES:
+            if not name.startswith(".") and Path(name).suffix.lower() in CANDIDATE_SUFFIXES:
                 found.append(Path(dirpath) / name)
     return found
 
@@ -229,8 +229,9 @@ _SUFFIXES = (".traj.json", ".jsonl", ".json", ".traj")
 
 
 def strip_suffix(name: str) -> str:
+    """``name`` without its log extension (``.traj.json``, ``.jsonl``, ...), in any case."""
     for suffix in _SUFFIXES:
-        if name.endswith(suffix):
+        if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return name
 

@@ -126,10 +126,10 @@ def parse_file(context: FileContext) -> Iterator[Record | InputError]:
     """One record per conversation; in JSONL, a bad line is yielded as an error and skipped."""
     path = context.path
     file = str(path)
-    if path.suffix == ".jsonl":
+    if path.suffix.lower() == ".jsonl":
         yield from _parse_lines(context)
         return
-    if path.suffix == ".parquet":
+    if path.suffix.lower() == ".parquet":
         yield from _parse_rows(context)
         return
     data = read_json(path)
