@@ -214,6 +214,27 @@ class _LongInteger(int):
         return stand_in
 
 
+def _ends_early(data: bytes, error: json.JSONDecodeError) -> bool:
+    """Whether the parser stopped because the text ended inside a value (a string with no closing
+    quote, an object or list that does not close, ``nu`` of ``null``), not at a character that is
+    no JSON."""
+    rest = error.doc[error.pos:].rstrip()
+    return (error.msg.startswith("Unterminated string") or not rest
+            or any(word.startswith(rest) for word in _LITERALS))
+
+
+def is_not_json(error: InputError) -> bool:
+    """Whether ``error`` is :func:`parse_json`'s for text that is no JSON (malformed, or cut
+    short), not a limit's: a caller that keeps such text as it is (a tool call's arguments) tells
+    them apart by it."""
+    detail = error.detail or ""
+    return detail.startswith("not JSON") or detail == "JSON cut short"
+
+
+_LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
+"""The words a JSON value may be (Python's reader takes the last three too)."""
+
+
 def _integer_reader(seen: list[int]) -> Any:
     """A ``parse_int`` for :func:`json.loads` that keeps long integers as :class:`_LongInteger`
     and notes that it met one (so the parsed value is searched only then)."""
@@ -276,6 +297,11 @@ def parse_json(
         value = json.loads(data, parse_int=_integer_reader(long_integers),
                            object_pairs_hook=_first_value_of_each_key if first_key_wins else None)
     except json.JSONDecodeError as error:
+        if _ends_early(data, error):  # the text stops inside a value: a file or record cut short
+            whole = "its last record" if record is None else "the record"
+            ending = data.rstrip()[-20:].decode("utf-8", "replace")
+            raise InputError(file, "JSON cut short", record=record, expected=f"JSON that closes {whole}",
+                             found=f"{'a file' if record is None else 'a record'} ending in {ending!r}") from None
         where = f"line {error.lineno}, column {error.colno}" if record is None else record
         raise InputError(file, f"not JSON ({error.msg})", record=where, expected="JSON") from None
     except UnicodeDecodeError as error:

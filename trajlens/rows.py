@@ -376,12 +376,12 @@ def value_problems(name: str, table: pa.Table, source: str) -> Iterator[RowProbl
 
 
 def _check_config(config: str, run_id: str, source: str) -> None:
-    from trajlens.limits import parse_json
+    from trajlens.limits import is_not_json, parse_json
 
     try:
         parsed = parse_json(config, source, record=run_id)
     except InputError as error:
-        if error.expected != "JSON":  # past a limit; text that is not JSON is refused below
+        if error.expected != "JSON" and not is_not_json(error):  # past a limit; text that is not JSON is refused below
             field = "config" if error.field is None else f"config.{error.field}"
             raise InputError(source, error.detail, record=run_id, field=field, expected=error.expected,
                              found=error.found) from None

@@ -353,3 +353,18 @@ def test_a_folder_whose_one_log_no_detection_reads_is_read_as_the_log_alone_woul
     else:
         assert (done.returncode, done.stderr) == (1, f"error: {log.parent}/{said}\n")
         assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("source, keep, said", [
+    ("atropos/groups.jsonl", -300, "record 1: JSON cut short, expected JSON that closes the record, found a record "
+     "ending in 'ull, \"overrides\": nu'"),
+    ("openai_chat/messages.jsonl", -50, "record line 5: JSON cut short, expected JSON that closes the record, found a "
+     "record ending in '{\"'"),
+])
+def test_a_jsonl_log_whose_last_line_is_cut_is_said_to_be_cut_short(tmp_path, source, keep, said):
+    """A trainer killed mid-write leaves a last line that stops inside a value (``nu`` of ``null``):
+    the record is named as cut short, as a JSON file cut short is, not as text that is no JSON."""
+    log = tmp_path / Path(source).name
+    log.write_bytes((DATA / source).read_bytes()[:keep])
+    done = run_cli("ingest", log, "--store", tmp_path / "store")
+    assert (done.returncode, done.stderr) == (1, f"error: {log}: {said}\n")

@@ -20,7 +20,7 @@ from typing import Any, Hashable, Iterator
 from trajlens.errors import InputError
 from trajlens import limits as _limits
 from trajlens.ingest._unreadable import special_kind
-from trajlens.limits import INT32, INT64, parse_json, text_problem, type_name  # noqa: F401 - loaders read them from here
+from trajlens.limits import INT32, INT64, is_not_json, parse_json, text_problem, type_name  # noqa: F401 - loaders read them from here
 
 
 _MISSING = object()
@@ -238,7 +238,7 @@ def decode_arguments(raw: Any, file: str, record: str | int | None) -> tuple[dic
         try:
             value = parse_json(raw, file, record=record)
         except InputError as error:
-            if "not JSON" not in (error.detail or ""):
+            if not is_not_json(error):
                 raise  # past a limit: an error, not a malformed call
             return None, dumps({"raw": raw})
     if isinstance(value, dict):
