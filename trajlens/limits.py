@@ -51,6 +51,16 @@ FLOAT32_TINY = 1.1754943508222875e-38
 divides to infinity) in the estimators' float32 arithmetic."""
 
 
+def reward_problem(value: float) -> str | None:
+    """What a reward (or a reward channel's value) is expected to be, when ``value`` is not that:
+    finite, and within float32, in which the estimators compute; None when it is."""
+    if not math.isfinite(value):
+        return "a finite number"
+    if abs(value) > FLOAT32_MAX:
+        return f"a number of at most {FLOAT32_MAX:.4g} in size (float32, in which the estimators compute)"
+    return None
+
+
 FLOAT32_NUMBER = f"a finite number that float32 holds (0, or {FLOAT32_TINY:.4g} to {FLOAT32_MAX:.4g} in size)"
 """What :func:`float32_number` accepts, in words, for the messages that refuse a setting."""
 

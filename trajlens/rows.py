@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from trajlens.errors import ConfigError, InputError, Problem
-from trajlens.limits import FLOAT32_MAX
+from trajlens.limits import FLOAT32_MAX, reward_problem
 from trajlens.schema import PRIMARY_KEYS, SCHEMAS, TABLE_COLUMNS, TABLES, TOKEN_ARRAYS, Column, conform, empty
 
 # Rows are turned into Arrow tables in chunks of this many, so a run of millions of small
@@ -418,9 +418,8 @@ def _finite_problems(table: pa.Table, values: pa.Array | pa.ChunkedArray, field:
     for index, row in _first_per_row(bad, parents):
         trajectory = table.column("trajectory_id")[row].as_py()
         value = values[index].as_py()
-        expected = "a finite number" if not math.isfinite(value) else \
-            f"a number of at most {FLOAT32_MAX:.4g} in size (float32, in which the estimators compute)"
-        yield RowProblem(row, InputError(source, record=trajectory, field=field, expected=expected, found=str(value)))
+        yield RowProblem(row, InputError(source, record=trajectory, field=field, expected=reward_problem(value),
+                                         found=str(value)))
 
 
 def _repeated_channels(table: pa.Table, names: pa.Array | pa.ChunkedArray, parents: pa.Array | pa.ChunkedArray,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 from hostile import OPENAI_CHAT, OPENHANDS_V0, OPENHANDS_V1
@@ -14,6 +15,8 @@ from hostile import OPENAI_CHAT, OPENHANDS_V0, OPENHANDS_V1
 from trajlens.errors import InputError
 from trajlens.ingest.agents import load_mini_swe_agent_v2, load_openai_chat, load_openhands_v0, load_openhands_v1
 from trajlens.ingest.formats import plan
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 MINI_V2 = {
     "trajectory_format": "mini-swe-agent-1.1", "instance_id": "t", "info": {"exit_status": "Submitted"},
@@ -104,3 +107,37 @@ def test_a_json_document_nested_past_the_parser_under_a_format_s_key_is_the_dept
     assert str(caught.value).startswith(f"{path}: expected JSON nested at most 200 levels (raise it with --limit "
                                         f"depth=...), found {at_least}")
     assert str(caught.value).endswith(" levels")
+
+
+def _inspect_with_nan_score(path):
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(DATA / "inspect_ai" / "tiny.eval") as given, zipfile.ZipFile(path, "w") as out:
+        for name in given.namelist():
+            data = given.read(name)
+            if name == "samples/multiply_epoch_1.json":
+                data = re.sub(rb'"value":\s*"C"', b'"value":NaN', data, count=1)
+            out.writestr(name, data)
+
+
+def _atropos_with_huge_score(path):
+    groups = [json.loads(line) for line in (DATA / "atropos" / "groups.jsonl").read_text().splitlines()]
+    groups[1]["scores"][0] = 1e308
+    path.write_text("".join(json.dumps(group) + "\n" for group in groups))
+
+
+@pytest.mark.parametrize("name, damage, said", [
+    ("nan.eval", _inspect_with_nan_score,
+     "samples/multiply_epoch_1.json: field 'scores.includes.value': expected a finite number, found nan"),
+    ("big.jsonl", _atropos_with_huge_score,
+     "record 2, member 0: field 'scores': expected a number of at most 3.403e+38 in size (float32, in which the "
+     "estimators compute), found 1e+308"),
+])
+def test_a_reward_no_estimator_can_take_is_named_by_the_logs_own_field(tmp_path, name, damage, said):
+    """Not 'field reward', which the log does not have: the score it was read from."""
+    from cli_run import run_cli
+
+    damage(tmp_path / name)
+    done = run_cli("ingest", tmp_path / name, "--store", tmp_path / "store")
+    assert (done.returncode, done.stderr) == (1, f"error: {tmp_path / name}: {said}\n")

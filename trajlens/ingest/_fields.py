@@ -20,7 +20,7 @@ from typing import Any, Hashable, Iterator
 from trajlens.errors import InputError
 from trajlens import limits as _limits
 from trajlens.ingest._unreadable import special_kind
-from trajlens.limits import INT32, INT64, is_not_json, parse_json, text_problem, type_name  # noqa: F401 - loaders read them from here
+from trajlens.limits import INT32, INT64, is_not_json, parse_json, reward_problem, text_problem, type_name  # noqa: F401 - loaders read them from here
 
 
 _MISSING = object()
@@ -99,6 +99,14 @@ class Fields:
             raise self.error(name or key, "a finite number", _found(value)) from None
         if not math.isfinite(number):
             raise self.error(name or key, "a finite number", _found(value))
+        return number
+
+    def reward(self, obj: Any, key: str, *, required: bool = False, name: str | None = None) -> float | None:
+        """A reward, or a reward channel's value: a :meth:`number` float32 holds
+        (:func:`~trajlens.limits.reward_problem`), named by the log's own field."""
+        number = self.number(obj, key, required=required, name=name)
+        if number is not None and (problem := reward_problem(number)) is not None:
+            raise self.error(name or key, problem, _found(obj[key]))
         return number
 
     def boolean(self, obj: Any, key: str, *, required: bool = False, name: str | None = None) -> bool | None:

@@ -85,7 +85,7 @@ def trajectory_row(row: Any, file: Path, where: str, split: str, step: int, coun
             message["tool_calls"] = parse_json(message["tool_calls"], where, record=f"message {position}")
         converted.append(message)
     return chat_record(converted, file=file, where=where, trajectory_id=f"{group_id}/{index}", step=step,
-                       split=split, task_id=task, group_id=group_id, reward=read.number(row, "reward"),
+                       split=split, task_id=task, group_id=group_id, reward=read.reward(row, "reward"),
                        reward_channels=channels, source=f"{file}:{where.rsplit(' ', 1)[-1]}")
 
 

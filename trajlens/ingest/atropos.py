@@ -104,7 +104,7 @@ def _members(group: Any, file: Path, number: int, prefix: str):
             trajectory_id=f"{prefix}{number}-{member}",
             group_id=group_id,
             task_id=group_id,
-            reward=at.number({"scores": scores[member]}, "scores", required=True),
+            reward=at.reward({"scores": scores[member]}, "scores", required=True),
             num_turns=num_turns,
             model_tokens=sum(trained),
         )

@@ -35,6 +35,7 @@ from typing import Any, Iterator, Sequence
 from trajlens.errors import InputError
 from trajlens.ingest._chat import chat_record
 from trajlens.ingest._fields import INT64, Fields, parse_json, read_json_file, type_name
+from trajlens.limits import reward_problem
 from trajlens.ingest._probe import Probe, files_of
 from trajlens.ingest.agents._common import Record
 from trajlens.rows import RunBuilder, RunData
@@ -277,16 +278,26 @@ def score_value(value: Any) -> float | None:
 
 
 def _channels(scores: dict[str, Any], read: Fields) -> list[dict[str, Any]]:
+    """Each score as a reward channel; a value no reward can be (NaN, past float32) is an error
+    naming the score's own field (``scores.includes.value``)."""
     channels = []
     for name, score in scores.items():
         value = read.mapping(score, "value", name=f"scores.{name}") if isinstance(score, dict) and isinstance(
             score.get("value"), dict) else None
         if value is not None:
-            channels.extend({"name": f"{name}.{key}", "value": score_value(item)} for key, item in value.items()
-                            if score_value(item) is not None)
+            channels.extend({"name": f"{name}.{key}", "value": _reward(read, f"scores.{name}.value.{key}", item)}
+                            for key, item in value.items() if score_value(item) is not None)
         elif isinstance(score, dict) and score_value(score.get("value")) is not None:
-            channels.append({"name": name, "value": score_value(score.get("value"))})
+            channels.append({"name": name, "value": _reward(read, f"scores.{name}.value", score.get("value"))})
     return channels
+
+
+def _reward(read: Fields, field: str, raw: Any) -> float:
+    value = score_value(raw)
+    assert value is not None
+    if (problem := reward_problem(value)) is not None:
+        raise read.error(field, problem, str(raw))
+    return value
 
 
 def _first_grade(scores: dict[str, Any]) -> bool | None:

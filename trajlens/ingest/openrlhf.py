@@ -101,7 +101,7 @@ def table_rows(file: Path):
         step = at.integer(row, "global_step", required=True, bounds=(0, INT64[1]))
         assert step is not None  # required
         yield step, f"row {index}", TRAJECTORY(trajectory_id=f"step{step}", step=step, task_id=f"step{step}",
-                               reward=at.number(row, "reward"), response_text=at.text(row, "text"), num_turns=1,
+                               reward=at.reward(row, "reward"), response_text=at.text(row, "text"), num_turns=1,
                                source=f"{file}:row {index}")
 
 

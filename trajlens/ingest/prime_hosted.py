@@ -159,7 +159,7 @@ def sample_record(sample: Any, file: Path, record: str, counts: dict[tuple[int, 
     else:
         trajectory_id = f"{step}/{sample_id}"
     fields: dict[str, Any] = dict(
-        step=step, task_id=problem, group_id=f"{step}:{problem}", reward=read.number(sample, "reward"),
+        step=step, task_id=problem, group_id=f"{step}:{problem}", reward=read.reward(sample, "reward"),
         reward_channels=_channels(sample, read), logged_advantage=read.number(sample, "advantage"),
         model_tokens=_model_tokens(sample, read), source=f"{file}:{record}",
     )

@@ -100,7 +100,7 @@ def rollout_record(row: Any, file: Path, where: str, prefix: str, seen: dict[str
     usage = read.mapping(row, "token_usage")
     output_tokens = read.number(usage, "output_tokens", name="token_usage.output_tokens") if usage else None
     fields: dict[str, Any] = dict(
-        task_id=example, group_id=example, reward=read.number(row, "reward"), reward_channels=_channels(row, read),
+        task_id=example, group_id=example, reward=read.reward(row, "reward"), reward_channels=_channels(row, read),
         exit_status=_exit_status(row, read), model_tokens=None if output_tokens is None else int(output_tokens),
         source=f"{file}:{where.rsplit(' ', 1)[-1]}",
     )
