@@ -202,3 +202,29 @@ def test_the_table_shows_every_step_fired_and_the_bounds_a_change_missed(results
     length = results("sao-r7")["response_length_inflation"]
     assert length.status == "pass" and length.evidence.threshold == "a significant increase (alpha 0.05, ratio >= 1.25)"
     assert length.evidence.detail.endswith("; ratio 1.15")
+
+
+def test_a_metric_a_diverging_run_logged_as_nan_is_stored_and_fires_its_check(tmp_path):
+    """TRL writes trainer_state.json with Python's json: a NaN grad norm is ``NaN``. Ingest keeps it,
+    and a threshold check on the metric fires at that step, above or below (no value is past a
+    NaN, so only its being NaN can say it)."""
+    import math
+
+    import trajlens
+    from trajlens.checks.spec import load_checks
+
+    run = tmp_path / "grpo-run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "trl" / "grpo-run", run)
+    state = run / "trainer_state.json"
+    state.write_text(state.read_text().replace('"grad_norm": 0.4', '"grad_norm": NaN', 1))
+    trajlens.ingest([run], tmp_path / "store")
+    store = trajlens.open(tmp_path / "store")
+    (step, value), = store.sql("SELECT step, value FROM step_metrics WHERE name = 'grad_norm' AND isnan(value)").rows()
+    assert math.isnan(value)
+    config = tmp_path / "checks.toml"
+    config.write_text('[checks.grad_norm_high]\nmeasure = "metric:grad_norm"\ncondition = "threshold"\nabove = 10.0\n'
+                      'severity = "error"\n\n[checks.grad_norm_low]\nmeasure = "metric:grad_norm"\n'
+                      'condition = "threshold"\nbelow = 0.0\nseverity = "error"\n')
+    (run_id,) = store.sql("SELECT run_id FROM runs")["run_id"].to_list()
+    results = {r.name: r for r in check_run(tmp_path / "store", load_checks(config), run_id=run_id).results}
+    assert results["grad_norm_high"].alarms == results["grad_norm_low"].alarms == {"metric:grad_norm": (step,)}

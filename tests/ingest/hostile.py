@@ -315,7 +315,7 @@ def csv_cases() -> list[Case]:
         "step NaN": ("_step,actor/lr\n1,0.1\nNaN,0.2\n", True, "_step"),
         "step as text": ("_step,actor/lr\n1,0.1\ntwelve,0.2\n", True, "_step"),
         "step negative": ("_step,actor/lr\n-3,0.1\n", True, "_step"),
-        "value inf": ("_step,actor/lr\n1,inf\n", True, "actor/lr"),
+        "value inf": ("_step,actor/lr\n1,inf\n", False, None),  # a diverging run logs it
         "value 400 digits": ("_step,actor/lr\n1," + "9" * 400 + "\n", True, "actor/lr"),
         "row too long": ("_step,actor/lr\n1,0.1,7\n", True, None),
         "clean": ("_step,actor/lr\n1,0.1\n2,0.2\n", False, None),
@@ -383,7 +383,7 @@ def tensorboard_cases() -> list[Case]:
              field="crc"),
         Case("tensorboard: a flipped byte", _writer(name, valid[:60] + bytes([valid[60] ^ 0xFF]) + valid[61:]),
              must_fail=True, field="crc"),
-        Case("tensorboard: a NaN scalar", _writer(name, nan), must_fail=True, field="train/loss"),
+        Case("tensorboard: a NaN scalar", _writer(name, nan)),  # kept: a diverging run logs it
     ]
 
 

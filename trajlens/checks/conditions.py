@@ -103,9 +103,11 @@ def evaluate(check: Check, measure: str, series: pl.DataFrame, proportion: bool)
 
 
 def _beyond(check: Check, value: pl.Expr) -> pl.Expr:
+    """Whether a value lies past the threshold; a NaN (a metric a diverging run logged as NaN) lies
+    past any, above or below."""
     above = value > check.above if check.above is not None else pl.lit(False)
     below = value < check.below if check.below is not None else pl.lit(False)
-    return (above | below).fill_null(False)
+    return (above | below | value.is_nan()).fill_null(False)
 
 
 def _worst(check: Check, frame: pl.DataFrame) -> dict:

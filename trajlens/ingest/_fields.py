@@ -27,8 +27,8 @@ _MISSING = object()
 
 
 def as_float(value: int | float) -> float:
-    """A JSON number as a float; an integer too large for one reads as infinity (then refused
-    as not finite, with the rest of the non-finite numbers)."""
+    """A JSON number as a float; an integer too large for one reads as infinity (a reward so read
+    is refused as not finite; a metric, as past float64)."""
     try:
         return float(value)
     except OverflowError:

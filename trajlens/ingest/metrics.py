@@ -17,9 +17,11 @@ name. Reading rules:
   ``_wandb``) are not metrics. Neither are wandb media summaries (objects with a ``_type``
   key, e.g. the ``val/generations`` table), which are skipped.
 * Missing values (JSON ``null``, an absent key, an empty CSV cell) are skipped.
-* A value that is not a number (a string, a boolean, a list) is an error; so is NaN or
-  infinity, and a second value for the same step and metric ("duplicate step 12 for metric
-  actor/lr"). CSV cells are numbers as Python's ``float`` reads them, less ``_`` separators.
+* A value that is not a number (a string, a boolean, a list) is an error; so is a second value
+  for the same step and metric ("duplicate step 12 for metric actor/lr"). NaN and infinities are
+  values (``NaN``, ``Infinity`` as Python's ``json`` writes them, ``nan``, ``inf`` in CSV): a
+  diverging run logs a NaN loss or grad norm, and a check on that metric fires at its step.
+  CSV cells are numbers as Python's ``float`` reads them, less ``_`` separators.
 * CSV rows shorter than the header just miss their last cells; longer ones are errors.
 
 Two trainer files are read by the same rules:
@@ -52,6 +54,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple, Sequence
 
@@ -193,7 +196,7 @@ def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, s
 def record_scalars(path: Path, line_no: int, record: Pairs, seen: set[tuple[int, str]]) -> Iterator[_Value | InputError]:
     """The scalars of one record of a metrics log (a JSONL line, a CSV row), each with its step,
     or the error that refuses it: a record without a step (the step's own error, and nothing
-    else), a value that is no finite number, a name that cannot be stored, a second value of a
+    else), a value that is no number (NaN and infinities are numbers), a name that cannot be stored, a second value of a
     step and metric (``seen``: the steps and metrics read so far, added to). Keys of the step
     (:data:`STEP_KEYS`), keys starting with ``_``, nulls and wandb media summaries are no
     scalars. ``trajlens ingest``, ``trajlens check`` and ``check --watch`` read records by it."""
@@ -212,8 +215,9 @@ def record_scalars(path: Path, line_no: int, record: Pairs, seen: set[tuple[int,
                              found=unstorable)
         elif isinstance(raw, bool) or not isinstance(raw, (int, float)):
             yield InputError(str(path), record=line_no, field=name, expected="a number", found=_text(raw))
-        elif not math.isfinite(as_float(raw)):
-            yield InputError(str(path), record=line_no, field=name, expected="a finite number", found=_text(raw))
+        elif isinstance(raw, int) and math.isinf(as_float(raw)):
+            yield InputError(str(path), record=line_no, field=name, expected=f"a number of at most {FLOAT64_MAX:.4g} "
+                             "in size (float64)", found=_text(raw))
         elif (step, name) in seen:
             yield InputError(str(path), f"duplicate step {step} for metric {name}", record=line_no, field=name,
                              expected="one value per step and metric", found=_text(raw))
@@ -332,7 +336,10 @@ def _next_row(reader, path: Path) -> list[str] | None:
         raise InputError(str(path), record=reader.line_num, expected="a CSV row", found=str(error)) from None
 
 
-def _cell(cell: str) -> float | str | None:
+FLOAT64_MAX = sys.float_info.max
+
+
+def _cell(cell: str) -> float | int | str | None:
     """A CSV cell as a number, None when empty, or its text when it is not a number."""
     text = cell.strip()
     if not text:
@@ -340,9 +347,15 @@ def _cell(cell: str) -> float | str | None:
     if "_" in text:  # float() accepts "1_000"; polars, and most readers, do not
         return text
     try:
-        return float(text)
+        number = float(text)
     except ValueError:
         return text
+    if math.isinf(number) and text.lstrip("+-").lower() not in ("inf", "infinity"):
+        try:  # digits past float64: the integer, refused as one (not read as infinity)
+            return int(text)
+        except ValueError:
+            return text
+    return number
 
 
 def _to_table(values: list[_Value]) -> pl.DataFrame:

@@ -27,7 +27,7 @@ Reading rules, beside those of :mod:`trajlens.ingest.metrics`:
   ``runs/<date>`` folder) are read in the order they were created, by the Unix time in their
   names (``events.out.tfevents.<time>.<host>.<pid>.<n>``). A later value for the same step
   and tag replaces the earlier one, as TensorBoard shows a resumed run.
-* A NaN or infinite scalar is an error (lenient mode skips it), as in every metrics file.
+* A NaN or infinite scalar is kept, as in every metrics file: a diverging run logs them.
 * A truncated last record (a writer killed mid-write) or a record that fails its checksum is
   an error naming the file and the record (1-based); lenient mode keeps the records before it.
 
@@ -36,7 +36,6 @@ Errors name the file, the record, and the tag as the field.
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple, Sequence
@@ -190,8 +189,6 @@ def _scalar(path: Path, record: int, step: int, value: Any, tensor_util: Any) ->
 
 
 def _checked(path: Path, record: int, step: int, tag: str, number: float) -> _Scalar | InputError:
-    if not math.isfinite(number):
-        return InputError(str(path), record=record, field=tag, expected="a finite number", found=str(number))
     if not 0 <= step < 2**63:
         return InputError(str(path), record=record, field="step", expected="a step from 0 to 2**63-1", found=str(step))
     return _Scalar(int(step), tag, number)
