@@ -105,3 +105,29 @@ def test_a_call_the_harness_rejected_owns_no_tokens_on_the_page_as_in_call_credi
     assert {key for key in shown if shown[key] is not None} == set(wanted)
     for key, want in wanted.items():
         assert shown[key] == pytest.approx(want, rel=1e-6, abs=1e-7), key
+
+
+def test_a_step_the_runs_estimator_cannot_be_recomputed_on_gets_a_page_without_credit(tmp_path):
+    """A trajectory with no model token keeps its step from GAE (only reading the arrays shows it):
+    the page of any trajectory of that step is written without credit, and says why; another
+    step's page has its credit."""
+    import pyarrow.parquet as pq
+
+    from trajlens.synth import generate
+
+    run = tmp_path / "r6"
+    generate("sao-r6", run, steps=2, batch=8, tokens_per_trajectory=60, tool_calls_per_trajectory=3)
+    empty = pl.col("trajectory_id") == "s0001-t0000"
+    for table, column, value in (("trajectories", "model_tokens", pl.lit(0)),
+                                 ("tokens", "response_mask", pl.col("response_mask").list.eval(pl.lit(False)))):
+        for path in (run / table).glob("*/*.parquet"):
+            given = pq.read_table(path)
+            frame = pl.from_arrow(given).with_columns(pl.when(empty).then(value).otherwise(pl.col(column)).alias(column))
+            pq.write_table(frame.to_arrow().cast(given.schema), path)
+    assert run_cli("ingest", run, "--store", tmp_path / "store").returncode == 0
+    done = run_cli("view", tmp_path / "store", "--run", RUN, "-t", "s0001-t0001", "--out", tmp_path / "one.html")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (f"wrote {tmp_path / 'one.html'} (no credit: no estimator the run allows can be recomputed "
+                           "on its step 1)\n")
+    done = run_cli("view", tmp_path / "store", "--run", RUN, "-t", "s0002-t0001", "--out", tmp_path / "two.html")
+    assert done.stdout == f"wrote {tmp_path / 'two.html'} (credit under gae_raw)\n"

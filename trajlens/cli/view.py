@@ -51,4 +51,6 @@ def view(
     output.parent.mkdir(parents=True, exist_ok=True)
     text = viewer_page(handle, run, trajectory, advantages, back=report_link(output, run))
     write_text_atomically(output, text)
-    typer.echo(f"wrote {output}" + (f" (credit under {advantages.label})" if advantages else ""))
+    said = f" (credit under {advantages.label})" if advantages else \
+        f" (no credit: no estimator the run allows can be recomputed on its step {step})" if credit else ""
+    typer.echo(f"wrote {output}{said}")

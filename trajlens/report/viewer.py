@@ -44,13 +44,15 @@ def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list
                choices: list | None = None, trained: Any = None) -> Credit | None:
     """Advantages under ``label``; by default under the estimator the run trained with, as every
     other surface names it (:func:`~trajlens.run.trained.run_trained_with`, or ``trained`` when the
-    caller has it), else, when that is unknown or cannot be recomputed, the first estimator the
-    run's data allows.
+    caller has it), else, when that is unknown or cannot be recomputed (on ``steps``: a trajectory
+    without model tokens there), the first estimator the run's data allows that can; None when
+    none can.
 
     With ``steps``, only those steps are recomputed: every estimator normalises within a
     step's batch (whitening, groups), so a step's advantages do not depend on other steps.
     """
     from trajlens.errors import ConfigError
+    from trajlens.estimators import EstimatorInputError
     from trajlens.run.choices import ESTIMATOR_CHOICES, available_estimators, possible_facts, stored_lacks
     from trajlens.run.stepwise import recompute_steps
 
@@ -71,15 +73,21 @@ def run_credit(store: Any, run_id: str, label: str | None = None, *, steps: list
         facts = possible_facts(store, run_id) if own is None and trained.choice is not None else None
         if facts is not None and not trained.choice.missing(facts):
             own = trained.choice  # identified from the logged advantages (trl_grpo_group), as attribution recomputes it
-        chosen = [own] if own is not None else chosen
-    if not chosen:
-        return None
-    choice = chosen[0]
-    # a stateful estimator (gdpo_dynamic's moving averages) reads every step, the others only theirs
-    read = None if steps is None or choice.spec().stateful else sorted(set(steps))
-    parts = [frame if steps is None else frame.filter(pl.col("step").is_in(steps))
-             for frame in recompute_steps(store, run_id, choice.estimator, steps=read, **choice.options)]
-    return Credit(choice.label, pl.concat(parts, how="diagonal_relaxed"))
+        # the run's own first; the others the data allows after it, for steps the own one cannot
+        # be recomputed on (a trajectory without model tokens, which only reading the arrays shows)
+        chosen = [own, *(c for c in chosen if c is not own)] if own is not None else chosen
+    for choice in chosen:
+        # a stateful estimator (gdpo_dynamic's moving averages) reads every step, the others only theirs
+        read = None if steps is None or choice.spec().stateful else sorted(set(steps))
+        try:
+            parts = [frame if steps is None else frame.filter(pl.col("step").is_in(steps))
+                     for frame in recompute_steps(store, run_id, choice.estimator, steps=read, **choice.options)]
+        except EstimatorInputError:
+            if label is not None:
+                raise
+            continue
+        return Credit(choice.label, pl.concat(parts, how="diagonal_relaxed"))
+    return None
 
 
 def page_name(trajectory_id: str) -> str:
