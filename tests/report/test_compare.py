@@ -300,3 +300,18 @@ def test_a_p_value_below_the_floor_reads_the_same_on_every_surface(sample_store,
     markdown = (tmp_path / "cmp" / "comparison.md").read_text()
     assert f"| {first['measure']} |" in markdown and "| < 1e-15 | < 1e-15 * |" in markdown
     assert '<td class="num">&lt; 1e-15</td>' in (tmp_path / "cmp" / "comparison.html").read_text()
+
+
+def test_a_comparison_without_advantage_rows_says_why(sample_store):
+    """sao-r6 (single rollouts, GAE) and grpo-leg (groups, GRPO) share no estimator: the advantage
+    rows are missing for a reason the console gives, not without a word; with --no-advantages
+    nothing is said."""
+    done = cli("compare", sample_store.path, "sao-r6", "grpo-leg", "--rows", "0")
+    assert done.returncode == 0, done.stderr
+    said = ("no advantage rows: no estimator can be recomputed on both sides (`trajlens advantages` says what each "
+            "one needs)")
+    assert said in done.stdout.splitlines()
+    quiet = cli("compare", sample_store.path, "sao-r6", "grpo-leg", "--rows", "0", "--no-advantages")
+    assert said not in quiet.stdout and "advantage" not in quiet.stdout.lower()
+    both = cli("compare", sample_store.path, "sao-r6:Q1", "sao-r6:Q4", "--rows", "0")
+    assert "no advantage rows" not in both.stdout

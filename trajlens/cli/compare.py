@@ -42,6 +42,7 @@ def compare(
     from trajlens.cli._output import DOCUMENT_SUFFIXES, TABLE_SUFFIXES, check_folder_output, console_table, folder_output
     from trajlens.compare import adjustment_note, describe, p_text, title
     from trajlens.compare import compare as compare_sides
+    from trajlens.compare.table import ADVANTAGE_PREFIX
     from trajlens.report.compare_page import comparison_section, write_comparison
     from trajlens.report.html import comparison_anchor
     from trajlens.report.html_report import add_comparison, read_report_index
@@ -59,6 +60,9 @@ def compare(
     for sentence in describe(table, top):
         typer.echo(f"- {sentence}")
     typer.echo(adjustment_note(table) + ".")
+    if advantages and not table["measure"].str.starts_with(ADVANTAGE_PREFIX).any():
+        typer.echo("no advantage rows: no estimator can be recomputed on both sides (`trajlens advantages` says what "
+                   "each one needs)")
     names = [measure if not same else f"{measure} (= {same})" if len(measure) + len(same) < 55
              else f"{measure} (= {same.count(',') + 1} more, see --out)"
              for measure, same in zip(table["measure"], table["same_as"])]
