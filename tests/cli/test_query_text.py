@@ -151,3 +151,13 @@ def test_a_printed_result_longer_than_rows_gives_its_first_rows_and_its_length(s
     assert lines[-1] == f"the first 3 of {height:,} rows; --rows N prints more, --out FILE writes them all"
     short = run_cli("sql", store, "SELECT 1 AS a")
     assert short.stdout.splitlines()[0] == "shape: (1, 1)" and "the first" not in short.stdout
+
+
+@pytest.mark.parametrize("rows", [0, -1, 2.5, True])
+def test_batches_of_no_rows_are_refused_before_the_query(store, rows):
+    from trajlens.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^rows: expected a whole number of 1 or more, found "):
+        next(trajlens.open(store).sql_batches("SELECT * FROM trajectories", rows=rows))
+    batches = list(trajlens.open(store).sql_batches("SELECT * FROM trajectories", rows=1))
+    assert {batch.height for batch in batches} == {1}

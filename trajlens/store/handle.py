@@ -203,7 +203,9 @@ class Store:
         """:meth:`sql` a batch of at most ``rows`` rows (:data:`QUERY_BATCH_ROWS`, or
         :data:`NESTED_BATCH_ROWS` for a result with nested columns) at a time, so a
         result larger than memory can be printed in part or written whole; at least one batch (an
-        empty one for an empty result), every one in the result's schema."""
+        empty one for an empty result), every one in the result's schema. ``rows`` must be 1 or more."""
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
+            raise ConfigError([f"rows: expected a whole number of 1 or more, found {rows!r}"])
         connection = self._read_only(query, params)
 
         def start() -> Any:
