@@ -5,6 +5,8 @@ among them in the registry's words. ``compare`` refuses a side compared with its
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 from cli_run import run_cli
 from outputs import one_error_line
@@ -43,3 +45,17 @@ def test_a_side_compared_with_itself_is_refused(samples_store_path, tmp_path):
                                     "advantages: compare two runs, two stages of the run (sao-r6:Q1 sao-r6:Q4) or two "
                                     "estimator labels")
     assert not (tmp_path / "cmp").exists()
+
+
+def test_a_run_of_one_stage_compared_with_itself_is_told_no_stage_pair(tmp_path):
+    """Agent logs of one step have the one stage Q1: the error does not offer Q1 against Q4."""
+    store = tmp_path / "store"
+    assert run_cli("ingest", Path(__file__).resolve().parents[1] / "data" / "openai_chat" / "messages.jsonl",
+                   "--store", store).returncode == 0
+    done = run_cli("compare", store, "messages:Q1", "messages:Q1")
+    assert one_error_line(done) == ("error: sides 'messages:Q1' and 'messages:Q1' are the same trajectories under the "
+                                    "same advantages: compare two runs or two estimator labels (the run has one "
+                                    "stage, Q1)")
+    done = run_cli("compare", store, "messages", "messages:Q1")
+    assert one_error_line(done) == ("error: sides 'messages' and 'messages:Q1' overlap: the stage's trajectories are "
+                                    "part of the whole run's; compare two runs (the run has one stage)")

@@ -125,7 +125,7 @@ def compare(store: Any, a: str, b: str, *, stages: Any = "quartiles", advantages
     advantage statistics are left out (no recomputation) unless a side names a label.
     """
     side_a, side_b = parse_side(store, a, stages), parse_side(store, b, stages)
-    _require_apart(side_a, side_b)
+    _require_apart(store, side_a, side_b, stages)
     labels = _shared_labels(store, side_a, side_b) if advantages or side_a.label or side_b.label else []
     if side_a.label or side_b.label:  # before any side is read or recomputed
         _require_labels(store, side_a, labels)
@@ -251,20 +251,29 @@ def _shared_labels(store: Any, a: Side, b: Side) -> list[str]:
     return [label for label in report_labels(store, a.run_id) if label in set(report_labels(store, b.run_id))]
 
 
-def _require_apart(a: Side, b: Side) -> None:
+def _require_apart(store: Any, a: Side, b: Side, stages: Any) -> None:
     """Two sides must differ in their trajectories (two runs, two stages) or in the advantages
     they are read under (two labels): a side compared with itself, or with a stage of itself,
     is not two samples, and its tests would count one set of trajectories twice."""
     if a.run_id != b.run_id:
         return
-    stages = f"two stages of the run ({a.run_id}:Q1 {a.run_id}:Q4)"
-    if a.stage != b.stage and None in (a.stage, b.stage):
-        raise ConfigError([f"sides {a.spec!r} and {b.spec!r} overlap: the stage's trajectories are part of the whole "
-                           f"run's; compare {stages}"])
+    overlap = a.stage != b.stage and None in (a.stage, b.stage)
     # a side without a label is read under the other's
-    if a.stage == b.stage and (a.label is None or b.label is None or a.label == b.label):
-        raise ConfigError([f"sides {a.spec!r} and {b.spec!r} are the same trajectories under the same advantages: "
-                           f"compare two runs, {stages} or two estimator labels"])
+    same = a.stage == b.stage and (a.label is None or b.label is None or a.label == b.label)
+    if not (overlap or same):
+        return
+    from trajlens.compare.sides import _stage_names
+
+    names = _stage_names(store, a.run_id, stages, a.split)  # the run's own, on the way to the error
+    apart = f"two stages of the run ({a.run_id}:{names[0]} {a.run_id}:{names[-1]})" if len(names) > 1 else None
+    if overlap:
+        instead = apart or f"two runs (the run has {'one stage' if names else 'no stage'})"
+        raise ConfigError([f"sides {a.spec!r} and {b.spec!r} overlap: the stage's trajectories are part of the whole "
+                           f"run's; compare {instead}"])
+    choices = ", ".join(filter(None, ["two runs", apart]))
+    one = "" if apart else f" (the run has {'one stage, ' + names[0] if names else 'no stage'})"
+    raise ConfigError([f"sides {a.spec!r} and {b.spec!r} are the same trajectories under the same advantages: "
+                       f"compare {choices} or two estimator labels{one}"])
 
 
 def _require_labels(store: Any, side: Side, labels: list[str]) -> None:
