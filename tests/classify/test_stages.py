@@ -295,3 +295,15 @@ def test_measures_given_to_the_stage_report_are_read_as_any_frame_and_checked(sa
     assert stage_report(store, run_id="sao-r6", n=4, measures=measures.to_arrow()).rates.equals(eager.rates)
     with pytest.raises(FrameError, match="^stage_report: the measures frame has no column 'n_calls'$"):
         stage_report(store, run_id="sao-r6", measures=measures.drop("n_calls"))
+
+
+def test_a_stage_of_no_step_names_the_steps_the_run_has_with_their_gaps(samples_store_path):
+    """A run logged at steps 1, 5 and 100 is not "steps 1-100": the error lists them."""
+    import trajlens
+
+    store = trajlens.open(samples_store_path)
+    kept = pl.col("step").is_in([1, 5, 100]) & (pl.col("run_id") == "sao-r6")
+    frames = (store.trajectories.filter(kept).collect(), store.tool_calls.filter(kept).collect())
+    with pytest.raises(ConfigError) as raised:
+        stage_report(frames, run_id="sao-r6", stages=[("a", 2, 4), ("b", 5, 100)])
+    assert str(raised.value) == "stages: stage 'a' (steps 2-4) holds no training step (the run's steps are 1, 5, 100)"

@@ -47,7 +47,7 @@ from trajlens.errors import ConfigError
 from trajlens.frames import as_frame, as_lazy, require_columns
 from trajlens.intervals import Spec, pooled, stage_p_value, stage_z, sums
 from trajlens.schema import TRAIN_SPLIT, in_measured_split
-from trajlens.steps import stage_index
+from trajlens.steps import stage_index, steps_text
 
 StageSpec = Any
 """``"quartiles"``, ``"early_late"``, or a sequence of ``(name, first_step, last_step)``."""
@@ -295,7 +295,7 @@ def stage_report(
     # does not depend on which other stages were asked for
     measures = _draw_keys(measures, int(seed)).join(staged.select("run_id", "trajectory_id", "stage", "stage_index"),
                                                      on=["run_id", "trajectory_id"]).filter(pl.col("stage").is_not_null())
-    span = "{}-{}".format(*trajectories.select(pl.col("step").min().alias("first"), pl.col("step").max().alias("last")).row(0))
+    span = steps_text(trajectories["step"].unique(), most=5)  # 1, 5, 100: not "1-100"
     if measures.is_empty():
         raise ConfigError([f"stages: no trajectory falls in any stage (the run's steps are {span})"])
     if not isinstance(stages, str):
