@@ -162,3 +162,13 @@ def test_dominant_channel_counts_from_given_advantages():
 def test_explained_variance_needs_two_tokens():
     with pytest.raises(EstimatorInputError, match=r"explained_variance: response_mask of shape \(1, 2\) has 1 model tokens"):
         explained_variance(torch.ones(1, 2), torch.ones(1, 2), torch.tensor([[True, False]]))
+
+
+def test_no_channel_dominates_a_trajectory_whose_largest_advantage_two_channels_share():
+    import torch
+
+    from trajlens.estimators.channels import dominant_channels
+
+    advantages = torch.tensor([[0.0, 0.0], [0.5, -0.5], [float("nan"), 0.2], [float("nan"), float("nan")],
+                               [0.3, 0.3], [-0.1, 0.3]])
+    assert dominant_channels(advantages).tolist() == [-1, 0, 1, -1, -1, 1]

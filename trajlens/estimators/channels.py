@@ -138,10 +138,13 @@ def per_channel_advantages(channel_rewards: torch.Tensor, groups: GroupIndex) ->
 
 def dominant_channels(channel_advantages: torch.Tensor) -> torch.Tensor:
     """(B,) each trajectory's dominant channel: the argmax over its stacked per-channel
-    advantages (the GDPO digest's watch list; NaN channels skipped), -1 where none has a value."""
+    advantages (the GDPO digest's watch list; NaN channels skipped), -1 where none has a value or
+    two or more share the largest (a group whose every channel ties, all advantages 0, has no
+    channel leading it)."""
     scored = torch.nan_to_num(channel_advantages, nan=float("-inf"))
     has_value = ~torch.isnan(channel_advantages).all(dim=1)
-    return torch.where(has_value, scored.argmax(dim=1), torch.full_like(has_value, -1, dtype=torch.long))
+    tied = (scored == scored.max(dim=1, keepdim=True).values).sum(dim=1) > 1 if scored.shape[1] else has_value
+    return torch.where(has_value & ~tied, scored.argmax(dim=1), torch.full_like(has_value, -1, dtype=torch.long))
 
 
 def _nanstd(x: torch.Tensor) -> torch.Tensor:
