@@ -69,7 +69,7 @@ def parse_side(store: Any, spec: str, stages: Any = "quartiles") -> Side:
     split = measured_split(store, run_id)
     if not sep:
         return Side(spec, run_id, split=split)
-    if part in _stage_names(store, run_id, stages, split):
+    if part in stage_names(store, run_id, stages, split):
         return Side(spec, run_id, stage=part, split=split)
     if part in side_labels(store, run_id):
         return Side(spec, run_id, label=part, split=split)
@@ -81,12 +81,13 @@ def parse_side(store: Any, spec: str, stages: Any = "quartiles") -> Side:
                            f"of run {run_id!r}"])
     raise ConfigError([
         f"side {spec!r}: {part!r} is neither a stage of run {run_id!r} "
-        f"({', '.join(_stage_names(store, run_id, stages, split)) or 'none'}) nor an estimator label "
+        f"({', '.join(stage_names(store, run_id, stages, split)) or 'none'}) nor an estimator label "
         f"({', '.join(side_labels(store, run_id)) or 'none'})"
     ])
 
 
-def _stage_names(store: Any, run_id: str, stages: Any, split: str) -> list[str]:
+def stage_names(store: Any, run_id: str, stages: Any, split: str) -> list[str]:
+    """The names of the run's stages that hold trajectories of ``split``, in order."""
     staged = _staged(store, run_id, stages, split)
     return staged.drop_nulls("stage").select("stage", "stage_index").unique().sort("stage_index")["stage"].to_list()
 

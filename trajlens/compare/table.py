@@ -32,7 +32,7 @@ from trajlens.checks.step_measures import (
 from trajlens.classify._stats import cohens_h
 from trajlens.classify.rules import BEHAVIOUR_CLASSES, VERIFICATION_CLASSES
 from trajlens.compare import _stats
-from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side
+from trajlens.compare.sides import RECOMPUTED, Side, SideData, parse_side, read_side, stage_names
 from trajlens.errors import ConfigError
 from trajlens.intervals import (MEAN_TEST, PROPORTION_TEST, Support, added, cohens_d, newcombe, pooled_rows, repeat_key,
                                 stage_p_value, stage_z)
@@ -262,9 +262,7 @@ def _require_apart(store: Any, a: Side, b: Side, stages: Any) -> None:
     same = a.stage == b.stage and (a.label is None or b.label is None or a.label == b.label)
     if not (overlap or same):
         return
-    from trajlens.compare.sides import _stage_names
-
-    names = _stage_names(store, a.run_id, stages, a.split)  # the run's own, on the way to the error
+    names = stage_names(store, a.run_id, stages, a.split)  # the run's own, on the way to the error
     apart = f"two stages of the run ({a.run_id}:{names[0]} {a.run_id}:{names[-1]})" if len(names) > 1 else None
     if overlap:
         instead = apart or f"two runs (the run has {'one stage' if names else 'no stage'})"
