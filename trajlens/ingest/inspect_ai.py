@@ -35,9 +35,9 @@ from typing import Any, Iterator, Sequence
 from trajlens.errors import InputError
 from trajlens.ingest._chat import chat_record
 from trajlens.ingest._fields import INT64, Fields, parse_json, read_json_file, type_name
-from trajlens.limits import reward_problem
 from trajlens.ingest._probe import Probe, files_of
 from trajlens.ingest.agents._common import Record
+from trajlens.limits import reward_problem
 from trajlens.rows import RunBuilder, RunData
 
 FORMAT = "inspect-ai"

@@ -196,8 +196,8 @@ def _collect(path: Path, records: Iterator[tuple[int, Pairs | InputError]], *, s
 def record_scalars(path: Path, line_no: int, record: Pairs, seen: set[tuple[int, str]]) -> Iterator[_Value | InputError]:
     """The scalars of one record of a metrics log (a JSONL line, a CSV row), each with its step,
     or the error that refuses it: a record without a step (the step's own error, and nothing
-    else), a value that is no number (NaN and infinities are numbers), a name that cannot be stored, a second value of a
-    step and metric (``seen``: the steps and metrics read so far, added to). Keys of the step
+    else), a value that is no number (NaN and infinities are), an integer past float64, a name
+    that cannot be stored, a second value of a step and metric (``seen``: the steps and metrics read so far, added to). Keys of the step
     (:data:`STEP_KEYS`), keys starting with ``_``, nulls and wandb media summaries are no
     scalars. ``trajlens ingest``, ``trajlens check`` and ``check --watch`` read records by it."""
     step = _record_step(path, line_no, record)
