@@ -75,6 +75,8 @@ KNOWN_METRIC_NAMES: frozenset[str] = frozenset({"loss", "lr", "learning_rate", "
 
 SUFFIXES: frozenset[str] = frozenset({".jsonl", ".ndjson", ".csv"})
 
+FLOAT64_MAX = sys.float_info.max
+"""The largest float64: a metric written with more digits than it holds is refused, not read as infinity."""
 TRAINER_STATE = "trainer_state.json"
 """The file name transformers' Trainer (and so TRL) keeps its ``log_history`` in."""
 
@@ -334,9 +336,6 @@ def _next_row(reader, path: Path) -> list[str] | None:
         return next(reader, None)
     except csv.Error as error:
         raise InputError(str(path), record=reader.line_num, expected="a CSV row", found=str(error)) from None
-
-
-FLOAT64_MAX = sys.float_info.max
 
 
 def _cell(cell: str) -> float | int | str | None:

@@ -328,7 +328,7 @@ class SpanEnds:
 
 
 def within_spans(tokens: pa.Table, ends: pl.DataFrame, path: Path, problems: list[Problem] | None
-                  ) -> tuple[pa.Table, bool]:
+                 ) -> tuple[pa.Table, bool]:
     """``tokens``, checked against the calls' spans: a call whose ``token_end`` lies past its
     trajectory's token arrays (when they hold any) is an InputError naming the call's file; lenient (``problems``
     given), that trajectory's tokens are left out and said so. Also whether any was."""
