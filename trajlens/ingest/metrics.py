@@ -77,6 +77,7 @@ SUFFIXES: frozenset[str] = frozenset({".jsonl", ".ndjson", ".csv"})
 
 FLOAT64_MAX = sys.float_info.max
 """The largest float64: a metric written with more digits than it holds is refused, not read as infinity."""
+
 TRAINER_STATE = "trainer_state.json"
 """The file name transformers' Trainer (and so TRL) keeps its ``log_history`` in."""
 
