@@ -813,7 +813,9 @@ def _class_credit(stream: CreditStream, run_id: str, staged: pl.DataFrame) -> pl
 def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl.DataFrame, channels: pl.DataFrame,
               stream: CreditStream) -> tuple[list[str], list[str]]:
     """The run-level findings, and among them the length and reward-channel verdicts (verdict first)."""
-    from trajlens.attribution.causes import biased, channel_verdicts, elasticity_text, length_verdict
+    from trajlens.attribution.causes import (
+        biased, channel_verdicts, elasticity_text, length_verdict, no_collapse_sentence,
+    )
     from trajlens.steps import steps_text
 
     out = []
@@ -835,7 +837,10 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
         misalignment = channels["rank_misalignment"].drop_nulls()
         if misalignment.len():
             out.append(f"sum-then-normalise vs GDPO rank misalignment: mean {misalignment.mean():.2f} per group")
-        causes += channel_verdicts(channels, stream.trajectories, stream.outcome, own.label, own.not_computed)
+        collapses = channel_verdicts(channels, stream.trajectories, stream.outcome, own.label, own.not_computed)
+        causes += collapses
+        if not collapses and (short := no_collapse_sentence(channels, stream.trajectories)) is not None:
+            out.append(short)
     # an artefact first, then learning, then unexplained (sorted() keeps the order within a verdict)
     rank = {verdict: index for index, verdict in enumerate(VERDICTS)}
     causes.sort(key=lambda line: rank.get(line.split(":", 1)[0], len(rank)))

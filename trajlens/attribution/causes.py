@@ -63,7 +63,7 @@ from trajlens.attribution.drift import DriftConfig
 from trajlens.attribution.statistics import centred_correlation, onset_step, p_text
 from trajlens.attribution.verdicts import AGGREGATION_ARTEFACT, ARTEFACT, LEARNING, UNEXPLAINED, Decision, Push
 from trajlens.intervals import Spec
-from trajlens.run.change import Change, ChangeRule, shipped_rule, stage_change
+from trajlens.run.change import Change, ChangeRule, p_value, shipped_rule, stage_change, stage_ends
 from trajlens.run.quarters import Quarters, quarters
 
 BIAS_BAND = 0.2
@@ -342,6 +342,25 @@ def channel_collapse(steps: np.ndarray, step_means: np.ndarray, split: Quarters 
     the first quarter of the run's steps (``split``; those of ``steps`` without it) to the last,
     when it collapsed: fell under :data:`COLLAPSE_RULE` (module docstring); None otherwise."""
     return stage_change(quarter_units(steps, step_means, split), VALUE, False, COLLAPSE_RULE, "decrease")
+
+
+def no_collapse_sentence(channels: pl.DataFrame, trajectories: pl.DataFrame) -> str | None:
+    """What attribution says of a run of two or more reward channels none of which collapsed: the
+    rule, and the largest fall there was (first quarter of the steps to the last, with its
+    p-value), so a fall the rule does not count is not read as none; None when no channel fell."""
+    steps = channels["step"].to_numpy()
+    split = quarters(trajectories["step"].to_numpy()) if trajectories.height else None
+    falls = []
+    for column in [c for c in channels.columns if c.startswith("mean:")]:
+        ends = stage_ends(quarter_units(steps, channels[column].to_numpy(), split), VALUE, False)
+        if ends is not None and ends[1]["value"] < ends[0]["value"]:
+            falls.append((ends[0]["value"] - ends[1]["value"], column[5:], *ends))
+    if not falls:
+        return None
+    _, name, first, last = max(falls, key=lambda fall: fall[0])
+    return (f"no reward channel collapsed (fell by {1 - 1 / COLLAPSE_RULE.min_ratio:.0%} or more, at p < "
+            f"{COLLAPSE_RULE.alpha:g}): the largest fall, {CHANNEL_PREFIX}{name} {first['value']:.2f} -> "
+            f"{last['value']:.2f} ({p_text(p_value(first, last, False))}), falls short of it")
 
 
 def collapse_onset(steps: np.ndarray, step_means: np.ndarray, change: Change) -> int:
