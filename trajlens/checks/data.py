@@ -589,18 +589,14 @@ def _read_checked_files(partitions: Any, table: str, steps: Sequence[int], *, ru
     (``calls``) are checked against the calls of those steps as ingest checks them: a call's
     ``token_end`` past its trajectory's token arrays is the same line
     (:func:`~trajlens.ingest.parquet.within_spans`)."""
-    import pyarrow as pa
-
     from trajlens.ingest.parquet import read_table_file, within_spans
-    from trajlens.schema import SCHEMAS
 
     paths, packed = partitions.files(steps)
     parts = [read_table_file(Path(path), table, run_id) for path in paths]
     ends = _call_spans(calls, steps) if calls is not None and parts else None
     for path, part in zip(paths, parts) if ends is not None else ():
         within_spans(part, ends, Path(path), None)
-    frame = pl.from_arrow(pa.concat_tables(parts) if parts else SCHEMAS[table].empty_table())
-    assert isinstance(frame, pl.DataFrame)
+    frame = _frame(parts, table)
     if packed:
         frame = frame.filter(pl.col("step").is_in(list(steps))).sort("step", maintain_order=True)
     return frame
@@ -709,13 +705,18 @@ def checked_table(run_dir: Path, name: str, run_id: str) -> pl.DataFrame:
     """Table ``name`` of a run directory, each file read as ingest reads it
     (:func:`~trajlens.ingest.parquet.read_table_file`: a file ingest refuses stops the check with
     ingest's line); no rows where it has no file."""
-    import pyarrow as pa
-
     from trajlens.ingest.parquet import read_table_file
-    from trajlens.schema import SCHEMAS
     from trajlens.store.layout import table_files
 
-    parts = [read_table_file(path, name, run_id) for path in table_files(run_dir, name)]
+    return _frame([read_table_file(path, name, run_id) for path in table_files(run_dir, name)], name)
+
+
+def _frame(parts: list[Any], name: str) -> pl.DataFrame:
+    """Files of table ``name`` read as Arrow tables, as one frame; no rows (its columns) without any."""
+    import pyarrow as pa
+
+    from trajlens.schema import SCHEMAS
+
     frame = pl.from_arrow(pa.concat_tables(parts) if parts else SCHEMAS[name].empty_table())
     assert isinstance(frame, pl.DataFrame)
     return frame

@@ -26,7 +26,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from trajlens.errors import InputError
 from trajlens.ingest._probe import WHOLE_JSON_SUFFIXES, Probe, damage_error, depth_error, named_like, strays
@@ -221,27 +221,16 @@ def plan(path: Path | str) -> list[Source]:
     return sources
 
 
-NAMED_LOGS_LOOKED_AT = 10_000
-"""How many files :func:`_named_logs` looks at in a folder no format's survey found logs in."""
-
-
 def _named_logs(directory: Path) -> list[Source]:
     """The files under ``directory`` named as a format's logs (``*.traj.json``, ``*.traj``) when its
     survey found none: one run per format, read by that format's loader, as the file given alone
     would be. A log no detection reads (UTF-16, another ``trajectory_format``, empty) is loaded, or
-    named in its loader's one line, rather than the folder said to hold no logs. Looks at the first
-    :data:`NAMED_LOGS_LOOKED_AT` files, hidden ones left out."""
-    from itertools import islice
-
+    named in its loader's one line, rather than the folder said to hold no logs."""
+    from trajlens.ingest.agents._common import walk
     from trajlens.store.writer import slug
 
-    def files() -> Iterator[Path]:
-        for root, folders, names in os.walk(directory):
-            folders[:] = sorted(name for name in folders if not name.startswith("."))
-            yield from (Path(root) / name for name in sorted(names) if not name.startswith("."))
-
     named: dict[str, list[Path]] = {}
-    for file in islice(files(), NAMED_LOGS_LOOKED_AT):
+    for file in walk(directory):  # every format's log names end in an extension it lists
         if (fmt := named_format(file)) is not None and fmt.kind == "log" and file.is_file():
             named.setdefault(fmt.name, []).append(file)
     return [Source(by_name(name), found, slug(directory.name if len(named) == 1 else f"{directory.name}-{name}"))
