@@ -275,16 +275,16 @@ def test_fast_path_matches_reference(tmp_path_factory, logs):
         assert rows(load_metrics(path, run_id="r")) == expected
 
 
-@pytest.mark.parametrize(("line", "fast_reads"), [
-    ('{"_step": 1, "loss": 1.5, "lr": 0.1, "loss": 2.5}', True),
-    # verl's file logger: Polars refuses a struct with a repeated field, so the reference reads it
-    ('{"step": 1, "data": {"loss": 1.5, "lr": 0.1, "loss": 2.5}}', False),
+@pytest.mark.parametrize("line", [
+    '{"_step": 1, "loss": 1.5, "lr": 0.1, "loss": 2.5}',
+    # verl's file logger: some Polars releases refuse a struct with a repeated field and leave
+    # the file to the reference reader, others read it; either way the first value is kept
+    '{"step": 1, "data": {"loss": 1.5, "lr": 0.1, "loss": 2.5}}',
 ])
-def test_a_key_repeated_in_one_line_reads_the_same_on_both_paths(tmp_path, line, fast_reads):
+def test_a_key_repeated_in_one_line_reads_the_same_on_both_paths(tmp_path, line):
     path = write(tmp_path, "m.jsonl", jsonl(line))
     fast = metrics._fast_jsonl(path)
     expected = [(1, "loss", 1.5), (1, "lr", 0.1)]
-    assert (fast is not None) == fast_reads
     if fast is not None:
         assert [(r["step"], r["name"], r["value"]) for r in fast.to_dicts()] == expected
     assert reference(path) == expected
