@@ -69,7 +69,9 @@ def render(report: "StageReport") -> str:
             "",
             f"{PROPORTION_TEST.capitalize()} test on the N={report.n} sample of each stage (the change over its "
             "standard error, read on Student's t with Welch-Satterthwaite degrees of freedom; p-values not adjusted "
-            "for the number of metrics); Cohen's h: 0.2 small, 0.5 medium, 0.8 large.",
+            "for the number of metrics); Cohen's h: 0.2 small, 0.5 medium, 0.8 large. t and p are – where "
+            "neither stage's sample varies (all 0%, all 100%, or one value throughout): no standard error to "
+            "read the change against.",
             "",
         ]
         rows = [
