@@ -101,6 +101,20 @@ def test_two_stages_are_compared_first_to_last_as_well_as_neighbours(samples_sto
     assert "## First stage to last" in report.to_markdown()
 
 
+
+def test_a_run_that_fills_one_stage_says_there_is_no_change_to_test(samples_store_path):
+    """One stage (a one-step run cut into quartiles or early_late makes one): the report says there is
+    no change to test rather than leaving it out without a word; a run of two stages does not."""
+    import trajlens
+
+    store = trajlens.open(samples_store_path)
+    text = stage_report(store, run_id="sao-r7", stages=[("early", 1, 1), ("late", 2, 2)]).to_markdown()
+    assert "sao-r7 has one stage (steps 1–2)" not in text
+    one = stage_report(store, run_id="sao-r7", stages=[("early", 1, 2)]).to_markdown()
+    assert "\nsao-r7 has one stage (steps 1–2): no change from one stage to another to test.\n" in one
+    assert "## First stage to last" not in one
+
+
 # -- formulas ----------------------------------------------------------------------------------
 
 

@@ -59,6 +59,10 @@ def render(report: "StageReport") -> str:
         for r in report.stages.iter_rows(named=True)
     ]
     lines += markdown_table(["run", "stage", "steps", "trajectories", "sampled"], stage_rows)
+    alone = report.stages.filter(pl.len().over("run_id") == 1)
+    for r in alone.iter_rows(named=True):
+        steps = f"step {r['first_step']}" if r["first_step"] == r["last_step"] else f"steps {r['first_step']}–{r['last_step']}"
+        lines += ["", f"{r['run_id']} has one stage ({steps}): no change from one stage to another to test."]
     for (run_id,), rates in report.rates.group_by("run_id", maintain_order=True):
         lines += ["", f"## Rates: {run_id}", "", *rates_table(rates)]
     changes = report.changes.filter(pl.col("comparison") == "first_to_last")
