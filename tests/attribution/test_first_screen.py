@@ -64,6 +64,24 @@ def test_a_collapsed_channel_the_checks_fail_on_leads_a_learned_length_drift(tmp
     assert "in-group value" in full and "in-group value" not in shown and len(shown) < 0.6 * len(full)
 
 
+def test_a_collapsed_channel_leads_the_learned_length_drift_it_caused_when_no_check_fires(tmp_path):
+    """causal-multireward at 40 steps of 24: the format channel collapses (0.52 -> 0.05) and its
+    checks do not fire (rel_gain ends at 0.30); the policy stops submitting early, so responses grow
+    (learning, and its check warns). The length verdict weighed more and led the first screen,
+    while attribute listed the artefact first: the report now lists verdicts in attribute's order."""
+    from trajlens.attribution.render import verdict_lines
+    from trajlens.attribution.saved import load_attribution
+
+    scenario = dataclasses.replace(CAUSAL_SCENARIOS["causal-multireward"], batch=24)
+    report = _attributed_report(tmp_path, scenario, steps=40, seed=11)
+    assert not [name for name, _, _ in report.failing if name.startswith("reward_channel")]
+    verdicts = [f for f in report.findings if getattr(f, "kind", "").startswith("attribution_")]
+    assert [str(f).split(":", 1)[0] for f in verdicts] == ["estimator artefact", "learning"]
+    assert report.findings[0].startswith("estimator artefact: reward channel format collapsed")
+    lines = verdict_lines(load_attribution(trajlens.open(tmp_path / "store"), "run"))
+    assert [line.split(":", 1)[0] for line in lines] == ["estimator artefact", "learning"]
+
+
 def test_a_verdict_headline_keeps_the_drift_and_the_reason():
     from trajlens.attribution.render import headline
 

@@ -29,7 +29,9 @@ from trajlens.attribution.calls import CREDITED_CALLS, step_call_credit
 from trajlens.attribution.drift import DriftConfig, attribute_drift
 from trajlens.attribution.statistics import channel_measures, class_summary, length_bias, reward_relevance
 from trajlens.attribution.projection import PROJECTION_SCHEMA
-from trajlens.attribution.verdicts import EVIDENCE_SCHEMA, VERDICT_SCHEMA, VERDICTS, drift_verdicts, structural_classes
+from trajlens.attribution.verdicts import (
+    EVIDENCE_SCHEMA, VERDICT_SCHEMA, drift_verdicts, structural_classes, verdict_order,
+)
 from trajlens.attribution.recomputations import (
     AGGREGATIONS, RECOMPUTATIONS, RunEstimator, other_conventions, own_recomputation, with_own,
 )
@@ -841,7 +843,5 @@ def _findings(own: RunEstimator, aggregation: str, flags: pl.DataFrame, bias: pl
         causes += collapses
         if not collapses and (short := no_collapse_sentence(channels, stream.trajectories)) is not None:
             out.append(short)
-    # an artefact first, then learning, then unexplained (sorted() keeps the order within a verdict)
-    rank = {verdict: index for index, verdict in enumerate(VERDICTS)}
-    causes.sort(key=lambda line: rank.get(line.split(":", 1)[0], len(rank)))
+    causes.sort(key=verdict_order)  # an artefact first (sort() keeps the order within a verdict)
     return causes + out, causes

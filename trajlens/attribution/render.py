@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.attribution.causes import CHANNEL_PREFIX, LENGTH_SUBJECT
-from trajlens.attribution.verdicts import drift_phrase, own_push_reason, verdict_head
+from trajlens.attribution.verdicts import drift_phrase, own_push_reason, verdict_head, verdict_order
 from trajlens.markdown import markdown_table
 
 
@@ -74,7 +74,8 @@ def headline(line: str) -> str:
 def subject_lines(result: Any) -> list[tuple[str | None, str]]:
     """:func:`verdict_lines` with what each is about, as a stage metric: ``share:<class>`` for a
     class's drift, ``mean:model_tokens`` for the response length's, ``channel:<name>`` for a
-    reward channel's (None for any other)."""
+    reward channel's (None for any other). An artefact first (:func:`verdict_order`), the class
+    drifts before the length and channel verdicts within a verdict."""
     verdicts = getattr(result, "verdicts", None)
     lines: list[tuple[str | None, str]] = []
     if verdicts is not None and verdicts.height:
@@ -92,7 +93,7 @@ def subject_lines(result: Any) -> list[tuple[str | None, str]]:
             lines.append((f"channel:{about[len(CHANNEL_PREFIX):].split(' ', 1)[0]}", line))
         else:
             lines.append((None, line))
-    return lines
+    return sorted(lines, key=lambda pair: verdict_order(pair[1]))
 
 
 def attribution_markdown(result: Any) -> str:

@@ -87,6 +87,16 @@ VERDICTS: tuple[str, ...] = (ARTEFACT, AGGREGATION_ARTEFACT, LEARNING, UNEXPLAIN
 ARTEFACTS: tuple[str, ...] = (ARTEFACT, AGGREGATION_ARTEFACT)
 """The verdicts that blame the run's training setup: its estimator, or its loss aggregation."""
 
+
+def verdict_order(line: str) -> int:
+    """Where a verdict line (``VERDICT: drift ...``) stands among a run's verdicts: an estimator
+    artefact first, then an aggregation artefact, learning, unexplained (:data:`VERDICTS`); a
+    line led by anything else (``displaced by think``) after them. ``trajlens attribute`` and the
+    report's first screen list verdicts in this order."""
+    head = line.split(":", 1)[0]
+    return VERDICTS.index(head) if head in VERDICTS else len(VERDICTS)
+
+
 CENTRED = 0.5
 """Largest median |step mean push| (in units of the step's mean |push|) of a centred counterfactual."""
 

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from trajlens.attribution.drift import share_rule
-from trajlens.attribution.verdicts import ARTEFACT
+from trajlens.attribution.verdicts import ARTEFACT, verdict_order
 from trajlens.classify.rules import VERIFICATION_CLASSES
 from trajlens.run.change import Change, ChangeRule, judged, ratio, shipped_rule, stage_change, stage_ends
 from trajlens.steps import spans_text
@@ -103,9 +103,21 @@ def weight(finding: str, fired: dict[str, str] | None = None) -> float:
     return finding.importance + max((CHECK_WEIGHT[fired[c]] for c in finding.checks if c in fired), default=0)
 
 
+VERDICT_KINDS: tuple[str, ...] = ("attribution_artefact", "attribution_learning", "attribution_unexplained")
+"""The kinds of finding that are attribution verdicts."""
+
+
 def ranked(findings: list[str], fired: dict[str, str] | None = None) -> list[str]:
-    """Findings heaviest first (:func:`weight`); plain strings last."""
-    return sorted(findings, key=lambda f: -weight(f, fired))
+    """Findings heaviest first (:func:`weight`); plain strings last. The attribution verdicts
+    take the places their weights earn among the other findings, in the order ``trajlens
+    attribute`` lists them (:func:`~trajlens.attribution.verdicts.verdict_order`): a drift learned
+    as a consequence (longer responses once a channel collapsed) never leads the artefact behind it."""
+    order = sorted(findings, key=lambda f: -weight(f, fired))
+    places = [i for i, f in enumerate(order) if isinstance(f, Finding) and f.kind in VERDICT_KINDS]
+    verdicts = sorted((order[i] for i in places), key=verdict_order)
+    for place, verdict in zip(places, verdicts):
+        order[place] = verdict
+    return order
 
 
 @dataclass(frozen=True)
