@@ -9,4 +9,4 @@ JOIN trajectories t USING (run_id, trajectory_id)
 JOIN measured_splits s ON s.run_id = t.run_id AND s.split = t.split
 WHERE c.run_id = $run_id AND NOT c.format_error
 GROUP BY c.step, c.tool_name
-ORDER BY step, calls DESC;
+ORDER BY c.step, calls DESC;

@@ -501,3 +501,26 @@ def test_a_view_dropped_with_another_duckdb_comes_back_on_open(tmp_path, tiny_ru
     trajlens.open(tmp_path / "store")
     connection = duckdb.connect(str(tmp_path / "store" / "trajlens.duckdb"), read_only=True)
     assert connection.execute("SELECT count(*) FROM trajectories").fetchone() == (8,)
+
+
+def test_a_query_given_a_run_the_store_lacks_or_has_not_analysed_says_so(tmp_path, tiny_run_dir):
+    """$run_id (and $run_a, $run_b) name runs as every command's --run does: an unknown run is an
+    error, not an empty table; a query that answers no rows because the run has no part yet in
+    an analysis table it reads names the command that computes it. A run analysed and a query
+    that finds nothing in it still give an empty table."""
+    trajlens.ingest([tiny_run_dir], tmp_path / "store", run_id="first")
+    store = trajlens.open(tmp_path / "store")
+    trajlens.classify_store(store, ["first"])
+    trajlens.ingest([tiny_run_dir], tmp_path / "store", run_id="later")
+    store = trajlens.open(tmp_path / "store")
+    think = "SELECT step, count(*) AS n FROM call_classes WHERE run_id = $run_id GROUP BY step"
+    with pytest.raises(QueryError, match=re.escape("$run_id: run 'nope' is not in the store (runs: first, later)")):
+        store.sql(think, {"run_id": "nope"})
+    with pytest.raises(QueryError, match=re.escape("$run_b: run \"it's\" is not in the store")):
+        store.sql("SELECT $run_a AS a, $run_b AS b", {"run_a": "first", "run_b": "it's"})
+    with pytest.raises(QueryError, match=re.escape(f"query answered no rows: run 'later' has no call_classes yet; "
+                                                   f"`trajlens classify {store.path}` computes it")):
+        store.sql(think, {"run_id": "later"})
+    assert store.sql(think, {"run_id": "first"}).height > 0
+    assert store.sql(think + " HAVING false", {"run_id": "first"}).is_empty()
+    assert store.sql("SELECT * FROM trajectories WHERE run_id = $run_id AND false", {"run_id": "later"}).is_empty()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import re
 import threading
@@ -36,6 +37,7 @@ from trajlens.store.database import (
     derived_part,
     rebuild_database,
     register_tables,
+    rewriting_commands,
     run_dirs,
     store_files,
 )
@@ -229,6 +231,8 @@ class Store:
             empty = False
             yield self._answered(lambda: _printable_times(pl.from_arrow(batch)))  # type: ignore[arg-type]
         if empty:
+            if (missing := self._no_part(query, params)) is not None:
+                raise missing
             yield self._answered(lambda: pl.from_arrow(reader.schema.empty_table()))  # type: ignore[arg-type]
 
     def _read_only(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None) -> duckdb.DuckDBPyConnection:
@@ -253,7 +257,33 @@ class Store:
                              f"(SELECT), never write, attach, load or change settings")
         if params is None or isinstance(params, Mapping):
             _check_parameters(statements[0].named_parameters, params or {})
+            self._require_named_runs(params or {})
         return self.connection
+
+    def _require_named_runs(self, params: Mapping[str, Any]) -> None:
+        """A QueryError when a :data:`RUN_PARAMETERS` value is not a run of the store, as every
+        command refuses an unknown run (a query would answer it with no rows)."""
+        named = [(name, params[name]) for name in RUN_PARAMETERS if name in params]
+        known = self.run_ids() if named else []
+        for name, value in named:
+            if value not in known:
+                raise QueryError(f"${name}: run {value!r} is not in the store (runs: {', '.join(known) or 'none'})")
+
+    def _no_part(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None) -> QueryError | None:
+        """Why a query answered no rows, when it reads an analysis table that holds no part of a
+        run it is given (:data:`RUN_PARAMETERS`): the run is not classified, sampled or attributed
+        yet, which the query's empty answer would hide. None otherwise."""
+        if not isinstance(params, Mapping) or not any(name in params for name in RUN_PARAMETERS):
+            return None
+        read = [name for name in _tables_read(query) if name in ANALYSIS_TABLES]
+        parts = self._derived_files()
+        for name in RUN_PARAMETERS:
+            run_id = params.get(name)
+            for table in read if isinstance(run_id, str) else ():
+                if self.path.resolve() / derived_part(table, run_id) not in parts.get(table, []):
+                    command = rewriting_commands([table], self.path, run_id)[0]
+                    return QueryError(f"query answered no rows: run {run_id!r} has no {table} yet; {command} computes it")
+        return None
 
     def _answered(self, work: Callable[[], Result]) -> Result:
         """``work()`` (running a query or reading its result), its failures as one-line errors."""
@@ -529,6 +559,29 @@ def _check_parameters(named: set[str], params: Mapping[str, Any]) -> None:
     unbound = sorted(named - set(params))
     if unbound:
         raise QueryError(f"query failed: the query takes {takes}; no value is given for ${unbound[0]}")
+
+
+RUN_PARAMETERS: tuple[str, ...] = ("run_id", "run_a", "run_b")
+"""Query parameters that name a run (``$run_id``; ``$run_a`` and ``$run_b`` of a comparison):
+their value must be a run of the store."""
+
+
+def _tables_read(query: str) -> set[str]:
+    """The names of the tables and views ``query`` reads (with its own CTEs' names), from DuckDB's
+    parse of it, which binds nothing: a query with parameters or missing tables parses."""
+    with duckdb.connect() as connection:  # the store's may be reading a result
+        parsed = json.loads(connection.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
+    names: set[str] = set()
+    stack: list[Any] = [parsed]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
+                names.add(node["table_name"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names
 
 
 def _first_line(error: BaseException) -> str:
