@@ -321,3 +321,13 @@ def test_a_stage_of_no_step_names_the_steps_the_run_has_with_their_gaps(samples_
     with pytest.raises(ConfigError) as raised:
         stage_report(frames, run_id="sao-r6", stages=[("a", 2, 4), ("b", 5, 100)])
     assert str(raised.value) == "stages: stage 'a' (steps 2-4) holds no training step (the run's steps are 1, 5, 100)"
+
+
+def test_stages_given_as_the_command_line_writes_them_are_the_ranges():
+    """The Python API takes ``--stages``'s text as the CLI does (it refused it), with the same errors."""
+    table = trajectories([1, 5, 10, 20, 30])
+    assert assign_stages(table, "early:1-10,late:20-30").equals(assign_stages(table, [("early", 1, 10), ("late", 20, 30)]))
+    with pytest.raises(ConfigError) as error:
+        assign_stages(table, "early:1-x,late:20-30")
+    assert error.value.problems == ["stages 'early:1-x': expected quartiles, early_late, or NAME:FIRST-LAST parts, "
+                                    "such as early:1-40"]

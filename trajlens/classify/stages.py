@@ -30,6 +30,7 @@ and sized with Cohen's h.
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -50,13 +51,38 @@ from trajlens.schema import TRAIN_SPLIT, in_measured_split
 from trajlens.steps import stage_index, steps_text
 
 StageSpec = Any
-"""``"quartiles"``, ``"early_late"``, or a sequence of ``(name, first_step, last_step)``."""
+"""``"quartiles"``, ``"early_late"``, a sequence of ``(name, first_step, last_step)``, or those
+ranges as text, ``"NAME:FIRST-LAST,..."`` (``"early:1-40,late:141-180"``), as ``--stages`` takes them."""
 
 NAMED_STAGINGS: dict[str, tuple[str, ...]] = {
     "quartiles": ("Q1", "Q2", "Q3", "Q4"),
     "early_late": ("early", "late"),
 }
 """Stagings by name: the distinct steps of each run, in order, cut into equal-sized parts."""
+
+STEP_BOUND = re.compile(r"-?[0-9]{1,18}")
+"""A step bound of stages given as text: ASCII digits (not another script's), within an int64."""
+
+
+def staging(stages: StageSpec, option: str = "stages") -> StageSpec:
+    """``stages`` as :func:`assign_stages` reads it: a staging's name, or ranges; stages given as
+    text, ``NAME:FIRST-LAST,...`` (inclusive), become ranges. A :class:`ConfigError` naming
+    ``option`` (``--stages`` on the command line) and each part that is not ``NAME:FIRST-LAST``."""
+    if not isinstance(stages, str) or stages in NAMED_STAGINGS:
+        return stages
+    ranges, problems = [], []
+    for part in stages.split(","):
+        name, _, span = part.partition(":")
+        first, _, last = span.partition("-")
+        if not (name and STEP_BOUND.fullmatch(first.strip()) and STEP_BOUND.fullmatch(last.strip())):
+            named = repr(part) if part.strip() else f"{stages!r} (an empty part)"
+            problems.append(f"{option} {named}: expected {', '.join(NAMED_STAGINGS)}, or NAME:FIRST-LAST parts, "
+                            "such as early:1-40")
+            continue
+        ranges.append((name, int(first), int(last)))
+    if problems:
+        raise ConfigError(problems)
+    return ranges
 
 MEAN_MEASURES: tuple[str, ...] = (
     "n_calls",
@@ -91,6 +117,7 @@ def assign_stages(trajectories: Any, stages: StageSpec = "quartiles") -> pl.Data
     """
     frame = as_frame(trajectories, "trajectories").drop("stage", "stage_index", strict=False)
     require_columns(frame, "trajectories", "assign_stages", ("run_id", "step"))
+    stages = staging(stages)
     if isinstance(stages, str):
         if problems := staging_problems(stages):
             raise ConfigError(problems)
@@ -136,11 +163,15 @@ def sampling_problems(n: Any, seed: Any, stages: Any = None) -> list[str]:
 def staging_problems(stages: Any) -> list[str]:
     """What is wrong with ``stages``, one line each: a name that is none of
     :data:`NAMED_STAGINGS`, or explicit ranges (:func:`stage_range_problems`)."""
-    if isinstance(stages, str):
-        return [] if stages in NAMED_STAGINGS else [
-            f"stages: expected one of {', '.join(NAMED_STAGINGS)} or a list of (name, first_step, last_step), "
-            f"found {stages!r}"]
-    return stage_range_problems(stages)
+    if isinstance(stages, str) and stages not in NAMED_STAGINGS:
+        if ":" not in stages:
+            return [f"stages: expected one of {', '.join(NAMED_STAGINGS)}, NAME:FIRST-LAST,... or a list of "
+                    f"(name, first_step, last_step), found {stages!r}"]
+        try:
+            stages = staging(stages)
+        except ConfigError as error:
+            return list(error.problems)
+    return [] if isinstance(stages, str) else stage_range_problems(stages)
 
 
 def stage_range_problems(stages: Any) -> list[str]:

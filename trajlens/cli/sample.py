@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,28 +11,13 @@ from trajlens.cli._app import app
 from trajlens.cli._options import COUNT_MAX
 from trajlens.cli._output import OUTPUT_FORMATS, check_output, write_output
 from trajlens.cli._progress import progress_bar
-from trajlens.errors import ConfigError
-
-STEP = re.compile(r"-?[0-9]{1,18}")
-"""A step bound of ``--stages``: ASCII digits (not another script's), within an int64."""
 
 
 def parse_stages(stages: str):
-    """``quartiles``, ``early_late``, or ``NAME:FIRST-LAST,...`` (inclusive step ranges)."""
-    if stages in ("quartiles", "early_late"):
-        return stages
-    ranges, problems = [], []
-    for part in stages.split(","):
-        name, _, span = part.partition(":")
-        first, _, last = span.partition("-")
-        if not (name and STEP.fullmatch(first.strip()) and STEP.fullmatch(last.strip())):
-            named = repr(part) if part.strip() else f"{stages!r} (an empty part)"
-            problems.append(f"--stages {named}: expected quartiles, early_late, or NAME:FIRST-LAST parts, such as early:1-40")
-            continue
-        ranges.append((name, int(first), int(last)))
-    if problems:
-        raise ConfigError(problems)
-    return ranges
+    """``--stages``: ``quartiles``, ``early_late``, or ``NAME:FIRST-LAST,...`` (inclusive step ranges)."""
+    from trajlens.classify.stages import staging
+
+    return staging(stages, "--stages")
 
 
 @app.command()
