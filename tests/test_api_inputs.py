@@ -166,7 +166,7 @@ def test_a_run_s_tables_are_named_by_the_store_s_table_names(store):
     ({"comparisons": [("sao-r6", "nope")]}, r"^run 'nope' is not in the store"),
     ({"comparisons": [("sao-r6:Q9", "sao-r6:Q1")]}, r"^side 'sao-r6:Q9': 'Q9' is neither a stage of run 'sao-r6'"),
     ({"n": 0}, r"^n: expected a positive number of trajectories per stage, found 0$"),
-    ({"stages": "halves"}, r"^stages: expected one of quartiles, early_late or a list"),
+    ({"stages": "halves"}, r"^stages: expected one of quartiles, early_late, NAME:FIRST-LAST,... or a list"),
     ({"stages": [("a", 3, 1)]}, r"^stages: "),
 ])
 def test_a_report_s_wrong_arguments_are_refused_before_it_writes(store, tmp_path, arguments, message):
