@@ -252,3 +252,25 @@ def test_a_long_run_s_stack_pools_the_calls_of_each_bin_of_steps(monkeypatch):
     tips = sorted(text for text in chart.tips.values() if text.startswith("steps "))
     assert tips == [f"steps 0-1: edit {10 / 12:.2f}, think {2 / 12:.2f} (12 calls, 2 trajectories)",
                     f"steps 2-3: edit {4 / 8:.2f}, think {4 / 8:.2f} (8 calls, 2 trajectories)"], tips
+
+
+def test_reward_channels_by_step_gives_each_channel_its_mean_and_rel_gain(tmp_path):
+    """One panel per channel, in the channels' order: its step mean and, on the right axis, its
+    rel_gain per step (the mean of its groups' gains, as the checks' rel_gain:<channel>)."""
+    from trajlens.run.channels import step_rel_gains
+
+    means = pl.DataFrame({"step": [1, 1, 2, 2], "channel": ["format", "correctness"] * 2, "mean": [0.75, 4.0, 0.25, 5.0]})
+    gains = pl.DataFrame({"step": [1, 1, 1, 2, 2, 2], "group_id": ["a", "b", "a", "c", "d", "c"],
+                          "channel": ["format", "format", "correctness", "format", "format", "correctness"],
+                          "gain": [1.0, 0.5, 4.0, 0.25, 0.0, 3.0]})
+    per_step = step_rel_gains(gains)
+    assert per_step.filter(pl.col("channel") == "format")["rel_gain"].to_list() == [0.75, 0.125]
+    chart = plots.reward_channels_by_step(means, per_step, "r: reward channels per step")
+    panels = [axis for axis in chart.figure.axes if axis.get_ylabel().endswith("step mean")]
+    assert [axis.get_ylabel() for axis in panels] == ["format\nstep mean", "correctness\nstep mean"]
+    assert [list(line.get_ydata()) for line in panels[0].get_lines()] == [[0.75, 0.25]]
+    twins = [axis for axis in chart.figure.axes if axis.get_ylabel() == "rel_gain"]
+    assert [list(line.get_ydata()) for line in twins[0].get_lines()] == [[0.75, 0.125]]
+    assert "<title>step 2: format mean 0.25, rel_gain 0.125</title>" in chart.svg()
+    chart.png(tmp_path / "channels.png")
+    assert (tmp_path / "channels.png").stat().st_size > 10_000

@@ -66,6 +66,10 @@ def test_multireward_report_flags_the_saturated_channel(reports):
     assert "reward channel format: rel_gain" in findings and "(saturated" in findings
     # correctness keeps its signal and its rel_gain moved less than a quarter (0.58 -> 0.48): no finding
     assert not any("channel correctness" in f for f in by_run["multireward"].findings)
+    # the channels' step means and rel_gains are drawn, one panel each, beside the reward; a run of one channel has none
+    assert "reward_channels_by_step.svg" in {f.name for f in by_run["multireward"].figures}
+    assert "![reward_channels_by_step](reward_channels_by_step.svg)" in by_run["multireward"].markdown.read_text()
+    assert "reward_channels_by_step.svg" not in {f.name for f in by_run["sao-r6"].figures}
 
 
 def test_multireward_report_follows_the_estimator_registry(reports, sample_store):

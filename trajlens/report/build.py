@@ -295,6 +295,11 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
     if report.trends.keys() & {"reward", *LENGTH_TRENDS}:
         charts["reward_and_length_by_step"] = plots.reward_and_length_by_step(
             report.trends, f"{run_id}: reward and length per step")
+    if parts.channels is not None:
+        from trajlens.run.channels import step_rel_gains
+
+        charts["reward_channels_by_step"] = plots.reward_channels_by_step(
+            parts.channels.step_means, step_rel_gains(parts.channels.gains), f"{run_id}: reward channels per step")
     if with_tools:
         charts["class_shares_per_trajectory"] = plots.class_shares_per_trajectory(
             measures, f"{run_id}: class shares per trajectory")

@@ -634,3 +634,39 @@ def reward_and_length_by_step(trends: dict[str, Any], title: str) -> Chart:
     axes[-1].set_xlabel("training step")
     _integer_steps(axes[-1], [s for name in names for s, _ in trends[name].points])
     return chart
+
+
+def reward_channels_by_step(step_means: pl.DataFrame, rel_gains: pl.DataFrame, title: str) -> Chart:
+    """One panel per reward channel: its step mean (solid, left axis) and its rel_gain (dashed,
+    right axis: the share of its groups' reward spread it holds, the checks' ``rel_gain:<channel>``)
+    at each step. ``step_means``: ``step``, ``channel``, ``mean``
+    (:func:`trajlens.run.channels.channel_step_means`); ``rel_gains``: ``step``, ``channel``,
+    ``rel_gain`` (:func:`trajlens.run.channels.step_rel_gains`)."""
+    channels = step_means["channel"].unique(maintain_order=True).to_list()
+    figure, axes = _figure(height=1.9 * max(len(channels), 1) + 0.7, rows=max(len(channels), 1))
+    axes = list(axes) if len(channels) > 1 else [axes]
+    chart = Chart(figure)
+    if not channels:
+        _no_data(axes[0], title)
+        return chart
+    shown: list[Any] = []
+    for axis, channel in zip(axes, channels):
+        means = step_means.filter(pl.col("channel") == channel).sort("step")
+        gains = rel_gains.filter(pl.col("channel") == channel).sort("step")
+        steps, values = means["step"].to_list(), means["mean"].to_list()
+        (mean_line,) = axis.plot(steps, values, linewidth=1, color="#1565c0", label="step mean", **_lone_point(len(steps)))
+        axis.set_ylabel(f"{channel}\nstep mean", color="#1565c0")
+        gain_axis = axis.twinx()
+        (gain_line,) = gain_axis.plot(gains["step"].to_list(), gains["rel_gain"].to_list(), linewidth=1, linestyle="--",
+                                      color="#c62828", label="rel_gain", **_lone_point(gains.height))
+        shown = shown or [mean_line, gain_line]
+        gain_axis.set_ylabel("rel_gain", color="#c62828")
+        gain_axis.set_ylim(bottom=0)
+        by_step = dict(zip(gains["step"].to_list(), gains["rel_gain"].to_list()))
+        _hover_columns(chart, axis, steps, lambda i, s=steps, v=values, c=channel, g=by_step: (
+            f"step {s[i]}: {c} mean {v[i]:.4g}" + (f", rel_gain {g[s[i]]:.3g}" if g.get(s[i]) is not None else "")), 1.0)
+    axes[0].set_title(title)
+    axes[0].legend(handles=shown, loc="upper right", fontsize="small")
+    axes[-1].set_xlabel("training step")
+    _integer_steps(axes[-1], step_means["step"].to_list())
+    return chart
