@@ -274,3 +274,19 @@ def test_reward_channels_by_step_gives_each_channel_its_mean_and_rel_gain(tmp_pa
     assert "<title>step 2: format mean 0.25, rel_gain 0.125</title>" in chart.svg()
     chart.png(tmp_path / "channels.png")
     assert (tmp_path / "channels.png").stat().st_size > 10_000
+
+
+def test_a_stage_comparison_is_a_band_over_its_stage_and_lines_at_one_step_stay_apart():
+    """A check that compares stages fired on the later stage's steps, not from an onset: a band over
+    them. Two checks that fired at one step get different dash patterns, the error drawn over the warning."""
+    alarms = [plots.Alarm("all_negative_streak", "error", 1), plots.Alarm("advantage_std_jump", "warning", 1),
+              plots.Alarm("turns_inflation", "warning", 2, 3)]
+    axis = plots.class_shares_by_step(measures(steps=4), "r", alarms=alarms).figure.axes[0]
+    assert set(_legend_labels(axis)) >= {"warning: turns_inflation (stage of steps 2-3)",
+                                          "error: all_negative_streak (from step 1)", "warning: advantage_std_jump (from step 1)"}
+    band = next(p for p in axis.patches if p.get_label().startswith("warning: turns_inflation"))
+    corners = band.get_path().transformed(band.get_patch_transform()).vertices  # x in steps
+    assert (min(corners[:, 0]), max(corners[:, 0])) == (1.5, 3.0)  # from its first step's column edge to its last step
+    lines = {line.get_label(): line for line in axis.get_lines() if line.get_label().startswith(("error", "warning"))}
+    error, warning = lines["error: all_negative_streak (from step 1)"], lines["warning: advantage_std_jump (from step 1)"]
+    assert error.get_zorder() > warning.get_zorder() and error._dash_pattern != warning._dash_pattern

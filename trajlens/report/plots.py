@@ -320,28 +320,46 @@ def _step_bins(steps: pl.Series) -> pl.Expr | None:
 
 @dataclass(frozen=True)
 class Alarm:
-    """A check that fired, drawn as a line at the first step it fired."""
+    """A check that fired: a line at the first step it fired, or, for a check that compares
+    stages (``last_step`` given), a band over the steps of the later stage it judged."""
 
     name: str
     severity: str
     """'error' or 'warning'."""
     first_step: int
+    last_step: int | None = None
 
 
 ALARM_COLOURS: dict[str, str] = {"error": "#b00020", "warning": "#e08000"}
+ALARM_DASHES: tuple[tuple[float, ...], ...] = ((6.0, 3.0), (2.0, 2.0), (8.0, 2.0, 2.0, 2.0), (3.0, 5.0))
+"""Dash patterns the lines take in turn, so lines at one step stay told apart."""
 
 
 def _alarm_lines(chart: Chart, axis, alarms: Sequence[Alarm]) -> None:
-    for alarm in alarms:
-        line = axis.axvline(alarm.first_step, color=ALARM_COLOURS.get(alarm.severity, "#555555"), linewidth=1.2,
-                            linestyle="--", label=f"{alarm.severity}: {alarm.name} (from step {alarm.first_step})")
+    """Each alarm as a dashed line (errors drawn over warnings) or a band over a stage."""
+    ordered = sorted(alarms, key=lambda alarm: alarm.severity == "error")
+    for index, alarm in enumerate(ordered):
+        colour = ALARM_COLOURS.get(alarm.severity, "#555555")
+        top = 3 if alarm.severity == "error" else 2
+        if alarm.last_step is not None:
+            # from the edge of its first step's column to its last step (where a step="mid" fill ends)
+            span = axis.axvspan(alarm.first_step - 0.5, alarm.last_step, facecolor=colour, alpha=0.08,
+                                edgecolor=colour, hatch="//", linewidth=0, zorder=top,
+                                label=f"{alarm.severity}: {alarm.name} (stage of steps {alarm.first_step}-{alarm.last_step})")
+            chart.tip(span, f"check {alarm.name} ({alarm.severity}) fired comparing the stage of steps "
+                            f"{alarm.first_step}-{alarm.last_step} with an earlier stage")
+            continue
+        line = axis.axvline(alarm.first_step, color=colour, linewidth=1.4 if alarm.severity == "error" else 1.2,
+                            dashes=ALARM_DASHES[index % len(ALARM_DASHES)], zorder=top + 1,
+                            label=f"{alarm.severity}: {alarm.name} (from step {alarm.first_step})")
         chart.tip(line, f"check {alarm.name} ({alarm.severity}) fired from step {alarm.first_step}")
 
 
 def class_shares_by_step(measures: pl.DataFrame, title: str, alarms: Sequence[Alarm] = ()) -> Chart:
     """Stacked shares of behaviour classes per step (calls pooled over the step's trajectories:
     ``share:<class>`` of :func:`~trajlens.classify.per_trajectory.behaviour_specs`, a class's
-    calls over ``n_calls``), with a dashed line where each fired check first fired."""
+    calls over ``n_calls``), with a dashed line where each fired check first fired, or a band over
+    the stage a check that compares stages fired on."""
     figure, axis = _figure()
     chart = Chart(figure)
     classes = [c for c in CLASS_COLOURS if f"count_{c}" in measures.columns]
