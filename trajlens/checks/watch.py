@@ -113,6 +113,8 @@ class RunFollower:
         self._verl_sizes: dict[Path, tuple[int, float]] = {}
         self._flat_metrics_read: set[Path] = set()
         self.info: RunInfo | None = None
+        self._recorded_run_id: str | None = None
+        """The run id the run directory's runs table records: every step file must hold it, as ingest requires."""
         self.behind = False
         """Whether the last poll left complete steps for the next one (its budget was spent)."""
         self._listed: dict[str, dict[int, Path]] = {}
@@ -138,6 +140,7 @@ class RunFollower:
             table = read_table_file(runs[0], "runs")
             self.files_read.append(runs[0])
             run_id = table.column("run_id")[0].as_py()
+            self._recorded_run_id = run_id
             self.info = RunInfo.of_runs(self.run_id or run_id, str(self.directory), table, self.directory)
         elif self._verl_dumps() or self._metrics_paths():
             self.info = RunInfo(self.run_id or slug(self.directory.resolve().name), str(self.directory),
@@ -389,7 +392,7 @@ class RunFollower:
 
         for table, paths in self._step_files(step).items():
             for path in paths:
-                frames[table].append(pl.from_arrow(read_table_file(path, table)))
+                frames[table].append(pl.from_arrow(read_table_file(path, table, self._recorded_run_id)))
                 self.files_read.append(path)
 
     def _read_verl(self, step: int, frames: dict[str, list[pl.DataFrame]]) -> None:
