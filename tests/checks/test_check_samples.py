@@ -70,6 +70,9 @@ def test_r7_suite_decline_is_a_warning_and_nothing_errs(results):
     assert _fired(r7, "warn") == {"suite_rate_decline"}
     assert r7["suite_rate_decline"].fired_steps == tuple(range(151, 201))
     assert r7["suite_rate_decline"].evidence.detail.startswith("Q1 0.776 ") and " -> Q4 0.48;" in r7["suite_rate_decline"].evidence.detail
+    # a decline's change is negative, as sample and the report give it, and so is the bound the rule sets
+    assert r7["suite_rate_decline"].evidence.detail.endswith("; change -0.296")
+    assert r7["suite_rate_decline"].evidence.threshold == "a significant decrease (alpha 0.05, change <= -0.1)"
     # the single grad-norm spike of 233 at step 143 is not an alarm
     assert r7["critic_grad_norm_run"].status == "pass"
     assert r7["critic_grad_norm_run"].evidence.value == pytest.approx(233.0)

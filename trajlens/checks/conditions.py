@@ -32,6 +32,7 @@ from trajlens.checks.step_measures import measure_support
 from trajlens.classify.stages import StageSpec, assign_stages
 from trajlens.intervals import SUMS, added, pooled, student_t_p_value
 from trajlens.run import change
+from trajlens.run.change import change_bound
 
 @dataclass(frozen=True)
 class Evidence:
@@ -229,7 +230,7 @@ def stage_change(check: Check, measure: str, series: pl.DataFrame, proportion: b
                   f"{second['stage']} {_fmt(second['value'])}; p = {p_value:.2g}")
         # the sizes the rule asks for, as the change has them
         if rule.min_change > 0:
-            detail += f"; change {_fmt(signed)}"
+            detail += f"; change {_fmt(difference + 0.0)}"  # signed as sample and the report give it (+ 0.0: no -0)
         if rule.min_ratio > 1:
             detail += f"; ratio {_fmt(change.ratio(second['value'], first['value'], check.direction))}"
         evidence = Evidence(int(second["step"]), second["value"], second["low"], second["high"],
@@ -275,7 +276,7 @@ def trend(check: Check, measure: str, series: pl.DataFrame, proportion: bool) ->
             fired.append(step)
         evidence = Evidence(step, float(values[end - 1]), None, None,
                             f"a significant {check.direction} over {k} steps (alpha {check.alpha:g}, "
-                            f"change >= {check.min_change:g})",
+                            f"{change_bound(check.min_change, check.direction)})",
                             f"slope {slope:.3g}/step, change {change:.3g} over steps {int(t[0])}-{step}, p = {p_value:.2g}",
                             fires_on="on")
         score = signed if hit else signed - 1e9

@@ -49,12 +49,18 @@ class ChangeRule(NamedTuple):
         0.05, ratio >= 1.25)``; only the bounds the rule sets are named."""
         bounds = [f"alpha {self.alpha:g}"]
         if self.min_change > 0:
-            bounds.append(f"change >= {self.min_change:g}")
+            bounds.append(change_bound(self.min_change, direction))
         if self.min_ratio > 1:
             bounds.append(f"ratio >= {self.min_ratio:g}")
         if self.min_effect > 0:
             bounds.append(f"Cohen's d >= {self.min_effect:g}")
         return f"a significant {direction} ({', '.join(bounds)})"
+
+
+def change_bound(min_change: float, direction: str) -> str:
+    """The least change a rule asks for, signed as the change is printed (the later value minus
+    the earlier, as every surface gives it): ``change >= 0.1``, or for a decrease ``change <= -0.1``."""
+    return f"change >= {min_change:g}" if direction == "increase" else f"change <= {-min_change:g}"
 
 
 class Change(NamedTuple):
