@@ -363,3 +363,30 @@ def test_junit_holds_any_character_of_a_check_s_name_or_description(tmp_path):
     SCHEMA.validate(str(junit))
     case = ElementTree.parse(junit).getroot().find(".//testcase")
     assert case.get("name") == 'grad<norm> & "x"' and "bell \\u0007 here" in case.find("failure").text
+
+
+@pytest.mark.parametrize("layout", ["dumps-and-logger", "experiment-folder"])
+def test_a_verl_folder_with_its_file_logger_is_checked_as_ingest_stores_it(tmp_path, layout):
+    """verl dumps with the file logger's JSONL beside them (or an experiment folder: rollout/,
+    val/ and the logger's file) are one run to ingest; check refused them as logs of two formats.
+    It now reads them as ingest does: the scalars of the logger file are judged, with the verdicts
+    check gives on the ingested store."""
+    import shutil
+
+    verl = REPO / "tests" / "data" / "verl"
+    folder = tmp_path / "exp"
+    rollouts = folder / "rollout" if layout == "experiment-folder" else folder
+    rollouts.mkdir(parents=True)
+    for dump in (verl / "grpo-sandbox").glob("*.jsonl"):
+        shutil.copy(dump, rollouts)
+    shutil.copytree(verl / "grpo-sandbox" / "val", folder / "val")
+    shutil.copy(verl / "file_logger.jsonl", folder)
+    config = tmp_path / "checks.toml"
+    config.write_text('[checks.grad]\nmeasure = "metric:critic/grad_norm"\ncondition = "threshold"\nabove = 10\n')
+    direct = trajlens("check", folder, "--config", config, "--json", tmp_path / "direct.json")
+    assert direct.returncode == 1, direct.stderr
+    assert trajlens("ingest", folder, "--store", tmp_path / "store").returncode == 0
+    stored = trajlens("check", tmp_path / "store", "--config", config, "--json", tmp_path / "stored.json")
+    results = [json.loads((tmp_path / name).read_text())["results"] for name in ("direct.json", "stored.json")]
+    assert results[0] == results[1] and results[0][0]["fired_steps"] == [1]
+    assert stored.stdout.replace(str(tmp_path / "store"), str(folder)) == direct.stdout

@@ -658,10 +658,10 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, N
     if path.is_dir() and (path / "runs").is_dir():
         return _read_run_dir(_store_run(path, run_id), run_id)
     kind = detect_source(path)
-    if kind == "verl":
-        from trajlens.ingest import load
+    if kind == "verl" or (kind == "mixed" and _verl_experiment(path)):
+        from trajlens.ingest import load_run
 
-        run = load(path, run_id=run_id)  # the files ingest would read, planned as ingest plans them
+        run = load_run(path, run_id=run_id)  # the files ingest would read, planned as ingest plans them
         batch = NewSteps(*(pl.from_arrow(run.table(name)) for name in BATCH_TABLES))
         return RunInfo.of_runs(run.run_id, str(path), run.runs, path), batch
     from trajlens.ingest.formats import by_name
@@ -682,6 +682,15 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, N
     raise InputError(str(path), expected="a store, a run directory, verl dumps, a metrics JSONL/CSV file or "
                      "TensorBoard event files",
                      found=f"logs of the {kind} format; ingest them first with `trajlens ingest`")
+
+
+def _verl_experiment(path: Path) -> bool:
+    """Whether ``path`` holds verl dumps and metrics files beside them (a file logger's JSONL):
+    one run, as ingest reads it."""
+    from trajlens.ingest.formats import plan
+
+    logs = [source for source in plan(path) if source.format.kind != "metrics"]
+    return len(logs) == 1 and logs[0].format.name == "verl"
 
 
 def _store_run(store: Path, run_id: str | None) -> Path:

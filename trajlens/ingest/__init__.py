@@ -105,6 +105,24 @@ def load(path: Path | str, *, run_id: str | None = None, strict: bool = True,
         return _load_source(sources[0], run_id, strict)
 
 
+def load_run(path: Path | str, *, run_id: str | None = None, strict: bool = True) -> "RunData":
+    """:func:`load`, with the training scalars of the metrics files beside the run's logs (verl's
+    file logger in an experiment folder) joined to it as :func:`ingest` joins them: the run ingest
+    would store, in memory."""
+    from trajlens.ingest.formats import plan
+
+    run = load(path, run_id=run_id, strict=strict)
+    metric_sources = [source for source in plan(Path(path)) if source.format.kind == "metrics"]
+    if metric_sources:
+        import pyarrow as pa
+
+        tables, problems = _load_metrics(metric_sources, run.run_id, strict, lambda _: None)
+        _refuse_repeated_metrics(run.run_id, run.step_metrics.select(["step", "name"]), metric_sources, tables)
+        run.step_metrics = pa.concat_tables([run.step_metrics, *tables])
+        run.problems.extend(problems)
+    return run
+
+
 def _load_source(source: "Source", run_id: str | None, strict: bool) -> "RunData":
     """The run a source holds; the files planning left out of it (:attr:`Source.left_out`) stop
     a strict load with the first one's error, and are skipped problems of a lenient one."""
@@ -333,4 +351,4 @@ def _metrics_only_run(run_id: str, sources: "list[Source]", tables, problems: "l
     return run
 
 
-__all__ = ["IngestResult", "Limits", "detect_source", "ingest", "load"]
+__all__ = ["IngestResult", "Limits", "detect_source", "ingest", "load", "load_run"]
