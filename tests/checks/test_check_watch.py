@@ -86,11 +86,34 @@ def test_watch_verl_dumps_waits_for_complete_files(tmp_path):
     finally:
         writer.wait(timeout=120)
     assert writer.returncode == 0
-    assert all(step < 4 for step in _step_lines(lines))  # no step from the other run on is judged
+    assert _step_lines(lines) == [1, 2, 3]
     assert sorted(p.name for p in ended.follower.files_read) == ["1.jsonl", "2.jsonl", "3.jsonl"]
     assert _verdicts(ended.run.results) == _verdicts(check_run(target, [check]).results)
     assert ended.run.results[0].fired_steps == (1, 2, 3)
 
+
+def test_watch_follows_the_rollout_folder_of_a_verl_experiment_folder(tmp_path):
+    """An experiment folder (val/ beside the rollout folder verl creates once it dumps): check reads
+    it as ingest does, and the watch saw no step and waited for ever. It now follows the rollout
+    folder the plan names, once it appears, and never the validation folder."""
+    import shutil
+
+    target = tmp_path / "exp"
+    shutil.copytree(REPO / "tests" / "data" / "verl" / "grpo-sandbox" / "val", target / "val")
+    writer = start_writer("verl", REPO / "tests" / "data" / "verl" / "grpo-sandbox", target / "rollout", 3, 0.1)
+    (check,) = parse_checks({"checks": {"reward_floor": {
+        "measure": "reward", "condition": "threshold", "below": 2.0}}}, "inline")
+    lines: list[str] = []
+    try:
+        ended = watch(target, [check], WatchOptions(poll=0.05, settle=0.5, until_step=3, timeout=120),
+                      echo=lines.append)
+    finally:
+        writer.wait(timeout=120)
+    assert writer.returncode == 0
+    assert ended.reason == "reached step 3" and _step_lines(lines) == [1, 2, 3]
+    assert sorted(p.relative_to(target).as_posix() for p in ended.follower.files_read) == [
+        "rollout/1.jsonl", "rollout/2.jsonl", "rollout/3.jsonl"]
+    assert _verdicts(ended.run.results) == _verdicts(check_run(target, [check]).results)
 
 def test_partial_metrics_line_is_never_read(tmp_path):
     path = tmp_path / "metrics.jsonl"

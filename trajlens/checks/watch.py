@@ -111,6 +111,7 @@ class RunFollower:
         """The steps and metrics read from every metrics file: one value each, as ingest reads them."""
         self._metrics_frontier = -1
         self._verl_sizes: dict[Path, tuple[int, float]] = {}
+        self._rollout_folders: list[Path] | None = None
         self._flat_metrics_read: set[Path] = set()
         self.info: RunInfo | None = None
         self._recorded_run_id: str | None = None
@@ -162,8 +163,30 @@ class RunFollower:
         return found
 
     def _verl_dumps(self) -> dict[int, Path]:
-        return {int(match.group(1)): path for path in self.directory.glob("*.jsonl")
+        """The training dumps ``N.jsonl``: in the folder, or in the rollout folder of an experiment
+        folder (beside its validation folder), as ingest plans them."""
+        folders = [self.directory, *self._dump_folders()]
+        return {int(match.group(1)): path for folder in folders for path in folder.glob("*.jsonl")
                 if (match := VERL_DUMP.match(path.name))}
+
+    def _dump_folders(self) -> list[Path]:
+        """The sub-folders of training dumps ingest's plan finds (an experiment folder's rollout
+        folder; never its validation folder), once it finds any; none while the folder holds no
+        dumps of its own and the plan names none yet."""
+        if self._rollout_folders is None and not (self.directory / "trajectories").is_dir() \
+                and not any(VERL_DUMP.match(p.name) for p in self.directory.glob("*.jsonl")):
+            from trajlens.ingest.formats import plan
+            from trajlens.ingest.verl import is_validation_dir
+
+            try:
+                sources = plan(self.directory)
+            except InputError:
+                return []  # a folder in the middle of its first writes: planned again at the next poll
+            folders = [path for source in sources if source.format.name == "verl" for path in source.paths
+                       if path.is_dir() and path != self.directory and not is_validation_dir(path)]
+            if folders:
+                self._rollout_folders = folders
+        return self._rollout_folders or []
 
     def _metrics_paths(self) -> list[Path]:
         return metrics_jsonl_files(self.directory)
