@@ -160,6 +160,12 @@ def test_a_star_check_leads_with_the_channel_it_fired_on(results):
     assert rel_gain.evidence_text().startswith("rel_gain:format: ")
     record = result_record(rel_gain)
     assert record["evidence"]["measure"] == "rel_gain:format" and record["summary"].startswith("rel_gain:format: ")
+    # every channel's evidence as numbers, not only the leading one's (the other was in the summary's text alone)
+    measures = {m["measure"]: m for m in record["measures"]}
+    assert set(measures) == {"rel_gain:format", "rel_gain:correctness"}
+    assert measures["rel_gain:correctness"]["fired_steps"] == [] and measures["rel_gain:format"]["fired_steps"]
+    correctness = measures["rel_gain:correctness"]
+    assert f"rel_gain:correctness: step {correctness['step']}: {correctness['value']:.4g}" in record["summary"]
 
 
 def test_a_config_without_adv_estimator_is_read_by_its_runs_estimator_column(tmp_path):

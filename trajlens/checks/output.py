@@ -72,13 +72,19 @@ def result_record(result: CheckResult) -> dict[str, Any]:
         "fired_steps": list(result.fired_steps),
         "alarms": {measure: list(steps) for measure, steps in result.alarms.items()},
         "reason": result.reason,
-        "evidence": None if leading is None or evidence is None else {
-            "measure": leading.measure, "step": evidence.step, "value": json_values(evidence.value), "low": json_values(evidence.low),
-            "high": json_values(evidence.high),
-            "threshold": evidence.threshold, "detail": evidence.detail,
-        },
+        "evidence": None if leading is None or evidence is None else _evidence_record(leading),
+        "measures": [_evidence_record(outcome) for outcome in result.outcomes if outcome.evidence is not None],
         "summary": result.evidence_text(),
     }
+
+
+def _evidence_record(outcome: Any) -> dict[str, Any]:
+    """One measure's evidence as JSON-ready data: the measure, the step and value the evidence
+    names with its interval, the rule and the detail (a wildcard check has one per measure)."""
+    evidence = outcome.evidence
+    return {"measure": outcome.measure, "step": evidence.step, "value": json_values(evidence.value),
+            "low": json_values(evidence.low), "high": json_values(evidence.high),
+            "threshold": evidence.threshold, "detail": evidence.detail, "fired_steps": list(outcome.fired_steps)}
 
 
 def to_json(run: RunChecks, strict: bool = False) -> str:
