@@ -38,7 +38,8 @@ def test_adds_columns_and_keeps_rows_in_order():
         ("bash", {}, "pytest tests/test_a.py"),
     )
     result = classify_calls(frame)
-    assert result.columns == [*frame.columns, "primary_class", "action_classes", "paths", "is_edit", "is_verification"]
+    assert result.columns == [*frame.columns, "primary_class", "action_classes", "paths", "edited_paths", "is_edit",
+                              "is_verification"]
     assert result["primary_class"].to_list() == ["test_targeted", "think", "view", "test_targeted"]
     assert result["call_index"].to_list() == [0, 1, 2, 3]
     assert result["is_verification"].to_list() == [True, False, False, True]
@@ -146,3 +147,22 @@ def test_empty_table():
 def test_importing_classify_does_not_import_torch():
     code = "import sys, trajlens.classify; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_edited_paths_are_the_files_a_call_changes():
+    """A copy reads its source and writes its destination; a redirection writes its target; an
+    editor tool's edit changes its path; a view, or a test run whose output goes to a file, edits nothing
+    it names (a test run is no edit: its log is no change of the work)."""
+    frame = calls(
+        ("bash", {}, "cp src/a.py /tmp/a_backup.py"),
+        ("bash", {}, "cd /testbed && sed -i 's/a/b/' src/a.py && cat src/a.py"),
+        ("bash", {}, "git diff -- src/a.py > patch.txt"),
+        ("bash", {}, "mv old.py new.py"),
+        ("str_replace_editor", {"command": "str_replace", "path": "/testbed/b.py"}, None),
+        ("str_replace_editor", {"command": "view", "path": "/testbed/b.py"}, None),
+        ("bash", {}, "pytest > out.txt"),
+    )
+    result = classify_calls(frame)
+    assert result["edited_paths"].to_list() == [["/tmp/a_backup.py"], ["src/a.py"], ["patch.txt"], ["old.py", "new.py"],
+                                                ["/testbed/b.py"], [], []]
+    assert result["paths"].to_list()[0] == ["src/a.py", "/tmp/a_backup.py"]  # the files it names, the source too

@@ -194,3 +194,22 @@ def test_each_measure_has_one_column():
 
     assert "think_share" not in [m.name for m in MEASURES]
     assert len({m.name for m in MEASURES}) == len(MEASURES)
+
+
+def test_read_back_is_a_view_of_a_file_the_edit_changed():
+    """mini-swe-agent backs a file up before editing it (``cp a.py a.py.backup``) and then reads
+    ``a.py``: the copy changed only the backup, so that is no read-back (it counted as one). A
+    view of the copy's destination, or of a file edited in place, is."""
+    calls = classify_calls(make_calls("t", [
+        ("bash", "cp src/a.py src/a.py.backup"),      # 0 edit: writes a.py.backup
+        ("bash", "sed -n '1,40p' src/a.py"),          # 1 view of a.py, unchanged: no read-back of 0
+        ("bash", "sed -i 's/x/y/' src/b.py"),         # 2 edit of b.py
+        ("bash", "cat src/b.py"),                     # 3 read-back of 2
+        ("bash", "cp src/c.py /tmp/c.py"),            # 4 edit: writes /tmp/c.py
+        ("bash", "cat /tmp/c.py"),                    # 5 read-back of 4
+    ]))
+    (measured,) = trajectory_measures(calls).to_dicts()
+    assert measured["n_edits"] == 3 and measured["readback_share"] == pytest.approx(2 / 3)
+    # calls classified before edited_paths existed are matched on every path they name, as then
+    (before,) = trajectory_measures(calls.drop("edited_paths")).to_dicts()
+    assert before["readback_share"] == pytest.approx(1.0)

@@ -164,6 +164,9 @@ NOT_A_PATH = r"^(?:\.{1,2}/?|/|[\d.,:]+[a-z]?|[\w-]+)$"
 """Dot directories, numbers and ranges, and bare words (no ``/`` or ``.``) are not paths."""
 LEADING_DOT_SLASH = (r"^(?:\./)+", "")
 
+COPY_HEADS: tuple[str, ...] = ("cp", "install", "ln")
+"""Commands that read every file they name but the last, and write the last: an edit of that one."""
+
 PATH_CLASSES: tuple[str, ...] = ("edit", "view", "search", "run_script", "test_suite", "test_targeted")
 """Actions whose arguments are read as paths (an ``other`` action's words are not)."""
 

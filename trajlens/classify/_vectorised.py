@@ -438,7 +438,8 @@ def _with_classes(frame: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
 
 def action_paths(frame: pl.DataFrame) -> pl.DataFrame:
     """The file paths each action names (its positional words that look like paths), plus the
-    files its redirections write."""
+    files its redirections write (``paths``); and the files it changes (``edited``): an edit's
+    paths, but a copy's destination alone (``cp a b`` reads ``a``), and any action's writes."""
     # Words are paths only for actions whose own command takes files (not for `git diff > f`,
     # whose class comes from the redirection) and never for SWE-agent's text-taking commands.
     takes_files = pl.col("rule_class").is_in(list(sx.PATH_CLASSES)) & ~pl.col("action").str.contains(sx.rust_regex(sx.NO_PATH_HEADS))
@@ -470,16 +471,21 @@ def _with_paths(rows: pl.DataFrame, takes_files: pl.Expr) -> pl.DataFrame:
     path_like = pl.element().str.contains(sx.rust_regex(sx.PATH_LIKE)) & ~pl.element().str.contains(sx.rust_regex(sx.NOT_A_PATH))
     candidates = pl.when(takes_files).then(pl.col("__words")).str.split(" ").list.filter(path_like)
     rows = rows.with_columns(candidates.fill_null(_NO_WORDS).alias("paths"))
+    copied = pl.col("head").is_in(list(sx.COPY_HEADS))
+    rows = rows.with_columns(
+        pl.when(pl.col("klass") != "edit").then(_NO_WORDS)
+        .when(copied).then(pl.col("paths").list.slice(-1, 1)).otherwise(pl.col("paths")).alias("edited"))
     # Few actions write files: their writes follow their words.
     rows = _where(
         rows, pl.col("writes").list.len() > 0,
-        lambda written: written.with_columns(pl.concat_list("paths", pl.col("writes").list.filter(path_like)).alias("__all")),
-        __all=pl.lit(None, dtype=pl.List(pl.String)),
+        lambda written: written.with_columns(
+            pl.concat_list(name, pl.col("writes").list.filter(path_like)).alias(f"__all_{name}") for name in ("paths", "edited")),
+        __all_paths=pl.lit(None, dtype=pl.List(pl.String)), __all_edited=pl.lit(None, dtype=pl.List(pl.String)),
     )
-    paths = pl.coalesce("__all", "paths").list.eval(
-        pl.element().str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1])
-    )
-    return rows.with_columns(paths.alias("paths")).drop("__words", "__all")
+    undotted = pl.element().str.replace(sx.rust_regex(sx.LEADING_DOT_SLASH[0]), sx.LEADING_DOT_SLASH[1])
+    return rows.with_columns(
+        pl.coalesce(f"__all_{name}", name).list.eval(undotted).alias(name) for name in ("paths", "edited")
+    ).drop("__words", "__all_paths", "__all_edited")
 
 
 def distinct_codes(values: pl.Series, key: pl.Series | None = None) -> tuple[pl.Series, pl.Series]:
@@ -516,7 +522,8 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
 
     Returns one row per input row with ``action_classes`` (list, in command order), ``priority``
     (of the primary class; null when the command has no action), ``rule`` (the rule of the
-    first action with the primary class; null when there is no action) and ``paths``; with
+    first action with the primary class; null when there is no action), ``paths`` and
+    ``edited_paths`` (the files its actions change: :func:`action_paths`); with
     ``actions``, also ``actions`` and ``action_rules``: each action's normalised text (the text the
     rules read) and the rule that gave it its class, beside its class.
 
@@ -538,7 +545,8 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
     texts_of = ["action"] if actions else []
     frame = frame.select("__text", "piped").filter(keep)
     frame = frame.with_columns(
-        distinct.get_column(name).gather(row) for name in ("head", "via_xargs", "writes", "klass", "rule", "paths", *texts_of)
+        distinct.get_column(name).gather(row)
+        for name in ("head", "via_xargs", "writes", "klass", "rule", "paths", "edited", *texts_of)
     ).filter(~_filters_a_pipe())
     # the actions' texts and rules, in command order, beside their classes (deciding_actions)
     per_action = [pl.col("action").alias("actions"), pl.col("rule").alias("action_rules")] if actions else []
@@ -548,6 +556,7 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
         pl.col("priority").min(),
         pl.col("rule").get(pl.col("priority").arg_min()),
         pl.col("paths").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
+        pl.col("edited").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
         *per_action,
     )
     # Commands without an action have no group: their row of `grouped` is null.
@@ -558,5 +567,6 @@ def classify_shell(texts: pl.DataFrame, column: str = "text", key: str = "text_i
         grouped.get_column("priority").gather(row),
         grouped.get_column("rule").gather(row),
         grouped.get_column("paths").gather(row).fill_null(empty),
+        grouped.get_column("edited").gather(row).fill_null(empty).alias("edited_paths"),
         *(grouped.get_column(name).gather(row).fill_null(empty) for name in ("actions", "action_rules") if actions),
     )

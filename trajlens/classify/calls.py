@@ -39,7 +39,7 @@ from trajlens.frames import as_frame
 REQUIRED_COLUMNS: tuple[str, ...] = ("tool_name", "arguments", "command")
 """Columns :func:`classify_calls` needs; ``format_error`` and the trajectory keys are optional."""
 
-ADDED_COLUMNS: tuple[str, ...] = ("primary_class", "action_classes", "paths", "is_edit", "is_verification")
+ADDED_COLUMNS: tuple[str, ...] = ("primary_class", "action_classes", "paths", "edited_paths", "is_edit", "is_verification")
 """Columns :func:`classify_calls` adds."""
 CALL_CLASS_COLUMNS: tuple[str, ...] = ("run_id", "step", "trajectory_id", "call_index", "tool_name", *ADDED_COLUMNS)
 """Columns of the saved ``call_classes`` table."""
@@ -70,7 +70,7 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
     columns ``tool_name``, ``arguments`` (JSON text) and ``command`` (nullable shell command).
     ``tool_map`` is a tool-map file (tried before the shipped maps), a
     :class:`~trajlens.classify.tool_map.ToolMap`, or None for the shipped maps alone.
-    Returns the same rows, in the same order, with five columns added:
+    Returns the same rows, in the same order, with six columns added:
 
     ``primary_class``
         The call's highest-priority behaviour class (:data:`BEHAVIOUR_CLASSES`); null for
@@ -80,6 +80,9 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
         ``["test_suite"]``: ``cd`` is not an action).
     ``paths``
         Files the call names (edited, viewed, searched or run), as written in the command.
+    ``edited_paths``
+        Files the call changes: its edits' paths (of ``cp a b`` only ``b``, which it writes) and
+        the files its redirections write; none for a call that edits nothing.
     ``is_edit``, ``is_verification``
         Whether any action edits, or runs code to check the work (:data:`VERIFICATION_CLASSES`).
 
@@ -122,6 +125,7 @@ def classify_calls(tool_calls: Any, tool_map: ToolMapLike = None, *, explain: bo
         pl.col("__primary").alias("primary_class"),
         pl.col("__actions").alias("action_classes"),
         pl.col("__paths").alias("paths"),
+        pl.when(pl.col("__is_edit")).then(pl.col("__edited")).otherwise(_NO_PATHS).alias("edited_paths"),
         pl.col("__is_edit").alias("is_edit"),
         pl.col("__is_verification").alias("is_verification"),
         *explained,
@@ -319,6 +323,8 @@ def _join_shell_results(work: pl.DataFrame) -> ShellResults:
     return ShellResults(work.with_columns(scatter(work.height, calls["__row"], codes.alias("__shell"))), classify_shell(texts))
 
 
+_NO_PATHS = pl.lit([], dtype=pl.List(pl.String))
+
 _REJECTED, _NO_CLASS = "rejected", "no class"
 _FIXED_OUTCOMES: dict[str, tuple[str | None, tuple[str, ...]]] = {
     **{klass: (klass, (klass,)) for klass in BEHAVIOUR_CLASSES},
@@ -370,9 +376,17 @@ def _assemble(work: pl.DataFrame, shell: pl.DataFrame, entries: tuple[ToolEntry,
     path_row = work.get_column("__shell").fill_null(distinct).scatter(
         named["__row"], pl.int_range(after, after + named.height, eager=True, dtype=pl.UInt32)
     )
+    # The files each call changes: a command's edited paths; a fixed-class edit's paths (none of another class).
+    edited_table = pl.concat([shell.get_column("edited_paths"), pl.Series([[]], dtype=pl.List(pl.String)), json_paths],
+                             rechunk=True)
     work = work.with_columns(
         *(outcomes.get_column(name).gather(row).alias(f"__{name}") for name in ("primary", "actions", "is_edit", "is_verification")),
         path_table.gather(path_row).alias("__paths"),
+        edited_table.gather(path_row).alias("__edited"),
+    )
+    work = work.with_columns(
+        pl.when(tool_class.is_null()).then(pl.col("__edited"))
+        .when(pl.col("__is_edit")).then(pl.col("__paths")).otherwise(_NO_PATHS).alias("__edited")
     )
     if not explain:
         return work
@@ -434,5 +448,6 @@ def _swe_agent_current_file(work: pl.DataFrame) -> pl.DataFrame:
     given = rows.filter(pl.col("__user") & pl.col("__current").is_not_null() & ~pl.col("__rejected"))
     current = scatter(work.height, given["__row"], given["__current"])
     return work.with_columns(
-        pl.when(current.is_not_null()).then(pl.concat_list(current)).otherwise(pl.col("__paths")).alias("__paths")
+        pl.when(current.is_not_null()).then(pl.concat_list(current)).otherwise(pl.col(name)).alias(name)
+        for name in ("__paths", "__edited")
     )

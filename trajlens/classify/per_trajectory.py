@@ -67,7 +67,7 @@ MEASURES: tuple[Measure, ...] = (
     Measure("edits_per_turn", "n_edits / num_turns (null when num_turns is 0)."),
     Measure("edits_per_1k_tokens", "n_edits per 1,000 model tokens (null when model_tokens is unknown or 0)."),
     Measure("readback_share", "Share of edit calls followed, within the next 3 behaviour calls, by a call that "
-                              "views a file of the same name (null without edits).", high=1.0),
+                              "views a file of the same name as one the edit changed (null without edits).", high=1.0),
     Measure("num_turns", "Assistant turns (from the trajectories table)."),
     Measure("model_tokens", "Tokens the model generated (from the trajectories table)."),
     Measure("reasoning_tokens", "Reasoning tokens, where logged (from the trajectories table)."),
@@ -275,17 +275,21 @@ def _path_key(paths: pl.Expr) -> pl.Expr:
 
 
 def _readback(behaviour: pl.DataFrame) -> pl.DataFrame:
-    """Edit calls followed within READBACK_WINDOW calls by a view of a file of the same name."""
-    def exploded(rows: pl.DataFrame) -> pl.DataFrame:
+    """Edit calls followed within READBACK_WINDOW calls by a view of a file of the same name as
+    one the edit changed (``edited_paths``: ``cp a b`` changes ``b``, not ``a``; calls classified
+    before that column existed are matched on every path they name)."""
+    def exploded(rows: pl.DataFrame, column: str) -> pl.DataFrame:
         return (
-            rows.select(*KEYS, "ordinal", "paths").explode("paths")
-            .filter(pl.col("paths").is_not_null())
-            .select(*KEYS, "ordinal", _path_key(pl.col("paths")).alias("file"))
+            rows.select(*KEYS, "ordinal", column).explode(column)
+            .filter(pl.col(column).is_not_null())
+            .select(*KEYS, "ordinal", _path_key(pl.col(column)).alias("file"))
             .unique()
         )
 
-    edits = exploded(behaviour.filter(pl.col("is_edit")))
-    views = exploded(behaviour.filter(pl.col("action_classes").list.contains("view"))).rename({"ordinal": "view_ordinal"})
+    changed = "edited_paths" if "edited_paths" in behaviour.columns else "paths"
+    edits = exploded(behaviour.filter(pl.col("is_edit")), changed)
+    views = exploded(behaviour.filter(pl.col("action_classes").list.contains("view")), "paths").rename(
+        {"ordinal": "view_ordinal"})
     gap = pl.col("view_ordinal") - pl.col("ordinal")
     read = edits.join(views, on=[*KEYS, "file"]).filter((gap >= 1) & (gap <= READBACK_WINDOW))
     return read.select(*KEYS, "ordinal").unique().group_by(list(KEYS)).len(name="n_readback")
