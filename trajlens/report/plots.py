@@ -656,8 +656,9 @@ def reward_and_length_by_step(trends: dict[str, Any], title: str) -> Chart:
 
 def reward_channels_by_step(step_means: pl.DataFrame, rel_gains: pl.DataFrame, title: str) -> Chart:
     """One panel per reward channel: its step mean (solid, left axis) and its rel_gain (dashed,
-    right axis: the share of its groups' reward spread it holds, the checks' ``rel_gain:<channel>``)
-    at each step. ``step_means``: ``step``, ``channel``, ``mean``
+    right axis: the mean over the step's groups of the channel's max - min in the group, the
+    checks' ``rel_gain:<channel>``; at 0 the channel tells no rollout of a group from another) at
+    each step. ``step_means``: ``step``, ``channel``, ``mean``
     (:func:`trajlens.run.channels.channel_step_means`); ``rel_gains``: ``step``, ``channel``,
     ``rel_gain`` (:func:`trajlens.run.channels.step_rel_gains`)."""
     channels = step_means["channel"].unique(maintain_order=True).to_list()
