@@ -73,12 +73,13 @@ def test_watch_metrics_jsonl_fail_fast_at_the_first_wrong_lr_step(tmp_path):
     assert "stopped (an error-level check fired at step 41) after 41 steps" in lines
 
 
-def test_watch_verl_dumps_waits_for_complete_files(tmp_path):
-    target = tmp_path / "rollouts"
-    target.mkdir()
-    writer = start_writer("verl", REPO / "tests" / "data" / "verl" / "grpo-sandbox", target, 3, 0.1)
-    (check,) = parse_checks({"checks": {"reward_floor": {
-        "measure": "reward", "condition": "threshold", "below": 2.0}}}, "inline")
+REWARD_FLOOR = {"checks": {"reward_floor": {"measure": "reward", "condition": "threshold", "below": 2.0}}}
+
+
+def _watch_verl_writer(target: Path, dumps: Path):
+    """Watch ``target`` while a writer dumps steps 1-3 into ``dumps``: the watch's end, its lines and the check."""
+    writer = start_writer("verl", REPO / "tests" / "data" / "verl" / "grpo-sandbox", dumps, 3, 0.1)
+    (check,) = parse_checks(REWARD_FLOOR, "inline")
     lines: list[str] = []
     try:
         ended = watch(target, [check], WatchOptions(poll=0.05, settle=0.5, until_step=3, timeout=120),
@@ -86,6 +87,13 @@ def test_watch_verl_dumps_waits_for_complete_files(tmp_path):
     finally:
         writer.wait(timeout=120)
     assert writer.returncode == 0
+    return ended, lines, check
+
+
+def test_watch_verl_dumps_waits_for_complete_files(tmp_path):
+    target = tmp_path / "rollouts"
+    target.mkdir()
+    ended, lines, check = _watch_verl_writer(target, target)
     assert _step_lines(lines) == [1, 2, 3]
     assert sorted(p.name for p in ended.follower.files_read) == ["1.jsonl", "2.jsonl", "3.jsonl"]
     assert _verdicts(ended.run.results) == _verdicts(check_run(target, [check]).results)
@@ -100,20 +108,12 @@ def test_watch_follows_the_rollout_folder_of_a_verl_experiment_folder(tmp_path):
 
     target = tmp_path / "exp"
     shutil.copytree(REPO / "tests" / "data" / "verl" / "grpo-sandbox" / "val", target / "val")
-    writer = start_writer("verl", REPO / "tests" / "data" / "verl" / "grpo-sandbox", target / "rollout", 3, 0.1)
-    (check,) = parse_checks({"checks": {"reward_floor": {
-        "measure": "reward", "condition": "threshold", "below": 2.0}}}, "inline")
-    lines: list[str] = []
-    try:
-        ended = watch(target, [check], WatchOptions(poll=0.05, settle=0.5, until_step=3, timeout=120),
-                      echo=lines.append)
-    finally:
-        writer.wait(timeout=120)
-    assert writer.returncode == 0
+    ended, lines, check = _watch_verl_writer(target, target / "rollout")
     assert ended.reason == "reached step 3" and _step_lines(lines) == [1, 2, 3]
     assert sorted(p.relative_to(target).as_posix() for p in ended.follower.files_read) == [
         "rollout/1.jsonl", "rollout/2.jsonl", "rollout/3.jsonl"]
     assert _verdicts(ended.run.results) == _verdicts(check_run(target, [check]).results)
+
 
 def test_partial_metrics_line_is_never_read(tmp_path):
     path = tmp_path / "metrics.jsonl"

@@ -262,6 +262,12 @@ def _figure(width: float = 9.0, height: float = 4.2, rows: int = 1):
     return figure, axes
 
 
+def _stacked_panels(count: int, inches: float, margin: float) -> tuple[Chart, list]:
+    """A chart of ``count`` panels (at least one), ``inches`` tall each, stacked on one x axis."""
+    figure, axes = _figure(height=inches * max(count, 1) + margin, rows=max(count, 1))
+    return Chart(figure), list(axes) if count > 1 else [axes]
+
+
 def _no_data(axis, title: str) -> None:
     _title(axis, title)
     axis.text(0.5, 0.5, "no data", ha="center", va="center", fontsize=14, color="#777777", transform=axis.transAxes)
@@ -635,9 +641,7 @@ def reward_and_length_by_step(trends: dict[str, Any], title: str) -> Chart:
     from trajlens.report.overview import LENGTH_TRENDS
 
     names = [name for name in ("reward", *LENGTH_TRENDS) if name in trends]
-    figure, axes = _figure(height=2.2 * max(len(names), 1) + 0.6, rows=max(len(names), 1))
-    axes = list(axes) if len(names) > 1 else [axes]
-    chart = Chart(figure)
+    chart, axes = _stacked_panels(len(names), 2.2, 0.6)
     if not names:
         _no_data(axes[0], title)
         return chart
@@ -662,9 +666,7 @@ def reward_channels_by_step(step_means: pl.DataFrame, rel_gains: pl.DataFrame, t
     (:func:`trajlens.run.channels.channel_step_means`); ``rel_gains``: ``step``, ``channel``,
     ``rel_gain`` (:func:`trajlens.run.channels.step_rel_gains`)."""
     channels = step_means["channel"].unique(maintain_order=True).to_list()
-    figure, axes = _figure(height=1.9 * max(len(channels), 1) + 0.7, rows=max(len(channels), 1))
-    axes = list(axes) if len(channels) > 1 else [axes]
-    chart = Chart(figure)
+    chart, axes = _stacked_panels(len(channels), 1.9, 0.7)
     if not channels:
         _no_data(axes[0], title)
         return chart
