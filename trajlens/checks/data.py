@@ -658,10 +658,12 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, N
     if path.is_dir() and (path / "runs").is_dir():
         return _read_run_dir(_store_run(path, run_id), run_id)
     kind = detect_source(path)
-    if kind == "verl" or (kind == "mixed" and _verl_experiment(path)):
+    planned = _verl_plan(path) if kind in ("verl", "mixed") else None
+    if planned is not None:
         from trajlens.ingest import load_run
 
-        run = load_run(path, run_id=run_id)  # the files ingest would read, planned as ingest plans them
+        # the files ingest would read, planned as ingest plans them, its metrics files joined
+        run = load_run(path, run_id=run_id, planned=planned)
         batch = NewSteps(*(pl.from_arrow(run.table(name)) for name in BATCH_TABLES))
         return RunInfo.of_runs(run.run_id, str(path), run.runs, path), batch
     from trajlens.ingest.formats import by_name
@@ -684,13 +686,14 @@ def open_source(path: Path | str, run_id: str | None = None) -> tuple[RunInfo, N
                      found=f"logs of the {kind} format; ingest them first with `trajlens ingest`")
 
 
-def _verl_experiment(path: Path) -> bool:
-    """Whether ``path`` holds verl dumps and metrics files beside them (a file logger's JSONL):
-    one run, as ingest reads it."""
+def _verl_plan(path: Path) -> list[Any] | None:
+    """Ingest's plan of ``path`` when it holds one run of verl dumps (with metrics files beside
+    them, such as a file logger's JSONL: one run, as ingest reads it); None otherwise."""
     from trajlens.ingest.formats import plan
 
-    logs = [source for source in plan(path) if source.format.kind != "metrics"]
-    return len(logs) == 1 and logs[0].format.name == "verl"
+    planned = plan(path)
+    logs = [source for source in planned if source.format.kind != "metrics"]
+    return planned if len(logs) == 1 and logs[0].format.name == "verl" else None
 
 
 def _store_run(store: Path, run_id: str | None) -> Path:

@@ -32,6 +32,8 @@ class ConditionKind:
     """Check fields a check with this condition must give."""
     one_of: tuple[str, ...] = ()
     """Check fields of which the check must give at least one."""
+    compares_stages: bool = False
+    """Whether it judges a stage against another: it fires on a stage's steps, not from an onset."""
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -50,7 +52,7 @@ CONDITION_KINDS: tuple[ConditionKind, ...] = (
     ConditionKind("consecutive", f"{_CONDITIONS}:consecutive", reads=("window",), requires=("steps",),
                   one_of=("above", "below")),
     ConditionKind("stage_change", f"{_CONDITIONS}:stage_change", requires=("direction",),
-                  reads=("alpha", "stages", "compare", "min_change", "min_ratio")),
+                  reads=("alpha", "stages", "compare", "min_change", "min_ratio"), compares_stages=True),
     ConditionKind("trend", f"{_CONDITIONS}:trend", requires=("direction", "window"), reads=("alpha", "min_change")),
     ConditionKind("jump", f"{_CONDITIONS}:jump", requires=("factor",), reads=("window", "direction", "baseline")),
 )

@@ -80,6 +80,11 @@ class _MetricsFile:
     pending: dict[int, list[tuple[str, float]]] = field(default_factory=dict)
 
 
+def _dumps_in(folder: Path) -> dict[int, Path]:
+    """The verl dumps ``N.jsonl`` directly in ``folder``, by step."""
+    return {int(match.group(1)): path for path in folder.glob("*.jsonl") if (match := VERL_DUMP.match(path.name))}
+
+
 class RunFollower:
     """Reads the complete steps of a growing run directory, each file once."""
 
@@ -165,16 +170,16 @@ class RunFollower:
     def _verl_dumps(self) -> dict[int, Path]:
         """The training dumps ``N.jsonl``: in the folder, or in the rollout folder of an experiment
         folder (beside its validation folder), as ingest plans them."""
-        folders = [self.directory, *self._dump_folders()]
-        return {int(match.group(1)): path for folder in folders for path in folder.glob("*.jsonl")
-                if (match := VERL_DUMP.match(path.name))}
+        dumps = _dumps_in(self.directory)
+        if not dumps and not (self.directory / "trajectories").is_dir():
+            for folder in self._dump_folders():
+                dumps.update(_dumps_in(folder))
+        return dumps
 
     def _dump_folders(self) -> list[Path]:
         """The sub-folders of training dumps ingest's plan finds (an experiment folder's rollout
-        folder; never its validation folder), once it finds any; none while the folder holds no
-        dumps of its own and the plan names none yet."""
-        if self._rollout_folders is None and not (self.directory / "trajectories").is_dir() \
-                and not any(VERL_DUMP.match(p.name) for p in self.directory.glob("*.jsonl")):
+        folder; never its validation folder), once it finds any; none until then."""
+        if self._rollout_folders is None:
             from trajlens.ingest.formats import plan
             from trajlens.ingest.verl import is_validation_dir
 

@@ -96,23 +96,31 @@ def load(path: Path | str, *, run_id: str | None = None, strict: bool = True,
 
     path = Path(path)
     with _limits.using(limits):
-        sources = [source for source in plan(path) if source.format.kind != "metrics"]
-        if len(sources) != 1 or sources[0].format.load is None:
-            what = (f"logs of the {sources[0].format.name} format are" if len(sources) == 1
-                    else f"a folder of {len(sources)} runs is")
-            raise InputError(str(path), f"{what} ingested into a store, not loaded",
-                             expected="a log file or folder of one run")
-        return _load_source(sources[0], run_id, strict)
+        return _loaded(path, plan(path), run_id, strict)
 
 
-def load_run(path: Path | str, *, run_id: str | None = None, strict: bool = True) -> "RunData":
+def _loaded(path: Path, planned: "list[Source]", run_id: str | None, strict: bool) -> "RunData":
+    """The one run of the log sources ``planned`` for ``path`` (its metrics sources left aside)."""
+    sources = [source for source in planned if source.format.kind != "metrics"]
+    if len(sources) != 1 or sources[0].format.load is None:
+        what = (f"logs of the {sources[0].format.name} format are" if len(sources) == 1
+                else f"a folder of {len(sources)} runs is")
+        raise InputError(str(path), f"{what} ingested into a store, not loaded",
+                         expected="a log file or folder of one run")
+    return _load_source(sources[0], run_id, strict)
+
+
+def load_run(path: Path | str, *, run_id: str | None = None, strict: bool = True,
+             planned: "list[Source] | None" = None) -> "RunData":
     """:func:`load`, with the training scalars of the metrics files beside the run's logs (verl's
     file logger in an experiment folder) joined to it as :func:`ingest` joins them: the run ingest
-    would store, in memory."""
+    would store, in memory. ``planned``: ``plan(path)``, when the caller has it already."""
     from trajlens.ingest.formats import plan
 
-    run = load(path, run_id=run_id, strict=strict)
-    metric_sources = [source for source in plan(Path(path)) if source.format.kind == "metrics"]
+    path = Path(path)
+    planned = plan(path) if planned is None else planned
+    run = _loaded(path, planned, run_id, strict)
+    metric_sources = [source for source in planned if source.format.kind == "metrics"]
     if metric_sources:
         import pyarrow as pa
 

@@ -410,16 +410,14 @@ def _failing(checks: Any) -> list[tuple[str, str, str]]:
     return [(r.name, r.status, spans(r.fired_steps)) for r in order]
 
 
-STAGE_CONDITIONS: tuple[str, ...] = ("stage_change",)
-"""Conditions that compare stages: a check of one fires on a stage's steps, not from an onset."""
-
-
 def _alarms(checks: Any) -> list[plots.Alarm]:
     """The shipped checks that fire on the run (see :mod:`trajlens.checks`), at their first step."""
     if checks is None:
         return []
+    from trajlens.checks.kinds import KINDS
+
     return [plots.Alarm(r.name, r.check.severity, min(r.fired_steps),
-                        max(r.fired_steps) if r.check.condition in STAGE_CONDITIONS else None)
+                        max(r.fired_steps) if KINDS[r.check.condition].compares_stages else None)
             for r in checks.results if r.status in ("fail", "warn") and r.fired_steps]
 
 
