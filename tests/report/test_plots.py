@@ -257,7 +257,7 @@ def test_a_long_run_s_stack_pools_the_calls_of_each_bin_of_steps(monkeypatch):
 def test_reward_channels_by_step_gives_each_channel_its_mean_and_rel_gain(tmp_path):
     """One panel per channel, in the channels' order: its step mean and, on the right axis, its
     rel_gain per step (the mean of its groups' gains, as the checks' rel_gain:<channel>)."""
-    from trajlens.run.channels import step_rel_gains
+    from trajlens.checks.step_measures import step_rel_gains
 
     means = pl.DataFrame({"step": [1, 1, 2, 2], "channel": ["format", "correctness"] * 2, "mean": [0.75, 4.0, 0.25, 5.0]})
     gains = pl.DataFrame({"step": [1, 1, 1, 2, 2, 2], "group_id": ["a", "b", "a", "c", "d", "c"],

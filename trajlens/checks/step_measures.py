@@ -354,12 +354,27 @@ def channel_stats(trajectories: pl.DataFrame) -> pl.DataFrame:
 def channel_value_stats(long: pl.DataFrame) -> pl.DataFrame:
     """The rel_gain: and channel_std: statistics of the channel values ``long``
     (:func:`trajlens.run.channels.channel_values`), without their collinearity."""
-    parts = [_ratio_stats(part, f"rel_gain:{channel}", pl.col("gain"), pl.lit(1))
-             for (channel,), part in group_gains(long).partition_by("channel", as_dict=True, maintain_order=True).items()]
+    parts = [rel_gain_stats(group_gains(long))]
     spread = long.group_by("step", "channel").agg(pl.col("value").fill_nan(None).std().alias("value"))
     parts.append(scalar_stats(spread.select("step", pl.concat_str(pl.lit("channel_std:"), "channel").alias("measure"),
                                             "value")))
     return pl.concat(parts)
+
+
+def rel_gain_stats(gains: pl.DataFrame) -> pl.DataFrame:
+    """The ``rel_gain:<channel>`` statistics of each step from the groups' gains
+    (:func:`group_gains`): each group one unit, its gain the numerator."""
+    parts = [_ratio_stats(part, f"rel_gain:{channel}", pl.col("gain"), pl.lit(1))
+             for (channel,), part in gains.partition_by("channel", as_dict=True, maintain_order=True).items()]
+    return pl.concat(parts) if parts else empty_stats()
+
+
+def step_rel_gains(gains: pl.DataFrame) -> pl.DataFrame:
+    """``step``, ``channel``, ``rel_gain``: each channel's ``rel_gain:<channel>`` at each step, as
+    the checks judge it (:func:`rel_gain_stats`), in step order; what the report's channel figure draws."""
+    stats = rel_gain_stats(gains)
+    return stats.select(pl.col("step"), pl.col("measure").str.strip_prefix("rel_gain:").alias("channel"),
+                        (pl.col("x") / pl.col("n")).alias("rel_gain")).sort("step", maintain_order=True)
 
 
 COLLINEARITY = "channel_collinearity"

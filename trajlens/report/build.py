@@ -296,7 +296,7 @@ def _report_run(store: Any, run_id: str, measures: pl.DataFrame, directory: Path
         charts["reward_and_length_by_step"] = plots.reward_and_length_by_step(
             report.trends, f"{run_id}: reward and length per step")
     if parts.channels is not None:
-        from trajlens.run.channels import step_rel_gains
+        from trajlens.checks.step_measures import step_rel_gains
 
         charts["reward_channels_by_step"] = plots.reward_channels_by_step(
             parts.channels.step_means, step_rel_gains(parts.channels.gains), f"{run_id}: reward channels per step")

@@ -664,7 +664,7 @@ def reward_channels_by_step(step_means: pl.DataFrame, rel_gains: pl.DataFrame, t
     checks' ``rel_gain:<channel>``; at 0 the channel tells no rollout of a group from another) at
     each step. ``step_means``: ``step``, ``channel``, ``mean``
     (:func:`trajlens.run.channels.channel_step_means`); ``rel_gains``: ``step``, ``channel``,
-    ``rel_gain`` (:func:`trajlens.run.channels.step_rel_gains`)."""
+    ``rel_gain`` (:func:`trajlens.checks.step_measures.step_rel_gains`)."""
     channels = step_means["channel"].unique(maintain_order=True).to_list()
     chart, axes = _stacked_panels(len(channels), 1.9, 0.7)
     if not channels:

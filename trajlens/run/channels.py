@@ -41,14 +41,6 @@ def channel_step_means(long: pl.DataFrame) -> pl.DataFrame:
     return long.group_by("step", "channel", maintain_order=True).agg(pl.col("value").fill_nan(None).mean().alias("mean"))
 
 
-def step_rel_gains(gains: pl.DataFrame) -> pl.DataFrame:
-    """``step``, ``channel``, ``rel_gain``: each channel's mean gain over each step's groups
-    (:func:`trajlens.checks.step_measures.channel_gains`), the checks' ``rel_gain:<channel>`` of
-    that step, in step order; what the report's channel figure draws."""
-    return gains.group_by("step", "channel", maintain_order=True).agg(pl.col("gain").mean().alias("rel_gain")).sort(
-        "step", maintain_order=True)
-
-
 def rel_gain_quarters(gains: pl.DataFrame, split: Quarters, channel: str) -> QuarterMeans:
     """``channel``'s rel_gain over the first and the last quarter of ``split``: the mean of its
     ``gains`` (:func:`trajlens.checks.step_measures.channel_gains`) over the quarter's groups,
