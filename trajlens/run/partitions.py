@@ -26,7 +26,7 @@ import polars as pl
 import pyarrow as pa
 
 ARROW_READS_UP_TO = 16
-"""Files of a batch up to which Arrow reads them one by one (rather than one Polars scan)."""
+"""Files of a batch up to which they are read one by one (rather than in one Polars scan)."""
 EMPTY_FILE = "empty.parquet"
 """The file a run directory holds for a table without rows (:class:`trajlens.store.layout.RunDirWriter`)."""
 
@@ -245,8 +245,8 @@ def read_partitions(store: Any, run_id: str, table: str, steps: Sequence[int], c
 def read_arrow_partitions(store: Any, run_id: str, table: str, steps: Sequence[int], columns: Sequence[str],
                           files: Partitions | None | bool = True) -> pa.Table:
     """:func:`read_partitions` as an Arrow table. A few files of whole steps (large steps) are
-    read by Arrow itself, which decodes list columns faster; many (tiny steps) or packed ones
-    in one Polars scan, which opens a file faster and keeps only the steps asked."""
+    read one by one (:func:`trajlens.store.layout.read_parquet_file`: in the files' own types);
+    many (tiny steps) or packed ones in one Polars scan, which keeps only the steps asked."""
     partitions = partition_files(store, run_id, table, steps) if files is True else files
     if not isinstance(partitions, Partitions):
         return read_partitions(store, run_id, table, steps, columns, partitions).rechunk().to_arrow()
@@ -255,18 +255,20 @@ def read_arrow_partitions(store: Any, run_id: str, table: str, steps: Sequence[i
 
 def read_arrow_files(partitions: Partitions, table: str, steps: Sequence[int], columns: Sequence[str] | None = None,
                      *, conformed: bool = True) -> pa.Table:
-    """:func:`read_files` as an Arrow table: a few files of whole steps are read by Arrow itself
-    (``columns`` of them, every column without), the others as :func:`read_files` reads them."""
+    """:func:`read_files` as an Arrow table: a few files of whole steps are read one by one
+    (``columns`` of them, every column without) by :func:`trajlens.store.layout.read_parquet_file`,
+    the others as :func:`read_files` reads them."""
     import pyarrow.parquet as pq
+
+    from trajlens.store.layout import read_parquet_file
 
     paths, packed = partitions.files(steps)
     if packed or len(paths) > ARROW_READS_UP_TO or not paths:
         return read_files(partitions, table, steps, columns, conformed=conformed).rechunk().to_arrow()
     parts = []
     for path in paths:
-        parquet = pq.ParquetFile(path)
-        names = parquet.schema_arrow.names
-        parts.append(parquet.read(columns=None if columns is None else [c for c in columns if c in names]))
+        names = pq.read_schema(path).names
+        parts.append(read_parquet_file(path, None if columns is None else [c for c in columns if c in names]))
     return pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
 
 

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from trajlens.rows import RunData
+from trajlens.store.decode import polars_decodes, read_with_polars
 from trajlens.schema import SCHEMAS, TABLES, conform
 
 # A run id names a folder: 1-128 characters, letters, digits, '.', '_' and '-', starting
@@ -96,11 +97,20 @@ def read_parquet_file(path: str | Path, columns: Sequence[str] | None = None, fi
 
     Through ``ParquetFile``, which opens one file several times faster than ``pq.read_table``'s
     dataset machinery; a run directory holds a file per step and table, so reads of it pay that
-    cost per file. ``filesystem`` (a ``pyarrow.fs`` one) reads from a store that is not local.
+    cost per file. A large local file of flat lists (a step's token arrays) is decoded by Polars
+    instead, in the same types (:mod:`trajlens.store.decode`). ``filesystem`` (a ``pyarrow.fs``
+    one) reads from a store that is not local.
     """
     wanted = None if columns is None else list(columns)
     if filesystem is None:
         with pq.ParquetFile(path) as parquet:
+            schema = parquet.schema_arrow
+            names = schema.names if wanted is None else wanted
+            if len(set(names)) == len(names) and all(name in schema.names for name in names) \
+                    and polars_decodes(parquet.metadata, schema, names):
+                decoded = read_with_polars(str(path), schema, names)
+                if decoded is not None:
+                    return decoded
             return parquet.read(columns=wanted)
     with filesystem.open_input_file(str(path)) as source, pq.ParquetFile(source) as parquet:
         return parquet.read(columns=wanted)
