@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from trajlens.errors import ConfigError
 from trajlens.run.splits import TRAIN_SPLIT
+
+if TYPE_CHECKING:
+    from trajlens.estimators.registry import RunFacts
 
 DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
     "count", "mean", "std", "skew", "kurtosis", "bimodality", "positive_share", "all_negative", "all_positive",
@@ -30,6 +34,14 @@ class RunFrames:
     run_id: str
     trajectories: pl.DataFrame
     tokens: pl.DataFrame | None
+
+    @cached_property
+    def facts(self) -> RunFacts:
+        """What the frames hold that estimators need (:func:`~trajlens.estimators.registry.run_facts`),
+        read once however many estimators ask."""
+        from trajlens.estimators.registry import run_facts
+
+        return run_facts(self.trajectories, self.tokens)
 
 
 def read_run(store: Any, run_id: str, *, tokens: bool = True) -> RunFrames:
@@ -64,12 +76,12 @@ def require_inputs(run_id: str, estimator: str, frames: RunFrames, options: Mapp
     names, with ``options`` (:meth:`~trajlens.estimators.spec.EstimatorSpec.missing`: TRL's
     conventions score a trajectory without a reward). Groups of one are allowed: a group
     estimator gives them its documented advantage (0, or the score)."""
-    from trajlens.estimators.registry import Input, run_facts
+    from trajlens.estimators.registry import Input
     from trajlens.estimators.spec import GROUPS_OF_TWO, EstimatorChoice
 
     choice = EstimatorChoice(estimator, estimator, dict(options or {}))
     spec = choice.spec()
-    lacking = [what for what in choice.missing(run_facts(frames.trajectories, frames.tokens)) if what != GROUPS_OF_TWO]
+    lacking = [what for what in choice.missing(frames.facts) if what != GROUPS_OF_TWO]
     if lacking:
         hint = "; use an outcome estimator (grpo, rloo, ...)" if spec.inputs & Input.TOKEN_ARRAYS else ""
         raise ConfigError([f"run {run_id!r}: {estimator} needs {' and '.join(lacking)}{hint}"])
