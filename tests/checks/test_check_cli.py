@@ -249,6 +249,19 @@ def test_print_defaults_prints_the_shipped_file():
     assert "[checks.think_share]" in done.stdout
 
 
+@pytest.mark.parametrize(("extra", "named"), [
+    (["sample_data/sao-r6"], "SOURCE"),
+    (["--run", "sao-r6", "--strict"], "--run, --strict"),
+    (["sample_data/sao-r6", "--config", "mine.toml", "--json", "out.json"], "SOURCE, --config, --json"),
+])
+def test_print_defaults_refuses_what_it_would_ignore(extra, named):
+    # `trajlens check RUN --print-defaults` printed the shipped file as if RUN had been read
+    done = trajlens("check", "--print-defaults", *extra)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == f"error: --print-defaults prints the shipped checks and takes nothing else: drop {named}\n"
+
+
 def _result(status: str, steps: tuple[int, ...]) -> CheckResult:
     (check,) = parse_checks({"checks": {"c|x": {"measure": "share:think", "condition": "threshold", "above": 0.15,
                                                 "description": "<think>"}}}, "t")

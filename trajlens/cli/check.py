@@ -54,6 +54,13 @@ def check(
     from trajlens.checks.spec import DEFAULTS_FILE
 
     if print_defaults:
+        ignored = _with_print_defaults(source=source, run=run, config=config, junit=junit, json=json_out,
+                                       strict=strict, watch=watch, fail_fast=fail_fast, until_step=until_step,
+                                       timeout=timeout)
+        if ignored:
+            typer.echo(f"error: --print-defaults prints the shipped checks and takes nothing else: "
+                       f"drop {', '.join(ignored)}", err=True)
+            raise typer.Exit(EXIT_USAGE)
         typer.echo(DEFAULTS_FILE.read_text(), nl=False)
         return
     try:
@@ -63,6 +70,12 @@ def check(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     raise typer.Exit(code)
+
+
+def _with_print_defaults(**given: object) -> list[str]:
+    """What was given beside --print-defaults (SOURCE, then the options by name), which it would ignore."""
+    return [("SOURCE" if name == "source" else f"--{name.replace('_', '-')}")
+            for name, value in given.items() if value not in (None, False)]
 
 
 def _run(source, run, config, junit, json_out, strict, watch, fail_fast, until_step, timeout, poll, settle) -> int:
