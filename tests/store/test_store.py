@@ -524,3 +524,22 @@ def test_a_query_given_a_run_the_store_lacks_or_has_not_analysed_says_so(tmp_pat
     assert store.sql(think, {"run_id": "first"}).height > 0
     assert store.sql(think + " HAVING false", {"run_id": "first"}).is_empty()
     assert store.sql("SELECT * FROM trajectories WHERE run_id = $run_id AND false", {"run_id": "later"}).is_empty()
+
+
+def test_a_query_that_finds_nothing_because_a_value_is_mistyped_names_the_nearest(samples_store_path):
+    """A parameter compared with the column of its own name (``name = $name``) whose value no
+    table the query reads holds there (for the run given) is an error naming the nearest values;
+    a value that is there gives the empty table, as does a parameter compared with another column."""
+    store = trajlens.open(samples_store_path)
+    metric = "SELECT step, value FROM step_metrics WHERE run_id = $run_id AND name = $name"
+    with pytest.raises(QueryError, match=re.escape(
+            "query answered no rows: $name 'critic/vf_explained_varr': no such name of run 'sao-r6' in "
+            "step_metrics (nearest: critic/vf_explained_var)")):
+        store.sql(metric, {"run_id": "sao-r6", "name": "critic/vf_explained_varr"})
+    with pytest.raises(QueryError, match=re.escape(
+            "$name 'loss': no such name of run 'sao-r6' in step_metrics (there: actor/entropy, ")):
+        store.sql(metric, {"run_id": "sao-r6", "name": "loss"})
+    with pytest.raises(QueryError, match=re.escape("$split 'trian': no such split in trajectories (nearest: train)")):
+        store.sql("SELECT count(*) AS n FROM trajectories t WHERE t.split = $split GROUP BY step", {"split": "trian"})
+    assert store.sql(metric + " AND step < 0", {"run_id": "sao-r6", "name": "critic/vf_explained_var"}).is_empty()
+    assert store.sql("SELECT step FROM step_metrics WHERE name = $label", {"label": "loss"}).is_empty()

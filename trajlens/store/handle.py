@@ -39,6 +39,7 @@ from trajlens.store.database import (
     register_tables,
     rewriting_commands,
     run_dirs,
+    sql_identifier,
     store_files,
 )
 from trajlens.store.integrity import (
@@ -231,9 +232,11 @@ class Store:
             empty = False
             yield self._answered(lambda: _printable_times(pl.from_arrow(batch)))  # type: ignore[arg-type]
         if empty:
-            if (missing := self._no_part(query, params)) is not None:
+            schema = reader.schema
+            reader.close()  # the connection then answers why the result is empty
+            if (missing := self._no_part(query, params) or self._unknown_value(query, params)) is not None:
                 raise missing
-            yield self._answered(lambda: pl.from_arrow(reader.schema.empty_table()))  # type: ignore[arg-type]
+            yield self._answered(lambda: pl.from_arrow(schema.empty_table()))  # type: ignore[arg-type]
 
     def _read_only(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None) -> duckdb.DuckDBPyConnection:
         """The connection to run ``query`` on, once it is known to be one statement that reads,
@@ -284,6 +287,21 @@ class Store:
                     command = rewriting_commands([table], self.path, run_id)[0]
                     return QueryError(f"query answered no rows: run {run_id!r} has no {table} yet; {command} computes it")
         return None
+
+    def _unknown_value(self, query: str, params: Mapping[str, Any] | Sequence[Any] | None) -> QueryError | None:
+        """Why a query answered no rows, when it compares a parameter with a column of the same name
+        (``estimator = $estimator``) and no table it reads holds the value there (for the run it is
+        given, if any): a mistyped label (``$estimator gae_raww``), which the empty answer would
+        hide; the message names the nearest values, or the first few. None otherwise."""
+        if not isinstance(params, Mapping):
+            return None
+        asked = [(name, params[name]) for name in sorted(_matched_parameters(query))
+                 if name not in RUN_PARAMETERS and isinstance(params.get(name), str)]
+        if not asked:
+            return None
+        run_id = next((params[name] for name in RUN_PARAMETERS if isinstance(params.get(name), str)), None)
+        read = sorted(name for name in _tables_read(query) if name in self.queryable())
+        return _value_missing(self.connection, read, asked, run_id)
 
     def _answered(self, work: Callable[[], Result]) -> Result:
         """``work()`` (running a query or reading its result), its failures as one-line errors."""
@@ -566,22 +584,91 @@ RUN_PARAMETERS: tuple[str, ...] = ("run_id", "run_a", "run_b")
 their value must be a run of the store."""
 
 
-def _tables_read(query: str) -> set[str]:
-    """The names of the tables and views ``query`` reads (with its own CTEs' names), from DuckDB's
-    parse of it, which binds nothing: a query with parameters or missing tables parses."""
+VALUES_LISTED = 12
+"""At most this many of the values there are go into the message."""
+VALUES_READ = 1000
+"""At most this many distinct values a table holds are read to name the nearest."""
+
+
+def _value_missing(lookup: duckdb.DuckDBPyConnection, read: Sequence[str], asked: Sequence[tuple[str, str]],
+                   run_id: str | None) -> QueryError | None:
+    """The error of :meth:`Store._unknown_value`: the first of ``asked`` (parameter, value) that no
+    table of ``read`` with a column of the parameter's name holds there (for ``run_id``, if any)."""
+    for name, value in asked:
+        held: list[str] = []
+        tables = [table for table in read if name in _columns(lookup, table)]
+        for table in tables:
+            of_run = run_id is not None and "run_id" in _columns(lookup, table)
+            where = f"WHERE {sql_identifier(name)} IS NOT NULL" + (" AND run_id = $run" if of_run else "")
+            bound = {"run": run_id} if of_run else {}
+            if lookup.execute(f"SELECT count(*) > 0 FROM {sql_identifier(table)} {where} AND "
+                              f"CAST({sql_identifier(name)} AS VARCHAR) = $value",
+                              {**bound, "value": value}).fetchall() == [(True,)]:
+                break
+            held += [found for (found,) in lookup.execute(
+                f"SELECT DISTINCT CAST({sql_identifier(name)} AS VARCHAR) FROM {sql_identifier(table)} {where} "
+                f"ORDER BY 1 LIMIT {VALUES_READ}", bound).fetchall() if found not in held]
+        else:
+            if held:
+                of = f" of run {run_id!r}" if run_id is not None else ""
+                return QueryError(f"query answered no rows: ${name} {value!r}: no such {name}{of} in "
+                                  f"{', '.join(tables)} ({_values_named(value, held)})")
+    return None
+
+
+def _columns(lookup: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    """The column names of a table or view of the store."""
+    rows = lookup.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                          "ORDER BY ordinal_position", [table]).fetchall()
+    return [column for (column,) in rows]
+
+
+def _values_named(value: str, held: Sequence[str]) -> str:
+    """The values nearest ``value`` among those ``held`` (a typo's correction), else the first few."""
+    import difflib
+
+    nearest = difflib.get_close_matches(value, held, n=3, cutoff=0.75)
+    if nearest:
+        return f"nearest: {', '.join(nearest)}"
+    listed = ", ".join(held[:VALUES_LISTED]) + (", ..." if len(held) > VALUES_LISTED else "")
+    return f"there: {listed}"
+
+
+def _parsed_nodes(query: str) -> Iterator[dict[str, Any]]:
+    """Every node of DuckDB's parse of ``query``, which binds nothing: a query with parameters or
+    missing tables parses."""
     with duckdb.connect() as connection:  # the store's may be reading a result
         parsed = json.loads(connection.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
-    names: set[str] = set()
     stack: list[Any] = [parsed]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
-                names.add(node["table_name"])
+            yield node
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-    return names
+
+
+def _tables_read(query: str) -> set[str]:
+    """The names of the tables and views ``query`` reads (with its own CTEs' names)."""
+    return {node["table_name"] for node in _parsed_nodes(query)
+            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str)}
+
+
+def _matched_parameters(query: str) -> set[str]:
+    """The parameters ``query`` compares for equality with a column of their own name
+    (``estimator = $estimator``, ``c.name = $name``)."""
+    matched = set()
+    for node in _parsed_nodes(query):
+        if node.get("class") != "COMPARISON" or node.get("type") != "COMPARE_EQUAL":
+            continue
+        sides = [node.get("left"), node.get("right")]
+        columns = [side["column_names"][-1] for side in sides
+                   if isinstance(side, dict) and side.get("class") == "COLUMN_REF" and side.get("column_names")]
+        parameters = [side.get("identifier") for side in sides
+                      if isinstance(side, dict) and side.get("class") == "PARAMETER"]
+        matched.update(name for name in parameters if name in columns)
+    return matched
 
 
 def _first_line(error: BaseException) -> str:
