@@ -480,7 +480,7 @@ def _token_problems(tokens: pa.Table, source: str) -> Iterator[RowProblem]:
                 found=f"{lengths[row].as_py()}",
             ))
         values = pc.list_flatten(tokens.column(name))
-        if not len(values):
+        if not len(values) or _surely_finite(values):
             continue
         not_finite = pc.invert(pc.is_finite(values.fill_null(0.0)))
         parents = pc.list_parent_indices(tokens.column(name))
@@ -488,6 +488,20 @@ def _token_problems(tokens: pa.Table, source: str) -> Iterator[RowProblem]:
             trajectory = tokens.column("trajectory_id")[row].as_py()
             yield RowProblem(row, InputError(source, record=trajectory, field=name,
                                              expected="finite numbers", found=str(values[first].as_py())))
+
+
+def _surely_finite(values: pa.ChunkedArray) -> bool:
+    """True when every value is finite, known from one float64 sum per chunk (no float32 array can
+    overflow it, and a NaN or an infinity makes it non-finite); False when it cannot tell (a null
+    value, or float64 values large enough to overflow), which leaves it to the exact test."""
+    for chunk in values.chunks:
+        if chunk.null_count or not pa.types.is_floating(chunk.type):
+            return False
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = np.sum(chunk.to_numpy(zero_copy_only=False), dtype=np.float64)
+        if not np.isfinite(total):
+            return False
+    return True
 
 
 def _check_finite(row: dict[str, Any], names: Iterable[str], where: str) -> None:
