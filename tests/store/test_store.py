@@ -543,3 +543,13 @@ def test_a_query_that_finds_nothing_because_a_value_is_mistyped_names_the_neares
         store.sql("SELECT count(*) AS n FROM trajectories t WHERE t.split = $split GROUP BY step", {"split": "trian"})
     assert store.sql(metric + " AND step < 0", {"run_id": "sao-r6", "name": "critic/vf_explained_var"}).is_empty()
     assert store.sql("SELECT step FROM step_metrics WHERE name = $label", {"label": "loss"}).is_empty()
+
+
+def test_a_value_of_either_run_compared_is_there(samples_store_path):
+    store = trajlens.open(samples_store_path)
+    both = ("SELECT a.step FROM step_metrics a JOIN step_metrics b USING (step, name) "
+            "WHERE a.run_id = $run_a AND b.run_id = $run_b AND a.name = $name AND a.value > 1e300")
+    known = store.sql("SELECT name FROM step_metrics WHERE run_id = 'sao-r6'")["name"].to_list()
+    assert store.sql(both, {"run_a": "grpo-leg", "run_b": "sao-r6", "name": known[0]}).is_empty()
+    with pytest.raises(QueryError, match=re.escape("no such name of runs 'grpo-leg', 'sao-r6' in step_metrics")):
+        store.sql(both, {"run_a": "grpo-leg", "run_b": "sao-r6", "name": "no/such/metric"})

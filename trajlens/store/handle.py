@@ -299,9 +299,9 @@ class Store:
                  if name not in RUN_PARAMETERS and isinstance(params.get(name), str)]
         if not asked:
             return None
-        run_id = next((params[name] for name in RUN_PARAMETERS if isinstance(params.get(name), str)), None)
+        runs = [params[name] for name in RUN_PARAMETERS if isinstance(params.get(name), str)]
         read = sorted(name for name in _tables_read(query) if name in self.queryable())
-        return _value_missing(self.connection, read, asked, run_id)
+        return _value_missing(self.connection, read, asked, list(dict.fromkeys(runs)))
 
     def _answered(self, work: Callable[[], Result]) -> Result:
         """``work()`` (running a query or reading its result), its failures as one-line errors."""
@@ -591,16 +591,16 @@ VALUES_READ = 1000
 
 
 def _value_missing(lookup: duckdb.DuckDBPyConnection, read: Sequence[str], asked: Sequence[tuple[str, str]],
-                   run_id: str | None) -> QueryError | None:
+                   runs: Sequence[str]) -> QueryError | None:
     """The error of :meth:`Store._unknown_value`: the first of ``asked`` (parameter, value) that no
-    table of ``read`` with a column of the parameter's name holds there (for ``run_id``, if any)."""
+    table of ``read`` with a column of the parameter's name holds there (for one of ``runs``, if any)."""
     for name, value in asked:
         held: list[str] = []
         tables = [table for table in read if name in _columns(lookup, table)]
         for table in tables:
-            of_run = run_id is not None and "run_id" in _columns(lookup, table)
-            where = f"WHERE {sql_identifier(name)} IS NOT NULL" + (" AND run_id = $run" if of_run else "")
-            bound = {"run": run_id} if of_run else {}
+            of_run = bool(runs) and "run_id" in _columns(lookup, table)
+            where = f"WHERE {sql_identifier(name)} IS NOT NULL" + (" AND list_contains($runs, run_id)" if of_run else "")
+            bound = {"runs": list(runs)} if of_run else {}
             if lookup.execute(f"SELECT count(*) > 0 FROM {sql_identifier(table)} {where} AND "
                               f"CAST({sql_identifier(name)} AS VARCHAR) = $value",
                               {**bound, "value": value}).fetchall() == [(True,)]:
@@ -610,7 +610,8 @@ def _value_missing(lookup: duckdb.DuckDBPyConnection, read: Sequence[str], asked
                 f"ORDER BY 1 LIMIT {VALUES_READ}", bound).fetchall() if found not in held]
         else:
             if held:
-                of = f" of run {run_id!r}" if run_id is not None else ""
+                of = (f" of run {runs[0]!r}" if len(runs) == 1 else
+                      f" of runs {', '.join(map(repr, runs))}" if runs else "")
                 return QueryError(f"query answered no rows: ${name} {value!r}: no such {name}{of} in "
                                   f"{', '.join(tables)} ({_values_named(value, held)})")
     return None
