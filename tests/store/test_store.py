@@ -553,3 +553,11 @@ def test_a_value_of_either_run_compared_is_there(samples_store_path):
     assert store.sql(both, {"run_a": "grpo-leg", "run_b": "sao-r6", "name": known[0]}).is_empty()
     with pytest.raises(QueryError, match=re.escape("no such name of runs 'grpo-leg', 'sao-r6' in step_metrics")):
         store.sql(both, {"run_a": "grpo-leg", "run_b": "sao-r6", "name": "no/such/metric"})
+
+
+def test_a_text_value_the_query_cannot_convert_is_named_with_its_parameter(samples_store_path):
+    store = trajlens.open(samples_store_path)
+    query = "SELECT count(*) AS n FROM trajectories WHERE step = $s AND run_id = $run_id"
+    with pytest.raises(QueryError, match=re.escape("query failed: $s 'abc' (text): Conversion Error: ")):
+        store.sql(query, {"s": "abc", "run_id": "sao-r6"})
+    assert store.sql(query, {"s": "12", "run_id": "sao-r6"})["n"].item() > 0

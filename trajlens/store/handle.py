@@ -220,13 +220,13 @@ class Store:
             nested = any(_nested_type(str(kind)) for kind in relation.types)
             return reader(rows or (NESTED_BATCH_ROWS if nested else QUERY_BATCH_ROWS))
 
-        reader = self._answered(lambda: _interruptible(connection, start))
+        reader = self._answered(lambda: _interruptible(connection, start), params)
         if reader is None:
             yield pl.DataFrame()
             return
         empty = True
         while True:
-            batch = self._answered(lambda: _interruptible(connection, lambda: _next_batch(reader)))
+            batch = self._answered(lambda: _interruptible(connection, lambda: _next_batch(reader)), params)
             if batch is None:
                 break
             empty = False
@@ -303,8 +303,9 @@ class Store:
         read = sorted(name for name in _tables_read(query) if name in self.queryable())
         return _value_missing(self.connection, read, asked, list(dict.fromkeys(runs)))
 
-    def _answered(self, work: Callable[[], Result]) -> Result:
-        """``work()`` (running a query or reading its result), its failures as one-line errors."""
+    def _answered(self, work: Callable[[], Result], params: Mapping[str, Any] | Sequence[Any] | None = None) -> Result:
+        """``work()`` (running a query or reading its result), its failures as one-line errors; a
+        value of ``params`` the query could not convert is named with its parameter."""
         try:
             return work()
         except duckdb.PermissionException:
@@ -312,6 +313,9 @@ class Store:
                              f"({', '.join(self.queryable())}), not files") from None
         except duckdb.CatalogException as error:
             raise QueryError(self._catalog_message(error)) from None
+        except duckdb.ConversionException as error:
+            named = _converted_parameter(_first_line(error), params)
+            raise QueryError(f"query failed: {named}{_first_line(error)}") from None
         except duckdb.Error as error:
             raise self._damage() or QueryError(f"query failed: {_first_line(error)}") from None
         except (pl.exceptions.PolarsError, pa.ArrowException) as error:
@@ -588,6 +592,15 @@ VALUES_LISTED = 12
 """At most this many of the values there are go into the message."""
 VALUES_READ = 1000
 """At most this many distinct values a table holds are read to name the nearest."""
+
+
+def _converted_parameter(message: str, params: Mapping[str, Any] | Sequence[Any] | None) -> str:
+    """``$name 'value' (text): `` for the parameter whose text value a conversion error quotes
+    (the query compared it with a column of another type), else nothing."""
+    if not isinstance(params, Mapping):
+        return ""
+    quoted = [name for name, value in params.items() if isinstance(value, str) and f"'{value}'" in message]
+    return f"${quoted[0]} {params[quoted[0]]!r} (text): " if len(quoted) == 1 else ""
 
 
 def _value_missing(lookup: duckdb.DuckDBPyConnection, read: Sequence[str], asked: Sequence[tuple[str, str]],
