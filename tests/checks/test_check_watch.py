@@ -420,3 +420,24 @@ def test_watch_given_a_metrics_file_names_the_folder_to_watch(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (f"error: {tmp_path / 'metrics.jsonl'}: a file, not a run directory: watch the folder that "
                            f"holds it, {tmp_path}\n")
+
+
+def test_a_watch_that_times_out_waiting_for_the_metrics_file_says_so(tmp_path):
+    """Trajectory steps complete past the last step the metrics file holds: the watch held them back
+    and ended "stopped (timeout)" without saying what it waited for."""
+    import polars as pl
+
+    run = _without_step_metrics(SAMPLES / "sao-r6", tmp_path / "run")
+    rows = pl.read_parquet(SAMPLES / "sao-r6" / "step_metrics").pivot("name", index="step", values="value").sort("step")
+    steps = rows["step"].to_list()
+    logged = rows.filter(pl.col("step") <= steps[9])  # the trainer's scalars stopped at the tenth step
+    (run / "metrics.jsonl").write_text("".join(line + "\n" for line in logged.write_ndjson().splitlines()))
+    lines: list[str] = []
+    ended = watch(run, default_checks(), WatchOptions(poll=0.01, settle=3600, timeout=0.5), echo=lines.append)
+    # the tenth step's record may yet be followed by more of its scalars (the file has not settled)
+    assert _step_lines(lines) == steps[:9]
+    assert ended.reason == "timeout"
+    waiting = [line for line in lines if line.startswith("waiting: ")]
+    assert waiting == [f"waiting: steps {steps[9]}-{steps[-2]} are complete in the trajectories but not in the "
+                       f"metrics file {run / 'metrics.jsonl'}, which is complete to step {steps[8]}"]
+    assert lines[-1] == "stopped (timeout) after 9 steps"

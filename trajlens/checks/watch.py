@@ -123,6 +123,9 @@ class RunFollower:
         """The run id the run directory's runs table records: every step file must hold it, as ingest requires."""
         self.behind = False
         """Whether the last poll left complete steps for the next one (its budget was spent)."""
+        self.waiting_for_metrics: list[int] = []
+        """Steps the last poll found complete in the trajectory source but not yet in the metrics
+        file, which has not reached them (they are released once it does)."""
         self._listed: dict[str, dict[int, Path]] = {}
         """Each table's step partitions, as this poll listed them."""
         self._ready: set[int] = set()
@@ -343,6 +346,18 @@ class RunFollower:
                     self._metric_rows.setdefault(step, []).extend(state.pending.pop(step))
                     self._metrics_frontier = max(self._metrics_frontier, step)
 
+    def metrics_wait(self) -> str | None:
+        """What the last poll's complete steps wait for, when they wait for the metrics file: which
+        steps, which file, and the last step its scalars are complete for; None otherwise."""
+        if not self.waiting_for_metrics:
+            return None
+        files = ", ".join(str(path) for path in self._metrics)
+        reached = (f"complete to step {self._metrics_frontier}" if self._metrics_frontier >= 0
+                   else "complete for no step yet")
+        several = len(self.waiting_for_metrics) > 1
+        return (f"step{'s' if several else ''} {spans(self.waiting_for_metrics)} {'are' if several else 'is'} "
+                f"complete in the trajectories but not in the metrics file {files}, which is {reached}")
+
     def _metric_record(self, state: _MetricsFile, line: bytes) -> None:
         """Hold the scalars of one line of a metrics log for their step, read as ``trajlens
         check`` and ingest read it (:func:`~trajlens.ingest.metrics.record_scalars`); a line they
@@ -380,6 +395,7 @@ class RunFollower:
         has_metrics = bool(self._metrics)  # a metrics JSONL still growing: a step waits for its scalars
         if has_trajectories:
             ready = sorted(s for s in complete if not has_metrics or s <= self._metrics_frontier)
+            self.waiting_for_metrics = sorted(s for s in complete if has_metrics and s > self._metrics_frontier)
         else:
             ready = sorted(s for s in self._metric_rows if s not in self.released)
             partitions = self._partitions("step_metrics")
@@ -514,6 +530,8 @@ def watch(directory: Path | str, checks: Sequence[Check], options: WatchOptions 
         if follower.behind:  # catching up: the steps already complete are read at once, timeout or not
             continue
         if options.timeout is not None and time.monotonic() - started >= options.timeout:
+            if (waiting := follower.metrics_wait()) is not None:
+                echo(f"waiting: {waiting}")
             break
         time.sleep(options.poll)
     return _end(None, reason, state, checked, last, results, follower, echo, options.strict)
