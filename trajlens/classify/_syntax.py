@@ -161,7 +161,14 @@ MARKS = (r"\S*" + MARKS_PATTERN + r"\S*", "")
 PATH_LIKE = r"^[\w.~/][\w.~/+@%,=-]*$"
 """A word that may be a path; an option (``-x``, ``--flag=v``) is not one, as it starts with ``-``."""
 NOT_A_PATH = r"^(?:\.{1,2}/?|/|[\d.,:]+[a-z]?|[\w-]+)$"
-"""Dot directories, numbers and ranges, and bare words (no ``/`` or ``.``) are not paths."""
+"""Dot directories, numbers and ranges, and bare words (no ``/`` or ``.``) are not paths, but for
+:data:`FILE_NAMES`."""
+FILE_NAMES: tuple[str, ...] = (
+    "Makefile", "makefile", "GNUmakefile", "Dockerfile", "Containerfile", "Jenkinsfile", "Vagrantfile",
+    "Gemfile", "Rakefile", "Procfile", "Pipfile", "Justfile", "justfile", "LICENSE", "README", "CHANGELOG",
+    "AUTHORS", "NOTICE", "CODEOWNERS",
+)
+"""Bare words that name files by convention (``cat Makefile``, ``sed -i ... Dockerfile``): paths."""
 LEADING_DOT_SLASH = (r"^(?:\./)+", "")
 
 COPY_HEADS: tuple[str, ...] = ("cp", "install", "ln")

@@ -468,7 +468,8 @@ def _with_paths(rows: pl.DataFrame, takes_files: pl.Expr) -> pl.DataFrame:
     rows = _rewrite_rows(rows, "__words", "__", lambda t: _sub(t, sx.MARKS))
     # Actions are normalised to single spaces (sx.WHITESPACE), so their words are split on
     # spaces; the empty words a cut leaves are no paths.
-    path_like = pl.element().str.contains(sx.rust_regex(sx.PATH_LIKE)) & ~pl.element().str.contains(sx.rust_regex(sx.NOT_A_PATH))
+    path_like = pl.element().str.contains(sx.rust_regex(sx.PATH_LIKE)) & (
+        ~pl.element().str.contains(sx.rust_regex(sx.NOT_A_PATH)) | pl.element().is_in(list(sx.FILE_NAMES)))
     candidates = pl.when(takes_files).then(pl.col("__words")).str.split(" ").list.filter(path_like)
     rows = rows.with_columns(candidates.fill_null(_NO_WORDS).alias("paths"))
     copied = pl.col("head").is_in(list(sx.COPY_HEADS))

@@ -51,9 +51,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RULES_VERSION = "1.7"
+RULES_VERSION = "1.8"
 """Version of the taxonomy, the shell rules and the shipped tool maps; stored beside every
-classification. 1.7: ``pytest -h`` runs no test; ``git apply --check``, ``git clean -n``,
+classification. 1.8: formatters that rewrite files (``black``, ``isort``, ``ruff format``, ``ruff
+check --fix``, ``autopep8 -i``, ``prettier --write``, ``gofmt -w``, ...) are edits, run with
+``--check`` or ``--diff`` they change nothing (``other``); a file named without an extension or
+a folder that is a file by its name (``Makefile``, ``Dockerfile``: :data:`~trajlens.classify._syntax.FILE_NAMES`)
+is a path. 1.7: ``pytest -h`` runs no test; ``git apply --check``, ``git clean -n``,
 ``git rm --cached`` and ``git restore --staged`` change no file; pytest given a ``.rst``, ``.txt``
 or ``.md`` file runs its doctests (targeted), as ``unittest discover -p test_x.py`` runs one
 file's; ``sudo -u user`` and ``bash -o pipefail -c '...'`` are unwrapped. 1.5: ``gunzip``,
@@ -295,6 +299,19 @@ SHELL_RULES: tuple[Rule, ...] = (
     Rule("shell-stdin", "quick_check",
          r"^(?:bash|sh|zsh|node|ruby|perl)(?:\s+-\S+)*(?:\s+__HERE(?:DOC|STRING)__(?:\s|$)|$)",
          doc="bash <<EOF, ... | sh"),
+    # -- formatters: they rewrite the files they are given, unless asked only to report
+    Rule("formatter-report", "other",
+         r"^(?:python -m )?(?:black|isort|ruff(?:\s+format|\s+check)?|rustfmt|cargo\s+fmt)\s(?:.*\s)?"
+         r"(?:--check|--check-only|--diff)(?:\s|$)",
+         doc="black --check ., ruff format --diff x.py, isort --check-only x.py (they report, change no file)"),
+    Rule("formatter-in-place", "edit",
+         r"^(?:python -m )?(?:black|isort|ruff\s+format|rustfmt|cargo\s+fmt)(?:\s|$)"
+         r"|^(?:python -m )?ruff(?:\s+check)?\s(?:.*\s)?--fix(?:\s|$)"
+         r"|^(?:python -m )?(?:autopep8|yapf|autoflake)\s(?:.*\s)?(?:-[a-zA-Z]*i[a-zA-Z]*|--in-place)(?:\s|$)"
+         r"|^(?:npx\s+)?prettier\s(?:.*\s)?(?:--write|-w)(?:\s|$)"
+         r"|^gofmt\s(?:.*\s)?-[a-z]*w[a-z]*(?:\s|$)|^clang-format\s(?:.*\s)?-i(?:\s|$)",
+         doc="black x.py, python -m isort ., ruff format, ruff check --fix, autopep8 -i x.py, prettier --write ., "
+             "gofmt -w x.go"),
     # -- scripts
     Rule("python-tool-module", "other",
          r"^python -m (?:pip|venv|virtualenv|ensurepip|http\.server|pydoc|site|json\.tool|compileall"
