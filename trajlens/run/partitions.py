@@ -258,17 +258,12 @@ def read_arrow_files(partitions: Partitions, table: str, steps: Sequence[int], c
     """:func:`read_files` as an Arrow table: a few files of whole steps are read one by one
     (``columns`` of them, every column without) by :func:`trajlens.store.layout.read_parquet_file`,
     the others as :func:`read_files` reads them."""
-    import pyarrow.parquet as pq
-
     from trajlens.store.layout import read_parquet_file
 
     paths, packed = partitions.files(steps)
     if packed or len(paths) > ARROW_READS_UP_TO or not paths:
         return read_files(partitions, table, steps, columns, conformed=conformed).rechunk().to_arrow()
-    parts = []
-    for path in paths:
-        names = pq.read_schema(path).names
-        parts.append(read_parquet_file(path, None if columns is None else [c for c in columns if c in names]))
+    parts = [read_parquet_file(path, columns, present_only=True) for path in paths]
     return pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
 
 

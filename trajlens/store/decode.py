@@ -34,7 +34,11 @@ def _round_trips(kind: pa.DataType) -> bool:
 
 
 def polars_decodes(metadata: pq.FileMetaData, schema: pa.Schema, columns: Sequence[str]) -> bool:
-    """Whether Polars decodes ``columns`` of the file faster, with the same result."""
+    """Whether Polars decodes ``columns`` of the file faster, with the same result (each of them
+    a column of the file, named once)."""
+    if len(set(columns)) != len(columns) or not set(columns) <= set(schema.names) or \
+            len(set(schema.names)) != len(schema.names):
+        return False
     fields = [schema.field(name) for name in columns]
     if not fields or not all(_round_trips(field.type) for field in fields):
         return False

@@ -607,11 +607,12 @@ def _value_missing(lookup: duckdb.DuckDBPyConnection, read: Sequence[str], asked
                    runs: Sequence[str]) -> QueryError | None:
     """The error of :meth:`Store._unknown_value`: the first of ``asked`` (parameter, value) that no
     table of ``read`` with a column of the parameter's name holds there (for one of ``runs``, if any)."""
+    columns = {table: _columns(lookup, table) for table in read}
     for name, value in asked:
         held: list[str] = []
-        tables = [table for table in read if name in _columns(lookup, table)]
+        tables = [table for table in read if name in columns[table]]
         for table in tables:
-            of_run = bool(runs) and "run_id" in _columns(lookup, table)
+            of_run = bool(runs) and "run_id" in columns[table]
             where = f"WHERE {sql_identifier(name)} IS NOT NULL" + (" AND list_contains($runs, run_id)" if of_run else "")
             bound = {"runs": list(runs)} if of_run else {}
             if lookup.execute(f"SELECT count(*) > 0 FROM {sql_identifier(table)} {where} AND "
@@ -648,41 +649,44 @@ def _values_named(value: str, held: Sequence[str]) -> str:
     return f"there: {listed}"
 
 
-def _parsed_nodes(query: str) -> Iterator[dict[str, Any]]:
-    """Every node of DuckDB's parse of ``query``, which binds nothing: a query with parameters or
-    missing tables parses."""
+@functools.lru_cache(maxsize=32)
+def _parsed(query: str) -> tuple[frozenset[str], frozenset[str]]:
+    """From one parse of ``query`` by DuckDB, which binds nothing (a query with parameters or
+    missing tables parses): the tables and views it reads (with its own CTEs' names), and the
+    parameters it compares for equality with a column of their own name (``estimator =
+    $estimator``, ``c.name = $name``)."""
     with duckdb.connect() as connection:  # the store's may be reading a result
         parsed = json.loads(connection.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
+    tables: set[str] = set()
+    matched: set[str] = set()
     stack: list[Any] = [parsed]
     while stack:
         node = stack.pop()
-        if isinstance(node, dict):
-            yield node
-            stack.extend(node.values())
-        elif isinstance(node, list):
+        if isinstance(node, list):
             stack.extend(node)
-
-
-def _tables_read(query: str) -> set[str]:
-    """The names of the tables and views ``query`` reads (with its own CTEs' names)."""
-    return {node["table_name"] for node in _parsed_nodes(query)
-            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str)}
-
-
-def _matched_parameters(query: str) -> set[str]:
-    """The parameters ``query`` compares for equality with a column of their own name
-    (``estimator = $estimator``, ``c.name = $name``)."""
-    matched = set()
-    for node in _parsed_nodes(query):
-        if node.get("class") != "COMPARISON" or node.get("type") != "COMPARE_EQUAL":
             continue
-        sides = [node.get("left"), node.get("right")]
-        columns = [side["column_names"][-1] for side in sides
-                   if isinstance(side, dict) and side.get("class") == "COLUMN_REF" and side.get("column_names")]
-        parameters = [side.get("identifier") for side in sides
-                      if isinstance(side, dict) and side.get("class") == "PARAMETER"]
-        matched.update(name for name in parameters if name in columns)
-    return matched
+        if not isinstance(node, dict):
+            continue
+        stack.extend(node.values())
+        if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
+            tables.add(node["table_name"])
+        elif node.get("class") == "COMPARISON" and node.get("type") == "COMPARE_EQUAL":
+            sides = [side for side in (node.get("left"), node.get("right")) if isinstance(side, dict)]
+            columns = {side["column_names"][-1] for side in sides
+                       if side.get("class") == "COLUMN_REF" and side.get("column_names")}
+            matched.update(side.get("identifier") for side in sides
+                           if side.get("class") == "PARAMETER" and side.get("identifier") in columns)
+    return frozenset(tables), frozenset(matched)
+
+
+def _tables_read(query: str) -> frozenset[str]:
+    """The names of the tables and views ``query`` reads (with its own CTEs' names)."""
+    return _parsed(query)[0]
+
+
+def _matched_parameters(query: str) -> frozenset[str]:
+    """The parameters ``query`` compares for equality with a column of their own name."""
+    return _parsed(query)[1]
 
 
 def _first_line(error: BaseException) -> str:

@@ -92,8 +92,10 @@ def rows_of_step(files: Sequence[str], step: int, columns: Sequence[str] | None,
     return (parts[0] if len(parts) == 1 else pa.concat_tables(parts)), packed
 
 
-def read_parquet_file(path: str | Path, columns: Sequence[str] | None = None, filesystem: Any = None) -> pa.Table:
-    """One Parquet file as an Arrow table (only ``columns``, in their order, when given).
+def read_parquet_file(path: str | Path, columns: Sequence[str] | None = None, filesystem: Any = None, *,
+                      present_only: bool = False) -> pa.Table:
+    """One Parquet file as an Arrow table (only ``columns``, in their order, when given; with
+    ``present_only``, those of them the file has).
 
     Through ``ParquetFile``, which opens one file several times faster than ``pq.read_table``'s
     dataset machinery; a run directory holds a file per step and table, so reads of it pay that
@@ -101,19 +103,22 @@ def read_parquet_file(path: str | Path, columns: Sequence[str] | None = None, fi
     instead, in the same types (:mod:`trajlens.store.decode`). ``filesystem`` (a ``pyarrow.fs``
     one) reads from a store that is not local.
     """
-    wanted = None if columns is None else list(columns)
+    def wanted(schema: pa.Schema) -> list[str] | None:
+        if columns is None:
+            return None
+        return [c for c in columns if c in schema.names] if present_only else list(columns)
+
     if filesystem is None:
         with pq.ParquetFile(path) as parquet:
             schema = parquet.schema_arrow
-            names = schema.names if wanted is None else wanted
-            if len(set(names)) == len(names) and all(name in schema.names for name in names) \
-                    and polars_decodes(parquet.metadata, schema, names):
-                decoded = read_with_polars(str(path), schema, names)
+            names = wanted(schema)
+            if polars_decodes(parquet.metadata, schema, schema.names if names is None else names):
+                decoded = read_with_polars(str(path), schema, schema.names if names is None else names)
                 if decoded is not None:
                     return decoded
-            return parquet.read(columns=wanted)
+            return parquet.read(columns=names)
     with filesystem.open_input_file(str(path)) as source, pq.ParquetFile(source) as parquet:
-        return parquet.read(columns=wanted)
+        return parquet.read(columns=wanted(parquet.schema_arrow))
 
 
 class RunDirWriter:
